@@ -1,0 +1,65 @@
+"""The seams the agent loop talks through: an observer (the recorder, behind the glass) and
+an approver (a human, over whatever channel). The loop imports neither the store nor the
+gateway; it only awaits these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.messages import ToolCall
+from xclaw.tools.base import ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    step_id: str | None  # display id of the recorded approval step (s0007), if recorded
+    call: ToolCall
+    reason: str
+    # The call matches one that was interrupted mid-run: it may already have happened.
+    maybe_repeated: bool = False
+    agent: str = "main"
+
+
+class Approver(Protocol):
+    async def decide(self, request: ApprovalRequest) -> bool:
+        """True to run the call. May wait as long as it likes; the loop applies timeouts."""
+        ...
+
+
+class AgentObserver(Protocol):
+    """Every event of the loop, awaited in order. `tool_started` returning is the
+    write-ahead point: the loop runs the tool only afterwards (invariant 1)."""
+
+    async def user_input(self, text: str) -> None: ...
+
+    async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None: ...
+
+    async def llm_delta(self, text: str) -> None: ...
+
+    async def llm_finished(self, response: LLMResponse) -> None: ...
+
+    async def llm_failed(self, error: str) -> None: ...
+
+    async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
+        """Record the request; returns its step display id."""
+        ...
+
+    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None: ...
+
+    async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
+
+    async def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...
+
+    async def tool_refused(self, call: ToolCall, reason: str) -> None:
+        """A call that never ran (denied, refused by policy, unknown tool, bad input)."""
+        ...
+
+    async def alert(self, name: str, detail: dict[str, Any]) -> None:
+        """A system_alert step: max iterations, cancellation, resume."""
+        ...
+
+    def child(self, call: ToolCall) -> "AgentObserver":
+        """The observer of a sub-agent spawned by `call`: its steps hang under that call."""
+        ...

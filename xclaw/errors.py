@@ -1,0 +1,107 @@
+"""The small exception tree that carries control flow and user-facing errors.
+
+Every error a user can meet has a stable machine-readable `code` (the wire protocol's error
+codes) and a human message.
+"""
+
+from __future__ import annotations
+
+
+class XclawError(Exception):
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class IllegalTransition(XclawError):
+    code = "illegal_transition"
+
+    def __init__(self, current: str, target: str) -> None:
+        super().__init__(f"illegal session state change {current} -> {target}")
+        self.current = current
+        self.target = target
+
+
+class SessionNotFound(XclawError):
+    code = "unknown_session"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r}")
+        self.session_id = session_id
+
+
+class StepNotFound(XclawError):
+    code = "bad_step"
+
+    def __init__(self, ref: str, session_id: str, *, foreign: bool = False) -> None:
+        why = "belongs to another session" if foreign else "is not a step of this session"
+        super().__init__(
+            f"step {ref!r} {why} (session {session_id}); use an id shown by /steps, e.g. s0005"
+        )
+        self.ref = ref
+        self.session_id = session_id
+
+
+class StepNotRunning(XclawError):
+    """Completing or failing a step that is not `running` (already finished or interrupted)."""
+
+    code = "step_not_running"
+
+
+class LeaseLost(XclawError):
+    """A write of a driven session carried a stale fencing token: another worker owns it."""
+
+    code = "lease_lost"
+
+
+class SessionBusy(XclawError):
+    code = "busy"
+
+
+class StoreError(XclawError):
+    code = "store_error"
+
+
+class SchemaTooNew(StoreError):
+    code = "schema_too_new"
+
+
+# --- agent control flow -------------------------------------------------------------------
+
+
+class Cancelled(XclawError):
+    code = "cancelled"
+
+    def __init__(self, message: str = "run cancelled by the user") -> None:
+        super().__init__(message)
+
+
+class LimitsExceeded(XclawError):
+    code = "max_iterations"
+
+
+class LLMError(XclawError):
+    """A provider call failed for good (after retries and fallbacks)."""
+
+    code = "llm_error"
+
+    def __init__(self, message: str, *, retryable: bool = False, provider: str = "") -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.provider = provider
+
+
+class ToolError(XclawError):
+    """A tool failed in a way the model should hear about (returned as the tool result)."""
+
+    code = "tool_error"
+
+
+class PathEscape(ToolError):
+    code = "path_escape"
+
+
+class ConfigError(XclawError):
+    code = "config_error"

@@ -1,0 +1,132 @@
+"""The client <-> gateway wire protocol (PROTOCOL.md): frame parsing and frame builders.
+
+Client frames are validated with pydantic at the edge; server frames are plain dicts built
+here, so every producer (runtime, gateway, CLI) shapes them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+
+from xclaw.store.model import Session, Step
+
+MAX_FRAME_BYTES = 1_000_000
+PROTOCOL_VERSION = 1
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    v: int = PROTOCOL_VERSION
+    token: StrictStr | None = None
+
+
+class ReconnectFrame(_Frame):
+    type: Literal["reconnect"]
+    session_id: StrictStr | None = Field(default=None, alias="sessionId")
+
+
+class MessageFrame(_Frame):
+    type: Literal["message"]
+    session_id: StrictStr | None = Field(default=None, alias="sessionId")
+    content: StrictStr
+
+
+class ApprovalFrame(_Frame):
+    type: Literal["approval"]
+    session_id: StrictStr | None = Field(default=None, alias="sessionId")
+    step_id: StrictStr = Field(alias="stepId")
+    approve: StrictBool
+
+
+class CancelFrame(_Frame):
+    type: Literal["cancel"]
+    session_id: StrictStr | None = Field(default=None, alias="sessionId")
+
+
+class PingFrame(_Frame):
+    type: Literal["ping"]
+
+
+ClientFrame = Annotated[
+    Union[ReconnectFrame, MessageFrame, ApprovalFrame, CancelFrame, PingFrame],
+    Field(discriminator="type"),
+]
+_client_frame = TypeAdapter(ClientFrame)
+
+
+class BadFrame(Exception):
+    code = "bad_frame"
+
+
+def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | ApprovalFrame | CancelFrame | PingFrame:
+    """Raise BadFrame with a readable reason for anything that is not a valid frame."""
+    if len(raw) > MAX_FRAME_BYTES:
+        raise BadFrame(f"frame too large ({len(raw)} bytes; limit {MAX_FRAME_BYTES})")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadFrame(f"frame is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise BadFrame("frame must be a JSON object")
+    kind = data.get("type")
+    if kind not in ("reconnect", "message", "approval", "cancel", "ping"):
+        raise BadFrame(
+            f"unknown frame type {kind!r}; expected reconnect, message, approval, cancel or ping"
+        )
+    try:
+        return _client_frame.validate_python(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or "frame"
+        raise BadFrame(f"{kind} frame: {where}: {first['msg']}") from None
+
+
+# --- server frames ------------------------------------------------------------------------
+
+
+def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
+    return {
+        "type": "session",
+        "sessionId": s.session_id,
+        "status": s.status.value,
+        "title": s.title,
+        "isForked": s.is_forked,
+        "parentSessionId": s.parent_session_id,
+        "awaitingInput": s.awaiting_input,
+        "created": created,
+    }
+
+
+def step_json(st: Step) -> dict[str, Any]:
+    """A trace row as the clients see it (the live trace view, /steps, the HTTP API)."""
+    return {
+        "id": st.display_id,
+        "stepId": st.step_id,
+        "seq": st.seq,
+        "parent": st.parent_display_id,
+        "type": st.step_type.value,
+        "name": st.name,
+        "status": st.status.value,
+        "agent": st.agent,
+        "input": st.input_data,
+        "output": st.output_data,
+        "error": st.error_message,
+        "startTime": st.start_time,
+        "endTime": st.end_time,
+        "durationMs": st.duration_ms,
+        "tokens": {"prompt": st.token_usage_prompt, "completion": st.token_usage_completion},
+    }
+
+
+def error_frame(content: str, code: str, session_id: str | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "error", "content": content, "code": code}
+    if session_id:
+        frame["sessionId"] = session_id
+    return frame
+
+
+def notice_frame(content: str) -> dict[str, Any]:
+    return {"type": "notice", "content": content}

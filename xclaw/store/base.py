@@ -1,0 +1,155 @@
+"""The Store protocol: the seam between the recorder/gateway and a database backend.
+
+Each method is exactly one transaction, so no caller can get a transaction boundary wrong.
+The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Protocol, runtime_checkable
+
+from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    session: Session
+    target_seq: int
+    deleted: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A durable record of sessions and their steps (the seed's two tables, R1)."""
+
+    url: str  # where the data lives, for banners and messages (a path or a redacted URL)
+
+    # --- sessions ---------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """A new session in Init. Generated ids carry >= 96 random bits."""
+        ...
+
+    def get_session(self, session_id: str) -> Session:
+        """Raises SessionNotFound."""
+        ...
+
+    def find_session(self, session_id: str) -> Session | None: ...
+
+    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        """Most recently updated first."""
+        ...
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """Rename, or replace metadata. Raises SessionNotFound."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Deletes the session and (cascade) its steps; forks keep living, their
+        parent_session_id set to NULL. Raises SessionNotFound."""
+        ...
+
+    def transition(self, session_id: str, target: Status) -> Session:
+        """The checked state-machine move (invariant 7). Raises IllegalTransition."""
+        ...
+
+    # --- steps ------------------------------------------------------------------------
+    def begin_step(self, session_id: str, step: NewStep) -> Step:
+        """Insert the step as `running` and set the session Running (Paused when the step is
+        an approval request) in one transaction that is durable when this returns: the
+        caller may perform the side effect only afterwards (invariant 1)."""
+        ...
+
+    def add_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        *,
+        status: StepStatus = StepStatus.COMPLETED,
+        output_data: Any = None,
+        error_message: str | None = None,
+    ) -> Step:
+        """Insert an already finished step (user input, a denied call) in one transaction."""
+        ...
+
+    def complete_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+    ) -> Step:
+        """running -> completed (end_time set); optionally move the session in the same
+        transaction (e.g. the final answer -> Success). Raises StepNotRunning."""
+        ...
+
+    def fail_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        error_message: str,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+    ) -> Step:
+        """running -> failed with an error message. Raises StepNotRunning."""
+        ...
+
+    def get_step(self, session_id: str, ref: str | int) -> Step:
+        """`s0005`, `5` or the full step id. Raises StepNotFound (`bad_step`)."""
+        ...
+
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
+        """The last n steps, oldest first (for /steps)."""
+        ...
+
+    def steps(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        """Steps in sequence order (never by timestamp), optionally of one agent only."""
+        ...
+
+    def step_tree(self, session_id: str) -> list[StepTreeNode]:
+        """Roots (steps without a parent) with their descendants, in sequence order."""
+        ...
+
+    def mark_interrupted(self, session_id: str, *, keep_approvals: bool = True) -> list[Step]:
+        """Dangling `running` steps -> failed with error "interrupted" (invariant 3); pending
+        approval requests are kept running so they can be asked again (R9)."""
+        ...
+
+    # --- time travel ------------------------------------------------------------------
+    def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
+        """Delete the target step and every later one; the session goes Running and waits
+        for a new instruction (R11). One transaction."""
+        ...
+
+    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
+        """A new session (is_forked, parent_session_id) whose steps are a copy of the source
+        up to and including the target, ids and parent links remapped (R12). One
+        transaction; the source is untouched."""
+        ...
+
+    def close(self) -> None: ...

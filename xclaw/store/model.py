@@ -1,0 +1,174 @@
+"""Pure values of the durable record: sessions, steps, statuses and step addressing.
+
+Identity and transactions belong to the store; these are plain frozen values that every layer
+may pass around without touching a database.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from xclaw.errors import IllegalTransition, StepNotFound
+
+
+class Status(str, enum.Enum):
+    """A session's state machine (R2). Stored as the seed's capitalised words."""
+
+    INIT = "Init"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    SUCCESS = "Success"
+    FAILED = "Failed"
+
+
+# R2 plus the documented extensions (DESIGN.md invariant 7):
+#   Failed -> Running   an explicit resume or a new user message after an error
+#   Success -> Running  a new user message after a final answer
+#   Running -> Running  begin_step while already running (a no-op, not a write)
+#   Paused -> Paused    a second approval request while paused (parallel sub-agents)
+#   Init -> Failed      a session that could not even start (e.g. no model configured)
+#   Paused -> Success   never: a pending approval must be answered first
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.INIT: frozenset({Status.RUNNING, Status.FAILED}),
+    Status.RUNNING: frozenset({Status.RUNNING, Status.PAUSED, Status.SUCCESS, Status.FAILED}),
+    Status.PAUSED: frozenset({Status.PAUSED, Status.RUNNING, Status.FAILED}),
+    Status.SUCCESS: frozenset({Status.RUNNING}),
+    Status.FAILED: frozenset({Status.RUNNING}),
+}
+
+
+def check_transition(current: Status, target: Status) -> None:
+    """The one checked transition function: nothing writes current_status around it."""
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(current.value, target.value)
+
+
+class StepType(str, enum.Enum):
+    LLM_CALL = "llm_call"
+    TOOL_CALL = "tool_call"
+    USER_INPUT = "user_input"
+    SYSTEM_ALERT = "system_alert"
+
+
+class StepStatus(str, enum.Enum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+# Error text written on a step that was running when its process died (invariant 3).
+INTERRUPTED = "interrupted"
+
+MAIN_AGENT = "main"
+
+_DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
+
+
+def display_id(seq: int) -> str:
+    """`s0001` for seq 1; wider ids simply grow (`s12345`)."""
+    return f"s{seq:04d}"
+
+
+def full_step_id(session_id: str, seq: int) -> str:
+    """The primary key of a trace row: unique across sessions, derived from the sequence
+    number so a fork can remap ids and parent links with plain string arithmetic."""
+    return f"{session_id}:{display_id(seq)}"
+
+
+def parse_step_ref(ref: str | int, session_id: str) -> int:
+    """Turn `s0005`, `5` or the full step id of *this* session into a sequence number.
+
+    A malformed reference or a full id of another session raises StepNotFound (`bad_step`):
+    never a silent no-op.
+    """
+    if isinstance(ref, bool):
+        raise StepNotFound(str(ref), session_id)
+    if isinstance(ref, int):
+        if ref < 1:
+            raise StepNotFound(str(ref), session_id)
+        return ref
+    text = str(ref).strip()
+    if ":" in text:
+        owner, _, tail = text.rpartition(":")
+        if owner != session_id:
+            raise StepNotFound(text, session_id, foreign=True)
+        text = tail
+    m = _DISPLAY_RE.match(text)
+    if not m or int(m.group(1)) < 1:
+        raise StepNotFound(str(ref), session_id)
+    return int(m.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    session_id: str
+    title: str
+    status: Status
+    created_at: int
+    updated_at: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    is_forked: bool = False
+    parent_session_id: str | None = None
+    # Set by rollback: the session is Running but waits for a new instruction, so a
+    # reconnect must not auto-resume it.
+    awaiting_input: bool = False
+    # The fork point in the parent session (sequence number), for branch comparison.
+    forked_from_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    step_id: str
+    session_id: str
+    seq: int
+    parent_step_id: str | None
+    step_type: StepType
+    name: str
+    status: StepStatus
+    agent: str = MAIN_AGENT
+    input_data: Any = None
+    output_data: Any = None
+    error_message: str | None = None
+    start_time: int = 0
+    end_time: int | None = None
+    token_usage_prompt: int = 0
+    token_usage_completion: int = 0
+
+    @property
+    def display_id(self) -> str:
+        return display_id(self.seq)
+
+    @property
+    def parent_display_id(self) -> str | None:
+        if self.parent_step_id is None:
+            return None
+        return self.parent_step_id.rpartition(":")[2]
+
+    @property
+    def duration_ms(self) -> int | None:
+        """end_time - start_time; not stored (R1)."""
+        return None if self.end_time is None else self.end_time - self.start_time
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status is StepStatus.FAILED and self.error_message == INTERRUPTED
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """What a caller asks the store to begin: the store assigns seq, ids and start_time."""
+
+    step_type: StepType
+    name: str
+    input_data: Any = None
+    parent_step_id: str | None = None
+    agent: str = MAIN_AGENT
+
+
+@dataclass(frozen=True, slots=True)
+class StepTreeNode:
+    step: Step
+    children: tuple["StepTreeNode", ...] = ()

@@ -1,0 +1,44 @@
+"""The tool seam: what a tool declares and what it gets when it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+
+from xclaw.messages import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+    # Structured extras kept in the trace (exit code, bytes written...), not sent to the model.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+# Runs a sub-agent on a task and returns its final answer; provided by the runtime.
+SpawnAgent = Callable[[str], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    workspace: Path
+    session_id: str
+    spawn_agent: SpawnAgent | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    # Safe to run again after an interruption without asking anyone (invariant 4).
+    read_only: bool
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+def spec_of(tool: Tool) -> ToolSpec:
+    return ToolSpec(name=tool.name, description=tool.description, input_schema=tool.input_schema)
