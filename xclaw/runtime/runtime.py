@@ -8,77 +8,368 @@ step reference (StepNotFound); none of them can crash the caller's event loop.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from xclaw.agent.hooks import ApprovalRequest
+from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.config import Settings
+from xclaw.errors import (
+    Cancelled,
+    ConfigError,
+    LimitsExceeded,
+    LLMError,
+    SessionBusy,
+    SessionNotFound,
+    StepNotFound,
+)
 from xclaw.llm.base import Model
+from xclaw.messages import message_to_json
+from xclaw.protocol import error_frame, notice_frame
+from xclaw.recorder.history import build_history, seed_history
+from xclaw.recorder.recorder import Recorder, StoreCaller
+from xclaw.recorder.redact import Redactor
+from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
-from xclaw.store.model import Session, Step
+from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
+from xclaw.tools.base import ToolContext
+
+log = logging.getLogger("xclaw.runtime")
 
 FrameSink = Callable[[dict[str, Any]], None]
 
+RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
+
+
+@dataclass
+class _Run:
+    """One run in flight: the single driver of its session (invariant 8)."""
+
+    task: asyncio.Task[None] | None = None
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    # display step id -> (request, future answered by answer_approval)
+    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = field(default_factory=dict)
+
+
+class _WireApprover:
+    """Asks every attached client; any of them may answer (answer_approval)."""
+
+    def __init__(self, runtime: "Runtime", session_id: str, run: _Run) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.run = run
+
+    async def decide(self, request: ApprovalRequest) -> bool:
+        key = request.step_id or request.call.id
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.run.approvals[key] = (request, future)
+        self.runtime._emit(self.session_id, self.runtime._approval_frame(request))
+        try:
+            return await future
+        finally:
+            self.run.approvals.pop(key, None)
+
 
 class Runtime:
-    def __init__(self, store: Store, settings: Settings, *, model: Model | None = None) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        model: Model | None = None,
+        toolbox: Toolbox | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._model = model
+        self._model_error: str | None = None
+        self.toolbox = toolbox or default_toolbox(settings)
+        self.redact = Redactor(settings.secret_values())
+        self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="xclaw-store")
+        self.db = StoreCaller(store, self._executor)
+        self._subs: dict[str, list[FrameSink]] = {}
+        self._runs: dict[str, _Run] = {}
 
-    # --- attaching ----------------------------------------------------------------------
+    # --- model ----------------------------------------------------------------------------
+    @property
+    def model(self) -> Model:
+        """Built on first use, so a server without a configured model still starts."""
+        if self._model is None:
+            from xclaw.llm.factory import build_model
+
+            self._model = build_model(self.settings)
+        return self._model
+
+    def model_name(self) -> str | None:
+        try:
+            return self.model.name
+        except ConfigError:
+            return None
+
+    # --- attaching ----------------------------------------------------------------------------
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]:
-        """Deliver every frame of the session to `sink` (called on the event loop, must not
-        block); returns the unsubscribe function."""
-        raise NotImplementedError
+        sinks = self._subs.setdefault(session_id, [])
+        sinks.append(sink)
+
+        def unsubscribe() -> None:
+            if sink in sinks:
+                sinks.remove(sink)
+            if not sinks:
+                self._subs.pop(session_id, None)
+
+        return unsubscribe
+
+    def _emit(self, session_id: str, frame: dict[str, Any]) -> None:
+        frame = {**frame, "sessionId": session_id}
+        for sink in list(self._subs.get(session_id, ())):
+            try:
+                sink(frame)
+            except Exception:  # one broken client must not stop the run or the others
+                log.exception("frame sink failed")
 
     async def open(self, session_id: str | None) -> tuple[Session, bool]:
-        """R6: a known id → (session, False); None or unknown → a new session (with that id
-        when it is a valid id) → (session, True). Raises ValueError for a malformed id."""
-        raise NotImplementedError
+        if session_id:
+            found = await self.db(self.store.find_session, session_id)
+            if found is not None:
+                return found, False
+        created = await self.db(self.store.create_session, session_id=session_id or None)
+        return created, True
 
     def history_frame(self, session_id: str) -> dict[str, Any]:
-        """The `history` frame: `content` (the seed's JSON string of {role, content}) and
-        `messages` (structured, with tool calls/results and step ids)."""
-        raise NotImplementedError
+        steps = self.store.steps(session_id, agent=MAIN_AGENT)
+        hist = build_history(steps, read_only=self.toolbox.is_read_only, new_input=True)
+        structured = []
+        by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+        for m in hist.messages:
+            item = message_to_json(m)
+            if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
+                item["stepId"] = by_call[item["tool_call_id"]].display_id
+            structured.append(item)
+        import json
 
-    async def resume_if_needed(self, session_id: str) -> bool:
-        """R6-R9 on reconnect: Running (not awaiting input) with no run in flight → resume in
-        the background; Paused with no run in flight → resume, which asks the pending
-        approval again; otherwise nothing. True when a run was started."""
-        raise NotImplementedError
-
-    def pending_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
-        """`approval_request` frames for approvals waiting in a run in flight (to send to a
-        socket that just attached)."""
-        raise NotImplementedError
+        return {
+            "type": "history",
+            "sessionId": session_id,
+            "content": json.dumps(seed_history(hist.messages), ensure_ascii=False),
+            "messages": self.redact(structured),
+        }
 
     def is_busy(self, session_id: str) -> bool:
-        raise NotImplementedError
+        return session_id in self._runs
 
-    # --- driving --------------------------------------------------------------------------
+    def pending_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
+        run = self._runs.get(session_id)
+        if run is None:
+            return []
+        return [
+            {**self._approval_frame(req), "sessionId": session_id}
+            for req, fut in run.approvals.values()
+            if not fut.done()
+        ]
+
+    def _approval_frame(self, req: ApprovalRequest) -> dict[str, Any]:
+        frame: dict[str, Any] = {
+            "type": "approval_request",
+            "stepId": req.step_id,
+            "name": req.call.name,
+            "input": self.redact(req.call.input),
+            "reason": req.reason,
+            "maybeRepeated": req.maybe_repeated,
+        }
+        if req.agent != MAIN_AGENT:
+            frame["agent"] = req.agent
+        return frame
+
+    async def resume_if_needed(self, session_id: str) -> bool:
+        if self.is_busy(session_id):
+            return False
+        session = await self.db(self.store.get_session, session_id)
+        if session.status is Status.PAUSED or (
+            session.status is Status.RUNNING and not session.awaiting_input
+        ):
+            try:
+                self.model
+            except ConfigError as e:
+                self._emit(session_id, error_frame(e.message, e.code))
+                return False
+            self._start(session_id, user_text=None, resume=True)
+            return True
+        return False
+
+    # --- driving ------------------------------------------------------------------------------
     async def send(self, session_id: str, text: str) -> None:
-        """Start a turn with user input in the background. Raises SessionBusy when a run is
-        in flight (one driver per session)."""
-        raise NotImplementedError
+        if self.is_busy(session_id):
+            raise SessionBusy("a run is in flight for this session; wait for its reply or cancel it")
+        await self.db(self.store.get_session, session_id)  # SessionNotFound
+        self.model  # ConfigError: say how to configure a model before recording anything
+        self._start(session_id, user_text=text, resume=False)
+
+    def _start(self, session_id: str, *, user_text: str | None, resume: bool) -> None:
+        run = _Run()
+        self._runs[session_id] = run  # claimed synchronously: no second driver can slip in
+        run.task = asyncio.create_task(self._drive(session_id, run, user_text, resume))
 
     def answer_approval(self, session_id: str, step_ref: str, approve: bool) -> None:
-        """Resolve a pending approval. Raises StepNotFound when no such approval waits."""
-        raise NotImplementedError
+        run = self._runs.get(session_id)
+        if run is not None:
+            try:
+                key = f"s{parse_step_ref(step_ref, session_id):04d}"
+            except StepNotFound:
+                key = step_ref
+            entry = run.approvals.get(key)
+            if entry is not None and not entry[1].done():
+                entry[1].set_result(bool(approve))
+                return
+        raise StepNotFound(str(step_ref), session_id)
 
     def cancel(self, session_id: str) -> bool:
-        """Stop the run after the step in flight. False when nothing was running."""
-        raise NotImplementedError
+        run = self._runs.get(session_id)
+        if run is None:
+            return False
+        run.cancel.set()
+        return True
 
     async def wait_idle(self, session_id: str) -> None:
-        raise NotImplementedError
+        run = self._runs.get(session_id)
+        if run is not None and run.task is not None:
+            await asyncio.shield(run.task)
 
-    # --- time travel and views (refuse while a run is in flight: SessionBusy) --------------
+    async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
+        emit: FrameSink = lambda frame: self._emit(sid, frame)  # noqa: E731
+        try:
+            if resume:
+                interrupted = await self.db(self.store.mark_interrupted, sid)
+            else:
+                # New input settles anything left unanswered, approvals included.
+                interrupted = await self.db(self.store.mark_interrupted, sid, keep_approvals=False)
+            steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
+            hist = build_history(steps, read_only=self.toolbox.is_read_only, new_input=user_text is not None)
+            if resume:
+                if hist.interrupted_retry or hist.interrupted_unsafe:
+                    emit(notice_frame(RESUME_NOTICE))
+                for ref in hist.interrupted_unsafe:
+                    emit(notice_frame(
+                        f"[resume] {ref} was interrupted and may or may not have run; it runs "
+                        "again only if the model re-issues it and you approve"
+                    ))
+            recorder = Recorder(
+                db=self.db,
+                session_id=sid,
+                emit=emit,
+                redact=self.redact,
+                call_parents=hist.call_parents,
+                pending_approvals=hist.pending_approvals,
+                turn_root=hist.last_user_step,
+            )
+            if resume and (interrupted or hist.pending_approvals):
+                await recorder.alert(
+                    "resume",
+                    {
+                        "interrupted": [s.display_id for s in interrupted],
+                        "retrying": hist.interrupted_retry,
+                        "mayHaveRun": hist.interrupted_unsafe,
+                    },
+                )
+            agent = Agent(
+                model=self.model,
+                tools=self.toolbox.tools,
+                policy=self.toolbox.policy,
+                approver=_WireApprover(self, sid, run),
+                observer=recorder,
+                context=ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid),
+                config=self._agent_config(),
+                cancel_event=run.cancel,
+            )
+            emit({"type": "status", "status": Status.RUNNING.value})
+            answer = await agent.run(
+                hist.messages,
+                user_text=user_text,
+                resume=hist.resume_state(with_note=resume),
+            )
+            await self._settle(sid, Status.SUCCESS)
+            emit({"type": "reply", "content": self.redact.text(answer)})
+        except Cancelled as e:
+            await self._fail(sid, emit, "cancelled", e.message, notice="[cancel] run stopped; send a message to continue")
+        except LimitsExceeded as e:
+            await self._fail(sid, emit, "max_iterations", e.message)
+        except LLMError as e:
+            await self._fail(sid, emit, "llm_error", f"LLM call failed: {e.message}")
+        except asyncio.CancelledError:
+            # Shutdown: whatever was running stays `running` and is marked interrupted below.
+            raise
+        except Exception as e:
+            log.exception("run of session %s crashed", sid)
+            await self._fail(sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
+        finally:
+            if self._runs.get(sid) is run:
+                del self._runs[sid]
+
+    async def _settle(self, sid: str, target: Status) -> None:
+        session = await self.db(self.store.get_session, sid)
+        if session.status is not target:
+            await self.db(self.store.transition, sid, target)
+
+    async def _fail(self, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None) -> None:
+        try:
+            await self.db(self.store.mark_interrupted, sid, keep_approvals=False)
+            session = await self.db(self.store.get_session, sid)
+            if session.status is not Status.FAILED:
+                await self.db(self.store.transition, sid, Status.FAILED)
+        except Exception:
+            log.exception("could not mark session %s failed", sid)
+        emit({"type": "status", "status": Status.FAILED.value})
+        if notice:
+            emit(notice_frame(notice))
+        else:
+            emit(error_frame(self.redact.text(message), code))
+
+    def _agent_config(self) -> AgentConfig:
+        s = self.settings
+        return AgentConfig(
+            max_iterations=s.max_iterations,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            approval_timeout_s=s.approval_timeout_s,
+        )
+
+    # --- time travel and views --------------------------------------------------------------
     def steps(self, session_id: str, n: int = 10) -> list[Step]:
-        raise NotImplementedError
+        return self.store.latest_steps(session_id, n)
 
     async def rollback(self, session_id: str, step_ref: str) -> RollbackResult:
-        raise NotImplementedError
+        self._refuse_if_busy(session_id, "roll back")
+        result = await self.db(self.store.rollback, session_id, step_ref)
+        self._emit(session_id, {"type": "status", "status": result.session.status.value})
+        return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
-        raise NotImplementedError
+        return await self.db(self.store.fork, session_id, step_ref, title=title)
+
+    def _refuse_if_busy(self, session_id: str, what: str) -> None:
+        if self.is_busy(session_id):
+            raise SessionBusy(f"cannot {what} while a run is in flight; cancel it first")
 
     async def shutdown(self) -> None:
-        """Stop every run; steps in flight end as interrupted, never half-written."""
-        raise NotImplementedError
+        runs = list(self._runs.items())
+        for _, run in runs:
+            if run.task is not None:
+                run.task.cancel()
+        for sid, run in runs:
+            if run.task is not None:
+                try:
+                    await run.task
+                except (asyncio.CancelledError, Exception):
+                    pass
+            try:
+                # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
+                # pending approval stays pending so it is asked again after restart (R9).
+                await self.db(self.store.mark_interrupted, sid)
+            except Exception:
+                log.exception("could not mark steps of %s interrupted", sid)
+        self._executor.shutdown(wait=True)
+
+
+__all__ = ["Runtime", "FrameSink", "SessionNotFound"]

@@ -129,6 +129,7 @@ class Step:
     name: str
     status: StepStatus
     agent: str = MAIN_AGENT
+    call_id: str | None = None
     input_data: Any = None
     output_data: Any = None
     error_message: str | None = None
@@ -166,6 +167,9 @@ class NewStep:
     input_data: Any = None
     parent_step_id: str | None = None
     agent: str = MAIN_AGENT
+    # The provider's tool-call id, linking a tool_call / approval step to the assistant
+    # message that asked for it (pairs calls with results when messages are rebuilt).
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,295 @@
+"""The agent loop: look at the conversation, do the next thing, until a final answer.
+
+"The next thing" is decided from `messages` alone — run the tool calls of the last assistant
+message that have no result yet, otherwise ask the LLM — so a fresh turn and a resumed one are
+the same loop. The loop knows nothing of storage: every event goes to the observer, and
+`tool_started` returning is the write-ahead point (invariant 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Mapping, Protocol, TypeVar
+
+from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver
+from xclaw.errors import Cancelled, LimitsExceeded
+from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
+
+T = TypeVar("T")
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are xclaw, a careful software agent working in a sandboxed workspace directory. "
+    "Use the tools to inspect and change files and to run shell commands; paths are relative "
+    "to the workspace. Work step by step, check results, and finish with a concise answer "
+    "that says what you did."
+)
+
+
+class Decision(Protocol):
+    """What the approval policy says about one call: kind is allow | ask | deny."""
+
+    kind: str
+    reason: str
+
+
+class Policy(Protocol):
+    def decide(self, tool: Tool, args: dict[str, Any]) -> Decision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_iterations: int = 10
+    max_tokens: int = 4096
+    temperature: float | None = None
+    approval_timeout_s: float | None = None
+
+
+@dataclass
+class ResumeState:
+    """What a resumed run must know beyond the messages (invariant 4)."""
+
+    # Appended (not stored) after the history for the next LLM call only (R7).
+    note: str | None = None
+    # Signatures of interrupted calls that may have had side effects: if the model issues
+    # one again, a human must approve it with a "may already have run" warning.
+    suspect_calls: set[str] = field(default_factory=set)
+    # Tool-call ids whose approval was pending when the process died (R9): ask again.
+    pending_approvals: set[str] = field(default_factory=set)
+
+
+def call_signature(name: str, args: Mapping[str, Any]) -> str:
+    return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
+    """Tool calls of the last assistant message that have no result yet."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            answered = set()
+            for later in messages[i + 1 :]:
+                if not isinstance(later, ToolResultMessage):
+                    return []  # a user message follows: the calls were settled elsewhere
+                answered.add(later.tool_call_id)
+            return [c for c in m.tool_calls if c.id not in answered]
+        if not isinstance(m, ToolResultMessage):
+            return []
+    return []
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Mapping[str, Tool],
+        policy: Policy,
+        approver: Approver,
+        observer: AgentObserver,
+        context: ToolContext,
+        config: AgentConfig = AgentConfig(),
+        agent_id: str = "main",
+        cancel_event: asyncio.Event | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.policy = policy
+        self.approver = approver
+        self.observer = observer
+        self.context = context
+        self.config = config
+        self.agent_id = agent_id
+        self.cancel_event = cancel_event or asyncio.Event()
+
+    # --- the loop ---------------------------------------------------------------------------
+    async def run(
+        self,
+        messages: list[Message],
+        *,
+        user_text: str | None = None,
+        resume: ResumeState | None = None,
+    ) -> str:
+        """Drive the conversation to a final answer and return its text. `messages` is
+        appended to in place. Raises Cancelled, LimitsExceeded or LLMError."""
+        resume = resume or ResumeState()
+        if user_text is not None:
+            await self.observer.user_input(user_text)
+            messages.append(UserMessage(user_text))
+        note = resume.note
+        llm_calls = 0
+        while True:
+            self._check_cancelled()
+            pending = pending_tool_calls(messages)
+            if pending:
+                messages.extend(await self._run_tools(pending, resume))
+                continue
+            if messages and isinstance(messages[-1], AssistantMessage):
+                return messages[-1].text
+            if llm_calls >= self.config.max_iterations:
+                await self.observer.alert(
+                    "max_iterations", {"limit": self.config.max_iterations, "agent": self.agent_id}
+                )
+                raise LimitsExceeded(
+                    f"stopped after {self.config.max_iterations} LLM calls in one turn "
+                    "(max_iterations); send a message to continue"
+                )
+            llm_calls += 1
+            context = list(messages)
+            if note:
+                context.append(UserMessage(note))
+            response = await self._call_llm(context, resumed=note is not None)
+            note = None
+            messages.append(AssistantMessage(text=response.text, tool_calls=response.tool_calls))
+
+    async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
+        request = LLMRequest(
+            system=self.config.system_prompt,
+            messages=tuple(context),
+            tools=tuple(spec_of(t) for t in self.tools.values()),
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
+            agent=self.agent_id,
+        )
+        params = {
+            "max_tokens": self.config.max_tokens,
+            "temperature": self.config.temperature,
+            "messages": len(context),
+            "resumed": resumed,
+        }
+        await self.observer.llm_started(request, self.model.name, params)
+        try:
+            response = await self._until_cancelled(
+                self.model.complete(request, self.observer.llm_delta)
+            )
+        except Cancelled:
+            await self.observer.llm_failed("cancelled by the user")
+            raise
+        except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
+            await self.observer.llm_failed(str(e) or type(e).__name__)
+            raise
+        await self.observer.llm_finished(response)
+        return response
+
+    # --- tools --------------------------------------------------------------------------------
+    async def _run_tools(self, calls: list[ToolCall], resume: ResumeState) -> list[ToolResultMessage]:
+        """Run calls in order; consecutive parallel-safe ones (sub-agents) run concurrently."""
+        results: list[ToolResultMessage] = []
+        i = 0
+        while i < len(calls):
+            self._check_cancelled()
+            group = [calls[i]]
+            while (
+                self._parallel_safe(calls[i])
+                and i + len(group) < len(calls)
+                and self._parallel_safe(calls[i + len(group)])
+            ):
+                group.append(calls[i + len(group)])
+            if len(group) == 1:
+                results.append(await self._run_one(group[0], resume))
+            else:
+                results.extend(await asyncio.gather(*(self._run_one(c, resume) for c in group)))
+            i += len(group)
+        return results
+
+    def _parallel_safe(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        return bool(tool is not None and getattr(tool, "parallel_safe", False))
+
+    async def _run_one(self, call: ToolCall, resume: ResumeState) -> ToolResultMessage:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return await self._refuse(call, f"unknown tool {call.name!r}; available tools: {known}")
+        if "_error" in call.input:
+            return await self._refuse(
+                call, f"{call.input['_error']}: {call.input.get('_raw_arguments', '')!r}"
+            )
+        decision = self.policy.decide(tool, call.input)
+        if decision.kind == "deny":
+            return await self._refuse(call, decision.reason)
+        signature = call_signature(call.name, call.input)
+        maybe_repeated = signature in resume.suspect_calls
+        if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
+            reason = decision.reason if decision.kind == "ask" else "approval required"
+            if maybe_repeated:
+                reason = (
+                    "this call was interrupted earlier and may already have run; "
+                    "running it again may repeat its side effect"
+                )
+            approved, why = await self._ask(call, reason, maybe_repeated)
+            resume.pending_approvals.discard(call.id)
+            if not approved:
+                return await self._refuse(call, why)
+        resume.suspect_calls.discard(signature)
+        self._check_cancelled()
+        # Write-ahead (invariant 1): the running row is durable before the tool starts.
+        await self.observer.tool_started(call, tool.read_only)
+        context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
+        try:
+            result = await tool.run(call.input, context)
+        except (asyncio.CancelledError, Cancelled):
+            raise
+        except Exception as e:  # a tool bug must reach the model, not crash the loop
+            result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
+        await self.observer.tool_finished(call, result)
+        return ToolResultMessage(call.id, call.name, result.content, result.is_error)
+
+    async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
+        step_id = await self.observer.approval_requested(call, reason, maybe_repeated)
+        request = ApprovalRequest(step_id, call, reason, maybe_repeated, self.agent_id)
+        decide = self.approver.decide(request)
+        timeout = self.config.approval_timeout_s
+        try:
+            if timeout:
+                approved = await self._until_cancelled(asyncio.wait_for(decide, timeout))
+            else:
+                approved = await self._until_cancelled(decide)
+            why = "approved by the user" if approved else "denied by the user"
+        except TimeoutError:
+            approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+        await self.observer.approval_decided(call, approved, why)
+        return approved, why
+
+    async def _refuse(self, call: ToolCall, reason: str) -> ToolResultMessage:
+        await self.observer.tool_refused(call, reason)
+        return ToolResultMessage(call.id, call.name, f"Not run: {reason}", is_error=True)
+
+    async def _spawn(self, call: ToolCall, task: str) -> str:
+        child = Agent(
+            model=self.model,
+            tools={n: t for n, t in self.tools.items()},
+            policy=self.policy,
+            approver=self.approver,
+            observer=self.observer.child(call),
+            context=self.context,
+            config=self.config,
+            agent_id=f"{self.agent_id}/{call.id}",
+            cancel_event=self.cancel_event,
+        )
+        return await child.run([], user_text=task)
+
+    # --- cancellation -------------------------------------------------------------------------
+    def _check_cancelled(self) -> None:
+        if self.cancel_event.is_set():
+            raise Cancelled()
+
+    async def _until_cancelled(self, aw: Awaitable[T]) -> T:
+        """Await `aw`, abandoning it when the run is cancelled (LLM calls, approvals)."""
+        task = asyncio.ensure_future(aw)
+        stopper = asyncio.ensure_future(self.cancel_event.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        raise Cancelled()

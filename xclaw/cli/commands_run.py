@@ -1,0 +1,148 @@
+"""`xclaw run`: the headless entry point — the same runtime as the server, no server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from xclaw.config import load_settings
+from xclaw.errors import XclawError
+
+
+class TerminalFrames:
+    """Prints runtime frames the way the seed's CLI does and answers approvals on the
+    terminal (or by the approval mode when nobody is there to ask)."""
+
+    def __init__(self, runtime: Any, session_id: str, *, interactive: bool, quiet: bool = False) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.interactive = interactive
+        self.quiet = quiet
+        self._streaming = False
+        self.failed = False
+
+    def __call__(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "delta":
+            if not self._streaming:
+                click.echo("xclaw: ", nl=False)
+                self._streaming = True
+            click.echo(frame["content"], nl=False)
+            return
+        if kind == "reply":
+            if self._streaming:
+                click.echo()
+            else:
+                click.echo(f"xclaw: {frame['content']}")
+            self._streaming = False
+            return
+        self._end_stream()
+        if kind == "tool" and frame.get("state") == "running":
+            who = f"({frame['agent']}) " if frame.get("agent") else ""
+            click.echo(f"{who}xclaw uses [{frame['name']}]: {json.dumps(frame['input'], ensure_ascii=False)}")
+        elif kind == "tool" and frame.get("state") == "failed" and not self.quiet:
+            click.secho(f"  [{frame['name']}] {str(frame.get('output', ''))[:300]}", fg="yellow")
+        elif kind == "notice":
+            click.secho(frame["content"], fg="cyan")
+        elif kind == "error":
+            self.failed = True
+            click.secho(f"error ({frame.get('code')}): {frame['content']}", fg="red", err=True)
+        elif kind == "approval_request":
+            asyncio.get_running_loop().create_task(self._approve(frame))
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            click.echo()
+            self._streaming = False
+
+    async def _approve(self, frame: dict[str, Any]) -> None:
+        args = json.dumps(frame.get("input"), ensure_ascii=False)
+        click.secho(f"approval needed [{frame['name']}]: {args}", fg="magenta")
+        click.echo(f"  reason: {frame.get('reason')}")
+        if frame.get("maybeRepeated"):
+            click.secho("  warning: this call was interrupted before and may already have run", fg="red")
+        if self.interactive:
+            answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")
+        else:
+            answer = False
+            click.echo("  no terminal to ask: denied (use --approval auto-edits or yolo)")
+        try:
+            self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
+        except XclawError:
+            pass
+
+
+def _ask_yes_no(prompt: str) -> bool:
+    try:
+        return input(prompt).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+async def _run(db: str | None, session: str | None, cont: bool, text: str, approval: str | None, workspace: str | None) -> int:
+    from xclaw.runtime.runtime import Runtime
+    from xclaw.store import open_store
+
+    settings = load_settings(
+        db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
+    )
+    store = open_store(settings.db)
+    runtime = Runtime(store, settings)
+    try:
+        if cont and not session:
+            recent = store.list_sessions(limit=1)
+            if not recent:
+                raise click.UsageError("--continue: there is no session yet in " + store.url)
+            session = recent[0].session_id
+        sess, created = await runtime.open(session)
+        sid = sess.session_id
+        interactive = sys.stdin.isatty()
+        printer = TerminalFrames(runtime, sid, interactive=interactive)
+        runtime.subscribe(sid, printer)
+        click.secho(f"session {sid} ({'new' if created else sess.status.value})", fg="bright_black", err=True)
+        if text:
+            await runtime.send(sid, text)
+        elif not await runtime.resume_if_needed(sid):
+            click.echo(f"session {sid} is {sess.status.value}: nothing to resume; pass a message")
+            return 0
+        await runtime.wait_idle(sid)
+        return 1 if printer.failed else 0
+    except XclawError as e:
+        click.secho(f"error: {e.message}", fg="red", err=True)
+        return 2
+    finally:
+        await runtime.shutdown()
+        store.close()
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("run")
+    @click.argument("text", required=False, default="")
+    @click.option("--session", "-r", "session", metavar="ID", help="Continue this session (created if unknown).")
+    @click.option("--continue", "-c", "cont", is_flag=True, help="Continue the most recently updated session.")
+    @click.option(
+        "--approval",
+        type=click.Choice(["ask", "auto-edits", "yolo"]),
+        default=None,
+        help="ask: confirm edits and shell on the terminal (denied when there is no terminal); "
+        "auto-edits: file edits run without asking; yolo: everything runs except the deny-list.",
+    )
+    @click.option("--db", default=None, help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).")
+    @click.option("--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces).")
+    def run_cmd(text: str, session: str | None, cont: bool, approval: str | None, db: str | None, workspace: str | None) -> None:
+        """Run a task headless, in this process, printing the conversation.
+
+        \b
+        xclaw run "list the files and count the lines"      new session
+        xclaw run --continue "now sort them"                 most recent session
+        xclaw run --session ID                               resume an interrupted session
+        """
+        if text and text.startswith("/"):
+            raise click.UsageError("slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`")
+        code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+        sys.exit(code)

@@ -1,0 +1,31 @@
+"""The `xclaw` command: one click group; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from xclaw import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="xclaw")
+def cli() -> None:
+    """xclaw: an agent runtime whose state survives anything.
+
+    Every step of every session is committed to a database before its side effect happens,
+    so a killed server resumes without losing or repeating work; /steps, /rollback and /fork
+    rewind or branch a session.
+    """
+
+
+def _register() -> None:
+    # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
+    from xclaw.cli import commands_run, commands_store
+
+    commands_store.register(cli)
+    commands_run.register(cli)
+
+
+def main() -> None:
+    _register()
+    cli()

@@ -1,0 +1,147 @@
+"""Reading back through the glass: rebuild the main agent's `messages` from its trace rows.
+
+The result is always a valid provider history (invariant 5): every assistant tool call is
+answered by exactly one tool result, synthetic where the record has none to give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from xclaw.agent.loop import ResumeState, call_signature
+from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.store.model import Step, StepStatus, StepType
+
+APPROVAL = "approval"
+
+INTERRUPTED_RESULT = (
+    "[interrupted] The process running this tool call stopped before the call finished. "
+    "It may or may not have run (partially or fully). Check the current state before "
+    "issuing it again."
+)
+NOT_RUN_RESULT = "[not run] This tool call was never executed: {why}."
+
+RESUME_NOTE = (
+    "[System: the previous run was interrupted (the agent process stopped). Continue the task "
+    "from the conversation above; do not start over and do not repeat steps that already "
+    "completed. Tool calls marked [interrupted] may or may not have run: check before "
+    "issuing them again. Re-issue any unfinished tool call that is still needed.]"
+)
+
+
+@dataclass
+class History:
+    messages: list[Message]
+    # The step that asked for each tool call (parent of its tool_call step).
+    call_parents: dict[str, str] = field(default_factory=dict)
+    # Display ids of calls interrupted mid-run, split by whether they are safe to re-run.
+    interrupted_retry: list[str] = field(default_factory=list)
+    interrupted_unsafe: list[str] = field(default_factory=list)
+    pending_approvals: dict[str, Step] = field(default_factory=dict)
+    suspect_calls: set[str] = field(default_factory=set)
+    last_user_step: str | None = None
+
+    def resume_state(self, *, with_note: bool) -> ResumeState:
+        return ResumeState(
+            note=RESUME_NOTE if with_note else None,
+            suspect_calls=set(self.suspect_calls),
+            pending_approvals=set(self.pending_approvals),
+        )
+
+
+def tool_args(step: Step) -> dict[str, Any]:
+    data = step.input_data
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def tool_output_text(step: Step) -> str:
+    out = step.output_data
+    if isinstance(out, str):
+        return out
+    if out is None:
+        return step.error_message or ""
+    if isinstance(out, dict) and "content" in out:
+        return str(out["content"])
+    return str(out)
+
+
+def build_history(
+    steps: Iterable[Step],
+    *,
+    read_only: Callable[[str], bool],
+    new_input: bool = False,
+) -> History:
+    """Messages of one agent from its steps (seq order). `new_input`: a user message is about
+    to follow, so calls still unanswered are settled as not run rather than left pending."""
+    hist = History(messages=[])
+    # Latest result per call id (a retried call supersedes its interrupted attempt).
+    results: dict[str, Step] = {}
+    approvals: dict[str, Step] = {}
+    order: list[tuple[str, Any]] = []  # ("user", text) | ("assistant", (AssistantMessage, step))
+    for st in steps:
+        if st.step_type is StepType.USER_INPUT and st.status is StepStatus.COMPLETED:
+            text = st.input_data if isinstance(st.input_data, str) else str(st.input_data)
+            order.append(("user", text))
+            hist.last_user_step = st.step_id
+        elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:
+            out = st.output_data if isinstance(st.output_data, dict) else {}
+            calls = tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ())
+            msg = AssistantMessage(text=str(out.get("text") or ""), tool_calls=calls)
+            order.append(("assistant", msg))
+            for c in calls:
+                hist.call_parents[c.id] = st.step_id
+        elif st.step_type is StepType.TOOL_CALL and st.call_id:
+            results[st.call_id] = st
+        elif (
+            st.step_type is StepType.SYSTEM_ALERT
+            and st.name == APPROVAL
+            and st.call_id
+            and st.status is StepStatus.RUNNING
+        ):
+            approvals[st.call_id] = st
+
+    last_assistant = max((i for i, (k, _) in enumerate(order) if k == "assistant"), default=-1)
+    for i, (kind, value) in enumerate(order):
+        if kind == "user":
+            hist.messages.append(UserMessage(value))
+            continue
+        msg: AssistantMessage = value
+        hist.messages.append(msg)
+        open_turn = i == last_assistant and not new_input
+        for call in msg.tool_calls:
+            step = results.get(call.id)
+            if step is None:
+                if open_turn:
+                    if call.id in approvals:
+                        hist.pending_approvals[call.id] = approvals[call.id]
+                    continue  # never started: safe to run now, exactly once
+                why = "the conversation moved on before it ran"
+                hist.messages.append(_result(call, NOT_RUN_RESULT.format(why=why), True))
+            elif step.status is StepStatus.RUNNING or step.interrupted:
+                if open_turn and read_only(call.name):
+                    hist.interrupted_retry.append(step.display_id)
+                    continue  # read-only: re-run automatically
+                if open_turn:
+                    hist.interrupted_unsafe.append(step.display_id)
+                hist.suspect_calls.add(call_signature(call.name, call.input))
+                hist.messages.append(_result(call, INTERRUPTED_RESULT, True))
+            else:
+                failed = step.status is StepStatus.FAILED
+                hist.messages.append(_result(call, tool_output_text(step), failed))
+    return hist
+
+
+def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
+
+
+def seed_history(messages: list[Message]) -> list[dict[str, str]]:
+    """The seed's `history` content: [{role, content}] of user text and assistant text."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            out.append({"role": "user", "content": m.text})
+        elif isinstance(m, AssistantMessage) and m.text:
+            out.append({"role": "assistant", "content": m.text})
+    return out
