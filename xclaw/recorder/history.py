@@ -101,14 +101,15 @@ def build_history(
         ):
             approvals[st.call_id] = st
 
-    last_assistant = max((i for i, (k, _) in enumerate(order) if k == "assistant"), default=-1)
+    last = len(order) - 1
     for i, (kind, value) in enumerate(order):
         if kind == "user":
             hist.messages.append(UserMessage(value))
             continue
         msg: AssistantMessage = value
         hist.messages.append(msg)
-        open_turn = i == last_assistant and not new_input
+        # Only the very last entry may leave calls open for the loop to run now.
+        open_turn = i == last and not new_input
         for call in msg.tool_calls:
             step = results.get(call.id)
             if step is None:

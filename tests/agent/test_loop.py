@@ -1,0 +1,348 @@
+"""The agent loop on its own: ordering of events, approvals, limits, cancellation, sub-agents.
+
+The LLM is a function (a fake at the LLM boundary); tools are real Tool implementations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xclaw.agent.hooks import ApprovalRequest
+from xclaw.agent.loop import Agent, AgentConfig, ResumeState, call_signature, pending_tool_calls
+from xclaw.errors import Cancelled, LimitsExceeded, LLMError
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from xclaw.tools.base import ToolContext, ToolResult
+
+
+class FunctionModel:
+    """Answers with whatever `fn(request)` returns."""
+
+    name = "fn:test"
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.requests: list[LLMRequest] = []
+
+    async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+        self.requests.append(request)
+        resp = self.fn(request)
+        if isinstance(resp, Exception):
+            raise resp
+        if on_delta and resp.text:
+            await on_delta(resp.text)
+        return resp
+
+
+def script(*turns: LLMResponse) -> FunctionModel:
+    it = iter(turns)
+    return FunctionModel(lambda req: next(it))
+
+
+@dataclass
+class CountTool:
+    """A side-effecting tool that logs every event into the shared event list."""
+
+    events: list[str]
+    name: str = "count"
+    description: str = "count"
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    read_only: bool = False
+    parallel_safe: bool = False
+    runs: int = 0
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.runs += 1
+        self.events.append(f"RUN {args.get('n')}")
+        if args.get("boom"):
+            raise RuntimeError("kaput")
+        return ToolResult(f"counted {args.get('n')}")
+
+
+@dataclass
+class SpawnTool:
+    name: str = "spawn_agent"
+    description: str = "spawn"
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    read_only: bool = False
+    parallel_safe: bool = True
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        assert ctx.spawn_agent is not None
+        return ToolResult(await ctx.spawn_agent(args["task"]))
+
+
+@dataclass
+class Decision:
+    kind: str
+    reason: str = ""
+
+
+class Policy:
+    def __init__(self, kind: str = "allow") -> None:
+        self.kind = kind
+
+    def decide(self, tool: Any, args: dict[str, Any]) -> Decision:
+        if args.get("deny"):
+            return Decision("deny", "refused by policy")
+        return Decision(self.kind, "needs a human")
+
+
+class Approver:
+    def __init__(self, answer: bool = True, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.requests: list[ApprovalRequest] = []
+
+    async def decide(self, request: ApprovalRequest) -> bool:
+        self.requests.append(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return self.answer
+
+
+class Observer:
+    def __init__(self, events: list[str], prefix: str = "") -> None:
+        self.events = events
+        self.prefix = prefix
+
+    async def user_input(self, text: str) -> None:
+        self.events.append(f"{self.prefix}user {text}")
+
+    async def llm_started(self, request: Any, model: str, params: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        self.events.append(f"{self.prefix}llm_started")
+
+    async def llm_delta(self, text: str) -> None:
+        pass
+
+    async def llm_finished(self, response: LLMResponse) -> None:
+        self.events.append(f"{self.prefix}llm_finished")
+
+    async def llm_failed(self, error: str) -> None:
+        self.events.append(f"{self.prefix}llm_failed {error}")
+
+    async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str:
+        self.events.append(f"{self.prefix}approval? {call.id} repeated={maybe_repeated}")
+        return "s0099"
+
+    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None:
+        self.events.append(f"{self.prefix}approval {call.id} {approved}")
+
+    async def tool_started(self, call: ToolCall, read_only: bool) -> None:
+        await asyncio.sleep(0.01)  # a slow durable commit: the tool must still wait for it
+        self.events.append(f"{self.prefix}COMMITTED {call.input.get('n')}")
+
+    async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        self.events.append(f"{self.prefix}finished {call.id} error={result.is_error}")
+
+    async def tool_refused(self, call: ToolCall, reason: str) -> None:
+        self.events.append(f"{self.prefix}refused {call.id}: {reason}")
+
+    async def alert(self, name: str, detail: dict[str, Any]) -> None:
+        self.events.append(f"{self.prefix}alert {name}")
+
+    def child(self, call: ToolCall) -> "Observer":
+        return Observer(self.events, prefix=f"{self.prefix}[{call.id}] ")
+
+
+def call(i: str, **args: Any) -> ToolCall:
+    return ToolCall(id=i, name=args.pop("tool", "count"), input=args)
+
+
+def make_agent(model: FunctionModel, events: list[str], tmp_path: Path, **kw: Any) -> tuple[Agent, CountTool]:
+    tool = CountTool(events)
+    agent = Agent(
+        model=model,
+        tools={"count": tool, "spawn_agent": SpawnTool()},
+        policy=kw.pop("policy", Policy()),
+        approver=kw.pop("approver", Approver()),
+        observer=Observer(events),
+        context=ToolContext(workspace=tmp_path, session_id="t"),
+        config=kw.pop("config", AgentConfig()),
+        **kw,
+    )
+    return agent, tool
+
+
+async def test_tool_runs_only_after_its_record_is_committed(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = script(
+        LLMResponse("", (call("a", n=1), call("b", n=2))),
+        LLMResponse("done"),
+    )
+    agent, tool = make_agent(model, events, tmp_path)
+    messages: list[Any] = []
+    answer = await agent.run(messages, user_text="go")
+    assert answer == "done"
+    assert tool.runs == 2
+    # Invariant 1: each RUN comes right after its COMMITTED, never before.
+    assert events.index("COMMITTED 1") < events.index("RUN 1") < events.index("COMMITTED 2") < events.index("RUN 2")
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage", "AssistantMessage", "ToolResultMessage", "ToolResultMessage", "AssistantMessage",
+    ]
+    # The second LLM call saw both tool results, paired with their calls.
+    second = model.requests[1].messages
+    assert [m.tool_call_id for m in second if isinstance(m, ToolResultMessage)] == ["a", "b"]
+
+
+async def test_tool_errors_and_crashes_go_back_to_the_model(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = script(
+        LLMResponse("", (call("a", n=1, boom=True), ToolCall("b", "nope", {}))),
+        LLMResponse("recovered"),
+    )
+    agent, _ = make_agent(model, events, tmp_path)
+    messages: list[Any] = []
+    assert await agent.run(messages, user_text="go") == "recovered"
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert results[0].is_error and "kaput" in results[0].content
+    assert results[1].is_error and "unknown tool 'nope'" in results[1].content
+
+
+async def test_denied_call_is_not_run_and_the_model_hears_why(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = script(LLMResponse("", (call("a", n=1),)), LLMResponse("ok"))
+    approver = Approver(answer=False)
+    agent, tool = make_agent(model, events, tmp_path, policy=Policy("ask"), approver=approver)
+    messages: list[Any] = []
+    await agent.run(messages, user_text="go")
+    assert tool.runs == 0
+    assert approver.requests[0].step_id == "s0099"
+    assert "approval a False" in events
+    assert any(e.startswith("refused a: denied by the user") for e in events)
+    assert "denied by the user" in messages[2].content
+
+
+async def test_policy_deny_never_asks(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = script(LLMResponse("", (call("a", n=1, deny=True),)), LLMResponse("ok"))
+    approver = Approver()
+    agent, tool = make_agent(model, events, tmp_path, policy=Policy("ask"), approver=approver)
+    await agent.run([], user_text="go")
+    assert tool.runs == 0 and approver.requests == []
+
+
+async def test_approval_timeout_counts_as_denial(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = script(LLMResponse("", (call("a", n=1),)), LLMResponse("ok"))
+    agent, tool = make_agent(
+        model, events, tmp_path,
+        policy=Policy("ask"), approver=Approver(delay=5), config=AgentConfig(approval_timeout_s=0.05),
+    )
+    messages: list[Any] = []
+    await agent.run(messages, user_text="go")
+    assert tool.runs == 0
+    assert "no answer within" in messages[2].content
+
+
+async def test_max_iterations_stops_with_an_alert(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = FunctionModel(lambda req: LLMResponse("", (call(f"c{len(req.messages)}", n=1),)))
+    agent, tool = make_agent(model, events, tmp_path, config=AgentConfig(max_iterations=3))
+    with pytest.raises(LimitsExceeded):
+        await agent.run([], user_text="loop forever")
+    assert len(model.requests) == 3
+    assert events[-1] == "alert max_iterations"
+
+
+async def test_llm_failure_fails_the_step_and_propagates(tmp_path: Path) -> None:
+    events: list[str] = []
+    model = FunctionModel(lambda req: LLMError("503 overloaded"))
+    agent, _ = make_agent(model, events, tmp_path)
+    with pytest.raises(LLMError):
+        await agent.run([], user_text="go")
+    assert events[-1] == "llm_failed 503 overloaded"
+
+
+async def test_cancel_stops_between_steps(tmp_path: Path) -> None:
+    events: list[str] = []
+    cancel = asyncio.Event()
+
+    def respond(req: LLMRequest) -> LLMResponse:
+        cancel.set()  # the user presses Ctrl+C while the LLM answers
+        return LLMResponse("", (call("a", n=1),))
+
+    agent, tool = make_agent(FunctionModel(respond), events, tmp_path, cancel_event=cancel)
+    with pytest.raises(Cancelled):
+        await agent.run([], user_text="go")
+    assert tool.runs == 0  # the step in flight (the LLM call) finished; nothing after it ran
+
+
+async def test_resume_runs_pending_calls_without_asking_the_llm_again(tmp_path: Path) -> None:
+    """A completed LLM call whose tool calls never started: they run once, no re-issue."""
+    events: list[str] = []
+    model = script(LLMResponse("finished"))
+    agent, tool = make_agent(model, events, tmp_path)
+    messages: list[Any] = [UserMessage("go"), AssistantMessage("", (call("a", n=1),))]
+    answer = await agent.run(messages, resume=ResumeState(note="[System: resume]"))
+    assert answer == "finished" and tool.runs == 1
+    assert len(model.requests) == 1
+    # The resume note reaches the LLM but is not kept in the conversation.
+    assert model.requests[0].messages[-1] == UserMessage("[System: resume]")
+    assert UserMessage("[System: resume]") not in messages
+
+
+async def test_reissued_interrupted_call_needs_approval_with_warning(tmp_path: Path) -> None:
+    events: list[str] = []
+    again = call("x2", n=7)
+    model = script(LLMResponse("", (again,)), LLMResponse("ok"))
+    approver = Approver(answer=True)
+    agent, tool = make_agent(model, events, tmp_path, approver=approver)  # policy: allow
+    resume = ResumeState(note="resume", suspect_calls={call_signature("count", {"n": 7})})
+    await agent.run([UserMessage("go")], resume=resume)
+    assert approver.requests and approver.requests[0].maybe_repeated
+    assert tool.runs == 1
+
+
+async def test_finished_conversation_returns_without_calling_the_llm(tmp_path: Path) -> None:
+    model = script()
+    agent, _ = make_agent(model, [], tmp_path)
+    assert await agent.run([UserMessage("hi"), AssistantMessage("hello")]) == "hello"
+    assert model.requests == []
+
+
+async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path) -> None:
+    events: list[str] = []
+    started: list[str] = []
+    gate = asyncio.Event()
+
+    class SubAwareModel(FunctionModel):
+        async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+            self.requests.append(request)
+            if request.agent == "main":
+                if len(request.messages) == 1:
+                    return LLMResponse("", (call("s1", tool="spawn_agent", task="A"), call("s2", tool="spawn_agent", task="B")))
+                return LLMResponse("both done")
+            task = request.messages[0].text
+            started.append(task)
+            if len(started) == 2:
+                gate.set()
+            await asyncio.wait_for(gate.wait(), 2)  # only passes if both sub-agents run at once
+            return LLMResponse(f"sub {task} ok")
+
+    model = SubAwareModel(None)
+    agent, _ = make_agent(model, events, tmp_path)
+    messages: list[Any] = []
+    assert await agent.run(messages, user_text="split") == "both done"
+    results = [m.content for m in messages if isinstance(m, ToolResultMessage)]
+    assert results == ["sub A ok", "sub B ok"]
+    assert "[s1] user A" in events and "[s2] user B" in events
+    sub_requests = [r for r in model.requests if r.agent != "main"]
+    assert all(len(r.messages) == 1 for r in sub_requests)  # sub-agents see only their task
+
+
+def test_pending_tool_calls() -> None:
+    a, b = call("a", n=1), call("b", n=2)
+    assert pending_tool_calls([UserMessage("x"), AssistantMessage("", (a, b))]) == [a, b]
+    assert pending_tool_calls(
+        [AssistantMessage("", (a, b)), ToolResultMessage("a", "count", "ok")]
+    ) == [b]
+    assert pending_tool_calls([AssistantMessage("", (a,)), UserMessage("new")]) == []
+    assert pending_tool_calls([UserMessage("x")]) == []
+    assert pending_tool_calls([]) == []
