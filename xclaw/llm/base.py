@@ -3,9 +3,12 @@ scripted model all implement."""
 
 from __future__ import annotations
 
+import email.utils
+import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol, runtime_checkable
 
+from xclaw.errors import LLMError
 from xclaw.messages import Message, ToolCall, ToolSpec, Usage
 
 # Called with each piece of assistant text as it streams in.
@@ -41,3 +44,52 @@ class Model(Protocol):
     name: str  # e.g. "anthropic:claude-sonnet-4-5", "script:demo.json"
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse: ...
+
+
+class ProviderError(LLMError):
+    """An LLMError raised inside a provider, carrying what the retry policy needs: the HTTP
+    status (if any) and the server's Retry-After hint in seconds (if any)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        provider: str = "",
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, provider=provider)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def retryable_status(status: int) -> bool:
+    """429 and 5xx are transient; so are 408 (request timeout) and 409 (lock contention),
+    which both SDKs' own retry policies also retry."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after_seconds(headers: object) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date), else None."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    ms = get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

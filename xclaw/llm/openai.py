@@ -1,0 +1,178 @@
+"""OpenAI chat completions, and every OpenAI-compatible server (Ollama, vLLM, llama.cpp,
+DeepSeek...) through `base_url`, with the official `openai` SDK and native function calling.
+
+The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from openai import AsyncOpenAI
+
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+
+# OpenAI-compatible servers without auth still need a non-empty key for the SDK.
+NO_KEY = "not-needed"
+
+
+def openai_messages(system: str, messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
+    """Provider-neutral messages -> chat `messages`: the system prompt first, assistant
+    `tool_calls` with JSON-string arguments, one `tool` message per result."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for m in messages:
+        if isinstance(m, UserMessage):
+            out.append({"role": "user", "content": m.text})
+        elif isinstance(m, AssistantMessage):
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            if m.tool_calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": portable_id(c.id),
+                        "type": "function",
+                        # Always valid JSON, even for a call whose arguments were malformed
+                        # (its input then holds `_raw_arguments`): servers that render
+                        # chat templates parse this string.
+                        "function": {"name": c.name, "arguments": json.dumps(c.input)},
+                    }
+                    for c in m.tool_calls
+                ]
+            elif not m.text:
+                msg["content"] = ""
+            out.append(msg)
+        elif isinstance(m, ToolResultMessage):
+            content = m.content
+            # Chat completions has no error flag on tool messages; say it in words.
+            if m.is_error and not content.lower().startswith("error"):
+                content = f"Error: {content}"
+            out.append({"role": "tool", "tool_call_id": portable_id(m.tool_call_id), "content": content})
+    return out
+
+
+def openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
+
+
+def openai_request(model: str, request: LLMRequest, *, official: bool = False) -> dict[str, Any]:
+    """The JSON body we send (minus the streaming flags); also what the fake server validates.
+
+    `official` (no base_url: api.openai.com) sends `max_completion_tokens`, which newer OpenAI
+    models require; compatible servers get the classic `max_tokens` they all understand."""
+    body: dict[str, Any] = {"model": model, "messages": openai_messages(request.system, request.messages)}
+    body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
+    if request.tools:
+        body["tools"] = openai_tools(request.tools)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+class OpenAIModel:
+    """`openai:<model>` against api.openai.com or any compatible `base_url`. One SDK client per
+    call: no connection outlives the event loop that opened it."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self._api_key = api_key or NO_KEY
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        body = openai_request(self.model, request, official=self._base_url is None)
+        try:
+            async with AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                timeout=self._timeout_s,
+                max_retries=0,
+            ) as client:
+                stream = await client.chat.completions.create(
+                    **body, stream=True, stream_options={"include_usage": True}
+                )
+                return await self._read(stream, on_delta)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            raise provider_error(e, self.name) from e
+
+    async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
+        text: list[str] = []
+        # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
+        # calls with no index, so fall back to the id, then to arrival order.
+        calls: dict[Any, dict[str, str]] = {}
+        usage = Usage()
+        finish = ""
+        async for chunk in stream:
+            u = getattr(chunk, "usage", None)
+            if u is not None:
+                usage = Usage(
+                    prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
+                    completion_tokens=getattr(u, "completion_tokens", 0) or 0,
+                )
+            for choice in getattr(chunk, "choices", None) or ():
+                if getattr(choice, "index", 0) not in (0, None):
+                    continue
+                finish = getattr(choice, "finish_reason", None) or finish
+                delta = getattr(choice, "delta", None)
+                if delta is None:
+                    continue
+                content = getattr(delta, "content", None)
+                if content:
+                    text.append(content)
+                    if on_delta:
+                        await on_delta(content)
+                for frag in getattr(delta, "tool_calls", None) or ():
+                    key = frag.index if frag.index is not None else (frag.id or len(calls))
+                    entry = calls.setdefault(key, {"id": "", "name": "", "arguments": ""})
+                    if frag.id:
+                        entry["id"] = frag.id
+                    fn = getattr(frag, "function", None)
+                    if fn is not None:
+                        if fn.name:
+                            entry["name"] = fn.name
+                        if fn.arguments:
+                            entry["arguments"] += fn.arguments
+        tool_calls = tuple(
+            ToolCall(
+                id=c["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                name=c["name"],
+                input=parse_tool_arguments(c["arguments"]),
+            )
+            for c in calls.values()
+        )
+        return LLMResponse(
+            text="".join(text),
+            tool_calls=tool_calls,
+            usage=usage,
+            model=self.name,
+            stop_reason=finish,
+        )

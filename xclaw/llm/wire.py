@@ -1,0 +1,96 @@
+"""What the two HTTP providers share: reading tool arguments the model wrote, making ids every
+provider accepts, and turning SDK exceptions into ProviderError with the retry facts."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from typing import Any
+
+import httpx2
+
+from xclaw.llm.base import ProviderError, retry_after_seconds, retryable_status
+
+MALFORMED_ARGUMENTS = "arguments were not valid JSON"
+NOT_AN_OBJECT = "arguments were not a JSON object"
+
+_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+# Error types Anthropic sends inside a 200 stream (event: error) that are worth a retry.
+_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def parse_tool_arguments(text: str) -> dict[str, Any]:
+    """The model's argument text as a dict. Malformed JSON never raises: the agent loop sees
+    `_error` and answers the call with a tool error, so the model can try again."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"_raw_arguments": text, "_error": MALFORMED_ARGUMENTS}
+    if not isinstance(value, dict):
+        return {"_raw_arguments": text, "_error": NOT_AN_OBJECT}
+    return value
+
+
+def portable_id(raw: str) -> str:
+    """A tool-call id both APIs accept (Anthropic: [A-Za-z0-9_-]+; OpenAI: at most 40 chars).
+    Deterministic, so a call and its result map to the same id, and a history written with
+    one provider replays on the other after a fallback."""
+    if _ID_OK.match(raw):
+        return raw
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", raw)[:27] or "call"
+    return f"{cleaned}_{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
+
+
+def _body_message(body: object) -> str | None:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return err["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    return None
+
+
+def _body_type(body: object) -> str | None:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("type"), str):
+            return err["type"]
+    return None
+
+
+def provider_error(exc: BaseException, provider: str) -> ProviderError:
+    """Map any exception from an SDK call (Stainless-generated SDKs share one shape) to a
+    ProviderError whose message is the provider's own words."""
+    if isinstance(exc, ProviderError):
+        return exc
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if isinstance(status, int) and response is not None:
+        body = getattr(exc, "body", None)
+        message = _body_message(body) or getattr(exc, "message", None) or str(exc)
+        if status < 400:
+            # An error event inside a successful stream (Anthropic's `event: error`).
+            retryable = _body_type(body) in _TRANSIENT_TYPES
+            return ProviderError(f"{provider}: {message}", retryable=retryable, provider=provider)
+        return ProviderError(
+            f"{provider}: HTTP {status}: {message}",
+            retryable=retryable_status(status),
+            provider=provider,
+            status=status,
+            retry_after=retry_after_seconds(getattr(response, "headers", None)),
+        )
+    name = type(exc).__name__
+    if isinstance(exc, (httpx2.TimeoutException, asyncio.TimeoutError, TimeoutError)) or "Timeout" in name:
+        return ProviderError(f"{provider}: request timed out", retryable=True, provider=provider)
+    if isinstance(exc, (httpx2.TransportError, ConnectionError)) or "Connection" in name:
+        detail = getattr(exc, "message", None) or str(exc) or name
+        cause = exc.__cause__
+        if cause is not None and str(cause):
+            detail = f"{detail} ({cause})"
+        return ProviderError(f"{provider}: connection failed: {detail}", retryable=True, provider=provider)
+    return ProviderError(f"{provider}: {name}: {exc}", retryable=False, provider=provider)
