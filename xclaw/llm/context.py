@@ -1,0 +1,69 @@
+"""Fitting a conversation into the model's context window by dropping its oldest turns.
+
+The result is always a valid provider history: the task (first user message) stays first, a
+short note says how much was dropped, and the cut never falls between an assistant message
+with tool calls and its tool results.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Sequence
+
+from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+
+Estimate = Callable[[Message], int]
+NOTE_PREFIX = "[earlier conversation trimmed:"
+
+
+def estimate_tokens(m: Message) -> int:
+    """About four characters a token plus a small per-message overhead (role, framing)."""
+    if isinstance(m, AssistantMessage):
+        size = len(m.text) + sum(len(c.name) + len(json.dumps(c.input)) + 16 for c in m.tool_calls)
+    elif isinstance(m, ToolResultMessage):
+        size = len(m.content) + len(m.tool_call_id)
+    else:
+        size = len(m.text)
+    return size // 4 + 4
+
+
+def trim_note(dropped: int) -> UserMessage:
+    return UserMessage(text=f"{NOTE_PREFIX} {dropped} messages]")
+
+
+def _safe_starts(messages: Sequence[Message], first: int) -> list[int]:
+    """Indices after `first` where a kept tail may begin: anywhere but on a tool result (its
+    call would be cut off) - which also keeps every call together with all of its results."""
+    return [i for i in range(first + 1, len(messages)) if not isinstance(messages[i], ToolResultMessage)]
+
+
+def fit_context(
+    messages: Sequence[Message], budget_tokens: int, estimate: Estimate = estimate_tokens
+) -> tuple[Message, ...]:
+    """`messages` unchanged if they fit in `budget_tokens`; otherwise the task, a trim note and
+    the longest tail that fits. If even the last turn alone is too big, that turn is kept
+    anyway (a valid, over-budget history beats an invalid one)."""
+    messages = tuple(messages)
+    costs = [estimate(m) for m in messages]
+    if sum(costs) <= budget_tokens:
+        return messages
+    first = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), None)
+    head: tuple[Message, ...] = (messages[first],) if first is not None else ()
+    start_from = first if first is not None else -1
+    starts = _safe_starts(messages, start_from)
+    if not starts:
+        return messages  # nothing can be dropped without breaking a tool-call pair
+    head_cost = sum(estimate(m) for m in head)
+    suffix = [0] * (len(messages) + 1)
+    for i in range(len(messages) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + costs[i]
+    chosen = starts[-1]
+    for i in starts:  # earliest start that fits keeps the most context
+        dropped = i - len(head)
+        note_cost = estimate(trim_note(dropped)) if dropped else 0
+        if head_cost + note_cost + suffix[i] <= budget_tokens:
+            chosen = i
+            break
+    dropped = chosen - len(head)
+    note = (trim_note(dropped),) if dropped or first is None else ()
+    return head + note + messages[chosen:]

@@ -1,0 +1,141 @@
+"""Retries with backoff, and a fallback chain of providers: the two ways a call survives a
+flaky network or a provider outage. Both wrap any Model and are Models themselves.
+
+Streamed text cannot be taken back. So a retry (or a fallback) happens only while nothing of
+the failed attempt has reached `on_delta`; once text went out, the failure is final for this
+call (PartialReplyError) and the session can be resumed, which re-issues the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import replace
+from typing import Awaitable, Callable, Sequence
+
+from xclaw.errors import LLMError
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+
+log = logging.getLogger("xclaw.llm")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class _CountingSink:
+    """Passes deltas through and remembers whether any went out."""
+
+    def __init__(self, inner: DeltaSink | None) -> None:
+        self.inner = inner
+        self.sent = 0
+
+    async def __call__(self, text: str) -> None:
+        self.sent += 1
+        if self.inner is not None:
+            await self.inner(text)
+
+
+class PartialReplyError(LLMError):
+    """The reply broke off after some of its text was streamed: retrying or falling back
+    would show the user a second, different beginning, so this failure is final."""
+
+
+def _final(err: LLMError, provider: str, message: str, *, partial: bool = False) -> LLMError:
+    cls = PartialReplyError if partial else LLMError
+    return cls(message, retryable=err.retryable, provider=err.provider or provider)
+
+
+class RetryingModel:
+    """Retries `inner` on retryable LLMErrors (429, 5xx, timeouts, connection errors) with
+    exponential backoff and jitter, honouring the server's Retry-After up to `max_retry_after`.
+    `retries` is the number of extra attempts (3 -> up to 4 calls)."""
+
+    def __init__(
+        self,
+        inner: Model,
+        retries: int = 3,
+        base_delay: float = 0.5,
+        max_delay: float = 8.0,
+        *,
+        max_retry_after: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.retries = max(0, retries)
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._jitter = jitter
+
+    def delay(self, retry: int, err: LLMError) -> float:
+        """Seconds to wait before retry number `retry` (0-based)."""
+        hint = getattr(err, "retry_after", None)
+        if hint is not None:
+            return min(float(hint), self.max_retry_after)
+        ceiling = min(self.max_delay, self.base_delay * (2**retry))
+        return ceiling / 2 + self._jitter() * ceiling / 2  # "equal jitter": never near zero
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        attempts = self.retries + 1
+        for attempt in range(attempts):
+            sink = _CountingSink(on_delta)
+            try:
+                return await self.inner.complete(request, sink)
+            except LLMError as err:
+                if sink.sent:
+                    raise _final(
+                        err, self.name,
+                        f"{err.message} (the reply broke off after partial output; not retried)",
+                        partial=True,
+                    ) from err
+                if not err.retryable:
+                    raise
+                if attempt + 1 >= attempts:
+                    raise _final(
+                        err, self.name, f"{err.message} (gave up after {attempts} attempts)"
+                    ) from err
+                wait = self.delay(attempt, err)
+                log.warning("%s failed (%s); retry %d/%d in %.2fs",
+                            self.name, err.message, attempt + 1, self.retries, wait)
+                await self._sleep(wait)
+        raise AssertionError("unreachable")
+
+
+class FallbackChain:
+    """Tries each model in order; the first that answers wins and its name is the response's
+    `model`. A model that failed after streaming partial text ends the chain (see module doc)."""
+
+    def __init__(self, models: Sequence[Model]) -> None:
+        if not models:
+            raise ValueError("FallbackChain needs at least one model")
+        self.models = tuple(models)
+        self.name = ",".join(m.name for m in self.models)
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        failures: list[str] = []
+        last: LLMError | None = None
+        for i, model in enumerate(self.models):
+            sink = _CountingSink(on_delta)
+            try:
+                response = await model.complete(request, sink)
+            except LLMError as err:
+                last = err
+                failures.append(f"{model.name}: {err.message}")
+                if sink.sent or isinstance(err, PartialReplyError):
+                    raise
+                if i + 1 < len(self.models):
+                    log.warning("%s failed (%s); falling back to %s",
+                                model.name, err.message, self.models[i + 1].name)
+                continue
+            return response if response.model else replace(response, model=model.name)
+        assert last is not None
+        if len(failures) == 1:
+            raise last
+        raise LLMError(
+            "every provider failed: " + "; ".join(failures),
+            retryable=last.retryable,
+            provider=last.provider,
+        ) from last

@@ -1,0 +1,163 @@
+"""The scripted model (DESIGN.md contract): a real provider that replays a JSON script, so the
+demo and end-to-end tests are deterministic without a key. See docs/scripted-model.md.
+
+Turn k answers the k-th LLM call of an agent, k counted from the assistant messages already in
+the request. The model keeps no state of its own, so a restarted server continues the script
+exactly where the recorded history left it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xclaw.errors import ConfigError, LLMError
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
+
+FINISHED = "(script finished)"
+WORDS_PER_DELTA = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    text: str = ""
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()  # (name, input)
+    sleep: float = 0.0
+    fail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    turns: tuple[Turn, ...]
+    subagent_turns: tuple[Turn, ...] | None = None
+
+
+def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} must be a list of turns")
+    out = []
+    for i, t in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            raise ValueError(f"{at} must be an object like {{\"text\": \"...\"}}")
+        unknown = set(t) - {"text", "tool_calls", "sleep", "fail"}
+        if unknown:
+            raise ValueError(f"{at} has unknown keys {sorted(unknown)}")
+        text = t.get("text", "")
+        if not isinstance(text, str):
+            raise ValueError(f"{at}.text must be a string")
+        calls = t.get("tool_calls", [])
+        if not isinstance(calls, list):
+            raise ValueError(f"{at}.tool_calls must be a list")
+        parsed = []
+        for j, c in enumerate(calls):
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+                raise ValueError(f"{at}.tool_calls[{j}] needs a \"name\" string")
+            args = c.get("input", {})
+            if not isinstance(args, dict):
+                raise ValueError(f"{at}.tool_calls[{j}].input must be an object")
+            parsed.append((c["name"], args))
+        sleep = t.get("sleep", 0)
+        if isinstance(sleep, bool) or not isinstance(sleep, (int, float)) or sleep < 0:
+            raise ValueError(f"{at}.sleep must be a number of seconds >= 0")
+        fail = t.get("fail")
+        if fail is not None and not isinstance(fail, str):
+            raise ValueError(f"{at}.fail must be a string")
+        out.append(Turn(text=text, tool_calls=tuple(parsed), sleep=float(sleep), fail=fail))
+    return tuple(out)
+
+
+def load_script(path: Path) -> Script:
+    """Read and check a script file; any problem is a ConfigError naming the file and why."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"scripted model: {path}: file not found") from None
+    except OSError as e:
+        raise ConfigError(f"scripted model: {path}: cannot read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"scripted model: {path}: not UTF-8 text: {e}") from e
+    except ValueError as e:
+        raise ConfigError(f"scripted model: {path}: not valid JSON: {e}") from e
+    try:
+        if not isinstance(data, dict) or "turns" not in data:
+            raise ValueError('expected an object like {"turns": [...]}')
+        turns = _turns(data["turns"], "turns")
+        sub = data.get("subagent")
+        sub_turns = None
+        if sub is not None:
+            if not isinstance(sub, dict) or "turns" not in sub:
+                raise ValueError('"subagent" must be an object like {"turns": [...]}')
+            sub_turns = _turns(sub["turns"], "subagent.turns")
+    except ValueError as e:
+        raise ConfigError(f"scripted model: {path}: {e}") from e
+    return Script(turns=turns, subagent_turns=sub_turns)
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: the usual rule of thumb, good enough for budgets."""
+    return (len(text) + 3) // 4
+
+
+def _message_text(m: Message) -> str:
+    if isinstance(m, AssistantMessage):
+        return m.text + "".join(json.dumps(c.input) + c.name for c in m.tool_calls)
+    if isinstance(m, ToolResultMessage):
+        return m.content
+    return m.text
+
+
+def _chunks(text: str) -> list[str]:
+    """Word groups whose concatenation is exactly `text`."""
+    pieces = re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+    return [
+        "".join(pieces[i : i + WORDS_PER_DELTA]) for i in range(0, len(pieces), WORDS_PER_DELTA)
+    ]
+
+
+class ScriptedModel:
+    """`script:<path>`. Stateless between calls: everything it needs is in the request."""
+
+    def __init__(self, path: str | Path, *, name: str | None = None) -> None:
+        self.path = Path(path)
+        self.name = name or f"script:{path}"
+        self.script = load_script(self.path)
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        k = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        main = request.agent == "main"
+        turns = self.script.turns if main else self.script.subagent_turns
+        if turns is None:
+            first = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+            turn = Turn(text=f"Sub-agent done: {first}")
+        elif k < len(turns):
+            turn = turns[k]
+        else:
+            turn = Turn(text=FINISHED)
+        if turn.sleep:
+            await asyncio.sleep(turn.sleep)
+        if turn.fail is not None:
+            raise LLMError(turn.fail, retryable=False, provider=self.name)
+        if on_delta:
+            for piece in _chunks(turn.text):
+                await on_delta(piece)
+        # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
+        prefix = "call" if main else f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
+        calls = tuple(
+            ToolCall(id=f"{prefix}_{k}_{i}", name=name, input=dict(args))
+            for i, (name, args) in enumerate(turn.tool_calls)
+        )
+        prompt = request.system + "".join(_message_text(m) for m in request.messages)
+        completion = turn.text + "".join(json.dumps(c.input) + c.name for c in calls)
+        return LLMResponse(
+            text=turn.text,
+            tool_calls=calls,
+            usage=Usage(estimate_tokens(prompt), estimate_tokens(completion)),
+            model=self.name,
+            stop_reason="tool_use" if calls else "end_turn",
+        )
