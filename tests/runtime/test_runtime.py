@@ -1,0 +1,271 @@
+"""The runtime in-process: real SQLite store, real tools, the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xclaw.config import Settings
+from xclaw.errors import SessionBusy, StepNotFound
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
+from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
+
+
+def write_script(path: Path, turns: list[dict[str, Any]], **extra: Any) -> Path:
+    path.write_text(json.dumps({"turns": turns, **extra}))
+    return path
+
+
+def sh(command: str) -> dict[str, Any]:
+    return {"name": "shell", "input": {"command": command}}
+
+
+class Harness:
+    def __init__(
+        self, tmp: Path, turns: list[dict[str, Any]], approval: str = "yolo",
+        script_extra: dict[str, Any] | None = None, **settings: Any,
+    ) -> None:
+        self.tmp = tmp
+        self.settings = Settings(
+            home=tmp, db=str(tmp / "xclaw.db"), workspace_root=tmp / "ws",
+            approval_mode=approval, **settings,
+        )
+        self.store = open_store(self.settings.db)
+        self.model = ScriptedModel(write_script(tmp / "script.json", turns, **(script_extra or {})))
+        self.runtime = Runtime(self.store, self.settings, model=self.model)
+        self.frames: list[dict[str, Any]] = []
+
+    async def session(self, sid: str | None = None) -> str:
+        s, _ = await self.runtime.open(sid)
+        self.runtime.subscribe(s.session_id, self.frames.append)
+        return s.session_id
+
+    async def turn(self, sid: str, text: str) -> None:
+        await self.runtime.send(sid, text)
+        await self.runtime.wait_idle(sid)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f["type"] == kind]
+
+    async def close(self) -> None:
+        await self.runtime.shutdown()
+        self.store.close()
+
+
+@pytest.fixture
+async def make(tmp_path: Path):
+    made: list[Harness] = []
+
+    def factory(turns: list[dict[str, Any]], **kw: Any) -> Harness:
+        h = Harness(tmp_path, turns, **kw)
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        await h.close()
+
+
+async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) -> None:
+    h = make([
+        {"text": "Creating a file.", "tool_calls": [sh("echo one >> effects.log")]},
+        {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "effects.log"}}]},
+        {"text": "The file says one."},
+    ])
+    sid = await h.session()
+    await h.turn(sid, "make a file")
+    assert h.of("reply")[-1]["content"] == "The file says one."
+    assert "".join(f["content"] for f in h.of("delta")).endswith("The file says one.")
+    assert [f["state"] for f in h.of("tool")] == ["running", "completed", "running", "completed"]
+    assert all(f["sessionId"] == sid for f in h.frames)
+    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert (h.settings.workspace_root / sid / "effects.log").read_text() == "one\n"
+
+    steps = h.store.steps(sid)
+    kinds = [(s.step_type.value, s.name) for s in steps]
+    assert kinds[0] == ("user_input", "user")
+    assert ("tool_call", "shell") in kinds and ("tool_call", "read_file") in kinds
+    by_id = {s.step_id: s for s in steps}
+    for s in steps:
+        if s.step_type is StepType.TOOL_CALL:
+            assert by_id[s.parent_step_id].step_type is StepType.LLM_CALL  # R5
+        if s.step_type is StepType.LLM_CALL:
+            assert by_id[s.parent_step_id].step_type is StepType.USER_INPUT
+    llm = [s for s in steps if s.step_type is StepType.LLM_CALL]
+    assert all(s.token_usage_completion >= 0 and s.end_time is not None for s in llm)
+    # Linear storage: an llm_call row holds its parameters and output, not the prompt.
+    assert "messages" not in json.dumps(llm[-1].input_data).replace('"messages":', "")
+
+
+async def test_history_frame_speaks_the_seed_format(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("echo hi")]}, {"text": "said hi"}])
+    sid = await h.session()
+    await h.turn(sid, "say hi")
+    frame = h.runtime.history_frame(sid)
+    assert json.loads(frame["content"]) == [
+        {"role": "user", "content": "say hi"},
+        {"role": "assistant", "content": "said hi"},
+    ]
+    kinds = [m["kind"] for m in frame["messages"]]
+    assert kinds == ["user", "assistant", "tool_result", "assistant"]
+    assert frame["messages"][2]["stepId"].startswith("s0")
+
+
+async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask")
+    sid = await h.session()
+    await h.runtime.send(sid, "make it")
+    for _ in range(200):
+        if h.of("approval_request"):
+            break
+        await asyncio.sleep(0.01)
+    req = h.of("approval_request")[0]
+    assert req["name"] == "shell" and req["maybeRepeated"] is False
+    assert h.store.get_session(sid).status is Status.PAUSED
+    assert h.runtime.pending_approval_frames(sid)[0]["stepId"] == req["stepId"]
+    with pytest.raises(StepNotFound):
+        h.runtime.answer_approval(sid, "s0999", True)
+    h.runtime.answer_approval(sid, req["stepId"], True)
+    await h.runtime.wait_idle(sid)
+    assert h.of("reply")[-1]["content"] == "made it"
+    statuses = [f["status"] for f in h.of("status")]
+    assert "Paused" in statuses and statuses[-1] == "Success"
+    approval = h.store.get_step(sid, req["stepId"])
+    assert approval.status is StepStatus.COMPLETED and approval.output_data["approved"] is True
+
+
+async def test_denial_reaches_the_model_and_nothing_runs(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "ok, not doing it"}], approval="ask")
+    sid = await h.session()
+    await h.runtime.send(sid, "make it")
+    for _ in range(200):
+        if h.of("approval_request"):
+            break
+        await asyncio.sleep(0.01)
+    h.runtime.answer_approval(sid, h.of("approval_request")[0]["stepId"], False)
+    await h.runtime.wait_idle(sid)
+    assert not (h.settings.workspace_root / sid / "made.txt").exists()
+    refused = [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    assert refused[0].status is StepStatus.FAILED and "denied" in refused[0].error_message
+
+
+async def test_one_driver_per_session(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("sleep 0.3")]}, {"text": "slept"}])
+    sid = await h.session()
+    await h.runtime.send(sid, "sleep")
+    with pytest.raises(SessionBusy):
+        await h.runtime.send(sid, "again")
+    assert await h.runtime.resume_if_needed(sid) is False  # a refresh just attaches
+    with pytest.raises(SessionBusy):
+        await h.runtime.rollback(sid, "s0001")
+    await h.runtime.wait_idle(sid)
+    assert len([s for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]) == 1
+
+
+async def test_llm_failure_fails_the_session_which_can_continue_later(make) -> None:
+    h = make([{"fail": "provider exploded"}, {"text": "back again"}])
+    sid = await h.session()
+    await h.turn(sid, "try")
+    assert h.of("error")[-1]["code"] == "llm_error"
+    assert "provider exploded" in h.of("error")[-1]["content"]
+    assert h.store.get_session(sid).status is Status.FAILED
+    # The failed call is not an assistant message, so the script serves turn 0 again; make
+    # the next turn succeed by sending a new message (Failed -> Running is allowed).
+    h.model.script = type(h.model.script)(turns=h.model.script.turns[1:], subagent_turns=None)
+    await h.turn(sid, "try again")
+    assert h.of("reply")[-1]["content"] == "back again"
+    assert h.store.get_session(sid).status is Status.SUCCESS
+
+
+async def test_max_iterations_fails_with_a_clear_error(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("true")]}] * 5, max_iterations=3)
+    sid = await h.session()
+    await h.turn(sid, "loop")
+    assert h.of("error")[-1]["code"] == "max_iterations"
+    assert h.store.get_session(sid).status is Status.FAILED
+    alerts = [s for s in h.store.steps(sid) if s.step_type is StepType.SYSTEM_ALERT]
+    assert alerts[-1].name == "max_iterations"
+
+
+async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
+    h = make([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "", "tool_calls": [sh("echo after >> a")]}, {"text": "done"}])
+    sid = await h.session()
+    await h.runtime.send(sid, "go")
+    await asyncio.sleep(0.2)
+    assert h.runtime.cancel(sid)
+    await h.runtime.wait_idle(sid)
+    assert not (h.settings.workspace_root / sid / "a").exists()
+    assert any("[cancel]" in f["content"] for f in h.of("notice"))
+    assert h.store.get_session(sid).status is Status.FAILED
+    assert h.runtime.cancel(sid) is False
+
+
+async def test_rollback_forgets_deleted_steps(make) -> None:
+    h = make([
+        {"text": "first answer"},
+        {"text": "second answer"},
+        {"text": "answer after rollback"},
+    ])
+    sid = await h.session()
+    await h.turn(sid, "remember the word BANANA")
+    await h.turn(sid, "what word?")
+    second_user = [s for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT][1]
+    result = await h.runtime.rollback(sid, second_user.display_id)
+    assert result.session.status is Status.RUNNING and result.session.awaiting_input
+    assert await h.runtime.resume_if_needed(sid) is False  # waits for a new instruction
+    await h.turn(sid, "a new instruction")
+    users = [s.input_data for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]
+    assert users == ["remember the word BANANA", "a new instruction"]
+    assert "what word?" not in json.dumps(h.runtime.history_frame(sid))
+    # The script is driven by the history the model sees: with the deleted turn gone, the
+    # model is at its second turn again.
+    assert h.of("reply")[-1]["content"] == "second answer"
+
+
+async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_PASSWORD", "hunter2-very-secret")
+    h = make(
+        [{"text": "", "tool_calls": [sh("echo hunter2-very-secret")]}, {"text": "the password is hunter2-very-secret"}],
+        secret_env=("MY_SERVICE_PASSWORD",),
+    )
+    sid = await h.session()
+    await h.turn(sid, "print it")
+    dump = json.dumps([s.input_data for s in h.store.steps(sid)] + [s.output_data for s in h.store.steps(sid)])
+    assert "hunter2-very-secret" not in dump and "[REDACTED]" in dump
+    assert "hunter2-very-secret" not in json.dumps(h.frames)
+
+
+async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
+    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}  # noqa: E731
+    h = make(
+        [{"text": "", "tool_calls": [spawn("count apples"), spawn("count pears")]}, {"text": "both counted"}],
+        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("echo sub >> sub.log")]}, {"text": "counted"}]}},
+    )
+    sid = await h.session()
+    await h.turn(sid, "count fruit")
+    assert h.of("reply")[-1]["content"] == "both counted"
+    steps = h.store.steps(sid)
+    by_id = {s.step_id: s for s in steps}
+    spawns = [s for s in steps if s.name == "spawn_agent"]
+    assert len(spawns) == 2 and all(s.status is StepStatus.COMPLETED for s in spawns)
+    sub_agents = {s.agent for s in steps} - {MAIN_AGENT}
+    assert sub_agents == {s.display_id for s in spawns}
+    root = steps[0]
+    for s in steps:  # every step's ancestors lead to the user input
+        cur = s
+        while cur.parent_step_id is not None:
+            cur = by_id[cur.parent_step_id]
+        assert cur.step_id == root.step_id
+    # A sub-agent's shell call hangs under its own llm_call, which hangs under the spawn.
+    for sub_shell in (s for s in steps if s.agent != MAIN_AGENT and s.name == "shell"):
+        llm = by_id[sub_shell.parent_step_id]
+        assert llm.agent == sub_shell.agent
+        chain = by_id[by_id[llm.parent_step_id].parent_step_id]
+        assert chain.name == "spawn_agent"
+    assert (h.settings.workspace_root / sid / "sub.log").read_text() == "sub\nsub\n"
