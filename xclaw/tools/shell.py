@@ -1,0 +1,296 @@
+"""The shell tool: `bash -c COMMAND` in the session's workspace, contained as a process group.
+
+The command gets its own session (process group), so a timeout or a cancelled run can stop the
+command *and everything it started* with one signal. Output is read as it comes and kept within
+a fixed memory bound (head and tail), whatever the command prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from xclaw.errors import ToolError
+from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.schema import check_args
+
+# Environment variables whose names end like this never reach the command (case-insensitive).
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+SECRET_NAMES = ("XCLAW_TOKEN",)
+
+_READ_CHUNK = 64 * 1024
+
+
+def child_env(
+    base: Mapping[str, str], extra: Mapping[str, str], secret_names: Iterable[str] = ()
+) -> dict[str, str]:
+    """A copy of `base` without secrets, then `extra` (the runtime's own additions) on top."""
+    drop = {n.upper() for n in (*SECRET_NAMES, *secret_names)}
+    env = {
+        k: v
+        for k, v in base.items()
+        if k.upper() not in drop and not k.upper().endswith(SECRET_SUFFIXES)
+    }
+    env.update(extra)
+    return env
+
+
+class HeadTail:
+    """Keeps the first and last `limit/2` bytes of a stream, counting what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = max(limit // 2, 0)
+        self.tail_limit = max(limit - self.head_limit, 0)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[... {self.dropped} bytes truncated ...]\n{tail}"
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group `pgid` that still run (zombies don't count: they hold nothing)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: ask the kernel whether anything of the group exists
+        try:
+            os.killpg(pgid, 0)
+            return [pgid]
+        except (ProcessLookupError, PermissionError):
+            return []
+    live = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            live.append(int(entry))
+    return live
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def stop_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM the group, give it `grace_s` to go, then SIGKILL whatever is left.
+
+    The SIGKILL is in `finally` so that even a second cancellation cannot leave the group alive.
+    """
+    try:
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while _live_members(pgid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    finally:
+        _signal_group(pgid, signal.SIGKILL)
+
+
+async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    """True once the command's own process has exited; False when `timeout` passes first.
+
+    `Process.wait()` alone also waits for the output pipe to close, which a background job
+    can keep open indefinitely; so the exit status is polled beside it.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.wait({waiter}, timeout=min(0.05, remaining))
+        return True
+    finally:
+        waiter.cancel()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "unknown exit status"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class ShellTool:
+    """Runs a bash command in the workspace. Not read-only: it may do anything."""
+
+    name = "shell"
+    description = (
+        "Run a bash command in the session's workspace directory and return its combined "
+        "stdout/stderr and exit status. Non-interactive (stdin is empty). Use `timeout` (seconds) "
+        "for long commands. Background processes are stopped when the command ends."
+    )
+    read_only = False
+    parallel_safe = False
+
+    def __init__(
+        self,
+        default_timeout_s: float = 120.0,
+        max_timeout_s: float = 600.0,
+        output_cap: int = 30_000,
+        kill_grace_s: float = 2.0,
+        secret_env: Iterable[str] = (),
+        shell: str = "bash",
+    ) -> None:
+        self.default_timeout_s = default_timeout_s
+        self.max_timeout_s = max(max_timeout_s, default_timeout_s)
+        self.output_cap = output_cap
+        self.kill_grace_s = kill_grace_s
+        self.drain_s = 1.0
+        self.secret_env = tuple(secret_env)
+        self.shell = shell
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command to run."},
+                "timeout": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": (
+                        f"Seconds before the command is killed (default {default_timeout_s:g}, "
+                        f"at most {self.max_timeout_s:g})."
+                    ),
+                },
+            },
+            "required": ["command"],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+            if not clean["command"].strip():
+                raise ToolError("shell needs a non-empty 'command'")
+            if not Path(ctx.workspace).is_dir():
+                raise ToolError(f"the workspace directory {str(ctx.workspace)!r} does not exist")
+        except ToolError as e:
+            return ToolResult(e.message, is_error=True)
+        timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
+        return await self._execute(clean["command"], timeout, ctx)
+
+    async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.shell,
+                "-c",
+                command,
+                cwd=ctx.workspace,
+                env=child_env(os.environ, ctx.env, self.secret_env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,  # interleaved as a terminal would show them
+                start_new_session=True,  # its own process group: one signal reaches all of it
+            )
+        except OSError as e:
+            return ToolResult(f"could not start {self.shell}: {e}", is_error=True)
+        pgid = proc.pid
+        out = HeadTail(self.output_cap)
+        assert proc.stdout is not None
+        reader = asyncio.create_task(self._pump(proc.stdout, out))
+        stopped_leftovers = False
+        try:
+            timed_out = not await _wait_exit(proc, timeout)
+            if _live_members(pgid):
+                # After a timeout: the command itself. After a normal exit: background jobs it
+                # left behind, which nobody could otherwise track or stop.
+                stopped_leftovers = not timed_out
+                await stop_group(pgid, self.kill_grace_s)
+            await self._reap(proc, reader)
+        except BaseException:
+            # Cancelled (or anything else): the command must not outlive the run.
+            reader.cancel()
+            await stop_group(pgid, self.kill_grace_s)
+            await self._reap(proc, reader)
+            raise
+        return self._result(proc.returncode, out, timed_out, timeout, stopped_leftovers, started)
+
+    async def _reap(self, proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
+        """Collect the rest of the output and the exit status once the group is gone."""
+        # Every writer of the pipe is dead now, unless something detached into its own session
+        # and still holds it: then stop reading rather than wait for that process.
+        done, _ = await asyncio.wait({reader}, timeout=self.drain_s)
+        if not done:
+            reader.cancel()
+            transport = getattr(proc, "_transport", None)  # the only handle that drops the pipe
+            if transport is not None:
+                transport.close()
+        try:
+            await asyncio.wait_for(proc.wait(), self.drain_s)
+        except TimeoutError:
+            pass
+
+    @staticmethod
+    async def _pump(stream: asyncio.StreamReader, out: HeadTail) -> None:
+        while chunk := await stream.read(_READ_CHUNK):
+            out.feed(chunk)
+
+    def _result(
+        self,
+        code: int | None,
+        out: HeadTail,
+        timed_out: bool,
+        timeout: float,
+        stopped_leftovers: bool,
+        started: float,
+    ) -> ToolResult:
+        text = out.text()
+        notes = []
+        if timed_out:
+            notes.append(f"[timed out after {timeout:g}s; the command and its children were killed]")
+        elif code != 0:
+            notes.append(f"[{_describe_exit(code)}]")
+        if stopped_leftovers:
+            notes.append("[background processes still running when the command ended were stopped]")
+        if not text and not notes:
+            text = "(no output)"
+        content = "\n".join(p for p in (text.rstrip("\n"), *notes) if p)
+        return ToolResult(
+            content,
+            is_error=timed_out or code != 0,
+            data={
+                "exit_code": code,
+                "timed_out": timed_out,
+                "output_bytes": out.total,
+                "truncated_bytes": out.dropped,
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            },
+        )
