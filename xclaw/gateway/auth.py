@@ -1,0 +1,107 @@
+"""Who may talk to the gateway: the access token and the browser Origin check.
+
+The token is what keeps other local users and web pages from driving an agent that can run
+shell commands; the Origin check keeps a foreign web page from even trying with a stolen
+token in a victim's browser (the gateway's own page, and configured origins, pass).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+TOKEN_FILE = "token"
+# A token has at least this many characters of URL-safe base64 (~192 random bits generated).
+MIN_TOKEN_LEN = 16
+
+
+def token_path(home: Path) -> Path:
+    return home / TOKEN_FILE
+
+
+def load_or_create_token(home: Path, configured: str | None = None) -> str:
+    """XCLAW_TOKEN when set; else the token stored in $XCLAW_HOME/token; else a new one
+    written there with mode 0600 so the next start (and `xclaw chat`) reuses it."""
+    if configured:
+        return configured
+    path = token_path(home)
+    existing = read_token(home)
+    if existing:
+        return existing
+    home.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    # O_EXCL: two servers starting at once must not overwrite each other's token.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        again = read_token(home)
+        if again:
+            return again
+        raise
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+def read_token(home: Path) -> str | None:
+    """The stored token, or None when there is none (or it is unreadable/empty)."""
+    try:
+        text = token_path(home).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def token_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison, so the token cannot be guessed byte by byte."""
+    if not given:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def token_from_request(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """`Authorization: Bearer TOKEN` or `?token=TOKEN` (PROTOCOL.md, Access)."""
+    auth = headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    token = query.get("token")
+    return token or None
+
+
+def _origin_key(url: str) -> tuple[str, str, int | None] | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    scheme = parts.scheme.lower()
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(scheme)
+    return scheme.replace("ws", "http", 1), parts.hostname.lower(), port or default
+
+
+def origin_allowed(
+    origin: str | None, host: str | None, allowed: tuple[str, ...], *, secure: bool = False
+) -> bool:
+    """No Origin header (not a browser: CLI, scripts) passes; a browser page must come from
+    the gateway itself (same scheme, host and port as the Host it connected to) or from an
+    origin listed in settings.allowed_origins ("*" allows any)."""
+    if origin is None:
+        return True
+    if "*" in allowed:
+        return True
+    key = _origin_key(origin)
+    if key is None:  # "null" (sandboxed iframes, file://) and garbage
+        return False
+    if host:
+        own = _origin_key(("https://" if secure else "http://") + host)
+        if own is not None and own == key:
+            return True
+    return any(_origin_key(a) == key for a in allowed)
