@@ -1,0 +1,142 @@
+"""What `xclaw chat` prints for each server frame (the seed's terminal format)."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from xclaw.cli.chat import read_session_file, write_session_file, ws_url
+from xclaw.cli.chat_render import HISTORY_END, HISTORY_START, Renderer, history_lines
+
+
+def render(*frames: dict) -> str:
+    buf = io.StringIO()
+    r = Renderer(Console(file=buf, highlight=False, soft_wrap=True, no_color=True, width=60))
+    for f in frames:
+        r.frame(f)
+    r.end_stream()
+    return buf.getvalue()
+
+
+def test_streamed_answer_is_one_xclaw_line_and_the_reply_is_not_repeated() -> None:
+    out = render(
+        {"type": "delta", "content": "All "},
+        {"type": "delta", "content": "done."},
+        {"type": "reply", "content": "All done."},
+    )
+    assert out == "xclaw: All done.\n"
+
+
+def test_reply_without_deltas() -> None:
+    assert render({"type": "reply", "content": "hi"}) == "xclaw: hi\n"
+
+
+def test_text_before_a_tool_call_ends_its_line() -> None:
+    out = render(
+        {"type": "delta", "content": "Let me look."},
+        {"type": "tool", "stepId": "s0003", "name": "shell", "input": {"command": "ls"}, "state": "running"},
+        {"type": "tool", "stepId": "s0003", "name": "shell", "input": {"command": "ls"}, "state": "completed",
+         "output": "a.txt\nb.txt"},
+        {"type": "reply", "content": "Two files."},
+    )
+    assert out.splitlines() == [
+        "xclaw: Let me look.",
+        'xclaw uses [shell]: {"command":"ls"}',
+        "  ↳ a.txt …",
+        "xclaw: Two files.",
+    ]
+
+
+def test_long_lines_are_not_wrapped() -> None:
+    long = "x" * 300
+    out = render({"type": "tool", "name": "shell", "input": {"command": long}, "state": "running"})
+    assert out.count("\n") == 1 and long in out
+
+
+def test_history_between_markers_seed_content_only() -> None:
+    content = json.dumps([{"role": "user", "content": "list files"}, {"role": "assistant", "content": "a.ts\nb.ts"}])
+    out = render({"type": "history", "content": content})
+    assert out.splitlines() == [
+        HISTORY_START,
+        "[history] You: list files",
+        "[history] xclaw: a.ts",
+        "[history]   b.ts",
+        HISTORY_END,
+    ]
+
+
+def test_history_structured_messages_show_tool_calls() -> None:
+    msgs = [
+        {"kind": "user", "text": "count"},
+        {"kind": "assistant", "text": "", "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "wc -l"}}]},
+        {"kind": "tool_result", "tool_call_id": "c1", "name": "shell", "content": "3"},
+        {"kind": "assistant", "text": "3 lines", "tool_calls": []},
+    ]
+    assert history_lines({"type": "history", "content": "[]", "messages": msgs}) == [
+        "You: count",
+        'xclaw uses [shell]: {"command":"wc -l"}',
+        "xclaw: 3 lines",
+    ]
+
+
+def test_empty_history_prints_nothing() -> None:
+    assert render({"type": "history", "content": "[]", "messages": []}) == ""
+
+
+def test_notice_error_and_unknown_frames() -> None:
+    out = render(
+        {"type": "notice", "content": "[resume] detected interrupted tool_call, retrying..."},
+        {"type": "error", "code": "busy", "content": "a run is in flight"},
+        {"type": "step", "step": {"id": "s0001"}},
+        {"type": "whatever"},
+    )
+    assert out.splitlines() == [
+        "[resume] detected interrupted tool_call, retrying...",
+        "error (busy): a run is in flight",
+    ]
+
+
+def test_approval_warns_when_maybe_repeated() -> None:
+    buf = io.StringIO()
+    r = Renderer(Console(file=buf, no_color=True, soft_wrap=True))
+    r.approval({"type": "approval_request", "stepId": "s0007", "name": "shell", "input": {"command": "rm x"},
+                "reason": "shell needs approval", "maybeRepeated": True})
+    text = buf.getvalue()
+    assert 'xclaw wants to run [shell]: {"command":"rm x"}' in text
+    assert "may already have run" in text
+    buf2 = io.StringIO()
+    Renderer(Console(file=buf2, no_color=True)).approval({"name": "shell", "input": {}, "maybeRepeated": False})
+    assert "may already have run" not in buf2.getvalue()
+
+
+@pytest.mark.parametrize(
+    "given, url, token",
+    [
+        ("http://127.0.0.1:3000/?token=abc", "ws://127.0.0.1:3000/ws", "abc"),
+        ("127.0.0.1:3000", "ws://127.0.0.1:3000/ws", None),
+        ("ws://h:1/ws", "ws://h:1/ws", None),
+        ("https://gw.example/xclaw/", "wss://gw.example/xclaw/ws", None),
+    ],
+)
+def test_ws_url(given: str, url: str, token: str | None) -> None:
+    assert ws_url(given) == (url, token)
+
+
+def test_ws_url_rejects_other_schemes() -> None:
+    with pytest.raises(ValueError):
+        ws_url("ftp://x")
+
+
+def test_session_file_is_private(tmp_path: Path) -> None:
+    path = tmp_path / ".cli_session"
+    assert read_session_file(path) is None
+    write_session_file(path, "abc123")
+    assert read_session_file(path) == "abc123"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    write_session_file(path, "def")
+    assert read_session_file(path) == "def"

@@ -1,0 +1,166 @@
+"""How `xclaw chat` shows server frames: the seed's terminal format (`[history]` lines between
+markers, `xclaw uses [NAME]: {...}`, `xclaw: <answer>`), in colour when the terminal has it.
+
+Pure presentation: it keeps only what it needs to lay text out (is a streamed line open?), so
+it can be tested by rendering frames into a string.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+HISTORY_PREFIX = "[history] "
+HISTORY_START = "[history] --- history starts ---"
+HISTORY_END = "[history] --- history ends ---"
+OUTPUT_PREVIEW_CHARS = 200
+
+MAYBE_REPEATED_WARNING = (
+    "warning: this call was interrupted earlier and may already have run; approving runs it again"
+)
+
+
+def make_console(*, color: bool | None = None) -> Console:
+    """No hard wrapping (soft_wrap): a long line stays one line, which is what terminals,
+    pipes and tests all want; no automatic highlighting of numbers and paths."""
+    return Console(highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False)
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _preview(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = len(text.strip().splitlines()) > 1 or len(first) > OUTPUT_PREVIEW_CHARS
+    return first[:OUTPUT_PREVIEW_CHARS] + (" …" if more else "")
+
+
+class Renderer:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._stream_open = False
+        self._streamed = ""
+
+    # --- low level --------------------------------------------------------------------------
+    def line(self, text: str, style: str | None = None) -> None:
+        self.end_stream()
+        self.console.print(Text(text, style=style or ""))
+
+    def end_stream(self) -> None:
+        if self._stream_open:
+            self.console.print()
+            self._stream_open = False
+
+    # --- frames -----------------------------------------------------------------------------
+    def frame(self, f: dict[str, Any]) -> None:
+        kind = f.get("type")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(f)
+
+    def _on_session(self, f: dict[str, Any]) -> None:
+        parts = [f"[session] {f.get('sessionId')}"]
+        if f.get("created"):
+            parts.append("new")
+        else:
+            parts.append(str(f.get("status", "")))
+        if f.get("title"):
+            parts.append(repr(f["title"]))
+        if f.get("isForked"):
+            parts.append(f"fork of {f.get('parentSessionId')}")
+        self.line(" · ".join(parts), "dim")
+
+    def _on_history(self, f: dict[str, Any]) -> None:
+        lines = history_lines(f)
+        if not lines:
+            return
+        self.line(HISTORY_START, "dim")
+        for text in lines:
+            self.line(HISTORY_PREFIX + text, "dim")
+        self.line(HISTORY_END, "dim")
+
+    def _on_delta(self, f: dict[str, Any]) -> None:
+        text = str(f.get("content", ""))
+        if not text:
+            return
+        if not self._stream_open:
+            self.console.print(Text("xclaw: ", style="bold green"), end="")
+            self._stream_open = True
+            self._streamed = ""
+        self.console.print(Text(text), end="")
+        self._streamed += text
+
+    def _on_reply(self, f: dict[str, Any]) -> None:
+        content = str(f.get("content", ""))
+        if self._stream_open and self._streamed.strip() == content.strip():
+            self.end_stream()  # the answer was already shown as it streamed
+            return
+        self.end_stream()
+        self.console.print(Text("xclaw: ", style="bold green") + Text(content))
+
+    def _on_tool(self, f: dict[str, Any]) -> None:
+        who = f"({f['agent']}) " if f.get("agent") else ""
+        state = f.get("state")
+        if state == "running":
+            self.line(f"{who}xclaw uses [{f.get('name')}]: {compact_json(f.get('input'))}", "cyan")
+        elif state == "completed" and f.get("output"):
+            self.line(f"  ↳ {_preview(str(f['output']))}", "dim")
+        elif state == "failed":
+            self.line(f"  ✗ [{f.get('name')}] {_preview(str(f.get('output') or ''))}", "yellow")
+
+    def _on_notice(self, f: dict[str, Any]) -> None:
+        self.line(str(f.get("content", "")), "bold cyan")
+
+    def _on_error(self, f: dict[str, Any]) -> None:
+        self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
+
+    def _on_forked(self, f: dict[str, Any]) -> None:
+        self.line(f"type /switch {f.get('sessionId')} to continue on the fork", "dim")
+
+    def approval(self, f: dict[str, Any]) -> None:
+        who = f"({f['agent']}) " if f.get("agent") else ""
+        self.line(f"{who}xclaw wants to run [{f.get('name')}]: {compact_json(f.get('input'))}", "bold magenta")
+        if f.get("reason"):
+            self.line(f"  reason: {f['reason']}", "magenta")
+        if f.get("maybeRepeated"):
+            self.line(f"  {MAYBE_REPEATED_WARNING}", "bold red")
+
+
+def history_lines(f: dict[str, Any]) -> list[str]:
+    """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
+    `messages` show tool calls; a seed server's frame only has `content`, a JSON string of
+    [{role, content}], and that works too."""
+    out: list[str] = []
+    messages = f.get("messages")
+    if isinstance(messages, list):
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            kind = m.get("kind")
+            if kind == "user":
+                out += _prefixed("You: ", str(m.get("text", "")))
+            elif kind == "assistant":
+                if m.get("text"):
+                    out += _prefixed("xclaw: ", str(m["text"]))
+                for call in m.get("tool_calls") or ():
+                    out.append(f"xclaw uses [{call.get('name')}]: {compact_json(call.get('input'))}")
+        return out
+    try:
+        seed = json.loads(f.get("content") or "[]")
+    except (TypeError, ValueError):
+        return out
+    for m in seed if isinstance(seed, list) else ():
+        if isinstance(m, dict):
+            who = "You: " if m.get("role") == "user" else "xclaw: "
+            content = m.get("content")
+            out += _prefixed(who, content if isinstance(content, str) else compact_json(content))
+    return out
+
+
+def _prefixed(who: str, text: str) -> list[str]:
+    lines = text.splitlines() or [""]
+    return [who + lines[0]] + ["  " + ln for ln in lines[1:]]
