@@ -1,0 +1,420 @@
+"""File tools: read_file (alias view_file), write_file, edit_file, list_dir.
+
+Every path goes through resolve_in_workspace, so a tool can only see and change the session's
+workspace. The blocking file work runs in a worker thread: the event loop never waits on a disk.
+Failures come back as error results the model can act on, never as exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from xclaw.errors import ToolError
+from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.schema import check_args
+from xclaw.workspace.paths import resolve_in_workspace
+
+# A NUL byte among the first bytes is how `grep` and `git` tell binary from text, too.
+_SNIFF_BYTES = 8192
+# Directories list_dir shows but does not descend into: large, generated, rarely useful.
+_NOT_EXPANDED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache"})
+
+
+def _os_message(e: OSError, shown: str) -> str:
+    reasons = {
+        FileNotFoundError: "no such file or directory",
+        PermissionError: "permission denied",
+        IsADirectoryError: "is a directory",
+        NotADirectoryError: "a parent of it is not a directory",
+    }
+    why = next((m for t, m in reasons.items() if isinstance(e, t)), e.strerror or str(e))
+    return f"{shown!r}: {why}"
+
+
+async def _guarded(work: Callable[[], ToolResult], shown: Callable[[], str]) -> ToolResult:
+    """Run blocking work in a thread; ToolError and OSError become error results."""
+    try:
+        return await asyncio.to_thread(work)
+    except ToolError as e:
+        return ToolResult(e.message, is_error=True)
+    except OSError as e:
+        return ToolResult(_os_message(e, shown()), is_error=True)
+
+
+def _looks_binary(head: bytes) -> bool:
+    return b"\0" in head
+
+
+def _human_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KB", "MB", "GB", "TB"):
+        size /= 1024
+        if size < 1024 or unit == "TB":
+            return f"{size:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` all at once: a crash leaves the old file or the new one.
+
+    An existing file keeps its permission bits; a new one gets 0644 (the workspace is 0700).
+    """
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".xclaw-tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _read_text_file(path: Path, shown: str, tool: str) -> str:
+    """The whole file as text, refusing directories, binary files and invalid UTF-8."""
+    if path.is_dir():
+        raise ToolError(f"{shown!r} is a directory, not a file")
+    if not path.exists():
+        raise ToolError(f"{shown!r} does not exist")
+    data = path.read_bytes()
+    if _looks_binary(data[:_SNIFF_BYTES]):
+        raise ToolError(f"{shown!r} looks like a binary file; {tool} works on text files only")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolError(
+            f"{shown!r} is not valid UTF-8 (byte {e.start}); {tool} cannot change it safely"
+        ) from e
+
+
+class ReadFileTool:
+    """Shows a text file with line numbers, a window of it at a time. Read-only."""
+
+    read_only = True
+    parallel_safe = False
+
+    def __init__(
+        self,
+        name: str = "read_file",
+        max_lines: int = 2000,
+        max_line_chars: int = 2000,
+        output_cap: int = 30_000,
+    ) -> None:
+        self.name = name
+        self.max_lines = max_lines
+        self.max_line_chars = max_line_chars
+        self.output_cap = output_cap
+        self.description = (
+            "Read a text file in the workspace. Lines are numbered like `cat -n`. "
+            f"Shows up to {max_lines} lines from `offset` (1-based line number); "
+            "use offset/limit to page through big files."
+        )
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
+            },
+            "required": ["path"],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+        except ToolError as e:
+            return ToolResult(e.message, is_error=True)
+        shown = clean["path"]
+        return await _guarded(lambda: self._read(ctx.workspace, clean), lambda: shown)
+
+    def _read(self, workspace: Path, args: dict[str, Any]) -> ToolResult:
+        shown = args["path"]
+        path = resolve_in_workspace(workspace, shown)
+        if path.is_dir():
+            raise ToolError(f"{shown!r} is a directory; use list_dir to see what it contains")
+        if not path.exists():
+            raise ToolError(f"{shown!r} does not exist")
+        offset = args.get("offset", 1)
+        limit = min(args.get("limit", self.max_lines), self.max_lines)
+        size = path.stat().st_size
+        out: list[str] = []
+        used = 0
+        last = offset - 1
+        seen = 0
+        more = False
+        with open(path, "rb") as f:
+            if _looks_binary(f.read(_SNIFF_BYTES)):
+                raise ToolError(
+                    f"{shown!r} looks like a binary file ({_human_size(size)}); "
+                    "read_file shows text only"
+                )
+            f.seek(0)
+            for number, raw in enumerate(f, start=1):
+                seen = number
+                if number < offset:
+                    continue
+                if len(out) >= limit or used >= self.output_cap:
+                    more = True
+                    break
+                line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+                if len(line) > self.max_line_chars:
+                    cut = len(line) - self.max_line_chars
+                    line = f"{line[: self.max_line_chars]} [... line cut: {cut} more chars]"
+                text = f"{number:6}\t{line}"
+                out.append(text)
+                used += len(text) + 1
+                last = number
+        if not out:
+            if size == 0:
+                return ToolResult(f"{shown!r} is empty", data={"bytes": 0})
+            raise ToolError(f"{shown!r} has {seen} lines; offset {offset} is past the end")
+        if more:
+            out.append(
+                f"[... more lines follow; showing lines {offset}-{last}; "
+                f"continue with offset={last + 1}]"
+            )
+        return ToolResult("\n".join(out), data={"bytes": size, "first": offset, "last": last})
+
+
+class WriteFileTool:
+    """Writes a whole file, creating parent directories.
+
+    read_only stays False although writing the same content twice is harmless: after an
+    interruption the content the model wanted may have changed its mind, so a repeat is asked.
+    """
+
+    name = "write_file"
+    description = (
+        "Create or overwrite a file in the workspace with the given content (UTF-8). "
+        "Parent directories are created. For small changes to an existing file use edit_file."
+    )
+    read_only = False
+    idempotent = True  # same args, same result; informative only, not used to skip approval
+    parallel_safe = False
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "content": {"type": "string", "description": "The complete new file content."},
+        },
+        "required": ["path", "content"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+        except ToolError as e:
+            return ToolResult(e.message, is_error=True)
+        shown = clean["path"]
+        return await _guarded(lambda: self._write(ctx.workspace, clean), lambda: shown)
+
+    @staticmethod
+    def _write(workspace: Path, args: dict[str, Any]) -> ToolResult:
+        shown = args["path"]
+        path = resolve_in_workspace(workspace, shown)
+        if path.is_dir():
+            raise ToolError(f"{shown!r} is a directory; give a file path")
+        existed = path.exists()
+        old_size = path.stat().st_size if existed else 0
+        data = args["content"].encode("utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, data)
+        how = f"replaced {old_size} bytes" if existed else "new file"
+        return ToolResult(
+            f"wrote {len(data)} bytes to {shown!r} ({how})",
+            data={"bytes": len(data), "created": not existed},
+        )
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, start = [], 0
+    while (i := text.find(needle, start)) != -1:
+        found.append(i)
+        start = i + len(needle)
+    return found
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+class EditFileTool:
+    """Replaces an exact passage of a file; refuses when the passage is missing or ambiguous."""
+
+    name = "edit_file"
+    description = (
+        "Edit a text file by replacing an exact passage: `old_text` must occur exactly once "
+        "(include enough surrounding lines to make it unique) unless `replace_all` is true. "
+        "Whitespace and indentation must match the file exactly."
+    )
+    read_only = False
+    parallel_safe = False
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "old_text": {"type": "string", "description": "The exact text to replace."},
+            "new_text": {"type": "string", "description": "The replacement text."},
+            "replace_all": {
+                "type": "boolean",
+                "description": "Replace every occurrence instead of requiring exactly one.",
+            },
+        },
+        "required": ["path", "old_text", "new_text"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+            if clean["old_text"] == "":
+                raise ToolError("edit_file needs a non-empty 'old_text'; to create a file use write_file")
+            if clean["old_text"] == clean["new_text"]:
+                raise ToolError("old_text and new_text are identical; there is nothing to change")
+        except ToolError as e:
+            return ToolResult(e.message, is_error=True)
+        shown = clean["path"]
+        return await _guarded(lambda: self._edit(ctx.workspace, clean), lambda: shown)
+
+    @staticmethod
+    def _edit(workspace: Path, args: dict[str, Any]) -> ToolResult:
+        shown = args["path"]
+        path = resolve_in_workspace(workspace, shown)
+        text = _read_text_file(path, shown, "edit_file")
+        old, new = args["old_text"], args["new_text"]
+        hits = _occurrences(text, old)
+        if not hits and "\r\n" in text and "\n" in old and "\r\n" not in old:
+            # The model writes \n; a Windows-style file has \r\n. Match in the file's own style.
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+            hits = _occurrences(text, old)
+        if not hits:
+            hint = "read the file again and copy the exact text"
+            if _squash(old) and _squash(old) in _squash(text):
+                hint = (
+                    "a passage differing only in whitespace or indentation exists; "
+                    "copy the exact text from read_file"
+                )
+            raise ToolError(f"old_text was not found in {shown!r}; {hint}")
+        lines = [_line_of(text, i) for i in hits]
+        if len(hits) > 1 and not args.get("replace_all", False):
+            where = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+            raise ToolError(
+                f"old_text occurs {len(hits)} times in {shown!r} (lines {where}); add "
+                "surrounding lines to old_text to make it unique, or set replace_all to true"
+            )
+        updated = text.replace(old, new) if len(hits) > 1 else text.replace(old, new, 1)
+        _atomic_write(path, updated.encode("utf-8"))
+        if len(hits) == 1:
+            summary = f"edited {shown!r}: replaced 1 occurrence at line {lines[0]}"
+        else:
+            summary = f"edited {shown!r}: replaced {len(hits)} occurrences (lines {', '.join(map(str, lines))})"
+        return ToolResult(
+            summary + "\n" + _excerpt(updated, lines[0], new),
+            data={"replacements": len(hits), "lines": lines},
+        )
+
+
+def _excerpt(text: str, first_line: int, new: str, context: int = 3, cap: int = 40) -> str:
+    """Numbered lines around the first replacement, so the model sees the result."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the file's final newline does not start another line
+    start = max(first_line - 1 - context, 0)
+    end = min(first_line - 1 + new.count("\n") + 1 + context, len(lines), start + cap)
+    return "\n".join(f"{n + 1:6}\t{lines[n].rstrip(chr(13))}" for n in range(start, end))
+
+
+class ListDirTool:
+    """Lists a directory as an indented tree, sorted, with sizes. Read-only."""
+
+    name = "list_dir"
+    read_only = True
+    parallel_safe = False
+
+    def __init__(self, max_entries: int = 500, max_depth: int = 5) -> None:
+        self.max_entries = max_entries
+        self.max_depth = max_depth
+        self.description = (
+            "List a workspace directory: entries sorted by name, directories marked with /, "
+            f"file sizes shown. `depth` > 1 descends into subdirectories (at most {max_depth})."
+        )
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory, default '.'."},
+                "depth": {"type": "integer", "minimum": 1, "description": "Levels, default 1."},
+            },
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+        except ToolError as e:
+            return ToolResult(e.message, is_error=True)
+        shown = clean.get("path", ".")
+        return await _guarded(lambda: self._list(ctx.workspace, clean), lambda: shown)
+
+    def _list(self, workspace: Path, args: dict[str, Any]) -> ToolResult:
+        shown = args.get("path", ".")
+        path = resolve_in_workspace(workspace, shown)
+        if not path.exists():
+            raise ToolError(f"{shown!r} does not exist")
+        if not path.is_dir():
+            raise ToolError(f"{shown!r} is a file; use read_file to read it")
+        depth = min(args.get("depth", 1), self.max_depth)
+        out: list[str] = []
+        complete = self._walk(path, depth, 0, out)
+        if not out:
+            return ToolResult(f"{shown!r} is empty", data={"entries": 0})
+        if not complete:
+            out.append(
+                f"[... stopped at {self.max_entries} entries; list a subdirectory or use a "
+                "smaller depth]"
+            )
+        return ToolResult("\n".join(out), data={"entries": min(len(out), self.max_entries)})
+
+    def _walk(self, directory: Path, depth: int, level: int, out: list[str]) -> bool:
+        """Appends entries; False when the entry cap cut the listing short."""
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        pad = "  " * level
+        for entry in entries:
+            if len(out) >= self.max_entries:
+                return False
+            if entry.is_symlink():
+                out.append(f"{pad}{entry.name} -> {os.readlink(entry.path)}")
+            elif entry.is_dir():
+                note = ""
+                if level + 1 < depth and entry.name in _NOT_EXPANDED:
+                    note = "  (not expanded)"
+                out.append(f"{pad}{entry.name}/{note}")
+                if level + 1 < depth and not note:
+                    try:
+                        if not self._walk(Path(entry.path), depth, level + 1, out):
+                            return False
+                    except PermissionError:
+                        out.append(f"{pad}  (unreadable)")
+            else:
+                try:
+                    size = _human_size(entry.stat().st_size)
+                except OSError:
+                    size = "?"
+                out.append(f"{pad}{entry.name}  ({size})")
+        return True
