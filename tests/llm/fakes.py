@@ -1,0 +1,568 @@
+"""Fake LLM servers on loopback that speak the exact wire formats the real SDKs parse, and the
+request validators they apply (reusable: crash tests prove rebuilt histories valid with them).
+
+    with FakeOpenAIServer() as srv:            # or FakeAnthropicServer()
+        srv.push(Reply(text="hi"), Reply.fail(429, "slow down"))
+        model = OpenAIModel("m", api_key="k", base_url=srv.url)
+        ...
+        srv.requests      # every JSON body received, in order
+        srv.rejections    # validation failures (answered with HTTP 400 like the real APIs)
+
+Replies are served in order; when the queue is empty `srv.default` answers (None -> 500).
+Plain stdlib http.server in a daemon thread: no event loop is shared with the test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+class InvalidRequest(ValueError):
+    """The request would be rejected by the real API (HTTP 400)."""
+
+
+def _need(cond: object, message: str) -> None:
+    if not cond:
+        raise InvalidRequest(message)
+
+
+# --- validators -----------------------------------------------------------------------------
+
+
+def _check_text_parts(content: Any, where: str) -> None:
+    _need(isinstance(content, list) and content, f"{where}: expected a string or a non-empty list")
+    for j, part in enumerate(content):
+        _need(
+            isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str),
+            f"{where}[{j}]: expected a text block",
+        )
+
+
+def validate_anthropic_request(body: Any) -> None:
+    """Raise InvalidRequest unless `body` is a Messages API request the real API accepts:
+    roles alternate starting with user; no empty content; every tool_use is answered by a
+    tool_result (tool_result blocks first) in the very next user message, and no tool_result
+    lacks its tool_use in the message just before."""
+    _need(isinstance(body, dict), "body: expected a JSON object")
+    _need(isinstance(body.get("model"), str) and body["model"], "model: field required")
+    mt = body.get("max_tokens")
+    _need(isinstance(mt, int) and not isinstance(mt, bool) and mt >= 1, "max_tokens: expected an integer >= 1")
+    if "system" in body:
+        system = body["system"]
+        if not isinstance(system, str):
+            _check_text_parts(system, "system")
+    if "temperature" in body:
+        t = body["temperature"]
+        _need(isinstance(t, (int, float)) and 0 <= t <= 1, "temperature: expected a number in [0, 1]")
+    names: set[str] = set()
+    for i, tool in enumerate(body.get("tools") or []):
+        where = f"tools.{i}"
+        _need(isinstance(tool, dict), f"{where}: expected an object")
+        name = tool.get("name")
+        _need(isinstance(name, str) and _NAME.match(name), f"{where}.name: must match {_NAME.pattern}")
+        _need(name not in names, f"tools: tool names must be unique ({name})")
+        names.add(name)
+        schema = tool.get("input_schema")
+        _need(isinstance(schema, dict) and schema.get("type") == "object",
+              f"{where}.input_schema: expected a JSON schema with type 'object'")
+        _need(isinstance(tool.get("description", ""), str), f"{where}.description: expected a string")
+    messages = body.get("messages")
+    _need(isinstance(messages, list) and messages, "messages: at least one message is required")
+    seen_ids: set[str] = set()
+    pending: list[str] = []  # tool_use ids of the previous assistant message
+    for i, msg in enumerate(messages):
+        where = f"messages.{i}"
+        _need(isinstance(msg, dict), f"{where}: expected an object")
+        role = msg.get("role")
+        _need(role in ("user", "assistant"), f"{where}.role: expected 'user' or 'assistant'")
+        if i == 0:
+            _need(role == "user", "messages: first message must use the \"user\" role")
+        else:
+            _need(role != messages[i - 1].get("role"),
+                  "messages: roles must alternate between \"user\" and \"assistant\"")
+        content = msg.get("content")
+        if isinstance(content, str):
+            _need(content.strip(), f"{where}: all messages must have non-empty content")
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+        else:
+            _need(isinstance(content, list) and content,
+                  f"{where}: all messages must have non-empty content")
+            blocks = content
+        uses: list[str] = []
+        results: list[str] = []
+        text_seen = False
+        for j, b in enumerate(blocks):
+            bw = f"{where}.content.{j}"
+            _need(isinstance(b, dict), f"{bw}: expected an object")
+            kind = b.get("type")
+            if kind == "text":
+                _need(isinstance(b.get("text"), str) and b["text"].strip(),
+                      f"{bw}: text content blocks must contain non-whitespace text")
+                text_seen = True
+            elif kind == "tool_use":
+                _need(role == "assistant", f"{bw}: tool_use blocks are only allowed in assistant messages")
+                tid = b.get("id")
+                _need(isinstance(tid, str) and _TOOL_USE_ID.match(tid),
+                      f"{bw}.id: must match {_TOOL_USE_ID.pattern}")
+                _need(tid not in seen_ids, f"{bw}: `tool_use` ids must be unique ({tid})")
+                seen_ids.add(tid)
+                _need(isinstance(b.get("name"), str) and b["name"], f"{bw}.name: field required")
+                _need(isinstance(b.get("input"), dict), f"{bw}.input: expected an object")
+                uses.append(tid)
+            elif kind == "tool_result":
+                _need(role == "user", f"{bw}: tool_result blocks are only allowed in user messages")
+                _need(not text_seen, f"{where}: tool_result blocks must come before any text")
+                _need(isinstance(b.get("tool_use_id"), str), f"{bw}.tool_use_id: field required")
+                rc = b.get("content", "")
+                if not isinstance(rc, str):
+                    _check_text_parts(rc, f"{bw}.content")
+                _need(isinstance(b.get("is_error", False), bool), f"{bw}.is_error: expected a boolean")
+                results.append(b["tool_use_id"])
+            else:
+                raise InvalidRequest(f"{bw}.type: unsupported block type {kind!r}")
+        if pending:
+            missing = [t for t in pending if t not in results]
+            _need(not missing,
+                  f"{where}: `tool_use` ids were found without `tool_result` blocks immediately "
+                  f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                  f"`tool_result` block in the next message.")
+        extra = [t for t in results if t not in pending]
+        _need(not extra,
+              f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(extra)}. "
+              "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
+        _need(len(results) == len(set(results)), f"{where}: duplicate `tool_result` for one `tool_use`")
+        pending = uses
+    _need(not pending,
+          f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks "
+          f"immediately after: {', '.join(pending)}")
+
+
+def validate_openai_request(body: Any) -> None:
+    """Raise InvalidRequest unless `body` is a chat.completions request the real API accepts:
+    every assistant `tool_calls` is followed by one `tool` message per call id before anything
+    else, and every `tool` message answers a pending call. Stricter than OpenAI in one way:
+    `arguments` must be a JSON object string, because servers that render chat templates
+    (vLLM, llama.cpp, Ollama) parse it."""
+    _need(isinstance(body, dict), "body: expected a JSON object")
+    _need(isinstance(body.get("model"), str) and body["model"], "model: field required")
+    for key in ("max_tokens", "max_completion_tokens"):
+        if key in body and body[key] is not None:
+            v = body[key]
+            _need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"{key}: expected an integer >= 1")
+    _need(not ("max_tokens" in body and "max_completion_tokens" in body),
+          "max_tokens and max_completion_tokens cannot both be set")
+    if body.get("stream_options") is not None:
+        _need(body.get("stream") is True, "stream_options: only allowed when 'stream' is true")
+    names: set[str] = set()
+    for i, tool in enumerate(body.get("tools") or []):
+        where = f"tools[{i}]"
+        _need(isinstance(tool, dict) and tool.get("type") == "function", f"{where}.type: expected 'function'")
+        fn = tool.get("function")
+        _need(isinstance(fn, dict), f"{where}.function: field required")
+        name = fn.get("name")
+        _need(isinstance(name, str) and _NAME.match(name), f"{where}.function.name: must match {_NAME.pattern}")
+        _need(name not in names, f"tools: duplicate function name {name}")
+        names.add(name)
+        _need(isinstance(fn.get("parameters", {}), dict), f"{where}.function.parameters: expected an object")
+    messages = body.get("messages")
+    _need(isinstance(messages, list) and messages, "messages: at least one message is required")
+    pending: list[str] = []
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        _need(isinstance(msg, dict), f"{where}: expected an object")
+        role = msg.get("role")
+        if role != "tool" and pending:
+            raise InvalidRequest(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)}"
+            )
+        content = msg.get("content")
+        if role in ("system", "developer", "user"):
+            if not isinstance(content, str):
+                _check_text_parts(content, f"{where}.content")
+        elif role == "assistant":
+            calls = msg.get("tool_calls")
+            if calls is None:
+                _need(isinstance(content, (str, list)),
+                      f"{where}.content: expected a string, got {type(content).__name__}")
+            else:
+                _need(content is None or isinstance(content, (str, list)), f"{where}.content: bad type")
+                _need(isinstance(calls, list) and calls, f"{where}.tool_calls: expected a non-empty list")
+                for j, c in enumerate(calls):
+                    cw = f"{where}.tool_calls[{j}]"
+                    _need(isinstance(c, dict) and c.get("type") == "function", f"{cw}.type: expected 'function'")
+                    cid = c.get("id")
+                    _need(isinstance(cid, str) and cid, f"{cw}.id: field required")
+                    _need(len(cid) <= 40, f"{cw}.id: string too long. Expected a string with maximum length 40")
+                    fn = c.get("function")
+                    _need(isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"],
+                          f"{cw}.function.name: field required")
+                    args = fn.get("arguments")
+                    _need(isinstance(args, str), f"{cw}.function.arguments: expected a string")
+                    try:
+                        parsed = json.loads(args)
+                    except ValueError:
+                        parsed = None
+                    _need(isinstance(parsed, dict), f"{cw}.function.arguments: not a JSON object")
+                    _need(cid not in pending, f"{cw}.id: duplicate tool_call id {cid}")
+                    pending.append(cid)
+        elif role == "tool":
+            tid = msg.get("tool_call_id")
+            _need(isinstance(tid, str) and tid in pending,
+                  "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                  "message with 'tool_calls'.")
+            pending.remove(tid)
+            if not isinstance(content, str):
+                _check_text_parts(content, f"{where}.content")
+        else:
+            raise InvalidRequest(f"{where}.role: unsupported role {role!r}")
+    _need(not pending,
+          "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+          f"each 'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}")
+
+
+# --- scripted replies -----------------------------------------------------------------------
+
+
+@dataclass
+class FakeCall:
+    """A tool call to stream. `arguments` is sent verbatim (so it may be malformed JSON), in
+    `fragments` pieces when given, else in slices of 7 characters."""
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+    fragments: list[str] | None = None
+
+    @classmethod
+    def of(cls, name: str, input: dict[str, Any], id: str | None = None) -> "FakeCall":
+        return cls(name=name, arguments=json.dumps(input), id=id)
+
+    def pieces(self) -> list[str]:
+        if self.fragments is not None:
+            return self.fragments
+        return [self.arguments[i : i + 7] for i in range(0, len(self.arguments), 7)]
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    tool_calls: list[FakeCall] = field(default_factory=list)
+    usage: tuple[int, int] = (11, 7)  # (input/prompt tokens, output/completion tokens)
+    words_per_chunk: int = 1
+    status: int = 200
+    error: str = ""  # the provider's error message for a non-200 status
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before the response starts (timeouts)
+    stall_after_first_chunk: float = 0.0  # seconds of silence mid-stream
+    stream_error: tuple[str, str] | None = None  # Anthropic `event: error` (type, message)
+    cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens
+
+    @classmethod
+    def fail(cls, status: int, message: str, *, retry_after: float | None = None) -> "Reply":
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status=status, error=message, headers=headers)
+
+    def text_chunks(self) -> list[str]:
+        pieces = re.findall(r"\s*\S+\s*", self.text) or ([self.text] if self.text else [])
+        n = max(1, self.words_per_chunk)
+        return ["".join(pieces[i : i + n]) for i in range(0, len(pieces), n)]
+
+
+# --- servers --------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that time out hang up mid-reply; that is the point of those tests
+
+
+class _FakeServer:
+    path = ""
+
+    def __init__(self, *, validate: bool = True, default: Reply | None = None) -> None:
+        self.validate = validate
+        self.default = default
+        self.replies: list[Reply] = []
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.rejections: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+    def start(self) -> "_FakeServer":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                fake._handle(self)
+
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self.replies.extend(replies)
+
+    # request handling
+    def _next(self) -> Reply | None:
+        with self._lock:
+            return self.replies.pop(0) if self.replies else self.default
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        if h.path.rstrip("/") != self.path:
+            self._send_error(h, 404, "not_found_error", f"no route {h.path}")
+            return
+        raw = h.rfile.read(int(h.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send_error(h, 400, "invalid_request_error", "body is not JSON")
+            return
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append({k.lower(): v for k, v in h.headers.items()})
+        problem = self._check_headers(h)
+        if problem:
+            self._send_error(h, 401, "authentication_error", problem)
+            return
+        if self.validate:
+            try:
+                self.validator(body)
+            except InvalidRequest as e:
+                with self._lock:
+                    self.rejections.append(str(e))
+                self._send_error(h, 400, "invalid_request_error", str(e))
+                return
+        reply = self._next()
+        if reply is None:
+            self._send_error(h, 500, "api_error", "fake server: no reply scripted")
+            return
+        if reply.delay and self._stop.wait(reply.delay):
+            return
+        if reply.status != 200:
+            self._send_error(h, reply.status, _error_type(reply.status), reply.error, reply.headers)
+            return
+        h.send_response(200)
+        h.send_header("content-type", "text/event-stream")
+        h.send_header("cache-control", "no-cache")
+        h.end_headers()
+        stalled = False
+        try:
+            for event, data in self._events(body, reply):
+                if event:
+                    h.wfile.write(f"event: {event}\n".encode())
+                h.wfile.write(f"data: {data}\n\n".encode())
+                h.wfile.flush()
+                if reply.stall_after_first_chunk and not stalled and _carries_text(data):
+                    stalled = True
+                    if self._stop.wait(reply.stall_after_first_chunk):
+                        return
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _send_error(
+        self, h: BaseHTTPRequestHandler, status: int, kind: str, message: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        payload = json.dumps(self._error_body(kind, message)).encode()
+        try:
+            h.send_response(status)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    # per-API parts
+    def validator(self, body: Any) -> None:
+        raise NotImplementedError
+
+    def _check_headers(self, h: BaseHTTPRequestHandler) -> str | None:
+        raise NotImplementedError
+
+    def _error_body(self, kind: str, message: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
+        raise NotImplementedError
+
+
+def _carries_text(data: str) -> bool:
+    """Whether an SSE data line streams some assistant text (either wire format)."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("type") == "content_block_delta":
+        return bool((obj.get("delta") or {}).get("text"))
+    return any((c.get("delta") or {}).get("content") for c in obj.get("choices") or ())
+
+
+def _error_type(status: int) -> str:
+    return {
+        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+        404: "not_found_error", 408: "timeout_error", 413: "request_too_large",
+        429: "rate_limit_error", 529: "overloaded_error",
+    }.get(status, "api_error")
+
+
+class FakeOpenAIServer(_FakeServer):
+    """POST /v1/chat/completions with `stream: true`; `url` is the SDK's base_url."""
+
+    path = "/v1/chat/completions"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def validator(self, body: Any) -> None:
+        validate_openai_request(body)
+
+    def _check_headers(self, h: BaseHTTPRequestHandler) -> str | None:
+        auth = h.headers.get("authorization", "")
+        return None if auth.startswith("Bearer ") and len(auth) > 7 else "missing bearer token"
+
+    def _error_body(self, kind: str, message: str) -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+    def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
+        model = body.get("model", "fake")
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, str]:
+            return None, json.dumps({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            })
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        out += [chunk({"content": piece}) for piece in reply.text_chunks()]
+        for i, call in enumerate(reply.tool_calls):
+            out.append(chunk({"tool_calls": [{
+                "index": i, "id": call.id or f"call_fake_{len(self.requests)}_{i}", "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }]}))
+            out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]})
+                    for frag in call.pieces()]
+        out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            p, c = reply.usage
+            out.append((None, json.dumps({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
+                "model": model, "choices": [],
+                "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+            })))
+        out.append((None, "[DONE]"))
+        return out
+
+
+class FakeAnthropicServer(_FakeServer):
+    """POST /v1/messages with `stream: true`; `url` is the SDK's base_url."""
+
+    path = "/v1/messages"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def validator(self, body: Any) -> None:
+        validate_anthropic_request(body)
+
+    def _check_headers(self, h: BaseHTTPRequestHandler) -> str | None:
+        # This SDK generation sends the key as a bearer token; older ones as x-api-key.
+        bearer = h.headers.get("authorization", "")
+        if not h.headers.get("x-api-key") and not (bearer.startswith("Bearer ") and len(bearer) > 7):
+            return "x-api-key header is required"
+        if not h.headers.get("anthropic-version"):
+            return "anthropic-version header is required"
+        return None
+
+    def _error_body(self, kind: str, message: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
+        def ev(data: dict[str, Any]) -> tuple[str, str]:
+            return data["type"], json.dumps(data)
+
+        p, c = reply.usage
+        out = [ev({"type": "message_start", "message": {
+            "id": "msg_fake", "type": "message", "role": "assistant", "content": [],
+            "model": body.get("model", "fake"), "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": p, "output_tokens": 1,
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": reply.cache_read_tokens},
+        }})]
+        out.append(("ping", json.dumps({"type": "ping"})))
+        if reply.stream_error is not None:
+            kind, message = reply.stream_error
+            out.append(("error", json.dumps({"type": "error", "error": {"type": kind, "message": message}})))
+            return out
+        index = 0
+        if reply.text:
+            out.append(ev({"type": "content_block_start", "index": index,
+                           "content_block": {"type": "text", "text": ""}}))
+            out += [ev({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": piece}}) for piece in reply.text_chunks()]
+            out.append(ev({"type": "content_block_stop", "index": index}))
+            index += 1
+        for i, call in enumerate(reply.tool_calls):
+            out.append(ev({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": call.id or f"toolu_fake_{len(self.requests)}_{i}",
+                "name": call.name, "input": {}}}))
+            out += [ev({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": frag}})
+                    for frag in call.pieces()]
+            out.append(ev({"type": "content_block_stop", "index": index}))
+            index += 1
+        out.append(ev({"type": "message_delta",
+                       "delta": {"stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+                                 "stop_sequence": None},
+                       "usage": {"output_tokens": c}}))
+        out.append(ev({"type": "message_stop"}))
+        return out

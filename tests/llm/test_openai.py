@@ -1,0 +1,188 @@
+"""OpenAIModel end to end: the real `openai` SDK against a fake chat-completions server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from tests.llm.fakes import FakeCall, FakeOpenAIServer, Reply
+from tests.llm.samples import READ, SHELL, Deltas, tool_history
+from xclaw.errors import LLMError
+from xclaw.llm.base import LLMRequest
+from xclaw.llm.openai import OpenAIModel, openai_request
+from xclaw.llm.retry import PartialReplyError, RetryingModel
+from xclaw.messages import UserMessage
+
+
+def model(srv: FakeOpenAIServer, timeout_s: float = 5.0) -> OpenAIModel:
+    return OpenAIModel("gpt-test", api_key="sk-test", base_url=srv.url, timeout_s=timeout_s)
+
+
+def fast_retries(inner: OpenAIModel, retries: int = 2) -> RetryingModel:
+    return RetryingModel(inner, retries=retries, base_delay=0.01, max_delay=0.02)
+
+
+REQ = LLMRequest(system="You are terse.", messages=(UserMessage("hi"),), tools=(SHELL, READ), max_tokens=256)
+
+
+async def test_streams_text_and_records_provider_usage(openai_server: FakeOpenAIServer, deltas: Deltas) -> None:
+    openai_server.push(Reply(text="Hello there, how are you today?", usage=(123, 45)))
+    r = await model(openai_server).complete(REQ, deltas)
+    assert r.text == "Hello there, how are you today?"
+    assert deltas == ["Hello ", "there, ", "how ", "are ", "you ", "today?"]
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (123, 45)
+    assert r.model == "openai:gpt-test" and r.stop_reason == "stop" and r.tool_calls == ()
+    body = openai_server.requests[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"][0] == {"role": "system", "content": "You are terse."}
+    assert body["max_tokens"] == 256 and "max_completion_tokens" not in body
+    assert body["tools"][0] == {
+        "type": "function",
+        "function": {"name": "shell", "description": SHELL.description, "parameters": SHELL.input_schema},
+    }
+    assert openai_server.headers[0]["authorization"] == "Bearer sk-test"
+
+
+async def test_reassembles_streamed_tool_call_fragments(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply(text="Checking.", tool_calls=[
+        FakeCall("shell", id="call_a", fragments=['{"comm', 'and": "ls', ' -la"', "}"]),
+        FakeCall.of("read_file", {"path": "dir/ü.txt"}, id="call_b"),
+    ]))
+    r = await model(openai_server).complete(REQ)
+    assert [(c.id, c.name, c.input) for c in r.tool_calls] == [
+        ("call_a", "shell", {"command": "ls -la"}),
+        ("call_b", "read_file", {"path": "dir/ü.txt"}),
+    ]
+    assert r.stop_reason == "tool_calls" and r.text == "Checking."
+
+
+async def test_malformed_tool_arguments_do_not_crash(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply(tool_calls=[
+        FakeCall("shell", arguments='{"command": "ls', id="c1"),
+        FakeCall("shell", arguments="[1, 2]", id="c2"),
+        FakeCall("shell", arguments="", id="c3"),
+    ]))
+    r = await model(openai_server).complete(REQ)
+    assert r.tool_calls[0].input == {"_raw_arguments": '{"command": "ls', "_error": "arguments were not valid JSON"}
+    assert r.tool_calls[1].input["_error"] == "arguments were not a JSON object"
+    assert r.tool_calls[2].input == {}
+
+
+async def test_history_with_tool_calls_is_accepted(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply(text="ok"))
+    req = LLMRequest(system="sys", messages=tool_history(), tools=(SHELL, READ))
+    r = await model(openai_server).complete(req)
+    assert r.text == "ok" and openai_server.rejections == []
+    msgs = openai_server.requests[0]["messages"]
+    assert [m["role"] for m in msgs] == [
+        "system", "user", "assistant", "tool", "tool", "assistant", "tool", "user", "assistant", "user",
+        "assistant", "tool",
+    ]
+    assert msgs[2]["tool_calls"][1] == {
+        "id": "call_0_1", "type": "function",
+        "function": {"name": "read_file", "arguments": json.dumps({"path": "README.md"})},
+    }
+    assert msgs[4] == {"role": "tool", "tool_call_id": "call_0_1", "content": "Error: no such file"}
+    # An id with characters other providers refuse is mapped the same way on both sides.
+    assert msgs[5]["tool_calls"][0]["id"] == msgs[6]["tool_call_id"] != "functions.shell:7"
+    assert json.loads(msgs[10]["tool_calls"][0]["function"]["arguments"])["_raw_arguments"] == "{bad"
+
+
+async def test_broken_history_is_rejected_like_the_real_api(openai_server: FakeOpenAIServer) -> None:
+    broken = tool_history()[:2]  # tool calls without results
+    with pytest.raises(LLMError) as e:
+        await model(openai_server).complete(LLMRequest(system="", messages=broken))
+    assert "did not have response messages: call_0_0, call_0_1" in e.value.message
+    assert "HTTP 400" in e.value.message and not e.value.retryable
+
+
+async def test_official_endpoint_uses_max_completion_tokens() -> None:
+    body = openai_request("gpt-test", REQ, official=True)
+    assert body["max_completion_tokens"] == 256 and "max_tokens" not in body
+
+
+async def test_429_then_success_is_retried(openai_server: FakeOpenAIServer, deltas: Deltas) -> None:
+    openai_server.push(Reply.fail(429, "Rate limit reached"), Reply(text="finally"))
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    m = RetryingModel(model(openai_server), retries=3, base_delay=0.2, max_delay=1.0, sleep=sleep)
+    r = await m.complete(REQ, deltas)
+    assert r.text == "finally" and deltas == ["finally"]
+    assert len(openai_server.requests) == 2
+    assert len(slept) == 1 and 0.1 <= slept[0] <= 0.2
+
+
+async def test_retry_after_header_is_honoured(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply.fail(429, "slow down", retry_after=0.3), Reply(text="ok"))
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    r = await RetryingModel(model(openai_server), retries=1, base_delay=5, sleep=sleep).complete(REQ)
+    assert r.text == "ok" and slept == [0.3]
+
+
+async def test_500_forever_fails_with_provider_message(openai_server: FakeOpenAIServer) -> None:
+    openai_server.default = Reply.fail(500, "The server had an error while processing your request.")
+    with pytest.raises(LLMError) as e:
+        await fast_retries(model(openai_server), retries=2).complete(REQ)
+    assert len(openai_server.requests) == 3
+    assert "The server had an error while processing your request." in e.value.message
+    assert "gave up after 3 attempts" in e.value.message
+    assert e.value.provider == "openai:gpt-test" and e.value.retryable
+
+
+async def test_client_errors_are_not_retried(openai_server: FakeOpenAIServer) -> None:
+    openai_server.default = Reply.fail(401, "Incorrect API key provided")
+    with pytest.raises(LLMError) as e:
+        await fast_retries(model(openai_server)).complete(REQ)
+    assert len(openai_server.requests) == 1
+    assert "Incorrect API key provided" in e.value.message and not e.value.retryable
+
+
+async def test_timeout_is_retried_then_fails(openai_server: FakeOpenAIServer) -> None:
+    openai_server.default = Reply(text="too late", delay=2.0)
+    t0 = time.monotonic()
+    with pytest.raises(LLMError) as e:
+        await fast_retries(model(openai_server, timeout_s=0.2), retries=1).complete(REQ)
+    assert "timed out" in e.value.message and e.value.retryable
+    assert len(openai_server.requests) == 2
+    assert time.monotonic() - t0 < 1.5
+
+
+async def test_timeout_then_success(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply(text="too late", delay=2.0), Reply(text="on time"))
+    r = await fast_retries(model(openai_server, timeout_s=0.3)).complete(REQ)
+    assert r.text == "on time"
+
+
+async def test_stream_that_breaks_off_after_text_is_not_retried(openai_server: FakeOpenAIServer, deltas: Deltas) -> None:
+    openai_server.default = Reply(text="partial answer here", stall_after_first_chunk=2.0)
+    with pytest.raises(PartialReplyError) as e:
+        await fast_retries(model(openai_server, timeout_s=0.3)).complete(REQ, deltas)
+    assert deltas == ["partial "]
+    assert len(openai_server.requests) == 1
+    assert "partial output" in e.value.message
+
+
+async def test_connection_refused_is_retryable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the call: nothing listens there
+    m = OpenAIModel("gpt-test", api_key="k", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=2)
+    with pytest.raises(LLMError) as e:
+        await fast_retries(m, retries=1).complete(REQ)
+    assert "connection failed" in e.value.message and e.value.retryable
+
+
+async def test_local_server_without_key_still_works(openai_server: FakeOpenAIServer) -> None:
+    openai_server.push(Reply(text="local"))
+    r = await OpenAIModel("llama3", base_url=openai_server.url).complete(REQ)
+    assert r.text == "local" and openai_server.requests[0]["model"] == "llama3"

@@ -1,0 +1,141 @@
+"""RetryingModel's policy and FallbackChain, in process and end to end over both fake APIs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
+from tests.llm.samples import Deltas
+from xclaw.errors import LLMError
+from xclaw.llm.anthropic import AnthropicModel
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, retry_after_seconds
+from xclaw.llm.openai import OpenAIModel
+from xclaw.llm.retry import FallbackChain, PartialReplyError, RetryingModel
+from xclaw.messages import UserMessage
+
+REQ = LLMRequest(system="", messages=(UserMessage("hi"),))
+
+
+class Flaky:
+    """A model that fails with the given errors, then answers (the LLM boundary)."""
+
+    def __init__(self, name: str, errors: list[LLMError], *, stream_before_failing: bool = False) -> None:
+        self.name = name
+        self.errors = list(errors)
+        self.calls = 0
+        self.stream_before_failing = stream_before_failing
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        self.calls += 1
+        if self.errors:
+            if self.stream_before_failing and on_delta is not None:
+                await on_delta("half an ans")
+            raise self.errors.pop(0)
+        if on_delta is not None:
+            await on_delta("answer")
+        return LLMResponse(text="answer", model=self.name)
+
+
+class Sleeps(list[float]):
+    async def __call__(self, s: float) -> None:
+        self.append(s)
+
+
+def transient(msg: str = "HTTP 503: busy", retry_after: float | None = None) -> ProviderError:
+    return ProviderError(msg, retryable=True, provider="p", status=503, retry_after=retry_after)
+
+
+async def test_backoff_doubles_with_jitter_and_is_capped() -> None:
+    sleeps = Sleeps()
+    inner = Flaky("p", [transient() for _ in range(5)])
+    m = RetryingModel(inner, retries=5, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 1.0)
+    await m.complete(REQ)
+    assert sleeps == [1.0, 2.0, 4.0, 4.0, 4.0]
+    sleeps.clear()
+    inner = Flaky("p", [transient() for _ in range(3)])
+    await RetryingModel(inner, retries=3, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 0.0).complete(REQ)
+    assert sleeps == [0.5, 1.0, 2.0]  # jitter never takes the wait below half
+
+
+async def test_retry_after_is_honoured_but_capped() -> None:
+    sleeps = Sleeps()
+    inner = Flaky("p", [transient(retry_after=2.5), transient(retry_after=3600)])
+    await RetryingModel(inner, retries=3, base_delay=0.1, max_retry_after=10, sleep=sleeps).complete(REQ)
+    assert sleeps == [2.5, 10]
+
+
+async def test_non_retryable_errors_fail_at_once() -> None:
+    sleeps = Sleeps()
+    inner = Flaky("p", [ProviderError("HTTP 400: bad", retryable=False, provider="p")])
+    with pytest.raises(LLMError, match="HTTP 400: bad"):
+        await RetryingModel(inner, retries=3, sleep=sleeps).complete(REQ)
+    assert inner.calls == 1 and sleeps == []
+
+
+async def test_gives_up_with_the_providers_message() -> None:
+    inner = Flaky("p", [transient(f"HTTP 503: busy #{i}") for i in range(10)])
+    with pytest.raises(LLMError) as e:
+        await RetryingModel(inner, retries=2, sleep=Sleeps()).complete(REQ)
+    assert inner.calls == 3
+    assert e.value.message == "HTTP 503: busy #2 (gave up after 3 attempts)" and e.value.provider == "p"
+
+
+async def test_zero_retries_means_one_attempt() -> None:
+    inner = Flaky("p", [transient()])
+    with pytest.raises(LLMError):
+        await RetryingModel(inner, retries=0, sleep=Sleeps()).complete(REQ)
+    assert inner.calls == 1
+
+
+async def test_no_retry_once_text_was_streamed(deltas: Deltas) -> None:
+    inner = Flaky("p", [transient()], stream_before_failing=True)
+    with pytest.raises(PartialReplyError, match="partial output"):
+        await RetryingModel(inner, retries=3, sleep=Sleeps()).complete(REQ, deltas)
+    assert inner.calls == 1 and deltas == ["half an ans"]
+
+
+async def test_fallback_uses_the_next_model_and_names_it(deltas: Deltas) -> None:
+    a = Flaky("a", [ProviderError("down", provider="a")])
+    b = Flaky("b", [])
+    chain = FallbackChain([a, b])
+    r = await chain.complete(REQ, deltas)
+    assert r.model == "b" and deltas == ["answer"] and chain.name == "a,b"
+    assert (a.calls, b.calls) == (1, 1)
+
+
+async def test_fallback_stops_after_partial_output() -> None:
+    a = Flaky("a", [transient()], stream_before_failing=True)
+    b = Flaky("b", [])
+    with pytest.raises(LLMError):
+        await FallbackChain([a, b]).complete(REQ, Deltas())
+    assert b.calls == 0
+
+
+async def test_all_fallbacks_failing_reports_each() -> None:
+    chain = FallbackChain([Flaky("a", [LLMError("a broke")]), Flaky("b", [LLMError("b broke")])])
+    with pytest.raises(LLMError) as e:
+        await chain.complete(REQ)
+    assert e.value.message == "every provider failed: a: a broke; b: b broke"
+
+
+def test_retry_after_parsing() -> None:
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+async def test_fallback_end_to_end_from_failing_openai_to_anthropic(
+    openai_server: FakeOpenAIServer, anthropic_server: FakeAnthropicServer, deltas: Deltas
+) -> None:
+    openai_server.default = Reply.fail(503, "upstream unavailable")
+    anthropic_server.push(Reply(text="from the secondary", usage=(9, 4)))
+    primary = RetryingModel(OpenAIModel("gpt-test", api_key="k", base_url=openai_server.url),
+                            retries=1, base_delay=0.01, max_delay=0.01)
+    secondary = RetryingModel(AnthropicModel("claude-test", api_key="k", base_url=anthropic_server.url),
+                              retries=1, base_delay=0.01, max_delay=0.01)
+    r = await FallbackChain([primary, secondary]).complete(REQ, deltas)
+    assert r.text == "from the secondary" and r.model == "anthropic:claude-test"
+    assert r.usage.prompt_tokens == 9 and "".join(deltas) == "from the secondary"
+    assert len(openai_server.requests) == 2 and len(anthropic_server.requests) == 1

@@ -1,0 +1,154 @@
+"""The scripted model: the DESIGN.md contract plus the documented extensions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.llm.fakes import validate_anthropic_request, validate_openai_request
+from tests.llm.samples import Deltas
+from xclaw.errors import ConfigError, LLMError
+from xclaw.llm.anthropic import anthropic_request
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.openai import openai_request
+from xclaw.llm.scripted import FINISHED, ScriptedModel
+from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+
+SCRIPT = {
+    "turns": [
+        {"text": "I will list the files first.", "tool_calls": [{"name": "shell", "input": {"command": "ls"}}]},
+        {"text": "Two at once.", "tool_calls": [
+            {"name": "shell", "input": {"command": "sleep 1"}},
+            {"name": "read_file", "input": {"path": "a.txt"}},
+        ]},
+        {"text": "All done."},
+    ]
+}
+
+
+def write(tmp_path: Path, data: Any, name: str = "script.json") -> Path:
+    p = tmp_path / name
+    p.write_text(data if isinstance(data, str) else json.dumps(data))
+    return p
+
+
+def follow(history: list[Message], r: LLMResponse) -> None:
+    """What the agent loop does with a reply: append it, answer each call."""
+    history.append(AssistantMessage(text=r.text, tool_calls=r.tool_calls))
+    for c in r.tool_calls:
+        history.append(ToolResultMessage(c.id, c.name, f"ran {c.name}"))
+
+
+async def test_turns_follow_the_assistant_messages_in_history(tmp_path: Path, deltas: Deltas) -> None:
+    m = ScriptedModel(write(tmp_path, SCRIPT))
+    history: list[Message] = [UserMessage("do the task")]
+    r0 = await m.complete(LLMRequest(system="", messages=tuple(history)), deltas)
+    assert r0.text == "I will list the files first."
+    assert [(c.id, c.name, c.input) for c in r0.tool_calls] == [("call_0_0", "shell", {"command": "ls"})]
+    assert r0.stop_reason == "tool_use" and r0.model == f"script:{tmp_path / 'script.json'}"
+    # Streamed in word groups whose concatenation is the text.
+    assert len(deltas) >= 2 and "".join(deltas) == r0.text
+    follow(history, r0)
+    r1 = await m.complete(LLMRequest(system="", messages=tuple(history)))
+    assert [c.id for c in r1.tool_calls] == ["call_1_0", "call_1_1"]
+    follow(history, r1)
+    r2 = await m.complete(LLMRequest(system="", messages=tuple(history)))
+    assert r2.text == "All done." and r2.tool_calls == () and r2.stop_reason == "end_turn"
+    # The whole conversation is a valid provider history.
+    req = LLMRequest(system="s", messages=tuple(history))
+    validate_anthropic_request(anthropic_request("c", req))
+    validate_openai_request(openai_request("g", req))
+
+
+async def test_a_restarted_model_continues_where_the_history_is(tmp_path: Path) -> None:
+    path = write(tmp_path, SCRIPT)
+    history: list[Message] = [UserMessage("task")]
+    follow(history, await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history))))
+    # "Restart": a brand-new model object sees the recorded history and gives turn 1, with the
+    # same ids a crashed run would have been given.
+    first = await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history)))
+    again = await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history)))
+    assert first.text == "Two at once." and first == again
+    assert [c.id for c in again.tool_calls] == ["call_1_0", "call_1_1"]
+
+
+async def test_exhausted_script_finishes_politely(tmp_path: Path) -> None:
+    m = ScriptedModel(write(tmp_path, {"turns": [{"text": "only"}]}))
+    history = (UserMessage("a"), AssistantMessage("only"), UserMessage("more?"))
+    r = await m.complete(LLMRequest(system="", messages=history))
+    assert r.text == FINISHED and r.tool_calls == ()
+
+
+async def test_subagents_use_their_own_script_and_count(tmp_path: Path) -> None:
+    m = ScriptedModel(write(tmp_path, {**SCRIPT, "subagent": {"turns": [
+        {"text": "sub step", "tool_calls": [{"name": "read_file", "input": {"path": "x"}}]},
+        {"text": "sub finished"},
+    ]}}))
+    # The sub-agent's own list has no assistant message yet, whatever the main agent did.
+    r = await m.complete(LLMRequest(system="", messages=(UserMessage("subtask"),), agent="a1"))
+    assert r.text == "sub step" and r.tool_calls[0].id == "call_a1_0_0"
+    sub: list[Message] = [UserMessage("subtask")]
+    follow(sub, r)
+    r2 = await m.complete(LLMRequest(system="", messages=tuple(sub), agent="a1"))
+    assert r2.text == "sub finished"
+
+
+async def test_subagent_without_script_echoes_its_task(tmp_path: Path) -> None:
+    m = ScriptedModel(write(tmp_path, SCRIPT))
+    r = await m.complete(LLMRequest(system="", messages=(UserMessage("count the lines"),), agent="sub-7"))
+    assert r.text == "Sub-agent done: count the lines" and r.tool_calls == ()
+
+
+async def test_sleep_delays_the_answer_and_can_be_cancelled(tmp_path: Path) -> None:
+    m = ScriptedModel(write(tmp_path, {"turns": [{"text": "slow", "sleep": 0.2}]}))
+    t0 = time.monotonic()
+    r = await m.complete(LLMRequest(system="", messages=(UserMessage("x"),)))
+    assert r.text == "slow" and time.monotonic() - t0 >= 0.2
+    task = asyncio.create_task(m.complete(LLMRequest(system="", messages=(UserMessage("x"),))))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_fail_raises_a_non_retryable_llm_error(tmp_path: Path) -> None:
+    path = write(tmp_path, {"turns": [{"fail": "provider exploded"}]})
+    with pytest.raises(LLMError) as e:
+        await ScriptedModel(path).complete(LLMRequest(system="", messages=(UserMessage("x"),)))
+    assert e.value.message == "provider exploded" and not e.value.retryable
+    assert e.value.provider == f"script:{path}"
+
+
+async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
+    m = ScriptedModel(write(tmp_path, {"turns": [{"text": "x" * 40}]}))
+    r = await m.complete(LLMRequest(system="s" * 400, messages=(UserMessage("u" * 400),)))
+    assert r.usage.completion_tokens == 10 and r.usage.prompt_tokens == 200
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (None, "file not found"),
+        ("{not json", "not valid JSON"),
+        ([], 'expected an object like {"turns": [...]}'),
+        ({"turns": {"text": "x"}}, "turns must be a list"),
+        ({"turns": ["hello"]}, "turns[0] must be an object"),
+        ({"turns": [{"text": 3}]}, "turns[0].text must be a string"),
+        ({"turns": [{"text": "x", "tool_calls": [{"input": {}}]}]}, 'turns[0].tool_calls[0] needs a "name"'),
+        ({"turns": [{"tool_calls": [{"name": "shell", "input": "ls"}]}]}, "input must be an object"),
+        ({"turns": [{"text": "x", "sleep": -1}]}, "sleep must be a number"),
+        ({"turns": [{"txt": "typo"}]}, "unknown keys ['txt']"),
+        ({"turns": [], "subagent": []}, '"subagent" must be an object'),
+        ({"turns": [], "subagent": {"turns": [{"fail": 1}]}}, "subagent.turns[0].fail must be a string"),
+    ],
+)
+def test_bad_script_files_are_config_errors(tmp_path: Path, content: Any, reason: str) -> None:
+    path = tmp_path / "missing.json" if content is None else write(tmp_path, content)
+    with pytest.raises(ConfigError) as e:
+        ScriptedModel(path)
+    assert str(path) in e.value.message and reason in e.value.message
