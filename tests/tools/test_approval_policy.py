@@ -1,0 +1,162 @@
+"""The approval policy as a table: mode x tool x arguments -> allow / ask / deny."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xclaw.config import Settings
+from xclaw.errors import ConfigError
+from xclaw.tools.approval import ALLOW, ASK, DENY, ApprovalPolicy, NotSafe, simple_commands
+from xclaw.tools.registry import default_tools
+
+TOOLS = {t.name: t for t in default_tools()}
+
+
+class CustomTool:
+    """A tool the policy knows nothing about by name."""
+
+    name = "send_email"
+    description = "sends an email"
+    input_schema = {"type": "object"}
+    read_only = False
+
+    async def run(self, args, ctx):  # type: ignore[no-untyped-def]
+        raise AssertionError("never run here")
+
+
+def kind(mode: str, tool: str, args: dict[str, object]) -> str:
+    t = CustomTool() if tool == "send_email" else TOOLS[tool]
+    return ApprovalPolicy(mode).decide(t, args).kind  # type: ignore[arg-type]
+
+
+SHELL_SAFE = {"command": "ls -la && cat a.txt | grep x"}
+SHELL_UNSAFE = {"command": "rm a.txt"}
+SHELL_DENIED = {"command": "rm -rf /"}
+WRITE = {"path": "a.txt", "content": "x"}
+EDIT = {"path": "a.txt", "old_text": "x", "new_text": "y"}
+
+TABLE = [
+    # tool, args, ask, auto-edits, yolo
+    ("read_file", {"path": "a"}, "allow", "allow", "allow"),
+    ("view_file", {"path": "a"}, "allow", "allow", "allow"),
+    ("list_dir", {}, "allow", "allow", "allow"),
+    ("spawn_agent", {"task": "t"}, "allow", "allow", "allow"),
+    ("write_file", WRITE, "ask", "allow", "allow"),
+    ("edit_file", EDIT, "ask", "allow", "allow"),
+    ("shell", SHELL_SAFE, "allow", "allow", "allow"),
+    ("shell", SHELL_UNSAFE, "ask", "ask", "allow"),
+    ("shell", SHELL_DENIED, "deny", "deny", "deny"),
+    ("shell", {"command": "mkfs.ext4 /dev/sda"}, "deny", "deny", "deny"),
+    ("shell", {}, "allow", "allow", "allow"),  # nothing runs: the tool refuses the input
+    ("shell", {"command": ["rm", "x"]}, "allow", "allow", "allow"),
+    ("send_email", {"to": "x"}, "ask", "ask", "allow"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "ask", "auto_edits", "yolo"), TABLE)
+def test_policy_table(
+    tool: str, args: dict[str, object], ask: str, auto_edits: str, yolo: str
+) -> None:
+    assert (kind("ask", tool, args), kind("auto-edits", tool, args), kind("yolo", tool, args)) == (
+        ask,
+        auto_edits,
+        yolo,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ls && rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
+        ("cat a | grep b", ALLOW),
+        ("echo $(rm x)", ASK("shell command uses command substitution")),
+        ("echo `rm x`", ASK("shell command uses command substitution")),
+        ('echo "$(rm x)"', ASK("shell command uses command substitution")),
+        ("echo '$(rm x)'", ALLOW),
+        ("echo hi > f", ASK("shell command redirects output to a file")),
+        ("echo hi >> f", ASK("shell command redirects output to a file")),
+        ("ls &> f", ASK("shell command redirects output to a file")),
+        ("ls >&f", ASK("shell command redirects output to a file")),
+        ('echo "a > b; rm x"', ALLOW),
+        ("ls 2>/dev/null", ALLOW),
+        ("grep -r x . 2>&1 | sort | uniq -c | head", ALLOW),
+        ("cat < notes.txt", ALLOW),
+        ("cat < /dev/tcp/example.com/80", ASK("shell command opens a network connection")),
+        ("diff <(ls a) <(ls b)", ASK("shell command uses process substitution")),
+        ("cat <<EOF\nhi\nEOF", ASK("shell command uses a here-document")),
+        ("ls; rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
+        ("ls\nrm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
+        ("ls || rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
+        ("sleep 1 & rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
+        ("(ls)", ASK("shell command uses a subshell or grouping")),
+        ("FOO=1 ls", ASK("shell command sets environment variables")),
+        ("ls # ; rm x", ALLOW),
+        ("/bin/rm x", ASK("shell command runs '/bin/rm', which is not in the safe-command list")),
+        ("echo 'unterminated", ASK("shell command has an unterminated quote")),
+        ("find . -name '*.py'", ALLOW),
+        ("find . -name x -exec rm {} \\;", ASK("shell command runs 'find' with -exec, which can change files")),
+        ("find . -delete", ASK("shell command runs 'find' with -delete, which can change files")),
+        ("sort -o out.txt in.txt", ASK("shell command runs 'sort' with -o, which can change files")),
+        ("sort -u in.txt", ALLOW),
+        ("uniq in.txt out.txt", ASK("shell command runs 'uniq' with an output file, which can change files")),
+        ("   ", ASK("shell command is empty")),
+    ],
+)
+def test_safe_command_parsing_in_ask_mode(command: str, expected: object) -> None:
+    assert ApprovalPolicy("ask").decide(TOOLS["shell"], {"command": command}) == expected
+
+
+def test_edit_reason_names_the_path() -> None:
+    decision = ApprovalPolicy("ask").decide(TOOLS["write_file"], WRITE)
+    assert decision == ASK("write_file changes 'a.txt'")
+
+
+def test_deny_reason_shows_what_matched() -> None:
+    decision = ApprovalPolicy("yolo").decide(TOOLS["shell"], {"command": "sudo reboot now"})
+    assert decision.kind == "deny"
+    assert decision.reason.startswith("refused by policy: matches 'reboot'")
+
+
+def test_configured_lists_replace_the_defaults() -> None:
+    policy = ApprovalPolicy("ask", safe_commands=["git status", "pytest"], denied_patterns=[r"\bcurl\b"])
+    shell = TOOLS["shell"]
+    assert policy.decide(shell, {"command": "git status --short"}) == ALLOW
+    assert policy.decide(shell, {"command": "pytest -q"}) == ALLOW
+    assert policy.decide(shell, {"command": "git push"}).kind == "ask"
+    assert policy.decide(shell, {"command": "ls"}).kind == "ask"  # no longer in the list
+    assert policy.decide(shell, {"command": "curl http://x"}) == DENY(
+        "refused by policy: matches 'curl' (deny pattern \\bcurl\\b)"
+    )
+
+
+def test_from_settings(tmp_path: Path) -> None:
+    settings = Settings(
+        home=tmp_path, db=":memory:", workspace_root=tmp_path, approval_mode="auto-edits",
+        safe_commands=("make",), denied_patterns=("forbidden",),
+    )
+    policy = ApprovalPolicy.from_settings(settings)
+    assert policy.mode == "auto-edits"
+    assert policy.decide(TOOLS["write_file"], WRITE) == ALLOW
+    assert policy.decide(TOOLS["shell"], {"command": "make all"}) == ALLOW
+    assert policy.decide(TOOLS["shell"], {"command": "echo forbidden"}).kind == "deny"
+
+
+def test_bad_configuration_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="approval mode 'careful'"):
+        ApprovalPolicy("careful")
+    with pytest.raises(ConfigError, match=r"deny pattern '\(' is not a regex"):
+        ApprovalPolicy("ask", denied_patterns=["("])
+
+
+def test_simple_commands_splits_and_unquotes() -> None:
+    assert simple_commands("ls -la 'a b' \"c d\" e\\ f && grep -n x|wc -l; echo ''") == [
+        ["ls", "-la", "a b", "c d", "e f"],
+        ["grep", "-n", "x"],
+        ["wc", "-l"],
+        ["echo", ""],
+    ]
+    assert simple_commands("ls 2>/dev/null >/dev/null") == [["ls"]]
+    with pytest.raises(NotSafe):
+        simple_commands("echo $(date)")
