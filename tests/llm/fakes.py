@@ -41,7 +41,9 @@ def _check_text_parts(content: Any, where: str) -> None:
     _need(isinstance(content, list) and content, f"{where}: expected a string or a non-empty list")
     for j, part in enumerate(content):
         _need(
-            isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str),
+            isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str),
             f"{where}[{j}]: expected a text block",
         )
 
@@ -54,26 +56,37 @@ def validate_anthropic_request(body: Any) -> None:
     _need(isinstance(body, dict), "body: expected a JSON object")
     _need(isinstance(body.get("model"), str) and body["model"], "model: field required")
     mt = body.get("max_tokens")
-    _need(isinstance(mt, int) and not isinstance(mt, bool) and mt >= 1, "max_tokens: expected an integer >= 1")
+    _need(
+        isinstance(mt, int) and not isinstance(mt, bool) and mt >= 1,
+        "max_tokens: expected an integer >= 1",
+    )
     if "system" in body:
         system = body["system"]
         if not isinstance(system, str):
             _check_text_parts(system, "system")
     if "temperature" in body:
         t = body["temperature"]
-        _need(isinstance(t, (int, float)) and 0 <= t <= 1, "temperature: expected a number in [0, 1]")
+        _need(
+            isinstance(t, (int, float)) and 0 <= t <= 1, "temperature: expected a number in [0, 1]"
+        )
     names: set[str] = set()
     for i, tool in enumerate(body.get("tools") or []):
         where = f"tools.{i}"
         _need(isinstance(tool, dict), f"{where}: expected an object")
         name = tool.get("name")
-        _need(isinstance(name, str) and _NAME.match(name), f"{where}.name: must match {_NAME.pattern}")
+        _need(
+            isinstance(name, str) and _NAME.match(name), f"{where}.name: must match {_NAME.pattern}"
+        )
         _need(name not in names, f"tools: tool names must be unique ({name})")
         names.add(name)
         schema = tool.get("input_schema")
-        _need(isinstance(schema, dict) and schema.get("type") == "object",
-              f"{where}.input_schema: expected a JSON schema with type 'object'")
-        _need(isinstance(tool.get("description", ""), str), f"{where}.description: expected a string")
+        _need(
+            isinstance(schema, dict) and schema.get("type") == "object",
+            f"{where}.input_schema: expected a JSON schema with type 'object'",
+        )
+        _need(
+            isinstance(tool.get("description", ""), str), f"{where}.description: expected a string"
+        )
     messages = body.get("messages")
     _need(isinstance(messages, list) and messages, "messages: at least one message is required")
     seen_ids: set[str] = set()
@@ -84,17 +97,21 @@ def validate_anthropic_request(body: Any) -> None:
         role = msg.get("role")
         _need(role in ("user", "assistant"), f"{where}.role: expected 'user' or 'assistant'")
         if i == 0:
-            _need(role == "user", "messages: first message must use the \"user\" role")
+            _need(role == "user", 'messages: first message must use the "user" role')
         else:
-            _need(role != messages[i - 1].get("role"),
-                  "messages: roles must alternate between \"user\" and \"assistant\"")
+            _need(
+                role != messages[i - 1].get("role"),
+                'messages: roles must alternate between "user" and "assistant"',
+            )
         content = msg.get("content")
         if isinstance(content, str):
             _need(content.strip(), f"{where}: all messages must have non-empty content")
             blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
         else:
-            _need(isinstance(content, list) and content,
-                  f"{where}: all messages must have non-empty content")
+            _need(
+                isinstance(content, list) and content,
+                f"{where}: all messages must have non-empty content",
+            )
             blocks = content
         uses: list[str] = []
         results: list[str] = []
@@ -104,14 +121,21 @@ def validate_anthropic_request(body: Any) -> None:
             _need(isinstance(b, dict), f"{bw}: expected an object")
             kind = b.get("type")
             if kind == "text":
-                _need(isinstance(b.get("text"), str) and b["text"].strip(),
-                      f"{bw}: text content blocks must contain non-whitespace text")
+                _need(
+                    isinstance(b.get("text"), str) and b["text"].strip(),
+                    f"{bw}: text content blocks must contain non-whitespace text",
+                )
                 text_seen = True
             elif kind == "tool_use":
-                _need(role == "assistant", f"{bw}: tool_use blocks are only allowed in assistant messages")
+                _need(
+                    role == "assistant",
+                    f"{bw}: tool_use blocks are only allowed in assistant messages",
+                )
                 tid = b.get("id")
-                _need(isinstance(tid, str) and _TOOL_USE_ID.match(tid),
-                      f"{bw}.id: must match {_TOOL_USE_ID.pattern}")
+                _need(
+                    isinstance(tid, str) and _TOOL_USE_ID.match(tid),
+                    f"{bw}.id: must match {_TOOL_USE_ID.pattern}",
+                )
                 _need(tid not in seen_ids, f"{bw}: `tool_use` ids must be unique ({tid})")
                 seen_ids.add(tid)
                 _need(isinstance(b.get("name"), str) and b["name"], f"{bw}.name: field required")
@@ -124,25 +148,37 @@ def validate_anthropic_request(body: Any) -> None:
                 rc = b.get("content", "")
                 if not isinstance(rc, str):
                     _check_text_parts(rc, f"{bw}.content")
-                _need(isinstance(b.get("is_error", False), bool), f"{bw}.is_error: expected a boolean")
+                _need(
+                    isinstance(b.get("is_error", False), bool), f"{bw}.is_error: expected a boolean"
+                )
                 results.append(b["tool_use_id"])
             else:
                 raise InvalidRequest(f"{bw}.type: unsupported block type {kind!r}")
         if pending:
             missing = [t for t in pending if t not in results]
-            _need(not missing,
-                  f"{where}: `tool_use` ids were found without `tool_result` blocks immediately "
-                  f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
-                  f"`tool_result` block in the next message.")
+            _need(
+                not missing,
+                f"{where}: `tool_use` ids were found without `tool_result` blocks immediately "
+                f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                f"`tool_result` block in the next message.",
+            )
         extra = [t for t in results if t not in pending]
-        _need(not extra,
-              f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(extra)}. "
-              "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
-        _need(len(results) == len(set(results)), f"{where}: duplicate `tool_result` for one `tool_use`")
+        _need(
+            not extra,
+            f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(extra)}. "
+            "Each `tool_result` block must have a corresponding `tool_use` block in the "
+            "previous message.",
+        )
+        _need(
+            len(results) == len(set(results)),
+            f"{where}: duplicate `tool_result` for one `tool_use`",
+        )
         pending = uses
-    _need(not pending,
-          f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks "
-          f"immediately after: {', '.join(pending)}")
+    _need(
+        not pending,
+        f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks "
+        f"immediately after: {', '.join(pending)}",
+    )
 
 
 def validate_openai_request(body: Any) -> None:
@@ -156,22 +192,36 @@ def validate_openai_request(body: Any) -> None:
     for key in ("max_tokens", "max_completion_tokens"):
         if key in body and body[key] is not None:
             v = body[key]
-            _need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"{key}: expected an integer >= 1")
-    _need(not ("max_tokens" in body and "max_completion_tokens" in body),
-          "max_tokens and max_completion_tokens cannot both be set")
+            _need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{key}: expected an integer >= 1",
+            )
+    _need(
+        not ("max_tokens" in body and "max_completion_tokens" in body),
+        "max_tokens and max_completion_tokens cannot both be set",
+    )
     if body.get("stream_options") is not None:
         _need(body.get("stream") is True, "stream_options: only allowed when 'stream' is true")
     names: set[str] = set()
     for i, tool in enumerate(body.get("tools") or []):
         where = f"tools[{i}]"
-        _need(isinstance(tool, dict) and tool.get("type") == "function", f"{where}.type: expected 'function'")
+        _need(
+            isinstance(tool, dict) and tool.get("type") == "function",
+            f"{where}.type: expected 'function'",
+        )
         fn = tool.get("function")
         _need(isinstance(fn, dict), f"{where}.function: field required")
         name = fn.get("name")
-        _need(isinstance(name, str) and _NAME.match(name), f"{where}.function.name: must match {_NAME.pattern}")
+        _need(
+            isinstance(name, str) and _NAME.match(name),
+            f"{where}.function.name: must match {_NAME.pattern}",
+        )
         _need(name not in names, f"tools: duplicate function name {name}")
         names.add(name)
-        _need(isinstance(fn.get("parameters", {}), dict), f"{where}.function.parameters: expected an object")
+        _need(
+            isinstance(fn.get("parameters", {}), dict),
+            f"{where}.function.parameters: expected an object",
+        )
     messages = body.get("messages")
     _need(isinstance(messages, list) and messages, "messages: at least one message is required")
     pending: list[str] = []
@@ -192,20 +242,36 @@ def validate_openai_request(body: Any) -> None:
         elif role == "assistant":
             calls = msg.get("tool_calls")
             if calls is None:
-                _need(isinstance(content, (str, list)),
-                      f"{where}.content: expected a string, got {type(content).__name__}")
+                _need(
+                    isinstance(content, (str, list)),
+                    f"{where}.content: expected a string, got {type(content).__name__}",
+                )
             else:
-                _need(content is None or isinstance(content, (str, list)), f"{where}.content: bad type")
-                _need(isinstance(calls, list) and calls, f"{where}.tool_calls: expected a non-empty list")
+                _need(
+                    content is None or isinstance(content, (str, list)),
+                    f"{where}.content: bad type",
+                )
+                _need(
+                    isinstance(calls, list) and calls,
+                    f"{where}.tool_calls: expected a non-empty list",
+                )
                 for j, c in enumerate(calls):
                     cw = f"{where}.tool_calls[{j}]"
-                    _need(isinstance(c, dict) and c.get("type") == "function", f"{cw}.type: expected 'function'")
+                    _need(
+                        isinstance(c, dict) and c.get("type") == "function",
+                        f"{cw}.type: expected 'function'",
+                    )
                     cid = c.get("id")
                     _need(isinstance(cid, str) and cid, f"{cw}.id: field required")
-                    _need(len(cid) <= 40, f"{cw}.id: string too long. Expected a string with maximum length 40")
+                    _need(
+                        len(cid) <= 40,
+                        f"{cw}.id: string too long. Expected a string with maximum length 40",
+                    )
                     fn = c.get("function")
-                    _need(isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"],
-                          f"{cw}.function.name: field required")
+                    _need(
+                        isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"],
+                        f"{cw}.function.name: field required",
+                    )
                     args = fn.get("arguments")
                     _need(isinstance(args, str), f"{cw}.function.arguments: expected a string")
                     try:
@@ -217,17 +283,22 @@ def validate_openai_request(body: Any) -> None:
                     pending.append(cid)
         elif role == "tool":
             tid = msg.get("tool_call_id")
-            _need(isinstance(tid, str) and tid in pending,
-                  "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-                  "message with 'tool_calls'.")
+            _need(
+                isinstance(tid, str) and tid in pending,
+                "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                "message with 'tool_calls'.",
+            )
             pending.remove(tid)
             if not isinstance(content, str):
                 _check_text_parts(content, f"{where}.content")
         else:
             raise InvalidRequest(f"{where}.role: unsupported role {role!r}")
-    _need(not pending,
-          "An assistant message with 'tool_calls' must be followed by tool messages responding to "
-          f"each 'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}")
+    _need(
+        not pending,
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        + ", ".join(pending),
+    )
 
 
 # --- scripted replies -----------------------------------------------------------------------
@@ -244,7 +315,7 @@ class FakeCall:
     fragments: list[str] | None = None
 
     @classmethod
-    def of(cls, name: str, input: dict[str, Any], id: str | None = None) -> "FakeCall":
+    def of(cls, name: str, input: dict[str, Any], id: str | None = None) -> FakeCall:
         return cls(name=name, arguments=json.dumps(input), id=id)
 
     def pieces(self) -> list[str]:
@@ -268,7 +339,7 @@ class Reply:
     cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens
 
     @classmethod
-    def fail(cls, status: int, message: str, *, retry_after: float | None = None) -> "Reply":
+    def fail(cls, status: int, message: str, *, retry_after: float | None = None) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
         return cls(status=status, error=message, headers=headers)
 
@@ -305,7 +376,7 @@ class _FakeServer:
         self._thread: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> "_FakeServer":
+    def start(self) -> _FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -403,7 +474,11 @@ class _FakeServer:
             return
 
     def _send_error(
-        self, h: BaseHTTPRequestHandler, status: int, kind: str, message: str,
+        self,
+        h: BaseHTTPRequestHandler,
+        status: int,
+        kind: str,
+        message: str,
         headers: dict[str, str] | None = None,
     ) -> None:
         payload = json.dumps(self._error_body(kind, message)).encode()
@@ -447,9 +522,14 @@ def _carries_text(data: str) -> bool:
 
 def _error_type(status: int) -> str:
     return {
-        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-        404: "not_found_error", 408: "timeout_error", 413: "request_too_large",
-        429: "rate_limit_error", 529: "overloaded_error",
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        408: "timeout_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+        529: "overloaded_error",
     }.get(status, "api_error")
 
 
@@ -476,29 +556,61 @@ class FakeOpenAIServer(_FakeServer):
         model = body.get("model", "fake")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, str]:
-            return None, json.dumps({
-                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            })
+            return None, json.dumps(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 1700000000,
+                    "model": model,
+                    "choices": [
+                        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                    ],
+                }
+            )
 
         out = [chunk({"role": "assistant", "content": ""})]
         out += [chunk({"content": piece}) for piece in reply.text_chunks()]
         for i, call in enumerate(reply.tool_calls):
-            out.append(chunk({"tool_calls": [{
-                "index": i, "id": call.id or f"call_fake_{len(self.requests)}_{i}", "type": "function",
-                "function": {"name": call.name, "arguments": ""},
-            }]}))
-            out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]})
-                    for frag in call.pieces()]
+            out.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call.id or f"call_fake_{len(self.requests)}_{i}",
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            out += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]})
+                for frag in call.pieces()
+            ]
         out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             p, c = reply.usage
-            out.append((None, json.dumps({
-                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
-                "model": model, "choices": [],
-                "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
-            })))
+            out.append(
+                (
+                    None,
+                    json.dumps(
+                        {
+                            "id": "chatcmpl-fake",
+                            "object": "chat.completion.chunk",
+                            "created": 1700000000,
+                            "model": model,
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": p,
+                                "completion_tokens": c,
+                                "total_tokens": p + c,
+                            },
+                        }
+                    ),
+                )
+            )
         out.append((None, "[DONE]"))
         return out
 
@@ -518,7 +630,9 @@ class FakeAnthropicServer(_FakeServer):
     def _check_headers(self, h: BaseHTTPRequestHandler) -> str | None:
         # This SDK generation sends the key as a bearer token; older ones as x-api-key.
         bearer = h.headers.get("authorization", "")
-        if not h.headers.get("x-api-key") and not (bearer.startswith("Bearer ") and len(bearer) > 7):
+        if not h.headers.get("x-api-key") and not (
+            bearer.startswith("Bearer ") and len(bearer) > 7
+        ):
             return "x-api-key header is required"
         if not h.headers.get("anthropic-version"):
             return "anthropic-version header is required"
@@ -532,37 +646,99 @@ class FakeAnthropicServer(_FakeServer):
             return data["type"], json.dumps(data)
 
         p, c = reply.usage
-        out = [ev({"type": "message_start", "message": {
-            "id": "msg_fake", "type": "message", "role": "assistant", "content": [],
-            "model": body.get("model", "fake"), "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": p, "output_tokens": 1,
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": reply.cache_read_tokens},
-        }})]
+        out = [
+            ev(
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_fake",
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [],
+                        "model": body.get("model", "fake"),
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {
+                            "input_tokens": p,
+                            "output_tokens": 1,
+                            "cache_creation_input_tokens": 0,
+                            "cache_read_input_tokens": reply.cache_read_tokens,
+                        },
+                    },
+                }
+            )
+        ]
         out.append(("ping", json.dumps({"type": "ping"})))
         if reply.stream_error is not None:
             kind, message = reply.stream_error
-            out.append(("error", json.dumps({"type": "error", "error": {"type": kind, "message": message}})))
+            out.append(
+                (
+                    "error",
+                    json.dumps({"type": "error", "error": {"type": kind, "message": message}}),
+                )
+            )
             return out
         index = 0
         if reply.text:
-            out.append(ev({"type": "content_block_start", "index": index,
-                           "content_block": {"type": "text", "text": ""}}))
-            out += [ev({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "text_delta", "text": piece}}) for piece in reply.text_chunks()]
+            out.append(
+                ev(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    }
+                )
+            )
+            out += [
+                ev(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    }
+                )
+                for piece in reply.text_chunks()
+            ]
             out.append(ev({"type": "content_block_stop", "index": index}))
             index += 1
         for i, call in enumerate(reply.tool_calls):
-            out.append(ev({"type": "content_block_start", "index": index, "content_block": {
-                "type": "tool_use", "id": call.id or f"toolu_fake_{len(self.requests)}_{i}",
-                "name": call.name, "input": {}}}))
-            out += [ev({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": frag}})
-                    for frag in call.pieces()]
+            out.append(
+                ev(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": call.id or f"toolu_fake_{len(self.requests)}_{i}",
+                            "name": call.name,
+                            "input": {},
+                        },
+                    }
+                )
+            )
+            out += [
+                ev(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": frag},
+                    }
+                )
+                for frag in call.pieces()
+            ]
             out.append(ev({"type": "content_block_stop", "index": index}))
             index += 1
-        out.append(ev({"type": "message_delta",
-                       "delta": {"stop_reason": "tool_use" if reply.tool_calls else "end_turn",
-                                 "stop_sequence": None},
-                       "usage": {"output_tokens": c}}))
+        out.append(
+            ev(
+                {
+                    "type": "message_delta",
+                    "delta": {
+                        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+                        "stop_sequence": None,
+                    },
+                    "usage": {"output_tokens": c},
+                }
+            )
+        )
         out.append(ev({"type": "message_stop"}))
         return out

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 
 SHELL = ToolSpec(
     name="shell",
     description="Run a shell command in the workspace.",
-    input_schema={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    input_schema={
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
 )
 READ = ToolSpec(
     name="read_file",
@@ -35,11 +46,23 @@ def tool_history() -> tuple[Message, ...]:
         ),
         ToolResultMessage("call_0_0", "shell", "README.md\nsrc\n"),
         ToolResultMessage("call_0_1", "read_file", "no such file", is_error=True),
-        AssistantMessage(text="", tool_calls=(ToolCall("functions.shell:7", "shell", {"command": "sleep 10"}),)),
-        ToolResultMessage("functions.shell:7", "shell", "interrupted: may or may not have run", is_error=True),
+        AssistantMessage(
+            text="", tool_calls=(ToolCall("functions.shell:7", "shell", {"command": "sleep 10"}),)
+        ),
+        ToolResultMessage(
+            "functions.shell:7", "shell", "interrupted: may or may not have run", is_error=True
+        ),
         UserMessage("[resume] The run was interrupted. Continue from the history."),
         AssistantMessage(text="Done: there is no README."),
         UserMessage("Thanks. Now count the files."),
-        AssistantMessage(tool_calls=(ToolCall("call_2_0", "shell", {"_raw_arguments": "{bad", "_error": "arguments were not valid JSON"}),)),
+        AssistantMessage(
+            tool_calls=(
+                ToolCall(
+                    "call_2_0",
+                    "shell",
+                    {"_raw_arguments": "{bad", "_error": "arguments were not valid JSON"},
+                ),
+            )
+        ),
         ToolResultMessage("call_2_0", "shell", ""),
     )

@@ -16,17 +16,23 @@ from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMe
 
 
 def model(srv: FakeAnthropicServer, timeout_s: float = 5.0) -> AnthropicModel:
-    return AnthropicModel("claude-test", api_key="sk-ant-test", base_url=srv.url, timeout_s=timeout_s)
+    return AnthropicModel(
+        "claude-test", api_key="sk-ant-test", base_url=srv.url, timeout_s=timeout_s
+    )
 
 
 def fast_retries(inner: AnthropicModel, retries: int = 2) -> RetryingModel:
     return RetryingModel(inner, retries=retries, base_delay=0.01, max_delay=0.02)
 
 
-REQ = LLMRequest(system="You are terse.", messages=(UserMessage("hi"),), tools=(SHELL, READ), max_tokens=300)
+REQ = LLMRequest(
+    system="You are terse.", messages=(UserMessage("hi"),), tools=(SHELL, READ), max_tokens=300
+)
 
 
-async def test_streams_text_and_records_provider_usage(anthropic_server: FakeAnthropicServer, deltas: Deltas) -> None:
+async def test_streams_text_and_records_provider_usage(
+    anthropic_server: FakeAnthropicServer, deltas: Deltas
+) -> None:
     anthropic_server.push(Reply(text="Hello there, friend.", usage=(200, 31), cache_read_tokens=50))
     r = await model(anthropic_server).complete(REQ, deltas)
     assert r.text == "Hello there, friend." and deltas == ["Hello ", "there, ", "friend."]
@@ -34,9 +40,13 @@ async def test_streams_text_and_records_provider_usage(anthropic_server: FakeAnt
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (250, 31)
     assert r.model == "anthropic:claude-test" and r.stop_reason == "end_turn"
     body = anthropic_server.requests[0]
-    assert body["system"] == "You are terse." and body["stream"] is True and body["max_tokens"] == 300
+    assert (
+        body["system"] == "You are terse." and body["stream"] is True and body["max_tokens"] == 300
+    )
     assert body["tools"][0] == {
-        "name": "shell", "description": SHELL.description, "input_schema": SHELL.input_schema,
+        "name": "shell",
+        "description": SHELL.description,
+        "input_schema": SHELL.input_schema,
     }
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert "temperature" not in body
@@ -47,14 +57,24 @@ async def test_temperature_is_passed_through(anthropic_server: FakeAnthropicServ
     anthropic_server.push(Reply(text="ok"))
     req = LLMRequest(system="", messages=(UserMessage("hi"),), temperature=0.2)
     await model(anthropic_server).complete(req)
-    assert anthropic_server.requests[0]["temperature"] == 0.2 and "system" not in anthropic_server.requests[0]
+    assert (
+        anthropic_server.requests[0]["temperature"] == 0.2
+        and "system" not in anthropic_server.requests[0]
+    )
 
 
-async def test_tool_use_with_streamed_input_fragments(anthropic_server: FakeAnthropicServer) -> None:
-    anthropic_server.push(Reply(text="Looking.", tool_calls=[
-        FakeCall("shell", id="toolu_1", fragments=['{"command"', ': "echo', ' hi"}']),
-        FakeCall.of("read_file", {"path": "a.txt"}, id="toolu_2"),
-    ]))
+async def test_tool_use_with_streamed_input_fragments(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    anthropic_server.push(
+        Reply(
+            text="Looking.",
+            tool_calls=[
+                FakeCall("shell", id="toolu_1", fragments=['{"command"', ': "echo', ' hi"}']),
+                FakeCall.of("read_file", {"path": "a.txt"}, id="toolu_2"),
+            ],
+        )
+    )
     r = await model(anthropic_server).complete(REQ)
     assert [(c.id, c.name, c.input) for c in r.tool_calls] == [
         ("toolu_1", "shell", {"command": "echo hi"}),
@@ -64,36 +84,64 @@ async def test_tool_use_with_streamed_input_fragments(anthropic_server: FakeAnth
 
 
 async def test_malformed_tool_input_does_not_crash(anthropic_server: FakeAnthropicServer) -> None:
-    anthropic_server.push(Reply(tool_calls=[FakeCall("shell", arguments='{"command": ', id="toolu_x")]))
+    anthropic_server.push(
+        Reply(tool_calls=[FakeCall("shell", arguments='{"command": ', id="toolu_x")])
+    )
     r = await model(anthropic_server).complete(REQ)
-    assert r.tool_calls[0].input == {"_raw_arguments": '{"command": ', "_error": "arguments were not valid JSON"}
+    assert r.tool_calls[0].input == {
+        "_raw_arguments": '{"command": ',
+        "_error": "arguments were not valid JSON",
+    }
 
 
 async def test_history_with_tool_calls_is_accepted(anthropic_server: FakeAnthropicServer) -> None:
     anthropic_server.push(Reply(text="ok"))
-    r = await model(anthropic_server).complete(LLMRequest(system="s", messages=tool_history(), tools=(SHELL, READ)))
+    r = await model(anthropic_server).complete(
+        LLMRequest(system="s", messages=tool_history(), tools=(SHELL, READ))
+    )
     assert r.text == "ok" and anthropic_server.rejections == []
     msgs = anthropic_server.requests[0]["messages"]
-    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in msgs] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     # Two consecutive results become one user message; the error flag survives.
     assert msgs[2]["content"] == [
         {"type": "tool_result", "tool_use_id": "call_0_0", "content": "README.md\nsrc\n"},
-        {"type": "tool_result", "tool_use_id": "call_0_1", "content": "no such file", "is_error": True},
+        {
+            "type": "tool_result",
+            "tool_use_id": "call_0_1",
+            "content": "no such file",
+            "is_error": True,
+        },
     ]
     # An interrupted call's synthetic result and the resume notice share one user message,
     # tool_result first; the id Anthropic would refuse is mapped the same on both sides.
     assert [b["type"] for b in msgs[4]["content"]] == ["tool_result", "text"]
-    assert msgs[3]["content"][0]["id"] == msgs[4]["content"][0]["tool_use_id"] != "functions.shell:7"
+    assert (
+        msgs[3]["content"][0]["id"] == msgs[4]["content"][0]["tool_use_id"] != "functions.shell:7"
+    )
     # Empty tool output still sends non-empty content.
     assert msgs[8]["content"][0]["content"] == "(empty)"
 
 
 def test_translation_drops_empty_assistant_and_merges_users() -> None:
     msgs = anthropic_messages([UserMessage("a"), AssistantMessage(text=""), UserMessage("b")])
-    assert msgs == [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert msgs == [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]
 
 
-async def test_broken_history_is_rejected_like_the_real_api(anthropic_server: FakeAnthropicServer) -> None:
+async def test_broken_history_is_rejected_like_the_real_api(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
     dangling = (
         UserMessage("go"),
         AssistantMessage(tool_calls=(ToolCall("t1", "shell", {}), ToolCall("t2", "shell", {}))),
@@ -101,23 +149,36 @@ async def test_broken_history_is_rejected_like_the_real_api(anthropic_server: Fa
         UserMessage("next"),
     )
     with pytest.raises(LLMError) as e:
-        await fast_retries(model(anthropic_server)).complete(LLMRequest(system="", messages=dangling))
-    assert "`tool_use` ids were found without `tool_result` blocks immediately after: t2" in e.value.message
+        await fast_retries(model(anthropic_server)).complete(
+            LLMRequest(system="", messages=dangling)
+        )
+    assert (
+        "`tool_use` ids were found without `tool_result` blocks immediately after: t2"
+        in e.value.message
+    )
     assert len(anthropic_server.requests) == 1 and not e.value.retryable
 
 
-async def test_429_then_success_is_retried(anthropic_server: FakeAnthropicServer, deltas: Deltas) -> None:
-    anthropic_server.push(Reply.fail(429, "Number of requests has exceeded your rate limit"), Reply(text="ok now"))
+async def test_429_then_success_is_retried(
+    anthropic_server: FakeAnthropicServer, deltas: Deltas
+) -> None:
+    anthropic_server.push(
+        Reply.fail(429, "Number of requests has exceeded your rate limit"), Reply(text="ok now")
+    )
     r = await fast_retries(model(anthropic_server)).complete(REQ, deltas)
     assert r.text == "ok now" and deltas == ["ok ", "now"] and len(anthropic_server.requests) == 2
 
 
-async def test_overloaded_forever_fails_with_provider_message(anthropic_server: FakeAnthropicServer) -> None:
+async def test_overloaded_forever_fails_with_provider_message(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
     anthropic_server.default = Reply.fail(529, "Overloaded")
     with pytest.raises(LLMError) as e:
         await fast_retries(model(anthropic_server), retries=2).complete(REQ)
     assert len(anthropic_server.requests) == 3
-    assert "HTTP 529: Overloaded" in e.value.message and "gave up after 3 attempts" in e.value.message
+    assert (
+        "HTTP 529: Overloaded" in e.value.message and "gave up after 3 attempts" in e.value.message
+    )
 
 
 async def test_500_forever_fails(anthropic_server: FakeAnthropicServer) -> None:
@@ -127,8 +188,12 @@ async def test_500_forever_fails(anthropic_server: FakeAnthropicServer) -> None:
     assert len(anthropic_server.requests) == 2 and "Internal server error" in e.value.message
 
 
-async def test_error_event_inside_the_stream_is_retried(anthropic_server: FakeAnthropicServer) -> None:
-    anthropic_server.push(Reply(stream_error=("overloaded_error", "Overloaded")), Reply(text="recovered"))
+async def test_error_event_inside_the_stream_is_retried(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    anthropic_server.push(
+        Reply(stream_error=("overloaded_error", "Overloaded")), Reply(text="recovered")
+    )
     r = await fast_retries(model(anthropic_server)).complete(REQ)
     assert r.text == "recovered" and len(anthropic_server.requests) == 2
 
@@ -149,7 +214,9 @@ async def test_timeout_is_retried_then_fails(anthropic_server: FakeAnthropicServ
     assert len(anthropic_server.requests) == 2 and time.monotonic() - t0 < 1.5
 
 
-async def test_stall_mid_stream_after_text_is_final(anthropic_server: FakeAnthropicServer, deltas: Deltas) -> None:
+async def test_stall_mid_stream_after_text_is_final(
+    anthropic_server: FakeAnthropicServer, deltas: Deltas
+) -> None:
     anthropic_server.default = Reply(text="some words then silence", stall_after_first_chunk=2.0)
     with pytest.raises(PartialReplyError):
         await fast_retries(model(anthropic_server, timeout_s=0.3)).complete(REQ, deltas)

@@ -20,7 +20,9 @@ TASK = UserMessage("the task " * 10)
 turn = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 400)),
     st.tuples(st.just("say"), st.integers(1, 400)),
-    st.tuples(st.just("tools"), st.lists(st.integers(0, 800), min_size=1, max_size=3), st.randoms()),
+    st.tuples(
+        st.just("tools"), st.lists(st.integers(0, 800), min_size=1, max_size=3), st.randoms()
+    ),
 )
 
 
@@ -56,7 +58,9 @@ def assert_valid(ms: tuple[Message, ...]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(turns=st.lists(turn, max_size=25), fraction=st.floats(0, 1.2))
-def test_trimmed_history_is_always_valid_and_as_long_as_fits(turns: list[tuple], fraction: float) -> None:
+def test_trimmed_history_is_always_valid_and_as_long_as_fits(
+    turns: list[tuple], fraction: float
+) -> None:
     history = build(turns)
     budget = int(total(history) * fraction)
     out = fit_context(history, budget)
@@ -65,13 +69,17 @@ def test_trimmed_history_is_always_valid_and_as_long_as_fits(turns: list[tuple],
         assert out == history
         return
     assert out[0] == TASK
-    if len(out) > 1 and out[1].kind == "user" and out[1].text.startswith("[earlier conversation trimmed:"):
+    if (
+        len(out) > 1
+        and out[1].kind == "user"
+        and out[1].text.startswith("[earlier conversation trimmed:")
+    ):
         tail = out[2:]
         assert out[1] == trim_note(len(history) - 1 - len(tail))
     else:  # nothing could be dropped
         tail = out[1:]
         assert out == history
-    assert history[len(history) - len(tail):] == tail  # a suffix, in order, untouched
+    assert history[len(history) - len(tail) :] == tail  # a suffix, in order, untouched
     # The tail is the longest one that fits: one more safe message would not fit.
     safe = [i for i in range(1, len(history)) if history[i].kind != "tool_result"]
     start = len(history) - len(tail)
@@ -82,17 +90,19 @@ def test_trimmed_history_is_always_valid_and_as_long_as_fits(turns: list[tuple],
         assert start == safe[-1]  # over budget only when the last turn alone is too big
     earlier = [i for i in safe if i < start]
     if earlier:
-        longer = (TASK, trim_note(earlier[-1] - 1)) + history[earlier[-1]:]
+        longer = (TASK, trim_note(earlier[-1] - 1)) + history[earlier[-1] :]
         assert total(longer) > budget
 
 
 def test_example_keeps_task_note_and_whole_tool_groups() -> None:
-    history = build([
-        ("say", 400),
-        ("tools", [800, 800], random.Random(1)),
-        ("user", 40),
-        ("tools", [40], random.Random(2)),
-    ])
+    history = build(
+        [
+            ("say", 400),
+            ("tools", [800, 800], random.Random(1)),
+            ("user", 40),
+            ("tools", [40], random.Random(2)),
+        ]
+    )
     out = fit_context(history, budget_tokens=total(history) - 100)
     assert out[0] == TASK
     assert out[1] == UserMessage("[earlier conversation trimmed: 4 messages]")

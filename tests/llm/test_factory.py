@@ -20,8 +20,13 @@ from xclaw.messages import UserMessage
 
 
 def settings(tmp_path: Path, *providers: ProviderConfig, **kw: object) -> Settings:
-    return Settings(home=tmp_path, db=str(tmp_path / "x.db"), workspace_root=tmp_path / "ws",
-                    providers=providers, **kw)  # type: ignore[arg-type]
+    return Settings(
+        home=tmp_path,
+        db=str(tmp_path / "x.db"),
+        workspace_root=tmp_path / "ws",
+        providers=providers,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_no_provider_says_how_to_configure_one(tmp_path: Path) -> None:
@@ -32,10 +37,16 @@ def test_no_provider_says_how_to_configure_one(tmp_path: Path) -> None:
 
 
 def test_single_provider_is_wrapped_in_retries(tmp_path: Path) -> None:
-    m = build_model(settings(
-        tmp_path, ProviderConfig("anthropic:claude-test", api_key="sk-ant-x", base_url="http://127.0.0.1:9"),
-        llm_retries=5, llm_timeout_s=7.5,
-    ))
+    m = build_model(
+        settings(
+            tmp_path,
+            ProviderConfig(
+                "anthropic:claude-test", api_key="sk-ant-x", base_url="http://127.0.0.1:9"
+            ),
+            llm_retries=5,
+            llm_timeout_s=7.5,
+        )
+    )
     assert isinstance(m, RetryingModel) and isinstance(m, Model)
     assert m.retries == 5 and m.name == "anthropic:claude-test"
     assert isinstance(m.inner, AnthropicModel) and m.inner._timeout_s == 7.5
@@ -44,13 +55,16 @@ def test_single_provider_is_wrapped_in_retries(tmp_path: Path) -> None:
 def test_several_providers_make_a_fallback_chain(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"text": "hi"}]}))
-    m = build_model(settings(
-        tmp_path,
-        ProviderConfig("openai:gpt-test", api_key="sk-x"),
-        ProviderConfig(f"script:{script}"),
-    ))
+    m = build_model(
+        settings(
+            tmp_path,
+            ProviderConfig("openai:gpt-test", api_key="sk-x"),
+            ProviderConfig(f"script:{script}"),
+        )
+    )
     assert isinstance(m, FallbackChain)
-    assert [type(x.inner) for x in m.models] == [OpenAIModel, ScriptedModel]  # type: ignore[attr-defined]
+    inners = [x.inner for x in m.models if isinstance(x, RetryingModel)]
+    assert [type(x) for x in inners] == [OpenAIModel, ScriptedModel]
     assert m.name == f"openai:gpt-test,script:{script}"
 
 
@@ -66,11 +80,16 @@ def test_bad_script_is_reported_at_build_time(tmp_path: Path) -> None:
         build_model(settings(tmp_path, ProviderConfig(f"script:{tmp_path / 'nope.json'}")))
 
 
-async def test_built_model_talks_to_a_compatible_server(tmp_path: Path, openai_server: FakeOpenAIServer) -> None:
+async def test_built_model_talks_to_a_compatible_server(
+    tmp_path: Path, openai_server: FakeOpenAIServer
+) -> None:
     openai_server.push(Reply.fail(502, "bad gateway"), Reply(text="served"))
-    m = build_model(settings(
-        tmp_path, ProviderConfig("openai:qwen", base_url=openai_server.url),
-        extra={"llm_retry_base_delay": 0.01, "llm_retry_max_delay": 0.01},
-    ))
+    m = build_model(
+        settings(
+            tmp_path,
+            ProviderConfig("openai:qwen", base_url=openai_server.url),
+            extra={"llm_retry_base_delay": 0.01, "llm_retry_max_delay": 0.01},
+        )
+    )
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("hi"),)))
     assert r.text == "served" and r.model == "openai:qwen" and len(openai_server.requests) == 2

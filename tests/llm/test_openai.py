@@ -25,10 +25,14 @@ def fast_retries(inner: OpenAIModel, retries: int = 2) -> RetryingModel:
     return RetryingModel(inner, retries=retries, base_delay=0.01, max_delay=0.02)
 
 
-REQ = LLMRequest(system="You are terse.", messages=(UserMessage("hi"),), tools=(SHELL, READ), max_tokens=256)
+REQ = LLMRequest(
+    system="You are terse.", messages=(UserMessage("hi"),), tools=(SHELL, READ), max_tokens=256
+)
 
 
-async def test_streams_text_and_records_provider_usage(openai_server: FakeOpenAIServer, deltas: Deltas) -> None:
+async def test_streams_text_and_records_provider_usage(
+    openai_server: FakeOpenAIServer, deltas: Deltas
+) -> None:
     openai_server.push(Reply(text="Hello there, how are you today?", usage=(123, 45)))
     r = await model(openai_server).complete(REQ, deltas)
     assert r.text == "Hello there, how are you today?"
@@ -41,16 +45,25 @@ async def test_streams_text_and_records_provider_usage(openai_server: FakeOpenAI
     assert body["max_tokens"] == 256 and "max_completion_tokens" not in body
     assert body["tools"][0] == {
         "type": "function",
-        "function": {"name": "shell", "description": SHELL.description, "parameters": SHELL.input_schema},
+        "function": {
+            "name": "shell",
+            "description": SHELL.description,
+            "parameters": SHELL.input_schema,
+        },
     }
     assert openai_server.headers[0]["authorization"] == "Bearer sk-test"
 
 
 async def test_reassembles_streamed_tool_call_fragments(openai_server: FakeOpenAIServer) -> None:
-    openai_server.push(Reply(text="Checking.", tool_calls=[
-        FakeCall("shell", id="call_a", fragments=['{"comm', 'and": "ls', ' -la"', "}"]),
-        FakeCall.of("read_file", {"path": "dir/ü.txt"}, id="call_b"),
-    ]))
+    openai_server.push(
+        Reply(
+            text="Checking.",
+            tool_calls=[
+                FakeCall("shell", id="call_a", fragments=['{"comm', 'and": "ls', ' -la"', "}"]),
+                FakeCall.of("read_file", {"path": "dir/ü.txt"}, id="call_b"),
+            ],
+        )
+    )
     r = await model(openai_server).complete(REQ)
     assert [(c.id, c.name, c.input) for c in r.tool_calls] == [
         ("call_a", "shell", {"command": "ls -la"}),
@@ -60,13 +73,20 @@ async def test_reassembles_streamed_tool_call_fragments(openai_server: FakeOpenA
 
 
 async def test_malformed_tool_arguments_do_not_crash(openai_server: FakeOpenAIServer) -> None:
-    openai_server.push(Reply(tool_calls=[
-        FakeCall("shell", arguments='{"command": "ls', id="c1"),
-        FakeCall("shell", arguments="[1, 2]", id="c2"),
-        FakeCall("shell", arguments="", id="c3"),
-    ]))
+    openai_server.push(
+        Reply(
+            tool_calls=[
+                FakeCall("shell", arguments='{"command": "ls', id="c1"),
+                FakeCall("shell", arguments="[1, 2]", id="c2"),
+                FakeCall("shell", arguments="", id="c3"),
+            ]
+        )
+    )
     r = await model(openai_server).complete(REQ)
-    assert r.tool_calls[0].input == {"_raw_arguments": '{"command": "ls', "_error": "arguments were not valid JSON"}
+    assert r.tool_calls[0].input == {
+        "_raw_arguments": '{"command": "ls',
+        "_error": "arguments were not valid JSON",
+    }
     assert r.tool_calls[1].input["_error"] == "arguments were not a JSON object"
     assert r.tool_calls[2].input == {}
 
@@ -78,20 +98,35 @@ async def test_history_with_tool_calls_is_accepted(openai_server: FakeOpenAIServ
     assert r.text == "ok" and openai_server.rejections == []
     msgs = openai_server.requests[0]["messages"]
     assert [m["role"] for m in msgs] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "tool", "user", "assistant", "user",
-        "assistant", "tool",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
     ]
     assert msgs[2]["tool_calls"][1] == {
-        "id": "call_0_1", "type": "function",
+        "id": "call_0_1",
+        "type": "function",
         "function": {"name": "read_file", "arguments": json.dumps({"path": "README.md"})},
     }
     assert msgs[4] == {"role": "tool", "tool_call_id": "call_0_1", "content": "Error: no such file"}
     # An id with characters other providers refuse is mapped the same way on both sides.
     assert msgs[5]["tool_calls"][0]["id"] == msgs[6]["tool_call_id"] != "functions.shell:7"
-    assert json.loads(msgs[10]["tool_calls"][0]["function"]["arguments"])["_raw_arguments"] == "{bad"
+    assert (
+        json.loads(msgs[10]["tool_calls"][0]["function"]["arguments"])["_raw_arguments"] == "{bad"
+    )
 
 
-async def test_broken_history_is_rejected_like_the_real_api(openai_server: FakeOpenAIServer) -> None:
+async def test_broken_history_is_rejected_like_the_real_api(
+    openai_server: FakeOpenAIServer,
+) -> None:
     broken = tool_history()[:2]  # tool calls without results
     with pytest.raises(LLMError) as e:
         await model(openai_server).complete(LLMRequest(system="", messages=broken))
@@ -125,12 +160,16 @@ async def test_retry_after_header_is_honoured(openai_server: FakeOpenAIServer) -
     async def sleep(s: float) -> None:
         slept.append(s)
 
-    r = await RetryingModel(model(openai_server), retries=1, base_delay=5, sleep=sleep).complete(REQ)
+    r = await RetryingModel(model(openai_server), retries=1, base_delay=5, sleep=sleep).complete(
+        REQ
+    )
     assert r.text == "ok" and slept == [0.3]
 
 
 async def test_500_forever_fails_with_provider_message(openai_server: FakeOpenAIServer) -> None:
-    openai_server.default = Reply.fail(500, "The server had an error while processing your request.")
+    openai_server.default = Reply.fail(
+        500, "The server had an error while processing your request."
+    )
     with pytest.raises(LLMError) as e:
         await fast_retries(model(openai_server), retries=2).complete(REQ)
     assert len(openai_server.requests) == 3
@@ -163,7 +202,9 @@ async def test_timeout_then_success(openai_server: FakeOpenAIServer) -> None:
     assert r.text == "on time"
 
 
-async def test_stream_that_breaks_off_after_text_is_not_retried(openai_server: FakeOpenAIServer, deltas: Deltas) -> None:
+async def test_stream_that_breaks_off_after_text_is_not_retried(
+    openai_server: FakeOpenAIServer, deltas: Deltas
+) -> None:
     openai_server.default = Reply(text="partial answer here", stall_after_first_chunk=2.0)
     with pytest.raises(PartialReplyError) as e:
         await fast_retries(model(openai_server, timeout_s=0.3)).complete(REQ, deltas)

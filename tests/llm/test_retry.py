@@ -19,7 +19,9 @@ REQ = LLMRequest(system="", messages=(UserMessage("hi"),))
 class Flaky:
     """A model that fails with the given errors, then answers (the LLM boundary)."""
 
-    def __init__(self, name: str, errors: list[LLMError], *, stream_before_failing: bool = False) -> None:
+    def __init__(
+        self, name: str, errors: list[LLMError], *, stream_before_failing: bool = False
+    ) -> None:
         self.name = name
         self.errors = list(errors)
         self.calls = 0
@@ -48,19 +50,25 @@ def transient(msg: str = "HTTP 503: busy", retry_after: float | None = None) -> 
 async def test_backoff_doubles_with_jitter_and_is_capped() -> None:
     sleeps = Sleeps()
     inner = Flaky("p", [transient() for _ in range(5)])
-    m = RetryingModel(inner, retries=5, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 1.0)
+    m = RetryingModel(
+        inner, retries=5, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 1.0
+    )
     await m.complete(REQ)
     assert sleeps == [1.0, 2.0, 4.0, 4.0, 4.0]
     sleeps.clear()
     inner = Flaky("p", [transient() for _ in range(3)])
-    await RetryingModel(inner, retries=3, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 0.0).complete(REQ)
+    await RetryingModel(
+        inner, retries=3, base_delay=1.0, max_delay=4.0, sleep=sleeps, jitter=lambda: 0.0
+    ).complete(REQ)
     assert sleeps == [0.5, 1.0, 2.0]  # jitter never takes the wait below half
 
 
 async def test_retry_after_is_honoured_but_capped() -> None:
     sleeps = Sleeps()
     inner = Flaky("p", [transient(retry_after=2.5), transient(retry_after=3600)])
-    await RetryingModel(inner, retries=3, base_delay=0.1, max_retry_after=10, sleep=sleeps).complete(REQ)
+    await RetryingModel(
+        inner, retries=3, base_delay=0.1, max_retry_after=10, sleep=sleeps
+    ).complete(REQ)
     assert sleeps == [2.5, 10]
 
 
@@ -77,7 +85,10 @@ async def test_gives_up_with_the_providers_message() -> None:
     with pytest.raises(LLMError) as e:
         await RetryingModel(inner, retries=2, sleep=Sleeps()).complete(REQ)
     assert inner.calls == 3
-    assert e.value.message == "HTTP 503: busy #2 (gave up after 3 attempts)" and e.value.provider == "p"
+    assert (
+        e.value.message == "HTTP 503: busy #2 (gave up after 3 attempts)"
+        and e.value.provider == "p"
+    )
 
 
 async def test_zero_retries_means_one_attempt() -> None:
@@ -131,10 +142,18 @@ async def test_fallback_end_to_end_from_failing_openai_to_anthropic(
 ) -> None:
     openai_server.default = Reply.fail(503, "upstream unavailable")
     anthropic_server.push(Reply(text="from the secondary", usage=(9, 4)))
-    primary = RetryingModel(OpenAIModel("gpt-test", api_key="k", base_url=openai_server.url),
-                            retries=1, base_delay=0.01, max_delay=0.01)
-    secondary = RetryingModel(AnthropicModel("claude-test", api_key="k", base_url=anthropic_server.url),
-                              retries=1, base_delay=0.01, max_delay=0.01)
+    primary = RetryingModel(
+        OpenAIModel("gpt-test", api_key="k", base_url=openai_server.url),
+        retries=1,
+        base_delay=0.01,
+        max_delay=0.01,
+    )
+    secondary = RetryingModel(
+        AnthropicModel("claude-test", api_key="k", base_url=anthropic_server.url),
+        retries=1,
+        base_delay=0.01,
+        max_delay=0.01,
+    )
     r = await FallbackChain([primary, secondary]).complete(REQ, deltas)
     assert r.text == "from the secondary" and r.model == "anthropic:claude-test"
     assert r.usage.prompt_tokens == 9 and "".join(deltas) == "from the secondary"

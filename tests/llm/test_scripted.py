@@ -21,11 +21,17 @@ from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMes
 
 SCRIPT = {
     "turns": [
-        {"text": "I will list the files first.", "tool_calls": [{"name": "shell", "input": {"command": "ls"}}]},
-        {"text": "Two at once.", "tool_calls": [
-            {"name": "shell", "input": {"command": "sleep 1"}},
-            {"name": "read_file", "input": {"path": "a.txt"}},
-        ]},
+        {
+            "text": "I will list the files first.",
+            "tool_calls": [{"name": "shell", "input": {"command": "ls"}}],
+        },
+        {
+            "text": "Two at once.",
+            "tool_calls": [
+                {"name": "shell", "input": {"command": "sleep 1"}},
+                {"name": "read_file", "input": {"path": "a.txt"}},
+            ],
+        },
         {"text": "All done."},
     ]
 }
@@ -44,12 +50,16 @@ def follow(history: list[Message], r: LLMResponse) -> None:
         history.append(ToolResultMessage(c.id, c.name, f"ran {c.name}"))
 
 
-async def test_turns_follow_the_assistant_messages_in_history(tmp_path: Path, deltas: Deltas) -> None:
+async def test_turns_follow_the_assistant_messages_in_history(
+    tmp_path: Path, deltas: Deltas
+) -> None:
     m = ScriptedModel(write(tmp_path, SCRIPT))
     history: list[Message] = [UserMessage("do the task")]
     r0 = await m.complete(LLMRequest(system="", messages=tuple(history)), deltas)
     assert r0.text == "I will list the files first."
-    assert [(c.id, c.name, c.input) for c in r0.tool_calls] == [("call_0_0", "shell", {"command": "ls"})]
+    assert [(c.id, c.name, c.input) for c in r0.tool_calls] == [
+        ("call_0_0", "shell", {"command": "ls"})
+    ]
     assert r0.stop_reason == "tool_use" and r0.model == f"script:{tmp_path / 'script.json'}"
     # Streamed in word groups whose concatenation is the text.
     assert len(deltas) >= 2 and "".join(deltas) == r0.text
@@ -68,7 +78,9 @@ async def test_turns_follow_the_assistant_messages_in_history(tmp_path: Path, de
 async def test_a_restarted_model_continues_where_the_history_is(tmp_path: Path) -> None:
     path = write(tmp_path, SCRIPT)
     history: list[Message] = [UserMessage("task")]
-    follow(history, await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history))))
+    follow(
+        history, await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history)))
+    )
     # "Restart": a brand-new model object sees the recorded history and gives turn 1, with the
     # same ids a crashed run would have been given.
     first = await ScriptedModel(path).complete(LLMRequest(system="", messages=tuple(history)))
@@ -85,10 +97,23 @@ async def test_exhausted_script_finishes_politely(tmp_path: Path) -> None:
 
 
 async def test_subagents_use_their_own_script_and_count(tmp_path: Path) -> None:
-    m = ScriptedModel(write(tmp_path, {**SCRIPT, "subagent": {"turns": [
-        {"text": "sub step", "tool_calls": [{"name": "read_file", "input": {"path": "x"}}]},
-        {"text": "sub finished"},
-    ]}}))
+    m = ScriptedModel(
+        write(
+            tmp_path,
+            {
+                **SCRIPT,
+                "subagent": {
+                    "turns": [
+                        {
+                            "text": "sub step",
+                            "tool_calls": [{"name": "read_file", "input": {"path": "x"}}],
+                        },
+                        {"text": "sub finished"},
+                    ]
+                },
+            },
+        )
+    )
     # The sub-agent's own list has no assistant message yet, whatever the main agent did.
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("subtask"),), agent="a1"))
     assert r.text == "sub step" and r.tool_calls[0].id == "call_a1_0_0"
@@ -100,7 +125,9 @@ async def test_subagents_use_their_own_script_and_count(tmp_path: Path) -> None:
 
 async def test_subagent_without_script_echoes_its_task(tmp_path: Path) -> None:
     m = ScriptedModel(write(tmp_path, SCRIPT))
-    r = await m.complete(LLMRequest(system="", messages=(UserMessage("count the lines"),), agent="sub-7"))
+    r = await m.complete(
+        LLMRequest(system="", messages=(UserMessage("count the lines"),), agent="sub-7")
+    )
     assert r.text == "Sub-agent done: count the lines" and r.tool_calls == ()
 
 
@@ -139,12 +166,21 @@ async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
         ({"turns": {"text": "x"}}, "turns must be a list"),
         ({"turns": ["hello"]}, "turns[0] must be an object"),
         ({"turns": [{"text": 3}]}, "turns[0].text must be a string"),
-        ({"turns": [{"text": "x", "tool_calls": [{"input": {}}]}]}, 'turns[0].tool_calls[0] needs a "name"'),
-        ({"turns": [{"tool_calls": [{"name": "shell", "input": "ls"}]}]}, "input must be an object"),
+        (
+            {"turns": [{"text": "x", "tool_calls": [{"input": {}}]}]},
+            'turns[0].tool_calls[0] needs a "name"',
+        ),
+        (
+            {"turns": [{"tool_calls": [{"name": "shell", "input": "ls"}]}]},
+            "input must be an object",
+        ),
         ({"turns": [{"text": "x", "sleep": -1}]}, "sleep must be a number"),
         ({"turns": [{"txt": "typo"}]}, "unknown keys ['txt']"),
         ({"turns": [], "subagent": []}, '"subagent" must be an object'),
-        ({"turns": [], "subagent": {"turns": [{"fail": 1}]}}, "subagent.turns[0].fail must be a string"),
+        (
+            {"turns": [], "subagent": {"turns": [{"fail": 1}]}},
+            "subagent.turns[0].fail must be a string",
+        ),
     ],
 )
 def test_bad_script_files_are_config_errors(tmp_path: Path, content: Any, reason: str) -> None:

@@ -58,7 +58,12 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
                 blocks.append({"type": "text", "text": m.text})
             for c in m.tool_calls:
                 blocks.append(
-                    {"type": "tool_use", "id": portable_id(c.id), "name": c.name, "input": dict(c.input)}
+                    {
+                        "type": "tool_use",
+                        "id": portable_id(c.id),
+                        "name": c.name,
+                        "input": dict(c.input),
+                    }
                 )
             add("assistant", blocks)
         elif isinstance(m, ToolResultMessage):
@@ -75,7 +80,8 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
 
 def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
     ]
 
 
@@ -155,14 +161,14 @@ class AnthropicModel:
                     order.append(event.index)
                 elif getattr(block, "type", "") == "text" and getattr(block, "text", ""):
                     text.append(block.text)
-                    if on_delta:
+                    if on_delta is not None:
                         await on_delta(block.text)
             elif kind == "content_block_delta":
                 delta = event.delta
                 dtype = getattr(delta, "type", "")
                 if dtype == "text_delta" and delta.text:
                     text.append(delta.text)
-                    if on_delta:
+                    if on_delta is not None:
                         await on_delta(delta.text)
                 elif dtype == "input_json_delta" and event.index in calls:
                     calls[event.index]["json"] += delta.partial_json or ""
@@ -192,4 +198,3 @@ def _input_tokens(u: Any) -> int:
         getattr(u, k, None) or 0
         for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
-

@@ -8,7 +8,7 @@ with tool calls and its tool results.
 from __future__ import annotations
 
 import json
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
@@ -34,7 +34,9 @@ def trim_note(dropped: int) -> UserMessage:
 def _safe_starts(messages: Sequence[Message], first: int) -> list[int]:
     """Indices after `first` where a kept tail may begin: anywhere but on a tool result (its
     call would be cut off) - which also keeps every call together with all of its results."""
-    return [i for i in range(first + 1, len(messages)) if not isinstance(messages[i], ToolResultMessage)]
+    return [
+        i for i in range(first + 1, len(messages)) if not isinstance(messages[i], ToolResultMessage)
+    ]
 
 
 def fit_context(

@@ -41,7 +41,9 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
         from xclaw.llm.scripted import ScriptedModel
 
         return ScriptedModel(p.model, name=p.spec)
-    raise ConfigError(f"model {p.spec!r}: expected anthropic:<model>, openai:<model> or script:<path>")
+    raise ConfigError(
+        f"model {p.spec!r}: expected anthropic:<model>, openai:<model> or script:<path>"
+    )
 
 
 def build_model(settings: Settings) -> Model:

@@ -29,7 +29,9 @@ from xclaw.messages import (
 NO_KEY = "not-needed"
 
 
-def openai_messages(system: str, messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
+def openai_messages(
+    system: str, messages: tuple[Message, ...] | list[Message]
+) -> list[dict[str, Any]]:
     """Provider-neutral messages -> chat `messages`: the system prompt first, assistant
     `tool_calls` with JSON-string arguments, one `tool` message per result."""
     out: list[dict[str, Any]] = []
@@ -60,7 +62,9 @@ def openai_messages(system: str, messages: tuple[Message, ...] | list[Message]) 
             # Chat completions has no error flag on tool messages; say it in words.
             if m.is_error and not content.lower().startswith("error"):
                 content = f"Error: {content}"
-            out.append({"role": "tool", "tool_call_id": portable_id(m.tool_call_id), "content": content})
+            out.append(
+                {"role": "tool", "tool_call_id": portable_id(m.tool_call_id), "content": content}
+            )
     return out
 
 
@@ -68,7 +72,11 @@ def openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema,
+            },
         }
         for t in tools
     ]
@@ -79,7 +87,10 @@ def openai_request(model: str, request: LLMRequest, *, official: bool = False) -
 
     `official` (no base_url: api.openai.com) sends `max_completion_tokens`, which newer OpenAI
     models require; compatible servers get the classic `max_tokens` they all understand."""
-    body: dict[str, Any] = {"model": model, "messages": openai_messages(request.system, request.messages)}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": openai_messages(request.system, request.messages),
+    }
     body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = openai_tools(request.tools)
@@ -148,7 +159,7 @@ class OpenAIModel:
                 content = getattr(delta, "content", None)
                 if content:
                     text.append(content)
-                    if on_delta:
+                    if on_delta is not None:
                         await on_delta(content)
                 for frag in getattr(delta, "tool_calls", None) or ():
                     key = frag.index if frag.index is not None else (frag.id or len(calls))

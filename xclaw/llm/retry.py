@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Awaitable, Callable, Sequence
 
 from xclaw.errors import LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
@@ -87,7 +87,8 @@ class RetryingModel:
             except LLMError as err:
                 if sink.sent:
                     raise _final(
-                        err, self.name,
+                        err,
+                        self.name,
                         f"{err.message} (the reply broke off after partial output; not retried)",
                         partial=True,
                     ) from err
@@ -98,8 +99,14 @@ class RetryingModel:
                         err, self.name, f"{err.message} (gave up after {attempts} attempts)"
                     ) from err
                 wait = self.delay(attempt, err)
-                log.warning("%s failed (%s); retry %d/%d in %.2fs",
-                            self.name, err.message, attempt + 1, self.retries, wait)
+                log.warning(
+                    "%s failed (%s); retry %d/%d in %.2fs",
+                    self.name,
+                    err.message,
+                    attempt + 1,
+                    self.retries,
+                    wait,
+                )
                 await self._sleep(wait)
         raise AssertionError("unreachable")
 
@@ -127,8 +134,12 @@ class FallbackChain:
                 if sink.sent or isinstance(err, PartialReplyError):
                     raise
                 if i + 1 < len(self.models):
-                    log.warning("%s failed (%s); falling back to %s",
-                                model.name, err.message, self.models[i + 1].name)
+                    log.warning(
+                        "%s failed (%s); falling back to %s",
+                        model.name,
+                        err.message,
+                        self.models[i + 1].name,
+                    )
                 continue
             return response if response.model else replace(response, model=model.name)
         assert last is not None

@@ -17,10 +17,21 @@ from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 FINISHED = "(script finished)"
 WORDS_PER_DELTA = 3
+
+
+class _BadScript(Exception):
+    """A problem in a script file's contents (turned into a ConfigError with the path)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,35 +50,35 @@ class Script:
 
 def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
     if not isinstance(raw, list):
-        raise ValueError(f"{where} must be a list of turns")
+        raise _BadScript(f"{where} must be a list of turns")
     out = []
     for i, t in enumerate(raw):
         at = f"{where}[{i}]"
         if not isinstance(t, dict):
-            raise ValueError(f"{at} must be an object like {{\"text\": \"...\"}}")
+            raise _BadScript(f'{at} must be an object like {{"text": "..."}}')
         unknown = set(t) - {"text", "tool_calls", "sleep", "fail"}
         if unknown:
-            raise ValueError(f"{at} has unknown keys {sorted(unknown)}")
+            raise _BadScript(f"{at} has unknown keys {sorted(unknown)}")
         text = t.get("text", "")
         if not isinstance(text, str):
-            raise ValueError(f"{at}.text must be a string")
+            raise _BadScript(f"{at}.text must be a string")
         calls = t.get("tool_calls", [])
         if not isinstance(calls, list):
-            raise ValueError(f"{at}.tool_calls must be a list")
+            raise _BadScript(f"{at}.tool_calls must be a list")
         parsed = []
         for j, c in enumerate(calls):
             if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
-                raise ValueError(f"{at}.tool_calls[{j}] needs a \"name\" string")
+                raise _BadScript(f'{at}.tool_calls[{j}] needs a "name" string')
             args = c.get("input", {})
             if not isinstance(args, dict):
-                raise ValueError(f"{at}.tool_calls[{j}].input must be an object")
+                raise _BadScript(f"{at}.tool_calls[{j}].input must be an object")
             parsed.append((c["name"], args))
         sleep = t.get("sleep", 0)
         if isinstance(sleep, bool) or not isinstance(sleep, (int, float)) or sleep < 0:
-            raise ValueError(f"{at}.sleep must be a number of seconds >= 0")
+            raise _BadScript(f"{at}.sleep must be a number of seconds >= 0")
         fail = t.get("fail")
         if fail is not None and not isinstance(fail, str):
-            raise ValueError(f"{at}.fail must be a string")
+            raise _BadScript(f"{at}.fail must be a string")
         out.append(Turn(text=text, tool_calls=tuple(parsed), sleep=float(sleep), fail=fail))
     return tuple(out)
 
@@ -86,15 +97,15 @@ def load_script(path: Path) -> Script:
         raise ConfigError(f"scripted model: {path}: not valid JSON: {e}") from e
     try:
         if not isinstance(data, dict) or "turns" not in data:
-            raise ValueError('expected an object like {"turns": [...]}')
+            raise _BadScript('expected an object like {"turns": [...]}')
         turns = _turns(data["turns"], "turns")
         sub = data.get("subagent")
         sub_turns = None
         if sub is not None:
             if not isinstance(sub, dict) or "turns" not in sub:
-                raise ValueError('"subagent" must be an object like {"turns": [...]}')
+                raise _BadScript('"subagent" must be an object like {"turns": [...]}')
             sub_turns = _turns(sub["turns"], "subagent.turns")
-    except ValueError as e:
+    except _BadScript as e:
         raise ConfigError(f"scripted model: {path}: {e}") from e
     return Script(turns=turns, subagent_turns=sub_turns)
 
@@ -143,7 +154,7 @@ class ScriptedModel:
             await asyncio.sleep(turn.sleep)
         if turn.fail is not None:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
-        if on_delta:
+        if on_delta is not None:
             for piece in _chunks(turn.text):
                 await on_delta(piece)
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.

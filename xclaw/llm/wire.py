@@ -85,12 +85,17 @@ def provider_error(exc: BaseException, provider: str) -> ProviderError:
             retry_after=retry_after_seconds(getattr(response, "headers", None)),
         )
     name = type(exc).__name__
-    if isinstance(exc, (httpx2.TimeoutException, asyncio.TimeoutError, TimeoutError)) or "Timeout" in name:
+    if (
+        isinstance(exc, (httpx2.TimeoutException, asyncio.TimeoutError, TimeoutError))
+        or "Timeout" in name
+    ):
         return ProviderError(f"{provider}: request timed out", retryable=True, provider=provider)
     if isinstance(exc, (httpx2.TransportError, ConnectionError)) or "Connection" in name:
         detail = getattr(exc, "message", None) or str(exc) or name
         cause = exc.__cause__
         if cause is not None and str(cause):
             detail = f"{detail} ({cause})"
-        return ProviderError(f"{provider}: connection failed: {detail}", retryable=True, provider=provider)
+        return ProviderError(
+            f"{provider}: connection failed: {detail}", retryable=True, provider=provider
+        )
     return ProviderError(f"{provider}: {name}: {exc}", retryable=False, provider=provider)
