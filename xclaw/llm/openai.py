@@ -162,10 +162,11 @@ class OpenAIModel:
                     if on_delta is not None:
                         await on_delta(content)
                 for frag in getattr(delta, "tool_calls", None) or ():
-                    key = frag.index if frag.index is not None else (frag.id or len(calls))
+                    index, fid = getattr(frag, "index", None), getattr(frag, "id", None)
+                    key = index if index is not None else (fid or len(calls))
                     entry = calls.setdefault(key, {"id": "", "name": "", "arguments": ""})
-                    if frag.id:
-                        entry["id"] = frag.id
+                    if fid:
+                        entry["id"] = fid
                     fn = getattr(frag, "function", None)
                     if fn is not None:
                         if fn.name:
