@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
+from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply, validate_anthropic_request
 from tests.llm.samples import READ, SHELL, Deltas, tool_history
 from xclaw.errors import LLMError
 from xclaw.llm.anthropic import AnthropicModel, anthropic_messages
@@ -133,10 +133,14 @@ async def test_history_with_tool_calls_is_accepted(anthropic_server: FakeAnthrop
 
 
 def test_translation_drops_empty_assistant_and_merges_users() -> None:
-    msgs = anthropic_messages([UserMessage("a"), AssistantMessage(text=""), UserMessage("b")])
+    msgs = anthropic_messages([UserMessage("a"), AssistantMessage(text=" "), UserMessage("  ")])
     assert msgs == [
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "(empty)"}],
+        }
     ]
+    validate_anthropic_request({"model": "m", "max_tokens": 5, "messages": msgs})
 
 
 async def test_broken_history_is_rejected_like_the_real_api(

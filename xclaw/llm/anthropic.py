@@ -51,7 +51,7 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
 
     for m in messages:
         if isinstance(m, UserMessage):
-            add("user", [{"type": "text", "text": m.text or EMPTY}])
+            add("user", [{"type": "text", "text": m.text if m.text.strip() else EMPTY}])
         elif isinstance(m, AssistantMessage):
             blocks: list[dict[str, Any]] = []
             if m.text.strip():
