@@ -8,7 +8,7 @@ import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply, validate_anthropic_request
 from tests.llm.samples import READ, SHELL, Deltas, tool_history
-from xclaw.errors import LLMError
+from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.anthropic import AnthropicModel, anthropic_messages
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.retry import PartialReplyError, RetryingModel
@@ -225,3 +225,16 @@ async def test_stall_mid_stream_after_text_is_final(
     with pytest.raises(PartialReplyError):
         await fast_retries(model(anthropic_server, timeout_s=0.3)).complete(REQ, deltas)
     assert deltas == ["some "] and len(anthropic_server.requests) == 1
+
+
+async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    anthropic_server.push(Reply(text="one two three"))
+
+    async def stop(_: str) -> None:
+        raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        await fast_retries(model(anthropic_server)).complete(REQ, stop)
+    assert len(anthropic_server.requests) == 1

@@ -10,7 +10,7 @@ import pytest
 
 from tests.llm.fakes import FakeCall, FakeOpenAIServer, Reply
 from tests.llm.samples import READ, SHELL, Deltas, tool_history
-from xclaw.errors import LLMError
+from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import OpenAIModel, openai_request
 from xclaw.llm.retry import PartialReplyError, RetryingModel
@@ -227,3 +227,16 @@ async def test_local_server_without_key_still_works(openai_server: FakeOpenAISer
     openai_server.push(Reply(text="local"))
     r = await OpenAIModel("llama3", base_url=openai_server.url).complete(REQ)
     assert r.text == "local" and openai_server.requests[0]["model"] == "llama3"
+
+
+async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.push(Reply(text="one two three"))
+
+    async def stop(_: str) -> None:
+        raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        await fast_retries(model(openai_server)).complete(REQ, stop)
+    assert len(openai_server.requests) == 1

@@ -11,6 +11,7 @@ from typing import Any
 
 from anthropic import AsyncAnthropic
 
+from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
@@ -132,8 +133,8 @@ class AnthropicModel:
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
                 return await self._read(stream, on_delta)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, XclawError):
+            raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
             raise provider_error(e, self.name) from e
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
+from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
@@ -130,8 +131,8 @@ class OpenAIModel:
                     **body, stream=True, stream_options={"include_usage": True}
                 )
                 return await self._read(stream, on_delta)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, XclawError):
+            raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
             raise provider_error(e, self.name) from e
 
