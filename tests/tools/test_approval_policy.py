@@ -19,8 +19,10 @@ class CustomTool:
 
     name = "send_email"
     description = "sends an email"
-    input_schema = {"type": "object"}
     read_only = False
+
+    def __init__(self) -> None:
+        self.input_schema = {"type": "object"}
 
     async def run(self, args, ctx):  # type: ignore[no-untyped-def]
         raise AssertionError("never run here")
@@ -96,11 +98,20 @@ def test_policy_table(
         ("/bin/rm x", ASK("shell command runs '/bin/rm', which is not in the safe-command list")),
         ("echo 'unterminated", ASK("shell command has an unterminated quote")),
         ("find . -name '*.py'", ALLOW),
-        ("find . -name x -exec rm {} \\;", ASK("shell command runs 'find' with -exec, which can change files")),
+        (
+            "find . -name x -exec rm {} \\;",
+            ASK("shell command runs 'find' with -exec, which can change files"),
+        ),
         ("find . -delete", ASK("shell command runs 'find' with -delete, which can change files")),
-        ("sort -o out.txt in.txt", ASK("shell command runs 'sort' with -o, which can change files")),
+        (
+            "sort -o out.txt in.txt",
+            ASK("shell command runs 'sort' with -o, which can change files"),
+        ),
         ("sort -u in.txt", ALLOW),
-        ("uniq in.txt out.txt", ASK("shell command runs 'uniq' with an output file, which can change files")),
+        (
+            "uniq in.txt out.txt",
+            ASK("shell command runs 'uniq' with an output file, which can change files"),
+        ),
         ("   ", ASK("shell command is empty")),
     ],
 )
@@ -120,7 +131,9 @@ def test_deny_reason_shows_what_matched() -> None:
 
 
 def test_configured_lists_replace_the_defaults() -> None:
-    policy = ApprovalPolicy("ask", safe_commands=["git status", "pytest"], denied_patterns=[r"\bcurl\b"])
+    policy = ApprovalPolicy(
+        "ask", safe_commands=["git status", "pytest"], denied_patterns=[r"\bcurl\b"]
+    )
     shell = TOOLS["shell"]
     assert policy.decide(shell, {"command": "git status --short"}) == ALLOW
     assert policy.decide(shell, {"command": "pytest -q"}) == ALLOW
@@ -133,8 +146,12 @@ def test_configured_lists_replace_the_defaults() -> None:
 
 def test_from_settings(tmp_path: Path) -> None:
     settings = Settings(
-        home=tmp_path, db=":memory:", workspace_root=tmp_path, approval_mode="auto-edits",
-        safe_commands=("make",), denied_patterns=("forbidden",),
+        home=tmp_path,
+        db=":memory:",
+        workspace_root=tmp_path,
+        approval_mode="auto-edits",
+        safe_commands=("make",),
+        denied_patterns=("forbidden",),
     )
     policy = ApprovalPolicy.from_settings(settings)
     assert policy.mode == "auto-edits"

@@ -140,9 +140,17 @@ async def test_write_flags() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [{}, {"path": "a"}, {"content": "x"}, {"path": 1, "content": "x"}, {"path": "a", "content": None}],
+    [
+        {},
+        {"path": "a"},
+        {"content": "x"},
+        {"path": 1, "content": "x"},
+        {"path": "a", "content": None},
+    ],
 )
-async def test_write_bad_input_says_what_it_needs(ctx: ToolContext, args: dict[str, object]) -> None:
+async def test_write_bad_input_says_what_it_needs(
+    ctx: ToolContext, args: dict[str, object]
+) -> None:
     result = await WriteFileTool().run(args, ctx)
     assert result.is_error
     assert result.content.startswith("write_file needs 'path' (string) and 'content' (string); ")
@@ -217,8 +225,10 @@ async def test_edit_matches_crlf_files(ws: Path, ctx: ToolContext) -> None:
         ({"path": "m.py", "old_text": "a"}, "edit_file needs 'path' (string) and 'old_text'"),
         ({"path": "bin", "old_text": "a", "new_text": "b"}, "looks like a binary file"),
         ({"path": "latin", "old_text": "a", "new_text": "b"}, "is not valid UTF-8"),
-        ({"path": "m.py", "old_text": "a", "new_text": "b", "replace_all": "yes"},
-         "'replace_all' must be boolean, got string"),
+        (
+            {"path": "m.py", "old_text": "a", "new_text": "b", "replace_all": "yes"},
+            "'replace_all' must be boolean, got string",
+        ),
     ],
 )
 async def test_edit_errors(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
@@ -125,7 +124,9 @@ async def test_background_jobs_do_not_outlive_the_command(ctx: ToolContext) -> N
     assert time.monotonic() - started < 3
     assert not result.is_error
     assert result.content.startswith("done\n")
-    assert "background processes still running when the command ended were stopped" in result.content
+    assert (
+        "background processes still running when the command ended were stopped" in result.content
+    )
     assert not alive(int((ctx.workspace / "bg.pid").read_text()))
 
 

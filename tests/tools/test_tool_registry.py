@@ -16,8 +16,12 @@ NAMES = ["shell", "read_file", "view_file", "write_file", "edit_file", "list_dir
 
 def test_default_tools_has_every_tool_once_and_follows_settings(tmp_path: Path) -> None:
     settings = Settings(
-        home=tmp_path, db=":memory:", workspace_root=tmp_path, shell_timeout_s=7.0,
-        tool_output_cap=1234, secret_env=("MY_CRED",),
+        home=tmp_path,
+        db=":memory:",
+        workspace_root=tmp_path,
+        shell_timeout_s=7.0,
+        tool_output_cap=1234,
+        secret_env=("MY_CRED",),
     )
     registry = default_tools(settings)
     assert registry.names() == NAMES
@@ -26,7 +30,11 @@ def test_default_tools_has_every_tool_once_and_follows_settings(tmp_path: Path) 
         assert isinstance(tool, Tool)
     shell = registry.get("shell")
     assert isinstance(shell, ShellTool)
-    assert (shell.default_timeout_s, shell.output_cap, shell.secret_env) == (7.0, 1234, ("MY_CRED",))
+    assert (shell.default_timeout_s, shell.output_cap, shell.secret_env) == (
+        7.0,
+        1234,
+        ("MY_CRED",),
+    )
     read_only = {t.name for t in registry if t.read_only}
     assert read_only == {"read_file", "view_file", "list_dir"}
     assert {t.name for t in registry if getattr(t, "parallel_safe", False)} == {"spawn_agent"}

@@ -15,8 +15,9 @@ In every mode a shell command matching a deny pattern is refused outright. See d
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Literal
 
 from xclaw.config import DEFAULT_DENIED_PATTERNS, DEFAULT_SAFE_COMMANDS, Settings
 from xclaw.errors import ConfigError
@@ -38,11 +39,11 @@ class Decision:
 ALLOW = Decision("allow")
 
 
-def ASK(reason: str) -> Decision:  # noqa: N802 - reads like the constant ALLOW beside it
+def ASK(reason: str) -> Decision:  # named like the constant ALLOW beside it
     return Decision("ask", reason)
 
 
-def DENY(reason: str) -> Decision:  # noqa: N802
+def DENY(reason: str) -> Decision:
     return Decision("deny", reason)
 
 
@@ -199,18 +200,33 @@ def _operands(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("-") or a == "-"]
 
 
-_FIND_ACTIONS = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0",
-                 "-fprintf", "-fls"}
+_FIND_ACTIONS = {
+    "-exec",
+    "-execdir",
+    "-ok",
+    "-okdir",
+    "-delete",
+    "-fprint",
+    "-fprint0",
+    "-fprintf",
+    "-fls",
+}
 _WRITES: dict[str, Callable[[list[str]], str | None]] = {
     "find": lambda a: next((x for x in a if x in _FIND_ACTIONS), None),
-    "sort": lambda a: next((x for x in a if x.startswith("--output")), None)
-    or ("-o" if "o" in _short_flags(a) else None),
+    "sort": lambda a: (
+        next((x for x in a if x.startswith("--output")), None)
+        or ("-o" if "o" in _short_flags(a) else None)
+    ),
     "tree": lambda a: "-o" if "-o" in a else None,
-    "date": lambda a: next((x for x in a if x.startswith("--set")), None)
-    or ("-s" if "s" in _short_flags(a) else None),
+    "date": lambda a: (
+        next((x for x in a if x.startswith("--set")), None)
+        or ("-s" if "s" in _short_flags(a) else None)
+    ),
     "uniq": lambda a: "an output file" if len(_operands(a)) > 1 else None,
-    "sed": lambda a: next((x for x in a if x.startswith("--in-place")), None)
-    or ("-i" if "i" in _short_flags(a) else None),
+    "sed": lambda a: (
+        next((x for x in a if x.startswith("--in-place")), None)
+        or ("-i" if "i" in _short_flags(a) else None)
+    ),
 }
 
 
@@ -236,7 +252,7 @@ class ApprovalPolicy:
                 raise ConfigError(f"approval deny pattern {pattern!r} is not a regex: {e}") from e
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ApprovalPolicy":
+    def from_settings(cls, settings: Settings) -> ApprovalPolicy:
         return cls(settings.approval_mode, settings.safe_commands, settings.denied_patterns)
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:

@@ -11,8 +11,9 @@ import asyncio
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
@@ -205,14 +206,16 @@ class WriteFileTool:
     read_only = False
     idempotent = True  # same args, same result; informative only, not used to skip approval
     parallel_safe = False
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path relative to the workspace."},
-            "content": {"type": "string", "description": "The complete new file content."},
-        },
-        "required": ["path", "content"],
-    }
+
+    def __init__(self) -> None:
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "content": {"type": "string", "description": "The complete new file content."},
+            },
+            "required": ["path", "content"],
+        }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -267,25 +270,29 @@ class EditFileTool:
     )
     read_only = False
     parallel_safe = False
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path relative to the workspace."},
-            "old_text": {"type": "string", "description": "The exact text to replace."},
-            "new_text": {"type": "string", "description": "The replacement text."},
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence instead of requiring exactly one.",
+
+    def __init__(self) -> None:
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "old_text": {"type": "string", "description": "The exact text to replace."},
+                "new_text": {"type": "string", "description": "The replacement text."},
+                "replace_all": {
+                    "type": "boolean",
+                    "description": "Replace every occurrence instead of requiring exactly one.",
+                },
             },
-        },
-        "required": ["path", "old_text", "new_text"],
-    }
+            "required": ["path", "old_text", "new_text"],
+        }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
             clean = check_args(self.name, self.input_schema, args)
             if clean["old_text"] == "":
-                raise ToolError("edit_file needs a non-empty 'old_text'; to create a file use write_file")
+                raise ToolError(
+                    "edit_file needs a non-empty 'old_text'; to create a file use write_file"
+                )
             if clean["old_text"] == clean["new_text"]:
                 raise ToolError("old_text and new_text are identical; there is nothing to change")
         except ToolError as e:

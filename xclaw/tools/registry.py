@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from xclaw.config import Settings
 from xclaw.messages import ToolSpec
@@ -35,7 +35,7 @@ class ToolRegistry:
         """What the model is told about each tool."""
         return [spec_of(t) for t in self._tools.values()]
 
-    def without(self, *names: str) -> "ToolRegistry":
+    def without(self, *names: str) -> ToolRegistry:
         """A copy lacking some tools (e.g. a sub-agent without spawn_agent)."""
         return ToolRegistry(t for n, t in self._tools.items() if n not in names)
 

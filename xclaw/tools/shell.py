@@ -11,8 +11,9 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
@@ -275,7 +276,9 @@ class ShellTool:
         text = out.text()
         notes = []
         if timed_out:
-            notes.append(f"[timed out after {timeout:g}s; the command and its children were killed]")
+            notes.append(
+                f"[timed out after {timeout:g}s; the command and its children were killed]"
+            )
         elif code != 0:
             notes.append(f"[{_describe_exit(code)}]")
         if stopped_leftovers:

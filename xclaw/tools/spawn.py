@@ -25,13 +25,18 @@ class SpawnAgentTool:
     # model's decision (its own steps are recorded and checked one by one).
     read_only = False
     parallel_safe = True
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "task": {"type": "string", "description": "What the sub-agent should do and report."}
-        },
-        "required": ["task"],
-    }
+
+    def __init__(self) -> None:
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "task": {
+                    "type": "string",
+                    "description": "What the sub-agent should do and report.",
+                }
+            },
+            "required": ["task"],
+        }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -44,7 +49,7 @@ class SpawnAgentTool:
             return ToolResult("sub-agents are not available here", is_error=True)
         try:
             answer = await ctx.spawn_agent(task)
-        except Exception as e:  # CancelledError is a BaseException and propagates
+        except Exception as e:  # noqa: BLE001 - any failure becomes a result; CancelledError propagates
             message = getattr(e, "message", None) or str(e) or type(e).__name__
             return ToolResult(f"the sub-agent failed: {message}", is_error=True)
         return ToolResult(answer if answer.strip() else "(the sub-agent gave no answer)")
