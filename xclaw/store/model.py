@@ -64,6 +64,10 @@ INTERRUPTED = "interrupted"
 
 MAIN_AGENT = "main"
 
+# A pending human approval is a `system_alert` step with this name: while it is running the
+# session is Paused (R9: it is asked again after a restart).
+APPROVAL_STEP_NAME = "approval"
+
 _DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
 
 

@@ -1,0 +1,157 @@
+"""Numbered, append-only schema migrations, one list for every backend.
+
+Each migration has a version, a name, a comment saying why, and its SQL per backend (the
+PostgreSQL text is written by the PostgreSQL backend; the numbering is shared). A migration is
+applied atomically together with its `schema_version` record, so a crash mid-upgrade leaves the
+database at the previous version, never half-way. Never edit an applied migration: append one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from xclaw.errors import SchemaTooNew, StoreError
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    why: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...] = ()  # filled in by the PostgreSQL backend; same numbering
+
+
+_STATUS_WORDS = "'Init','Running','Paused','Success','Failed'"
+_STEP_TYPES = "'llm_call','tool_call','user_input','system_alert'"
+_STEP_STATUSES = "'running','completed','failed'"
+
+# m001: every column of the seed (R1) with its meaning and both of its indexes, so the seed's
+# own SQL reads the data; plus what the design needs.
+M001_SQLITE = (
+    f"""
+    CREATE TABLE sessions (
+        session_id        TEXT PRIMARY KEY,
+        title             TEXT NOT NULL,
+        current_status    TEXT NOT NULL CHECK (current_status IN ({_STATUS_WORDS})),
+        created_at        INTEGER NOT NULL,
+        updated_at        INTEGER NOT NULL,
+        metadata          TEXT,
+        is_forked         INTEGER DEFAULT 0 CHECK (is_forked IN (0, 1)),
+        parent_session_id TEXT,
+        -- next step sequence number: ids are never reused, even after rollback
+        next_seq          INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1),
+        -- set by rollback: Running, but waiting for a new instruction (no auto-resume)
+        awaiting_input    INTEGER NOT NULL DEFAULT 0 CHECK (awaiting_input IN (0, 1)),
+        -- the fork point in the parent session
+        forked_from_seq   INTEGER,
+        FOREIGN KEY (parent_session_id) REFERENCES sessions(session_id) ON DELETE SET NULL
+    )
+    """,
+    f"""
+    CREATE TABLE traces (
+        step_id                TEXT PRIMARY KEY,
+        session_id             TEXT NOT NULL,
+        parent_step_id         TEXT,
+        step_type              TEXT NOT NULL CHECK (step_type IN ({_STEP_TYPES})),
+        name                   TEXT NOT NULL,
+        status                 TEXT NOT NULL CHECK (status IN ({_STEP_STATUSES})),
+        input_data             TEXT,
+        output_data            TEXT,
+        error_message          TEXT,
+        start_time             INTEGER NOT NULL,
+        end_time               INTEGER,
+        token_usage_prompt     INTEGER DEFAULT 0,
+        token_usage_completion INTEGER DEFAULT 0,
+        -- per-session sequence number: s0005 is seq 5; all ordering is by seq, never by time
+        seq                    INTEGER NOT NULL CHECK (seq >= 1),
+        -- which agent of the session took the step ('main' or a sub-agent's name)
+        agent                  TEXT NOT NULL DEFAULT 'main',
+        -- the provider's tool-call id: pairs a tool_call / approval with its assistant message
+        call_id                TEXT,
+        UNIQUE (session_id, seq),
+        FOREIGN KEY (session_id)     REFERENCES sessions(session_id) ON DELETE CASCADE,
+        FOREIGN KEY (parent_step_id) REFERENCES traces(step_id) ON DELETE SET NULL
+    )
+    """,
+    "CREATE INDEX idx_traces_session_time ON traces(session_id, start_time ASC)",
+    "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "seed_tables",
+        "the seed's sessions and traces tables with their indexes, plus per-session step "
+        "sequence numbers, rollback/fork bookkeeping and CHECKs on the status words",
+        M001_SQLITE,
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+_VERSION_TABLE = """
+    CREATE TABLE IF NOT EXISTS schema_version (
+        version    INTEGER PRIMARY KEY,
+        name       TEXT NOT NULL,
+        applied_at INTEGER NOT NULL
+    )
+"""
+
+
+def sqlite_schema_version(conn: sqlite3.Connection) -> int:
+    """0 for a database without xclaw tables (a fresh file)."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'"
+    ).fetchone()
+    if row is None:
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0])
+
+
+def migrate_sqlite(
+    conn: sqlite3.Connection, *, where: str = "database", target: int | None = None
+) -> list[int]:
+    """Bring the database up to `target` (default: the latest); return the versions applied.
+
+    `conn` must be in autocommit mode (isolation_level=None). Each migration runs in its own
+    BEGIN IMMEDIATE transaction together with its record, so concurrent openers serialise
+    and each migration is applied exactly once.
+    """
+    target = LATEST_VERSION if target is None else target
+    applied: list[int] = []
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_VERSION_TABLE)
+            current = sqlite_schema_version(conn)
+            if current > LATEST_VERSION:
+                raise SchemaTooNew(
+                    f"{where} has schema version {current}, but this xclaw only knows versions "
+                    f"up to {LATEST_VERSION}: it was written by a newer xclaw. Upgrade xclaw "
+                    f"(pip install -U xclaw) or point --db at another database."
+                )
+            if current >= target:
+                conn.execute("COMMIT")
+                return applied
+            m = MIGRATIONS[current]  # versions are 1..n without gaps (tested)
+            try:
+                for statement in m.sqlite:
+                    conn.execute(statement)
+            except sqlite3.Error as e:
+                raise StoreError(
+                    f"cannot upgrade {where} to schema version {m.version} ({m.name}): {e}. "
+                    "Is it a database written by something other than xclaw?"
+                ) from e
+            conn.execute(
+                "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+                (m.version, m.name, int(time.time() * 1000)),
+            )
+            conn.execute("COMMIT")
+            applied.append(m.version)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise

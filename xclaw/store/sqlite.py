@@ -1,0 +1,625 @@
+"""SQLiteStore: the embedded, default implementation of the Store protocol.
+
+Every public write is one transaction run by the writer thread (xclaw.store.sqlite_writer),
+which groups concurrent writes into one commit. Every read runs on a per-thread read-only
+connection; in WAL mode readers see the last commit and never wait for the writer.
+Status changes all go through model.check_transition (invariant 7).
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypeVar
+
+from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning, StoreError
+from xclaw.store.base import RollbackResult
+from xclaw.store.migrations import migrate_sqlite
+from xclaw.store.model import (
+    INTERRUPTED,
+    NewStep,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepTreeNode,
+    StepType,
+    check_transition,
+    display_id,
+    full_step_id,
+    parse_step_ref,
+)
+from xclaw.store.sqlite_rows import (
+    SESSION_COLS,
+    STEP_COLS,
+    STEP_COLS_NO_OUTPUT,
+    check_session_id,
+    dump_json,
+    is_approval,
+    now_ms,
+    row_to_session,
+    row_to_step,
+)
+from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect
+
+T = TypeVar("T")
+
+# Commits that must survive power loss (synchronous=FULL), see docs/storage.md:
+# a status the client will hear about as final or waiting.
+_DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
+
+_RUNNING_APPROVAL_SQL = (
+    "SELECT 1 FROM traces WHERE session_id=? AND status='running' "
+    "AND step_type='system_alert' AND name='approval' LIMIT 1"
+)
+
+
+class SQLiteStore:
+    """Sessions and steps in one SQLite file (WAL), written by one group-commit thread."""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ValueError("SQLiteStore needs a file path (several connections share it)")
+        self.path = Path(path).expanduser()
+        self.url = str(self.path)
+        # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
+        self._clock = clock or now_ms
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(self.url)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.url}: cannot switch the database to WAL mode ({mode})")
+            migrate_sqlite(conn, where=self.url)
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = Writer(conn, where=self.url)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    def __enter__(self) -> "SQLiteStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.url!r})"
+
+    def close(self) -> None:
+        """Finish every queued write, stop the writer thread, close all connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed by the writer so far (group commit makes it < writes)."""
+        return self._writer.commits
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+        return self._writer.submit(fn, durable=durable)
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.url, read_only=True)
+            with self._readers_lock:
+                if self._closed:
+                    conn.close()
+                    raise StoreError(f"the store for {self.url} is closed")
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
+        """Run fn on this thread's reader; `snapshot` wraps several statements in one read
+        transaction so they see the same commit."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        conn = self._reader()
+        deadline = time.monotonic() + BUSY_GIVE_UP_S
+        while True:
+            try:
+                if not snapshot:
+                    return fn(conn)
+                conn.execute("BEGIN")
+                try:
+                    return fn(conn)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.OperationalError as e:
+                busy = "locked" in str(e) or "busy" in str(e)
+                if not busy:
+                    raise StoreError(f"database error on {self.url}: {e}") from e
+                if time.monotonic() > deadline:
+                    raise busy_error(self.url) from e
+                time.sleep(0.01)
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    @staticmethod
+    def _session_status(conn: sqlite3.Connection, session_id: str) -> tuple[Status, int, int]:
+        row = conn.execute(
+            "SELECT current_status, next_seq, awaiting_input FROM sessions WHERE session_id=?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return Status(row[0]), row[1], row[2]
+
+    @staticmethod
+    def _require_step(conn: sqlite3.Connection, session_id: str, seq: int, ref: object) -> None:
+        if conn.execute(
+            "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
+        ).fetchone() is None:
+            if conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone() is None:
+                raise SessionNotFound(session_id)
+            raise StepNotFound(str(ref), session_id)
+
+    def _set_status(
+        self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status
+    ) -> None:
+        check_transition(current, target)  # invariant 7: the only way status is written
+        conn.execute(
+            "UPDATE sessions SET current_status=?, updated_at=? WHERE session_id=?",
+            (target.value, self._now(), session_id),
+        )
+
+    # --- sessions ---------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        sid = check_session_id(session_id) if session_id is not None else secrets.token_urlsafe(16)
+        meta = dict(metadata or {})
+        meta_json = dump_json(meta, "metadata")
+
+        def tx(conn: sqlite3.Connection) -> Session:
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (sid,)).fetchone():
+                raise StoreError(f"a session with id {sid!r} already exists")
+            now = self._now()
+            conn.execute(
+                "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
+                " metadata, is_forked) VALUES (?, ?, 'Init', ?, ?, ?, 0)",
+                (sid, title, now, now, meta_json),
+            )
+            return Session(sid, title, Status.INIT, now, now, meta)
+
+        return self._write(tx, durable=True)
+
+    def get_session(self, session_id: str) -> Session:
+        found = self.find_session(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
+
+    def find_session(self, session_id: str) -> Session | None:
+        row = self._read(lambda c: c.execute(
+            f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
+        ).fetchone())
+        return None if row is None else row_to_session(row)
+
+    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        rows = self._read(lambda c: c.execute(
+            f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, created_at DESC, "
+            "rowid DESC LIMIT ?", (-1 if limit is None else max(limit, 0),)
+        ).fetchall())
+        return [row_to_session(r) for r in rows]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        meta_json = None if metadata is None else dump_json(dict(metadata), "metadata")
+
+        def tx(conn: sqlite3.Connection) -> Session:
+            row = conn.execute(
+                "UPDATE sessions SET title=coalesce(?, title), metadata=coalesce(?, metadata), "
+                f"updated_at=? WHERE session_id=? RETURNING {SESSION_COLS}",
+                (title, meta_json, self._now(), session_id),
+            ).fetchall()
+            if not row:
+                raise SessionNotFound(session_id)
+            return row_to_session(row[0])
+
+        return self._write(tx, durable=False)
+
+    def delete_session(self, session_id: str) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
+            if conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+        self._write(tx, durable=True)
+
+    def transition(self, session_id: str, target: Status) -> Session:
+        target = Status(target)
+
+        def tx(conn: sqlite3.Connection) -> Session:
+            current, _, _ = self._session_status(conn, session_id)
+            self._set_status(conn, session_id, current, target)
+            row = conn.execute(
+                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone()
+            return row_to_session(row)
+
+        return self._write(tx, durable=target in _DURABLE_STATUSES)
+
+    # --- steps ------------------------------------------------------------------------------
+    def _parent_id(self, conn: sqlite3.Connection, session_id: str, ref: str | None) -> str | None:
+        """A parent link must name an existing step of the same session (never outside)."""
+        if ref is None:
+            return None
+        seq = parse_step_ref(ref, session_id)
+        self._require_step(conn, session_id, seq, ref)
+        return full_step_id(session_id, seq)
+
+    def _status_after_new_step(
+        self, conn: sqlite3.Connection, session_id: str, current: Status, step: NewStep
+    ) -> Status:
+        """A pending approval pauses the session; anything else runs it, unless an approval
+        is still pending (parallel sub-agents), which keeps it Paused."""
+        if is_approval(step.step_type, step.name):
+            return Status.PAUSED
+        if current is Status.PAUSED and conn.execute(
+            _RUNNING_APPROVAL_SQL, (session_id,)
+        ).fetchone():
+            return Status.PAUSED
+        return Status.RUNNING
+
+    def _insert_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        *,
+        durable: bool,
+    ) -> Step:
+        step = _normalise(step)
+        input_json = dump_json(step.input_data, "input_data")
+        output_json = dump_json(output_data, "output_data")
+        running = status is StepStatus.RUNNING
+        # begin_step moves the session; add_step only does for user input.
+        moves = running or step.step_type is StepType.USER_INPUT
+
+        def tx(conn: sqlite3.Connection) -> Step:
+            current, seq, awaiting = self._session_status(conn, session_id)
+            parent = self._parent_id(conn, session_id, step.parent_step_id)
+            target = self._status_after_new_step(conn, session_id, current, step) if moves else current
+            if moves:
+                check_transition(current, target)  # invariant 7
+            if step.step_type is StepType.USER_INPUT:
+                awaiting = 0  # the new instruction a rollback was waiting for
+            now = self._now()
+            step_id = full_step_id(session_id, seq)
+            end = None if running else now
+            conn.execute(
+                "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, "
+                "status, agent, call_id, input_data, output_data, error_message, start_time, "
+                "end_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (step_id, session_id, seq, parent, step.step_type.value, step.name, status.value,
+                 step.agent, step.call_id, input_json, output_json, error_message, now, end),
+            )
+            conn.execute(
+                "UPDATE sessions SET next_seq=?, current_status=?, awaiting_input=?, updated_at=?"
+                " WHERE session_id=?",
+                (seq + 1, target.value, awaiting, now, session_id),
+            )
+            return Step(step_id, session_id, seq, parent, step.step_type, step.name, status,
+                        step.agent, step.call_id, step.input_data, output_data, error_message,
+                        now, end)
+
+        return self._write(tx, durable=durable)
+
+    def begin_step(self, session_id: str, step: NewStep) -> Step:
+        step = _normalise(step)
+        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
+        # fsynced before this returns, so no side effect can happen without a durable record.
+        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
+        return self._insert_step(session_id, step, StepStatus.RUNNING, None, None, durable=durable)
+
+    def add_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        *,
+        status: StepStatus = StepStatus.COMPLETED,
+        output_data: Any = None,
+        error_message: str | None = None,
+    ) -> Step:
+        status = StepStatus(status)
+        if status is StepStatus.RUNNING:
+            raise ValueError("add_step records a finished step; use begin_step for a running one")
+        return self._insert_step(session_id, step, status, output_data, error_message,
+                                 durable=False)
+
+    def complete_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+    ) -> Step:
+        return self._finish(session_id, seq, StepStatus.COMPLETED, None, output_data,
+                            token_usage_prompt, token_usage_completion, session_status)
+
+    def fail_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        error_message: str,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+    ) -> Step:
+        return self._finish(session_id, seq, StepStatus.FAILED, error_message, output_data,
+                            token_usage_prompt, token_usage_completion, session_status)
+
+    def _finish(
+        self,
+        session_id: str,
+        ref: int | str,
+        status: StepStatus,
+        error_message: str | None,
+        output_data: Any,
+        prompt_tokens: int,
+        completion_tokens: int,
+        session_status: Status | None,
+    ) -> Step:
+        seq = parse_step_ref(ref, session_id)
+        output_json = dump_json(output_data, "output_data")
+        wanted = None if session_status is None else Status(session_status)
+
+        def tx(conn: sqlite3.Connection) -> Step:
+            rows = conn.execute(
+                "UPDATE traces SET status=?, output_data=?, error_message=?, end_time=?, "
+                "token_usage_prompt=?, token_usage_completion=? "
+                "WHERE session_id=? AND seq=? AND status='running' "
+                f"RETURNING {STEP_COLS_NO_OUTPUT}",
+                (status.value, output_json, error_message, self._now(), prompt_tokens,
+                 completion_tokens, session_id, seq),
+            ).fetchall()
+            if not rows:
+                self._require_step(conn, session_id, seq, ref)
+                was = conn.execute(
+                    "SELECT status, error_message FROM traces WHERE session_id=? AND seq=?",
+                    (session_id, seq),
+                ).fetchone()
+                how = INTERRUPTED if was[1] == INTERRUPTED else was[0]
+                raise StepNotRunning(
+                    f"step {display_id(seq)} of session {session_id} is already {how}; "
+                    "only a running step can be completed or failed"
+                )
+            step = row_to_step(rows[0], output_data)
+            target = wanted
+            if target is None and is_approval(step.step_type, step.name):
+                current, _, _ = self._session_status(conn, session_id)
+                # The answer arrived: run again unless another approval is still pending.
+                if current is Status.PAUSED and not conn.execute(
+                    _RUNNING_APPROVAL_SQL, (session_id,)
+                ).fetchone():
+                    target = Status.RUNNING
+            if target is not None:
+                current, _, _ = self._session_status(conn, session_id)
+                self._set_status(conn, session_id, current, target)
+            return step
+
+        # A final status must be durable before the client hears of it; a plain completion
+        # may ride on the next durable commit (docs/storage.md).
+        return self._write(tx, durable=wanted in _DURABLE_STATUSES)
+
+    def get_step(self, session_id: str, ref: str | int) -> Step:
+        seq = parse_step_ref(ref, session_id)
+
+        def q(conn: sqlite3.Connection) -> Step:
+            row = conn.execute(
+                f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
+            ).fetchone()
+            if row is None:
+                self._require_step(conn, session_id, seq, ref)
+            return row_to_step(row)
+
+        return self._read(q, snapshot=True)
+
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
+        def q(conn: sqlite3.Connection) -> list[Any]:
+            rows = conn.execute(
+                f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq DESC LIMIT ?",
+                (session_id, max(n, 0)),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+            return rows
+
+        return [row_to_step(r) for r in reversed(self._read(q, snapshot=True))]
+
+    @staticmethod
+    def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+        if conn.execute(
+            "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)
+        ).fetchone() is None:
+            raise SessionNotFound(session_id)
+
+    def steps(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        sql = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq>?"
+        params: list[Any] = [session_id, after_seq]
+        if agent is not None:
+            sql += " AND agent=?"
+            params.append(agent)
+        if statuses is not None:
+            words = [StepStatus(s).value for s in statuses]
+            if not words:
+                return []
+            sql += f" AND status IN ({','.join('?' * len(words))})"
+            params.extend(words)
+        sql += " ORDER BY seq"  # never by timestamp (two steps can share a millisecond)
+
+        def q(conn: sqlite3.Connection) -> list[Any]:
+            rows = conn.execute(sql, params).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+            return rows
+
+        return list(map(row_to_step, self._read(q, snapshot=True)))
+
+    def step_tree(self, session_id: str) -> list[StepTreeNode]:
+        flat = self.steps(session_id)
+        by_id = {s.step_id: s for s in flat}
+        children: dict[str, list[StepTreeNode]] = {}
+        roots: list[StepTreeNode] = []
+        # Children always come after their parent (parents must exist when a step begins),
+        # so building from the last step backwards completes every subtree before its root.
+        for s in reversed(flat):
+            node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
+            parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
+            if parent is not None and parent.seq < s.seq:
+                children.setdefault(parent.step_id, []).append(node)
+            else:
+                roots.append(node)
+        roots.reverse()
+        return roots
+
+    def mark_interrupted(self, session_id: str, *, keep_approvals: bool = True) -> list[Step]:
+        sql = (
+            "UPDATE traces SET status='failed', error_message=?, end_time=? "
+            "WHERE session_id=? AND status='running'"
+        )
+        if keep_approvals:
+            # A pending approval is asked again after a restart (R9), so it stays running.
+            sql += " AND NOT (step_type='system_alert' AND name='approval')"
+
+        def tx(conn: sqlite3.Connection) -> list[Step]:
+            self._require_session(conn, session_id)
+            rows = conn.execute(
+                sql + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
+            ).fetchall()
+            return sorted(map(row_to_step, rows), key=lambda s: s.seq)
+
+        # Kept, never deleted (invariant 3); durable because resume decisions depend on it.
+        return self._write(tx, durable=True)
+
+    # --- time travel ------------------------------------------------------------------------
+    def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
+        seq = parse_step_ref(ref, session_id)
+
+        def tx(conn: sqlite3.Connection) -> RollbackResult:
+            current, _, _ = self._session_status(conn, session_id)
+            self._require_step(conn, session_id, seq, ref)
+            # By sequence number, never by timestamp; next_seq stays, so ids are not reused.
+            deleted = conn.execute(
+                "DELETE FROM traces WHERE session_id=? AND seq>=?", (session_id, seq)
+            ).rowcount
+            # Rollback always lands in Running (waiting for a new instruction); the table
+            # allows Running from every state, and the check keeps it honest if that changes.
+            check_transition(current, Status.RUNNING)
+            row = conn.execute(
+                "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=? "
+                f"WHERE session_id=? RETURNING {SESSION_COLS}",
+                (self._now(), session_id),
+            ).fetchall()
+            return RollbackResult(row_to_session(row[0]), seq, deleted)
+
+        return self._write(tx, durable=True)
+
+    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
+        seq = parse_step_ref(ref, session_id)
+        new_sid = secrets.token_urlsafe(16)
+
+        def tx(conn: sqlite3.Connection) -> Session:
+            src = conn.execute(
+                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone()
+            if src is None:
+                raise SessionNotFound(session_id)
+            self._require_step(conn, session_id, seq, ref)
+            source = row_to_session(src)
+            name = title if title else (
+                f"fork of {source.title or session_id} at {display_id(seq)}"
+            )
+            now = self._now()
+            conn.execute(
+                "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
+                " metadata, is_forked, parent_session_id, next_seq, awaiting_input,"
+                " forked_from_seq) VALUES (?, ?, 'Init', ?, ?, ?, 1, ?, ?, 0, ?)",
+                (new_sid, name, now, now, src[5], session_id, seq + 1, seq),
+            )
+            # One INSERT..SELECT: ids and parent links remapped by string arithmetic
+            # (new id || ':sNNNN'), seq preserved so the fork's s0005 is the source's s0005.
+            # A step running in the source is copied as interrupted: a fork never inherits
+            # a run in flight.
+            cut = len(session_id) + 1
+            conn.execute(
+                "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name,"
+                " status, agent, call_id, input_data, output_data, error_message, start_time,"
+                " end_time,"
+                " token_usage_prompt, token_usage_completion) "
+                "SELECT :new || substr(step_id, :cut), :new, seq,"
+                " CASE WHEN parent_step_id IS NULL"
+                "  OR CAST(substr(parent_step_id, :cut + 2) AS INTEGER) > :seq THEN NULL"
+                "  ELSE :new || substr(parent_step_id, :cut) END,"
+                " step_type, name,"
+                " CASE status WHEN 'running' THEN 'failed' ELSE status END,"
+                " agent, call_id, input_data, output_data,"
+                " CASE status WHEN 'running' THEN :interrupted ELSE error_message END,"
+                " start_time, CASE status WHEN 'running' THEN :now ELSE end_time END,"
+                " token_usage_prompt, token_usage_completion "
+                "FROM traces WHERE session_id=:old AND seq<=:seq ORDER BY seq",
+                {"new": new_sid, "cut": cut, "seq": seq, "old": session_id,
+                 "interrupted": INTERRUPTED, "now": now},
+            )
+            return Session(new_sid, name, Status.INIT, now, now, source.metadata, True,
+                           session_id, False, seq)
+
+        return self._write(tx, durable=True)
+
+
+def _normalise(step: NewStep) -> NewStep:
+    """Accept plain strings for the enum field; reject what the schema would refuse."""
+    if not isinstance(step, NewStep):
+        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
+    if not isinstance(step.step_type, StepType):
+        step = replace(step, step_type=StepType(step.step_type))
+    if not step.name:
+        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
+    return step

@@ -1,0 +1,92 @@
+"""Row <-> value conversion for the SQLite backend: column lists, JSON text, enum lookups.
+
+The column lists follow the field order of Session and Step so a row converts with one call
+and no per-column dictionary work (resume loads 100,000 rows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from xclaw.store.model import (
+    APPROVAL_STEP_NAME,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+)
+
+SESSION_COLS = (
+    "session_id, title, current_status, created_at, updated_at, metadata, is_forked, "
+    "parent_session_id, awaiting_input, forked_from_seq"
+)
+STEP_COLS = (
+    "step_id, session_id, seq, parent_step_id, step_type, name, status, agent, call_id, "
+    "input_data, output_data, error_message, start_time, end_time, token_usage_prompt, "
+    "token_usage_completion"
+)
+
+_STATUS = {s.value: s for s in Status}
+_STEP_TYPE = {t.value: t for t in StepType}
+_STEP_STATUS = {s.value: s for s in StepStatus}
+_loads = json.loads
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def dump_json(value: Any, what: str) -> str | None:
+    """JSON text for a JSON column (compact, UTF-8 as is); None stays SQL NULL."""
+    if value is None:
+        return None
+    try:
+        return _encode(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
+
+
+def load_json(text: str | None) -> Any:
+    return None if text is None else _loads(text)
+
+
+def check_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+        raise ValueError(
+            f"invalid session id {session_id!r}: use 1-128 characters from A-Z a-z 0-9 . _ -, "
+            "starting with a letter or digit (no ':')"
+        )
+    return session_id
+
+
+def is_approval(step_type: StepType | str, name: str) -> bool:
+    return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
+
+
+def row_to_session(r: tuple[Any, ...]) -> Session:
+    meta = load_json(r[5])
+    return Session(
+        r[0], r[1], _STATUS[r[2]], r[3], r[4], meta if isinstance(meta, dict) else {},
+        bool(r[6]), r[7], bool(r[8]), r[9],
+    )
+
+
+# STEP_COLS with output_data left out: for a completion, whose output the caller just gave us.
+STEP_COLS_NO_OUTPUT = STEP_COLS.replace("output_data", "NULL")
+
+
+def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
+    """`output` stands in for a NULL output column (see STEP_COLS_NO_OUTPUT)."""
+    return Step(
+        r[0], r[1], r[2], r[3], _STEP_TYPE[r[4]], r[5], _STEP_STATUS[r[6]], r[7], r[8],
+        None if r[9] is None else _loads(r[9]),
+        output if r[10] is None else _loads(r[10]),
+        r[11], r[12], r[13], r[14] or 0, r[15] or 0,
+    )
