@@ -101,6 +101,14 @@ async def test_read_errors(ws: Path, ctx: ToolContext) -> None:
     assert (empty.is_error, empty.content) == (False, "'empty.txt' is empty")
 
 
+async def test_read_and_edit_refuse_fifos_instead_of_blocking(ws: Path, ctx: ToolContext) -> None:
+    os.mkfifo(ws / "pipe")
+    read = await ReadFileTool().run({"path": "pipe"}, ctx)
+    edit = await EditFileTool().run({"path": "pipe", "old_text": "a", "new_text": "b"}, ctx)
+    for result in (read, edit):
+        assert (result.is_error, result.content) == (True, "'pipe' is not a regular file")
+
+
 # --- write_file -----------------------------------------------------------------------------
 
 

@@ -91,6 +91,8 @@ def _read_text_file(path: Path, shown: str, tool: str) -> str:
         raise ToolError(f"{shown!r} is a directory, not a file")
     if not path.exists():
         raise ToolError(f"{shown!r} does not exist")
+    if not path.is_file():  # a FIFO or device would block the read forever
+        raise ToolError(f"{shown!r} is not a regular file")
     data = path.read_bytes()
     if _looks_binary(data[:_SNIFF_BYTES]):
         raise ToolError(f"{shown!r} looks like a binary file; {tool} works on text files only")
@@ -149,6 +151,8 @@ class ReadFileTool:
             raise ToolError(f"{shown!r} is a directory; use list_dir to see what it contains")
         if not path.exists():
             raise ToolError(f"{shown!r} does not exist")
+        if not path.is_file():  # a FIFO or device would block the read forever
+            raise ToolError(f"{shown!r} is not a regular file")
         offset = args.get("offset", 1)
         limit = min(args.get("limit", self.max_lines), self.max_lines)
         size = path.stat().st_size

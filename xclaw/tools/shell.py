@@ -76,6 +76,12 @@ class HeadTail:
 def _live_members(pgid: int) -> list[int]:
     """Processes of group `pgid` that still run (zombies don't count: they hold nothing)."""
     try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []  # the common case: nothing of the group is left, not even a zombie
+    except PermissionError:
+        pass
+    try:
         entries = os.listdir("/proc")
     except OSError:  # no procfs: ask the kernel whether anything of the group exists
         try:
