@@ -346,3 +346,23 @@ def test_pending_tool_calls() -> None:
     assert pending_tool_calls([AssistantMessage("", (a,)), UserMessage("new")]) == []
     assert pending_tool_calls([UserMessage("x")]) == []
     assert pending_tool_calls([]) == []
+
+
+async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(tmp_path: Path) -> None:
+    model = script(LLMResponse("short answer"))
+    agent, _ = make_agent(model, [], tmp_path, config=AgentConfig(context_window_tokens=6_000, max_tokens=1_000))
+    messages: list[Any] = [UserMessage("the task")]
+    for i in range(200):
+        messages += [
+            AssistantMessage("", (call(f"c{i}", n=i),)),
+            ToolResultMessage(f"c{i}", "count", "x" * 400),
+        ]
+    messages.append(UserMessage("latest question"))
+    await agent.run(messages)
+    sent = model.requests[0].messages
+    assert len(sent) < len(messages) // 4
+    assert sent[0] == UserMessage("the task") and sent[-1] == UserMessage("latest question")
+    asked = {c.id for m in sent if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in sent if isinstance(m, ToolResultMessage)}
+    assert asked == answered
+    assert len(messages) == 403  # the conversation itself keeps everything

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Mapping, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.llm.context import fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
@@ -47,6 +48,8 @@ class AgentConfig:
     max_tokens: int = 4096
     temperature: float | None = None
     approval_timeout_s: float | None = None
+    # The model's context window; the conversation is trimmed to fit before each call.
+    context_window_tokens: int = 150_000
 
 
 @dataclass
@@ -147,10 +150,11 @@ class Agent:
             messages.append(AssistantMessage(text=response.text, tool_calls=response.tool_calls))
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
+        tools = tuple(spec_of(t) for t in self.tools.values())
         request = LLMRequest(
             system=self.config.system_prompt,
-            messages=tuple(context),
-            tools=tuple(spec_of(t) for t in self.tools.values()),
+            messages=fit_context(context, self._context_budget(tools)),
+            tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             agent=self.agent_id,
@@ -174,6 +178,13 @@ class Agent:
             raise
         await self.observer.llm_finished(response)
         return response
+
+    def _context_budget(self, tools: tuple[Any, ...]) -> int:
+        """The window minus what every request carries besides the messages."""
+        fixed = len(self.config.system_prompt) // 4 + sum(
+            (len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in tools
+        )
+        return max(1_000, self.config.context_window_tokens - self.config.max_tokens - fixed)
 
     # --- tools --------------------------------------------------------------------------------
     async def _run_tools(self, calls: list[ToolCall], resume: ResumeState) -> list[ToolResultMessage]:

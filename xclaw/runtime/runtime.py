@@ -333,6 +333,7 @@ class Runtime:
             max_tokens=s.max_tokens,
             temperature=s.temperature,
             approval_timeout_s=s.approval_timeout_s,
+            context_window_tokens=s.context_window_tokens,
         )
 
     # --- time travel and views --------------------------------------------------------------
