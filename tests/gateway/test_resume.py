@@ -1,0 +1,121 @@
+"""The seed's scenario over the wire: kill the server mid-task, restart, reconnect, carry on
+(R6-R9, R15) — and never repeat a completed side effect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.gateway.harness import Client
+
+pytestmark = pytest.mark.slow
+
+SLOW = "sleep 2"
+# Each shell command appends a line to effects.txt in the session's workspace: the file is
+# the count of side effects that actually happened.
+SEED_TASK = [
+    {"text": "Step one.", "tool_calls": [{"name": "shell", "input": {"command": "echo one >> effects.txt"}}]},
+    {"text": "Now the slow part.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
+    # After the restart the model is called again (k = 2 assistant messages in the history)
+    # and re-issues the interrupted call, as the resume prompt asks.
+    {"text": "Retrying the slow part.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
+    {"text": "Last step.", "tool_calls": [{"name": "shell", "input": {"command": "echo three >> effects.txt"}}]},
+    {"text": "All done: one, slow, three."},
+]
+
+
+async def test_sigkill_during_sleep_then_resume_on_reconnect(server_factory) -> None:
+    server = server_factory(SEED_TASK, approval="yolo")
+    c = await Client.open(server)
+    await c.attach(None)
+    sid = c.session_id
+    assert sid and len(sid) >= 16
+    await c.send({"type": "message", "sessionId": sid, "content": "run the three steps"})
+    await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running"
+                  and f["input"].get("command") == SLOW)
+    effects = server.workspace(sid) / "effects.txt"
+    assert effects.read_text() == "one\n"
+
+    server.kill()  # SIGKILL: no chance to clean up anything
+    server.start()
+
+    c2 = await Client.open(server)
+    await c2.send({"type": "reconnect", "sessionId": sid})
+    session = await c2.until_type("session")
+    assert session["sessionId"] == sid and session["created"] is False
+    assert session["status"] == "Running"
+    history = await c2.until_type("history")
+    seed_view = json.loads(history["content"])  # the seed's clients parse a JSON string
+    assert seed_view[0] == {"role": "user", "content": "run the three steps"}
+    notice = await c2.until_type("notice")
+    assert notice["content"] == "[resume] detected interrupted tool_call, retrying..."
+    # The interrupted call was not read-only: re-running it needs a human, with a warning.
+    ask = await c2.until_type("approval_request")
+    assert ask["name"] == "shell" and ask["maybeRepeated"] is True
+    await c2.send({"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True})
+    reply = await c2.until_type("reply", timeout=20)
+    assert reply["content"] == "All done: one, slow, three."
+    # Exactly once each: the completed `echo one` did not run again.
+    assert effects.read_text() == "one\nthree\n"
+    status = [f["status"] for f in c2.of_type("status")]
+    assert status[0] == "Running" and "Success" in status
+
+    # A third connect after success: history only, no run.
+    c3 = await Client.open(server)
+    after = await c3.attach(sid)
+    assert after["busy"] is False and after["status"] == "Success"
+    await c3.send({"type": "ping"})
+    assert (await c3.recv())["type"] == "pong"
+    assert not c3.of_type("notice")
+    for c_ in (c, c2, c3):
+        await c_.close()
+
+
+async def test_paused_session_asks_again_after_restart_and_another_client_answers(server_factory) -> None:
+    server = server_factory(
+        [
+            {"text": "Writing.", "tool_calls": [{"name": "shell", "input": {"command": "echo x >> effects.txt"}}]},
+            {"text": "Wrote it."},
+        ],
+        approval="ask",
+    )
+    c1 = await Client.open(server)
+    await c1.attach(None)
+    sid = c1.session_id
+    await c1.send({"type": "message", "sessionId": sid, "content": "write x"})
+    first = await c1.until_type("approval_request")
+    assert first["maybeRepeated"] is False
+
+    # A refresh while Paused with the run in flight: the request is sent to the new socket.
+    c2 = await Client.open(server)
+    status = await c2.attach(sid)
+    assert status["busy"] is True and status["status"] == "Paused"
+    again = [f for f in c2.seen if f.get("type") == "approval_request"]
+    assert [f["stepId"] for f in again] == [first["stepId"]]
+
+    # The process that waited for y/n dies (R9): after restart the question is asked again.
+    server.kill()
+    server.start()
+    c3 = await Client.open(server)
+    await c3.send({"type": "reconnect", "sessionId": sid})
+    asked = await c3.until_type("approval_request")
+    assert asked["name"] == "shell" and asked["input"] == {"command": "echo x >> effects.txt"}
+    assert not (server.workspace(sid) / "effects.txt").exists()  # nothing ran yet
+
+    # Any attached client may answer: a fourth socket does.
+    c4 = await Client.open(server)
+    st = await c4.attach(sid)
+    assert st["status"] == "Paused" and st["busy"] is True
+    await c4.send({"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True})
+    assert (await c3.until_type("reply"))["content"] == "Wrote it."
+    assert (await c4.until_type("reply"))["content"] == "Wrote it."
+    assert (server.workspace(sid) / "effects.txt").read_text() == "x\n"
+    # The stale answer from before is refused clearly, and the connection stays usable.
+    await c4.send({"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True})
+    err = await c4.until_type("error")
+    assert err["code"] == "bad_step"
+    await c4.send({"type": "ping"})
+    assert (await c4.until_type("pong"))["type"] == "pong"
+    for c_ in (c1, c2, c3, c4):
+        await c_.close()

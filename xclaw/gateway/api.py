@@ -1,0 +1,274 @@
+"""The HTTP JSON API under `/api/`: the same sessions and steps as the WebSocket, for scripts,
+dashboards and the web page's trace view. Described by `/api/openapi.json` (openapi.py).
+
+Errors are `{"code": CODE, "error": TEXT}` with the WebSocket's error codes, mapped onto HTTP
+statuses: unknown_session 404, bad_step/bad_request 400, busy 409, unauthorized 401,
+forbidden_origin 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from xclaw import __version__
+from xclaw.errors import XclawError
+from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
+from xclaw.gateway.context import Gateway
+from xclaw.gateway.openapi import openapi_spec
+from xclaw.protocol import step_json
+from xclaw.store.model import Session, StepTreeNode
+
+STATUS_OF_CODE = {
+    "unknown_session": 404,
+    "bad_step": 400,
+    "bad_request": 400,
+    "bad_command": 400,
+    "busy": 409,
+    "unauthorized": 401,
+    "forbidden_origin": 403,
+    "illegal_transition": 409,
+}
+MAX_BODY_BYTES = 64_000
+
+
+class BadRequest(XclawError):
+    code = "bad_request"
+
+
+def error_response(code: str, text: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if code == "unauthorized" else None
+    return JSONResponse({"code": code, "error": text}, status_code=STATUS_OF_CODE.get(code, 500), headers=headers)
+
+
+def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "sessionId": s.session_id,
+        "title": s.title,
+        "status": s.status.value,
+        "createdAt": s.created_at,
+        "updatedAt": s.updated_at,
+        "isForked": s.is_forked,
+        "parentSessionId": s.parent_session_id,
+        "forkedFromSeq": s.forked_from_seq,
+        "awaitingInput": s.awaiting_input,
+        "metadata": s.metadata,
+    }
+    if busy is not None:
+        out["busy"] = busy
+    return out
+
+
+def tree_json(node: StepTreeNode) -> dict[str, Any]:
+    return {**step_json(node.step), "children": [tree_json(c) for c in node.children]}
+
+
+class ApiGuard:
+    """Token and Origin checks in front of every `/api/` route (PROTOCOL.md, Access)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        gw: Gateway = request.app.state.gateway
+        origin = request.headers.get("origin")
+        if not origin_allowed(origin, request.headers.get("host"), gw.settings.allowed_origins, secure=request.url.scheme == "https"):
+            await error_response("forbidden_origin", f"Origin {origin!r} may not use this API")(scope, receive, send)
+            return
+        if not token_matches(token_from_request(request.headers, request.query_params), gw.token):
+            await error_response("unauthorized", "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+Handler = Callable[[Request, Gateway], Awaitable[Response]]
+
+
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Give the handler the gateway and turn XclawErrors into JSON error responses."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request, request.app.state.gateway)
+        except XclawError as e:
+            return error_response(e.code, e.message)
+
+    return endpoint
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise BadRequest(f"request body too large (limit {MAX_BODY_BYTES} bytes)")
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise BadRequest("request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object")
+    return data
+
+
+def _str_field(data: dict[str, Any], name: str, *, required: bool) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise BadRequest(f"field {name!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"field {name!r} must be a string")
+    return value
+
+
+async def health(request: Request, gw: Gateway) -> Response:
+    return JSONResponse(
+        {
+            "status": "ok",
+            "version": __version__,
+            "database": gw.store.url,
+            "model": gw.runtime.model_name() if hasattr(gw.runtime, "model_name") else None,
+            "sockets": gw.hub.sockets(),
+        }
+    )
+
+
+async def list_sessions(request: Request, gw: Gateway) -> Response:
+    limit = _int_param(request, "limit", 100, lo=1, hi=10_000)
+    sessions = await asyncio.to_thread(gw.store.list_sessions, limit=limit)
+    return JSONResponse({"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]})
+
+
+async def get_session(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    s = await asyncio.to_thread(gw.store.get_session, sid)
+    return JSONResponse(session_json(s, busy=gw.runtime.is_busy(sid)))
+
+
+async def patch_session(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    title = _str_field(await _body(request), "title", required=True)
+    s = await asyncio.to_thread(lambda: gw.store.update_session(sid, title=title))
+    return JSONResponse(session_json(s, busy=gw.runtime.is_busy(sid)))
+
+
+async def delete_session(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    if gw.runtime.is_busy(sid):
+        return error_response("busy", "cannot delete a session while a run is in flight; cancel it first")
+    await asyncio.to_thread(gw.store.delete_session, sid)
+    return Response(status_code=204)
+
+
+def _int_param(request: Request, name: str, default: int, *, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"query parameter {name!r} must be a number") from None
+    if not lo <= value <= hi:
+        raise BadRequest(f"query parameter {name!r} must be between {lo} and {hi}")
+    return value
+
+
+async def list_steps(request: Request, gw: Gateway) -> Response:
+    """`?n=N` latest steps (default 10); `?n=0` every step."""
+    sid = request.path_params["sid"]
+    n = _int_param(request, "n", 10, lo=0, hi=1_000_000)
+    await asyncio.to_thread(gw.store.get_session, sid)
+    if n == 0:
+        steps = await asyncio.to_thread(gw.store.steps, sid)
+    else:
+        steps = await asyncio.to_thread(gw.store.latest_steps, sid, n)
+    return JSONResponse({"sessionId": sid, "steps": [step_json(s) for s in steps]})
+
+
+async def step_tree(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    roots = await asyncio.to_thread(gw.store.step_tree, sid)
+    return JSONResponse({"sessionId": sid, "tree": [tree_json(r) for r in roots]})
+
+
+async def history(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    frame = await asyncio.to_thread(gw.runtime.history_frame, sid)
+    return JSONResponse({"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])})
+
+
+async def rollback(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    ref = _str_field(await _body(request), "stepId", required=True)
+    assert ref is not None
+    result = await gw.commands.rollback(sid, ref)
+    for frame in result.frames.broadcast:
+        gw.hub.broadcast(sid, frame)
+    return JSONResponse(
+        {"session": session_json(result.session), "stepId": result.step_id, "deleted": result.deleted}
+    )
+
+
+async def fork(request: Request, gw: Gateway) -> Response:
+    sid = request.path_params["sid"]
+    data = await _body(request)
+    ref = _str_field(data, "stepId", required=True)
+    title = _str_field(data, "title", required=False)
+    assert ref is not None
+    new = await gw.runtime.fork(sid, ref, title)
+    return JSONResponse({"session": session_json(new), "fromSessionId": sid}, status_code=201)
+
+
+async def export(request: Request, gw: Gateway) -> Response:
+    """JSON Lines: the session, then every step in sequence order (the same lines as
+    `xclaw export`)."""
+    sid = request.path_params["sid"]
+    session = await asyncio.to_thread(gw.store.get_session, sid)
+    steps = await asyncio.to_thread(gw.store.steps, sid)
+
+    async def lines() -> AsyncIterator[str]:
+        yield json.dumps({"type": "session", **session_json(session)}, ensure_ascii=False, default=str) + "\n"
+        for st in steps:
+            yield json.dumps({"type": "step", **step_json(st)}, ensure_ascii=False, default=str) + "\n"
+
+    return StreamingResponse(
+        lines(),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="xclaw-{sid}.jsonl"'},
+    )
+
+
+async def openapi(request: Request, gw: Gateway) -> Response:
+    return JSONResponse(openapi_spec(__version__))
+
+
+def api_routes() -> list[Route]:
+    e = _endpoint
+    return [
+        Route("/health", e(health), methods=["GET"]),
+        Route("/openapi.json", e(openapi), methods=["GET"]),
+        Route("/sessions", e(list_sessions), methods=["GET"]),
+        Route("/sessions/{sid}", e(get_session), methods=["GET"]),
+        Route("/sessions/{sid}", e(patch_session), methods=["PATCH"]),
+        Route("/sessions/{sid}", e(delete_session), methods=["DELETE"]),
+        Route("/sessions/{sid}/steps", e(list_steps), methods=["GET"]),
+        Route("/sessions/{sid}/tree", e(step_tree), methods=["GET"]),
+        Route("/sessions/{sid}/history", e(history), methods=["GET"]),
+        Route("/sessions/{sid}/rollback", e(rollback), methods=["POST"]),
+        Route("/sessions/{sid}/fork", e(fork), methods=["POST"]),
+        Route("/sessions/{sid}/export", e(export), methods=["GET"]),
+    ]

@@ -1,0 +1,79 @@
+"""The gateway as one Starlette app: `/ws` (the protocol), `/api/` (JSON), `/` and `/static/`
+(the web page). The app owns no resources; whoever builds it (server.py, tests) owns the store
+and the runtime and gets `runtime.shutdown()` called when the app's lifespan ends."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from xclaw.config import Settings
+from xclaw.gateway.api import ApiGuard, api_routes
+from xclaw.gateway.auth import load_or_create_token
+from xclaw.gateway.context import Gateway
+from xclaw.gateway.ws import websocket_endpoint
+from xclaw.store.base import Store
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
+
+PLACEHOLDER_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>xclaw</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
+<h1>xclaw gateway</h1>
+<p>The web client is coming. Meanwhile use the terminal client:
+<code>xclaw chat</code>, or the HTTP API described at
+<a href="/api/openapi.json">/api/openapi.json</a> (send the access token).</p>
+</body></html>
+"""
+
+
+async def index(request: Request) -> Response:
+    page = STATIC_DIR / "index.html"
+    if page.is_file():
+        # no-store: a new page version must not be hidden behind a cached one after upgrade
+        return FileResponse(page, headers={"Cache-Control": "no-store"})
+    return HTMLResponse(PLACEHOLDER_PAGE)
+
+
+def create_app(settings: Settings, store: Store, runtime: Any, *, token: str | None = None) -> Starlette:
+    """The ASGI app. `token` defaults to XCLAW_TOKEN / $XCLAW_HOME/token (created on first use)."""
+    gateway = Gateway(
+        settings=settings,
+        store=store,
+        runtime=runtime,
+        token=token or load_or_create_token(settings.home, settings.token),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        # Runs stop; steps in flight end as interrupted, never half-written (invariant 3).
+        await runtime.shutdown()
+
+    api_middleware = [Middleware(ApiGuard)]
+    if settings.allowed_origins:
+        api_middleware.insert(0, Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allowed_origins),
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        ))
+    routes: list[Any] = [
+        Route("/", index, methods=["GET"]),
+        WebSocketRoute("/ws", websocket_endpoint),
+        Mount("/api", routes=api_routes(), middleware=api_middleware),
+    ]
+    if STATIC_DIR.is_dir():
+        routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.gateway = gateway
+    return app

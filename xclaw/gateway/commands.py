@@ -1,0 +1,184 @@
+"""Slash commands, handled in the gateway so every channel (terminal, web page, a seed client,
+anyone's script) gets the same `/steps`, `/rollback`, `/fork`, `/sessions` and `/help`.
+
+A command answers with frames: a `notice` that shows the result as text (what the seed's
+clients print) plus, where a client can do better with structure, `steps` / `forked` frames.
+Frames for the requesting socket only go in `reply`; frames every socket attached to the
+session must see (a rollback rewrote its history) go in `broadcast`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from xclaw import views
+from xclaw.errors import XclawError
+from xclaw.protocol import step_json
+from xclaw.store.base import Store
+from xclaw.store.model import Session, Step, display_id
+
+DEFAULT_STEPS = 10
+MAX_STEPS = 500
+SESSIONS_LISTED = 20
+
+# `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
+# is ordinary user text for the agent.
+_COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.S)
+
+CLIENT_COMMANDS = ("switch", "new")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "help")
+
+HELP_TEXT = """\
+commands:
+  /steps [N]            list the session's latest N steps (default 10)
+  /rollback sNNNN       rewind this session to just before that step (later steps are deleted)
+  /fork sNNNN [title]   branch a new session from that step; this session stays as it is
+  /sessions             list recent sessions
+  /switch ID            attach to another session (e.g. a fork)   [client command]
+  /new                  start a new session                       [client command]
+  /help                 this text"""
+
+
+class CommandError(XclawError):
+    """A slash command that cannot run as typed (unknown name, missing argument)."""
+
+    code = "bad_command"
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: tuple[str, ...]
+    rest: str  # everything after the name, unsplit (a fork title may contain spaces)
+
+
+@dataclass
+class CommandResult:
+    reply: list[dict[str, Any]] = field(default_factory=list)
+    broadcast: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackOutcome:
+    session: Session
+    step_id: str  # display id of the target step: the session now ends just before it
+    deleted: int
+    frames: CommandResult
+
+
+def parse_command(text: str) -> Command | None:
+    """A Command for `/name args…`, None for text that goes to the agent."""
+    m = _COMMAND_RE.match(text.strip())
+    if not m:
+        return None
+    rest = (m.group(2) or "").strip()
+    return Command(name=m.group(1).lower(), args=tuple(rest.split()), rest=rest)
+
+
+def _notice(session_id: str, text: str) -> dict[str, Any]:
+    return {"type": "notice", "sessionId": session_id, "content": text}
+
+
+def steps_text(session_id: str, steps: list[Step]) -> str:
+    """The seed's /steps listing (R10) with usage hints: the same text as `xclaw steps`."""
+    return views.format_steps(steps, session_id)
+
+
+def sessions_text(sessions: list[Session], current: str) -> str:
+    return (
+        views.format_sessions(sessions)
+        + f"\n\nthis session: {current}\nuse /switch ID to attach to another one"
+    )
+
+
+class CommandRunner:
+    """Runs slash commands against the runtime (time travel) and the store (listings)."""
+
+    def __init__(self, runtime: Any, store: Store) -> None:
+        self.runtime = runtime
+        self.store = store
+
+    async def run(self, session_id: str, cmd: Command) -> CommandResult:
+        """Raises XclawError subclasses (bad_command, bad_step, busy, unknown_session): the
+        caller turns them into `error` frames."""
+        if cmd.name == "steps":
+            return await self._steps(session_id, cmd)
+        if cmd.name == "rollback":
+            return await self._rollback(session_id, cmd)
+        if cmd.name == "fork":
+            return await self._fork(session_id, cmd)
+        if cmd.name == "sessions":
+            return await self._sessions(session_id)
+        if cmd.name == "help":
+            return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
+        if cmd.name in CLIENT_COMMANDS:
+            raise CommandError(
+                f"/{cmd.name} is a client command: your client attaches to another session by "
+                'sending {"type":"reconnect","sessionId":ID} (null for a new session)'
+            )
+        raise CommandError(f"unknown command /{cmd.name}; try /help")
+
+    async def _steps(self, session_id: str, cmd: Command) -> CommandResult:
+        n = DEFAULT_STEPS
+        if cmd.args:
+            try:
+                n = int(cmd.args[0])
+            except ValueError:
+                raise CommandError(f"usage: /steps [N] — N must be a number, got {cmd.args[0]!r}") from None
+            if not 1 <= n <= MAX_STEPS:
+                raise CommandError(f"usage: /steps [N] — N must be between 1 and {MAX_STEPS}")
+        steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
+        return CommandResult(
+            reply=[
+                _notice(session_id, steps_text(session_id, steps)),
+                {"type": "steps", "sessionId": session_id, "steps": [step_json(s) for s in steps]},
+            ]
+        )
+
+    async def _rollback(self, session_id: str, cmd: Command) -> CommandResult:
+        if len(cmd.args) != 1:
+            raise CommandError("usage: /rollback sNNNN — a step id shown by /steps")
+        return (await self.rollback(session_id, cmd.args[0])).frames
+
+    async def rollback(self, session_id: str, ref: str) -> "RollbackOutcome":
+        """R11, shared by `/rollback` and the HTTP API: rewind, then tell every attached
+        client (the deleted steps are gone from the history they show)."""
+        result = await self.runtime.rollback(session_id, ref)
+        target = display_id(result.target_seq)
+        text = f"[rollback] session reset to before step {target} — send your new instruction"
+        history = await asyncio.to_thread(self.runtime.history_frame, session_id)
+        rolled = {"type": "rolledback", "sessionId": session_id, "stepId": target, "deleted": result.deleted}
+        frames = CommandResult(broadcast=[_notice(session_id, text), rolled, {**history, "sessionId": session_id}])
+        return RollbackOutcome(result.session, target, result.deleted, frames)
+
+    async def _fork(self, session_id: str, cmd: Command) -> CommandResult:
+        if not cmd.args:
+            raise CommandError("usage: /fork sNNNN [title] — a step id shown by /steps")
+        ref = cmd.args[0]
+        title = cmd.rest[len(ref):].strip() or None
+        new = await self.runtime.fork(session_id, ref, title)
+        step_ref = display_id(new.forked_from_seq) if new.forked_from_seq else ref
+        text = (
+            f"[fork] new session created: {new.session_id}\n"
+            f"connect with this session ID to continue on the forked branch (/switch {new.session_id}).\n"
+            f"original session {session_id} is unchanged."
+        )
+        return CommandResult(
+            reply=[
+                _notice(session_id, text),
+                {
+                    "type": "forked",
+                    "sessionId": new.session_id,
+                    "fromSessionId": session_id,
+                    "fromStepId": step_ref,
+                    "title": new.title,
+                },
+            ]
+        )
+
+    async def _sessions(self, session_id: str) -> CommandResult:
+        sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)
+        return CommandResult(reply=[_notice(session_id, sessions_text(sessions, session_id))])

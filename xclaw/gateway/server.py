@@ -1,0 +1,195 @@
+"""Running the gateway: store + runtime + app on uvicorn, a start-up banner people can act on,
+structured key=value logs on stderr, and a graceful stop on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import uvicorn
+
+from xclaw.config import Settings
+from xclaw.errors import ConfigError
+from xclaw.gateway.app import create_app
+from xclaw.gateway.auth import load_or_create_token
+
+log = logging.getLogger("xclaw.gateway")
+
+NO_MODEL_LINE = (
+    "no model configured: set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env or XCLAW_MODEL=script:path"
+)
+# WebSocket frames above this close the socket (1009); frames above the protocol's own limit
+# (xclaw.protocol.MAX_FRAME_BYTES) but below it get a `bad_frame` error and keep it open.
+WS_MAX_SIZE = 8 * 1024 * 1024
+GRACEFUL_TIMEOUT_S = 5.0
+
+_KV_RE = re.compile(r"^[a-z_]+=")
+_TOKEN_QUERY_RE = re.compile(r"(token=)[^&\s\"']+")
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`ts=… level=… logger=… event=…` lines: grep-able and parseable, one event per line.
+    Messages already written as key=value pairs pass through; others become msg="…"."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
+        message = record.getMessage()
+        if not _KV_RE.match(message):
+            message = "msg=" + _quote(message)
+        line = f"ts={ts} level={record.levelname.lower()} logger={record.name} {message}"
+        if record.exc_info:
+            line += " exc=" + _quote(self.formatException(record.exc_info))
+        return line
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class RedactToken(logging.Filter):
+    """The access token must never reach a log (uvicorn logs request paths with ?token=)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        clean = _TOKEN_QUERY_RE.sub(r"\1***", text).replace(self.token, "***")
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+def configure_logging(token: str, level: str = "info", stream: TextIO | None = None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(KeyValueFormatter())
+    handler.addFilter(RedactToken(token))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+
+
+@dataclass(frozen=True)
+class Banner:
+    url: str
+    database: str
+    workspace: str
+    model: str | None
+    model_error: str | None
+
+    def lines(self) -> list[str]:
+        out = [
+            f"xclaw gateway listening on {self.url}",
+            f"  database:  {self.database}",
+            f"  workspace: {self.workspace}",
+        ]
+        if self.model:
+            out.append(f"  model:     {self.model}")
+        else:
+            out.append(f"  {NO_MODEL_LINE}")
+            if self.model_error and "no LLM provider is configured" not in self.model_error:
+                out.append(f"  ({self.model_error})")
+        out.append("  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops")
+        return out
+
+
+def _model(settings: Settings) -> tuple[Any, str | None]:
+    """(model or None, why not). The server starts without a model and says how to add one."""
+    from xclaw.llm.factory import build_model
+
+    try:
+        return build_model(settings), None
+    except ConfigError as e:
+        return None, e.message
+
+
+def _display_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+async def _serve(settings: Settings, log_level: str) -> int:
+    from xclaw.runtime.runtime import Runtime
+    from xclaw.store import open_store
+
+    token = load_or_create_token(settings.home, settings.token)
+    configure_logging(token, log_level)
+    model, model_error = _model(settings)
+    settings.workspace_root.mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.db)
+    try:
+        runtime = Runtime(store, settings, model=model)
+        app = create_app(settings, store, runtime, token=token)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,  # our own logs never carry the ?token= query
+            ws_max_size=WS_MAX_SIZE,
+            timeout_graceful_shutdown=GRACEFUL_TIMEOUT_S,
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        banner_task = asyncio.create_task(_print_banner_when_up(server, settings, store.url, token, model, model_error))
+        try:
+            await server.serve()
+        finally:
+            banner_task.cancel()
+        if not server.started:
+            return 1
+        log.info("event=stopped")
+        return 0
+    finally:
+        store.close()
+
+
+async def _print_banner_when_up(server: uvicorn.Server, settings: Settings, db: str, token: str,
+                                model: Any, model_error: str | None) -> None:
+    while not server.started:
+        await asyncio.sleep(0.02)
+    port = settings.port
+    for s in server.servers:
+        for sock in s.sockets:
+            port = sock.getsockname()[1]  # the real one when --port 0 asked for any free port
+            break
+    url = f"http://{_display_host(settings.host)}:{port}/?token={token}"
+    banner = Banner(url=url, database=db, workspace=str(settings.workspace_root),
+                    model=getattr(model, "name", None), model_error=model_error)
+    print("\n".join(banner.lines()), flush=True)
+    log.info("event=started host=%s port=%s db=%s model=%s", settings.host, port, db, banner.model or "none")
+
+
+def _loop_factory() -> Any:
+    """uvloop when installed (uvicorn[standard] brings it): a faster event loop, same code."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code. uvicorn turns the first signal into a
+    graceful shutdown (lifespan end → runtime.shutdown()) and re-raises it afterwards, so our
+    own no-op handlers are installed underneath to make that re-raise a clean exit."""
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(_serve(settings, log_level))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,262 @@
+"""The `/ws` endpoint: one socket per client speaking PROTOCOL.md.
+
+Each socket has one reader (frames in, handled one at a time, in order) and one writer (a
+queue drained onto the wire), so the runtime's sinks never block or await: they only enqueue.
+A bad frame costs the sender an `error` frame, never the connection or the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
+from xclaw.gateway.commands import parse_command
+from xclaw.gateway.context import Gateway
+from xclaw.protocol import (
+    PROTOCOL_VERSION,
+    ApprovalFrame,
+    BadFrame,
+    CancelFrame,
+    MessageFrame,
+    PingFrame,
+    ReconnectFrame,
+    error_frame,
+    parse_client_frame,
+    session_frame,
+)
+
+log = logging.getLogger("xclaw.gateway.ws")
+
+FIRST_FRAME_TIMEOUT_S = 10.0
+# A client that stops reading is cut off rather than letting its queue grow without bound;
+# it reconnects and gets the history.
+MAX_QUEUED_FRAMES = 10_000
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN_ORIGIN = 4403
+CLOSE_TOO_SLOW = 1013
+
+_ids = itertools.count(1)
+
+
+class NotAttached(XclawError):
+    code = "not_attached"
+
+
+@dataclass(frozen=True, slots=True)
+class _Close:
+    code: int
+    reason: str
+
+
+def _raw(message: dict[str, Any]) -> str | bytes | None:
+    """The payload of an ASGI websocket.receive message; None for a disconnect."""
+    if message["type"] == "websocket.disconnect":
+        return None
+    text = message.get("text")
+    if text is not None:
+        return text
+    return message.get("bytes") or b""
+
+
+def _first_frame_token(raw: str | bytes) -> str | None:
+    """The `token` field of the first frame, read before anything else is trusted."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    token = data.get("token") if isinstance(data, dict) else None
+    return token if isinstance(token, str) else None
+
+
+async def _refuse(ws: WebSocket, code: str, text: str, close_code: int) -> None:
+    try:
+        await ws.send_text(json.dumps(error_frame(text, code)))
+        await ws.close(close_code, code)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass
+
+
+class Connection:
+    """One client socket: its attachment to (at most) one session and its outgoing queue."""
+
+    def __init__(self, ws: WebSocket, gw: Gateway) -> None:
+        self.ws = ws
+        self.gw = gw
+        self.id = next(_ids)
+        self.session_id: str | None = None
+        self._unsubscribe: Any = None
+        self._queue: asyncio.Queue[dict[str, Any] | _Close] = asyncio.Queue()
+        self._closing = False
+
+    # --- outgoing ---------------------------------------------------------------------------
+    def push(self, frame: dict[str, Any]) -> None:
+        """The sink given to the runtime and the hub: never blocks, never raises."""
+        if self._closing:
+            return
+        if self._queue.qsize() >= MAX_QUEUED_FRAMES:
+            self._closing = True
+            log.warning("event=slow_client conn=%s session=%s queued=%s", self.id, self.session_id, MAX_QUEUED_FRAMES)
+            self._queue.put_nowait(_Close(CLOSE_TOO_SLOW, "client too slow"))
+            return
+        self._queue.put_nowait(frame)
+
+    async def write_loop(self) -> None:
+        try:
+            while True:
+                item = await self._queue.get()
+                if isinstance(item, _Close):
+                    await self.ws.close(item.code, item.reason)
+                    return
+                await self.ws.send_text(json.dumps(item, ensure_ascii=False, default=str))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return  # the reader sees the disconnect and cleans up
+
+    def error(self, text: str, code: str) -> None:
+        self.push(error_frame(text, code, self.session_id))
+
+    # --- attachment -------------------------------------------------------------------------
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self.session_id is not None:
+            self.gw.hub.remove(self.session_id, self.push)
+
+    async def attach(self, requested: str | None) -> str:
+        """R6-R9: attach to the session (creating it when new), send `session`, `history`
+        and any approval still waiting, let the runtime resume what was interrupted, then
+        send `status` with `busy` so a client knows whether to wait for a reply."""
+        rt = self.gw.runtime
+        try:
+            session, created = await rt.open(requested)
+        except ValueError as e:
+            raise BadFrame(f"reconnect frame: sessionId: {e}") from None
+        sid = session.session_id
+        self.detach()
+        self.session_id = sid
+        # Subscribing and queueing the history happen with no await in between, so no frame
+        # of a run in flight can slip in before the history it continues.
+        self._unsubscribe = rt.subscribe(sid, self.push)
+        self.gw.hub.add(sid, self.push)
+        self.push(session_frame(session, created=created))
+        history = rt.history_frame(sid)
+        self.push({**history, "sessionId": sid})
+        for frame in rt.pending_approval_frames(sid):
+            self.push(frame)
+        await rt.resume_if_needed(sid)
+        current = await asyncio.to_thread(self.gw.store.get_session, sid)
+        self.push({"type": "status", "sessionId": sid, "status": current.status.value, "busy": rt.is_busy(sid)})
+        log.info("event=attach conn=%s session=%s created=%s status=%s", self.id, sid, created, current.status.value)
+        return sid
+
+    async def _target(self, requested: str | None, *, attach: bool) -> str:
+        """The session a frame addresses. A `message` naming a known session this socket is
+        not attached to attaches it (documented); approvals and cancels just act on it."""
+        if requested is None or requested == self.session_id:
+            if self.session_id is not None:
+                return self.session_id
+            if attach:
+                return await self.attach(None)
+            raise NotAttached('this socket is not attached to a session: send {"type":"reconnect","sessionId":ID} first')
+        found = await asyncio.to_thread(self.gw.store.find_session, requested)
+        if found is None:
+            raise SessionNotFound(requested)
+        if attach:
+            return await self.attach(requested)
+        return requested
+
+    # --- incoming ---------------------------------------------------------------------------
+    async def handle(self, raw: str | bytes) -> None:
+        try:
+            frame = parse_client_frame(raw)
+            if frame.v != PROTOCOL_VERSION:
+                raise BadFrame(f"unsupported protocol version {frame.v}; this gateway speaks v{PROTOCOL_VERSION}")
+            await self._dispatch(frame)
+        except BadFrame as e:
+            log.info("event=bad_frame conn=%s reason=%r", self.id, str(e)[:200])
+            self.error(str(e), "bad_frame")
+        except XclawError as e:
+            log.info("event=error conn=%s session=%s code=%s", self.id, self.session_id, e.code)
+            self.error(e.message, e.code)
+        except Exception:  # a bug must not take the connection (or the server) down
+            log.exception("event=internal_error conn=%s session=%s", self.id, self.session_id)
+            self.error("internal error in the gateway; see the server log", "internal_error")
+
+    async def _dispatch(self, frame: Any) -> None:
+        rt = self.gw.runtime
+        if isinstance(frame, PingFrame):
+            self.push({"type": "pong"})
+        elif isinstance(frame, ReconnectFrame):
+            await self.attach(frame.session_id or None)
+        elif isinstance(frame, MessageFrame):
+            if not frame.content.strip():
+                raise BadFrame("message frame: content: must not be empty")
+            sid = await self._target(frame.session_id, attach=True)
+            cmd = parse_command(frame.content)
+            if cmd is None:
+                await rt.send(sid, frame.content)  # SessionBusy -> `busy`: one driver (invariant 8)
+                return
+            result = await self.gw.commands.run(sid, cmd)
+            for out in result.reply:
+                self.push(out)
+            for out in result.broadcast:
+                self.gw.hub.broadcast(sid, out)
+        elif isinstance(frame, ApprovalFrame):
+            sid = await self._target(frame.session_id, attach=False)
+            try:
+                rt.answer_approval(sid, frame.step_id, frame.approve)
+            except StepNotFound:
+                self.push(error_frame(f"no approval is waiting for step {frame.step_id!r} in session {sid}", "bad_step", sid))
+        elif isinstance(frame, CancelFrame):
+            sid = await self._target(frame.session_id, attach=False)
+            if not rt.cancel(sid):
+                self.push({"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"})
+
+
+async def websocket_endpoint(ws: WebSocket) -> None:
+    gw: Gateway = ws.app.state.gateway
+    await ws.accept()
+    secure = ws.url.scheme == "wss"
+    if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), gw.settings.allowed_origins, secure=secure):
+        log.warning("event=refused reason=origin origin=%r", ws.headers.get("origin"))
+        await _refuse(ws, "forbidden_origin", "this Origin may not connect (add it to allowed_origins)", CLOSE_FORBIDDEN_ORIGIN)
+        return
+    given = token_from_request(ws.headers, ws.query_params)
+    first: str | bytes | None = None
+    if given is None:
+        # No header or query token: the first frame must carry it.
+        try:
+            first = _raw(await asyncio.wait_for(ws.receive(), FIRST_FRAME_TIMEOUT_S))
+        except (TimeoutError, WebSocketDisconnect, RuntimeError):
+            first = None
+        given = _first_frame_token(first) if first is not None else None
+    if not token_matches(given, gw.token):
+        log.warning("event=refused reason=token given=%s", "yes" if given else "no")
+        await _refuse(ws, "unauthorized", "missing or wrong access token (see the server's start-up banner)", CLOSE_UNAUTHORIZED)
+        return
+    conn = Connection(ws, gw)
+    log.info("event=connect conn=%s client=%s", conn.id, ws.client.host if ws.client else "?")
+    writer = asyncio.create_task(conn.write_loop())
+    try:
+        if first is not None:
+            await conn.handle(first)
+        while True:
+            try:
+                raw = _raw(await ws.receive())
+            except (WebSocketDisconnect, RuntimeError):
+                break
+            if raw is None:
+                break
+            await conn.handle(raw)
+    finally:
+        conn.detach()
+        writer.cancel()
+        log.info("event=disconnect conn=%s session=%s", conn.id, conn.session_id)
