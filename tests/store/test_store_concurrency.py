@@ -1,0 +1,182 @@
+"""Many writers at once: threads x sessions, readers beside the writer, another process on
+the same file. No errors (never "database is locked"), every row present, group commit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import IllegalTransition
+from xclaw.store.model import Status, StepStatus
+from xclaw.store.sqlite import SQLiteStore
+
+THREADS, SESSIONS_PER_THREAD, STEPS = 12, 3, 25
+
+
+def _run_threads(target, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def wrapped(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as e:  # collected and asserted on below
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return errors
+
+
+def test_many_threads_many_sessions(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sids = [[store.create_session().session_id for _ in range(SESSIONS_PER_THREAD)]
+            for _ in range(THREADS)]
+    commits_before = store.commits
+
+    def work(i: int) -> None:
+        for k in range(STEPS):
+            for sid in sids[i]:
+                st = store.begin_step(sid, tool(f"{i}-{k}"))
+                store.complete_step(sid, st.seq, output_data={"k": k})
+                assert store.get_step(sid, st.seq).status is StepStatus.COMPLETED  # read-your-write
+
+    assert _run_threads(work, THREADS) == []
+    for i, row in enumerate(sids):
+        for sid in row:
+            steps = store.steps(sid)
+            assert [s.seq for s in steps] == list(range(1, STEPS + 1))
+            assert [s.input_data["command"] for s in steps] == [f"{i}-{k}" for k in range(STEPS)]
+            assert all(s.status is StepStatus.COMPLETED for s in steps)
+    writes = THREADS * SESSIONS_PER_THREAD * STEPS * 2
+    assert store.commits - commits_before < writes  # concurrent writes shared commits
+
+
+def test_a_failing_operation_in_a_shared_commit_fails_alone(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    good = [store.create_session().session_id for _ in range(8)]
+    bad = store.create_session().session_id  # Init: an approval here is illegal
+    outcomes: dict[str, list[object]] = {"ok": [], "illegal": []}
+
+    def work(i: int) -> None:
+        for _ in range(20):
+            if i == 0:
+                try:
+                    store.begin_step(bad, approval())
+                except IllegalTransition:
+                    outcomes["illegal"].append(1)
+            else:
+                store.add_step(good[i - 1], user())
+                outcomes["ok"].append(1)
+
+    assert _run_threads(work, 9) == []
+    assert len(outcomes["illegal"]) == 20 and len(outcomes["ok"]) == 160
+    assert store.steps(bad) == [] and store.get_session(bad).status is Status.INIT
+    assert all(len(store.steps(sid)) == 20 for sid in good)
+
+
+def test_readers_are_not_blocked_by_a_long_write(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    for _ in range(3):
+        store.add_step(sid, user())
+    holding = threading.Event()
+    release = threading.Event()
+
+    def slow(conn) -> None:  # a write transaction that stays open
+        conn.execute("UPDATE sessions SET title='slow' WHERE session_id=?", (sid,))
+        holding.set()
+        release.wait(10)
+
+    t = threading.Thread(target=lambda: store._writer.submit(slow, durable=False))
+    t.start()
+    assert holding.wait(10)
+    started = time.monotonic()
+    assert len(store.steps(sid)) == 3  # the last commit, not the open transaction
+    assert store.get_session(sid).title == ""
+    assert time.monotonic() - started < 1.0
+    release.set()
+    t.join(10)
+    assert store.get_session(sid).title == "slow"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.model import NewStep, StepType
+    store = SQLiteStore(sys.argv[1])
+    sid = store.create_session(session_id="child").session_id
+    for k in range(int(sys.argv[2])):
+        st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"k": k}))
+        store.complete_step(sid, st.seq, output_data="x" * 500)
+    store.close()
+    print("done", flush=True)
+    """
+)
+
+
+def test_another_process_writing_the_same_file(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path)
+    try:
+        sids = [store.create_session().session_id for _ in range(4)]
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(sqlite_path), "150"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def work(i: int) -> None:
+            for _ in range(40):
+                u = store.add_step(sids[i], user())
+                st = store.begin_step(sids[i], llm(parent=u.step_id))
+                store.complete_step(sids[i], st.seq, output_data={})
+
+        assert _run_threads(work, 4) == []
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        assert "locked" not in err and out.strip() == "done"
+        assert len(store.steps("child")) == 150
+        assert all(len(store.steps(sid)) == 80 for sid in sids)
+    finally:
+        store.close()
+
+
+def test_cli_rollback_while_a_server_writes(sqlite_path: Path) -> None:
+    """The documented use: `xclaw rollback` from a shell while `xclaw serve` runs."""
+    store = SQLiteStore(sqlite_path)
+    try:
+        target = store.create_session(session_id="target").session_id
+        for _ in range(30):
+            store.add_step(target, user())
+        busy = [store.create_session().session_id for _ in range(3)]
+        stop = threading.Event()
+
+        def work(i: int) -> None:
+            while not stop.is_set():
+                st = store.begin_step(busy[i], tool())
+                store.complete_step(busy[i], st.seq, output_data="ok")
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for ref in ("s0025", "s0020", "s0010"):
+                done = subprocess.run(
+                    [sys.executable, "-m", "xclaw", "rollback", "target", ref, "--yes",
+                     "--db", str(sqlite_path)],
+                    capture_output=True, text=True, timeout=60)
+                assert done.returncode == 0, done.stderr
+                assert "locked" not in done.stderr
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        assert [s.seq for s in store.steps(target)] == list(range(1, 10))
+        assert store.get_session(target).awaiting_input
+    finally:
+        store.close()

@@ -1,0 +1,124 @@
+"""A real process killed with SIGKILL between "begin step" and "complete step" (R4, R8)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
+from xclaw.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.model import NewStep, StepType
+    store = SQLiteStore(sys.argv[1])
+    sid = store.create_session(session_id="crash", title="kill me").session_id
+    u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "send the report"))
+    l = store.begin_step(sid, NewStep(StepType.LLM_CALL, "model", {}, u.step_id))
+    # a completion commits without an fsync: it must still survive a process kill
+    store.complete_step(sid, l.seq, output_data={"text": "", "tool_calls": ["c1"]})
+    t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "sleep 10"},
+                                      l.step_id, call_id="c1"))
+    print(t.step_id, flush=True)   # the side effect would start now
+    time.sleep(60)
+    """
+)
+
+LOOP = textwrap.dedent(
+    """
+    import sys, threading
+    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.model import NewStep, StepType
+    store = SQLiteStore(sys.argv[1])
+    out = threading.Lock()
+    def work(i):
+        sid = store.create_session(session_id=f"w{i}").session_id
+        k = 0
+        while True:
+            st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"k": k}))
+            with out:
+                print(f"w{i} {st.seq}", flush=True)
+            store.complete_step(sid, st.seq, output_data="y" * 300)
+            k += 1
+    for i in range(4):
+        threading.Thread(target=work, args=(i,), daemon=True).start()
+    threading.Event().wait()
+    """
+)
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(sqlite_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline().strip()  # type: ignore[union-attr]
+        assert line == "crash:s0003", child.stderr.read()  # type: ignore[union-attr]
+    finally:
+        _kill(child)
+        child.stdout.close()  # type: ignore[union-attr]
+        child.stderr.close()  # type: ignore[union-attr]
+    with SQLiteStore(sqlite_path) as store:
+        steps = store.steps("crash")
+        assert [(s.display_id, s.step_type, s.status) for s in steps] == [
+            ("s0001", StepType.USER_INPUT, StepStatus.COMPLETED),
+            ("s0002", StepType.LLM_CALL, StepStatus.COMPLETED),
+            ("s0003", StepType.TOOL_CALL, StepStatus.RUNNING),  # recorded, not executed
+        ]
+        assert steps[1].output_data == {"text": "", "tool_calls": ["c1"]}
+        assert store.get_session("crash").status is Status.RUNNING
+        marked = store.mark_interrupted("crash")
+        assert [s.display_id for s in marked] == ["s0003"]
+    with SQLiteStore(sqlite_path) as store:  # and that, too, is durable
+        kept = store.get_step("crash", "s0003")
+        assert kept.status is StepStatus.FAILED and kept.error_message == INTERRUPTED
+        assert kept.call_id == "c1" and kept.input_data == {"command": "sleep 10"}
+        assert len(store.steps("crash")) == 3  # kept, not deleted
+        retry = NewStep(StepType.USER_INPUT, "user", "retry")
+        assert store.add_step("crash", retry).display_id == "s0004"
+
+
+def test_killed_in_the_middle_of_busy_writing(sqlite_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", LOOP, str(sqlite_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[str, int] = {}
+    try:
+        while sum(seen.values()) < 400:
+            line = child.stdout.readline()  # type: ignore[union-attr]
+            assert line, child.stderr.read()  # type: ignore[union-attr]
+            worker, seq = line.split()
+            seen[worker] = int(seq)
+    finally:
+        _kill(child)
+        child.stdout.close()  # type: ignore[union-attr]
+        child.stderr.close()  # type: ignore[union-attr]
+    with SQLiteStore(sqlite_path) as store:
+        for worker, last in seen.items():
+            steps = store.steps(worker)
+            # every begun step the child reported is there, in order, without gaps
+            assert [s.seq for s in steps[:last]] == list(range(1, last + 1))
+            assert all(s.status is StepStatus.COMPLETED for s in steps[:-1])
+            store.mark_interrupted(worker)
+            assert all(s.status is not StepStatus.RUNNING for s in store.steps(worker))
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    finally:
+        conn.close()

@@ -1,0 +1,252 @@
+"""Steps: begin/add/complete/fail, addressing, listings, the tree, interrupted steps."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import fields
+
+import pytest
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
+from xclaw.store.base import Store
+from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
+from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite_rows import STEP_COLS
+
+
+def test_begin_step_returns_the_running_row(store: Store) -> None:
+    sid = store.create_session(session_id="s1").session_id
+    st = store.begin_step(sid, tool("cat app.log", call_id="toolu_1"))
+    assert (st.step_id, st.seq, st.display_id) == ("s1:s0001", 1, "s0001")
+    assert st.status is StepStatus.RUNNING and st.end_time is None
+    assert st.input_data == {"command": "cat app.log"} and st.call_id == "toolu_1"
+    assert st.start_time > 0 and st.agent == "main"
+    assert store.get_step(sid, 1) == st
+
+
+def test_seq_counts_up_per_session(store: Store) -> None:
+    a = store.create_session().session_id
+    b = store.create_session().session_id
+    assert [store.add_step(a, user()).seq for _ in range(3)] == [1, 2, 3]
+    assert store.add_step(b, user()).seq == 1
+
+
+def test_complete_step(store: Store) -> None:
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, llm())
+    done = store.complete_step(sid, st.seq, output_data={"text": "hi", "tool_calls": []},
+                               token_usage_prompt=120, token_usage_completion=7)
+    assert done.status is StepStatus.COMPLETED
+    assert done.output_data == {"text": "hi", "tool_calls": []}
+    assert (done.token_usage_prompt, done.token_usage_completion) == (120, 7)
+    assert done.end_time is not None and done.duration_ms == done.end_time - done.start_time
+    assert done.input_data == st.input_data
+    assert store.get_step(sid, st.seq) == done
+
+
+def test_fail_step(store: Store) -> None:
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, tool())
+    failed = store.fail_step(sid, st.step_id, error_message="exit 1", output_data="boom")
+    assert failed.status is StepStatus.FAILED
+    assert failed.error_message == "exit 1" and failed.output_data == "boom"
+    assert store.get_step(sid, "s0001") == failed
+
+
+def test_finishing_twice_is_a_clear_error(store: Store) -> None:
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, tool())
+    store.complete_step(sid, st.seq, output_data="ok")
+    with pytest.raises(StepNotRunning, match="already completed"):
+        store.complete_step(sid, st.seq, output_data="again")
+    with pytest.raises(StepNotRunning):
+        store.fail_step(sid, st.seq, error_message="late")
+    assert store.get_step(sid, st.seq).output_data == "ok"
+
+
+def test_finishing_an_interrupted_step_says_so(store: Store) -> None:
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, tool())
+    store.mark_interrupted(sid)
+    with pytest.raises(StepNotRunning, match="already interrupted"):
+        store.complete_step(sid, st.seq, output_data="late result")
+
+
+def test_finishing_unknown_steps_and_sessions(store: Store) -> None:
+    sid = store.create_session().session_id
+    with pytest.raises(StepNotFound):
+        store.complete_step(sid, 7, output_data=None)
+    with pytest.raises(SessionNotFound):
+        store.complete_step("nope", 1, output_data=None)
+    with pytest.raises(SessionNotFound):
+        store.begin_step("nope", llm())
+    with pytest.raises(SessionNotFound):
+        store.add_step("nope", user())
+
+
+def test_add_step_records_finished_steps(store: Store) -> None:
+    sid = store.create_session().session_id
+    u = store.add_step(sid, user("帮我分析日志"))
+    assert u.status is StepStatus.COMPLETED and u.end_time == u.start_time
+    denied = store.add_step(sid, tool("rm -rf x"), status=StepStatus.FAILED,
+                            output_data="Not run: denied", error_message="denied")
+    assert denied.status is StepStatus.FAILED and denied.error_message == "denied"
+    assert store.steps(sid) == [u, denied]
+    with pytest.raises(ValueError, match="begin_step"):
+        store.add_step(sid, user(), status=StepStatus.RUNNING)
+
+
+def test_values_must_be_json(store: Store) -> None:
+    sid = store.create_session().session_id
+    with pytest.raises(ValueError, match="input_data must be JSON"):
+        store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"x": object()}))
+    st = store.begin_step(sid, tool())
+    with pytest.raises(ValueError, match="output_data must be JSON"):
+        store.complete_step(sid, st.seq, output_data={1, 2})
+    assert [s.seq for s in store.steps(sid)] == [1]
+    with pytest.raises(ValueError, match="needs a name"):
+        store.begin_step(sid, NewStep(StepType.TOOL_CALL, "", None))
+    # plain strings are accepted for the step type
+    assert store.begin_step(sid, NewStep("llm_call", "m")).step_type is StepType.LLM_CALL  # type: ignore[arg-type]
+
+
+def test_addressing(store: Store) -> None:
+    sid = store.create_session(session_id="main-session").session_id
+    for _ in range(6):
+        store.add_step(sid, user())
+    want = store.get_step(sid, 5)
+    for ref in ("s0005", "S0005", "5", 5, "main-session:s0005", " s0005 ", "s5", "0005"):
+        assert store.get_step(sid, ref) == want, ref
+    other = store.create_session(session_id="other").session_id
+    store.add_step(other, user())
+    for bad in ("s0007", 7, "s0000", 0, -1, "sx", "", "step5", "other:s0001", True):
+        with pytest.raises(StepNotFound) as e:
+            store.get_step(sid, bad)  # type: ignore[arg-type]
+        assert e.value.code == "bad_step"
+    with pytest.raises(StepNotFound, match="another session"):
+        store.get_step(sid, "other:s0001")
+    with pytest.raises(SessionNotFound):
+        store.get_step("ghost", 1)
+
+
+def test_parent_links_stay_inside_the_session(store: Store) -> None:
+    a = store.create_session(session_id="a").session_id
+    b = store.create_session(session_id="b").session_id
+    root = store.add_step(a, user())
+    store.add_step(b, user())
+    for ref in ("s0001", 1, root.step_id):
+        assert store.begin_step(a, llm(parent=ref)).parent_step_id == "a:s0001"  # type: ignore[arg-type]
+    with pytest.raises(StepNotFound, match="another session"):
+        store.begin_step(a, llm(parent="b:s0001"))
+    with pytest.raises(StepNotFound):
+        store.begin_step(a, llm(parent="s0099"))
+    assert len(store.steps(a)) == 4
+
+
+def test_latest_steps(store: Store) -> None:
+    sid = store.create_session().session_id
+    for i in range(15):
+        store.add_step(sid, user(f"m{i}"))
+    latest = store.latest_steps(sid)
+    assert [s.seq for s in latest] == list(range(6, 16))  # oldest first
+    assert [s.seq for s in store.latest_steps(sid, 3)] == [13, 14, 15]
+    assert store.latest_steps(sid, 0) == []
+    empty = store.create_session().session_id
+    assert store.latest_steps(empty) == []
+    with pytest.raises(SessionNotFound):
+        store.latest_steps("nope")
+
+
+def test_steps_filters(store: Store) -> None:
+    sid = store.create_session().session_id
+    u = store.add_step(sid, user())
+    l1 = store.begin_step(sid, llm(parent=u.step_id))
+    sub = store.begin_step(sid, llm(parent=l1.step_id, agent="s0002"))
+    store.complete_step(sid, sub.seq, output_data={})
+    t = store.begin_step(sid, tool(parent=l1.step_id))
+    store.fail_step(sid, t.seq, error_message="x")
+    assert [s.seq for s in store.steps(sid)] == [1, 2, 3, 4]
+    assert [s.seq for s in store.steps(sid, agent="main")] == [1, 2, 4]
+    assert [s.seq for s in store.steps(sid, agent="s0002")] == [3]
+    assert [s.seq for s in store.steps(sid, statuses=[StepStatus.COMPLETED])] == [1, 3]
+    assert [s.seq for s in store.steps(sid, statuses=["running", "failed"])] == [2, 4]  # type: ignore[list-item]
+    assert store.steps(sid, statuses=[]) == []
+    assert [s.seq for s in store.steps(sid, after_seq=2)] == [3, 4]
+    assert [s.seq for s in store.steps(sid, agent="main", after_seq=1)] == [2, 4]
+    assert store.steps(store.create_session().session_id) == []
+    with pytest.raises(SessionNotFound):
+        store.steps("nope")
+
+
+def test_step_tree(store: Store) -> None:
+    sid = store.create_session(session_id="t").session_id
+    u = store.add_step(sid, user())
+    l1 = store.begin_step(sid, llm(parent=u.step_id))
+    t1 = store.begin_step(sid, tool("a", parent=l1.step_id))
+    spawn = store.begin_step(sid, tool("spawn", parent=l1.step_id))
+    sub = store.begin_step(sid, llm(parent=spawn.step_id, agent=spawn.display_id))
+    sub_tool = store.begin_step(sid, tool("write", parent=sub.step_id))
+    u2 = store.add_step(sid, user("next"))
+    tree = store.step_tree(sid)
+    assert [n.step for n in tree] == [store.get_step(sid, u.seq), store.get_step(sid, u2.seq)]
+    (llm_node,) = tree[0].children
+    assert llm_node.step.seq == l1.seq
+    assert [c.step.seq for c in llm_node.children] == [t1.seq, spawn.seq]
+    (sub_node,) = llm_node.children[1].children
+    assert sub_node.step.agent == "s0004"
+    assert [c.step.seq for c in sub_node.children] == [sub_tool.seq]
+    assert tree[1].children == ()
+    assert store.step_tree(store.create_session().session_id) == []
+
+
+def test_deep_tree_does_not_recurse(store: Store) -> None:
+    sid = store.create_session().session_id
+    parent = None
+    for _ in range(1200):
+        parent = store.add_step(sid, user(parent=parent)).step_id
+    tree = store.step_tree(sid)
+    depth, node = 1, tree[0]
+    while node.children:
+        depth, node = depth + 1, node.children[0]
+    assert depth == 1200
+
+
+def test_mark_interrupted(store: Store) -> None:
+    sid = store.create_session().session_id
+    done = store.begin_step(sid, llm())
+    store.complete_step(sid, done.seq, output_data={})
+    t = store.begin_step(sid, tool("sleep 10"))
+    ask = store.begin_step(sid, approval())
+    marked = store.mark_interrupted(sid)
+    assert [s.seq for s in marked] == [t.seq]
+    got = store.get_step(sid, t.seq)
+    assert got.status is StepStatus.FAILED and got.error_message == INTERRUPTED
+    assert got.interrupted and got.end_time is not None
+    assert store.get_step(sid, ask.seq).status is StepStatus.RUNNING  # asked again (R9)
+    assert store.mark_interrupted(sid) == []  # idempotent
+    marked = store.mark_interrupted(sid, keep_approvals=False)
+    assert [s.seq for s in marked] == [ask.seq]
+    assert len(store.steps(sid)) == 3  # never deletes (invariant 3)
+    with pytest.raises(SessionNotFound):
+        store.mark_interrupted("nope")
+
+
+def test_step_columns_follow_the_step_fields() -> None:
+    # rows convert positionally: a new Step field needs a column at the same place
+    assert [c.strip() for c in STEP_COLS.split(",")] == [f.name for f in fields(Step)]
+
+
+def test_json_columns_are_compact_utf8_text(sqlite_store: SQLiteStore) -> None:
+    sid = sqlite_store.create_session().session_id
+    st = sqlite_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]}))
+    sqlite_store.complete_step(sid, st.seq, output_data=None)
+    conn = sqlite3.connect(sqlite_store.path)
+    try:
+        row = conn.execute(
+            "SELECT input_data, output_data, typeof(input_data) FROM traces WHERE step_id=?",
+            (st.step_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    assert row == ('{"cmd":"统计 ERROR","n":[1,2]}', None, "text")

@@ -1,0 +1,225 @@
+"""Rollback (R11) and fork (R12): by sequence number, ids never reused, links remapped."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.base import RollbackResult, Store
+from xclaw.store.model import INTERRUPTED, Status, StepStatus
+
+
+def conversation(store: Store, sid: str, turns: int = 2) -> None:
+    """user -> llm -> tool (child of llm) -> llm, per turn: 4 steps a turn."""
+    for i in range(turns):
+        u = store.add_step(sid, user(f"turn {i}"))
+        l1 = store.begin_step(sid, llm(parent=u.step_id))
+        store.complete_step(sid, l1.seq, output_data={"text": "", "tool_calls": [i]})
+        t = store.begin_step(sid, tool(f"cmd {i}", parent=l1.step_id))
+        store.complete_step(sid, t.seq, output_data=f"out {i}")
+        l2 = store.begin_step(sid, llm(parent=u.step_id))
+        store.complete_step(sid, l2.seq, output_data={"text": f"answer {i}"})
+
+
+def history(store: Store, sid: str) -> list[tuple]:
+    """What a step means, without the ids that differ between a fork and its source."""
+    return [
+        (s.seq, s.step_type, s.name, s.status, s.input_data, s.output_data, s.error_message,
+         s.parent_display_id, s.agent, s.call_id, s.start_time, s.end_time,
+         s.token_usage_prompt, s.token_usage_completion)
+        for s in store.steps(sid)
+    ]
+
+
+# --- rollback --------------------------------------------------------------------------------
+
+
+def test_rollback_deletes_the_target_and_everything_after(store: Store) -> None:
+    sid = store.create_session(session_id="r").session_id
+    conversation(store, sid, turns=3)  # s0001..s0012
+    store.transition(sid, Status.SUCCESS)
+    keep = history(store, sid)[:4]
+    result = store.rollback(sid, "s0005")
+    assert isinstance(result, RollbackResult)
+    assert (result.target_seq, result.deleted) == (5, 8)
+    assert result.session.status is Status.RUNNING and result.session.awaiting_input
+    assert store.get_session(sid) == result.session
+    assert history(store, sid) == keep
+    with pytest.raises(StepNotFound):
+        store.get_step(sid, 5)
+
+
+def test_ids_are_never_reused_after_rollback(store: Store) -> None:
+    sid = store.create_session().session_id
+    for _ in range(10):
+        store.add_step(sid, user())
+    store.rollback(sid, 5)
+    assert store.add_step(sid, user()).display_id == "s0011"
+    store.rollback(sid, "s0011")
+    assert store.add_step(sid, user()).display_id == "s0012"
+
+
+def test_rollback_orders_by_seq_not_time(store_factory) -> None:
+    store = store_factory(clock=lambda: 1_700_000_000_000)  # every step in one millisecond
+    sid = store.create_session().session_id
+    for i in range(6):
+        store.add_step(sid, user(f"m{i}"))
+    assert len({s.start_time for s in store.steps(sid)}) == 1
+    assert store.rollback(sid, 4).deleted == 3
+    assert [s.input_data for s in store.steps(sid)] == ["m0", "m1", "m2"]
+    fork = store.fork(sid, 2)
+    assert [s.input_data for s in store.steps(fork.session_id)] == ["m0", "m1"]
+
+
+@pytest.mark.parametrize("status", [Status.INIT, Status.PAUSED, Status.SUCCESS, Status.FAILED])
+def test_rollback_from_any_state_lands_in_running(store: Store, status: Status) -> None:
+    sid = store.create_session().session_id
+    store.add_step(sid, user())
+    store.add_step(sid, user())
+    if status is Status.PAUSED:
+        store.begin_step(sid, approval())
+    elif status is not Status.INIT:
+        store.transition(sid, status)
+    else:  # Init with steps: only possible through add_step of a non-user step
+        sid = store.create_session().session_id
+        store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="x")
+        store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="x")
+    assert store.get_session(sid).status is status
+    result = store.rollback(sid, 2)
+    assert result.session.status is Status.RUNNING and result.session.awaiting_input
+
+
+def test_rollback_bad_refs(store: Store) -> None:
+    sid = store.create_session(session_id="x").session_id
+    store.create_session(session_id="y")
+    store.add_step("y", user())
+    store.add_step(sid, user())
+    for bad in ("s0002", 2, "y:s0001", "nonsense", 0):
+        with pytest.raises(StepNotFound):
+            store.rollback(sid, bad)
+    with pytest.raises(SessionNotFound):
+        store.rollback("ghost", 1)
+    assert len(store.steps(sid)) == 1 and not store.get_session(sid).awaiting_input
+
+
+def test_rollback_of_the_first_step_empties_the_session(store: Store) -> None:
+    sid = store.create_session().session_id
+    conversation(store, sid, turns=1)
+    assert store.rollback(sid, 1).deleted == 4
+    assert store.steps(sid) == [] and store.step_tree(sid) == []
+
+
+# --- fork ------------------------------------------------------------------------------------
+
+
+def test_fork_copies_the_prefix_and_leaves_the_source(store: Store) -> None:
+    sid = store.create_session(session_id="web-abc123", title="refactor",
+                               metadata={"temperature": 0}).session_id
+    conversation(store, sid, turns=2)  # 8 steps
+    store.transition(sid, Status.SUCCESS)
+    source_before = history(store, sid)
+    session_before = store.get_session(sid)
+    fork = store.fork(sid, "s0006", title="plan A")
+    assert fork.session_id != sid
+    assert (fork.title, fork.status, fork.is_forked, fork.parent_session_id) == (
+        "plan A", Status.INIT, True, sid)
+    assert fork.forked_from_seq == 6 and not fork.awaiting_input
+    assert fork.metadata == {"temperature": 0}
+    assert store.get_session(fork.session_id) == fork
+    assert history(store, fork.session_id) == source_before[:6]
+    assert history(store, sid) == source_before
+    assert store.get_session(sid) == session_before
+    for s in store.steps(fork.session_id):
+        assert s.step_id == f"{fork.session_id}:{s.display_id}"
+        assert s.parent_step_id is None or s.parent_step_id.startswith(fork.session_id + ":")
+    # the fork continues after the copied prefix: its s0005 is the source's s0005
+    assert store.add_step(fork.session_id, user("other way")).display_id == "s0007"
+
+
+def test_fork_tree_is_remapped(store: Store) -> None:
+    sid = store.create_session().session_id
+    conversation(store, sid, turns=1)
+    fork = store.fork(sid, 4)
+    tree = store.step_tree(fork.session_id)
+    assert [n.step.display_id for n in tree] == ["s0001"]
+    assert [c.step.display_id for c in tree[0].children] == ["s0002", "s0004"]
+    assert [c.step.display_id for c in tree[0].children[0].children] == ["s0003"]
+    assert tree[0].children[0].children[0].step.parent_step_id == f"{fork.session_id}:s0002"
+
+
+def test_default_fork_title(store: Store) -> None:
+    named = store.create_session(title="log analysis").session_id
+    store.add_step(named, user())
+    assert store.fork(named, 1).title == "fork of log analysis at s0001"
+    anon = store.create_session(session_id="anon").session_id
+    store.add_step(anon, user())
+    assert store.fork(anon, 1).title == "fork of anon at s0001"
+
+
+def test_fork_twice_at_one_point(store: Store) -> None:
+    sid = store.create_session().session_id
+    conversation(store, sid, turns=2)
+    a = store.fork(sid, 5)
+    b = store.fork(sid, 5)
+    assert a.session_id != b.session_id
+    assert history(store, a.session_id) == history(store, b.session_id) == history(store, sid)[:5]
+    store.add_step(a.session_id, user("only in a"))
+    assert len(store.steps(b.session_id)) == 5
+
+
+def test_fork_of_a_fork(store: Store) -> None:
+    sid = store.create_session(title="root").session_id
+    conversation(store, sid, turns=2)
+    first = store.fork(sid, 6)
+    store.add_step(first.session_id, user("branch"))  # s0007 in the fork
+    second = store.fork(first.session_id, "s0007")
+    assert second.parent_session_id == first.session_id and second.forked_from_seq == 7
+    assert second.title == f"fork of {first.title} at s0007"
+    assert history(store, second.session_id) == history(store, first.session_id)
+    assert [s.input_data for s in store.steps(second.session_id)][-1] == "branch"
+    for s in store.steps(second.session_id):
+        assert s.step_id.startswith(second.session_id + ":")
+        assert s.parent_step_id is None or s.parent_step_id.startswith(second.session_id + ":")
+
+
+def test_rollback_and_fork_inside_a_fork(store: Store) -> None:
+    sid = store.create_session().session_id
+    conversation(store, sid, turns=3)
+    source = history(store, sid)
+    fork = store.fork(sid, 10).session_id
+    assert store.rollback(fork, 6).deleted == 5
+    assert history(store, fork) == source[:5]
+    assert store.add_step(fork, user("new")).display_id == "s0011"
+    nested = store.fork(fork, "s0011").session_id
+    assert [s.display_id for s in store.steps(nested)] == [
+        "s0001", "s0002", "s0003", "s0004", "s0005", "s0011"]
+    assert store.rollback(nested, "s0003").deleted == 4
+    assert [s.display_id for s in store.steps(nested)] == ["s0001", "s0002"]
+    assert history(store, sid) == source  # the original never moved
+    assert len(store.steps(fork)) == 6
+
+
+def test_fork_never_inherits_a_run_in_flight(store: Store) -> None:
+    sid = store.create_session().session_id
+    u = store.add_step(sid, user())
+    running_tool = store.begin_step(sid, tool("sleep 10", parent=u.step_id))
+    pending = store.begin_step(sid, approval(parent=u.step_id))
+    fork = store.fork(sid, pending.seq)
+    copied = store.steps(fork.session_id)
+    assert [s.status for s in copied] == [StepStatus.COMPLETED, StepStatus.FAILED,
+                                          StepStatus.FAILED]
+    assert all(s.error_message == INTERRUPTED and s.end_time is not None for s in copied[1:])
+    # the source is untouched: its steps are still running
+    assert store.get_step(sid, running_tool.seq).status is StepStatus.RUNNING
+    assert store.get_step(sid, pending.seq).status is StepStatus.RUNNING
+
+
+def test_fork_bad_refs(store: Store) -> None:
+    sid = store.create_session().session_id
+    store.add_step(sid, user())
+    with pytest.raises(StepNotFound):
+        store.fork(sid, "s0002")
+    with pytest.raises(SessionNotFound):
+        store.fork("ghost", 1)
+    assert len(store.list_sessions()) == 1

@@ -1,0 +1,154 @@
+"""The state machine (R2, invariant 7): every allowed move works, every other one raises and
+writes nothing; steps move the session as documented."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import IllegalTransition
+from xclaw.store.base import Store
+from xclaw.store.model import TRANSITIONS, Status, StepStatus
+
+# A legal path from Init to each state.
+PATHS = {
+    Status.INIT: [],
+    Status.RUNNING: [Status.RUNNING],
+    Status.PAUSED: [Status.RUNNING, Status.PAUSED],
+    Status.SUCCESS: [Status.RUNNING, Status.SUCCESS],
+    Status.FAILED: [Status.RUNNING, Status.FAILED],
+}
+
+
+def session_in(store: Store, status: Status) -> str:
+    sid = store.create_session().session_id
+    for step in PATHS[status]:
+        store.transition(sid, step)
+    assert store.get_session(sid).status is status
+    return sid
+
+
+@pytest.mark.parametrize("current,target", list(itertools.product(Status, Status)))
+def test_transition_table(store: Store, current: Status, target: Status) -> None:
+    sid = session_in(store, current)
+    before = store.get_session(sid)
+    if target in TRANSITIONS[current]:
+        after = store.transition(sid, target)
+        assert after.status is target
+        assert store.get_session(sid).status is target
+    else:
+        with pytest.raises(IllegalTransition) as e:
+            store.transition(sid, target)
+        assert e.value.code == "illegal_transition"
+        assert f"{current.value} -> {target.value}" in e.value.message
+        assert store.get_session(sid) == before  # nothing written
+
+
+def test_begin_step_runs_the_session(store: Store) -> None:
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, llm())
+    assert st.status is StepStatus.RUNNING
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+@pytest.mark.parametrize("start", [Status.SUCCESS, Status.FAILED])
+def test_new_user_input_reopens_finished_sessions(store: Store, start: Status) -> None:
+    sid = session_in(store, start)
+    store.add_step(sid, user("again"))
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_user_input_runs_an_init_session(store: Store) -> None:
+    sid = store.create_session().session_id
+    store.add_step(sid, user())
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_other_finished_steps_do_not_move_the_session(store: Store) -> None:
+    sid = session_in(store, Status.SUCCESS)
+    store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="denied")
+    assert store.get_session(sid).status is Status.SUCCESS
+
+
+def test_approval_pauses_and_its_answer_resumes(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    ask = store.begin_step(sid, approval())
+    assert store.get_session(sid).status is Status.PAUSED
+    store.complete_step(sid, ask.seq, output_data={"approved": True})
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_denied_approval_also_resumes(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    ask = store.begin_step(sid, approval())
+    store.fail_step(sid, ask.seq, error_message="denied by the user")
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_two_pending_approvals_keep_the_session_paused(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    a = store.begin_step(sid, approval())
+    b = store.begin_step(sid, approval())
+    # a sub-agent's step while an approval is pending does not unpause the session
+    store.begin_step(sid, llm(agent="s0002"))
+    assert store.get_session(sid).status is Status.PAUSED
+    store.complete_step(sid, a.seq, output_data={"approved": True})
+    assert store.get_session(sid).status is Status.PAUSED
+    store.complete_step(sid, b.seq, output_data={"approved": False})
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+@pytest.mark.parametrize("start", [Status.INIT, Status.SUCCESS, Status.FAILED])
+def test_approval_from_a_non_running_state_is_illegal_and_writes_nothing(
+    store: Store, start: Status
+) -> None:
+    sid = session_in(store, start)
+    before = store.get_session(sid)
+    with pytest.raises(IllegalTransition):
+        store.begin_step(sid, approval())
+    assert store.steps(sid) == []
+    assert store.get_session(sid) == before
+    # the step counter did not move either: the next step is s0001
+    assert store.begin_step(sid, llm()).display_id == "s0001"
+
+
+def test_complete_with_session_status_moves_both_in_one_transaction(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    st = store.begin_step(sid, llm())
+    done = store.complete_step(sid, st.seq, output_data={"text": "answer"},
+                               session_status=Status.SUCCESS)
+    assert done.status is StepStatus.COMPLETED
+    assert store.get_session(sid).status is Status.SUCCESS
+
+
+def test_fail_with_session_status(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    st = store.begin_step(sid, llm())
+    store.fail_step(sid, st.seq, error_message="max iterations", session_status=Status.FAILED)
+    assert store.get_session(sid).status is Status.FAILED
+    assert store.get_step(sid, st.seq).error_message == "max iterations"
+
+
+def test_illegal_session_status_on_completion_rolls_back_the_step_too(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    ask = store.begin_step(sid, approval())
+    other = store.begin_step(sid, llm())  # stays Paused: an approval is pending
+    with pytest.raises(IllegalTransition):  # Paused -> Success is never allowed
+        store.complete_step(sid, other.seq, output_data={}, session_status=Status.SUCCESS)
+    assert store.get_step(sid, other.seq).status is StepStatus.RUNNING
+    assert store.get_session(sid).status is Status.PAUSED
+    assert store.get_step(sid, ask.seq).status is StepStatus.RUNNING
+
+
+def test_user_input_clears_awaiting_input_after_rollback(store: Store) -> None:
+    sid = session_in(store, Status.RUNNING)
+    store.add_step(sid, user("one"))
+    store.add_step(sid, user("two"))
+    assert store.rollback(sid, "s0002").session.awaiting_input
+    assert store.get_session(sid).awaiting_input
+    store.begin_step(sid, llm())  # not an instruction: still waiting
+    assert store.get_session(sid).awaiting_input
+    store.add_step(sid, user("three"))
+    assert not store.get_session(sid).awaiting_input

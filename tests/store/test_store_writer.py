@@ -1,0 +1,175 @@
+"""The single writer: group commit, per-operation savepoints, per-commit durability, close."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any, Callable
+
+import pytest
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import StoreError
+from xclaw.store.model import Status
+from xclaw.store.sqlite import SQLiteStore
+
+FULL, NORMAL = 2, 1  # PRAGMA synchronous values
+
+
+def _hold_the_lead(store: SQLiteStore) -> tuple[threading.Thread, threading.Event]:
+    """Start a write that keeps the lead (and its transaction) until released."""
+    holding, release = threading.Event(), threading.Event()
+
+    def slow(conn: sqlite3.Connection) -> None:
+        holding.set()
+        release.wait(10)
+
+    t = threading.Thread(target=store._writer.submit, args=(slow,), kwargs={"durable": False})
+    t.start()
+    assert holding.wait(10)
+    return t, release
+
+
+def _in_threads(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread], dict]:
+    results: dict[int, Any] = {}
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
+def _wait_queued(store: SQLiteStore, n: int) -> None:
+    for _ in range(1000):
+        with store._writer._mutex:
+            if len(store._writer._queue) >= n:
+                return
+        threading.Event().wait(0.005)
+    raise AssertionError("operations were not queued")
+
+
+def test_queued_operations_share_one_commit_and_fail_alone(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sids = [store.create_session().session_id for _ in range(5)]
+    init = store.create_session().session_id
+    holder, release = _hold_the_lead(store)
+    calls: list[Callable[[], Any]] = [lambda s=s: store.add_step(s, user()) for s in sids]
+    calls.append(lambda: store.begin_step(init, approval()))  # illegal from Init
+    threads, results = _in_threads(calls)
+    _wait_queued(store, len(calls))
+    before = store.commits
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert store.commits - before == 2  # the held one, then all queued ones together
+    assert all(results[i].seq == 1 for i in range(5))
+    assert type(results[5]).__name__ == "IllegalTransition"
+    assert all(len(store.steps(s)) == 1 for s in sids)
+    assert store.steps(init) == [] and store.get_session(init).status is Status.INIT
+
+
+def test_a_batch_with_one_durable_operation_commits_with_full_sync(
+    sqlite_store: SQLiteStore,
+) -> None:
+    store = sqlite_store
+    probe = lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]  # noqa: E731
+    assert store._writer.submit(probe, durable=False) == NORMAL
+    assert store._writer.submit(probe, durable=True) == FULL
+    holder, release = _hold_the_lead(store)
+    threads, results = _in_threads([
+        lambda: store._writer.submit(probe, durable=False),
+        lambda: store._writer.submit(probe, durable=True),
+    ])
+    _wait_queued(store, 2)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert results == {0: FULL, 1: FULL}
+
+
+def test_durability_policy_per_operation(sqlite_store: SQLiteStore, monkeypatch) -> None:
+    """docs/storage.md: what is fsynced before the call returns."""
+    store = sqlite_store
+    seen: list[bool] = []
+    real = store._writer.submit
+
+    def spy(fn, *, durable: bool):
+        seen.append(durable)
+        return real(fn, durable=durable)
+
+    monkeypatch.setattr(store._writer, "submit", spy)
+
+    def durable(call: Callable[[], Any]) -> bool:
+        seen.clear()
+        call()
+        (flag,) = seen
+        return flag
+
+    assert durable(lambda: store.create_session(session_id="d"))
+    assert not durable(lambda: store.add_step("d", user()))
+    assert not durable(lambda: store.begin_step("d", llm()))
+    assert not durable(lambda: store.complete_step("d", 2, output_data={}))
+    assert durable(lambda: store.begin_step("d", tool()))  # write-ahead: invariant 1
+    assert not durable(lambda: store.complete_step("d", 3, output_data="ok"))
+    assert durable(lambda: store.begin_step("d", approval()))  # Paused
+    assert not durable(lambda: store.complete_step("d", 4, output_data={"approved": True}))
+    assert not durable(lambda: store.begin_step("d", llm()))
+    assert durable(lambda: store.complete_step("d", 5, output_data={},
+                                               session_status=Status.SUCCESS))
+    assert durable(lambda: store.transition("d", Status.RUNNING)) is False
+    assert durable(lambda: store.transition("d", Status.FAILED))
+    assert durable(lambda: store.mark_interrupted("d"))
+    assert durable(lambda: store.fork("d", 2))
+    assert durable(lambda: store.rollback("d", 2))
+    assert not durable(lambda: store.update_session("d", title="x"))
+    assert durable(lambda: store.delete_session("d"))
+
+
+def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
+    store = SQLiteStore(sqlite_path)
+    sid = store.create_session().session_id
+    holder, release = _hold_the_lead(store)
+    threads, results = _in_threads([lambda: store.add_step(sid, user()) for _ in range(5)])
+    _wait_queued(store, 5)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    release.set()
+    for t in [holder, *threads, closer]:
+        t.join(10)
+    assert sorted(r.seq for r in results.values()) == [1, 2, 3, 4, 5]
+    with pytest.raises(StoreError, match="closed"):
+        store.add_step(sid, user())
+    with pytest.raises(StoreError, match="closed"):
+        store.steps(sid)
+    store.close()  # idempotent
+    with SQLiteStore(sqlite_path) as again:
+        assert len(again.steps(sid)) == 5
+
+
+def test_lead_passes_on_when_its_owner_is_done(sqlite_store: SQLiteStore) -> None:
+    """No caller is stuck serving others forever: each returns once its own write is in."""
+    store = sqlite_store
+    sid = store.create_session().session_id
+    stop = threading.Event()
+    counts = [0, 0, 0, 0]
+
+    def loop(i: int) -> None:
+        while not stop.is_set():
+            store.add_step(sid, user())
+            counts[i] += 1
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(0.5)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert all(c > 0 for c in counts), counts
+    assert len(store.steps(sid)) == sum(counts)
