@@ -145,7 +145,7 @@ class Client:
                    url: str | None = None) -> "Client":
         h = {"Authorization": f"Bearer {token or server.token}"}
         h.update(headers or {})
-        conn = await connect(url or server.ws_url, additional_headers=h, max_size=None, open_timeout=10)
+        conn = await connect(url or server.ws_url, additional_headers=h, max_size=None, max_queue=None, open_timeout=10)
         client = cls(conn)
         OPEN_CLIENTS.append(client)
         return client

@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.commands import parse_command
 from xclaw.gateway.context import Gateway
@@ -136,7 +136,11 @@ class Connection:
         send `status` with `busy` so a client knows whether to wait for a reply."""
         rt = self.gw.runtime
         try:
-            session, created = await rt.open(requested)
+            try:
+                session, created = await rt.open(requested)
+            except StoreError:
+                # Two sockets created the same new id at once: the other one won; attach to it.
+                session, created = await rt.open(requested)
         except ValueError as e:
             raise BadFrame(f"reconnect frame: sessionId: {e}") from None
         sid = session.session_id

@@ -1,0 +1,152 @@
+"""The HTTP JSON API under /api/ against a real server."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.gateway.harness import Client, Server
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = [
+    {"text": "Looking.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
+    {"text": "Found hi."},
+    {"text": "Second answer."},
+]
+
+
+@pytest.fixture(scope="module")
+def server(module_server_factory) -> Server:
+    return module_server_factory(SCRIPT, approval="yolo", name="api")
+
+
+@pytest.fixture
+def api(server: Server) -> httpx.Client:
+    with httpx.Client(base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}) as c:
+        yield c
+
+
+async def conversation(server: Server) -> str:
+    c = await Client.open(server)
+    await c.attach(None)
+    assert (await c.turn("find hi"))["content"] == "Found hi."
+    assert (await c.turn("and again"))["content"] == "Second answer."
+    await c.close()
+    return c.session_id  # type: ignore[return-value]
+
+
+def test_every_api_request_needs_the_token(server: Server) -> None:
+    base = f"{server.http}/api"
+    for path in ("/health", "/sessions", "/openapi.json", "/sessions/x/steps"):
+        r = httpx.get(base + path)
+        assert r.status_code == 401, path
+        assert r.json()["code"] == "unauthorized"
+        assert r.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(base + "/health", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.get(base + "/health", params={"token": server.token}).status_code == 200
+    r = httpx.post(base + "/sessions/x/rollback", json={"stepId": "s0001"},
+                   headers={"Authorization": f"Bearer {server.token}", "Origin": "http://evil.example"})
+    assert r.status_code == 403 and r.json()["code"] == "forbidden_origin"
+
+
+def test_health_and_openapi(api: httpx.Client) -> None:
+    health = api.get("/health").json()
+    assert health["status"] == "ok" and health["model"].startswith("script:")
+    assert health["database"].endswith("xclaw.db")
+    spec = api.get("/openapi.json").json()
+    assert spec["openapi"].startswith("3.1")
+    assert set(spec["paths"]) == {
+        "/health", "/openapi.json", "/sessions", "/sessions/{sid}", "/sessions/{sid}/steps",
+        "/sessions/{sid}/tree", "/sessions/{sid}/history", "/sessions/{sid}/rollback",
+        "/sessions/{sid}/fork", "/sessions/{sid}/export",
+    }
+    assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
+    # every $ref resolves
+    refs = {v for v in _walk(spec) if isinstance(v, str) and v.startswith("#/components/schemas/")}
+    assert refs and all(r.rsplit("/", 1)[1] in spec["components"]["schemas"] for r in refs)
+
+
+def _walk(node):  # type: ignore[no-untyped-def]
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+    else:
+        yield node
+
+
+async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Client) -> None:
+    sid = await conversation(server)
+    listed = api.get("/sessions").json()["sessions"]
+    assert listed[0]["sessionId"] == sid and listed[0]["status"] == "Success" and listed[0]["busy"] is False
+    assert api.get("/sessions", params={"limit": "x"}).status_code == 400
+
+    one = api.get(f"/sessions/{sid}").json()
+    assert one["sessionId"] == sid and one["isForked"] is False
+    renamed = api.patch(f"/sessions/{sid}", json={"title": "hello"}).json()
+    assert renamed["title"] == "hello"
+    assert api.patch(f"/sessions/{sid}", json={"title": 5}).status_code == 400
+    assert api.patch(f"/sessions/{sid}", content=b"{oops").status_code == 400
+
+    latest = api.get(f"/sessions/{sid}/steps").json()["steps"]
+    every = api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]
+    assert [s["id"] for s in every] == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
+    assert latest == every  # fewer than 10
+    assert [s["id"] for s in api.get(f"/sessions/{sid}/steps", params={"n": 2}).json()["steps"]] == ["s0005", "s0006"]
+    assert api.get(f"/sessions/{sid}/steps", params={"n": "-1"}).status_code == 400
+    tool = every[2]
+    assert (tool["type"], tool["name"], tool["input"], tool["parent"]) == ("tool_call", "shell", {"command": "echo hi"}, "s0002")
+
+    tree = api.get(f"/sessions/{sid}/tree").json()["tree"]
+    roots = [n["id"] for n in tree]
+    assert roots == ["s0001", "s0005"]  # one root per user input
+    llm = tree[0]["children"][0]
+    assert llm["type"] == "llm_call" and llm["children"][0]["id"] == "s0003"
+
+    history = api.get(f"/sessions/{sid}/history").json()
+    assert json.loads(history["content"])[0] == {"role": "user", "content": "find hi"}
+
+    r = api.get(f"/sessions/{sid}/export")
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    assert lines[0]["type"] == "session" and lines[0]["sessionId"] == sid
+    assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
+
+
+async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
+    sid = await conversation(server)
+    watcher = await Client.open(server)
+    await watcher.attach(sid)
+
+    r = api.post(f"/sessions/{sid}/fork", json={"stepId": "s0004", "title": "branch"})
+    assert r.status_code == 201
+    fork = r.json()["session"]
+    assert fork["isForked"] and fork["parentSessionId"] == sid and fork["title"] == "branch"
+    assert len(api.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0}).json()["steps"]) == 4
+
+    assert api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"}).json()["code"] == "bad_step"
+    assert api.post(f"/sessions/{sid}/rollback", json={}).status_code == 400
+    r = api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["stepId"] == "s0005" and body["deleted"] == 2 and body["session"]["awaitingInput"] is True
+    # attached clients hear of a rollback made through the API too
+    notice = await watcher.until_type("notice")
+    assert notice["content"] == "[rollback] session reset to before step s0005 — send your new instruction"
+    assert len(api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]) == 4
+
+    assert api.delete(f"/sessions/{fork['sessionId']}").status_code == 204
+    r = api.get(f"/sessions/{fork['sessionId']}")
+    assert r.status_code == 404 and r.json()["code"] == "unknown_session"
+    assert api.delete("/sessions/no-such").status_code == 404
+    assert api.post("/sessions/no-such/fork", json={"stepId": "s0001"}).status_code == 404
+
+
+def test_index_page_without_token(server: Server) -> None:
+    r = httpx.get(server.http + "/")
+    assert r.status_code == 200 and "xclaw" in r.text
