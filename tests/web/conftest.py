@@ -1,0 +1,119 @@
+"""Browser fixtures: the machine's Chromium driven by Playwright against real `xclaw serve`
+processes (tests/gateway/harness.py) running the scripted model.
+
+Without Chromium the browser tests are skipped with the reason shown, unless
+XCLAW_TEST_REQUIRE_BROWSER=1 (CI), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.gateway.harness import Server, write_script
+
+CHROMIUM = Path(os.environ.get("XCLAW_TEST_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+VIEWPORT = {"width": 1280, "height": 800}  # a laptop screen: the width the page must work at
+
+
+def _no_browser(reason: str) -> None:
+    if os.environ.get("XCLAW_TEST_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{reason} (XCLAW_TEST_REQUIRE_BROWSER=1 makes this a failure)", pytrace=False)
+    pytest.skip(f"{reason}; install it with `apt-get install chromium`, or set XCLAW_TEST_CHROMIUM")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        _no_browser(f"no Chromium at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _no_browser("Playwright for Python is not installed")
+    with sync_playwright() as p:
+        try:
+            b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        except Exception as e:  # a broken Chromium install says why here
+            _no_browser(f"Chromium at {CHROMIUM} did not start: {e}")
+        yield b
+        b.close()
+
+
+class PageErrors:
+    """JavaScript errors of a page: any uncaught exception fails the test."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def watch(self, page: Any) -> None:
+        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        page.on("console", lambda msg: self.errors.append(f"console.{msg.type}: {msg.text}")
+                if msg.type == "error" and "WebSocket connection" not in msg.text
+                and "ERR_CONNECTION_REFUSED" not in msg.text and "401" not in msg.text else None)
+
+
+@pytest.fixture
+def page_errors() -> PageErrors:
+    return PageErrors()
+
+
+@pytest.fixture
+def new_page(browser: Any, page_errors: PageErrors) -> Iterator[Callable[..., Any]]:
+    """new_page(color_scheme="light") -> a Playwright page in its own context (own storage)."""
+    contexts: list[Any] = []
+
+    def make(color_scheme: str = "light", viewport: dict[str, int] | None = None) -> Any:
+        ctx = browser.new_context(viewport=viewport or VIEWPORT, color_scheme=color_scheme)
+        ctx.set_default_timeout(15_000)
+        contexts.append(ctx)
+        page = ctx.new_page()
+        page_errors.watch(page)
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
+    assert not page_errors.errors, "JavaScript errors on the page:\n" + "\n".join(page_errors.errors)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """serve(turns, approval="ask") -> a started `xclaw serve` with a scripted model."""
+    servers: list[Server] = []
+
+    def make(turns: list[dict[str, Any]], *, approval: str = "ask", name: str = "srv") -> Server:
+        root = tmp_path / name
+        root.mkdir()
+        s = Server(root=root, script=write_script(root / "script.json", turns), approval=approval)
+        servers.append(s)
+        return s.start()
+
+    yield make
+    for s in servers:
+        s.kill()
+
+
+@pytest.fixture
+def shot() -> Callable[[Any, str], Path]:
+    """shot(page, "name"): a screenshot in test-artifacts/web/ (look at them)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page: Any, name: str, *, full_page: bool = False) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        page.wait_for_timeout(120)  # let CSS transitions settle
+        page.screenshot(path=str(path), full_page=full_page)
+        return path
+
+    return take

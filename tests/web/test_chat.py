@@ -1,0 +1,152 @@
+"""Chat in a real browser: streamed reply, tool lines, locked input, history after refresh,
+approvals, and the access page."""
+
+from __future__ import annotations
+
+import pytest
+
+from playwright.sync_api import expect
+
+from tests.web.app_page import LOCKED, App
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+FINAL = "The shell greeted us. Everything in the workspace is in order, and the task is done."
+
+
+def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve, new_page, shot):
+    server = serve([
+        {"text": "Let me check the workspace.", "tool_calls": [{"name": "shell", "input": {"command": "echo hello from the shell"}}]},
+        {"text": FINAL, "sleep": 1.0},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+
+    # The token moved from the address bar into localStorage.
+    assert "token=" not in page.url
+    assert page.evaluate("localStorage.getItem('xclaw_token')") == server.token
+    expect(page.locator(".empty-state")).to_be_visible()
+    expect(app.status).to_have_text("Init")
+    shot(page, "01-new-session")
+
+    # Shift+Enter is a new line, not a send.
+    box = page.locator("#input")
+    box.fill("Say hello")
+    box.press("Shift+Enter")
+    box.press_sequentially("from the shell")
+    assert box.input_value() == "Say hello\nfrom the shell"
+    expect(page.locator("#messages .msg.user")).to_have_count(0)
+
+    box.press("Enter")
+    expect(page.locator("#messages .msg.user").first).to_have_text("Say hello\nfrom the shell")
+    # While the run is in flight (the model "thinks" for a second) input is locked.
+    expect(page.locator("#composer")).to_have_class(LOCKED)
+    expect(page.locator("#composer .send")).to_be_disabled()
+    expect(page.locator("#composer .stop")).to_be_visible()
+    expect(app.status).to_contain_text("Running")
+    box.fill("a second message")
+    box.press("Enter")
+    expect(page.locator("#messages .msg.user")).to_have_count(1)  # not sent
+    tool = app.tool_lines().first
+    expect(tool).to_contain_text("xclaw uses [shell]")
+    expect(tool).to_contain_text("echo hello from the shell")
+    expect(tool).to_have_attribute("data-state", "completed")
+    expect(tool.locator(".tool-output")).to_contain_text("hello from the shell")
+    shot(page, "02-run-in-flight")
+
+    final = page.locator("#messages .msg.assistant.final")
+    expect(final).to_have_text(FINAL)
+    app.wait_idle()
+    expect(app.status).to_have_text("Success")
+    # The reply arrived as a stream of deltas that add up to the final text.
+    deltas = "".join(f["content"] for f in app.frames_of("delta"))
+    assert len(app.frames_of("delta")) >= 3
+    assert deltas.endswith(FINAL)
+    # The trace shows user input -> LLM call -> tool call, then the second LLM call.
+    expect(page.locator("#trace .trace-node")).to_have_count(4)
+    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
+    expect(app.step("s0003").locator(":scope > .trace-row")).to_contain_text("shell")
+    app.open_step("s0003")
+    expect(app.step("s0003").locator(".trace-detail")).to_contain_text('"command": "echo hello from the shell"')
+    # The session got its first task as title, in the sidebar and the header.
+    expect(page.locator(".session-item.active .session-title")).to_contain_text("Say hello from the shell")
+    shot(page, "03-reply-and-trace")
+
+    sid = app.session_id()
+    app.reload()
+    assert app.session_id() == sid
+    expect(page.locator(".restored-start")).to_contain_text("Restored history")
+    expect(page.locator("#messages .msg.user.restored")).to_have_text("Say hello\nfrom the shell")
+    expect(page.locator("#messages .msg.assistant.restored").last).to_contain_text(FINAL)
+    expect(page.locator("#messages .tool-line.restored")).to_contain_text("xclaw uses [shell]")
+    expect(page.locator("#messages .tool-line.restored .tool-output")).to_contain_text("hello from the shell")
+    expect(app.status).to_have_text("Success")
+    expect(page.locator("#trace .trace-node")).to_have_count(4)
+    # The seed's wire format still arrives: `content` is the JSON string of the history.
+    history = app.frames_of("history")[0]
+    assert '"role": "user"' in history["content"] or '"role":"user"' in history["content"]
+    shot(page, "04-history-after-refresh")
+
+
+def test_approve_and_deny(serve, new_page, shot):
+    server = serve([
+        {"text": "I will create the file.", "tool_calls": [{"name": "shell", "input": {"command": "touch approved.txt"}}]},
+        {"text": "Created approved.txt."},
+        {"text": "Creating the second file.", "tool_calls": [{"name": "shell", "input": {"command": "touch denied.txt"}}]},
+        {"text": "Understood: I did not create denied.txt."},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+
+    app.send("create approved.txt")
+    dialog = app.dialog()
+    expect(dialog).to_contain_text("Approve this tool call?")
+    expect(dialog).to_contain_text("touch approved.txt")
+    expect(dialog.locator(".warning")).to_have_count(0)  # a first attempt: no "may have run"
+    expect(app.status).to_contain_text("Paused")
+    expect(page.locator("#composer .send")).to_be_disabled()
+    shot(page, "05-approval-dialog")
+    dialog.get_by_role("button", name="Approve").click()
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Created approved.txt.")
+    app.wait_idle()
+    assert (server.workspace(app.session_id()) / "approved.txt").exists()
+
+    app.send("now create denied.txt")
+    expect(app.dialog()).to_contain_text("touch denied.txt")
+    page.keyboard.press("n")  # the terminal client's y/n works here too
+    expect(app.dialog()).to_have_count(0)
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Understood: I did not create denied.txt.")
+    denied = app.tool_lines().last
+    expect(denied).to_have_attribute("data-state", "failed")
+    expect(denied).to_contain_text("Not run")
+    assert not (server.workspace(app.session_id()) / "denied.txt").exists()
+    # Both decisions are in the trace as approval steps.
+    approvals = page.locator('#trace .trace-node[data-type="system_alert"]')
+    expect(approvals).to_have_count(2)
+    expect(approvals.first).to_contain_text("approved")
+    expect(approvals.last).to_contain_text("denied")
+    shot(page, "06-approved-and-denied")
+
+
+def test_missing_and_wrong_token_show_the_access_page(serve, new_page, shot):
+    server = serve([{"text": "hi"}])
+    page = new_page()
+    page.goto(f"{server.http}/")
+    access = page.locator("#access")
+    expect(access).to_be_visible()
+    expect(access).to_contain_text("Open xclaw with its access link")
+    expect(access).to_contain_text("xclaw serve")
+    expect(page.locator("#app")).to_be_hidden()
+    shot(page, "07-access-missing-token")
+
+    page.goto(f"{server.http}/?token=not-the-token")
+    expect(access).to_be_visible()
+    expect(page.locator("#access-reason")).to_contain_text("missing or wrong")
+    assert "token=" not in page.url
+    shot(page, "08-access-wrong-token")
+
+    # Pasting the right token lets the user in.
+    page.locator("#token-input").fill(server.token)
+    page.get_by_role("button", name="Continue").click()
+    expect(page.locator("#app")).to_be_visible()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open")

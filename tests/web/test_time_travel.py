@@ -1,0 +1,126 @@
+"""Time travel in a real browser: rollback from the trace tree; fork, switch, continue on the
+branch, and compare the two branches side by side."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.web.app_page import App
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
+    server = serve([
+        {"text": "First answer."},
+        {"text": "Writing a file.", "tool_calls": [{"name": "write_file", "input": {"path": "notes.txt", "content": "two"}}]},
+        {"text": "File written."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("first task", "First answer.")
+    app.send_and_wait("second task", "File written.")
+    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
+
+    node = app.open_step("s0003")
+    expect(node.locator(".trace-detail")).to_contain_text("second task")
+    node.get_by_role("button", name="Roll back to before").click()
+    dialog = app.dialog()
+    expect(dialog).to_contain_text("Rollback to before s0003?")
+    expect(dialog).to_contain_text("4 steps")
+    expect(dialog).to_contain_text("s0003–s0006")
+    expect(dialog).to_contain_text("workspace files")
+    shot(page, "09-rollback-confirm")
+    dialog.get_by_role("button", name="Delete 4 steps").click()
+
+    # At once: the later steps are gone from the tree and the conversation.
+    expect(page.locator("#trace .trace-node")).to_have_count(2)
+    assert app.step_ids() == ["s0001", "s0002"]
+    expect(app.messages).not_to_contain_text("second task")
+    expect(app.messages).not_to_contain_text("File written.")
+    expect(app.messages).to_contain_text("First answer.")
+    expect(app.messages).to_contain_text("[rollback] session reset to before step s0003")
+    expect(page.locator(".toast")).to_contain_text("4 steps deleted")
+    shot(page, "10-after-rollback")
+
+    # The scripted model replays by position: the rewound session is at its second turn again.
+    app.send_and_wait("a new direction", "File written.")
+    expect(app.messages).not_to_contain_text("second task")
+    expect(page.locator('#trace .trace-node[data-type="user_input"]')).to_have_count(2)
+    expect(page.locator('#trace .trace-node[data-type="user_input"]').last).to_contain_text("a new direction")
+
+
+def test_fork_switch_continue_and_compare(serve, new_page, shot):
+    server = serve([
+        {"text": "Making a plan.", "tool_calls": [{"name": "shell", "input": {"command": "echo plan ready"}}]},
+        {"text": "The plan is ready."},
+        {"text": "Checking the clock.", "tool_calls": [{"name": "shell", "input": {"command": "date +%s%N"}}]},
+        {"text": "Finished this branch."},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("make a plan", "The plan is ready.")
+    app.send_and_wait("carry on with path A", "Finished this branch.")
+    parent = app.session_id()
+    expect(page.locator("#compare-btn")).to_be_disabled()  # nothing to compare with yet
+
+    node = app.open_step("s0004")
+    node.get_by_role("button", name="Fork from here").click()
+    dialog = app.dialog()
+    expect(dialog).to_contain_text("Fork from s0004")
+    expect(dialog).to_contain_text("up to and including s0004")
+    dialog.get_by_role("textbox").fill("Path B")
+    dialog.get_by_role("button", name="Create fork").click()
+
+    offer = app.dialog()
+    expect(offer).to_contain_text("Fork created")
+    expect(offer).to_contain_text("Path B")
+    # The fork is in the sidebar at once, nested under its parent.
+    fork_item = page.locator(f'.session-item[data-session="{parent}"] .forks .session-item.fork')
+    expect(fork_item).to_have_count(1)
+    expect(fork_item).to_contain_text("Path B")
+    shot(page, "11-fork-created")
+    offer.get_by_role("button", name="Switch to the fork").click()
+
+    expect(page.locator("#session-title")).to_have_text("Path B")
+    expect(page.locator("#fork-info")).to_contain_text("fork of")
+    fork = app.session_id()
+    assert fork != parent
+    # The branch has the history up to and including s0004 and nothing after it.
+    expect(page.locator(".restored-start")).to_be_visible()
+    expect(app.messages).to_contain_text("The plan is ready.")
+    expect(app.messages).not_to_contain_text("carry on with path A")
+    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
+
+    app.send_and_wait("carry on with path B", "Finished this branch.")
+    shot(page, "12-fork-continued")
+
+    page.locator("#compare-btn").click()
+    view = page.locator("#compare")
+    expect(view).to_be_visible()
+    expect(page.locator(".branch-select").first).to_have_value(parent)
+    expect(page.locator(".branch-select").last).to_have_value(fork)
+    expect(view.locator(".compare-shared summary")).to_contain_text("s0001–s0004")
+    rows = view.locator(".compare-row")
+    expect(rows).to_have_count(4)  # s0005..s0008 on both sides
+    # The user inputs and the clock readings differ; the rest is the same.
+    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class("compare-grid compare-row differs")
+    expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path A")
+    expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path B")
+    expect(view.locator('.compare-row[data-seq="7"]')).to_have_class("compare-grid compare-row differs")
+    expect(view.locator('.compare-row[data-seq="7"] .cell-output.field-differs')).to_have_count(2)
+    expect(view.locator('.compare-row[data-seq="6"]')).to_have_class("compare-grid compare-row same")
+    expect(view.locator(".compare-legend")).to_contain_text("2 of 4 steps differ")
+    expect(view.locator(".compare-answer").first).to_contain_text("Finished this branch.")
+    shot(page, "13-compare", full_page=False)
+
+    # Back to the chat; the seed's way of switching branches works too: change the stored
+    # session id and reload.
+    view.get_by_role("button", name="Back to chat").click()
+    expect(view).to_be_hidden()
+    page.evaluate(f"localStorage.setItem('xclaw_session_id', '{parent}')")
+    app.reload()
+    assert app.session_id() == parent
+    expect(app.messages).to_contain_text("carry on with path A")
+    expect(app.messages).not_to_contain_text("carry on with path B")

@@ -1,0 +1,101 @@
+// The access token and the HTTP JSON API under /api/.
+//
+// The server prints http://127.0.0.1:PORT/?token=…; the page keeps the token in localStorage
+// and takes it out of the address bar at once (so it does not end up in bookmarks, screen
+// shares or the browser history). It travels as `Authorization: Bearer` on /api/ calls and
+// as ?token= on the WebSocket URL (browsers cannot set headers on a WebSocket).
+
+export const TOKEN_KEY = "xclaw_token";
+export const SESSION_KEY = "xclaw_session_id"; // the seed's name (R15): changing it switches session
+
+export class Unauthorized extends Error {}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Move ?token= (and ?session=) from the address bar into localStorage. */
+export function adoptUrlParams() {
+  const url = new URL(window.location.href);
+  const token = url.searchParams.get("token");
+  const session = url.searchParams.get("session");
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  if (session) localStorage.setItem(SESSION_KEY, session);
+  if (token || session) {
+    url.searchParams.delete("token");
+    url.searchParams.delete("session");
+    history.replaceState(null, "", url.pathname + (url.search === "?" ? "" : url.search) + url.hash);
+  }
+}
+
+export function getToken() {
+  return localStorage.getItem(TOKEN_KEY) || "";
+}
+
+export function setToken(token) {
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+export function storedSessionId() {
+  return localStorage.getItem(SESSION_KEY) || null;
+}
+
+export function storeSessionId(id) {
+  if (id) localStorage.setItem(SESSION_KEY, id);
+  else localStorage.removeItem(SESSION_KEY);
+}
+
+export function wsUrl() {
+  const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${window.location.host}/ws?token=${encodeURIComponent(getToken())}`;
+}
+
+/** fetch /api/PATH with the token; JSON in, JSON out. Raises Unauthorized on 401 and
+ * ApiError (with the server's code and text) on any other failure. */
+export async function api(path, { method = "GET", body, raw = false } = {}) {
+  const headers = { Authorization: `Bearer ${getToken()}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(`/api${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError(0, "offline", "the xclaw server cannot be reached");
+  }
+  if (response.status === 401) throw new Unauthorized("missing or wrong access token");
+  if (!response.ok) {
+    let code = "http_" + response.status;
+    let text = `${method} ${path} failed (${response.status})`;
+    try {
+      const data = await response.json();
+      code = data.code || code;
+      text = data.error || text;
+    } catch (e) {
+      /* not JSON: keep the generic text */
+    }
+    throw new ApiError(response.status, code, text);
+  }
+  if (raw) return response;
+  if (response.status === 204) return null;
+  return response.json();
+}
+
+export const sessionsApi = {
+  list: () => api("/sessions?limit=500").then((d) => d.sessions),
+  get: (sid) => api(`/sessions/${encodeURIComponent(sid)}`),
+  rename: (sid, title) => api(`/sessions/${encodeURIComponent(sid)}`, { method: "PATCH", body: { title } }),
+  remove: (sid) => api(`/sessions/${encodeURIComponent(sid)}`, { method: "DELETE" }),
+  steps: (sid) => api(`/sessions/${encodeURIComponent(sid)}/steps?n=0`).then((d) => d.steps),
+  tree: (sid) => api(`/sessions/${encodeURIComponent(sid)}/tree`).then((d) => d.tree),
+  rollback: (sid, stepId) => api(`/sessions/${encodeURIComponent(sid)}/rollback`, { method: "POST", body: { stepId } }),
+  fork: (sid, stepId, title) => api(`/sessions/${encodeURIComponent(sid)}/fork`, { method: "POST", body: { stepId, title } }),
+  exportLines: (sid) => api(`/sessions/${encodeURIComponent(sid)}/export`, { raw: true }),
+};

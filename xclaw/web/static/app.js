@@ -1,0 +1,618 @@
+// The xclaw web client: wires the socket, the HTTP API and the views together.
+//
+// State lives on the server. This page only remembers two things, in localStorage: the access
+// token (`xclaw_token`) and the session it shows (`xclaw_session_id`, the seed's key: change
+// it and reload to switch branches). Everything on screen is rebuilt from the frames of
+// PROTOCOL.md — `history` on every (re)connect — so a refresh or a server restart loses nothing.
+
+import {
+  ApiError, Unauthorized, adoptUrlParams, api, getToken, sessionsApi, setToken, storeSessionId, storedSessionId, wsUrl,
+} from "./api.js";
+import { Composer, Transcript } from "./chat.js";
+import { CompareView } from "./compare.js";
+import { approvalDialog, choiceDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
+import { h, icon, shortId } from "./dom.js";
+import { Sidebar, familyOf, sessionTitle } from "./sessions.js";
+import { Socket } from "./socket.js";
+import { TraceTree } from "./trace.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  sessionId: null,
+  session: null, // the last `session` frame / API object for the current session
+  status: "Init",
+  busy: false,
+  approval: null, // {stepId, frame, handle}
+  historyReason: "restored",
+  rollbackNotice: null,
+  sessions: [],
+};
+
+let socket;
+let transcript;
+let composer;
+let trace;
+let sidebar;
+let compare;
+
+// --- access -----------------------------------------------------------------------------------
+
+function showAccess(reason) {
+  socket?.stop();
+  $("app").hidden = true;
+  $("access").hidden = false;
+  $("access-reason").textContent =
+    reason === "wrong"
+      ? "The access token this browser has is missing or wrong (the server may have a new one)."
+      : "This page needs the access token of the xclaw server.";
+  $("access").dataset.reason = reason;
+  $("token-input").focus();
+}
+
+function setupAccessForm() {
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const token = $("token-input").value.trim();
+    if (!token) return;
+    setToken(token);
+    window.location.reload();
+  });
+}
+
+// --- status, busy, connection -------------------------------------------------------------------
+
+function setStatus(status) {
+  if (!status) return;
+  state.status = status;
+  const pill = $("status-pill");
+  pill.className = `status-pill st-${status}${state.busy ? " busy" : ""}`;
+  pill.textContent = status === "Paused" ? "Paused · waiting for approval" : status;
+  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy });
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  composer.setLocked(busy, state.status === "Paused" ? "Waiting for your approval — input is locked until the run finishes" : "");
+  trace.setBusy(busy);
+  transcript.setWorking(busy && !state.approval);
+  setStatus(state.status);
+}
+
+/** Ask the server whether a run is in flight (after an error or the end of a run). */
+async function refreshBusy() {
+  if (!state.sessionId) return;
+  try {
+    const s = await sessionsApi.get(state.sessionId);
+    if (s.sessionId !== state.sessionId) return;
+    state.status = s.status;
+    setBusy(Boolean(s.busy));
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+}
+
+function setConnection(kind, attempt, delay) {
+  const conn = $("conn");
+  conn.dataset.state = kind;
+  const text = conn.querySelector(".conn-text");
+  const banner = $("banner");
+  if (kind === "open") {
+    text.textContent = "connected";
+    banner.hidden = true;
+    composer.setOffline(false);
+    return;
+  }
+  composer.setOffline(true);
+  if (kind === "connecting") {
+    text.textContent = attempt ? "reconnecting…" : "connecting…";
+    return;
+  }
+  if (kind === "waiting") {
+    const secs = Math.max(1, Math.round(delay / 1000));
+    text.textContent = `offline · retry in ${secs} s`;
+    banner.hidden = false;
+    banner.replaceChildren(
+      h("span.banner-dot"),
+      h("span", { text: `Connection to the xclaw server lost — it may be restarting. Reconnecting (attempt ${attempt})… ` +
+        "Nothing is lost: the session continues from its record." }),
+      h("button.linkish", { type: "button", text: "Retry now", onclick: () => socket.retryNow() }));
+  }
+}
+
+// --- frames ------------------------------------------------------------------------------------
+
+function onFrame(frame) {
+  const sid = frame.sessionId;
+  // Frames of a session this page left a moment ago (the switch is in flight) are stale.
+  const foreign = sid && state.sessionId && sid !== state.sessionId;
+  switch (frame.type) {
+    case "session":
+      return onSession(frame);
+    case "history":
+      if (foreign) return;
+      transcript.renderHistory(frame.messages || [], { sessionTitle: state.session?.title, reason: state.historyReason });
+      // The rollback notice came just before the new history: keep it visible below it.
+      if (state.historyReason === "rollback" && state.rollbackNotice) transcript.notice(state.rollbackNotice);
+      state.historyReason = "restored";
+      state.rollbackNotice = null;
+      transcript.setWorking(state.busy && !state.approval);
+      return;
+    case "status":
+      if (foreign) return;
+      state.status = frame.status;
+      if ("busy" in frame) setBusy(Boolean(frame.busy));
+      else if (frame.status === "Success" || frame.status === "Failed") refreshBusy();
+      else setStatus(frame.status);
+      scheduleSessionsRefresh();
+      return;
+    case "delta":
+      if (foreign) return;
+      if (!state.busy) setBusy(true);
+      transcript.delta(frame.content || "");
+      return;
+    case "reply":
+      if (foreign) return;
+      transcript.reply(frame.content || "");
+      setBusy(false);
+      scheduleSessionsRefresh();
+      return;
+    case "tool":
+      if (foreign) return;
+      if (frame.state === "running" && !state.busy) setBusy(true);
+      transcript.tool(frame);
+      return;
+    case "approval_request":
+      if (foreign) return;
+      return showApproval(frame);
+    case "step":
+      if (foreign) return;
+      trace.upsert(frame.step);
+      if (state.approval && frame.step.id === state.approval.stepId && frame.step.status !== "running") {
+        state.approval.handle.close(); // answered here or by another client
+        state.approval = null;
+        clearApprovalReminder();
+      }
+      return;
+    case "notice":
+      if (foreign) return;
+      transcript.notice(frame.content || "");
+      if ((frame.content || "").startsWith("[rollback]")) state.rollbackNotice = frame.content;
+      return;
+    case "rolledback":
+      if (foreign) return;
+      state.historyReason = "rollback";
+      reloadTrace();
+      scheduleSessionsRefresh();
+      return;
+    case "forked":
+      refreshSessions().then(() => offerSwitch(frame.sessionId, frame.fromStepId));
+      return;
+    case "error":
+      if (frame.code === "unauthorized") return showAccess("wrong");
+      if (foreign) return;
+      transcript.error(frame.content || "error", frame.code);
+      if (frame.code === "busy") setBusy(true);
+      else refreshBusy();
+      return;
+    default:
+      return; // pong, steps (the notice beside it shows them), future frame types
+  }
+}
+
+function onSession(frame) {
+  const changed = frame.sessionId !== state.sessionId;
+  state.sessionId = frame.sessionId;
+  state.session = frame;
+  state.status = frame.status;
+  storeSessionId(frame.sessionId);
+  if (changed) {
+    if (state.approval) state.approval.handle.close();
+    state.approval = null;
+    clearApprovalReminder();
+    trace.clearAll();
+    compare.close();
+    showWorkspace();
+  }
+  renderHeader();
+  setStatus(frame.status);
+  sidebar.setCurrent(frame.sessionId);
+  reloadTrace();
+  if (frame.created || !sidebar.get(frame.sessionId)) refreshSessions();
+}
+
+function renderHeader() {
+  const s = { ...(sidebar.get(state.sessionId) || {}), ...(state.session || {}) };
+  const listed = sidebar.get(state.sessionId);
+  if (listed && listed.title !== undefined) s.title = listed.title;
+  $("session-title").textContent = s.sessionId ? sessionTitle(s) : "New session";
+  $("session-id").textContent = s.sessionId || "";
+  const forkInfo = $("fork-info");
+  forkInfo.replaceChildren();
+  if (s.isForked && s.parentSessionId) {
+    const parent = sidebar.get(s.parentSessionId);
+    const from = listed?.forkedFromSeq ? ` at s${String(listed.forkedFromSeq).padStart(4, "0")}` : "";
+    forkInfo.append(icon("fork", { size: 12 }), " fork of ",
+      h("button.linkish", { type: "button", text: parent ? sessionTitle(parent) : shortId(s.parentSessionId),
+        onclick: () => switchTo(s.parentSessionId) }), from);
+  }
+  const family = familyOf(state.sessions, state.sessionId);
+  const compareBtn = $("compare-btn");
+  compareBtn.disabled = family.length < 2;
+  compareBtn.title = family.length < 2
+    ? "Fork this session from a step in the trace to compare the branches"
+    : "Compare this session with a fork, side by side";
+  document.title = s.sessionId ? `${sessionTitle(s)} · xclaw` : "xclaw";
+}
+
+// --- approvals --------------------------------------------------------------------------------
+
+async function showApproval(frame) {
+  if (state.approval && state.approval.stepId === frame.stepId) return; // asked again on reconnect
+  state.approval?.handle.close();
+  clearApprovalReminder();
+  transcript.endLive();
+  const handle = approvalDialog(frame);
+  const mine = { stepId: frame.stepId, frame, handle };
+  state.approval = mine;
+  transcript.setWorking(false);
+  setBusy(true);
+  const answer = await handle.promise;
+  if (state.approval !== mine) return; // closed because someone answered or the session changed
+  if (answer === true || answer === false) {
+    state.approval = null;
+    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer });
+    transcript.notice(`[approval] ${answer ? "approved" : "denied"}: ${frame.name} (${frame.stepId})`);
+    transcript.setWorking(true);
+  } else {
+    // Dismissed without an answer: the run stays Paused; keep a way back to the question.
+    state.approval = null;
+    const reminder = h("div.approval-reminder", { role: "alert" },
+      icon("warning", { size: 16 }),
+      h("span", { text: `xclaw is waiting for your approval of ${frame.name} (${frame.stepId}).` }),
+      h("button.primary.small", { type: "button", text: "Review", onclick: () => { reminder.remove(); showApproval(frame); } }));
+    transcript.add(reminder, { force: true });
+  }
+}
+
+function clearApprovalReminder() {
+  document.querySelectorAll(".approval-reminder").forEach((el) => el.remove());
+}
+
+// --- sessions -----------------------------------------------------------------------------------
+
+let refreshTimer = null;
+
+function scheduleSessionsRefresh() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(refreshSessions, 400);
+}
+
+async function refreshSessions() {
+  try {
+    state.sessions = await sessionsApi.list();
+    sidebar.setSessions(state.sessions);
+    renderHeader();
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+}
+
+function switchTo(id) {
+  if (!id) return;
+  storeSessionId(id);
+  compare.close();
+  showWorkspace();
+  if (id === state.sessionId) return;
+  if (!socket.send({ type: "reconnect", sessionId: id })) {
+    toast("Not connected: the page switches as soon as the server is back.", { kind: "warn" });
+  }
+}
+
+function newSession() {
+  storeSessionId(null);
+  compare.close();
+  showWorkspace();
+  socket.send({ type: "reconnect", sessionId: null });
+  composer.focus();
+}
+
+async function renameSession(s) {
+  const title = await promptDialog({
+    title: "Rename session", label: "Title", value: s.title || "", confirmLabel: "Rename", placeholder: "What is this session about?",
+  });
+  if (title === null) return;
+  try {
+    await sessionsApi.rename(s.sessionId, title);
+    sidebar.patch(s.sessionId, { title });
+    if (s.sessionId === state.sessionId) state.session = { ...state.session, title };
+    renderHeader();
+  } catch (e) {
+    handleApiError(e);
+  }
+}
+
+async function deleteSession(s) {
+  const forks = state.sessions.filter((x) => x.parentSessionId === s.sessionId).length;
+  const ok = await confirmDialog({
+    title: `Delete “${sessionTitle(s)}”?`,
+    body: [
+      h("p", { text: "The session and every recorded step are deleted. This cannot be undone." }),
+      forks ? h("p", { text: `Its ${forks} fork${forks === 1 ? "" : "s"} stay${forks === 1 ? "s" : ""}: a fork keeps its own copy of the history.` }) : null,
+    ],
+    confirmLabel: "Delete",
+    danger: true,
+  });
+  if (!ok) return;
+  try {
+    await sessionsApi.remove(s.sessionId);
+    toast(`Deleted “${sessionTitle(s)}”`);
+    await refreshSessions();
+    if (s.sessionId === state.sessionId) {
+      const next = state.sessions.slice().sort((a, b) => b.updatedAt - a.updatedAt)[0];
+      state.sessionId = null;
+      if (next) switchTo(next.sessionId);
+      else newSession();
+    }
+  } catch (e) {
+    handleApiError(e);
+  }
+}
+
+async function offerSwitch(newId, fromStep) {
+  const s = sidebar.get(newId) || { sessionId: newId };
+  const choice = await choiceDialog({
+    title: "Fork created",
+    body: [
+      h("p", h("strong", { text: sessionTitle(s) }), ` branches from ${fromStep || "that step"}. `,
+        "It has the history up to and including that step, and the workspace files as they were just after it."),
+      h("p.muted", { text: `This session is unchanged. New session id: ${newId}` }),
+    ],
+    buttons: [
+      { label: "Stay here", value: "stay" },
+      { label: "Compare", value: "compare" },
+      { label: "Switch to the fork", value: "switch", primary: true },
+    ],
+    dismissValue: "stay",
+  });
+  if (choice === "switch") switchTo(newId);
+  if (choice === "compare") openCompare(newId);
+}
+
+// --- time travel --------------------------------------------------------------------------------
+
+async function reloadTrace() {
+  const sid = state.sessionId;
+  if (!sid) return;
+  try {
+    const tree = await sessionsApi.tree(sid);
+    if (sid === state.sessionId) trace.load(tree);
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+}
+
+const KIND = { user_input: "user message", llm_call: "LLM call", tool_call: "tool call", system_alert: "alert" };
+
+async function rollbackTo(step) {
+  const doomed = trace.stepsFrom(step);
+  const counts = {};
+  for (const s of doomed) counts[s.type] = (counts[s.type] || 0) + 1;
+  const parts = Object.entries(counts).map(([t, n]) => `${n} ${KIND[t] || t}${n === 1 ? "" : "s"}`);
+  const last = doomed[doomed.length - 1];
+  const ok = await confirmDialog({
+    title: `Rollback to before ${step.id}?`,
+    body: [
+      h("p", "This deletes ", h("strong", { text: `${doomed.length} step${doomed.length === 1 ? "" : "s"}` }),
+        ` (${step.id}${last && last.id !== step.id ? `–${last.id}` : ""}: ${parts.join(", ")}) from this session, `,
+        "and puts the ", h("strong", { text: "workspace files" }), ` back as they were before ${step.id}.`),
+      h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${s.name}`)),
+        doomed.length > 8 ? h("li.muted", { text: `…and ${doomed.length - 8} more` }) : null),
+      h("p.muted", { text: "It cannot be undone, and it rewinds memory and workspace, not the world: anything a command did " +
+        "outside the workspace stays done. To keep this path for reference, fork instead." }),
+    ],
+    confirmLabel: `Delete ${doomed.length} step${doomed.length === 1 ? "" : "s"}`,
+    danger: true,
+  });
+  if (!ok) return;
+  try {
+    const result = await sessionsApi.rollback(state.sessionId, step.id);
+    toast(`Rolled back to before ${result.stepId}: ${result.deleted} step${result.deleted === 1 ? "" : "s"} deleted. Send your new instruction.`);
+    await reloadTrace();
+    if (result.session) {
+      state.status = result.session.status;
+      setStatus(state.status);
+    }
+    scheduleSessionsRefresh();
+    composer.focus();
+  } catch (e) {
+    handleApiError(e);
+  }
+}
+
+async function forkFrom(step) {
+  const current = sidebar.get(state.sessionId) || state.session || {};
+  const title = await promptDialog({
+    title: `Fork from ${step.id}`,
+    body: h("p", { text: `A new session gets this session's history up to and including ${step.id}, and the workspace ` +
+      `files as they were just after it. This session stays exactly as it is.` }),
+    label: "Title of the new branch",
+    value: `${current.title || "Untitled"} · fork at ${step.id}`,
+    confirmLabel: "Create fork",
+  });
+  if (title === null) return;
+  try {
+    const result = await sessionsApi.fork(state.sessionId, step.id, title || undefined);
+    await refreshSessions();
+    await offerSwitch(result.session.sessionId, step.id);
+  } catch (e) {
+    handleApiError(e);
+  }
+}
+
+// --- compare ----------------------------------------------------------------------------------
+
+async function openCompare(preferId) {
+  await refreshSessions();
+  $("workspace").hidden = true;
+  await compare.open(state.sessions, state.sessionId);
+  if (preferId && preferId !== compare.right && preferId !== compare.left) {
+    compare.right = preferId;
+    await compare.render();
+  }
+}
+
+function showWorkspace() {
+  $("workspace").hidden = false;
+  $("compare").hidden = true;
+}
+
+// --- errors ---------------------------------------------------------------------------------------
+
+function handleApiError(e, { quiet = false } = {}) {
+  if (e instanceof Unauthorized) return showAccess("wrong");
+  if (quiet) return;
+  const text = e instanceof ApiError ? e.message : String(e);
+  toast(text, { kind: "error", timeout: 9000 });
+}
+
+// --- wiring -------------------------------------------------------------------------------------
+
+function sendMessage(text) {
+  const cmd = /^\/(\w+)(?:\s+(.*))?$/s.exec(text);
+  if (cmd && cmd[1] === "switch") {
+    if (!cmd[2]) {
+      transcript.error("usage: /switch SESSION_ID", "bad_command");
+      return true;
+    }
+    switchTo(cmd[2].trim());
+    return true;
+  }
+  if (cmd && cmd[1] === "new") {
+    newSession();
+    return true;
+  }
+  if (!socket.open) {
+    toast("Not connected yet — try again in a moment.", { kind: "warn" });
+    return false;
+  }
+  socket.send({ type: "message", sessionId: state.sessionId, content: text });
+  if (cmd) {
+    transcript.add(h("div.command-line", h("span.prompt", { text: "›" }), h("code", { text })), { force: true });
+    return true;
+  }
+  transcript.user(text);
+  setBusy(true);
+  const listed = sidebar.get(state.sessionId);
+  if (listed && !listed.title && state.sessionId) {
+    // A session is named after its first task until the user renames it.
+    const title = text.replace(/\s+/g, " ").slice(0, 60);
+    sessionsApi.rename(state.sessionId, title).then(() => {
+      sidebar.patch(listed.sessionId, { title });
+      renderHeader();
+    }).catch(() => {});
+  }
+  return true;
+}
+
+function fillIcons(root) {
+  for (const el of root.querySelectorAll("[data-icon]")) el.replaceChildren(icon(el.dataset.icon, { size: 16 }));
+}
+
+function setupTraceToggle() {
+  const panel = $("trace-panel");
+  const button = $("trace-toggle");
+  const apply = (open) => {
+    panel.hidden = !open;
+    button.setAttribute("aria-pressed", String(open));
+    localStorage.setItem("xclaw_trace_open", open ? "1" : "0");
+  };
+  apply(localStorage.getItem("xclaw_trace_open") !== "0");
+  button.addEventListener("click", () => apply(panel.hidden));
+  return apply;
+}
+
+async function exportSession() {
+  if (!state.sessionId) return;
+  try {
+    const response = await sessionsApi.exportLines(state.sessionId);
+    const blob = await response.blob();
+    const link = h("a", { href: URL.createObjectURL(blob), download: `xclaw-${state.sessionId}.jsonl` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 5000);
+  } catch (e) {
+    handleApiError(e);
+  }
+}
+
+async function boot() {
+  adoptUrlParams();
+  setupAccessForm();
+  if (!getToken()) return showAccess("missing");
+  let health = null;
+  try {
+    health = await api("/health");
+  } catch (e) {
+    if (e instanceof Unauthorized) return showAccess("wrong");
+    // Server down right now: show the app anyway; the socket keeps trying.
+  }
+  $("access").hidden = true;
+  $("app").hidden = false;
+  fillIcons(document);
+  if (health) {
+    $("version").textContent = health.version ? `v${health.version}` : "";
+    $("model").textContent = health.model ? `model · ${health.model}` : "no model configured";
+    $("model").title = health.model || "set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env, or XCLAW_MODEL";
+  }
+
+  transcript = new Transcript($("transcript"), $("messages"));
+  transcript.reset();
+  composer = new Composer($("composer"), {
+    onSend: sendMessage,
+    onCancel: () => socket.send({ type: "cancel", sessionId: state.sessionId }),
+  });
+  trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: rollbackTo, onFork: forkFrom });
+  sidebar = new Sidebar($("session-list"), $("session-filter"), {
+    onSwitch: switchTo, onRename: renameSession, onDelete: deleteSession,
+  });
+  compare = new CompareView($("compare"), {
+    onClose: showWorkspace,
+    onSwitch: (id) => switchTo(id),
+    onError: handleApiError,
+  });
+  const toggleTrace = setupTraceToggle();
+
+  $("new-session").addEventListener("click", newSession);
+  $("session-title").addEventListener("click", () => {
+    const s = sidebar.get(state.sessionId);
+    if (s) renameSession(s);
+  });
+  $("compare-btn").addEventListener("click", () => openCompare());
+  $("expand-all").addEventListener("click", () => trace.setAllCollapsed(false));
+  $("collapse-all").addEventListener("click", () => trace.setAllCollapsed(true));
+  $("export").addEventListener("click", exportSession);
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey && e.key.toLowerCase() === "n") { e.preventDefault(); newSession(); }
+    if (e.altKey && e.key.toLowerCase() === "t") { e.preventDefault(); toggleTrace($("trace-panel").hidden); }
+    if (e.key === "Escape" && !$("compare").hidden && !document.querySelector("dialog[open]")) showWorkspace();
+  });
+  window.addEventListener("online", () => socket.retryNow());
+
+  socket = new Socket(wsUrl, {
+    onOpen: () => socket.send({ type: "reconnect", sessionId: storedSessionId() }),
+    onFrame,
+    onState: setConnection,
+    onUnauthorized: () => showAccess("wrong"),
+  });
+  composer.render();
+  socket.connect();
+  refreshSessions();
+  composer.focus();
+}
+
+// Exposed for the browser tests and for curious people in the dev tools; not an API.
+window.xclaw = { state };
+
+boot();

@@ -1,0 +1,271 @@
+// The conversation: restored history, streamed answers, `xclaw uses [tool]` lines, notices and
+// errors; and the composer (Enter sends, Shift+Enter starts a new line).
+
+import { clear, foldedText, h, oneLine, richText } from "./dom.js";
+
+const NEAR_BOTTOM_PX = 120;
+
+export class Transcript {
+  constructor(scroller, list) {
+    this.scroller = scroller;
+    this.list = list;
+    this.live = null; // the assistant bubble receiving deltas
+    this.liveText = "";
+    this.tools = new Map(); // step id or call id -> tool line element
+    this.working = h("div.working", { hidden: true, "aria-hidden": "true" },
+      h("span.dot"), h("span.dot"), h("span.dot"));
+  }
+
+  nearBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < NEAR_BOTTOM_PX;
+  }
+
+  add(el, { force = false } = {}) {
+    const stick = force || this.nearBottom();
+    this.list.insertBefore(el, this.working.parentNode === this.list ? this.working : null);
+    if (this.working.parentNode !== this.list) this.list.append(this.working);
+    if (stick) this.scrollToEnd();
+    return el;
+  }
+
+  scrollToEnd() {
+    requestAnimationFrame(() => { this.scroller.scrollTop = this.scroller.scrollHeight; });
+  }
+
+  reset() {
+    clear(this.list);
+    this.live = null;
+    this.liveText = "";
+    this.tools.clear();
+    this.list.append(this.working);
+  }
+
+  setWorking(on) {
+    const stick = this.nearBottom();
+    this.working.hidden = !on || this.live !== null;
+    if (stick) this.scrollToEnd();
+  }
+
+  /** The `history` frame: the whole conversation so far, shown greyed as "restored". */
+  renderHistory(messages, { sessionTitle = "", reason = "restored" } = {}) {
+    this.reset();
+    const items = messages || [];
+    if (!items.length) {
+      this.list.insertBefore(emptyState(sessionTitle), this.working);
+      return;
+    }
+    const count = items.filter((m) => m.kind === "user" || (m.kind === "assistant" && m.text)).length;
+    const label = reason === "rollback" ? "History after rollback" : "Restored history";
+    this.add(h("div.divider.restored-start", h("span", { text: `${label} · ${count} message${count === 1 ? "" : "s"}` })));
+    const byCall = new Map();
+    for (const m of items) {
+      if (m.kind === "user") this.add(userBubble(m.text, true));
+      else if (m.kind === "assistant") {
+        if (m.text) this.add(assistantBubble(m.text, true));
+        for (const call of m.tool_calls || []) {
+          const line = toolLine({ name: call.name, input: call.input, state: "completed" }, true);
+          byCall.set(call.id, line);
+          this.add(line);
+        }
+      } else if (m.kind === "tool_result") {
+        const line = byCall.get(m.tool_call_id);
+        if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
+      }
+    }
+    this.add(h("div.divider.restored-end", h("span", { text: "live from here" })), { force: true });
+  }
+
+  user(text) {
+    this.endLive();
+    this.list.querySelector(".empty-state")?.remove();
+    this.add(userBubble(text, false), { force: true });
+  }
+
+  delta(text) {
+    if (!this.live) {
+      this.liveText = "";
+      this.live = this.add(assistantBubble("", false));
+      this.live.classList.add("streaming");
+      this.working.hidden = true;
+    }
+    const stick = this.nearBottom();
+    this.liveText += text;
+    this.live.querySelector(".bubble-text").textContent = this.liveText;
+    if (stick) this.scrollToEnd();
+  }
+
+  /** The turn's final answer: authoritative text, rendered with code blocks. */
+  reply(text) {
+    let bubble = this.live;
+    if (!bubble && text) bubble = this.add(assistantBubble("", false));
+    if (bubble) {
+      const body = bubble.querySelector(".bubble-text");
+      clear(body).append(richText(text || this.liveText));
+      bubble.classList.remove("streaming");
+      bubble.classList.add("final");
+    }
+    this.live = null;
+    this.liveText = "";
+    this.scrollToEnd();
+  }
+
+  /** Close the streaming bubble (a tool call or an error follows it). */
+  endLive() {
+    if (this.live) {
+      const body = this.live.querySelector(".bubble-text");
+      clear(body).append(richText(this.liveText));
+      this.live.classList.remove("streaming");
+    }
+    this.live = null;
+    this.liveText = "";
+  }
+
+  tool(frame) {
+    this.endLive();
+    const key = frame.stepId || `${frame.name}:${JSON.stringify(frame.input)}`;
+    let line = this.tools.get(key);
+    if (!line) {
+      line = toolLine(frame, false);
+      this.tools.set(key, line);
+      this.add(line);
+    }
+    if (frame.state === "running") setToolState(line, "running");
+    else setToolResult(line, frame.state, frame.output ?? "", frame.stepId);
+  }
+
+  notice(text) {
+    this.endLive();
+    const kind = /^\[(\w+)\]/.exec(text || "")?.[1] || "info";
+    this.add(h(`div.notice.notice-${kind}`, h("span.notice-icon", { "aria-hidden": "true", text: "ℹ" }), h("pre", { text })));
+  }
+
+  error(text, code) {
+    this.endLive();
+    this.add(h("div.error-line", { role: "alert" },
+      h("span.error-code", { text: code || "error" }),
+      h("span", { text })), { force: true });
+  }
+}
+
+function emptyState(title) {
+  return h("div.empty-state",
+    h("div.empty-logo.logo", { "aria-hidden": "true" }),
+    h("h2", { text: title || "A new session" }),
+    h("p", { text: "Give xclaw a task. Every step is recorded before it happens, so you can refresh, " +
+      "restart the server, roll back or fork at any point." }),
+    h("p.muted", h("kbd", { text: "Enter" }), " sends · ", h("kbd", { text: "Shift" }), "+", h("kbd", { text: "Enter" }),
+      " new line · ", h("code", { text: "/help" }), " lists commands"));
+}
+
+function userBubble(text, restored) {
+  return h(`div.msg.user${restored ? ".restored" : ""}`,
+    h("div.bubble", h("div.bubble-text", { text })));
+}
+
+function assistantBubble(text, restored) {
+  const body = h("div.bubble-text");
+  if (text) body.append(richText(text));
+  return h(`div.msg.assistant${restored ? ".restored" : ""}`,
+    h("div.avatar.logo", { "aria-hidden": "true" }),
+    h("div.bubble", body));
+}
+
+function toolLine(frame, restored) {
+  const line = h(`div.tool-line${restored ? ".restored" : ""}`, { dataset: { state: frame.state || "running" } },
+    h("div.tool-head",
+      h("span.tool-state", { "aria-hidden": "true" }),
+      h("span.tool-prefix", { text: "xclaw uses " }),
+      h("span.tool-name", { text: `[${frame.name}]` }),
+      h("span.tool-colon", { text: ": " }),
+      h("code.tool-input", { text: oneLine(frame.input, 220), title: JSON.stringify(frame.input, null, 2) }),
+      h("span.tool-step"),
+      frame.agent ? h("span.tool-agent", { text: `sub-agent ${frame.agent}` }) : null),
+    h("div.tool-output"));
+  return line;
+}
+
+function setToolState(line, state) {
+  line.dataset.state = state;
+}
+
+function setToolResult(line, state, output, stepId) {
+  setToolState(line, state);
+  if (stepId) line.querySelector(".tool-step").textContent = stepId;
+  const box = clear(line.querySelector(".tool-output"));
+  const text = String(output ?? "");
+  if (!text.trim()) return;
+  const lines = text.split("\n").length;
+  const details = h("details.tool-details",
+    h("summary", { text: `${state === "failed" ? "error output" : "output"} · ${lines} line${lines === 1 ? "" : "s"}` }),
+    foldedText(text, "code"));
+  if (state === "failed" || lines <= 3) details.open = true;
+  box.append(details);
+}
+
+/** The message box. `onSend(text)` is called with trimmed text; returns false to keep it. */
+export class Composer {
+  constructor(form, { onSend, onCancel }) {
+    this.form = form;
+    this.input = form.querySelector("textarea");
+    this.sendButton = form.querySelector(".send");
+    this.stopButton = form.querySelector(".stop");
+    this.state = form.querySelector(".composer-state");
+    this.onSend = onSend;
+    this.locked = false;
+    this.offline = false;
+    this.input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.submit();
+      }
+    });
+    this.input.addEventListener("input", () => this.autosize());
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.submit();
+    });
+    this.stopButton.addEventListener("click", () => onCancel());
+  }
+
+  autosize() {
+    this.input.style.height = "auto";
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 240)}px`;
+  }
+
+  submit() {
+    if (this.locked || this.offline) return;
+    const text = this.input.value.trim();
+    if (!text) return;
+    if (this.onSend(text) === false) return;
+    this.input.value = "";
+    this.autosize();
+  }
+
+  /** Locked while a run is in flight: one driver per session (the server would say `busy`). */
+  setLocked(locked, why = "") {
+    this.locked = locked;
+    this.render(why);
+  }
+
+  setOffline(offline) {
+    this.offline = offline;
+    this.render();
+  }
+
+  render(why = "") {
+    const blocked = this.locked || this.offline;
+    this.form.classList.toggle("locked", blocked);
+    this.sendButton.disabled = blocked;
+    this.stopButton.hidden = !this.locked || this.offline;
+    this.input.setAttribute("aria-busy", this.locked ? "true" : "false");
+    let text = "Enter to send · Shift+Enter for a new line · /help lists commands";
+    if (this.offline) text = "Not connected — your message can be sent once xclaw is back";
+    else if (this.locked) text = why || "xclaw is working — input is locked until the reply (Stop interrupts after the current step)";
+    this.state.textContent = text;
+  }
+
+  focus() {
+    this.input.focus();
+  }
+}

@@ -1,0 +1,124 @@
+// The sessions sidebar: title, status and time of every session, forks nested under the
+// session they branched from; switch, rename, delete, new.
+
+import { clear, h, icon, shortId, timeAgo } from "./dom.js";
+
+export function sessionTitle(s) {
+  return (s && s.title) || `Untitled · ${shortId(s && s.sessionId)}`;
+}
+
+/** Parent id -> child sessions, and the roots (no parent, or a parent no longer listed). */
+export function forest(sessions) {
+  const byId = new Map(sessions.map((s) => [s.sessionId, s]));
+  const kids = new Map();
+  const roots = [];
+  for (const s of sessions) {
+    if (s.parentSessionId && byId.has(s.parentSessionId)) {
+      if (!kids.has(s.parentSessionId)) kids.set(s.parentSessionId, []);
+      kids.get(s.parentSessionId).push(s);
+    } else roots.push(s);
+  }
+  for (const list of kids.values()) list.sort((a, b) => a.createdAt - b.createdAt);
+  return { byId, kids, roots };
+}
+
+/** Every session related to `id` by forking (the whole family tree it belongs to). */
+export function familyOf(sessions, id) {
+  const { byId, kids } = forest(sessions);
+  let top = byId.get(id);
+  if (!top) return [];
+  while (top.parentSessionId && byId.has(top.parentSessionId)) top = byId.get(top.parentSessionId);
+  const out = [];
+  const walk = (s, depth) => {
+    out.push({ session: s, depth });
+    for (const c of kids.get(s.sessionId) || []) walk(c, depth + 1);
+  };
+  walk(top, 0);
+  return out;
+}
+
+export class Sidebar {
+  constructor(root, filterInput, actions) {
+    this.root = root;
+    this.filter = filterInput;
+    this.actions = actions;
+    this.sessions = [];
+    this.current = null;
+    this.filter.addEventListener("input", () => this.render());
+    setInterval(() => this.render(), 30_000); // keep "5 min ago" honest
+  }
+
+  setSessions(sessions) {
+    this.sessions = sessions;
+    this.render();
+  }
+
+  setCurrent(id) {
+    this.current = id;
+    this.render();
+  }
+
+  /** Patch one session in place (a status frame, a rename) without a round trip. */
+  patch(id, changes) {
+    const s = this.sessions.find((x) => x.sessionId === id);
+    if (s) {
+      Object.assign(s, changes);
+      this.render();
+    }
+  }
+
+  get(id) {
+    return this.sessions.find((s) => s.sessionId === id) || null;
+  }
+
+  render() {
+    const needle = this.filter.value.trim().toLowerCase();
+    const { kids, roots } = forest(this.sessions);
+    roots.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0));
+    clear(this.root);
+    const matches = (s) =>
+      !needle || sessionTitle(s).toLowerCase().includes(needle) || s.sessionId.toLowerCase().startsWith(needle);
+    const visible = (s) => matches(s) || (kids.get(s.sessionId) || []).some(visible);
+    let shown = 0;
+    const list = h("ul.session-list", { role: "list" });
+    const add = (s, depth, into) => {
+      if (!visible(s)) return;
+      shown += 1;
+      const li = this.item(s, depth);
+      into.append(li);
+      const children = kids.get(s.sessionId) || [];
+      if (children.length) {
+        const sub = h("ul.forks", { role: "list" });
+        for (const c of children) add(c, depth + 1, sub);
+        li.append(sub);
+      }
+    };
+    for (const s of roots) add(s, 0, list);
+    this.root.append(list);
+    if (!shown) {
+      this.root.append(h("p.sidebar-empty", { text: needle ? "No session matches." : "No sessions yet." }));
+    }
+  }
+
+  item(s, depth) {
+    const active = s.sessionId === this.current;
+    const meta = [s.busy ? "running now" : s.status, timeAgo(s.updatedAt)].filter(Boolean).join(" · ");
+    return h(`li.session-item${active ? ".active" : ""}${s.isForked ? ".fork" : ""}`, { dataset: { session: s.sessionId } },
+      h("div.session-row",
+        h("button.session-main", {
+          type: "button",
+          "aria-current": active ? "true" : undefined,
+          title: `${sessionTitle(s)}\n${s.sessionId}`,
+          onclick: () => this.actions.onSwitch(s.sessionId),
+        },
+        h(`span.status-dot.st-${s.status}${s.busy ? ".busy" : ""}`, { "aria-hidden": "true" }),
+        h("span.session-text",
+          h("span.session-title", s.isForked ? h("span.fork-mark", { title: "fork" }, icon("fork", { size: 12 })) : null, sessionTitle(s)),
+          h("span.session-meta", { text: s.isForked && s.forkedFromSeq ? `${meta} · from s${String(s.forkedFromSeq).padStart(4, "0")}` : meta }))),
+        h("div.session-actions",
+          h("button.icon.rename", { type: "button", title: "Rename", "aria-label": `Rename ${sessionTitle(s)}`,
+            onclick: () => this.actions.onRename(s) }, icon("pencil", { size: 14 })),
+          h("button.icon.delete", { type: "button", title: "Delete", "aria-label": `Delete ${sessionTitle(s)}`,
+            onclick: () => this.actions.onDelete(s) }, icon("trash", { size: 14 })))));
+  }
+}
