@@ -1,0 +1,106 @@
+"""`xclaw serve` as a process: banner, token file, logs, starting without a model, graceful
+stop on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import stat
+import time
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from tests.gateway.harness import Client, Server
+
+pytestmark = pytest.mark.slow
+
+
+async def test_starts_without_a_model_and_says_how_to_configure_one(server_factory) -> None:
+    server = server_factory(None, name="nomodel")
+    assert "no model configured: set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env or XCLAW_MODEL=script:path" in server.banner
+    assert f"listening on http://127.0.0.1:{server.port}/?token={server.token}" in server.banner
+    assert f"database:  {server.home / 'xclaw.db'}" in server.banner
+    health = httpx.get(f"{server.http}/api/health", params={"token": server.token}).json()
+    assert health["model"] is None
+    c = await Client.open(server)
+    await c.attach(None)
+    err = (await c.turn("hello"))
+    assert err["type"] == "error" and err["code"] == "config_error"
+    assert "XCLAW_MODEL=script:" in err["content"]
+    # commands that need no model still work
+    await c.send({"type": "message", "content": "/steps"})
+    assert (await c.until_type("notice"))["content"].startswith("Steps (session:")
+
+
+async def test_token_generated_once_kept_0600_and_reused(server_factory) -> None:
+    server = server_factory([{"text": "ok"}], name="tok")
+    path = server.home / "token"
+    assert path.read_text().strip() == server.token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    first = server.token
+    server.restart()
+    assert server.token == first
+    logs = server.logs()
+    # Connect with the token in the URL: the logs must not carry it.
+    c = await Client.open(server, url=f"{server.ws_url}?token={first}")
+    await c.attach(None)
+    await c.close()
+    time.sleep(0.2)
+    logs = server.logs()
+    assert "event=connect" in logs and "event=attach" in logs
+    assert first not in logs
+    for line in logs.splitlines():
+        assert line.startswith("ts=") and " level=" in line and " logger=" in line, line
+
+
+async def test_sigterm_stops_gracefully_and_the_run_resumes_after_restart(server_factory) -> None:
+    server = server_factory(
+        [
+            {"text": "Slow.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 20"}}]},
+            {"text": "After restart."},
+        ],
+        approval="yolo",
+    )
+    c = await Client.open(server)
+    await c.attach(None)
+    sid = c.session_id
+    await c.send({"type": "message", "content": "go"})
+    await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+    started = time.monotonic()
+    code = server.kill(signal.SIGTERM)
+    assert code == 0
+    assert time.monotonic() - started < 10
+    with pytest.raises(ConnectionClosed) as info:
+        while True:
+            await c.recv(timeout=5)
+    assert info.value.rcvd is not None and info.value.rcvd.code == 1012  # "service restart"
+    assert "event=stopped" in server.logs()
+    # The step in flight ended as interrupted: recorded, not half-written, not deleted.
+    with sqlite3.connect(server.home / "xclaw.db") as db:
+        rows = db.execute(
+            "SELECT step_type, status, error_message FROM traces WHERE session_id=? ORDER BY start_time", (sid,)
+        ).fetchall()
+    assert ("tool_call", "failed", "interrupted") in rows
+    assert not [r for r in rows if r[1] == "running"]
+
+    server.start()
+    c2 = await Client.open(server)
+    await c2.send({"type": "reconnect", "sessionId": sid})
+    assert (await c2.until_type("notice"))["content"].startswith("[resume]")
+    assert (await c2.until_type("reply"))["content"] == "After restart."
+
+
+def test_sigint_stops_cleanly(server_factory) -> None:
+    server = server_factory([{"text": "ok"}], name="int")
+    assert server.kill(signal.SIGINT) == 0
+    assert "event=stopped" in server.logs()
+
+
+def test_port_in_use_is_a_clear_error(server_factory) -> None:
+    first = server_factory([{"text": "ok"}], name="one")
+    other = Server(root=first.root.parent / "two", script=first.script, port=first.port)
+    with pytest.raises(AssertionError, match="did not start"):
+        other.start()
+    assert "address already in use" in other.logs().lower()
