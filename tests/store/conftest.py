@@ -9,8 +9,9 @@ itself (PRAGMAs, files, processes) use `sqlite_store` / `sqlite_path` instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

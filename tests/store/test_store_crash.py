@@ -65,8 +65,12 @@ def _kill(child: subprocess.Popen[str]) -> None:
 
 
 def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(sqlite_path)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(sqlite_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline().strip()  # type: ignore[union-attr]
         assert line == "crash:s0003", child.stderr.read()  # type: ignore[union-attr]
@@ -95,8 +99,12 @@ def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
 
 
 def test_killed_in_the_middle_of_busy_writing(sqlite_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", LOOP, str(sqlite_path)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", LOOP, str(sqlite_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: dict[str, int] = {}
     try:
         while sum(seen.values()) < 400:

@@ -20,15 +20,21 @@ from xclaw.store.sqlite import SQLiteStore
 # add SAMPLE_ROWS[N+1] for the new version in the same change.
 SAMPLE_ROWS: dict[int, list[str]] = {
     1: [
-        "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, "
-        "metadata, is_forked, next_seq) VALUES ('old', 'from v1', 'Running', 1000, 2000, "
-        "'{\"temperature\":0.5}', 0, 3)",
-        "INSERT INTO traces (step_id, session_id, seq, step_type, name, status, input_data, "
-        "start_time, end_time) VALUES ('old:s0001', 'old', 1, 'user_input', 'user', "
-        "'completed', '\"hi\"', 1000, 1000)",
-        "INSERT INTO traces (step_id, session_id, parent_step_id, seq, step_type, name, status,"
-        " input_data, start_time) VALUES ('old:s0002', 'old', 'old:s0001', 2, 'tool_call', "
-        "'shell', 'running', '{\"command\":\"sleep 10\"}', 1500)",
+        (
+            "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, "
+            "metadata, is_forked, next_seq) VALUES ('old', 'from v1', 'Running', 1000, 2000, "
+            "'{\"temperature\":0.5}', 0, 3)"
+        ),
+        (
+            "INSERT INTO traces (step_id, session_id, seq, step_type, name, status, "
+            "input_data, start_time, end_time) VALUES ('old:s0001', 'old', 1, 'user_input', "
+            "'user', 'completed', '\"hi\"', 1000, 1000)"
+        ),
+        (
+            "INSERT INTO traces (step_id, session_id, parent_step_id, seq, step_type, name, "
+            "status, input_data, start_time) VALUES ('old:s0002', 'old', 'old:s0001', 2, "
+            "'tool_call', 'shell', 'running', '{\"command\":\"sleep 10\"}', 1500)"
+        ),
     ],
 }
 
@@ -58,17 +64,38 @@ def test_fresh_database_is_at_the_latest_version(sqlite_path: Path) -> None:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"idx_traces_session_time", "idx_traces_parent"} <= names
         fks = {(r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(traces)")}
-        assert fks == {("sessions", "session_id", "session_id", "CASCADE"),
-                       ("traces", "parent_step_id", "step_id", "SET NULL")}
+        assert fks == {
+            ("sessions", "session_id", "session_id", "CASCADE"),
+            ("traces", "parent_step_id", "step_id", "SET NULL"),
+        }
         (fk,) = conn.execute("PRAGMA foreign_key_list(sessions)").fetchall()
         assert (fk[2], fk[3], fk[6]) == ("sessions", "parent_session_id", "SET NULL")
-        seed_columns = {"session_id", "title", "current_status", "created_at", "updated_at",
-                        "metadata", "is_forked", "parent_session_id"}
+        seed_columns = {
+            "session_id",
+            "title",
+            "current_status",
+            "created_at",
+            "updated_at",
+            "metadata",
+            "is_forked",
+            "parent_session_id",
+        }
         assert seed_columns <= {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
         seed_trace_columns = {
-            "step_id", "session_id", "parent_step_id", "step_type", "name", "status",
-            "input_data", "output_data", "error_message", "start_time", "end_time",
-            "token_usage_prompt", "token_usage_completion"}
+            "step_id",
+            "session_id",
+            "parent_step_id",
+            "step_type",
+            "name",
+            "status",
+            "input_data",
+            "output_data",
+            "error_message",
+            "start_time",
+            "end_time",
+            "token_usage_prompt",
+            "token_usage_completion",
+        }
         assert seed_trace_columns <= {r[1] for r in conn.execute("PRAGMA table_info(traces)")}
     finally:
         conn.close()
@@ -83,7 +110,7 @@ def test_reopening_applies_nothing(sqlite_path: Path) -> None:
         conn.close()
 
 
-@pytest.mark.parametrize("start", range(0, LATEST_VERSION))
+@pytest.mark.parametrize("start", range(LATEST_VERSION))
 def test_every_older_version_upgrades_in_place(sqlite_path: Path, start: int) -> None:
     sqlite_path.parent.mkdir(parents=True)
     conn = sqlite3.connect(sqlite_path, isolation_level=None)
@@ -101,7 +128,9 @@ def test_every_older_version_upgrades_in_place(sqlite_path: Path, start: int) ->
             assert (s.title, s.metadata) == ("from v1", {"temperature": 0.5})
             steps = store.steps("old")
             assert [(x.display_id, x.status) for x in steps] == [
-                ("s0001", StepStatus.COMPLETED), ("s0002", StepStatus.RUNNING)]
+                ("s0001", StepStatus.COMPLETED),
+                ("s0002", StepStatus.RUNNING),
+            ]
             assert steps[1].parent_display_id == "s0001"
             assert store.add_step("old", user()).display_id == "s0003"
         sid = store.create_session().session_id
@@ -112,7 +141,8 @@ def test_failed_migration_leaves_the_previous_version(sqlite_path: Path, monkeyp
     from xclaw.store import migrations
 
     broken = migrations.Migration(
-        LATEST_VERSION + 1, "broken", "test", ("CREATE TABLE extra (x)", "SELECT nonsense()"))
+        LATEST_VERSION + 1, "broken", "test", ("CREATE TABLE extra (x)", "SELECT nonsense()")
+    )
     SQLiteStore(sqlite_path).close()
     monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
     monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
@@ -131,8 +161,9 @@ def test_newer_database_is_refused_clearly(sqlite_path: Path) -> None:
     SQLiteStore(sqlite_path).close()
     conn = sqlite3.connect(sqlite_path)
     with conn:
-        conn.execute("INSERT INTO schema_version VALUES (?, 'from the future', 0)",
-                     (LATEST_VERSION + 1,))
+        conn.execute(
+            "INSERT INTO schema_version VALUES (?, 'from the future', 0)", (LATEST_VERSION + 1,)
+        )
     conn.close()
     with pytest.raises(SchemaTooNew) as e:
         SQLiteStore(sqlite_path)
@@ -161,24 +192,30 @@ def test_the_seeds_own_queries_read_our_data(sqlite_store: SQLiteStore) -> None:
     sid = sqlite_store.create_session(title="seed").session_id
     u = sqlite_store.add_step(sid, user("hi"))
     t = sqlite_store.begin_step(sid, llm(parent=u.step_id))
-    sqlite_store.complete_step(sid, t.seq, output_data={"text": "yo"},
-                               token_usage_prompt=10, token_usage_completion=2)
+    sqlite_store.complete_step(
+        sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
+    )
     conn = sqlite3.connect(sqlite_store.path)
     try:
         # R6: the resume query of the seed, and R5's tree query
         rows = conn.execute(
             "SELECT step_id, step_type, status, input_data, output_data FROM traces "
-            "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC", (sid,)
+            "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC",
+            (sid,),
         ).fetchall()
         assert [r[1] for r in rows] == ["user_input", "llm_call"]
-        kids = conn.execute("SELECT step_id FROM traces WHERE parent_step_id = ?",
-                            (u.step_id,)).fetchall()
+        kids = conn.execute(
+            "SELECT step_id FROM traces WHERE parent_step_id = ?", (u.step_id,)
+        ).fetchall()
         assert kids == [(t.step_id,)]
-        status = conn.execute("SELECT current_status, is_forked FROM sessions "
-                              "WHERE session_id = ?", (sid,)).fetchone()
+        status = conn.execute(
+            "SELECT current_status, is_forked FROM sessions WHERE session_id = ?", (sid,)
+        ).fetchone()
         assert status == ("Running", 0)
-        tokens = conn.execute("SELECT sum(token_usage_prompt + token_usage_completion), "
-                              "max(end_time - start_time) FROM traces").fetchone()
+        tokens = conn.execute(
+            "SELECT sum(token_usage_prompt + token_usage_completion), "
+            "max(end_time - start_time) FROM traces"
+        ).fetchone()
         assert tokens[0] == 12 and tokens[1] >= 0
     finally:
         conn.close()
@@ -191,7 +228,7 @@ def test_concurrent_first_opens_migrate_once(sqlite_path: Path) -> None:
     def open_one() -> None:
         try:
             stores.append(SQLiteStore(sqlite_path))
-        except BaseException as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001 - asserted on below
             errors.append(e)
 
     threads = [threading.Thread(target=open_one) for _ in range(6)]

@@ -7,9 +7,9 @@ agree with it; at the end of each example the database must pass SQLite's own ch
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -121,11 +121,17 @@ def test_random_histories(shared: SQLiteStore, ops: list[tuple]) -> None:
                 with pytest.raises(IllegalTransition):
                     store.begin_step(m.sid, new) if running else store.add_step(m.sid, new)
             else:
-                step = (store.begin_step(m.sid, new) if running else store.add_step(m.sid, new))
+                step = store.begin_step(m.sid, new) if running else store.add_step(m.sid, new)
                 assert step.seq == m.next_seq
-                m.steps.append(ModelStep(step.seq, kind, step_name,
-                                         StepStatus.RUNNING if running else StepStatus.COMPLETED,
-                                         parent))
+                m.steps.append(
+                    ModelStep(
+                        step.seq,
+                        kind,
+                        step_name,
+                        StepStatus.RUNNING if running else StepStatus.COMPLETED,
+                        parent,
+                    )
+                )
                 m.issued.append(step.seq)
                 m.next_seq += 1
                 m.status = target
@@ -134,14 +140,13 @@ def test_random_histories(shared: SQLiteStore, ops: list[tuple]) -> None:
             if not live:
                 continue
             s = live[a % len(live)]
-            final = Status.SUCCESS if (b and name == "complete") else (
-                Status.FAILED if b else None)
+            final = Status.SUCCESS if (b and name == "complete") else (Status.FAILED if b else None)
             others = [x for x in live if x is not s and x.name == "approval"]
             target = final
             if target is None and s.name == "approval" and m.status is Status.PAUSED and not others:
                 target = Status.RUNNING
             kwargs = {"session_status": final}
-            call = (store.complete_step if name == "complete" else store.fail_step)
+            call = store.complete_step if name == "complete" else store.fail_step
             if name == "fail":
                 kwargs["error_message"] = "boom"
             if target is not None and not _legal(m.status, target):
@@ -165,14 +170,20 @@ def test_random_histories(shared: SQLiteStore, ops: list[tuple]) -> None:
             new = store.fork(m.sid, target)
             assert store.steps(m.sid) == source_before  # the source is untouched
             copied = [
-                ModelStep(s.seq, s.kind, s.name,
-                          StepStatus.FAILED if s.status is StepStatus.RUNNING else s.status,
-                          s.parent,
-                          "interrupted" if s.status is StepStatus.RUNNING else s.error)
-                for s in m.steps if s.seq <= target
+                ModelStep(
+                    s.seq,
+                    s.kind,
+                    s.name,
+                    StepStatus.FAILED if s.status is StepStatus.RUNNING else s.status,
+                    s.parent,
+                    "interrupted" if s.status is StepStatus.RUNNING else s.error,
+                )
+                for s in m.steps
+                if s.seq <= target
             ]
-            fork = ModelSession(new.session_id, Status.INIT, target + 1, copied,
-                                [s.seq for s in copied])
+            fork = ModelSession(
+                new.session_id, Status.INIT, target + 1, copied, [s.seq for s in copied]
+            )
             sessions.append(fork)
             if b:
                 m = fork

@@ -56,8 +56,8 @@ def test_list_most_recently_updated_first(store_factory) -> None:
     clock = iter(range(1000, 2000, 10))
     store = store_factory(clock=lambda: next(clock))
     a = store.create_session(title="a")
-    b = store.create_session(title="b")
-    c = store.create_session(title="c")
+    store.create_session(title="b")
+    store.create_session(title="c")
     store.add_step(a.session_id, user())  # touches a
     assert [s.title for s in store.list_sessions()] == ["a", "c", "b"]
     assert [s.title for s in store.list_sessions(limit=2)] == ["a", "c"]

@@ -35,8 +35,13 @@ def test_seq_counts_up_per_session(store: Store) -> None:
 def test_complete_step(store: Store) -> None:
     sid = store.create_session().session_id
     st = store.begin_step(sid, llm())
-    done = store.complete_step(sid, st.seq, output_data={"text": "hi", "tool_calls": []},
-                               token_usage_prompt=120, token_usage_completion=7)
+    done = store.complete_step(
+        sid,
+        st.seq,
+        output_data={"text": "hi", "tool_calls": []},
+        token_usage_prompt=120,
+        token_usage_completion=7,
+    )
     assert done.status is StepStatus.COMPLETED
     assert done.output_data == {"text": "hi", "tool_calls": []}
     assert (done.token_usage_prompt, done.token_usage_completion) == (120, 7)
@@ -89,8 +94,13 @@ def test_add_step_records_finished_steps(store: Store) -> None:
     sid = store.create_session().session_id
     u = store.add_step(sid, user("帮我分析日志"))
     assert u.status is StepStatus.COMPLETED and u.end_time == u.start_time
-    denied = store.add_step(sid, tool("rm -rf x"), status=StepStatus.FAILED,
-                            output_data="Not run: denied", error_message="denied")
+    denied = store.add_step(
+        sid,
+        tool("rm -rf x"),
+        status=StepStatus.FAILED,
+        output_data="Not run: denied",
+        error_message="denied",
+    )
     assert denied.status is StepStatus.FAILED and denied.error_message == "denied"
     assert store.steps(sid) == [u, denied]
     with pytest.raises(ValueError, match="begin_step"):
@@ -239,7 +249,9 @@ def test_step_columns_follow_the_step_fields() -> None:
 
 def test_json_columns_are_compact_utf8_text(sqlite_store: SQLiteStore) -> None:
     sid = sqlite_store.create_session().session_id
-    st = sqlite_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]}))
+    st = sqlite_store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]})
+    )
     sqlite_store.complete_step(sid, st.seq, output_data=None)
     conn = sqlite3.connect(sqlite_store.path)
     try:

@@ -25,9 +25,22 @@ def conversation(store: Store, sid: str, turns: int = 2) -> None:
 def history(store: Store, sid: str) -> list[tuple]:
     """What a step means, without the ids that differ between a fork and its source."""
     return [
-        (s.seq, s.step_type, s.name, s.status, s.input_data, s.output_data, s.error_message,
-         s.parent_display_id, s.agent, s.call_id, s.start_time, s.end_time,
-         s.token_usage_prompt, s.token_usage_completion)
+        (
+            s.seq,
+            s.step_type,
+            s.name,
+            s.status,
+            s.input_data,
+            s.output_data,
+            s.error_message,
+            s.parent_display_id,
+            s.agent,
+            s.call_id,
+            s.start_time,
+            s.end_time,
+            s.token_usage_prompt,
+            s.token_usage_completion,
+        )
         for s in store.steps(sid)
     ]
 
@@ -114,8 +127,9 @@ def test_rollback_of_the_first_step_empties_the_session(store: Store) -> None:
 
 
 def test_fork_copies_the_prefix_and_leaves_the_source(store: Store) -> None:
-    sid = store.create_session(session_id="web-abc123", title="refactor",
-                               metadata={"temperature": 0}).session_id
+    sid = store.create_session(
+        session_id="web-abc123", title="refactor", metadata={"temperature": 0}
+    ).session_id
     conversation(store, sid, turns=2)  # 8 steps
     store.transition(sid, Status.SUCCESS)
     source_before = history(store, sid)
@@ -123,7 +137,11 @@ def test_fork_copies_the_prefix_and_leaves_the_source(store: Store) -> None:
     fork = store.fork(sid, "s0006", title="plan A")
     assert fork.session_id != sid
     assert (fork.title, fork.status, fork.is_forked, fork.parent_session_id) == (
-        "plan A", Status.INIT, True, sid)
+        "plan A",
+        Status.INIT,
+        True,
+        sid,
+    )
     assert fork.forked_from_seq == 6 and not fork.awaiting_input
     assert fork.metadata == {"temperature": 0}
     assert store.get_session(fork.session_id) == fork
@@ -193,7 +211,13 @@ def test_rollback_and_fork_inside_a_fork(store: Store) -> None:
     assert store.add_step(fork, user("new")).display_id == "s0011"
     nested = store.fork(fork, "s0011").session_id
     assert [s.display_id for s in store.steps(nested)] == [
-        "s0001", "s0002", "s0003", "s0004", "s0005", "s0011"]
+        "s0001",
+        "s0002",
+        "s0003",
+        "s0004",
+        "s0005",
+        "s0011",
+    ]
     assert store.rollback(nested, "s0003").deleted == 4
     assert [s.display_id for s in store.steps(nested)] == ["s0001", "s0002"]
     assert history(store, sid) == source  # the original never moved
@@ -207,8 +231,11 @@ def test_fork_never_inherits_a_run_in_flight(store: Store) -> None:
     pending = store.begin_step(sid, approval(parent=u.step_id))
     fork = store.fork(sid, pending.seq)
     copied = store.steps(fork.session_id)
-    assert [s.status for s in copied] == [StepStatus.COMPLETED, StepStatus.FAILED,
-                                          StepStatus.FAILED]
+    assert [s.status for s in copied] == [
+        StepStatus.COMPLETED,
+        StepStatus.FAILED,
+        StepStatus.FAILED,
+    ]
     assert all(s.error_message == INTERRUPTED and s.end_time is not None for s in copied[1:])
     # the source is untouched: its steps are still running
     assert store.get_step(sid, running_tool.seq).status is StepStatus.RUNNING

@@ -117,8 +117,9 @@ def test_approval_from_a_non_running_state_is_illegal_and_writes_nothing(
 def test_complete_with_session_status_moves_both_in_one_transaction(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
     st = store.begin_step(sid, llm())
-    done = store.complete_step(sid, st.seq, output_data={"text": "answer"},
-                               session_status=Status.SUCCESS)
+    done = store.complete_step(
+        sid, st.seq, output_data={"text": "answer"}, session_status=Status.SUCCESS
+    )
     assert done.status is StepStatus.COMPLETED
     assert store.get_session(sid).status is Status.SUCCESS
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def _in_threads(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread],
     def run(i: int) -> None:
         try:
             results[i] = calls[i]()
-        except BaseException as e:
+        except Exception as e:  # noqa: BLE001 - the result under test
             results[i] = e
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
@@ -78,14 +79,16 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     sqlite_store: SQLiteStore,
 ) -> None:
     store = sqlite_store
-    probe = lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]  # noqa: E731
+    probe = lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]
     assert store._writer.submit(probe, durable=False) == NORMAL
     assert store._writer.submit(probe, durable=True) == FULL
     holder, release = _hold_the_lead(store)
-    threads, results = _in_threads([
-        lambda: store._writer.submit(probe, durable=False),
-        lambda: store._writer.submit(probe, durable=True),
-    ])
+    threads, results = _in_threads(
+        [
+            lambda: store._writer.submit(probe, durable=False),
+            lambda: store._writer.submit(probe, durable=True),
+        ]
+    )
     _wait_queued(store, 2)
     release.set()
     for t in [holder, *threads]:
@@ -120,8 +123,9 @@ def test_durability_policy_per_operation(sqlite_store: SQLiteStore, monkeypatch)
     assert durable(lambda: store.begin_step("d", approval()))  # Paused
     assert not durable(lambda: store.complete_step("d", 4, output_data={"approved": True}))
     assert not durable(lambda: store.begin_step("d", llm()))
-    assert durable(lambda: store.complete_step("d", 5, output_data={},
-                                               session_status=Status.SUCCESS))
+    assert durable(
+        lambda: store.complete_step("d", 5, output_data={}, session_status=Status.SUCCESS)
+    )
     assert durable(lambda: store.transition("d", Status.RUNNING)) is False
     assert durable(lambda: store.transition("d", Status.FAILED))
     assert durable(lambda: store.mark_interrupted("d"))

@@ -20,7 +20,7 @@ def open_store(url_or_path: str | Path) -> Store:
             "Use a file path for --db / XCLAW_DB."
         )
     if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///"):]  # sqlite:///rel.db, sqlite:////abs/path.db
+        text = text[len("sqlite:///") :]  # sqlite:///rel.db, sqlite:////abs/path.db
     elif "://" in text:
         raise StoreError(f"unsupported database URL {text!r}: use a file path or postgresql://")
     if not text:

@@ -12,9 +12,10 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Self, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning, StoreError
 from xclaw.store.base import RollbackResult
@@ -87,7 +88,7 @@ class SQLiteStore:
         self._readers_lock = threading.Lock()
         self._closed = False
 
-    def __enter__(self) -> "SQLiteStore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -167,12 +168,16 @@ class SQLiteStore:
 
     @staticmethod
     def _require_step(conn: sqlite3.Connection, session_id: str, seq: int, ref: object) -> None:
-        if conn.execute(
-            "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
-        ).fetchone() is None:
-            if conn.execute(
-                "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)
-            ).fetchone() is None:
+        if (
+            conn.execute(
+                "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
+            ).fetchone()
+            is None
+        ):
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+                is None
+            ):
                 raise SessionNotFound(session_id)
             raise StepNotFound(str(ref), session_id)
 
@@ -218,16 +223,21 @@ class SQLiteStore:
         return found
 
     def find_session(self, session_id: str) -> Session | None:
-        row = self._read(lambda c: c.execute(
-            f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-        ).fetchone())
+        row = self._read(
+            lambda c: c.execute(
+                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone()
+        )
         return None if row is None else row_to_session(row)
 
     def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        rows = self._read(lambda c: c.execute(
-            f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, created_at DESC, "
-            "rowid DESC LIMIT ?", (-1 if limit is None else max(limit, 0),)
-        ).fetchall())
+        rows = self._read(
+            lambda c: c.execute(
+                f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, created_at DESC, "
+                "rowid DESC LIMIT ?",
+                (-1 if limit is None else max(limit, 0),),
+            ).fetchall()
+        )
         return [row_to_session(r) for r in rows]
 
     def update_session(
@@ -288,9 +298,10 @@ class SQLiteStore:
         is still pending (parallel sub-agents), which keeps it Paused."""
         if is_approval(step.step_type, step.name):
             return Status.PAUSED
-        if current is Status.PAUSED and conn.execute(
-            _RUNNING_APPROVAL_SQL, (session_id,)
-        ).fetchone():
+        if (
+            current is Status.PAUSED
+            and conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
+        ):
             return Status.PAUSED
         return Status.RUNNING
 
@@ -314,7 +325,9 @@ class SQLiteStore:
         def tx(conn: sqlite3.Connection) -> Step:
             current, seq, awaiting = self._session_status(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
-            target = self._status_after_new_step(conn, session_id, current, step) if moves else current
+            target = (
+                self._status_after_new_step(conn, session_id, current, step) if moves else current
+            )
             if moves:
                 check_transition(current, target)  # invariant 7
             if step.step_type is StepType.USER_INPUT:
@@ -326,17 +339,44 @@ class SQLiteStore:
                 "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, "
                 "status, agent, call_id, input_data, output_data, error_message, start_time, "
                 "end_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (step_id, session_id, seq, parent, step.step_type.value, step.name, status.value,
-                 step.agent, step.call_id, input_json, output_json, error_message, now, end),
+                (
+                    step_id,
+                    session_id,
+                    seq,
+                    parent,
+                    step.step_type.value,
+                    step.name,
+                    status.value,
+                    step.agent,
+                    step.call_id,
+                    input_json,
+                    output_json,
+                    error_message,
+                    now,
+                    end,
+                ),
             )
             conn.execute(
                 "UPDATE sessions SET next_seq=?, current_status=?, awaiting_input=?, updated_at=?"
                 " WHERE session_id=?",
                 (seq + 1, target.value, awaiting, now, session_id),
             )
-            return Step(step_id, session_id, seq, parent, step.step_type, step.name, status,
-                        step.agent, step.call_id, step.input_data, output_data, error_message,
-                        now, end)
+            return Step(
+                step_id,
+                session_id,
+                seq,
+                parent,
+                step.step_type,
+                step.name,
+                status,
+                step.agent,
+                step.call_id,
+                step.input_data,
+                output_data,
+                error_message,
+                now,
+                end,
+            )
 
         return self._write(tx, durable=durable)
 
@@ -359,8 +399,9 @@ class SQLiteStore:
         status = StepStatus(status)
         if status is StepStatus.RUNNING:
             raise ValueError("add_step records a finished step; use begin_step for a running one")
-        return self._insert_step(session_id, step, status, output_data, error_message,
-                                 durable=False)
+        return self._insert_step(
+            session_id, step, status, output_data, error_message, durable=False
+        )
 
     def complete_step(
         self,
@@ -372,8 +413,16 @@ class SQLiteStore:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
     ) -> Step:
-        return self._finish(session_id, seq, StepStatus.COMPLETED, None, output_data,
-                            token_usage_prompt, token_usage_completion, session_status)
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.COMPLETED,
+            None,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+        )
 
     def fail_step(
         self,
@@ -386,8 +435,16 @@ class SQLiteStore:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
     ) -> Step:
-        return self._finish(session_id, seq, StepStatus.FAILED, error_message, output_data,
-                            token_usage_prompt, token_usage_completion, session_status)
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.FAILED,
+            error_message,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+        )
 
     def _finish(
         self,
@@ -410,8 +467,16 @@ class SQLiteStore:
                 "token_usage_prompt=?, token_usage_completion=? "
                 "WHERE session_id=? AND seq=? AND status='running' "
                 f"RETURNING {STEP_COLS_NO_OUTPUT}",
-                (status.value, output_json, error_message, self._now(), prompt_tokens,
-                 completion_tokens, session_id, seq),
+                (
+                    status.value,
+                    output_json,
+                    error_message,
+                    self._now(),
+                    prompt_tokens,
+                    completion_tokens,
+                    session_id,
+                    seq,
+                ),
             ).fetchall()
             if not rows:
                 self._require_step(conn, session_id, seq, ref)
@@ -429,9 +494,10 @@ class SQLiteStore:
             if target is None and is_approval(step.step_type, step.name):
                 current, _, _ = self._session_status(conn, session_id)
                 # The answer arrived: run again unless another approval is still pending.
-                if current is Status.PAUSED and not conn.execute(
-                    _RUNNING_APPROVAL_SQL, (session_id,)
-                ).fetchone():
+                if (
+                    current is Status.PAUSED
+                    and not conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
+                ):
                     target = Status.RUNNING
             if target is not None:
                 current, _, _ = self._session_status(conn, session_id)
@@ -469,9 +535,10 @@ class SQLiteStore:
 
     @staticmethod
     def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
-        if conn.execute(
-            "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)
-        ).fetchone() is None:
+        if (
+            conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            is None
+        ):
             raise SessionNotFound(session_id)
 
     def steps(
@@ -574,8 +641,8 @@ class SQLiteStore:
                 raise SessionNotFound(session_id)
             self._require_step(conn, session_id, seq, ref)
             source = row_to_session(src)
-            name = title if title else (
-                f"fork of {source.title or session_id} at {display_id(seq)}"
+            name = (
+                title if title else (f"fork of {source.title or session_id} at {display_id(seq)}")
             )
             now = self._now()
             conn.execute(
@@ -605,11 +672,18 @@ class SQLiteStore:
                 " start_time, CASE status WHEN 'running' THEN :now ELSE end_time END,"
                 " token_usage_prompt, token_usage_completion "
                 "FROM traces WHERE session_id=:old AND seq<=:seq ORDER BY seq",
-                {"new": new_sid, "cut": cut, "seq": seq, "old": session_id,
-                 "interrupted": INTERRUPTED, "now": now},
+                {
+                    "new": new_sid,
+                    "cut": cut,
+                    "seq": seq,
+                    "old": session_id,
+                    "interrupted": INTERRUPTED,
+                    "now": now,
+                },
             )
-            return Session(new_sid, name, Status.INIT, now, now, source.metadata, True,
-                           session_id, False, seq)
+            return Session(
+                new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
+            )
 
         return self._write(tx, durable=True)
 

@@ -73,8 +73,16 @@ def is_approval(step_type: StepType | str, name: str) -> bool:
 def row_to_session(r: tuple[Any, ...]) -> Session:
     meta = load_json(r[5])
     return Session(
-        r[0], r[1], _STATUS[r[2]], r[3], r[4], meta if isinstance(meta, dict) else {},
-        bool(r[6]), r[7], bool(r[8]), r[9],
+        r[0],
+        r[1],
+        _STATUS[r[2]],
+        r[3],
+        r[4],
+        meta if isinstance(meta, dict) else {},
+        bool(r[6]),
+        r[7],
+        bool(r[8]),
+        r[9],
     )
 
 
@@ -85,8 +93,20 @@ STEP_COLS_NO_OUTPUT = STEP_COLS.replace("output_data", "NULL")
 def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
     """`output` stands in for a NULL output column (see STEP_COLS_NO_OUTPUT)."""
     return Step(
-        r[0], r[1], r[2], r[3], _STEP_TYPE[r[4]], r[5], _STEP_STATUS[r[6]], r[7], r[8],
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        _STEP_TYPE[r[4]],
+        r[5],
+        _STEP_STATUS[r[6]],
+        r[7],
+        r[8],
         None if r[9] is None else _loads(r[9]),
         output if r[10] is None else _loads(r[10]),
-        r[11], r[12], r[13], r[14] or 0, r[15] or 0,
+        r[11],
+        r[12],
+        r[13],
+        r[14] or 0,
+        r[15] or 0,
     )

@@ -26,7 +26,8 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from xclaw.errors import StoreError, XclawError
 
@@ -41,9 +42,7 @@ MAX_BATCH = 256
 
 
 def _is_busy(e: BaseException) -> bool:
-    return isinstance(e, sqlite3.OperationalError) and (
-        "locked" in str(e) or "busy" in str(e)
-    )
+    return isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e))
 
 
 def busy_error(where: str) -> StoreError:
@@ -81,7 +80,7 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
 class _Op:
     """One queued operation and, once run, its outcome."""
 
-    __slots__ = ("fn", "durable", "done", "result", "error", "event")
+    __slots__ = ("done", "durable", "error", "event", "fn", "result")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], Any], durable: bool) -> None:
         self.fn = fn
@@ -165,26 +164,26 @@ class Writer:
     def _lead(self, own: _Op | None) -> None:
         """Run batches until `own` is committed (None: until the queue is empty), then pass
         the lead to the oldest waiting caller."""
-        while True:
+        try:
+            while True:
+                with self._mutex:
+                    if not self._queue or (own is not None and own.done):
+                        return
+                    n = min(len(self._queue), MAX_BATCH)
+                    batch = [self._queue.popleft() for _ in range(n)]
+                try:
+                    self._run_batch(batch)
+                finally:
+                    for op in batch:
+                        if op.event is not None:
+                            op.event.set()
+        finally:
             with self._mutex:
-                if not self._queue or (own is not None and own.done):
-                    self._leading = False
-                    nxt = self._queue[0] if self._queue else None
-                    self._idle.notify_all()
-                    break
-                n = min(len(self._queue), MAX_BATCH)
-                batch = [self._queue.popleft() for _ in range(n)]
-            try:
-                self._run_batch(batch)
-            except BaseException as e:  # never leave a caller waiting forever
-                for op in batch:
-                    if not op.done:
-                        op.finish(error=_wrap(e, self._where))
-            for op in batch:
-                if op.event is not None:
-                    op.event.set()
-        if nxt is not None:
-            nxt.event.set()  # its caller wakes, finds no leader, and takes the lead
+                self._leading = False
+                nxt = next((op for op in self._queue if op.event is not None), None)
+                self._idle.notify_all()
+            if nxt is not None:
+                nxt.event.set()  # type: ignore[union-attr]  # its caller takes the lead
 
     def _set_sync(self, level: str) -> None:
         # Outside any transaction: the level applies to the next commit.
@@ -204,49 +203,45 @@ class Writer:
                 time.sleep(0.01)
 
     def _run_batch(self, batch: list[_Op]) -> None:
+        """One transaction for the whole batch; every op ends finished (result or error)."""
         conn = self._conn
+        done: list[tuple[_Op, Any]] = []
+        failed: list[tuple[_Op, Exception]] = []
         try:
             self._set_sync("FULL" if any(op.durable for op in batch) else "NORMAL")
             self._begin()
-        except BaseException as e:
-            for op in batch:
-                op.finish(error=_wrap(e, self._where))
-            return
-        done: list[tuple[_Op, Any]] = []
-        failed: list[tuple[_Op, BaseException]] = []
-        if len(batch) == 1:
-            # One operation: the transaction itself is its savepoint.
-            op = batch[0]
-            try:
-                done.append((op, op.fn(conn)))
-            except BaseException as e:
-                conn.execute("ROLLBACK")
-                op.finish(error=_wrap(e, self._where))
-                return
-        else:
-            for op in batch:
-                conn.execute("SAVEPOINT op")
-                try:
-                    result = op.fn(conn)
-                except BaseException as e:
-                    conn.execute("ROLLBACK TO op")
+            if len(batch) == 1:
+                # One operation: the transaction itself is its savepoint.
+                done.append((batch[0], batch[0].fn(conn)))
+            else:
+                for op in batch:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        result = op.fn(conn)
+                    except Exception as e:  # noqa: BLE001 - it is this op's caller's error
+                        conn.execute("ROLLBACK TO op")
+                        conn.execute("RELEASE op")
+                        failed.append((op, e))
+                        continue
                     conn.execute("RELEASE op")
-                    failed.append((op, e))
-                    continue
-                conn.execute("RELEASE op")
-                done.append((op, result))
-        try:
+                    done.append((op, result))
             conn.execute("COMMIT")
             self.commits += 1
-        except BaseException as e:
+        except BaseException as e:  # every caller of the batch hears of it
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             err = _wrap(e, self._where)
-            for op, _ in done:
-                op.finish(error=err)
-        else:
-            for op, result in done:
-                op.finish(result)
+            own_errors = {id(op) for op, _ in failed}
+            for op in batch:
+                if id(op) not in own_errors:
+                    op.finish(error=err)
+            for op, exc in failed:
+                op.finish(error=_wrap(exc, self._where))
+            if not isinstance(e, Exception):
+                raise  # KeyboardInterrupt and friends still stop the leader's own thread
+            return
+        for op, result in done:
+            op.finish(result)
         for op, exc in failed:
             op.finish(error=_wrap(exc, self._where))
 

@@ -1,0 +1,221 @@
+"""The offline store commands, run through click (and once through a real `xclaw` process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from xclaw.cli import commands_store
+from xclaw.store.model import NewStep, Status, StepType
+from xclaw.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def cli() -> click.Group:
+    group = click.Group("xclaw")
+    commands_store.register(group)
+    return group
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A database with one session 'cli': user, llm, tool (child of llm), llm, user."""
+    path = tmp_path / "x.db"
+    with SQLiteStore(path) as store:
+        store.create_session(session_id="cli", title="log analysis", metadata={"t": 1})
+        u = store.add_step("cli", NewStep(StepType.USER_INPUT, "user", "帮我分析日志"))
+        lm = store.begin_step("cli", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        store.complete_step(
+            "cli", lm.seq, output_data={"text": ""}, token_usage_prompt=10, token_usage_completion=3
+        )
+        t = store.begin_step(
+            "cli", NewStep(StepType.TOOL_CALL, "shell", {"command": "cat app.log"}, lm.step_id)
+        )
+        store.complete_step("cli", t.seq, output_data="ERROR x")
+        l2 = store.begin_step("cli", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        store.complete_step(
+            "cli", l2.seq, output_data={"text": "done"}, session_status=Status.SUCCESS
+        )
+        store.add_step("cli", NewStep(StepType.USER_INPUT, "user", "统计 ERROR 行数"))
+    return path
+
+
+def run(cli: click.Group, *args: str, input: str | None = None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def test_sessions_table_and_json(cli, db: Path) -> None:
+    r = run(cli, "sessions", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].split() == ["SESSION", "STATUS", "UPDATED", "TITLE"]
+    assert "cli" in r.output and "log analysis" in r.output
+    r = run(cli, "sessions", "--db", db, "--json")
+    (s,) = json.loads(r.output)
+    assert s["sessionId"] == "cli" and s["status"] == "Running" and s["metadata"] == {"t": 1}
+
+
+def test_sessions_limit(cli, db: Path) -> None:
+    with SQLiteStore(db) as store:
+        for _ in range(3):
+            store.create_session()
+    assert len(json.loads(run(cli, "sessions", "--db", db, "--json").output)) == 4
+    assert len(json.loads(run(cli, "sessions", "--db", db, "--json", "-n", "2").output)) == 2
+
+
+def test_sessions_creates_a_new_database_and_its_dirs(cli, tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "er" / "new.db"
+    r = run(cli, "sessions", "--db", target)
+    assert r.exit_code == 0 and r.output.strip() == "No sessions yet."
+    assert target.exists()
+    assert run(cli, "sessions", "--db", target, "--json").output.strip() == "[]"
+
+
+def test_db_defaults_to_xclaw_home(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XCLAW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XCLAW_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert run(cli, "sessions").exit_code == 0
+    assert (tmp_path / "home" / "xclaw.db").exists()
+    monkeypatch.setenv("XCLAW_DB", str(tmp_path / "env.db"))
+    assert run(cli, "sessions").exit_code == 0
+    assert (tmp_path / "env.db").exists()
+
+
+def test_steps(cli, db: Path) -> None:
+    r = run(cli, "steps", "cli", "--db", db)
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert lines[0] == "Steps (session: cli):"
+    assert lines[1] == '  s0001  user_input    user        "帮我分析日志"'
+    assert lines[3] == '  s0003  tool_call     shell       {"command":"cat app.log"}'
+    assert "  /rollback s0005   go back to just before this step and redo from there" in lines
+    r = run(cli, "steps", "cli", "-n", "2", "--db", db, "--json")
+    assert [s["id"] for s in json.loads(r.output)] == ["s0004", "s0005"]
+
+
+def test_trace(cli, db: Path) -> None:
+    r = run(cli, "trace", "cli", "--db", db)
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert lines[0].startswith('s0001  user_input  user  "帮我分析日志"')
+    assert lines[1].startswith("├─ s0002  llm_call  m") and "10+3 tok" in lines[1]
+    assert lines[2].startswith('│  └─ s0003  tool_call  shell  {"command":"cat app.log"}')
+    assert lines[3].startswith("└─ s0004")
+    assert lines[4].startswith("s0005")
+    tree = json.loads(run(cli, "trace", "cli", "--db", db, "--json").output)
+    assert [n["id"] for n in tree] == ["s0001", "s0005"]
+    assert [c["id"] for c in tree[0]["children"]] == ["s0002", "s0004"]
+    assert tree[0]["children"][0]["children"][0]["id"] == "s0003"
+
+
+def test_rollback_asks_first(cli, db: Path) -> None:
+    r = run(cli, "rollback", "cli", "s0003", "--db", db, input="n\n")
+    assert r.exit_code == 1 and "Delete s0003 and everything after it (3 step(s))" in r.output
+    with SQLiteStore(db) as store:
+        assert len(store.steps("cli")) == 5
+    r = run(cli, "rollback", "cli", "s0003", "--db", db, input="y\n")
+    assert r.exit_code == 0
+    assert "[rollback] session reset to before step s0003 — send your new instruction" in r.output
+    with SQLiteStore(db) as store:
+        assert [s.seq for s in store.steps("cli")] == [1, 2]
+        assert store.get_session("cli").awaiting_input
+
+
+def test_rollback_yes_and_addressing(cli, db: Path) -> None:
+    r = run(cli, "rollback", "cli", "cli:s0004", "--yes", "--db", db)
+    assert r.exit_code == 0 and "(2 step(s) deleted)" in r.output
+    assert run(cli, "rollback", "cli", "3", "-y", "--db", db).exit_code == 0
+
+
+def test_fork(cli, db: Path) -> None:
+    r = run(cli, "fork", "cli", "s0003", "--title", "方案A", "--db", db)
+    assert r.exit_code == 0
+    first = r.output.splitlines()[0]
+    assert first.startswith("[fork] new session created: ")
+    new_id = first.rsplit(" ", 1)[1]
+    assert "original session cli is unchanged." in r.output
+    with SQLiteStore(db) as store:
+        fork = store.get_session(new_id)
+        assert fork.title == "方案A" and fork.parent_session_id == "cli"
+        assert len(store.steps(new_id)) == 3 and len(store.steps("cli")) == 5
+    r = run(cli, "fork", "cli", "1", "--db", db, "--json")
+    data = json.loads(r.output)
+    assert data["isForked"] and data["forkedFrom"] == "s0001"
+    assert data["title"] == "fork of log analysis at s0001"
+
+
+def test_export_jsonl(cli, db: Path) -> None:
+    r = run(cli, "export", "cli", "--db", db)
+    assert r.exit_code == 0
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert lines[0]["kind"] == "session" and lines[0]["sessionId"] == "cli"
+    assert [x["kind"] for x in lines[1:]] == ["step"] * 5
+    assert [x["id"] for x in lines[1:]] == ["s0001", "s0002", "s0003", "s0004", "s0005"]
+    assert lines[3]["output"] == "ERROR x" and lines[3]["parent"] == "s0002"
+    assert lines[1]["input"] == "帮我分析日志"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["steps", "ghost"],
+        ["trace", "ghost"],
+        ["export", "ghost"],
+        ["rollback", "ghost", "1", "-y"],
+        ["fork", "ghost", "1"],
+    ],
+)
+def test_unknown_session_is_exit_2_without_traceback(cli, db: Path, args) -> None:
+    r = run(cli, *args, "--db", db)
+    assert r.exit_code == 2
+    assert "error: no session with id 'ghost'" in r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+
+
+@pytest.mark.parametrize("step", ["s0009", "0", "abc", "other:s0001"])
+@pytest.mark.parametrize("command", ["rollback", "fork"])
+def test_bad_step_is_exit_2(cli, db: Path, command: str, step: str) -> None:
+    r = run(cli, command, "cli", step, "--yes" if command == "rollback" else "--json", "--db", db)
+    assert r.exit_code == 2, r.output
+    assert "error: step" in r.output and "use an id shown by /steps" in r.output
+    with SQLiteStore(db) as store:
+        assert len(store.steps("cli")) == 5 and len(store.list_sessions()) == 1
+
+
+def test_unusable_database_is_a_message(cli, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 200)
+    r = run(cli, "sessions", "--db", junk)
+    assert r.exit_code == 1 and "not a usable xclaw database" in r.output
+    r = run(cli, "sessions", "--db", "postgresql://localhost/x")
+    assert r.exit_code == 1 and "PostgreSQL support not installed yet" in r.output
+
+
+def test_real_process_end_to_end(db: Path, tmp_path: Path) -> None:
+    """`xclaw sessions --db X` through the installed entry point's module."""
+    done = subprocess.run(
+        [sys.executable, "-m", "xclaw", "sessions", "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["sessionId"] == "cli"
+    bad = subprocess.run(
+        [sys.executable, "-m", "xclaw", "steps", "ghost", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert bad.returncode == 2 and "no session with id 'ghost'" in bad.stderr
+    assert "Traceback" not in bad.stderr

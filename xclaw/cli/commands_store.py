@@ -1,0 +1,230 @@
+"""Offline commands over the record: sessions, steps, trace, rollback, fork, export.
+
+They open the database directly (no server needed) and work while a server runs on the same
+file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.protocol import step_json
+from xclaw.store import open_store
+from xclaw.store.base import Store
+from xclaw.store.model import Session, StepTreeNode, display_id
+from xclaw.views import format_sessions, format_steps, format_tree
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Exit codes: 2 for a wrong session/step (the user's input, like a usage error), 1 for any
+# other failure of the store. Never a traceback.
+_USER_ERRORS = (SessionNotFound, StepNotFound)
+
+
+def _out() -> Console:
+    # Plain text: ids and JSON must not be restyled or wrapped.
+    return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def _fail(message: str, code: int) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True, markup=False).print(
+        f"error: {message}", style="red"
+    )
+    sys.exit(code)
+
+
+def session_json(s: Session) -> dict[str, Any]:
+    """A session as the listings and `export` show it (camelCase, like the wire protocol)."""
+    return {
+        "sessionId": s.session_id,
+        "title": s.title,
+        "status": s.status.value,
+        "createdAt": s.created_at,
+        "updatedAt": s.updated_at,
+        "metadata": s.metadata,
+        "isForked": s.is_forked,
+        "parentSessionId": s.parent_session_id,
+        "forkedFrom": display_id(s.forked_from_seq) if s.forked_from_seq else None,
+        "awaitingInput": s.awaiting_input,
+    }
+
+
+def _tree_json(node: StepTreeNode) -> dict[str, Any]:
+    # Iterative: a session's tree may be deeper than the recursion limit.
+    root = {**step_json(node.step), "children": []}
+    stack = [(node, root)]
+    while stack:
+        n, out = stack.pop()
+        for child in n.children:
+            c = {**step_json(child.step), "children": []}
+            out["children"].append(c)
+            stack.append((child, c))
+    return root
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _default_db() -> str:
+    from xclaw.config import load_settings
+
+    return load_settings().db
+
+
+def with_store(fn: F) -> F:
+    """Add --db, open the store (creating or upgrading the file), turn errors into words."""
+
+    @click.option(
+        "--db",
+        "db",
+        default=None,
+        metavar="PATH",
+        help="SQLite database file (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
+        try:
+            target = db or _default_db()
+            if "://" not in target:
+                Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            store = open_store(target)
+        except XclawError as e:
+            _fail(e.message, 1)
+        except OSError as e:
+            _fail(f"cannot open the database: {e}", 1)
+        try:
+            return fn(store, *args, **kwargs)
+        except _USER_ERRORS as e:
+            _fail(e.message, 2)
+        except XclawError as e:
+            _fail(e.message, 1)
+        finally:
+            store.close()
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.command("sessions")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+@click.option(
+    "-n",
+    "limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the N most recently updated sessions.",
+)
+@with_store
+def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
+    """List the sessions of a database, most recently updated first."""
+    found = store.list_sessions(limit=limit)
+    if as_json:
+        click.echo(_dump([session_json(s) for s in found]))
+    else:
+        _out().print(format_sessions(found))
+
+
+@click.command("steps")
+@click.argument("session_id", metavar="SESSION")
+@click.option(
+    "-n",
+    "n",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many of the latest steps.",
+)
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
+@with_store
+def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
+    """The latest steps of a session, with the ids /rollback and /fork take."""
+    session = store.get_session(session_id)
+    steps = store.latest_steps(session_id, n)
+    if as_json:
+        click.echo(_dump([step_json(s) for s in steps]))
+    else:
+        _out().print(format_steps(steps, session))
+
+
+@click.command("trace")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
+@with_store
+def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
+    """The step tree of a session: which decision caused which step, with times and tokens."""
+    store.get_session(session_id)
+    tree = store.step_tree(session_id)
+    if as_json:
+        click.echo(_dump([_tree_json(n) for n in tree]))
+    else:
+        _out().print(format_tree(tree))
+
+
+@click.command("rollback")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("step", metavar="STEP")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@with_store
+def rollback_cmd(store: Store, session_id: str, step: str, yes: bool) -> None:
+    """Delete STEP and every later step of SESSION; it then waits for a new instruction.
+
+    STEP is s0005, 5 or the full step id. Rollback rewinds memory, not the world: whatever
+    the deleted steps did outside (files, emails) stays done.
+    """
+    target = store.get_step(session_id, step)
+    if not yes:
+        later = len(store.steps(session_id, after_seq=target.seq - 1))
+        click.confirm(
+            f"Delete {target.display_id} and everything after it ({later} step(s)) "
+            f"from session {session_id}?",
+            abort=True,
+            err=True,
+        )
+    result = store.rollback(session_id, target.seq)
+    _out().print(
+        f"[rollback] session reset to before step {display_id(result.target_seq)} — "
+        f"send your new instruction ({result.deleted} step(s) deleted)"
+    )
+
+
+@click.command("fork")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("step", metavar="STEP")
+@click.option("--title", default=None, help="Title of the new session.")
+@click.option("--json", "as_json", is_flag=True, help="The new session as JSON.")
+@with_store
+def fork_cmd(store: Store, session_id: str, step: str, title: str | None, as_json: bool) -> None:
+    """Copy SESSION up to and including STEP into a new session; the original is kept."""
+    forked = store.fork(session_id, step, title=title)
+    if as_json:
+        click.echo(_dump(session_json(forked)))
+        return
+    out = _out()
+    out.print(f"[fork] new session created: {forked.session_id}")
+    out.print("connect with this session ID to continue on the forked branch.")
+    out.print(f"original session {session_id} is unchanged.")
+
+
+@click.command("export")
+@click.argument("session_id", metavar="SESSION")
+@with_store
+def export_cmd(store: Store, session_id: str) -> None:
+    """JSON Lines: the session on the first line, then one line per step in order."""
+    session = store.get_session(session_id)
+    lines = [_dump({"kind": "session", **session_json(session)})]
+    lines.extend(_dump({"kind": "step", **step_json(s)}) for s in store.steps(session_id))
+    click.echo("\n".join(lines))
+
+
+def register(cli: click.Group) -> None:
+    for command in (sessions_cmd, steps_cmd, trace_cmd, rollback_cmd, fork_cmd, export_cmd):
+        cli.add_command(command)

@@ -1,0 +1,178 @@
+"""Plain-text views of the record, shared by the CLI and the gateway's slash commands.
+
+Plain text (no colour, no markup) so the same string can go to a terminal, a WebSocket
+`notice` frame or a test snapshot. The /steps listing keeps the seed's layout (R10):
+
+    Steps (session: cli):
+      s0001  user_input    user        "analyse the log"
+      s0002  llm_call      llm
+      s0003  tool_call     shell       {"command":"cat app.log"}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType
+
+_SUMMARY_CHARS = 48
+
+
+def _one_line(text: str, limit: int = _SUMMARY_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def _text_of(data: Any) -> str | None:
+    """The words of a user message, whether stored as a string or {"content"/"text": ...}."""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        for key in ("content", "text"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return None
+
+
+def _shown_name(step: Step) -> str:
+    # As in the seed's listing: the user and the model by role; tools and alerts by name.
+    if step.step_type is StepType.USER_INPUT:
+        return "user"
+    if step.step_type is StepType.LLM_CALL:
+        return "llm"
+    return step.name
+
+
+def _summary(step: Step) -> str:
+    if step.step_type is StepType.LLM_CALL:
+        return ""
+    if step.step_type is StepType.USER_INPUT:
+        text = _text_of(step.input_data)
+        if text is not None:
+            return json.dumps(_one_line(text), ensure_ascii=False)
+    if step.input_data is None:
+        return ""
+    compact = json.dumps(step.input_data, ensure_ascii=False, separators=(",", ":"))
+    if len(compact) <= _SUMMARY_CHARS:
+        return compact
+    return compact[: _SUMMARY_CHARS - 3] + "..."
+
+
+def _state_word(step: Step) -> str:
+    if step.status is StepStatus.RUNNING:
+        return "running"
+    if step.interrupted:
+        return "interrupted"
+    if step.status is StepStatus.FAILED:
+        return f"failed: {_one_line(step.error_message or 'error', 40)}"
+    return ""
+
+
+def _state(step: Step) -> str:
+    word = _state_word(step)
+    return f"[{word}]" if word else ""
+
+
+def _session_label(session: Session | str) -> str:
+    return session.session_id if isinstance(session, Session) else str(session)
+
+
+def format_step_line(step: Step) -> str:
+    """One row of /steps: id, type, name, input summary, and a state mark when not done."""
+    name = _shown_name(step)
+    if step.agent != "main":
+        name = f"{name} ({step.agent})"
+    parts = [f"  {step.display_id:<5}  {step.step_type.value:<12}  {name:<10}"]
+    extra = " ".join(p for p in (_summary(step), _state(step)) if p)
+    if extra:
+        parts.append("  " + extra)
+    return "".join(parts).rstrip()
+
+
+def format_steps(steps: Sequence[Step], session: Session | str) -> str:
+    """The /steps listing (R10), ending with how to use the ids with /rollback and /fork."""
+    label = _session_label(session)
+    if not steps:
+        return f"Steps (session: {label}):\n  (no steps yet)"
+    lines = [f"Steps (session: {label}):"]
+    lines.extend(format_step_line(s) for s in steps)
+    # The example id is the latest instruction shown: the usual place to rewind or branch.
+    users = [s for s in steps if s.step_type is StepType.USER_INPUT]
+    example = (users[-1] if users else steps[-1]).display_id
+    lines += [
+        "",
+        "Usage:",
+        f"  /rollback {example}   go back to just before this step and redo from there",
+        f"  /fork {example}       branch a new session from this step (this one is kept)",
+    ]
+    return "\n".join(lines)
+
+
+def _tree_label(step: Step) -> str:
+    bits = [step.display_id, step.step_type.value, step.name]
+    summary = _summary(step)
+    if summary:
+        bits.append(summary)
+    tail = []
+    if step.duration_ms is not None:
+        tail.append(f"{step.duration_ms} ms")
+    tokens = step.token_usage_prompt + step.token_usage_completion
+    if tokens:
+        tail.append(f"{step.token_usage_prompt}+{step.token_usage_completion} tok")
+    state = _state_word(step)
+    if state:
+        tail.append(state)
+    if step.agent != "main":
+        tail.append(f"agent {step.agent}")
+    return "  ".join(bits) + (f"  ({', '.join(tail)})" if tail else "")
+
+
+def format_tree(nodes: Sequence[StepTreeNode]) -> str:
+    """The step tree (R5): which decision caused which step, with durations and tokens."""
+    if not nodes:
+        return "(no steps yet)"
+    lines: list[str] = []
+    # Iterative walk: a session can be deeper than Python's recursion limit.
+    stack: list[tuple[StepTreeNode, str, str]] = [(n, "", "") for n in reversed(nodes)]
+    while stack:
+        node, lead, child_lead = stack.pop()
+        lines.append(lead + _tree_label(node.step))
+        kids = node.children
+        for i in range(len(kids) - 1, -1, -1):
+            last = i == len(kids) - 1
+            stack.append(
+                (
+                    kids[i],
+                    child_lead + ("└─ " if last else "├─ "),
+                    child_lead + ("   " if last else "│  "),
+                )
+            )
+    return "\n".join(lines)
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+
+
+def format_sessions(sessions: Iterable[Session]) -> str:
+    """A table of sessions, most recently updated first (as the store lists them)."""
+    rows = list(sessions)
+    if not rows:
+        return "No sessions yet."
+    width = max(len("SESSION"), *(len(s.session_id) for s in rows))
+    lines = [f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  TITLE"]
+    for s in rows:
+        title = s.title or "(untitled)"
+        if s.is_forked:
+            origin = s.parent_session_id or "a deleted session"
+            at = f" at s{s.forked_from_seq:04d}" if s.forked_from_seq else ""
+            title += f"  [fork of {origin}{at}]"
+        if s.awaiting_input:
+            title += "  [rolled back: waiting for input]"
+        lines.append(
+            f"{s.session_id:<{width}}  {s.status.value:<8}  {_when(s.updated_at):<16}  {title}"
+        )
+    return "\n".join(lines)
