@@ -14,7 +14,7 @@ import { approvalDialog, choiceDialog, confirmDialog, promptDialog, toast } from
 import { h, icon, shortId } from "./dom.js";
 import { Sidebar, familyOf, sessionTitle } from "./sessions.js";
 import { Socket } from "./socket.js";
-import { TraceTree } from "./trace.js";
+import { TraceTree, displayName } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -23,6 +23,7 @@ const state = {
   session: null, // the last `session` frame / API object for the current session
   status: "Init",
   busy: false,
+  awaitingInput: false,
   approval: null, // {stepId, frame, handle}
   historyReason: "restored",
   rollbackNotice: null,
@@ -67,12 +68,17 @@ function setStatus(status) {
   state.status = status;
   const pill = $("status-pill");
   pill.className = `status-pill st-${status}${state.busy ? " busy" : ""}`;
-  pill.textContent = status === "Paused" ? "Paused · waiting for approval" : status;
+  let label = status;
+  if (status === "Paused") label = "Paused · waiting for approval";
+  // After a rollback the session is Running (R11) but waits for a new instruction.
+  else if (status === "Running" && !state.busy && state.awaitingInput) label = "Running · waiting for your instruction";
+  pill.textContent = label;
   if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy });
 }
 
 function setBusy(busy) {
   state.busy = busy;
+  if (busy) state.awaitingInput = false;
   composer.setLocked(busy, state.status === "Paused" ? "Waiting for your approval — input is locked until the run finishes" : "");
   trace.setBusy(busy);
   transcript.setWorking(busy && !state.approval);
@@ -86,6 +92,7 @@ async function refreshBusy() {
     const s = await sessionsApi.get(state.sessionId);
     if (s.sessionId !== state.sessionId) return;
     state.status = s.status;
+    state.awaitingInput = Boolean(s.awaitingInput);
     setBusy(Boolean(s.busy));
   } catch (e) {
     handleApiError(e, { quiet: true });
@@ -114,7 +121,7 @@ function setConnection(kind, attempt, delay) {
     banner.hidden = false;
     banner.replaceChildren(
       h("span.banner-dot"),
-      h("span", { text: `Connection to the xclaw server lost — it may be restarting. Reconnecting (attempt ${attempt})… ` +
+      h("span.banner-text", { text: `Connection to the xclaw server lost — reconnecting (attempt ${attempt})… ` +
         "Nothing is lost: the session continues from its record." }),
       h("button.linkish", { type: "button", text: "Retry now", onclick: () => socket.retryNow() }));
   }
@@ -156,6 +163,7 @@ function onFrame(frame) {
       transcript.reply(frame.content || "");
       setBusy(false);
       scheduleSessionsRefresh();
+      reloadTrace(); // the end of a run: make the tree exactly what the record says
       return;
     case "tool":
       if (foreign) return;
@@ -178,6 +186,8 @@ function onFrame(frame) {
       if (foreign) return;
       transcript.notice(frame.content || "");
       if ((frame.content || "").startsWith("[rollback]")) state.rollbackNotice = frame.content;
+      // Resume marked interrupted steps without a `step` frame each: fetch the tree again.
+      if ((frame.content || "").startsWith("[resume]")) reloadTrace();
       return;
     case "rolledback":
       if (foreign) return;
@@ -205,6 +215,7 @@ function onSession(frame) {
   state.sessionId = frame.sessionId;
   state.session = frame;
   state.status = frame.status;
+  state.awaitingInput = Boolean(frame.awaitingInput);
   storeSessionId(frame.sessionId);
   if (changed) {
     if (state.approval) state.approval.handle.close();
@@ -384,9 +395,10 @@ async function offerSwitch(newId, fromStep) {
 async function reloadTrace() {
   const sid = state.sessionId;
   if (!sid) return;
+  const since = performance.now();
   try {
     const tree = await sessionsApi.tree(sid);
-    if (sid === state.sessionId) trace.load(tree);
+    if (sid === state.sessionId) trace.load(tree, since);
   } catch (e) {
     handleApiError(e, { quiet: true });
   }
@@ -406,7 +418,7 @@ async function rollbackTo(step) {
       h("p", "This deletes ", h("strong", { text: `${doomed.length} step${doomed.length === 1 ? "" : "s"}` }),
         ` (${step.id}${last && last.id !== step.id ? `–${last.id}` : ""}: ${parts.join(", ")}) from this session, `,
         "and puts the ", h("strong", { text: "workspace files" }), ` back as they were before ${step.id}.`),
-      h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${s.name}`)),
+      h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${displayName(s)}`)),
         doomed.length > 8 ? h("li.muted", { text: `…and ${doomed.length - 8} more` }) : null),
       h("p.muted", { text: "It cannot be undone, and it rewinds memory and workspace, not the world: anything a command did " +
         "outside the workspace stays done. To keep this path for reference, fork instead." }),
@@ -421,6 +433,7 @@ async function rollbackTo(step) {
     await reloadTrace();
     if (result.session) {
       state.status = result.session.status;
+      state.awaitingInput = Boolean(result.session.awaitingInput);
       setStatus(state.status);
     }
     scheduleSessionsRefresh();

@@ -10,6 +10,7 @@ export class Transcript {
     this.scroller = scroller;
     this.list = list;
     this.live = null; // the assistant bubble receiving deltas
+    this.workingWanted = false;
     this.liveText = "";
     this.tools = new Map(); // step id or call id -> tool line element
     this.working = h("div.working", { hidden: true, "aria-hidden": "true" },
@@ -41,9 +42,15 @@ export class Transcript {
     this.list.append(this.working);
   }
 
+  /** The "xclaw is working" dots: shown while a run is in flight and no text streams. */
   setWorking(on) {
+    this.workingWanted = on;
+    this.refreshWorking();
+  }
+
+  refreshWorking() {
     const stick = this.nearBottom();
-    this.working.hidden = !on || this.live !== null;
+    this.working.hidden = !this.workingWanted || this.live !== null;
     if (stick) this.scrollToEnd();
   }
 
@@ -87,7 +94,7 @@ export class Transcript {
       this.liveText = "";
       this.live = this.add(assistantBubble("", false));
       this.live.classList.add("streaming");
-      this.working.hidden = true;
+      this.refreshWorking();
     }
     const stick = this.nearBottom();
     this.liveText += text;
@@ -107,6 +114,7 @@ export class Transcript {
     }
     this.live = null;
     this.liveText = "";
+    this.refreshWorking();
     this.scrollToEnd();
   }
 
@@ -119,6 +127,7 @@ export class Transcript {
     }
     this.live = null;
     this.liveText = "";
+    this.refreshWorking();
   }
 
   tool(frame) {

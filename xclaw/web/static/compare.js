@@ -8,7 +8,7 @@
 import { sessionsApi } from "./api.js";
 import { clear, formatCount, formatDuration, h, icon, oneLine, prettyValue, stableJson, tokensOf } from "./dom.js";
 import { familyOf, forest, sessionTitle } from "./sessions.js";
-import { summary } from "./trace.js";
+import { displayName, summary } from "./trace.js";
 
 const TYPE_LABEL = { user_input: "user", llm_call: "llm", tool_call: "tool", system_alert: "alert" };
 
@@ -172,7 +172,7 @@ export class CompareView {
           h("button.linkish.small", { type: "button", text: "open", onclick: () => this.onSwitch(id) })),
         h("div.compare-figures",
           h(`span${diff(t.steps, o.steps)}`, { text: `${t.steps} steps after the fork` }),
-          h(`span${diff(t.tools, o.tools)}`, { text: `${t.tools} tool calls` }),
+          h(`span${diff(t.tools, o.tools)}`, { text: `${t.tools} tool call${t.tools === 1 ? "" : "s"}` }),
           h("span", { text: formatDuration(t.duration) || "0 ms" }),
           h(`span${diff(t.tokens, o.tokens)}`, { text: `${formatCount(t.tokens)} tokens` })),
         h(`div.compare-answer${answer !== otherAnswer ? ".differs" : ""}`,
@@ -192,7 +192,7 @@ export class CompareView {
       h("ol.shared-list", shared.map((s) => h("li",
         h(`span.badge.type-${s.type}`, { text: TYPE_LABEL[s.type] || s.type }),
         h("span.step-id", { text: s.id }),
-        h("span", { text: `${s.name} — ${summary(s)}` })))));
+        h("span", { text: `${displayName(s)} — ${summary(s)}` })))));
   }
 
   rows(a, b, fork) {
@@ -237,12 +237,15 @@ export class CompareView {
       shown = [out.text || "", calls].filter(Boolean).join("\n");
     } else if (step.type === "user_input") shown = null;
     else shown = out;
-    const durDiff = other && step.durationMs !== other.durationMs && step.durationMs !== null;
+    // Timing jitters: only a clear difference (1.5× and 100 ms apart) is marked.
+    const a = step.durationMs ?? 0;
+    const b = other?.durationMs ?? 0;
+    const durDiff = other && Math.abs(a - b) >= 100 && Math.max(a, b) >= 1.5 * Math.min(a, b);
     const tokDiff = other && tokensOf(step) !== tokensOf(other);
     return h("div.compare-cell", { role: "cell", dataset: { step: step.id } },
       h(`div.cell-head${mark("head")}`,
         h(`span.badge.type-${step.type}`, { text: TYPE_LABEL[step.type] || step.type }),
-        h("span.step-name", { text: step.name }),
+        h("span.step-name", { text: displayName(step), title: step.name }),
         h(`span.status-icon.st-${step.status}${mark("status")}`, { title: step.status }),
         h("span.step-id", { text: step.id })),
       step.type === "user_input" || step.type === "tool_call" || step.type === "system_alert"

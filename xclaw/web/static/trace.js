@@ -21,7 +21,10 @@ export class TraceTree {
     this.root.addEventListener("keydown", (e) => this.onKey(e));
   }
 
-  load(tree) {
+  /** Replace the steps with a fetched tree. `since`: when the fetch started — live `step`
+   * frames that arrived after that are newer than the response and win over it. */
+  load(tree, since = Infinity) {
+    const live = [...this.steps.values()].filter((s) => s._at > since);
     this.steps.clear();
     const walk = (nodes) => {
       for (const node of nodes || []) {
@@ -31,6 +34,7 @@ export class TraceTree {
       }
     };
     walk(tree);
+    for (const s of live) this.steps.set(s.id, s);
     this.open = new Set([...this.open].filter((id) => this.steps.has(id)));
     this.render();
   }
@@ -43,7 +47,7 @@ export class TraceTree {
   }
 
   upsert(step) {
-    this.steps.set(step.id, { ...this.steps.get(step.id), ...step });
+    this.steps.set(step.id, { ...this.steps.get(step.id), ...step, _at: performance.now() });
     this.schedule();
   }
 
@@ -145,7 +149,8 @@ export class TraceTree {
       h("span.step-id", { text: step.id })),
     h("span.step-summary", { text: summary(step) }),
     h("span.step-tok", { text: formatTokens(step) }));
-    const el = h(`div.trace-node${failed ? ".failed" : ""}`, { dataset: { step: step.id, type: step.type, status: step.status } }, row);
+    const interrupted = step.error === "interrupted";
+    const el = h(`div.trace-node${failed ? (interrupted ? ".interrupted" : ".failed") : ""}`, { dataset: { step: step.id, type: step.type, status: step.status } }, row);
     if (open) el.append(this.detail(step));
     if (hasKids && !collapsed) {
       const group = h("div.trace-children", { role: "group" });
@@ -270,6 +275,13 @@ export function summary(step) {
       if (step.name === "approval") {
         const verdict = step.status === "running" ? "waiting for you" : out && out.approved ? "approved" : "denied";
         return `${input.tool || "tool"} — ${verdict}`;
+      }
+      if (step.name === "resume") {
+        const parts = [];
+        if ((input.interrupted || []).length) parts.push(`interrupted ${input.interrupted.join(", ")}`);
+        if ((input.retrying || []).length) parts.push(`retrying ${input.retrying.join(", ")}`);
+        if ((input.mayHaveRun || []).length) parts.push(`may have run ${input.mayHaveRun.join(", ")}`);
+        return parts.join(" · ") || "resumed after a restart";
       }
       return oneLine(input, 100);
     }
