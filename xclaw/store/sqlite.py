@@ -1,6 +1,6 @@
 """SQLiteStore: the embedded, default implementation of the Store protocol.
 
-Every public write is one transaction run by the writer thread (xclaw.store.sqlite_writer),
+Every public write is one transaction run by the single writer (xclaw.store.sqlite_writer),
 which groups concurrent writes into one commit. Every read runs on a per-thread read-only
 connection; in WAL mode readers see the last commit and never wait for the writer.
 Status changes all go through model.check_transition (invariant 7).
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning, StoreError
+from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.base import RollbackResult
 from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
@@ -42,9 +42,13 @@ from xclaw.store.sqlite_rows import (
     dump_json,
     is_approval,
     now_ms,
+    require_session,
+    require_step,
     row_to_session,
     row_to_step,
+    session_state,
 )
+from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
 from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect
 
 T = TypeVar("T")
@@ -156,31 +160,6 @@ class SQLiteStore:
     def _now(self) -> int:
         return int(self._clock())
 
-    @staticmethod
-    def _session_status(conn: sqlite3.Connection, session_id: str) -> tuple[Status, int, int]:
-        row = conn.execute(
-            "SELECT current_status, next_seq, awaiting_input FROM sessions WHERE session_id=?",
-            (session_id,),
-        ).fetchone()
-        if row is None:
-            raise SessionNotFound(session_id)
-        return Status(row[0]), row[1], row[2]
-
-    @staticmethod
-    def _require_step(conn: sqlite3.Connection, session_id: str, seq: int, ref: object) -> None:
-        if (
-            conn.execute(
-                "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
-            ).fetchone()
-            is None
-        ):
-            if (
-                conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-                is None
-            ):
-                raise SessionNotFound(session_id)
-            raise StepNotFound(str(ref), session_id)
-
     def _set_status(
         self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status
     ) -> None:
@@ -273,7 +252,7 @@ class SQLiteStore:
         target = Status(target)
 
         def tx(conn: sqlite3.Connection) -> Session:
-            current, _, _ = self._session_status(conn, session_id)
+            current, _, _ = session_state(conn, session_id)
             self._set_status(conn, session_id, current, target)
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
@@ -288,7 +267,7 @@ class SQLiteStore:
         if ref is None:
             return None
         seq = parse_step_ref(ref, session_id)
-        self._require_step(conn, session_id, seq, ref)
+        require_step(conn, session_id, seq, ref)
         return full_step_id(session_id, seq)
 
     def _status_after_new_step(
@@ -323,7 +302,7 @@ class SQLiteStore:
         moves = running or step.step_type is StepType.USER_INPUT
 
         def tx(conn: sqlite3.Connection) -> Step:
-            current, seq, awaiting = self._session_status(conn, session_id)
+            current, seq, awaiting = session_state(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             target = (
                 self._status_after_new_step(conn, session_id, current, step) if moves else current
@@ -479,7 +458,7 @@ class SQLiteStore:
                 ),
             ).fetchall()
             if not rows:
-                self._require_step(conn, session_id, seq, ref)
+                require_step(conn, session_id, seq, ref)
                 was = conn.execute(
                     "SELECT status, error_message FROM traces WHERE session_id=? AND seq=?",
                     (session_id, seq),
@@ -492,7 +471,7 @@ class SQLiteStore:
             step = row_to_step(rows[0], output_data)
             target = wanted
             if target is None and is_approval(step.step_type, step.name):
-                current, _, _ = self._session_status(conn, session_id)
+                current, _, _ = session_state(conn, session_id)
                 # The answer arrived: run again unless another approval is still pending.
                 if (
                     current is Status.PAUSED
@@ -500,7 +479,7 @@ class SQLiteStore:
                 ):
                     target = Status.RUNNING
             if target is not None:
-                current, _, _ = self._session_status(conn, session_id)
+                current, _, _ = session_state(conn, session_id)
                 self._set_status(conn, session_id, current, target)
             return step
 
@@ -516,7 +495,7 @@ class SQLiteStore:
                 f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
             ).fetchone()
             if row is None:
-                self._require_step(conn, session_id, seq, ref)
+                require_step(conn, session_id, seq, ref)
             return row_to_step(row)
 
         return self._read(q, snapshot=True)
@@ -528,18 +507,10 @@ class SQLiteStore:
                 (session_id, max(n, 0)),
             ).fetchall()
             if not rows:
-                self._require_session(conn, session_id)
+                require_session(conn, session_id)
             return rows
 
         return [row_to_step(r) for r in reversed(self._read(q, snapshot=True))]
-
-    @staticmethod
-    def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
-        if (
-            conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-            is None
-        ):
-            raise SessionNotFound(session_id)
 
     def steps(
         self,
@@ -565,7 +536,7 @@ class SQLiteStore:
         def q(conn: sqlite3.Connection) -> list[Any]:
             rows = conn.execute(sql, params).fetchall()
             if not rows:
-                self._require_session(conn, session_id)
+                require_session(conn, session_id)
             return rows
 
         return list(map(row_to_step, self._read(q, snapshot=True)))
@@ -597,7 +568,7 @@ class SQLiteStore:
             sql += " AND NOT (step_type='system_alert' AND name='approval')"
 
         def tx(conn: sqlite3.Connection) -> list[Step]:
-            self._require_session(conn, session_id)
+            require_session(conn, session_id)
             rows = conn.execute(
                 sql + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
             ).fetchall()
@@ -609,83 +580,17 @@ class SQLiteStore:
     # --- time travel ------------------------------------------------------------------------
     def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
         seq = parse_step_ref(ref, session_id)
-
-        def tx(conn: sqlite3.Connection) -> RollbackResult:
-            current, _, _ = self._session_status(conn, session_id)
-            self._require_step(conn, session_id, seq, ref)
-            # By sequence number, never by timestamp; next_seq stays, so ids are not reused.
-            deleted = conn.execute(
-                "DELETE FROM traces WHERE session_id=? AND seq>=?", (session_id, seq)
-            ).rowcount
-            # Rollback always lands in Running (waiting for a new instruction); the table
-            # allows Running from every state, and the check keeps it honest if that changes.
-            check_transition(current, Status.RUNNING)
-            row = conn.execute(
-                "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=? "
-                f"WHERE session_id=? RETURNING {SESSION_COLS}",
-                (self._now(), session_id),
-            ).fetchall()
-            return RollbackResult(row_to_session(row[0]), seq, deleted)
-
-        return self._write(tx, durable=True)
+        return self._write(
+            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now()), durable=True
+        )
 
     def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
         seq = parse_step_ref(ref, session_id)
         new_sid = secrets.token_urlsafe(16)
-
-        def tx(conn: sqlite3.Connection) -> Session:
-            src = conn.execute(
-                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-            ).fetchone()
-            if src is None:
-                raise SessionNotFound(session_id)
-            self._require_step(conn, session_id, seq, ref)
-            source = row_to_session(src)
-            name = (
-                title if title else (f"fork of {source.title or session_id} at {display_id(seq)}")
-            )
-            now = self._now()
-            conn.execute(
-                "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
-                " metadata, is_forked, parent_session_id, next_seq, awaiting_input,"
-                " forked_from_seq) VALUES (?, ?, 'Init', ?, ?, ?, 1, ?, ?, 0, ?)",
-                (new_sid, name, now, now, src[5], session_id, seq + 1, seq),
-            )
-            # One INSERT..SELECT: ids and parent links remapped by string arithmetic
-            # (new id || ':sNNNN'), seq preserved so the fork's s0005 is the source's s0005.
-            # A step running in the source is copied as interrupted: a fork never inherits
-            # a run in flight.
-            cut = len(session_id) + 1
-            conn.execute(
-                "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name,"
-                " status, agent, call_id, input_data, output_data, error_message, start_time,"
-                " end_time,"
-                " token_usage_prompt, token_usage_completion) "
-                "SELECT :new || substr(step_id, :cut), :new, seq,"
-                " CASE WHEN parent_step_id IS NULL"
-                "  OR CAST(substr(parent_step_id, :cut + 2) AS INTEGER) > :seq THEN NULL"
-                "  ELSE :new || substr(parent_step_id, :cut) END,"
-                " step_type, name,"
-                " CASE status WHEN 'running' THEN 'failed' ELSE status END,"
-                " agent, call_id, input_data, output_data,"
-                " CASE status WHEN 'running' THEN :interrupted ELSE error_message END,"
-                " start_time, CASE status WHEN 'running' THEN :now ELSE end_time END,"
-                " token_usage_prompt, token_usage_completion "
-                "FROM traces WHERE session_id=:old AND seq<=:seq ORDER BY seq",
-                {
-                    "new": new_sid,
-                    "cut": cut,
-                    "seq": seq,
-                    "old": session_id,
-                    "interrupted": INTERRUPTED,
-                    "now": now,
-                },
-            )
-            return Session(
-                new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
-            )
-
-        return self._write(tx, durable=True)
+        return self._write(
+            lambda conn: fork_tx(conn, session_id, seq, ref, new_sid, title, self._now()),
+            durable=True,
+        )
 
 
 def _normalise(step: NewStep) -> NewStep:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from typing import Any
 
+from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     Session,
@@ -110,3 +112,32 @@ def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
         r[14] or 0,
         r[15] or 0,
     )
+
+
+# --- lookups used inside transactions ---------------------------------------------------------
+
+
+def session_state(conn: sqlite3.Connection, session_id: str) -> tuple[Status, int, int]:
+    """(status, next_seq, awaiting_input) of a session; SessionNotFound if there is none."""
+    row = conn.execute(
+        "SELECT current_status, next_seq, awaiting_input FROM sessions WHERE session_id=?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return _STATUS[row[0]], row[1], row[2]
+
+
+def require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+
+
+def require_step(conn: sqlite3.Connection, session_id: str, seq: int, ref: object) -> None:
+    """The step exists in this session: else StepNotFound (or SessionNotFound), never a no-op."""
+    found = conn.execute(
+        "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
+    ).fetchone()
+    if found is None:
+        require_session(conn, session_id)
+        raise StepNotFound(str(ref), session_id)

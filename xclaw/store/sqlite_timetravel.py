@@ -1,0 +1,97 @@
+"""Rollback (R11) and fork (R12) as transaction bodies for the SQLite writer.
+
+Both address steps by sequence number, never by timestamp, so two steps written in the same
+millisecond are told apart; both are one transaction (the writer's), committed durably.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from xclaw.store.base import RollbackResult
+from xclaw.store.model import INTERRUPTED, Session, Status, check_transition, display_id
+from xclaw.store.sqlite_rows import SESSION_COLS, require_step, row_to_session, session_state
+
+# One INSERT..SELECT copies the prefix: ids and parent links are remapped by string arithmetic
+# (new id || ':sNNNN'); seq is preserved, so the fork's s0005 is the source's s0005. A step
+# running in the source is copied as interrupted: a fork never inherits a run in flight.
+# A parent link to a step after the fork point (possible only in data written by other tools)
+# is dropped rather than left dangling.
+_FORK_STEPS_SQL = """
+INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, agent,
+                    call_id, input_data, output_data, error_message, start_time, end_time,
+                    token_usage_prompt, token_usage_completion)
+SELECT :new || substr(step_id, :cut), :new, seq,
+       CASE WHEN parent_step_id IS NULL
+                 OR CAST(substr(parent_step_id, :cut + 2) AS INTEGER) > :seq THEN NULL
+            ELSE :new || substr(parent_step_id, :cut) END,
+       step_type, name,
+       CASE status WHEN 'running' THEN 'failed' ELSE status END,
+       agent, call_id, input_data, output_data,
+       CASE status WHEN 'running' THEN :interrupted ELSE error_message END,
+       start_time,
+       CASE status WHEN 'running' THEN :now ELSE end_time END,
+       token_usage_prompt, token_usage_completion
+FROM traces WHERE session_id = :old AND seq <= :seq ORDER BY seq
+"""
+
+
+def rollback_tx(
+    conn: sqlite3.Connection, session_id: str, seq: int, ref: object, now: int
+) -> RollbackResult:
+    """Delete the target step and every later one; the session goes Running, waiting."""
+    current, _, _ = session_state(conn, session_id)
+    require_step(conn, session_id, seq, ref)
+    # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
+    deleted = conn.execute(
+        "DELETE FROM traces WHERE session_id=? AND seq>=?", (session_id, seq)
+    ).rowcount
+    # Rollback always lands in Running, waiting for a new instruction. The table allows
+    # Running from every state; the check keeps that honest should the table change.
+    check_transition(current, Status.RUNNING)
+    row = conn.execute(
+        "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=? "
+        f"WHERE session_id=? RETURNING {SESSION_COLS}",
+        (now, session_id),
+    ).fetchone()
+    return RollbackResult(row_to_session(row), seq, deleted)
+
+
+def fork_tx(
+    conn: sqlite3.Connection,
+    session_id: str,
+    seq: int,
+    ref: object,
+    new_sid: str,
+    title: str | None,
+    now: int,
+) -> Session:
+    """A new Init session holding a copy of the source's steps up to and including seq."""
+    src = conn.execute(
+        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
+    ).fetchone()
+    if src is None:
+        session_state(conn, session_id)  # raises SessionNotFound
+    require_step(conn, session_id, seq, ref)
+    source = row_to_session(src)
+    name = title or f"fork of {source.title or session_id} at {display_id(seq)}"
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
+        " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
+        " VALUES (?, ?, 'Init', ?, ?, ?, 1, ?, ?, 0, ?)",
+        (new_sid, name, now, now, src[5], session_id, seq + 1, seq),
+    )
+    conn.execute(
+        _FORK_STEPS_SQL,
+        {
+            "new": new_sid,
+            "cut": len(session_id) + 1,
+            "seq": seq,
+            "old": session_id,
+            "interrupted": INTERRUPTED,
+            "now": now,
+        },
+    )
+    return Session(
+        new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
+    )
