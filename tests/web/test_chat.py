@@ -115,6 +115,7 @@ def test_approve_and_deny(serve, new_page, shot):
     expect(app.dialog()).to_contain_text("touch denied.txt")
     page.keyboard.press("n")  # the terminal client's y/n works here too
     expect(app.dialog()).to_have_count(0)
+    expect(page.locator("#input")).to_have_value("")  # the "n" did not leak into the message box
     expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Understood: I did not create denied.txt.")
     denied = app.tool_lines().last
     expect(denied).to_have_attribute("data-state", "failed")

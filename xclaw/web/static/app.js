@@ -468,6 +468,7 @@ async function forkFrom(step) {
 async function openCompare(preferId) {
   await refreshSessions();
   $("workspace").hidden = true;
+  $("compare-btn").setAttribute("aria-pressed", "true");
   await compare.open(state.sessions, state.sessionId);
   if (preferId && preferId !== compare.right && preferId !== compare.left) {
     compare.right = preferId;
@@ -478,6 +479,7 @@ async function openCompare(preferId) {
 function showWorkspace() {
   $("workspace").hidden = false;
   $("compare").hidden = true;
+  $("compare-btn").setAttribute("aria-pressed", "false");
 }
 
 // --- errors ---------------------------------------------------------------------------------------

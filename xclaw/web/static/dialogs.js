@@ -83,8 +83,9 @@ export function approvalDialog(frame) {
     dialogClose = close;
     const keys = (e) => {
       if (e.target instanceof HTMLInputElement || e.target instanceof HTMLTextAreaElement) return;
-      if (e.key === "y") close(true);
-      if (e.key === "n") close(false);
+      if (e.key !== "y" && e.key !== "n") return;
+      e.preventDefault(); // the key must not land in the message box once the dialog is gone
+      close(e.key === "y");
     };
     const body = h("div.dialog-body.approval", { onkeydown: keys },
       h("div.approval-head",

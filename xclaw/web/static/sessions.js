@@ -102,7 +102,8 @@ export class Sidebar {
 
   item(s, depth) {
     const active = s.sessionId === this.current;
-    const meta = [s.busy ? "running now" : s.status, timeAgo(s.updatedAt)].filter(Boolean).join(" · ");
+    const from = s.isForked && s.forkedFromSeq ? `from s${String(s.forkedFromSeq).padStart(4, "0")}` : "";
+    const meta = [s.busy ? "running now" : s.status, from].filter(Boolean).join(" · ");
     return h(`li.session-item${active ? ".active" : ""}${s.isForked ? ".fork" : ""}`, { dataset: { session: s.sessionId } },
       h("div.session-row",
         h("button.session-main", {
@@ -113,8 +114,10 @@ export class Sidebar {
         },
         h(`span.status-dot.st-${s.status}${s.busy ? ".busy" : ""}`, { "aria-hidden": "true" }),
         h("span.session-text",
-          h("span.session-title", s.isForked ? h("span.fork-mark", { title: "fork" }, icon("fork", { size: 12 })) : null, sessionTitle(s)),
-          h("span.session-meta", { text: s.isForked && s.forkedFromSeq ? `${meta} · from s${String(s.forkedFromSeq).padStart(4, "0")}` : meta }))),
+          h("span.session-line",
+            h("span.session-title", s.isForked ? h("span.fork-mark", { title: "fork" }, icon("fork", { size: 12 })) : null, sessionTitle(s)),
+            h("span.session-time", { text: timeAgo(s.updatedAt) })),
+          h("span.session-meta", { text: meta }))),
         h("div.session-actions",
           h("button.icon.rename", { type: "button", title: "Rename", "aria-label": `Rename ${sessionTitle(s)}`,
             onclick: () => this.actions.onRename(s) }, icon("pencil", { size: 14 })),
