@@ -7,6 +7,7 @@ XCLAW_TEST_REQUIRE_BROWSER=1 (CI), which turns the skip into a failure.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -90,13 +91,18 @@ def new_page(browser: Any, page_errors: PageErrors) -> Iterator[Callable[..., An
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    """serve(turns, approval="ask") -> a started `xclaw serve` with a scripted model."""
+    """serve(turns, approval="ask", subagent=None) -> a started `xclaw serve` running the
+    scripted model (`subagent`: the turns every sub-agent plays)."""
     servers: list[Server] = []
 
-    def make(turns: list[dict[str, Any]], *, approval: str = "ask", name: str = "srv") -> Server:
+    def make(turns: list[dict[str, Any]], *, approval: str = "ask", name: str = "srv",
+             subagent: list[dict[str, Any]] | None = None) -> Server:
         root = tmp_path / name
         root.mkdir()
-        s = Server(root=root, script=write_script(root / "script.json", turns), approval=approval)
+        script = write_script(root / "script.json", turns)
+        if subagent is not None:
+            script.write_text(json.dumps({"turns": turns, "subagent": {"turns": subagent}}))
+        s = Server(root=root, script=script, approval=approval)
         servers.append(s)
         return s.start()
 

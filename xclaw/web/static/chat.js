@@ -205,6 +205,11 @@ function setToolResult(line, state, output, stepId) {
   const text = String(output ?? "");
   if (!text.trim()) return;
   const lines = text.split("\n").length;
+  if (lines === 1 && text.length <= 120) {
+    // A one-line result reads best right under the call, without a box to open.
+    box.append(h("div.tool-inline-output", h("span.arrow", { "aria-hidden": "true", text: "→ " }), h("code", { text })));
+    return;
+  }
   const details = h("details.tool-details",
     h("summary", { text: `${state === "failed" ? "error output" : "output"} · ${lines} line${lines === 1 ? "" : "s"}` }),
     foldedText(text, "code"));
