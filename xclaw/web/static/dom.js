@@ -1,5 +1,5 @@
 // Building DOM nodes and formatting values for display. Every piece of text from the server
-// goes through textContent (never innerHTML), so a tool output cannot inject markup.
+// goes through textContent (never parsed as HTML), so a tool output cannot inject markup.
 
 /** h("div.card#main", {title: "x", onclick: fn}, child, "text", [more]) */
 export function h(spec, attrs, ...children) {

@@ -1,0 +1,56 @@
+"""The page's files, without a browser: everything it loads ships in the package, nothing comes
+from the internet, and the server hands them out."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+STATIC = Path(__file__).resolve().parents[2] / "xclaw" / "web" / "static"
+IMPORT_RE = re.compile(r"""^\s*(?:import|export)\b[^'"]*?from\s+["']([^"']+)["']""", re.M)
+URL_RE = re.compile(r"""https?://[^\s"'`)<]+""")
+# The only absolute URL allowed: the SVG namespace name, which is never fetched.
+ALLOWED_URLS = {"http://www.w3.org/2000/svg"}
+
+
+def test_every_module_import_resolves_to_a_shipped_file() -> None:
+    modules = sorted(STATIC.glob("*.js"))
+    assert {p.name for p in modules} >= {"app.js", "api.js", "socket.js", "chat.js", "trace.js"}
+    for module in modules:
+        for target in IMPORT_RE.findall(module.read_text()):
+            assert target.startswith("./"), f"{module.name} imports {target!r}: only relative local modules"
+            assert (STATIC / target[2:]).is_file(), f"{module.name} imports missing {target}"
+
+
+def test_the_page_loads_nothing_from_the_internet() -> None:
+    for path in STATIC.iterdir():
+        text = path.read_text()
+        for url in URL_RE.findall(text):
+            # 127.0.0.1 appears only in the access page's example of the start-up banner.
+            assert url in ALLOWED_URLS or url.startswith("http://127.0.0.1"), f"{path.name} refers to {url}"
+    html = (STATIC / "index.html").read_text()
+    for ref in re.findall(r"""(?:src|href)="(/static/[^"]+)\"""", html):
+        assert (STATIC / ref.removeprefix("/static/")).is_file(), ref
+
+
+def test_server_text_is_never_inserted_as_html() -> None:
+    for path in STATIC.glob("*.js"):
+        text = path.read_text()
+        assert "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text, path.name
+
+
+@pytest.mark.slow
+def test_the_gateway_serves_the_page_and_its_modules(serve) -> None:
+    server = serve([{"text": "hi"}])
+    page = httpx.get(f"{server.http}/")
+    assert page.status_code == 200
+    assert 'src="/static/app.js"' in page.text
+    assert page.headers["cache-control"] == "no-store"
+    for name in ("app.js", "style.css", "compare.js"):
+        r = httpx.get(f"{server.http}/static/{name}")
+        assert r.status_code == 200, name
+        assert r.text == (STATIC / name).read_text()
+    assert "javascript" in httpx.get(f"{server.http}/static/app.js").headers["content-type"]
