@@ -1,0 +1,267 @@
+"""`xclaw chat` against a real `xclaw serve`: under a real pseudo-terminal (pexpect) and with
+piped stdin."""
+
+from __future__ import annotations
+
+import re
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pexpect
+import pytest
+
+from tests.gateway.harness import Server, clean_env, write_script, xclaw_cmd
+
+pytestmark = pytest.mark.slow
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r")
+
+
+class Term:
+    """A pexpect child whose output is matched with escape sequences stripped: the client
+    colours and prompt_toolkit moves the cursor, the words stay the same."""
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self.raw = ""
+        self.pos = 0
+
+    @property
+    def text(self) -> str:
+        return _ANSI.sub("", self.raw)
+
+    def expect(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.text, self.pos)
+            if m:
+                self.pos = m.end()
+                return m
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} not seen; screen so far:\n{self.text[-3000:]}")
+            try:
+                self.raw += self.child.read_nonblocking(65536, timeout=0.1)
+            except pexpect.TIMEOUT:
+                pass
+            except pexpect.EOF:
+                m = rx.search(self.text, self.pos)
+                if m:
+                    self.pos = m.end()
+                    return m
+                raise AssertionError(f"{pattern!r} not seen before exit; screen:\n{self.text[-3000:]}") from None
+
+    def prompt(self) -> None:
+        self.expect(r"You:")
+
+    def line(self, text: str) -> None:
+        self.child.sendline(text)
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            try:
+                self.raw += self.child.read_nonblocking(65536, timeout=0.1)
+            except (pexpect.TIMEOUT, pexpect.EOF):
+                pass
+        assert not self.child.isalive(), "chat did not exit"
+        self.child.close()
+        return int(self.child.exitstatus or 0)
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Any]:
+    servers: list[Server] = []
+
+    def make(turns: list[dict[str, Any]], approval: str = "ask") -> Server:
+        root = tmp_path / f"srv{len(servers)}"
+        root.mkdir()
+        s = Server(root=root, script=write_script(root / "script.json", turns), approval=approval)
+        servers.append(s)
+        return s.start()
+
+    yield make
+    for s in servers:
+        s.kill()
+
+
+def chat_env(server: Server) -> dict[str, str]:
+    # The token comes from $XCLAW_HOME/token, as on the server's own machine.
+    return clean_env(XCLAW_HOME=str(server.home), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="200")
+
+
+def spawn_chat(server: Server, cwd: Path, *args: str) -> Term:
+    cmd = [*xclaw_cmd(), "chat", "--url", server.http, *args]
+    child = pexpect.spawn(cmd[0], cmd[1:], cwd=str(cwd), env=chat_env(server), encoding="utf-8",
+                          dimensions=(50, 200), timeout=15)
+    return Term(child)
+
+
+TASK = [
+    {"text": "Writing a.", "tool_calls": [{"name": "shell", "input": {"command": "echo a >> effects.txt"}}]},
+    {"text": "Wrote a."},
+    {"text": "Second answer."},
+]
+
+
+def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(make_server, tmp_path: Path) -> None:
+    server = make_server(TASK)
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    t = spawn_chat(server, cwd)
+    t.expect(r"\[session\] (\S+) · new")
+    t.prompt()
+    sid = (cwd / ".cli_session").read_text().strip()
+    assert stat.S_IMODE((cwd / ".cli_session").stat().st_mode) == 0o600
+    t.line("write a")
+    t.expect(re.escape('xclaw wants to run [shell]: {"command":"echo a >> effects.txt"}'))
+    t.expect(r"Approve\? \[y/N\]")
+    t.line("y")
+    t.expect(re.escape('xclaw uses [shell]: {"command":"echo a >> effects.txt"}'))
+    t.expect(r"xclaw: Wrote a\.")
+    t.prompt()
+    t.line("next")
+    t.expect(r"xclaw: Second answer\.")
+    t.prompt()
+    t.child.sendcontrol("c")
+    t.expect(r"Ctrl\+C again")
+    t.child.sendcontrol("c")
+    assert t.wait_exit() == 0
+    assert (server.workspace(sid) / "effects.txt").read_text() == "a\n"
+
+    # Started again in the same directory: the same session, its history between markers.
+    t = spawn_chat(server, cwd)
+    t.expect(rf"\[session\] {re.escape(sid)} · Success")
+    t.expect(r"\[history\] --- history starts ---")
+    t.expect(r"\[history\] You: write a")
+    t.expect(re.escape('[history] xclaw uses [shell]: {"command":"echo a >> effects.txt"}'))
+    t.expect(r"\[history\] xclaw: Wrote a\.")
+    t.expect(r"\[history\] You: next")
+    t.expect(r"\[history\] xclaw: Second answer\.")
+    t.expect(r"\[history\] --- history ends ---")
+    t.prompt()
+
+    t.line("/steps")
+    t.expect(rf"Steps \(session: {re.escape(sid)}\):")
+    t.expect(r"s0004\s+tool_call\s+shell\s+\{\"command\":\"echo a >> effects.txt\"\}")
+    t.expect(r"/rollback s0006")
+    t.prompt()
+
+    t.line("/fork s0005 branch B")
+    fork = t.expect(r"\[fork\] new session created: (\S+)").group(1)
+    t.expect(rf"original session {re.escape(sid)} is unchanged")
+    t.prompt()
+    t.line(f"/switch {fork}")
+    t.expect(rf"\[session\] {re.escape(fork)} · \w+ · 'branch B' · fork of {re.escape(sid)}")
+    t.expect(r"\[history\] --- history starts ---")
+    t.expect(r"\[history\] xclaw: Wrote a\.")
+    t.expect(r"\[history\] --- history ends ---")
+    t.prompt()
+    assert "Second answer" not in t.text[t.text.rindex("history starts"):]
+    assert (cwd / ".cli_session").read_text().strip() == fork
+
+    t.line("/rollback s0001")
+    t.expect(r"\[rollback\] session reset to before step s0001 — send your new instruction")
+    t.prompt()
+
+    # The server dies and comes back: the client reconnects by itself and carries on.
+    server.kill()
+    t.expect(r"\[offline\]")
+    server.start()
+    t.expect(rf"\[session\] {re.escape(fork)} · Running", timeout=20)
+    t.prompt()
+    t.line("/steps")
+    t.expect(r"\(no steps yet\)")
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0
+
+
+def test_ctrl_c_cancels_the_run_and_a_second_quits(make_server, tmp_path: Path) -> None:
+    server = make_server([{"text": "Thinking slowly.", "sleep": 2}, {"text": "Fast now."}], approval="yolo")
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("think")
+    time.sleep(0.5)
+    t.child.sendcontrol("c")
+    t.expect(r"\[cancel\] stopping the run")
+    t.expect(r"\[cancel\] run stopped", timeout=10)
+    t.prompt()
+    t.line("again")
+    t.expect(r"xclaw: ")
+    t.prompt()
+    t.child.sendcontrol("c")
+    t.child.sendcontrol("c")
+    assert t.wait_exit() == 0
+
+
+def run_piped(server: Server, cwd: Path, lines: list[str], *args: str, timeout: float = 40) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*xclaw_cmd(), "chat", "--url", server.http, *args],
+        input="".join(line + "\n" for line in lines),
+        cwd=cwd, env=clean_env(XCLAW_HOME=str(server.home)), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> None:
+    server = make_server(TASK)
+    r = run_piped(server, tmp_path, ["write a", "y", "/steps 2", "next"])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "You: write a" in out
+    assert "Approve? [y/N] y" in out
+    assert 'xclaw uses [shell]: {"command":"echo a >> effects.txt"}' in out
+    # each line waited for the previous answer
+    assert out.index("xclaw: Wrote a.") < out.index("You: /steps 2") < out.index("You: next")
+    assert out[-1] == "xclaw: Second answer."
+    assert "\x1b[" not in r.stdout  # no colour codes into a pipe
+
+
+def test_piped_client_survives_a_server_restart_mid_run(make_server, tmp_path: Path) -> None:
+    server = make_server(
+        [
+            {"text": "Slow step.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
+            {"text": "Retrying.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
+            {"text": "Finished after the restart."},
+        ],
+        approval="yolo",
+    )
+    proc = subprocess.Popen(
+        [*xclaw_cmd(), "chat", "--url", server.http, "--new"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=tmp_path, env=clean_env(XCLAW_HOME=str(server.home)),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("do the slow thing\ny\n")
+    proc.stdin.close()
+    seen = []
+    for line in proc.stdout:
+        seen.append(line.rstrip("\n"))
+        if line.startswith('xclaw uses [shell]: {"command":"sleep 2"}'):
+            break
+    server.kill(signal.SIGKILL)
+    server.start()
+    rest = proc.stdout.read()  # until the client exits (pytest-timeout guards a hang)
+    proc.stdout.close()
+    assert proc.wait(timeout=10) == 0
+    out = seen + rest.splitlines()
+    assert any(line.startswith("[offline]") for line in out)
+    assert "[resume] detected interrupted tool_call, retrying..." in out
+    assert any("may already have run" in line for line in out)
+    assert "Approve? [y/N] y" in out
+    assert out[-1] == "xclaw: Finished after the restart."
+
+
+def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: Path) -> None:
+    server = make_server(TASK)
+    r = subprocess.run(
+        [*xclaw_cmd(), "chat", "--url", server.http, "--token", "wrong-token"],
+        input="", cwd=tmp_path, env=clean_env(XCLAW_HOME=str(tmp_path / "elsewhere")),
+        capture_output=True, text=True, timeout=20,
+    )
+    assert r.returncode == 2
+    assert "unauthorized" in r.stdout

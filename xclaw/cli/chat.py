@@ -1,0 +1,399 @@
+"""`xclaw chat`: the terminal client of the gateway.
+
+Two activities share one event loop: the connection (connect, `reconnect`, read frames,
+reconnect with backoff when the server goes away) and the input (a prompt_toolkit line editor
+on a terminal; plain lines from stdin otherwise). Input is read only when the client is ready
+for it — attached, and no reply pending unless an approval needs an answer — so piped lines
+are sent one turn at a time, exactly like a person typing after each answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+
+from xclaw.cli.chat_render import Renderer
+from xclaw.gateway.commands import parse_command
+
+SESSION_FILE = ".cli_session"
+BACKOFF_START_S = 0.5
+BACKOFF_MAX_S = 5.0
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN_ORIGIN = 4403
+YES = ("y", "yes")
+
+
+# --- session file and URL -------------------------------------------------------------------
+
+
+def read_session_file(path: Path) -> str | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return text.splitlines()[0].strip() if text else None
+
+
+def write_session_file(path: Path, session_id: str) -> None:
+    """Mode 0600: the id is a capability to the conversation for anyone holding the token."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(session_id + "\n")
+    os.chmod(path, 0o600)
+
+
+def ws_url(url: str) -> tuple[str, str | None]:
+    """`http://host:port/?token=T` (the banner's link), `ws://host:port/ws` or `host:port` →
+    (ws://host:port/ws without the token, T or None)."""
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
+    if scheme is None:
+        raise ValueError(f"unsupported URL scheme in {url!r}: use http://, https://, ws:// or wss://")
+    query = parse_qs(parts.query)
+    token = query.pop("token", [None])[0]
+    path = parts.path.rstrip("/")
+    if not path.endswith("/ws"):
+        path += "/ws"
+    rest = urlencode({k: v[0] for k, v in query.items()})
+    return urlunsplit((scheme, parts.netloc, path, rest, "")), token
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    url: str  # ws://host:port/ws
+    token: str | None
+    session_id: str | None
+    session_file: Path
+    history_file: Path | None = None
+
+
+# --- input ----------------------------------------------------------------------------------
+
+
+class LineInput(Protocol):
+    interactive: bool
+
+    async def read(self, prompt: str) -> str | None:
+        """One line without its newline; None at end of input. A terminal raises
+        KeyboardInterrupt on Ctrl+C."""
+        ...
+
+
+class PipeInput:
+    """Lines from a non-terminal stdin, read ahead by a daemon thread (a blocked read must
+    never keep the process alive), consumed one at a time when the client is ready."""
+
+    interactive = False
+
+    def __init__(self, renderer: Renderer, stream: Any = None) -> None:
+        self.renderer = renderer
+        self.stream = stream or sys.stdin
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._started = False
+
+    def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            for raw in self.stream:
+                loop.call_soon_threadsafe(self._queue.put_nowait, raw.rstrip("\r\n"))
+            loop.call_soon_threadsafe(self._queue.put_nowait, None)
+
+        threading.Thread(target=pump, name="xclaw-chat-stdin", daemon=True).start()
+        self._started = True
+
+    async def read(self, prompt: str) -> str | None:
+        if not self._started:
+            self._start()
+        line = await self._queue.get()
+        if line is not None:
+            self.renderer.line(prompt + line, "bold")  # a transcript shows what was "typed"
+        return line
+
+
+class TerminalInput:
+    """prompt_toolkit line editor with a persistent history."""
+
+    interactive = True
+
+    def __init__(self, history_file: Path | None) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+        history: Any = InMemoryHistory()
+        if history_file is not None:
+            try:
+                history_file.parent.mkdir(parents=True, exist_ok=True)
+                history = FileHistory(str(history_file))
+            except OSError:
+                pass
+        self.session: Any = PromptSession(history=history)
+
+    async def read(self, prompt: str) -> str | None:
+        try:
+            # handle_sigint=False: our own SIGINT handler (cancel, then quit) stays installed.
+            return await self.session.prompt_async(prompt, handle_sigint=False)
+        except EOFError:
+            return None
+
+
+# --- the client ------------------------------------------------------------------------------
+
+
+class ChatClient:
+    def __init__(self, opts: ChatOptions, renderer: Renderer, line_input: LineInput) -> None:
+        self.opts = opts
+        self.out = renderer
+        self.input = line_input
+        self.session_id = opts.session_id
+        self.exit_code = 0
+        self._ws: ClientConnection | None = None
+        self._quit = asyncio.Event()
+        self._changed = asyncio.Event()
+        # None: idle. "attach": waiting for the post-attach status. "run": waiting for the
+        # turn's reply. "command": waiting for a slash command's notice.
+        self.turn: str | None = "attach"
+        self._fail_seen = False
+        self.approvals: list[dict[str, Any]] = []
+        self._interrupts = 0
+        self._eof = False
+
+    # --- state ------------------------------------------------------------------------------
+    def _set_turn(self, turn: str | None) -> None:
+        self.turn = turn
+        self._fail_seen = False
+        self._changed.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._ws is not None and (self.turn is None or (bool(self.approvals) and self.turn != "attach"))
+
+    def quit(self, code: int = 0) -> None:
+        self.exit_code = code
+        self._quit.set()
+        self._changed.set()
+
+    # --- frames in --------------------------------------------------------------------------
+    def on_frame(self, f: dict[str, Any]) -> None:
+        kind = f.get("type")
+        sid = f.get("sessionId")
+        if sid and self.session_id and sid != self.session_id and kind not in ("session", "forked"):
+            return  # a late frame of the session we just switched away from
+        if kind == "approval_request":
+            if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
+                self.out.approval(f)
+                self.approvals.append(f)
+                self._changed.set()
+            return
+        self.out.frame(f)
+        if kind == "session":
+            self.session_id = str(f["sessionId"])
+            try:
+                write_session_file(self.opts.session_file, self.session_id)
+            except OSError as e:
+                self.out.line(f"warning: cannot save {self.opts.session_file}: {e}", "yellow")
+        elif kind == "status":
+            if "busy" in f:  # the gateway's word after attaching: is a run in flight?
+                self._set_turn("run" if f["busy"] else None)
+            elif f.get("status") == "Failed" and self.turn == "run":
+                self._fail_seen = True  # the error or notice explaining it follows
+        elif kind == "reply":
+            if self.turn == "run":
+                self._set_turn(None)
+        elif kind == "error":
+            if self.turn in ("run", "command"):
+                self._set_turn(None)
+        elif kind == "notice":
+            if self.turn == "command" or (self.turn == "run" and self._fail_seen):
+                self._set_turn(None)
+        elif kind == "step":
+            step = f.get("step") or {}
+            if step.get("status") != "running":
+                # an approval answered (here or by another client) is no longer pending
+                self.approvals = [a for a in self.approvals if a.get("stepId") != step.get("id")]
+
+    # --- connection -------------------------------------------------------------------------
+    async def connection_loop(self) -> None:
+        delay = BACKOFF_START_S
+        headers = {"Authorization": f"Bearer {self.opts.token}"} if self.opts.token else {}
+        while not self._quit.is_set():
+            reason = ""
+            try:
+                async with connect(self.opts.url, additional_headers=headers, open_timeout=5,
+                                   max_size=None, ping_interval=20, ping_timeout=20) as ws:
+                    delay = BACKOFF_START_S
+                    self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
+                    await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
+                    self._ws = ws
+                    self._changed.set()
+                    async for raw in ws:
+                        try:
+                            frame = json.loads(raw)
+                        except ValueError:
+                            continue
+                        if isinstance(frame, dict):
+                            self.on_frame(frame)
+                code = ws.close_code
+            except ConnectionClosed as e:
+                code = e.rcvd.code if e.rcvd else None
+                reason = e.rcvd.reason if e.rcvd else "connection lost"
+            except InvalidURI as e:
+                self.out.line(f"error: bad URL: {e}", "bold red")
+                self.quit(2)
+                return
+            except (OSError, InvalidHandshake, InvalidStatus, TimeoutError) as e:
+                code, reason = None, str(e) or type(e).__name__
+            finally:
+                self._ws = None
+            if code == CLOSE_UNAUTHORIZED:
+                self.out.line("unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
+                              "(the token is in $XCLAW_HOME/token and in the server's start-up URL)", "bold red")
+                self.quit(2)
+                return
+            if code == CLOSE_FORBIDDEN_ORIGIN:
+                self.quit(2)
+                return
+            if self._quit.is_set():
+                return
+            self.out.line(f"[offline] {reason or f'closed ({code})'}; reconnecting in {delay:g}s…", "yellow")
+            try:
+                await asyncio.wait_for(self._quit.wait(), delay)
+                return
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, BACKOFF_MAX_S)
+
+    async def send(self, frame: dict[str, Any]) -> bool:
+        ws = self._ws
+        if ws is None:
+            self.out.line("not connected; try again when the client has reconnected", "yellow")
+            return False
+        try:
+            await ws.send(json.dumps(frame))
+            return True
+        except ConnectionClosed:
+            self.out.line("not sent: the connection was lost", "yellow")
+            return False
+
+    # --- input ------------------------------------------------------------------------------
+    async def _wait_ready(self) -> None:
+        while not self._quit.is_set() and not self.ready:
+            self._changed.clear()
+            if self.ready:
+                return
+            await self._changed.wait()
+
+    async def input_loop(self) -> None:
+        while not self._quit.is_set():
+            await self._wait_ready()
+            if self._quit.is_set():
+                return
+            if self._eof:
+                # piped input ended: leave once nothing is left to wait for
+                if self.approvals:
+                    self.out.line("input ended with an approval pending; the session stays Paused", "yellow")
+                self.quit(0)
+                return
+            approval = self.approvals[0] if self.approvals else None
+            prompt = "Approve? [y/N] " if approval else "You: "
+            try:
+                line = await self.input.read(prompt)
+            except KeyboardInterrupt:
+                self._interrupt()
+                continue
+            if line is None:
+                self._eof = True
+                if not self.input.interactive and self.turn is not None:
+                    continue  # wait for the reply in flight, then quit
+                self.quit(0)
+                return
+            self._interrupts = 0
+            if approval is not None:
+                if self.approvals and self.approvals[0] is approval:
+                    self.approvals.pop(0)
+                await self.send({"type": "approval", "sessionId": self.session_id,
+                                 "stepId": approval.get("stepId"), "approve": line.strip().lower() in YES})
+                continue
+            await self.handle_line(line)
+
+    async def handle_line(self, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        word, _, rest = text.partition(" ")
+        if word in ("/quit", "/exit"):
+            self.quit(0)
+        elif word == "/switch":
+            target = rest.strip()
+            if not target:
+                self.out.line("usage: /switch SESSION_ID (e.g. the id /fork printed)", "yellow")
+                return
+            await self.attach(target)
+        elif word == "/new":
+            await self.attach(None)
+        elif parse_command(text) is not None:
+            self._set_turn("command")
+            if not await self.send({"type": "message", "sessionId": self.session_id, "content": text}):
+                self._set_turn(None)
+        else:
+            self._set_turn("run")
+            if not await self.send({"type": "message", "sessionId": self.session_id, "content": line}):
+                self._set_turn(None)
+
+    async def attach(self, session_id: str | None) -> None:
+        """/switch and /new: re-attach this socket; the session frame saves .cli_session."""
+        self.approvals = []
+        self.session_id = session_id
+        self._set_turn("attach")
+        if not await self.send({"type": "reconnect", "sessionId": session_id}):
+            self._set_turn(None)
+
+    def _interrupt(self) -> None:
+        """Ctrl+C: the first cancels the run in flight (or warns at the prompt), the second
+        quits."""
+        self._interrupts += 1
+        if self._interrupts >= 2:
+            self.out.line("bye", "dim")
+            self.quit(0)
+            return
+        if self.turn == "run" or self.approvals:
+            self.out.line("[cancel] stopping the run after the step in flight… (Ctrl+C again to quit)", "yellow")
+            asyncio.get_running_loop().create_task(self.send({"type": "cancel", "sessionId": self.session_id}))
+        else:
+            self.out.line("(Ctrl+C again, /quit or Ctrl+D to quit)", "dim")
+
+    # --- main ---------------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        conn = asyncio.create_task(self.connection_loop())
+        reader = asyncio.create_task(self.input_loop())
+        try:
+            await self._quit.wait()
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+            for task in (reader, conn):
+                task.cancel()
+            ws = self._ws
+            if ws is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.close(), 2)
+            await asyncio.gather(reader, conn, return_exceptions=True)
+            self.out.end_stream()
+        return self.exit_code
