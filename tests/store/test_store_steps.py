@@ -12,7 +12,7 @@ from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
 from xclaw.store.base import Store
 from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.sqlite_rows import STEP_COLS
+from xclaw.store.sqlite_rows import STEP_COLS, load_json
 
 
 def test_begin_step_returns_the_running_row(store: Store) -> None:
@@ -262,3 +262,24 @@ def test_json_columns_are_compact_utf8_text(sqlite_store: SQLiteStore) -> None:
     finally:
         conn.close()
     assert row == ('{"cmd":"统计 ERROR","n":[1,2]}', None, "text")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"a":[1,2]}', {"a": [1, 2]}),
+        (' {"a": 1} \n', {"a": 1}),
+        ('"x"', "x"),
+        ("null", None),
+        ("3.5", 3.5),
+        (None, None),
+    ],
+)
+def test_json_columns_written_by_other_tools_read_back(text, value) -> None:
+    assert load_json(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "{", '{"a":1} trailing', "nope"])
+def test_broken_json_columns_are_errors_not_guesses(bad: str) -> None:
+    with pytest.raises(ValueError):
+        load_json(bad)

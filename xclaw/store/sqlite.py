@@ -49,7 +49,7 @@ from xclaw.store.sqlite_rows import (
     session_state,
 )
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
-from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect
+from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy
 
 T = TypeVar("T")
 
@@ -149,9 +149,8 @@ class SQLiteStore:
                     return fn(conn)
                 finally:
                     conn.execute("COMMIT")
-            except sqlite3.OperationalError as e:
-                busy = "locked" in str(e) or "busy" in str(e)
-                if not busy:
+            except sqlite3.Error as e:
+                if not is_busy(e):
                     raise StoreError(f"database error on {self.url}: {e}") from e
                 if time.monotonic() > deadline:
                     raise busy_error(self.url) from e
@@ -533,13 +532,14 @@ class SQLiteStore:
             params.extend(words)
         sql += " ORDER BY seq"  # never by timestamp (two steps can share a millisecond)
 
-        def q(conn: sqlite3.Connection) -> list[Any]:
-            rows = conn.execute(sql, params).fetchall()
-            if not rows:
+        def q(conn: sqlite3.Connection) -> list[Step]:
+            # Converted while iterating: the raw rows and the steps never both sit in memory.
+            steps = list(map(row_to_step, conn.execute(sql, params)))
+            if not steps:
                 require_session(conn, session_id)
-            return rows
+            return steps
 
-        return list(map(row_to_step, self._read(q, snapshot=True)))
+        return self._read(q, snapshot=True)
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
         flat = self.steps(session_id)

@@ -36,6 +36,7 @@ _STATUS = {s.value: s for s in Status}
 _STEP_TYPE = {t.value: t for t in StepType}
 _STEP_STATUS = {s.value: s for s in StepStatus}
 _loads = json.loads
+_scan = json.JSONDecoder().scan_once
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -56,7 +57,18 @@ def dump_json(value: Any, what: str) -> str | None:
 
 
 def load_json(text: str | None) -> Any:
-    return None if text is None else _loads(text)
+    """Decode a JSON column. Our own compact text goes straight to the C scanner (2-3x faster
+    than json.loads on small values, which matters when resume loads 100,000 rows); anything
+    else (surrounding whitespace, invalid text) takes the strict json.loads path."""
+    if text is None:
+        return None
+    try:
+        value, end = _scan(text, 0)
+        if end == len(text):
+            return value
+    except StopIteration:
+        pass
+    return _loads(text)
 
 
 def check_session_id(session_id: str) -> str:
@@ -104,8 +116,8 @@ def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
         _STEP_STATUS[r[6]],
         r[7],
         r[8],
-        None if r[9] is None else _loads(r[9]),
-        output if r[10] is None else _loads(r[10]),
+        load_json(r[9]),
+        output if r[10] is None else load_json(r[10]),
         r[11],
         r[12],
         r[13],

@@ -41,7 +41,7 @@ BUSY_GIVE_UP_S = 60.0
 MAX_BATCH = 256
 
 
-def _is_busy(e: BaseException) -> bool:
+def is_busy(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e))
 
 
@@ -198,8 +198,8 @@ class Writer:
                 self._conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as e:
-                if not _is_busy(e) or time.monotonic() > deadline:
-                    raise busy_error(self._where) if _is_busy(e) else e
+                if not is_busy(e) or time.monotonic() > deadline:
+                    raise busy_error(self._where) if is_busy(e) else e
                 time.sleep(0.01)
 
     def _run_batch(self, batch: list[_Op]) -> None:
@@ -208,7 +208,8 @@ class Writer:
         done: list[tuple[_Op, Any]] = []
         failed: list[tuple[_Op, Exception]] = []
         try:
-            self._set_sync("FULL" if any(op.durable for op in batch) else "NORMAL")
+            durable = batch[0].durable if len(batch) == 1 else any(op.durable for op in batch)
+            self._set_sync("FULL" if durable else "NORMAL")
             self._begin()
             if len(batch) == 1:
                 # One operation: the transaction itself is its savepoint.
@@ -250,7 +251,7 @@ def _wrap(e: BaseException, where: str) -> BaseException:
     """Our own errors pass through; raw database errors become a StoreError with words."""
     if isinstance(e, XclawError) or not isinstance(e, sqlite3.Error):
         return e
-    if _is_busy(e):
+    if is_busy(e):
         return busy_error(where)
     err = StoreError(f"database error on {where}: {e}")
     err.__cause__ = e
