@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -208,3 +209,47 @@ def test_head_tail_keeps_both_ends_within_the_limit() -> None:
     small = HeadTail(10)
     small.feed(b"0123456789")
     assert small.text() == "0123456789"
+
+
+async def test_cancelling_a_command_flooding_its_output_is_prompt(ctx: ToolContext) -> None:
+    """The pipe is still drained while the group is stopped, so the exit can be collected."""
+    task = asyncio.create_task(
+        ShellTool(kill_grace_s=1).run({"command": "echo $$ > sh.pid; yes"}, ctx)
+    )
+    sh = int(await wait_for_file(ctx.workspace / "sh.pid"))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 1.5
+    assert not alive(sh)
+
+
+def running_with_argument(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("delay", [0, 0.001, 0.003, 0.01, 0.03])
+async def test_cancelling_while_the_command_starts_still_kills_the_group(
+    ctx: ToolContext, delay: float
+) -> None:
+    marker = f"100.{os.getpid()}{int(delay * 1000):03}"
+    command = f"sleep {marker} & sleep {marker} & wait"
+    task = asyncio.create_task(ShellTool(kill_grace_s=1).run({"command": command}, ctx))
+    await asyncio.sleep(delay)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.05)  # a process forked just before the kill must be dead too
+    assert running_with_argument(marker) == []

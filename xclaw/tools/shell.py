@@ -24,6 +24,8 @@ SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 SECRET_NAMES = ("XCLAW_TOKEN",)
 
 _READ_CHUNK = 64 * 1024
+# How long SIGKILLed processes get to disappear (a process in uninterruptible sleep may lag).
+_KILL_SETTLE_S = 2.0
 
 
 def child_env(
@@ -116,6 +118,7 @@ async def stop_group(pgid: int, grace_s: float) -> None:
     """SIGTERM the group, give it `grace_s` to go, then SIGKILL whatever is left.
 
     The SIGKILL is in `finally` so that even a second cancellation cannot leave the group alive.
+    Returns once no member runs any more (signals are delivered asynchronously).
     """
     try:
         _signal_group(pgid, signal.SIGTERM)
@@ -124,6 +127,9 @@ async def stop_group(pgid: int, grace_s: float) -> None:
             await asyncio.sleep(0.02)
     finally:
         _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + _KILL_SETTLE_S
+    while _live_members(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
@@ -215,8 +221,8 @@ class ShellTool:
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
         started = time.monotonic()
-        try:
-            proc = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 self.shell,
                 "-c",
                 command,
@@ -227,14 +233,28 @@ class ShellTool:
                 stderr=asyncio.subprocess.STDOUT,  # interleaved as a terminal would show them
                 start_new_session=True,  # its own process group: one signal reaches all of it
             )
+        )
+        cancelled: asyncio.CancelledError | None = None
+        try:
+            proc = await asyncio.shield(spawn)
         except OSError as e:
             return ToolResult(f"could not start {self.shell}: {e}", is_error=True)
+        except asyncio.CancelledError as e:
+            # The command may be running already (asyncio would kill only its first process):
+            # let the start complete, then stop the whole group below.
+            cancelled = e
+            try:
+                proc = await spawn
+            except OSError:
+                raise e from None
         pgid = proc.pid
         out = HeadTail(self.output_cap)
         assert proc.stdout is not None
         reader = asyncio.create_task(self._pump(proc.stdout, out))
         stopped_leftovers = False
         try:
+            if cancelled is not None:
+                raise cancelled
             timed_out = not await _wait_exit(proc, timeout)
             if _live_members(pgid):
                 # After a timeout: the command itself. After a normal exit: background jobs it
@@ -243,8 +263,8 @@ class ShellTool:
                 await stop_group(pgid, self.kill_grace_s)
             await self._reap(proc, reader)
         except BaseException:
-            # Cancelled (or anything else): the command must not outlive the run.
-            reader.cancel()
+            # Cancelled (or anything else): the command must not outlive the run. The reader
+            # keeps draining the pipe so that the exit can be collected.
             await stop_group(pgid, self.kill_grace_s)
             await self._reap(proc, reader)
             raise
