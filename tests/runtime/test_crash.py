@@ -107,7 +107,7 @@ class Scenario:
 
 def kill(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # reaps it and closes its pipe
 
 
 TASK = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterable, Mapping
@@ -24,6 +25,16 @@ SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 SECRET_NAMES = ("XCLAW_TOKEN",)
 
 _READ_CHUNK = 64 * 1024
+
+# util-linux's setpriv (Essential on Debian) sets the parent-death signal without a
+# preexec_fn (unsafe in a threaded process). The wrapper shell turns that SIGTERM into a
+# SIGKILL of its whole process group. It passes the command's exit status on, and a death
+# by signal as the same signal (so an `exit 130` reads as SIGINT: bash cannot tell them apart).
+_SETPRIV = shutil.which("setpriv")
+_DIE_WITH_PARENT = (
+    'trap "kill -KILL 0" TERM; "$0" -c "$1" & wait $! 2>/dev/null; s=$?; '
+    'if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s'
+)
 # How long SIGKILLed processes get to disappear (a process in uninterruptible sleep may lag).
 _KILL_SETTLE_S = 2.0
 
@@ -219,13 +230,20 @@ class ShellTool:
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
         return await self._execute(clean["command"], timeout, ctx)
 
+    def _argv(self, command: str) -> list[str]:
+        """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
+        the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
+        whole group. Without this an interrupted call would go on running unrecorded — the
+        very "executed without a record" the write-ahead rule forbids."""
+        if _SETPRIV is None:
+            return [self.shell, "-c", command]
+        return [_SETPRIV, "--pdeathsig", "TERM", "--", self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
+
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
         started = time.monotonic()
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                self.shell,
-                "-c",
-                command,
+                *self._argv(command),
                 cwd=ctx.workspace,
                 env=child_env(os.environ, ctx.env, self.secret_env),
                 stdin=asyncio.subprocess.DEVNULL,
