@@ -114,7 +114,7 @@ def with_store(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.command("sessions")
+@click.command("sessions", short_help="List sessions, most recently updated first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 @click.option(
     "-n",
@@ -133,7 +133,7 @@ def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
         _out().print(format_sessions(found))
 
 
-@click.command("steps")
+@click.command("steps", short_help="The latest steps of a session (like /steps).")
 @click.argument("session_id", metavar="SESSION")
 @click.option(
     "-n",
@@ -155,7 +155,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
         _out().print(format_steps(steps, session))
 
 
-@click.command("trace")
+@click.command("trace", short_help="The step tree of a session, with times and tokens.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
 @with_store
@@ -169,7 +169,7 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
         _out().print(format_tree(tree))
 
 
-@click.command("rollback")
+@click.command("rollback", short_help="Rewind a session to just before a step.")
 @click.argument("session_id", metavar="SESSION")
 @click.argument("step", metavar="STEP")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -196,7 +196,7 @@ def rollback_cmd(store: Store, session_id: str, step: str, yes: bool) -> None:
     )
 
 
-@click.command("fork")
+@click.command("fork", short_help="Branch a new session off a step.")
 @click.argument("session_id", metavar="SESSION")
 @click.argument("step", metavar="STEP")
 @click.option("--title", default=None, help="Title of the new session.")
@@ -214,7 +214,7 @@ def fork_cmd(store: Store, session_id: str, step: str, title: str | None, as_jso
     out.print(f"original session {session_id} is unchanged.")
 
 
-@click.command("export")
+@click.command("export", short_help="A session and its steps as JSON Lines.")
 @click.argument("session_id", metavar="SESSION")
 @with_store
 def export_cmd(store: Store, session_id: str) -> None:
