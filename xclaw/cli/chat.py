@@ -144,9 +144,15 @@ class TerminalInput:
         self.session: Any = PromptSession(history=history)
 
     async def read(self, prompt: str) -> str | None:
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        # Output is routed around the prompt only while a prompt is shown: frames printed
+        # between prompts (a streamed answer) go straight to the terminal, in order, so a
+        # half-written line can never end up behind the next prompt.
         try:
-            # handle_sigint=False: our own SIGINT handler (cancel, then quit) stays installed.
-            return await self.session.prompt_async(prompt, handle_sigint=False)
+            with patch_stdout(raw=True):
+                # handle_sigint=False: our own SIGINT handler (cancel, then quit) stays.
+                return await self.session.prompt_async(prompt, handle_sigint=False)
         except EOFError:
             return None
 

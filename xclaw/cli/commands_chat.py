@@ -73,9 +73,5 @@ async def _main(opts: ChatOptions, renderer: Renderer) -> int:
     from xclaw.cli.chat import ChatClient, PipeInput, TerminalInput
 
     if sys.stdin.isatty():
-        from prompt_toolkit.patch_stdout import patch_stdout
-
-        # Frames arriving while the prompt is shown are printed above it, not through it.
-        with patch_stdout(raw=True):
-            return await ChatClient(opts, renderer, TerminalInput(opts.history_file)).run()
+        return await ChatClient(opts, renderer, TerminalInput(opts.history_file)).run()
     return await ChatClient(opts, renderer, PipeInput(renderer)).run()

@@ -140,6 +140,9 @@ async def _serve(settings: Settings, log_level: str) -> int:
             log_config=None,
             access_log=False,  # our own logs never carry the ?token= query
             ws_max_size=WS_MAX_SIZE,
+            # Frames are small JSON: compressing each one cost more CPU than the whole step
+            # (measured with bench/gateway_bench.py), and loopback/LAN links do not need it.
+            ws_per_message_deflate=False,
             timeout_graceful_shutdown=GRACEFUL_TIMEOUT_S,
             lifespan="on",
         )
