@@ -166,6 +166,7 @@ class ChatClient:
         self.out = renderer
         self.input = line_input
         self.session_id = opts.session_id
+        self._attached = opts.session_id  # what the server last confirmed (`session` frame)
         self.exit_code = 0
         self._ws: ClientConnection | None = None
         self._quit = asyncio.Event()
@@ -197,7 +198,7 @@ class ChatClient:
     def on_frame(self, f: dict[str, Any]) -> None:
         kind = f.get("type")
         sid = f.get("sessionId")
-        if sid and self.session_id and sid != self.session_id and kind not in ("session", "forked"):
+        if sid and self.session_id and sid != self.session_id and kind not in ("session", "forked", "error"):
             return  # a late frame of the session we just switched away from
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
@@ -207,7 +208,7 @@ class ChatClient:
             return
         self.out.frame(f)
         if kind == "session":
-            self.session_id = str(f["sessionId"])
+            self.session_id = self._attached = str(f["sessionId"])
             try:
                 write_session_file(self.opts.session_file, self.session_id)
             except OSError as e:
@@ -221,7 +222,11 @@ class ChatClient:
             if self.turn == "run":
                 self._set_turn(None)
         elif kind == "error":
-            if self.turn in ("run", "command"):
+            if self.turn == "attach" and self._ws is not None:
+                # a refused /switch (a malformed id): the socket is still where it was
+                self.session_id = self._attached
+                self._set_turn(None)
+            elif self.turn in ("run", "command"):
                 self._set_turn(None)
         elif kind == "notice":
             if self.turn == "command" or (self.turn == "run" and self._fail_seen):

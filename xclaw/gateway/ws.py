@@ -95,10 +95,18 @@ class Connection:
         self._unsubscribe: Any = None
         self._queue: asyncio.Queue[dict[str, Any] | _Close] = asyncio.Queue()
         self._closing = False
+        self._held: list[dict[str, Any]] | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
+    def _from_runtime(self, frame: dict[str, Any]) -> None:
+        """The sink given to the runtime: held back while an attach reads the history."""
+        if self._held is not None:
+            self._held.append(frame)
+        else:
+            self.push(frame)
+
     def push(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime and the hub: never blocks, never raises."""
+        """Queue a frame for the socket: never blocks, never raises."""
         if self._closing:
             return
         if self._queue.qsize() >= MAX_QUEUED_FRAMES:
@@ -146,15 +154,23 @@ class Connection:
         sid = session.session_id
         self.detach()
         self.session_id = sid
-        # Subscribing and queueing the history happen with no await in between, so no frame
-        # of a run in flight can slip in before the history it continues.
-        self._unsubscribe = rt.subscribe(sid, self.push)
+        # Subscribe first, then read the history in a worker thread (a long session must not
+        # stall the event loop); frames a run in flight emits meanwhile are held back and sent
+        # after the history they continue, so none is lost and none arrives out of order.
+        self._held = []
+        self._unsubscribe = rt.subscribe(sid, self._from_runtime)
         self.gw.hub.add(sid, self.push)
+        try:
+            history = await asyncio.to_thread(rt.history_frame, sid)
+        finally:
+            held, self._held = self._held, None
         self.push(session_frame(session, created=created))
-        history = rt.history_frame(sid)
         self.push({**history, "sessionId": sid})
-        for frame in rt.pending_approval_frames(sid):
+        for frame in held:
             self.push(frame)
+        for frame in rt.pending_approval_frames(sid):
+            if frame not in held:
+                self.push(frame)
         await rt.resume_if_needed(sid)
         current = await asyncio.to_thread(self.gw.store.get_session, sid)
         self.push({"type": "status", "sessionId": sid, "status": current.status.value, "busy": rt.is_busy(sid)})
