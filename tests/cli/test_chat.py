@@ -209,9 +209,13 @@ def run_piped(server: Server, cwd: Path, lines: list[str], *args: str, timeout: 
 
 def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> None:
     server = make_server(TASK)
-    r = run_piped(server, tmp_path, ["write a", "y", "/steps 2", "next"])
+    r = run_piped(server, tmp_path, ["write a", "y", "/switch bad!id", "/steps 2", "next"])
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
+    sid = (tmp_path / ".cli_session").read_text().strip()
+    # a refused /switch leaves the client where it was
+    assert any(line.startswith("error (bad_frame): reconnect frame: sessionId: invalid session id") for line in out)
+    assert f"Steps (session: {sid}):" in out
     assert "You: write a" in out
     assert "Approve? [y/N] y" in out
     assert 'xclaw uses [shell]: {"command":"echo a >> effects.txt"}' in out
