@@ -39,9 +39,14 @@ STEPS_PER_TASK = 1 + 2 * TOOL_TURNS + 1
 
 
 def script(tool: str) -> dict[str, Any]:
-    call = {"name": "shell", "input": {"command": "echo step"}} if tool == "shell" else \
-        {"name": "list_dir", "input": {"path": "."}}
-    turns: list[dict[str, Any]] = [{"text": f"step {i}", "tool_calls": [call]} for i in range(TOOL_TURNS)]
+    call = (
+        {"name": "shell", "input": {"command": "echo step"}}
+        if tool == "shell"
+        else {"name": "list_dir", "input": {"path": "."}}
+    )
+    turns: list[dict[str, Any]] = [
+        {"text": f"step {i}", "tool_calls": [call]} for i in range(TOOL_TURNS)
+    ]
     turns.append({"text": "task done"})
     return {"turns": turns}
 
@@ -65,13 +70,24 @@ def start_gateway(home: Path, tool: str) -> Gateway:
     (home / "script.json").write_text(json.dumps(script(tool)))
     (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))}
-    env.update(XCLAW_HOME=str(home), XCLAW_CONFIG=str(home / "xclaw.yaml"),
-               XCLAW_MODEL=f"script:{home / 'script.json'}", XCLAW_TOKEN="bench-token-0123456789")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
+    }
+    env.update(
+        XCLAW_HOME=str(home),
+        XCLAW_CONFIG=str(home / "xclaw.yaml"),
+        XCLAW_MODEL=f"script:{home / 'script.json'}",
+        XCLAW_TOKEN="bench-token-0123456789",
+    )
     out = home / "stdout.txt"
     with out.open("wb") as stdout, (home / "stderr.txt").open("wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "xclaw", "serve", "--port", str(port), "--log-level", "warning"],
-                                cwd=home, env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "xclaw", "serve", "--port", str(port), "--log-level", "warning"],
+            cwd=home,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+        )
     deadline = time.monotonic() + 30
     while "listening on" not in out.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -89,8 +105,13 @@ class SessionRun:
 
 async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]) -> SessionRun:
     run = SessionRun()
-    async with connect(gw.url, additional_headers={"Authorization": f"Bearer {gw.token}"},
-                       max_size=None, max_queue=None, open_timeout=30) as ws:
+    async with connect(
+        gw.url,
+        additional_headers={"Authorization": f"Bearer {gw.token}"},
+        max_size=None,
+        max_queue=None,
+        open_timeout=30,
+    ) as ws:
         await ws.send(json.dumps({"type": "reconnect", "sessionId": None}))
         sid = None
         while True:  # attached once the post-attach status arrives
@@ -102,7 +123,9 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
         ready.put_nowait(None)
         await go.wait()
         last = time.perf_counter()
-        await ws.send(json.dumps({"type": "message", "sessionId": sid, "content": "run the 20-step task"}))
+        await ws.send(
+            json.dumps({"type": "message", "sessionId": sid, "content": "run the 20-step task"})
+        )
         async for raw in ws:
             f = json.loads(raw)
             kind = f["type"]
@@ -121,7 +144,7 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered))) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def server_cpu_s(pid: int) -> float:
@@ -148,7 +171,9 @@ async def one_round(gw: Gateway, sessions: int) -> tuple[list[SessionRun], float
     return runs, wall, server_cpu_s(gw.proc.pid) - cpu_server, time.process_time() - cpu_client
 
 
-async def bench(gw: Gateway, sessions: int, *, min_rounds: int = 3, min_seconds: float = 2.0) -> dict[str, float]:
+async def bench(
+    gw: Gateway, sessions: int, *, min_rounds: int = 3, min_seconds: float = 2.0
+) -> dict[str, float]:
     """Rounds of `sessions` concurrent tasks until at least min_rounds and min_seconds of
     measurement: one 20-step task alone is over in milliseconds, too short to time once."""
     runs: list[SessionRun] = []
@@ -157,43 +182,72 @@ async def bench(gw: Gateway, sessions: int, *, min_rounds: int = 3, min_seconds:
     while rounds < min_rounds or (wall < min_seconds and rounds < 50):
         r, w, cs, cc = await one_round(gw, sessions)
         runs += r
-        wall, cpu_server, cpu_client, rounds = wall + w, cpu_server + cs, cpu_client + cc, rounds + 1
+        wall, cpu_server, cpu_client, rounds = (
+            wall + w,
+            cpu_server + cs,
+            cpu_client + cc,
+            rounds + 1,
+        )
     lat = [x for r in runs for x in r.latencies_ms]
     steps = sum(r.steps for r in runs)
     if steps != rounds * sessions * STEPS_PER_TASK:
-        raise RuntimeError(f"expected {rounds * sessions * STEPS_PER_TASK} finished steps, saw {steps}")
-    return {"sessions": sessions, "rounds": rounds, "steps": steps, "wall_s": wall, "steps_per_s": steps / wall,
-            "p50_ms": statistics.median(lat), "p99_ms": pct(lat, 99), "max_ms": max(lat),
-            "server_cpu": cpu_server / wall, "client_cpu": cpu_client / wall}
+        raise RuntimeError(
+            f"expected {rounds * sessions * STEPS_PER_TASK} finished steps, saw {steps}"
+        )
+    return {
+        "sessions": sessions,
+        "rounds": rounds,
+        "steps": steps,
+        "wall_s": wall,
+        "steps_per_s": steps / wall,
+        "p50_ms": statistics.median(lat),
+        "p99_ms": pct(lat, 99),
+        "max_ms": max(lat),
+        "server_cpu": cpu_server / wall,
+        "client_cpu": cpu_client / wall,
+    }
 
 
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
         gw = start_gateway(Path(tmp), args.tool)
         try:
-            print(f"xclaw gateway benchmark: {STEPS_PER_TASK}-step tasks, tool={args.tool}, scripted model, "
-                  f"SQLite at {gw.home / 'xclaw.db'}")
+            print(
+                f"xclaw gateway benchmark: {STEPS_PER_TASK}-step tasks, tool={args.tool}, "
+                f"scripted model, SQLite at {gw.home / 'xclaw.db'}"
+            )
             await bench(gw, 2, min_rounds=1, min_seconds=0)  # warm-up: imports, connections, pages
             rows = []
-            print(f"{'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} {'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server cpu':>10} {'client cpu':>10}")
+            print(
+                f"{'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} {'steps/s':>9} "
+                f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server cpu':>10} {'client cpu':>10}"
+            )
             for n in args.sessions:
                 r = await bench(gw, n)
                 rows.append(r)
-                print(f"{r['sessions']:>8} {r['rounds']:>6} {r['steps']:>7} {r['wall_s']:>8.2f} {r['steps_per_s']:>9.0f} "
-                      f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
-                      f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}", flush=True)
+                print(
+                    f"{r['sessions']:>8} {r['rounds']:>6} {r['steps']:>7} {r['wall_s']:>8.2f} "
+                    f"{r['steps_per_s']:>9.0f} "
+                    f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
+                    f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
+                    flush=True,
+                )
             by_n = {int(r["sessions"]): r for r in rows}
             if 1 in by_n and max(by_n) > 1:
                 top = max(by_n)
-                print(f"throughput ratio {top} sessions / 1 session: "
-                      f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x")
+                print(
+                    f"throughput ratio {top} sessions / 1 session: "
+                    f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x"
+                )
         finally:
             gw.proc.send_signal(signal.SIGTERM)
             gw.proc.wait(timeout=30)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--tool", choices=["list_dir", "shell"], default="list_dir")
     asyncio.run(main_async(parser.parse_args()))

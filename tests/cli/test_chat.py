@@ -8,8 +8,9 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pexpect
 import pytest
@@ -18,7 +19,9 @@ from tests.gateway.harness import Server, clean_env, write_script, xclaw_cmd
 
 pytestmark = pytest.mark.slow
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r")
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r"
+)
 
 
 class Term:
@@ -53,7 +56,9 @@ class Term:
                 if m:
                     self.pos = m.end()
                     return m
-                raise AssertionError(f"{pattern!r} not seen before exit; screen:\n{self.text[-3000:]}") from None
+                raise AssertionError(
+                    f"{pattern!r} not seen before exit; screen:\n{self.text[-3000:]}"
+                ) from None
 
     def prompt(self) -> None:
         self.expect(r"You:")
@@ -91,24 +96,38 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
 
 def chat_env(server: Server) -> dict[str, str]:
     # The token comes from $XCLAW_HOME/token, as on the server's own machine.
-    return clean_env(XCLAW_HOME=str(server.home), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="200")
+    return clean_env(
+        XCLAW_HOME=str(server.home), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="200"
+    )
 
 
 def spawn_chat(server: Server, cwd: Path, *args: str) -> Term:
     cmd = [*xclaw_cmd(), "chat", "--url", server.http, *args]
-    child = pexpect.spawn(cmd[0], cmd[1:], cwd=str(cwd), env=chat_env(server), encoding="utf-8",
-                          dimensions=(50, 200), timeout=15)
+    child = pexpect.spawn(
+        cmd[0],
+        cmd[1:],
+        cwd=str(cwd),
+        env=chat_env(server),
+        encoding="utf-8",
+        dimensions=(50, 200),
+        timeout=15,
+    )
     return Term(child)
 
 
 TASK = [
-    {"text": "Writing a.", "tool_calls": [{"name": "shell", "input": {"command": "echo a >> effects.txt"}}]},
+    {
+        "text": "Writing a.",
+        "tool_calls": [{"name": "shell", "input": {"command": "echo a >> effects.txt"}}],
+    },
     {"text": "Wrote a."},
     {"text": "Second answer."},
 ]
 
 
-def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(make_server, tmp_path: Path) -> None:
+def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(
+    make_server, tmp_path: Path
+) -> None:
     server = make_server(TASK)
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -161,7 +180,7 @@ def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(make_se
     t.expect(r"\[history\] xclaw: Wrote a\.")
     t.expect(r"\[history\] --- history ends ---")
     t.prompt()
-    assert "Second answer" not in t.text[t.text.rindex("history starts"):]
+    assert "Second answer" not in t.text[t.text.rindex("history starts") :]
     assert (cwd / ".cli_session").read_text().strip() == fork
 
     t.line("/rollback s0001")
@@ -182,7 +201,9 @@ def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(make_se
 
 
 def test_ctrl_c_cancels_the_run_and_a_second_quits(make_server, tmp_path: Path) -> None:
-    server = make_server([{"text": "Thinking slowly.", "sleep": 2}, {"text": "Fast now."}], approval="yolo")
+    server = make_server(
+        [{"text": "Thinking slowly.", "sleep": 2}, {"text": "Fast now."}], approval="yolo"
+    )
     t = spawn_chat(server, tmp_path, "--new")
     t.prompt()
     t.line("think")
@@ -199,11 +220,18 @@ def test_ctrl_c_cancels_the_run_and_a_second_quits(make_server, tmp_path: Path) 
     assert t.wait_exit() == 0
 
 
-def run_piped(server: Server, cwd: Path, lines: list[str], *args: str, timeout: float = 40) -> subprocess.CompletedProcess[str]:
+def run_piped(
+    server: Server, cwd: Path, lines: list[str], *args: str, timeout: float = 40
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*xclaw_cmd(), "chat", "--url", server.http, *args],
         input="".join(line + "\n" for line in lines),
-        cwd=cwd, env=clean_env(XCLAW_HOME=str(server.home)), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=clean_env(XCLAW_HOME=str(server.home)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -214,7 +242,10 @@ def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> Non
     out = r.stdout.splitlines()
     sid = (tmp_path / ".cli_session").read_text().strip()
     # a refused /switch leaves the client where it was
-    assert any(line.startswith("error (bad_frame): reconnect frame: sessionId: invalid session id") for line in out)
+    assert any(
+        line.startswith("error (bad_frame): reconnect frame: sessionId: invalid session id")
+        for line in out
+    )
     assert f"Steps (session: {sid}):" in out
     assert "You: write a" in out
     assert "Approve? [y/N] y" in out
@@ -228,16 +259,26 @@ def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> Non
 def test_piped_client_survives_a_server_restart_mid_run(make_server, tmp_path: Path) -> None:
     server = make_server(
         [
-            {"text": "Slow step.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
-            {"text": "Retrying.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
+            {
+                "text": "Slow step.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}],
+            },
+            {
+                "text": "Retrying.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}],
+            },
             {"text": "Finished after the restart."},
         ],
         approval="yolo",
     )
     proc = subprocess.Popen(
         [*xclaw_cmd(), "chat", "--url", server.http, "--new"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        cwd=tmp_path, env=clean_env(XCLAW_HOME=str(server.home)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(XCLAW_HOME=str(server.home)),
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write("do the slow thing\ny\n")
@@ -264,8 +305,13 @@ def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: P
     server = make_server(TASK)
     r = subprocess.run(
         [*xclaw_cmd(), "chat", "--url", server.http, "--token", "wrong-token"],
-        input="", cwd=tmp_path, env=clean_env(XCLAW_HOME=str(tmp_path / "elsewhere")),
-        capture_output=True, text=True, timeout=20,
+        input="",
+        cwd=tmp_path,
+        env=clean_env(XCLAW_HOME=str(tmp_path / "elsewhere")),
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
     )
     assert r.returncode == 2
     assert "unauthorized" in r.stdout

@@ -39,9 +39,21 @@ def test_reply_without_deltas() -> None:
 def test_text_before_a_tool_call_ends_its_line() -> None:
     out = render(
         {"type": "delta", "content": "Let me look."},
-        {"type": "tool", "stepId": "s0003", "name": "shell", "input": {"command": "ls"}, "state": "running"},
-        {"type": "tool", "stepId": "s0003", "name": "shell", "input": {"command": "ls"}, "state": "completed",
-         "output": "a.txt\nb.txt"},
+        {
+            "type": "tool",
+            "stepId": "s0003",
+            "name": "shell",
+            "input": {"command": "ls"},
+            "state": "running",
+        },
+        {
+            "type": "tool",
+            "stepId": "s0003",
+            "name": "shell",
+            "input": {"command": "ls"},
+            "state": "completed",
+            "output": "a.txt\nb.txt",
+        },
         {"type": "reply", "content": "Two files."},
     )
     assert out.splitlines() == [
@@ -59,7 +71,9 @@ def test_long_lines_are_not_wrapped() -> None:
 
 
 def test_history_between_markers_seed_content_only() -> None:
-    content = json.dumps([{"role": "user", "content": "list files"}, {"role": "assistant", "content": "a.ts\nb.ts"}])
+    content = json.dumps(
+        [{"role": "user", "content": "list files"}, {"role": "assistant", "content": "a.ts\nb.ts"}]
+    )
     out = render({"type": "history", "content": content})
     assert out.splitlines() == [
         HISTORY_START,
@@ -73,7 +87,11 @@ def test_history_between_markers_seed_content_only() -> None:
 def test_history_structured_messages_show_tool_calls() -> None:
     msgs = [
         {"kind": "user", "text": "count"},
-        {"kind": "assistant", "text": "", "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "wc -l"}}]},
+        {
+            "kind": "assistant",
+            "text": "",
+            "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "wc -l"}}],
+        },
         {"kind": "tool_result", "tool_call_id": "c1", "name": "shell", "content": "3"},
         {"kind": "assistant", "text": "3 lines", "tool_calls": []},
     ]
@@ -104,13 +122,23 @@ def test_notice_error_and_unknown_frames() -> None:
 def test_approval_warns_when_maybe_repeated() -> None:
     buf = io.StringIO()
     r = Renderer(Console(file=buf, no_color=True, soft_wrap=True))
-    r.approval({"type": "approval_request", "stepId": "s0007", "name": "shell", "input": {"command": "rm x"},
-                "reason": "shell needs approval", "maybeRepeated": True})
+    r.approval(
+        {
+            "type": "approval_request",
+            "stepId": "s0007",
+            "name": "shell",
+            "input": {"command": "rm x"},
+            "reason": "shell needs approval",
+            "maybeRepeated": True,
+        }
+    )
     text = buf.getvalue()
     assert 'xclaw wants to run [shell]: {"command":"rm x"}' in text
     assert "may already have run" in text
     buf2 = io.StringIO()
-    Renderer(Console(file=buf2, no_color=True)).approval({"name": "shell", "input": {}, "maybeRepeated": False})
+    Renderer(Console(file=buf2, no_color=True)).approval(
+        {"name": "shell", "input": {}, "maybeRepeated": False}
+    )
     assert "may already have run" not in buf2.getvalue()
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,9 @@ ServerFactory = Callable[..., Server]
 
 
 def _factory(base: Path, servers: list[Server]) -> ServerFactory:
-    def make(turns: list[dict[str, Any]] | None, *, approval: str = "ask", name: str = "srv") -> Server:
+    def make(
+        turns: list[dict[str, Any]] | None, *, approval: str = "ask", name: str = "srv"
+    ) -> Server:
         root = base / name
         root.mkdir(parents=True)
         script = write_script(root / "script.json", turns) if turns is not None else None

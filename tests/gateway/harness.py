@@ -11,9 +11,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -39,8 +40,11 @@ def write_script(path: Path, turns: list[dict[str, Any]]) -> Path:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without any real provider key: no test can reach a real model."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_")) or k == "XCLAW_TEST_CMD"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_")) or k == "XCLAW_TEST_CMD"
+    }
     env.update(extra)
     return env
 
@@ -81,7 +85,7 @@ class Server:
             extra["XCLAW_MODEL"] = f"script:{self.script}"
         return clean_env(**extra)
 
-    def start(self, *extra_args: str) -> "Server":
+    def start(self, *extra_args: str) -> Server:
         self.starts += 1
         out = self.root / f"stdout-{self.starts}.txt"
         err = self.root / f"stderr-{self.starts}.txt"
@@ -108,7 +112,9 @@ class Server:
         raise AssertionError(f"server did not start:\n{out.read_text()}\n{err.read_text()}")
 
     def logs(self) -> str:
-        return "".join(p.read_text(errors="replace") for p in sorted(self.root.glob("stderr-*.txt")))
+        return "".join(
+            p.read_text(errors="replace") for p in sorted(self.root.glob("stderr-*.txt"))
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> int | None:
         if self.proc is None:
@@ -123,13 +129,13 @@ class Server:
         self.proc = None
         return code
 
-    def restart(self) -> "Server":
+    def restart(self) -> Server:
         self.kill()
         return self.start()
 
 
 # Every client opened by a test, closed by the `close_clients` fixture even when it fails.
-OPEN_CLIENTS: list["Client"] = []
+OPEN_CLIENTS: list[Client] = []
 
 
 class Client:
@@ -141,11 +147,23 @@ class Client:
         self.session_id: str | None = None
 
     @classmethod
-    async def open(cls, server: Server, *, token: str | None = None, headers: dict[str, str] | None = None,
-                   url: str | None = None) -> "Client":
+    async def open(
+        cls,
+        server: Server,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        url: str | None = None,
+    ) -> Client:
         h = {"Authorization": f"Bearer {token or server.token}"}
         h.update(headers or {})
-        conn = await connect(url or server.ws_url, additional_headers=h, max_size=None, max_queue=None, open_timeout=10)
+        conn = await connect(
+            url or server.ws_url,
+            additional_headers=h,
+            max_size=None,
+            max_queue=None,
+            open_timeout=10,
+        )
         client = cls(conn)
         OPEN_CLIENTS.append(client)
         return client
@@ -159,13 +177,18 @@ class Client:
         self.seen.append(frame)
         return frame
 
-    async def until(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> dict[str, Any]:
+    async def until(
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 15.0
+    ) -> dict[str, Any]:
         """Frames until one satisfies pred (all of them land in `seen`)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
-                seen = [(f.get("type"), f.get("content") or f.get("status") or f.get("state")) for f in self.seen[-30:]]
+                seen = [
+                    (f.get("type"), f.get("content") or f.get("status") or f.get("state"))
+                    for f in self.seen[-30:]
+                ]
                 raise AssertionError(f"no matching frame within {timeout}s; saw {seen}")
             try:
                 frame = await self.recv(left)
@@ -184,13 +207,24 @@ class Client:
         self.session_id = session["sessionId"]
         return await self.until(lambda f: f.get("type") == "status" and "busy" in f)
 
-    async def turn(self, text: str, *, approve: bool | None = None, timeout: float = 20.0) -> dict[str, Any]:
+    async def turn(
+        self, text: str, *, approve: bool | None = None, timeout: float = 20.0
+    ) -> dict[str, Any]:
         """Send a message and wait for its reply (answering approvals if told how)."""
         await self.send({"type": "message", "sessionId": self.session_id, "content": text})
         while True:
-            f = await self.until(lambda f: f.get("type") in ("reply", "error", "approval_request"), timeout)
+            f = await self.until(
+                lambda f: f.get("type") in ("reply", "error", "approval_request"), timeout
+            )
             if f["type"] == "approval_request" and approve is not None:
-                await self.send({"type": "approval", "sessionId": self.session_id, "stepId": f["stepId"], "approve": approve})
+                await self.send(
+                    {
+                        "type": "approval",
+                        "sessionId": self.session_id,
+                        "stepId": f["stepId"],
+                        "approve": approve,
+                    }
+                )
                 continue
             return f
 

@@ -25,7 +25,9 @@ def server(module_server_factory) -> Server:
 
 @pytest.fixture
 def api(server: Server) -> httpx.Client:
-    with httpx.Client(base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}) as c:
+    with httpx.Client(
+        base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}
+    ) as c:
         yield c
 
 
@@ -47,8 +49,11 @@ def test_every_api_request_needs_the_token(server: Server) -> None:
         assert r.headers["www-authenticate"] == "Bearer"
     assert httpx.get(base + "/health", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert httpx.get(base + "/health", params={"token": server.token}).status_code == 200
-    r = httpx.post(base + "/sessions/x/rollback", json={"stepId": "s0001"},
-                   headers={"Authorization": f"Bearer {server.token}", "Origin": "http://evil.example"})
+    r = httpx.post(
+        base + "/sessions/x/rollback",
+        json={"stepId": "s0001"},
+        headers={"Authorization": f"Bearer {server.token}", "Origin": "http://evil.example"},
+    )
     assert r.status_code == 403 and r.json()["code"] == "forbidden_origin"
 
 
@@ -59,9 +64,16 @@ def test_health_and_openapi(api: httpx.Client) -> None:
     spec = api.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.1")
     assert set(spec["paths"]) == {
-        "/health", "/openapi.json", "/sessions", "/sessions/{sid}", "/sessions/{sid}/steps",
-        "/sessions/{sid}/tree", "/sessions/{sid}/history", "/sessions/{sid}/rollback",
-        "/sessions/{sid}/fork", "/sessions/{sid}/export",
+        "/health",
+        "/openapi.json",
+        "/sessions",
+        "/sessions/{sid}",
+        "/sessions/{sid}/steps",
+        "/sessions/{sid}/tree",
+        "/sessions/{sid}/history",
+        "/sessions/{sid}/rollback",
+        "/sessions/{sid}/fork",
+        "/sessions/{sid}/export",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves
@@ -83,7 +95,11 @@ def _walk(node):  # type: ignore[no-untyped-def]
 async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Client) -> None:
     sid = await conversation(server)
     listed = api.get("/sessions").json()["sessions"]
-    assert listed[0]["sessionId"] == sid and listed[0]["status"] == "Success" and listed[0]["busy"] is False
+    assert (
+        listed[0]["sessionId"] == sid
+        and listed[0]["status"] == "Success"
+        and listed[0]["busy"] is False
+    )
     assert api.get("/sessions", params={"limit": "x"}).status_code == 400
 
     one = api.get(f"/sessions/{sid}").json()
@@ -97,10 +113,17 @@ async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Cli
     every = api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]
     assert [s["id"] for s in every] == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
     assert latest == every  # fewer than 10
-    assert [s["id"] for s in api.get(f"/sessions/{sid}/steps", params={"n": 2}).json()["steps"]] == ["s0005", "s0006"]
+    assert [
+        s["id"] for s in api.get(f"/sessions/{sid}/steps", params={"n": 2}).json()["steps"]
+    ] == ["s0005", "s0006"]
     assert api.get(f"/sessions/{sid}/steps", params={"n": "-1"}).status_code == 400
     tool = every[2]
-    assert (tool["type"], tool["name"], tool["input"], tool["parent"]) == ("tool_call", "shell", {"command": "echo hi"}, "s0002")
+    assert (tool["type"], tool["name"], tool["input"], tool["parent"]) == (
+        "tool_call",
+        "shell",
+        {"command": "echo hi"},
+        "s0002",
+    )
 
     tree = api.get(f"/sessions/{sid}/tree").json()["tree"]
     roots = [n["id"] for n in tree]
@@ -127,17 +150,28 @@ async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
     assert r.status_code == 201
     fork = r.json()["session"]
     assert fork["isForked"] and fork["parentSessionId"] == sid and fork["title"] == "branch"
-    assert len(api.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0}).json()["steps"]) == 4
+    assert (
+        len(api.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0}).json()["steps"]) == 4
+    )
 
-    assert api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"}).json()["code"] == "bad_step"
+    assert (
+        api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"}).json()["code"] == "bad_step"
+    )
     assert api.post(f"/sessions/{sid}/rollback", json={}).status_code == 400
     r = api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"})
     assert r.status_code == 200
     body = r.json()
-    assert body["stepId"] == "s0005" and body["deleted"] == 2 and body["session"]["awaitingInput"] is True
+    assert (
+        body["stepId"] == "s0005"
+        and body["deleted"] == 2
+        and body["session"]["awaitingInput"] is True
+    )
     # attached clients hear of a rollback made through the API too
     notice = await watcher.until_type("notice")
-    assert notice["content"] == "[rollback] session reset to before step s0005 — send your new instruction"
+    assert (
+        notice["content"]
+        == "[rollback] session reset to before step s0005 — send your new instruction"
+    )
     assert len(api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]) == 4
 
     assert api.delete(f"/sessions/{fork['sessionId']}").status_code == 204

@@ -14,8 +14,13 @@ from tests.gateway.harness import Client, Server
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = [{"text": "Asking first.", "tool_calls": [{"name": "shell", "input": {"command": "echo x > f.txt"}}]},
-          {"text": "Done."}]
+SCRIPT = [
+    {
+        "text": "Asking first.",
+        "tool_calls": [{"name": "shell", "input": {"command": "echo x > f.txt"}}],
+    },
+    {"text": "Done."},
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,7 @@ async def expect_error(c: Client, frame: dict | str | bytes, code: str) -> dict:
 
 MALFORMED = [
     "this is not json",
-    "{\"type\": \"message\", ",
+    '{"type": "message", ',
     "[1, 2, 3]",
     "42",
     "null",
@@ -59,7 +64,9 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("frame", MALFORMED, ids=lambda f: (f if isinstance(f, str) else json.dumps(f))[:40])
+@pytest.mark.parametrize(
+    "frame", MALFORMED, ids=lambda f: (f if isinstance(f, str) else json.dumps(f))[:40]
+)
 async def test_malformed_frames_get_bad_frame(server: Server, frame: dict | str) -> None:
     c = await Client.open(server)
     await c.attach(None)
@@ -93,9 +100,14 @@ async def test_unknown_session_and_not_attached(server: Server) -> None:
     c = await Client.open(server)
     await expect_error(c, {"type": "approval", "stepId": "s0001", "approve": True}, "not_attached")
     await expect_error(c, {"type": "cancel"}, "not_attached")
-    await expect_error(c, {"type": "message", "sessionId": "nobody-here", "content": "hi"}, "unknown_session")
-    await expect_error(c, {"type": "approval", "sessionId": "nobody-here", "stepId": "s0001", "approve": True},
-                       "unknown_session")
+    await expect_error(
+        c, {"type": "message", "sessionId": "nobody-here", "content": "hi"}, "unknown_session"
+    )
+    await expect_error(
+        c,
+        {"type": "approval", "sessionId": "nobody-here", "stepId": "s0001", "approve": True},
+        "unknown_session",
+    )
     await expect_error(c, {"type": "cancel", "sessionId": "nobody-here"}, "unknown_session")
 
 
@@ -106,7 +118,9 @@ async def test_bad_step_ids(server: Server) -> None:
     await c.send({"type": "message", "sessionId": sid, "content": "write it"})
     ask = await c.until_type("approval_request")
     for ref in ("s9999", "nonsense", "other-session:s0001", "s0001"):
-        await expect_error(c, {"type": "approval", "sessionId": sid, "stepId": ref, "approve": True}, "bad_step")
+        await expect_error(
+            c, {"type": "approval", "sessionId": sid, "stepId": ref, "approve": True}, "bad_step"
+        )
     await c.send({"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": False})
     assert (await c.until_type("reply"))["content"] == "Done."
     for cmd in ("/rollback s9999", "/rollback banana", "/fork s0000", "/fork other:s0001"):
@@ -122,15 +136,18 @@ async def test_rollback_during_a_run_is_busy(server: Server) -> None:
     await expect_error(c, {"type": "message", "content": "more"}, "busy")
     # the HTTP API refuses the same way while the run waits for its approval
     auth = {"Authorization": f"Bearer {server.token}"}
-    r = httpx.post(f"{server.http}/api/sessions/{c.session_id}/rollback", json={"stepId": "s0001"}, headers=auth)
-    assert (r.status_code, r.json()["code"]) == (409, "busy")
-    r = httpx.delete(f"{server.http}/api/sessions/{c.session_id}", headers=auth)
-    assert (r.status_code, r.json()["code"]) == (409, "busy")
+    async with httpx.AsyncClient(base_url=f"{server.http}/api", headers=auth) as api:
+        r = await api.post(f"/sessions/{c.session_id}/rollback", json={"stepId": "s0001"})
+        assert (r.status_code, r.json()["code"]) == (409, "busy")
+        r = await api.delete(f"/sessions/{c.session_id}")
+        assert (r.status_code, r.json()["code"]) == (409, "busy")
     await c.send({"type": "approval", "stepId": ask["stepId"], "approve": False})
     await c.until_type("reply")
 
 
-async def refused(url: str, headers: dict[str, str] | None = None, first: dict | None = None) -> tuple[dict, int]:
+async def refused(
+    url: str, headers: dict[str, str] | None = None, first: dict | None = None
+) -> tuple[dict, int]:
     async with connect(url, additional_headers=headers or {}) as ws:
         if first is not None:
             await ws.send(json.dumps(first))

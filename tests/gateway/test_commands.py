@@ -21,6 +21,8 @@ def test_commands(text: str, expected: Command) -> None:
     assert parse_command(text) == expected
 
 
-@pytest.mark.parametrize("text", ["hello", "/usr/bin is where ls lives", "/", "//steps", "/123", "a /steps"])
+@pytest.mark.parametrize(
+    "text", ["hello", "/usr/bin is where ls lives", "/", "//steps", "/123", "a /steps"]
+)
 def test_not_commands(text: str) -> None:
     assert parse_command(text) is None

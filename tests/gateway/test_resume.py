@@ -15,12 +15,21 @@ SLOW = "sleep 2"
 # Each shell command appends a line to effects.txt in the session's workspace: the file is
 # the count of side effects that actually happened.
 SEED_TASK = [
-    {"text": "Step one.", "tool_calls": [{"name": "shell", "input": {"command": "echo one >> effects.txt"}}]},
+    {
+        "text": "Step one.",
+        "tool_calls": [{"name": "shell", "input": {"command": "echo one >> effects.txt"}}],
+    },
     {"text": "Now the slow part.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
     # After the restart the model is called again (k = 2 assistant messages in the history)
     # and re-issues the interrupted call, as the resume prompt asks.
-    {"text": "Retrying the slow part.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
-    {"text": "Last step.", "tool_calls": [{"name": "shell", "input": {"command": "echo three >> effects.txt"}}]},
+    {
+        "text": "Retrying the slow part.",
+        "tool_calls": [{"name": "shell", "input": {"command": SLOW}}],
+    },
+    {
+        "text": "Last step.",
+        "tool_calls": [{"name": "shell", "input": {"command": "echo three >> effects.txt"}}],
+    },
     {"text": "All done: one, slow, three."},
 ]
 
@@ -32,8 +41,13 @@ async def test_sigkill_during_sleep_then_resume_on_reconnect(server_factory) -> 
     sid = c.session_id
     assert sid and len(sid) >= 16
     await c.send({"type": "message", "sessionId": sid, "content": "run the three steps"})
-    await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running"
-                  and f["input"].get("command") == SLOW)
+    await c.until(
+        lambda f: (
+            f.get("type") == "tool"
+            and f.get("state") == "running"
+            and f["input"].get("command") == SLOW
+        )
+    )
     effects = server.workspace(sid) / "effects.txt"
     assert effects.read_text() == "one\n"
 
@@ -72,10 +86,15 @@ async def test_sigkill_during_sleep_then_resume_on_reconnect(server_factory) -> 
         await c_.close()
 
 
-async def test_paused_session_asks_again_after_restart_and_another_client_answers(server_factory) -> None:
+async def test_paused_session_asks_again_after_restart_and_another_client_answers(
+    server_factory,
+) -> None:
     server = server_factory(
         [
-            {"text": "Writing.", "tool_calls": [{"name": "shell", "input": {"command": "echo x >> effects.txt"}}]},
+            {
+                "text": "Writing.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo x >> effects.txt"}}],
+            },
             {"text": "Wrote it."},
         ],
         approval="ask",
@@ -107,12 +126,16 @@ async def test_paused_session_asks_again_after_restart_and_another_client_answer
     c4 = await Client.open(server)
     st = await c4.attach(sid)
     assert st["status"] == "Paused" and st["busy"] is True
-    await c4.send({"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True})
+    await c4.send(
+        {"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True}
+    )
     assert (await c3.until_type("reply"))["content"] == "Wrote it."
     assert (await c4.until_type("reply"))["content"] == "Wrote it."
     assert (server.workspace(sid) / "effects.txt").read_text() == "x\n"
     # The stale answer from before is refused clearly, and the connection stays usable.
-    await c4.send({"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True})
+    await c4.send(
+        {"type": "approval", "sessionId": sid, "stepId": asked["stepId"], "approve": True}
+    )
     err = await c4.until_type("error")
     assert err["code"] == "bad_step"
     await c4.send({"type": "ping"})

@@ -3,6 +3,7 @@ stop on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sqlite3
 import stat
@@ -19,14 +20,19 @@ pytestmark = pytest.mark.slow
 
 async def test_starts_without_a_model_and_says_how_to_configure_one(server_factory) -> None:
     server = server_factory(None, name="nomodel")
-    assert "no model configured: set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env or XCLAW_MODEL=script:path" in server.banner
+    assert (
+        "no model configured: set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env "
+        "or XCLAW_MODEL=script:path" in server.banner
+    )
     assert f"listening on http://127.0.0.1:{server.port}/?token={server.token}" in server.banner
     assert f"database:  {server.home / 'xclaw.db'}" in server.banner
-    health = httpx.get(f"{server.http}/api/health", params={"token": server.token}).json()
+    async with httpx.AsyncClient() as http:
+        r = await http.get(f"{server.http}/api/health", params={"token": server.token})
+    health = r.json()
     assert health["model"] is None
     c = await Client.open(server)
     await c.attach(None)
-    err = (await c.turn("hello"))
+    err = await c.turn("hello")
     assert err["type"] == "error" and err["code"] == "config_error"
     assert "XCLAW_MODEL=script:" in err["content"]
     # commands that need no model still work
@@ -47,7 +53,7 @@ async def test_token_generated_once_kept_0600_and_reused(server_factory) -> None
     c = await Client.open(server, url=f"{server.ws_url}?token={first}")
     await c.attach(None)
     await c.close()
-    time.sleep(0.2)
+    await asyncio.sleep(0.2)
     logs = server.logs()
     assert "event=connect" in logs and "event=attach" in logs
     assert first not in logs
@@ -80,7 +86,9 @@ async def test_sigterm_stops_gracefully_and_the_run_resumes_after_restart(server
     # The step in flight ended as interrupted: recorded, not half-written, not deleted.
     with sqlite3.connect(server.home / "xclaw.db") as db:
         rows = db.execute(
-            "SELECT step_type, status, error_message FROM traces WHERE session_id=? ORDER BY start_time", (sid,)
+            "SELECT step_type, status, error_message FROM traces"
+            " WHERE session_id=? ORDER BY start_time",
+            (sid,),
         ).fetchall()
     assert ("tool_call", "failed", "interrupted") in rows
     assert not [r for r in rows if r[1] == "running"]

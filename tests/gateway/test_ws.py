@@ -16,7 +16,11 @@ pytestmark = pytest.mark.slow
 # The first message of every session: a slow LLM call (a run stays in flight ~1 s), a shell
 # call, an answer. Later messages get the script's "(script finished)".
 SCRIPT = [
-    {"text": "Working on it.", "sleep": 1.0, "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
+    {
+        "text": "Working on it.",
+        "sleep": 1.0,
+        "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+    },
     {"text": "Done."},
 ]
 
@@ -27,12 +31,17 @@ def server(module_server_factory) -> Server:
 
 
 def steps_of(server: Server, sid: str) -> list[dict]:
-    r = httpx.get(f"{server.http}/api/sessions/{sid}/steps?n=0", headers={"Authorization": f"Bearer {server.token}"})
+    r = httpx.get(
+        f"{server.http}/api/sessions/{sid}/steps?n=0",
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
     r.raise_for_status()
     return r.json()["steps"]
 
 
-async def test_a_client_speaking_only_the_seed_frames_completes_a_conversation(server: Server) -> None:
+async def test_a_client_speaking_only_the_seed_frames_completes_a_conversation(
+    server: Server,
+) -> None:
     # The seed's client: token on the URL, its own session id, reconnect then message; it
     # reads `history` content as a JSON string and prints deltas until `reply`.
     url = f"{server.ws_url}?token={server.token}"
@@ -44,7 +53,9 @@ async def test_a_client_speaking_only_the_seed_frames_completes_a_conversation(s
             if f["type"] == "history":
                 history = json.loads(f["content"])
         assert history == []
-        await ws.send(json.dumps({"type": "message", "sessionId": "web-abc123", "content": "say hi"}))
+        await ws.send(
+            json.dumps({"type": "message", "sessionId": "web-abc123", "content": "say hi"})
+        )
         deltas, reply = [], None
         while reply is None:
             f = json.loads(await ws.recv())
@@ -82,13 +93,19 @@ async def test_two_sockets_on_one_session_both_receive_the_run(server: Server) -
         tools = [f for f in c.of_type("tool") if f["state"] == "running"]
         assert [t["input"] for t in tools] == [{"command": "echo hi"}]
         assert c.of_type("delta")
-        assert all(f["sessionId"] == a.session_id for f in c.seen if f["type"] in ("delta", "tool", "reply", "step"))
+        assert all(
+            f["sessionId"] == a.session_id
+            for f in c.seen
+            if f["type"] in ("delta", "tool", "reply", "step")
+        )
         # live trace rows: user_input, llm_call, tool_call, llm_call
         ids = {f["step"]["id"] for f in c.of_type("step")}
         assert ids == {"s0001", "s0002", "s0003", "s0004"}
 
 
-async def test_message_during_a_run_is_busy_and_a_refresh_does_not_start_a_second_run(server: Server) -> None:
+async def test_message_during_a_run_is_busy_and_a_refresh_does_not_start_a_second_run(
+    server: Server,
+) -> None:
     a = await Client.open(server)
     await a.attach(None)
     sid = a.session_id
@@ -159,16 +176,27 @@ async def test_slash_commands(server: Server) -> None:
     f = await Client.open(server)
     st = await f.attach(new)
     session = f.of_type("session")[0]
-    assert session["isForked"] is True and session["parentSessionId"] == sid and session["title"] == "plan B"
+    assert (
+        session["isForked"] is True
+        and session["parentSessionId"] == sid
+        and session["title"] == "plan B"
+    )
     assert st["busy"] is False
-    assert len(json.loads(f.of_type("history")[0]["content"])) == 2  # user + the first assistant turn
+    assert (
+        len(json.loads(f.of_type("history")[0]["content"])) == 2
+    )  # user + the first assistant turn
 
     await a.send({"type": "message", "content": "/rollback s9999"})
     assert (await a.until_type("error"))["code"] == "bad_step"
     await a.send({"type": "message", "content": "/rollback s0001"})
     for c in (a, b):  # every socket of the session hears of it and gets the new history
-        n = await c.until(lambda f: f.get("type") == "notice" and f["content"].startswith("[rollback]"))
-        assert n["content"] == "[rollback] session reset to before step s0001 — send your new instruction"
+        n = await c.until(
+            lambda f: f.get("type") == "notice" and f["content"].startswith("[rollback]")
+        )
+        assert (
+            n["content"]
+            == "[rollback] session reset to before step s0001 — send your new instruction"
+        )
         hist = await c.until_type("history")
         assert json.loads(hist["content"]) == []
     assert steps_of(server, sid) == []

@@ -62,7 +62,9 @@ def ws_url(url: str) -> tuple[str, str | None]:
     parts = urlsplit(url)
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
     if scheme is None:
-        raise ValueError(f"unsupported URL scheme in {url!r}: use http://, https://, ws:// or wss://")
+        raise ValueError(
+            f"unsupported URL scheme in {url!r}: use http://, https://, ws:// or wss://"
+        )
     query = parse_qs(parts.query)
     token = query.pop("token", [None])[0]
     path = parts.path.rstrip("/")
@@ -187,7 +189,9 @@ class ChatClient:
 
     @property
     def ready(self) -> bool:
-        return self._ws is not None and (self.turn is None or (bool(self.approvals) and self.turn != "attach"))
+        return self._ws is not None and (
+            self.turn is None or (bool(self.approvals) and self.turn != "attach")
+        )
 
     def quit(self, code: int = 0) -> None:
         self.exit_code = code
@@ -198,7 +202,12 @@ class ChatClient:
     def on_frame(self, f: dict[str, Any]) -> None:
         kind = f.get("type")
         sid = f.get("sessionId")
-        if sid and self.session_id and sid != self.session_id and kind not in ("session", "forked", "error"):
+        if (
+            sid
+            and self.session_id
+            and sid != self.session_id
+            and kind not in ("session", "forked", "error")
+        ):
             return  # a late frame of the session we just switched away from
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
@@ -222,7 +231,7 @@ class ChatClient:
             if self.turn == "run":
                 self._set_turn(None)
         elif kind == "error":
-            if self.turn == "attach" and self._ws is not None:
+            if self.turn == "attach" and f.get("code") == "bad_frame":
                 # a refused /switch (a malformed id): the socket is still where it was
                 self.session_id = self._attached
                 self._set_turn(None)
@@ -244,8 +253,14 @@ class ChatClient:
         while not self._quit.is_set():
             reason = ""
             try:
-                async with connect(self.opts.url, additional_headers=headers, open_timeout=5,
-                                   max_size=None, ping_interval=20, ping_timeout=20) as ws:
+                async with connect(
+                    self.opts.url,
+                    additional_headers=headers,
+                    open_timeout=5,
+                    max_size=None,
+                    ping_interval=20,
+                    ping_timeout=20,
+                ) as ws:
                     delay = BACKOFF_START_S
                     self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
                     await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
@@ -271,8 +286,11 @@ class ChatClient:
             finally:
                 self._ws = None
             if code == CLOSE_UNAUTHORIZED:
-                self.out.line("unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
-                              "(the token is in $XCLAW_HOME/token and in the server's start-up URL)", "bold red")
+                self.out.line(
+                    "unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
+                    "(the token is in $XCLAW_HOME/token and in the server's start-up URL)",
+                    "bold red",
+                )
                 self.quit(2)
                 return
             if code == CLOSE_FORBIDDEN_ORIGIN:
@@ -280,7 +298,9 @@ class ChatClient:
                 return
             if self._quit.is_set():
                 return
-            self.out.line(f"[offline] {reason or f'closed ({code})'}; reconnecting in {delay:g}s…", "yellow")
+            self.out.line(
+                f"[offline] {reason or f'closed ({code})'}; reconnecting in {delay:g}s…", "yellow"
+            )
             try:
                 await asyncio.wait_for(self._quit.wait(), delay)
                 return
@@ -316,7 +336,9 @@ class ChatClient:
             if self._eof:
                 # piped input ended: leave once nothing is left to wait for
                 if self.approvals:
-                    self.out.line("input ended with an approval pending; the session stays Paused", "yellow")
+                    self.out.line(
+                        "input ended with an approval pending; the session stays Paused", "yellow"
+                    )
                 self.quit(0)
                 return
             approval = self.approvals[0] if self.approvals else None
@@ -336,8 +358,14 @@ class ChatClient:
             if approval is not None:
                 if self.approvals and self.approvals[0] is approval:
                     self.approvals.pop(0)
-                await self.send({"type": "approval", "sessionId": self.session_id,
-                                 "stepId": approval.get("stepId"), "approve": line.strip().lower() in YES})
+                await self.send(
+                    {
+                        "type": "approval",
+                        "sessionId": self.session_id,
+                        "stepId": approval.get("stepId"),
+                        "approve": line.strip().lower() in YES,
+                    }
+                )
                 continue
             await self.handle_line(line)
 
@@ -358,11 +386,15 @@ class ChatClient:
             await self.attach(None)
         elif parse_command(text) is not None:
             self._set_turn("command")
-            if not await self.send({"type": "message", "sessionId": self.session_id, "content": text}):
+            if not await self.send(
+                {"type": "message", "sessionId": self.session_id, "content": text}
+            ):
                 self._set_turn(None)
         else:
             self._set_turn("run")
-            if not await self.send({"type": "message", "sessionId": self.session_id, "content": line}):
+            if not await self.send(
+                {"type": "message", "sessionId": self.session_id, "content": line}
+            ):
                 self._set_turn(None)
 
     async def attach(self, session_id: str | None) -> None:
@@ -382,8 +414,13 @@ class ChatClient:
             self.quit(0)
             return
         if self.turn == "run" or self.approvals:
-            self.out.line("[cancel] stopping the run after the step in flight… (Ctrl+C again to quit)", "yellow")
-            asyncio.get_running_loop().create_task(self.send({"type": "cancel", "sessionId": self.session_id}))
+            self.out.line(
+                "[cancel] stopping the run after the step in flight… (Ctrl+C again to quit)",
+                "yellow",
+            )
+            asyncio.get_running_loop().create_task(
+                self.send({"type": "cancel", "sessionId": self.session_id})
+            )
         else:
             self.out.line("(Ctrl+C again, /quit or Ctrl+D to quit)", "dim")
 

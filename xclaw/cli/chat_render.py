@@ -123,7 +123,10 @@ class Renderer:
 
     def approval(self, f: dict[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""
-        self.line(f"{who}xclaw wants to run [{f.get('name')}]: {compact_json(f.get('input'))}", "bold magenta")
+        self.line(
+            f"{who}xclaw wants to run [{f.get('name')}]: {compact_json(f.get('input'))}",
+            "bold magenta",
+        )
         if f.get("reason"):
             self.line(f"  reason: {f['reason']}", "magenta")
         if f.get("maybeRepeated"):
@@ -147,7 +150,9 @@ def history_lines(f: dict[str, Any]) -> list[str]:
                 if m.get("text"):
                     out += _prefixed("xclaw: ", str(m["text"]))
                 for call in m.get("tool_calls") or ():
-                    out.append(f"xclaw uses [{call.get('name')}]: {compact_json(call.get('input'))}")
+                    out.append(
+                        f"xclaw uses [{call.get('name')}]: {compact_json(call.get('input'))}"
+                    )
         return out
     try:
         seed = json.loads(f.get("content") or "[]")

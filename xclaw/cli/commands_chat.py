@@ -21,14 +21,27 @@ if TYPE_CHECKING:
 
 def register(cli: click.Group) -> None:
     @cli.command("chat")
-    @click.option("--url", default=None, metavar="URL",
-                  help="Gateway URL: the server's start-up link (http://127.0.0.1:3000/?token=…) or "
-                  "ws://HOST:PORT/ws. Default http://127.0.0.1:$WEB_PORT (3000).")
-    @click.option("--session", "-r", "session", default=None, metavar="ID",
-                  help="Attach to this session (and remember it in .cli_session).")
+    @click.option(
+        "--url",
+        default=None,
+        metavar="URL",
+        help="Gateway URL: the server's start-up link (http://127.0.0.1:3000/?token=…) or "
+        "ws://HOST:PORT/ws. Default http://127.0.0.1:$WEB_PORT (3000).",
+    )
+    @click.option(
+        "--session",
+        "-r",
+        "session",
+        default=None,
+        metavar="ID",
+        help="Attach to this session (and remember it in .cli_session).",
+    )
     @click.option("--new", "new", is_flag=True, help="Start a new session (ignore .cli_session).")
-    @click.option("--token", default=None, help="Access token (default: XCLAW_TOKEN, the URL's ?token=, "
-                  "or $XCLAW_HOME/token).")
+    @click.option(
+        "--token",
+        default=None,
+        help="Access token (default: XCLAW_TOKEN, the URL's ?token=, or $XCLAW_HOME/token).",
+    )
     def chat_cmd(url: str | None, session: str | None, new: bool, token: str | None) -> None:
         """Chat with the agent through a running `xclaw serve`.
 
@@ -59,7 +72,11 @@ def register(cli: click.Group) -> None:
         session_id = None if new else (session or read_session_file(session_file))
         opts = ChatOptions(
             url=target,
-            token=token or url_token or os.environ.get("XCLAW_TOKEN") or settings.token or read_token(settings.home),
+            token=token
+            or url_token
+            or os.environ.get("XCLAW_TOKEN")
+            or settings.token
+            or read_token(settings.home),
             session_id=session_id,
             session_file=session_file,
             history_file=settings.home / "chat_history",

@@ -13,13 +13,33 @@ from xclaw.errors import XclawError
 
 def register(cli: click.Group) -> None:
     @cli.command("serve")
-    @click.option("--host", default=None, help="Interface to bind (default 127.0.0.1: this machine only).")
-    @click.option("--port", type=int, default=None, help="Port (default $WEB_PORT or 3000; 0 picks a free one).")
-    @click.option("--db", default=None, help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).")
-    @click.option("--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces).")
-    @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-                  show_default=True, help="Structured key=value logs on stderr.")
-    def serve_cmd(host: str | None, port: int | None, db: str | None, workspace: str | None, log_level: str) -> None:
+    @click.option(
+        "--host", default=None, help="Interface to bind (default 127.0.0.1: this machine only)."
+    )
+    @click.option(
+        "--port",
+        type=int,
+        default=None,
+        help="Port (default $WEB_PORT or 3000; 0 picks a free one).",
+    )
+    @click.option(
+        "--db",
+        default=None,
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+    )
+    @click.option(
+        "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
+    )
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default="info",
+        show_default=True,
+        help="Structured key=value logs on stderr.",
+    )
+    def serve_cmd(
+        host: str | None, port: int | None, db: str | None, workspace: str | None, log_level: str
+    ) -> None:
         """Start the gateway: clients connect to ws://HOST:PORT/ws with the access token.
 
         The token is XCLAW_TOKEN, or generated on first start and kept in $XCLAW_HOME/token

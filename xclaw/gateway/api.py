@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -44,7 +45,9 @@ class BadRequest(XclawError):
 
 def error_response(code: str, text: str) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if code == "unauthorized" else None
-    return JSONResponse({"code": code, "error": text}, status_code=STATUS_OF_CODE.get(code, 500), headers=headers)
+    return JSONResponse(
+        {"code": code, "error": text}, status_code=STATUS_OF_CODE.get(code, 500), headers=headers
+    )
 
 
 def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
@@ -82,11 +85,21 @@ class ApiGuard:
         request = Request(scope)
         gw: Gateway = request.app.state.gateway
         origin = request.headers.get("origin")
-        if not origin_allowed(origin, request.headers.get("host"), gw.settings.allowed_origins, secure=request.url.scheme == "https"):
-            await error_response("forbidden_origin", f"Origin {origin!r} may not use this API")(scope, receive, send)
+        if not origin_allowed(
+            origin,
+            request.headers.get("host"),
+            gw.settings.allowed_origins,
+            secure=request.url.scheme == "https",
+        ):
+            await error_response("forbidden_origin", f"Origin {origin!r} may not use this API")(
+                scope, receive, send
+            )
             return
         if not token_matches(token_from_request(request.headers, request.query_params), gw.token):
-            await error_response("unauthorized", "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)")(scope, receive, send)
+            await error_response(
+                "unauthorized",
+                "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)",
+            )(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -147,7 +160,9 @@ async def health(request: Request, gw: Gateway) -> Response:
 async def list_sessions(request: Request, gw: Gateway) -> Response:
     limit = _int_param(request, "limit", 100, lo=1, hi=10_000)
     sessions = await asyncio.to_thread(gw.store.list_sessions, limit=limit)
-    return JSONResponse({"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]})
+    return JSONResponse(
+        {"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]}
+    )
 
 
 async def get_session(request: Request, gw: Gateway) -> Response:
@@ -167,7 +182,9 @@ async def delete_session(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     await asyncio.to_thread(gw.store.get_session, sid)
     if gw.runtime.is_busy(sid):
-        return error_response("busy", "cannot delete a session while a run is in flight; cancel it first")
+        return error_response(
+            "busy", "cannot delete a session while a run is in flight; cancel it first"
+        )
     await asyncio.to_thread(gw.store.delete_session, sid)
     return Response(status_code=204)
 
@@ -208,7 +225,9 @@ async def history(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     await asyncio.to_thread(gw.store.get_session, sid)
     frame = await asyncio.to_thread(gw.runtime.history_frame, sid)
-    return JSONResponse({"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])})
+    return JSONResponse(
+        {"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])}
+    )
 
 
 async def rollback(request: Request, gw: Gateway) -> Response:
@@ -219,7 +238,11 @@ async def rollback(request: Request, gw: Gateway) -> Response:
     for frame in result.frames.broadcast:
         gw.hub.broadcast(sid, frame)
     return JSONResponse(
-        {"session": session_json(result.session), "stepId": result.step_id, "deleted": result.deleted}
+        {
+            "session": session_json(result.session),
+            "stepId": result.step_id,
+            "deleted": result.deleted,
+        }
     )
 
 
@@ -241,9 +264,17 @@ async def export(request: Request, gw: Gateway) -> Response:
     steps = await asyncio.to_thread(gw.store.steps, sid)
 
     async def lines() -> AsyncIterator[str]:
-        yield json.dumps({"type": "session", **session_json(session)}, ensure_ascii=False, default=str) + "\n"
+        yield (
+            json.dumps(
+                {"type": "session", **session_json(session)}, ensure_ascii=False, default=str
+            )
+            + "\n"
+        )
         for st in steps:
-            yield json.dumps({"type": "step", **step_json(st)}, ensure_ascii=False, default=str) + "\n"
+            yield (
+                json.dumps({"type": "step", **step_json(st)}, ensure_ascii=False, default=str)
+                + "\n"
+            )
 
     return StreamingResponse(
         lines(),

@@ -5,8 +5,9 @@ and the runtime and gets `runtime.shutdown()` called when the app's lifespan end
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -44,7 +45,9 @@ async def index(request: Request) -> Response:
     return HTMLResponse(PLACEHOLDER_PAGE)
 
 
-def create_app(settings: Settings, store: Store, runtime: Any, *, token: str | None = None) -> Starlette:
+def create_app(
+    settings: Settings, store: Store, runtime: Any, *, token: str | None = None
+) -> Starlette:
     """The ASGI app. `token` defaults to XCLAW_TOKEN / $XCLAW_HOME/token (created on first use)."""
     gateway = Gateway(
         settings=settings,
@@ -61,12 +64,15 @@ def create_app(settings: Settings, store: Store, runtime: Any, *, token: str | N
 
     api_middleware = [Middleware(ApiGuard)]
     if settings.allowed_origins:
-        api_middleware.insert(0, Middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.allowed_origins),
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"],
-        ))
+        api_middleware.insert(
+            0,
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.allowed_origins),
+                allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                allow_headers=["Authorization", "Content-Type"],
+            ),
+        )
     routes: list[Any] = [
         Route("/", index, methods=["GET"]),
         WebSocketRoute("/ws", websocket_endpoint),

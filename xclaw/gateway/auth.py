@@ -10,8 +10,8 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import urlsplit
 
 TOKEN_FILE = "token"

@@ -26,7 +26,7 @@ SESSIONS_LISTED = 20
 
 # `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
 # is ordinary user text for the agent.
-_COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.S)
+_COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 CLIENT_COMMANDS = ("switch", "new")
 SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "help")
@@ -127,7 +127,9 @@ class CommandRunner:
             try:
                 n = int(cmd.args[0])
             except ValueError:
-                raise CommandError(f"usage: /steps [N] — N must be a number, got {cmd.args[0]!r}") from None
+                raise CommandError(
+                    f"usage: /steps [N] — N must be a number, got {cmd.args[0]!r}"
+                ) from None
             if not 1 <= n <= MAX_STEPS:
                 raise CommandError(f"usage: /steps [N] — N must be between 1 and {MAX_STEPS}")
         steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
@@ -143,27 +145,35 @@ class CommandRunner:
             raise CommandError("usage: /rollback sNNNN — a step id shown by /steps")
         return (await self.rollback(session_id, cmd.args[0])).frames
 
-    async def rollback(self, session_id: str, ref: str) -> "RollbackOutcome":
+    async def rollback(self, session_id: str, ref: str) -> RollbackOutcome:
         """R11, shared by `/rollback` and the HTTP API: rewind, then tell every attached
         client (the deleted steps are gone from the history they show)."""
         result = await self.runtime.rollback(session_id, ref)
         target = display_id(result.target_seq)
         text = f"[rollback] session reset to before step {target} — send your new instruction"
         history = await asyncio.to_thread(self.runtime.history_frame, session_id)
-        rolled = {"type": "rolledback", "sessionId": session_id, "stepId": target, "deleted": result.deleted}
-        frames = CommandResult(broadcast=[_notice(session_id, text), rolled, {**history, "sessionId": session_id}])
+        rolled = {
+            "type": "rolledback",
+            "sessionId": session_id,
+            "stepId": target,
+            "deleted": result.deleted,
+        }
+        frames = CommandResult(
+            broadcast=[_notice(session_id, text), rolled, {**history, "sessionId": session_id}]
+        )
         return RollbackOutcome(result.session, target, result.deleted, frames)
 
     async def _fork(self, session_id: str, cmd: Command) -> CommandResult:
         if not cmd.args:
             raise CommandError("usage: /fork sNNNN [title] — a step id shown by /steps")
         ref = cmd.args[0]
-        title = cmd.rest[len(ref):].strip() or None
+        title = cmd.rest[len(ref) :].strip() or None
         new = await self.runtime.fork(session_id, ref, title)
         step_ref = display_id(new.forked_from_seq) if new.forked_from_seq else ref
         text = (
             f"[fork] new session created: {new.session_id}\n"
-            f"connect with this session ID to continue on the forked branch (/switch {new.session_id}).\n"
+            "connect with this session ID to continue on the forked branch "
+            f"(/switch {new.session_id}).\n"
             f"original session {session_id} is unchanged."
         )
         return CommandResult(

@@ -3,8 +3,9 @@ of sockets attached to each session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xclaw.config import Settings
 from xclaw.gateway.commands import CommandRunner

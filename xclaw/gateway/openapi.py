@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 _REF = "#/components/schemas/"
-_SID = {"name": "sid", "in": "path", "required": True, "schema": {"type": "string"}, "description": "session id"}
+_SID = {
+    "name": "sid",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "session id",
+}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -24,9 +30,18 @@ _COMMON_ERRORS = {
 _SESSION_ERRORS = {**_COMMON_ERRORS, "404": _err("no such session (code `unknown_session`)")}
 
 
-def _op(summary: str, responses: dict[str, Any], *, params: list[dict[str, Any]] | None = None,
-        body: dict[str, Any] | None = None, errors: dict[str, Any] | None = None) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": {**responses, **(errors or _SESSION_ERRORS)}}
+def _op(
+    summary: str,
+    responses: dict[str, Any],
+    *,
+    params: list[dict[str, Any]] | None = None,
+    body: dict[str, Any] | None = None,
+    errors: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "responses": {**responses, **(errors or _SESSION_ERRORS)},
+    }
     if params:
         op["parameters"] = params
     if body:
@@ -39,7 +54,10 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["code", "error"],
         "properties": {
-            "code": {"type": "string", "description": "stable machine-readable word, as in the WebSocket `error` frame"},
+            "code": {
+                "type": "string",
+                "description": "stable machine-readable word, as in the WebSocket `error` frame",
+            },
             "error": {"type": "string", "description": "human-readable explanation"},
         },
     },
@@ -49,13 +67,19 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "sessionId": {"type": "string"},
             "title": {"type": "string"},
-            "status": {"type": "string", "enum": ["Init", "Running", "Paused", "Success", "Failed"]},
+            "status": {
+                "type": "string",
+                "enum": ["Init", "Running", "Paused", "Success", "Failed"],
+            },
             "createdAt": {"type": "integer", "description": "milliseconds since the epoch"},
             "updatedAt": {"type": "integer"},
             "isForked": {"type": "boolean"},
             "parentSessionId": {"type": ["string", "null"]},
             "forkedFromSeq": {"type": ["integer", "null"]},
-            "awaitingInput": {"type": "boolean", "description": "rolled back: waits for a new instruction"},
+            "awaitingInput": {
+                "type": "boolean",
+                "description": "rolled back: waits for a new instruction",
+            },
             "metadata": {"type": "object"},
             "busy": {"type": "boolean", "description": "a run is in flight in this gateway"},
         },
@@ -68,7 +92,10 @@ _SCHEMAS: dict[str, Any] = {
             "stepId": {"type": "string", "description": "primary key: SESSION:s0005"},
             "seq": {"type": "integer"},
             "parent": {"type": ["string", "null"], "description": "display id of the parent step"},
-            "type": {"type": "string", "enum": ["llm_call", "tool_call", "user_input", "system_alert"]},
+            "type": {
+                "type": "string",
+                "enum": ["llm_call", "tool_call", "user_input", "system_alert"],
+            },
             "name": {"type": "string"},
             "status": {"type": "string", "enum": ["running", "completed", "failed"]},
             "agent": {"type": "string"},
@@ -87,7 +114,10 @@ _SCHEMAS: dict[str, Any] = {
     "TreeNode": {
         "allOf": [
             {"$ref": _REF + "Step"},
-            {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": _REF + "TreeNode"}}}},
+            {
+                "type": "object",
+                "properties": {"children": {"type": "array", "items": {"$ref": _REF + "TreeNode"}}},
+            },
         ]
     },
 }
@@ -95,8 +125,17 @@ _SCHEMAS: dict[str, Any] = {
 
 def openapi_spec(version: str) -> dict[str, Any]:
     session = {"$ref": _REF + "Session"}
-    steps = {"type": "object", "properties": {"sessionId": {"type": "string"}, "steps": {"type": "array", "items": {"$ref": _REF + "Step"}}}}
-    step_ref = {"type": "string", "description": "a step id shown by /steps: s0005, 5, or SESSION:s0005"}
+    steps = {
+        "type": "object",
+        "properties": {
+            "sessionId": {"type": "string"},
+            "steps": {"type": "array", "items": {"$ref": _REF + "Step"}},
+        },
+    }
+    step_ref = {
+        "type": "string",
+        "description": "a step id shown by /steps: s0005, 5, or SESSION:s0005",
+    }
     busy = {"409": _err("a run is in flight (code `busy`)")}
     bad_step = {"400": _err("bad step id or request body (code `bad_step` / `bad_request`)")}
     return {
@@ -118,61 +157,185 @@ def openapi_spec(version: str) -> dict[str, Any]:
         },
         "security": [{"bearer": []}, {"query": []}],
         "paths": {
-            "/health": {"get": _op("liveness, version, database and model in use", {
-                "200": _json({"type": "object", "properties": {
-                    "status": {"const": "ok"}, "version": {"type": "string"}, "database": {"type": "string"},
-                    "model": {"type": ["string", "null"]}, "sockets": {"type": "integer"}}})}, errors=_COMMON_ERRORS)},
-            "/openapi.json": {"get": _op("this document", {"200": _json({"type": "object"})}, errors=_COMMON_ERRORS)},
-            "/sessions": {"get": _op(
-                "sessions, most recently updated first",
-                {"200": _json({"type": "object", "properties": {"sessions": {"type": "array", "items": session}}})},
-                params=[{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}}],
-                errors={**_COMMON_ERRORS, "400": _err("bad limit")},
-            )},
+            "/health": {
+                "get": _op(
+                    "liveness, version, database and model in use",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "status": {"const": "ok"},
+                                    "version": {"type": "string"},
+                                    "database": {"type": "string"},
+                                    "model": {"type": ["string", "null"]},
+                                    "sockets": {"type": "integer"},
+                                },
+                            }
+                        )
+                    },
+                    errors=_COMMON_ERRORS,
+                )
+            },
+            "/openapi.json": {
+                "get": _op(
+                    "this document", {"200": _json({"type": "object"})}, errors=_COMMON_ERRORS
+                )
+            },
+            "/sessions": {
+                "get": _op(
+                    "sessions, most recently updated first",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {"sessions": {"type": "array", "items": session}},
+                            }
+                        )
+                    },
+                    params=[
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 1, "default": 100},
+                        }
+                    ],
+                    errors={**_COMMON_ERRORS, "400": _err("bad limit")},
+                )
+            },
             "/sessions/{sid}": {
                 "parameters": [_SID],
                 "get": _op("one session", {"200": _json(session)}),
-                "patch": _op("rename", {"200": _json(session)},
-                             body={"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}},
-                             errors={**_SESSION_ERRORS, "400": _err("bad body")}),
-                "delete": _op("delete the session and its steps (forks live on)", {"204": {"description": "deleted"}},
-                              errors={**_SESSION_ERRORS, **busy}),
+                "patch": _op(
+                    "rename",
+                    {"200": _json(session)},
+                    body={
+                        "type": "object",
+                        "required": ["title"],
+                        "properties": {"title": {"type": "string"}},
+                    },
+                    errors={**_SESSION_ERRORS, "400": _err("bad body")},
+                ),
+                "delete": _op(
+                    "delete the session and its steps (forks live on)",
+                    {"204": {"description": "deleted"}},
+                    errors={**_SESSION_ERRORS, **busy},
+                ),
             },
-            "/sessions/{sid}/steps": {"parameters": [_SID], "get": _op(
-                "the latest N steps, oldest first",
-                {"200": _json(steps)},
-                params=[{"name": "n", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 10},
-                         "description": "how many; 0 for all"}],
-                errors={**_SESSION_ERRORS, "400": _err("bad n")},
-            )},
-            "/sessions/{sid}/tree": {"parameters": [_SID], "get": _op(
-                "the step tree (parent_step_id links): roots with their descendants",
-                {"200": _json({"type": "object", "properties": {"sessionId": {"type": "string"},
-                                                                "tree": {"type": "array", "items": {"$ref": _REF + "TreeNode"}}}})},
-            )},
-            "/sessions/{sid}/history": {"parameters": [_SID], "get": _op(
-                "the conversation as the `history` frame carries it",
-                {"200": _json({"type": "object", "properties": {
-                    "sessionId": {"type": "string"},
-                    "content": {"type": "string", "description": "JSON string of [{role, content}] (the seed's format)"},
-                    "messages": {"type": "array", "items": {"type": "object"}}}})},
-            )},
-            "/sessions/{sid}/rollback": {"parameters": [_SID], "post": _op(
-                "rewind the session to just before the step (it and every later step are deleted)",
-                {"200": _json({"type": "object", "properties": {"session": session, "stepId": {"type": "string"},
-                                                                "deleted": {"type": "integer"}}})},
-                body={"type": "object", "required": ["stepId"], "properties": {"stepId": step_ref}},
-                errors={**_SESSION_ERRORS, **busy, **bad_step},
-            )},
-            "/sessions/{sid}/fork": {"parameters": [_SID], "post": _op(
-                "a new session whose history is a copy up to and including the step",
-                {"201": _json({"type": "object", "properties": {"session": session, "fromSessionId": {"type": "string"}}})},
-                body={"type": "object", "required": ["stepId"], "properties": {"stepId": step_ref, "title": {"type": "string"}}},
-                errors={**_SESSION_ERRORS, **busy, **bad_step},
-            )},
-            "/sessions/{sid}/export": {"parameters": [_SID], "get": _op(
-                "JSON Lines: a `session` line, then one `step` line per step in sequence order",
-                {"200": {"description": "OK", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
-            )},
+            "/sessions/{sid}/steps": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the latest N steps, oldest first",
+                    {"200": _json(steps)},
+                    params=[
+                        {
+                            "name": "n",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 0, "default": 10},
+                            "description": "how many; 0 for all",
+                        }
+                    ],
+                    errors={**_SESSION_ERRORS, "400": _err("bad n")},
+                ),
+            },
+            "/sessions/{sid}/tree": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the step tree (parent_step_id links): roots with their descendants",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "sessionId": {"type": "string"},
+                                    "tree": {"type": "array", "items": {"$ref": _REF + "TreeNode"}},
+                                },
+                            }
+                        )
+                    },
+                ),
+            },
+            "/sessions/{sid}/history": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the conversation as the `history` frame carries it",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "sessionId": {"type": "string"},
+                                    "content": {
+                                        "type": "string",
+                                        "description": "JSON string of [{role, content}] "
+                                        "(the seed's format)",
+                                    },
+                                    "messages": {"type": "array", "items": {"type": "object"}},
+                                },
+                            }
+                        )
+                    },
+                ),
+            },
+            "/sessions/{sid}/rollback": {
+                "parameters": [_SID],
+                "post": _op(
+                    "rewind the session to just before the step "
+                    "(it and every later step are deleted)",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "session": session,
+                                    "stepId": {"type": "string"},
+                                    "deleted": {"type": "integer"},
+                                },
+                            }
+                        )
+                    },
+                    body={
+                        "type": "object",
+                        "required": ["stepId"],
+                        "properties": {"stepId": step_ref},
+                    },
+                    errors={**_SESSION_ERRORS, **busy, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/fork": {
+                "parameters": [_SID],
+                "post": _op(
+                    "a new session whose history is a copy up to and including the step",
+                    {
+                        "201": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "session": session,
+                                    "fromSessionId": {"type": "string"},
+                                },
+                            }
+                        )
+                    },
+                    body={
+                        "type": "object",
+                        "required": ["stepId"],
+                        "properties": {"stepId": step_ref, "title": {"type": "string"}},
+                    },
+                    errors={**_SESSION_ERRORS, **busy, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/export": {
+                "parameters": [_SID],
+                "get": _op(
+                    "JSON Lines: a `session` line, then one `step` line per step in sequence order",
+                    {
+                        "200": {
+                            "description": "OK",
+                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                        }
+                    },
+                ),
+            },
         },
     }

@@ -38,7 +38,10 @@ class KeyValueFormatter(logging.Formatter):
     Messages already written as key=value pairs pass through; others become msg="…"."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
+        ts = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
+            + f".{int(record.msecs):03d}"
+        )
         message = record.getMessage()
         if not _KV_RE.match(message):
             message = "msg=" + _quote(message)
@@ -101,7 +104,9 @@ class Banner:
             out.append(f"  {NO_MODEL_LINE}")
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
-        out.append("  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops")
+        out.append(
+            "  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops"
+        )
         return out
 
 
@@ -147,7 +152,9 @@ async def _serve(settings: Settings, log_level: str) -> int:
             lifespan="on",
         )
         server = uvicorn.Server(config)
-        banner_task = asyncio.create_task(_print_banner_when_up(server, settings, store.url, token, model, model_error))
+        banner_task = asyncio.create_task(
+            _print_banner_when_up(server, settings, store.url, token, model, model_error)
+        )
         try:
             await server.serve()
         finally:
@@ -160,8 +167,14 @@ async def _serve(settings: Settings, log_level: str) -> int:
         store.close()
 
 
-async def _print_banner_when_up(server: uvicorn.Server, settings: Settings, db: str, token: str,
-                                model: Any, model_error: str | None) -> None:
+async def _print_banner_when_up(
+    server: uvicorn.Server,
+    settings: Settings,
+    db: str,
+    token: str,
+    model: Any,
+    model_error: str | None,
+) -> None:
     while not server.started:
         await asyncio.sleep(0.02)
     port = settings.port
@@ -170,10 +183,21 @@ async def _print_banner_when_up(server: uvicorn.Server, settings: Settings, db: 
             port = sock.getsockname()[1]  # the real one when --port 0 asked for any free port
             break
     url = f"http://{_display_host(settings.host)}:{port}/?token={token}"
-    banner = Banner(url=url, database=db, workspace=str(settings.workspace_root),
-                    model=getattr(model, "name", None), model_error=model_error)
+    banner = Banner(
+        url=url,
+        database=db,
+        workspace=str(settings.workspace_root),
+        model=getattr(model, "name", None),
+        model_error=model_error,
+    )
     print("\n".join(banner.lines()), flush=True)
-    log.info("event=started host=%s port=%s db=%s model=%s", settings.host, port, db, banner.model or "none")
+    log.info(
+        "event=started host=%s port=%s db=%s model=%s",
+        settings.host,
+        port,
+        db,
+        banner.model or "none",
+    )
 
 
 def _loop_factory() -> Any:

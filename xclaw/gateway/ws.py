@@ -111,7 +111,12 @@ class Connection:
             return
         if self._queue.qsize() >= MAX_QUEUED_FRAMES:
             self._closing = True
-            log.warning("event=slow_client conn=%s session=%s queued=%s", self.id, self.session_id, MAX_QUEUED_FRAMES)
+            log.warning(
+                "event=slow_client conn=%s session=%s queued=%s",
+                self.id,
+                self.session_id,
+                MAX_QUEUED_FRAMES,
+            )
             self._queue.put_nowait(_Close(CLOSE_TOO_SLOW, "client too slow"))
             return
         self._queue.put_nowait(frame)
@@ -173,8 +178,21 @@ class Connection:
                 self.push(frame)
         await rt.resume_if_needed(sid)
         current = await asyncio.to_thread(self.gw.store.get_session, sid)
-        self.push({"type": "status", "sessionId": sid, "status": current.status.value, "busy": rt.is_busy(sid)})
-        log.info("event=attach conn=%s session=%s created=%s status=%s", self.id, sid, created, current.status.value)
+        self.push(
+            {
+                "type": "status",
+                "sessionId": sid,
+                "status": current.status.value,
+                "busy": rt.is_busy(sid),
+            }
+        )
+        log.info(
+            "event=attach conn=%s session=%s created=%s status=%s",
+            self.id,
+            sid,
+            created,
+            current.status.value,
+        )
         return sid
 
     async def _target(self, requested: str | None, *, attach: bool) -> str:
@@ -185,7 +203,10 @@ class Connection:
                 return self.session_id
             if attach:
                 return await self.attach(None)
-            raise NotAttached('this socket is not attached to a session: send {"type":"reconnect","sessionId":ID} first')
+            raise NotAttached(
+                "this socket is not attached to a session: "
+                'send {"type":"reconnect","sessionId":ID} first'
+            )
         found = await asyncio.to_thread(self.gw.store.find_session, requested)
         if found is None:
             raise SessionNotFound(requested)
@@ -198,7 +219,10 @@ class Connection:
         try:
             frame = parse_client_frame(raw)
             if frame.v != PROTOCOL_VERSION:
-                raise BadFrame(f"unsupported protocol version {frame.v}; this gateway speaks v{PROTOCOL_VERSION}")
+                raise BadFrame(
+                    f"unsupported protocol version {frame.v}; "
+                    f"this gateway speaks v{PROTOCOL_VERSION}"
+                )
             await self._dispatch(frame)
         except BadFrame as e:
             log.info("event=bad_frame conn=%s reason=%r", self.id, str(e)[:200])
@@ -234,20 +258,35 @@ class Connection:
             try:
                 rt.answer_approval(sid, frame.step_id, frame.approve)
             except StepNotFound:
-                self.push(error_frame(f"no approval is waiting for step {frame.step_id!r} in session {sid}", "bad_step", sid))
+                self.push(
+                    error_frame(
+                        f"no approval is waiting for step {frame.step_id!r} in session {sid}",
+                        "bad_step",
+                        sid,
+                    )
+                )
         elif isinstance(frame, CancelFrame):
             sid = await self._target(frame.session_id, attach=False)
             if not rt.cancel(sid):
-                self.push({"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"})
+                self.push(
+                    {"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"}
+                )
 
 
 async def websocket_endpoint(ws: WebSocket) -> None:
     gw: Gateway = ws.app.state.gateway
     await ws.accept()
     secure = ws.url.scheme == "wss"
-    if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), gw.settings.allowed_origins, secure=secure):
+    if not origin_allowed(
+        ws.headers.get("origin"), ws.headers.get("host"), gw.settings.allowed_origins, secure=secure
+    ):
         log.warning("event=refused reason=origin origin=%r", ws.headers.get("origin"))
-        await _refuse(ws, "forbidden_origin", "this Origin may not connect (add it to allowed_origins)", CLOSE_FORBIDDEN_ORIGIN)
+        await _refuse(
+            ws,
+            "forbidden_origin",
+            "this Origin may not connect (add it to allowed_origins)",
+            CLOSE_FORBIDDEN_ORIGIN,
+        )
         return
     given = token_from_request(ws.headers, ws.query_params)
     first: str | bytes | None = None
@@ -260,7 +299,12 @@ async def websocket_endpoint(ws: WebSocket) -> None:
         given = _first_frame_token(first) if first is not None else None
     if not token_matches(given, gw.token):
         log.warning("event=refused reason=token given=%s", "yes" if given else "no")
-        await _refuse(ws, "unauthorized", "missing or wrong access token (see the server's start-up banner)", CLOSE_UNAUTHORIZED)
+        await _refuse(
+            ws,
+            "unauthorized",
+            "missing or wrong access token (see the server's start-up banner)",
+            CLOSE_UNAUTHORIZED,
+        )
         return
     conn = Connection(ws, gw)
     log.info("event=connect conn=%s client=%s", conn.id, ws.client.host if ws.client else "?")
