@@ -64,7 +64,7 @@ _RUNNING_APPROVAL_SQL = (
 
 
 class SQLiteStore:
-    """Sessions and steps in one SQLite file (WAL), written by one group-commit thread."""
+    """Sessions and steps in one SQLite file (WAL), written through one group-commit writer."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
         if str(path) in ("", ":memory:"):
@@ -82,6 +82,8 @@ class SQLiteStore:
             migrate_sqlite(conn, where=self.url)
         except sqlite3.DatabaseError as e:
             conn.close()
+            if is_busy(e):
+                raise busy_error(self.url) from e
             raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
         except BaseException:
             conn.close()
@@ -102,7 +104,7 @@ class SQLiteStore:
         return f"SQLiteStore({self.url!r})"
 
     def close(self) -> None:
-        """Finish every queued write, stop the writer thread, close all connections."""
+        """Finish every queued write, then close the write and read connections."""
         if self._closed:
             return
         self._closed = True

@@ -53,8 +53,9 @@ def busy_error(where: str) -> StoreError:
 
 
 def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
-    """A connection in autocommit mode (we issue BEGIN/COMMIT ourselves) with WAL, foreign
-    keys on and a busy timeout, usable from the thread that closes the store."""
+    """A connection in autocommit mode (we issue BEGIN/COMMIT ourselves) with foreign keys on
+    and a busy timeout, usable from any thread: the write connection passes from leader to
+    leader, and close() closes every reader's connection from its own thread."""
     try:
         conn = sqlite3.connect(
             path,
