@@ -11,9 +11,8 @@ from typing import Any, Callable, Iterable
 
 from xclaw.agent.loop import ResumeState, call_signature
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType
-
-APPROVAL = "approval"
 
 INTERRUPTED_RESULT = (
     "[interrupted] The process running this tool call stopped before the call finished. "
