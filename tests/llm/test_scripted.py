@@ -188,3 +188,34 @@ def test_bad_script_files_are_config_errors(tmp_path: Path, content: Any, reason
     with pytest.raises(ConfigError) as e:
         ScriptedModel(path)
     assert str(path) in e.value.message and reason in e.value.message
+
+
+async def test_branches_take_over_from_the_matching_user_message(tmp_path) -> None:
+    from xclaw.llm.base import LLMRequest
+    from xclaw.llm.scripted import ScriptedModel
+    from xclaw.messages import AssistantMessage, UserMessage
+
+    path = tmp_path / "s.json"
+    path.write_text(
+        '{"turns": [{"text": "main 0"}, {"text": "main 1"}],'
+        ' "branches": [{"when": "shorter", "turns": [{"text": "", "tool_calls": [{"name": "shell", "input": {}}]}, {"text": "short 1"}]}]}'
+    )
+    model = ScriptedModel(path)
+    base = (UserMessage("task"), AssistantMessage("main 0"))
+    assert (await model.complete(LLMRequest("s", (*base, UserMessage("more"))))).text == "main 1"
+    first = await model.complete(LLMRequest("s", (*base, UserMessage("Make it SHORTER"))))
+    assert first.tool_calls[0].id == "call_u2_0_0"
+    after = (*base, UserMessage("make it shorter"), AssistantMessage("", first.tool_calls))
+    assert (await model.complete(LLMRequest("s", after))).text == "short 1"
+
+
+def test_a_bad_branch_is_a_clear_config_error(tmp_path) -> None:
+    import pytest
+
+    from xclaw.errors import ConfigError
+    from xclaw.llm.scripted import ScriptedModel
+
+    path = tmp_path / "s.json"
+    path.write_text('{"turns": [], "branches": [{"turns": []}]}')
+    with pytest.raises(ConfigError, match='branches\\[0\\] needs a non-empty "when"'):
+        ScriptedModel(path)

@@ -43,9 +43,19 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
+class Branch:
+    """Turns that answer from the latest user message containing `when` on (an extension:
+    lets a fork or a new instruction take a different path through the script)."""
+
+    when: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Script:
     turns: tuple[Turn, ...]
     subagent_turns: tuple[Turn, ...] | None = None
+    branches: tuple[Branch, ...] = ()
 
 
 def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
@@ -105,9 +115,17 @@ def load_script(path: Path) -> Script:
             if not isinstance(sub, dict) or "turns" not in sub:
                 raise _BadScript('"subagent" must be an object like {"turns": [...]}')
             sub_turns = _turns(sub["turns"], "subagent.turns")
+        branches = []
+        raw_branches = data.get("branches", [])
+        if not isinstance(raw_branches, list):
+            raise _BadScript('"branches" must be a list like [{"when": "...", "turns": [...]}]')
+        for i, b in enumerate(raw_branches):
+            if not isinstance(b, dict) or not isinstance(b.get("when"), str) or not b["when"]:
+                raise _BadScript(f'branches[{i}] needs a non-empty "when" string')
+            branches.append(Branch(b["when"], _turns(b.get("turns"), f"branches[{i}].turns")))
     except _BadScript as e:
         raise ConfigError(f"scripted model: {path}: {e}") from e
-    return Script(turns=turns, subagent_turns=sub_turns)
+    return Script(turns=turns, subagent_turns=sub_turns, branches=tuple(branches))
 
 
 def estimate_tokens(text: str) -> int:
@@ -140,9 +158,13 @@ class ScriptedModel:
         self.script = load_script(self.path)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        k = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
         main = request.agent == "main"
-        turns = self.script.turns if main else self.script.subagent_turns
+        start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
+        if main:
+            start, branch = self._branch(request.messages)
+            if branch is not None:
+                turns, prefix = branch.turns, f"call_u{start}"
+        k = sum(1 for m in request.messages[start:] if isinstance(m, AssistantMessage))
         if turns is None:
             first = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
             turn = Turn(text=f"Sub-agent done: {first}")
@@ -158,7 +180,8 @@ class ScriptedModel:
             for piece in _chunks(turn.text):
                 await on_delta(piece)
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
-        prefix = "call" if main else f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
+        if not main:
+            prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
         calls = tuple(
             ToolCall(id=f"{prefix}_{k}_{i}", name=name, input=dict(args))
             for i, (name, args) in enumerate(turn.tool_calls)
@@ -172,3 +195,13 @@ class ScriptedModel:
             model=self.name,
             stop_reason="tool_use" if calls else "end_turn",
         )
+
+    def _branch(self, messages: tuple[Message, ...]) -> tuple[int, Branch | None]:
+        """The branch whose `when` matches the latest user message, and where it starts."""
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if isinstance(m, UserMessage):
+                for b in self.script.branches:
+                    if b.when.lower() in m.text.lower():
+                        return i, b
+        return 0, None
