@@ -42,6 +42,7 @@ def test_new_switch_rename_delete(serve, new_page, shot):
     dialog.get_by_role("textbox").press("Enter")
     expect(page.locator("#session-title")).to_have_text("Alpha, renamed")
     expect(page.locator(f'.session-item[data-session="{alpha}"] .session-title')).to_have_text("Alpha, renamed")
+    expect(items.first).to_have_attribute("data-session", alpha)  # just changed: at the top
     shot(page, "17-sessions-sidebar")
 
     # Delete the session on screen: the page moves to the remaining one.

@@ -334,8 +334,8 @@ async function renameSession(s) {
   });
   if (title === null) return;
   try {
-    await sessionsApi.rename(s.sessionId, title);
-    sidebar.patch(s.sessionId, { title });
+    const updated = await sessionsApi.rename(s.sessionId, title);
+    sidebar.patch(s.sessionId, { title, updatedAt: updated?.updatedAt ?? s.updatedAt });
     if (s.sessionId === state.sessionId) state.session = { ...state.session, title };
     renderHeader();
   } catch (e) {

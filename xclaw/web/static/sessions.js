@@ -73,6 +73,16 @@ export class Sidebar {
 
   render() {
     const needle = this.filter.value.trim().toLowerCase();
+    // Rebuild only when something visible changed: a rebuild under the pointer or the
+    // keyboard focus would drop the hover actions and the focus.
+    const signature = JSON.stringify([needle, this.current, Math.floor(Date.now() / 30_000),
+      this.sessions.map((s) => [s.sessionId, s.title, s.status, s.busy, s.updatedAt, s.parentSessionId, s.forkedFromSeq])]);
+    if (signature === this.signature) return;
+    this.signature = signature;
+    const focused = document.activeElement;
+    const focusKey = this.root.contains(focused)
+      ? [focused.closest(".session-item")?.dataset.session, focused.className]
+      : null;
     const { kids, roots } = forest(this.sessions);
     roots.sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0));
     clear(this.root);
@@ -97,6 +107,12 @@ export class Sidebar {
     this.root.append(list);
     if (!shown) {
       this.root.append(h("p.sidebar-empty", { text: needle ? "No session matches." : "No sessions yet." }));
+    }
+    if (focusKey && focusKey[0]) {
+      const item = this.root.querySelector(`.session-item[data-session="${CSS.escape(focusKey[0])}"]`);
+      const again = [...(item?.querySelector(".session-row")?.querySelectorAll("button") || [])]
+        .find((b) => b.className === focusKey[1]);
+      again?.focus();
     }
   }
 
