@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,66 +14,37 @@ from xclaw.errors import XclawError
 
 
 class TerminalFrames:
-    """Prints runtime frames the way the seed's CLI does and answers approvals on the
-    terminal (or by the approval mode when nobody is there to ask)."""
+    """Shows runtime frames exactly as `xclaw chat` does and answers approvals on the terminal
+    (or denies them when nobody is there to ask)."""
 
-    def __init__(self, runtime: Any, session_id: str, *, interactive: bool, quiet: bool = False) -> None:
+    def __init__(self, runtime: Any, session_id: str, *, interactive: bool) -> None:
+        from xclaw.cli.chat_render import Renderer, make_console
+
         self.runtime = runtime
         self.session_id = session_id
         self.interactive = interactive
-        self.quiet = quiet
-        self._streaming = False
+        self.render = Renderer(make_console())
         self.failed = False
 
     def __call__(self, frame: dict[str, Any]) -> None:
-        kind = frame.get("type")
-        if kind == "delta":
-            if not self._streaming:
-                click.echo("xclaw: ", nl=False)
-                self._streaming = True
-            click.echo(frame["content"], nl=False)
-            return
-        if kind == "reply":
-            if self._streaming:
-                click.echo()
-            else:
-                click.echo(f"xclaw: {frame['content']}")
-            self._streaming = False
-            return
-        self._end_stream()
-        if kind == "tool" and frame.get("state") == "running":
-            who = f"({frame['agent']}) " if frame.get("agent") else ""
-            click.echo(f"{who}xclaw uses [{frame['name']}]: {json.dumps(frame['input'], ensure_ascii=False)}")
-        elif kind == "tool" and frame.get("state") == "failed" and not self.quiet:
-            click.secho(f"  [{frame['name']}] {str(frame.get('output', ''))[:300]}", fg="yellow")
-        elif kind == "notice":
-            click.secho(frame["content"], fg="cyan")
-        elif kind == "error":
-            self.failed = True
-            click.secho(f"error ({frame.get('code')}): {frame['content']}", fg="red", err=True)
-        elif kind == "approval_request":
+        if frame.get("type") == "approval_request":
+            self.render.approval(frame)
             asyncio.get_running_loop().create_task(self._approve(frame))
-
-    def _end_stream(self) -> None:
-        if self._streaming:
-            click.echo()
-            self._streaming = False
+            return
+        if frame.get("type") == "error":
+            self.failed = True
+        self.render.frame(frame)
 
     async def _approve(self, frame: dict[str, Any]) -> None:
-        args = json.dumps(frame.get("input"), ensure_ascii=False)
-        click.secho(f"approval needed [{frame['name']}]: {args}", fg="magenta")
-        click.echo(f"  reason: {frame.get('reason')}")
-        if frame.get("maybeRepeated"):
-            click.secho("  warning: this call was interrupted before and may already have run", fg="red")
         if self.interactive:
             answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")
         else:
             answer = False
-            click.echo("  no terminal to ask: denied (use --approval auto-edits or yolo)")
+            self.render.line("  no terminal to ask: denied (use --approval auto-edits or yolo)", "yellow")
         try:
             self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
         except XclawError:
-            pass
+            pass  # answered elsewhere, or the run ended meanwhile
 
 
 def _ask_yes_no(prompt: str) -> bool:

@@ -1,0 +1,74 @@
+"""`xclaw run`: the headless entry point, as a user runs it (a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def xclaw(tmp: Path, *args: str, script: list[dict] | None = None, model: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "XCLAW_MODEL"}
+    env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1"})
+    if model:
+        path = tmp / "script.json"
+        if script is not None:
+            path.write_text(json.dumps({"turns": script}))
+        env["XCLAW_MODEL"] = f"script:{path}"
+    return subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", *args],
+        cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_new_session_prints_the_conversation_like_the_seed(tmp_path: Path) -> None:
+    r = xclaw(tmp_path, "--approval", "yolo", "make a file", script=[
+        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "hi"}}]},
+        {"text": "Wrote a.txt."},
+    ])
+    assert r.returncode == 0, r.stderr
+    assert 'xclaw uses [write_file]: {"path":"a.txt","content":"hi"}' in r.stdout
+    assert "xclaw: Wrote a.txt." in r.stdout
+    ws = list((tmp_path / "workspaces").iterdir())
+    assert (ws[0] / "a.txt").read_text() == "hi"
+
+
+def test_continue_uses_the_latest_session_and_its_history(tmp_path: Path) -> None:
+    script = [{"text": "first"}, {"text": "second, and I remember the first"}]
+    assert xclaw(tmp_path, "hello", script=script).returncode == 0
+    r = xclaw(tmp_path, "--continue", "again")
+    assert r.returncode == 0, r.stderr
+    assert "second, and I remember the first" in r.stdout  # turn 2: the history was loaded
+
+
+def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path) -> None:
+    r = xclaw(tmp_path, "make it", script=[
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}]},
+        {"text": "could not"},
+    ])
+    assert r.returncode == 0
+    assert "no terminal to ask: denied" in r.stdout
+    assert not list((tmp_path / "workspaces").glob("*/f"))
+
+
+def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:
+    r = xclaw(tmp_path, "hello", model=False)
+    assert r.returncode == 2
+    assert "no LLM provider is configured" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_resume_with_nothing_to_resume_says_so(tmp_path: Path) -> None:
+    assert xclaw(tmp_path, "hello", script=[{"text": "hi"}]).returncode == 0
+    r = xclaw(tmp_path, "--continue")
+    assert r.returncode == 0 and "nothing to resume" in r.stdout
+
+
+@pytest.mark.parametrize("text", ["/steps"])
+def test_slash_commands_point_to_the_right_tool(tmp_path: Path, text: str) -> None:
+    r = xclaw(tmp_path, text, script=[])
+    assert r.returncode == 2 and "xclaw chat" in r.stderr
