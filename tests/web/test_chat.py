@@ -151,3 +151,20 @@ def test_missing_and_wrong_token_show_the_access_page(serve, new_page, shot):
     page.get_by_role("button", name="Continue").click()
     expect(page.locator("#app")).to_be_visible()
     expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+
+
+def test_stop_cancels_the_run_and_unlocks_input(serve, new_page):
+    server = serve([
+        {"text": "Taking a nap.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
+        {"text": "This answer is never reached."},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("sleep a bit")
+    expect(app.tool_lines().first).to_have_attribute("data-state", "running")
+    page.get_by_role("button", name="Stop").click()
+    expect(app.messages).to_contain_text("[cancel] run stopped")
+    app.wait_idle()
+    expect(page.locator("#composer .stop")).to_be_hidden()
+    expect(app.status).to_have_text("Failed")
+    expect(app.messages).not_to_contain_text("This answer is never reached.")
