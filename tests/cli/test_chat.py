@@ -101,6 +101,19 @@ def chat_env(server: Server) -> dict[str, str]:
     )
 
 
+SPAWNED: list[Term] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_leftover_clients() -> Iterator[None]:
+    """A failing test must not leave a chat process behind on its pseudo-terminal."""
+    yield
+    while SPAWNED:
+        child = SPAWNED.pop().child
+        if not child.closed:
+            child.close(force=True)
+
+
 def spawn_chat(server: Server, cwd: Path, *args: str) -> Term:
     cmd = [*xclaw_cmd(), "chat", "--url", server.http, *args]
     child = pexpect.spawn(
@@ -112,7 +125,9 @@ def spawn_chat(server: Server, cwd: Path, *args: str) -> Term:
         dimensions=(50, 200),
         timeout=15,
     )
-    return Term(child)
+    term = Term(child)
+    SPAWNED.append(term)
+    return term
 
 
 TASK = [
