@@ -10,11 +10,12 @@ import {
 } from "./api.js";
 import { Composer, Transcript } from "./chat.js";
 import { CompareView } from "./compare.js";
-import { approvalDialog, choiceDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
+import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
 import { h, icon, shortId } from "./dom.js";
 import { Sidebar, familyOf, sessionTitle } from "./sessions.js";
 import { Socket } from "./socket.js";
-import { TraceTree, displayName } from "./trace.js";
+import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
+import { TraceTree } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -36,6 +37,15 @@ let composer;
 let trace;
 let sidebar;
 let compare;
+
+// What the time-travel actions (timetravel.js) may use of this page.
+const app = {
+  state,
+  get sidebar() { return sidebar; },
+  get trace() { return trace; },
+  get composer() { return composer; },
+  setStatus, reloadTrace, scheduleSessionsRefresh, refreshSessions, handleApiError, switchTo, openCompare,
+};
 
 // --- access -----------------------------------------------------------------------------------
 
@@ -196,7 +206,7 @@ function onFrame(frame) {
       scheduleSessionsRefresh();
       return;
     case "forked":
-      refreshSessions().then(() => offerSwitch(frame.sessionId, frame.fromStepId));
+      refreshSessions().then(() => offerSwitch(app, frame.sessionId, frame.fromStepId));
       return;
     case "error":
       if (frame.code === "unauthorized") return showAccess("wrong");
@@ -370,27 +380,7 @@ async function deleteSession(s) {
   }
 }
 
-async function offerSwitch(newId, fromStep) {
-  const s = sidebar.get(newId) || { sessionId: newId };
-  const choice = await choiceDialog({
-    title: "Fork created",
-    body: [
-      h("p", h("strong", { text: sessionTitle(s) }), ` branches from ${fromStep || "that step"}. `,
-        "It has the history up to and including that step, and the workspace files as they were just after it."),
-      h("p.muted", { text: `This session is unchanged. New session id: ${newId}` }),
-    ],
-    buttons: [
-      { label: "Stay here", value: "stay" },
-      { label: "Compare", value: "compare" },
-      { label: "Switch to the fork", value: "switch", primary: true },
-    ],
-    dismissValue: "stay",
-  });
-  if (choice === "switch") switchTo(newId);
-  if (choice === "compare") openCompare(newId);
-}
-
-// --- time travel --------------------------------------------------------------------------------
+// --- trace ----------------------------------------------------------------------------------------
 
 async function reloadTrace() {
   const sid = state.sessionId;
@@ -401,65 +391,6 @@ async function reloadTrace() {
     if (sid === state.sessionId) trace.load(tree, since);
   } catch (e) {
     handleApiError(e, { quiet: true });
-  }
-}
-
-const KIND = { user_input: "user message", llm_call: "LLM call", tool_call: "tool call", system_alert: "alert" };
-
-async function rollbackTo(step) {
-  const doomed = trace.stepsFrom(step);
-  const counts = {};
-  for (const s of doomed) counts[s.type] = (counts[s.type] || 0) + 1;
-  const parts = Object.entries(counts).map(([t, n]) => `${n} ${KIND[t] || t}${n === 1 ? "" : "s"}`);
-  const last = doomed[doomed.length - 1];
-  const ok = await confirmDialog({
-    title: `Rollback to before ${step.id}?`,
-    body: [
-      h("p", "This deletes ", h("strong", { text: `${doomed.length} step${doomed.length === 1 ? "" : "s"}` }),
-        ` (${step.id}${last && last.id !== step.id ? `–${last.id}` : ""}: ${parts.join(", ")}) from this session, `,
-        "and puts the ", h("strong", { text: "workspace files" }), ` back as they were before ${step.id}.`),
-      h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${displayName(s)}`)),
-        doomed.length > 8 ? h("li.muted", { text: `…and ${doomed.length - 8} more` }) : null),
-      h("p.muted", { text: "It cannot be undone, and it rewinds memory and workspace, not the world: anything a command did " +
-        "outside the workspace stays done. To keep this path for reference, fork instead." }),
-    ],
-    confirmLabel: `Delete ${doomed.length} step${doomed.length === 1 ? "" : "s"}`,
-    danger: true,
-  });
-  if (!ok) return;
-  try {
-    const result = await sessionsApi.rollback(state.sessionId, step.id);
-    toast(`Rolled back to before ${result.stepId}: ${result.deleted} step${result.deleted === 1 ? "" : "s"} deleted. Send your new instruction.`);
-    await reloadTrace();
-    if (result.session) {
-      state.status = result.session.status;
-      state.awaitingInput = Boolean(result.session.awaitingInput);
-      setStatus(state.status);
-    }
-    scheduleSessionsRefresh();
-    composer.focus();
-  } catch (e) {
-    handleApiError(e);
-  }
-}
-
-async function forkFrom(step) {
-  const current = sidebar.get(state.sessionId) || state.session || {};
-  const title = await promptDialog({
-    title: `Fork from ${step.id}`,
-    body: h("p", { text: `A new session gets this session's history up to and including ${step.id}, and the workspace ` +
-      `files as they were just after it. This session stays exactly as it is.` }),
-    label: "Title of the new branch",
-    value: `${current.title || "Untitled"} · fork at ${step.id}`,
-    confirmLabel: "Create fork",
-  });
-  if (title === null) return;
-  try {
-    const result = await sessionsApi.fork(state.sessionId, step.id, title || undefined);
-    await refreshSessions();
-    await offerSwitch(result.session.sessionId, step.id);
-  } catch (e) {
-    handleApiError(e);
   }
 }
 
@@ -588,7 +519,7 @@ async function boot() {
     onSend: sendMessage,
     onCancel: () => socket.send({ type: "cancel", sessionId: state.sessionId }),
   });
-  trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: rollbackTo, onFork: forkFrom });
+  trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: (step) => rollbackTo(app, step), onFork: (step) => forkFrom(app, step) });
   sidebar = new Sidebar($("session-list"), $("session-filter"), {
     onSwitch: switchTo, onRename: renameSession, onDelete: deleteSession,
   });

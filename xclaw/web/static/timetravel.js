@@ -1,0 +1,91 @@
+// Time travel from the trace tree: rollback to before a step (R11) and fork from a step
+// (R12), each asking first and saying exactly what will happen — memory and workspace files.
+//
+// `app` gives access to the page's state and views (see the `app` object in app.js).
+
+import { sessionsApi } from "./api.js";
+import { choiceDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
+import { h } from "./dom.js";
+import { sessionTitle } from "./sessions.js";
+import { displayName } from "./trace.js";
+
+export async function offerSwitch(app, newId, fromStep) {
+  const s = app.sidebar.get(newId) || { sessionId: newId };
+  const choice = await choiceDialog({
+    title: "Fork created",
+    body: [
+      h("p", h("strong", { text: sessionTitle(s) }), ` branches from ${fromStep || "that step"}. `,
+        "It has the history up to and including that step, and the workspace files as they were just after it."),
+      h("p.muted", { text: `This session is unchanged. New session id: ${newId}` }),
+    ],
+    buttons: [
+      { label: "Stay here", value: "stay" },
+      { label: "Compare", value: "compare" },
+      { label: "Switch to the fork", value: "switch", primary: true },
+    ],
+    dismissValue: "stay",
+  });
+  if (choice === "switch") app.switchTo(newId);
+  if (choice === "compare") app.openCompare(newId);
+}
+
+
+const KIND = { user_input: "user message", llm_call: "LLM call", tool_call: "tool call", system_alert: "alert" };
+
+export async function rollbackTo(app, step) {
+  const doomed = app.trace.stepsFrom(step);
+  const counts = {};
+  for (const s of doomed) counts[s.type] = (counts[s.type] || 0) + 1;
+  const parts = Object.entries(counts).map(([t, n]) => `${n} ${KIND[t] || t}${n === 1 ? "" : "s"}`);
+  const last = doomed[doomed.length - 1];
+  const ok = await confirmDialog({
+    title: `Rollback to before ${step.id}?`,
+    body: [
+      h("p", "This deletes ", h("strong", { text: `${doomed.length} step${doomed.length === 1 ? "" : "s"}` }),
+        ` (${step.id}${last && last.id !== step.id ? `–${last.id}` : ""}: ${parts.join(", ")}) from this session, `,
+        "and puts the ", h("strong", { text: "workspace files" }), ` back as they were before ${step.id}.`),
+      h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${displayName(s)}`)),
+        doomed.length > 8 ? h("li.muted", { text: `…and ${doomed.length - 8} more` }) : null),
+      h("p.muted", { text: "It cannot be undone, and it rewinds memory and workspace, not the world: anything a command did " +
+        "outside the workspace stays done. To keep this path for reference, fork instead." }),
+    ],
+    confirmLabel: `Delete ${doomed.length} step${doomed.length === 1 ? "" : "s"}`,
+    danger: true,
+  });
+  if (!ok) return;
+  try {
+    const result = await sessionsApi.rollback(app.state.sessionId, step.id);
+    toast(`Rolled back to before ${result.stepId}: ${result.deleted} step${result.deleted === 1 ? "" : "s"} deleted. Send your new instruction.`);
+    await app.reloadTrace();
+    if (result.session) {
+      app.state.status = result.session.status;
+      app.state.awaitingInput = Boolean(result.session.awaitingInput);
+      app.setStatus(app.state.status);
+    }
+    app.scheduleSessionsRefresh();
+    app.composer.focus();
+  } catch (e) {
+    app.handleApiError(e);
+  }
+}
+
+export async function forkFrom(app, step) {
+  const current = app.sidebar.get(app.state.sessionId) || app.state.session || {};
+  const title = await promptDialog({
+    title: `Fork from ${step.id}`,
+    body: h("p", { text: `A new session gets this session's history up to and including ${step.id}, and the workspace ` +
+      `files as they were just after it. This session stays exactly as it is.` }),
+    label: "Title of the new branch",
+    value: `${current.title || "Untitled"} · fork at ${step.id}`,
+    confirmLabel: "Create fork",
+  });
+  if (title === null) return;
+  try {
+    const result = await sessionsApi.fork(app.state.sessionId, step.id, title || undefined);
+    await app.refreshSessions();
+    await offerSwitch(app, result.session.sessionId, step.id);
+  } catch (e) {
+    app.handleApiError(e);
+  }
+}
+
