@@ -65,7 +65,7 @@ def test_several_providers_make_a_fallback_chain(tmp_path: Path) -> None:
     assert isinstance(m, FallbackChain)
     inners = [x.inner for x in m.models if isinstance(x, RetryingModel)]
     assert [type(x) for x in inners] == [OpenAIModel, ScriptedModel]
-    assert m.name == f"openai:gpt-test,script:{script}"
+    assert m.name == f"openai:gpt-test,script:{script.name}"  # scripts are named by file
 
 
 def test_missing_keys_are_config_errors(tmp_path: Path) -> None:

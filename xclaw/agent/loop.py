@@ -228,10 +228,7 @@ class Agent:
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
             reason = decision.reason if decision.kind == "ask" else "approval required"
             if maybe_repeated:
-                reason = (
-                    "this call was interrupted earlier and may already have run; "
-                    "running it again may repeat its side effect"
-                )
+                reason = "the model re-issued a call that was interrupted by a crash"
             approved, why = await self._ask(call, reason, maybe_repeated)
             resume.pending_approvals.discard(call.id)
             if not approved:

@@ -3,6 +3,8 @@ in a fallback chain (primary first)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from xclaw.config import ProviderConfig, Settings
 from xclaw.errors import ConfigError
 from xclaw.llm.base import Model
@@ -40,7 +42,8 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
     if p.kind == "script":
         from xclaw.llm.scripted import ScriptedModel
 
-        return ScriptedModel(p.model, name=p.spec)
+        # Named by file, not full path: the name lands in every llm_call row and tree line.
+        return ScriptedModel(p.model, name=f"script:{Path(p.model).name}")
     raise ConfigError(
         f"model {p.spec!r}: expected anthropic:<model>, openai:<model> or script:<path>"
     )

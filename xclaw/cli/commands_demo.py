@@ -1,0 +1,41 @@
+"""`xclaw demo`: the offline walkthrough (crash, resume, rollback, fork) in one command."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("demo")
+    @click.option("--model", default=None, metavar="SPEC",
+                  help="Run the walk against a real model, e.g. anthropic:claude-sonnet-4-5 "
+                  "(needs its API key). Default: the bundled scripted model, offline.")
+    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Where the demo's database and workspaces go (default: a new temp dir).")
+    def demo_cmd(model: str | None, home: Path | None) -> None:
+        """Show crash, resume, rollback and fork on a real server, in under a minute.
+
+        Starts `xclaw serve`, gives it a multi-step task, kills it with SIGKILL in the middle
+        of a tool call, restarts it, resumes the session without repeating any completed side
+        effect, then shows /steps, the trace tree, /rollback and /fork. Exits non-zero, saying
+        which stage misbehaved, if anything does not work as described.
+        """
+        from xclaw.demo.walkthrough import DemoFailure, Options, Walkthrough
+
+        walk = Walkthrough(Options(model=model, home=home))
+        try:
+            asyncio.run(walk.run())
+        except DemoFailure as e:
+            click.secho(f"\ndemo FAILED at stage {walk.stage}: {e}", fg="red", err=True)
+            click.echo(f"server log: {walk.home}/serve-*.log", err=True)
+            sys.exit(1)
+        except (RuntimeError, TimeoutError, OSError) as e:
+            click.secho(f"\ndemo FAILED at stage {walk.stage}: {type(e).__name__}: {e}", fg="red", err=True)
+            click.echo(f"server log: {walk.home}/serve-*.log", err=True)
+            sys.exit(1)
+        finally:
+            walk.cleanup()

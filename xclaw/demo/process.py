@@ -1,0 +1,152 @@
+"""A real `xclaw serve` child process and a small protocol client, for the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+
+Frame = dict[str, Any]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """`python -m xclaw serve` on loopback; restartable on the same port and database."""
+
+    def __init__(self, home: Path, env: dict[str, str], token: str) -> None:
+        self.home = home
+        self.env = env
+        self.token = token
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.starts += 1
+        log = (self.home / f"serve-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "xclaw", "serve", "--port", str(self.port)],
+            cwd=self.home, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"xclaw serve exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                r = httpx.get(f"{self.url}/api/health", headers={"Authorization": f"Bearer {self.token}"}, timeout=1)
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"xclaw serve did not answer within {timeout:.0f} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.home.glob("serve-*.log")))
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+class Client:
+    """One WebSocket attached to one session; every frame goes to `show` as it arrives."""
+
+    def __init__(self, conn: ClientConnection, show: Callable[[Frame], None]) -> None:
+        self.conn = conn
+        self.show = show
+        self.frames: list[Frame] = []
+        self._new = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+        self.session_id: str | None = None
+
+    @classmethod
+    async def attach(cls, server: ServerProcess, session_id: str | None, show: Callable[[Frame], None]) -> "Client":
+        conn = await connect(
+            f"ws://127.0.0.1:{server.port}/ws",
+            additional_headers={"Authorization": f"Bearer {server.token}"},
+            max_size=None,
+        )
+        client = cls(conn, show)
+        await client.send({"type": "reconnect", "sessionId": session_id})
+        frame = await client.until(lambda f: f.get("type") == "session")
+        client.session_id = frame["sessionId"]
+        return client
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.conn:
+                frame = json.loads(raw)
+                self.frames.append(frame)
+                self.show(frame)
+                self._new.set()
+        except Exception:
+            pass
+        finally:
+            self._new.set()
+
+    async def send(self, frame: Frame) -> None:
+        await self.conn.send(json.dumps(frame))
+
+    async def say(self, text: str) -> None:
+        await self.send({"type": "message", "sessionId": self.session_id, "content": text})
+
+    async def until(self, pred: Callable[[Frame], bool], timeout: float = 30.0, since: int = 0) -> Frame:
+        """The first frame (from index `since`) satisfying pred."""
+        deadline = time.monotonic() + timeout
+        seen = since
+        while True:
+            while seen < len(self.frames):
+                frame = self.frames[seen]
+                seen += 1
+                if pred(frame):
+                    return frame
+            if self._reader.done():
+                raise RuntimeError("the connection to the server closed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no expected frame within {timeout:.0f} s")
+            self._new.clear()
+            try:
+                await asyncio.wait_for(self._new.wait(), left)
+            except TimeoutError:
+                pass
+
+    def mark(self) -> int:
+        return len(self.frames)
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        try:
+            await self.conn.close()
+        except Exception:
+            pass

@@ -1,0 +1,269 @@
+"""`xclaw demo`: the seed's "try it" walk, done for real in one command — a server killed with
+SIGKILL mid-tool, restarted, resumed without repeating anything; /steps and the trace tree;
+rollback and fork with the workspace following the memory. Every stage checks what it claims
+and the demo fails loudly (exit 1) if anything does not behave as described."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from xclaw.cli.chat_render import Renderer, make_console
+from xclaw.demo.process import Client, Frame, ServerProcess
+from xclaw.store import open_store
+from xclaw.store.model import MAIN_AGENT, Step, StepStatus, StepType
+from xclaw.views import format_tree
+
+TASK = (
+    "Prepare a release note in this workspace: list the files; record the facts with "
+    "`echo facts >> effects.log && printf '3 modules\\n12 tests\\n' > facts.txt`; write draft.txt; "
+    "run the release checks with `sleep 3 && echo checks >> effects.log`; ask a sub-agent for a "
+    "title; put the title into draft.txt."
+)
+
+
+class DemoFailure(Exception):
+    """A stage did not behave as the demo says it does."""
+
+
+@dataclass
+class Options:
+    model: str | None = None
+    home: Path | None = None
+
+
+class Walkthrough:
+    def __init__(self, opts: Options, console: Console | None = None) -> None:
+        self.opts = opts
+        self.console = console or make_console()
+        self.render = Renderer(self.console)
+        self.scripted = opts.model is None
+        self.home = opts.home or Path(tempfile.mkdtemp(prefix="xclaw-demo-"))
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.db = self.home / "xclaw.db"
+        self.token = secrets.token_urlsafe(24)
+        self.server = ServerProcess(self.home, self._env(), self.token)
+        self.stage = 0
+        self.started = time.monotonic()
+
+    # --- set-up -----------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XCLAW_")}
+        config = self.home / "xclaw.yaml"
+        # yolo: tools run without asking — except a call that may already have run, which
+        # always needs a human (invariant 4). That is the approval this demo shows.
+        config.write_text("approval:\n  mode: yolo\n")
+        if self.scripted:
+            script = self.home / "demo-script.json"
+            script.write_text(resources.files("xclaw.demo").joinpath("script.json").read_text())
+            model = f"script:{script}"
+        else:
+            model = str(self.opts.model)
+        env.update({
+            "XCLAW_HOME": str(self.home), "XCLAW_DB": str(self.db), "XCLAW_MODEL": model,
+            "XCLAW_TOKEN": self.token, "XCLAW_CONFIG": str(config), "NO_COLOR": "1",
+        })
+        return env
+
+    def say(self, text: str) -> None:
+        self.stage += 1
+        self.console.print()
+        self.console.print(Text(f"[{self.stage}] {text}", style="bold yellow"))
+
+    def note(self, text: str) -> None:
+        self.console.print(Text(f"    {text}", style="yellow"))
+
+    def check(self, ok: bool, what: str) -> None:
+        if not ok:
+            raise DemoFailure(what)
+        self.console.print(Text(f"    ✓ {what}", style="green"))
+
+    def show(self, frame: Frame) -> None:
+        if frame.get("type") == "history" and self.stage > 4:
+            return  # shown once, after the restart; later attaches would only repeat it
+        if frame.get("type") == "approval_request":
+            self.render.approval(frame)
+        elif frame.get("type") not in ("step", "status", "steps", "pong"):
+            self.render.frame(frame)
+
+    # --- the walk -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        self.say("Starting a real `xclaw serve` (SQLite database, scripted model, no API key).")
+        self.server.start()
+        self.note(f"server pid {self.server.proc.pid if self.server.proc else '?'} on {self.server.url}; home {self.home}")
+
+        sid = await self.first_run_and_crash()
+        await self.resume_after_restart(sid)
+        self.exactly_once(sid)
+        await self.steps_and_tree(sid)
+        await self.rollback(sid)
+        fork_id = await self.fork(sid)
+        self.compare(sid, fork_id)
+        self.finish()
+
+    async def first_run_and_crash(self) -> str:
+        self.say("A multi-step task. The server will be killed in the middle of a tool call.")
+        client = await Client.attach(self.server, None, self.show)
+        sid = str(client.session_id)
+        self.console.print(Text(f"You: {TASK}", style="bold"))
+        await client.say(TASK)
+        if self.scripted:
+            await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running"
+                               and "sleep" in str(f.get("input")), timeout=30)
+        else:
+            await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running", timeout=120)
+        await asyncio.sleep(1.0)
+        self.say("kill -9: SIGKILL the server while that tool call is still running.")
+        self.server.kill()
+        await client.close()
+        running = [s for s in self._steps(sid) if s.status is StepStatus.RUNNING and s.step_type is StepType.TOOL_CALL]
+        self.check(len(running) == 1, f"the database holds the interrupted call as `running` ({running[0].display_id if running else '-'}): recorded before it ran")
+        return sid
+
+    async def resume_after_restart(self, sid: str) -> None:
+        self.say("Restart the server and reconnect with the same session id (as `xclaw chat` does from .cli_session).")
+        self.server.start()
+        client = await Client.attach(self.server, sid, self.show)
+        self.check(any(f.get("type") == "history" for f in client.frames), "the history came back from the database")
+        if self.scripted:
+            await client.until(lambda f: f.get("type") == "notice" and "[resume]" in str(f.get("content")))
+            request = await client.until(lambda f: f.get("type") == "approval_request", timeout=30)
+            self.check(bool(request.get("maybeRepeated")), "the model re-issued the interrupted call: xclaw asks first, warning it may already have run")
+            self.note("The demo answers y, as you would.")
+            await client.send({"type": "approval", "sessionId": sid, "stepId": request["stepId"], "approve": True})
+        reply = await client.until(lambda f: f.get("type") in ("reply", "error"), timeout=120)
+        self.check(reply.get("type") == "reply", "the task finished after the restart")
+        await client.close()
+
+    def exactly_once(self, sid: str) -> None:
+        self.say("Count the side effects: nothing that completed ran twice.")
+        effects = self._workspace(sid) / "effects.log"
+        lines = effects.read_text().split() if effects.exists() else []
+        steps = self._steps(sid)
+        interrupted = [s for s in steps if s.interrupted]
+        self.note(f"effects.log: {lines}")
+        self.note(f"interrupted and kept in the record: {[s.display_id for s in interrupted]}")
+        if self.scripted:
+            self.check(lines == ["facts", "checks"], "`facts` ran once (completed before the crash, not repeated); `checks` ran once (the killed attempt died with the server, the approved retry completed)")
+        completed = [s for s in steps if s.step_type is StepType.TOOL_CALL and s.status is StepStatus.COMPLETED]
+        ids = [s.call_id for s in completed]
+        self.check(len(ids) == len(set(ids)), f"{len(completed)} completed tool calls, none executed twice")
+
+    async def steps_and_tree(self, sid: str) -> None:
+        self.say("/steps and the trace tree (which decision caused which step, how long it took).")
+        client = await Client.attach(self.server, sid, lambda f: None)
+        mark = client.mark()
+        await client.say("/steps 12")
+        notice = await client.until(lambda f: f.get("type") == "notice", since=mark)
+        self.console.print(Text(str(notice["content"]), style="cyan"))
+        await client.close()
+        store = open_store(str(self.db))
+        try:
+            self.console.print(Text(format_tree(store.step_tree(sid)), style="white"))
+        finally:
+            store.close()
+
+    async def rollback(self, sid: str) -> None:
+        self.say("A new instruction, then /rollback: the steps *and* the files they made are gone.")
+        client = await Client.attach(self.server, sid, self.show)
+        mark = client.mark()
+        await client.say("Also add a changelog file.")
+        await client.until(lambda f: f.get("type") in ("reply", "error"), since=mark, timeout=60)
+        changelog = self._workspace(sid) / "CHANGELOG.md"
+        self.check(changelog.exists(), "CHANGELOG.md was written")
+        target = [s for s in self._steps(sid) if s.step_type is StepType.USER_INPUT][-1]
+        mark = client.mark()
+        await client.say(f"/rollback {target.display_id}")
+        await client.until(lambda f: f.get("type") in ("notice", "error") and "rollback" in str(f.get("content")), since=mark)
+        later = [s for s in self._steps(sid) if s.seq >= target.seq]
+        self.check(not later, f"{target.display_id} and every later step are deleted")
+        self.check(not changelog.exists(), "CHANGELOG.md is gone too: the workspace was rewound with the memory")
+        await client.close()
+
+    async def fork(self, sid: str) -> str:
+        draft = next(s for s in self._steps(sid) if s.name == "write_file" and s.status is StepStatus.COMPLETED)
+        self.say(f"/fork {draft.display_id}: branch a new session just after the first draft; the original stays.")
+        before = [(s.step_id, s.status) for s in self._steps(sid)]
+        client = await Client.attach(self.server, sid, self.show)
+        mark = client.mark()
+        await client.say(f"/fork {draft.display_id} shorter-notes")
+        forked = await client.until(lambda f: f.get("type") == "forked", since=mark)
+        fork_id = str(forked["sessionId"])
+        await client.close()
+        self.note(f"switching to the fork {fork_id} (in `xclaw chat`: /switch {fork_id})")
+        branch = await Client.attach(self.server, fork_id, self.show)
+        mark = branch.mark()
+        self.console.print(Text("You: Make the note shorter instead.", style="bold"))
+        await branch.say("Make the note shorter instead.")
+        await branch.until(lambda f: f.get("type") in ("reply", "error"), since=mark, timeout=60)
+        await branch.close()
+        self.check((self._workspace(sid) / "draft.txt").read_text() != (self._workspace(fork_id) / "draft.txt").read_text(),
+                   "the two branches now hold different draft.txt files")
+        self.check([(s.step_id, s.status) for s in self._steps(sid)] == before, "the original session is untouched")
+        return fork_id
+
+    def compare(self, sid: str, fork_id: str) -> None:
+        self.say("The two branches side by side, from the fork point on.")
+        fork_point = self._session(fork_id).forked_from_seq or 0
+        left = [s for s in self._steps(sid) if s.seq > fork_point and s.agent == MAIN_AGENT]
+        right = [s for s in self._steps(fork_id) if s.seq > fork_point and s.agent == MAIN_AGENT]
+        table = Table(show_lines=False, expand=False)
+        table.add_column(f"original {sid[:8]}…", overflow="fold")
+        table.add_column(f"fork {fork_id[:8]}…", overflow="fold")
+        for i in range(max(len(left), len(right))):
+            table.add_row(_describe(left[i]) if i < len(left) else "", _describe(right[i]) if i < len(right) else "")
+        table.add_row("draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0],
+                      "draft.txt: " + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0])
+        self.console.print(table)
+
+    def finish(self) -> None:
+        self.server.kill(signal.SIGTERM)
+        elapsed = time.monotonic() - self.started
+        self.say(f"Done in {elapsed:.0f} s. Everything above is in {self.db}")
+        self.note(f"xclaw sessions --db {self.db}")
+        self.note(f"xclaw serve --db {self.db} --workspace {self.home / 'workspaces'}   then open the printed link")
+
+    # --- reading the record -----------------------------------------------------------------------
+    def _steps(self, sid: str) -> list[Step]:
+        store = open_store(str(self.db))
+        try:
+            return store.steps(sid)
+        finally:
+            store.close()
+
+    def _session(self, sid: str) -> Any:
+        store = open_store(str(self.db))
+        try:
+            return store.get_session(sid)
+        finally:
+            store.close()
+
+    def _workspace(self, sid: str) -> Path:
+        return self.home / "workspaces" / sid
+
+    def cleanup(self) -> None:
+        self.server.kill()
+
+
+def _describe(s: Step) -> str:
+    dur = f" {s.duration_ms}ms" if s.duration_ms is not None else ""
+    if s.step_type is StepType.LLM_CALL:
+        text = (s.output_data or {}).get("text", "") if isinstance(s.output_data, dict) else ""
+        return f"{s.display_id} llm{dur}: {text[:60]}"
+    if s.step_type is StepType.TOOL_CALL:
+        return f"{s.display_id} {s.name}{dur} [{s.status.value}]"
+    if s.step_type is StepType.USER_INPUT:
+        return f"{s.display_id} user: {str(s.input_data)[:60]}"
+    return f"{s.display_id} {s.name}"
