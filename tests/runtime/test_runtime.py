@@ -269,3 +269,47 @@ async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
         chain = by_id[by_id[llm.parent_step_id].parent_step_id]
         assert chain.name == "spawn_agent"
     assert (h.settings.workspace_root / sid / "sub.log").read_text() == "sub\nsub\n"
+
+
+async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
+    """A record left by a dead process: an llm_call that asked for two calls, a read-only one
+    interrupted and a shell one interrupted. Resume re-runs the read-only call, gives the
+    shell call an 'interrupted' result, and tells every attached client."""
+    from xclaw.store.model import NewStep
+
+    h = make([
+        {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}, sh("echo once >> fx")]},
+        {"text": "resumed and finished"},
+    ])
+    sid = await h.session()
+    st = h.store
+    (h.settings.workspace_root / sid).mkdir(parents=True, exist_ok=True)
+    (h.settings.workspace_root / sid / "a.txt").write_text("alpha")
+    user = st.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
+    llm = st.begin_step(sid, NewStep(StepType.LLM_CALL, "script", {}, parent_step_id=user.step_id))
+    calls = [
+        {"id": "call_0_0", "name": "read_file", "input": {"path": "a.txt"}},
+        {"id": "call_0_1", "name": "shell", "input": {"command": "echo once >> fx"}},
+    ]
+    st.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
+    for c in calls:
+        st.begin_step(sid, NewStep(StepType.TOOL_CALL, c["name"], c["input"], parent_step_id=llm.step_id, call_id=c["id"]))
+    assert st.get_session(sid).status is Status.RUNNING
+
+    assert await h.runtime.resume_if_needed(sid) is True
+    await h.runtime.wait_idle(sid)
+
+    notices = [f["content"] for f in h.of("notice")]
+    assert notices[0] == "[resume] detected interrupted tool_call, retrying..."
+    assert any("may or may not have run" in n for n in notices)
+    marked = [f["step"] for f in h.of("step") if f["step"]["error"] == "interrupted"]
+    assert {m["name"] for m in marked} == {"read_file", "shell"}
+    assert h.of("reply")[-1]["content"] == "resumed and finished"
+    steps = st.steps(sid)
+    retried = [s for s in steps if s.name == "read_file" and s.status is StepStatus.COMPLETED]
+    assert len(retried) == 1 and "alpha" in retried[0].output_data  # re-run automatically
+    assert not (h.settings.workspace_root / sid / "fx").exists()  # the shell call was not re-run blindly
+    assert [s.name for s in steps if s.step_type is StepType.SYSTEM_ALERT] == ["resume"]
+    assert st.get_session(sid).status is Status.SUCCESS
+    # A second reconnect finds nothing to resume: the note does not pile up.
+    assert await h.runtime.resume_if_needed(sid) is False

@@ -28,7 +28,7 @@ from xclaw.errors import (
 )
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
-from xclaw.protocol import error_frame, notice_frame
+from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import build_history, seed_history
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
@@ -245,6 +245,8 @@ class Runtime:
             else:
                 # New input settles anything left unanswered, approvals included.
                 interrupted = await self.db(self.store.mark_interrupted, sid, keep_approvals=False)
+            for step in interrupted:  # live views see the dangling steps marked (invariant 3)
+                emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = build_history(steps, read_only=self.toolbox.is_read_only, new_input=user_text is not None)
             if resume:
@@ -343,7 +345,11 @@ class Runtime:
     async def rollback(self, session_id: str, step_ref: str) -> RollbackResult:
         self._refuse_if_busy(session_id, "roll back")
         result = await self.db(self.store.rollback, session_id, step_ref)
-        self._emit(session_id, {"type": "status", "status": result.session.status.value})
+        self._emit(session_id, {
+            "type": "status",
+            "status": result.session.status.value,
+            "awaitingInput": result.session.awaiting_input,
+        })
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
