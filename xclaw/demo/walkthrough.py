@@ -119,11 +119,18 @@ class Walkthrough:
         sid = str(client.session_id)
         self.console.print(Text(f"You: {TASK}", style="bold"))
         await client.say(TASK)
-        if self.scripted:
-            await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running"
-                               and "sleep" in str(f.get("input")), timeout=30)
-        else:
-            await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running", timeout=120)
+        def slow_call_running(f: Frame) -> bool:
+            if f.get("type") in ("error", "reply"):
+                return True
+            return f.get("type") == "tool" and f.get("state") == "running" and (
+                "sleep" in str(f.get("input")) or not self.scripted
+            )
+
+        frame = await client.until(slow_call_running, timeout=30 if self.scripted else 180)
+        if frame.get("type") == "error":
+            raise DemoFailure(f"the run failed before the crash point: {frame.get('content')}")
+        if frame.get("type") == "reply":
+            raise DemoFailure("the model answered without running the slow tool call to crash in")
         await asyncio.sleep(1.0)
         self.say("kill -9: SIGKILL the server while that tool call is still running.")
         self.server.kill()

@@ -1,0 +1,55 @@
+"""`xclaw demo` as a newcomer runs it: one command, offline, exit 0, every stage checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))}
+    env["NO_COLOR"] = "1"
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    out = r.stdout
+    for expected in (
+        "SIGKILL the server while that tool call is still running",
+        "[history] --- history starts ---",
+        "[resume] detected interrupted tool_call, retrying...",
+        "may already have run",
+        "none executed twice",
+        "Steps (session:",
+        "/rollback s",
+        "CHANGELOG.md is gone too",
+        "the two branches now hold different draft.txt files",
+        "the original session is untouched",
+        "xclaw serve --db",
+    ):
+        assert expected in out, expected
+    assert elapsed < 60, f"the demo took {elapsed:.0f} s"
+    assert (tmp_path / "home" / "xclaw.db").exists()
+
+
+def test_demo_fails_loudly_when_a_stage_misbehaves(tmp_path: Path) -> None:
+    """A broken model: the demo must exit non-zero and say which stage failed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))}
+    script = tmp_path / "broken.json"
+    script.write_text('{"turns": [{"fail": "the model is down"}]}')
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home"), "--model", f"script:{script}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 1
+    assert "demo FAILED at stage" in r.stderr
