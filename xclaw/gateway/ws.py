@@ -99,7 +99,8 @@ class Connection:
 
     # --- outgoing ---------------------------------------------------------------------------
     def _from_runtime(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime: held back while an attach reads the history."""
+        """The sink given to the runtime and the hub: held back while an attach reads the
+        history."""
         if self._held is not None:
             self._held.append(frame)
         else:
@@ -141,7 +142,7 @@ class Connection:
             self._unsubscribe()
             self._unsubscribe = None
         if self.session_id is not None:
-            self.gw.hub.remove(self.session_id, self.push)
+            self.gw.hub.remove(self.session_id, self._from_runtime)
 
     async def attach(self, requested: str | None) -> str:
         """R6-R9: attach to the session (creating it when new), send `session`, `history`
@@ -164,7 +165,7 @@ class Connection:
         # after the history they continue, so none is lost and none arrives out of order.
         self._held = []
         self._unsubscribe = rt.subscribe(sid, self._from_runtime)
-        self.gw.hub.add(sid, self.push)
+        self.gw.hub.add(sid, self._from_runtime)
         try:
             history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
