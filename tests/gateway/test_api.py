@@ -137,7 +137,8 @@ async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Cli
     r = api.get(f"/sessions/{sid}/export")
     assert r.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in r.text.splitlines()]
-    assert lines[0]["type"] == "session" and lines[0]["sessionId"] == sid
+    assert lines[0]["kind"] == "session" and lines[0]["sessionId"] == sid
+    assert {line["kind"] for line in lines[1:]} == {"step"}
     assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
 
 
@@ -150,6 +151,7 @@ async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
     assert r.status_code == 201
     fork = r.json()["session"]
     assert fork["isForked"] and fork["parentSessionId"] == sid and fork["title"] == "branch"
+    assert (fork["forkedFromSeq"], fork["forkedFrom"]) == (4, "s0004")
     assert (
         len(api.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0}).json()["steps"]) == 4
     )

@@ -24,7 +24,7 @@ from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
 from xclaw.protocol import step_json
-from xclaw.store.model import Session, StepTreeNode
+from xclaw.store.model import Session, StepTreeNode, display_id
 
 STATUS_OF_CODE = {
     "unknown_session": 404,
@@ -60,6 +60,7 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
         "isForked": s.is_forked,
         "parentSessionId": s.parent_session_id,
         "forkedFromSeq": s.forked_from_seq,
+        "forkedFrom": display_id(s.forked_from_seq) if s.forked_from_seq else None,
         "awaitingInput": s.awaiting_input,
         "metadata": s.metadata,
     }
@@ -69,7 +70,16 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
 
 
 def tree_json(node: StepTreeNode) -> dict[str, Any]:
-    return {**step_json(node.step), "children": [tree_json(c) for c in node.children]}
+    """A step with its descendants. Iterative: a tree can be deeper than the recursion limit."""
+    root: dict[str, Any] = {**step_json(node.step), "children": []}
+    stack = [(node, root)]
+    while stack:
+        n, out = stack.pop()
+        for child in n.children:
+            c: dict[str, Any] = {**step_json(child.step), "children": []}
+            out["children"].append(c)
+            stack.append((child, c))
+    return root
 
 
 class ApiGuard:
@@ -266,13 +276,13 @@ async def export(request: Request, gw: Gateway) -> Response:
     async def lines() -> AsyncIterator[str]:
         yield (
             json.dumps(
-                {"type": "session", **session_json(session)}, ensure_ascii=False, default=str
+                {"kind": "session", **session_json(session)}, ensure_ascii=False, default=str
             )
             + "\n"
         )
         for st in steps:
             yield (
-                json.dumps({"type": "step", **step_json(st)}, ensure_ascii=False, default=str)
+                json.dumps({"kind": "step", **step_json(st)}, ensure_ascii=False, default=str)
                 + "\n"
             )
 

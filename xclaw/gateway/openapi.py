@@ -76,6 +76,10 @@ _SCHEMAS: dict[str, Any] = {
             "isForked": {"type": "boolean"},
             "parentSessionId": {"type": ["string", "null"]},
             "forkedFromSeq": {"type": ["integer", "null"]},
+            "forkedFrom": {
+                "type": ["string", "null"],
+                "description": "display id of the fork point",
+            },
             "awaitingInput": {
                 "type": "boolean",
                 "description": "rolled back: waits for a new instruction",
@@ -328,7 +332,8 @@ def openapi_spec(version: str) -> dict[str, Any]:
             "/sessions/{sid}/export": {
                 "parameters": [_SID],
                 "get": _op(
-                    "JSON Lines: a `session` line, then one `step` line per step in sequence order",
+                    "JSON Lines, as `xclaw export`: a {kind: session} line, then one "
+                    "{kind: step} line per step in sequence order",
                     {
                         "200": {
                             "description": "OK",
