@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from tests.store.conftest import Backend
 from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store import open_store
     from xclaw.store.model import NewStep, StepType
-    store = SQLiteStore(sys.argv[1])
+    store = open_store(sys.argv[1])
     sid = store.create_session(session_id="crash", title="kill me").session_id
     u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "send the report"))
     l = store.begin_step(sid, NewStep(StepType.LLM_CALL, "model", {}, u.step_id))
@@ -38,9 +36,9 @@ CHILD = textwrap.dedent(
 LOOP = textwrap.dedent(
     """
     import sys, threading
-    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store import open_store
     from xclaw.store.model import NewStep, StepType
-    store = SQLiteStore(sys.argv[1])
+    store = open_store(sys.argv[1])
     out = threading.Lock()
     def work(i):
         sid = store.create_session(session_id=f"w{i}").session_id
@@ -64,9 +62,9 @@ def _kill(child: subprocess.Popen[str]) -> None:
     assert child.returncode == -signal.SIGKILL
 
 
-def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
+def test_killed_between_begin_and_complete(backend: Backend) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(sqlite_path)],
+        [sys.executable, "-c", CHILD, backend.url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,7 +76,7 @@ def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
         _kill(child)
         child.stdout.close()  # type: ignore[union-attr]
         child.stderr.close()  # type: ignore[union-attr]
-    with SQLiteStore(sqlite_path) as store:
+    with backend.open() as store:  # type: ignore[attr-defined]
         steps = store.steps("crash")
         assert [(s.display_id, s.step_type, s.status) for s in steps] == [
             ("s0001", StepType.USER_INPUT, StepStatus.COMPLETED),
@@ -89,7 +87,7 @@ def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
         assert store.get_session("crash").status is Status.RUNNING
         marked = store.mark_interrupted("crash")
         assert [s.display_id for s in marked] == ["s0003"]
-    with SQLiteStore(sqlite_path) as store:  # and that, too, is durable
+    with backend.open() as store:  # type: ignore[attr-defined]  # and that, too, is durable
         kept = store.get_step("crash", "s0003")
         assert kept.status is StepStatus.FAILED and kept.error_message == INTERRUPTED
         assert kept.call_id == "c1" and kept.input_data == {"command": "sleep 10"}
@@ -98,9 +96,9 @@ def test_killed_between_begin_and_complete(sqlite_path: Path) -> None:
         assert store.add_step("crash", retry).display_id == "s0004"
 
 
-def test_killed_in_the_middle_of_busy_writing(sqlite_path: Path) -> None:
+def test_killed_in_the_middle_of_busy_writing(backend: Backend) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", LOOP, str(sqlite_path)],
+        [sys.executable, "-c", LOOP, backend.url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -116,7 +114,7 @@ def test_killed_in_the_middle_of_busy_writing(sqlite_path: Path) -> None:
         _kill(child)
         child.stdout.close()  # type: ignore[union-attr]
         child.stderr.close()  # type: ignore[union-attr]
-    with SQLiteStore(sqlite_path) as store:
+    with backend.open() as store:  # type: ignore[attr-defined]
         for worker, last in seen.items():
             steps = store.steps(worker)
             # every begun step the child reported is there, in order, without gaps
@@ -124,9 +122,4 @@ def test_killed_in_the_middle_of_busy_writing(sqlite_path: Path) -> None:
             assert all(s.status is StepStatus.COMPLETED for s in steps[:-1])
             store.mark_interrupted(worker)
             assert all(s.status is not StepStatus.RUNNING for s in store.steps(worker))
-    conn = sqlite3.connect(sqlite_path)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    finally:
-        conn.close()
+    backend.check_integrity()

@@ -1,23 +1,23 @@
 """Property tests: random sequences of begin/complete/fail/add/rollback/fork against a model.
 
 The model is the obvious list-of-steps per session. After every operation the store must
-agree with it; at the end of each example the database must pass SQLite's own checks.
+agree with it; at the end of each example the database must pass its own integrity checks
+(SQLite's PRAGMAs, PostgreSQL's amcheck) and the record's invariants in plain SQL.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
 from xclaw.errors import IllegalTransition
+from xclaw.store.base import Store
 from xclaw.store.model import NewStep, Status, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
 
 
 @dataclass
@@ -60,11 +60,15 @@ op = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
-    store = SQLiteStore(tmp_path_factory.mktemp("props") / "props.db")
-    yield store
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def shared(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Store, Backend]]:
+    backend = BACKENDS[request.param](tmp_path_factory.mktemp("props"))
+    store = backend.open()
+    yield store, backend
     store.close()
+    backend.drop()
 
 
 def _after_new(m: ModelSession, kind: StepType, name: str, moves: bool) -> Status:
@@ -83,7 +87,7 @@ def _legal(current: Status, target: Status) -> bool:
     return target in TRANSITIONS[current]
 
 
-def check(store: SQLiteStore, m: ModelSession) -> None:
+def check(store: Store, m: ModelSession) -> None:
     got = store.steps(m.sid)
     assert [(s.seq, s.step_type, s.name, s.status, s.error_message) for s in got] == [
         (s.seq, s.kind, s.name, s.status, s.error) for s in m.steps
@@ -103,8 +107,8 @@ def check(store: SQLiteStore, m: ModelSession) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=1, max_size=30))
-def test_random_histories(shared: SQLiteStore, ops: list[tuple]) -> None:
-    store = shared
+def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> None:
+    store, backend = shared
     sessions = [ModelSession(store.create_session().session_id)]
     m = sessions[0]
     for name, a, b in ops:
@@ -192,9 +196,4 @@ def test_random_histories(shared: SQLiteStore, ops: list[tuple]) -> None:
         check(store, m)
     for s in sessions:
         check(store, s)
-    conn = sqlite3.connect(Path(store.path))
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    finally:
-        conn.close()
+    backend.check_integrity()

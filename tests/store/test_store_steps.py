@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import fields
 
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
+from tests.store.conftest import Backend
 from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
 from xclaw.store.base import Store
 from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_rows import STEP_COLS, load_json
 
 
@@ -247,21 +246,38 @@ def test_step_columns_follow_the_step_fields() -> None:
     assert [c.strip() for c in STEP_COLS.split(",")] == [f.name for f in fields(Step)]
 
 
-def test_json_columns_are_compact_utf8_text(sqlite_store: SQLiteStore) -> None:
-    sid = sqlite_store.create_session().session_id
-    st = sqlite_store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]})
-    )
-    sqlite_store.complete_step(sid, st.seq, output_data=None)
-    conn = sqlite3.connect(sqlite_store.path)
-    try:
-        row = conn.execute(
+def test_json_columns_are_json_the_database_reads(store: Store, backend: Backend) -> None:
+    """SQLite: compact UTF-8 text; PostgreSQL: jsonb the database itself can query."""
+    sid = store.create_session().session_id
+    st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]}))
+    store.complete_step(sid, st.seq, output_data=None)
+    if backend.name == "sqlite":
+        row = backend.query(
             "SELECT input_data, output_data, typeof(input_data) FROM traces WHERE step_id=?",
             (st.step_id,),
-        ).fetchone()
-    finally:
-        conn.close()
-    assert row == ('{"cmd":"统计 ERROR","n":[1,2]}', None, "text")
+        )
+        assert row == [('{"cmd":"统计 ERROR","n":[1,2]}', None, "text")]
+    else:
+        row = backend.query(
+            "SELECT input_data->>'cmd', jsonb_array_length(input_data->'n'), output_data, "
+            "pg_typeof(input_data)::text FROM traces WHERE step_id=?",
+            (st.step_id,),
+        )
+        assert row == [("统计 ERROR", 2, None, "jsonb")]
+
+
+def test_nul_characters_are_stored(store: Store, backend: Backend) -> None:
+    """Binary junk in a tool's output must not fail the write (PostgreSQL text cannot hold
+    NUL: it becomes U+FFFD there; SQLite keeps it)."""
+    sid = store.create_session(title="a\x00b").session_id
+    st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "cat bin\x00"}))
+    done = store.fail_step(sid, st.seq, error_message="bad\x00", output_data="x\x00y\\u0000")
+    kept = "\x00" if backend.name == "sqlite" else "\ufffd"
+    got = store.get_step(sid, st.seq)
+    assert got.input_data == {"cmd": "cat bin" + kept}
+    assert got.output_data == "x" + kept + "y\\u0000"  # an escaped backslash stays as it is
+    assert got.error_message == "bad" + kept
+    assert done.seq == st.seq and store.get_session(sid).title == "a" + kept + "b"
 
 
 @pytest.mark.parametrize(

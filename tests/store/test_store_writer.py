@@ -1,4 +1,5 @@
-"""The single writer: group commit, per-operation savepoints, per-commit durability, close."""
+"""The single writer (SQLite): group commit, per-operation savepoints, per-commit durability,
+close. The durability policy and close are contract tests run on both backends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
+from tests.store.conftest import Backend
 from xclaw.errors import StoreError
+from xclaw.store.base import Store
 from xclaw.store.model import Status
 from xclaw.store.sqlite import SQLiteStore
 
@@ -96,17 +99,19 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     assert results == {0: FULL, 1: FULL}
 
 
-def test_durability_policy_per_operation(sqlite_store: SQLiteStore, monkeypatch) -> None:
-    """docs/storage.md: what is fsynced before the call returns."""
-    store = sqlite_store
+def test_durability_policy_per_operation(store: Store, backend: Backend, monkeypatch) -> None:
+    """docs/storage.md, docs/postgres.md: what is on disk before the call returns."""
     seen: list[bool] = []
-    real = store._writer.submit
+    # SQLite: the writer's synchronous level; PostgreSQL: the transaction's synchronous_commit
+    owner = store._writer if backend.name == "sqlite" else store._pool  # type: ignore[attr-defined]
+    name = "submit" if backend.name == "sqlite" else "run"
+    real = getattr(owner, name)
 
-    def spy(fn, *, durable: bool):
+    def spy(fn, *, durable: bool, **kw):
         seen.append(durable)
-        return real(fn, durable=durable)
+        return real(fn, durable=durable, **kw)
 
-    monkeypatch.setattr(store._writer, "submit", spy)
+    monkeypatch.setattr(owner, name, spy)
 
     def durable(call: Callable[[], Any]) -> bool:
         seen.clear()
@@ -133,6 +138,19 @@ def test_durability_policy_per_operation(sqlite_store: SQLiteStore, monkeypatch)
     assert durable(lambda: store.rollback("d", 2))
     assert not durable(lambda: store.update_session("d", title="x"))
     assert durable(lambda: store.delete_session("d"))
+
+
+def test_close_refuses_more_and_keeps_what_was_written(store_factory) -> None:
+    store = store_factory()
+    sid = store.create_session().session_id
+    store.add_step(sid, user())
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.add_step(sid, user())
+    with pytest.raises(StoreError, match="closed"):
+        store.steps(sid)
+    store.close()  # idempotent
+    assert len(store_factory().steps(sid)) == 1
 
 
 def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:

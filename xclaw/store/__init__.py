@@ -11,14 +11,18 @@ __all__ = ["RollbackResult", "Store", "open_store"]
 
 
 def open_store(url_or_path: str | Path) -> Store:
-    """A path (or sqlite:///path) opens the embedded SQLite store, creating or upgrading the
-    database; a postgresql:// URL will select the PostgreSQL backend once it exists."""
+    """A path (or sqlite:///path) opens the embedded SQLite store, a postgresql:// URL the
+    PostgreSQL store (several workers on one database); either is created or upgraded."""
     text = str(url_or_path).strip()
     if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError(
-            "PostgreSQL support not installed yet: this xclaw only has the SQLite backend. "
-            "Use a file path for --db / XCLAW_DB."
-        )
+        try:
+            from xclaw.store.postgres import PostgresStore
+        except ImportError as e:  # psycopg is the optional extra `postgres`
+            raise StoreError(
+                "PostgreSQL support needs psycopg: pip install 'xclaw[postgres]' "
+                f"({e.name or e} is missing)"
+            ) from e
+        return PostgresStore(text)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]  # sqlite:///rel.db, sqlite:////abs/path.db
     elif "://" in text:

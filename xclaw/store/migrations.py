@@ -80,6 +80,49 @@ M001_SQLITE = (
     "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
 )
 
+# The same tables in PostgreSQL: JSON columns are jsonb, millisecond times and sequence numbers
+# bigint; the seed's INTEGER flags stay integers 0/1 with the same CHECKs and meanings.
+M001_POSTGRES = (
+    f"""
+    CREATE TABLE sessions (
+        session_id        text PRIMARY KEY,
+        title             text NOT NULL,
+        current_status    text NOT NULL CHECK (current_status IN ({_STATUS_WORDS})),
+        created_at        bigint NOT NULL,
+        updated_at        bigint NOT NULL,
+        metadata          jsonb,
+        is_forked         integer DEFAULT 0 CHECK (is_forked IN (0, 1)),
+        parent_session_id text REFERENCES sessions(session_id) ON DELETE SET NULL,
+        next_seq          bigint NOT NULL DEFAULT 1 CHECK (next_seq >= 1),
+        awaiting_input    integer NOT NULL DEFAULT 0 CHECK (awaiting_input IN (0, 1)),
+        forked_from_seq   bigint
+    )
+    """,
+    f"""
+    CREATE TABLE traces (
+        step_id                text PRIMARY KEY,
+        session_id             text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        parent_step_id         text REFERENCES traces(step_id) ON DELETE SET NULL,
+        step_type              text NOT NULL CHECK (step_type IN ({_STEP_TYPES})),
+        name                   text NOT NULL,
+        status                 text NOT NULL CHECK (status IN ({_STEP_STATUSES})),
+        input_data             jsonb,
+        output_data            jsonb,
+        error_message          text,
+        start_time             bigint NOT NULL,
+        end_time               bigint,
+        token_usage_prompt     integer DEFAULT 0,
+        token_usage_completion integer DEFAULT 0,
+        seq                    bigint NOT NULL CHECK (seq >= 1),
+        agent                  text NOT NULL DEFAULT 'main',
+        call_id                text,
+        UNIQUE (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_traces_session_time ON traces(session_id, start_time ASC)",
+    "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -87,6 +130,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the seed's sessions and traces tables with their indexes, plus per-session step "
         "sequence numbers, rollback/fork bookkeeping and CHECKs on the status words",
         M001_SQLITE,
+        M001_POSTGRES,
     ),
 )
 

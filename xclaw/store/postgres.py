@@ -1,0 +1,592 @@
+"""PostgresStore: the Store protocol on PostgreSQL, for several workers on one database.
+
+Every public method is one transaction on a pooled connection. Writes lock the session row
+(`SELECT ... FOR UPDATE`) before they allocate a sequence number, move the status or check a
+lease's fencing token, so concurrent workers and threads serialise per session and never
+across sessions. Status changes all go through model.check_transition (invariant 7).
+Durability per commit follows the SQLite policy (see postgres_conn and docs/postgres.md).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any, Self, TypeVar
+
+import psycopg
+
+from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.store.base import RollbackResult
+from xclaw.store.leases import Lease
+from xclaw.store.model import (
+    INTERRUPTED,
+    NewStep,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepTreeNode,
+    StepType,
+    check_transition,
+    display_id,
+    full_step_id,
+    parse_step_ref,
+)
+from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
+from xclaw.store.postgres_leases import PgLeases
+from xclaw.store.postgres_rows import (
+    lock_session,
+    pg_json,
+    pg_text,
+    require_session,
+    require_step,
+)
+from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
+from xclaw.store.sqlite_rows import (
+    SESSION_COLS,
+    STEP_COLS,
+    STEP_COLS_NO_OUTPUT,
+    check_session_id,
+    is_approval,
+    now_ms,
+    row_to_session,
+    row_to_step,
+)
+
+T = TypeVar("T")
+
+# Commits that must survive a crash of the database server (synchronous_commit on).
+_DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
+
+_RUNNING_APPROVAL_SQL = (
+    "SELECT 1 FROM traces WHERE session_id=%s AND status='running' "
+    "AND step_type='system_alert' AND name='approval' LIMIT 1"
+)
+
+# One statement inserts the step and moves the session (fewer round trips per step).
+_INSERT_STEP_SQL = """
+WITH step AS (
+    INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,
+                        agent, call_id, input_data, output_data, error_message, start_time,
+                        end_time)
+    VALUES (%(step_id)s, %(sid)s, %(seq)s, %(parent)s, %(type)s, %(name)s, %(status)s,
+            %(agent)s, %(call_id)s, %(input)s::jsonb, %(output)s::jsonb, %(error)s, %(now)s,
+            %(end)s)
+)
+UPDATE sessions SET next_seq=%(seq)s + 1, current_status=%(target)s,
+       awaiting_input=%(awaiting)s, updated_at=%(now)s
+WHERE session_id=%(sid)s
+"""
+
+
+class PostgresStore(PgLeases):
+    """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
+
+    def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
+        self.target = parse_url(url)
+        self.url = self.target.display
+        # Milliseconds since the epoch for step times; tests pass a fixed clock. Leases use
+        # the database server's clock instead (postgres_rows.NOW_MS).
+        self._clock = clock or now_ms
+        conn = connect(self.target)
+        try:
+            migrate_postgres(conn, where=self.url, schema=self.target.schema)
+            self.schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
+        except psycopg.Error as e:
+            raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
+        finally:
+            conn.close()
+        self._pool = Pool(self.target)
+        self._closed = False
+        self._init_leases()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_leases()
+        self._pool.close()
+
+    @property
+    def commits(self) -> int:
+        return self._pool.commits
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return self._pool.run(fn, durable=durable)
+
+    def _read(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return self._pool.run(fn, durable=True, write=False)
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def _set_status(
+        self, conn: psycopg.Connection, session_id: str, current: Status, target: Status
+    ) -> None:
+        check_transition(current, target)  # invariant 7: the only way status is written
+        conn.execute(
+            "UPDATE sessions SET current_status=%s, updated_at=%s WHERE session_id=%s",
+            (target.value, self._now(), session_id),
+        )
+
+    # --- sessions ---------------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        sid = check_session_id(session_id) if session_id is not None else secrets.token_urlsafe(16)
+        meta = dict(metadata or {})
+        meta_json = pg_json(meta, "metadata")
+        title = pg_text(title) or ""
+
+        def tx(conn: psycopg.Connection) -> Session:
+            now = self._now()
+            row = conn.execute(
+                "INSERT INTO sessions (session_id, title, current_status, created_at, "
+                "updated_at, metadata, is_forked) VALUES (%s, %s, 'Init', %s, %s, %s::jsonb, 0) "
+                "ON CONFLICT (session_id) DO NOTHING RETURNING 1",
+                (sid, title, now, now, meta_json),
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"a session with id {sid!r} already exists")
+            return Session(sid, title, Status.INIT, now, now, meta)
+
+        return self._write(tx, durable=True)
+
+    def get_session(self, session_id: str) -> Session:
+        found = self.find_session(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
+
+    def find_session(self, session_id: str) -> Session | None:
+        row = self._read(
+            lambda c: c.execute(
+                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
+            ).fetchone()
+        )
+        return None if row is None else row_to_session(row)
+
+    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        rows = self._read(
+            lambda c: c.execute(
+                f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, "
+                "created_at DESC, session_id DESC LIMIT %s",
+                (None if limit is None else max(limit, 0),),
+            ).fetchall()
+        )
+        return [row_to_session(r) for r in rows]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        meta_json = None if metadata is None else pg_json(dict(metadata), "metadata")
+
+        def tx(conn: psycopg.Connection) -> Session:
+            row = conn.execute(
+                "UPDATE sessions SET title=coalesce(%s, title), "
+                "metadata=coalesce(%s::jsonb, metadata), updated_at=%s WHERE session_id=%s "
+                f"RETURNING {SESSION_COLS}",
+                (pg_text(title), meta_json, self._now(), session_id),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            return row_to_session(row)
+
+        return self._write(tx, durable=False)
+
+    def delete_session(self, session_id: str) -> None:
+        def tx(conn: psycopg.Connection) -> None:
+            # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
+            cur = conn.execute("DELETE FROM sessions WHERE session_id=%s", (session_id,))
+            if cur.rowcount == 0:
+                raise SessionNotFound(session_id)
+
+        self._write(tx, durable=True)
+
+    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
+        target = Status(target)
+
+        def tx(conn: psycopg.Connection) -> Session:
+            current, _, _ = lock_session(conn, session_id, lease)
+            self._set_status(conn, session_id, current, target)
+            row = conn.execute(
+                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
+            ).fetchone()
+            return row_to_session(row)  # type: ignore[arg-type]
+
+        return self._write(tx, durable=target in _DURABLE_STATUSES)
+
+    # --- steps ------------------------------------------------------------------------------
+    def _parent_id(self, conn: psycopg.Connection, session_id: str, ref: str | None) -> str | None:
+        """A parent link must name an existing step of the same session (never outside)."""
+        if ref is None:
+            return None
+        seq = parse_step_ref(ref, session_id)
+        require_step(conn, session_id, seq, ref)
+        return full_step_id(session_id, seq)
+
+    def _insert_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        *,
+        durable: bool,
+        lease: Lease | None,
+    ) -> Step:
+        step = _normalise(step)
+        input_json = pg_json(step.input_data, "input_data")
+        output_json = pg_json(output_data, "output_data")
+        error_message = pg_text(error_message)
+        name, agent, call_id = pg_text(step.name), pg_text(step.agent), pg_text(step.call_id)
+        running = status is StepStatus.RUNNING
+        # begin_step moves the session; add_step only does for user input.
+        moves = running or step.step_type is StepType.USER_INPUT
+
+        def tx(conn: psycopg.Connection) -> Step:
+            current, seq, awaiting = lock_session(conn, session_id, lease)
+            parent = self._parent_id(conn, session_id, step.parent_step_id)
+            target = current
+            if moves:
+                if is_approval(step.step_type, step.name):
+                    target = Status.PAUSED
+                elif current is Status.PAUSED and conn.execute(
+                    _RUNNING_APPROVAL_SQL, (session_id,)
+                ).fetchone():
+                    target = Status.PAUSED  # another approval is still pending
+                else:
+                    target = Status.RUNNING
+                check_transition(current, target)  # invariant 7
+            if step.step_type is StepType.USER_INPUT:
+                awaiting = 0  # the new instruction a rollback was waiting for
+            now = self._now()
+            step_id = full_step_id(session_id, seq)
+            end = None if running else now
+            conn.execute(
+                _INSERT_STEP_SQL,
+                {
+                    "step_id": step_id,
+                    "sid": session_id,
+                    "seq": seq,
+                    "parent": parent,
+                    "type": step.step_type.value,
+                    "name": name,
+                    "status": status.value,
+                    "agent": agent,
+                    "call_id": call_id,
+                    "input": input_json,
+                    "output": output_json,
+                    "error": error_message,
+                    "now": now,
+                    "end": end,
+                    "target": target.value,
+                    "awaiting": awaiting,
+                },
+            )
+            return Step(
+                step_id,
+                session_id,
+                seq,
+                parent,
+                step.step_type,
+                step.name,
+                status,
+                step.agent,
+                step.call_id,
+                step.input_data,
+                output_data,
+                error_message,
+                now,
+                end,
+            )
+
+        return self._write(tx, durable=durable)
+
+    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
+        step = _normalise(step)
+        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
+        # flushed to the WAL before this returns: no side effect without a durable record.
+        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
+        return self._insert_step(
+            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
+        )
+
+    def add_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        *,
+        status: StepStatus = StepStatus.COMPLETED,
+        output_data: Any = None,
+        error_message: str | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        status = StepStatus(status)
+        if status is StepStatus.RUNNING:
+            raise ValueError("add_step records a finished step; use begin_step for a running one")
+        return self._insert_step(
+            session_id, step, status, output_data, error_message, durable=False, lease=lease
+        )
+
+    def complete_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.COMPLETED,
+            None,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+            lease,
+        )
+
+    def fail_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        error_message: str,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.FAILED,
+            error_message,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+            lease,
+        )
+
+    def _finish(
+        self,
+        session_id: str,
+        ref: int | str,
+        status: StepStatus,
+        error_message: str | None,
+        output_data: Any,
+        prompt_tokens: int,
+        completion_tokens: int,
+        session_status: Status | None,
+        lease: Lease | None,
+    ) -> Step:
+        seq = parse_step_ref(ref, session_id)
+        output_json = pg_json(output_data, "output_data")
+        error_message = pg_text(error_message)
+        wanted = None if session_status is None else Status(session_status)
+
+        def tx(conn: psycopg.Connection) -> Step:
+            # The session row first: two approvals answered at once must not both see the
+            # other one still pending (and the fence is checked here).
+            current, _, _ = lock_session(conn, session_id, lease)
+            row = conn.execute(
+                "UPDATE traces SET status=%s, output_data=%s::jsonb, error_message=%s, "
+                "end_time=%s, token_usage_prompt=%s, token_usage_completion=%s "
+                "WHERE session_id=%s AND seq=%s AND status='running' "
+                f"RETURNING {STEP_COLS_NO_OUTPUT}",
+                (
+                    status.value,
+                    output_json,
+                    error_message,
+                    self._now(),
+                    prompt_tokens,
+                    completion_tokens,
+                    session_id,
+                    seq,
+                ),
+            ).fetchone()
+            if row is None:
+                require_step(conn, session_id, seq, ref)
+                was = conn.execute(
+                    "SELECT status, error_message FROM traces WHERE session_id=%s AND seq=%s",
+                    (session_id, seq),
+                ).fetchone()
+                how = INTERRUPTED if was and was[1] == INTERRUPTED else (was or ("?",))[0]
+                raise StepNotRunning(
+                    f"step {display_id(seq)} of session {session_id} is already {how}; "
+                    "only a running step can be completed or failed"
+                )
+            step = row_to_step(row, output_data)
+            target = wanted
+            if (
+                target is None
+                and is_approval(step.step_type, step.name)
+                and current is Status.PAUSED
+                and not conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
+            ):
+                target = Status.RUNNING  # the answer arrived and nothing else is pending
+            if target is not None:
+                self._set_status(conn, session_id, current, target)
+            return step
+
+        # A final status must be durable before the client hears of it; a plain completion
+        # may ride on the next durable commit.
+        return self._write(tx, durable=wanted in _DURABLE_STATUSES)
+
+    def get_step(self, session_id: str, ref: str | int) -> Step:
+        seq = parse_step_ref(ref, session_id)
+
+        def q(conn: psycopg.Connection) -> Step:
+            row = conn.execute(
+                f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s AND seq=%s",
+                (session_id, seq),
+            ).fetchone()
+            if row is None:
+                require_step(conn, session_id, seq, ref)
+            return row_to_step(row)  # type: ignore[arg-type]
+
+        return self._read(q)
+
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
+        def q(conn: psycopg.Connection) -> list[Any]:
+            rows = conn.execute(
+                f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s ORDER BY seq DESC LIMIT %s",
+                (session_id, max(n, 0)),
+            ).fetchall()
+            if not rows:
+                require_session(conn, session_id)
+            return rows
+
+        return [row_to_step(r) for r in reversed(self._read(q))]
+
+    def steps(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        query = f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s AND seq>%s"
+        params: list[Any] = [session_id, after_seq]
+        if agent is not None:
+            query += " AND agent=%s"
+            params.append(agent)
+        if statuses is not None:
+            words = [StepStatus(s).value for s in statuses]
+            if not words:
+                return []
+            query += " AND status = ANY(%s)"
+            params.append(words)
+        query += " ORDER BY seq"  # never by timestamp (two steps can share a millisecond)
+
+        def q(conn: psycopg.Connection) -> list[Step]:
+            steps = list(map(row_to_step, conn.execute(query, params)))
+            if not steps:
+                require_session(conn, session_id)
+            return steps
+
+        return self._read(q)
+
+    def step_tree(self, session_id: str) -> list[StepTreeNode]:
+        flat = self.steps(session_id)
+        by_id = {s.step_id: s for s in flat}
+        children: dict[str, list[StepTreeNode]] = {}
+        roots: list[StepTreeNode] = []
+        # Parents come before their children, so building from the last step backwards
+        # completes every subtree before its root (no recursion: trees may be deep).
+        for s in reversed(flat):
+            node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
+            parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
+            if parent is not None and parent.seq < s.seq:
+                children.setdefault(parent.step_id, []).append(node)
+            else:
+                roots.append(node)
+        roots.reverse()
+        return roots
+
+    def mark_interrupted(
+        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+    ) -> list[Step]:
+        query = (
+            "UPDATE traces SET status='failed', error_message=%s, end_time=%s "
+            "WHERE session_id=%s AND status='running'"
+        )
+        if keep_approvals:
+            # A pending approval is asked again after a restart (R9), so it stays running.
+            query += " AND NOT (step_type='system_alert' AND name='approval')"
+
+        def tx(conn: psycopg.Connection) -> list[Step]:
+            lock_session(conn, session_id, lease)
+            rows = conn.execute(
+                query + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
+            ).fetchall()
+            return sorted(map(row_to_step, rows), key=lambda s: s.seq)
+
+        # Kept, never deleted (invariant 3); durable because resume decisions depend on it.
+        return self._write(tx, durable=True)
+
+    # --- time travel ------------------------------------------------------------------------
+    def rollback(
+        self, session_id: str, ref: str | int, *, lease: Lease | None = None
+    ) -> RollbackResult:
+        seq = parse_step_ref(ref, session_id)
+        return self._write(
+            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now(), lease=lease),
+            durable=True,
+        )
+
+    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
+        seq = parse_step_ref(ref, session_id)
+        new_sid = secrets.token_urlsafe(16)
+        return self._write(
+            lambda conn: fork_tx(
+                conn, session_id, seq, ref, new_sid, pg_text(title), self._now()
+            ),
+            durable=True,
+        )
+
+
+def _normalise(step: NewStep) -> NewStep:
+    """Accept plain strings for the enum field; reject what the schema would refuse."""
+    if not isinstance(step, NewStep):
+        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
+    if not isinstance(step.step_type, StepType):
+        step = replace(step, step_type=StepType(step.step_type))
+    if not step.name:
+        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
+    return step
+

@@ -1,0 +1,267 @@
+"""PostgreSQL plumbing for PostgresStore: the URL, the connection pool, one transaction per
+operation with its durability, error words, and the migration runner.
+
+Durability per commit mirrors the SQLite policy (docs/storage.md, docs/postgres.md): write-
+ahead rows, final and waiting statuses, rollback/fork/create/delete commit with
+`synchronous_commit = on` (the WAL is flushed before COMMIT returns); other writes (completions,
+llm_call begins, user input, renewals) use `SET LOCAL synchronous_commit = off`: they survive a
+crash of our process, and a crash of the database server may lose the last few hundred
+milliseconds of them — never a write-ahead row, because the next durable commit flushes the
+WAL up to itself, earlier commits included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pgerr
+from psycopg import sql
+from psycopg.types.string import TextLoader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from xclaw.errors import SchemaTooNew, StoreError, XclawError
+from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
+
+T = TypeVar("T")
+
+SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_POOL_MAX = 10
+CONNECT_TIMEOUT_S = 10
+POOL_WAIT_S = 30.0
+# Deadlocks and serialisation failures roll the whole transaction back: safe to run again.
+_RETRYABLE = (pgerr.DeadlockDetected, pgerr.SerializationFailure, pgerr.LockNotAvailable)
+_RETRIES = 5
+
+# Advisory lock namespaces (the first int4 of the two-key form); the second key is a hash.
+LOCK_MIGRATE = 0x78636C01
+LOCK_WORKER = 0x78636C02
+
+
+@dataclass(frozen=True, slots=True)
+class PgTarget:
+    """A postgresql:// URL split into what psycopg gets and what people may see."""
+
+    conninfo: str
+    display: str  # the URL without its password
+    schema: str | None
+    pool_max: int
+
+
+def parse_url(url: str) -> PgTarget:
+    """`postgresql://user[:pw]@host[:port]/db[?schema=NAME&pool_max=N&<libpq params>]`.
+
+    `schema` keeps xclaw's tables in that schema (created if missing): several xclaw
+    installations, or tests, can share one database. `pool_max` bounds this process's
+    connections (default 10). Every other parameter goes to libpq as is.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise StoreError(f"not a PostgreSQL URL: {url!r}")
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schema: str | None = None
+    pool_max = DEFAULT_POOL_MAX
+    rest: list[tuple[str, str]] = []
+    for key, value in params:
+        if key == "schema":
+            schema = value or None
+        elif key == "pool_max":
+            try:
+                pool_max = max(1, int(value))
+            except ValueError:
+                raise StoreError(f"pool_max must be a number in {redact_url(url)}") from None
+        else:
+            rest.append((key, value))
+    if schema is not None:
+        rest.append(("options", f"-c search_path={schema}"))
+    conninfo = urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")
+    )
+    return PgTarget(conninfo, redact_url(url), schema, pool_max)
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc
+    if "@" in netloc:
+        cred, _, host = netloc.rpartition("@")
+        user = cred.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in cred else f"{user}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """Every connection: autocommit (we open transactions ourselves), jsonb read back as its
+    text (the shared row converters decode it), and durable commits by default."""
+    conn.autocommit = True
+    conn.adapters.register_loader("jsonb", TextLoader)
+    conn.adapters.register_loader("json", TextLoader)
+    conn.execute("SET synchronous_commit TO on")
+
+
+def connect(target: PgTarget) -> psycopg.Connection:
+    """One connection outside the pool (migrations, presence locks, LISTEN)."""
+    try:
+        conn = psycopg.connect(target.conninfo, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error as e:
+        raise StoreError(f"cannot connect to PostgreSQL at {target.display}: {_words(e)}") from e
+    try:
+        _configure(conn)
+    except psycopg.Error as e:
+        conn.close()
+        raise StoreError(f"cannot set up a connection to {target.display}: {_words(e)}") from e
+    return conn
+
+
+def _words(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def wrap(e: BaseException, where: str) -> BaseException:
+    """Our own errors pass through; database errors become a StoreError with words."""
+    if isinstance(e, XclawError) or not isinstance(e, psycopg.Error):
+        return e
+    if isinstance(e, PoolTimeout):
+        err = StoreError(
+            f"no free connection to {where} within {POOL_WAIT_S:.0f} s: the database is "
+            "unreachable or every pooled connection is busy (raise pool_max in the URL)"
+        )
+    elif isinstance(e, psycopg.OperationalError):
+        err = StoreError(f"lost the connection to PostgreSQL at {where}: {_words(e)}")
+    else:
+        err = StoreError(f"database error on {where}: {_words(e)}")
+    err.__cause__ = e
+    return err
+
+
+class Pool:
+    """The connection pool; `write` and `read` run one function in one transaction."""
+
+    def __init__(self, target: PgTarget) -> None:
+        self.target = target
+        self._pool = ConnectionPool(
+            target.conninfo,
+            min_size=1,
+            max_size=target.pool_max,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+            configure=_configure,
+            open=False,
+            name="xclaw",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout as e:
+            self._pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL at {target.display}") from e
+        self.commits = 0
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def run(
+        self, fn: Callable[[psycopg.Connection], T], *, durable: bool, write: bool = True
+    ) -> T:
+        """fn(conn) inside BEGIN..COMMIT; a deadlock or serialisation failure (the database
+        rolled everything back) runs it again; other errors reach the caller in words."""
+        delay = 0.005
+        for attempt in range(_RETRIES):
+            try:
+                with self._pool.connection(timeout=POOL_WAIT_S) as conn:
+                    with conn.transaction():
+                        if write and not durable:
+                            conn.execute("SET LOCAL synchronous_commit TO off")
+                        result = fn(conn)
+                    if write:
+                        self.commits += 1
+                    return result
+            except _RETRYABLE as e:
+                if attempt == _RETRIES - 1:
+                    raise wrap(e, self.target.display) from e
+                time.sleep(delay)
+                delay *= 2
+            except (psycopg.Error, PoolTimeout) as e:
+                raise wrap(e, self.target.display) from e
+        raise AssertionError("unreachable")
+
+
+# --- migrations --------------------------------------------------------------------------------
+
+_VERSION_TABLE = """
+    CREATE TABLE IF NOT EXISTS schema_version (
+        version    integer PRIMARY KEY,
+        name       text NOT NULL,
+        applied_at bigint NOT NULL
+    )
+"""
+
+
+def postgres_schema_version(conn: psycopg.Connection) -> int:
+    """0 for a schema without xclaw tables."""
+    found = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate_postgres(
+    conn: psycopg.Connection,
+    *,
+    where: str = "database",
+    schema: str | None = None,
+    target: int | None = None,
+) -> list[int]:
+    """Bring the schema up to `target` (default: the latest); return the versions applied.
+
+    Each migration runs in its own transaction together with its `schema_version` row under
+    a transaction-scoped advisory lock, so workers starting at once apply each migration
+    exactly once and a failure leaves the previous version (PostgreSQL DDL is transactional).
+    """
+    target = LATEST_VERSION if target is None else target
+    applied: list[int] = []
+    while True:
+        with conn.transaction():
+            if schema is not None:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_MIGRATE, schema))
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            if conn.execute("SELECT current_schema()").fetchone() == (None,):
+                raise StoreError(
+                    f"{where}: no schema to create xclaw's tables in (check search_path, or "
+                    "add ?schema=NAME to the URL)"
+                )
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (LOCK_MIGRATE,)
+            )
+            conn.execute(_VERSION_TABLE)
+            current = postgres_schema_version(conn)
+            if current > LATEST_VERSION:
+                raise SchemaTooNew(
+                    f"{where} has schema version {current}, but this xclaw only knows versions "
+                    f"up to {LATEST_VERSION}: it was written by a newer xclaw. Upgrade xclaw "
+                    f"(pip install -U xclaw) or point --db at another database."
+                )
+            if current >= target:
+                return applied
+            m = MIGRATIONS[current]  # versions are 1..n without gaps (tested)
+            if not m.postgres:
+                raise StoreError(f"migration {m.version} ({m.name}) has no PostgreSQL text")
+            try:
+                with conn.transaction():  # a savepoint: the error is reported in words
+                    for statement in m.postgres:
+                        conn.execute(statement)
+            except psycopg.Error as e:
+                raise StoreError(
+                    f"cannot upgrade {where} to schema version {m.version} ({m.name}): "
+                    f"{_words(e)}. Is it a database written by something other than xclaw?"
+                ) from e
+            conn.execute(
+                "INSERT INTO schema_version (version, name, applied_at) VALUES (%s, %s, %s)",
+                (m.version, m.name, int(time.time() * 1000)),
+            )
+        applied.append(m.version)

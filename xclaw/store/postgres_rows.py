@@ -1,0 +1,78 @@
+"""Values in and out of PostgreSQL for PostgresStore: JSON text for jsonb, NUL-free text, and
+the in-transaction lookups (with the session row locked where a write follows).
+
+Rows convert with the shared converters of sqlite_rows (same column lists, jsonb read back as
+its text), so both backends give byte-for-byte the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.leases import Lease, check_lease_for, lease_lost
+from xclaw.store.model import Status
+from xclaw.store.sqlite_rows import dump_json
+
+_STATUS = {s.value: s for s in Status}
+
+# PostgreSQL text (and jsonb strings) cannot hold NUL. A tool's output sometimes does (binary
+# junk on stdout): it is stored as U+FFFD, the usual stand-in for an undecodable character.
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+NUL_STAND_IN = "\ufffd"
+
+# The lease clock: the database server's, so workers on several hosts agree on expiry.
+NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+
+def pg_json(value: Any, what: str) -> str | None:
+    text = dump_json(value, what)
+    if text is not None and "\\u0000" in text:
+        text = _JSON_NUL.sub(lambda m: m.group(1) + NUL_STAND_IN, text)
+    return text
+
+
+def pg_text(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        return value.replace("\x00", NUL_STAND_IN)
+    return value
+
+
+def lock_session(
+    conn: psycopg.Connection, session_id: str, lease: Lease | None = None
+) -> tuple[Status, int, int]:
+    """(status, next_seq, awaiting_input) with the session row locked until commit, so seq
+    allocation, status moves and the fence check see no concurrent writer. With a lease, its
+    fencing token must still be the session's (else LeaseLost, nothing written)."""
+    check_lease_for(lease, session_id)
+    row = conn.execute(
+        "SELECT current_status, next_seq, awaiting_input, lease_token, lease_owner "
+        "FROM sessions WHERE session_id=%s FOR UPDATE"
+        if lease is not None
+        else "SELECT current_status, next_seq, awaiting_input FROM sessions "
+        "WHERE session_id=%s FOR UPDATE",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    if lease is not None and row[3] != lease.token:
+        raise lease_lost(session_id, lease, row[3], row[4])
+    return _STATUS[row[0]], row[1], row[2]
+
+
+def require_session(conn: psycopg.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id=%s", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+
+
+def require_step(conn: psycopg.Connection, session_id: str, seq: int, ref: object) -> None:
+    """The step exists in this session: else StepNotFound (or SessionNotFound)."""
+    found = conn.execute(
+        "SELECT 1 FROM traces WHERE session_id=%s AND seq=%s", (session_id, seq)
+    ).fetchone()
+    if found is None:
+        require_session(conn, session_id)
+        raise StepNotFound(str(ref), session_id)

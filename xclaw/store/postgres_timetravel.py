@@ -1,0 +1,101 @@
+"""Rollback (R11) and fork (R12) as transaction bodies for PostgresStore.
+
+Both address steps by sequence number, never by timestamp; both lock the source session's
+row first, so no step can be added to it while it is cut or copied.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from xclaw.store.base import RollbackResult
+from xclaw.store.leases import Lease
+from xclaw.store.model import INTERRUPTED, Session, Status, check_transition, display_id
+from xclaw.store.postgres_rows import lock_session, require_step
+from xclaw.store.sqlite_rows import SESSION_COLS, row_to_session
+
+# One INSERT..SELECT copies the prefix, ids and parent links remapped by string arithmetic
+# (new id || ':sNNNN'); seq is preserved. A step running in the source is copied as
+# interrupted: a fork never inherits a run in flight. A parent link to a step after the fork
+# point (possible only in data written by other tools) is dropped rather than left dangling.
+_FORK_STEPS_SQL = """
+INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, agent,
+                    call_id, input_data, output_data, error_message, start_time, end_time,
+                    token_usage_prompt, token_usage_completion)
+SELECT %(new)s::text || substr(step_id, %(cut)s::int), %(new)s::text, seq,
+       CASE WHEN parent_step_id IS NULL
+                 OR substr(parent_step_id, %(cut)s::int + 2)::bigint > %(seq)s::bigint THEN NULL
+            ELSE %(new)s::text || substr(parent_step_id, %(cut)s::int) END,
+       step_type, name,
+       CASE status WHEN 'running' THEN 'failed' ELSE status END,
+       agent, call_id, input_data, output_data,
+       CASE status WHEN 'running' THEN %(interrupted)s::text ELSE error_message END,
+       start_time,
+       CASE status WHEN 'running' THEN %(now)s::bigint ELSE end_time END,
+       token_usage_prompt, token_usage_completion
+FROM traces WHERE session_id = %(old)s AND seq <= %(seq)s ORDER BY seq
+"""
+
+
+def rollback_tx(
+    conn: psycopg.Connection,
+    session_id: str,
+    seq: int,
+    ref: object,
+    now: int,
+    *,
+    lease: Lease | None = None,
+) -> RollbackResult:
+    """Delete the target step and every later one; the session goes Running, waiting."""
+    current, _, _ = lock_session(conn, session_id, lease)
+    require_step(conn, session_id, seq, ref)
+    # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
+    deleted = conn.execute(
+        "DELETE FROM traces WHERE session_id=%s AND seq>=%s", (session_id, seq)
+    ).rowcount
+    check_transition(current, Status.RUNNING)
+    row = conn.execute(
+        "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=%s "
+        f"WHERE session_id=%s RETURNING {SESSION_COLS}",
+        (now, session_id),
+    ).fetchone()
+    return RollbackResult(row_to_session(row), seq, deleted)  # type: ignore[arg-type]
+
+
+def fork_tx(
+    conn: psycopg.Connection,
+    session_id: str,
+    seq: int,
+    ref: object,
+    new_sid: str,
+    title: str | None,
+    now: int,
+) -> Session:
+    """A new Init session holding a copy of the source's steps up to and including seq."""
+    lock_session(conn, session_id)
+    src = conn.execute(
+        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
+    ).fetchone()
+    require_step(conn, session_id, seq, ref)
+    source = row_to_session(src)  # type: ignore[arg-type]
+    name = title or f"fork of {source.title or session_id} at {display_id(seq)}"
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
+        " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
+        " VALUES (%s, %s, 'Init', %s, %s, %s::jsonb, 1, %s, %s, 0, %s)",
+        (new_sid, name, now, now, src[5], session_id, seq + 1, seq),  # type: ignore[index]
+    )
+    conn.execute(
+        _FORK_STEPS_SQL,
+        {
+            "new": new_sid,
+            "cut": len(session_id) + 1,
+            "seq": seq,
+            "old": session_id,
+            "interrupted": INTERRUPTED,
+            "now": now,
+        },
+    )
+    return Session(
+        new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
+    )
