@@ -68,6 +68,23 @@ class SchemaTooNew(StoreError):
     code = "schema_too_new"
 
 
+class MissingBlobs(StoreError):
+    """A snapshot names file contents the store does not hold (never stored, or collected
+    meanwhile): the snapshotter stores them and saves again."""
+
+    code = "missing_blobs"
+
+    def __init__(self, hashes: set[str]) -> None:
+        super().__init__(f"{len(hashes)} file content(s) of the snapshot are not stored")
+        self.hashes = frozenset(hashes)
+
+
+class WorkspaceError(XclawError):
+    """A workspace could not be captured or restored (the message says which and why)."""
+
+    code = "workspace_error"
+
+
 # --- agent control flow -------------------------------------------------------------------
 
 

@@ -37,6 +37,22 @@ SAMPLE_ROWS: dict[int, list[str]] = {
         ),
     ],
 }
+# A version-2 database: the same session, plus a stored file content and the snapshot of the
+# workspace before s0002 that names it.
+_HELLO = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"  # sha256("hello")
+SAMPLE_ROWS[2] = [
+    *SAMPLE_ROWS[1],
+    (
+        "INSERT INTO blobs (hash, size, encoding, data, created_at) "
+        f"VALUES ('{_HELLO}', 5, 'raw', X'68656c6c6f', 1500)"
+    ),
+    (
+        "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, files, "
+        "bytes, new_bytes, skipped, created_at) VALUES ('old', 2, NULL, "
+        f"'{{\"a.txt\":{{\"hash\":\"{_HELLO}\",\"size\":5,\"mode\":420}}}}', NULL, 0, "
+        "1, 5, 5, 0, 1500)"
+    ),
+]
 
 
 def test_migrations_are_numbered_without_gaps() -> None:
@@ -110,7 +126,9 @@ def test_reopening_applies_nothing(sqlite_path: Path) -> None:
         conn.close()
 
 
-@pytest.mark.parametrize("start", range(LATEST_VERSION))
+# Up to and including the latest: the latest version's sample rows must read back too, so they
+# are known to be right before the next migration starts upgrading from them.
+@pytest.mark.parametrize("start", range(LATEST_VERSION + 1))
 def test_every_older_version_upgrades_in_place(sqlite_path: Path, start: int) -> None:
     sqlite_path.parent.mkdir(parents=True)
     conn = sqlite3.connect(sqlite_path, isolation_level=None)
@@ -132,6 +150,12 @@ def test_every_older_version_upgrades_in_place(sqlite_path: Path, start: int) ->
                 ("s0002", StepStatus.RUNNING),
             ]
             assert steps[1].parent_display_id == "s0001"
+            if start >= 2:  # workspace snapshots written by a version-2 database
+                assert [s.seq for s in store.list_snapshots("old")] == [2]
+                assert store.get_snapshot("old", 2) == {
+                    "a.txt": {"hash": _HELLO, "size": 5, "mode": 0o644}
+                }
+                assert store.get_blobs([_HELLO]) == {_HELLO: b"hello"}
             assert store.add_step("old", user()).display_id == "s0003"
         sid = store.create_session().session_id
         store.begin_step(sid, tool())

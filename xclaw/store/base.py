@@ -7,9 +7,10 @@ The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
+from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,9 @@ class RollbackResult:
     session: Session
     target_seq: int
     deleted: int
+    # The workspace restore journaled with the rollback (None: none asked, or the workspace
+    # is already as it was before the target step).
+    restore: PendingRestore | None = None
 
 
 @runtime_checkable
@@ -141,15 +145,70 @@ class Store(Protocol):
         ...
 
     # --- time travel ------------------------------------------------------------------
-    def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
+    def rollback(
+        self, session_id: str, ref: str | int, *, workspace: WorkspaceRestore | None = None
+    ) -> RollbackResult:
         """Delete the target step and every later one; the session goes Running and waits
-        for a new instruction (R11). One transaction."""
+        for a new instruction (R11). The snapshots of the deleted steps go too, and blobs
+        nothing refers to any more are swept. With `workspace`, the workspace state before
+        the target (the first snapshot at or after it) is journaled as a pending restore
+        (result.restore). One transaction."""
         ...
 
-    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        title: str | None = None,
+        workspace: WorkspaceRestore | None = None,
+    ) -> Session:
         """A new session (is_forked, parent_session_id) whose steps are a copy of the source
-        up to and including the target, ids and parent links remapped (R12). One
-        transaction; the source is untouched."""
+        up to and including the target, ids and parent links remapped (R12), with the
+        snapshots up to the target. With `workspace`, the new session's workspace is
+        journaled (pending_restores): the first snapshot after the target, or (manifest
+        None) a copy of the source's current workspace. One transaction; the source is
+        untouched."""
+        ...
+
+    # --- workspace snapshots (invariant 9) --------------------------------------------
+    def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
+        """Which of these content hashes the store does not hold."""
+        ...
+
+    def put_blobs(self, blobs: Mapping[str, bytes]) -> int:
+        """Store contents by sha256 hex (each checked); returns the bytes added."""
+        ...
+
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
+        """Contents by hash. Raises MissingBlobs."""
+        ...
+
+    def gc_blobs(self) -> int:
+        """Delete blobs no snapshot and no pending restore refers to; returns how many."""
+        ...
+
+    def save_snapshot(
+        self, session_id: str, seq: int, manifest: Mapping[str, Any], *, new_bytes: int = 0
+    ) -> SnapshotInfo:
+        """Record the whole workspace manifest as it is just before step `seq` (durable).
+        Raises MissingBlobs when a content it adds is not stored (put it and save again)."""
+        ...
+
+    def list_snapshots(self, session_id: str) -> list[SnapshotInfo]: ...
+
+    def get_snapshot(self, session_id: str, seq: int) -> Manifest | None:
+        """The whole manifest of the snapshot before step `seq`; None if there is none."""
+        ...
+
+    def snapshot_from(self, session_id: str, seq: int) -> tuple[int, Manifest] | None:
+        """The first snapshot at or after `seq`: the workspace just before step `seq`."""
+        ...
+
+    def pending_restores(self, session_id: str | None = None) -> list[PendingRestore]: ...
+
+    def finish_restore(self, session_id: str, restore_id: str) -> bool:
+        """Drop a completed restore's journal row (only if it is still that restore)."""
         ...
 
     def close(self) -> None: ...

@@ -123,6 +123,58 @@ M001_POSTGRES = (
     "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
 )
 
+# m002: workspace snapshots beside the traces, so one database holds memory and environment
+# together (DESIGN.md invariant 9; with PostgreSQL, across hosts too).
+M002_SQLITE = (
+    """
+    CREATE TABLE blobs (
+        -- file contents, content-addressed: one row per distinct content, shared by every
+        -- step and session that has it
+        hash       TEXT PRIMARY KEY,                 -- sha256 hex of the raw content
+        size       INTEGER NOT NULL CHECK (size >= 0),  -- raw size
+        encoding   TEXT NOT NULL CHECK (encoding IN ('raw', 'zlib')),
+        data       BLOB NOT NULL,
+        created_at INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE snapshots (
+        -- the session's workspace just before step `seq` ran
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL CHECK (seq >= 1),
+        -- NULL: `manifest` is the whole state {path: entry}; else `manifest` holds the entries
+        -- added or changed since snapshot base_seq of the same session and `removed` the
+        -- paths gone (a changed file costs one entry, not the whole manifest)
+        base_seq   INTEGER CHECK (base_seq < seq),
+        manifest   TEXT NOT NULL,
+        removed    TEXT,
+        depth      INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),  -- deltas since a whole one
+        files      INTEGER NOT NULL,
+        bytes      INTEGER NOT NULL,
+        new_bytes  INTEGER NOT NULL DEFAULT 0,  -- contents this snapshot added to blobs
+        skipped    INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq),
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE
+    )
+    """,
+    """
+    CREATE TABLE workspace_restores (
+        -- the journal of a restore: written in the rollback/fork transaction, deleted once
+        -- the files are in place, so a crash halfway is completed on the next start
+        session_id        TEXT PRIMARY KEY,
+        restore_id        TEXT NOT NULL,
+        kind              TEXT NOT NULL CHECK (kind IN ('rollback', 'fork')),
+        source_session_id TEXT,     -- fork: whose workspace unversioned paths are copied from
+        snapshot_seq      INTEGER,  -- NULL: copy the source's current workspace
+        manifest          TEXT,     -- the whole target state (NULL with snapshot_seq NULL)
+        ignore            TEXT NOT NULL,  -- JSON list of the ignore patterns in force
+        created_at        INTEGER NOT NULL,
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -131,6 +183,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "sequence numbers, rollback/fork bookkeeping and CHECKs on the status words",
         M001_SQLITE,
         M001_POSTGRES,
+    ),
+    Migration(
+        2,
+        "workspace_snapshots",
+        "content-addressed file blobs, per-step workspace snapshots (mostly deltas) and a "
+        "restore journal, so rollback and fork rewind the files with the memory",
+        M002_SQLITE,
     ),
 )
 

@@ -34,6 +34,7 @@ from xclaw.store.model import (
     full_step_id,
     parse_step_ref,
 )
+from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_rows import (
     SESSION_COLS,
     STEP_COLS,
@@ -48,6 +49,7 @@ from xclaw.store.sqlite_rows import (
     row_to_step,
     session_state,
 )
+from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
 from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy
 
@@ -63,8 +65,9 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore:
-    """Sessions and steps in one SQLite file (WAL), written through one group-commit writer."""
+class SQLiteStore(SnapshotStoreMixin):
+    """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
+    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
         if str(path) in ("", ":memory:"):
@@ -246,6 +249,7 @@ class SQLiteStore:
             # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
             if conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
+            sweep_blobs_tx(conn)  # its snapshots went by cascade: collect their file contents
 
         self._write(tx, durable=True)
 
@@ -580,19 +584,30 @@ class SQLiteStore:
         return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------
-    def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
+    def rollback(
+        self, session_id: str, ref: str | int, *, workspace: WorkspaceRestore | None = None
+    ) -> RollbackResult:
         seq = parse_step_ref(ref, session_id)
         return self._write(
-            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now()), durable=True
-        )
-
-    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
-        seq = parse_step_ref(ref, session_id)
-        new_sid = secrets.token_urlsafe(16)
-        return self._write(
-            lambda conn: fork_tx(conn, session_id, seq, ref, new_sid, title, self._now()),
+            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now(), workspace),
             durable=True,
         )
+
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        title: str | None = None,
+        workspace: WorkspaceRestore | None = None,
+    ) -> Session:
+        seq = parse_step_ref(ref, session_id)
+        new_sid = secrets.token_urlsafe(16)
+
+        def tx(conn: sqlite3.Connection) -> Session:
+            return fork_tx(conn, session_id, seq, ref, new_sid, title, self._now(), workspace)
+
+        return self._write(tx, durable=True)
 
 
 def _normalise(step: NewStep) -> NewStep:

@@ -10,7 +10,9 @@ import sqlite3
 
 from xclaw.store.base import RollbackResult
 from xclaw.store.model import INTERRUPTED, Session, Status, check_transition, display_id
+from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_rows import SESSION_COLS, require_step, row_to_session, session_state
+from xclaw.store.sqlite_snapshots import fork_snapshots_tx, rollback_snapshots_tx
 
 # One INSERT..SELECT copies the prefix: ids and parent links are remapped by string arithmetic
 # (new id || ':sNNNN'); seq is preserved, so the fork's s0005 is the source's s0005. A step
@@ -37,9 +39,15 @@ FROM traces WHERE session_id = :old AND seq <= :seq ORDER BY seq
 
 
 def rollback_tx(
-    conn: sqlite3.Connection, session_id: str, seq: int, ref: object, now: int
+    conn: sqlite3.Connection,
+    session_id: str,
+    seq: int,
+    ref: object,
+    now: int,
+    workspace: WorkspaceRestore | None = None,
 ) -> RollbackResult:
-    """Delete the target step and every later one; the session goes Running, waiting."""
+    """Delete the target step and every later one; the session goes Running, waiting.
+    With `workspace`, the restore of its files is journaled in the same transaction."""
     current, _, _ = session_state(conn, session_id)
     require_step(conn, session_id, seq, ref)
     # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
@@ -54,7 +62,8 @@ def rollback_tx(
         f"WHERE session_id=? RETURNING {SESSION_COLS}",
         (now, session_id),
     ).fetchone()
-    return RollbackResult(row_to_session(row), seq, deleted)
+    restore = rollback_snapshots_tx(conn, session_id, seq, workspace, now)
+    return RollbackResult(row_to_session(row), seq, deleted, restore)
 
 
 def fork_tx(
@@ -65,8 +74,10 @@ def fork_tx(
     new_sid: str,
     title: str | None,
     now: int,
+    workspace: WorkspaceRestore | None = None,
 ) -> Session:
-    """A new Init session holding a copy of the source's steps up to and including seq."""
+    """A new Init session holding a copy of the source's steps up to and including seq
+    (and of its workspace snapshots; with `workspace`, its files' restore is journaled)."""
     src = conn.execute(
         f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
     ).fetchone()
@@ -92,6 +103,7 @@ def fork_tx(
             "now": now,
         },
     )
+    fork_snapshots_tx(conn, session_id, seq, new_sid, workspace, now)
     return Session(
         new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
     )
