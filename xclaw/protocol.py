@@ -7,11 +7,19 @@ here, so every producer (runtime, gateway, CLI) shapes them the same way.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
-from xclaw.store.model import Session, Step
+from xclaw.store.model import Session, Step, StepTreeNode, display_id
 
 MAX_FRAME_BYTES = 1_000_000
 PROTOCOL_VERSION = 1
@@ -51,7 +59,7 @@ class PingFrame(_Frame):
 
 
 ClientFrame = Annotated[
-    Union[ReconnectFrame, MessageFrame, ApprovalFrame, CancelFrame, PingFrame],
+    ReconnectFrame | MessageFrame | ApprovalFrame | CancelFrame | PingFrame,
     Field(discriminator="type"),
 ]
 _client_frame = TypeAdapter(ClientFrame)
@@ -98,6 +106,39 @@ def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
         "awaitingInput": s.awaiting_input,
         "created": created,
     }
+
+
+def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
+    """A session as every listing, export and API response shows it (camelCase, as on the wire)."""
+    out: dict[str, Any] = {
+        "sessionId": s.session_id,
+        "title": s.title,
+        "status": s.status.value,
+        "createdAt": s.created_at,
+        "updatedAt": s.updated_at,
+        "isForked": s.is_forked,
+        "parentSessionId": s.parent_session_id,
+        "forkedFromSeq": s.forked_from_seq,
+        "forkedFrom": display_id(s.forked_from_seq) if s.forked_from_seq else None,
+        "awaitingInput": s.awaiting_input,
+        "metadata": s.metadata,
+    }
+    if busy is not None:
+        out["busy"] = busy
+    return out
+
+
+def tree_json(node: StepTreeNode) -> dict[str, Any]:
+    """A step with its descendants. Iterative: a tree can be deeper than the recursion limit."""
+    root: dict[str, Any] = {**step_json(node.step), "children": []}
+    stack = [(node, root)]
+    while stack:
+        n, out = stack.pop()
+        for child in n.children:
+            c: dict[str, Any] = {**step_json(child.step), "children": []}
+            out["children"].append(c)
+            stack.append((child, c))
+    return root
 
 
 def step_json(st: Step) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from xclaw.gateway.api import tree_json
+from xclaw.protocol import tree_json
 from xclaw.store.model import Step, StepStatus, StepTreeNode, StepType
 
 

@@ -53,4 +53,5 @@ def test_the_gateway_serves_the_page_and_its_modules(serve) -> None:
         r = httpx.get(f"{server.http}/static/{name}")
         assert r.status_code == 200, name
         assert r.text == (STATIC / name).read_text()
+        assert r.headers["cache-control"] == "no-cache"  # revalidated: never stale after an upgrade
     assert "javascript" in httpx.get(f"{server.http}/static/app.js").headers["content-type"]

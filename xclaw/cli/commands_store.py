@@ -17,10 +17,10 @@ import click
 from rich.console import Console
 
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
-from xclaw.protocol import step_json
+from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
-from xclaw.store.model import Session, StepTreeNode, display_id
+from xclaw.store.model import display_id
 from xclaw.views import format_sessions, format_steps, format_tree
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,35 +40,6 @@ def _fail(message: str, code: int) -> None:
         f"error: {message}", style="red"
     )
     sys.exit(code)
-
-
-def session_json(s: Session) -> dict[str, Any]:
-    """A session as the listings and `export` show it (camelCase, like the wire protocol)."""
-    return {
-        "sessionId": s.session_id,
-        "title": s.title,
-        "status": s.status.value,
-        "createdAt": s.created_at,
-        "updatedAt": s.updated_at,
-        "metadata": s.metadata,
-        "isForked": s.is_forked,
-        "parentSessionId": s.parent_session_id,
-        "forkedFrom": display_id(s.forked_from_seq) if s.forked_from_seq else None,
-        "awaitingInput": s.awaiting_input,
-    }
-
-
-def _tree_json(node: StepTreeNode) -> dict[str, Any]:
-    # Iterative: a session's tree may be deeper than the recursion limit.
-    root = {**step_json(node.step), "children": []}
-    stack = [(node, root)]
-    while stack:
-        n, out = stack.pop()
-        for child in n.children:
-            c = {**step_json(child.step), "children": []}
-            out["children"].append(c)
-            stack.append((child, c))
-    return root
 
 
 def _dump(data: Any) -> str:
@@ -164,7 +135,7 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     store.get_session(session_id)
     tree = store.step_tree(session_id)
     if as_json:
-        click.echo(_dump([_tree_json(n) for n in tree]))
+        click.echo(_dump([tree_json(n) for n in tree]))
     else:
         _out().print(format_tree(tree))
 

@@ -23,8 +23,7 @@ from xclaw.errors import XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
-from xclaw.protocol import step_json
-from xclaw.store.model import Session, StepTreeNode, display_id
+from xclaw.protocol import session_json, step_json, tree_json
 
 STATUS_OF_CODE = {
     "unknown_session": 404,
@@ -48,38 +47,6 @@ def error_response(code: str, text: str) -> JSONResponse:
     return JSONResponse(
         {"code": code, "error": text}, status_code=STATUS_OF_CODE.get(code, 500), headers=headers
     )
-
-
-def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "sessionId": s.session_id,
-        "title": s.title,
-        "status": s.status.value,
-        "createdAt": s.created_at,
-        "updatedAt": s.updated_at,
-        "isForked": s.is_forked,
-        "parentSessionId": s.parent_session_id,
-        "forkedFromSeq": s.forked_from_seq,
-        "forkedFrom": display_id(s.forked_from_seq) if s.forked_from_seq else None,
-        "awaitingInput": s.awaiting_input,
-        "metadata": s.metadata,
-    }
-    if busy is not None:
-        out["busy"] = busy
-    return out
-
-
-def tree_json(node: StepTreeNode) -> dict[str, Any]:
-    """A step with its descendants. Iterative: a tree can be deeper than the recursion limit."""
-    root: dict[str, Any] = {**step_json(node.step), "children": []}
-    stack = [(node, root)]
-    while stack:
-        n, out = stack.pop()
-        for child in n.children:
-            c: dict[str, Any] = {**step_json(child.step), "children": []}
-            out["children"].append(c)
-            stack.append((child, c))
-    return root
 
 
 class ApiGuard:

@@ -26,6 +26,16 @@ from xclaw.store.base import Store
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 
+
+class RevalidatedStatic(StaticFiles):
+    """Static files the browser must revalidate: after an upgrade, a cached app.js must not
+    meet a new index.html (which is served no-store)."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
 PLACEHOLDER_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>xclaw</title></head>
 <body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
@@ -79,7 +89,7 @@ def create_app(
         Mount("/api", routes=api_routes(), middleware=api_middleware),
     ]
     if STATIC_DIR.is_dir():
-        routes.append(Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"))
+        routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app
