@@ -193,8 +193,8 @@ def test_unusable_database_is_a_message(cli, tmp_path: Path) -> None:
     junk.write_bytes(b"not a database" * 200)
     r = run(cli, "sessions", "--db", junk)
     assert r.exit_code == 1 and "not a usable xclaw database" in r.output
-    r = run(cli, "sessions", "--db", "postgresql://localhost/x")
-    assert r.exit_code == 1 and "PostgreSQL support not installed yet" in r.output
+    r = run(cli, "sessions", "--db", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=2")
+    assert r.exit_code == 1 and "cannot connect to PostgreSQL at postgresql://u:***@" in r.output
 
 
 def test_real_process_end_to_end(db: Path, tmp_path: Path) -> None:

@@ -1,24 +1,28 @@
 """Schema versions: numbered and append-only; every older database upgrades in place; a
-newer one is refused with words; the seed's own SQL still reads the data."""
+newer one is refused with words; the seed's own SQL still reads the data. On both backends
+(PostgreSQL: the same numbered list, its own SQL texts, one schema per test)."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests.store.builders import llm, tool, user
+from tests.store.conftest import Backend
 from xclaw.errors import SchemaTooNew, StoreError
-from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS, migrate_sqlite
+from xclaw.store.base import Store
+from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
 from xclaw.store.model import StepStatus
 from xclaw.store.sqlite import SQLiteStore
 
 # Rows a database of each version holds, written with that version's SQL. When migration N+1
 # is added, the upgrade test below runs from every version 1..N with these rows automatically;
-# add SAMPLE_ROWS[N+1] for the new version in the same change.
-SAMPLE_ROWS: dict[int, list[str]] = {
+# add SAMPLE_ROWS[N+1] for the new version in the same change. A statement is portable text,
+# or {backend name: text} where the dialects differ (binary literals).
+Sample = str | dict[str, str]
+SAMPLE_ROWS: dict[int, list[Sample]] = {
     1: [
         (
             "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, "
@@ -40,12 +44,16 @@ SAMPLE_ROWS: dict[int, list[str]] = {
 # A version-2 database: the same session, plus a stored file content and the snapshot of the
 # workspace before s0002 that names it.
 _HELLO = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"  # sha256("hello")
+_BLOB = (
+    "INSERT INTO blobs (hash, size, encoding, data, created_at) "
+    f"VALUES ('{_HELLO}', 5, 'raw', {{}}, 1500)"
+)
 SAMPLE_ROWS[2] = [
     *SAMPLE_ROWS[1],
-    (
-        "INSERT INTO blobs (hash, size, encoding, data, created_at) "
-        f"VALUES ('{_HELLO}', 5, 'raw', X'68656c6c6f', 1500)"
-    ),
+    {
+        "sqlite": _BLOB.format("X'68656c6c6f'"),
+        "postgres": _BLOB.format("decode('68656c6c6f', 'hex')"),
+    },
     (
         "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, files, "
         "bytes, new_bytes, skipped, created_at) VALUES ('old', 2, NULL, "
@@ -53,6 +61,23 @@ SAMPLE_ROWS[2] = [
         "1, 5, 5, 0, 1500)"
     ),
 ]
+# A version-3 database: the session was driven (lease #4) by a worker that registered and is
+# gone; its lease expired long ago.
+SAMPLE_ROWS[3] = [
+    *SAMPLE_ROWS[2],
+    (
+        "INSERT INTO workers (worker_id, host, pid, started_at, seen_at, info) "
+        "VALUES ('gone:1:abc', 'gone', 1, 1000, 2000, '{}')"
+    ),
+    (
+        "UPDATE sessions SET lease_owner='gone:1:abc', lease_expires_at=2500, lease_token=4 "
+        "WHERE session_id='old'"
+    ),
+]
+
+
+def _sql(sample: Sample, backend: Backend) -> str:
+    return sample if isinstance(sample, str) else sample[backend.name]
 
 
 def test_migrations_are_numbered_without_gaps() -> None:
@@ -63,134 +88,178 @@ def test_migrations_are_numbered_without_gaps() -> None:
     assert set(SAMPLE_ROWS) == set(range(1, LATEST_VERSION + 1)), "add sample rows"
 
 
-def _versions(path: Path) -> list[tuple[int, str]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute("SELECT version, name FROM schema_version ORDER BY version").fetchall()
-    finally:
-        conn.close()
+def _versions(backend: Backend) -> list[tuple[int, str]]:
+    return backend.query("SELECT version, name FROM schema_version ORDER BY version")
 
 
-def test_fresh_database_is_at_the_latest_version(sqlite_path: Path) -> None:
-    SQLiteStore(sqlite_path).close()
-    assert _versions(sqlite_path) == [(m.version, m.name) for m in MIGRATIONS]
-    conn = sqlite3.connect(sqlite_path)
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert {"idx_traces_session_time", "idx_traces_parent"} <= names
-        fks = {(r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(traces)")}
-        assert fks == {
-            ("sessions", "session_id", "session_id", "CASCADE"),
-            ("traces", "parent_step_id", "step_id", "SET NULL"),
+def _schema(backend: Backend) -> tuple[set[str], dict[str, set[str]], set[tuple[str, ...]]]:
+    """(index names, columns per table, foreign keys as (table, column, ref table, ref column,
+    on delete)) as the database itself reports them."""
+    q = backend.query
+    tables = ("sessions", "traces")
+    if backend.name == "sqlite":
+        indexes = {r[0] for r in q("SELECT name FROM sqlite_master WHERE type='index'")}
+        columns = {t: {r[1] for r in q(f"PRAGMA table_info({t})")} for t in tables}
+        fks = {
+            (t, r[3], r[2], r[4], r[6]) for t in tables for r in q(f"PRAGMA foreign_key_list({t})")
         }
-        (fk,) = conn.execute("PRAGMA foreign_key_list(sessions)").fetchall()
-        assert (fk[2], fk[3], fk[6]) == ("sessions", "parent_session_id", "SET NULL")
-        seed_columns = {
-            "session_id",
-            "title",
-            "current_status",
-            "created_at",
-            "updated_at",
-            "metadata",
-            "is_forked",
-            "parent_session_id",
+        return indexes, columns, fks
+    schema = backend.schema  # type: ignore[attr-defined]
+    indexes = {r[0] for r in q("SELECT indexname FROM pg_indexes WHERE schemaname = ?", (schema,))}
+    columns = {
+        t: {
+            r[0]
+            for r in q(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = ? AND table_name = ?",
+                (schema, t),
+            )
         }
-        assert seed_columns <= {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
-        seed_trace_columns = {
-            "step_id",
-            "session_id",
-            "parent_step_id",
-            "step_type",
-            "name",
-            "status",
-            "input_data",
-            "output_data",
-            "error_message",
-            "start_time",
-            "end_time",
-            "token_usage_prompt",
-            "token_usage_completion",
-        }
-        assert seed_trace_columns <= {r[1] for r in conn.execute("PRAGMA table_info(traces)")}
-    finally:
-        conn.close()
+        for t in tables
+    }
+    fks = set(
+        q(
+            "SELECT kcu.table_name, kcu.column_name, ccu.table_name, ccu.column_name, "
+            "rc.delete_rule FROM information_schema.referential_constraints rc "
+            "JOIN information_schema.key_column_usage kcu "
+            "  ON kcu.constraint_name = rc.constraint_name "
+            "  AND kcu.constraint_schema = rc.constraint_schema "
+            "JOIN information_schema.constraint_column_usage ccu "
+            "  ON ccu.constraint_name = rc.constraint_name "
+            "  AND ccu.constraint_schema = rc.constraint_schema "
+            "WHERE rc.constraint_schema = ? AND kcu.table_name IN ('sessions', 'traces')",
+            (schema,),
+        )
+    )
+    return indexes, columns, fks
 
 
-def test_reopening_applies_nothing(sqlite_path: Path) -> None:
-    SQLiteStore(sqlite_path).close()
-    conn = sqlite3.connect(sqlite_path, isolation_level=None)
-    try:
-        assert migrate_sqlite(conn) == []
-    finally:
-        conn.close()
+def test_fresh_database_is_at_the_latest_version(store_factory, backend: Backend) -> None:
+    store_factory().close()
+    assert _versions(backend) == [(m.version, m.name) for m in MIGRATIONS]
+    if backend.name == "sqlite":
+        assert backend.query("PRAGMA journal_mode") == [("wal",)]
+    indexes, columns, fks = _schema(backend)
+    assert {"idx_traces_session_time", "idx_traces_parent"} <= indexes
+    assert {
+        ("traces", "session_id", "sessions", "session_id", "CASCADE"),
+        ("traces", "parent_step_id", "traces", "step_id", "SET NULL"),
+        ("sessions", "parent_session_id", "sessions", "session_id", "SET NULL"),
+    } <= fks
+    seed_columns = {
+        "session_id",
+        "title",
+        "current_status",
+        "created_at",
+        "updated_at",
+        "metadata",
+        "is_forked",
+        "parent_session_id",
+    }
+    assert seed_columns <= columns["sessions"]
+    seed_trace_columns = {
+        "step_id",
+        "session_id",
+        "parent_step_id",
+        "step_type",
+        "name",
+        "status",
+        "input_data",
+        "output_data",
+        "error_message",
+        "start_time",
+        "end_time",
+        "token_usage_prompt",
+        "token_usage_completion",
+    }
+    assert seed_trace_columns <= columns["traces"]
+    if backend.name == "postgres":  # types chosen for PostgreSQL, meanings kept
+        types = dict(
+            backend.query(
+                "SELECT table_name || '.' || column_name, data_type FROM "
+                "information_schema.columns WHERE table_schema = ?",
+                (backend.schema,),  # type: ignore[attr-defined]
+            )
+        )
+        assert types["traces.input_data"] == types["sessions.metadata"] == "jsonb"
+        assert types["traces.start_time"] == types["sessions.next_seq"] == "bigint"
+        assert types["sessions.is_forked"] == "integer" and types["blobs.data"] == "bytea"
+
+
+def test_reopening_applies_nothing(store_factory, backend: Backend) -> None:
+    store_factory().close()
+    assert backend.migrate(LATEST_VERSION) == []
 
 
 # Up to and including the latest: the latest version's sample rows must read back too, so they
 # are known to be right before the next migration starts upgrading from them.
 @pytest.mark.parametrize("start", range(LATEST_VERSION + 1))
-def test_every_older_version_upgrades_in_place(sqlite_path: Path, start: int) -> None:
-    sqlite_path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(sqlite_path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        assert migrate_sqlite(conn, target=start) == list(range(1, start + 1))
-        for statement in SAMPLE_ROWS.get(start, []):
-            conn.execute(statement)
-    finally:
-        conn.close()
-    with SQLiteStore(sqlite_path) as store:
-        assert _versions(sqlite_path)[-1][0] == LATEST_VERSION
-        if start:
-            s = store.get_session("old")
-            assert (s.title, s.metadata) == ("from v1", {"temperature": 0.5})
-            steps = store.steps("old")
-            assert [(x.display_id, x.status) for x in steps] == [
-                ("s0001", StepStatus.COMPLETED),
-                ("s0002", StepStatus.RUNNING),
-            ]
-            assert steps[1].parent_display_id == "s0001"
-            if start >= 2:  # workspace snapshots written by a version-2 database
-                assert [s.seq for s in store.list_snapshots("old")] == [2]
-                assert store.get_snapshot("old", 2) == {
-                    "a.txt": {"hash": _HELLO, "size": 5, "mode": 0o644}
-                }
-                assert store.get_blobs([_HELLO]) == {_HELLO: b"hello"}
-            assert store.add_step("old", user()).display_id == "s0003"
-        sid = store.create_session().session_id
-        store.begin_step(sid, tool())
+def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, start: int) -> None:
+    assert backend.migrate(start) == list(range(1, start + 1))
+    for statement in SAMPLE_ROWS.get(start, []):
+        backend.query(_sql(statement, backend))
+    store: Store = store_factory()
+    assert _versions(backend)[-1][0] == LATEST_VERSION
+    if start:
+        s = store.get_session("old")
+        assert (s.title, s.metadata) == ("from v1", {"temperature": 0.5})
+        steps = store.steps("old")
+        assert [(x.display_id, x.status) for x in steps] == [
+            ("s0001", StepStatus.COMPLETED),
+            ("s0002", StepStatus.RUNNING),
+        ]
+        assert steps[1].parent_display_id == "s0001"
+        if start >= 2:  # workspace snapshots written by a version-2 database
+            assert [s.seq for s in store.list_snapshots("old")] == [2]
+            assert store.get_snapshot("old", 2) == {
+                "a.txt": {"hash": _HELLO, "size": 5, "mode": 0o644}
+            }
+            assert store.get_blobs([_HELLO]) == {_HELLO: b"hello"}
+        lease = store.acquire_lease("old", "new:2:def", 5)
+        assert lease is not None  # never leased (v1, v2) or the old lease long expired (v3)
+        assert lease.token == (5 if start >= 3 else 1)  # tokens only ever grow
+        assert store.driven(lease).add_step("old", user()).display_id == "s0003"
+    sid = store.create_session().session_id
+    store.begin_step(sid, tool())
 
 
-def test_failed_migration_leaves_the_previous_version(sqlite_path: Path, monkeypatch) -> None:
+def test_failed_migration_leaves_the_previous_version(
+    store_factory, backend: Backend, monkeypatch
+) -> None:
     from xclaw.store import migrations
 
     broken = migrations.Migration(
-        LATEST_VERSION + 1, "broken", "test", ("CREATE TABLE extra (x)", "SELECT nonsense()")
+        LATEST_VERSION + 1,
+        "broken",
+        "test",
+        ("CREATE TABLE extra (x)", "SELECT nonsense()"),
+        ("CREATE TABLE extra (x int)", "SELECT nonsense()"),
     )
-    SQLiteStore(sqlite_path).close()
+    store_factory().close()
     monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
     monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
-    conn = sqlite3.connect(sqlite_path, isolation_level=None)
-    try:
-        with pytest.raises(StoreError, match="cannot upgrade .* to schema version"):
-            migrations.migrate_sqlite(conn)
-        # atomic with its record: neither the table nor the version row exists
-        assert conn.execute("SELECT name FROM sqlite_master WHERE name='extra'").fetchall() == []
-    finally:
-        conn.close()
-    assert _versions(sqlite_path)[-1][0] == LATEST_VERSION
+    if backend.name == "postgres":
+        from xclaw.store import postgres_conn
+
+        monkeypatch.setattr(postgres_conn, "MIGRATIONS", (*MIGRATIONS, broken))
+        monkeypatch.setattr(postgres_conn, "LATEST_VERSION", LATEST_VERSION + 1)
+    with pytest.raises(StoreError, match="cannot upgrade .* to schema version"):
+        backend.migrate(LATEST_VERSION + 1)
+    # atomic with its record: neither the table nor the version row exists
+    if backend.name == "sqlite":
+        assert backend.query("SELECT name FROM sqlite_master WHERE name='extra'") == []
+    else:
+        assert backend.query("SELECT to_regclass('extra')") == [(None,)]
+    assert _versions(backend)[-1][0] == LATEST_VERSION
 
 
-def test_newer_database_is_refused_clearly(sqlite_path: Path) -> None:
-    SQLiteStore(sqlite_path).close()
-    conn = sqlite3.connect(sqlite_path)
-    with conn:
-        conn.execute(
-            "INSERT INTO schema_version VALUES (?, 'from the future', 0)", (LATEST_VERSION + 1,)
-        )
-    conn.close()
+def test_newer_database_is_refused_clearly(store_factory, backend: Backend) -> None:
+    store_factory().close()
+    backend.query(
+        "INSERT INTO schema_version VALUES (?, 'from the future', 0)", (LATEST_VERSION + 1,)
+    )
     with pytest.raises(SchemaTooNew) as e:
-        SQLiteStore(sqlite_path)
+        store_factory()
     assert e.value.code == "schema_too_new"
     assert f"schema version {LATEST_VERSION + 1}" in e.value.message
     assert "newer xclaw" in e.value.message and "Upgrade xclaw" in e.value.message
@@ -203,55 +272,48 @@ def test_not_a_database(tmp_path: Path) -> None:
         SQLiteStore(junk)
 
 
-def test_a_seed_style_database_is_not_silently_adopted(tmp_path: Path) -> None:
-    path = tmp_path / "seed.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE sessions (session_id TEXT PRIMARY KEY, title TEXT)")
-    conn.close()
+def test_a_seed_style_database_is_not_silently_adopted(store_factory, backend: Backend) -> None:
+    if backend.name == "sqlite":
+        backend.path.parent.mkdir(parents=True)  # type: ignore[attr-defined]
+    backend.query("CREATE TABLE sessions (session_id TEXT PRIMARY KEY, title TEXT)")
     with pytest.raises(StoreError, match="written by something other than xclaw"):
-        SQLiteStore(path)
+        store_factory()
 
 
-def test_the_seeds_own_queries_read_our_data(sqlite_store: SQLiteStore) -> None:
-    sid = sqlite_store.create_session(title="seed").session_id
-    u = sqlite_store.add_step(sid, user("hi"))
-    t = sqlite_store.begin_step(sid, llm(parent=u.step_id))
-    sqlite_store.complete_step(
+def test_the_seeds_own_queries_read_our_data(store: Store, backend: Backend) -> None:
+    sid = store.create_session(title="seed").session_id
+    u = store.add_step(sid, user("hi"))
+    t = store.begin_step(sid, llm(parent=u.step_id))
+    store.complete_step(
         sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
     )
-    conn = sqlite3.connect(sqlite_store.path)
-    try:
-        # R6: the resume query of the seed, and R5's tree query
-        rows = conn.execute(
-            "SELECT step_id, step_type, status, input_data, output_data FROM traces "
-            "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC",
-            (sid,),
-        ).fetchall()
-        assert [r[1] for r in rows] == ["user_input", "llm_call"]
-        kids = conn.execute(
-            "SELECT step_id FROM traces WHERE parent_step_id = ?", (u.step_id,)
-        ).fetchall()
-        assert kids == [(t.step_id,)]
-        status = conn.execute(
-            "SELECT current_status, is_forked FROM sessions WHERE session_id = ?", (sid,)
-        ).fetchone()
-        assert status == ("Running", 0)
-        tokens = conn.execute(
-            "SELECT sum(token_usage_prompt + token_usage_completion), "
-            "max(end_time - start_time) FROM traces"
-        ).fetchone()
-        assert tokens[0] == 12 and tokens[1] >= 0
-    finally:
-        conn.close()
+    # R6: the resume query of the seed, and R5's tree query
+    rows = backend.query(
+        "SELECT step_id, step_type, status, input_data, output_data FROM traces "
+        "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC",
+        (sid,),
+    )
+    assert [r[1] for r in rows] == ["user_input", "llm_call"]
+    kids = backend.query("SELECT step_id FROM traces WHERE parent_step_id = ?", (u.step_id,))
+    assert kids == [(t.step_id,)]
+    status = backend.query(
+        "SELECT current_status, is_forked FROM sessions WHERE session_id = ?", (sid,)
+    )
+    assert status == [("Running", 0)]
+    tokens = backend.query(
+        "SELECT sum(token_usage_prompt + token_usage_completion), "
+        "max(end_time - start_time) FROM traces"
+    )[0]
+    assert tokens[0] == 12 and tokens[1] >= 0
 
 
-def test_concurrent_first_opens_migrate_once(sqlite_path: Path) -> None:
+def test_concurrent_first_opens_migrate_once(backend: Backend) -> None:
     errors: list[BaseException] = []
-    stores: list[SQLiteStore] = []
+    stores: list[Store] = []
 
     def open_one() -> None:
         try:
-            stores.append(SQLiteStore(sqlite_path))
+            stores.append(backend.open())
         except Exception as e:  # noqa: BLE001 - asserted on below
             errors.append(e)
 
@@ -263,4 +325,4 @@ def test_concurrent_first_opens_migrate_once(sqlite_path: Path) -> None:
     for s in stores:
         s.close()
     assert errors == []
-    assert _versions(sqlite_path) == [(m.version, m.name) for m in MIGRATIONS]
+    assert _versions(backend) == [(m.version, m.name) for m in MIGRATIONS]

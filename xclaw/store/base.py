@@ -1,7 +1,10 @@
 """The Store protocol: the seam between the recorder/gateway and a database backend.
 
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong.
-The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once.
+The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once. The methods that
+write a session's record take an optional `lease=`: its fencing token is checked in the same
+transaction (LeaseLost, nothing written), so a worker that lost the session cannot write it
+(invariant 8; `driven(lease)` binds a lease to every such write).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
+from xclaw.store.leases import Lease, LeaseInfo, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 
@@ -65,12 +69,12 @@ class Store(Protocol):
         parent_session_id set to NULL. Raises SessionNotFound."""
         ...
 
-    def transition(self, session_id: str, target: Status) -> Session:
+    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
         """The checked state-machine move (invariant 7). Raises IllegalTransition."""
         ...
 
     # --- steps ------------------------------------------------------------------------
-    def begin_step(self, session_id: str, step: NewStep) -> Step:
+    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
         """Insert the step as `running` and set the session Running (Paused when the step is
         an approval request) in one transaction that is durable when this returns: the
         caller may perform the side effect only afterwards (invariant 1)."""
@@ -84,6 +88,7 @@ class Store(Protocol):
         status: StepStatus = StepStatus.COMPLETED,
         output_data: Any = None,
         error_message: str | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         """Insert an already finished step (user input, a denied call) in one transaction."""
         ...
@@ -97,6 +102,7 @@ class Store(Protocol):
         token_usage_prompt: int = 0,
         token_usage_completion: int = 0,
         session_status: Status | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         """running -> completed (end_time set); optionally move the session in the same
         transaction (e.g. the final answer -> Success). Raises StepNotRunning."""
@@ -112,6 +118,7 @@ class Store(Protocol):
         token_usage_prompt: int = 0,
         token_usage_completion: int = 0,
         session_status: Status | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         """running -> failed with an error message. Raises StepNotRunning."""
         ...
@@ -139,14 +146,21 @@ class Store(Protocol):
         """Roots (steps without a parent) with their descendants, in sequence order."""
         ...
 
-    def mark_interrupted(self, session_id: str, *, keep_approvals: bool = True) -> list[Step]:
+    def mark_interrupted(
+        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+    ) -> list[Step]:
         """Dangling `running` steps -> failed with error "interrupted" (invariant 3); pending
         approval requests are kept running so they can be asked again (R9)."""
         ...
 
     # --- time travel ------------------------------------------------------------------
     def rollback(
-        self, session_id: str, ref: str | int, *, workspace: WorkspaceRestore | None = None
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        workspace: WorkspaceRestore | None = None,
+        lease: Lease | None = None,
     ) -> RollbackResult:
         """Delete the target step and every later one; the session goes Running and waits
         for a new instruction (R11). The snapshots of the deleted steps go too, and blobs
@@ -209,6 +223,44 @@ class Store(Protocol):
 
     def finish_restore(self, session_id: str, restore_id: str) -> bool:
         """Drop a completed restore's journal row (only if it is still that restore)."""
+        ...
+
+    # --- leases: one driver per session (invariant 8; xclaw/store/leases.py) ------------
+    def register_worker(self, worker_id: str, info: dict[str, Any] | None = None) -> None:
+        """Announce a live worker; its presence lasts until unregister, close or death."""
+        ...
+
+    def heartbeat(self, worker_id: str) -> None: ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+    def forget_worker(self, worker_id: str) -> bool:
+        """Drop a dead worker's row (its leases then count by expiry alone)."""
+        ...
+
+    def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
+        """The lease with a fencing token above every earlier one, unless another owner's
+        lease is live (not expired and its owner not known dead): None then."""
+        ...
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
+        """Extend a lease still ours. Raises LeaseLost once another owner took it."""
+        ...
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Expire it now (the owner stays on record); False if it was not ours any more."""
+        ...
+
+    def lease_info(self, session_id: str) -> LeaseInfo: ...
+
+    def leases(self) -> list[LeaseInfo]:
+        """Every session that has had a driver."""
+        ...
+
+    def driven(self, lease: Lease) -> Store:
+        """This store as the lease holder writes it: every write of its session fenced."""
         ...
 
     def close(self) -> None: ...

@@ -175,6 +175,99 @@ M002_SQLITE = (
     """,
 )
 
+# m002 in PostgreSQL: contents as bytea, manifests and JSON lists as jsonb.
+M002_POSTGRES = (
+    """
+    CREATE TABLE blobs (
+        hash       text PRIMARY KEY,
+        size       bigint NOT NULL CHECK (size >= 0),
+        encoding   text NOT NULL CHECK (encoding IN ('raw', 'zlib')),
+        data       bytea NOT NULL,
+        created_at bigint NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE snapshots (
+        session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        seq        bigint NOT NULL CHECK (seq >= 1),
+        base_seq   bigint CHECK (base_seq < seq),
+        manifest   jsonb NOT NULL,
+        removed    jsonb,
+        depth      integer NOT NULL DEFAULT 0 CHECK (depth >= 0),
+        files      bigint NOT NULL,
+        bytes      bigint NOT NULL,
+        new_bytes  bigint NOT NULL DEFAULT 0,
+        skipped    bigint NOT NULL DEFAULT 0,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    """
+    CREATE TABLE workspace_restores (
+        session_id        text PRIMARY KEY REFERENCES sessions(session_id) ON DELETE CASCADE,
+        restore_id        text NOT NULL,
+        kind              text NOT NULL CHECK (kind IN ('rollback', 'fork')),
+        source_session_id text,
+        snapshot_seq      bigint,
+        manifest          jsonb,
+        ignore            jsonb NOT NULL,
+        created_at        bigint NOT NULL
+    )
+    """,
+)
+
+# m003: session leases, so at most one worker drives a session at a time across processes and
+# hosts (DESIGN.md invariant 8), the workers that hold them, and which worker wrote each step.
+# The fencing token increases on every acquisition; a write carrying an older one is refused.
+# The owner stays on record after a release (the lease just expires), so a sweep can tell an
+# interrupted run from a session nobody ever drove.
+_WORKERS_SQLITE = """
+    CREATE TABLE workers (
+        worker_id  TEXT PRIMARY KEY,   -- hostname:pid:random
+        host       TEXT NOT NULL,
+        pid        INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        seen_at    INTEGER NOT NULL,   -- last heartbeat
+        info       TEXT                -- JSON: version, port, ...
+    )
+"""
+M003_SQLITE = (
+    "ALTER TABLE sessions ADD COLUMN lease_owner TEXT",
+    "ALTER TABLE sessions ADD COLUMN lease_expires_at INTEGER",
+    "ALTER TABLE sessions ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0 "
+    "CHECK (lease_token >= 0)",
+    _WORKERS_SQLITE,
+    "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
+    "WHERE lease_owner IS NOT NULL",
+    # the worker that wrote the step under its lease (NULL: written without one)
+    "ALTER TABLE traces ADD COLUMN worker TEXT",
+)
+M003_POSTGRES = (
+    "ALTER TABLE sessions ADD COLUMN lease_owner text, ADD COLUMN lease_expires_at bigint, "
+    "ADD COLUMN lease_token bigint NOT NULL DEFAULT 0 CHECK (lease_token >= 0)",
+    """
+    CREATE TABLE workers (
+        worker_id  text PRIMARY KEY,
+        host       text NOT NULL,
+        pid        integer NOT NULL,
+        started_at bigint NOT NULL,
+        seen_at    bigint NOT NULL,
+        info       jsonb
+    )
+    """,
+    "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
+    "WHERE lease_owner IS NOT NULL",
+    "ALTER TABLE traces ADD COLUMN worker text",
+    # Frames between workers larger than a NOTIFY payload travel by reference to a row here.
+    """
+    CREATE TABLE bus_payloads (
+        id         bigserial PRIMARY KEY,
+        payload    text NOT NULL,
+        created_at bigint NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -190,6 +283,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         "content-addressed file blobs, per-step workspace snapshots (mostly deltas) and a "
         "restore journal, so rollback and fork rewind the files with the memory",
         M002_SQLITE,
+        M002_POSTGRES,
+    ),
+    Migration(
+        3,
+        "session_leases",
+        "lease owner, expiry and fencing token on sessions, a workers table and the writing "
+        "worker on each step, so one worker drives a session at a time (checkably) and a "
+        "dead worker's sessions are taken over",
+        M003_SQLITE,
+        M003_POSTGRES,
     ),
 )
 

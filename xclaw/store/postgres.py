@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import psycopg
 
@@ -42,7 +42,9 @@ from xclaw.store.postgres_rows import (
     require_session,
     require_step,
 )
+from xclaw.store.postgres_snapshots import PgSnapshots, sweep_blobs_tx
 from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
+from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_rows import (
     SESSION_COLS,
     STEP_COLS,
@@ -53,6 +55,9 @@ from xclaw.store.sqlite_rows import (
     row_to_session,
     row_to_step,
 )
+
+if TYPE_CHECKING:
+    from xclaw.store.postgres_bus import PgBus
 
 T = TypeVar("T")
 
@@ -69,10 +74,10 @@ _INSERT_STEP_SQL = """
 WITH step AS (
     INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,
                         agent, call_id, input_data, output_data, error_message, start_time,
-                        end_time)
+                        end_time, worker)
     VALUES (%(step_id)s, %(sid)s, %(seq)s, %(parent)s, %(type)s, %(name)s, %(status)s,
             %(agent)s, %(call_id)s, %(input)s::jsonb, %(output)s::jsonb, %(error)s, %(now)s,
-            %(end)s)
+            %(end)s, %(worker)s)
 )
 UPDATE sessions SET next_seq=%(seq)s + 1, current_status=%(target)s,
        awaiting_input=%(awaiting)s, updated_at=%(now)s
@@ -80,7 +85,7 @@ WHERE session_id=%(sid)s
 """
 
 
-class PostgresStore(PgLeases):
+class PostgresStore(PgLeases, PgSnapshots):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
@@ -120,6 +125,12 @@ class PostgresStore(PgLeases):
     @property
     def commits(self) -> int:
         return self._pool.commits
+
+    def open_bus(self, on_message: Callable[[dict[str, Any]], None]) -> PgBus:
+        """Messages between the workers on this database (LISTEN/NOTIFY); see postgres_bus."""
+        from xclaw.store.postgres_bus import PgBus
+
+        return PgBus(self.target, self.schema, on_message)
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
@@ -224,6 +235,7 @@ class PostgresStore(PgLeases):
             cur = conn.execute("DELETE FROM sessions WHERE session_id=%s", (session_id,))
             if cur.rowcount == 0:
                 raise SessionNotFound(session_id)
+            sweep_blobs_tx(conn)  # its snapshots went by cascade: collect their file contents
 
         self._write(tx, durable=True)
 
@@ -307,6 +319,7 @@ class PostgresStore(PgLeases):
                     "end": end,
                     "target": target.value,
                     "awaiting": awaiting,
+                    "worker": None if lease is None else lease.owner,
                 },
             )
             return Step(
@@ -561,20 +574,34 @@ class PostgresStore(PgLeases):
 
     # --- time travel ------------------------------------------------------------------------
     def rollback(
-        self, session_id: str, ref: str | int, *, lease: Lease | None = None
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        workspace: WorkspaceRestore | None = None,
+        lease: Lease | None = None,
     ) -> RollbackResult:
         seq = parse_step_ref(ref, session_id)
         return self._write(
-            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now(), lease=lease),
+            lambda conn: rollback_tx(
+                conn, session_id, seq, ref, self._now(), workspace, lease=lease
+            ),
             durable=True,
         )
 
-    def fork(self, session_id: str, ref: str | int, *, title: str | None = None) -> Session:
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        title: str | None = None,
+        workspace: WorkspaceRestore | None = None,
+    ) -> Session:
         seq = parse_step_ref(ref, session_id)
         new_sid = secrets.token_urlsafe(16)
         return self._write(
             lambda conn: fork_tx(
-                conn, session_id, seq, ref, new_sid, pg_text(title), self._now()
+                conn, session_id, seq, ref, new_sid, pg_text(title), self._now(), workspace
             ),
             durable=True,
         )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from xclaw.errors import LeaseLost, SessionNotFound, StoreError
+from xclaw.errors import SessionNotFound
 from xclaw.store.leases import DrivenStore, Lease, LeaseInfo, WorkerInfo, lease_lost
 from xclaw.store.model import Status
 from xclaw.store.postgres_conn import LOCK_WORKER, PgTarget, connect, wrap
@@ -203,12 +203,7 @@ class PgLeases:
             )
             return cur.rowcount == 1
 
-        try:
-            return self._pool.run(tx, durable=False)
-        except StoreError:
-            raise
-        except LeaseLost:
-            return False
+        return self._pool.run(tx, durable=False)
 
     def lease_info(self, session_id: str) -> LeaseInfo:
         row = self._pool.run(

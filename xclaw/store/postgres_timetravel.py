@@ -12,6 +12,8 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.leases import Lease
 from xclaw.store.model import INTERRUPTED, Session, Status, check_transition, display_id
 from xclaw.store.postgres_rows import lock_session, require_step
+from xclaw.store.postgres_snapshots import fork_snapshots_tx, rollback_snapshots_tx
+from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_rows import SESSION_COLS, row_to_session
 
 # One INSERT..SELECT copies the prefix, ids and parent links remapped by string arithmetic
@@ -43,10 +45,12 @@ def rollback_tx(
     seq: int,
     ref: object,
     now: int,
+    workspace: WorkspaceRestore | None = None,
     *,
     lease: Lease | None = None,
 ) -> RollbackResult:
-    """Delete the target step and every later one; the session goes Running, waiting."""
+    """Delete the target step and every later one; the session goes Running, waiting.
+    With `workspace`, the restore of its files is journaled in the same transaction."""
     current, _, _ = lock_session(conn, session_id, lease)
     require_step(conn, session_id, seq, ref)
     # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
@@ -59,7 +63,8 @@ def rollback_tx(
         f"WHERE session_id=%s RETURNING {SESSION_COLS}",
         (now, session_id),
     ).fetchone()
-    return RollbackResult(row_to_session(row), seq, deleted)  # type: ignore[arg-type]
+    restore = rollback_snapshots_tx(conn, session_id, seq, workspace, now)
+    return RollbackResult(row_to_session(row), seq, deleted, restore)  # type: ignore[arg-type]
 
 
 def fork_tx(
@@ -70,8 +75,10 @@ def fork_tx(
     new_sid: str,
     title: str | None,
     now: int,
+    workspace: WorkspaceRestore | None = None,
 ) -> Session:
-    """A new Init session holding a copy of the source's steps up to and including seq."""
+    """A new Init session holding a copy of the source's steps up to and including seq
+    (and of its workspace snapshots; with `workspace`, its files' restore is journaled)."""
     lock_session(conn, session_id)
     src = conn.execute(
         f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
@@ -96,6 +103,7 @@ def fork_tx(
             "now": now,
         },
     )
+    fork_snapshots_tx(conn, session_id, seq, new_sid, workspace, now)
     return Session(
         new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
     )

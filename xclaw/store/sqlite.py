@@ -49,6 +49,8 @@ from xclaw.store.sqlite_rows import (
     row_to_step,
     session_state,
 )
+from xclaw.store.leases import Lease
+from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
 from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy
@@ -65,9 +67,10 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotStoreMixin):
+class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
-    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots."""
+    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots;
+    leases and worker presence: xclaw.store.sqlite_leases."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
         if str(path) in ("", ":memory:"):
@@ -96,6 +99,7 @@ class SQLiteStore(SnapshotStoreMixin):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        self._init_leases()
 
     def __enter__(self) -> Self:
         return self
@@ -111,6 +115,7 @@ class SQLiteStore(SnapshotStoreMixin):
         if self._closed:
             return
         self._closed = True
+        self._close_leases()
         self._writer.close()
         with self._readers_lock:
             for conn in self._readers:
@@ -253,10 +258,11 @@ class SQLiteStore(SnapshotStoreMixin):
 
         self._write(tx, durable=True)
 
-    def transition(self, session_id: str, target: Status) -> Session:
+    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
         target = Status(target)
 
         def tx(conn: sqlite3.Connection) -> Session:
+            check_fence(conn, session_id, lease)
             current, _, _ = session_state(conn, session_id)
             self._set_status(conn, session_id, current, target)
             row = conn.execute(
@@ -298,6 +304,7 @@ class SQLiteStore(SnapshotStoreMixin):
         error_message: str | None,
         *,
         durable: bool,
+        lease: Lease | None = None,
     ) -> Step:
         step = _normalise(step)
         input_json = dump_json(step.input_data, "input_data")
@@ -307,6 +314,7 @@ class SQLiteStore(SnapshotStoreMixin):
         moves = running or step.step_type is StepType.USER_INPUT
 
         def tx(conn: sqlite3.Connection) -> Step:
+            check_fence(conn, session_id, lease)
             current, seq, awaiting = session_state(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             target = (
@@ -322,7 +330,7 @@ class SQLiteStore(SnapshotStoreMixin):
             conn.execute(
                 "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, "
                 "status, agent, call_id, input_data, output_data, error_message, start_time, "
-                "end_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "end_time, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     step_id,
                     session_id,
@@ -338,6 +346,7 @@ class SQLiteStore(SnapshotStoreMixin):
                     error_message,
                     now,
                     end,
+                    None if lease is None else lease.owner,  # who wrote it, under its lease
                 ),
             )
             conn.execute(
@@ -364,12 +373,14 @@ class SQLiteStore(SnapshotStoreMixin):
 
         return self._write(tx, durable=durable)
 
-    def begin_step(self, session_id: str, step: NewStep) -> Step:
+    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
         step = _normalise(step)
         # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
         # fsynced before this returns, so no side effect can happen without a durable record.
         durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
-        return self._insert_step(session_id, step, StepStatus.RUNNING, None, None, durable=durable)
+        return self._insert_step(
+            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
+        )
 
     def add_step(
         self,
@@ -379,12 +390,13 @@ class SQLiteStore(SnapshotStoreMixin):
         status: StepStatus = StepStatus.COMPLETED,
         output_data: Any = None,
         error_message: str | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         status = StepStatus(status)
         if status is StepStatus.RUNNING:
             raise ValueError("add_step records a finished step; use begin_step for a running one")
         return self._insert_step(
-            session_id, step, status, output_data, error_message, durable=False
+            session_id, step, status, output_data, error_message, durable=False, lease=lease
         )
 
     def complete_step(
@@ -396,6 +408,7 @@ class SQLiteStore(SnapshotStoreMixin):
         token_usage_prompt: int = 0,
         token_usage_completion: int = 0,
         session_status: Status | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         return self._finish(
             session_id,
@@ -406,6 +419,7 @@ class SQLiteStore(SnapshotStoreMixin):
             token_usage_prompt,
             token_usage_completion,
             session_status,
+            lease,
         )
 
     def fail_step(
@@ -418,6 +432,7 @@ class SQLiteStore(SnapshotStoreMixin):
         token_usage_prompt: int = 0,
         token_usage_completion: int = 0,
         session_status: Status | None = None,
+        lease: Lease | None = None,
     ) -> Step:
         return self._finish(
             session_id,
@@ -428,6 +443,7 @@ class SQLiteStore(SnapshotStoreMixin):
             token_usage_prompt,
             token_usage_completion,
             session_status,
+            lease,
         )
 
     def _finish(
@@ -440,12 +456,14 @@ class SQLiteStore(SnapshotStoreMixin):
         prompt_tokens: int,
         completion_tokens: int,
         session_status: Status | None,
+        lease: Lease | None = None,
     ) -> Step:
         seq = parse_step_ref(ref, session_id)
         output_json = dump_json(output_data, "output_data")
         wanted = None if session_status is None else Status(session_status)
 
         def tx(conn: sqlite3.Connection) -> Step:
+            check_fence(conn, session_id, lease)
             rows = conn.execute(
                 "UPDATE traces SET status=?, output_data=?, error_message=?, end_time=?, "
                 "token_usage_prompt=?, token_usage_completion=? "
@@ -564,7 +582,9 @@ class SQLiteStore(SnapshotStoreMixin):
         roots.reverse()
         return roots
 
-    def mark_interrupted(self, session_id: str, *, keep_approvals: bool = True) -> list[Step]:
+    def mark_interrupted(
+        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+    ) -> list[Step]:
         sql = (
             "UPDATE traces SET status='failed', error_message=?, end_time=? "
             "WHERE session_id=? AND status='running'"
@@ -575,6 +595,7 @@ class SQLiteStore(SnapshotStoreMixin):
 
         def tx(conn: sqlite3.Connection) -> list[Step]:
             require_session(conn, session_id)
+            check_fence(conn, session_id, lease)
             rows = conn.execute(
                 sql + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
             ).fetchall()
@@ -585,13 +606,20 @@ class SQLiteStore(SnapshotStoreMixin):
 
     # --- time travel ------------------------------------------------------------------------
     def rollback(
-        self, session_id: str, ref: str | int, *, workspace: WorkspaceRestore | None = None
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        workspace: WorkspaceRestore | None = None,
+        lease: Lease | None = None,
     ) -> RollbackResult:
         seq = parse_step_ref(ref, session_id)
-        return self._write(
-            lambda conn: rollback_tx(conn, session_id, seq, ref, self._now(), workspace),
-            durable=True,
-        )
+
+        def tx(conn: sqlite3.Connection) -> RollbackResult:
+            check_fence(conn, session_id, lease)
+            return rollback_tx(conn, session_id, seq, ref, self._now(), workspace)
+
+        return self._write(tx, durable=True)
 
     def fork(
         self,

@@ -1,0 +1,207 @@
+"""Session leases (invariant 8): one owner at a time, a fencing token that only grows, fenced
+writes, expiry, dead owners, worker presence. Contract tests on both backends."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.store.builders import approval, llm, tool, user
+from xclaw.errors import LeaseLost, SessionNotFound
+from xclaw.store.base import Store
+from xclaw.store.leases import Lease, new_worker_id
+from xclaw.store.model import Status, StepStatus
+
+
+def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:
+    sid = store.create_session().session_id
+    a = store.acquire_lease(sid, "A", 30)
+    assert a is not None and (a.session_id, a.owner, a.token) == (sid, "A", 1)
+    assert store.acquire_lease(sid, "B", 30) is None  # A's lease is live
+    info = store.lease_info(sid)
+    assert info.live and info.owner == "A" and info.token == 1 and 25 < info.expires_in_s <= 30
+    again = store.acquire_lease(sid, "A", 30)  # the same owner takes it anew: a new token
+    assert again is not None and again.token == 2
+    with pytest.raises(SessionNotFound):
+        store.acquire_lease("nope", "A", 30)
+
+
+def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store) -> None:
+    sid = store.create_session().session_id
+    old = store.acquire_lease(sid, "A", 0.2)
+    assert old is not None
+    zombie = store.driven(old)
+    u = zombie.add_step(sid, user("go"))
+    running = zombie.begin_step(sid, tool(parent=u.step_id))
+    time.sleep(0.3)
+    assert not store.lease_info(sid).live
+    new = store.acquire_lease(sid, "B", 30)
+    assert new is not None and new.token == old.token + 1
+    before = store.steps(sid)
+    # Every write of the old holder is refused, in its own transaction: nothing changes.
+    for write in (
+        lambda: zombie.begin_step(sid, llm()),
+        lambda: zombie.add_step(sid, user()),
+        lambda: zombie.complete_step(sid, running.seq, output_data="late"),
+        lambda: zombie.fail_step(sid, running.seq, error_message="late"),
+        lambda: zombie.transition(sid, Status.SUCCESS),
+        lambda: zombie.mark_interrupted(sid),
+        lambda: zombie.rollback(sid, 1),
+        lambda: store.renew_lease(old, 30),
+    ):
+        with pytest.raises(LeaseLost) as e:
+            write()
+        assert e.value.code == "lease_lost" and "B" in e.value.message
+    assert store.steps(sid) == before and store.get_session(sid).status is Status.RUNNING
+    assert store.release_lease(old) is False
+    # The new holder writes normally.
+    driven = store.driven(new)
+    assert [s.seq for s in driven.mark_interrupted(sid)] == [running.seq]
+    assert driven.add_step(sid, user("again")).seq == 3
+
+
+def test_renew_extends_and_release_expires_now(store: Store) -> None:
+    sid = store.create_session().session_id
+    lease = store.acquire_lease(sid, "A", 0.3)
+    assert lease is not None
+    time.sleep(0.15)
+    renewed = store.renew_lease(lease, 0.3)
+    assert renewed.token == lease.token and renewed.expires_at > lease.expires_at
+    time.sleep(0.2)
+    assert store.lease_info(sid).live  # renewal kept it alive past the first expiry
+    assert store.release_lease(renewed) is True
+    info = store.lease_info(sid)
+    assert not info.live and info.owner == "A"  # expired, the owner kept on record
+    b = store.acquire_lease(sid, "B", 30)
+    assert b is not None and b.token == lease.token + 1
+    assert [i.session_id for i in store.leases()] == [sid]
+
+
+def test_a_lease_only_fences_its_own_session(store: Store) -> None:
+    one, two = store.create_session().session_id, store.create_session().session_id
+    lease = store.acquire_lease(one, "A", 30)
+    assert lease is not None
+    with pytest.raises(LeaseLost, match="cannot write session"):
+        store.driven(lease).add_step(two, user())
+    assert store.steps(two) == []
+    # Unleased writes (offline commands, tests) are not fenced.
+    store.add_step(one, user())
+    assert store.driven(lease).begin_step(one, approval()).seq == 2
+    assert store.get_session(one).status is Status.PAUSED
+
+
+def test_a_dead_registered_owner_loses_its_lease_at_once(store_factory) -> None:
+    store = store_factory()
+    other = store_factory()  # another process's view of the same database
+    sid = store.create_session().session_id
+    worker = new_worker_id()
+    other.register_worker(worker, {"port": 1})
+    lease = other.acquire_lease(sid, worker, 60)
+    assert lease is not None
+    assert store.acquire_lease(sid, "B", 60) is None  # alive: wait for expiry
+    (seen,) = [w for w in store.workers() if w.worker_id == worker]
+    assert seen.alive is True and seen.info == {"port": 1}
+    other.close()  # the worker's process is gone: its presence lock goes with it
+    info = store.lease_info(sid)
+    assert info.owner_alive is False and not info.live
+    taken = store.acquire_lease(sid, "B", 60)
+    assert taken is not None and taken.token == lease.token + 1
+    assert [w.alive for w in store.workers() if w.worker_id == worker] == [False]
+    assert store.forget_worker(worker) is True
+    assert [w for w in store.workers() if w.worker_id == worker] == []
+
+
+def test_an_unregistered_owner_counts_by_expiry_only(store: Store) -> None:
+    sid = store.create_session().session_id
+    assert store.acquire_lease(sid, "never-registered", 60) is not None
+    assert store.lease_info(sid).owner_alive is None
+    assert store.acquire_lease(sid, "B", 60) is None
+
+
+def test_unregister_removes_the_worker(store: Store) -> None:
+    worker = new_worker_id()
+    store.register_worker(worker)
+    store.heartbeat(worker)
+    assert [w.alive for w in store.workers() if w.worker_id == worker] == [True]
+    store.unregister_worker(worker)
+    assert [w for w in store.workers() if w.worker_id == worker] == []
+
+
+def test_many_contenders_one_winner(store_factory) -> None:
+    """Threads of several store objects (several workers) race for one session."""
+    stores = [store_factory() for _ in range(3)]
+    sid = stores[0].create_session().session_id
+    won: list[Lease] = []
+    lock = threading.Lock()
+    start = threading.Barrier(12)
+
+    def contend(i: int) -> None:
+        start.wait(10)
+        got = stores[i % 3].acquire_lease(sid, f"w{i}", 30)
+        if got is not None:
+            with lock:
+                won.append(got)
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(won) == 1
+    assert stores[0].lease_info(sid).owner == won[0].owner
+
+
+def test_fenced_completion_and_takeover_never_interleave(store_factory) -> None:
+    """A holder writing steps while another takes over: every step in the record was written
+    under the lease that was current when it committed; nothing after the takeover is A's."""
+    a_store, b_store = store_factory(), store_factory()
+    sid = a_store.create_session().session_id
+    a = a_store.acquire_lease(sid, "A", 0.05)
+    assert a is not None
+    written: list[int] = []
+    refused = threading.Event()
+
+    def holder() -> None:
+        view = a_store.driven(a)
+        while True:
+            try:
+                st = view.begin_step(sid, tool("a"))
+                written.append(st.seq)
+                view.complete_step(sid, st.seq, output_data="a")
+            except LeaseLost:
+                refused.set()
+                return
+
+    t = threading.Thread(target=holder)
+    t.start()
+    time.sleep(0.1)
+    b = None
+    while b is None:
+        b = b_store.acquire_lease(sid, "B", 30)
+    b_view = b_store.driven(b)
+    b_view.mark_interrupted(sid)
+    step = b_view.begin_step(sid, tool("b"))
+    assert refused.wait(10)
+    t.join(10)
+    steps = b_store.steps(sid)
+    assert steps[-1].seq == step.seq and steps[-1].input_data == {"command": "b"}
+    assert all(s.seq < step.seq for s in steps[:-1])
+    assert {s.seq for s in steps[:-1]} == set(written)
+    assert all(s.status is not StepStatus.RUNNING for s in steps[:-1])
+
+
+def test_each_step_records_the_worker_that_wrote_it(store: Store, backend) -> None:
+    sid = store.create_session().session_id
+    store.add_step(sid, user("unleased"))
+    a = store.acquire_lease(sid, "A", 30)
+    assert a is not None
+    store.driven(a).add_step(sid, user("by A"))
+    store.driven(a).begin_step(sid, llm())
+    store.release_lease(a)
+    b = store.acquire_lease(sid, "B", 30)
+    assert b is not None
+    store.driven(b).add_step(sid, user("by B"))
+    rows = backend.query("SELECT seq, worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
+    assert rows == [(1, None), (2, "A"), (3, "A"), (4, "B")]
