@@ -85,6 +85,27 @@ def with_store(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def workspace_option(fn: F) -> F:
+    """--workspace ROOT, for the commands that touch session workspaces."""
+    return click.option(
+        "--workspace",
+        "workspace",
+        default=None,
+        metavar="ROOT",
+        help="Workspace root (default: xclaw.yaml's workspace_root or $XCLAW_HOME/workspaces).",
+    )(fn)
+
+
+def workspaces_for(store: Store, root: str | None) -> Any:
+    """The one place rollback and fork go through, so the files follow the record
+    (invariant 9): xclaw.workspace.timetravel.Workspaces."""
+    from xclaw.config import load_settings
+    from xclaw.workspace.timetravel import Workspaces
+
+    settings = load_settings()
+    return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
+
+
 @click.command("sessions", short_help="List sessions, most recently updated first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 @click.option(
@@ -144,13 +165,18 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
 @click.argument("session_id", metavar="SESSION")
 @click.argument("step", metavar="STEP")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@workspace_option
 @with_store
-def rollback_cmd(store: Store, session_id: str, step: str, yes: bool) -> None:
+def rollback_cmd(
+    store: Store, session_id: str, step: str, yes: bool, workspace: str | None
+) -> None:
     """Delete STEP and every later step of SESSION; it then waits for a new instruction.
 
-    STEP is s0005, 5 or the full step id. Rollback rewinds memory, not the world: whatever
-    the deleted steps did outside (files, emails) stays done.
+    STEP is s0005, 5 or the full step id. The session's workspace files go back to their
+    state just before STEP as well (from its snapshots). What the deleted steps did outside
+    the workspace (emails, network calls) stays done.
     """
+    workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
@@ -160,11 +186,18 @@ def rollback_cmd(store: Store, session_id: str, step: str, yes: bool) -> None:
             abort=True,
             err=True,
         )
-    result = store.rollback(session_id, target.seq)
-    _out().print(
+    result = workspaces.rollback(session_id, target.seq)
+    out = _out()
+    out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
         f"send your new instruction ({result.deleted} step(s) deleted)"
     )
+    if result.restore is not None and result.restore.manifest is not None:
+        files = sum(1 for e in result.restore.manifest.values() if "hash" in e or "link" in e)
+        out.print(
+            f"[rollback] workspace restored to its state before {display_id(result.target_seq)}"
+            f" ({files} file(s))"
+        )
 
 
 @click.command("fork", short_help="Branch a new session off a step.")
@@ -172,10 +205,19 @@ def rollback_cmd(store: Store, session_id: str, step: str, yes: bool) -> None:
 @click.argument("step", metavar="STEP")
 @click.option("--title", default=None, help="Title of the new session.")
 @click.option("--json", "as_json", is_flag=True, help="The new session as JSON.")
+@workspace_option
 @with_store
-def fork_cmd(store: Store, session_id: str, step: str, title: str | None, as_json: bool) -> None:
-    """Copy SESSION up to and including STEP into a new session; the original is kept."""
-    forked = store.fork(session_id, step, title=title)
+def fork_cmd(
+    store: Store,
+    session_id: str,
+    step: str,
+    title: str | None,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
+    """Copy SESSION up to and including STEP into a new session; the original is kept.
+    The new session's workspace holds the files as they were just after STEP."""
+    forked = workspaces_for(store, workspace).fork(session_id, step, title)
     if as_json:
         click.echo(_dump(session_json(forked)))
         return

@@ -20,9 +20,17 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
-    from xclaw.cli import commands_chat, commands_demo, commands_run, commands_serve, commands_store
+    from xclaw.cli import (
+        commands_chat,
+        commands_demo,
+        commands_run,
+        commands_serve,
+        commands_store,
+        commands_workspace,
+    )
 
     commands_store.register(cli)
+    commands_workspace.register(cli)
     commands_run.register(cli)
     commands_serve.register(cli)
     commands_chat.register(cli)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 from functools import partial
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import ToolCall
@@ -22,6 +22,9 @@ from xclaw.tools.base import ToolResult
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
+# Given by the runtime: runs after a side-effecting tool's write-ahead row is committed and
+# before the tool starts (the workspace snapshot "before step N", invariant 9).
+BeforeSideEffect = Callable[[Step], Awaitable[Any]]
 
 _ERROR_SUMMARY_CHARS = 500
 
@@ -54,8 +57,10 @@ class Recorder:
         call_parents: dict[str, str] | None = None,
         pending_approvals: dict[str, Step] | None = None,
         turn_root: str | None = None,
+        before_side_effect: BeforeSideEffect | None = None,
     ) -> None:
         self.db = db
+        self.before_side_effect = before_side_effect
         self.store = db.store
         self.session_id = session_id
         self.emit = emit
@@ -203,6 +208,8 @@ class Recorder:
         self._tool_steps[call.id] = step
         self._tool_frame(step, call, "running")
         self._step_frame(step)
+        if not read_only and self.before_side_effect is not None:
+            await self.before_side_effect(step)  # committed row first, then the snapshot
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
@@ -251,6 +258,7 @@ class Recorder:
             redact=self.redact,
             agent=spawn.display_id if spawn else f"{self.agent}/{call.id}",
             root_parent=spawn.step_id if spawn else self._turn_root,
+            before_side_effect=self.before_side_effect,
         )
 
     def _parent_of(self, call: ToolCall) -> str | None:

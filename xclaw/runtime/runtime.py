@@ -36,6 +36,7 @@ from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
 from xclaw.tools.base import ToolContext
+from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
 
@@ -87,6 +88,8 @@ class Runtime:
         self._model = model
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
+        # Snapshots and restores of the session workspaces (invariant 9).
+        self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         self.redact = Redactor(settings.secret_values())
         self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="xclaw-store")
         self.db = StoreCaller(store, self._executor)
@@ -240,6 +243,8 @@ class Runtime:
     async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)  # noqa: E731
         try:
+            # A restore cut short by a crash is completed before anything touches the files.
+            await self.db(self.workspaces.recover, sid)
             if resume:
                 interrupted = await self.db(self.store.mark_interrupted, sid)
             else:
@@ -265,6 +270,7 @@ class Runtime:
                 call_parents=hist.call_parents,
                 pending_approvals=hist.pending_approvals,
                 turn_root=hist.last_user_step,
+                before_side_effect=lambda step: self.db(self.workspaces.snapshot, sid, step),
             )
             if resume and (interrupted or hist.pending_approvals):
                 await recorder.alert(
@@ -344,7 +350,7 @@ class Runtime:
 
     async def rollback(self, session_id: str, step_ref: str) -> RollbackResult:
         self._refuse_if_busy(session_id, "roll back")
-        result = await self.db(self.store.rollback, session_id, step_ref)
+        result = await self.db(self.workspaces.rollback, session_id, step_ref)  # files too
         self._emit(session_id, {
             "type": "status",
             "status": result.session.status.value,
@@ -353,7 +359,7 @@ class Runtime:
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
-        return await self.db(self.store.fork, session_id, step_ref, title=title)
+        return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
 
     def _refuse_if_busy(self, session_id: str, what: str) -> None:
         if self.is_busy(session_id):

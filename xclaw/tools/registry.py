@@ -10,6 +10,7 @@ from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.files import EditFileTool, ListDirTool, ReadFileTool, WriteFileTool
 from xclaw.tools.shell import ShellTool
 from xclaw.tools.spawn import SpawnAgentTool
+from xclaw.workspace.sandbox import isolation_from_settings
 
 
 class ToolRegistry:
@@ -61,6 +62,7 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
                 max_timeout_s=max(600.0, timeout),
                 output_cap=cap,
                 secret_env=secret_env,
+                isolation=isolation_from_settings(settings) if settings else None,
             ),
             ReadFileTool("read_file", output_cap=cap),
             ReadFileTool("view_file", output_cap=cap),

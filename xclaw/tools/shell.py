@@ -19,6 +19,7 @@ from typing import Any
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
+from xclaw.workspace.sandbox import Isolation
 
 # Environment variables whose names end like this never reach the command (case-insensitive).
 SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
@@ -163,6 +164,15 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
         waiter.cancel()
 
 
+async def _sandbox_gone(pgid: int, limit_s: float = 1.0) -> None:
+    """bubblewrap's PID namespace is torn down by the kernel just after the command ends
+    (everything in it is killed with its init): wait for that, so that processes still
+    exiting are not reported as background processes left behind."""
+    deadline = time.monotonic() + limit_s
+    while _live_members(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "unknown exit status"
@@ -194,6 +204,7 @@ class ShellTool:
         kill_grace_s: float = 2.0,
         secret_env: Iterable[str] = (),
         shell: str = "bash",
+        isolation: Isolation | None = None,
     ) -> None:
         self.default_timeout_s = default_timeout_s
         self.max_timeout_s = max(max_timeout_s, default_timeout_s)
@@ -202,6 +213,8 @@ class ShellTool:
         self.drain_s = 1.0
         self.secret_env = tuple(secret_env)
         self.shell = shell
+        # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
+        self.isolation = isolation
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -230,20 +243,23 @@ class ShellTool:
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
         return await self._execute(clean["command"], timeout, ctx)
 
-    def _argv(self, command: str) -> list[str]:
+    def _argv(self, command: str, workspace: Path) -> list[str]:
         """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
         the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
         whole group. Without this an interrupted call would go on running unrecorded — the
-        very "executed without a record" the write-ahead rule forbids."""
+        very "executed without a record" the write-ahead rule forbids. With isolation,
+        bubblewrap sits between the two (it too dies with its parent, taking the sandbox)."""
+        wrap = self.isolation.wrap if self.isolation is not None else (lambda argv, _: argv)
         if _SETPRIV is None:
-            return [self.shell, "-c", command]
-        return [_SETPRIV, "--pdeathsig", "TERM", "--", self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
+            return wrap([self.shell, "-c", command], workspace)
+        inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
+        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner, workspace)]
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
         started = time.monotonic()
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self._argv(command),
+                *self._argv(command, Path(ctx.workspace)),
                 cwd=ctx.workspace,
                 env=child_env(os.environ, ctx.env, self.secret_env),
                 stdin=asyncio.subprocess.DEVNULL,
@@ -274,6 +290,8 @@ class ShellTool:
             if cancelled is not None:
                 raise cancelled
             timed_out = not await _wait_exit(proc, timeout)
+            if self.isolation is not None and self.isolation.active:
+                await _sandbox_gone(pgid)
             if _live_members(pgid):
                 # After a timeout: the command itself. After a normal exit: background jobs it
                 # left behind, which nobody could otherwise track or stop.
@@ -286,7 +304,10 @@ class ShellTool:
             await stop_group(pgid, self.kill_grace_s)
             await self._reap(proc, reader)
             raise
-        return self._result(proc.returncode, out, timed_out, timeout, stopped_leftovers, started)
+        code = proc.returncode
+        if self.isolation is not None:
+            code = self.isolation.exit_status(code)
+        return self._result(code, out, timed_out, timeout, stopped_leftovers, started)
 
     async def _reap(self, proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
         """Collect the rest of the output and the exit status once the group is gone."""

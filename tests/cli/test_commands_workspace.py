@@ -1,0 +1,128 @@
+"""`xclaw snapshots`, `xclaw diff`, and `xclaw rollback` / `xclaw fork` moving the files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from tests.workspace.helpers import Driver, remove, settle, tree, write
+from xclaw.cli import commands_store, commands_workspace
+from xclaw.store.sqlite import SQLiteStore
+from xclaw.workspace.timetravel import Workspaces
+
+
+@pytest.fixture
+def cli() -> click.Group:
+    group = click.Group("xclaw")
+    commands_store.register(group)
+    commands_workspace.register(group)
+    return group
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Session 'w': s1 writes notes.txt, s2 thinks, s3 writes data.bin, s4 edits notes.txt,
+    s5 removes data.bin and adds a link."""
+    db, root = tmp_path / "x.db", tmp_path / "ws"
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="w", title="files")
+        d = Driver(store, Workspaces(store, root), "w")
+        d.step(write("notes.txt", "one\ntwo\nthree\n"))
+        d.think()
+        d.step(lambda ws: (ws / "data.bin").write_bytes(b"\0\1\2" * 1000))
+        d.step(write("notes.txt", "one\n2\nthree\nfour\n"))
+        d.step(remove("data.bin"))
+        os.symlink("notes.txt", root / "w" / "link")
+        settle()
+    return db, root, "w"
+
+
+def run(cli: click.Group, *args: object, input: str | None = None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def test_snapshots_table_and_json(cli, world) -> None:
+    db, _, sid = world
+    r = run(cli, "snapshots", sid, "--db", db)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].split() == ["BEFORE", "FILES", "BYTES", "NEW", "SKIPPED", "STORED"]
+    assert [line.split()[0] for line in lines[1:5]] == ["s0001", "s0003", "s0004", "s0005"]
+    assert lines[2].split()[:2] == ["s0003", "1"] and lines[1].split()[-1] == "whole"
+    assert lines[-1] == "diff two of them: xclaw diff w s0001 now"
+    data = json.loads(run(cli, "snapshots", sid, "--db", db, "--json").output)
+    assert [(s["step"], s["files"], s["bytes"]) for s in data] == [
+        ("s0001", 0, 0),
+        ("s0003", 1, 14),
+        ("s0004", 2, 3014),
+        ("s0005", 2, 3017),
+    ]
+    assert data[2]["newBytes"] > 0 and data[0]["whole"] is True
+
+
+def test_diff_between_two_steps_with_a_text_diff(cli, world) -> None:
+    db, root, sid = world
+    r = run(cli, "diff", sid, "s0003", "s0005", "--db", db, "--workspace", root)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[:3] == [
+        "workspace of w: before s0003 -> before s0005, 2 change(s)",
+        "A  data.bin  (3000 B, mode 644)",
+        "M  notes.txt  (17 B, mode 644)",
+    ]
+    assert (
+        "\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,3 +1,4 @@\n one\n-two\n+2\n three\n+four\n"
+        in r.output
+    )
+    # s0002 changed no files: the state before it is the state before s0003
+    same = run(cli, "diff", sid, "s0002", "s0003", "--db", db)
+    assert (
+        same.output.strip() == "no changes in the workspace between before s0002 and before s0003"
+    )
+
+
+def test_diff_against_now_and_json(cli, world) -> None:
+    db, root, sid = world
+    r = run(cli, "diff", sid, "s0004", "now", "--db", db, "--workspace", root, "--json")
+    assert r.exit_code == 0, r.output
+    changes = {c["path"]: c for c in json.loads(r.output)}
+    assert set(changes) == {"data.bin", "link", "notes.txt"}
+    assert changes["data.bin"]["change"] == "removed" and changes["data.bin"]["diff"] is None
+    assert changes["link"]["new"] == {"link": "notes.txt"}
+    assert "+four" in changes["notes.txt"]["diff"]
+    r = run(cli, "diff", sid, "s0001", "now", "--db", db, "--workspace", root, "--stat")
+    assert "A  link  (symlink -> notes.txt)" in r.output and "---" not in r.output
+
+
+def test_diff_errors_are_words(cli, world, tmp_path: Path) -> None:
+    db, root, sid = world
+    r = run(cli, "diff", sid, "s0099", "s0001", "--db", db)
+    assert r.exit_code == 2 and "step 's0099' is not a step of this session" in r.output
+    r = run(cli, "diff", "ghost", "1", "2", "--db", db)
+    assert r.exit_code == 2 and "no session with id 'ghost'" in r.output
+    r = run(cli, "diff", sid, "s0001", "now", "--db", db, "--workspace", tmp_path / "none")
+    assert r.exit_code == 1 and "has no workspace at" in r.output
+    r = run(cli, "snapshots", "ghost", "--db", db)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_cli_rollback_and_fork_move_the_files(cli, world) -> None:
+    db, root, sid = world
+    r = run(cli, "fork", sid, "s0003", "--db", db, "--workspace", root)
+    assert r.exit_code == 0, r.output
+    fork_id = r.output.splitlines()[0].rsplit(" ", 1)[1]
+    assert tree(root / fork_id) == {"notes.txt": "one\ntwo\nthree\n", "data.bin": "\0\1\2" * 1000}
+    r = run(cli, "rollback", sid, "s0004", "--db", db, "--workspace", root, "--yes")
+    assert r.exit_code == 0, r.output
+    assert (
+        r.output.splitlines()[-1]
+        == "[rollback] workspace restored to its state before s0004 (2 file(s))"
+    )
+    assert tree(root / sid) == {"notes.txt": "one\ntwo\nthree\n", "data.bin": "\0\1\2" * 1000}
+    with SQLiteStore(db) as store:
+        assert [s.seq for s in store.steps(sid)] == [1, 2, 3]
+        assert store.pending_restores() == []

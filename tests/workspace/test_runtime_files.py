@@ -1,0 +1,210 @@
+"""The seed's rollback scenario with real files, through the runtime and the scripted model
+(in process), and through a real `xclaw serve` (the gateway's /rollback and HTTP fork)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.workspace.helpers import tree
+from xclaw.config import Settings
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
+from xclaw.store.model import StepType
+
+
+def wf(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "input": {"path": path, "content": content}}
+
+
+def sh(command: str) -> dict[str, Any]:
+    return {"name": "shell", "input": {"command": command}}
+
+
+class Harness:
+    def __init__(self, tmp: Path, turns: list[dict[str, Any]], **extra: Any) -> None:
+        (tmp / "script.json").write_text(json.dumps({"turns": turns, **extra}))
+        self.settings = Settings(
+            home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo"
+        )
+        self.store = open_store(self.settings.db)
+        self.runtime = Runtime(self.store, self.settings, model=ScriptedModel(tmp / "script.json"))
+        self.root = tmp / "ws"
+
+    async def turn(self, text: str, sid: str | None = None) -> str:
+        if sid is None:
+            sid = (await self.runtime.open(None))[0].session_id
+        await self.runtime.send(sid, text)
+        await self.runtime.wait_idle(sid)
+        return sid
+
+    def step_of(self, sid: str, name: str, nth: int = 0) -> str:
+        steps = [s for s in self.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+        return [s for s in steps if s.name == name][nth].display_id
+
+    async def close(self) -> None:
+        await self.runtime.shutdown()
+        self.store.close()
+
+
+@pytest.fixture
+async def make(tmp_path: Path):
+    made: list[Harness] = []
+
+    def factory(turns: list[dict[str, Any]], **extra: Any) -> Harness:
+        h = Harness(tmp_path, turns, **extra)
+        made.append(h)
+        return h
+
+    yield factory
+    for h in made:
+        await h.close()
+
+
+SEED_TURNS = [
+    {"text": "Creating a.", "tool_calls": [wf("a.txt", "A")]},
+    {"text": "Creating b.", "tool_calls": [wf("b.txt", "B")]},
+    {"text": "Both files are there."},
+]
+
+
+async def test_seed_scenario_rollback_removes_b_and_keeps_a(make) -> None:
+    h = make(SEED_TURNS)
+    sid = await h.turn("create a.txt, then b.txt")
+    ws = h.root / sid
+    assert tree(ws) == {"a.txt": "A", "b.txt": "B"}
+    create_b = h.step_of(sid, "write_file", 1)
+    result = await h.runtime.rollback(sid, create_b)
+    assert result.restore is not None
+    assert tree(ws) == {"a.txt": "A"}  # memory and files agree: b.txt never happened
+
+
+async def test_seed_scenario_fork_at_a_has_only_a(make) -> None:
+    h = make(SEED_TURNS)
+    sid = await h.turn("create a.txt, then b.txt")
+    create_a = h.step_of(sid, "write_file", 0)
+    fork = await h.runtime.fork(sid, create_a, "only a")
+    assert tree(h.root / fork.session_id) == {"a.txt": "A"}
+    assert tree(h.root / sid) == {"a.txt": "A", "b.txt": "B"}  # the original keeps both
+
+
+async def test_shell_side_effects_are_rewound_too(make) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [wf("a.txt", "A")]},
+            {"text": "", "tool_calls": [sh("echo x > c.txt")]},
+            {"text": "", "tool_calls": [sh("rm a.txt")]},
+            {"text": "done"},
+        ]
+    )
+    sid = await h.turn("go")
+    ws = h.root / sid
+    assert tree(ws) == {"c.txt": "x\n"}
+    await h.runtime.rollback(sid, h.step_of(sid, "shell", 1))  # before `rm a.txt`
+    assert tree(ws) == {"a.txt": "A", "c.txt": "x\n"}
+    await h.runtime.rollback(sid, h.step_of(sid, "shell", 0))  # before `echo x > c.txt`
+    assert tree(ws) == {"a.txt": "A"}
+
+
+async def test_rollback_then_continue_snapshots_the_new_branch(make) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [wf("a.txt", "A")]},
+            {"text": "", "tool_calls": [wf("b.txt", "B")]},
+            {"text": "done"},
+        ],
+        branches=[
+            {
+                "when": "instead",
+                "turns": [
+                    {"text": "", "tool_calls": [wf("c.txt", "C")]},
+                    {"text": "done with c"},
+                ],
+            }
+        ],
+    )
+    sid = await h.turn("go")
+    await h.runtime.rollback(sid, h.step_of(sid, "write_file", 1))
+    await h.turn("do c instead", sid)
+    assert tree(h.root / sid) == {"a.txt": "A", "c.txt": "C"}
+    snaps = [s.seq for s in h.store.list_snapshots(sid)]
+    assert len(snaps) == 2  # before a (kept) and before c (new); b's went with its step
+    await h.runtime.rollback(sid, h.step_of(sid, "write_file", 1))
+    assert tree(h.root / sid) == {"a.txt": "A"}
+
+
+async def test_sub_agent_steps_are_snapshotted_not_the_spawn(make) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [{"name": "spawn_agent", "input": {"task": "make s"}}]},
+            {"text": "done"},
+        ],
+        subagent={
+            "turns": [
+                {"text": "", "tool_calls": [wf("s.txt", "from the sub-agent")]},
+                {"text": "made s"},
+            ]
+        },
+    )
+    sid = await h.turn("delegate")
+    steps = h.store.steps(sid)
+    spawn = next(s for s in steps if s.name == "spawn_agent")
+    write = next(s for s in steps if s.name == "write_file")
+    assert write.agent != "main"
+    assert [s.seq for s in h.store.list_snapshots(sid)] == [write.seq]
+    await h.runtime.rollback(sid, spawn.display_id)
+    assert tree(h.root / sid) == {}
+
+
+async def test_read_only_tools_take_no_snapshot(make) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [wf("a.txt", "A")]},
+            {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
+            {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
+            {"text": "done"},
+        ]
+    )
+    sid = await h.turn("go")
+    assert len(h.store.list_snapshots(sid)) == 1
+
+
+# --- through a real server: the gateway gets it from the runtime ------------------------------
+
+
+async def test_gateway_rollback_and_http_fork_move_the_files(tmp_path: Path) -> None:
+    from tests.gateway.harness import OPEN_CLIENTS, Client, Server, write_script
+
+    script = write_script(tmp_path / "script.json", SEED_TURNS)
+    server = Server(root=tmp_path / "srv", script=script, approval="yolo").start()
+    try:
+        client = await Client.open(server)
+        await client.attach(None)
+        sid = client.session_id
+        assert sid is not None
+        reply = await client.turn("create a.txt, then b.txt")
+        assert reply["type"] == "reply"
+        ws = server.workspace(sid)
+        assert tree(ws) == {"a.txt": "A", "b.txt": "B"}
+        with open_store(server.home / "xclaw.db") as store:
+            writes = [s for s in store.steps(sid) if s.name == "write_file"]
+        headers = {"Authorization": f"Bearer {server.token}"}
+        async with httpx.AsyncClient(base_url=server.http, headers=headers) as http:
+            r = await http.post(f"/api/sessions/{sid}/fork", json={"stepId": writes[0].display_id})
+            assert r.status_code == 201, r.text
+            fork_id = r.json()["session"]["sessionId"]
+        assert tree(server.workspace(fork_id)) == {"a.txt": "A"}
+        await client.send(
+            {"type": "message", "sessionId": sid, "content": f"/rollback {writes[1].display_id}"}
+        )
+        await client.until(lambda f: "[rollback]" in str(f.get("content", "")))
+        assert tree(ws) == {"a.txt": "A"}
+    finally:
+        while OPEN_CLIENTS:
+            await OPEN_CLIENTS.pop().conn.close()
+        server.kill()

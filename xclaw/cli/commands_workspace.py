@@ -1,0 +1,176 @@
+"""Offline workspace commands: `xclaw snapshots` (a session's workspace snapshots) and
+`xclaw diff` (what changed in the workspace between the states before two steps)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from xclaw.cli.commands_store import with_store, workspace_option
+from xclaw.errors import WorkspaceError
+from xclaw.store.base import Store
+from xclaw.store.snapshot_model import Entry, SnapshotInfo
+from xclaw.workspace.diff import State, change_json, compare, describe, unified
+
+_NOW = ("now", "current")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
+    return {
+        "step": s.display_id,
+        "seq": s.seq,
+        "files": s.files,
+        "bytes": s.bytes,
+        "newBytes": s.new_bytes,
+        "skipped": s.skipped,
+        "whole": s.full,
+        "createdAt": s.created_at,
+    }
+
+
+def out_console() -> Console:
+    # Plain text: paths, ids and diffs must not be restyled or wrapped.
+    return Console(highlight=False, soft_wrap=True, markup=False)
+
+
+def workspace_root(given: str | None) -> Path:
+    if given:
+        return Path(given).expanduser()
+    from xclaw.config import load_settings
+
+    return load_settings().workspace_root
+
+
+@click.command("snapshots", short_help="The workspace snapshots of a session.")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of snapshots.")
+@with_store
+def snapshots_cmd(store: Store, session_id: str, as_json: bool) -> None:
+    """The workspace snapshots of SESSION: one before each step that could change files
+    (shell, write_file, edit_file). NEW is what the snapshot added to the database; files
+    unchanged since an earlier snapshot, of any session, cost nothing."""
+    found = store.list_snapshots(session_id)
+    if as_json:
+        click.echo(json.dumps([_snapshot_json(s) for s in found]))
+        return
+    out = out_console()
+    if not found:
+        out.print(f"no workspace snapshots in session {session_id}")
+        return
+    out.print(f"{'BEFORE':<8}{'FILES':>7}{'BYTES':>11}{'NEW':>11}{'SKIPPED':>9}  STORED")
+    for s in found:
+        out.print(
+            f"{s.display_id:<8}{s.files:>7}{_size(s.bytes):>11}{_size(s.new_bytes):>11}"
+            f"{s.skipped:>9}  {'whole' if s.full else 'delta'}"
+        )
+    out.print(f"diff two of them: xclaw diff {session_id} {found[0].display_id} now")
+
+
+def _state(store: Store, session_id: str, ref: str, root: Path) -> State:
+    """The workspace just before step `ref` (the first snapshot at or after it), or now."""
+    if ref.lower() in _NOW:
+        return _current(store, session_id, root, "now")
+    step = store.get_step(session_id, ref)  # StepNotFound for an unknown step
+    found = store.snapshot_from(session_id, step.seq)
+    label = f"before {step.display_id}"
+    if found is None:
+        # No side effect since that step: the files are as they are now.
+        return _current(store, session_id, root, label)
+
+    def read(path: str, entry: Entry) -> bytes:
+        return store.get_blobs([entry["hash"]])[entry["hash"]]
+
+    return State(label, found[1], read)
+
+
+def _current(store: Store, session_id: str, root: Path, label: str) -> State:
+    from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
+    from xclaw.workspace.timetravel import Workspaces
+
+    workspaces = Workspaces(store, root)
+    workspaces.recover(session_id)  # a restore cut short is completed before reading files
+    ws = workspaces.path(session_id)
+    if not ws.is_dir():
+        raise WorkspaceError(f"session {session_id} has no workspace at {ws}; pass --workspace")
+    snapshotter = Snapshotter(SnapshotConfig())
+    manifest = snapshotter.capture(ws)
+
+    def read(path: str, entry: Entry) -> bytes:
+        from xclaw.workspace.paths import resolve_in_workspace
+
+        return resolve_in_workspace(ws, path).read_bytes()
+
+    return State(label, manifest, read)
+
+
+@click.command("diff", short_help="What changed in a workspace between two steps.")
+@click.argument("session_id", metavar="SESSION")
+@click.argument("step_a", metavar="STEP_A")
+@click.argument("step_b", metavar="STEP_B")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of changes.")
+@click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
+@workspace_option
+@with_store
+def diff_cmd(
+    store: Store,
+    session_id: str,
+    step_a: str,
+    step_b: str,
+    as_json: bool,
+    stat_only: bool,
+    workspace: str | None,
+) -> None:
+    """Files added (A), removed (D), changed (M), of another type (T) or mode (P) between the
+    workspace just before STEP_A and just before STEP_B, with a unified diff for text.
+    A step is s0005, 5 or the full id; `now` is the workspace as it is."""
+    store.get_session(session_id)
+    root = workspace_root(workspace)
+    old = _state(store, session_id, step_a, root)
+    new = _state(store, session_id, step_b, root)
+    changes = compare(old.manifest, new.manifest)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [change_json(c, None if stat_only else unified(c, old, new)) for c in changes],
+                ensure_ascii=False,
+            )
+        )
+        return
+    out = out_console()
+    if not changes:
+        out.print(f"no changes in the workspace between {old.label} and {new.label}")
+        return
+    out.print(f"workspace of {session_id}: {old.label} -> {new.label}, {len(changes)} change(s)")
+    letters = {"added": "A", "removed": "D", "changed": "M", "type": "T", "mode": "P"}
+    for c in changes:
+        detail = describe(c.new if c.new is not None else c.old)
+        if c.kind in ("mode", "type"):
+            detail = f"{describe(c.old)} -> {describe(c.new)}"
+        out.print(f"{letters[c.kind]}  {c.path}  ({detail})")
+    if stat_only:
+        return
+    for c in changes:
+        text = unified(c, old, new)
+        if text:
+            click.echo("")
+            click.echo(text, nl=False)  # as is: `patch` reads it
+        elif c.kind == "changed" and "hash" in (c.new or {}):
+            click.echo(f"\nbinary or large file {c.path} differs")
+
+
+def register(cli: click.Group) -> None:
+    for command in (snapshots_cmd, diff_cmd):
+        cli.add_command(command)

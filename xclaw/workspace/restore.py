@@ -1,0 +1,274 @@
+"""Completing a journaled restore: the workspace becomes the target state, all at once.
+
+The rollback/fork transaction wrote the target manifest into the journal (workspace_restores).
+Here the files are materialised into a private directory beside the workspace, and swapped in
+with two renames; then the journal row is deleted. Every step can be redone, so a crash (even
+SIGKILL) anywhere is completed by the next `recover`, and nothing in xclaw uses a workspace
+with a pending restore (runs, rollback and fork recover first):
+
+    root/.SID.restore   the new state being written          (crash: thrown away, redone)
+    root/.SID.old       the previous workspace, swapped out  (exists: the swap happened)
+
+Paths that snapshots do not version (ignore patterns such as .git/ and node_modules/, files
+skipped for size) are moved over from the previous workspace on rollback, and copied from the
+source's on fork. Nothing is ever written through a symlink: manifest paths are plain relative
+paths, files are created with O_EXCL|O_NOFOLLOW, links are created last, and every parent
+directory is checked to be a real directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from xclaw.errors import WorkspaceError
+from xclaw.store.base import Store
+from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
+from xclaw.workspace.snapshots import pause_for_tests
+from xclaw.workspace.walk import IgnoreRules, walk
+
+log = logging.getLogger("xclaw.workspace")
+
+_FETCH_BYTES = 32 * 1024 * 1024  # blob contents fetched per store read
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    session_id: str
+    kind: str
+    files: int  # files and links written
+    kept: int  # unversioned entries carried over (moved on rollback, copied on fork)
+
+
+def side_paths(root: Path, session_id: str) -> tuple[Path, Path, Path]:
+    """(workspace, restore dir, old dir). Session ids never start with '.', so these names
+    cannot collide with another session's workspace."""
+    return root / session_id, root / f".{session_id}.restore", root / f".{session_id}.old"
+
+
+@contextmanager
+def restore_lock(root: Path) -> Iterator[None]:
+    """One restorer at a time under a workspace root, across processes (a CLI rollback
+    beside a server). Restores are rare; one lock file keeps the root uncluttered."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(root / ".restore.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def complete_restore(store: Store, root: Path, pending: PendingRestore) -> RestoreReport:
+    """Bring the workspace of `pending.session_id` to the journaled state and drop the
+    journal row. The caller holds restore_lock."""
+    ws, tmp, old = side_paths(root, pending.session_id)
+    rules = IgnoreRules(pending.ignore)
+    manifest = pending.manifest
+    files = kept = 0
+    try:
+        if old.exists() or old.is_symlink():
+            # Crashed after the first rename: the new state was complete before it.
+            if not ws.exists():
+                if not tmp.is_dir():
+                    files, kept = _build(store, root, pending, tmp, rules)
+                os.rename(tmp, ws)
+        else:
+            _remove(tmp)
+            files, kept = _build(store, root, pending, tmp, rules)
+            pause_for_tests("restore.materialised")
+            if ws.exists() or ws.is_symlink():
+                os.rename(ws, old)
+            pause_for_tests("restore.half-swapped")
+            os.rename(tmp, ws)
+            pause_for_tests("restore.swapped")
+        if pending.kind == "rollback" and old.is_dir() and manifest is not None:
+            kept += _move_unversioned(old, ws, manifest, rules)
+        _remove(old)
+        pause_for_tests("restore.done")
+    except OSError as e:
+        raise WorkspaceError(
+            f"could not restore the workspace of session {pending.session_id} ({ws}): {e}. "
+            "The restore is journaled and is retried before the session runs again."
+        ) from e
+    store.finish_restore(pending.session_id, pending.restore_id)
+    return RestoreReport(pending.session_id, pending.kind, files, kept)
+
+
+def _build(
+    store: Store, root: Path, pending: PendingRestore, tmp: Path, rules: IgnoreRules
+) -> tuple[int, int]:
+    """Write the new state into `tmp` (private, 0700). Returns (files written, kept)."""
+    source = root / pending.source_session_id if pending.source_session_id else None
+    if pending.manifest is None:
+        # A fork after the last snapshot: the source's files as they are now.
+        if source is not None and source.is_dir():
+            shutil.copytree(source, tmp, symlinks=True)
+        else:
+            tmp.mkdir(mode=0o700)
+        os.chmod(tmp, 0o700)
+        return 0, 0
+    tmp.mkdir(mode=0o700)
+    files = materialise(store, tmp, pending.manifest)
+    kept = 0
+    if pending.kind == "fork" and source is not None and source.is_dir():
+        kept = _copy_unversioned(source, tmp, pending.manifest, rules)
+    return files, kept
+
+
+def materialise(store: Store, target: Path, manifest: Manifest) -> int:
+    """Create the manifest's directories, files and links inside the empty directory
+    `target`. Returns the number of files and links written."""
+    entries = sorted((check_path(p), e) for p, e in manifest.items())
+    dirs = [(p, e) for p, e in entries if "dir" in e]
+    files = [(p, e) for p, e in entries if "hash" in e]
+    links = [(p, e) for p, e in entries if "link" in e]
+    for path, _ in dirs:
+        _make_dirs(target, path)
+    # Contents in batches: each blob fetched once, written to every path that has it.
+    by_hash: dict[str, list[tuple[str, int]]] = {}
+    for path, e in files:
+        by_hash.setdefault(e["hash"], []).append((path, e["mode"]))
+    sizes = {e["hash"]: e["size"] for _, e in files}
+    batch: list[str] = []
+    size = 0
+    written = 0
+    for h in by_hash:
+        batch.append(h)
+        size += sizes[h]
+        if size >= _FETCH_BYTES:
+            written += _write_batch(store, target, batch, by_hash)
+            batch, size = [], 0
+    written += _write_batch(store, target, batch, by_hash)
+    for path, e in links:
+        parent = _make_dirs(target, path.rpartition("/")[0]) if "/" in path else target
+        os.symlink(e["link"], parent / path.rpartition("/")[2])
+        written += 1
+    # Directory modes last: a read-only directory must not stop its own files being written.
+    for path, e in reversed(dirs):
+        os.chmod(target / path, stat.S_IMODE(e["mode"]), follow_symlinks=False)
+    return written
+
+
+def _write_batch(
+    store: Store, target: Path, batch: list[str], by_hash: dict[str, list[tuple[str, int]]]
+) -> int:
+    if not batch:
+        return 0
+    contents = store.get_blobs(batch)
+    n = 0
+    for h in batch:
+        for path, mode in by_hash[h]:
+            parent = _make_dirs(target, path.rpartition("/")[0]) if "/" in path else target
+            name = path.rpartition("/")[2]
+            # O_EXCL: never reuse what is there (a link planted under this name), and never
+            # follow one; the mode is set exactly, whatever the umask.
+            fd = os.open(
+                parent / name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                view = memoryview(contents[h])
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, stat.S_IMODE(mode))
+            finally:
+                os.close(fd)
+            n += 1
+            if n == 1:
+                pause_for_tests("restore.materialising")
+    return n
+
+
+def _make_dirs(top: Path, rel: str) -> Path:
+    """`top/rel` as a real directory, creating what is missing; a component that exists as
+    anything but a directory (a symlink above all) is refused."""
+    current = top
+    for part in rel.split("/") if rel else ():
+        current = current / part
+        try:
+            os.mkdir(current, 0o700)
+            continue
+        except FileExistsError:
+            pass
+        if not stat.S_ISDIR(os.lstat(current).st_mode):
+            raise WorkspaceError(
+                f"refusing to write under {str(current.relative_to(top))!r}: it is not a "
+                "directory (a symlink is never written through)"
+            )
+    return current
+
+
+def _unversioned(ws: Path, manifest: Manifest, rules: IgnoreRules) -> list[str]:
+    """Paths of `ws` that snapshots do not version: ignored entries (topmost only) and files
+    the manifest records as skipped."""
+    skipped = {p for p, e in manifest.items() if "skipped" in e}
+    # Found by the walk, which never goes through a symlink: `ws / path` could.
+    return [f.rel for f in walk(ws, rules) if f.ignored or f.rel in skipped]
+
+
+def _move_unversioned(old: Path, ws: Path, manifest: Manifest, rules: IgnoreRules) -> int:
+    """Rollback: what snapshots do not version stays as it was (moved, not copied)."""
+    moved = 0
+    for rel in _unversioned(old, manifest, rules):
+        dest = _place(ws, rel)
+        if dest is None:
+            continue
+        os.rename(old / rel, dest)
+        moved += 1
+        if moved == 1:
+            pause_for_tests("restore.moving")
+    return moved
+
+
+def _copy_unversioned(source: Path, tmp: Path, manifest: Manifest, rules: IgnoreRules) -> int:
+    """Fork: the new workspace gets a copy of what snapshots do not version."""
+    copied = 0
+    for rel in _unversioned(source, manifest, rules):
+        dest = _place(tmp, rel)
+        if dest is None:
+            continue
+        src = source / rel
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, dest, symlinks=True)
+        else:
+            shutil.copy2(src, dest, follow_symlinks=False)
+        copied += 1
+    return copied
+
+
+def _place(top: Path, rel: str) -> Path | None:
+    """Where an unversioned entry goes in the new tree; None when the new state already has
+    something there (the versioned state wins) or a parent is not a real directory."""
+    parent_rel, _, name = rel.rpartition("/")
+    try:
+        parent = _make_dirs(top, parent_rel)
+    except WorkspaceError as e:
+        log.warning("event=restore_keep_skipped path=%s why=%s", rel, e.message)
+        return None
+    dest = parent / name
+    if os.path.lexists(dest):
+        return None
+    return dest
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        # Make read-only directories writable first, or rmtree cannot empty them.
+        for dirpath, dirnames, _ in os.walk(path):
+            for d in dirnames:
+                p = os.path.join(dirpath, d)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o700)
+        os.chmod(path, 0o700)
+        shutil.rmtree(path)

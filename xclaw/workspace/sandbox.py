@@ -1,0 +1,168 @@
+"""OS isolation of the shell tool: bubblewrap where the machine allows it, else a plain process.
+
+With bubblewrap (`bwrap`), a command sees the whole file system read-only, except its own
+session's workspace (writable) and a private /tmp; xclaw's home (database, token), the other
+workspaces, the database's directory and the `.env` file are hidden; the network is off unless
+`sandbox.network: true`; it has its own PID, IPC and UTS namespaces and dies with xclaw.
+
+`sandbox.isolation` in xclaw.yaml: `auto` (default: bubblewrap if it works here, else plain,
+saying why), `bwrap` (required: refuse to start without it), `none`. Whether bwrap works is
+probed once per process with a real sandboxed `true`: inside many containers it is installed
+but cannot create namespaces.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xclaw.errors import ConfigError
+
+ISOLATION_MODES = ("auto", "bwrap", "none")
+_PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How shell commands are confined; `kind` is "bwrap" or "none", `why` says why."""
+
+    kind: str
+    why: str
+    network: bool = False
+    bwrap: str | None = None
+    hide_dirs: tuple[str, ...] = ()
+    hide_files: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.kind == "bwrap"
+
+    def wrap(self, argv: list[str], workspace: Path) -> list[str]:
+        """`argv` run inside the sandbox, with `workspace` writable and the working dir."""
+        if not self.active or self.bwrap is None:
+            return argv
+        ws = str(Path(workspace).resolve())
+        out = [self.bwrap, "--unshare-all"]
+        if self.network:
+            out.append("--share-net")
+        out += ["--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        out += ["--tmpfs", "/tmp"]
+        for d in self.hide_dirs:
+            if not _within(d, ws):
+                out += ["--tmpfs", d]
+        for f in self.hide_files:
+            if not _within(f, ws):
+                out += ["--ro-bind", "/dev/null", f]
+        out += ["--bind", ws, ws, "--chdir", ws, "--"]
+        return out + argv
+
+    def exit_status(self, code: int | None) -> int | None:
+        """bwrap reports a command killed by signal N as exit status 128+N; give it back as
+        -N, as a plain subprocess reports it (an `exit 130` reads the same: as with the
+        plain wrapper, the shell cannot tell the two apart)."""
+        if self.active and code is not None and 128 < code < 128 + 65:
+            return -(code - 128)
+        return code
+
+    def describe(self) -> str:
+        if self.active:
+            net = "network allowed" if self.network else "network off"
+            return f"bubblewrap (only the workspace is writable, {net})"
+        return f"plain subprocess ({self.why})"
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+@functools.lru_cache(maxsize=4)
+def probe_bwrap(bwrap: str) -> str | None:
+    """None when a sandboxed `true` runs; else why not (bwrap's own words)."""
+    try:
+        done = subprocess.run(
+            [
+                bwrap,
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+                "--",
+                "true",
+            ],
+            check=False,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode == 0:
+        return None
+    text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return text[-1] if text else f"exit status {done.returncode}"
+
+
+def isolation_from_settings(settings: Any) -> Isolation:
+    """Decide the isolation for this process from `sandbox:` in the settings."""
+    sandbox = (getattr(settings, "extra", None) or {}).get("sandbox") or {}
+    if not isinstance(sandbox, Mapping):
+        raise ConfigError("xclaw.yaml: `sandbox` must be a mapping")
+    mode = str(sandbox.get("isolation", "auto"))
+    if mode not in ISOLATION_MODES:
+        raise ConfigError(f"sandbox.isolation {mode!r}: expected auto, bwrap or none")
+    network = bool(sandbox.get("network", False))
+    if mode == "none":
+        return Isolation("none", "sandbox.isolation is none", network)
+    bwrap = shutil.which("bwrap")
+    why = "bubblewrap (bwrap) is not installed" if bwrap is None else None
+    if bwrap is not None:
+        failure = probe_bwrap(bwrap)
+        if failure is not None:
+            why = f"bubblewrap cannot create namespaces here: {failure}"
+    if why is not None:
+        if mode == "bwrap":
+            raise ConfigError(f"sandbox.isolation is bwrap, but {why}")
+        return Isolation("none", why, network)
+    hide_dirs, hide_files = _hidden(settings)
+    return Isolation("bwrap", "available", network, bwrap, hide_dirs, hide_files)
+
+
+def _hidden(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a sandboxed command must not read: xclaw's home (token, database), every
+    workspace (its own is bound back), the database's directory, and `.env`."""
+    dirs: list[str] = []
+    for p in (getattr(settings, "home", None), getattr(settings, "workspace_root", None)):
+        if p is not None and Path(p).expanduser().is_dir():
+            dirs.append(str(Path(p).expanduser().resolve()))
+    db = str(getattr(settings, "db", "") or "")
+    if db and "://" not in db:
+        parent = Path(db).expanduser().resolve().parent
+        if parent.is_dir() and parent != Path("/"):
+            dirs.append(str(parent))
+    files = []
+    env_file = Path(".env").resolve()
+    if env_file.is_file():
+        files.append(str(env_file))
+    # Outer directories first: a tmpfs mounted later over an outer one would hide inner ones.
+    dirs = sorted(set(dirs), key=lambda d: (d.count("/"), d))
+    return tuple(dirs), tuple(files)
+
+
+def sandbox_mode(settings: Any = None) -> str:
+    """One line for the start-up banner: how shell commands are isolated, and why."""
+    try:
+        return isolation_from_settings(settings).describe()
+    except ConfigError as e:
+        return f"error: {e.message}"

@@ -1,0 +1,304 @@
+"""Capturing a workspace before a side effect: cheap when little changed.
+
+A snapshot is a manifest (xclaw.store.snapshot_model) plus the file contents the store does
+not hold yet. Unchanged files are recognised WITHOUT reading them: per workspace, an in-memory
+cache maps each path to the (size, mtime, ctime, inode, device, mode) it had when it was last
+hashed; a file whose stat still matches keeps its hash. A file modified within the timestamp
+granularity of the walk ("racy", as git calls it) is hashed but not cached, so a second write
+in the same clock tick cannot hide. Files are read through their parent directory's descriptor
+with O_NOFOLLOW (xclaw.workspace.walk): nothing outside the workspace is ever read.
+
+Limits never make a snapshot fail: a file over `max_file_bytes`, files beyond
+`max_total_bytes`, unreadable files and special files are recorded as skipped with the reason
+(not versioned: a restore keeps whatever is there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xclaw.errors import ConfigError, MissingBlobs, WorkspaceError
+from xclaw.store.base import Store
+from xclaw.store.snapshot_model import Manifest, SnapshotInfo
+from xclaw.workspace.walk import DEFAULT_IGNORE, Found, IgnoreRules, walk
+
+log = logging.getLogger("xclaw.workspace")
+
+MB = 1024 * 1024
+# Contents read but not yet stored are flushed to the store at this size: bounded memory.
+_BATCH_BYTES = 32 * MB
+_READ_CHUNK = 1 * MB
+# Kernel file timestamps come from a coarse clock (one tick, up to 10 ms, behind the fine
+# clock): a file stamped within this margin of the walk's start could be written again with
+# the same stamp, so it is not trusted from the cache next time.
+_RACY_NS = 20_000_000
+_MAX_CACHED_WORKSPACES = 64
+_SAVE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class SnapshotConfig:
+    """`sandbox:` in xclaw.yaml: snapshots (on/off), ignore, max_file_mb, max_snapshot_mb."""
+
+    enabled: bool = True
+    ignore: tuple[str, ...] = DEFAULT_IGNORE
+    max_file_bytes: int = 50 * MB
+    max_total_bytes: int = 500 * MB
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> SnapshotConfig:
+        sandbox = (getattr(settings, "extra", None) or {}).get("sandbox") or {}
+        if not isinstance(sandbox, Mapping):
+            raise ConfigError("xclaw.yaml: `sandbox` must be a mapping")
+        ignore = sandbox.get("ignore", DEFAULT_IGNORE)
+        if isinstance(ignore, str) or not all(isinstance(p, str) for p in ignore):
+            raise ConfigError("xclaw.yaml: `sandbox.ignore` must be a list of patterns")
+        try:
+            max_file = float(sandbox.get("max_file_mb", cls.max_file_bytes / MB))
+            max_total = float(sandbox.get("max_snapshot_mb", cls.max_total_bytes / MB))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"xclaw.yaml: sandbox.max_file_mb / max_snapshot_mb: {e}") from e
+        if max_file <= 0 or max_total <= 0:
+            raise ConfigError("xclaw.yaml: sandbox.max_file_mb and max_snapshot_mb must be > 0")
+        return cls(
+            enabled=bool(sandbox.get("snapshots", True)),
+            ignore=tuple(ignore),
+            max_file_bytes=int(max_file * MB),
+            max_total_bytes=int(max_total * MB),
+        )
+
+
+@dataclass
+class CaptureStats:
+    """What the last capture cost: how many files had to be read, what was stored."""
+
+    files: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    new_bytes: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Pending:
+    """Contents read in this capture, waiting to be stored in one batch."""
+
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    size: int = 0
+
+
+_Key = tuple[int, int, int, int, int, int]
+
+
+def _key(st: os.stat_result) -> _Key:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode)
+
+
+class Snapshotter:
+    """Captures workspaces into a store; one per process (it owns the stat caches)."""
+
+    def __init__(self, config: SnapshotConfig | None = None) -> None:
+        self.config = config = config or SnapshotConfig()
+        self.rules = IgnoreRules(config.ignore)
+        self._caches: OrderedDict[str, dict[str, tuple[_Key, str]]] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.last = CaptureStats()  # of the latest capture, for logs, tests and the benchmark
+
+    def _lock(self, ws: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(ws, threading.Lock())
+
+    def _cache(self, ws: str) -> dict[str, tuple[_Key, str]]:
+        with self._guard:
+            cache = self._caches.pop(ws, None) or {}
+            self._caches[ws] = cache
+            while len(self._caches) > _MAX_CACHED_WORKSPACES:
+                self._caches.popitem(last=False)
+            return cache
+
+    def forget(self, workspace: Path) -> None:
+        """Drop the stat cache of a workspace (its files were replaced wholesale)."""
+        with self._guard:
+            self._caches.pop(str(workspace), None)
+
+    # --- the whole operation ------------------------------------------------------------------
+    def snapshot(self, store: Store, session_id: str, seq: int, workspace: Path) -> SnapshotInfo:
+        """Capture `workspace` and save it as the snapshot before step `seq`. Blocking: call
+        it from a worker thread. Contents are stored first, then the manifest (durable)."""
+        ws = str(workspace)
+        with self._lock(ws):
+            started = time.perf_counter()
+            for _ in range(_SAVE_ATTEMPTS):
+                manifest, stats = self._capture(store, workspace)
+                pause_for_tests("snapshot.stored")
+                try:
+                    info = store.save_snapshot(session_id, seq, manifest, new_bytes=stats.new_bytes)
+                except MissingBlobs as e:
+                    # Swept meanwhile (a rollback elsewhere), or a cached hash whose content
+                    # never reached this store: read those files again and store them.
+                    cache = self._cache(ws)
+                    for path, (_, h) in list(cache.items()):
+                        if h in e.hashes:
+                            del cache[path]
+                    continue
+                stats.seconds = time.perf_counter() - started
+                self.last = stats
+                log.debug(
+                    "event=snapshot session=%s step=s%04d files=%d read=%d read_bytes=%d "
+                    "new_bytes=%d skipped=%d ms=%.1f",
+                    session_id,
+                    seq,
+                    stats.files,
+                    stats.files_read,
+                    stats.bytes_read,
+                    stats.new_bytes,
+                    stats.skipped,
+                    stats.seconds * 1000,
+                )
+                return info
+            raise WorkspaceError(
+                f"could not snapshot the workspace of session {session_id} before s{seq:04d}: "
+                "its file contents kept disappearing from the store"
+            )
+
+    def capture(self, workspace: Path) -> Manifest:
+        """The manifest of a workspace as it is now, without storing anything (for diffs)."""
+        ws = str(workspace)
+        with self._lock(ws):
+            manifest, _ = self._capture(None, workspace)
+            return manifest
+
+    # --- capture --------------------------------------------------------------------------------
+    def _capture(self, store: Store | None, workspace: Path) -> tuple[Manifest, CaptureStats]:
+        cfg = self.config
+        cache = self._cache(str(workspace))
+        seen: dict[str, tuple[_Key, str]] = {}
+        manifest: Manifest = {}
+        stats = CaptureStats()
+        pending = _Pending()
+        racy_after = time.time_ns() - _RACY_NS
+        total = 0
+        for found in walk(workspace, self.rules):
+            if found.ignored:
+                continue
+            st, rel = found.st, found.rel
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISDIR(st.st_mode):
+                manifest[rel] = {"dir": True, "mode": mode}
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    manifest[rel] = {"link": os.readlink(found.name, dir_fd=found.dir_fd)}
+                except OSError as e:
+                    manifest[rel] = _skipped(f"unreadable link: {e.strerror}", 0)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                manifest[rel] = _skipped("not a regular file (fifo, socket or device)", 0)
+                continue
+            if st.st_size > cfg.max_file_bytes:
+                manifest[rel] = _skipped(
+                    f"larger than the {_mb(cfg.max_file_bytes)} per-file limit "
+                    "(sandbox.max_file_mb)",
+                    st.st_size,
+                )
+                continue
+            if total + st.st_size > cfg.max_total_bytes:
+                manifest[rel] = _skipped(
+                    f"the snapshot reached its {_mb(cfg.max_total_bytes)} total limit "
+                    "(sandbox.max_snapshot_mb)",
+                    st.st_size,
+                )
+                continue
+            key = _key(st)
+            hit = cache.get(rel)
+            if hit is not None and hit[0] == key:
+                digest = hit[1]  # unchanged: not read
+            else:
+                try:
+                    digest, data, key = _read(found)
+                except OSError as e:
+                    manifest[rel] = _skipped(f"unreadable: {e.strerror or e}", st.st_size)
+                    continue
+                stats.files_read += 1
+                stats.bytes_read += len(data)
+                if store is not None:
+                    pending.blobs[digest] = data
+                    pending.size += len(data)
+                    if pending.size >= _BATCH_BYTES:
+                        stats.new_bytes += _flush(store, pending)
+            if max(key[1], key[2]) < racy_after:
+                seen[rel] = (key, digest)
+            total += key[0]
+            manifest[rel] = {"hash": digest, "size": key[0], "mode": stat.S_IMODE(key[5])}
+        if store is not None:
+            stats.new_bytes += _flush(store, pending)
+        # The cache now describes exactly this capture: deleted paths drop out.
+        cache.clear()
+        cache.update(seen)
+        stats.files = sum(1 for e in manifest.values() if "hash" in e or "link" in e)
+        stats.skipped = sum(1 for e in manifest.values() if "skipped" in e)
+        return manifest, stats
+
+
+def _read(found: Found) -> tuple[str, bytes, _Key]:
+    """Hash and content of a regular file, read through its parent's descriptor without
+    following links; the key is taken from the open file, so it describes what was read."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(found.name, flags, dir_fd=found.dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "replaced by something that is not a regular file")
+        h = hashlib.sha256()
+        parts = []
+        while chunk := os.read(fd, _READ_CHUNK):
+            h.update(chunk)
+            parts.append(chunk)
+        data = b"".join(parts)
+        # The size from the read, the times from before it: a write during the read leaves a
+        # newer mtime, which makes the next capture read the file again.
+        key = (len(data), st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode)
+        return h.hexdigest(), data, key
+    finally:
+        os.close(fd)
+
+
+def _flush(store: Store, pending: _Pending) -> int:
+    if not pending.blobs:
+        return 0
+    missing = store.missing_blobs(pending.blobs)
+    added = store.put_blobs({h: pending.blobs[h] for h in missing}) if missing else 0
+    pending.blobs.clear()
+    pending.size = 0
+    return added
+
+
+def _skipped(reason: str, size: int) -> dict[str, Any]:
+    return {"skipped": reason, "size": size}
+
+
+def _mb(n: int) -> str:
+    return f"{n / MB:g} MB"
+
+
+def pause_for_tests(point: str) -> None:
+    """Crash tests only: XCLAW_TEST_PAUSE=<point> holds the process here (announcing it on
+    the file XCLAW_TEST_PAUSE_FILE) so that the test can SIGKILL it at a known moment."""
+    if os.environ.get("XCLAW_TEST_PAUSE") != point:
+        return
+    marker = os.environ.get("XCLAW_TEST_PAUSE_FILE")
+    if marker:
+        Path(marker).write_text(point)
+    time.sleep(120)
