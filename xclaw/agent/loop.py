@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Mapping, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model
-from xclaw.llm.context import fit_context
+from xclaw.llm.context import estimate_tokens, fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
@@ -108,6 +108,7 @@ class Agent:
         self.config = config
         self.agent_id = agent_id
         self.cancel_event = cancel_event or asyncio.Event()
+        self._estimates: dict[int, tuple[Message, int]] = {}
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -153,7 +154,7 @@ class Agent:
         tools = tuple(spec_of(t) for t in self.tools.values())
         request = LLMRequest(
             system=self.config.system_prompt,
-            messages=fit_context(context, self._context_budget(tools)),
+            messages=fit_context(context, self._context_budget(tools), self._estimate),
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
@@ -178,6 +179,16 @@ class Agent:
             raise
         await self.observer.llm_finished(response)
         return response
+
+    def _estimate(self, m: Message) -> int:
+        """Token estimate per message, computed once: messages only ever get appended, so
+        without the cache every call would re-measure the whole conversation (quadratic)."""
+        key = id(m)
+        hit = self._estimates.get(key)
+        if hit is None or hit[0] is not m:
+            hit = (m, estimate_tokens(m))
+            self._estimates[key] = hit
+        return hit[1]
 
     def _context_budget(self, tools: tuple[Any, ...]) -> int:
         """The window minus what every request carries besides the messages."""

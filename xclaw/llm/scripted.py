@@ -135,7 +135,8 @@ def estimate_tokens(text: str) -> int:
 
 def _message_text(m: Message) -> str:
     if isinstance(m, AssistantMessage):
-        return m.text + "".join(json.dumps(c.input) + c.name for c in m.tool_calls)
+        # str(), not json.dumps: this runs over the whole conversation on every call.
+        return m.text + "".join(str(c.input) + c.name for c in m.tool_calls)
     if isinstance(m, ToolResultMessage):
         return m.content
     return m.text
