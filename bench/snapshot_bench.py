@@ -118,7 +118,8 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     unchanged = [snapshot() for _ in range(rounds)]
     read = workspaces.snapshotter.last.files_read
     size1 = db_bytes(db)
-    print(f"{'nothing changed (median of %d)' % rounds:<44}{ms(statistics.median(unchanged))}   {read}")
+    label = f"nothing changed (median of {rounds})"
+    print(f"{label:<44}{ms(statistics.median(unchanged))}   {read}")
 
     changed_times, changed_sizes = [], []
     for i in range(rounds):
@@ -129,7 +130,7 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
         changed_times.append(snapshot())
     read = workspaces.snapshotter.last.files_read
     size2 = db_bytes(db)
-    label = "one file changed (median of %d)" % rounds
+    label = f"one file changed (median of {rounds})"
     print(f"{label:<44}{ms(statistics.median(changed_times))}   {read}")
 
     workspaces.snapshotter = Snapshotter(SnapshotConfig())  # a restarted process: cold cache
