@@ -155,8 +155,8 @@ def _hidden(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     env_file = Path(".env").resolve()
     if env_file.is_file():
         files.append(str(env_file))
-    # Outer directories first: a tmpfs mounted later over an outer one would hide inner ones.
-    dirs = sorted(set(dirs), key=lambda d: (d.count("/"), d))
+    # Never the root itself; outer directories first (the workspace is bound back last).
+    dirs = sorted({d for d in dirs if d != "/"}, key=lambda d: (d.count("/"), d))
     return tuple(dirs), tuple(files)
 
 
