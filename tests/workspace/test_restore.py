@@ -4,6 +4,7 @@ place (Workspaces), on real files and a real SQLite database."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,19 @@ def test_carry_over_never_moves_files_from_outside(store, tmp_path: Path) -> Non
     d.step(write("a.txt", "B"))
     workspaces.rollback(d.sid, s + 1)
     assert (outside / "big.bin").read_text() == "outside data"
+
+
+def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, workspaces) -> None:
+    d = Driver(store, workspaces)
+    s = d.step(write("a.txt", "A"))
+    d.step(write("b.txt", "B"))
+    store.rollback(d.sid, s + 1, workspace=WorkspaceRestore())
+    damage = sqlite3.connect(store.path)  # another program deletes the stored contents
+    with damage:
+        damage.execute("DELETE FROM blobs")
+    damage.close()
+    with pytest.raises(WorkspaceError, match="lacks 1 file content") as e:
+        workspaces.recover(d.sid)
+    assert "retried before the session runs again" in e.value.message
+    assert tree(d.ws) == {"a.txt": "A", "b.txt": "B"}  # untouched: the old state
+    assert len(store.pending_restores(d.sid)) == 1

@@ -118,6 +118,7 @@ def real(tmp_path: Path) -> tuple[Isolation, ToolContext, Settings]:
     (s.workspace_root / "other" / "theirs.txt").write_text("another session's file")
     iso = isolation_from_settings(s)
     assert iso.active
+    assert sandbox_mode(s) == "bubblewrap (only the workspace is writable, network off)"
     return iso, ToolContext(workspace=ws, session_id="sess"), s
 
 
@@ -126,7 +127,7 @@ async def run(iso: Isolation, ctx: ToolContext, command: str, **kw: object):
 
 
 async def test_only_the_workspace_is_writable(real, tmp_path: Path) -> None:
-    iso, ctx, s = real
+    iso, ctx, _ = real
     outside = REPO / f"sandbox-escape-{os.getpid()}.txt"
     in_tmp = tmp_path / "in-tmp.txt"  # /tmp is a private tmpfs inside the sandbox
     r = await run(
@@ -146,7 +147,7 @@ async def test_home_token_and_other_workspaces_are_hidden(real) -> None:
 
 
 async def test_network_is_off_unless_allowed(real, tmp_path: Path) -> None:
-    iso, ctx, s = real
+    iso, ctx, _ = real
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
         srv.listen()
@@ -195,7 +196,7 @@ async def test_timeouts_and_cancels_stop_everything_in_the_sandbox(real) -> None
 
 
 def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
-    iso, ctx, s = real
+    _, ctx, s = real
     child = tmp_path / "child.py"
     child.write_text(
         "import asyncio, sys\n"

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xclaw.errors import WorkspaceError
+from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
 from xclaw.workspace.snapshots import pause_for_tests
@@ -93,9 +93,14 @@ def complete_restore(store: Store, root: Path, pending: PendingRestore) -> Resto
             kept += _move_unversioned(old, ws, manifest, rules)
         _remove(old)
         pause_for_tests("restore.done")
-    except OSError as e:
+    except (OSError, MissingBlobs) as e:
+        why = (
+            f"the database lacks {len(e.hashes)} file content(s) of the target state"
+            if isinstance(e, MissingBlobs)
+            else str(e)
+        )
         raise WorkspaceError(
-            f"could not restore the workspace of session {pending.session_id} ({ws}): {e}. "
+            f"could not restore the workspace of session {pending.session_id} ({ws}): {why}. "
             "The restore is journaled and is retried before the session runs again."
         ) from e
     store.finish_restore(pending.session_id, pending.restore_id)
