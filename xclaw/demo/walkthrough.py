@@ -143,7 +143,8 @@ class Walkthrough:
         self.say("Restart the server and reconnect with the same session id (as `xclaw chat` does from .cli_session).")
         self.server.start()
         client = await Client.attach(self.server, sid, self.show)
-        self.check(any(f.get("type") == "history" for f in client.frames), "the history came back from the database")
+        history = await client.until(lambda f: f.get("type") == "history")
+        self.check("sleep 3" in str(history.get("messages")), "the history came back from the database")
         if self.scripted:
             await client.until(lambda f: f.get("type") == "notice" and "[resume]" in str(f.get("content")))
             request = await client.until(lambda f: f.get("type") == "approval_request", timeout=30)
@@ -231,8 +232,8 @@ class Walkthrough:
         table.add_column(f"fork {fork_id[:8]}…", overflow="fold")
         for i in range(max(len(left), len(right))):
             table.add_row(_describe(left[i]) if i < len(left) else "", _describe(right[i]) if i < len(right) else "")
-        table.add_row("draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0],
-                      "draft.txt: " + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0])
+        table.add_row(*(Text("draft.txt: " + (self._workspace(x) / "draft.txt").read_text().splitlines()[0], style="bold")
+                        for x in (sid, fork_id)))
         self.console.print(table)
 
     def finish(self) -> None:
@@ -240,7 +241,9 @@ class Walkthrough:
         elapsed = time.monotonic() - self.started
         self.say(f"Done in {elapsed:.0f} s. Everything above is in {self.db}")
         self.note(f"xclaw sessions --db {self.db}")
-        self.note(f"xclaw serve --db {self.db} --workspace {self.home / 'workspaces'}   then open the printed link")
+        model = f"XCLAW_MODEL={self.server.env['XCLAW_MODEL']} " if self.scripted else ""
+        self.note(f"{model}xclaw serve --db {self.db} --workspace {self.home / 'workspaces'}")
+        self.note("then open the printed http://127.0.0.1:3000/?token=… link: the sessions, their trace trees and the branch comparison are in the web page")
 
     # --- reading the record -----------------------------------------------------------------------
     def _steps(self, sid: str) -> list[Step]:
@@ -264,13 +267,19 @@ class Walkthrough:
         self.server.kill()
 
 
-def _describe(s: Step) -> str:
+def _describe(s: Step) -> Text:
+    """One cell of the comparison (a Text, so brackets are not read as rich markup)."""
+    return Text(_describe_plain(s))
+
+
+def _describe_plain(s: Step) -> str:
     dur = f" {s.duration_ms}ms" if s.duration_ms is not None else ""
     if s.step_type is StepType.LLM_CALL:
         text = (s.output_data or {}).get("text", "") if isinstance(s.output_data, dict) else ""
         return f"{s.display_id} llm{dur}: {text[:60]}"
     if s.step_type is StepType.TOOL_CALL:
-        return f"{s.display_id} {s.name}{dur} [{s.status.value}]"
+        state = "interrupted" if s.interrupted else s.status.value
+        return f"{s.display_id} {s.name}{dur} [{state}]"
     if s.step_type is StepType.USER_INPUT:
         return f"{s.display_id} user: {str(s.input_data)[:60]}"
     return f"{s.display_id} {s.name}"
