@@ -65,22 +65,32 @@ class Backend:
         """What every backend must hold: no orphan steps, parents inside their session and
         earlier, sequence numbers unique and below next_seq."""
         q = self.query
-        assert q(
-            "SELECT step_id FROM traces t WHERE NOT EXISTS "
-            "(SELECT 1 FROM sessions s WHERE s.session_id = t.session_id)"
-        ) == []
-        assert q(
-            "SELECT c.step_id FROM traces c LEFT JOIN traces p ON p.step_id = c.parent_step_id "
-            "WHERE c.parent_step_id IS NOT NULL AND (p.step_id IS NULL "
-            "OR p.session_id <> c.session_id OR p.seq >= c.seq)"
-        ) == []
-        assert q(
-            "SELECT t.step_id FROM traces t JOIN sessions s ON s.session_id = t.session_id "
-            "WHERE t.seq >= s.next_seq"
-        ) == []
-        assert q(
-            "SELECT session_id, seq FROM traces GROUP BY session_id, seq HAVING count(*) > 1"
-        ) == []
+        assert (
+            q(
+                "SELECT step_id FROM traces t WHERE NOT EXISTS "
+                "(SELECT 1 FROM sessions s WHERE s.session_id = t.session_id)"
+            )
+            == []
+        )
+        assert (
+            q(
+                "SELECT c.step_id FROM traces c LEFT JOIN traces p ON p.step_id = c.parent_step_id "
+                "WHERE c.parent_step_id IS NOT NULL AND (p.step_id IS NULL "
+                "OR p.session_id <> c.session_id OR p.seq >= c.seq)"
+            )
+            == []
+        )
+        assert (
+            q(
+                "SELECT t.step_id FROM traces t JOIN sessions s ON s.session_id = t.session_id "
+                "WHERE t.seq >= s.next_seq"
+            )
+            == []
+        )
+        assert (
+            q("SELECT session_id, seq FROM traces GROUP BY session_id, seq HAVING count(*) > 1")
+            == []
+        )
 
 
 class SqliteBackend(Backend):
@@ -132,7 +142,7 @@ class PostgresBackend(Backend):
 
         try:
             return connect(parse_url(self.url))
-        except Exception as e:  # noqa: BLE001 - reported as the reason the test cannot run
+        except Exception as e:
             if os.environ.get("XCLAW_TEST_REQUIRE_PG"):
                 raise
             pytest.skip(f"PostgreSQL at {self.base_url} is not reachable: {e}")

@@ -26,6 +26,7 @@ def _register() -> None:
         commands_run,
         commands_serve,
         commands_store,
+        commands_workers,
         commands_workspace,
     )
 
@@ -33,6 +34,7 @@ def _register() -> None:
     commands_workspace.register(cli)
     commands_run.register(cli)
     commands_serve.register(cli)
+    commands_workers.register(cli)
     commands_chat.register(cli)
     commands_demo.register(cli)
 

@@ -123,13 +123,18 @@ def _str_field(data: dict[str, Any], name: str, *, required: bool) -> str | None
 
 
 async def health(request: Request, gw: Gateway) -> Response:
+    rt = gw.runtime
     return JSONResponse(
         {
             "status": "ok",
             "version": __version__,
             "database": gw.store.url,
-            "model": gw.runtime.model_name() if hasattr(gw.runtime, "model_name") else None,
+            "model": rt.model_name() if hasattr(rt, "model_name") else None,
             "sockets": gw.hub.sockets(),
+            # Which worker this is, among several on one database (docs/postgres.md).
+            "worker": getattr(rt, "worker_id", None),
+            "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
+            "sessionsDriven": rt.driven_sessions() if hasattr(rt, "driven_sessions") else [],
         }
     )
 

@@ -163,7 +163,7 @@ def openapi_spec(version: str) -> dict[str, Any]:
         "paths": {
             "/health": {
                 "get": _op(
-                    "liveness, version, database and model in use",
+                    "liveness, version, database, model, this worker and the sessions it drives",
                     {
                         "200": _json(
                             {
@@ -174,6 +174,12 @@ def openapi_spec(version: str) -> dict[str, Any]:
                                     "database": {"type": "string"},
                                     "model": {"type": ["string", "null"]},
                                     "sockets": {"type": "integer"},
+                                    "worker": {"type": ["string", "null"]},
+                                    "backend": {"enum": ["sqlite", "postgresql"]},
+                                    "sessionsDriven": {
+                                        "type": "array",
+                                        "items": {"type": "string"},
+                                    },
                                 },
                             }
                         )

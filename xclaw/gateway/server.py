@@ -127,6 +127,7 @@ def _display_host(host: str) -> str:
 
 
 async def _serve(settings: Settings, log_level: str) -> int:
+    from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
@@ -137,6 +138,9 @@ async def _serve(settings: Settings, log_level: str) -> int:
     store = open_store(settings.db)
     try:
         runtime = Runtime(store, settings, model=model)
+        # Presence, failover and frames across the workers sharing this database.
+        cluster = Cluster(runtime, info={"port": settings.port})
+        await cluster.start()
         app = create_app(settings, store, runtime, token=token)
         config = uvicorn.Config(
             app,
@@ -159,6 +163,7 @@ async def _serve(settings: Settings, log_level: str) -> int:
             await server.serve()
         finally:
             banner_task.cancel()
+            await cluster.stop()  # already done by runtime.shutdown() unless startup failed
         if not server.started:
             return 1
         log.info("event=stopped")

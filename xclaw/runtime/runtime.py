@@ -20,6 +20,7 @@ from xclaw.config import Settings
 from xclaw.errors import (
     Cancelled,
     ConfigError,
+    LeaseLost,
     LimitsExceeded,
     LLMError,
     SessionBusy,
@@ -32,8 +33,10 @@ from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import build_history, seed_history
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
+from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
 from xclaw.tools.base import ToolContext
 from xclaw.workspace.timetravel import Workspaces
@@ -51,6 +54,11 @@ class _Run:
 
     task: asyncio.Task[None] | None = None
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    # The session's lease while this worker drives it, renewed in the background; `lost`
+    # says why once another worker took it (the run then stops without writing).
+    lease: Lease | None = None
+    renewer: asyncio.Task[None] | None = None
+    lost: str | None = None
     # display step id -> (request, future answered by answer_approval)
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = field(default_factory=dict)
 
@@ -82,6 +90,7 @@ class Runtime:
         *,
         model: Model | None = None,
         toolbox: Toolbox | None = None,
+        worker_id: str | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -95,6 +104,12 @@ class Runtime:
         self.db = StoreCaller(store, self._executor)
         self._subs: dict[str, list[FrameSink]] = {}
         self._runs: dict[str, _Run] = {}
+        # One driver per session across processes and hosts (invariant 8): a lease per run.
+        self.worker_id = worker_id or new_worker_id()
+        self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
+        # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
+        self.cluster: Any = None
+        self._stopping = False
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -127,6 +142,19 @@ class Runtime:
 
     def _emit(self, session_id: str, frame: dict[str, Any]) -> None:
         frame = {**frame, "sessionId": session_id}
+        self.deliver(session_id, frame)
+        if self.cluster is not None:
+            self.cluster.publish(session_id, frame)  # to clients attached to other workers
+
+    def has_subscribers(self, session_id: str) -> bool:
+        return bool(self._subs.get(session_id))
+
+    def driven_sessions(self) -> list[str]:
+        """Sessions this worker drives right now (under its lease)."""
+        return sorted(sid for sid, run in self._runs.items() if run.lease is not None)
+
+    def deliver(self, session_id: str, frame: dict[str, Any]) -> None:
+        """A frame to the sockets attached to this worker only."""
         for sink in list(self._subs.get(session_id, ())):
             try:
                 sink(frame)
@@ -161,12 +189,17 @@ class Runtime:
         }
 
     def is_busy(self, session_id: str) -> bool:
-        return session_id in self._runs
+        """A run is in flight here, or (as far as this worker knows) on another worker."""
+        return session_id in self._runs or (
+            self.cluster is not None and self.cluster.driven_elsewhere(session_id) is not None
+        )
 
     def pending_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
         run = self._runs.get(session_id)
-        if run is None:
-            return []
+        if run is None:  # driven by another worker: the requests it sent over the bus
+            if self.cluster is None:
+                return []
+            return [{**f, "sessionId": session_id} for f in self.cluster.remote_approval_frames(session_id)]
         return [
             {**self._approval_frame(req), "sessionId": session_id}
             for req, fut in run.approvals.values()
@@ -187,33 +220,83 @@ class Runtime:
         return frame
 
     async def resume_if_needed(self, session_id: str) -> bool:
-        if self.is_busy(session_id):
+        if session_id in self._runs or self._stopping:
             return False
         session = await self.db(self.store.get_session, session_id)
-        if session.status is Status.PAUSED or (
-            session.status is Status.RUNNING and not session.awaiting_input
-        ):
-            try:
-                self.model
-            except ConfigError as e:
-                self._emit(session_id, error_frame(e.message, e.code))
-                return False
-            self._start(session_id, user_text=None, resume=True)
-            return True
-        return False
+        if not _resumable(session):
+            return False
+        try:
+            self.model
+        except ConfigError as e:
+            self._emit(session_id, error_frame(e.message, e.code))
+            return False
+        run = self._claim(session_id)
+        try:
+            lease, holder = await self.leases.try_acquire(session_id)
+            if lease is not None and not _resumable(await self.db(self.store.get_session, session_id)):
+                await self.leases.release(lease)  # its driver finished it meanwhile
+                lease = holder = None
+        except BaseException:
+            self._unclaim(session_id, run)
+            raise
+        if lease is None:
+            # Another live worker drives it: observe, and take over if its lease lapses.
+            self._unclaim(session_id, run)
+            if holder is not None and self.cluster is not None:
+                await self.cluster.observe(holder)
+            return False
+        self._launch(session_id, run, lease, user_text=None, resume=True)
+        return True
 
     # --- driving ------------------------------------------------------------------------------
     async def send(self, session_id: str, text: str) -> None:
-        if self.is_busy(session_id):
+        if session_id in self._runs:
             raise SessionBusy("a run is in flight for this session; wait for its reply or cancel it")
+        if self._stopping:
+            raise SessionBusy("this server is shutting down; send it again in a moment")
         await self.db(self.store.get_session, session_id)  # SessionNotFound
         self.model  # ConfigError: say how to configure a model before recording anything
-        self._start(session_id, user_text=text, resume=False)
+        run = self._claim(session_id)
+        try:
+            lease = await self.leases.acquire(session_id)  # busy: names the worker driving it
+        except BaseException:
+            self._unclaim(session_id, run)
+            raise
+        self._launch(session_id, run, lease, user_text=text, resume=False)
 
-    def _start(self, session_id: str, *, user_text: str | None, resume: bool) -> None:
+    def _claim(self, session_id: str) -> _Run:
         run = _Run()
         self._runs[session_id] = run  # claimed synchronously: no second driver can slip in
+        return run
+
+    def _unclaim(self, session_id: str, run: _Run) -> None:
+        if self._runs.get(session_id) is run:
+            del self._runs[session_id]
+
+    def _launch(
+        self, session_id: str, run: _Run, lease: Lease, *, user_text: str | None, resume: bool
+    ) -> None:
+        run.lease = lease
+        if self.cluster is not None:
+            self.cluster.forget(session_id)  # driven here now
+        run.renewer = self.leases.keep_alive(
+            lambda: run.lease,  # type: ignore[arg-type,return-value]
+            lambda renewed: setattr(run, "lease", renewed),
+            lambda why: self._lease_lost(session_id, run, why),
+        )
         run.task = asyncio.create_task(self._drive(session_id, run, user_text, resume))
+
+    def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
+        """Another worker took the session: stop at once; every later write is refused."""
+        if run.lost is None:
+            run.lost = why
+            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, why)
+            self.deliver(sid, notice_frame(
+                "[lease] another worker took over this session; this one stopped driving it"
+            ))
+        task = run.task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()  # the renewer noticed: stop the run where it waits
 
     def answer_approval(self, session_id: str, step_ref: str, approve: bool) -> None:
         run = self._runs.get(session_id)
@@ -226,12 +309,14 @@ class Runtime:
             if entry is not None and not entry[1].done():
                 entry[1].set_result(bool(approve))
                 return
+        elif self.cluster is not None and self.cluster.forward_approval(session_id, step_ref, approve):
+            return  # the worker that drives the session asked; it gets the answer
         raise StepNotFound(str(step_ref), session_id)
 
     def cancel(self, session_id: str) -> bool:
         run = self._runs.get(session_id)
-        if run is None:
-            return False
+        if run is None:  # perhaps driven by another worker: ask it
+            return self.cluster is not None and self.cluster.forward_cancel(session_id)
         run.cancel.set()
         return True
 
@@ -242,14 +327,16 @@ class Runtime:
 
     async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)  # noqa: E731
+        # Every write of this run carries the lease's fencing token (invariant 8).
+        db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
             if resume:
-                interrupted = await self.db(self.store.mark_interrupted, sid)
+                interrupted = await db(db.store.mark_interrupted, sid)
             else:
                 # New input settles anything left unanswered, approvals included.
-                interrupted = await self.db(self.store.mark_interrupted, sid, keep_approvals=False)
+                interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
             for step in interrupted:  # live views see the dangling steps marked (invariant 3)
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
@@ -263,7 +350,7 @@ class Runtime:
                         "again only if the model re-issues it and you approve"
                     ))
             recorder = Recorder(
-                db=self.db,
+                db=db,
                 session_id=sid,
                 emit=emit,
                 redact=self.redact,
@@ -297,35 +384,50 @@ class Runtime:
                 user_text=user_text,
                 resume=hist.resume_state(with_note=resume),
             )
-            await self._settle(sid, Status.SUCCESS)
+            await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
         except Cancelled as e:
-            await self._fail(sid, emit, "cancelled", e.message, notice="[cancel] run stopped; send a message to continue")
+            await self._fail(db, sid, emit, "cancelled", e.message, notice="[cancel] run stopped; send a message to continue")
         except LimitsExceeded as e:
-            await self._fail(sid, emit, "max_iterations", e.message)
+            await self._fail(db, sid, emit, "max_iterations", e.message)
         except LLMError as e:
-            await self._fail(sid, emit, "llm_error", f"LLM call failed: {e.message}")
+            await self._fail(db, sid, emit, "llm_error", f"LLM call failed: {e.message}")
+        except LeaseLost as e:  # a write was refused: another worker drives the session now
+            self._lease_lost(sid, run, e.message)
         except asyncio.CancelledError:
+            if run.lost is not None:
+                return  # stopped because the lease was lost: nothing more to write
             # Shutdown: whatever was running stays `running` and is marked interrupted below.
             raise
         except Exception as e:
             log.exception("run of session %s crashed", sid)
-            await self._fail(sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
+            await self._fail(db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
         finally:
+            if run.renewer is not None:
+                run.renewer.cancel()
             if self._runs.get(sid) is run:
                 del self._runs[sid]
+            if run.lease is not None and run.lost is None and not self._stopping:
+                # The next run may start at once, here or anywhere. (One that starts here
+                # first takes a newer token, and this release of the old one is a no-op.)
+                await self.leases.release(run.lease)
 
-    async def _settle(self, sid: str, target: Status) -> None:
-        session = await self.db(self.store.get_session, sid)
+    async def _settle(self, db: StoreCaller, sid: str, target: Status) -> None:
+        session = await db(db.store.get_session, sid)
         if session.status is not target:
-            await self.db(self.store.transition, sid, target)
+            await db(db.store.transition, sid, target)
 
-    async def _fail(self, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None) -> None:
+    async def _fail(
+        self, db: StoreCaller, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None
+    ) -> None:
         try:
-            await self.db(self.store.mark_interrupted, sid, keep_approvals=False)
-            session = await self.db(self.store.get_session, sid)
+            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            session = await db(db.store.get_session, sid)
             if session.status is not Status.FAILED:
-                await self.db(self.store.transition, sid, Status.FAILED)
+                await db(db.store.transition, sid, Status.FAILED)
+        except LeaseLost as e:
+            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
+            return
         except Exception:
             log.exception("could not mark session %s failed", sid)
         emit({"type": "status", "status": Status.FAILED.value})
@@ -350,7 +452,15 @@ class Runtime:
 
     async def rollback(self, session_id: str, step_ref: str) -> RollbackResult:
         self._refuse_if_busy(session_id, "roll back")
-        result = await self.db(self.workspaces.rollback, session_id, step_ref)  # files too
+        run = self._claim(session_id)  # nothing starts here meanwhile
+        try:
+            lease = await self.leases.acquire(session_id)  # nor on another worker
+            try:
+                result = await self.db(self.workspaces.rollback, session_id, step_ref)  # files too
+            finally:
+                await self.leases.release(lease)
+        finally:
+            self._unclaim(session_id, run)
         self._emit(session_id, {
             "type": "status",
             "status": result.session.status.value,
@@ -366,6 +476,9 @@ class Runtime:
             raise SessionBusy(f"cannot {what} while a run is in flight; cancel it first")
 
     async def shutdown(self) -> None:
+        self._stopping = True
+        if self.cluster is not None:
+            await self.cluster.stop()
         runs = list(self._runs.items())
         for _, run in runs:
             if run.task is not None:
@@ -379,10 +492,25 @@ class Runtime:
             try:
                 # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
                 # pending approval stays pending so it is asked again after restart (R9).
-                await self.db(self.store.mark_interrupted, sid)
+                if run.lost is None:
+                    store = self.store if run.lease is None else self.store.driven(run.lease)
+                    await self.db(store.mark_interrupted, sid)
+            except LeaseLost:
+                log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
             except Exception:
                 log.exception("could not mark steps of %s interrupted", sid)
+            if run.renewer is not None:
+                run.renewer.cancel()
+            if run.lease is not None and run.lost is None:
+                await self.leases.release(run.lease)  # another worker may resume it at once
         self._executor.shutdown(wait=True)
+
+
+def _resumable(session: Session) -> bool:
+    """Interrupted work to continue: Paused, or Running and not waiting for input (R6)."""
+    return session.status is Status.PAUSED or (
+        session.status is Status.RUNNING and not session.awaiting_input
+    )
 
 
 __all__ = ["Runtime", "FrameSink", "SessionNotFound"]

@@ -288,9 +288,10 @@ class PostgresStore(PgLeases, PgSnapshots):
             if moves:
                 if is_approval(step.step_type, step.name):
                     target = Status.PAUSED
-                elif current is Status.PAUSED and conn.execute(
-                    _RUNNING_APPROVAL_SQL, (session_id,)
-                ).fetchone():
+                elif (
+                    current is Status.PAUSED
+                    and conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
+                ):
                     target = Status.PAUSED  # another approval is still pending
                 else:
                     target = Status.RUNNING
@@ -616,4 +617,3 @@ def _normalise(step: NewStep) -> NewStep:
     if not step.name:
         raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
     return step
-

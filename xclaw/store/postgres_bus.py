@@ -91,7 +91,9 @@ class PgBus:
             try:
                 self._send(batch)
             except psycopg.Error as e:
-                log.warning("event=bus_publish_failed dropped=%s error=%r", len(batch), str(e)[:200])
+                log.warning(
+                    "event=bus_publish_failed dropped=%s error=%r", len(batch), str(e)[:200]
+                )
                 self._reconnect_publisher()
 
     def _send(self, batch: list[str]) -> None:

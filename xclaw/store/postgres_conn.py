@@ -162,9 +162,7 @@ class Pool:
     def close(self) -> None:
         self._pool.close()
 
-    def run(
-        self, fn: Callable[[psycopg.Connection], T], *, durable: bool, write: bool = True
-    ) -> T:
+    def run(self, fn: Callable[[psycopg.Connection], T], *, durable: bool, write: bool = True) -> T:
         """fn(conn) inside BEGIN..COMMIT; a deadlock or serialisation failure (the database
         rolled everything back) runs it again; other errors reach the caller in words."""
         delay = 0.005
@@ -226,7 +224,9 @@ def migrate_postgres(
     while True:
         with conn.transaction():
             if schema is not None:
-                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_MIGRATE, schema))
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_MIGRATE, schema)
+                )
                 conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )

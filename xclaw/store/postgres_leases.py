@@ -45,9 +45,7 @@ FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner
 
 
 def _info(row: tuple[Any, ...]) -> LeaseInfo:
-    return LeaseInfo(
-        row[0], _STATUS[row[1]], row[2], row[3], row[4], row[5], row[6], bool(row[7])
-    )
+    return LeaseInfo(row[0], _STATUS[row[1]], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
 
 
 class PgLeases:
@@ -127,18 +125,18 @@ class PgLeases:
             durable=True,
             write=False,
         )
-        return [
-            WorkerInfo(r[0], r[1], r[2], r[3], r[4], load_json(r[5]) or {}, r[6]) for r in rows
-        ]
+        return [WorkerInfo(r[0], r[1], r[2], r[3], r[4], load_json(r[5]) or {}, r[6]) for r in rows]
 
     def forget_worker(self, worker_id: str) -> bool:
         """Drop a dead worker's row (its leases then count by expiry alone)."""
         return bool(
             self._pool.run(
-                lambda c: c.execute(
-                    f"DELETE FROM workers w WHERE w.worker_id = %s AND NOT {_ALIVE}",
-                    (worker_id,),
-                ).rowcount,
+                lambda c: (
+                    c.execute(
+                        f"DELETE FROM workers w WHERE w.worker_id = %s AND NOT {_ALIVE}",
+                        (worker_id,),
+                    ).rowcount
+                ),
                 durable=False,
             )
         )
@@ -207,7 +205,9 @@ class PgLeases:
 
     def lease_info(self, session_id: str) -> LeaseInfo:
         row = self._pool.run(
-            lambda c: c.execute(_LEASE_SELECT + "WHERE s.session_id = %s", (session_id,)).fetchone(),
+            lambda c: c.execute(
+                _LEASE_SELECT + "WHERE s.session_id = %s", (session_id,)
+            ).fetchone(),
             durable=True,
             write=False,
         )

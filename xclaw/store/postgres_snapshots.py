@@ -256,9 +256,12 @@ class PgSnapshots:
 
         def tx(conn: psycopg.Connection) -> SnapshotInfo:
             # The session row before the blobs lock: the order rollback and delete take too.
-            if conn.execute(
-                "SELECT 1 FROM sessions WHERE session_id=%s FOR SHARE", (session_id,)
-            ).fetchone() is None:
+            if (
+                conn.execute(
+                    "SELECT 1 FROM sessions WHERE session_id=%s FOR SHARE", (session_id,)
+                ).fetchone()
+                is None
+            ):
                 require_session(conn, session_id)
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s, 0)", (LOCK_BLOBS,))
             prev = conn.execute(
@@ -359,10 +362,12 @@ class PgSnapshots:
     def finish_restore(self, session_id: str, restore_id: str) -> bool:
         return bool(
             self._write(
-                lambda c: c.execute(
-                    "DELETE FROM workspace_restores WHERE session_id=%s AND restore_id=%s",
-                    (session_id, restore_id),
-                ).rowcount,
+                lambda c: (
+                    c.execute(
+                        "DELETE FROM workspace_restores WHERE session_id=%s AND restore_id=%s",
+                        (session_id, restore_id),
+                    ).rowcount
+                ),
                 durable=True,
             )
         )

@@ -180,7 +180,13 @@ class SqliteLeases:
 
     def _info(self, r: tuple[Any, ...]) -> LeaseInfo:
         return LeaseInfo(
-            r[0], _STATUS[r[1]], r[2], r[3], r[4], lease_now(), self._alive(r[2], bool(r[6])),
+            r[0],
+            _STATUS[r[1]],
+            r[2],
+            r[3],
+            r[4],
+            lease_now(),
+            self._alive(r[2], bool(r[6])),
             bool(r[5]),
         )
 
@@ -222,11 +228,13 @@ class SqliteLeases:
         """Expire the lease now (the owner stays on record); False if it was not ours."""
         return bool(
             self._write(
-                lambda c: c.execute(
-                    "UPDATE sessions SET lease_expires_at=? "
-                    "WHERE session_id=? AND lease_token=? AND lease_owner=?",
-                    (lease_now(), lease.session_id, lease.token, lease.owner),
-                ).rowcount,
+                lambda c: (
+                    c.execute(
+                        "UPDATE sessions SET lease_expires_at=? "
+                        "WHERE session_id=? AND lease_token=? AND lease_owner=?",
+                        (lease_now(), lease.session_id, lease.token, lease.owner),
+                    ).rowcount
+                ),
                 durable=False,
             )
         )

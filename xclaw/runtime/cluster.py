@@ -1,0 +1,323 @@
+"""This worker among others on one database: failover and frames across workers.
+
+- Presence: the worker registers and heartbeats (`xclaw workers` lists it), so the others can
+  tell a dead owner's lease from a live one.
+- Failover: a client attached here to a session another worker drives is told so (`busy`),
+  receives that worker's frames, and may answer its approvals; when the lease expires (or its
+  owner dies) this worker takes it and resumes the session (R6 logic, Runtime.resume_if_needed).
+- Sweep: at start and then periodically, sessions left Running by a worker that is gone, with
+  nobody reconnecting within a grace period, are resumed here, so nothing stays stuck.
+- Frames: with PostgreSQL, every frame of a local run is published on the database's channel
+  (LISTEN/NOTIFY) and frames of other workers' runs are delivered to the local sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from xclaw.errors import StepNotFound
+from xclaw.store.leases import LeaseInfo
+from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType, parse_step_ref
+
+if TYPE_CHECKING:
+    from xclaw.runtime.runtime import Runtime
+
+log = logging.getLogger("xclaw.cluster")
+
+
+def _setting(runtime: Runtime, env: str, key: str, default: float) -> float:
+    raw = os.environ.get(env) or runtime.settings.extra.get(key)
+    try:
+        return float(raw) if raw is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass
+class _Remote:
+    """A session another worker drives, as far as this worker knows."""
+
+    owner: str
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)  # stepId -> frame
+
+
+class Cluster:
+    def __init__(self, runtime: Runtime, *, info: dict[str, Any] | None = None) -> None:
+        self.rt = runtime
+        self.store = runtime.store
+        self.worker_id = runtime.worker_id
+        ttl = runtime.leases.ttl_s
+        self.heartbeat_s = ttl / 3
+        self.grace_s = _setting(runtime, "XCLAW_SWEEP_GRACE_S", "sweep_grace_s", ttl)
+        self.sweep_s = _setting(runtime, "XCLAW_SWEEP_EVERY_S", "sweep_every_s", ttl)
+        self.info = {"host": socket.gethostname(), "pid": os.getpid(), **(info or {})}
+        self.bus: Any = None
+        self.others = False  # is any other worker alive? (else publishing is wasted)
+        self._remote: dict[str, _Remote] = {}
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.swept: list[str] = []  # sessions this worker resumed in sweeps (for health/tests)
+        self._stopped = False
+
+    # --- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.rt.leases.info.update(self.info)
+        await self.rt.leases.register()
+        open_bus = getattr(self.store, "open_bus", None)
+        if open_bus is not None:
+            self.bus = await asyncio.to_thread(open_bus, self._from_bus)
+            self.bus.publish({"w": self.worker_id, "k": "hello"})
+        self.rt.cluster = self
+        await self._refresh_others()
+        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="xclaw-heartbeat"))
+        self._tasks.append(asyncio.create_task(self._sweep_loop(), name="xclaw-sweep"))
+        log.info(
+            "event=cluster_started worker=%s bus=%s grace_s=%s ttl_s=%s",
+            self.worker_id,
+            "yes" if self.bus else "no",
+            self.grace_s,
+            self.rt.leases.ttl_s,
+        )
+
+    async def stop(self) -> None:
+        """Background work stops; the runtime's own shutdown releases the leases."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for task in [*self._tasks, *self._watchers.values()]:
+            task.cancel()
+        for task in [*self._tasks, *self._watchers.values()]:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("event=cluster_task_failed")
+        self._tasks.clear()
+        self._watchers.clear()
+        if self.bus is not None:
+            await asyncio.to_thread(self.bus.close)
+        try:
+            await self.rt.leases.unregister()
+        except Exception:
+            log.exception("event=unregister_failed worker=%s", self.worker_id)
+
+    # --- frames between workers ---------------------------------------------------------------
+    def publish(self, session_id: str, frame: dict[str, Any]) -> None:
+        """A frame of a run this worker drives, for the clients attached elsewhere."""
+        if self.bus is not None and self.others:
+            self.bus.publish({"w": self.worker_id, "k": "frame", "s": session_id, "f": frame})
+
+    def _from_bus(self, message: dict[str, Any]) -> None:
+        """Called on the bus thread: hand over to the event loop."""
+        if message.get("w") != self.worker_id and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._dispatch, message)
+
+    def _dispatch(self, m: dict[str, Any]) -> None:
+        kind, sid = m.get("k"), m.get("s")
+        if kind == "hello":
+            self.others = True
+        elif kind == "frame" and isinstance(sid, str) and isinstance(m.get("f"), dict):
+            self.others = True
+            self._track(sid, str(m.get("w")), m["f"])
+            self.rt.deliver(sid, m["f"])
+        elif m.get("to") == self.worker_id and isinstance(sid, str):
+            if kind == "approval":
+                try:
+                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")))
+                except StepNotFound:
+                    log.info("event=forwarded_approval_stale session=%s", sid)
+            elif kind == "cancel":
+                self.rt.cancel(sid)
+
+    def _track(self, sid: str, owner: str, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        status = frame.get("status")
+        if kind == "reply" or (kind == "status" and status in ("Success", "Failed")):
+            self._remote.pop(sid, None)
+            return
+        remote = self._remote.get(sid)
+        if remote is None:
+            if kind not in ("status", "approval_request", "tool", "delta", "step"):
+                return  # notices and errors do not say who drives
+            if sid in self.rt.driven_sessions():
+                return  # driven here (a late frame of the worker that lost it)
+            remote = self._remote[sid] = _Remote(owner)
+        remote.owner = owner
+        if kind == "approval_request" and frame.get("stepId"):
+            remote.approvals[str(frame["stepId"])] = frame
+        elif kind == "step":
+            step = frame.get("step") or {}
+            if step.get("status") != "running":
+                remote.approvals.pop(str(step.get("id")), None)
+
+    def driven_elsewhere(self, session_id: str) -> str | None:
+        remote = self._remote.get(session_id)
+        return remote.owner if remote else None
+
+    def remote_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
+        remote = self._remote.get(session_id)
+        return list(remote.approvals.values()) if remote else []
+
+    def forward_approval(self, session_id: str, step_ref: str, approve: bool) -> bool:
+        remote = self._remote.get(session_id)
+        if remote is None or self.bus is None:
+            return False
+        try:
+            key = f"s{parse_step_ref(step_ref, session_id):04d}"
+        except StepNotFound:
+            return False
+        if key not in remote.approvals:
+            return False
+        self.bus.publish(
+            {
+                "w": self.worker_id,
+                "k": "approval",
+                "to": remote.owner,
+                "s": session_id,
+                "step": key,
+                "approve": approve,
+            }
+        )
+        return True
+
+    def forward_cancel(self, session_id: str) -> bool:
+        remote = self._remote.get(session_id)
+        if remote is None or self.bus is None:
+            return False
+        self.bus.publish({"w": self.worker_id, "k": "cancel", "to": remote.owner, "s": session_id})
+        return True
+
+    # --- failover -----------------------------------------------------------------------------
+    async def observe(self, info: LeaseInfo) -> None:
+        """Another worker drives the session a client attached to here: remember who, send
+        the approvals it waits for (from the record), and take over if its lease lapses."""
+        sid = info.session_id
+        known = sid in self._remote
+        remote = self._remote.setdefault(sid, _Remote(str(info.owner)))
+        remote.owner = str(info.owner)
+        if not known and self.bus is not None:  # answers travel over the bus only
+            for frame in await self._recorded_approvals(sid):
+                if frame["stepId"] not in remote.approvals:
+                    remote.approvals[frame["stepId"]] = frame
+                    self.rt.deliver(sid, frame)
+        self._watch(sid, info.expires_in_s)
+
+    def forget(self, session_id: str) -> None:
+        self._remote.pop(session_id, None)
+
+    async def _recorded_approvals(self, sid: str) -> list[dict[str, Any]]:
+        steps = await self.rt.db(self.store.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
+        frames = []
+        for s in steps:
+            if s.step_type is StepType.SYSTEM_ALERT and s.name == "approval":
+                data = s.input_data if isinstance(s.input_data, dict) else {}
+                frame: dict[str, Any] = {
+                    "type": "approval_request",
+                    "sessionId": sid,
+                    "stepId": s.display_id,
+                    "name": data.get("tool"),
+                    "input": data.get("args"),
+                    "reason": data.get("reason", ""),
+                    "maybeRepeated": bool(data.get("maybeRepeated")),
+                }
+                if s.agent != MAIN_AGENT:
+                    frame["agent"] = s.agent
+                frames.append(frame)
+        return frames
+
+    def _watch(self, sid: str, wait_s: float) -> None:
+        old = self._watchers.get(sid)
+        if old is not None and not old.done():
+            return
+
+        async def watch() -> None:
+            delay, idle = wait_s, 0
+            while self.rt.has_subscribers(sid):
+                await asyncio.sleep(delay + 0.05)
+                try:
+                    if await self.rt.resume_if_needed(sid):
+                        return  # taken over: this worker drives it now
+                    info = await self.rt.db(self.store.lease_info, sid)
+                except Exception as e:  # noqa: BLE001 - the database is away: try later
+                    log.warning("event=watch_failed session=%s error=%r", sid, str(e)[:200])
+                    delay = 1.0
+                    continue
+                if info.live:
+                    delay, idle = info.expires_in_s, 0
+                    continue
+                idle += 1  # nobody drives it, and it needs no resume: nothing to watch
+                if idle >= 2:
+                    self.forget(sid)
+                    return
+                delay = 0.2
+
+        task = asyncio.create_task(watch(), name=f"xclaw-watch-{sid}")
+        self._watchers[sid] = task
+        task.add_done_callback(
+            lambda t: self._watchers.pop(sid, None) if self._watchers.get(sid) is t else None
+        )
+
+    # --- presence and the sweep -----------------------------------------------------------------
+    async def _refresh_others(self) -> None:
+        workers = await self.rt.db(self.store.workers)
+        self.others = any(w.worker_id != self.worker_id and w.alive is not False for w in workers)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self.rt.db(self.store.heartbeat, self.worker_id)
+                await self._refresh_others()
+            except Exception as e:  # noqa: BLE001 - the database is away: try later
+                log.warning(
+                    "event=heartbeat_failed worker=%s error=%r", self.worker_id, str(e)[:200]
+                )
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("event=sweep_failed worker=%s", self.worker_id)
+            await asyncio.sleep(self.sweep_s)
+
+    async def sweep(self) -> list[str]:
+        """Resume sessions left Running by a worker that is gone (lease expired for longer
+        than the grace period, or its owner dead as long); forget dead workers' rows."""
+        resumed: list[str] = []
+        grace_ms = self.grace_s * 1000
+        dead: set[str] = set()
+        holding: set[str] = set()  # owners of leases not yet expired (alive or not)
+        for info in await self.rt.db(self.store.leases):
+            if info.owner_alive is False:
+                dead.add(str(info.owner))
+            if info.expires_at is not None and info.expires_at > info.now:
+                holding.add(str(info.owner))
+            if (
+                not info.live
+                and info.status is Status.RUNNING
+                and not info.awaiting_input
+                and info.now - (info.expires_at or 0) >= grace_ms
+                and not self.rt.has_subscribers(info.session_id)
+                and await self.rt.resume_if_needed(info.session_id)
+            ):
+                log.info(
+                    "event=swept session=%s from=%s worker=%s",
+                    info.session_id,
+                    info.owner,
+                    self.worker_id,
+                )
+                resumed.append(info.session_id)
+        # A dead worker's row goes once none of its leases can still be taken early.
+        for owner in dead - holding:
+            await self.rt.db(self.store.forget_worker, owner)
+        self.swept.extend(resumed)
+        return resumed

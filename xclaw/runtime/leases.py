@@ -1,0 +1,128 @@
+"""The runtime's side of session leases (DESIGN.md invariant 8): take one before a run starts,
+renew it while the run lives, give it back when the run ends.
+
+A run whose lease another worker took (this process was paused past its expiry, or lost its
+database connection) is stopped without writing: every write it still attempts carries the
+old fencing token and is refused by the store (LeaseLost), so the session's record stays the
+new driver's alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from xclaw import __version__
+from xclaw.config import Settings
+from xclaw.errors import LeaseLost, SessionBusy
+from xclaw.recorder.recorder import StoreCaller
+from xclaw.store.base import Store
+from xclaw.store.leases import Lease, LeaseInfo
+
+log = logging.getLogger("xclaw.leases")
+
+DEFAULT_TTL_S = 15.0
+
+
+def lease_ttl_s(settings: Settings | None = None) -> float:
+    """How long a silent worker keeps its sessions: XCLAW_LEASE_TTL_S, else xclaw.yaml's
+    `lease_ttl_s`, else 15 seconds. Renewed every third of it while a run lives."""
+    raw = os.environ.get("XCLAW_LEASE_TTL_S")
+    if raw is None and settings is not None:
+        raw = settings.extra.get("lease_ttl_s")
+    try:
+        return max(0.5, float(raw)) if raw is not None else DEFAULT_TTL_S
+    except (TypeError, ValueError):
+        return DEFAULT_TTL_S
+
+
+def busy_message(info: LeaseInfo) -> str:
+    return (
+        f"session {info.session_id} is being driven by worker {info.owner} (lease "
+        f"#{info.token}, expires in {info.expires_in_s:.0f} s unless renewed); wait for its "
+        "reply or cancel it"
+    )
+
+
+class LeaseKeeper:
+    """Acquires, renews and releases the leases of one worker's runs."""
+
+    def __init__(self, store: Store, db: StoreCaller, worker_id: str, ttl_s: float) -> None:
+        self.store = store
+        self.db = db
+        self.worker_id = worker_id
+        self.ttl_s = ttl_s
+        self.info: dict[str, Any] = {"version": __version__}
+        self._registered = False
+
+    async def register(self) -> None:
+        """Announce this worker (idempotent): its presence lets others tell it is alive."""
+        if not self._registered:
+            await self.db(self.store.register_worker, self.worker_id, self.info)
+            self._registered = True
+            log.info("event=worker_registered worker=%s db=%s", self.worker_id, self.store.url)
+
+    async def unregister(self) -> None:
+        if self._registered:
+            self._registered = False
+            await self.db(self.store.unregister_worker, self.worker_id)
+
+    async def try_acquire(self, session_id: str) -> tuple[Lease | None, LeaseInfo | None]:
+        """(lease, None), or (None, the live lease of the worker that drives it)."""
+        await self.register()
+        lease = await self.db(self.store.acquire_lease, session_id, self.worker_id, self.ttl_s)
+        if lease is not None:
+            log.info(
+                "event=lease_acquired session=%s worker=%s token=%s",
+                session_id,
+                self.worker_id,
+                lease.token,
+            )
+            return lease, None
+        return None, await self.db(self.store.lease_info, session_id)
+
+    async def acquire(self, session_id: str) -> Lease:
+        """The lease, or SessionBusy naming the worker that holds it."""
+        lease, holder = await self.try_acquire(session_id)
+        if lease is None:
+            assert holder is not None
+            raise SessionBusy(busy_message(holder))
+        return lease
+
+    def keep_alive(
+        self, get: Callable[[], Lease], put: Callable[[Lease], None], lost: Callable[[str], None]
+    ) -> asyncio.Task[None]:
+        """Renew every third of the TTL while the run lives; `lost` once another owns it."""
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(self.ttl_s / 3)
+                lease = get()
+                try:
+                    put(await self.db(self.store.renew_lease, lease, self.ttl_s))
+                except LeaseLost as e:
+                    lost(e.message)
+                    return
+                except Exception as e:  # noqa: BLE001 - the database is away: the fence still protects
+                    log.warning(
+                        "event=lease_renew_failed session=%s worker=%s error=%r",
+                        lease.session_id,
+                        self.worker_id,
+                        str(e)[:200],
+                    )
+
+        return asyncio.create_task(loop(), name="xclaw-lease-renewer")
+
+    async def release(self, lease: Lease) -> None:
+        try:
+            await self.db(self.store.release_lease, lease)
+        except Exception as e:  # noqa: BLE001 - the lease then simply expires
+            log.warning(
+                "event=lease_release_failed session=%s worker=%s error=%r",
+                lease.session_id,
+                self.worker_id,
+                str(e)[:200],
+            )
