@@ -138,10 +138,11 @@ class PostgresStore(PgLeases, PgSnapshots):
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=durable)
 
-    def _read(self, fn: Callable[[psycopg.Connection], T]) -> T:
+    def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:
+        """Single statements run in autocommit; `snapshot` gives several one consistent view."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        return self._pool.run(fn, durable=True, write=False)
+        return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
 
     def _now(self) -> int:
         return int(self._clock())

@@ -1,10 +1,10 @@
-"""PostgreSQL plumbing for PostgresStore: the URL, the connection pool, one transaction per
+"""PostgreSQL plumbing for PostgresStore: the URL, the connection pools, one transaction per
 operation with its durability, error words, and the migration runner.
 
 Durability per commit mirrors the SQLite policy (docs/storage.md, docs/postgres.md): write-
 ahead rows, final and waiting statuses, rollback/fork/create/delete commit with
 `synchronous_commit = on` (the WAL is flushed before COMMIT returns); other writes (completions,
-llm_call begins, user input, renewals) use `SET LOCAL synchronous_commit = off`: they survive a
+llm_call begins, user input, renewals) commit with `synchronous_commit = off`: they survive a
 crash of our process, and a crash of the database server may lose the last few hundred
 milliseconds of them — never a write-ahead row, because the next durable commit flushes the
 WAL up to itself, earlier commits included.
@@ -94,13 +94,17 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def _configure(conn: psycopg.Connection, *, durable: bool = True) -> None:
     """Every connection: autocommit (we open transactions ourselves), jsonb read back as its
-    text (the shared row converters decode it), and durable commits by default."""
+    text (the shared row converters decode it), and its commit durability."""
     conn.autocommit = True
     conn.adapters.register_loader("jsonb", TextLoader)
     conn.adapters.register_loader("json", TextLoader)
-    conn.execute("SET synchronous_commit TO on")
+    conn.execute(f"SET synchronous_commit TO {'on' if durable else 'off'}")
+
+
+def _configure_relaxed(conn: psycopg.Connection) -> None:
+    _configure(conn, durable=False)
 
 
 def connect(target: PgTarget) -> psycopg.Connection:
@@ -139,39 +143,66 @@ def wrap(e: BaseException, where: str) -> BaseException:
 
 
 class Pool:
-    """The connection pool; `write` and `read` run one function in one transaction."""
+    """Two connection pools, one per durability (so no transaction spends a round trip on
+    `SET LOCAL synchronous_commit`); `run` executes one function in one transaction."""
 
     def __init__(self, target: PgTarget) -> None:
         self.target = target
-        self._pool = ConnectionPool(
+        self._durable = self._open(target, _configure, "xclaw-durable")
+        try:
+            self._relaxed = self._open(target, _configure_relaxed, "xclaw")
+        except BaseException:
+            self._durable.close()
+            raise
+        self.commits = 0
+
+    @staticmethod
+    def _open(
+        target: PgTarget, configure: Callable[[psycopg.Connection], None], name: str
+    ) -> ConnectionPool:
+        pool = ConnectionPool(
             target.conninfo,
             min_size=1,
             max_size=target.pool_max,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
-            configure=_configure,
+            configure=configure,
             open=False,
-            name="xclaw",
+            name=name,
         )
         try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except PoolTimeout as e:
-            self._pool.close()
+            pool.close()
             raise StoreError(f"cannot connect to PostgreSQL at {target.display}") from e
-        self.commits = 0
+        return pool
 
     def close(self) -> None:
-        self._pool.close()
+        self._durable.close()
+        self._relaxed.close()
 
-    def run(self, fn: Callable[[psycopg.Connection], T], *, durable: bool, write: bool = True) -> T:
-        """fn(conn) inside BEGIN..COMMIT; a deadlock or serialisation failure (the database
-        rolled everything back) runs it again; other errors reach the caller in words."""
+    def run(
+        self,
+        fn: Callable[[psycopg.Connection], T],
+        *,
+        durable: bool,
+        write: bool = True,
+        snapshot: bool = False,
+    ) -> T:
+        """fn(conn) inside BEGIN..COMMIT on a connection of the asked durability. A read
+        (write=False) runs in autocommit, one round trip per statement, unless `snapshot`
+        asks for one REPEATABLE READ transaction (several statements, one view). A deadlock
+        or serialisation failure (everything rolled back) runs it again; other errors reach
+        the caller in words."""
+        pool = self._durable if write and durable else self._relaxed
         delay = 0.005
         for attempt in range(_RETRIES):
             try:
-                with self._pool.connection(timeout=POOL_WAIT_S) as conn:
+                with pool.connection(timeout=POOL_WAIT_S) as conn:
+                    if not write and not snapshot:
+                        return fn(conn)
                     with conn.transaction():
-                        if write and not durable:
-                            conn.execute("SET LOCAL synchronous_commit TO off")
+                        if snapshot:
+                            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                         result = fn(conn)
                     if write:
                         self.commits += 1

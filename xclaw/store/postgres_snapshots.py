@@ -340,7 +340,7 @@ class PgSnapshots:
                 return None
             return state_tx(conn, session_id, seq)
 
-        return self._read(q)
+        return self._read(q, snapshot=True)
 
     def snapshot_from(self, session_id: str, seq: int) -> tuple[int, Manifest] | None:
         def q(conn: psycopg.Connection) -> tuple[int, Manifest] | None:
@@ -348,7 +348,7 @@ class PgSnapshots:
             found = first_snapshot_from_tx(conn, session_id, seq)
             return None if found is None else (found, state_tx(conn, session_id, found))
 
-        return self._read(q)
+        return self._read(q, snapshot=True)
 
     def pending_restores(self, session_id: str | None = None) -> list[PendingRestore]:
         query = f"SELECT {_RESTORE_COLS} FROM workspace_restores"
