@@ -59,8 +59,8 @@ def with_store(fn: F) -> F:
         "--db",
         "db",
         default=None,
-        metavar="PATH",
-        help="SQLite database file (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        metavar="PATH|URL",
+        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:

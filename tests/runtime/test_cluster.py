@@ -1,0 +1,177 @@
+"""The cluster side of a worker (xclaw/runtime/cluster.py), on both backends: the sweep that
+resumes what a dead worker left Running, and (PostgreSQL) approvals answered on another
+worker than the one that asked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
+from xclaw.config import Settings
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.runtime.cluster import Cluster
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
+from xclaw.store.model import Status
+
+pytestmark = pytest.mark.slow
+
+
+def sh(command: str) -> dict[str, Any]:
+    return {"name": "shell", "input": {"command": command}}
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    b = BACKENDS[request.param](tmp_path)
+    yield b
+    b.drop()
+
+
+class Node:
+    """A runtime with its cluster, as `xclaw serve` wires them."""
+
+    def __init__(self, backend: Backend, tmp: Path, script: Path, approval: str = "yolo") -> None:
+        settings = Settings(
+            home=tmp, db=backend.url, workspace_root=tmp / "ws", approval_mode=approval
+        )
+        self.store = open_store(backend.url)
+        self.runtime = Runtime(self.store, settings, model=ScriptedModel(script))
+        self.cluster = Cluster(self.runtime)
+        self.frames: list[dict[str, Any]] = []
+
+    async def close(self) -> None:
+        await self.runtime.shutdown()
+        self.store.close()
+
+
+@pytest.fixture
+async def nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
+    made: list[Node] = []
+
+    async def make(turns: list[dict[str, Any]], approval: str = "yolo") -> Node:
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({"turns": turns}))
+        node = Node(backend, tmp_path, script, approval)
+        await node.cluster.start()
+        made.append(node)
+        return node
+
+    yield make
+    for n in made:
+        await n.close()
+
+
+def run_and_kill(backend: Backend, tmp: Path, turns: list[dict[str, Any]]) -> str:
+    """`xclaw run` in a process of its own, SIGKILLed while its shell call sleeps."""
+    script = tmp / "dead-script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))
+    }
+    env.update(
+        XCLAW_HOME=str(tmp / "dead"),
+        XCLAW_MODEL=f"script:{script}",
+        XCLAW_DB=backend.url,
+        XCLAW_LEASE_TTL_S="1",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "go"],
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                rows = backend.query(
+                    "SELECT session_id FROM traces WHERE step_type='tool_call' AND status='running'"
+                )
+            except Exception:  # noqa: BLE001 - its tables are not created yet
+                rows = []
+            if rows:
+                return str(rows[0][0])
+            time.sleep(0.05)
+        raise AssertionError("the run never reached its tool call")
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+TURNS = [{"text": "", "tool_calls": [sh("sleep 30")]}, {"text": "picked up and finished"}]
+
+
+async def test_the_sweep_resumes_what_a_dead_worker_left_running(
+    nodes, backend: Backend, tmp_path: Path
+) -> None:
+    sid = await asyncio.to_thread(run_and_kill, backend, tmp_path, TURNS)
+    node = await nodes(TURNS)
+    await asyncio.sleep(1.2)  # its last lease (1 s) has expired: the run is orphaned
+    node.cluster.grace_s = 30.0
+    assert await node.cluster.sweep() == []  # within the grace period a client may come back
+    assert node.store.get_session(sid).status is Status.RUNNING
+    node.cluster.grace_s = 0.0
+    assert await node.cluster.sweep() == [sid]
+    await node.runtime.wait_idle(sid)
+    assert node.store.get_session(sid).status is Status.SUCCESS
+    who = [
+        r[0]
+        for r in backend.query("SELECT worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
+    ]
+    dead = who[0]
+    assert dead != node.runtime.worker_id and who[-1] == node.runtime.worker_id
+    assert who.index(node.runtime.worker_id) == len([w for w in who if w == dead])
+    # The dead worker's row is forgotten once none of its leases can be taken early.
+    await node.cluster.sweep()
+    assert dead not in {w.worker_id for w in node.store.workers()}
+
+
+async def test_sessions_nobody_drove_are_left_for_a_reconnect(nodes) -> None:
+    node = await nodes(TURNS)
+    sid = node.store.create_session().session_id
+    node.store.transition(sid, Status.RUNNING)  # e.g. written by an xclaw before leases
+    node.cluster.grace_s = 0.0
+    assert await node.cluster.sweep() == []
+    assert node.store.get_session(sid).status is Status.RUNNING
+
+
+@pytest.mark.postgres
+async def test_an_approval_is_answered_on_another_worker(nodes, backend: Backend) -> None:
+    if backend.name != "postgres":
+        pytest.skip("frames and answers cross workers over PostgreSQL's LISTEN/NOTIFY")
+    turns = [{"text": "", "tool_calls": [sh("echo hi > out.txt")]}, {"text": "wrote it"}]
+    a = await nodes(turns, approval="ask")
+    b = await nodes(turns, approval="ask")
+    await asyncio.sleep(0.3)  # b's hello reached a: a publishes its frames
+    assert a.cluster.others and b.cluster.others
+    sid = (await a.runtime.open(None))[0].session_id
+    b.runtime.subscribe(sid, b.frames.append)
+    await a.runtime.send(sid, "write")
+    for _ in range(200):
+        if any(f["type"] == "approval_request" for f in b.frames):
+            break
+        await asyncio.sleep(0.05)
+    ask = next(f for f in b.frames if f["type"] == "approval_request")
+    assert b.runtime.is_busy(sid) and b.runtime.pending_approval_frames(sid)
+    b.runtime.answer_approval(sid, ask["stepId"], True)  # forwarded to the driver, a
+    await asyncio.wait_for(a.runtime.wait_idle(sid), 20)
+    assert a.store.get_session(sid).status is Status.SUCCESS
+    for _ in range(100):
+        if any(f["type"] == "reply" for f in b.frames):
+            break
+        await asyncio.sleep(0.05)
+    assert [f["content"] for f in b.frames if f["type"] == "reply"] == ["wrote it"]
+    assert not b.runtime.is_busy(sid)
