@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
+from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend, PostgresBackend, postgres_url
 from xclaw.config import Settings
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.cluster import Cluster
@@ -55,8 +55,7 @@ class Node:
         self.store.close()
 
 
-@pytest.fixture
-async def nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
+async def _nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
     made: list[Node] = []
 
     async def make(turns: list[dict[str, Any]], approval: str = "yolo") -> Node:
@@ -70,6 +69,22 @@ async def nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
     yield make
     for n in made:
         await n.close()
+
+
+@pytest.fixture
+async def nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
+    """Runtimes with their clusters on one database of each backend."""
+    async for make in _nodes(backend, tmp_path):
+        yield make
+
+
+@pytest.fixture
+async def pg_nodes(tmp_path: Path) -> AsyncIterator[Any]:
+    """The same on PostgreSQL only: frames and answers cross workers over LISTEN/NOTIFY."""
+    backend = PostgresBackend(postgres_url())
+    async for make in _nodes(backend, tmp_path):
+        yield make
+    backend.drop()
 
 
 def run_and_kill(backend: Backend, tmp: Path, turns: list[dict[str, Any]]) -> str:
@@ -149,12 +164,10 @@ async def test_sessions_nobody_drove_are_left_for_a_reconnect(nodes) -> None:
 
 
 @pytest.mark.postgres
-async def test_an_approval_is_answered_on_another_worker(nodes, backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("frames and answers cross workers over PostgreSQL's LISTEN/NOTIFY")
+async def test_an_approval_is_answered_on_another_worker(pg_nodes) -> None:
     turns = [{"text": "", "tool_calls": [sh("echo hi > out.txt")]}, {"text": "wrote it"}]
-    a = await nodes(turns, approval="ask")
-    b = await nodes(turns, approval="ask")
+    a = await pg_nodes(turns, approval="ask")
+    b = await pg_nodes(turns, approval="ask")
     await asyncio.sleep(0.3)  # b's hello reached a: a publishes its frames
     assert a.cluster.others and b.cluster.others
     sid = (await a.runtime.open(None))[0].session_id

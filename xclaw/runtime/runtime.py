@@ -503,6 +503,11 @@ class Runtime:
                 run.renewer.cancel()
             if run.lease is not None and run.lost is None:
                 await self.leases.release(run.lease)  # another worker may resume it at once
+        if self.cluster is None:  # (a serving worker's cluster unregistered it already)
+            try:
+                await self.leases.unregister()
+            except Exception:
+                log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)
 
 
