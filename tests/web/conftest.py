@@ -35,7 +35,7 @@ def _no_browser(reason: str) -> None:
     pytest.skip(f"{reason}; install it with `apt-get install chromium`, or set XCLAW_TEST_CHROMIUM")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # per module: its event loop must not outlive tests/web
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         _no_browser(f"no Chromium at {CHROMIUM}")
