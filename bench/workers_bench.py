@@ -6,9 +6,10 @@ Each session runs the gateway benchmark's 20-step task (user message, nine LLM c
 each ask for one `list_dir` call, a final answer) over a real WebSocket; the sessions are
 spread round-robin over the workers (as a load balancer would). A step counts when its
 trace row is finished (the live `step` frame). Throughput is every finished step over the
-wall time from the first message sent to the last reply; CPU is the servers' user+system
-time over the same span (the machine's cores are shared by the servers, PostgreSQL and this
-client, so the figures say how the work spreads, not what more hardware would give).
+wall time from the first message sent to the last reply; CPU is the xclaw servers' and (when
+it runs on this machine) PostgreSQL's user+system time over the same span, per step. The
+machine's cores are shared by the servers, PostgreSQL and this client, so the figures say how
+the work spreads, not what more hardware would give.
 
     .venv/bin/python bench/workers_bench.py
     .venv/bin/python bench/workers_bench.py --pg postgresql://postgres@127.0.0.1:5432/test \\
@@ -135,7 +136,24 @@ async def one_session(url: str, go: asyncio.Event, ready: asyncio.Queue[None]) -
     return run
 
 
-async def one_round(workers: list[Worker], sessions: int) -> tuple[list[SessionRun], float, float]:
+def postgres_cpu_s() -> float:
+    """utime + stime of the local PostgreSQL server's processes (0 when it is elsewhere)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, _, rest = text.partition(") ")
+        if name.endswith("(postgres"):
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+async def one_round(
+    workers: list[Worker], sessions: int
+) -> tuple[list[SessionRun], float, float, float]:
     go = asyncio.Event()
     ready: asyncio.Queue[None] = asyncio.Queue()
     tasks = [
@@ -144,12 +162,13 @@ async def one_round(workers: list[Worker], sessions: int) -> tuple[list[SessionR
     ]
     for _ in range(sessions):
         await ready.get()
-    cpu = sum(server_cpu_s(w.proc.pid) for w in workers)
+    cpu, db_cpu = sum(server_cpu_s(w.proc.pid) for w in workers), postgres_cpu_s()
     start = time.perf_counter()
     go.set()
     runs = await asyncio.gather(*tasks)
     wall = max(r.finished_at for r in runs) - start
-    return runs, wall, sum(server_cpu_s(w.proc.pid) for w in workers) - cpu
+    cpu = sum(server_cpu_s(w.proc.pid) for w in workers) - cpu
+    return runs, wall, cpu, postgres_cpu_s() - db_cpu
 
 
 def pg_schema_url(base: str) -> tuple[str, str]:
@@ -173,12 +192,13 @@ async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dic
         try:
             await one_round(workers, min(sessions, 10))  # warm-up: connections, caches
             runs: list[SessionRun] = []
-            wall = cpu = 0.0
+            wall = cpu = db_cpu = 0.0
             for _ in range(rounds):
-                r, w, c = await one_round(workers, sessions)
+                r, w, c, d = await one_round(workers, sessions)
                 runs += r
                 wall += w
                 cpu += c
+                db_cpu += d
         finally:
             for w in workers:
                 w.proc.terminate()
@@ -201,6 +221,7 @@ async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dic
         "p50_ms": statistics.median(lat),
         "p99_ms": lat[min(len(lat) - 1, round(0.99 * len(lat)))],
         "server_cpu_ms_per_step": cpu * 1000 / steps,
+        "db_cpu_ms_per_step": db_cpu * 1000 / steps if "://" in db else 0.0,
     }
 
 
@@ -222,13 +243,13 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     print(
         f"{'backend':<11} {'workers':>7} {'steps':>7} {'wall s':>7} {'steps/s':>8} "
-        f"{'p50 ms':>7} {'p99 ms':>7} {'CPU ms/step':>11}"
+        f"{'p50 ms':>7} {'p99 ms':>7} {'xclaw CPU':>9} {'db CPU':>7}  (ms per step)"
     )
     for r in results:
         print(
             f"{r['config']:<11} {r['workers']:>7} {r['steps']:>7} {r['wall_s']:>7.2f} "
             f"{r['steps_per_s']:>8.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} "
-            f"{r['server_cpu_ms_per_step']:>11.2f}"
+            f"{r['server_cpu_ms_per_step']:>9.2f} {r['db_cpu_ms_per_step']:>7.2f}"
         )
     if args.json:
         print(json.dumps(results))

@@ -78,3 +78,22 @@ def test_schemas_do_not_hear_each_other(pg: PostgresBackend) -> None:
         for s in stores:
             s.close()
         other.drop()
+
+
+def test_a_listener_skips_keys_it_does_not_want(pg: PostgresBackend) -> None:
+    store = pg.open()
+    inbox = Inbox()
+    watched = {"mine"}
+    bus = store.open_bus(inbox, watched.__contains__)  # type: ignore[attr-defined]
+    try:
+        time.sleep(0.1)
+        bus.publish({"n": 1}, key="other")
+        bus.publish({"n": 2, "big": "y" * 9000}, key="other")  # not even fetched
+        bus.publish({"n": 3}, key="mine")
+        bus.publish({"n": 4})  # no key: for everyone
+        assert [m["n"] for m in inbox.wait(2)] == [3, 4]
+        time.sleep(0.3)
+        assert len(inbox.got) == 2
+    finally:
+        bus.close()
+        store.close()

@@ -72,7 +72,8 @@ class Cluster:
         await self.rt.leases.register()
         open_bus = getattr(self.store, "open_bus", None)
         if open_bus is not None:
-            self.bus = await asyncio.to_thread(open_bus, self._from_bus)
+            # Frames of sessions nobody here watches are dropped undecoded (keyed by session).
+            self.bus = await asyncio.to_thread(open_bus, self._from_bus, self.rt.has_subscribers)
             self.bus.publish({"w": self.worker_id, "k": "hello"})
         self.rt.cluster = self
         await self._refresh_others()
@@ -113,7 +114,8 @@ class Cluster:
     def publish(self, session_id: str, frame: dict[str, Any]) -> None:
         """A frame of a run this worker drives, for the clients attached elsewhere."""
         if self.bus is not None and self.others:
-            self.bus.publish({"w": self.worker_id, "k": "frame", "s": session_id, "f": frame})
+            message = {"w": self.worker_id, "k": "frame", "s": session_id, "f": frame}
+            self.bus.publish(message, key=session_id)
 
     def _from_bus(self, message: dict[str, Any]) -> None:
         """Called on the bus thread: hand over to the event loop."""
@@ -159,7 +161,11 @@ class Cluster:
                 remote.approvals.pop(str(step.get("id")), None)
 
     def driven_elsewhere(self, session_id: str) -> str | None:
+        """Who drives it, as told by its frames; known only while a client here watches."""
         remote = self._remote.get(session_id)
+        if remote is not None and not self.rt.has_subscribers(session_id):
+            del self._remote[session_id]  # its frames are not listened to any more
+            return None
         return remote.owner if remote else None
 
     def remote_approval_frames(self, session_id: str) -> list[dict[str, Any]]:

@@ -126,11 +126,15 @@ class PostgresStore(PgLeases, PgSnapshots):
     def commits(self) -> int:
         return self._pool.commits
 
-    def open_bus(self, on_message: Callable[[dict[str, Any]], None]) -> PgBus:
+    def open_bus(
+        self,
+        on_message: Callable[[dict[str, Any]], None],
+        wants: Callable[[str], bool] | None = None,
+    ) -> PgBus:
         """Messages between the workers on this database (LISTEN/NOTIFY); see postgres_bus."""
         from xclaw.store.postgres_bus import PgBus
 
-        return PgBus(self.target, self.schema, on_message)
+        return PgBus(self.target, self.schema, on_message, wants)
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:

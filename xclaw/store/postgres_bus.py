@@ -2,8 +2,10 @@
 xclaw schema. The frames a worker's runs emit reach clients attached to other workers, and
 approval answers or cancels reach the worker that drives the session.
 
-A payload is the message's JSON, or `{"ref": id}` pointing at a row of `bus_payloads` when it
-is larger than NOTIFY allows (8000 bytes). Delivery is at most once and in order per
+A payload is `KEY\nJSON`: the message's key (a session id, or empty for messages every
+worker reads) and its JSON, or `{"ref": id}` pointing at a row of `bus_payloads` when it is
+larger than NOTIFY allows (8000 bytes). A listener drops messages whose key it does not want
+before decoding (or fetching) them: a worker spends nothing on sessions nobody watches there. Delivery is at most once and in order per
 publishing worker; a listener that loses its connection reconnects, and clients recover
 anything missed from the record (a reconnect sends the history).
 """
@@ -33,6 +35,7 @@ _KEEP_PAYLOADS_MS = 120_000
 _RECONNECT_S = 1.0
 
 Handler = Callable[[dict[str, Any]], None]
+Wants = Callable[[str], bool]
 
 
 def channel_for(schema: str) -> str:
@@ -46,10 +49,13 @@ def channel_for(schema: str) -> str:
 class PgBus:
     """A listener thread and a publisher thread, each on a connection of its own."""
 
-    def __init__(self, target: PgTarget, schema: str, on_message: Handler) -> None:
+    def __init__(
+        self, target: PgTarget, schema: str, on_message: Handler, wants: Wants | None = None
+    ) -> None:
         self.target = target
         self.channel = channel_for(schema)
         self.on_message = on_message
+        self.wants = wants  # called on the listener thread with a message's key
         self._out: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._closed = threading.Event()
         self._listen = self._listen_conn()  # fail now, in words, if the database is away
@@ -68,10 +74,10 @@ class PgBus:
         return conn
 
     # --- publishing -------------------------------------------------------------------------
-    def publish(self, message: dict[str, Any]) -> None:
-        """Queue a message (never blocks, never raises)."""
+    def publish(self, message: dict[str, Any], key: str = "") -> None:
+        """Queue a message (never blocks, never raises); `key` lets listeners skip it."""
         if not self._closed.is_set():
-            self._out.put(json.dumps(message, ensure_ascii=False, default=str))
+            self._out.put(key + "\n" + json.dumps(message, ensure_ascii=False, default=str))
 
     def _publish_loop(self) -> None:
         while not self._closed.is_set():
@@ -102,12 +108,13 @@ class PgBus:
         with conn.transaction():
             for text in batch:
                 if len(text.encode()) > MAX_INLINE_BYTES:
+                    key, _, body = text.partition("\n")
                     row = conn.execute(
                         f"INSERT INTO bus_payloads (payload, created_at) VALUES (%s, {NOW_MS}) "
                         "RETURNING id",
-                        (text,),
+                        (body,),
                     ).fetchone()
-                    text = json.dumps({"ref": row[0]})  # type: ignore[index]
+                    text = key + "\n" + json.dumps({"ref": row[0]})  # type: ignore[index]
                     self._published += 1
                     if self._published % 100 == 0:
                         conn.execute(
@@ -141,8 +148,11 @@ class PgBus:
                 self._relisten()
 
     def _deliver(self, payload: str) -> None:
+        key, _, body = payload.partition("\n")
+        if key and self.wants is not None and not self.wants(key):
+            return
         try:
-            data = json.loads(payload)
+            data = json.loads(body)
             if isinstance(data, dict) and set(data) == {"ref"}:
                 row = self._listen.execute(
                     "SELECT payload FROM bus_payloads WHERE id = %s", (data["ref"],)

@@ -30,7 +30,7 @@ from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
 T = TypeVar("T")
 
 SCHEMES = ("postgresql://", "postgres://")
-DEFAULT_POOL_MAX = 10
+DEFAULT_POOL_MAX = 16
 CONNECT_TIMEOUT_S = 10
 POOL_WAIT_S = 30.0
 # Deadlocks and serialisation failures roll the whole transaction back: safe to run again.
@@ -56,8 +56,9 @@ def parse_url(url: str) -> PgTarget:
     """`postgresql://user[:pw]@host[:port]/db[?schema=NAME&pool_max=N&<libpq params>]`.
 
     `schema` keeps xclaw's tables in that schema (created if missing): several xclaw
-    installations, or tests, can share one database. `pool_max` bounds this process's
-    connections (default 10). Every other parameter goes to libpq as is.
+    installations, or tests, can share one database. `pool_max` bounds this process's pool
+    of relaxed connections (default 16; the durable pool gets half as many). Every other
+    parameter goes to libpq as is.
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("postgresql", "postgres"):
@@ -148,9 +149,12 @@ class Pool:
 
     def __init__(self, target: PgTarget) -> None:
         self.target = target
-        self._durable = self._open(target, _configure, "xclaw-durable")
+        # Durable commits are the fewer (write-ahead rows, final statuses): half the pool.
+        self._durable = self._open(
+            target, _configure, "xclaw-durable", max(2, target.pool_max // 2)
+        )
         try:
-            self._relaxed = self._open(target, _configure_relaxed, "xclaw")
+            self._relaxed = self._open(target, _configure_relaxed, "xclaw", target.pool_max)
         except BaseException:
             self._durable.close()
             raise
@@ -158,12 +162,12 @@ class Pool:
 
     @staticmethod
     def _open(
-        target: PgTarget, configure: Callable[[psycopg.Connection], None], name: str
+        target: PgTarget, configure: Callable[[psycopg.Connection], None], name: str, size: int
     ) -> ConnectionPool:
         pool = ConnectionPool(
             target.conninfo,
             min_size=1,
-            max_size=target.pool_max,
+            max_size=size,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
             configure=configure,
             open=False,
