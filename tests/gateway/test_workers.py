@@ -45,7 +45,7 @@ class PgServer(Server):
 
     db: str = ""
     shared_workspace: Path | None = None
-    lease_ttl_s: float = 3.0
+    lease_ttl_s: float = 10.0  # a busy CI machine must not lose leases by slowness
 
     def env(self) -> dict[str, str]:
         env = super().env()
