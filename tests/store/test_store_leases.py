@@ -205,3 +205,22 @@ def test_each_step_records_the_worker_that_wrote_it(store: Store, backend) -> No
     store.driven(b).add_step(sid, user("by B"))
     rows = backend.query("SELECT seq, worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
     assert rows == [(1, None), (2, "A"), (3, "A"), (4, "B")]
+
+
+def test_leases_by_status(store: Store) -> None:
+    running = store.create_session().session_id
+    store.add_step(running, user())
+    done = store.create_session().session_id
+    store.transition(done, Status.RUNNING)
+    store.transition(done, Status.SUCCESS)
+    never = store.create_session().session_id
+    store.add_step(never, user())
+    for sid in (running, done):
+        lease = store.acquire_lease(sid, "A", 30)
+        assert lease is not None
+    assert {i.session_id for i in store.leases()} == {running, done}
+    unfinished = store.leases(statuses=[Status.RUNNING, Status.PAUSED])
+    assert [(i.session_id, i.status, i.live) for i in unfinished] == [
+        (running, Status.RUNNING, True)
+    ]
+    assert store.leases(statuses=[]) == []

@@ -11,6 +11,7 @@ import click
 from xclaw.cli.commands_store import with_store
 from xclaw.store.base import Store
 from xclaw.store.leases import LeaseInfo, WorkerInfo
+from xclaw.store.model import Status
 
 
 def _ago(ms: int, now: int) -> str:
@@ -96,15 +97,20 @@ def format_workers(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> str:
 
 @click.command("workers", short_help="Workers on this database and the sessions they drive.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of tables.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Leases of finished sessions too (their last driver)."
+)
 @with_store
-def workers_cmd(store: Store, as_json: bool) -> None:
-    """The workers registered on the database (alive or dead, last heartbeat) and every
-    session's lease: which worker drives it, its fencing token, when the lease expires.
+def workers_cmd(store: Store, as_json: bool, show_all: bool) -> None:
+    """The workers registered on the database (alive or dead, last heartbeat) and the leases
+    of running and paused sessions: which worker drives each, its fencing token, when the
+    lease expires.
 
     A session whose worker died is taken over by another worker once its lease expires, or
     at once when the worker is known dead.
     """
-    workers, leases = store.workers(), store.leases()
+    statuses = None if show_all else (Status.RUNNING, Status.PAUSED)
+    workers, leases = store.workers(), store.leases(statuses=statuses)
     if as_json:
         click.echo(json.dumps(workers_json(workers, leases), ensure_ascii=False))
     else:

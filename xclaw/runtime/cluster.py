@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("xclaw.cluster")
 
+_UNFINISHED = (Status.RUNNING, Status.PAUSED)
+
 
 def _setting(runtime: Runtime, env: str, key: str, default: float) -> float:
     raw = os.environ.get(env) or runtime.settings.extra.get(key)
@@ -302,7 +304,7 @@ class Cluster:
         grace_ms = self.grace_s * 1000
         dead: set[str] = set()
         holding: set[str] = set()  # owners of leases not yet expired (alive or not)
-        for info in await self.rt.db(self.store.leases):
+        for info in await self.rt.db(self.store.leases, statuses=_UNFINISHED):
             if info.owner_alive is False:
                 dead.add(str(info.owner))
             if info.expires_at is not None and info.expires_at > info.now:

@@ -255,8 +255,8 @@ class Store(Protocol):
 
     def lease_info(self, session_id: str) -> LeaseInfo: ...
 
-    def leases(self) -> list[LeaseInfo]:
-        """Every session that has had a driver."""
+    def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
+        """Every session that has had a driver (only these statuses, if given)."""
         ...
 
     def driven(self, lease: Lease) -> Store:

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -28,16 +29,21 @@ if TYPE_CHECKING:
 
 _STATUS = {s.value: s for s in Status}
 
+# The presence locks held right now, read once per statement (pg_locks copies the lock
+# table on every scan: never per row).
+_PRESENT = f"""WITH present AS (
+    SELECT objid FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid = {LOCK_WORKER}::int4::oid)
+"""
 # Whether a registered worker still holds its presence lock (NULL: never registered).
-_ALIVE = f"""
-CASE WHEN w.worker_id IS NULL THEN NULL ELSE EXISTS (
-    SELECT 1 FROM pg_locks l
-    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.classid = {LOCK_WORKER}::int4::oid AND l.objid = hashtext(w.worker_id)::oid)
-END"""
+_ALIVE = (
+    "CASE WHEN w.worker_id IS NULL THEN NULL "
+    "ELSE hashtext(w.worker_id)::oid IN (SELECT objid FROM present) END"
+)
 
-_LEASE_SELECT = f"""
+_LEASE_SELECT = f"""{_PRESENT}
 SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, s.lease_expires_at,
        {NOW_MS}, {_ALIVE}, s.awaiting_input
 FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner
@@ -119,8 +125,8 @@ class PgLeases:
     def workers(self) -> list[WorkerInfo]:
         rows = self._pool.run(
             lambda c: c.execute(
-                "SELECT w.worker_id, w.host, w.pid, w.started_at, w.seen_at, w.info, "
-                f"{_ALIVE} FROM workers w ORDER BY w.started_at, w.worker_id"
+                f"{_PRESENT} SELECT w.worker_id, w.host, w.pid, w.started_at, w.seen_at, "
+                f"w.info, {_ALIVE} FROM workers w ORDER BY w.started_at, w.worker_id"
             ).fetchall(),
             durable=True,
             write=False,
@@ -133,7 +139,7 @@ class PgLeases:
             self._pool.run(
                 lambda c: (
                     c.execute(
-                        f"DELETE FROM workers w WHERE w.worker_id = %s AND NOT {_ALIVE}",
+                        f"{_PRESENT} DELETE FROM workers w WHERE w.worker_id = %s AND NOT {_ALIVE}",
                         (worker_id,),
                     ).rowcount
                 ),
@@ -215,13 +221,16 @@ class PgLeases:
             raise SessionNotFound(session_id)
         return _info(row)
 
-    def leases(self) -> list[LeaseInfo]:
-        """Every session that has had a driver, most recently expiring first."""
+    def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
+        """Every session that has had a driver (of these statuses), latest expiry first."""
+        query = _LEASE_SELECT + "WHERE s.lease_owner IS NOT NULL"
+        params: tuple[Any, ...] = ()
+        if statuses is not None:
+            query += " AND s.current_status = ANY(%s)"
+            params = ([Status(x).value for x in statuses],)
+        query += " ORDER BY s.lease_expires_at DESC NULLS LAST, s.session_id"
         rows = self._pool.run(
-            lambda c: c.execute(
-                _LEASE_SELECT + "WHERE s.lease_owner IS NOT NULL "
-                "ORDER BY s.lease_expires_at DESC NULLS LAST, s.session_id"
-            ).fetchall(),
+            lambda c: c.execute(query, params).fetchall(),
             durable=True,
             write=False,
         )

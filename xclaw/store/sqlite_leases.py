@@ -17,7 +17,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -245,17 +245,19 @@ class SqliteLeases:
             raise SessionNotFound(session_id)
         return info
 
-    def leases(self) -> list[LeaseInfo]:
-        """Every session that has had a driver, most recently expiring first."""
-        rows = self._read(
-            lambda c: c.execute(
-                "SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, "
-                "s.lease_expires_at, s.awaiting_input, w.worker_id IS NOT NULL "
-                "FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner "
-                "WHERE s.lease_owner IS NOT NULL "
-                "ORDER BY s.lease_expires_at DESC, s.session_id"
-            ).fetchall()
+    def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
+        """Every session that has had a driver (of these statuses), latest expiry first."""
+        query = (
+            "SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, "
+            "s.lease_expires_at, s.awaiting_input, w.worker_id IS NOT NULL "
+            "FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner "
+            "WHERE s.lease_owner IS NOT NULL"
         )
+        words = [] if statuses is None else [Status(x).value for x in statuses]
+        if statuses is not None:
+            query += f" AND s.current_status IN ({','.join('?' * len(words)) or 'NULL'})"
+        query += " ORDER BY s.lease_expires_at DESC, s.session_id"
+        rows = self._read(lambda c: c.execute(query, words).fetchall())
         return [self._info(r) for r in rows]
 
     def driven(self, lease: Lease) -> DrivenStore:
