@@ -6,8 +6,9 @@ answered by exactly one tool result, synthetic where the record has none to give
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from xclaw.agent.loop import ResumeState, call_signature
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage

@@ -1,44 +1,37 @@
 """The glass: turns the agent loop's events into trace rows (R4, R5) and live frames.
 
-Each event becomes one store transaction, awaited before the loop goes on, so the order on
-disk is the order of events and a tool's `running` row is durable before the tool starts.
+Every event becomes one store transaction, queued in event order (xclaw/recorder/queue.py),
+so the order on disk is the order of events. The loop waits for the writes that matter —
+a tool's `running` row (durable before the tool starts: invariant 1), its result, approvals,
+the final answer — and lets the others (an LLM call starting, its answer when tool calls
+follow) ride along with the next awaited write instead of paying a thread hop each.
 """
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import Executor
-from functools import partial
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import ToolCall
 from xclaw.protocol import step_json
+from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import APPROVAL
+from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
 from xclaw.recorder.redact import Redactor
-from xclaw.store.base import Store
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
 from xclaw.tools.base import ToolResult
 
-T = TypeVar("T")
+__all__ = ["Recorder", "StoreCaller", "WriteQueue"]
+
 Emit = Callable[[dict[str, Any]], None]
 # Given by the runtime: runs after a side-effecting tool's write-ahead row is committed and
 # before the tool starts (the workspace snapshot "before step N", invariant 9).
 BeforeSideEffect = Callable[[Step], Awaitable[Any]]
+# A parent step: its id, or a queued write that will begin it.
+ParentRef = str | Pending | None
 
 _ERROR_SUMMARY_CHARS = 500
-
-
-class StoreCaller:
-    """Runs the synchronous store off the event loop (conventions: never block the loop)."""
-
-    def __init__(self, store: Store, executor: Executor | None = None) -> None:
-        self.store = store
-        self._executor = executor
-
-    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(fn, *args, **kwargs))
 
 
 class Recorder:
@@ -58,8 +51,11 @@ class Recorder:
         pending_approvals: dict[str, Step] | None = None,
         turn_root: str | None = None,
         before_side_effect: BeforeSideEffect | None = None,
+        writes: WriteQueue | None = None,
     ) -> None:
         self.db = db
+        # Shared with sub-agents' recorders: one ordered stream of writes per run.
+        self.writes = writes or WriteQueue(db)
         self.before_side_effect = before_side_effect
         self.store = db.store
         self.session_id = session_id
@@ -67,24 +63,24 @@ class Recorder:
         self.redact = redact
         self.agent = agent
         self._root_parent = root_parent
-        self._turn_root = turn_root if turn_root is not None else root_parent
-        self._call_parents: dict[str, str] = dict(call_parents or {})
+        self._turn_root: ParentRef = turn_root if turn_root is not None else root_parent
+        self._call_parents: dict[str, ParentRef] = dict(call_parents or {})
         self._approvals: dict[str, Step] = dict(pending_approvals or {})
         self._tool_steps: dict[str, Step] = {}
-        self._llm: Step | None = None
-        self._spawn_steps: dict[str, Step] = {}
+        self._llm: Pending | None = None
 
     # --- helpers ------------------------------------------------------------------------------
     @property
     def is_main(self) -> bool:
         return self.agent == MAIN_AGENT
 
-    def _new(self, kind: StepType, name: str, data: Any, parent: str | None, call_id: str | None = None) -> NewStep:
+    def _new(self, kind: StepType, name: str, data: Any, parent: ParentRef, call_id: str | None = None) -> NewStep:
+        """Built in the store thread, when a queued parent has its id."""
         return NewStep(
             step_type=kind,
             name=name,
             input_data=self.redact(data),
-            parent_step_id=parent,
+            parent_step_id=step_id_of(parent),
             agent=self.agent,
             call_id=call_id,
         )
@@ -112,23 +108,21 @@ class Recorder:
 
     # --- AgentObserver --------------------------------------------------------------------------
     async def user_input(self, text: str) -> None:
-        step = await self.db(
-            self.store.add_step,
-            self.session_id,
-            self._new(StepType.USER_INPUT, "user", text, self._root_parent),
+        parent = self._root_parent
+        self._turn_root = self.writes.submit(
+            lambda: self.store.add_step(self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)),
+            self._step_frame,
         )
-        self._turn_root = step.step_id
-        self._step_frame(step)
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
         # Not the prompt itself: the messages are rebuilt from the steps (linear storage).
         data = {"model": model, "params": params}
-        self._llm = await self.db(
-            self.store.begin_step,
-            self.session_id,
-            self._new(StepType.LLM_CALL, model, data, self._turn_root),
+        parent = self._turn_root
+        # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
+        self._llm = self.writes.submit(
+            lambda: self.store.begin_step(self.session_id, self._new(StepType.LLM_CALL, model, data, parent)),
+            self._step_frame,
         )
-        self._step_frame(self._llm)
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
@@ -145,44 +139,50 @@ class Recorder:
                 "stop_reason": response.stop_reason,
             }
         )
-        # The final answer and Success commit together, durably, before anyone hears of it.
-        step = await self.db(
-            self.store.complete_step,
-            self.session_id,
-            self._llm.seq,
-            output_data=output,
-            token_usage_prompt=response.usage.prompt_tokens,
-            token_usage_completion=response.usage.completion_tokens,
-            session_status=Status.SUCCESS if final else None,
+        llm = self._llm
+        self._llm = None
+        done = self.writes.submit(
+            lambda: self.store.complete_step(
+                self.session_id,
+                llm.resolved().seq,
+                output_data=output,
+                token_usage_prompt=response.usage.prompt_tokens,
+                token_usage_completion=response.usage.completion_tokens,
+                session_status=Status.SUCCESS if final else None,
+            ),
+            self._step_frame,
         )
         for call in response.tool_calls:
-            self._call_parents[call.id] = step.step_id
-        self._llm = None
-        self._step_frame(step)
+            self._call_parents[call.id] = done  # resolves to the llm_call's id
         if final:
+            # The final answer and Success commit together, durably, before anyone hears of it.
+            await done.future
             self.emit({"type": "status", "status": Status.SUCCESS.value})
 
     async def llm_failed(self, error: str) -> None:
-        if self._llm is None:
+        llm = self._llm
+        if llm is None:
             return
-        step = await self.db(
-            self.store.fail_step, self.session_id, self._llm.seq, error_message=self.redact.text(error)
-        )
         self._llm = None
-        self._step_frame(step)
+        message = self.redact.text(error)
+        await self.writes.write(
+            lambda: self.store.fail_step(self.session_id, llm.resolved().seq, error_message=message),
+            self._step_frame,
+        )
 
     async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
         pending = self._approvals.get(call.id)
         if pending is not None and pending.status is StepStatus.RUNNING:
             return pending.display_id  # asked again after a restart (R9): same step
         data = {"tool": call.name, "args": call.input, "reason": reason, "maybeRepeated": maybe_repeated}
-        step = await self.db(
-            self.store.begin_step,
-            self.session_id,
-            self._new(StepType.SYSTEM_ALERT, APPROVAL, data, self._parent_of(call), call.id),
+        parent = self._parent_of(call)
+        step = await self.writes.write(
+            lambda: self.store.begin_step(
+                self.session_id, self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id)
+            ),
+            self._step_frame,
         )
         self._approvals[call.id] = step
-        self._step_frame(step)
         await self._status_changed()
         return step.display_id
 
@@ -190,20 +190,21 @@ class Recorder:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
-        step = await self.db(
-            self.store.complete_step,
-            self.session_id,
-            pending.seq,
-            output_data={"approved": approved, "why": why},
+        await self.writes.write(
+            lambda: self.store.complete_step(
+                self.session_id, pending.seq, output_data={"approved": approved, "why": why}
+            ),
+            self._step_frame,
         )
-        self._step_frame(step)
         await self._status_changed()
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
-        step = await self.db(
-            self.store.begin_step,
-            self.session_id,
-            self._new(StepType.TOOL_CALL, call.name, call.input, self._parent_of(call), call.id),
+        parent = self._parent_of(call)
+        # Write-ahead (invariant 1): returns once this row and every earlier write are durable.
+        step = await self.writes.write(
+            lambda: self.store.begin_step(
+                self.session_id, self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id)
+            )
         )
         self._tool_steps[call.id] = step
         self._tool_frame(step, call, "running")
@@ -215,41 +216,43 @@ class Recorder:
         running = self._tool_steps.pop(call.id)
         content = self.redact.text(result.content)
         if result.is_error:
-            step = await self.db(
-                self.store.fail_step,
-                self.session_id,
-                running.seq,
-                error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
-                output_data=content,
+            step = await self.writes.write(
+                lambda: self.store.fail_step(
+                    self.session_id,
+                    running.seq,
+                    error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
+                    output_data=content,
+                )
             )
         else:
-            step = await self.db(
-                self.store.complete_step, self.session_id, running.seq, output_data=content
+            step = await self.writes.write(
+                lambda: self.store.complete_step(self.session_id, running.seq, output_data=content)
             )
         self._tool_frame(step, call, "failed" if result.is_error else "completed", content)
         self._step_frame(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
-        step = await self.db(
-            self.store.add_step,
-            self.session_id,
-            self._new(StepType.TOOL_CALL, call.name, call.input, self._parent_of(call), call.id),
-            status=StepStatus.FAILED,
-            output_data=f"Not run: {reason}",
-            error_message=reason,
+        parent = self._parent_of(call)
+        step = await self.writes.write(
+            lambda: self.store.add_step(
+                self.session_id,
+                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
+                status=StepStatus.FAILED,
+                output_data=f"Not run: {reason}",
+                error_message=reason,
+            )
         )
         self._tool_frame(step, call, "failed", f"Not run: {reason}")
         self._step_frame(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
-        step = await self.db(
-            self.store.add_step,
-            self.session_id,
-            self._new(StepType.SYSTEM_ALERT, name, detail, self._turn_root),
+        parent = self._turn_root
+        await self.writes.write(
+            lambda: self.store.add_step(self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent)),
+            self._step_frame,
         )
-        self._step_frame(step)
 
-    def child(self, call: ToolCall) -> "Recorder":
+    def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
         return Recorder(
             db=self.db,
@@ -257,11 +260,19 @@ class Recorder:
             emit=self.emit,
             redact=self.redact,
             agent=spawn.display_id if spawn else f"{self.agent}/{call.id}",
-            root_parent=spawn.step_id if spawn else self._turn_root,
+            root_parent=spawn.step_id if spawn else step_id_of_now(self._turn_root),
             before_side_effect=self.before_side_effect,
+            writes=self.writes,
         )
 
-    def _parent_of(self, call: ToolCall) -> str | None:
+    def _parent_of(self, call: ToolCall) -> ParentRef:
         if call.id in self._call_parents:
             return self._call_parents[call.id]
         return self._turn_root
+
+
+def step_id_of_now(ref: ParentRef) -> str | None:
+    """A parent reference whose write is already committed (it was awaited before)."""
+    if isinstance(ref, Pending):
+        return ref.step.step_id if ref.step is not None else None
+    return ref

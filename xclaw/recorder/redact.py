@@ -4,7 +4,8 @@ anything is written to the database, the logs or a client frame."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MASK = "[REDACTED]"
 

@@ -18,7 +18,7 @@ from typing import Any
 from xclaw import __version__
 from xclaw.config import Settings
 from xclaw.errors import LeaseLost, SessionBusy
-from xclaw.recorder.recorder import StoreCaller
+from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, LeaseInfo
 

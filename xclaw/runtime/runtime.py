@@ -379,11 +379,15 @@ class Runtime:
                 cancel_event=run.cancel,
             )
             emit({"type": "status", "status": Status.RUNNING.value})
-            answer = await agent.run(
-                hist.messages,
-                user_text=user_text,
-                resume=hist.resume_state(with_note=resume),
-            )
+            try:
+                answer = await agent.run(
+                    hist.messages,
+                    user_text=user_text,
+                    resume=hist.resume_state(with_note=resume),
+                )
+            finally:
+                # Queued writes reach the disk before the outcome is decided and written.
+                await recorder.writes.settle()
             await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
         except Cancelled as e:
