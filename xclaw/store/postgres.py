@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import psycopg
@@ -36,7 +35,9 @@ from xclaw.store.model import (
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
 from xclaw.store.postgres_leases import PgLeases
 from xclaw.store.postgres_rows import (
+    build_tree,
     lock_session,
+    normalise_step,
     pg_json,
     pg_text,
     require_session,
@@ -277,7 +278,7 @@ class PostgresStore(PgLeases, PgSnapshots):
         durable: bool,
         lease: Lease | None,
     ) -> Step:
-        step = _normalise(step)
+        step = normalise_step(step)
         input_json = pg_json(step.input_data, "input_data")
         output_json = pg_json(output_data, "output_data")
         error_message = pg_text(error_message)
@@ -348,7 +349,7 @@ class PostgresStore(PgLeases, PgSnapshots):
         return self._write(tx, durable=durable)
 
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        step = _normalise(step)
+        step = normalise_step(step)
         # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
         # flushed to the WAL before this returns: no side effect without a durable record.
         durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
@@ -541,21 +542,7 @@ class PostgresStore(PgLeases, PgSnapshots):
         return self._read(q)
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
-        flat = self.steps(session_id)
-        by_id = {s.step_id: s for s in flat}
-        children: dict[str, list[StepTreeNode]] = {}
-        roots: list[StepTreeNode] = []
-        # Parents come before their children, so building from the last step backwards
-        # completes every subtree before its root (no recursion: trees may be deep).
-        for s in reversed(flat):
-            node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
-            parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
-            if parent is not None and parent.seq < s.seq:
-                children.setdefault(parent.step_id, []).append(node)
-            else:
-                roots.append(node)
-        roots.reverse()
-        return roots
+        return build_tree(self.steps(session_id))
 
     def mark_interrupted(
         self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
@@ -611,14 +598,3 @@ class PostgresStore(PgLeases, PgSnapshots):
             ),
             durable=True,
         )
-
-
-def _normalise(step: NewStep) -> NewStep:
-    """Accept plain strings for the enum field; reject what the schema would refuse."""
-    if not isinstance(step, NewStep):
-        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
-    if not isinstance(step.step_type, StepType):
-        step = replace(step, step_type=StepType(step.step_type))
-    if not step.name:
-        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
-    return step
