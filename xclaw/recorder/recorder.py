@@ -215,35 +215,39 @@ class Recorder:
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
         content = self.redact.text(result.content)
-        if result.is_error:
-            step = await self.writes.write(
-                lambda: self.store.fail_step(
+        state = "failed" if result.is_error else "completed"
+
+        def write() -> Step:
+            if result.is_error:
+                return self.store.fail_step(
                     self.session_id,
                     running.seq,
                     error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
                     output_data=content,
                 )
-            )
-        else:
-            step = await self.writes.write(
-                lambda: self.store.complete_step(self.session_id, running.seq, output_data=content)
-            )
-        self._tool_frame(step, call, "failed" if result.is_error else "completed", content)
+            return self.store.complete_step(self.session_id, running.seq, output_data=content)
+
+        # Not awaited: the next LLM call is no side effect. The result commits at once on the
+        # queue, and the next tool's write-ahead row — or the final answer — waits for it.
+        self.writes.submit(write, lambda step: self._finished_frames(step, call, state, content))
+
+    def _finished_frames(self, step: Step, call: ToolCall, state: str, output: str) -> None:
+        self._tool_frame(step, call, state, output)
         self._step_frame(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
-        step = await self.writes.write(
+        output = f"Not run: {reason}"
+        self.writes.submit(
             lambda: self.store.add_step(
                 self.session_id,
                 self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
                 status=StepStatus.FAILED,
-                output_data=f"Not run: {reason}",
+                output_data=output,
                 error_message=reason,
-            )
+            ),
+            lambda step: self._finished_frames(step, call, "failed", output),
         )
-        self._tool_frame(step, call, "failed", f"Not run: {reason}")
-        self._step_frame(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         parent = self._turn_root
