@@ -19,23 +19,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xclaw.agent.loop import Agent, AgentConfig  # noqa: E402
-from xclaw.llm.scripted import ScriptedModel  # noqa: E402
-from xclaw.messages import ToolCall  # noqa: E402
-from xclaw.recorder.recorder import Recorder, StoreCaller  # noqa: E402
-from xclaw.recorder.redact import Redactor  # noqa: E402
-from xclaw.store import open_store  # noqa: E402
-from xclaw.tools.base import ToolContext, ToolResult  # noqa: E402
+from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.messages import ToolCall
+from xclaw.recorder.recorder import Recorder, StoreCaller
+from xclaw.recorder.redact import Redactor
+from xclaw.store import open_store
+from xclaw.tools.base import ToolContext, ToolResult
 
 
 class NoopTool:
     name = "noop"
     description = "does nothing"
-    input_schema: dict[str, Any] = {"type": "object"}
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object"}
     read_only = False
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -46,7 +46,7 @@ class Allow:
     kind = "allow"
     reason = ""
 
-    def decide(self, tool: Any, args: Any) -> "Allow":
+    def decide(self, tool: Any, args: Any) -> Allow:
         return self
 
 
@@ -65,7 +65,7 @@ class NullObserver:
     async def tool_refused(self, *a: Any) -> None: ...
     async def alert(self, *a: Any) -> None: ...
 
-    def child(self, call: ToolCall) -> "NullObserver":
+    def child(self, call: ToolCall) -> NullObserver:
         return self
 
 
