@@ -26,6 +26,8 @@ async def test_starts_without_a_model_and_says_how_to_configure_one(server_facto
     )
     assert f"listening on http://127.0.0.1:{server.port}/?token={server.token}" in server.banner
     assert f"database:  {server.home / 'xclaw.db'}" in server.banner
+    sandbox = next(line for line in server.banner.splitlines() if "sandbox:" in line)
+    assert "bubblewrap" in sandbox or "plain" in sandbox  # how shell commands are isolated
     async with httpx.AsyncClient() as http:
         r = await http.get(f"{server.http}/api/health", params={"token": server.token})
     health = r.json()

@@ -18,6 +18,7 @@ from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
+from xclaw.workspace.sandbox import sandbox_mode
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -91,6 +92,7 @@ class Banner:
     workspace: str
     model: str | None
     model_error: str | None
+    sandbox: str = ""
 
     def lines(self) -> list[str]:
         out = [
@@ -98,6 +100,8 @@ class Banner:
             f"  database:  {self.database}",
             f"  workspace: {self.workspace}",
         ]
+        if self.sandbox:
+            out.append(f"  sandbox:   {self.sandbox}")
         if self.model:
             out.append(f"  model:     {self.model}")
         else:
@@ -194,6 +198,7 @@ async def _print_banner_when_up(
         workspace=str(settings.workspace_root),
         model=getattr(model, "name", None),
         model_error=model_error,
+        sandbox=sandbox_mode(settings),
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(
