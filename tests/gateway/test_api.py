@@ -176,7 +176,9 @@ async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
     )
     assert len(api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]) == 4
 
+    assert server.workspace(fork["sessionId"]).is_dir()  # the fork got its own files
     assert api.delete(f"/sessions/{fork['sessionId']}").status_code == 204
+    assert not server.workspace(fork["sessionId"]).exists()  # and they went with it
     r = api.get(f"/sessions/{fork['sessionId']}")
     assert r.status_code == 404 and r.json()["code"] == "unknown_session"
     assert api.delete("/sessions/no-such").status_code == 404

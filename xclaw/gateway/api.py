@@ -167,7 +167,7 @@ async def delete_session(request: Request, gw: Gateway) -> Response:
         return error_response(
             "busy", "cannot delete a session while a run is in flight; cancel it first"
         )
-    await asyncio.to_thread(gw.store.delete_session, sid)
+    await gw.runtime.delete(sid)  # the workspace files go too
     return Response(status_code=204)
 
 

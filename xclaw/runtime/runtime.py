@@ -475,6 +475,11 @@ class Runtime:
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
         return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
 
+    async def delete(self, session_id: str) -> None:
+        """The session, its steps, snapshots and workspace files. Refused during a run."""
+        self._refuse_if_busy(session_id, "delete a session")
+        await self.db(self.workspaces.delete, session_id)
+
     def _refuse_if_busy(self, session_id: str, what: str) -> None:
         if self.is_busy(session_id):
             raise SessionBusy(f"cannot {what} while a run is in flight; cancel it first")

@@ -265,6 +265,11 @@ def _place(top: Path, rel: str) -> Path | None:
     return dest
 
 
+def remove_tree(path: Path) -> None:
+    """Remove a file or a whole directory tree, read-only directories included."""
+    _remove(path)
+
+
 def _remove(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()

@@ -19,7 +19,7 @@ from typing import Any
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import SnapshotInfo, WorkspaceRestore
-from xclaw.workspace.restore import RestoreReport, complete_restore, restore_lock
+from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
@@ -113,3 +113,10 @@ class Workspaces:
         new = self.store.fork(session_id, ref, title=title, workspace=self._request())
         self.recover(new.session_id)
         return new
+
+    def delete(self, session_id: str) -> None:
+        """The session and its steps go (snapshots and unreferenced blobs with them, in the
+        store's transaction), then its files: nothing of a deleted session stays on disk."""
+        self.store.delete_session(session_id)
+        with restore_lock(self.root):
+            remove_tree(self.path(session_id))
