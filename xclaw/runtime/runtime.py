@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig
@@ -66,7 +67,7 @@ class _Run:
 class _WireApprover:
     """Asks every attached client; any of them may answer (answer_approval)."""
 
-    def __init__(self, runtime: "Runtime", session_id: str, run: _Run) -> None:
+    def __init__(self, runtime: Runtime, session_id: str, run: _Run) -> None:
         self.runtime = runtime
         self.session_id = session_id
         self.run = run
@@ -120,6 +121,10 @@ class Runtime:
 
             self._model = build_model(self.settings)
         return self._model
+
+    def require_model(self) -> None:
+        """Raise ConfigError, saying how to configure a model, when there is none."""
+        _ = self.model
 
     def model_name(self) -> str | None:
         try:
@@ -226,7 +231,7 @@ class Runtime:
         if not _resumable(session):
             return False
         try:
-            self.model
+            self.require_model()
         except ConfigError as e:
             self._emit(session_id, error_frame(e.message, e.code))
             return False
@@ -255,7 +260,7 @@ class Runtime:
         if self._stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
         await self.db(self.store.get_session, session_id)  # SessionNotFound
-        self.model  # ConfigError: say how to configure a model before recording anything
+        self.require_model()  # before recording anything: say how to configure one
         run = self._claim(session_id)
         try:
             lease = await self.leases.acquire(session_id)  # busy: names the worker driving it
@@ -326,7 +331,7 @@ class Runtime:
             await asyncio.shield(run.task)
 
     async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
-        emit: FrameSink = lambda frame: self._emit(sid, frame)  # noqa: E731
+        emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
         try:
@@ -497,7 +502,7 @@ class Runtime:
                 try:
                     await run.task
                 except (asyncio.CancelledError, Exception):
-                    pass
+                    log.debug("run of %s ended while shutting down", sid, exc_info=True)
             try:
                 # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
                 # pending approval stays pending so it is asked again after restart (R9).
@@ -527,4 +532,4 @@ def _resumable(session: Session) -> bool:
     )
 
 
-__all__ = ["Runtime", "FrameSink", "SessionNotFound"]
+__all__ = ["FrameSink", "Runtime", "SessionNotFound"]
