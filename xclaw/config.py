@@ -7,9 +7,10 @@ Precedence (highest first): explicit arguments (command-line flags) > environmen
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from dotenv import dotenv_values
@@ -78,7 +79,7 @@ class Settings:
     llm_timeout_s: float = 120.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def with_(self, **changes: Any) -> "Settings":
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def secret_values(self) -> list[str]:

@@ -7,7 +7,7 @@ A discriminated union on `kind`. Providers translate these into their native sha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "input": self.input}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ToolCall":
+    def from_json(cls, data: dict[str, Any]) -> ToolCall:
         return cls(id=str(data["id"]), name=str(data["name"]), input=dict(data.get("input") or {}))
 
 
@@ -46,7 +46,7 @@ class ToolResultMessage:
     kind: Literal["tool_result"] = "tool_result"
 
 
-Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,

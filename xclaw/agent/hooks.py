@@ -60,6 +60,6 @@ class AgentObserver(Protocol):
         """A system_alert step: max iterations, cancellation, resume."""
         ...
 
-    def child(self, call: ToolCall) -> "AgentObserver":
+    def child(self, call: ToolCall) -> AgentObserver:
         """The observer of a sub-agent spawned by `call`: its steps hang under that call."""
         ...

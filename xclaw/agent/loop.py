@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Mapping, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver
 from xclaw.errors import Cancelled, LimitsExceeded
@@ -253,7 +254,7 @@ class Agent:
             result = await tool.run(call.input, context)
         except (asyncio.CancelledError, Cancelled):
             raise
-        except Exception as e:  # a tool bug must reach the model, not crash the loop
+        except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
             result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
         await self.observer.tool_finished(call, result)
         return ToolResultMessage(call.id, call.name, result.content, result.is_error)

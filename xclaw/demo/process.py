@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -10,11 +11,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 Frame = dict[str, Any]
 
@@ -90,7 +93,7 @@ class Client:
         self.session_id: str | None = None
 
     @classmethod
-    async def attach(cls, server: ServerProcess, session_id: str | None, show: Callable[[Frame], None]) -> "Client":
+    async def attach(cls, server: ServerProcess, session_id: str | None, show: Callable[[Frame], None]) -> Client:
         conn = await connect(
             f"ws://127.0.0.1:{server.port}/ws",
             additional_headers={"Authorization": f"Bearer {server.token}"},
@@ -109,8 +112,8 @@ class Client:
                 self.frames.append(frame)
                 self.show(frame)
                 self._new.set()
-        except Exception:
-            pass
+        except ConnectionClosed:
+            pass  # the server went away (the demo kills it on purpose); `until` reports it
         finally:
             self._new.set()
 
@@ -146,7 +149,5 @@ class Client:
 
     async def close(self) -> None:
         self._reader.cancel()
-        try:
+        with contextlib.suppress(ConnectionClosed, OSError):
             await self.conn.close()
-        except Exception:
-            pass

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.messages import Message, ToolCall, ToolSpec, Usage
