@@ -83,6 +83,12 @@ async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) ->
     assert h.of("reply")[-1]["content"] == "The file says one."
     assert "".join(f["content"] for f in h.of("delta")).endswith("The file says one.")
     assert [f["state"] for f in h.of("tool")] == ["running", "completed", "running", "completed"]
+    # Clients see a tool's result before the text of the answer that follows it.
+    last_tool = max(i for i, f in enumerate(h.frames) if f["type"] == "tool")
+    first_answer_delta = min(
+        i for i, f in enumerate(h.frames) if f["type"] == "delta" and "says" in f["content"]
+    )
+    assert last_tool < first_answer_delta
     assert all(f["sessionId"] == sid for f in h.frames)
     assert h.store.get_session(sid).status is Status.SUCCESS
     assert (h.settings.workspace_root / sid / "effects.log").read_text() == "one\n"

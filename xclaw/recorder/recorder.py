@@ -229,25 +229,24 @@ class Recorder:
 
         # Not awaited: the next LLM call is no side effect. The result commits at once on the
         # queue, and the next tool's write-ahead row — or the final answer — waits for it.
-        self.writes.submit(write, lambda step: self._finished_frames(step, call, state, content))
-
-    def _finished_frames(self, step: Step, call: ToolCall, state: str, output: str) -> None:
-        self._tool_frame(step, call, state, output)
-        self._step_frame(step)
+        # The tool frame goes out now, so clients see the result before the next answer.
+        self._tool_frame(running, call, state, content)
+        self.writes.submit(write, self._step_frame)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
         output = f"Not run: {reason}"
-        self.writes.submit(
+        step = await self.writes.write(
             lambda: self.store.add_step(
                 self.session_id,
                 self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
                 status=StepStatus.FAILED,
                 output_data=output,
                 error_message=reason,
-            ),
-            lambda step: self._finished_frames(step, call, "failed", output),
+            )
         )
+        self._tool_frame(step, call, "failed", output)
+        self._step_frame(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         parent = self._turn_root
