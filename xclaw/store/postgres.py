@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.base import RollbackResult
+from xclaw.store.common import (
+    DURABLE_STATUSES,
+    StoreBase,
+    moves_session,
+    status_after_answer,
+    status_after_new_step,
+)
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
     INTERRUPTED,
@@ -25,7 +32,6 @@ from xclaw.store.model import (
     Status,
     Step,
     StepStatus,
-    StepTreeNode,
     StepType,
     check_transition,
     display_id,
@@ -35,9 +41,7 @@ from xclaw.store.model import (
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
 from xclaw.store.postgres_leases import PgLeases
 from xclaw.store.postgres_rows import (
-    build_tree,
     lock_session,
-    normalise_step,
     pg_json,
     pg_text,
     require_session,
@@ -51,7 +55,6 @@ from xclaw.store.sqlite_rows import (
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
     check_session_id,
-    is_approval,
     now_ms,
     row_to_session,
     row_to_step,
@@ -61,9 +64,6 @@ if TYPE_CHECKING:
     from xclaw.store.postgres_bus import PgBus
 
 T = TypeVar("T")
-
-# Commits that must survive a crash of the database server (synchronous_commit on).
-_DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
 
 _RUNNING_APPROVAL_SQL = (
     "SELECT 1 FROM traces WHERE session_id=%s AND status='running' "
@@ -86,7 +86,7 @@ WHERE session_id=%(sid)s
 """
 
 
-class PostgresStore(PgLeases, PgSnapshots):
+class PostgresStore(PgLeases, PgSnapshots, StoreBase):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
@@ -106,12 +106,6 @@ class PostgresStore(PgLeases, PgSnapshots):
         self._pool = Pool(self.target)
         self._closed = False
         self._init_leases()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -149,9 +143,6 @@ class PostgresStore(PgLeases, PgSnapshots):
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
 
-    def _now(self) -> int:
-        return int(self._clock())
-
     def _set_status(
         self, conn: psycopg.Connection, session_id: str, current: Status, target: Status
     ) -> None:
@@ -188,12 +179,6 @@ class PostgresStore(PgLeases, PgSnapshots):
             return Session(sid, title, Status.INIT, now, now, meta)
 
         return self._write(tx, durable=True)
-
-    def get_session(self, session_id: str) -> Session:
-        found = self.find_session(session_id)
-        if found is None:
-            raise SessionNotFound(session_id)
-        return found
 
     def find_session(self, session_id: str) -> Session | None:
         row = self._read(
@@ -256,7 +241,7 @@ class PostgresStore(PgLeases, PgSnapshots):
             ).fetchone()
             return row_to_session(row)  # type: ignore[arg-type]
 
-        return self._write(tx, durable=target in _DURABLE_STATUSES)
+        return self._write(tx, durable=target in DURABLE_STATUSES)
 
     # --- steps ------------------------------------------------------------------------------
     def _parent_id(self, conn: psycopg.Connection, session_id: str, ref: str | None) -> str | None:
@@ -278,29 +263,21 @@ class PostgresStore(PgLeases, PgSnapshots):
         durable: bool,
         lease: Lease | None,
     ) -> Step:
-        step = normalise_step(step)
         input_json = pg_json(step.input_data, "input_data")
         output_json = pg_json(output_data, "output_data")
         error_message = pg_text(error_message)
         name, agent, call_id = pg_text(step.name), pg_text(step.agent), pg_text(step.call_id)
         running = status is StepStatus.RUNNING
-        # begin_step moves the session; add_step only does for user input.
-        moves = running or step.step_type is StepType.USER_INPUT
+        moves = moves_session(step, status)
 
         def tx(conn: psycopg.Connection) -> Step:
             current, seq, awaiting = lock_session(conn, session_id, lease)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             target = current
             if moves:
-                if is_approval(step.step_type, step.name):
-                    target = Status.PAUSED
-                elif (
-                    current is Status.PAUSED
-                    and conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
-                ):
-                    target = Status.PAUSED  # another approval is still pending
-                else:
-                    target = Status.RUNNING
+                target = status_after_new_step(
+                    current, step, lambda: _approval_pending(conn, session_id)
+                )
                 check_transition(current, target)  # invariant 7
             if step.step_type is StepType.USER_INPUT:
                 awaiting = 0  # the new instruction a rollback was waiting for
@@ -348,95 +325,23 @@ class PostgresStore(PgLeases, PgSnapshots):
 
         return self._write(tx, durable=durable)
 
-    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        step = normalise_step(step)
-        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
-        # flushed to the WAL before this returns: no side effect without a durable record.
-        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
-        return self._insert_step(
-            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
-        )
-
-    def add_step(
-        self,
-        session_id: str,
-        step: NewStep,
-        *,
-        status: StepStatus = StepStatus.COMPLETED,
-        output_data: Any = None,
-        error_message: str | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        status = StepStatus(status)
-        if status is StepStatus.RUNNING:
-            raise ValueError("add_step records a finished step; use begin_step for a running one")
-        return self._insert_step(
-            session_id, step, status, output_data, error_message, durable=False, lease=lease
-        )
-
-    def complete_step(
+    def _finish_step(
         self,
         session_id: str,
         seq: int,
-        *,
-        output_data: Any = None,
-        token_usage_prompt: int = 0,
-        token_usage_completion: int = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.COMPLETED,
-            None,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-        )
-
-    def fail_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        error_message: str,
-        output_data: Any = None,
-        token_usage_prompt: int = 0,
-        token_usage_completion: int = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.FAILED,
-            error_message,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-        )
-
-    def _finish(
-        self,
-        session_id: str,
         ref: int | str,
         status: StepStatus,
         error_message: str | None,
         output_data: Any,
         prompt_tokens: int,
         completion_tokens: int,
-        session_status: Status | None,
+        wanted: Status | None,
         lease: Lease | None,
+        *,
+        durable: bool,
     ) -> Step:
-        seq = parse_step_ref(ref, session_id)
         output_json = pg_json(output_data, "output_data")
         error_message = pg_text(error_message)
-        wanted = None if session_status is None else Status(session_status)
 
         def tx(conn: psycopg.Connection) -> Step:
             # The session row first: two approvals answered at once must not both see the
@@ -470,21 +375,14 @@ class PostgresStore(PgLeases, PgSnapshots):
                     "only a running step can be completed or failed"
                 )
             step = row_to_step(row, output_data)
-            target = wanted
-            if (
-                target is None
-                and is_approval(step.step_type, step.name)
-                and current is Status.PAUSED
-                and not conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
-            ):
-                target = Status.RUNNING  # the answer arrived and nothing else is pending
+            target = status_after_answer(
+                wanted, step, lambda: current, lambda: _approval_pending(conn, session_id)
+            )
             if target is not None:
                 self._set_status(conn, session_id, current, target)
             return step
 
-        # A final status must be durable before the client hears of it; a plain completion
-        # may ride on the next durable commit.
-        return self._write(tx, durable=wanted in _DURABLE_STATUSES)
+        return self._write(tx, durable=durable)
 
     def get_step(self, session_id: str, ref: str | int) -> Step:
         seq = parse_step_ref(ref, session_id)
@@ -541,9 +439,6 @@ class PostgresStore(PgLeases, PgSnapshots):
 
         return self._read(q)
 
-    def step_tree(self, session_id: str) -> list[StepTreeNode]:
-        return build_tree(self.steps(session_id))
-
     def mark_interrupted(
         self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
     ) -> list[Step]:
@@ -566,15 +461,14 @@ class PostgresStore(PgLeases, PgSnapshots):
         return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------
-    def rollback(
+    def _rollback(
         self,
         session_id: str,
+        seq: int,
         ref: str | int,
-        *,
-        workspace: WorkspaceRestore | None = None,
-        lease: Lease | None = None,
+        workspace: WorkspaceRestore | None,
+        lease: Lease | None,
     ) -> RollbackResult:
-        seq = parse_step_ref(ref, session_id)
         return self._write(
             lambda conn: rollback_tx(
                 conn, session_id, seq, ref, self._now(), workspace, lease=lease
@@ -582,19 +476,23 @@ class PostgresStore(PgLeases, PgSnapshots):
             durable=True,
         )
 
-    def fork(
+    def _fork(
         self,
         session_id: str,
+        seq: int,
         ref: str | int,
-        *,
-        title: str | None = None,
-        workspace: WorkspaceRestore | None = None,
+        new_sid: str,
+        title: str | None,
+        workspace: WorkspaceRestore | None,
     ) -> Session:
-        seq = parse_step_ref(ref, session_id)
-        new_sid = secrets.token_urlsafe(16)
         return self._write(
             lambda conn: fork_tx(
                 conn, session_id, seq, ref, new_sid, pg_text(title), self._now(), workspace
             ),
             durable=True,
         )
+
+
+def _approval_pending(conn: psycopg.Connection, session_id: str) -> bool:
+    """Another approval of this session is still waiting for its answer."""
+    return conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone() is not None

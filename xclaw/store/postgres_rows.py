@@ -1,6 +1,5 @@
 """Values in and out of PostgreSQL for PostgresStore: JSON text for jsonb, NUL-free text, the
-in-transaction lookups (with the session row locked where a write follows), step checks and
-the step tree.
+in-transaction lookups (with the session row locked where a write follows) and step checks.
 
 Rows convert with the shared converters of sqlite_rows (same column lists, jsonb read back as
 its text), so both backends give byte-for-byte the same values.
@@ -9,14 +8,13 @@ its text), so both backends give byte-for-byte the same values.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 import psycopg
 
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.leases import Lease, check_lease_for, lease_lost
-from xclaw.store.model import NewStep, Status, Step, StepTreeNode, StepType
+from xclaw.store.model import Status
 from xclaw.store.sqlite_rows import dump_json
 
 _STATUS = {s.value: s for s in Status}
@@ -78,32 +76,3 @@ def require_step(conn: psycopg.Connection, session_id: str, seq: int, ref: objec
     if found is None:
         require_session(conn, session_id)
         raise StepNotFound(str(ref), session_id)
-
-
-def normalise_step(step: NewStep) -> NewStep:
-    """Accept plain strings for the enum field; reject what the schema would refuse."""
-    if not isinstance(step, NewStep):
-        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
-    if not isinstance(step.step_type, StepType):
-        step = replace(step, step_type=StepType(step.step_type))
-    if not step.name:
-        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
-    return step
-
-
-def build_tree(flat: list[Step]) -> list[StepTreeNode]:
-    """Roots with their descendants, in sequence order. Parents come before their children,
-    so building from the last step backwards completes every subtree before its root (no
-    recursion: trees may be deep)."""
-    by_id = {s.step_id: s for s in flat}
-    children: dict[str, list[StepTreeNode]] = {}
-    roots: list[StepTreeNode] = []
-    for s in reversed(flat):
-        node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
-        parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
-        if parent is not None and parent.seq < s.seq:
-            children.setdefault(parent.step_id, []).append(node)
-        else:
-            roots.append(node)
-    roots.reverse()
-    return roots

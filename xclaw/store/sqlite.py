@@ -13,12 +13,19 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.base import RollbackResult
+from xclaw.store.common import (
+    DURABLE_STATUSES,
+    StoreBase,
+    moves_session,
+    status_after_answer,
+    status_after_new_step,
+)
+from xclaw.store.leases import Lease
 from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
     INTERRUPTED,
@@ -27,7 +34,6 @@ from xclaw.store.model import (
     Status,
     Step,
     StepStatus,
-    StepTreeNode,
     StepType,
     check_transition,
     display_id,
@@ -35,13 +41,13 @@ from xclaw.store.model import (
     parse_step_ref,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
+from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_rows import (
     SESSION_COLS,
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
     check_session_id,
     dump_json,
-    is_approval,
     now_ms,
     require_session,
     require_step,
@@ -49,17 +55,11 @@ from xclaw.store.sqlite_rows import (
     row_to_step,
     session_state,
 )
-from xclaw.store.leases import Lease
-from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
 from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy
 
 T = TypeVar("T")
-
-# Commits that must survive power loss (synchronous=FULL), see docs/storage.md:
-# a status the client will hear about as final or waiting.
-_DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
 
 _RUNNING_APPROVAL_SQL = (
     "SELECT 1 FROM traces WHERE session_id=? AND status='running' "
@@ -67,7 +67,7 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
+class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""
@@ -100,12 +100,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
         self._readers_lock = threading.Lock()
         self._closed = False
         self._init_leases()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
@@ -166,9 +160,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
                     raise busy_error(self.url) from e
                 time.sleep(0.01)
 
-    def _now(self) -> int:
-        return int(self._clock())
-
     def _set_status(
         self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status
     ) -> None:
@@ -203,12 +194,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
             return Session(sid, title, Status.INIT, now, now, meta)
 
         return self._write(tx, durable=True)
-
-    def get_session(self, session_id: str) -> Session:
-        found = self.find_session(session_id)
-        if found is None:
-            raise SessionNotFound(session_id)
-        return found
 
     def find_session(self, session_id: str) -> Session | None:
         row = self._read(
@@ -270,7 +255,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
             ).fetchone()
             return row_to_session(row)
 
-        return self._write(tx, durable=target in _DURABLE_STATUSES)
+        return self._write(tx, durable=target in DURABLE_STATUSES)
 
     # --- steps ------------------------------------------------------------------------------
     def _parent_id(self, conn: sqlite3.Connection, session_id: str, ref: str | None) -> str | None:
@@ -280,20 +265,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
         seq = parse_step_ref(ref, session_id)
         require_step(conn, session_id, seq, ref)
         return full_step_id(session_id, seq)
-
-    def _status_after_new_step(
-        self, conn: sqlite3.Connection, session_id: str, current: Status, step: NewStep
-    ) -> Status:
-        """A pending approval pauses the session; anything else runs it, unless an approval
-        is still pending (parallel sub-agents), which keeps it Paused."""
-        if is_approval(step.step_type, step.name):
-            return Status.PAUSED
-        if (
-            current is Status.PAUSED
-            and conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
-        ):
-            return Status.PAUSED
-        return Status.RUNNING
 
     def _insert_step(
         self,
@@ -306,19 +277,19 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
         durable: bool,
         lease: Lease | None = None,
     ) -> Step:
-        step = _normalise(step)
         input_json = dump_json(step.input_data, "input_data")
         output_json = dump_json(output_data, "output_data")
         running = status is StepStatus.RUNNING
-        # begin_step moves the session; add_step only does for user input.
-        moves = running or step.step_type is StepType.USER_INPUT
+        moves = moves_session(step, status)
 
         def tx(conn: sqlite3.Connection) -> Step:
             check_fence(conn, session_id, lease)
             current, seq, awaiting = session_state(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             target = (
-                self._status_after_new_step(conn, session_id, current, step) if moves else current
+                status_after_new_step(current, step, lambda: _approval_pending(conn, session_id))
+                if moves
+                else current
             )
             if moves:
                 check_transition(current, target)  # invariant 7
@@ -373,94 +344,22 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
 
         return self._write(tx, durable=durable)
 
-    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        step = _normalise(step)
-        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
-        # fsynced before this returns, so no side effect can happen without a durable record.
-        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
-        return self._insert_step(
-            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
-        )
-
-    def add_step(
-        self,
-        session_id: str,
-        step: NewStep,
-        *,
-        status: StepStatus = StepStatus.COMPLETED,
-        output_data: Any = None,
-        error_message: str | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        status = StepStatus(status)
-        if status is StepStatus.RUNNING:
-            raise ValueError("add_step records a finished step; use begin_step for a running one")
-        return self._insert_step(
-            session_id, step, status, output_data, error_message, durable=False, lease=lease
-        )
-
-    def complete_step(
+    def _finish_step(
         self,
         session_id: str,
         seq: int,
-        *,
-        output_data: Any = None,
-        token_usage_prompt: int = 0,
-        token_usage_completion: int = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.COMPLETED,
-            None,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-        )
-
-    def fail_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        error_message: str,
-        output_data: Any = None,
-        token_usage_prompt: int = 0,
-        token_usage_completion: int = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.FAILED,
-            error_message,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-        )
-
-    def _finish(
-        self,
-        session_id: str,
         ref: int | str,
         status: StepStatus,
         error_message: str | None,
         output_data: Any,
         prompt_tokens: int,
         completion_tokens: int,
-        session_status: Status | None,
-        lease: Lease | None = None,
+        wanted: Status | None,
+        lease: Lease | None,
+        *,
+        durable: bool,
     ) -> Step:
-        seq = parse_step_ref(ref, session_id)
         output_json = dump_json(output_data, "output_data")
-        wanted = None if session_status is None else Status(session_status)
 
         def tx(conn: sqlite3.Connection) -> Step:
             check_fence(conn, session_id, lease)
@@ -492,23 +391,18 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
                     "only a running step can be completed or failed"
                 )
             step = row_to_step(rows[0], output_data)
-            target = wanted
-            if target is None and is_approval(step.step_type, step.name):
-                current, _, _ = session_state(conn, session_id)
-                # The answer arrived: run again unless another approval is still pending.
-                if (
-                    current is Status.PAUSED
-                    and not conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone()
-                ):
-                    target = Status.RUNNING
+            target = status_after_answer(
+                wanted,
+                step,
+                lambda: session_state(conn, session_id)[0],
+                lambda: _approval_pending(conn, session_id),
+            )
             if target is not None:
                 current, _, _ = session_state(conn, session_id)
                 self._set_status(conn, session_id, current, target)
             return step
 
-        # A final status must be durable before the client hears of it; a plain completion
-        # may ride on the next durable commit (docs/storage.md).
-        return self._write(tx, durable=wanted in _DURABLE_STATUSES)
+        return self._write(tx, durable=durable)
 
     def get_step(self, session_id: str, ref: str | int) -> Step:
         seq = parse_step_ref(ref, session_id)
@@ -565,23 +459,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
 
         return self._read(q, snapshot=True)
 
-    def step_tree(self, session_id: str) -> list[StepTreeNode]:
-        flat = self.steps(session_id)
-        by_id = {s.step_id: s for s in flat}
-        children: dict[str, list[StepTreeNode]] = {}
-        roots: list[StepTreeNode] = []
-        # Children always come after their parent (parents must exist when a step begins),
-        # so building from the last step backwards completes every subtree before its root.
-        for s in reversed(flat):
-            node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
-            parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
-            if parent is not None and parent.seq < s.seq:
-                children.setdefault(parent.step_id, []).append(node)
-            else:
-                roots.append(node)
-        roots.reverse()
-        return roots
-
     def mark_interrupted(
         self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
     ) -> list[Step]:
@@ -605,45 +482,35 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases):
         return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------
-    def rollback(
+    def _rollback(
         self,
         session_id: str,
+        seq: int,
         ref: str | int,
-        *,
-        workspace: WorkspaceRestore | None = None,
-        lease: Lease | None = None,
+        workspace: WorkspaceRestore | None,
+        lease: Lease | None,
     ) -> RollbackResult:
-        seq = parse_step_ref(ref, session_id)
-
         def tx(conn: sqlite3.Connection) -> RollbackResult:
             check_fence(conn, session_id, lease)
             return rollback_tx(conn, session_id, seq, ref, self._now(), workspace)
 
         return self._write(tx, durable=True)
 
-    def fork(
+    def _fork(
         self,
         session_id: str,
+        seq: int,
         ref: str | int,
-        *,
-        title: str | None = None,
-        workspace: WorkspaceRestore | None = None,
+        new_sid: str,
+        title: str | None,
+        workspace: WorkspaceRestore | None,
     ) -> Session:
-        seq = parse_step_ref(ref, session_id)
-        new_sid = secrets.token_urlsafe(16)
-
         def tx(conn: sqlite3.Connection) -> Session:
             return fork_tx(conn, session_id, seq, ref, new_sid, title, self._now(), workspace)
 
         return self._write(tx, durable=True)
 
 
-def _normalise(step: NewStep) -> NewStep:
-    """Accept plain strings for the enum field; reject what the schema would refuse."""
-    if not isinstance(step, NewStep):
-        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
-    if not isinstance(step.step_type, StepType):
-        step = replace(step, step_type=StepType(step.step_type))
-    if not step.name:
-        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
-    return step
+def _approval_pending(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Another approval of this session is still waiting for its answer."""
+    return conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone() is not None

@@ -1,0 +1,331 @@
+"""StoreBase: what both store backends share, written once.
+
+The public step and time-travel methods live here: argument normalisation, the durability
+policy (which commits must survive a crash before the caller hears of them, docs/storage.md),
+the status decisions around steps and approvals, and the step tree. A backend subclasses
+StoreBase and supplies only its SQL and connection handling, through a few private primitives
+(`_insert_step`, `_finish_step`, `_rollback`, `_fork`, plus `find_session` and `steps`).
+The contract stays the `Store` Protocol in xclaw.store.base; this class holds no state.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any, Self
+
+from xclaw.errors import SessionNotFound
+from xclaw.store.base import RollbackResult
+from xclaw.store.leases import Lease
+from xclaw.store.model import (
+    NewStep,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepTreeNode,
+    StepType,
+    parse_step_ref,
+)
+from xclaw.store.snapshot_model import WorkspaceRestore
+from xclaw.store.sqlite_rows import is_approval
+
+# Commits that must be durable (fsynced / synchronous_commit on) before they return:
+# a status the client will hear about as final or waiting.
+DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
+
+
+def normalise_step(step: NewStep) -> NewStep:
+    """Accept plain strings for the enum field; reject what the schema would refuse."""
+    if not isinstance(step, NewStep):
+        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
+    if not isinstance(step.step_type, StepType):
+        step = replace(step, step_type=StepType(step.step_type))
+    if not step.name:
+        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
+    return step
+
+
+def moves_session(step: NewStep, status: StepStatus) -> bool:
+    """begin_step moves the session; add_step only does for user input."""
+    return status is StepStatus.RUNNING or step.step_type is StepType.USER_INPUT
+
+
+def status_after_new_step(
+    current: Status, step: NewStep, approval_pending: Callable[[], bool]
+) -> Status:
+    """A pending approval pauses the session; anything else runs it, unless an approval
+    is still pending (parallel sub-agents), which keeps it Paused."""
+    if is_approval(step.step_type, step.name):
+        return Status.PAUSED
+    if current is Status.PAUSED and approval_pending():
+        return Status.PAUSED
+    return Status.RUNNING
+
+
+def status_after_answer(
+    wanted: Status | None,
+    step: Step,
+    current: Callable[[], Status],
+    approval_pending: Callable[[], bool],
+) -> Status | None:
+    """The session status a finished step moves to (None: it stays): the one asked for, else,
+    when an approval was answered, Running again unless another approval is still pending."""
+    if wanted is not None:
+        return wanted
+    if (
+        is_approval(step.step_type, step.name)
+        and current() is Status.PAUSED
+        and not approval_pending()
+    ):
+        return Status.RUNNING
+    return None
+
+
+def build_tree(flat: list[Step]) -> list[StepTreeNode]:
+    """Roots with their descendants, in sequence order. Parents come before their children,
+    so building from the last step backwards completes every subtree before its root (no
+    recursion: trees may be deep)."""
+    by_id = {s.step_id: s for s in flat}
+    children: dict[str, list[StepTreeNode]] = {}
+    roots: list[StepTreeNode] = []
+    for s in reversed(flat):
+        node = StepTreeNode(s, tuple(reversed(children.pop(s.step_id, []))))
+        parent = by_id.get(s.parent_step_id) if s.parent_step_id else None
+        if parent is not None and parent.seq < s.seq:
+            children.setdefault(parent.step_id, []).append(node)
+        else:
+            roots.append(node)
+    roots.reverse()
+    return roots
+
+
+class StoreBase:
+    """The backend-independent half of a Store. Subclasses set `_clock` and implement the
+    private primitives below with their own SQL, one transaction each."""
+
+    _clock: Callable[[], int]
+
+    # --- primitives a backend implements ----------------------------------------------------
+    def _insert_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        *,
+        durable: bool,
+        lease: Lease | None,
+    ) -> Step:
+        """Insert a normalised step (moving the session as `moves_session` says)."""
+        raise NotImplementedError
+
+    def _finish_step(
+        self,
+        session_id: str,
+        seq: int,
+        ref: int | str,
+        status: StepStatus,
+        error_message: str | None,
+        output_data: Any,
+        prompt_tokens: int,
+        completion_tokens: int,
+        wanted: Status | None,
+        lease: Lease | None,
+        *,
+        durable: bool,
+    ) -> Step:
+        """running -> status, then the session as `status_after_answer` decides."""
+        raise NotImplementedError
+
+    def _rollback(
+        self,
+        session_id: str,
+        seq: int,
+        ref: str | int,
+        workspace: WorkspaceRestore | None,
+        lease: Lease | None,
+    ) -> RollbackResult:
+        raise NotImplementedError
+
+    def _fork(
+        self,
+        session_id: str,
+        seq: int,
+        ref: str | int,
+        new_sid: str,
+        title: str | None,
+        workspace: WorkspaceRestore | None,
+    ) -> Session:
+        raise NotImplementedError
+
+    def find_session(self, session_id: str) -> Session | None:
+        raise NotImplementedError
+
+    def steps(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # --- shared -----------------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def get_session(self, session_id: str) -> Session:
+        found = self.find_session(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
+
+    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
+        step = normalise_step(step)
+        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
+        # durable before this returns, so no side effect can happen without a durable record.
+        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
+        return self._insert_step(
+            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
+        )
+
+    def add_step(
+        self,
+        session_id: str,
+        step: NewStep,
+        *,
+        status: StepStatus = StepStatus.COMPLETED,
+        output_data: Any = None,
+        error_message: str | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        status = StepStatus(status)
+        if status is StepStatus.RUNNING:
+            raise ValueError("add_step records a finished step; use begin_step for a running one")
+        return self._insert_step(
+            session_id,
+            normalise_step(step),
+            status,
+            output_data,
+            error_message,
+            durable=False,
+            lease=lease,
+        )
+
+    def complete_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.COMPLETED,
+            None,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+            lease,
+        )
+
+    def fail_step(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        error_message: str,
+        output_data: Any = None,
+        token_usage_prompt: int = 0,
+        token_usage_completion: int = 0,
+        session_status: Status | None = None,
+        lease: Lease | None = None,
+    ) -> Step:
+        return self._finish(
+            session_id,
+            seq,
+            StepStatus.FAILED,
+            error_message,
+            output_data,
+            token_usage_prompt,
+            token_usage_completion,
+            session_status,
+            lease,
+        )
+
+    def _finish(
+        self,
+        session_id: str,
+        ref: int | str,
+        status: StepStatus,
+        error_message: str | None,
+        output_data: Any,
+        prompt_tokens: int,
+        completion_tokens: int,
+        session_status: Status | None,
+        lease: Lease | None,
+    ) -> Step:
+        seq = parse_step_ref(ref, session_id)
+        wanted = None if session_status is None else Status(session_status)
+        # A final status must be durable before the client hears of it; a plain completion
+        # may ride on the next durable commit (docs/storage.md).
+        return self._finish_step(
+            session_id,
+            seq,
+            ref,
+            status,
+            error_message,
+            output_data,
+            prompt_tokens,
+            completion_tokens,
+            wanted,
+            lease,
+            durable=wanted in DURABLE_STATUSES,
+        )
+
+    def step_tree(self, session_id: str) -> list[StepTreeNode]:
+        return build_tree(self.steps(session_id))
+
+    # --- time travel ------------------------------------------------------------------------
+    def rollback(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        workspace: WorkspaceRestore | None = None,
+        lease: Lease | None = None,
+    ) -> RollbackResult:
+        seq = parse_step_ref(ref, session_id)
+        return self._rollback(session_id, seq, ref, workspace, lease)
+
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        title: str | None = None,
+        workspace: WorkspaceRestore | None = None,
+    ) -> Session:
+        seq = parse_step_ref(ref, session_id)
+        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        new_sid = secrets.token_urlsafe(16)
+        return self._fork(session_id, seq, ref, new_sid, title, workspace)
