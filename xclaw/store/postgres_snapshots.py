@@ -19,6 +19,16 @@ import psycopg
 from psycopg import errors as pgerr
 
 from xclaw.errors import MissingBlobs, StoreError
+from xclaw.store.common import (
+    RESTORE_COLS,
+    SNAPSHOT_COLS,
+    check_blobs_stored,
+    rebuild_state,
+    row_to_restore,
+    row_to_snapshot_info,
+    snapshot_delta,
+    store_whole,
+)
 from xclaw.store.model import display_id
 from xclaw.store.postgres_rows import pg_json, require_session
 from xclaw.store.snapshot_model import (
@@ -26,24 +36,13 @@ from xclaw.store.snapshot_model import (
     PendingRestore,
     SnapshotInfo,
     WorkspaceRestore,
-    apply_delta,
-    check_entry,
-    check_path,
     content_hash,
     decode_blob,
-    diff_manifests,
     encode_blob,
     manifest_stats,
 )
-from xclaw.store.sqlite_rows import load_json
-from xclaw.store.sqlite_snapshots import FULL_EVERY
 
 LOCK_BLOBS = 0x78636C03  # advisory lock: shared by savers, exclusive for sweeps
-
-_SNAPSHOT_COLS = "session_id, seq, files, bytes, new_bytes, skipped, created_at, base_seq IS NULL"
-_RESTORE_COLS = (
-    "session_id, restore_id, kind, source_session_id, snapshot_seq, manifest, ignore, created_at"
-)
 
 _SWEEP_SQL = """
 DELETE FROM blobs WHERE hash NOT IN (
@@ -56,39 +55,19 @@ DELETE FROM blobs WHERE hash NOT IN (
 """
 
 
-def _row_to_info(r: tuple[Any, ...]) -> SnapshotInfo:
-    return SnapshotInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]))
-
-
-def _row_to_restore(r: tuple[Any, ...]) -> PendingRestore:
-    return PendingRestore(
-        r[0], r[1], r[2], r[3], r[4], load_json(r[5]), tuple(load_json(r[6]) or ()), r[7]
-    )
-
-
 # --- transaction bodies -----------------------------------------------------------------------
 
 
 def state_tx(conn: psycopg.Connection, session_id: str, seq: int) -> Manifest:
     """The whole manifest of snapshot (session_id, seq), following its delta chain."""
-    chain: list[tuple[Any, ...]] = []
-    at: int | None = seq
-    while at is not None:
-        row = conn.execute(
+    return rebuild_state(
+        lambda at: conn.execute(
             "SELECT base_seq, manifest, removed FROM snapshots WHERE session_id=%s AND seq=%s",
             (session_id, at),
-        ).fetchone()
-        if row is None:
-            raise StoreError(
-                f"snapshot {display_id(at)} of session {session_id} is missing (needed to "
-                f"rebuild the snapshot before {display_id(seq)}); the database is damaged"
-            )
-        chain.append(row)
-        at = row[0]
-    state: Manifest = load_json(chain[-1][1])
-    for _, changed, removed in reversed(chain[:-1]):
-        state = apply_delta(state, load_json(changed), load_json(removed) or ())
-    return state
+        ).fetchone(),
+        session_id,
+        seq,
+    )
 
 
 def first_snapshot_from_tx(conn: psycopg.Connection, session_id: str, seq: int) -> int | None:
@@ -118,7 +97,7 @@ def _journal_tx(
     ignore = tuple(request.ignore)
     # A newer restore replaces one never completed: the newest target is the one that counts.
     conn.execute(
-        f"INSERT INTO workspace_restores ({_RESTORE_COLS}) "
+        f"INSERT INTO workspace_restores ({RESTORE_COLS}) "
         "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s) ON CONFLICT (session_id) DO "
         "UPDATE SET restore_id=excluded.restore_id, kind=excluded.kind, "
         "source_session_id=excluded.source_session_id, snapshot_seq=excluded.snapshot_seq, "
@@ -270,12 +249,7 @@ class PgSnapshots:
                 (session_id, seq),
             ).fetchone()
             base = {} if prev is None else state_tx(conn, session_id, prev[0])
-            changed, removed = diff_manifests(base, state)
-            for path, entry in changed.items():
-                check_entry(path, entry)
-            for path in removed:
-                check_path(path)
-            added = sorted({e["hash"] for e in changed.values() if "hash" in e})
+            changed, removed, added = snapshot_delta(base, state)
             if added:
                 have = {
                     r[0]
@@ -283,13 +257,8 @@ class PgSnapshots:
                         "SELECT hash FROM blobs WHERE hash = ANY(%s)", (added,)
                     ).fetchall()
                 }
-                if len(have) < len(added):
-                    raise MissingBlobs(set(added) - have)
-            whole = (
-                prev is None
-                or prev[1] + 1 >= FULL_EVERY
-                or len(changed) + len(removed) >= max(len(state) // 2, 1)
-            )
+                check_blobs_stored(added, have)
+            whole = store_whole(prev, state, changed, removed)
             now = self._now()
             try:
                 with conn.transaction():
@@ -324,10 +293,10 @@ class PgSnapshots:
         def q(conn: psycopg.Connection) -> list[SnapshotInfo]:
             require_session(conn, session_id)
             rows = conn.execute(
-                f"SELECT {_SNAPSHOT_COLS} FROM snapshots WHERE session_id=%s ORDER BY seq",
+                f"SELECT {SNAPSHOT_COLS} FROM snapshots WHERE session_id=%s ORDER BY seq",
                 (session_id,),
             ).fetchall()
-            return [_row_to_info(r) for r in rows]
+            return [row_to_snapshot_info(r) for r in rows]
 
         return self._read(q)
 
@@ -351,13 +320,13 @@ class PgSnapshots:
         return self._read(q, snapshot=True)
 
     def pending_restores(self, session_id: str | None = None) -> list[PendingRestore]:
-        query = f"SELECT {_RESTORE_COLS} FROM workspace_restores"
+        query = f"SELECT {RESTORE_COLS} FROM workspace_restores"
         params: tuple[Any, ...] = ()
         if session_id is not None:
             query += " WHERE session_id=%s"
             params = (session_id,)
         rows = self._read(lambda c: c.execute(query + " ORDER BY created_at", params).fetchall())
-        return [_row_to_restore(r) for r in rows]
+        return [row_to_restore(r) for r in rows]
 
     def finish_restore(self, session_id: str, restore_id: str) -> bool:
         return bool(

@@ -23,33 +23,33 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from xclaw.errors import MissingBlobs, StoreError
+from xclaw.store.common import (
+    RESTORE_COLS,
+    SNAPSHOT_COLS,
+    check_blobs_stored,
+    rebuild_state,
+    row_to_restore,
+    row_to_snapshot_info,
+    snapshot_delta,
+    store_whole,
+)
 from xclaw.store.model import display_id
 from xclaw.store.snapshot_model import (
     Manifest,
     PendingRestore,
     SnapshotInfo,
     WorkspaceRestore,
-    apply_delta,
-    check_entry,
-    check_path,
     content_hash,
     decode_blob,
-    diff_manifests,
     encode_blob,
     manifest_stats,
 )
-from xclaw.store.sqlite_rows import dump_json, load_json, require_session
+from xclaw.store.sqlite_rows import dump_json, require_session
 
 T = TypeVar("T")
 
-# At most this many deltas in a row: reconstructing a snapshot reads at most FULL_EVERY rows.
-FULL_EVERY = 64
 _IN_CHUNK = 500  # bound parameters per IN (...) list
 
-_SNAPSHOT_COLS = "session_id, seq, files, bytes, new_bytes, skipped, created_at, base_seq IS NULL"
-_RESTORE_COLS = (
-    "session_id, restore_id, kind, source_session_id, snapshot_seq, manifest, ignore, created_at"
-)
 
 # Mark and sweep in one statement: every hash named by a snapshot row (whole or delta: each
 # content of a reconstructed state was added by some row of its chain) or by a pending restore.
@@ -69,39 +69,19 @@ def _chunks(items: list[str]) -> Iterable[list[str]]:
         yield items[i : i + _IN_CHUNK]
 
 
-def _row_to_info(r: tuple[Any, ...]) -> SnapshotInfo:
-    return SnapshotInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]))
-
-
-def _row_to_restore(r: tuple[Any, ...]) -> PendingRestore:
-    return PendingRestore(
-        r[0], r[1], r[2], r[3], r[4], load_json(r[5]), tuple(load_json(r[6]) or ()), r[7]
-    )
-
-
 # --- transaction bodies -----------------------------------------------------------------------
 
 
 def state_tx(conn: sqlite3.Connection, session_id: str, seq: int) -> Manifest:
     """The whole manifest of snapshot (session_id, seq), following its delta chain."""
-    chain: list[tuple[Any, ...]] = []
-    at: int | None = seq
-    while at is not None:
-        row = conn.execute(
+    return rebuild_state(
+        lambda at: conn.execute(
             "SELECT base_seq, manifest, removed FROM snapshots WHERE session_id=? AND seq=?",
             (session_id, at),
-        ).fetchone()
-        if row is None:
-            raise StoreError(
-                f"snapshot {display_id(at)} of session {session_id} is missing (needed to "
-                f"rebuild the snapshot before {display_id(seq)}); the database is damaged"
-            )
-        chain.append(row)
-        at = row[0]
-    state: Manifest = load_json(chain[-1][1])
-    for _, changed, removed in reversed(chain[:-1]):
-        state = apply_delta(state, load_json(changed), load_json(removed) or ())
-    return state
+        ).fetchone(),
+        session_id,
+        seq,
+    )
 
 
 def first_snapshot_from_tx(conn: sqlite3.Connection, session_id: str, seq: int) -> int | None:
@@ -130,7 +110,7 @@ def _journal_tx(
     ignore = tuple(request.ignore)
     # A newer restore replaces one never completed: the newest target is the one that counts.
     conn.execute(
-        f"INSERT OR REPLACE INTO workspace_restores ({_RESTORE_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+        f"INSERT OR REPLACE INTO workspace_restores ({RESTORE_COLS}) VALUES (?,?,?,?,?,?,?,?)",
         (
             session_id,
             restore_id,
@@ -297,13 +277,7 @@ class SnapshotStoreMixin:
                 (session_id, seq),
             ).fetchone()
             base = {} if prev is None else state_tx(conn, session_id, prev[0])
-            changed, removed = diff_manifests(base, state)
-            for path, entry in changed.items():
-                check_entry(path, entry)
-            for path in removed:
-                check_path(path)
-            # The base's contents are held by the base's rows; only new ones need checking.
-            added = sorted({e["hash"] for e in changed.values() if "hash" in e})
+            changed, removed, added = snapshot_delta(base, state)
             have: set[str] = set()
             for part in _chunks(added):
                 have.update(
@@ -313,13 +287,8 @@ class SnapshotStoreMixin:
                         part,
                     )
                 )
-            if len(have) < len(added):
-                raise MissingBlobs(set(added) - have)
-            whole = (
-                prev is None
-                or prev[1] + 1 >= FULL_EVERY
-                or len(changed) + len(removed) >= max(len(state) // 2, 1)
-            )
+            check_blobs_stored(added, have)
+            whole = store_whole(prev, state, changed, removed)
             now = self._now()
             conn.execute(
                 "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, "
@@ -348,10 +317,10 @@ class SnapshotStoreMixin:
         def q(conn: sqlite3.Connection) -> list[SnapshotInfo]:
             require_session(conn, session_id)
             rows = conn.execute(
-                f"SELECT {_SNAPSHOT_COLS} FROM snapshots WHERE session_id=? ORDER BY seq",
+                f"SELECT {SNAPSHOT_COLS} FROM snapshots WHERE session_id=? ORDER BY seq",
                 (session_id,),
             ).fetchall()
-            return [_row_to_info(r) for r in rows]
+            return [row_to_snapshot_info(r) for r in rows]
 
         return self._read(q, snapshot=True)
 
@@ -381,13 +350,13 @@ class SnapshotStoreMixin:
 
     # --- the restore journal ----------------------------------------------------------------
     def pending_restores(self, session_id: str | None = None) -> list[PendingRestore]:
-        sql = f"SELECT {_RESTORE_COLS} FROM workspace_restores"
+        sql = f"SELECT {RESTORE_COLS} FROM workspace_restores"
         params: tuple[Any, ...] = ()
         if session_id is not None:
             sql += " WHERE session_id=?"
             params = (session_id,)
         rows = self._read(lambda c: c.execute(sql + " ORDER BY created_at", params).fetchall())
-        return [_row_to_restore(r) for r in rows]
+        return [row_to_restore(r) for r in rows]
 
     def finish_restore(self, session_id: str, restore_id: str) -> bool:
         """The files are in place: drop the journal row (only that restore's, not a newer
