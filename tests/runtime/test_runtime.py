@@ -4,72 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from xclaw.config import Settings
+from tests.runtime.harness import sh
 from xclaw.errors import SessionBusy, StepNotFound
-from xclaw.llm.scripted import ScriptedModel
-from xclaw.runtime.runtime import Runtime
-from xclaw.store import open_store
 from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
-
-
-def write_script(path: Path, turns: list[dict[str, Any]], **extra: Any) -> Path:
-    path.write_text(json.dumps({"turns": turns, **extra}))
-    return path
-
-
-def sh(command: str) -> dict[str, Any]:
-    return {"name": "shell", "input": {"command": command}}
-
-
-class Harness:
-    def __init__(
-        self, tmp: Path, turns: list[dict[str, Any]], approval: str = "yolo",
-        script_extra: dict[str, Any] | None = None, **settings: Any,
-    ) -> None:
-        self.tmp = tmp
-        self.settings = Settings(
-            home=tmp, db=str(tmp / "xclaw.db"), workspace_root=tmp / "ws",
-            approval_mode=approval, **settings,
-        )
-        self.store = open_store(self.settings.db)
-        self.model = ScriptedModel(write_script(tmp / "script.json", turns, **(script_extra or {})))
-        self.runtime = Runtime(self.store, self.settings, model=self.model)
-        self.frames: list[dict[str, Any]] = []
-
-    async def session(self, sid: str | None = None) -> str:
-        s, _ = await self.runtime.open(sid)
-        self.runtime.subscribe(s.session_id, self.frames.append)
-        return s.session_id
-
-    async def turn(self, sid: str, text: str) -> None:
-        await self.runtime.send(sid, text)
-        await self.runtime.wait_idle(sid)
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [f for f in self.frames if f["type"] == kind]
-
-    async def close(self) -> None:
-        await self.runtime.shutdown()
-        self.store.close()
-
-
-@pytest.fixture
-async def make(tmp_path: Path):
-    made: list[Harness] = []
-
-    def factory(turns: list[dict[str, Any]], **kw: Any) -> Harness:
-        h = Harness(tmp_path, turns, **kw)
-        made.append(h)
-        return h
-
-    yield factory
-    for h in made:
-        await h.close()
 
 
 async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) -> None:
@@ -127,10 +67,7 @@ async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
     h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask")
     sid = await h.session()
     await h.runtime.send(sid, "make it")
-    for _ in range(200):
-        if h.of("approval_request"):
-            break
-        await asyncio.sleep(0.01)
+    await h.first("approval_request")
     req = h.of("approval_request")[0]
     assert req["name"] == "shell" and req["maybeRepeated"] is False
     assert h.store.get_session(sid).status is Status.PAUSED
@@ -150,10 +87,7 @@ async def test_denial_reaches_the_model_and_nothing_runs(make) -> None:
     h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "ok, not doing it"}], approval="ask")
     sid = await h.session()
     await h.runtime.send(sid, "make it")
-    for _ in range(200):
-        if h.of("approval_request"):
-            break
-        await asyncio.sleep(0.01)
+    await h.first("approval_request")
     h.runtime.answer_approval(sid, h.of("approval_request")[0]["stepId"], False)
     await h.runtime.wait_idle(sid)
     assert not (h.settings.workspace_root / sid / "made.txt").exists()
@@ -248,7 +182,7 @@ async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
 
 
 async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
-    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}  # noqa: E731
+    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}
     h = make(
         [{"text": "", "tool_calls": [spawn("count apples"), spawn("count pears")]}, {"text": "both counted"}],
         script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("echo sub >> sub.log")]}, {"text": "counted"}]}},

@@ -3,67 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
+from tests.runtime.harness import sh
 from tests.workspace.helpers import tree
-from xclaw.config import Settings
-from xclaw.llm.scripted import ScriptedModel
-from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepType
 
 
 def wf(path: str, content: str) -> dict[str, Any]:
     return {"name": "write_file", "input": {"path": path, "content": content}}
-
-
-def sh(command: str) -> dict[str, Any]:
-    return {"name": "shell", "input": {"command": command}}
-
-
-class Harness:
-    def __init__(self, tmp: Path, turns: list[dict[str, Any]], **extra: Any) -> None:
-        (tmp / "script.json").write_text(json.dumps({"turns": turns, **extra}))
-        self.settings = Settings(
-            home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo"
-        )
-        self.store = open_store(self.settings.db)
-        self.runtime = Runtime(self.store, self.settings, model=ScriptedModel(tmp / "script.json"))
-        self.root = tmp / "ws"
-
-    async def turn(self, text: str, sid: str | None = None) -> str:
-        if sid is None:
-            sid = (await self.runtime.open(None))[0].session_id
-        await self.runtime.send(sid, text)
-        await self.runtime.wait_idle(sid)
-        return sid
-
-    def step_of(self, sid: str, name: str, nth: int = 0) -> str:
-        steps = [s for s in self.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
-        return [s for s in steps if s.name == name][nth].display_id
-
-    async def close(self) -> None:
-        await self.runtime.shutdown()
-        self.store.close()
-
-
-@pytest.fixture
-async def make(tmp_path: Path):
-    made: list[Harness] = []
-
-    def factory(turns: list[dict[str, Any]], **extra: Any) -> Harness:
-        h = Harness(tmp_path, turns, **extra)
-        made.append(h)
-        return h
-
-    yield factory
-    for h in made:
-        await h.close()
 
 
 SEED_TURNS = [
@@ -75,7 +26,7 @@ SEED_TURNS = [
 
 async def test_seed_scenario_rollback_removes_b_and_keeps_a(make) -> None:
     h = make(SEED_TURNS)
-    sid = await h.turn("create a.txt, then b.txt")
+    sid = await h.ask("create a.txt, then b.txt")
     ws = h.root / sid
     assert tree(ws) == {"a.txt": "A", "b.txt": "B"}
     create_b = h.step_of(sid, "write_file", 1)
@@ -86,7 +37,7 @@ async def test_seed_scenario_rollback_removes_b_and_keeps_a(make) -> None:
 
 async def test_seed_scenario_fork_at_a_has_only_a(make) -> None:
     h = make(SEED_TURNS)
-    sid = await h.turn("create a.txt, then b.txt")
+    sid = await h.ask("create a.txt, then b.txt")
     create_a = h.step_of(sid, "write_file", 0)
     fork = await h.runtime.fork(sid, create_a, "only a")
     assert tree(h.root / fork.session_id) == {"a.txt": "A"}
@@ -102,7 +53,7 @@ async def test_shell_side_effects_are_rewound_too(make) -> None:
             {"text": "done"},
         ]
     )
-    sid = await h.turn("go")
+    sid = await h.ask("go")
     ws = h.root / sid
     assert tree(ws) == {"c.txt": "x\n"}
     await h.runtime.rollback(sid, h.step_of(sid, "shell", 1))  # before `rm a.txt`
@@ -118,19 +69,21 @@ async def test_rollback_then_continue_snapshots_the_new_branch(make) -> None:
             {"text": "", "tool_calls": [wf("b.txt", "B")]},
             {"text": "done"},
         ],
-        branches=[
-            {
-                "when": "instead",
-                "turns": [
-                    {"text": "", "tool_calls": [wf("c.txt", "C")]},
-                    {"text": "done with c"},
-                ],
-            }
-        ],
+        script_extra={
+            "branches": [
+                {
+                    "when": "instead",
+                    "turns": [
+                        {"text": "", "tool_calls": [wf("c.txt", "C")]},
+                        {"text": "done with c"},
+                    ],
+                }
+            ]
+        },
     )
-    sid = await h.turn("go")
+    sid = await h.ask("go")
     await h.runtime.rollback(sid, h.step_of(sid, "write_file", 1))
-    await h.turn("do c instead", sid)
+    await h.ask("do c instead", sid)
     assert tree(h.root / sid) == {"a.txt": "A", "c.txt": "C"}
     snaps = [s.seq for s in h.store.list_snapshots(sid)]
     assert len(snaps) == 2  # before a (kept) and before c (new); b's went with its step
@@ -144,14 +97,16 @@ async def test_sub_agent_steps_are_snapshotted_not_the_spawn(make) -> None:
             {"text": "", "tool_calls": [{"name": "spawn_agent", "input": {"task": "make s"}}]},
             {"text": "done"},
         ],
-        subagent={
-            "turns": [
-                {"text": "", "tool_calls": [wf("s.txt", "from the sub-agent")]},
-                {"text": "made s"},
-            ]
+        script_extra={
+            "subagent": {
+                "turns": [
+                    {"text": "", "tool_calls": [wf("s.txt", "from the sub-agent")]},
+                    {"text": "made s"},
+                ]
+            }
         },
     )
-    sid = await h.turn("delegate")
+    sid = await h.ask("delegate")
     steps = h.store.steps(sid)
     spawn = next(s for s in steps if s.name == "spawn_agent")
     write = next(s for s in steps if s.name == "write_file")
@@ -170,7 +125,7 @@ async def test_read_only_tools_take_no_snapshot(make) -> None:
             {"text": "done"},
         ]
     )
-    sid = await h.turn("go")
+    sid = await h.ask("go")
     assert len(h.store.list_snapshots(sid)) == 1
 
 
