@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -240,9 +242,10 @@ class Walkthrough:
         self.server.kill(signal.SIGTERM)
         elapsed = time.monotonic() - self.started
         self.say(f"Done in {elapsed:.0f} s. Everything above is in {self.db}")
-        self.note(f"xclaw sessions --db {self.db}")
+        exe = _xclaw_command()
+        self.note(f"{exe} sessions --db {self.db}")
         model = f"XCLAW_MODEL={self.server.env['XCLAW_MODEL']} " if self.scripted else ""
-        self.note(f"{model}xclaw serve --db {self.db} --workspace {self.home / 'workspaces'}")
+        self.note(f"{model}{exe} serve --db {self.db} --workspace {self.home / 'workspaces'}")
         self.note("then open the printed http://127.0.0.1:3000/?token=… link: the sessions, their trace trees and the branch comparison are in the web page")
 
     # --- reading the record -----------------------------------------------------------------------
@@ -265,6 +268,14 @@ class Walkthrough:
 
     def cleanup(self) -> None:
         self.server.kill()
+
+
+def _xclaw_command() -> str:
+    """`xclaw` as the user can type it: the venv's script when it is not on PATH."""
+    script = Path(sys.executable).with_name("xclaw")
+    if shutil.which("xclaw") == str(script) or not script.exists():
+        return "xclaw"
+    return os.path.relpath(script) if not os.path.relpath(script).startswith("..") else str(script)
 
 
 def _describe(s: Step) -> Text:
