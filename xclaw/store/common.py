@@ -27,6 +27,7 @@ from xclaw.store.model import (
     StepTreeNode,
     StepType,
     display_id,
+    full_step_id,
     parse_step_ref,
 )
 from xclaw.store.snapshot_model import (
@@ -55,6 +56,36 @@ def normalise_step(step: NewStep) -> NewStep:
     if not step.name:
         raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
     return step
+
+
+def inserted_step(
+    session_id: str,
+    seq: int,
+    parent: str | None,
+    step: NewStep,
+    status: StepStatus,
+    output_data: Any,
+    error_message: str | None,
+    now: int,
+    end: int | None,
+) -> Step:
+    """The value a backend returns for a step it has just inserted."""
+    return Step(
+        full_step_id(session_id, seq),
+        session_id,
+        seq,
+        parent,
+        step.step_type,
+        step.name,
+        status,
+        step.agent,
+        step.call_id,
+        step.input_data,
+        output_data,
+        error_message,
+        now,
+        end,
+    )
 
 
 def moves_session(step: NewStep, status: StepStatus) -> bool:

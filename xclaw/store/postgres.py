@@ -20,6 +20,7 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
     StoreBase,
+    inserted_step,
     moves_session,
     status_after_answer,
     status_after_new_step,
@@ -306,21 +307,8 @@ class PostgresStore(PgLeases, PgSnapshots, StoreBase):
                     "worker": None if lease is None else lease.owner,
                 },
             )
-            return Step(
-                step_id,
-                session_id,
-                seq,
-                parent,
-                step.step_type,
-                step.name,
-                status,
-                step.agent,
-                step.call_id,
-                step.input_data,
-                output_data,
-                error_message,
-                now,
-                end,
+            return inserted_step(
+                session_id, seq, parent, step, status, output_data, error_message, now, end
             )
 
         return self._write(tx, durable=durable)

@@ -21,6 +21,7 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
     StoreBase,
+    inserted_step,
     moves_session,
     status_after_answer,
     status_after_new_step,
@@ -325,21 +326,8 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
                 " WHERE session_id=?",
                 (seq + 1, target.value, awaiting, now, session_id),
             )
-            return Step(
-                step_id,
-                session_id,
-                seq,
-                parent,
-                step.step_type,
-                step.name,
-                status,
-                step.agent,
-                step.call_id,
-                step.input_data,
-                output_data,
-                error_message,
-                now,
-                end,
+            return inserted_step(
+                session_id, seq, parent, step, status, output_data, error_message, now, end
             )
 
         return self._write(tx, durable=durable)
