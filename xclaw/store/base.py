@@ -9,8 +9,9 @@ transaction (LeaseLost, nothing written), so a worker that lost the session cann
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from xclaw.store.leases import Lease, LeaseInfo, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode

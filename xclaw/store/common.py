@@ -88,6 +88,14 @@ def inserted_step(
     )
 
 
+def forked_session(new_sid: str, source: Session, seq: int, title: str | None, now: int) -> Session:
+    """The new session a fork at `seq` creates (R12): Init, is_forked, its parent and fork point."""
+    name = title or f"fork of {source.title or source.session_id} at {display_id(seq)}"
+    return Session(
+        new_sid, name, Status.INIT, now, now, source.metadata, True, source.session_id, False, seq
+    )
+
+
 def moves_session(step: NewStep, status: StepStatus) -> bool:
     """begin_step moves the session; add_step only does for user input."""
     return status is StepStatus.RUNNING or step.step_type is StepType.USER_INPUT

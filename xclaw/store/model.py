@@ -179,4 +179,4 @@ class NewStep:
 @dataclass(frozen=True, slots=True)
 class StepTreeNode:
     step: Step
-    children: tuple["StepTreeNode", ...] = ()
+    children: tuple[StepTreeNode, ...] = ()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import sqlite3
 
 from xclaw.store.base import RollbackResult
-from xclaw.store.model import INTERRUPTED, Session, Status, check_transition, display_id
+from xclaw.store.common import forked_session
+from xclaw.store.model import INTERRUPTED, Session, Status, check_transition
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_rows import SESSION_COLS, require_step, row_to_session, session_state
 from xclaw.store.sqlite_snapshots import fork_snapshots_tx, rollback_snapshots_tx
@@ -85,12 +86,12 @@ def fork_tx(
         session_state(conn, session_id)  # raises SessionNotFound
     require_step(conn, session_id, seq, ref)
     source = row_to_session(src)
-    name = title or f"fork of {source.title or session_id} at {display_id(seq)}"
+    forked = forked_session(new_sid, source, seq, title, now)
     conn.execute(
         "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
         " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
         " VALUES (?, ?, 'Init', ?, ?, ?, 1, ?, ?, 0, ?)",
-        (new_sid, name, now, now, src[5], session_id, seq + 1, seq),
+        (new_sid, forked.title, now, now, src[5], session_id, seq + 1, seq),
     )
     conn.execute(
         _FORK_STEPS_SQL,
@@ -104,6 +105,4 @@ def fork_tx(
         },
     )
     fork_snapshots_tx(conn, session_id, seq, new_sid, workspace, now)
-    return Session(
-        new_sid, name, Status.INIT, now, now, source.metadata, True, session_id, False, seq
-    )
+    return forked
