@@ -65,7 +65,11 @@ class Gateway:
     home: Path
 
 
-def start_gateway(home: Path, tool: str) -> Gateway:
+def spawn_serve(
+    home: Path, tool: str, token: str, *args: str, **env_extra: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A real `xclaw serve` with the scripted 20-step task (approval yolo) in `home`, started
+    and listening; returns the process and its port. Shared with workers_bench.py."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "script.json").write_text(json.dumps(script(tool)))
     (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
@@ -77,12 +81,23 @@ def start_gateway(home: Path, tool: str) -> Gateway:
         XCLAW_HOME=str(home),
         XCLAW_CONFIG=str(home / "xclaw.yaml"),
         XCLAW_MODEL=f"script:{home / 'script.json'}",
-        XCLAW_TOKEN="bench-token-0123456789",
+        XCLAW_TOKEN=token,
+        **env_extra,
     )
     out = home / "stdout.txt"
     with out.open("wb") as stdout, (home / "stderr.txt").open("wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "xclaw", "serve", "--port", str(port), "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "xclaw",
+                "serve",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                *args,
+            ],
             cwd=home,
             env=env,
             stdout=stdout,
@@ -91,9 +106,15 @@ def start_gateway(home: Path, tool: str) -> Gateway:
     deadline = time.monotonic() + 30
     while "listening on" not in out.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"server did not start:\n{(home / 'stderr.txt').read_text()}")
+            raise SystemExit(f"xclaw serve did not start:\n{(home / 'stderr.txt').read_text()}")
         time.sleep(0.05)
-    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", env["XCLAW_TOKEN"], home)
+    return proc, port
+
+
+def start_gateway(home: Path, tool: str) -> Gateway:
+    token = "bench-token-0123456789"
+    proc, port = spawn_serve(home, tool, token)
+    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home)
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gateway_bench import STEPS_PER_TASK, free_port, script, server_cpu_s
+from gateway_bench import STEPS_PER_TASK, server_cpu_s, spawn_serve
 
 TOKEN = "bench-token-" + secrets.token_hex(8)
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -51,45 +51,7 @@ class Worker:
 
 
 def start_worker(root: Path, db: str, workspace: Path) -> Worker:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "script.json").write_text(json.dumps(script("list_dir")))
-    (root / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
-    port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
-    }
-    env.update(
-        XCLAW_HOME=str(root),
-        XCLAW_CONFIG=str(root / "xclaw.yaml"),
-        XCLAW_MODEL=f"script:{root / 'script.json'}",
-        XCLAW_TOKEN=TOKEN,
-        XCLAW_DB=db,
-    )
-    out = root / "stdout.txt"
-    with out.open("wb") as stdout, (root / "stderr.txt").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "xclaw",
-                "serve",
-                "--port",
-                str(port),
-                "--workspace",
-                str(workspace),
-                "--log-level",
-                "warning",
-            ],
-            cwd=root,
-            env=env,
-            stdout=stdout,
-            stderr=stderr,
-        )
-    deadline = time.monotonic() + 30
-    while "listening on" not in out.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"worker did not start:\n{(root / 'stderr.txt').read_text()}")
-        time.sleep(0.05)
+    proc, port = spawn_serve(root, "list_dir", TOKEN, "--workspace", str(workspace), XCLAW_DB=db)
     return Worker(proc, f"ws://127.0.0.1:{port}/ws")
 
 
