@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
 from xclaw.errors import IllegalTransition
@@ -97,9 +98,9 @@ def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend)
         release.wait(10)
 
     if backend.name == "sqlite":
-        write = lambda: store._writer.submit(slow, durable=False)  # type: ignore[attr-defined]  # noqa: E731
+        write = lambda: store._writer.submit(slow, durable=False)  # type: ignore[attr-defined]
     else:
-        write = lambda: store._pool.run(slow, durable=False)  # type: ignore[attr-defined]  # noqa: E731
+        write = lambda: store._pool.run(slow, durable=False)  # type: ignore[attr-defined]
     t = threading.Thread(target=write)
     t.start()
     assert holding.wait(10)

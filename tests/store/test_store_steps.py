@@ -11,7 +11,7 @@ from tests.store.conftest import Backend
 from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
 from xclaw.store.base import Store
 from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
-from xclaw.store.sqlite_rows import STEP_COLS, load_json
+from xclaw.store.rows import STEP_COLS, load_json
 
 
 def test_begin_step_returns_the_running_row(store: Store) -> None:

@@ -28,8 +28,10 @@ from xclaw.store.model import (
     StepType,
     display_id,
     full_step_id,
+    is_approval,
     parse_step_ref,
 )
+from xclaw.store.rows import load_json
 from xclaw.store.snapshot_model import (
     Manifest,
     PendingRestore,
@@ -40,7 +42,6 @@ from xclaw.store.snapshot_model import (
     check_path,
     diff_manifests,
 )
-from xclaw.store.sqlite_rows import is_approval, load_json
 
 # Commits that must be durable (fsynced / synchronous_commit on) before they return:
 # a status the client will hear about as final or waiting.

@@ -68,6 +68,10 @@ MAIN_AGENT = "main"
 # session is Paused (R9: it is asked again after a restart).
 APPROVAL_STEP_NAME = "approval"
 
+
+def is_approval(step_type: StepType | str, name: str) -> bool:
+    return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
+
 _DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
 
 

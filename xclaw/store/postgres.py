@@ -50,8 +50,7 @@ from xclaw.store.postgres_rows import (
 )
 from xclaw.store.postgres_snapshots import PgSnapshots, sweep_blobs_tx
 from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
-from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.sqlite_rows import (
+from xclaw.store.rows import (
     SESSION_COLS,
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
@@ -60,6 +59,7 @@ from xclaw.store.sqlite_rows import (
     row_to_session,
     row_to_step,
 )
+from xclaw.store.snapshot_model import WorkspaceRestore
 
 if TYPE_CHECKING:
     from xclaw.store.postgres_bus import PgBus

@@ -22,7 +22,7 @@ from xclaw.store.leases import DrivenStore, Lease, LeaseInfo, WorkerInfo, lease_
 from xclaw.store.model import Status
 from xclaw.store.postgres_conn import LOCK_WORKER, PgTarget, connect, wrap
 from xclaw.store.postgres_rows import NOW_MS
-from xclaw.store.sqlite_rows import load_json
+from xclaw.store.rows import load_json
 
 if TYPE_CHECKING:
     from xclaw.store.postgres_conn import Pool

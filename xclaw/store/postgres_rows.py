@@ -1,7 +1,7 @@
 """Values in and out of PostgreSQL for PostgresStore: JSON text for jsonb, NUL-free text, the
 in-transaction lookups (with the session row locked where a write follows) and step checks.
 
-Rows convert with the shared converters of sqlite_rows (same column lists, jsonb read back as
+Rows convert with the shared converters of store/rows.py (same column lists, jsonb read back as
 its text), so both backends give byte-for-byte the same values.
 """
 
@@ -15,7 +15,7 @@ import psycopg
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.leases import Lease, check_lease_for, lease_lost
 from xclaw.store.model import Status
-from xclaw.store.sqlite_rows import dump_json
+from xclaw.store.rows import dump_json
 
 _STATUS = {s.value: s for s in Status}
 

@@ -14,8 +14,8 @@ from xclaw.store.leases import Lease
 from xclaw.store.model import INTERRUPTED, Session, Status, check_transition
 from xclaw.store.postgres_rows import lock_session, require_step
 from xclaw.store.postgres_snapshots import fork_snapshots_tx, rollback_snapshots_tx
+from xclaw.store.rows import SESSION_COLS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.sqlite_rows import SESSION_COLS, row_to_session
 
 # One INSERT..SELECT copies the prefix, ids and parent links remapped by string arithmetic
 # (new id || ':sNNNN'); seq is preserved. A step running in the source is copied as

@@ -41,9 +41,7 @@ from xclaw.store.model import (
     full_step_id,
     parse_step_ref,
 )
-from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.sqlite_leases import SqliteLeases, check_fence
-from xclaw.store.sqlite_rows import (
+from xclaw.store.rows import (
     SESSION_COLS,
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
@@ -56,6 +54,8 @@ from xclaw.store.sqlite_rows import (
     row_to_step,
     session_state,
 )
+from xclaw.store.snapshot_model import WorkspaceRestore
+from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
 from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy

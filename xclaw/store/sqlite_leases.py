@@ -31,7 +31,7 @@ from xclaw.store.leases import (
     lease_lost,
 )
 from xclaw.store.model import Status
-from xclaw.store.sqlite_rows import load_json
+from xclaw.store.rows import load_json
 
 T = TypeVar("T")
 

@@ -34,6 +34,7 @@ from xclaw.store.common import (
     store_whole,
 )
 from xclaw.store.model import display_id
+from xclaw.store.rows import dump_json, require_session
 from xclaw.store.snapshot_model import (
     Manifest,
     PendingRestore,
@@ -44,7 +45,6 @@ from xclaw.store.snapshot_model import (
     encode_blob,
     manifest_stats,
 )
-from xclaw.store.sqlite_rows import dump_json, require_session
 
 T = TypeVar("T")
 

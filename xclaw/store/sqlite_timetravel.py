@@ -11,8 +11,8 @@ import sqlite3
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import forked_session
 from xclaw.store.model import INTERRUPTED, Session, Status, check_transition
+from xclaw.store.rows import SESSION_COLS, require_step, row_to_session, session_state
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.sqlite_rows import SESSION_COLS, require_step, row_to_session, session_state
 from xclaw.store.sqlite_snapshots import fork_snapshots_tx, rollback_snapshots_tx
 
 # One INSERT..SELECT copies the prefix: ids and parent links are remapped by string arithmetic

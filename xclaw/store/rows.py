@@ -1,4 +1,4 @@
-"""Row <-> value conversion for the SQLite backend: column lists, JSON text, enum lookups.
+"""Row <-> value conversion shared by both backends: column lists, JSON text, enum lookups.
 
 The column lists follow the field order of Session and Step so a row converts with one call
 and no per-column dictionary work (resume loads 100,000 rows).
@@ -14,7 +14,6 @@ from typing import Any
 
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.model import (
-    APPROVAL_STEP_NAME,
     Session,
     Status,
     Step,
@@ -78,10 +77,6 @@ def check_session_id(session_id: str) -> str:
             "starting with a letter or digit (no ':')"
         )
     return session_id
-
-
-def is_approval(step_type: StepType | str, name: str) -> bool:
-    return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
 
 
 def row_to_session(r: tuple[Any, ...]) -> Session:
