@@ -9,6 +9,7 @@ step reference (StepNotFound); none of them can crash the caller's event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -184,7 +185,6 @@ class Runtime:
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
                 item["stepId"] = by_call[item["tool_call_id"]].display_id
             structured.append(item)
-        import json
 
         return {
             "type": "history",
