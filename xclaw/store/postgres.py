@@ -9,7 +9,6 @@ Durability per commit follows the SQLite policy (see postgres_conn and docs/post
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +54,7 @@ from xclaw.store.rows import (
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
     check_session_id,
+    new_session_id,
     now_ms,
     row_to_session,
     row_to_step,
@@ -162,7 +162,7 @@ class PostgresStore(PgLeases, PgSnapshots, StoreBase):
         metadata: dict[str, Any] | None = None,
     ) -> Session:
         # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
-        sid = check_session_id(session_id) if session_id is not None else secrets.token_urlsafe(16)
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
         meta_json = pg_json(meta, "metadata")
         title = pg_text(title) or ""

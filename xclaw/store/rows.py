@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import sqlite3
 import time
 from typing import Any
@@ -68,6 +69,15 @@ def load_json(text: str | None) -> Any:
     except StopIteration:
         pass
     return _loads(text)
+
+
+def new_session_id() -> str:
+    """>= 96 random bits that pass check_session_id: token_urlsafe may start with '-' or
+    '_' (1 in 32), which a command line would take for an option."""
+    while True:
+        sid = secrets.token_urlsafe(16)
+        if sid[0].isalnum():
+            return sid
 
 
 def check_session_id(session_id: str) -> str:
