@@ -147,7 +147,7 @@ class Observer:
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         self.events.append(f"{self.prefix}alert {name}")
 
-    def child(self, call: ToolCall) -> "Observer":
+    def child(self, call: ToolCall) -> Observer:
         return Observer(self.events, prefix=f"{self.prefix}[{call.id}] ")
 
 

@@ -34,12 +34,12 @@ class App:
         ws.on("framereceived", received)
 
     # --- navigation ---------------------------------------------------------------------------
-    def open(self, token: str | None = None) -> "App":
+    def open(self, token: str | None = None) -> App:
         self.page.goto(f"{self.server.http}/?token={token or self.server.token}")
         self.wait_connected()
         return self
 
-    def reload(self) -> "App":
+    def reload(self) -> App:
         self.frames.clear()
         self.page.reload()
         self.wait_connected()

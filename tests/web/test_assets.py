@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 STATIC = Path(__file__).resolve().parents[2] / "xclaw" / "web" / "static"
-IMPORT_RE = re.compile(r"""^\s*(?:import|export)\b[^'"]*?from\s+["']([^"']+)["']""", re.M)
+IMPORT_RE = re.compile(r"""^\s*(?:import|export)\b[^'"]*?from\s+["']([^"']+)["']""", re.MULTILINE)
 URL_RE = re.compile(r"""https?://[^\s"'`)<]+""")
 # The only absolute URL allowed: the SVG namespace name, which is never fetched.
 ALLOWED_URLS = {"http://www.w3.org/2000/svg"}

@@ -4,7 +4,6 @@ approvals, and the access page."""
 from __future__ import annotations
 
 import pytest
-
 from playwright.sync_api import expect
 
 from tests.web.app_page import LOCKED, App

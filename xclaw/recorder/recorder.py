@@ -151,6 +151,7 @@ class Recorder:
                 session_status=Status.SUCCESS if final else None,
             ),
             self._step_frame,
+            urgent=final,
         )
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id

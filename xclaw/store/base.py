@@ -9,7 +9,7 @@ transaction (LeaseLost, nothing written), so a worker that lost the session cann
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -258,6 +258,20 @@ class Store(Protocol):
 
     def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
         """Every session that has had a driver (only these statuses, if given)."""
+        ...
+
+    def write_together(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[tuple[bool, Any]]:
+        """Run callables that write through this store, in order, sharing as few commits as
+        their durability allows (each unit still all-or-nothing); one outcome per unit run:
+        (True, value) or (False, the exception). Each unit depends on the ones before: the
+        first that fails is the last one run. A backend without this just runs them one
+        transaction each. wait=False (from an event loop) runs only what can be written at
+        once without waiting for a lock or a disk sync, possibly nothing: the caller sends
+        the rest from a thread. durable=True says a unit will need a durable commit: start
+        with one (one commit, not two). A unit may be rolled back and run again: it must
+        only write through the store."""
         ...
 
     def driven(self, lease: Lease) -> Store:

@@ -10,8 +10,7 @@ The contract stays the `Store` Protocol in xclaw.store.base; this class holds no
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
@@ -31,7 +30,7 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
-from xclaw.store.rows import load_json
+from xclaw.store.rows import load_json, new_session_id
 from xclaw.store.snapshot_model import (
     Manifest,
     PendingRestore,
@@ -310,6 +309,22 @@ class StoreBase:
     def _now(self) -> int:
         return int(self._clock())
 
+    def write_together(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[tuple[bool, Any]]:
+        """One transaction per write (a backend overrides this to share commits); never
+        runs anything on an event loop."""
+        if not wait:
+            return []
+        out: list[tuple[bool, Any]] = []
+        for unit in units:
+            try:
+                out.append((True, unit()))
+            except Exception as e:  # noqa: BLE001 - this unit's outcome; the rest depend on it
+                out.append((False, e))
+                break
+        return out
+
     def get_session(self, session_id: str) -> Session:
         found = self.find_session(session_id)
         if found is None:
@@ -450,5 +465,5 @@ class StoreBase:
     ) -> Session:
         seq = parse_step_ref(ref, session_id)
         # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
-        new_sid = secrets.token_urlsafe(16)
+        new_sid = new_session_id()
         return self._fork(session_id, seq, ref, new_sid, title, workspace)

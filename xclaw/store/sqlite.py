@@ -8,11 +8,10 @@ Status changes all go through model.check_transition (invariant 7).
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +46,7 @@ from xclaw.store.rows import (
     STEP_COLS_NO_OUTPUT,
     check_session_id,
     dump_json,
+    new_session_id,
     now_ms,
     require_session,
     require_step,
@@ -122,6 +122,15 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
         """Transactions committed by the writer so far (group commit makes it < writes)."""
         return self._writer.commits
 
+    def write_together(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[tuple[bool, Any]]:
+        """Units in one writer transaction (two when a durable write follows non-durable
+        ones): see xclaw/store/sqlite_writer.py."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return self._writer.run_units(units, wait=wait, durable=durable)
+
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
         return self._writer.submit(fn, durable=durable)
@@ -179,7 +188,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
         metadata: dict[str, Any] | None = None,
     ) -> Session:
         # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
-        sid = check_session_id(session_id) if session_id is not None else secrets.token_urlsafe(16)
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
         meta_json = dump_json(meta, "metadata")
 

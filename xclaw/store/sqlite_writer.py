@@ -18,6 +18,14 @@ Durability is chosen per commit (see docs/storage.md): a batch containing any op
 `durable` commits with synchronous=FULL (the WAL is fsynced, which also makes every earlier
 commit durable); any other batch commits with synchronous=NORMAL (in the OS page cache before
 the commit returns: survives a process kill, not necessarily a power loss).
+
+Units (`run_units`): a caller with several dependent writes in hand (the recorder's queue of
+one run) runs them as *units* in one transaction, each in its own savepoint, instead of one
+transaction each. The transaction starts at NORMAL; the first write that must be durable ends
+it there and the rest continue in a FULL one, so a batch costs at most two commits and one
+sync. With `wait=False` (called on an event loop) the units run only if the writer is free at
+once, and stop before the first write that must be durable: the loop never waits for a lock,
+a disk sync or a checkpoint, and the caller sends what is left to a store thread.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from xclaw.errors import StoreError, XclawError
@@ -39,6 +47,7 @@ BUSY_TIMEOUT_MS = 10_000
 # telling the user, in words, what is going on.
 BUSY_GIVE_UP_S = 60.0
 MAX_BATCH = 256
+WAL_AUTOCHECKPOINT_PAGES = 1000  # SQLite's default
 
 
 def is_busy(e: BaseException) -> bool:
@@ -78,14 +87,32 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
+Outcome = tuple[bool, Any]  # (True, value) or (False, the exception), one per unit run
+
+
+class _NeedsDurable(Exception):
+    """Inside units run at NORMAL: this write must be durable (the unit is rolled back)."""
+
+
+class _Units:
+    """The state of a run of units on the leading thread: nested writes join its transaction."""
+
+    __slots__ = ("durable",)
+
+    def __init__(self) -> None:
+        self.durable = False
+
+
 class _Op:
-    """One queued operation and, once run, its outcome."""
+    """One queued operation and, once run, its outcome. A `units` op manages its own
+    transactions and always runs alone in its batch."""
 
-    __slots__ = ("done", "durable", "error", "event", "fn", "result")
+    __slots__ = ("done", "durable", "error", "event", "fn", "result", "units")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any], durable: bool) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], durable: bool, units: bool = False) -> None:
         self.fn = fn
         self.durable = durable
+        self.units = units
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -119,12 +146,52 @@ class Writer:
         self._leading = False
         self._closed = False
         self._sync: str | None = None
+        self._local = threading.local()  # .units: the run of units this thread is leading
         self.commits = 0  # for tests and the benchmark: how many transactions were committed
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
         """Run fn(conn) in the next transaction; return once that is committed (durable
-        against power loss too when `durable`)."""
-        op = _Op(fn, durable)
+        against power loss too when `durable`). Called from inside a unit, it joins the
+        units' transaction instead."""
+        units: _Units | None = getattr(self._local, "units", None)
+        if units is not None:
+            return self._nested(units, fn, durable)
+        return self._queued(_Op(fn, durable))
+
+    def run_units(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[Outcome]:
+        """Run callables that write through this writer, in order, in as few transactions as
+        their durability allows (see the module docstring); one outcome per unit run. Each
+        unit depends on the ones before: the first that fails is the last one run. A unit
+        may be rolled back and run again, so it must only write through the store.
+
+        wait=False: run now on the calling thread only if the writer is free, never waiting
+        for a lock or a disk sync; it stops before the first unit that needs a durable
+        commit, so it may run fewer units than given (none if the writer is busy).
+
+        durable=True: the caller knows a unit needs a durable commit; one FULL transaction
+        from the start instead of a NORMAL one and then a FULL one (runs nothing if not wait).
+        """
+        if wait:
+            result: list[Outcome] = self._queued(
+                _Op(lambda conn: self._run_units(units, stop_at_durable=False, durable=durable), False, units=True)
+            )
+            return result
+        if durable:
+            return []
+        with self._mutex:
+            if self._closed:
+                raise StoreError(f"the store for {self._where} is closed")
+            if self._leading or self._queue:
+                return []
+            self._leading = True
+        try:
+            return self._run_units(units, stop_at_durable=True)
+        finally:
+            self._release_lead()
+
+    def _queued(self, op: _Op) -> Any:
         with self._mutex:
             if self._closed:
                 raise StoreError(f"the store for {self._where} is closed")
@@ -170,21 +237,125 @@ class Writer:
                 with self._mutex:
                     if not self._queue or (own is not None and own.done):
                         return
-                    n = min(len(self._queue), MAX_BATCH)
-                    batch = [self._queue.popleft() for _ in range(n)]
+                    batch = self._next_batch()
                 try:
-                    self._run_batch(batch)
+                    if batch[0].units:
+                        self._run_units_op(batch[0])
+                    else:
+                        self._run_batch(batch)
                 finally:
                     for op in batch:
                         if op.event is not None:
                             op.event.set()
         finally:
-            with self._mutex:
-                self._leading = False
-                nxt = next((op for op in self._queue if op.event is not None), None)
-                self._idle.notify_all()
-            if nxt is not None:
-                nxt.event.set()  # type: ignore[union-attr]  # its caller takes the lead
+            self._release_lead()
+
+    def _next_batch(self) -> list[_Op]:
+        """Queued ops up to MAX_BATCH, stopping at a units op (which runs alone)."""
+        if self._queue[0].units:
+            return [self._queue.popleft()]
+        batch: list[_Op] = []
+        while self._queue and len(batch) < MAX_BATCH and not self._queue[0].units:
+            batch.append(self._queue.popleft())
+        return batch
+
+    def _release_lead(self) -> None:
+        with self._mutex:
+            self._leading = False
+            nxt = next((op for op in self._queue if op.event is not None), None)
+            self._idle.notify_all()
+        if nxt is not None:
+            nxt.event.set()  # type: ignore[union-attr]  # its caller takes the lead
+
+    # --- units -----------------------------------------------------------------------------
+    def _run_units_op(self, op: _Op) -> None:
+        try:
+            op.finish(op.fn(self._conn))
+        except Exception as e:  # noqa: BLE001 - the caller of run_units hears of it
+            op.finish(error=_wrap(e, self._where))
+
+    def _run_units(
+        self, units: Sequence[Callable[[], Any]], *, stop_at_durable: bool, durable: bool = False
+    ) -> list[Outcome]:
+        """On the leading thread: the units in one NORMAL transaction, continued in a FULL
+        one from the first unit that needs it (or stopping there); FULL from the start if
+        `durable`."""
+        conn = self._conn
+        state = _Units()
+        state.durable = durable
+        out: list[Outcome] = []
+        written = 0  # units in the open transaction: an empty one is no commit worth counting
+        self._local.units = state
+        inline = stop_at_durable
+        try:
+            self._set_sync("FULL" if durable else "NORMAL")
+            if inline:
+                # On an event loop: never wait for another process's lock, and leave WAL
+                # checkpoints (which sync) to the next commit made on a store thread.
+                conn.execute("PRAGMA busy_timeout=0")
+                conn.execute("PRAGMA wal_autocheckpoint=0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if is_busy(e):
+                        return out
+                    raise
+            else:
+                self._begin()
+            i = 0
+            while i < len(units):
+                conn.execute("SAVEPOINT xclaw_unit")
+                try:
+                    value = units[i]()
+                except _NeedsDurable:
+                    conn.execute("ROLLBACK TO xclaw_unit")
+                    conn.execute("RELEASE xclaw_unit")
+                    if stop_at_durable:
+                        break
+                    # Commit what is done, then run this unit again in a durable transaction.
+                    conn.execute("COMMIT" if written else "ROLLBACK")
+                    self.commits += written > 0
+                    written = 0
+                    self._set_sync("FULL")
+                    self._begin()
+                    state.durable = True
+                    continue
+                except Exception as e:  # noqa: BLE001 - this unit's outcome; the later ones depend on it
+                    conn.execute("ROLLBACK TO xclaw_unit")
+                    conn.execute("RELEASE xclaw_unit")
+                    out.append((False, e))
+                    break
+                conn.execute("RELEASE xclaw_unit")
+                out.append((True, value))
+                written += 1
+                i += 1
+            conn.execute("COMMIT")
+            self.commits += written > 0
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._local.units = None
+            if inline:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        return out
+
+    def _nested(self, units: _Units, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        """A store write made by a unit: a savepoint in the units' transaction."""
+        if durable and not units.durable:
+            raise _NeedsDurable
+        conn = self._conn
+        conn.execute("SAVEPOINT xclaw_write")
+        try:
+            result = fn(conn)
+        except Exception as e:  # noqa: BLE001 - this write alone is undone; its caller hears why
+            conn.execute("ROLLBACK TO xclaw_write")
+            conn.execute("RELEASE xclaw_write")
+            raise _wrap(e, self._where) from None
+        conn.execute("RELEASE xclaw_write")
+        return result
 
     def _set_sync(self, level: str) -> None:
         # Outside any transaction: the level applies to the next commit.

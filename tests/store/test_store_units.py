@@ -1,0 +1,216 @@
+"""Store.write_together: dependent writes as units sharing commits. The contract (order,
+all-or-nothing units, stop at the first failure) runs on both backends; how SQLite shares
+commits and when it writes on the calling thread is tested against its writer."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+
+from tests.store.builders import llm, tool, user
+from tests.store.test_store_writer import FULL, NORMAL, _hold_the_lead
+from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.base import Store
+from xclaw.store.model import Status, Step, StepStatus
+from xclaw.store.sqlite import SQLiteStore
+
+
+def test_units_run_in_order_and_later_ones_see_earlier_ones(store: Store) -> None:
+    sid = store.create_session().session_id
+    begun: list[Step] = []
+
+    def begin() -> Step:
+        begun.append(store.begin_step(sid, llm()))
+        return begun[-1]
+
+    out = store.write_together(
+        [
+            lambda: store.add_step(sid, user("go")),
+            begin,
+            lambda: store.complete_step(sid, begun[0].seq, output_data={"text": "hi"}),
+            lambda: store.begin_step(sid, tool("ls", parent=begun[0].step_id)),
+        ]
+    )
+    assert [ok for ok, _ in out] == [True] * 4
+    assert [s.seq for _, s in out] == [1, 2, 2, 3]
+    steps = store.steps(sid)
+    assert [(s.display_id, s.status) for s in steps] == [
+        ("s0001", StepStatus.COMPLETED),
+        ("s0002", StepStatus.COMPLETED),
+        ("s0003", StepStatus.RUNNING),
+    ]
+    assert steps[2].parent_step_id == steps[1].step_id
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_the_first_failing_unit_is_the_last_one_run_and_writes_nothing(store: Store) -> None:
+    sid = store.create_session().session_id
+    ran: list[str] = []
+
+    def after() -> Step:
+        ran.append("after")
+        return store.add_step(sid, user("never"))
+
+    out = store.write_together(
+        [
+            lambda: store.add_step(sid, user("kept")),
+            lambda: store.complete_step(sid, 99, output_data="x"),  # no such step
+            after,
+        ]
+    )
+    assert len(out) == 2 and out[0][0] and not out[1][0]
+    assert isinstance(out[1][1], StepNotFound)
+    assert ran == []
+    assert [s.input_data for s in store.steps(sid)] == ["kept"]
+
+
+def test_a_unit_failing_halfway_is_undone_alone(store: Store) -> None:
+    sid = store.create_session().session_id
+
+    def two_writes() -> Step:
+        store.add_step(sid, user("half"))
+        return store.add_step("no-such-session", user("x"))
+
+    out = store.write_together([lambda: store.add_step(sid, user("first")), two_writes])
+    assert out[0][0] and not out[1][0] and isinstance(out[1][1], SessionNotFound)
+    # SQLite undoes the whole unit; a backend without units has committed the first half,
+    # which is why the recorder's units make exactly one write each.
+    texts = [s.input_data for s in store.steps(sid)]
+    assert texts[0] == "first" and texts in (["first"], ["first", "half"])
+
+
+def test_wait_false_never_runs_anything_that_needs_a_sync(store: Store) -> None:
+    sid = store.create_session().session_id
+    out = store.write_together([lambda: store.begin_step(sid, tool())], wait=False)
+    assert out == []
+    assert store.write_together([lambda: store.add_step(sid, user())], wait=False, durable=True) == []
+    assert store.steps(sid) == []
+
+
+# --- SQLite: shared commits, durability, the calling thread ------------------------------------
+
+
+def _sync_levels(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The synchronous level of every COMMIT the writer's connection runs."""
+    levels: list[int] = []
+    writer = store._writer
+    real = writer._conn
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql == "COMMIT":
+                levels.append(real.execute("PRAGMA synchronous").fetchone()[0])
+            return real.execute(sql, *args)
+
+    monkeypatch.setattr(writer, "_conn", Spy())
+    return levels
+
+
+def test_units_share_one_commit_and_durable_ones_start_a_full_one(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    levels = _sync_levels(store, monkeypatch)
+    before = store.commits
+    # Non-durable writes, then a write-ahead row: NORMAL for the first two, FULL for the rest.
+    out = store.write_together(
+        [
+            lambda: store.begin_step(sid, llm()),
+            lambda: store.complete_step(sid, 1, output_data={}),
+            lambda: store.begin_step(sid, tool()),
+            lambda: store.complete_step(sid, 2, output_data="ok"),
+        ]
+    )
+    assert all(ok for ok, _ in out)
+    assert levels == [NORMAL, FULL] and store.commits - before == 2
+    # Told that a durable write is coming: one FULL commit for everything.
+    levels.clear()
+    out = store.write_together(
+        [lambda: store.begin_step(sid, llm()), lambda: store.begin_step(sid, tool())], durable=True
+    )
+    assert all(ok for ok, _ in out)
+    assert levels == [FULL] and store.commits - before == 3
+
+
+def test_wait_false_writes_on_the_calling_thread_up_to_the_first_durable_unit(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    levels = _sync_levels(store, monkeypatch)
+    threads: list[int] = []
+    real_submit = store._writer.submit
+
+    def submit(fn: Any, *, durable: bool) -> Any:
+        threads.append(threading.get_ident())
+        return real_submit(fn, durable=durable)
+
+    monkeypatch.setattr(store._writer, "submit", submit)
+    units = [
+        lambda: store.add_step(sid, user()),
+        lambda: store.begin_step(sid, llm()),
+        lambda: store.begin_step(sid, tool()),  # must be durable: left to the caller
+        lambda: store.add_step(sid, user("after")),
+    ]
+    out = store.write_together(units, wait=False)
+    assert len(out) == 2 and all(ok for ok, _ in out)
+    assert levels == [NORMAL] and set(threads) == {threading.get_ident()}
+    assert [s.display_id for s in store.steps(sid)] == ["s0001", "s0002"]
+    # The rest, from a store thread as the recorder does it: the durable unit runs once.
+    rest = store.write_together(units[2:])
+    assert [s.seq for _, s in rest] == [3, 4] and levels == [NORMAL, FULL]
+    # Waiting never changed the busy timeout or the checkpoint setting for good.
+    conn = store._writer._conn
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+
+
+def test_wait_false_runs_nothing_while_another_thread_writes(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    holder, release = _hold_the_lead(store)
+    try:
+        assert store.write_together([lambda: store.add_step(sid, user())], wait=False) == []
+    finally:
+        release.set()
+        holder.join(10)
+    assert store.steps(sid) == []
+
+
+def test_wait_false_does_not_wait_for_another_process(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    other = sqlite3.connect(store.url, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        assert store.write_together([lambda: store.add_step(sid, user())], wait=False) == []
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    out = store.write_together([lambda: store.add_step(sid, user())], wait=False)
+    assert len(out) == 1 and out[0][0]
+
+
+def test_units_wait_their_turn_behind_other_threads(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    holder, release = _hold_the_lead(store)
+    result: list[Any] = []
+    t = threading.Thread(
+        target=lambda: result.append(store.write_together([lambda: store.add_step(sid, user())]))
+    )
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()  # queued behind the lead holder
+    release.set()
+    for th in (holder, t):
+        th.join(10)
+    assert result and result[0][0][0]
+    assert len(store.steps(sid)) == 1
