@@ -10,9 +10,18 @@ first message sent to the last reply.
 
     .venv/bin/python bench/gateway_bench.py                # 1, 50 and 200 sessions
     .venv/bin/python bench/gateway_bench.py --sessions 1 10 --tool shell
+    .venv/bin/python bench/gateway_bench.py --llm-ms 1000  # a model that takes 1 s per call
 
 `--tool list_dir` (default) is a near no-op tool, so the figures are the gateway's, the
 runtime's and the store's own; `--tool shell` runs `echo` in a subprocess for every call.
+
+With the default instant model every session asks for its next step the moment the last one
+is done, so the server is saturated and a step's wait is mostly its turn in the queue
+(Little's law: ~sessions / throughput). `--llm-ms N` makes every model call take N ms, as a
+real model does; the "xclaw ms" columns are then what a client waits beyond the model's own
+time (an llm_call step's wait minus N): the latency xclaw adds per step. Paced sessions send
+their message at a random moment within the first N ms (`--together` sends them all in the
+same instant, so every model call of every session ends at once: a thundering herd).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -38,7 +48,7 @@ TOOL_TURNS = 9  # 1 user_input + 9 x (llm_call + tool_call) + 1 final llm_call =
 STEPS_PER_TASK = 1 + 2 * TOOL_TURNS + 1
 
 
-def script(tool: str) -> dict[str, Any]:
+def script(tool: str, llm_ms: float = 0.0) -> dict[str, Any]:
     call = (
         {"name": "shell", "input": {"command": "echo step"}}
         if tool == "shell"
@@ -48,6 +58,9 @@ def script(tool: str) -> dict[str, Any]:
         {"text": f"step {i}", "tool_calls": [call]} for i in range(TOOL_TURNS)
     ]
     turns.append({"text": "task done"})
+    if llm_ms:
+        for t in turns:
+            t["sleep"] = llm_ms / 1000
     return {"turns": turns}
 
 
@@ -63,15 +76,17 @@ class Gateway:
     url: str
     token: str
     home: Path
+    llm_ms: float = 0.0
+    stagger_ms: float = 0.0
 
 
 def spawn_serve(
-    home: Path, tool: str, token: str, *args: str, **env_extra: str
+    home: Path, tool: str, token: str, *args: str, llm_ms: float = 0.0, **env_extra: str
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A real `xclaw serve` with the scripted 20-step task (approval yolo) in `home`, started
     and listening; returns the process and its port. Shared with workers_bench.py."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "script.json").write_text(json.dumps(script(tool)))
+    (home / "script.json").write_text(json.dumps(script(tool, llm_ms)))
     (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
     port = free_port()
     env = {
@@ -111,15 +126,16 @@ def spawn_serve(
     return proc, port
 
 
-def start_gateway(home: Path, tool: str) -> Gateway:
+def start_gateway(home: Path, tool: str, llm_ms: float = 0.0) -> Gateway:
     token = "bench-token-0123456789"
-    proc, port = spawn_serve(home, tool, token)
-    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home)
+    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms)
+    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
 
 
 @dataclass
 class SessionRun:
     latencies_ms: list[float] = field(default_factory=list)
+    added_ms: list[float] = field(default_factory=list)  # beyond the model's own time
     steps: int = 0
     finished_at: float = 0.0
 
@@ -143,6 +159,8 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
                 break
         ready.put_nowait(None)
         await go.wait()
+        if gw.stagger_ms:
+            await asyncio.sleep(random.uniform(0, gw.stagger_ms) / 1000)
         last = time.perf_counter()
         await ws.send(
             json.dumps({"type": "message", "sessionId": sid, "content": "run the 20-step task"})
@@ -153,6 +171,8 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
             if kind == "step" and f["step"]["status"] != "running":
                 now = time.perf_counter()
                 run.latencies_ms.append((now - last) * 1000)
+                model_ms = gw.llm_ms if f["step"]["type"] == "llm_call" else 0.0
+                run.added_ms.append((now - last) * 1000 - model_ms)
                 run.steps += 1
                 last = now
             elif kind == "reply":
@@ -210,6 +230,7 @@ async def bench(
             rounds + 1,
         )
     lat = [x for r in runs for x in r.latencies_ms]
+    added = [x for r in runs for x in r.added_ms]
     steps = sum(r.steps for r in runs)
     if steps != rounds * sessions * STEPS_PER_TASK:
         raise RuntimeError(
@@ -224,6 +245,8 @@ async def bench(
         "p50_ms": statistics.median(lat),
         "p99_ms": pct(lat, 99),
         "max_ms": max(lat),
+        "added_p50_ms": statistics.median(added),
+        "added_p99_ms": pct(added, 99),
         "server_cpu": cpu_server / wall,
         "client_cpu": cpu_client / wall,
     }
@@ -231,26 +254,36 @@ async def bench(
 
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
-        gw = start_gateway(Path(tmp), args.tool)
+        gw = start_gateway(Path(tmp), args.tool, args.llm_ms)
+        gw.stagger_ms = 0.0 if args.together else args.llm_ms
         try:
+            model = f"{args.llm_ms:g} ms per model call" if args.llm_ms else "instant"
+            if gw.stagger_ms:
+                model += f", starts spread over {gw.stagger_ms:g} ms"
             print(
                 f"xclaw gateway benchmark: {STEPS_PER_TASK}-step tasks, tool={args.tool}, "
-                f"scripted model, SQLite at {gw.home / 'xclaw.db'}"
+                f"scripted model ({model}), SQLite at {gw.home / 'xclaw.db'}"
             )
-            await bench(gw, 2, min_rounds=1, min_seconds=0)  # warm-up: imports, connections, pages
+            # Warm-up: imports, connections, pages (one model call's worth when paced).
+            await bench(gw, 2, min_rounds=1, min_seconds=0)
+            # A paced task lasts >= 10 model calls: one round is long enough to time.
+            min_rounds, min_seconds = (1, 0.0) if args.llm_ms else (3, 2.0)
             rows = []
             print(
                 f"{'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} {'steps/s':>9} "
-                f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server cpu':>10} {'client cpu':>10}"
+                f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+                + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if args.llm_ms else "")
+                + f"{'server cpu':>10} {'client cpu':>10}"
             )
             for n in args.sessions:
-                r = await bench(gw, n)
+                r = await bench(gw, n, min_rounds=min_rounds, min_seconds=min_seconds)
                 rows.append(r)
                 print(
                     f"{r['sessions']:>8} {r['rounds']:>6} {r['steps']:>7} {r['wall_s']:>8.2f} "
                     f"{r['steps_per_s']:>9.0f} "
                     f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
-                    f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
+                    + (f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} " if args.llm_ms else "")
+                    + f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
                     flush=True,
                 )
             by_n = {int(r["sessions"]): r for r in rows}
@@ -260,6 +293,9 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"throughput ratio {top} sessions / 1 session: "
                     f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x"
                 )
+            if args.llm_ms:
+                print("xclaw p50/p99 = a step's wait beyond the model's own time (llm_call steps minus "
+                      f"{args.llm_ms:g} ms)")
         finally:
             gw.proc.send_signal(signal.SIGTERM)
             gw.proc.wait(timeout=30)
@@ -271,6 +307,14 @@ def main() -> None:
     )
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--tool", choices=["list_dir", "shell"], default="list_dir")
+    parser.add_argument(
+        "--llm-ms", type=float, default=0.0,
+        help="every model call takes this long (default 0: instant, the server saturated)",
+    )
+    parser.add_argument(
+        "--together", action="store_true",
+        help="with --llm-ms: every session sends its message in the same instant",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.store.builders import llm, tool, user
-from tests.store.test_store_writer import FULL, NORMAL, _hold_the_lead
+from tests.store.test_store_writer import FULL, NORMAL, _hold_the_lead, _in_threads, _wait_queued
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.base import Store
 from xclaw.store.model import Status, Step, StepStatus
@@ -214,3 +214,30 @@ def test_units_wait_their_turn_behind_other_threads(sqlite_store: SQLiteStore) -
         th.join(10)
     assert result and result[0][0][0]
     assert len(store.steps(sid)) == 1
+
+
+def test_units_of_several_sessions_share_the_leaders_commit(sqlite_store: SQLiteStore) -> None:
+    """Group commit across sessions: two runs' units, queued behind a busy writer, are
+    written in the next batch's one transaction."""
+    store = sqlite_store
+    a, b = store.create_session().session_id, store.create_session().session_id
+    holder, release = _hold_the_lead(store)
+    before = store.commits
+    threads, results = _in_threads(
+        [
+            lambda: store.write_together(
+                [lambda: store.begin_step(a, llm()), lambda: store.begin_step(a, tool())]
+            ),
+            lambda: store.write_together([lambda: store.add_step(b, user())]),
+        ]
+    )
+    _wait_queued(store, 2)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert all(ok for r in results.values() for ok, _ in r)
+    # The holder's own commit, then one NORMAL commit and one FULL commit for both runs
+    # (the write-ahead row of `a` needs the sync) — not one or two per run.
+    assert store.commits - before <= 3
+    assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
+    assert len(store.steps(b)) == 1

@@ -20,10 +20,11 @@ commit durable); any other batch commits with synchronous=NORMAL (in the OS page
 the commit returns: survives a process kill, not necessarily a power loss).
 
 Units (`run_units`): a caller with several dependent writes in hand (the recorder's queue of
-one run) runs them as *units* in one transaction, each in its own savepoint, instead of one
-transaction each. The transaction starts at NORMAL; the first write that must be durable ends
-it there and the rest continue in a FULL one, so a batch costs at most two commits and one
-sync. With `wait=False` (called on an event loop) the units run only if the writer is free at
+one run) queues them as one operation of *units*, each unit in its own savepoint, instead of
+one operation per write; several callers' units share the leader's batch like any other
+operations (group commit across sessions). A batch starts at NORMAL unless an operation is
+known to be durable; the first unit write that must be durable ends the transaction there and
+the batch continues in a FULL one, so a batch costs at most two commits and one sync. With `wait=False` (called on an event loop) the units run only if the writer is free at
 once, and stop before the first write that must be durable: the loop never waits for a lock,
 a disk sync or a checkpoint, and the caller sends what is left to a store thread.
 """
@@ -94,22 +95,29 @@ class _NeedsDurable(Exception):
     """Inside units run at NORMAL: this write must be durable (the unit is rolled back)."""
 
 
-class _Units:
-    """The state of a run of units on the leading thread: nested writes join its transaction."""
+class _Tx:
+    """The leader's open transaction: whether it will commit with FULL, how many operations
+    it holds. While units run, nested writes of the leading thread join it."""
 
-    __slots__ = ("durable",)
+    __slots__ = ("durable", "written")
 
-    def __init__(self) -> None:
-        self.durable = False
+    def __init__(self, durable: bool) -> None:
+        self.durable = durable
+        self.written = 0
 
 
 class _Op:
-    """One queued operation and, once run, its outcome. A `units` op manages its own
-    transactions and always runs alone in its batch."""
+    """One queued operation and, once run, its outcome: fn(conn), or a list of units (whose
+    outcome is the list of their outcomes)."""
 
     __slots__ = ("done", "durable", "error", "event", "fn", "result", "units")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any], durable: bool, units: bool = False) -> None:
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any] | None,
+        durable: bool,
+        units: Sequence[Callable[[], Any]] | None = None,
+    ) -> None:
         self.fn = fn
         self.durable = durable
         self.units = units
@@ -146,16 +154,16 @@ class Writer:
         self._leading = False
         self._closed = False
         self._sync: str | None = None
-        self._local = threading.local()  # .units: the run of units this thread is leading
+        self._local = threading.local()  # .tx: the transaction this thread leads, while units run
         self.commits = 0  # for tests and the benchmark: how many transactions were committed
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
         """Run fn(conn) in the next transaction; return once that is committed (durable
         against power loss too when `durable`). Called from inside a unit, it joins the
         units' transaction instead."""
-        units: _Units | None = getattr(self._local, "units", None)
-        if units is not None:
-            return self._nested(units, fn, durable)
+        tx: _Tx | None = getattr(self._local, "tx", None)
+        if tx is not None:
+            return self._nested(tx, fn, durable)
         return self._queued(_Op(fn, durable))
 
     def run_units(
@@ -174,9 +182,7 @@ class Writer:
         from the start instead of a NORMAL one and then a FULL one (runs nothing if not wait).
         """
         if wait:
-            result: list[Outcome] = self._queued(
-                _Op(lambda conn: self._run_units(units, stop_at_durable=False, durable=durable), False, units=True)
-            )
+            result: list[Outcome] = self._queued(_Op(None, durable, units))
             return result
         if durable:
             return []
@@ -187,7 +193,7 @@ class Writer:
                 return []
             self._leading = True
         try:
-            return self._run_units(units, stop_at_durable=True)
+            return self._run_units_now(units)
         finally:
             self._release_lead()
 
@@ -237,27 +243,16 @@ class Writer:
                 with self._mutex:
                     if not self._queue or (own is not None and own.done):
                         return
-                    batch = self._next_batch()
+                    n = min(len(self._queue), MAX_BATCH)
+                    batch = [self._queue.popleft() for _ in range(n)]
                 try:
-                    if batch[0].units:
-                        self._run_units_op(batch[0])
-                    else:
-                        self._run_batch(batch)
+                    self._run_batch(batch)
                 finally:
                     for op in batch:
                         if op.event is not None:
                             op.event.set()
         finally:
             self._release_lead()
-
-    def _next_batch(self) -> list[_Op]:
-        """Queued ops up to MAX_BATCH, stopping at a units op (which runs alone)."""
-        if self._queue[0].units:
-            return [self._queue.popleft()]
-        batch: list[_Op] = []
-        while self._queue and len(batch) < MAX_BATCH and not self._queue[0].units:
-            batch.append(self._queue.popleft())
-        return batch
 
     def _release_lead(self) -> None:
         with self._mutex:
@@ -268,40 +263,47 @@ class Writer:
             nxt.event.set()  # type: ignore[union-attr]  # its caller takes the lead
 
     # --- units -----------------------------------------------------------------------------
-    def _run_units_op(self, op: _Op) -> None:
-        try:
-            op.finish(op.fn(self._conn))
-        except Exception as e:  # noqa: BLE001 - the caller of run_units hears of it
-            op.finish(error=_wrap(e, self._where))
-
-    def _run_units(
-        self, units: Sequence[Callable[[], Any]], *, stop_at_durable: bool, durable: bool = False
-    ) -> list[Outcome]:
-        """On the leading thread: the units in one NORMAL transaction, continued in a FULL
-        one from the first unit that needs it (or stopping there); FULL from the start if
-        `durable`."""
+    def _run_units_now(self, units: Sequence[Callable[[], Any]]) -> list[Outcome]:
+        """run_units(wait=False), on the calling thread which holds the lead: at NORMAL,
+        without waiting for another process's lock, up to the first unit needing a sync."""
         conn = self._conn
-        state = _Units()
-        state.durable = durable
+        tx = _Tx(durable=False)
         out: list[Outcome] = []
-        written = 0  # units in the open transaction: an empty one is no commit worth counting
-        self._local.units = state
-        inline = stop_at_durable
+        self._set_sync("NORMAL")
+        # On an event loop: never wait for another process's lock, and leave WAL checkpoints
+        # (which sync) to the next commit made on a store thread.
+        conn.execute("PRAGMA busy_timeout=0")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         try:
-            self._set_sync("FULL" if durable else "NORMAL")
-            if inline:
-                # On an event loop: never wait for another process's lock, and leave WAL
-                # checkpoints (which sync) to the next commit made on a store thread.
-                conn.execute("PRAGMA busy_timeout=0")
-                conn.execute("PRAGMA wal_autocheckpoint=0")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as e:
-                    if is_busy(e):
-                        return out
-                    raise
-            else:
-                self._begin()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if is_busy(e):
+                    return out
+                raise
+            try:
+                out = self._units_in_tx(units, tx, stop_at_durable=True)
+                self._end_tx(tx)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        return out
+
+    def _units_in_tx(
+        self, units: Sequence[Callable[[], Any]], tx: _Tx, *, stop_at_durable: bool
+    ) -> list[Outcome]:
+        """Each unit in a savepoint of the open transaction, until the first failure. A unit
+        whose write needs a sync in a NORMAL transaction is undone, then either ends the run
+        (stop_at_durable) or runs again after the transaction is committed and a FULL one
+        begun."""
+        conn = self._conn
+        out: list[Outcome] = []
+        self._local.tx = tx
+        try:
             i = 0
             while i < len(units):
                 conn.execute("SAVEPOINT xclaw_unit")
@@ -312,13 +314,10 @@ class Writer:
                     conn.execute("RELEASE xclaw_unit")
                     if stop_at_durable:
                         break
-                    # Commit what is done, then run this unit again in a durable transaction.
-                    conn.execute("COMMIT" if written else "ROLLBACK")
-                    self.commits += written > 0
-                    written = 0
+                    self._end_tx(tx)
+                    tx.durable = True
                     self._set_sync("FULL")
                     self._begin()
-                    state.durable = True
                     continue
                 except Exception as e:  # noqa: BLE001 - this unit's outcome; the later ones depend on it
                     conn.execute("ROLLBACK TO xclaw_unit")
@@ -327,24 +326,21 @@ class Writer:
                     break
                 conn.execute("RELEASE xclaw_unit")
                 out.append((True, value))
-                written += 1
+                tx.written += 1
                 i += 1
-            conn.execute("COMMIT")
-            self.commits += written > 0
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         finally:
-            self._local.units = None
-            if inline:
-                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            self._local.tx = None
         return out
 
-    def _nested(self, units: _Units, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
-        """A store write made by a unit: a savepoint in the units' transaction."""
-        if durable and not units.durable:
+    def _end_tx(self, tx: _Tx) -> None:
+        """Commit the open transaction (an empty one is just ended)."""
+        self._conn.execute("COMMIT" if tx.written else "ROLLBACK")
+        self.commits += tx.written > 0
+        tx.written = 0
+
+    def _nested(self, tx: _Tx, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        """A store write made by a unit: a savepoint in the leader's open transaction."""
+        if durable and not tx.durable:
             raise _NeedsDurable
         conn = self._conn
         conn.execute("SAVEPOINT xclaw_write")
@@ -375,19 +371,25 @@ class Writer:
                 time.sleep(0.01)
 
     def _run_batch(self, batch: list[_Op]) -> None:
-        """One transaction for the whole batch; every op ends finished (result or error)."""
+        """One transaction for the whole batch — two if a NORMAL batch meets a unit that
+        needs a sync; every op ends finished (result or error)."""
         conn = self._conn
         done: list[tuple[_Op, Any]] = []
         failed: list[tuple[_Op, Exception]] = []
+        tx = _Tx(durable=any(op.durable for op in batch))
         try:
-            durable = batch[0].durable if len(batch) == 1 else any(op.durable for op in batch)
-            self._set_sync("FULL" if durable else "NORMAL")
+            self._set_sync("FULL" if tx.durable else "NORMAL")
             self._begin()
-            if len(batch) == 1:
+            if len(batch) == 1 and batch[0].fn is not None:
                 # One operation: the transaction itself is its savepoint.
                 done.append((batch[0], batch[0].fn(conn)))
+                tx.written += 1
             else:
                 for op in batch:
+                    if op.units is not None:
+                        done.append((op, self._units_in_tx(op.units, tx, stop_at_durable=False)))
+                        continue
+                    assert op.fn is not None
                     conn.execute("SAVEPOINT op")
                     try:
                         result = op.fn(conn)
@@ -398,8 +400,8 @@ class Writer:
                         continue
                     conn.execute("RELEASE op")
                     done.append((op, result))
-            conn.execute("COMMIT")
-            self.commits += 1
+                    tx.written += 1
+            self._end_tx(tx)
         except BaseException as e:  # every caller of the batch hears of it
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
