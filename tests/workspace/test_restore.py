@@ -224,3 +224,38 @@ def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, work
     assert "retried before the session runs again" in e.value.message
     assert tree(d.ws) == {"a.txt": "A", "b.txt": "B"}  # untouched: the old state
     assert len(store.pending_restores(d.sid)) == 1
+
+
+def test_the_new_files_reach_the_disk_before_the_journal_row_goes(store, workspaces, monkeypatch) -> None:
+    """Power loss after a rollback must not leave a half-written workspace with no restore
+    pending: the file system is flushed (syncfs) before finish_restore commits."""
+    import xclaw.workspace.restore as restore
+
+    d = Driver(store, workspaces)
+    s_a = d.step(write("a.txt", "A"))
+    d.step(write("a.txt", "A2"))
+    order: list[str] = []
+    real_flush, real_finish = restore.flush_to_disk, store.finish_restore
+
+    def flush(path: Path) -> None:
+        order.append(f"flush {Path(path).name}")
+        real_flush(path)
+
+    def finish(sid: str, rid: str) -> bool:
+        order.append("finish_restore")
+        return real_finish(sid, rid)
+
+    monkeypatch.setattr(restore, "flush_to_disk", flush)
+    monkeypatch.setattr(store, "finish_restore", finish)
+    workspaces.rollback(d.sid, s_a + 1)
+    assert tree(d.ws) == {"a.txt": "A"}
+    assert order == [f"flush {workspaces.root.name}", "finish_restore"]
+
+
+def test_flush_to_disk_syncs_a_real_directory(tmp_path: Path) -> None:
+    from xclaw.workspace.restore import flush_to_disk
+
+    (tmp_path / "f").write_text("x")
+    flush_to_disk(tmp_path)  # no error on a real file system
+    with pytest.raises(NotADirectoryError):
+        flush_to_disk(tmp_path / "f")
