@@ -65,6 +65,9 @@ class NullObserver:
     async def tool_refused(self, *a: Any) -> None: ...
     async def alert(self, *a: Any) -> None: ...
 
+    async def resume_child(self, call: ToolCall) -> None:
+        return None
+
     def child(self, call: ToolCall) -> NullObserver:
         return self
 

@@ -147,6 +147,9 @@ class Observer:
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         self.events.append(f"{self.prefix}alert {name}")
 
+    async def resume_child(self, call: ToolCall) -> None:
+        return None
+
     def child(self, call: ToolCall) -> Observer:
         return Observer(self.events, prefix=f"{self.prefix}[{call.id}] ")
 

@@ -105,6 +105,26 @@ def test_interrupted_read_only_call_is_left_pending_for_an_automatic_retry() -> 
     assert h.interrupted_retry == ["s0003"]
 
 
+def test_an_interrupted_sub_agent_is_left_pending_to_continue_its_own_branch() -> None:
+    r = Rows()
+    r.user("delegate")
+    r.llm("", (("c1", "spawn_agent", {"task": "t"}),))
+    r.tool("c1", "spawn_agent", StepStatus.FAILED, out=None, err=INTERRUPTED)  # type: ignore[arg-type]
+    resumable = lambda name: name == "spawn_agent"  # noqa: E731
+    h = build_history(r.rows, read_only=is_ro, resumable=resumable)
+    assert isinstance(h.messages[-1], AssistantMessage)  # no synthetic result: it runs again
+    assert h.interrupted_retry == ["s0003"] and h.interrupted_unsafe == []
+    assert h.resumable_calls == {"c1": "s0003"} and h.suspect_calls == set()
+    # Interrupted again on its second run: still the first attempt's branch.
+    r.tool("c1", "spawn_agent", StepStatus.FAILED, out=None, err=INTERRUPTED)  # type: ignore[arg-type]
+    assert build_history(r.rows, read_only=is_ro, resumable=resumable).resumable_calls == {"c1": "s0003"}
+    # New input settles it like any other interrupted call; so does a tool that is not resumable.
+    assert build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).resumable_calls == {}
+    plain = build_history(r.rows, read_only=is_ro)
+    assert plain.resumable_calls == {} and plain.interrupted_unsafe == ["s0004"]
+    assert_valid(build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).messages)
+
+
 def test_a_call_that_never_started_stays_pending_unless_new_input_follows() -> None:
     r = Rows()
     r.user("go")

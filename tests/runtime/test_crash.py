@@ -90,12 +90,13 @@ class Scenario:
         both providers accept the rebuilt history."""
         store = open_store(str(self.db))
         try:
-            steps = store.steps(self.session_id(), agent=MAIN_AGENT)
+            every = store.steps(self.session_id())  # sub-agents' steps too
         finally:
             store.close()
-        assert all(s.status is not StepStatus.RUNNING for s in steps)
+        steps = [s for s in every if s.agent == MAIN_AGENT]
+        assert all(s.status is not StepStatus.RUNNING for s in every)
         completed = [
-            s for s in steps
+            s for s in every
             if s.step_type is StepType.TOOL_CALL and s.name == "shell" and s.status is StepStatus.COMPLETED
         ]
         assert len(completed) == len(self.effects())
@@ -187,4 +188,62 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
     assert sc.effects() == ["one"]
     approvals = sc.query("SELECT status FROM traces WHERE name='approval'")
     assert approvals == [("completed",)]  # the same approval step, answered once
+    sc.check_record()
+
+
+def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> None:
+    """R7/R8 for sub-agents: the resumed run continues the interrupted sub-agent from its own
+    steps (what it completed is not done again) instead of starting it over or dropping it."""
+    sc = Scenario(tmp_path, [])
+    sc.script.write_text(json.dumps({
+        "turns": [
+            {"text": "delegating", "tool_calls": [{"name": "spawn_agent", "input": {"task": "write the log"}}]},
+            {"text": "all done"},
+        ],
+        "subagent": {"turns": [
+            {"text": "", "tool_calls": [sh("echo one >> effects.log")]},
+            {"text": "", "tool_calls": [sh("sleep 2; echo two >> effects.log")]},
+            {"text": "", "tool_calls": [sh("echo three >> effects.log")]},
+            {"text": "log written"},
+        ]},
+    }))
+    proc = sc.start("--approval", "yolo", "do the task")
+    sc.wait_for("SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'")
+    time.sleep(0.3)
+    kill(proc)
+    assert sc.effects() == ["one"]
+    out = sc.resume()
+    assert "all done" in out
+    time.sleep(2.2)  # the killed `echo two` never happens: its process died with the run
+    assert sc.effects() == ["one", "three"]  # `one` not repeated; the sub-agent went on
+    spawns = sc.query(
+        "SELECT seq, status, error_message FROM traces WHERE name='spawn_agent' ORDER BY seq"
+    )
+    assert [(s, e) for _, s, e in spawns] == [("failed", "interrupted"), ("completed", None)]
+    first_spawn, second_spawn = (f"s{seq:04d}" for seq, _, _ in spawns)
+    # One branch, one agent id: the continued sub-agent's steps are recorded as the same agent.
+    agents = {a for (a,) in sc.query("SELECT DISTINCT agent FROM traces WHERE agent != 'main'")}
+    assert agents == {first_spawn}
+    assert sc.query("SELECT output_data FROM traces WHERE name='spawn_agent' AND status='completed'") == [
+        ('"log written"',)
+    ]
+    # Every step's ancestors lead to the user's message; the sub-agent's new steps hang under
+    # the new spawn_agent step.
+    rows = sc.query("SELECT step_id, parent_step_id, seq, step_type, agent FROM traces")
+    parent = {sid: p for sid, p, _, _, _ in rows}
+    seq_of = {sid: seq for sid, _, seq, _, _ in rows}
+
+    def ancestors(sid: str) -> list[int]:
+        chain = []
+        node: str | None = sid
+        while node is not None:
+            chain.append(seq_of[node])
+            node = parent[node]
+        return chain
+
+    user_seq = min(seq for _, _, seq, kind, agent in rows if kind == "user_input" and agent == "main")
+    assert all(ancestors(sid)[-1] == user_seq for sid in parent)
+    second = int(second_spawn[1:])
+    resumed = [sid for sid, _, seq, _, agent in rows if agent == first_spawn and seq > second]
+    assert resumed and all(second in ancestors(sid) for sid in resumed)
     sc.check_record()

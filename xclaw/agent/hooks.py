@@ -4,11 +4,11 @@ gateway; it only awaits these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import ToolCall
+from xclaw.messages import Message, ToolCall
 from xclaw.tools.base import ToolResult
 
 
@@ -20,6 +20,19 @@ class ApprovalRequest:
     # The call matches one that was interrupted mid-run: it may already have happened.
     maybe_repeated: bool = False
     agent: str = "main"
+
+
+@dataclass
+class ResumeState:
+    """What a resumed run must know beyond the messages (invariant 4)."""
+
+    # Appended (not stored) after the history for the next LLM call only (R7).
+    note: str | None = None
+    # Signatures of interrupted calls that may have had side effects: if the model issues
+    # one again, a human must approve it with a "may already have run" warning.
+    suspect_calls: set[str] = field(default_factory=set)
+    # Tool-call ids whose approval was pending when the process died (R9): ask again.
+    pending_approvals: set[str] = field(default_factory=set)
 
 
 class Approver(Protocol):
@@ -58,6 +71,12 @@ class AgentObserver(Protocol):
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         """A system_alert step: max iterations, cancellation, resume."""
+        ...
+
+    async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:
+        """Asked before a sub-agent starts: if `call` continues a sub-agent interrupted
+        mid-run, its messages rebuilt from its own steps and its resume state; else None
+        (a new sub-agent, given the task)."""
         ...
 
     def child(self, call: ToolCall) -> AgentObserver:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver
+from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model
 from xclaw.llm.context import estimate_tokens, fit_context
@@ -51,19 +51,6 @@ class AgentConfig:
     approval_timeout_s: float | None = None
     # The model's context window; the conversation is trimmed to fit before each call.
     context_window_tokens: int = 150_000
-
-
-@dataclass
-class ResumeState:
-    """What a resumed run must know beyond the messages (invariant 4)."""
-
-    # Appended (not stored) after the history for the next LLM call only (R7).
-    note: str | None = None
-    # Signatures of interrupted calls that may have had side effects: if the model issues
-    # one again, a human must approve it with a "may already have run" warning.
-    suspect_calls: set[str] = field(default_factory=set)
-    # Tool-call ids whose approval was pending when the process died (R9): ask again.
-    pending_approvals: set[str] = field(default_factory=set)
 
 
 def call_signature(name: str, args: Mapping[str, Any]) -> str:
@@ -280,6 +267,9 @@ class Agent:
         return ToolResultMessage(call.id, call.name, f"Not run: {reason}", is_error=True)
 
     async def _spawn(self, call: ToolCall, task: str) -> str:
+        # A sub-agent interrupted mid-run continues from its own record (messages rebuilt
+        # behind the glass), so what it completed is not done again.
+        resumed = await self.observer.resume_child(call)
         child = Agent(
             model=self.model,
             tools={n: t for n, t in self.tools.items()},
@@ -291,6 +281,9 @@ class Agent:
             agent_id=f"{self.agent_id}/{call.id}",
             cancel_event=self.cancel_event,
         )
+        if resumed is not None:
+            messages, state = resumed
+            return await child.run(messages, resume=state)
         return await child.run([], user_text=task)
 
     # --- cancellation -------------------------------------------------------------------------

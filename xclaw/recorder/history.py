@@ -41,6 +41,10 @@ class History:
     pending_approvals: dict[str, Step] = field(default_factory=dict)
     suspect_calls: set[str] = field(default_factory=set)
     last_user_step: str | None = None
+    # Interrupted calls of resumable tools (spawn_agent) that run again and continue: call
+    # id -> the agent id of their branch (the display id of the call's first tool_call step,
+    # kept across several interruptions).
+    resumable_calls: dict[str, str] = field(default_factory=dict)
 
     def resume_state(self, *, with_note: bool) -> ResumeState:
         return ResumeState(
@@ -70,13 +74,16 @@ def build_history(
     steps: Iterable[Step],
     *,
     read_only: Callable[[str], bool],
+    resumable: Callable[[str], bool] = lambda name: False,
     new_input: bool = False,
 ) -> History:
     """Messages of one agent from its steps (seq order). `new_input`: a user message is about
-    to follow, so calls still unanswered are settled as not run rather than left pending."""
+    to follow, so calls still unanswered are settled as not run rather than left pending.
+    `resumable`: tools whose interrupted call runs again and continues (spawn_agent)."""
     hist = History(messages=[])
     # Latest result per call id (a retried call supersedes its interrupted attempt).
     results: dict[str, Step] = {}
+    first_attempt: dict[str, str] = {}  # call id -> display id of its first tool_call step
     approvals: dict[str, Step] = {}
     order: list[tuple[str, Any]] = []  # ("user", text) | ("assistant", (AssistantMessage, step))
     for st in steps:
@@ -93,6 +100,7 @@ def build_history(
                 hist.call_parents[c.id] = st.step_id
         elif st.step_type is StepType.TOOL_CALL and st.call_id:
             results[st.call_id] = st
+            first_attempt.setdefault(st.call_id, st.display_id)
         elif (
             st.step_type is StepType.SYSTEM_ALERT
             and st.name == APPROVAL
@@ -120,6 +128,10 @@ def build_history(
                 why = "the conversation moved on before it ran"
                 hist.messages.append(_result(call, NOT_RUN_RESULT.format(why=why), True))
             elif step.status is StepStatus.RUNNING or step.interrupted:
+                if open_turn and resumable(call.name):
+                    hist.interrupted_retry.append(step.display_id)
+                    hist.resumable_calls[call.id] = first_attempt[call.id]
+                    continue  # runs again and continues from its own record
                 if open_turn and read_only(call.name):
                     hist.interrupted_retry.append(step.display_id)
                     continue  # read-only: re-run automatically

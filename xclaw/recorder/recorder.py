@@ -9,14 +9,15 @@ follow) ride along with the next awaited write instead of paying a thread hop ea
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import ToolCall
-from xclaw.protocol import step_json
+from xclaw.messages import Message, ToolCall
+from xclaw.protocol import notice_frame, step_json
 from xclaw.recorder.caller import StoreCaller
-from xclaw.recorder.history import APPROVAL
+from xclaw.recorder.history import APPROVAL, History
 from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
 from xclaw.recorder.redact import Redactor
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
@@ -30,6 +31,8 @@ Emit = Callable[[dict[str, Any]], None]
 BeforeSideEffect = Callable[[Step], Awaitable[Any]]
 # A parent step: its id, or a queued write that will begin it.
 ParentRef = str | Pending | None
+# Given by the runtime: an agent's History from its steps (with the toolbox's tool kinds).
+Rebuild = Callable[[Iterable[Step]], History]
 
 _ERROR_SUMMARY_CHARS = 500
 
@@ -52,6 +55,8 @@ class Recorder:
         turn_root: str | None = None,
         before_side_effect: BeforeSideEffect | None = None,
         writes: WriteQueue | None = None,
+        resumable_calls: dict[str, str] | None = None,
+        rebuild: Rebuild | None = None,
     ) -> None:
         self.db = db
         # Shared with sub-agents' recorders: one ordered stream of writes per run.
@@ -68,6 +73,10 @@ class Recorder:
         self._approvals: dict[str, Step] = dict(pending_approvals or {})
         self._tool_steps: dict[str, Step] = {}
         self._llm: Pending | None = None
+        # Interrupted sub-agents to continue: call id -> their branch's agent id.
+        self._resumable = dict(resumable_calls or {})
+        self._rebuild = rebuild
+        self._child_histories: dict[str, tuple[str, History]] = {}
 
     # --- helpers ------------------------------------------------------------------------------
     @property
@@ -256,17 +265,42 @@ class Recorder:
             self._step_frame,
         )
 
+    async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:
+        agent = self._resumable.pop(call.id, None)
+        if agent is None or self._rebuild is None:
+            return None
+        steps = await self.db(self.store.steps, self.session_id, agent=agent)
+        hist = self._rebuild(steps)
+        if not hist.messages:
+            return None  # it never recorded its task: start it afresh
+        self._child_histories[call.id] = (agent, hist)
+        for ref in hist.interrupted_unsafe:
+            self.emit(notice_frame(
+                f"[resume] sub-agent {agent}: {ref} was interrupted and may or may not have "
+                "run; it runs again only if the model re-issues it and you approve"
+            ))
+        return hist.messages, hist.resume_state(with_note=True)
+
     def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
+        # A continued sub-agent keeps its branch's agent id: its steps, old and new, are one
+        # agent's record (rebuilt together if it is interrupted again).
+        agent, hist = self._child_histories.pop(call.id, (None, None))
+        if agent is None:
+            agent = spawn.display_id if spawn else f"{self.agent}/{call.id}"
         return Recorder(
             db=self.db,
             session_id=self.session_id,
             emit=self.emit,
             redact=self.redact,
-            agent=spawn.display_id if spawn else f"{self.agent}/{call.id}",
+            agent=agent,
             root_parent=spawn.step_id if spawn else step_id_of_now(self._turn_root),
+            call_parents=hist.call_parents if hist else None,
+            pending_approvals=hist.pending_approvals if hist else None,
             before_side_effect=self.before_side_effect,
             writes=self.writes,
+            resumable_calls=hist.resumable_calls if hist else None,
+            rebuild=self._rebuild,
         )
 
     def _parent_of(self, call: ToolCall) -> ParentRef:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,7 @@ from xclaw.errors import (
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
-from xclaw.recorder.history import build_history, seed_history
+from xclaw.recorder.history import History, build_history, seed_history
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
@@ -175,9 +175,18 @@ class Runtime:
         created = await self.db(self.store.create_session, session_id=session_id or None)
         return created, True
 
+    def _rebuild(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
+        """An agent's messages from its steps, with this toolbox's tool kinds."""
+        return build_history(
+            steps,
+            read_only=self.toolbox.is_read_only,
+            resumable=self.toolbox.is_resumable,
+            new_input=new_input,
+        )
+
     def history_frame(self, session_id: str) -> dict[str, Any]:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)
-        hist = build_history(steps, read_only=self.toolbox.is_read_only, new_input=True)
+        hist = self._rebuild(steps, new_input=True)
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
         for m in hist.messages:
@@ -345,7 +354,7 @@ class Runtime:
             for step in interrupted:  # live views see the dangling steps marked (invariant 3)
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
-            hist = build_history(steps, read_only=self.toolbox.is_read_only, new_input=user_text is not None)
+            hist = self._rebuild(steps, new_input=user_text is not None)
             if resume:
                 if hist.interrupted_retry or hist.interrupted_unsafe:
                     emit(notice_frame(RESUME_NOTICE))
@@ -363,6 +372,8 @@ class Runtime:
                 pending_approvals=hist.pending_approvals,
                 turn_root=hist.last_user_step,
                 before_side_effect=lambda step: self.db(self.workspaces.snapshot, sid, step),
+                resumable_calls=hist.resumable_calls,
+                rebuild=self._rebuild,
             )
             if resume and (interrupted or hist.pending_approvals):
                 await recorder.alert(

@@ -21,6 +21,9 @@ class Toolbox:
         tool = self.tools.get(name)
         return bool(tool is not None and tool.read_only)
 
+    def is_resumable(self, name: str) -> bool:
+        return bool(getattr(self.tools.get(name), "resumable", False))
+
     def workspace(self, session_id: str) -> Path:
         from xclaw.workspace.paths import workspace_dir
 

@@ -37,6 +37,8 @@ class Tool(Protocol):
     input_schema: dict[str, Any]
     # Safe to run again after an interruption without asking anyone (invariant 4).
     read_only: bool
+    # Optional `resumable = True`: an interrupted call is run again and *continues* from its
+    # own record instead of starting over (spawn_agent: the sub-agent's branch).
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

@@ -21,10 +21,13 @@ class SpawnAgentTool:
         "works in the same workspace with the same tools but does not see this conversation, "
         "so describe the task completely. Several spawn_agent calls in one turn run in parallel."
     )
-    # Not read-only: the sub-agent may change things. Re-running it after an interruption is the
-    # model's decision (its own steps are recorded and checked one by one).
+    # Not read-only: the sub-agent may change things; its own steps are recorded and checked
+    # one by one, like the main agent's.
     read_only = False
     parallel_safe = True
+    # Interrupted mid-run, the call is run again on resume and the sub-agent continues from
+    # its own recorded steps (its completed tool calls are not repeated).
+    resumable = True
 
     def __init__(self) -> None:
         self.input_schema: dict[str, Any] = {
