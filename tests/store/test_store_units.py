@@ -76,10 +76,26 @@ def test_a_unit_failing_halfway_is_undone_alone(store: Store) -> None:
 
     out = store.write_together([lambda: store.add_step(sid, user("first")), two_writes])
     assert out[0][0] and not out[1][0] and isinstance(out[1][1], SessionNotFound)
-    # SQLite undoes the whole unit; a backend without units has committed the first half,
-    # which is why the recorder's units make exactly one write each.
-    texts = [s.input_data for s in store.steps(sid)]
-    assert texts[0] == "first" and texts in (["first"], ["first", "half"])
+    # The whole unit is undone, and what came before it is written once (PostgreSQL runs the
+    # units before a failure again in a new transaction: same rows, same step numbers).
+    assert [(s.display_id, s.input_data) for s in store.steps(sid)] == [("s0001", "first")]
+    assert out[0][1].display_id == "s0001"
+
+
+def test_units_told_a_sync_is_coming_share_one_commit(store: Store) -> None:
+    sid = store.create_session().session_id
+    before = store.commits  # type: ignore[attr-defined]
+    out = store.write_together(
+        [
+            lambda: store.complete_step(sid, store.begin_step(sid, llm()).seq, output_data={}),
+            lambda: store.begin_step(sid, tool()),
+            lambda: store.add_step(sid, user("after")),
+        ],
+        durable=True,
+    )
+    assert all(ok for ok, _ in out)
+    assert store.commits - before == 1  # type: ignore[attr-defined]
+    assert [s.display_id for s in store.steps(sid)] == ["s0001", "s0002", "s0003"]
 
 
 def test_wait_false_never_runs_anything_that_needs_a_sync(store: Store) -> None:

@@ -9,7 +9,7 @@ Durability per commit follows the SQLite policy (see postgres_conn and docs/post
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -131,6 +131,17 @@ class PostgresStore(PgLeases, PgSnapshots, StoreBase):
         from xclaw.store.postgres_bus import PgBus
 
         return PgBus(self.target, self.schema, on_message, wants)
+
+    def write_together(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[tuple[bool, Any]]:
+        """Units in one transaction (postgres_conn.Pool.run_units); never on an event loop:
+        every statement is a network round trip."""
+        if not wait:
+            return []
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return self._pool.run_units(units, durable=durable)
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:

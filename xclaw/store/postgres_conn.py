@@ -12,10 +12,11 @@ WAL up to itself, earlier commits included.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -143,9 +144,24 @@ def wrap(e: BaseException, where: str) -> BaseException:
     return err
 
 
+class _UnitFailed(Exception):
+    """A unit raised: its transaction is rolled back (PostgreSQL aborts it at the error)."""
+
+
+class _UnitsTx:
+    """The transaction units share on this thread: every `run` of the thread joins it."""
+
+    __slots__ = ("conn", "durable")
+
+    def __init__(self, conn: psycopg.Connection, durable: bool) -> None:
+        self.conn = conn
+        self.durable = durable
+
+
 class Pool:
     """Two connection pools, one per durability (so no transaction spends a round trip on
-    `SET LOCAL synchronous_commit`); `run` executes one function in one transaction."""
+    `SET LOCAL synchronous_commit`); `run` executes one function in one transaction,
+    `run_units` several callables of the store in one."""
 
     def __init__(self, target: PgTarget) -> None:
         self.target = target
@@ -159,6 +175,7 @@ class Pool:
             self._durable.close()
             raise
         self.commits = 0
+        self._local = threading.local()  # .tx: the units transaction of this thread
 
     @staticmethod
     def _open(
@@ -197,6 +214,9 @@ class Pool:
         asks for one REPEATABLE READ transaction (several statements, one view). A deadlock
         or serialisation failure (everything rolled back) runs it again; other errors reach
         the caller in words."""
+        units: _UnitsTx | None = getattr(self._local, "tx", None)
+        if units is not None:
+            return self._in_units(units, fn, durable=write and durable)
         pool = self._durable if write and durable else self._relaxed
         delay = 0.005
         for attempt in range(_RETRIES):
@@ -219,6 +239,63 @@ class Pool:
             except (psycopg.Error, PoolTimeout) as e:
                 raise wrap(e, self.target.display) from e
         raise AssertionError("unreachable")
+
+    def run_units(self, units: Sequence[Callable[[], Any]], *, durable: bool) -> list[tuple[bool, Any]]:
+        """Callables that write through the store, in one transaction; one outcome per unit
+        run, up to and including the first failure. PostgreSQL aborts a transaction at its
+        first error, so a failing unit rolls the whole run back and the units before it run
+        again in a new transaction (a unit may run twice: it only writes through the store).
+        The transaction starts relaxed unless `durable`, and turns durable (SET LOCAL
+        synchronous_commit) at the first write that must be."""
+        pool = self._durable if durable else self._relaxed
+        delay = 0.005
+        for attempt in range(_RETRIES):
+            out: list[tuple[bool, Any]] = []
+            failed: BaseException | None = None
+            try:
+                with pool.connection(timeout=POOL_WAIT_S) as conn:
+                    try:
+                        with conn.transaction():
+                            self._local.tx = _UnitsTx(conn, durable)
+                            try:
+                                for unit in units:
+                                    try:
+                                        out.append((True, unit()))
+                                    except _RETRYABLE:
+                                        raise
+                                    except Exception as e:  # noqa: BLE001 - this unit's outcome
+                                        failed = wrap(e, self.target.display)
+                                        raise _UnitFailed from None
+                            finally:
+                                self._local.tx = None
+                    except _UnitFailed:
+                        pass
+                    else:
+                        self.commits += 1
+                        return out
+            except _RETRYABLE as e:
+                if attempt == _RETRIES - 1:
+                    raise wrap(e, self.target.display) from e
+                time.sleep(delay)
+                delay *= 2
+                continue
+            except (psycopg.Error, PoolTimeout) as e:
+                raise wrap(e, self.target.display) from e
+            assert failed is not None
+            done = len(out)
+            head = self.run_units(units[:done], durable=durable) if done else []
+            if len(head) < done or (head and not head[-1][0]):
+                return head  # failed earlier this time
+            return [*head, (False, failed)]
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _in_units(tx: _UnitsTx, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
+        if durable and not tx.durable:
+            # Applies to this transaction's commit: it must be durable now.
+            tx.conn.execute("SET LOCAL synchronous_commit TO on")
+            tx.durable = True
+        return fn(tx.conn)
 
 
 # --- migrations --------------------------------------------------------------------------------
