@@ -1,10 +1,11 @@
 """The glass: turns the agent loop's events into trace rows (R4, R5) and live frames.
 
-Every event becomes one store transaction, queued in event order (xclaw/recorder/queue.py),
-so the order on disk is the order of events. The loop waits for the writes that matter —
-a tool's `running` row (durable before the tool starts: invariant 1), its result, approvals,
-the final answer — and lets the others (an LLM call starting, its answer when tool calls
-follow) ride along with the next awaited write instead of paying a thread hop each.
+Every event becomes one store write, queued in event order (xclaw/recorder/queue.py) and
+committed together with its neighbours, so the order on disk is the order of events. The loop
+waits for the writes that matter — a tool's `running` row (durable before the tool starts:
+invariant 1), approvals, the final answer — and lets the others (an LLM call starting, its
+answer when tool calls follow, a tool's result) ride along with the next awaited write.
+A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
 """
 
 from __future__ import annotations

@@ -24,9 +24,13 @@ one run) queues them as one operation of *units*, each unit in its own savepoint
 one operation per write; several callers' units share the leader's batch like any other
 operations (group commit across sessions). A batch starts at NORMAL unless an operation is
 known to be durable; the first unit write that must be durable ends the transaction there and
-the batch continues in a FULL one, so a batch costs at most two commits and one sync. With `wait=False` (called on an event loop) the units run only if the writer is free at
-once, and stop before the first write that must be durable: the loop never waits for a lock,
-a disk sync or a checkpoint, and the caller sends what is left to a store thread.
+the batch continues in a FULL one, so a batch costs at most two commits and one sync. (The
+callers of a batch so split hear of its outcome once both are committed; should the second
+fail, all of them get the error, including those whose writes the first one kept.)
+
+With `wait=False` (called on an event loop) the units run only if the writer is free at once,
+and stop before the first write that must be durable: the loop never waits for a lock, a disk
+sync or a checkpoint, and the caller sends what is left to a store thread.
 """
 
 from __future__ import annotations
