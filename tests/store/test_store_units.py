@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.store.builders import llm, tool, user
+from tests.store.builders import approval, llm, tool, user
+from tests.store.conftest import BACKEND_PARAMS, BACKENDS
 from tests.store.test_store_writer import FULL, NORMAL, _hold_the_lead, _in_threads, _wait_queued
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.base import Store
@@ -257,3 +261,74 @@ def test_units_of_several_sessions_share_the_leaders_commit(sqlite_store: SQLite
     assert store.commits - before <= 3
     assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
     assert len(store.steps(b)) == 1
+
+
+# --- property: units write exactly what one call after another would -------------------------
+
+unit_op = st.one_of(
+    st.tuples(st.just("begin"), st.sampled_from(["llm", "tool", "approval"])),
+    st.tuples(st.just("add"), st.just("user")),
+    st.tuples(st.just("complete"), st.integers(1, 8)),
+    st.tuples(st.just("fail"), st.integers(1, 8)),
+    st.tuples(st.just("final"), st.integers(1, 8)),
+)
+_NEW = {"llm": llm, "tool": tool, "approval": approval, "user": user}
+
+
+def _unit(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
+    kind, arg = op
+    if kind == "begin":
+        return lambda: store.begin_step(sid, _NEW[arg]())
+    if kind == "add":
+        return lambda: store.add_step(sid, _NEW[arg]())
+    if kind == "complete":
+        return lambda: store.complete_step(sid, arg, output_data="ok")
+    if kind == "fail":
+        return lambda: store.fail_step(sid, arg, error_message="boom")
+    return lambda: store.complete_step(sid, arg, output_data="done", session_status=Status.SUCCESS)
+
+
+def _state(store: Store, sid: str) -> tuple[Any, ...]:
+    steps = store.steps(sid)
+    by_id = {s.step_id: s.seq for s in steps}
+    rows = [
+        (s.seq, s.step_type, s.name, s.status, s.error_message, by_id.get(s.parent_step_id or ""))
+        for s in steps
+    ]
+    return store.get_session(sid).status, rows
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def units_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    backend = BACKENDS[request.param](tmp_path_factory.mktemp("units"))
+    store = backend.open()
+    yield store
+    store.close()
+    backend.drop()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(unit_op, min_size=1, max_size=12), durable=st.booleans(), inline_first=st.booleans())
+def test_units_write_what_one_call_after_another_writes(
+    units_store: Store, ops: list[tuple[str, Any]], durable: bool, inline_first: bool
+) -> None:
+    store = units_store
+    # The model: each write its own call, stopping at the first failure.
+    one_by_one = store.create_session().session_id
+    expected_outcomes: list[bool] = []
+    for op in ops:
+        try:
+            _unit(store, one_by_one, op)()
+            expected_outcomes.append(True)
+        except Exception:  # noqa: BLE001 - the failure that ends the run
+            expected_outcomes.append(False)
+            break
+    # The same writes as units, the way the recorder sends them: what can go on the calling
+    # thread first (SQLite only), the rest in one call that may wait.
+    together = store.create_session().session_id
+    units = [_unit(store, together, op) for op in ops]
+    out = store.write_together(units, wait=False) if inline_first else []
+    if len(out) < len(units) and (not out or out[-1][0]):
+        out += store.write_together(units[len(out):], durable=durable)
+    assert [ok for ok, _ in out] == expected_outcomes
+    assert _state(store, together) == _state(store, one_by_one)
