@@ -14,6 +14,9 @@ first message sent to the last reply.
 
 `--tool list_dir` (default) is a near no-op tool, so the figures are the gateway's, the
 runtime's and the store's own; `--tool shell` runs `echo` in a subprocess for every call.
+"steps/commit" is finished steps per write transaction the server committed (the `commits`
+of its /api/health, which also counts leases, snapshots and status changes): above 1, steps
+of one run or of several sessions shared a commit.
 
 With the default instant model every session asks for its next step the moment the last one
 is done, so the server is saturated and a step's wait is mostly its turn in the queue
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,6 +201,22 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_commits(gw: Gateway) -> int | None:
+    """Write transactions the server has committed (GET /api/health)."""
+    http = gw.url.replace("ws://", "http://").rsplit("/ws", 1)[0]
+    try:
+        with urllib.request.urlopen(  # our own loopback server
+            urllib.request.Request(
+                f"{http}/api/health", headers={"Authorization": f"Bearer {gw.token}"}
+            ),
+            timeout=10,
+        ) as r:
+            value = json.load(r).get("commits")
+    except OSError:
+        return None
+    return value if isinstance(value, int) else None
+
+
 async def one_round(gw: Gateway, sessions: int) -> tuple[list[SessionRun], float, float, float]:
     """All sessions attach, then send their message at the same instant."""
     go = asyncio.Event()
@@ -220,6 +240,7 @@ async def bench(
     runs: list[SessionRun] = []
     wall = cpu_server = cpu_client = 0.0
     rounds = 0
+    commits_before = await asyncio.to_thread(server_commits, gw)
     while rounds < min_rounds or (wall < min_seconds and rounds < 50):
         r, w, cs, cc = await one_round(gw, sessions)
         runs += r
@@ -229,6 +250,12 @@ async def bench(
             cpu_client + cc,
             rounds + 1,
         )
+    commits_after = await asyncio.to_thread(server_commits, gw)
+    commits = (
+        commits_after - commits_before
+        if commits_before is not None and commits_after is not None
+        else None
+    )
     lat = [x for r in runs for x in r.latencies_ms]
     added = [x for r in runs for x in r.added_ms]
     steps = sum(r.steps for r in runs)
@@ -247,6 +274,7 @@ async def bench(
         "max_ms": max(lat),
         "added_p50_ms": statistics.median(added),
         "added_p99_ms": pct(added, 99),
+        "steps_per_commit": steps / commits if commits else float("nan"),
         "server_cpu": cpu_server / wall,
         "client_cpu": cpu_client / wall,
     }
@@ -273,7 +301,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"{'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} {'steps/s':>9} "
                 f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
                 + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if args.llm_ms else "")
-                + f"{'server cpu':>10} {'client cpu':>10}"
+                + f"{'steps/commit':>12} {'server cpu':>10} {'client cpu':>10}"
             )
             for n in args.sessions:
                 r = await bench(gw, n, min_rounds=min_rounds, min_seconds=min_seconds)
@@ -283,6 +311,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"{r['steps_per_s']:>9.0f} "
                     f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
                     + (f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} " if args.llm_ms else "")
+                    + f"{r['steps_per_commit']:>12.2f} "
                     + f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
                     flush=True,
                 )

@@ -61,6 +61,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
     health = api.get("/health").json()
     assert health["status"] == "ok" and health["model"].startswith("script:")
     assert health["database"].endswith("xclaw.db")
+    assert isinstance(health["commits"], int) and health["commits"] > 0  # at least its worker row
     spec = api.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.1")
     assert set(spec["paths"]) == {
@@ -188,3 +189,4 @@ async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
 def test_index_page_without_token(server: Server) -> None:
     r = httpx.get(server.http + "/")
     assert r.status_code == 200 and "xclaw" in r.text
+

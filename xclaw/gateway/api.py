@@ -135,6 +135,9 @@ async def health(request: Request, gw: Gateway) -> Response:
             "worker": getattr(rt, "worker_id", None),
             "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
             "sessionsDriven": rt.driven_sessions() if hasattr(rt, "driven_sessions") else [],
+            # Write transactions this process has committed: with the steps it recorded,
+            # how well writes share commits (bench/gateway_bench.py prints steps per commit).
+            "commits": getattr(gw.store, "commits", None),
         }
     )
 

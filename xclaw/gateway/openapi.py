@@ -180,6 +180,11 @@ def openapi_spec(version: str) -> dict[str, Any]:
                                         "type": "array",
                                         "items": {"type": "string"},
                                     },
+                                    "commits": {
+                                        "type": ["integer", "null"],
+                                        "description": "write transactions committed by this "
+                                        "process since it started",
+                                    },
                                 },
                             }
                         )
