@@ -224,6 +224,13 @@ def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> N
     # One branch, one agent id: the continued sub-agent's steps are recorded as the same agent.
     agents = {a for (a,) in sc.query("SELECT DISTINCT agent FROM traces WHERE agent != 'main'")}
     assert agents == {first_spawn}
+    # The branch records where it resumed, under the new spawn step.
+    alerts = sc.query(
+        "SELECT t.input_data, p.seq FROM traces t JOIN traces p ON p.step_id = t.parent_step_id "
+        f"WHERE t.name='resume' AND t.agent='{first_spawn}'"
+    )
+    assert len(alerts) == 1 and f"s{alerts[0][1]:04d}" == second_spawn
+    assert json.loads(alerts[0][0])["mayHaveRun"]  # the killed `sleep 2; echo two` call
     assert sc.query("SELECT output_data FROM traces WHERE name='spawn_agent' AND status='completed'") == [
         ('"log written"',)
     ]

@@ -275,6 +275,17 @@ class Recorder:
         if not hist.messages:
             return None  # it never recorded its task: start it afresh
         self._child_histories[call.id] = (agent, hist)
+        # The branch says where it resumed, as the main agent's record does.
+        spawn = self._tool_steps.get(call.id)
+        detail = {"retrying": hist.interrupted_retry, "mayHaveRun": hist.interrupted_unsafe}
+        alert = NewStep(
+            step_type=StepType.SYSTEM_ALERT,
+            name="resume",
+            input_data=detail,
+            parent_step_id=spawn.step_id if spawn else None,
+            agent=agent,
+        )
+        self.writes.submit(lambda: self.store.add_step(self.session_id, alert), self._step_frame)
         for ref in hist.interrupted_unsafe:
             self.emit(notice_frame(
                 f"[resume] sub-agent {agent}: {ref} was interrupted and may or may not have "
