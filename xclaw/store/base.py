@@ -1,6 +1,7 @@
 """The Store protocol: the seam between the recorder/gateway and a database backend.
 
-Each method is exactly one transaction, so no caller can get a transaction boundary wrong.
+Each method is exactly one transaction, so no caller can get a transaction boundary wrong —
+except `write_together`, which runs several of them as all-or-nothing units of one.
 The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once. The methods that
 write a session's record take an optional `lease=`: its fencing token is checked in the same
 transaction (LeaseLost, nothing written), so a worker that lost the session cannot write it

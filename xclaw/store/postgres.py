@@ -1,8 +1,8 @@
 """PostgresStore: the Store protocol on PostgreSQL, for several workers on one database.
 
-Every public method is one transaction on a pooled connection. Writes lock the session row
-(`SELECT ... FOR UPDATE`) before they allocate a sequence number, move the status or check a
-lease's fencing token, so concurrent workers and threads serialise per session and never
+Every public method is one transaction on a pooled connection (`write_together`: one for all
+its units). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
+sequence number, move the status or check a lease's fencing token, so concurrent workers and threads serialise per session and never
 across sessions. Status changes all go through model.check_transition (invariant 7).
 Durability per commit follows the SQLite policy (see postgres_conn and docs/postgres.md).
 """
