@@ -2,8 +2,8 @@
 
 Every public method is one transaction on a pooled connection (`write_together`: one for all
 its units). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
-sequence number, move the status or check a lease's fencing token, so concurrent workers and threads serialise per session and never
-across sessions. Status changes all go through model.check_transition (invariant 7).
+sequence number, move the status or check a lease's fencing token, so concurrent workers and
+threads serialise per session and never across sessions. Status changes all go through model.check_transition (invariant 7).
 Durability per commit follows the SQLite policy (see postgres_conn and docs/postgres.md).
 """
 
