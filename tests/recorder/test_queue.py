@@ -116,14 +116,14 @@ async def test_a_failed_write_fails_everything_after_it(store: SQLiteStore) -> N
     assert [s.input_data for s in store.steps(sid)] == ["hello"]
 
 
-async def test_settle_writes_what_is_queued_at_once(store: SQLiteStore) -> None:
+async def test_settle_writes_what_is_queued_at_once(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from xclaw.recorder import queue
+
+    monkeypatch.setattr(queue, "COALESCE_S", 60.0)  # a timer that would never fire in time
     sid = store.create_session().session_id
     q = WriteQueue(CountingCaller(store))
     q.submit(lambda: store.add_step(sid, user()))
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    await q.settle()
-    assert loop.time() - t0 < COALESCE_S  # not after the coalescing delay
+    await asyncio.wait_for(q.settle(), timeout=10)  # written now, not when the timer fires
     assert len(store.steps(sid)) == 1
 
 
