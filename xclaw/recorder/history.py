@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xclaw.agent.loop import ResumeState, call_signature
+from xclaw.agent.hooks import ResumeState
+from xclaw.agent.loop import call_signature
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType

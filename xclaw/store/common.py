@@ -10,7 +10,7 @@ The contract stays the `Store` Protocol in xclaw.store.base; this class holds no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Self
 
@@ -308,22 +308,6 @@ class StoreBase:
 
     def _now(self) -> int:
         return int(self._clock())
-
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        """One transaction per write (a backend overrides this to share commits); never
-        runs anything on an event loop."""
-        if not wait:
-            return []
-        out: list[tuple[bool, Any]] = []
-        for unit in units:
-            try:
-                out.append((True, unit()))
-            except Exception as e:  # noqa: BLE001 - this unit's outcome; the rest depend on it
-                out.append((False, e))
-                break
-        return out
 
     def get_session(self, session_id: str) -> Session:
         found = self.find_session(session_id)

@@ -147,6 +147,10 @@ def wrap(e: BaseException, where: str) -> BaseException:
 class _UnitFailed(Exception):
     """A unit raised: its transaction is rolled back (PostgreSQL aborts it at the error)."""
 
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
 
 class _UnitsTx:
     """The transaction units share on this thread: every `run` of the thread joins it."""
@@ -218,21 +222,30 @@ class Pool:
         if units is not None:
             return self._in_units(units, fn, durable=write and durable)
         pool = self._durable if write and durable else self._relaxed
+
+        def attempt() -> T:
+            with pool.connection(timeout=POOL_WAIT_S) as conn:
+                if not write and not snapshot:
+                    return fn(conn)
+                with conn.transaction():
+                    if snapshot:
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    result = fn(conn)
+                if write:
+                    self.commits += 1
+                return result
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """attempt() again, with backoff, after a deadlock or serialisation failure (the
+        database rolled everything back); other database errors reach the caller in words."""
         delay = 0.005
-        for attempt in range(_RETRIES):
+        for n in range(_RETRIES):
             try:
-                with pool.connection(timeout=POOL_WAIT_S) as conn:
-                    if not write and not snapshot:
-                        return fn(conn)
-                    with conn.transaction():
-                        if snapshot:
-                            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                        result = fn(conn)
-                    if write:
-                        self.commits += 1
-                    return result
+                return attempt()
             except _RETRYABLE as e:
-                if attempt == _RETRIES - 1:
+                if n == _RETRIES - 1:
                     raise wrap(e, self.target.display) from e
                 time.sleep(delay)
                 delay *= 2
@@ -248,46 +261,36 @@ class Pool:
         The transaction starts relaxed unless `durable`, and turns durable (SET LOCAL
         synchronous_commit) at the first write that must be."""
         pool = self._durable if durable else self._relaxed
-        delay = 0.005
-        for attempt in range(_RETRIES):
+
+        def attempt() -> tuple[list[tuple[bool, Any]], BaseException | None]:
             out: list[tuple[bool, Any]] = []
-            failed: BaseException | None = None
-            try:
-                with pool.connection(timeout=POOL_WAIT_S) as conn:
-                    try:
-                        with conn.transaction():
-                            self._local.tx = _UnitsTx(conn, durable)
-                            try:
-                                for unit in units:
-                                    try:
-                                        out.append((True, unit()))
-                                    except _RETRYABLE:
-                                        raise
-                                    except Exception as e:  # noqa: BLE001 - this unit's outcome
-                                        failed = wrap(e, self.target.display)
-                                        raise _UnitFailed from None
-                            finally:
-                                self._local.tx = None
-                    except _UnitFailed:
-                        pass
-                    else:
-                        self.commits += 1
-                        return out
-            except _RETRYABLE as e:
-                if attempt == _RETRIES - 1:
-                    raise wrap(e, self.target.display) from e
-                time.sleep(delay)
-                delay *= 2
-                continue
-            except (psycopg.Error, PoolTimeout) as e:
-                raise wrap(e, self.target.display) from e
-            assert failed is not None
-            done = len(out)
-            head = self.run_units(units[:done], durable=durable) if done else []
-            if len(head) < done or (head and not head[-1][0]):
-                return head  # failed earlier this time
-            return [*head, (False, failed)]
-        raise AssertionError("unreachable")
+            with pool.connection(timeout=POOL_WAIT_S) as conn:
+                try:
+                    with conn.transaction():
+                        self._local.tx = _UnitsTx(conn, durable)
+                        try:
+                            for unit in units:
+                                try:
+                                    out.append((True, unit()))
+                                except _RETRYABLE:
+                                    raise
+                                except Exception as e:  # noqa: BLE001 - this unit's outcome
+                                    raise _UnitFailed(wrap(e, self.target.display)) from None
+                        finally:
+                            self._local.tx = None
+                except _UnitFailed as f:
+                    return out, f.error
+            self.commits += 1
+            return out, None
+
+        out, failed = self._retrying(attempt)
+        if failed is None:
+            return out
+        done = len(out)
+        head = self.run_units(units[:done], durable=durable) if done else []
+        if len(head) < done or (head and not head[-1][0]):
+            return head  # failed earlier this time
+        return [*head, (False, failed)]
 
     @staticmethod
     def _in_units(tx: _UnitsTx, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:

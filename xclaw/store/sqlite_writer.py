@@ -304,18 +304,14 @@ class Writer:
         whose write needs a sync in a NORMAL transaction is undone, then either ends the run
         (stop_at_durable) or runs again after the transaction is committed and a FULL one
         begun."""
-        conn = self._conn
         out: list[Outcome] = []
         self._local.tx = tx
         try:
             i = 0
             while i < len(units):
-                conn.execute("SAVEPOINT xclaw_unit")
                 try:
-                    value = units[i]()
+                    value = self._in_savepoint("xclaw_unit", units[i])
                 except _NeedsDurable:
-                    conn.execute("ROLLBACK TO xclaw_unit")
-                    conn.execute("RELEASE xclaw_unit")
                     if stop_at_durable:
                         break
                     self._end_tx(tx)
@@ -324,11 +320,8 @@ class Writer:
                     self._begin()
                     continue
                 except Exception as e:  # noqa: BLE001 - this unit's outcome; the later ones depend on it
-                    conn.execute("ROLLBACK TO xclaw_unit")
-                    conn.execute("RELEASE xclaw_unit")
                     out.append((False, e))
                     break
-                conn.execute("RELEASE xclaw_unit")
                 out.append((True, value))
                 tx.written += 1
                 i += 1
@@ -346,15 +339,23 @@ class Writer:
         """A store write made by a unit: a savepoint in the leader's open transaction."""
         if durable and not tx.durable:
             raise _NeedsDurable
-        conn = self._conn
-        conn.execute("SAVEPOINT xclaw_write")
         try:
-            result = fn(conn)
+            return self._in_savepoint("xclaw_write", lambda: fn(self._conn))
         except Exception as e:  # noqa: BLE001 - this write alone is undone; its caller hears why
-            conn.execute("ROLLBACK TO xclaw_write")
-            conn.execute("RELEASE xclaw_write")
             raise _wrap(e, self._where) from None
-        conn.execute("RELEASE xclaw_write")
+
+    def _in_savepoint(self, name: str, fn: Callable[[], T]) -> T:
+        """fn() inside SAVEPOINT `name` of the open transaction: undone alone if it raises
+        (the exception goes on to the caller)."""
+        conn = self._conn
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            result = fn()
+        except Exception:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
         return result
 
     def _set_sync(self, level: str) -> None:
@@ -393,16 +394,13 @@ class Writer:
                     if op.units is not None:
                         done.append((op, self._units_in_tx(op.units, tx, stop_at_durable=False)))
                         continue
-                    assert op.fn is not None
-                    conn.execute("SAVEPOINT op")
+                    fn = op.fn
+                    assert fn is not None
                     try:
-                        result = op.fn(conn)
+                        result = self._in_savepoint("op", lambda: fn(conn))  # noqa: B023 - called at once
                     except Exception as e:  # noqa: BLE001 - it is this op's caller's error
-                        conn.execute("ROLLBACK TO op")
-                        conn.execute("RELEASE op")
                         failed.append((op, e))
                         continue
-                    conn.execute("RELEASE op")
                     done.append((op, result))
                     tx.written += 1
             self._end_tx(tx)
