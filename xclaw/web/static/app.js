@@ -24,6 +24,7 @@ const state = {
   session: null, // the last `session` frame / API object for the current session
   status: "Init",
   busy: false,
+  busyEpoch: 0, // bumped by every setBusy: tells a stale refreshBusy answer from a fresh one
   awaitingInput: false,
   approval: null, // {stepId, frame, handle}
   historyReason: "restored",
@@ -87,6 +88,7 @@ function setStatus(status) {
 }
 
 function setBusy(busy) {
+  state.busyEpoch += 1;
   state.busy = busy;
   if (busy) state.awaitingInput = false;
   composer.setLocked(busy, state.status === "Paused" ? "Waiting for your approval — input is locked until the run finishes" : "");
@@ -95,12 +97,15 @@ function setBusy(busy) {
   setStatus(state.status);
 }
 
-/** Ask the server whether a run is in flight (after an error or the end of a run). */
+/** Ask the server whether a run is in flight (after an error or the end of a run). A live
+ * frame that arrives while the request is out (the run's `reply`, say) is newer than the
+ * answer: the answer is then dropped, so a stale "busy" cannot lock the input again. */
 async function refreshBusy() {
   if (!state.sessionId) return;
+  const epoch = state.busyEpoch;
   try {
     const s = await sessionsApi.get(state.sessionId);
-    if (s.sessionId !== state.sessionId) return;
+    if (s.sessionId !== state.sessionId || state.busyEpoch !== epoch) return;
     state.status = s.status;
     state.awaitingInput = Boolean(s.awaitingInput);
     setBusy(Boolean(s.busy));
