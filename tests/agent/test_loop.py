@@ -247,7 +247,7 @@ async def test_approval_timeout_counts_as_denial(tmp_path: Path) -> None:
 async def test_max_iterations_stops_with_an_alert(tmp_path: Path) -> None:
     events: list[str] = []
     model = FunctionModel(lambda req: LLMResponse("", (call(f"c{len(req.messages)}", n=1),)))
-    agent, tool = make_agent(model, events, tmp_path, config=AgentConfig(max_iterations=3))
+    agent, _tool = make_agent(model, events, tmp_path, config=AgentConfig(max_iterations=3))
     with pytest.raises(LimitsExceeded):
         await agent.run([], user_text="loop forever")
     assert len(model.requests) == 3

@@ -99,7 +99,7 @@ def test_diff_against_now_and_json(cli, world) -> None:
 
 
 def test_diff_errors_are_words(cli, world, tmp_path: Path) -> None:
-    db, root, sid = world
+    db, _root, sid = world
     r = run(cli, "diff", sid, "s0099", "s0001", "--db", db)
     assert r.exit_code == 2 and "step 's0099' is not a step of this session" in r.output
     r = run(cli, "diff", "ghost", "1", "2", "--db", db)

@@ -21,7 +21,7 @@ def xclaw(tmp: Path, *args: str, script: list[dict] | None = None, model: bool =
         env["XCLAW_MODEL"] = f"script:{path}"
     return subprocess.run(
         [sys.executable, "-m", "xclaw", "run", *args],
-        cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        check=False, cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
     )
 
 

@@ -19,7 +19,7 @@ def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
@@ -49,7 +49,7 @@ def test_demo_fails_loudly_when_a_stage_misbehaves(tmp_path: Path) -> None:
     script.write_text('{"turns": [{"fail": "the model is down"}]}')
     r = subprocess.run(
         [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home"), "--model", f"script:{script}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 1
     assert "demo FAILED at stage" in r.stderr

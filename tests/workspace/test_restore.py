@@ -229,7 +229,7 @@ def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, work
 def test_the_new_files_reach_the_disk_before_the_journal_row_goes(store, workspaces, monkeypatch) -> None:
     """Power loss after a rollback must not leave a half-written workspace with no restore
     pending: the file system is flushed (syncfs) before finish_restore commits."""
-    import xclaw.workspace.restore as restore
+    from xclaw.workspace import restore
 
     d = Driver(store, workspaces)
     s_a = d.step(write("a.txt", "A"))

@@ -234,17 +234,23 @@ _WORKERS_SQLITE = """
 M003_SQLITE = (
     "ALTER TABLE sessions ADD COLUMN lease_owner TEXT",
     "ALTER TABLE sessions ADD COLUMN lease_expires_at INTEGER",
-    "ALTER TABLE sessions ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0 "
-    "CHECK (lease_token >= 0)",
+    (
+        "ALTER TABLE sessions ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0 "
+        "CHECK (lease_token >= 0)"
+    ),
     _WORKERS_SQLITE,
-    "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
-    "WHERE lease_owner IS NOT NULL",
+    (
+        "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
+        "WHERE lease_owner IS NOT NULL"
+    ),
     # the worker that wrote the step under its lease (NULL: written without one)
     "ALTER TABLE traces ADD COLUMN worker TEXT",
 )
 M003_POSTGRES = (
-    "ALTER TABLE sessions ADD COLUMN lease_owner text, ADD COLUMN lease_expires_at bigint, "
-    "ADD COLUMN lease_token bigint NOT NULL DEFAULT 0 CHECK (lease_token >= 0)",
+    (
+        "ALTER TABLE sessions ADD COLUMN lease_owner text, ADD COLUMN lease_expires_at bigint, "
+        "ADD COLUMN lease_token bigint NOT NULL DEFAULT 0 CHECK (lease_token >= 0)"
+    ),
     """
     CREATE TABLE workers (
         worker_id  text PRIMARY KEY,
@@ -255,8 +261,10 @@ M003_POSTGRES = (
         info       jsonb
     )
     """,
-    "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
-    "WHERE lease_owner IS NOT NULL",
+    (
+        "CREATE INDEX idx_sessions_lease_owner ON sessions(lease_owner) "
+        "WHERE lease_owner IS NOT NULL"
+    ),
     "ALTER TABLE traces ADD COLUMN worker text",
     # Frames between workers larger than a NOTIFY payload travel by reference to a row here.
     """

@@ -72,6 +72,7 @@ APPROVAL_STEP_NAME = "approval"
 def is_approval(step_type: StepType | str, name: str) -> bool:
     return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
 
+
 _DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
 
 

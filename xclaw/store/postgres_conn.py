@@ -253,7 +253,9 @@ class Pool:
                 raise wrap(e, self.target.display) from e
         raise AssertionError("unreachable")
 
-    def run_units(self, units: Sequence[Callable[[], Any]], *, durable: bool) -> list[tuple[bool, Any]]:
+    def run_units(
+        self, units: Sequence[Callable[[], Any]], *, durable: bool
+    ) -> list[tuple[bool, Any]]:
         """Callables that write through the store, in one transaction; one outcome per unit
         run, up to and including the first failure. PostgreSQL aborts a transaction at its
         first error, so a failing unit rolls the whole run back and the units before it run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,7 +57,7 @@ from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
-from xclaw.store.sqlite_writer import BUSY_GIVE_UP_S, Writer, busy_error, connect, is_busy
+from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 
 T = TypeVar("T")
 
@@ -82,15 +81,17 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
         self._clock = clock or now_ms
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(self.url)
-        try:
+
+        def open_wal_and_migrate() -> None:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.url}: cannot switch the database to WAL mode ({mode})")
             migrate_sqlite(conn, where=self.url)
+
+        try:
+            retry_while_busy(open_wal_and_migrate, self.url)
         except sqlite3.DatabaseError as e:
             conn.close()
-            if is_busy(e):
-                raise busy_error(self.url) from e
             raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
         except BaseException:
             conn.close()
@@ -153,22 +154,20 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
         conn = self._reader()
-        deadline = time.monotonic() + BUSY_GIVE_UP_S
-        while True:
+
+        def attempt() -> T:
+            if not snapshot:
+                return fn(conn)
+            conn.execute("BEGIN")
             try:
-                if not snapshot:
-                    return fn(conn)
-                conn.execute("BEGIN")
-                try:
-                    return fn(conn)
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as e:
-                if not is_busy(e):
-                    raise StoreError(f"database error on {self.url}: {e}") from e
-                if time.monotonic() > deadline:
-                    raise busy_error(self.url) from e
-                time.sleep(0.01)
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+
+        try:
+            return retry_while_busy(attempt, self.url)
+        except sqlite3.Error as e:
+            raise StoreError(f"database error on {self.url}: {e}") from e
 
     def _set_status(
         self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status

@@ -35,6 +35,7 @@ sync or a checkpoint, and the caller sends what is left to a store thread.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 import time
@@ -64,6 +65,29 @@ def busy_error(where: str) -> StoreError:
         f"{where} stayed locked by another process for more than {BUSY_GIVE_UP_S:.0f} s; "
         "is another xclaw writing a very large change to it? Try again."
     )
+
+
+def retry_while_busy(fn: Callable[[], T], where: str) -> T:
+    """fn(), tried again while the database is locked, for up to BUSY_GIVE_UP_S.
+
+    busy_timeout alone is not enough: SQLite answers some lock conflicts with SQLITE_BUSY at
+    once, without calling the busy handler, when waiting could deadlock (two connections of a
+    rollback-journal file both upgrading from SHARED, as when several processes open a new
+    database and switch it to WAL at the same moment). Those are resolved by trying again.
+    """
+    deadline = time.monotonic() + BUSY_GIVE_UP_S
+    pause = 0.001
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not is_busy(e):
+                raise
+            if time.monotonic() > deadline:
+                raise busy_error(where) from e
+        # Jittered so that openers that collided once do not collide again in lock step.
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.05)
 
 
 def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
@@ -365,15 +389,7 @@ class Writer:
             self._sync = level
 
     def _begin(self) -> None:
-        deadline = time.monotonic() + BUSY_GIVE_UP_S
-        while True:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as e:
-                if not is_busy(e) or time.monotonic() > deadline:
-                    raise busy_error(self._where) if is_busy(e) else e
-                time.sleep(0.01)
+        retry_while_busy(lambda: self._conn.execute("BEGIN IMMEDIATE"), self._where)
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch — two if a NORMAL batch meets a unit that
