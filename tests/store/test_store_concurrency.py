@@ -107,7 +107,7 @@ def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend)
     started = time.monotonic()
     assert len(store.steps(sid)) == 3  # the last commit, not the open transaction
     assert store.get_session(sid).title == ""
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5  # not blocked by the open write (10 s)
     release.set()
     t.join(10)
     assert store.get_session(sid).title == "slow"

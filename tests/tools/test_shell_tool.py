@@ -91,7 +91,7 @@ async def test_timeout_kills_the_whole_process_group(ctx: ToolContext) -> None:
     command = "echo $$ > sh.pid; sleep 100 & echo $! > bg.pid; sleep 100"
     started = time.monotonic()
     result = await ShellTool(kill_grace_s=1).run({"command": command, "timeout": 0.5}, ctx)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # vs sleep 100: killed, not waited for
     assert result.is_error and result.data["timed_out"]
     assert "timed out after 0.5s" in result.content
     for name in ("sh.pid", "bg.pid"):
@@ -103,7 +103,7 @@ async def test_processes_ignoring_sigterm_are_killed_after_the_grace(ctx: ToolCo
     command = "trap '' TERM; echo $$ > sh.pid; sleep 100 & echo $! > bg.pid; sleep 100"
     started = time.monotonic()
     result = await ShellTool(kill_grace_s=0.3).run({"command": command, "timeout": 0.3}, ctx)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # vs sleep 100: killed, not waited for
     assert result.data["timed_out"]
     for name in ("sh.pid", "bg.pid"):
         assert not alive(int((ctx.workspace / name).read_text()))
@@ -113,7 +113,7 @@ async def test_timeout_is_capped_by_the_maximum(ctx: ToolContext) -> None:
     tool = ShellTool(default_timeout_s=0.2, max_timeout_s=0.4, kill_grace_s=0.2)
     started = time.monotonic()
     result = await tool.run({"command": "sleep 30", "timeout": 1000}, ctx)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # vs sleep 30
     assert "timed out after 0.4s" in result.content
 
 
@@ -122,7 +122,7 @@ async def test_background_jobs_do_not_outlive_the_command(ctx: ToolContext) -> N
     result = await ShellTool(kill_grace_s=1).run(
         {"command": "sleep 100 & echo $! > bg.pid; echo done"}, ctx
     )
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # vs sleep 100: killed, not waited for
     assert not result.is_error
     assert result.content.startswith("done\n")
     assert (
@@ -222,7 +222,7 @@ async def test_cancelling_a_command_flooding_its_output_is_prompt(ctx: ToolConte
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5  # `yes` never ends by itself
     assert not alive(sh)
 
 

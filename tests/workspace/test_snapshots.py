@@ -278,5 +278,5 @@ def test_capture_cost_is_small_when_nothing_changed(store, ws: Path) -> None:
     snap(s, store, sid, ws)
     snap(s, store, sid, ws)
     assert s.last.files_read == 0
-    assert s.last.seconds < 0.5  # generous: the benchmark measures the real figure
+    assert s.last.seconds < 3  # generous: the benchmark measures the real figure
     assert snapmod._RACY_NS > 0
