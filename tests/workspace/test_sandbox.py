@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -183,22 +185,39 @@ def _with_marker(marker: str) -> list[int]:
     return pids
 
 
+def _sleeps(n: int) -> list[str]:
+    """`sleep` commands no other test, nor another test run on this machine, is running."""
+    tag = random.randrange(10**6)
+    return [f"sleep 4{i}.{tag:06d}1" for i in range(n)]
+
+
+async def _eventually(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
 async def test_timeouts_and_cancels_stop_everything_in_the_sandbox(real) -> None:
     iso, ctx, _ = real
-    r = await run(iso, ctx, "sleep 41.5 & sleep 41.6; echo never", default_timeout_s=0.5)
+    bg1, fg1, bg2, fg2 = _sleeps(4)
+    r = await run(iso, ctx, f"{bg1} & {fg1}; echo never", default_timeout_s=0.5)
     assert r.data["timed_out"] and "never" not in r.content
-    task = asyncio.create_task(run(iso, ctx, "sleep 42.5 & sleep 42.6"))
-    await asyncio.sleep(0.5)
-    assert _with_marker("sleep 42.6")
+    task = asyncio.create_task(run(iso, ctx, f"{bg2} & {fg2}"))
+    await _eventually(lambda: bool(_with_marker(fg2)), "the sandboxed command never started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.2)
-    assert _with_marker("sleep 41.5") == [] and _with_marker("sleep 42.5") == []
+    await _eventually(
+        lambda: _with_marker(bg1) == [] and _with_marker(bg2) == [],
+        "a background process outlived its timed-out or cancelled command",
+        timeout=5,
+    )
 
 
 def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
     _, ctx, s = real
+    bg, fg = _sleeps(2)
     child = tmp_path / "child.py"
     child.write_text(
         "import asyncio, sys\n"
@@ -210,19 +229,19 @@ def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
         f"s = Settings(home=Path({str(s.home)!r}), db='', workspace_root=Path({str(s.workspace_root)!r}))\n"
         "ctx = ToolContext(workspace=Path(sys.argv[1]), session_id='sess')\n"
         "asyncio.run(ShellTool(isolation=isolation_from_settings(s)).run("
-        "{'command': 'sleep 43.5 & sleep 43.6'}, ctx))\n"
+        f"{{'command': {bg + ' & ' + fg!r}}}, ctx))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, str(child), str(ctx.workspace)], env=env)
     try:
         deadline = time.monotonic() + 20
-        while not _with_marker("sleep 43.6"):
+        while not _with_marker(fg):
             assert time.monotonic() < deadline, "the sandboxed command never started"
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 5
-        while _with_marker("sleep 43.5") or _with_marker("sleep 43.6"):
+        while _with_marker(bg) or _with_marker(fg):
             assert time.monotonic() < deadline, "the sandbox outlived the xclaw process"
             time.sleep(0.05)
     finally:
