@@ -134,7 +134,7 @@ async def test_max_iterations_fails_with_a_clear_error(make) -> None:
 
 
 async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
-    h = make([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "", "tool_calls": [sh("echo after >> a")]}, {"text": "done"}])
+    h = make([{"text": "", "tool_calls": [sh("sleep 5")]}, {"text": "", "tool_calls": [sh("echo after >> a")]}, {"text": "done"}])
     sid = await h.session()
     await h.runtime.send(sid, "go")
     await asyncio.sleep(0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -13,6 +14,13 @@ from xclaw.errors import LeaseLost, SessionNotFound
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import Status, StepStatus
+
+
+def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
 
 
 def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:
@@ -30,13 +38,12 @@ def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:
 
 def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store) -> None:
     sid = store.create_session().session_id
-    old = store.acquire_lease(sid, "A", 0.2)
+    old = store.acquire_lease(sid, "A", 1.0)
     assert old is not None
     zombie = store.driven(old)
     u = zombie.add_step(sid, user("go"))
     running = zombie.begin_step(sid, tool(parent=u.step_id))
-    time.sleep(0.3)
-    assert not store.lease_info(sid).live
+    _wait_until(lambda: not store.lease_info(sid).live, "the lease never expired")
     new = store.acquire_lease(sid, "B", 30)
     assert new is not None and new.token == old.token + 1
     before = store.steps(sid)
@@ -64,12 +71,13 @@ def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store)
 
 def test_renew_extends_and_release_expires_now(store: Store) -> None:
     sid = store.create_session().session_id
-    lease = store.acquire_lease(sid, "A", 0.3)
+    lease = store.acquire_lease(sid, "A", 1.0)
     assert lease is not None
-    time.sleep(0.15)
-    renewed = store.renew_lease(lease, 0.3)
-    assert renewed.token == lease.token and renewed.expires_at > lease.expires_at
     time.sleep(0.2)
+    renewed = store.renew_lease(lease, 3.0)
+    assert renewed.token == lease.token and renewed.expires_at > lease.expires_at
+    # Past the first expiry by the lease clock, ~2 s before the renewed one.
+    _wait_until(lambda: store.lease_info(sid).now > lease.expires_at, "the clock stood still")
     assert store.lease_info(sid).live  # renewal kept it alive past the first expiry
     assert store.release_lease(renewed) is True
     info = store.lease_info(sid)
