@@ -49,6 +49,11 @@ def browser() -> Iterator[Any]:
             b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         except Exception as e:  # noqa: BLE001 - a broken Chromium install says why here
             _no_browser(f"Chromium at {CHROMIUM} did not start: {e}")
+        from playwright.sync_api import expect
+
+        # expect() has its own 5 s default, apart from the context's: as generous as actions
+        # on a loaded CI machine (it returns as soon as the condition holds).
+        expect.set_options(timeout=15_000)
         yield b
         b.close()
 
