@@ -6,6 +6,7 @@ The LLM is a function (a fake at the LLM boundary); tools are real Tool implemen
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig, ResumeState, call_signature, pending_tool_calls
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import ToolContext, ToolResult
 
@@ -369,3 +371,19 @@ async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(t
     answered = {m.tool_call_id for m in sent if isinstance(m, ToolResultMessage)}
     assert asked == answered
     assert len(messages) == 403  # the conversation itself keeps everything
+    assert model.requests[0].history == tuple(messages[:402])  # what was trimmed, for scripts
+
+
+async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(tmp_path: Path) -> None:
+    """The scripted model counts its turns over the whole conversation: once the oldest turns
+    are trimmed from what the model sees, the script still goes on, not back."""
+    turns = [{"text": "", "tool_calls": [{"name": "count", "input": {"n": i, "pad": "x" * 400}}]} for i in range(60)]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"turns": [*turns, {"text": "all counted"}]}))
+    events: list[str] = []
+    agent, tool = make_agent(
+        ScriptedModel(path), events, tmp_path,
+        config=AgentConfig(context_window_tokens=6_000, max_tokens=1_000, max_iterations=100),
+    )
+    assert await agent.run([], user_text="count") == "all counted"
+    assert tool.runs == 60 and [e for e in events if e.startswith("RUN")] == [f"RUN {i}" for i in range(60)]

@@ -140,9 +140,12 @@ class Agent:
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
         tools = tuple(spec_of(t) for t in self.tools.values())
+        history = tuple(context)
+        fitted = fit_context(history, self._context_budget(tools), self._estimate)
         request = LLMRequest(
             system=self.config.system_prompt,
-            messages=fit_context(context, self._context_budget(tools), self._estimate),
+            messages=fitted,
+            history=None if fitted is history else history,
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,

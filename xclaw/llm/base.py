@@ -26,6 +26,10 @@ class LLMRequest:
     # "main" for the session's main agent, otherwise the sub-agent's id. The scripted model
     # uses it to pick its script; real providers ignore it.
     agent: str = "main"
+    # The whole conversation before it was trimmed to fit the window (None: `messages` is
+    # all of it). The scripted model counts its turns here, so that a long session whose
+    # oldest turns were trimmed does not replay its script; real providers ignore it.
+    history: tuple[Message, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,14 +160,16 @@ class ScriptedModel:
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         main = request.agent == "main"
+        # Turns are counted over the whole conversation, not the part that fits the window.
+        history = request.messages if request.history is None else request.history
         start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
         if main:
-            start, branch = self._branch(request.messages)
+            start, branch = self._branch(history)
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
-        k = sum(1 for m in request.messages[start:] if isinstance(m, AssistantMessage))
+        k = sum(1 for m in history[start:] if isinstance(m, AssistantMessage))
         if turns is None:
-            first = next((m.text for m in request.messages if isinstance(m, UserMessage)), "")
+            first = next((m.text for m in history if isinstance(m, UserMessage)), "")
             turn = Turn(text=f"Sub-agent done: {first}")
         elif k < len(turns):
             turn = turns[k]
