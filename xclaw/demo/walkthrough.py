@@ -283,14 +283,18 @@ def _describe(s: Step) -> Text:
     return Text(_describe_plain(s))
 
 
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _describe_plain(s: Step) -> str:
     dur = f" {s.duration_ms}ms" if s.duration_ms is not None else ""
     if s.step_type is StepType.LLM_CALL:
         text = (s.output_data or {}).get("text", "") if isinstance(s.output_data, dict) else ""
-        return f"{s.display_id} llm{dur}: {text[:60]}"
+        return f"{s.display_id} llm{dur}: {_clip(text)}"
     if s.step_type is StepType.TOOL_CALL:
         state = "interrupted" if s.interrupted else s.status.value
         return f"{s.display_id} {s.name}{dur} [{state}]"
     if s.step_type is StepType.USER_INPUT:
-        return f"{s.display_id} user: {str(s.input_data)[:60]}"
+        return f"{s.display_id} user: {_clip(str(s.input_data))}"
     return f"{s.display_id} {s.name}"
