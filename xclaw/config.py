@@ -72,6 +72,8 @@ class Settings:
     denied_patterns: tuple[str, ...] = DEFAULT_DENIED_PATTERNS
     shell_timeout_s: float = 120.0
     tool_output_cap: int = 30_000
+    # Let parallel sub-agents' side-effecting tools overlap (snapshots then inexact).
+    parallel_side_effects: bool = False
     allowed_origins: tuple[str, ...] = ()
     # Names of environment variables whose values must never reach the record (besides keys).
     secret_env: tuple[str, ...] = ()
@@ -161,6 +163,13 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
     return tuple(found)
 
 
+def _flag(section: Mapping[str, Any], key: str, default: bool, where: str = "sandbox") -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"xclaw.yaml: {where}.{key} must be true or false, got {value!r}")
+    return value
+
+
 def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings; keyword overrides (from flags) win when not None."""
     cwd = cwd or Path.cwd()
@@ -194,6 +203,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         denied_patterns=tuple(approval.get("deny", DEFAULT_DENIED_PATTERNS)),
         shell_timeout_s=float(sandbox.get("shell_timeout_s", 120.0)),
         tool_output_cap=int(sandbox.get("output_cap", 30_000)),
+        parallel_side_effects=_flag(sandbox, "parallel_side_effects", False),
         allowed_origins=tuple(conf.get("allowed_origins", ())),
         secret_env=tuple(conf.get("secret_env", ())),
         llm_retries=int(conf.get("llm_retries", 3)),

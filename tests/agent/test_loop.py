@@ -342,6 +342,64 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     assert all(len(r.messages) == 1 for r in sub_requests)  # sub-agents see only their task
 
 
+@dataclass
+class SlowTool:
+    """Takes a while and logs when it starts and ends."""
+
+    events: list[str]
+    read_only: bool
+    name: str = "slow"
+    description: str = "slow"
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    parallel_safe: bool = False
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.events.append(f"enter {args['n']}")
+        await asyncio.sleep(0.05)
+        self.events.append(f"exit {args['n']}")
+        return ToolResult("slept")
+
+
+@pytest.mark.parametrize(
+    ("read_only", "parallel_side_effects", "overlap"),
+    [(False, False, False), (False, True, True), (True, False, True)],
+    ids=["side-effects-one-at-a-time", "side-effects-allowed-to-overlap", "read-only-overlap"],
+)
+async def test_parallel_sub_agents_take_turns_for_side_effects(
+    tmp_path: Path, read_only: bool, parallel_side_effects: bool, overlap: bool
+) -> None:
+    """A side-effecting tool holds the session's turn from its write-ahead row (and the
+    snapshot behind it) to its end, so no snapshot sees a sibling's command half-way."""
+    events: list[str] = []
+
+    def answer(req: LLMRequest) -> LLMResponse:
+        if req.agent == "main":
+            if len(req.messages) == 1:
+                return LLMResponse("", (call("s1", tool="spawn_agent", task="A"), call("s2", tool="spawn_agent", task="B")))
+            return LLMResponse("both done")
+        if not any(isinstance(m, AssistantMessage) for m in req.messages):
+            return LLMResponse("", (call(f"t{req.messages[0].text}", tool="slow", n=req.messages[0].text),))
+        return LLMResponse("ok")
+
+    agent = Agent(
+        model=FunctionModel(answer),
+        tools={"slow": SlowTool(events, read_only), "spawn_agent": SpawnTool()},
+        policy=Policy(),
+        approver=Approver(),
+        observer=Observer(events),
+        context=ToolContext(workspace=tmp_path, session_id="t"),
+        config=AgentConfig(parallel_side_effects=parallel_side_effects),
+    )
+    assert await agent.run([], user_text="split") == "both done"
+    tool_events = [e.split("] ")[-1].replace("COMMITTED", "row") for e in events]
+    tool_events = [e for e in tool_events if e.split()[0] in ("row", "enter", "exit") and e.split()[-1] in "AB"]
+    assert sorted(tool_events) == ["enter A", "enter B", "exit A", "exit B", "row A", "row B"]
+    first = tool_events[0].split()[-1]
+    other = "B" if first == "A" else "A"
+    alone = [f"row {first}", f"enter {first}", f"exit {first}", f"row {other}", f"enter {other}", f"exit {other}"]
+    assert (tool_events != alone) is overlap, tool_events
+
+
 def test_pending_tool_calls() -> None:
     a, b = call("a", n=1), call("b", n=2)
     assert pending_tool_calls([UserMessage("x"), AssistantMessage("", (a, b))]) == [a, b]

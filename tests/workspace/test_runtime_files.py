@@ -163,3 +163,38 @@ async def test_gateway_rollback_and_http_fork_move_the_files(tmp_path: Path) -> 
         while OPEN_CLIENTS:
             await OPEN_CLIENTS.pop().conn.close()
         server.kill()
+
+
+SLOW_WRITER = "f=$(mktemp -p . part.XXXXXX); chmod 644 $f; echo 1 > $f; sleep 0.4; echo 2 >> $f"
+
+
+async def test_rolling_back_a_parallel_sub_agent_step_keeps_its_sibling_whole(make) -> None:
+    """Two sub-agents write a file in two halves at the same time. The later of their steps
+    started only once the earlier one had finished, so rolling back to it restores the
+    earlier one's file whole — never the half a snapshot taken mid-command would hold."""
+    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}
+    h = make(
+        [{"text": "", "tool_calls": [spawn("one"), spawn("two")]}, {"text": "both wrote"}],
+        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh(SLOW_WRITER)]}, {"text": "wrote"}]}},
+    )
+    sid = await h.ask("write in parallel")
+    ws = h.root / sid
+    assert sorted(tree(ws).values()) == ["1\n2\n", "1\n2\n"]
+    writers = [s for s in h.store.steps(sid) if s.name == "shell"]
+    assert len(writers) == 2 and len({s.agent for s in writers}) == 2
+    first, later = sorted(writers, key=lambda s: s.seq)
+    assert first.end_time is not None and later.start_time >= first.end_time  # took turns
+    await h.runtime.rollback(sid, later.display_id)
+    assert list(tree(ws).values()) == ["1\n2\n"]
+
+
+async def test_parallel_side_effects_can_be_allowed_to_overlap(make) -> None:
+    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}
+    h = make(
+        [{"text": "", "tool_calls": [spawn("one"), spawn("two")]}, {"text": "both wrote"}],
+        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh(SLOW_WRITER)]}, {"text": "wrote"}]}},
+        parallel_side_effects=True,
+    )
+    sid = await h.ask("write in parallel")
+    first, later = sorted((s for s in h.store.steps(sid) if s.name == "shell"), key=lambda s: s.seq)
+    assert first.end_time is not None and later.start_time < first.end_time  # overlapped

@@ -51,6 +51,10 @@ class AgentConfig:
     approval_timeout_s: float | None = None
     # The model's context window; the conversation is trimmed to fit before each call.
     context_window_tokens: int = 150_000
+    # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
+    # workspace snapshot taken before each of them never catches a sibling's command half-way
+    # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
+    parallel_side_effects: bool = False
 
 
 def call_signature(name: str, args: Mapping[str, Any]) -> str:
@@ -86,6 +90,7 @@ class Agent:
         config: AgentConfig = AgentConfig(),
         agent_id: str = "main",
         cancel_event: asyncio.Event | None = None,
+        side_effects: asyncio.Lock | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -96,6 +101,8 @@ class Agent:
         self.config = config
         self.agent_id = agent_id
         self.cancel_event = cancel_event or asyncio.Event()
+        # Held from a side-effecting tool's write-ahead row to its end; shared with sub-agents.
+        self.side_effects = side_effects or asyncio.Lock()
         self._estimates: dict[int, tuple[Message, int]] = {}
 
     # --- the loop ---------------------------------------------------------------------------
@@ -237,15 +244,27 @@ class Agent:
                 return await self._refuse(call, why)
         resume.suspect_calls.discard(signature)
         self._check_cancelled()
-        # Write-ahead (invariant 1): the running row is durable before the tool starts.
-        await self.observer.tool_started(call, tool.read_only)
-        context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
+        turn = None if tool.read_only or self.config.parallel_side_effects else self.side_effects
+        if turn is not None:
+            await turn.acquire()
         try:
-            result = await tool.run(call.input, context)
-        except (asyncio.CancelledError, Cancelled):
-            raise
-        except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
-            result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
+            # Write-ahead (invariant 1): the running row is durable before the tool starts.
+            await self.observer.tool_started(call, tool.read_only)
+            if turn is not None and getattr(tool, "parallel_safe", False):
+                # A sub-agent spawner: its own step starts alone, but its sub-agents' tools
+                # need the turn while it runs.
+                turn.release()
+                turn = None
+            context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
+            try:
+                result = await tool.run(call.input, context)
+            except (asyncio.CancelledError, Cancelled):
+                raise
+            except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
+                result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
+        finally:
+            if turn is not None:
+                turn.release()
         await self.observer.tool_finished(call, result)
         return ToolResultMessage(call.id, call.name, result.content, result.is_error)
 
@@ -283,6 +302,7 @@ class Agent:
             config=self.config,
             agent_id=f"{self.agent_id}/{call.id}",
             cancel_event=self.cancel_event,
+            side_effects=self.side_effects,
         )
         if resumed is not None:
             messages, state = resumed

@@ -464,6 +464,7 @@ class Runtime:
             temperature=s.temperature,
             approval_timeout_s=s.approval_timeout_s,
             context_window_tokens=s.context_window_tokens,
+            parallel_side_effects=s.parallel_side_effects,
         )
 
     # --- time travel and views --------------------------------------------------------------

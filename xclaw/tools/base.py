@@ -39,6 +39,9 @@ class Tool(Protocol):
     read_only: bool
     # Optional `resumable = True`: an interrupted call is run again and *continues* from its
     # own record instead of starting over (spawn_agent: the sub-agent's branch).
+    # Optional `parallel_safe = True`: consecutive calls run concurrently and, if the tool has
+    # side effects, hold the session's side-effect turn only while their step starts. A tool
+    # that calls `ctx.spawn_agent` must be parallel-safe: its sub-agents' tools need the turn.
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
