@@ -248,6 +248,7 @@ class Agent:
         if turn is not None:
             await turn.acquire()
         try:
+            self._check_cancelled()  # the run may have been stopped while this call waited
             # Write-ahead (invariant 1): the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
             if turn is not None and getattr(tool, "parallel_safe", False):
