@@ -355,7 +355,7 @@ class SlowTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         self.events.append(f"enter {args['n']}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # far longer than the other sub-agent needs to get here
         self.events.append(f"exit {args['n']}")
         return ToolResult("slept")
 

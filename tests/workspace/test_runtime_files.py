@@ -192,9 +192,10 @@ async def test_parallel_side_effects_can_be_allowed_to_overlap(make) -> None:
     spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}
     h = make(
         [{"text": "", "tool_calls": [spawn("one"), spawn("two")]}, {"text": "both wrote"}],
-        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh(SLOW_WRITER)]}, {"text": "wrote"}]}},
+        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("sleep 1.5")]}, {"text": "slept"}]}},
         parallel_side_effects=True,
     )
     sid = await h.ask("write in parallel")
     first, later = sorted((s for s in h.store.steps(sid) if s.name == "shell"), key=lambda s: s.seq)
     assert first.end_time is not None and later.start_time < first.end_time  # overlapped
+    assert h.of("reply")[-1]["content"] == "both wrote"
