@@ -142,7 +142,9 @@ async def test_cancel_stops_the_run_and_the_session_stays_usable(server: Server)
     await c.send({"type": "cancel", "sessionId": c.session_id})
     notice = await c.until_type("notice")
     assert notice["content"].startswith("[cancel]")
-    assert any(f.get("status") == "Failed" for f in c.of_type("status"))
+    # Issue 14: cancel leaves the session waiting for the next instruction, not Failed.
+    assert not any(f.get("status") == "Failed" for f in c.of_type("status"))
+    assert any(f.get("state") == "waiting" for f in c.of_type("status"))
     reply = await c.turn("carry on")
     assert reply["type"] == "reply"
 

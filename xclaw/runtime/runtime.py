@@ -39,7 +39,7 @@ from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
+from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref, session_state
 from xclaw.tools.base import ToolContext
 from xclaw.workspace.timetravel import Workspaces
 
@@ -48,6 +48,7 @@ log = logging.getLogger("xclaw.runtime")
 FrameSink = Callable[[dict[str, Any]], None]
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
+CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
 
 
 @dataclass
@@ -406,8 +407,8 @@ class Runtime:
                 await recorder.writes.settle()
             await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
-        except Cancelled as e:
-            await self._fail(db, sid, emit, "cancelled", e.message, notice="[cancel] run stopped; send a message to continue")
+        except Cancelled:
+            await self._stopped_by_user(db, sid, emit)
         except LimitsExceeded as e:
             await self._fail(db, sid, emit, "max_iterations", e.message)
         except LLMError as e:
@@ -436,6 +437,30 @@ class Runtime:
         session = await db(db.store.get_session, sid)
         if session.status is not target:
             await db(db.store.transition, sid, target)
+
+    async def _stopped_by_user(self, db: StoreCaller, sid: str, emit: FrameSink) -> None:
+        """A cancelled run: the session waits for the next instruction (not Failed)."""
+        try:
+            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            session = await db(db.store.transition, sid, Status.RUNNING, awaiting_input=True)
+        except LeaseLost as e:
+            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
+            return
+        emit(self.status_frame(session, busy=False))
+        emit(notice_frame(CANCEL_NOTICE))
+
+    def status_frame(self, session: Session, *, busy: bool | None = None) -> dict[str, Any]:
+        """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
+        if busy is None:
+            busy = self.is_busy(session.session_id)
+        state = session_state(session, busy=busy)
+        return {
+            "type": "status",
+            "status": session.status.value,
+            "awaitingInput": session.awaiting_input,
+            "state": state.key,
+            "stateText": state.text,
+        }
 
     async def _fail(
         self, db: StoreCaller, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None
@@ -482,11 +507,7 @@ class Runtime:
                 await self.leases.release(lease)
         finally:
             self._unclaim(session_id, run)
-        self._emit(session_id, {
-            "type": "status",
-            "status": result.session.status.value,
-            "awaitingInput": result.session.awaiting_input,
-        })
+        self._emit(session_id, self.status_frame(result.session, busy=False))
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:

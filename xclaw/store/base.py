@@ -71,8 +71,12 @@ class Store(Protocol):
         parent_session_id set to NULL. Raises SessionNotFound."""
         ...
 
-    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
-        """The checked state-machine move (invariant 7). Raises IllegalTransition."""
+    def transition(
+        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+    ) -> Session:
+        """The checked state-machine move (invariant 7). Raises IllegalTransition. With
+        `awaiting_input` (only to Running: a cancelled run) the session then waits for the
+        user's next instruction, as after a rollback, and is not resumed."""
         ...
 
     # --- steps ------------------------------------------------------------------------
