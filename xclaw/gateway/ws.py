@@ -179,14 +179,8 @@ class Connection:
                 self.push(frame)
         await rt.resume_if_needed(sid)
         current = await asyncio.to_thread(self.gw.store.get_session, sid)
-        self.push(
-            {
-                "type": "status",
-                "sessionId": sid,
-                "status": current.status.value,
-                "busy": rt.is_busy(sid),
-            }
-        )
+        busy = rt.is_busy(sid)
+        self.push({**rt.status_frame(current, busy=busy), "sessionId": sid, "busy": busy})
         log.info(
             "event=attach conn=%s session=%s created=%s status=%s",
             self.id,

@@ -458,6 +458,7 @@ class Runtime:
             "type": "status",
             "status": session.status.value,
             "awaitingInput": session.awaiting_input,
+            "busy": busy,
             "state": state.key,
             "stateText": state.text,
         }

@@ -12,7 +12,7 @@ import { Composer, Transcript } from "./chat.js";
 import { CompareView } from "./compare.js";
 import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
 import { h, icon, shortId } from "./dom.js";
-import { Sidebar, familyOf, sessionTitle } from "./sessions.js";
+import { Sidebar, familyOf, sessionState, sessionTitle } from "./sessions.js";
 import { Socket } from "./socket.js";
 import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
 import { TraceTree } from "./trace.js";
@@ -78,13 +78,12 @@ function setStatus(status) {
   if (!status) return;
   state.status = status;
   const pill = $("status-pill");
-  pill.className = `status-pill st-${status}${state.busy ? " busy" : ""}`;
-  let label = status;
-  if (status === "Paused") label = "Paused · waiting for approval";
-  // After a rollback the session is Running (R11) but waits for a new instruction.
-  else if (status === "Running" && !state.busy && state.awaitingInput) label = "Running · waiting for your instruction";
-  pill.textContent = label;
-  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy });
+  // One rule with the server (sessionState): Running only while a run is in flight.
+  const st = sessionState({ ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput });
+  pill.className = `status-pill st-${st.key}`;
+  pill.dataset.state = st.key;
+  pill.textContent = st.text;
+  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput });
 }
 
 function setBusy(busy) {
@@ -163,6 +162,7 @@ function onFrame(frame) {
     case "status":
       if (foreign) return;
       state.status = frame.status;
+      if ("awaitingInput" in frame) state.awaitingInput = Boolean(frame.awaitingInput);
       if ("busy" in frame) setBusy(Boolean(frame.busy));
       else if (frame.status === "Success" || frame.status === "Failed") refreshBusy();
       else setStatus(frame.status);
