@@ -21,6 +21,20 @@ from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType
 _SUMMARY_CHARS = 48
 
 
+TITLE_CHARS = 60
+
+
+def title_from_message(text: str) -> str:
+    """A session's title from its first message: the words of its first non-empty line,
+    cut at a word boundary with an ellipsis (every session gets one, whatever the client)."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), text)
+    flat = " ".join(line.split())
+    if len(flat) <= TITLE_CHARS:
+        return flat or "(empty message)"
+    cut = flat[: TITLE_CHARS - 1].rsplit(" ", 1)[0] if " " in flat[: TITLE_CHARS - 1] else flat[: TITLE_CHARS - 1]
+    return cut.rstrip(" ,.;:") + "…"
+
+
 def _one_line(text: str, limit: int = _SUMMARY_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."

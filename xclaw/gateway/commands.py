@@ -23,13 +23,15 @@ from xclaw.store.model import Session, Step, display_id
 DEFAULT_STEPS = 10
 MAX_STEPS = 500
 SESSIONS_LISTED = 20
+MAX_TITLE = 200
 
 # `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
 # is ordinary user text for the agent.
 _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
-CLIENT_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "help")
+# Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
+ATTACH_COMMANDS = ("switch", "new")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "title", "help")
 
 HELP_TEXT = """\
 commands:
@@ -37,8 +39,9 @@ commands:
   /rollback sNNNN       rewind this session to just before that step (later steps are deleted)
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
-  /switch ID            attach to another session (e.g. a fork)   [client command]
-  /new                  start a new session                       [client command]
+  /switch ID            attach to an existing session (a unique prefix of its id is enough)
+  /new [title]          start a new session (it is saved with its first message)
+  /title TEXT           rename this session
   /help                 this text"""
 
 
@@ -90,7 +93,7 @@ def steps_text(session_id: str, steps: list[Step]) -> str:
 def sessions_text(sessions: list[Session], current: str) -> str:
     return (
         views.format_sessions(sessions)
-        + f"\n\nthis session: {current}\nuse /switch ID to attach to another one"
+        + f"\n\nthis session: {current}\nuse /switch ID (a unique prefix will do) to attach to another one"
     )
 
 
@@ -114,10 +117,12 @@ class CommandRunner:
             return await self._sessions(session_id)
         if cmd.name == "help":
             return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
-        if cmd.name in CLIENT_COMMANDS:
+        if cmd.name == "title":
+            return await self._title(session_id, cmd)
+        if cmd.name in ATTACH_COMMANDS:
             raise CommandError(
-                f"/{cmd.name} is a client command: your client attaches to another session by "
-                'sending {"type":"reconnect","sessionId":ID} (null for a new session)'
+                f"/{cmd.name} re-attaches a socket: send it on the socket itself, or send "
+                '{"type":"reconnect","sessionId":ID}'
             )
         raise CommandError(f"unknown command /{cmd.name}; try /help")
 
@@ -188,6 +193,15 @@ class CommandRunner:
                 },
             ]
         )
+
+    async def _title(self, session_id: str, cmd: Command) -> CommandResult:
+        title = " ".join(cmd.rest.split())
+        if not title:
+            raise CommandError("usage: /title TEXT — the session's new title")
+        if len(title) > MAX_TITLE:
+            raise CommandError(f"a title has at most {MAX_TITLE} characters (this one has {len(title)})")
+        await self.runtime.rename(session_id, title)  # every attached client gets `renamed`
+        return CommandResult(reply=[_notice(session_id, f"[title] this session is now “{title}”")])
 
     async def _sessions(self, session_id: str) -> CommandResult:
         sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)

@@ -28,6 +28,7 @@ from xclaw.errors import (
     SessionBusy,
     SessionNotFound,
     StepNotFound,
+    StoreError,
 )
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
@@ -39,8 +40,10 @@ from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref, session_state
+from xclaw.store.model import MAIN_AGENT, Session, Status, Step, StepType, parse_step_ref, session_state
+from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.tools.base import ToolContext
+from xclaw.views import title_from_message
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
@@ -176,6 +179,18 @@ class Runtime:
         created = await self.db(self.store.create_session, session_id=session_id or None)
         return created, True
 
+    async def peek(self, session_id: str | None) -> tuple[Session, bool]:
+        """The session to attach to: (found, False), or (a session not yet written, True)
+        under the given id or a fresh one. A session exists from its first message: `send`
+        with create=True writes it then, so opening a page or a client leaves nothing behind."""
+        if session_id:
+            found = await self.db(self.store.find_session, session_id)
+            if found is not None:
+                return found, False
+            check_session_id(session_id)  # ValueError: a malformed id is refused now
+        now = now_ms()
+        return Session(session_id or new_session_id(), "", Status.INIT, now, now), True
+
     def _rebuild(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
         """An agent's messages from its steps, with this toolbox's tool kinds."""
         return build_history(
@@ -264,13 +279,24 @@ class Runtime:
         return True
 
     # --- driving ------------------------------------------------------------------------------
-    async def send(self, session_id: str, text: str) -> None:
+    async def send(self, session_id: str, text: str, *, create: bool = False) -> None:
+        """Start a run with the user's `text`. With `create`, an unknown session is created
+        here, at its first message (only once a model is configured)."""
         if session_id in self._runs:
             raise SessionBusy("a run is in flight for this session; wait for its reply or cancel it")
         if self._stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
-        await self.db(self.store.get_session, session_id)  # SessionNotFound
+        found = await self.db(self.store.find_session, session_id)
+        if found is None and not create:
+            raise SessionNotFound(session_id)
         self.require_model()  # before recording anything: say how to configure one
+        if found is None:
+            try:
+                found = await self.db(self.store.create_session, session_id=session_id)
+            except StoreError:  # another socket created it a moment ago
+                found = await self.db(self.store.get_session, session_id)
+        if not found.title and not await self._has_user_input(session_id):
+            await self.rename(session_id, title_from_message(text))
         run = self._claim(session_id)
         try:
             lease = await self.leases.acquire(session_id)  # busy: names the worker driving it
@@ -278,6 +304,16 @@ class Runtime:
             self._unclaim(session_id, run)
             raise
         self._launch(session_id, run, lease, user_text=text, resume=False)
+
+    async def _has_user_input(self, session_id: str) -> bool:
+        steps = await self.db(self.store.steps, session_id, agent=MAIN_AGENT)
+        return any(st.step_type is StepType.USER_INPUT for st in steps)
+
+    async def rename(self, session_id: str, title: str) -> Session:
+        """Set the title and tell every attached client (a `renamed` frame)."""
+        session = await self.db(self.store.update_session, session_id, title=title)
+        self._emit(session_id, {"type": "renamed", "title": session.title})
+        return session
 
     def _claim(self, session_id: str) -> _Run:
         run = _Run()

@@ -52,6 +52,10 @@ class Store(Protocol):
 
     def find_session(self, session_id: str) -> Session | None: ...
 
+    def resolve_session(self, ref: str) -> Session:
+        """A full id or a unique prefix. Raises SessionNotFound / AmbiguousSession."""
+        ...
+
     def list_sessions(self, *, limit: int | None = None) -> list[Session]:
         """Most recently updated first."""
         ...
