@@ -12,11 +12,11 @@ Plain text (no colour, no markup) so the same string can go to a terminal, a Web
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType
+from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType, session_state
 
 _SUMMARY_CHARS = 48
 
@@ -25,10 +25,9 @@ TITLE_CHARS = 60
 
 
 def title_from_message(text: str) -> str:
-    """A session's title from its first message: the words of its first non-empty line,
-    cut at a word boundary with an ellipsis (every session gets one, whatever the client)."""
-    line = next((ln for ln in text.splitlines() if ln.strip()), text)
-    flat = " ".join(line.split())
+    """A session's title from its first message: its words on one line, cut at a word
+    boundary with an ellipsis (every session gets one, whatever the client)."""
+    flat = " ".join(text.split())
     if len(flat) <= TITLE_CHARS:
         return flat or "(empty message)"
     cut = flat[: TITLE_CHARS - 1].rsplit(" ", 1)[0] if " " in flat[: TITLE_CHARS - 1] else flat[: TITLE_CHARS - 1]
@@ -167,26 +166,45 @@ def format_tree(nodes: Sequence[StepTreeNode]) -> str:
     return "\n".join(lines)
 
 
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+def relative_time(ms: int, now_ms: int) -> str:
+    """"just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", then the date."""
+    secs = max(0, (now_ms - ms) // 1000)
+    if secs < 60:
+        return "just now"
+    if secs < 3600:
+        return f"{secs // 60} min ago"
+    if secs < 86_400:
+        return f"{secs // 3600} h ago"
+    if secs < 2 * 86_400:
+        return "yesterday"
+    if secs < 7 * 86_400:
+        return f"{secs // 86_400} days ago"
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d")
 
 
-def format_sessions(sessions: Iterable[Session]) -> str:
-    """A table of sessions, most recently updated first (as the store lists them)."""
+def format_sessions(
+    sessions: Iterable[Session],
+    *,
+    busy: Callable[[str], bool] = lambda _sid: False,
+    now_ms: int | None = None,
+) -> str:
+    """A table of sessions, most recently updated first (as the store lists them): id, what
+    it is doing in words (session_state: the one rule), when it last changed, its title."""
     rows = list(sessions)
     if not rows:
         return "No sessions yet."
+    now = now_ms if now_ms is not None else int(datetime.now().timestamp() * 1000)
+    states = [session_state(s, busy=busy(s.session_id)).text for s in rows]
+    whens = [relative_time(s.updated_at, now) for s in rows]
     width = max(len("SESSION"), *(len(s.session_id) for s in rows))
-    lines = [f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  TITLE"]
-    for s in rows:
+    swidth = max(len("STATE"), *(len(x) for x in states))
+    wwidth = max(len("UPDATED"), *(len(x) for x in whens))
+    lines = [f"{'SESSION':<{width}}  {'STATE':<{swidth}}  {'UPDATED':<{wwidth}}  TITLE"]
+    for s, state, when in zip(rows, states, whens, strict=True):
         title = s.title or "(untitled)"
         if s.is_forked:
             origin = s.parent_session_id or "a deleted session"
             at = f" at s{s.forked_from_seq:04d}" if s.forked_from_seq else ""
             title += f"  [fork of {origin}{at}]"
-        if s.awaiting_input:
-            title += "  [rolled back: waiting for input]"
-        lines.append(
-            f"{s.session_id:<{width}}  {s.status.value:<8}  {_when(s.updated_at):<16}  {title}"
-        )
+        lines.append(f"{s.session_id:<{width}}  {state:<{swidth}}  {when:<{wwidth}}  {title}")
     return "\n".join(lines)

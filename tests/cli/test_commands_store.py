@@ -53,11 +53,31 @@ def run(cli: click.Group, *args: str, input: str | None = None):
 def test_sessions_table_and_json(cli, db: Path) -> None:
     r = run(cli, "sessions", "--db", db)
     assert r.exit_code == 0, r.output
-    assert r.output.splitlines()[0].split() == ["SESSION", "STATUS", "UPDATED", "TITLE"]
-    assert "cli" in r.output and "log analysis" in r.output
+    # issue 14: the column says what the session does, in words
+    assert r.output.splitlines()[0].split() == ["SESSION", "STATE", "UPDATED", "TITLE"]
+    assert "cli" in r.output and "log analysis" in r.output and "just now" in r.output
+    assert "Interrupted · resumes when opened" in r.output  # Running, but no run anywhere
     r = run(cli, "sessions", "--db", db, "--json")
     (s,) = json.loads(r.output)
     assert s["sessionId"] == "cli" and s["status"] == "Running" and s["metadata"] == {"t": 1}
+    assert s["state"] == "interrupted" and s["busy"] is False
+
+
+def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="alpha", title="Refactor the Parser")
+        done = store.create_session(session_id="beta", title="write docs")
+        store.add_step(done.session_id, NewStep(StepType.USER_INPUT, "user", "x"))
+        store.transition("beta", Status.SUCCESS)
+    ids = lambda r: [row["sessionId"] for row in json.loads(r.output)]  # noqa: E731
+    assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "success")) == ["beta"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "new")) == ["alpha"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "parser")) == ["alpha"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "parser", "--status", "failed")) == []
+    r = run(cli, "sessions", "--db", db, "nothing-like-it")
+    assert r.exit_code == 0 and r.output.strip() == "No session matches."
+    r = run(cli, "sessions", "--db", db, "--status", "bogus")
+    assert r.exit_code == 2 and "bogus" in r.output
 
 
 def test_sessions_limit(cli, db: Path) -> None:

@@ -9,6 +9,7 @@ the same loop. The loop knows nothing of storage: every event goes to the observ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
@@ -359,8 +360,6 @@ class Agent:
         if task in done:
             return task.result()
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
             await task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - it was stopped on purpose
-            pass
         raise Cancelled()

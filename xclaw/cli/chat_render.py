@@ -65,9 +65,9 @@ class Renderer:
     def _on_session(self, f: dict[str, Any]) -> None:
         parts = [f"[session] {f.get('sessionId')}"]
         if f.get("created"):
-            parts.append("new")
+            parts.append("new (saved with its first message)")
         else:
-            parts.append(str(f.get("status", "")))
+            parts.append(str(f.get("stateText") or f.get("status", "")))
         if f.get("title"):
             parts.append(repr(f["title"]))
         if f.get("isForked"):

@@ -20,7 +20,7 @@ from xclaw.errors import SessionNotFound, StepNotFound, XclawError
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
-from xclaw.store.model import display_id
+from xclaw.store.model import Status, display_id, session_state
 from xclaw.views import format_sessions, format_steps, format_tree
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,8 +106,20 @@ def workspaces_for(store: Store, root: str | None) -> Any:
     return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
 
 
+STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
+
+
 @click.command("sessions", short_help="List sessions, most recently updated first.")
+@click.argument("search", required=False, default=None, metavar="[WORD]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+@click.option(
+    "--status",
+    "state",
+    type=click.Choice(STATES, case_sensitive=False),
+    default=None,
+    help="Only sessions in this state (running: a run is in flight now; waiting: for your "
+    "next instruction).",
+)
 @click.option(
     "-n",
     "limit",
@@ -116,13 +128,32 @@ def workspaces_for(store: Store, root: str | None) -> Any:
     help="Only the N most recently updated sessions.",
 )
 @with_store
-def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
-    """List the sessions of a database, most recently updated first."""
-    found = store.list_sessions(limit=limit)
+def sessions_cmd(
+    store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
+) -> None:
+    """List the sessions of a database, most recently updated first; WORD keeps those whose
+    title or id contains it (case-insensitive)."""
+    found = store.list_sessions(limit=None if (search or state) else limit)
+    # A run in flight anywhere holds a live lease on its session.
+    live = {
+        info.session_id
+        for info in store.leases(statuses=(Status.RUNNING, Status.PAUSED))
+        if info.live
+    }
+    busy = live.__contains__
+    if search:
+        word = search.lower()
+        found = [s for s in found if word in s.title.lower() or word in s.session_id.lower()]
+    if state:
+        found = [s for s in found if session_state(s, busy=busy(s.session_id)).key == state.lower()]
+    if limit is not None:
+        found = found[:limit]
     if as_json:
-        click.echo(_dump([session_json(s) for s in found]))
+        click.echo(_dump([session_json(s, busy=busy(s.session_id)) for s in found]))
+    elif not found and (search or state):
+        _out().print("No session matches.")
     else:
-        _out().print(format_sessions(found))
+        _out().print(format_sessions(found, busy=busy))
 
 
 @click.command("steps", short_help="The latest steps of a session (like /steps).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,9 +91,11 @@ def steps_text(session_id: str, steps: list[Step]) -> str:
     return views.format_steps(steps, session_id)
 
 
-def sessions_text(sessions: list[Session], current: str) -> str:
+def sessions_text(
+    sessions: list[Session], current: str, busy: Callable[[str], bool] = lambda _sid: False
+) -> str:
     return (
-        views.format_sessions(sessions)
+        views.format_sessions(sessions, busy=busy)
         + f"\n\nthis session: {current}\nuse /switch ID (a unique prefix will do) to attach to another one"
     )
 
@@ -205,4 +208,5 @@ class CommandRunner:
 
     async def _sessions(self, session_id: str) -> CommandResult:
         sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)
-        return CommandResult(reply=[_notice(session_id, sessions_text(sessions, session_id))])
+        text = sessions_text(sessions, session_id, busy=self.runtime.is_busy)
+        return CommandResult(reply=[_notice(session_id, text)])

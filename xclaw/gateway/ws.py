@@ -283,16 +283,19 @@ class Connection:
                 return
             if cmd.name == "title" and sid == self.session_id and cmd.rest:
                 await self._create_pending(sid)  # naming it is the first thing said to it
-            elif cmd.name in ("steps", "rollback", "fork") and sid == self.session_id:
-                if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
-                    self.push(
-                        {
-                            "type": "notice",
-                            "sessionId": sid,
-                            "content": "No steps yet: this session starts with your first message.",
-                        }
-                    )
-                    return
+            elif (
+                cmd.name in ("steps", "rollback", "fork")
+                and sid == self.session_id
+                and await asyncio.to_thread(self.gw.store.find_session, sid) is None
+            ):
+                self.push(
+                    {
+                        "type": "notice",
+                        "sessionId": sid,
+                        "content": "No steps yet: this session starts with your first message.",
+                    }
+                )
+                return
             result = await self.gw.commands.run(sid, cmd)
             for out in result.reply:
                 self.push(out)

@@ -40,7 +40,15 @@ from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, StepType, parse_step_ref, session_state
+from xclaw.store.model import (
+    MAIN_AGENT,
+    Session,
+    Status,
+    Step,
+    StepType,
+    parse_step_ref,
+    session_state,
+)
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.tools.base import ToolContext
 from xclaw.views import title_from_message

@@ -26,6 +26,7 @@ const state = {
   busy: false,
   busyEpoch: 0, // bumped by every setBusy: tells a stale refreshBusy answer from a fresh one
   awaitingInput: false,
+  unsaved: false, // attached to a session that is written at its first message
   approval: null, // {stepId, frame, handle}
   historyReason: "restored",
   rollbackNotice: null,
@@ -101,6 +102,7 @@ function setBusy(busy) {
  * answer: the answer is then dropped, so a stale "busy" cannot lock the input again. */
 async function refreshBusy() {
   if (!state.sessionId) return;
+  if (state.unsaved) return setBusy(false); // nothing written, nothing running
   const epoch = state.busyEpoch;
   try {
     const s = await sessionsApi.get(state.sessionId);
@@ -147,6 +149,8 @@ function onFrame(frame) {
   const sid = frame.sessionId;
   // Frames of a session this page left a moment ago (the switch is in flight) are stale.
   const foreign = sid && state.sessionId && sid !== state.sessionId;
+  // The first message wrote the session: from its first step on, it has a record to fetch.
+  if (!foreign && state.unsaved && (frame.type === "step" || frame.type === "renamed")) state.unsaved = false;
   switch (frame.type) {
     case "session":
       return onSession(frame);
@@ -210,6 +214,13 @@ function onFrame(frame) {
       reloadTrace();
       scheduleSessionsRefresh();
       return;
+    case "renamed":
+      if (foreign) return;
+      state.session = { ...(state.session || {}), title: frame.title };
+      sidebar.patch(sid, { title: frame.title });
+      renderHeader();
+      scheduleSessionsRefresh();
+      return;
     case "forked":
       refreshSessions().then(() => offerSwitch(app, frame.sessionId, frame.fromStepId));
       return;
@@ -231,6 +242,8 @@ function onSession(frame) {
   state.session = frame;
   state.status = frame.status;
   state.awaitingInput = Boolean(frame.awaitingInput);
+  // `created`: attached to a session that is written with its first message (issue 14).
+  state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
   if (changed) {
     if (state.approval) state.approval.handle.close();
@@ -251,7 +264,8 @@ function renderHeader() {
   const s = { ...(sidebar.get(state.sessionId) || {}), ...(state.session || {}) };
   const listed = sidebar.get(state.sessionId);
   if (listed && listed.title !== undefined) s.title = listed.title;
-  $("session-title").textContent = s.sessionId ? sessionTitle(s) : "New session";
+  // A session not written yet (no message) has no title until its first message.
+  $("session-title").textContent = s.sessionId && (s.title || !state.session?.created) ? sessionTitle(s) : "New session";
   $("session-id").textContent = s.sessionId || "";
   const forkInfo = $("fork-info");
   forkInfo.replaceChildren();
@@ -389,7 +403,7 @@ async function deleteSession(s) {
 
 async function reloadTrace() {
   const sid = state.sessionId;
-  if (!sid) return;
+  if (!sid || state.unsaved) return; // a session not written yet has no trace to fetch
   const since = performance.now();
   try {
     const tree = await sessionsApi.tree(sid);
@@ -431,17 +445,11 @@ function handleApiError(e, { quiet = false } = {}) {
 
 function sendMessage(text) {
   const cmd = /^\/(\w+)(?:\s+(.*))?$/s.exec(text);
-  if (cmd && cmd[1] === "switch") {
-    if (!cmd[2]) {
-      transcript.error("usage: /switch SESSION_ID", "bad_command");
-      return true;
-    }
-    switchTo(cmd[2].trim());
-    return true;
-  }
-  if (cmd && cmd[1] === "new") {
-    newSession();
-    return true;
+  // /switch ID (existing sessions, unique prefixes) and /new [title] are the gateway's: it
+  // re-attaches this socket and its `session` frame switches the page.
+  if (cmd && (cmd[1] === "switch" || cmd[1] === "new")) {
+    compare.close();
+    showWorkspace();
   }
   if (!socket.open) {
     toast("Not connected yet — try again in a moment.", { kind: "warn" });
@@ -454,15 +462,7 @@ function sendMessage(text) {
   }
   transcript.user(text);
   setBusy(true);
-  const listed = sidebar.get(state.sessionId);
-  if (listed && !listed.title && state.sessionId) {
-    // A session is named after its first task until the user renames it.
-    const title = text.replace(/\s+/g, " ").slice(0, 60);
-    sessionsApi.rename(state.sessionId, title).then(() => {
-      sidebar.patch(listed.sessionId, { title });
-      renderHeader();
-    }).catch(() => {});
-  }
+  // The gateway names a session after its first message (a `renamed` frame follows).
   return true;
 }
 
