@@ -239,3 +239,19 @@ def test_real_process_end_to_end(db: Path, tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "no session with id 'ghost'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_session_ids_take_a_unique_prefix_and_export_has_json(cli, db: Path) -> None:
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="clipper-1", title="one")
+        store.create_session(session_id="clipper-2", title="two")
+    r = run(cli, "steps", "--db", db, "cli")  # exact id wins over the prefix matches
+    assert r.exit_code == 0 and "Steps (session: cli)" in r.output
+    r = run(cli, "export", "--db", db, "clipper")
+    assert r.exit_code == 2 and "matches 2 sessions" in r.output and "clipper-1" in r.output
+    r = run(cli, "export", "--db", db, "clipper-2", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["session"]["sessionId"] == "clipper-2" and doc["steps"] == []
+    r = run(cli, "trace", "--db", db, "nope")
+    assert r.exit_code == 2 and "no session with id 'nope'" in r.output

@@ -27,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Exit codes: 2 for a wrong session/step (the user's input, like a usage error), 1 for any
 # other failure of the store. Never a traceback.
-_USER_ERRORS = (SessionNotFound, StepNotFound)
+_USER_ERRORS = (SessionNotFound, StepNotFound)  # AmbiguousSession is a SessionNotFound
 
 
 def _out() -> Console:
@@ -74,6 +74,9 @@ def with_store(fn: F) -> F:
         except OSError as e:
             _fail(f"cannot open the database: {e}", 1)
         try:
+            if isinstance(kwargs.get("session_id"), str):
+                # Every command taking a session id takes a unique prefix of one (as git).
+                kwargs["session_id"] = store.resolve_session(kwargs["session_id"]).session_id
             return fn(store, *args, **kwargs)
         except _USER_ERRORS as e:
             _fail(e.message, 2)
@@ -260,10 +263,18 @@ def fork_cmd(
 
 @click.command("export", short_help="A session and its steps as JSON Lines.")
 @click.argument("session_id", metavar="SESSION")
+@click.option(
+    "--json", "as_json", is_flag=True, help='One JSON document {"session": …, "steps": […]}.'
+)
 @with_store
-def export_cmd(store: Store, session_id: str) -> None:
-    """JSON Lines: the session on the first line, then one line per step in order."""
+def export_cmd(store: Store, session_id: str, as_json: bool) -> None:
+    """JSON Lines: the session on the first line, then one line per step in order
+    (--json: one JSON document instead)."""
     session = store.get_session(session_id)
+    if as_json:
+        steps = [step_json(s) for s in store.steps(session_id)]
+        click.echo(_dump({"session": session_json(session), "steps": steps}))
+        return
     lines = [_dump({"kind": "session", **session_json(session)})]
     lines.extend(_dump({"kind": "step", **step_json(s)}) for s in store.steps(session_id))
     click.echo("\n".join(lines))
