@@ -204,3 +204,19 @@ def test_sessions_table() -> None:
         ]
     )
     assert format_sessions([]) == "No sessions yet."
+
+
+def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction() -> None:
+    # Issue 14: LLM rows show their text (or the tools they called) and their time; the usage
+    # hint names the latest main-agent instruction, never a sub-agent's task.
+    said = step(2, StepType.LLM_CALL, "m", None, start=1000, end=2300)
+    said = Step(**{**{f: getattr(said, f) for f in said.__dataclass_fields__},
+                   "output_data": {"text": "Let me look.", "tool_calls": [{"name": "shell"}]}})
+    steps = [
+        step(1, StepType.USER_INPUT, "user", "go"),
+        said,
+        step(3, StepType.USER_INPUT, "user", "sub task", agent="s0002"),
+    ]
+    lines = format_steps(steps, SID).splitlines()
+    assert lines[2] == '  s0002  llm_call      llm         "Let me look." → shell (1.3 s)'
+    assert lines[-2].startswith("  /rollback s0001")

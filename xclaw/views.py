@@ -59,6 +59,27 @@ def _shown_name(step: Step) -> str:
     return step.name
 
 
+def _llm_summary(step: Step) -> str:
+    """What an LLM call said (or which tools it called) and how long it took."""
+    out = step.output_data
+    if not isinstance(out, dict):
+        return ""
+    text = out.get("text") if isinstance(out.get("text"), str) else ""
+    calls = [c.get("name") for c in out.get("tool_calls") or () if isinstance(c, dict)]
+    bits = []
+    if text.strip():
+        bits.append(json.dumps(_one_line(text), ensure_ascii=False))
+    if calls:
+        bits.append("→ " + ", ".join(str(c) for c in calls))
+    if step.duration_ms is not None:
+        bits.append(f"({_duration(step.duration_ms)})")
+    return " ".join(bits)
+
+
+def _duration(ms: int) -> str:
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
 def _summary(step: Step) -> str:
     if step.step_type is StepType.LLM_CALL:
         return ""
@@ -99,7 +120,8 @@ def format_step_line(step: Step) -> str:
     if step.agent != "main":
         name = f"{name} ({step.agent})"
     parts = [f"  {step.display_id:<5}  {step.step_type.value:<12}  {name:<10}"]
-    extra = " ".join(p for p in (_summary(step), _state(step)) if p)
+    summary = _llm_summary(step) if step.step_type is StepType.LLM_CALL else _summary(step)
+    extra = " ".join(p for p in (summary, _state(step)) if p)
     if extra:
         parts.append("  " + extra)
     return "".join(parts).rstrip()
@@ -113,8 +135,10 @@ def format_steps(steps: Sequence[Step], session: Session | str) -> str:
     lines = [f"Steps (session: {label}):"]
     lines.extend(format_step_line(s) for s in steps)
     # The example id is the latest instruction shown: the usual place to rewind or branch.
-    users = [s for s in steps if s.step_type is StepType.USER_INPUT]
-    example = (users[-1] if users else steps[-1]).display_id
+    main = [s for s in steps if s.agent == "main"] or list(steps)
+    users = [s for s in main if s.step_type is StepType.USER_INPUT]
+    tools = [s for s in main if s.step_type is StepType.TOOL_CALL]
+    example = (users or tools or main)[-1].display_id
     lines += [
         "",
         "Usage:",

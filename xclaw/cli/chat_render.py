@@ -118,9 +118,6 @@ class Renderer:
     def _on_error(self, f: dict[str, Any]) -> None:
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
 
-    def _on_forked(self, f: dict[str, Any]) -> None:
-        self.line(f"type /switch {f.get('sessionId')} to continue on the fork", "dim")
-
     def approval(self, f: dict[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""
         self.line(
