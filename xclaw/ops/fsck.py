@@ -278,10 +278,12 @@ def _check_tool_calls(sid: str, steps: list[Step]) -> Iterable[Finding]:
                 next_user = next((q for q in user_seqs if q > s.seq), None)
                 if next_llm is None or (next_user is not None and next_user < next_llm):
                     continue  # the run stopped after this call: settled as not run / resumed
-                window = [t for t in own if t.step_type is StepType.TOOL_CALL
-                          and s.seq < t.seq < next_llm]
+                # A tool step answers this call: same call id, and hung under this model call
+                # (the recorder's parent link) or recorded before the next one.
+                answers = [t for t in own if t.step_type is StepType.TOOL_CALL and t.seq > s.seq
+                           and (t.parent_step_id == s.step_id or t.seq < next_llm)]
                 for call_id, name in calls:
-                    mine = [t for t in window if t.call_id == call_id]
+                    mine = [t for t in answers if t.call_id == call_id]
                     done = [t for t in mine if not (t.status is StepStatus.FAILED
                                                     and t.error_message == INTERRUPTED)]
                     if not mine:
@@ -295,7 +297,8 @@ def _check_tool_calls(sid: str, steps: list[Step]) -> Iterable[Finding]:
                                       "that ran to an end: "
                                       + ", ".join(t.display_id for t in done),
                                       sid, done[1].display_id)
-            elif s.step_type is StepType.TOOL_CALL and s.call_id not in requested_ever:
+            elif (s.step_type is StepType.TOOL_CALL and s.call_id is not None
+                  and s.call_id not in requested_ever):
                 yield Finding("tool_step_unrequested",
                               f"tool step {s.name} answers call {s.call_id}, which no earlier "
                               f"model call of agent {agent} asked for", sid, s.display_id)
