@@ -355,7 +355,7 @@ def _check_snapshots(
         if missing:
             yield Finding("blob_missing",
                           f"{len(missing)} file content(s) of this snapshot are not stored "
-                          f"(e.g. {sorted(missing)[0][:12]}…)", sid, at)
+                          f"(e.g. {min(missing)[:12]}…)", sid, at)
 
 
 def _check_blobs(access: FsckAccess, referenced: set[str]) -> Iterable[Finding]:

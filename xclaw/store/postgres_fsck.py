@@ -104,7 +104,7 @@ class PgFsck:
         after = ""
         while True:
             rows = self.store._read(
-                lambda c: c.execute(
+                lambda c, after=after: c.execute(
                     "SELECT hash, size, encoding, data FROM blobs WHERE hash>%s "
                     "ORDER BY hash LIMIT %s",
                     (after, batch),

@@ -87,7 +87,7 @@ class SqliteFsck:
         after = ""
         while True:
             rows = self.store._read(
-                lambda c: c.execute(
+                lambda c, after=after: c.execute(
                     "SELECT hash, size, encoding, data FROM blobs WHERE hash>? "
                     "ORDER BY hash LIMIT ?",
                     (after, batch),
