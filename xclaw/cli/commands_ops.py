@@ -78,8 +78,99 @@ def _print_report(report: object, *, repaired: bool) -> None:
         out.print(f"ok ({notes} note(s))" if notes else "ok")
 
 
+@click.command("replay", short_help="Re-run a recorded session; report where tools differ.")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--from", "from_step", default=None, metavar="sNNNN",
+              help="With --model: the step from which the live model answers (default: the start).")
+@click.option("--model", "model_spec", default=None, metavar="SPEC",
+              help="Call this model live (anthropic:…, openai:…, script:…) from --from on.")
+@click.option("--json", "as_json", is_flag=True,
+              help="The new session id and the divergences as one JSON object.")
+@workspace_option
+@with_store
+def replay_cmd(
+    store: Store,
+    session_id: str,
+    from_step: str | None,
+    model_spec: str | None,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
+    """Re-run SESSION into a new session: every model call is answered with the recorded
+    output (no model or API key needed), every tool runs again in the new session's fresh
+    workspace, approvals are answered as they were. Reports the first place where a tool
+    result differs from the record (exit 1), or that the session was reproduced (exit 0).
+
+    \b
+    xclaw replay SESSION                          offline: does the session reproduce?
+    xclaw replay SESSION --model openai:gpt-4o    a new model on the same task
+    xclaw replay SESSION --from s0007 --model M   the record up to s0007, then model M
+    """
+    import asyncio
+    from pathlib import Path
+
+    from xclaw.config import load_settings
+    from xclaw.ops.replay import replay
+
+    store.get_session(session_id)  # SessionNotFound: exit 2
+    live_from = None
+    if from_step is not None:
+        if model_spec is None:
+            raise click.UsageError("--from needs --model: it says where the live model takes over")
+        live_from = store.get_step(session_id, from_step).seq  # StepNotFound: exit 2
+    settings = load_settings(
+        db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
+    )
+    live = _live_model(model_spec, settings) if model_spec else None
+    result = asyncio.run(replay(store, settings, session_id, live=live, live_from=live_from))
+    if as_json:
+        click.echo(_dump(result.to_json()))
+    else:
+        out = _out()
+        out.print(f"[replay] {session_id} -> new session {result.session_id}")
+        out.print(f"[replay] workspace: {result.workspace}")
+        out.print(
+            f"[replay] {result.model_calls} model call(s) answered from the record"
+            + (f", {result.live_calls} by {live.name}" if live is not None else "")
+        )
+        first = result.first
+        if first is None:
+            out.print("[replay] reproduced: every tool result matches the record")
+        else:
+            where = first.step or first.new_step or "?"
+            out.print(
+                f"[replay] first divergence at {where} ({first.kind}"
+                + (f", {first.tool}" if first.tool else "") + ")"
+            )
+            if first.recorded is not None:
+                out.print(f"  recorded: {first.recorded}")
+            if first.replayed is not None:
+                out.print(f"  replayed: {first.replayed}")
+            if len(result.divergences) > 1:
+                out.print(f"[replay] {len(result.divergences) - 1} more divergence(s) (--json lists them)")
+    sys.exit(0 if result.first is None else 1)
+
+
+def _live_model(spec: str, settings: object) -> object:
+    """The model named on the command line, built as XCLAW_MODEL would build it."""
+    import os
+    from dataclasses import replace
+
+    from xclaw.config import load_settings
+    from xclaw.llm.factory import build_model
+
+    saved = os.environ.get("XCLAW_MODEL")
+    os.environ["XCLAW_MODEL"] = spec
+    try:
+        providers = load_settings().providers
+    finally:
+        if saved is None:
+            os.environ.pop("XCLAW_MODEL", None)
+        else:
+            os.environ["XCLAW_MODEL"] = saved
+    return build_model(replace(settings, providers=providers))  # type: ignore[type-var]
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(fsck_cmd)
-
-
-__all__ = ["fsck_cmd", "register", "workspace_option"]
+    cli.add_command(replay_cmd)
