@@ -23,6 +23,7 @@ from xclaw.store.fsck_rows import FsckAccess, Repair, SessionRow, SnapshotRow, f
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     INTERRUPTED,
+    MAIN_AGENT,
     Status,
     Step,
     StepStatus,
@@ -245,7 +246,7 @@ def _check_session(row: SessionRow, steps: list[Step], now: int) -> Iterable[Fin
                                     expected=Status.RUNNING.value))
     if row.status == Status.SUCCESS.value:
         last_llm = next((s for s in reversed(steps) if s.step_type is StepType.LLM_CALL
-                         and s.agent == "main"), None)
+                         and s.agent == MAIN_AGENT), None)
         if last_llm is not None and (last_llm.status is not StepStatus.COMPLETED
                                      or _calls_of(last_llm)):
             yield Finding("success_without_answer",
@@ -264,7 +265,10 @@ def _check_tool_calls(sid: str, steps: list[Step]) -> Iterable[Finding]:
     for s in steps:
         if s.step_type is not StepType.USER_INPUT:
             by_agent[s.agent].append(s)
-    user_seqs = [s.seq for s in steps if s.step_type is StepType.USER_INPUT]
+    # The main agent's user messages start turns (a sub-agent's task is recorded as its own
+    # user message, inside the turn).
+    user_seqs = [s.seq for s in steps
+                 if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT]
     for agent, own in by_agent.items():
         llm_seqs = [s.seq for s in own if s.step_type is StepType.LLM_CALL]
         requested_ever: set[str] = set()

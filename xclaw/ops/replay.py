@@ -237,7 +237,7 @@ async def replay(
 
         runtime.subscribe(sid, on_frame)
         for user in (s for s in steps if s.step_type is StepType.USER_INPUT
-                     and s.status is StepStatus.COMPLETED):
+                     and s.agent == MAIN_AGENT and s.status is StepStatus.COMPLETED):
             text = user.input_data if isinstance(user.input_data, str) else str(user.input_data)
             await runtime.send(sid, text)
             await runtime.wait_idle(sid)

@@ -69,7 +69,7 @@ class TurnExporter:
                 self.flush(timeout_s)
                 self._queue.put(_STOP)
                 self._processor.shutdown()
-            except Exception:  # noqa: BLE001 - telemetry never fails the program
+            except Exception:
                 log.warning("otel: shutting the exporter down failed", exc_info=True)
 
         t = threading.Thread(target=stop, name="xclaw-otel-close", daemon=True)
@@ -84,7 +84,7 @@ class TurnExporter:
                 return
             try:
                 self._export(*item)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.warning("otel: could not export a turn of session %s", item[0], exc_info=True)
             finally:
                 with self._idle:
@@ -199,6 +199,6 @@ def start_exporter(
             "otel: an OTLP endpoint is set but the OpenTelemetry SDK is missing (%s): "
             "pip install 'xclaw[otel]'", e.name or e,
         )
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("otel: could not start the span exporter", exc_info=True)
     return None

@@ -67,10 +67,11 @@ def _ns(ms: int | None) -> int:
 
 def split_turns(steps: Sequence[Step]) -> list[list[Step]]:
     """The steps in seq order, cut before each main-agent user message (a turn's first
-    step); steps before the first user message are dropped."""
+    step; a sub-agent's task is recorded as its own user message and stays in the turn);
+    steps before the first user message are dropped."""
     turns: list[list[Step]] = []
     for s in steps:
-        if s.step_type is StepType.USER_INPUT:
+        if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT:
             turns.append([s])
         elif turns:
             turns[-1].append(s)
@@ -165,8 +166,12 @@ def turn_spans(
                 last_answer = s
         elif s.step_type is StepType.TOOL_CALL:
             span = _tool_span(s, trace_id, owner.span_id, common, capture_content, content)
-        else:
-            continue  # a later user message starts the next turn; none here
+        else:  # a sub-agent's task (its user message)
+            if capture_content:
+                owner.attributes["gen_ai.input.messages"] = content(
+                    [{"role": "user", "parts": [{"type": "text", "content": _text(s.input_data)}]}]
+                )
+            continue
         step_spans[s.step_id] = span
         spans.append(span)
 
