@@ -218,3 +218,32 @@ def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
 def test_replay_of_an_unknown_session_is_a_plain_error(tmp_path: Path) -> None:
     r = xclaw(tmp_path, "replay", "nope")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_replay_reproduces_a_session_with_a_sub_agent(tmp_path: Path) -> None:
+    (tmp_path / "script.json").write_text(json.dumps({
+        "turns": [
+            {"text": "", "tool_calls": [
+                {"name": "write_file", "input": {"path": "a.txt", "content": "A"}},
+                {"name": "spawn_agent", "input": {"task": "list the files"}},
+            ]},
+            {"text": "all done"},
+        ],
+        "subagent": {"turns": [
+            {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "B"}}]},
+            {"text": "wrote b"},
+        ]},
+    }))
+    assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
+    sid = _only_session(tmp_path)
+    (tmp_path / "script.json").unlink()
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"], check=False, cwd=tmp_path,
+        env=_no_model_env(tmp_path), capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["reproduced"], r.stdout + r.stderr
+    assert out["modelCallsFromRecord"] == 4
+    ws = tmp_path / "workspaces" / out["sessionId"]
+    assert sorted(p.name for p in ws.iterdir()) == ["a.txt", "b.txt"]

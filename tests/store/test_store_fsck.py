@@ -183,3 +183,28 @@ def test_a_session_a_live_worker_drives_is_not_repaired(store: Store, backend: B
     assert not fsck.check(store).ok
     if backend.name == "postgres":
         pass  # no backup schema was made: nothing to drop
+
+
+def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
+    store: Store, backend: Backend
+) -> None:
+    """A sub-agent's task is recorded as its own user message inside the turn: the main
+    agent's turn goes on past it, so its missing tool step is still found."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
+    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    store.complete_step(sid, llm.seq, output_data={"tool_calls": [
+        {"id": "w", "name": "write_file"}, {"id": "s", "name": "spawn_agent"}]})
+    w = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w"))
+    store.complete_step(sid, w.seq, output_data="ok")
+    spawn = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s"))
+    agent = spawn.display_id
+    store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "task", spawn.step_id, agent=agent))
+    sub = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, spawn.step_id, agent=agent))
+    store.complete_step(sid, sub.seq, output_data={"text": "sub done"})
+    store.complete_step(sid, spawn.seq, output_data="sub done")
+    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    store.complete_step(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    assert fsck.check(store).findings == []
+    backend.query("DELETE FROM traces WHERE session_id=? AND seq=?", (sid, w.seq))
+    assert [f.code for f in fsck.check(store).findings] == ["tool_step_missing"]
