@@ -8,6 +8,8 @@ import sys
 import click
 
 from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.config import Settings
+from xclaw.llm.base import Model
 from xclaw.store.base import Store
 
 
@@ -151,7 +153,7 @@ def replay_cmd(
     sys.exit(0 if result.first is None else 1)
 
 
-def _live_model(spec: str, settings: object) -> object:
+def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
     import os
     from dataclasses import replace
@@ -168,7 +170,7 @@ def _live_model(spec: str, settings: object) -> object:
             os.environ.pop("XCLAW_MODEL", None)
         else:
             os.environ["XCLAW_MODEL"] = saved
-    return build_model(replace(settings, providers=providers))  # type: ignore[type-var]
+    return build_model(replace(settings, providers=providers))
 
 
 def register(cli: click.Group) -> None:

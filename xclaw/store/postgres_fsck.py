@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -103,21 +104,25 @@ class PgFsck:
     def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
         after = ""
         while True:
-            rows = self.store._read(
-                lambda c, after=after: c.execute(
-                    "SELECT hash, size, encoding, data FROM blobs WHERE hash>%s "
-                    "ORDER BY hash LIMIT %s",
-                    (after, batch),
-                ).fetchall()
-            )
+            rows = self._blob_page(after, batch)
             if not rows:
                 return
             for r in rows:
                 yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
             after = rows[-1][0]
 
+    def _blob_page(self, after: str, batch: int) -> list[Any]:
+        return self.store._read(
+            lambda c: c.execute(
+                "SELECT hash, size, encoding, data FROM blobs WHERE hash>%s "
+                "ORDER BY hash LIMIT %s",
+                (after, batch),
+            ).fetchall()
+        )
+
     def now(self) -> int:
         row = self.store._read(lambda c: c.execute(f"SELECT {NOW_MS}").fetchone())
+        assert row is not None
         return int(row[0])
 
     def backup(self, stamp: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from xclaw.errors import StoreError
 from xclaw.store.fsck_rows import BlobRow, Repair, SessionRow, SnapshotRow
@@ -86,18 +87,21 @@ class SqliteFsck:
     def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
         after = ""
         while True:
-            rows = self.store._read(
-                lambda c, after=after: c.execute(
-                    "SELECT hash, size, encoding, data FROM blobs WHERE hash>? "
-                    "ORDER BY hash LIMIT ?",
-                    (after, batch),
-                ).fetchall()
-            )
+            rows = self._blob_page(after, batch)
             if not rows:
                 return
             for r in rows:
                 yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
             after = rows[-1][0]
+
+    def _blob_page(self, after: str, batch: int) -> list[Any]:
+        return self.store._read(
+            lambda c: c.execute(
+                "SELECT hash, size, encoding, data FROM blobs WHERE hash>? "
+                "ORDER BY hash LIMIT ?",
+                (after, batch),
+            ).fetchall()
+        )
 
     def now(self) -> int:
         return lease_now()

@@ -214,7 +214,8 @@ def _chat_span(
     }
     if provider:
         attrs["gen_ai.provider.name"] = provider
-    params = inp.get("params") if isinstance(inp.get("params"), dict) else {}
+    raw_params = inp.get("params")
+    params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
     if isinstance(params.get("max_tokens"), int):
         attrs["gen_ai.request.max_tokens"] = params["max_tokens"]
     if isinstance(params.get("temperature"), (int, float)):
@@ -223,7 +224,8 @@ def _chat_span(
         attrs["gen_ai.response.model"] = str(out["model"]).partition(":")[2] or str(out["model"])
     if out.get("stop_reason"):
         attrs["gen_ai.response.finish_reasons"] = [str(out["stop_reason"])]
-    usage = out.get("usage") if isinstance(out.get("usage"), dict) else {}
+    raw_usage = out.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     read = _first_int((out, usage), _CACHE_READ_KEYS)
     write = _first_int((out, usage), _CACHE_WRITE_KEYS)
     if read is not None:
