@@ -342,6 +342,7 @@ class Reply:
     # Faults of a 200 reply: send only the first `cut_after` stream events, then end the body
     # cleanly (no end marker); or send `raw_body` as the whole body (b"": zero bytes).
     cut_after: int | None = None
+    cut_before_end: bool = False  # everything but the end marker(s)
     raw_body: bytes | None = None
     raw_content_type: str = "text/event-stream"
 
@@ -500,6 +501,8 @@ class _FakeServer:
         events = self._events(body, reply)
         if reply.cut_after is not None:
             events = events[: reply.cut_after]
+        if reply.cut_before_end:
+            events = self._without_end(events)
         stalled = False
         try:
             for event, data in events:
@@ -547,6 +550,9 @@ class _FakeServer:
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         raise NotImplementedError
 
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        raise NotImplementedError
+
 
 def _carries_text(data: str) -> bool:
     """Whether an SSE data line streams some assistant text (either wire format)."""
@@ -592,6 +598,13 @@ class FakeOpenAIServer(_FakeServer):
 
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Up to (not including) the chunk with a finish_reason: no usage, no [DONE]."""
+        for i, (_, data) in enumerate(events):
+            if '"finish_reason": "' in data:
+                return events[:i]
+        return events
 
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         model = body.get("model", "fake")
@@ -686,6 +699,10 @@ class FakeAnthropicServer(_FakeServer):
 
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Everything but `message_stop` (the message_delta with its stop_reason stays)."""
+        return [(e, d) for e, d in events if e != "message_stop"]
 
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         def ev(data: dict[str, Any]) -> tuple[str, str]:
