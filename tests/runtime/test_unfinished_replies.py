@@ -136,3 +136,12 @@ def test_xclaw_run_does_not_run_the_tool_call_of_a_cut_off_stream(tmp_path: Path
         r = xclaw(tmp_path, srv.url, "--session", sid)  # Success: nothing to continue
         assert r.returncode == 0 and "nothing to resume" in r.stdout
         assert f'xclaw run --session {sid} "your next message"' in r.stdout
+
+
+def test_xclaw_run_marks_text_of_a_reply_cut_after_it_streamed(tmp_path: Path) -> None:
+    with FakeOpenAIServer(default=Reply.cut(4, text="Done: I wrote the file for you.")) as srv:
+        r = xclaw(tmp_path, srv.url, "go")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "xclaw: Done: I wrote [reply cut off]\n" in r.stdout
+    assert "error (llm_error)" in r.stdout and "not retried" in r.stdout
+    assert len(srv.requests) == 1  # text went out: no second, different beginning
