@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 _BIN = Path(sys.executable).parent
 
@@ -176,7 +176,7 @@ class FaultProxy:
         with self._lock:
             self.faults.extend(faults)
 
-    def __enter__(self) -> FaultProxy:
+    def __enter__(self) -> Self:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
