@@ -40,6 +40,8 @@ from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
+from xclaw.store.rows import now_ms
+from xclaw.telemetry.exporter import start_exporter
 from xclaw.tools.base import ToolContext
 from xclaw.workspace.timetravel import Workspaces
 
@@ -112,6 +114,8 @@ class Runtime:
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
+        # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
+        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -350,6 +354,7 @@ class Runtime:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
+        started = now_ms()
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
@@ -433,6 +438,8 @@ class Runtime:
             log.exception("run of session %s crashed", sid)
             await self._fail(db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
         finally:
+            if self.telemetry is not None:  # spans from what this run committed (never blocks)
+                self.telemetry.run_ended(sid, started)
             if run.renewer is not None:
                 run.renewer.cancel()
             if self._runs.get(sid) is run:
@@ -545,6 +552,8 @@ class Runtime:
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)
+        if self.telemetry is not None:  # flushed before exit, in bounded time
+            await asyncio.to_thread(self.telemetry.close, 5.0)
 
 
 def _resumable(session: Session) -> bool:
