@@ -237,11 +237,16 @@ class Runtime:
             frame["agent"] = req.agent
         return frame
 
-    async def resume_if_needed(self, session_id: str) -> bool:
+    async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool:
+        """Continue interrupted work (Paused, or Running after a crash). With `failed`, an
+        explicit request by the user, also a Failed session: the loop picks up where the
+        record stops, so the call that failed is made again (an LLM error) and unanswered
+        tool calls are settled as after a crash. Never automatic: a client attaching to a
+        Failed session does not retry a failing provider behind the user's back."""
         if session_id in self._runs or self._stopping:
             return False
         session = await self.db(self.store.get_session, session_id)
-        if not _resumable(session):
+        if not (_resumable(session) or (failed and session.status is Status.FAILED)):
             return False
         try:
             self.require_model()
@@ -251,9 +256,11 @@ class Runtime:
         run = self._claim(session_id)
         try:
             lease, holder = await self.leases.try_acquire(session_id)
-            if lease is not None and not _resumable(await self.db(self.store.get_session, session_id)):
-                await self.leases.release(lease)  # its driver finished it meanwhile
-                lease = holder = None
+            if lease is not None:
+                now = await self.db(self.store.get_session, session_id)
+                if not (_resumable(now) or (failed and now.status is Status.FAILED)):
+                    await self.leases.release(lease)  # its driver finished it meanwhile
+                    lease = holder = None
         except BaseException:
             self._unclaim(session_id, run)
             raise
@@ -351,6 +358,10 @@ class Runtime:
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
+            # Continued on the user's explicit request after an error (resume_if_needed).
+            was_failed = resume and (
+                (await self.db(self.store.get_session, sid)).status is Status.FAILED
+            )
             if resume:
                 interrupted = await db(db.store.mark_interrupted, sid)
             else:
@@ -380,15 +391,14 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
-            if resume and (interrupted or hist.pending_approvals):
-                await recorder.alert(
-                    "resume",
-                    {
-                        "interrupted": [s.display_id for s in interrupted],
-                        "retrying": hist.interrupted_retry,
-                        "mayHaveRun": hist.interrupted_unsafe,
-                    },
-                )
+            if resume and (interrupted or hist.pending_approvals or was_failed):
+                details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
+                details |= {
+                    "interrupted": [s.display_id for s in interrupted],
+                    "retrying": hist.interrupted_retry,
+                    "mayHaveRun": hist.interrupted_unsafe,
+                }
+                await recorder.alert("resume", details)
             agent = Agent(
                 model=self.model,
                 tools=self.toolbox.tools,
