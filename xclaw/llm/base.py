@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
-from xclaw.messages import Message, ToolCall, ToolSpec, Usage
+from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
@@ -39,6 +39,8 @@ class LLMResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""  # the model that actually answered (after fallbacks)
     stop_reason: str = ""
+    # Reasoning blocks before the answer (Anthropic thinking, OpenAI-compatible reasoning).
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 @runtime_checkable

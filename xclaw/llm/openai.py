@@ -19,6 +19,7 @@ from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
     Message,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
@@ -141,15 +142,15 @@ class OpenAIModel:
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
         calls: dict[Any, dict[str, str]] = {}
+        # `reasoning_content` (DeepSeek, vLLM; `reasoning` on some servers): recorded and
+        # shown, never sent back (DeepSeek rejects it in input messages).
+        reasoning: list[str] = []
         usage = Usage()
         finish = ""
         async for chunk in stream:
             u = getattr(chunk, "usage", None)
             if u is not None:
-                usage = Usage(
-                    prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                    completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-                )
+                usage = _usage(u)
             for choice in getattr(chunk, "choices", None) or ():
                 if getattr(choice, "index", 0) not in (0, None):
                     continue
@@ -157,6 +158,11 @@ class OpenAIModel:
                 delta = getattr(choice, "delta", None)
                 if delta is None:
                     continue
+                thought = getattr(delta, "reasoning_content", None) or getattr(
+                    delta, "reasoning", None
+                )
+                if isinstance(thought, str) and thought:
+                    reasoning.append(thought)
                 content = getattr(delta, "content", None)
                 if content:
                     text.append(content)
@@ -188,4 +194,27 @@ class OpenAIModel:
             usage=usage,
             model=self.name,
             stop_reason=finish,
+            thinking=(
+                (ThinkingBlock(type="reasoning", thinking="".join(reasoning)),) if reasoning else ()
+            ),
         )
+
+
+def _usage(u: Any) -> Usage:
+    """`prompt_tokens` includes the cached ones (`prompt_tokens_details.cached_tokens`);
+    `completion_tokens` includes `completion_tokens_details.reasoning_tokens`."""
+
+    def count(obj: Any, name: str) -> int:
+        v = getattr(obj, name, None) if obj is not None else None
+        if v is None and isinstance(obj, dict):
+            v = obj.get(name)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    return Usage(
+        prompt_tokens=count(u, "prompt_tokens"),
+        completion_tokens=count(u, "completion_tokens"),
+        cache_read_tokens=count(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
+        reasoning_tokens=count(
+            getattr(u, "completion_tokens_details", None), "reasoning_tokens"
+        ),
+    )

@@ -12,7 +12,14 @@ from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.agent.loop import call_signature
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType
 
@@ -95,7 +102,9 @@ def build_history(
         elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:
             out = st.output_data if isinstance(st.output_data, dict) else {}
             calls = tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ())
-            msg = AssistantMessage(text=str(out.get("text") or ""), tool_calls=calls)
+            msg = AssistantMessage(
+                text=str(out.get("text") or ""), tool_calls=calls, thinking=recorded_thinking(out)
+            )
             order.append(("assistant", msg))
             for c in calls:
                 hist.call_parents[c.id] = st.step_id
@@ -144,6 +153,19 @@ def build_history(
                 failed = step.status is StepStatus.FAILED
                 hist.messages.append(_result(call, tool_output_text(step), failed))
     return hist
+
+
+def recorded_thinking(output: dict[str, Any]) -> tuple[ThinkingBlock, ...]:
+    """The thinking blocks of an llm_call's output, exactly as recorded (the provider checks
+    signatures byte for byte); a malformed entry is skipped rather than failing the rebuild."""
+    blocks: list[ThinkingBlock] = []
+    for raw in output.get("thinking") or ():
+        if isinstance(raw, dict):
+            try:
+                blocks.append(ThinkingBlock.from_json(raw))
+            except ValueError:
+                continue
+    return tuple(blocks)
 
 
 def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:

@@ -15,8 +15,8 @@ from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ToolCall
-from xclaw.protocol import notice_frame, step_json
+from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.protocol import notice_frame, step_json, thinking_frame
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import APPROVAL, History
 from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
@@ -149,6 +149,10 @@ class Recorder:
                 "stop_reason": response.stop_reason,
             }
         )
+        output["usage"] = response.usage.to_json()
+        thinking = [self._redacted_thinking(b) for b in response.thinking]
+        if thinking:
+            output["thinking"] = thinking
         llm = self._llm
         self._llm = None
         done = self.writes.submit(
@@ -165,10 +169,20 @@ class Recorder:
         )
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
+        if thinking and self.is_main:
+            self.emit(thinking_frame(thinking, response.usage.reasoning_tokens))
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
             await done.future
             self.emit({"type": "status", "status": Status.SUCCESS.value})
+
+    def _redacted_thinking(self, block: ThinkingBlock) -> dict[str, Any]:
+        """Thinking text is redacted like all text; the signature and the opaque data of a
+        redacted_thinking block are the provider's bytes and stay untouched."""
+        out = block.to_json()
+        if "thinking" in out:
+            out["thinking"] = self.redact.text(out["thinking"])
+        return out
 
     async def llm_failed(self, error: str) -> None:
         llm = self._llm
