@@ -143,7 +143,11 @@ class Agent:
                 context.append(UserMessage(note))
             response = await self._call_llm(context, resumed=note is not None)
             note = None
-            messages.append(AssistantMessage(text=response.text, tool_calls=response.tool_calls))
+            messages.append(
+                AssistantMessage(
+                    text=response.text, tool_calls=response.tool_calls, thinking=response.thinking
+                )
+            )
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
         tools = tuple(spec_of(t) for t in self.tools.values())

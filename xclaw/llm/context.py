@@ -20,6 +20,7 @@ def estimate_tokens(m: Message) -> int:
     """About four characters a token plus a small per-message overhead (role, framing)."""
     if isinstance(m, AssistantMessage):
         size = len(m.text) + sum(len(c.name) + len(json.dumps(c.input)) + 16 for c in m.tool_calls)
+        size += sum(len(b.thinking) + len(b.signature) + len(b.data) for b in m.thinking)
     elif isinstance(m, ToolResultMessage):
         size = len(m.content) + len(m.tool_call_id)
     else:
