@@ -29,6 +29,7 @@ from xclaw.errors import (
     SessionNotFound,
     StepNotFound,
 )
+from xclaw.llm import prices
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
@@ -97,6 +98,8 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
+        # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
+        prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (invariant 9).
