@@ -58,6 +58,21 @@ class ThinkingBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image a tool returned (view_file on a PNG, JPEG, GIF or WebP). `data` holds the
+    bytes while the conversation is live; the record keeps only `hash` (the content-addressed
+    blob store's key) and history rebuilds load the bytes back from there."""
+
+    media_type: str
+    data: bytes = b""
+    hash: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Without the bytes: what trace rows and client frames carry."""
+        return {"media_type": self.media_type, "hash": self.hash, "size": len(self.data)}
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
     text: str
     kind: Literal["user"] = "user"
@@ -79,6 +94,7 @@ class ToolResultMessage:
     content: str
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
+    images: tuple[ImageBlock, ...] = ()
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
@@ -149,13 +165,16 @@ def message_to_json(m: Message) -> dict[str, Any]:
         if m.thinking:
             out["thinking"] = [b.to_json() for b in m.thinking]
         return out
-    return {
+    out = {
         "kind": "tool_result",
         "tool_call_id": m.tool_call_id,
         "name": m.name,
         "content": m.content,
         "is_error": m.is_error,
     }
+    if m.images:
+        out["images"] = [i.to_json() for i in m.images]
+    return out
 
 
 def message_from_json(d: dict[str, Any]) -> Message:

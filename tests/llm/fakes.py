@@ -41,9 +41,35 @@ def _need(cond: object, message: str) -> None:
 # --- validators -----------------------------------------------------------------------------
 
 
-def _check_text_parts(content: Any, where: str) -> None:
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def _check_image(part: dict[str, Any], where: str) -> None:
+    """An Anthropic `image` block (base64 source) or an OpenAI `image_url` part (data URL)."""
+    if part.get("type") == "image":
+        src = part.get("source")
+        _need(isinstance(src, dict) and src.get("type") == "base64", f"{where}.source: base64")
+        _need(src.get("media_type") in _IMAGE_TYPES, f"{where}.source.media_type: unsupported")
+        data = src.get("data")
+    else:
+        url = (part.get("image_url") or {}).get("url")
+        _need(isinstance(url, str) and url.startswith("data:image/"), f"{where}: bad image_url")
+        media, _, data = url[5:].partition(";base64,")
+        _need(media in _IMAGE_TYPES, f"{where}: unsupported image type {media}")
+    try:
+        raw = base64.b64decode(data or "", validate=True)
+    except ValueError as e:
+        raise InvalidRequest(f"{where}: image data is not base64") from e
+    _need(raw, f"{where}: empty image")
+
+
+def _check_text_parts(content: Any, where: str, *, images: str = "") -> None:
+    """Text blocks; `images` names the image part type also allowed ("image", "image_url")."""
     _need(isinstance(content, list) and content, f"{where}: expected a string or a non-empty list")
     for j, part in enumerate(content):
+        if images and isinstance(part, dict) and part.get("type") == images:
+            _check_image(part, f"{where}[{j}]")
+            continue
         _need(
             isinstance(part, dict)
             and part.get("type") == "text"
@@ -252,7 +278,7 @@ def validate_anthropic_request(body: Any) -> None:
                 _need(isinstance(b.get("tool_use_id"), str), f"{bw}.tool_use_id: field required")
                 rc = b.get("content", "")
                 if not isinstance(rc, str):
-                    _check_text_parts(rc, f"{bw}.content")
+                    _check_text_parts(rc, f"{bw}.content", images="image")
                 _need(
                     isinstance(b.get("is_error", False), bool), f"{bw}.is_error: expected a boolean"
                 )
@@ -348,7 +374,8 @@ def validate_openai_request(body: Any) -> None:
         content = msg.get("content")
         if role in ("system", "developer", "user"):
             if not isinstance(content, str):
-                _check_text_parts(content, f"{where}.content")
+                allowed = "image_url" if role == "user" else ""
+                _check_text_parts(content, f"{where}.content", images=allowed)
         elif role == "assistant":
             calls = msg.get("tool_calls")
             if calls is None:

@@ -271,7 +271,9 @@ class Agent:
             if turn is not None:
                 turn.release()
         await self.observer.tool_finished(call, result)
-        return ToolResultMessage(call.id, call.name, result.content, result.is_error)
+        return ToolResultMessage(
+            call.id, call.name, result.content, result.is_error, images=result.images
+        )
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)

@@ -7,6 +7,7 @@ covers every provider and every attempt is visible to us.
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 from anthropic import AsyncAnthropic
@@ -78,10 +79,24 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
             if any(b["type"] not in ("thinking", "redacted_thinking") for b in blocks):
                 add("assistant", blocks)  # thinking alone is no valid assistant turn
         elif isinstance(m, ToolResultMessage):
+            content: Any = m.content or EMPTY
+            if m.images:
+                content = [{"type": "text", "text": content}] + [
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": i.media_type,
+                            "data": base64.b64encode(i.data).decode("ascii"),
+                        },
+                    }
+                    for i in m.images
+                    if i.data
+                ]
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": portable_id(m.tool_call_id),
-                "content": m.content or EMPTY,
+                "content": content,
             }
             if m.is_error:
                 block["is_error"] = True

@@ -7,6 +7,7 @@ The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from typing import Any
@@ -39,7 +40,18 @@ def openai_messages(
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    # Tool messages carry text only: images a tool returned follow the group of tool
+    # messages as one user message of image_url data URLs.
+    images: list[dict[str, Any]] = []
+
+    def flush_images() -> None:
+        if images:
+            out.append({"role": "user", "content": list(images)})
+            images.clear()
+
     for m in messages:
+        if not isinstance(m, ToolResultMessage):
+            flush_images()
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
@@ -67,6 +79,22 @@ def openai_messages(
             out.append(
                 {"role": "tool", "tool_call_id": portable_id(m.tool_call_id), "content": content}
             )
+            shown = [i for i in m.images if i.data]
+            if shown:
+                images.append(
+                    {"type": "text", "text": f"The image(s) {m.name} returned ({m.content}):"}
+                )
+                images.extend(
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": f"data:{i.media_type};base64,"
+                            + base64.b64encode(i.data).decode("ascii")
+                        },
+                    }
+                    for i in shown
+                )
+    flush_images()
     return out
 
 

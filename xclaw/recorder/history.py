@@ -7,13 +7,14 @@ answered by exactly one tool result, synthetic where the record has none to give
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.agent.loop import call_signature
 from xclaw.messages import (
     AssistantMessage,
+    ImageBlock,
     Message,
     ThinkingBlock,
     ToolCall,
@@ -76,6 +77,56 @@ def tool_output_text(step: Step) -> str:
     if isinstance(out, dict) and "content" in out:
         return str(out["content"])
     return str(out)
+
+
+def tool_output_images(step: Step) -> tuple[ImageBlock, ...]:
+    """The images a tool step returned, by blob hash (bytes: `with_image_bytes`)."""
+    out = step.output_data
+    if not isinstance(out, dict):
+        return ()
+    found = []
+    for ref in out.get("images") or ():
+        if isinstance(ref, dict) and isinstance(ref.get("hash"), str):
+            found.append(ImageBlock(media_type=str(ref.get("media_type") or ""), hash=ref["hash"]))
+    return tuple(found)
+
+
+IMAGE_GONE = "[the image {hash} is no longer in the blob store]"
+
+
+def with_image_bytes(
+    messages: list[Message], load: Callable[[list[str]], dict[str, bytes]]
+) -> list[Message]:
+    """Messages whose images carry their bytes again (`load`: the store's get_blobs). An
+    image whose blob is gone becomes a note in the result text rather than a broken block."""
+    wanted = sorted(
+        {
+            i.hash
+            for m in messages
+            if isinstance(m, ToolResultMessage)
+            for i in m.images
+            if i.hash and not i.data
+        }
+    )
+    if not wanted:
+        return messages
+    blobs = load(wanted)
+    out: list[Message] = []
+    for m in messages:
+        if not isinstance(m, ToolResultMessage) or not m.images:
+            out.append(m)
+            continue
+        kept = []
+        notes = []
+        for i in m.images:
+            data = i.data or blobs.get(i.hash, b"")
+            if data:
+                kept.append(replace(i, data=data))
+            else:
+                notes.append(IMAGE_GONE.format(hash=i.hash[:12]))
+        content = "\n".join([m.content, *notes]) if notes else m.content
+        out.append(replace(m, content=content, images=tuple(kept)))
+    return out
 
 
 def build_history(
@@ -151,7 +202,11 @@ def build_history(
                 hist.messages.append(_result(call, INTERRUPTED_RESULT, True))
             else:
                 failed = step.status is StepStatus.FAILED
-                hist.messages.append(_result(call, tool_output_text(step), failed))
+                result = _result(call, tool_output_text(step), failed)
+                images = tool_output_images(step)
+                if images:
+                    result = replace(result, images=images)
+                hist.messages.append(result)
     return hist
 
 

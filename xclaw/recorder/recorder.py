@@ -10,6 +10,7 @@ A sub-agent interrupted mid-run is continued from its own steps (`resume_child`)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -241,16 +242,29 @@ class Recorder:
         running = self._tool_steps.pop(call.id)
         content = self.redact.text(result.content)
         state = "failed" if result.is_error else "completed"
+        # Images: bytes to the content-addressed blob store, only their hashes in the row.
+        refs = [(hashlib.sha256(i.data).hexdigest(), i) for i in result.images]
+        blobs = {h: i.data for h, i in refs}
+        output: Any = content
+        if refs:
+            output = {
+                "content": content,
+                "images": [
+                    {"hash": h, "media_type": i.media_type, "size": len(i.data)} for h, i in refs
+                ],
+            }
 
         def write() -> Step:
+            if blobs:
+                self.store.put_blobs(blobs)
             if result.is_error:
                 return self.store.fail_step(
                     self.session_id,
                     running.seq,
                     error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
-                    output_data=content,
+                    output_data=output,
                 )
-            return self.store.complete_step(self.session_id, running.seq, output_data=content)
+            return self.store.complete_step(self.session_id, running.seq, output_data=output)
 
         # Not awaited: the next LLM call is no side effect. The result commits at once on the
         # queue, and the next tool's write-ahead row — or the final answer — waits for it.
