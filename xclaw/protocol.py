@@ -185,15 +185,12 @@ def notice_frame(content: str) -> dict[str, Any]:
     return {"type": "notice", "content": content}
 
 
-def thinking_frame(blocks: list[dict[str, Any]], reasoning_tokens: int = 0) -> dict[str, Any]:
+def thinking_frame(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     """The model's reasoning before its answer (docs/protocol.md `thinking`): the text of its
     thinking blocks (already redacted), and how many were redacted_thinking blocks, whose
     content the provider keeps encrypted. Clients show it folded."""
-    frame: dict[str, Any] = {
+    return {
         "type": "thinking",
         "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks if b.get("thinking")),
         "redacted": sum(1 for b in blocks if b.get("type") == "redacted_thinking"),
     }
-    if reasoning_tokens:
-        frame["tokens"] = reasoning_tokens
-    return frame

@@ -266,7 +266,7 @@ def _session_tokens(c: SessionCost | None) -> str:
     text = f"{_count(c.usage.prompt_tokens)}/{_count(c.usage.completion_tokens)}"
     if c.usage.cache_read_tokens:
         share = 100 * c.usage.cache_read_tokens / max(1, c.usage.prompt_tokens)
-        text += f" {share:.0f}%c"
+        text += f" ({share:.0f}% cached)"
     return text
 
 

@@ -93,7 +93,7 @@ def test_tokens_and_cost_per_step_and_per_session(cli, tmp_path: Path, monkeypat
     (s,) = json.loads(run(cli, "sessions", "--db", path, "--json").output)
     assert s["cost"] == round(expected, 6) and s["usage"]["cache_read"] == 180_000
     table = run(cli, "sessions", "--db", path).output
-    assert f"${expected:.4f}" in table and "200k/2.0k 90%c" in table
+    assert f"${expected:.4f}" in table and "200k/2.0k (90% cached)" in table
     lines = run(cli, "export", "p", "--db", path).output.splitlines()
     assert json.loads(lines[0])["cost"] == round(expected, 6)
     step = json.loads(lines[2])

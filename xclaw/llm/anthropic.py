@@ -13,7 +13,7 @@ from typing import Any
 from anthropic import AsyncAnthropic
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -261,6 +261,8 @@ class AnthropicModel:
                     thinking[event.index]["thinking"] += getattr(delta, "thinking", "") or ""
                 elif dtype == "signature_delta" and event.index in thinking:
                     thinking[event.index]["signature"] += getattr(delta, "signature", "") or ""
+            elif kind == "content_block_stop" and event.index in thinking:
+                await show_thinking(_block(thinking[event.index]))
             elif kind == "message_delta":
                 stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
                 usage = _usage(event.usage, usage)
@@ -275,16 +277,17 @@ class AnthropicModel:
             usage=usage,
             model=self.name,
             stop_reason=stop_reason,
-            thinking=tuple(
-                ThinkingBlock(
-                    type=b["type"],  # type: ignore[arg-type]
-                    thinking=b["thinking"],
-                    signature=b["signature"],
-                    data=b["data"],
-                )
-                for _, b in sorted(thinking.items())
-            ),
+            thinking=tuple(_block(b) for _, b in sorted(thinking.items())),
         )
+
+
+def _block(b: dict[str, str]) -> ThinkingBlock:
+    return ThinkingBlock(
+        type=b["type"],  # type: ignore[arg-type]
+        thinking=b["thinking"],
+        signature=b["signature"],
+        data=b["data"],
+    )
 
 
 def _usage(u: Any, before: Usage) -> Usage:

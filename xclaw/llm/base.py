@@ -3,6 +3,7 @@ scripted model all implement."""
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import time
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,22 @@ from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
+# Called with each reasoning block as soon as it is complete, before the answer streams.
+ThinkingSink = Callable[[ThinkingBlock], Awaitable[None]]
+
+# Set by the agent loop around a call (a context variable, so the retry and fallback wrappers
+# between the loop and the provider need not pass it along). Providers report each finished
+# thinking block through `show_thinking`; the whole set also comes back in
+# LLMResponse.thinking, which is what is recorded.
+thinking_sink: contextvars.ContextVar[ThinkingSink | None] = contextvars.ContextVar(
+    "xclaw_thinking_sink", default=None
+)
+
+
+async def show_thinking(block: ThinkingBlock) -> None:
+    sink = thinking_sink.get()
+    if sink is not None:
+        await sink(block)
 
 
 @dataclass(frozen=True, slots=True)

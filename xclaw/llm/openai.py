@@ -15,7 +15,7 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -173,6 +173,7 @@ class OpenAIModel:
         # `reasoning_content` (DeepSeek, vLLM; `reasoning` on some servers): recorded and
         # shown, never sent back (DeepSeek rejects it in input messages).
         reasoning: list[str] = []
+        shown = False
         usage = Usage()
         finish = ""
         async for chunk in stream:
@@ -192,6 +193,9 @@ class OpenAIModel:
                 if isinstance(thought, str) and thought:
                     reasoning.append(thought)
                 content = getattr(delta, "content", None)
+                if reasoning and not shown and (content or getattr(delta, "tool_calls", None)):
+                    shown = True  # the reasoning is over: show it before the answer
+                    await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
                 if content:
                     text.append(content)
                     if on_delta is not None:
@@ -208,6 +212,8 @@ class OpenAIModel:
                             entry["name"] = fn.name
                         if fn.arguments:
                             entry["arguments"] += fn.arguments
+        if reasoning and not shown:
+            await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
         tool_calls = tuple(
             ToolCall(
                 id=c["id"] or f"call_{uuid.uuid4().hex[:24]}",

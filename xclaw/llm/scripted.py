@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -193,6 +193,8 @@ class ScriptedModel:
             await asyncio.sleep(turn.sleep)
         if turn.fail is not None:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
+        if turn.thinking:
+            await show_thinking(ThinkingBlock("reasoning", turn.thinking))
         if on_delta is not None:
             for piece in _chunks(turn.text):
                 await on_delta(piece)

@@ -139,6 +139,10 @@ class Recorder:
         if self.is_main and text:
             self.emit({"type": "delta", "content": self.redact.text(text)})
 
+    async def llm_thinking(self, block: ThinkingBlock) -> None:
+        if self.is_main:
+            self.emit(thinking_frame([self._redacted_thinking(block)]))
+
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
         final = self.is_main and not response.tool_calls
@@ -170,8 +174,7 @@ class Recorder:
         )
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
-        if thinking and self.is_main:
-            self.emit(thinking_frame(thinking, response.usage.reasoning_tokens))
+
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
             await done.future

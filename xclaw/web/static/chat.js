@@ -144,12 +144,10 @@ export class Transcript {
     else setToolResult(line, frame.state, frame.output ?? "", frame.stepId);
   }
 
-  /** The `thinking` frame: the model's reasoning, folded. It arrives when the call ends, so
-   * it goes above the answer that streamed meanwhile. */
+  /** The `thinking` frame: the model's reasoning, folded, before its answer streams. */
   thinking(frame) {
-    const fold = thinkingFold(frame, false);
-    if (this.live) this.list.insertBefore(fold, this.live);
-    else this.add(fold);
+    this.endLive();
+    this.add(thinkingFold(frame, false));
   }
 
   notice(text) {
@@ -203,7 +201,6 @@ function thinkingFold(frame, restored) {
   const bits = [];
   if (words) bits.push(`${words} word${words === 1 ? "" : "s"}`);
   if (frame.redacted) bits.push(`${frame.redacted} redacted`);
-  if (frame.tokens) bits.push(`${frame.tokens} tokens`);
   return h(`details.thinking${restored ? ".restored" : ""}`,
     h("summary", { text: `Thinking${bits.length ? " · " + bits.join(" · ") : ""}` }),
     text ? h("pre.thinking-text", { text }) : h("p.muted", { text: "The provider sent this reasoning encrypted." }));
