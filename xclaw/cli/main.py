@@ -23,6 +23,7 @@ def _register() -> None:
     from xclaw.cli import (
         commands_chat,
         commands_demo,
+        commands_ops,
         commands_run,
         commands_serve,
         commands_store,
@@ -37,6 +38,7 @@ def _register() -> None:
     commands_workers.register(cli)
     commands_chat.register(cli)
     commands_demo.register(cli)
+    commands_ops.register(cli)
 
 
 def main() -> None:

@@ -58,6 +58,8 @@ class LLMResponse:
     stop_reason: str = ""
     # Reasoning blocks before the answer (Anthropic thinking, OpenAI-compatible reasoning).
     thinking: tuple[ThinkingBlock, ...] = ()
+    # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
+    request_id: str = ""
 
 
 @runtime_checkable
@@ -82,8 +84,9 @@ class ProviderError(LLMError):
         provider: str = "",
         status: int | None = None,
         retry_after: float | None = None,
+        request_id: str = "",
     ) -> None:
-        super().__init__(message, retryable=retryable, provider=provider)
+        super().__init__(message, retryable=retryable, provider=provider, request_id=request_id)
         self.status = status
         self.retry_after = retry_after
 
