@@ -208,3 +208,41 @@ def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
     assert fsck.check(store).findings == []
     backend.query("DELETE FROM traces WHERE session_id=? AND seq=?", (sid, w.seq))
     assert [f.code for f in fsck.check(store).findings] == ["tool_step_missing"]
+
+
+def test_a_database_being_written_is_never_reported_broken(store_factory: Any) -> None:
+    """fsck reads one consistent view: a writer adding turns meanwhile (new steps, next_seq
+    moving, snapshots and blobs coming) never makes the healthy record look broken."""
+    import threading
+
+    writer_store = store_factory()
+    checker = store_factory()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for i in range(25):
+                sid = writer_store.create_session().session_id
+                _turn(writer_store, sid, [(f"a{i}", "write_file"), (f"b{i}", "shell")])
+                data = f"content {i}".encode()
+                writer_store.put_blobs({content_hash(data): data})
+                writer_store.save_snapshot(
+                    sid, 4, {"f": {"hash": content_hash(data), "size": len(data), "mode": 0o644}}
+                )
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    checks = 0
+    while not done.is_set() or checks == 0:
+        report = fsck.check(checker)
+        assert report.errors == [], [f.to_json() for f in report.errors]
+        checks += 1
+    t.join()
+    assert not errors, errors
+    final = fsck.check(checker)
+    assert final.ok and final.sessions == 25

@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xclaw.store.base import Store
-from xclaw.store.fsck_rows import FsckAccess, Repair, SessionRow, SnapshotRow, fsck_access
+from xclaw.store.fsck_rows import (
+    FsckAccess,
+    FsckReader,
+    Repair,
+    SessionRow,
+    SnapshotRow,
+    fsck_access,
+)
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     INTERRUPTED,
@@ -109,28 +116,32 @@ class Report:
 
 
 def check(store: Store, *, access: FsckAccess | None = None) -> Report:
-    """Every check, over every session; nothing is written."""
+    """Every check, over every session, on one consistent view; nothing is written."""
     access = access or fsck_access(store)
-    report = Report(database=store.url)
-    add = report.findings.append
     now = access.now()
-    sessions = access.sessions()
+    return access.read(lambda reader: _check_all(reader, store.url, now))
+
+
+def _check_all(reader: FsckReader, url: str, now: int) -> Report:
+    report = Report(database=url)
+    add = report.findings.append
+    sessions = reader.sessions()
     report.sessions = len(sessions)
     known = {s.session_id for s in sessions}
-    for step_id, sid in access.stray_steps():
+    for step_id, sid in reader.stray_steps():
         add(Finding("step_without_session", f"step {step_id} belongs to no session", sid))
-    for sid, seq in access.stray_snapshots():
+    for sid, seq in reader.stray_snapshots():
         add(Finding("snapshot_without_session", "snapshot of a session that does not exist",
                     sid, display_id(seq)))
-    blob_hashes = access.blob_hashes()
+    blob_hashes = reader.blob_hashes()
     report.blobs = len(blob_hashes)
     referenced: set[str] = set()
     for row in sessions:
-        steps = store.steps(row.session_id)
+        steps = reader.steps(row.session_id)
         report.steps += len(steps)
         for f in _check_session(row, steps, now):
             add(f)
-        snaps = access.snapshot_rows(row.session_id)
+        snaps = reader.snapshot_rows(row.session_id)
         report.snapshots += len(snaps)
         for f in _check_snapshots(row, snaps, blob_hashes, referenced):
             add(f)
@@ -138,7 +149,7 @@ def check(store: Store, *, access: FsckAccess | None = None) -> Report:
             add(Finding("fork_parent_missing",
                         f"forked from {row.parent_session_id}, which does not exist",
                         row.session_id))
-    for restore in store.pending_restores():
+    for restore in reader.restores():
         manifest = restore.manifest or {}
         missing = hashes_of(manifest) - blob_hashes
         referenced |= hashes_of(manifest)
@@ -151,7 +162,7 @@ def check(store: Store, *, access: FsckAccess | None = None) -> Report:
                         f"a {restore.kind} restore is journaled but not finished on disk "
                         "(the runtime completes it when the session is next opened)",
                         restore.session_id, severity=INFO))
-    for f in _check_blobs(access, referenced):
+    for f in _check_blobs(reader, referenced):
         add(f)
     return report
 
@@ -169,7 +180,7 @@ def repair(
     now = access.now()
     live = {
         s.session_id
-        for s in access.sessions()
+        for s in access.read(lambda reader: reader.sessions())
         if s.lease_owner is not None and s.lease_expires_at is not None
         and now < s.lease_expires_at <= now + MAX_LEASE_AHEAD_MS
     }
@@ -362,9 +373,9 @@ def _check_snapshots(
                           f"(e.g. {min(missing)[:12]}…)", sid, at)
 
 
-def _check_blobs(access: FsckAccess, referenced: set[str]) -> Iterable[Finding]:
+def _check_blobs(reader: FsckReader, referenced: set[str]) -> Iterable[Finding]:
     unreferenced = 0
-    for blob in access.blobs():
+    for blob in reader.blobs():
         try:
             data = decode_blob(blob.encoding, blob.data)
         except Exception as e:  # noqa: BLE001 - a corrupt payload is a finding, not a crash

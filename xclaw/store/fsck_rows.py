@@ -8,12 +8,18 @@ one twice, or after the database moved on, changes nothing it should not.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
+from xclaw.store.common import row_to_restore
+from xclaw.store.model import Step
+from xclaw.store.rows import STEP_COLS, load_json, row_to_step
+from xclaw.store.snapshot_model import PendingRestore
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +83,92 @@ REPAIR_KINDS = frozenset(
 )
 
 
-class FsckAccess(Protocol):
-    """Raw reads and the one repair transaction of a backend."""
+class FsckReader:
+    """Reads of one consistent view of the database (one read transaction: SQLite's WAL
+    snapshot, PostgreSQL's REPEATABLE READ), so a server writing meanwhile cannot make a
+    healthy record look broken. `ph` is the backend's placeholder; `text_cast` turns a
+    JSON column into text (PostgreSQL's jsonb)."""
 
-    def sessions(self) -> list[SessionRow]: ...
+    ph = "?"
+    text_cast = ""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        return list(self.conn.execute(sql.replace("?", self.ph), params).fetchall())
+
+    def sessions(self) -> list[SessionRow]:
+        rows = self._all(
+            "SELECT session_id, current_status, next_seq, awaiting_input, is_forked, "
+            "parent_session_id, forked_from_seq, lease_owner, lease_expires_at, lease_token "
+            "FROM sessions ORDER BY created_at, session_id"
+        )
+        return [
+            SessionRow(r[0], r[1], int(r[2]), bool(r[3]), bool(r[4]), r[5], r[6], r[7], r[8],
+                       int(r[9] or 0))
+            for r in rows
+        ]
+
+    def steps(self, session_id: str) -> list[Step]:
+        rows = self._all(
+            f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq", (session_id,)
+        )
+        return [row_to_step(r) for r in rows]
+
+    def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
+        t = self.text_cast
+        rows = self._all(
+            f"SELECT session_id, seq, base_seq, manifest{t}, removed{t} FROM snapshots "
+            "WHERE session_id=? ORDER BY seq",
+            (session_id,),
+        )
+        return [SnapshotRow(r[0], r[1], r[2], load_json(r[3]), load_json(r[4])) for r in rows]
+
+    def restores(self) -> list[PendingRestore]:
+        t = self.text_cast
+        rows = self._all(
+            "SELECT session_id, restore_id, kind, source_session_id, snapshot_seq, "
+            f"manifest{t}, ignore{t}, created_at FROM workspace_restores ORDER BY session_id"
+        )
+        return [row_to_restore(r) for r in rows]
 
     def stray_steps(self) -> list[tuple[str, str]]:
         """(step_id, session_id) of trace rows whose session does not exist."""
-        ...
+        return self._all(
+            "SELECT step_id, session_id FROM traces t WHERE NOT EXISTS "
+            "(SELECT 1 FROM sessions s WHERE s.session_id=t.session_id) ORDER BY step_id"
+        )
 
-    def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
-        """A session's snapshot rows in seq order."""
-        ...
+    def stray_snapshots(self) -> list[tuple[str, int]]:
+        return self._all(
+            "SELECT session_id, seq FROM snapshots p WHERE NOT EXISTS "
+            "(SELECT 1 FROM sessions s WHERE s.session_id=p.session_id)"
+        )
 
-    def stray_snapshots(self) -> list[tuple[str, int]]: ...
-
-    def blob_hashes(self) -> set[str]: ...
+    def blob_hashes(self) -> set[str]:
+        return {r[0] for r in self._all("SELECT hash FROM blobs")}
 
     def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
-        """Every blob, a batch at a time (contents are checked against their hash)."""
+        """Every blob, a page at a time (contents are checked against their hash)."""
+        after = ""
+        while True:
+            rows = self._all(
+                "SELECT hash, size, encoding, data FROM blobs WHERE hash>? ORDER BY hash LIMIT ?",
+                (after, batch),
+            )
+            if not rows:
+                return
+            for r in rows:
+                yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
+            after = rows[-1][0]
+
+
+class FsckAccess(Protocol):
+    """A backend's consistent reads, clock, backup and the one repair transaction."""
+
+    def read(self, fn: Callable[[FsckReader], T]) -> T:
+        """fn over one consistent view of the whole database."""
         ...
 
     def now(self) -> int:

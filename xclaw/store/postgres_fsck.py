@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import psycopg
 from psycopg import sql
 
 from xclaw.errors import StoreError
-from xclaw.store.fsck_rows import BlobRow, Repair, SessionRow, SnapshotRow
+from xclaw.store.fsck_rows import FsckReader, Repair
 from xclaw.store.model import INTERRUPTED
 from xclaw.store.postgres import PostgresStore
 from xclaw.store.postgres_rows import NOW_MS
 from xclaw.store.postgres_snapshots import sweep_blobs_tx
-from xclaw.store.rows import load_json
-
-_SESSIONS_SQL = (
-    "SELECT session_id, current_status, next_seq, awaiting_input, is_forked, "
-    "parent_session_id, forked_from_seq, lease_owner, lease_expires_at, lease_token "
-    "FROM sessions ORDER BY created_at, session_id"
-)
 
 # The tables a backup copies: the whole record (bus_payloads are transient frames).
 BACKUP_TABLES = (
@@ -53,72 +46,20 @@ _REPAIR_SQL = {
     ),
 }
 
+T = TypeVar("T")
 
-def _text(value: object) -> object:
-    """jsonb comes back decoded by psycopg unless loaded as text; accept both."""
-    return load_json(value) if isinstance(value, str) else value
+
+class PgReader(FsckReader):
+    ph = "%s"
+    text_cast = "::text"  # jsonb read back as its text, decoded like SQLite's
 
 
 class PgFsck:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
-    def sessions(self) -> list[SessionRow]:
-        rows = self.store._read(lambda c: c.execute(_SESSIONS_SQL).fetchall(), snapshot=True)
-        return [
-            SessionRow(r[0], r[1], int(r[2]), bool(r[3]), bool(r[4]), r[5], r[6], r[7], r[8],
-                       int(r[9] or 0))
-            for r in rows
-        ]
-
-    def stray_steps(self) -> list[tuple[str, str]]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT step_id, session_id FROM traces t WHERE NOT EXISTS "
-                "(SELECT 1 FROM sessions s WHERE s.session_id=t.session_id) ORDER BY step_id"
-            ).fetchall()
-        )
-
-    def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
-        rows = self.store._read(
-            lambda c: c.execute(
-                "SELECT session_id, seq, base_seq, manifest::text, removed::text FROM snapshots "
-                "WHERE session_id=%s ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        )
-        return [SnapshotRow(r[0], r[1], r[2], _text(r[3]), _text(r[4])) for r in rows]
-
-    def stray_snapshots(self) -> list[tuple[str, int]]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT session_id, seq FROM snapshots p WHERE NOT EXISTS "
-                "(SELECT 1 FROM sessions s WHERE s.session_id=p.session_id)"
-            ).fetchall()
-        )
-
-    def blob_hashes(self) -> set[str]:
-        rows = self.store._read(lambda c: c.execute("SELECT hash FROM blobs").fetchall())
-        return {r[0] for r in rows}
-
-    def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
-        after = ""
-        while True:
-            rows = self._blob_page(after, batch)
-            if not rows:
-                return
-            for r in rows:
-                yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
-            after = rows[-1][0]
-
-    def _blob_page(self, after: str, batch: int) -> list[Any]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT hash, size, encoding, data FROM blobs WHERE hash>%s "
-                "ORDER BY hash LIMIT %s",
-                (after, batch),
-            ).fetchall()
-        )
+    def read(self, fn: Callable[[FsckReader], T]) -> T:
+        return self.store._read(lambda conn: fn(PgReader(conn)), snapshot=True)
 
     def now(self) -> int:
         row = self.store._read(lambda c: c.execute(f"SELECT {NOW_MS}").fetchone())

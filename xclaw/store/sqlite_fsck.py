@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from xclaw.errors import StoreError
-from xclaw.store.fsck_rows import BlobRow, Repair, SessionRow, SnapshotRow
+from xclaw.store.fsck_rows import FsckReader, Repair
 from xclaw.store.model import INTERRUPTED
-from xclaw.store.rows import load_json
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_leases import lease_now
 from xclaw.store.sqlite_snapshots import sweep_blobs_tx
 
-_SESSIONS_SQL = (
-    "SELECT session_id, current_status, next_seq, awaiting_input, is_forked, "
-    "parent_session_id, forked_from_seq, lease_owner, lease_expires_at, lease_token "
-    "FROM sessions ORDER BY created_at, session_id"
-)
+T = TypeVar("T")
+
 
 # Each repair's SQL carries its own condition, so it only ever fixes what was found.
 _REPAIR_SQL = {
@@ -47,61 +43,8 @@ class SqliteFsck:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
 
-    def sessions(self) -> list[SessionRow]:
-        rows = self.store._read(lambda c: c.execute(_SESSIONS_SQL).fetchall(), snapshot=True)
-        return [
-            SessionRow(r[0], r[1], int(r[2]), bool(r[3]), bool(r[4]), r[5], r[6], r[7], r[8],
-                       int(r[9] or 0))
-            for r in rows
-        ]
-
-    def stray_steps(self) -> list[tuple[str, str]]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT step_id, session_id FROM traces t WHERE NOT EXISTS "
-                "(SELECT 1 FROM sessions s WHERE s.session_id=t.session_id) ORDER BY step_id"
-            ).fetchall()
-        )
-
-    def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
-        rows = self.store._read(
-            lambda c: c.execute(
-                "SELECT session_id, seq, base_seq, manifest, removed FROM snapshots "
-                "WHERE session_id=? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        )
-        return [SnapshotRow(r[0], r[1], r[2], load_json(r[3]), load_json(r[4])) for r in rows]
-
-    def stray_snapshots(self) -> list[tuple[str, int]]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT session_id, seq FROM snapshots p WHERE NOT EXISTS "
-                "(SELECT 1 FROM sessions s WHERE s.session_id=p.session_id)"
-            ).fetchall()
-        )
-
-    def blob_hashes(self) -> set[str]:
-        return {r[0] for r in self.store._read(lambda c: c.execute("SELECT hash FROM blobs").fetchall())}
-
-    def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
-        after = ""
-        while True:
-            rows = self._blob_page(after, batch)
-            if not rows:
-                return
-            for r in rows:
-                yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
-            after = rows[-1][0]
-
-    def _blob_page(self, after: str, batch: int) -> list[Any]:
-        return self.store._read(
-            lambda c: c.execute(
-                "SELECT hash, size, encoding, data FROM blobs WHERE hash>? "
-                "ORDER BY hash LIMIT ?",
-                (after, batch),
-            ).fetchall()
-        )
+    def read(self, fn: Callable[[FsckReader], T]) -> T:
+        return self.store._read(lambda conn: fn(FsckReader(conn)), snapshot=True)
 
     def now(self) -> int:
         return lease_now()
