@@ -52,6 +52,7 @@ class McpConnection:
             and self._holder is not None
             and not self._holder.done()
             and not self._dead.is_set()
+            and not _transport_closed(self._session)
         )
 
     async def ensure_started(self) -> None:
@@ -84,10 +85,10 @@ class McpConnection:
         )
 
     async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event, dead: asyncio.Event) -> None:
-        from mcp import ClientSession
-
         errlog = _StderrToLog(self.name) if self.config.transport == "stdio" else None
         try:
+            from mcp import ClientSession
+
             async with contextlib.AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport(errlog))
                 if errlog is not None:
@@ -105,6 +106,8 @@ class McpConnection:
             raise
         except BaseException as e:  # noqa: BLE001 - anything the SDK raises means "not usable"
             why = _describe(e)
+            if errlog is not None:
+                why += errlog.last_words()
             if not ready.done():
                 ready.set_exception(
                     McpServerError(
@@ -155,9 +158,14 @@ class McpConnection:
             try:
                 return call.result()
             except Exception as e:
-                if dead.is_set():
+                # The SDK fails the pending call with CONNECTION_CLOSED as soon as the pipe
+                # closes (the server exited or was killed): drop the connection, so that the
+                # next call starts the server afresh.
+                if dead.is_set() or _closed_error(e) or _transport_closed(session):
+                    await self.restart_later()
                     raise McpServerError(
-                        f"MCP server {self.name!r} stopped during the call: {_describe(e)}"
+                        f"MCP server {self.name!r} stopped during the call ({_describe(e)}); "
+                        "it is started again for the next call"
                     ) from None
                 raise
         call.cancel()
@@ -210,6 +218,7 @@ class _StderrToLog:
     (the server may print anything, at any rate: the log gets it, nothing else does)."""
 
     def __init__(self, server: str) -> None:
+        self.tail: list[str] = []  # the last lines, for the error when the server exits
         r, w = os.pipe()
         self.file = os.fdopen(w, "w")
         self._closed = False
@@ -225,13 +234,33 @@ class _StderrToLog:
             with contextlib.suppress(OSError):
                 self.file.close()
 
-    @staticmethod
-    def _pump(stream: Any, server: str) -> None:
+    def last_words(self, wait_s: float = 1.0) -> str:
+        """`; its stderr ends: ...` once the pipe is drained (the server has exited)."""
+        self._thread.join(wait_s)
+        lines = [line[:300] for line in self.tail[-3:]]
+        return f"; its stderr ends: {' | '.join(lines)}" if lines else ""
+
+    def _pump(self, stream: Any, server: str) -> None:
         with stream:
             for raw in stream:
                 line = raw.decode("utf-8", "replace").rstrip()
                 if line:
                     log.info("mcp[%s] %s", server, line[:2000])
+                    self.tail = [*self.tail[-9:], line]
+
+
+def _closed_error(e: BaseException) -> bool:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+    return isinstance(e, MCPError) and e.code == CONNECTION_CLOSED
+
+
+def _transport_closed(session: Any) -> bool:
+    """Whether the SDK saw the server's end of the connection close (its dispatcher's flag;
+    best effort: if a later SDK renames it, a dead server is found by the next call)."""
+    dispatcher = getattr(session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
 
 
 def _describe(e: BaseException) -> str:
