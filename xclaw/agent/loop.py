@@ -24,7 +24,8 @@ from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 T = TypeVar("T")
 
 # The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
-# is not read-only): rollback and fork restore files, not the world; they list these steps.
+# is not read-only): rollback and fork restore files, not the world; they list these steps
+# (xclaw/outside_effects.py).
 OUTSIDE_EFFECTS = "outside_effects"
 
 DEFAULT_SYSTEM_PROMPT = (

@@ -26,6 +26,7 @@ def _register() -> None:
         commands_run,
         commands_serve,
         commands_store,
+        commands_tools,
         commands_workers,
         commands_workspace,
     )
@@ -37,6 +38,7 @@ def _register() -> None:
     commands_workers.register(cli)
     commands_chat.register(cli)
     commands_demo.register(cli)
+    commands_tools.register(cli)
 
 
 def main() -> None:
