@@ -81,10 +81,8 @@ def check_known_keys(conf: Mapping[str, Any], where: str = "xclaw.yaml") -> None
     known = sorted(KNOWN_KEYS)
     for key in conf:
         if key not in KNOWN_KEYS:
-            raise ConfigError(
-                f"{where}: unknown key {key!r}{_did_you_mean(str(key), known)} "
-                f"(known keys: {', '.join(known)})"
-            )
+            hint = _did_you_mean(str(key), known) or f" (known keys: {', '.join(known)})"
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
         section, sub = conf[key], KNOWN_KEYS[key]
         if sub is None or section is None:
             continue
@@ -92,10 +90,10 @@ def check_known_keys(conf: Mapping[str, Any], where: str = "xclaw.yaml") -> None
             raise ConfigError(f"{where}: `{key}` must be a mapping, got {section!r}")
         for inner in section:
             if inner not in sub:
-                raise ConfigError(
-                    f"{where}: unknown key {key}.{inner}{_did_you_mean(str(inner), sorted(sub))} "
-                    f"(known in {key}: {', '.join(sorted(sub))})"
+                hint = _did_you_mean(str(inner), sorted(sub)) or (
+                    f" (known in {key}: {', '.join(sorted(sub))})"
                 )
+                raise ConfigError(f"{where}: unknown key {key}.{inner}{hint}")
 
 
 def nearest(word: str, known: list[str]) -> str:
