@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from xclaw.tools.approval import ApprovalPolicy, SHELL_TOOLS
+from xclaw.tools.approval import SHELL_TOOLS, ApprovalPolicy
 from xclaw.tools.base import Tool
 
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from xclaw.errors import ConfigError
 from xclaw.tools.base import ToolContext, ToolResult
-from xclaw.tools.traits import ToolPolicy, ToolTraits
+from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
 _MARK = "__xclaw_tool__"
 
@@ -68,7 +68,7 @@ def tool(
 
 
 class PythonTool:
-    def __init__(self, ref: str, fn: Callable[..., Any], policy: ToolPolicy = ToolPolicy()) -> None:
+    def __init__(self, ref: str, fn: Callable[..., Any], policy: ToolPolicy = NO_OVERRIDE) -> None:
         declared: Declared = getattr(fn, _MARK, None) or Declared(None, None, False, False, False, False)
         self.ref = ref
         self.fn = fn
@@ -118,7 +118,7 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
     for the whole input (its fields are the tool's arguments)."""
     try:
         hints = get_type_hints(fn)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ConfigError(f"tools: {ref}: cannot read its type hints: {e}") from e
     params = [
         p for p in inspect.signature(fn).parameters.values()
@@ -179,7 +179,7 @@ def load_python_tools(
         module_name, _, attr = ref.partition(":")
         try:
             module = importlib.import_module(module_name)
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's to fix
+        except Exception as e:
             raise ConfigError(
                 f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: {type(e).__name__}: {e}"
             ) from e

@@ -39,6 +39,9 @@ class ToolPolicy:
     resume: ResumeRule | None = None
 
 
+NO_OVERRIDE = ToolPolicy()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolTraits:
     source: str  # "mcp:<server>" | "python:<module:function>"
@@ -48,7 +51,7 @@ class ToolTraits:
     open_world: bool = False
     # The source's hints may loosen approval (Python tools: your own code; MCP: trusted: true).
     trusted: bool = False
-    policy: ToolPolicy = ToolPolicy()
+    policy: ToolPolicy = NO_OVERRIDE
 
     @property
     def retry_on_resume(self) -> bool:
@@ -110,7 +113,7 @@ def parse_policies(raw: Any) -> dict[str, ToolPolicy]:
         unknown = set(entry) - {"approval", "resume"}
         if unknown:
             raise ConfigError(
-                f"xclaw.yaml: tool_policies.{name}: unknown key {sorted(unknown)[0]!r} "
+                f"xclaw.yaml: tool_policies.{name}: unknown key {min(unknown)!r} "
                 "(known: approval, resume)"
             )
         approval = entry.get("approval")

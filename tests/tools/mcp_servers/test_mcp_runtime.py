@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.tools.mcp_servers.servers import HttpEverything, children_running, everything, python_server, wait_for_pids
+from tests.tools.mcp_servers.servers import (
+    HttpEverything,
+    children_running,
+    everything,
+    python_server,
+    wait_for_pids,
+)
 from xclaw.store.model import StepStatus, StepType
 from xclaw.tools.approval import ApprovalPolicy
 from xclaw.tools.mcp.config import parse_servers
@@ -94,7 +100,7 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     destructive. Untrusted annotations only ever add questions."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)  # noqa: ASYNC221 - setup
     cmd = python_server("mcp-server-git")
 
     async def decisions(trusted: bool, overrides: dict[str, Any] | None = None) -> dict[tuple[str, str], str]:
@@ -264,7 +270,7 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
     steps = h.store.steps(sid)
     marks = [s for s in steps if s.step_type is StepType.SYSTEM_ALERT and s.name == "outside_effects"]
     assert [m.input_data["tool"] for m in marks] == ["mcp__ev__toggle-simulated-logging"]
-    toggle = [s for s in steps if s.name == "mcp__ev__toggle-simulated-logging"][0]
+    toggle = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
     assert marks[0].input_data["callId"] == toggle.call_id and marks[0].seq < toggle.seq
 
 

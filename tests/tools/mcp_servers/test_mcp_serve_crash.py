@@ -4,6 +4,7 @@ restart the call — read-only and idempotent by its annotations — runs again 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -33,12 +34,12 @@ class McpServe(Server):
         return env
 
 
-def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+async def wait_gone(pid: int, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pid not in children_running("mcp-server-everything"):
             return True
-        time.sleep(0.1)
+        await asyncio.sleep(0.1)
     return False
 
 
@@ -63,7 +64,7 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
         deadline = time.monotonic() + 30
         while not (mcp := children_running("mcp-server-everything", parent=serve_pid)):
             assert time.monotonic() < deadline, "no MCP server child of xclaw serve"
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         orphans.extend(mcp)
 
         server.kill()  # SIGKILL while the MCP call is in flight
@@ -76,7 +77,8 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
         finally:
             store.close()
         # The orphaned server sees its stdin close and exits.
-        assert all(wait_gone(pid) for pid in mcp), "the MCP server outlived xclaw serve"
+        for pid in mcp:
+            assert await wait_gone(pid), "the MCP server outlived xclaw serve"
 
         server.start()
         c2 = await Client.open(server)

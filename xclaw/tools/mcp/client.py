@@ -132,7 +132,7 @@ class McpConnection:
             )
             assert errlog is not None
             return stdio_client(params, errlog=errlog.file)
-        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+        from mcp.client.streamable_http import create_mcp_http_client
 
         return _http(c.url or "", create_mcp_http_client(headers=dict(c.headers) or None))
 

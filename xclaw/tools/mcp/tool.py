@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.mcp.client import McpConnection, McpServerError
-from xclaw.tools.traits import ToolPolicy, ToolTraits
+from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
+
+log = logging.getLogger("xclaw.mcp")
 
 PREFIX = "mcp__"
 # Stores bytes and returns their sha256 (the store's blob table); None: images stay inline text.
@@ -29,7 +32,7 @@ class McpTool:
         connection: McpConnection,
         mcp_tool: Any,
         *,
-        policy: ToolPolicy = ToolPolicy(),
+        policy: ToolPolicy = NO_OVERRIDE,
         blobs: Callable[[], BlobSink | None] = lambda: None,
     ) -> None:
         self.connection = connection
@@ -116,7 +119,7 @@ async def _media(
     if blobs is not None:
         try:
             digest = await blobs(raw)
-        except Exception:  # noqa: BLE001 - the reference still names the content
-            pass
+        except Exception:
+            log.warning("could not store an MCP %s in the blob store", kind, exc_info=True)
     data.setdefault("blobs", []).append({"kind": kind, "mime": mime, "sha256": digest, "size": len(raw)})
     return f"[{kind} {mime or 'unknown type'}, {len(raw)} bytes, blob sha256:{digest}]"
