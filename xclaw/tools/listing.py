@@ -72,7 +72,6 @@ async def server_rows(hub: Any, *, start: bool) -> list[dict[str, Any]]:
 
 def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], mode: str) -> str:
     lines = [f"tools (approval mode: {mode}):"]
-    width = max((len(t["name"]) for t in tools), default=10)
     for t in tools:
         flags = ", ".join(
             f for f in (
@@ -80,8 +79,9 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
                 "effects outside the workspace" if t["outsideEffects"] else "",
             ) if f
         )
-        lines.append(f"  {t['name']:<{width}}  {t['source']}" + (f"; {flags}" if flags else ""))
-        lines.append(f"  {'':<{width}}  approval: {t['approval']}; after a crash: {t['resume']}")
+        lines.append(f"  {t['name']}")
+        lines.append(f"      {t['source']}" + (f"; {flags}" if flags else ""))
+        lines.append(f"      approval: {t['approval']} · after a crash: {t['resume']}")
     if servers:
         lines.append("")
         lines.append("MCP servers:")
