@@ -94,8 +94,8 @@ def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, st
         return "allow", ""
     if traits.read_only:
         return "ask", (
-            f"{tool_name} says it is read-only, but {traits.source} is not trusted "
-            "(trusted: true in xclaw.yaml lets its annotations spare this question)"
+            f"{traits.source} is not trusted: its read-only hint does not spare this question "
+            "(trusted: true in xclaw.yaml)"
         )
     return "ask", f"{tool_name} may change things outside the workspace ({traits.source})"
 

@@ -85,7 +85,7 @@ async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not
     await h.runtime.send(sid, "time?")
     asked = await answer_approvals(h, sid)
     assert [a["name"] for a in asked] == ["mcp__time__get_current_time"]
-    assert "not trusted" in asked[0]["reason"]
+    assert "is not trusted" in asked[0]["reason"]
     assert tool_steps(h, sid)[0].status is StepStatus.COMPLETED
     await h.close()
 
@@ -302,3 +302,25 @@ async def test_streamable_http_server_and_env_values_are_redacted(make) -> None:
         await h.close()  # (closing twice is harmless) before the HTTP server goes away
     finally:
         http.stop()
+
+
+async def test_a_server_that_died_between_calls_is_started_again_for_the_next_one() -> None:
+    hub = McpHub(servers({"time": {"command": python_server("mcp-server-time")}}))
+    try:
+        assert await hub.start() == {}
+        [tool] = [t for t in hub.tools() if t.name == "mcp__time__get_current_time"]
+        [pid] = wait_for_pids("mcp-server-time", parent=os.getpid())
+        os.kill(pid, signal.SIGKILL)
+        deadline = asyncio.get_running_loop().time() + 30
+        # (xclaw notices the closed pipe on its own; a call racing the death would fail)
+        while hub.connections["time"].alive:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        from xclaw.tools.base import ToolContext
+
+        result = await tool.run({"timezone": "UTC"}, ToolContext(workspace=Path("."), session_id="s"))
+        assert not result.is_error, result.content
+        assert json.loads(result.content)["timezone"] == "UTC"
+        assert hub.connections["time"].starts == 2
+    finally:
+        await hub.close()

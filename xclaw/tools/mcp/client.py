@@ -101,7 +101,12 @@ class McpConnection:
                 self._session = session
                 if not ready.done():
                     ready.set_result(None)
-                await stop.wait()
+                while not stop.is_set():  # until told to stop, or the server goes away
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 1.0)
+                    if _transport_closed(session):
+                        log.warning("event=mcp_lost server=%s reason='connection closed'", self.name)
+                        break
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 - anything the SDK raises means "not usable"
