@@ -61,6 +61,9 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "llm_timeout_s": None,
     "llm_retry_base_delay": None,
     "llm_retry_max_delay": None,
+    "llm_retry_after_max": None,
+    # OpenTelemetry export (docs/operations.md), checked by xclaw.telemetry.config.
+    "otel": frozenset({"endpoint", "protocol", "service_name", "headers", "capture_message_content"}),
     "lease_ttl_s": None,
     "sweep_grace_s": None,
     "sweep_every_s": None,

@@ -335,13 +335,35 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before the response starts (timeouts)
     stall_after_first_chunk: float = 0.0  # seconds of silence mid-stream
-    stream_error: tuple[str, str] | None = None  # Anthropic `event: error` (type, message)
+    # An error event inside the 200 stream, after the first event: Anthropic `event: error`,
+    # OpenAI `data: {"error": {...}}` (type, message).
+    stream_error: tuple[str, str] | None = None
     cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens
+    # Faults of a 200 reply: send only the first `cut_after` stream events, then end the body
+    # cleanly (no end marker); or send `raw_body` as the whole body (b"": zero bytes).
+    cut_after: int | None = None
+    cut_before_end: bool = False  # everything but the end marker(s)
+    raw_body: bytes | None = None
+    raw_content_type: str = "text/event-stream"
 
     @classmethod
-    def fail(cls, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+    def fail(
+        cls,
+        status: int,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+    ) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{retry_after_ms:g}"
         return cls(status=status, error=message, headers=headers)
+
+    @classmethod
+    def cut(cls, after: int, **kw: Any) -> Reply:
+        """A reply whose stream stops cleanly after `after` events, without its end marker."""
+        return cls(cut_after=after, **kw)
 
     def text_chunks(self) -> list[str]:
         pieces = re.findall(r"\s*\S+\s*", self.text) or ([self.text] if self.text else [])
@@ -362,6 +384,7 @@ class _Server(ThreadingHTTPServer):
 
 class _FakeServer:
     path = ""
+    request_id_header = "x-request-id"
 
     def __init__(self, *, validate: bool = True, default: Reply | None = None) -> None:
         self.validate = validate
@@ -452,16 +475,37 @@ class _FakeServer:
             return
         if reply.delay and self._stop.wait(reply.delay):
             return
+        request_id = {self.request_id_header: f"req_fake_{len(self.requests)}"}
         if reply.status != 200:
-            self._send_error(h, reply.status, _error_type(reply.status), reply.error, reply.headers)
+            self._send_error(
+                h,
+                reply.status,
+                _error_type(reply.status),
+                reply.error,
+                {**request_id, **reply.headers},
+            )
             return
         h.send_response(200)
-        h.send_header("content-type", "text/event-stream")
+        h.send_header("content-type", reply.raw_content_type)
         h.send_header("cache-control", "no-cache")
+        for k, v in {**request_id, **reply.headers}.items():
+            h.send_header(k, v)
         h.end_headers()
+        if reply.raw_body is not None:
+            try:
+                h.wfile.write(reply.raw_body)
+                h.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return  # HTTP/1.0: closing the connection ends the body cleanly
+        events = self._events(body, reply)
+        if reply.cut_after is not None:
+            events = events[: reply.cut_after]
+        if reply.cut_before_end:
+            events = self._without_end(events)
         stalled = False
         try:
-            for event, data in self._events(body, reply):
+            for event, data in events:
                 if event:
                     h.wfile.write(f"event: {event}\n".encode())
                 h.wfile.write(f"data: {data}\n\n".encode())
@@ -504,6 +548,9 @@ class _FakeServer:
         raise NotImplementedError
 
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
+        raise NotImplementedError
+
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
         raise NotImplementedError
 
 
@@ -552,6 +599,13 @@ class FakeOpenAIServer(_FakeServer):
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Up to (not including) the chunk with a finish_reason: no usage, no [DONE]."""
+        for i, (_, data) in enumerate(events):
+            if '"finish_reason": "' in data:
+                return events[:i]
+        return events
+
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         model = body.get("model", "fake")
 
@@ -569,6 +623,10 @@ class FakeOpenAIServer(_FakeServer):
             )
 
         out = [chunk({"role": "assistant", "content": ""})]
+        if reply.stream_error is not None:
+            kind, message = reply.stream_error
+            error = {"message": message, "type": kind, "param": None, "code": None}
+            return [*out, (None, json.dumps({"error": error}))]
         out += [chunk({"content": piece}) for piece in reply.text_chunks()]
         for i, call in enumerate(reply.tool_calls):
             out.append(
@@ -619,6 +677,7 @@ class FakeAnthropicServer(_FakeServer):
     """POST /v1/messages with `stream: true`; `url` is the SDK's base_url."""
 
     path = "/v1/messages"
+    request_id_header = "request-id"
 
     @property
     def url(self) -> str:
@@ -640,6 +699,10 @@ class FakeAnthropicServer(_FakeServer):
 
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Everything but `message_stop` (the message_delta with its stop_reason stays)."""
+        return [(e, d) for e, d in events if e != "message_stop"]
 
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         def ev(data: dict[str, Any]) -> tuple[str, str]:

@@ -116,6 +116,10 @@ class Renderer:
         self.line(str(f.get("content", "")), "bold cyan")
 
     def _on_error(self, f: dict[str, Any]) -> None:
+        if self._stream_open:
+            # The text shown so far was no finished answer: say so on its own line.
+            gap = "" if self._streamed[-1:].isspace() else " "
+            self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
 
     def _on_forked(self, f: dict[str, Any]) -> None:

@@ -33,11 +33,11 @@ _USER_ERRORS = (SessionNotFound, StepNotFound)
 
 def _out() -> Console:
     # Plain text: ids and JSON must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False)
+    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _fail(message: str, code: int) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True, markup=False).print(
+    Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
         f"error: {message}", style="red"
     )
     sys.exit(code)

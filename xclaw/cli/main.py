@@ -23,6 +23,7 @@ def _register() -> None:
     from xclaw.cli import (
         commands_chat,
         commands_demo,
+        commands_ops,
         commands_run,
         commands_serve,
         commands_store,
@@ -38,6 +39,7 @@ def _register() -> None:
     commands_workers.register(cli)
     commands_chat.register(cli)
     commands_demo.register(cli)
+    commands_ops.register(cli)
     commands_tools.register(cli)
 
 

@@ -7,12 +7,14 @@ covers every provider and every attempt is visible to us.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from anthropic import AsyncAnthropic
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError
+from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -124,6 +126,7 @@ class AnthropicModel:
         body = anthropic_request(self.model, request)
         # This SDK version has no `temperature` keyword; pass it through the body as-is.
         extra = {"temperature": body.pop("temperature")} if "temperature" in body else None
+        request_id = ""
         try:
             async with AsyncAnthropic(
                 api_key=self._api_key,
@@ -132,11 +135,15 @@ class AnthropicModel:
                 max_retries=0,
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
-                return await self._read(stream, on_delta)
+                request_id = request_id_of(getattr(stream.response, "headers", None))
+                response = await self._read(stream, on_delta)
+                return replace(response, request_id=request_id)
+        except ProviderError as e:  # found reading the stream (a cut-off reply)
+            raise stamp_request_id(e, request_id)
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name) from e
+            raise provider_error(e, self.name, request_id=request_id) from e
 
     async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
         text: list[str] = []
@@ -144,9 +151,14 @@ class AnthropicModel:
         order: list[int] = []
         input_tokens = output_tokens = 0
         stop_reason = ""
+        finished = False  # `message_stop` seen: the only proof that the reply is whole
+        events = 0
         async for event in stream:
             kind = getattr(event, "type", "")
-            if kind == "message_start":
+            events += 1
+            if kind == "message_stop":
+                finished = True
+            elif kind == "message_start":
                 u = event.message.usage
                 input_tokens = _input_tokens(u)
                 output_tokens = getattr(u, "output_tokens", 0) or 0
@@ -179,6 +191,11 @@ class AnthropicModel:
                 output_tokens = getattr(u, "output_tokens", None) or output_tokens
                 if getattr(u, "input_tokens", None):
                     input_tokens = _input_tokens(u)
+        if not finished:
+            # Nothing of this reply may run or be recorded: its tool calls may be cut in half.
+            got = f"{events} event(s), {len(order)} tool call(s) started" if events else "nothing"
+            headers = getattr(getattr(stream, "response", None), "headers", None)
+            raise cut_off(self.name, "message_stop", got=got, headers=headers)
         tool_calls = []
         for i in order:
             c = calls[i]

@@ -39,6 +39,8 @@ class LLMResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""  # the model that actually answered (after fallbacks)
     stop_reason: str = ""
+    # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
+    request_id: str = ""
 
 
 @runtime_checkable
@@ -63,8 +65,9 @@ class ProviderError(LLMError):
         provider: str = "",
         status: int | None = None,
         retry_after: float | None = None,
+        request_id: str = "",
     ) -> None:
-        super().__init__(message, retryable=retryable, provider=provider)
+        super().__init__(message, retryable=retryable, provider=provider, request_id=request_id)
         self.status = status
         self.retry_after = retry_after
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from openai import AsyncOpenAI
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError
+from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -100,6 +102,19 @@ def openai_request(model: str, request: LLMRequest, *, official: bool = False) -
     return body
 
 
+class _Client(AsyncOpenAI):
+    """The SDK's client, watching for the stream's `data: [DONE]` (see DoneMarkerSpy)."""
+
+    _spy: DoneMarkerSpy | None = None
+
+    def _make_sse_decoder(self) -> Any:
+        self._spy = DoneMarkerSpy(super()._make_sse_decoder())
+        return self._spy
+
+    def saw_done(self) -> bool:
+        return self._spy is not None and self._spy.done
+
+
 class OpenAIModel:
     """`openai:<model>` against api.openai.com or any compatible `base_url`. One SDK client per
     call: no connection outlives the event loop that opened it."""
@@ -120,8 +135,9 @@ class OpenAIModel:
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         body = openai_request(self.model, request, official=self._base_url is None)
+        request_id = ""
         try:
-            async with AsyncOpenAI(
+            async with _Client(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 timeout=self._timeout_s,
@@ -130,11 +146,23 @@ class OpenAIModel:
                 stream = await client.chat.completions.create(
                     **body, stream=True, stream_options={"include_usage": True}
                 )
-                return await self._read(stream, on_delta)
+                request_id = request_id_of(getattr(stream.response, "headers", None))
+                response = await self._read(stream, on_delta)
+                if not response.stop_reason and not client.saw_done():
+                    # Nothing of this reply may run or be recorded: a tool call may be cut.
+                    got = (
+                        f"{len(response.text)} character(s) of text, "
+                        f"{len(response.tool_calls)} tool call(s) started"
+                    )
+                    headers = getattr(stream.response, "headers", None)
+                    raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
+                return replace(response, request_id=request_id)
+        except ProviderError as e:  # found reading the stream (a cut-off reply)
+            raise stamp_request_id(e, request_id)
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name) from e
+            raise provider_error(e, self.name, request_id=request_id) from e
 
     async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
         text: list[str] = []

@@ -141,14 +141,15 @@ class Recorder:
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
         final = self.is_main and not response.tool_calls
-        output = self.redact(
-            {
-                "text": response.text,
-                "tool_calls": [c.to_json() for c in response.tool_calls],
-                "model": response.model,
-                "stop_reason": response.stop_reason,
-            }
-        )
+        data: dict[str, Any] = {
+            "text": response.text,
+            "tool_calls": [c.to_json() for c in response.tool_calls],
+            "model": response.model,
+            "stop_reason": response.stop_reason,
+        }
+        if response.request_id:  # the provider's id of the request, for its support
+            data["request_id"] = response.request_id
+        output = self.redact(data)
         llm = self._llm
         self._llm = None
         done = self.writes.submit(

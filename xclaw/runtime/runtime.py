@@ -40,6 +40,8 @@ from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
+from xclaw.store.rows import now_ms
+from xclaw.telemetry.exporter import start_exporter
 from xclaw.tools.base import ToolContext
 from xclaw.workspace.timetravel import Workspaces
 
@@ -113,6 +115,8 @@ class Runtime:
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
+        # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
+        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -242,11 +246,16 @@ class Runtime:
             frame["agent"] = req.agent
         return frame
 
-    async def resume_if_needed(self, session_id: str) -> bool:
+    async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool:
+        """Continue interrupted work (Paused, or Running after a crash). With `failed`, an
+        explicit request by the user, also a Failed session: the loop picks up where the
+        record stops, so the call that failed is made again (an LLM error) and unanswered
+        tool calls are settled as after a crash. Never automatic: a client attaching to a
+        Failed session does not retry a failing provider behind the user's back."""
         if session_id in self._runs or self._stopping:
             return False
         session = await self.db(self.store.get_session, session_id)
-        if not _resumable(session):
+        if not (_resumable(session) or (failed and session.status is Status.FAILED)):
             return False
         try:
             self.require_model()
@@ -256,9 +265,11 @@ class Runtime:
         run = self._claim(session_id)
         try:
             lease, holder = await self.leases.try_acquire(session_id)
-            if lease is not None and not _resumable(await self.db(self.store.get_session, session_id)):
-                await self.leases.release(lease)  # its driver finished it meanwhile
-                lease = holder = None
+            if lease is not None:
+                now = await self.db(self.store.get_session, session_id)
+                if not (_resumable(now) or (failed and now.status is Status.FAILED)):
+                    await self.leases.release(lease)  # its driver finished it meanwhile
+                    lease = holder = None
         except BaseException:
             self._unclaim(session_id, run)
             raise
@@ -352,6 +363,7 @@ class Runtime:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
+        started = now_ms()
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
@@ -359,6 +371,10 @@ class Runtime:
             for server, why in (await self.toolbox.prepare()).items():
                 log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
                 emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
+            # Continued on the user's explicit request after an error (resume_if_needed).
+            was_failed = resume and (
+                (await self.db(self.store.get_session, sid)).status is Status.FAILED
+            )
             if resume:
                 interrupted = await db(db.store.mark_interrupted, sid)
             else:
@@ -388,15 +404,14 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
-            if resume and (interrupted or hist.pending_approvals):
-                await recorder.alert(
-                    "resume",
-                    {
-                        "interrupted": [s.display_id for s in interrupted],
-                        "retrying": hist.interrupted_retry,
-                        "mayHaveRun": hist.interrupted_unsafe,
-                    },
-                )
+            if resume and (interrupted or hist.pending_approvals or was_failed):
+                details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
+                details |= {
+                    "interrupted": [s.display_id for s in interrupted],
+                    "retrying": hist.interrupted_retry,
+                    "mayHaveRun": hist.interrupted_unsafe,
+                }
+                await recorder.alert("resume", details)
             agent = Agent(
                 model=self.model,
                 tools=self.toolbox.tools,
@@ -436,6 +451,8 @@ class Runtime:
             log.exception("run of session %s crashed", sid)
             await self._fail(db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
         finally:
+            if self.telemetry is not None:  # spans from what this run committed (never blocks)
+                self.telemetry.run_ended(sid, started)
             if run.renewer is not None:
                 run.renewer.cancel()
             if self._runs.get(sid) is run:
@@ -552,6 +569,8 @@ class Runtime:
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)
+        if self.telemetry is not None:  # flushed before exit, in bounded time
+            await asyncio.to_thread(self.telemetry.close, 5.0)
 
 
 def _resumable(session: Session) -> bool:
