@@ -42,6 +42,10 @@ class ProviderConfig:
     spec: str
     api_key: str | None = None
     base_url: str | None = None
+    # Anthropic extended thinking (`thinking: {budget_tokens: N}` in xclaw.yaml); None: off.
+    thinking_budget: int | None = None
+    # Anthropic prompt-cache breakpoints (`cache: false` turns them off).
+    cache: bool = True
 
     @property
     def kind(self) -> str:
@@ -79,6 +83,8 @@ class Settings:
     secret_env: tuple[str, ...] = ()
     llm_retries: int = 3
     llm_timeout_s: float = 120.0
+    # Per-model prices from xclaw.yaml (dollars per million tokens), over the built-in table.
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Settings:
@@ -138,7 +144,16 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
         elif kind == "openai":
             key = key or env.get("OPENAI_API_KEY")
             base = base or openai_base
-        return ProviderConfig(spec=spec, api_key=key, base_url=base)
+        cache = entry.get("cache", True)
+        if not isinstance(cache, bool):
+            raise ConfigError(f"xclaw.yaml: {spec}: cache must be true or false, got {cache!r}")
+        return ProviderConfig(
+            spec=spec,
+            api_key=key,
+            base_url=base,
+            thinking_budget=_thinking_budget(spec, entry.get("thinking")),
+            cache=cache,
+        )
 
     if env.get("XCLAW_MODEL"):
         return tuple(make(s.strip()) for s in env["XCLAW_MODEL"].split(",") if s.strip())
@@ -161,6 +176,55 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
     if env.get("OPENAI_API_KEY") or openai_base:
         found.append(make("openai:" + env.get("OPENAI_MODEL", "gpt-4o-mini")))
     return tuple(found)
+
+
+MIN_THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens
+
+
+def _thinking_budget(spec: str, value: Any) -> int | None:
+    """`thinking: {budget_tokens: N}` (or `thinking: false`) of one provider entry."""
+    if value is None or value is False:
+        return None
+    budget = value.get("budget_tokens") if isinstance(value, dict) else None
+    if (
+        not isinstance(budget, int)
+        or isinstance(budget, bool)
+        or budget < MIN_THINKING_BUDGET
+        or not spec.startswith("anthropic:")
+    ):
+        raise ConfigError(
+            f"xclaw.yaml: {spec}: thinking must be {{budget_tokens: N}} with N >= "
+            f"{MIN_THINKING_BUDGET}, on an anthropic: provider (OpenAI-compatible reasoning "
+            f"models think on their own), got {value!r}"
+        )
+    return budget
+
+
+def _prices(value: Any) -> dict[str, dict[str, float]]:
+    """`prices: {model: {input, output, cache_read, cache_write}}` in dollars per million
+    tokens; they extend and override the built-in table (xclaw/llm/prices.py)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("xclaw.yaml: prices must map model names to {input, output, ...}")
+    out: dict[str, dict[str, float]] = {}
+    for model, entry in value.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"xclaw.yaml: prices.{model} must be a mapping")
+        rates: dict[str, float] = {}
+        for k, v in entry.items():
+            if k not in ("input", "output", "cache_read", "cache_write"):
+                raise ConfigError(
+                    f"xclaw.yaml: prices.{model}.{k}: expected input, output, cache_read "
+                    "or cache_write (dollars per million tokens)"
+                )
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"xclaw.yaml: prices.{model}.{k} must be a number >= 0")
+            rates[k] = float(v)
+        if "input" not in rates or "output" not in rates:
+            raise ConfigError(f"xclaw.yaml: prices.{model} needs at least input and output")
+        out[str(model)] = rates
+    return out
 
 
 def _flag(section: Mapping[str, Any], key: str, default: bool, where: str = "sandbox") -> bool:
@@ -208,6 +272,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         secret_env=tuple(conf.get("secret_env", ())),
         llm_retries=int(conf.get("llm_retries", 3)),
         llm_timeout_s=float(conf.get("llm_timeout_s", 120.0)),
+        prices=_prices(conf.get("prices")),
         extra=conf,
     )
     if settings.approval_mode not in ("ask", "auto-edits", "yolo"):

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
 from xclaw.llm.context import estimate_tokens, fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
@@ -143,7 +143,11 @@ class Agent:
                 context.append(UserMessage(note))
             response = await self._call_llm(context, resumed=note is not None)
             note = None
-            messages.append(AssistantMessage(text=response.text, tool_calls=response.tool_calls))
+            messages.append(
+                AssistantMessage(
+                    text=response.text, tool_calls=response.tool_calls, thinking=response.thinking
+                )
+            )
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
         tools = tuple(spec_of(t) for t in self.tools.values())
@@ -165,6 +169,8 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
+        # The task _until_cancelled makes copies the context: the provider sees the sink.
+        shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -175,6 +181,8 @@ class Agent:
         except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
             await self.observer.llm_failed(str(e) or type(e).__name__)
             raise
+        finally:
+            thinking_sink.reset(shown)
         await self.observer.llm_finished(response)
         return response
 
@@ -267,7 +275,9 @@ class Agent:
             if turn is not None:
                 turn.release()
         await self.observer.tool_finished(call, result)
-        return ToolResultMessage(call.id, call.name, result.content, result.is_error)
+        return ToolResultMessage(
+            call.id, call.name, result.content, result.is_error, images=result.images
+        )
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)

@@ -21,7 +21,7 @@ from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
 from xclaw.store.model import display_id
-from xclaw.views import format_sessions, format_steps, format_tree
+from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,6 +50,14 @@ def _default_db() -> str:
     from xclaw.config import load_settings
 
     return load_settings().db
+
+
+def _use_prices() -> None:
+    """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
+    from xclaw.config import load_settings
+    from xclaw.llm import prices
+
+    prices.configure(load_settings().prices)
 
 
 def with_store(fn: F) -> F:
@@ -118,11 +126,15 @@ def workspaces_for(store: Store, root: str | None) -> Any:
 @with_store
 def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
     """List the sessions of a database, most recently updated first."""
+    _use_prices()
     found = store.list_sessions(limit=limit)
+    costs = {s.session_id: session_cost(store.steps(s.session_id)) for s in found}
     if as_json:
-        click.echo(_dump([session_json(s) for s in found]))
+        click.echo(
+            _dump([{**session_json(s), **costs[s.session_id].to_json()} for s in found])
+        )
     else:
-        _out().print(format_sessions(found))
+        _out().print(format_sessions(found, costs))
 
 
 @click.command("steps", short_help="The latest steps of a session (like /steps).")
@@ -139,6 +151,7 @@ def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
 @with_store
 def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
+    _use_prices()
     session = store.get_session(session_id)
     steps = store.latest_steps(session_id, n)
     if as_json:
@@ -153,6 +166,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
 @with_store
 def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
+    _use_prices()
     store.get_session(session_id)
     tree = store.step_tree(session_id)
     if as_json:
@@ -232,9 +246,12 @@ def fork_cmd(
 @with_store
 def export_cmd(store: Store, session_id: str) -> None:
     """JSON Lines: the session on the first line, then one line per step in order."""
+    _use_prices()
     session = store.get_session(session_id)
-    lines = [_dump({"kind": "session", **session_json(session)})]
-    lines.extend(_dump({"kind": "step", **step_json(s)}) for s in store.steps(session_id))
+    steps = store.steps(session_id)
+    # The session line carries the totals: tokens by kind and the estimated cost.
+    lines = [_dump({"kind": "session", **session_json(session), **session_cost(steps).to_json()})]
+    lines.extend(_dump({"kind": "step", **step_json(s)}) for s in steps)
     click.echo("\n".join(lines))
 
 

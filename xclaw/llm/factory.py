@@ -26,7 +26,12 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
         from xclaw.llm.anthropic import AnthropicModel
 
         return AnthropicModel(
-            p.model, api_key=p.api_key, base_url=p.base_url, timeout_s=settings.llm_timeout_s
+            p.model,
+            api_key=p.api_key,
+            base_url=p.base_url,
+            timeout_s=settings.llm_timeout_s,
+            thinking_budget=p.thinking_budget,
+            cache=p.cache,
         )
     if p.kind == "openai":
         if not p.api_key and not p.base_url:

@@ -25,14 +25,16 @@ from xclaw.errors import (
     LeaseLost,
     LimitsExceeded,
     LLMError,
+    MissingBlobs,
     SessionBusy,
     SessionNotFound,
     StepNotFound,
 )
+from xclaw.llm import prices
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
-from xclaw.recorder.history import History, build_history, seed_history
+from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
@@ -99,6 +101,8 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
+        # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
+        prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (invariant 9).
@@ -180,13 +184,24 @@ class Runtime:
         return created, True
 
     def _rebuild(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
-        """An agent's messages from its steps, with this toolbox's tool kinds."""
-        return build_history(
+        """An agent's messages from its steps, with this toolbox's tool kinds; images a tool
+        returned get their bytes back from the blob store."""
+        hist = build_history(
             steps,
             read_only=self.toolbox.is_read_only,
             resumable=self.toolbox.is_resumable,
             new_input=new_input,
         )
+        hist.messages = with_image_bytes(hist.messages, self._image_blobs)
+        return hist
+
+    def _image_blobs(self, hashes: list[str]) -> dict[str, bytes]:
+        """The blobs that are still stored (a missing one becomes a note, not a failure)."""
+        try:
+            return self.store.get_blobs(hashes)
+        except MissingBlobs as e:
+            rest = [h for h in hashes if h not in e.hashes]
+            return self.store.get_blobs(rest) if rest else {}
 
     def history_frame(self, session_id: str) -> dict[str, Any]:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)
