@@ -33,7 +33,9 @@ def _session(store: SQLiteStore) -> str:
         "text": "", "model": "anthropic:claude-x-2024", "stop_reason": "tool_use",
         "tool_calls": [{"id": "t1", "name": "write_file", "input": {"path": "a"}},
                        {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}}],
-        "cache_read_tokens": 40, "cache_write_tokens": 7, "request_id": "req_1",
+        "usage": {"input": 120, "output": 30, "cache_read": 40, "cache_write": 7,
+                  "reasoning": 12},
+        "request_id": "req_1",
     }, token_usage_prompt=120, token_usage_completion=30)
     store.add_step(sid, NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "write_file"},
                                 user.step_id, call_id="t1"))
@@ -78,6 +80,7 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 7
     assert first["gen_ai.response.finish_reasons"] == ["tool_use"]
     assert first["gen_ai.response.id"] == "req_1"
+    assert first["xclaw.usage.reasoning_tokens"] == 12
     tool = by_name["execute_tool write_file"]
     assert tool.attributes["gen_ai.tool.name"] == "write_file"
     assert tool.attributes["gen_ai.tool.call.id"] == "t1"
