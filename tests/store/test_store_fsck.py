@@ -246,3 +246,22 @@ def test_a_database_being_written_is_never_reported_broken(store_factory: Any) -
     assert not errors, errors
     final = fsck.check(checker)
     assert final.ok and final.sessions == 25
+
+
+def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> None:
+    """view_file keeps its images as blobs named by the tool step: no unreferenced finding."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "look"))
+    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    calls = [{"id": "c1", "name": "view_file", "input": {"path": "p.png"}}]
+    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
+    image = b"\x89PNG image bytes"
+    store.put_blobs({content_hash(image): image})
+    t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1"))
+    refs = [{"hash": content_hash(image), "media_type": "image/png", "size": len(image)}]
+    store.complete_step(sid, t.seq, output_data={"content": "[image p.png]", "images": refs})
+    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    store.complete_step(sid, last.seq, output_data={"text": "red", "tool_calls": []},
+                        session_status=Status.SUCCESS)
+    report = fsck.check(store)
+    assert "blob_unreferenced" not in _codes(report), [f.to_json() for f in report.findings]

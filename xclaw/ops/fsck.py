@@ -139,6 +139,7 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
     for row in sessions:
         steps = reader.steps(row.session_id)
         report.steps += len(steps)
+        referenced |= _image_hashes(steps)  # view_file's images (docs/storage.md)
         for f in _check_session(row, steps, now):
             add(f)
         snaps = reader.snapshot_rows(row.session_id)
@@ -371,6 +372,18 @@ def _check_snapshots(
             yield Finding("blob_missing",
                           f"{len(missing)} file content(s) of this snapshot are not stored "
                           f"(e.g. {min(missing)[:12]}…)", sid, at)
+
+
+def _image_hashes(steps: list[Step]) -> set[str]:
+    """Blobs a tool step names as the images it returned."""
+    found: set[str] = set()
+    for st in steps:
+        out = st.output_data
+        if st.step_type is StepType.TOOL_CALL and isinstance(out, dict):
+            for ref in out.get("images") or ():
+                if isinstance(ref, dict) and isinstance(ref.get("hash"), str):
+                    found.add(ref["hash"])
+    return found
 
 
 def _check_blobs(reader: FsckReader, referenced: set[str]) -> Iterable[Finding]:
