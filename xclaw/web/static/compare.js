@@ -88,7 +88,7 @@ function lcs(xs, ys) {
 }
 
 /** Rows [left step|null, right step|null] aligned by content. Between two matched steps,
- * unmatched steps of the same type pair up (a different instruction at the same place is one
+ * unmatched steps of the same type and name pair up (a different instruction at the same place is one
  * `changed` row, not two one-sided ones). */
 export function align(a, b) {
   const pairs = lcs(a.map(signature), b.map(signature));
@@ -99,8 +99,9 @@ export function align(a, b) {
     while (i < xs.length || j < ys.length) {
       const x = xs[i];
       const y = ys[j];
-      if (x && y && x.type === y.type) { rows.push([x, y]); i++; j++; }
-      else if (x && (!y || ys.slice(j).every((t) => t.type !== x.type))) { rows.push([x, null]); i++; }
+      const kin = (p, q) => p.type === q.type && p.name === q.name; // same tool, same model
+      if (x && y && kin(x, y)) { rows.push([x, y]); i++; j++; }
+      else if (x && (!y || ys.slice(j).every((t) => !kin(x, t)))) { rows.push([x, null]); i++; }
       else { rows.push([null, y]); j++; }
     }
   };
