@@ -188,7 +188,7 @@ class Runtime:
         returned get their bytes back from the blob store."""
         hist = build_history(
             steps,
-            read_only=self.toolbox.is_read_only,
+            read_only=self.toolbox.is_retry_safe,
             resumable=self.toolbox.is_resumable,
             new_input=new_input,
         )
@@ -373,6 +373,10 @@ class Runtime:
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
+            # MCP servers start on first use; one that cannot start is named, the rest work.
+            for server, why in (await self.toolbox.prepare()).items():
+                log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
+                emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
             # Continued on the user's explicit request after an error (resume_if_needed).
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED
@@ -561,6 +565,10 @@ class Runtime:
                 run.renewer.cancel()
             if run.lease is not None and run.lost is None:
                 await self.leases.release(run.lease)  # another worker may resume it at once
+        try:
+            await self.toolbox.close()  # MCP server processes and connections
+        except Exception:
+            log.exception("could not stop the MCP servers")
         if self.cluster is None:  # (a serving worker's cluster unregistered it already)
             try:
                 await self.leases.unregister()

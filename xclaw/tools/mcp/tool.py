@@ -1,0 +1,127 @@
+"""An MCP server's tool as an xclaw tool: `mcp__<server>__<tool>` (Claude Code's naming), its
+input schema as the server gives it, its annotations as traits, its results as text."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from xclaw.messages import ImageBlock
+from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.files import IMAGE_MAX_BYTES
+from xclaw.tools.mcp.client import McpConnection, McpServerError
+from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
+
+PREFIX = "mcp__"
+# What the providers accept as image blocks (as view_file shows).
+MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_MAX_STRUCTURED_CHARS = 20_000
+
+
+def tool_name(server: str, tool: str) -> str:
+    return f"{PREFIX}{server}__{tool}"
+
+
+class McpTool:
+    def __init__(
+        self,
+        connection: McpConnection,
+        mcp_tool: Any,
+        *,
+        policy: ToolPolicy = NO_OVERRIDE,
+    ) -> None:
+        self.connection = connection
+        self.remote_name: str = mcp_tool.name
+        self.name = tool_name(connection.name, mcp_tool.name)
+        self.description = (mcp_tool.description or mcp_tool.title or mcp_tool.name).strip()
+        schema = mcp_tool.input_schema if isinstance(mcp_tool.input_schema, dict) else {}
+        self.input_schema: dict[str, Any] = dict(schema) or {"type": "object", "properties": {}}
+        self.input_schema.setdefault("type", "object")
+        hints = mcp_tool.annotations
+        read_only = bool(getattr(hints, "read_only_hint", None) or False)
+        # Destructive only when the server says so (a tool without annotations is asked as
+        # "may change things", but not in yolo mode); an absent openWorldHint counts as open
+        # world, as MCP's default.
+        destructive = bool(getattr(hints, "destructive_hint", None) or False)
+        open_world = getattr(hints, "open_world_hint", None)
+        self.traits = ToolTraits(
+            source=f"MCP server {connection.name!r}",
+            read_only=read_only,
+            idempotent=bool(getattr(hints, "idempotent_hint", None) or False),
+            destructive=(not read_only) and destructive,
+            open_world=open_world is None or bool(open_world),
+            trusted=connection.config.trusted,
+            policy=policy,
+        )
+        self.read_only = read_only
+        self.retry_on_resume = self.traits.retry_on_resume
+        self.outside_effects = self.traits.outside_effects
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            result = await self.connection.call(self.remote_name, args)
+        except McpServerError as e:
+            return ToolResult(str(e), is_error=True, data={"server": self.connection.name})
+        except Exception as e:  # noqa: BLE001 - a protocol error is the model's to read
+            return ToolResult(
+                f"MCP server {self.connection.name!r}: {type(e).__name__}: {e}", is_error=True
+            )
+        return result_to_tool_result(result)
+
+
+def result_to_tool_result(result: Any) -> ToolResult:
+    """Text as is; images the providers take (PNG, JPEG, GIF, WebP up to 5 MB) go to the model
+    as image blocks (the recorder keeps their bytes in the blob store, their hashes in the
+    step); other media are described; resources and links by URI; structured content as JSON
+    when no text says the same; isError kept."""
+    parts: list[str] = []
+    data: dict[str, Any] = {}
+    images: list[ImageBlock] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(_media(kind, block.mime_type, block.data, images))
+        elif kind == "resource":
+            res = block.resource
+            text = getattr(res, "text", None)
+            if text is not None:
+                parts.append(f"[resource {res.uri}]\n{text}")
+            else:
+                size = len(_decode(getattr(res, "blob", "") or ""))
+                parts.append(f"[resource {res.uri}: {res.mime_type or 'binary'}, {size} bytes]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}" + (f": {block.name}]" if block.name else "]"))
+        else:
+            parts.append(f"[{kind or 'unknown'} content]")
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        data["structured"] = structured
+        if not parts:
+            text = json.dumps(structured, ensure_ascii=False, default=str)
+            parts.append(text[:_MAX_STRUCTURED_CHARS])
+    content = "\n".join(parts) if parts else "(no output)"
+    return ToolResult(
+        content,
+        is_error=bool(getattr(result, "is_error", False)),
+        data=data,
+        images=tuple(images),
+    )
+
+
+def _decode(b64: str) -> bytes:
+    try:
+        return base64.b64decode(b64 or "", validate=False)
+    except (ValueError, TypeError):
+        return b""
+
+
+def _media(kind: str, mime: str | None, b64: str, images: list[ImageBlock]) -> str:
+    raw = _decode(b64)
+    label = f"[{kind} {mime or 'unknown type'}, {len(raw)} bytes"
+    if kind == "image" and mime in MODEL_IMAGE_TYPES and 0 < len(raw) <= IMAGE_MAX_BYTES:
+        images.append(ImageBlock(media_type=mime, data=raw))
+        return label + ", shown as an image]"
+    return label + ", not shown]"
