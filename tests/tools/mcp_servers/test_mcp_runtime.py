@@ -274,6 +274,9 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
     assert [m.input_data["tool"] for m in marks] == ["mcp__ev__toggle-simulated-logging"]
     toggle = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
     assert marks[0].input_data["callId"] == toggle.call_id and marks[0].seq < toggle.seq
+    # It hangs beside the call it marks (under the same LLM step) and carries its call id.
+    assert marks[0].call_id == toggle.call_id
+    assert marks[0].parent_step_id == toggle.parent_step_id
 
 
 async def test_streamable_http_server_and_env_values_are_redacted(make) -> None:
