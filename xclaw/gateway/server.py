@@ -18,6 +18,7 @@ from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
+from xclaw.private_files import private_dir
 from xclaw.workspace.sandbox import sandbox_mode
 
 log = logging.getLogger("xclaw.gateway")
@@ -138,7 +139,8 @@ async def _serve(settings: Settings, log_level: str) -> int:
     token = load_or_create_token(settings.home, settings.token)
     configure_logging(token, log_level)
     model, model_error = _model(settings)
-    settings.workspace_root.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.home)
+    private_dir(settings.workspace_root)
     store = open_store(settings.db)
     try:
         runtime = Runtime(store, settings, model=model)
