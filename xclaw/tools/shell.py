@@ -12,18 +12,15 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.workspace.sandbox import Isolation
-
-# Environment variables whose names end like this never reach the command (case-insensitive).
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-SECRET_NAMES = ("XCLAW_TOKEN",)
 
 _READ_CHUNK = 64 * 1024
 
@@ -38,20 +35,6 @@ _DIE_WITH_PARENT = (
 )
 # How long SIGKILLed processes get to disappear (a process in uninterruptible sleep may lag).
 _KILL_SETTLE_S = 2.0
-
-
-def child_env(
-    base: Mapping[str, str], extra: Mapping[str, str], secret_names: Iterable[str] = ()
-) -> dict[str, str]:
-    """A copy of `base` without secrets, then `extra` (the runtime's own additions) on top."""
-    drop = {n.upper() for n in (*SECRET_NAMES, *secret_names)}
-    env = {
-        k: v
-        for k, v in base.items()
-        if k.upper() not in drop and not k.upper().endswith(SECRET_SUFFIXES)
-    }
-    env.update(extra)
-    return env
 
 
 class HeadTail:
@@ -204,6 +187,7 @@ class ShellTool:
         kill_grace_s: float = 2.0,
         secret_env: Iterable[str] = (),
         shell: str = "bash",
+        secret_values: Iterable[str] = (),
         isolation: Isolation | None = None,
     ) -> None:
         self.default_timeout_s = default_timeout_s
@@ -212,6 +196,8 @@ class ShellTool:
         self.kill_grace_s = kill_grace_s
         self.drain_s = 1.0
         self.secret_env = tuple(secret_env)
+        # Values no variable given to the command may hold (whatever the variable's name).
+        self.secret_values = tuple(secret_values)
         self.shell = shell
         # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
         self.isolation = isolation
@@ -261,7 +247,7 @@ class ShellTool:
             asyncio.create_subprocess_exec(
                 *self._argv(command, Path(ctx.workspace)),
                 cwd=ctx.workspace,
-                env=child_env(os.environ, ctx.env, self.secret_env),
+                env=child_env(os.environ, ctx.env, self.secret_env, self.secret_values),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,  # interleaved as a terminal would show them
