@@ -126,14 +126,12 @@ async def test_no_credential_reaches_any_route(leaky: Server) -> None:
         assert "[REDACTED]" not in proc, proc
         assert "ANTHROPIC_API_KEY" not in proc
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as h:
-        api = "".join(
-            [
-                (await h.get(f"{leaky.http}/api/sessions/{sid}/steps")).text,
-                (await h.get(f"{leaky.http}/api/sessions/{sid}/history")).text,
-                (await h.get(f"{leaky.http}/api/sessions/{sid}/export")).text,
-                (await h.get(f"{leaky.http}/api/sessions")).text,
-            ]
-        )
+        api = ""
+        for path in (f"sessions/{sid}/steps", f"sessions/{sid}/history",
+                     f"sessions/{sid}/export", "sessions"):
+            r = await h.get(f"{leaky.http}/api/{path}")
+            assert r.status_code == 200, (path, r.text)
+            api += r.text
     leaky.kill()  # flushes nothing more: the WAL is read as it was left
     db = leaky.home / "xclaw.db"
     raw = b"".join(
