@@ -227,25 +227,37 @@ class ShellTool:
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
+        if ctx.confined and (self.isolation is None or not self.isolation.active):
+            # The policy allows unasked commands only where they can be confined; never run
+            # one unconfined on the strength of a guess.
+            return ToolResult(
+                "Not run: this command was allowed without asking only to run confined, and "
+                "no sandbox is available here",
+                is_error=True,
+            )
         return await self._execute(clean["command"], timeout, ctx)
 
-    def _argv(self, command: str, workspace: Path) -> list[str]:
+    def _argv(self, command: str, workspace: Path, confined: bool = False) -> list[str]:
         """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
         the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
         whole group. Without this an interrupted call would go on running unrecorded — the
         very "executed without a record" the write-ahead rule forbids. With isolation,
         bubblewrap sits between the two (it too dies with its parent, taking the sandbox)."""
-        wrap = self.isolation.wrap if self.isolation is not None else (lambda argv, _: argv)
+        def wrap(argv: list[str]) -> list[str]:
+            if self.isolation is None:
+                return argv
+            return self.isolation.wrap(argv, workspace, confined=confined)
+
         if _SETPRIV is None:
-            return wrap([self.shell, "-c", command], workspace)
+            return wrap([self.shell, "-c", command])
         inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
-        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner, workspace)]
+        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
         started = time.monotonic()
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self._argv(command, Path(ctx.workspace)),
+                *self._argv(command, Path(ctx.workspace), ctx.confined),
                 cwd=ctx.workspace,
                 env=child_env(os.environ, ctx.env, self.secret_env, self.secret_values),
                 stdin=asyncio.subprocess.DEVNULL,
