@@ -222,6 +222,8 @@ class ShellTool:
             clean = check_args(self.name, self.input_schema, args)
             if not clean["command"].strip():
                 raise ToolError("shell needs a non-empty 'command'")
+            if "\0" in clean["command"]:
+                raise ToolError("shell 'command' contains a NUL byte, which no program can take")
             if not Path(ctx.workspace).is_dir():
                 raise ToolError(f"the workspace directory {str(ctx.workspace)!r} does not exist")
         except ToolError as e:
