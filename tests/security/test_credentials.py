@@ -145,3 +145,51 @@ async def test_no_credential_reaches_any_route(leaky: Server) -> None:
                 f"?token={token}", "")), ("rows", rows)):
             assert value not in text, (value, where)
         assert value.encode() not in raw, (value, "database file or WAL")
+
+
+PG_PASSWORD = "pg-password-in-url-5151"
+
+
+async def test_the_database_url_password_stays_out_of_the_record(tmp_path: Path) -> None:
+    """XCLAW_DB=postgresql://user:PW@…: the model prints PW and the shell looks for it; the
+    rows in PostgreSQL, the frames, the API and the logs never hold it."""
+    from tests.store.conftest import PostgresBackend, postgres_url
+
+    pg = PostgresBackend(postgres_url())
+    pg.query("SELECT 1")  # skips (fails in CI) when PostgreSQL is unreachable
+    parts = pg.url.split("://", 1)
+    user_host = parts[1]
+    if "@" in user_host.split("/", 1)[0]:
+        cred, rest = user_host.split("@", 1)
+        user = cred.split(":", 1)[0]
+    else:
+        user, rest = "postgres", user_host
+    # trust authentication on the test server ignores the password; libpq still carries it
+    url = f"{parts[0]}://{user}:{PG_PASSWORD}@{rest}"
+    root = tmp_path / "pgleak"
+    root.mkdir()
+    script = write_script(root / "script.json", [
+        {"text": f"db password {PG_PASSWORD}",
+         "tool_calls": [{"name": "shell", "input": {"command": "env | sort"}}]},
+        {"text": f"again {PG_PASSWORD}"},
+    ])
+    server = Server(root=root, script=script, approval="yolo")
+    base_env = server.env
+    server.env = lambda: {**base_env(), "XCLAW_DB": url}  # type: ignore[method-assign]
+    server.start()
+    try:
+        c = await Client.open(server)
+        await c.attach()
+        assert (await c.turn("go", timeout=60))["type"] == "reply"
+        frames = json.dumps(c.seen)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}) as h:
+            api = (await h.get(f"{server.http}/api/sessions/{c.session_id}/export")).text
+        rows = json.dumps(pg.query("SELECT * FROM traces"), default=str)
+        assert "[REDACTED]" in frames
+        for where, text in (("frames", frames), ("api", api), ("rows", rows),
+                            ("logs", server.logs()), ("banner", server.banner)):
+            assert PG_PASSWORD not in text, where
+        assert "XCLAW_DB=" not in frames  # the shell never had the URL
+    finally:
+        server.kill()
+        pg.drop()
