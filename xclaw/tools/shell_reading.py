@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import bashlex
-import bashlex.errors
+import bashlex  # type: ignore[import-untyped]
+import bashlex.errors  # type: ignore[import-untyped]
 
 
 class NotSafe(Exception):
