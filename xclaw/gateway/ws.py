@@ -83,6 +83,8 @@ def encode_frame(frame: dict[str, Any]) -> str:
     """A server frame as JSON text that encodes as UTF-8: text with a lone surrogate (a
     hostile model or tool can produce one) is sent \\u-escaped instead of killing the writer."""
     text = json.dumps(frame, ensure_ascii=False, default=str)
+    if text.isascii():
+        return text  # the common case, checked faster than an encode
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
