@@ -67,8 +67,8 @@ def test_settings_know_every_credential_used_or_not(tmp_path: Path, monkeypatch)
     assert env == {"A": "1"}
 
 
-@pytest.fixture
-def leaky(tmp_path: Path) -> Server:
+@pytest.fixture(params=["auto", "none"])
+def leaky(tmp_path: Path, request) -> Server:  # type: ignore[no-untyped-def]
     root = tmp_path / "leaky"
     root.mkdir()
     turns = [
@@ -87,6 +87,7 @@ def leaky(tmp_path: Path) -> Server:
         e = base_env()
         (root / "xclaw.yaml").write_text(
             "approval:\n  mode: yolo\nsecret_env: [DOT_ONLY, FROM_ENV]\n"
+            f"sandbox:\n  isolation: {request.param}\n"
         )
         e.update(
             ANTHROPIC_API_KEY=UNUSED_KEY,
@@ -117,8 +118,11 @@ async def test_no_credential_reaches_any_route(leaky: Server) -> None:
     )["output"]
     assert "ENV:" in tool_out
     # the shell's environment had none of them, not even by name
+    own_env = tool_out.split("TOKEN:", 1)[0]
     for name in ("ANTHROPIC_API_KEY", "FROM_ENV", "HTTPS_PROXY", "XCLAW_TOKEN", "DOT_ONLY"):
-        assert f"\n{name}=" not in tool_out, name
+        assert f"\n{name}=" not in own_env, name
+    # Without the sandbox a command run as root can read the gateway's /proc/PID/environ
+    # (docs/security.md, residual risk): what it read is still masked in every route below.
     if "bubblewrap" in leaky.banner:
         # own PID namespace: the gateway's /proc/PID/environ is not even visible, and the
         # token file is hidden
