@@ -26,6 +26,7 @@ from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool
 from xclaw.tools.command_rules import check_arguments, rule_for
 from xclaw.tools.shell_reading import NotSafe, simple_commands
+from xclaw.tools.traits import approval_for
 
 __all__ = [
     "ALLOW",
@@ -111,6 +112,10 @@ class ApprovalPolicy:
         )
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
+        traits = getattr(tool, "traits", None)
+        if traits is not None:  # an MCP or Python tool: its declared traits decide
+            kind, reason = approval_for(traits, tool.name, self.mode)
+            return ALLOW if kind == "allow" else ASK(reason)
         if tool.name in SHELL_TOOLS:
             return self._shell(args.get("command") if isinstance(args, dict) else None)
         if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:
