@@ -106,7 +106,6 @@ class Runtime:
         prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
-        self.toolbox.attach_blob_sink(self._put_blob)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
@@ -134,14 +133,6 @@ class Runtime:
 
             self._model = build_model(self.settings)
         return self._model
-
-    async def _put_blob(self, data: bytes) -> str:
-        """Content-addressed bytes in the store (an MCP tool's image); returns the sha256."""
-        import hashlib
-
-        digest = hashlib.sha256(data).hexdigest()
-        await self.db(self.store.put_blobs, {digest: data})
-        return digest
 
     def require_model(self) -> None:
         """Raise ConfigError, saying how to configure a model, when there is none."""
