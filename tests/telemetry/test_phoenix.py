@@ -176,6 +176,25 @@ def test_xclaw_serve_exports_each_turn(tmp_path: Path, phoenix: Phoenix) -> None
         server.kill(signal.SIGTERM)
 
 
+def test_otlp_grpc_switched_on_by_xclaw_yaml(tmp_path: Path, phoenix: Phoenix) -> None:
+    """No OTEL_* variable: xclaw.yaml's `otel` section, over gRPC to Phoenix's OTLP port."""
+    (tmp_path / "script.json").write_text(json.dumps({"turns": [
+        {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
+        {"text": "empty"},
+    ]}))
+    (tmp_path / "xclaw.yaml").write_text(
+        f"otel:\n  endpoint: http://127.0.0.1:{phoenix.grpc_port}\n  protocol: grpc\n"
+        "  service_name: xclaw-yaml\n"
+    )
+    r = _run(tmp_path, _env(tmp_path), "look")
+    assert r.returncode == 0, r.stdout + r.stderr
+    sid = _session(tmp_path)
+    spans = phoenix.wait_for(sid, lambda s: len(s) >= 4, timeout=30)
+    assert sorted(s["name"] for s in spans) == [
+        "chat script.json", "chat script.json", "execute_tool list_dir", "invoke_agent xclaw"]
+    assert not any(k.startswith("gen_ai.input") for s in spans for k in s["attributes"])
+
+
 def test_a_receiver_that_is_down_costs_the_run_nothing(tmp_path: Path) -> None:
     (tmp_path / "script.json").write_text(json.dumps({"turns": [{"text": "fine"}]}))
     dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
