@@ -58,6 +58,7 @@ async def test_lone_surrogate_in_message_and_reply_keeps_store_and_client_agreei
 async def test_patch_title_with_lone_surrogate_is_a_json_error(server: Server) -> None:
     c = await Client.open(server)
     await c.attach()
+    await c.turn("make the session exist")
     sid = c.session_id
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}) as h:
         r = await h.patch(
