@@ -198,12 +198,13 @@ class ShellTool:
         return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
-        step = StepProcesses(ctx.session_id)
+        step = StepProcesses.start(ctx.session_id)
         register(step)
         try:
             return await self._execute_step(command, timeout, ctx, step)
         finally:
             unregister(step)
+            step.close()
 
     async def _execute_step(
         self, command: str, timeout: float, ctx: ToolContext, step: StepProcesses
@@ -212,7 +213,7 @@ class ShellTool:
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self._argv(command, Path(ctx.workspace), ctx.confined),
+                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined)),
                 cwd=ctx.workspace,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
