@@ -20,7 +20,13 @@ from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
-from xclaw.tools.step_processes import StepProcesses, live_members, register, unregister
+from xclaw.tools.step_processes import (
+    StepProcesses,
+    live_members,
+    register,
+    sweep_stale_scopes,
+    unregister,
+)
 from xclaw.workspace.sandbox import Isolation
 
 _READ_CHUNK = 64 * 1024
@@ -143,6 +149,8 @@ class ShellTool:
         self.shell = shell
         # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
         self.isolation = isolation
+        # Processes a killed xclaw left in its steps' cgroup scopes are stopped now.
+        sweep_stale_scopes()
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {

@@ -91,8 +91,8 @@ class CgroupScope:
 @functools.lru_cache(maxsize=1)
 def _cgroup_base() -> Path | None:
     """`<cgroup2 mount><our cgroup>/xclaw`, created once per process; None when absent or not
-    writable. Empty scopes of dead xclaw processes left there (killed with SIGKILL) are
-    removed."""
+    writable. Scopes of dead xclaw processes left there (killed with SIGKILL mid-step) are
+    killed and removed."""
     mount = None
     try:
         with open("/proc/self/mountinfo") as f:
@@ -118,11 +118,20 @@ def _cgroup_base() -> Path | None:
     for old in base.glob("step-*"):
         pid = old.name.split("-")[1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            try:
-                old.rmdir()
-            except OSError:
-                pass
+            # The xclaw process that ran this step died without stopping it (SIGKILL):
+            # whatever the step left running is stopped now.
+            CgroupScope(old).kill()
+            deadline = time.monotonic() + KILL_SETTLE_S
+            while CgroupScope(old).pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            CgroupScope(old).remove()
     return base
+
+
+def sweep_stale_scopes() -> None:
+    """Stop what steps of dead xclaw processes left in their scopes (done once per process,
+    when the first scope is made or the shell tool is set up)."""
+    _cgroup_base()
 
 
 @dataclass(eq=False)
