@@ -20,7 +20,13 @@ from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
-from xclaw.tools.step_processes import StepProcesses, live_members, register, unregister
+from xclaw.tools.step_processes import (
+    StepProcesses,
+    live_members,
+    register,
+    sweep_stale_scopes,
+    unregister,
+)
 from xclaw.workspace.sandbox import Isolation
 
 _READ_CHUNK = 64 * 1024
@@ -143,6 +149,8 @@ class ShellTool:
         self.shell = shell
         # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
         self.isolation = isolation
+        # Processes a killed xclaw left in its steps' cgroup scopes are stopped now.
+        sweep_stale_scopes()
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -198,12 +206,13 @@ class ShellTool:
         return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
-        step = StepProcesses(ctx.session_id)
+        step = StepProcesses.start(ctx.session_id)
         register(step)
         try:
             return await self._execute_step(command, timeout, ctx, step)
         finally:
             unregister(step)
+            step.close()
 
     async def _execute_step(
         self, command: str, timeout: float, ctx: ToolContext, step: StepProcesses
@@ -212,7 +221,7 @@ class ShellTool:
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self._argv(command, Path(ctx.workspace), ctx.confined),
+                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined)),
                 cwd=ctx.workspace,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,

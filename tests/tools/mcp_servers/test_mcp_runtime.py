@@ -348,3 +348,12 @@ async def test_a_server_that_hangs_on_start_costs_its_timeout_once_not_every_run
     finally:
         await hub.close()
     assert not children_running("sleep 300", parent=os.getpid())
+
+
+def test_tool_names_are_ones_the_providers_accept() -> None:
+    from xclaw.tools.mcp.tool import tool_name
+
+    assert tool_name("time", "get_current_time") == "mcp__time__get_current_time"
+    assert tool_name("ev", "get-tiny-image") == "mcp__ev__get-tiny-image"
+    assert tool_name("fs", "read.file v2") == "mcp__fs__read_file_v2"
+    assert len(tool_name("server", "x" * 100)) == 64
