@@ -271,7 +271,9 @@ class ChatClient:
             if self.turn == "run":
                 self._set_turn(None)
         elif kind == "error":
-            if self.turn == "attach":
+            if self.turn == "attach" and f.get("code") in (
+                "bad_frame", "bad_command", "unknown_session", "ambiguous_session"
+            ):
                 # a refused /switch (unknown, ambiguous or malformed id): still where it was
                 self.session_id = self._attached
                 self._set_turn(None)
