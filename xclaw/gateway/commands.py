@@ -29,7 +29,7 @@ SESSIONS_LISTED = 20
 _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 CLIENT_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "help")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "compact", "help")
 
 HELP_TEXT = """\
 commands:
@@ -37,6 +37,7 @@ commands:
   /rollback sNNNN       rewind this session to just before that step (later steps are deleted)
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
+  /compact              summarise the conversation so far (later turns start from it)
   /switch ID            attach to another session (e.g. a fork)   [client command]
   /new                  start a new session                       [client command]
   /help                 this text"""
@@ -112,6 +113,10 @@ class CommandRunner:
             return await self._fork(session_id, cmd)
         if cmd.name == "sessions":
             return await self._sessions(session_id)
+        if cmd.name == "compact":
+            # Runs like a turn; its `[compact]` notice (to every client) says how it went.
+            await self.runtime.compact(session_id)
+            return CommandResult()
         if cmd.name == "help":
             return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
         if cmd.name in CLIENT_COMMANDS:

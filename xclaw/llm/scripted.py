@@ -17,6 +17,7 @@ from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
+from xclaw.llm.context import COMPACT_INSTRUCTION
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -173,6 +174,9 @@ class ScriptedModel:
         self.script = load_script(self.path)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION:
+            return self._summary(request)
         main = request.agent == "main"
         # Turns are counted over the whole conversation, not the part that fits the window.
         history = request.messages if request.history is None else request.history
@@ -214,6 +218,23 @@ class ScriptedModel:
             model=self.name,
             stop_reason="tool_use" if calls else "end_turn",
             thinking=(ThinkingBlock("reasoning", turn.thinking),) if turn.thinking else (),
+        )
+
+    def _summary(self, request: LLMRequest) -> LLMResponse:
+        """A compaction request: a deterministic summary (the user's messages and how many
+        tool results there were), which consumes no turn of the script."""
+        history = request.messages if request.history is None else request.history
+        asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
+        results = sum(1 for m in history if isinstance(m, ToolResultMessage))
+        text = "Scripted summary. The user asked: " + " / ".join(
+            " ".join(a.split())[:200] for a in asked
+        ) + f". Tool results so far: {results}."
+        prompt = request.system + "".join(_message_text(m) for m in request.messages)
+        return LLMResponse(
+            text=text,
+            usage=Usage(estimate_tokens(prompt), estimate_tokens(text)),
+            model=self.name,
+            stop_reason="end_turn",
         )
 
     def _branch(self, messages: tuple[Message, ...]) -> tuple[int, Branch | None]:
