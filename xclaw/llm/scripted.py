@@ -17,7 +17,7 @@ from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
-from xclaw.llm.context import COMPACT_INSTRUCTION
+from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -165,6 +165,19 @@ def _chunks(text: str) -> list[str]:
     ]
 
 
+_PLAYED = re.compile(r"Scripted summary \(turns played: (\d+)\)")
+
+
+def _played_before_summary(history: tuple[Message, ...] | list[Message]) -> int:
+    """Turns a compaction summary at the start of the conversation stands for (the script
+    goes on after it, not back to its first turn)."""
+    first = history[0] if history else None
+    if isinstance(first, UserMessage) and first.text.startswith(SUMMARY_PREFIX):
+        found = _PLAYED.search(first.text)
+        return int(found.group(1)) if found else 0
+    return 0
+
+
 class ScriptedModel:
     """`script:<path>`. Stateless between calls: everything it needs is in the request."""
 
@@ -186,6 +199,8 @@ class ScriptedModel:
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
         k = sum(1 for m in history[start:] if isinstance(m, AssistantMessage))
+        if start == 0:
+            k += _played_before_summary(history)
         if turns is None:
             first = next((m.text for m in history if isinstance(m, UserMessage)), "")
             turn = Turn(text=f"Sub-agent done: {first}")
@@ -226,9 +241,14 @@ class ScriptedModel:
         history = request.messages if request.history is None else request.history
         asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
         results = sum(1 for m in history if isinstance(m, ToolResultMessage))
-        text = "Scripted summary. The user asked: " + " / ".join(
-            " ".join(a.split())[:200] for a in asked
-        ) + f". Tool results so far: {results}."
+        played = _played_before_summary(history) + sum(
+            1 for m in history if isinstance(m, AssistantMessage)
+        )
+        text = (
+            f"Scripted summary (turns played: {played}). The user asked: "
+            + " / ".join(" ".join(a.split())[:200] for a in asked)
+            + f". Tool results so far: {results}."
+        )
         prompt = request.system + "".join(_message_text(m) for m in request.messages)
         return LLMResponse(
             text=text,

@@ -219,8 +219,8 @@ class Recorder:
         )
         who = "" if self.is_main else f"sub-agent {self.agent}: "
         self.emit(notice_frame(
-            f"[compact] {who}the context was filling: {summarised} earlier messages are now "
-            f"one summary ({len(response.text)} characters); the conversation goes on from it"
+            f"[compact] {who}{summarised} earlier messages are now one summary "
+            f"({len(response.text)} characters); the conversation goes on from it"
         ))
 
     async def llm_failed(self, error: str) -> None:
