@@ -265,3 +265,16 @@ def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> Non
                         session_status=Status.SUCCESS)
     report = fsck.check(store)
     assert "blob_unreferenced" not in _codes(report), [f.to_json() for f in report.findings]
+
+
+def test_an_image_that_is_gone_is_found(store: Store, backend: Backend) -> None:
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "look"))
+    image = b"\x89PNG other bytes"
+    store.put_blobs({content_hash(image): image})
+    t = store.add_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),
+                       output_data={"content": "[image]", "images": [{"hash": content_hash(image)}]})
+    assert t.seq == 2
+    assert "image_blob_missing" not in _codes(fsck.check(store))
+    backend.query("DELETE FROM blobs WHERE hash=?", (content_hash(image),))
+    assert "image_blob_missing" in _codes(fsck.check(store))

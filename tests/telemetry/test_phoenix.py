@@ -90,6 +90,7 @@ def test_xclaw_run_exports_genai_spans_to_phoenix(tmp_path: Path, phoenix: Phoen
         assert a["gen_ai.request.model"] == "script.json"
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] >= 1
         assert a["gen_ai.response.finish_reasons"] in (["tool_use"], ["end_turn"])
+        assert a["gen_ai.usage.cache_read.input_tokens"] == 0  # recorded usage (none cached)
     [write] = names["execute_tool write_file"]
     assert write["attributes"]["gen_ai.tool.name"] == "write_file"
     assert write["attributes"]["gen_ai.tool.call.id"] == "call_0_0"

@@ -10,7 +10,7 @@ from xclaw.errors import ConfigError
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.telemetry.config import otel_config
-from xclaw.telemetry.exporter import turns_of_run
+from xclaw.telemetry.exporter import recent_steps, turns_of_run
 from xclaw.telemetry.spans import split_turns, turn_spans
 
 
@@ -33,7 +33,9 @@ def _session(store: SQLiteStore) -> str:
         "text": "", "model": "anthropic:claude-x-2024", "stop_reason": "tool_use",
         "tool_calls": [{"id": "t1", "name": "write_file", "input": {"path": "a"}},
                        {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}}],
-        "cache_read_tokens": 40, "cache_write_tokens": 7,
+        "usage": {"input": 120, "output": 30, "cache_read": 40, "cache_write": 7,
+                  "reasoning": 12},
+        "request_id": "req_1",
     }, token_usage_prompt=120, token_usage_completion=30)
     store.add_step(sid, NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "write_file"},
                                 user.step_id, call_id="t1"))
@@ -77,6 +79,8 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
     assert first["gen_ai.usage.cache_read.input_tokens"] == 40
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 7
     assert first["gen_ai.response.finish_reasons"] == ["tool_use"]
+    assert first["gen_ai.response.id"] == "req_1"
+    assert first["xclaw.usage.reasoning_tokens"] == 12
     tool = by_name["execute_tool write_file"]
     assert tool.attributes["gen_ai.tool.name"] == "write_file"
     assert tool.attributes["gen_ai.tool.call.id"] == "t1"
@@ -150,3 +154,19 @@ def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
     assert not otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}).enabled
     with pytest.raises(ConfigError, match="protocol"):
         otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
+
+
+def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
+    ticks = iter(range(1_000_000, 2_000_000, 10))  # one step per 10 ms
+    store = SQLiteStore(tmp_path / "long.db", clock=lambda: next(ticks))
+    sid = store.create_session().session_id
+    for i in range(40):
+        u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", f"turn {i}"))
+        llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        store.complete_step(sid, llm.seq, output_data={"text": "ok"})
+    last_user = store.latest_steps(sid, 2)[0]
+    got = recent_steps(store, sid, last_user.start_time, first=4)
+    assert got[0].seq <= last_user.seq and len(got) <= 8
+    assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
+    assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
+    store.close()

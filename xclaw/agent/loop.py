@@ -27,6 +27,11 @@ T = TypeVar("T")
 # huge message cannot make every call a summary.
 MIN_MESSAGES_TO_COMPACT = 4
 
+# The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
+# is not read-only): rollback and fork restore files, not the world; they list these steps
+# (xclaw/outside_effects.py).
+OUTSIDE_EFFECTS = "outside_effects"
+
 DEFAULT_SYSTEM_PROMPT = (
     "You are xclaw, a careful software agent working in a sandboxed workspace directory. "
     "Use the tools to inspect and change files and to run shell commands; paths are relative "
@@ -320,6 +325,11 @@ class Agent:
             await turn.acquire()
         try:
             self._check_cancelled()  # the run may have been stopped while this call waited
+            if getattr(tool, "outside_effects", False):
+                # Marked in the record before it runs: rollback and fork cannot undo it.
+                await self.observer.alert(
+                    OUTSIDE_EFFECTS, {"tool": call.name, "callId": call.id, "agent": self.agent_id}
+                )
             # Write-ahead (invariant 1): the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
             if turn is not None and getattr(tool, "parallel_safe", False):

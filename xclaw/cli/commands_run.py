@@ -141,5 +141,9 @@ def register(cli: click.Group) -> None:
         """
         if text and text.startswith("/"):
             raise click.UsageError("slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`")
-        code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+        try:
+            code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+        except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started
+            click.secho(f"error: {e.message}", fg="red", err=True)
+            code = 2
         sys.exit(code)

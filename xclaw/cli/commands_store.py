@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
@@ -192,8 +193,11 @@ def rollback_cmd(
     """
     workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
+    outside = outside_note(outside_steps(store.steps(session_id), target.seq))
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
+        if outside:
+            click.secho(outside, fg="yellow", err=True)
         click.confirm(
             f"Delete {target.display_id} and everything after it ({later} step(s)) "
             f"from session {session_id}?",
@@ -212,6 +216,8 @@ def rollback_cmd(
             f"[rollback] workspace restored to its state before {display_id(result.target_seq)}"
             f" ({files} file(s))"
         )
+    if outside:
+        out.print(f"[rollback] {outside}")
 
 
 @click.command("fork", short_help="Branch a new session off a step.")
@@ -231,6 +237,8 @@ def fork_cmd(
 ) -> None:
     """Copy SESSION up to and including STEP into a new session; the original is kept.
     The new session's workspace holds the files as they were just after STEP."""
+    target = store.get_step(session_id, step)
+    outside = outside_note(outside_steps(store.steps(session_id), target.seq + 1))
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
     if as_json:
         click.echo(_dump(session_json(forked)))
@@ -239,6 +247,8 @@ def fork_cmd(
     out.print(f"[fork] new session created: {forked.session_id}")
     out.print("connect with this session ID to continue on the forked branch.")
     out.print(f"original session {session_id} is unchanged.")
+    if outside:
+        out.print(f"[fork] in the original session after that step, {outside}")
 
 
 @click.command("export", short_help="A session and its steps as JSON Lines.")

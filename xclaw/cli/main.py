@@ -27,6 +27,7 @@ def _register() -> None:
         commands_run,
         commands_serve,
         commands_store,
+        commands_tools,
         commands_workers,
         commands_workspace,
     )
@@ -39,6 +40,7 @@ def _register() -> None:
     commands_chat.register(cli)
     commands_demo.register(cli)
     commands_ops.register(cli)
+    commands_tools.register(cli)
 
 
 def main() -> None:

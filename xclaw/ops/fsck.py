@@ -139,7 +139,12 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
     for row in sessions:
         steps = reader.steps(row.session_id)
         report.steps += len(steps)
-        referenced |= _image_hashes(steps)  # view_file's images (docs/storage.md)
+        images = _image_hashes(steps)  # view_file's images (docs/storage.md)
+        referenced |= images
+        if images - blob_hashes:
+            add(Finding("image_blob_missing",
+                        f"{len(images - blob_hashes)} image(s) a tool step returned are not "
+                        "stored", row.session_id))
         for f in _check_session(row, steps, now):
             add(f)
         snaps = reader.snapshot_rows(row.session_id)

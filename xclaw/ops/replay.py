@@ -23,7 +23,7 @@ from xclaw.config import Settings
 from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
 from xclaw.messages import AssistantMessage, ToolCall, Usage
-from xclaw.recorder.history import tool_output_text
+from xclaw.recorder.history import recorded_thinking, tool_output_text
 from xclaw.store.base import Store
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
@@ -165,12 +165,18 @@ class RecordedModel:
         text = str(out.get("text") or "")
         if text and on_delta is not None:
             await on_delta(text)
+        usage = (
+            Usage.from_json(out["usage"])
+            if isinstance(out.get("usage"), dict)
+            else Usage(step.token_usage_prompt, step.token_usage_completion)
+        )
         return LLMResponse(
             text=text,
             tool_calls=tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ()),
-            usage=Usage(step.token_usage_prompt, step.token_usage_completion),
+            usage=usage,
             model=str(out.get("model") or step.name),
             stop_reason=str(out.get("stop_reason") or ""),
+            thinking=recorded_thinking(out),  # signed blocks go back as the provider sent them
         )
 
 

@@ -105,6 +105,7 @@ class Runtime:
         prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
+        self.toolbox.attach_blob_sink(self._put_blob)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         self.redact = Redactor(settings.secret_values())
@@ -130,6 +131,14 @@ class Runtime:
 
             self._model = build_model(self.settings)
         return self._model
+
+    async def _put_blob(self, data: bytes) -> str:
+        """Content-addressed bytes in the store (an MCP tool's image); returns the sha256."""
+        import hashlib
+
+        digest = hashlib.sha256(data).hexdigest()
+        await self.db(self.store.put_blobs, {digest: data})
+        return digest
 
     def require_model(self) -> None:
         """Raise ConfigError, saying how to configure a model, when there is none."""
@@ -188,7 +197,7 @@ class Runtime:
         returned get their bytes back from the blob store."""
         hist = build_history(
             steps,
-            read_only=self.toolbox.is_read_only,
+            read_only=self.toolbox.is_retry_safe,
             resumable=self.toolbox.is_resumable,
             new_input=new_input,
         )
@@ -405,6 +414,10 @@ class Runtime:
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
+            # MCP servers start on first use; one that cannot start is named, the rest work.
+            for server, why in (await self.toolbox.prepare()).items():
+                log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
+                emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
             # Continued on the user's explicit request after an error (resume_if_needed).
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED
@@ -623,6 +636,10 @@ class Runtime:
                 run.renewer.cancel()
             if run.lease is not None and run.lost is None:
                 await self.leases.release(run.lease)  # another worker may resume it at once
+        try:
+            await self.toolbox.close()  # MCP server processes and connections
+        except Exception:
+            log.exception("could not stop the MCP servers")
         if self.cluster is None:  # (a serving worker's cluster unregistered it already)
             try:
                 await self.leases.unregister()

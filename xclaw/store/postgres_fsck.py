@@ -29,7 +29,8 @@ BACKUP_TABLES = (
 _REPAIR_SQL = {
     "interrupt_step": (
         "UPDATE traces SET status='failed', error_message=%s, end_time=%s "
-        "WHERE session_id=%s AND seq=%s AND status='running'"
+        "WHERE session_id=%s AND seq=%s AND status='running' AND session_id IN "
+        "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
     ),
     "set_status": (
         "UPDATE sessions SET current_status=%s, updated_at=%s "

@@ -21,7 +21,8 @@ T = TypeVar("T")
 _REPAIR_SQL = {
     "interrupt_step": (
         "UPDATE traces SET status='failed', error_message=?, end_time=? "
-        "WHERE session_id=? AND seq=? AND status='running'"
+        "WHERE session_id=? AND seq=? AND status='running' AND session_id IN "
+        "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
     ),
     "set_status": (
         "UPDATE sessions SET current_status=?, updated_at=? "

@@ -16,7 +16,7 @@ from typing import Any
 
 from xclaw import __version__
 from xclaw.store.base import Store
-from xclaw.store.model import Step
+from xclaw.store.model import MAIN_AGENT, Step, StepType
 from xclaw.telemetry.config import OtelConfig
 from xclaw.telemetry.spans import SpanData, split_turns, turn_spans
 
@@ -92,7 +92,7 @@ class TurnExporter:
                     self._idle.notify_all()
 
     def _export(self, session_id: str, started_ms: int) -> None:
-        steps = self.store.steps(session_id)
+        steps = recent_steps(self.store, session_id, started_ms)
         for turn in turns_of_run(steps, started_ms):
             for span in turn_spans(
                 session_id, turn, capture_content=self.config.capture_content, redact=self.redact
@@ -124,17 +124,38 @@ class TurnExporter:
         )
 
 
+def _touched(step: Step, started_ms: int) -> bool:
+    # mark_interrupted sets the end time of the steps it settles: they count as touched.
+    return step.start_time >= started_ms or (
+        step.end_time is not None and step.end_time >= started_ms
+    )
+
+
+def recent_steps(store: Store, session_id: str, started_ms: int, first: int = 256) -> list[Step]:
+    """The session's last steps, from the start of the first turn the run touched: read
+    from the end, doubling, until that turn's user message and an untouched step before it
+    are in view (a long session is not read whole at the end of each run)."""
+    n = first
+    while True:
+        steps = store.latest_steps(session_id, n)
+        if len(steps) < n:
+            return steps
+        t = next((i for i, s in enumerate(steps) if _touched(s, started_ms)), None)
+        if t is None:
+            return []
+        h = max((i for i, s in enumerate(steps[: t + 1])
+                 if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT), default=0)
+        if h > 0:  # the step before the turn is in view and untouched
+            return steps[h:]
+        n *= 2
+
+
 def turns_of_run(steps: list[Step], started_ms: int) -> list[list[Step]]:
     """The turns a run that started at `started_ms` touched: those with a step it wrote or
     marked interrupted (an earlier turn cut short by a crash, settled by this run)."""
     out = []
     for turn in split_turns(steps):
-        # mark_interrupted sets the end time of the steps it settles: they count as touched.
-        touched = any(
-            s.start_time >= started_ms or (s.end_time is not None and s.end_time >= started_ms)
-            for s in turn
-        )
-        if touched:
+        if any(_touched(s, started_ms) for s in turn):
             out.append(turn)
     return out
 

@@ -27,12 +27,9 @@ _CONTENT_CHARS = 8192
 
 # Where an llm_call's output may carry prompt-cache token counts (the provider layer names
 # them; read defensively so older records and other providers simply have none).
-_CACHE_READ_KEYS = ("cache_read_tokens", "cache_read_input_tokens", "cached_tokens")
-_CACHE_WRITE_KEYS = (
-    "cache_write_tokens",
-    "cache_creation_tokens",
-    "cache_creation_input_tokens",
-)
+# Since issue 11b: output_data["usage"] = {input, output, cache_read, cache_write, reasoning}.
+_CACHE_READ_KEYS = ("cache_read", "cache_read_tokens", "cache_read_input_tokens")
+_CACHE_WRITE_KEYS = ("cache_write", "cache_write_tokens", "cache_creation_input_tokens")
 
 
 @dataclass
@@ -222,12 +219,16 @@ def _chat_span(
         attrs["gen_ai.request.temperature"] = float(params["temperature"])
     if out.get("model"):
         attrs["gen_ai.response.model"] = str(out["model"]).partition(":")[2] or str(out["model"])
+    if out.get("request_id"):  # the provider's id of the request
+        attrs["gen_ai.response.id"] = str(out["request_id"])
     if out.get("stop_reason"):
         attrs["gen_ai.response.finish_reasons"] = [str(out["stop_reason"])]
     raw_usage = out.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-    read = _first_int((out, usage), _CACHE_READ_KEYS)
-    write = _first_int((out, usage), _CACHE_WRITE_KEYS)
+    read = _first_int((usage, out), _CACHE_READ_KEYS)
+    write = _first_int((usage, out), _CACHE_WRITE_KEYS)
+    if isinstance(usage.get("reasoning"), int) and usage["reasoning"] > 0:
+        attrs["xclaw.usage.reasoning_tokens"] = usage["reasoning"]
     if read is not None:
         attrs["gen_ai.usage.cache_read.input_tokens"] = read
     if write is not None:
