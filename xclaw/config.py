@@ -50,6 +50,8 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "max_tokens": None,
     "temperature": None,
     "context_window_tokens": None,
+    # Share of the window at which the conversation is summarised (docs/llm-providers.md).
+    "compact_at": None,
     "approval": frozenset({"mode", "timeout_s", "safe_commands", "deny"}),
     "sandbox": frozenset({
         "shell_timeout_s", "output_cap", "parallel_side_effects", "isolation", "network",
