@@ -33,6 +33,19 @@ def test_a_flag_that_is_not_true_or_false_is_refused_in_words(tmp_path: Path) ->
         settings_from(tmp_path, "sandbox:\n  parallel_side_effects: yes please\n")
 
 
+def test_the_otel_section_reaches_the_span_exporter(tmp_path: Path) -> None:
+    from xclaw.telemetry.config import otel_config
+
+    s = settings_from(
+        tmp_path,
+        "otel:\n  endpoint: http://127.0.0.1:4318\n  protocol: grpc\n  service_name: svc\n"
+        "  headers: {authorization: Bearer x}\n  capture_message_content: true\n",
+    )
+    c = otel_config(s.extra, {})
+    assert (c.enabled, c.endpoint, c.protocol, c.service_name, c.headers, c.capture_content) == (
+        True, "http://127.0.0.1:4318", "grpc", "svc", {"authorization": "Bearer x"}, True)
+
+
 def test_a_misspelled_key_is_refused_with_did_you_mean(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'mcp_server'; did you mean 'mcp_servers'\?"):
         settings_from(tmp_path, "mcp_server:\n  time: {command: mcp-server-time}\n")

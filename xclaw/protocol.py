@@ -19,7 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
-from xclaw.store.model import Session, Step, StepTreeNode, display_id
+from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
 from xclaw.views import step_cost, step_usage
 
 MAX_FRAME_BYTES = 1_000_000
@@ -96,7 +96,8 @@ def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | Appr
 # --- server frames ------------------------------------------------------------------------
 
 
-def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
+def session_frame(s: Session, *, created: bool, busy: bool = False) -> dict[str, Any]:
+    state = session_state(s, busy=busy)
     return {
         "type": "session",
         "sessionId": s.session_id,
@@ -105,6 +106,8 @@ def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
         "isForked": s.is_forked,
         "parentSessionId": s.parent_session_id,
         "awaitingInput": s.awaiting_input,
+        "state": state.key,
+        "stateText": state.text,
         "created": created,
     }
 
@@ -126,6 +129,9 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
     }
     if busy is not None:
         out["busy"] = busy
+    state = session_state(s, busy=bool(busy))
+    out["state"] = state.key
+    out["stateText"] = state.text
     return out
 
 

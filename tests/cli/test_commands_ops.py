@@ -247,3 +247,57 @@ def test_replay_reproduces_a_session_with_a_sub_agent(tmp_path: Path) -> None:
     assert out["modelCallsFromRecord"] == 4
     ws = tmp_path / "workspaces" / out["sessionId"]
     assert sorted(p.name for p in ws.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_record(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import time
+
+    (tmp_path / "script.json").write_text(json.dumps({"turns": [
+        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}]},
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 4"}}]},
+        {"text": "never"},
+    ]}))
+    env = _no_model_env(tmp_path)
+    env["XCLAW_MODEL"] = f"script:{tmp_path / 'script.json'}"
+    proc = subprocess.Popen([sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "go"],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            db = tmp_path / "xclaw.db"
+            row = None
+            if db.exists():
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+                try:
+                    row = conn.execute(
+                        "SELECT 1 FROM traces WHERE name='shell' AND status='running'"
+                    ).fetchone()
+                except sqlite3.OperationalError:
+                    pass
+                finally:
+                    conn.close()
+            if row:
+                break
+            assert time.monotonic() < deadline, "the shell step never started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sid = _only_session(tmp_path)
+    # The shell call's result was never recorded: it runs again (the record says it started)
+    # with nothing to compare it with; the record ends there, so the replay stops there too
+    # and says so.
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"], check=False, cwd=tmp_path,
+        env=_no_model_env(tmp_path), capture_output=True, text=True, timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["reproduced"] and out["recordEndsMidTurn"], r.stdout + r.stderr
+    assert (tmp_path / "workspaces" / out["sessionId"] / "a.txt").read_text() == "A"

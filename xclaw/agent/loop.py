@@ -9,6 +9,7 @@ the same loop. The loop knows nothing of storage: every event goes to the observ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
@@ -38,6 +39,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "to the workspace. Work step by step, check results, and finish with a concise answer "
     "that says what you did."
 )
+
+
+# What a step stopped by the user's cancel records as its error (PROTOCOL.md `cancel`).
+CANCELLED = "cancelled by the user"
 
 
 class Decision(Protocol):
@@ -194,7 +199,7 @@ class Agent:
                 self.model.complete(request, self.observer.llm_delta)
             )
         except Cancelled:
-            await self.observer.llm_failed("cancelled by the user")
+            await self.observer.llm_failed(CANCELLED)
             raise
         except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
             await self.observer.llm_failed(str(e) or type(e).__name__)
@@ -339,8 +344,13 @@ class Agent:
                 turn = None
             context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
             try:
-                result = await tool.run(call.input, context)
-            except (asyncio.CancelledError, Cancelled):
+                result = await self._stoppable(tool.run(call.input, context))
+            except Cancelled:
+                # The user stopped the run: the tool has stopped its processes (SIGTERM,
+                # grace, SIGKILL); its step ends failed and the run ends here.
+                await self.observer.tool_finished(call, ToolResult(CANCELLED, is_error=True))
+                raise
+            except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
                 result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
@@ -365,6 +375,9 @@ class Agent:
             why = "approved by the user" if approved else "denied by the user"
         except TimeoutError:
             approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+        except Cancelled:
+            await self.observer.approval_decided(call, False, CANCELLED)
+            raise
         await self.observer.approval_decided(call, approved, why)
         return approved, why
 
@@ -412,4 +425,24 @@ class Agent:
         if task in done:
             return task.result()
         task.cancel()
+        raise Cancelled()
+
+    async def _stoppable(self, aw: Awaitable[T]) -> T:
+        """Await a tool run; on cancel, cancel it *and wait for it to stop*: a tool stops its
+        own processes when cancelled (the shell tool: SIGTERM to its process group, a short
+        grace, then SIGKILL), so nothing it started outlives the step that records it."""
+        task = asyncio.ensure_future(aw)
+        stopper = asyncio.ensure_future(self.cancel_event.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
+            await task
         raise Cancelled()

@@ -65,9 +65,9 @@ class Renderer:
     def _on_session(self, f: dict[str, Any]) -> None:
         parts = [f"[session] {f.get('sessionId')}"]
         if f.get("created"):
-            parts.append("new")
+            parts.append("new (saved with its first message)")
         else:
-            parts.append(str(f.get("status", "")))
+            parts.append(str(f.get("stateText") or f.get("status", "")))
         if f.get("title"):
             parts.append(repr(f["title"]))
         if f.get("isForked"):
@@ -124,9 +124,6 @@ class Renderer:
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
-
-    def _on_forked(self, f: dict[str, Any]) -> None:
-        self.line(f"type /switch {f.get('sessionId')} to continue on the fork", "dim")
 
     def approval(self, f: dict[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""

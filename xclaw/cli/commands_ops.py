@@ -138,6 +138,8 @@ def replay_cmd(
         first = result.first
         if first is None:
             out.print("[replay] reproduced: every tool result matches the record")
+            if result.record_ended:
+                out.print("[replay] the record stops mid-turn: replayed up to its last answer")
         else:
             where = first.step or first.new_step or "?"
             out.print(

@@ -72,6 +72,8 @@ class ReplayResult:
     model_calls: int = 0  # answered from the record
     live_calls: int = 0  # answered by the live model
     divergences: list[Divergence] = field(default_factory=list)
+    # The record stops mid-turn (interrupted or waiting): replayed up to its last answer.
+    record_ended: bool = False
 
     @property
     def first(self) -> Divergence | None:
@@ -86,6 +88,7 @@ class ReplayResult:
             "modelCallsFromRecord": self.model_calls,
             "modelCallsLive": self.live_calls,
             "reproduced": not self.divergences,
+            "recordEndsMidTurn": self.record_ended,
             "firstDivergence": self.first.to_json() if self.first else None,
             "divergences": [d.to_json() for d in self.divergences],
         }
@@ -140,6 +143,7 @@ class RecordedModel:
         self.live_from = live_from
         self.from_record = 0
         self.live_calls = 0
+        self.exhausted = False  # asked for an answer past the end of the record
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         history = request.history if request.history is not None else request.messages
@@ -154,6 +158,7 @@ class RecordedModel:
             self.live_calls += 1
             return await self.live.complete(request, on_delta)
         if step is None:
+            self.exhausted = True
             raise LLMError(
                 f"the record has no model answer #{k + 1} for agent {request.agent}: the replay "
                 "went past what was recorded (pass --model to go on with a live model)",
@@ -266,7 +271,11 @@ async def replay(
         masks=_masks(runtime, source_id, sid),
         with_model=live is not None,
     )
-    if failure is not None:
+    if failure is not None and model.exhausted and not result.divergences:
+        # Every recorded step was reproduced and the record simply stops here (a session
+        # interrupted, or waiting, mid-turn): the end of the record, not a divergence.
+        result.record_ended = True
+    elif failure is not None:
         result.divergences.append(
             Divergence("run_failed", None, None, MAIN_AGENT, replayed=failure[:_SHOWN])
         )
@@ -342,7 +351,14 @@ def compare(
                 found.append((o.seq, Divergence("tool_result", o.display_id, n.display_id, path,
                                                 o.name, call_id, _cut(a), _cut(b))))
     last = max((s.seq for s in recorded), default=0)
+    # Calls the record started but never saw end (interrupted): their outcome is unknown, so
+    # the replay's attempt is compared with nothing and is no extra call either.
+    paths = agent_paths(recorded)
+    started = {(paths.get(s.agent, s.agent), s.call_id) for s in recorded
+               if s.step_type is StepType.TOOL_CALL and s.call_id}
     for (path, call_id), news in new.items():
+        if (path, call_id) in started and not old.get((path, call_id)):
+            continue
         extra = news[len(old.get((path, call_id), [])):]
         for n in extra:
             found.append((last + n.seq, Divergence("extra_call", None, n.display_id, path, n.name,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,6 @@ class Toolbox:
         from xclaw.workspace.paths import workspace_dir
 
         return workspace_dir(self.workspace_root, session_id)
-
-    def attach_blob_sink(self, sink: Callable[[bytes], Awaitable[str]]) -> None:
-        """Where MCP images and audio go (the store's blob table)."""
-        if self.mcp is not None:
-            self.mcp.set_blob_sink(sink)
 
     async def prepare(self) -> dict[str, str]:
         """Start the MCP servers that do not run yet (lazily: the first run that needs tools)

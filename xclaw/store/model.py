@@ -129,6 +129,40 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionState:
+    """What a session is doing, for people: `key` for code and CSS, `text` in words."""
+
+    key: str  # running | paused | waiting | interrupted | new | success | failed
+    text: str
+
+
+def session_state(session: Session, *, busy: bool) -> SessionState:
+    """The one rule every client and listing shows (docs/protocol.md, "Session state").
+
+    Running only while a run is in flight (`busy`: this server's run or a live lease).
+    A session stopped for the user's next instruction — after a cancel, a rollback, a new
+    fork — is `waiting`; stored Running with no run anywhere means a crash interrupted it
+    (it resumes when a client opens it). Paused waits for an approval answer.
+    """
+    status = session.status
+    if status is Status.PAUSED:
+        return SessionState("paused", "Paused · waiting for your approval")
+    if busy:
+        return SessionState("running", "Running")
+    if status is Status.RUNNING:
+        if session.awaiting_input:
+            return SessionState("waiting", "Waiting for your instruction")
+        return SessionState("interrupted", "Interrupted · resumes when opened")
+    if status is Status.INIT:
+        if session.is_forked:
+            return SessionState("waiting", "Waiting for your instruction")
+        return SessionState("new", "New")
+    if status is Status.SUCCESS:
+        return SessionState("success", "Success")
+    return SessionState("failed", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     step_id: str
     session_id: str

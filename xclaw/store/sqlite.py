@@ -252,13 +252,19 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
 
         self._write(tx, durable=True)
 
-    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
+    def transition(
+        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+    ) -> Session:
         target = Status(target)
 
         def tx(conn: sqlite3.Connection) -> Session:
             check_fence(conn, session_id, lease)
             current, _, _ = session_state(conn, session_id)
             self._set_status(conn, session_id, current, target)
+            if awaiting_input:  # stopped by the user: waits for the next instruction
+                conn.execute(
+                    "UPDATE sessions SET awaiting_input=1 WHERE session_id=?", (session_id,)
+                )
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
             ).fetchone()

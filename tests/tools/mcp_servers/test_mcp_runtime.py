@@ -196,10 +196,12 @@ async def test_everything_server_results_map_images_structured_content_and_error
     sid = await h.ask("go")
     image, structured, good_sum, bad_sum = tool_steps(h, sid)
     assert image.status is StepStatus.COMPLETED
-    ref = image.output_data.split("blob sha256:")[1][:64]
-    png = h.store.get_blobs([ref])[ref]
-    assert png.startswith(b"\x89PNG")  # the image bytes went to the blob store
-    assert "[image image/png" in image.output_data
+    # The image went to the model as an image block: bytes in the blob store, hash in the step.
+    assert "[image image/png" in image.output_data["content"]
+    [ref] = image.output_data["images"]
+    assert ref["media_type"] == "image/png"
+    png = h.store.get_blobs([ref["hash"]])[ref["hash"]]
+    assert png.startswith(b"\x89PNG") and len(png) == ref["size"]
     assert json.loads(structured.output_data)["conditions"]
     assert "42" in good_sum.output_data and good_sum.status is StepStatus.COMPLETED
     assert bad_sum.status is StepStatus.FAILED  # the server's isError (or a protocol error)
