@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
+from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
 
 DEFAULT_PORT = 3000
@@ -156,6 +157,9 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     # Names of environment variables whose values must never reach the record (besides keys).
     secret_env: tuple[str, ...] = ()
+    # Every credential value found when the settings were read (environment, .env, database
+    # URL): see xclaw/credentials.py. The process may drop them from its environment after.
+    known_secrets: tuple[str, ...] = ()
     llm_retries: int = 3
     llm_timeout_s: float = 120.0
     # Per-model prices from xclaw.yaml (dollars per million tokens), over the built-in table.
@@ -168,17 +172,21 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def secret_values(self) -> list[str]:
-        """Values that the redactor scrubs from everything written or sent."""
+        """Values that the redactor scrubs from everything written or sent: provider keys
+        (configured in xclaw.yaml too), the token, and every credential found at load time
+        (besides secret_env values set in the environment since)."""
         values = [p.api_key for p in self.providers if p.api_key]
         if self.token:
             values.append(self.token)
+        values += self.known_secrets
+        values += url_passwords(str(self.db))  # --db may override what the env said
         for name in self.secret_env:
             v = os.environ.get(name)
             if v:
                 values.append(v)
         for server in self.mcp_servers:  # values substituted from ${VAR} in mcp_servers
             values.extend(server.secrets)
-        return [v for v in values if len(v) >= 6]
+        return list(dict.fromkeys(v for v in values if len(v) >= 6))
 
 
 def _env(cwd: Path) -> dict[str, str]:
@@ -371,6 +379,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         parallel_side_effects=_flag(sandbox, "parallel_side_effects", False),
         allowed_origins=tuple(conf.get("allowed_origins", ())),
         secret_env=tuple(conf.get("secret_env", ())),
+        known_secrets=tuple(known_secrets(env, conf.get("secret_env", ()), db)),
         llm_retries=int(conf.get("llm_retries", 3)),
         llm_timeout_s=float(conf.get("llm_timeout_s", 120.0)),
         prices=_prices(conf.get("prices")),

@@ -7,6 +7,7 @@ here, so every producer (runtime, gateway, CLI) shapes them the same way.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -66,6 +67,22 @@ ClientFrame = Annotated[
 _client_frame = TypeAdapter(ClientFrame)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(value: Any) -> Any:
+    """JSON-like data with every lone surrogate (legal in JSON as `\\ud800`, not encodable as
+    UTF-8) replaced by U+FFFD, so that what the store keeps and what clients are sent agree.
+    json.loads already joins a valid escaped pair into one character."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
+    return value
+
+
 class BadFrame(Exception):
     code = "bad_frame"
 
@@ -75,9 +92,11 @@ def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | Appr
     if len(raw) > MAX_FRAME_BYTES:
         raise BadFrame(f"frame too large ({len(raw)} bytes; limit {MAX_FRAME_BYTES})")
     try:
-        data = json.loads(raw)
+        data = valid_unicode(json.loads(raw))
     except (ValueError, UnicodeDecodeError) as e:
         raise BadFrame(f"frame is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadFrame("frame is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadFrame("frame must be a JSON object")
     kind = data.get("type")

@@ -46,7 +46,8 @@ CANCELLED = "cancelled by the user"
 
 
 class Decision(Protocol):
-    """What the approval policy says about one call: kind is allow | ask | deny."""
+    """What the approval policy says about one call: kind is allow | ask | deny. An allow
+    may also carry `confine = True`: the tool is then told to run the call confined."""
 
     kind: str
     reason: str
@@ -315,7 +316,9 @@ class Agent:
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)
         maybe_repeated = signature in resume.suspect_calls
+        confined = bool(getattr(decision, "confine", False))
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
+            confined = False  # a human said yes to this very call
             reason = decision.reason if decision.kind == "ask" else "approval required"
             if maybe_repeated:
                 reason = "the model re-issued a call that was interrupted by a crash"
@@ -342,7 +345,11 @@ class Agent:
                 # need the turn while it runs.
                 turn.release()
                 turn = None
-            context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
+            context = replace(
+                self.context,
+                spawn_agent=lambda task: self._spawn(call, task),
+                confined=confined,
+            )
             try:
                 result = await self._stoppable(tool.run(call.input, context))
             except Cancelled:

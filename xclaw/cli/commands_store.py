@@ -7,7 +7,6 @@ file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway sha
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from xclaw.cli.terminal_text import SafeConsole, json_for_terminal
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
@@ -33,18 +33,18 @@ _USER_ERRORS = (SessionNotFound, StepNotFound)  # AmbiguousSession is a SessionN
 
 def _out() -> Console:
     # Plain text: ids and JSON must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _fail(message: str, code: int) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
+    SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
         f"error: {message}", style="red"
     )
     sys.exit(code)
 
 
 def _dump(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)
+    return json_for_terminal(data)
 
 
 def _default_db() -> str:

@@ -142,6 +142,8 @@ class CommandRunner:
         n = DEFAULT_STEPS
         if cmd.args:
             try:
+                if not (cmd.args[0].isascii() and cmd.args[0].isdigit()):
+                    raise ValueError(cmd.args[0])  # int() would read "٣" as 3
                 n = int(cmd.args[0])
             except ValueError:
                 raise CommandError(

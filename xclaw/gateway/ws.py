@@ -38,7 +38,10 @@ log = logging.getLogger("xclaw.gateway.ws")
 
 FIRST_FRAME_TIMEOUT_S = 10.0
 # A client that stops reading is cut off rather than letting its queue grow without bound;
-# it reconnects and gets the history.
+# it reconnects and gets the history. Counted in bytes (frames vary from 20 bytes to
+# megabytes: a count of frames let one reader hold 100 MB) and, as a backstop, in frames.
+# A single frame larger than the byte bound still goes when nothing else is queued.
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_QUEUED_FRAMES = 10_000
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
@@ -71,10 +74,23 @@ def _first_frame_token(raw: str | bytes) -> str | None:
     """The `token` field of the first frame, read before anything else is trusted."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     token = data.get("token") if isinstance(data, dict) else None
     return token if isinstance(token, str) else None
+
+
+def encode_frame(frame: dict[str, Any]) -> str:
+    """A server frame as JSON text that encodes as UTF-8: text with a lone surrogate (a
+    hostile model or tool can produce one) is sent \\u-escaped instead of killing the writer."""
+    text = json.dumps(frame, ensure_ascii=False, default=str)
+    if text.isascii():
+        return text  # the common case, checked faster than an encode
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(frame, ensure_ascii=True, default=str)
+    return text
 
 
 async def _refuse(ws: WebSocket, code: str, text: str, close_code: int) -> None:
@@ -94,7 +110,9 @@ class Connection:
         self.id = next(_ids)
         self.session_id: str | None = None
         self._unsubscribe: Any = None
-        self._queue: asyncio.Queue[dict[str, Any] | _Close] = asyncio.Queue()
+        # Frames are serialised when queued, so what is counted is what is held.
+        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+        self._queued_bytes = 0
         self._closing = False
         self._held: list[dict[str, Any]] | None = None
         self.pending_title: str | None = None
@@ -112,17 +130,24 @@ class Connection:
         """Queue a frame for the socket: never blocks, never raises."""
         if self._closing:
             return
-        if self._queue.qsize() >= MAX_QUEUED_FRAMES:
+        text = encode_frame(frame)
+        size = len(text)
+        backlog = self._queue.qsize()
+        if backlog and (
+            backlog >= MAX_QUEUED_FRAMES or self._queued_bytes + size > MAX_QUEUED_BYTES
+        ):
             self._closing = True
             log.warning(
-                "event=slow_client conn=%s session=%s queued=%s",
+                "event=slow_client conn=%s session=%s queued_frames=%s queued_bytes=%s",
                 self.id,
                 self.session_id,
-                MAX_QUEUED_FRAMES,
+                backlog,
+                self._queued_bytes,
             )
             self._queue.put_nowait(_Close(CLOSE_TOO_SLOW, "client too slow"))
             return
-        self._queue.put_nowait(frame)
+        self._queued_bytes += size
+        self._queue.put_nowait(text)
 
     async def write_loop(self) -> None:
         try:
@@ -131,7 +156,8 @@ class Connection:
                 if isinstance(item, _Close):
                     await self.ws.close(item.code, item.reason)
                     return
-                await self.ws.send_text(json.dumps(item, ensure_ascii=False, default=str))
+                self._queued_bytes -= len(item)
+                await self.ws.send_text(item)
         except (WebSocketDisconnect, RuntimeError, OSError):
             return  # the reader sees the disconnect and cleans up
 

@@ -326,9 +326,13 @@ class Recorder:
         self._step_frame(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
-        parent = self._turn_root
+        # An alert about one tool call (`callId`) hangs beside it and carries its call id.
+        call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
+        parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
         await self.writes.write(
-            lambda: self.store.add_step(self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent)),
+            lambda: self.store.add_step(
+                self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
+            ),
             self._step_frame,
         )
 

@@ -108,6 +108,7 @@ class Runtime:
         model: Model | None = None,
         toolbox: Toolbox | None = None,
         worker_id: str | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -118,7 +119,9 @@ class Runtime:
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
-        self.redact = Redactor(settings.secret_values())
+        # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
+        # (the server adds the token it generated; tool servers add their env values).
+        self.redact = redactor or Redactor(settings.secret_values())
         self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="xclaw-store")
         self.db = StoreCaller(store, self._executor)
         self._subs: dict[str, list[FrameSink]] = {}

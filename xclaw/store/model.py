@@ -73,7 +73,8 @@ def is_approval(step_type: StepType | str, name: str) -> bool:
     return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
 
 
-_DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
+# ASCII digits only: `\d` would read "١" (Arabic-Indic one) as step 1.
+_DISPLAY_RE = re.compile(r"^[sS]?([0-9]{1,12})$")
 
 
 def display_id(seq: int) -> str:

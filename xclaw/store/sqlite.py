@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.private_files import private_sqlite
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
@@ -79,7 +80,11 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
         self.url = str(self.path)
         # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
         self._clock = clock or now_ms
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # 0600 before SQLite opens it: its WAL and SHM then get the same mode.
+            private_sqlite(self.path)
+        except OSError as e:
+            raise StoreError(f"cannot open database {self.url}: {e}") from e
         conn = connect(self.url)
 
         def open_wal_and_migrate() -> None:

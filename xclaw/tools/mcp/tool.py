@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from xclaw.messages import ImageBlock
@@ -19,8 +20,14 @@ MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/we
 _MAX_STRUCTURED_CHARS = 20_000
 
 
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+MAX_NAME = 64  # what Anthropic and OpenAI accept as a tool name
+
+
 def tool_name(server: str, tool: str) -> str:
-    return f"{PREFIX}{server}__{tool}"
+    """`mcp__<server>__<tool>`, with characters the providers refuse in tool names (dots,
+    spaces, ...) replaced by `_` and cut to 64 characters; calls use the server's own name."""
+    return _NOT_IN_NAMES.sub("_", f"{PREFIX}{server}__{tool}")[:MAX_NAME]
 
 
 class McpTool:
