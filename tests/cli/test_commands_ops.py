@@ -285,7 +285,7 @@ def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_rec
 
     (tmp_path / "script.json").write_text(json.dumps({"turns": [
         {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}]},
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 4"}}]},
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 6"}}]},
         {"text": "never"},
     ]}))
     env = _no_model_env(tmp_path)
