@@ -36,6 +36,7 @@ from xclaw.recorder.history import History, build_history, seed_history
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
@@ -355,6 +356,22 @@ class Runtime:
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
+            context = ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid)
+            settled: list[Step] = []
+            if resume and hist.interrupted_unsafe:
+                # A file tool whose effect is visible is settled by looking, not by asking.
+                settled = await settle_by_workspace(
+                    db, sid, steps, hist.interrupted_unsafe, self.toolbox.tools, context
+                )
+                for step in settled:
+                    emit({"type": "step", "step": step_json(step)})
+                    emit(notice_frame(
+                        f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
+                        f"shows it ran, recorded as {step.display_id}"
+                    ))
+                if settled:
+                    steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
+                    hist = self._rebuild(steps, new_input=False)
             if resume:
                 if hist.interrupted_retry or hist.interrupted_unsafe:
                     emit(notice_frame(RESUME_NOTICE))
@@ -382,6 +399,7 @@ class Runtime:
                         "interrupted": [s.display_id for s in interrupted],
                         "retrying": hist.interrupted_retry,
                         "mayHaveRun": hist.interrupted_unsafe,
+                        "settledByWorkspace": [s.display_id for s in settled],
                     },
                 )
             agent = Agent(
@@ -390,7 +408,7 @@ class Runtime:
                 policy=self.toolbox.policy,
                 approver=_WireApprover(self, sid, run),
                 observer=recorder,
-                context=ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid),
+                context=context,
                 config=self._agent_config(),
                 cancel_event=run.cancel,
             )

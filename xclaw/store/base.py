@@ -105,9 +105,12 @@ class Store(Protocol):
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         """running -> completed (end_time set); optionally move the session in the same
-        transaction (e.g. the final answer -> Success). Raises StepNotRunning."""
+        transaction (e.g. the final answer -> Success). Raises StepNotRunning.
+        `durable`: synced before it returns (a client is about to be told of it), instead
+        of riding on the next durable commit."""
         ...
 
     def fail_step(
@@ -121,8 +124,10 @@ class Store(Protocol):
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
-        """running -> failed with an error message. Raises StepNotRunning."""
+        """running -> failed with an error message. Raises StepNotRunning. `durable`: as
+        for complete_step."""
         ...
 
     def get_step(self, session_id: str, ref: str | int) -> Step:

@@ -357,6 +357,7 @@ class StoreBase:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self._finish(
             session_id,
@@ -368,6 +369,7 @@ class StoreBase:
             token_usage_completion,
             session_status,
             lease,
+            durable,
         )
 
     def fail_step(
@@ -381,6 +383,7 @@ class StoreBase:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self._finish(
             session_id,
@@ -392,6 +395,7 @@ class StoreBase:
             token_usage_completion,
             session_status,
             lease,
+            durable,
         )
 
     def _finish(
@@ -405,11 +409,13 @@ class StoreBase:
         completion_tokens: int,
         session_status: Status | None,
         lease: Lease | None,
+        durable: bool = False,
     ) -> Step:
         seq = parse_step_ref(ref, session_id)
         wanted = None if session_status is None else Status(session_status)
         # A final status must be durable before the client hears of it; a plain completion
-        # may ride on the next durable commit (docs/storage.md).
+        # may ride on the next durable commit (docs/storage.md) unless the caller is about to
+        # tell a client of it (a tool's result: `durable`).
         return self._finish_step(
             session_id,
             seq,
@@ -421,7 +427,7 @@ class StoreBase:
             completion_tokens,
             wanted,
             lease,
-            durable=wanted in DURABLE_STATUSES,
+            durable=durable or wanted in DURABLE_STATUSES,
         )
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
