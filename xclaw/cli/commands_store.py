@@ -227,15 +227,20 @@ def fork_cmd(
     out.print(f"original session {session_id} is unchanged.")
 
 
-@click.command("export", short_help="A session and its steps as JSON Lines.")
-@click.argument("session_id", metavar="SESSION")
+@click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
+@click.argument("session_id", metavar="SESSION", required=False)
+@click.option("--all", "everything", is_flag=True, help="Every session of the database.")
 @with_store
-def export_cmd(store: Store, session_id: str) -> None:
-    """JSON Lines: the session on the first line, then one line per step in order."""
-    session = store.get_session(session_id)
-    lines = [_dump({"kind": "session", **session_json(session)})]
-    lines.extend(_dump({"kind": "step", **step_json(s)}) for s in store.steps(session_id))
-    click.echo("\n".join(lines))
+def export_cmd(store: Store, session_id: str | None, everything: bool) -> None:
+    """JSON Lines: the session on the first line, then one line per step in order (with
+    --all, every session so). `xclaw import` reads it back, here or into another database."""
+    from xclaw.store.transfer import export_lines
+
+    if everything == (session_id is not None):
+        _fail("give either a SESSION or --all", 2)
+    sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
+    for line in export_lines(store, sessions):
+        click.echo(line)
 
 
 def register(cli: click.Group) -> None:

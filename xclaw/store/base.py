@@ -192,6 +192,17 @@ class Store(Protocol):
         untouched."""
         ...
 
+    # --- moving sessions, retention (xclaw import / gc) --------------------------------
+    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
+        """Insert a session and its steps exactly as given (ids, seqs, times, statuses) in
+        one durable transaction; a parent session absent here is unlinked. Raises StoreError
+        if the id is taken (the caller remaps)."""
+        ...
+
+    def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
+        """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
+        ...
+
     # --- workspace snapshots (invariant 9) --------------------------------------------
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes the store does not hold."""
