@@ -28,6 +28,7 @@ from xclaw.errors import (
     SessionBusy,
     SessionNotFound,
     StepNotFound,
+    StoreError,
 )
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
@@ -363,12 +364,6 @@ class Runtime:
                 settled = await settle_by_workspace(
                     db, sid, steps, hist.interrupted_unsafe, self.toolbox.tools, context
                 )
-                for step in settled:
-                    emit({"type": "step", "step": step_json(step)})
-                    emit(notice_frame(
-                        f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
-                        f"shows it ran, recorded as {step.display_id}"
-                    ))
                 if settled:
                     steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
                     hist = self._rebuild(steps, new_input=False)
@@ -392,7 +387,7 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
-            if resume and (interrupted or hist.pending_approvals):
+            if resume and (interrupted or hist.pending_approvals or settled):
                 await recorder.alert(
                     "resume",
                     {
@@ -402,6 +397,13 @@ class Runtime:
                         "settledByWorkspace": [s.display_id for s in settled],
                     },
                 )
+            # Told only now: the resume alert's durable commit carries the settled steps too.
+            for step in settled:
+                emit({"type": "step", "step": step_json(step)})
+                emit(notice_frame(
+                    f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
+                    f"shows it ran, recorded as {step.display_id}"
+                ))
             agent = Agent(
                 model=self.model,
                 tools=self.toolbox.tools,
@@ -432,6 +434,9 @@ class Runtime:
             await self._fail(db, sid, emit, "llm_error", f"LLM call failed: {e.message}")
         except LeaseLost as e:  # a write was refused: another worker drives the session now
             self._lease_lost(sid, run, e.message)
+        except StoreError as e:  # e.g. the disk is full: the record refused a write, whole
+            log.error("event=store_error session=%s error=%r", sid, e.message)
+            await self._fail(db, sid, emit, e.code, e.message)
         except asyncio.CancelledError:
             if run.lost is not None:
                 return  # stopped because the lease was lost: nothing more to write
@@ -466,6 +471,8 @@ class Runtime:
         except LeaseLost as e:
             log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
             return
+        except StoreError as e:  # still cannot write (a full disk): it resumes once it can
+            log.error("could not mark session %s failed: %s", sid, e.message)
         except Exception:
             log.exception("could not mark session %s failed", sid)
         emit({"type": "status", "status": Status.FAILED.value})
@@ -541,6 +548,8 @@ class Runtime:
                     await self.db(store.mark_interrupted, sid)
             except LeaseLost:
                 log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
+            except StoreError as e:  # the next start marks them (invariant 3 holds on resume)
+                log.warning("could not mark steps of %s interrupted: %s", sid, e.message)
             except Exception:
                 log.exception("could not mark steps of %s interrupted", sid)
             if run.renewer is not None:
@@ -550,6 +559,8 @@ class Runtime:
         if self.cluster is None:  # (a serving worker's cluster unregistered it already)
             try:
                 await self.leases.unregister()
+            except StoreError as e:  # e.g. a full disk: the worker's row is simply stale
+                log.warning("could not unregister worker %s: %s", self.worker_id, e.message)
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)
