@@ -101,6 +101,8 @@ class Figures:
     stuck_sessions: int = 0
     told_not_committed: int = 0
     runs: int = 0
+    effects: int = 0  # ledger entries and files written, over all runs (the checks' material)
+    settled: int = 0  # interrupted file tools settled on resume by checking the workspace
     recovery_s: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -114,6 +116,8 @@ class Figures:
             "killsByPhase": dict(sorted(self.kills.items())),
             "powerLosses": self.power_losses,
             "runs": self.runs,
+            "sideEffects": self.effects,
+            "settledByWorkspace": self.settled,
             "lostCompletedSteps": self.lost_completed,
             "toldCompletedNotCommitted": self.told_not_committed,
             "repeatedCompletedSideEffects": self.repeated_effects,
@@ -326,6 +330,12 @@ def check_kept(w: World, fig: Figures, before: set[int], told: set[int], where: 
 
 
 def check_finished(w: World, fig: Figures, out: str, where: str) -> None:
+    fig.effects += sum(w.ledger_counts().values())
+    if w.workspace.exists():
+        fig.effects += len(list((w.workspace / "notes").glob("f*.txt")))
+    fig.settled += len(w.query(
+        "SELECT 1 FROM traces WHERE session_id=? AND output_data LIKE '%checked after an interruption%'", (w.sid,)
+    ))
     if w.status() != "Success":
         fig.stuck_sessions += 1
         fig.fail("stuck", f"{where} {w.dir.name}: status {w.status()}; output tail {out[-300:]!r}")
@@ -783,6 +793,7 @@ def main() -> None:
         return
     print(f"torture campaign: seed {seed}, {result['seconds']} s, {result['runs']} runs of a {STEPS}-step task")
     print(f"  kills: {result['kills']} {result['killsByPhase']}; power losses: {result['powerLosses']}")
+    print(f"  side effects checked: {result['sideEffects']}; interrupted file tools settled by the workspace: {result['settledByWorkspace']}")
     for key in ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
                 "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions"):
         print(f"  {key:32} {result[key]}")
