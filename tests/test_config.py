@@ -31,3 +31,49 @@ def test_side_effects_of_parallel_sub_agents_take_turns_unless_configured(tmp_pa
 def test_a_flag_that_is_not_true_or_false_is_refused_in_words(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sandbox\.parallel_side_effects must be true or false, got 'yes please'"):
         settings_from(tmp_path, "sandbox:\n  parallel_side_effects: yes please\n")
+
+
+def test_a_misspelled_key_is_refused_with_did_you_mean(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'mcp_server'; did you mean 'mcp_servers'\?"):
+        settings_from(tmp_path, "mcp_server:\n  time: {command: mcp-server-time}\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'max_iteration'; did you mean 'max_iterations'\?"):
+        settings_from(tmp_path, "max_iteration: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown key sandbox\.shell_timout_s; did you mean 'shell_timeout_s'\?"):
+        settings_from(tmp_path, "sandbox:\n  shell_timout_s: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown key mcp_servers\.time\.comand; did you mean 'command'\?"):
+        settings_from(tmp_path, "mcp_servers:\n  time: {comand: mcp-server-time}\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'zzz' \(known keys: .*approval.*\)"):
+        settings_from(tmp_path, "zzz: 1\n")
+
+
+def test_every_key_the_readme_shows_is_known(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("An optional `xclaw.yaml`", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    settings_from(tmp_path, block)  # no ConfigError
+
+
+def test_mcp_servers_expand_variables_and_their_values_become_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XCLAW_T_TOKEN", "tok-123456789")
+    (tmp_path / ".env").write_text("XCLAW_T_DIR=/srv/repo\n")
+    s = settings_from(
+        tmp_path,
+        "mcp_servers:\n"
+        "  git: {command: mcp-server-git, args: [--repository, '${XCLAW_T_DIR}'], trusted: true}\n"
+        "  web: {url: 'https://mcp.example/mcp', headers: {Authorization: 'Bearer ${XCLAW_T_TOKEN}'}, timeout_s: 5}\n",
+    )
+    git, web = s.mcp_servers
+    assert git.args == ("--repository", "/srv/repo") and git.trusted and git.transport == "stdio"
+    assert web.headers == {"Authorization": "Bearer tok-123456789"} and web.timeout_s == 5
+    assert "tok-123456789" in s.secret_values()
+    with pytest.raises(ConfigError, match=r"mcp_servers\.x\.env\.K uses \$\{XCLAW_T_UNSET\}, which is not set"):
+        settings_from(tmp_path, "mcp_servers:\n  x: {command: c, env: {K: '${XCLAW_T_UNSET}'}}\n")
+    with pytest.raises(ConfigError, match=r"mcp_servers\.x needs either `command`.*or `url`"):
+        settings_from(tmp_path, "mcp_servers:\n  x: {args: [a]}\n")
+    with pytest.raises(ConfigError, match=r"MCP server name 'a__b'"):
+        settings_from(tmp_path, "mcp_servers:\n  a__b: {command: c}\n")
+    with pytest.raises(ConfigError, match=r"tool_policies\.t\.approval must be ask or allow"):
+        from xclaw.tools.traits import parse_policies
+
+        parse_policies({"t": {"approval": "sometimes"}})

@@ -6,6 +6,7 @@ Precedence (highest first): explicit arguments (command-line flags) > environmen
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,76 @@ DEFAULT_DENIED_PATTERNS = (
 )
 
 
+# Every key xclaw.yaml may hold, in one place: a top-level key maps to the set of keys its
+# section may hold, or to None when its content is free-form (checked by its own reader).
+# A key not listed here is refused with a "did you mean" (a typo must not be ignored in
+# silence). A feature that reads a new key adds it here.
+KNOWN_KEYS: dict[str, frozenset[str] | None] = {
+    "home": None,
+    "database": None,
+    "workspace_root": None,
+    "port": None,
+    "providers": None,
+    "max_iterations": None,
+    "max_tokens": None,
+    "temperature": None,
+    "context_window_tokens": None,
+    "approval": frozenset({"mode", "timeout_s", "safe_commands", "deny"}),
+    "sandbox": frozenset({
+        "shell_timeout_s", "output_cap", "parallel_side_effects", "isolation", "network",
+        "ignore", "max_file_mb", "max_snapshot_mb", "snapshots",
+    }),
+    "allowed_origins": None,
+    "secret_env": None,
+    "llm_retries": None,
+    "llm_timeout_s": None,
+    "llm_retry_base_delay": None,
+    "llm_retry_max_delay": None,
+    "llm_retry_after_max": None,
+    # Per-model prices, dollars per million tokens (docs/llm-providers.md).
+    "prices": None,
+    # OpenTelemetry export (docs/operations.md), checked by xclaw.telemetry.config.
+    "otel": frozenset({"endpoint", "protocol", "service_name", "headers", "capture_message_content"}),
+    "lease_ttl_s": None,
+    "sweep_grace_s": None,
+    "sweep_every_s": None,
+    # Bring-your-own tools (docs/tools.md): checked in detail by xclaw.tools.config.
+    "mcp_servers": None,
+    "tools": None,
+    "tool_policies": None,
+}
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_known_keys(conf: Mapping[str, Any], where: str = "xclaw.yaml") -> None:
+    """ConfigError naming the first unknown key (top level or inside a checked section)."""
+    known = sorted(KNOWN_KEYS)
+    for key in conf:
+        if key not in KNOWN_KEYS:
+            hint = _did_you_mean(str(key), known) or f" (known keys: {', '.join(known)})"
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+        section, sub = conf[key], KNOWN_KEYS[key]
+        if sub is None or section is None:
+            continue
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{where}: `{key}` must be a mapping, got {section!r}")
+        for inner in section:
+            if inner not in sub:
+                hint = _did_you_mean(str(inner), sorted(sub)) or (
+                    f" (known in {key}: {', '.join(sorted(sub))})"
+                )
+                raise ConfigError(f"{where}: unknown key {key}.{inner}{hint}")
+
+
+def nearest(word: str, known: list[str]) -> str:
+    """`; did you mean 'x'?` or nothing: for errors about other misspelled names."""
+    return _did_you_mean(word, known)
+
+
 @dataclass(frozen=True)
 class ProviderConfig:
     """One link of the provider chain: `anthropic:<model>`, `openai:<model>`, `script:<path>`."""
@@ -42,6 +113,10 @@ class ProviderConfig:
     spec: str
     api_key: str | None = None
     base_url: str | None = None
+    # Anthropic extended thinking (`thinking: {budget_tokens: N}` in xclaw.yaml); None: off.
+    thinking_budget: int | None = None
+    # Anthropic prompt-cache breakpoints (`cache: false` turns them off).
+    cache: bool = True
 
     @property
     def kind(self) -> str:
@@ -79,6 +154,10 @@ class Settings:
     secret_env: tuple[str, ...] = ()
     llm_retries: int = 3
     llm_timeout_s: float = 120.0
+    # Per-model prices from xclaw.yaml (dollars per million tokens), over the built-in table.
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # xclaw.tools.mcp.config.McpServerConfig per `mcp_servers:` entry (${VAR}s expanded).
+    mcp_servers: tuple[Any, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Settings:
@@ -93,6 +172,8 @@ class Settings:
             v = os.environ.get(name)
             if v:
                 values.append(v)
+        for server in self.mcp_servers:  # values substituted from ${VAR} in mcp_servers
+            values.extend(server.secrets)
         return [v for v in values if len(v) >= 6]
 
 
@@ -115,6 +196,7 @@ def _yaml(cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    check_known_keys(data, str(path))
     return data
 
 
@@ -138,7 +220,16 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
         elif kind == "openai":
             key = key or env.get("OPENAI_API_KEY")
             base = base or openai_base
-        return ProviderConfig(spec=spec, api_key=key, base_url=base)
+        cache = entry.get("cache", True)
+        if not isinstance(cache, bool):
+            raise ConfigError(f"xclaw.yaml: {spec}: cache must be true or false, got {cache!r}")
+        return ProviderConfig(
+            spec=spec,
+            api_key=key,
+            base_url=base,
+            thinking_budget=_thinking_budget(spec, entry.get("thinking")),
+            cache=cache,
+        )
 
     if env.get("XCLAW_MODEL"):
         return tuple(make(s.strip()) for s in env["XCLAW_MODEL"].split(",") if s.strip())
@@ -163,11 +254,68 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
     return tuple(found)
 
 
+MIN_THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens
+
+
+def _thinking_budget(spec: str, value: Any) -> int | None:
+    """`thinking: {budget_tokens: N}` (or `thinking: false`) of one provider entry."""
+    if value is None or value is False:
+        return None
+    budget = value.get("budget_tokens") if isinstance(value, dict) else None
+    if (
+        not isinstance(budget, int)
+        or isinstance(budget, bool)
+        or budget < MIN_THINKING_BUDGET
+        or not spec.startswith("anthropic:")
+    ):
+        raise ConfigError(
+            f"xclaw.yaml: {spec}: thinking must be {{budget_tokens: N}} with N >= "
+            f"{MIN_THINKING_BUDGET}, on an anthropic: provider (OpenAI-compatible reasoning "
+            f"models think on their own), got {value!r}"
+        )
+    return budget
+
+
+def _prices(value: Any) -> dict[str, dict[str, float]]:
+    """`prices: {model: {input, output, cache_read, cache_write}}` in dollars per million
+    tokens; they extend and override the built-in table (xclaw/llm/prices.py)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("xclaw.yaml: prices must map model names to {input, output, ...}")
+    out: dict[str, dict[str, float]] = {}
+    for model, entry in value.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"xclaw.yaml: prices.{model} must be a mapping")
+        rates: dict[str, float] = {}
+        for k, v in entry.items():
+            if k not in ("input", "output", "cache_read", "cache_write"):
+                raise ConfigError(
+                    f"xclaw.yaml: prices.{model}.{k}: expected input, output, cache_read "
+                    "or cache_write (dollars per million tokens)"
+                )
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"xclaw.yaml: prices.{model}.{k} must be a number >= 0")
+            rates[k] = float(v)
+        if "input" not in rates or "output" not in rates:
+            raise ConfigError(f"xclaw.yaml: prices.{model} needs at least input and output")
+        out[str(model)] = rates
+    return out
+
+
 def _flag(section: Mapping[str, Any], key: str, default: bool, where: str = "sandbox") -> bool:
     value = section.get(key, default)
     if not isinstance(value, bool):
         raise ConfigError(f"xclaw.yaml: {where}.{key} must be true or false, got {value!r}")
     return value
+
+
+def _mcp_servers(conf: Mapping[str, Any], env: Mapping[str, str]) -> tuple[Any, ...]:
+    if not conf.get("mcp_servers"):
+        return ()
+    from xclaw.tools.mcp.config import parse_servers  # the tools layer owns the details
+
+    return tuple(parse_servers(conf["mcp_servers"], env))
 
 
 def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
@@ -208,6 +356,8 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         secret_env=tuple(conf.get("secret_env", ())),
         llm_retries=int(conf.get("llm_retries", 3)),
         llm_timeout_s=float(conf.get("llm_timeout_s", 120.0)),
+        prices=_prices(conf.get("prices")),
+        mcp_servers=_mcp_servers(conf, env),
         extra=conf,
     )
     if settings.approval_mode not in ("ask", "auto-edits", "yolo"):

@@ -110,10 +110,14 @@ class LLMError(XclawError):
 
     code = "llm_error"
 
-    def __init__(self, message: str, *, retryable: bool = False, provider: str = "") -> None:
+    def __init__(
+        self, message: str, *, retryable: bool = False, provider: str = "", request_id: str = ""
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.provider = provider
+        # The provider's id of the (last) HTTP request, when it sent one: for support tickets.
+        self.request_id = request_id
 
 
 class ToolError(XclawError):

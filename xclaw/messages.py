@@ -25,6 +25,54 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """The model's reasoning before its answer. `type` is Anthropic's `thinking` (text +
+    `signature`) or `redacted_thinking` (opaque `data`), or `reasoning` for the
+    `reasoning_content` of OpenAI-compatible servers (DeepSeek, vLLM). Anthropic blocks go
+    back to the API verbatim (signature byte-exact) on the following requests: the API
+    rejects a tool-use turn whose assistant message lost them."""
+
+    type: Literal["thinking", "redacted_thinking", "reasoning"]
+    thinking: str = ""
+    signature: str = ""
+    data: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.type == "redacted_thinking":
+            return {"type": self.type, "data": self.data}
+        if self.type == "thinking":
+            return {"type": self.type, "thinking": self.thinking, "signature": self.signature}
+        return {"type": self.type, "thinking": self.thinking}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ThinkingBlock:
+        kind = d.get("type")
+        if kind not in ("thinking", "redacted_thinking", "reasoning"):
+            raise ValueError(f"unknown thinking block type {kind!r}")
+        return cls(
+            type=kind,
+            thinking=str(d.get("thinking") or ""),
+            signature=str(d.get("signature") or ""),
+            data=str(d.get("data") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image a tool returned (view_file on a PNG, JPEG, GIF or WebP). `data` holds the
+    bytes while the conversation is live; the record keeps only `hash` (the content-addressed
+    blob store's key) and history rebuilds load the bytes back from there."""
+
+    media_type: str
+    data: bytes = b""
+    hash: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Without the bytes: what trace rows and client frames carry."""
+        return {"media_type": self.media_type, "hash": self.hash, "size": len(self.data)}
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
     text: str
     kind: Literal["user"] = "user"
@@ -35,6 +83,8 @@ class AssistantMessage:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     kind: Literal["assistant"] = "assistant"
+    # Reasoning that came before the text and calls, in the order the model sent it.
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +94,7 @@ class ToolResultMessage:
     content: str
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
+    images: tuple[ImageBlock, ...] = ()
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
@@ -51,14 +102,46 @@ Message = UserMessage | AssistantMessage | ToolResultMessage
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one call. `prompt_tokens` counts every input token sent, cached or not;
+    `cache_read_tokens` and `cache_write_tokens` are the parts of it read from / written to
+    the provider's prompt cache (OpenAI reports reads only). `reasoning_tokens` is the part
+    of `completion_tokens` spent thinking, when the provider says."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
+
+    def to_json(self) -> dict[str, int]:
+        """As stored in an llm_call step's output_data["usage"] (docs/storage.md)."""
+        return {
+            "input": self.prompt_tokens,
+            "output": self.completion_tokens,
+            "cache_read": self.cache_read_tokens,
+            "cache_write": self.cache_write_tokens,
+            "reasoning": self.reasoning_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> Usage:
+        if not isinstance(d, dict):
+            return cls()
+
+        def n(key: str) -> int:
+            v = d.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+        return cls(n("input"), n("output"), n("cache_read"), n("cache_write"), n("reasoning"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +157,24 @@ def message_to_json(m: Message) -> dict[str, Any]:
     if isinstance(m, UserMessage):
         return {"kind": "user", "text": m.text}
     if isinstance(m, AssistantMessage):
-        return {"kind": "assistant", "text": m.text, "tool_calls": [c.to_json() for c in m.tool_calls]}
-    return {
+        out: dict[str, Any] = {
+            "kind": "assistant",
+            "text": m.text,
+            "tool_calls": [c.to_json() for c in m.tool_calls],
+        }
+        if m.thinking:
+            out["thinking"] = [b.to_json() for b in m.thinking]
+        return out
+    out = {
         "kind": "tool_result",
         "tool_call_id": m.tool_call_id,
         "name": m.name,
         "content": m.content,
         "is_error": m.is_error,
     }
+    if m.images:
+        out["images"] = [i.to_json() for i in m.images]
+    return out
 
 
 def message_from_json(d: dict[str, Any]) -> Message:
@@ -92,6 +185,7 @@ def message_from_json(d: dict[str, Any]) -> Message:
         return AssistantMessage(
             text=str(d.get("text", "")),
             tool_calls=tuple(ToolCall.from_json(c) for c in d.get("tool_calls") or ()),
+            thinking=tuple(ThinkingBlock.from_json(b) for b in d.get("thinking") or ()),
         )
     if kind == "tool_result":
         return ToolResultMessage(

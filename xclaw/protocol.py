@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from xclaw.store.model import Session, Step, StepTreeNode, display_id
+from xclaw.views import step_cost, step_usage
 
 MAX_FRAME_BYTES = 1_000_000
 PROTOCOL_VERSION = 1
@@ -159,7 +160,18 @@ def step_json(st: Step) -> dict[str, Any]:
         "endTime": st.end_time,
         "durationMs": st.duration_ms,
         "tokens": {"prompt": st.token_usage_prompt, "completion": st.token_usage_completion},
+        **_llm_usage(st),
     }
+
+
+def _llm_usage(st: Step) -> dict[str, Any]:
+    """An llm_call's token breakdown (cache reads/writes, reasoning) and estimated cost in
+    dollars (null: a model without a price); nothing for other steps."""
+    usage = step_usage(st)
+    if usage is None:
+        return {}
+    cost = step_cost(st)
+    return {"usage": usage.to_json(), "cost": None if cost is None else round(cost, 6)}
 
 
 def error_frame(content: str, code: str, session_id: str | None = None) -> dict[str, Any]:
@@ -171,3 +183,14 @@ def error_frame(content: str, code: str, session_id: str | None = None) -> dict[
 
 def notice_frame(content: str) -> dict[str, Any]:
     return {"type": "notice", "content": content}
+
+
+def thinking_frame(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model's reasoning before its answer (docs/protocol.md `thinking`): the text of its
+    thinking blocks (already redacted), and how many were redacted_thinking blocks, whose
+    content the provider keeps encrypted. Clients show it folded."""
+    return {
+        "type": "thinking",
+        "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks if b.get("thinking")),
+        "redacted": sum(1 for b in blocks if b.get("type") == "redacted_thinking"),
+    }

@@ -13,12 +13,107 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from xclaw.llm import prices
+from xclaw.messages import Usage
 from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType
 
 _SUMMARY_CHARS = 48
+
+
+def step_usage(step: Step) -> Usage | None:
+    """An llm_call's tokens: the full breakdown recorded in output_data["usage"] (cache
+    reads/writes, reasoning), else the two token columns; None for other steps."""
+    if step.step_type is not StepType.LLM_CALL:
+        return None
+    out = step.output_data if isinstance(step.output_data, dict) else {}
+    if isinstance(out.get("usage"), dict):
+        return Usage.from_json(out["usage"])
+    return Usage(step.token_usage_prompt, step.token_usage_completion)
+
+
+def step_model(step: Step) -> str:
+    """The model that answered (after fallbacks), else the one asked."""
+    out = step.output_data if isinstance(step.output_data, dict) else {}
+    model = out.get("model")
+    return model if isinstance(model, str) and model else step.name
+
+
+def step_cost(step: Step) -> float | None:
+    """Estimated dollars of an llm_call at the prices in force; None: unknown model."""
+    usage = step_usage(step)
+    if usage is None or not (usage.prompt_tokens or usage.completion_tokens):
+        return None
+    return prices.active().cost(step_model(step), usage)
+
+
+@dataclass(frozen=True)
+class SessionCost:
+    """Tokens and estimated cost of a session's llm_calls. `cost` is None when no call had
+    a known price; `unpriced` counts calls of unknown models (tokens shown, cost not)."""
+
+    usage: Usage
+    cost: float | None
+    calls: int
+    unpriced: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "usage": self.usage.to_json(),
+            "cost": None if self.cost is None else round(self.cost, 6),
+            "llmCalls": self.calls,
+            "unpricedCalls": self.unpriced,
+        }
+
+
+def session_cost(steps: Iterable[Step]) -> SessionCost:
+    usage = Usage()
+    cost: float | None = None
+    calls = unpriced = 0
+    for st in steps:
+        u = step_usage(st)
+        if u is None:
+            continue
+        calls += 1
+        usage = usage + u
+        c = step_cost(st)
+        if c is None:
+            if u.prompt_tokens or u.completion_tokens:
+                unpriced += 1
+        else:
+            cost = (cost or 0.0) + c
+    return SessionCost(usage, cost, calls, unpriced)
+
+
+def format_usage(usage: Usage, cost: float | None = None) -> str:
+    """`12.3k in (10.1k cached, 1.2k written) → 312 out · $0.0123`; empty without tokens."""
+    if not (usage.prompt_tokens or usage.completion_tokens):
+        return ""
+    cache = []
+    if usage.cache_read_tokens:
+        cache.append(f"{_count(usage.cache_read_tokens)} cached")
+    if usage.cache_write_tokens:
+        cache.append(f"{_count(usage.cache_write_tokens)} written")
+    text = f"{_count(usage.prompt_tokens)} in"
+    if cache:
+        text += f" ({', '.join(cache)})"
+    text += f" → {_count(usage.completion_tokens)} out"
+    if usage.reasoning_tokens:
+        text += f" ({_count(usage.reasoning_tokens)} reasoning)"
+    if cost is not None:
+        text += f" · {prices.format_cost(cost)}"
+    return text
+
+
+def _count(n: int) -> str:
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    return f"{round(n / 1000)}k"
 
 
 def _one_line(text: str, limit: int = _SUMMARY_CHARS) -> str:
@@ -86,7 +181,9 @@ def format_step_line(step: Step) -> str:
     if step.agent != "main":
         name = f"{name} ({step.agent})"
     parts = [f"  {step.display_id:<5}  {step.step_type.value:<12}  {name:<10}"]
-    extra = " ".join(p for p in (_summary(step), _state(step)) if p)
+    usage = step_usage(step)
+    spent = format_usage(usage, step_cost(step)) if usage is not None else ""
+    extra = " ".join(p for p in (_summary(step), spent, _state(step)) if p)
     if extra:
         parts.append("  " + extra)
     return "".join(parts).rstrip()
@@ -122,6 +219,12 @@ def _tree_label(step: Step) -> str:
     tokens = step.token_usage_prompt + step.token_usage_completion
     if tokens:
         tail.append(f"{step.token_usage_prompt}+{step.token_usage_completion} tok")
+        usage = step_usage(step)
+        if usage is not None and usage.cache_read_tokens:
+            tail.append(f"{usage.cache_read_tokens} cached")
+        cost = step_cost(step)
+        if cost is not None:
+            tail.append(prices.format_cost(cost))
     state = _state_word(step)
     if state:
         tail.append(state)
@@ -157,13 +260,41 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
 
 
-def format_sessions(sessions: Iterable[Session]) -> str:
-    """A table of sessions, most recently updated first (as the store lists them)."""
+def _session_tokens(c: SessionCost | None) -> str:
+    if c is None or not (c.usage.prompt_tokens or c.usage.completion_tokens):
+        return "-"
+    text = f"{_count(c.usage.prompt_tokens)}/{_count(c.usage.completion_tokens)}"
+    if c.usage.cache_read_tokens:
+        share = 100 * c.usage.cache_read_tokens / max(1, c.usage.prompt_tokens)
+        text += f" ({share:.0f}% cached)"
+    return text
+
+
+def format_sessions(
+    sessions: Iterable[Session], costs: dict[str, SessionCost] | None = None
+) -> str:
+    """A table of sessions, most recently updated first (as the store lists them). With
+    `costs`: TOKENS (in/out, and the share of input read from cache) and estimated COST."""
     rows = list(sessions)
     if not rows:
         return "No sessions yet."
     width = max(len("SESSION"), *(len(s.session_id) for s in rows))
+    if costs is not None:
+        cells = {
+            s.session_id: (
+                _session_tokens(costs.get(s.session_id)),
+                prices.format_cost(costs[s.session_id].cost) if s.session_id in costs else "",
+            )
+            for s in rows
+        }
+        tw = max(len("TOKENS"), *(len(t) for t, _ in cells.values()))
+        cw = max(len("COST"), *(len(c or "-") for _, c in cells.values()))
     lines = [f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  TITLE"]
+    if costs is not None:
+        lines = [
+            f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  {'TOKENS':<{tw}}  "
+            f"{'COST':<{cw}}  TITLE"
+        ]
     for s in rows:
         title = s.title or "(untitled)"
         if s.is_forked:
@@ -172,7 +303,11 @@ def format_sessions(sessions: Iterable[Session]) -> str:
             title += f"  [fork of {origin}{at}]"
         if s.awaiting_input:
             title += "  [rolled back: waiting for input]"
+        usage = ""
+        if costs is not None:
+            tokens, cost = cells[s.session_id]
+            usage = f"{tokens:<{tw}}  {cost or '-':<{cw}}  "
         lines.append(
-            f"{s.session_id:<{width}}  {s.status.value:<8}  {_when(s.updated_at):<16}  {title}"
+            f"{s.session_id:<{width}}  {s.status.value:<8}  {_when(s.updated_at):<16}  {usage}{title}"
         )
     return "\n".join(lines)

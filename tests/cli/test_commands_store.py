@@ -53,11 +53,62 @@ def run(cli: click.Group, *args: str, input: str | None = None):
 def test_sessions_table_and_json(cli, db: Path) -> None:
     r = run(cli, "sessions", "--db", db)
     assert r.exit_code == 0, r.output
-    assert r.output.splitlines()[0].split() == ["SESSION", "STATUS", "UPDATED", "TITLE"]
-    assert "cli" in r.output and "log analysis" in r.output
+    # TOKENS and COST columns since issue 11 (model "m" has no price: tokens only).
+    header = ["SESSION", "STATUS", "UPDATED", "TOKENS", "COST", "TITLE"]
+    assert r.output.splitlines()[0].split() == header
+    assert "cli" in r.output and "log analysis" in r.output and " 10/3 " in r.output
     r = run(cli, "sessions", "--db", db, "--json")
     (s,) = json.loads(r.output)
     assert s["sessionId"] == "cli" and s["status"] == "Running" and s["metadata"] == {"t": 1}
+    assert s["usage"]["input"] == 10 and s["usage"]["output"] == 3 and s["cost"] is None
+    assert s["unpricedCalls"] == 1
+
+
+def _priced_db(path: Path) -> None:
+    with SQLiteStore(path) as store:
+        store.create_session(session_id="p", title="priced")
+        u = store.add_step("p", NewStep(StepType.USER_INPUT, "user", "go"))
+        for model in ("anthropic:claude-sonnet-4-5-20250929", "openai:my-local-model"):
+            lm = store.begin_step("p", NewStep(StepType.LLM_CALL, model, {}, u.step_id))
+            usage = {"input": 100_000, "output": 1_000, "cache_read": 90_000, "cache_write": 5_000}
+            store.complete_step(
+                "p",
+                lm.seq,
+                output_data={"text": "", "model": model, "usage": usage},
+                token_usage_prompt=100_000,
+                token_usage_completion=1_000,
+            )
+
+
+def test_tokens_and_cost_per_step_and_per_session(cli, tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "p.db"
+    _priced_db(path)
+    monkeypatch.setenv("XCLAW_CONFIG", str(tmp_path / "none.yaml"))
+    # Sonnet 4.5: 5k plain x $3 + 90k read x $0.30 + 5k written x $3.75 + 1k out x $15 (per M)
+    expected = (5_000 * 3 + 90_000 * 0.3 + 5_000 * 3.75 + 1_000 * 15) / 1e6
+    steps = run(cli, "steps", "p", "--db", path).output
+    assert "100k in (90k cached, 5.0k written) → 1.0k out · $" + f"{expected:.4f}" in steps
+    unpriced = [ln for ln in steps.splitlines() if "s0003" in ln][0]
+    assert "100k in (90k cached, 5.0k written) → 1.0k out" in unpriced and "$" not in unpriced
+    (s,) = json.loads(run(cli, "sessions", "--db", path, "--json").output)
+    assert s["cost"] == round(expected, 6) and s["usage"]["cache_read"] == 180_000
+    table = run(cli, "sessions", "--db", path).output
+    assert f"${expected:.4f}" in table and "200k/2.0k (90% cached)" in table
+    lines = run(cli, "export", "p", "--db", path).output.splitlines()
+    assert json.loads(lines[0])["cost"] == round(expected, 6)
+    step = json.loads(lines[2])
+    assert step["usage"]["cache_write"] == 5_000 and step["cost"] == round(expected, 6)
+    assert json.loads(lines[3])["cost"] is None  # unknown model: tokens only
+
+    # xclaw.yaml's prices extend and override the table.
+    conf = tmp_path / "xclaw.yaml"
+    conf.write_text("prices:\n  my-local-model: {input: 1.0, output: 2.0}\n")
+    monkeypatch.setenv("XCLAW_CONFIG", str(conf))
+    (s,) = json.loads(run(cli, "sessions", "--db", path, "--json").output)
+    assert s["cost"] == round(expected + (100_000 * 1.0 + 1_000 * 2.0) / 1e6, 6)
+    conf.write_text("prices:\n  my-local-model: {input: cheap}\n")
+    r = run(cli, "sessions", "--db", path)
+    assert r.exit_code != 0 and "prices.my-local-model.input must be a number" in r.output
 
 
 def test_sessions_limit(cli, db: Path) -> None:

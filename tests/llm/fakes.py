@@ -14,7 +14,11 @@ Plain stdlib http.server in a daemon thread: no event loop is shared with the te
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -37,14 +41,131 @@ def _need(cond: object, message: str) -> None:
 # --- validators -----------------------------------------------------------------------------
 
 
-def _check_text_parts(content: Any, where: str) -> None:
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def _check_image(part: dict[str, Any], where: str) -> None:
+    """An Anthropic `image` block (base64 source) or an OpenAI `image_url` part (data URL)."""
+    if part.get("type") == "image":
+        src = part.get("source")
+        _need(isinstance(src, dict) and src.get("type") == "base64", f"{where}.source: base64")
+        _need(src.get("media_type") in _IMAGE_TYPES, f"{where}.source.media_type: unsupported")
+        data = src.get("data")
+    else:
+        url = (part.get("image_url") or {}).get("url")
+        _need(isinstance(url, str) and url.startswith("data:image/"), f"{where}: bad image_url")
+        media, _, data = url[5:].partition(";base64,")
+        _need(media in _IMAGE_TYPES, f"{where}: unsupported image type {media}")
+    try:
+        raw = base64.b64decode(data or "", validate=True)
+    except ValueError as e:
+        raise InvalidRequest(f"{where}: image data is not base64") from e
+    _need(raw, f"{where}: empty image")
+
+
+def _check_text_parts(content: Any, where: str, *, images: str = "") -> None:
+    """Text blocks; `images` names the image part type also allowed ("image", "image_url")."""
     _need(isinstance(content, list) and content, f"{where}: expected a string or a non-empty list")
     for j, part in enumerate(content):
+        if images and isinstance(part, dict) and part.get("type") == images:
+            _check_image(part, f"{where}[{j}]")
+            continue
         _need(
             isinstance(part, dict)
             and part.get("type") == "text"
             and isinstance(part.get("text"), str),
             f"{where}[{j}]: expected a text block",
+        )
+
+
+# --- the thinking rule and prompt caching, as the real Messages API applies them --------------
+
+_SIGNING_KEY = b"fake-anthropic-thinking-key"
+
+
+def thinking_signature(text: str) -> str:
+    """What the fake signs a thinking block with (the real API's signature is opaque too)."""
+    return base64.b64encode(hmac.new(_SIGNING_KEY, text.encode(), hashlib.sha256).digest()).decode()
+
+
+def redacted_thinking_data() -> str:
+    """Opaque, verifiable bytes for a redacted_thinking block."""
+    nonce = base64.b64encode(os.urandom(12)).decode()
+    return f"{nonce}.{thinking_signature(nonce)}"
+
+
+def _check_cache_control(b: dict[str, Any], where: str) -> int:
+    if "cache_control" not in b:
+        return 0
+    cc = b["cache_control"]
+    _need(
+        isinstance(cc, dict) and cc.get("type") == "ephemeral",
+        f"{where}.cache_control: expected {{'type': 'ephemeral'}}",
+    )
+    return 1
+
+
+def validate_thinking(body: dict[str, Any]) -> None:
+    """With `thinking` enabled: budget_tokens >= 1024 and below max_tokens, no temperature,
+    every thinking block sent back carries the signature the server issued for its exact
+    text (redacted_thinking: its exact data), and the assistant message of a tool-use turn
+    in progress (the last one, answered by tool results) starts with a thinking block."""
+    cfg = body.get("thinking")
+    for i, msg in enumerate(body.get("messages") or []):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for j, b in enumerate(content if isinstance(content, list) else []):
+            where = f"messages.{i}.content.{j}"
+            if b.get("type") == "thinking":
+                _need(
+                    isinstance(b.get("thinking"), str) and isinstance(b.get("signature"), str),
+                    f"{where}: thinking blocks need `thinking` and `signature`",
+                )
+                _need(
+                    hmac.compare_digest(b["signature"], thinking_signature(b["thinking"])),
+                    f"{where}: Invalid `signature` in `thinking` block",
+                )
+            elif b.get("type") == "redacted_thinking":
+                data = b.get("data")
+                nonce, _, sig = data.partition(".") if isinstance(data, str) else ("", "", "")
+                _need(
+                    sig and hmac.compare_digest(sig, thinking_signature(nonce)),
+                    f"{where}: Invalid `data` in `redacted_thinking` block",
+                )
+            if b.get("type") in ("thinking", "redacted_thinking"):
+                _need(msg.get("role") == "assistant", f"{where}: thinking only in assistant turns")
+                _need(
+                    all(x.get("type") in ("thinking", "redacted_thinking") for x in content[:j]),
+                    f"{where}: thinking blocks must come first in an assistant message",
+                )
+    if cfg is None:
+        return
+    _need(
+        isinstance(cfg, dict) and cfg.get("type") in ("enabled", "disabled"),
+        "thinking.type: expected 'enabled' or 'disabled'",
+    )
+    if cfg["type"] != "enabled":
+        return
+    budget = cfg.get("budget_tokens")
+    _need(isinstance(budget, int) and budget >= 1024, "thinking.budget_tokens: must be >= 1024")
+    _need(budget < body["max_tokens"], "`max_tokens` must be greater than `thinking.budget_tokens`")
+    _need(
+        body.get("temperature") in (None, 1),
+        "`temperature` may only be set to 1 when thinking is enabled",
+    )
+    messages = body["messages"]
+    last = messages[-1]
+    in_tool_turn = isinstance(last.get("content"), list) and any(
+        b.get("type") == "tool_result" for b in last["content"]
+    )
+    if in_tool_turn and len(messages) >= 2:
+        first = (messages[-2].get("content") or [{}])[0]
+        kind = first.get("type") if isinstance(first, dict) else "text"
+        _need(
+            kind in ("thinking", "redacted_thinking"),
+            f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+            f"`redacted_thinking`, but found `{kind}`. When `thinking` is enabled, a final "
+            "`assistant` message must start with a thinking block (preceeding the lastmost "
+            "set of `tool_use` and `tool_result` blocks).",
         )
 
 
@@ -60,10 +181,13 @@ def validate_anthropic_request(body: Any) -> None:
         isinstance(mt, int) and not isinstance(mt, bool) and mt >= 1,
         "max_tokens: expected an integer >= 1",
     )
+    breakpoints = 0
     if "system" in body:
         system = body["system"]
         if not isinstance(system, str):
             _check_text_parts(system, "system")
+            for j, part in enumerate(system):
+                breakpoints += _check_cache_control(part, f"system.{j}")
     if "temperature" in body:
         t = body["temperature"]
         _need(
@@ -87,6 +211,7 @@ def validate_anthropic_request(body: Any) -> None:
         _need(
             isinstance(tool.get("description", ""), str), f"{where}.description: expected a string"
         )
+        breakpoints += _check_cache_control(tool, where)
     messages = body.get("messages")
     _need(isinstance(messages, list) and messages, "messages: at least one message is required")
     seen_ids: set[str] = set()
@@ -120,7 +245,13 @@ def validate_anthropic_request(body: Any) -> None:
             bw = f"{where}.content.{j}"
             _need(isinstance(b, dict), f"{bw}: expected an object")
             kind = b.get("type")
-            if kind == "text":
+            if kind in ("thinking", "redacted_thinking"):
+                _need("cache_control" not in b, f"{bw}: thinking blocks cannot be cached directly")
+            else:
+                breakpoints += _check_cache_control(b, bw)
+            if kind in ("thinking", "redacted_thinking"):
+                _need(role == "assistant", f"{bw}: {kind} blocks only in assistant messages")
+            elif kind == "text":
                 _need(
                     isinstance(b.get("text"), str) and b["text"].strip(),
                     f"{bw}: text content blocks must contain non-whitespace text",
@@ -147,7 +278,7 @@ def validate_anthropic_request(body: Any) -> None:
                 _need(isinstance(b.get("tool_use_id"), str), f"{bw}.tool_use_id: field required")
                 rc = b.get("content", "")
                 if not isinstance(rc, str):
-                    _check_text_parts(rc, f"{bw}.content")
+                    _check_text_parts(rc, f"{bw}.content", images="image")
                 _need(
                     isinstance(b.get("is_error", False), bool), f"{bw}.is_error: expected a boolean"
                 )
@@ -179,6 +310,11 @@ def validate_anthropic_request(body: Any) -> None:
         f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks "
         f"immediately after: {', '.join(pending)}",
     )
+    _need(
+        breakpoints <= 4,
+        f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}.",
+    )
+    validate_thinking(body)
 
 
 def validate_openai_request(body: Any) -> None:
@@ -238,7 +374,8 @@ def validate_openai_request(body: Any) -> None:
         content = msg.get("content")
         if role in ("system", "developer", "user"):
             if not isinstance(content, str):
-                _check_text_parts(content, f"{where}.content")
+                allowed = "image_url" if role == "user" else ""
+                _check_text_parts(content, f"{where}.content", images=allowed)
         elif role == "assistant":
             calls = msg.get("tool_calls")
             if calls is None:
@@ -301,6 +438,70 @@ def validate_openai_request(body: Any) -> None:
     )
 
 
+class PromptCache:
+    """Anthropic's prompt cache, as documented: the prompt is the sequence tools -> system ->
+    messages, cut into blocks; a block with `cache_control` is a breakpoint. At each
+    breakpoint the cache is looked up for the longest prefix ending on a block boundary at
+    most 20 blocks before it; the prefix up to each breakpoint is then written. Tokens are
+    estimated at four characters of a block's JSON (cache_control left out) per token."""
+
+    LOOKBACK = 20
+
+    def __init__(self) -> None:
+        self.entries: set[str] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+        out: list[tuple[dict[str, Any], bool]] = []
+
+        def add(block: Any, role: str = "") -> None:
+            b = dict(block) if isinstance(block, dict) else {"type": "text", "text": str(block)}
+            marked = "cache_control" in b
+            b.pop("cache_control", None)
+            if role:
+                b["_role"] = role
+            out.append((b, marked))
+
+        for tool in body.get("tools") or []:
+            add(tool)
+        system = body.get("system")
+        if isinstance(system, str):
+            add({"type": "text", "text": system})
+        for part in system or [] if not isinstance(system, str) else []:
+            add(part)
+        for msg in body.get("messages") or []:
+            content = msg.get("content")
+            for b in content if isinstance(content, list) else [content]:
+                add(b, msg.get("role", ""))
+        return out
+
+    def account(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """(uncached input tokens, cache-read tokens, cache-write tokens) of one request."""
+        blocks = self.blocks(body)
+        sizes = [max(1, len(json.dumps(b, sort_keys=True)) // 4) for b, _ in blocks]
+        digests: list[str] = []
+        h = hashlib.sha256()
+        for b, _ in blocks:
+            h.update(json.dumps(b, sort_keys=True).encode())
+            digests.append(h.copy().hexdigest())
+        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        total = sum(sizes)
+        with self._lock:
+            hit = -1  # index of the last block of the longest cached prefix
+            for m in marks:
+                for j in range(m, max(-1, m - self.LOOKBACK - 1), -1):
+                    if digests[j] in self.entries:
+                        hit = max(hit, j)
+                        break
+            for m in marks:
+                self.entries.add(digests[m])
+        read = sum(sizes[: hit + 1])
+        last = marks[-1] if marks else -1
+        write = sum(sizes[hit + 1 : last + 1]) if last > hit else 0
+        return total - read - write, read, write
+
+
 # --- scripted replies -----------------------------------------------------------------------
 
 
@@ -335,13 +536,41 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before the response starts (timeouts)
     stall_after_first_chunk: float = 0.0  # seconds of silence mid-stream
-    stream_error: tuple[str, str] | None = None  # Anthropic `event: error` (type, message)
-    cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens
+    # An error event inside the 200 stream, after the first event: Anthropic `event: error`,
+    # OpenAI `data: {"error": {...}}` (type, message).
+    stream_error: tuple[str, str] | None = None
+    cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens; OpenAI cached_tokens
+    cache_write_tokens: int = 0  # Anthropic cache_creation_input_tokens
+    # Reasoning before the answer: Anthropic thinking blocks (signed by the server), or the
+    # OpenAI-compatible `reasoning_content` (DeepSeek, vLLM), joined.
+    thinking: list[str] = field(default_factory=list)
+    redacted_thinking: int = 0  # Anthropic redacted_thinking blocks before the thinking ones
+    reasoning_tokens: int = 0  # OpenAI completion_tokens_details.reasoning_tokens
+    # Faults of a 200 reply: send only the first `cut_after` stream events, then end the body
+    # cleanly (no end marker); or send `raw_body` as the whole body (b"": zero bytes).
+    cut_after: int | None = None
+    cut_before_end: bool = False  # everything but the end marker(s)
+    raw_body: bytes | None = None
+    raw_content_type: str = "text/event-stream"
 
     @classmethod
-    def fail(cls, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+    def fail(
+        cls,
+        status: int,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+    ) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{retry_after_ms:g}"
         return cls(status=status, error=message, headers=headers)
+
+    @classmethod
+    def cut(cls, after: int, **kw: Any) -> Reply:
+        """A reply whose stream stops cleanly after `after` events, without its end marker."""
+        return cls(cut_after=after, **kw)
 
     def text_chunks(self) -> list[str]:
         pieces = re.findall(r"\s*\S+\s*", self.text) or ([self.text] if self.text else [])
@@ -362,8 +591,18 @@ class _Server(ThreadingHTTPServer):
 
 class _FakeServer:
     path = ""
+    request_id_header = "x-request-id"
 
-    def __init__(self, *, validate: bool = True, default: Reply | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        validate: bool = True,
+        default: Reply | None = None,
+        cache_accounting: bool = False,
+    ) -> None:
+        # Anthropic only: input tokens and cache reads/writes computed from the request
+        # itself (PromptCache) instead of the scripted Reply.usage.
+        self.cache = PromptCache() if cache_accounting else None
         self.validate = validate
         self.default = default
         self.replies: list[Reply] = []
@@ -452,16 +691,37 @@ class _FakeServer:
             return
         if reply.delay and self._stop.wait(reply.delay):
             return
+        request_id = {self.request_id_header: f"req_fake_{len(self.requests)}"}
         if reply.status != 200:
-            self._send_error(h, reply.status, _error_type(reply.status), reply.error, reply.headers)
+            self._send_error(
+                h,
+                reply.status,
+                _error_type(reply.status),
+                reply.error,
+                {**request_id, **reply.headers},
+            )
             return
         h.send_response(200)
-        h.send_header("content-type", "text/event-stream")
+        h.send_header("content-type", reply.raw_content_type)
         h.send_header("cache-control", "no-cache")
+        for k, v in {**request_id, **reply.headers}.items():
+            h.send_header(k, v)
         h.end_headers()
+        if reply.raw_body is not None:
+            try:
+                h.wfile.write(reply.raw_body)
+                h.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return  # HTTP/1.0: closing the connection ends the body cleanly
+        events = self._events(body, reply)
+        if reply.cut_after is not None:
+            events = events[: reply.cut_after]
+        if reply.cut_before_end:
+            events = self._without_end(events)
         stalled = False
         try:
-            for event, data in self._events(body, reply):
+            for event, data in events:
                 if event:
                     h.wfile.write(f"event: {event}\n".encode())
                 h.wfile.write(f"data: {data}\n\n".encode())
@@ -504,6 +764,9 @@ class _FakeServer:
         raise NotImplementedError
 
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
+        raise NotImplementedError
+
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
         raise NotImplementedError
 
 
@@ -552,6 +815,13 @@ class FakeOpenAIServer(_FakeServer):
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Up to (not including) the chunk with a finish_reason: no usage, no [DONE]."""
+        for i, (_, data) in enumerate(events):
+            if '"finish_reason": "' in data:
+                return events[:i]
+        return events
+
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         model = body.get("model", "fake")
 
@@ -569,6 +839,15 @@ class FakeOpenAIServer(_FakeServer):
             )
 
         out = [chunk({"role": "assistant", "content": ""})]
+        if reply.stream_error is not None:
+            kind, message = reply.stream_error
+            error = {"message": message, "type": kind, "param": None, "code": None}
+            return [*out, (None, json.dumps({"error": error}))]
+        for thought in reply.thinking:
+            out += [
+                chunk({"reasoning_content": piece})
+                for piece in (re.findall(r"\s*\S+\s*", thought) or [thought])
+            ]
         out += [chunk({"content": piece}) for piece in reply.text_chunks()]
         for i, call in enumerate(reply.tool_calls):
             out.append(
@@ -606,6 +885,12 @@ class FakeOpenAIServer(_FakeServer):
                                 "prompt_tokens": p,
                                 "completion_tokens": c,
                                 "total_tokens": p + c,
+                                "prompt_tokens_details": {
+                                    "cached_tokens": reply.cache_read_tokens
+                                },
+                                "completion_tokens_details": {
+                                    "reasoning_tokens": reply.reasoning_tokens
+                                },
                             },
                         }
                     ),
@@ -619,6 +904,7 @@ class FakeAnthropicServer(_FakeServer):
     """POST /v1/messages with `stream: true`; `url` is the SDK's base_url."""
 
     path = "/v1/messages"
+    request_id_header = "request-id"
 
     @property
     def url(self) -> str:
@@ -641,11 +927,18 @@ class FakeAnthropicServer(_FakeServer):
     def _error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}
 
+    def _without_end(self, events: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+        """Everything but `message_stop` (the message_delta with its stop_reason stays)."""
+        return [(e, d) for e, d in events if e != "message_stop"]
+
     def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str | None, str]]:
         def ev(data: dict[str, Any]) -> tuple[str, str]:
             return data["type"], json.dumps(data)
 
         p, c = reply.usage
+        read, write = reply.cache_read_tokens, reply.cache_write_tokens
+        if self.cache is not None:
+            p, read, write = self.cache.account(body)
         out = [
             ev(
                 {
@@ -661,8 +954,8 @@ class FakeAnthropicServer(_FakeServer):
                         "usage": {
                             "input_tokens": p,
                             "output_tokens": 1,
-                            "cache_creation_input_tokens": 0,
-                            "cache_read_input_tokens": reply.cache_read_tokens,
+                            "cache_creation_input_tokens": write,
+                            "cache_read_input_tokens": read,
                         },
                     },
                 }
@@ -679,6 +972,38 @@ class FakeAnthropicServer(_FakeServer):
             )
             return out
         index = 0
+        thinking_on = (body.get("thinking") or {}).get("type") == "enabled"
+        for _ in range(reply.redacted_thinking if thinking_on else 0):
+            block = {"type": "redacted_thinking", "data": redacted_thinking_data()}
+            out.append(ev({"type": "content_block_start", "index": index, "content_block": block}))
+            out.append(ev({"type": "content_block_stop", "index": index}))
+            index += 1
+        for thought in reply.thinking if thinking_on else ():
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            out.append(ev({"type": "content_block_start", "index": index, "content_block": start}))
+            pieces = re.findall(r"\s*\S+\s*", thought) or [thought]
+            out += [
+                ev(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece},
+                    }
+                )
+                for piece in pieces
+            ]
+            sig = thinking_signature(thought)
+            out.append(
+                ev(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": sig},
+                    }
+                )
+            )
+            out.append(ev({"type": "content_block_stop", "index": index}))
+            index += 1
         if reply.text:
             out.append(
                 ev(

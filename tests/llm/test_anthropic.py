@@ -38,17 +38,29 @@ async def test_streams_text_and_records_provider_usage(
     assert r.text == "Hello there, friend." and deltas == ["Hello ", "there, ", "friend."]
     # Cached input was sent too: it counts as prompt tokens.
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (250, 31)
+    assert r.usage.cache_read_tokens == 50 and r.usage.cache_write_tokens == 0
     assert r.model == "anthropic:claude-test" and r.stop_reason == "end_turn"
     body = anthropic_server.requests[0]
     assert (
-        body["system"] == "You are terse." and body["stream"] is True and body["max_tokens"] == 300
+        # The system prompt carries a prompt-cache breakpoint (a block list since issue 11).
+        body["system"]
+        == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
+        and body["stream"] is True
+        and body["max_tokens"] == 300
     )
+    # Breakpoints on the tool list's end and the conversation's moving end too.
     assert body["tools"][0] == {
         "name": "shell",
         "description": SHELL.description,
         "input_schema": SHELL.input_schema,
     }
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"} and len(body["tools"]) > 1
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
     assert "temperature" not in body
     assert anthropic_server.headers[0]["anthropic-version"]
 

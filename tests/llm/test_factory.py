@@ -93,3 +93,15 @@ async def test_built_model_talks_to_a_compatible_server(
     )
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("hi"),)))
     assert r.text == "served" and r.model == "openai:qwen" and len(openai_server.requests) == 2
+
+
+def test_retry_knobs_come_from_xclaw_yaml(tmp_path: Path) -> None:
+    m = build_model(
+        settings(
+            tmp_path,
+            ProviderConfig("openai:qwen", base_url="http://127.0.0.1:9/v1"),
+            extra={"llm_retry_base_delay": 0.2, "llm_retry_max_delay": 3, "llm_retry_after_max": 7},
+        )
+    )
+    assert isinstance(m, RetryingModel)
+    assert (m.base_delay, m.max_delay, m.max_retry_after) == (0.2, 3.0, 7.0)

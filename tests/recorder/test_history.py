@@ -206,3 +206,21 @@ def test_any_record_rebuilds_into_a_valid_history(events: list[str], new_input: 
 
         msgs += [ToolResultMessage(c.id, c.name, "ran") for c in pending_tool_calls(msgs)]
     assert_valid(msgs)
+
+
+def test_images_get_their_bytes_back_and_a_lost_blob_becomes_a_note() -> None:
+    from xclaw.messages import ImageBlock, ToolResultMessage
+    from xclaw.recorder.history import with_image_bytes
+
+    kept, lost = ImageBlock("image/png", hash="a" * 64), ImageBlock("image/gif", hash="b" * 64)
+    messages = [ToolResultMessage("c1", "view_file", "[image x.png]", images=(kept, lost))]
+    asked: list[list[str]] = []
+
+    def load(hashes: list[str]) -> dict[str, bytes]:
+        asked.append(hashes)
+        return {"a" * 64: b"PNGDATA"}
+
+    (out,) = with_image_bytes(messages, load)
+    assert asked == [["a" * 64, "b" * 64]]
+    assert [(i.media_type, i.data) for i in out.images] == [("image/png", b"PNGDATA")]
+    assert "no longer in the blob store" in out.content and "bbbbbbbbbbbb" in out.content

@@ -256,3 +256,27 @@ def test_snapshot_from_is_the_state_just_before_a_step(snap_store: Store) -> Non
     assert snap_store.snapshot_from(sid, 7) is None
     with pytest.raises(SessionNotFound):
         snap_store.snapshot_from("nope", 1)
+
+
+def test_sweep_keeps_images_a_tool_step_refers_to_until_the_step_goes(snap_store: Store) -> None:
+    """view_file's images live in the blob store; the tool step's output names them by hash."""
+    from xclaw.store.model import NewStep, StepType
+
+    sid = snap_store.create_session().session_id
+    h, data = blob(b"\x89PNG fake image bytes")
+    other_h, other = blob(b"an unreferenced blob")
+    snap_store.put_blobs({h: data, other_h: other})
+    step = snap_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {"path": "p.png"}))
+    snap_store.complete_step(
+        sid,
+        step.seq,
+        output_data={"content": "[image p.png]", "images": [{"hash": h, "media_type": "image/png"}]},
+    )
+    plain = snap_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "ls"}))
+    snap_store.complete_step(sid, plain.seq, output_data='{"images": "just text"}')
+    assert snap_store.gc_blobs() == 1  # only the unreferenced one
+    assert snap_store.get_blobs([h]) == {h: data}
+    snap_store.rollback(sid, step.seq)
+    snap_store.gc_blobs()
+    with pytest.raises(MissingBlobs):
+        snap_store.get_blobs([h])

@@ -51,6 +51,9 @@ class AgentObserver(Protocol):
 
     async def llm_delta(self, text: str) -> None: ...
 
+    # Optional: `async def llm_thinking(self, block: ThinkingBlock) -> None`, each reasoning
+    # block as soon as the provider has it (before the answer's deltas).
+
     async def llm_finished(self, response: LLMResponse) -> None: ...
 
     async def llm_failed(self, error: str) -> None: ...

@@ -16,12 +16,17 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
 from xclaw.llm.context import estimate_tokens, fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
 T = TypeVar("T")
+
+# The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
+# is not read-only): rollback and fork restore files, not the world; they list these steps
+# (xclaw/outside_effects.py).
+OUTSIDE_EFFECTS = "outside_effects"
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are xclaw, a careful software agent working in a sandboxed workspace directory. "
@@ -143,7 +148,11 @@ class Agent:
                 context.append(UserMessage(note))
             response = await self._call_llm(context, resumed=note is not None)
             note = None
-            messages.append(AssistantMessage(text=response.text, tool_calls=response.tool_calls))
+            messages.append(
+                AssistantMessage(
+                    text=response.text, tool_calls=response.tool_calls, thinking=response.thinking
+                )
+            )
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
         tools = tuple(spec_of(t) for t in self.tools.values())
@@ -165,6 +174,8 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
+        # The task _until_cancelled makes copies the context: the provider sees the sink.
+        shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -175,6 +186,8 @@ class Agent:
         except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
             await self.observer.llm_failed(str(e) or type(e).__name__)
             raise
+        finally:
+            thinking_sink.reset(shown)
         await self.observer.llm_finished(response)
         return response
 
@@ -249,6 +262,11 @@ class Agent:
             await turn.acquire()
         try:
             self._check_cancelled()  # the run may have been stopped while this call waited
+            if getattr(tool, "outside_effects", False):
+                # Marked in the record before it runs: rollback and fork cannot undo it.
+                await self.observer.alert(
+                    OUTSIDE_EFFECTS, {"tool": call.name, "callId": call.id, "agent": self.agent_id}
+                )
             # Write-ahead (invariant 1): the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
             if turn is not None and getattr(tool, "parallel_safe", False):
@@ -267,7 +285,9 @@ class Agent:
             if turn is not None:
                 turn.release()
         await self.observer.tool_finished(call, result)
-        return ToolResultMessage(call.id, call.name, result.content, result.is_error)
+        return ToolResultMessage(
+            call.id, call.name, result.content, result.is_error, images=result.images
+        )
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)

@@ -94,6 +94,9 @@ class Renderer:
         self.console.print(Text(text), end="")
         self._streamed += text
 
+    def _on_thinking(self, f: dict[str, Any]) -> None:
+        self.line(thinking_line(f), "dim italic")
+
     def _on_reply(self, f: dict[str, Any]) -> None:
         content = str(f.get("content", ""))
         if self._stream_open and self._streamed.strip() == content.strip():
@@ -116,6 +119,10 @@ class Renderer:
         self.line(str(f.get("content", "")), "bold cyan")
 
     def _on_error(self, f: dict[str, Any]) -> None:
+        if self._stream_open:
+            # The text shown so far was no finished answer: say so on its own line.
+            gap = "" if self._streamed[-1:].isspace() else " "
+            self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
 
     def _on_forked(self, f: dict[str, Any]) -> None:
@@ -147,6 +154,16 @@ def history_lines(f: dict[str, Any]) -> list[str]:
             if kind == "user":
                 out += _prefixed("You: ", str(m.get("text", "")))
             elif kind == "assistant":
+                blocks = [b for b in m.get("thinking") or () if isinstance(b, dict)]
+                if blocks:
+                    out.append(
+                        thinking_line(
+                            {
+                                "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks),
+                                "redacted": sum(b.get("type") == "redacted_thinking" for b in blocks),
+                            }
+                        )
+                    )
                 if m.get("text"):
                     out += _prefixed("xclaw: ", str(m["text"]))
                 for call in m.get("tool_calls") or ():
@@ -164,6 +181,26 @@ def history_lines(f: dict[str, Any]) -> list[str]:
             content = m.get("content")
             out += _prefixed(who, content if isinstance(content, str) else compact_json(content))
     return out
+
+
+THINKING_PREVIEW_CHARS = 80
+
+
+def thinking_line(f: dict[str, Any]) -> str:
+    """A thinking frame folded to one line: its size and the start of its first line (the
+    whole text is in the llm_call step: `xclaw steps`, the trace view)."""
+    text = str(f.get("content") or "").strip()
+    words = len(text.split())
+    bits = []
+    if words:
+        bits.append(f"{words} word{'s' if words != 1 else ''}")
+    if f.get("redacted"):
+        bits.append(f"{f['redacted']} redacted block{'s' if f['redacted'] != 1 else ''}")
+    first = " ".join(text.splitlines()[0].split()) if text else ""
+    if len(first) > THINKING_PREVIEW_CHARS or len(text.splitlines()) > 1:
+        first = first[:THINKING_PREVIEW_CHARS].rstrip() + " …"
+    head = f"▸ thinking ({', '.join(bits) or 'empty'})"
+    return f"{head}: {first}" if first else head
 
 
 def _prefixed(who: str, text: str) -> list[str]:

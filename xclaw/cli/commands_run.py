@@ -47,6 +47,19 @@ class TerminalFrames:
             pass  # answered elsewhere, or the run ended meanwhile
 
 
+def _nothing_to_resume(sid: str, status: str) -> str:
+    """Why `xclaw run --session ID` without a message did nothing, and what would."""
+    if status == "Running":
+        return (
+            f"session {sid} is Running and waiting for input (or driven by another process): "
+            f'nothing to resume; send a message with: xclaw run --session {sid} "..."'
+        )
+    return (
+        f"session {sid} is {status}: nothing to resume; continue the conversation with: "
+        f'xclaw run --session {sid} "your next message"'
+    )
+
+
 def _ask_yes_no(prompt: str) -> bool:
     try:
         return input(prompt).strip().lower() in ("y", "yes")
@@ -77,10 +90,24 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
         click.secho(f"session {sid} ({'new' if created else sess.status.value})", fg="bright_black", err=True)
         if text:
             await runtime.send(sid, text)
-        elif not await runtime.resume_if_needed(sid):
-            click.echo(f"session {sid} is {sess.status.value}: nothing to resume; pass a message")
+        elif await runtime.resume_if_needed(sid, failed=True):
+            if sess.status.value == "Failed":
+                click.secho(
+                    f"continuing Failed session {sid} from where it stopped",
+                    fg="bright_black",
+                    err=True,
+                )
+        else:
+            click.echo(_nothing_to_resume(sid, sess.status.value))
             return 0
         await runtime.wait_idle(sid)
+        if printer.failed and store.get_session(sid).status.value == "Failed":
+            click.secho(
+                f"session {sid} is Failed; to continue it from where it stopped (a failed "
+                f"LLM call is made again): xclaw run --session {sid}",
+                fg="yellow",
+                err=True,
+            )
         return 1 if printer.failed else 0
     except XclawError as e:
         click.secho(f"error: {e.message}", fg="red", err=True)
@@ -110,9 +137,13 @@ def register(cli: click.Group) -> None:
         \b
         xclaw run "list the files and count the lines"      new session
         xclaw run --continue "now sort them"                 most recent session
-        xclaw run --session ID                               resume an interrupted session
+        xclaw run --session ID                               resume an interrupted or Failed session
         """
         if text and text.startswith("/"):
             raise click.UsageError("slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`")
-        code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+        try:
+            code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+        except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started
+            click.secho(f"error: {e.message}", fg="red", err=True)
+            code = 2
         sys.exit(code)

@@ -17,11 +17,12 @@ import click
 from rich.console import Console
 
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
 from xclaw.store.model import display_id
-from xclaw.views import format_sessions, format_steps, format_tree
+from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,11 +33,11 @@ _USER_ERRORS = (SessionNotFound, StepNotFound)
 
 def _out() -> Console:
     # Plain text: ids and JSON must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False)
+    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _fail(message: str, code: int) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True, markup=False).print(
+    Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
         f"error: {message}", style="red"
     )
     sys.exit(code)
@@ -50,6 +51,14 @@ def _default_db() -> str:
     from xclaw.config import load_settings
 
     return load_settings().db
+
+
+def _use_prices() -> None:
+    """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
+    from xclaw.config import load_settings
+    from xclaw.llm import prices
+
+    prices.configure(load_settings().prices)
 
 
 def with_store(fn: F) -> F:
@@ -118,11 +127,15 @@ def workspaces_for(store: Store, root: str | None) -> Any:
 @with_store
 def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
     """List the sessions of a database, most recently updated first."""
+    _use_prices()
     found = store.list_sessions(limit=limit)
+    costs = {s.session_id: session_cost(store.steps(s.session_id)) for s in found}
     if as_json:
-        click.echo(_dump([session_json(s) for s in found]))
+        click.echo(
+            _dump([{**session_json(s), **costs[s.session_id].to_json()} for s in found])
+        )
     else:
-        _out().print(format_sessions(found))
+        _out().print(format_sessions(found, costs))
 
 
 @click.command("steps", short_help="The latest steps of a session (like /steps).")
@@ -139,6 +152,7 @@ def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
 @with_store
 def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
+    _use_prices()
     session = store.get_session(session_id)
     steps = store.latest_steps(session_id, n)
     if as_json:
@@ -153,6 +167,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
 @with_store
 def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
+    _use_prices()
     store.get_session(session_id)
     tree = store.step_tree(session_id)
     if as_json:
@@ -178,8 +193,11 @@ def rollback_cmd(
     """
     workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
+    outside = outside_note(outside_steps(store.steps(session_id), target.seq))
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
+        if outside:
+            click.secho(outside, fg="yellow", err=True)
         click.confirm(
             f"Delete {target.display_id} and everything after it ({later} step(s)) "
             f"from session {session_id}?",
@@ -198,6 +216,8 @@ def rollback_cmd(
             f"[rollback] workspace restored to its state before {display_id(result.target_seq)}"
             f" ({files} file(s))"
         )
+    if outside:
+        out.print(f"[rollback] {outside}")
 
 
 @click.command("fork", short_help="Branch a new session off a step.")
@@ -217,6 +237,8 @@ def fork_cmd(
 ) -> None:
     """Copy SESSION up to and including STEP into a new session; the original is kept.
     The new session's workspace holds the files as they were just after STEP."""
+    target = store.get_step(session_id, step)
+    outside = outside_note(outside_steps(store.steps(session_id), target.seq + 1))
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
     if as_json:
         click.echo(_dump(session_json(forked)))
@@ -225,6 +247,8 @@ def fork_cmd(
     out.print(f"[fork] new session created: {forked.session_id}")
     out.print("connect with this session ID to continue on the forked branch.")
     out.print(f"original session {session_id} is unchanged.")
+    if outside:
+        out.print(f"[fork] in the original session after that step, {outside}")
 
 
 @click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
@@ -233,13 +257,15 @@ def fork_cmd(
 @with_store
 def export_cmd(store: Store, session_id: str | None, everything: bool) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
-    --all, every session so). `xclaw import` reads it back, here or into another database."""
+    --all, every session so). The session line carries the totals: tokens by kind and the
+    estimated cost. `xclaw import` reads it back, here or into another database."""
     from xclaw.store.transfer import export_lines
 
     if everything == (session_id is not None):
         _fail("give either a SESSION or --all", 2)
+    _use_prices()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
-    for line in export_lines(store, sessions):
+    for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
         click.echo(line)
 
 

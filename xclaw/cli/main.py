@@ -24,9 +24,11 @@ def _register() -> None:
         commands_chat,
         commands_demo,
         commands_retention,
+        commands_ops,
         commands_run,
         commands_serve,
         commands_store,
+        commands_tools,
         commands_workers,
         commands_workspace,
     )
@@ -39,6 +41,8 @@ def _register() -> None:
     commands_workers.register(cli)
     commands_chat.register(cli)
     commands_demo.register(cli)
+    commands_ops.register(cli)
+    commands_tools.register(cli)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from xclaw import views
 from xclaw.errors import XclawError
+from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import step_json
 from xclaw.store.base import Store
 from xclaw.store.model import Session, Step, display_id
@@ -29,7 +30,7 @@ SESSIONS_LISTED = 20
 _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 CLIENT_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "help")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "help")
 
 HELP_TEXT = """\
 commands:
@@ -37,6 +38,7 @@ commands:
   /rollback sNNNN       rewind this session to just before that step (later steps are deleted)
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
+  /tools                list the tools (built-in, Python, MCP) and their policies
   /switch ID            attach to another session (e.g. a fork)   [client command]
   /new                  start a new session                       [client command]
   /help                 this text"""
@@ -112,6 +114,8 @@ class CommandRunner:
             return await self._fork(session_id, cmd)
         if cmd.name == "sessions":
             return await self._sessions(session_id)
+        if cmd.name == "tools":
+            return await self._tools(session_id)
         if cmd.name == "help":
             return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
         if cmd.name in CLIENT_COMMANDS:
@@ -148,9 +152,12 @@ class CommandRunner:
     async def rollback(self, session_id: str, ref: str) -> RollbackOutcome:
         """R11, shared by `/rollback` and the HTTP API: rewind, then tell every attached
         client (the deleted steps are gone from the history they show)."""
+        outside = await asyncio.to_thread(self._outside, session_id, ref, after=False)
         result = await self.runtime.rollback(session_id, ref)
         target = display_id(result.target_seq)
         text = f"[rollback] session reset to before step {target} — send your new instruction"
+        if outside:
+            text += f"\n[rollback] {outside}"
         history = await asyncio.to_thread(self.runtime.history_frame, session_id)
         rolled = {
             "type": "rolledback",
@@ -168,6 +175,7 @@ class CommandRunner:
             raise CommandError("usage: /fork sNNNN [title] — a step id shown by /steps")
         ref = cmd.args[0]
         title = cmd.rest[len(ref) :].strip() or None
+        outside = await asyncio.to_thread(self._outside, session_id, ref, after=True)
         new = await self.runtime.fork(session_id, ref, title)
         step_ref = display_id(new.forked_from_seq) if new.forked_from_seq else ref
         text = (
@@ -176,6 +184,8 @@ class CommandRunner:
             f"(/switch {new.session_id}).\n"
             f"original session {session_id} is unchanged."
         )
+        if outside:
+            text += f"\n[fork] in the original session after that step, {outside}"
         return CommandResult(
             reply=[
                 _notice(session_id, text),
@@ -188,6 +198,28 @@ class CommandRunner:
                 },
             ]
         )
+
+    async def _tools(self, session_id: str) -> CommandResult:
+        from xclaw.tools.approval import ApprovalPolicy
+        from xclaw.tools.listing import format_listing, server_rows, tool_rows
+
+        toolbox = self.runtime.toolbox
+        await toolbox.prepare()  # MCP servers start here if no run has started them yet
+        policy = ApprovalPolicy.from_settings(self.runtime.settings)
+        tools = tool_rows(toolbox.tools, policy)
+        servers = await server_rows(toolbox.mcp, start=False)
+        text = format_listing(tools, servers, self.runtime.settings.approval_mode)
+        return CommandResult(reply=[_notice(session_id, text)])
+
+    def _outside(self, session_id: str, ref: str, *, after: bool) -> str:
+        """The note on steps at (rollback) or after (fork) `ref` with effects outside the
+        workspace; "" when none (or when the reference is bad: the command says so)."""
+        try:
+            target = self.store.get_step(session_id, ref)
+            marks = outside_steps(self.store.steps(session_id), target.seq + (1 if after else 0))
+        except XclawError:
+            return ""
+        return outside_note(marks)
 
     async def _sessions(self, session_id: str) -> CommandResult:
         sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)

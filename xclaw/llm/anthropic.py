@@ -7,16 +7,20 @@ covers every provider and every attempt is visible to us.
 from __future__ import annotations
 
 import asyncio
+import base64
+from dataclasses import replace
 from typing import Any
 
 from anthropic import AsyncAnthropic
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
     Message,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
@@ -25,6 +29,9 @@ from xclaw.messages import (
 )
 
 EMPTY = "(empty)"
+# Anthropic allows at most four cache breakpoints per request.
+MAX_CACHE_BREAKPOINTS = 4
+EPHEMERAL = {"type": "ephemeral"}
 
 
 def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
@@ -54,7 +61,12 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
         if isinstance(m, UserMessage):
             add("user", [{"type": "text", "text": m.text if m.text.strip() else EMPTY}])
         elif isinstance(m, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
+            # Thinking first and verbatim: the API checks each signature byte for byte.
+            # `reasoning` blocks (from an OpenAI-compatible server) carry no signature and
+            # are not sent.
+            blocks: list[dict[str, Any]] = [
+                b.to_json() for b in m.thinking if b.type in ("thinking", "redacted_thinking")
+            ]
             if m.text.strip():
                 blocks.append({"type": "text", "text": m.text})
             for c in m.tool_calls:
@@ -66,12 +78,27 @@ def anthropic_messages(messages: tuple[Message, ...] | list[Message]) -> list[di
                         "input": dict(c.input),
                     }
                 )
-            add("assistant", blocks)
+            if any(b["type"] not in ("thinking", "redacted_thinking") for b in blocks):
+                add("assistant", blocks)  # thinking alone is no valid assistant turn
         elif isinstance(m, ToolResultMessage):
+            content: Any = m.content or EMPTY
+            if m.images:
+                content = [{"type": "text", "text": content}] + [
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": i.media_type,
+                            "data": base64.b64encode(i.data).decode("ascii"),
+                        },
+                    }
+                    for i in m.images
+                    if i.data
+                ]
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": portable_id(m.tool_call_id),
-                "content": m.content or EMPTY,
+                "content": content,
             }
             if m.is_error:
                 block["is_error"] = True
@@ -86,19 +113,64 @@ def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def anthropic_request(model: str, request: LLMRequest) -> dict[str, Any]:
-    """The JSON body we send (minus `stream`); also what the fake server validates."""
+def _mark_last_block(message: dict[str, Any]) -> bool:
+    """Put a cache breakpoint on the last block of `message` that can carry one (thinking
+    blocks cannot); False when there is none."""
+    for block in reversed(message["content"]):
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = dict(EPHEMERAL)
+            return True
+    return False
+
+
+def add_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Anthropic's pattern for agents: breakpoints on the tool list, the system prompt and the
+    moving end of the conversation, plus the previous user turn's end so the prefix cached by
+    the last call is found again even when a call added many blocks. At most four."""
+    used = 0
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+        used += 1
+    if isinstance(body.get("system"), str) and body["system"]:
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": dict(EPHEMERAL)}]
+        used += 1
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    for m in (users[-1:] + users[-2:-1]) if users else ():
+        if used >= MAX_CACHE_BREAKPOINTS:
+            break
+        if _mark_last_block(m):
+            used += 1
+
+
+def anthropic_request(
+    model: str,
+    request: LLMRequest,
+    *,
+    thinking_budget: int | None = None,
+    cache: bool = True,
+) -> dict[str, Any]:
+    """The JSON body we send (minus `stream`); also what the fake server validates.
+
+    `thinking_budget` turns on extended thinking (the API then needs max_tokens above the
+    budget and no temperature); `cache` puts prompt-cache breakpoints (add_cache_breakpoints)."""
+    max_tokens = request.max_tokens
+    if thinking_budget:
+        max_tokens = max(max_tokens, thinking_budget + 1024)
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": request.max_tokens,
+        "max_tokens": max_tokens,
         "messages": anthropic_messages(request.messages),
     }
     if request.system:
         body["system"] = request.system
     if request.tools:
         body["tools"] = anthropic_tools(request.tools)
-    if request.temperature is not None:
+    if thinking_budget:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    elif request.temperature is not None:
         body["temperature"] = request.temperature
+    if cache:
+        add_cache_breakpoints(body)
     return body
 
 
@@ -113,17 +185,24 @@ class AnthropicModel:
         api_key: str,
         base_url: str | None = None,
         timeout_s: float = 120.0,
+        thinking_budget: int | None = None,
+        cache: bool = True,
     ) -> None:
         self.model = model
         self.name = f"anthropic:{model}"
         self._api_key = api_key
         self._base_url = base_url
         self._timeout_s = timeout_s
+        self._thinking_budget = thinking_budget
+        self._cache = cache
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        body = anthropic_request(self.model, request)
+        body = anthropic_request(
+            self.model, request, thinking_budget=self._thinking_budget, cache=self._cache
+        )
         # This SDK version has no `temperature` keyword; pass it through the body as-is.
         extra = {"temperature": body.pop("temperature")} if "temperature" in body else None
+        request_id = ""
         try:
             async with AsyncAnthropic(
                 api_key=self._api_key,
@@ -132,27 +211,44 @@ class AnthropicModel:
                 max_retries=0,
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
-                return await self._read(stream, on_delta)
+                request_id = request_id_of(getattr(stream.response, "headers", None))
+                response = await self._read(stream, on_delta)
+                return replace(response, request_id=request_id)
+        except ProviderError as e:  # found reading the stream (a cut-off reply)
+            raise stamp_request_id(e, request_id)
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name) from e
+            raise provider_error(e, self.name, request_id=request_id) from e
 
     async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         order: list[int] = []
-        input_tokens = output_tokens = 0
+        # Thinking blocks by index: {"type", "thinking", "signature", "data"}.
+        thinking: dict[int, dict[str, str]] = {}
+        usage = Usage()
         stop_reason = ""
+        finished = False  # `message_stop` seen: the only proof that the reply is whole
+        events = 0
         async for event in stream:
             kind = getattr(event, "type", "")
-            if kind == "message_start":
-                u = event.message.usage
-                input_tokens = _input_tokens(u)
-                output_tokens = getattr(u, "output_tokens", 0) or 0
+            events += 1
+            if kind == "message_stop":
+                finished = True
+            elif kind == "message_start":
+                usage = _usage(event.message.usage, usage)
             elif kind == "content_block_start":
                 block = event.content_block
-                if getattr(block, "type", "") == "tool_use":
+                btype = getattr(block, "type", "")
+                if btype in ("thinking", "redacted_thinking"):
+                    thinking[event.index] = {
+                        "type": btype,
+                        "thinking": getattr(block, "thinking", "") or "",
+                        "signature": getattr(block, "signature", "") or "",
+                        "data": getattr(block, "data", "") or "",
+                    }
+                elif btype == "tool_use":
                     calls[event.index] = {
                         "id": block.id,
                         "name": block.name,
@@ -173,12 +269,20 @@ class AnthropicModel:
                         await on_delta(delta.text)
                 elif dtype == "input_json_delta" and event.index in calls:
                     calls[event.index]["json"] += delta.partial_json or ""
+                elif dtype == "thinking_delta" and event.index in thinking:
+                    thinking[event.index]["thinking"] += getattr(delta, "thinking", "") or ""
+                elif dtype == "signature_delta" and event.index in thinking:
+                    thinking[event.index]["signature"] += getattr(delta, "signature", "") or ""
+            elif kind == "content_block_stop" and event.index in thinking:
+                await show_thinking(_block(thinking[event.index]))
             elif kind == "message_delta":
                 stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
-                u = event.usage
-                output_tokens = getattr(u, "output_tokens", None) or output_tokens
-                if getattr(u, "input_tokens", None):
-                    input_tokens = _input_tokens(u)
+                usage = _usage(event.usage, usage)
+        if not finished:
+            # Nothing of this reply may run or be recorded: its tool calls may be cut in half.
+            got = f"{events} event(s), {len(order)} tool call(s) started" if events else "nothing"
+            headers = getattr(getattr(stream, "response", None), "headers", None)
+            raise cut_off(self.name, "message_stop", got=got, headers=headers)
         tool_calls = []
         for i in order:
             c = calls[i]
@@ -187,15 +291,41 @@ class AnthropicModel:
         return LLMResponse(
             text="".join(text),
             tool_calls=tuple(tool_calls),
-            usage=Usage(prompt_tokens=input_tokens, completion_tokens=output_tokens),
+            usage=usage,
             model=self.name,
             stop_reason=stop_reason,
+            thinking=tuple(_block(b) for _, b in sorted(thinking.items())),
         )
 
 
-def _input_tokens(u: Any) -> int:
-    """Anthropic splits input into uncached, cache-write and cache-read; all were sent."""
-    return sum(
-        getattr(u, k, None) or 0
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+def _block(b: dict[str, str]) -> ThinkingBlock:
+    return ThinkingBlock(
+        type=b["type"],  # type: ignore[arg-type]
+        thinking=b["thinking"],
+        signature=b["signature"],
+        data=b["data"],
+    )
+
+
+def _usage(u: Any, before: Usage) -> Usage:
+    """Usage from message_start or message_delta: a field the event leaves out (None) or
+    reports as zero keeps the earlier value. Anthropic splits input into uncached,
+    cache-write and cache-read tokens; `prompt_tokens` is their sum (all were sent), and the
+    cache parts are kept apart as well."""
+    if u is None:
+        return before
+
+    def field(name: str, old: int) -> int:
+        v = getattr(u, name, None)
+        return v if isinstance(v, int) and v > 0 else old
+
+    old_plain = before.prompt_tokens - before.cache_read_tokens - before.cache_write_tokens
+    plain = field("input_tokens", old_plain)
+    read = field("cache_read_input_tokens", before.cache_read_tokens)
+    write = field("cache_creation_input_tokens", before.cache_write_tokens)
+    return Usage(
+        prompt_tokens=plain + read + write,
+        completion_tokens=field("output_tokens", before.completion_tokens),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
     )

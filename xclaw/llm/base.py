@@ -3,6 +3,7 @@ scripted model all implement."""
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import time
 from collections.abc import Awaitable, Callable
@@ -10,10 +11,26 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
-from xclaw.messages import Message, ToolCall, ToolSpec, Usage
+from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
+# Called with each reasoning block as soon as it is complete, before the answer streams.
+ThinkingSink = Callable[[ThinkingBlock], Awaitable[None]]
+
+# Set by the agent loop around a call (a context variable, so the retry and fallback wrappers
+# between the loop and the provider need not pass it along). Providers report each finished
+# thinking block through `show_thinking`; the whole set also comes back in
+# LLMResponse.thinking, which is what is recorded.
+thinking_sink: contextvars.ContextVar[ThinkingSink | None] = contextvars.ContextVar(
+    "xclaw_thinking_sink", default=None
+)
+
+
+async def show_thinking(block: ThinkingBlock) -> None:
+    sink = thinking_sink.get()
+    if sink is not None:
+        await sink(block)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +56,10 @@ class LLMResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""  # the model that actually answered (after fallbacks)
     stop_reason: str = ""
+    # Reasoning blocks before the answer (Anthropic thinking, OpenAI-compatible reasoning).
+    thinking: tuple[ThinkingBlock, ...] = ()
+    # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
+    request_id: str = ""
 
 
 @runtime_checkable
@@ -63,8 +84,9 @@ class ProviderError(LLMError):
         provider: str = "",
         status: int | None = None,
         retry_after: float | None = None,
+        request_id: str = "",
     ) -> None:
-        super().__init__(message, retryable=retryable, provider=provider)
+        super().__init__(message, retryable=retryable, provider=provider, request_id=request_id)
         self.status = status
         self.retry_after = retry_after
 

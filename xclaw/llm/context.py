@@ -14,14 +14,17 @@ from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMes
 
 Estimate = Callable[[Message], int]
 NOTE_PREFIX = "[earlier conversation trimmed:"
+IMAGE_TOKENS = 1600
 
 
 def estimate_tokens(m: Message) -> int:
     """About four characters a token plus a small per-message overhead (role, framing)."""
     if isinstance(m, AssistantMessage):
         size = len(m.text) + sum(len(c.name) + len(json.dumps(c.input)) + 16 for c in m.tool_calls)
+        size += sum(len(b.thinking) + len(b.signature) + len(b.data) for b in m.thinking)
     elif isinstance(m, ToolResultMessage):
-        size = len(m.content) + len(m.tool_call_id)
+        # An image costs about (width x height) / 750 tokens; ~1,600 for a screen-sized one.
+        size = len(m.content) + len(m.tool_call_id) + 4 * IMAGE_TOKENS * len(m.images)
     else:
         size = len(m.text)
     return size // 4 + 4

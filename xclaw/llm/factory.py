@@ -26,7 +26,12 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
         from xclaw.llm.anthropic import AnthropicModel
 
         return AnthropicModel(
-            p.model, api_key=p.api_key, base_url=p.base_url, timeout_s=settings.llm_timeout_s
+            p.model,
+            api_key=p.api_key,
+            base_url=p.base_url,
+            timeout_s=settings.llm_timeout_s,
+            thinking_budget=p.thinking_budget,
+            cache=p.cache,
         )
     if p.kind == "openai":
         if not p.api_key and not p.base_url:
@@ -56,12 +61,15 @@ def build_model(settings: Settings) -> Model:
     # Optional xclaw.yaml knobs; tests and crash drills use tiny delays.
     base_delay = float(settings.extra.get("llm_retry_base_delay", 0.5))
     max_delay = float(settings.extra.get("llm_retry_max_delay", 8.0))
+    # The longest Retry-After / retry-after-ms a server may impose on one wait.
+    max_retry_after = float(settings.extra.get("llm_retry_after_max", 30.0))
     models: list[Model] = [
         RetryingModel(
             build_provider(p, settings),
             retries=settings.llm_retries,
             base_delay=base_delay,
             max_delay=max_delay,
+            max_retry_after=max_retry_after,
         )
         for p in settings.providers
     ]

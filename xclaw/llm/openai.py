@@ -7,18 +7,22 @@ The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from openai import AsyncOpenAI
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
     Message,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     ToolSpec,
@@ -38,7 +42,18 @@ def openai_messages(
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    # Tool messages carry text only: images a tool returned follow the group of tool
+    # messages as one user message of image_url data URLs.
+    images: list[dict[str, Any]] = []
+
+    def flush_images() -> None:
+        if images:
+            out.append({"role": "user", "content": list(images)})
+            images.clear()
+
     for m in messages:
+        if not isinstance(m, ToolResultMessage):
+            flush_images()
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
@@ -66,6 +81,22 @@ def openai_messages(
             out.append(
                 {"role": "tool", "tool_call_id": portable_id(m.tool_call_id), "content": content}
             )
+            shown = [i for i in m.images if i.data]
+            if shown:
+                images.append(
+                    {"type": "text", "text": f"The image(s) {m.name} returned ({m.content}):"}
+                )
+                images.extend(
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": f"data:{i.media_type};base64,"
+                            + base64.b64encode(i.data).decode("ascii")
+                        },
+                    }
+                    for i in shown
+                )
+    flush_images()
     return out
 
 
@@ -100,6 +131,19 @@ def openai_request(model: str, request: LLMRequest, *, official: bool = False) -
     return body
 
 
+class _Client(AsyncOpenAI):
+    """The SDK's client, watching for the stream's `data: [DONE]` (see DoneMarkerSpy)."""
+
+    _spy: DoneMarkerSpy | None = None
+
+    def _make_sse_decoder(self) -> Any:
+        self._spy = DoneMarkerSpy(super()._make_sse_decoder())
+        return self._spy
+
+    def saw_done(self) -> bool:
+        return self._spy is not None and self._spy.done
+
+
 class OpenAIModel:
     """`openai:<model>` against api.openai.com or any compatible `base_url`. One SDK client per
     call: no connection outlives the event loop that opened it."""
@@ -120,8 +164,9 @@ class OpenAIModel:
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         body = openai_request(self.model, request, official=self._base_url is None)
+        request_id = ""
         try:
-            async with AsyncOpenAI(
+            async with _Client(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 timeout=self._timeout_s,
@@ -130,26 +175,39 @@ class OpenAIModel:
                 stream = await client.chat.completions.create(
                     **body, stream=True, stream_options={"include_usage": True}
                 )
-                return await self._read(stream, on_delta)
+                request_id = request_id_of(getattr(stream.response, "headers", None))
+                response = await self._read(stream, on_delta)
+                if not response.stop_reason and not client.saw_done():
+                    # Nothing of this reply may run or be recorded: a tool call may be cut.
+                    got = (
+                        f"{len(response.text)} character(s) of text, "
+                        f"{len(response.tool_calls)} tool call(s) started"
+                    )
+                    headers = getattr(stream.response, "headers", None)
+                    raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
+                return replace(response, request_id=request_id)
+        except ProviderError as e:  # found reading the stream (a cut-off reply)
+            raise stamp_request_id(e, request_id)
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name) from e
+            raise provider_error(e, self.name, request_id=request_id) from e
 
     async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
         text: list[str] = []
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
         calls: dict[Any, dict[str, str]] = {}
+        # `reasoning_content` (DeepSeek, vLLM; `reasoning` on some servers): recorded and
+        # shown, never sent back (DeepSeek rejects it in input messages).
+        reasoning: list[str] = []
+        shown = False
         usage = Usage()
         finish = ""
         async for chunk in stream:
             u = getattr(chunk, "usage", None)
             if u is not None:
-                usage = Usage(
-                    prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                    completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-                )
+                usage = _usage(u)
             for choice in getattr(chunk, "choices", None) or ():
                 if getattr(choice, "index", 0) not in (0, None):
                     continue
@@ -157,7 +215,15 @@ class OpenAIModel:
                 delta = getattr(choice, "delta", None)
                 if delta is None:
                     continue
+                thought = getattr(delta, "reasoning_content", None) or getattr(
+                    delta, "reasoning", None
+                )
+                if isinstance(thought, str) and thought:
+                    reasoning.append(thought)
                 content = getattr(delta, "content", None)
+                if reasoning and not shown and (content or getattr(delta, "tool_calls", None)):
+                    shown = True  # the reasoning is over: show it before the answer
+                    await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
                 if content:
                     text.append(content)
                     if on_delta is not None:
@@ -174,6 +240,8 @@ class OpenAIModel:
                             entry["name"] = fn.name
                         if fn.arguments:
                             entry["arguments"] += fn.arguments
+        if reasoning and not shown:
+            await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
         tool_calls = tuple(
             ToolCall(
                 id=c["id"] or f"call_{uuid.uuid4().hex[:24]}",
@@ -188,4 +256,27 @@ class OpenAIModel:
             usage=usage,
             model=self.name,
             stop_reason=finish,
+            thinking=(
+                (ThinkingBlock(type="reasoning", thinking="".join(reasoning)),) if reasoning else ()
+            ),
         )
+
+
+def _usage(u: Any) -> Usage:
+    """`prompt_tokens` includes the cached ones (`prompt_tokens_details.cached_tokens`);
+    `completion_tokens` includes `completion_tokens_details.reasoning_tokens`."""
+
+    def count(obj: Any, name: str) -> int:
+        v = getattr(obj, name, None) if obj is not None else None
+        if v is None and isinstance(obj, dict):
+            v = obj.get(name)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    return Usage(
+        prompt_tokens=count(u, "prompt_tokens"),
+        completion_tokens=count(u, "completion_tokens"),
+        cache_read_tokens=count(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
+        reasoning_tokens=count(
+            getattr(u, "completion_tokens_details", None), "reasoning_tokens"
+        ),
+    )

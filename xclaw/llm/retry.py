@@ -42,7 +42,12 @@ class PartialReplyError(LLMError):
 
 def _final(err: LLMError, provider: str, message: str, *, partial: bool = False) -> LLMError:
     cls = PartialReplyError if partial else LLMError
-    return cls(message, retryable=err.retryable, provider=err.provider or provider)
+    return cls(
+        message,
+        retryable=err.retryable,
+        provider=err.provider or provider,
+        request_id=err.request_id,
+    )
 
 
 class RetryingModel:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
 from xclaw.messages import (
     AssistantMessage,
     Message,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -40,6 +41,8 @@ class Turn:
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()  # (name, input)
     sleep: float = 0.0
     fail: str | None = None
+    # Reasoning shown before the answer (a `reasoning` block, as OpenAI-compatible servers give).
+    thinking: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         at = f"{where}[{i}]"
         if not isinstance(t, dict):
             raise _BadScript(f'{at} must be an object like {{"text": "..."}}')
-        unknown = set(t) - {"text", "tool_calls", "sleep", "fail"}
+        unknown = set(t) - {"text", "tool_calls", "sleep", "fail", "thinking"}
         if unknown:
             raise _BadScript(f"{at} has unknown keys {sorted(unknown)}")
         text = t.get("text", "")
@@ -89,7 +92,18 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         fail = t.get("fail")
         if fail is not None and not isinstance(fail, str):
             raise _BadScript(f"{at}.fail must be a string")
-        out.append(Turn(text=text, tool_calls=tuple(parsed), sleep=float(sleep), fail=fail))
+        thinking = t.get("thinking", "")
+        if not isinstance(thinking, str):
+            raise _BadScript(f"{at}.thinking must be a string")
+        out.append(
+            Turn(
+                text=text,
+                tool_calls=tuple(parsed),
+                sleep=float(sleep),
+                fail=fail,
+                thinking=thinking,
+            )
+        )
     return tuple(out)
 
 
@@ -179,6 +193,8 @@ class ScriptedModel:
             await asyncio.sleep(turn.sleep)
         if turn.fail is not None:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
+        if turn.thinking:
+            await show_thinking(ThinkingBlock("reasoning", turn.thinking))
         if on_delta is not None:
             for piece in _chunks(turn.text):
                 await on_delta(piece)
@@ -197,6 +213,7 @@ class ScriptedModel:
             usage=Usage(estimate_tokens(prompt), estimate_tokens(completion)),
             model=self.name,
             stop_reason="tool_use" if calls else "end_turn",
+            thinking=(ThinkingBlock("reasoning", turn.thinking),) if turn.thinking else (),
         )
 
     def _branch(self, messages: tuple[Message, ...]) -> tuple[int, Branch | None]:

@@ -12,13 +12,12 @@ from typing import Any
 import httpx2
 
 from xclaw.llm.base import ProviderError, retry_after_seconds, retryable_status
+from xclaw.llm.faults import in_stream_error, malformed_stream, request_id_of, with_request_id
 
 MALFORMED_ARGUMENTS = "arguments were not valid JSON"
 NOT_AN_OBJECT = "arguments were not a JSON object"
 
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-# Error types Anthropic sends inside a 200 stream (event: error) that are worth a retry.
-_TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
 def parse_tool_arguments(text: str) -> dict[str, Any]:
@@ -55,47 +54,59 @@ def _body_message(body: object) -> str | None:
     return None
 
 
-def _body_type(body: object) -> str | None:
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("type"), str):
-            return err["type"]
-    return None
-
-
-def provider_error(exc: BaseException, provider: str) -> ProviderError:
+def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -> ProviderError:
     """Map any exception from an SDK call (Stainless-generated SDKs share one shape) to a
-    ProviderError whose message is the provider's own words."""
+    ProviderError whose message is the provider's own words. `request_id` is the stream's,
+    when the failure came after the response headers (in-stream errors, cut-offs)."""
     if isinstance(exc, ProviderError):
         return exc
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
+    body = getattr(exc, "body", None)
     if isinstance(status, int) and response is not None:
-        body = getattr(exc, "body", None)
-        message = _body_message(body) or getattr(exc, "message", None) or str(exc)
+        rid = request_id_of(getattr(response, "headers", None)) or request_id
         if status < 400:
             # An error event inside a successful stream (Anthropic's `event: error`).
-            retryable = _body_type(body) in _TRANSIENT_TYPES
-            return ProviderError(f"{provider}: {message}", retryable=retryable, provider=provider)
+            return in_stream_error(provider, body, request_id=rid)
+        message = _body_message(body) or getattr(exc, "message", None) or str(exc)
         return ProviderError(
-            f"{provider}: HTTP {status}: {message}",
+            with_request_id(f"{provider}: HTTP {status}: {message}", rid),
             retryable=retryable_status(status),
             provider=provider,
             status=status,
             retry_after=retry_after_seconds(getattr(response, "headers", None)),
+            request_id=rid,
         )
+    if status is None and body is not None and type(exc).__name__ == "APIError":
+        # OpenAI's SDK raises a bare APIError for an `{"error": {...}}` chunk in the stream.
+        return in_stream_error(provider, {"error": body}, request_id=request_id)
+    if isinstance(exc, json.JSONDecodeError):
+        return malformed_stream(provider, exc, request_id=request_id)
     name = type(exc).__name__
     if (
         isinstance(exc, (httpx2.TimeoutException, asyncio.TimeoutError, TimeoutError))
         or "Timeout" in name
     ):
-        return ProviderError(f"{provider}: request timed out", retryable=True, provider=provider)
+        return ProviderError(
+            with_request_id(f"{provider}: request timed out", request_id),
+            retryable=True,
+            provider=provider,
+            request_id=request_id,
+        )
     if isinstance(exc, (httpx2.TransportError, ConnectionError)) or "Connection" in name:
         detail = getattr(exc, "message", None) or str(exc) or name
         cause = exc.__cause__
         if cause is not None and str(cause):
             detail = f"{detail} ({cause})"
         return ProviderError(
-            f"{provider}: connection failed: {detail}", retryable=True, provider=provider
+            with_request_id(f"{provider}: connection failed: {detail}", request_id),
+            retryable=True,
+            provider=provider,
+            request_id=request_id,
         )
-    return ProviderError(f"{provider}: {name}: {exc}", retryable=False, provider=provider)
+    return ProviderError(
+        with_request_id(f"{provider}: {name}: {exc}", request_id),
+        retryable=False,
+        provider=provider,
+        request_id=request_id,
+    )

@@ -7,12 +7,20 @@ answered by exactly one tool result, synthetic where the record has none to give
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.agent.loop import call_signature
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    ImageBlock,
+    Message,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType
 
@@ -71,6 +79,56 @@ def tool_output_text(step: Step) -> str:
     return str(out)
 
 
+def tool_output_images(step: Step) -> tuple[ImageBlock, ...]:
+    """The images a tool step returned, by blob hash (bytes: `with_image_bytes`)."""
+    out = step.output_data
+    if not isinstance(out, dict):
+        return ()
+    found = []
+    for ref in out.get("images") or ():
+        if isinstance(ref, dict) and isinstance(ref.get("hash"), str):
+            found.append(ImageBlock(media_type=str(ref.get("media_type") or ""), hash=ref["hash"]))
+    return tuple(found)
+
+
+IMAGE_GONE = "[the image {hash} is no longer in the blob store]"
+
+
+def with_image_bytes(
+    messages: list[Message], load: Callable[[list[str]], dict[str, bytes]]
+) -> list[Message]:
+    """Messages whose images carry their bytes again (`load`: the store's get_blobs). An
+    image whose blob is gone becomes a note in the result text rather than a broken block."""
+    wanted = sorted(
+        {
+            i.hash
+            for m in messages
+            if isinstance(m, ToolResultMessage)
+            for i in m.images
+            if i.hash and not i.data
+        }
+    )
+    if not wanted:
+        return messages
+    blobs = load(wanted)
+    out: list[Message] = []
+    for m in messages:
+        if not isinstance(m, ToolResultMessage) or not m.images:
+            out.append(m)
+            continue
+        kept = []
+        notes = []
+        for i in m.images:
+            data = i.data or blobs.get(i.hash, b"")
+            if data:
+                kept.append(replace(i, data=data))
+            else:
+                notes.append(IMAGE_GONE.format(hash=i.hash[:12]))
+        content = "\n".join([m.content, *notes]) if notes else m.content
+        out.append(replace(m, content=content, images=tuple(kept)))
+    return out
+
+
 def build_history(
     steps: Iterable[Step],
     *,
@@ -95,7 +153,9 @@ def build_history(
         elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:
             out = st.output_data if isinstance(st.output_data, dict) else {}
             calls = tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ())
-            msg = AssistantMessage(text=str(out.get("text") or ""), tool_calls=calls)
+            msg = AssistantMessage(
+                text=str(out.get("text") or ""), tool_calls=calls, thinking=recorded_thinking(out)
+            )
             order.append(("assistant", msg))
             for c in calls:
                 hist.call_parents[c.id] = st.step_id
@@ -142,8 +202,25 @@ def build_history(
                 hist.messages.append(_result(call, INTERRUPTED_RESULT, True))
             else:
                 failed = step.status is StepStatus.FAILED
-                hist.messages.append(_result(call, tool_output_text(step), failed))
+                result = _result(call, tool_output_text(step), failed)
+                images = tool_output_images(step)
+                if images:
+                    result = replace(result, images=images)
+                hist.messages.append(result)
     return hist
+
+
+def recorded_thinking(output: dict[str, Any]) -> tuple[ThinkingBlock, ...]:
+    """The thinking blocks of an llm_call's output, exactly as recorded (the provider checks
+    signatures byte for byte); a malformed entry is skipped rather than failing the rebuild."""
+    blocks: list[ThinkingBlock] = []
+    for raw in output.get("thinking") or ():
+        if isinstance(raw, dict):
+            try:
+                blocks.append(ThinkingBlock.from_json(raw))
+            except ValueError:
+                continue
+    return tuple(blocks)
 
 
 def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:

@@ -11,13 +11,14 @@ A sub-agent interrupted mid-run is continued from its own steps (`resume_child`)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ToolCall
-from xclaw.protocol import notice_frame, step_json
+from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.protocol import notice_frame, step_json, thinking_frame
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import APPROVAL, History
 from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
@@ -139,17 +140,26 @@ class Recorder:
         if self.is_main and text:
             self.emit({"type": "delta", "content": self.redact.text(text)})
 
+    async def llm_thinking(self, block: ThinkingBlock) -> None:
+        if self.is_main:
+            self.emit(thinking_frame([self._redacted_thinking(block)]))
+
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
         final = self.is_main and not response.tool_calls
-        output = self.redact(
-            {
-                "text": response.text,
-                "tool_calls": [c.to_json() for c in response.tool_calls],
-                "model": response.model,
-                "stop_reason": response.stop_reason,
-            }
-        )
+        data: dict[str, Any] = {
+            "text": response.text,
+            "tool_calls": [c.to_json() for c in response.tool_calls],
+            "model": response.model,
+            "stop_reason": response.stop_reason,
+        }
+        if response.request_id:  # the provider's id of the request, for its support
+            data["request_id"] = response.request_id
+        output = self.redact(data)
+        output["usage"] = response.usage.to_json()
+        thinking = [self._redacted_thinking(b) for b in response.thinking]
+        if thinking:
+            output["thinking"] = thinking
         llm = self._llm
         self._llm = None
         done = self.writes.submit(
@@ -166,10 +176,19 @@ class Recorder:
         )
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
+
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
             await done.future
             self.emit({"type": "status", "status": Status.SUCCESS.value})
+
+    def _redacted_thinking(self, block: ThinkingBlock) -> dict[str, Any]:
+        """Thinking text is redacted like all text; the signature and the opaque data of a
+        redacted_thinking block are the provider's bytes and stay untouched."""
+        out = block.to_json()
+        if "thinking" in out:
+            out["thinking"] = self.redact.text(out["thinking"])
+        return out
 
     async def llm_failed(self, error: str) -> None:
         llm = self._llm
@@ -228,17 +247,30 @@ class Recorder:
         running = self._tool_steps.pop(call.id)
         content = self.redact.text(result.content)
         state = "failed" if result.is_error else "completed"
+        # Images: bytes to the content-addressed blob store, only their hashes in the row.
+        refs = [(hashlib.sha256(i.data).hexdigest(), i) for i in result.images]
+        blobs = {h: i.data for h, i in refs}
+        output: Any = content
+        if refs:
+            output = {
+                "content": content,
+                "images": [
+                    {"hash": h, "media_type": i.media_type, "size": len(i.data)} for h, i in refs
+                ],
+            }
 
         def write() -> Step:
+            if blobs:
+                self.store.put_blobs(blobs)
             if result.is_error:
                 return self.store.fail_step(
                     self.session_id,
                     running.seq,
                     error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
-                    output_data=content,
+                    output_data=output,
                     durable=True,
                 )
-            return self.store.complete_step(self.session_id, running.seq, output_data=content, durable=True)
+            return self.store.complete_step(self.session_id, running.seq, output_data=output, durable=True)
 
         # Clients hear "completed" only once the row is durable (synced): a kill — or a power
         # loss — right after the frame cannot leave the step `interrupted` in the record.

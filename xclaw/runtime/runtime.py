@@ -25,15 +25,17 @@ from xclaw.errors import (
     LeaseLost,
     LimitsExceeded,
     LLMError,
+    MissingBlobs,
     SessionBusy,
     SessionNotFound,
     StepNotFound,
     StoreError,
 )
+from xclaw.llm import prices
 from xclaw.llm.base import Model
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
-from xclaw.recorder.history import History, build_history, seed_history
+from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
@@ -42,6 +44,8 @@ from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
+from xclaw.store.rows import now_ms
+from xclaw.telemetry.exporter import start_exporter
 from xclaw.tools.base import ToolContext
 from xclaw.workspace.timetravel import Workspaces
 
@@ -99,8 +103,11 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
+        # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
+        prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
+        self.toolbox.attach_blob_sink(self._put_blob)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         self.redact = Redactor(settings.secret_values())
@@ -114,6 +121,8 @@ class Runtime:
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
+        # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
+        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -124,6 +133,14 @@ class Runtime:
 
             self._model = build_model(self.settings)
         return self._model
+
+    async def _put_blob(self, data: bytes) -> str:
+        """Content-addressed bytes in the store (an MCP tool's image); returns the sha256."""
+        import hashlib
+
+        digest = hashlib.sha256(data).hexdigest()
+        await self.db(self.store.put_blobs, {digest: data})
+        return digest
 
     def require_model(self) -> None:
         """Raise ConfigError, saying how to configure a model, when there is none."""
@@ -178,13 +195,24 @@ class Runtime:
         return created, True
 
     def _rebuild(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
-        """An agent's messages from its steps, with this toolbox's tool kinds."""
-        return build_history(
+        """An agent's messages from its steps, with this toolbox's tool kinds; images a tool
+        returned get their bytes back from the blob store."""
+        hist = build_history(
             steps,
-            read_only=self.toolbox.is_read_only,
+            read_only=self.toolbox.is_retry_safe,
             resumable=self.toolbox.is_resumable,
             new_input=new_input,
         )
+        hist.messages = with_image_bytes(hist.messages, self._image_blobs)
+        return hist
+
+    def _image_blobs(self, hashes: list[str]) -> dict[str, bytes]:
+        """The blobs that are still stored (a missing one becomes a note, not a failure)."""
+        try:
+            return self.store.get_blobs(hashes)
+        except MissingBlobs as e:
+            rest = [h for h in hashes if h not in e.hashes]
+            return self.store.get_blobs(rest) if rest else {}
 
     def history_frame(self, session_id: str) -> dict[str, Any]:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)
@@ -235,11 +263,16 @@ class Runtime:
             frame["agent"] = req.agent
         return frame
 
-    async def resume_if_needed(self, session_id: str) -> bool:
+    async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool:
+        """Continue interrupted work (Paused, or Running after a crash). With `failed`, an
+        explicit request by the user, also a Failed session: the loop picks up where the
+        record stops, so the call that failed is made again (an LLM error) and unanswered
+        tool calls are settled as after a crash. Never automatic: a client attaching to a
+        Failed session does not retry a failing provider behind the user's back."""
         if session_id in self._runs or self._stopping:
             return False
         session = await self.db(self.store.get_session, session_id)
-        if not _resumable(session):
+        if not (_resumable(session) or (failed and session.status is Status.FAILED)):
             return False
         try:
             self.require_model()
@@ -249,9 +282,11 @@ class Runtime:
         run = self._claim(session_id)
         try:
             lease, holder = await self.leases.try_acquire(session_id)
-            if lease is not None and not _resumable(await self.db(self.store.get_session, session_id)):
-                await self.leases.release(lease)  # its driver finished it meanwhile
-                lease = holder = None
+            if lease is not None:
+                now = await self.db(self.store.get_session, session_id)
+                if not (_resumable(now) or (failed and now.status is Status.FAILED)):
+                    await self.leases.release(lease)  # its driver finished it meanwhile
+                    lease = holder = None
         except BaseException:
             self._unclaim(session_id, run)
             raise
@@ -345,9 +380,18 @@ class Runtime:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
+        started = now_ms()
         try:
             # A restore cut short by a crash is completed before anything touches the files.
             await self.db(self.workspaces.recover, sid)
+            # MCP servers start on first use; one that cannot start is named, the rest work.
+            for server, why in (await self.toolbox.prepare()).items():
+                log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
+                emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
+            # Continued on the user's explicit request after an error (resume_if_needed).
+            was_failed = resume and (
+                (await self.db(self.store.get_session, sid)).status is Status.FAILED
+            )
             if resume:
                 interrupted = await db(db.store.mark_interrupted, sid)
             else:
@@ -387,16 +431,15 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
-            if resume and (interrupted or hist.pending_approvals or settled):
-                await recorder.alert(
-                    "resume",
-                    {
-                        "interrupted": [s.display_id for s in interrupted],
-                        "retrying": hist.interrupted_retry,
-                        "mayHaveRun": hist.interrupted_unsafe,
-                        "settledByWorkspace": [s.display_id for s in settled],
-                    },
-                )
+            if resume and (interrupted or hist.pending_approvals or was_failed or settled):
+                details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
+                details |= {
+                    "interrupted": [s.display_id for s in interrupted],
+                    "retrying": hist.interrupted_retry,
+                    "mayHaveRun": hist.interrupted_unsafe,
+                    "settledByWorkspace": [s.display_id for s in settled],
+                }
+                await recorder.alert("resume", details)
             # Told only now: the resume alert's durable commit carries the settled steps too.
             for step in settled:
                 emit({"type": "step", "step": step_json(step)})
@@ -446,6 +489,8 @@ class Runtime:
             log.exception("run of session %s crashed", sid)
             await self._fail(db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
         finally:
+            if self.telemetry is not None:  # spans from what this run committed (never blocks)
+                self.telemetry.run_ended(sid, started)
             if run.renewer is not None:
                 run.renewer.cancel()
             if self._runs.get(sid) is run:
@@ -556,6 +601,10 @@ class Runtime:
                 run.renewer.cancel()
             if run.lease is not None and run.lost is None:
                 await self.leases.release(run.lease)  # another worker may resume it at once
+        try:
+            await self.toolbox.close()  # MCP server processes and connections
+        except Exception:
+            log.exception("could not stop the MCP servers")
         if self.cluster is None:  # (a serving worker's cluster unregistered it already)
             try:
                 await self.leases.unregister()
@@ -564,6 +613,8 @@ class Runtime:
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)
+        if self.telemetry is not None:  # flushed before exit, in bounded time
+            await asyncio.to_thread(self.telemetry.close, 5.0)
 
 
 def _resumable(session: Session) -> bool:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from xclaw.agent.loop import Policy
 from xclaw.config import Settings
@@ -13,13 +14,24 @@ from xclaw.tools.base import Tool
 
 @dataclass(frozen=True)
 class Toolbox:
-    tools: Mapping[str, Tool]
+    # Built-in and Python tools from the start; an MCP server's tools join when it starts.
+    tools: MutableMapping[str, Tool]
     policy: Policy
     workspace_root: Path
+    # xclaw.tools.mcp.hub.McpHub when xclaw.yaml configures MCP servers.
+    mcp: Any = None
 
     def is_read_only(self, name: str) -> bool:
         tool = self.tools.get(name)
         return bool(tool is not None and tool.read_only)
+
+    def is_retry_safe(self, name: str) -> bool:
+        """Run again automatically when a crash interrupted it: read-only tools, and tools
+        whose declared traits say so (idempotent, or `resume: retry`)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return False
+        return bool(getattr(tool, "retry_on_resume", tool.read_only))
 
     def is_resumable(self, name: str) -> bool:
         return bool(getattr(self.tools.get(name), "resumable", False))
@@ -29,14 +41,51 @@ class Toolbox:
 
         return workspace_dir(self.workspace_root, session_id)
 
+    def attach_blob_sink(self, sink: Callable[[bytes], Awaitable[str]]) -> None:
+        """Where MCP images and audio go (the store's blob table)."""
+        if self.mcp is not None:
+            self.mcp.set_blob_sink(sink)
+
+    async def prepare(self) -> dict[str, str]:
+        """Start the MCP servers that do not run yet (lazily: the first run that needs tools)
+        and add their tools; returns {server: error} for those that could not start."""
+        if not self.mcp:
+            return {}
+        errors = await self.mcp.start()
+        for tool in self.mcp.tools():
+            if tool.name not in self.tools:
+                self.tools[tool.name] = tool
+        return errors
+
+    async def close(self) -> None:
+        if self.mcp:
+            await self.mcp.close()
+
 
 def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.tools.approval import ApprovalPolicy
+    from xclaw.tools.mcp.hub import McpHub
+    from xclaw.tools.python_tools import load_python_tools
     from xclaw.tools.registry import default_tools
+    from xclaw.tools.traits import parse_policies
 
     registry = default_tools(settings)
+    policies = parse_policies(settings.extra.get("tool_policies"))
+    tools: dict[str, Tool] = {t.name: t for t in registry}
+    python_refs = settings.extra.get("tools") or []
+    if not isinstance(python_refs, list):
+        from xclaw.errors import ConfigError
+
+        raise ConfigError("xclaw.yaml: `tools` must be a list of 'module:function' entries")
+    for tool in load_python_tools(python_refs, policies):
+        if tool.name in tools:
+            from xclaw.errors import ConfigError
+
+            raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
+        tools[tool.name] = tool
     return Toolbox(
-        tools={t.name: t for t in registry},
+        tools=tools,
         policy=ApprovalPolicy.from_settings(settings),
         workspace_root=settings.workspace_root,
+        mcp=McpHub(settings.mcp_servers, policies) if settings.mcp_servers else None,
     )

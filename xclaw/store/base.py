@@ -217,7 +217,8 @@ class Store(Protocol):
         ...
 
     def gc_blobs(self) -> int:
-        """Delete blobs no snapshot and no pending restore refers to; returns how many."""
+        """Delete blobs no snapshot, no pending restore and no tool step's image refers to;
+        returns how many."""
         ...
 
     def save_snapshot(

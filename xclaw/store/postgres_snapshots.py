@@ -51,6 +51,11 @@ DELETE FROM blobs WHERE hash NOT IN (
     UNION
     SELECT j.value->>'hash' FROM workspace_restores AS r, jsonb_each(r.manifest) AS j
      WHERE r.manifest IS NOT NULL AND j.value->>'hash' IS NOT NULL
+    UNION
+    -- images a tool returned (view_file): the step keeps their hashes (docs/storage.md)
+    SELECT i.value->>'hash' FROM traces AS t, jsonb_array_elements(t.output_data->'images') AS i
+     WHERE t.step_type = 'tool_call' AND jsonb_typeof(t.output_data) = 'object'
+       AND jsonb_typeof(t.output_data->'images') = 'array' AND i.value->>'hash' IS NOT NULL
 )
 """
 
@@ -78,7 +83,8 @@ def first_snapshot_from_tx(conn: psycopg.Connection, session_id: str, seq: int) 
 
 
 def sweep_blobs_tx(conn: psycopg.Connection) -> int:
-    """Delete every blob no snapshot and no pending restore refers to; returns how many."""
+    """Delete every blob no snapshot, no pending restore and no tool step's image refers
+    to; returns how many."""
     conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_BLOBS,))
     return conn.execute(_SWEEP_SQL).rowcount
 

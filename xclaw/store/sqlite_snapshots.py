@@ -60,6 +60,11 @@ DELETE FROM blobs WHERE hash NOT IN (
     UNION
     SELECT json_extract(j.value, '$.hash') FROM workspace_restores AS r, json_each(r.manifest) AS j
      WHERE r.manifest IS NOT NULL AND json_extract(j.value, '$.hash') IS NOT NULL
+    UNION
+    -- images a tool returned (view_file): the step keeps their hashes (docs/storage.md)
+    SELECT json_extract(j.value, '$.hash') FROM traces AS t, json_each(t.output_data, '$.images') AS j
+     WHERE t.step_type = 'tool_call' AND t.output_data LIKE '{%"images"%'
+       AND json_extract(j.value, '$.hash') IS NOT NULL
 )
 """
 
@@ -92,7 +97,8 @@ def first_snapshot_from_tx(conn: sqlite3.Connection, session_id: str, seq: int) 
 
 
 def sweep_blobs_tx(conn: sqlite3.Connection) -> int:
-    """Delete every blob no snapshot and no pending restore refers to; returns how many."""
+    """Delete every blob no snapshot, no pending restore and no tool step's image refers
+    to; returns how many."""
     return conn.execute(_SWEEP_SQL).rowcount
 
 
@@ -251,7 +257,7 @@ class SnapshotStoreMixin:
         return found
 
     def gc_blobs(self) -> int:
-        """Delete the blobs no snapshot and no pending restore refers to."""
+        """Delete the blobs no snapshot, no pending restore and no tool step's image refers to."""
         return self._write(sweep_blobs_tx, durable=False)
 
     # --- snapshots --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ anything is written, and a bad one is named with its line number.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,12 +27,17 @@ class BadExport(XclawError):
     """A file `xclaw import` cannot read; nothing was written."""
 
 
-def export_lines(store: Store, sessions: Iterable[Session]) -> Iterator[str]:
-    """The session line, then one line per step (with its call id, which pairs tool results
-    with the model's calls on resume)."""
+def export_lines(
+    store: Store, sessions: Iterable[Session], totals: Callable[[list[Step]], dict[str, Any]] | None = None
+) -> Iterator[str]:
+    """The session line (with `totals` of its steps, e.g. tokens and cost), then one line per
+    step (with its call id, which pairs tool results with the model's calls on resume).
+    Import reads only the fields it needs from the session line."""
     for session in sessions:
-        yield _dump({"kind": "session", **session_json(session)})
-        for st in store.steps(session.session_id):
+        steps = store.steps(session.session_id)
+        extra = totals(steps) if totals is not None else {}
+        yield _dump({"kind": "session", **session_json(session), **extra})
+        for st in steps:
             yield _dump({"kind": "step", **step_json(st), "callId": st.call_id})
 
 

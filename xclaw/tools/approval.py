@@ -22,6 +22,7 @@ from typing import Any, Literal
 from xclaw.config import DEFAULT_DENIED_PATTERNS, DEFAULT_SAFE_COMMANDS, Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool
+from xclaw.tools.traits import approval_for
 
 MODES = ("ask", "auto-edits", "yolo")
 SHELL_TOOLS = frozenset({"shell"})
@@ -256,6 +257,10 @@ class ApprovalPolicy:
         return cls(settings.approval_mode, settings.safe_commands, settings.denied_patterns)
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
+        traits = getattr(tool, "traits", None)
+        if traits is not None:  # an MCP or Python tool: its declared traits decide
+            kind, reason = approval_for(traits, tool.name, self.mode)
+            return ALLOW if kind == "allow" else ASK(reason)
         if tool.name in SHELL_TOOLS:
             return self._shell(args.get("command") if isinstance(args, dict) else None)
         if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from xclaw.messages import ToolSpec
+from xclaw.messages import ImageBlock, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +16,8 @@ class ToolResult:
     is_error: bool = False
     # Structured extras kept in the trace (exit code, bytes written...), not sent to the model.
     data: dict[str, Any] = field(default_factory=dict)
+    # Images for the model (view_file on a picture); their bytes go to the blob store.
+    images: tuple[ImageBlock, ...] = ()
 
 
 # Runs a sub-agent on a task and returns its final answer; provided by the runtime.

@@ -1,4 +1,5 @@
-"""File tools: read_file (alias view_file), write_file, edit_file, list_dir.
+"""File tools: read_file, view_file (read_file that also shows images), write_file,
+edit_file, list_dir.
 
 Every path goes through resolve_in_workspace, so a tool can only see and change the session's
 workspace. The blocking file work runs in a worker thread: the event loop never waits on a disk.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ToolError
+from xclaw.messages import ImageBlock
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.workspace.paths import resolve_in_workspace
@@ -45,6 +47,26 @@ async def _guarded(work: Callable[[], ToolResult], shown: Callable[[], str]) -> 
         return ToolResult(e.message, is_error=True)
     except OSError as e:
         return ToolResult(_os_message(e, shown()), is_error=True)
+
+
+# What both providers accept as image input, and their size limit (Anthropic: 5 MB an image).
+IMAGE_MAX_BYTES = 5 * 1024 * 1024
+_OTHER_IMAGE_SUFFIXES = frozenset(
+    {".bmp", ".tif", ".tiff", ".ico", ".heic", ".heif", ".avif", ".svg", ".psd"}
+)
+
+
+def image_type(head: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP file from its first bytes, else None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -116,16 +138,24 @@ class ReadFileTool:
         max_lines: int = 2000,
         max_line_chars: int = 2000,
         output_cap: int = 30_000,
+        *,
+        images: bool = False,
     ) -> None:
         self.name = name
         self.max_lines = max_lines
         self.max_line_chars = max_line_chars
         self.output_cap = output_cap
+        # view_file also shows PNG, JPEG, GIF and WebP files to the model as images.
+        self.images = images
         self.description = (
             "Read a text file in the workspace. Lines are numbered like `cat -n`. "
             f"Shows up to {max_lines} lines from `offset` (1-based line number); "
             "use offset/limit to page through big files."
         )
+        if images:
+            self.description += (
+                " A PNG, JPEG, GIF or WebP image (up to 5 MB) is shown to you as an image."
+            )
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -162,7 +192,23 @@ class ReadFileTool:
         seen = 0
         more = False
         with open(path, "rb") as f:
-            if _looks_binary(f.read(_SNIFF_BYTES)):
+            head = f.read(_SNIFF_BYTES)
+            media = image_type(head)
+            if media is not None and self.images:
+                return self._image(f, shown, media, size)
+            if media is not None or (
+                self.images and path.suffix.lower() in _OTHER_IMAGE_SUFFIXES
+            ):
+                raise ToolError(
+                    f"{shown!r} is an image ({media or path.suffix.lower()}, "
+                    f"{_human_size(size)}); "
+                    + (
+                        "use view_file to see it"
+                        if media is not None
+                        else "view_file shows PNG, JPEG, GIF and WebP images only"
+                    )
+                )
+            if _looks_binary(head):
                 raise ToolError(
                     f"{shown!r} looks like a binary file ({_human_size(size)}); "
                     "read_file shows text only"
@@ -193,6 +239,22 @@ class ReadFileTool:
                 f"continue with offset={last + 1}]"
             )
         return ToolResult("\n".join(out), data={"bytes": size, "first": offset, "last": last})
+
+    def _image(self, f: Any, shown: str, media: str, size: int) -> ToolResult:
+        if size > IMAGE_MAX_BYTES:
+            raise ToolError(
+                f"{shown!r} is an image of {_human_size(size)}; view_file shows images up to "
+                f"{_human_size(IMAGE_MAX_BYTES)} (make a smaller copy first)"
+            )
+        f.seek(0)
+        data = f.read(IMAGE_MAX_BYTES + 1)
+        if len(data) > IMAGE_MAX_BYTES:  # it grew while we looked
+            raise ToolError(f"{shown!r} grew beyond {_human_size(IMAGE_MAX_BYTES)} while read")
+        return ToolResult(
+            f"[image {shown}: {media}, {_human_size(len(data))}]",
+            data={"bytes": len(data), "media_type": media},
+            images=(ImageBlock(media_type=media, data=data),),
+        )
 
 
 class WriteFileTool:

@@ -65,7 +65,7 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
                 isolation=isolation_from_settings(settings) if settings else None,
             ),
             ReadFileTool("read_file", output_cap=cap),
-            ReadFileTool("view_file", output_cap=cap),
+            ReadFileTool("view_file", output_cap=cap, images=True),
             WriteFileTool(),
             EditFileTool(),
             ListDirTool(),

@@ -173,6 +173,10 @@ function onFrame(frame) {
       if (!state.busy) setBusy(true);
       transcript.delta(frame.content || "");
       return;
+    case "thinking":
+      if (foreign) return;
+      transcript.thinking(frame);
+      return;
     case "reply":
       if (foreign) return;
       transcript.reply(frame.content || "");

@@ -69,6 +69,7 @@ export class Transcript {
     for (const m of items) {
       if (m.kind === "user") this.add(userBubble(m.text, true));
       else if (m.kind === "assistant") {
+        if ((m.thinking || []).length) this.add(thinkingFold(thinkingOf(m.thinking), true));
         if (m.text) this.add(assistantBubble(m.text, true));
         for (const call of m.tool_calls || []) {
           const line = toolLine({ name: call.name, input: call.input, state: "completed" }, true);
@@ -143,6 +144,12 @@ export class Transcript {
     else setToolResult(line, frame.state, frame.output ?? "", frame.stepId);
   }
 
+  /** The `thinking` frame: the model's reasoning, folded, before its answer streams. */
+  thinking(frame) {
+    this.endLive();
+    this.add(thinkingFold(frame, false));
+  }
+
   notice(text) {
     this.endLive();
     const kind = /^\[(\w+)\]/.exec(text || "")?.[1] || "info";
@@ -178,6 +185,25 @@ function assistantBubble(text, restored) {
   return h(`div.msg.assistant${restored ? ".restored" : ""}`,
     h("div.avatar.logo", { "aria-hidden": "true" }),
     h("div.bubble", body));
+}
+
+function thinkingOf(blocks) {
+  return {
+    content: blocks.map((b) => b.thinking || "").filter(Boolean).join("\n\n"),
+    redacted: blocks.filter((b) => b.type === "redacted_thinking").length,
+  };
+}
+
+/** Reasoning shown folded: a summary line with its size; opening it shows the text. */
+function thinkingFold(frame, restored) {
+  const text = String(frame.content || "");
+  const words = text.trim() ? text.trim().split(/\s+/).length : 0;
+  const bits = [];
+  if (words) bits.push(`${words} word${words === 1 ? "" : "s"}`);
+  if (frame.redacted) bits.push(`${frame.redacted} redacted`);
+  return h(`details.thinking${restored ? ".restored" : ""}`,
+    h("summary", { text: `Thinking${bits.length ? " · " + bits.join(" · ") : ""}` }),
+    text ? h("pre.thinking-text", { text }) : h("p.muted", { text: "The provider sent this reasoning encrypted." }));
 }
 
 function toolLine(frame, restored) {

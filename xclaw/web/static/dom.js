@@ -64,7 +64,15 @@ export function tokensOf(step) {
 export function formatTokens(step) {
   const t = step.tokens || {};
   if (!t.prompt && !t.completion) return "";
-  return `${formatCount(t.prompt)} → ${formatCount(t.completion)} tok`;
+  const read = step.usage?.cache_read || 0;
+  const cached = read ? ` (${formatCount(read)} cached)` : "";
+  const cost = typeof step.cost === "number" ? ` · ${formatCost(step.cost)}` : "";
+  return `${formatCount(t.prompt)}${cached} → ${formatCount(t.completion)} tok${cost}`;
+}
+
+/** $0.0042, $1.23 (an estimate from the price table; see docs/llm-providers.md). */
+export function formatCost(dollars) {
+  return dollars < 1 ? `$${dollars.toFixed(4)}` : `$${dollars.toFixed(2)}`;
 }
 
 /** "just now", "5 min ago", "3 h ago", "12 Mar" */

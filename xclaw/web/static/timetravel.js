@@ -32,6 +32,17 @@ export async function offerSwitch(app, newId, fromStep) {
 
 const KIND = { user_input: "user message", llm_call: "LLM call", tool_call: "tool call", system_alert: "alert" };
 
+/** A warning listing the steps among `steps` whose effects reached outside the workspace
+ * (an `outside_effects` mark recorded before an MCP or Python tool ran), or null. */
+function outsideEffects(steps) {
+  const marks = steps.filter((s) => s.type === "system_alert" && s.name === "outside_effects");
+  if (!marks.length) return null;
+  const n = marks.length;
+  return h("div.outside-effects",
+    h("p", h("strong", { text: `${n} step${n === 1 ? "" : "s"} had effects outside the workspace; ${n === 1 ? "it is" : "they are"} not undone:` })),
+    h("ul", marks.slice(0, 8).map((m) => h("li", h("span.step-id", { text: m.id }), ` ${(m.input && m.input.tool) || "tool"}`))));
+}
+
 export async function rollbackTo(app, step) {
   const doomed = app.trace.stepsFrom(step);
   const counts = {};
@@ -46,6 +57,7 @@ export async function rollbackTo(app, step) {
         "and puts the ", h("strong", { text: "workspace files" }), ` back as they were before ${step.id}.`),
       h("ul.doomed", doomed.slice(0, 8).map((s) => h("li", h("span.step-id", { text: s.id }), ` ${KIND[s.type] || s.type} · ${displayName(s)}`)),
         doomed.length > 8 ? h("li.muted", { text: `…and ${doomed.length - 8} more` }) : null),
+      outsideEffects(doomed),
       h("p.muted", { text: "It cannot be undone, and it rewinds memory and workspace, not the world: anything a command did " +
         "outside the workspace stays done. To keep this path for reference, fork instead." }),
     ],
@@ -73,8 +85,9 @@ export async function forkFrom(app, step) {
   const current = app.sidebar.get(app.state.sessionId) || app.state.session || {};
   const title = await promptDialog({
     title: `Fork from ${step.id}`,
-    body: h("p", { text: `A new session gets this session's history up to and including ${step.id}, and the workspace ` +
+    body: [h("p", { text: `A new session gets this session's history up to and including ${step.id}, and the workspace ` +
       `files as they were just after it. This session stays exactly as it is.` }),
+      outsideEffects(app.trace.stepsFrom(step).filter((s) => s.seq > step.seq))],
     label: "Title of the new branch",
     value: `${current.title || "Untitled"} · fork at ${step.id}`,
     confirmLabel: "Create fork",

@@ -3,7 +3,7 @@
 // status, duration and tokens; a step opens to show its input and output; `step` frames
 // update it while the agent runs.
 
-import { clear, formatCount, formatDuration, formatTokens, h, icon, oneLine, prettyValue, tokensOf } from "./dom.js";
+import { clear, formatCost, formatCount, formatDuration, formatTokens, h, icon, oneLine, prettyValue, tokensOf } from "./dom.js";
 
 const TYPE_LABEL = { user_input: "user", llm_call: "llm", tool_call: "tool", system_alert: "alert" };
 
@@ -109,10 +109,16 @@ export class TraceTree {
     const llm = all.filter((s) => s.type === "llm_call").length;
     const tools = all.filter((s) => s.type === "tool_call").length;
     const running = all.some((s) => s.status === "running");
+    const priced = all.filter((s) => typeof s.cost === "number");
+    const cost = priced.reduce((n, s) => n + s.cost, 0);
+    const input = all.reduce((n, s) => n + (s.usage?.input || 0), 0);
+    const read = all.reduce((n, s) => n + (s.usage?.cache_read || 0), 0);
     clear(this.stats).append(...[
       h("span", { text: `${all.length} step${all.length === 1 ? "" : "s"}` }),
       h("span", { text: `${llm} LLM · ${tools} tool` }),
       h("span", { text: `${formatCount(tokens)} tokens` }),
+      read ? h("span", { text: `${Math.round((100 * read) / Math.max(1, input))}% cached`, title: "share of input tokens read from the prompt cache" }) : null,
+      priced.length ? h("span.cost", { text: `≈ ${formatCost(cost)}`, title: "estimated cost of the LLM calls (price table)" }) : null,
       running ? h("span.live-dot", { text: "● live" }) : null,
     ].filter(Boolean));
   }

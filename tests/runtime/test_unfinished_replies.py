@@ -1,0 +1,147 @@
+"""Nothing runs from an unfinished reply: the whole runtime against fake provider servers on
+loopback through the real SDKs, and `xclaw run` as a user runs it (a real process). A Failed
+session is continued on request and picks up where it stopped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
+from xclaw.config import ProviderConfig, Settings
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
+from xclaw.store.model import StepStatus, StepType
+
+TOUCH = FakeCall.of("shell", {"command": "touch PWNED"}, id="call_touch")
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def provider(request: pytest.FixtureRequest):
+    server_cls = FakeOpenAIServer if request.param == "openai" else FakeAnthropicServer
+    with server_cls() as srv:
+        yield request.param, srv
+
+
+def make_runtime(tmp: Path, kind: str, srv: Any) -> Runtime:
+    settings = Settings(
+        home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
+        providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),),
+        llm_retries=1, extra={"llm_retry_base_delay": 0.01, "llm_retry_max_delay": 0.01},
+    )
+    return Runtime(open_store(settings.db), settings)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param(lambda: Reply.cut(2, tool_calls=[TOUCH]), id="cut-early"),
+        pytest.param(lambda: Reply(cut_before_end=True, tool_calls=[TOUCH]), id="no-end-marker"),
+        pytest.param(lambda: Reply(raw_body=b""), id="zero-byte-200"),
+    ],
+)
+async def test_a_cut_off_reply_runs_no_tool_and_fails_the_session(
+    tmp_path: Path, provider, fault
+) -> None:
+    kind, srv = provider
+    srv.push(fault(), fault())  # the first attempt and its one retry
+    runtime = make_runtime(tmp_path, kind, srv)
+    frames: list[dict[str, Any]] = []
+    session, _ = await runtime.open(None)
+    sid = session.session_id
+    runtime.subscribe(sid, frames.append)
+    await runtime.send(sid, "go")
+    await runtime.wait_idle(sid)
+
+    assert not (tmp_path / "ws" / sid / "PWNED").exists()
+    steps = runtime.store.steps(sid)
+    assert [s.step_type for s in steps] == [StepType.USER_INPUT, StepType.LLM_CALL]
+    llm = steps[1]
+    assert llm.status is StepStatus.FAILED and "cut off" in (llm.error_message or "")
+    assert "[request id req_fake_2]" in (llm.error_message or "")  # the last attempt's
+    assert runtime.store.get_session(sid).status.value == "Failed"
+    assert not [f for f in frames if f["type"] in ("tool", "reply")]
+    assert [f["code"] for f in frames if f["type"] == "error"] == ["llm_error"]
+
+    # Continued on request (xclaw run --session ID): the call is made again, now whole.
+    srv.push(Reply(tool_calls=[TOUCH]), Reply(text="done"))
+    assert await runtime.resume_if_needed(sid) is False  # never on its own
+    assert await runtime.resume_if_needed(sid, failed=True) is True
+    await runtime.wait_idle(sid)
+    assert (tmp_path / "ws" / sid / "PWNED").exists()
+    assert runtime.store.get_session(sid).status.value == "Success"
+    steps = runtime.store.steps(sid)
+    resume = [s for s in steps if s.step_type is StepType.SYSTEM_ALERT]
+    assert resume and resume[0].name == "resume" and resume[0].input_data["after"] == "Failed"
+    ok = [s for s in steps if s.step_type is StepType.LLM_CALL and s.status is StepStatus.COMPLETED]
+    assert [s.output_data["request_id"] for s in ok] == ["req_fake_3", "req_fake_4"]
+    assert not srv.rejections, srv.rejections
+    await runtime.shutdown()
+    runtime.store.close()
+
+
+async def test_an_in_stream_error_is_retried_and_the_session_succeeds(
+    tmp_path: Path, provider
+) -> None:
+    kind, srv = provider
+    srv.push(Reply(stream_error=("server_error", "The server had an error")), Reply(text="hi"))
+    runtime = make_runtime(tmp_path, kind, srv)
+    session, _ = await runtime.open(None)
+    sid = session.session_id
+    await runtime.send(sid, "hello")
+    await runtime.wait_idle(sid)
+    assert runtime.store.get_session(sid).status.value == "Success"
+    assert len(srv.requests) == 2
+    await runtime.shutdown()
+    runtime.store.close()
+
+
+def xclaw(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "XCLAW_MODEL"}
+    env.update({
+        "XCLAW_HOME": str(tmp), "NO_COLOR": "1", "XCLAW_MODEL": "openai:m",
+        "OPENAI_API_BASE_URL": url,
+    })
+    (tmp / "xclaw.yaml").write_text("llm_retry_base_delay: 0.01\nllm_retry_max_delay: 0.01\n")
+    return subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", *args], check=False, cwd=tmp, env=env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90,
+    )
+
+
+def test_xclaw_run_does_not_run_the_tool_call_of_a_cut_off_stream(tmp_path: Path) -> None:
+    """The issue's repro: one chunk with a tool_calls delta, then the server closes."""
+    with FakeOpenAIServer(default=Reply.cut(2, tool_calls=[TOUCH])) as srv:
+        r = xclaw(tmp_path, srv.url, "--approval", "yolo", "go")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "xclaw uses [shell]" not in r.stdout
+        assert "the reply was cut off" in r.stdout + r.stderr
+        assert not list(tmp_path.glob("workspaces/*/PWNED"))
+        sid = r.stderr.split("session ", 1)[1].split()[0]
+        assert f"xclaw run --session {sid}" in r.stderr  # says how to continue it
+
+        srv.default = None
+        srv.push(Reply(tool_calls=[TOUCH]), Reply(text="Touched it."))
+        r = xclaw(tmp_path, srv.url, "--approval", "yolo", "--session", sid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "continuing Failed session" in r.stderr
+        assert "xclaw: Touched it." in r.stdout
+        assert len(list(tmp_path.glob("workspaces/*/PWNED"))) == 1
+
+        r = xclaw(tmp_path, srv.url, "--session", sid)  # Success: nothing to continue
+        assert r.returncode == 0 and "nothing to resume" in r.stdout
+        assert f'xclaw run --session {sid} "your next message"' in r.stdout
+
+
+def test_xclaw_run_marks_text_of_a_reply_cut_after_it_streamed(tmp_path: Path) -> None:
+    with FakeOpenAIServer(default=Reply.cut(4, text="Done: I wrote the file for you.")) as srv:
+        r = xclaw(tmp_path, srv.url, "go")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "xclaw: Done: I wrote [reply cut off]\n" in r.stdout
+    assert "error (llm_error)" in r.stdout and "not retried" in r.stdout
+    assert len(srv.requests) == 1  # text went out: no second, different beginning

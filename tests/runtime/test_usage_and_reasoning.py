@@ -1,0 +1,80 @@
+"""Cache and reasoning token accounting, and OpenAI-compatible reasoning, through the whole
+runtime and the real SDKs against the loopback fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.cache_bench import run_session
+from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
+from tests.runtime.test_real_sdks import run_task
+from xclaw.store.model import StepType
+from xclaw.views import session_cost
+
+
+async def test_cache_breakpoints_keep_most_input_in_the_cache() -> None:
+    """Ten calls of a growing agent session: from the second call on, at least 80 % of the
+    input is read from the cache the fake computes as Anthropic does (longest cached prefix up
+    to a breakpoint); every request passed validation (at most four breakpoints)."""
+    result = await run_session(10)
+    assert result.usages[0].cache_read_tokens == 0 and result.usages[0].cache_write_tokens > 0
+    assert all(u.cache_read_tokens > 0 for u in result.usages[1:])
+    assert result.read_share(1) >= 0.8
+    uncached = await run_session(10, cache=False)
+    assert uncached.read_share() == 0
+
+
+async def test_anthropic_cache_tokens_are_recorded_on_every_llm_call(tmp_path: Path) -> None:
+    with FakeAnthropicServer(cache_accounting=True) as srv:
+        srv.push(
+            Reply(text="Listing.", tool_calls=[FakeCall.of("list_dir", {"path": "."}, id="toolu_1")]),
+            Reply(text="Nothing there."),
+        )
+        runtime, sid, _ = await run_task(tmp_path, "anthropic", srv, "what is here?")
+        assert not srv.rejections, srv.rejections
+        llm = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+        first, second = (s.output_data["usage"] for s in llm)
+        assert first["cache_read"] == 0 and first["cache_write"] > 0
+        assert second["cache_read"] >= first["cache_write"]  # the first call's prefix
+        for s in llm:  # the prompt column counts every input token, cached or not
+            assert s.token_usage_prompt == s.output_data["usage"]["input"]
+        totals = session_cost(runtime.store.steps(sid))
+        assert totals.usage.cache_read_tokens == second["cache_read"] and totals.calls == 2
+        await runtime.shutdown()
+        runtime.store.close()
+
+
+async def test_openai_reasoning_content_cached_and_reasoning_tokens(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as srv:
+        srv.push(
+            Reply(
+                thinking=["The user greets me; a short answer will do."],
+                text="Hello!",
+                usage=(500, 40),
+                cache_read_tokens=384,
+                reasoning_tokens=25,
+            ),
+            Reply(text="Still here."),
+        )
+        runtime, sid, frames = await run_task(tmp_path, "openai", srv, "hi")
+        (thinking,) = [f for f in frames if f["type"] == "thinking"]
+        assert thinking["content"] == "The user greets me; a short answer will do."
+        # Shown before the answer streamed.
+        kinds = [f["type"] for f in frames]
+        assert kinds.index("thinking") < kinds.index("delta")
+        (llm,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+        assert llm.output_data["usage"] == {
+            "input": 500, "output": 40, "cache_read": 384, "cache_write": 0, "reasoning": 25
+        }
+        assert llm.output_data["thinking"] == [
+            {"type": "reasoning", "thinking": "The user greets me; a short answer will do."}
+        ]
+        await runtime.shutdown()
+        runtime.store.close()
+        # The next turn's request (rebuilt from the record) does not send reasoning back:
+        # DeepSeek rejects reasoning_content in input messages.
+        runtime, _, _ = await run_task(tmp_path, "openai", srv, "again", sid=sid)
+        assert "reasoning" not in str(srv.requests[-1]["messages"])
+        assert "Hello!" in str(srv.requests[-1]["messages"])
+        await runtime.shutdown()
+        runtime.store.close()

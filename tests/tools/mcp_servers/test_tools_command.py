@@ -1,0 +1,101 @@
+"""`xclaw tools`, `/tools`, a misspelled xclaw.yaml key, and the rollback/fork note on steps
+with effects outside the workspace — as a user meets them (real processes, real servers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.harness import clean_env
+from tests.tools.mcp_servers.servers import everything, python_server
+from xclaw.gateway.commands import CommandRunner, parse_command
+from xclaw.tools.mcp.config import parse_servers
+
+pytestmark = pytest.mark.slow
+
+
+def xclaw(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xclaw", *args],
+        cwd=cwd, env=clean_env(XCLAW_HOME=str(cwd / "home"), NO_COLOR="1"),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_tools_check_starts_each_server_and_names_the_one_that_fails(tmp_path: Path) -> None:
+    (tmp_path / "xclaw.yaml").write_text(
+        "mcp_servers:\n"
+        f"  time: {{command: {python_server('mcp-server-time')}, trusted: true}}\n"
+        "  gone: {command: xclaw-no-such-mcp-server}\n"
+    )
+    plain = xclaw(tmp_path, "tools")
+    assert plain.returncode == 0, plain.stderr
+    assert "shell" in plain.stdout and "time: stdio" in plain.stdout
+    assert "not started yet" in plain.stdout  # without --check nothing is started
+
+    checked = xclaw(tmp_path, "tools", "--check", "--json")
+    assert checked.returncode == 1  # one server failed
+    data = json.loads(checked.stdout)
+    servers = {s["name"]: s for s in data["servers"]}
+    assert servers["time"]["status"] == "ok" and "get_current_time" in " ".join(servers["time"]["tools"])
+    assert servers["gone"]["status"] == "error" and "'gone'" in servers["gone"]["error"]
+    tools = {t["name"]: t for t in data["tools"]}
+    current = tools["mcp__time__get_current_time"]
+    assert current["source"] == "MCP server 'time'" and current["readOnly"] is True
+    assert current["approval"] == "runs" and current["resume"] == "retried"  # trusted
+    assert current["inputSchema"]["properties"]["timezone"]["type"] == "string"
+    assert tools["read_file"]["source"] == "built-in"
+
+
+def test_a_misspelled_key_stops_every_command_with_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "xclaw.yaml").write_text("mcp_server:\n  time: {command: mcp-server-time}\n")
+    for args in (("run", "hello"), ("tools",), ("serve", "--port", "0")):
+        r = xclaw(tmp_path, *args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "unknown key 'mcp_server'; did you mean 'mcp_servers'?" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> None:
+    h = make(
+        [
+            {"text": "Change things.", "tool_calls": [
+                {"name": "mcp__ev__toggle-simulated-logging", "input": {}},
+                {"name": "mcp__ev__echo", "input": {"message": "read-only"}},
+                {"name": "mcp__ev__toggle-subscriber-updates", "input": {}},
+            ]},
+            {"text": "Done."},
+        ],
+        approval="yolo",
+        mcp_servers=tuple(parse_servers({"ev": {"command": everything()}}, dict(os.environ))),
+    )
+    sid = await h.ask("go")
+    runner = CommandRunner(h.runtime, h.store)
+
+    async def run(text: str) -> str:
+        cmd = parse_command(text)
+        assert cmd is not None
+        result = await runner.run(sid, cmd)
+        return "\n".join(f["content"] for f in result.reply + result.broadcast if f.get("type") == "notice")
+
+    listing = await run("/tools")
+    assert "mcp__ev__echo" in listing and "MCP server 'ev'" in listing
+    assert "effects outside the workspace" in listing
+
+    steps = h.store.steps(sid)
+    first_call = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
+    marks = [s for s in steps if s.name == "outside_effects"]
+    assert len(marks) == 2
+    fork_text = await run(f"/fork {first_call.display_id}")
+    assert "1 step had effects outside the workspace; it is not undone" in fork_text
+    assert "mcp__ev__toggle-subscriber-updates" in fork_text
+
+    first_user = next(s for s in steps if s.step_type.value == "user_input")
+    rolled = await run(f"/rollback {first_user.display_id}")
+    assert "2 steps had effects outside the workspace; they are not undone" in rolled
+    assert f"{marks[0].display_id} mcp__ev__toggle-simulated-logging" in rolled

@@ -1,0 +1,42 @@
+"""The model's reasoning in the browser: a `thinking` frame shows as a closed "Thinking" box
+above the answer, opens on click, and is folded again in the history after a refresh."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.web.app_page import App
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+THOUGHT = "The user wants a greeting. A shell echo proves the workspace works; then I answer."
+
+
+def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
+    server = serve([
+        {"thinking": THOUGHT, "text": "Let me check.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
+        {"text": "All good."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("say hi", "All good.")
+    fold = page.locator("#messages details.thinking")
+    expect(fold).to_have_count(1)
+    expect(fold.locator("summary")).to_have_text("Thinking · 15 words")
+    expect(fold.locator(".thinking-text")).to_be_hidden()  # folded
+    # It sits above the answer text that streamed while the call ran.
+    order = page.evaluate(
+        "() => [...document.querySelectorAll('#messages > *')].map(e => e.className)"
+    )
+    assert order.index("thinking") < next(i for i, c in enumerate(order) if "assistant" in c)
+    shot(page, "thinking-01-folded")
+    fold.locator("summary").click()
+    expect(fold.locator(".thinking-text")).to_have_text(THOUGHT)
+    shot(page, "thinking-02-open")
+
+    app.reload()
+    restored = page.locator("#messages details.thinking.restored")
+    expect(restored).to_have_count(1)
+    expect(restored.locator(".thinking-text")).to_be_hidden()
+    expect(restored.locator("summary")).to_have_text("Thinking · 15 words")

@@ -1,0 +1,178 @@
+"""Operator commands: `xclaw fsck` (check, and repair, a database) and `xclaw replay`
+(re-run a recorded session). The logic lives in xclaw/ops; these only parse and print."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.config import Settings
+from xclaw.llm.base import Model
+from xclaw.store.base import Store
+
+
+@click.command("fsck", short_help="Check every invariant of a database (and repair).")
+@click.option("--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup.")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@with_store
+def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
+    """Check a database: tool calls and their tool steps, parent links, statuses against the
+    steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,
+    leases. Exits 1 when an error is found (after --repair: one that remains), 0 otherwise.
+
+    \b
+    --repair first copies the whole database (SQLite: FILE.fsck-STAMP.bak beside it;
+    PostgreSQL: a schema SCHEMA_fsck_STAMP), then applies every safe fix in one
+    transaction: running steps of finished sessions marked interrupted, Paused/Running made
+    to agree with pending approvals, next_seq raised past the last step, parent links that
+    leave their session cut, broken lease fields expired, unreferenced blobs swept. Sessions
+    a live worker drives are left alone. What cannot be fixed safely is only reported.
+    """
+    from xclaw.ops import fsck
+
+    report = fsck.check(store)
+    before = report
+    if repair:
+        fsck.repair(store, report)
+        after = fsck.check(store)
+        after.backup, after.repaired, after.skipped_live = (
+            report.backup, report.repaired, report.skipped_live,
+        )
+        report = after
+    if as_json:
+        data = report.to_json()
+        if repair:
+            data["before"] = [f.to_json() for f in before.findings]
+        click.echo(_dump(data))
+    else:
+        _print_report(report, repaired=repair)
+    sys.exit(0 if report.ok else 1)
+
+
+def _print_report(report: object, *, repaired: bool) -> None:
+    from xclaw.ops.fsck import Report
+
+    assert isinstance(report, Report)
+    out = _out()
+    out.print(
+        f"fsck {report.database}: {report.sessions} session(s), {report.steps} step(s), "
+        f"{report.snapshots} snapshot(s), {report.blobs} blob(s)"
+    )
+    if repaired:
+        if report.backup:
+            out.print(f"backup: {report.backup}")
+        for f in report.repaired:
+            where = " ".join(x for x in (f.session_id, f.step) if x)
+            out.print(f"repaired  {f.code}  {where}".rstrip())
+        for sid in report.skipped_live:
+            out.print(f"skipped   session {sid}: a live worker drives it (try again later)")
+    for f in report.findings:
+        where = " ".join(x for x in (f.session_id, f.step) if x) or "database"
+        fix = "  [--repair fixes this]" if f.repair is not None and not repaired else ""
+        out.print(f"{f.severity:<5}  {f.code}  {where}: {f.message}{fix}")
+    errors = len(report.errors)
+    notes = len(report.findings) - errors
+    if errors:
+        out.print(f"{errors} error(s), {notes} note(s): the database breaks its invariants")
+    else:
+        out.print(f"ok ({notes} note(s))" if notes else "ok")
+
+
+@click.command("replay", short_help="Re-run a recorded session; report where tools differ.")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--from", "from_step", default=None, metavar="sNNNN",
+              help="With --model: the step from which the live model answers (default: the start).")
+@click.option("--model", "model_spec", default=None, metavar="SPEC",
+              help="Call this model live (anthropic:…, openai:…, script:…) from --from on.")
+@click.option("--json", "as_json", is_flag=True,
+              help="The new session id and the divergences as one JSON object.")
+@workspace_option
+@with_store
+def replay_cmd(
+    store: Store,
+    session_id: str,
+    from_step: str | None,
+    model_spec: str | None,
+    as_json: bool,
+    workspace: str | None,
+) -> None:
+    """Re-run SESSION into a new session: every model call is answered with the recorded
+    output (no model or API key needed), every tool runs again in the new session's fresh
+    workspace, approvals are answered as they were. Reports the first place where a tool
+    result differs from the record (exit 1), or that the session was reproduced (exit 0).
+
+    \b
+    xclaw replay SESSION                          offline: does the session reproduce?
+    xclaw replay SESSION --model openai:gpt-4o    a new model on the same task
+    xclaw replay SESSION --from s0007 --model M   the record up to s0007, then model M
+    """
+    import asyncio
+    from pathlib import Path
+
+    from xclaw.config import load_settings
+    from xclaw.ops.replay import replay
+
+    store.get_session(session_id)  # SessionNotFound: exit 2
+    live_from = None
+    if from_step is not None:
+        if model_spec is None:
+            raise click.UsageError("--from needs --model: it says where the live model takes over")
+        live_from = store.get_step(session_id, from_step).seq  # StepNotFound: exit 2
+    settings = load_settings(
+        db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
+    )
+    live = _live_model(model_spec, settings) if model_spec else None
+    result = asyncio.run(replay(store, settings, session_id, live=live, live_from=live_from))
+    if as_json:
+        click.echo(_dump(result.to_json()))
+    else:
+        out = _out()
+        out.print(f"[replay] {session_id} -> new session {result.session_id}")
+        out.print(f"[replay] workspace: {result.workspace}")
+        out.print(
+            f"[replay] {result.model_calls} model call(s) answered from the record"
+            + (f", {result.live_calls} by {live.name}" if live is not None else "")
+        )
+        first = result.first
+        if first is None:
+            out.print("[replay] reproduced: every tool result matches the record")
+        else:
+            where = first.step or first.new_step or "?"
+            out.print(
+                f"[replay] first divergence at {where} ({first.kind}"
+                + (f", {first.tool}" if first.tool else "") + ")"
+            )
+            if first.recorded is not None:
+                out.print(f"  recorded: {first.recorded}")
+            if first.replayed is not None:
+                out.print(f"  replayed: {first.replayed}")
+            if len(result.divergences) > 1:
+                out.print(f"[replay] {len(result.divergences) - 1} more divergence(s) (--json lists them)")
+    sys.exit(0 if result.first is None else 1)
+
+
+def _live_model(spec: str, settings: Settings) -> Model:
+    """The model named on the command line, built as XCLAW_MODEL would build it."""
+    import os
+    from dataclasses import replace
+
+    from xclaw.config import load_settings
+    from xclaw.llm.factory import build_model
+
+    saved = os.environ.get("XCLAW_MODEL")
+    os.environ["XCLAW_MODEL"] = spec
+    try:
+        providers = load_settings().providers
+    finally:
+        if saved is None:
+            os.environ.pop("XCLAW_MODEL", None)
+        else:
+            os.environ["XCLAW_MODEL"] = saved
+    return build_model(replace(settings, providers=providers))
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(fsck_cmd)
+    cli.add_command(replay_cmd)

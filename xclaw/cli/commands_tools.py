@@ -1,0 +1,57 @@
+"""`xclaw tools`: every tool an agent would get here, with its source and policies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import click
+
+from xclaw.errors import XclawError
+
+
+async def _listing(as_json: bool, check: bool) -> int:
+    from xclaw.config import load_settings
+    from xclaw.runtime.wiring import default_toolbox
+    from xclaw.tools.approval import ApprovalPolicy
+    from xclaw.tools.listing import format_listing, server_rows, tool_rows
+
+    settings = load_settings()
+    toolbox = default_toolbox(settings)
+    try:
+        servers = await server_rows(toolbox.mcp, start=check)
+        if check:
+            await toolbox.prepare()  # adds the started servers' tools to the listing
+        policy = ApprovalPolicy.from_settings(settings)
+        tools = tool_rows(toolbox.tools, policy)
+    finally:
+        await toolbox.close()
+    if as_json:
+        click.echo(json.dumps(
+            {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers},
+            ensure_ascii=False, indent=2,
+        ))
+    else:
+        click.echo(format_listing(tools, servers, settings.approval_mode))
+    return 1 if check and any(s["status"] == "error" for s in servers) else 0
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("tools")
+    @click.option("--json", "as_json", is_flag=True, help="Tools (with input schemas) and servers as JSON.")
+    @click.option("--check", is_flag=True, help="Start every configured MCP server, list its tools, report failures (exit 1).")
+    def tools_cmd(as_json: bool, check: bool) -> None:
+        """List every tool (built-in, Python, MCP) with its source, approval and resume policy.
+
+        \b
+        xclaw tools              built-in and Python tools; MCP servers as configured
+        xclaw tools --check      also start each MCP server and list its tools
+        xclaw tools --json       the same as JSON, with each tool's input schema
+        """
+        try:
+            code = asyncio.run(_listing(as_json, check))
+        except XclawError as e:
+            click.secho(f"error: {e.message}", fg="red", err=True)
+            sys.exit(2)
+        sys.exit(code)

@@ -1,0 +1,379 @@
+"""`xclaw replay`: re-run a recorded session into a new one, answering every model call
+with the output the record holds (no model needed) while the tools run again, for real, in
+the new session's fresh workspace; then compare each tool result with the recorded one.
+
+A recorded model call is found by position, as the record itself was built: the agent that
+asks (the main agent, or a sub-agent named by the chain of spawn_agent call ids that led to
+it) and how many answers that agent has had so far (assistant messages in its history).
+Approvals are answered as they were answered in the record (no recorded approval: the call
+ran without asking, so it is approved). With a live model (`--model`), model calls at or
+after the `--from` step go to it instead, so a new model or prompt can be tried on a real
+session; the divergences then also say where its answers first differ from the record's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xclaw.config import Settings
+from xclaw.errors import LLMError, XclawError
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+from xclaw.messages import AssistantMessage, ToolCall, Usage
+from xclaw.recorder.history import recorded_thinking, tool_output_text
+from xclaw.store.base import Store
+from xclaw.store.model import (
+    APPROVAL_STEP_NAME,
+    MAIN_AGENT,
+    Step,
+    StepStatus,
+    StepType,
+    display_id,
+)
+
+_SHOWN = 400  # characters of a differing result kept in a divergence
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where the replay first did something else than the record."""
+
+    kind: str  # tool_result | tool_status | not_replayed | extra_call | model_output | run_failed
+    step: str | None  # the recorded step (display id), if any
+    new_step: str | None  # the replay's step, if any
+    agent: str  # main, or the path of spawn call ids (main/<call>/<call>)
+    tool: str | None = None
+    call_id: str | None = None
+    recorded: str | None = None
+    replayed: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "step": self.step,
+            "newStep": self.new_step,
+            "agent": self.agent,
+            "tool": self.tool,
+            "callId": self.call_id,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+        }
+
+
+@dataclass
+class ReplayResult:
+    source: str
+    session_id: str
+    workspace: str
+    live_from: str | None
+    model_calls: int = 0  # answered from the record
+    live_calls: int = 0  # answered by the live model
+    divergences: list[Divergence] = field(default_factory=list)
+
+    @property
+    def first(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "sessionId": self.session_id,
+            "workspace": self.workspace,
+            "liveFrom": self.live_from,
+            "modelCallsFromRecord": self.model_calls,
+            "modelCallsLive": self.live_calls,
+            "reproduced": not self.divergences,
+            "firstDivergence": self.first.to_json() if self.first else None,
+            "divergences": [d.to_json() for d in self.divergences],
+        }
+
+
+# --- agent paths: the same sub-agent in the record and in the replay ----------------------------
+
+
+def agent_paths(steps: Iterable[Step]) -> dict[str, str]:
+    """agent id -> path of spawn call ids from the main agent (`main`, `main/c1`, ...).
+    A sub-agent's id is the display id of its first spawn_agent step."""
+    by_display = {s.display_id: s for s in steps}
+    paths: dict[str, str] = {MAIN_AGENT: MAIN_AGENT}
+
+    def path_of(agent: str, depth: int = 0) -> str:
+        if agent in paths:
+            return paths[agent]
+        spawn = by_display.get(agent)
+        if spawn is None or depth > 50:
+            paths[agent] = agent  # not a step id: keep the name as is
+            return agent
+        paths[agent] = f"{path_of(spawn.agent, depth + 1)}/{spawn.call_id}"
+        return paths[agent]
+
+    for s in by_display.values():
+        path_of(s.agent)
+    return paths
+
+
+def _request_path(agent: str) -> str:
+    """The loop names a sub-agent `<parent>/<call id>`: already a path from main."""
+    return agent or MAIN_AGENT
+
+
+# --- the model that answers from the record -------------------------------------------------------
+
+
+class RecordedModel:
+    """A Model whose answers are the record's (or the live model's, from `live_from` on)."""
+
+    def __init__(
+        self,
+        answers: dict[str, list[Step]],
+        *,
+        live: Model | None = None,
+        live_from: int | None = None,
+        source: str = "",
+    ) -> None:
+        self.name = f"replay:{source}" if live is None else f"replay:{source}+{live.name}"
+        self.answers = answers
+        self.live = live
+        self.live_from = live_from
+        self.from_record = 0
+        self.live_calls = 0
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        history = request.history if request.history is not None else request.messages
+        k = sum(1 for m in history if isinstance(m, AssistantMessage))
+        recorded = self.answers.get(_request_path(request.agent), [])
+        step = recorded[k] if k < len(recorded) else None
+        use_live = self.live is not None and (
+            self.live_from is None or step is None or step.seq >= self.live_from
+        )
+        if use_live:
+            assert self.live is not None
+            self.live_calls += 1
+            return await self.live.complete(request, on_delta)
+        if step is None:
+            raise LLMError(
+                f"the record has no model answer #{k + 1} for agent {request.agent}: the replay "
+                "went past what was recorded (pass --model to go on with a live model)",
+                retryable=False,
+                provider="replay",
+            )
+        self.from_record += 1
+        out = step.output_data if isinstance(step.output_data, dict) else {}
+        text = str(out.get("text") or "")
+        if text and on_delta is not None:
+            await on_delta(text)
+        usage = (
+            Usage.from_json(out["usage"])
+            if isinstance(out.get("usage"), dict)
+            else Usage(step.token_usage_prompt, step.token_usage_completion)
+        )
+        return LLMResponse(
+            text=text,
+            tool_calls=tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ()),
+            usage=usage,
+            model=str(out.get("model") or step.name),
+            stop_reason=str(out.get("stop_reason") or ""),
+            thinking=recorded_thinking(out),  # signed blocks go back as the provider sent them
+        )
+
+
+def recorded_answers(steps: list[Step]) -> dict[str, list[Step]]:
+    """Completed model calls per agent path, in order: answer k is the k-th."""
+    paths = agent_paths(steps)
+    out: dict[str, list[Step]] = defaultdict(list)
+    for s in steps:
+        if s.step_type is StepType.LLM_CALL and s.status is StepStatus.COMPLETED:
+            out[paths.get(s.agent, s.agent)].append(s)
+    return dict(out)
+
+
+# --- running it ---------------------------------------------------------------------------------
+
+
+async def replay(
+    store: Store,
+    settings: Settings,
+    source_id: str,
+    *,
+    live: Model | None = None,
+    live_from: int | None = None,
+) -> ReplayResult:
+    """Re-run `source_id` into a new session of the same store; see the module docstring."""
+    from dataclasses import replace
+
+    from xclaw.runtime.runtime import Runtime
+
+    source = store.get_session(source_id)
+    steps = store.steps(source_id)
+    model = RecordedModel(recorded_answers(steps), live=live, live_from=live_from,
+                          source=source_id)
+    # Approvals are asked (mode ask) and answered as the record answered them.
+    runtime = Runtime(store, replace(settings, approval_mode="ask"), model=model)
+    decisions = _recorded_decisions(steps)
+    sid = ""
+    failure: str | None = None
+    try:
+        new, _ = await runtime.open(None)
+        sid = new.session_id
+        store.update_session(
+            sid,
+            title=f"replay of {source.title or source_id}",
+            metadata={"replayOf": source_id,
+                      "liveFrom": None if live_from is None else display_id(live_from)},
+        )
+        failed: list[str] = []
+
+        def on_frame(frame: dict[str, Any]) -> None:
+            if frame.get("type") == "approval_request":
+                asyncio.get_running_loop().create_task(_answer(frame))
+            elif frame.get("type") == "error":
+                failed.append(str(frame.get("message") or frame.get("content") or frame))
+
+        async def _answer(frame: dict[str, Any]) -> None:
+            step = await asyncio.to_thread(store.get_step, sid, str(frame["stepId"]))
+            path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(step.agent, step.agent)
+            approve = decisions.get((path, step.call_id), True)
+            try:
+                runtime.answer_approval(sid, str(frame["stepId"]), approve)
+            except XclawError:
+                pass  # the run ended meanwhile
+
+        runtime.subscribe(sid, on_frame)
+        for user in (s for s in steps if s.step_type is StepType.USER_INPUT
+                     and s.agent == MAIN_AGENT and s.status is StepStatus.COMPLETED):
+            text = user.input_data if isinstance(user.input_data, str) else str(user.input_data)
+            await runtime.send(sid, text)
+            await runtime.wait_idle(sid)
+            if failed:
+                failure = failed[0]
+                break
+    finally:
+        await runtime.shutdown()
+    result = ReplayResult(
+        source=source_id,
+        session_id=sid,
+        workspace=str(runtime.toolbox.workspace(sid)) if sid else "",
+        live_from=None if live_from is None else display_id(live_from),
+        model_calls=model.from_record,
+        live_calls=model.live_calls,
+    )
+    result.divergences = compare(
+        steps,
+        store.steps(sid) if sid else [],
+        masks=_masks(runtime, source_id, sid),
+        with_model=live is not None,
+    )
+    if failure is not None:
+        result.divergences.append(
+            Divergence("run_failed", None, None, MAIN_AGENT, replayed=failure[:_SHOWN])
+        )
+    return result
+
+
+def _recorded_decisions(steps: list[Step]) -> dict[tuple[str, str | None], bool]:
+    paths = agent_paths(steps)
+    out: dict[tuple[str, str | None], bool] = {}
+    for s in steps:
+        if (s.step_type is StepType.SYSTEM_ALERT and s.name == APPROVAL_STEP_NAME
+                and s.status is StepStatus.COMPLETED and isinstance(s.output_data, dict)):
+            out[(paths.get(s.agent, s.agent), s.call_id)] = bool(s.output_data.get("approved"))
+    return out
+
+
+def _masks(runtime: Any, source_id: str, new_id: str) -> list[tuple[str, str]]:
+    """Text that differs between the two sessions by construction (their workspace paths
+    and ids), replaced by the same placeholder on both sides before comparing."""
+    pairs = []
+    for sid in (source_id, new_id):
+        if sid:
+            pairs.append((str(runtime.toolbox.workspace(sid)), "<workspace>"))
+            pairs.append((sid, "<session>"))
+    return pairs
+
+
+def _normal(text: str, masks: list[tuple[str, str]]) -> str:
+    for needle, placeholder in masks:
+        text = text.replace(needle, placeholder)
+    return text
+
+
+def _final_tool_steps(steps: list[Step]) -> dict[tuple[str, str], list[Step]]:
+    """(agent path, call id) -> the tool steps that ran to an end (interrupted attempts
+    dropped), in order."""
+    paths = agent_paths(steps)
+    out: dict[tuple[str, str], list[Step]] = defaultdict(list)
+    for s in steps:
+        if (s.step_type is StepType.TOOL_CALL and s.call_id and not s.interrupted
+                and s.status is not StepStatus.RUNNING):
+            out[(paths.get(s.agent, s.agent), s.call_id)].append(s)
+    return out
+
+
+def compare(
+    recorded: list[Step],
+    replayed: list[Step],
+    *,
+    masks: list[tuple[str, str]] | None = None,
+    with_model: bool = False,
+) -> list[Divergence]:
+    """Every difference between the two records' tool results (and, with a live model,
+    model answers), ordered by where it happened in the record (first one first)."""
+    masks = masks or []
+    old = _final_tool_steps(recorded)
+    new = _final_tool_steps(replayed)
+    found: list[tuple[int, Divergence]] = []
+    for (path, call_id), olds in old.items():
+        news = new.get((path, call_id), [])
+        for i, o in enumerate(olds):
+            n = news[i] if i < len(news) else None
+            if n is None:
+                found.append((o.seq, Divergence("not_replayed", o.display_id, None, path, o.name,
+                                                call_id, _cut(tool_output_text(o)))))
+                continue
+            a = _normal(tool_output_text(o), masks)
+            b = _normal(tool_output_text(n), masks)
+            if o.status is not n.status:
+                found.append((o.seq, Divergence("tool_status", o.display_id, n.display_id, path,
+                                                o.name, call_id, o.status.value, n.status.value)))
+            elif a != b:
+                found.append((o.seq, Divergence("tool_result", o.display_id, n.display_id, path,
+                                                o.name, call_id, _cut(a), _cut(b))))
+    last = max((s.seq for s in recorded), default=0)
+    for (path, call_id), news in new.items():
+        extra = news[len(old.get((path, call_id), [])):]
+        for n in extra:
+            found.append((last + n.seq, Divergence("extra_call", None, n.display_id, path, n.name,
+                                                   call_id, None, _cut(tool_output_text(n)))))
+    if with_model:
+        olds_by = recorded_answers(recorded)
+        news_by = recorded_answers(replayed)
+        for path, olds in olds_by.items():
+            for o, n in zip(olds, news_by.get(path, []), strict=False):
+                if _answer_of(o) != _answer_of(n):
+                    found.append((o.seq, Divergence("model_output", o.display_id, n.display_id,
+                                                    path, None, None, _cut(str(_answer_of(o))),
+                                                    _cut(str(_answer_of(n))))))
+                    break
+    found.sort(key=lambda pair: pair[0])
+    return [d for _, d in found]
+
+
+def _answer_of(step: Step) -> tuple[str, tuple[tuple[str, str], ...]]:
+    out = step.output_data if isinstance(step.output_data, dict) else {}
+    calls = tuple(
+        (str(c.get("name")), repr(sorted((c.get("input") or {}).items())))
+        for c in out.get("tool_calls") or () if isinstance(c, dict)
+    )
+    return str(out.get("text") or ""), calls
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= _SHOWN:
+        return text
+    return text[:_SHOWN] + "…"
+
+
+__all__ = ["Divergence", "RecordedModel", "ReplayResult", "compare", "replay"]

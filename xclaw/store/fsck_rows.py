@@ -1,0 +1,203 @@
+"""What `xclaw fsck` reads from and writes to a database, as plain values, and the seam
+(`FsckAccess`) each backend implements with its own SQL (sqlite_fsck, postgres_fsck).
+
+The checks themselves live in xclaw/ops/fsck.py and see only these values and the Store
+protocol; the repairs are typed actions whose SQL re-checks its own condition, so applying
+one twice, or after the database moved on, changes nothing it should not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from xclaw.errors import StoreError
+from xclaw.store.base import Store
+from xclaw.store.common import row_to_restore
+from xclaw.store.model import Step
+from xclaw.store.rows import STEP_COLS, load_json, row_to_step
+from xclaw.store.snapshot_model import PendingRestore
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A sessions row with the bookkeeping columns the Session value leaves out."""
+
+    session_id: str
+    status: str
+    next_seq: int
+    awaiting_input: bool
+    is_forked: bool
+    parent_session_id: str | None
+    forked_from_seq: int | None
+    lease_owner: str | None
+    lease_expires_at: int | None
+    lease_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    session_id: str
+    seq: int
+    base_seq: int | None
+    manifest: Any  # decoded JSON: whole state or delta
+    removed: Any
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRow:
+    hash: str
+    size: int
+    encoding: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One safe fix. kind: interrupt_step (session_id, seq) | set_status (session_id,
+    status, expected) | raise_next_seq (session_id, value) | detach_parent (step_id) |
+    clear_lease_expiry / expire_lease (session_id) | sweep_blobs."""
+
+    kind: str
+    session_id: str | None = None
+    seq: int | None = None
+    step_id: str | None = None
+    status: str | None = None
+    expected: str | None = None
+    value: int | None = None
+
+
+REPAIR_KINDS = frozenset(
+    {
+        "interrupt_step",
+        "set_status",
+        "raise_next_seq",
+        "detach_parent",
+        "clear_lease_expiry",
+        "expire_lease",
+        "sweep_blobs",
+    }
+)
+
+
+class FsckReader:
+    """Reads of one consistent view of the database (one read transaction: SQLite's WAL
+    snapshot, PostgreSQL's REPEATABLE READ), so a server writing meanwhile cannot make a
+    healthy record look broken. `ph` is the backend's placeholder; `text_cast` turns a
+    JSON column into text (PostgreSQL's jsonb)."""
+
+    ph = "?"
+    text_cast = ""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        return list(self.conn.execute(sql.replace("?", self.ph), params).fetchall())
+
+    def sessions(self) -> list[SessionRow]:
+        rows = self._all(
+            "SELECT session_id, current_status, next_seq, awaiting_input, is_forked, "
+            "parent_session_id, forked_from_seq, lease_owner, lease_expires_at, lease_token "
+            "FROM sessions ORDER BY created_at, session_id"
+        )
+        return [
+            SessionRow(r[0], r[1], int(r[2]), bool(r[3]), bool(r[4]), r[5], r[6], r[7], r[8],
+                       int(r[9] or 0))
+            for r in rows
+        ]
+
+    def steps(self, session_id: str) -> list[Step]:
+        rows = self._all(
+            f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq", (session_id,)
+        )
+        return [row_to_step(r) for r in rows]
+
+    def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
+        t = self.text_cast
+        rows = self._all(
+            f"SELECT session_id, seq, base_seq, manifest{t}, removed{t} FROM snapshots "
+            "WHERE session_id=? ORDER BY seq",
+            (session_id,),
+        )
+        return [SnapshotRow(r[0], r[1], r[2], load_json(r[3]), load_json(r[4])) for r in rows]
+
+    def restores(self) -> list[PendingRestore]:
+        t = self.text_cast
+        rows = self._all(
+            "SELECT session_id, restore_id, kind, source_session_id, snapshot_seq, "
+            f"manifest{t}, ignore{t}, created_at FROM workspace_restores ORDER BY session_id"
+        )
+        return [row_to_restore(r) for r in rows]
+
+    def stray_steps(self) -> list[tuple[str, str]]:
+        """(step_id, session_id) of trace rows whose session does not exist."""
+        return self._all(
+            "SELECT step_id, session_id FROM traces t WHERE NOT EXISTS "
+            "(SELECT 1 FROM sessions s WHERE s.session_id=t.session_id) ORDER BY step_id"
+        )
+
+    def stray_snapshots(self) -> list[tuple[str, int]]:
+        return self._all(
+            "SELECT session_id, seq FROM snapshots p WHERE NOT EXISTS "
+            "(SELECT 1 FROM sessions s WHERE s.session_id=p.session_id)"
+        )
+
+    def blob_hashes(self) -> set[str]:
+        return {r[0] for r in self._all("SELECT hash FROM blobs")}
+
+    def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
+        """Every blob, a page at a time (contents are checked against their hash)."""
+        after = ""
+        while True:
+            rows = self._all(
+                "SELECT hash, size, encoding, data FROM blobs WHERE hash>? ORDER BY hash LIMIT ?",
+                (after, batch),
+            )
+            if not rows:
+                return
+            for r in rows:
+                yield BlobRow(r[0], int(r[1]), r[2], bytes(r[3]))
+            after = rows[-1][0]
+
+
+class FsckAccess(Protocol):
+    """A backend's consistent reads, clock, backup and the one repair transaction."""
+
+    def read(self, fn: Callable[[FsckReader], T]) -> T:
+        """fn over one consistent view of the whole database."""
+        ...
+
+    def now(self) -> int:
+        """The lease clock (ms): the database server's for PostgreSQL."""
+        ...
+
+    def backup(self, stamp: str) -> str:
+        """A full copy of the database taken before repairs; returns where it is."""
+        ...
+
+    def repair(self, actions: Sequence[Repair]) -> list[int]:
+        """Apply every action in one transaction; rows changed per action."""
+        ...
+
+
+def fsck_access(store: Store) -> FsckAccess:
+    """The backend's FsckAccess for an open store."""
+    from xclaw.store.sqlite import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        from xclaw.store.sqlite_fsck import SqliteFsck
+
+        return SqliteFsck(store)
+    try:
+        from xclaw.store.postgres import PostgresStore
+    except ImportError:  # pragma: no cover - psycopg is optional
+        PostgresStore = None  # type: ignore[assignment,misc]
+    if PostgresStore is not None and isinstance(store, PostgresStore):
+        from xclaw.store.postgres_fsck import PgFsck
+
+        return PgFsck(store)
+    raise StoreError(f"fsck does not know the store {type(store).__name__}")

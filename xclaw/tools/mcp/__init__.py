@@ -1,0 +1,1 @@
+"""MCP servers as tool sources (docs/tools.md): config, connection, tool adapter, hub."""

@@ -1,0 +1,64 @@
+"""Every configured MCP server of this process, and the tools they offer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+
+from xclaw.tools.mcp.client import McpConnection, McpServerError
+from xclaw.tools.mcp.config import McpServerConfig
+from xclaw.tools.mcp.tool import BlobSink, McpTool, tool_name
+from xclaw.tools.traits import ToolPolicy
+
+
+class McpHub:
+    def __init__(
+        self,
+        servers: Iterable[McpServerConfig],
+        policies: Mapping[str, ToolPolicy] | None = None,
+        blobs: Callable[[], BlobSink | None] = lambda: None,
+    ) -> None:
+        self.connections = {s.name: McpConnection(s) for s in servers}
+        self.policies = dict(policies or {})
+        self._blobs = blobs
+        # server name -> why it could not be started, at the last attempt
+        self.errors: dict[str, str] = {}
+
+    def set_blob_sink(self, sink: BlobSink) -> None:
+        self._blobs = lambda: sink
+
+    def __bool__(self) -> bool:
+        return bool(self.connections)
+
+    async def start(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """Start the servers that do not run (all, or `names`), concurrently; returns the
+        errors of those that failed, each naming its server. The others keep working."""
+        chosen = [self.connections[n] for n in (names or self.connections)]
+
+        async def one(conn: McpConnection) -> tuple[str, str | None]:
+            try:
+                await conn.ensure_started()
+                return conn.name, None
+            except McpServerError as e:
+                return conn.name, str(e)
+
+        for name, error in await asyncio.gather(*(one(c) for c in chosen)):
+            if error is None:
+                self.errors.pop(name, None)
+            else:
+                self.errors[name] = error
+        return {n: e for n, e in self.errors.items() if n in {c.name for c in chosen}}
+
+    def tools(self) -> list[McpTool]:
+        """The tools of every server started at least once (as it listed them)."""
+        out = []
+        for conn in self.connections.values():
+            for t in conn.tools:
+                name = tool_name(conn.name, t.name)
+                out.append(
+                    McpTool(conn, t, policy=self.policies.get(name, ToolPolicy()), blobs=self._blobs)
+                )
+        return out
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections.values()))
