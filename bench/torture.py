@@ -183,6 +183,8 @@ class World:
                 if "no such table" in str(e):
                     return []
                 time.sleep(0.02)
+            except sqlite3.DatabaseError as e:  # a corrupt file: every check then fails
+                return [(f"corrupt: {e}",)]
         return []
 
     def max_seq(self) -> int:
@@ -293,7 +295,7 @@ def check_integrity(w: World, fig: Figures, where: str) -> None:
         fig.integrity_failures += 1
         fig.fail("integrity", f"{where} {w.dir.name}: twice completed {multi[:3]}, running in finished {running[:3]}")
     if FSCK:
-        p = subprocess.run([*XCLAW, "fsck", "--db", str(w.db)], capture_output=True, text=True, env=w.env | {"LD_PRELOAD": ""})
+        p = subprocess.run([*XCLAW, "fsck", "--db", str(w.db)], capture_output=True, text=True, env=w.env)  # through the file layer too
         if p.returncode != 0:
             fig.integrity_failures += 1
             fig.fail("fsck", f"{where} {w.dir.name}: {(p.stdout + p.stderr)[-300:]}")
