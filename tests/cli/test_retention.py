@@ -141,6 +141,37 @@ def test_a_bad_import_file_is_named_and_writes_nothing(tmp_path: Path, text: str
     assert sqlite3.connect(tmp_path / "t.db").execute("SELECT count(*) FROM sessions").fetchone() == (0,)
 
 
+def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
+    """A step names its images by hash in the blob store: export carries the contents."""
+    from xclaw.store.snapshot_model import content_hash
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    h = content_hash(png)
+    src = tmp_path / "src.db"
+    with SQLiteStore(src) as store:
+        store.create_session(session_id="pics")
+        u = store.add_step("pics", NewStep(StepType.USER_INPUT, "user", "look"))
+        llm = store.begin_step("pics", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        call = {"id": "c1", "name": "view_file", "input": {"path": "a.png"}}
+        store.complete_step("pics", llm.seq, output_data={"text": "", "tool_calls": [call]})
+        step = store.begin_step("pics", NewStep(StepType.TOOL_CALL, "view_file", {"path": "a.png"}, llm.step_id, call_id="c1"))
+        store.put_blobs({h: png})
+        store.complete_step("pics", step.seq, output_data={
+            "content": "an image", "images": [{"hash": h, "media_type": "image/png", "size": len(png)}]})
+    env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
+    dump = xclaw("export", "pics", "--db", src, env=env, cwd=tmp_path).stdout
+    assert any(json.loads(x)["kind"] == "blob" for x in dump.splitlines())
+    xclaw("import", "-", "--db", tmp_path / "dst.db", env=env, cwd=tmp_path, stdin=dump)
+    with SQLiteStore(tmp_path / "dst.db") as store:
+        assert store.get_blobs([h]) == {h: png}
+        assert store.get_step("pics", 3).call_id == "c1"
+    fsck = xclaw("fsck", "--db", tmp_path / "dst.db", env=env, cwd=tmp_path, ok=False)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    tampered = dump.replace('"base64": "', '"base64": "AAAA')
+    p = xclaw("import", "-", "--db", tmp_path / "dst2.db", env=env, cwd=tmp_path, stdin=tampered, ok=False)
+    assert p.returncode == 2 and "does not match its hash" in p.stderr
+
+
 def test_export_wants_a_session_or_all(tmp_path: Path) -> None:
     env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
     p = xclaw("export", "--db", tmp_path / "t.db", env=env, cwd=tmp_path, ok=False)

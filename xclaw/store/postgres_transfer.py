@@ -31,6 +31,11 @@ SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
     SELECT j.value->>'hash' FROM workspace_restores AS r, jsonb_each(r.manifest) AS j
      WHERE r.manifest IS NOT NULL AND j.value->>'hash' IS NOT NULL
        AND NOT (r.session_id = ANY(%(ids)s))
+    UNION
+    SELECT i.value->>'hash' FROM traces AS t, jsonb_array_elements(t.output_data->'images') AS i
+     WHERE t.step_type = 'tool_call' AND jsonb_typeof(t.output_data) = 'object'
+       AND jsonb_typeof(t.output_data->'images') = 'array' AND i.value->>'hash' IS NOT NULL
+       AND NOT (t.session_id = ANY(%(ids)s))
 )
 """
 

@@ -26,7 +26,8 @@ _INSERT_STEP = (
     " ?, ?, ?, ?)"
 )
 # What deleting `doomed` sessions would free: their snapshots, and the blobs no other
-# snapshot and no pending restore names (the sweep's mark phase, without those sessions).
+# snapshot, no pending restore and no step's images name (the sweep's mark phase, without
+# those sessions).
 _FREED_BLOBS = """
 SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
     SELECT json_extract(j.value, '$.hash') FROM snapshots AS s, json_each(s.manifest) AS j
@@ -36,6 +37,11 @@ SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
     SELECT json_extract(j.value, '$.hash') FROM workspace_restores AS r, json_each(r.manifest) AS j
      WHERE r.manifest IS NOT NULL AND json_extract(j.value, '$.hash') IS NOT NULL
        AND r.session_id NOT IN (SELECT value FROM json_each(?1))
+    UNION
+    SELECT json_extract(j.value, '$.hash') FROM traces AS t, json_each(t.output_data, '$.images') AS j
+     WHERE t.step_type = 'tool_call' AND t.output_data LIKE '{%"images"%'
+       AND json_extract(j.value, '$.hash') IS NOT NULL
+       AND t.session_id NOT IN (SELECT value FROM json_each(?1))
 )
 """
 

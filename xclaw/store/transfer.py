@@ -11,16 +11,19 @@ anything is written, and a bad one is named with its line number.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from xclaw.errors import XclawError
+from xclaw.errors import MissingBlobs, XclawError
 from xclaw.protocol import session_json, step_json
 from xclaw.store.base import Store
 from xclaw.store.model import Session, Status, Step, StepStatus, StepType, full_step_id
 from xclaw.store.rows import check_session_id, new_session_id
+from xclaw.store.snapshot_model import content_hash
 
 
 class BadExport(XclawError):
@@ -39,12 +42,22 @@ def export_lines(
         yield _dump({"kind": "session", **session_json(session), **extra})
         for st in steps:
             yield _dump({"kind": "step", **step_json(st), "callId": st.call_id})
+        # Images a tool returned live in the blob store; the steps name them by hash.
+        hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
+        if hashes:
+            try:
+                blobs = store.get_blobs(hashes)
+            except MissingBlobs as e:  # exported without: fsck names them on either side
+                blobs = store.get_blobs(set(hashes) - set(e.hashes)) if set(hashes) - set(e.hashes) else {}
+            for h, data in sorted(blobs.items()):
+                yield _dump({"kind": "blob", "hash": h, "base64": base64.b64encode(data).decode("ascii")})
 
 
 @dataclass
 class Exported:
     session: Session
     steps: list[Step] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
     line: int = 0
 
 
@@ -75,8 +88,13 @@ def parse_export(lines: Iterable[str], where: str = "the file") -> list[Exported
                 if not out:
                     raise ValueError("a step line before any session line")
                 out[-1].steps.append(_step(obj, out[-1].session.session_id))
+            elif kind == "blob":
+                if not out:
+                    raise ValueError("a blob line before any session line")
+                h, data = _blob(obj)
+                out[-1].blobs[h] = data
             else:
-                raise ValueError(f"unknown kind {kind!r} (expected 'session' or 'step')")
+                raise ValueError(f"unknown kind {kind!r} (expected 'session', 'step' or 'blob')")
         except (ValueError, KeyError, TypeError) as e:
             raise BadExport(f"{where} line {n}: {e}") from None
     if not out:
@@ -111,10 +129,29 @@ def import_sessions(store: Store, exported: list[Exported]) -> list[Imported]:
             session = replace(session, parent_session_id=renamed[session.parent_session_id])
         steps = ex.steps if sid == old else [_moved(s, old, sid) for s in ex.steps]
         next_seq = max((s.seq for s in steps), default=0) + 1
+        if ex.blobs:
+            store.put_blobs(ex.blobs)  # durable with the session's own (synced) transaction
         imported = store.import_session(replace(session, session_id=sid), steps, next_seq)
         renamed[old] = sid
         done.append(Imported(old, imported, len(steps)))
     return done
+
+
+def _image_hashes(output: Any) -> list[str]:
+    if not isinstance(output, dict) or not isinstance(output.get("images"), list):
+        return []
+    return [i["hash"] for i in output["images"] if isinstance(i, dict) and isinstance(i.get("hash"), str)]
+
+
+def _blob(o: dict[str, Any]) -> tuple[str, bytes]:
+    h = _str(o["hash"], "hash")
+    try:
+        data = base64.b64decode(_str(o["base64"], "base64"), validate=True)
+    except binascii.Error as e:
+        raise ValueError(f"blob {h[:12]}: not base64 ({e})") from None
+    if content_hash(data) != h:
+        raise ValueError(f"blob {h[:12]}: its content does not match its hash")
+    return h, data
 
 
 def _moved(st: Step, old: str, new: str) -> Step:
