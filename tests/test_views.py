@@ -173,6 +173,7 @@ def test_tree_with_durations_and_tokens() -> None:
 
 
 def test_sessions_table() -> None:
+    # Issue 14: the state in words (Running only while a run is in flight), relative times.
     t = int(datetime(2026, 5, 9, 7, 35).timestamp() * 1000)
     rows = [
         Session("web-abc123", "refactor readFile", Status.SUCCESS, t, t),
@@ -181,21 +182,41 @@ def test_sessions_table() -> None:
             "plan A",
             Status.INIT,
             t,
-            t,
+            t - 3 * 3600_000,
             is_forked=True,
             parent_session_id="web-abc123",
             forked_from_seq=2,
         ),
-        Session("x", "", Status.RUNNING, t, t, awaiting_input=True),
-        Session("orphan", "o", Status.FAILED, t, t, is_forked=True),
+        Session("x", "", Status.RUNNING, t, t - 90_000, awaiting_input=True),
+        Session("busy1", "b", Status.RUNNING, t, t),
+        Session("crashed", "c", Status.RUNNING, t, t - 30 * 86_400_000),
+        Session("orphan", "o", Status.FAILED, t, t - 86_400_000 - 1, is_forked=True),
     ]
-    assert format_sessions(rows) == text(
+    assert format_sessions(rows, busy=lambda sid: sid == "busy1", now_ms=t + 5_000) == text(
         [
-            "SESSION      STATUS    UPDATED           TITLE",
-            "web-abc123   Success   2026-05-09 07:35  refactor readFile",
-            "fork_a1b2c3  Init      2026-05-09 07:35  plan A  [fork of web-abc123 at s0002]",
-            "x            Running   2026-05-09 07:35  (untitled)  [rolled back: waiting for input]",
-            "orphan       Failed    2026-05-09 07:35  o  [fork of a deleted session]",
+            "SESSION      STATE                              UPDATED     TITLE",
+            "web-abc123   Success                            just now    refactor readFile",
+            "fork_a1b2c3  Waiting for your instruction       3 h ago     plan A  [fork of web-abc123 at s0002]",
+            "x            Waiting for your instruction       1 min ago   (untitled)",
+            "busy1        Running                            just now    b",
+            "crashed      Interrupted · resumes when opened  2026-04-09  c",
+            "orphan       Failed                             yesterday   o  [fork of a deleted session]",
         ]
     )
     assert format_sessions([]) == "No sessions yet."
+
+
+def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction() -> None:
+    # Issue 14: LLM rows show their text (or the tools they called) and their time; the usage
+    # hint names the latest main-agent instruction, never a sub-agent's task.
+    said = step(2, StepType.LLM_CALL, "m", None, start=1000, end=2300)
+    said = Step(**{**{f: getattr(said, f) for f in said.__dataclass_fields__},
+                   "output_data": {"text": "Let me look.", "tool_calls": [{"name": "shell"}]}})
+    steps = [
+        step(1, StepType.USER_INPUT, "user", "go"),
+        said,
+        step(3, StepType.USER_INPUT, "user", "sub task", agent="s0002"),
+    ]
+    lines = format_steps(steps, SID).splitlines()
+    assert lines[2] == '  s0002  llm_call      llm         "Let me look." → shell (1.3 s)'
+    assert lines[-2].startswith("  /rollback s0001")

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
+from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
 
 DEFAULT_PORT = 3000
@@ -50,6 +51,8 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "max_tokens": None,
     "temperature": None,
     "context_window_tokens": None,
+    # Share of the window at which the conversation is summarised (docs/llm-providers.md).
+    "compact_at": None,
     "approval": frozenset({"mode", "timeout_s", "safe_commands", "deny"}),
     "sandbox": frozenset({
         "shell_timeout_s", "output_cap", "parallel_side_effects", "isolation", "network",
@@ -140,6 +143,8 @@ class Settings:
     max_tokens: int = 4096
     temperature: float | None = None
     context_window_tokens: int = 150_000
+    # Summarise the conversation when it fills this share of the window (None: trim only).
+    compact_at: float | None = 0.8
     # ask | auto-edits | yolo  (see xclaw.tools.approval)
     approval_mode: str = "ask"
     approval_timeout_s: float | None = None
@@ -152,6 +157,9 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     # Names of environment variables whose values must never reach the record (besides keys).
     secret_env: tuple[str, ...] = ()
+    # Every credential value found when the settings were read (environment, .env, database
+    # URL): see xclaw/credentials.py. The process may drop them from its environment after.
+    known_secrets: tuple[str, ...] = ()
     llm_retries: int = 3
     llm_timeout_s: float = 120.0
     # Per-model prices from xclaw.yaml (dollars per million tokens), over the built-in table.
@@ -164,17 +172,21 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def secret_values(self) -> list[str]:
-        """Values that the redactor scrubs from everything written or sent."""
+        """Values that the redactor scrubs from everything written or sent: provider keys
+        (configured in xclaw.yaml too), the token, and every credential found at load time
+        (besides secret_env values set in the environment since)."""
         values = [p.api_key for p in self.providers if p.api_key]
         if self.token:
             values.append(self.token)
+        values += self.known_secrets
+        values += url_passwords(str(self.db))  # --db may override what the env said
         for name in self.secret_env:
             v = os.environ.get(name)
             if v:
                 values.append(v)
         for server in self.mcp_servers:  # values substituted from ${VAR} in mcp_servers
             values.extend(server.secrets)
-        return [v for v in values if len(v) >= 6]
+        return list(dict.fromkeys(v for v in values if len(v) >= 6))
 
 
 def _env(cwd: Path) -> dict[str, str]:
@@ -276,6 +288,18 @@ def _thinking_budget(spec: str, value: Any) -> int | None:
     return budget
 
 
+def _compact_at(value: Any) -> float | None:
+    """`compact_at: 0.8` (share of the context window), or false to only trim."""
+    if value is False or value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 1:
+        raise ConfigError(
+            f"xclaw.yaml: compact_at must be a share of the context window between 0.1 and 1 "
+            f"(or false to trim the oldest turns instead), got {value!r}"
+        )
+    return float(value)
+
+
 def _prices(value: Any) -> dict[str, dict[str, float]]:
     """`prices: {model: {input, output, cache_read, cache_write}}` in dollars per million
     tokens; they extend and override the built-in table (xclaw/llm/prices.py)."""
@@ -345,6 +369,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         max_tokens=int(conf.get("max_tokens", 4096)),
         temperature=conf.get("temperature"),
         context_window_tokens=int(conf.get("context_window_tokens", 150_000)),
+        compact_at=_compact_at(conf.get("compact_at", 0.8)),
         approval_mode=str(approval.get("mode", "ask")),
         approval_timeout_s=approval.get("timeout_s"),
         safe_commands=tuple(approval.get("safe_commands", DEFAULT_SAFE_COMMANDS)),
@@ -354,6 +379,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         parallel_side_effects=_flag(sandbox, "parallel_side_effects", False),
         allowed_origins=tuple(conf.get("allowed_origins", ())),
         secret_env=tuple(conf.get("secret_env", ())),
+        known_secrets=tuple(known_secrets(env, conf.get("secret_env", ()), db)),
         llm_retries=int(conf.get("llm_retries", 3)),
         llm_timeout_s=float(conf.get("llm_timeout_s", 120.0)),
         prices=_prices(conf.get("prices")),

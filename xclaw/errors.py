@@ -32,6 +32,21 @@ class SessionNotFound(XclawError):
         self.session_id = session_id
 
 
+class AmbiguousSession(SessionNotFound):
+    """A session id prefix that matches more than one session (as git refuses `git show ab`)."""
+
+    code = "ambiguous_session"
+
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        XclawError.__init__(
+            self,
+            f"session id prefix {prefix!r} matches {len(matches)} sessions "
+            f"({', '.join(matches[:5])}{', …' if len(matches) > 5 else ''}); type more of it",
+        )
+        self.session_id = prefix
+        self.matches = matches
+
+
 class StepNotFound(XclawError):
     code = "bad_step"
 

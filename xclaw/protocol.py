@@ -7,6 +7,7 @@ here, so every producer (runtime, gateway, CLI) shapes them the same way.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,7 +20,7 @@ from pydantic import (
     ValidationError,
 )
 
-from xclaw.store.model import Session, Step, StepTreeNode, display_id
+from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
 from xclaw.views import step_cost, step_usage
 
 MAX_FRAME_BYTES = 1_000_000
@@ -66,6 +67,22 @@ ClientFrame = Annotated[
 _client_frame = TypeAdapter(ClientFrame)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(value: Any) -> Any:
+    """JSON-like data with every lone surrogate (legal in JSON as `\\ud800`, not encodable as
+    UTF-8) replaced by U+FFFD, so that what the store keeps and what clients are sent agree.
+    json.loads already joins a valid escaped pair into one character."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
+    return value
+
+
 class BadFrame(Exception):
     code = "bad_frame"
 
@@ -75,9 +92,11 @@ def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | Appr
     if len(raw) > MAX_FRAME_BYTES:
         raise BadFrame(f"frame too large ({len(raw)} bytes; limit {MAX_FRAME_BYTES})")
     try:
-        data = json.loads(raw)
+        data = valid_unicode(json.loads(raw))
     except (ValueError, UnicodeDecodeError) as e:
         raise BadFrame(f"frame is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadFrame("frame is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadFrame("frame must be a JSON object")
     kind = data.get("type")
@@ -96,7 +115,8 @@ def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | Appr
 # --- server frames ------------------------------------------------------------------------
 
 
-def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
+def session_frame(s: Session, *, created: bool, busy: bool = False) -> dict[str, Any]:
+    state = session_state(s, busy=busy)
     return {
         "type": "session",
         "sessionId": s.session_id,
@@ -105,6 +125,8 @@ def session_frame(s: Session, *, created: bool) -> dict[str, Any]:
         "isForked": s.is_forked,
         "parentSessionId": s.parent_session_id,
         "awaitingInput": s.awaiting_input,
+        "state": state.key,
+        "stateText": state.text,
         "created": created,
     }
 
@@ -126,6 +148,9 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
     }
     if busy is not None:
         out["busy"] = busy
+    state = session_state(s, busy=bool(busy))
+    out["state"] = state.key
+    out["stateText"] = state.text
     return out
 
 

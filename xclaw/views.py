@@ -12,16 +12,29 @@ Plain text (no colour, no markup) so the same string can go to a terminal, a Web
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from xclaw.llm import prices
 from xclaw.messages import Usage
-from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType
+from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType, session_state
 
 _SUMMARY_CHARS = 48
+
+
+TITLE_CHARS = 60
+
+
+def title_from_message(text: str) -> str:
+    """A session's title from its first message: its words on one line, cut at a word
+    boundary with an ellipsis (every session gets one, whatever the client)."""
+    flat = " ".join(text.split())
+    if len(flat) <= TITLE_CHARS:
+        return flat or "(empty message)"
+    cut = flat[: TITLE_CHARS - 1].rsplit(" ", 1)[0] if " " in flat[: TITLE_CHARS - 1] else flat[: TITLE_CHARS - 1]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 def step_usage(step: Step) -> Usage | None:
@@ -141,6 +154,27 @@ def _shown_name(step: Step) -> str:
     return step.name
 
 
+def _llm_summary(step: Step) -> str:
+    """What an LLM call said (or which tools it called) and how long it took."""
+    out = step.output_data
+    if not isinstance(out, dict):
+        return ""
+    text = out.get("text") if isinstance(out.get("text"), str) else ""
+    calls = [c.get("name") for c in out.get("tool_calls") or () if isinstance(c, dict)]
+    bits = []
+    if text.strip():
+        bits.append(json.dumps(_one_line(text), ensure_ascii=False))
+    if calls:
+        bits.append("→ " + ", ".join(str(c) for c in calls))
+    if step.duration_ms is not None:
+        bits.append(f"({_duration(step.duration_ms)})")
+    return " ".join(bits)
+
+
+def _duration(ms: int) -> str:
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
 def _summary(step: Step) -> str:
     if step.step_type is StepType.LLM_CALL:
         return ""
@@ -181,9 +215,10 @@ def format_step_line(step: Step) -> str:
     if step.agent != "main":
         name = f"{name} ({step.agent})"
     parts = [f"  {step.display_id:<5}  {step.step_type.value:<12}  {name:<10}"]
+    summary = _llm_summary(step) if step.step_type is StepType.LLM_CALL else _summary(step)
     usage = step_usage(step)
     spent = format_usage(usage, step_cost(step)) if usage is not None else ""
-    extra = " ".join(p for p in (_summary(step), spent, _state(step)) if p)
+    extra = " ".join(p for p in (summary, spent, _state(step)) if p)
     if extra:
         parts.append("  " + extra)
     return "".join(parts).rstrip()
@@ -197,8 +232,10 @@ def format_steps(steps: Sequence[Step], session: Session | str) -> str:
     lines = [f"Steps (session: {label}):"]
     lines.extend(format_step_line(s) for s in steps)
     # The example id is the latest instruction shown: the usual place to rewind or branch.
-    users = [s for s in steps if s.step_type is StepType.USER_INPUT]
-    example = (users[-1] if users else steps[-1]).display_id
+    main = [s for s in steps if s.agent == "main"] or list(steps)
+    users = [s for s in main if s.step_type is StepType.USER_INPUT]
+    tools = [s for s in main if s.step_type is StepType.TOOL_CALL]
+    example = (users or tools or main)[-1].display_id
     lines += [
         "",
         "Usage:",
@@ -256,8 +293,20 @@ def format_tree(nodes: Sequence[StepTreeNode]) -> str:
     return "\n".join(lines)
 
 
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+def relative_time(ms: int, now_ms: int) -> str:
+    """"just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", then the date."""
+    secs = max(0, (now_ms - ms) // 1000)
+    if secs < 60:
+        return "just now"
+    if secs < 3600:
+        return f"{secs // 60} min ago"
+    if secs < 86_400:
+        return f"{secs // 3600} h ago"
+    if secs < 2 * 86_400:
+        return "yesterday"
+    if secs < 7 * 86_400:
+        return f"{secs // 86_400} days ago"
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d")
 
 
 def _session_tokens(c: SessionCost | None) -> str:
@@ -271,14 +320,24 @@ def _session_tokens(c: SessionCost | None) -> str:
 
 
 def format_sessions(
-    sessions: Iterable[Session], costs: dict[str, SessionCost] | None = None
+    sessions: Iterable[Session],
+    costs: dict[str, SessionCost] | None = None,
+    *,
+    busy: Callable[[str], bool] = lambda _sid: False,
+    now_ms: int | None = None,
 ) -> str:
-    """A table of sessions, most recently updated first (as the store lists them). With
+    """A table of sessions, most recently updated first (as the store lists them): id, what
+    it is doing in words (session_state: the one rule), when it last changed, its title. With
     `costs`: TOKENS (in/out, and the share of input read from cache) and estimated COST."""
     rows = list(sessions)
     if not rows:
         return "No sessions yet."
+    now = now_ms if now_ms is not None else int(datetime.now().timestamp() * 1000)
+    states = [session_state(s, busy=busy(s.session_id)).text for s in rows]
+    whens = [relative_time(s.updated_at, now) for s in rows]
     width = max(len("SESSION"), *(len(s.session_id) for s in rows))
+    swidth = max(len("STATE"), *(len(x) for x in states))
+    wwidth = max(len("UPDATED"), *(len(x) for x in whens))
     if costs is not None:
         cells = {
             s.session_id: (
@@ -289,25 +348,19 @@ def format_sessions(
         }
         tw = max(len("TOKENS"), *(len(t) for t, _ in cells.values()))
         cw = max(len("COST"), *(len(c or "-") for _, c in cells.values()))
-    lines = [f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  TITLE"]
+    head = f"{'SESSION':<{width}}  {'STATE':<{swidth}}  {'UPDATED':<{wwidth}}  "
     if costs is not None:
-        lines = [
-            f"{'SESSION':<{width}}  {'STATUS':<8}  {'UPDATED':<16}  {'TOKENS':<{tw}}  "
-            f"{'COST':<{cw}}  TITLE"
-        ]
-    for s in rows:
+        head += f"{'TOKENS':<{tw}}  {'COST':<{cw}}  "
+    lines = [head + "TITLE"]
+    for s, state, when in zip(rows, states, whens, strict=True):
         title = s.title or "(untitled)"
         if s.is_forked:
             origin = s.parent_session_id or "a deleted session"
             at = f" at s{s.forked_from_seq:04d}" if s.forked_from_seq else ""
             title += f"  [fork of {origin}{at}]"
-        if s.awaiting_input:
-            title += "  [rolled back: waiting for input]"
         usage = ""
         if costs is not None:
             tokens, cost = cells[s.session_id]
             usage = f"{tokens:<{tw}}  {cost or '-':<{cw}}  "
-        lines.append(
-            f"{s.session_id:<{width}}  {s.status.value:<8}  {_when(s.updated_at):<16}  {usage}{title}"
-        )
+        lines.append(f"{s.session_id:<{width}}  {state:<{swidth}}  {when:<{wwidth}}  {usage}{title}")
     return "\n".join(lines)

@@ -53,15 +53,36 @@ def run(cli: click.Group, *args: str, input: str | None = None):
 def test_sessions_table_and_json(cli, db: Path) -> None:
     r = run(cli, "sessions", "--db", db)
     assert r.exit_code == 0, r.output
-    # TOKENS and COST columns since issue 11 (model "m" has no price: tokens only).
-    header = ["SESSION", "STATUS", "UPDATED", "TOKENS", "COST", "TITLE"]
+    # issue 14: STATE says what the session does, in words; TOKENS and COST since issue 11
+    # (model "m" has no price: tokens only).
+    header = ["SESSION", "STATE", "UPDATED", "TOKENS", "COST", "TITLE"]
     assert r.output.splitlines()[0].split() == header
     assert "cli" in r.output and "log analysis" in r.output and " 10/3 " in r.output
+    assert "just now" in r.output
+    assert "Interrupted · resumes when opened" in r.output  # Running, but no run anywhere
     r = run(cli, "sessions", "--db", db, "--json")
     (s,) = json.loads(r.output)
     assert s["sessionId"] == "cli" and s["status"] == "Running" and s["metadata"] == {"t": 1}
     assert s["usage"]["input"] == 10 and s["usage"]["output"] == 3 and s["cost"] is None
     assert s["unpricedCalls"] == 1
+    assert s["state"] == "interrupted" and s["busy"] is False
+
+
+def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="alpha", title="Refactor the Parser")
+        done = store.create_session(session_id="beta", title="write docs")
+        store.add_step(done.session_id, NewStep(StepType.USER_INPUT, "user", "x"))
+        store.transition("beta", Status.SUCCESS)
+    ids = lambda r: [row["sessionId"] for row in json.loads(r.output)]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "success")) == ["beta"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "new")) == ["alpha"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "parser")) == ["alpha"]
+    assert ids(run(cli, "sessions", "--db", db, "--json", "parser", "--status", "failed")) == []
+    r = run(cli, "sessions", "--db", db, "nothing-like-it")
+    assert r.exit_code == 0 and r.output.strip() == "No session matches."
+    r = run(cli, "sessions", "--db", db, "--status", "bogus")
+    assert r.exit_code == 2 and "bogus" in r.output
 
 
 def _priced_db(path: Path) -> None:
@@ -270,3 +291,19 @@ def test_real_process_end_to_end(db: Path, tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "no session with id 'ghost'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_session_ids_take_a_unique_prefix_and_export_has_json(cli, db: Path) -> None:
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="clipper-1", title="one")
+        store.create_session(session_id="clipper-2", title="two")
+    r = run(cli, "steps", "--db", db, "cli")  # exact id wins over the prefix matches
+    assert r.exit_code == 0 and "Steps (session: cli)" in r.output
+    r = run(cli, "export", "--db", db, "clipper")
+    assert r.exit_code == 2 and "matches 2 sessions" in r.output and "clipper-1" in r.output
+    r = run(cli, "export", "--db", db, "clipper-2", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["session"]["sessionId"] == "clipper-2" and doc["steps"] == []
+    r = run(cli, "trace", "--db", db, "nope")
+    assert r.exit_code == 2 and "no session with id 'nope'" in r.output

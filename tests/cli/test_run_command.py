@@ -50,8 +50,10 @@ def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path
         {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}]},
         {"text": "could not"},
     ])
-    assert r.returncode == 0
+    # issue 14: a run whose tools were all denied for want of a terminal is no success
+    assert r.returncode == 3
     assert "no terminal to ask: denied" in r.stdout
+    assert "stdin is not a terminal" in r.stderr and "--approval" in r.stderr
     assert not list((tmp_path / "workspaces").glob("*/f"))
 
 
@@ -60,6 +62,39 @@ def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "no LLM provider is configured" in r.stderr
     assert "Traceback" not in r.stderr
+    # issue 14: a session exists from its first message; one no model could answer makes none
+    sessions = subprocess.run(
+        [sys.executable, "-m", "xclaw", "sessions", "--json"], check=True, cwd=tmp_path,
+        env={**os.environ, "XCLAW_HOME": str(tmp_path)}, capture_output=True, text=True,
+    )
+    assert json.loads(sessions.stdout) == []
+
+
+def test_a_malformed_model_name_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"XCLAW_HOME": str(tmp_path), "XCLAW_MODEL": "gpt4"})
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "x"], check=False, cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == (
+        "error: model 'gpt4': expected anthropic:<model>, openai:<model> or script:<path>"
+    )
+
+
+def test_sessions_get_titles_and_a_prefix_continues_one(tmp_path: Path) -> None:
+    script = [{"text": "first"}, {"text": "second"}]
+    assert xclaw(tmp_path, "Count the words in README", script=script).returncode == 0
+    listed = subprocess.run(
+        [sys.executable, "-m", "xclaw", "sessions", "--json"], check=True, cwd=tmp_path,
+        env={**os.environ, "XCLAW_HOME": str(tmp_path)}, capture_output=True, text=True,
+    )
+    (s,) = json.loads(listed.stdout)
+    assert s["title"] == "Count the words in README" and s["state"] == "success"
+    r = xclaw(tmp_path, "--session", s["sessionId"][:6], "and again")
+    assert r.returncode == 0, r.stderr
+    assert "xclaw: second" in r.stdout
 
 
 def test_resume_with_nothing_to_resume_says_so(tmp_path: Path) -> None:

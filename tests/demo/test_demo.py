@@ -40,6 +40,14 @@ def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
         assert expected in out, expected
     assert elapsed < 60, f"the demo took {elapsed:.0f} s"
     assert (tmp_path / "home" / "xclaw.db").exists()
+    # Issue 14: /steps reaches back to the interrupted step it explains; the fork is announced
+    # once; the main session ends waiting for an instruction, not "Running"; titles everywhere.
+    steps = out[out.index("Steps (session:") : out.index("Usage:")]
+    assert "[interrupted]" in steps
+    assert out.count("/switch ") == 1
+    table = out[out.rindex("SESSION ") :]
+    assert "Waiting for your instruction" in table and "Running" not in table
+    assert "(untitled)" not in table and "Prepare a release note" in table
 
 
 def test_demo_fails_loudly_when_a_stage_misbehaves(tmp_path: Path) -> None:

@@ -142,7 +142,9 @@ async def test_cancel_stops_the_run_and_the_session_stays_usable(server: Server)
     await c.send({"type": "cancel", "sessionId": c.session_id})
     notice = await c.until_type("notice")
     assert notice["content"].startswith("[cancel]")
-    assert any(f.get("status") == "Failed" for f in c.of_type("status"))
+    # Issue 14: cancel leaves the session waiting for the next instruction, not Failed.
+    assert not any(f.get("status") == "Failed" for f in c.of_type("status"))
+    assert any(f.get("state") == "waiting" for f in c.of_type("status"))
     reply = await c.turn("carry on")
     assert reply["type"] == "reply"
 
@@ -207,7 +209,10 @@ async def test_slash_commands(server: Server) -> None:
     assert sid in listing and new in listing
     await a.send({"type": "message", "content": "/help"})
     assert "/rollback sNNNN" in (await a.until_type("notice"))["content"]
-    for bad in ("/switch abc", "/nonsense", "/steps many", "/rollback", "/fork"):
+    # Issue 14: /switch is the gateway's now, and attaches to existing sessions only.
+    await a.send({"type": "message", "content": "/switch abc"})
+    assert (await a.until_type("error"))["code"] == "unknown_session"
+    for bad in ("/nonsense", "/steps many", "/rollback", "/fork", "/switch", "/title"):
         await a.send({"type": "message", "content": bad})
         assert (await a.until_type("error"))["code"] == "bad_command", bad
     # Not a command word: ordinary text for the agent.
@@ -219,6 +224,10 @@ async def test_a_message_for_another_session_attaches_to_it(server: Server) -> N
     await a.attach(None)
     b = await Client.open(server)
     await b.attach(None)
+    # Issue 14: b's session exists from its first message (before it, it is b's alone).
+    await a.send({"type": "message", "sessionId": b.session_id, "content": "hello"})
+    assert (await a.until_type("error"))["code"] == "unknown_session"
+    await b.turn("first")
     await a.send({"type": "message", "sessionId": b.session_id, "content": "hello"})
     session = await a.until_type("session")
     assert session["sessionId"] == b.session_id
@@ -234,3 +243,73 @@ async def test_a_first_message_without_reconnect_starts_a_session(server: Server
     session = await c.until_type("session")
     assert session["created"] is True
     assert (await c.until_type("reply"))["sessionId"] == session["sessionId"]
+
+
+def _api_session(server: Server, sid: str) -> httpx.Response:
+    return httpx.get(
+        f"{server.http}/api/sessions/{sid}", headers={"Authorization": f"Bearer {server.token}"}
+    )
+
+
+async def test_a_session_exists_from_its_first_message_under_the_clients_own_id(
+    server: Server,
+) -> None:
+    # The seed's flow: a client-made id, reconnect, then message. Nothing is written before
+    # the message; the session is created at it, under that id, titled after it.
+    sid = "cli-first-message-test"
+    c = await Client.open(server)
+    status = await c.attach(sid)
+    assert status["state"] == "new" and c.of_type("session")[-1]["created"] is True
+    assert _api_session(server, sid).status_code == 404
+    reply = await c.turn("Count   the lines\nof every file please")
+    assert reply["type"] == "reply" and reply["sessionId"] == sid
+    title = "Count the lines of every file please"
+    assert any(f.get("title") == title for f in c.of_type("renamed"))
+    r = _api_session(server, sid)
+    assert r.status_code == 200 and r.json()["title"] == title
+    assert r.json()["state"] == "success"
+
+
+async def test_switch_takes_unique_prefixes_new_creates_and_title_renames(server: Server) -> None:
+    a = await Client.open(server)
+    await a.attach("pfx-alpha-1")
+    await a.turn("first")
+    b = await Client.open(server)
+    await b.attach("pfx-alpha-2")
+    await b.turn("second")
+    await a.send({"type": "message", "content": "/switch pfx-alpha"})
+    err = await a.until_type("error")
+    assert err["code"] == "ambiguous_session" and "pfx-alpha-1" in err["content"]
+    await a.send({"type": "message", "content": "/switch pfx-alpha-2"})
+    assert (await a.until_type("session"))["sessionId"] == "pfx-alpha-2"
+    await a.send({"type": "message", "content": "/switch pfx-nothing"})
+    assert (await a.until_type("error"))["code"] == "unknown_session"
+    # a unique prefix is enough
+    await a.send({"type": "message", "content": "/switch pfx-alpha-"})
+    assert (await a.until_type("error"))["code"] == "ambiguous_session"
+    # /title renames; every attached socket hears it
+    await a.send({"type": "message", "content": "/title  Second   thoughts "})
+    notice = await a.until_type("notice")
+    assert notice["content"] == "[title] this session is now “Second thoughts”"
+    assert (await b.until_type("renamed"))["title"] == "Second thoughts"
+    # /new [title] attaches a new session, written (with its title) at its first message
+    await a.send({"type": "message", "content": "/new Fresh start"})
+    session = await a.until_type("session")
+    assert session["created"] is True and session["title"] == "Fresh start"
+    new = session["sessionId"]
+    assert new not in ("pfx-alpha-1", "pfx-alpha-2")
+    await a.until(lambda f: f.get("type") == "status" and "busy" in f)
+    a.session_id = new
+    assert _api_session(server, new).status_code == 404
+    await a.turn("do something")
+    assert _api_session(server, new).json()["title"] == "Fresh start"
+
+
+async def test_switch_by_prefix(server: Server) -> None:
+    a = await Client.open(server)
+    await a.attach("uniqprefix-target-session")
+    await a.turn("hello")
+    c = await Client.open(server)
+    await c.attach(None)
+    await c.send({"type": "message", "content": "/switch uniqprefix"})
+    assert (await c.until_type("session"))["sessionId"] == "uniqprefix-target-session"

@@ -44,6 +44,7 @@ def phoenix_command() -> str:
 @dataclass
 class Phoenix:
     port: int
+    grpc_port: int
     proc: subprocess.Popen[bytes]
     log: Path
 
@@ -90,20 +91,20 @@ class Phoenix:
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     command = phoenix_command()
     work = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
+    port, grpc_port = _free_port(), _free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
         "PHOENIX_WORKING_DIR": str(work),
         "PHOENIX_HOST": "127.0.0.1",
         "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_GRPC_PORT": str(grpc_port),
         "PHOENIX_TELEMETRY_ENABLED": "false",
     }
     log = work / "phoenix.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([command, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=work)
-    ph = Phoenix(port, proc, log)
+    ph = Phoenix(port, grpc_port, proc, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while True:

@@ -67,7 +67,8 @@ def test_xclaw_run_exports_genai_spans_to_phoenix(tmp_path: Path, phoenix: Phoen
             {"text": "one file"},
         ]},
     }))
-    env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.endpoint,
+    # The batch timer is an hour: spans reach Phoenix only because xclaw flushes at exit.
+    env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.endpoint, OTEL_BSP_SCHEDULE_DELAY="3600000",
                OTEL_SERVICE_NAME="xclaw-test",
                OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
                MY_TOKEN="token-abcdef123")
@@ -174,6 +175,54 @@ def test_xclaw_serve_exports_each_turn(tmp_path: Path, phoenix: Phoenix) -> None
         assert sorted(s["name"] for s in spans) == ["chat script.json", "invoke_agent xclaw"]
     finally:
         server.kill(signal.SIGTERM)
+
+
+def test_xclaw_serve_flushes_its_spans_when_it_stops(tmp_path: Path, phoenix: Phoenix) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"text": "bye"}]}))
+    server = Server(tmp_path / "srv", script, approval="yolo")
+    env = server.env
+    server.env = lambda: {  # type: ignore[method-assign]
+        **env(), "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # no timer: only the flush at exit sends them
+    }
+    server.start()
+
+    async def talk() -> str:
+        client = await Client.open(server)
+        await client.attach(None)
+        assert (await client.turn("hi"))["type"] == "reply"
+        assert client.session_id is not None
+        return client.session_id
+
+    import asyncio
+
+    try:
+        sid = asyncio.run(talk())
+    finally:
+        code = server.kill(signal.SIGTERM)
+    assert code is not None
+    spans = phoenix.wait_for(sid, lambda s: len(s) >= 2, timeout=30)
+    assert sorted(s["name"] for s in spans) == ["chat script.json", "invoke_agent xclaw"]
+
+
+def test_otlp_grpc_switched_on_by_xclaw_yaml(tmp_path: Path, phoenix: Phoenix) -> None:
+    """No OTEL_* variable: xclaw.yaml's `otel` section, over gRPC to Phoenix's OTLP port."""
+    (tmp_path / "script.json").write_text(json.dumps({"turns": [
+        {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
+        {"text": "empty"},
+    ]}))
+    (tmp_path / "xclaw.yaml").write_text(
+        f"otel:\n  endpoint: http://127.0.0.1:{phoenix.grpc_port}\n  protocol: grpc\n"
+        "  service_name: xclaw-yaml\n"
+    )
+    r = _run(tmp_path, _env(tmp_path), "look")
+    assert r.returncode == 0, r.stdout + r.stderr
+    sid = _session(tmp_path)
+    spans = phoenix.wait_for(sid, lambda s: len(s) >= 4, timeout=30)
+    assert sorted(s["name"] for s in spans) == [
+        "chat script.json", "chat script.json", "execute_tool list_dir", "invoke_agent xclaw"]
+    assert not any(k.startswith("gen_ai.input") for s in spans for k in s["attributes"])
 
 
 def test_a_receiver_that_is_down_costs_the_run_nothing(tmp_path: Path) -> None:

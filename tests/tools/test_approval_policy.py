@@ -8,7 +8,17 @@ import pytest
 
 from xclaw.config import Settings
 from xclaw.errors import ConfigError
-from xclaw.tools.approval import ALLOW, ASK, DENY, ApprovalPolicy, NotSafe, simple_commands
+from xclaw.tools.approval import (
+    ALLOW,
+    ALLOW_CONFINED,
+    ASK,
+    DENY,
+    ApprovalPolicy,
+    NotSafe,
+    simple_commands,
+)
+
+CONFINED = ALLOW_CONFINED("only listed commands with allowed options; run confined")
 from xclaw.tools.registry import default_tools
 
 TOOLS = {t.name: t for t in default_tools()}
@@ -30,7 +40,7 @@ class CustomTool:
 
 def kind(mode: str, tool: str, args: dict[str, object]) -> str:
     t = CustomTool() if tool == "send_email" else TOOLS[tool]
-    return ApprovalPolicy(mode).decide(t, args).kind  # type: ignore[arg-type]
+    return ApprovalPolicy(mode, confinement=True).decide(t, args).kind  # type: ignore[arg-type]
 
 
 SHELL_SAFE = {"command": "ls -la && cat a.txt | grep x"}
@@ -57,6 +67,13 @@ TABLE = [
 ]
 
 
+def test_policy_table_needs_a_sandbox_for_anything_unasked() -> None:
+    policy = ApprovalPolicy("ask", confinement=False)
+    decision = policy.decide(TOOLS["shell"], SHELL_SAFE)
+    assert decision.kind == "ask" and "no sandbox" in decision.reason
+    assert ApprovalPolicy("yolo", confinement=False).decide(TOOLS["shell"], SHELL_SAFE) == ALLOW
+
+
 @pytest.mark.parametrize(("tool", "args", "ask", "auto_edits", "yolo"), TABLE)
 def test_policy_table(
     tool: str, args: dict[str, object], ask: str, auto_edits: str, yolo: str
@@ -68,55 +85,62 @@ def test_policy_table(
     )
 
 
+# Contract changed with the bashlex reader and per-command option allowlists (issue 13):
+# reasons are worded by the new reader; globs, ~ and any unlisted option are asked; what runs
+# unasked is ALLOW_CONFINED (read-only sandbox), not a plain ALLOW.
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
         ("ls && rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
-        ("cat a | grep b", ALLOW),
+        ("cat a | grep b", CONFINED),
         ("echo $(rm x)", ASK("shell command uses command substitution")),
         ("echo `rm x`", ASK("shell command uses command substitution")),
         ('echo "$(rm x)"', ASK("shell command uses command substitution")),
-        ("echo '$(rm x)'", ALLOW),
+        ("echo '$(rm x)'", CONFINED),
         ("echo hi > f", ASK("shell command redirects output to a file")),
         ("echo hi >> f", ASK("shell command redirects output to a file")),
         ("ls &> f", ASK("shell command redirects output to a file")),
         ("ls >&f", ASK("shell command redirects output to a file")),
-        ('echo "a > b; rm x"', ALLOW),
-        ("ls 2>/dev/null", ALLOW),
-        ("grep -r x . 2>&1 | sort | uniq -c | head", ALLOW),
-        ("cat < notes.txt", ALLOW),
+        ('echo "a > b; rm x"', CONFINED),
+        ("ls 2>/dev/null", CONFINED),
+        ("grep -r x . 2>&1 | sort | uniq -c | head", CONFINED),
+        ("cat < notes.txt", CONFINED),
         ("cat < /dev/tcp/example.com/80", ASK("shell command opens a network connection")),
         ("diff <(ls a) <(ls b)", ASK("shell command uses process substitution")),
         ("cat <<EOF\nhi\nEOF", ASK("shell command uses a here-document")),
         ("ls; rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
         ("ls\nrm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
         ("ls || rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
-        ("sleep 1 & rm x", ASK("shell command runs 'rm', which is not in the safe-command list")),
-        ("(ls)", ASK("shell command uses a subshell or grouping")),
+        ("sleep 1 & rm x", ASK("shell command starts a background job (&)")),
+        ("(ls)", ASK("shell command uses a subshell, group or compound command")),
         ("FOO=1 ls", ASK("shell command sets environment variables")),
-        ("ls # ; rm x", ALLOW),
+        ("ls # ; rm x", CONFINED),
         ("/bin/rm x", ASK("shell command runs '/bin/rm', which is not in the safe-command list")),
-        ("echo 'unterminated", ASK("shell command has an unterminated quote")),
-        ("find . -name '*.py'", ALLOW),
+        ("find . -name '*.py'", CONFINED),
         (
             "find . -name x -exec rm {} \\;",
-            ASK("shell command runs 'find' with -exec, which can change files"),
+            ASK("shell command uses pathname, brace or tilde expansion ('{' unquoted)"),
         ),
-        ("find . -delete", ASK("shell command runs 'find' with -delete, which can change files")),
+        (
+            "find . -name x -exec rm '{}' ';'",
+            ASK("shell command runs 'find' with '-exec', which is not on its allowlist"),
+        ),
+        ("find . -delete", ASK("shell command runs 'find' with '-delete', which is not on its allowlist")),
         (
             "sort -o out.txt in.txt",
-            ASK("shell command runs 'sort' with -o, which can change files"),
+            ASK("shell command runs 'sort' with -o (in '-o'), which is not on its allowlist"),
         ),
-        ("sort -u in.txt", ALLOW),
+        ("sort -u in.txt", CONFINED),
         (
             "uniq in.txt out.txt",
-            ASK("shell command runs 'uniq' with an output file, which can change files"),
+            ASK("shell command runs 'uniq' with 2 operands (at most 1: another would be written to)"),
         ),
         ("   ", ASK("shell command is empty")),
     ],
 )
 def test_safe_command_parsing_in_ask_mode(command: str, expected: object) -> None:
-    assert ApprovalPolicy("ask").decide(TOOLS["shell"], {"command": command}) == expected
+    policy = ApprovalPolicy("ask", confinement=True)
+    assert policy.decide(TOOLS["shell"], {"command": command}) == expected
 
 
 def test_edit_reason_names_the_path() -> None:
@@ -132,11 +156,15 @@ def test_deny_reason_shows_what_matched() -> None:
 
 def test_configured_lists_replace_the_defaults() -> None:
     policy = ApprovalPolicy(
-        "ask", safe_commands=["git status", "pytest"], denied_patterns=[r"\bcurl\b"]
+        "ask",
+        safe_commands=["git status", "pytest"],
+        denied_patterns=[r"\bcurl\b"],
+        confinement=True,
     )
     shell = TOOLS["shell"]
-    assert policy.decide(shell, {"command": "git status --short"}) == ALLOW
-    assert policy.decide(shell, {"command": "pytest -q"}) == ALLOW
+    assert policy.decide(shell, {"command": "git status --short"}) == CONFINED
+    assert policy.decide(shell, {"command": "pytest tests"}) == CONFINED
+    assert policy.decide(shell, {"command": "pytest -q"}).kind == "ask"  # -q is not listed
     assert policy.decide(shell, {"command": "git push"}).kind == "ask"
     assert policy.decide(shell, {"command": "ls"}).kind == "ask"  # no longer in the list
     assert policy.decide(shell, {"command": "curl http://x"}) == DENY(
@@ -156,7 +184,9 @@ def test_from_settings(tmp_path: Path) -> None:
     policy = ApprovalPolicy.from_settings(settings)
     assert policy.mode == "auto-edits"
     assert policy.decide(TOOLS["write_file"], WRITE) == ALLOW
-    assert policy.decide(TOOLS["shell"], {"command": "make all"}) == ALLOW
+    assert policy.decide(TOOLS["shell"], {"command": "make all"}).kind == (
+        "allow" if policy.confinement else "ask"
+    )
     assert policy.decide(TOOLS["shell"], {"command": "echo forbidden"}).kind == "deny"
 
 

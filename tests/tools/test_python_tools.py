@@ -164,3 +164,12 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_di
     ]
     marks = [s for s in steps if s.name == "outside_effects"]
     assert [m.input_data["tool"] for m in marks] == ["notify"]
+
+
+def test_tool_policies_for_a_built_in_tool_are_refused(module_dir: Path) -> None:
+    (module_dir / "xclaw.yaml").write_text("tool_policies:\n  shell: {approval: allow}\n")
+    with pytest.raises(ConfigError, match=r"tool_policies\.shell: shell is built in; its approval is set under `approval:`"):
+        default_toolbox(load_settings(cwd=module_dir))
+    (module_dir / "xclaw.yaml").write_text(f"tools: ['{module_name(module_dir)}:forecast', '{module_name(module_dir)}:forecast']\n")
+    with pytest.raises(ConfigError, match=r"a tool named 'forecast' exists already"):
+        default_toolbox(load_settings(cwd=module_dir))

@@ -25,7 +25,7 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     assert "token=" not in page.url
     assert page.evaluate("localStorage.getItem('xclaw_token')") == server.token
     expect(page.locator(".empty-state")).to_be_visible()
-    expect(app.status).to_have_text("Init")
+    expect(app.status).to_have_text("New")  # issue 14: session states in words
     shot(page, "01-new-session")
 
     # Shift+Enter is a new line, not a send.
@@ -152,9 +152,9 @@ def test_missing_and_wrong_token_show_the_access_page(serve, new_page, shot):
     expect(page.locator("#conn")).to_have_attribute("data-state", "open")
 
 
-def test_stop_cancels_the_run_and_unlocks_input(serve, new_page):
+def test_stop_cancels_the_run_and_unlocks_input(serve, new_page, shot):
     server = serve([
-        {"text": "Taking a nap.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 2"}}]},
+        {"text": "Taking a nap.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}]},
         {"text": "This answer is never reached."},
     ])
     app = App(new_page(), server).open()
@@ -162,8 +162,14 @@ def test_stop_cancels_the_run_and_unlocks_input(serve, new_page):
     app.send("sleep a bit")
     expect(app.tool_lines().first).to_have_attribute("data-state", "running")
     page.get_by_role("button", name="Stop").click()
-    expect(app.messages).to_contain_text("[cancel] run stopped")
+    # Issue 14: the command is stopped now (not after its 60 s), its step is recorded failed
+    # "cancelled by the user", and the session waits for the next instruction, not Failed.
+    expect(app.messages).to_contain_text("[cancel] run stopped", timeout=15_000)
     app.wait_idle()
     expect(page.locator("#composer .stop")).to_be_hidden()
-    expect(app.status).to_have_text("Failed")
+    expect(app.tool_lines().first).to_have_attribute("data-state", "failed")
+    expect(app.tool_lines().first).to_contain_text("cancelled by the user")
+    expect(app.status).to_have_text("Waiting for your instruction")
+    expect(page.locator(".session-item.active .session-meta")).to_contain_text("Waiting for your instruction")
+    shot(page, "cancelled-waiting")
     expect(app.messages).not_to_contain_text("This answer is never reached.")

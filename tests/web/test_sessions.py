@@ -22,11 +22,15 @@ def test_new_switch_rename_delete(serve, new_page, shot):
 
     page.get_by_role("button", name="New session").click()
     expect(page.locator(".empty-state")).to_be_visible()
-    expect(items).to_have_count(2)
+    expect(page.locator("#session-title")).to_have_text("New session")
     beta = app.session_id()
     assert beta != alpha
-    expect(page.locator(".session-item.active")).to_have_attribute("data-session", beta)
+    # Issue 14: a session exists from its first message; opening a new one leaves nothing.
+    expect(items).to_have_count(1)
     app.send_and_wait("beta task", "Done.")
+    expect(items).to_have_count(2)
+    expect(page.locator(".session-item.active")).to_have_attribute("data-session", beta)
+    expect(page.locator("#session-title")).to_have_text("beta task")
 
     # Switch by clicking: alpha's history comes back.
     page.locator(f'.session-item[data-session="{alpha}"] .session-main').click()
@@ -88,12 +92,61 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
     app.send("/steps 3")
     expect(app.messages.locator(".notice").last).to_contain_text("s0004")
     expect(app.messages.locator(".notice").last).to_contain_text("/rollback")
-    app.send("/new")  # a client command: handled by the page
+    app.send("/new Second thoughts")  # issue 14: the gateway attaches a new session
     expect(page.locator(".empty-state")).to_be_visible()
-    expect(page.locator(".session-item")).to_have_count(2)
+    expect(page.locator("#session-title")).to_have_text("Second thoughts")
+    expect(page.locator(".session-item")).to_have_count(1)  # written at its first message
     app.send("/nonsense")
     expect(app.messages.locator(".error-line")).to_contain_text("unknown command")
     page.locator(".session-item .session-main").last.click()
     expect(app.messages).to_contain_text("count to sixty")
     app.open_step("s0003")
     shot(page, "18-dark-theme")
+
+
+def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(serve, new_page, shot):
+    """Issue 14 in the page: opening it (in two browsers) writes nothing; /title renames;
+    /switch takes a unique prefix of an existing session only; after a rollback the session
+    waits for an instruction instead of showing Running."""
+    import httpx
+
+    server = serve([{"text": "Done."}, {"text": "Done again."}, {"text": "Third."}])
+    first = App(new_page(), server).open()
+    App(new_page(), server).open()
+
+    def listed() -> list[dict]:
+        r = httpx.get(f"{server.http}/api/sessions", headers={"Authorization": f"Bearer {server.token}"})
+        return r.json()["sessions"]
+
+    assert listed() == []
+    page = first.page
+    first.send_and_wait("alpha task", "Done.")
+    alpha = first.session_id()
+    assert [s["sessionId"] for s in listed()] == [alpha]
+
+    first.send("/title Renamed here")
+    expect(page.locator("#session-title")).to_have_text("Renamed here")
+    expect(page.locator(".session-item.active .session-title")).to_have_text("Renamed here")
+
+    first.send("/new")
+    expect(page.locator("#session-title")).to_have_text("New session")
+    first.send_and_wait("beta task", "Done.")
+    beta = first.session_id()
+    assert beta != alpha and len(listed()) == 2
+    expect(page.locator(".session-item")).to_have_count(2)
+
+    first.send("/switch zz-no-such")
+    expect(first.messages.locator(".error-line")).to_contain_text("no session with id 'zz-no-such'")
+    assert first.session_id() == beta
+    first.send(f"/switch {alpha[:6]}")
+    expect(page.locator("#session-title")).to_have_text("Renamed here")
+    assert first.session_id() == alpha
+    expect(first.messages).to_contain_text("alpha task")
+
+    first.send("/rollback s0001")
+    expect(first.messages.locator(".notice").last).to_contain_text("[rollback]")
+    expect(first.status).to_have_text("Waiting for your instruction")
+    expect(page.locator(".session-item.active .session-meta")).to_contain_text("Waiting for your instruction")
+    expect(page.locator(".session-item")).to_have_count(2)
+    shot(page, "issue14-rolled-back-waiting")
+    assert len(listed()) == 2

@@ -56,8 +56,9 @@ def fake_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_none_is_a_plain_process(tmp_path: Path) -> None:
     iso = isolation_from_settings(settings(tmp_path, isolation="none"))
     assert not iso.active and iso.wrap(["true"], tmp_path) == ["true"]
-    assert sandbox_mode(settings(tmp_path, isolation="none")) == (
-        "plain subprocess (sandbox.isolation is none)"
+    # Banner wording extended (issue 13): without a sandbox every shell command is asked.
+    assert sandbox_mode(settings(tmp_path, isolation="none")).startswith(
+        "plain subprocess (sandbox.isolation is none); no sandbox, so every shell command is asked"
     )
 
 
@@ -120,7 +121,7 @@ def real(tmp_path: Path) -> tuple[Isolation, ToolContext, Settings]:
     (s.workspace_root / "other" / "theirs.txt").write_text("another session's file")
     iso = isolation_from_settings(s)
     assert iso.active
-    assert sandbox_mode(s) == "bubblewrap (only the workspace is writable, network off)"
+    assert sandbox_mode(s).startswith("bubblewrap (only the workspace is writable, network off;")
     return iso, ToolContext(workspace=ws, session_id="sess"), s
 
 

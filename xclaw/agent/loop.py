@@ -9,6 +9,7 @@ the same loop. The loop knows nothing of storage: every event goes to the observ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
@@ -17,11 +18,15 @@ from typing import Any, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
-from xclaw.llm.context import estimate_tokens, fit_context
+from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
 T = TypeVar("T")
+
+# Compaction waits for at least this many new messages since the last summary, so a single
+# huge message cannot make every call a summary.
+MIN_MESSAGES_TO_COMPACT = 4
 
 # The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
 # is not read-only): rollback and fork restore files, not the world; they list these steps
@@ -36,8 +41,13 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+# What a step stopped by the user's cancel records as its error (PROTOCOL.md `cancel`).
+CANCELLED = "cancelled by the user"
+
+
 class Decision(Protocol):
-    """What the approval policy says about one call: kind is allow | ask | deny."""
+    """What the approval policy says about one call: kind is allow | ask | deny. An allow
+    may also carry `confine = True`: the tool is then told to run the call confined."""
 
     kind: str
     reason: str
@@ -54,8 +64,11 @@ class AgentConfig:
     max_tokens: int = 4096
     temperature: float | None = None
     approval_timeout_s: float | None = None
-    # The model's context window; the conversation is trimmed to fit before each call.
+    # The model's context window. When the conversation passes `compact_at` of what fits,
+    # older turns are summarised once by the model (compaction, its own step) and the
+    # conversation goes on from the summary; None: only trim the oldest turns to fit.
     context_window_tokens: int = 150_000
+    compact_at: float | None = 0.8
     # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
@@ -109,6 +122,10 @@ class Agent:
         # Held from a side-effecting tool's write-ahead row to its end; shared with sub-agents.
         self.side_effects = side_effects or asyncio.Lock()
         self._estimates: dict[int, tuple[Message, int]] = {}
+        # What compaction replaced in this run (the scripted model counts its turns over it)
+        # and the conversation's length just after the last compaction.
+        self._compacted_away: list[Message] = []
+        self._compacted_len = 0
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -143,6 +160,7 @@ class Agent:
                     "(max_iterations); send a message to continue"
                 )
             llm_calls += 1
+            await self._compact_if_full(messages)
             context = list(messages)
             if note:
                 context.append(UserMessage(note))
@@ -158,10 +176,11 @@ class Agent:
         tools = tuple(spec_of(t) for t in self.tools.values())
         history = tuple(context)
         fitted = fit_context(history, self._context_budget(tools), self._estimate)
+        whole = (*self._compacted_away, *history) if self._compacted_away else history
         request = LLMRequest(
             system=self.config.system_prompt,
             messages=fitted,
-            history=None if fitted is history else history,
+            history=None if fitted is whole else whole,
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
@@ -181,7 +200,7 @@ class Agent:
                 self.model.complete(request, self.observer.llm_delta)
             )
         except Cancelled:
-            await self.observer.llm_failed("cancelled by the user")
+            await self.observer.llm_failed(CANCELLED)
             raise
         except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
             await self.observer.llm_failed(str(e) or type(e).__name__)
@@ -190,6 +209,56 @@ class Agent:
             thinking_sink.reset(shown)
         await self.observer.llm_finished(response)
         return response
+
+    # --- compaction ---------------------------------------------------------------------------
+    async def _compact_if_full(self, messages: list[Message]) -> None:
+        limit = self.config.compact_at
+        if not limit or len(messages) - self._compacted_len < MIN_MESSAGES_TO_COMPACT:
+            return  # off, or too little new since the last summary to be worth one
+        budget = self._context_budget(tuple(spec_of(t) for t in self.tools.values()))
+        if sum(self._estimate(m) for m in messages) <= budget * limit:
+            return
+        await self.compact(messages)
+
+    async def compact(self, messages: list[Message]) -> bool:
+        """Summarise the conversation once and replace it, in place, by the summary (a model
+        call recorded as its own step: rollback undoes it like any step). Same system prompt
+        and tools as every call, so the summary request reads the prompt cache too. Tool
+        pairs stay valid: only a conversation without open tool calls is summarised. On a
+        provider error the conversation stays as it is (it is then trimmed to fit)."""
+        if not messages or pending_tool_calls(messages):
+            return False
+        tools = tuple(spec_of(t) for t in self.tools.values())
+        asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
+        fitted = fit_context(asked, self._context_budget(tools), self._estimate)
+        request = LLMRequest(
+            system=self.config.system_prompt,
+            messages=fitted,
+            history=None if fitted is asked else asked,
+            tools=tools,
+            max_tokens=self.config.max_tokens,
+            agent=self.agent_id,
+        )
+        params = {"purpose": "compaction", "messages": len(messages), "max_tokens": self.config.max_tokens}
+        await self.observer.llm_started(request, self.model.name, params)
+        try:
+            response = await self._until_cancelled(self.model.complete(request, None))
+        except Cancelled:
+            await self.observer.llm_failed("cancelled by the user")
+            raise
+        except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
+            await self.observer.llm_failed(f"compaction failed: {e}")
+            return False
+        finished = getattr(self.observer, "compaction_finished", None)
+        if finished is not None:
+            await finished(response, len(messages))
+        else:  # an observer that predates compaction
+            await self.observer.llm_finished(response)
+        summary = compacted_message(response.text)
+        self._compacted_away.extend(messages)
+        messages[:] = [summary]
+        self._compacted_len = 1
+        return True
 
     def _estimate(self, m: Message) -> int:
         """Token estimate per message, computed once: messages only ever get appended, so
@@ -247,7 +316,9 @@ class Agent:
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)
         maybe_repeated = signature in resume.suspect_calls
+        confined = bool(getattr(decision, "confine", False))
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
+            confined = False  # a human said yes to this very call
             reason = decision.reason if decision.kind == "ask" else "approval required"
             if maybe_repeated:
                 reason = "the model re-issued a call that was interrupted by a crash"
@@ -274,10 +345,19 @@ class Agent:
                 # need the turn while it runs.
                 turn.release()
                 turn = None
-            context = replace(self.context, spawn_agent=lambda task: self._spawn(call, task))
+            context = replace(
+                self.context,
+                spawn_agent=lambda task: self._spawn(call, task),
+                confined=confined,
+            )
             try:
-                result = await tool.run(call.input, context)
-            except (asyncio.CancelledError, Cancelled):
+                result = await self._stoppable(tool.run(call.input, context))
+            except Cancelled:
+                # The user stopped the run: the tool has stopped its processes (SIGTERM,
+                # grace, SIGKILL); its step ends failed and the run ends here.
+                await self.observer.tool_finished(call, ToolResult(CANCELLED, is_error=True))
+                raise
+            except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
                 result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
@@ -302,6 +382,9 @@ class Agent:
             why = "approved by the user" if approved else "denied by the user"
         except TimeoutError:
             approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+        except Cancelled:
+            await self.observer.approval_decided(call, False, CANCELLED)
+            raise
         await self.observer.approval_decided(call, approved, why)
         return approved, why
 
@@ -349,4 +432,24 @@ class Agent:
         if task in done:
             return task.result()
         task.cancel()
+        raise Cancelled()
+
+    async def _stoppable(self, aw: Awaitable[T]) -> T:
+        """Await a tool run; on cancel, cancel it *and wait for it to stop*: a tool stops its
+        own processes when cancelled (the shell tool: SIGTERM to its process group, a short
+        grace, then SIGKILL), so nothing it started outlives the step that records it."""
+        task = asyncio.ensure_future(aw)
+        stopper = asyncio.ensure_future(self.cancel_event.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
+            await task
         raise Cancelled()

@@ -231,8 +231,8 @@ class ChatClient:
             if self.turn == "run":
                 self._set_turn(None)
         elif kind == "error":
-            if self.turn == "attach" and f.get("code") == "bad_frame":
-                # a refused /switch (a malformed id): the socket is still where it was
+            if self.turn == "attach":
+                # a refused /switch (unknown, ambiguous or malformed id): still where it was
                 self.session_id = self._attached
                 self._set_turn(None)
             elif self.turn in ("run", "command"):
@@ -376,14 +376,15 @@ class ChatClient:
         word, _, rest = text.partition(" ")
         if word in ("/quit", "/exit"):
             self.quit(0)
-        elif word == "/switch":
-            target = rest.strip()
-            if not target:
-                self.out.line("usage: /switch SESSION_ID (e.g. the id /fork printed)", "yellow")
-                return
-            await self.attach(target)
-        elif word == "/new":
-            await self.attach(None)
+        elif word == "/switch" and not rest.strip():
+            self.out.line("usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow")
+        elif word in ("/switch", "/new"):
+            # The gateway resolves the id (existing sessions only, unique prefixes) and
+            # re-attaches this socket; its `session` frame saves .cli_session.
+            self.approvals = []
+            self._set_turn("attach")
+            if not await self.send({"type": "message", "sessionId": self.session_id, "content": text}):
+                self._set_turn(None)
         elif parse_command(text) is not None:
             self._set_turn("command")
             if not await self.send(
@@ -397,14 +398,6 @@ class ChatClient:
             ):
                 self._set_turn(None)
 
-    async def attach(self, session_id: str | None) -> None:
-        """/switch and /new: re-attach this socket; the session frame saves .cli_session."""
-        self.approvals = []
-        self.session_id = session_id
-        self._set_turn("attach")
-        if not await self.send({"type": "reconnect", "sessionId": session_id}):
-            self._set_turn(None)
-
     def _interrupt(self) -> None:
         """Ctrl+C: the first cancels the run in flight (or warns at the prompt), the second
         quits."""
@@ -415,7 +408,7 @@ class ChatClient:
             return
         if self.turn == "run" or self.approvals:
             self.out.line(
-                "[cancel] stopping the run after the step in flight… (Ctrl+C again to quit)",
+                "[cancel] stopping the run now… (Ctrl+C again to quit)",
                 "yellow",
             )
             asyncio.get_running_loop().create_task(

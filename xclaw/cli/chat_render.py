@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from xclaw.cli.terminal_text import SafeConsole, printable
+
 HISTORY_PREFIX = "[history] "
 HISTORY_START = "[history] --- history starts ---"
 HISTORY_END = "[history] --- history ends ---"
@@ -25,8 +27,11 @@ MAYBE_REPEATED_WARNING = (
 
 def make_console(*, color: bool | None = None) -> Console:
     """No hard wrapping (soft_wrap): a long line stays one line, which is what terminals,
-    pipes and tests all want; no automatic highlighting of numbers and paths."""
-    return Console(highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False)
+    pipes and tests all want; no automatic highlighting of numbers and paths. Text printed
+    through it cannot carry terminal control sequences (see xclaw/cli/terminal_text.py)."""
+    return SafeConsole(
+        highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False
+    )
 
 
 def compact_json(value: Any) -> str:
@@ -48,7 +53,7 @@ class Renderer:
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
         self.end_stream()
-        self.console.print(Text(text, style=style or ""))
+        self.console.print(Text(printable(text), style=style or ""))
 
     def end_stream(self) -> None:
         if self._stream_open:
@@ -65,9 +70,9 @@ class Renderer:
     def _on_session(self, f: dict[str, Any]) -> None:
         parts = [f"[session] {f.get('sessionId')}"]
         if f.get("created"):
-            parts.append("new")
+            parts.append("new (saved with its first message)")
         else:
-            parts.append(str(f.get("status", "")))
+            parts.append(str(f.get("stateText") or f.get("status", "")))
         if f.get("title"):
             parts.append(repr(f["title"]))
         if f.get("isForked"):
@@ -84,7 +89,7 @@ class Renderer:
         self.line(HISTORY_END, "dim")
 
     def _on_delta(self, f: dict[str, Any]) -> None:
-        text = str(f.get("content", ""))
+        text = printable(str(f.get("content", "")))
         if not text:
             return
         if not self._stream_open:
@@ -98,7 +103,7 @@ class Renderer:
         self.line(thinking_line(f), "dim italic")
 
     def _on_reply(self, f: dict[str, Any]) -> None:
-        content = str(f.get("content", ""))
+        content = printable(str(f.get("content", "")))
         if self._stream_open and self._streamed.strip() == content.strip():
             self.end_stream()  # the answer was already shown as it streamed
             return
@@ -124,9 +129,6 @@ class Renderer:
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
-
-    def _on_forked(self, f: dict[str, Any]) -> None:
-        self.line(f"type /switch {f.get('sessionId')} to continue on the fork", "dim")
 
     def approval(self, f: dict[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""

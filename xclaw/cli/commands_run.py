@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from xclaw.config import load_settings
-from xclaw.errors import XclawError
+from xclaw.errors import AmbiguousSession, SessionNotFound, XclawError
+from xclaw.store.model import session_state
 
 
 class TerminalFrames:
@@ -25,6 +26,7 @@ class TerminalFrames:
         self.interactive = interactive
         self.render = Renderer(make_console())
         self.failed = False
+        self.denied_unasked = 0  # approvals denied because nobody could be asked
 
     def __call__(self, frame: dict[str, Any]) -> None:
         if frame.get("type") == "approval_request":
@@ -40,6 +42,7 @@ class TerminalFrames:
             answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")
         else:
             answer = False
+            self.denied_unasked += 1
             self.render.line("  no terminal to ask: denied (use --approval auto-edits or yolo)", "yellow")
         try:
             self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
@@ -71,10 +74,14 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
-    settings = load_settings(
-        db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
-    )
-    store = open_store(settings.db)
+    try:
+        settings = load_settings(
+            db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
+        )
+        store = open_store(settings.db)
+    except XclawError as e:  # a bad XCLAW_MODEL, .env or database: one line, no traceback
+        click.secho(f"error: {e.message}", fg="red", err=True)
+        return 2
     runtime = Runtime(store, settings)
     try:
         if cont and not session:
@@ -82,15 +89,25 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
             if not recent:
                 raise click.UsageError("--continue: there is no session yet in " + store.url)
             session = recent[0].session_id
-        sess, created = await runtime.open(session)
+        found = None
+        if session:
+            try:
+                found = store.resolve_session(session)  # a unique prefix is enough
+            except SessionNotFound as e:
+                if not text or isinstance(e, AmbiguousSession):
+                    raise
+        # An unknown id (or none) is created with its first message, once a model answers.
+        sess, created = (found, False) if found is not None else await runtime.peek(session)
         sid = sess.session_id
         interactive = sys.stdin.isatty()
         printer = TerminalFrames(runtime, sid, interactive=interactive)
         runtime.subscribe(sid, printer)
-        click.secho(f"session {sid} ({'new' if created else sess.status.value})", fg="bright_black", err=True)
+        state = "new" if created else session_state(sess, busy=False).text
         if text:
-            await runtime.send(sid, text)
-        elif await runtime.resume_if_needed(sid, failed=True):
+            runtime.require_model()
+            click.secho(f"session {sid} ({state})", fg="bright_black", err=True)
+            await runtime.send(sid, text, create=True)
+        elif not created and await runtime.resume_if_needed(sid, failed=True):
             if sess.status.value == "Failed":
                 click.secho(
                     f"continuing Failed session {sid} from where it stopped",
@@ -101,6 +118,15 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
             click.echo(_nothing_to_resume(sid, sess.status.value))
             return 0
         await runtime.wait_idle(sid)
+        if printer.denied_unasked:
+            click.secho(
+                f"error: {printer.denied_unasked} tool call(s) needed approval and were denied: "
+                "stdin is not a terminal, so nobody could be asked. Run in a terminal, or pass "
+                "--approval auto-edits / --approval yolo.",
+                fg="red",
+                err=True,
+            )
+            return 3
         if printer.failed and store.get_session(sid).status.value == "Failed":
             click.secho(
                 f"session {sid} is Failed; to continue it from where it stopped (a failed "
@@ -112,6 +138,9 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
     except XclawError as e:
         click.secho(f"error: {e.message}", fg="red", err=True)
         return 2
+    except ValueError as e:  # a malformed --session id
+        click.secho(f"error: {e}", fg="red", err=True)
+        return 2
     finally:
         await runtime.shutdown()
         store.close()
@@ -120,7 +149,7 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
 def register(cli: click.Group) -> None:
     @cli.command("run")
     @click.argument("text", required=False, default="")
-    @click.option("--session", "-r", "session", metavar="ID", help="Continue this session (created if unknown).")
+    @click.option("--session", "-r", "session", metavar="ID", help="Continue this session (a unique prefix of its id will do; an unknown id is created with the message).")
     @click.option("--continue", "-c", "cont", is_flag=True, help="Continue the most recently updated session.")
     @click.option(
         "--approval",

@@ -7,7 +7,6 @@ file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway sha
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,35 +15,36 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from xclaw.cli.terminal_text import SafeConsole, json_for_terminal
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
-from xclaw.store.model import display_id
+from xclaw.store.model import Status, display_id, session_state
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Exit codes: 2 for a wrong session/step (the user's input, like a usage error), 1 for any
 # other failure of the store. Never a traceback.
-_USER_ERRORS = (SessionNotFound, StepNotFound)
+_USER_ERRORS = (SessionNotFound, StepNotFound)  # AmbiguousSession is a SessionNotFound
 
 
 def _out() -> Console:
     # Plain text: ids and JSON must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _fail(message: str, code: int) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
+    SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
         f"error: {message}", style="red"
     )
     sys.exit(code)
 
 
 def _dump(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)
+    return json_for_terminal(data)
 
 
 def _default_db() -> str:
@@ -83,6 +83,9 @@ def with_store(fn: F) -> F:
         except OSError as e:
             _fail(f"cannot open the database: {e}", 1)
         try:
+            if isinstance(kwargs.get("session_id"), str):
+                # Every command taking a session id takes a unique prefix of one (as git).
+                kwargs["session_id"] = store.resolve_session(kwargs["session_id"]).session_id
             return fn(store, *args, **kwargs)
         except _USER_ERRORS as e:
             _fail(e.message, 2)
@@ -115,8 +118,20 @@ def workspaces_for(store: Store, root: str | None) -> Any:
     return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
 
 
+STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
+
+
 @click.command("sessions", short_help="List sessions, most recently updated first.")
+@click.argument("search", required=False, default=None, metavar="[WORD]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+@click.option(
+    "--status",
+    "state",
+    type=click.Choice(STATES, case_sensitive=False),
+    default=None,
+    help="Only sessions in this state (running: a run is in flight now; waiting: for your "
+    "next instruction).",
+)
 @click.option(
     "-n",
     "limit",
@@ -125,17 +140,41 @@ def workspaces_for(store: Store, root: str | None) -> Any:
     help="Only the N most recently updated sessions.",
 )
 @with_store
-def sessions_cmd(store: Store, as_json: bool, limit: int | None) -> None:
-    """List the sessions of a database, most recently updated first."""
+def sessions_cmd(
+    store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
+) -> None:
+    """List the sessions of a database, most recently updated first; WORD keeps those whose
+    title or id contains it (case-insensitive)."""
     _use_prices()
-    found = store.list_sessions(limit=limit)
+    found = store.list_sessions(limit=None if (search or state) else limit)
+    # A run in flight anywhere holds a live lease on its session.
+    live = {
+        info.session_id
+        for info in store.leases(statuses=(Status.RUNNING, Status.PAUSED))
+        if info.live
+    }
+    busy = live.__contains__
+    if search:
+        word = search.lower()
+        found = [s for s in found if word in s.title.lower() or word in s.session_id.lower()]
+    if state:
+        found = [s for s in found if session_state(s, busy=busy(s.session_id)).key == state.lower()]
+    if limit is not None:
+        found = found[:limit]
     costs = {s.session_id: session_cost(store.steps(s.session_id)) for s in found}
     if as_json:
         click.echo(
-            _dump([{**session_json(s), **costs[s.session_id].to_json()} for s in found])
+            _dump(
+                [
+                    {**session_json(s, busy=busy(s.session_id)), **costs[s.session_id].to_json()}
+                    for s in found
+                ]
+            )
         )
+    elif not found and (search or state):
+        _out().print("No session matches.")
     else:
-        _out().print(format_sessions(found, costs))
+        _out().print(format_sessions(found, costs, busy=busy))
 
 
 @click.command("steps", short_help="The latest steps of a session (like /steps).")
@@ -254,17 +293,30 @@ def fork_cmd(
 @click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
 @click.argument("session_id", metavar="SESSION", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every session of the database.")
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
+)
 @with_store
-def export_cmd(store: Store, session_id: str | None, everything: bool) -> None:
+def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
-    --all, every session so). The session line carries the totals: tokens by kind and the
-    estimated cost. `xclaw import` reads it back, here or into another database."""
+    --all, every session so); --json: one JSON document instead. The session carries the
+    totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
+    here or into another database."""
     from xclaw.store.transfer import export_lines
 
     if everything == (session_id is not None):
         _fail("give either a SESSION or --all", 2)
     _use_prices()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
+    if as_json:
+        docs = []
+        for session in sessions:
+            steps = store.steps(session.session_id)
+            head = {**session_json(session), **session_cost(steps).to_json()}
+            docs.append({"session": head, "steps": [step_json(s) for s in steps]})
+        click.echo(_dump(docs if everything else docs[0]))
+        return
     for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
         click.echo(line)
 

@@ -26,7 +26,7 @@ from xclaw.cli.chat_render import Renderer, make_console
 from xclaw.demo.process import Client, Frame, ServerProcess
 from xclaw.store import open_store
 from xclaw.store.model import MAIN_AGENT, Step, StepStatus, StepType
-from xclaw.views import format_tree
+from xclaw.views import format_sessions, format_tree
 
 TASK = (
     "Prepare a release note in this workspace: list the files; record the facts with "
@@ -175,7 +175,10 @@ class Walkthrough:
         self.say("/steps and the trace tree (which decision caused which step, how long it took).")
         client = await Client.attach(self.server, sid, lambda f: None)
         mark = client.mark()
-        await client.say("/steps 12")
+        # Enough rows to reach back to the interrupted step just explained.
+        steps = self._steps(sid)
+        first = min((x.seq for x in steps if x.interrupted), default=steps[-1].seq)
+        await client.say(f"/steps {sum(1 for x in steps if x.seq >= first)}")
         notice = await client.until(lambda f: f.get("type") == "notice", since=mark)
         self.console.print(Text(str(notice["content"]), style="cyan"))
         await client.close()
@@ -212,7 +215,7 @@ class Walkthrough:
         forked = await client.until(lambda f: f.get("type") == "forked", since=mark)
         fork_id = str(forked["sessionId"])
         await client.close()
-        self.note(f"switching to the fork {fork_id} (in `xclaw chat`: /switch {fork_id})")
+        self.note("switching to the fork")
         branch = await Client.attach(self.server, fork_id, self.show)
         mark = branch.mark()
         self.console.print(Text("You: Make the note shorter instead.", style="bold"))
@@ -242,6 +245,11 @@ class Walkthrough:
         self.server.kill(signal.SIGTERM)
         elapsed = time.monotonic() - self.started
         self.say(f"Done in {elapsed:.0f} s. Everything above is in {self.db}")
+        store = open_store(str(self.db))
+        try:
+            self.console.print(Text(format_sessions(store.list_sessions()), style="white"))
+        finally:
+            store.close()
         exe = _xclaw_command()
         self.note(f"{exe} sessions --db {self.db}")
         model = f"XCLAW_MODEL={self.server.env['XCLAW_MODEL']} " if self.scripted else ""

@@ -23,7 +23,7 @@ from xclaw.errors import XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
-from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
 
 STATUS_OF_CODE = {
     "unknown_session": 404,
@@ -103,9 +103,11 @@ async def _body(request: Request) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
+        data = valid_unicode(json.loads(raw))
     except ValueError:
         raise BadRequest("request body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("request body must be a JSON object")
     return data

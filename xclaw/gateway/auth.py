@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from xclaw.private_files import private_dir, private_file
+
 TOKEN_FILE = "token"
 # A token has at least this many characters of URL-safe base64 (~192 random bits generated).
 MIN_TOKEN_LEN = 16
@@ -31,8 +33,9 @@ def load_or_create_token(home: Path, configured: str | None = None) -> str:
     path = token_path(home)
     existing = read_token(home)
     if existing:
+        private_file(path)  # a token file left readable by an older version
         return existing
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     token = secrets.token_urlsafe(24)
     # O_EXCL: two servers starting at once must not overwrite each other's token.
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +25,15 @@ from xclaw.store.model import Session, Step, display_id
 DEFAULT_STEPS = 10
 MAX_STEPS = 500
 SESSIONS_LISTED = 20
+MAX_TITLE = 200
 
 # `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
 # is ordinary user text for the agent.
 _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
-CLIENT_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "help")
+# Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
+ATTACH_COMMANDS = ("switch", "new")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "title", "compact", "help")
 
 HELP_TEXT = """\
 commands:
@@ -39,8 +42,10 @@ commands:
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
   /tools                list the tools (built-in, Python, MCP) and their policies
-  /switch ID            attach to another session (e.g. a fork)   [client command]
-  /new                  start a new session                       [client command]
+  /compact              summarise the conversation so far (later turns start from it)
+  /switch ID            attach to an existing session (a unique prefix of its id is enough)
+  /new [title]          start a new session (it is saved with its first message)
+  /title TEXT           rename this session
   /help                 this text"""
 
 
@@ -89,10 +94,12 @@ def steps_text(session_id: str, steps: list[Step]) -> str:
     return views.format_steps(steps, session_id)
 
 
-def sessions_text(sessions: list[Session], current: str) -> str:
+def sessions_text(
+    sessions: list[Session], current: str, busy: Callable[[str], bool] = lambda _sid: False
+) -> str:
     return (
-        views.format_sessions(sessions)
-        + f"\n\nthis session: {current}\nuse /switch ID to attach to another one"
+        views.format_sessions(sessions, busy=busy)
+        + f"\n\nthis session: {current}\nuse /switch ID (a unique prefix will do) to attach to another one"
     )
 
 
@@ -116,12 +123,18 @@ class CommandRunner:
             return await self._sessions(session_id)
         if cmd.name == "tools":
             return await self._tools(session_id)
+        if cmd.name == "compact":
+            # Runs like a turn; its `[compact]` notice (to every client) says how it went.
+            await self.runtime.compact(session_id)
+            return CommandResult()
         if cmd.name == "help":
             return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
-        if cmd.name in CLIENT_COMMANDS:
+        if cmd.name == "title":
+            return await self._title(session_id, cmd)
+        if cmd.name in ATTACH_COMMANDS:
             raise CommandError(
-                f"/{cmd.name} is a client command: your client attaches to another session by "
-                'sending {"type":"reconnect","sessionId":ID} (null for a new session)'
+                f"/{cmd.name} re-attaches a socket: send it on the socket itself, or send "
+                '{"type":"reconnect","sessionId":ID}'
             )
         raise CommandError(f"unknown command /{cmd.name}; try /help")
 
@@ -129,6 +142,8 @@ class CommandRunner:
         n = DEFAULT_STEPS
         if cmd.args:
             try:
+                if not (cmd.args[0].isascii() and cmd.args[0].isdigit()):
+                    raise ValueError(cmd.args[0])  # int() would read "٣" as 3
                 n = int(cmd.args[0])
             except ValueError:
                 raise CommandError(
@@ -199,6 +214,15 @@ class CommandRunner:
             ]
         )
 
+    async def _title(self, session_id: str, cmd: Command) -> CommandResult:
+        title = " ".join(cmd.rest.split())
+        if not title:
+            raise CommandError("usage: /title TEXT — the session's new title")
+        if len(title) > MAX_TITLE:
+            raise CommandError(f"a title has at most {MAX_TITLE} characters (this one has {len(title)})")
+        await self.runtime.rename(session_id, title)  # every attached client gets `renamed`
+        return CommandResult(reply=[_notice(session_id, f"[title] this session is now “{title}”")])
+
     async def _tools(self, session_id: str) -> CommandResult:
         from xclaw.tools.approval import ApprovalPolicy
         from xclaw.tools.listing import format_listing, server_rows, tool_rows
@@ -223,4 +247,5 @@ class CommandRunner:
 
     async def _sessions(self, session_id: str) -> CommandResult:
         sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)
-        return CommandResult(reply=[_notice(session_id, sessions_text(sessions, session_id))])
+        text = sessions_text(sessions, session_id, busy=self.runtime.is_busy)
+        return CommandResult(reply=[_notice(session_id, text)])

@@ -15,9 +15,12 @@ from typing import Any, TextIO
 import uvicorn
 
 from xclaw.config import Settings
+from xclaw.credentials import drop_from_environ, make_undumpable
 from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
+from xclaw.private_files import private_dir
+from xclaw.recorder.redact import Redactor
 from xclaw.workspace.sandbox import sandbox_mode
 
 log = logging.getLogger("xclaw.gateway")
@@ -48,7 +51,8 @@ class KeyValueFormatter(logging.Formatter):
             message = "msg=" + _quote(message)
         line = f"ts={ts} level={record.levelname.lower()} logger={record.name} {message}"
         if record.exc_info:
-            line += " exc=" + _quote(self.formatException(record.exc_info))
+            # exc_text when a filter has set it (redacted: see RedactToken).
+            line += " exc=" + _quote(record.exc_text or self.formatException(record.exc_info))
         return line
 
 
@@ -57,24 +61,38 @@ def _quote(text: str) -> str:
 
 
 class RedactToken(logging.Filter):
-    """The access token must never reach a log (uvicorn logs request paths with ?token=)."""
+    """The access token and every other known credential must never reach a log (uvicorn
+    logs request paths with ?token=; a traceback may quote a key or a database URL)."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, redactor: Redactor | None = None) -> None:
         super().__init__()
         self.token = token
+        self.redactor = redactor
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            # Format the traceback now, so that it is redacted with the message.
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
         clean = _TOKEN_QUERY_RE.sub(r"\1***", text).replace(self.token, "***")
+        if self.redactor is not None:
+            clean = self.redactor.text(clean)
+            if record.exc_text:
+                record.exc_text = self.redactor.text(record.exc_text.replace(self.token, "***"))
         if clean != text:
             record.msg, record.args = clean, None
         return True
 
 
-def configure_logging(token: str, level: str = "info", stream: TextIO | None = None) -> None:
+def configure_logging(
+    token: str,
+    level: str = "info",
+    stream: TextIO | None = None,
+    redactor: Redactor | None = None,
+) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(KeyValueFormatter())
-    handler.addFilter(RedactToken(token))
+    handler.addFilter(RedactToken(token, redactor))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -135,13 +153,19 @@ async def _serve(settings: Settings, log_level: str) -> int:
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
+    private_dir(settings.home)
     token = load_or_create_token(settings.home, settings.token)
-    configure_logging(token, log_level)
+    redactor = Redactor([token, *settings.secret_values()])
+    configure_logging(token, log_level, redactor=redactor)
     model, model_error = _model(settings)
-    settings.workspace_root.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.workspace_root)
     store = open_store(settings.db)
     try:
-        runtime = Runtime(store, settings, model=model)
+        runtime = Runtime(store, settings, model=model, redactor=redactor)
+        # Every credential is read by now (the providers hold their keys): nothing started
+        # later inherits them, and same-user processes cannot read our /proc/PID/environ.
+        drop_from_environ(settings.secret_env)
+        make_undumpable()
         # Presence, failover and frames across the workers sharing this database.
         cluster = Cluster(runtime, info={"port": settings.port})
         await cluster.start()

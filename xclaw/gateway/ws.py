@@ -8,17 +8,18 @@ A bad frame costs the sender an `error` frame, never the connection or the sessi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
-from xclaw.gateway.commands import parse_command
+from xclaw.gateway.commands import Command, CommandError, parse_command
 from xclaw.gateway.context import Gateway
 from xclaw.protocol import (
     PROTOCOL_VERSION,
@@ -37,7 +38,10 @@ log = logging.getLogger("xclaw.gateway.ws")
 
 FIRST_FRAME_TIMEOUT_S = 10.0
 # A client that stops reading is cut off rather than letting its queue grow without bound;
-# it reconnects and gets the history.
+# it reconnects and gets the history. Counted in bytes (frames vary from 20 bytes to
+# megabytes: a count of frames let one reader hold 100 MB) and, as a backstop, in frames.
+# A single frame larger than the byte bound still goes when nothing else is queued.
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_QUEUED_FRAMES = 10_000
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
@@ -70,10 +74,23 @@ def _first_frame_token(raw: str | bytes) -> str | None:
     """The `token` field of the first frame, read before anything else is trusted."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     token = data.get("token") if isinstance(data, dict) else None
     return token if isinstance(token, str) else None
+
+
+def encode_frame(frame: dict[str, Any]) -> str:
+    """A server frame as JSON text that encodes as UTF-8: text with a lone surrogate (a
+    hostile model or tool can produce one) is sent \\u-escaped instead of killing the writer."""
+    text = json.dumps(frame, ensure_ascii=False, default=str)
+    if text.isascii():
+        return text  # the common case, checked faster than an encode
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(frame, ensure_ascii=True, default=str)
+    return text
 
 
 async def _refuse(ws: WebSocket, code: str, text: str, close_code: int) -> None:
@@ -93,9 +110,12 @@ class Connection:
         self.id = next(_ids)
         self.session_id: str | None = None
         self._unsubscribe: Any = None
-        self._queue: asyncio.Queue[dict[str, Any] | _Close] = asyncio.Queue()
+        # Frames are serialised when queued, so what is counted is what is held.
+        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+        self._queued_bytes = 0
         self._closing = False
         self._held: list[dict[str, Any]] | None = None
+        self.pending_title: str | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
     def _from_runtime(self, frame: dict[str, Any]) -> None:
@@ -110,17 +130,24 @@ class Connection:
         """Queue a frame for the socket: never blocks, never raises."""
         if self._closing:
             return
-        if self._queue.qsize() >= MAX_QUEUED_FRAMES:
+        text = encode_frame(frame)
+        size = len(text)
+        backlog = self._queue.qsize()
+        if backlog and (
+            backlog >= MAX_QUEUED_FRAMES or self._queued_bytes + size > MAX_QUEUED_BYTES
+        ):
             self._closing = True
             log.warning(
-                "event=slow_client conn=%s session=%s queued=%s",
+                "event=slow_client conn=%s session=%s queued_frames=%s queued_bytes=%s",
                 self.id,
                 self.session_id,
-                MAX_QUEUED_FRAMES,
+                backlog,
+                self._queued_bytes,
             )
             self._queue.put_nowait(_Close(CLOSE_TOO_SLOW, "client too slow"))
             return
-        self._queue.put_nowait(frame)
+        self._queued_bytes += size
+        self._queue.put_nowait(text)
 
     async def write_loop(self) -> None:
         try:
@@ -129,7 +156,8 @@ class Connection:
                 if isinstance(item, _Close):
                     await self.ws.close(item.code, item.reason)
                     return
-                await self.ws.send_text(json.dumps(item, ensure_ascii=False, default=str))
+                self._queued_bytes -= len(item)
+                await self.ws.send_text(item)
         except (WebSocketDisconnect, RuntimeError, OSError):
             return  # the reader sees the disconnect and cleans up
 
@@ -144,19 +172,20 @@ class Connection:
         if self.session_id is not None:
             self.gw.hub.remove(self.session_id, self._from_runtime)
 
-    async def attach(self, requested: str | None) -> str:
-        """R6-R9: attach to the session (creating it when new), send `session`, `history`
-        and any approval still waiting, let the runtime resume what was interrupted, then
-        send `status` with `busy` so a client knows whether to wait for a reply."""
+    async def attach(self, requested: str | None, *, title: str | None = None) -> str:
+        """R6-R9: attach to the session, send `session`, `history` and any approval still
+        waiting, let the runtime resume what was interrupted, then send `status` with `busy`
+        so a client knows whether to wait for a reply. An unknown (or null) id is attached
+        as a new session that is written at its first message (`pending_title`: the title
+        /new gave it)."""
         rt = self.gw.runtime
         try:
-            try:
-                session, created = await rt.open(requested)
-            except StoreError:
-                # Two sockets created the same new id at once: the other one won; attach to it.
-                session, created = await rt.open(requested)
+            session, created = await rt.peek(requested)
         except ValueError as e:
             raise BadFrame(f"reconnect frame: sessionId: {e}") from None
+        if created and title:
+            session = replace(session, title=title)
+        self.pending_title = title if created else None
         sid = session.session_id
         self.detach()
         self.session_id = sid
@@ -167,26 +196,25 @@ class Connection:
         self._unsubscribe = rt.subscribe(sid, self._from_runtime)
         self.gw.hub.add(sid, self._from_runtime)
         try:
-            history = await asyncio.to_thread(rt.history_frame, sid)
+            if created:
+                history = {"type": "history", "content": "[]", "messages": []}
+            else:
+                history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
             held, self._held = self._held, None
-        self.push(session_frame(session, created=created))
+        self.push(session_frame(session, created=created, busy=rt.is_busy(sid)))
         self.push({**history, "sessionId": sid})
         for frame in held:
             self.push(frame)
         for frame in rt.pending_approval_frames(sid):
             if frame not in held:
                 self.push(frame)
-        await rt.resume_if_needed(sid)
-        current = await asyncio.to_thread(self.gw.store.get_session, sid)
-        self.push(
-            {
-                "type": "status",
-                "sessionId": sid,
-                "status": current.status.value,
-                "busy": rt.is_busy(sid),
-            }
-        )
+        current = session
+        if not created:
+            await rt.resume_if_needed(sid)
+            current = await asyncio.to_thread(self.gw.store.get_session, sid)
+        busy = rt.is_busy(sid)
+        self.push({**rt.status_frame(current, busy=busy), "sessionId": sid, "busy": busy})
         log.info(
             "event=attach conn=%s session=%s created=%s status=%s",
             self.id,
@@ -214,6 +242,27 @@ class Connection:
         if attach:
             return await self.attach(requested)
         return requested
+
+    async def _switch(self, sid: str, cmd: Command) -> None:
+        """/switch PREFIX attaches to an existing session only; /new [title] to a new one."""
+        if cmd.name == "new":
+            await self.attach(None, title=cmd.rest[:200] or None)
+            return
+        if len(cmd.args) != 1:
+            raise CommandError("usage: /switch ID — a session id or a unique prefix of one (see /sessions); /new [title] starts a new session")
+        target = await asyncio.to_thread(self.gw.store.resolve_session, cmd.args[0])
+        await self.attach(target.session_id)
+
+    async def _create_pending(self, sid: str) -> None:
+        """A session attached but never written (no message yet) is written now."""
+        if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
+            with contextlib.suppress(StoreError):  # another socket wrote it first
+                await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
+
+    async def _apply_pending_title(self, sid: str) -> None:
+        title, self.pending_title = self.pending_title, None
+        if title and sid == self.session_id:
+            await self.gw.runtime.rename(sid, title)
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
@@ -247,7 +296,31 @@ class Connection:
             sid = await self._target(frame.session_id, attach=True)
             cmd = parse_command(frame.content)
             if cmd is None:
-                await rt.send(sid, frame.content)  # SessionBusy -> `busy`: one driver (invariant 8)
+                # SessionBusy -> `busy`: one driver (invariant 8). The session this socket is
+                # attached to is written now if this is its first message.
+                if self.pending_title and sid == self.session_id:
+                    rt.require_model()  # nothing is written without a model to answer
+                    await self._create_pending(sid)
+                    await self._apply_pending_title(sid)
+                await rt.send(sid, frame.content, create=sid == self.session_id)
+                return
+            if cmd.name in ("switch", "new"):
+                await self._switch(sid, cmd)
+                return
+            if cmd.name == "title" and sid == self.session_id and cmd.rest:
+                await self._create_pending(sid)  # naming it is the first thing said to it
+            elif (
+                cmd.name in ("steps", "rollback", "fork")
+                and sid == self.session_id
+                and await asyncio.to_thread(self.gw.store.find_session, sid) is None
+            ):
+                self.push(
+                    {
+                        "type": "notice",
+                        "sessionId": sid,
+                        "content": "No steps yet: this session starts with your first message.",
+                    }
+                )
                 return
             result = await self.gw.commands.run(sid, cmd)
             for out in result.reply:

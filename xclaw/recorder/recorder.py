@@ -190,6 +190,40 @@ class Recorder:
             out["thinking"] = self.redact.text(out["thinking"])
         return out
 
+    async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
+        """The summary that replaces the conversation so far: an llm_call step whose output
+        says `compaction` (history rebuilds start from it; rollback undoes it)."""
+        assert self._llm is not None
+        output = self.redact(
+            {
+                "text": response.text,
+                "tool_calls": [],
+                "model": response.model,
+                "stop_reason": response.stop_reason,
+            }
+        )
+        output["usage"] = response.usage.to_json()
+        output["compaction"] = {"messages": summarised}
+        if response.request_id:
+            output["request_id"] = response.request_id
+        llm = self._llm
+        self._llm = None
+        self.writes.submit(
+            lambda: self.store.complete_step(
+                self.session_id,
+                llm.resolved().seq,
+                output_data=output,
+                token_usage_prompt=response.usage.prompt_tokens,
+                token_usage_completion=response.usage.completion_tokens,
+            ),
+            self._step_frame,
+        )
+        who = "" if self.is_main else f"sub-agent {self.agent}: "
+        self.emit(notice_frame(
+            f"[compact] {who}{summarised} earlier messages are now one summary "
+            f"({len(response.text)} characters); the conversation goes on from it"
+        ))
+
     async def llm_failed(self, error: str) -> None:
         llm = self._llm
         if llm is None:
@@ -295,9 +329,13 @@ class Recorder:
         self._step_frame(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
-        parent = self._turn_root
+        # An alert about one tool call (`callId`) hangs beside it and carries its call id.
+        call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
+        parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
         await self.writes.write(
-            lambda: self.store.add_step(self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent)),
+            lambda: self.store.add_step(
+                self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
+            ),
             self._step_frame,
         )
 

@@ -43,10 +43,19 @@ from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, parse_step_ref
-from xclaw.store.rows import now_ms
+from xclaw.store.model import (
+    MAIN_AGENT,
+    Session,
+    Status,
+    Step,
+    StepType,
+    parse_step_ref,
+    session_state,
+)
+from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.tools.base import ToolContext
+from xclaw.views import title_from_message
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
@@ -54,6 +63,7 @@ log = logging.getLogger("xclaw.runtime")
 FrameSink = Callable[[dict[str, Any]], None]
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
+CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
 
 
 @dataclass
@@ -99,6 +109,7 @@ class Runtime:
         model: Model | None = None,
         toolbox: Toolbox | None = None,
         worker_id: str | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -107,10 +118,11 @@ class Runtime:
         prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
-        self.toolbox.attach_blob_sink(self._put_blob)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
-        self.redact = Redactor(settings.secret_values())
+        # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
+        # (the server adds the token it generated; tool servers add their env values).
+        self.redact = redactor or Redactor(settings.secret_values())
         self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="xclaw-store")
         self.db = StoreCaller(store, self._executor)
         self._subs: dict[str, list[FrameSink]] = {}
@@ -133,14 +145,6 @@ class Runtime:
 
             self._model = build_model(self.settings)
         return self._model
-
-    async def _put_blob(self, data: bytes) -> str:
-        """Content-addressed bytes in the store (an MCP tool's image); returns the sha256."""
-        import hashlib
-
-        digest = hashlib.sha256(data).hexdigest()
-        await self.db(self.store.put_blobs, {digest: data})
-        return digest
 
     def require_model(self) -> None:
         """Raise ConfigError, saying how to configure a model, when there is none."""
@@ -193,6 +197,18 @@ class Runtime:
                 return found, False
         created = await self.db(self.store.create_session, session_id=session_id or None)
         return created, True
+
+    async def peek(self, session_id: str | None) -> tuple[Session, bool]:
+        """The session to attach to: (found, False), or (a session not yet written, True)
+        under the given id or a fresh one. A session exists from its first message: `send`
+        with create=True writes it then, so opening a page or a client leaves nothing behind."""
+        if session_id:
+            found = await self.db(self.store.find_session, session_id)
+            if found is not None:
+                return found, False
+            check_session_id(session_id)  # ValueError: a malformed id is refused now
+        now = now_ms()
+        return Session(session_id or new_session_id(), "", Status.INIT, now, now), True
 
     def _rebuild(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
         """An agent's messages from its steps, with this toolbox's tool kinds; images a tool
@@ -300,13 +316,24 @@ class Runtime:
         return True
 
     # --- driving ------------------------------------------------------------------------------
-    async def send(self, session_id: str, text: str) -> None:
+    async def send(self, session_id: str, text: str, *, create: bool = False) -> None:
+        """Start a run with the user's `text`. With `create`, an unknown session is created
+        here, at its first message (only once a model is configured)."""
         if session_id in self._runs:
             raise SessionBusy("a run is in flight for this session; wait for its reply or cancel it")
         if self._stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
-        await self.db(self.store.get_session, session_id)  # SessionNotFound
+        found = await self.db(self.store.find_session, session_id)
+        if found is None and not create:
+            raise SessionNotFound(session_id)
         self.require_model()  # before recording anything: say how to configure one
+        if found is None:
+            try:
+                found = await self.db(self.store.create_session, session_id=session_id)
+            except StoreError:  # another socket created it a moment ago
+                found = await self.db(self.store.get_session, session_id)
+        if not found.title and not await self._has_user_input(session_id):
+            await self.rename(session_id, title_from_message(text))
         run = self._claim(session_id)
         try:
             lease = await self.leases.acquire(session_id)  # busy: names the worker driving it
@@ -314,6 +341,37 @@ class Runtime:
             self._unclaim(session_id, run)
             raise
         self._launch(session_id, run, lease, user_text=text, resume=False)
+
+    async def compact(self, session_id: str) -> None:
+        """`/compact`: summarise the session's conversation now (one model call, recorded as
+        its own step), so later turns start from the summary. Between turns only."""
+        if session_id in self._runs:
+            raise SessionBusy("a run is in flight for this session; compact after its reply")
+        if self._stopping:
+            raise SessionBusy("this server is shutting down; try again in a moment")
+        session = await self.db(self.store.get_session, session_id)
+        if _resumable(session):
+            raise SessionBusy(
+                "this session has interrupted work: resume it (or send a message) first"
+            )
+        self.require_model()
+        run = self._claim(session_id)
+        try:
+            lease = await self.leases.acquire(session_id)
+        except BaseException:
+            self._unclaim(session_id, run)
+            raise
+        self._launch(session_id, run, lease, user_text=None, resume=False, compact=True)
+
+    async def _has_user_input(self, session_id: str) -> bool:
+        steps = await self.db(self.store.steps, session_id, agent=MAIN_AGENT)
+        return any(st.step_type is StepType.USER_INPUT for st in steps)
+
+    async def rename(self, session_id: str, title: str) -> Session:
+        """Set the title and tell every attached client (a `renamed` frame)."""
+        session = await self.db(self.store.update_session, session_id, title=title)
+        self._emit(session_id, {"type": "renamed", "title": session.title})
+        return session
 
     def _claim(self, session_id: str) -> _Run:
         run = _Run()
@@ -325,7 +383,14 @@ class Runtime:
             del self._runs[session_id]
 
     def _launch(
-        self, session_id: str, run: _Run, lease: Lease, *, user_text: str | None, resume: bool
+        self,
+        session_id: str,
+        run: _Run,
+        lease: Lease,
+        *,
+        user_text: str | None,
+        resume: bool,
+        compact: bool = False,
     ) -> None:
         run.lease = lease
         if self.cluster is not None:
@@ -335,7 +400,9 @@ class Runtime:
             lambda renewed: setattr(run, "lease", renewed),
             lambda why: self._lease_lost(session_id, run, why),
         )
-        run.task = asyncio.create_task(self._drive(session_id, run, user_text, resume))
+        run.task = asyncio.create_task(
+            self._drive(session_id, run, user_text, resume, compact=compact)
+        )
 
     def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
         """Another worker took the session: stop at once; every later write is refused."""
@@ -376,7 +443,9 @@ class Runtime:
         if run is not None and run.task is not None:
             await asyncio.shield(run.task)
 
-    async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
+    async def _drive(
+        self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
+    ) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
@@ -457,6 +526,9 @@ class Runtime:
                 config=self._agent_config(),
                 cancel_event=run.cancel,
             )
+            if compact:
+                await self._compact_now(db, sid, emit, agent, recorder, hist.messages)
+                return
             emit({"type": "status", "status": Status.RUNNING.value})
             try:
                 answer = await agent.run(
@@ -469,8 +541,8 @@ class Runtime:
                 await recorder.writes.settle()
             await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
-        except Cancelled as e:
-            await self._fail(db, sid, emit, "cancelled", e.message, notice="[cancel] run stopped; send a message to continue")
+        except Cancelled:
+            await self._stopped_by_user(db, sid, emit)
         except LimitsExceeded as e:
             await self._fail(db, sid, emit, "max_iterations", e.message)
         except LLMError as e:
@@ -500,10 +572,61 @@ class Runtime:
                 # first takes a newer token, and this release of the old one is a no-op.)
                 await self.leases.release(run.lease)
 
+    async def _compact_now(
+        self,
+        db: StoreCaller,
+        sid: str,
+        emit: FrameSink,
+        agent: Agent,
+        recorder: Recorder,
+        messages: list[Any],
+    ) -> None:
+        before = (await db(db.store.get_session, sid)).status
+        emit({"type": "status", "status": Status.RUNNING.value})
+        try:
+            done = await agent.compact(messages)
+        finally:
+            await recorder.writes.settle()
+        if before is not Status.RUNNING:
+            # The summary step ran the session for a moment; it ends as it was.
+            await self._settle(db, sid, before if before is not Status.INIT else Status.SUCCESS)
+        status = (await db(db.store.get_session, sid)).status
+        emit({"type": "status", "status": status.value})
+        if not done:
+            emit(notice_frame(
+                "[compact] nothing was summarised: the conversation is empty, has open tool "
+                "calls, or the model call failed (see /steps)"
+            ))
+
     async def _settle(self, db: StoreCaller, sid: str, target: Status) -> None:
         session = await db(db.store.get_session, sid)
         if session.status is not target:
             await db(db.store.transition, sid, target)
+
+    async def _stopped_by_user(self, db: StoreCaller, sid: str, emit: FrameSink) -> None:
+        """A cancelled run: the session waits for the next instruction (not Failed)."""
+        try:
+            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            session = await db(db.store.transition, sid, Status.RUNNING, awaiting_input=True)
+        except LeaseLost as e:
+            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
+            return
+        emit(self.status_frame(session, busy=False))
+        emit(notice_frame(CANCEL_NOTICE))
+
+    def status_frame(self, session: Session, *, busy: bool | None = None) -> dict[str, Any]:
+        """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
+        if busy is None:
+            busy = self.is_busy(session.session_id)
+        state = session_state(session, busy=busy)
+        return {
+            "type": "status",
+            "status": session.status.value,
+            "awaitingInput": session.awaiting_input,
+            "busy": busy,
+            "state": state.key,
+            "stateText": state.text,
+        }
 
     async def _fail(
         self, db: StoreCaller, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None
@@ -534,6 +657,7 @@ class Runtime:
             temperature=s.temperature,
             approval_timeout_s=s.approval_timeout_s,
             context_window_tokens=s.context_window_tokens,
+            compact_at=s.compact_at,
             parallel_side_effects=s.parallel_side_effects,
         )
 
@@ -552,11 +676,7 @@ class Runtime:
                 await self.leases.release(lease)
         finally:
             self._unclaim(session_id, run)
-        self._emit(session_id, {
-            "type": "status",
-            "status": result.session.status.value,
-            "awaitingInput": result.session.awaiting_input,
-        })
+        self._emit(session_id, self.status_frame(result.session, busy=False))
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,6 @@ class Toolbox:
 
         return workspace_dir(self.workspace_root, session_id)
 
-    def attach_blob_sink(self, sink: Callable[[bytes], Awaitable[str]]) -> None:
-        """Where MCP images and audio go (the store's blob table)."""
-        if self.mcp is not None:
-            self.mcp.set_blob_sink(sink)
-
     async def prepare(self) -> dict[str, str]:
         """Start the MCP servers that do not run yet (lazily: the first run that needs tools)
         and add their tools; returns {server: error} for those that could not start."""
@@ -63,6 +58,7 @@ class Toolbox:
 
 
 def default_toolbox(settings: Settings) -> Toolbox:
+    from xclaw.errors import ConfigError
     from xclaw.tools.approval import ApprovalPolicy
     from xclaw.tools.mcp.hub import McpHub
     from xclaw.tools.python_tools import load_python_tools
@@ -72,15 +68,17 @@ def default_toolbox(settings: Settings) -> Toolbox:
     registry = default_tools(settings)
     policies = parse_policies(settings.extra.get("tool_policies"))
     tools: dict[str, Tool] = {t.name: t for t in registry}
+    for name in policies:
+        if name in tools:
+            raise ConfigError(
+                f"xclaw.yaml: tool_policies.{name}: {name} is built in; its approval is set "
+                "under `approval:` (docs/approval.md). tool_policies is for MCP and Python tools."
+            )
     python_refs = settings.extra.get("tools") or []
     if not isinstance(python_refs, list):
-        from xclaw.errors import ConfigError
-
         raise ConfigError("xclaw.yaml: `tools` must be a list of 'module:function' entries")
     for tool in load_python_tools(python_refs, policies):
         if tool.name in tools:
-            from xclaw.errors import ConfigError
-
             raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
         tools[tool.name] = tool
     return Toolbox(

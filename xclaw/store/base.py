@@ -52,6 +52,10 @@ class Store(Protocol):
 
     def find_session(self, session_id: str) -> Session | None: ...
 
+    def resolve_session(self, ref: str) -> Session:
+        """A full id or a unique prefix. Raises SessionNotFound / AmbiguousSession."""
+        ...
+
     def list_sessions(self, *, limit: int | None = None) -> list[Session]:
         """Most recently updated first."""
         ...
@@ -71,8 +75,12 @@ class Store(Protocol):
         parent_session_id set to NULL. Raises SessionNotFound."""
         ...
 
-    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
-        """The checked state-machine move (invariant 7). Raises IllegalTransition."""
+    def transition(
+        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+    ) -> Session:
+        """The checked state-machine move (invariant 7). Raises IllegalTransition. With
+        `awaiting_input` (only to Running: a cancelled run) the session then waits for the
+        user's next instruction, as after a rollback, and is not resumed."""
         ...
 
     # --- steps ------------------------------------------------------------------------

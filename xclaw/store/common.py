@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Self
 
-from xclaw.errors import MissingBlobs, SessionNotFound, StoreError
+from xclaw.errors import AmbiguousSession, MissingBlobs, SessionNotFound, StoreError
 from xclaw.store.base import RollbackResult
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -228,6 +228,23 @@ class StoreBase:
     private primitives below with their own SQL, one transaction each."""
 
     _clock: Callable[[], int]
+
+    def resolve_session(self, ref: str) -> Session:
+        """The session `ref` names: its full id, or a unique prefix of one (as git takes
+        abbreviated commits). Raises SessionNotFound, or AmbiguousSession listing the
+        candidates."""
+        ref = ref.strip()
+        exact = self.find_session(ref)  # type: ignore[attr-defined]
+        if exact is not None:
+            return exact
+        if not ref:
+            raise SessionNotFound(ref)
+        matches = [s for s in self.list_sessions() if s.session_id.startswith(ref)]  # type: ignore[attr-defined]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise AmbiguousSession(ref, [s.session_id for s in matches])
+        raise SessionNotFound(ref)
 
     # --- primitives a backend implements ----------------------------------------------------
     def _insert_step(

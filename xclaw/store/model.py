@@ -73,7 +73,8 @@ def is_approval(step_type: StepType | str, name: str) -> bool:
     return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
 
 
-_DISPLAY_RE = re.compile(r"^[sS]?(\d{1,12})$")
+# ASCII digits only: `\d` would read "١" (Arabic-Indic one) as step 1.
+_DISPLAY_RE = re.compile(r"^[sS]?([0-9]{1,12})$")
 
 
 def display_id(seq: int) -> str:
@@ -126,6 +127,40 @@ class Session:
     awaiting_input: bool = False
     # The fork point in the parent session (sequence number), for branch comparison.
     forked_from_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What a session is doing, for people: `key` for code and CSS, `text` in words."""
+
+    key: str  # running | paused | waiting | interrupted | new | success | failed
+    text: str
+
+
+def session_state(session: Session, *, busy: bool) -> SessionState:
+    """The one rule every client and listing shows (docs/protocol.md, "Session state").
+
+    Running only while a run is in flight (`busy`: this server's run or a live lease).
+    A session stopped for the user's next instruction — after a cancel, a rollback, a new
+    fork — is `waiting`; stored Running with no run anywhere means a crash interrupted it
+    (it resumes when a client opens it). Paused waits for an approval answer.
+    """
+    status = session.status
+    if status is Status.PAUSED:
+        return SessionState("paused", "Paused · waiting for your approval")
+    if busy:
+        return SessionState("running", "Running")
+    if status is Status.RUNNING:
+        if session.awaiting_input:
+            return SessionState("waiting", "Waiting for your instruction")
+        return SessionState("interrupted", "Interrupted · resumes when opened")
+    if status is Status.INIT:
+        if session.is_forked:
+            return SessionState("waiting", "Waiting for your instruction")
+        return SessionState("new", "New")
+    if status is Status.SUCCESS:
+        return SessionState("success", "Success")
+    return SessionState("failed", "Failed")
 
 
 @dataclass(frozen=True, slots=True)

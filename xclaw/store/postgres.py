@@ -243,12 +243,18 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
 
         self._write(tx, durable=True)
 
-    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
+    def transition(
+        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+    ) -> Session:
         target = Status(target)
 
         def tx(conn: psycopg.Connection) -> Session:
             current, _, _ = lock_session(conn, session_id, lease)
             self._set_status(conn, session_id, current, target)
+            if awaiting_input:  # stopped by the user: waits for the next instruction
+                conn.execute(
+                    "UPDATE sessions SET awaiting_input=1 WHERE session_id=%s", (session_id,)
+                )
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
             ).fetchone()

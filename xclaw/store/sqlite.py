@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.private_files import private_sqlite
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
@@ -80,7 +81,11 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         self.url = str(self.path)
         # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
         self._clock = clock or now_ms
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # 0600 before SQLite opens it: its WAL and SHM then get the same mode.
+            private_sqlite(self.path)
+        except OSError as e:
+            raise StoreError(f"cannot open database {self.url}: {e}") from e
         conn = connect(self.url)
 
         def open_wal_and_migrate() -> None:
@@ -253,13 +258,19 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
 
         self._write(tx, durable=True)
 
-    def transition(self, session_id: str, target: Status, *, lease: Lease | None = None) -> Session:
+    def transition(
+        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+    ) -> Session:
         target = Status(target)
 
         def tx(conn: sqlite3.Connection) -> Session:
             check_fence(conn, session_id, lease)
             current, _, _ = session_state(conn, session_id)
             self._set_status(conn, session_id, current, target)
+            if awaiting_input:  # stopped by the user: waits for the next instruction
+                conn.execute(
+                    "UPDATE sessions SET awaiting_input=1 WHERE session_id=?", (session_id,)
+                )
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
             ).fetchone()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xclaw.errors import SessionNotFound
+from xclaw.private_files import private_dir
 from xclaw.store.leases import (
     DrivenStore,
     Lease,
@@ -107,7 +108,7 @@ class SqliteLeases:
         with self._presence_mutex:
             if worker_id not in self._presence:
                 path = self._presence_file(worker_id)
-                path.parent.mkdir(parents=True, exist_ok=True)
+                private_dir(path.parent)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._presence[worker_id] = fd

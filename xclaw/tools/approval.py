@@ -5,7 +5,9 @@ before every call and adds its own rule on top (a call that may repeat an interr
 effect is always asked). Modes, as other agent CLIs have taught users:
 
     ask         edits and shell commands are asked, except shell commands made only of
-                safe commands; read-only tools and sub-agents run.
+                safe commands (read with a real shell parser, options on a per-command
+                allowlist), which run confined in the sandbox — and only when there is one;
+                read-only tools and sub-agents run.
     auto-edits  like ask, but write_file and edit_file run without asking.
     yolo        everything runs.
 
@@ -15,14 +17,27 @@ In every mode a shell command matching a deny pattern is refused outright. See d
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from xclaw.config import DEFAULT_DENIED_PATTERNS, DEFAULT_SAFE_COMMANDS, Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool
+from xclaw.tools.command_rules import check_arguments, rule_for
+from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.traits import approval_for
+
+__all__ = [
+    "ALLOW",
+    "ALLOW_CONFINED",
+    "ASK",
+    "DENY",
+    "ApprovalPolicy",
+    "Decision",
+    "NotSafe",
+    "simple_commands",
+]
 
 MODES = ("ask", "auto-edits", "yolo")
 SHELL_TOOLS = frozenset({"shell"})
@@ -33,8 +48,12 @@ DELEGATING_TOOLS = frozenset({"spawn_agent"})
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """`confine`: allowed on the strength of reading the command, not a human's yes, so the
+    tool runs it where a wrong reading costs nothing (see ShellTool, Isolation.wrap)."""
+
     kind: Literal["allow", "ask", "deny"]
     reason: str = ""
+    confine: bool = False
 
 
 ALLOW = Decision("allow")
@@ -48,187 +67,9 @@ def DENY(reason: str) -> Decision:
     return Decision("deny", reason)
 
 
-class NotSafe(Exception):
-    """A shell command that cannot run without asking; the message says why."""
-
-
-# --- reading a shell command ---------------------------------------------------------------
-
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_SEPARATORS = ";&|\n"
-
-
-def simple_commands(command: str) -> list[list[str]]:
-    """The simple commands of `command` as word lists (quotes removed), split on ; && || | &
-    and newlines; NotSafe for anything whose effect cannot be read off the words: command or
-    process substitution, subshells, here-documents, output redirection to a file.
-
-    Deliberately a small subset of the shell grammar: what it does not understand is NotSafe,
-    which only means a human is asked.
-    """
-    commands: list[list[str]] = [[]]
-    word: list[str] = []
-    in_word = False
-    i, n = 0, len(command)
-
-    def end_word() -> None:
-        nonlocal word, in_word
-        if in_word:
-            commands[-1].append("".join(word))
-        word, in_word = [], False
-
-    while i < n:
-        c = command[i]
-        if c in " \t":
-            end_word()
-        elif c == "\\":
-            if i + 1 < n and command[i + 1] != "\n":  # backslash-newline just joins lines
-                word.append(command[i + 1])
-                in_word = True
-            i += 1
-        elif c == "'":
-            close = command.find("'", i + 1)
-            if close == -1:
-                raise NotSafe("has an unterminated quote")
-            word.append(command[i + 1 : close])
-            in_word = True
-            i = close
-        elif c == '"':
-            i = _double_quoted(command, i + 1, word)
-            in_word = True
-        elif c == "`" or (c == "$" and command.startswith("$(", i)):
-            raise NotSafe("uses command substitution")
-        elif c in "()":
-            raise NotSafe("uses a subshell or grouping")
-        elif c == "#" and not in_word:
-            while i + 1 < n and command[i + 1] != "\n":
-                i += 1
-        elif c in _SEPARATORS:
-            if c == "&" and command.startswith("&>", i):
-                raise NotSafe("redirects output to a file")
-            end_word()
-            commands.append([])
-            if command[i : i + 2] in ("&&", "||", "|&", ";;"):
-                i += 1
-        elif c == ">":
-            if in_word and "".join(word).isdigit():  # "2>": the 2 names a descriptor
-                word, in_word = [], False
-            end_word()
-            i = _output_redirect(command, i)
-        elif c == "<":
-            end_word()
-            i = _input_redirect(command, i)
-        else:
-            word.append(c)
-            in_word = True
-        i += 1
-    end_word()
-    return [c for c in commands if c]
-
-
-def _double_quoted(command: str, i: int, word: list[str]) -> int:
-    """Reads a "..." string starting after its quote; returns the index of the closing quote."""
-    n = len(command)
-    while i < n:
-        c = command[i]
-        if c == '"':
-            return i
-        if c == "\\" and i + 1 < n and command[i + 1] in '$`"\\\n':
-            word.append(command[i + 1])
-            i += 2
-            continue
-        if c == "`" or command.startswith("$(", i):
-            raise NotSafe("uses command substitution")
-        word.append(c)
-        i += 1
-    raise NotSafe("has an unterminated quote")
-
-
-def _redirect_target(command: str, i: int) -> tuple[str, int]:
-    """The word after a redirection operator at i (spaces skipped); returns (word, last index)."""
-    n = len(command)
-    while i < n and command[i] in " \t":
-        i += 1
-    start = i
-    while i < n and command[i] not in " \t" + _SEPARATORS + "<>()":
-        if command[i] in "'\"`$\\":
-            raise NotSafe("redirects to a computed file name")
-        i += 1
-    return command[start:i], i - 1
-
-
-def _output_redirect(command: str, i: int) -> int:
-    """Only `>/dev/null` and descriptor copies (`2>&1`) are harmless output redirections."""
-    i += 1
-    if i < len(command) and command[i] in ">|":
-        i += 1
-    if command.startswith("(", i):
-        raise NotSafe("uses process substitution")
-    if command.startswith("&", i):
-        target, end = _redirect_target(command, i + 1)
-        if target.isdigit() or target == "-":
-            return end
-        raise NotSafe("redirects output to a file")
-    target, end = _redirect_target(command, i)
-    if target != "/dev/null":
-        raise NotSafe("redirects output to a file")
-    return end
-
-
-def _input_redirect(command: str, i: int) -> int:
-    if command.startswith("<(", i):
-        raise NotSafe("uses process substitution")
-    if command.startswith("<<", i) and not command.startswith("<<<", i):
-        raise NotSafe("uses a here-document")
-    while i + 1 < len(command) and command[i + 1] == "<":
-        i += 1
-    target, end = _redirect_target(command, i + 1)
-    if not target:
-        raise NotSafe("has a redirection without a target")
-    if target.startswith(("/dev/tcp/", "/dev/udp/")):
-        raise NotSafe("opens a network connection")
-    return end
-
-
-# --- arguments that turn a reading command into a writing one ------------------------------
-
-
-def _short_flags(args: list[str]) -> str:
-    return "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
-
-
-def _operands(args: list[str]) -> list[str]:
-    return [a for a in args if not a.startswith("-") or a == "-"]
-
-
-_FIND_ACTIONS = {
-    "-exec",
-    "-execdir",
-    "-ok",
-    "-okdir",
-    "-delete",
-    "-fprint",
-    "-fprint0",
-    "-fprintf",
-    "-fls",
-}
-_WRITES: dict[str, Callable[[list[str]], str | None]] = {
-    "find": lambda a: next((x for x in a if x in _FIND_ACTIONS), None),
-    "sort": lambda a: (
-        next((x for x in a if x.startswith("--output")), None)
-        or ("-o" if "o" in _short_flags(a) else None)
-    ),
-    "tree": lambda a: "-o" if "-o" in a else None,
-    "date": lambda a: (
-        next((x for x in a if x.startswith("--set")), None)
-        or ("-s" if "s" in _short_flags(a) else None)
-    ),
-    "uniq": lambda a: "an output file" if len(_operands(a)) > 1 else None,
-    "sed": lambda a: (
-        next((x for x in a if x.startswith("--in-place")), None)
-        or ("-i" if "i" in _short_flags(a) else None)
-    ),
-}
+def ALLOW_CONFINED(why: str = "") -> Decision:
+    """Runs without asking, but confined: read-only workspace, scratch /tmp, no network."""
+    return Decision("allow", why, confine=True)
 
 
 class ApprovalPolicy:
@@ -239,12 +80,21 @@ class ApprovalPolicy:
         mode: str = "ask",
         safe_commands: Iterable[str] = DEFAULT_SAFE_COMMANDS,
         denied_patterns: Iterable[str] = DEFAULT_DENIED_PATTERNS,
+        confinement: bool | None = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"approval mode {mode!r}: expected ask, auto-edits or yolo")
         self.mode = mode
-        # An entry may be several words ("git status"): the command must start with all of them.
+        # An entry may be several words ("git status"): the command must start with all of
+        # them; words after them that start with "-" are the options it may have.
         self.safe_commands = tuple(tuple(s.split()) for s in safe_commands if s.split())
+        # Whether a command can be run confined (bubblewrap works here): without it nothing
+        # runs unasked, since a wrong "safe" would then cost something.
+        if confinement is None:
+            from xclaw.workspace.sandbox import confinement_available
+
+            confinement = confinement_available()
+        self.confinement = confinement
         self.denied: list[re.Pattern[str]] = []
         for pattern in denied_patterns:
             try:
@@ -254,7 +104,12 @@ class ApprovalPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApprovalPolicy:
-        return cls(settings.approval_mode, settings.safe_commands, settings.denied_patterns)
+        from xclaw.workspace.sandbox import isolation_from_settings
+
+        confined = isolation_from_settings(settings).active
+        return cls(
+            settings.approval_mode, settings.safe_commands, settings.denied_patterns, confined
+        )
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
         traits = getattr(tool, "traits", None)
@@ -286,23 +141,35 @@ class ApprovalPolicy:
         if self.mode == "yolo":
             return ALLOW
         why = self.why_not_safe(command)
-        return ALLOW if why is None else ASK(f"shell command {why}")
+        if why is not None:
+            return ASK(f"shell command {why}")
+        if not self.confinement:
+            return ASK("shell command: no sandbox is available here, so every command is asked")
+        return ALLOW_CONFINED("only listed commands with allowed options; run confined")
 
     def why_not_safe(self, command: str) -> str | None:
-        """None when every simple command starts with a safe command; else the reason."""
+        """None when every simple command is a safe command with only allowed options and
+        literal words; else the reason."""
         try:
             commands = simple_commands(command)
+            if not commands:
+                return "is empty"
+            for words in commands:
+                entry = self._entry_for(words)
+                if entry is None:
+                    return f"runs {words[0]!r}, which is not in the safe-command list"
+                names = [w for w in entry if not w.startswith("-")]
+                check_arguments(" ".join(names), rule_for(entry), words[len(names) :])
         except NotSafe as e:
             return str(e)
-        if not commands:
-            return "is empty"
-        for words in commands:
-            if _ASSIGNMENT.match(words[0]):
-                return "sets environment variables"
-            if not any(tuple(words[: len(safe)]) == safe for safe in self.safe_commands):
-                return f"runs {words[0]!r}, which is not in the safe-command list"
-            check = _WRITES.get(words[0])
-            flag = check(words[1:]) if check else None
-            if flag:
-                return f"runs {words[0]!r} with {flag}, which can change files"
         return None
+
+    def _entry_for(self, words: list[str]) -> tuple[str, ...] | None:
+        """The longest safe-command entry whose command words start `words`."""
+        best: tuple[str, ...] | None = None
+        best_len = 0
+        for entry in self.safe_commands:
+            names = tuple(w for w in entry if not w.startswith("-"))
+            if names and tuple(words[: len(names)]) == names and len(names) > best_len:
+                best, best_len = entry, len(names)
+        return best

@@ -30,6 +30,9 @@ class ToolContext:
     session_id: str
     spawn_agent: SpawnAgent | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Runs without a human's approval because the policy read it as safe: a tool that can
+    # confine itself (the shell: read-only workspace, no network) must, or refuse.
+    confined: bool = False
 
 
 @runtime_checkable

@@ -62,6 +62,7 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
                 max_timeout_s=max(600.0, timeout),
                 output_cap=cap,
                 secret_env=secret_env,
+                secret_values=settings.secret_values() if settings else (),
                 isolation=isolation_from_settings(settings) if settings else None,
             ),
             ReadFileTool("read_file", output_cap=cap),

@@ -12,18 +12,22 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.tools.base import ToolContext, ToolResult
 from xclaw.tools.schema import check_args
+from xclaw.tools.step_processes import (
+    StepProcesses,
+    live_members,
+    register,
+    sweep_stale_scopes,
+    unregister,
+)
 from xclaw.workspace.sandbox import Isolation
-
-# Environment variables whose names end like this never reach the command (case-insensitive).
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-SECRET_NAMES = ("XCLAW_TOKEN",)
 
 _READ_CHUNK = 64 * 1024
 
@@ -36,22 +40,6 @@ _DIE_WITH_PARENT = (
     'trap "kill -KILL 0" TERM; "$0" -c "$1" & wait $! 2>/dev/null; s=$?; '
     'if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s'
 )
-# How long SIGKILLed processes get to disappear (a process in uninterruptible sleep may lag).
-_KILL_SETTLE_S = 2.0
-
-
-def child_env(
-    base: Mapping[str, str], extra: Mapping[str, str], secret_names: Iterable[str] = ()
-) -> dict[str, str]:
-    """A copy of `base` without secrets, then `extra` (the runtime's own additions) on top."""
-    drop = {n.upper() for n in (*SECRET_NAMES, *secret_names)}
-    env = {
-        k: v
-        for k, v in base.items()
-        if k.upper() not in drop and not k.upper().endswith(SECRET_SUFFIXES)
-    }
-    env.update(extra)
-    return env
 
 
 class HeadTail:
@@ -87,63 +75,6 @@ class HeadTail:
         return f"{head}\n[... {self.dropped} bytes truncated ...]\n{tail}"
 
 
-def _live_members(pgid: int) -> list[int]:
-    """Processes of group `pgid` that still run (zombies don't count: they hold nothing)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return []  # the common case: nothing of the group is left, not even a zombie
-    except PermissionError:
-        pass
-    try:
-        entries = os.listdir("/proc")
-    except OSError:  # no procfs: ask the kernel whether anything of the group exists
-        try:
-            os.killpg(pgid, 0)
-            return [pgid]
-        except (ProcessLookupError, PermissionError):
-            return []
-    live = []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            live.append(int(entry))
-    return live
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-async def stop_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM the group, give it `grace_s` to go, then SIGKILL whatever is left.
-
-    The SIGKILL is in `finally` so that even a second cancellation cannot leave the group alive.
-    Returns once no member runs any more (signals are delivered asynchronously).
-    """
-    try:
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while _live_members(pgid) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-    finally:
-        _signal_group(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + _KILL_SETTLE_S
-    while _live_members(pgid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-
-
 async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     """True once the command's own process has exited; False when `timeout` passes first.
 
@@ -169,7 +100,7 @@ async def _sandbox_gone(pgid: int, limit_s: float = 1.0) -> None:
     (everything in it is killed with its init): wait for that, so that processes still
     exiting are not reported as background processes left behind."""
     deadline = time.monotonic() + limit_s
-    while _live_members(pgid) and time.monotonic() < deadline:
+    while live_members(pgid) and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
 
 
@@ -204,6 +135,7 @@ class ShellTool:
         kill_grace_s: float = 2.0,
         secret_env: Iterable[str] = (),
         shell: str = "bash",
+        secret_values: Iterable[str] = (),
         isolation: Isolation | None = None,
     ) -> None:
         self.default_timeout_s = default_timeout_s
@@ -212,9 +144,13 @@ class ShellTool:
         self.kill_grace_s = kill_grace_s
         self.drain_s = 1.0
         self.secret_env = tuple(secret_env)
+        # Values no variable given to the command may hold (whatever the variable's name).
+        self.secret_values = tuple(secret_values)
         self.shell = shell
         # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
         self.isolation = isolation
+        # Processes a killed xclaw left in its steps' cgroup scopes are stopped now.
+        sweep_stale_scopes()
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -236,32 +172,58 @@ class ShellTool:
             clean = check_args(self.name, self.input_schema, args)
             if not clean["command"].strip():
                 raise ToolError("shell needs a non-empty 'command'")
+            if "\0" in clean["command"]:
+                raise ToolError("shell 'command' contains a NUL byte, which no program can take")
             if not Path(ctx.workspace).is_dir():
                 raise ToolError(f"the workspace directory {str(ctx.workspace)!r} does not exist")
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
+        if ctx.confined and (self.isolation is None or not self.isolation.active):
+            # The policy allows unasked commands only where they can be confined; never run
+            # one unconfined on the strength of a guess.
+            return ToolResult(
+                "Not run: this command was allowed without asking only to run confined, and "
+                "no sandbox is available here",
+                is_error=True,
+            )
         return await self._execute(clean["command"], timeout, ctx)
 
-    def _argv(self, command: str, workspace: Path) -> list[str]:
+    def _argv(self, command: str, workspace: Path, confined: bool = False) -> list[str]:
         """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
         the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
         whole group. Without this an interrupted call would go on running unrecorded — the
         very "executed without a record" the write-ahead rule forbids. With isolation,
         bubblewrap sits between the two (it too dies with its parent, taking the sandbox)."""
-        wrap = self.isolation.wrap if self.isolation is not None else (lambda argv, _: argv)
+        def wrap(argv: list[str]) -> list[str]:
+            if self.isolation is None:
+                return argv
+            return self.isolation.wrap(argv, workspace, confined=confined)
+
         if _SETPRIV is None:
-            return wrap([self.shell, "-c", command], workspace)
+            return wrap([self.shell, "-c", command])
         inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
-        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner, workspace)]
+        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
 
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
+        step = StepProcesses.start(ctx.session_id)
+        register(step)
+        try:
+            return await self._execute_step(command, timeout, ctx, step)
+        finally:
+            unregister(step)
+            step.close()
+
+    async def _execute_step(
+        self, command: str, timeout: float, ctx: ToolContext, step: StepProcesses
+    ) -> ToolResult:
         started = time.monotonic()
+        env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *self._argv(command, Path(ctx.workspace)),
+                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined)),
                 cwd=ctx.workspace,
-                env=child_env(os.environ, ctx.env, self.secret_env),
+                env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,  # interleaved as a terminal would show them
@@ -281,7 +243,7 @@ class ShellTool:
                 proc = await spawn
             except OSError:
                 raise e from None
-        pgid = proc.pid
+        pgid = step.pgid = proc.pid
         out = HeadTail(self.output_cap)
         assert proc.stdout is not None
         reader = asyncio.create_task(self._pump(proc.stdout, out))
@@ -292,16 +254,17 @@ class ShellTool:
             timed_out = not await _wait_exit(proc, timeout)
             if self.isolation is not None and self.isolation.active:
                 await _sandbox_gone(pgid)
-            if _live_members(pgid):
+            if step.live():
                 # After a timeout: the command itself. After a normal exit: background jobs it
-                # left behind, which nobody could otherwise track or stop.
+                # left behind (in its group, or detached with setsid but still tagged), which
+                # nobody could otherwise track or stop.
                 stopped_leftovers = not timed_out
-                await stop_group(pgid, self.kill_grace_s)
+                await step.stop(self.kill_grace_s)
             await self._reap(proc, reader)
         except BaseException:
             # Cancelled (or anything else): the command must not outlive the run. The reader
             # keeps draining the pipe so that the exit can be collected.
-            await stop_group(pgid, self.kill_grace_s)
+            await step.stop(self.kill_grace_s)
             await self._reap(proc, reader)
             raise
         code = proc.returncode

@@ -16,6 +16,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from xclaw.errors import PathEscape, ToolError
+from xclaw.private_files import private_parent
 
 
 def workspace_dir(root: Path, session_id: str) -> Path:
@@ -28,7 +29,7 @@ def workspace_dir(root: Path, session_id: str) -> Path:
         or "\0" in session_id
     ):
         raise PathEscape(f"session id {session_id!r} cannot name a workspace directory")
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_parent(root / session_id)  # a missing root is made 0700 too
     path = root / session_id
     path.mkdir(exist_ok=True, mode=0o700)
     # mkdir's mode is filtered by the umask and ignored for an existing directory.

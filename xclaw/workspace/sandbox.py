@@ -3,7 +3,10 @@
 With bubblewrap (`bwrap`), a command sees the whole file system read-only, except its own
 session's workspace (writable) and a private /tmp; xclaw's home (database, token), the other
 workspaces, the database's directory and the `.env` file are hidden; the network is off unless
-`sandbox.network: true`; it has its own PID, IPC and UTS namespaces and dies with xclaw.
+`sandbox.network: true`; it has its own PID, IPC and UTS namespaces, no capabilities, and dies
+with xclaw. A command the approval policy let run without asking is *confined*: its workspace
+is read-only too and the network is always off (see Isolation.wrap). Without bubblewrap no
+shell command runs without asking (xclaw/tools/approval.py).
 
 `sandbox.isolation` in xclaw.yaml: `auto` (default: bubblewrap if it works here, else plain,
 saying why), `bwrap` (required: refuse to start without it), `none`. Whether bwrap works is
@@ -42,23 +45,29 @@ class Isolation:
     def active(self) -> bool:
         return self.kind == "bwrap"
 
-    def wrap(self, argv: list[str], workspace: Path) -> list[str]:
-        """`argv` run inside the sandbox, with `workspace` writable and the working dir."""
+    def wrap(self, argv: list[str], workspace: Path, *, confined: bool = False) -> list[str]:
+        """`argv` run inside the sandbox, with `workspace` the working dir, writable — or,
+        `confined` (a command run without asking), read-only like everything else, with the
+        network off whatever `sandbox.network` says: only its private /tmp is writable.
+
+        Every capability is dropped: bwrap run by root otherwise keeps them, and with
+        CAP_SYS_ADMIN a command can remount a read-only bind writable or unmount the tmpfs
+        that hides xclaw's home."""
         if not self.active or self.bwrap is None:
             return argv
         ws = str(Path(workspace).resolve())
         out = [self.bwrap, "--unshare-all"]
-        if self.network:
+        if self.network and not confined:
             out.append("--share-net")
-        out += ["--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        out += ["--tmpfs", "/tmp"]
+        out += ["--die-with-parent", "--cap-drop", "ALL"]
+        out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         for d in self.hide_dirs:
             if not _within(d, ws):
                 out += ["--tmpfs", d]
         for f in self.hide_files:
             if not _within(f, ws):
                 out += ["--ro-bind", "/dev/null", f]
-        out += ["--bind", ws, ws, "--chdir", ws, "--"]
+        out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
         return out + argv
 
     def exit_status(self, code: int | None) -> int | None:
@@ -72,8 +81,14 @@ class Isolation:
     def describe(self) -> str:
         if self.active:
             net = "network allowed" if self.network else "network off"
-            return f"bubblewrap (only the workspace is writable, {net})"
-        return f"plain subprocess ({self.why})"
+            return (
+                f"bubblewrap (only the workspace is writable, {net}; commands run without "
+                "asking are confined: read-only, no network)"
+            )
+        return (
+            f"plain subprocess ({self.why}); no sandbox, so every shell command is asked "
+            "and processes a command detaches may outlive its step (docs/security.md)"
+        )
 
 
 def _within(path: str, parent: str) -> bool:
@@ -166,3 +181,9 @@ def sandbox_mode(settings: Any = None) -> str:
         return isolation_from_settings(settings).describe()
     except ConfigError as e:
         return f"error: {e.message}"
+
+
+def confinement_available() -> bool:
+    """Whether commands can be run confined here (bubblewrap installed and working)."""
+    bwrap = shutil.which("bwrap")
+    return bwrap is not None and probe_bwrap(bwrap) is None

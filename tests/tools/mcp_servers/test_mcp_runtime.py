@@ -196,10 +196,12 @@ async def test_everything_server_results_map_images_structured_content_and_error
     sid = await h.ask("go")
     image, structured, good_sum, bad_sum = tool_steps(h, sid)
     assert image.status is StepStatus.COMPLETED
-    ref = image.output_data.split("blob sha256:")[1][:64]
-    png = h.store.get_blobs([ref])[ref]
-    assert png.startswith(b"\x89PNG")  # the image bytes went to the blob store
-    assert "[image image/png" in image.output_data
+    # The image went to the model as an image block: bytes in the blob store, hash in the step.
+    assert "[image image/png" in image.output_data["content"]
+    [ref] = image.output_data["images"]
+    assert ref["media_type"] == "image/png"
+    png = h.store.get_blobs([ref["hash"]])[ref["hash"]]
+    assert png.startswith(b"\x89PNG") and len(png) == ref["size"]
     assert json.loads(structured.output_data)["conditions"]
     assert "42" in good_sum.output_data and good_sum.status is StepStatus.COMPLETED
     assert bad_sum.status is StepStatus.FAILED  # the server's isError (or a protocol error)
@@ -272,6 +274,9 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
     assert [m.input_data["tool"] for m in marks] == ["mcp__ev__toggle-simulated-logging"]
     toggle = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
     assert marks[0].input_data["callId"] == toggle.call_id and marks[0].seq < toggle.seq
+    # It hangs beside the call it marks (under the same LLM step) and carries its call id.
+    assert marks[0].call_id == toggle.call_id
+    assert marks[0].parent_step_id == toggle.parent_step_id
 
 
 async def test_streamable_http_server_and_env_values_are_redacted(make) -> None:
@@ -324,3 +329,31 @@ async def test_a_server_that_died_between_calls_is_started_again_for_the_next_on
         assert hub.connections["time"].starts == 2
     finally:
         await hub.close()
+
+
+async def test_a_server_that_hangs_on_start_costs_its_timeout_once_not_every_run() -> None:
+    """`sleep` never answers the MCP handshake: the first start gives up after
+    startup_timeout_s and names the server; the next run within 30 s does not wait again."""
+    hub = McpHub(servers({"mute": {"command": "sleep", "args": ["300"], "startup_timeout_s": 2}}))
+    loop = asyncio.get_running_loop()
+    try:
+        began = loop.time()
+        first = await hub.start()
+        assert 1.5 < loop.time() - began < 30
+        assert "MCP server 'mute' (sleep 300) did not start within 2 s" in first["mute"]
+        began = loop.time()
+        second = await hub.start()
+        assert loop.time() - began < 1.5
+        assert "did not start within 2 s (tried again in" in second["mute"]
+    finally:
+        await hub.close()
+    assert not children_running("sleep 300", parent=os.getpid())
+
+
+def test_tool_names_are_ones_the_providers_accept() -> None:
+    from xclaw.tools.mcp.tool import tool_name
+
+    assert tool_name("time", "get_current_time") == "mcp__time__get_current_time"
+    assert tool_name("ev", "get-tiny-image") == "mcp__ev__get-tiny-image"
+    assert tool_name("fs", "read.file v2") == "mcp__fs__read_file_v2"
+    assert len(tool_name("server", "x" * 100)) == 64

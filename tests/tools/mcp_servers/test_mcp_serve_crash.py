@@ -23,13 +23,17 @@ LONG = {"name": "mcp__ev__trigger-long-running-operation", "input": {"duration":
 
 
 class McpServe(Server):
-    """`xclaw serve` with server-everything configured as MCP server `ev`."""
+    """`xclaw serve` with server-everything configured as MCP server `ev` (plus `more_yaml`)."""
+
+    more_yaml: str = ""
 
     def env(self) -> dict[str, str]:
         env = super().env()
         config = Path(env["XCLAW_CONFIG"])
         config.write_text(
-            config.read_text() + f"mcp_servers:\n  ev:\n    command: {everything()}\n"
+            config.read_text()
+            + f"mcp_servers:\n  ev:\n    command: {everything()}\n"
+            + self.more_yaml
         )
         return env
 
@@ -107,3 +111,45 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
         for pid in orphans:
             if pid in children_running("mcp-server-everything"):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_call_configured_not_to_retry_is_asked_again_with_the_may_have_run_warning(
+    tmp_path: Path,
+) -> None:
+    """`tool_policies: {...: {resume: ask}}` overrides the annotations: after the kill the
+    model hears the call may have run, re-issues it, and a human is asked (maybeRepeated)."""
+    everything()
+    root = tmp_path / "srv"
+    root.mkdir()
+    script = write_script(root / "script.json", [
+        {"text": "This takes a while.", "tool_calls": [LONG]},
+        {"text": "Trying it again.", "tool_calls": [LONG]},
+        {"text": "Done after asking."},
+    ])
+    server = McpServe(root=root, script=script, approval="yolo")
+    server.more_yaml = f"tool_policies:\n  {LONG['name']}: {{resume: ask}}\n"
+    server.start()
+    try:
+        c = await Client.open(server)
+        await c.attach(None)
+        sid = c.session_id
+        await c.send({"type": "message", "sessionId": sid, "content": "run it"})
+        await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running", timeout=60)
+        assert server.proc is not None
+        serve_pid = server.proc.pid
+        server.kill()
+        for pid in children_running("mcp-server-everything", parent=serve_pid):
+            assert await wait_gone(pid)
+
+        server.start()
+        c2 = await Client.open(server)
+        await c2.send({"type": "reconnect", "sessionId": sid})
+        ask = await c2.until_type("approval_request", timeout=60)
+        assert ask["name"] == LONG["name"] and ask["maybeRepeated"] is True
+        await c2.send({"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True})
+        reply = await c2.until_type("reply", timeout=90)
+        assert reply["content"] == "Done after asking."
+        for client in (c, c2):
+            await client.close()
+    finally:
+        server.kill()

@@ -21,11 +21,15 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from xclaw.tools.mcp.config import McpServerConfig
 
 log = logging.getLogger("xclaw.mcp")
+
+# After a failed start, how long until the next run tries that server again.
+RETRY_AFTER_S = 30.0
 
 
 class McpServerError(Exception):
@@ -44,6 +48,7 @@ class McpConnection:
         self._stop: asyncio.Event | None = None
         self._dead = asyncio.Event()
         self._lock = asyncio.Lock()
+        self._failure: tuple[str, float] | None = None  # why the last start failed, and when
 
     @property
     def alive(self) -> bool:
@@ -56,12 +61,24 @@ class McpConnection:
         )
 
     async def ensure_started(self) -> None:
-        """Start (or restart) the server unless it runs; McpServerError says why it cannot."""
+        """Start (or restart) the server unless it runs; McpServerError says why it cannot.
+        After a failed start the next attempt waits RETRY_AFTER_S: a server that hangs on
+        start-up must not cost every run its start-up timeout."""
         async with self._lock:
             if self.alive:
                 return
+            if self._failure is not None:
+                why, when = self._failure
+                wait = RETRY_AFTER_S - (time.monotonic() - when)
+                if wait > 0:
+                    raise McpServerError(f"{why} (tried again in {wait:.0f} s)")
             await self._close_locked()
-            await self._start_locked()
+            try:
+                await self._start_locked()
+            except McpServerError as e:
+                self._failure = (str(e), time.monotonic())
+                raise
+            self._failure = None
 
     async def _start_locked(self) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -195,7 +212,7 @@ class McpConnection:
             await self._close_locked()
 
     async def _close_locked(self) -> None:
-        holder, stop = self._holder, self._stop
+        holder, stop, serving = self._holder, self._stop, self._session is not None
         self._holder = None
         self._session = None
         if holder is None:
@@ -203,7 +220,9 @@ class McpConnection:
         if stop is not None:
             stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(holder), 10.0)
+            # A connection that is serving closes in order (the SDK ends the process); one
+            # still starting (stuck in the handshake) is cancelled at once.
+            await asyncio.wait_for(asyncio.shield(holder), 10.0 if serving else 0.0)
         except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001
             holder.cancel()
             with contextlib.suppress(BaseException):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.mcp.config import McpServerConfig
-from xclaw.tools.mcp.tool import BlobSink, McpTool, tool_name
+from xclaw.tools.mcp.tool import McpTool, tool_name
 from xclaw.tools.traits import ToolPolicy
 
 
@@ -16,16 +16,11 @@ class McpHub:
         self,
         servers: Iterable[McpServerConfig],
         policies: Mapping[str, ToolPolicy] | None = None,
-        blobs: Callable[[], BlobSink | None] = lambda: None,
     ) -> None:
         self.connections = {s.name: McpConnection(s) for s in servers}
         self.policies = dict(policies or {})
-        self._blobs = blobs
         # server name -> why it could not be started, at the last attempt
         self.errors: dict[str, str] = {}
-
-    def set_blob_sink(self, sink: BlobSink) -> None:
-        self._blobs = lambda: sink
 
     def __bool__(self) -> bool:
         return bool(self.connections)
@@ -56,7 +51,7 @@ class McpHub:
             for t in conn.tools:
                 name = tool_name(conn.name, t.name)
                 out.append(
-                    McpTool(conn, t, policy=self.policies.get(name, ToolPolicy()), blobs=self._blobs)
+                    McpTool(conn, t, policy=self.policies.get(name, ToolPolicy()))
                 )
         return out
 

@@ -4,26 +4,30 @@ input schema as the server gives it, its annotations as traits, its results as t
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import logging
-from collections.abc import Awaitable, Callable
+import re
 from typing import Any
 
+from xclaw.messages import ImageBlock
 from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.files import IMAGE_MAX_BYTES
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
-log = logging.getLogger("xclaw.mcp")
-
 PREFIX = "mcp__"
-# Stores bytes and returns their sha256 (the store's blob table); None: images stay inline text.
-BlobSink = Callable[[bytes], Awaitable[str]]
+# What the providers accept as image blocks (as view_file shows).
+MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MAX_STRUCTURED_CHARS = 20_000
 
 
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+MAX_NAME = 64  # what Anthropic and OpenAI accept as a tool name
+
+
 def tool_name(server: str, tool: str) -> str:
-    return f"{PREFIX}{server}__{tool}"
+    """`mcp__<server>__<tool>`, with characters the providers refuse in tool names (dots,
+    spaces, ...) replaced by `_` and cut to 64 characters; calls use the server's own name."""
+    return _NOT_IN_NAMES.sub("_", f"{PREFIX}{server}__{tool}")[:MAX_NAME]
 
 
 class McpTool:
@@ -33,7 +37,6 @@ class McpTool:
         mcp_tool: Any,
         *,
         policy: ToolPolicy = NO_OVERRIDE,
-        blobs: Callable[[], BlobSink | None] = lambda: None,
     ) -> None:
         self.connection = connection
         self.remote_name: str = mcp_tool.name
@@ -61,7 +64,6 @@ class McpTool:
         self.read_only = read_only
         self.retry_on_resume = self.traits.retry_on_resume
         self.outside_effects = self.traits.outside_effects
-        self._blobs = blobs
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -72,27 +74,30 @@ class McpTool:
             return ToolResult(
                 f"MCP server {self.connection.name!r}: {type(e).__name__}: {e}", is_error=True
             )
-        return await result_to_tool_result(result, self._blobs())
+        return result_to_tool_result(result)
 
 
-async def result_to_tool_result(result: Any, blobs: BlobSink | None) -> ToolResult:
-    """Text as is; images and audio to the blob store (a reference in the text); resources
-    and links by URI; structured content as JSON when no text says the same; isError kept."""
+def result_to_tool_result(result: Any) -> ToolResult:
+    """Text as is; images the providers take (PNG, JPEG, GIF, WebP up to 5 MB) go to the model
+    as image blocks (the recorder keeps their bytes in the blob store, their hashes in the
+    step); other media are described; resources and links by URI; structured content as JSON
+    when no text says the same; isError kept."""
     parts: list[str] = []
     data: dict[str, Any] = {}
+    images: list[ImageBlock] = []
     for block in result.content or []:
         kind = getattr(block, "type", "")
         if kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
-            parts.append(await _media(kind, block.mime_type, block.data, blobs, data))
+            parts.append(_media(kind, block.mime_type, block.data, images))
         elif kind == "resource":
             res = block.resource
             text = getattr(res, "text", None)
             if text is not None:
                 parts.append(f"[resource {res.uri}]\n{text}")
             else:
-                size = len(base64.b64decode(getattr(res, "blob", "") or "", validate=False))
+                size = len(_decode(getattr(res, "blob", "") or ""))
                 parts.append(f"[resource {res.uri}: {res.mime_type or 'binary'}, {size} bytes]")
         elif kind == "resource_link":
             parts.append(f"[resource link {block.uri}" + (f": {block.name}]" if block.name else "]"))
@@ -101,25 +106,29 @@ async def result_to_tool_result(result: Any, blobs: BlobSink | None) -> ToolResu
     structured = getattr(result, "structured_content", None)
     if structured is not None:
         data["structured"] = structured
-        text = json.dumps(structured, ensure_ascii=False, default=str)
         if not parts:
+            text = json.dumps(structured, ensure_ascii=False, default=str)
             parts.append(text[:_MAX_STRUCTURED_CHARS])
     content = "\n".join(parts) if parts else "(no output)"
-    return ToolResult(content, is_error=bool(getattr(result, "is_error", False)), data=data)
+    return ToolResult(
+        content,
+        is_error=bool(getattr(result, "is_error", False)),
+        data=data,
+        images=tuple(images),
+    )
 
 
-async def _media(
-    kind: str, mime: str | None, b64: str, blobs: BlobSink | None, data: dict[str, Any]
-) -> str:
+def _decode(b64: str) -> bytes:
     try:
-        raw = base64.b64decode(b64 or "", validate=False)
+        return base64.b64decode(b64 or "", validate=False)
     except (ValueError, TypeError):
-        return f"[{kind} {mime or ''}: undecodable data]"
-    digest = hashlib.sha256(raw).hexdigest()
-    if blobs is not None:
-        try:
-            digest = await blobs(raw)
-        except Exception:
-            log.warning("could not store an MCP %s in the blob store", kind, exc_info=True)
-    data.setdefault("blobs", []).append({"kind": kind, "mime": mime, "sha256": digest, "size": len(raw)})
-    return f"[{kind} {mime or 'unknown type'}, {len(raw)} bytes, blob sha256:{digest}]"
+        return b""
+
+
+def _media(kind: str, mime: str | None, b64: str, images: list[ImageBlock]) -> str:
+    raw = _decode(b64)
+    label = f"[{kind} {mime or 'unknown type'}, {len(raw)} bytes"
+    if kind == "image" and mime in MODEL_IMAGE_TYPES and 0 < len(raw) <= IMAGE_MAX_BYTES:
+        images.append(ImageBlock(media_type=mime, data=raw))
+        return label + ", shown as an image]"
+    return label + ", not shown]"

@@ -12,7 +12,7 @@ import { Composer, Transcript } from "./chat.js";
 import { CompareView } from "./compare.js";
 import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
 import { h, icon, shortId } from "./dom.js";
-import { Sidebar, familyOf, sessionTitle } from "./sessions.js";
+import { Sidebar, familyOf, sessionState, sessionTitle } from "./sessions.js";
 import { Socket } from "./socket.js";
 import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
 import { TraceTree } from "./trace.js";
@@ -26,6 +26,7 @@ const state = {
   busy: false,
   busyEpoch: 0, // bumped by every setBusy: tells a stale refreshBusy answer from a fresh one
   awaitingInput: false,
+  unsaved: false, // attached to a session that is written at its first message
   approval: null, // {stepId, frame, handle}
   historyReason: "restored",
   rollbackNotice: null,
@@ -78,13 +79,12 @@ function setStatus(status) {
   if (!status) return;
   state.status = status;
   const pill = $("status-pill");
-  pill.className = `status-pill st-${status}${state.busy ? " busy" : ""}`;
-  let label = status;
-  if (status === "Paused") label = "Paused · waiting for approval";
-  // After a rollback the session is Running (R11) but waits for a new instruction.
-  else if (status === "Running" && !state.busy && state.awaitingInput) label = "Running · waiting for your instruction";
-  pill.textContent = label;
-  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy });
+  // One rule with the server (sessionState): Running only while a run is in flight.
+  const st = sessionState({ ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput });
+  pill.className = `status-pill st-${st.key}`;
+  pill.dataset.state = st.key;
+  pill.textContent = st.text;
+  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput });
 }
 
 function setBusy(busy) {
@@ -102,6 +102,7 @@ function setBusy(busy) {
  * answer: the answer is then dropped, so a stale "busy" cannot lock the input again. */
 async function refreshBusy() {
   if (!state.sessionId) return;
+  if (state.unsaved) return setBusy(false); // nothing written, nothing running
   const epoch = state.busyEpoch;
   try {
     const s = await sessionsApi.get(state.sessionId);
@@ -148,6 +149,8 @@ function onFrame(frame) {
   const sid = frame.sessionId;
   // Frames of a session this page left a moment ago (the switch is in flight) are stale.
   const foreign = sid && state.sessionId && sid !== state.sessionId;
+  // The first message wrote the session: from its first step on, it has a record to fetch.
+  if (!foreign && state.unsaved && (frame.type === "step" || frame.type === "renamed")) state.unsaved = false;
   switch (frame.type) {
     case "session":
       return onSession(frame);
@@ -163,6 +166,7 @@ function onFrame(frame) {
     case "status":
       if (foreign) return;
       state.status = frame.status;
+      if ("awaitingInput" in frame) state.awaitingInput = Boolean(frame.awaitingInput);
       if ("busy" in frame) setBusy(Boolean(frame.busy));
       else if (frame.status === "Success" || frame.status === "Failed") refreshBusy();
       else setStatus(frame.status);
@@ -214,6 +218,13 @@ function onFrame(frame) {
       reloadTrace();
       scheduleSessionsRefresh();
       return;
+    case "renamed":
+      if (foreign) return;
+      state.session = { ...(state.session || {}), title: frame.title };
+      sidebar.patch(sid, { title: frame.title });
+      renderHeader();
+      scheduleSessionsRefresh();
+      return;
     case "forked":
       refreshSessions().then(() => offerSwitch(app, frame.sessionId, frame.fromStepId));
       return;
@@ -235,6 +246,8 @@ function onSession(frame) {
   state.session = frame;
   state.status = frame.status;
   state.awaitingInput = Boolean(frame.awaitingInput);
+  // `created`: attached to a session that is written with its first message (issue 14).
+  state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
   if (changed) {
     if (state.approval) state.approval.handle.close();
@@ -255,7 +268,8 @@ function renderHeader() {
   const s = { ...(sidebar.get(state.sessionId) || {}), ...(state.session || {}) };
   const listed = sidebar.get(state.sessionId);
   if (listed && listed.title !== undefined) s.title = listed.title;
-  $("session-title").textContent = s.sessionId ? sessionTitle(s) : "New session";
+  // A session not written yet (no message) has no title until its first message.
+  $("session-title").textContent = s.sessionId && (s.title || !state.session?.created) ? sessionTitle(s) : "New session";
   $("session-id").textContent = s.sessionId || "";
   const forkInfo = $("fork-info");
   forkInfo.replaceChildren();
@@ -393,7 +407,7 @@ async function deleteSession(s) {
 
 async function reloadTrace() {
   const sid = state.sessionId;
-  if (!sid) return;
+  if (!sid || state.unsaved) return; // a session not written yet has no trace to fetch
   const since = performance.now();
   try {
     const tree = await sessionsApi.tree(sid);
@@ -435,17 +449,11 @@ function handleApiError(e, { quiet = false } = {}) {
 
 function sendMessage(text) {
   const cmd = /^\/(\w+)(?:\s+(.*))?$/s.exec(text);
-  if (cmd && cmd[1] === "switch") {
-    if (!cmd[2]) {
-      transcript.error("usage: /switch SESSION_ID", "bad_command");
-      return true;
-    }
-    switchTo(cmd[2].trim());
-    return true;
-  }
-  if (cmd && cmd[1] === "new") {
-    newSession();
-    return true;
+  // /switch ID (existing sessions, unique prefixes) and /new [title] are the gateway's: it
+  // re-attaches this socket and its `session` frame switches the page.
+  if (cmd && (cmd[1] === "switch" || cmd[1] === "new")) {
+    compare.close();
+    showWorkspace();
   }
   if (!socket.open) {
     toast("Not connected yet — try again in a moment.", { kind: "warn" });
@@ -458,15 +466,7 @@ function sendMessage(text) {
   }
   transcript.user(text);
   setBusy(true);
-  const listed = sidebar.get(state.sessionId);
-  if (listed && !listed.title && state.sessionId) {
-    // A session is named after its first task until the user renames it.
-    const title = text.replace(/\s+/g, " ").slice(0, 60);
-    sessionsApi.rename(state.sessionId, title).then(() => {
-      sidebar.patch(listed.sessionId, { title });
-      renderHeader();
-    }).catch(() => {});
-  }
+  // The gateway names a session after its first message (a `renamed` frame follows).
   return true;
 }
 

@@ -301,7 +301,7 @@ export class Composer {
     this.input.setAttribute("aria-busy", this.locked ? "true" : "false");
     let text = "Enter to send · Shift+Enter for a new line · /help lists commands";
     if (this.offline) text = "Not connected — your message can be sent once xclaw is back";
-    else if (this.locked) text = why || "xclaw is working — input is locked until the reply (Stop interrupts after the current step)";
+    else if (this.locked) text = why || "xclaw is working — input is locked until the reply (Stop ends it now)";
     this.state.textContent = text;
   }
 

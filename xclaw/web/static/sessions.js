@@ -7,6 +7,25 @@ export function sessionTitle(s) {
   return (s && s.title) || `Untitled · ${shortId(s && s.sessionId)}`;
 }
 
+/** What a session is doing, in words: the server's rule (xclaw.store.model.session_state,
+ * docs/protocol.md "Session state") applied with this page's live knowledge of `busy`. */
+export function sessionState(s) {
+  const status = s && s.status;
+  if (status === "Paused") return { key: "paused", text: "Paused · waiting for your approval" };
+  if (s && s.busy) return { key: "running", text: "Running" };
+  if (status === "Running") {
+    return s.awaitingInput
+      ? { key: "waiting", text: "Waiting for your instruction" }
+      : { key: "interrupted", text: "Interrupted · resumes when opened" };
+  }
+  if (status === "Init") {
+    return s.isForked ? { key: "waiting", text: "Waiting for your instruction" } : { key: "new", text: "New" };
+  }
+  if (status === "Success") return { key: "success", text: "Success" };
+  if (status === "Failed") return { key: "failed", text: "Failed" };
+  return { key: "new", text: status || "New" };
+}
+
 /** Parent id -> child sessions, and the roots (no parent, or a parent no longer listed). */
 export function forest(sessions) {
   const byId = new Map(sessions.map((s) => [s.sessionId, s]));
@@ -76,7 +95,7 @@ export class Sidebar {
     // Rebuild only when something visible changed: a rebuild under the pointer or the
     // keyboard focus would drop the hover actions and the focus.
     const signature = JSON.stringify([needle, this.current, Math.floor(Date.now() / 30_000),
-      this.sessions.map((s) => [s.sessionId, s.title, s.status, s.busy, s.updatedAt, s.parentSessionId, s.forkedFromSeq])]);
+      this.sessions.map((s) => [s.sessionId, s.title, s.status, s.busy, s.awaitingInput, s.updatedAt, s.parentSessionId, s.forkedFromSeq])]);
     if (signature === this.signature) return;
     this.signature = signature;
     const focused = document.activeElement;
@@ -119,7 +138,8 @@ export class Sidebar {
   item(s, depth) {
     const active = s.sessionId === this.current;
     const from = s.isForked && s.forkedFromSeq ? `from s${String(s.forkedFromSeq).padStart(4, "0")}` : "";
-    const meta = [s.busy ? "running now" : s.status, from].filter(Boolean).join(" · ");
+    const st = sessionState(s);
+    const meta = [st.text, from].filter(Boolean).join(" · ");
     return h(`li.session-item${active ? ".active" : ""}${s.isForked ? ".fork" : ""}`, { dataset: { session: s.sessionId } },
       h("div.session-row",
         h("button.session-main", {
@@ -128,7 +148,7 @@ export class Sidebar {
           title: `${sessionTitle(s)}\n${s.sessionId}`,
           onclick: () => this.actions.onSwitch(s.sessionId),
         },
-        h(`span.status-dot.st-${s.status}${s.busy ? ".busy" : ""}`, { "aria-hidden": "true" }),
+        h(`span.status-dot.st-${st.key}`, { "aria-hidden": "true" }),
         h("span.session-text",
           h("span.session-line",
             h("span.session-title", s.isForked ? h("span.fork-mark", { title: "fork" }, icon("fork", { size: 12 })) : null, sessionTitle(s)),

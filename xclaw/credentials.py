@@ -1,0 +1,116 @@
+"""Which values are credentials, wherever xclaw meets them, and how the process sheds them.
+
+The redactor scrubs every value found here from what is recorded, logged or sent; tool
+processes get an environment without them. A credential is:
+- the value of any variable whose name says so (…_API_KEY, …_TOKEN, …SECRET…, …PASSWORD…,
+  …_KEY), in the environment or in `.env`, whether or not the provider chain uses it (a
+  `script:` model uses none, yet a prompt-injected run could print them);
+- a password inside any URL-valued variable (`postgresql://user:PW@host/db`, a proxy URL) and
+  in the database URL itself (also `?password=`);
+- every `secret_env` name's value, from the environment or `.env`;
+- the gateway token (added by the server once it is generated or read).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qs, unquote, urlsplit
+
+_SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIALS"})
+_SECRET_PARTS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET", "PASSWORD", "AUTH_TOKEN")
+# Named outright (the gateway's key); PGPASSWORD is libpq's.
+SECRET_NAMES = frozenset({"XCLAW_TOKEN", "PGPASSWORD"})
+# Not secret as a whole (a path is no credential) but never given to a tool: the database.
+PRIVATE_NAMES = frozenset({"XCLAW_DB", "DATABASE_URL"})
+_URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s]*:([^/@\s]+)@")
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a variable name that says it holds a credential."""
+    upper = name.upper()
+    if upper in SECRET_NAMES or upper.endswith("_KEY"):
+        return True
+    if _SECRET_WORDS.intersection(upper.split("_")):
+        return True
+    return any(part in upper for part in _SECRET_PARTS)
+
+
+def url_passwords(text: str) -> list[str]:
+    """Passwords inside URLs in `text`: `scheme://user:PW@host` and `?password=PW`."""
+    found = [unquote(m) for m in _URL_CREDENTIALS.findall(text)]
+    found += [m for m in _URL_CREDENTIALS.findall(text)]  # as written, percent-encoded too
+    if "://" in text and "password=" in text:
+        try:
+            query = parse_qs(urlsplit(text.strip()).query)
+        except ValueError:
+            query = {}
+        found += query.get("password", [])
+    return [p for p in found if p]
+
+
+def known_secrets(
+    env: Mapping[str, str], secret_env: Iterable[str] = (), database: str = ""
+) -> list[str]:
+    """Every credential value in `env` (environment merged with `.env`) and the database URL."""
+    names = {n.upper() for n in secret_env}
+    out: list[str] = []
+    for name, value in env.items():
+        if not value:
+            continue
+        if name.upper() in names or is_secret_name(name):
+            out.append(value)
+        if "://" in value:
+            out += url_passwords(value)
+    if database:
+        out += url_passwords(database)
+    # The password alone and the whole value: a URL is masked as a whole when it appears so.
+    return sorted(set(out), key=len, reverse=True)
+
+
+def child_env(
+    base: Mapping[str, str],
+    extra: Mapping[str, str],
+    secret_names: Iterable[str] = (),
+    secret_values: Iterable[str] = (),
+) -> dict[str, str]:
+    """The environment for a process xclaw starts (a shell command, a tool server): `base`
+    without any credential — by name (see is_secret_name, `secret_names`, the database URL)
+    or by value (any variable whose value holds a known secret, whatever its name) — then
+    `extra` (the runtime's own additions) on top."""
+    drop = {n.upper() for n in (*PRIVATE_NAMES, *secret_names)}
+    values = [v for v in secret_values if v and len(v) >= 6]
+    env = {
+        k: v
+        for k, v in base.items()
+        if k.upper() not in drop
+        and not is_secret_name(k)
+        and not any(s in v for s in values)
+    }
+    env.update(extra)
+    return env
+
+
+def drop_from_environ(secret_env: Iterable[str] = ()) -> list[str]:
+    """Remove credential variables from this process's environment once they are read, so
+    nothing started later inherits them by accident; returns the names removed. (The kernel
+    keeps the environment the process was started with in /proc/PID/environ: see
+    `make_undumpable` and docs/security.md.)"""
+    names = {n.upper() for n in secret_env}
+    gone = [k for k in os.environ if k.upper() in names or is_secret_name(k)]
+    for k in gone:
+        os.environ.pop(k, None)
+    return gone
+
+
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0: other processes of the same user (a shell command run without the
+    sandbox, say) can no longer read this process's /proc/PID/environ, mem or fds; no core
+    dumps. Root (CAP_SYS_PTRACE) still can. False where prctl is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        return False
