@@ -90,3 +90,28 @@ def test_mcp_servers_expand_variables_and_their_values_become_secrets(
         from xclaw.tools.traits import parse_policies
 
         parse_policies({"t": {"approval": "sometimes"}})
+
+
+def test_thinking_cache_compaction_and_prices(tmp_path: Path) -> None:
+    s = settings_from(tmp_path, (
+        "providers:\n"
+        "  - {model: anthropic:claude-x, api_key: k, thinking: {budget_tokens: 4096}, cache: false}\n"
+        "  - anthropic:claude-y\n"
+        "compact_at: 0.7\n"
+        "prices:\n  my-model: {input: 1, output: 2.5, cache_read: 0.1}\n"
+    ))
+    (x, y) = s.providers
+    assert (x.thinking_budget, x.cache, y.thinking_budget, y.cache) == (4096, False, None, True)
+    assert s.compact_at == 0.7 and s.prices == {"my-model": {"input": 1.0, "output": 2.5, "cache_read": 0.1}}
+    assert settings_from(tmp_path, "compact_at: false\n").compact_at is None
+    assert load_settings(cwd=tmp_path / "none").compact_at == 0.8
+    for bad, words in (
+        ("providers:\n  - {model: anthropic:x, thinking: {budget_tokens: 10}}\n", "N >= 1024"),
+        ("providers:\n  - {model: openai:x, thinking: {budget_tokens: 2048}}\n", "on an anthropic: provider"),
+        ("providers:\n  - {model: anthropic:x, cache: maybe}\n", "cache must be true or false"),
+        ("compact_at: 5\n", "compact_at must be a share"),
+        ("prices:\n  m: {input: 1}\n", "needs at least input and output"),
+        ("prices:\n  m: {input: 1, output: 2, cached: 1}\n", "prices.m.cached"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            settings_from(tmp_path, bad)

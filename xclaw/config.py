@@ -51,6 +51,8 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "max_tokens": None,
     "temperature": None,
     "context_window_tokens": None,
+    # Share of the window at which the conversation is summarised (docs/llm-providers.md).
+    "compact_at": None,
     "approval": frozenset({"mode", "timeout_s", "safe_commands", "deny"}),
     "sandbox": frozenset({
         "shell_timeout_s", "output_cap", "parallel_side_effects", "isolation", "network",
@@ -141,6 +143,8 @@ class Settings:
     max_tokens: int = 4096
     temperature: float | None = None
     context_window_tokens: int = 150_000
+    # Summarise the conversation when it fills this share of the window (None: trim only).
+    compact_at: float | None = 0.8
     # ask | auto-edits | yolo  (see xclaw.tools.approval)
     approval_mode: str = "ask"
     approval_timeout_s: float | None = None
@@ -284,6 +288,18 @@ def _thinking_budget(spec: str, value: Any) -> int | None:
     return budget
 
 
+def _compact_at(value: Any) -> float | None:
+    """`compact_at: 0.8` (share of the context window), or false to only trim."""
+    if value is False or value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 1:
+        raise ConfigError(
+            f"xclaw.yaml: compact_at must be a share of the context window between 0.1 and 1 "
+            f"(or false to trim the oldest turns instead), got {value!r}"
+        )
+    return float(value)
+
+
 def _prices(value: Any) -> dict[str, dict[str, float]]:
     """`prices: {model: {input, output, cache_read, cache_write}}` in dollars per million
     tokens; they extend and override the built-in table (xclaw/llm/prices.py)."""
@@ -353,6 +369,7 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         max_tokens=int(conf.get("max_tokens", 4096)),
         temperature=conf.get("temperature"),
         context_window_tokens=int(conf.get("context_window_tokens", 150_000)),
+        compact_at=_compact_at(conf.get("compact_at", 0.8)),
         approval_mode=str(approval.get("mode", "ask")),
         approval_timeout_s=approval.get("timeout_s"),
         safe_commands=tuple(approval.get("safe_commands", DEFAULT_SAFE_COMMANDS)),

@@ -413,7 +413,9 @@ def test_pending_tool_calls() -> None:
 
 async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(tmp_path: Path) -> None:
     model = script(LLMResponse("short answer"))
-    agent, _ = make_agent(model, [], tmp_path, config=AgentConfig(context_window_tokens=6_000, max_tokens=1_000))
+    # compact_at=None: trimming alone (with compaction on, the model would summarise first).
+    config = AgentConfig(context_window_tokens=6_000, max_tokens=1_000, compact_at=None)
+    agent, _ = make_agent(model, [], tmp_path, config=config)
     messages: list[Any] = [UserMessage("the task")]
     for i in range(200):
         messages += [

@@ -199,20 +199,48 @@ def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
         {"text": "other end"},
     ]
     (tmp_path / "other.json").write_text(json.dumps({"turns": other}))
-    # s0004 is the second model call: the record answers the first, the live model the rest.
+    # s0004 is the second model call: the session up to it is forked (a.txt with it), the
+    # live model answers from there.
     r = xclaw(tmp_path, "replay", sid, "--from", "s0004", "--model",
               f"script:{tmp_path / 'other.json'}", "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert out["modelCallsFromRecord"] == 1 and out["modelCallsLive"] == 2
-    assert out["liveFrom"] == "s0004"
+    assert out["modelCallsFromRecord"] == 0 and out["modelCallsLive"] == 2
+    assert out["from"] == "s0004" and out["liveModel"].startswith("script:")
     assert out["firstDivergence"]["kind"] == "model_output"
     assert out["firstDivergence"]["step"] == "s0004"
     ws = tmp_path / "workspaces" / out["sessionId"]
     assert sorted(p.name for p in ws.iterdir()) == ["a.txt", "c.txt"]
-    # --from alone has no meaning: it says where a live model takes over.
-    r = xclaw(tmp_path, "replay", sid, "--from", "s0005")
-    assert r.returncode == 2 and "--from needs --model" in r.stderr
+    steps = json.loads(xclaw(tmp_path, "steps", out["sessionId"], "-n", "50", "--json").stdout)
+    assert [s["id"] for s in steps][:3] == ["s0001", "s0002", "s0003"]  # forked, not re-run
+
+
+def test_replay_from_a_step_re_runs_only_the_rest(tmp_path: Path) -> None:
+    script = [
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo one > a.txt"}}]},
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "cat a.txt; echo two >> a.txt"}}]},
+        {"text": "done"},
+        {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
+        {"text": "read it"},
+    ]
+    (tmp_path / "script.json").write_text(json.dumps({"turns": script}))
+    assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
+    assert xclaw(tmp_path, "run", "--continue", "--approval", "yolo", "read").returncode == 0
+    sid = _only_session(tmp_path)
+    (tmp_path / "script.json").unlink()
+    for start, calls in (("s0005", 3), ("s0007", 2)):  # mid-turn (the second shell), a turn
+        r = subprocess.run(
+            [sys.executable, "-m", "xclaw", "replay", sid, "--from", start, "--json"],
+            check=False, cwd=tmp_path, env=_no_model_env(tmp_path), capture_output=True,
+            text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["reproduced"], r.stdout + r.stderr
+        assert out["from"] == start and out["modelCallsFromRecord"] == calls
+        ws = tmp_path / "workspaces" / out["sessionId"]
+        assert (ws / "a.txt").read_text() == "one\ntwo\n"
+    r = xclaw(tmp_path, "replay", sid, "--from", "s0099")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
 def test_replay_of_an_unknown_session_is_a_plain_error(tmp_path: Path) -> None:
@@ -257,7 +285,7 @@ def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_rec
 
     (tmp_path / "script.json").write_text(json.dumps({"turns": [
         {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}]},
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 4"}}]},
+        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 6"}}]},
         {"text": "never"},
     ]}))
     env = _no_model_env(tmp_path)

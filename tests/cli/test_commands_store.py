@@ -109,7 +109,7 @@ def test_tokens_and_cost_per_step_and_per_session(cli, tmp_path: Path, monkeypat
     expected = (5_000 * 3 + 90_000 * 0.3 + 5_000 * 3.75 + 1_000 * 15) / 1e6
     steps = run(cli, "steps", "p", "--db", path).output
     assert "100k in (90k cached, 5.0k written) → 1.0k out · $" + f"{expected:.4f}" in steps
-    unpriced = [ln for ln in steps.splitlines() if "s0003" in ln][0]
+    unpriced = next(ln for ln in steps.splitlines() if "s0003" in ln)
     assert "100k in (90k cached, 5.0k written) → 1.0k out" in unpriced and "$" not in unpriced
     (s,) = json.loads(run(cli, "sessions", "--db", path, "--json").output)
     assert s["cost"] == round(expected, 6) and s["usage"]["cache_read"] == 180_000

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -603,6 +604,9 @@ class _FakeServer:
         # Anthropic only: input tokens and cache reads/writes computed from the request
         # itself (PromptCache) instead of the scripted Reply.usage.
         self.cache = PromptCache() if cache_accounting else None
+        # Answers a request itself when it returns a Reply (e.g. a compaction summary, whose
+        # place in the sequence a test cannot know); None: the queue answers.
+        self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
         self.validate = validate
         self.default = default
         self.replies: list[Reply] = []
@@ -685,7 +689,8 @@ class _FakeServer:
                     self.rejections.append(str(e))
                 self._send_error(h, 400, "invalid_request_error", str(e))
                 return
-        reply = self._next()
+        reply = self.responder(body) if self.responder is not None else None
+        reply = reply or self._next()
         if reply is None:
             self._send_error(h, 500, "api_error", "fake server: no reply scripted")
             return

@@ -38,6 +38,15 @@ rules:
   - name: done
     when: {messages_contain: "make the file"}
     respond: {content: "Done: wrote a.txt."}
+  - name: look
+    when: {turn: 1, messages_contain: "look at pic.png"}
+    respond:
+      tool_calls:
+        - name: view_file
+          arguments: {path: pic.png}
+  - name: looked
+    when: {messages_contain: "look at pic.png"}
+    respond: {content: "A red picture."}
   - name: talk
     respond: {content: "Hello there."}
 """
@@ -50,6 +59,14 @@ LLM_MOCK_API_RULES = """\
         { reply: "Done: wrote a.txt." } ] },
     // Anthropic sends the tool result as the last user message: answer it.
     { when: "/^wrote [0-9]+ bytes/", reply: "Done: wrote a.txt." },
+    { when: "look at pic.png", replies: [
+        { reply: { tools: [{ name: "view_file", args: { path: "pic.png" } }] } },
+        { reply: "A red picture." } ] },
+    // Anthropic: the tool result (its text, then the image) is the last user message.
+    { when: "/^.image pic.png/", reply: "A red picture." },
+    // OpenAI: the image follows the tool message as a user message of content parts, whose
+    // text this server reads as "" (its pydantic parts are not dicts to its text extractor).
+    { when: "/^$/", reply: "A red picture." },
     { when: "rate me", reply: "after the wait" },
     { when: "just talk", reply: "Hello there." },
   ],

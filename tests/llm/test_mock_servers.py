@@ -137,3 +137,32 @@ async def test_retry_after_of_a_real_429_is_honoured_and_bounded(tmp_path: Path,
         r = await model.complete(LLMRequest(system="", messages=(UserMessage("rate me"),)))
     assert r.text == "after the wait" and r.request_id == "req_proxy_3"
     assert sleeps == [0.3, 2.0]  # retry-after-ms exactly; an hour capped at max_retry_after
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_image_round_trip(tmp_path: Path, upstream, kind: str) -> None:
+    """view_file on a PNG: the third-party server takes the image block (Anthropic `image` in
+    the tool_result, OpenAI `image_url` in a user message after the tool message) and answers;
+    the bytes are in the blob store, not in the step."""
+    from tests.runtime.test_images import png
+
+    _, url = upstream
+    settings = Settings(
+        home=tmp_path, db=str(tmp_path / "x.db"), workspace_root=tmp_path / "ws", approval_mode="yolo",
+        providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)),),
+        llm_retries=0,
+    )
+    runtime = Runtime(open_store(settings.db), settings)
+    session, _ = await runtime.open(None)
+    sid = session.session_id
+    (tmp_path / "ws" / sid).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ws" / sid / "pic.png").write_bytes(png())
+    frames: list[dict[str, Any]] = []
+    runtime.subscribe(sid, frames.append)
+    await runtime.send(sid, "look at pic.png")
+    await runtime.wait_idle(sid)
+    assert [f["content"] for f in frames if f["type"] == "reply"] == ["A red picture."], frames
+    (tool,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    (ref,) = tool.output_data["images"]
+    assert runtime.store.get_blobs([ref["hash"]]) == {ref["hash"]: png()}
+    await close(runtime)

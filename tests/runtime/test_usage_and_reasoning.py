@@ -78,3 +78,16 @@ async def test_openai_reasoning_content_cached_and_reasoning_tokens(tmp_path: Pa
         assert "Hello!" in str(srv.requests[-1]["messages"])
         await runtime.shutdown()
         runtime.store.close()
+
+
+async def test_the_cache_read_share_stays_high_across_a_compaction() -> None:
+    """bench/cache_bench.py's second half, smaller: the agent loop fills a 24k window, the
+    conversation is summarised once, and the calls after it read most input from cache."""
+    from bench.cache_bench import _share, run_compacting_session
+
+    log = await run_compacting_session(50)
+    (at,) = [i for i, (summary, _) in enumerate(log) if summary]
+    assert _share([log[at][1]]) >= 0.8  # the summary request is the cached prefix + 1 block
+    after = [u for _, u in log[at + 1 :]]
+    assert len(after) >= 5 and _share(after) >= 0.8
+    assert _share([u for _, u in log[1:]]) >= 0.8

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.app_page import App
+from tests.web.app_page import LOCKED, App
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -40,3 +40,22 @@ def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
     expect(restored).to_have_count(1)
     expect(restored.locator(".thinking-text")).to_be_hidden()
     expect(restored.locator("summary")).to_have_text("Thinking · 15 words")
+
+
+def test_compact_from_the_page(serve, new_page, shot):
+    """/compact typed in the page: the summary is announced, the composer is free again, and
+    the next turn goes on (the scripted model summarises deterministically)."""
+    server = serve([
+        {"text": "Looking.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
+        {"text": "Done looking."},
+        {"text": "Continuing after the summary."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("look around", "Done looking.")
+    app.send("/compact")
+    notice = page.locator("#messages .notice", has_text="[compact]")
+    expect(notice).to_have_count(1)
+    expect(page.locator("#composer")).not_to_have_class(LOCKED)
+    shot(page, "compact-01-notice")
+    app.send_and_wait("go on", "Continuing after the summary.")

@@ -58,6 +58,10 @@ class AgentObserver(Protocol):
 
     async def llm_failed(self, error: str) -> None: ...
 
+    # Optional: `async def compaction_finished(self, response: LLMResponse, summarised: int)`,
+    # the end of a summary call (begun with llm_started, params["purpose"] == "compaction"):
+    # the summary replaces the `summarised` messages before it. Without it, llm_finished.
+
     async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
         """Record the request; returns its step display id."""
         ...

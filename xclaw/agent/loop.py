@@ -18,11 +18,15 @@ from typing import Any, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
-from xclaw.llm.context import estimate_tokens, fit_context
+from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
 from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
 T = TypeVar("T")
+
+# Compaction waits for at least this many new messages since the last summary, so a single
+# huge message cannot make every call a summary.
+MIN_MESSAGES_TO_COMPACT = 4
 
 # The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
 # is not read-only): rollback and fork restore files, not the world; they list these steps
@@ -60,8 +64,11 @@ class AgentConfig:
     max_tokens: int = 4096
     temperature: float | None = None
     approval_timeout_s: float | None = None
-    # The model's context window; the conversation is trimmed to fit before each call.
+    # The model's context window. When the conversation passes `compact_at` of what fits,
+    # older turns are summarised once by the model (compaction, its own step) and the
+    # conversation goes on from the summary; None: only trim the oldest turns to fit.
     context_window_tokens: int = 150_000
+    compact_at: float | None = 0.8
     # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
@@ -115,6 +122,10 @@ class Agent:
         # Held from a side-effecting tool's write-ahead row to its end; shared with sub-agents.
         self.side_effects = side_effects or asyncio.Lock()
         self._estimates: dict[int, tuple[Message, int]] = {}
+        # What compaction replaced in this run (the scripted model counts its turns over it)
+        # and the conversation's length just after the last compaction.
+        self._compacted_away: list[Message] = []
+        self._compacted_len = 0
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -149,6 +160,7 @@ class Agent:
                     "(max_iterations); send a message to continue"
                 )
             llm_calls += 1
+            await self._compact_if_full(messages)
             context = list(messages)
             if note:
                 context.append(UserMessage(note))
@@ -164,10 +176,11 @@ class Agent:
         tools = tuple(spec_of(t) for t in self.tools.values())
         history = tuple(context)
         fitted = fit_context(history, self._context_budget(tools), self._estimate)
+        whole = (*self._compacted_away, *history) if self._compacted_away else history
         request = LLMRequest(
             system=self.config.system_prompt,
             messages=fitted,
-            history=None if fitted is history else history,
+            history=None if fitted is whole else whole,
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
@@ -196,6 +209,56 @@ class Agent:
             thinking_sink.reset(shown)
         await self.observer.llm_finished(response)
         return response
+
+    # --- compaction ---------------------------------------------------------------------------
+    async def _compact_if_full(self, messages: list[Message]) -> None:
+        limit = self.config.compact_at
+        if not limit or len(messages) - self._compacted_len < MIN_MESSAGES_TO_COMPACT:
+            return  # off, or too little new since the last summary to be worth one
+        budget = self._context_budget(tuple(spec_of(t) for t in self.tools.values()))
+        if sum(self._estimate(m) for m in messages) <= budget * limit:
+            return
+        await self.compact(messages)
+
+    async def compact(self, messages: list[Message]) -> bool:
+        """Summarise the conversation once and replace it, in place, by the summary (a model
+        call recorded as its own step: rollback undoes it like any step). Same system prompt
+        and tools as every call, so the summary request reads the prompt cache too. Tool
+        pairs stay valid: only a conversation without open tool calls is summarised. On a
+        provider error the conversation stays as it is (it is then trimmed to fit)."""
+        if not messages or pending_tool_calls(messages):
+            return False
+        tools = tuple(spec_of(t) for t in self.tools.values())
+        asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
+        fitted = fit_context(asked, self._context_budget(tools), self._estimate)
+        request = LLMRequest(
+            system=self.config.system_prompt,
+            messages=fitted,
+            history=None if fitted is asked else asked,
+            tools=tools,
+            max_tokens=self.config.max_tokens,
+            agent=self.agent_id,
+        )
+        params = {"purpose": "compaction", "messages": len(messages), "max_tokens": self.config.max_tokens}
+        await self.observer.llm_started(request, self.model.name, params)
+        try:
+            response = await self._until_cancelled(self.model.complete(request, None))
+        except Cancelled:
+            await self.observer.llm_failed("cancelled by the user")
+            raise
+        except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
+            await self.observer.llm_failed(f"compaction failed: {e}")
+            return False
+        finished = getattr(self.observer, "compaction_finished", None)
+        if finished is not None:
+            await finished(response, len(messages))
+        else:  # an observer that predates compaction
+            await self.observer.llm_finished(response)
+        summary = compacted_message(response.text)
+        self._compacted_away.extend(messages)
+        messages[:] = [summary]
+        self._compacted_len = 1
+        return True
 
     def _estimate(self, m: Message) -> int:
         """Token estimate per message, computed once: messages only ever get appended, so

@@ -83,9 +83,11 @@ def _print_report(report: object, *, repaired: bool) -> None:
 @click.command("replay", short_help="Re-run a recorded session; report where tools differ.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--from", "from_step", default=None, metavar="sNNNN",
-              help="With --model: the step from which the live model answers (default: the start).")
+              help="Start at this step of the main agent: the steps before it and their files "
+              "are taken as they are (a fork), only the rest re-runs.")
 @click.option("--model", "model_spec", default=None, metavar="SPEC",
-              help="Call this model live (anthropic:…, openai:…, script:…) from --from on.")
+              help="Answer with this model, live (anthropic:…, openai:…, script:…), instead "
+              "of the recorded outputs.")
 @click.option("--json", "as_json", is_flag=True,
               help="The new session id and the divergences as one JSON object.")
 @workspace_option
@@ -105,8 +107,9 @@ def replay_cmd(
 
     \b
     xclaw replay SESSION                          offline: does the session reproduce?
+    xclaw replay SESSION --from s0007             only from s0007 on (earlier steps forked)
     xclaw replay SESSION --model openai:gpt-4o    a new model on the same task
-    xclaw replay SESSION --from s0007 --model M   the record up to s0007, then model M
+    xclaw replay SESSION --from s0007 --model M   the session up to s0007, then model M
     """
     import asyncio
     from pathlib import Path
@@ -115,21 +118,26 @@ def replay_cmd(
     from xclaw.ops.replay import replay
 
     store.get_session(session_id)  # SessionNotFound: exit 2
-    live_from = None
+    start = None
     if from_step is not None:
-        if model_spec is None:
-            raise click.UsageError("--from needs --model: it says where the live model takes over")
-        live_from = store.get_step(session_id, from_step).seq  # StepNotFound: exit 2
+        step = store.get_step(session_id, from_step)  # StepNotFound: exit 2
+        if step.agent != "main":
+            raise click.UsageError(
+                f"--from {step.display_id} is a step of sub-agent {step.agent}: start at a step "
+                "of the main agent (e.g. the spawn_agent call that started it)"
+            )
+        start = step.seq
     settings = load_settings(
         db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
     )
     live = _live_model(model_spec, settings) if model_spec else None
-    result = asyncio.run(replay(store, settings, session_id, live=live, live_from=live_from))
+    result = asyncio.run(replay(store, settings, session_id, live=live, start=start))
     if as_json:
         click.echo(_dump(result.to_json()))
     else:
         out = _out()
-        out.print(f"[replay] {session_id} -> new session {result.session_id}")
+        since = f" from {result.start}" if result.start else ""
+        out.print(f"[replay] {session_id}{since} -> new session {result.session_id}")
         out.print(f"[replay] workspace: {result.workspace}")
         out.print(
             f"[replay] {result.model_calls} model call(s) answered from the record"

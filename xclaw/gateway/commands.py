@@ -33,7 +33,7 @@ _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 # Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
 ATTACH_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "title", "help")
+SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "title", "compact", "help")
 
 HELP_TEXT = """\
 commands:
@@ -42,6 +42,7 @@ commands:
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
   /tools                list the tools (built-in, Python, MCP) and their policies
+  /compact              summarise the conversation so far (later turns start from it)
   /switch ID            attach to an existing session (a unique prefix of its id is enough)
   /new [title]          start a new session (it is saved with its first message)
   /title TEXT           rename this session
@@ -122,6 +123,10 @@ class CommandRunner:
             return await self._sessions(session_id)
         if cmd.name == "tools":
             return await self._tools(session_id)
+        if cmd.name == "compact":
+            # Runs like a turn; its `[compact]` notice (to every client) says how it went.
+            await self.runtime.compact(session_id)
+            return CommandResult()
         if cmd.name == "help":
             return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
         if cmd.name == "title":

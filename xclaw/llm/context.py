@@ -72,3 +72,21 @@ def fit_context(
     dropped = chosen - len(head)
     note = (trim_note(dropped),) if dropped or first is None else ()
     return head + note + messages[chosen:]
+
+
+# --- compaction: summarise instead of trimming ------------------------------------------------
+
+COMPACT_INSTRUCTION = (
+    "[System: the conversation is about to outgrow the context window. Write a summary that "
+    "will replace everything above, so that work can continue from it alone. Include: the "
+    "user's requests (the latest one verbatim), what has been done and found so far (files, "
+    "commands, results, errors), decisions made, and exactly what remains to be done next. "
+    "Be complete but concise; plain text; do not call any tool.]"
+)
+SUMMARY_PREFIX = "[Summary of the earlier conversation, written when the context window filled]"
+
+
+def compacted_message(summary: str) -> UserMessage:
+    """What replaces the summarised conversation, live and when history is rebuilt (the same
+    text both ways, so a resumed session keeps its prompt prefix and its cache)."""
+    return UserMessage(text=f"{SUMMARY_PREFIX}\n\n{summary.strip() or '(empty summary)'}")

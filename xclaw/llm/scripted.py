@@ -17,6 +17,7 @@ from typing import Any
 
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
+from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -164,6 +165,19 @@ def _chunks(text: str) -> list[str]:
     ]
 
 
+_PLAYED = re.compile(r"Scripted summary \(turns played: (\d+)\)")
+
+
+def _played_before_summary(history: tuple[Message, ...] | list[Message]) -> int:
+    """Turns a compaction summary at the start of the conversation stands for (the script
+    goes on after it, not back to its first turn)."""
+    first = history[0] if history else None
+    if isinstance(first, UserMessage) and first.text.startswith(SUMMARY_PREFIX):
+        found = _PLAYED.search(first.text)
+        return int(found.group(1)) if found else 0
+    return 0
+
+
 class ScriptedModel:
     """`script:<path>`. Stateless between calls: everything it needs is in the request."""
 
@@ -173,6 +187,9 @@ class ScriptedModel:
         self.script = load_script(self.path)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION:
+            return self._summary(request)
         main = request.agent == "main"
         # Turns are counted over the whole conversation, not the part that fits the window.
         history = request.messages if request.history is None else request.history
@@ -182,6 +199,8 @@ class ScriptedModel:
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
         k = sum(1 for m in history[start:] if isinstance(m, AssistantMessage))
+        if start == 0:
+            k += _played_before_summary(history)
         if turns is None:
             first = next((m.text for m in history if isinstance(m, UserMessage)), "")
             turn = Turn(text=f"Sub-agent done: {first}")
@@ -214,6 +233,28 @@ class ScriptedModel:
             model=self.name,
             stop_reason="tool_use" if calls else "end_turn",
             thinking=(ThinkingBlock("reasoning", turn.thinking),) if turn.thinking else (),
+        )
+
+    def _summary(self, request: LLMRequest) -> LLMResponse:
+        """A compaction request: a deterministic summary (the user's messages and how many
+        tool results there were), which consumes no turn of the script."""
+        history = request.messages if request.history is None else request.history
+        asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
+        results = sum(1 for m in history if isinstance(m, ToolResultMessage))
+        played = _played_before_summary(history) + sum(
+            1 for m in history if isinstance(m, AssistantMessage)
+        )
+        text = (
+            f"Scripted summary (turns played: {played}). The user asked: "
+            + " / ".join(" ".join(a.split())[:200] for a in asked)
+            + f". Tool results so far: {results}."
+        )
+        prompt = request.system + "".join(_message_text(m) for m in request.messages)
+        return LLMResponse(
+            text=text,
+            usage=Usage(estimate_tokens(prompt), estimate_tokens(text)),
+            model=self.name,
+            stop_reason="end_turn",
         )
 
     def _branch(self, messages: tuple[Message, ...]) -> tuple[int, Branch | None]:

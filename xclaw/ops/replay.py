@@ -6,9 +6,11 @@ A recorded model call is found by position, as the record itself was built: the 
 asks (the main agent, or a sub-agent named by the chain of spawn_agent call ids that led to
 it) and how many answers that agent has had so far (assistant messages in its history).
 Approvals are answered as they were answered in the record (no recorded approval: the call
-ran without asking, so it is approved). With a live model (`--model`), model calls at or
-after the `--from` step go to it instead, so a new model or prompt can be tried on a real
-session; the divergences then also say where its answers first differ from the record's.
+ran without asking, so it is approved). From a step (`--from`), the new session starts as a
+fork of the source just before it — its record and its files — and only the rest re-runs.
+With a live model (`--model`), every model call of the replay goes to it instead, so a new
+model or prompt can be tried on a real session from a real state; the divergences then also
+say where its answers first differ from the record's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from xclaw.store.base import Store
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     MAIN_AGENT,
+    Status,
     Step,
     StepStatus,
     StepType,
@@ -68,7 +71,8 @@ class ReplayResult:
     source: str
     session_id: str
     workspace: str
-    live_from: str | None
+    start: str | None  # the step the replay started at (None: the beginning)
+    live_model: str | None  # the live model's name (None: every answer from the record)
     model_calls: int = 0  # answered from the record
     live_calls: int = 0  # answered by the live model
     divergences: list[Divergence] = field(default_factory=list)
@@ -84,7 +88,8 @@ class ReplayResult:
             "source": self.source,
             "sessionId": self.session_id,
             "workspace": self.workspace,
-            "liveFrom": self.live_from,
+            "from": self.start,
+            "liveModel": self.live_model,
             "modelCallsFromRecord": self.model_calls,
             "modelCallsLive": self.live_calls,
             "reproduced": not self.divergences,
@@ -134,13 +139,11 @@ class RecordedModel:
         answers: dict[str, list[Step]],
         *,
         live: Model | None = None,
-        live_from: int | None = None,
         source: str = "",
     ) -> None:
         self.name = f"replay:{source}" if live is None else f"replay:{source}+{live.name}"
         self.answers = answers
         self.live = live
-        self.live_from = live_from
         self.from_record = 0
         self.live_calls = 0
         self.exhausted = False  # asked for an answer past the end of the record
@@ -150,11 +153,7 @@ class RecordedModel:
         k = sum(1 for m in history if isinstance(m, AssistantMessage))
         recorded = self.answers.get(_request_path(request.agent), [])
         step = recorded[k] if k < len(recorded) else None
-        use_live = self.live is not None and (
-            self.live_from is None or step is None or step.seq >= self.live_from
-        )
-        if use_live:
-            assert self.live is not None
+        if self.live is not None:
             self.live_calls += 1
             return await self.live.complete(request, on_delta)
         if step is None:
@@ -204,31 +203,36 @@ async def replay(
     source_id: str,
     *,
     live: Model | None = None,
-    live_from: int | None = None,
+    start: int | None = None,
 ) -> ReplayResult:
-    """Re-run `source_id` into a new session of the same store; see the module docstring."""
+    """Re-run `source_id` into a new session of the same store; see the module docstring.
+    `start` (a main-agent step's seq): the new session is a fork of the source just before
+    that step (its record and its files), and only the rest re-runs. `live`: the model that
+    answers every call the replay makes (from `start`, or from the beginning)."""
     from dataclasses import replace
 
     from xclaw.runtime.runtime import Runtime
 
     source = store.get_session(source_id)
     steps = store.steps(source_id)
-    model = RecordedModel(recorded_answers(steps), live=live, live_from=live_from,
-                          source=source_id)
+    first = start if start is not None and start > 1 else None
+    model = RecordedModel(recorded_answers(steps), live=live, source=source_id)
     # Approvals are asked (mode ask) and answered as the record answered them.
     runtime = Runtime(store, replace(settings, approval_mode="ask"), model=model)
     decisions = _recorded_decisions(steps)
     sid = ""
     failure: str | None = None
+    title = f"replay of {source.title or source_id}"
+    meta = {"replayOf": source_id, "replayFrom": None if first is None else display_id(first),
+            "liveModel": None if live is None else live.name}
     try:
-        new, _ = await runtime.open(None)
+        if first is None:
+            new, _ = await runtime.open(None)
+        else:  # the record and the files up to the step before `first`, as `xclaw fork`
+            new = await asyncio.to_thread(runtime.workspaces.fork, source_id, first - 1,
+                                          f"{title} from {display_id(first)}")
         sid = new.session_id
-        store.update_session(
-            sid,
-            title=f"replay of {source.title or source_id}",
-            metadata={"replayOf": source_id,
-                      "liveFrom": None if live_from is None else display_id(live_from)},
-        )
+        store.update_session(sid, title=None if first else title, metadata=meta)
         failed: list[str] = []
 
         def on_frame(frame: dict[str, Any]) -> None:
@@ -247,8 +251,16 @@ async def replay(
                 pass  # the run ended meanwhile
 
         runtime.subscribe(sid, on_frame)
-        for user in (s for s in steps if s.step_type is StepType.USER_INPUT
-                     and s.agent == MAIN_AGENT and s.status is StepStatus.COMPLETED):
+        if first is not None and not _starts_turn(steps, first):
+            # Mid-turn: the fork is continued as a resume would (unanswered calls run, or
+            # the model is asked for its next answer).
+            store.transition(sid, Status.RUNNING)
+            if await runtime.resume_if_needed(sid):
+                await runtime.wait_idle(sid)
+            failure = failed[0] if failed else None
+        users = [s for s in steps if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT
+                 and s.status is StepStatus.COMPLETED and s.seq >= (first or 0)]
+        for user in users if failure is None else []:
             text = user.input_data if isinstance(user.input_data, str) else str(user.input_data)
             await runtime.send(sid, text)
             await runtime.wait_idle(sid)
@@ -261,13 +273,15 @@ async def replay(
         source=source_id,
         session_id=sid,
         workspace=str(runtime.toolbox.workspace(sid)) if sid else "",
-        live_from=None if live_from is None else display_id(live_from),
+        start=None if first is None else display_id(first),
+        live_model=None if live is None else live.name,
         model_calls=model.from_record,
         live_calls=model.live_calls,
     )
+    after = first or 0
     result.divergences = compare(
-        steps,
-        store.steps(sid) if sid else [],
+        [s for s in steps if s.seq >= after],
+        [s for s in (store.steps(sid) if sid else []) if s.seq >= after],
         masks=_masks(runtime, source_id, sid),
         with_model=live is not None,
     )
@@ -280,6 +294,12 @@ async def replay(
             Divergence("run_failed", None, None, MAIN_AGENT, replayed=failure[:_SHOWN])
         )
     return result
+
+
+def _starts_turn(steps: list[Step], seq: int) -> bool:
+    """Whether the step at `seq` is a main-agent user message (a turn's first step)."""
+    step = next((s for s in steps if s.seq == seq), None)
+    return step is not None and step.step_type is StepType.USER_INPUT and step.agent == MAIN_AGENT
 
 
 def _recorded_decisions(steps: list[Step]) -> dict[tuple[str, str | None], bool]:

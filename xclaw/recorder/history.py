@@ -12,6 +12,7 @@ from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.agent.loop import call_signature
+from xclaw.llm.context import compacted_message
 from xclaw.messages import (
     AssistantMessage,
     ImageBlock,
@@ -152,6 +153,10 @@ def build_history(
             hist.last_user_step = st.step_id
         elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:
             out = st.output_data if isinstance(st.output_data, dict) else {}
+            if out.get("compaction"):
+                # A summary replaced everything before it: the conversation restarts there.
+                order = [("user", compacted_message(str(out.get("text") or "")).text)]
+                continue
             calls = tuple(ToolCall.from_json(c) for c in out.get("tool_calls") or ())
             msg = AssistantMessage(
                 text=str(out.get("text") or ""), tool_calls=calls, thinking=recorded_thinking(out)

@@ -189,6 +189,40 @@ class Recorder:
             out["thinking"] = self.redact.text(out["thinking"])
         return out
 
+    async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
+        """The summary that replaces the conversation so far: an llm_call step whose output
+        says `compaction` (history rebuilds start from it; rollback undoes it)."""
+        assert self._llm is not None
+        output = self.redact(
+            {
+                "text": response.text,
+                "tool_calls": [],
+                "model": response.model,
+                "stop_reason": response.stop_reason,
+            }
+        )
+        output["usage"] = response.usage.to_json()
+        output["compaction"] = {"messages": summarised}
+        if response.request_id:
+            output["request_id"] = response.request_id
+        llm = self._llm
+        self._llm = None
+        self.writes.submit(
+            lambda: self.store.complete_step(
+                self.session_id,
+                llm.resolved().seq,
+                output_data=output,
+                token_usage_prompt=response.usage.prompt_tokens,
+                token_usage_completion=response.usage.completion_tokens,
+            ),
+            self._step_frame,
+        )
+        who = "" if self.is_main else f"sub-agent {self.agent}: "
+        self.emit(notice_frame(
+            f"[compact] {who}{summarised} earlier messages are now one summary "
+            f"({len(response.text)} characters); the conversation goes on from it"
+        ))
+
     async def llm_failed(self, error: str) -> None:
         llm = self._llm
         if llm is None:

@@ -341,6 +341,27 @@ class Runtime:
             raise
         self._launch(session_id, run, lease, user_text=text, resume=False)
 
+    async def compact(self, session_id: str) -> None:
+        """`/compact`: summarise the session's conversation now (one model call, recorded as
+        its own step), so later turns start from the summary. Between turns only."""
+        if session_id in self._runs:
+            raise SessionBusy("a run is in flight for this session; compact after its reply")
+        if self._stopping:
+            raise SessionBusy("this server is shutting down; try again in a moment")
+        session = await self.db(self.store.get_session, session_id)
+        if _resumable(session):
+            raise SessionBusy(
+                "this session has interrupted work: resume it (or send a message) first"
+            )
+        self.require_model()
+        run = self._claim(session_id)
+        try:
+            lease = await self.leases.acquire(session_id)
+        except BaseException:
+            self._unclaim(session_id, run)
+            raise
+        self._launch(session_id, run, lease, user_text=None, resume=False, compact=True)
+
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.db(self.store.steps, session_id, agent=MAIN_AGENT)
         return any(st.step_type is StepType.USER_INPUT for st in steps)
@@ -361,7 +382,14 @@ class Runtime:
             del self._runs[session_id]
 
     def _launch(
-        self, session_id: str, run: _Run, lease: Lease, *, user_text: str | None, resume: bool
+        self,
+        session_id: str,
+        run: _Run,
+        lease: Lease,
+        *,
+        user_text: str | None,
+        resume: bool,
+        compact: bool = False,
     ) -> None:
         run.lease = lease
         if self.cluster is not None:
@@ -371,7 +399,9 @@ class Runtime:
             lambda renewed: setattr(run, "lease", renewed),
             lambda why: self._lease_lost(session_id, run, why),
         )
-        run.task = asyncio.create_task(self._drive(session_id, run, user_text, resume))
+        run.task = asyncio.create_task(
+            self._drive(session_id, run, user_text, resume, compact=compact)
+        )
 
     def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
         """Another worker took the session: stop at once; every later write is refused."""
@@ -412,7 +442,9 @@ class Runtime:
         if run is not None and run.task is not None:
             await asyncio.shield(run.task)
 
-    async def _drive(self, sid: str, run: _Run, user_text: str | None, resume: bool) -> None:
+    async def _drive(
+        self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
+    ) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
         # Every write of this run carries the lease's fencing token (invariant 8).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
@@ -475,6 +507,9 @@ class Runtime:
                 config=self._agent_config(),
                 cancel_event=run.cancel,
             )
+            if compact:
+                await self._compact_now(db, sid, emit, agent, recorder, hist.messages)
+                return
             emit({"type": "status", "status": Status.RUNNING.value})
             try:
                 answer = await agent.run(
@@ -514,6 +549,32 @@ class Runtime:
                 # The next run may start at once, here or anywhere. (One that starts here
                 # first takes a newer token, and this release of the old one is a no-op.)
                 await self.leases.release(run.lease)
+
+    async def _compact_now(
+        self,
+        db: StoreCaller,
+        sid: str,
+        emit: FrameSink,
+        agent: Agent,
+        recorder: Recorder,
+        messages: list[Any],
+    ) -> None:
+        before = (await db(db.store.get_session, sid)).status
+        emit({"type": "status", "status": Status.RUNNING.value})
+        try:
+            done = await agent.compact(messages)
+        finally:
+            await recorder.writes.settle()
+        if before is not Status.RUNNING:
+            # The summary step ran the session for a moment; it ends as it was.
+            await self._settle(db, sid, before if before is not Status.INIT else Status.SUCCESS)
+        status = (await db(db.store.get_session, sid)).status
+        emit({"type": "status", "status": status.value})
+        if not done:
+            emit(notice_frame(
+                "[compact] nothing was summarised: the conversation is empty, has open tool "
+                "calls, or the model call failed (see /steps)"
+            ))
 
     async def _settle(self, db: StoreCaller, sid: str, target: Status) -> None:
         session = await db(db.store.get_session, sid)
@@ -572,6 +633,7 @@ class Runtime:
             temperature=s.temperature,
             approval_timeout_s=s.approval_timeout_s,
             context_window_tokens=s.context_window_tokens,
+            compact_at=s.compact_at,
             parallel_side_effects=s.parallel_side_effects,
         )
 
