@@ -166,7 +166,11 @@ def test_steps(cli, db: Path) -> None:
     assert lines[0] == "Steps (session: cli):"
     assert lines[1] == '  s0001  user_input    user        "帮我分析日志"'
     assert lines[3] == '  s0003  tool_call     shell       {"command":"cat app.log"}'
-    assert "  /rollback s0005   go back to just before this step and redo from there" in lines
+    # issue 14: offline, the hint names the offline commands, not the slash commands
+    assert "  xclaw rollback cli s0005   go back to just before this step" in lines
+    assert "  xclaw fork cli s0005       branch a new session from this step" in lines
+    r = run(cli, "rollback", "cli", "s0099", "-y", "--db", db)
+    assert r.exit_code == 2 and "shown by `xclaw steps cli`" in r.output
     r = run(cli, "steps", "cli", "-n", "2", "--db", db, "--json")
     assert [s["id"] for s in json.loads(r.output)] == ["s0004", "s0005"]
 
@@ -255,7 +259,8 @@ def test_unknown_session_is_exit_2_without_traceback(cli, db: Path, args) -> Non
 def test_bad_step_is_exit_2(cli, db: Path, command: str, step: str) -> None:
     r = run(cli, command, "cli", step, "--yes" if command == "rollback" else "--json", "--db", db)
     assert r.exit_code == 2, r.output
-    assert "error: step" in r.output and "use an id shown by /steps" in r.output
+    # issue 14: offline the hint names `xclaw steps SESSION`, not the slash command
+    assert "error: step" in r.output and "use an id shown by `xclaw steps cli`" in r.output
     with SQLiteStore(db) as store:
         assert len(store.steps("cli")) == 5 and len(store.list_sessions()) == 1
 

@@ -116,10 +116,10 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     return State(label, manifest, read)
 
 
-@click.command("diff", short_help="What changed in a workspace between two steps.")
+@click.command("diff", short_help="What changed between two steps, or between two sessions.")
 @click.argument("session_id", metavar="SESSION")
-@click.argument("step_a", metavar="STEP_A")
-@click.argument("step_b", metavar="STEP_B")
+@click.argument("step_a", metavar="STEP_A|SESSION_B")
+@click.argument("step_b", metavar="[STEP_B]", required=False, default=None)
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of changes.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
 @workspace_option
@@ -135,11 +135,24 @@ def diff_cmd(
 ) -> None:
     """Files added (A), removed (D), changed (M), of another type (T) or mode (P) between the
     workspace just before STEP_A and just before STEP_B, with a unified diff for text.
-    A step is s0005, 5 or the full id; `now` is the workspace as it is."""
+    A step is s0005, 5 or the full id; `now` is the workspace as it is.
+
+    With two sessions (`xclaw diff SESSION SESSION_B`, e.g. a session and its fork): their
+    steps after the fork aligned by content (same / changed / only on one side), a diff of
+    their final answers, then the difference between their workspaces as they are now."""
     store.get_session(session_id)
     root = workspace_root(workspace)
-    old = _state(store, session_id, step_a, root)
-    new = _state(store, session_id, step_b, root)
+    if step_b is None:
+        other = store.resolve_session(step_a).session_id  # a unique prefix will do
+        if not as_json:
+            _branches(store, session_id, other)
+        old = _state(store, session_id, "now", root)
+        new = _state(store, other, "now", root)
+        old = State(f"{session_id} now", old.manifest, old.read)
+        new = State(f"{other} now", new.manifest, new.read)
+    else:
+        old = _state(store, session_id, step_a, root)
+        new = _state(store, session_id, step_b, root)
     changes = compare(old.manifest, new.manifest)
     if as_json:
         click.echo(
@@ -169,6 +182,29 @@ def diff_cmd(
             click.echo(text, nl=False)  # as is: `patch` reads it
         elif c.kind == "changed" and "hash" in (c.new or {}):
             click.echo(f"\nbinary or large file {c.path} differs")
+
+
+def _branches(store: Store, left: str, right: str) -> None:
+    """The two sessions' steps after their common history, aligned by content."""
+    from xclaw.branch_diff import align, answer_diff, final_answer, format_rows
+
+    a, b = store.get_session(left), store.get_session(right)
+    fork = 0
+    if b.parent_session_id == left and b.forked_from_seq:
+        fork = b.forked_from_seq
+    elif a.parent_session_id == right and a.forked_from_seq:
+        fork = a.forked_from_seq
+    xs = [s for s in store.steps(left) if s.seq > fork]
+    ys = [s for s in store.steps(right) if s.seq > fork]
+    out = out_console()
+    where = f"after the fork at s{fork:04d}" if fork else "(no common history)"
+    out.print(f"branches {left} (left) and {right} (right), {where}")
+    out.print(format_rows(align(xs, ys)))
+    diff = answer_diff(final_answer(xs), final_answer(ys), (f"{left} answer", f"{right} answer"))
+    if diff:
+        out.print("")
+        click.echo(diff)
+    out.print("")
 
 
 def register(cli: click.Group) -> None:
