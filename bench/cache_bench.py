@@ -24,6 +24,7 @@ import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -91,7 +92,7 @@ class _Part:
 
     name = "read_part"
     description = "Read one part of the document."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    input_schema: ClassVar[dict] = {"type": "object", "properties": {"n": {"type": "integer"}}}
     read_only = True
     parallel_safe = False
 

@@ -224,8 +224,9 @@ def format_step_line(step: Step) -> str:
     return "".join(parts).rstrip()
 
 
-def format_steps(steps: Sequence[Step], session: Session | str) -> str:
-    """The /steps listing (R10), ending with how to use the ids with /rollback and /fork."""
+def format_steps(steps: Sequence[Step], session: Session | str, *, offline: bool = False) -> str:
+    """The /steps listing (R10), ending with how to use the ids with /rollback and /fork
+    (`offline`: with `xclaw rollback` and `xclaw fork`, for the CLI's `xclaw steps`)."""
     label = _session_label(session)
     if not steps:
         return f"Steps (session: {label}):\n  (no steps yet)"
@@ -236,6 +237,14 @@ def format_steps(steps: Sequence[Step], session: Session | str) -> str:
     users = [s for s in main if s.step_type is StepType.USER_INPUT]
     tools = [s for s in main if s.step_type is StepType.TOOL_CALL]
     example = (users or tools or main)[-1].display_id
+    if offline:
+        lines += [
+            "",
+            "Usage:",
+            f"  xclaw rollback {label} {example}   go back to just before this step",
+            f"  xclaw fork {label} {example}       branch a new session from this step",
+        ]
+        return "\n".join(lines)
     lines += [
         "",
         "Usage:",

@@ -358,3 +358,52 @@ def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: P
     )
     assert r.returncode == 2
     assert "unauthorized" in r.stdout
+
+
+def test_no_server_says_how_to_start_one_then_connects_by_itself(make_server, tmp_path: Path) -> None:
+    # Issue 14: with no server running the client says so, and how to start one, once —
+    # not a retry line per attempt — and attaches as soon as the server is up.
+    server = make_server([{"text": "Hello there."}], approval="yolo")
+    server.kill()
+    t = spawn_chat(server, tmp_path, "--new")
+    t.expect(r"\[offline\] no xclaw server at http://127\.0\.0\.1:\d+ .*`xclaw serve`", timeout=20)
+    time.sleep(2.5)  # several reconnect attempts happen meanwhile: none of them prints
+    t.expect(r"Ctrl\+C quits\.")
+    assert t.text.count("[offline]") == 1
+    server.start()
+    t.expect(r"\[session\] \S+ · new", timeout=30)
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0
+
+
+def test_spinner_tab_completion_and_history_without_approval_answers(make_server, tmp_path: Path) -> None:
+    server = make_server(
+        [
+            {"text": "Slow thought.", "sleep": 2.5, "tool_calls": [{"name": "shell", "input": {"command": "echo hi > f"}}]},
+            {"text": "Wrote f."},
+            {"text": "Again."},
+        ],
+        approval="ask",
+    )
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("write f please")
+    # While the model thinks, a spinner counts the seconds (on the terminal only).
+    t.expect(r"thinking · [12]s")
+    t.expect(r"Approve\? \[y/N\]", timeout=20)
+    t.line("y")
+    t.expect(r"xclaw: Wrote f\.", timeout=20)
+    t.prompt()
+    # Up brings back the last message, not the approval's "y".
+    t.child.send("\x1b[A")
+    t.expect(r"write f please")
+    t.child.send("\x15")  # Ctrl+U: clear the line
+    # Tab completes slash commands and the step ids the client has seen.
+    t.child.send("/roll\t")
+    t.expect(r"/rollback")
+    t.child.send("s000\t")  # several match: a menu of them, the latest first
+    t.expect(r"s0005\s+s0004\s+s0003\s+s0002\s+s0001")
+    t.child.send("\x15")
+    t.line("/quit")
+    assert t.wait_exit() == 0

@@ -109,7 +109,7 @@ def test_tokens_and_cost_per_step_and_per_session(cli, tmp_path: Path, monkeypat
     expected = (5_000 * 3 + 90_000 * 0.3 + 5_000 * 3.75 + 1_000 * 15) / 1e6
     steps = run(cli, "steps", "p", "--db", path).output
     assert "100k in (90k cached, 5.0k written) → 1.0k out · $" + f"{expected:.4f}" in steps
-    unpriced = [ln for ln in steps.splitlines() if "s0003" in ln][0]
+    unpriced = next(ln for ln in steps.splitlines() if "s0003" in ln)
     assert "100k in (90k cached, 5.0k written) → 1.0k out" in unpriced and "$" not in unpriced
     (s,) = json.loads(run(cli, "sessions", "--db", path, "--json").output)
     assert s["cost"] == round(expected, 6) and s["usage"]["cache_read"] == 180_000
@@ -166,7 +166,11 @@ def test_steps(cli, db: Path) -> None:
     assert lines[0] == "Steps (session: cli):"
     assert lines[1] == '  s0001  user_input    user        "帮我分析日志"'
     assert lines[3] == '  s0003  tool_call     shell       {"command":"cat app.log"}'
-    assert "  /rollback s0005   go back to just before this step and redo from there" in lines
+    # issue 14: offline, the hint names the offline commands, not the slash commands
+    assert "  xclaw rollback cli s0005   go back to just before this step" in lines
+    assert "  xclaw fork cli s0005       branch a new session from this step" in lines
+    r = run(cli, "rollback", "cli", "s0099", "-y", "--db", db)
+    assert r.exit_code == 2 and "shown by `xclaw steps cli`" in r.output
     r = run(cli, "steps", "cli", "-n", "2", "--db", db, "--json")
     assert [s["id"] for s in json.loads(r.output)] == ["s0004", "s0005"]
 
@@ -255,7 +259,8 @@ def test_unknown_session_is_exit_2_without_traceback(cli, db: Path, args) -> Non
 def test_bad_step_is_exit_2(cli, db: Path, command: str, step: str) -> None:
     r = run(cli, command, "cli", step, "--yes" if command == "rollback" else "--json", "--db", db)
     assert r.exit_code == 2, r.output
-    assert "error: step" in r.output and "use an id shown by /steps" in r.output
+    # issue 14: offline the hint names `xclaw steps SESSION`, not the slash command
+    assert "error: step" in r.output and "use an id shown by `xclaw steps cli`" in r.output
     with SQLiteStore(db) as store:
         assert len(store.steps("cli")) == 5 and len(store.list_sessions()) == 1
 

@@ -126,3 +126,51 @@ def test_cli_rollback_and_fork_move_the_files(cli, world) -> None:
     with SQLiteStore(db) as store:
         assert [s.seq for s in store.steps(sid)] == [1, 2, 3]
         assert store.pending_restores() == []
+
+
+def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
+    """Issue 14: `xclaw diff A B` compares two branches: steps after the fork aligned by
+    content (same / changed / only on one side), the final answers, then the workspaces."""
+    from click.testing import CliRunner
+
+    from xclaw.cli import commands_store, commands_workspace
+    from xclaw.store.model import NewStep, Status, StepType
+    from xclaw.store.sqlite import SQLiteStore
+
+    db = tmp_path / "x.db"
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="left")
+        u = store.add_step("left", NewStep(StepType.USER_INPUT, "user", "base"))
+        done = store.begin_step("left", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        store.complete_step("left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+        store.fork("left", 2, title="right")
+        right = next(s.session_id for s in store.list_sessions() if s.session_id != "left")
+
+        def turn(sid: str, text: str, commands: list[str], answer: str) -> None:
+            u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", text))
+            for c in commands:
+                lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+                store.complete_step(sid, lm.seq, output_data={"text": "", "tool_calls": [{"name": "shell", "input": {"command": c}}]})
+                t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id))
+                store.complete_step(sid, t.seq, output_data="x")
+            lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+            store.complete_step(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
+
+        turn("left", "go a", ["echo shared"], "Result\nA")
+        turn(right, "go b", ["echo extra", "echo shared"], "Result\nB")
+    group = click.Group("xclaw")
+    commands_store.register(group)
+    commands_workspace.register(group)
+    ws = tmp_path / "ws"
+    (ws / "left").mkdir(parents=True)
+    (ws / right).mkdir(parents=True)
+    (ws / "left" / "f.txt").write_text("one\n")
+    (ws / right / "f.txt").write_text("two\n")
+    r = CliRunner().invoke(group, ["diff", "left", right[:5], "--db", str(db), "--workspace", str(ws)])
+    assert r.exit_code == 0, r.output
+    assert "≠ s0003 user: go a" in r.output  # a different instruction at the same place
+    shared = [ln for ln in r.output.splitlines() if "echo shared" in ln]
+    assert shared and shared[-1].lstrip().startswith("=")  # the shared command lines up
+    assert any(ln.lstrip().startswith("▶") and "echo extra" in ln for ln in r.output.splitlines())
+    assert "-A" in r.output and "+B" in r.output  # the final answers' diff
+    assert "-one" in r.output and "+two" in r.output  # the workspaces' diff

@@ -139,6 +139,8 @@ async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Cli
     assert r.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in r.text.splitlines()]
     assert lines[0]["kind"] == "session" and lines[0]["sessionId"] == sid
+    # The session's token totals ride on its line, as in `xclaw export` (script: no price).
+    assert lines[0]["llmCalls"] >= 1 and lines[0]["usage"]["input"] > 0 and lines[0]["cost"] is None
     assert {line["kind"] for line in lines[1:]} == {"step"}
     assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
 

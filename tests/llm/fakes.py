@@ -21,9 +21,9 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from collections.abc import Callable
 from typing import Any
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -49,6 +49,16 @@ def test_lookalikes_are_allowed_but_only_confined() -> None:
         assert d.kind == "allow" and d.confine, (c, d)
 
 
+def test_a_long_command_is_asked_quickly() -> None:
+    import time
+
+    policy = ApprovalPolicy("ask", confinement=True)
+    started = time.monotonic()
+    d = policy.decide(SHELL, {"command": "echo " + "word " * 40_000})
+    assert d.kind == "ask" and "too long" in d.reason
+    assert time.monotonic() - started < 1.0
+
+
 def test_without_a_sandbox_nothing_runs_unasked() -> None:
     policy = ApprovalPolicy("ask", confinement=False)
     for c in ("ls", "cat a.txt", "echo hi", *HARMLESS_LOOKALIKES):

@@ -104,14 +104,15 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(view.locator(".compare-shared summary")).to_contain_text("s0001–s0004")
     rows = view.locator(".compare-row")
     expect(rows).to_have_count(4)  # s0005..s0008 on both sides
-    # The user inputs and the clock readings differ; the rest is the same.
-    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class("compare-grid compare-row differs")
+    # The user inputs and the clock readings differ; the rest is the same. (Issue 14: rows
+    # are aligned by content and marked same / changed / only-left / only-right.)
+    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class("compare-grid compare-row changed")
     expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path A")
     expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path B")
-    expect(view.locator('.compare-row[data-seq="7"]')).to_have_class("compare-grid compare-row differs")
+    expect(view.locator('.compare-row[data-seq="7"]')).to_have_class("compare-grid compare-row changed")
     expect(view.locator('.compare-row[data-seq="7"] .cell-output.field-differs')).to_have_count(2)
     expect(view.locator('.compare-row[data-seq="6"]')).to_have_class("compare-grid compare-row same")
-    expect(view.locator(".compare-legend")).to_contain_text("2 of 4 steps differ")
+    expect(view.locator(".compare-legend")).to_contain_text("2 same, 2 changed, 0 only left, 0 only right")
     expect(view.locator(".compare-answer").first).to_contain_text("Finished this branch.")
     shot(page, "13-compare", full_page=False)
 
@@ -124,3 +125,56 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     assert app.session_id() == parent
     expect(app.messages).to_contain_text("carry on with path A")
     expect(app.messages).not_to_contain_text("carry on with path B")
+
+
+def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_page, shot):
+    """Issue 14: one branch does an extra step first; the step both branches then take lines
+    up as "same" instead of every later row showing ≠; the final answers get a line diff."""
+    import json
+
+    import httpx
+
+    server = serve([
+        {"text": "Starting.", "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}]},
+        {"text": "Base done."},
+    ], approval="yolo")
+    # The scripted model's branches: what it does depends on the instruction (path A / B).
+    server.script.write_text(json.dumps({
+        "turns": [
+            {"text": "Starting.", "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}]},
+            {"text": "Base done."},
+        ],
+        "branches": [
+            {"when": "path a", "turns": [
+                {"text": "A.", "tool_calls": [{"name": "shell", "input": {"command": "echo shared step"}}]},
+                {"text": "Result:\nline one\nline two A"},
+            ]},
+            {"when": "path b", "turns": [
+                {"text": "B first.", "tool_calls": [{"name": "shell", "input": {"command": "echo extra"}}]},
+                {"text": "B.", "tool_calls": [{"name": "shell", "input": {"command": "echo shared step"}}]},
+                {"text": "Result:\nline one\nline two B"},
+            ]},
+        ],
+    }))
+    server.kill()
+    server.start()
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("base", "Base done.")
+    parent = app.session_id()
+    app.send_and_wait("take path a", "line two A")
+    auth = {"Authorization": f"Bearer {server.token}"}
+    r = httpx.post(f"{server.http}/api/sessions/{parent}/fork", json={"stepId": "s0004", "title": "B"}, headers=auth)
+    fork = r.json()["session"]["sessionId"]
+    page.evaluate(f"localStorage.setItem('xclaw_session_id', '{fork}')")
+    app.reload()
+    app.send_and_wait("take path b", "line two B")
+    page.locator("#compare-btn").click()
+    view = page.locator("#compare")
+    expect(view).to_be_visible()
+    expect(view.locator(".compare-row.same").filter(has_text="echo shared step")).to_have_count(1)
+    expect(view.locator(".compare-row.only-right").filter(has_text="echo extra")).to_have_count(1)
+    expect(view.locator(".compare-row.changed").first).to_contain_text("take path a")
+    expect(view.locator(".text-diff")).to_contain_text("- line two A")
+    expect(view.locator(".text-diff")).to_contain_text("+ line two B")
+    shot(page, "issue14-compare-by-content")

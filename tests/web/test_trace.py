@@ -47,3 +47,40 @@ def test_live_tree_with_sub_agents(serve, new_page, shot):
     # Sub-agent tool lines are labelled in the conversation.
     expect(page.locator("#messages .tool-line .tool-agent").first).to_contain_text("sub-agent")
     shot(page, "20-trace-sub-agents")
+
+
+def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, shot):
+    """Issue 14: the trace column is resizable (summaries no longer cut at ~25 characters),
+    toasts stay off it, and a restored conversation is not greyed out."""
+    long_command = "echo " + "a-fairly-long-argument " * 4
+    server = serve([
+        {"text": "Running it.", "tool_calls": [{"name": "shell", "input": {"command": long_command}}]},
+        {"text": "Done."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("run the long command", "Done.")
+    summary = app.step("s0003").locator(".step-summary")
+    expect(summary).to_have_attribute("title", long_command.strip())
+    panel = page.locator("#trace-panel")
+    before = panel.bounding_box()["width"]
+    handle = page.locator("#trace-resizer").bounding_box()
+    page.mouse.move(handle["x"] + 4, handle["y"] + 200)
+    page.mouse.down()
+    page.mouse.move(handle["x"] - 200, handle["y"] + 200, steps=5)
+    page.mouse.up()
+    after = panel.bounding_box()["width"]
+    assert after > before + 150, (before, after)
+    assert page.evaluate("localStorage.getItem('xclaw_trace_width')") == str(round(after))
+    app.reload()
+    assert abs(page.locator("#trace-panel").bounding_box()["width"] - after) <= 2  # kept
+    # Restored messages are shown at full strength.
+    opacity = page.locator("#messages .msg.assistant.restored").last.evaluate("e => getComputedStyle(e).opacity")
+    assert opacity == "1"
+    # A toast appears over the conversation, not over the trace panel.
+    page.evaluate("import('/static/dialogs.js').then(m => m.toast('hello from a toast'))")
+    toast = page.locator(".toast").filter(has_text="hello from a toast")
+    expect(toast).to_be_visible()
+    box, trace_box = toast.bounding_box(), page.locator("#trace-panel").bounding_box()
+    assert box["x"] + box["width"] <= trace_box["x"], (box, trace_box)
+    shot(page, "issue14-trace-resized")

@@ -24,7 +24,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
+from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_render import Renderer
+from xclaw.cli.chat_spinner import Spinner
 from xclaw.gateway.commands import parse_command
 
 SESSION_FILE = ".cli_session"
@@ -33,6 +35,8 @@ BACKOFF_MAX_S = 5.0
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
 YES = ("y", "yes")
+OFFLINE_REMINDER_S = 30.0
+SPIN_INTERVAL_S = 0.12
 
 
 # --- session file and URL -------------------------------------------------------------------
@@ -89,9 +93,10 @@ class ChatOptions:
 class LineInput(Protocol):
     interactive: bool
 
-    async def read(self, prompt: str) -> str | None:
+    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         """One line without its newline; None at end of input. A terminal raises
-        KeyboardInterrupt on Ctrl+C."""
+        KeyboardInterrupt on Ctrl+C. `answer`: a y/n approval answer, kept out of the
+        input history."""
         ...
 
 
@@ -118,7 +123,7 @@ class PipeInput:
         threading.Thread(target=pump, name="xclaw-chat-stdin", daemon=True).start()
         self._started = True
 
-    async def read(self, prompt: str) -> str | None:
+    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         if not self._started:
             self._start()
         line = await self._queue.get()
@@ -143,18 +148,25 @@ class TerminalInput:
                 history = FileHistory(str(history_file))
             except OSError:
                 pass
-        self.session: Any = PromptSession(history=history)
+        self.session: Any = PromptSession(history=history, complete_while_typing=False)
+        # Approval answers (y/n) get a history of their own: Up never brings back a "y".
+        self.answers: Any = PromptSession(history=InMemoryHistory())
 
-    async def read(self, prompt: str) -> str | None:
+    def use_completer(self, completer: Any) -> None:
+        """Tab completes slash commands, step ids and session ids (SlashCompleter)."""
+        self.session.completer = completer
+
+    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         from prompt_toolkit.patch_stdout import patch_stdout
 
+        session = self.answers if answer else self.session
         # Output is routed around the prompt only while a prompt is shown: frames printed
         # between prompts (a streamed answer) go straight to the terminal, in order, so a
         # half-written line can never end up behind the next prompt.
         try:
             with patch_stdout(raw=True):
                 # handle_sigint=False: our own SIGINT handler (cancel, then quit) stays.
-                return await self.session.prompt_async(prompt, handle_sigint=False)
+                return await session.prompt_async(prompt, handle_sigint=False)
         except EOFError:
             return None
 
@@ -180,12 +192,32 @@ class ChatClient:
         self.approvals: list[dict[str, Any]] = []
         self._interrupts = 0
         self._eof = False
+        # What Tab completes: step ids and session ids seen in frames.
+        self.step_ids: set[str] = set()
+        self.session_ids: set[str] = set()
+        console = renderer.console
+        self.spinner = Spinner(
+            console.file, enabled=line_input.interactive and console.is_terminal
+        )
+        self._offline_since: float | None = None
+        self._offline_said = 0.0
+        self._ever_connected = False
+        if hasattr(line_input, "use_completer"):
+            line_input.use_completer(SlashCompleter(self))
 
     # --- state ------------------------------------------------------------------------------
     def _set_turn(self, turn: str | None) -> None:
+        if turn == "run" and self.turn != "run":
+            self.spinner.start()
+        elif turn != "run":
+            self.spinner.stop()
         self.turn = turn
         self._fail_seen = False
         self._changed.set()
+
+    def _say(self, text: str, style: str | None = None) -> None:
+        self.spinner.clear()
+        self.out.line(text, style)
 
     @property
     def ready(self) -> bool:
@@ -209,6 +241,14 @@ class ChatClient:
             and kind not in ("session", "forked", "error")
         ):
             return  # a late frame of the session we just switched away from
+        self.spinner.clear()
+        self._learn_ids(f)
+        if kind == "tool" and f.get("state") == "running":
+            self.spinner.label = f"running {f.get('name')}"
+        elif kind in ("delta", "step") and self.spinner.label != "thinking":
+            step = f.get("step") or {}
+            if kind == "delta" or step.get("type") == "llm_call":
+                self.spinner.label = "thinking"
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
                 self.out.approval(f)
@@ -221,7 +261,7 @@ class ChatClient:
             try:
                 write_session_file(self.opts.session_file, self.session_id)
             except OSError as e:
-                self.out.line(f"warning: cannot save {self.opts.session_file}: {e}", "yellow")
+                self._say(f"warning: cannot save {self.opts.session_file}: {e}", "yellow")
         elif kind == "status":
             if "busy" in f:  # the gateway's word after attaching: is a run in flight?
                 self._set_turn("run" if f["busy"] else None)
@@ -231,7 +271,9 @@ class ChatClient:
             if self.turn == "run":
                 self._set_turn(None)
         elif kind == "error":
-            if self.turn == "attach":
+            if self.turn == "attach" and f.get("code") in (
+                "bad_frame", "bad_command", "unknown_session", "ambiguous_session"
+            ):
                 # a refused /switch (unknown, ambiguous or malformed id): still where it was
                 self.session_id = self._attached
                 self._set_turn(None)
@@ -245,6 +287,27 @@ class ChatClient:
             if step.get("status") != "running":
                 # an approval answered (here or by another client) is no longer pending
                 self.approvals = [a for a in self.approvals if a.get("stepId") != step.get("id")]
+
+    def _learn_ids(self, f: dict[str, Any]) -> None:
+        kind = f.get("type")
+        if kind == "step":
+            sid = (f.get("step") or {}).get("id")
+            if isinstance(sid, str):
+                self.step_ids.add(sid)
+        elif kind == "steps":
+            self.step_ids.update(s["id"] for s in f.get("steps") or () if isinstance(s, dict) and "id" in s)
+        elif kind == "history":
+            self.step_ids.clear()
+            for m in f.get("messages") or ():
+                if isinstance(m, dict) and isinstance(m.get("stepId"), str):
+                    self.step_ids.add(m["stepId"])
+        elif kind in ("session", "forked") and isinstance(f.get("sessionId"), str):
+            self.session_ids.add(f["sessionId"])
+        elif kind == "notice" and str(f.get("content", "")).startswith("SESSION "):
+            for row in str(f["content"]).splitlines()[1:]:
+                word = row.split(" ", 1)[0]
+                if word and not word.startswith(("this", "use")):
+                    self.session_ids.add(word)
 
     # --- connection -------------------------------------------------------------------------
     async def connection_loop(self) -> None:
@@ -262,6 +325,8 @@ class ChatClient:
                     ping_timeout=20,
                 ) as ws:
                     delay = BACKOFF_START_S
+                    self._ever_connected = True
+                    self._offline_since = None
                     self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
                     await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
                     self._ws = ws
@@ -278,7 +343,7 @@ class ChatClient:
                 code = e.rcvd.code if e.rcvd else None
                 reason = e.rcvd.reason if e.rcvd else "connection lost"
             except InvalidURI as e:
-                self.out.line(f"error: bad URL: {e}", "bold red")
+                self._say(f"error: bad URL: {e}", "bold red")
                 self.quit(2)
                 return
             except (OSError, InvalidHandshake, InvalidStatus, TimeoutError) as e:
@@ -286,7 +351,7 @@ class ChatClient:
             finally:
                 self._ws = None
             if code == CLOSE_UNAUTHORIZED:
-                self.out.line(
+                self._say(
                     "unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
                     "(the token is in $XCLAW_HOME/token and in the server's start-up URL)",
                     "bold red",
@@ -298,9 +363,7 @@ class ChatClient:
                 return
             if self._quit.is_set():
                 return
-            self.out.line(
-                f"[offline] {reason or f'closed ({code})'}; reconnecting in {delay:g}s…", "yellow"
-            )
+            self._offline(reason or f"closed ({code})", delay)
             try:
                 await asyncio.wait_for(self._quit.wait(), delay)
                 return
@@ -308,16 +371,38 @@ class ChatClient:
                 pass
             delay = min(delay * 2, BACKOFF_MAX_S)
 
+    def _offline(self, reason: str, delay: float) -> None:
+        """Say once per outage what is wrong and what to do, then keep retrying quietly
+        (a line every 30 s), instead of a line per attempt."""
+        now = asyncio.get_running_loop().time()
+        if self._offline_since is None:
+            self._offline_since = now
+            self._offline_said = now
+            if not self._ever_connected:
+                http = self.opts.url.replace("ws://", "http://").replace("wss://", "https://")
+                http = http.removesuffix("/ws")
+                self._say(
+                    f"[offline] no xclaw server at {http} ({reason}). Start one in another "
+                    "terminal with `xclaw serve` (or pass --url); this client connects by "
+                    "itself as soon as it is up. Ctrl+C quits.",
+                    "yellow",
+                )
+            else:
+                self._say(f"[offline] {reason}; reconnecting by itself…", "yellow")
+        elif now - self._offline_said >= OFFLINE_REMINDER_S:
+            self._offline_said = now
+            self._say(f"[offline] still trying ({now - self._offline_since:.0f}s)…", "yellow")
+
     async def send(self, frame: dict[str, Any]) -> bool:
         ws = self._ws
         if ws is None:
-            self.out.line("not connected; try again when the client has reconnected", "yellow")
+            self._say("not connected; try again when the client has reconnected", "yellow")
             return False
         try:
             await ws.send(json.dumps(frame))
             return True
         except ConnectionClosed:
-            self.out.line("not sent: the connection was lost", "yellow")
+            self._say("not sent: the connection was lost", "yellow")
             return False
 
     # --- input ------------------------------------------------------------------------------
@@ -336,7 +421,7 @@ class ChatClient:
             if self._eof:
                 # piped input ended: leave once nothing is left to wait for
                 if self.approvals:
-                    self.out.line(
+                    self._say(
                         "input ended with an approval pending; the session stays Paused", "yellow"
                     )
                 self.quit(0)
@@ -344,7 +429,7 @@ class ChatClient:
             approval = self.approvals[0] if self.approvals else None
             prompt = "Approve? [y/N] " if approval else "You: "
             try:
-                line = await self.input.read(prompt)
+                line = await self.input.read(prompt, answer=approval is not None)
             except KeyboardInterrupt:
                 self._interrupt()
                 continue
@@ -377,7 +462,7 @@ class ChatClient:
         if word in ("/quit", "/exit"):
             self.quit(0)
         elif word == "/switch" and not rest.strip():
-            self.out.line("usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow")
+            self._say("usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow")
         elif word in ("/switch", "/new"):
             # The gateway resolves the id (existing sessions only, unique prefixes) and
             # re-attaches this socket; its `session` frame saves .cli_session.
@@ -403,11 +488,11 @@ class ChatClient:
         quits."""
         self._interrupts += 1
         if self._interrupts >= 2:
-            self.out.line("bye", "dim")
+            self._say("bye", "dim")
             self.quit(0)
             return
         if self.turn == "run" or self.approvals:
-            self.out.line(
+            self._say(
                 "[cancel] stopping the run now… (Ctrl+C again to quit)",
                 "yellow",
             )
@@ -415,7 +500,13 @@ class ChatClient:
                 self.send({"type": "cancel", "sessionId": self.session_id})
             )
         else:
-            self.out.line("(Ctrl+C again, /quit or Ctrl+D to quit)", "dim")
+            self._say("(Ctrl+C again, /quit or Ctrl+D to quit)", "dim")
+
+    async def _spin(self) -> None:
+        while True:
+            if self.turn == "run" and not self.approvals and not self.out.streaming and self._ws is not None:
+                self.spinner.draw()
+            await asyncio.sleep(SPIN_INTERVAL_S)
 
     # --- main ---------------------------------------------------------------------------------
     async def run(self) -> int:
@@ -424,9 +515,12 @@ class ChatClient:
             loop.add_signal_handler(signal.SIGINT, self._interrupt)
         conn = asyncio.create_task(self.connection_loop())
         reader = asyncio.create_task(self.input_loop())
+        spin = asyncio.create_task(self._spin())
         try:
             await self._quit.wait()
         finally:
+            spin.cancel()
+            self.spinner.stop()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
             for task in (reader, conn):

@@ -50,6 +50,11 @@ class Renderer:
         self._stream_open = False
         self._streamed = ""
 
+    @property
+    def streaming(self) -> bool:
+        """An answer is being printed on an open line (nothing else may draw there)."""
+        return self._stream_open
+
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
         self.end_stream()

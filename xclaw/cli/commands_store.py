@@ -87,6 +87,9 @@ def with_store(fn: F) -> F:
                 # Every command taking a session id takes a unique prefix of one (as git).
                 kwargs["session_id"] = store.resolve_session(kwargs["session_id"]).session_id
             return fn(store, *args, **kwargs)
+        except StepNotFound as e:
+            # Offline, the listing that shows step ids is `xclaw steps`, not /steps.
+            _fail(e.message.replace("shown by /steps", f"shown by `xclaw steps {e.session_id}`"), 2)
         except _USER_ERRORS as e:
             _fail(e.message, 2)
         except XclawError as e:
@@ -197,7 +200,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     if as_json:
         click.echo(_dump([step_json(s) for s in steps]))
     else:
-        _out().print(format_steps(steps, session))
+        _out().print(format_steps(steps, session, offline=True))
 
 
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
@@ -284,7 +287,10 @@ def fork_cmd(
         return
     out = _out()
     out.print(f"[fork] new session created: {forked.session_id}")
-    out.print("connect with this session ID to continue on the forked branch.")
+    out.print(
+        f"continue on the forked branch with: xclaw chat --session {forked.session_id} "
+        f'(or xclaw run --session {forked.session_id} "…")'
+    )
     out.print(f"original session {session_id} is unchanged.")
     if outside:
         out.print(f"[fork] in the original session after that step, {outside}")

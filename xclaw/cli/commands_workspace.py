@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import click
 from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
+from xclaw.cli.terminal_text import SafeConsole, printable
 from xclaw.errors import WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
@@ -43,7 +45,8 @@ def _snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
 
 def out_console() -> Console:
     # Plain text: paths, ids and diffs must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False)
+    # Diffs show files a tool wrote: printed inert (terminal_text).
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False)
 
 
 def workspace_root(given: str | None) -> Path:
@@ -116,10 +119,10 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     return State(label, manifest, read)
 
 
-@click.command("diff", short_help="What changed in a workspace between two steps.")
+@click.command("diff", short_help="What changed between two steps, or between two sessions.")
 @click.argument("session_id", metavar="SESSION")
-@click.argument("step_a", metavar="STEP_A")
-@click.argument("step_b", metavar="STEP_B")
+@click.argument("step_a", metavar="STEP_A|SESSION_B")
+@click.argument("step_b", metavar="[STEP_B]", required=False, default=None)
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of changes.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
 @workspace_option
@@ -135,11 +138,24 @@ def diff_cmd(
 ) -> None:
     """Files added (A), removed (D), changed (M), of another type (T) or mode (P) between the
     workspace just before STEP_A and just before STEP_B, with a unified diff for text.
-    A step is s0005, 5 or the full id; `now` is the workspace as it is."""
+    A step is s0005, 5 or the full id; `now` is the workspace as it is.
+
+    With two sessions (`xclaw diff SESSION SESSION_B`, e.g. a session and its fork): their
+    steps after the fork aligned by content (same / changed / only on one side), a diff of
+    their final answers, then the difference between their workspaces as they are now."""
     store.get_session(session_id)
     root = workspace_root(workspace)
-    old = _state(store, session_id, step_a, root)
-    new = _state(store, session_id, step_b, root)
+    if step_b is None:
+        other = store.resolve_session(step_a).session_id  # a unique prefix will do
+        if not as_json:
+            _branches(store, session_id, other)
+        old = _state(store, session_id, "now", root)
+        new = _state(store, other, "now", root)
+        old = State(f"{session_id} now", old.manifest, old.read)
+        new = State(f"{other} now", new.manifest, new.read)
+    else:
+        old = _state(store, session_id, step_a, root)
+        new = _state(store, session_id, step_b, root)
     changes = compare(old.manifest, new.manifest)
     if as_json:
         click.echo(
@@ -166,9 +182,34 @@ def diff_cmd(
         text = unified(c, old, new)
         if text:
             click.echo("")
-            click.echo(text, nl=False)  # as is: `patch` reads it
+            # As is into a pipe (`patch` reads it); inert on a terminal, where a file a tool
+            # wrote could otherwise drive it (terminal_text).
+            click.echo(text if not sys.stdout.isatty() else printable(text), nl=False)
         elif c.kind == "changed" and "hash" in (c.new or {}):
             click.echo(f"\nbinary or large file {c.path} differs")
+
+
+def _branches(store: Store, left: str, right: str) -> None:
+    """The two sessions' steps after their common history, aligned by content."""
+    from xclaw.branch_diff import align, answer_diff, final_answer, format_rows
+
+    a, b = store.get_session(left), store.get_session(right)
+    fork = 0
+    if b.parent_session_id == left and b.forked_from_seq:
+        fork = b.forked_from_seq
+    elif a.parent_session_id == right and a.forked_from_seq:
+        fork = a.forked_from_seq
+    xs = [s for s in store.steps(left) if s.seq > fork]
+    ys = [s for s in store.steps(right) if s.seq > fork]
+    out = out_console()
+    where = f"after the fork at s{fork:04d}" if fork else "(no common history)"
+    out.print(f"branches {left} (left) and {right} (right), {where}")
+    out.print(format_rows(align(xs, ys)))
+    diff = answer_diff(final_answer(xs), final_answer(ys), (f"{left} answer", f"{right} answer"))
+    if diff:
+        out.print("")
+        click.echo(diff)
+    out.print("")
 
 
 def register(cli: click.Group) -> None:

@@ -22,10 +22,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from xclaw.branch_diff import MARKS, align, describe
 from xclaw.cli.chat_render import Renderer, make_console
 from xclaw.demo.process import Client, Frame, ServerProcess
 from xclaw.store import open_store
-from xclaw.store.model import MAIN_AGENT, Step, StepStatus, StepType
+from xclaw.store.model import Step, StepStatus, StepType
 from xclaw.views import format_sessions, format_tree
 
 TASK = (
@@ -228,18 +229,23 @@ class Walkthrough:
         return fork_id
 
     def compare(self, sid: str, fork_id: str) -> None:
-        self.say("The two branches side by side, from the fork point on.")
+        self.say("The two branches side by side, from the fork point on, aligned by content.")
         fork_point = self._session(fork_id).forked_from_seq or 0
-        left = [s for s in self._steps(sid) if s.seq > fork_point and s.agent == MAIN_AGENT]
-        right = [s for s in self._steps(fork_id) if s.seq > fork_point and s.agent == MAIN_AGENT]
+        left = [s for s in self._steps(sid) if s.seq > fork_point]
+        right = [s for s in self._steps(fork_id) if s.seq > fork_point]
+        rows = align(left, right)
         table = Table(show_lines=False, expand=False)
         table.add_column(f"original {sid[:8]}…", overflow="fold")
+        table.add_column("", justify="center")
         table.add_column(f"fork {fork_id[:8]}…", overflow="fold")
-        for i in range(max(len(left), len(right))):
-            table.add_row(_describe(left[i]) if i < len(left) else "", _describe(right[i]) if i < len(right) else "")
-        table.add_row(*(Text("draft.txt: " + (self._workspace(x) / "draft.txt").read_text().splitlines()[0], style="bold")
-                        for x in (sid, fork_id)))
+        for r in rows:
+            table.add_row(
+                _describe(r.left) if r.left else "", MARKS[r.kind], _describe(r.right) if r.right else ""
+            )
+        table.add_row(Text("draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0], style="bold"),
+                      "≠", Text("draft.txt: " + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0], style="bold"))
         self.console.print(table)
+        self.note("= same · ≠ changed · ◀ ▶ only on one side; `xclaw diff` shows the same for any two sessions")
 
     def finish(self) -> None:
         self.server.kill(signal.SIGTERM)
@@ -305,4 +311,6 @@ def _describe_plain(s: Step) -> str:
         return f"{s.display_id} {s.name}{dur} [{state}]"
     if s.step_type is StepType.USER_INPUT:
         return f"{s.display_id} user: {_clip(str(s.input_data))}"
+    if s.name == "approval":
+        return describe(s, 40)  # in words: what was asked, what was answered
     return f"{s.display_id} {s.name}"

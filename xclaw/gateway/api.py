@@ -24,6 +24,7 @@ from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
 from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
+from xclaw.views import session_cost
 
 STATUS_OF_CODE = {
     "unknown_session": 404,
@@ -253,7 +254,9 @@ async def export(request: Request, gw: Gateway) -> Response:
     async def lines() -> AsyncIterator[str]:
         yield (
             json.dumps(
-                {"kind": "session", **session_json(session)}, ensure_ascii=False, default=str
+                {"kind": "session", **session_json(session), **session_cost(steps).to_json()},
+                ensure_ascii=False,
+                default=str,
             )
             + "\n"
         )

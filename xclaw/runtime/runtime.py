@@ -485,8 +485,9 @@ class Runtime:
                     emit(notice_frame(RESUME_NOTICE))
                 for ref in hist.interrupted_unsafe:
                     emit(notice_frame(
-                        f"[resume] {ref} was interrupted and may or may not have run; it runs "
-                        "again only if the model re-issues it and you approve"
+                        f"[resume] {ref} was interrupted and may or may not have run, so it is "
+                        "not retried blindly: the model continues from the record, and if it "
+                        "asks for that call again you are asked to approve it first"
                     ))
             recorder = Recorder(
                 db=db,

@@ -487,6 +487,41 @@ function setupTraceToggle() {
   return apply;
 }
 
+/** The trace panel's width: dragged (or arrow keys on the handle), kept in localStorage. */
+function setupTraceResizer() {
+  const handle = $("trace-resizer");
+  const workspace = $("workspace");
+  const apply = (px) => {
+    const max = Math.max(300, workspace.getBoundingClientRect().width - 360);
+    const width = Math.round(Math.min(Math.max(px, 280), max));
+    workspace.style.setProperty("--trace-width", `${width}px`);
+    localStorage.setItem("xclaw_trace_width", String(width));
+  };
+  const saved = Number(localStorage.getItem("xclaw_trace_width"));
+  if (saved > 0) workspace.style.setProperty("--trace-width", `${saved}px`);
+  handle.addEventListener("pointerdown", (e) => {
+    e.preventDefault();
+    handle.setPointerCapture(e.pointerId);
+    handle.classList.add("dragging");
+    const move = (ev) => apply(workspace.getBoundingClientRect().right - ev.clientX);
+    const up = () => {
+      handle.classList.remove("dragging");
+      handle.removeEventListener("pointermove", move);
+      handle.removeEventListener("pointerup", up);
+    };
+    handle.addEventListener("pointermove", move);
+    handle.addEventListener("pointerup", up);
+  });
+  handle.addEventListener("keydown", (e) => {
+    const step = e.shiftKey ? 80 : 20;
+    const now = $("trace-panel").getBoundingClientRect().width;
+    if (e.key === "ArrowLeft") apply(now + step);
+    else if (e.key === "ArrowRight") apply(now - step);
+    else return;
+    e.preventDefault();
+  });
+}
+
 async function exportSession() {
   if (!state.sessionId) return;
   try {
@@ -538,6 +573,7 @@ async function boot() {
     onError: handleApiError,
   });
   const toggleTrace = setupTraceToggle();
+  setupTraceResizer();
 
   $("new-session").addEventListener("click", newSession);
   $("session-title").addEventListener("click", () => {

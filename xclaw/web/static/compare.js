@@ -2,12 +2,15 @@
 // fork family, from the point where they part: steps, answers, tool outputs, duration and
 // tokens, with the differences marked.
 //
-// Forks keep the sequence numbers of the steps they copy, so after the fork point row k of
-// the comparison is step s(fork+k) on both sides.
+// After the fork point the two branches are aligned by content, not by step number: a diff
+// (longest common subsequence) over step signatures — type, name, input — so a step both
+// branches took lines up even when one branch did more before it. Rows are `same` (signature
+// and result equal), `changed` (same kind of step at the same place, different input or
+// result), `only-left` or `only-right`.
 
 import { sessionsApi } from "./api.js";
 import { clear, formatCount, formatDuration, h, icon, oneLine, prettyValue, stableJson, tokensOf } from "./dom.js";
-import { familyOf, forest, sessionTitle } from "./sessions.js";
+import { familyOf, forest, sessionState, sessionTitle } from "./sessions.js";
 import { displayName, summary } from "./trace.js";
 
 const TYPE_LABEL = { user_input: "user", llm_call: "llm", tool_call: "tool", system_alert: "alert" };
@@ -55,6 +58,94 @@ function content(step) {
     output: stableJson(output),
     status: step.status,
   };
+}
+
+/** What makes two steps "the same step": its kind, its name and its input. */
+export function signature(step) {
+  const input = step.type === "llm_call" ? null : step.input;
+  return stableJson([step.type, step.name, input]);
+}
+
+/** Longest common subsequence of two lists of keys: pairs of matched indexes, in order. */
+function lcs(xs, ys) {
+  const n = xs.length;
+  const m = ys.length;
+  const len = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      len[i][j] = xs[i] === ys[j] ? len[i + 1][j + 1] + 1 : Math.max(len[i + 1][j], len[i][j + 1]);
+    }
+  }
+  const pairs = [];
+  let i = 0;
+  let j = 0;
+  while (i < n && j < m) {
+    if (xs[i] === ys[j]) { pairs.push([i, j]); i++; j++; }
+    else if (len[i + 1][j] >= len[i][j + 1]) i++;
+    else j++;
+  }
+  return pairs;
+}
+
+/** Rows [left step|null, right step|null] aligned by content. Between two matched steps,
+ * unmatched steps of the same type and name pair up (a different instruction at the same place is one
+ * `changed` row, not two one-sided ones). */
+export function align(a, b) {
+  const pairs = lcs(a.map(signature), b.map(signature));
+  const rows = [];
+  const gap = (xs, ys) => {
+    let i = 0;
+    let j = 0;
+    while (i < xs.length || j < ys.length) {
+      const x = xs[i];
+      const y = ys[j];
+      const kin = (p, q) => p.type === q.type && p.name === q.name; // same tool, same model
+      if (x && y && kin(x, y)) { rows.push([x, y]); i++; j++; }
+      else if (x && (!y || ys.slice(j).every((t) => !kin(x, t)))) { rows.push([x, null]); i++; }
+      else { rows.push([null, y]); j++; }
+    }
+  };
+  let pi = 0;
+  let pj = 0;
+  for (const [i, j] of pairs) {
+    gap(a.slice(pi, i), b.slice(pj, j));
+    rows.push([a[i], b[j]]);
+    pi = i + 1;
+    pj = j + 1;
+  }
+  gap(a.slice(pi), b.slice(pj));
+  return rows;
+}
+
+/** A line diff of two texts: [{op: " "|"-"|"+", line}]. */
+export function lineDiff(left, right) {
+  const xs = (left || "").split("\n");
+  const ys = (right || "").split("\n");
+  const out = [];
+  let i = 0;
+  let j = 0;
+  for (const [pi, pj] of lcs(xs, ys)) {
+    while (i < pi) out.push({ op: "-", line: xs[i++] });
+    while (j < pj) out.push({ op: "+", line: ys[j++] });
+    out.push({ op: " ", line: xs[i] });
+    i++;
+    j++;
+  }
+  while (i < xs.length) out.push({ op: "-", line: xs[i++] });
+  while (j < ys.length) out.push({ op: "+", line: ys[j++] });
+  return out;
+}
+
+/** An approval step in words: what was asked and what the answer was. */
+function approvalWords(step) {
+  const input = step.input || {};
+  const args = input.args && typeof input.args === "object"
+    ? input.args.command ?? input.args.path ?? oneLine(input.args, 200)
+    : "";
+  const out = step.output && typeof step.output === "object" ? step.output : null;
+  const verdict = step.status === "running" ? "waiting for an answer"
+    : out ? (out.why || (out.approved ? "approved" : "denied")) : step.error || "not answered";
+  return `asked to run ${input.tool || "a tool"}${args ? `: ${args}` : ""} — ${verdict}`;
 }
 
 function finalAnswer(steps) {
@@ -117,7 +208,7 @@ export class CompareView {
       },
     });
     for (const { session: s, depth } of family) {
-      const opt = h("option", { value: s.sessionId, text: `${"  ".repeat(depth)}${depth ? "⤷ " : ""}${sessionTitle(s)} — ${s.status}` });
+      const opt = h("option", { value: s.sessionId, text: `${"  ".repeat(depth)}${depth ? "⤷ " : ""}${sessionTitle(s)} — ${sessionState(s).text}` });
       if (s.sessionId === this[which]) opt.selected = true;
       select.append(opt);
     }
@@ -166,7 +257,7 @@ export class CompareView {
       const diff = (x, y) => (x !== y ? ".differs" : "");
       return h("div.compare-card", { dataset: { session: id } },
         h("div.compare-card-head",
-          h(`span.status-dot.st-${s.status}`, { "aria-hidden": "true" }),
+          h(`span.status-dot.st-${sessionState(s).key}`, { "aria-hidden": "true", title: sessionState(s).text }),
           h("strong", { text: sessionTitle(s) }),
           h("span.muted.mono", { text: id.slice(0, 10) }),
           h("button.linkish.small", { type: "button", text: "open", onclick: () => this.onSwitch(id) })),
@@ -179,10 +270,18 @@ export class CompareView {
           h("div.io-label", { text: answer === null ? "no final answer after the fork" : "final answer" }),
           answer === null ? null : h("div.answer-text", { text: answer })));
     };
-    return h("div.compare-grid.compare-summary",
+    const grid = h("div.compare-grid.compare-summary",
       card(this.left, a, b),
       h("div.gutter"),
       card(this.right, b, a));
+    const x = finalAnswer(a);
+    const y = finalAnswer(b);
+    if (x === null || y === null || x === y) return grid;
+    const diff = h("details.compare-answer-diff", { open: true },
+      h("summary", { text: "The final answers, line by line (− left, + right)" }),
+      h("pre.text-diff", lineDiff(x, y).map((d) =>
+        h(`span.diff-line${d.op === "-" ? ".del" : d.op === "+" ? ".add" : ""}`, { text: `${d.op} ${d.line}\n` }))));
+    return h("div", grid, diff);
   }
 
   sharedBlock(shared, fork) {
@@ -196,35 +295,32 @@ export class CompareView {
   }
 
   rows(a, b, fork) {
-    const bySeqA = new Map(a.map((s) => [s.seq, s]));
-    const bySeqB = new Map(b.map((s) => [s.seq, s]));
-    const last = Math.max(fork, ...a.map((s) => s.seq), ...b.map((s) => s.seq));
+    // Sub-agents' steps are compared inside their spawning call's result, not row by row.
+    const main = (xs) => xs.filter((s) => s.agent === "main" || !s.agent);
     const table = h("div.compare-rows", { role: "table", "aria-label": "steps after the fork point" });
-    let same = 0;
-    let differ = 0;
-    for (let seq = fork + 1; seq <= last; seq++) {
-      const x = bySeqA.get(seq);
-      const y = bySeqB.get(seq);
-      if (!x && !y) continue;
+    const count = { same: 0, changed: 0, "only-left": 0, "only-right": 0 };
+    for (const [x, y] of align(main(a), main(b))) {
       const cx = content(x);
       const cy = content(y);
       const fields = new Set();
       if (cx && cy) for (const k of ["head", "input", "output", "status"]) if (cx[k] !== cy[k]) fields.add(k);
-      const kind = !x ? "only-right" : !y ? "only-left" : fields.size ? "differs" : "same";
-      if (kind === "same") same += 1;
-      else differ += 1;
-      const marker = { same: "=", differs: "≠", "only-left": "◀", "only-right": "▶" }[kind];
-      table.append(h(`div.compare-grid.compare-row.${kind}`, { role: "row", dataset: { seq: String(seq), kind } },
+      const kind = !x ? "only-right" : !y ? "only-left" : fields.size ? "changed" : "same";
+      count[kind] += 1;
+      const marker = { same: "=", changed: "≠", "only-left": "◀", "only-right": "▶" }[kind];
+      const seq = String((x || y).seq);
+      table.append(h(`div.compare-grid.compare-row.${kind}`, { role: "row", dataset: { seq, kind } },
         this.cell(x, y, fields),
         h("div.gutter", { title: kind.replace("-", " "), text: marker }),
         this.cell(y, x, fields)));
     }
+    const total = count.same + count.changed + count["only-left"] + count["only-right"];
     const legend = h("div.compare-legend",
-      h("span", { text: `From the fork point on: ${differ} of ${same + differ} steps differ` }),
-      h("span.legend-item.differs", { text: "≠ differs" }),
+      h("span", { text: `From the fork point on: ${count.same} same, ${count.changed} changed, ` +
+        `${count["only-left"]} only left, ${count["only-right"]} only right` }),
+      h("span.legend-item.changed", { text: "≠ changed" }),
       h("span.legend-item.same", { text: "= same" }),
       h("span.legend-item.only", { text: "◀ ▶ only on one side" }));
-    return h("div", legend, same + differ ? table : h("p.compare-note", { text: "Neither branch has steps after the fork point yet." }));
+    return h("div", legend, total ? table : h("p.compare-note", { text: "Neither branch has steps after the fork point yet." }));
   }
 
   cell(step, other, fields) {
@@ -235,7 +331,7 @@ export class CompareView {
     if (step.type === "llm_call" && out && typeof out === "object") {
       const calls = (out.tool_calls || []).map((c) => `→ ${c.name} ${oneLine(c.input, 120)}`).join("\n");
       shown = [out.text || "", calls].filter(Boolean).join("\n");
-    } else if (step.type === "user_input") shown = null;
+    } else if (step.type === "user_input" || (step.type === "system_alert" && step.name === "approval")) shown = null;
     else shown = out;
     // Timing jitters: only a clear difference (1.5× and 100 ms apart) is marked.
     const a = step.durationMs ?? 0;
@@ -248,9 +344,11 @@ export class CompareView {
         h("span.step-name", { text: displayName(step), title: step.name }),
         h(`span.status-icon.st-${step.status}${mark("status")}`, { title: step.status }),
         h("span.step-id", { text: step.id })),
-      step.type === "user_input" || step.type === "tool_call" || step.type === "system_alert"
-        ? h(`div.cell-input${mark("input")}`, { text: oneLine(step.input, 300) })
-        : null,
+      step.type === "system_alert" && step.name === "approval"
+        ? h(`div.cell-input${mark("input")}${mark("output")}`, { text: approvalWords(step) })
+        : step.type === "user_input" || step.type === "tool_call" || step.type === "system_alert"
+          ? h(`div.cell-input${mark("input")}`, { text: oneLine(step.input, 300) })
+          : null,
       shown !== null && shown !== undefined && shown !== ""
         ? h(`div.cell-output${mark("output")}`, prettyValue(shown))
         : null,

@@ -153,7 +153,7 @@ export class TraceTree {
       }),
       h("span.step-dur", { text: step.status === "running" ? "running" : formatDuration(step.durationMs) }),
       h("span.step-id", { text: step.id })),
-    h("span.step-summary", { text: summary(step) }),
+    h("span.step-summary", { text: summary(step), title: summary(step) }),
     h("span.step-tok", { text: formatTokens(step) }));
     const interrupted = step.error === "interrupted";
     const el = h(`div.trace-node${failed ? (interrupted ? ".interrupted" : ".failed") : ""}`, { dataset: { step: step.id, type: step.type, status: step.status } }, row);

@@ -1,0 +1,52 @@
+"""The "working" line of `xclaw chat`: a spinner with the elapsed time while a run is in
+flight and nothing streams, on a terminal only (a pipe gets plain transcript lines).
+
+It draws on its own line with carriage returns and erases itself before anything else is
+printed (the client calls `clear` before every frame it shows), so it never ends up inside
+the transcript.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO
+
+from xclaw.cli.terminal_text import printable
+
+FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class Spinner:
+    def __init__(self, stream: IO[str], *, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.started: float | None = None
+        self.label = "thinking"
+        self.shown = False
+        self._tick = 0
+
+    def start(self, label: str = "thinking") -> None:
+        """A run began (or the client attached to one in flight): count from now."""
+        self.started = time.monotonic()
+        self.label = label
+
+    def stop(self) -> None:
+        self.clear()
+        self.started = None
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.shown = False
+
+    def draw(self) -> None:
+        if not self.enabled or self.started is None:
+            return
+        self._tick += 1
+        elapsed = time.monotonic() - self.started
+        frame = FRAMES[self._tick % len(FRAMES)]
+        label = printable(self.label)  # holds a tool name the model chose
+        self.stream.write(f"\r\x1b[2K\x1b[2m{frame} {label} · {elapsed:.0f}s  (Ctrl+C stops)\x1b[0m")
+        self.stream.flush()
+        self.shown = True
