@@ -148,6 +148,7 @@ async def test_confined_run_reads_the_workspace_and_writes_only_scratch(tmp_path
                         "touch new.txt"}, ctx)
     assert "hello" in r.content and "\nx\n" in r.content
     assert "Read-only file system" in r.content
+    assert "[ran without approval, so confined" in r.content and r.data["confined"] is True
     assert not (ws / "new.txt").exists()
     # the same command approved by a human (not confined) may write
     r2 = await tool.run({"command": "touch new.txt"}, ToolContext(workspace=ws, session_id="s1"))
