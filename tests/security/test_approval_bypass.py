@@ -49,6 +49,16 @@ def test_lookalikes_are_allowed_but_only_confined() -> None:
         assert d.kind == "allow" and d.confine, (c, d)
 
 
+def test_a_long_command_is_asked_quickly() -> None:
+    import time
+
+    policy = ApprovalPolicy("ask", confinement=True)
+    started = time.monotonic()
+    d = policy.decide(SHELL, {"command": "echo " + "word " * 40_000})
+    assert d.kind == "ask" and "too long" in d.reason
+    assert time.monotonic() - started < 1.0
+
+
 def test_without_a_sandbox_nothing_runs_unasked() -> None:
     policy = ApprovalPolicy("ask", confinement=False)
     for c in ("ls", "cat a.txt", "echo hi", *HARMLESS_LOOKALIKES):
@@ -138,6 +148,7 @@ async def test_confined_run_reads_the_workspace_and_writes_only_scratch(tmp_path
                         "touch new.txt"}, ctx)
     assert "hello" in r.content and "\nx\n" in r.content
     assert "Read-only file system" in r.content
+    assert "[ran without approval, so confined" in r.content and r.data["confined"] is True
     assert not (ws / "new.txt").exists()
     # the same command approved by a human (not confined) may write
     r2 = await tool.run({"command": "touch new.txt"}, ToolContext(workspace=ws, session_id="s1"))

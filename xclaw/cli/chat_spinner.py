@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import IO
 
+from xclaw.cli.terminal_text import printable
+
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
@@ -44,6 +46,7 @@ class Spinner:
         self._tick += 1
         elapsed = time.monotonic() - self.started
         frame = FRAMES[self._tick % len(FRAMES)]
-        self.stream.write(f"\r\x1b[2K\x1b[2m{frame} {self.label} · {elapsed:.0f}s  (Ctrl+C stops)\x1b[0m")
+        label = printable(self.label)  # holds a tool name the model chose
+        self.stream.write(f"\r\x1b[2K\x1b[2m{frame} {label} · {elapsed:.0f}s  (Ctrl+C stops)\x1b[0m")
         self.stream.flush()
         self.shown = True

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 
 import click
 
+from xclaw.cli.terminal_text import json_for_terminal, printable
 from xclaw.errors import XclawError
 
 
@@ -28,12 +28,13 @@ async def _listing(as_json: bool, check: bool) -> int:
     finally:
         await toolbox.close()
     if as_json:
-        click.echo(json.dumps(
+        # Tool names and descriptions come from MCP servers: printed inert (terminal_text).
+        click.echo(json_for_terminal(
             {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers},
-            ensure_ascii=False, indent=2,
+            indent=2,
         ))
     else:
-        click.echo(format_listing(tools, servers, settings.approval_mode))
+        click.echo(printable(format_listing(tools, servers, settings.approval_mode)))
     return 1 if check and any(s["status"] == "error" for s in servers) else 0
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import click
 from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
+from xclaw.cli.terminal_text import SafeConsole, printable
 from xclaw.errors import WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
@@ -43,7 +45,8 @@ def _snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
 
 def out_console() -> Console:
     # Plain text: paths, ids and diffs must not be restyled or wrapped.
-    return Console(highlight=False, soft_wrap=True, markup=False)
+    # Diffs show files a tool wrote: printed inert (terminal_text).
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False)
 
 
 def workspace_root(given: str | None) -> Path:
@@ -179,7 +182,9 @@ def diff_cmd(
         text = unified(c, old, new)
         if text:
             click.echo("")
-            click.echo(text, nl=False)  # as is: `patch` reads it
+            # As is into a pipe (`patch` reads it); inert on a terminal, where a file a tool
+            # wrote could otherwise drive it (terminal_text).
+            click.echo(text if not sys.stdout.isatty() else printable(text), nl=False)
         elif c.kind == "changed" and "hash" in (c.new or {}):
             click.echo(f"\nbinary or large file {c.path} differs")
 

@@ -36,10 +36,10 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_stand_in, text)
 
 
-def json_for_terminal(data: Any) -> str:
+def json_for_terminal(data: Any, indent: int | None = None) -> str:
     """JSON text safe to print: json.dumps escapes C0 controls but, with ensure_ascii=False,
     lets C1 controls and bidi overrides through; those are \\u-escaped here (same JSON)."""
-    text = json.dumps(data, ensure_ascii=False)
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
     return re.sub(f"[\x7f\x80-\x9f{_BIDI}]", lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 

@@ -270,7 +270,18 @@ class ShellTool:
         code = proc.returncode
         if self.isolation is not None:
             code = self.isolation.exit_status(code)
-        return self._result(code, out, timed_out, timeout, stopped_leftovers, started)
+        result = self._result(code, out, timed_out, timeout, stopped_leftovers, started)
+        if ctx.confined:
+            result.data["confined"] = True
+            if result.is_error:
+                # The model should know why a write failed, and how to get it done.
+                result = ToolResult(
+                    result.content + "\n[ran without approval, so confined: the workspace is "
+                    "read-only and the network is off; a command that must write is asked]",
+                    is_error=True,
+                    data=result.data,
+                )
+        return result
 
     async def _reap(self, proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
         """Collect the rest of the output and the exit status once the group is gone."""

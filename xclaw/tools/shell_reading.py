@@ -35,8 +35,15 @@ _CONTROL = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {"\x7f"}
 _EXPANDING_UNQUOTED = set("*?[]{}~")
 
 
+# bashlex is pure Python (20,000 words take seconds, on the event loop): longer commands are
+# asked rather than read.
+MAX_READ_CHARS = 16_384
+
+
 def simple_commands(command: str) -> list[list[str]]:
     """The simple commands of `command` as literal word lists; NotSafe for anything else."""
+    if len(command) > MAX_READ_CHARS:
+        raise NotSafe(f"is too long to read ({len(command)} characters; {MAX_READ_CHARS} at most)")
     if any(c in _CONTROL for c in command):
         raise NotSafe("contains control characters")
     if not command.strip():
