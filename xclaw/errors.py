@@ -79,6 +79,12 @@ class StoreError(XclawError):
     code = "store_error"
 
 
+class DiskFull(StoreError):
+    """The database's disk (or quota) is full: the transaction was rolled back whole."""
+
+    code = "disk_full"
+
+
 class SchemaTooNew(StoreError):
     code = "schema_too_new"
 

@@ -296,26 +296,35 @@ def fork_cmd(
         out.print(f"[fork] in the original session after that step, {outside}")
 
 
-@click.command("export", short_help="A session and its steps as JSON Lines.")
-@click.argument("session_id", metavar="SESSION")
+@click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
+@click.argument("session_id", metavar="SESSION", required=False)
+@click.option("--all", "everything", is_flag=True, help="Every session of the database.")
 @click.option(
-    "--json", "as_json", is_flag=True, help='One JSON document {"session": …, "steps": […]}.'
+    "--json", "as_json", is_flag=True,
+    help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
 @with_store
-def export_cmd(store: Store, session_id: str, as_json: bool) -> None:
-    """JSON Lines: the session on the first line, then one line per step in order
-    (--json: one JSON document instead)."""
+def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
+    """JSON Lines: the session on the first line, then one line per step in order (with
+    --all, every session so); --json: one JSON document instead. The session carries the
+    totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
+    here or into another database."""
+    from xclaw.store.transfer import export_lines
+
+    if everything == (session_id is not None):
+        _fail("give either a SESSION or --all", 2)
     _use_prices()
-    session = store.get_session(session_id)
-    steps = store.steps(session_id)
-    # The session line carries the totals: tokens by kind and the estimated cost.
-    head = {**session_json(session), **session_cost(steps).to_json()}
+    sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:
-        click.echo(_dump({"session": head, "steps": [step_json(s) for s in steps]}))
+        docs = []
+        for session in sessions:
+            steps = store.steps(session.session_id)
+            head = {**session_json(session), **session_cost(steps).to_json()}
+            docs.append({"session": head, "steps": [step_json(s) for s in steps]})
+        click.echo(_dump(docs if everything else docs[0]))
         return
-    lines = [_dump({"kind": "session", **head})]
-    lines.extend(_dump({"kind": "step", **step_json(s)}) for s in steps)
-    click.echo("\n".join(lines))
+    for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
+        click.echo(line)
 
 
 def register(cli: click.Group) -> None:

@@ -23,6 +23,7 @@ def _register() -> None:
     from xclaw.cli import (
         commands_chat,
         commands_demo,
+        commands_retention,
         commands_ops,
         commands_run,
         commands_serve,
@@ -33,6 +34,7 @@ def _register() -> None:
     )
 
     commands_store.register(cli)
+    commands_retention.register(cli)
     commands_workspace.register(cli)
     commands_run.register(cli)
     commands_serve.register(cli)

@@ -7,15 +7,14 @@ each all-or-nothing, in one transaction where their durability allows. The leadi
 that need no disk sync are written at once on the loop when the writer is free (no hop at
 all); the rest — from the first write that must be durable, such as a tool's write-ahead row
 (invariant 1) — go to a store thread in one hop. Writes that nothing waits for (an LLM call
-starting, its answer when tool calls follow, a tool's result) ride along with the next one
+starting, its answer when tool calls follow) ride along with the next one
 that is awaited, so the order on disk is the order of events and the write-ahead rule is
 untouched: a tool starts only after its own row *and every earlier write* are committed.
 
 A write nobody waits for is held at most COALESCE_S before the drainer starts (as
 PostgreSQL's commit_delay does), so that it shares its commit with the writes around it: a
-fast model's answer and the next tool's write-ahead row take one commit, not three. A slow
-model does not delay it: a tool's result is on disk ~2 ms after the tool returns, long
-before the next model answer.
+fast model's answer and the next tool's write-ahead row take one commit, not three. (A tool's
+result is awaited and durable: clients are told of it only once it is on disk.)
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Every event becomes one store write, queued in event order (xclaw/recorder/queue.py) and
 committed together with its neighbours, so the order on disk is the order of events. The loop
 waits for the writes that matter — a tool's `running` row (durable before the tool starts:
-invariant 1), approvals, the final answer — and lets the others (an LLM call starting, its
-answer when tool calls follow, a tool's result) ride along with the next awaited write.
+invariant 1), a tool's result (durable before any client hears of it), approvals, the final
+answer — and lets the others (an LLM call starting, its answer when tool calls follow) ride
+along with the next awaited write.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
 """
 
@@ -301,14 +302,16 @@ class Recorder:
                     running.seq,
                     error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
                     output_data=output,
+                    durable=True,
                 )
-            return self.store.complete_step(self.session_id, running.seq, output_data=output)
+            return self.store.complete_step(self.session_id, running.seq, output_data=output, durable=True)
 
-        # Not awaited: the next LLM call is no side effect. The result commits at once on the
-        # queue, and the next tool's write-ahead row — or the final answer — waits for it.
-        # The tool frame goes out now, so clients see the result before the next answer.
+        # Clients hear "completed" only once the row is durable (synced): a kill — or a power
+        # loss — right after the frame cannot leave the step `interrupted` in the record.
+        # Awaited, so the frames still come before the next model answer's.
+        step = await self.writes.write(write)
         self._tool_frame(running, call, state, content)
-        self.writes.submit(write, self._step_frame)
+        self._step_frame(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)

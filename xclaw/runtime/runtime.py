@@ -39,6 +39,7 @@ from xclaw.recorder.history import History, build_history, seed_history, with_im
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
@@ -469,6 +470,16 @@ class Runtime:
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
+            context = ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid)
+            settled: list[Step] = []
+            if resume and hist.interrupted_unsafe:
+                # A file tool whose effect is visible is settled by looking, not by asking.
+                settled = await settle_by_workspace(
+                    db, sid, steps, hist.interrupted_unsafe, self.toolbox.tools, context
+                )
+                if settled:
+                    steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
+                    hist = self._rebuild(steps, new_input=False)
             if resume:
                 if hist.interrupted_retry or hist.interrupted_unsafe:
                     emit(notice_frame(RESUME_NOTICE))
@@ -490,21 +501,29 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
-            if resume and (interrupted or hist.pending_approvals or was_failed):
+            if resume and (interrupted or hist.pending_approvals or was_failed or settled):
                 details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
                 details |= {
                     "interrupted": [s.display_id for s in interrupted],
                     "retrying": hist.interrupted_retry,
                     "mayHaveRun": hist.interrupted_unsafe,
+                    "settledByWorkspace": [s.display_id for s in settled],
                 }
                 await recorder.alert("resume", details)
+            # Told only now: the resume alert's durable commit carries the settled steps too.
+            for step in settled:
+                emit({"type": "step", "step": step_json(step)})
+                emit(notice_frame(
+                    f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
+                    f"shows it ran, recorded as {step.display_id}"
+                ))
             agent = Agent(
                 model=self.model,
                 tools=self.toolbox.tools,
                 policy=self.toolbox.policy,
                 approver=_WireApprover(self, sid, run),
                 observer=recorder,
-                context=ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid),
+                context=context,
                 config=self._agent_config(),
                 cancel_event=run.cancel,
             )
@@ -531,6 +550,9 @@ class Runtime:
             await self._fail(db, sid, emit, "llm_error", f"LLM call failed: {e.message}")
         except LeaseLost as e:  # a write was refused: another worker drives the session now
             self._lease_lost(sid, run, e.message)
+        except StoreError as e:  # e.g. the disk is full: the record refused a write, whole
+            log.error("event=store_error session=%s error=%r", sid, e.message)
+            await self._fail(db, sid, emit, e.code, e.message)
         except asyncio.CancelledError:
             if run.lost is not None:
                 return  # stopped because the lease was lost: nothing more to write
@@ -618,6 +640,8 @@ class Runtime:
         except LeaseLost as e:
             log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
             return
+        except StoreError as e:  # still cannot write (a full disk): it resumes once it can
+            log.error("could not mark session %s failed: %s", sid, e.message)
         except Exception:
             log.exception("could not mark session %s failed", sid)
         emit({"type": "status", "status": Status.FAILED.value})
@@ -690,6 +714,8 @@ class Runtime:
                     await self.db(store.mark_interrupted, sid)
             except LeaseLost:
                 log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
+            except StoreError as e:  # the next start marks them (invariant 3 holds on resume)
+                log.warning("could not mark steps of %s interrupted: %s", sid, e.message)
             except Exception:
                 log.exception("could not mark steps of %s interrupted", sid)
             if run.renewer is not None:
@@ -703,6 +729,8 @@ class Runtime:
         if self.cluster is None:  # (a serving worker's cluster unregistered it already)
             try:
                 await self.leases.unregister()
+            except StoreError as e:  # e.g. a full disk: the worker's row is simply stale
+                log.warning("could not unregister worker %s: %s", self.worker_id, e.message)
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
         self._executor.shutdown(wait=True)

@@ -113,9 +113,12 @@ class Store(Protocol):
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         """running -> completed (end_time set); optionally move the session in the same
-        transaction (e.g. the final answer -> Success). Raises StepNotRunning."""
+        transaction (e.g. the final answer -> Success). Raises StepNotRunning.
+        `durable`: synced before it returns (a client is about to be told of it), instead
+        of riding on the next durable commit."""
         ...
 
     def fail_step(
@@ -129,8 +132,10 @@ class Store(Protocol):
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
-        """running -> failed with an error message. Raises StepNotRunning."""
+        """running -> failed with an error message. Raises StepNotRunning. `durable`: as
+        for complete_step."""
         ...
 
     def get_step(self, session_id: str, ref: str | int) -> Step:
@@ -193,6 +198,17 @@ class Store(Protocol):
         journaled (pending_restores): the first snapshot after the target, or (manifest
         None) a copy of the source's current workspace. One transaction; the source is
         untouched."""
+        ...
+
+    # --- moving sessions, retention (xclaw import / gc) --------------------------------
+    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
+        """Insert a session and its steps exactly as given (ids, seqs, times, statuses) in
+        one durable transaction; a parent session absent here is unlinked. Raises StoreError
+        if the id is taken (the caller remaps)."""
+        ...
+
+    def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
+        """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
     # --- workspace snapshots (invariant 9) --------------------------------------------

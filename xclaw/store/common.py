@@ -374,6 +374,7 @@ class StoreBase:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self._finish(
             session_id,
@@ -385,6 +386,7 @@ class StoreBase:
             token_usage_completion,
             session_status,
             lease,
+            durable,
         )
 
     def fail_step(
@@ -398,6 +400,7 @@ class StoreBase:
         token_usage_completion: int = 0,
         session_status: Status | None = None,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self._finish(
             session_id,
@@ -409,6 +412,7 @@ class StoreBase:
             token_usage_completion,
             session_status,
             lease,
+            durable,
         )
 
     def _finish(
@@ -422,11 +426,13 @@ class StoreBase:
         completion_tokens: int,
         session_status: Status | None,
         lease: Lease | None,
+        durable: bool = False,
     ) -> Step:
         seq = parse_step_ref(ref, session_id)
         wanted = None if session_status is None else Status(session_status)
         # A final status must be durable before the client hears of it; a plain completion
-        # may ride on the next durable commit (docs/storage.md).
+        # may ride on the next durable commit (docs/storage.md) unless the caller is about to
+        # tell a client of it (a tool's result: `durable`).
         return self._finish_step(
             session_id,
             seq,
@@ -438,7 +444,7 @@ class StoreBase:
             completion_tokens,
             wanted,
             lease,
-            durable=wanted in DURABLE_STATUSES,
+            durable=durable or wanted in DURABLE_STATUSES,
         )
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:

@@ -49,6 +49,7 @@ from xclaw.store.postgres_rows import (
 )
 from xclaw.store.postgres_snapshots import PgSnapshots, sweep_blobs_tx
 from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
+from xclaw.store.postgres_transfer import PgTransfer
 from xclaw.store.rows import (
     SESSION_COLS,
     STEP_COLS,
@@ -87,7 +88,7 @@ WHERE session_id=%(sid)s
 """
 
 
-class PostgresStore(PgLeases, PgSnapshots, StoreBase):
+class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:

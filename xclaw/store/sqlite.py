@@ -58,6 +58,7 @@ from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
 from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
+from xclaw.store.sqlite_transfer import SqliteTransfer
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 
 T = TypeVar("T")
@@ -68,7 +69,7 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotStoreMixin, SqliteLeases, StoreBase):
+class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from xclaw.errors import StoreError, XclawError
+from xclaw.errors import DiskFull, StoreError, XclawError
 
 T = TypeVar("T")
 
@@ -445,6 +445,13 @@ def _wrap(e: BaseException, where: str) -> BaseException:
         return e
     if is_busy(e):
         return busy_error(where)
+    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+        err = DiskFull(
+            f"the disk holding {where} is full: the write was refused and rolled back, nothing "
+            "committed is lost; free some space, then resume the session"
+        )
+        err.__cause__ = e
+        return err
     err = StoreError(f"database error on {where}: {e}")
     err.__cause__ = e
     return err

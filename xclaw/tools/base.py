@@ -47,6 +47,10 @@ class Tool(Protocol):
     # Optional `parallel_safe = True`: consecutive calls run concurrently and, if the tool has
     # side effects, hold the session's side-effect turn only while their step starts. A tool
     # that calls `ctx.spawn_agent` must be parallel-safe: its sub-agents' tools need the turn.
+    # Optional `check_effect(args, ctx) -> ToolResult | None` (blocking; run in a thread): for
+    # a side-effecting tool whose effect can be seen afterwards (write_file, edit_file). On
+    # resume, an interrupted call whose effect is there is settled with the returned result
+    # instead of being reported to the model as "may or may not have run".
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

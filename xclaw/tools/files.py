@@ -308,6 +308,23 @@ class WriteFileTool:
             data={"bytes": len(data), "created": not existed},
         )
 
+    def check_effect(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """After an interruption: the file already holds exactly this content (the write is
+        atomic, so it either fully happened or not at all)."""
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+            path = resolve_in_workspace(ctx.workspace, clean["path"])
+            data = clean["content"].encode("utf-8")
+            if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
+                return None
+        except (ToolError, OSError):
+            return None
+        return ToolResult(
+            f"wrote {len(data)} bytes to {clean['path']!r} (checked after an interruption: "
+            "the file holds this content)",
+            data={"bytes": len(data), "checked": True},
+        )
+
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
@@ -402,6 +419,28 @@ class EditFileTool:
             summary + "\n" + _excerpt(updated, lines[0], new),
             data={"replacements": len(hits), "lines": lines},
         )
+
+    def check_effect(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """After an interruption: the old text is gone and the new text is there."""
+        try:
+            clean = check_args(self.name, self.input_schema, args)
+            old, new = clean["old_text"], clean["new_text"]
+            if not old or old == new or old in new:
+                return None  # an edit that keeps its old text cannot be told from one not made
+            text = _read_text_file(resolve_in_workspace(ctx.workspace, clean["path"]), clean["path"], self.name)
+        except (ToolError, OSError):
+            return None
+        variants = [(old, new)]
+        if "\n" in old and "\r\n" not in old:
+            variants.append((old.replace("\n", "\r\n"), new.replace("\n", "\r\n")))
+        for o, n in variants:
+            if o not in text and n in text:
+                return ToolResult(
+                    f"edited {clean['path']!r} (checked after an interruption: old_text is "
+                    "gone and new_text is there)",
+                    data={"checked": True},
+                )
+        return None
 
 
 def _excerpt(text: str, first_line: int, new: str, context: int = 3, cap: int = 40) -> str:

@@ -1,0 +1,135 @@
+"""Retention and moving sessions: `xclaw gc` and `xclaw import` (`xclaw export` is in
+commands_store). Offline, like the other store commands: they open the database directly."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from xclaw.cli.commands_store import _fail, _out, with_store, workspace_option, workspaces_for
+from xclaw.store.base import Store
+from xclaw.store.leases import new_worker_id
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "": 86400}
+
+
+def parse_age(text: str) -> float:
+    """`30d`, `12h`, `90m`, `45s`, `2w` (a bare number is days) -> seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not an age like 30d, 12h, 90m, 45s or 2w")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@click.command("gc", short_help="Delete sessions not updated for a while, with their snapshots and blobs.")
+@click.option("--older-than", "older_than", default="30d", show_default=True, metavar="AGE",
+              help="Sessions last updated longer ago than this go (30d, 12h, 90m, 2w).")
+@click.option("--dry-run", is_flag=True, help="Only say what would go.")
+@click.option("--json", "as_json", is_flag=True, help="The result as one JSON object.")
+@workspace_option
+@with_store
+def gc_cmd(store: Store, older_than: str, dry_run: bool, as_json: bool, workspace: str | None) -> None:
+    """Delete every session last updated longer ago than AGE — its steps, its workspace
+    snapshots and files — then the stored file contents no snapshot needs any more.
+
+    A session another process is driving right now (its lease is live) is kept and named.
+    Snapshots of the sessions that stay are kept: rolling back to any of their steps still
+    restores the files.
+    """
+    try:
+        age_s = parse_age(older_than)
+    except click.BadParameter as e:
+        _fail(f"--older-than: {e.message}", 2)
+    cutoff = int((time.time() - age_s) * 1000)
+    old = [s.session_id for s in store.list_sessions() if s.updated_at < cutoff]
+    busy: list[str] = []
+    if not dry_run:
+        owner = f"gc:{new_worker_id()}"
+        # Holding the lease keeps any worker from starting a session while it goes; one that
+        # another process drives right now is kept.
+        busy = [sid for sid in old if store.acquire_lease(sid, owner, 300.0) is None]
+        old = [sid for sid in old if sid not in busy]
+    snaps, blobs, size = store.retention_preview(old)
+    if not dry_run:
+        workspaces = workspaces_for(store, workspace)
+        for sid in old:
+            workspaces.delete(sid)
+        store.gc_blobs()  # contents left unreferenced before (e.g. by an interrupted sweep)
+    report = {
+        "dryRun": dry_run,
+        "olderThan": older_than,
+        "sessions": old,
+        "busy": busy,
+        "snapshots": snaps,
+        "blobs": blobs,
+        "blobBytes": size,
+    }
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    out = _out()
+    verb = "would delete" if dry_run else "deleted"
+    n = len(report["sessions"])
+    out.print(
+        f"[gc] {verb} {n} session(s) not updated for {older_than}, {snaps} snapshot(s), "
+        f"{report['blobs']} stored file content(s) ({_human_bytes(size)})"
+    )
+    for sid in report["sessions"]:
+        out.print(f"  {sid}")
+    for sid in busy:
+        out.print(f"[gc] kept {sid}: another process is driving it right now")
+
+
+@click.command("import", short_help="Load sessions written by `xclaw export`.")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="The imported sessions as JSON.")
+@with_store
+def import_cmd(store: Store, file: str, as_json: bool) -> None:
+    """Load the sessions of FILE (what `xclaw export` or `xclaw export --all` wrote; - for
+    stdin) into this database, SQLite or PostgreSQL alike. Session and step ids are kept; a
+    session whose id is already taken here gets a new one (its steps follow). The files of a
+    session's workspace are not part of an export.
+    """
+    from xclaw.store.transfer import BadExport, import_sessions, parse_export
+
+    try:
+        if file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        _fail(f"cannot read {file}: {e}", 2)
+    try:
+        done = import_sessions(store, parse_export(lines, where=file))
+    except BadExport as e:
+        _fail(e.message, 2)
+    if as_json:
+        click.echo(json.dumps([
+            {"sessionId": d.session.session_id, "from": d.old_id, "steps": d.steps, "remapped": d.remapped}
+            for d in done
+        ]))
+        return
+    out = _out()
+    for d in done:
+        how = f" (id {d.old_id} was taken here: new id)" if d.remapped else ""
+        out.print(f"[import] session {d.session.session_id}: {d.steps} step(s){how}")
+
+
+def register(cli: click.Group) -> None:
+    for command in (gc_cmd, import_cmd):
+        cli.add_command(command)
