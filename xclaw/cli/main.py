@@ -23,8 +23,8 @@ def _register() -> None:
     from xclaw.cli import (
         commands_chat,
         commands_demo,
-        commands_retention,
         commands_ops,
+        commands_retention,
         commands_run,
         commands_serve,
         commands_store,
