@@ -168,3 +168,29 @@ def test_session_file_is_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     write_session_file(path, "def")
     assert read_session_file(path) == "def"
+
+
+def test_markdown_answers_are_rendered_on_a_terminal_and_plain_in_a_pipe() -> None:
+    # Issue 14: on a terminal a Markdown answer is shown rendered (the streamed raw text is
+    # erased and redrawn); a pipe keeps the seed's plain `xclaw: …` text.
+    answer = "Here is **bold** and a list:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=60, height=40, color_system=None)
+    r = Renderer(console)
+    assert r.markdown
+    r.frame({"type": "delta", "content": answer})
+    r.frame({"type": "reply", "content": answer})
+    out = buf.getvalue()
+    rendered = out[out.rindex("\x1b[J") :]  # what follows the erase of the streamed text
+    assert "**" not in rendered and "bold" in rendered
+    assert "• one" in rendered and "• two" in rendered
+    assert " a  b " in rendered and "────" in rendered and "|---|" not in rendered  # a table
+    assert render({"type": "delta", "content": answer}, {"type": "reply", "content": answer}).count("**bold**") == 1
+
+
+def test_a_markdown_link_shows_its_target_and_no_escape_reaches_the_terminal() -> None:
+    buf = io.StringIO()
+    r = Renderer(Console(file=buf, force_terminal=True, width=80, height=40, color_system=None))
+    r.frame({"type": "reply", "content": "see [the docs](https://evil.example/x) and `\x1b]0;pwned\x07`"})
+    out = buf.getvalue()
+    assert "evil.example" in out and "\x1b]8;" not in out and "\x1b]0;" not in out

@@ -25,8 +25,13 @@ def test_every_module_import_resolves_to_a_shipped_file() -> None:
             assert (STATIC / target[2:]).is_file(), f"{module.name} imports missing {target}"
 
 
+VENDOR = STATIC / "vendor"
+
+
 def test_the_page_loads_nothing_from_the_internet() -> None:
-    for path in STATIC.iterdir():
+    # The vendored libraries' own text (licences, comments, namespace names) is not scanned:
+    # the browser test of Markdown checks that the page requests nothing outside the server.
+    for path in sorted(p for p in STATIC.rglob("*") if p.is_file() and VENDOR not in p.parents):
         text = path.read_text()
         for url in URL_RE.findall(text):
             # 127.0.0.1 appears only in the access page's example of the start-up banner.
@@ -55,3 +60,21 @@ def test_the_gateway_serves_the_page_and_its_modules(serve) -> None:
         assert r.text == (STATIC / name).read_text()
         assert r.headers["cache-control"] == "no-cache"  # revalidated: never stale after an upgrade
     assert "javascript" in httpx.get(f"{server.http}/static/app.js").headers["content-type"]
+
+
+def test_vendored_libraries_are_pinned_with_their_licences() -> None:
+    """Issue 14: marked and DOMPurify ship in the package (no CDN, no build step), pinned to
+    the versions vendor/README.md names, each with its licence file."""
+    readme = (VENDOR / "README.md").read_text()
+    marked = (VENDOR / "marked" / "marked.esm.js").read_text()
+    purify = (VENDOR / "dompurify" / "purify.es.js").read_text()
+    assert "marked v18.2.1" in marked and "| 18.2.1 |" in readme
+    assert "DOMPurify 3.5.0" in purify and "| 3.5.0 |" in readme
+    assert "Permission is hereby granted" in (VENDOR / "marked" / "LICENSE").read_text()  # MIT
+    assert "Apache License" in (VENDOR / "dompurify" / "LICENSE").read_text()
+    assert "Mozilla Public License" in (VENDOR / "dompurify" / "LICENSE-MPL").read_text()
+    module = (STATIC / "markdown.js").read_text()
+    assert 'dompurify: "3.5.0"' in module and 'marked: "18.2.1"' in module
+    html = (STATIC / "index.html").read_text()
+    for licence in ("marked/LICENSE", "dompurify/LICENSE", "dompurify/LICENSE-MPL"):
+        assert f'href="/static/vendor/{licence}"' in html

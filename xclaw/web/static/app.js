@@ -223,7 +223,9 @@ function onFrame(frame) {
       state.session = { ...(state.session || {}), title: frame.title };
       sidebar.patch(sid, { title: frame.title });
       renderHeader();
-      scheduleSessionsRefresh();
+      // The first message just wrote the session: list it now, not after the run.
+      if (!sidebar.get(sid)) refreshSessions();
+      else scheduleSessionsRefresh();
       return;
     case "forked":
       refreshSessions().then(() => offerSwitch(app, frame.sessionId, frame.fromStepId));

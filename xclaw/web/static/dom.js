@@ -1,5 +1,8 @@
 // Building DOM nodes and formatting values for display. Every piece of text from the server
-// goes through textContent (never parsed as HTML), so a tool output cannot inject markup.
+// goes through textContent (never parsed as HTML), so a tool output cannot inject markup. The
+// one exception is an answer's Markdown: parsed by marked and sanitised by DOMPurify into DOM
+// nodes (markdown.js), never assigned as an HTML string.
+import { renderMarkdown } from "./markdown.js";
 
 /** h("div.card#main", {title: "x", onclick: fn}, child, "text", [more]) */
 export function h(spec, attrs, ...children) {
@@ -128,24 +131,10 @@ export function prettyValue(value) {
   return foldedText(JSON.stringify(value, null, 2));
 }
 
-/** A tiny, safe subset of Markdown for answers: ``` fences become code blocks, `x` inline
- * code; everything else is plain text with its line breaks kept. */
+/** An answer's text as Markdown, rendered and sanitised (markdown.js). */
 export function richText(text) {
   const out = document.createDocumentFragment();
-  const parts = String(text ?? "").split(/```/);
-  parts.forEach((part, i) => {
-    if (i % 2 === 1) {
-      const body = part.replace(/^[\w+-]*\n/, "");
-      out.append(h("pre.code.answer-code", { text: body.replace(/\n$/, "") }));
-      return;
-    }
-    const para = h("span.prose");
-    part.split(/(`[^`\n]+`)/).forEach((bit) => {
-      if (bit.startsWith("`") && bit.endsWith("`") && bit.length > 2) para.append(h("code", { text: bit.slice(1, -1) }));
-      else if (bit) para.append(document.createTextNode(bit));
-    });
-    out.append(para);
-  });
+  out.append(h("div.prose.markdown", renderMarkdown(text)));
   return out;
 }
 
