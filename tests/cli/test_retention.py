@@ -223,3 +223,36 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
     assert not (ws / "old").exists() and (ws / "new" / "f.txt").exists()
     p = xclaw("gc", "--older-than", "soon", "--db", db, env=env, cwd=tmp_path, ok=False)
     assert p.returncode == 2 and "is not an age like 30d" in p.stderr
+
+
+def test_gc_on_postgres(tmp_path: Path) -> None:
+    """The same retention on PostgreSQL: what would go is counted, then it goes."""
+    base = os.environ.get("XCLAW_TEST_PG_URL")
+    if not base:
+        pytest.skip("XCLAW_TEST_PG_URL is not set: no PostgreSQL to collect")
+    from xclaw.store import open_store
+    from xclaw.store.snapshot_model import content_hash
+
+    pg = PostgresBackend(base)
+    pg.query("SELECT 1")
+    try:
+        store = open_store(pg.url)
+        try:
+            for sid, content in (("gone", b"only here"), ("kept", b"kept here")):
+                store.create_session(session_id=sid)
+                step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+                h = content_hash(content)
+                store.put_blobs({h: content})
+                store.save_snapshot(sid, step.seq, {"f.txt": {"hash": h, "size": len(content), "mode": 0o644}})
+            assert store.retention_preview(["gone"]) == (1, 1, len(b"only here"))
+            assert store.retention_preview([]) == (0, 0, 0)
+        finally:
+            store.close()
+        env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
+        pg.query("UPDATE sessions SET updated_at = 0 WHERE session_id = 'gone'")
+        out = json.loads(xclaw("gc", "--json", "--db", pg.url, "--workspace", tmp_path / "ws", env=env, cwd=tmp_path).stdout)
+        assert out["sessions"] == ["gone"] and out["snapshots"] == 1 and out["blobs"] == 1
+        assert [r[0] for r in pg.query("SELECT session_id FROM sessions")] == ["kept"]
+        assert len(pg.query("SELECT hash FROM blobs")) == 1
+    finally:
+        pg.drop()

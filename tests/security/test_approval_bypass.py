@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,10 @@ from xclaw.tools.approval import ApprovalPolicy
 from xclaw.tools.base import ToolContext
 from xclaw.tools.registry import default_tools
 from xclaw.tools.shell import ShellTool
-from xclaw.workspace.sandbox import confinement_available, isolation_from_settings
+from xclaw.workspace import landlock
+from xclaw.workspace.sandbox import Isolation, confinement_available, isolation_from_settings
 
 SHELL = {t.name: t for t in default_tools()}["shell"]
-NEED_BWRAP = pytest.mark.skipif(
-    not confinement_available() and not os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"),
-    reason="bubblewrap cannot create namespaces here (CI sets XCLAW_TEST_REQUIRE_BWRAP=1)",
-)
 
 
 def test_the_corpus_is_large_and_holds_the_issue_cases() -> None:
@@ -94,13 +92,26 @@ class _Listener:
         self.sock.close()
 
 
-@NEED_BWRAP
-async def test_every_corpus_command_run_confined_changes_nothing(tmp_path: Path) -> None:
+def _isolation(kind: str, tmp_path: Path) -> Isolation:
+    if kind == "landlock":
+        if not landlock.available():
+            pytest.skip(f"Landlock ABI {landlock.landlock_abi()} here (need {landlock.MIN_ABI})")
+        return Isolation("none", "testing Landlock", landlock=True)
+    if not confinement_available() and not os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"):
+        pytest.skip("bubblewrap cannot create namespaces here")
     settings = Settings(home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"),
                         workspace_root=tmp_path / "ws")
     (tmp_path / "home").mkdir()
     iso = isolation_from_settings(settings)
     assert iso.active
+    return iso
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "landlock"])
+async def test_every_corpus_command_run_confined_changes_nothing(
+    tmp_path: Path, kind: str
+) -> None:
+    iso = _isolation(kind, tmp_path)
     tool = ShellTool(default_timeout_s=3, kill_grace_s=0.2, isolation=iso)
     ws = tmp_path / "ws" / "s1"
     ws.mkdir(parents=True)
@@ -120,6 +131,11 @@ async def test_every_corpus_command_run_confined_changes_nothing(tmp_path: Path)
             "umount -l . && touch M",
         ]
         ctx = ToolContext(workspace=ws, session_id="s1", confined=True)
+        # First, that the confined command holds no capability at all: the corpus sets the
+        # clock (`date -s`), which must fail rather than change this machine.
+        caps = await tool.run({"command": "grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status"}, ctx)
+        assert caps.content.count("0000000000000000") == 3, caps.content
+        wall_minus_mono = time.time() - time.monotonic()
 
         async def one(c: str) -> None:
             await tool.run({"command": c, "timeout": 3}, ctx)
@@ -128,26 +144,26 @@ async def test_every_corpus_command_run_confined_changes_nothing(tmp_path: Path)
             await asyncio.gather(*(one(c) for c in commands[i : i + 4]))
     finally:
         listener.close()
+    assert abs((time.time() - time.monotonic()) - wall_minus_mono) < 5, "the clock was set"
     assert sorted(p.name for p in ws.iterdir()) == before
     assert (ws / "f").read_text() == "a\nb\n"
     assert list(outside.iterdir()) == []
     assert listener.hits == 0
 
 
-@NEED_BWRAP
-async def test_confined_run_reads_the_workspace_and_writes_only_scratch(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"),
-                        workspace_root=tmp_path / "ws")
-    (tmp_path / "home").mkdir()
-    tool = ShellTool(isolation=isolation_from_settings(settings))
+@pytest.mark.parametrize("kind", ["bwrap", "landlock"])
+async def test_confined_run_reads_the_workspace_and_writes_only_scratch(
+    tmp_path: Path, kind: str
+) -> None:
+    tool = ShellTool(isolation=_isolation(kind, tmp_path))
     ws = tmp_path / "ws" / "s1"
     ws.mkdir(parents=True)
     (ws / "notes.txt").write_text("hello\n")
     ctx = ToolContext(workspace=ws, session_id="s1", confined=True)
-    r = await tool.run({"command": "cat notes.txt; echo x > /tmp/scratch && cat /tmp/scratch; "
-                        "touch new.txt"}, ctx)
+    r = await tool.run({"command": 'cat notes.txt; echo x > "${TMPDIR:-/tmp}/scratch" && '
+                        'cat "${TMPDIR:-/tmp}/scratch"; touch new.txt'}, ctx)
     assert "hello" in r.content and "\nx\n" in r.content
-    assert "Read-only file system" in r.content
+    assert "Read-only file system" in r.content or "Permission denied" in r.content
     assert "[ran without approval, so confined" in r.content and r.data["confined"] is True
     assert not (ws / "new.txt").exists()
     # the same command approved by a human (not confined) may write

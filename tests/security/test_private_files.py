@@ -65,3 +65,19 @@ def test_a_database_in_a_user_directory_leaves_that_directory_alone(tmp_path: Pa
     open_store(str(mine / "x.db")).close()
     assert mode(mine) == 0o755  # not xclaw's to change
     assert mode(mine / "x.db") == 0o600
+
+
+def test_the_chat_history_file_is_private(tmp_path: Path, open_umask) -> None:
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from xclaw.cli.chat import TerminalInput
+
+    history = tmp_path / "home" / "chat_history"
+    with create_pipe_input() as pipe:
+        from prompt_toolkit.application.current import create_app_session
+
+        with create_app_session(input=pipe, output=DummyOutput()):
+            TerminalInput(history)
+    assert mode(history) == 0o600
+    assert mode(history.parent) == 0o700

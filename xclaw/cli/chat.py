@@ -28,6 +28,7 @@ from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_render import Renderer
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.gateway.commands import parse_command
+from xclaw.private_files import private_dir, private_file
 
 SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5
@@ -146,7 +147,10 @@ class TerminalInput:
         history: Any = InMemoryHistory()
         if history_file is not None:
             try:
-                history_file.parent.mkdir(parents=True, exist_ok=True)
+                # What you typed is as private as the conversation: 0700 home, 0600 file.
+                private_dir(history_file.parent)
+                os.close(os.open(history_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+                private_file(history_file)
                 history = FileHistory(str(history_file))
             except OSError:
                 pass

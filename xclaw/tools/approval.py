@@ -106,7 +106,7 @@ class ApprovalPolicy:
     def from_settings(cls, settings: Settings) -> ApprovalPolicy:
         from xclaw.workspace.sandbox import isolation_from_settings
 
-        confined = isolation_from_settings(settings).active
+        confined = isolation_from_settings(settings).can_confine
         return cls(
             settings.approval_mode, settings.safe_commands, settings.denied_patterns, confined
         )

@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +28,7 @@ from xclaw.tools.step_processes import (
     sweep_stale_scopes,
     unregister,
 )
+from xclaw.workspace import landlock
 from xclaw.workspace.sandbox import Isolation
 
 _READ_CHUNK = 64 * 1024
@@ -179,7 +181,7 @@ class ShellTool:
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
-        if ctx.confined and (self.isolation is None or not self.isolation.active):
+        if ctx.confined and (self.isolation is None or not self.isolation.can_confine):
             # The policy allows unasked commands only where they can be confined; never run
             # one unconfined on the strength of a guess.
             return ToolResult(
@@ -189,7 +191,9 @@ class ShellTool:
             )
         return await self._execute(clean["command"], timeout, ctx)
 
-    def _argv(self, command: str, workspace: Path, confined: bool = False) -> list[str]:
+    def _argv(
+        self, command: str, workspace: Path, confined: bool = False, scratch: str | None = None
+    ) -> list[str]:
         """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
         the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
         whole group. Without this an interrupted call would go on running unrecorded — the
@@ -198,6 +202,8 @@ class ShellTool:
         def wrap(argv: list[str]) -> list[str]:
             if self.isolation is None:
                 return argv
+            if confined and not self.isolation.active and scratch is not None:
+                return landlock.confine_argv(argv, scratch)  # no bubblewrap: Landlock
             return self.isolation.wrap(argv, workspace, confined=confined)
 
         if _SETPRIV is None:
@@ -208,20 +214,33 @@ class ShellTool:
     async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
         step = StepProcesses.start(ctx.session_id)
         register(step)
+        # Landlock confinement (no bubblewrap): the only place the command may write.
+        scratch = (
+            tempfile.mkdtemp(prefix="xclaw-scratch-")
+            if ctx.confined and self.isolation is not None and not self.isolation.active
+            else None
+        )
         try:
-            return await self._execute_step(command, timeout, ctx, step)
+            return await self._execute_step(command, timeout, ctx, step, scratch)
         finally:
             unregister(step)
             step.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
 
     async def _execute_step(
-        self, command: str, timeout: float, ctx: ToolContext, step: StepProcesses
+        self,
+        command: str,
+        timeout: float,
+        ctx: ToolContext,
+        step: StepProcesses,
+        scratch: str | None = None,
     ) -> ToolResult:
         started = time.monotonic()
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined)),
+                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined, scratch)),
                 cwd=ctx.workspace,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,

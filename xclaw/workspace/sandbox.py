@@ -5,8 +5,9 @@ session's workspace (writable) and a private /tmp; xclaw's home (database, token
 workspaces, the database's directory and the `.env` file are hidden; the network is off unless
 `sandbox.network: true`; it has its own PID, IPC and UTS namespaces, no capabilities, and dies
 with xclaw. A command the approval policy let run without asking is *confined*: its workspace
-is read-only too and the network is always off (see Isolation.wrap). Without bubblewrap no
-shell command runs without asking (xclaw/tools/approval.py).
+is read-only too and the network is always off (see Isolation.wrap). Without bubblewrap such
+commands are confined with Landlock where the kernel has it (xclaw/workspace/landlock.py);
+with neither, no shell command runs without asking (xclaw/tools/approval.py).
 
 `sandbox.isolation` in xclaw.yaml: `auto` (default: bubblewrap if it works here, else plain,
 saying why), `bwrap` (required: refuse to start without it), `none`. Whether bwrap works is
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ConfigError
+from xclaw.workspace import landlock
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
 _PROBE_TIMEOUT_S = 10.0
@@ -40,10 +42,18 @@ class Isolation:
     bwrap: str | None = None
     hide_dirs: tuple[str, ...] = ()
     hide_files: tuple[str, ...] = ()
+    # Without bubblewrap: whether Landlock can still confine commands run without asking
+    # (xclaw/workspace/landlock.py). Approved commands then run as plain processes.
+    landlock: bool = False
 
     @property
     def active(self) -> bool:
         return self.kind == "bwrap"
+
+    @property
+    def can_confine(self) -> bool:
+        """Whether a command run without asking can be confined here (else it is asked)."""
+        return self.active or self.landlock
 
     def wrap(self, argv: list[str], workspace: Path, *, confined: bool = False) -> list[str]:
         """`argv` run inside the sandbox, with `workspace` the working dir, writable — or,
@@ -84,6 +94,11 @@ class Isolation:
             return (
                 f"bubblewrap (only the workspace is writable, {net}; commands run without "
                 "asking are confined: read-only, no network)"
+            )
+        if self.landlock:
+            return (
+                f"plain subprocess ({self.why}); commands run without asking are confined with "
+                "Landlock (writes only to a scratch directory, no TCP)"
             )
         return (
             f"plain subprocess ({self.why}); no sandbox, so every shell command is asked "
@@ -149,7 +164,7 @@ def isolation_from_settings(settings: Any) -> Isolation:
     if why is not None:
         if mode == "bwrap":
             raise ConfigError(f"sandbox.isolation is bwrap, but {why}")
-        return Isolation("none", why, network)
+        return Isolation("none", why, network, landlock=landlock.available())
     hide_dirs, hide_files = _hidden(settings)
     return Isolation("bwrap", "available", network, bwrap, hide_dirs, hide_files)
 
@@ -184,6 +199,9 @@ def sandbox_mode(settings: Any = None) -> str:
 
 
 def confinement_available() -> bool:
-    """Whether commands can be run confined here (bubblewrap installed and working)."""
+    """Whether commands can be run confined here: bubblewrap installed and working, or
+    Landlock with network rules."""
     bwrap = shutil.which("bwrap")
-    return bwrap is not None and probe_bwrap(bwrap) is None
+    if bwrap is not None and probe_bwrap(bwrap) is None:
+        return True
+    return landlock.available()
