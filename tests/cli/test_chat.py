@@ -407,3 +407,26 @@ def test_spinner_tab_completion_and_history_without_approval_answers(make_server
     t.child.send("\x15")
     t.line("/quit")
     assert t.wait_exit() == 0
+
+
+def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(make_server, tmp_path: Path) -> None:
+    # Issue 14: `xclaw chat --session PREFIX` attaches to the existing session; an id that
+    # matches nothing is said so, and the client starts a new session instead of a typo'd one.
+    server = make_server([{"text": "First answer."}, {"text": "Second answer."}], approval="yolo")
+    r = run_piped(server, tmp_path, ["hello"])
+    assert r.returncode == 0, r.stderr
+    sid = (tmp_path / ".cli_session").read_text().strip()
+    t = spawn_chat(server, tmp_path, "--session", sid[:7])
+    t.expect(rf"\[session\] {re.escape(sid)} · Success")
+    t.expect(r"\[history\] xclaw: First answer\.")
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0
+    t = spawn_chat(server, tmp_path, "--session", "zz-typo")
+    t.expect(r"error \(unknown_session\): no session with id 'zz-typo'")
+    t.expect(r"starting a new session instead")
+    t.expect(r"\[session\] (\S+) · new")
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0
+    assert "zz-typo" not in (tmp_path / ".cli_session").read_text()

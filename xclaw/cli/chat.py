@@ -86,6 +86,8 @@ class ChatOptions:
     session_id: str | None
     session_file: Path
     history_file: Path | None = None
+    # --session ID: an existing session (a unique prefix will do), never a new one by typo.
+    explicit: bool = False
 
 
 # --- input ----------------------------------------------------------------------------------
@@ -205,6 +207,9 @@ class ChatClient:
         )
         self._offline_since: float | None = None
         self._offline_said = 0.0
+        # --session: resolve it like /switch once (existing sessions, unique prefixes).
+        self._resolve: str | None = opts.session_id if opts.explicit else None
+        self._resolving: str | None = None
         self._ever_connected = False
         if hasattr(line_input, "use_completer"):
             line_input.use_completer(SlashCompleter(self))
@@ -259,6 +264,8 @@ class ChatClient:
                 self.approvals.append(f)
                 self._changed.set()
             return
+        if self._resolve_frame(f):
+            return
         self.out.frame(f)
         if kind == "session":
             self.session_id = self._attached = str(f["sessionId"])
@@ -291,6 +298,36 @@ class ChatClient:
             if step.get("status") != "running":
                 # an approval answered (here or by another client) is no longer pending
                 self.approvals = [a for a in self.approvals if a.get("stepId") != step.get("id")]
+
+    def _resolve_frame(self, f: dict[str, Any]) -> bool:
+        """`--session ID` names an existing session: when the gateway attached a new one under
+        that id instead, ask it to resolve the id as /switch does (unique prefixes); when it
+        cannot, say so and start a new session rather than one named after a typo. True: the
+        frame was handled here (not shown)."""
+        kind = f.get("type")
+        if kind == "session" and self._resolve is not None:
+            wanted, self._resolve = self._resolve, None
+            if f.get("created") and f.get("sessionId") == wanted:
+                self._resolving = wanted
+                asyncio.get_running_loop().create_task(
+                    self.send({"type": "message", "sessionId": wanted, "content": f"/switch {wanted}"})
+                )
+                return True
+            return False
+        if self._resolving is None:
+            return False
+        if kind in ("history", "status") and f.get("sessionId") == self._resolving:
+            return True  # of the placeholder session: the resolved one's frames follow
+        if kind == "error":
+            wanted, self._resolving = self._resolving, None
+            self.out.frame(f)
+            self._say(f"no session matches {wanted!r}: starting a new session instead", "yellow")
+            self.session_id = None
+            asyncio.get_running_loop().create_task(self.send({"type": "reconnect", "sessionId": None}))
+            return True
+        if kind == "session":
+            self._resolving = None
+        return False
 
     def _learn_ids(self, f: dict[str, Any]) -> None:
         kind = f.get("type")

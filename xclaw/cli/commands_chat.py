@@ -78,6 +78,7 @@ def register(cli: click.Group) -> None:
             or settings.token
             or read_token(settings.home),
             session_id=session_id,
+            explicit=bool(session) and not new,
             session_file=session_file,
             history_file=settings.home / "chat_history",
         )
