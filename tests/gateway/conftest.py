@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.gateway.harness import OPEN_CLIENTS, Server, write_script
+from tests.gateway.harness import Server, close_open_clients, write_script
 
 ServerFactory = Callable[..., Server]
 
@@ -48,5 +48,4 @@ def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture(autouse=True)
 async def close_clients() -> Any:
     yield
-    while OPEN_CLIENTS:
-        await OPEN_CLIENTS.pop().conn.close()
+    await close_open_clients()

@@ -138,6 +138,19 @@ class Server:
 OPEN_CLIENTS: list[Client] = []
 
 
+async def close_open_clients() -> None:
+    """Close the clients opened on this event loop; drop those of loops already gone.
+
+    A test that ran its client under its own `asyncio.run` leaves it here with a closed loop;
+    closing it from another loop raises "attached to a different loop" in a later test.
+    """
+    loop = asyncio.get_running_loop()
+    while OPEN_CLIENTS:
+        client = OPEN_CLIENTS.pop()
+        if client.loop is loop:
+            await client.conn.close()
+
+
 class Client:
     """A protocol client: sends frames, collects every frame it receives."""
 
@@ -145,6 +158,7 @@ class Client:
         self.conn = conn
         self.seen: list[dict[str, Any]] = []
         self.session_id: str | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     async def open(
@@ -165,6 +179,7 @@ class Client:
             open_timeout=10,
         )
         client = cls(conn)
+        client.loop = asyncio.get_running_loop()
         OPEN_CLIENTS.append(client)
         return client
 

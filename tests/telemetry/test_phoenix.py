@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.gateway.harness import Client, Server
+from tests.gateway.harness import Client, Server, close_open_clients
 
 from .conftest import Phoenix, _free_port
 
@@ -160,11 +160,14 @@ def test_xclaw_serve_exports_each_turn(tmp_path: Path, phoenix: Phoenix) -> None
 
     async def talk() -> str:
         client = await Client.open(server)
-        await client.attach(None)
-        reply = await client.turn("hi")
-        assert reply["type"] == "reply", reply
-        assert client.session_id is not None
-        return client.session_id
+        try:
+            await client.attach(None)
+            reply = await client.turn("hi")
+            assert reply["type"] == "reply", reply
+            assert client.session_id is not None
+            return client.session_id
+        finally:
+            await close_open_clients()
 
     import asyncio
 
@@ -190,10 +193,13 @@ def test_xclaw_serve_flushes_its_spans_when_it_stops(tmp_path: Path, phoenix: Ph
 
     async def talk() -> str:
         client = await Client.open(server)
-        await client.attach(None)
-        assert (await client.turn("hi"))["type"] == "reply"
-        assert client.session_id is not None
-        return client.session_id
+        try:
+            await client.attach(None)
+            assert (await client.turn("hi"))["type"] == "reply"
+            assert client.session_id is not None
+            return client.session_id
+        finally:
+            await close_open_clients()
 
     import asyncio
 

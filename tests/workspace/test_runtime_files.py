@@ -133,7 +133,7 @@ async def test_read_only_tools_take_no_snapshot(make) -> None:
 
 
 async def test_gateway_rollback_and_http_fork_move_the_files(tmp_path: Path) -> None:
-    from tests.gateway.harness import OPEN_CLIENTS, Client, Server, write_script
+    from tests.gateway.harness import Client, Server, close_open_clients, write_script
 
     script = write_script(tmp_path / "script.json", SEED_TURNS)
     server = Server(root=tmp_path / "srv", script=script, approval="yolo").start()
@@ -160,8 +160,7 @@ async def test_gateway_rollback_and_http_fork_move_the_files(tmp_path: Path) -> 
         await client.until(lambda f: "[rollback]" in str(f.get("content", "")))
         assert tree(ws) == {"a.txt": "A"}
     finally:
-        while OPEN_CLIENTS:
-            await OPEN_CLIENTS.pop().conn.close()
+        await close_open_clients()
         server.kill()
 
 
