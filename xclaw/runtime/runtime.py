@@ -48,6 +48,7 @@ from xclaw.store.model import (
     Session,
     Status,
     Step,
+    StepStatus,
     StepType,
     parse_step_ref,
     session_state,
@@ -235,10 +236,15 @@ class Runtime:
         hist = self._rebuild(steps, new_input=True)
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+        busy = self.is_busy(session_id)
         for m in hist.messages:
             item = message_to_json(m)
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
-                item["stepId"] = by_call[item["tool_call_id"]].display_id
+                call = by_call[item["tool_call_id"]]
+                item["stepId"] = call.display_id
+                if busy and call.status is StepStatus.RUNNING:
+                    # Still running (a refresh is not a crash): no "[interrupted]" result yet.
+                    item.update(running=True, content="", is_error=False)
             structured.append(item)
 
         return {

@@ -78,7 +78,12 @@ export class Transcript {
         }
       } else if (m.kind === "tool_result") {
         const line = byCall.get(m.tool_call_id);
-        if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
+        if (line && m.running && m.stepId) {
+          // Still running on the server (a refresh is not a crash): its live frames land here.
+          setToolState(line, "running");
+          line.querySelector(".tool-step").textContent = m.stepId;
+          this.tools.set(m.stepId, line);
+        } else if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
       }
     }
     this.add(h("div.divider.restored-end", h("span", { text: "live from here" })), { force: true });
