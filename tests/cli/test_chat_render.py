@@ -222,3 +222,14 @@ def test_history_answers_are_rendered_markdown_on_a_terminal_and_plain_in_a_pipe
     assert "[history] xclaw: plain answer" in body
     piped = render(frame)
     assert "**bold**" in piped and "|---|" in piped
+
+
+def test_a_compaction_summary_in_the_history_is_not_shown_as_typed_by_the_user() -> None:
+    frame = {"type": "history", "messages": [
+        {"kind": "summary", "text": "The user asked for a release note.\nDetails follow."},
+        {"kind": "user", "text": "go on"},
+    ]}
+    out = render(frame)
+    assert "[history] ▸ earlier conversation, summarised (" in out
+    assert "The user asked for a release note. …" in out
+    assert out.count("You: ") == 1 and "[history] You: go on" in out

@@ -235,6 +235,10 @@ def history_lines(f: dict[str, Any]) -> list[str]:
             kind = m.get("kind")
             if kind == "user":
                 out += _prefixed("You: ", str(m.get("text", "")))
+            elif kind == "summary":
+                # compaction's summary of the older turns (the full text: `xclaw steps`)
+                out.append(thinking_line({"content": str(m.get("text", ""))}).replace(
+                    "▸ thinking", "▸ earlier conversation, summarised", 1))
             elif kind == "assistant":
                 blocks = [b for b in m.get("thinking") or () if isinstance(b, dict)]
                 if blocks:

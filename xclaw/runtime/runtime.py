@@ -33,6 +33,7 @@ from xclaw.errors import (
 )
 from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
@@ -239,6 +240,9 @@ class Runtime:
         busy = self.is_busy(session_id)
         for m in hist.messages:
             item = message_to_json(m)
+            if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
+                # What compaction put in place of the older turns: not something the user typed.
+                item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
                 call = by_call[item["tool_call_id"]]
                 item["stepId"] = call.display_id

@@ -68,6 +68,7 @@ export class Transcript {
     const byCall = new Map();
     for (const m of items) {
       if (m.kind === "user") this.add(userBubble(m.text, true));
+      else if (m.kind === "summary") this.add(summaryFold(m.text));
       else if (m.kind === "assistant") {
         if ((m.thinking || []).length) this.add(thinkingFold(thinkingOf(m.thinking), true));
         if (m.text) this.add(assistantBubble(m.text, true));
@@ -209,6 +210,13 @@ function thinkingFold(frame, restored) {
   return h(`details.thinking${restored ? ".restored" : ""}`,
     h("summary", { text: `Thinking${bits.length ? " · " + bits.join(" · ") : ""}` }),
     text ? h("pre.thinking-text", { text }) : h("p.muted", { text: "The provider sent this reasoning encrypted." }));
+}
+
+/** What /compact (or a full context window) put in place of the older turns, folded. */
+function summaryFold(text) {
+  return h("details.thinking.summary.restored",
+    h("summary", { text: "Earlier conversation, summarised" }),
+    h("pre.thinking-text", { text: String(text || "") }));
 }
 
 function toolLine(frame, restored) {
