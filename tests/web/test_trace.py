@@ -118,3 +118,30 @@ def test_a_trace_dragged_wide_leaves_the_composer_usable(serve, new_page, shot):
     assert page.locator("#transcript").bounding_box()["width"] >= 470
     page.get_by_role("button", name="Stop").click()
     app.wait_idle()
+
+
+def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_cancelled(serve, new_page, shot):
+    """Another client stops the run while the page asks for an approval: the question goes
+    away, the session waits, and the trace says the approval was cancelled, not denied."""
+    import json
+
+    from websockets.sync.client import connect
+
+    server = serve([
+        {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
+        {"text": "Done."},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("delete the notes")
+    expect(app.dialog()).to_be_visible()
+    sid = app.session_id()
+    ws_url = server.http.replace("http://", "ws://") + "/ws"
+    with connect(ws_url, additional_headers={"Authorization": f"Bearer {server.token}"}) as ws:
+        ws.send(json.dumps({"type": "reconnect", "sessionId": sid}))
+        ws.send(json.dumps({"type": "cancel", "sessionId": sid}))
+        expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(app.status).to_have_text("Waiting for your instruction")
+    expect(app.step("s0003").locator(".step-summary")).to_have_text("shell — cancelled by the user")
+    expect(page.locator("#composer .stop")).to_have_attribute("title", "Stop the run now")
+    shot(page, "issue14-approval-cancelled-elsewhere")
