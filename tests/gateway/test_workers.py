@@ -1,4 +1,4 @@
-"""Several `xclaw serve` processes on one PostgreSQL database (invariant 8, failover).
+"""Several `xclaw serve` processes on one PostgreSQL database (one driver, failover).
 
 Real processes, real PostgreSQL (a schema of its own per test), one shared workspace root.
 - 30 scripted sessions spread over three workers; one worker is SIGKILLed mid-run; its

@@ -132,7 +132,7 @@ def test_killed_during_a_sleeping_shell_call(tmp_path: Path) -> None:
     time.sleep(2.2)  # the killed call's `echo two` must never happen: its process died too
     assert sc.effects() == ["one", "three"]
     interrupted = sc.query("SELECT error_message FROM traces WHERE input_data LIKE '%sleep 2%'")
-    assert interrupted == [("interrupted",)]  # kept and marked, never deleted (invariant 3)
+    assert interrupted == [("interrupted",)]  # kept and marked, never deleted (nothing lost)
     sc.check_record()
 
 
@@ -181,7 +181,7 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
         sys.executable, ["-m", "xclaw", "run", "--approval", "ask", "--session", sc.session_id()],
         cwd=str(tmp_path), env=sc.env, encoding="utf-8", timeout=20,
     )
-    again.expect(r"Approve\? \[y/N\]")  # R9: asked again after the restart
+    again.expect(r"Approve\? \[y/N\]")  # approval asked again after the restart
     again.sendline("y")
     again.expect("wrote it")
     again.expect(pexpect.EOF)
@@ -192,8 +192,9 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
 
 
 def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> None:
-    """R7/R8 for sub-agents: the resumed run continues the interrupted sub-agent from its own
-    steps (what it completed is not done again) instead of starting it over or dropping it."""
+    """Resume note and dangling steps for sub-agents: the resumed run continues the interrupted
+    sub-agent from its own steps (what it completed is not done again) instead of starting it
+    over or dropping it."""
     sc = Scenario(tmp_path, [])
     sc.script.write_text(json.dumps({
         "turns": [

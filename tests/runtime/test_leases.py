@@ -1,4 +1,4 @@
-"""One driver per session across workers (invariant 8), in-process: two runtimes (two workers)
+"""One driver per session across workers (one driver), in-process: two runtimes (two workers)
 on one database, SQLite file or PostgreSQL schema. A second worker is told who drives; a
 worker that lost its lease stops without writing; the record shows who wrote each step."""
 

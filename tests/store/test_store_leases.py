@@ -1,4 +1,4 @@
-"""Session leases (invariant 8): one owner at a time, a fencing token that only grows, fenced
+"""Session leases (one driver): one owner at a time, a fencing token that only grows, fenced
 writes, expiry, dead owners, worker presence. Contract tests on both backends."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ not have run". For a tool whose effect can be seen afterwards (`check_effect`: w
 file already holds that content, edit_file's old text is gone and the new one is there) the
 runtime looks instead: if the effect is there, the call is recorded as completed by a new
 tool_call step with the same call id (the interrupted attempt stays, failed: interrupted,
-invariant 3) and the model gets that result. If it is not there, nothing changes: the call is
+nothing lost) and the model gets that result. If it is not there, nothing changes: the call is
 reported as interrupted, as before.
 """
 
