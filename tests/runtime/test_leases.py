@@ -86,7 +86,7 @@ async def test_a_second_worker_is_told_who_drives(workers) -> None:
     a, b = workers([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "slept"}])
     sid = (await a.runtime.open(None))[0].session_id
     await a.runtime.send(sid, "sleep")
-    await asyncio.sleep(0.2)
+    await until(lambda: b.store.lease_info(sid).live)  # A's run holds the lease
     with pytest.raises(SessionBusy) as e:
         await b.runtime.send(sid, "me too")
     assert a.id in e.value.message and e.value.code == "busy"
