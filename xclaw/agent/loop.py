@@ -41,7 +41,7 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-# What a step stopped by the user's cancel records as its error (PROTOCOL.md `cancel`).
+# What a step stopped by the user's cancel records as its error (docs/protocol.md `cancel`).
 CANCELLED = "cancelled by the user"
 
 

@@ -1,4 +1,4 @@
-"""The `/ws` endpoint: one socket per client speaking PROTOCOL.md.
+"""The `/ws` endpoint: one socket per client speaking docs/protocol.md.
 
 Each socket has one reader (frames in, handled one at a time, in order) and one writer (a
 queue drained onto the wire), so the runtime's sinks never block or await: they only enqueue.

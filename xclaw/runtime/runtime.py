@@ -1,7 +1,7 @@
 """The runtime facade the gateway and the headless CLI drive: one object that owns the
 per-session runs, their subscribers and their pending approvals.
 
-Frames emitted to subscribers are the server frames of PROTOCOL.md (dicts), each carrying
+Frames emitted to subscribers are the server frames of docs/protocol.md (dicts), each carrying
 `sessionId`. Every method is safe to call for an unknown session (SessionNotFound) or a bad
 step reference (StepNotFound); none of them can crash the caller's event loop.
 """

@@ -471,6 +471,6 @@ class StoreBase:
         workspace: WorkspaceRestore | None = None,
     ) -> Session:
         seq = parse_step_ref(ref, session_id)
-        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         new_sid = new_session_id()
         return self._fork(session_id, seq, ref, new_sid, title, workspace)

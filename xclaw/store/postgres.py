@@ -174,7 +174,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         title: str = "",
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
         meta_json = pg_json(meta, "metadata")
