@@ -707,7 +707,7 @@ class Runtime:
                 except (asyncio.CancelledError, Exception):
                     log.debug("run of %s ended while shutting down", sid, exc_info=True)
             try:
-                # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
+                # Nothing lost: in-flight steps end as interrupted (kept, not deleted); a
                 # pending approval stays pending so it is asked again after restart.
                 if run.lost is None:
                     store = self.store if run.lease is None else self.store.driven(run.lease)
