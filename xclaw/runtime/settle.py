@@ -1,4 +1,5 @@
-"""Settling interrupted calls by looking at the workspace, on resume (issue 15, item 4b).
+"""Settling interrupted calls by looking at the workspace, on resume (part of "no
+blind repeat", docs/architecture.md; docs/reliability.md).
 
 A side-effecting call cut short by a crash is normally reported to the model as "may or may
 not have run". For a tool whose effect can be seen afterwards (`check_effect`: write_file's
