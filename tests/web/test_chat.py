@@ -221,3 +221,33 @@ def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, s
         u for u in requests if not u.startswith(server.http)
     ]
     shot(page, "issue14-markdown")
+
+
+def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
+    """/help in a chat column narrower than its lines: a description that wraps goes on under
+    its own column (a hanging indent), not back at the left edge under the command names."""
+    server = serve([{"text": "Hi."}])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("/help")
+    notice = page.locator("#messages .notice", has_text="/rollback")
+    expect(notice).to_have_count(1)
+    expect(notice).to_contain_text("/steps [N]")
+    lines = notice.locator(".notice-line")
+    row = lines.filter(has_text="/rollback")
+    # The row wraps (the column is narrower than it); its second line starts where the
+    # description starts.
+    geometry = row.evaluate(
+        """e => { const t = e.firstChild; const r = document.createRange();
+                  const box = (i) => { r.setStart(t, i); r.setEnd(t, i + 1); return r.getBoundingClientRect(); };
+                  const top = box(0).top; const text = t.textContent;
+                  let wrapped = null;
+                  for (let i = 1; i < text.length; i++) {
+                    const b = box(i);
+                    if (text[i].trim() && b.top > top + 2) { wrapped = Math.round(b.left); break; }
+                  }
+                  return {wrapped, desc: Math.round(box(text.indexOf('rewind')).left)}; }"""
+    )
+    assert geometry["wrapped"] is not None, geometry  # at 1280 px with the trace open, it wraps
+    assert abs(geometry["wrapped"] - geometry["desc"]) <= 1, geometry  # under its column
+    shot(page, "issue14-help-columns")

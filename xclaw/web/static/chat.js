@@ -159,7 +159,7 @@ export class Transcript {
   notice(text) {
     this.endLive();
     const kind = /^\[(\w+)\]/.exec(text || "")?.[1] || "info";
-    this.add(h(`div.notice.notice-${kind}`, h("span.notice-icon", { "aria-hidden": "true", text: "ℹ" }), h("pre", { text })));
+    this.add(h(`div.notice.notice-${kind}`, h("span.notice-icon", { "aria-hidden": "true", text: "ℹ" }), noticeText(text)));
   }
 
   error(text, code) {
@@ -168,6 +168,22 @@ export class Transcript {
       h("span.error-code", { text: code || "error" }),
       h("span", { text })), { force: true });
   }
+}
+
+/** A notice's text line by line, each with a hanging indent: a listing (/help, /steps,
+ * /sessions) that wraps in a narrow column goes on under its own column. */
+function noticeText(text) {
+  const pre = h("pre");
+  const lines = String(text || "").split("\n");
+  lines.forEach((line, i) => {
+    // The column: after the first run of two or more spaces that follows some text.
+    const column = /^(\s*\S.*?\s{2,})\S/.exec(line);
+    const hang = column ? column[1].length : /^\s*/.exec(line)[0].length + 2;
+    const el = h("span.notice-line", { text: line + (i < lines.length - 1 ? "\n" : "") });
+    el.style.setProperty("--hang", `${Math.min(hang, 40)}ch`);
+    pre.append(el);
+  });
+  return pre;
 }
 
 function emptyState(title) {
