@@ -13,6 +13,7 @@ export class Transcript {
     this.workingWanted = false;
     this.liveText = "";
     this.tools = new Map(); // step id or call id -> tool line element
+    this.pending = new Map(); // name:input -> a restored tool line still waiting (no step yet)
     this.working = h("div.working", { hidden: true, "aria-hidden": "true" },
       h("span.dot"), h("span.dot"), h("span.dot"));
   }
@@ -39,6 +40,7 @@ export class Transcript {
     this.live = null;
     this.liveText = "";
     this.tools.clear();
+    this.pending.clear();
     this.list.append(this.working);
   }
 
@@ -74,16 +76,20 @@ export class Transcript {
         if (m.text) this.add(assistantBubble(m.text, true));
         for (const call of m.tool_calls || []) {
           const line = toolLine({ name: call.name, input: call.input, state: "completed" }, true);
+          Object.assign(line.dataset, { name: call.name, input: JSON.stringify(call.input) });
           byCall.set(call.id, line);
           this.add(line);
         }
       } else if (m.kind === "tool_result") {
         const line = byCall.get(m.tool_call_id);
-        if (line && m.running && m.stepId) {
-          // Still running on the server (a refresh is not a crash): its live frames land here.
+        if (line && m.running) {
+          // Still running or waiting for an approval on the server (a refresh is not a
+          // crash): its live frames land on this line.
           setToolState(line, "running");
-          line.querySelector(".tool-step").textContent = m.stepId;
-          this.tools.set(m.stepId, line);
+          if (m.stepId) {
+            line.querySelector(".tool-step").textContent = m.stepId;
+            this.tools.set(m.stepId, line);
+          } else this.pending.set(callKey(line.dataset.name, line.dataset.input), line);
         } else if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
       }
     }
@@ -141,6 +147,12 @@ export class Transcript {
     this.endLive();
     const key = frame.stepId || `${frame.name}:${JSON.stringify(frame.input)}`;
     let line = this.tools.get(key);
+    const waiting = callKey(frame.name, JSON.stringify(frame.input));
+    if (!line && this.pending.has(waiting)) {
+      line = this.pending.get(waiting);  // a restored call that was waiting: it starts now
+      this.pending.delete(waiting);
+      this.tools.set(key, line);
+    }
     if (!line) {
       line = toolLine(frame, false);
       this.tools.set(key, line);
@@ -184,6 +196,10 @@ function noticeText(text) {
     pre.append(el);
   });
   return pre;
+}
+
+function callKey(name, inputJson) {
+  return `${name}:${inputJson}`;
 }
 
 function emptyState(title) {
