@@ -213,7 +213,7 @@ async def test_a_policy_for_a_tool_its_mcp_server_does_not_have_is_reported(tmp_
         warnings = box.policy_warnings()
     finally:
         await box.close()
-    assert warnings == [
+    assert warnings == [(
         "tool_policies.mcp__time__get_curent_time: MCP server 'time' has no such tool "
         "(did you mean 'mcp__time__get_current_time'?); this policy applies to nothing"
-    ]
+    )]
