@@ -217,3 +217,11 @@ async def test_a_policy_for_a_tool_its_mcp_server_does_not_have_is_reported(tmp_
         "tool_policies.mcp__time__get_curent_time: MCP server 'time' has no such tool "
         "(did you mean 'mcp__time__get_current_time'?); this policy applies to nothing"
     )]
+
+
+def test_a_module_that_exits_at_import_is_a_config_error_not_a_silent_exit(tmp_path: Path) -> None:
+    """A script-style module (argparse at top level) calls sys.exit when imported: xclaw
+    must name it, not exit with the module's code and no word."""
+    (tmp_path / "scriptish_tools_q.py").write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(ConfigError, match=r"'scriptish_tools_q:f': cannot import 'scriptish_tools_q': it called sys.exit\(3\)"):
+        load_python_tools(["scriptish_tools_q:f"], cwd=tmp_path)

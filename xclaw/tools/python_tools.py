@@ -179,6 +179,11 @@ def load_python_tools(
         module_name, _, attr = ref.partition(":")
         try:
             module = importlib.import_module(module_name)
+        except SystemExit as e:  # a script-style module (argparse at top level) exits on import
+            raise ConfigError(
+                f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: it called "
+                f"sys.exit({e.code!r}) while being imported"
+            ) from None
         except Exception as e:
             raise ConfigError(
                 f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: {type(e).__name__}: {e}"
