@@ -225,3 +225,24 @@ def test_a_module_that_exits_at_import_is_a_config_error_not_a_silent_exit(tmp_p
     (tmp_path / "scriptish_tools_q.py").write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(ConfigError, match=r"'scriptish_tools_q:f': cannot import 'scriptish_tools_q': it called sys.exit\(3\)"):
         load_python_tools(["scriptish_tools_q:f"], cwd=tmp_path)
+
+
+async def test_a_huge_result_is_cut_head_and_tail_before_it_is_recorded(tmp_path: Path) -> None:
+    """Tool output is hostile: 3 MB from a Python tool or an MCP server would be recorded and
+    sent to the model whole (the shell keeps head and tail); they are cut the same way."""
+    from mcp.types import CallToolResult, TextContent
+
+    from xclaw.tools.base import RESULT_CAP_CHARS
+    from xclaw.tools.mcp.tool import result_to_tool_result
+
+    (tmp_path / "huge_tools_q.py").write_text(
+        "def huge() -> str:\n    return 'A' * 1000 + 'x' * 3_000_000 + 'Z' * 1000\n"
+    )
+    [tool] = load_python_tools(["huge_tools_q:huge"], cwd=tmp_path)
+    for result in (
+        await tool.run({}, ToolContext(workspace=tmp_path, session_id="s")),
+        result_to_tool_result(CallToolResult(content=[TextContent(type="text", text="A" * 1000 + "x" * 3_000_000 + "Z" * 1000)])),
+    ):
+        assert len(result.content) < RESULT_CAP_CHARS + 200
+        assert result.content.startswith("A" * 1000) and result.content.endswith("Z" * 1000)
+        assert "characters cut" in result.content
