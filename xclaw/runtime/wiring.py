@@ -65,9 +65,8 @@ def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.tools.registry import default_tools
     from xclaw.tools.traits import parse_policies
 
-    registry = default_tools(settings)
+    tools = default_tools(settings)
     policies = parse_policies(settings.extra.get("tool_policies"))
-    tools: dict[str, Tool] = {t.name: t for t in registry}
     for name in policies:
         if name in tools:
             raise ConfigError(
