@@ -116,7 +116,6 @@ class Runtime:
         self._model = model
         # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
         prices.configure(settings.prices)
-        self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (invariant 9).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)

@@ -21,10 +21,6 @@ class Toolbox:
     # xclaw.tools.mcp.hub.McpHub when xclaw.yaml configures MCP servers.
     mcp: Any = None
 
-    def is_read_only(self, name: str) -> bool:
-        tool = self.tools.get(name)
-        return bool(tool is not None and tool.read_only)
-
     def is_retry_safe(self, name: str) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""

@@ -43,7 +43,6 @@ class TurnExporter:
         self._pending = 0
         self._thread = threading.Thread(target=self._work, name="xclaw-otel", daemon=True)
         self._thread.start()
-        self.exported_spans = 0
 
     # --- called by the runtime (never blocks) ------------------------------------------------
     def run_ended(self, session_id: str, started_ms: int) -> None:
@@ -98,7 +97,6 @@ class TurnExporter:
                 session_id, turn, capture_content=self.config.capture_content, redact=self.redact
             ):
                 self._processor.on_end(self._readable(span))
-                self.exported_spans += 1
 
     def _readable(self, span: SpanData) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
