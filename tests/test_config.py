@@ -41,7 +41,7 @@ def test_the_otel_section_reaches_the_span_exporter(tmp_path: Path) -> None:
         "otel:\n  endpoint: http://127.0.0.1:4318\n  protocol: grpc\n  service_name: svc\n"
         "  headers: {authorization: Bearer x}\n  capture_message_content: true\n",
     )
-    c = otel_config(s.extra, {})
+    c = s.otel
     assert (c.enabled, c.endpoint, c.protocol, c.service_name, c.headers, c.capture_content) == (
         True, "http://127.0.0.1:4318", "grpc", "svc", {"authorization": "Bearer x"}, True)
 

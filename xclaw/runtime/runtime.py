@@ -38,7 +38,7 @@ from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
-from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
@@ -128,12 +128,12 @@ class Runtime:
         self._runs: dict[str, _Run] = {}
         # One driver per session across processes and hosts (invariant 8): a lease per run.
         self.worker_id = worker_id or new_worker_id()
-        self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
+        self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
-        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
+        self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
