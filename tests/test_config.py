@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,22 @@ def test_thinking_cache_compaction_and_prices(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=words):
             settings_from(tmp_path, bad)
+
+
+def test_docs_configuration_lists_every_key() -> None:
+    """docs/configuration.md is where each setting is explained: every known key is on it."""
+    from xclaw.config import KNOWN_KEYS, PRICE_KEYS, PROVIDER_KEYS, THINKING_KEYS
+    from xclaw.tools.mcp.config import SERVER_KEYS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    missing = []
+    for key, sub in KNOWN_KEYS.items():
+        names = [f"`{key}.{inner}`" for inner in sub] if sub else [f"`{key}`"]
+        missing += [n for n in names if n not in page and n[:-1] + "." not in page]
+    # Keys of the entries of free-form sections: named in their section's row.
+    nested = [*PROVIDER_KEYS, *THINKING_KEYS, *PRICE_KEYS, *SERVER_KEYS, "approval", "resume"]
+    missing += [n for n in nested if not re.search(rf"\b{n}\b", page)]
+    for var in ("XCLAW_LEASE_TTL_S", "XCLAW_SWEEP_GRACE_S", "XCLAW_SWEEP_EVERY_S", "XCLAW_CONFIG"):
+        if f"`{var}`" not in page:
+            missing.append(var)
+    assert not missing, f"not on docs/configuration.md: {missing}"
