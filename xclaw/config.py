@@ -389,6 +389,13 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
     return tuple(found)
 
 
+def provider_chain(spec: str, cwd: Path | None = None) -> tuple[ProviderConfig, ...]:
+    """The chain `spec` names (as XCLAW_MODEL would), keys and base URLs taken from the
+    environment and `.env`: for a command's `--model`."""
+    env = {**_env(cwd or Path.cwd()), "XCLAW_MODEL": spec}
+    return _providers(env, {})
+
+
 MIN_THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens
 
 
