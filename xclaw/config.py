@@ -511,7 +511,9 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         try:
             re.compile(pattern)
         except re.error as e:
-            raise ConfigError(f"{y}approval.deny: {pattern!r} is not a regular expression: {e}") from e
+            raise ConfigError(
+                f"{y}approval.deny: {pattern!r} is not a regular expression: {e}"
+            ) from e
     ignore = sandbox.get("ignore")
     temperature = conf.get("temperature")
     settings = Settings(
@@ -564,11 +566,15 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         lease_ttl_s=15.0 if ttl_raw is None else _real(ttl_raw, ttl_where, 0.5),
         sweep_grace_s=_optional_real(grace_raw, grace_where, 0),
         sweep_every_s=_optional_real(every_raw, every_where, 0, above=True),
-        isolation=_choice(sandbox.get("isolation", "auto"), y + "sandbox.isolation", ISOLATION_MODES),
+        isolation=_choice(
+            sandbox.get("isolation", "auto"), y + "sandbox.isolation", ISOLATION_MODES
+        ),
         sandbox_network=_flag(sandbox, "network", False),
         snapshots=_flag(sandbox, "snapshots", True),
         snapshot_ignore=None if ignore is None else _strings(ignore, y + "sandbox.ignore"),
-        max_file_mb=_real(sandbox.get("max_file_mb", 50.0), y + "sandbox.max_file_mb", 0, above=True),
+        max_file_mb=_real(
+            sandbox.get("max_file_mb", 50.0), y + "sandbox.max_file_mb", 0, above=True
+        ),
         max_snapshot_mb=_real(
             sandbox.get("max_snapshot_mb", 500.0), y + "sandbox.max_snapshot_mb", 0, above=True
         ),

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xclaw.config import Settings
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Manifest, SnapshotInfo
-from xclaw.config import Settings
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import DEFAULT_IGNORE, Found, IgnoreRules, walk
 
