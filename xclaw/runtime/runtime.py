@@ -33,6 +33,7 @@ from xclaw.errors import (
 )
 from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
@@ -48,6 +49,7 @@ from xclaw.store.model import (
     Session,
     Status,
     Step,
+    StepStatus,
     StepType,
     parse_step_ref,
     session_state,
@@ -234,10 +236,18 @@ class Runtime:
         hist = self._rebuild(steps, new_input=True)
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+        busy = self.is_busy(session_id)
         for m in hist.messages:
             item = message_to_json(m)
+            if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
+                # What compaction put in place of the older turns: not something the user typed.
+                item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
-                item["stepId"] = by_call[item["tool_call_id"]].display_id
+                call = by_call[item["tool_call_id"]]
+                item["stepId"] = call.display_id
+                if busy and call.status is StepStatus.RUNNING:
+                    # Still running (a refresh is not a crash): no "[interrupted]" result yet.
+                    item.update(running=True, content="", is_error=False)
             structured.append(item)
 
         return {
