@@ -17,8 +17,6 @@ from urllib.parse import urlsplit
 from xclaw.private_files import private_dir, private_file
 
 TOKEN_FILE = "token"
-# A token has at least this many characters of URL-safe base64 (~192 random bits generated).
-MIN_TOKEN_LEN = 16
 
 
 def token_path(home: Path) -> Path:
@@ -68,7 +66,7 @@ def token_matches(given: str | None, expected: str) -> bool:
 
 
 def token_from_request(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-    """`Authorization: Bearer TOKEN` or `?token=TOKEN` (PROTOCOL.md, Access)."""
+    """`Authorization: Bearer TOKEN` or `?token=TOKEN` (docs/protocol.md, Access)."""
     auth = headers.get("authorization", "")
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():

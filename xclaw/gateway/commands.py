@@ -33,7 +33,6 @@ _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 # Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
 ATTACH_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "title", "compact", "help")
 
 HELP_TEXT = """\
 commands:
@@ -90,7 +89,7 @@ def _notice(session_id: str, text: str) -> dict[str, Any]:
 
 
 def steps_text(session_id: str, steps: list[Step]) -> str:
-    """The seed's /steps listing (R10) with usage hints: the same text as `xclaw steps`."""
+    """The seed's /steps listing with usage hints: the same text as `xclaw steps`."""
     return views.format_steps(steps, session_id)
 
 
@@ -165,7 +164,7 @@ class CommandRunner:
         return (await self.rollback(session_id, cmd.args[0])).frames
 
     async def rollback(self, session_id: str, ref: str) -> RollbackOutcome:
-        """R11, shared by `/rollback` and the HTTP API: rewind, then tell every attached
+        """Rollback, shared by `/rollback` and the HTTP API: rewind, then tell every attached
         client (the deleted steps are gone from the history they show)."""
         outside = await asyncio.to_thread(self._outside, session_id, ref, after=False)
         result = await self.runtime.rollback(session_id, ref)

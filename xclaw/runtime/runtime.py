@@ -1,7 +1,7 @@
 """The runtime facade the gateway and the headless CLI drive: one object that owns the
 per-session runs, their subscribers and their pending approvals.
 
-Frames emitted to subscribers are the server frames of PROTOCOL.md (dicts), each carrying
+Frames emitted to subscribers are the server frames of docs/protocol.md (dicts), each carrying
 `sessionId`. Every method is safe to call for an unknown session (SessionNotFound) or a bad
 step reference (StepNotFound); none of them can crash the caller's event loop.
 """
@@ -33,12 +33,13 @@ from xclaw.errors import (
 )
 from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
-from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
@@ -48,6 +49,7 @@ from xclaw.store.model import (
     Session,
     Status,
     Step,
+    StepStatus,
     StepType,
     parse_step_ref,
     session_state,
@@ -68,7 +70,7 @@ CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instructi
 
 @dataclass
 class _Run:
-    """One run in flight: the single driver of its session (invariant 8)."""
+    """One run in flight: the single driver of its session (one driver)."""
 
     task: asyncio.Task[None] | None = None
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
@@ -116,9 +118,8 @@ class Runtime:
         self._model = model
         # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
         prices.configure(settings.prices)
-        self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
-        # Snapshots and restores of the session workspaces (invariant 9).
+        # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
@@ -127,14 +128,14 @@ class Runtime:
         self.db = StoreCaller(store, self._executor)
         self._subs: dict[str, list[FrameSink]] = {}
         self._runs: dict[str, _Run] = {}
-        # One driver per session across processes and hosts (invariant 8): a lease per run.
+        # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
-        self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
+        self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
-        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
+        self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -235,10 +236,18 @@ class Runtime:
         hist = self._rebuild(steps, new_input=True)
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+        busy = self.is_busy(session_id)
         for m in hist.messages:
             item = message_to_json(m)
+            if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
+                # What compaction put in place of the older turns: not something the user typed.
+                item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
-                item["stepId"] = by_call[item["tool_call_id"]].display_id
+                call = by_call[item["tool_call_id"]]
+                item["stepId"] = call.display_id
+                if busy and call.status is StepStatus.RUNNING:
+                    # Still running (a refresh is not a crash): no "[interrupted]" result yet.
+                    item.update(running=True, content="", is_error=False)
             structured.append(item)
 
         return {
@@ -447,7 +456,7 @@ class Runtime:
         self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
     ) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
-        # Every write of this run carries the lease's fencing token (invariant 8).
+        # Every write of this run carries the lease's fencing token (one driver).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
         started = now_ms()
         try:
@@ -469,7 +478,7 @@ class Runtime:
             else:
                 # New input settles anything left unanswered, approvals included.
                 interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
-            for step in interrupted:  # live views see the dangling steps marked (invariant 3)
+            for step in interrupted:  # live views see the dangling steps marked (nothing lost)
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
@@ -710,14 +719,14 @@ class Runtime:
                 except (asyncio.CancelledError, Exception):
                     log.debug("run of %s ended while shutting down", sid, exc_info=True)
             try:
-                # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
-                # pending approval stays pending so it is asked again after restart (R9).
+                # Nothing lost: in-flight steps end as interrupted (kept, not deleted); a
+                # pending approval stays pending so it is asked again after restart.
                 if run.lost is None:
                     store = self.store if run.lease is None else self.store.driven(run.lease)
                     await self.db(store.mark_interrupted, sid)
             except LeaseLost:
                 log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
-            except StoreError as e:  # the next start marks them (invariant 3 holds on resume)
+            except StoreError as e:  # the next start marks them (nothing lost holds on resume)
                 log.warning("could not mark steps of %s interrupted: %s", sid, e.message)
             except Exception:
                 log.exception("could not mark steps of %s interrupted", sid)
@@ -742,7 +751,8 @@ class Runtime:
 
 
 def _resumable(session: Session) -> bool:
-    """Interrupted work to continue: Paused, or Running and not waiting for input (R6)."""
+    """Interrupted work to continue (resume on reconnect): Paused, or Running and not waiting
+    for input."""
     return session.status is Status.PAUSED or (
         session.status is Status.RUNNING and not session.awaiting_input
     )
