@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.cli.commands_store import _dump, _out, with_existing_store, with_store, workspace_option
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.store.base import Store
@@ -16,7 +16,7 @@ from xclaw.store.base import Store
 @click.command("fsck", short_help="Check every invariant of a database (and repair).")
 @click.option("--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup.")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
-@with_store
+@with_existing_store
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
     """Check a database: tool calls and their tool steps, parent links, statuses against the
     steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,
@@ -165,22 +165,12 @@ def replay_cmd(
 
 def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
-    import os
     from dataclasses import replace
 
-    from xclaw.config import load_settings
+    from xclaw.config import provider_chain
     from xclaw.llm.factory import build_model
 
-    saved = os.environ.get("XCLAW_MODEL")
-    os.environ["XCLAW_MODEL"] = spec
-    try:
-        providers = load_settings().providers
-    finally:
-        if saved is None:
-            os.environ.pop("XCLAW_MODEL", None)
-        else:
-            os.environ["XCLAW_MODEL"] = saved
-    return build_model(replace(settings, providers=providers))
+    return build_model(replace(settings, providers=provider_chain(spec)))
 
 
 def register(cli: click.Group) -> None:

@@ -39,7 +39,7 @@ from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
-from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
@@ -118,7 +118,6 @@ class Runtime:
         self._model = model
         # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
         prices.configure(settings.prices)
-        self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
@@ -131,12 +130,12 @@ class Runtime:
         self._runs: dict[str, _Run] = {}
         # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
-        self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
+        self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
-        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
+        self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -475,6 +474,9 @@ class Runtime:
             for server, why in (await self.toolbox.prepare()).items():
                 log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
                 emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
+            for why in self.toolbox.policy_warnings():
+                log.warning("event=tool_policy_unmatched reason=%r", why)
+                emit(notice_frame(f"[tools] {why}"))
             # Continued on the user's explicit request after an error (resume_if_needed).
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED

@@ -21,10 +21,6 @@ class Toolbox:
     # xclaw.tools.mcp.hub.McpHub when xclaw.yaml configures MCP servers.
     mcp: Any = None
 
-    def is_read_only(self, name: str) -> bool:
-        tool = self.tools.get(name)
-        return bool(tool is not None and tool.read_only)
-
     def is_retry_safe(self, name: str) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""
@@ -52,6 +48,11 @@ class Toolbox:
                 self.tools[tool.name] = tool
         return errors
 
+    def policy_warnings(self) -> list[str]:
+        """`tool_policies` entries for a tool its (started) MCP server does not have: such a
+        policy would apply to nothing, so the user is told (the list is known only now)."""
+        return self.mcp.unmatched_policies() if self.mcp else []
+
     async def close(self) -> None:
         if self.mcp:
             await self.mcp.close()
@@ -63,27 +64,51 @@ def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.tools.mcp.hub import McpHub
     from xclaw.tools.python_tools import load_python_tools
     from xclaw.tools.registry import default_tools
-    from xclaw.tools.traits import parse_policies
 
-    registry = default_tools(settings)
-    policies = parse_policies(settings.extra.get("tool_policies"))
-    tools: dict[str, Tool] = {t.name: t for t in registry}
+    tools = default_tools(settings)
+    policies = settings.tool_policies
     for name in policies:
         if name in tools:
             raise ConfigError(
                 f"xclaw.yaml: tool_policies.{name}: {name} is built in; its approval is set "
                 "under `approval:` (docs/approval.md). tool_policies is for MCP and Python tools."
             )
-    python_refs = settings.extra.get("tools") or []
-    if not isinstance(python_refs, list):
-        raise ConfigError("xclaw.yaml: `tools` must be a list of 'module:function' entries")
-    for tool in load_python_tools(python_refs, policies):
+    for tool in load_python_tools(list(settings.python_tools), policies):
         if tool.name in tools:
             raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
         tools[tool.name] = tool
+    _check_policy_names(policies, tools, [s.name for s in settings.mcp_servers])
     return Toolbox(
         tools=tools,
         policy=ApprovalPolicy.from_settings(settings),
         workspace_root=settings.workspace_root,
         mcp=McpHub(settings.mcp_servers, policies) if settings.mcp_servers else None,
     )
+
+
+def _check_policy_names(policies: Any, tools: MutableMapping[str, Tool], servers: list[str]) -> None:
+    """Every `tool_policies` name must be a Python tool or a tool of a configured MCP server
+    (its tool list is checked when it starts): a misspelt name is refused, never ignored."""
+    import difflib
+
+    from xclaw.errors import ConfigError
+    from xclaw.tools.mcp.tool import PREFIX, tool_name
+
+    prefixes = {tool_name(server, ""): server for server in servers}
+    for name in policies:
+        if name in tools:
+            continue
+        if name.startswith(PREFIX):
+            if any(name.startswith(p) for p in prefixes):
+                continue
+            server = name[len(PREFIX):].split("__", 1)[0]
+            raise ConfigError(
+                f"xclaw.yaml: tool_policies.{name}: no MCP server {server!r} in mcp_servers "
+                f"(configured: {', '.join(servers) or 'none'})"
+            )
+        close = difflib.get_close_matches(name, list(tools), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"xclaw.yaml: tool_policies.{name}: no tool of that name{hint} (tool_policies "
+            "names Python tools, or MCP tools as mcp__<server>__<tool>)"
+        )

@@ -20,13 +20,15 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import ConfigError
 from xclaw.workspace import landlock
+
+if TYPE_CHECKING:
+    from xclaw.config import Settings
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
 _PROBE_TIMEOUT_S = 10.0
@@ -144,15 +146,13 @@ def probe_bwrap(bwrap: str) -> str | None:
     return text[-1] if text else f"exit status {done.returncode}"
 
 
-def isolation_from_settings(settings: Any) -> Isolation:
-    """Decide the isolation for this process from `sandbox:` in the settings."""
-    sandbox = (getattr(settings, "extra", None) or {}).get("sandbox") or {}
-    if not isinstance(sandbox, Mapping):
-        raise ConfigError("xclaw.yaml: `sandbox` must be a mapping")
-    mode = str(sandbox.get("isolation", "auto"))
+def isolation_from_settings(settings: Settings | None) -> Isolation:
+    """Decide the isolation for this process from `sandbox:` in the settings (checked when
+    xclaw.yaml was read; None: the defaults)."""
+    mode = settings.isolation if settings is not None else "auto"
     if mode not in ISOLATION_MODES:
         raise ConfigError(f"sandbox.isolation {mode!r}: expected auto, bwrap or none")
-    network = bool(sandbox.get("network", False))
+    network = settings.sandbox_network if settings is not None else False
     if mode == "none":
         return Isolation("none", "sandbox.isolation is none", network)
     bwrap = shutil.which("bwrap")
