@@ -21,6 +21,8 @@ import platform
 import struct
 import sys
 
+from xclaw.workspace import socket_filter
+
 MIN_ABI = 4  # TCP bind/connect rules: without them a confined command could reach the network
 
 # Syscall numbers are the same on x86_64 and aarch64 (and every arch since 5.13).
@@ -110,6 +112,7 @@ def restrict_self(scratch: str) -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        socket_filter.install()  # Landlock leaves pathname Unix sockets reachable
     finally:
         os.close(fd)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ConfigError
-from xclaw.workspace import landlock
+from xclaw.workspace import landlock, socket_filter
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
 _PROBE_TIMEOUT_S = 10.0
@@ -78,6 +78,8 @@ class Isolation:
             if not _within(f, ws):
                 out += ["--ro-bind", "/dev/null", f]
         out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
+        if confined:  # no Unix sockets either: the network namespace does not cover them
+            argv = socket_filter.confine_argv(argv)
         return out + argv
 
     def exit_status(self, code: int | None) -> int | None:
