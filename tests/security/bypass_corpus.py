@@ -293,6 +293,18 @@ SECOND = [
     "ls\u3000; touch M",
     "echo x\u200b; touch M",
     "echo \uff04(touch M)",
+    # backslash-newline inside a word or an operator (bash joins the lines first)
+    "ls -\\\n-output=M",
+    "sort -\\\no M f",
+    "find . -\\\nexec touch M ';'",
+    "find . -ex\\\nec touch M \\;",
+    "ls &\\\n& touch M",
+    "co\\\nproc touch M",
+    "ls >\\\nM",
+    "ls >/dev/\\\nnull; touch M",
+    "echo \\\n$(touch M)",
+    "date -\\\ns 2020",
+    'echo "a\\\nb"; touch M',
 ]
 
 CORPUS = CORPUS + SECOND
