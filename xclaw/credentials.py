@@ -2,7 +2,8 @@
 
 The redactor scrubs every value found here from what is recorded, logged or sent; tool
 processes get an environment without them. A credential is:
-- the value of any variable whose name says so (…_API_KEY, …_TOKEN, …SECRET…, …PASSWORD…,
+- the value of any variable whose name says so (…_API_KEY, …_TOKEN, …SECRET…, …PASSWORD…, …_PAT,
+  …_DSN, …_PASS, …WEBHOOK…,
   …_KEY), in the environment or in `.env`, whether or not the provider chain uses it (a
   `script:` model uses none, yet a prompt-injected run could print them);
 - a password inside any URL-valued variable (`postgresql://user:PW@host/db`, a proxy URL) and
@@ -19,7 +20,12 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-_SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIALS"})
+# Whole words of a name (split on "_"): GITHUB_PAT, SENTRY_DSN (its key is the URL's user part),
+# DB_PASS, GPG_PASSPHRASE, SLACK_WEBHOOK_URL (the URL is the secret), SESSION_COOKIE.
+_SECRET_WORDS = frozenset({
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "APIKEY", "CREDENTIALS",
+    "CREDENTIAL", "PAT", "DSN", "WEBHOOK", "COOKIE",
+})
 _SECRET_PARTS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET", "PASSWORD", "AUTH_TOKEN")
 # Named outright (the gateway's key); PGPASSWORD is libpq's.
 SECRET_NAMES = frozenset({"XCLAW_TOKEN", "PGPASSWORD"})
