@@ -82,3 +82,33 @@ async def test_a_confined_command_cannot_connect_to_a_unix_socket(
     finally:
         listener.close()
     assert platform.machine()
+
+
+@pytest.mark.skipif(socket_filter.program() is None, reason="no filter for this architecture")
+@pytest.mark.parametrize("kind", ["bwrap", "landlock"])
+async def test_a_confined_command_sends_no_udp(tmp_path: Path, kind: str) -> None:
+    """Landlock has rules for TCP only: a confined command could send UDP (a DNS query to
+    anywhere carries data out). The filter refuses every socket, whatever its family."""
+    iso = _isolation(kind, tmp_path)
+    ws = tmp_path / "ws" / "s1"
+    ws.mkdir(parents=True)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.5)
+    port = udp.getsockname()[1]
+    tool = ShellTool(default_timeout_s=30, isolation=iso)
+    send = ("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            f"s.sendto(b'leak', ('127.0.0.1', {port})); print('SENT')\"")
+    try:
+        r = await tool.run({"command": send},
+                           ToolContext(workspace=ws, session_id="s1", confined=True))
+        assert "SENT" not in r.content, r.content
+        with pytest.raises(TimeoutError):
+            udp.recvfrom(16)
+        # approved, the same command sends (the check above can fail)
+        ok = await tool.run({"command": send}, ToolContext(workspace=ws, session_id="s1"))
+        if kind == "landlock":  # bubblewrap's own network namespace has no route here
+            assert "SENT" in ok.content, ok.content
+            assert udp.recvfrom(16)[0] == b"leak"
+    finally:
+        udp.close()

@@ -1,13 +1,15 @@
-"""No Unix sockets for a confined command: a seccomp filter that refuses `socket(AF_UNIX, …)`.
+"""No sockets for a confined command: a seccomp filter that refuses `socket()`, any family.
 
 A network namespace (bubblewrap) or Landlock's TCP rules keep a confined command off the
 network, but not off *pathname* Unix sockets: they are files, and connecting to one on a
 read-only mount still works. On a typical machine that reaches PostgreSQL
 (`/run/postgresql/.s.PGSQL.5432`, often with `trust` for local users), MySQL, D-Bus or Docker
-— as good as the network, or better. So a command run without asking gets this filter too:
-creating an AF_UNIX socket fails with EACCES, and so does `io_uring_setup` (io_uring could open
-and connect sockets without passing through the `socket` system call). System calls of a
-foreign ABI (i386 `socketcall`, x32) are refused whole.
+— as good as the network, or better. And Landlock has rules for TCP only: UDP (a DNS query to
+anywhere) would still carry data out. A command run without asking needs no socket at all, so
+it gets this filter too: `socket()` fails with EACCES whatever the family (AF_UNIX, AF_INET
+UDP…; `socketpair` stays), and so does `io_uring_setup` (io_uring could open and connect
+sockets without passing through the `socket` system call). System calls of a foreign ABI
+(i386 `socketcall`, x32) are refused whole.
 
 The launcher (`python -m xclaw.workspace.socket_filter -- ARGV…`) installs the filter, then
 executes the command, which keeps it, as do all its children (with no_new_privs). Only x86_64
@@ -29,7 +31,6 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_AF_UNIX = 1
 _X32_BIT = 0x40000000
 _IO_URING_SETUP = 425  # the same number on every architecture since 5.1
 # machine: (AUDIT_ARCH_*, __NR_socket)
@@ -50,15 +51,13 @@ def program() -> bytes | None:
     deny = _RET_ERRNO | errno.EACCES
     return b"".join([
         _ins(ld, 0, 0, 4),                   # 0: seccomp_data.arch
-        _ins(jeq, 0, 7, audit_arch),         # 1: a foreign ABI -> 9 (deny)
+        _ins(jeq, 0, 5, audit_arch),         # 1: a foreign ABI -> 7 (deny)
         _ins(ld, 0, 0, 0),                   # 2: seccomp_data.nr
-        _ins(jge, 5, 0, _X32_BIT),           # 3: x32 -> 9
-        _ins(jeq, 4, 0, _IO_URING_SETUP),    # 4: io_uring_setup -> 9
-        _ins(jeq, 0, 2, nr_socket),          # 5: not socket -> 8 (allow)
-        _ins(ld, 0, 0, 16),                  # 6: args[0] (low half): the family
-        _ins(jeq, 1, 0, _AF_UNIX),           # 7: AF_UNIX -> 9
-        _ins(ret, 0, 0, _RET_ALLOW),         # 8
-        _ins(ret, 0, 0, deny),               # 9
+        _ins(jge, 3, 0, _X32_BIT),           # 3: x32 -> 7
+        _ins(jeq, 2, 0, _IO_URING_SETUP),    # 4: io_uring_setup -> 7
+        _ins(jeq, 1, 0, nr_socket),          # 5: socket, any family -> 7
+        _ins(ret, 0, 0, _RET_ALLOW),         # 6
+        _ins(ret, 0, 0, deny),               # 7
     ])
 
 
