@@ -112,7 +112,7 @@ class Isolation:
         if self.landlock:
             return (
                 f"plain subprocess ({self.why}); commands run without asking are confined with "
-                "Landlock (writes only to a scratch directory, no TCP)"
+                "Landlock (writes only to a scratch directory, no sockets)"
             )
         return (
             f"plain subprocess ({self.why}); no sandbox, so every shell command is asked "
