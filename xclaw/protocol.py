@@ -1,4 +1,4 @@
-"""The client <-> gateway wire protocol (PROTOCOL.md): frame parsing and frame builders.
+"""The client <-> gateway wire protocol (docs/protocol.md): frame parsing and frame builders.
 
 Client frames are validated with pydantic at the edge; server frames are plain dicts built
 here, so every producer (runtime, gateway, CLI) shapes them the same way.

@@ -1,7 +1,7 @@
 """Plain-text views of the record, shared by the CLI and the gateway's slash commands.
 
 Plain text (no colour, no markup) so the same string can go to a terminal, a WebSocket
-`notice` frame or a test snapshot. The /steps listing keeps the seed's layout (R10):
+`notice` frame or a test snapshot. The /steps listing keeps the seed's layout:
 
     Steps (session: cli):
       s0001  user_input    user        "analyse the log"
@@ -225,7 +225,7 @@ def format_step_line(step: Step) -> str:
 
 
 def format_steps(steps: Sequence[Step], session: Session | str, *, offline: bool = False) -> str:
-    """The /steps listing (R10), ending with how to use the ids with /rollback and /fork
+    """The /steps listing, ending with how to use the ids with /rollback and /fork
     (`offline`: with `xclaw rollback` and `xclaw fork`, for the CLI's `xclaw steps`)."""
     label = _session_label(session)
     if not steps:
@@ -280,7 +280,7 @@ def _tree_label(step: Step) -> str:
 
 
 def format_tree(nodes: Sequence[StepTreeNode]) -> str:
-    """The step tree (R5): which decision caused which step, with durations and tokens."""
+    """The trace tree: which decision caused which step, with durations and tokens."""
     if not nodes:
         return "(no steps yet)"
     lines: list[str] = []

@@ -186,7 +186,7 @@ async def test_tool_runs_only_after_its_record_is_committed(tmp_path: Path) -> N
     answer = await agent.run(messages, user_text="go")
     assert answer == "done"
     assert tool.runs == 2
-    # Invariant 1: each RUN comes right after its COMMITTED, never before.
+    # Write-ahead: each RUN comes right after its COMMITTED, never before.
     assert events.index("COMMITTED 1") < events.index("RUN 1") < events.index("COMMITTED 2") < events.index("RUN 2")
     assert [type(m).__name__ for m in messages] == [
         "UserMessage", "AssistantMessage", "ToolResultMessage", "ToolResultMessage", "AssistantMessage",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
+import sqlite3
 import stat
 import subprocess
 import time
@@ -60,6 +62,14 @@ class Term:
                     f"{pattern!r} not seen before exit; screen:\n{self.text[-3000:]}"
                 ) from None
 
+    def drain(self) -> None:
+        """Read whatever the client has written so far."""
+        while True:
+            try:
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+            except (pexpect.TIMEOUT, pexpect.EOF):
+                return
+
     def prompt(self) -> None:
         self.expect(r"You:")
 
@@ -76,6 +86,21 @@ class Term:
         assert not self.child.isalive(), "chat did not exit"
         self.child.close()
         return int(self.child.exitstatus or 0)
+
+
+def llm_call_running(db: Path) -> bool:
+    """Whether the server's record holds a model call in flight (read-only, from outside)."""
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return bool(
+            conn.execute("SELECT 1 FROM traces WHERE step_type='llm_call' AND status='running'").fetchall()
+        )
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
 
 
 @pytest.fixture
@@ -223,7 +248,12 @@ def test_ctrl_c_cancels_the_run_and_a_second_quits(make_server, tmp_path: Path) 
     t = spawn_chat(server, tmp_path, "--new")
     t.prompt()
     t.line("think")
-    time.sleep(0.5)
+    # Ctrl+C once the run is in flight: the server has begun the (slow) model call.
+    db = server.home / "xclaw.db"
+    deadline = time.monotonic() + 30
+    while not llm_call_running(db):
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.02)
     t.child.sendcontrol("c")
     t.expect(r"\[cancel\] stopping the run")
     t.expect(r"\[cancel\] run stopped", timeout=10)
@@ -367,8 +397,17 @@ def test_no_server_says_how_to_start_one_then_connects_by_itself(make_server, tm
     server.kill()
     t = spawn_chat(server, tmp_path, "--new")
     t.expect(r"\[offline\] no xclaw server at http://127\.0\.0\.1:\d+ .*`xclaw serve`", timeout=20)
-    time.sleep(2.5)  # several reconnect attempts happen meanwhile: none of them prints
     t.expect(r"Ctrl\+C quits\.")
+    # Count the client's next attempts on a socket that hangs up at once (still no server):
+    # once several have happened, none of them may have printed anything.
+    with socket.create_server(("127.0.0.1", server.port)) as hangup:
+        hangup.settimeout(30)
+        for _ in range(3):
+            conn, _ = hangup.accept()
+            conn.close()
+    # Each attempt's failure is handled before the next attempt starts, so whatever the first
+    # two printed is in the terminal already: read it all.
+    t.drain()
     assert t.text.count("[offline]") == 1
     server.start()
     t.expect(r"\[session\] \S+ · new", timeout=30)

@@ -1,5 +1,6 @@
 """The seed's scenario over the wire: kill the server mid-task, restart, reconnect, carry on
-(R6-R9, R15) — and never repeat a completed side effect."""
+(resume on reconnect, approval asked again, kept session id) — and never repeat a
+completed side effect."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ async def test_paused_session_asks_again_after_restart_and_another_client_answer
     again = [f for f in c2.seen if f.get("type") == "approval_request"]
     assert [f["stepId"] for f in again] == [first["stepId"]]
 
-    # The process that waited for y/n dies (R9): after restart the question is asked again.
+    # The process that waited for y/n dies: after restart the question is asked again.
     server.kill()
     server.start()
     c3 = await Client.open(server)

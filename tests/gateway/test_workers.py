@@ -1,4 +1,4 @@
-"""Several `xclaw serve` processes on one PostgreSQL database (invariant 8, failover).
+"""Several `xclaw serve` processes on one PostgreSQL database (one driver, failover).
 
 Real processes, real PostgreSQL (a schema of its own per test), one shared workspace root.
 - 30 scripted sessions spread over three workers; one worker is SIGKILLed mid-run; its
@@ -255,7 +255,10 @@ async def test_a_zombie_driver_cannot_write_after_a_takeover(cluster, pg: Postgr
     while "event=lease_lost" not in a.logs():
         assert asyncio.get_running_loop().time() < deadline, a.logs()[-3000:]
         await asyncio.sleep(0.2)
-    await asyncio.sleep(0.5)
+    # The zombie's run is over once it drives nothing: no late write of it can still come.
+    while (await asyncio.to_thread(health, a))["sessionsDriven"]:
+        assert asyncio.get_running_loop().time() < deadline, a.logs()[-3000:]
+        await asyncio.sleep(0.1)
     after = pg.query(
         "SELECT seq, status, error_message, worker, end_time FROM traces "
         "WHERE session_id=? ORDER BY seq",

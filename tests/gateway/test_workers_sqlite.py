@@ -1,5 +1,5 @@
 """Two `xclaw serve` processes on one SQLite file: the same one-driver guarantee as on
-PostgreSQL (invariant 8), through the lease columns of the session row."""
+PostgreSQL (one driver), through the lease columns of the session row."""
 
 from __future__ import annotations
 

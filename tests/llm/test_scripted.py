@@ -1,4 +1,4 @@
-"""The scripted model: the DESIGN.md contract plus the documented extensions."""
+"""The scripted model: the contract of docs/scripted-model.md plus the documented extensions."""
 
 from __future__ import annotations
 

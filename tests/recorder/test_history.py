@@ -1,4 +1,4 @@
-"""Rebuilding messages from trace rows: always a valid provider history (invariant 5)."""
+"""Rebuilding messages from trace rows: always a valid provider history (valid history)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cancel (PROTOCOL.md `cancel`): the step in flight stops now — its processes get SIGTERM,
+"""Cancel (docs/protocol.md `cancel`): the step in flight stops now — its processes get SIGTERM,
 then SIGKILL after a short grace; an LLM request in flight is abandoned — the step is recorded
 failed "cancelled by the user", and the session waits for the next instruction (not Failed)."""
 

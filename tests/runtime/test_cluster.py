@@ -129,12 +129,25 @@ def run_and_kill(backend: Backend, tmp: Path, turns: list[dict[str, Any]]) -> st
 TURNS = [{"text": "", "tool_calls": [sh("sleep 30")]}, {"text": "picked up and finished"}]
 
 
+async def lease_expired(store: Any, sid: str, timeout: float = 30) -> None:
+    """Until the session's lease has expired by the store's own lease clock (the database
+    server's with PostgreSQL): a deadline, not a guess of how long that takes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = await asyncio.to_thread(store.lease_info, sid)
+        if info.expires_at is not None and info.expires_at <= info.now:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the lease of {sid} did not expire within {timeout} s: {info}")
+        await asyncio.sleep(0.02)
+
+
 async def test_the_sweep_resumes_what_a_dead_worker_left_running(
     nodes, backend: Backend, tmp_path: Path
 ) -> None:
     sid = await asyncio.to_thread(run_and_kill, backend, tmp_path, TURNS)
     node = await nodes(TURNS)
-    await asyncio.sleep(1.2)  # its last lease (1 s) has expired: the run is orphaned
+    await lease_expired(node.store, sid)  # its last lease (1 s) expired: the run is orphaned
     node.cluster.grace_s = 30.0
     assert await node.cluster.sweep() == []  # within the grace period a client may come back
     assert node.store.get_session(sid).status is Status.RUNNING

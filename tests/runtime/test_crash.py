@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -106,6 +107,32 @@ class Scenario:
         validate_openai_request(openai_request("gpt-test", request))
 
 
+def sleeper(marker: str) -> dict[str, Any]:
+    """The slow side effect: `echo two` runs in the shell itself, after the sleep. The marker
+    makes the shell's command line unique (other test runs may share the machine)."""
+    return sh(f"sleep 2; echo two >> effects.log  # {marker}")
+
+
+def command_alive(marker: str) -> bool:
+    """Whether any process's command line holds the marker (a zombie's is empty)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue  # gone meanwhile
+    return False
+
+
+def wait_until(check: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.01)
+
+
 def kill(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=10)  # reaps it and closes its pipe
@@ -120,19 +147,25 @@ TASK = [
 
 
 def test_killed_during_a_sleeping_shell_call(tmp_path: Path) -> None:
-    sc = Scenario(tmp_path, TASK)
+    marker = f"xclaw-test-{secrets.token_hex(6)}"
+    turns = [dict(t) for t in TASK]
+    turns[1] = {"text": "step two", "tool_calls": [sleeper(marker)]}
+    sc = Scenario(tmp_path, turns)
     proc = sc.start("--approval", "yolo", "do the task")
     sc.wait_for("SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'")
-    time.sleep(0.3)
+    wait_until(lambda: command_alive(marker), "the shell of `sleep 2; echo two` runs")
     kill(proc)
+    # The killed call's `echo two` must never happen: the shell that would run it dies with
+    # xclaw (parent-death signal). Once no process holds the command, nothing can write `two`.
+    wait_until(lambda: not command_alive(marker), "the killed call's shell is gone")
     out = sc.resume()
     assert "[resume] detected interrupted tool_call, retrying..." in out
     assert "may or may not have run" in out
     assert "all done" in out
-    time.sleep(2.2)  # the killed call's `echo two` must never happen: its process died too
+    assert not command_alive(marker)  # the resumed run did not start it again
     assert sc.effects() == ["one", "three"]
     interrupted = sc.query("SELECT error_message FROM traces WHERE input_data LIKE '%sleep 2%'")
-    assert interrupted == [("interrupted",)]  # kept and marked, never deleted (invariant 3)
+    assert interrupted == [("interrupted",)]  # kept and marked, never deleted (nothing lost)
     sc.check_record()
 
 
@@ -181,7 +214,7 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
         sys.executable, ["-m", "xclaw", "run", "--approval", "ask", "--session", sc.session_id()],
         cwd=str(tmp_path), env=sc.env, encoding="utf-8", timeout=20,
     )
-    again.expect(r"Approve\? \[y/N\]")  # R9: asked again after the restart
+    again.expect(r"Approve\? \[y/N\]")  # approval asked again after the restart
     again.sendline("y")
     again.expect("wrote it")
     again.expect(pexpect.EOF)
@@ -192,8 +225,10 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
 
 
 def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> None:
-    """R7/R8 for sub-agents: the resumed run continues the interrupted sub-agent from its own
-    steps (what it completed is not done again) instead of starting it over or dropping it."""
+    """Resume note and dangling steps for sub-agents: the resumed run continues the interrupted
+    sub-agent from its own steps (what it completed is not done again) instead of starting it
+    over or dropping it."""
+    marker = f"xclaw-test-{secrets.token_hex(6)}"
     sc = Scenario(tmp_path, [])
     sc.script.write_text(json.dumps({
         "turns": [
@@ -202,19 +237,21 @@ def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> N
         ],
         "subagent": {"turns": [
             {"text": "", "tool_calls": [sh("echo one >> effects.log")]},
-            {"text": "", "tool_calls": [sh("sleep 2; echo two >> effects.log")]},
+            {"text": "", "tool_calls": [sleeper(marker)]},
             {"text": "", "tool_calls": [sh("echo three >> effects.log")]},
             {"text": "log written"},
         ]},
     }))
     proc = sc.start("--approval", "yolo", "do the task")
     sc.wait_for("SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'")
-    time.sleep(0.3)
+    wait_until(lambda: command_alive(marker), "the shell of `sleep 2; echo two` runs")
     kill(proc)
+    # The killed `echo two` never happens: its shell died with the run.
+    wait_until(lambda: not command_alive(marker), "the killed call's shell is gone")
     assert sc.effects() == ["one"]
     out = sc.resume()
     assert "all done" in out
-    time.sleep(2.2)  # the killed `echo two` never happens: its process died with the run
+    assert not command_alive(marker)
     assert sc.effects() == ["one", "three"]  # `one` not repeated; the sub-agent went on
     spawns = sc.query(
         "SELECT seq, status, error_message FROM traces WHERE name='spawn_agent' ORDER BY seq"

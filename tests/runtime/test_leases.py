@@ -1,4 +1,4 @@
-"""One driver per session across workers (invariant 8), in-process: two runtimes (two workers)
+"""One driver per session across workers (one driver), in-process: two runtimes (two workers)
 on one database, SQLite file or PostgreSQL schema. A second worker is told who drives; a
 worker that lost its lease stops without writing; the record shows who wrote each step."""
 
@@ -67,6 +67,15 @@ async def workers(
     backend.drop()
 
 
+async def until(check: Callable[[], bool], timeout: float = 30) -> None:
+    """Poll `check` (a store read, in a thread) until it holds; fail at the deadline."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await asyncio.to_thread(check):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not true within {timeout} s")
+        await asyncio.sleep(0.02)
+
+
 def writers(w: Worker, sid: str) -> list[str | None]:
     """traces.worker of each step, in order: who wrote it under its lease."""
     rows = w.backend.query("SELECT worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
@@ -77,7 +86,7 @@ async def test_a_second_worker_is_told_who_drives(workers) -> None:
     a, b = workers([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "slept"}])
     sid = (await a.runtime.open(None))[0].session_id
     await a.runtime.send(sid, "sleep")
-    await asyncio.sleep(0.2)
+    await until(lambda: b.store.lease_info(sid).live)  # A's run holds the lease
     with pytest.raises(SessionBusy) as e:
         await b.runtime.send(sid, "me too")
     assert a.id in e.value.message and e.value.code == "busy"
@@ -109,7 +118,9 @@ async def test_a_run_that_lost_its_lease_stops_without_writing(workers, caplog) 
     a.runtime.subscribe(sid, a.frames.append)
     caplog.set_level(logging.WARNING, logger="xclaw.runtime")
     await a.runtime.send(sid, "work")
-    await asyncio.sleep(0.6)  # A's tool still runs; its lease has lapsed
+    # A's tool runs (its write-ahead row is there), then its lease lapses by the lease clock.
+    await until(lambda: any(s.step_type is StepType.TOOL_CALL for s in b.store.steps(sid)))
+    await until(lambda: not b.store.lease_info(sid).live)
     assert await b.runtime.resume_if_needed(sid) is True
     await b.runtime.wait_idle(sid)
     assert b.store.get_session(sid).status is Status.SUCCESS

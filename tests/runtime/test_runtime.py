@@ -40,7 +40,7 @@ async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) ->
     by_id = {s.step_id: s for s in steps}
     for s in steps:
         if s.step_type is StepType.TOOL_CALL:
-            assert by_id[s.parent_step_id].step_type is StepType.LLM_CALL  # R5
+            assert by_id[s.parent_step_id].step_type is StepType.LLM_CALL  # the trace tree
         if s.step_type is StepType.LLM_CALL:
             assert by_id[s.parent_step_id].step_type is StepType.USER_INPUT
     llm = [s for s in steps if s.step_type is StepType.LLM_CALL]

@@ -1,4 +1,5 @@
-"""A real process killed with SIGKILL between "begin step" and "complete step" (R4, R8)."""
+"""A real process killed with SIGKILL between "begin step" and "complete step" (write-ahead,
+nothing lost)."""
 
 from __future__ import annotations
 

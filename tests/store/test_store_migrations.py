@@ -287,7 +287,7 @@ def test_the_seeds_own_queries_read_our_data(store: Store, backend: Backend) -> 
     store.complete_step(
         sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
     )
-    # R6: the resume query of the seed, and R5's tree query
+    # the seed's resume query, and its trace-tree query
     rows = backend.query(
         "SELECT step_id, step_type, status, input_data, output_data FROM traces "
         "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC",

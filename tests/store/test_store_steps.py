@@ -232,11 +232,11 @@ def test_mark_interrupted(store: Store) -> None:
     got = store.get_step(sid, t.seq)
     assert got.status is StepStatus.FAILED and got.error_message == INTERRUPTED
     assert got.interrupted and got.end_time is not None
-    assert store.get_step(sid, ask.seq).status is StepStatus.RUNNING  # asked again (R9)
+    assert store.get_step(sid, ask.seq).status is StepStatus.RUNNING  # approval asked again
     assert store.mark_interrupted(sid) == []  # idempotent
     marked = store.mark_interrupted(sid, keep_approvals=False)
     assert [s.seq for s in marked] == [ask.seq]
-    assert len(store.steps(sid)) == 3  # never deletes (invariant 3)
+    assert len(store.steps(sid)) == 3  # never deletes (nothing lost)
     with pytest.raises(SessionNotFound):
         store.mark_interrupted("nope")
 

@@ -1,4 +1,4 @@
-"""Rollback (R11) and fork (R12): by sequence number, ids never reused, links remapped."""
+"""Rollback and fork: by sequence number, ids never reused, links remapped."""
 
 from __future__ import annotations
 

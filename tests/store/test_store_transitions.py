@@ -1,4 +1,4 @@
-"""The state machine (R2, invariant 7): every allowed move works, every other one raises and
+"""The state machine (checked transitions): every allowed move works, every other one raises and
 writes nothing; steps move the session as documented."""
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
     assert not durable(lambda: store.add_step("d", user()))
     assert not durable(lambda: store.begin_step("d", llm()))
     assert not durable(lambda: store.complete_step("d", 2, output_data={}))
-    assert durable(lambda: store.begin_step("d", tool()))  # write-ahead: invariant 1
+    assert durable(lambda: store.begin_step("d", tool()))  # write-ahead
     assert not durable(lambda: store.complete_step("d", 3, output_data="ok"))
     assert durable(lambda: store.begin_step("d", approval()))  # Paused
     assert not durable(lambda: store.complete_step("d", 4, output_data={"approved": True}))

@@ -19,7 +19,7 @@ COMMAND = "sleep 2; touch done.txt"
 def test_kill_and_restart_server_while_the_page_is_open(serve, new_page, shot):
     server = serve([
         {"text": "Starting the long step.", "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
-        # After the restart the model re-issues the same call (R7/R8).
+        # After the restart the model re-issues the same call (resume note, dangling steps).
         {"text": "The step was interrupted; running it again.", "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
         {"text": "Resumed and finished."},
     ], approval="yolo")

@@ -1,4 +1,4 @@
-"""Rollback and fork rewind the files with the record (invariant 9), through the one shared
+"""Rollback and fork rewind the files with the record (files follow memory), through the one shared
 place (Workspaces), on real files and a real SQLite database."""
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ class ApprovalRequest:
 
 @dataclass
 class ResumeState:
-    """What a resumed run must know beyond the messages (invariant 4)."""
+    """What a resumed run must know beyond the messages (no blind repeat)."""
 
-    # Appended (not stored) after the history for the next LLM call only (R7).
+    # Appended (not stored) after the history for the next LLM call only (the resume note).
     note: str | None = None
     # Signatures of interrupted calls that may have had side effects: if the model issues
     # one again, a human must approve it with a "may already have run" warning.
     suspect_calls: set[str] = field(default_factory=set)
-    # Tool-call ids whose approval was pending when the process died (R9): ask again.
+    # Tool-call ids whose approval was pending when the process died: approval asked again.
     pending_approvals: set[str] = field(default_factory=set)
 
 
@@ -43,7 +43,7 @@ class Approver(Protocol):
 
 class AgentObserver(Protocol):
     """Every event of the loop, awaited in order. `tool_started` returning is the
-    write-ahead point: the loop runs the tool only afterwards (invariant 1)."""
+    write-ahead point: the loop runs the tool only afterwards (write-ahead)."""
 
     async def user_input(self, text: str) -> None: ...
 

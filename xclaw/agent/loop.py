@@ -3,7 +3,7 @@
 "The next thing" is decided from `messages` alone — run the tool calls of the last assistant
 message that have no result yet, otherwise ask the LLM — so a fresh turn and a resumed one are
 the same loop. The loop knows nothing of storage: every event goes to the observer, and
-`tool_started` returning is the write-ahead point (invariant 1).
+`tool_started` returning is the write-ahead point (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-# What a step stopped by the user's cancel records as its error (PROTOCOL.md `cancel`).
+# What a step stopped by the user's cancel records as its error (docs/protocol.md `cancel`).
 CANCELLED = "cancelled by the user"
 
 
@@ -338,7 +338,7 @@ class Agent:
                 await self.observer.alert(
                     OUTSIDE_EFFECTS, {"tool": call.name, "callId": call.id, "agent": self.agent_id}
                 )
-            # Write-ahead (invariant 1): the running row is durable before the tool starts.
+            # Write-ahead: the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
             if turn is not None and getattr(tool, "parallel_safe", False):
                 # A sub-agent spawner: its own step starts alone, but its sub-agents' tools

@@ -113,7 +113,7 @@ def workspace_option(fn: F) -> F:
 
 def workspaces_for(store: Store, root: str | None) -> Any:
     """The one place rollback and fork go through, so the files follow the record
-    (invariant 9): xclaw.workspace.timetravel.Workspaces."""
+    (files follow memory): xclaw.workspace.timetravel.Workspaces."""
     from xclaw.config import load_settings
     from xclaw.workspace.timetravel import Workspaces
 

@@ -66,7 +66,7 @@ class Walkthrough:
         env = {k: v for k, v in os.environ.items() if not k.startswith("XCLAW_")}
         config = self.home / "xclaw.yaml"
         # yolo: tools run without asking — except a call that may already have run, which
-        # always needs a human (invariant 4). That is the approval this demo shows.
+        # always needs a human (no blind repeat). That is the approval this demo shows.
         config.write_text("approval:\n  mode: yolo\n")
         if self.scripted:
             script = self.home / "demo-script.json"

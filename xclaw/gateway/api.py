@@ -51,7 +51,7 @@ def error_response(code: str, text: str) -> JSONResponse:
 
 
 class ApiGuard:
-    """Token and Origin checks in front of every `/api/` route (PROTOCOL.md, Access)."""
+    """Token and Origin checks in front of every `/api/` route (docs/protocol.md, Access)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -69,7 +69,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        # Runs stop; steps in flight end as interrupted, never half-written (invariant 3).
+        # Runs stop; steps in flight end as interrupted, never half-written (nothing lost).
         await runtime.shutdown()
 
     api_middleware = [Middleware(ApiGuard)]

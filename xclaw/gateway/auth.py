@@ -68,7 +68,7 @@ def token_matches(given: str | None, expected: str) -> bool:
 
 
 def token_from_request(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-    """`Authorization: Bearer TOKEN` or `?token=TOKEN` (PROTOCOL.md, Access)."""
+    """`Authorization: Bearer TOKEN` or `?token=TOKEN` (docs/protocol.md, Access)."""
     auth = headers.get("authorization", "")
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():

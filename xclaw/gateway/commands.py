@@ -90,7 +90,7 @@ def _notice(session_id: str, text: str) -> dict[str, Any]:
 
 
 def steps_text(session_id: str, steps: list[Step]) -> str:
-    """The seed's /steps listing (R10) with usage hints: the same text as `xclaw steps`."""
+    """The seed's /steps listing with usage hints: the same text as `xclaw steps`."""
     return views.format_steps(steps, session_id)
 
 
@@ -165,7 +165,7 @@ class CommandRunner:
         return (await self.rollback(session_id, cmd.args[0])).frames
 
     async def rollback(self, session_id: str, ref: str) -> RollbackOutcome:
-        """R11, shared by `/rollback` and the HTTP API: rewind, then tell every attached
+        """Rollback, shared by `/rollback` and the HTTP API: rewind, then tell every attached
         client (the deleted steps are gone from the history they show)."""
         outside = await asyncio.to_thread(self._outside, session_id, ref, after=False)
         result = await self.runtime.rollback(session_id, ref)

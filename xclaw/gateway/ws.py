@@ -1,4 +1,4 @@
-"""The `/ws` endpoint: one socket per client speaking PROTOCOL.md.
+"""The `/ws` endpoint: one socket per client speaking docs/protocol.md.
 
 Each socket has one reader (frames in, handled one at a time, in order) and one writer (a
 queue drained onto the wire), so the runtime's sinks never block or await: they only enqueue.
@@ -173,9 +173,9 @@ class Connection:
             self.gw.hub.remove(self.session_id, self._from_runtime)
 
     async def attach(self, requested: str | None, *, title: str | None = None) -> str:
-        """R6-R9: attach to the session, send `session`, `history` and any approval still
-        waiting, let the runtime resume what was interrupted, then send `status` with `busy`
-        so a client knows whether to wait for a reply. An unknown (or null) id is attached
+        """Resume on reconnect: attach to the session, send `session`, `history` and any approval
+        still waiting, let the runtime resume what was interrupted, then send `status` with
+        `busy` so a client knows whether to wait for a reply. An unknown (or null) id is attached
         as a new session that is written at its first message (`pending_title`: the title
         /new gave it)."""
         rt = self.gw.runtime
@@ -296,7 +296,7 @@ class Connection:
             sid = await self._target(frame.session_id, attach=True)
             cmd = parse_command(frame.content)
             if cmd is None:
-                # SessionBusy -> `busy`: one driver (invariant 8). The session this socket is
+                # SessionBusy -> `busy`: one driver. The session this socket is
                 # attached to is written now if this is its first message.
                 if self.pending_title and sid == self.session_id:
                     rt.require_model()  # nothing is written without a model to answer

@@ -1,4 +1,4 @@
-"""The scripted model (DESIGN.md contract): a real provider that replays a JSON script, so the
+"""The scripted model: a real provider that replays a JSON script, so the
 demo and end-to-end tests are deterministic without a key. See docs/scripted-model.md.
 
 Turn k answers the k-th LLM call of an agent, k counted from the assistant messages already in

@@ -1,7 +1,8 @@
 """Reading back through the glass: rebuild the main agent's `messages` from its trace rows.
 
-The result is always a valid provider history (invariant 5): every assistant tool call is
-answered by exactly one tool result, synthetic where the record has none to give.
+The result is always a valid provider history ("valid history", docs/architecture.md): every
+assistant tool call is answered by exactly one tool result, synthetic where the record has
+none to give.
 """
 
 from __future__ import annotations

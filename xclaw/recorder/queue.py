@@ -6,7 +6,7 @@ drainer runs goes to the store together as dependent units (`Store.write_togethe
 each all-or-nothing, in one transaction where their durability allows. The leading writes
 that need no disk sync are written at once on the loop when the writer is free (no hop at
 all); the rest — from the first write that must be durable, such as a tool's write-ahead row
-(invariant 1) — go to a store thread in one hop. Writes that nothing waits for (an LLM call
+(write-ahead) — go to a store thread in one hop. Writes that nothing waits for (an LLM call
 starting, its answer when tool calls follow) ride along with the next one
 that is awaited, so the order on disk is the order of events and the write-ahead rule is
 untouched: a tool starts only after its own row *and every earlier write* are committed.

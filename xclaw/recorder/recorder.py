@@ -1,9 +1,10 @@
-"""The glass: turns the agent loop's events into trace rows (R4, R5) and live frames.
+"""The glass: turns the agent loop's events into trace rows and live frames (write-ahead,
+the trace tree: docs/architecture.md).
 
 Every event becomes one store write, queued in event order (xclaw/recorder/queue.py) and
 committed together with its neighbours, so the order on disk is the order of events. The loop
 waits for the writes that matter — a tool's `running` row (durable before the tool starts:
-invariant 1), a tool's result (durable before any client hears of it), approvals, the final
+write-ahead), a tool's result (durable before any client hears of it), approvals, the final
 answer — and lets the others (an LLM call starting, its answer when tool calls follow) ride
 along with the next awaited write.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
@@ -30,7 +31,7 @@ __all__ = ["Recorder", "StoreCaller", "WriteQueue"]
 
 Emit = Callable[[dict[str, Any]], None]
 # Given by the runtime: runs after a side-effecting tool's write-ahead row is committed and
-# before the tool starts (the workspace snapshot "before step N", invariant 9).
+# before the tool starts (the workspace snapshot "before step N": files follow memory).
 BeforeSideEffect = Callable[[Step], Awaitable[Any]]
 # A parent step: its id, or a queued write that will begin it.
 ParentRef = str | Pending | None
@@ -238,7 +239,7 @@ class Recorder:
     async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
         pending = self._approvals.get(call.id)
         if pending is not None and pending.status is StepStatus.RUNNING:
-            return pending.display_id  # asked again after a restart (R9): same step
+            return pending.display_id  # approval asked again after a restart: same step
         data = {"tool": call.name, "args": call.input, "reason": reason, "maybeRepeated": maybe_repeated}
         parent = self._parent_of(call)
         step = await self.writes.write(
@@ -265,7 +266,7 @@ class Recorder:
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
         parent = self._parent_of(call)
-        # Write-ahead (invariant 1): returns once this row and every earlier write are durable.
+        # Write-ahead: returns once this row and every earlier write are durable.
         step = await self.writes.write(
             lambda: self.store.begin_step(
                 self.session_id, self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id)

@@ -4,7 +4,8 @@
   tell a dead owner's lease from a live one.
 - Failover: a client attached here to a session another worker drives is told so (`busy`),
   receives that worker's frames, and may answer its approvals; when the lease expires (or its
-  owner dies) this worker takes it and resumes the session (R6 logic, Runtime.resume_if_needed).
+  owner dies) this worker takes it and resumes the session (resume on reconnect,
+  Runtime.resume_if_needed).
 - Sweep: at start and then periodically, sessions left Running by a worker that is gone, with
   nobody reconnecting within a grace period, are resumed here, so nothing stays stuck.
 - Frames: with PostgreSQL, every frame of a local run is published on the database's channel

@@ -1,5 +1,5 @@
-"""The runtime's side of session leases (DESIGN.md invariant 8): take one before a run starts,
-renew it while the run lives, give it back when the run ends.
+"""The runtime's side of session leases ("one driver", docs/architecture.md): take one before
+a run starts, renew it while the run lives, give it back when the run ends.
 
 A run whose lease another worker took (this process was paused past its expiry, or lost its
 database connection) is stopped without writing: every write it still attempts carries the

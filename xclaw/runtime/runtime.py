@@ -1,7 +1,7 @@
 """The runtime facade the gateway and the headless CLI drive: one object that owns the
 per-session runs, their subscribers and their pending approvals.
 
-Frames emitted to subscribers are the server frames of PROTOCOL.md (dicts), each carrying
+Frames emitted to subscribers are the server frames of docs/protocol.md (dicts), each carrying
 `sessionId`. Every method is safe to call for an unknown session (SessionNotFound) or a bad
 step reference (StepNotFound); none of them can crash the caller's event loop.
 """
@@ -68,7 +68,7 @@ CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instructi
 
 @dataclass
 class _Run:
-    """One run in flight: the single driver of its session (invariant 8)."""
+    """One run in flight: the single driver of its session (one driver)."""
 
     task: asyncio.Task[None] | None = None
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
@@ -118,7 +118,7 @@ class Runtime:
         prices.configure(settings.prices)
         self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
-        # Snapshots and restores of the session workspaces (invariant 9).
+        # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
@@ -127,7 +127,7 @@ class Runtime:
         self.db = StoreCaller(store, self._executor)
         self._subs: dict[str, list[FrameSink]] = {}
         self._runs: dict[str, _Run] = {}
-        # One driver per session across processes and hosts (invariant 8): a lease per run.
+        # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
         self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
@@ -447,7 +447,7 @@ class Runtime:
         self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
     ) -> None:
         emit: FrameSink = lambda frame: self._emit(sid, frame)
-        # Every write of this run carries the lease's fencing token (invariant 8).
+        # Every write of this run carries the lease's fencing token (one driver).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
         started = now_ms()
         try:
@@ -466,7 +466,7 @@ class Runtime:
             else:
                 # New input settles anything left unanswered, approvals included.
                 interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
-            for step in interrupted:  # live views see the dangling steps marked (invariant 3)
+            for step in interrupted:  # live views see the dangling steps marked (nothing lost)
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
@@ -707,14 +707,14 @@ class Runtime:
                 except (asyncio.CancelledError, Exception):
                     log.debug("run of %s ended while shutting down", sid, exc_info=True)
             try:
-                # Invariant 3: in-flight steps end as interrupted (kept, not deleted); a
-                # pending approval stays pending so it is asked again after restart (R9).
+                # Nothing lost: in-flight steps end as interrupted (kept, not deleted); a
+                # pending approval stays pending so it is asked again after restart.
                 if run.lost is None:
                     store = self.store if run.lease is None else self.store.driven(run.lease)
                     await self.db(store.mark_interrupted, sid)
             except LeaseLost:
                 log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
-            except StoreError as e:  # the next start marks them (invariant 3 holds on resume)
+            except StoreError as e:  # the next start marks them (nothing lost holds on resume)
                 log.warning("could not mark steps of %s interrupted: %s", sid, e.message)
             except Exception:
                 log.exception("could not mark steps of %s interrupted", sid)
@@ -739,7 +739,8 @@ class Runtime:
 
 
 def _resumable(session: Session) -> bool:
-    """Interrupted work to continue: Paused, or Running and not waiting for input (R6)."""
+    """Interrupted work to continue (resume on reconnect): Paused, or Running and not waiting
+    for input."""
     return session.status is Status.PAUSED or (
         session.status is Status.RUNNING and not session.awaiting_input
     )

@@ -1,11 +1,12 @@
-"""Settling interrupted calls by looking at the workspace, on resume (issue 15, item 4b).
+"""Settling interrupted calls by looking at the workspace, on resume (part of "no
+blind repeat", docs/architecture.md; docs/reliability.md).
 
 A side-effecting call cut short by a crash is normally reported to the model as "may or may
 not have run". For a tool whose effect can be seen afterwards (`check_effect`: write_file's
 file already holds that content, edit_file's old text is gone and the new one is there) the
 runtime looks instead: if the effect is there, the call is recorded as completed by a new
 tool_call step with the same call id (the interrupted attempt stays, failed: interrupted,
-invariant 3) and the model gets that result. If it is not there, nothing changes: the call is
+nothing lost) and the model gets that result. If it is not there, nothing changes: the call is
 reported as interrupted, as before.
 """
 

@@ -2,10 +2,10 @@
 
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong —
 except `write_together`, which runs several of them as all-or-nothing units of one.
-The write-ahead rule (DESIGN.md invariant 1) lives in `begin_step`, once. The methods that
+The write-ahead rule (docs/architecture.md) lives in `begin_step`, once. The methods that
 write a session's record take an optional `lease=`: its fencing token is checked in the same
 transaction (LeaseLost, nothing written), so a worker that lost the session cannot write it
-(invariant 8; `driven(lease)` binds a lease to every such write).
+(one driver; `driven(lease)` binds a lease to every such write).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RollbackResult:
 
 @runtime_checkable
 class Store(Protocol):
-    """A durable record of sessions and their steps (the seed's two tables, R1)."""
+    """A durable record of sessions and their steps (the seed's two tables)."""
 
     url: str  # where the data lives, for banners and messages (a path or a redacted URL)
 
@@ -78,7 +78,7 @@ class Store(Protocol):
     def transition(
         self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
     ) -> Session:
-        """The checked state-machine move (invariant 7). Raises IllegalTransition. With
+        """The checked state-machine move (checked transitions). Raises IllegalTransition. With
         `awaiting_input` (only to Running: a cancelled run) the session then waits for the
         user's next instruction, as after a rollback, and is not resumed."""
         ...
@@ -87,7 +87,7 @@ class Store(Protocol):
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
         """Insert the step as `running` and set the session Running (Paused when the step is
         an approval request) in one transaction that is durable when this returns: the
-        caller may perform the side effect only afterwards (invariant 1)."""
+        caller may perform the side effect only afterwards (write-ahead)."""
         ...
 
     def add_step(
@@ -164,8 +164,8 @@ class Store(Protocol):
     def mark_interrupted(
         self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
     ) -> list[Step]:
-        """Dangling `running` steps -> failed with error "interrupted" (invariant 3); pending
-        approval requests are kept running so they can be asked again (R9)."""
+        """Dangling `running` steps -> failed with error "interrupted" (nothing lost); pending
+        approval requests are kept running so they can be asked again."""
         ...
 
     # --- time travel ------------------------------------------------------------------
@@ -178,7 +178,7 @@ class Store(Protocol):
         lease: Lease | None = None,
     ) -> RollbackResult:
         """Delete the target step and every later one; the session goes Running and waits
-        for a new instruction (R11). The snapshots of the deleted steps go too, and blobs
+        for a new instruction. The snapshots of the deleted steps go too, and blobs
         nothing refers to any more are swept. With `workspace`, the workspace state before
         the target (the first snapshot at or after it) is journaled as a pending restore
         (result.restore). One transaction."""
@@ -193,7 +193,7 @@ class Store(Protocol):
         workspace: WorkspaceRestore | None = None,
     ) -> Session:
         """A new session (is_forked, parent_session_id) whose steps are a copy of the source
-        up to and including the target, ids and parent links remapped (R12), with the
+        up to and including the target, ids and parent links remapped, with the
         snapshots up to the target. With `workspace`, the new session's workspace is
         journaled (pending_restores): the first snapshot after the target, or (manifest
         None) a copy of the source's current workspace. One transaction; the source is
@@ -211,7 +211,7 @@ class Store(Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    # --- workspace snapshots (invariant 9) --------------------------------------------
+    # --- workspace snapshots (files follow memory) -----------------------------------------
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes the store does not hold."""
         ...
@@ -252,7 +252,7 @@ class Store(Protocol):
         """Drop a completed restore's journal row (only if it is still that restore)."""
         ...
 
-    # --- leases: one driver per session (invariant 8; xclaw/store/leases.py) ------------
+    # --- leases: one driver per session (xclaw/store/leases.py) -----------------------
     def register_worker(self, worker_id: str, info: dict[str, Any] | None = None) -> None:
         """Announce a live worker; its presence lasts until unregister, close or death."""
         ...

@@ -89,7 +89,7 @@ def inserted_step(
 
 
 def forked_session(new_sid: str, source: Session, seq: int, title: str | None, now: int) -> Session:
-    """The new session a fork at `seq` creates (R12): Init, is_forked, its parent and fork point."""
+    """The new session a fork at `seq` creates: Init, is_forked, its parent and fork point."""
     name = title or f"fork of {source.title or source.session_id} at {display_id(seq)}"
     return Session(
         new_sid, name, Status.INIT, now, now, source.metadata, True, source.session_id, False, seq
@@ -334,7 +334,7 @@ class StoreBase:
 
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
         step = normalise_step(step)
-        # Write-ahead (invariant 1): a tool call's running row, and a pending approval, are
+        # Write-ahead (docs/architecture.md): a tool call's running row, and a pending approval, are
         # durable before this returns, so no side effect can happen without a durable record.
         durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
         return self._insert_step(
@@ -471,6 +471,6 @@ class StoreBase:
         workspace: WorkspaceRestore | None = None,
     ) -> Session:
         seq = parse_step_ref(ref, session_id)
-        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         new_sid = new_session_id()
         return self._fork(session_id, seq, ref, new_sid, title, workspace)

@@ -1,5 +1,5 @@
-"""Session leases: who drives a session (DESIGN.md invariant 8), as values, plus the fenced
-view of a store that one lease holder writes through.
+"""Session leases: who drives a session ("one driver", docs/architecture.md), as values,
+plus the fenced view of a store that one lease holder writes through.
 
 A lease lives in the session's row (owner, expiry, fencing token). The token increases on
 every acquisition, so a write carrying an older token comes from a worker that lost the

@@ -28,8 +28,8 @@ _STATUS_WORDS = "'Init','Running','Paused','Success','Failed'"
 _STEP_TYPES = "'llm_call','tool_call','user_input','system_alert'"
 _STEP_STATUSES = "'running','completed','failed'"
 
-# m001: every column of the seed (R1) with its meaning and both of its indexes, so the seed's
-# own SQL reads the data; plus what the design needs.
+# m001: every column of the seed's two tables with its meaning and both of its indexes, so the
+# seed's own SQL reads the data; plus what the design needs.
 M001_SQLITE = (
     f"""
     CREATE TABLE sessions (
@@ -124,7 +124,7 @@ M001_POSTGRES = (
 )
 
 # m002: workspace snapshots beside the traces, so one database holds memory and environment
-# together (DESIGN.md invariant 9; with PostgreSQL, across hosts too).
+# together (files follow memory, docs/architecture.md; with PostgreSQL, across hosts too).
 M002_SQLITE = (
     """
     CREATE TABLE blobs (
@@ -217,7 +217,8 @@ M002_POSTGRES = (
 )
 
 # m003: session leases, so at most one worker drives a session at a time across processes and
-# hosts (DESIGN.md invariant 8), the workers that hold them, and which worker wrote each step.
+# hosts (one driver, docs/architecture.md), the workers that hold them, and which worker wrote
+# each step.
 # The fencing token increases on every acquisition; a write carrying an older one is refused.
 # The owner stays on record after a release (the lease just expires), so a sweep can tell an
 # interrupted run from a session nobody ever drove.

@@ -15,7 +15,7 @@ from xclaw.errors import IllegalTransition, StepNotFound
 
 
 class Status(str, enum.Enum):
-    """A session's state machine (R2). Stored as the seed's capitalised words."""
+    """A session's state machine (docs/architecture.md). Stored as the seed's capitalised words."""
 
     INIT = "Init"
     RUNNING = "Running"
@@ -24,7 +24,8 @@ class Status(str, enum.Enum):
     FAILED = "Failed"
 
 
-# R2 plus the documented extensions (DESIGN.md invariant 7):
+# The seed's state machine plus the documented extensions ("checked transitions",
+# docs/architecture.md):
 #   Failed -> Running   an explicit resume or a new user message after an error
 #   Success -> Running  a new user message after a final answer
 #   Running -> Running  begin_step while already running (a no-op, not a write)
@@ -59,13 +60,13 @@ class StepStatus(str, enum.Enum):
     FAILED = "failed"
 
 
-# Error text written on a step that was running when its process died (invariant 3).
+# Error text written on a step that was running when its process died (nothing lost).
 INTERRUPTED = "interrupted"
 
 MAIN_AGENT = "main"
 
 # A pending human approval is a `system_alert` step with this name: while it is running the
-# session is Paused (R9: it is asked again after a restart).
+# session is Paused (approval asked again after a restart).
 APPROVAL_STEP_NAME = "approval"
 
 
@@ -194,7 +195,7 @@ class Step:
 
     @property
     def duration_ms(self) -> int | None:
-        """end_time - start_time; not stored (R1)."""
+        """end_time - start_time; not stored (the seed's two tables)."""
         return None if self.end_time is None else self.end_time - self.start_time
 
     @property

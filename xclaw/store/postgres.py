@@ -3,7 +3,8 @@
 Every public method is one transaction on a pooled connection (`write_together`: one for all
 its units). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
 sequence number, move the status or check a lease's fencing token, so concurrent workers and
-threads serialise per session and never across sessions. Status changes all go through model.check_transition (invariant 7).
+threads serialise per session and never across sessions. Status changes all go through
+model.check_transition (checked transitions).
 Durability per commit follows the SQLite policy (see postgres_conn and docs/postgres.md).
 """
 
@@ -159,7 +160,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
     def _set_status(
         self, conn: psycopg.Connection, session_id: str, current: Status, target: Status
     ) -> None:
-        check_transition(current, target)  # invariant 7: the only way status is written
+        check_transition(current, target)  # checked transitions: the only way status is written
         conn.execute(
             "UPDATE sessions SET current_status=%s, updated_at=%s WHERE session_id=%s",
             (target.value, self._now(), session_id),
@@ -173,7 +174,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         title: str = "",
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
         meta_json = pg_json(meta, "metadata")
@@ -297,7 +298,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
                 target = status_after_new_step(
                     current, step, lambda: _approval_pending(conn, session_id)
                 )
-                check_transition(current, target)  # invariant 7
+                check_transition(current, target)  # checked transitions
             if step.step_type is StepType.USER_INPUT:
                 awaiting = 0  # the new instruction a rollback was waiting for
             now = self._now()
@@ -453,7 +454,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
             "WHERE session_id=%s AND status='running'"
         )
         if keep_approvals:
-            # A pending approval is asked again after a restart (R9), so it stays running.
+            # A pending approval is asked again after a restart, so it stays running.
             query += " AND NOT (step_type='system_alert' AND name='approval')"
 
         def tx(conn: psycopg.Connection) -> list[Step]:
@@ -463,7 +464,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
             ).fetchall()
             return sorted(map(row_to_step, rows), key=lambda s: s.seq)
 
-        # Kept, never deleted (invariant 3); durable because resume decisions depend on it.
+        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
         return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Rollback (R11) and fork (R12) as transaction bodies for PostgresStore.
+"""Rollback and fork as transaction bodies for PostgresStore.
 
 Both address steps by sequence number, never by timestamp; both lock the source session's
 row first, so no step can be added to it while it is cut or copied.

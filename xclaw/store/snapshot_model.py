@@ -52,7 +52,7 @@ class SnapshotInfo:
 @dataclass(frozen=True, slots=True)
 class WorkspaceRestore:
     """Asks rollback/fork to journal a workspace restore in the same transaction as the
-    trace change (invariant 9). `ignore` are the patterns not versioned by snapshots: the
+    trace change (files follow memory). `ignore` are the patterns not versioned by snapshots: the
     restore keeps (rollback) or copies (fork) whatever matches them."""
 
     ignore: tuple[str, ...] = ()

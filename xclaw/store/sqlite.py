@@ -3,7 +3,7 @@
 Every public write is one transaction run by the single writer (xclaw.store.sqlite_writer),
 which groups concurrent writes into one commit. Every read runs on a per-thread read-only
 connection; in WAL mode readers see the last commit and never wait for the writer.
-Status changes all go through model.check_transition (invariant 7).
+Status changes all go through model.check_transition (checked transitions).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
     def _set_status(
         self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status
     ) -> None:
-        check_transition(current, target)  # invariant 7: the only way status is written
+        check_transition(current, target)  # checked transitions: the only way status is written
         conn.execute(
             "UPDATE sessions SET current_status=?, updated_at=? WHERE session_id=?",
             (target.value, self._now(), session_id),
@@ -192,7 +192,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         title: str = "",
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        # 128 random bits, URL-safe: unguessable (PROTOCOL.md asks for >= 96).
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
         meta_json = dump_json(meta, "metadata")
@@ -313,7 +313,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
                 else current
             )
             if moves:
-                check_transition(current, target)  # invariant 7
+                check_transition(current, target)  # checked transitions
             if step.step_type is StepType.USER_INPUT:
                 awaiting = 0  # the new instruction a rollback was waiting for
             now = self._now()
@@ -475,7 +475,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
             "WHERE session_id=? AND status='running'"
         )
         if keep_approvals:
-            # A pending approval is asked again after a restart (R9), so it stays running.
+            # A pending approval is asked again after a restart, so it stays running.
             sql += " AND NOT (step_type='system_alert' AND name='approval')"
 
         def tx(conn: sqlite3.Connection) -> list[Step]:
@@ -486,7 +486,7 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
             ).fetchall()
             return sorted(map(row_to_step, rows), key=lambda s: s.seq)
 
-        # Kept, never deleted (invariant 3); durable because resume decisions depend on it.
+        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
         return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------

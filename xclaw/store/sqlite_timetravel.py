@@ -1,4 +1,4 @@
-"""Rollback (R11) and fork (R12) as transaction bodies for the SQLite writer.
+"""Rollback and fork as transaction bodies for the SQLite writer.
 
 Both address steps by sequence number, never by timestamp, so two steps written in the same
 millisecond are told apart; both are one transaction (the writer's), committed durably.

@@ -40,7 +40,7 @@ class Tool(Protocol):
     name: str
     description: str
     input_schema: dict[str, Any]
-    # Safe to run again after an interruption without asking anyone (invariant 4).
+    # Safe to run again after an interruption without asking anyone (no blind repeat).
     read_only: bool
     # Optional `resumable = True`: an interrupted call is run again and *continues* from its
     # own record instead of starting over (spawn_agent: the sub-agent's branch).

@@ -1,5 +1,5 @@
-"""Environment follows memory (DESIGN.md invariant 9): the one place where a session's
-workspace is snapshotted, rolled back and forked together with its record.
+"""Files follow memory (docs/architecture.md): the one place where a session's workspace is
+snapshotted, rolled back and forked together with its record.
 
 Runtime.rollback / Runtime.fork (and so the gateway's /rollback, /fork and the HTTP API) and
 the offline `xclaw rollback` / `xclaw fork` all go through `Workspaces`. Every method blocks
@@ -99,7 +99,7 @@ class Workspaces:
         return WorkspaceRestore(tuple(self.config.ignore)) if self.enabled else None
 
     def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
-        """R11 with the files: the steps from `ref` on are deleted and the workspace goes
+        """Rollback with the files: the steps from `ref` on are deleted and the workspace goes
         back to its state just before `ref`."""
         self.recover(session_id)
         result = self.store.rollback(session_id, ref, workspace=self._request())
@@ -108,7 +108,7 @@ class Workspaces:
         return result
 
     def fork(self, session_id: str, ref: str | int, title: str | None = None) -> Session:
-        """R12 with the files: the new session's workspace is the source's just after `ref`."""
+        """Fork with the files: the new session's workspace is the source's just after `ref`."""
         self.recover(session_id)  # the source's files must be what its record says
         new = self.store.fork(session_id, ref, title=title, workspace=self._request())
         self.recover(new.session_id)

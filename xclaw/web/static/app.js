@@ -3,7 +3,7 @@
 // State lives on the server. This page only remembers two things, in localStorage: the access
 // token (`xclaw_token`) and the session it shows (`xclaw_session_id`, the seed's key: change
 // it and reload to switch branches). Everything on screen is rebuilt from the frames of
-// PROTOCOL.md — `history` on every (re)connect — so a refresh or a server restart loses nothing.
+// docs/protocol.md — `history` on every (re)connect — so a refresh or a server restart loses nothing.
 
 import {
   ApiError, Unauthorized, adoptUrlParams, api, getToken, sessionsApi, setToken, storeSessionId, storedSessionId, wsUrl,

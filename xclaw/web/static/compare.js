@@ -1,4 +1,4 @@
-// Branch comparison (R12: "the two paths can be compared side by side"): two sessions of one
+// Branch comparison (fork: "the two paths can be compared side by side"): two sessions of one
 // fork family, from the point where they part: steps, answers, tool outputs, duration and
 // tokens, with the differences marked.
 //

@@ -1,5 +1,5 @@
-// Time travel from the trace tree: rollback to before a step (R11) and fork from a step
-// (R12), each asking first and saying exactly what will happen — memory and workspace files.
+// Time travel from the trace tree: rollback to before a step and fork from a step,
+// each asking first and saying exactly what will happen — memory and workspace files.
 //
 // `app` gives access to the page's state and views (see the `app` object in app.js).
 

@@ -1,4 +1,4 @@
-// The live trace tree (R5: "the audit record for people"): every step of the session under the
+// The live trace tree ("the audit record for people"): every step of the session under the
 // step that caused it — user input → LLM call → tool calls → sub-agents — with type, name,
 // status, duration and tokens; a step opens to show its input and output; `step` frames
 // update it while the agent runs.
