@@ -34,6 +34,7 @@ from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.prices import BUILTIN_PRICES
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
+from xclaw.tools.base import spec_of
 from xclaw.tools.registry import default_tools
 
 TOOL_OUTPUT = "\n".join(f"line {i}: " + "lorem ipsum dolor sit amet " * 3 for i in range(24))
@@ -58,7 +59,7 @@ class Result:
 
 def _tool_specs() -> tuple:
     """The real built-in tools' specs: the prefix a real session sends."""
-    return tuple(default_tools().specs())
+    return tuple(spec_of(t) for t in default_tools().values())
 
 
 async def run_session(calls: int = 30, *, cache: bool = True) -> Result:

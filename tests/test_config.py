@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -34,14 +35,12 @@ def test_a_flag_that_is_not_true_or_false_is_refused_in_words(tmp_path: Path) ->
 
 
 def test_the_otel_section_reaches_the_span_exporter(tmp_path: Path) -> None:
-    from xclaw.telemetry.config import otel_config
-
     s = settings_from(
         tmp_path,
         "otel:\n  endpoint: http://127.0.0.1:4318\n  protocol: grpc\n  service_name: svc\n"
         "  headers: {authorization: Bearer x}\n  capture_message_content: true\n",
     )
-    c = otel_config(s.extra, {})
+    c = s.otel
     assert (c.enabled, c.endpoint, c.protocol, c.service_name, c.headers, c.capture_content) == (
         True, "http://127.0.0.1:4318", "grpc", "svc", {"authorization": "Bearer x"}, True)
 
@@ -57,6 +56,131 @@ def test_a_misspelled_key_is_refused_with_did_you_mean(tmp_path: Path) -> None:
         settings_from(tmp_path, "mcp_servers:\n  time: {comand: mcp-server-time}\n")
     with pytest.raises(ConfigError, match=r"unknown key 'zzz' \(known keys: .*approval.*\)"):
         settings_from(tmp_path, "zzz: 1\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'aproval'; did you mean 'approval'\?"):
+        settings_from(tmp_path, "aproval:\n  mode: yolo\n")
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            "providers:\n  - {model: 'openai:m', base_ur: 'http://h/v1'}\n",
+            r"unknown key providers\[openai:m\]\.base_ur; did you mean 'base_url'\?",
+        ),
+        (
+            "providers:\n  - {model: 'anthropic:m', thinking: {budget_token: 2048}}\n",
+            r"unknown key providers\[anthropic:m\]\.thinking\.budget_token; did you mean 'budget_tokens'\?",
+        ),
+        (
+            "prices:\n  mine: {inptu: 1, output: 2}\n",
+            r"unknown key prices\.mine\.inptu; did you mean 'input'\?",
+        ),
+        (
+            "tool_policies:\n  notify: {aproval: allow}\n",
+            r"unknown key tool_policies\.notify\.aproval; did you mean 'approval'\?",
+        ),
+        (
+            "otel:\n  endpont: http://h:4318\n",
+            r"unknown key otel\.endpont; did you mean 'endpoint'\?",
+        ),
+        (
+            "sandbox:\n  isolaton: none\n",
+            r"unknown key sandbox\.isolaton; did you mean 'isolation'\?",
+        ),
+        (
+            "mcp_servers:\n  time: {command: mcp-server-time, timout_s: 3}\n",
+            r"unknown key mcp_servers\.time\.timout_s; did you mean 'timeout_s'\?",
+        ),
+    ],
+)
+def test_unknown_keys_at_nested_levels_are_refused_with_did_you_mean(
+    tmp_path: Path, yaml_text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from(tmp_path, yaml_text)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("max_iterations: ten\n", r"xclaw\.yaml: max_iterations must be a whole number >= 1, got 'ten'"),
+        ("max_iterations: 0\n", r"max_iterations must be a whole number >= 1, got 0"),
+        ("max_tokens: 1.5\n", r"max_tokens must be a whole number >= 1, got 1\.5"),
+        ("llm_timeout_s: soon\n", r"llm_timeout_s must be a number > 0, got 'soon'"),
+        ("llm_retries: -1\n", r"llm_retries must be a whole number >= 0, got -1"),
+        ("llm_retry_base_delay: fast\n", r"llm_retry_base_delay must be a number >= 0, got 'fast'"),
+        ("port: 70000\n", r"port must be a TCP port \(1-65535\), got 70000"),
+        ("lease_ttl_s: 0.1\n", r"xclaw\.yaml: lease_ttl_s must be a number >= 0\.5, got 0\.1"),
+        ("sweep_every_s: 0\n", r"sweep_every_s must be a number > 0, got 0"),
+        ("sweep_grace_s: later\n", r"sweep_grace_s must be a number >= 0, got 'later'"),
+        ("approval:\n  mode: sometimes\n", r"approval\.mode 'sometimes': expected ask, auto-edits, yolo"),
+        ("approval:\n  timeout_s: -5\n", r"approval\.timeout_s must be a number > 0, got -5"),
+        ("approval:\n  safe_commands: ls\n", r"approval\.safe_commands must be a list of strings, got 'ls'"),
+        ("approval:\n  deny: ['rm (']\n", r"approval\.deny: 'rm \(' is not a regular expression"),
+        ("sandbox:\n  isolation: docker\n", r"sandbox\.isolation 'docker': expected auto, bwrap, none"),
+        ("sandbox:\n  network: yes please\n", r"sandbox\.network must be true or false, got 'yes please'"),
+        ("sandbox:\n  output_cap: lots\n", r"sandbox\.output_cap must be a whole number >= 1, got 'lots'"),
+        ("secret_env: MY_PASSWORD\n", r"secret_env must be a list of strings, got 'MY_PASSWORD'"),
+        ("tools: 'mod:fn'\n", r"tools must be a list of strings, got 'mod:fn'"),
+        ("temperature: hot\n", r"temperature must be a number >= 0, got 'hot'"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_key_and_the_value(
+    tmp_path: Path, yaml_text: str, message: str
+) -> None:
+    """No silent fallback to a default: the key and the value are named."""
+    with pytest.raises(ConfigError, match=message):
+        settings_from(tmp_path, yaml_text)
+
+
+def test_lease_and_sweep_timing_come_from_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("XCLAW_LEASE_TTL_S", "XCLAW_SWEEP_GRACE_S", "XCLAW_SWEEP_EVERY_S"):
+        monkeypatch.delenv(name, raising=False)
+    s = load_settings(cwd=tmp_path)
+    assert (s.lease_ttl_s, s.sweep_grace_s, s.sweep_every_s) == (15.0, None, None)
+    s = settings_from(tmp_path, "lease_ttl_s: 4\nsweep_grace_s: 0\nsweep_every_s: 2.5\n")
+    assert (s.lease_ttl_s, s.sweep_grace_s, s.sweep_every_s) == (4.0, 0.0, 2.5)
+    # The variables win over xclaw.yaml (multi-worker tests and operators set them).
+    monkeypatch.setenv("XCLAW_LEASE_TTL_S", "1")
+    monkeypatch.setenv("XCLAW_SWEEP_EVERY_S", "0.5")
+    s = load_settings(cwd=tmp_path)
+    assert (s.lease_ttl_s, s.sweep_grace_s, s.sweep_every_s) == (1.0, 0.0, 0.5)
+    monkeypatch.setenv("XCLAW_LEASE_TTL_S", "soon")
+    with pytest.raises(ConfigError, match=r"XCLAW_LEASE_TTL_S must be a number >= 0\.5, got 'soon'"):
+        load_settings(cwd=tmp_path)
+    monkeypatch.setenv("XCLAW_LEASE_TTL_S", "1")
+    monkeypatch.setenv("XCLAW_SWEEP_GRACE_S", "-3")
+    with pytest.raises(ConfigError, match=r"XCLAW_SWEEP_GRACE_S must be a number >= 0, got '-3'"):
+        load_settings(cwd=tmp_path)
+
+
+def test_web_port_from_the_environment_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEB_PORT", "3001")
+    assert load_settings(cwd=tmp_path).port == 3001
+    monkeypatch.setenv("WEB_PORT", "http")
+    with pytest.raises(ConfigError, match=r"WEB_PORT must be a whole number >= 1, got 'http'"):
+        load_settings(cwd=tmp_path)
+
+
+def test_the_declared_fields_hold_what_xclaw_yaml_said(tmp_path: Path) -> None:
+    s = settings_from(
+        tmp_path,
+        "llm_retry_base_delay: 0.1\nllm_retry_max_delay: 2\nllm_retry_after_max: 9\n"
+        "tools: ['m:f']\ntool_policies:\n  f: {approval: allow, resume: retry}\n"
+        "sandbox: {isolation: none, network: true, snapshots: false, ignore: [dist/],"
+        " max_file_mb: 2, max_snapshot_mb: 20}\n",
+    )
+    assert (s.llm_retry_base_delay, s.llm_retry_max_delay, s.llm_retry_after_max) == (0.1, 2.0, 9.0)
+    assert s.python_tools == ("m:f",)
+    assert (s.tool_policies["f"].approval, s.tool_policies["f"].resume) == ("allow", "retry")
+    assert (s.isolation, s.sandbox_network, s.snapshots, s.snapshot_ignore) == (
+        "none", True, False, ("dist/",))
+    assert (s.max_file_mb, s.max_snapshot_mb) == (2.0, 20.0)
+    assert not hasattr(s, "extra")  # no raw YAML kept beside the declared fields
 
 
 def test_every_key_the_readme_shows_is_known(tmp_path: Path) -> None:
@@ -115,3 +239,22 @@ def test_thinking_cache_compaction_and_prices(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=words):
             settings_from(tmp_path, bad)
+
+
+def test_docs_configuration_lists_every_key() -> None:
+    """docs/configuration.md is where each setting is explained: every known key is on it."""
+    from xclaw.config import KNOWN_KEYS, PRICE_KEYS, PROVIDER_KEYS, THINKING_KEYS
+    from xclaw.tools.mcp.config import SERVER_KEYS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    missing = []
+    for key, sub in KNOWN_KEYS.items():
+        names = [f"`{key}.{inner}`" for inner in sub] if sub else [f"`{key}`"]
+        missing += [n for n in names if n not in page and n[:-1] + "." not in page]
+    # Keys of the entries of free-form sections: named in their section's row.
+    nested = [*PROVIDER_KEYS, *THINKING_KEYS, *PRICE_KEYS, *SERVER_KEYS, "approval", "resume"]
+    missing += [n for n in nested if not re.search(rf"\b{n}\b", page)]
+    for var in ("XCLAW_LEASE_TTL_S", "XCLAW_SWEEP_GRACE_S", "XCLAW_SWEEP_EVERY_S", "XCLAW_CONFIG"):
+        if f"`{var}`" not in page:
+            missing.append(var)
+    assert not missing, f"not on docs/configuration.md: {missing}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from xclaw.store.model import (
@@ -220,3 +221,23 @@ def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction
     lines = format_steps(steps, SID).splitlines()
     assert lines[2] == '  s0002  llm_call      llm         "Let me look." → shell (1.3 s)'
     assert lines[-2].startswith("  /rollback s0001")
+
+
+def test_steps_listing_says_approvals_and_resumes_in_words() -> None:
+    """An approval row says what was asked and the answer, a resume row what was interrupted,
+    as the trace and the comparison do, not the alert's raw JSON."""
+    approved = step(2, StepType.SYSTEM_ALERT, "approval", {"tool": "shell", "args": {"command": "rm -f notes.txt"}})
+    approved = replace(approved, output_data={"approved": True})
+    denied = step(3, StepType.SYSTEM_ALERT, "approval", {"tool": "write_file", "args": {"path": "a.txt", "content": "x"}})
+    denied = replace(denied, output_data={"approved": False})
+    waiting = step(4, StepType.SYSTEM_ALERT, "approval", {"tool": "shell", "args": {"command": "make"}},
+                   status=StepStatus.RUNNING, end=None)
+    resume = step(5, StepType.SYSTEM_ALERT, "resume",
+                  {"interrupted": ["s0009"], "retrying": [], "mayHaveRun": ["s0009"], "settledByWorkspace": []})
+    lines = format_steps([step(1, StepType.USER_INPUT, "user", "go"), approved, denied, waiting, resume], SID).splitlines()
+    assert lines[2:6] == [
+        "  s0002  system_alert  approval    asked to run shell: rm -f notes.txt — approved",
+        "  s0003  system_alert  approval    asked to run write_file: a.txt — denied",
+        "  s0004  system_alert  approval    asked to run shell: make — waiting for an answer [running]",
+        "  s0005  system_alert  resume      interrupted s0009 · may have run s0009",
+    ]

@@ -7,17 +7,23 @@ Precedence (highest first): explicit arguments (command-line flags) > environmen
 from __future__ import annotations
 
 import difflib
+import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from dotenv import dotenv_values
 
 from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xclaw.telemetry.config import OtelConfig
+    from xclaw.tools.traits import ToolPolicy
 
 DEFAULT_PORT = 3000
 DEFAULT_MAX_ITERATIONS = 10
@@ -69,6 +75,7 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "prices": None,
     # OpenTelemetry export (docs/operations.md), checked by xclaw.telemetry.config.
     "otel": frozenset({"endpoint", "protocol", "service_name", "headers", "capture_message_content"}),
+    # Multi-worker timing (docs/postgres.md); the XCLAW_* variables of the same names win.
     "lease_ttl_s": None,
     "sweep_grace_s": None,
     "sweep_every_s": None,
@@ -77,6 +84,20 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "tools": None,
     "tool_policies": None,
 }
+
+
+# Keys of the mappings nested in free-form sections, checked by their readers below (and
+# `mcp_servers.<name>` by xclaw.tools.mcp.config, `tool_policies.<name>` by xclaw.tools.traits).
+PROVIDER_KEYS = ("model", "api_key", "base_url", "thinking", "cache")
+THINKING_KEYS = ("budget_tokens",)
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+
+# The environment variables read here, besides the providers' own (see docs/configuration.md).
+ENV_LEASE_TTL = "XCLAW_LEASE_TTL_S"
+ENV_SWEEP_GRACE = "XCLAW_SWEEP_GRACE_S"
+ENV_SWEEP_EVERY = "XCLAW_SWEEP_EVERY_S"
+ISOLATION_MODES = ("auto", "bwrap", "none")
+APPROVAL_MODES = ("ask", "auto-edits", "yolo")
 
 
 def _did_you_mean(key: str, known: list[str]) -> str:
@@ -107,6 +128,85 @@ def check_known_keys(conf: Mapping[str, Any], where: str = "xclaw.yaml") -> None
 def nearest(word: str, known: list[str]) -> str:
     """`; did you mean 'x'?` or nothing: for errors about other misspelled names."""
     return _did_you_mean(word, known)
+
+
+def refuse_unknown(section: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    """ConfigError naming the first key of `section` (found at `where` in xclaw.yaml) that is
+    not in `known`, with a "did you mean"."""
+    names = sorted(known)
+    for key in section:
+        if key not in names:
+            hint = _did_you_mean(str(key), names) or f" (known: {', '.join(names)})"
+            raise ConfigError(f"xclaw.yaml: unknown key {where}.{key}{hint}")
+
+
+# --- typed readers: a bad value is a ConfigError naming the key and the value ---------------
+def _whole(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def _real(value: Any, where: str, minimum: float, *, above: bool = False) -> float:
+    """A number from xclaw.yaml, or the text of an environment variable."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    ok = (
+        isinstance(number, (int, float))
+        and not isinstance(number, bool)
+        and math.isfinite(number)
+        and (number > minimum if above else number >= minimum)
+    )
+    if not ok:
+        bound = f"> {minimum:g}" if above else f">= {minimum:g}"
+        raise ConfigError(f"{where} must be a number {bound}, got {value!r}")
+    return float(number)
+
+
+def _optional_real(value: Any, where: str, minimum: float, *, above: bool = False) -> float | None:
+    return None if value is None else _real(value, where, minimum, above=above)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"{where} must be a list of strings, got {item!r} in it")
+    return tuple(value)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{where} {value!r}: expected {', '.join(choices)}")
+    return str(value)
+
+
+def _section(conf: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A mapping section (already checked for unknown keys), or {} when absent."""
+    section = conf.get(key)
+    return section if isinstance(section, Mapping) else {}
+
+
+def _env_or_yaml(
+    env: Mapping[str, str], name: str, conf: Mapping[str, Any], key: str
+) -> tuple[Any, str]:
+    """(raw value, how to name it in an error): the variable wins over the yaml key."""
+    if env.get(name):
+        return env[name], name
+    return conf.get(key), f"xclaw.yaml: {key}"
 
 
 @dataclass(frozen=True)
@@ -166,7 +266,29 @@ class Settings:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # xclaw.tools.mcp.config.McpServerConfig per `mcp_servers:` entry (${VAR}s expanded).
     mcp_servers: tuple[Any, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # xclaw.tools.traits.ToolPolicy per `tool_policies:` entry (MCP and Python tools).
+    tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    # `tools:` in xclaw.yaml: Python tools, 'module:function' (docs/tools.md).
+    python_tools: tuple[str, ...] = ()
+    # The provider retry schedule (docs/llm-providers.md), in seconds.
+    llm_retry_base_delay: float = 0.5
+    llm_retry_max_delay: float = 8.0
+    llm_retry_after_max: float = 30.0
+    # How long a silent worker keeps its sessions' leases (renewed every third of it), and
+    # the sweep of sessions left Running by a dead worker: None means the lease TTL.
+    lease_ttl_s: float = 15.0
+    sweep_grace_s: float | None = None
+    sweep_every_s: float | None = None
+    # `sandbox:` in xclaw.yaml: OS isolation of the shell tool (xclaw.workspace.sandbox) ...
+    isolation: str = "auto"
+    sandbox_network: bool = False
+    # ... and workspace snapshots (xclaw.workspace.snapshots; None: the default ignore list).
+    snapshots: bool = True
+    snapshot_ignore: tuple[str, ...] | None = None
+    max_file_mb: float = 50.0
+    max_snapshot_mb: float = 500.0
+    # xclaw.telemetry.config.OtelConfig: span export (None: off).
+    otel: OtelConfig | None = None
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -219,6 +341,7 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
 
     def make(spec: str, entry: Mapping[str, Any] | None = None) -> ProviderConfig:
         entry = entry or {}
+        refuse_unknown(entry, PROVIDER_KEYS, f"providers[{spec}]")
         kind, sep, model = spec.partition(":")
         if not sep or not model or kind not in ("anthropic", "openai", "script"):
             raise ConfigError(
@@ -266,6 +389,13 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
     return tuple(found)
 
 
+def provider_chain(spec: str, cwd: Path | None = None) -> tuple[ProviderConfig, ...]:
+    """The chain `spec` names (as XCLAW_MODEL would), keys and base URLs taken from the
+    environment and `.env`: for a command's `--model`."""
+    env = {**_env(cwd or Path.cwd()), "XCLAW_MODEL": spec}
+    return _providers(env, {})
+
+
 MIN_THINKING_BUDGET = 1024  # Anthropic's smallest budget_tokens
 
 
@@ -273,6 +403,8 @@ def _thinking_budget(spec: str, value: Any) -> int | None:
     """`thinking: {budget_tokens: N}` (or `thinking: false`) of one provider entry."""
     if value is None or value is False:
         return None
+    if isinstance(value, dict):
+        refuse_unknown(value, THINKING_KEYS, f"providers[{spec}].thinking")
     budget = value.get("budget_tokens") if isinstance(value, dict) else None
     if (
         not isinstance(budget, int)
@@ -311,13 +443,9 @@ def _prices(value: Any) -> dict[str, dict[str, float]]:
     for model, entry in value.items():
         if not isinstance(entry, dict):
             raise ConfigError(f"xclaw.yaml: prices.{model} must be a mapping")
+        refuse_unknown(entry, PRICE_KEYS, f"prices.{model}")
         rates: dict[str, float] = {}
         for k, v in entry.items():
-            if k not in ("input", "output", "cache_read", "cache_write"):
-                raise ConfigError(
-                    f"xclaw.yaml: prices.{model}.{k}: expected input, output, cache_read "
-                    "or cache_write (dollars per million tokens)"
-                )
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(f"xclaw.yaml: prices.{model}.{k} must be a number >= 0")
             rates[k] = float(v)
@@ -342,22 +470,52 @@ def _mcp_servers(conf: Mapping[str, Any], env: Mapping[str, str]) -> tuple[Any, 
     return tuple(parse_servers(conf["mcp_servers"], env))
 
 
+def _tool_policies(conf: Mapping[str, Any]) -> dict[str, ToolPolicy]:
+    from xclaw.tools.traits import parse_policies  # the tools layer owns the details
+
+    return parse_policies(conf.get("tool_policies"))
+
+
+def _otel(conf: Mapping[str, Any]) -> OtelConfig:
+    # The process environment, not .env: the OpenTelemetry SDK reads OTEL_* from there too.
+    from xclaw.telemetry.config import otel_config
+
+    return otel_config(conf, os.environ)
+
+
 def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings; keyword overrides (from flags) win when not None."""
+    """Build the settings; keyword overrides (from flags) win when not None. Every value is
+    checked here: a bad one is a ConfigError naming the key and the value."""
     cwd = cwd or Path.cwd()
     env = _env(cwd)
     conf = _yaml(cwd, env)
-    home = Path(env.get("XCLAW_HOME") or conf.get("home") or Path.home() / ".xclaw").expanduser()
-    db = env.get("XCLAW_DB") or conf.get("database") or str(home / "xclaw.db")
+    y = "xclaw.yaml: "
+    home_raw = env.get("XCLAW_HOME") or _text(conf.get("home", "~/.xclaw"), y + "home")
+    home = Path(home_raw).expanduser()
+    db = env.get("XCLAW_DB") or _text(conf.get("database", str(home / "xclaw.db")), y + "database")
     workspace_root = Path(
-        conf.get("workspace_root") or home / "workspaces"
+        _text(conf.get("workspace_root", str(home / "workspaces")), y + "workspace_root")
     ).expanduser()
-    try:
-        port = int(env.get("WEB_PORT") or conf.get("port") or DEFAULT_PORT)
-    except ValueError as e:
-        raise ConfigError(f"WEB_PORT must be a number, got {env.get('WEB_PORT')!r}") from e
-    approval = conf.get("approval") or {}
-    sandbox = conf.get("sandbox") or {}
+    port_raw, port_where = _env_or_yaml(env, "WEB_PORT", conf, "port")
+    port = _whole(DEFAULT_PORT if port_raw is None else port_raw, port_where, 1)
+    if port > 65535:
+        raise ConfigError(f"{port_where} must be a TCP port (1-65535), got {port_raw!r}")
+    approval = _section(conf, "approval")
+    sandbox = _section(conf, "sandbox")
+    ttl_raw, ttl_where = _env_or_yaml(env, ENV_LEASE_TTL, conf, "lease_ttl_s")
+    grace_raw, grace_where = _env_or_yaml(env, ENV_SWEEP_GRACE, conf, "sweep_grace_s")
+    every_raw, every_where = _env_or_yaml(env, ENV_SWEEP_EVERY, conf, "sweep_every_s")
+    secret_env = _strings(conf.get("secret_env", []), y + "secret_env")
+    denied = _strings(approval.get("deny", list(DEFAULT_DENIED_PATTERNS)), y + "approval.deny")
+    for pattern in denied:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(
+                f"{y}approval.deny: {pattern!r} is not a regular expression: {e}"
+            ) from e
+    ignore = sandbox.get("ignore")
+    temperature = conf.get("temperature")
     settings = Settings(
         home=home,
         db=db,
@@ -365,29 +523,61 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         port=port,
         token=env.get("XCLAW_TOKEN") or None,
         providers=_providers(env, conf),
-        max_iterations=int(conf.get("max_iterations", DEFAULT_MAX_ITERATIONS)),
-        max_tokens=int(conf.get("max_tokens", 4096)),
-        temperature=conf.get("temperature"),
-        context_window_tokens=int(conf.get("context_window_tokens", 150_000)),
+        max_iterations=_whole(
+            conf.get("max_iterations", DEFAULT_MAX_ITERATIONS), y + "max_iterations", 1
+        ),
+        max_tokens=_whole(conf.get("max_tokens", 4096), y + "max_tokens", 1),
+        temperature=None if temperature is None else _real(temperature, y + "temperature", 0),
+        context_window_tokens=_whole(
+            conf.get("context_window_tokens", 150_000), y + "context_window_tokens", 1
+        ),
         compact_at=_compact_at(conf.get("compact_at", 0.8)),
-        approval_mode=str(approval.get("mode", "ask")),
-        approval_timeout_s=approval.get("timeout_s"),
-        safe_commands=tuple(approval.get("safe_commands", DEFAULT_SAFE_COMMANDS)),
-        denied_patterns=tuple(approval.get("deny", DEFAULT_DENIED_PATTERNS)),
-        shell_timeout_s=float(sandbox.get("shell_timeout_s", 120.0)),
-        tool_output_cap=int(sandbox.get("output_cap", 30_000)),
+        approval_mode=_choice(approval.get("mode", "ask"), y + "approval.mode", APPROVAL_MODES),
+        approval_timeout_s=_optional_real(
+            approval.get("timeout_s"), y + "approval.timeout_s", 0, above=True
+        ),
+        safe_commands=_strings(
+            approval.get("safe_commands", list(DEFAULT_SAFE_COMMANDS)), y + "approval.safe_commands"
+        ),
+        denied_patterns=denied,
+        shell_timeout_s=_real(
+            sandbox.get("shell_timeout_s", 120.0), y + "sandbox.shell_timeout_s", 0, above=True
+        ),
+        tool_output_cap=_whole(sandbox.get("output_cap", 30_000), y + "sandbox.output_cap", 1),
         parallel_side_effects=_flag(sandbox, "parallel_side_effects", False),
-        allowed_origins=tuple(conf.get("allowed_origins", ())),
-        secret_env=tuple(conf.get("secret_env", ())),
-        known_secrets=tuple(known_secrets(env, conf.get("secret_env", ()), db)),
-        llm_retries=int(conf.get("llm_retries", 3)),
-        llm_timeout_s=float(conf.get("llm_timeout_s", 120.0)),
+        allowed_origins=_strings(conf.get("allowed_origins", []), y + "allowed_origins"),
+        secret_env=secret_env,
+        known_secrets=tuple(known_secrets(env, secret_env, db)),
+        llm_retries=_whole(conf.get("llm_retries", 3), y + "llm_retries", 0),
+        llm_timeout_s=_real(conf.get("llm_timeout_s", 120.0), y + "llm_timeout_s", 0, above=True),
+        llm_retry_base_delay=_real(
+            conf.get("llm_retry_base_delay", 0.5), y + "llm_retry_base_delay", 0
+        ),
+        llm_retry_max_delay=_real(
+            conf.get("llm_retry_max_delay", 8.0), y + "llm_retry_max_delay", 0
+        ),
+        llm_retry_after_max=_real(
+            conf.get("llm_retry_after_max", 30.0), y + "llm_retry_after_max", 0
+        ),
         prices=_prices(conf.get("prices")),
         mcp_servers=_mcp_servers(conf, env),
-        extra=conf,
+        tool_policies=_tool_policies(conf),
+        python_tools=_strings(conf.get("tools") or [], y + "tools"),
+        lease_ttl_s=15.0 if ttl_raw is None else _real(ttl_raw, ttl_where, 0.5),
+        sweep_grace_s=_optional_real(grace_raw, grace_where, 0),
+        sweep_every_s=_optional_real(every_raw, every_where, 0, above=True),
+        isolation=_choice(
+            sandbox.get("isolation", "auto"), y + "sandbox.isolation", ISOLATION_MODES
+        ),
+        sandbox_network=_flag(sandbox, "network", False),
+        snapshots=_flag(sandbox, "snapshots", True),
+        snapshot_ignore=None if ignore is None else _strings(ignore, y + "sandbox.ignore"),
+        max_file_mb=_real(
+            sandbox.get("max_file_mb", 50.0), y + "sandbox.max_file_mb", 0, above=True
+        ),
+        max_snapshot_mb=_real(
+            sandbox.get("max_snapshot_mb", 500.0), y + "sandbox.max_snapshot_mb", 0, above=True
+        ),
+        otel=_otel(conf),
     )
-    if settings.approval_mode not in ("ask", "auto-edits", "yolo"):
-        raise ConfigError(
-            f"approval mode {settings.approval_mode!r}: expected ask, auto-edits or yolo"
-        )
     return settings.with_(**overrides)

@@ -175,23 +175,3 @@ def message_to_json(m: Message) -> dict[str, Any]:
     if m.images:
         out["images"] = [i.to_json() for i in m.images]
     return out
-
-
-def message_from_json(d: dict[str, Any]) -> Message:
-    kind = d.get("kind")
-    if kind == "user":
-        return UserMessage(text=str(d.get("text", "")))
-    if kind == "assistant":
-        return AssistantMessage(
-            text=str(d.get("text", "")),
-            tool_calls=tuple(ToolCall.from_json(c) for c in d.get("tool_calls") or ()),
-            thinking=tuple(ThinkingBlock.from_json(b) for b in d.get("thinking") or ()),
-        )
-    if kind == "tool_result":
-        return ToolResultMessage(
-            tool_call_id=str(d["tool_call_id"]),
-            name=str(d.get("name", "")),
-            content=str(d.get("content", "")),
-            is_error=bool(d.get("is_error", False)),
-        )
-    raise ValueError(f"unknown message kind {kind!r}")

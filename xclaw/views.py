@@ -175,9 +175,49 @@ def _duration(ms: int) -> str:
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+def _alert_words(step: Step) -> str | None:
+    """An approval or resume alert in words (as the trace and the comparison say them), not
+    its raw JSON; None for other alerts."""
+    data = step.input_data if isinstance(step.input_data, dict) else None
+    if data is None:
+        return None
+    if step.name == "approval" and "tool" in data:
+        args = data.get("args")
+        what = ""
+        if isinstance(args, dict):
+            what = str(args.get("command") or args.get("path") or "") or json.dumps(
+                args, ensure_ascii=False, separators=(",", ":")
+            )
+        out = step.output_data if isinstance(step.output_data, dict) else None
+        if step.status is StepStatus.RUNNING:
+            verdict = "waiting for an answer"
+        elif out is not None:
+            verdict = str(out.get("why") or ("approved" if out.get("approved") else "denied"))
+        else:
+            verdict = _one_line(step.error_message or "not answered", 40)
+        what = f": {_one_line(what, _SUMMARY_CHARS)}" if what else ""
+        return f"asked to run {data.get('tool')}{what} — {verdict}"
+    if step.name == "resume":
+        parts = [
+            f"{label} {', '.join(str(i) for i in data.get(key) or ())}"
+            for key, label in (
+                ("interrupted", "interrupted"),
+                ("retrying", "retrying"),
+                ("mayHaveRun", "may have run"),
+            )
+            if data.get(key)
+        ]
+        return " · ".join(parts) or "resumed after a restart"
+    return None
+
+
 def _summary(step: Step) -> str:
     if step.step_type is StepType.LLM_CALL:
         return ""
+    if step.step_type is StepType.SYSTEM_ALERT:
+        words = _alert_words(step)
+        if words is not None:
+            return words
     if step.step_type is StepType.USER_INPUT:
         text = _text_of(step.input_data)
         if text is not None:

@@ -469,3 +469,27 @@ def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(make_serv
     t.line("/quit")
     assert t.wait_exit() == 0
     assert "zz-typo" not in (tmp_path / ".cli_session").read_text()
+
+
+def test_ctrl_c_at_an_approval_prompt_goes_back_to_the_instruction_prompt(make_server, tmp_path: Path) -> None:
+    """Ctrl+C while xclaw asks "Approve?" stops the run; the stale question goes away and the
+    next line typed is an instruction (sent to the model), not an answer to nothing."""
+    server = make_server(
+        [
+            {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
+            {"text": "Next instruction heard."},
+        ],
+    )
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("delete the notes")
+    t.expect(r"Approve\? \[y/N\]")
+    t.child.sendcontrol("c")
+    t.expect(r"\[cancel\] run stopped", timeout=15)
+    t.prompt()
+    t.line("do something else")
+    t.expect(r"xclaw: Next instruction heard\.")
+    assert "no approval is waiting" not in t.text
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0

@@ -194,3 +194,42 @@ def test_a_markdown_link_shows_its_target_and_no_escape_reaches_the_terminal() -
     r.frame({"type": "reply", "content": "see [the docs](https://evil.example/x) and `\x1b]0;pwned\x07`"})
     out = buf.getvalue()
     assert "evil.example" in out and "\x1b]8;" not in out and "\x1b]0;" not in out
+
+
+def test_history_answers_are_rendered_markdown_on_a_terminal_and_plain_in_a_pipe() -> None:
+    # The conversation shown again after /switch, /rollback or a reconnect reads like the live
+    # one: Markdown rendered on a terminal (each line still marked [history]), plain in a pipe.
+    answer = "Here is **bold**:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```"
+    frame = {
+        "type": "history",
+        "messages": [
+            {"kind": "user", "text": "show **me**"},
+            {"kind": "assistant", "text": answer, "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "ls"}}]},
+            {"kind": "assistant", "text": "plain answer"},
+        ],
+    }
+    buf = io.StringIO()
+    r = Renderer(Console(file=buf, force_terminal=True, width=60, height=40, color_system=None))
+    r.frame(frame)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "[history] --- history starts ---" and lines[-1] == "[history] --- history ends ---"
+    assert all(line.startswith("[history]") for line in lines)
+    body = "\n".join(lines)
+    assert "[history] You: show **me**" in body  # what the user typed is shown as typed
+    assert "**bold**" not in body and "bold" in body
+    assert "• one" in body and "|---|" not in body and "```" not in body
+    assert '[history] xclaw uses [shell]: {"command":"ls"}' in body
+    assert "[history] xclaw: plain answer" in body
+    piped = render(frame)
+    assert "**bold**" in piped and "|---|" in piped
+
+
+def test_a_compaction_summary_in_the_history_is_not_shown_as_typed_by_the_user() -> None:
+    frame = {"type": "history", "messages": [
+        {"kind": "summary", "text": "The user asked for a release note.\nDetails follow."},
+        {"kind": "user", "text": "go on"},
+    ]}
+    out = render(frame)
+    assert "[history] ▸ earlier conversation, summarised (" in out
+    assert "The user asked for a release note. …" in out
+    assert out.count("You: ") == 1 and "[history] You: go on" in out

@@ -43,7 +43,7 @@ async def run_task(tmp: Path, kind: str, url: str, text: str) -> tuple[Runtime, 
     settings = Settings(
         home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
         providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)),),
-        llm_retries=1, extra={"llm_retry_base_delay": 0.01, "llm_retry_max_delay": 0.01},
+        llm_retries=1, llm_retry_base_delay=0.01, llm_retry_max_delay=0.01,
     )
     runtime = Runtime(open_store(settings.db), settings)
     frames: list[dict[str, Any]] = []

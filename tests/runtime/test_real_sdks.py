@@ -27,7 +27,7 @@ async def run_task(tmp: Path, kind: str, srv: Any, text: str, sid: str | None = 
     settings = Settings(
         home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
         providers=(ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),),
-        llm_retries=1, extra={"llm_retry_base_delay": 0.01},
+        llm_retries=1, llm_retry_base_delay=0.01,
     )
     store = open_store(settings.db)
     runtime = Runtime(store, settings)

@@ -32,7 +32,7 @@ def make_runtime(tmp: Path, kind: str, srv: Any) -> Runtime:
     settings = Settings(
         home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
         providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),),
-        llm_retries=1, extra={"llm_retry_base_delay": 0.01, "llm_retry_max_delay": 0.01},
+        llm_retries=1, llm_retry_base_delay=0.01, llm_retry_max_delay=0.01,
     )
     return Runtime(open_store(settings.db), settings)
 

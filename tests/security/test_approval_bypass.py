@@ -24,7 +24,7 @@ from xclaw.tools.shell import ShellTool
 from xclaw.workspace import landlock
 from xclaw.workspace.sandbox import Isolation, confinement_available, isolation_from_settings
 
-SHELL = {t.name: t for t in default_tools()}["shell"]
+SHELL = default_tools()["shell"]
 
 
 def test_the_corpus_is_large_and_holds_the_issue_cases() -> None:

@@ -21,7 +21,7 @@ from xclaw.tools.approval import (
 CONFINED = ALLOW_CONFINED("only listed commands with allowed options; run confined")
 from xclaw.tools.registry import default_tools
 
-TOOLS = {t.name: t for t in default_tools()}
+TOOLS = default_tools()
 
 
 class CustomTool:

@@ -153,7 +153,8 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_di
             {"text": "Done."},
         ],
         approval="ask",
-        extra=settings.extra,
+        tool_policies=settings.tool_policies,
+        python_tools=settings.python_tools,
     )
     sid = await h.ask("weather, then tell ops")
     assert h.of("approval_request") == []  # forecast is read-only; notify allowed by policy

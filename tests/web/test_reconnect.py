@@ -62,3 +62,28 @@ def test_kill_and_restart_server_while_the_page_is_open(serve, new_page, shot):
     expect(interrupted).to_have_count(1)
     assert (server.workspace(sid) / "done.txt").exists()
     shot(page, "16-resumed-and-finished")
+
+
+def test_refresh_while_a_command_runs_shows_it_running_not_interrupted(serve, new_page, shot):
+    """A refresh is not a crash: the command still running on the server is shown running in
+    the restored conversation (not as an "[interrupted]" error), and its result lands on the
+    same line when it finishes."""
+    server = serve([
+        {"text": "Starting the long step.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 4; echo finished"}}]},
+        {"text": "All done."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    app.send("run the long step")
+    expect(app.tool_lines().first).to_have_attribute("data-state", "running")
+
+    app.reload()
+    lines = app.tool_lines()
+    expect(lines).to_have_count(1)
+    expect(lines.first).to_have_attribute("data-state", "running")
+    expect(app.messages).not_to_contain_text("[interrupted]")
+    shot(app.page, "15-refresh-mid-command")
+
+    expect(app.answers().last).to_contain_text("All done.", timeout=30_000)
+    expect(lines).to_have_count(1)
+    expect(lines.first).to_have_attribute("data-state", "completed")
+    expect(lines.first).to_contain_text("finished")

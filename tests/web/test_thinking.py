@@ -59,3 +59,30 @@ def test_compact_from_the_page(serve, new_page, shot):
     expect(page.locator("#composer")).not_to_have_class(LOCKED)
     shot(page, "compact-01-notice")
     app.send_and_wait("go on", "Continuing after the summary.")
+
+
+def test_a_compacted_conversation_shows_its_summary_folded_not_as_a_user_message(serve, new_page, shot):
+    """After /compact the restored conversation starts from the summary: shown folded as the
+    summary it is, not as a message the user typed."""
+    server = serve([
+        {"text": "Looking.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
+        {"text": "Done looking."},
+        {"text": "Continuing after the summary."},
+    ], approval="yolo")
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("look around", "Done looking.")
+    app.send("/compact")
+    expect(page.locator("#messages .notice", has_text="[compact]")).to_have_count(1)
+    app.send_and_wait("go on", "Continuing after the summary.")
+    app.reload()
+    users = page.locator("#messages .msg.user")
+    expect(users).to_have_count(1)
+    expect(users.first).to_have_text("go on")
+    summary = page.locator("#messages details.summary")
+    expect(summary).to_have_count(1)
+    expect(summary.locator("summary")).to_contain_text("Earlier conversation, summarised")
+    expect(summary).not_to_contain_text("[Summary of the earlier conversation")
+    summary.locator("summary").click()
+    expect(summary).to_contain_text("look around")
+    shot(page, "compact-02-restored-summary")

@@ -178,3 +178,52 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
     expect(view.locator(".text-diff")).to_contain_text("- line two A")
     expect(view.locator(".text-diff")).to_contain_text("+ line two B")
     shot(page, "issue14-compare-by-content")
+
+
+def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
+    """A branch that was resumed after a crash has a `resume` alert row: the comparison says
+    what it did in words (as the trace does), not the alert's raw JSON."""
+    import json
+    import signal
+
+    server = serve([{"text": "Base done."}], approval="yolo")
+    server.script.write_text(json.dumps({
+        "turns": [{"text": "Base done."}],
+        "branches": [
+            {"when": "path a", "turns": [{"text": "A done."}]},
+            {"when": "path b", "turns": [
+                {"text": "B.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}]},
+                {"text": "B done."},
+            ]},
+        ],
+    }))
+    server.kill()
+    server.start()
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("base", "Base done.")
+    parent = app.session_id()
+    app.send_and_wait("take path a", "A done.")
+    import httpx
+
+    auth = {"Authorization": f"Bearer {server.token}"}
+    r = httpx.post(f"{server.http}/api/sessions/{parent}/fork", json={"stepId": "s0003", "title": "B"}, headers=auth)
+    fork = r.json()["session"]["sessionId"]
+    page.evaluate(f"localStorage.setItem('xclaw_session_id', '{fork}')")
+    app.reload()
+    app.send("take path b")
+    expect(app.tool_lines().last).to_have_attribute("data-state", "running")
+    server.kill(signal.SIGKILL)
+    server.start()
+    app.reload()
+    expect(app.answers().last).to_contain_text("B done.", timeout=30_000)
+    app.wait_idle()
+    page.locator("#compare-btn").click()
+    view = page.locator("#compare")
+    expect(view).to_be_visible()
+    row = view.locator(".compare-row").filter(has_text="resume")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("interrupted s0006")
+    expect(row).not_to_contain_text('{"interrupted"')
+    expect(view).to_contain_text("1 step after the fork")  # one step, not "1 steps"
+    shot(page, "issue14-compare-resume-in-words")

@@ -14,14 +14,18 @@ import pytest
 
 from tests.workspace.helpers import Driver, tree, write
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.workspace import crash_points
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
 REPO = Path(__file__).resolve().parents[2]
 
 # The child: open the store and do one operation through the shared code path.
+# With a pause point (argv 6, 7), its crash hook announces that point on a file and holds there
+# until the test kills it (xclaw.workspace.crash_points).
 CHILD = """
 import sys
+import threading
 from pathlib import Path
 from xclaw.store import open_store
 from xclaw.store.model import NewStep, StepType
@@ -29,8 +33,15 @@ from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
 db, root, op, sid, ref = sys.argv[1:6]
+pause, marker = (sys.argv[6:8] + ["", ""])[:2]
+
+def hold(point):
+    if point == pause:
+        Path(marker).write_text(point)
+        threading.Event().wait()  # until the test's SIGKILL
+
 store = open_store(db)
-ws = Workspaces(store, Path(root), SnapshotConfig(ignore=(".git/",)))
+ws = Workspaces(store, Path(root), SnapshotConfig(ignore=(".git/",), crash_point=hold))
 if op == "rollback":
     ws.rollback(sid, int(ref))
 elif op == "fork":
@@ -45,10 +56,8 @@ print("finished", flush=True)
 
 def spawn(tmp: Path, args: list[str], pause: str | None = None) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("XCLAW_TEST_PAUSE", None)
     if pause:
-        env["XCLAW_TEST_PAUSE"] = pause
-        env["XCLAW_TEST_PAUSE_FILE"] = str(tmp / "paused")
+        args = [*args, pause, str(tmp / "paused")]
     script = tmp / "child.py"
     script.write_text(CHILD)
     with open(tmp / "child.err", "wb") as err:
@@ -108,6 +117,11 @@ POINTS = [
     "restore.moving",
     "restore.done",
 ]
+
+
+def test_every_crash_point_is_exercised() -> None:
+    assert [*POINTS, "snapshot.stored"] == sorted(crash_points.POINTS, key=[*POINTS, "snapshot.stored"].index)
+    assert set(crash_points.POINTS) == {*POINTS, "snapshot.stored"}
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -30,12 +30,13 @@ from xclaw.workspace.sandbox import Isolation, isolation_from_settings, sandbox_
 REPO = Path(__file__).resolve().parents[2]
 
 
-def settings(tmp: Path, **sandbox_conf: object) -> Settings:
+def settings(tmp: Path, isolation: str = "auto", network: bool = False) -> Settings:
     return Settings(
         home=tmp / "home",
         db=str(tmp / "home" / "xclaw.db"),
         workspace_root=tmp / "home" / "workspaces",
-        extra={"sandbox": sandbox_conf},
+        isolation=isolation,
+        sandbox_network=network,
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.builders import tool
-from xclaw.config import Settings
+from xclaw.config import load_settings
 from xclaw.errors import ConfigError
 from xclaw.store.snapshot_model import content_hash
 from xclaw.store.sqlite import SQLiteStore
@@ -250,22 +250,18 @@ def test_the_walk_does_not_follow_a_directory_swapped_for_a_symlink(store, ws, t
 
 
 def test_settings_configure_snapshots(tmp_path: Path) -> None:
-    def settings(sandbox):
-        return Settings(
-            home=tmp_path, db="x.db", workspace_root=tmp_path, extra={"sandbox": sandbox}
-        )
+    def settings(sandbox: str) -> SnapshotConfig:
+        (tmp_path / "xclaw.yaml").write_text(f"sandbox: {sandbox}\n")
+        return SnapshotConfig.from_settings(load_settings(cwd=tmp_path))
 
-    cfg = SnapshotConfig.from_settings(
-        settings(
-            {"ignore": ["dist/"], "max_file_mb": 2, "max_snapshot_mb": 0.5, "snapshots": False}
-        )
-    )
+    cfg = settings("{ignore: [dist/], max_file_mb: 2, max_snapshot_mb: 0.5, snapshots: false}")
     assert cfg == SnapshotConfig(False, ("dist/",), 2 * MB, MB // 2)
-    assert SnapshotConfig.from_settings(settings({})) == SnapshotConfig()
-    with pytest.raises(ConfigError, match="sandbox.ignore"):
-        SnapshotConfig.from_settings(settings({"ignore": ".git/"}))
-    with pytest.raises(ConfigError, match="must be > 0"):
-        SnapshotConfig.from_settings(settings({"max_file_mb": 0}))
+    assert settings("{}") == SnapshotConfig()
+    # Bad values are refused when xclaw.yaml is read, naming the key and the value.
+    with pytest.raises(ConfigError, match=r"sandbox\.ignore must be a list of strings, got '\.git/'"):
+        settings("{ignore: .git/}")
+    with pytest.raises(ConfigError, match=r"sandbox\.max_file_mb must be a number > 0, got 0"):
+        settings("{max_file_mb: 0}")
 
 
 def test_capture_cost_is_small_when_nothing_changed(store, ws: Path) -> None:

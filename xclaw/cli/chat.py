@@ -102,6 +102,15 @@ class LineInput(Protocol):
         input history."""
         ...
 
+    def abandon(self) -> None:
+        """Withdraw the approval question being asked (the run stopped, or another client
+        answered): the pending `read(answer=True)` raises PromptAbandoned."""
+        ...
+
+
+class PromptAbandoned(Exception):
+    """The question a prompt asked no longer stands; ask again from the current state."""
+
 
 class PipeInput:
     """Lines from a non-terminal stdin, read ahead by a daemon thread (a blocked read must
@@ -125,6 +134,10 @@ class PipeInput:
 
         threading.Thread(target=pump, name="xclaw-chat-stdin", daemon=True).start()
         self._started = True
+
+    def abandon(self) -> None:
+        """Piped lines are answers in order; one read for a withdrawn question is taken as
+        an instruction instead (ChatClient.input_loop)."""
 
     async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         if not self._started:
@@ -157,6 +170,11 @@ class TerminalInput:
         self.session: Any = PromptSession(history=history, complete_while_typing=False)
         # Approval answers (y/n) get a history of their own: Up never brings back a "y".
         self.answers: Any = PromptSession(history=InMemoryHistory())
+
+    def abandon(self) -> None:
+        app = self.answers.app
+        if app.is_running:
+            app.exit(exception=PromptAbandoned())
 
     def use_completer(self, completer: Any) -> None:
         """Tab completes slash commands, step ids and session ids (SlashCompleter)."""
@@ -196,6 +214,7 @@ class ChatClient:
         self.turn: str | None = "attach"
         self._fail_seen = False
         self.approvals: list[dict[str, Any]] = []
+        self._asking: dict[str, Any] | None = None  # the approval the prompt asks about now
         self._interrupts = 0
         self._eof = False
         # What Tab completes: step ids and session ids seen in frames.
@@ -298,6 +317,8 @@ class ChatClient:
             if step.get("status") != "running":
                 # an approval answered (here or by another client) is no longer pending
                 self.approvals = [a for a in self.approvals if a.get("stepId") != step.get("id")]
+                if self._asking is not None and self._asking not in self.approvals:
+                    self.input.abandon()  # its "Approve?" question no longer stands
 
     def _resolve_frame(self, f: dict[str, Any]) -> bool:
         """`--session ID` names an existing session: when the gateway attached a new one under
@@ -469,11 +490,16 @@ class ChatClient:
                 return
             approval = self.approvals[0] if self.approvals else None
             prompt = "Approve? [y/N] " if approval else "You: "
+            self._asking = approval
             try:
                 line = await self.input.read(prompt, answer=approval is not None)
             except KeyboardInterrupt:
                 self._interrupt()
                 continue
+            except PromptAbandoned:
+                continue
+            finally:
+                self._asking = None
             if line is None:
                 self._eof = True
                 if not self.input.interactive and self.turn is not None:
@@ -481,6 +507,13 @@ class ChatClient:
                 self.quit(0)
                 return
             self._interrupts = 0
+            if approval is not None and approval not in self.approvals:
+                # Asked before the run stopped or another client answered: a y/n goes
+                # nowhere; anything else is the next instruction, not lost.
+                if line.strip().lower() in (*YES, "n", "no", ""):
+                    self._say("(that approval is no longer waiting; nothing was sent)", "dim")
+                    continue
+                approval = None
             if approval is not None:
                 if self.approvals and self.approvals[0] is approval:
                     self.approvals.pop(0)

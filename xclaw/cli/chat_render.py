@@ -105,9 +105,43 @@ class Renderer:
         if not lines:
             return
         self.line(HISTORY_START, "dim")
-        for text in lines:
-            self.line(HISTORY_PREFIX + text, "dim")
+        messages = f.get("messages")
+        if self.markdown and isinstance(messages, list):
+            # Message by message, so an answer with Markdown reads as it did live.
+            for m in messages:
+                if isinstance(m, dict):
+                    self._history_message(m)
+        else:
+            for text in lines:
+                self.line(HISTORY_PREFIX + text, "dim")
         self.line(HISTORY_END, "dim")
+
+    def _history_message(self, m: dict[str, Any]) -> None:
+        text = printable(str(m.get("text") or ""))
+        if m.get("kind") != "assistant" or not looks_like_markdown(text):
+            for line in history_lines({"messages": [m]}):
+                self.line(HISTORY_PREFIX + line, "dim")
+            return
+        for line in history_lines({"messages": [{**m, "text": "", "tool_calls": []}]}):
+            self.line(HISTORY_PREFIX + line, "dim")  # its thinking line
+        self.line(HISTORY_PREFIX + "xclaw:", "dim")
+        indent = HISTORY_PREFIX + "  "
+        options = self.console.options.update(width=max(20, self.console.width - len(indent)))
+        rendered = Markdown(text, hyperlinks=False, code_theme="ansi_dark")
+        blank = True  # no blank row first, and never two in a row
+        for segments in self.console.render_lines(rendered, options, pad=False):
+            row = Text(indent, style="dim")
+            for seg in segments:
+                if not seg.control:
+                    row.append(seg.text, seg.style)
+            row.rstrip()
+            if row.plain == indent.rstrip() and blank:
+                continue
+            blank = row.plain == indent.rstrip()
+            self.console.print(row)
+        calls = m.get("tool_calls") or []
+        for line in history_lines({"messages": [{"kind": "assistant", "tool_calls": calls}]}):
+            self.line(HISTORY_PREFIX + line, "dim")
 
     def _on_delta(self, f: dict[str, Any]) -> None:
         text = printable(str(f.get("content", "")))
@@ -201,6 +235,10 @@ def history_lines(f: dict[str, Any]) -> list[str]:
             kind = m.get("kind")
             if kind == "user":
                 out += _prefixed("You: ", str(m.get("text", "")))
+            elif kind == "summary":
+                # compaction's summary of the older turns (the full text: `xclaw steps`)
+                out.append(thinking_line({"content": str(m.get("text", ""))}).replace(
+                    "▸ thinking", "▸ earlier conversation, summarised", 1))
             elif kind == "assistant":
                 blocks = [b for b in m.get("thinking") or () if isinstance(b, dict)]
                 if blocks:

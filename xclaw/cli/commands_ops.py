@@ -165,22 +165,12 @@ def replay_cmd(
 
 def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
-    import os
     from dataclasses import replace
 
-    from xclaw.config import load_settings
+    from xclaw.config import provider_chain
     from xclaw.llm.factory import build_model
 
-    saved = os.environ.get("XCLAW_MODEL")
-    os.environ["XCLAW_MODEL"] = spec
-    try:
-        providers = load_settings().providers
-    finally:
-        if saved is None:
-            os.environ.pop("XCLAW_MODEL", None)
-        else:
-            os.environ["XCLAW_MODEL"] = saved
-    return build_model(replace(settings, providers=providers))
+    return build_model(replace(settings, providers=provider_chain(spec)))
 
 
 def register(cli: click.Group) -> None:

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
@@ -36,23 +36,10 @@ class RevalidatedStatic(StaticFiles):
         response.headers["Cache-Control"] = "no-cache"
         return response
 
-PLACEHOLDER_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>xclaw</title></head>
-<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
-<h1>xclaw gateway</h1>
-<p>The web client is coming. Meanwhile use the terminal client:
-<code>xclaw chat</code>, or the HTTP API described at
-<a href="/api/openapi.json">/api/openapi.json</a> (send the access token).</p>
-</body></html>
-"""
-
 
 async def index(request: Request) -> Response:
-    page = STATIC_DIR / "index.html"
-    if page.is_file():
-        # no-store: a new page version must not be hidden behind a cached one after upgrade
-        return FileResponse(page, headers={"Cache-Control": "no-store"})
-    return HTMLResponse(PLACEHOLDER_PAGE)
+    # no-store: a new page version must not be hidden behind a cached one after upgrade
+    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
 
 
 def create_app(
@@ -88,8 +75,7 @@ def create_app(
         WebSocketRoute("/ws", websocket_endpoint),
         Mount("/api", routes=api_routes(), middleware=api_middleware),
     ]
-    if STATIC_DIR.is_dir():
-        routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
+    routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app

@@ -17,8 +17,6 @@ from urllib.parse import urlsplit
 from xclaw.private_files import private_dir, private_file
 
 TOKEN_FILE = "token"
-# A token has at least this many characters of URL-safe base64 (~192 random bits generated).
-MIN_TOKEN_LEN = 16
 
 
 def token_path(home: Path) -> Path:

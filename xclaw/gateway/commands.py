@@ -33,7 +33,6 @@ _COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 # Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
 ATTACH_COMMANDS = ("switch", "new")
-SERVER_COMMANDS = ("steps", "rollback", "fork", "sessions", "tools", "title", "compact", "help")
 
 HELP_TEXT = """\
 commands:

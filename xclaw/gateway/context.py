@@ -37,9 +37,6 @@ class Hub:
         for sink in list(self._sinks.get(session_id, ())):
             sink(frame)
 
-    def attached(self, session_id: str) -> int:
-        return len(self._sinks.get(session_id, ()))
-
     def sockets(self) -> int:
         return sum(len(s) for s in self._sinks.values())
 

@@ -58,11 +58,11 @@ def build_model(settings: Settings) -> Model:
     """The model the runtime talks to. Raises ConfigError, in plain words, when there is none."""
     if not settings.providers:
         raise ConfigError(HOW_TO_CONFIGURE)
-    # Optional xclaw.yaml knobs; tests and crash drills use tiny delays.
-    base_delay = float(settings.extra.get("llm_retry_base_delay", 0.5))
-    max_delay = float(settings.extra.get("llm_retry_max_delay", 8.0))
+    # xclaw.yaml knobs; tests and crash drills use tiny delays.
+    base_delay = settings.llm_retry_base_delay
+    max_delay = settings.llm_retry_max_delay
     # The longest Retry-After / retry-after-ms a server may impose on one wait.
-    max_retry_after = float(settings.extra.get("llm_retry_after_max", 30.0))
+    max_retry_after = settings.llm_retry_after_max
     models: list[Model] = [
         RetryingModel(
             build_provider(p, settings),

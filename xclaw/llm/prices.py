@@ -38,9 +38,6 @@ class Price:
             + usage.completion_tokens * self.output
         ) / 1_000_000
 
-    def cost_uncached(self, usage: Usage) -> float:
-        """What the same call would cost with every input token at the plain input price."""
-        return (usage.prompt_tokens * self.input + usage.completion_tokens * self.output) / 1e6
 
 
 # Model name (without the `anthropic:` / `openai:` prefix) -> price. A dated name

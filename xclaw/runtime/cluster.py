@@ -33,14 +33,6 @@ log = logging.getLogger("xclaw.cluster")
 _UNFINISHED = (Status.RUNNING, Status.PAUSED)
 
 
-def _setting(runtime: Runtime, env: str, key: str, default: float) -> float:
-    raw = os.environ.get(env) or runtime.settings.extra.get(key)
-    try:
-        return float(raw) if raw is not None else default
-    except (TypeError, ValueError):
-        return default
-
-
 @dataclass
 class _Remote:
     """A session another worker drives, as far as this worker knows."""
@@ -56,8 +48,9 @@ class Cluster:
         self.worker_id = runtime.worker_id
         ttl = runtime.leases.ttl_s
         self.heartbeat_s = ttl / 3
-        self.grace_s = _setting(runtime, "XCLAW_SWEEP_GRACE_S", "sweep_grace_s", ttl)
-        self.sweep_s = _setting(runtime, "XCLAW_SWEEP_EVERY_S", "sweep_every_s", ttl)
+        settings = runtime.settings
+        self.grace_s = ttl if settings.sweep_grace_s is None else settings.sweep_grace_s
+        self.sweep_s = ttl if settings.sweep_every_s is None else settings.sweep_every_s
         self.info = {"host": socket.gethostname(), "pid": os.getpid(), **(info or {})}
         self.bus: Any = None
         self.others = False  # is any other worker alive? (else publishing is wasted)

@@ -11,33 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 from xclaw import __version__
-from xclaw.config import Settings
 from xclaw.errors import LeaseLost, SessionBusy
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, LeaseInfo
 
 log = logging.getLogger("xclaw.leases")
-
-DEFAULT_TTL_S = 15.0
-
-
-def lease_ttl_s(settings: Settings | None = None) -> float:
-    """How long a silent worker keeps its sessions: XCLAW_LEASE_TTL_S, else xclaw.yaml's
-    `lease_ttl_s`, else 15 seconds. Renewed every third of it while a run lives."""
-    raw = os.environ.get("XCLAW_LEASE_TTL_S")
-    if raw is None and settings is not None:
-        raw = settings.extra.get("lease_ttl_s")
-    try:
-        return max(0.5, float(raw)) if raw is not None else DEFAULT_TTL_S
-    except (TypeError, ValueError):
-        return DEFAULT_TTL_S
-
 
 def busy_message(info: LeaseInfo) -> str:
     return (

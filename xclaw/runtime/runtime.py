@@ -33,12 +33,13 @@ from xclaw.errors import (
 )
 from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
-from xclaw.runtime.leases import LeaseKeeper, lease_ttl_s
+from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
@@ -48,6 +49,7 @@ from xclaw.store.model import (
     Session,
     Status,
     Step,
+    StepStatus,
     StepType,
     parse_step_ref,
     session_state,
@@ -116,7 +118,6 @@ class Runtime:
         self._model = model
         # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
         prices.configure(settings.prices)
-        self._model_error: str | None = None
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
@@ -129,12 +130,12 @@ class Runtime:
         self._runs: dict[str, _Run] = {}
         # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
-        self.leases = LeaseKeeper(store, self.db, self.worker_id, lease_ttl_s(settings))
+        self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
         self.cluster: Any = None
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
-        self.telemetry = start_exporter(store, settings.extra, redact=self.redact.text)
+        self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -235,10 +236,18 @@ class Runtime:
         hist = self._rebuild(steps, new_input=True)
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+        busy = self.is_busy(session_id)
         for m in hist.messages:
             item = message_to_json(m)
+            if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
+                # What compaction put in place of the older turns: not something the user typed.
+                item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
             if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
-                item["stepId"] = by_call[item["tool_call_id"]].display_id
+                call = by_call[item["tool_call_id"]]
+                item["stepId"] = call.display_id
+                if busy and call.status is StepStatus.RUNNING:
+                    # Still running (a refresh is not a crash): no "[interrupted]" result yet.
+                    item.update(running=True, content="", is_error=False)
             structured.append(item)
 
         return {

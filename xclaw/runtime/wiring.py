@@ -21,10 +21,6 @@ class Toolbox:
     # xclaw.tools.mcp.hub.McpHub when xclaw.yaml configures MCP servers.
     mcp: Any = None
 
-    def is_read_only(self, name: str) -> bool:
-        tool = self.tools.get(name)
-        return bool(tool is not None and tool.read_only)
-
     def is_retry_safe(self, name: str) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""
@@ -63,21 +59,16 @@ def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.tools.mcp.hub import McpHub
     from xclaw.tools.python_tools import load_python_tools
     from xclaw.tools.registry import default_tools
-    from xclaw.tools.traits import parse_policies
 
-    registry = default_tools(settings)
-    policies = parse_policies(settings.extra.get("tool_policies"))
-    tools: dict[str, Tool] = {t.name: t for t in registry}
+    tools = default_tools(settings)
+    policies = settings.tool_policies
     for name in policies:
         if name in tools:
             raise ConfigError(
                 f"xclaw.yaml: tool_policies.{name}: {name} is built in; its approval is set "
                 "under `approval:` (docs/approval.md). tool_policies is for MCP and Python tools."
             )
-    python_refs = settings.extra.get("tools") or []
-    if not isinstance(python_refs, list):
-        raise ConfigError("xclaw.yaml: `tools` must be a list of 'module:function' entries")
-    for tool in load_python_tools(python_refs, policies):
+    for tool in load_python_tools(list(settings.python_tools), policies):
         if tool.name in tools:
             raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
         tools[tool.name] = tool

@@ -70,19 +70,6 @@ class Repair:
     value: int | None = None
 
 
-REPAIR_KINDS = frozenset(
-    {
-        "interrupt_step",
-        "set_status",
-        "raise_next_seq",
-        "detach_parent",
-        "clear_lease_expiry",
-        "expire_lease",
-        "sweep_blobs",
-    }
-)
-
-
 class FsckReader:
     """Reads of one consistent view of the database (one read transaction: SQLite's WAL
     snapshot, PostgreSQL's REPEATABLE READ), so a server writing meanwhile cannot make a

@@ -30,7 +30,6 @@ from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
 
 T = TypeVar("T")
 
-SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_POOL_MAX = 16
 CONNECT_TIMEOUT_S = 10
 POOL_WAIT_S = 30.0

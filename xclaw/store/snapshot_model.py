@@ -27,7 +27,6 @@ from xclaw.store.model import display_id
 Entry = dict[str, Any]
 Manifest = dict[str, Entry]
 
-RESTORE_KINDS = ("rollback", "fork")
 _HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -104,12 +103,6 @@ def check_entry(path: str, entry: Any) -> Entry:
     elif "skipped" not in entry:
         raise ValueError(f"manifest entry of {path!r} is not a file, dir, link or skipped file")
     return entry
-
-
-def check_manifest(manifest: Mapping[str, Any]) -> Manifest:
-    if not isinstance(manifest, Mapping):
-        raise TypeError("a workspace manifest must be an object {path: entry}")
-    return {p: check_entry(p, e) for p, e in manifest.items()}
 
 
 def diff_manifests(

@@ -36,10 +36,13 @@ class OtelConfig:
     capture_content: bool = False
 
 
-def otel_config(extra: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> OtelConfig:
-    """From the environment (wins) and xclaw.yaml's `otel` mapping."""
+def otel_config(
+    yaml_conf: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> OtelConfig:
+    """From the environment (wins) and xclaw.yaml's `otel` mapping (`yaml_conf` is the whole
+    file). Called once, by xclaw.config.load_settings: the result is `Settings.otel`."""
     env = os.environ if env is None else env
-    conf = (extra or {}).get("otel") or {}
+    conf = (yaml_conf or {}).get("otel") or {}
     if not isinstance(conf, Mapping):
         raise ConfigError("xclaw.yaml: `otel` must be a mapping (endpoint, protocol, ...)")
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":

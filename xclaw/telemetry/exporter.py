@@ -43,7 +43,6 @@ class TurnExporter:
         self._pending = 0
         self._thread = threading.Thread(target=self._work, name="xclaw-otel", daemon=True)
         self._thread.start()
-        self.exported_spans = 0
 
     # --- called by the runtime (never blocks) ------------------------------------------------
     def run_ended(self, session_id: str, started_ms: int) -> None:
@@ -98,7 +97,6 @@ class TurnExporter:
                 session_id, turn, capture_content=self.config.capture_content, redact=self.redact
             ):
                 self._processor.on_end(self._readable(span))
-                self.exported_spans += 1
 
     def _readable(self, span: SpanData) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -199,19 +197,12 @@ def _span_exporter(config: OtelConfig) -> Any:
 
 
 def start_exporter(
-    store: Store, extra: Any, *, redact: Callable[[str], str] = lambda t: t
+    store: Store, config: OtelConfig | None, *, redact: Callable[[str], str] = lambda t: t
 ) -> TurnExporter | None:
-    """A TurnExporter when export is switched on, else None. Export that is asked for but
-    cannot start (the `otel` extra not installed) is a warning, never an error."""
-    from xclaw.errors import ConfigError
-    from xclaw.telemetry.config import otel_config
-
-    try:
-        config = otel_config(extra)
-    except ConfigError as e:
-        log.warning("otel: export stays off: %s", e.message)
-        return None
-    if not config.enabled:
+    """A TurnExporter when export is switched on (`Settings.otel`, checked when the settings
+    were read), else None. Export that is asked for but cannot start (the `otel` extra not
+    installed) is a warning, never an error."""
+    if config is None or not config.enabled:
         return None
     try:
         return TurnExporter(store, config, redact=redact)

@@ -291,8 +291,3 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-async def stop_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM the group, `grace_s` to go, then SIGKILL whatever is left."""
-    await StepProcesses(session_id="", tag="-", pgid=pgid).stop(grace_s)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from xclaw.config import refuse_unknown
 from xclaw.errors import ConfigError
 
 ApprovalRule = Literal["ask", "allow"]
@@ -110,12 +111,7 @@ def parse_policies(raw: Any) -> dict[str, ToolPolicy]:
     for name, entry in raw.items():
         if not isinstance(entry, Mapping):
             raise ConfigError(f"xclaw.yaml: tool_policies.{name} must be a mapping")
-        unknown = set(entry) - {"approval", "resume"}
-        if unknown:
-            raise ConfigError(
-                f"xclaw.yaml: tool_policies.{name}: unknown key {min(unknown)!r} "
-                "(known: approval, resume)"
-            )
+        refuse_unknown(entry, ("approval", "resume"), f"tool_policies.{name}")
         approval = entry.get("approval")
         resume = entry.get("resume")
         if approval not in (None, "ask", "allow"):

@@ -33,7 +33,7 @@ from pathlib import Path
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
-from xclaw.workspace.snapshots import pause_for_tests
+from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import IgnoreRules, walk
 
 log = logging.getLogger("xclaw.workspace")
@@ -93,9 +93,12 @@ def restore_lock(root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def complete_restore(store: Store, root: Path, pending: PendingRestore) -> RestoreReport:
+def complete_restore(
+    store: Store, root: Path, pending: PendingRestore, crash_point: CrashPoint = no_crash_point
+) -> RestoreReport:
     """Bring the workspace of `pending.session_id` to the journaled state and drop the
-    journal row. The caller holds restore_lock."""
+    journal row. The caller holds restore_lock. `crash_point` is told each moment a crash
+    test may stop at (xclaw.workspace.crash_points)."""
     ws, tmp, old = side_paths(root, pending.session_id)
     rules = IgnoreRules(pending.ignore)
     manifest = pending.manifest
@@ -105,24 +108,24 @@ def complete_restore(store: Store, root: Path, pending: PendingRestore) -> Resto
             # Crashed after the first rename: the new state was complete before it.
             if not ws.exists():
                 if not tmp.is_dir():
-                    files, kept = _build(store, root, pending, tmp, rules)
+                    files, kept = _build(store, root, pending, tmp, rules, crash_point)
                 os.rename(tmp, ws)
         else:
             _remove(tmp)
-            files, kept = _build(store, root, pending, tmp, rules)
-            pause_for_tests("restore.materialised")
+            files, kept = _build(store, root, pending, tmp, rules, crash_point)
+            crash_point("restore.materialised")
             if ws.exists() or ws.is_symlink():
                 os.rename(ws, old)
-            pause_for_tests("restore.half-swapped")
+            crash_point("restore.half-swapped")
             os.rename(tmp, ws)
-            pause_for_tests("restore.swapped")
+            crash_point("restore.swapped")
         if pending.kind == "rollback" and old.is_dir() and manifest is not None:
-            kept += _move_unversioned(old, ws, manifest, rules)
+            kept += _move_unversioned(old, ws, manifest, rules, crash_point)
         _remove(old)
         # The journal row goes only once the new files survive a power loss too: else a
         # crash of the machine could leave a half-written workspace with no restore pending.
         flush_to_disk(root)
-        pause_for_tests("restore.done")
+        crash_point("restore.done")
     except (OSError, MissingBlobs) as e:
         why = (
             f"the database lacks {len(e.hashes)} file content(s) of the target state"
@@ -138,7 +141,12 @@ def complete_restore(store: Store, root: Path, pending: PendingRestore) -> Resto
 
 
 def _build(
-    store: Store, root: Path, pending: PendingRestore, tmp: Path, rules: IgnoreRules
+    store: Store,
+    root: Path,
+    pending: PendingRestore,
+    tmp: Path,
+    rules: IgnoreRules,
+    crash_point: CrashPoint,
 ) -> tuple[int, int]:
     """Write the new state into `tmp` (private, 0700). Returns (files written, kept)."""
     source = root / pending.source_session_id if pending.source_session_id else None
@@ -151,14 +159,16 @@ def _build(
         os.chmod(tmp, 0o700)
         return 0, 0
     tmp.mkdir(mode=0o700)
-    files = materialise(store, tmp, pending.manifest)
+    files = materialise(store, tmp, pending.manifest, crash_point)
     kept = 0
     if pending.kind == "fork" and source is not None and source.is_dir():
         kept = _copy_unversioned(source, tmp, pending.manifest, rules)
     return files, kept
 
 
-def materialise(store: Store, target: Path, manifest: Manifest) -> int:
+def materialise(
+    store: Store, target: Path, manifest: Manifest, crash_point: CrashPoint = no_crash_point
+) -> int:
     """Create the manifest's directories, files and links inside the empty directory
     `target`. Returns the number of files and links written."""
     entries = sorted((check_path(p), e) for p, e in manifest.items())
@@ -179,9 +189,9 @@ def materialise(store: Store, target: Path, manifest: Manifest) -> int:
         batch.append(h)
         size += sizes[h]
         if size >= _FETCH_BYTES:
-            written += _write_batch(store, target, batch, by_hash)
+            written += _write_batch(store, target, batch, by_hash, crash_point)
             batch, size = [], 0
-    written += _write_batch(store, target, batch, by_hash)
+    written += _write_batch(store, target, batch, by_hash, crash_point)
     for path, e in links:
         parent = _make_dirs(target, path.rpartition("/")[0]) if "/" in path else target
         os.symlink(e["link"], parent / path.rpartition("/")[2])
@@ -193,7 +203,11 @@ def materialise(store: Store, target: Path, manifest: Manifest) -> int:
 
 
 def _write_batch(
-    store: Store, target: Path, batch: list[str], by_hash: dict[str, list[tuple[str, int]]]
+    store: Store,
+    target: Path,
+    batch: list[str],
+    by_hash: dict[str, list[tuple[str, int]]],
+    crash_point: CrashPoint,
 ) -> int:
     if not batch:
         return 0
@@ -219,7 +233,7 @@ def _write_batch(
                 os.close(fd)
             n += 1
             if n == 1:
-                pause_for_tests("restore.materialising")
+                crash_point("restore.materialising")
     return n
 
 
@@ -250,7 +264,9 @@ def _unversioned(ws: Path, manifest: Manifest, rules: IgnoreRules) -> list[str]:
     return [f.rel for f in walk(ws, rules) if f.ignored or f.rel in skipped]
 
 
-def _move_unversioned(old: Path, ws: Path, manifest: Manifest, rules: IgnoreRules) -> int:
+def _move_unversioned(
+    old: Path, ws: Path, manifest: Manifest, rules: IgnoreRules, crash_point: CrashPoint
+) -> int:
     """Rollback: what snapshots do not version stays as it was (moved, not copied)."""
     moved = 0
     for rel in _unversioned(old, manifest, rules):
@@ -260,7 +276,7 @@ def _move_unversioned(old: Path, ws: Path, manifest: Manifest, rules: IgnoreRule
         os.rename(old / rel, dest)
         moved += 1
         if moved == 1:
-            pause_for_tests("restore.moving")
+            crash_point("restore.moving")
     return moved
 
 

@@ -21,13 +21,15 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import ConfigError
 from xclaw.workspace import landlock, socket_filter
+
+if TYPE_CHECKING:
+    from xclaw.config import Settings
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
 # Where the owner's credentials usually live, beneath $HOME: hidden from a confined command
@@ -178,15 +180,13 @@ def probe_bwrap(bwrap: str) -> str | None:
     return text[-1] if text else f"exit status {done.returncode}"
 
 
-def isolation_from_settings(settings: Any) -> Isolation:
-    """Decide the isolation for this process from `sandbox:` in the settings."""
-    sandbox = (getattr(settings, "extra", None) or {}).get("sandbox") or {}
-    if not isinstance(sandbox, Mapping):
-        raise ConfigError("xclaw.yaml: `sandbox` must be a mapping")
-    mode = str(sandbox.get("isolation", "auto"))
+def isolation_from_settings(settings: Settings | None) -> Isolation:
+    """Decide the isolation for this process from `sandbox:` in the settings (checked when
+    xclaw.yaml was read; None: the defaults)."""
+    mode = settings.isolation if settings is not None else "auto"
     if mode not in ISOLATION_MODES:
         raise ConfigError(f"sandbox.isolation {mode!r}: expected auto, bwrap or none")
-    network = bool(sandbox.get("network", False))
+    network = settings.sandbox_network if settings is not None else False
     if mode == "none":
         return Isolation("none", "sandbox.isolation is none", network)
     bwrap = shutil.which("bwrap")

@@ -22,14 +22,15 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xclaw.errors import ConfigError, MissingBlobs, WorkspaceError
+from xclaw.config import Settings
+from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Manifest, SnapshotInfo
+from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import DEFAULT_IGNORE, Found, IgnoreRules, walk
 
 log = logging.getLogger("xclaw.workspace")
@@ -48,33 +49,23 @@ _SAVE_ATTEMPTS = 3
 
 @dataclass(frozen=True)
 class SnapshotConfig:
-    """`sandbox:` in xclaw.yaml: snapshots (on/off), ignore, max_file_mb, max_snapshot_mb."""
+    """`sandbox:` in xclaw.yaml: snapshots (on/off), ignore, max_file_mb, max_snapshot_mb;
+    and the crash-test hook (xclaw.workspace.crash_points), which does nothing by default."""
 
     enabled: bool = True
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     max_file_bytes: int = 50 * MB
     max_total_bytes: int = 500 * MB
+    crash_point: CrashPoint = field(default=no_crash_point, compare=False)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> SnapshotConfig:
-        sandbox = (getattr(settings, "extra", None) or {}).get("sandbox") or {}
-        if not isinstance(sandbox, Mapping):
-            raise ConfigError("xclaw.yaml: `sandbox` must be a mapping")
-        ignore = sandbox.get("ignore", DEFAULT_IGNORE)
-        if isinstance(ignore, str) or not all(isinstance(p, str) for p in ignore):
-            raise ConfigError("xclaw.yaml: `sandbox.ignore` must be a list of patterns")
-        try:
-            max_file = float(sandbox.get("max_file_mb", cls.max_file_bytes / MB))
-            max_total = float(sandbox.get("max_snapshot_mb", cls.max_total_bytes / MB))
-        except (TypeError, ValueError) as e:
-            raise ConfigError(f"xclaw.yaml: sandbox.max_file_mb / max_snapshot_mb: {e}") from e
-        if max_file <= 0 or max_total <= 0:
-            raise ConfigError("xclaw.yaml: sandbox.max_file_mb and max_snapshot_mb must be > 0")
+    def from_settings(cls, settings: Settings) -> SnapshotConfig:
+        """From the declared settings (checked when xclaw.yaml was read)."""
         return cls(
-            enabled=bool(sandbox.get("snapshots", True)),
-            ignore=tuple(ignore),
-            max_file_bytes=int(max_file * MB),
-            max_total_bytes=int(max_total * MB),
+            enabled=settings.snapshots,
+            ignore=DEFAULT_IGNORE if settings.snapshot_ignore is None else settings.snapshot_ignore,
+            max_file_bytes=int(settings.max_file_mb * MB),
+            max_total_bytes=int(settings.max_snapshot_mb * MB),
         )
 
 
@@ -142,7 +133,7 @@ class Snapshotter:
             started = time.perf_counter()
             for _ in range(_SAVE_ATTEMPTS):
                 manifest, stats = self._capture(store, workspace)
-                pause_for_tests("snapshot.stored")
+                self.config.crash_point("snapshot.stored")
                 try:
                     info = store.save_snapshot(session_id, seq, manifest, new_bytes=stats.new_bytes)
                 except MissingBlobs as e:
@@ -292,13 +283,3 @@ def _skipped(reason: str, size: int) -> dict[str, Any]:
 def _mb(n: int) -> str:
     return f"{n / MB:g} MB"
 
-
-def pause_for_tests(point: str) -> None:
-    """Crash tests only: XCLAW_TEST_PAUSE=<point> holds the process here (announcing it on
-    the file XCLAW_TEST_PAUSE_FILE) so that the test can SIGKILL it at a known moment."""
-    if os.environ.get("XCLAW_TEST_PAUSE") != point:
-        return
-    marker = os.environ.get("XCLAW_TEST_PAUSE_FILE")
-    if marker:
-        Path(marker).write_text(point)
-    time.sleep(120)

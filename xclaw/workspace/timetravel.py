@@ -75,7 +75,8 @@ class Workspaces:
             with restore_lock(self.root):
                 # Read again under the lock: another process may have completed it meanwhile.
                 for pending in self.store.pending_restores(sid):
-                    reports.append(complete_restore(self.store, self.root, pending))
+                    done = complete_restore(self.store, self.root, pending, self.config.crash_point)
+                    reports.append(done)
             self.snapshotter.forget(self.path(sid))
         return reports
 

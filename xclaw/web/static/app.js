@@ -494,13 +494,16 @@ function setupTraceResizer() {
   const handle = $("trace-resizer");
   const workspace = $("workspace");
   const apply = (px) => {
-    const max = Math.max(300, workspace.getBoundingClientRect().width - 360);
+    // The chat keeps 480 px: its composer's placeholder, Stop and Send must still fit.
+    const max = Math.max(300, workspace.getBoundingClientRect().width - 480);
     const width = Math.round(Math.min(Math.max(px, 280), max));
-    workspace.style.setProperty("--trace-width", `${width}px`);
+    workspace.style.setProperty("--trace-width", fitted(width));
     localStorage.setItem("xclaw_trace_width", String(width));
   };
+  // A width dragged on a wide window must not squeeze the chat on a narrower one.
+  const fitted = (px) => `min(${px}px, max(280px, calc(100% - 480px)))`;
   const saved = Number(localStorage.getItem("xclaw_trace_width"));
-  if (saved > 0) workspace.style.setProperty("--trace-width", `${saved}px`);
+  if (saved > 0) workspace.style.setProperty("--trace-width", fitted(saved));
   handle.addEventListener("pointerdown", (e) => {
     e.preventDefault();
     handle.setPointerCapture(e.pointerId);

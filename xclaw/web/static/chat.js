@@ -68,6 +68,7 @@ export class Transcript {
     const byCall = new Map();
     for (const m of items) {
       if (m.kind === "user") this.add(userBubble(m.text, true));
+      else if (m.kind === "summary") this.add(summaryFold(m.text));
       else if (m.kind === "assistant") {
         if ((m.thinking || []).length) this.add(thinkingFold(thinkingOf(m.thinking), true));
         if (m.text) this.add(assistantBubble(m.text, true));
@@ -78,7 +79,12 @@ export class Transcript {
         }
       } else if (m.kind === "tool_result") {
         const line = byCall.get(m.tool_call_id);
-        if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
+        if (line && m.running && m.stepId) {
+          // Still running on the server (a refresh is not a crash): its live frames land here.
+          setToolState(line, "running");
+          line.querySelector(".tool-step").textContent = m.stepId;
+          this.tools.set(m.stepId, line);
+        } else if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
       }
     }
     this.add(h("div.divider.restored-end", h("span", { text: "live from here" })), { force: true });
@@ -204,6 +210,13 @@ function thinkingFold(frame, restored) {
   return h(`details.thinking${restored ? ".restored" : ""}`,
     h("summary", { text: `Thinking${bits.length ? " · " + bits.join(" · ") : ""}` }),
     text ? h("pre.thinking-text", { text }) : h("p.muted", { text: "The provider sent this reasoning encrypted." }));
+}
+
+/** What /compact (or a full context window) put in place of the older turns, folded. */
+function summaryFold(text) {
+  return h("details.thinking.summary.restored",
+    h("summary", { text: "Earlier conversation, summarised" }),
+    h("pre.thinking-text", { text: String(text || "") }));
 }
 
 function toolLine(frame, restored) {

@@ -262,7 +262,7 @@ export class CompareView {
           h("span.muted.mono", { text: id.slice(0, 10) }),
           h("button.linkish.small", { type: "button", text: "open", onclick: () => this.onSwitch(id) })),
         h("div.compare-figures",
-          h(`span${diff(t.steps, o.steps)}`, { text: `${t.steps} steps after the fork` }),
+          h(`span${diff(t.steps, o.steps)}`, { text: `${t.steps} step${t.steps === 1 ? "" : "s"} after the fork` }),
           h(`span${diff(t.tools, o.tools)}`, { text: `${t.tools} tool call${t.tools === 1 ? "" : "s"}` }),
           h("span", { text: formatDuration(t.duration) || "0 ms" }),
           h(`span${diff(t.tokens, o.tokens)}`, { text: `${formatCount(t.tokens)} tokens` })),
@@ -346,7 +346,9 @@ export class CompareView {
         h("span.step-id", { text: step.id })),
       step.type === "system_alert" && step.name === "approval"
         ? h(`div.cell-input${mark("input")}${mark("output")}`, { text: approvalWords(step) })
-        : step.type === "user_input" || step.type === "tool_call" || step.type === "system_alert"
+        : step.type === "system_alert"
+          ? h(`div.cell-input${mark("input")}`, { text: summary(step) })  // in words, as the trace says it
+          : step.type === "user_input" || step.type === "tool_call"
           ? h(`div.cell-input${mark("input")}`, { text: oneLine(step.input, 300) })
           : null,
       shown !== null && shown !== undefined && shown !== ""

@@ -279,7 +279,8 @@ export function summary(step) {
     case "system_alert": {
       const input = step.input || {};
       if (step.name === "approval") {
-        const verdict = step.status === "running" ? "waiting for you" : out && out.approved ? "approved" : "denied";
+        const verdict = step.status === "running" ? "waiting for you"
+          : out && out.approved ? "approved" : (out && out.why) || "denied";  // why: "cancelled by the user"
         return `${input.tool || "tool"} — ${verdict}`;
       }
       if (step.name === "resume") {
