@@ -45,7 +45,7 @@ async def test_a_confined_command_cannot_read_credential_files(
     ws.mkdir(parents=True)
     command = (f"cat {home}/.ssh/id_ed25519 {home}/.netrc {home}/.aws/credentials "
                f"{home}/notes.txt; ls -a {home}/.ssh")
-    shell = {t.name: t for t in default_tools()}["shell"]
+    shell = default_tools()["shell"]
     decision = ApprovalPolicy("ask", confinement=True).decide(shell, {"command": command})
     assert decision.kind == "allow" and decision.confine  # so it runs unasked: confined
     tool = ShellTool(default_timeout_s=30, isolation=iso)
