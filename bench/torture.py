@@ -773,10 +773,18 @@ def campaign(kills: int, power_losses: int, seed: int, root: Path) -> Figures:
     return fig
 
 
+def count(text: str) -> int:
+    """A number of kills or power losses: a negative one would never be reached."""
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n}: must be 0 or more")
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=int, default=200, help="SIGKILLs in all (half headless, 3/10 gateway, the rest time travel)")
-    ap.add_argument("--power-losses", type=int, default=40)
+    ap.add_argument("--kills", type=count, default=200, help="SIGKILLs in all (half headless, 3/10 gateway, the rest time travel)")
+    ap.add_argument("--power-losses", type=count, default=40)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", action="store_true", help="the figures as one JSON object")
     ap.add_argument("--keep", action="store_true", help="keep the runs' directories")

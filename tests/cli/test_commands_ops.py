@@ -329,3 +329,12 @@ def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_rec
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["reproduced"] and out["recordEndsMidTurn"], r.stdout + r.stderr
     assert (tmp_path / "workspaces" / out["sessionId"] / "a.txt").read_text() == "A"
+
+
+def test_fsck_of_a_database_that_does_not_exist_is_an_error_not_an_empty_ok(tmp_path: Path) -> None:
+    """A mistyped --db must not create an empty database and report it healthy."""
+    typo = tmp_path / "xclaw-typo.db"
+    r = xclaw(tmp_path, "fsck", "--db", str(typo))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no database" in r.stderr and str(typo) in r.stderr
+    assert not typo.exists()

@@ -127,6 +127,7 @@ def test_a_session_moves_sqlite_to_postgres_and_back(recorded, tmp_path: Path) -
         ('{"kind": "step", "seq": 1}\n', "line 1: a step line before any session line"),
         ('{"kind": "session", "sessionId": "a:b"}\n', "line 1: invalid session id"),
         ("not json\n", "line 1:"),
+        ('{"kind": "session"}\n', "line 1: missing field 'sessionId'"),
         ('{"kind": "session", "sessionId": "ok", "status": "Running", "createdAt": 1, "updatedAt": 1}\n'
          '{"kind": "step", "seq": 1, "type": "tool_call", "name": "x", "status": "weird", "startTime": 1}\n',
          "line 2: 'weird' is not a valid StepStatus"),

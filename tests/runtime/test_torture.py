@@ -32,3 +32,14 @@ def test_twenty_kills_and_power_losses_lose_and_repeat_nothing() -> None:
     zero = ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
             "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions")
     assert {k: fig[k] for k in zero} == dict.fromkeys(zero, 0), (seed, fig["problems"])
+
+
+@pytest.mark.parametrize("arg", [["--kills", "-3"], ["--power-losses", "-1"]])
+def test_a_negative_count_is_refused_at_once(arg: list[str]) -> None:
+    """A negative count used to loop forever (`while made < n` never ends when n < 0)."""
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "torture.py"), *arg],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "must be 0 or more" in p.stderr

@@ -174,3 +174,76 @@ def test_tool_policies_for_a_built_in_tool_are_refused(module_dir: Path) -> None
     (module_dir / "xclaw.yaml").write_text(f"tools: ['{module_name(module_dir)}:forecast', '{module_name(module_dir)}:forecast']\n")
     with pytest.raises(ConfigError, match=r"a tool named 'forecast' exists already"):
         default_toolbox(load_settings(cwd=module_dir))
+
+
+def test_tool_policies_naming_no_tool_are_refused_not_ignored(module_dir: Path) -> None:
+    """A misspelt name under tool_policies would silently leave the tool on its default
+    policy (`{approval: ask}` on a tool that then runs unasked in yolo): refused, named."""
+    mod = module_name(module_dir)
+    (module_dir / "xclaw.yaml").write_text(
+        f"tools: ['{mod}:forecast']\ntool_policies:\n  forcast: {{approval: ask}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"tool_policies\.forcast: no tool of that name.*did you mean 'forecast'"):
+        default_toolbox(load_settings(cwd=module_dir))
+    (module_dir / "xclaw.yaml").write_text(
+        "mcp_servers:\n  git: {command: mcp-server-git}\n"
+        "tool_policies:\n  mcp__gti__git_commit: {approval: ask}\n"
+    )
+    with pytest.raises(ConfigError, match=r"tool_policies\.mcp__gti__git_commit: no MCP server 'gti'.*\(configured: git\)"):
+        default_toolbox(load_settings(cwd=module_dir))
+    # A configured server's prefix passes here: its tool list is only known once it starts.
+    (module_dir / "xclaw.yaml").write_text(
+        "mcp_servers:\n  git: {command: mcp-server-git}\n"
+        f"tools: ['{mod}:forecast']\n"
+        "tool_policies:\n  mcp__git__git_commit: {approval: ask}\n  forecast: {resume: ask}\n"
+    )
+    default_toolbox(load_settings(cwd=module_dir))
+
+
+async def test_a_policy_for_a_tool_its_mcp_server_does_not_have_is_reported(tmp_path: Path) -> None:
+    from tests.tools.mcp_servers.servers import python_server
+
+    (tmp_path / "xclaw.yaml").write_text(
+        f"mcp_servers:\n  time: {{command: {python_server('mcp-server-time')}}}\n"
+        "tool_policies:\n  mcp__time__get_curent_time: {approval: allow}\n"
+        "  mcp__time__convert_time: {approval: allow}\n"
+    )
+    box = default_toolbox(load_settings(cwd=tmp_path))
+    try:
+        assert await box.prepare() == {}
+        warnings = box.policy_warnings()
+    finally:
+        await box.close()
+    assert warnings == [(
+        "tool_policies.mcp__time__get_curent_time: MCP server 'time' has no such tool "
+        "(did you mean 'mcp__time__get_current_time'?); this policy applies to nothing"
+    )]
+
+
+def test_a_module_that_exits_at_import_is_a_config_error_not_a_silent_exit(tmp_path: Path) -> None:
+    """A script-style module (argparse at top level) calls sys.exit when imported: xclaw
+    must name it, not exit with the module's code and no word."""
+    (tmp_path / "scriptish_tools_q.py").write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(ConfigError, match=r"'scriptish_tools_q:f': cannot import 'scriptish_tools_q': it called sys.exit\(3\)"):
+        load_python_tools(["scriptish_tools_q:f"], cwd=tmp_path)
+
+
+async def test_a_huge_result_is_cut_head_and_tail_before_it_is_recorded(tmp_path: Path) -> None:
+    """Tool output is hostile: 3 MB from a Python tool or an MCP server would be recorded and
+    sent to the model whole (the shell keeps head and tail); they are cut the same way."""
+    from mcp.types import CallToolResult, TextContent
+
+    from xclaw.tools.base import RESULT_CAP_CHARS
+    from xclaw.tools.mcp.tool import result_to_tool_result
+
+    (tmp_path / "huge_tools_q.py").write_text(
+        "def huge() -> str:\n    return 'A' * 1000 + 'x' * 3_000_000 + 'Z' * 1000\n"
+    )
+    [tool] = load_python_tools(["huge_tools_q:huge"], cwd=tmp_path)
+    for result in (
+        await tool.run({}, ToolContext(workspace=tmp_path, session_id="s")),
+        result_to_tool_result(CallToolResult(content=[TextContent(type="text", text="A" * 1000 + "x" * 3_000_000 + "Z" * 1000)])),
+    ):
+        assert len(result.content) < RESULT_CAP_CHARS + 200
+        assert result.content.startswith("A" * 1000) and result.content.endswith("Z" * 1000)
+        assert "characters cut" in result.content

@@ -42,9 +42,22 @@ def compact_json(value: Any) -> str:
 
 
 def _preview(text: str) -> str:
+    text = _compact_json(text)
     first = text.strip().splitlines()[0] if text.strip() else ""
     more = len(text.strip().splitlines()) > 1 or len(first) > OUTPUT_PREVIEW_CHARS
     return first[:OUTPUT_PREVIEW_CHARS] + (" …" if more else "")
+
+
+def _compact_json(text: str) -> str:
+    """Pretty-printed JSON (an MCP server's answer, often) on one line, so that the preview
+    shows the answer rather than its opening brace."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "[") or len(stripped) > 100_000:
+        return text
+    try:
+        return json.dumps(json.loads(stripped), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
 
 
 # Markup worth rendering: emphasis, code, headings, lists, quotes, tables, rules.

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.cli.commands_store import _dump, _out, with_existing_store, with_store, workspace_option
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.store.base import Store
@@ -16,7 +16,7 @@ from xclaw.store.base import Store
 @click.command("fsck", short_help="Check every invariant of a database (and repair).")
 @click.option("--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup.")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
-@with_store
+@with_existing_store
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
     """Check a database: tool calls and their tool steps, parent links, statuses against the
     steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,

@@ -63,6 +63,16 @@ def _use_prices() -> None:
 
 def with_store(fn: F) -> F:
     """Add --db, open the store (creating or upgrading the file), turn errors into words."""
+    return _store_command(fn, must_exist=False)
+
+
+def with_existing_store(fn: F) -> F:
+    """As with_store, for commands that inspect a database: a SQLite path with no file is an
+    error (a mistyped --db must not be created empty and then reported on)."""
+    return _store_command(fn, must_exist=True)
+
+
+def _store_command(fn: F, *, must_exist: bool) -> F:
 
     @click.option(
         "--db",
@@ -76,6 +86,8 @@ def with_store(fn: F) -> F:
         try:
             target = db or _default_db()
             if "://" not in target:
+                if must_exist and not Path(target).expanduser().exists():
+                    _fail(f"no database at {target} (nothing to check)", 2)
                 Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
             store = open_store(target)
         except XclawError as e:

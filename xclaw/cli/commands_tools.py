@@ -26,6 +26,7 @@ async def _listing(as_json: bool, check: bool) -> int:
             await toolbox.prepare()  # adds the started servers' tools to the listing
         policy = ApprovalPolicy.from_settings(settings)
         tools = tool_rows(toolbox.tools, policy)
+        warnings = toolbox.policy_warnings()
     finally:
         await toolbox.close()
     # Server settings hold `${VAR}` values substituted (args, URL, env echoed on stderr): as
@@ -36,12 +37,16 @@ async def _listing(as_json: bool, check: bool) -> int:
     if as_json:
         # Tool names and descriptions come from MCP servers: printed inert (terminal_text).
         click.echo(json_for_terminal(
-            {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers},
+            {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers,
+             "warnings": warnings},
             indent=2,
         ))
     else:
         click.echo(printable(format_listing(tools, servers, settings.approval_mode)))
-    return 1 if check and any(s["status"] == "error" for s in servers) else 0
+        for why in warnings:
+            click.secho(printable(f"warning: {why}"), fg="yellow", err=True)
+    failed = any(s["status"] == "error" for s in servers) or bool(warnings)
+    return 1 if check and failed else 0
 
 
 def register(cli: click.Group) -> None:

@@ -466,6 +466,9 @@ class Runtime:
             for server, why in (await self.toolbox.prepare()).items():
                 log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
                 emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
+            for why in self.toolbox.policy_warnings():
+                log.warning("event=tool_policy_unmatched reason=%r", why)
+                emit(notice_frame(f"[tools] {why}"))
             # Continued on the user's explicit request after an error (resume_if_needed).
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED

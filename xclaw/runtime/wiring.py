@@ -48,6 +48,11 @@ class Toolbox:
                 self.tools[tool.name] = tool
         return errors
 
+    def policy_warnings(self) -> list[str]:
+        """`tool_policies` entries for a tool its (started) MCP server does not have: such a
+        policy would apply to nothing, so the user is told (the list is known only now)."""
+        return self.mcp.unmatched_policies() if self.mcp else []
+
     async def close(self) -> None:
         if self.mcp:
             await self.mcp.close()
@@ -72,9 +77,38 @@ def default_toolbox(settings: Settings) -> Toolbox:
         if tool.name in tools:
             raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
         tools[tool.name] = tool
+    _check_policy_names(policies, tools, [s.name for s in settings.mcp_servers])
     return Toolbox(
         tools=tools,
         policy=ApprovalPolicy.from_settings(settings),
         workspace_root=settings.workspace_root,
         mcp=McpHub(settings.mcp_servers, policies) if settings.mcp_servers else None,
     )
+
+
+def _check_policy_names(policies: Any, tools: MutableMapping[str, Tool], servers: list[str]) -> None:
+    """Every `tool_policies` name must be a Python tool or a tool of a configured MCP server
+    (its tool list is checked when it starts): a misspelt name is refused, never ignored."""
+    import difflib
+
+    from xclaw.errors import ConfigError
+    from xclaw.tools.mcp.tool import PREFIX, tool_name
+
+    prefixes = {tool_name(server, ""): server for server in servers}
+    for name in policies:
+        if name in tools:
+            continue
+        if name.startswith(PREFIX):
+            if any(name.startswith(p) for p in prefixes):
+                continue
+            server = name[len(PREFIX):].split("__", 1)[0]
+            raise ConfigError(
+                f"xclaw.yaml: tool_policies.{name}: no MCP server {server!r} in mcp_servers "
+                f"(configured: {', '.join(servers) or 'none'})"
+            )
+        close = difflib.get_close_matches(name, list(tools), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"xclaw.yaml: tool_policies.{name}: no tool of that name{hint} (tool_policies "
+            "names Python tools, or MCP tools as mcp__<server>__<tool>)"
+        )

@@ -95,7 +95,9 @@ def parse_export(lines: Iterable[str], where: str = "the file") -> list[Exported
                 out[-1].blobs[h] = data
             else:
                 raise ValueError(f"unknown kind {kind!r} (expected 'session', 'step' or 'blob')")
-        except (ValueError, KeyError, TypeError) as e:
+        except KeyError as e:
+            raise BadExport(f"{where} line {n}: missing field {e}") from None
+        except (ValueError, TypeError) as e:
             raise BadExport(f"{where} line {n}: {e}") from None
     if not out:
         raise BadExport(f"{where} holds no session (expected what `xclaw export` writes)")

@@ -20,6 +20,19 @@ class ToolResult:
     images: tuple[ImageBlock, ...] = ()
 
 
+# What an MCP or Python tool's text result may hold, as the shell's default output cap: tool
+# output is hostile, and megabytes would be recorded and sent to the model whole.
+RESULT_CAP_CHARS = 30_000
+
+
+def cap_result_text(text: str, limit: int = RESULT_CAP_CHARS) -> str:
+    """The first and last `limit/2` characters, with how many were cut between."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
 # Runs a sub-agent on a task and returns its final answer; provided by the runtime.
 SpawnAgent = Callable[[str], Awaitable[str]]
 

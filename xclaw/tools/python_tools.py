@@ -29,7 +29,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from xclaw.errors import ConfigError
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import ToolContext, ToolResult, cap_result_text
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
 _MARK = "__xclaw_tool__"
@@ -110,7 +110,7 @@ class PythonTool:
             raise
         except Exception as e:  # noqa: BLE001 - the model reads what went wrong
             return ToolResult(f"{self.name} raised {type(e).__name__}: {e}", is_error=True)
-        return ToolResult(_as_text(value))
+        return ToolResult(cap_result_text(_as_text(value)))
 
 
 def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str | None]:
@@ -179,6 +179,11 @@ def load_python_tools(
         module_name, _, attr = ref.partition(":")
         try:
             module = importlib.import_module(module_name)
+        except SystemExit as e:  # a script-style module (argparse at top level) exits on import
+            raise ConfigError(
+                f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: it called "
+                f"sys.exit({e.code!r}) while being imported"
+            ) from None
         except Exception as e:
             raise ConfigError(
                 f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: {type(e).__name__}: {e}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -357,3 +358,42 @@ def test_tool_names_are_ones_the_providers_accept() -> None:
     assert tool_name("ev", "get-tiny-image") == "mcp__ev__get-tiny-image"
     assert tool_name("fs", "read.file v2") == "mcp__fs__read_file_v2"
     assert len(tool_name("server", "x" * 100)) == 64
+
+
+async def test_a_server_printing_garbage_on_stdout_is_one_clear_line_not_tracebacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that writes non-JSON-RPC lines on stdout: the SDK's per-line tracebacks do not
+    reach the terminal; the log gets one line naming the server, and when the server never
+    answers the start-up error quotes what it wrote. A banner before a working server is
+    harmless (the server starts)."""
+    junk = tmp_path / "junk.py"
+    junk.write_text("import sys, time\nprint('hello I am not json', flush=True)\ntime.sleep(300)\n")
+    banner = tmp_path / "banner.py"
+    banner.write_text(
+        "import os, sys\nprint('Starting time server v1.0', flush=True)\n"
+        f"os.execv({python_server('mcp-server-time')!r}, ['mcp-server-time'])\n"
+    )
+    import sys
+
+    hub = McpHub(
+        servers(
+            {
+                "junk": {"command": sys.executable, "args": [str(junk)], "startup_timeout_s": 3},
+                "banner": {"command": sys.executable, "args": [str(banner)], "trusted": True},
+            }
+        )
+    )
+    caplog.set_level(logging.DEBUG)
+    try:
+        failures = await hub.start()
+        assert set(failures) == {"junk"}
+        assert "MCP server 'junk'" in failures["junk"]
+        assert "hello I am not json" in failures["junk"], failures["junk"]
+        assert any(t.name == "mcp__banner__get_current_time" for t in hub.tools())
+    finally:
+        await hub.close()
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+    lines = [r.getMessage() for r in caplog.records if r.name == "xclaw.mcp" and "not JSON-RPC" in r.getMessage()]
+    assert any("server=junk" in m and "hello I am not json" in m for m in lines), lines
+    assert any("server=banner" in m and "Starting time server" in m for m in lines), lines

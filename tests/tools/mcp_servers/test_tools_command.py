@@ -99,3 +99,31 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
     rolled = await run(f"/rollback {first_user.display_id}")
     assert "2 steps had effects outside the workspace; they are not undone" in rolled
     assert f"{marks[0].display_id} mcp__ev__toggle-simulated-logging" in rolled
+
+
+def test_the_outside_check_through_xclaw_run_shows_the_servers_answer(tmp_path: Path) -> None:
+    """Issue 12's check as a new user runs it: `mcp_servers: {time: {command: mcp-server-time}}`,
+    a scripted model calling mcp__time__get_current_time {"timezone": "UTC"}. Untrusted, with no
+    terminal to ask, the call is denied (exit 3); trusted, it completes and the terminal shows
+    the answer itself, not the first line of pretty-printed JSON (`↳ { …`)."""
+    (tmp_path / "s.json").write_text(json.dumps({"turns": [
+        {"tool_calls": [{"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]},
+        {"text": "done"},
+    ]}))
+    env = clean_env(XCLAW_HOME=str(tmp_path / "home"), NO_COLOR="1", XCLAW_MODEL=f"script:{tmp_path / 's.json'}")
+
+    def run(yaml: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "xclaw.yaml").write_text(yaml)
+        return subprocess.run(
+            [sys.executable, "-m", "xclaw", "run", "what time is it"], cwd=tmp_path, env=env,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+        )
+
+    server = python_server("mcp-server-time")
+    denied = run(f"mcp_servers: {{time: {{command: {server}}}}}\n")
+    assert denied.returncode == 3, denied.stdout + denied.stderr
+    assert "MCP server 'time' is not trusted" in denied.stdout
+    ok = run(f"mcp_servers: {{time: {{command: {server}, trusted: true}}}}\n")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    [shown] = [line for line in ok.stdout.splitlines() if line.strip().startswith("↳")]
+    assert '"timezone":"UTC"' in shown and '"datetime":"' in shown, shown

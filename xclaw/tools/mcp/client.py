@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -30,6 +31,60 @@ log = logging.getLogger("xclaw.mcp")
 
 # After a failed start, how long until the next run tries that server again.
 RETRY_AFTER_S = 30.0
+
+
+class _StdoutNoise:
+    """Lines a stdio server wrote on stdout that are not JSON-RPC (a banner, a debug print):
+    logged once each as one line naming the server, and quoted if the server never answers."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.lines: list[str] = []
+
+    def add(self, line: str) -> None:
+        log.warning("event=mcp_stdout server=%s reason='not JSON-RPC' line=%r", self.server, line)
+        self.lines = (self.lines + [line])[-3:]
+
+    def quoted(self) -> str:
+        if not self.lines:
+            return ""
+        return "; it wrote on stdout lines that are not JSON-RPC: " + " | ".join(self.lines)
+
+
+# The connection task's collector; the SDK's stdout reader task inherits it (anyio tasks copy
+# the context of the task that starts them), so the filter below knows which server spoke.
+_NOISE: contextvars.ContextVar[_StdoutNoise | None] = contextvars.ContextVar("mcp_noise", default=None)
+
+
+class _ParseErrorToOneLine(logging.Filter):
+    """The SDK logs every unparsable stdout line with a full traceback (through Python's
+    last-resort handler in `xclaw run`, on the user's terminal): turn it into one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Failed to parse JSONRPC message"):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        line = _offending_input(exc)
+        noise = _NOISE.get()
+        if noise is not None:
+            noise.add(line)
+        else:
+            log.warning("event=mcp_stdout reason='not JSON-RPC' line=%r", line)
+        return False
+
+
+def _offending_input(exc: BaseException | None) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            found = errors(include_url=False)
+            if found and "input" in found[0]:
+                value = found[0]["input"]
+                return (value if isinstance(value, str) else repr(value))[:200]
+    return str(exc)[:200]
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_ParseErrorToOneLine())
 
 
 class McpServerError(Exception):
@@ -49,6 +104,7 @@ class McpConnection:
         self._dead = asyncio.Event()
         self._lock = asyncio.Lock()
         self._failure: tuple[str, float] | None = None  # why the last start failed, and when
+        self._noise = _StdoutNoise(self.name)
 
     @property
     def alive(self) -> bool:
@@ -91,7 +147,7 @@ class McpConnection:
             await self._close_locked()
             raise McpServerError(
                 f"MCP server {self.name!r} ({self.config.describe()}) did not start within "
-                f"{self.config.startup_timeout_s:g} s"
+                f"{self.config.startup_timeout_s:g} s{self._noise.quoted()}"
             ) from None
         except McpServerError:
             await self._close_locked()
@@ -103,6 +159,8 @@ class McpConnection:
 
     async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event, dead: asyncio.Event) -> None:
         errlog = _StderrToLog(self.name) if self.config.transport == "stdio" else None
+        self._noise = _StdoutNoise(self.name)
+        _NOISE.set(self._noise)
         try:
             from mcp import ClientSession
 
@@ -127,7 +185,7 @@ class McpConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 - anything the SDK raises means "not usable"
-            why = _describe(e)
+            why = _describe(e) + self._noise.quoted()
             if errlog is not None:
                 why += errlog.last_words()
             if not ready.done():

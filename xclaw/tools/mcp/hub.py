@@ -55,5 +55,25 @@ class McpHub:
                 )
         return out
 
+    def unmatched_policies(self) -> list[str]:
+        """Policies naming a tool that a server which has started does not list."""
+        import difflib
+
+        out = []
+        for conn in self.connections.values():
+            if conn.starts == 0:
+                continue  # not known yet
+            prefix = tool_name(conn.name, "")
+            names = [tool_name(conn.name, t.name) for t in conn.tools]
+            for policy in self.policies:
+                if policy.startswith(prefix) and policy not in names:
+                    close = difflib.get_close_matches(policy, names, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    out.append(
+                        f"tool_policies.{policy}: MCP server {conn.name!r} has no such tool"
+                        f"{hint}; this policy applies to nothing"
+                    )
+        return out
+
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.connections.values()))

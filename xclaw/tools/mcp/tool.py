@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from xclaw.messages import ImageBlock
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import ToolContext, ToolResult, cap_result_text
 from xclaw.tools.files import IMAGE_MAX_BYTES
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
@@ -109,7 +109,7 @@ def result_to_tool_result(result: Any) -> ToolResult:
         if not parts:
             text = json.dumps(structured, ensure_ascii=False, default=str)
             parts.append(text[:_MAX_STRUCTURED_CHARS])
-    content = "\n".join(parts) if parts else "(no output)"
+    content = cap_result_text("\n".join(parts)) if parts else "(no output)"
     return ToolResult(
         content,
         is_error=bool(getattr(result, "is_error", False)),
