@@ -33,7 +33,7 @@ async def _listing(as_json: bool, check: bool) -> int:
     # everywhere else, every credential xclaw knows of is masked before it is shown.
     redact = Redactor([*settings.secret_values(),
                        *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ()))])
-    tools, servers = redact(tools), redact(servers)
+    tools, servers, warnings = redact(tools), redact(servers), redact(warnings)
     if as_json:
         # Tool names and descriptions come from MCP servers: printed inert (terminal_text).
         click.echo(json_for_terminal(
