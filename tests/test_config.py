@@ -258,3 +258,22 @@ def test_docs_configuration_lists_every_key() -> None:
         if f"`{var}`" not in page:
             missing.append(var)
     assert not missing, f"not on docs/configuration.md: {missing}"
+
+
+def test_a_variable_form_not_understood_is_refused_and_defaults_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`${TOKEN:-}` (Claude Code's default form) used to pass as the literal text `${TOKEN:-}`,
+    a silent wrong header; it now takes its default, and any other `${...}` is refused."""
+    monkeypatch.setenv("XCLAW_T_SET", "from-env-42")
+    monkeypatch.delenv("XCLAW_T_UNSET", raising=False)
+    s = settings_from(
+        tmp_path,
+        "mcp_servers:\n  x: {command: c, env: {A: '${XCLAW_T_SET:-no}', B: '${XCLAW_T_UNSET:-fallback}', C: '${XCLAW_T_UNSET:-}'}}\n",
+    )
+    [x] = s.mcp_servers
+    assert x.env == {"A": "from-env-42", "B": "fallback", "C": ""}
+    assert "from-env-42" in s.secret_values()
+    for bad in ("${}", "${1BAD}", "${XCLAW_T_SET:x}", "${XCLAW_T_SET"):
+        with pytest.raises(ConfigError, match=r"mcp_servers\.x\.env\.K: .* is not a variable reference"):
+            settings_from(tmp_path, f"mcp_servers:\n  x: {{command: c, env: {{K: '{bad}'}}}}\n")

@@ -107,3 +107,35 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path: Path) -> None:
 def test_slash_commands_point_to_the_right_tool(tmp_path: Path, text: str) -> None:
     r = xclaw(tmp_path, text, script=[])
     assert r.returncode == 2 and "xclaw chat" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "yaml", "hint"),
+    [
+        ("ask", "write_file", "", "use --approval auto-edits or yolo"),
+        ("ask", "shell", "", "use --approval yolo"),
+        ("auto-edits", "shell", "", "use --approval yolo"),
+        ("auto-edits", "shout", "tools: ['loud_tools_q:shout']\n",
+         "use --approval yolo, or allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}"),
+        ("yolo", "shout", "tools: ['loud_tools_q:shout_hard']\n",
+         "it is asked even under yolo; allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}"),
+    ],
+)
+def test_the_hint_for_a_denied_call_names_what_would_allow_it(
+    tmp_path: Path, mode: str, tool: str, yaml: str, hint: str
+) -> None:
+    """The hint used to say "use --approval auto-edits or yolo" even under auto-edits, and for
+    tools neither mode lets run unasked (an MCP server's commit, a destructive tool)."""
+    (tmp_path / "loud_tools_q.py").write_text(
+        "import xclaw\n\n"
+        "@xclaw.tool\ndef shout(text: str) -> str:\n    return text.upper()\n\n"
+        "@xclaw.tool(destructive=True, name='shout')\ndef shout_hard(text: str) -> str:\n    return text.upper()\n"
+    )
+    (tmp_path / "xclaw.yaml").write_text(yaml)
+    inputs = {"write_file": {"path": "f", "content": "x"}, "shell": {"command": "echo x > f"}, "shout": {"text": "hi"}}
+    r = xclaw(tmp_path, "--approval", mode, "do it", script=[
+        {"text": "", "tool_calls": [{"name": tool, "input": inputs[tool]}]},
+        {"text": "could not"},
+    ])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"no terminal to ask: denied ({hint})" in r.stdout, r.stdout

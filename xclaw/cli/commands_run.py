@@ -43,11 +43,29 @@ class TerminalFrames:
         else:
             answer = False
             self.denied_unasked += 1
-            self.render.line("  no terminal to ask: denied (use --approval auto-edits or yolo)", "yellow")
+            hint = _allow_hint(self.runtime, str(frame.get("name") or ""))
+            self.render.line(f"  no terminal to ask: denied ({hint})", "yellow")
         try:
             self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
         except XclawError:
             pass  # answered elsewhere, or the run ended meanwhile
+
+
+def _allow_hint(runtime: Any, name: str) -> str:
+    """What would let this call run without a terminal, given the approval mode in force:
+    auto-edits only spares file edits; an MCP or Python tool (which has traits) can be
+    allowed by name, and a destructive one is asked even under yolo."""
+    mode = str(getattr(runtime.settings, "approval_mode", "ask"))
+    tool = runtime.toolbox.tools.get(name) if getattr(runtime, "toolbox", None) else None
+    traits = getattr(tool, "traits", None)
+    if traits is None:  # built-in
+        if name in ("write_file", "edit_file") and mode == "ask":
+            return "use --approval auto-edits or yolo"
+        return "use --approval yolo"
+    policy = f"tool_policies: {{{name}: {{approval: allow}}}}"
+    if mode == "yolo" or getattr(traits, "destructive", False):
+        return f"it is asked even under yolo; allow it in xclaw.yaml: {policy}"
+    return f"use --approval yolo, or allow it in xclaw.yaml: {policy}"
 
 
 def _nothing_to_resume(sid: str, status: str) -> str:
@@ -121,8 +139,8 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
         if printer.denied_unasked:
             click.secho(
                 f"error: {printer.denied_unasked} tool call(s) needed approval and were denied: "
-                "stdin is not a terminal, so nobody could be asked. Run in a terminal, or pass "
-                "--approval auto-edits / --approval yolo.",
+                "stdin is not a terminal, so nobody could be asked. Run in a terminal, or see "
+                "the hint beside each denied call (--approval, or tool_policies in xclaw.yaml).",
                 fg="red",
                 err=True,
             )

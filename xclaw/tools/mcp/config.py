@@ -20,7 +20,8 @@ from xclaw.config import nearest
 from xclaw.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# ${VAR}, or ${VAR:-default} (Claude Code's form); any other "${" is refused, never kept as text.
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SERVER_KEYS = (
     "command", "args", "env", "cwd", "url", "headers", "trusted", "timeout_s", "startup_timeout_s",
 )
@@ -60,13 +61,21 @@ def _expand(value: Any, where: str, env: Mapping[str, str], used: list[str]) -> 
     text = str(value)
 
     def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
+        name, default = m.group(1), m.group(2)
         if name not in env:
+            if default is not None:
+                return default
             raise ConfigError(f"xclaw.yaml: {where} uses ${{{name}}}, which is not set")
         used.append(env[name])
         return env[name]
 
-    return _VAR.sub(sub, text)
+    expanded = _VAR.sub(sub, text)
+    if "${" in _VAR.sub("", text):
+        raise ConfigError(
+            f"xclaw.yaml: {where}: {text!r} is not a variable reference xclaw understands "
+            "(${VAR} or ${VAR:-default})"
+        )
+    return expanded
 
 
 def parse_servers(raw: Any, env: Mapping[str, str]) -> list[McpServerConfig]:
