@@ -74,7 +74,9 @@ def test_fsck_repair_marks_a_dangling_step_after_a_backup(tmp_path: Path) -> Non
     r = xclaw(tmp_path, "fsck", "--repair")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "backup: " in r.stdout and "repaired  running_step_in_finished_session" in r.stdout
-    assert len(list(tmp_path.glob("xclaw.db.fsck-*.bak"))) == 1
+    [backup] = tmp_path.glob("xclaw.db.fsck-*.bak")
+    # The copy holds the whole record (conversations, tool output): no more readable than it.
+    assert (backup.stat().st_mode & 0o777) == ((tmp_path / "xclaw.db").stat().st_mode & 0o777) == 0o600
     assert xclaw(tmp_path, "fsck").returncode == 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,8 +54,15 @@ class SqliteFsck:
     def backup(self, stamp: str) -> str:
         """SQLite's online backup: a consistent copy even while a server writes the file."""
         dest = self.store.path.with_name(f"{self.store.path.name}.fsck-{stamp}.bak")
-        if dest.exists():
-            raise StoreError(f"backup file {dest} already exists")
+        try:
+            # Made first, private, then given the database's own mode: the copy holds the whole
+            # record and must be no more readable than the file it copies.
+            os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.chmod(dest, self.store.path.stat().st_mode & 0o777)
+        except FileExistsError:
+            raise StoreError(f"backup file {dest} already exists") from None
+        except OSError as e:
+            raise StoreError(f"cannot back up {self.store.path} to {dest}: {e}") from e
         try:
             src = sqlite3.connect(self.store.path, timeout=60)
             try:
