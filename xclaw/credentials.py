@@ -2,7 +2,8 @@
 
 The redactor scrubs every value found here from what is recorded, logged or sent; tool
 processes get an environment without them. A credential is:
-- the value of any variable whose name says so (…_API_KEY, …_TOKEN, …SECRET…, …PASSWORD…,
+- the value of any variable whose name says so (…_API_KEY, …_TOKEN, …SECRET…, …PASSWORD…, …_PAT,
+  …_DSN, …_PASS, …WEBHOOK…,
   …_KEY), in the environment or in `.env`, whether or not the provider chain uses it (a
   `script:` model uses none, yet a prompt-injected run could print them);
 - a password inside any URL-valued variable (`postgresql://user:PW@host/db`, a proxy URL) and
@@ -19,7 +20,12 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-_SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIALS"})
+# Whole words of a name (split on "_"): GITHUB_PAT, SENTRY_DSN (its key is the URL's user part),
+# DB_PASS, GPG_PASSPHRASE, SLACK_WEBHOOK_URL (the URL is the secret), SESSION_COOKIE.
+_SECRET_WORDS = frozenset({
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "APIKEY", "CREDENTIALS",
+    "CREDENTIAL", "PAT", "DSN", "WEBHOOK", "COOKIE",
+})
 _SECRET_PARTS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET", "PASSWORD", "AUTH_TOKEN")
 # Named outright (the gateway's key); PGPASSWORD is libpq's.
 SECRET_NAMES = frozenset({"XCLAW_TOKEN", "PGPASSWORD"})
@@ -114,3 +120,50 @@ def make_undumpable() -> bool:
         return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         return False
+
+
+def command_line_secrets(argv: Iterable[str]) -> list[str]:
+    """Credentials written on a command line: passwords in URLs (`--db postgresql://u:PW@…`),
+    the value of `--token`, and `?token=` in a URL (`xclaw chat --url …?token=T`)."""
+    args = list(argv)
+    out: list[str] = []
+    for i, a in enumerate(args):
+        out += url_passwords(a)
+        if a == "--token" and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith("--token="):
+            out.append(a.split("=", 1)[1])
+        if "://" in a and "token=" in a:
+            try:
+                out += parse_qs(urlsplit(a.strip()).query).get("token", [])
+            except ValueError:
+                pass
+    return [s for s in out if s]
+
+
+def hide_in_cmdline(secrets: Iterable[str]) -> int:
+    """Overwrite `secrets` with `*` in this process's own command line, which every local user
+    can read (`ps`, /proc/PID/cmdline) whatever the file permissions: the kernel shows the
+    argument memory as it is now, so rewriting it in place (through /proc/self/mem) hides the
+    value from then on. Python's sys.argv is a copy and keeps it. Returns how many were found.
+    What ran before (a shell's history, a parent process's own command line) is not changed."""
+    wanted = [s.encode() for s in secrets if s]
+    if not wanted:
+        return 0
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            args = mem.read(end - start)
+            hidden = args
+            for s in sorted(wanted, key=len, reverse=True):
+                hidden = hidden.replace(s, b"*" * len(s))
+            if hidden == args:
+                return 0
+            mem.seek(start)
+            mem.write(hidden)
+    except (OSError, IndexError, ValueError):
+        return 0
+    return sum(1 for s in wanted if s in args)

@@ -1,5 +1,5 @@
 """The bypass corpus (tests/security/bypass_corpus.py): in `ask` and `auto-edits`, none of its
-170 commands runs without a question. And the second layer: even run anyway, confined as an
+282 commands runs without a question. And the second layer: even run anyway, confined as an
 unasked command would be, none of them can write the workspace or reach the network — so a
 wrong "safe" costs nothing."""
 

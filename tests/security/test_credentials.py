@@ -197,3 +197,18 @@ async def test_the_database_url_password_stays_out_of_the_record(tmp_path: Path)
     finally:
         server.kill()
         pg.drop()
+
+
+def test_common_credential_names_beyond_keys_and_tokens() -> None:
+    """Found by the second campaign: `GITHUB_PAT`, `SENTRY_DSN`, `DB_PASS`… in the environment or
+    `.env` reached a tool's environment (`env` printed them into the record) unless listed in
+    secret_env."""
+    secret = ("GITHUB_PAT", "GH_PAT", "SENTRY_DSN", "DB_PASS", "SMTP_PASS", "GPG_PASSPHRASE",
+              "SLACK_WEBHOOK_URL", "GIT_CREDENTIAL", "SESSION_COOKIE", "MY_CREDENTIAL")
+    for name in secret:
+        assert is_secret_name(name), name
+    for name in ("PATH", "PWD", "OLDPWD", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS",
+                 "PASSENGER_APP_ENV", "PATCH_LEVEL", "COMPASS_HOME", "XCLAW_HOME"):
+        assert not is_secret_name(name), name
+    env = child_env({n: "value-123456" for n in secret} | {"PATH": "/usr/bin"}, {})
+    assert env == {"PATH": "/usr/bin"}

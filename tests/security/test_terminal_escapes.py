@@ -103,3 +103,61 @@ def test_cli_steps_and_export_print_no_control_sequences(tmp_path: Path) -> None
         res = runner.invoke(cli, args, color=True)
         assert res.exit_code == 0, res.output
         _no_foreign_controls(res.output)
+
+
+def test_every_store_command_prints_c1_and_bidi_inertly(tmp_path: Path) -> None:
+    """Found by the second campaign: `xclaw export SESSION` (JSON Lines) printed a title's
+    C1 controls (`\\x9b` is a one-byte CSI) and bidi overrides raw."""
+    from click.testing import CliRunner
+
+    from xclaw.cli.main import _register, cli
+    from xclaw.store import open_store
+
+    db = tmp_path / "x.db"
+    store = open_store(str(db))
+    s = store.create_session(title="".join(HOSTILE))
+    store.close()
+    _register()
+    runner = CliRunner()
+    for args in (["sessions"], ["sessions", "--json"], ["export", s.session_id],
+                 ["export", "--all"], ["export", s.session_id, "--json"],
+                 ["steps", s.session_id], ["trace", s.session_id]):
+        res = runner.invoke(cli, [*args, "--db", str(db)], color=True)
+        assert res.exit_code == 0, (args, res.output)
+        _no_foreign_controls(res.output)
+    # the JSON Lines still read back as the same title
+    res = runner.invoke(cli, ["export", s.session_id, "--db", str(db)])
+    assert json.loads(res.output.splitlines()[0])["title"] == "".join(HOSTILE)
+
+
+def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> None:
+    """Found by the second campaign: `xclaw diff A B` printed the two final answers' diff
+    (model text) raw, and `--json` let C1 controls and bidi overrides through."""
+    import click
+    from click.testing import CliRunner
+
+    from xclaw.cli import commands_store, commands_workspace
+    from xclaw.store.model import NewStep, Status, StepType
+    from xclaw.store.sqlite import SQLiteStore
+
+    db = tmp_path / "x.db"
+    with SQLiteStore(db) as store:
+        for sid, answer in (("left", "plain"), ("right", "".join(HOSTILE))):
+            store.create_session(session_id=sid)
+            u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
+            lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+            store.complete_step(sid, lm.seq, output_data={"text": answer},
+                                session_status=Status.SUCCESS)
+    group = click.Group("xclaw")
+    commands_store.register(group)
+    commands_workspace.register(group)
+    ws = tmp_path / "ws"
+    for sid in ("left", "right"):
+        (ws / sid).mkdir(parents=True)
+        (ws / sid / "f.txt").write_text(f"{sid}\n")  # (a file diff goes as is into a pipe)
+    for extra in ([], ["--json"]):
+        r = CliRunner().invoke(group, ["diff", "left", "right", "--db", str(db),
+                                       "--workspace", str(ws), *extra], color=True)
+        assert r.exit_code == 0, r.output
+        assert "plain" in r.output or extra
+        _no_foreign_controls(r.output)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from xclaw.cli.terminal_text import SafeConsole, json_for_terminal
+from xclaw.cli.terminal_text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
@@ -336,7 +336,7 @@ def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: 
         click.echo(_dump(docs if everything else docs[0]))
         return
     for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
-        click.echo(line)
+        click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 
 def register(cli: click.Group) -> None:

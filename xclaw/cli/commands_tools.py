@@ -13,6 +13,7 @@ from xclaw.errors import XclawError
 
 async def _listing(as_json: bool, check: bool) -> int:
     from xclaw.config import load_settings
+    from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import default_toolbox
     from xclaw.tools.approval import ApprovalPolicy
     from xclaw.tools.listing import format_listing, server_rows, tool_rows
@@ -28,6 +29,11 @@ async def _listing(as_json: bool, check: bool) -> int:
         warnings = toolbox.policy_warnings()
     finally:
         await toolbox.close()
+    # Server settings hold `${VAR}` values substituted (args, URL, env echoed on stderr): as
+    # everywhere else, every credential xclaw knows of is masked before it is shown.
+    redact = Redactor([*settings.secret_values(),
+                       *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ()))])
+    tools, servers, warnings = redact(tools), redact(servers), redact(warnings)
     if as_json:
         # Tool names and descriptions come from MCP servers: printed inert (terminal_text).
         click.echo(json_for_terminal(

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
-from xclaw.cli.terminal_text import SafeConsole, printable
+from xclaw.cli.terminal_text import SafeConsole, json_for_terminal, printable
 from xclaw.errors import WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
@@ -159,9 +159,8 @@ def diff_cmd(
     changes = compare(old.manifest, new.manifest)
     if as_json:
         click.echo(
-            json.dumps(
-                [change_json(c, None if stat_only else unified(c, old, new)) for c in changes],
-                ensure_ascii=False,
+            json_for_terminal(
+                [change_json(c, None if stat_only else unified(c, old, new)) for c in changes]
             )
         )
         return
@@ -208,7 +207,7 @@ def _branches(store: Store, left: str, right: str) -> None:
     diff = answer_diff(final_answer(xs), final_answer(ys), (f"{left} answer", f"{right} answer"))
     if diff:
         out.print("")
-        click.echo(diff)
+        click.echo(printable(diff))  # model text: inert on a terminal and in a pipe
     out.print("")
 
 

@@ -46,5 +46,11 @@ def _register() -> None:
 
 
 def main() -> None:
+    import sys
+
+    from xclaw.credentials import command_line_secrets, hide_in_cmdline
+
+    # `ps` shows every command line to every local user: no password or token stays there.
+    hide_in_cmdline(command_line_secrets(sys.argv[1:]))
     _register()
     cli()

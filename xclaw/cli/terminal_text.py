@@ -39,7 +39,12 @@ def printable(text: str) -> str:
 def json_for_terminal(data: Any, indent: int | None = None) -> str:
     """JSON text safe to print: json.dumps escapes C0 controls but, with ensure_ascii=False,
     lets C1 controls and bidi overrides through; those are \\u-escaped here (same JSON)."""
-    text = json.dumps(data, ensure_ascii=False, indent=indent)
+    return json_text_for_terminal(json.dumps(data, ensure_ascii=False, indent=indent))
+
+
+def json_text_for_terminal(text: str) -> str:
+    """JSON text (made elsewhere, e.g. export's JSON Lines) with C1 controls and bidi
+    overrides \\u-escaped: the same JSON, inert on a terminal."""
     return re.sub(f"[\x7f\x80-\x9f{_BIDI}]", lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 

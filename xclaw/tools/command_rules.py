@@ -27,7 +27,10 @@ class CommandRule:
     `long_optional`: long options whose value is optional, so only `--color` or `--color=X`
     (getopt never takes the next word as their value: treating it so would let an option hide
     there). `max_operands`: how many non-option words at most (None: any). `operand_ok`: a check on
-    each operand. `any_args`: the command reads no options that matter (echo, true)."""
+    each operand. `any_args`: the command reads no options that matter (echo, true).
+    `own_clusters`: the command parses short-option clusters by hand, not with getopt: every
+    valued letter of a cluster takes the next word (tree: `-Lo 1 F` is `-L 1 -o F`), so a
+    valued letter must end its cluster and take the next word, nothing else."""
 
     flags: str = ""
     valued: str = ""
@@ -38,6 +41,7 @@ class CommandRule:
     max_operands: int | None = None
     operand_ok: Callable[[str], bool] | None = None
     any_args: bool = False
+    own_clusters: bool = False
     custom: Callable[[list[str]], None] | None = field(default=None)
 
 
@@ -201,6 +205,7 @@ RULES: dict[str, CommandRule] = {
         valued="LPI",
         long=_longs("--noreport --dirsfirst --du --prune"),
         long_valued=_longs("--filelimit"),
+        own_clusters=True,  # tree's own parser: `-Lo 1 M` writes its listing to M
     ),
     "sleep": CommandRule(max_operands=1, operand_ok=_is_number),
     # git's read-only subcommands, for when a user lists them; never --output or --ext-diff.
@@ -279,6 +284,11 @@ def check_arguments(command: str, rule: CommandRule, args: Iterable[str]) -> Non
             cluster = a[1:]
             for j, letter in enumerate(cluster):
                 if letter in rule.valued:
+                    if rule.own_clusters and j != len(cluster) - 1:
+                        raise NotSafe(
+                            f"runs {command!r} with -{letter} inside {a!r} (it reads its "
+                            "options by hand: write the value as the next word)"
+                        )
                     if j == len(cluster) - 1:  # the value is the next word
                         if i >= len(args):
                             raise NotSafe(f"runs {command!r} with -{letter} and no value")

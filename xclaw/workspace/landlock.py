@@ -7,7 +7,8 @@ privileges: the launcher below (`python -m xclaw.workspace.landlock SCRATCH -- A
 restricts itself, then executes the command, which keeps the restriction, as do all its
 children. It also gives up every capability (run by root, a command could otherwise set the
 clock or remount). Less than bubblewrap: reading is not restricted (xclaw's home and `.env` stay
-readable), UDP is not blocked, and there is no PID namespace. Used only when bubblewrap
+readable), UDP is blocked only by the socket filter (socket_filter.py: no socket at all), and
+there is no PID namespace. Used only when bubblewrap
 cannot run, and only where ABI >= 4 (else no network rule: nothing is confined, so nothing
 runs unasked).
 """
@@ -20,6 +21,8 @@ import os
 import platform
 import struct
 import sys
+
+from xclaw.workspace import socket_filter
 
 MIN_ABI = 4  # TCP bind/connect rules: without them a confined command could reach the network
 
@@ -110,6 +113,7 @@ def restrict_self(scratch: str) -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        socket_filter.install()  # Landlock leaves UDP and pathname Unix sockets reachable
     finally:
         os.close(fd)
 

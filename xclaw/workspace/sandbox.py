@@ -18,6 +18,7 @@ but cannot create namespaces.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -25,12 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import ConfigError
-from xclaw.workspace import landlock
+from xclaw.workspace import landlock, socket_filter
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
+# Where the owner's credentials usually live, beneath $HOME: hidden from a confined command
+# (one run without asking), which has no business reading them. An approved command still
+# sees them (`git push` over ssh needs ~/.ssh).
+CREDENTIAL_PATHS = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+    ".config/hub", ".password-store", ".local/share/keyrings", ".netrc", ".git-credentials",
+    ".config/git/credentials", ".pgpass", ".my.cnf", ".npmrc", ".pypirc", ".cargo/credentials",
+    ".cargo/credentials.toml", ".vault-token",
+)
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -79,7 +89,11 @@ class Isolation:
         for f in self.hide_files:
             if not _within(f, ws):
                 out += ["--ro-bind", "/dev/null", f]
+        if confined:
+            out += _credential_hides(ws)
         out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
+        if confined:  # no Unix sockets either: the network namespace does not cover them
+            argv = socket_filter.confine_argv(argv)
         return out + argv
 
     def exit_status(self, code: int | None) -> int | None:
@@ -100,12 +114,32 @@ class Isolation:
         if self.landlock:
             return (
                 f"plain subprocess ({self.why}); commands run without asking are confined with "
-                "Landlock (writes only to a scratch directory, no TCP)"
+                "Landlock (writes only to a scratch directory, no sockets)"
             )
         return (
             f"plain subprocess ({self.why}); no sandbox, so every shell command is asked "
             "and processes a command detaches may outlive its step (docs/security.md)"
         )
+
+
+def _credential_hides(ws: str) -> list[str]:
+    """bwrap arguments hiding the owner's credential files and directories (CREDENTIAL_PATHS
+    beneath $HOME) that exist, except inside the workspace."""
+    home = os.environ.get("HOME") or str(Path.home())
+    out: list[str] = []
+    for rel in CREDENTIAL_PATHS:
+        p = os.path.join(home, rel)
+        if _within(p, ws) or _within(ws, p):
+            continue
+        if os.path.isdir(p) and not os.path.islink(p):
+            out += ["--tmpfs", p]
+        elif os.path.lexists(p):
+            real = os.path.realpath(p)
+            if os.path.isdir(real):
+                out += ["--tmpfs", real]
+            elif os.path.exists(real):
+                out += ["--ro-bind", "/dev/null", real]
+    return out
 
 
 def _within(path: str, parent: str) -> bool:
