@@ -93,6 +93,8 @@ def describe(step: Step, limit: int = 70) -> str:
         out = step.output_data if isinstance(step.output_data, dict) else {}
         calls = [str(c.get("name")) for c in out.get("tool_calls") or () if isinstance(c, dict)]
         said = clip(str(out.get("text") or ""))
+        if step.status.value == "failed" and not said and not calls:
+            return f"{step.display_id} llm: [failed: {clip(step.error_message or 'error')}]"
         return f"{step.display_id} llm: {said}" + (f" → {', '.join(calls)}" if calls else "")
     if step.step_type is StepType.TOOL_CALL:
         state = "interrupted" if step.interrupted else step.status.value

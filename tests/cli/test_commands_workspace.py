@@ -174,3 +174,15 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
     assert any(ln.lstrip().startswith("▶") and "echo extra" in ln for ln in r.output.splitlines())
     assert "-A" in r.output and "+B" in r.output  # the final answers' diff
     assert "-one" in r.output and "+two" in r.output  # the workspaces' diff
+
+
+def test_diff_says_why_an_llm_call_failed() -> None:
+    """A cancelled (or failed) LLM call is a row that says so, not an empty "llm:"."""
+    from xclaw.branch_diff import describe
+    from xclaw.store.model import Step, StepStatus, StepType
+
+    step = Step(
+        step_id="s:s0004", session_id="s", seq=4, parent_step_id=None, step_type=StepType.LLM_CALL,
+        name="m", status=StepStatus.FAILED, input_data={}, error_message="cancelled by the user",
+    )
+    assert describe(step) == "s0004 llm: [failed: cancelled by the user]"

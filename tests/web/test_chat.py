@@ -221,3 +221,59 @@ def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, s
         u for u in requests if not u.startswith(server.http)
     ]
     shot(page, "issue14-markdown")
+
+
+def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
+    """/help in a chat column narrower than its lines: a description that wraps goes on under
+    its own column (a hanging indent), not back at the left edge under the command names."""
+    server = serve([{"text": "Hi."}])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("/help")
+    notice = page.locator("#messages .notice", has_text="/rollback")
+    expect(notice).to_have_count(1)
+    expect(notice).to_contain_text("/steps [N]")
+    lines = notice.locator(".notice-line")
+    row = lines.filter(has_text="/rollback")
+    # The row wraps (the column is narrower than it); its second line starts where the
+    # description starts.
+    geometry = row.evaluate(
+        """e => { const t = e.firstChild; const r = document.createRange();
+                  const box = (i) => { r.setStart(t, i); r.setEnd(t, i + 1); return r.getBoundingClientRect(); };
+                  const top = box(0).top; const text = t.textContent;
+                  let wrapped = null;
+                  for (let i = 1; i < text.length; i++) {
+                    const b = box(i);
+                    if (text[i].trim() && b.top > top + 2) { wrapped = Math.round(b.left); break; }
+                  }
+                  return {wrapped, desc: Math.round(box(text.indexOf('rewind')).left)}; }"""
+    )
+    assert geometry["wrapped"] is not None, geometry  # at 1280 px with the trace open, it wraps
+    assert abs(geometry["wrapped"] - geometry["desc"]) <= 1, geometry  # under its column
+    shot(page, "issue14-help-columns")
+
+
+def test_a_code_block_s_lines_start_in_one_column(serve, new_page, shot):
+    """The first line of a fenced code block starts where the others do (the inline-code
+    padding must not shift it)."""
+    server = serve([{"text": "Code:\n\n```python\nprint('hi, a longer first line')\nfor i in range(3):\n    print(i)\n```\n\nand `inline`."}])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send_and_wait("code please", "and")
+    pre = page.locator("#messages .msg.assistant.final pre.answer-code")
+    lefts = pre.evaluate(
+        """e => { const t = e.querySelector('code').firstChild; const r = document.createRange();
+                  const at = (i) => { r.setStart(t, i); r.setEnd(t, i + 1); return Math.round(r.getBoundingClientRect().left); };
+                  const text = t.textContent; return [at(0), at(text.indexOf('for'))]; }"""
+    )
+    assert lefts[0] == lefts[1], lefts
+    # The Copy button covers no code: not even the end of the longest (first) line.
+    code = page.locator("#messages .msg.assistant.final pre.answer-code code")
+    text_box = code.evaluate(
+        """e => { const r = document.createRange(); r.selectNodeContents(e);
+                  const b = r.getClientRects()[0]; return {right: b.right, top: b.top, bottom: b.bottom}; }"""
+    )
+    button = page.locator("#messages .msg.assistant.final .copy-code").bounding_box()
+    overlaps_rows = button["y"] < text_box["bottom"] and button["y"] + button["height"] > text_box["top"]
+    assert not overlaps_rows or button["x"] >= text_box["right"], (button, text_box)
+    shot(page, "issue14-code-block")

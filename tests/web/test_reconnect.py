@@ -87,3 +87,29 @@ def test_refresh_while_a_command_runs_shows_it_running_not_interrupted(serve, ne
     expect(lines).to_have_count(1)
     expect(lines.first).to_have_attribute("data-state", "completed")
     expect(lines.first).to_contain_text("finished")
+
+
+def test_refresh_while_an_approval_waits_shows_the_call_pending_then_its_result(serve, new_page, shot):
+    """Opening (or refreshing) a session that waits for an approval: the call asked about is
+    pending in the conversation, not a red "[not run]" error; approved, its result lands on
+    that same line."""
+    server = serve([
+        {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt; echo removed"}}]},
+        {"text": "Deleted."},
+    ])
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("delete the notes")
+    expect(app.dialog()).to_be_visible()
+    app.reload()
+    expect(app.dialog()).to_be_visible()
+    lines = app.tool_lines()
+    expect(lines).to_have_count(1)
+    expect(lines.first).to_have_attribute("data-state", "running")
+    expect(app.messages).not_to_contain_text("[not run]")
+    shot(page, "16-refresh-while-approval-waits")
+    app.dialog().get_by_role("button", name="Approve").click()
+    expect(app.answers().last).to_contain_text("Deleted.")
+    expect(lines).to_have_count(1)
+    expect(lines.first).to_have_attribute("data-state", "completed")
+    expect(lines.first).to_contain_text("removed")

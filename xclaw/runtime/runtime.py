@@ -34,7 +34,7 @@ from xclaw.errors import (
 from xclaw.llm import prices
 from xclaw.llm.base import Model
 from xclaw.llm.context import SUMMARY_PREFIX
-from xclaw.messages import message_to_json
+from xclaw.messages import AssistantMessage, message_to_json
 from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
@@ -237,16 +237,24 @@ class Runtime:
         structured = []
         by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
         busy = self.is_busy(session_id)
+        # The calls of the turn in flight: those without a step yet wait for an approval (or
+        # for their turn), not "never executed".
+        last_calls = next(
+            ({c.id for c in m.tool_calls} for m in reversed(hist.messages) if isinstance(m, AssistantMessage)),
+            set(),
+        )
         for m in hist.messages:
             item = message_to_json(m)
             if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
                 # What compaction put in place of the older turns: not something the user typed.
                 item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
-            if item["kind"] == "tool_result" and item["tool_call_id"] in by_call:
-                call = by_call[item["tool_call_id"]]
-                item["stepId"] = call.display_id
-                if busy and call.status is StepStatus.RUNNING:
-                    # Still running (a refresh is not a crash): no "[interrupted]" result yet.
+            if item["kind"] == "tool_result":
+                call = by_call.get(item["tool_call_id"])
+                if call is not None:
+                    item["stepId"] = call.display_id
+                pending = call.status is StepStatus.RUNNING if call else item["tool_call_id"] in last_calls
+                if busy and pending:
+                    # Still running or waiting (a refresh is not a crash): no result yet.
                     item.update(running=True, content="", is_error=False)
             structured.append(item)
 

@@ -13,6 +13,7 @@ export class Transcript {
     this.workingWanted = false;
     this.liveText = "";
     this.tools = new Map(); // step id or call id -> tool line element
+    this.pending = new Map(); // name:input -> a restored tool line still waiting (no step yet)
     this.working = h("div.working", { hidden: true, "aria-hidden": "true" },
       h("span.dot"), h("span.dot"), h("span.dot"));
   }
@@ -39,6 +40,7 @@ export class Transcript {
     this.live = null;
     this.liveText = "";
     this.tools.clear();
+    this.pending.clear();
     this.list.append(this.working);
   }
 
@@ -74,16 +76,20 @@ export class Transcript {
         if (m.text) this.add(assistantBubble(m.text, true));
         for (const call of m.tool_calls || []) {
           const line = toolLine({ name: call.name, input: call.input, state: "completed" }, true);
+          Object.assign(line.dataset, { name: call.name, input: JSON.stringify(call.input) });
           byCall.set(call.id, line);
           this.add(line);
         }
       } else if (m.kind === "tool_result") {
         const line = byCall.get(m.tool_call_id);
-        if (line && m.running && m.stepId) {
-          // Still running on the server (a refresh is not a crash): its live frames land here.
+        if (line && m.running) {
+          // Still running or waiting for an approval on the server (a refresh is not a
+          // crash): its live frames land on this line.
           setToolState(line, "running");
-          line.querySelector(".tool-step").textContent = m.stepId;
-          this.tools.set(m.stepId, line);
+          if (m.stepId) {
+            line.querySelector(".tool-step").textContent = m.stepId;
+            this.tools.set(m.stepId, line);
+          } else this.pending.set(callKey(line.dataset.name, line.dataset.input), line);
         } else if (line) setToolResult(line, m.is_error ? "failed" : "completed", m.content, m.stepId);
       }
     }
@@ -141,6 +147,12 @@ export class Transcript {
     this.endLive();
     const key = frame.stepId || `${frame.name}:${JSON.stringify(frame.input)}`;
     let line = this.tools.get(key);
+    const waiting = callKey(frame.name, JSON.stringify(frame.input));
+    if (!line && this.pending.has(waiting)) {
+      line = this.pending.get(waiting);  // a restored call that was waiting: it starts now
+      this.pending.delete(waiting);
+      this.tools.set(key, line);
+    }
     if (!line) {
       line = toolLine(frame, false);
       this.tools.set(key, line);
@@ -159,7 +171,7 @@ export class Transcript {
   notice(text) {
     this.endLive();
     const kind = /^\[(\w+)\]/.exec(text || "")?.[1] || "info";
-    this.add(h(`div.notice.notice-${kind}`, h("span.notice-icon", { "aria-hidden": "true", text: "ℹ" }), h("pre", { text })));
+    this.add(h(`div.notice.notice-${kind}`, h("span.notice-icon", { "aria-hidden": "true", text: "ℹ" }), noticeText(text)));
   }
 
   error(text, code) {
@@ -168,6 +180,26 @@ export class Transcript {
       h("span.error-code", { text: code || "error" }),
       h("span", { text })), { force: true });
   }
+}
+
+/** A notice's text line by line, each with a hanging indent: a listing (/help, /steps,
+ * /sessions) that wraps in a narrow column goes on under its own column. */
+function noticeText(text) {
+  const pre = h("pre");
+  const lines = String(text || "").split("\n");
+  lines.forEach((line, i) => {
+    // The column: after the first run of two or more spaces that follows some text.
+    const column = /^(\s*\S.*?\s{2,})\S/.exec(line);
+    const hang = column ? column[1].length : /^\s*/.exec(line)[0].length + 2;
+    const el = h("span.notice-line", { text: line + (i < lines.length - 1 ? "\n" : "") });
+    el.style.setProperty("--hang", `${Math.min(hang, 40)}ch`);
+    pre.append(el);
+  });
+  return pre;
+}
+
+function callKey(name, inputJson) {
+  return `${name}:${inputJson}`;
 }
 
 function emptyState(title) {
