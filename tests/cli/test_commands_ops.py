@@ -340,3 +340,23 @@ def test_fsck_of_a_database_that_does_not_exist_is_an_error_not_an_empty_ok(tmp_
     assert r.returncode == 2, r.stdout + r.stderr
     assert "no database" in r.stderr and str(typo) in r.stderr
     assert not typo.exists()
+
+
+def test_a_tool_that_fails_only_in_the_replay_says_why(tmp_path: Path) -> None:
+    """Replayed where its Python tool is not configured, a call fails: the report gives the
+    replayed error ("unknown tool ..."), not only `completed` vs `failed`."""
+    (tmp_path / "echo_tools_q.py").write_text("def echo(text: str) -> str:\n    return text\n")
+    (tmp_path / "xclaw.yaml").write_text("tools: ['echo_tools_q:echo']\n")
+    (tmp_path / "script.json").write_text(json.dumps({"turns": [
+        {"text": "", "tool_calls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "done"},
+    ]}))
+    assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
+    sid = _only_session(tmp_path)
+    (tmp_path / "xclaw.yaml").unlink()
+    r = xclaw(tmp_path, "replay", sid, "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = json.loads(r.stdout)["firstDivergence"]
+    assert (first["kind"], first["recorded"], first["replayed"]) == ("tool_status", "completed", "failed")
+    assert first["recordedOutput"] == "hi" and "unknown tool 'echo'" in first["replayedOutput"]
+    r = xclaw(tmp_path, "replay", sid)
+    assert "replayed: failed: Not run: unknown tool 'echo'" in r.stdout, r.stdout

@@ -155,9 +155,9 @@ def replay_cmd(
                 + (f", {first.tool}" if first.tool else "") + ")"
             )
             if first.recorded is not None:
-                out.print(f"  recorded: {first.recorded}")
+                out.print(f"  recorded: {_with_output(first.recorded, first.recorded_output)}")
             if first.replayed is not None:
-                out.print(f"  replayed: {first.replayed}")
+                out.print(f"  replayed: {_with_output(first.replayed, first.replayed_output)}")
             if len(result.divergences) > 1:
                 out.print(f"[replay] {len(result.divergences) - 1} more divergence(s) (--json lists them)")
     sys.exit(0 if result.first is None else 1)
@@ -176,3 +176,11 @@ def _live_model(spec: str, settings: Settings) -> Model:
 def register(cli: click.Group) -> None:
     cli.add_command(fsck_cmd)
     cli.add_command(replay_cmd)
+
+
+def _with_output(status: str, output: str | None) -> str:
+    """`failed: <its error>` for a tool_status divergence, on one line."""
+    if not output:
+        return status
+    line = " ".join(output.split())
+    return f"{status}: {line[:300]}" + (" …" if len(line) > 300 else "")

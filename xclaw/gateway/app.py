@@ -37,9 +37,20 @@ class RevalidatedStatic(StaticFiles):
         return response
 
 
+# Another web site must not frame the page: inside a frame the page has the owner's token (in
+# its localStorage) and the owner's clicks ("Approve"). The address may hold ?token= on the
+# first load: never sent as a Referer. (docs/security.md)
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",  # a new page version must not hide behind a cached one
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
 async def index(request: Request) -> Response:
-    # no-store: a new page version must not be hidden behind a cached one after upgrade
-    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+    return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
 
 def create_app(

@@ -52,8 +52,14 @@ class Divergence:
     call_id: str | None = None
     recorded: str | None = None
     replayed: str | None = None
+    # tool_status only: each side's output, so that "completed vs failed" comes with the why.
+    recorded_output: str | None = None
+    replayed_output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        extra = {} if self.kind != "tool_status" else {
+            "recordedOutput": self.recorded_output, "replayedOutput": self.replayed_output,
+        }
         return {
             "kind": self.kind,
             "step": self.step,
@@ -63,7 +69,7 @@ class Divergence:
             "callId": self.call_id,
             "recorded": self.recorded,
             "replayed": self.replayed,
-        }
+        } | extra
 
 
 @dataclass
@@ -366,7 +372,8 @@ def compare(
             b = _normal(tool_output_text(n), masks)
             if o.status is not n.status:
                 found.append((o.seq, Divergence("tool_status", o.display_id, n.display_id, path,
-                                                o.name, call_id, o.status.value, n.status.value)))
+                                                o.name, call_id, o.status.value, n.status.value,
+                                                _cut(a), _cut(b))))
             elif a != b:
                 found.append((o.seq, Divergence("tool_result", o.display_id, n.display_id, path,
                                                 o.name, call_id, _cut(a), _cut(b))))

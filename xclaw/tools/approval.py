@@ -8,7 +8,8 @@ effect is always asked). Modes, as other agent CLIs have taught users:
                 safe commands (read with a real shell parser, options on a per-command
                 allowlist), which run confined in the sandbox — and only when there is one;
                 read-only tools and sub-agents run.
-    auto-edits  like ask, but write_file and edit_file run without asking.
+    auto-edits  like ask, but write_file and edit_file run without asking (except inside a
+                `.git` directory: hooks and config there run programs later).
     yolo        everything runs.
 
 In every mode a shell command matching a deny pattern is refused outright. See docs/approval.md.
@@ -72,6 +73,16 @@ def ALLOW_CONFINED(why: str = "") -> Decision:
     return Decision("allow", why, confine=True)
 
 
+def _inside_git(path: Any) -> bool:
+    """Whether an edit touches a `.git` directory: hooks and config there (`core.fsmonitor`,
+    `core.hooksPath`, `diff.external`) run programs when the owner later approves an
+    innocent-looking `git commit` or `git status`, so such edits are asked even in
+    auto-edits. (A path that is not a string: the tool refuses it without doing anything.)"""
+    if not isinstance(path, str):
+        return False
+    return any(part.lower() == ".git" for part in re.split(r"[/\\]+", path))
+
+
 class ApprovalPolicy:
     """Decides ALLOW, ASK(reason) or DENY(reason) for one tool call."""
 
@@ -121,9 +132,12 @@ class ApprovalPolicy:
         if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:
             return ALLOW
         if tool.name in EDIT_TOOLS:
-            if self.mode == "auto-edits":
-                return ALLOW
             path = args.get("path") if isinstance(args, dict) else None
+            if self.mode == "auto-edits":
+                if not _inside_git(path):
+                    return ALLOW
+                return ASK(f"{tool.name} changes {path!r} inside .git (its hooks and config run "
+                           "programs later), so it is asked even in auto-edits")
             return ASK(f"{tool.name} changes {path!r}" if isinstance(path, str) else tool.name)
         return ASK(f"{tool.name} may change things (it is not read-only)")
 
