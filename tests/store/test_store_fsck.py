@@ -278,3 +278,6 @@ def test_an_image_that_is_gone_is_found(store: Store, backend: Backend) -> None:
     assert "image_blob_missing" not in _codes(fsck.check(store))
     backend.query("DELETE FROM blobs WHERE hash=?", (content_hash(image),))
     assert "image_blob_missing" in _codes(fsck.check(store))
+    # The operator is told where: the step whose image is gone.
+    [gone] = [f for f in fsck.check(store).findings if f.code == "image_blob_missing"]
+    assert gone.step == "s0002"

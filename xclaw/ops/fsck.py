@@ -142,9 +142,11 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
         images = _image_hashes(steps)  # view_file's images (docs/storage.md)
         referenced |= images
         if images - blob_hashes:
+            first = next(st for st in steps if _image_hashes([st]) - blob_hashes)
             add(Finding("image_blob_missing",
                         f"{len(images - blob_hashes)} image(s) a tool step returned are not "
-                        "stored", row.session_id))
+                        f"stored (the first returned by {first.name} here)",
+                        row.session_id, display_id(first.seq)))
         for f in _check_session(row, steps, now):
             add(f)
         snaps = reader.snapshot_rows(row.session_id)
