@@ -493,3 +493,30 @@ def test_ctrl_c_at_an_approval_prompt_goes_back_to_the_instruction_prompt(make_s
     t.prompt()
     t.line("/quit")
     assert t.wait_exit() == 0
+
+
+def test_a_question_pending_across_a_server_restart_is_asked_again_in_full(make_server, tmp_path: Path) -> None:
+    """The server restarts while xclaw asks "Approve?": after the restored history the client
+    shows the question again (what and why), so the prompt is never an orphan under the
+    history, and the answer still counts."""
+    server = make_server(
+        [
+            {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
+            {"text": "Deleted."},
+        ],
+    )
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("delete the notes")
+    t.expect(r"xclaw wants to run \[shell\]")
+    t.expect(r"Approve\? \[y/N\]")
+    server.kill(signal.SIGKILL)
+    server.start()
+    t.expect(r"--- history ends ---", timeout=30)
+    t.expect(r"xclaw wants to run \[shell\]", timeout=30)
+    t.expect(r"Approve\? \[y/N\]")
+    t.line("y")
+    t.expect(r"xclaw: Deleted\.", timeout=30)
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0

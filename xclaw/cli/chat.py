@@ -390,6 +390,11 @@ class ChatClient:
                     self._ever_connected = True
                     self._offline_since = None
                     self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
+                    if self.approvals:
+                        # The server says again what still waits (after the history): ask
+                        # it afresh there, not as an orphan prompt above the history.
+                        self.approvals = []
+                        self.input.abandon()
                     await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
                     self._ws = ws
                     self._changed.set()
