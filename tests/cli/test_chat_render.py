@@ -233,3 +233,19 @@ def test_a_compaction_summary_in_the_history_is_not_shown_as_typed_by_the_user()
     assert "[history] ▸ earlier conversation, summarised (" in out
     assert "The user asked for a release note. …" in out
     assert out.count("You: ") == 1 and "[history] You: go on" in out
+
+
+def test_the_spinner_line_never_wraps_in_a_narrow_terminal() -> None:
+    # A wrapped spinner line cannot be erased with one carriage return: every tick would leave
+    # a line behind. A long tool name (MCP tools have them) is cut to the terminal's width.
+    import re
+
+    from xclaw.cli.chat_spinner import Spinner
+
+    buf = io.StringIO()
+    spinner = Spinner(buf, enabled=True, columns=lambda: 40)
+    spinner.start("running mcp__filesystem__read_multiple_files_with_a_long_name")
+    spinner.draw()
+    visible = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", buf.getvalue())
+    assert len(visible) <= 39, visible
+    assert visible.startswith(tuple("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")) and "…" in visible

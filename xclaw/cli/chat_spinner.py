@@ -8,7 +8,9 @@ the transcript.
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Callable
 from typing import IO
 
 from xclaw.cli.terminal_text import printable
@@ -17,9 +19,13 @@ FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class Spinner:
-    def __init__(self, stream: IO[str], *, enabled: bool) -> None:
+    def __init__(
+        self, stream: IO[str], *, enabled: bool, columns: Callable[[], int] | None = None
+    ) -> None:
         self.stream = stream
         self.enabled = enabled
+        # The terminal's width, asked at every draw (it may be resized).
+        self.columns = columns or (lambda: shutil.get_terminal_size((80, 24)).columns)
         self.started: float | None = None
         self.label = "thinking"
         self.shown = False
@@ -47,6 +53,10 @@ class Spinner:
         elapsed = time.monotonic() - self.started
         frame = FRAMES[self._tick % len(FRAMES)]
         label = printable(self.label)  # holds a tool name the model chose
-        self.stream.write(f"\r\x1b[2K\x1b[2m{frame} {label} · {elapsed:.0f}s  (Ctrl+C stops)\x1b[0m")
+        text = f"{frame} {label} · {elapsed:.0f}s  (Ctrl+C stops)"
+        room = max(10, self.columns() - 1)  # one line, or "\r" could not erase it
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        self.stream.write(f"\r\x1b[2K\x1b[2m{text}\x1b[0m")
         self.stream.flush()
         self.shown = True

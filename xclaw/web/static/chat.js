@@ -190,7 +190,8 @@ function noticeText(text) {
   lines.forEach((line, i) => {
     // The column: after the first run of two or more spaces that follows some text.
     const column = /^(\s*\S.*?\s{2,})\S/.exec(line);
-    const hang = column ? column[1].length : /^\s*/.exec(line)[0].length + 2;
+    const lead = /^\s*/.exec(line)[0].length;
+    const hang = column ? column[1].length : lead ? lead + 2 : 0;  // prose wraps flush left
     const el = h("span.notice-line", { text: line + (i < lines.length - 1 ? "\n" : "") });
     el.style.setProperty("--hang", `${Math.min(hang, 40)}ch`);
     pre.append(el);
