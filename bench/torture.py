@@ -781,7 +781,12 @@ def count(text: str) -> int:
     return n
 
 
-def main() -> None:
+FAILURE_FIGURES = ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
+                   "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions")
+
+
+def main() -> int:
+    """Exit 1 when any failure figure is not 0, so a script or CI can act on the campaign."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=count, default=200, help="SIGKILLs in all (half headless, 3/10 gateway, the rest time travel)")
     ap.add_argument("--power-losses", type=count, default=40)
@@ -798,19 +803,20 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     result = fig.as_json() | {"seed": seed, "seconds": round(time.monotonic() - t0, 1), "fsck": FSCK}
+    failed = any(result[key] for key in FAILURE_FIGURES) or bool(result["problems"])
     if args.json:
         print(json.dumps(result))
-        return
+        return 1 if failed else 0
     print(f"torture campaign: seed {seed}, {result['seconds']} s, {result['runs']} runs of a {STEPS}-step task")
     print(f"  kills: {result['kills']} {result['killsByPhase']}; power losses: {result['powerLosses']}")
     print(f"  side effects checked: {result['sideEffects']}; interrupted file tools settled by the workspace: {result['settledByWorkspace']}")
-    for key in ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
-                "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions"):
+    for key in FAILURE_FIGURES:
         print(f"  {key:32} {result[key]}")
     print(f"  recovery p50 {result['recoveryP50s']} s, p95 {result['recoveryP95s']} s")
     for p in result["problems"]:
         print(f"  ! {p}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

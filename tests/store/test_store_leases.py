@@ -111,7 +111,13 @@ def test_a_dead_registered_owner_loses_its_lease_at_once(store_factory) -> None:
     (seen,) = [w for w in store.workers() if w.worker_id == worker]
     assert seen.alive is True and seen.info == {"port": 1}
     other.close()  # the worker's process is gone: its presence lock goes with it
+    # PostgreSQL drops a closed connection's advisory lock when its backend process exits, a
+    # moment after the client closed; "at once" means long before the 60 s expiry.
+    deadline = time.monotonic() + 10
     info = store.lease_info(sid)
+    while info.owner_alive is not False and time.monotonic() < deadline:
+        time.sleep(0.02)
+        info = store.lease_info(sid)
     assert info.owner_alive is False and not info.live
     taken = store.acquire_lease(sid, "B", 60)
     assert taken is not None and taken.token == lease.token + 1

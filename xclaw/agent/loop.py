@@ -351,7 +351,7 @@ class Agent:
                 confined=confined,
             )
             try:
-                result = await self._stoppable(tool.run(call.input, context))
+                result = await self._until_cancelled(tool.run(call.input, context), wait_for_stop=True)
             except Cancelled:
                 # The user stopped the run: the tool has stopped its processes (SIGTERM,
                 # grace, SIGKILL); its step ends failed and the run ends here.
@@ -418,26 +418,12 @@ class Agent:
         if self.cancel_event.is_set():
             raise Cancelled()
 
-    async def _until_cancelled(self, aw: Awaitable[T]) -> T:
-        """Await `aw`, abandoning it when the run is cancelled (LLM calls, approvals)."""
-        task = asyncio.ensure_future(aw)
-        stopper = asyncio.ensure_future(self.cancel_event.wait())
-        try:
-            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        finally:
-            stopper.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        raise Cancelled()
+    async def _until_cancelled(self, aw: Awaitable[T], *, wait_for_stop: bool = False) -> T:
+        """Await `aw`, abandoning it when the run is cancelled (LLM calls, approvals).
 
-    async def _stoppable(self, aw: Awaitable[T]) -> T:
-        """Await a tool run; on cancel, cancel it *and wait for it to stop*: a tool stops its
-        own processes when cancelled (the shell tool: SIGTERM to its process group, a short
-        grace, then SIGKILL), so nothing it started outlives the step that records it."""
+        With `wait_for_stop` (tool runs) a cancelled `aw` is also awaited until it has stopped:
+        a tool stops its own processes when cancelled (the shell tool: SIGTERM to its process
+        group, a short grace, then SIGKILL), so nothing it started outlives its step."""
         task = asyncio.ensure_future(aw)
         stopper = asyncio.ensure_future(self.cancel_event.wait())
         try:
@@ -450,6 +436,7 @@ class Agent:
         if task in done:
             return task.result()
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
-            await task
+        if wait_for_stop:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
+                await task
         raise Cancelled()
