@@ -26,7 +26,7 @@ STEP_COLUMNS = (
 def xclaw(*args: str, env: dict[str, str], cwd: Path, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(
         [sys.executable, "-m", "xclaw", *map(str, args)],
-        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120,
+        cwd=cwd, env=env, input=stdin, capture_output=True, check=False, text=True, timeout=120,
     )
     if ok:
         assert p.returncode == 0, p.stdout + p.stderr
@@ -128,8 +128,8 @@ def test_a_session_moves_sqlite_to_postgres_and_back(recorded, tmp_path: Path) -
         ('{"kind": "session", "sessionId": "a:b"}\n', "line 1: invalid session id"),
         ("not json\n", "line 1:"),
         ('{"kind": "session"}\n', "line 1: missing field 'sessionId'"),
-        ('{"kind": "session", "sessionId": "ok", "status": "Running", "createdAt": 1, "updatedAt": 1}\n'
-         '{"kind": "step", "seq": 1, "type": "tool_call", "name": "x", "status": "weird", "startTime": 1}\n',
+        (('{"kind": "session", "sessionId": "ok", "status": "Running", "createdAt": 1, "updatedAt": 1}\n'
+         '{"kind": "step", "seq": 1, "type": "tool_call", "name": "x", "status": "weird", "startTime": 1}\n'),
          "line 2: 'weird' is not a valid StepStatus"),
     ],
 )

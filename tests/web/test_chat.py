@@ -217,7 +217,7 @@ def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, s
     app.reload()
     expect(page.locator("#messages .msg.assistant .markdown table")).to_have_count(1)
     assert not dialogs
-    assert all(u.startswith(server.http) or u.startswith("ws://") for u in requests), [
+    assert all(u.startswith((server.http, "ws://")) for u in requests), [
         u for u in requests if not u.startswith(server.http)
     ]
     shot(page, "issue14-markdown")

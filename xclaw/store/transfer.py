@@ -80,7 +80,7 @@ def parse_export(lines: Iterable[str], where: str = "the file") -> list[Exported
         try:
             obj = json.loads(raw)
             if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
+                raise TypeError("not a JSON object")
             kind = obj.get("kind")
             if kind == "session":
                 out.append(Exported(_session(obj), line=n))
@@ -167,7 +167,7 @@ def _session(o: dict[str, Any]) -> Session:
     sid = check_session_id(o["sessionId"])
     meta = o.get("metadata") or {}
     if not isinstance(meta, dict):
-        raise ValueError("metadata must be an object")
+        raise TypeError("metadata must be an object")
     parent = o.get("parentSessionId")
     if parent is not None:
         check_session_id(parent)
@@ -198,7 +198,7 @@ def _step(o: dict[str, Any], sid: str) -> Step:
         parent_id = full_step_id(sid, int(p[1:]))
     tokens = o.get("tokens") or {}
     if not isinstance(tokens, dict):
-        raise ValueError("tokens must be an object")
+        raise TypeError("tokens must be an object")
     end = o.get("endTime")
     call_id = o.get("callId")
     return Step(
@@ -223,13 +223,13 @@ def _step(o: dict[str, Any], sid: str) -> Step:
 
 def _int(v: Any, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{what} must be an integer, not {v!r}")
+        raise TypeError(f"{what} must be an integer, not {v!r}")
     return v
 
 
 def _str(v: Any, what: str) -> str:
     if not isinstance(v, str):
-        raise ValueError(f"{what} must be a string, not {v!r}")
+        raise TypeError(f"{what} must be a string, not {v!r}")
     return v
 
 
