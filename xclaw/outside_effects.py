@@ -10,6 +10,7 @@ a commit pushed. Both say so, listing these steps, in every client.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from xclaw.store.model import Step, StepType
 
@@ -28,11 +29,28 @@ def outside_steps(steps: Iterable[Step], from_seq: int) -> list[Step]:
 def outside_note(marks: list[Step]) -> str:
     """`2 steps had effects outside the workspace; they are not undone: s0004 mcp__…, …`
     or "" when there are none."""
+    return describe_outside([(m.display_id, m.input_data) for m in marks])
+
+
+def outside_marks_json(steps: Iterable[dict[str, Any]], from_seq: int) -> list[tuple[str, Any]]:
+    """The marks at or after `from_seq` among steps as the HTTP API lists them (the terminal
+    client checks before it sends a rollback or fork)."""
+    return [
+        (str(s.get("id")), s.get("input"))
+        for s in steps
+        if s.get("type") == StepType.SYSTEM_ALERT.value
+        and s.get("name") == OUTSIDE_EFFECTS
+        and int(s.get("seq") or 0) >= from_seq
+    ]
+
+
+def describe_outside(marks: list[tuple[str, Any]]) -> str:
+    """The note for (display id, mark input) pairs; "" when there are none."""
     if not marks:
         return ""
     names = ", ".join(
-        f"{m.display_id} {(m.input_data or {}).get('tool', '?') if isinstance(m.input_data, dict) else '?'}"
-        for m in marks[:10]
+        f"{display} {data.get('tool', '?') if isinstance(data, dict) else '?'}"
+        for display, data in marks[:10]
     )
     more = f" and {len(marks) - 10} more" if len(marks) > 10 else ""
     n = len(marks)

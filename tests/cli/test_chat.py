@@ -520,3 +520,62 @@ def test_a_question_pending_across_a_server_restart_is_asked_again_in_full(make_
     t.prompt()
     t.line("/quit")
     assert t.wait_exit() == 0
+
+
+NOTIFY_TOOL = '''
+import xclaw
+
+
+@xclaw.tool(idempotent=False)
+def notify(message: str) -> str:
+    """Send a message to the team channel (an effect outside the workspace)."""
+    with open("sent.log", "a") as f:
+        f.write(message + "\\n")
+    return "sent"
+'''
+
+
+def test_rollback_and_fork_list_outside_effects_and_ask_first(tmp_path: Path) -> None:
+    """A step whose effects reached outside the workspace (a Python tool that is not read-only)
+    cannot be undone: /rollback and /fork across it name it and ask before doing anything."""
+    root = tmp_path / "srv"
+    root.mkdir()
+    (root / "notify.py").write_text(NOTIFY_TOOL)
+    turns = [
+        {"text": "Telling the team.", "tool_calls": [{"name": "notify", "input": {"message": "hi"}}]},
+        {"text": "Sent."},
+    ]
+    server = Server(root=root, script=write_script(root / "script.json", turns), approval="yolo")
+    write_config = server.env
+
+    def env_with_tool() -> dict[str, str]:
+        env = write_config()
+        with (root / "xclaw.yaml").open("a") as f:
+            f.write("tools:\n  - notify:notify\n")
+        return env
+
+    server.env = env_with_tool  # type: ignore[method-assign]
+    server.start()
+    try:
+        t = spawn_chat(server, tmp_path, "--new")
+        t.prompt()
+        t.line("tell the team")
+        t.expect(r"xclaw: Sent\.")
+        t.prompt()
+        t.line("/rollback s0001")
+        t.expect(r"\[rollback\] 1 step had effects outside the workspace; it is not undone: s\d{4} notify")
+        t.expect(r"Roll back anyway\? \[y/N\]")
+        t.line("n")
+        t.expect(r"\(no rollback: nothing was changed\)")
+        t.prompt()
+        t.line("/fork s0001")
+        t.expect(r"\[fork\] in this session after that step, 1 step had effects outside the workspace")
+        t.expect(r"Fork anyway\? \[y/N\]")
+        t.line("y")
+        t.expect(r"\[fork\] ")
+        t.prompt()
+        t.line("/quit")
+        assert t.wait_exit() == 0
+        assert (root / "sent.log").read_text() == "hi\n"  # ran once; the refusal changed nothing
+    finally:
+        server.kill()

@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_render import Renderer
 from xclaw.cli.chat_spinner import Spinner
+from xclaw.errors import XclawError
 from xclaw.gateway.commands import parse_command
+from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
+from xclaw.store.model import parse_step_ref
 
 SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5
@@ -550,6 +554,8 @@ class ChatClient:
             if not await self.send({"type": "message", "sessionId": self.session_id, "content": text}):
                 self._set_turn(None)
         elif parse_command(text) is not None:
+            if word in ("/rollback", "/fork") and not await self._confirm_time_travel(word, rest):
+                return
             self._set_turn("command")
             if not await self.send(
                 {"type": "message", "sessionId": self.session_id, "content": text}
@@ -561,6 +567,50 @@ class ChatClient:
                 {"type": "message", "sessionId": self.session_id, "content": line}
             ):
                 self._set_turn(None)
+
+    async def _confirm_time_travel(self, word: str, rest: str) -> bool:
+        """Rollback and fork cannot undo effects outside the workspace (an MCP call, a Python
+        tool): when the steps they cross hold such effects, list them and ask first, as the
+        page's dialog does. Anything that stops the check (no terminal, a bad step id, the
+        API out of reach) leaves the decision to the gateway, which names them afterwards."""
+        args = rest.split()
+        if not args or not self.session_id or not self.input.interactive:
+            return True
+        try:
+            seq = parse_step_ref(args[0], self.session_id)
+        except XclawError:
+            return True  # the gateway answers a bad step id in words
+        steps = await self._fetch_steps(self.session_id)
+        fork = word == "/fork"
+        note = describe_outside(outside_marks_json(steps, seq + (1 if fork else 0)))
+        if not note:
+            return True
+        where = "in this session after that step, " if fork else ""
+        self._say(f"[{word[1:]}] {where}{note}", "yellow")
+        question = "Fork anyway? [y/N] " if fork else "Roll back anyway? [y/N] "
+        try:
+            answer = await self.input.read(question, answer=True)
+        except (KeyboardInterrupt, PromptAbandoned):
+            answer = None
+        if (answer or "").strip().lower() in YES:
+            return True
+        self._say(f"(no {word[1:]}: nothing was changed)", "dim")
+        return False
+
+    async def _fetch_steps(self, session_id: str) -> list[dict[str, Any]]:
+        """Every step of the session from the HTTP API; [] when it cannot be had."""
+        parts = urlsplit(self.opts.url)
+        scheme = "https" if parts.scheme == "wss" else "http"
+        base = urlunsplit((scheme, parts.netloc, "", "", ""))
+        headers = {"Authorization": f"Bearer {self.opts.token}"} if self.opts.token else {}
+        try:
+            async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as http:
+                r = await http.get(f"/api/sessions/{session_id}/steps", params={"n": 0})
+            r.raise_for_status()
+            steps = r.json().get("steps")
+        except (httpx.HTTPError, ValueError):
+            return []
+        return steps if isinstance(steps, list) else []
 
     def _interrupt(self) -> None:
         """Ctrl+C: the first cancels the run in flight (or warns at the prompt), the second
