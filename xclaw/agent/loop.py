@@ -49,8 +49,12 @@ class Decision(Protocol):
     """What the approval policy says about one call: kind is allow | ask | deny. An allow
     may also carry `confine = True`: the tool is then told to run the call confined."""
 
-    kind: str
-    reason: str
+    @property
+    def kind(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def confine(self) -> bool: ...
 
 
 class Policy(Protocol):
@@ -316,7 +320,7 @@ class Agent:
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)
         maybe_repeated = signature in resume.suspect_calls
-        confined = bool(getattr(decision, "confine", False))
+        confined = decision.confine
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
             confined = False  # a human said yes to this very call
             reason = decision.reason if decision.kind == "ask" else "approval required"

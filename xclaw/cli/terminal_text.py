@@ -51,7 +51,7 @@ def json_text_for_terminal(text: str) -> str:
 class SafeConsole(Console):
     """A rich Console whose printed strings and Texts pass through `printable` first."""
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*(_safe(o) for o in objects), **kwargs)
 
 

@@ -181,11 +181,11 @@ def build_history(
         if kind == "user":
             hist.messages.append(UserMessage(value))
             continue
-        msg: AssistantMessage = value
-        hist.messages.append(msg)
+        reply: AssistantMessage = value
+        hist.messages.append(reply)
         # Only the very last entry may leave calls open for the loop to run now.
         open_turn = i == last and not new_input
-        for call in msg.tool_calls:
+        for call in reply.tool_calls:
             step = results.get(call.id)
             if step is None:
                 if open_turn:

@@ -21,9 +21,10 @@ from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ThinkingBlock, ToolCall
 from xclaw.protocol import notice_frame, step_json, thinking_frame
 from xclaw.recorder.caller import StoreCaller
-from xclaw.recorder.history import APPROVAL, History
+from xclaw.recorder.history import History
 from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
 from xclaw.recorder.redact import Redactor
+from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
 from xclaw.tools.base import ToolResult
 

@@ -33,7 +33,11 @@ class RollbackResult:
 class Store(Protocol):
     """A durable record of sessions and their steps (the seed's two tables)."""
 
-    url: str  # where the data lives, for banners and messages (a path or a redacted URL)
+    @property
+    def url(self) -> str:
+        """Where the data lives, for banners and messages (a path or a redacted URL)."""
+        ...
+
 
     # --- sessions ---------------------------------------------------------------------
     def create_session(

@@ -25,6 +25,7 @@ from xclaw.store.postgres_rows import NOW_MS
 from xclaw.store.rows import load_json
 
 if TYPE_CHECKING:
+    from xclaw.store.base import Store
     from xclaw.store.postgres_conn import Pool
 
 _STATUS = {s.value: s for s in Status}
@@ -236,5 +237,6 @@ class PgLeases:
         )
         return [_info(r) for r in rows]
 
-    def driven(self, lease: Lease) -> DrivenStore:
-        return DrivenStore(self, lease)  # type: ignore[arg-type]
+    def driven(self: Store, lease: Lease) -> Store:
+        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+        return DrivenStore(self, lease)

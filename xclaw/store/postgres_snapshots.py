@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerr
@@ -172,11 +172,16 @@ def fork_snapshots_tx(
 # --- the store methods ------------------------------------------------------------------------
 
 
+T = TypeVar("T")
+
 class PgSnapshots:
     """The snapshot half of the Store protocol for PostgresStore."""
 
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T: ...
+
     _now: Callable[[], int]
 
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
@@ -40,9 +40,14 @@ SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
 """
 
 
+T = TypeVar("T")
+
 class PgTransfer:
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T: ...
+
 
     def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
         """As SQLiteStore.import_session: one durable transaction, ids kept as given."""

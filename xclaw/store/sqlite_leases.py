@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import SessionNotFound
 from xclaw.private_files import private_dir
@@ -33,6 +33,9 @@ from xclaw.store.leases import (
 )
 from xclaw.store.model import Status
 from xclaw.store.rows import load_json
+
+if TYPE_CHECKING:
+    from xclaw.store.base import Store
 
 T = TypeVar("T")
 
@@ -65,8 +68,11 @@ class SqliteLeases:
 
     path: Path
     url: str
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
+
 
     def _init_leases(self) -> None:
         self._presence: dict[str, int] = {}  # worker id -> fd holding its flock
@@ -261,5 +267,6 @@ class SqliteLeases:
         rows = self._read(lambda c: c.execute(query, words).fetchall())
         return [self._info(r) for r in rows]
 
-    def driven(self, lease: Lease) -> DrivenStore:
-        return DrivenStore(self, lease)  # type: ignore[arg-type]
+    def driven(self: Store, lease: Lease) -> Store:
+        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+        return DrivenStore(self, lease)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import MissingBlobs, StoreError
 from xclaw.store.common import (
@@ -186,8 +186,11 @@ def fork_snapshots_tx(
 class SnapshotStoreMixin:
     """The snapshot half of the Store protocol for SQLiteStore."""
 
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
+
     _now: Callable[[], int]
 
     # --- blobs ------------------------------------------------------------------------------

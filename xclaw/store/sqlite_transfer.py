@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.model import Session, Step
@@ -47,8 +47,11 @@ SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
 
 
 class SqliteTransfer:
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
+
 
     def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
         """Insert a session and its steps exactly as given (ids, seqs, times) in one durable
