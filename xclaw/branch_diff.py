@@ -103,7 +103,8 @@ def describe(step: Step, limit: int = 70) -> str:
         return f"{step.display_id} {step.name}: {clip(str(shown or json.dumps(data, default=str)))} [{state}]"
     if step.name == "approval":
         data = step.input_data if isinstance(step.input_data, dict) else {}
-        args = data.get("args") if isinstance(data.get("args"), dict) else {}
+        given = data.get("args")
+        args = given if isinstance(given, dict) else {}
         what = args.get("command") or args.get("path") or ""
         out = step.output_data if isinstance(step.output_data, dict) else {}
         verdict = out.get("why") or ("approved" if out.get("approved") else "waiting" if step.status.value == "running" else "denied")

@@ -117,7 +117,7 @@ def make_undumpable() -> bool:
     dumps. Root (CAP_SYS_PTRACE) still can. False where prctl is unavailable."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+        return bool(libc.prctl(4, 0, 0, 0, 0) == 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         return False
 

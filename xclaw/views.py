@@ -140,8 +140,9 @@ def _text_of(data: Any) -> str | None:
         return data
     if isinstance(data, dict):
         for key in ("content", "text"):
-            if isinstance(data.get(key), str):
-                return data[key]
+            value = data.get(key)
+            if isinstance(value, str):
+                return value
     return None
 
 
@@ -159,7 +160,8 @@ def _llm_summary(step: Step) -> str:
     out = step.output_data
     if not isinstance(out, dict):
         return ""
-    text = out.get("text") if isinstance(out.get("text"), str) else ""
+    said = out.get("text")
+    text = said if isinstance(said, str) else ""
     calls = [c.get("name") for c in out.get("tool_calls") or () if isinstance(c, dict)]
     bits = []
     if text.strip():

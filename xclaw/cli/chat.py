@@ -18,7 +18,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -33,6 +33,9 @@ from xclaw.gateway.commands import parse_command
 from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
 from xclaw.store.model import parse_step_ref
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5
@@ -171,9 +174,9 @@ class TerminalInput:
                 history = FileHistory(str(history_file))
             except OSError:
                 pass
-        self.session: Any = PromptSession(history=history, complete_while_typing=False)
+        self.session: PromptSession[str] = PromptSession(history=history, complete_while_typing=False)
         # Approval answers (y/n) get a history of their own: Up never brings back a "y".
-        self.answers: Any = PromptSession(history=InMemoryHistory())
+        self.answers: PromptSession[str] = PromptSession(history=InMemoryHistory())
 
     def abandon(self) -> None:
         app = self.answers.app

@@ -84,12 +84,12 @@ def gc_cmd(store: Store, older_than: str, dry_run: bool, as_json: bool, workspac
         return
     out = _out()
     verb = "would delete" if dry_run else "deleted"
-    n = len(report["sessions"])
+    n = len(old)
     out.print(
         f"[gc] {verb} {n} session(s) not updated for {older_than}, {snaps} snapshot(s), "
         f"{report['blobs']} stored file content(s) ({_human_bytes(size)})"
     )
-    for sid in report["sessions"]:
+    for sid in old:
         out.print(f"  {sid}")
     for sid in busy:
         out.print(f"[gc] kept {sid}: another process is driving it right now")

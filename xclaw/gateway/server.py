@@ -31,7 +31,7 @@ NO_MODEL_LINE = (
 # WebSocket frames above this close the socket (1009); frames above the protocol's own limit
 # (xclaw.protocol.MAX_FRAME_BYTES) but below it get a `bad_frame` error and keep it open.
 WS_MAX_SIZE = 8 * 1024 * 1024
-GRACEFUL_TIMEOUT_S = 5.0
+GRACEFUL_TIMEOUT_S = 5
 
 _KV_RE = re.compile(r"^[a-z_]+=")
 _TOKEN_QUERY_RE = re.compile(r"(token=)[^&\s\"']+")

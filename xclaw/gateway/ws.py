@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,14 +61,15 @@ class _Close:
     reason: str
 
 
-def _raw(message: dict[str, Any]) -> str | bytes | None:
+def _raw(message: Mapping[str, Any]) -> str | bytes | None:
     """The payload of an ASGI websocket.receive message; None for a disconnect."""
     if message["type"] == "websocket.disconnect":
         return None
     text = message.get("text")
-    if text is not None:
+    if isinstance(text, str):
         return text
-    return message.get("bytes") or b""
+    data = message.get("bytes")
+    return data if isinstance(data, bytes) else b""
 
 
 def _first_frame_token(raw: str | bytes) -> str | None:

@@ -80,7 +80,7 @@ class RetryingModel:
         hint = getattr(err, "retry_after", None)
         if hint is not None:
             return min(float(hint), self.max_retry_after)
-        ceiling = min(self.max_delay, self.base_delay * (2**retry))
+        ceiling = min(self.max_delay, self.base_delay * (2.0**retry))
         return ceiling / 2 + self._jitter() * ceiling / 2  # "equal jitter": never near zero
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:

@@ -47,10 +47,13 @@ def portable_id(raw: str) -> str:
 def _body_message(body: object) -> str | None:
     if isinstance(body, dict):
         err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
+        if isinstance(err, dict):
+            said = err.get("message")
+            if isinstance(said, str):
+                return said
+        said = body.get("message")
+        if isinstance(said, str):
+            return said
     return None
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Policy
 from xclaw.config import Settings
 from xclaw.tools.base import Tool
+
+if TYPE_CHECKING:
+    from xclaw.tools.mcp.hub import McpHub
 
 
 @dataclass(frozen=True)
@@ -18,8 +21,8 @@ class Toolbox:
     tools: MutableMapping[str, Tool]
     policy: Policy
     workspace_root: Path
-    # xclaw.tools.mcp.hub.McpHub when xclaw.yaml configures MCP servers.
-    mcp: Any = None
+    # When xclaw.yaml configures MCP servers.
+    mcp: McpHub | None = None
 
     def is_retry_safe(self, name: str) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from xclaw.errors import AmbiguousSession, MissingBlobs, SessionNotFound, StoreError
 from xclaw.store.base import RollbackResult
@@ -229,17 +229,21 @@ class StoreBase:
 
     _clock: Callable[[], int]
 
+    if TYPE_CHECKING:  # each backend's own SQL
+
+        def list_sessions(self, *, limit: int | None = None) -> list[Session]: ...
+
     def resolve_session(self, ref: str) -> Session:
         """The session `ref` names: its full id, or a unique prefix of one (as git takes
         abbreviated commits). Raises SessionNotFound, or AmbiguousSession listing the
         candidates."""
         ref = ref.strip()
-        exact = self.find_session(ref)  # type: ignore[attr-defined]
+        exact = self.find_session(ref)
         if exact is not None:
             return exact
         if not ref:
             raise SessionNotFound(ref)
-        matches = [s for s in self.list_sessions() if s.session_id.startswith(ref)]  # type: ignore[attr-defined]
+        matches = [s for s in self.list_sessions() if s.session_id.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
         if matches:

@@ -36,7 +36,8 @@ _STATUS = {s.value: s for s in Status}
 _STEP_TYPE = {t.value: t for t in StepType}
 _STEP_STATUS = {s.value: s for s in StepStatus}
 _loads = json.loads
-_scan = json.JSONDecoder().scan_once
+# typeshed leaves out the decoder attribute json itself uses (set in JSONDecoder.__init__).
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -93,7 +93,8 @@ def first_snapshot_from_tx(conn: sqlite3.Connection, session_id: str, seq: int) 
     row = conn.execute(
         "SELECT min(seq) FROM snapshots WHERE session_id=? AND seq>=?", (session_id, seq)
     ).fetchone()
-    return row[0]
+    first: int | None = row[0]
+    return first
 
 
 def sweep_blobs_tx(conn: sqlite3.Connection) -> int:

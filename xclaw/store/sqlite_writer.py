@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from xclaw.errors import DiskFull, StoreError, XclawError
 
@@ -192,7 +192,7 @@ class Writer:
         tx: _Tx | None = getattr(self._local, "tx", None)
         if tx is not None:
             return self._nested(tx, fn, durable)
-        return self._queued(_Op(fn, durable))
+        return cast(T, self._queued(_Op(fn, durable)))  # the op's result is what fn returned
 
     def run_units(
         self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
@@ -452,6 +452,6 @@ def _wrap(e: BaseException, where: str) -> BaseException:
         )
         err.__cause__ = e
         return err
-    err = StoreError(f"database error on {where}: {e}")
-    err.__cause__ = e
-    return err
+    failed = StoreError(f"database error on {where}: {e}")
+    failed.__cause__ = e
+    return failed

@@ -67,7 +67,8 @@ class TurnExporter:
             try:
                 self.flush(timeout_s)
                 self._queue.put(_STOP)
-                self._processor.shutdown()
+                # opentelemetry-sdk leaves shutdown() unannotated (force_flush is typed).
+                self._processor.shutdown()  # type: ignore[no-untyped-call]
             except Exception:
                 log.warning("otel: shutting the exporter down failed", exc_info=True)
 

@@ -134,7 +134,7 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
             raise ConfigError(f"tools: {ref}: parameter {p.name!r} needs a type hint")
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (hints[p.name], default)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model, None

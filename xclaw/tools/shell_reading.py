@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import bashlex  # type: ignore[import-untyped]
-import bashlex.errors  # type: ignore[import-untyped]
+import bashlex
+import bashlex.errors
 
 
 class NotSafe(Exception):

@@ -212,7 +212,7 @@ class McpConnection:
             )
             assert errlog is not None
             return stdio_client(params, errlog=errlog.file)
-        from mcp.client.streamable_http import create_mcp_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client  # where mcp itself gets it
 
         return _http(c.url or "", create_mcp_http_client(headers=dict(c.headers) or None))
 
