@@ -132,12 +132,12 @@ async def health(request: Request, gw: Gateway) -> Response:
             "status": "ok",
             "version": __version__,
             "database": gw.store.url,
-            "model": rt.model_name() if hasattr(rt, "model_name") else None,
+            "model": rt.model_name(),
             "sockets": gw.hub.sockets(),
             # Which worker this is, among several on one database (docs/postgres.md).
-            "worker": getattr(rt, "worker_id", None),
+            "worker": rt.worker_id,
             "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
-            "sessionsDriven": rt.driven_sessions() if hasattr(rt, "driven_sessions") else [],
+            "sessionsDriven": rt.driven_sessions(),
             # Write transactions this process has committed: with the steps it recorded,
             # how well writes share commits (bench/gateway_bench.py prints steps per commit).
             "commits": getattr(gw.store, "commits", None),

@@ -21,6 +21,7 @@ from xclaw.config import Settings
 from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.gateway.ws import websocket_endpoint
 from xclaw.store.base import Store
 
@@ -54,7 +55,7 @@ async def index(request: Request) -> Response:
 
 
 def create_app(
-    settings: Settings, store: Store, runtime: Any, *, token: str | None = None
+    settings: Settings, store: Store, runtime: GatewayRuntime, *, token: str | None = None
 ) -> Starlette:
     """The ASGI app. `token` defaults to XCLAW_TOKEN / $XCLAW_HOME/token (created on first use)."""
     gateway = Gateway(

@@ -17,6 +17,7 @@ from typing import Any
 
 from xclaw import views
 from xclaw.errors import XclawError
+from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import step_json
 from xclaw.store.base import Store
@@ -105,7 +106,7 @@ def sessions_text(
 class CommandRunner:
     """Runs slash commands against the runtime (time travel) and the store (listings)."""
 
-    def __init__(self, runtime: Any, store: Store) -> None:
+    def __init__(self, runtime: GatewayRuntime, store: Store) -> None:
         self.runtime = runtime
         self.store = store
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from xclaw.config import Settings
 from xclaw.gateway.commands import CommandRunner
+from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.store.base import Store
 
 Sink = Callable[[dict[str, Any]], None]
@@ -45,7 +46,7 @@ class Hub:
 class Gateway:
     settings: Settings
     store: Store
-    runtime: Any  # xclaw.runtime.Runtime (typed loosely: tests may pass a subclass)
+    runtime: GatewayRuntime
     token: str
     hub: Hub = field(default_factory=Hub)
     commands: CommandRunner = field(init=False)

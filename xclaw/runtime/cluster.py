@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import StepNotFound
+from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.store.leases import LeaseInfo
 from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType, parse_step_ref
 
@@ -52,7 +53,7 @@ class Cluster:
         self.grace_s = ttl if settings.sweep_grace_s is None else settings.sweep_grace_s
         self.sweep_s = ttl if settings.sweep_every_s is None else settings.sweep_every_s
         self.info = {"host": socket.gethostname(), "pid": os.getpid(), **(info or {})}
-        self.bus: Any = None
+        self.bus: FrameBus | None = None
         self.others = False  # is any other worker alive? (else publishing is wasted)
         self._remote: dict[str, _Remote] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
@@ -66,11 +67,13 @@ class Cluster:
         self._loop = asyncio.get_running_loop()
         self.rt.leases.info.update(self.info)
         await self.rt.leases.register()
-        open_bus = getattr(self.store, "open_bus", None)
-        if open_bus is not None:
+        if isinstance(self.store, BusStore):
             # Frames of sessions nobody here watches are dropped undecoded (keyed by session).
-            self.bus = await asyncio.to_thread(open_bus, self._from_bus, self.rt.has_subscribers)
-            self.bus.publish({"w": self.worker_id, "k": "hello"})
+            bus = await asyncio.to_thread(
+                self.store.open_bus, self._from_bus, self.rt.has_subscribers
+            )
+            bus.publish({"w": self.worker_id, "k": "hello"})
+            self.bus = bus
         self.rt.cluster = self
         await self._refresh_others()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="xclaw-heartbeat"))

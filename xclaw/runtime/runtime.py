@@ -40,6 +40,7 @@ from xclaw.recorder.history import History, build_history, seed_history, with_im
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper
+from xclaw.runtime.peers import Peers
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, Store
@@ -132,7 +133,7 @@ class Runtime:
         self.worker_id = worker_id or new_worker_id()
         self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
         # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
-        self.cluster: Any = None
+        self.cluster: Peers | None = None
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
         self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
