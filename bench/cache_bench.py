@@ -130,7 +130,7 @@ async def run_compacting_session(calls: int = 60, *, compact: bool = True) -> li
     from xclaw.tools.base import ToolContext
 
     class Allow:
-        kind, reason = "allow", ""
+        kind, reason, confine = "allow", "", False
 
         def decide(self, tool: object, args: object) -> Allow:
             return self

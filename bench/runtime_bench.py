@@ -29,10 +29,10 @@ from xclaw.messages import ToolCall
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.store import open_store
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 
-class NoopTool:
+class NoopTool(Tool):
     name = "noop"
     description = "does nothing"
     input_schema: ClassVar[dict[str, Any]] = {"type": "object"}
@@ -45,6 +45,7 @@ class NoopTool:
 class Allow:
     kind = "allow"
     reason = ""
+    confine = False
 
     def decide(self, tool: Any, args: Any) -> Allow:
         return self

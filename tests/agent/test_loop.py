@@ -19,7 +19,7 @@ from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 
 class FunctionModel:
@@ -47,7 +47,7 @@ def script(*turns: LLMResponse) -> FunctionModel:
 
 
 @dataclass
-class CountTool:
+class CountTool(Tool):
     """A side-effecting tool that logs every event into the shared event list."""
 
     events: list[str]
@@ -67,7 +67,7 @@ class CountTool:
 
 
 @dataclass
-class SpawnTool:
+class SpawnTool(Tool):
     name: str = "spawn_agent"
     description: str = "spawn"
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
@@ -83,6 +83,7 @@ class SpawnTool:
 class Decision:
     kind: str
     reason: str = ""
+    confine: bool = False
 
 
 class Policy:
@@ -343,7 +344,7 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
 
 
 @dataclass
-class SlowTool:
+class SlowTool(Tool):
     """Takes a while and logs when it starts and ends."""
 
     events: list[str]

@@ -23,7 +23,7 @@ from xclaw.recorder.recorder import Recorder
 from xclaw.recorder.redact import Redactor
 from xclaw.store.model import Status, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -107,7 +107,7 @@ async def test_write_ahead_row_is_committed_before_tool_started_returns(db: Any)
 
 
 @dataclass
-class PeekingTool:
+class PeekingTool(Tool):
     """A side-effecting tool that, when it starts, looks at the record from outside."""
 
     outside: Outside
@@ -142,6 +142,7 @@ class ScriptModel:
 class Allow:
     kind: str = "allow"
     reason: str = ""
+    confine: bool = False
 
     def decide(self, tool: Any, args: dict[str, Any]) -> Allow:
         return self

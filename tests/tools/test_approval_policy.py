@@ -19,12 +19,13 @@ from xclaw.tools.approval import (
 )
 
 CONFINED = ALLOW_CONFINED("only listed commands with allowed options; run confined")
+from xclaw.tools.base import Tool
 from xclaw.tools.registry import default_tools
 
 TOOLS = default_tools()
 
 
-class CustomTool:
+class CustomTool(Tool):
     """A tool the policy knows nothing about by name."""
 
     name = "send_email"

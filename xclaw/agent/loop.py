@@ -304,7 +304,7 @@ class Agent:
 
     def _parallel_safe(self, call: ToolCall) -> bool:
         tool = self.tools.get(call.name)
-        return bool(tool is not None and getattr(tool, "parallel_safe", False))
+        return tool is not None and tool.parallel_safe
 
     async def _run_one(self, call: ToolCall, resume: ResumeState) -> ToolResultMessage:
         tool = self.tools.get(call.name)
@@ -337,14 +337,14 @@ class Agent:
             await turn.acquire()
         try:
             self._check_cancelled()  # the run may have been stopped while this call waited
-            if getattr(tool, "outside_effects", False):
+            if tool.outside_effects:
                 # Marked in the record before it runs: rollback and fork cannot undo it.
                 await self.observer.alert(
                     OUTSIDE_EFFECTS, {"tool": call.name, "callId": call.id, "agent": self.agent_id}
                 )
             # Write-ahead: the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
-            if turn is not None and getattr(tool, "parallel_safe", False):
+            if turn is not None and tool.parallel_safe:
                 # A sub-agent spawner: its own step starts alone, but its sub-agents' tools
                 # need the turn while it runs.
                 turn.release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,12 +13,15 @@ from xclaw.config import load_settings
 from xclaw.errors import AmbiguousSession, SessionNotFound, XclawError
 from xclaw.store.model import session_state
 
+if TYPE_CHECKING:
+    from xclaw.runtime.runtime import Runtime
+
 
 class TerminalFrames:
     """Shows runtime frames exactly as `xclaw chat` does and answers approvals on the terminal
     (or denies them when nobody is there to ask)."""
 
-    def __init__(self, runtime: Any, session_id: str, *, interactive: bool) -> None:
+    def __init__(self, runtime: Runtime, session_id: str, *, interactive: bool) -> None:
         from xclaw.cli.chat_render import Renderer, make_console
 
         self.runtime = runtime
@@ -51,19 +54,19 @@ class TerminalFrames:
             pass  # answered elsewhere, or the run ended meanwhile
 
 
-def _allow_hint(runtime: Any, name: str) -> str:
+def _allow_hint(runtime: Runtime, name: str) -> str:
     """What would let this call run without a terminal, given the approval mode in force:
     auto-edits only spares file edits; an MCP or Python tool (which has traits) can be
     allowed by name, and a destructive one is asked even under yolo."""
-    mode = str(getattr(runtime.settings, "approval_mode", "ask"))
-    tool = runtime.toolbox.tools.get(name) if getattr(runtime, "toolbox", None) else None
-    traits = getattr(tool, "traits", None)
+    mode = runtime.settings.approval_mode
+    tool = runtime.toolbox.tools.get(name)
+    traits = tool.traits if tool is not None else None
     if traits is None:  # built-in
         if name in ("write_file", "edit_file") and mode == "ask":
             return "use --approval auto-edits or yolo"
         return "use --approval yolo"
     policy = f"tool_policies: {{{name}: {{approval: allow}}}}"
-    if mode == "yolo" or getattr(traits, "destructive", False):
+    if mode == "yolo" or traits.destructive:
         return f"it is asked even under yolo; allow it in xclaw.yaml: {policy}"
     return f"use --approval yolo, or allow it in xclaw.yaml: {policy}"
 

@@ -37,11 +37,11 @@ async def settle_by_workspace(
     for step in steps:
         if step.display_id not in wanted or step.step_type is not StepType.TOOL_CALL or not step.call_id:
             continue
-        check = getattr(tools.get(step.name), "check_effect", None)
-        if check is None:
+        tool = tools.get(step.name)
+        if tool is None:
             continue
         args: dict[str, Any] = tool_args(step)
-        result: ToolResult | None = await asyncio.to_thread(check, args, ctx)
+        result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, ctx)
         if result is None or result.is_error:
             continue
         new = NewStep(

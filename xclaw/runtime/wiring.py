@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Policy
 from xclaw.config import Settings
-from xclaw.tools.base import Tool
+from xclaw.tools.base import Tool, retries_on_resume
 
 if TYPE_CHECKING:
     from xclaw.tools.mcp.hub import McpHub
@@ -28,12 +28,11 @@ class Toolbox:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""
         tool = self.tools.get(name)
-        if tool is None:
-            return False
-        return bool(getattr(tool, "retry_on_resume", tool.read_only))
+        return tool is not None and retries_on_resume(tool)
 
     def is_resumable(self, name: str) -> bool:
-        return bool(getattr(self.tools.get(name), "resumable", False))
+        tool = self.tools.get(name)
+        return tool is not None and tool.resumable
 
     def workspace(self, session_id: str) -> Path:
         from xclaw.workspace.paths import workspace_dir

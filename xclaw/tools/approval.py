@@ -123,7 +123,7 @@ class ApprovalPolicy:
         )
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
-        traits = getattr(tool, "traits", None)
+        traits = tool.traits
         if traits is not None:  # an MCP or Python tool: its declared traits decide
             kind, reason = approval_for(traits, tool.name, self.mode)
             return ALLOW if kind == "allow" else ASK(reason)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xclaw.messages import ImageBlock, ToolSpec
+
+if TYPE_CHECKING:
+    from xclaw.tools.traits import ToolTraits
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,22 +53,42 @@ class ToolContext:
 
 @runtime_checkable
 class Tool(Protocol):
+    """What a tool declares. The traits below have defaults: a tool class that subclasses
+    Tool inherits them and sets only what differs (every tool of xclaw's does)."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
     # Safe to run again after an interruption without asking anyone (no blind repeat).
     read_only: bool
-    # Optional `resumable = True`: an interrupted call is run again and *continues* from its
-    # own record instead of starting over (spawn_agent: the sub-agent's branch).
-    # Optional `parallel_safe = True`: consecutive calls run concurrently and, if the tool has
-    # side effects, hold the session's side-effect turn only while their step starts. A tool
-    # that calls `ctx.spawn_agent` must be parallel-safe: its sub-agents' tools need the turn.
-    # Optional `check_effect(args, ctx) -> ToolResult | None` (blocking; run in a thread): for
-    # a side-effecting tool whose effect can be seen afterwards (write_file, edit_file). On
-    # resume, an interrupted call whose effect is there is settled with the returned result
-    # instead of being reported to the model as "may or may not have run".
+    # Consecutive calls run concurrently and, if the tool has side effects, hold the
+    # session's side-effect turn only while their step starts. A tool that calls
+    # `ctx.spawn_agent` must be parallel-safe: its sub-agents' tools need the turn.
+    parallel_safe: bool = False
+    # An interrupted call is run again and *continues* from its own record instead of
+    # starting over (spawn_agent: the sub-agent's branch).
+    resumable: bool = False
+    # Its effects reach beyond the workspace: marked in the record before it runs, since
+    # rollback and fork cannot undo them.
+    outside_effects: bool = False
+    # Run again automatically after a crash interrupted it; None: when it is read-only.
+    retry_on_resume: bool | None = None
+    # An MCP or Python tool's declared traits (approval, resume, listing); None: built-in.
+    traits: ToolTraits | None = None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+    def check_effect(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """Blocking (run in a thread), for a side-effecting tool whose effect can be seen
+        afterwards (write_file, edit_file): on resume, an interrupted call whose effect is
+        there is settled with the returned result instead of being reported to the model as
+        "may or may not have run". None: not known (the default)."""
+        return None
+
+
+def retries_on_resume(tool: Tool) -> bool:
+    """Run again automatically when a crash interrupted it (see Tool.retry_on_resume)."""
+    return tool.read_only if tool.retry_on_resume is None else tool.retry_on_resume
 
 
 def spec_of(tool: Tool) -> ToolSpec:

@@ -18,7 +18,7 @@ from typing import Any
 
 from xclaw.errors import ToolError
 from xclaw.messages import ImageBlock
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.workspace.paths import resolve_in_workspace
 
@@ -126,7 +126,7 @@ def _read_text_file(path: Path, shown: str, tool: str) -> str:
         ) from e
 
 
-class ReadFileTool:
+class ReadFileTool(Tool):
     """Shows a text file with line numbers, a window of it at a time. Read-only."""
 
     read_only = True
@@ -257,7 +257,7 @@ class ReadFileTool:
         )
 
 
-class WriteFileTool:
+class WriteFileTool(Tool):
     """Writes a whole file, creating parent directories.
 
     read_only stays False although writing the same content twice is harmless: after an
@@ -342,7 +342,7 @@ def _squash(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
-class EditFileTool:
+class EditFileTool(Tool):
     """Replaces an exact passage of a file; refuses when the passage is missing or ambiguous."""
 
     name = "edit_file"
@@ -453,7 +453,7 @@ def _excerpt(text: str, first_line: int, new: str, context: int = 3, cap: int = 
     return "\n".join(f"{n + 1:6}\t{lines[n].rstrip(chr(13))}" for n in range(start, end))
 
 
-class ListDirTool:
+class ListDirTool(Tool):
     """Lists a directory as an indented tree, sorted, with sizes. Read-only."""
 
     name = "list_dir"

@@ -8,19 +8,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from xclaw.tools.approval import SHELL_TOOLS, ApprovalPolicy
-from xclaw.tools.base import Tool
+from xclaw.tools.base import Tool, retries_on_resume
 
 
 def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
-    traits = getattr(tool, "traits", None)
+    traits = tool.traits
     if tool.name in SHELL_TOOLS:
         approval = "by command (safe commands run; denied patterns never)"
     else:
         decision = policy.decide(tool, {})
         approval = "runs" if decision.kind == "allow" else f"asked ({decision.reason})"
-    if getattr(tool, "resumable", False):
+    if tool.resumable:
         resume = "continues from its record"
-    elif getattr(tool, "retry_on_resume", tool.read_only):
+    elif retries_on_resume(tool):
         resume = "retried"
     else:
         resume = "asked again (may have run)"
@@ -31,7 +31,7 @@ def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
         "readOnly": bool(tool.read_only),
         "approval": approval,
         "resume": resume,
-        "outsideEffects": bool(getattr(tool, "outside_effects", False)),
+        "outsideEffects": tool.outside_effects,
         "traits": traits.as_json() if traits is not None else None,
         "inputSchema": tool.input_schema,
     }

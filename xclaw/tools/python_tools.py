@@ -29,7 +29,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from xclaw.errors import ConfigError
-from xclaw.tools.base import ToolContext, ToolResult, cap_result_text
+from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
 _MARK = "__xclaw_tool__"
@@ -67,7 +67,7 @@ def tool(
     return mark(fn) if fn is not None else mark
 
 
-class PythonTool:
+class PythonTool(Tool):
     def __init__(self, ref: str, fn: Callable[..., Any], policy: ToolPolicy = NO_OVERRIDE) -> None:
         declared: Declared = getattr(fn, _MARK, None) or Declared(None, None, False, False, False, False)
         self.ref = ref

@@ -19,7 +19,7 @@ from typing import Any
 
 from xclaw.credentials import child_env
 from xclaw.errors import ToolError
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.tools.step_processes import (
     StepProcesses,
@@ -117,7 +117,7 @@ def _describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-class ShellTool:
+class ShellTool(Tool):
     """Runs a bash command in the workspace. Not read-only: it may do anything."""
 
     name = "shell"

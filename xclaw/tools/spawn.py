@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from xclaw.errors import ToolError
-from xclaw.tools.base import ToolContext, ToolResult
+from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 
 
-class SpawnAgentTool:
+class SpawnAgentTool(Tool):
     name = "spawn_agent"
     description = (
         "Start a sub-agent on a self-contained task and get back its final answer. The sub-agent "

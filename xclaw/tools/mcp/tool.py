@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from xclaw.messages import ImageBlock
-from xclaw.tools.base import ToolContext, ToolResult, cap_result_text
+from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
 from xclaw.tools.files import IMAGE_MAX_BYTES
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
@@ -30,7 +30,7 @@ def tool_name(server: str, tool: str) -> str:
     return _NOT_IN_NAMES.sub("_", f"{PREFIX}{server}__{tool}")[:MAX_NAME]
 
 
-class McpTool:
+class McpTool(Tool):
     def __init__(
         self,
         connection: McpConnection,
