@@ -14,6 +14,7 @@ processes get an environment without them. A credential is:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -134,10 +135,8 @@ def command_line_secrets(argv: Iterable[str]) -> list[str]:
         elif a.startswith("--token="):
             out.append(a.split("=", 1)[1])
         if "://" in a and "token=" in a:
-            try:
+            with contextlib.suppress(ValueError):
                 out += parse_qs(urlsplit(a.strip()).query).get("token", [])
-            except ValueError:
-                pass
     return [s for s in out if s]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,10 +49,9 @@ class TerminalFrames:
             self.denied_unasked += 1
             hint = _allow_hint(self.runtime, str(frame.get("name") or ""))
             self.render.line(f"  no terminal to ask: denied ({hint})", "yellow")
-        try:
+        # Answered elsewhere, or the run ended meanwhile: nothing to answer any more.
+        with contextlib.suppress(XclawError):
             self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
-        except XclawError:
-            pass  # answered elsewhere, or the run ended meanwhile
 
 
 def _allow_hint(runtime: Runtime, name: str) -> str:

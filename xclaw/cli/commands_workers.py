@@ -77,7 +77,7 @@ def format_workers(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> str:
     else:
         width = max(len("WORKER"), *(len(w.worker_id) for w in workers))
         lines.append(f"{'WORKER':<{width}}  {'STATE':<7}  {'SEEN':<9}  SESSIONS DRIVEN")
-        for w, row in zip(workers, data["workers"]):
+        for w, row in zip(workers, data["workers"], strict=True):
             driven = ", ".join(row["sessions"]) or "-"
             lines.append(
                 f"{w.worker_id:<{width}}  {_alive(w.alive):<7}  {_ago(w.seen_at, now):<9}  {driven}"

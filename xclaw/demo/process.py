@@ -123,9 +123,10 @@ class Client:
     async def say(self, text: str) -> None:
         await self.send({"type": "message", "sessionId": self.session_id, "content": text})
 
-    async def until(self, pred: Callable[[Frame], bool], timeout: float = 30.0, since: int = 0) -> Frame:
-        """The first frame (from index `since`) satisfying pred."""
-        deadline = time.monotonic() + timeout
+    async def until(self, pred: Callable[[Frame], bool], within_s: float = 30.0, since: int = 0) -> Frame:
+        """The first frame (from index `since`) satisfying pred, or TimeoutError naming how
+        long it waited after `within_s`."""
+        deadline = time.monotonic() + within_s
         seen = since
         while True:
             while seen < len(self.frames):
@@ -137,12 +138,10 @@ class Client:
                 raise RuntimeError("the connection to the server closed")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no expected frame within {timeout:.0f} s")
+                raise TimeoutError(f"no expected frame within {within_s:.0f} s")
             self._new.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._new.wait(), left)
-            except TimeoutError:
-                pass
 
     def mark(self) -> int:
         return len(self.frames)

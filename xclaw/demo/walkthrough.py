@@ -129,7 +129,7 @@ class Walkthrough:
                 "sleep" in str(f.get("input")) or not self.scripted
             )
 
-        frame = await client.until(slow_call_running, timeout=30 if self.scripted else 180)
+        frame = await client.until(slow_call_running, within_s=30 if self.scripted else 180)
         if frame.get("type") == "error":
             raise DemoFailure(f"the run failed before the crash point: {frame.get('content')}")
         if frame.get("type") == "reply":
@@ -150,11 +150,11 @@ class Walkthrough:
         self.check("sleep 3" in str(history.get("messages")), "the history came back from the database")
         if self.scripted:
             await client.until(lambda f: f.get("type") == "notice" and "[resume]" in str(f.get("content")))
-            request = await client.until(lambda f: f.get("type") == "approval_request", timeout=30)
+            request = await client.until(lambda f: f.get("type") == "approval_request", within_s=30)
             self.check(bool(request.get("maybeRepeated")), "the model re-issued the interrupted call: xclaw asks first, warning it may already have run")
             self.note("The demo answers y, as you would.")
             await client.send({"type": "approval", "sessionId": sid, "stepId": request["stepId"], "approve": True})
-        reply = await client.until(lambda f: f.get("type") in ("reply", "error"), timeout=120)
+        reply = await client.until(lambda f: f.get("type") in ("reply", "error"), within_s=120)
         self.check(reply.get("type") == "reply", "the task finished after the restart")
         await client.close()
 
@@ -194,7 +194,7 @@ class Walkthrough:
         client = await Client.attach(self.server, sid, self.show)
         mark = client.mark()
         await client.say("Also add a changelog file.")
-        await client.until(lambda f: f.get("type") in ("reply", "error"), since=mark, timeout=60)
+        await client.until(lambda f: f.get("type") in ("reply", "error"), since=mark, within_s=60)
         changelog = self._workspace(sid) / "CHANGELOG.md"
         self.check(changelog.exists(), "CHANGELOG.md was written")
         target = [s for s in self._steps(sid) if s.step_type is StepType.USER_INPUT][-1]
@@ -221,7 +221,7 @@ class Walkthrough:
         mark = branch.mark()
         self.console.print(Text("You: Make the note shorter instead.", style="bold"))
         await branch.say("Make the note shorter instead.")
-        await branch.until(lambda f: f.get("type") in ("reply", "error"), since=mark, timeout=60)
+        await branch.until(lambda f: f.get("type") in ("reply", "error"), since=mark, within_s=60)
         await branch.close()
         self.check((self._workspace(sid) / "draft.txt").read_text() != (self._workspace(fork_id) / "draft.txt").read_text(),
                    "the two branches now hold different draft.txt files")

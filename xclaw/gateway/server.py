@@ -208,7 +208,7 @@ async def _print_banner_when_up(
     model: Any,
     model_error: str | None,
 ) -> None:
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
     port = settings.port
     for s in server.servers:

@@ -215,7 +215,8 @@ class AnthropicModel:
                 response = await self._read(stream, on_delta)
                 return replace(response, request_id=request_id)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
-            raise stamp_request_id(e, request_id)
+            stamp_request_id(e, request_id)  # in place: the same error goes on
+            raise
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:

@@ -122,7 +122,7 @@ def in_stream_error(provider: str, body: object, *, request_id: str = "") -> Pro
     elif isinstance(code, str) and code.isdigit():
         status = int(code)
     retryable = transient_error_type(kind) or (
-        status is not None and 400 <= status and retryable_status(status)
+        status is not None and status >= 400 and retryable_status(status)
     )
     shown = message or kind or "error event in the stream"
     if kind and message:

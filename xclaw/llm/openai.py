@@ -187,7 +187,8 @@ class OpenAIModel:
                     raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
                 return replace(response, request_id=request_id)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
-            raise stamp_request_id(e, request_id)
+            stamp_request_id(e, request_id)  # in place: the same error goes on
+            raise
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:

@@ -16,6 +16,7 @@ say where its answers first differ from the record's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -251,10 +252,8 @@ async def replay(
             step = await asyncio.to_thread(store.get_step, sid, str(frame["stepId"]))
             path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(step.agent, step.agent)
             approve = decisions.get((path, step.call_id), True)
-            try:
+            with contextlib.suppress(XclawError):  # the run ended meanwhile
                 runtime.answer_approval(sid, str(frame["stepId"]), approve)
-            except XclawError:
-                pass  # the run ended meanwhile
 
         runtime.subscribe(sid, on_frame)
         if first is not None and not _starts_turn(steps, first):

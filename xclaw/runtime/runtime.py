@@ -464,7 +464,9 @@ class Runtime:
     async def _drive(
         self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
     ) -> None:
-        emit: FrameSink = lambda frame: self._emit(sid, frame)
+        def emit(frame: dict[str, Any]) -> None:
+            self._emit(sid, frame)
+
         # Every write of this run carries the lease's fencing token (one driver).
         db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
         started = now_ms()

@@ -14,7 +14,7 @@ from typing import Any
 from xclaw.errors import IllegalTransition, StepNotFound
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """A session's state machine (docs/architecture.md). Stored as the seed's capitalised words."""
 
     INIT = "Init"
@@ -47,14 +47,14 @@ def check_transition(current: Status, target: Status) -> None:
         raise IllegalTransition(current.value, target.value)
 
 
-class StepType(str, enum.Enum):
+class StepType(enum.StrEnum):
     LLM_CALL = "llm_call"
     TOOL_CALL = "tool_call"
     USER_INPUT = "user_input"
     SYSTEM_ALERT = "system_alert"
 
 
-class StepStatus(str, enum.Enum):
+class StepStatus(enum.StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -74,7 +74,7 @@ def is_approval(step_type: StepType | str, name: str) -> bool:
     return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
 
 
-# ASCII digits only: `\d` would read "١" (Arabic-Indic one) as step 1.
+# ASCII digits only: `\d` would read "\u0661" (Arabic-Indic one) as step 1.
 _DISPLAY_RE = re.compile(r"^[sS]?([0-9]{1,12})$")
 
 

@@ -9,6 +9,7 @@ Failures come back as error results the model can act on, never as exceptions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import tempfile
@@ -100,10 +101,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -62,7 +62,7 @@ async def server_rows(hub: Any, *, start: bool) -> list[dict[str, Any]]:
             if name in errors:
                 row["error"] = errors[name]
         else:
-            row["status"] = "running" if conn.alive else hub.errors.get(name) and "error" or "not started"
+            row["status"] = "running" if conn.alive else (hub.errors.get(name) and "error") or "not started"
             if name in hub.errors:
                 row["error"] = hub.errors[name]
         row["tools"] = [t.name for t in conn.tools]

@@ -8,6 +8,7 @@ a fixed memory bound (head and tail), whatever the command prints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -77,14 +78,14 @@ class HeadTail:
         return f"{head}\n[... {self.dropped} bytes truncated ...]\n{tail}"
 
 
-async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    """True once the command's own process has exited; False when `timeout` passes first.
+async def _wait_exit(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
+    """True once the command's own process has exited; False when `limit_s` passes first.
 
     `Process.wait()` alone also waits for the output pipe to close, which a background job
     can keep open indefinitely; so the exit status is polled beside it.
     """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + limit_s
     waiter = asyncio.ensure_future(proc.wait())
     try:
         while proc.returncode is None:
@@ -102,7 +103,8 @@ async def _sandbox_gone(pgid: int, limit_s: float = 1.0) -> None:
     (everything in it is killed with its init): wait for that, so that processes still
     exiting are not reported as background processes left behind."""
     deadline = time.monotonic() + limit_s
-    while live_members(pgid) and time.monotonic() < deadline:
+    # Polled: the kernel gives no event for a process group emptying (noqa below).
+    while live_members(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.005)
 
 
@@ -176,7 +178,7 @@ class ShellTool(Tool):
                 raise ToolError("shell needs a non-empty 'command'")
             if "\0" in clean["command"]:
                 raise ToolError("shell 'command' contains a NUL byte, which no program can take")
-            if not Path(ctx.workspace).is_dir():
+            if not await asyncio.to_thread(Path(ctx.workspace).is_dir):
                 raise ToolError(f"the workspace directory {str(ctx.workspace)!r} does not exist")
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
@@ -211,7 +213,7 @@ class ShellTool(Tool):
         inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
         return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
 
-    async def _execute(self, command: str, timeout: float, ctx: ToolContext) -> ToolResult:
+    async def _execute(self, command: str, limit_s: float, ctx: ToolContext) -> ToolResult:
         step = StepProcesses.start(ctx.session_id)
         register(step)
         # Landlock confinement (no bubblewrap): the only place the command may write.
@@ -221,7 +223,7 @@ class ShellTool(Tool):
             else None
         )
         try:
-            return await self._execute_step(command, timeout, ctx, step, scratch)
+            return await self._execute_step(command, limit_s, ctx, step, scratch)
         finally:
             unregister(step)
             step.close()
@@ -231,7 +233,7 @@ class ShellTool(Tool):
     async def _execute_step(
         self,
         command: str,
-        timeout: float,
+        limit_s: float,
         ctx: ToolContext,
         step: StepProcesses,
         scratch: str | None = None,
@@ -270,7 +272,7 @@ class ShellTool(Tool):
         try:
             if cancelled is not None:
                 raise cancelled
-            timed_out = not await _wait_exit(proc, timeout)
+            timed_out = not await _wait_exit(proc, limit_s)
             if self.isolation is not None and self.isolation.active:
                 await _sandbox_gone(pgid)
             if step.live():
@@ -289,7 +291,7 @@ class ShellTool(Tool):
         code = proc.returncode
         if self.isolation is not None:
             code = self.isolation.exit_status(code)
-        result = self._result(code, out, timed_out, timeout, stopped_leftovers, started)
+        result = self._result(code, out, timed_out, limit_s, stopped_leftovers, started)
         if ctx.confined:
             result.data["confined"] = True
             if result.is_error:
@@ -312,10 +314,8 @@ class ShellTool(Tool):
             transport = getattr(proc, "_transport", None)  # the only handle that drops the pipe
             if transport is not None:
                 transport.close()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), self.drain_s)
-        except TimeoutError:
-            pass
 
     @staticmethod
     async def _pump(stream: asyncio.StreamReader, out: HeadTail) -> None:

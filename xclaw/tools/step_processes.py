@@ -20,6 +20,7 @@ of the tool call, which does the same).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import secrets
@@ -76,16 +77,13 @@ class CgroupScope:
         except OSError:
             pass
         for pid in self.pids():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def remove(self) -> None:
-        try:
+        # Still populated (a process in uninterruptible sleep): swept at next start.
+        with contextlib.suppress(OSError):
             self.path.rmdir()
-        except OSError:
-            pass  # still populated (a process in uninterruptible sleep): swept at next start
 
 
 @functools.lru_cache(maxsize=1)
@@ -177,10 +175,8 @@ class StepProcesses:
             pids.update(self.cgroup.pids())
         pids.discard(os.getpid())
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def close(self) -> None:
         """Remove the cgroup scope (once nothing runs in it)."""
@@ -194,7 +190,8 @@ class StepProcesses:
         try:
             self.signal(signal.SIGTERM)
             deadline = time.monotonic() + grace_s
-            while self.live() and time.monotonic() < deadline:
+            # Polled: no event tells when another process group's members are gone.
+            while self.live() and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         finally:
             self.signal(signal.SIGKILL)
@@ -287,7 +284,5 @@ def tagged_pids(tag: str) -> list[int]:
 
 
 def signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -89,10 +89,7 @@ def restrict_self(scratch: str) -> None:
         raise OSError(f"Landlock ABI {abi} is too old (need {MIN_ABI})")
     libc = _libc()
     fs, net, scoped = _rights(abi)
-    if abi >= 6:
-        attr = struct.pack("QQQ", fs, net, scoped)
-    else:
-        attr = struct.pack("QQ", fs, net)
+    attr = struct.pack("QQQ", fs, net, scoped) if abi >= 6 else struct.pack("QQ", fs, net)
     buf = ctypes.create_string_buffer(attr, len(attr))
     fd = libc.syscall(_SYS_CREATE_RULESET, buf, len(attr), 0)
     if fd < 0:

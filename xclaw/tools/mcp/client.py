@@ -43,7 +43,7 @@ class _StdoutNoise:
 
     def add(self, line: str) -> None:
         log.warning("event=mcp_stdout server=%s reason='not JSON-RPC' line=%r", self.server, line)
-        self.lines = (self.lines + [line])[-3:]
+        self.lines = ([*self.lines, line])[-3:]
 
     def quoted(self) -> str:
         if not self.lines:
