@@ -122,7 +122,7 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     print(f"{label:<44}{ms(statistics.median(unchanged))}   {read}")
 
     changed_times, changed_sizes = [], []
-    for i in range(rounds):
+    for _ in range(rounds):
         victim = paths[_rng.randrange(len(paths))]
         victim.write_bytes(os.urandom(victim.stat().st_size))
         changed_sizes.append(victim.stat().st_size)

@@ -3,6 +3,7 @@ piped stdin."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import socket
@@ -79,10 +80,8 @@ class Term:
     def wait_exit(self, timeout: float = 10.0) -> int:
         deadline = time.monotonic() + timeout
         while self.child.isalive() and time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):
                 self.raw += self.child.read_nonblocking(65536, timeout=0.1)
-            except (pexpect.TIMEOUT, pexpect.EOF):
-                pass
         assert not self.child.isalive(), "chat did not exit"
         self.child.close()
         return int(self.child.exitstatus or 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -26,6 +27,15 @@ def server(module_server_factory) -> Server:
 @pytest.fixture
 def api(server: Server) -> httpx.Client:
     with httpx.Client(
+        base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+async def aapi(server: Server) -> AsyncIterator[httpx.AsyncClient]:
+    """The API from async tests, which must not block the event loop their client uses."""
+    async with httpx.AsyncClient(
         base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}
     ) as c:
         yield c
@@ -93,31 +103,31 @@ def _walk(node):  # type: ignore[no-untyped-def]
         yield node
 
 
-async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Client) -> None:
+async def test_sessions_steps_tree_history_export(server: Server, aapi: httpx.AsyncClient) -> None:
     sid = await conversation(server)
-    listed = api.get("/sessions").json()["sessions"]
+    listed = (await aapi.get("/sessions")).json()["sessions"]
     assert (
         listed[0]["sessionId"] == sid
         and listed[0]["status"] == "Success"
         and listed[0]["busy"] is False
     )
-    assert api.get("/sessions", params={"limit": "x"}).status_code == 400
+    assert (await aapi.get("/sessions", params={"limit": "x"})).status_code == 400
 
-    one = api.get(f"/sessions/{sid}").json()
+    one = (await aapi.get(f"/sessions/{sid}")).json()
     assert one["sessionId"] == sid and one["isForked"] is False
-    renamed = api.patch(f"/sessions/{sid}", json={"title": "hello"}).json()
+    renamed = (await aapi.patch(f"/sessions/{sid}", json={"title": "hello"})).json()
     assert renamed["title"] == "hello"
-    assert api.patch(f"/sessions/{sid}", json={"title": 5}).status_code == 400
-    assert api.patch(f"/sessions/{sid}", content=b"{oops").status_code == 400
+    assert (await aapi.patch(f"/sessions/{sid}", json={"title": 5})).status_code == 400
+    assert (await aapi.patch(f"/sessions/{sid}", content=b"{oops")).status_code == 400
 
-    latest = api.get(f"/sessions/{sid}/steps").json()["steps"]
-    every = api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]
+    latest = (await aapi.get(f"/sessions/{sid}/steps")).json()["steps"]
+    every = (await aapi.get(f"/sessions/{sid}/steps", params={"n": 0})).json()["steps"]
     assert [s["id"] for s in every] == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
     assert latest == every  # fewer than 10
     assert [
-        s["id"] for s in api.get(f"/sessions/{sid}/steps", params={"n": 2}).json()["steps"]
+        s["id"] for s in (await aapi.get(f"/sessions/{sid}/steps", params={"n": 2})).json()["steps"]
     ] == ["s0005", "s0006"]
-    assert api.get(f"/sessions/{sid}/steps", params={"n": "-1"}).status_code == 400
+    assert (await aapi.get(f"/sessions/{sid}/steps", params={"n": "-1"})).status_code == 400
     tool = every[2]
     assert (tool["type"], tool["name"], tool["input"], tool["parent"]) == (
         "tool_call",
@@ -126,16 +136,16 @@ async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Cli
         "s0002",
     )
 
-    tree = api.get(f"/sessions/{sid}/tree").json()["tree"]
+    tree = (await aapi.get(f"/sessions/{sid}/tree")).json()["tree"]
     roots = [n["id"] for n in tree]
     assert roots == ["s0001", "s0005"]  # one root per user input
     llm = tree[0]["children"][0]
     assert llm["type"] == "llm_call" and llm["children"][0]["id"] == "s0003"
 
-    history = api.get(f"/sessions/{sid}/history").json()
+    history = (await aapi.get(f"/sessions/{sid}/history")).json()
     assert json.loads(history["content"])[0] == {"role": "user", "content": "find hi"}
 
-    r = api.get(f"/sessions/{sid}/export")
+    r = (await aapi.get(f"/sessions/{sid}/export"))
     assert r.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in r.text.splitlines()]
     assert lines[0]["kind"] == "session" and lines[0]["sessionId"] == sid
@@ -145,25 +155,25 @@ async def test_sessions_steps_tree_history_export(server: Server, api: httpx.Cli
     assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
 
 
-async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
+async def test_fork_rollback_delete(server: Server, aapi: httpx.AsyncClient) -> None:
     sid = await conversation(server)
     watcher = await Client.open(server)
     await watcher.attach(sid)
 
-    r = api.post(f"/sessions/{sid}/fork", json={"stepId": "s0004", "title": "branch"})
+    r = (await aapi.post(f"/sessions/{sid}/fork", json={"stepId": "s0004", "title": "branch"}))
     assert r.status_code == 201
     fork = r.json()["session"]
     assert fork["isForked"] and fork["parentSessionId"] == sid and fork["title"] == "branch"
     assert (fork["forkedFromSeq"], fork["forkedFrom"]) == (4, "s0004")
     assert (
-        len(api.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0}).json()["steps"]) == 4
+        len((await aapi.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0})).json()["steps"]) == 4
     )
 
     assert (
-        api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"}).json()["code"] == "bad_step"
+        (await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"})).json()["code"] == "bad_step"
     )
-    assert api.post(f"/sessions/{sid}/rollback", json={}).status_code == 400
-    r = api.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"})
+    assert (await aapi.post(f"/sessions/{sid}/rollback", json={})).status_code == 400
+    r = (await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"}))
     assert r.status_code == 200
     body = r.json()
     assert (
@@ -177,15 +187,15 @@ async def test_fork_rollback_delete(server: Server, api: httpx.Client) -> None:
         notice["content"]
         == "[rollback] session reset to before step s0005 — send your new instruction"
     )
-    assert len(api.get(f"/sessions/{sid}/steps", params={"n": 0}).json()["steps"]) == 4
+    assert len((await aapi.get(f"/sessions/{sid}/steps", params={"n": 0})).json()["steps"]) == 4
 
     assert server.workspace(fork["sessionId"]).is_dir()  # the fork got its own files
-    assert api.delete(f"/sessions/{fork['sessionId']}").status_code == 204
+    assert (await aapi.delete(f"/sessions/{fork['sessionId']}")).status_code == 204
     assert not server.workspace(fork["sessionId"]).exists()  # and they went with it
-    r = api.get(f"/sessions/{fork['sessionId']}")
+    r = (await aapi.get(f"/sessions/{fork['sessionId']}"))
     assert r.status_code == 404 and r.json()["code"] == "unknown_session"
-    assert api.delete("/sessions/no-such").status_code == 404
-    assert api.post("/sessions/no-such/fork", json={"stepId": "s0001"}).status_code == 404
+    assert (await aapi.delete("/sessions/no-such")).status_code == 404
+    assert (await aapi.post("/sessions/no-such/fork", json={"stepId": "s0001"})).status_code == 404
 
 
 def test_index_page_without_token(server: Server) -> None:

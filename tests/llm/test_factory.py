@@ -76,7 +76,7 @@ def test_missing_keys_are_config_errors(tmp_path: Path) -> None:
 
 
 def test_bad_script_is_reported_at_build_time(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.json: file not found"):
+    with pytest.raises(ConfigError, match=r"nope\.json: file not found"):
         build_model(settings(tmp_path, ProviderConfig(f"script:{tmp_path / 'nope.json'}")))
 
 

@@ -209,7 +209,7 @@ def test_openai_validator_checks_params() -> None:
         validate_openai_request(o_body([USER], stream_options={"include_usage": True}))
     with pytest.raises(InvalidRequest, match="both"):
         validate_openai_request(o_body([USER], max_tokens=5, max_completion_tokens=5))
-    with pytest.raises(InvalidRequest, match="function.name"):
+    with pytest.raises(InvalidRequest, match=r"function\.name"):
         validate_openai_request(
             o_body([USER], tools=[{"type": "function", "function": {"name": "a.b"}}])
         )

@@ -110,7 +110,8 @@ def test_an_interrupted_sub_agent_is_left_pending_to_continue_its_own_branch() -
     r.user("delegate")
     r.llm("", (("c1", "spawn_agent", {"task": "t"}),))
     r.tool("c1", "spawn_agent", StepStatus.FAILED, out=None, err=INTERRUPTED)  # type: ignore[arg-type]
-    resumable = lambda name: name == "spawn_agent"
+    def resumable(name):
+        return name == "spawn_agent"
     h = build_history(r.rows, read_only=is_ro, resumable=resumable)
     assert isinstance(h.messages[-1], AssistantMessage)  # no synthetic result: it runs again
     assert h.interrupted_retry == ["s0003"] and h.interrupted_unsafe == []

@@ -184,7 +184,8 @@ async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
 
 
 async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
-    spawn = lambda task: {"name": "spawn_agent", "input": {"task": task}}
+    def spawn(task):
+        return {"name": "spawn_agent", "input": {"task": task}}
     h = make(
         [{"text": "", "tool_calls": [spawn("count apples"), spawn("count pears")]}, {"text": "both counted"}],
         script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("echo sub >> sub.log")]}, {"text": "counted"}]}},

@@ -16,7 +16,8 @@ ISSUE = [
     "cat f | sort -S1 --compress-prog=sh",
 ]
 
-CORPUS = ISSUE + [
+CORPUS = [
+    *ISSUE,
     # command and process substitution, every spelling
     "echo $(touch M)",
     "echo `touch M`",

@@ -63,7 +63,7 @@ def test_schemas_do_not_hear_each_other(pg: PostgresBackend) -> None:
     other = PostgresBackend(postgres_url())
     stores = [pg.open(), other.open()]
     inboxes = [Inbox(), Inbox()]
-    buses = [s.open_bus(i) for s, i in zip(stores, inboxes)]  # type: ignore[attr-defined]
+    buses = [s.open_bus(i) for s, i in zip(stores, inboxes, strict=True)]  # type: ignore[attr-defined]
     try:
         time.sleep(0.1)
         buses[0].publish({"to": "first"})

@@ -82,7 +82,7 @@ def _sql(sample: Sample, backend: Backend) -> str:
 
 def test_migrations_are_numbered_without_gaps() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
-    assert LATEST_VERSION == MIGRATIONS[-1].version
+    assert MIGRATIONS[-1].version == LATEST_VERSION
     assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
     assert all(m.why and m.sqlite for m in MIGRATIONS)
     assert set(SAMPLE_ROWS) == set(range(1, LATEST_VERSION + 1)), "add sample rows"
@@ -243,7 +243,7 @@ def test_failed_migration_leaves_the_previous_version(
 
         monkeypatch.setattr(postgres_conn, "MIGRATIONS", (*MIGRATIONS, broken))
         monkeypatch.setattr(postgres_conn, "LATEST_VERSION", LATEST_VERSION + 1)
-    with pytest.raises(StoreError, match="cannot upgrade .* to schema version"):
+    with pytest.raises(StoreError, match=r"cannot upgrade .* to schema version"):
         backend.migrate(LATEST_VERSION + 1)
     # atomic with its record: neither the table nor the version row exists
     if backend.name == "sqlite":

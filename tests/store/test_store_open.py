@@ -62,7 +62,7 @@ def test_a_postgresql_url_opens_postgres_with_the_password_hidden() -> None:
 
 def test_an_unreachable_postgres_is_a_clear_error() -> None:
     with pytest.raises(
-        StoreError, match="cannot connect to PostgreSQL at postgresql://u:\\*\\*\\*@127.0.0.1:1/db"
+        StoreError, match=r"cannot connect to PostgreSQL at postgresql://u:\*\*\*@127\.0\.0\.1:1/db"
     ):
         open_store("postgresql://u:hunter2@127.0.0.1:1/db?connect_timeout=2")
 

@@ -32,7 +32,7 @@ def put(store: Store, *contents: str | bytes) -> dict[str, dict[str, Any]]:
     store.put_blobs(pairs)
     return {
         (c if isinstance(c, str) else c.hex()): {"hash": h, "size": len(d), "mode": 0o644}
-        for c, (h, d) in zip(contents, pairs.items())
+        for c, (h, d) in zip(contents, pairs.items(), strict=True)
     }
 
 

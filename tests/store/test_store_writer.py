@@ -82,7 +82,8 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     sqlite_store: SQLiteStore,
 ) -> None:
     store = sqlite_store
-    probe = lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]
+    def probe(conn):
+        return conn.execute("PRAGMA synchronous").fetchone()[0]
     assert store._writer.submit(probe, durable=False) == NORMAL
     assert store._writer.submit(probe, durable=True) == FULL
     holder, release = _hold_the_lead(store)

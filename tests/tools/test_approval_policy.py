@@ -17,10 +17,10 @@ from xclaw.tools.approval import (
     NotSafe,
     simple_commands,
 )
-
-CONFINED = ALLOW_CONFINED("only listed commands with allowed options; run confined")
 from xclaw.tools.base import Tool
 from xclaw.tools.registry import default_tools
+
+CONFINED = ALLOW_CONFINED("only listed commands with allowed options; run confined")
 
 TOOLS = default_tools()
 

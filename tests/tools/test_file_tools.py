@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from pathlib import Path
@@ -132,7 +133,8 @@ async def test_write_overwrites_and_keeps_the_file_mode(ws: Path, ctx: ToolConte
     assert result.content == "wrote 10 bytes to 'run.sh' (replaced 3 bytes)"
     assert script.read_text() == "#!/bin/sh\n"
     assert stat.S_IMODE(script.stat().st_mode) == 0o755
-    assert [p.name for p in ws.iterdir()] == ["run.sh"]  # no temporary file left behind
+    left = await asyncio.to_thread(lambda: [p.name for p in ws.iterdir()])
+    assert left == ["run.sh"]  # no temporary file left behind
 
 
 async def test_write_keeps_line_endings_exactly(ws: Path, ctx: ToolContext) -> None:

@@ -23,11 +23,16 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
+def _text_of(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
+
+
 async def wait_for_file(path: Path, timeout: float = 5.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
+        text = await asyncio.to_thread(_text_of, path)
+        if text:
+            return text
         await asyncio.sleep(0.01)
     raise AssertionError(f"{path} never appeared")
 

@@ -3,6 +3,7 @@ where possible, by the page's own class names where the structure is the point."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -26,10 +27,8 @@ class App:
 
     def _watch_socket(self, ws: Any) -> None:
         def received(payload: str | bytes) -> None:
-            try:
+            with contextlib.suppress(ValueError):
                 self.frames.append(json.loads(payload))
-            except ValueError:
-                pass
 
         ws.on("framereceived", received)
 

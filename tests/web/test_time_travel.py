@@ -29,7 +29,7 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
     dialog = app.dialog()
     expect(dialog).to_contain_text("Rollback to before s0003?")
     expect(dialog).to_contain_text("4 steps")
-    expect(dialog).to_contain_text("s0003–s0006")
+    expect(dialog).to_contain_text("s0003\u2013s0006")
     expect(dialog).to_contain_text("workspace files")
     shot(page, "09-rollback-confirm")
     dialog.get_by_role("button", name="Delete 4 steps").click()
@@ -101,7 +101,7 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(view).to_be_visible()
     expect(page.locator(".branch-select").first).to_have_value(parent)
     expect(page.locator(".branch-select").last).to_have_value(fork)
-    expect(view.locator(".compare-shared summary")).to_contain_text("s0001–s0004")
+    expect(view.locator(".compare-shared summary")).to_contain_text("s0001\u2013s0004")
     rows = view.locator(".compare-row")
     expect(rows).to_have_count(4)  # s0005..s0008 on both sides
     # The user inputs and the clock readings differ; the rest is the same. (Issue 14: rows

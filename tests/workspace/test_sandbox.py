@@ -74,7 +74,7 @@ def test_auto_falls_back_and_says_why(tmp_path: Path, fake_bwrap: Path) -> None:
 
 
 def test_bwrap_required_but_unusable_is_a_config_error(tmp_path: Path, fake_bwrap) -> None:
-    with pytest.raises(ConfigError, match="sandbox.isolation is bwrap, but bubblewrap cannot"):
+    with pytest.raises(ConfigError, match=r"sandbox\.isolation is bwrap, but bubblewrap cannot"):
         isolation_from_settings(settings(tmp_path, isolation="bwrap"))
     assert sandbox_mode(settings(tmp_path, isolation="bwrap")).startswith("error: ")
 
