@@ -12,7 +12,7 @@ import click
 
 from xclaw.config import load_settings
 from xclaw.errors import XclawError
-from xclaw.gateway.auth import read_token
+from xclaw.protocol import read_token
 
 if TYPE_CHECKING:
     from xclaw.cli.chat import ChatOptions
