@@ -64,8 +64,11 @@ def test_an_illegal_pair_raises_what_check_transition_raises(
     except IllegalTransition as e:
         with pytest.raises(IllegalTransition) as old:
             check_transition(current, AIM[event])
-        assert (e.current, e.target, e.message) == (old.value.current, old.value.target,
-                                                    old.value.message)
+        assert (e.current, e.target, e.message) == (
+            old.value.current,
+            old.value.target,
+            old.value.message,
+        )
     else:
         # Either a move the state machine allows, or the status kept (no move at all).
         assert target is current or target in TRANSITIONS[current]

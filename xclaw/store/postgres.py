@@ -307,7 +307,12 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
                 "worker": None if lease is None else lease.owner,
             }
             write_status(
-                conn, session_id, current, event, now, next_seq=seq + 1,
+                conn,
+                session_id,
+                current,
+                event,
+                now,
+                next_seq=seq + 1,
                 instruction=step.step_type is StepType.USER_INPUT,
                 with_step=(_INSERT_STEP_CTE, step_row),
             )

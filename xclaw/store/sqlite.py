@@ -307,7 +307,12 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
             # Checked before the step row is written; the same transaction, so all or nothing.
             # A user_input step is the new instruction a cancel or rollback was waiting for.
             write_status(
-                conn, session_id, current, event, now, next_seq=seq + 1,
+                conn,
+                session_id,
+                current,
+                event,
+                now,
+                next_seq=seq + 1,
                 instruction=step.step_type is StepType.USER_INPUT,
             )
             step_id = full_step_id(session_id, seq)
