@@ -6,6 +6,8 @@ A discriminated union on `kind`. Providers translate these into their native sha
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,6 +24,13 @@ class ToolCall:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ToolCall:
         return cls(id=str(data["id"]), name=str(data["name"]), input=dict(data.get("input") or {}))
+
+
+def call_signature(name: str, args: Mapping[str, Any]) -> str:
+    """One tool call as a comparable string (name + canonical JSON of its arguments). The
+    recorder marks calls whose outcome was lost in a crash by it; the loop asks before
+    repeating them (`ResumeState.suspect_calls`)."""
+    return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,17 @@
-"""The client <-> gateway wire protocol (docs/protocol.md): frame parsing and frame builders.
+"""The client <-> gateway contract (docs/protocol.md): frame parsing and frame builders, the
+slash-command syntax, and where a local client finds the server's access token.
 
 Client frames are validated with pydantic at the edge; server frames are plain dicts built
-here, so every producer (runtime, gateway, CLI) shapes them the same way.
+here, so every producer (runtime, gateway, CLI) shapes them the same way. Both sides import
+this module; the terminal client imports nothing from the gateway.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -219,3 +223,44 @@ def thinking_frame(blocks: list[dict[str, Any]]) -> dict[str, Any]:
         "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks if b.get("thinking")),
         "redacted": sum(1 for b in blocks if b.get("type") == "redacted_thinking"),
     }
+
+
+# Slash commands: the gateway runs them (xclaw.gateway.commands); clients parse them only to
+# know that a line is a command rather than text for the agent.
+# `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
+# is ordinary user text for the agent.
+_COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: tuple[str, ...]
+    rest: str  # everything after the name, unsplit (a fork title may contain spaces)
+
+
+def parse_command(text: str) -> Command | None:
+    """A Command for `/name args…`, None for text that goes to the agent."""
+    m = _COMMAND_RE.match(text.strip())
+    if not m:
+        return None
+    rest = (m.group(2) or "").strip()
+    return Command(name=m.group(1).lower(), args=tuple(rest.split()), rest=rest)
+
+
+# The access token: the gateway writes it to $XCLAW_HOME/token (xclaw.gateway.auth) and a local
+# client (`xclaw chat`) reads it from there when none is given.
+TOKEN_FILE = "token"
+
+
+def token_path(home: Path) -> Path:
+    return home / TOKEN_FILE
+
+
+def read_token(home: Path) -> str | None:
+    """The stored token, or None when there is none (or it is unreadable/empty)."""
+    try:
+        text = token_path(home).read_text().strip()
+    except OSError:
+        return None
+    return text or None

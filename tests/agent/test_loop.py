@@ -14,11 +14,17 @@ from typing import Any
 import pytest
 
 from xclaw.agent.hooks import ApprovalRequest
-from xclaw.agent.loop import Agent, AgentConfig, ResumeState, call_signature, pending_tool_calls
+from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.scripted import ScriptedModel
-from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    call_signature,
+)
 from xclaw.tools.base import ToolContext, ToolResult
 
 

@@ -8,11 +8,10 @@ from pathlib import Path
 from xclaw.gateway.auth import (
     load_or_create_token,
     origin_allowed,
-    read_token,
     token_from_request,
     token_matches,
-    token_path,
 )
+from xclaw.protocol import read_token, token_path
 
 
 def test_generated_token_is_stored_0600_and_reused(tmp_path: Path) -> None:

@@ -19,8 +19,10 @@ from xclaw.errors import StoreError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import ThinkingBlock, ToolCall, Usage
 from xclaw.recorder.caller import StoreCaller
+from xclaw.recorder.events import RecorderEvent, StatusChanged, StepCommitted, ToolChanged
 from xclaw.recorder.recorder import Recorder
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.frames import event_frame
 from xclaw.store.model import Status, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.tools.base import ToolContext, ToolResult
@@ -67,7 +69,11 @@ def db(tmp_path: Path) -> Any:
 
 def recorder(store: SQLiteStore, sid: str, frames: list[dict[str, Any]], **kw: Any) -> Recorder:
     return Recorder(
-        db=StoreCaller(store), session_id=sid, emit=frames.append, redact=Redactor([SECRET]), **kw
+        db=StoreCaller(store),
+        session_id=sid,
+        emit=lambda event: frames.append(event_frame(event)),
+        redact=Redactor([SECRET]),
+        **kw,
     )
 
 
@@ -191,7 +197,9 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
                 (frame.get("state") or frame["step"]["status"], [(r[1], r[2], r[4]) for r in rows])
             )
 
-    rec = Recorder(db=StoreCaller(store), session_id=sid, emit=emit, redact=Redactor([SECRET]))
+    rec = Recorder(
+        db=StoreCaller(store), session_id=sid, emit=lambda e: emit(event_frame(e)), redact=Redactor([SECRET])
+    )
     ok, bad = ToolCall("c1", "shell", {"command": "true"}), ToolCall("c2", "shell", {"command": "false"})
     await rec.tool_started(ok, read_only=False)
     seen_at_frame.clear()
@@ -294,3 +302,32 @@ async def test_a_failing_store_write_ends_the_run_failed_with_a_clear_error(make
     assert not (h.root / sid / "made").exists()  # the command never ran
     assert [s.step_type for s in h.store.steps(sid)] == [StepType.USER_INPUT, StepType.LLM_CALL]
     assert all(s.status is not StepStatus.RUNNING for s in h.store.steps(sid))
+
+
+async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames(
+    db: Any, tmp_path: Path
+) -> None:
+    """No wire frames out of the recorder: typed events, which `event_frame` turns into the
+    frames of docs/protocol.md (secrets redacted in both)."""
+    store, _ = db
+    sid = store.create_session().session_id
+    events: list[RecorderEvent] = []
+    rec = Recorder(db=StoreCaller(store), session_id=sid, emit=events.append, redact=Redactor([SECRET]))
+    call = ToolCall("c1", "shell", {"command": f"echo {SECRET}"})
+    await rec.tool_started(call, read_only=True)
+    await rec.tool_finished(call, ToolResult("ok"))
+    assert all(not isinstance(e, dict) for e in events)
+    tools = [e for e in events if isinstance(e, ToolChanged)]
+    assert [t.state for t in tools] == ["running", "completed"]
+    assert SECRET not in json.dumps(tools[0].input)
+    assert event_frame(tools[1]) == {
+        "type": "tool",
+        "stepId": tools[1].step_id,
+        "name": "shell",
+        "input": tools[1].input,
+        "state": "completed",
+        "output": "ok",
+    }
+    steps = [e for e in events if isinstance(e, StepCommitted)]
+    assert event_frame(steps[-1])["step"]["status"] == "completed"
+    assert event_frame(StatusChanged(Status.SUCCESS)) == {"type": "status", "status": "Success"}

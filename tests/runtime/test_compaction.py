@@ -11,8 +11,9 @@ from typing import Any
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
 from xclaw.config import ProviderConfig, Settings
-from xclaw.gateway.commands import CommandRunner, parse_command
+from xclaw.gateway.commands import CommandRunner
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
+from xclaw.protocol import parse_command
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import StepType

@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from xclaw.cli.chat_render import Renderer
-from xclaw.cli.terminal_text import SafeConsole, json_for_terminal, printable
+from xclaw.terminal.render import Renderer
+from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 
 HOSTILE = [
     "\x1b[2J\x1b[H",  # clear the screen, cursor home

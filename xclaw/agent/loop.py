@@ -19,7 +19,14 @@ from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeSt
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    call_signature,
+)
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
 T = TypeVar("T")
@@ -73,10 +80,6 @@ class AgentConfig:
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
     parallel_side_effects: bool = False
-
-
-def call_signature(name: str, args: Mapping[str, Any]) -> str:
-    return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:

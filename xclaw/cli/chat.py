@@ -26,13 +26,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from xclaw.cli.chat_completion import SlashCompleter
-from xclaw.cli.chat_render import Renderer
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
-from xclaw.gateway.commands import parse_command
 from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
+from xclaw.protocol import parse_command
 from xclaw.store.model import parse_step_ref
+from xclaw.terminal.render import Renderer
 
 SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5

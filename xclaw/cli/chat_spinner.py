@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
-from xclaw.cli.terminal_text import printable
+from xclaw.terminal.text import printable
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

@@ -12,11 +12,11 @@ import click
 
 from xclaw.config import load_settings
 from xclaw.errors import XclawError
-from xclaw.gateway.auth import read_token
+from xclaw.protocol import read_token
 
 if TYPE_CHECKING:
     from xclaw.cli.chat import ChatOptions
-    from xclaw.cli.chat_render import Renderer
+    from xclaw.terminal.render import Renderer
 
 
 def register(cli: click.Group) -> None:
@@ -55,7 +55,7 @@ def register(cli: click.Group) -> None:
         after the previous reply: `printf 'hello\\n/steps\\n' | xclaw chat`.
         """
         from xclaw.cli.chat import SESSION_FILE, ChatOptions, read_session_file, ws_url
-        from xclaw.cli.chat_render import Renderer, make_console
+        from xclaw.terminal.render import Renderer, make_console
 
         if new and session:
             raise click.UsageError("--new and --session exclude each other")

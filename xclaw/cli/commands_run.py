@@ -19,7 +19,7 @@ class TerminalFrames:
     (or denies them when nobody is there to ask)."""
 
     def __init__(self, runtime: Any, session_id: str, *, interactive: bool) -> None:
-        from xclaw.cli.chat_render import Renderer, make_console
+        from xclaw.terminal.render import Renderer, make_console
 
         self.runtime = runtime
         self.session_id = session_id

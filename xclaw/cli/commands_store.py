@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from xclaw.cli.terminal_text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.errors import SessionNotFound, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import open_store
 from xclaw.store.base import Store
 from xclaw.store.model import Status, display_id, session_state
+from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from xclaw.cli.terminal_text import json_for_terminal, printable
 from xclaw.errors import XclawError
+from xclaw.terminal.text import json_for_terminal, printable
 
 
 async def _listing(as_json: bool, check: bool) -> int:
@@ -35,7 +35,7 @@ async def _listing(as_json: bool, check: bool) -> int:
                        *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ()))])
     tools, servers, warnings = redact(tools), redact(servers), redact(warnings)
     if as_json:
-        # Tool names and descriptions come from MCP servers: printed inert (terminal_text).
+        # Tool names and descriptions come from MCP servers: printed inert (xclaw.terminal.text).
         click.echo(json_for_terminal(
             {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers,
              "warnings": warnings},

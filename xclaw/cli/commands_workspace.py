@@ -12,10 +12,10 @@ import click
 from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
-from xclaw.cli.terminal_text import SafeConsole, json_for_terminal, printable
 from xclaw.errors import WorkspaceError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
+from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 from xclaw.workspace.diff import State, change_json, compare, describe, unified
 
 _NOW = ("now", "current")
@@ -45,7 +45,7 @@ def _snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
 
 def out_console() -> Console:
     # Plain text: paths, ids and diffs must not be restyled or wrapped.
-    # Diffs show files a tool wrote: printed inert (terminal_text).
+    # Diffs show files a tool wrote: printed inert (xclaw.terminal.text).
     return SafeConsole(highlight=False, soft_wrap=True, markup=False)
 
 
@@ -182,7 +182,7 @@ def diff_cmd(
         if text:
             click.echo("")
             # As is into a pipe (`patch` reads it); inert on a terminal, where a file a tool
-            # wrote could otherwise drive it (terminal_text).
+            # wrote could otherwise drive it (xclaw.terminal.text).
             click.echo(text if not sys.stdout.isatty() else printable(text), nl=False)
         elif c.kind == "changed" and "hash" in (c.new or {}):
             click.echo(f"\nbinary or large file {c.path} differs")

@@ -23,10 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from xclaw.branch_diff import MARKS, align, describe
-from xclaw.cli.chat_render import Renderer, make_console
 from xclaw.demo.process import Client, Frame, ServerProcess
 from xclaw.store import open_store
 from xclaw.store.model import Step, StepStatus, StepType
+from xclaw.terminal.render import Renderer, make_console
 from xclaw.views import format_sessions, format_tree
 
 TASK = (

@@ -15,12 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from xclaw.private_files import private_dir, private_file
-
-TOKEN_FILE = "token"
-
-
-def token_path(home: Path) -> Path:
-    return home / TOKEN_FILE
+from xclaw.protocol import read_token, token_path
 
 
 def load_or_create_token(home: Path, configured: str | None = None) -> str:
@@ -47,15 +42,6 @@ def load_or_create_token(home: Path, configured: str | None = None) -> str:
         f.write(token + "\n")
     os.chmod(path, 0o600)
     return token
-
-
-def read_token(home: Path) -> str | None:
-    """The stored token, or None when there is none (or it is unreadable/empty)."""
-    try:
-        text = token_path(home).read_text().strip()
-    except OSError:
-        return None
-    return text or None
 
 
 def token_matches(given: str | None, expected: str) -> bool:

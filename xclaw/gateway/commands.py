@@ -10,7 +10,6 @@ session must see (a rollback rewrote its history) go in `broadcast`.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from xclaw import views
 from xclaw.errors import XclawError
 from xclaw.outside_effects import outside_note, outside_steps
-from xclaw.protocol import step_json
+from xclaw.protocol import Command, step_json
 from xclaw.store.base import Store
 from xclaw.store.model import Session, Step, display_id
 
@@ -26,10 +25,6 @@ DEFAULT_STEPS = 10
 MAX_STEPS = 500
 SESSIONS_LISTED = 20
 MAX_TITLE = 200
-
-# `/word` followed by whitespace or the end: anything else starting with "/" ("/usr/bin is…")
-# is ordinary user text for the agent.
-_COMMAND_RE = re.compile(r"^/([A-Za-z][A-Za-z_-]*)(?:\s+(.*))?$", re.DOTALL)
 
 # Handled by the socket itself (they re-attach it): xclaw.gateway.ws.Connection._switch.
 ATTACH_COMMANDS = ("switch", "new")
@@ -54,13 +49,6 @@ class CommandError(XclawError):
     code = "bad_command"
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    name: str
-    args: tuple[str, ...]
-    rest: str  # everything after the name, unsplit (a fork title may contain spaces)
-
-
 @dataclass
 class CommandResult:
     reply: list[dict[str, Any]] = field(default_factory=list)
@@ -73,15 +61,6 @@ class RollbackOutcome:
     step_id: str  # display id of the target step: the session now ends just before it
     deleted: int
     frames: CommandResult
-
-
-def parse_command(text: str) -> Command | None:
-    """A Command for `/name args…`, None for text that goes to the agent."""
-    m = _COMMAND_RE.match(text.strip())
-    if not m:
-        return None
-    rest = (m.group(2) or "").strip()
-    return Command(name=m.group(1).lower(), args=tuple(rest.split()), rest=rest)
 
 
 def _notice(session_id: str, text: str) -> dict[str, Any]:

@@ -19,18 +19,20 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
-from xclaw.gateway.commands import Command, CommandError, parse_command
+from xclaw.gateway.commands import CommandError
 from xclaw.gateway.context import Gateway
 from xclaw.protocol import (
     PROTOCOL_VERSION,
     ApprovalFrame,
     BadFrame,
     CancelFrame,
+    Command,
     MessageFrame,
     PingFrame,
     ReconnectFrame,
     error_frame,
     parse_client_frame,
+    parse_command,
     session_frame,
 )
 

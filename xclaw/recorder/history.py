@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
-from xclaw.agent.loop import call_signature
 from xclaw.llm.context import compacted_message
 from xclaw.messages import (
     AssistantMessage,
@@ -22,6 +21,7 @@ from xclaw.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    call_signature,
 )
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType

@@ -73,7 +73,7 @@ class WriteQueue:
     def submit(
         self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None, *, urgent: bool = False
     ) -> Pending:
-        """Queue a write; `on_done` runs on the loop once it is committed (live frames).
+        """Queue a write; `on_done` runs on the loop once it is committed (live events).
         `urgent`: the caller will await it (drain now, not after COALESCE_S)."""
         future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieve)

@@ -1,5 +1,6 @@
-"""The glass: turns the agent loop's events into trace rows and live frames (write-ahead,
-the trace tree: docs/architecture.md).
+"""The glass: turns the agent loop's events into trace rows and live events (write-ahead,
+the trace tree: docs/architecture.md). Live events are typed (xclaw/recorder/events.py); the
+runtime turns them into wire frames.
 
 Every event becomes one store write, queued in event order (xclaw/recorder/queue.py) and
 committed together with its neighbours, so the order on disk is the order of events. The loop
@@ -19,8 +20,17 @@ from typing import Any
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ThinkingBlock, ToolCall
-from xclaw.protocol import notice_frame, step_json, thinking_frame
 from xclaw.recorder.caller import StoreCaller
+from xclaw.recorder.events import (
+    EventSink,
+    Notice,
+    StatusChanged,
+    StepCommitted,
+    TextDelta,
+    ThinkingShown,
+    ToolChanged,
+    ToolState,
+)
 from xclaw.recorder.history import APPROVAL, History
 from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
 from xclaw.recorder.redact import Redactor
@@ -29,7 +39,7 @@ from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller", "WriteQueue"]
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = EventSink
 # Given by the runtime: runs after a side-effecting tool's write-ahead row is committed and
 # before the tool starts (the workspace snapshot "before step N": files follow memory).
 BeforeSideEffect = Callable[[Step], Awaitable[Any]]
@@ -98,33 +108,31 @@ class Recorder:
             call_id=call_id,
         )
 
-    def _step_frame(self, step: Step) -> None:
-        self.emit({"type": "step", "step": step_json(step)})
+    def _step_event(self, step: Step) -> None:
+        self.emit(StepCommitted(step))
 
-    def _tool_frame(self, step: Step, call: ToolCall, state: str, output: str | None = None) -> None:
-        frame: dict[str, Any] = {
-            "type": "tool",
-            "stepId": step.display_id,
-            "name": call.name,
-            "input": self.redact(call.input),
-            "state": state,
-        }
-        if output is not None:
-            frame["output"] = output
-        if not self.is_main:
-            frame["agent"] = self.agent
-        self.emit(frame)
+    def _tool_event(self, step: Step, call: ToolCall, state: ToolState, output: str | None = None) -> None:
+        self.emit(
+            ToolChanged(
+                step_id=step.display_id,
+                name=call.name,
+                input=self.redact(call.input),
+                state=state,
+                output=output,
+                agent=None if self.is_main else self.agent,
+            )
+        )
 
     async def _status_changed(self) -> None:
         session = await self.db(self.store.get_session, self.session_id)
-        self.emit({"type": "status", "status": session.status.value})
+        self.emit(StatusChanged(session.status))
 
     # --- AgentObserver --------------------------------------------------------------------------
     async def user_input(self, text: str) -> None:
         parent = self._root_parent
         self._turn_root = self.writes.submit(
             lambda: self.store.add_step(self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)),
-            self._step_frame,
+            self._step_event,
         )
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
@@ -134,16 +142,16 @@ class Recorder:
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
         self._llm = self.writes.submit(
             lambda: self.store.begin_step(self.session_id, self._new(StepType.LLM_CALL, model, data, parent)),
-            self._step_frame,
+            self._step_event,
         )
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
-            self.emit({"type": "delta", "content": self.redact.text(text)})
+            self.emit(TextDelta(self.redact.text(text)))
 
     async def llm_thinking(self, block: ThinkingBlock) -> None:
         if self.is_main:
-            self.emit(thinking_frame([self._redacted_thinking(block)]))
+            self.emit(ThinkingShown(self._redacted_thinking(block)))
 
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
@@ -172,7 +180,7 @@ class Recorder:
                 token_usage_completion=response.usage.completion_tokens,
                 session_status=Status.SUCCESS if final else None,
             ),
-            self._step_frame,
+            self._step_event,
             urgent=final,
         )
         for call in response.tool_calls:
@@ -181,7 +189,7 @@ class Recorder:
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
             await done.future
-            self.emit({"type": "status", "status": Status.SUCCESS.value})
+            self.emit(StatusChanged(Status.SUCCESS))
 
     def _redacted_thinking(self, block: ThinkingBlock) -> dict[str, Any]:
         """Thinking text is redacted like all text; the signature and the opaque data of a
@@ -217,10 +225,10 @@ class Recorder:
                 token_usage_prompt=response.usage.prompt_tokens,
                 token_usage_completion=response.usage.completion_tokens,
             ),
-            self._step_frame,
+            self._step_event,
         )
         who = "" if self.is_main else f"sub-agent {self.agent}: "
-        self.emit(notice_frame(
+        self.emit(Notice(
             f"[compact] {who}{summarised} earlier messages are now one summary "
             f"({len(response.text)} characters); the conversation goes on from it"
         ))
@@ -233,7 +241,7 @@ class Recorder:
         message = self.redact.text(error)
         await self.writes.write(
             lambda: self.store.fail_step(self.session_id, llm.resolved().seq, error_message=message),
-            self._step_frame,
+            self._step_event,
         )
 
     async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
@@ -246,7 +254,7 @@ class Recorder:
             lambda: self.store.begin_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id)
             ),
-            self._step_frame,
+            self._step_event,
         )
         self._approvals[call.id] = step
         await self._status_changed()
@@ -260,7 +268,7 @@ class Recorder:
             lambda: self.store.complete_step(
                 self.session_id, pending.seq, output_data={"approved": approved, "why": why}
             ),
-            self._step_frame,
+            self._step_event,
         )
         await self._status_changed()
 
@@ -273,15 +281,15 @@ class Recorder:
             )
         )
         self._tool_steps[call.id] = step
-        self._tool_frame(step, call, "running")
-        self._step_frame(step)
+        self._tool_event(step, call, "running")
+        self._step_event(step)
         if not read_only and self.before_side_effect is not None:
             await self.before_side_effect(step)  # committed row first, then the snapshot
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
         content = self.redact.text(result.content)
-        state = "failed" if result.is_error else "completed"
+        state: ToolState = "failed" if result.is_error else "completed"
         # Images: bytes to the content-addressed blob store, only their hashes in the row.
         refs = [(hashlib.sha256(i.data).hexdigest(), i) for i in result.images]
         blobs = {h: i.data for h, i in refs}
@@ -308,11 +316,11 @@ class Recorder:
             return self.store.complete_step(self.session_id, running.seq, output_data=output, durable=True)
 
         # Clients hear "completed" only once the row is durable (synced): a kill — or a power
-        # loss — right after the frame cannot leave the step `interrupted` in the record.
-        # Awaited, so the frames still come before the next model answer's.
+        # loss — right after clients hear of it cannot leave the step `interrupted` in the record.
+        # Awaited, so the events still come before the next model answer's.
         step = await self.writes.write(write)
-        self._tool_frame(running, call, state, content)
-        self._step_frame(step)
+        self._tool_event(running, call, state, content)
+        self._step_event(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
@@ -326,8 +334,8 @@ class Recorder:
                 error_message=reason,
             )
         )
-        self._tool_frame(step, call, "failed", output)
-        self._step_frame(step)
+        self._tool_event(step, call, "failed", output)
+        self._step_event(step)
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         # An alert about one tool call (`callId`) hangs beside it and carries its call id.
@@ -337,7 +345,7 @@ class Recorder:
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
             ),
-            self._step_frame,
+            self._step_event,
         )
 
     async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:
@@ -359,9 +367,9 @@ class Recorder:
             parent_step_id=spawn.step_id if spawn else None,
             agent=agent,
         )
-        self.writes.submit(lambda: self.store.add_step(self.session_id, alert), self._step_frame)
+        self.writes.submit(lambda: self.store.add_step(self.session_id, alert), self._step_event)
         for ref in hist.interrupted_unsafe:
-            self.emit(notice_frame(
+            self.emit(Notice(
                 f"[resume] sub-agent {agent}: {ref} was interrupted and may or may not have "
                 "run; it runs again only if the model re-issues it and you approve"
             ))

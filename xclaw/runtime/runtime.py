@@ -39,6 +39,7 @@ from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.frames import event_frame
 from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
@@ -512,7 +513,7 @@ class Runtime:
             recorder = Recorder(
                 db=db,
                 session_id=sid,
-                emit=emit,
+                emit=lambda event: emit(event_frame(event)),
                 redact=self.redact,
                 call_parents=hist.call_parents,
                 pending_approvals=hist.pending_approvals,

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from xclaw.cli.chat import read_session_file, write_session_file, ws_url
-from xclaw.cli.chat_render import HISTORY_END, HISTORY_START, Renderer, history_lines
+from xclaw.terminal.render import HISTORY_END, HISTORY_START, Renderer, history_lines
 
 
 def render(*frames: dict) -> str:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from xclaw.cli.terminal_text import SafeConsole, printable
+from xclaw.terminal.text import SafeConsole, printable
 
 HISTORY_PREFIX = "[history] "
 HISTORY_START = "[history] --- history starts ---"
@@ -31,7 +31,7 @@ MAYBE_REPEATED_WARNING = (
 def make_console(*, color: bool | None = None) -> Console:
     """No hard wrapping (soft_wrap): a long line stays one line, which is what terminals,
     pipes and tests all want; no automatic highlighting of numbers and paths. Text printed
-    through it cannot carry terminal control sequences (see xclaw/cli/terminal_text.py)."""
+    through it cannot carry terminal control sequences (see xclaw/terminal/text.py)."""
     return SafeConsole(
         highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False
     )
