@@ -33,7 +33,7 @@ class Toolbox:
         return bool(getattr(self.tools.get(name), "resumable", False))
 
     def workspace(self, session_id: str) -> Path:
-        from xclaw.workspace.paths import workspace_dir
+        from xclaw.sandbox.paths import workspace_dir
 
         return workspace_dir(self.workspace_root, session_id)
 
