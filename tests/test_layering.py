@@ -48,7 +48,10 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
     ("where", "forbidden"),
     [
         # The recorder emits typed events; frames are the runtime's business.
-        (["recorder"], ["xclaw.protocol", "xclaw.gateway", "xclaw.runtime.runtime", "xclaw.agent.loop"]),
+        (
+            ["recorder"],
+            ["xclaw.protocol", "xclaw.gateway", "xclaw.runtime.runtime", "xclaw.agent.loop"],
+        ),
         # The loop knows nothing of storage or of who watches it.
         (["agent"], ["xclaw.store", "xclaw.recorder", "xclaw.protocol", "xclaw.gateway"]),
         # The terminal client talks to the gateway through the shared contract only.
