@@ -279,7 +279,7 @@ class Settings:
     lease_ttl_s: float = 15.0
     sweep_grace_s: float | None = None
     sweep_every_s: float | None = None
-    # `sandbox:` in xclaw.yaml: OS isolation of the shell tool (xclaw.workspace.sandbox) ...
+    # `sandbox:` in xclaw.yaml: OS isolation of the shell tool (xclaw.sandbox.isolation) ...
     isolation: str = "auto"
     sandbox_network: bool = False
     # ... and workspace snapshots (xclaw.workspace.snapshots; None: the default ignore list).

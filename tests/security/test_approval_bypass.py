@@ -17,12 +17,12 @@ import pytest
 
 from tests.security.bypass_corpus import CORPUS, HARMLESS_LOOKALIKES, ISSUE
 from xclaw.config import Settings
+from xclaw.sandbox import landlock
+from xclaw.sandbox.isolation import Isolation, confinement_available, isolation_from_settings
 from xclaw.tools.approval import ApprovalPolicy
 from xclaw.tools.base import ToolContext
 from xclaw.tools.registry import default_tools
 from xclaw.tools.shell import ShellTool
-from xclaw.workspace import landlock
-from xclaw.workspace.sandbox import Isolation, confinement_available, isolation_from_settings
 
 SHELL = default_tools()["shell"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.security.test_approval_bypass import _isolation
+from xclaw.sandbox import socket_filter
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
-from xclaw.workspace import socket_filter
 
 CONNECT = (
     "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from xclaw.gateway.auth import load_or_create_token
+from xclaw.sandbox.paths import workspace_dir
 from xclaw.store import open_store
-from xclaw.workspace.paths import workspace_dir
 
 
 def mode(p: Path) -> int:

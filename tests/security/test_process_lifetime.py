@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from xclaw.config import Settings
+from xclaw.sandbox.isolation import confinement_available, isolation_from_settings
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 from xclaw.tools.step_processes import stop_session_processes
-from xclaw.workspace.sandbox import confinement_available, isolation_from_settings
 
 
 def running_with(arg: str) -> list[int]:

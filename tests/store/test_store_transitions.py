@@ -165,3 +165,12 @@ def test_a_cancelled_run_leaves_the_session_waiting_for_input(store: Store, star
     assert store.get_session(sid).awaiting_input
     store.add_step(sid, user("next"))
     assert not store.get_session(sid).awaiting_input
+
+
+@pytest.mark.parametrize("target", [Status.PAUSED, Status.SUCCESS, Status.FAILED])
+def test_awaiting_input_goes_only_with_running(store: Store, target: Status) -> None:
+    sid = session_in(store, Status.RUNNING)
+    before = store.get_session(sid)
+    with pytest.raises(ValueError, match="awaiting_input goes with Running"):
+        store.transition(sid, target, awaiting_input=True)
+    assert store.get_session(sid) == before

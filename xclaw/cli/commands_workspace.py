@@ -112,7 +112,7 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     manifest = snapshotter.capture(ws)
 
     def read(path: str, entry: Entry) -> bytes:
-        from xclaw.workspace.paths import resolve_in_workspace
+        from xclaw.sandbox.paths import resolve_in_workspace
 
         return resolve_in_workspace(ws, path).read_bytes()
 

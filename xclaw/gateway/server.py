@@ -21,7 +21,7 @@ from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
-from xclaw.workspace.sandbox import sandbox_mode
+from xclaw.sandbox.isolation import sandbox_mode
 
 log = logging.getLogger("xclaw.gateway")
 

@@ -2,7 +2,7 @@
 
 The recorder says *what happened* (a step was committed, a tool changed state, text streamed
 in); the runtime turns each event into the server frame of docs/protocol.md
-(`xclaw.protocol.event_frame`) and sends it. Text in an event is already redacted.
+(`xclaw.runtime.frames.event_frame`) and sends it. Text in an event is already redacted.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class Toolbox:
         return tool is not None and tool.resumable
 
     def workspace(self, session_id: str) -> Path:
-        from xclaw.workspace.paths import workspace_dir
+        from xclaw.sandbox.paths import workspace_dir
 
         return workspace_dir(self.workspace_root, session_id)
 

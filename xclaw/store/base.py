@@ -82,9 +82,10 @@ class Store(Protocol):
     def transition(
         self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
     ) -> Session:
-        """The checked state-machine move (checked transitions). Raises IllegalTransition. With
-        `awaiting_input` (only to Running: a cancelled run) the session then waits for the
-        user's next instruction, as after a rollback, and is not resumed."""
+        """A direct move to `target`, as the event `model.EVENT_FOR_TARGET[target]` (checked
+        transitions: `model.next_status`). Raises IllegalTransition. With `awaiting_input`
+        (only to Running, else ValueError: a cancelled run, `RUN_CANCELLED`) the session then
+        waits for the user's next instruction, as after a rollback, and is not resumed."""
         ...
 
     # --- steps ------------------------------------------------------------------------

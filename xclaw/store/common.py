@@ -20,12 +20,14 @@ from xclaw.store.leases import Lease
 from xclaw.store.model import (
     NewStep,
     Session,
+    SessionEvent,
     Status,
     Step,
     StepStatus,
     StepTreeNode,
     StepType,
     display_id,
+    event_for_target,
     full_step_id,
     is_approval,
     parse_step_ref,
@@ -101,34 +103,45 @@ def moves_session(step: NewStep, status: StepStatus) -> bool:
     return status is StepStatus.RUNNING or step.step_type is StepType.USER_INPUT
 
 
-def status_after_new_step(
+def event_of_new_step(
     current: Status, step: NewStep, approval_pending: Callable[[], bool]
-) -> Status:
-    """A pending approval pauses the session; anything else runs it, unless an approval
-    is still pending (parallel sub-agents), which keeps it Paused."""
+) -> SessionEvent:
+    """What a new step does to its session (model.next_status decides the status): a pending
+    approval asks; any other step runs it, beside another approval still pending (parallel
+    sub-agents: a Paused session stays Paused)."""
     if is_approval(step.step_type, step.name):
-        return Status.PAUSED
+        return SessionEvent.APPROVAL_ASKED
     if current is Status.PAUSED and approval_pending():
-        return Status.PAUSED
-    return Status.RUNNING
+        return SessionEvent.STEP_BESIDE_APPROVAL
+    return SessionEvent.RUN_STARTED
 
 
-def status_after_answer(
+def cancel_event(target: Status, awaiting_input: bool) -> SessionEvent | None:
+    """`Store.transition(..., awaiting_input=True)`: a cancelled run, which only goes Running."""
+    if not awaiting_input:
+        return None
+    if target is not Status.RUNNING:
+        raise ValueError(f"awaiting_input goes with Running, not {target.value}")
+    return SessionEvent.RUN_CANCELLED
+
+
+def event_of_answer(
     wanted: Status | None,
     step: Step,
     current: Callable[[], Status],
     approval_pending: Callable[[], bool],
-) -> Status | None:
-    """The session status a finished step moves to (None: it stays): the one asked for, else,
-    when an approval was answered, Running again unless another approval is still pending."""
+) -> SessionEvent | None:
+    """What a finished step does to its session (None: nothing): the move the caller asked
+    for (a final answer, a failed run), else, when the last pending approval of a Paused
+    session was answered, APPROVAL_ANSWERED. `current` is read only when needed."""
     if wanted is not None:
-        return wanted
+        return event_for_target(current(), wanted)
     if (
         is_approval(step.step_type, step.name)
         and current() is Status.PAUSED
         and not approval_pending()
     ):
-        return Status.RUNNING
+        return SessionEvent.APPROVAL_ANSWERED
     return None
 
 
@@ -280,7 +293,7 @@ class StoreBase:
         *,
         durable: bool,
     ) -> Step:
-        """running -> status, then the session as `status_after_answer` decides."""
+        """running -> status, then the session as `event_of_answer` says."""
         raise NotImplementedError
 
     def _rollback(

@@ -42,9 +42,90 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
 
 
 def check_transition(current: Status, target: Status) -> None:
-    """The one checked transition function: nothing writes current_status around it."""
+    """Raise IllegalTransition unless `current -> target` is in TRANSITIONS."""
     if target not in TRANSITIONS[current]:
         raise IllegalTransition(current.value, target.value)
+
+
+class SessionEvent(enum.StrEnum):
+    """What happened to a session, as the store sees it: the input of `next_status`.
+
+    The store names the event from facts of the same transaction (the step's kind, whether
+    another approval is still pending); `next_status` alone decides the status it leads to.
+    """
+
+    RUN_STARTED = "run_started"  # a step begins, an instruction arrives, a run resumes
+    STEP_BESIDE_APPROVAL = "step_beside_approval"  # a step while another approval is pending
+    APPROVAL_ASKED = "approval_asked"  # a pending approval step begins
+    APPROVAL_ANSWERED = "approval_answered"  # the last pending approval got its answer
+    RUN_SUCCEEDED = "run_succeeded"  # the main agent's final answer
+    RUN_FAILED = "run_failed"  # the run cannot go on (model error, max iterations, ...)
+    RUN_CANCELLED = "run_cancelled"  # stopped by the user: waits for the next instruction
+    ROLLED_BACK = "rolled_back"  # steps deleted: waits for the next instruction
+
+
+# The status each event aims at; next_status checks the move against TRANSITIONS, so an
+# illegal pair raises IllegalTransition(current, aim), as a direct move would.
+_AIM: dict[SessionEvent, Status] = {
+    SessionEvent.RUN_STARTED: Status.RUNNING,
+    SessionEvent.STEP_BESIDE_APPROVAL: Status.RUNNING,
+    SessionEvent.APPROVAL_ASKED: Status.PAUSED,
+    SessionEvent.APPROVAL_ANSWERED: Status.RUNNING,
+    SessionEvent.RUN_SUCCEEDED: Status.SUCCESS,
+    SessionEvent.RUN_FAILED: Status.FAILED,
+    SessionEvent.RUN_CANCELLED: Status.RUNNING,
+    SessionEvent.ROLLED_BACK: Status.RUNNING,
+}
+
+# Pairs that keep the status instead of aiming: a sub-agent's step leaves a Paused session
+# Paused while an approval is pending; an answer unpauses only a Paused session.
+_STAYS: frozenset[tuple[Status, SessionEvent]] = frozenset(
+    {(Status.PAUSED, SessionEvent.STEP_BESIDE_APPROVAL)}
+    | {(s, SessionEvent.APPROVAL_ANSWERED) for s in Status if s is not Status.PAUSED}
+)
+
+# Events after which a Running session waits for the user's next instruction (and is not
+# resumed on reconnect); an instruction (a user_input step) clears the wait.
+WAITING_EVENTS = frozenset({SessionEvent.RUN_CANCELLED, SessionEvent.ROLLED_BACK})
+
+# The event a direct `Store.transition(session, target)` stands for (Init is never a target).
+EVENT_FOR_TARGET: dict[Status, SessionEvent] = {
+    Status.RUNNING: SessionEvent.RUN_STARTED,
+    Status.PAUSED: SessionEvent.APPROVAL_ASKED,
+    Status.SUCCESS: SessionEvent.RUN_SUCCEEDED,
+    Status.FAILED: SessionEvent.RUN_FAILED,
+}
+
+
+def next_status(current: Status, event: SessionEvent) -> Status:
+    """The status `event` moves a `current` session to: the one status rule of the store.
+
+    Pure: every status write of both backends asks it first (`_write_status`), so an illegal
+    move raises IllegalTransition before anything is written.
+    """
+    if (current, event) in _STAYS:
+        return current
+    target = _AIM[event]
+    check_transition(current, target)
+    return target
+
+
+def waiting_after(event: SessionEvent | None, *, instruction: bool) -> bool | None:
+    """The awaiting_input flag after `event` (None: unchanged): set by a cancel or a rollback,
+    cleared by the user's next instruction."""
+    if event in WAITING_EVENTS:
+        return True
+    if instruction:
+        return False
+    return None
+
+
+def event_for_target(current: Status, target: Status) -> SessionEvent:
+    """The event of a direct move to `target`; IllegalTransition for a move to Init."""
+    event = EVENT_FOR_TARGET.get(target)
+    if event is None:
+        raise IllegalTransition(current.value, target.value)
+    return event
 
 
 class StepType(enum.StrEnum):

@@ -3,8 +3,8 @@
 Every public method is one transaction on a pooled connection (`write_together`: one for all
 its units). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
 sequence number, move the status or check a lease's fencing token, so concurrent workers and
-threads serialise per session and never across sessions. Status changes all go through
-model.check_transition (checked transitions).
+threads serialise per session and never across sessions. Every status write is
+postgres_rows.write_status, which asks model.next_status (checked transitions).
 Durability per commit follows the SQLite policy (see postgres_conn and docs/postgres.md).
 """
 
@@ -20,10 +20,11 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
     StoreBase,
+    cancel_event,
+    event_of_answer,
+    event_of_new_step,
     inserted_step,
     moves_session,
-    status_after_answer,
-    status_after_new_step,
 )
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -34,8 +35,8 @@ from xclaw.store.model import (
     Step,
     StepStatus,
     StepType,
-    check_transition,
     display_id,
+    event_for_target,
     full_step_id,
     parse_step_ref,
 )
@@ -47,6 +48,7 @@ from xclaw.store.postgres_rows import (
     pg_text,
     require_session,
     require_step,
+    write_status,
 )
 from xclaw.store.postgres_snapshots import PgSnapshots, sweep_blobs_tx
 from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
@@ -73,8 +75,9 @@ _RUNNING_APPROVAL_SQL = (
     "AND step_type='system_alert' AND name='approval' LIMIT 1"
 )
 
-# One statement inserts the step and moves the session (fewer round trips per step).
-_INSERT_STEP_SQL = """
+# The step's row, inserted in the same statement as the session's move (postgres_rows.
+# write_status): fewer round trips per step.
+_INSERT_STEP_CTE = """
 WITH step AS (
     INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,
                         agent, call_id, input_data, output_data, error_message, start_time,
@@ -82,11 +85,7 @@ WITH step AS (
     VALUES (%(step_id)s, %(sid)s, %(seq)s, %(parent)s, %(type)s, %(name)s, %(status)s,
             %(agent)s, %(call_id)s, %(input)s::jsonb, %(output)s::jsonb, %(error)s, %(now)s,
             %(end)s, %(worker)s)
-)
-UPDATE sessions SET next_seq=%(seq)s + 1, current_status=%(target)s,
-       awaiting_input=%(awaiting)s, updated_at=%(now)s
-WHERE session_id=%(sid)s
-"""
+)"""
 
 
 class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
@@ -156,15 +155,6 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
-
-    def _set_status(
-        self, conn: psycopg.Connection, session_id: str, current: Status, target: Status
-    ) -> None:
-        check_transition(current, target)  # checked transitions: the only way status is written
-        conn.execute(
-            "UPDATE sessions SET current_status=%s, updated_at=%s WHERE session_id=%s",
-            (target.value, self._now(), session_id),
-        )
 
     # --- sessions ---------------------------------------------------------------------------
     def create_session(
@@ -248,14 +238,12 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
     ) -> Session:
         target = Status(target)
+        cancelled = cancel_event(target, awaiting_input)
 
         def tx(conn: psycopg.Connection) -> Session:
             current, _, _ = lock_session(conn, session_id, lease)
-            self._set_status(conn, session_id, current, target)
-            if awaiting_input:  # stopped by the user: waits for the next instruction
-                conn.execute(
-                    "UPDATE sessions SET awaiting_input=1 WHERE session_id=%s", (session_id,)
-                )
+            event = cancelled or event_for_target(current, target)
+            write_status(conn, session_id, current, event, self._now())
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
             ).fetchone()
@@ -291,40 +279,42 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         moves = moves_session(step, status)
 
         def tx(conn: psycopg.Connection) -> Step:
-            current, seq, awaiting = lock_session(conn, session_id, lease)
+            current, seq, _ = lock_session(conn, session_id, lease)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
-            target = current
-            if moves:
-                target = status_after_new_step(
-                    current, step, lambda: _approval_pending(conn, session_id)
-                )
-                check_transition(current, target)  # checked transitions
-            if step.step_type is StepType.USER_INPUT:
-                awaiting = 0  # the new instruction a rollback was waiting for
+            event = (
+                event_of_new_step(current, step, lambda: _approval_pending(conn, session_id))
+                if moves
+                else None
+            )
             now = self._now()
             step_id = full_step_id(session_id, seq)
             end = None if running else now
-            conn.execute(
-                _INSERT_STEP_SQL,
-                {
-                    "step_id": step_id,
-                    "sid": session_id,
-                    "seq": seq,
-                    "parent": parent,
-                    "type": step.step_type.value,
-                    "name": name,
-                    "status": status.value,
-                    "agent": agent,
-                    "call_id": call_id,
-                    "input": input_json,
-                    "output": output_json,
-                    "error": error_message,
-                    "now": now,
-                    "end": end,
-                    "target": target.value,
-                    "awaiting": awaiting,
-                    "worker": None if lease is None else lease.owner,
-                },
+            # A user_input step is the new instruction a cancel or rollback was waiting for.
+            step_row = {
+                "step_id": step_id,
+                "sid": session_id,
+                "seq": seq,
+                "parent": parent,
+                "type": step.step_type.value,
+                "name": name,
+                "status": status.value,
+                "agent": agent,
+                "call_id": call_id,
+                "input": input_json,
+                "output": output_json,
+                "error": error_message,
+                "end": end,
+                "worker": None if lease is None else lease.owner,
+            }
+            write_status(
+                conn,
+                session_id,
+                current,
+                event,
+                now,
+                next_seq=seq + 1,
+                instruction=step.step_type is StepType.USER_INPUT,
+                with_step=(_INSERT_STEP_CTE, step_row),
             )
             return inserted_step(
                 session_id, seq, parent, step, status, output_data, error_message, now, end
@@ -382,11 +372,11 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
                     "only a running step can be completed or failed"
                 )
             step = row_to_step(row, output_data)
-            target = status_after_answer(
+            event = event_of_answer(
                 wanted, step, lambda: current, lambda: _approval_pending(conn, session_id)
             )
-            if target is not None:
-                self._set_status(conn, session_id, current, target)
+            if event is not None:
+                write_status(conn, session_id, current, event, self._now())
             return step
 
         return self._write(tx, durable=durable)

@@ -10,9 +10,9 @@ from psycopg import sql
 
 from xclaw.errors import StoreError
 from xclaw.store.fsck_rows import FsckReader, Repair
-from xclaw.store.model import INTERRUPTED
+from xclaw.store.model import INTERRUPTED, Status, event_for_target
 from xclaw.store.postgres import PostgresStore
-from xclaw.store.postgres_rows import NOW_MS
+from xclaw.store.postgres_rows import NOW_MS, write_status
 from xclaw.store.postgres_snapshots import sweep_blobs_tx
 
 # The tables a backup copies: the whole record (bus_payloads are transient frames).
@@ -31,10 +31,6 @@ _REPAIR_SQL = {
         "UPDATE traces SET status='failed', error_message=%s, end_time=%s "
         "WHERE session_id=%s AND seq=%s AND status='running' AND session_id IN "
         "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
-    ),
-    "set_status": (
-        "UPDATE sessions SET current_status=%s, updated_at=%s "
-        "WHERE session_id=%s AND current_status=%s"
     ),
     "raise_next_seq": "UPDATE sessions SET next_seq=%s WHERE session_id=%s AND next_seq<%s",
     "detach_parent": "UPDATE traces SET parent_step_id=NULL WHERE step_id=%s",
@@ -99,11 +95,12 @@ class PgFsck:
                 if a.kind == "sweep_blobs":
                     changed.append(sweep_blobs_tx(conn))
                     continue
+                if a.kind == "set_status":
+                    changed.append(_set_status(conn, a, now))
+                    continue
                 params: tuple[object, ...]
                 if a.kind == "interrupt_step":
                     params = (INTERRUPTED, now, a.session_id, a.seq)
-                elif a.kind == "set_status":
-                    params = (a.status, now, a.session_id, a.expected)
                 elif a.kind == "raise_next_seq":
                     params = (a.value, a.session_id, a.value)
                 elif a.kind == "detach_parent":
@@ -116,3 +113,16 @@ class PgFsck:
             return changed
 
         return self.store._write(tx, durable=True)
+
+
+def _set_status(conn: psycopg.Connection, a: Repair, now: int) -> int:
+    """Move a session found in the wrong status, through the one status write (so along the
+    state machine), and only if it is still in the status the check saw."""
+    row = conn.execute(
+        "SELECT current_status FROM sessions WHERE session_id=%s", (a.session_id,)
+    ).fetchone()
+    if row is None or a.expected is None or row[0] != a.expected:
+        return 0
+    current, target = Status(a.expected), Status(str(a.status))
+    write_status(conn, str(a.session_id), current, event_for_target(current, target), now)
+    return 1

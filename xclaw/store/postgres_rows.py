@@ -14,7 +14,7 @@ import psycopg
 
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.leases import Lease, check_lease_for, lease_lost
-from xclaw.store.model import Status
+from xclaw.store.model import SessionEvent, Status, next_status, waiting_after
 from xclaw.store.rows import dump_json
 
 _STATUS = {s.value: s for s in Status}
@@ -61,6 +61,48 @@ def lock_session(
     if lease is not None and row[3] != lease.token:
         raise lease_lost(session_id, lease, row[3], row[4])
     return _STATUS[row[0]], row[1], row[2]
+
+
+_WRITE_STATUS_SQL = """
+UPDATE sessions SET current_status=%(target)s,
+       awaiting_input=coalesce(%(waiting)s, awaiting_input),
+       next_seq=coalesce(%(next_seq)s, next_seq), updated_at=%(now)s
+WHERE session_id=%(sid)s
+"""
+
+
+def write_status(
+    conn: psycopg.Connection,
+    session_id: str,
+    current: Status,
+    event: SessionEvent | None,
+    now: int,
+    *,
+    next_seq: int | None = None,
+    instruction: bool = False,
+    with_step: tuple[str, dict[str, Any]] | None = None,
+) -> Status:
+    """The one write of a session's status on PostgreSQL (checked transitions): the status
+    `model.next_status` gives for `event` (None: it stays), the awaiting_input flag
+    `model.waiting_after` gives, and, for a new step, the next sequence number. `with_step`
+    (a `WITH step AS (INSERT ...)` clause and its parameters) inserts the step in the same
+    statement: one round trip per step. An illegal move raises IllegalTransition before
+    anything is sent."""
+    target = current if event is None else next_status(current, event)
+    waiting = waiting_after(event, instruction=instruction)
+    prefix, params = with_step or ("", {})
+    conn.execute(
+        prefix + _WRITE_STATUS_SQL,
+        {
+            **params,
+            "target": target.value,
+            "waiting": None if waiting is None else int(waiting),
+            "next_seq": next_seq,
+            "now": now,
+            "sid": session_id,
+        },
+    )
+    return target
 
 
 def require_session(conn: psycopg.Connection, session_id: str) -> None:

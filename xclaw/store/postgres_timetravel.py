@@ -11,8 +11,8 @@ import psycopg
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import forked_session
 from xclaw.store.leases import Lease
-from xclaw.store.model import INTERRUPTED, Session, Status, check_transition
-from xclaw.store.postgres_rows import lock_session, require_step
+from xclaw.store.model import INTERRUPTED, Session, SessionEvent
+from xclaw.store.postgres_rows import lock_session, require_step, write_status
 from xclaw.store.postgres_snapshots import fork_snapshots_tx, rollback_snapshots_tx
 from xclaw.store.rows import SESSION_COLS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
@@ -58,11 +58,10 @@ def rollback_tx(
     deleted = conn.execute(
         "DELETE FROM traces WHERE session_id=%s AND seq>=%s", (session_id, seq)
     ).rowcount
-    check_transition(current, Status.RUNNING)
+    # Rollback lands in Running, waiting for a new instruction (model.next_status).
+    write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
     row = conn.execute(
-        "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=%s "
-        f"WHERE session_id=%s RETURNING {SESSION_COLS}",
-        (now, session_id),
+        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
     ).fetchone()
     restore = rollback_snapshots_tx(conn, session_id, seq, workspace, now)
     return RollbackResult(row_to_session(row), seq, deleted, restore)  # type: ignore[arg-type]

@@ -16,10 +16,13 @@ from typing import Any
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.model import (
     Session,
+    SessionEvent,
     Status,
     Step,
     StepStatus,
     StepType,
+    next_status,
+    waiting_after,
 )
 
 SESSION_COLS = (
@@ -144,6 +147,35 @@ def session_state(conn: sqlite3.Connection, session_id: str) -> tuple[Status, in
     if row is None:
         raise SessionNotFound(session_id)
     return _STATUS[row[0]], row[1], row[2]
+
+
+_WRITE_STATUS_SQL = (
+    "UPDATE sessions SET current_status=?, awaiting_input=coalesce(?, awaiting_input), "
+    "next_seq=coalesce(?, next_seq), updated_at=? WHERE session_id=?"
+)
+
+
+def write_status(
+    conn: sqlite3.Connection,
+    session_id: str,
+    current: Status,
+    event: SessionEvent | None,
+    now: int,
+    *,
+    next_seq: int | None = None,
+    instruction: bool = False,
+) -> Status:
+    """The one write of a session's status on SQLite (checked transitions): the status
+    `model.next_status` gives for `event` (None: it stays), the awaiting_input flag
+    `model.waiting_after` gives, and, for a new step, the next sequence number. An illegal
+    move raises IllegalTransition before anything is written."""
+    target = current if event is None else next_status(current, event)
+    waiting = waiting_after(event, instruction=instruction)
+    conn.execute(
+        _WRITE_STATUS_SQL,
+        (target.value, None if waiting is None else int(waiting), next_seq, now, session_id),
+    )
+    return target
 
 
 def require_session(conn: sqlite3.Connection, session_id: str) -> None:

@@ -3,7 +3,7 @@
 Every public write is one transaction run by the single writer (xclaw.store.sqlite_writer),
 which groups concurrent writes into one commit. Every read runs on a per-thread read-only
 connection; in WAL mode readers see the last commit and never wait for the writer.
-Status changes all go through model.check_transition (checked transitions).
+Every status write is rows.write_status, which asks model.next_status (checked transitions).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     DURABLE_STATUSES,
     StoreBase,
+    cancel_event,
+    event_of_answer,
+    event_of_new_step,
     inserted_step,
     moves_session,
-    status_after_answer,
-    status_after_new_step,
 )
 from xclaw.store.leases import Lease
 from xclaw.store.migrations import migrate_sqlite
@@ -35,8 +36,8 @@ from xclaw.store.model import (
     Step,
     StepStatus,
     StepType,
-    check_transition,
     display_id,
+    event_for_target,
     full_step_id,
     parse_step_ref,
 )
@@ -53,6 +54,7 @@ from xclaw.store.rows import (
     row_to_session,
     row_to_step,
     session_state,
+    write_status,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
@@ -175,15 +177,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         except sqlite3.Error as e:
             raise StoreError(f"database error on {self.url}: {e}") from e
 
-    def _set_status(
-        self, conn: sqlite3.Connection, session_id: str, current: Status, target: Status
-    ) -> None:
-        check_transition(current, target)  # checked transitions: the only way status is written
-        conn.execute(
-            "UPDATE sessions SET current_status=?, updated_at=? WHERE session_id=?",
-            (target.value, self._now(), session_id),
-        )
-
     # --- sessions ---------------------------------------------------------------------------
     def create_session(
         self,
@@ -262,15 +255,13 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
     ) -> Session:
         target = Status(target)
+        cancelled = cancel_event(target, awaiting_input)
 
         def tx(conn: sqlite3.Connection) -> Session:
             check_fence(conn, session_id, lease)
             current, _, _ = session_state(conn, session_id)
-            self._set_status(conn, session_id, current, target)
-            if awaiting_input:  # stopped by the user: waits for the next instruction
-                conn.execute(
-                    "UPDATE sessions SET awaiting_input=1 WHERE session_id=?", (session_id,)
-                )
+            event = cancelled or event_for_target(current, target)
+            write_status(conn, session_id, current, event, self._now())
             row = conn.execute(
                 f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
             ).fetchone()
@@ -305,18 +296,25 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
 
         def tx(conn: sqlite3.Connection) -> Step:
             check_fence(conn, session_id, lease)
-            current, seq, awaiting = session_state(conn, session_id)
+            current, seq, _ = session_state(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
-            target = (
-                status_after_new_step(current, step, lambda: _approval_pending(conn, session_id))
+            event = (
+                event_of_new_step(current, step, lambda: _approval_pending(conn, session_id))
                 if moves
-                else current
+                else None
             )
-            if moves:
-                check_transition(current, target)  # checked transitions
-            if step.step_type is StepType.USER_INPUT:
-                awaiting = 0  # the new instruction a rollback was waiting for
             now = self._now()
+            # Checked before the step row is written; the same transaction, so all or nothing.
+            # A user_input step is the new instruction a cancel or rollback was waiting for.
+            write_status(
+                conn,
+                session_id,
+                current,
+                event,
+                now,
+                next_seq=seq + 1,
+                instruction=step.step_type is StepType.USER_INPUT,
+            )
             step_id = full_step_id(session_id, seq)
             end = None if running else now
             conn.execute(
@@ -340,11 +338,6 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
                     end,
                     None if lease is None else lease.owner,  # who wrote it, under its lease
                 ),
-            )
-            conn.execute(
-                "UPDATE sessions SET next_seq=?, current_status=?, awaiting_input=?, updated_at=?"
-                " WHERE session_id=?",
-                (seq + 1, target.value, awaiting, now, session_id),
             )
             return inserted_step(
                 session_id, seq, parent, step, status, output_data, error_message, now, end
@@ -399,15 +392,15 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
                     "only a running step can be completed or failed"
                 )
             step = row_to_step(rows[0], output_data)
-            target = status_after_answer(
+            event = event_of_answer(
                 wanted,
                 step,
                 lambda: session_state(conn, session_id)[0],
                 lambda: _approval_pending(conn, session_id),
             )
-            if target is not None:
+            if event is not None:
                 current, _, _ = session_state(conn, session_id)
-                self._set_status(conn, session_id, current, target)
+                write_status(conn, session_id, current, event, self._now())
             return step
 
         return self._write(tx, durable=durable)

@@ -10,7 +10,8 @@ from typing import TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.fsck_rows import FsckReader, Repair
-from xclaw.store.model import INTERRUPTED
+from xclaw.store.model import INTERRUPTED, Status, event_for_target
+from xclaw.store.rows import write_status
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_leases import lease_now
 from xclaw.store.sqlite_snapshots import sweep_blobs_tx
@@ -24,10 +25,6 @@ _REPAIR_SQL = {
         "UPDATE traces SET status='failed', error_message=?, end_time=? "
         "WHERE session_id=? AND seq=? AND status='running' AND session_id IN "
         "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
-    ),
-    "set_status": (
-        "UPDATE sessions SET current_status=?, updated_at=? "
-        "WHERE session_id=? AND current_status=?"
     ),
     "raise_next_seq": "UPDATE sessions SET next_seq=? WHERE session_id=? AND next_seq<?",
     "detach_parent": "UPDATE traces SET parent_step_id=NULL WHERE step_id=?",
@@ -87,11 +84,12 @@ class SqliteFsck:
                 if a.kind == "sweep_blobs":
                     changed.append(sweep_blobs_tx(conn))
                     continue
+                if a.kind == "set_status":
+                    changed.append(_set_status(conn, a, now))
+                    continue
                 params: tuple[object, ...]
                 if a.kind == "interrupt_step":
                     params = (INTERRUPTED, now, a.session_id, a.seq)
-                elif a.kind == "set_status":
-                    params = (a.status, now, a.session_id, a.expected)
                 elif a.kind == "raise_next_seq":
                     params = (a.value, a.session_id, a.value)
                 elif a.kind == "detach_parent":
@@ -106,3 +104,16 @@ class SqliteFsck:
             return changed
 
         return self.store._write(tx, durable=True)
+
+
+def _set_status(conn: sqlite3.Connection, a: Repair, now: int) -> int:
+    """Move a session found in the wrong status, through the one status write (so along the
+    state machine), and only if it is still in the status the check saw."""
+    row = conn.execute(
+        "SELECT current_status FROM sessions WHERE session_id=?", (a.session_id,)
+    ).fetchone()
+    if row is None or a.expected is None or row[0] != a.expected:
+        return 0
+    current, target = Status(a.expected), Status(str(a.status))
+    write_status(conn, str(a.session_id), current, event_for_target(current, target), now)
+    return 1

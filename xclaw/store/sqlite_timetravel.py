@@ -10,8 +10,14 @@ import sqlite3
 
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import forked_session
-from xclaw.store.model import INTERRUPTED, Session, Status, check_transition
-from xclaw.store.rows import SESSION_COLS, require_step, row_to_session, session_state
+from xclaw.store.model import INTERRUPTED, Session, SessionEvent
+from xclaw.store.rows import (
+    SESSION_COLS,
+    require_step,
+    row_to_session,
+    session_state,
+    write_status,
+)
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.sqlite_snapshots import fork_snapshots_tx, rollback_snapshots_tx
 
@@ -55,13 +61,10 @@ def rollback_tx(
     deleted = conn.execute(
         "DELETE FROM traces WHERE session_id=? AND seq>=?", (session_id, seq)
     ).rowcount
-    # Rollback always lands in Running, waiting for a new instruction. The table allows
-    # Running from every state; the check keeps that honest should the table change.
-    check_transition(current, Status.RUNNING)
+    # Rollback lands in Running, waiting for a new instruction (model.next_status).
+    write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
     row = conn.execute(
-        "UPDATE sessions SET current_status='Running', awaiting_input=1, updated_at=? "
-        f"WHERE session_id=? RETURNING {SESSION_COLS}",
-        (now, session_id),
+        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
     ).fetchone()
     restore = rollback_snapshots_tx(conn, session_id, seq, workspace, now)
     return RollbackResult(row_to_session(row), seq, deleted, restore)

@@ -102,7 +102,7 @@ class ApprovalPolicy:
         # Whether a command can be run confined (bubblewrap works here): without it nothing
         # runs unasked, since a wrong "safe" would then cost something.
         if confinement is None:
-            from xclaw.workspace.sandbox import confinement_available
+            from xclaw.sandbox.isolation import confinement_available
 
             confinement = confinement_available()
         self.confinement = confinement
@@ -115,7 +115,7 @@ class ApprovalPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApprovalPolicy:
-        from xclaw.workspace.sandbox import isolation_from_settings
+        from xclaw.sandbox.isolation import isolation_from_settings
 
         confined = isolation_from_settings(settings).can_confine
         return cls(

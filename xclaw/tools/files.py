@@ -19,9 +19,9 @@ from typing import Any
 
 from xclaw.errors import ToolError
 from xclaw.messages import ImageBlock
+from xclaw.sandbox.paths import resolve_in_workspace
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
-from xclaw.workspace.paths import resolve_in_workspace
 
 # A NUL byte among the first bytes is how `grep` and `git` tell binary from text, too.
 _SNIFF_BYTES = 8192

@@ -8,11 +8,11 @@ that mapping).
 from __future__ import annotations
 
 from xclaw.config import Settings
+from xclaw.sandbox.isolation import isolation_from_settings
 from xclaw.tools.base import Tool
 from xclaw.tools.files import EditFileTool, ListDirTool, ReadFileTool, WriteFileTool
 from xclaw.tools.shell import ShellTool
 from xclaw.tools.spawn import SpawnAgentTool
-from xclaw.workspace.sandbox import isolation_from_settings
 
 
 def default_tools(settings: Settings | None = None) -> dict[str, Tool]:

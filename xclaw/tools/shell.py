@@ -20,6 +20,8 @@ from typing import Any
 
 from xclaw.credentials import child_env
 from xclaw.errors import ToolError
+from xclaw.sandbox import landlock
+from xclaw.sandbox.isolation import Isolation
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.tools.step_processes import (
@@ -29,8 +31,6 @@ from xclaw.tools.step_processes import (
     sweep_stale_scopes,
     unregister,
 )
-from xclaw.workspace import landlock
-from xclaw.workspace.sandbox import Isolation
 
 _READ_CHUNK = 64 * 1024
 

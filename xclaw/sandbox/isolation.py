@@ -6,7 +6,7 @@ workspaces, the database's directory and the `.env` file are hidden; the network
 `sandbox.network: true`; it has its own PID, IPC and UTS namespaces, no capabilities, and dies
 with xclaw. A command the approval policy let run without asking is *confined*: its workspace
 is read-only too and the network is always off (see Isolation.wrap). Without bubblewrap such
-commands are confined with Landlock where the kernel has it (xclaw/workspace/landlock.py);
+commands are confined with Landlock where the kernel has it (xclaw/sandbox/landlock.py);
 with neither, no shell command runs without asking (xclaw/tools/approval.py).
 
 `sandbox.isolation` in xclaw.yaml: `auto` (default: bubblewrap if it works here, else plain,
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import ConfigError
-from xclaw.workspace import landlock, socket_filter
+from xclaw.sandbox import landlock, socket_filter
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
@@ -55,7 +55,7 @@ class Isolation:
     hide_dirs: tuple[str, ...] = ()
     hide_files: tuple[str, ...] = ()
     # Without bubblewrap: whether Landlock can still confine commands run without asking
-    # (xclaw/workspace/landlock.py). Approved commands then run as plain processes.
+    # (xclaw/sandbox/landlock.py). Approved commands then run as plain processes.
     landlock: bool = False
 
     @property

@@ -3,7 +3,7 @@ write only beneath a scratch directory (and to /dev/null), may not bind or conne
 sockets, and may not signal processes outside its own domain.
 
 Landlock (Linux >= 5.13, network rules >= 6.7 = ABI 4, scoping >= 6.12 = ABI 6) needs no
-privileges: the launcher below (`python -m xclaw.workspace.landlock SCRATCH -- ARGV…`)
+privileges: the launcher below (`python -m xclaw.sandbox.landlock SCRATCH -- ARGV…`)
 restricts itself, then executes the command, which keeps the restriction, as do all its
 children. It also gives up every capability (run by root, a command could otherwise set the
 clock or remount). Less than bubblewrap: reading is not restricted (xclaw's home and `.env` stay
@@ -22,7 +22,7 @@ import platform
 import struct
 import sys
 
-from xclaw.workspace import socket_filter
+from xclaw.sandbox import socket_filter
 
 MIN_ABI = 4  # TCP bind/connect rules: without them a confined command could reach the network
 
@@ -66,7 +66,7 @@ def available() -> bool:
 
 def confine_argv(argv: list[str], scratch: str) -> list[str]:
     """`argv` run under the launcher: Landlock first, then the command."""
-    return [sys.executable, "-m", "xclaw.workspace.landlock", scratch, "--", *argv]
+    return [sys.executable, "-m", "xclaw.sandbox.landlock", scratch, "--", *argv]
 
 
 def _rights(abi: int) -> tuple[int, int, int]:
@@ -149,7 +149,7 @@ def _has_capabilities() -> bool:
 
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m xclaw.workspace.landlock SCRATCH -- COMMAND…", file=sys.stderr)
+        print("usage: python -m xclaw.sandbox.landlock SCRATCH -- COMMAND…", file=sys.stderr)
         return 2
     scratch, argv = args[0], args[2:]
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xclaw.errors import PathEscape, ToolError
-from xclaw.workspace.paths import resolve_in_workspace, workspace_dir
+from xclaw.sandbox.paths import resolve_in_workspace, workspace_dir
 
 
 @pytest.fixture

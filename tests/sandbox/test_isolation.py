@@ -22,10 +22,10 @@ import pytest
 
 from xclaw.config import Settings
 from xclaw.errors import ConfigError
+from xclaw.sandbox import isolation as sandbox
+from xclaw.sandbox.isolation import Isolation, isolation_from_settings, sandbox_mode
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
-from xclaw.workspace import sandbox
-from xclaw.workspace.sandbox import Isolation, isolation_from_settings, sandbox_mode
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -226,7 +226,7 @@ def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from xclaw.tools.base import ToolContext\n"
         "from xclaw.tools.shell import ShellTool\n"
-        "from xclaw.workspace.sandbox import isolation_from_settings\n"
+        "from xclaw.sandbox.isolation import isolation_from_settings\n"
         "from xclaw.config import Settings\n"
         f"s = Settings(home=Path({str(s.home)!r}), db='', workspace_root=Path({str(s.workspace_root)!r}))\n"
         "ctx = ToolContext(workspace=Path(sys.argv[1]), session_id='sess')\n"

@@ -11,7 +11,7 @@ UDP…; `socketpair` stays), and so does `io_uring_setup` (io_uring could open a
 sockets without passing through the `socket` system call). System calls of a foreign ABI
 (i386 `socketcall`, x32) are refused whole.
 
-The launcher (`python -m xclaw.workspace.socket_filter -- ARGV…`) installs the filter, then
+The launcher (`python -m xclaw.sandbox.socket_filter -- ARGV…`) installs the filter, then
 executes the command, which keeps it, as do all its children (with no_new_privs). Only x86_64
 and aarch64 have a filter; elsewhere `program()` is None and docs/security.md says what
 that leaves.
@@ -85,12 +85,12 @@ def confine_argv(argv: list[str]) -> list[str]:
     """`argv` run under the launcher (unchanged where this machine has no filter)."""
     if program() is None:
         return argv
-    return [sys.executable, "-m", "xclaw.workspace.socket_filter", "--", *argv]
+    return [sys.executable, "-m", "xclaw.sandbox.socket_filter", "--", *argv]
 
 
 def main(args: list[str]) -> int:
     if len(args) < 2 or args[0] != "--":
-        print("usage: python -m xclaw.workspace.socket_filter -- COMMAND…", file=sys.stderr)
+        print("usage: python -m xclaw.sandbox.socket_filter -- COMMAND…", file=sys.stderr)
         return 2
     argv = args[1:]
     try:

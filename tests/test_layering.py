@@ -1,0 +1,76 @@
+"""The package boundaries of docs/architecture.md, read from the source's import statements
+(every import, lazy ones inside functions too), so a leak comes back only as a failing test."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+XCLAW = Path(__file__).resolve().parents[1] / "xclaw"
+
+
+def imports_of(paths: list[Path]) -> dict[str, set[str]]:
+    """file (relative to xclaw/) -> the xclaw modules it imports."""
+    found: dict[str, set[str]] = {}
+    for path in paths:
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names |= {f"{node.module}.{a.name}" for a in node.names}
+        found[str(path.relative_to(XCLAW))] = {n for n in names if n.startswith("xclaw")}
+    return found
+
+
+def files(*parts: str) -> list[Path]:
+    out: list[Path] = []
+    for part in parts:
+        target = XCLAW / part
+        out += sorted(target.rglob("*.py")) if target.is_dir() else sorted(XCLAW.glob(part))
+    assert out, parts
+    return out
+
+
+def offenders(paths: list[Path], *forbidden: str) -> list[str]:
+    return sorted(
+        f"{file} imports {name}"
+        for file, names in imports_of(paths).items()
+        for name in names
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "forbidden"),
+    [
+        # The recorder emits typed events; frames are the runtime's business.
+        (
+            ["recorder"],
+            ["xclaw.protocol", "xclaw.gateway", "xclaw.runtime.runtime", "xclaw.agent.loop"],
+        ),
+        # The loop knows nothing of storage or of who watches it.
+        (["agent"], ["xclaw.store", "xclaw.recorder", "xclaw.protocol", "xclaw.gateway"]),
+        # The terminal client talks to the gateway through the shared contract only.
+        (["cli/chat*.py"], ["xclaw.gateway"]),
+        (["cli/commands_chat.py"], ["xclaw.gateway"]),
+        # cli starts the demo; the demo and the shared terminal code never import cli.
+        (["demo", "terminal"], ["xclaw.cli"]),
+        # The tools' file-system side knows nothing of the store-backed time travel.
+        (["sandbox"], ["xclaw.store", "xclaw.workspace"]),
+        (["tools"], ["xclaw.workspace"]),
+        # The contract both sides import leans on neither side.
+        (["protocol.py"], ["xclaw.gateway", "xclaw.cli", "xclaw.runtime", "xclaw.recorder"]),
+    ],
+)
+def test_layer_boundaries(where: list[str], forbidden: list[str]) -> None:
+    assert offenders(files(*where), *forbidden) == []
+
+
+def test_the_check_sees_lazy_imports() -> None:
+    """A boundary check that missed imports inside functions would pass vacuously."""
+    probe = XCLAW / "cli" / "commands_demo.py"
+    assert offenders([probe], "xclaw.demo") != []
