@@ -39,6 +39,11 @@ _READ_CHUNK = 64 * 1024
 # SIGKILL of its whole process group. It passes the command's exit status on, and a death
 # by signal as the same signal (so an `exit 130` reads as SIGINT: bash cannot tell them apart).
 _SETPRIV = shutil.which("setpriv")
+# setpriv sets the parent-death signal only once it runs: an xclaw killed between the fork
+# and that moment would leave the command running with no one to stop it. Right after
+# setpriv, with the signal armed, this checks that the parent is still the xclaw that
+# spawned it (a dead parent's child has been reparented) before anything else starts.
+_CHECK_PARENT = '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"'
 _DIE_WITH_PARENT = (
     'trap "kill -KILL 0" TERM; "$0" -c "$1" & wait $! 2>/dev/null; s=$?; '
     'if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s'
@@ -211,7 +216,8 @@ class ShellTool(Tool):
         if _SETPRIV is None:
             return wrap([self.shell, "-c", command])
         inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
-        return [_SETPRIV, "--pdeathsig", "TERM", "--", *wrap(inner)]
+        armed = ["/bin/sh", "-c", _CHECK_PARENT, "sh", str(os.getpid())]
+        return [_SETPRIV, "--pdeathsig", "TERM", "--", *armed, *wrap(inner)]
 
     async def _execute(self, command: str, limit_s: float, ctx: ToolContext) -> ToolResult:
         step = StepProcesses.start(ctx.session_id)
