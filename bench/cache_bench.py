@@ -69,16 +69,22 @@ async def run_session(calls: int = 30, *, cache: bool = True) -> Result:
             srv.push(
                 Reply(
                     text=f"Step {i}: looking at part {i}.",
-                    tool_calls=[FakeCall.of("read_file", {"path": f"part{i}.txt"}, id=f"toolu_{i}")],
+                    tool_calls=[
+                        FakeCall.of("read_file", {"path": f"part{i}.txt"}, id=f"toolu_{i}")
+                    ],
                 )
             )
         srv.push(Reply(text="All parts read."))
-        model = AnthropicModel("claude-bench", api_key="sk-bench-key", base_url=srv.url, cache=cache)
+        model = AnthropicModel(
+            "claude-bench", api_key="sk-bench-key", base_url=srv.url, cache=cache
+        )
         tools = _tool_specs()
         messages: list[Message] = [UserMessage("Read every part and summarise them.")]
         usages: list[Usage] = []
         for _ in range(calls):
-            request = LLMRequest(system=DEFAULT_SYSTEM_PROMPT, messages=tuple(messages), tools=tools)
+            request = LLMRequest(
+                system=DEFAULT_SYSTEM_PROMPT, messages=tuple(messages), tools=tools
+            )
             response = await model.complete(request)
             usages.append(response.usage)
             messages.append(AssistantMessage(response.text, response.tool_calls))
@@ -121,7 +127,9 @@ class _Calls:
         return response
 
 
-async def run_compacting_session(calls: int = 60, *, compact: bool = True) -> list[tuple[bool, Usage]]:
+async def run_compacting_session(
+    calls: int = 60, *, compact: bool = True
+) -> list[tuple[bool, Usage]]:
     """An agent-loop session of `calls` model calls in a 24k-token window."""
     import tempfile
 
@@ -155,8 +163,12 @@ async def run_compacting_session(calls: int = 60, *, compact: bool = True) -> li
     with FakeAnthropicServer(cache_accounting=True) as srv:
         srv.responder = respond
         for i in range(calls - 1):
-            srv.push(Reply(text=f"Reading part {i}.",
-                           tool_calls=[FakeCall.of("read_part", {"n": i}, id=f"toolu_{i}")]))
+            srv.push(
+                Reply(
+                    text=f"Reading part {i}.",
+                    tool_calls=[FakeCall.of("read_part", {"n": i}, id=f"toolu_{i}")],
+                )
+            )
         srv.push(Reply(text="All parts read."))
         model = _Calls(AnthropicModel("claude-bench", api_key="sk-bench-key", base_url=srv.url))
         with tempfile.TemporaryDirectory() as tmp:
@@ -199,11 +211,17 @@ def main() -> None:
     with_cache = sum(price.cost(u) for u in cached.usages)
     without = sum(price.cost(u) for u in plain.usages)
     print()
-    print(f"calls: {args.calls}, input tokens: {total.prompt_tokens}, output: {total.completion_tokens}")
-    print(f"share of input read from cache: {100 * cached.read_share():.1f} % (all calls), "
-          f"{100 * cached.read_share(1):.1f} % once warm (goal >= 80 %)")
-    print(f"cost at {args.model} prices: ${with_cache:.4f} with caching, ${without:.4f} without "
-          f"({100 * (1 - with_cache / without):.0f} % saved)")
+    print(
+        f"calls: {args.calls}, input tokens: {total.prompt_tokens}, output: {total.completion_tokens}"
+    )
+    print(
+        f"share of input read from cache: {100 * cached.read_share():.1f} % (all calls), "
+        f"{100 * cached.read_share(1):.1f} % once warm (goal >= 80 %)"
+    )
+    print(
+        f"cost at {args.model} prices: ${with_cache:.4f} with caching, ${without:.4f} without "
+        f"({100 * (1 - with_cache / without):.0f} % saved)"
+    )
 
     log = asyncio.run(run_compacting_session(args.compact_calls))
     at = [i for i, (summary, _) in enumerate(log) if summary]
@@ -213,17 +231,23 @@ def main() -> None:
         first = at[0]
         before = [u for _, u in log[1:first]]
         after = [u for s, u in log[first + 1 :] if not s]
-        print(f"  read from cache: {100 * _share(before):.1f} % before (warm), "
-              f"{100 * _share([log[first][1]]):.1f} % for the summary call, "
-              f"{100 * _share(after[:1]):.1f} % for the first call after it, "
-              f"{100 * _share(after):.1f} % for all {len(after)} calls after it")
+        print(
+            f"  read from cache: {100 * _share(before):.1f} % before (warm), "
+            f"{100 * _share([log[first][1]]):.1f} % for the summary call, "
+            f"{100 * _share(after[:1]):.1f} % for the first call after it, "
+            f"{100 * _share(after):.1f} % for all {len(after)} calls after it"
+        )
     total = [u for _, u in log]
-    print(f"  whole session: {100 * _share(total[1:]):.1f} % of input read from cache once warm; "
-          f"${sum(price.cost(u) for u in total):.4f} at {args.model} prices")
+    print(
+        f"  whole session: {100 * _share(total[1:]):.1f} % of input read from cache once warm; "
+        f"${sum(price.cost(u) for u in total):.4f} at {args.model} prices"
+    )
     trimmed = asyncio.run(run_compacting_session(args.compact_calls, compact=False))
     usages = [u for _, u in trimmed]
-    print(f"  trimming instead: {100 * _share(usages[1:]):.1f} % read from cache once warm; "
-          f"${sum(price.cost(u) for u in usages):.4f}")
+    print(
+        f"  trimming instead: {100 * _share(usages[1:]):.1f} % read from cache once warm; "
+        f"${sum(price.cost(u) for u in usages):.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -310,7 +310,11 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"{r['sessions']:>8} {r['rounds']:>6} {r['steps']:>7} {r['wall_s']:>8.2f} "
                     f"{r['steps_per_s']:>9.0f} "
                     f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
-                    + (f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} " if args.llm_ms else "")
+                    + (
+                        f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} "
+                        if args.llm_ms
+                        else ""
+                    )
                     + f"{r['steps_per_commit']:>12.2f} "
                     + f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
                     flush=True,
@@ -323,8 +327,10 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x"
                 )
             if args.llm_ms:
-                print("xclaw p50/p99 = a step's wait beyond the model's own time (llm_call steps minus "
-                      f"{args.llm_ms:g} ms)")
+                print(
+                    "xclaw p50/p99 = a step's wait beyond the model's own time (llm_call steps minus "
+                    f"{args.llm_ms:g} ms)"
+                )
         finally:
             gw.proc.send_signal(signal.SIGTERM)
             gw.proc.wait(timeout=30)
@@ -337,11 +343,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--tool", choices=["list_dir", "shell"], default="list_dir")
     parser.add_argument(
-        "--llm-ms", type=float, default=0.0,
+        "--llm-ms",
+        type=float,
+        default=0.0,
         help="every model call takes this long (default 0: instant, the server saturated)",
     )
     parser.add_argument(
-        "--together", action="store_true",
+        "--together",
+        action="store_true",
         help="with --llm-ms: every session sends its message in the same instant",
     )
     asyncio.run(main_async(parser.parse_args()))

@@ -74,7 +74,10 @@ class NullObserver:
 
 
 def make_script(path: Path, iterations: int, llm_s: float = 0.0) -> ScriptedModel:
-    turn: dict[str, Any] = {"text": "", "tool_calls": [{"name": "noop", "input": {"payload": "x" * 200}}]}
+    turn: dict[str, Any] = {
+        "text": "",
+        "tool_calls": [{"name": "noop", "input": {"payload": "x" * 200}}],
+    }
     if llm_s:
         turn["sleep"] = llm_s
     path.write_text(json.dumps({"turns": [turn] * iterations + [{"text": "done"}]}))
@@ -83,8 +86,12 @@ def make_script(path: Path, iterations: int, llm_s: float = 0.0) -> ScriptedMode
 
 async def run_agent(model: ScriptedModel, observer: Any, tmp: Path, iterations: int) -> float:
     agent = Agent(
-        model=model, tools={"noop": NoopTool()}, policy=Allow(), approver=None,  # type: ignore[arg-type]
-        observer=observer, context=ToolContext(workspace=tmp, session_id="bench"),
+        model=model,
+        tools={"noop": NoopTool()},
+        policy=Allow(),
+        approver=None,  # type: ignore[arg-type]
+        observer=observer,
+        context=ToolContext(workspace=tmp, session_id="bench"),
         config=AgentConfig(max_iterations=iterations + 5),
     )
     t0 = time.perf_counter()
@@ -115,7 +122,9 @@ class Capture:
         return call
 
 
-Round = tuple[float, float, float, int, int]  # off s, on s, store-alone s, on commits, store commits
+Round = tuple[
+    float, float, float, int, int
+]  # off s, on s, store-alone s, on commits, store commits
 
 
 async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> Round:
@@ -125,7 +134,9 @@ async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> R
     store = open_store(tmp / f"on{k}-{llm_s}.db")
     sid = store.create_session().session_id
     capture = Capture(store)
-    recorder = Recorder(db=StoreCaller(capture), session_id=sid, emit=lambda f: None, redact=Redactor())  # type: ignore[arg-type]
+    recorder = Recorder(
+        db=StoreCaller(capture), session_id=sid, emit=lambda f: None, redact=Redactor()
+    )  # type: ignore[arg-type]
     c0 = store.commits
     on = await run_agent(model, recorder, tmp, iterations)
     on_commits = store.commits - c0
@@ -158,24 +169,39 @@ def report(n: int, rounds: list[Round], llm_ms: float) -> None:
     print(f"{'store alone (the same writes, replayed)':40}{raw:14.3f}{1000 / raw:14.0f}")
     on_c = statistics.median(r[3] for r in rounds) / n
     raw_c = statistics.median(r[4] for r in rounds) / n
-    print(f"commits per iteration: recording {on_c:.2f}, store alone {raw_c:.2f} "
-          "(the recorder's writes share transactions: Store.write_together)")
-    print(f"recording adds {overhead:.3f} ms/iteration = {ratio:.2f}x the store's own cost "
-          f"(goal <= 1.15x: {'met' if ratio <= 1.15 else 'not met'})")
+    print(
+        f"commits per iteration: recording {on_c:.2f}, store alone {raw_c:.2f} "
+        "(the recorder's writes share transactions: Store.write_together)"
+    )
+    print(
+        f"recording adds {overhead:.3f} ms/iteration = {ratio:.2f}x the store's own cost "
+        f"(goal <= 1.15x: {'met' if ratio <= 1.15 else 'not met'})"
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--llm-ms", type=float, nargs="*", default=[0.0, 5.0],
-                    help="model latencies to run with (default: 0 = worst case, and 5 ms)")
+    ap.add_argument(
+        "--llm-ms",
+        type=float,
+        nargs="*",
+        default=[0.0, 5.0],
+        help="model latencies to run with (default: 0 = worst case, and 5 ms)",
+    )
     args = ap.parse_args()
     n = args.iterations
-    print(f"runtime benchmark: {n} iterations (1 LLM call + 1 tool call each), median of {args.rounds} rounds")
+    print(
+        f"runtime benchmark: {n} iterations (1 LLM call + 1 tool call each), median of {args.rounds} rounds"
+    )
     with tempfile.TemporaryDirectory() as d:
         for llm_ms in args.llm_ms:
-            rounds = [asyncio.run(one_round(Path(d), n, k, llm_ms / 1000)) for k in range(args.rounds)]
+            rounds = [
+                asyncio.run(one_round(Path(d), n, k, llm_ms / 1000)) for k in range(args.rounds)
+            ]
             report(n, rounds, llm_ms)
 
 

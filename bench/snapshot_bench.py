@@ -107,12 +107,16 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
         return elapsed
 
     print(f"workspace: {files} files, {total / 2**20:.0f} MB of random bytes, 40 directories")
-    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
+    print(
+        f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}"
+    )
     print()
     print("1. snapshot time (walk + hash + store + durable commit)")
     print(f"{'case':<44}{'ms':>8}   files read")
     first = snapshot()
-    print(f"{'first snapshot (everything new)':<44}{ms(first)}   {workspaces.snapshotter.last.files_read}")
+    print(
+        f"{'first snapshot (everything new)':<44}{ms(first)}   {workspaces.snapshotter.last.files_read}"
+    )
 
     size0 = db_bytes(db)
     unchanged = [snapshot() for _ in range(rounds)]

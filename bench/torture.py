@@ -64,15 +64,25 @@ def task_turns(ledger: Path) -> list[dict[str, Any]]:
             cmd = f"mkdir -p notes; printf 'next: 7\\n' > notes/log.md; echo out00; echo 0 >> {ledger}"
             call = {"name": "shell", "input": {"command": cmd}}
         elif k % 10 == 4:
-            call = {"name": "write_file", "input": {"path": f"notes/f{k:02d}.txt", "content": f"step {k}\n" * 50}}
+            call = {
+                "name": "write_file",
+                "input": {"path": f"notes/f{k:02d}.txt", "content": f"step {k}\n" * 50},
+            }
         elif k % 10 == 7:
             call = {
                 "name": "edit_file",
-                "input": {"path": "notes/log.md", "old_text": f"next: {k}", "new_text": f"done: {k}\nnext: {k + 10}"},
+                "input": {
+                    "path": "notes/log.md",
+                    "old_text": f"next: {k}",
+                    "new_text": f"done: {k}\nnext: {k + 10}",
+                },
             }
         else:
             pause = "sleep 0.15; " if k % 6 == 3 else ""
-            call = {"name": "shell", "input": {"command": f"{pause}echo out{k:02d}; echo {k} >> {ledger}"}}
+            call = {
+                "name": "shell",
+                "input": {"command": f"{pause}echo out{k:02d}; echo {k} >> {ledger}"},
+            }
         turn: dict[str, Any] = {"text": f"step {k}", "tool_calls": [call]}
         if k % 4 == 2:
             turn["sleep"] = 0.12
@@ -150,17 +160,21 @@ class World:
             "approval:\n  mode: yolo\nllm_retry_base_delay: 0.01\nmax_iterations: 200\nsandbox:\n  isolation: none\n"
         )
         self.env = {
-            k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
         }
-        self.env.update({
-            "XCLAW_HOME": str(self.dir),
-            "XCLAW_DB": str(self.db),
-            "XCLAW_MODEL": f"script:{self.script}",
-            "XCLAW_CONFIG": str(self.dir / "xclaw.yaml"),
-            "PYTHONUNBUFFERED": "1",
-            "NO_COLOR": "1",
-            "PYTHONPATH": str(ROOT),
-        })
+        self.env.update(
+            {
+                "XCLAW_HOME": str(self.dir),
+                "XCLAW_DB": str(self.db),
+                "XCLAW_MODEL": f"script:{self.script}",
+                "XCLAW_CONFIG": str(self.dir / "xclaw.yaml"),
+                "PYTHONUNBUFFERED": "1",
+                "NO_COLOR": "1",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
         if shim is not None:
             self.env["LD_PRELOAD"] = str(shim)
             self.env["POWERLOSS_DIR"] = str(self.dir)
@@ -200,7 +214,9 @@ class World:
         return {k for (c,) in rows if (k := step_of_call(c)) is not None}
 
     def recorded_steps(self) -> set[int]:
-        rows = self.query("SELECT call_id FROM traces WHERE session_id=? AND step_type='tool_call'", (self.sid,))
+        rows = self.query(
+            "SELECT call_id FROM traces WHERE session_id=? AND step_type='tool_call'", (self.sid,)
+        )
         return {k for (c,) in rows if (k := step_of_call(c)) is not None}
 
     def ledger_counts(self) -> Counter[int]:
@@ -214,15 +230,24 @@ class World:
 
     def run_cmd(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [*XCLAW, *args], cwd=self.dir, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [*XCLAW, *args],
+            cwd=self.dir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
     def lose_power(self) -> None:
         """Every database file back to what was last synced (or gone if never synced)."""
         for f in list(self.dir.iterdir()):
             name = f.name
-            if not f.is_file() or not name.startswith("xclaw.db") or name.endswith((".synced", ".synced.tmp")):
+            if (
+                not f.is_file()
+                or not name.startswith("xclaw.db")
+                or name.endswith((".synced", ".synced.tmp"))
+            ):
                 continue
             synced = f.with_name(name + ".synced")
             if name.endswith("-shm"):
@@ -266,7 +291,13 @@ def wait_until(cond: Any, timeout: float, step: float = 0.003) -> bool:
 
 
 def have_fsck() -> bool:
-    p = subprocess.run([*XCLAW, "fsck", "--help"], capture_output=True, check=False, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(
+        [*XCLAW, "fsck", "--help"],
+        capture_output=True,
+        check=False,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return p.returncode == 0
 
 
@@ -293,9 +324,18 @@ def check_integrity(w: World, fig: Figures, where: str) -> None:
     )
     if multi or running:
         fig.integrity_failures += 1
-        fig.fail("integrity", f"{where} {w.dir.name}: twice completed {multi[:3]}, running in finished {running[:3]}")
+        fig.fail(
+            "integrity",
+            f"{where} {w.dir.name}: twice completed {multi[:3]}, running in finished {running[:3]}",
+        )
     if FSCK:
-        p = subprocess.run([*XCLAW, "fsck", "--db", str(w.db)], capture_output=True, check=False, text=True, env=w.env)  # through the file layer too
+        p = subprocess.run(
+            [*XCLAW, "fsck", "--db", str(w.db)],
+            capture_output=True,
+            check=False,
+            text=True,
+            env=w.env,
+        )  # through the file layer too
         if p.returncode != 0:
             fig.integrity_failures += 1
             fig.fail("fsck", f"{where} {w.dir.name}: {(p.stdout + p.stderr)[-300:]}")
@@ -324,20 +364,28 @@ def check_kept(w: World, fig: Figures, before: set[int], told: set[int], where: 
     lost = before - now
     if lost:
         fig.lost_completed += len(lost)
-        fig.fail("lost", f"{where} {w.dir.name}: completed steps {sorted(lost)} are no longer completed")
+        fig.fail(
+            "lost", f"{where} {w.dir.name}: completed steps {sorted(lost)} are no longer completed"
+        )
     untold = told - now
     if untold:
         fig.told_not_committed += len(untold)
-        fig.fail("told", f"{where} {w.dir.name}: steps {sorted(untold)} shown completed, recorded {sorted(untold & w.recorded_steps())}")
+        fig.fail(
+            "told",
+            f"{where} {w.dir.name}: steps {sorted(untold)} shown completed, recorded {sorted(untold & w.recorded_steps())}",
+        )
 
 
 def check_finished(w: World, fig: Figures, out: str, where: str) -> None:
     fig.effects += sum(w.ledger_counts().values())
     if w.workspace.exists():
         fig.effects += len(list((w.workspace / "notes").glob("f*.txt")))
-    fig.settled += len(w.query(
-        "SELECT 1 FROM traces WHERE session_id=? AND output_data LIKE '%checked after an interruption%'", (w.sid,)
-    ))
+    fig.settled += len(
+        w.query(
+            "SELECT 1 FROM traces WHERE session_id=? AND output_data LIKE '%checked after an interruption%'",
+            (w.sid,),
+        )
+    )
     if w.status() != "Success":
         fig.stuck_sessions += 1
         fig.fail("stuck", f"{where} {w.dir.name}: status {w.status()}; output tail {out[-300:]!r}")
@@ -398,15 +446,25 @@ class Reader:
         return "".join(self.lines)
 
 
-def headless_run(root: Path, name: str, kills: int, rng: random.Random, fig: Figures, *, power: bool = False,
-                 shim: Path | None = None) -> int:
+def headless_run(
+    root: Path,
+    name: str,
+    kills: int,
+    rng: random.Random,
+    fig: Figures,
+    *,
+    power: bool = False,
+    shim: Path | None = None,
+) -> int:
     """One 30-step task with up to `kills` kills (power losses when `power`); returns kills made."""
     w = World(root, name, shim=shim if power else None)
     fig.runs += 1
     made = 0
     first = True
     while True:
-        args = ["run", "--approval", "yolo", "--session", w.sid] + (["do the task"] if first else [])
+        args = ["run", "--approval", "yolo", "--session", w.sid] + (
+            ["do the task"] if first else []
+        )
         before_seq = w.max_seq()
         t0 = time.monotonic()
         proc = w.run_cmd(*args)
@@ -432,11 +490,33 @@ def headless_run(root: Path, name: str, kills: int, rng: random.Random, fig: Fig
         if phase == "recovery":
             time.sleep(rng.uniform(0, 0.4))
         elif phase == "llm":
-            wait_until(lambda: bool(w.query("SELECT 1 FROM traces WHERE session_id=? AND step_type='llm_call' AND status='running'", (w.sid,))) or proc.poll() is not None, 30)
+            wait_until(
+                lambda: (
+                    bool(
+                        w.query(
+                            "SELECT 1 FROM traces WHERE session_id=? AND step_type='llm_call' AND status='running'",
+                            (w.sid,),
+                        )
+                    )
+                    or proc.poll() is not None
+                ),
+                30,
+            )
             time.sleep(rng.uniform(0, 0.05))
         elif phase == "tool":
             seq0 = w.max_seq()
-            wait_until(lambda: bool(w.query("SELECT 1 FROM traces WHERE session_id=? AND step_type='tool_call' AND status='running' AND seq>?", (w.sid, seq0))) or proc.poll() is not None, 30)
+            wait_until(
+                lambda: (
+                    bool(
+                        w.query(
+                            "SELECT 1 FROM traces WHERE session_id=? AND step_type='tool_call' AND status='running' AND seq>?",
+                            (w.sid, seq0),
+                        )
+                    )
+                    or proc.poll() is not None
+                ),
+                30,
+            )
             time.sleep(rng.uniform(0, 0.03))
         elif phase == "shown":
             start = len(reader.lines)
@@ -490,8 +570,12 @@ class Gateway:
         out = self.w.dir / f"serve-{self.starts}.txt"
         with out.open("w") as f:
             self.proc = subprocess.Popen(
-                [*XCLAW, "serve", "--port", str(self.port)], cwd=self.w.dir, env=self.w.env,
-                stdout=f, stderr=subprocess.STDOUT, text=True,
+                [*XCLAW, "serve", "--port", str(self.port)],
+                cwd=self.w.dir,
+                env=self.w.env,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -514,8 +598,10 @@ async def _client(gw: Gateway) -> Any:
     from websockets.asyncio.client import connect
 
     return await connect(
-        f"ws://127.0.0.1:{gw.port}/ws", additional_headers={"Authorization": f"Bearer {gw.token}"},
-        max_size=None, open_timeout=20,
+        f"ws://127.0.0.1:{gw.port}/ws",
+        additional_headers={"Authorization": f"Bearer {gw.token}"},
+        max_size=None,
+        open_timeout=20,
     )
 
 
@@ -558,7 +644,9 @@ async def gateway_run(root: Path, name: str, kills: int, rng: random.Random, fig
                 await conn.send(json.dumps({"type": "reconnect", "sessionId": None}))
                 await _until(lambda: any(f.get("type") == "session" for f in frames), 30)
                 w.sid = next(f["sessionId"] for f in frames if f.get("type") == "session")
-                await conn.send(json.dumps({"type": "message", "sessionId": w.sid, "content": "do the task"}))
+                await conn.send(
+                    json.dumps({"type": "message", "sessionId": w.sid, "content": "do the task"})
+                )
                 first = False
                 if phase == "gw-recovery":
                     phase = "gw-random"
@@ -585,7 +673,18 @@ async def gateway_run(root: Path, name: str, kills: int, rng: random.Random, fig
                 await asyncio.sleep(rng.uniform(0, 0.3))
             elif phase == "gw-tool":
                 n = rng.randint(0, 3)
-                await _until(lambda: sum(1 for f in frames if f.get("type") == "tool" and f.get("state") == "running") > n or replied(), 30)
+                await _until(
+                    lambda: (
+                        sum(
+                            1
+                            for f in frames
+                            if f.get("type") == "tool" and f.get("state") == "running"
+                        )
+                        > n
+                        or replied()
+                    ),
+                    30,
+                )
                 await asyncio.sleep(rng.uniform(0, 0.02))
             elif phase == "gw-shown":
                 n = rng.randint(0, 3)
@@ -682,7 +781,14 @@ def timetravel_run(root: Path, name: str, kills: int, rng: random.Random, fig: F
         # committed) — killed once more at random for restore-recovery.
         rec = [*XCLAW[:1], "-c", _RECOVER, str(w.db), str(w.dir / "workspaces")]
         if kind == "restore-recovery" and made < kills:
-            r = subprocess.Popen(rec, cwd=w.dir, env=w.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            r = subprocess.Popen(
+                rec,
+                cwd=w.dir,
+                env=w.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             time.sleep(rng.uniform(0, 0.3))
             if r.poll() is None:
                 kill(r)
@@ -691,11 +797,16 @@ def timetravel_run(root: Path, name: str, kills: int, rng: random.Random, fig: F
             else:
                 r.communicate()
         t0 = time.monotonic()
-        r = subprocess.run(rec, cwd=w.dir, env=w.env, capture_output=True, check=False, text=True, timeout=120)
+        r = subprocess.run(
+            rec, cwd=w.dir, env=w.env, capture_output=True, check=False, text=True, timeout=120
+        )
         fig.recovery_s.append(time.monotonic() - t0)
         if r.returncode != 0:
             fig.stuck_sessions += 1
-            fig.fail("restore", f"{kind} {w.dir.name}: recovery failed {r.stdout[-300:]} {r.stderr[-300:]}")
+            fig.fail(
+                "restore",
+                f"{kind} {w.dir.name}: recovery failed {r.stdout[-300:]} {r.stderr[-300:]}",
+            )
         check_integrity(w, fig, kind)
         steps_after = len(w.query("SELECT 1 FROM traces WHERE session_id=?", (w.sid,)))
         new_sessions = {r[0] for r in w.query("SELECT session_id FROM sessions")} - sessions_before
@@ -704,13 +815,18 @@ def timetravel_run(root: Path, name: str, kills: int, rng: random.Random, fig: F
             if got != expected:
                 fig.integrity_failures += 1
                 diff = sorted(set(got.items()) ^ set(expected.items()))[:4]
-                fig.fail("restore", f"{kind} {w.dir.name}: workspace differs from snapshot s{target:04d}: {diff}")
+                fig.fail(
+                    "restore",
+                    f"{kind} {w.dir.name}: workspace differs from snapshot s{target:04d}: {diff}",
+                )
         for fork in new_sessions:
             got = _workspace_files(w.dir / "workspaces" / fork)
             if got != fork_expected:
                 fig.integrity_failures += 1
                 diff = sorted(set(got.items()) ^ set(fork_expected.items()))[:4]
-                fig.fail("fork", f"{w.dir.name}: fork {fork} at s{target:04d} workspace differs: {diff}")
+                fig.fail(
+                    "fork", f"{w.dir.name}: fork {fork} at s{target:04d} workspace differs: {diff}"
+                )
         if steps_after < steps_before:  # rolled back: carry on with a new instruction
             p = w.run_cmd("run", "--approval", "yolo", "--session", w.sid, "go on")
             out, _ = p.communicate(timeout=300)
@@ -736,7 +852,19 @@ def build_shim(into: Path) -> Path | None:
     if cc is None:
         return None
     out = into / "powerloss_shim.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(ROOT / "bench" / "powerloss_shim.c"), "-ldl"], check=True)
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-o",
+            str(out),
+            str(ROOT / "bench" / "powerloss_shim.c"),
+            "-ldl",
+        ],
+        check=True,
+    )
     return out
 
 
@@ -756,7 +884,9 @@ def campaign(kills: int, power_losses: int, seed: int, root: Path) -> Figures:
     made = 0
     while made < gateway:
         n += 1
-        made += asyncio.run(gateway_run(root, f"g{n:03d}", min(rng.randint(3, 6), gateway - made), rng, fig))
+        made += asyncio.run(
+            gateway_run(root, f"g{n:03d}", min(rng.randint(3, 6), gateway - made), rng, fig)
+        )
     made = 0
     while made < travel:
         n += 1
@@ -769,7 +899,15 @@ def campaign(kills: int, power_losses: int, seed: int, root: Path) -> Figures:
             made = 0
             while made < power_losses:
                 n += 1
-                made += headless_run(root, f"p{n:03d}", min(rng.randint(3, 6), power_losses - made), rng, fig, power=True, shim=shim)
+                made += headless_run(
+                    root,
+                    f"p{n:03d}",
+                    min(rng.randint(3, 6), power_losses - made),
+                    rng,
+                    fig,
+                    power=True,
+                    shim=shim,
+                )
     return fig
 
 
@@ -781,14 +919,27 @@ def count(text: str) -> int:
     return n
 
 
-FAILURE_FIGURES = ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
-                   "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions")
+FAILURE_FIGURES = (
+    "lostCompletedSteps",
+    "toldCompletedNotCommitted",
+    "repeatedCompletedSideEffects",
+    "sideEffectsWithoutRecord",
+    "integrityFailures",
+    "stuckSessions",
+)
 
 
 def main() -> int:
     """Exit 1 when any failure figure is not 0, so a script or CI can act on the campaign."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=count, default=200, help="SIGKILLs in all (half headless, 3/10 gateway, the rest time travel)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--kills",
+        type=count,
+        default=200,
+        help="SIGKILLs in all (half headless, 3/10 gateway, the rest time travel)",
+    )
     ap.add_argument("--power-losses", type=count, default=40)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", action="store_true", help="the figures as one JSON object")
@@ -802,14 +953,24 @@ def main() -> int:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    result = fig.as_json() | {"seed": seed, "seconds": round(time.monotonic() - t0, 1), "fsck": FSCK}
+    result = fig.as_json() | {
+        "seed": seed,
+        "seconds": round(time.monotonic() - t0, 1),
+        "fsck": FSCK,
+    }
     failed = any(result[key] for key in FAILURE_FIGURES) or bool(result["problems"])
     if args.json:
         print(json.dumps(result))
         return 1 if failed else 0
-    print(f"torture campaign: seed {seed}, {result['seconds']} s, {result['runs']} runs of a {STEPS}-step task")
-    print(f"  kills: {result['kills']} {result['killsByPhase']}; power losses: {result['powerLosses']}")
-    print(f"  side effects checked: {result['sideEffects']}; interrupted file tools settled by the workspace: {result['settledByWorkspace']}")
+    print(
+        f"torture campaign: seed {seed}, {result['seconds']} s, {result['runs']} runs of a {STEPS}-step task"
+    )
+    print(
+        f"  kills: {result['kills']} {result['killsByPhase']}; power losses: {result['powerLosses']}"
+    )
+    print(
+        f"  side effects checked: {result['sideEffects']}; interrupted file tools settled by the workspace: {result['settledByWorkspace']}"
+    )
     for key in FAILURE_FIGURES:
         print(f"  {key:32} {result[key]}")
     print(f"  recovery p50 {result['recoveryP50s']} s, p95 {result['recoveryP95s']} s")

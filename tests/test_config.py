@@ -30,7 +30,9 @@ def test_side_effects_of_parallel_sub_agents_take_turns_unless_configured(tmp_pa
 
 
 def test_a_flag_that_is_not_true_or_false_is_refused_in_words(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"sandbox\.parallel_side_effects must be true or false, got 'yes please'"):
+    with pytest.raises(
+        ConfigError, match=r"sandbox\.parallel_side_effects must be true or false, got 'yes please'"
+    ):
         settings_from(tmp_path, "sandbox:\n  parallel_side_effects: yes please\n")
 
 
@@ -42,17 +44,31 @@ def test_the_otel_section_reaches_the_span_exporter(tmp_path: Path) -> None:
     )
     c = s.otel
     assert (c.enabled, c.endpoint, c.protocol, c.service_name, c.headers, c.capture_content) == (
-        True, "http://127.0.0.1:4318", "grpc", "svc", {"authorization": "Bearer x"}, True)
+        True,
+        "http://127.0.0.1:4318",
+        "grpc",
+        "svc",
+        {"authorization": "Bearer x"},
+        True,
+    )
 
 
 def test_a_misspelled_key_is_refused_with_did_you_mean(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"unknown key 'mcp_server'; did you mean 'mcp_servers'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'mcp_server'; did you mean 'mcp_servers'\?"
+    ):
         settings_from(tmp_path, "mcp_server:\n  time: {command: mcp-server-time}\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'max_iteration'; did you mean 'max_iterations'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'max_iteration'; did you mean 'max_iterations'\?"
+    ):
         settings_from(tmp_path, "max_iteration: 3\n")
-    with pytest.raises(ConfigError, match=r"unknown key sandbox\.shell_timout_s; did you mean 'shell_timeout_s'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key sandbox\.shell_timout_s; did you mean 'shell_timeout_s'\?"
+    ):
         settings_from(tmp_path, "sandbox:\n  shell_timout_s: 3\n")
-    with pytest.raises(ConfigError, match=r"unknown key mcp_servers\.time\.comand; did you mean 'command'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key mcp_servers\.time\.comand; did you mean 'command'\?"
+    ):
         settings_from(tmp_path, "mcp_servers:\n  time: {comand: mcp-server-time}\n")
     with pytest.raises(ConfigError, match=r"unknown key 'zzz' \(known keys: .*approval.*\)"):
         settings_from(tmp_path, "zzz: 1\n")
@@ -103,7 +119,10 @@ def test_unknown_keys_at_nested_levels_are_refused_with_did_you_mean(
 @pytest.mark.parametrize(
     ("yaml_text", "message"),
     [
-        ("max_iterations: ten\n", r"xclaw\.yaml: max_iterations must be a whole number >= 1, got 'ten'"),
+        (
+            "max_iterations: ten\n",
+            r"xclaw\.yaml: max_iterations must be a whole number >= 1, got 'ten'",
+        ),
         ("max_iterations: 0\n", r"max_iterations must be a whole number >= 1, got 0"),
         ("max_tokens: 1.5\n", r"max_tokens must be a whole number >= 1, got 1\.5"),
         ("llm_timeout_s: soon\n", r"llm_timeout_s must be a number > 0, got 'soon'"),
@@ -113,13 +132,28 @@ def test_unknown_keys_at_nested_levels_are_refused_with_did_you_mean(
         ("lease_ttl_s: 0.1\n", r"xclaw\.yaml: lease_ttl_s must be a number >= 0\.5, got 0\.1"),
         ("sweep_every_s: 0\n", r"sweep_every_s must be a number > 0, got 0"),
         ("sweep_grace_s: later\n", r"sweep_grace_s must be a number >= 0, got 'later'"),
-        ("approval:\n  mode: sometimes\n", r"approval\.mode 'sometimes': expected ask, auto-edits, yolo"),
+        (
+            "approval:\n  mode: sometimes\n",
+            r"approval\.mode 'sometimes': expected ask, auto-edits, yolo",
+        ),
         ("approval:\n  timeout_s: -5\n", r"approval\.timeout_s must be a number > 0, got -5"),
-        ("approval:\n  safe_commands: ls\n", r"approval\.safe_commands must be a list of strings, got 'ls'"),
+        (
+            "approval:\n  safe_commands: ls\n",
+            r"approval\.safe_commands must be a list of strings, got 'ls'",
+        ),
         ("approval:\n  deny: ['rm (']\n", r"approval\.deny: 'rm \(' is not a regular expression"),
-        ("sandbox:\n  isolation: docker\n", r"sandbox\.isolation 'docker': expected auto, bwrap, none"),
-        ("sandbox:\n  network: yes please\n", r"sandbox\.network must be true or false, got 'yes please'"),
-        ("sandbox:\n  output_cap: lots\n", r"sandbox\.output_cap must be a whole number >= 1, got 'lots'"),
+        (
+            "sandbox:\n  isolation: docker\n",
+            r"sandbox\.isolation 'docker': expected auto, bwrap, none",
+        ),
+        (
+            "sandbox:\n  network: yes please\n",
+            r"sandbox\.network must be true or false, got 'yes please'",
+        ),
+        (
+            "sandbox:\n  output_cap: lots\n",
+            r"sandbox\.output_cap must be a whole number >= 1, got 'lots'",
+        ),
         ("secret_env: MY_PASSWORD\n", r"secret_env must be a list of strings, got 'MY_PASSWORD'"),
         ("tools: 'mod:fn'\n", r"tools must be a list of strings, got 'mod:fn'"),
         ("temperature: hot\n", r"temperature must be a number >= 0, got 'hot'"),
@@ -148,7 +182,9 @@ def test_lease_and_sweep_timing_come_from_the_settings(
     s = load_settings(cwd=tmp_path)
     assert (s.lease_ttl_s, s.sweep_grace_s, s.sweep_every_s) == (1.0, 0.0, 0.5)
     monkeypatch.setenv("XCLAW_LEASE_TTL_S", "soon")
-    with pytest.raises(ConfigError, match=r"XCLAW_LEASE_TTL_S must be a number >= 0\.5, got 'soon'"):
+    with pytest.raises(
+        ConfigError, match=r"XCLAW_LEASE_TTL_S must be a number >= 0\.5, got 'soon'"
+    ):
         load_settings(cwd=tmp_path)
     monkeypatch.setenv("XCLAW_LEASE_TTL_S", "1")
     monkeypatch.setenv("XCLAW_SWEEP_GRACE_S", "-3")
@@ -178,7 +214,11 @@ def test_the_declared_fields_hold_what_xclaw_yaml_said(tmp_path: Path) -> None:
     assert s.python_tools == ("m:f",)
     assert (s.tool_policies["f"].approval, s.tool_policies["f"].resume) == ("allow", "retry")
     assert (s.isolation, s.sandbox_network, s.snapshots, s.snapshot_ignore) == (
-        "none", True, False, ("dist/",))
+        "none",
+        True,
+        False,
+        ("dist/",),
+    )
     assert (s.max_file_mb, s.max_snapshot_mb) == (2.0, 20.0)
     assert not hasattr(s, "extra")  # no raw YAML kept beside the declared fields
 
@@ -204,7 +244,9 @@ def test_mcp_servers_expand_variables_and_their_values_become_secrets(
     assert git.args == ("--repository", "/srv/repo") and git.trusted and git.transport == "stdio"
     assert web.headers == {"Authorization": "Bearer tok-123456789"} and web.timeout_s == 5
     assert "tok-123456789" in s.secret_values()
-    with pytest.raises(ConfigError, match=r"mcp_servers\.x\.env\.K uses \$\{XCLAW_T_UNSET\}, which is not set"):
+    with pytest.raises(
+        ConfigError, match=r"mcp_servers\.x\.env\.K uses \$\{XCLAW_T_UNSET\}, which is not set"
+    ):
         settings_from(tmp_path, "mcp_servers:\n  x: {command: c, env: {K: '${XCLAW_T_UNSET}'}}\n")
     with pytest.raises(ConfigError, match=r"mcp_servers\.x needs either `command`.*or `url`"):
         settings_from(tmp_path, "mcp_servers:\n  x: {args: [a]}\n")
@@ -217,21 +259,29 @@ def test_mcp_servers_expand_variables_and_their_values_become_secrets(
 
 
 def test_thinking_cache_compaction_and_prices(tmp_path: Path) -> None:
-    s = settings_from(tmp_path, (
-        "providers:\n"
-        "  - {model: anthropic:claude-x, api_key: k, thinking: {budget_tokens: 4096}, cache: false}\n"
-        "  - anthropic:claude-y\n"
-        "compact_at: 0.7\n"
-        "prices:\n  my-model: {input: 1, output: 2.5, cache_read: 0.1}\n"
-    ))
+    s = settings_from(
+        tmp_path,
+        (
+            "providers:\n"
+            "  - {model: anthropic:claude-x, api_key: k, thinking: {budget_tokens: 4096}, cache: false}\n"
+            "  - anthropic:claude-y\n"
+            "compact_at: 0.7\n"
+            "prices:\n  my-model: {input: 1, output: 2.5, cache_read: 0.1}\n"
+        ),
+    )
     (x, y) = s.providers
     assert (x.thinking_budget, x.cache, y.thinking_budget, y.cache) == (4096, False, None, True)
-    assert s.compact_at == 0.7 and s.prices == {"my-model": {"input": 1.0, "output": 2.5, "cache_read": 0.1}}
+    assert s.compact_at == 0.7 and s.prices == {
+        "my-model": {"input": 1.0, "output": 2.5, "cache_read": 0.1}
+    }
     assert settings_from(tmp_path, "compact_at: false\n").compact_at is None
     assert load_settings(cwd=tmp_path / "none").compact_at == 0.8
     for bad, words in (
         ("providers:\n  - {model: anthropic:x, thinking: {budget_tokens: 10}}\n", "N >= 1024"),
-        ("providers:\n  - {model: openai:x, thinking: {budget_tokens: 2048}}\n", "on an anthropic: provider"),
+        (
+            "providers:\n  - {model: openai:x, thinking: {budget_tokens: 2048}}\n",
+            "on an anthropic: provider",
+        ),
         ("providers:\n  - {model: anthropic:x, cache: maybe}\n", "cache must be true or false"),
         ("compact_at: 5\n", "compact_at must be a share"),
         ("prices:\n  m: {input: 1}\n", "needs at least input and output"),
@@ -275,5 +325,7 @@ def test_a_variable_form_not_understood_is_refused_and_defaults_work(
     assert x.env == {"A": "from-env-42", "B": "fallback", "C": ""}
     assert "from-env-42" in s.secret_values()
     for bad in ("${}", "${1BAD}", "${XCLAW_T_SET:x}", "${XCLAW_T_SET"):
-        with pytest.raises(ConfigError, match=r"mcp_servers\.x\.env\.K: .* is not a variable reference"):
+        with pytest.raises(
+            ConfigError, match=r"mcp_servers\.x\.env\.K: .* is not a variable reference"
+        ):
             settings_from(tmp_path, f"mcp_servers:\n  x: {{command: c, env: {{K: '{bad}'}}}}\n")

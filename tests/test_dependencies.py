@@ -14,7 +14,8 @@ def test_deptry_finds_nothing() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "deptry", "xclaw"],
         cwd=REPO,
-        capture_output=True, check=False,
+        capture_output=True,
+        check=False,
         text=True,
         timeout=300,
         env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
@@ -36,7 +37,8 @@ def test_deptry_would_notice_an_undeclared_import(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "deptry", "demo_pkg"],
         cwd=tmp_path,
-        capture_output=True, check=False,
+        capture_output=True,
+        check=False,
         text=True,
         timeout=300,
         env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},

@@ -211,8 +211,12 @@ def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction
     # Issue 14: LLM rows show their text (or the tools they called) and their time; the usage
     # hint names the latest main-agent instruction, never a sub-agent's task.
     said = step(2, StepType.LLM_CALL, "m", None, start=1000, end=2300)
-    said = Step(**{**{f: getattr(said, f) for f in said.__dataclass_fields__},
-                   "output_data": {"text": "Let me look.", "tool_calls": [{"name": "shell"}]}})
+    said = Step(
+        **{
+            **{f: getattr(said, f) for f in said.__dataclass_fields__},
+            "output_data": {"text": "Let me look.", "tool_calls": [{"name": "shell"}]},
+        }
+    )
     steps = [
         step(1, StepType.USER_INPUT, "user", "go"),
         said,
@@ -226,15 +230,42 @@ def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction
 def test_steps_listing_says_approvals_and_resumes_in_words() -> None:
     """An approval row says what was asked and the answer, a resume row what was interrupted,
     as the trace and the comparison do, not the alert's raw JSON."""
-    approved = step(2, StepType.SYSTEM_ALERT, "approval", {"tool": "shell", "args": {"command": "rm -f notes.txt"}})
+    approved = step(
+        2,
+        StepType.SYSTEM_ALERT,
+        "approval",
+        {"tool": "shell", "args": {"command": "rm -f notes.txt"}},
+    )
     approved = replace(approved, output_data={"approved": True})
-    denied = step(3, StepType.SYSTEM_ALERT, "approval", {"tool": "write_file", "args": {"path": "a.txt", "content": "x"}})
+    denied = step(
+        3,
+        StepType.SYSTEM_ALERT,
+        "approval",
+        {"tool": "write_file", "args": {"path": "a.txt", "content": "x"}},
+    )
     denied = replace(denied, output_data={"approved": False})
-    waiting = step(4, StepType.SYSTEM_ALERT, "approval", {"tool": "shell", "args": {"command": "make"}},
-                   status=StepStatus.RUNNING, end=None)
-    resume = step(5, StepType.SYSTEM_ALERT, "resume",
-                  {"interrupted": ["s0009"], "retrying": [], "mayHaveRun": ["s0009"], "settledByWorkspace": []})
-    lines = format_steps([step(1, StepType.USER_INPUT, "user", "go"), approved, denied, waiting, resume], SID).splitlines()
+    waiting = step(
+        4,
+        StepType.SYSTEM_ALERT,
+        "approval",
+        {"tool": "shell", "args": {"command": "make"}},
+        status=StepStatus.RUNNING,
+        end=None,
+    )
+    resume = step(
+        5,
+        StepType.SYSTEM_ALERT,
+        "resume",
+        {
+            "interrupted": ["s0009"],
+            "retrying": [],
+            "mayHaveRun": ["s0009"],
+            "settledByWorkspace": [],
+        },
+    )
+    lines = format_steps(
+        [step(1, StepType.USER_INPUT, "user", "go"), approved, denied, waiting, resume], SID
+    ).splitlines()
     assert lines[2:6] == [
         "  s0002  system_alert  approval    asked to run shell: rm -f notes.txt — approved",
         "  s0003  system_alert  approval    asked to run write_file: a.txt — denied",

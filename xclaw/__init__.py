@@ -1,7 +1,9 @@
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> object:  # `import xclaw; @xclaw.tool(...)` without importing tools eagerly
+def __getattr__(
+    name: str,
+) -> object:  # `import xclaw; @xclaw.tool(...)` without importing tools eagerly
     if name == "tool":
         from xclaw.tools.python_tools import tool
 

@@ -29,7 +29,11 @@ def signature(step: Step) -> str:
 def _result(step: Step) -> Any:
     out = step.output_data
     if step.step_type is StepType.LLM_CALL and isinstance(out, dict):
-        calls = [[c.get("name"), c.get("input")] for c in out.get("tool_calls") or () if isinstance(c, dict)]
+        calls = [
+            [c.get("name"), c.get("input")]
+            for c in out.get("tool_calls") or ()
+            if isinstance(c, dict)
+        ]
         out = {"text": out.get("text", ""), "calls": calls}
     return [out, step.status.value]
 
@@ -45,7 +49,9 @@ def align(a: Sequence[Step], b: Sequence[Step]) -> list[Row]:
     """Rows of the two branches aligned by content (main-agent steps)."""
     a = [s for s in a if s.agent == MAIN_AGENT]
     b = [s for s in b if s.agent == MAIN_AGENT]
-    matcher = difflib.SequenceMatcher(None, [signature(s) for s in a], [signature(s) for s in b], autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [signature(s) for s in a], [signature(s) for s in b], autojunk=False
+    )
     rows: list[Row] = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -83,6 +89,7 @@ def final_answer(steps: Sequence[Step]) -> str | None:
 
 def describe(step: Step, limit: int = 70) -> str:
     """One line for a row: what the step was, approvals in words."""
+
     def clip(text: str) -> str:
         flat = " ".join(text.split())
         return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
@@ -107,7 +114,13 @@ def describe(step: Step, limit: int = 70) -> str:
         args = given if isinstance(given, dict) else {}
         what = args.get("command") or args.get("path") or ""
         out = step.output_data if isinstance(step.output_data, dict) else {}
-        verdict = out.get("why") or ("approved" if out.get("approved") else "waiting" if step.status.value == "running" else "denied")
+        verdict = out.get("why") or (
+            "approved"
+            if out.get("approved")
+            else "waiting"
+            if step.status.value == "running"
+            else "denied"
+        )
         return f"{step.display_id} approval: {data.get('tool', 'a tool')} {clip(str(what))} — {verdict}"
     return f"{step.display_id} {step.name}"
 
@@ -117,7 +130,12 @@ def answer_diff(left: str | None, right: str | None, labels: tuple[str, str]) ->
     if left is None or right is None or left == right:
         return ""
     lines = difflib.unified_diff(
-        left.splitlines(), right.splitlines(), fromfile=labels[0], tofile=labels[1], lineterm="", n=2
+        left.splitlines(),
+        right.splitlines(),
+        fromfile=labels[0],
+        tofile=labels[1],
+        lineterm="",
+        n=2,
     )
     return "\n".join(lines)
 

@@ -30,8 +30,27 @@ DEFAULT_MAX_ITERATIONS = 10
 
 # Commands the shell tool may run without asking (first word), unless approval mode says more.
 DEFAULT_SAFE_COMMANDS = (
-    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "find", "sort", "uniq", "date",
-    "whoami", "stat", "file", "diff", "du", "df", "tree", "true", "sleep",
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "pwd",
+    "echo",
+    "grep",
+    "find",
+    "sort",
+    "uniq",
+    "date",
+    "whoami",
+    "stat",
+    "file",
+    "diff",
+    "du",
+    "df",
+    "tree",
+    "true",
+    "sleep",
 )
 # Refused outright, never even asked.
 DEFAULT_DENIED_PATTERNS = (
@@ -60,10 +79,19 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     # Share of the window at which the conversation is summarised (docs/llm-providers.md).
     "compact_at": None,
     "approval": frozenset({"mode", "timeout_s", "safe_commands", "deny"}),
-    "sandbox": frozenset({
-        "shell_timeout_s", "output_cap", "parallel_side_effects", "isolation", "network",
-        "ignore", "max_file_mb", "max_snapshot_mb", "snapshots",
-    }),
+    "sandbox": frozenset(
+        {
+            "shell_timeout_s",
+            "output_cap",
+            "parallel_side_effects",
+            "isolation",
+            "network",
+            "ignore",
+            "max_file_mb",
+            "max_snapshot_mb",
+            "snapshots",
+        }
+    ),
     "allowed_origins": None,
     "secret_env": None,
     "llm_retries": None,
@@ -74,7 +102,9 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     # Per-model prices, dollars per million tokens (docs/llm-providers.md).
     "prices": None,
     # OpenTelemetry export (docs/operations.md), checked by xclaw.telemetry.config.
-    "otel": frozenset({"endpoint", "protocol", "service_name", "headers", "capture_message_content"}),
+    "otel": frozenset(
+        {"endpoint", "protocol", "service_name", "headers", "capture_message_content"}
+    ),
     # Multi-worker timing (docs/postgres.md); the XCLAW_* variables of the same names win.
     "lease_ttl_s": None,
     "sweep_grace_s": None,

@@ -23,10 +23,23 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 # Whole words of a name (split on "_"): GITHUB_PAT, SENTRY_DSN (its key is the URL's user part),
 # DB_PASS, GPG_PASSPHRASE, SLACK_WEBHOOK_URL (the URL is the secret), SESSION_COOKIE.
-_SECRET_WORDS = frozenset({
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PASSPHRASE", "APIKEY", "CREDENTIALS",
-    "CREDENTIAL", "PAT", "DSN", "WEBHOOK", "COOKIE",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "APIKEY",
+        "CREDENTIALS",
+        "CREDENTIAL",
+        "PAT",
+        "DSN",
+        "WEBHOOK",
+        "COOKIE",
+    }
+)
 _SECRET_PARTS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET", "PASSWORD", "AUTH_TOKEN")
 # Named outright (the gateway's key); PGPASSWORD is libpq's.
 SECRET_NAMES = frozenset({"XCLAW_TOKEN", "PGPASSWORD"})
@@ -92,9 +105,7 @@ def child_env(
     env = {
         k: v
         for k, v in base.items()
-        if k.upper() not in drop
-        and not is_secret_name(k)
-        and not any(s in v for s in values)
+        if k.upper() not in drop and not is_secret_name(k) and not any(s in v for s in values)
     }
     env.update(extra)
     return env

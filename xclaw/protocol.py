@@ -91,7 +91,9 @@ class BadFrame(Exception):
     code = "bad_frame"
 
 
-def parse_client_frame(raw: str | bytes) -> ReconnectFrame | MessageFrame | ApprovalFrame | CancelFrame | PingFrame:
+def parse_client_frame(
+    raw: str | bytes,
+) -> ReconnectFrame | MessageFrame | ApprovalFrame | CancelFrame | PingFrame:
     """Raise BadFrame with a readable reason for anything that is not a valid frame."""
     if len(raw) > MAX_FRAME_BYTES:
         raise BadFrame(f"frame too large ({len(raw)} bytes; limit {MAX_FRAME_BYTES})")

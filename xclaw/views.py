@@ -33,7 +33,11 @@ def title_from_message(text: str) -> str:
     flat = " ".join(text.split())
     if len(flat) <= TITLE_CHARS:
         return flat or "(empty message)"
-    cut = flat[: TITLE_CHARS - 1].rsplit(" ", 1)[0] if " " in flat[: TITLE_CHARS - 1] else flat[: TITLE_CHARS - 1]
+    cut = (
+        flat[: TITLE_CHARS - 1].rsplit(" ", 1)[0]
+        if " " in flat[: TITLE_CHARS - 1]
+        else flat[: TITLE_CHARS - 1]
+    )
     return cut.rstrip(" ,.;:") + "…"
 
 
@@ -345,7 +349,7 @@ def format_tree(nodes: Sequence[StepTreeNode]) -> str:
 
 
 def relative_time(ms: int, now_ms: int) -> str:
-    """"just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", then the date."""
+    """ "just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", then the date."""
     secs = max(0, (now_ms - ms) // 1000)
     if secs < 60:
         return "just now"
@@ -413,5 +417,7 @@ def format_sessions(
         if costs is not None:
             tokens, cost = cells[s.session_id]
             usage = f"{tokens:<{tw}}  {cost or '-':<{cw}}  "
-        lines.append(f"{s.session_id:<{width}}  {state:<{swidth}}  {when:<{wwidth}}  {usage}{title}")
+        lines.append(
+            f"{s.session_id:<{width}}  {state:<{swidth}}  {when:<{wwidth}}  {usage}{title}"
+        )
     return "\n".join(lines)

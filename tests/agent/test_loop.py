@@ -167,7 +167,9 @@ def call(i: str, **args: Any) -> ToolCall:
     return ToolCall(id=i, name=args.pop("tool", "count"), input=args)
 
 
-def make_agent(model: FunctionModel, events: list[str], tmp_path: Path, **kw: Any) -> tuple[Agent, CountTool]:
+def make_agent(
+    model: FunctionModel, events: list[str], tmp_path: Path, **kw: Any
+) -> tuple[Agent, CountTool]:
     tool = CountTool(events)
     agent = Agent(
         model=model,
@@ -194,9 +196,18 @@ async def test_tool_runs_only_after_its_record_is_committed(tmp_path: Path) -> N
     assert answer == "done"
     assert tool.runs == 2
     # Write-ahead: each RUN comes right after its COMMITTED, never before.
-    assert events.index("COMMITTED 1") < events.index("RUN 1") < events.index("COMMITTED 2") < events.index("RUN 2")
+    assert (
+        events.index("COMMITTED 1")
+        < events.index("RUN 1")
+        < events.index("COMMITTED 2")
+        < events.index("RUN 2")
+    )
     assert [type(m).__name__ for m in messages] == [
-        "UserMessage", "AssistantMessage", "ToolResultMessage", "ToolResultMessage", "AssistantMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "ToolResultMessage",
+        "AssistantMessage",
     ]
     # The second LLM call saw both tool results, paired with their calls.
     second = model.requests[1].messages
@@ -244,8 +255,12 @@ async def test_approval_timeout_counts_as_denial(tmp_path: Path) -> None:
     events: list[str] = []
     model = script(LLMResponse("", (call("a", n=1),)), LLMResponse("ok"))
     agent, tool = make_agent(
-        model, events, tmp_path,
-        policy=Policy("ask"), approver=Approver(delay=5), config=AgentConfig(approval_timeout_s=0.05),
+        model,
+        events,
+        tmp_path,
+        policy=Policy("ask"),
+        approver=Approver(delay=5),
+        config=AgentConfig(approval_timeout_s=0.05),
     )
     messages: list[Any] = []
     await agent.run(messages, user_text="go")
@@ -329,7 +344,13 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
             self.requests.append(request)
             if request.agent == "main":
                 if len(request.messages) == 1:
-                    return LLMResponse("", (call("s1", tool="spawn_agent", task="A"), call("s2", tool="spawn_agent", task="B")))
+                    return LLMResponse(
+                        "",
+                        (
+                            call("s1", tool="spawn_agent", task="A"),
+                            call("s2", tool="spawn_agent", task="B"),
+                        ),
+                    )
                 return LLMResponse("both done")
             task = request.messages[0].text
             started.append(task)
@@ -382,10 +403,18 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
     def answer(req: LLMRequest) -> LLMResponse:
         if req.agent == "main":
             if len(req.messages) == 1:
-                return LLMResponse("", (call("s1", tool="spawn_agent", task="A"), call("s2", tool="spawn_agent", task="B")))
+                return LLMResponse(
+                    "",
+                    (
+                        call("s1", tool="spawn_agent", task="A"),
+                        call("s2", tool="spawn_agent", task="B"),
+                    ),
+                )
             return LLMResponse("both done")
         if not any(isinstance(m, AssistantMessage) for m in req.messages):
-            return LLMResponse("", (call(f"t{req.messages[0].text}", tool="slow", n=req.messages[0].text),))
+            return LLMResponse(
+                "", (call(f"t{req.messages[0].text}", tool="slow", n=req.messages[0].text),)
+            )
         return LLMResponse("ok")
 
     agent = Agent(
@@ -399,11 +428,20 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
     )
     assert await agent.run([], user_text="split") == "both done"
     tool_events = [e.split("] ")[-1].replace("COMMITTED", "row") for e in events]
-    tool_events = [e for e in tool_events if e.split()[0] in ("row", "enter", "exit") and e.split()[-1] in "AB"]
+    tool_events = [
+        e for e in tool_events if e.split()[0] in ("row", "enter", "exit") and e.split()[-1] in "AB"
+    ]
     assert sorted(tool_events) == ["enter A", "enter B", "exit A", "exit B", "row A", "row B"]
     first = tool_events[0].split()[-1]
     other = "B" if first == "A" else "A"
-    alone = [f"row {first}", f"enter {first}", f"exit {first}", f"row {other}", f"enter {other}", f"exit {other}"]
+    alone = [
+        f"row {first}",
+        f"enter {first}",
+        f"exit {first}",
+        f"row {other}",
+        f"enter {other}",
+        f"exit {other}",
+    ]
     assert (tool_events != alone) is overlap, tool_events
 
 
@@ -418,7 +456,9 @@ def test_pending_tool_calls() -> None:
     assert pending_tool_calls([]) == []
 
 
-async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(tmp_path: Path) -> None:
+async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(
+    tmp_path: Path,
+) -> None:
     model = script(LLMResponse("short answer"))
     # compact_at=None: trimming alone (with compaction on, the model would summarise first).
     config = AgentConfig(context_window_tokens=6_000, max_tokens=1_000, compact_at=None)
@@ -441,16 +481,25 @@ async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(t
     assert model.requests[0].history == tuple(messages[:402])  # what was trimmed, for scripts
 
 
-async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(tmp_path: Path) -> None:
+async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(
+    tmp_path: Path,
+) -> None:
     """The scripted model counts its turns over the whole conversation: once the oldest turns
     are trimmed from what the model sees, the script still goes on, not back."""
-    turns = [{"text": "", "tool_calls": [{"name": "count", "input": {"n": i, "pad": "x" * 400}}]} for i in range(60)]
+    turns = [
+        {"text": "", "tool_calls": [{"name": "count", "input": {"n": i, "pad": "x" * 400}}]}
+        for i in range(60)
+    ]
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"turns": [*turns, {"text": "all counted"}]}))
     events: list[str] = []
     agent, tool = make_agent(
-        ScriptedModel(path), events, tmp_path,
+        ScriptedModel(path),
+        events,
+        tmp_path,
         config=AgentConfig(context_window_tokens=6_000, max_tokens=1_000, max_iterations=100),
     )
     assert await agent.run([], user_text="count") == "all counted"
-    assert tool.runs == 60 and [e for e in events if e.startswith("RUN")] == [f"RUN {i}" for i in range(60)]
+    assert tool.runs == 60 and [e for e in events if e.startswith("RUN")] == [
+        f"RUN {i}" for i in range(60)
+    ]

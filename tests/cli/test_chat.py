@@ -94,7 +94,9 @@ def llm_call_running(db: Path) -> bool:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
         return bool(
-            conn.execute("SELECT 1 FROM traces WHERE step_type='llm_call' AND status='running'").fetchall()
+            conn.execute(
+                "SELECT 1 FROM traces WHERE step_type='llm_call' AND status='running'"
+            ).fetchall()
         )
     except sqlite3.OperationalError:
         return False
@@ -214,7 +216,9 @@ def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(
     t.expect(rf"original session {re.escape(sid)} is unchanged")
     t.prompt()
     t.line(f"/switch {fork[:8]}")  # issue 14: a unique prefix is enough
-    t.expect(rf"\[session\] {re.escape(fork)} · Waiting for your instruction · 'branch B' · fork of {re.escape(sid)}")
+    t.expect(
+        rf"\[session\] {re.escape(fork)} · Waiting for your instruction · 'branch B' · fork of {re.escape(sid)}"
+    )
     t.expect(r"\[history\] --- history starts ---")
     t.expect(r"\[history\] xclaw: Wrote a\.")
     t.expect(r"\[history\] --- history ends ---")
@@ -265,10 +269,15 @@ def test_ctrl_c_cancels_the_run_and_a_second_quits(make_server, tmp_path: Path) 
     assert t.wait_exit() == 0
 
 
-def test_ctrl_c_stops_a_running_command_now_and_the_session_waits(make_server, tmp_path: Path) -> None:
+def test_ctrl_c_stops_a_running_command_now_and_the_session_waits(
+    make_server, tmp_path: Path
+) -> None:
     server = make_server(
         [
-            {"text": "Napping.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}]},
+            {
+                "text": "Napping.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}],
+            },
             {"text": "Awake again."},
         ],
         approval="yolo",
@@ -389,7 +398,9 @@ def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: P
     assert "unauthorized" in r.stdout
 
 
-def test_no_server_says_how_to_start_one_then_connects_by_itself(make_server, tmp_path: Path) -> None:
+def test_no_server_says_how_to_start_one_then_connects_by_itself(
+    make_server, tmp_path: Path
+) -> None:
     # Issue 14: with no server running the client says so, and how to start one, once —
     # not a retry line per attempt — and attaches as soon as the server is up.
     server = make_server([{"text": "Hello there."}], approval="yolo")
@@ -415,10 +426,16 @@ def test_no_server_says_how_to_start_one_then_connects_by_itself(make_server, tm
     assert t.wait_exit() == 0
 
 
-def test_spinner_tab_completion_and_history_without_approval_answers(make_server, tmp_path: Path) -> None:
+def test_spinner_tab_completion_and_history_without_approval_answers(
+    make_server, tmp_path: Path
+) -> None:
     server = make_server(
         [
-            {"text": "Slow thought.", "sleep": 2.5, "tool_calls": [{"name": "shell", "input": {"command": "echo hi > f"}}]},
+            {
+                "text": "Slow thought.",
+                "sleep": 2.5,
+                "tool_calls": [{"name": "shell", "input": {"command": "echo hi > f"}}],
+            },
             {"text": "Wrote f."},
             {"text": "Again."},
         ],
@@ -447,7 +464,9 @@ def test_spinner_tab_completion_and_history_without_approval_answers(make_server
     assert t.wait_exit() == 0
 
 
-def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(make_server, tmp_path: Path) -> None:
+def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(
+    make_server, tmp_path: Path
+) -> None:
     # Issue 14: `xclaw chat --session PREFIX` attaches to the existing session; an id that
     # matches nothing is said so, and the client starts a new session instead of a typo'd one.
     server = make_server([{"text": "First answer."}, {"text": "Second answer."}], approval="yolo")
@@ -470,12 +489,17 @@ def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(make_serv
     assert "zz-typo" not in (tmp_path / ".cli_session").read_text()
 
 
-def test_ctrl_c_at_an_approval_prompt_goes_back_to_the_instruction_prompt(make_server, tmp_path: Path) -> None:
+def test_ctrl_c_at_an_approval_prompt_goes_back_to_the_instruction_prompt(
+    make_server, tmp_path: Path
+) -> None:
     """Ctrl+C while xclaw asks "Approve?" stops the run; the stale question goes away and the
     next line typed is an instruction (sent to the model), not an answer to nothing."""
     server = make_server(
         [
-            {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
+            {
+                "text": "Deleting.",
+                "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}],
+            },
             {"text": "Next instruction heard."},
         ],
     )
@@ -494,13 +518,18 @@ def test_ctrl_c_at_an_approval_prompt_goes_back_to_the_instruction_prompt(make_s
     assert t.wait_exit() == 0
 
 
-def test_a_question_pending_across_a_server_restart_is_asked_again_in_full(make_server, tmp_path: Path) -> None:
+def test_a_question_pending_across_a_server_restart_is_asked_again_in_full(
+    make_server, tmp_path: Path
+) -> None:
     """The server restarts while xclaw asks "Approve?": after the restored history the client
     shows the question again (what and why), so the prompt is never an orphan under the
     history, and the answer still counts."""
     server = make_server(
         [
-            {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
+            {
+                "text": "Deleting.",
+                "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}],
+            },
             {"text": "Deleted."},
         ],
     )
@@ -541,7 +570,10 @@ def test_rollback_and_fork_list_outside_effects_and_ask_first(tmp_path: Path) ->
     root.mkdir()
     (root / "notify.py").write_text(NOTIFY_TOOL)
     turns = [
-        {"text": "Telling the team.", "tool_calls": [{"name": "notify", "input": {"message": "hi"}}]},
+        {
+            "text": "Telling the team.",
+            "tool_calls": [{"name": "notify", "input": {"message": "hi"}}],
+        },
         {"text": "Sent."},
     ]
     server = Server(root=root, script=write_script(root / "script.json", turns), approval="yolo")
@@ -562,13 +594,17 @@ def test_rollback_and_fork_list_outside_effects_and_ask_first(tmp_path: Path) ->
         t.expect(r"xclaw: Sent\.")
         t.prompt()
         t.line("/rollback s0001")
-        t.expect(r"\[rollback\] 1 step had effects outside the workspace; it is not undone: s\d{4} notify")
+        t.expect(
+            r"\[rollback\] 1 step had effects outside the workspace; it is not undone: s\d{4} notify"
+        )
         t.expect(r"Roll back anyway\? \[y/N\]")
         t.line("n")
         t.expect(r"\(no rollback: nothing was changed\)")
         t.prompt()
         t.line("/fork s0001")
-        t.expect(r"\[fork\] in this session after that step, 1 step had effects outside the workspace")
+        t.expect(
+            r"\[fork\] in this session after that step, 1 step had effects outside the workspace"
+        )
         t.expect(r"Fork anyway\? \[y/N\]")
         t.line("y")
         t.expect(r"\[fork\] ")

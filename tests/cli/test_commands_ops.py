@@ -13,22 +13,33 @@ from pathlib import Path
 import pytest
 
 SCRIPT = [
-    {"text": "", "tool_calls": [
-        {"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}},
-        {"name": "shell", "input": {"command": "echo two >> a.txt"}},
-    ]},
+    {
+        "text": "",
+        "tool_calls": [
+            {"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}},
+            {"name": "shell", "input": {"command": "echo two >> a.txt"}},
+        ],
+    },
     {"text": "done"},
 ]
 
 
 def xclaw(tmp: Path, *args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "XCLAW_MODEL"}
-    env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1", "XCLAW_MODEL": f"script:{tmp / 'script.json'}"})
+    env.update(
+        {"XCLAW_HOME": str(tmp), "NO_COLOR": "1", "XCLAW_MODEL": f"script:{tmp / 'script.json'}"}
+    )
     if db:
         env["XCLAW_DB"] = db
     return subprocess.run(
-        [sys.executable, "-m", "xclaw", *args], check=False, cwd=tmp, env=env,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "xclaw", *args],
+        check=False,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -64,9 +75,7 @@ def test_fsck_repair_marks_a_dangling_step_after_a_backup(tmp_path: Path) -> Non
     _recorded_session(tmp_path)
     conn = sqlite3.connect(tmp_path / "xclaw.db")
     with conn:
-        conn.execute(
-            "UPDATE traces SET status='running', end_time=NULL WHERE name='shell'"
-        )
+        conn.execute("UPDATE traces SET status='running', end_time=NULL WHERE name='shell'")
     conn.close()
     r = xclaw(tmp_path, "fsck")
     assert r.returncode == 1 and "running_step_in_finished_session" in r.stdout
@@ -76,7 +85,9 @@ def test_fsck_repair_marks_a_dangling_step_after_a_backup(tmp_path: Path) -> Non
     assert "backup: " in r.stdout and "repaired  running_step_in_finished_session" in r.stdout
     [backup] = tmp_path.glob("xclaw.db.fsck-*.bak")
     # The copy holds the whole record (conversations, tool output): no more readable than it.
-    assert (backup.stat().st_mode & 0o777) == ((tmp_path / "xclaw.db").stat().st_mode & 0o777) == 0o600
+    assert (
+        (backup.stat().st_mode & 0o777) == ((tmp_path / "xclaw.db").stat().st_mode & 0o777) == 0o600
+    )
     assert xclaw(tmp_path, "fsck").returncode == 0
 
 
@@ -97,7 +108,6 @@ def test_fsck_on_postgresql_through_db(tmp_path: Path) -> None:
         backend.drop()
 
 
-
 # --- xclaw replay ---------------------------------------------------------------------------
 
 
@@ -108,7 +118,9 @@ def _no_model_env(tmp: Path) -> dict[str, str]:
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def _only_session(tmp: Path) -> str:
@@ -119,10 +131,13 @@ def _only_session(tmp: Path) -> str:
 
 def test_replay_without_a_model_reproduces_the_workspace(tmp_path: Path) -> None:
     script = [
-        {"text": "", "tool_calls": [
-            {"name": "write_file", "input": {"path": "src/a.txt", "content": "one\n"}},
-            {"name": "shell", "input": {"command": "echo two >> src/a.txt && pwd > where.txt"}},
-        ]},
+        {
+            "text": "",
+            "tool_calls": [
+                {"name": "write_file", "input": {"path": "src/a.txt", "content": "one\n"}},
+                {"name": "shell", "input": {"command": "echo two >> src/a.txt && pwd > where.txt"}},
+            ],
+        },
         {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "src/a.txt"}}]},
         {"text": "done"},
     ]
@@ -131,8 +146,13 @@ def test_replay_without_a_model_reproduces_the_workspace(tmp_path: Path) -> None
     sid = _only_session(tmp_path)
     (tmp_path / "script.json").unlink()  # no model anywhere now
     r = subprocess.run(
-        [sys.executable, "-m", "xclaw", "replay", sid, "--json"], check=False, cwd=tmp_path,
-        env=_no_model_env(tmp_path), capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"],
+        check=False,
+        cwd=tmp_path,
+        env=_no_model_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -143,7 +163,9 @@ def test_replay_without_a_model_reproduces_the_workspace(tmp_path: Path) -> None
     assert new != sid
     ws = tmp_path / "workspaces"
     assert _files(ws / new).keys() == _files(ws / sid).keys() == {"src/a.txt", "where.txt"}
-    assert (ws / new / "src/a.txt").read_text() == "one\ntwo\n" == (ws / sid / "src/a.txt").read_text()
+    assert (
+        (ws / new / "src/a.txt").read_text() == "one\ntwo\n" == (ws / sid / "src/a.txt").read_text()
+    )
     # The new session is a session like any other: its record passes fsck.
     assert xclaw(tmp_path, "fsck").returncode == 0
     steps = json.loads(xclaw(tmp_path, "steps", new, "-n", "50", "--json").stdout)
@@ -188,23 +210,43 @@ def test_replay_answers_approvals_as_the_record_did(tmp_path: Path) -> None:
 
 def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
     script = [
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}]},
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "B"}}]},
+        {
+            "text": "",
+            "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}],
+        },
+        {
+            "text": "",
+            "tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "B"}}],
+        },
         {"text": "done"},
     ]
     (tmp_path / "script.json").write_text(json.dumps({"turns": script}))
     assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
     sid = _only_session(tmp_path)
     other = [
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "x.txt", "content": "X"}}]},
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "c.txt", "content": "C"}}]},
+        {
+            "text": "",
+            "tool_calls": [{"name": "write_file", "input": {"path": "x.txt", "content": "X"}}],
+        },
+        {
+            "text": "",
+            "tool_calls": [{"name": "write_file", "input": {"path": "c.txt", "content": "C"}}],
+        },
         {"text": "other end"},
     ]
     (tmp_path / "other.json").write_text(json.dumps({"turns": other}))
     # s0004 is the second model call: the session up to it is forked (a.txt with it), the
     # live model answers from there.
-    r = xclaw(tmp_path, "replay", sid, "--from", "s0004", "--model",
-              f"script:{tmp_path / 'other.json'}", "--json")
+    r = xclaw(
+        tmp_path,
+        "replay",
+        sid,
+        "--from",
+        "s0004",
+        "--model",
+        f"script:{tmp_path / 'other.json'}",
+        "--json",
+    )
     out = json.loads(r.stdout)
     assert r.returncode == 1, r.stdout + r.stderr
     assert out["modelCallsFromRecord"] == 0 and out["modelCallsLive"] == 2
@@ -220,7 +262,10 @@ def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
 def test_replay_from_a_step_re_runs_only_the_rest(tmp_path: Path) -> None:
     script = [
         {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo one > a.txt"}}]},
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "cat a.txt; echo two >> a.txt"}}]},
+        {
+            "text": "",
+            "tool_calls": [{"name": "shell", "input": {"command": "cat a.txt; echo two >> a.txt"}}],
+        },
         {"text": "done"},
         {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
         {"text": "read it"},
@@ -233,8 +278,13 @@ def test_replay_from_a_step_re_runs_only_the_rest(tmp_path: Path) -> None:
     for start, calls in (("s0005", 3), ("s0007", 2)):  # mid-turn (the second shell), a turn
         r = subprocess.run(
             [sys.executable, "-m", "xclaw", "replay", sid, "--from", start, "--json"],
-            check=False, cwd=tmp_path, env=_no_model_env(tmp_path), capture_output=True,
-            text=True, timeout=120, stdin=subprocess.DEVNULL,
+            check=False,
+            cwd=tmp_path,
+            env=_no_model_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
         )
         out = json.loads(r.stdout)
         assert r.returncode == 0 and out["reproduced"], r.stdout + r.stderr
@@ -251,25 +301,44 @@ def test_replay_of_an_unknown_session_is_a_plain_error(tmp_path: Path) -> None:
 
 
 def test_replay_reproduces_a_session_with_a_sub_agent(tmp_path: Path) -> None:
-    (tmp_path / "script.json").write_text(json.dumps({
-        "turns": [
-            {"text": "", "tool_calls": [
-                {"name": "write_file", "input": {"path": "a.txt", "content": "A"}},
-                {"name": "spawn_agent", "input": {"task": "list the files"}},
-            ]},
-            {"text": "all done"},
-        ],
-        "subagent": {"turns": [
-            {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "B"}}]},
-            {"text": "wrote b"},
-        ]},
-    }))
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [
+                            {"name": "write_file", "input": {"path": "a.txt", "content": "A"}},
+                            {"name": "spawn_agent", "input": {"task": "list the files"}},
+                        ],
+                    },
+                    {"text": "all done"},
+                ],
+                "subagent": {
+                    "turns": [
+                        {
+                            "text": "",
+                            "tool_calls": [
+                                {"name": "write_file", "input": {"path": "b.txt", "content": "B"}}
+                            ],
+                        },
+                        {"text": "wrote b"},
+                    ]
+                },
+            }
+        )
+    )
     assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
     sid = _only_session(tmp_path)
     (tmp_path / "script.json").unlink()
     r = subprocess.run(
-        [sys.executable, "-m", "xclaw", "replay", sid, "--json"], check=False, cwd=tmp_path,
-        env=_no_model_env(tmp_path), capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"],
+        check=False,
+        cwd=tmp_path,
+        env=_no_model_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
     out = json.loads(r.stdout)
@@ -285,16 +354,35 @@ def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_rec
     import signal
     import time
 
-    (tmp_path / "script.json").write_text(json.dumps({"turns": [
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "A"}}]},
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 6"}}]},
-        {"text": "never"},
-    ]}))
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [
+                            {"name": "write_file", "input": {"path": "a.txt", "content": "A"}}
+                        ],
+                    },
+                    {
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": "sleep 6"}}],
+                    },
+                    {"text": "never"},
+                ]
+            }
+        )
+    )
     env = _no_model_env(tmp_path)
     env["XCLAW_MODEL"] = f"script:{tmp_path / 'script.json'}"
-    proc = subprocess.Popen([sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "go"],
-                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "go"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -324,8 +412,13 @@ def test_replay_of_a_session_killed_mid_turn_reproduces_up_to_the_end_of_its_rec
     # with nothing to compare it with; the record ends there, so the replay stops there too
     # and says so.
     r = subprocess.run(
-        [sys.executable, "-m", "xclaw", "replay", sid, "--json"], check=False, cwd=tmp_path,
-        env=_no_model_env(tmp_path), capture_output=True, text=True, timeout=180,
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"],
+        check=False,
+        cwd=tmp_path,
+        env=_no_model_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=180,
         stdin=subprocess.DEVNULL,
     )
     out = json.loads(r.stdout)
@@ -347,16 +440,27 @@ def test_a_tool_that_fails_only_in_the_replay_says_why(tmp_path: Path) -> None:
     replayed error ("unknown tool ..."), not only `completed` vs `failed`."""
     (tmp_path / "echo_tools_q.py").write_text("def echo(text: str) -> str:\n    return text\n")
     (tmp_path / "xclaw.yaml").write_text("tools: ['echo_tools_q:echo']\n")
-    (tmp_path / "script.json").write_text(json.dumps({"turns": [
-        {"text": "", "tool_calls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "done"},
-    ]}))
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "", "tool_calls": [{"name": "echo", "input": {"text": "hi"}}]},
+                    {"text": "done"},
+                ]
+            }
+        )
+    )
     assert xclaw(tmp_path, "run", "--approval", "yolo", "go").returncode == 0
     sid = _only_session(tmp_path)
     (tmp_path / "xclaw.yaml").unlink()
     r = xclaw(tmp_path, "replay", sid, "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     first = json.loads(r.stdout)["firstDivergence"]
-    assert (first["kind"], first["recorded"], first["replayed"]) == ("tool_status", "completed", "failed")
+    assert (first["kind"], first["recorded"], first["replayed"]) == (
+        "tool_status",
+        "completed",
+        "failed",
+    )
     assert first["recordedOutput"] == "hi" and "unknown tool 'echo'" in first["replayedOutput"]
     r = xclaw(tmp_path, "replay", sid)
     assert "replayed: failed: Not run: unknown tool 'echo'" in r.stdout, r.stdout

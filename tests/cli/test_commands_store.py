@@ -74,8 +74,10 @@ def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
         done = store.create_session(session_id="beta", title="write docs")
         store.add_step(done.session_id, NewStep(StepType.USER_INPUT, "user", "x"))
         store.transition("beta", Status.SUCCESS)
+
     def ids(r):
         return [row["sessionId"] for row in json.loads(r.output)]
+
     assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "success")) == ["beta"]
     assert ids(run(cli, "sessions", "--db", db, "--json", "--status", "new")) == ["alpha"]
     assert ids(run(cli, "sessions", "--db", db, "--json", "parser")) == ["alpha"]

@@ -142,7 +142,9 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
         store.create_session(session_id="left")
         u = store.add_step("left", NewStep(StepType.USER_INPUT, "user", "base"))
         done = store.begin_step("left", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-        store.complete_step("left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+        store.complete_step(
+            "left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS
+        )
         store.fork("left", 2, title="right")
         right = next(s.session_id for s in store.list_sessions() if s.session_id != "left")
 
@@ -150,11 +152,22 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
             u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", text))
             for c in commands:
                 lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-                store.complete_step(sid, lm.seq, output_data={"text": "", "tool_calls": [{"name": "shell", "input": {"command": c}}]})
-                t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id))
+                store.complete_step(
+                    sid,
+                    lm.seq,
+                    output_data={
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": c}}],
+                    },
+                )
+                t = store.begin_step(
+                    sid, NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id)
+                )
                 store.complete_step(sid, t.seq, output_data="x")
             lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-            store.complete_step(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
+            store.complete_step(
+                sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS
+            )
 
         turn("left", "go a", ["echo shared"], "Result\nA")
         turn(right, "go b", ["echo extra", "echo shared"], "Result\nB")
@@ -166,7 +179,9 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
     (ws / right).mkdir(parents=True)
     (ws / "left" / "f.txt").write_text("one\n")
     (ws / right / "f.txt").write_text("two\n")
-    r = CliRunner().invoke(group, ["diff", "left", right[:5], "--db", str(db), "--workspace", str(ws)])
+    r = CliRunner().invoke(
+        group, ["diff", "left", right[:5], "--db", str(db), "--workspace", str(ws)]
+    )
     assert r.exit_code == 0, r.output
     assert "≠ s0003 user: go a" in r.output  # a different instruction at the same place
     shared = [ln for ln in r.output.splitlines() if "echo shared" in ln]
@@ -182,7 +197,14 @@ def test_diff_says_why_an_llm_call_failed() -> None:
     from xclaw.store.model import Step, StepStatus, StepType
 
     step = Step(
-        step_id="s:s0004", session_id="s", seq=4, parent_step_id=None, step_type=StepType.LLM_CALL,
-        name="m", status=StepStatus.FAILED, input_data={}, error_message="cancelled by the user",
+        step_id="s:s0004",
+        session_id="s",
+        seq=4,
+        parent_step_id=None,
+        step_type=StepType.LLM_CALL,
+        name="m",
+        status=StepStatus.FAILED,
+        input_data={},
+        error_message="cancelled by the user",
     )
     assert describe(step) == "s0004 llm: [failed: cancelled by the user]"

@@ -23,10 +23,18 @@ STEP_COLUMNS = (
 )
 
 
-def xclaw(*args: str, env: dict[str, str], cwd: Path, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def xclaw(
+    *args: str, env: dict[str, str], cwd: Path, ok: bool = True, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(
         [sys.executable, "-m", "xclaw", *map(str, args)],
-        cwd=cwd, env=env, input=stdin, capture_output=True, check=False, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
     )
     if ok:
         assert p.returncode == 0, p.stdout + p.stderr
@@ -37,13 +45,32 @@ def xclaw(*args: str, env: dict[str, str], cwd: Path, ok: bool = True, stdin: st
 def recorded(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
     """A real session: `xclaw run` with a scripted model, two tool calls, and a fork."""
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": [
-        {"text": "writing", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}}]},
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "cat a.txt"}}]},
-        {"text": "done: one"},
-    ]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "writing",
+                        "tool_calls": [
+                            {"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}}
+                        ],
+                    },
+                    {
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": "cat a.txt"}}],
+                    },
+                    {"text": "done: one"},
+                ]
+            }
+        )
+    )
     db = tmp_path / "src.db"
-    env = {**os.environ, "XCLAW_HOME": str(tmp_path), "XCLAW_MODEL": f"script:{script}", "XCLAW_DB": str(db)}
+    env = {
+        **os.environ,
+        "XCLAW_HOME": str(tmp_path),
+        "XCLAW_MODEL": f"script:{script}",
+        "XCLAW_DB": str(db),
+    }
     xclaw("run", "--approval", "yolo", "write a file", env=env, cwd=tmp_path)
     sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
     xclaw("fork", sid, "s0003", "--title", "the fork", env=env, cwd=tmp_path)
@@ -53,7 +80,9 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
 def sqlite_rows(db: Path, sid: str) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(db)
     try:
-        rows = conn.execute(f"SELECT {STEP_COLUMNS} FROM traces WHERE session_id=? ORDER BY seq", (sid,)).fetchall()
+        rows = conn.execute(
+            f"SELECT {STEP_COLUMNS} FROM traces WHERE session_id=? ORDER BY seq", (sid,)
+        ).fetchall()
     finally:
         conn.close()
     return decoded(rows)
@@ -61,7 +90,10 @@ def sqlite_rows(db: Path, sid: str) -> list[tuple[Any, ...]]:
 
 def decoded(rows: list[Any]) -> list[tuple[Any, ...]]:
     """JSON columns compared as values (PostgreSQL's jsonb text differs in spacing)."""
-    return [(*r[:8], *(json.loads(x) if isinstance(x, str) else x for x in r[8:10]), *r[10:]) for r in rows]
+    return [
+        (*r[:8], *(json.loads(x) if isinstance(x, str) else x for x in r[8:10]), *r[10:])
+        for r in rows
+    ]
 
 
 def test_export_all_and_import_keep_ids_then_remap_on_conflict(recorded, tmp_path: Path) -> None:
@@ -71,12 +103,16 @@ def test_export_all_and_import_keep_ids_then_remap_on_conflict(recorded, tmp_pat
     assert len(sessions) == 2
     target = tmp_path / "target.db"
     (tmp_path / "all.jsonl").write_text(dump)
-    first = json.loads(xclaw("import", "all.jsonl", "--json", "--db", target, env=env, cwd=tmp_path).stdout)
+    first = json.loads(
+        xclaw("import", "all.jsonl", "--json", "--db", target, env=env, cwd=tmp_path).stdout
+    )
     assert [d["remapped"] for d in first] == [False, False]
     assert sqlite_rows(target, sid) == sqlite_rows(db, sid)  # every column, ids included
     # Again into the same database: the ids are taken, so both get new ones, and the fork
     # points at the new copy of its parent.
-    second = json.loads(xclaw("import", "all.jsonl", "--json", "--db", target, env=env, cwd=tmp_path).stdout)
+    second = json.loads(
+        xclaw("import", "all.jsonl", "--json", "--db", target, env=env, cwd=tmp_path).stdout
+    )
     assert all(d["remapped"] for d in second)
     new_parent = next(d["sessionId"] for d in second if d["from"] == sid)
     new_fork = next(d["sessionId"] for d in second if d["from"] != sid)
@@ -84,12 +120,18 @@ def test_export_all_and_import_keep_ids_then_remap_on_conflict(recorded, tmp_pat
         assert store.get_session(new_fork).parent_session_id == new_parent
         steps = store.steps(new_parent)
         assert all(s.step_id.startswith(new_parent + ":") for s in steps)
-        assert all(p is None or p.startswith(new_parent + ":") for p in (s.parent_step_id for s in steps))
+        assert all(
+            p is None or p.startswith(new_parent + ":") for p in (s.parent_step_id for s in steps)
+        )
     assert sqlite3.connect(target).execute("PRAGMA foreign_key_check").fetchall() == []
     # The remapped copy carries on: its history (call ids kept) is rebuilt and it answers.
     env2 = {**env, "XCLAW_DB": str(target)}
-    (tmp_path / "script.json").write_text(json.dumps({"turns": [{"text": "x"}] * 3 + [{"text": "continued fine"}]}))
-    out = xclaw("run", "--approval", "yolo", "--session", new_parent, "and now?", env=env2, cwd=tmp_path).stdout
+    (tmp_path / "script.json").write_text(
+        json.dumps({"turns": [{"text": "x"}] * 3 + [{"text": "continued fine"}]})
+    )
+    out = xclaw(
+        "run", "--approval", "yolo", "--session", new_parent, "and now?", env=env2, cwd=tmp_path
+    ).stdout
     assert "continued fine" in out
 
 
@@ -103,19 +145,32 @@ def test_a_session_moves_sqlite_to_postgres_and_back(recorded, tmp_path: Path) -
     try:
         (tmp_path / "one.jsonl").write_text(xclaw("export", sid, env=env, cwd=tmp_path).stdout)
         xclaw("import", "one.jsonl", "--db", pg.url, env=env, cwd=tmp_path)
-        pg_rows = pg.query(f"SELECT {STEP_COLUMNS} FROM traces WHERE session_id=? ORDER BY seq", (sid,))
+        pg_rows = pg.query(
+            f"SELECT {STEP_COLUMNS} FROM traces WHERE session_id=? ORDER BY seq", (sid,)
+        )
         assert decoded(pg_rows) == sqlite_rows(db, sid)
         back = xclaw("export", sid, "--db", pg.url, env=env, cwd=tmp_path).stdout
         (tmp_path / "back.jsonl").write_text(back)
         home = tmp_path / "other-machine.db"
         xclaw("import", "back.jsonl", "--db", home, env=env, cwd=tmp_path)
         assert sqlite_rows(home, sid) == sqlite_rows(db, sid)
-        src = sqlite3.connect(db).execute(
-            "SELECT title, current_status, created_at, updated_at, next_seq FROM sessions WHERE session_id=?", (sid,)
-        ).fetchone()
-        assert sqlite3.connect(home).execute(
-            "SELECT title, current_status, created_at, updated_at, next_seq FROM sessions WHERE session_id=?", (sid,)
-        ).fetchone() == src
+        src = (
+            sqlite3.connect(db)
+            .execute(
+                "SELECT title, current_status, created_at, updated_at, next_seq FROM sessions WHERE session_id=?",
+                (sid,),
+            )
+            .fetchone()
+        )
+        assert (
+            sqlite3.connect(home)
+            .execute(
+                "SELECT title, current_status, created_at, updated_at, next_seq FROM sessions WHERE session_id=?",
+                (sid,),
+            )
+            .fetchone()
+            == src
+        )
     finally:
         pg.drop()
 
@@ -128,9 +183,13 @@ def test_a_session_moves_sqlite_to_postgres_and_back(recorded, tmp_path: Path) -
         ('{"kind": "session", "sessionId": "a:b"}\n', "line 1: invalid session id"),
         ("not json\n", "line 1:"),
         ('{"kind": "session"}\n', "line 1: missing field 'sessionId'"),
-        (('{"kind": "session", "sessionId": "ok", "status": "Running", "createdAt": 1, "updatedAt": 1}\n'
-         '{"kind": "step", "seq": 1, "type": "tool_call", "name": "x", "status": "weird", "startTime": 1}\n'),
-         "line 2: 'weird' is not a valid StepStatus"),
+        (
+            (
+                '{"kind": "session", "sessionId": "ok", "status": "Running", "createdAt": 1, "updatedAt": 1}\n'
+                '{"kind": "step", "seq": 1, "type": "tool_call", "name": "x", "status": "weird", "startTime": 1}\n'
+            ),
+            "line 2: 'weird' is not a valid StepStatus",
+        ),
     ],
 )
 def test_a_bad_import_file_is_named_and_writes_nothing(tmp_path: Path, text: str, why: str) -> None:
@@ -139,7 +198,9 @@ def test_a_bad_import_file_is_named_and_writes_nothing(tmp_path: Path, text: str
     p = xclaw("import", "bad.jsonl", "--db", tmp_path / "t.db", env=env, cwd=tmp_path, ok=False)
     assert p.returncode == 2
     assert why in p.stderr and "Traceback" not in p.stderr
-    assert sqlite3.connect(tmp_path / "t.db").execute("SELECT count(*) FROM sessions").fetchone() == (0,)
+    assert sqlite3.connect(tmp_path / "t.db").execute(
+        "SELECT count(*) FROM sessions"
+    ).fetchone() == (0,)
 
 
 def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
@@ -155,10 +216,19 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
         llm = store.begin_step("pics", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         call = {"id": "c1", "name": "view_file", "input": {"path": "a.png"}}
         store.complete_step("pics", llm.seq, output_data={"text": "", "tool_calls": [call]})
-        step = store.begin_step("pics", NewStep(StepType.TOOL_CALL, "view_file", {"path": "a.png"}, llm.step_id, call_id="c1"))
+        step = store.begin_step(
+            "pics",
+            NewStep(StepType.TOOL_CALL, "view_file", {"path": "a.png"}, llm.step_id, call_id="c1"),
+        )
         store.put_blobs({h: png})
-        store.complete_step("pics", step.seq, output_data={
-            "content": "an image", "images": [{"hash": h, "media_type": "image/png", "size": len(png)}]})
+        store.complete_step(
+            "pics",
+            step.seq,
+            output_data={
+                "content": "an image",
+                "images": [{"hash": h, "media_type": "image/png", "size": len(png)}],
+            },
+        )
     env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
     dump = xclaw("export", "pics", "--db", src, env=env, cwd=tmp_path).stdout
     assert any(json.loads(x)["kind"] == "blob" for x in dump.splitlines())
@@ -169,7 +239,9 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
     fsck = xclaw("fsck", "--db", tmp_path / "dst.db", env=env, cwd=tmp_path, ok=False)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     tampered = dump.replace('"base64": "', '"base64": "AAAA')
-    p = xclaw("import", "-", "--db", tmp_path / "dst2.db", env=env, cwd=tmp_path, stdin=tampered, ok=False)
+    p = xclaw(
+        "import", "-", "--db", tmp_path / "dst2.db", env=env, cwd=tmp_path, stdin=tampered, ok=False
+    )
     assert p.returncode == 2 and "does not match its hash" in p.stderr
 
 
@@ -190,7 +262,11 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
         import time
 
         real = int(time.time() * 1000)
-        for sid, age_days, content in (("old", 40, b"old only"), ("new", 1, b"new only"), ("busy", 50, b"busy")):
+        for sid, age_days, content in (
+            ("old", 40, b"old only"),
+            ("new", 1, b"new only"),
+            ("busy", 50, b"busy"),
+        ):
             now[0] = real - age_days * DAY_MS
             store.create_session(session_id=sid)
             step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
@@ -199,23 +275,39 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
             h = content_hash(content)
             store.put_blobs({h: content})
             store.put_blobs({content_hash(b"shared"): b"shared"})
-            store.save_snapshot(sid, step.seq, {
-                "f.txt": {"hash": h, "size": len(content), "mode": 0o644},
-                "s.txt": {"hash": content_hash(b"shared"), "size": 6, "mode": 0o644},
-            })
+            store.save_snapshot(
+                sid,
+                step.seq,
+                {
+                    "f.txt": {"hash": h, "size": len(content), "mode": 0o644},
+                    "s.txt": {"hash": content_hash(b"shared"), "size": 6, "mode": 0o644},
+                },
+            )
             store.complete_step(sid, step.seq, output_data="ok", session_status=Status.SUCCESS)
             (ws / sid).mkdir(parents=True)
             (ws / sid / "f.txt").write_bytes(content)
         now[0] = real
         assert store.acquire_lease("busy", "someone-else", 600) is not None  # driven right now
     env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
-    dry = json.loads(xclaw("gc", "--dry-run", "--json", "--db", db, "--workspace", ws, env=env, cwd=tmp_path).stdout)
-    assert sorted(dry["sessions"]) == ["busy", "old"] and dry["snapshots"] == 2 and dry["blobs"] == 2
+    dry = json.loads(
+        xclaw(
+            "gc", "--dry-run", "--json", "--db", db, "--workspace", ws, env=env, cwd=tmp_path
+        ).stdout
+    )
+    assert (
+        sorted(dry["sessions"]) == ["busy", "old"] and dry["snapshots"] == 2 and dry["blobs"] == 2
+    )
     assert (ws / "old").exists()
     with SQLiteStore(db) as store:
         assert len(store.list_sessions()) == 3  # a dry run deletes nothing
-    out = xclaw("gc", "--older-than", "30d", "--db", db, "--workspace", ws, env=env, cwd=tmp_path).stdout
-    assert "deleted 1 session(s)" in out and "1 snapshot(s)" in out and "1 stored file content(s)" in out
+    out = xclaw(
+        "gc", "--older-than", "30d", "--db", db, "--workspace", ws, env=env, cwd=tmp_path
+    ).stdout
+    assert (
+        "deleted 1 session(s)" in out
+        and "1 snapshot(s)" in out
+        and "1 stored file content(s)" in out
+    )
     assert "kept busy: another process is driving it right now" in out
     with SQLiteStore(db) as store:
         assert sorted(s.session_id for s in store.list_sessions()) == ["busy", "new"]
@@ -244,14 +336,27 @@ def test_gc_on_postgres(tmp_path: Path) -> None:
                 step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
                 h = content_hash(content)
                 store.put_blobs({h: content})
-                store.save_snapshot(sid, step.seq, {"f.txt": {"hash": h, "size": len(content), "mode": 0o644}})
+                store.save_snapshot(
+                    sid, step.seq, {"f.txt": {"hash": h, "size": len(content), "mode": 0o644}}
+                )
             assert store.retention_preview(["gone"]) == (1, 1, len(b"only here"))
             assert store.retention_preview([]) == (0, 0, 0)
         finally:
             store.close()
         env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
         pg.query("UPDATE sessions SET updated_at = 0 WHERE session_id = 'gone'")
-        out = json.loads(xclaw("gc", "--json", "--db", pg.url, "--workspace", tmp_path / "ws", env=env, cwd=tmp_path).stdout)
+        out = json.loads(
+            xclaw(
+                "gc",
+                "--json",
+                "--db",
+                pg.url,
+                "--workspace",
+                tmp_path / "ws",
+                env=env,
+                cwd=tmp_path,
+            ).stdout
+        )
         assert out["sessions"] == ["gone"] and out["snapshots"] == 1 and out["blobs"] == 1
         assert [r[0] for r in pg.query("SELECT session_id FROM sessions")] == ["kept"]
         assert len(pg.query("SELECT hash FROM blobs")) == 1

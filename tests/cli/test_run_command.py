@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 
-def xclaw(tmp: Path, *args: str, script: list[dict] | None = None, model: bool = True) -> subprocess.CompletedProcess[str]:
+def xclaw(
+    tmp: Path, *args: str, script: list[dict] | None = None, model: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "XCLAW_MODEL"}
     env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1"})
     if model:
@@ -21,15 +23,30 @@ def xclaw(tmp: Path, *args: str, script: list[dict] | None = None, model: bool =
         env["XCLAW_MODEL"] = f"script:{path}"
     return subprocess.run(
         [sys.executable, "-m", "xclaw", "run", *args],
-        check=False, cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        check=False,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 def test_new_session_prints_the_conversation_like_the_seed(tmp_path: Path) -> None:
-    r = xclaw(tmp_path, "--approval", "yolo", "make a file", script=[
-        {"text": "", "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "hi"}}]},
-        {"text": "Wrote a.txt."},
-    ])
+    r = xclaw(
+        tmp_path,
+        "--approval",
+        "yolo",
+        "make a file",
+        script=[
+            {
+                "text": "",
+                "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "hi"}}],
+            },
+            {"text": "Wrote a.txt."},
+        ],
+    )
     assert r.returncode == 0, r.stderr
     assert 'xclaw uses [write_file]: {"path":"a.txt","content":"hi"}' in r.stdout
     assert "xclaw: Wrote a.txt." in r.stdout
@@ -46,10 +63,14 @@ def test_continue_uses_the_latest_session_and_its_history(tmp_path: Path) -> Non
 
 
 def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path) -> None:
-    r = xclaw(tmp_path, "make it", script=[
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}]},
-        {"text": "could not"},
-    ])
+    r = xclaw(
+        tmp_path,
+        "make it",
+        script=[
+            {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}]},
+            {"text": "could not"},
+        ],
+    )
     # issue 14: a run whose tools were all denied for want of a terminal is no success
     assert r.returncode == 3
     assert "no terminal to ask: denied" in r.stdout
@@ -64,8 +85,12 @@ def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
     # issue 14: a session exists from its first message; one no model could answer makes none
     sessions = subprocess.run(
-        [sys.executable, "-m", "xclaw", "sessions", "--json"], check=True, cwd=tmp_path,
-        env={**os.environ, "XCLAW_HOME": str(tmp_path)}, capture_output=True, text=True,
+        [sys.executable, "-m", "xclaw", "sessions", "--json"],
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, "XCLAW_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
     )
     assert json.loads(sessions.stdout) == []
 
@@ -74,8 +99,14 @@ def test_a_malformed_model_name_is_one_line_not_a_traceback(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({"XCLAW_HOME": str(tmp_path), "XCLAW_MODEL": "gpt4"})
     r = subprocess.run(
-        [sys.executable, "-m", "xclaw", "run", "x"], check=False, cwd=tmp_path, env=env,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "xclaw", "run", "x"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (
@@ -87,8 +118,12 @@ def test_sessions_get_titles_and_a_prefix_continues_one(tmp_path: Path) -> None:
     script = [{"text": "first"}, {"text": "second"}]
     assert xclaw(tmp_path, "Count the words in README", script=script).returncode == 0
     listed = subprocess.run(
-        [sys.executable, "-m", "xclaw", "sessions", "--json"], check=True, cwd=tmp_path,
-        env={**os.environ, "XCLAW_HOME": str(tmp_path)}, capture_output=True, text=True,
+        [sys.executable, "-m", "xclaw", "sessions", "--json"],
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, "XCLAW_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
     )
     (s,) = json.loads(listed.stdout)
     assert s["title"] == "Count the words in README" and s["state"] == "success"
@@ -115,10 +150,18 @@ def test_slash_commands_point_to_the_right_tool(tmp_path: Path, text: str) -> No
         ("ask", "write_file", "", "use --approval auto-edits or yolo"),
         ("ask", "shell", "", "use --approval yolo"),
         ("auto-edits", "shell", "", "use --approval yolo"),
-        ("auto-edits", "shout", "tools: ['loud_tools_q:shout']\n",
-         "use --approval yolo, or allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}"),
-        ("yolo", "shout", "tools: ['loud_tools_q:shout_hard']\n",
-         "it is asked even under yolo; allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}"),
+        (
+            "auto-edits",
+            "shout",
+            "tools: ['loud_tools_q:shout']\n",
+            "use --approval yolo, or allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}",
+        ),
+        (
+            "yolo",
+            "shout",
+            "tools: ['loud_tools_q:shout_hard']\n",
+            "it is asked even under yolo; allow it in xclaw.yaml: tool_policies: {shout: {approval: allow}}",
+        ),
     ],
 )
 def test_the_hint_for_a_denied_call_names_what_would_allow_it(
@@ -132,10 +175,20 @@ def test_the_hint_for_a_denied_call_names_what_would_allow_it(
         "@xclaw.tool(destructive=True, name='shout')\ndef shout_hard(text: str) -> str:\n    return text.upper()\n"
     )
     (tmp_path / "xclaw.yaml").write_text(yaml)
-    inputs = {"write_file": {"path": "f", "content": "x"}, "shell": {"command": "echo x > f"}, "shout": {"text": "hi"}}
-    r = xclaw(tmp_path, "--approval", mode, "do it", script=[
-        {"text": "", "tool_calls": [{"name": tool, "input": inputs[tool]}]},
-        {"text": "could not"},
-    ])
+    inputs = {
+        "write_file": {"path": "f", "content": "x"},
+        "shell": {"command": "echo x > f"},
+        "shout": {"text": "hi"},
+    }
+    r = xclaw(
+        tmp_path,
+        "--approval",
+        mode,
+        "do it",
+        script=[
+            {"text": "", "tool_calls": [{"name": tool, "input": inputs[tool]}]},
+            {"text": "could not"},
+        ],
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     assert f"no terminal to ask: denied ({hint})" in r.stdout, r.stdout

@@ -185,13 +185,23 @@ def test_markdown_answers_are_rendered_on_a_terminal_and_plain_in_a_pipe() -> No
     assert "**" not in rendered and "bold" in rendered
     assert "• one" in rendered and "• two" in rendered
     assert " a  b " in rendered and "────" in rendered and "|---|" not in rendered  # a table
-    assert render({"type": "delta", "content": answer}, {"type": "reply", "content": answer}).count("**bold**") == 1
+    assert (
+        render({"type": "delta", "content": answer}, {"type": "reply", "content": answer}).count(
+            "**bold**"
+        )
+        == 1
+    )
 
 
 def test_a_markdown_link_shows_its_target_and_no_escape_reaches_the_terminal() -> None:
     buf = io.StringIO()
     r = Renderer(Console(file=buf, force_terminal=True, width=80, height=40, color_system=None))
-    r.frame({"type": "reply", "content": "see [the docs](https://evil.example/x) and `\x1b]0;pwned\x07`"})
+    r.frame(
+        {
+            "type": "reply",
+            "content": "see [the docs](https://evil.example/x) and `\x1b]0;pwned\x07`",
+        }
+    )
     out = buf.getvalue()
     assert "evil.example" in out and "\x1b]8;" not in out and "\x1b]0;" not in out
 
@@ -199,12 +209,18 @@ def test_a_markdown_link_shows_its_target_and_no_escape_reaches_the_terminal() -
 def test_history_answers_are_rendered_markdown_on_a_terminal_and_plain_in_a_pipe() -> None:
     # The conversation shown again after /switch, /rollback or a reconnect reads like the live
     # one: Markdown rendered on a terminal (each line still marked [history]), plain in a pipe.
-    answer = "Here is **bold**:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```"
+    answer = (
+        "Here is **bold**:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```"
+    )
     frame = {
         "type": "history",
         "messages": [
             {"kind": "user", "text": "show **me**"},
-            {"kind": "assistant", "text": answer, "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "ls"}}]},
+            {
+                "kind": "assistant",
+                "text": answer,
+                "tool_calls": [{"id": "c1", "name": "shell", "input": {"command": "ls"}}],
+            },
             {"kind": "assistant", "text": "plain answer"},
         ],
     }
@@ -212,7 +228,10 @@ def test_history_answers_are_rendered_markdown_on_a_terminal_and_plain_in_a_pipe
     r = Renderer(Console(file=buf, force_terminal=True, width=60, height=40, color_system=None))
     r.frame(frame)
     lines = buf.getvalue().splitlines()
-    assert lines[0] == "[history] --- history starts ---" and lines[-1] == "[history] --- history ends ---"
+    assert (
+        lines[0] == "[history] --- history starts ---"
+        and lines[-1] == "[history] --- history ends ---"
+    )
     assert all(line.startswith("[history]") for line in lines)
     body = "\n".join(lines)
     assert "[history] You: show **me**" in body  # what the user typed is shown as typed
@@ -225,10 +244,13 @@ def test_history_answers_are_rendered_markdown_on_a_terminal_and_plain_in_a_pipe
 
 
 def test_a_compaction_summary_in_the_history_is_not_shown_as_typed_by_the_user() -> None:
-    frame = {"type": "history", "messages": [
-        {"kind": "summary", "text": "The user asked for a release note.\nDetails follow."},
-        {"kind": "user", "text": "go on"},
-    ]}
+    frame = {
+        "type": "history",
+        "messages": [
+            {"kind": "summary", "text": "The user asked for a release note.\nDetails follow."},
+            {"kind": "user", "text": "go on"},
+        ],
+    }
     out = render(frame)
     assert "[history] ▸ earlier conversation, summarised (" in out
     assert "The user asked for a release note. …" in out

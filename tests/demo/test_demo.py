@@ -14,12 +14,19 @@ pytestmark = pytest.mark.slow
 
 
 def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))
+    }
     env["NO_COLOR"] = "1"
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home")],
-        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
@@ -52,12 +59,28 @@ def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
 
 def test_demo_fails_loudly_when_a_stage_misbehaves(tmp_path: Path) -> None:
     """A broken model: the demo must exit non-zero and say which stage failed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))
+    }
     script = tmp_path / "broken.json"
     script.write_text('{"turns": [{"fail": "the model is down"}]}')
     r = subprocess.run(
-        [sys.executable, "-m", "xclaw", "demo", "--home", str(tmp_path / "home"), "--model", f"script:{script}"],
-        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "xclaw",
+            "demo",
+            "--home",
+            str(tmp_path / "home"),
+            "--model",
+            f"script:{script}",
+        ],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 1
     assert "demo FAILED at stage" in r.stderr

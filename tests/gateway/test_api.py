@@ -145,7 +145,7 @@ async def test_sessions_steps_tree_history_export(server: Server, aapi: httpx.As
     history = (await aapi.get(f"/sessions/{sid}/history")).json()
     assert json.loads(history["content"])[0] == {"role": "user", "content": "find hi"}
 
-    r = (await aapi.get(f"/sessions/{sid}/export"))
+    r = await aapi.get(f"/sessions/{sid}/export")
     assert r.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in r.text.splitlines()]
     assert lines[0]["kind"] == "session" and lines[0]["sessionId"] == sid
@@ -160,20 +160,25 @@ async def test_fork_rollback_delete(server: Server, aapi: httpx.AsyncClient) -> 
     watcher = await Client.open(server)
     await watcher.attach(sid)
 
-    r = (await aapi.post(f"/sessions/{sid}/fork", json={"stepId": "s0004", "title": "branch"}))
+    r = await aapi.post(f"/sessions/{sid}/fork", json={"stepId": "s0004", "title": "branch"})
     assert r.status_code == 201
     fork = r.json()["session"]
     assert fork["isForked"] and fork["parentSessionId"] == sid and fork["title"] == "branch"
     assert (fork["forkedFromSeq"], fork["forkedFrom"]) == (4, "s0004")
     assert (
-        len((await aapi.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0})).json()["steps"]) == 4
+        len(
+            (await aapi.get(f"/sessions/{fork['sessionId']}/steps", params={"n": 0})).json()[
+                "steps"
+            ]
+        )
+        == 4
     )
 
-    assert (
-        (await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"})).json()["code"] == "bad_step"
-    )
+    assert (await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0099"})).json()[
+        "code"
+    ] == "bad_step"
     assert (await aapi.post(f"/sessions/{sid}/rollback", json={})).status_code == 400
-    r = (await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"}))
+    r = await aapi.post(f"/sessions/{sid}/rollback", json={"stepId": "s0005"})
     assert r.status_code == 200
     body = r.json()
     assert (
@@ -192,7 +197,7 @@ async def test_fork_rollback_delete(server: Server, aapi: httpx.AsyncClient) -> 
     assert server.workspace(fork["sessionId"]).is_dir()  # the fork got its own files
     assert (await aapi.delete(f"/sessions/{fork['sessionId']}")).status_code == 204
     assert not server.workspace(fork["sessionId"]).exists()  # and they went with it
-    r = (await aapi.get(f"/sessions/{fork['sessionId']}"))
+    r = await aapi.get(f"/sessions/{fork['sessionId']}")
     assert r.status_code == 404 and r.json()["code"] == "unknown_session"
     assert (await aapi.delete("/sessions/no-such")).status_code == 404
     assert (await aapi.post("/sessions/no-such/fork", json={"stepId": "s0001"})).status_code == 404
@@ -201,4 +206,3 @@ async def test_fork_rollback_delete(server: Server, aapi: httpx.AsyncClient) -> 
 def test_index_page_without_token(server: Server) -> None:
     r = httpx.get(server.http + "/")
     assert r.status_code == 200 and "xclaw" in r.text
-

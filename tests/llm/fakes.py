@@ -890,9 +890,7 @@ class FakeOpenAIServer(_FakeServer):
                                 "prompt_tokens": p,
                                 "completion_tokens": c,
                                 "total_tokens": p + c,
-                                "prompt_tokens_details": {
-                                    "cached_tokens": reply.cache_read_tokens
-                                },
+                                "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
                                 "completion_tokens_details": {
                                     "reasoning_tokens": reply.reasoning_tokens
                                 },

@@ -98,7 +98,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+def _wait_listening(
+    port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -229,7 +231,13 @@ class FaultProxy:
         try:
             h.send_response(up.status)
             for k, v in up.getheaders():
-                if k.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                if k.lower() not in (
+                    "content-length",
+                    "transfer-encoding",
+                    "connection",
+                    "date",
+                    "server",
+                ):
                     h.send_header(k, v)
             for k, v in extra.items():
                 h.send_header(k, v)

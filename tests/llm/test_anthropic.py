@@ -227,7 +227,9 @@ async def test_timeout_is_retried_then_fails(anthropic_server: FakeAnthropicServ
     with pytest.raises(LLMError) as e:
         await fast_retries(model(anthropic_server, timeout_s=0.2), retries=1).complete(REQ)
     assert "timed out" in e.value.message and e.value.retryable
-    assert len(anthropic_server.requests) == 2 and time.monotonic() - t0 < 8  # two 0.2 s timeouts, not a 10 s reply
+    assert (
+        len(anthropic_server.requests) == 2 and time.monotonic() - t0 < 8
+    )  # two 0.2 s timeouts, not a 10 s reply
 
 
 async def test_stall_mid_stream_after_text_is_final(

@@ -40,7 +40,10 @@ def build(turns: list[tuple]) -> tuple[Message, ...]:
                 calls.append(ToolCall(f"call_{n}", "shell", {"command": "echo hi"}))
                 n += 1
             out.append(AssistantMessage(text="", tool_calls=tuple(calls)))
-            results = [ToolResultMessage(c.id, "shell", "r" * size) for c, size in zip(calls, t[1], strict=True)]
+            results = [
+                ToolResultMessage(c.id, "shell", "r" * size)
+                for c, size in zip(calls, t[1], strict=True)
+            ]
             t[2].shuffle(results)  # results may come back in any order
             out.extend(results)
     return tuple(out)
@@ -90,7 +93,7 @@ def test_trimmed_history_is_always_valid_and_as_long_as_fits(
         assert start == safe[-1]  # over budget only when the last turn alone is too big
     earlier = [i for i in safe if i < start]
     if earlier:
-        longer = (TASK, trim_note(earlier[-1] - 1), *history[earlier[-1]:])
+        longer = (TASK, trim_note(earlier[-1] - 1), *history[earlier[-1] :])
         assert total(longer) > budget
 
 

@@ -88,7 +88,8 @@ async def test_built_model_talks_to_a_compatible_server(
         settings(
             tmp_path,
             ProviderConfig("openai:qwen", base_url=openai_server.url),
-            llm_retry_base_delay=0.01, llm_retry_max_delay=0.01,
+            llm_retry_base_delay=0.01,
+            llm_retry_max_delay=0.01,
         )
     )
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("hi"),)))
@@ -100,7 +101,9 @@ def test_retry_knobs_come_from_xclaw_yaml(tmp_path: Path) -> None:
         settings(
             tmp_path,
             ProviderConfig("openai:qwen", base_url="http://127.0.0.1:9/v1"),
-            llm_retry_base_delay=0.2, llm_retry_max_delay=3, llm_retry_after_max=7,
+            llm_retry_base_delay=0.2,
+            llm_retry_max_delay=3,
+            llm_retry_after_max=7,
         )
     )
     assert isinstance(m, RetryingModel)

@@ -40,7 +40,9 @@ class Sleeps(list[float]):
 
 
 def retrying(model: Model, sleeps: Sleeps | None = None, **kw: Any) -> RetryingModel:
-    return RetryingModel(model, retries=kw.pop("retries", 2), sleep=sleeps if sleeps is not None else Sleeps(), **kw)
+    return RetryingModel(
+        model, retries=kw.pop("retries", 2), sleep=sleeps if sleeps is not None else Sleeps(), **kw
+    )
 
 
 # --- a reply cut off is never complete -----------------------------------------------------

@@ -39,11 +39,22 @@ def base_url(kind: str, root: str) -> str:
     return f"{root}/v1" if kind == "openai" else root
 
 
-async def run_task(tmp: Path, kind: str, url: str, text: str) -> tuple[Runtime, str, list[dict[str, Any]]]:
+async def run_task(
+    tmp: Path, kind: str, url: str, text: str
+) -> tuple[Runtime, str, list[dict[str, Any]]]:
     settings = Settings(
-        home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
-        providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)),),
-        llm_retries=1, llm_retry_base_delay=0.01, llm_retry_max_delay=0.01,
+        home=tmp,
+        db=str(tmp / "x.db"),
+        workspace_root=tmp / "ws",
+        approval_mode="yolo",
+        providers=(
+            ProviderConfig(
+                spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)
+            ),
+        ),
+        llm_retries=1,
+        llm_retry_base_delay=0.01,
+        llm_retry_max_delay=0.01,
     )
     runtime = Runtime(open_store(settings.db), settings)
     frames: list[dict[str, Any]] = []
@@ -148,8 +159,15 @@ async def test_an_image_round_trip(tmp_path: Path, upstream, kind: str) -> None:
 
     _, url = upstream
     settings = Settings(
-        home=tmp_path, db=str(tmp_path / "x.db"), workspace_root=tmp_path / "ws", approval_mode="yolo",
-        providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)),),
+        home=tmp_path,
+        db=str(tmp_path / "x.db"),
+        workspace_root=tmp_path / "ws",
+        approval_mode="yolo",
+        providers=(
+            ProviderConfig(
+                spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)
+            ),
+        ),
         llm_retries=0,
     )
     runtime = Runtime(open_store(settings.db), settings)

@@ -21,8 +21,14 @@ class Rows:
     def add(self, kind: StepType, status: StepStatus = StepStatus.COMPLETED, **kw: Any) -> Step:
         seq = len(self.rows) + 1
         step = Step(
-            step_id=f"{SID}:s{seq:04d}", session_id=SID, seq=seq, parent_step_id=None,
-            step_type=kind, name=kw.pop("name", kind.value), status=status, **kw,
+            step_id=f"{SID}:s{seq:04d}",
+            session_id=SID,
+            seq=seq,
+            parent_step_id=None,
+            step_type=kind,
+            name=kw.pop("name", kind.value),
+            status=status,
+            **kw,
         )
         self.rows.append(step)
         return step
@@ -30,12 +36,37 @@ class Rows:
     def user(self, text: str) -> None:
         self.add(StepType.USER_INPUT, input_data=text, name="user")
 
-    def llm(self, text: str = "", calls: tuple[tuple[str, str, dict[str, Any]], ...] = (), status: StepStatus = StepStatus.COMPLETED) -> None:
+    def llm(
+        self,
+        text: str = "",
+        calls: tuple[tuple[str, str, dict[str, Any]], ...] = (),
+        status: StepStatus = StepStatus.COMPLETED,
+    ) -> None:
         out = {"text": text, "tool_calls": [{"id": i, "name": n, "input": a} for i, n, a in calls]}
-        self.add(StepType.LLM_CALL, status, output_data=out if status is StepStatus.COMPLETED else None, name="m")
+        self.add(
+            StepType.LLM_CALL,
+            status,
+            output_data=out if status is StepStatus.COMPLETED else None,
+            name="m",
+        )
 
-    def tool(self, call_id: str, name: str, status: StepStatus = StepStatus.COMPLETED, out: str = "ok", err: str | None = None) -> None:
-        self.add(StepType.TOOL_CALL, status, call_id=call_id, name=name, input_data={}, output_data=out, error_message=err)
+    def tool(
+        self,
+        call_id: str,
+        name: str,
+        status: StepStatus = StepStatus.COMPLETED,
+        out: str = "ok",
+        err: str | None = None,
+    ) -> None:
+        self.add(
+            StepType.TOOL_CALL,
+            status,
+            call_id=call_id,
+            name=name,
+            input_data={},
+            output_data=out,
+            error_message=err,
+        )
 
 
 READ_ONLY = {"read_file", "list_dir"}
@@ -110,20 +141,29 @@ def test_an_interrupted_sub_agent_is_left_pending_to_continue_its_own_branch() -
     r.user("delegate")
     r.llm("", (("c1", "spawn_agent", {"task": "t"}),))
     r.tool("c1", "spawn_agent", StepStatus.FAILED, out=None, err=INTERRUPTED)  # type: ignore[arg-type]
+
     def resumable(name):
         return name == "spawn_agent"
+
     h = build_history(r.rows, read_only=is_ro, resumable=resumable)
     assert isinstance(h.messages[-1], AssistantMessage)  # no synthetic result: it runs again
     assert h.interrupted_retry == ["s0003"] and h.interrupted_unsafe == []
     assert h.resumable_calls == {"c1": "s0003"} and h.suspect_calls == set()
     # Interrupted again on its second run: still the first attempt's branch.
     r.tool("c1", "spawn_agent", StepStatus.FAILED, out=None, err=INTERRUPTED)  # type: ignore[arg-type]
-    assert build_history(r.rows, read_only=is_ro, resumable=resumable).resumable_calls == {"c1": "s0003"}
+    assert build_history(r.rows, read_only=is_ro, resumable=resumable).resumable_calls == {
+        "c1": "s0003"
+    }
     # New input settles it like any other interrupted call; so does a tool that is not resumable.
-    assert build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).resumable_calls == {}
+    assert (
+        build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).resumable_calls
+        == {}
+    )
     plain = build_history(r.rows, read_only=is_ro)
     assert plain.resumable_calls == {} and plain.interrupted_unsafe == ["s0004"]
-    assert_valid(build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).messages)
+    assert_valid(
+        build_history(r.rows, read_only=is_ro, resumable=resumable, new_input=True).messages
+    )
 
 
 def test_a_call_that_never_started_stays_pending_unless_new_input_follows() -> None:
@@ -167,7 +207,18 @@ def test_pending_approval_is_reported_for_asking_again() -> None:
 
 
 _events = st.lists(
-    st.sampled_from(["user", "llm_text", "llm_calls", "llm_failed", "tool_ok", "tool_err", "tool_int", "tool_run"]),
+    st.sampled_from(
+        [
+            "user",
+            "llm_text",
+            "llm_calls",
+            "llm_failed",
+            "tool_ok",
+            "tool_err",
+            "tool_int",
+            "tool_run",
+        ]
+    ),
     max_size=30,
 )
 
@@ -195,8 +246,10 @@ def test_any_record_rebuilds_into_a_valid_history(events: list[str], new_input: 
         elif open_calls:
             cid, name = open_calls.pop(0)
             status = {
-                "tool_ok": StepStatus.COMPLETED, "tool_err": StepStatus.FAILED,
-                "tool_int": StepStatus.FAILED, "tool_run": StepStatus.RUNNING,
+                "tool_ok": StepStatus.COMPLETED,
+                "tool_err": StepStatus.FAILED,
+                "tool_int": StepStatus.FAILED,
+                "tool_run": StepStatus.RUNNING,
             }[ev]
             r.tool(cid, name, status, err=INTERRUPTED if ev == "tool_int" else None)
     h = build_history(r.rows, read_only=is_ro, new_input=new_input)

@@ -44,7 +44,9 @@ def store(tmp_path: Path) -> Any:
     s.close()
 
 
-async def test_a_run_of_writes_keeps_its_order_and_takes_one_hop_and_one_commit(store: SQLiteStore) -> None:
+async def test_a_run_of_writes_keeps_its_order_and_takes_one_hop_and_one_commit(
+    store: SQLiteStore,
+) -> None:
     sid = store.create_session().session_id
     caller = CountingCaller(store)
     q = WriteQueue(caller)
@@ -53,19 +55,28 @@ async def test_a_run_of_writes_keeps_its_order_and_takes_one_hop_and_one_commit(
     first = q.submit(lambda: store.add_step(sid, user()), lambda s: frames.append(s.display_id))
     # Refers to the first, which is written in the same batch.
     second = q.submit(
-        lambda: store.begin_step(sid, llm(parent=step_id_of(first))), lambda s: frames.append(s.display_id)
+        lambda: store.begin_step(sid, llm(parent=step_id_of(first))),
+        lambda s: frames.append(s.display_id),
     )
-    third = await q.write(lambda: store.begin_step(sid, tool(parent=step_id_of(second))))  # write-ahead
+    third = await q.write(
+        lambda: store.begin_step(sid, tool(parent=step_id_of(second)))
+    )  # write-ahead
     assert third.display_id == "s0003"
     assert (await second.future).parent_step_id == (await first.future).step_id
     assert caller.hops == 1 and threading.get_ident() not in caller.threads
     assert store.commits - before == 1  # one durable commit for the whole run of writes
     await asyncio.sleep(0)
     assert frames == ["s0001", "s0002"]
-    assert [s.status for s in store.steps(sid)] == [StepStatus.COMPLETED, StepStatus.RUNNING, StepStatus.RUNNING]
+    assert [s.status for s in store.steps(sid)] == [
+        StepStatus.COMPLETED,
+        StepStatus.RUNNING,
+        StepStatus.RUNNING,
+    ]
 
 
-async def test_unawaited_writes_go_out_within_the_coalescing_delay_on_the_loop(store: SQLiteStore) -> None:
+async def test_unawaited_writes_go_out_within_the_coalescing_delay_on_the_loop(
+    store: SQLiteStore,
+) -> None:
     sid = store.create_session().session_id
     caller = CountingCaller(store)
     q = WriteQueue(caller)
@@ -116,7 +127,9 @@ async def test_a_failed_write_fails_everything_after_it(store: SQLiteStore) -> N
     assert [s.input_data for s in store.steps(sid)] == ["hello"]
 
 
-async def test_settle_writes_what_is_queued_at_once(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_settle_writes_what_is_queued_at_once(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from xclaw.recorder import queue
 
     monkeypatch.setattr(queue, "COALESCE_S", 60.0)  # a timer that would never fire in time
@@ -134,7 +147,9 @@ async def test_a_unit_is_written_once_even_when_its_batch_is_split(store: SQLite
     q = WriteQueue(caller)
     q.submit(lambda: store.add_step(sid, user()))
     step = await q.write(
-        lambda: store.add_step(sid, NewStep(StepType.SYSTEM_ALERT, "note", {}), status=StepStatus.COMPLETED)
+        lambda: store.add_step(
+            sid, NewStep(StepType.SYSTEM_ALERT, "note", {}), status=StepStatus.COMPLETED
+        )
     )
     assert step.display_id == "s0002"
     assert [s.display_id for s in store.steps(sid)] == ["s0001", "s0002"]
@@ -145,7 +160,10 @@ def test_pending_refuses_to_be_used_before_it_is_written() -> None:
 
     loop = asyncio.new_event_loop()
     try:
-        p = Pending(lambda: Step("s:1", "s", 1, None, StepType.LLM_CALL, "m", StepStatus.RUNNING), loop.create_future())
+        p = Pending(
+            lambda: Step("s:1", "s", 1, None, StepType.LLM_CALL, "m", StepStatus.RUNNING),
+            loop.create_future(),
+        )
         with pytest.raises(RuntimeError, match="before it was committed"):
             p.resolved()
         assert p.run().seq == 1 and p.resolved().seq == 1

@@ -159,7 +159,9 @@ class NoHuman:
         raise AssertionError("nobody should be asked")
 
 
-def agent(store: SQLiteStore, sid: str, tmp: Path, model: ScriptModel, tool: Any, frames: list) -> Agent:
+def agent(
+    store: SQLiteStore, sid: str, tmp: Path, model: ScriptModel, tool: Any, frames: list
+) -> Agent:
     return Agent(
         model=model,  # type: ignore[arg-type]
         tools={tool.name: tool},
@@ -199,9 +201,15 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
             )
 
     rec = Recorder(
-        db=StoreCaller(store), session_id=sid, emit=lambda e: emit(event_frame(e)), redact=Redactor([SECRET])
+        db=StoreCaller(store),
+        session_id=sid,
+        emit=lambda e: emit(event_frame(e)),
+        redact=Redactor([SECRET]),
     )
-    ok, bad = ToolCall("c1", "shell", {"command": "true"}), ToolCall("c2", "shell", {"command": "false"})
+    ok, bad = (
+        ToolCall("c1", "shell", {"command": "true"}),
+        ToolCall("c2", "shell", {"command": "false"}),
+    )
     await rec.tool_started(ok, read_only=False)
     seen_at_frame.clear()
     await rec.tool_finished(ok, ToolResult("all good"))
@@ -218,7 +226,9 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
     assert error == "exit 1: [REDACTED]"  # redacted before it is written, like everything
 
 
-async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_thinking(db: Any) -> None:
+async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_thinking(
+    db: Any,
+) -> None:
     store, outside = db
     sid = store.create_session().session_id
     frames: list[dict[str, Any]] = []
@@ -232,13 +242,21 @@ async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_think
     assert json.loads(input_data) == {"model": "fn:test", "params": {"temperature": 0.2}}
 
     thinking = ThinkingBlock("thinking", thinking=f"the key is {SECRET}", signature="sig==")
-    usage = Usage(prompt_tokens=120, completion_tokens=30, cache_read_tokens=100, reasoning_tokens=12)
+    usage = Usage(
+        prompt_tokens=120, completion_tokens=30, cache_read_tokens=100, reasoning_tokens=12
+    )
     await rec.llm_finished(answer("Hi.", usage=usage, thinking=(thinking,), request_id="req_1"))
     ((_, _, status, _, output_data, _, prompt, completion, *_),) = outside.rows(sid, "llm_call")
     assert status == "completed" and (prompt, completion) == (120, 30)
     out = json.loads(output_data)
     assert out["text"] == "Hi." and out["tool_calls"] == [] and out["request_id"] == "req_1"
-    assert out["usage"] == {"input": 120, "output": 30, "cache_read": 100, "cache_write": 0, "reasoning": 12}
+    assert out["usage"] == {
+        "input": 120,
+        "output": 30,
+        "cache_read": 100,
+        "cache_write": 0,
+        "reasoning": 12,
+    }
     # Thinking text is redacted; the provider's signature stays byte-exact.
     assert out["thinking"] == [
         {"type": "thinking", "thinking": "the key is [REDACTED]", "signature": "sig=="}
@@ -265,7 +283,9 @@ def refuse_tool_rows(path: Path) -> None:
         )
 
 
-async def test_a_failing_write_ahead_row_stops_the_run_before_the_tool(db: Any, tmp_path: Path) -> None:
+async def test_a_failing_write_ahead_row_stops_the_run_before_the_tool(
+    db: Any, tmp_path: Path
+) -> None:
     store, outside = db
     sid = store.create_session().session_id
     refuse_tool_rows(tmp_path / "rec.db")
@@ -313,7 +333,9 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     store, _ = db
     sid = store.create_session().session_id
     events: list[RecorderEvent] = []
-    rec = Recorder(db=StoreCaller(store), session_id=sid, emit=events.append, redact=Redactor([SECRET]))
+    rec = Recorder(
+        db=StoreCaller(store), session_id=sid, emit=events.append, redact=Redactor([SECRET])
+    )
     call = ToolCall("c1", "shell", {"command": f"echo {SECRET}"})
     await rec.tool_started(call, read_only=True)
     await rec.tool_finished(call, ToolResult("ok"))

@@ -37,8 +37,11 @@ class Harness:
     ) -> None:
         self.tmp = tmp
         self.settings = Settings(
-            home=tmp, db=str(tmp / "xclaw.db"), workspace_root=tmp / "ws",
-            approval_mode=approval, **settings,
+            home=tmp,
+            db=str(tmp / "xclaw.db"),
+            workspace_root=tmp / "ws",
+            approval_mode=approval,
+            **settings,
         )
         self.root = self.settings.workspace_root
         self.store = open_store(self.settings.db)

@@ -43,10 +43,15 @@ async def _until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-u
 async def test_cancel_kills_a_running_command_now_and_the_session_waits(make) -> None:
     # The command ignores SIGTERM, so only the SIGKILL after the grace stops it; its child
     # (a second sleep) must go too. Without cancel it would run for 60 s.
-    h = make([
-        {"text": "", "tool_calls": [sh("trap '' TERM; sleep 61.25 & echo started > started; wait")]},
-        {"text": "after the cancel"},
-    ])
+    h = make(
+        [
+            {
+                "text": "",
+                "tool_calls": [sh("trap '' TERM; sleep 61.25 & echo started > started; wait")],
+            },
+            {"text": "after the cancel"},
+        ]
+    )
     sid = await h.session()
     ws: Path = h.settings.workspace_root / sid
     await h.runtime.send(sid, "run something long")

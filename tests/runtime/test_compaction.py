@@ -34,13 +34,23 @@ def _first_text(body: dict[str, Any]) -> str:
 
 def _settings(tmp: Path, url: str) -> Settings:
     return Settings(
-        home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
-        providers=(ProviderConfig(spec="anthropic:claude-test", api_key="sk-test-123456", base_url=url),),
-        llm_retries=0, context_window_tokens=9_000, max_tokens=1_000, max_iterations=40,
+        home=tmp,
+        db=str(tmp / "x.db"),
+        workspace_root=tmp / "ws",
+        approval_mode="yolo",
+        providers=(
+            ProviderConfig(spec="anthropic:claude-test", api_key="sk-test-123456", base_url=url),
+        ),
+        llm_retries=0,
+        context_window_tokens=9_000,
+        max_tokens=1_000,
+        max_iterations=40,
     )
 
 
-async def _turn(settings: Settings, text: str, sid: str | None = None) -> tuple[Runtime, str, list[dict[str, Any]]]:
+async def _turn(
+    settings: Settings, text: str, sid: str | None = None
+) -> tuple[Runtime, str, list[dict[str, Any]]]:
     runtime = Runtime(open_store(settings.db), settings)
     session, _ = await runtime.open(sid)
     frames: list[dict[str, Any]] = []
@@ -50,13 +60,19 @@ async def _turn(settings: Settings, text: str, sid: str | None = None) -> tuple[
     return runtime, session.session_id, frames
 
 
-async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(tmp_path: Path) -> None:
+async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
+    tmp_path: Path,
+) -> None:
     with FakeAnthropicServer(cache_accounting=True) as srv:
         srv.responder = summariser
         for i in range(12):
             command = f"for i in $(seq 60); do echo part {i} line $i of some output; done"
-            srv.push(Reply(text=f"Printing part {i}.",
-                           tool_calls=[FakeCall.of("shell", {"command": command}, id=f"toolu_{i}")]))
+            srv.push(
+                Reply(
+                    text=f"Printing part {i}.",
+                    tool_calls=[FakeCall.of("shell", {"command": command}, id=f"toolu_{i}")],
+                )
+            )
         srv.push(Reply(text="All parts printed."), Reply(text="Yes, all of them."))
         settings = _settings(tmp_path, srv.url)
         runtime, sid, frames = await _turn(settings, "print every part")
@@ -74,7 +90,11 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(tmp
         assert len(after["messages"]) == 1  # nothing else was carried over
 
         steps = runtime.store.steps(sid)
-        (step,) = [s for s in steps if s.step_type is StepType.LLM_CALL and (s.output_data or {}).get("compaction")]
+        (step,) = [
+            s
+            for s in steps
+            if s.step_type is StepType.LLM_CALL and (s.output_data or {}).get("compaction")
+        ]
         assert step.input_data["params"]["purpose"] == "compaction"
         assert step.output_data["text"] == SUMMARY and step.output_data["usage"]["cache_read"] > 0
         notices = [f["content"] for f in frames if f["type"] == "notice"]
@@ -103,7 +123,9 @@ async def test_compact_on_demand(tmp_path: Path) -> None:
     with FakeAnthropicServer(cache_accounting=True) as srv:
         srv.responder = summariser
         srv.push(
-            Reply(text="Listing.", tool_calls=[FakeCall.of("list_dir", {"path": "."}, id="toolu_1")]),
+            Reply(
+                text="Listing.", tool_calls=[FakeCall.of("list_dir", {"path": "."}, id="toolu_1")]
+            ),
             Reply(text="Empty workspace."),
             Reply(text="Still empty."),
         )

@@ -50,8 +50,12 @@ class Scenario:
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "xclaw", "run", *args],
-            cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=self.tmp,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
@@ -97,11 +101,16 @@ class Scenario:
         steps = [s for s in every if s.agent == MAIN_AGENT]
         assert all(s.status is not StepStatus.RUNNING for s in every)
         completed = [
-            s for s in every
-            if s.step_type is StepType.TOOL_CALL and s.name == "shell" and s.status is StepStatus.COMPLETED
+            s
+            for s in every
+            if s.step_type is StepType.TOOL_CALL
+            and s.name == "shell"
+            and s.status is StepStatus.COMPLETED
         ]
         assert len(completed) == len(self.effects())
-        hist = build_history(steps, read_only=lambda n: n in ("read_file", "list_dir"), new_input=True)
+        hist = build_history(
+            steps, read_only=lambda n: n in ("read_file", "list_dir"), new_input=True
+        )
         request = LLMRequest(system="s", messages=(*hist.messages, UserMessage("next")))
         validate_anthropic_request(anthropic_request("claude-test", request))
         validate_openai_request(openai_request("gpt-test", request))
@@ -152,7 +161,9 @@ def test_killed_during_a_sleeping_shell_call(tmp_path: Path) -> None:
     turns[1] = {"text": "step two", "tool_calls": [sleeper(marker)]}
     sc = Scenario(tmp_path, turns)
     proc = sc.start("--approval", "yolo", "do the task")
-    sc.wait_for("SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'")
+    sc.wait_for(
+        "SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'"
+    )
     wait_until(lambda: command_alive(marker), "the shell of `sleep 2; echo two` runs")
     kill(proc)
     # The killed call's `echo two` must never happen: the shell that would run it dies with
@@ -180,7 +191,9 @@ def test_killed_during_an_llm_call(tmp_path: Path) -> None:
     sc.resume()
     assert sc.effects() == ["one", "two", "three"]
     # The interrupted LLM call was re-issued, the completed one was not.
-    llm = sc.query("SELECT status, error_message FROM traces WHERE step_type='llm_call' ORDER BY seq")
+    llm = sc.query(
+        "SELECT status, error_message FROM traces WHERE step_type='llm_call' ORDER BY seq"
+    )
     assert llm.count(("failed", "interrupted")) == 1
     assert len([r for r in llm if r[0] == "completed"]) == 4
     sc.check_record()
@@ -202,8 +215,12 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
     turns = [{"text": "", "tool_calls": [sh("echo one >> effects.log")]}, {"text": "wrote it"}]
     sc = Scenario(tmp_path, turns)
     child = pexpect.spawn(
-        sys.executable, ["-m", "xclaw", "run", "--approval", "ask", "write the file"],
-        cwd=str(tmp_path), env=sc.env, encoding="utf-8", timeout=20,
+        sys.executable,
+        ["-m", "xclaw", "run", "--approval", "ask", "write the file"],
+        cwd=str(tmp_path),
+        env=sc.env,
+        encoding="utf-8",
+        timeout=20,
     )
     child.expect(r"Approve\? \[y/N\]")
     assert sc.query("SELECT current_status FROM sessions") == [("Paused",)]
@@ -211,8 +228,12 @@ def test_killed_while_waiting_for_approval(tmp_path: Path) -> None:
     child.wait()
     assert sc.effects() == []
     again = pexpect.spawn(
-        sys.executable, ["-m", "xclaw", "run", "--approval", "ask", "--session", sc.session_id()],
-        cwd=str(tmp_path), env=sc.env, encoding="utf-8", timeout=20,
+        sys.executable,
+        ["-m", "xclaw", "run", "--approval", "ask", "--session", sc.session_id()],
+        cwd=str(tmp_path),
+        env=sc.env,
+        encoding="utf-8",
+        timeout=20,
     )
     again.expect(r"Approve\? \[y/N\]")  # approval asked again after the restart
     again.sendline("y")
@@ -230,20 +251,31 @@ def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> N
     over or dropping it."""
     marker = f"xclaw-test-{secrets.token_hex(6)}"
     sc = Scenario(tmp_path, [])
-    sc.script.write_text(json.dumps({
-        "turns": [
-            {"text": "delegating", "tool_calls": [{"name": "spawn_agent", "input": {"task": "write the log"}}]},
-            {"text": "all done"},
-        ],
-        "subagent": {"turns": [
-            {"text": "", "tool_calls": [sh("echo one >> effects.log")]},
-            {"text": "", "tool_calls": [sleeper(marker)]},
-            {"text": "", "tool_calls": [sh("echo three >> effects.log")]},
-            {"text": "log written"},
-        ]},
-    }))
+    sc.script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "delegating",
+                        "tool_calls": [{"name": "spawn_agent", "input": {"task": "write the log"}}],
+                    },
+                    {"text": "all done"},
+                ],
+                "subagent": {
+                    "turns": [
+                        {"text": "", "tool_calls": [sh("echo one >> effects.log")]},
+                        {"text": "", "tool_calls": [sleeper(marker)]},
+                        {"text": "", "tool_calls": [sh("echo three >> effects.log")]},
+                        {"text": "log written"},
+                    ]
+                },
+            }
+        )
+    )
     proc = sc.start("--approval", "yolo", "do the task")
-    sc.wait_for("SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'")
+    sc.wait_for(
+        "SELECT 1 FROM traces WHERE step_type='tool_call' AND status='running' AND input_data LIKE '%sleep 2%'"
+    )
     wait_until(lambda: command_alive(marker), "the shell of `sleep 2; echo two` runs")
     kill(proc)
     # The killed `echo two` never happens: its shell died with the run.
@@ -268,9 +300,9 @@ def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> N
     )
     assert len(alerts) == 1 and f"s{alerts[0][1]:04d}" == second_spawn
     assert json.loads(alerts[0][0])["mayHaveRun"]  # the killed `sleep 2; echo two` call
-    assert sc.query("SELECT output_data FROM traces WHERE name='spawn_agent' AND status='completed'") == [
-        ('"log written"',)
-    ]
+    assert sc.query(
+        "SELECT output_data FROM traces WHERE name='spawn_agent' AND status='completed'"
+    ) == [('"log written"',)]
     # Every step's ancestors lead to the user's message; the sub-agent's new steps hang under
     # the new spawn_agent step.
     rows = sc.query("SELECT step_id, parent_step_id, seq, step_type, agent FROM traces")
@@ -285,7 +317,9 @@ def test_killed_inside_a_sub_agent_continues_its_own_branch(tmp_path: Path) -> N
             node = parent[node]
         return chain
 
-    user_seq = min(seq for _, _, seq, kind, agent in rows if kind == "user_input" and agent == "main")
+    user_seq = min(
+        seq for _, _, seq, kind, agent in rows if kind == "user_input" and agent == "main"
+    )
     assert all(ancestors(sid)[-1] == user_seq for sid in parent)
     second = int(second_spawn[1:])
     resumed = [sid for sid, _, seq, _, agent in rows if agent == first_spawn and seq > second]

@@ -39,7 +39,10 @@ def test_a_result_the_client_saw_is_committed_when_the_kill_lands(tmp_path: Path
     always holds that step as completed (before the fix the frame went out ~2 ms before the
     commit, and the step came back `interrupted`)."""
     steps = 12
-    turns = [{"text": "", "tool_calls": [sh(f"echo out{i:02d}; echo e{i:02d} >> effects.log")]} for i in range(steps)]
+    turns = [
+        {"text": "", "tool_calls": [sh(f"echo out{i:02d}; echo e{i:02d} >> effects.log")]}
+        for i in range(steps)
+    ]
     sc = Scenario(tmp_path, [*turns, {"text": "all done"}])
     sc.env["PYTHONUNBUFFERED"] = "1"
     proc = sc.start("--approval", "yolo", "do the task")
@@ -66,12 +69,20 @@ def test_a_result_the_client_saw_is_committed_when_the_kill_lands(tmp_path: Path
 def _many_files() -> dict[str, object]:
     # Enough files that the workspace snapshot before the next side effect takes a while: a
     # window in which the kill lands after the write-ahead row and before the tool's effect.
-    return sh("mkdir -p many && cd many && for i in $(seq 1 6000); do echo $i$RANDOM > f$i; done; echo many >> ../effects.log")
+    return sh(
+        "mkdir -p many && cd many && for i in $(seq 1 6000); do echo $i$RANDOM > f$i; done; echo many >> ../effects.log"
+    )
 
 
 def _file_task(call: dict[str, object]) -> list[dict[str, object]]:
     return [
-        {"text": "", "tool_calls": [sh("printf 'alpha\\nbeta\\n' > notes.txt; echo notes >> effects.log"), _many_files()]},
+        {
+            "text": "",
+            "tool_calls": [
+                sh("printf 'alpha\\nbeta\\n' > notes.txt; echo notes >> effects.log"),
+                _many_files(),
+            ],
+        },
         {"text": "", "tool_calls": [call]},
         {"text": "all done"},
     ]
@@ -88,7 +99,10 @@ def tmp_path_ws(sc: Scenario) -> Path:
 
 
 WRITE = {"name": "write_file", "input": {"path": "report.md", "content": "# Report\nall good\n"}}
-EDIT = {"name": "edit_file", "input": {"path": "notes.txt", "old_text": "beta", "new_text": "gamma"}}
+EDIT = {
+    "name": "edit_file",
+    "input": {"path": "notes.txt", "old_text": "beta", "new_text": "gamma"},
+}
 
 
 @pytest.mark.parametrize(
@@ -113,8 +127,13 @@ def test_an_interrupted_file_tool_whose_effect_is_there_is_settled_by_looking(
     assert "may or may not have run" not in out
     assert "the workspace shows it ran" in out
     assert "all done" in out
-    rows = sc.query(f"SELECT status, error_message, output_data FROM traces WHERE name='{call['name']}' ORDER BY seq")
-    assert [r[:2] for r in rows] == [("failed", "interrupted"), ("completed", None)]  # the attempt is kept
+    rows = sc.query(
+        f"SELECT status, error_message, output_data FROM traces WHERE name='{call['name']}' ORDER BY seq"
+    )
+    assert [r[:2] for r in rows] == [
+        ("failed", "interrupted"),
+        ("completed", None),
+    ]  # the attempt is kept
     assert "checked after an interruption" in json.loads(rows[1][2])
     alert = sc.query("SELECT input_data FROM traces WHERE name='resume'")
     assert json.loads(alert[0][0])["mayHaveRun"] == []
@@ -143,9 +162,15 @@ def test_check_effect_refuses_what_it_cannot_tell(tmp_path: Path) -> None:
     ctx = ToolContext(workspace=tmp_path, session_id="s")
     (tmp_path / "a.txt").write_text("x = 1\nx = 2\n")
     edit, write = EditFileTool(), WriteFileTool()
-    assert edit.check_effect({"path": "a.txt", "old_text": "x = 1", "new_text": "x = 1\ny"}, ctx) is None
+    assert (
+        edit.check_effect({"path": "a.txt", "old_text": "x = 1", "new_text": "x = 1\ny"}, ctx)
+        is None
+    )
     assert edit.check_effect({"path": "nope.txt", "old_text": "a", "new_text": "b"}, ctx) is None
-    assert edit.check_effect({"path": "a.txt", "old_text": "x = 3", "new_text": "x = 2"}, ctx) is not None
+    assert (
+        edit.check_effect({"path": "a.txt", "old_text": "x = 3", "new_text": "x = 2"}, ctx)
+        is not None
+    )
     assert write.check_effect({"path": "a.txt", "content": "x = 1\n"}, ctx) is None
     assert write.check_effect({"path": "../../etc/passwd", "content": ""}, ctx) is None
     assert write.check_effect({"path": "a.txt", "content": "x = 1\nx = 2\n"}, ctx) is not None

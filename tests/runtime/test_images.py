@@ -26,13 +26,18 @@ from xclaw.tools.files import IMAGE_MAX_BYTES, ReadFileTool
 
 def png(width: int = 2, height: int = 2) -> bytes:
     """A valid RGB PNG."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     rows = b"".join(b"\0" + b"\xff\x00\x00" * width for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
         + chunk(b"IEND", b"")
     )
 
@@ -62,15 +67,22 @@ async def test_image_round_trip_blob_store_and_rebuilt_history(tmp_path: Path, p
     kind, srv = provider
     picture = png(3, 2)
     srv.push(
-        Reply(text="Looking.", tool_calls=[FakeCall.of("view_file", {"path": "pic.png"}, id="call_1")]),
+        Reply(
+            text="Looking.", tool_calls=[FakeCall.of("view_file", {"path": "pic.png"}, id="call_1")]
+        ),
         Reply(text="A red picture."),
         Reply(text="Still red."),
     )
     # The picture goes into the session's workspace before the first message.
     ws_root = tmp_path / "ws"
     settings = Settings(
-        home=tmp_path, db=str(tmp_path / "x.db"), workspace_root=ws_root, approval_mode="yolo",
-        providers=(ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),),
+        home=tmp_path,
+        db=str(tmp_path / "x.db"),
+        workspace_root=ws_root,
+        approval_mode="yolo",
+        providers=(
+            ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),
+        ),
         llm_retries=0,
     )
     runtime = Runtime(open_store(settings.db), settings)

@@ -23,11 +23,19 @@ def provider(request: pytest.FixtureRequest):
         yield request.param, srv
 
 
-async def run_task(tmp: Path, kind: str, srv: Any, text: str, sid: str | None = None) -> tuple[Runtime, str, list[dict[str, Any]]]:
+async def run_task(
+    tmp: Path, kind: str, srv: Any, text: str, sid: str | None = None
+) -> tuple[Runtime, str, list[dict[str, Any]]]:
     settings = Settings(
-        home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
-        providers=(ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),),
-        llm_retries=1, llm_retry_base_delay=0.01,
+        home=tmp,
+        db=str(tmp / "x.db"),
+        workspace_root=tmp / "ws",
+        approval_mode="yolo",
+        providers=(
+            ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),
+        ),
+        llm_retries=1,
+        llm_retry_base_delay=0.01,
     )
     store = open_store(settings.db)
     runtime = Runtime(store, settings)
@@ -42,7 +50,13 @@ async def run_task(tmp: Path, kind: str, srv: Any, text: str, sid: str | None = 
 async def test_tool_use_round_trip_with_usage_and_rebuilt_history(tmp_path: Path, provider) -> None:
     kind, srv = provider
     srv.push(
-        Reply(text="Let me write it.", tool_calls=[FakeCall.of("write_file", {"path": "a.txt", "content": "hi"}, id="toolu_1")], usage=(100, 20)),
+        Reply(
+            text="Let me write it.",
+            tool_calls=[
+                FakeCall.of("write_file", {"path": "a.txt", "content": "hi"}, id="toolu_1")
+            ],
+            usage=(100, 20),
+        ),
         Reply(text="Done: a.txt written.", usage=(150, 10)),
         Reply(text="It contains hi.", usage=(200, 5)),
     )
@@ -66,16 +80,26 @@ async def test_tool_use_round_trip_with_usage_and_rebuilt_history(tmp_path: Path
     runtime.store.close()
 
 
-async def test_provider_failure_fails_the_session_with_the_providers_message(tmp_path: Path, provider) -> None:
+async def test_provider_failure_fails_the_session_with_the_providers_message(
+    tmp_path: Path, provider
+) -> None:
     kind, srv = provider
     srv.push(Reply.fail(500, "upstream exploded"), Reply.fail(500, "upstream exploded"))
     runtime, sid, frames = await run_task(tmp_path, kind, srv, "hello")
     errors = [f for f in frames if f["type"] == "error"]
-    assert errors and errors[-1]["code"] == "llm_error" and "upstream exploded" in errors[-1]["content"]
+    assert (
+        errors
+        and errors[-1]["code"] == "llm_error"
+        and "upstream exploded" in errors[-1]["content"]
+    )
     failed = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
-    assert failed[-1].status is StepStatus.FAILED and "upstream exploded" in failed[-1].error_message
+    assert (
+        failed[-1].status is StepStatus.FAILED and "upstream exploded" in failed[-1].error_message
+    )
     assert runtime.store.get_session(sid).status.value == "Failed"
     # the key never reaches the record
-    assert "sk-test-123456" not in str([(s.input_data, s.output_data, s.error_message) for s in runtime.store.steps(sid)])
+    assert "sk-test-123456" not in str(
+        [(s.input_data, s.output_data, s.error_message) for s in runtime.store.steps(sid)]
+    )
     await runtime.shutdown()
     runtime.store.close()

@@ -13,11 +13,13 @@ from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
 
 
 async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) -> None:
-    h = make([
-        {"text": "Creating a file.", "tool_calls": [sh("echo one >> effects.log")]},
-        {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "effects.log"}}]},
-        {"text": "The file says one."},
-    ])
+    h = make(
+        [
+            {"text": "Creating a file.", "tool_calls": [sh("echo one >> effects.log")]},
+            {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "effects.log"}}]},
+            {"text": "The file says one."},
+        ]
+    )
     sid = await h.session()
     await h.turn(sid, "make a file")
     assert h.of("reply")[-1]["content"] == "The file says one."
@@ -64,7 +66,9 @@ async def test_history_frame_speaks_the_seed_format(make) -> None:
 
 
 async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
-    h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask")
+    h = make(
+        [{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask"
+    )
     sid = await h.session()
     await h.runtime.send(sid, "make it")
     await h.first("approval_request")
@@ -84,7 +88,10 @@ async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
 
 
 async def test_denial_reaches_the_model_and_nothing_runs(make) -> None:
-    h = make([{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "ok, not doing it"}], approval="ask")
+    h = make(
+        [{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "ok, not doing it"}],
+        approval="ask",
+    )
     sid = await h.session()
     await h.runtime.send(sid, "make it")
     await h.first("approval_request")
@@ -134,7 +141,13 @@ async def test_max_iterations_fails_with_a_clear_error(make) -> None:
 
 
 async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
-    h = make([{"text": "", "tool_calls": [sh("sleep 5")]}, {"text": "", "tool_calls": [sh("echo after >> a")]}, {"text": "done"}])
+    h = make(
+        [
+            {"text": "", "tool_calls": [sh("sleep 5")]},
+            {"text": "", "tool_calls": [sh("echo after >> a")]},
+            {"text": "done"},
+        ]
+    )
     sid = await h.session()
     await h.runtime.send(sid, "go")
     await asyncio.sleep(0.2)
@@ -149,11 +162,13 @@ async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
 
 
 async def test_rollback_forgets_deleted_steps(make) -> None:
-    h = make([
-        {"text": "first answer"},
-        {"text": "second answer"},
-        {"text": "answer after rollback"},
-    ])
+    h = make(
+        [
+            {"text": "first answer"},
+            {"text": "second answer"},
+            {"text": "answer after rollback"},
+        ]
+    )
     sid = await h.session()
     await h.turn(sid, "remember the word BANANA")
     await h.turn(sid, "what word?")
@@ -173,12 +188,17 @@ async def test_rollback_forgets_deleted_steps(make) -> None:
 async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
     monkeypatch.setenv("MY_SERVICE_PASSWORD", "hunter2-very-secret")
     h = make(
-        [{"text": "", "tool_calls": [sh("echo hunter2-very-secret")]}, {"text": "the password is hunter2-very-secret"}],
+        [
+            {"text": "", "tool_calls": [sh("echo hunter2-very-secret")]},
+            {"text": "the password is hunter2-very-secret"},
+        ],
         secret_env=("MY_SERVICE_PASSWORD",),
     )
     sid = await h.session()
     await h.turn(sid, "print it")
-    dump = json.dumps([s.input_data for s in h.store.steps(sid)] + [s.output_data for s in h.store.steps(sid)])
+    dump = json.dumps(
+        [s.input_data for s in h.store.steps(sid)] + [s.output_data for s in h.store.steps(sid)]
+    )
     assert "hunter2-very-secret" not in dump and "[REDACTED]" in dump
     assert "hunter2-very-secret" not in json.dumps(h.frames)
 
@@ -186,9 +206,20 @@ async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
 async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
     def spawn(task):
         return {"name": "spawn_agent", "input": {"task": task}}
+
     h = make(
-        [{"text": "", "tool_calls": [spawn("count apples"), spawn("count pears")]}, {"text": "both counted"}],
-        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("echo sub >> sub.log")]}, {"text": "counted"}]}},
+        [
+            {"text": "", "tool_calls": [spawn("count apples"), spawn("count pears")]},
+            {"text": "both counted"},
+        ],
+        script_extra={
+            "subagent": {
+                "turns": [
+                    {"text": "", "tool_calls": [sh("echo sub >> sub.log")]},
+                    {"text": "counted"},
+                ]
+            }
+        },
     )
     sid = await h.session()
     await h.turn(sid, "count fruit")
@@ -220,10 +251,18 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     shell call an 'interrupted' result, and tells every attached client."""
     from xclaw.store.model import NewStep
 
-    h = make([
-        {"text": "", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}, sh("echo once >> fx")]},
-        {"text": "resumed and finished"},
-    ])
+    h = make(
+        [
+            {
+                "text": "",
+                "tool_calls": [
+                    {"name": "read_file", "input": {"path": "a.txt"}},
+                    sh("echo once >> fx"),
+                ],
+            },
+            {"text": "resumed and finished"},
+        ]
+    )
     sid = await h.session()
     st = h.store
     (h.settings.workspace_root / sid).mkdir(parents=True, exist_ok=True)
@@ -236,7 +275,16 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     ]
     st.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
     for c in calls:
-        st.begin_step(sid, NewStep(StepType.TOOL_CALL, c["name"], c["input"], parent_step_id=llm.step_id, call_id=c["id"]))
+        st.begin_step(
+            sid,
+            NewStep(
+                StepType.TOOL_CALL,
+                c["name"],
+                c["input"],
+                parent_step_id=llm.step_id,
+                call_id=c["id"],
+            ),
+        )
     assert st.get_session(sid).status is Status.RUNNING
 
     assert await h.runtime.resume_if_needed(sid) is True
@@ -251,7 +299,9 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     steps = st.steps(sid)
     retried = [s for s in steps if s.name == "read_file" and s.status is StepStatus.COMPLETED]
     assert len(retried) == 1 and "alpha" in retried[0].output_data  # re-run automatically
-    assert not (h.settings.workspace_root / sid / "fx").exists()  # the shell call was not re-run blindly
+    assert not (
+        h.settings.workspace_root / sid / "fx"
+    ).exists()  # the shell call was not re-run blindly
     assert [s.name for s in steps if s.step_type is StepType.SYSTEM_ALERT] == ["resume"]
     assert st.get_session(sid).status is Status.SUCCESS
     # A second reconnect finds nothing to resume: the note does not pile up.

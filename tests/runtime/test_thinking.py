@@ -67,8 +67,12 @@ def _env(tmp: Path, config: Path) -> dict[str, str]:
 def _run(tmp: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "xclaw", "run", "--approval", "yolo", *args],
-        cwd=tmp, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -88,12 +92,16 @@ def test_thinking_round_trip_across_kill_and_resume(tmp_path: Path) -> None:
                 thinking=[THOUGHT_1],
                 redacted_thinking=1,
                 text="Appending the first line.",
-                tool_calls=[FakeCall.of("shell", {"command": "echo one >> effects.log"}, id="toolu_a")],
+                tool_calls=[
+                    FakeCall.of("shell", {"command": "echo one >> effects.log"}, id="toolu_a")
+                ],
             ),
             Reply(text="never sent: the process is killed while waiting", delay=120),
             Reply(
                 thinking=[THOUGHT_2],
-                tool_calls=[FakeCall.of("shell", {"command": "echo two >> effects.log"}, id="toolu_b")],
+                tool_calls=[
+                    FakeCall.of("shell", {"command": "echo two >> effects.log"}, id="toolu_b")
+                ],
             ),
             Reply(text="Both lines are in effects.log."),
         )
@@ -129,7 +137,9 @@ def test_thinking_round_trip_across_kill_and_resume(tmp_path: Path) -> None:
         # The second tool-use turn's request carries both thinking turns.
         last = srv.requests[3]["messages"]
         assert last[-2]["content"][0] == {
-            "type": "thinking", "thinking": THOUGHT_2, "signature": thinking_signature(THOUGHT_2)
+            "type": "thinking",
+            "thinking": THOUGHT_2,
+            "signature": thinking_signature(THOUGHT_2),
         }
 
     effects = (tmp_path / "workspaces" / sid / "effects.log").read_text().split()
@@ -162,7 +172,9 @@ def test_the_fake_rejects_a_tool_turn_without_its_thinking_as_the_real_api_does(
         ((ThinkingBlock("thinking", "look first ", signed.signature),), "Invalid `signature`"),
     ):
         messages = (UserMessage("go"), AssistantMessage("", (call,), thinking=thinking), result)
-        body = anthropic_request("m", LLMRequest(system="s", messages=messages), thinking_budget=1024)
+        body = anthropic_request(
+            "m", LLMRequest(system="s", messages=messages), thinking_budget=1024
+        )
         with pytest.raises(InvalidRequest, match=error):
             validate_anthropic_request(body)
     ok = (UserMessage("go"), AssistantMessage("", (call,), thinking=(signed,)), result)

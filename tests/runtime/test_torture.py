@@ -21,16 +21,34 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_twenty_kills_and_power_losses_lose_and_repeat_nothing() -> None:
     seed = random.randrange(1 << 30)
     p = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "torture.py"), "--kills", "20", "--power-losses", "4",
-         "--seed", str(seed), "--json"],
-        capture_output=True, check=False, text=True, timeout=900,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "torture.py"),
+            "--kills",
+            "20",
+            "--power-losses",
+            "4",
+            "--seed",
+            str(seed),
+            "--json",
+        ],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=900,
     )
     assert p.returncode == 0, p.stdout + p.stderr
     fig = json.loads(p.stdout.strip().splitlines()[-1])
     assert fig["kills"] >= 20 and fig["powerLosses"] >= 4, fig
     assert fig["sideEffects"] > 0, fig  # the ledgers were written: the checks had material
-    zero = ("lostCompletedSteps", "toldCompletedNotCommitted", "repeatedCompletedSideEffects",
-            "sideEffectsWithoutRecord", "integrityFailures", "stuckSessions")
+    zero = (
+        "lostCompletedSteps",
+        "toldCompletedNotCommitted",
+        "repeatedCompletedSideEffects",
+        "sideEffectsWithoutRecord",
+        "integrityFailures",
+        "stuckSessions",
+    )
     assert {k: fig[k] for k in zero} == dict.fromkeys(zero, 0), (seed, fig["problems"])
 
 
@@ -39,7 +57,10 @@ def test_a_negative_count_is_refused_at_once(arg: list[str]) -> None:
     """A negative count used to loop forever (`while made < n` never ends when n < 0)."""
     p = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "torture.py"), *arg],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert p.returncode == 2, p.stdout + p.stderr
     assert "must be 0 or more" in p.stderr

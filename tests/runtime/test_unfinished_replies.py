@@ -30,9 +30,14 @@ def provider(request: pytest.FixtureRequest):
 
 def make_runtime(tmp: Path, kind: str, srv: Any) -> Runtime:
     settings = Settings(
-        home=tmp, db=str(tmp / "x.db"), workspace_root=tmp / "ws", approval_mode="yolo",
+        home=tmp,
+        db=str(tmp / "x.db"),
+        workspace_root=tmp / "ws",
+        approval_mode="yolo",
         providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),),
-        llm_retries=1, llm_retry_base_delay=0.01, llm_retry_max_delay=0.01,
+        llm_retries=1,
+        llm_retry_base_delay=0.01,
+        llm_retry_max_delay=0.01,
     )
     return Runtime(open_store(settings.db), settings)
 
@@ -103,14 +108,24 @@ async def test_an_in_stream_error_is_retried_and_the_session_succeeds(
 
 def xclaw(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "XCLAW_MODEL"}
-    env.update({
-        "XCLAW_HOME": str(tmp), "NO_COLOR": "1", "XCLAW_MODEL": "openai:m",
-        "OPENAI_API_BASE_URL": url,
-    })
+    env.update(
+        {
+            "XCLAW_HOME": str(tmp),
+            "NO_COLOR": "1",
+            "XCLAW_MODEL": "openai:m",
+            "OPENAI_API_BASE_URL": url,
+        }
+    )
     (tmp / "xclaw.yaml").write_text("llm_retry_base_delay: 0.01\nllm_retry_max_delay: 0.01\n")
     return subprocess.run(
-        [sys.executable, "-m", "xclaw", "run", *args], check=False, cwd=tmp, env=env,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90,
+        [sys.executable, "-m", "xclaw", "run", *args],
+        check=False,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
 
 

@@ -27,7 +27,9 @@ async def test_cache_breakpoints_keep_most_input_in_the_cache() -> None:
 async def test_anthropic_cache_tokens_are_recorded_on_every_llm_call(tmp_path: Path) -> None:
     with FakeAnthropicServer(cache_accounting=True) as srv:
         srv.push(
-            Reply(text="Listing.", tool_calls=[FakeCall.of("list_dir", {"path": "."}, id="toolu_1")]),
+            Reply(
+                text="Listing.", tool_calls=[FakeCall.of("list_dir", {"path": "."}, id="toolu_1")]
+            ),
             Reply(text="Nothing there."),
         )
         runtime, sid, _ = await run_task(tmp_path, "anthropic", srv, "what is here?")
@@ -64,7 +66,11 @@ async def test_openai_reasoning_content_cached_and_reasoning_tokens(tmp_path: Pa
         assert kinds.index("thinking") < kinds.index("delta")
         (llm,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
         assert llm.output_data["usage"] == {
-            "input": 500, "output": 40, "cache_read": 384, "cache_write": 0, "reasoning": 25
+            "input": 500,
+            "output": 40,
+            "cache_read": 384,
+            "cache_write": 0,
+            "reasoning": 25,
         }
         assert llm.output_data["thinking"] == [
             {"type": "reasoning", "thinking": "The user greets me; a short answer will do."}

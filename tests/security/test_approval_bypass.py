@@ -99,8 +99,9 @@ def _isolation(kind: str, tmp_path: Path) -> Isolation:
         return Isolation("none", "testing Landlock", landlock=True)
     if not confinement_available() and not os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"):
         pytest.skip("bubblewrap cannot create namespaces here")
-    settings = Settings(home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"),
-                        workspace_root=tmp_path / "ws")
+    settings = Settings(
+        home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"), workspace_root=tmp_path / "ws"
+    )
     (tmp_path / "home").mkdir()
     iso = isolation_from_settings(settings)
     assert iso.active
@@ -108,9 +109,7 @@ def _isolation(kind: str, tmp_path: Path) -> Isolation:
 
 
 @pytest.mark.parametrize("kind", ["bwrap", "landlock"])
-async def test_every_corpus_command_run_confined_changes_nothing(
-    tmp_path: Path, kind: str
-) -> None:
+async def test_every_corpus_command_run_confined_changes_nothing(tmp_path: Path, kind: str) -> None:
     iso = _isolation(kind, tmp_path)
     tool = ShellTool(default_timeout_s=3, kill_grace_s=0.2, isolation=iso)
     ws = tmp_path / "ws" / "s1"
@@ -160,8 +159,13 @@ async def test_confined_run_reads_the_workspace_and_writes_only_scratch(
     ws.mkdir(parents=True)
     (ws / "notes.txt").write_text("hello\n")
     ctx = ToolContext(workspace=ws, session_id="s1", confined=True)
-    r = await tool.run({"command": 'cat notes.txt; echo x > "${TMPDIR:-/tmp}/scratch" && '
-                        'cat "${TMPDIR:-/tmp}/scratch"; touch new.txt'}, ctx)
+    r = await tool.run(
+        {
+            "command": 'cat notes.txt; echo x > "${TMPDIR:-/tmp}/scratch" && '
+            'cat "${TMPDIR:-/tmp}/scratch"; touch new.txt'
+        },
+        ctx,
+    )
     assert "hello" in r.content and "\nx\n" in r.content
     assert "Read-only file system" in r.content or "Permission denied" in r.content
     assert "[ran without approval, so confined" in r.content and r.data["confined"] is True

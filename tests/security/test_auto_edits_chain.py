@@ -14,10 +14,20 @@ from xclaw.tools.registry import default_tools
 TOOLS = default_tools()
 
 
-@pytest.mark.parametrize("path", [
-    ".git/hooks/pre-commit", ".git/config", "./.git/config", "sub/.git/hooks/post-checkout",
-    "a/../.git/hooks/pre-push", ".GIT/config", ".git", ".git/", "x/./.git/info/attributes",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        "./.git/config",
+        "sub/.git/hooks/post-checkout",
+        "a/../.git/hooks/pre-push",
+        ".GIT/config",
+        ".git",
+        ".git/",
+        "x/./.git/info/attributes",
+    ],
+)
 @pytest.mark.parametrize("tool", ["write_file", "edit_file"])
 def test_edits_inside_git_are_asked_under_auto_edits(tool: str, path: str) -> None:
     policy = ApprovalPolicy("auto-edits", confinement=True)
@@ -25,8 +35,10 @@ def test_edits_inside_git_are_asked_under_auto_edits(tool: str, path: str) -> No
     assert d.kind == "ask" and ".git" in d.reason, (path, d)
 
 
-@pytest.mark.parametrize("path", ["src/main.py", ".gitignore", ".github/workflows/ci.yml",
-                                  "notes/.gitkeep", "git/config"])
+@pytest.mark.parametrize(
+    "path",
+    ["src/main.py", ".gitignore", ".github/workflows/ci.yml", "notes/.gitkeep", "git/config"],
+)
 def test_ordinary_edits_still_run_under_auto_edits(path: str) -> None:
     policy = ApprovalPolicy("auto-edits", confinement=True)
     assert policy.decide(TOOLS["write_file"], {"path": path, "content": "x"}).kind == "allow"

@@ -36,8 +36,10 @@ def test_hide_in_cmdline_overwrites_our_own_command_line() -> None:
         "import sys, time; from xclaw.credentials import hide_in_cmdline; "
         "print(hide_in_cmdline(['pw-secret-777777']), flush=True); time.sleep(30)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, "--db",
-                             "postgresql://u:pw-secret-777777@h/x"], stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "--db", "postgresql://u:pw-secret-777777@h/x"],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"1"
@@ -69,8 +71,11 @@ def test_the_token_is_not_in_the_chat_clients_command_line(tmp_path: Path) -> No
     token = "chat-token-on-the-command-line-4646"
     proc = subprocess.Popen(
         [*xclaw_cmd(), "chat", "--url", "http://127.0.0.1:9", "--token", token],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=clean_env(XCLAW_HOME=str(tmp_path / "home")), cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(XCLAW_HOME=str(tmp_path / "home")),
+        cwd=tmp_path,
     )
     try:
         deadline = time.monotonic() + 30
@@ -105,10 +110,21 @@ def test_xclaw_tools_prints_no_mcp_secret(tmp_path: Path) -> None:
     # Names that do not say "secret": only their use in mcp_servers makes them so.
     (tmp_path / ".env").write_text(f"LEAKY_KEY={MCP_SECRET}\nLEAKY_ARG={MCP_TOKEN}\n")
     env = clean_env(XCLAW_HOME=str(tmp_path / "home"), NO_COLOR="1")
-    for args in (["tools"], ["tools", "--json"], ["tools", "--check"],
-                 ["tools", "--check", "--json"]):
-        done = subprocess.run([*xclaw_cmd(), *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
+    for args in (
+        ["tools"],
+        ["tools", "--json"],
+        ["tools", "--check"],
+        ["tools", "--check", "--json"],
+    ):
+        done = subprocess.run(
+            [*xclaw_cmd(), *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         out = done.stdout + done.stderr
         assert "leaky" in out and "remote" in out, out
         assert MCP_SECRET not in out and MCP_TOKEN not in out, (args, out)

@@ -37,23 +37,25 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def test_a_confined_command_cannot_read_credential_files(
-    tmp_path: Path, home: Path
-) -> None:
+async def test_a_confined_command_cannot_read_credential_files(tmp_path: Path, home: Path) -> None:
     iso = _isolation("bwrap", tmp_path)
     ws = tmp_path / "ws" / "s1"
     ws.mkdir(parents=True)
-    command = (f"cat {home}/.ssh/id_ed25519 {home}/.netrc {home}/.aws/credentials "
-               f"{home}/notes.txt; ls -a {home}/.ssh")
+    command = (
+        f"cat {home}/.ssh/id_ed25519 {home}/.netrc {home}/.aws/credentials "
+        f"{home}/notes.txt; ls -a {home}/.ssh"
+    )
     shell = default_tools()["shell"]
     decision = ApprovalPolicy("ask", confinement=True).decide(shell, {"command": command})
     assert decision.kind == "allow" and decision.confine  # so it runs unasked: confined
     tool = ShellTool(default_timeout_s=30, isolation=iso)
-    r = await tool.run({"command": command},
-                       ToolContext(workspace=ws, session_id="s1", confined=True))
+    r = await tool.run(
+        {"command": command}, ToolContext(workspace=ws, session_id="s1", confined=True)
+    )
     assert "ordinary file" in r.content, r.content  # reading in general still works
     assert "not-a-real-key" not in r.content, r.content
     # a command a human approved still has them (git over ssh needs ~/.ssh)
-    approved = await tool.run({"command": f"cat {home}/.ssh/id_ed25519"},
-                              ToolContext(workspace=ws, session_id="s1"))
+    approved = await tool.run(
+        {"command": f"cat {home}/.ssh/id_ed25519"}, ToolContext(workspace=ws, session_id="s1")
+    )
     assert "not-a-real-key" in approved.content

@@ -20,7 +20,7 @@ from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 
 CONNECT = (
-    "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+    'python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
     "s.connect('{path}'); print('CONNECTED')\""
 )
 
@@ -70,8 +70,10 @@ async def test_a_confined_command_cannot_connect_to_a_unix_socket(
         assert "Permission denied" in confined.content, confined.content
         assert listener.hits == 0
         # reading and ordinary commands still work under the filter
-        ok = await tool.run({"command": "ls -l / | head -3; whoami"},
-                            ToolContext(workspace=ws, session_id="s1", confined=True))
+        ok = await tool.run(
+            {"command": "ls -l / | head -3; whoami"},
+            ToolContext(workspace=ws, session_id="s1", confined=True),
+        )
         assert not ok.is_error, ok.content
         # a command a human approved is not filtered (the filter is for the unasked)
         approved = await tool.run(
@@ -97,11 +99,14 @@ async def test_a_confined_command_sends_no_udp(tmp_path: Path, kind: str) -> Non
     udp.settimeout(0.5)
     port = udp.getsockname()[1]
     tool = ShellTool(default_timeout_s=30, isolation=iso)
-    send = ("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-            f"s.sendto(b'leak', ('127.0.0.1', {port})); print('SENT')\"")
+    send = (
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
+        f"s.sendto(b'leak', ('127.0.0.1', {port})); print('SENT')\""
+    )
     try:
-        r = await tool.run({"command": send},
-                           ToolContext(workspace=ws, session_id="s1", confined=True))
+        r = await tool.run(
+            {"command": send}, ToolContext(workspace=ws, session_id="s1", confined=True)
+        )
         assert "SENT" not in r.content, r.content
         with pytest.raises(TimeoutError):
             udp.recvfrom(16)

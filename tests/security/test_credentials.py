@@ -26,15 +26,24 @@ DOTENV_SECRET = "dotenv-secret-value-42424242"  # secret_env, only in .env
 PROXY_PW = "proxypass-43434343"  # a password inside a URL-valued variable
 
 PROBE = (
-    "echo ENV:; env | sort; echo TOKEN:; cat \"$XCLAW_HOME/token\" ~/.xclaw/token 2>&1; "
+    'echo ENV:; env | sort; echo TOKEN:; cat "$XCLAW_HOME/token" ~/.xclaw/token 2>&1; '
     "echo PROC:; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done "
     "| grep -E 'KEY|SECRET|PASS|TOKEN' | sort -u"
 )
 
 
 def test_name_and_url_rules() -> None:
-    for name in ("ANTHROPIC_API_KEY", "openai_api_key", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
-                 "PGPASSWORD", "DB_PASSWORD", "XCLAW_TOKEN", "GEMINI_API_KEY", "MY_SECRET"):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "openai_api_key",
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "PGPASSWORD",
+        "DB_PASSWORD",
+        "XCLAW_TOKEN",
+        "GEMINI_API_KEY",
+        "MY_SECRET",
+    ):
         assert is_secret_name(name), name
     for name in ("PATH", "HOME", "TOKENIZER", "TERM", "LANG", "XCLAW_HOME"):
         assert not is_secret_name(name), name
@@ -62,8 +71,9 @@ def test_settings_know_every_credential_used_or_not(tmp_path: Path, monkeypatch)
         assert v in values, v
     over = load_settings(tmp_path, db="postgresql://app:flag-password-99@h/x").secret_values()
     assert "flag-password-99" in over
-    env = child_env({"A": "1", "DATABASE_URL": "x", "WEIRD": f"pre{ENV_SECRET}post"}, {},
-                    secret_values=values)
+    env = child_env(
+        {"A": "1", "DATABASE_URL": "x", "WEIRD": f"pre{ENV_SECRET}post"}, {}, secret_values=values
+    )
     assert env == {"A": "1"}
 
 
@@ -113,9 +123,9 @@ async def test_no_credential_reaches_any_route(leaky: Server) -> None:
     sid = c.session_id
     frames = json.dumps(c.seen, ensure_ascii=False)
     assert "[REDACTED]" in frames
-    tool_out = next(
-        f for f in c.seen if f.get("type") == "tool" and f.get("state") == "completed"
-    )["output"]
+    tool_out = next(f for f in c.seen if f.get("type") == "tool" and f.get("state") == "completed")[
+        "output"
+    ]
     assert "ENV:" in tool_out
     # the shell's environment had none of them, not even by name
     own_env = tool_out.split("TOKEN:", 1)[0]
@@ -131,22 +141,28 @@ async def test_no_credential_reaches_any_route(leaky: Server) -> None:
         assert "ANTHROPIC_API_KEY" not in proc
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as h:
         api = ""
-        for path in (f"sessions/{sid}/steps", f"sessions/{sid}/history",
-                     f"sessions/{sid}/export", "sessions"):
+        for path in (
+            f"sessions/{sid}/steps",
+            f"sessions/{sid}/history",
+            f"sessions/{sid}/export",
+            "sessions",
+        ):
             r = await h.get(f"{leaky.http}/api/{path}")
             assert r.status_code == 200, (path, r.text)
             api += r.text
     leaky.kill()  # flushes nothing more: the WAL is read as it was left
     db = leaky.home / "xclaw.db"
-    raw = b"".join(
-        p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists()
-    )
+    raw = b"".join(p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists())
     logs = leaky.logs() + "".join(p.read_text() for p in leaky.root.glob("stdout-*.txt"))
     with sqlite3.connect(db) as conn:
         rows = json.dumps(conn.execute("SELECT * FROM traces").fetchall())
     for value in secrets:
-        for where, text in (("frames", frames), ("api", api), ("logs", logs.replace(
-                f"?token={token}", "")), ("rows", rows)):
+        for where, text in (
+            ("frames", frames),
+            ("api", api),
+            ("logs", logs.replace(f"?token={token}", "")),
+            ("rows", rows),
+        ):
             assert value not in text, (value, where)
         assert value.encode() not in raw, (value, "database file or WAL")
 
@@ -172,11 +188,16 @@ async def test_the_database_url_password_stays_out_of_the_record(tmp_path: Path)
     url = f"{parts[0]}://{user}:{PG_PASSWORD}@{rest}"
     root = tmp_path / "pgleak"
     root.mkdir()
-    script = write_script(root / "script.json", [
-        {"text": f"db password {PG_PASSWORD}",
-         "tool_calls": [{"name": "shell", "input": {"command": "env | sort"}}]},
-        {"text": f"again {PG_PASSWORD}"},
-    ])
+    script = write_script(
+        root / "script.json",
+        [
+            {
+                "text": f"db password {PG_PASSWORD}",
+                "tool_calls": [{"name": "shell", "input": {"command": "env | sort"}}],
+            },
+            {"text": f"again {PG_PASSWORD}"},
+        ],
+    )
     server = Server(root=root, script=script, approval="yolo")
     base_env = server.env
     server.env = lambda: {**base_env(), "XCLAW_DB": url}  # type: ignore[method-assign]
@@ -190,8 +211,13 @@ async def test_the_database_url_password_stays_out_of_the_record(tmp_path: Path)
             api = (await h.get(f"{server.http}/api/sessions/{c.session_id}/export")).text
         rows = json.dumps(pg.query("SELECT * FROM traces"), default=str)
         assert "[REDACTED]" in frames
-        for where, text in (("frames", frames), ("api", api), ("rows", rows),
-                            ("logs", server.logs()), ("banner", server.banner)):
+        for where, text in (
+            ("frames", frames),
+            ("api", api),
+            ("rows", rows),
+            ("logs", server.logs()),
+            ("banner", server.banner),
+        ):
             assert PG_PASSWORD not in text, where
         assert "XCLAW_DB=" not in frames  # the shell never had the URL
     finally:
@@ -203,12 +229,31 @@ def test_common_credential_names_beyond_keys_and_tokens() -> None:
     """Found by the second campaign: `GITHUB_PAT`, `SENTRY_DSN`, `DB_PASS`… in the environment or
     `.env` reached a tool's environment (`env` printed them into the record) unless listed in
     secret_env."""
-    secret = ("GITHUB_PAT", "GH_PAT", "SENTRY_DSN", "DB_PASS", "SMTP_PASS", "GPG_PASSPHRASE",
-              "SLACK_WEBHOOK_URL", "GIT_CREDENTIAL", "SESSION_COOKIE", "MY_CREDENTIAL")
+    secret = (
+        "GITHUB_PAT",
+        "GH_PAT",
+        "SENTRY_DSN",
+        "DB_PASS",
+        "SMTP_PASS",
+        "GPG_PASSPHRASE",
+        "SLACK_WEBHOOK_URL",
+        "GIT_CREDENTIAL",
+        "SESSION_COOKIE",
+        "MY_CREDENTIAL",
+    )
     for name in secret:
         assert is_secret_name(name), name
-    for name in ("PATH", "PWD", "OLDPWD", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS",
-                 "PASSENGER_APP_ENV", "PATCH_LEVEL", "COMPASS_HOME", "XCLAW_HOME"):
+    for name in (
+        "PATH",
+        "PWD",
+        "OLDPWD",
+        "SSH_AUTH_SOCK",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "PASSENGER_APP_ENV",
+        "PATCH_LEVEL",
+        "COMPASS_HOME",
+        "XCLAW_HOME",
+    ):
         assert not is_secret_name(name), name
     env = child_env({n: "value-123456" for n in secret} | {"PATH": "/usr/bin"}, {})
     assert env == {"PATH": "/usr/bin"}

@@ -55,8 +55,9 @@ def tool(request, tmp_path: Path) -> ShellTool:  # type: ignore[no-untyped-def]
         if os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"):
             raise AssertionError("bubblewrap is required here but does not work")
         pytest.skip("bubblewrap cannot create namespaces here")
-    settings = Settings(home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"),
-                        workspace_root=tmp_path / "ws")
+    settings = Settings(
+        home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"), workspace_root=tmp_path / "ws"
+    )
     (tmp_path / "home").mkdir()
     return ShellTool(kill_grace_s=0.5, isolation=isolation_from_settings(settings))
 
@@ -175,9 +176,13 @@ def test_what_a_killed_xclaw_left_in_a_scope_is_stopped_at_the_next_start(tmp_pa
         victim.wait(15)
         assert running_with(n), "it survived the kill (this is what the sweep is for)"
         subprocess.run(
-            [sys.executable, "-c",
-             "from xclaw.tools.step_processes import sweep_stale_scopes; sweep_stale_scopes()"],
-            check=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                "from xclaw.tools.step_processes import sweep_stale_scopes; sweep_stale_scopes()",
+            ],
+            check=True,
+            timeout=60,
         )
         deadline = time.monotonic() + 10
         while running_with(n):

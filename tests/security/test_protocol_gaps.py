@@ -23,7 +23,10 @@ def server(module_server_factory) -> Server:
 
 async def test_deeply_nested_json_is_a_bad_frame(server: Server) -> None:
     c = await Client.open(server)
-    for raw in ("[" * 100_000 + "]" * 100_000, '{"type":"message","content":' + "[" * 50_000 + "]" * 50_000 + "}"):
+    for raw in (
+        "[" * 100_000 + "]" * 100_000,
+        '{"type":"message","content":' + "[" * 50_000 + "]" * 50_000 + "}",
+    ):
         await c.send(raw)
         err = await c.until_type("error")
         assert err["code"] == "bad_frame", err
@@ -48,7 +51,9 @@ async def test_lone_surrogate_in_message_and_reply_keeps_store_and_client_agreei
         s = (await h.get(f"{server.http}/api/sessions/{sid}")).json()
         assert s["status"] == status["status"] == "Success"
         steps = (await h.get(f"{server.http}/api/sessions/{sid}/steps")).json()["steps"]
-        assert all(st["status"] == "completed" for st in steps), [(st["type"], st["status"]) for st in steps]
+        assert all(st["status"] == "completed" for st in steps), [
+            (st["type"], st["status"]) for st in steps
+        ]
         assert any("\ufffd" in str(st["output"]) for st in steps)
     # the same socket still works, and a second turn runs
     second = await c.turn("again")
@@ -81,7 +86,12 @@ async def test_rollback_with_non_ascii_digits_is_refused(server: Server) -> None
     c = await Client.open(server)
     await c.attach()
     await c.turn("one")
-    for ref in ("\u0661", "s\u0661", "\uff11", "\u00b9"):  # Arabic-Indic 1, fullwidth 1, superscript 1
+    for ref in (
+        "\u0661",
+        "s\u0661",
+        "\uff11",
+        "\u00b9",
+    ):  # Arabic-Indic 1, fullwidth 1, superscript 1
         await c.send({"type": "message", "sessionId": c.session_id, "content": f"/rollback {ref}"})
         err = await c.until_type("error")
         assert err["code"] in ("bad_step", "bad_command", "step_not_found"), err

@@ -21,7 +21,7 @@ HOSTILE = [
     "\x9b2J",  # C1 CSI, one byte
     "\x9d0;title\x9c",  # C1 OSC ... ST
     "\x1bP+q\x1b\\",  # DCS: terminal query
-    "line\rxclaw wants to run [shell]: {\"command\":\"ls\"}",  # carriage return forgery
+    'line\rxclaw wants to run [shell]: {"command":"ls"}',  # carriage return forgery
     "abc\x08\x08\x08XYZ",  # backspaces overwrite
     "\u202eevil\u202c",  # bidi override
     "\x00\x05\x7f",
@@ -33,13 +33,25 @@ _OWN = re.compile(r"\x1b\[[0-9;]*m")
 def render_colour(*frames: dict) -> str:
     buf = io.StringIO()
     # as on a real terminal: styles are emitted
-    console = SafeConsole(file=buf, force_terminal=True, color_system="standard",
-                          highlight=False, soft_wrap=True, emoji=False)
+    console = SafeConsole(
+        file=buf,
+        force_terminal=True,
+        color_system="standard",
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+    )
     r = Renderer(console)
     for f in frames:
         r.frame(f)
-    r.approval({"type": "approval_request", "name": "shell", "input": {"command": HOSTILE[0]},
-                "reason": HOSTILE[3]})
+    r.approval(
+        {
+            "type": "approval_request",
+            "name": "shell",
+            "input": {"command": HOSTILE[0]},
+            "reason": HOSTILE[3],
+        }
+    )
     r.end_stream()
     return buf.getvalue()
 
@@ -64,8 +76,10 @@ def test_every_frame_kind_shows_hostile_text_inertly() -> None:
             {"type": "notice", "content": h},
             {"type": "error", "code": h, "content": h},
             {"type": "session", "sessionId": "s" + h, "title": h, "status": "Success"},
-            {"type": "history", "messages": [{"kind": "user", "text": h},
-                                             {"kind": "assistant", "text": h}]},
+            {
+                "type": "history",
+                "messages": [{"kind": "user", "text": h}, {"kind": "assistant", "text": h}],
+            },
         ]
     out = render_colour(*frames)
     assert _OWN.search(out), "colour was on: our own styles are there"
@@ -119,9 +133,15 @@ def test_every_store_command_prints_c1_and_bidi_inertly(tmp_path: Path) -> None:
     store.close()
     _register()
     runner = CliRunner()
-    for args in (["sessions"], ["sessions", "--json"], ["export", s.session_id],
-                 ["export", "--all"], ["export", s.session_id, "--json"],
-                 ["steps", s.session_id], ["trace", s.session_id]):
+    for args in (
+        ["sessions"],
+        ["sessions", "--json"],
+        ["export", s.session_id],
+        ["export", "--all"],
+        ["export", s.session_id, "--json"],
+        ["steps", s.session_id],
+        ["trace", s.session_id],
+    ):
         res = runner.invoke(cli, [*args, "--db", str(db)], color=True)
         assert res.exit_code == 0, (args, res.output)
         _no_foreign_controls(res.output)
@@ -146,8 +166,9 @@ def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> 
             store.create_session(session_id=sid)
             u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
             lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-            store.complete_step(sid, lm.seq, output_data={"text": answer},
-                                session_status=Status.SUCCESS)
+            store.complete_step(
+                sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS
+            )
     group = click.Group("xclaw")
     commands_store.register(group)
     commands_workspace.register(group)
@@ -156,8 +177,11 @@ def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> 
         (ws / sid).mkdir(parents=True)
         (ws / sid / "f.txt").write_text(f"{sid}\n")  # (a file diff goes as is into a pipe)
     for extra in ([], ["--json"]):
-        r = CliRunner().invoke(group, ["diff", "left", "right", "--db", str(db),
-                                       "--workspace", str(ws), *extra], color=True)
+        r = CliRunner().invoke(
+            group,
+            ["diff", "left", "right", "--db", str(db), "--workspace", str(ws), *extra],
+            color=True,
+        )
         assert r.exit_code == 0, r.output
         assert "plain" in r.output or extra
         _no_foreign_controls(r.output)

@@ -24,20 +24,38 @@ STEPS = 40
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True, check=False, text=True)
+    p = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)],
+        capture_output=True,
+        check=False,
+        text=True,
+    )
     if p.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {p.stderr.strip()}")
+        pytest.skip(
+            f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {p.stderr.strip()}"
+        )
     try:
         yield disk
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True, check=False)
 
 
-def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(tmp_path: Path, small_disk: Path) -> None:
+def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(
+    tmp_path: Path, small_disk: Path
+) -> None:
     ledger = tmp_path / "ledger.txt"
     turns = [
-        {"text": f"s{k}", "tool_calls": [{"name": "shell", "input": {
-            "command": f"head -c 20000 /dev/zero | tr '\\0' 'x'; echo {k} >> {ledger}"}}]}
+        {
+            "text": f"s{k}",
+            "tool_calls": [
+                {
+                    "name": "shell",
+                    "input": {
+                        "command": f"head -c 20000 /dev/zero | tr '\\0' 'x'; echo {k} >> {ledger}"
+                    },
+                }
+            ],
+        }
         for k in range(STEPS)
     ]
     script = tmp_path / "script.json"
@@ -45,15 +63,38 @@ def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(t
     config = tmp_path / "xclaw.yaml"
     config.write_text("max_iterations: 100\nsandbox:\n  isolation: none\n")
     db = small_disk / "x.db"
-    env = {**os.environ, "XCLAW_HOME": str(tmp_path), "XCLAW_DB": str(db), "XCLAW_CONFIG": str(config),
-           "XCLAW_MODEL": f"script:{script}", "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "XCLAW_HOME": str(tmp_path),
+        "XCLAW_DB": str(db),
+        "XCLAW_CONFIG": str(config),
+        "XCLAW_MODEL": f"script:{script}",
+        "NO_COLOR": "1",
+    }
     # Leave ~400 KB: the task needs more than that.
     st = os.statvfs(small_disk)
     (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 400_000))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "--session", "full", *args],
-                              cwd=tmp_path, env=env, capture_output=True, check=False, text=True, timeout=300)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "xclaw",
+                "run",
+                "--approval",
+                "yolo",
+                "--session",
+                "full",
+                *args,
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=300,
+        )
 
     first = run("fill the disk")
     out = first.stdout + first.stderr
@@ -63,7 +104,9 @@ def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(t
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        recorded = {r[0] for r in conn.execute("SELECT call_id FROM traces WHERE step_type='tool_call'")}
+        recorded = {
+            r[0] for r in conn.execute("SELECT call_id FROM traces WHERE step_type='tool_call'")
+        }
     finally:
         conn.close()
     done = Counter(int(x) for x in ledger.read_text().split())

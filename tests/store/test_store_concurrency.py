@@ -98,11 +98,14 @@ def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend)
         release.wait(10)
 
     if backend.name == "sqlite":
+
         def write():
             return store._writer.submit(slow, durable=False)  # type: ignore[attr-defined]
     else:
+
         def write():
             return store._pool.run(slow, durable=False)  # type: ignore[attr-defined]
+
     t = threading.Thread(target=write)
     t.start()
     assert holding.wait(10)

@@ -20,14 +20,14 @@ def _turn(store: Store, sid: str, calls: list[tuple[str, str]], *, final: bool =
     tool_calls = [{"id": cid, "name": name, "input": {}} for cid, name in calls]
     store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": tool_calls})
     for cid, name in calls:
-        t = store.begin_step(
-            sid, NewStep(StepType.TOOL_CALL, name, {}, llm.step_id, call_id=cid)
-        )
+        t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, name, {}, llm.step_id, call_id=cid))
         store.complete_step(sid, t.seq, output_data="ok")
     if final:
         last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
         store.complete_step(
-            sid, last.seq, output_data={"text": "done", "tool_calls": []},
+            sid,
+            last.seq,
+            output_data={"text": "done", "tool_calls": []},
             session_status=Status.SUCCESS,
         )
 
@@ -76,29 +76,35 @@ def test_a_requested_tool_call_without_its_tool_step_fails(store: Store, backend
 
 def test_a_duplicated_and_an_unrequested_tool_step_fail(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
-    t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {}, f"{sid}:s0002", call_id="c2"))
+    t = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "shell", {}, f"{sid}:s0002", call_id="c2")
+    )
     store.complete_step(sid, t.seq, output_data="again")
     store.add_step(sid, NewStep(StepType.TOOL_CALL, "shell", {}, None, call_id="nobody"))
     assert {"tool_step_duplicate", "tool_step_unrequested"} <= _codes(fsck.check(store))
 
 
-def test_an_interrupted_attempt_then_a_retry_is_one_tool_step(store: Store, backend: Backend) -> None:
+def test_an_interrupted_attempt_then_a_retry_is_one_tool_step(
+    store: Store, backend: Backend
+) -> None:
     sid = store.create_session().session_id
     user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "x"))
     llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, llm.seq, output_data={"tool_calls": [{"id": "r", "name": "read_file"}]})
+    store.complete_step(
+        sid, llm.seq, output_data={"tool_calls": [{"id": "r", "name": "read_file"}]}
+    )
     store.begin_step(sid, NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"))
     store.mark_interrupted(sid)
-    again = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"))
+    again = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r")
+    )
     store.complete_step(sid, again.seq, output_data="text")
     last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     store.complete_step(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
     assert fsck.check(store).findings == []
 
 
-def test_broken_invariants_are_found_and_safe_ones_repaired(
-    store: Store, backend: Backend
-) -> None:
+def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
     other = store.create_session().session_id
     store.add_step(other, NewStep(StepType.USER_INPUT, "user", "x"))
@@ -169,14 +175,18 @@ def test_corrupt_or_missing_blobs_are_found_not_repaired(store: Store, backend: 
     assert [f.code for f in report.findings] == ["blob_corrupt"]
     q("DELETE FROM blobs WHERE hash=?", (h,))
     report = fsck.check(store)
-    assert [(f.code, f.session_id, f.repair) for f in report.findings] == [("blob_missing", sid, None)]
+    assert [(f.code, f.session_id, f.repair) for f in report.findings] == [
+        ("blob_missing", sid, None)
+    ]
 
 
 def test_a_session_a_live_worker_drives_is_not_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
     lease = store.acquire_lease(sid, "w1", 60)
     assert lease is not None
-    backend.query("UPDATE traces SET status='running', end_time=NULL WHERE session_id=? AND seq=3", (sid,))
+    backend.query(
+        "UPDATE traces SET status='running', end_time=NULL WHERE session_id=? AND seq=3", (sid,)
+    )
     report = fsck.check(store)
     fsck.repair(store, report, stamp="t2")
     assert report.skipped_live == [sid] and report.repaired == [] and report.backup is None
@@ -193,11 +203,20 @@ def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
     sid = store.create_session().session_id
     user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
     llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, llm.seq, output_data={"tool_calls": [
-        {"id": "w", "name": "write_file"}, {"id": "s", "name": "spawn_agent"}]})
-    w = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w"))
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={
+            "tool_calls": [{"id": "w", "name": "write_file"}, {"id": "s", "name": "spawn_agent"}]
+        },
+    )
+    w = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w")
+    )
     store.complete_step(sid, w.seq, output_data="ok")
-    spawn = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s"))
+    spawn = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s")
+    )
     agent = spawn.display_id
     store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "task", spawn.step_id, agent=agent))
     sub = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, spawn.step_id, agent=agent))
@@ -257,12 +276,15 @@ def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> Non
     store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
     image = b"\x89PNG image bytes"
     store.put_blobs({content_hash(image): image})
-    t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1"))
+    t = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1")
+    )
     refs = [{"hash": content_hash(image), "media_type": "image/png", "size": len(image)}]
     store.complete_step(sid, t.seq, output_data={"content": "[image p.png]", "images": refs})
     last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
-    store.complete_step(sid, last.seq, output_data={"text": "red", "tool_calls": []},
-                        session_status=Status.SUCCESS)
+    store.complete_step(
+        sid, last.seq, output_data={"text": "red", "tool_calls": []}, session_status=Status.SUCCESS
+    )
     report = fsck.check(store)
     assert "blob_unreferenced" not in _codes(report), [f.to_json() for f in report.findings]
 
@@ -272,8 +294,11 @@ def test_an_image_that_is_gone_is_found(store: Store, backend: Backend) -> None:
     user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "look"))
     image = b"\x89PNG other bytes"
     store.put_blobs({content_hash(image): image})
-    t = store.add_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),
-                       output_data={"content": "[image]", "images": [{"hash": content_hash(image)}]})
+    t = store.add_step(
+        sid,
+        NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),
+        output_data={"content": "[image]", "images": [{"hash": content_hash(image)}]},
+    )
     assert t.seq == 2
     assert "image_blob_missing" not in _codes(fsck.check(store))
     backend.query("DELETE FROM blobs WHERE hash=?", (content_hash(image),))

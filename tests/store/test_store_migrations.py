@@ -57,7 +57,7 @@ SAMPLE_ROWS[2] = [
     (
         "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, files, "
         "bytes, new_bytes, skipped, created_at) VALUES ('old', 2, NULL, "
-        f"'{{\"a.txt\":{{\"hash\":\"{_HELLO}\",\"size\":5,\"mode\":420}}}}', NULL, 0, "
+        f'\'{{"a.txt":{{"hash":"{_HELLO}","size":5,"mode":420}}}}\', NULL, 0, '
         "1, 5, 5, 0, 1500)"
     ),
 ]

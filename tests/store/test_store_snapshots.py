@@ -270,7 +270,10 @@ def test_sweep_keeps_images_a_tool_step_refers_to_until_the_step_goes(snap_store
     snap_store.complete_step(
         sid,
         step.seq,
-        output_data={"content": "[image p.png]", "images": [{"hash": h, "media_type": "image/png"}]},
+        output_data={
+            "content": "[image p.png]",
+            "images": [{"hash": h, "media_type": "image/png"}],
+        },
     )
     plain = snap_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "ls"}))
     snap_store.complete_step(sid, plain.seq, output_data='{"images": "just text"}')

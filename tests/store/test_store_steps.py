@@ -249,7 +249,9 @@ def test_step_columns_follow_the_step_fields() -> None:
 def test_json_columns_are_json_the_database_reads(store: Store, backend: Backend) -> None:
     """SQLite: compact UTF-8 text; PostgreSQL: jsonb the database itself can query."""
     sid = store.create_session().session_id
-    st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]}))
+    st = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]})
+    )
     store.complete_step(sid, st.seq, output_data=None)
     if backend.name == "sqlite":
         row = backend.query(

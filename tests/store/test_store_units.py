@@ -106,7 +106,9 @@ def test_wait_false_never_runs_anything_that_needs_a_sync(store: Store) -> None:
     sid = store.create_session().session_id
     out = store.write_together([lambda: store.begin_step(sid, tool())], wait=False)
     assert out == []
-    assert store.write_together([lambda: store.add_step(sid, user())], wait=False, durable=True) == []
+    assert (
+        store.write_together([lambda: store.add_step(sid, user())], wait=False, durable=True) == []
+    )
     assert store.steps(sid) == []
 
 
@@ -299,7 +301,9 @@ def _state(store: Store, sid: str) -> tuple[Any, ...]:
 
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
-def units_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+def units_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
     backend = BACKENDS[request.param](tmp_path_factory.mktemp("units"))
     store = backend.open()
     yield store
@@ -307,8 +311,14 @@ def units_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     backend.drop()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(unit_op, min_size=1, max_size=12), durable=st.booleans(), inline_first=st.booleans())
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(unit_op, min_size=1, max_size=12),
+    durable=st.booleans(),
+    inline_first=st.booleans(),
+)
 def test_units_write_what_one_call_after_another_writes(
     units_store: Store, ops: list[tuple[str, Any]], durable: bool, inline_first: bool
 ) -> None:
@@ -329,6 +339,6 @@ def test_units_write_what_one_call_after_another_writes(
     units = [_unit(store, together, op) for op in ops]
     out = store.write_together(units, wait=False) if inline_first else []
     if len(out) < len(units) and (not out or out[-1][0]):
-        out += store.write_together(units[len(out):], durable=durable)
+        out += store.write_together(units[len(out) :], durable=durable)
     assert [ok for ok, _ in out] == expected_outcomes
     assert _state(store, together) == _state(store, one_by_one)

@@ -82,8 +82,10 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     sqlite_store: SQLiteStore,
 ) -> None:
     store = sqlite_store
+
     def probe(conn):
         return conn.execute("PRAGMA synchronous").fetchone()[0]
+
     assert store._writer.submit(probe, durable=False) == NORMAL
     assert store._writer.submit(probe, durable=True) == FULL
     holder, release = _hold_the_lead(store)

@@ -84,7 +84,9 @@ class Phoenix:
                 return spans
             time.sleep(0.25)
         names = sorted(s["name"] for s in spans)
-        raise AssertionError(f"Phoenix did not get the spans of {session_id} in {timeout}s: {names}")
+        raise AssertionError(
+            f"Phoenix did not get the spans of {session_id} in {timeout}s: {names}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +104,14 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     }
     log = work / "phoenix.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([command, "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=work)
+        proc = subprocess.Popen(
+            [command, "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=work,
+        )
     ph = Phoenix(port, grpc_port, proc, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
@@ -116,8 +124,10 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"Phoenix not up in {START_TIMEOUT_S}s:\n"
-                                     f"{log.read_text(errors='replace')[-3000:]}")
+                raise AssertionError(
+                    f"Phoenix not up in {START_TIMEOUT_S}s:\n"
+                    f"{log.read_text(errors='replace')[-3000:]}"
+                )
             time.sleep(0.25)
         yield ph
     finally:

@@ -24,18 +24,29 @@ pytestmark = pytest.mark.slow
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith(("XCLAW_", "OTEL_"))}
-    env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1",
-                "XCLAW_MODEL": f"script:{tmp / 'script.json'}"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith(("XCLAW_", "OTEL_"))
+    }
+    env.update(
+        {"XCLAW_HOME": str(tmp), "NO_COLOR": "1", "XCLAW_MODEL": f"script:{tmp / 'script.json'}"}
+    )
     env.update(extra)
     return env
 
 
 def _run(tmp: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xclaw", "run", *args], check=False, cwd=tmp,
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", *args],
+        check=False,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _session(tmp: Path) -> str:
@@ -54,24 +65,40 @@ def _by_name(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_xclaw_run_exports_genai_spans_to_phoenix(tmp_path: Path, phoenix: Phoenix) -> None:
-    (tmp_path / "script.json").write_text(json.dumps({
-        "turns": [
-            {"text": "", "tool_calls": [
-                {"name": "write_file", "input": {"path": "a.txt", "content": "token-abcdef123"}},
-                {"name": "spawn_agent", "input": {"task": "count the files"}},
-            ]},
-            {"text": "all done"},
-        ],
-        "subagent": {"turns": [
-            {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
-            {"text": "one file"},
-        ]},
-    }))
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [
+                            {
+                                "name": "write_file",
+                                "input": {"path": "a.txt", "content": "token-abcdef123"},
+                            },
+                            {"name": "spawn_agent", "input": {"task": "count the files"}},
+                        ],
+                    },
+                    {"text": "all done"},
+                ],
+                "subagent": {
+                    "turns": [
+                        {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
+                        {"text": "one file"},
+                    ]
+                },
+            }
+        )
+    )
     # The batch timer is an hour: spans reach Phoenix only because xclaw flushes at exit.
-    env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.endpoint, OTEL_BSP_SCHEDULE_DELAY="3600000",
-               OTEL_SERVICE_NAME="xclaw-test",
-               OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
-               MY_TOKEN="token-abcdef123")
+    env = _env(
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY="3600000",
+        OTEL_SERVICE_NAME="xclaw-test",
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
+        MY_TOKEN="token-abcdef123",
+    )
     (tmp_path / "xclaw.yaml").write_text("secret_env: [MY_TOKEN]\n")
     r = _run(tmp_path, env, "--approval", "yolo", "write and count")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -107,22 +134,40 @@ def test_xclaw_run_exports_genai_spans_to_phoenix(tmp_path: Path, phoenix: Phoen
     assert "[REDACTED]" in write["attributes"]["gen_ai.tool.call.arguments"]
 
 
-def test_a_turn_killed_mid_tool_is_exported_after_its_resume(tmp_path: Path, phoenix: Phoenix) -> None:
-    (tmp_path / "script.json").write_text(json.dumps({"turns": [
-        {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}]},
-        {"text": "resumed and finished"},
-    ]}))
+def test_a_turn_killed_mid_tool_is_exported_after_its_resume(
+    tmp_path: Path, phoenix: Phoenix
+) -> None:
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}],
+                    },
+                    {"text": "resumed and finished"},
+                ]
+            }
+        )
+    )
     env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.endpoint)
-    proc = subprocess.Popen([sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "wait"],
-                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "wait"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             if (tmp_path / "xclaw.db").exists():
                 conn = sqlite3.connect(f"file:{tmp_path / 'xclaw.db'}?mode=ro", uri=True, timeout=5)
                 try:
-                    row = conn.execute("SELECT 1 FROM traces WHERE name='shell' AND status='running'").fetchone()
+                    row = conn.execute(
+                        "SELECT 1 FROM traces WHERE name='shell' AND status='running'"
+                    ).fetchone()
                 except sqlite3.OperationalError:
                     row = None
                 finally:
@@ -186,7 +231,8 @@ def test_xclaw_serve_flushes_its_spans_when_it_stops(tmp_path: Path, phoenix: Ph
     server = Server(tmp_path / "srv", script, approval="yolo")
     env = server.env
     server.env = lambda: {  # type: ignore[method-assign]
-        **env(), "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint,
+        **env(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # no timer: only the flush at exit sends them
     }
     server.start()
@@ -214,10 +260,16 @@ def test_xclaw_serve_flushes_its_spans_when_it_stops(tmp_path: Path, phoenix: Ph
 
 def test_otlp_grpc_switched_on_by_xclaw_yaml(tmp_path: Path, phoenix: Phoenix) -> None:
     """No OTEL_* variable: xclaw.yaml's `otel` section, over gRPC to Phoenix's OTLP port."""
-    (tmp_path / "script.json").write_text(json.dumps({"turns": [
-        {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
-        {"text": "empty"},
-    ]}))
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "", "tool_calls": [{"name": "list_dir", "input": {"path": "."}}]},
+                    {"text": "empty"},
+                ]
+            }
+        )
+    )
     (tmp_path / "xclaw.yaml").write_text(
         f"otel:\n  endpoint: http://127.0.0.1:{phoenix.grpc_port}\n  protocol: grpc\n"
         "  service_name: xclaw-yaml\n"
@@ -227,7 +279,11 @@ def test_otlp_grpc_switched_on_by_xclaw_yaml(tmp_path: Path, phoenix: Phoenix) -
     sid = _session(tmp_path)
     spans = phoenix.wait_for(sid, lambda s: len(s) >= 4, timeout=30)
     assert sorted(s["name"] for s in spans) == [
-        "chat script.json", "chat script.json", "execute_tool list_dir", "invoke_agent xclaw"]
+        "chat script.json",
+        "chat script.json",
+        "execute_tool list_dir",
+        "invoke_agent xclaw",
+    ]
     assert not any(k.startswith("gen_ai.input") for s in spans for k in s["attributes"])
 
 

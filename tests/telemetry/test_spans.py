@@ -26,35 +26,80 @@ def _session(store: SQLiteStore) -> str:
     and a tool; the main agent answers. An approval alert on the way."""
     sid = store.create_session().session_id
     user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "build it, key sk-SECRET123"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "anthropic:claude-x",
-                                        {"model": "anthropic:claude-x", "params": {"max_tokens": 99}},
-                                        user.step_id))
-    store.complete_step(sid, llm.seq, output_data={
-        "text": "", "model": "anthropic:claude-x-2024", "stop_reason": "tool_use",
-        "tool_calls": [{"id": "t1", "name": "write_file", "input": {"path": "a"}},
-                       {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}}],
-        "usage": {"input": 120, "output": 30, "cache_read": 40, "cache_write": 7,
-                  "reasoning": 12},
-        "request_id": "req_1",
-    }, token_usage_prompt=120, token_usage_completion=30)
-    store.add_step(sid, NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "write_file"},
-                                user.step_id, call_id="t1"))
-    w = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "write_file", {"path": "a"}, llm.step_id,
-                                      call_id="t1"))
+    llm = store.begin_step(
+        sid,
+        NewStep(
+            StepType.LLM_CALL,
+            "anthropic:claude-x",
+            {"model": "anthropic:claude-x", "params": {"max_tokens": 99}},
+            user.step_id,
+        ),
+    )
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={
+            "text": "",
+            "model": "anthropic:claude-x-2024",
+            "stop_reason": "tool_use",
+            "tool_calls": [
+                {"id": "t1", "name": "write_file", "input": {"path": "a"}},
+                {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}},
+            ],
+            "usage": {
+                "input": 120,
+                "output": 30,
+                "cache_read": 40,
+                "cache_write": 7,
+                "reasoning": 12,
+            },
+            "request_id": "req_1",
+        },
+        token_usage_prompt=120,
+        token_usage_completion=30,
+    )
+    store.add_step(
+        sid,
+        NewStep(
+            StepType.SYSTEM_ALERT, "approval", {"tool": "write_file"}, user.step_id, call_id="t1"
+        ),
+    )
+    w = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "write_file", {"path": "a"}, llm.step_id, call_id="t1")
+    )
     store.complete_step(sid, w.seq, output_data="wrote sk-SECRET123")
-    spawn = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {"task": "sub"},
-                                          llm.step_id, call_id="t2"))
-    sub_llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "anthropic:claude-x", {},
-                                            spawn.step_id, agent=spawn.display_id))
-    store.complete_step(sid, sub_llm.seq, output_data={
-        "text": "", "tool_calls": [{"id": "u1", "name": "read_file", "input": {}}]})
-    r = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "read_file", {}, sub_llm.step_id,
-                                      agent=spawn.display_id, call_id="u1"))
+    spawn = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {"task": "sub"}, llm.step_id, call_id="t2")
+    )
+    sub_llm = store.begin_step(
+        sid,
+        NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, spawn.step_id, agent=spawn.display_id),
+    )
+    store.complete_step(
+        sid,
+        sub_llm.seq,
+        output_data={"text": "", "tool_calls": [{"id": "u1", "name": "read_file", "input": {}}]},
+    )
+    r = store.begin_step(
+        sid,
+        NewStep(
+            StepType.TOOL_CALL,
+            "read_file",
+            {},
+            sub_llm.step_id,
+            agent=spawn.display_id,
+            call_id="u1",
+        ),
+    )
     store.fail_step(sid, r.seq, error_message="interrupted")
     store.complete_step(sid, spawn.seq, output_data="sub done")
     last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, user.step_id))
-    store.complete_step(sid, last.seq, output_data={"text": "all built", "stop_reason": "end_turn"},
-                        session_status=Status.SUCCESS)
+    store.complete_step(
+        sid,
+        last.seq,
+        output_data={"text": "all built", "stop_reason": "end_turn"},
+        session_status=Status.SUCCESS,
+    )
     return sid
 
 
@@ -95,8 +140,13 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
     assert chats[1].parent_id == sub.span_id
     # The approval is an event on the main agent's span; no content without the opt-in.
     assert [e.name for e in root.events] == ["xclaw.approval"]
-    assert not any(k.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arg",
-                                 "gen_ai.tool.call.res")) for s in spans for k in s.attributes)
+    assert not any(
+        k.startswith(
+            ("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arg", "gen_ai.tool.call.res")
+        )
+        for s in spans
+        for k in s.attributes
+    )
     # The same steps give the same ids (a turn exported twice is the same spans).
     again = turn_spans(sid, turn)
     assert [(s.trace_id, s.span_id) for s in again] == [(s.trace_id, s.span_id) for s in spans]
@@ -105,8 +155,9 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
 def test_content_only_on_opt_in_and_redacted(store: SQLiteStore) -> None:
     sid = _session(store)
     [turn] = split_turns(store.steps(sid))
-    spans = turn_spans(sid, turn, capture_content=True,
-                       redact=lambda t: t.replace("sk-SECRET123", "[REDACTED]"))
+    spans = turn_spans(
+        sid, turn, capture_content=True, redact=lambda t: t.replace("sk-SECRET123", "[REDACTED]")
+    )
     by_name = {s.name: s for s in spans}
     root = by_name["invoke_agent xclaw"].attributes
     assert "[REDACTED]" in root["gen_ai.input.messages"]
@@ -141,19 +192,53 @@ def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
     on = otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
     assert on.enabled and on.endpoint is None and on.protocol == "http/protobuf"
     assert not on.capture_content
-    yaml = otel_config({"otel": {"endpoint": "http://c:4318", "protocol": "grpc",
-                                 "service_name": "svc", "capture_message_content": True}}, {})
-    assert (yaml.enabled, yaml.endpoint, yaml.protocol, yaml.service_name, yaml.capture_content) == (
-        True, "http://c:4318", "grpc", "svc", True)
-    env_wins = otel_config({"otel": {"endpoint": "http://c:4318", "protocol": "grpc"}}, {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "OTEL_SERVICE_NAME": "mine"})
-    assert (env_wins.endpoint, env_wins.protocol, env_wins.capture_content, env_wins.service_name) == (
-        None, "http/protobuf", True, "mine")
-    assert not otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}).enabled
-    assert not otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}).enabled
+    yaml = otel_config(
+        {
+            "otel": {
+                "endpoint": "http://c:4318",
+                "protocol": "grpc",
+                "service_name": "svc",
+                "capture_message_content": True,
+            }
+        },
+        {},
+    )
+    assert (
+        yaml.enabled,
+        yaml.endpoint,
+        yaml.protocol,
+        yaml.service_name,
+        yaml.capture_content,
+    ) == (True, "http://c:4318", "grpc", "svc", True)
+    env_wins = otel_config(
+        {"otel": {"endpoint": "http://c:4318", "protocol": "grpc"}},
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+            "OTEL_SERVICE_NAME": "mine",
+        },
+    )
+    assert (
+        env_wins.endpoint,
+        env_wins.protocol,
+        env_wins.capture_content,
+        env_wins.service_name,
+    ) == (None, "http/protobuf", True, "mine")
+    assert not otel_config(
+        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}
+    ).enabled
+    assert not otel_config(
+        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}
+    ).enabled
     with pytest.raises(ConfigError, match="protocol"):
-        otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
+        otel_config(
+            {},
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon",
+            },
+        )
 
 
 def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:

@@ -126,7 +126,10 @@ def test_policy_table(
             "find . -name x -exec rm '{}' ';'",
             ASK("shell command runs 'find' with '-exec', which is not on its allowlist"),
         ),
-        ("find . -delete", ASK("shell command runs 'find' with '-delete', which is not on its allowlist")),
+        (
+            "find . -delete",
+            ASK("shell command runs 'find' with '-delete', which is not on its allowlist"),
+        ),
         (
             "sort -o out.txt in.txt",
             ASK("shell command runs 'sort' with -o (in '-o'), which is not on its allowlist"),
@@ -134,7 +137,9 @@ def test_policy_table(
         ("sort -u in.txt", CONFINED),
         (
             "uniq in.txt out.txt",
-            ASK("shell command runs 'uniq' with 2 operands (at most 1: another would be written to)"),
+            ASK(
+                "shell command runs 'uniq' with 2 operands (at most 1: another would be written to)"
+            ),
         ),
         ("   ", ASK("shell command is empty")),
     ],

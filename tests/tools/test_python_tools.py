@@ -91,10 +91,15 @@ def test_schema_comes_from_type_hints_and_pydantic_models(module_dir: Path) -> N
     assert fc["properties"]["unit"]["enum"] == ["C", "F"]
     assert tools["forecast"].description == "Weather forecast for a city."
     ticket = tools["open_ticket"].input_schema
-    assert ticket["required"] == ["title"] and ticket["properties"]["title"]["description"] == "One line"
+    assert (
+        ticket["required"] == ["title"]
+        and ticket["properties"]["title"]["description"] == "One line"
+    )
 
 
-async def test_sync_and_async_functions_run_and_bad_arguments_are_explained(module_dir: Path) -> None:
+async def test_sync_and_async_functions_run_and_bad_arguments_are_explained(
+    module_dir: Path,
+) -> None:
     tools = load(module_dir, "forecast", "notify", "make_ticket", "broken")
     ctx = ToolContext(workspace=module_dir, session_id="s")
     ok = await tools["forecast"].run({"city": "Oslo", "days": 2}, ctx)
@@ -127,7 +132,9 @@ def test_declared_traits_give_approval_and_resume(module_dir: Path) -> None:
 
 def test_bad_entries_are_refused_with_the_entry_named(module_dir: Path) -> None:
     mod = module_name(module_dir)
-    with pytest.raises(ConfigError, match=r"'no_such_module_xyz:f': cannot import 'no_such_module_xyz'"):
+    with pytest.raises(
+        ConfigError, match=r"'no_such_module_xyz:f': cannot import 'no_such_module_xyz'"
+    ):
         load_python_tools(["no_such_module_xyz:f"], cwd=module_dir)
     with pytest.raises(ConfigError, match=rf"'{mod}:nope': {mod} has no function 'nope'"):
         load_python_tools([f"{mod}:nope"], cwd=module_dir)
@@ -135,7 +142,9 @@ def test_bad_entries_are_refused_with_the_entry_named(module_dir: Path) -> None:
         load_python_tools(["just_a_name"], cwd=module_dir)
 
 
-async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_dir: Path, make) -> None:
+async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(
+    module_dir: Path, make
+) -> None:
     mod = module_name(module_dir)
     (module_dir / "xclaw.yaml").write_text(
         f"tools: ['{mod}:forecast', '{mod}:notify']\n"
@@ -146,10 +155,13 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_di
     assert "forecast" in box.tools and "notify" in box.tools
     h = make(
         [
-            {"text": "Both.", "tool_calls": [
-                {"name": "forecast", "input": {"city": "Oslo"}},
-                {"name": "notify", "input": {"channel": "ops", "text": "rain"}},
-            ]},
+            {
+                "text": "Both.",
+                "tool_calls": [
+                    {"name": "forecast", "input": {"city": "Oslo"}},
+                    {"name": "notify", "input": {"channel": "ops", "text": "rain"}},
+                ],
+            },
             {"text": "Done."},
         ],
         approval="ask",
@@ -161,7 +173,8 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_di
     steps = h.store.steps(sid)
     calls = [s for s in steps if s.step_type is StepType.TOOL_CALL]
     assert [(c.name, c.status) for c in calls] == [
-        ("forecast", StepStatus.COMPLETED), ("notify", StepStatus.COMPLETED),
+        ("forecast", StepStatus.COMPLETED),
+        ("notify", StepStatus.COMPLETED),
     ]
     marks = [s for s in steps if s.name == "outside_effects"]
     assert [m.input_data["tool"] for m in marks] == ["notify"]
@@ -169,9 +182,14 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(module_di
 
 def test_tool_policies_for_a_built_in_tool_are_refused(module_dir: Path) -> None:
     (module_dir / "xclaw.yaml").write_text("tool_policies:\n  shell: {approval: allow}\n")
-    with pytest.raises(ConfigError, match=r"tool_policies\.shell: shell is built in; its approval is set under `approval:`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tool_policies\.shell: shell is built in; its approval is set under `approval:`",
+    ):
         default_toolbox(load_settings(cwd=module_dir))
-    (module_dir / "xclaw.yaml").write_text(f"tools: ['{module_name(module_dir)}:forecast', '{module_name(module_dir)}:forecast']\n")
+    (module_dir / "xclaw.yaml").write_text(
+        f"tools: ['{module_name(module_dir)}:forecast', '{module_name(module_dir)}:forecast']\n"
+    )
     with pytest.raises(ConfigError, match=r"a tool named 'forecast' exists already"):
         default_toolbox(load_settings(cwd=module_dir))
 
@@ -183,13 +201,18 @@ def test_tool_policies_naming_no_tool_are_refused_not_ignored(module_dir: Path) 
     (module_dir / "xclaw.yaml").write_text(
         f"tools: ['{mod}:forecast']\ntool_policies:\n  forcast: {{approval: ask}}\n"
     )
-    with pytest.raises(ConfigError, match=r"tool_policies\.forcast: no tool of that name.*did you mean 'forecast'"):
+    with pytest.raises(
+        ConfigError, match=r"tool_policies\.forcast: no tool of that name.*did you mean 'forecast'"
+    ):
         default_toolbox(load_settings(cwd=module_dir))
     (module_dir / "xclaw.yaml").write_text(
         "mcp_servers:\n  git: {command: mcp-server-git}\n"
         "tool_policies:\n  mcp__gti__git_commit: {approval: ask}\n"
     )
-    with pytest.raises(ConfigError, match=r"tool_policies\.mcp__gti__git_commit: no MCP server 'gti'.*\(configured: git\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tool_policies\.mcp__gti__git_commit: no MCP server 'gti'.*\(configured: git\)",
+    ):
         default_toolbox(load_settings(cwd=module_dir))
     # A configured server's prefix passes here: its tool list is only known once it starts.
     (module_dir / "xclaw.yaml").write_text(
@@ -214,17 +237,22 @@ async def test_a_policy_for_a_tool_its_mcp_server_does_not_have_is_reported(tmp_
         warnings = box.policy_warnings()
     finally:
         await box.close()
-    assert warnings == [(
-        "tool_policies.mcp__time__get_curent_time: MCP server 'time' has no such tool "
-        "(did you mean 'mcp__time__get_current_time'?); this policy applies to nothing"
-    )]
+    assert warnings == [
+        (
+            "tool_policies.mcp__time__get_curent_time: MCP server 'time' has no such tool "
+            "(did you mean 'mcp__time__get_current_time'?); this policy applies to nothing"
+        )
+    ]
 
 
 def test_a_module_that_exits_at_import_is_a_config_error_not_a_silent_exit(tmp_path: Path) -> None:
     """A script-style module (argparse at top level) calls sys.exit when imported: xclaw
     must name it, not exit with the module's code and no word."""
     (tmp_path / "scriptish_tools_q.py").write_text("import sys\nsys.exit(3)\n")
-    with pytest.raises(ConfigError, match=r"'scriptish_tools_q:f': cannot import 'scriptish_tools_q': it called sys.exit\(3\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'scriptish_tools_q:f': cannot import 'scriptish_tools_q': it called sys.exit\(3\)",
+    ):
         load_python_tools(["scriptish_tools_q:f"], cwd=tmp_path)
 
 
@@ -242,7 +270,11 @@ async def test_a_huge_result_is_cut_head_and_tail_before_it_is_recorded(tmp_path
     [tool] = load_python_tools(["huge_tools_q:huge"], cwd=tmp_path)
     for result in (
         await tool.run({}, ToolContext(workspace=tmp_path, session_id="s")),
-        result_to_tool_result(CallToolResult(content=[TextContent(type="text", text="A" * 1000 + "x" * 3_000_000 + "Z" * 1000)])),
+        result_to_tool_result(
+            CallToolResult(
+                content=[TextContent(type="text", text="A" * 1000 + "x" * 3_000_000 + "Z" * 1000)]
+            )
+        ),
     ):
         assert len(result.content) < RESULT_CAP_CHARS + 200
         assert result.content.startswith("A" * 1000) and result.content.endswith("Z" * 1000)

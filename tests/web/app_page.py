@@ -70,7 +70,11 @@ class App:
         return self.page.locator(f'#trace .trace-node[data-step="{step_id}"]')
 
     def step_ids(self) -> list[str]:
-        return list(self.page.locator("#trace .trace-node").evaluate_all("els => els.map(e => e.dataset.step)"))
+        return list(
+            self.page.locator("#trace .trace-node").evaluate_all(
+                "els => els.map(e => e.dataset.step)"
+            )
+        )
 
     def frames_of(self, kind: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("type") == kind]
@@ -84,7 +88,9 @@ class App:
     def send_and_wait(self, text: str, answer: str, timeout: float = 15_000) -> None:
         before = self.page.locator("#messages .msg.assistant.final").count()
         self.send(text)
-        expect(self.page.locator("#messages .msg.assistant.final")).to_have_count(before + 1, timeout=timeout)
+        expect(self.page.locator("#messages .msg.assistant.final")).to_have_count(
+            before + 1, timeout=timeout
+        )
         expect(self.page.locator("#messages .msg.assistant.final").last).to_contain_text(answer)
         self.wait_idle()
 

@@ -115,7 +115,9 @@ def new_page(browser: Any, page_errors: PageErrors) -> Iterator[Callable[..., An
     yield make
     for ctx in contexts:
         ctx.close()
-    assert not page_errors.errors, "JavaScript errors on the page:\n" + "\n".join(page_errors.errors)
+    assert not page_errors.errors, "JavaScript errors on the page:\n" + "\n".join(
+        page_errors.errors
+    )
 
 
 @pytest.fixture
@@ -124,8 +126,13 @@ def serve(tmp_path: Path, page_errors: PageErrors) -> Iterator[Callable[..., Ser
     scripted model (`subagent`: the turns every sub-agent plays)."""
     servers: list[Server] = []
 
-    def make(turns: list[dict[str, Any]], *, approval: str = "ask", name: str = "srv",
-             subagent: list[dict[str, Any]] | None = None) -> Server:
+    def make(
+        turns: list[dict[str, Any]],
+        *,
+        approval: str = "ask",
+        name: str = "srv",
+        subagent: list[dict[str, Any]] | None = None,
+    ) -> Server:
         root = tmp_path / name
         root.mkdir()
         script = write_script(root / "script.json", turns)

@@ -21,7 +21,9 @@ def test_every_module_import_resolves_to_a_shipped_file() -> None:
     assert {p.name for p in modules} >= {"app.js", "api.js", "socket.js", "chat.js", "trace.js"}
     for module in modules:
         for target in IMPORT_RE.findall(module.read_text()):
-            assert target.startswith("./"), f"{module.name} imports {target!r}: only relative local modules"
+            assert target.startswith("./"), (
+                f"{module.name} imports {target!r}: only relative local modules"
+            )
             assert (STATIC / target[2:]).is_file(), f"{module.name} imports missing {target}"
 
 
@@ -35,7 +37,9 @@ def test_the_page_loads_nothing_from_the_internet() -> None:
         text = path.read_text()
         for url in URL_RE.findall(text):
             # 127.0.0.1 appears only in the access page's example of the start-up banner.
-            assert url in ALLOWED_URLS or url.startswith("http://127.0.0.1"), f"{path.name} refers to {url}"
+            assert url in ALLOWED_URLS or url.startswith("http://127.0.0.1"), (
+                f"{path.name} refers to {url}"
+            )
     html = (STATIC / "index.html").read_text()
     for ref in re.findall(r"""(?:src|href)="(/static/[^"]+)\"""", html):
         assert (STATIC / ref.removeprefix("/static/")).is_file(), ref
@@ -44,7 +48,9 @@ def test_the_page_loads_nothing_from_the_internet() -> None:
 def test_server_text_is_never_inserted_as_html() -> None:
     for path in STATIC.glob("*.js"):
         text = path.read_text()
-        assert "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text, path.name
+        assert (
+            "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text
+        ), path.name
 
 
 @pytest.mark.slow

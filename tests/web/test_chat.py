@@ -14,10 +14,17 @@ FINAL = "The shell greeted us. Everything in the workspace is in order, and the 
 
 
 def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve, new_page, shot):
-    server = serve([
-        {"text": "Let me check the workspace.", "tool_calls": [{"name": "shell", "input": {"command": "echo hello from the shell"}}]},
-        {"text": FINAL, "sleep": 1.0},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Let me check the workspace.",
+                "tool_calls": [
+                    {"name": "shell", "input": {"command": "echo hello from the shell"}}
+                ],
+            },
+            {"text": FINAL, "sleep": 1.0},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
 
@@ -66,9 +73,13 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
     expect(app.step("s0003").locator(":scope > .trace-row")).to_contain_text("shell")
     app.open_step("s0003")
-    expect(app.step("s0003").locator(".trace-detail")).to_contain_text('"command": "echo hello from the shell"')
+    expect(app.step("s0003").locator(".trace-detail")).to_contain_text(
+        '"command": "echo hello from the shell"'
+    )
     # The session got its first task as title, in the sidebar and the header.
-    expect(page.locator(".session-item.active .session-title")).to_contain_text("Say hello from the shell")
+    expect(page.locator(".session-item.active .session-title")).to_contain_text(
+        "Say hello from the shell"
+    )
     shot(page, "03-reply-and-trace")
 
     sid = app.session_id()
@@ -78,7 +89,9 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     expect(page.locator("#messages .msg.user.restored")).to_have_text("Say hello\nfrom the shell")
     expect(page.locator("#messages .msg.assistant.restored").last).to_contain_text(FINAL)
     expect(page.locator("#messages .tool-line.restored")).to_contain_text("xclaw uses [shell]")
-    expect(page.locator("#messages .tool-line.restored .tool-output")).to_contain_text("hello from the shell")
+    expect(page.locator("#messages .tool-line.restored .tool-output")).to_contain_text(
+        "hello from the shell"
+    )
     expect(app.status).to_have_text("Success")
     expect(page.locator("#trace .trace-node")).to_have_count(4)
     # The seed's wire format still arrives: `content` is the JSON string of the history.
@@ -88,12 +101,20 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
 
 
 def test_approve_and_deny(serve, new_page, shot):
-    server = serve([
-        {"text": "I will create the file.", "tool_calls": [{"name": "shell", "input": {"command": "touch approved.txt"}}]},
-        {"text": "Created approved.txt."},
-        {"text": "Creating the second file.", "tool_calls": [{"name": "shell", "input": {"command": "touch denied.txt"}}]},
-        {"text": "Understood: I did not create denied.txt."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "I will create the file.",
+                "tool_calls": [{"name": "shell", "input": {"command": "touch approved.txt"}}],
+            },
+            {"text": "Created approved.txt."},
+            {
+                "text": "Creating the second file.",
+                "tool_calls": [{"name": "shell", "input": {"command": "touch denied.txt"}}],
+            },
+            {"text": "Understood: I did not create denied.txt."},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
 
@@ -106,7 +127,9 @@ def test_approve_and_deny(serve, new_page, shot):
     expect(page.locator("#composer .send")).to_be_disabled()
     shot(page, "05-approval-dialog")
     dialog.get_by_role("button", name="Approve").click()
-    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Created approved.txt.")
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text(
+        "Created approved.txt."
+    )
     app.wait_idle()
     assert (server.workspace(app.session_id()) / "approved.txt").exists()
 
@@ -115,7 +138,9 @@ def test_approve_and_deny(serve, new_page, shot):
     page.keyboard.press("n")  # the terminal client's y/n works here too
     expect(app.dialog()).to_have_count(0)
     expect(page.locator("#input")).to_have_value("")  # the "n" did not leak into the message box
-    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Understood: I did not create denied.txt.")
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text(
+        "Understood: I did not create denied.txt."
+    )
     denied = app.tool_lines().last
     expect(denied).to_have_attribute("data-state", "failed")
     expect(denied).to_contain_text("Not run")
@@ -153,10 +178,15 @@ def test_missing_and_wrong_token_show_the_access_page(serve, new_page, shot):
 
 
 def test_stop_cancels_the_run_and_unlocks_input(serve, new_page, shot):
-    server = serve([
-        {"text": "Taking a nap.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}]},
-        {"text": "This answer is never reached."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Taking a nap.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 60"}}],
+            },
+            {"text": "This answer is never reached."},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send("sleep a bit")
@@ -170,7 +200,9 @@ def test_stop_cancels_the_run_and_unlocks_input(serve, new_page, shot):
     expect(app.tool_lines().first).to_have_attribute("data-state", "failed")
     expect(app.tool_lines().first).to_contain_text("cancelled by the user")
     expect(app.status).to_have_text("Waiting for your instruction")
-    expect(page.locator(".session-item.active .session-meta")).to_contain_text("Waiting for your instruction")
+    expect(page.locator(".session-item.active .session-meta")).to_contain_text(
+        "Waiting for your instruction"
+    )
     shot(page, "cancelled-waiting")
     expect(app.messages).not_to_contain_text("This answer is never reached.")
 
@@ -256,7 +288,13 @@ def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
 def test_a_code_block_s_lines_start_in_one_column(serve, new_page, shot):
     """The first line of a fenced code block starts where the others do (the inline-code
     padding must not shift it)."""
-    server = serve([{"text": "Code:\n\n```python\nprint('hi, a longer first line')\nfor i in range(3):\n    print(i)\n```\n\nand `inline`."}])
+    server = serve(
+        [
+            {
+                "text": "Code:\n\n```python\nprint('hi, a longer first line')\nfor i in range(3):\n    print(i)\n```\n\nand `inline`."
+            }
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("code please", "and")
@@ -274,6 +312,8 @@ def test_a_code_block_s_lines_start_in_one_column(serve, new_page, shot):
                   const b = r.getClientRects()[0]; return {right: b.right, top: b.top, bottom: b.bottom}; }"""
     )
     button = page.locator("#messages .msg.assistant.final .copy-code").bounding_box()
-    overlaps_rows = button["y"] < text_box["bottom"] and button["y"] + button["height"] > text_box["top"]
+    overlaps_rows = (
+        button["y"] < text_box["bottom"] and button["y"] + button["height"] > text_box["top"]
+    )
     assert not overlaps_rows or button["x"] >= text_box["right"], (button, text_box)
     shot(page, "issue14-code-block")

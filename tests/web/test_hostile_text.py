@@ -43,7 +43,9 @@ def test_reply_and_tool_output_with_escapes_and_markup_stay_text(serve, new_page
     expect(app.answers().last).to_contain_text("<img src=x onerror=")
     expect(app.answers().last).to_contain_text("<script>window.__pwned=2</script>")
     assert page.evaluate("window.__pwned") is None
-    assert page.locator("#messages img, #messages script, #messages a[href^=javascript]").count() == 0
+    assert (
+        page.locator("#messages img, #messages script, #messages a[href^=javascript]").count() == 0
+    )
     text = page.locator("#messages").inner_text()
     assert "\x1b[41mRED" in text or "RED" in text  # shown, never acted on
     assert page.title() != "title"

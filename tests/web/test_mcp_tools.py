@@ -18,13 +18,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_rollback_dialog_lists_outside_effects_and_tools_command(tmp_path: Path, new_page, shot):
     root = tmp_path / "srv"
     root.mkdir()
-    script = write_script(root / "script.json", [
-        {"text": "Toggling.", "tool_calls": [
-            {"name": "mcp__ev__toggle-simulated-logging", "input": {}},
-            {"name": "mcp__ev__echo", "input": {"message": "hello"}},
-        ]},
-        {"text": "Toggled logging."},
-    ])
+    script = write_script(
+        root / "script.json",
+        [
+            {
+                "text": "Toggling.",
+                "tool_calls": [
+                    {"name": "mcp__ev__toggle-simulated-logging", "input": {}},
+                    {"name": "mcp__ev__echo", "input": {"message": "hello"}},
+                ],
+            },
+            {"text": "Toggled logging."},
+        ],
+    )
     server = McpServe(root=root, script=script, approval="yolo").start()
     try:
         app = App(new_page(), server).open()
@@ -35,7 +41,9 @@ def test_rollback_dialog_lists_outside_effects_and_tools_command(tmp_path: Path,
         node.get_by_role("button", name="Roll back to before").click()
         dialog = app.dialog()
         outside = dialog.locator(".outside-effects")
-        expect(outside).to_contain_text("1 step had effects outside the workspace; it is not undone")
+        expect(outside).to_contain_text(
+            "1 step had effects outside the workspace; it is not undone"
+        )
         expect(outside).to_contain_text("mcp__ev__toggle-simulated-logging")
         expect(outside).not_to_contain_text("mcp__ev__echo")  # read-only: nothing to undo
         shot(page, "mcp-rollback-outside-effects")

@@ -17,12 +17,21 @@ COMMAND = "sleep 2; touch done.txt"
 
 
 def test_kill_and_restart_server_while_the_page_is_open(serve, new_page, shot):
-    server = serve([
-        {"text": "Starting the long step.", "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
-        # After the restart the model re-issues the same call (resume note, dangling steps).
-        {"text": "The step was interrupted; running it again.", "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
-        {"text": "Resumed and finished."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Starting the long step.",
+                "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}],
+            },
+            # After the restart the model re-issues the same call (resume note, dangling steps).
+            {
+                "text": "The step was interrupted; running it again.",
+                "tool_calls": [{"name": "shell", "input": {"command": COMMAND}}],
+            },
+            {"text": "Resumed and finished."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     sid = app.session_id()
@@ -54,7 +63,9 @@ def test_kill_and_restart_server_while_the_page_is_open(serve, new_page, shot):
     shot(page, "15-resumed-approval-may-have-run")
     dialog.get_by_role("button", name="Approve").click()
 
-    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Resumed and finished.", timeout=15_000)
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text(
+        "Resumed and finished.", timeout=15_000
+    )
     app.wait_idle()
     expect(app.status).to_have_text("Success")
     # The interrupted call is kept in the trace, marked interrupted (nothing recorded is lost).
@@ -68,10 +79,16 @@ def test_refresh_while_a_command_runs_shows_it_running_not_interrupted(serve, ne
     """A refresh is not a crash: the command still running on the server is shown running in
     the restored conversation (not as an "[interrupted]" error), and its result lands on the
     same line when it finishes."""
-    server = serve([
-        {"text": "Starting the long step.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 4; echo finished"}}]},
-        {"text": "All done."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Starting the long step.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 4; echo finished"}}],
+            },
+            {"text": "All done."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     app.send("run the long step")
     expect(app.tool_lines().first).to_have_attribute("data-state", "running")
@@ -89,14 +106,23 @@ def test_refresh_while_a_command_runs_shows_it_running_not_interrupted(serve, ne
     expect(lines.first).to_contain_text("finished")
 
 
-def test_refresh_while_an_approval_waits_shows_the_call_pending_then_its_result(serve, new_page, shot):
+def test_refresh_while_an_approval_waits_shows_the_call_pending_then_its_result(
+    serve, new_page, shot
+):
     """Opening (or refreshing) a session that waits for an approval: the call asked about is
     pending in the conversation, not a red "[not run]" error; approved, its result lands on
     that same line."""
-    server = serve([
-        {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt; echo removed"}}]},
-        {"text": "Deleted."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Deleting.",
+                "tool_calls": [
+                    {"name": "shell", "input": {"command": "rm -f notes.txt; echo removed"}}
+                ],
+            },
+            {"text": "Deleted."},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send("delete the notes")

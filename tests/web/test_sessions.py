@@ -45,7 +45,9 @@ def test_new_switch_rename_delete(serve, new_page, shot):
     dialog.get_by_role("textbox").fill("Alpha, renamed")
     dialog.get_by_role("textbox").press("Enter")
     expect(page.locator("#session-title")).to_have_text("Alpha, renamed")
-    expect(page.locator(f'.session-item[data-session="{alpha}"] .session-title')).to_have_text("Alpha, renamed")
+    expect(page.locator(f'.session-item[data-session="{alpha}"] .session-title')).to_have_text(
+        "Alpha, renamed"
+    )
     expect(items.first).to_have_attribute("data-session", alpha)  # just changed: at the top
     shot(page, "17-sessions-sidebar")
 
@@ -63,16 +65,28 @@ def test_new_switch_rename_delete(serve, new_page, shot):
 
 
 def test_slash_commands_and_dark_theme(serve, new_page, shot):
-    server = serve([
-        {"text": "Counting.", "tool_calls": [{"name": "shell", "input": {"command": "seq 1 60"}}]},
-        {"text": "Here is a long answer:\n\n```\nline one\nline two\n```\nand `inline code` too."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Counting.",
+                "tool_calls": [{"name": "shell", "input": {"command": "seq 1 60"}}],
+            },
+            {
+                "text": "Here is a long answer:\n\n```\nline one\nline two\n```\nand `inline code` too."
+            },
+        ],
+        approval="yolo",
+    )
     app = App(new_page(color_scheme="dark"), server).open()
     page = app.page
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    assert background == "rgb(17, 18, 23)", background  # the dark palette, from prefers-color-scheme
+    assert background == "rgb(17, 18, 23)", (
+        background
+    )  # the dark palette, from prefers-color-scheme
     app.send_and_wait("count to sixty", "and inline code too.")
-    expect(page.locator("#messages .msg.assistant.final pre.answer-code")).to_have_text("line one\nline two")
+    expect(page.locator("#messages .msg.assistant.final pre.answer-code")).to_have_text(
+        "line one\nline two"
+    )
     # A long tool output is folded; "show all" unfolds it.
     output = app.tool_lines().first.locator(".tool-output")
     output.locator("summary").click()
@@ -104,7 +118,9 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
     shot(page, "18-dark-theme")
 
 
-def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(serve, new_page, shot):
+def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
+    serve, new_page, shot
+):
     """Issue 14 in the page: opening it (in two browsers) writes nothing; /title renames;
     /switch takes a unique prefix of an existing session only; after a rollback the session
     waits for an instruction instead of showing Running."""
@@ -115,7 +131,9 @@ def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
     App(new_page(), server).open()
 
     def listed() -> list[dict]:
-        r = httpx.get(f"{server.http}/api/sessions", headers={"Authorization": f"Bearer {server.token}"})
+        r = httpx.get(
+            f"{server.http}/api/sessions", headers={"Authorization": f"Bearer {server.token}"}
+        )
         return r.json()["sessions"]
 
     assert listed() == []
@@ -146,7 +164,9 @@ def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
     first.send("/rollback s0001")
     expect(first.messages.locator(".notice").last).to_contain_text("[rollback]")
     expect(first.status).to_have_text("Waiting for your instruction")
-    expect(page.locator(".session-item.active .session-meta")).to_contain_text("Waiting for your instruction")
+    expect(page.locator(".session-item.active .session-meta")).to_contain_text(
+        "Waiting for your instruction"
+    )
     expect(page.locator(".session-item")).to_have_count(2)
     shot(page, "issue14-rolled-back-waiting")
     assert len(listed()) == 2

@@ -14,10 +14,17 @@ THOUGHT = "The user wants a greeting. A shell echo proves the workspace works; t
 
 
 def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
-    server = serve([
-        {"thinking": THOUGHT, "text": "Let me check.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
-        {"text": "All good."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "thinking": THOUGHT,
+                "text": "Let me check.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+            },
+            {"text": "All good."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("say hi", "All good.")
@@ -45,11 +52,17 @@ def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
 def test_compact_from_the_page(serve, new_page, shot):
     """/compact typed in the page: the summary is announced, the composer is free again, and
     the next turn goes on (the scripted model summarises deterministically)."""
-    server = serve([
-        {"text": "Looking.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
-        {"text": "Done looking."},
-        {"text": "Continuing after the summary."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Looking.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+            },
+            {"text": "Done looking."},
+            {"text": "Continuing after the summary."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("look around", "Done looking.")
@@ -61,14 +74,22 @@ def test_compact_from_the_page(serve, new_page, shot):
     app.send_and_wait("go on", "Continuing after the summary.")
 
 
-def test_a_compacted_conversation_shows_its_summary_folded_not_as_a_user_message(serve, new_page, shot):
+def test_a_compacted_conversation_shows_its_summary_folded_not_as_a_user_message(
+    serve, new_page, shot
+):
     """After /compact the restored conversation starts from the summary: shown folded as the
     summary it is, not as a message the user typed."""
-    server = serve([
-        {"text": "Looking.", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
-        {"text": "Done looking."},
-        {"text": "Continuing after the summary."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Looking.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+            },
+            {"text": "Done looking."},
+            {"text": "Continuing after the summary."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("look around", "Done looking.")

@@ -12,11 +12,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
-    server = serve([
-        {"text": "First answer."},
-        {"text": "Writing a file.", "tool_calls": [{"name": "write_file", "input": {"path": "notes.txt", "content": "two"}}]},
-        {"text": "File written."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {"text": "First answer."},
+            {
+                "text": "Writing a file.",
+                "tool_calls": [
+                    {"name": "write_file", "input": {"path": "notes.txt", "content": "two"}}
+                ],
+            },
+            {"text": "File written."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("first task", "First answer.")
@@ -48,16 +56,26 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
     app.send_and_wait("a new direction", "File written.")
     expect(app.messages).not_to_contain_text("second task")
     expect(page.locator('#trace .trace-node[data-type="user_input"]')).to_have_count(2)
-    expect(page.locator('#trace .trace-node[data-type="user_input"]').last).to_contain_text("a new direction")
+    expect(page.locator('#trace .trace-node[data-type="user_input"]').last).to_contain_text(
+        "a new direction"
+    )
 
 
 def test_fork_switch_continue_and_compare(serve, new_page, shot):
-    server = serve([
-        {"text": "Making a plan.", "tool_calls": [{"name": "shell", "input": {"command": "echo plan ready"}}]},
-        {"text": "The plan is ready."},
-        {"text": "Checking the clock.", "tool_calls": [{"name": "shell", "input": {"command": "date +%s%N"}}]},
-        {"text": "Finished this branch."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Making a plan.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo plan ready"}}],
+            },
+            {"text": "The plan is ready."},
+            {
+                "text": "Checking the clock.",
+                "tool_calls": [{"name": "shell", "input": {"command": "date +%s%N"}}],
+            },
+            {"text": "Finished this branch."},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("make a plan", "The plan is ready.")
@@ -106,13 +124,21 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(rows).to_have_count(4)  # s0005..s0008 on both sides
     # The user inputs and the clock readings differ; the rest is the same. (Issue 14: rows
     # are aligned by content and marked same / changed / only-left / only-right.)
-    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class("compare-grid compare-row changed")
+    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class(
+        "compare-grid compare-row changed"
+    )
     expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path A")
     expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path B")
-    expect(view.locator('.compare-row[data-seq="7"]')).to_have_class("compare-grid compare-row changed")
+    expect(view.locator('.compare-row[data-seq="7"]')).to_have_class(
+        "compare-grid compare-row changed"
+    )
     expect(view.locator('.compare-row[data-seq="7"] .cell-output.field-differs')).to_have_count(2)
-    expect(view.locator('.compare-row[data-seq="6"]')).to_have_class("compare-grid compare-row same")
-    expect(view.locator(".compare-legend")).to_contain_text("2 same, 2 changed, 0 only left, 0 only right")
+    expect(view.locator('.compare-row[data-seq="6"]')).to_have_class(
+        "compare-grid compare-row same"
+    )
+    expect(view.locator(".compare-legend")).to_contain_text(
+        "2 same, 2 changed, 0 only left, 0 only right"
+    )
     expect(view.locator(".compare-answer").first).to_contain_text("Finished this branch.")
     shot(page, "13-compare", full_page=False)
 
@@ -134,28 +160,62 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
 
     import httpx
 
-    server = serve([
-        {"text": "Starting.", "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}]},
-        {"text": "Base done."},
-    ], approval="yolo")
-    # The scripted model's branches: what it does depends on the instruction (path A / B).
-    server.script.write_text(json.dumps({
-        "turns": [
-            {"text": "Starting.", "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}]},
+    server = serve(
+        [
+            {
+                "text": "Starting.",
+                "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}],
+            },
             {"text": "Base done."},
         ],
-        "branches": [
-            {"when": "path a", "turns": [
-                {"text": "A.", "tool_calls": [{"name": "shell", "input": {"command": "echo shared step"}}]},
-                {"text": "Result:\nline one\nline two A"},
-            ]},
-            {"when": "path b", "turns": [
-                {"text": "B first.", "tool_calls": [{"name": "shell", "input": {"command": "echo extra"}}]},
-                {"text": "B.", "tool_calls": [{"name": "shell", "input": {"command": "echo shared step"}}]},
-                {"text": "Result:\nline one\nline two B"},
-            ]},
-        ],
-    }))
+        approval="yolo",
+    )
+    # The scripted model's branches: what it does depends on the instruction (path A / B).
+    server.script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "Starting.",
+                        "tool_calls": [{"name": "shell", "input": {"command": "echo base"}}],
+                    },
+                    {"text": "Base done."},
+                ],
+                "branches": [
+                    {
+                        "when": "path a",
+                        "turns": [
+                            {
+                                "text": "A.",
+                                "tool_calls": [
+                                    {"name": "shell", "input": {"command": "echo shared step"}}
+                                ],
+                            },
+                            {"text": "Result:\nline one\nline two A"},
+                        ],
+                    },
+                    {
+                        "when": "path b",
+                        "turns": [
+                            {
+                                "text": "B first.",
+                                "tool_calls": [
+                                    {"name": "shell", "input": {"command": "echo extra"}}
+                                ],
+                            },
+                            {
+                                "text": "B.",
+                                "tool_calls": [
+                                    {"name": "shell", "input": {"command": "echo shared step"}}
+                                ],
+                            },
+                            {"text": "Result:\nline one\nline two B"},
+                        ],
+                    },
+                ],
+            }
+        )
+    )
     server.kill()
     server.start()
     app = App(new_page(), server).open()
@@ -164,7 +224,11 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
     parent = app.session_id()
     app.send_and_wait("take path a", "line two A")
     auth = {"Authorization": f"Bearer {server.token}"}
-    r = httpx.post(f"{server.http}/api/sessions/{parent}/fork", json={"stepId": "s0004", "title": "B"}, headers=auth)
+    r = httpx.post(
+        f"{server.http}/api/sessions/{parent}/fork",
+        json={"stepId": "s0004", "title": "B"},
+        headers=auth,
+    )
     fork = r.json()["session"]["sessionId"]
     page.evaluate(f"localStorage.setItem('xclaw_session_id', '{fork}')")
     app.reload()
@@ -187,16 +251,26 @@ def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
     import signal
 
     server = serve([{"text": "Base done."}], approval="yolo")
-    server.script.write_text(json.dumps({
-        "turns": [{"text": "Base done."}],
-        "branches": [
-            {"when": "path a", "turns": [{"text": "A done."}]},
-            {"when": "path b", "turns": [
-                {"text": "B.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}]},
-                {"text": "B done."},
-            ]},
-        ],
-    }))
+    server.script.write_text(
+        json.dumps(
+            {
+                "turns": [{"text": "Base done."}],
+                "branches": [
+                    {"when": "path a", "turns": [{"text": "A done."}]},
+                    {
+                        "when": "path b",
+                        "turns": [
+                            {
+                                "text": "B.",
+                                "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}],
+                            },
+                            {"text": "B done."},
+                        ],
+                    },
+                ],
+            }
+        )
+    )
     server.kill()
     server.start()
     app = App(new_page(), server).open()
@@ -207,7 +281,11 @@ def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
     import httpx
 
     auth = {"Authorization": f"Bearer {server.token}"}
-    r = httpx.post(f"{server.http}/api/sessions/{parent}/fork", json={"stepId": "s0003", "title": "B"}, headers=auth)
+    r = httpx.post(
+        f"{server.http}/api/sessions/{parent}/fork",
+        json={"stepId": "s0003", "title": "B"},
+        headers=auth,
+    )
     fork = r.json()["session"]["sessionId"]
     page.evaluate(f"localStorage.setItem('xclaw_session_id', '{fork}')")
     app.reload()

@@ -12,16 +12,26 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_live_tree_with_sub_agents(serve, new_page, shot):
-    server = serve([
-        {"text": "Asking two helpers.", "tool_calls": [
-            {"name": "spawn_agent", "input": {"task": "check the disk"}},
-            {"name": "spawn_agent", "input": {"task": "check the clock"}},
-        ]},
-        {"text": "Both helpers reported."},
-    ], approval="yolo", subagent=[
-        {"text": "Working.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 1"}}]},
-        {"text": "Helper done."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Asking two helpers.",
+                "tool_calls": [
+                    {"name": "spawn_agent", "input": {"task": "check the disk"}},
+                    {"name": "spawn_agent", "input": {"task": "check the clock"}},
+                ],
+            },
+            {"text": "Both helpers reported."},
+        ],
+        approval="yolo",
+        subagent=[
+            {
+                "text": "Working.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 1"}}],
+            },
+            {"text": "Helper done."},
+        ],
+    )
     app = App(new_page(), server).open()
     page = app.page
 
@@ -32,18 +42,26 @@ def test_live_tree_with_sub_agents(serve, new_page, shot):
     expect(app.step("s0001")).to_contain_text("use two helpers")
     shot(page, "19-trace-live")
 
-    expect(page.locator("#messages .msg.assistant.final")).to_have_text("Both helpers reported.", timeout=15_000)
+    expect(page.locator("#messages .msg.assistant.final")).to_have_text(
+        "Both helpers reported.", timeout=15_000
+    )
     app.wait_idle()
     expect(running).to_have_count(0)
-    spawns = page.locator('#trace .trace-node[data-type="tool_call"]:has(> .trace-row .step-name:text-is("spawn_agent"))')
+    spawns = page.locator(
+        '#trace .trace-node[data-type="tool_call"]:has(> .trace-row .step-name:text-is("spawn_agent"))'
+    )
     expect(spawns).to_have_count(2)
     for i in range(2):
         spawn = spawns.nth(i)
         # Each sub-agent's task, LLM calls and shell call hang under its spawn_agent step.
-        expect(spawn.locator(':scope > .trace-children > .trace-node[data-type="user_input"]')).to_have_count(1)
+        expect(
+            spawn.locator(':scope > .trace-children > .trace-node[data-type="user_input"]')
+        ).to_have_count(1)
         expect(spawn.locator('.trace-node[data-type="llm_call"]')).to_have_count(2)
         expect(spawn.locator('.trace-node[data-type="tool_call"]')).to_contain_text("sleep 1")
-        expect(spawn.locator('.trace-node[data-type="tool_call"]')).to_have_attribute("data-status", "completed")
+        expect(spawn.locator('.trace-node[data-type="tool_call"]')).to_have_attribute(
+            "data-status", "completed"
+        )
     # Sub-agent tool lines are labelled in the conversation.
     expect(page.locator("#messages .tool-line .tool-agent").first).to_contain_text("sub-agent")
     shot(page, "20-trace-sub-agents")
@@ -53,10 +71,16 @@ def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, sho
     """Issue 14: the trace column is resizable (summaries no longer cut at ~25 characters),
     toasts stay off it, and a restored conversation is not greyed out."""
     long_command = "echo " + "a-fairly-long-argument " * 4
-    server = serve([
-        {"text": "Running it.", "tool_calls": [{"name": "shell", "input": {"command": long_command}}]},
-        {"text": "Done."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Running it.",
+                "tool_calls": [{"name": "shell", "input": {"command": long_command}}],
+            },
+            {"text": "Done."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send_and_wait("run the long command", "Done.")
@@ -75,7 +99,9 @@ def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, sho
     app.reload()
     assert abs(page.locator("#trace-panel").bounding_box()["width"] - after) <= 2  # kept
     # Restored messages are shown at full strength.
-    opacity = page.locator("#messages .msg.assistant.restored").last.evaluate("e => getComputedStyle(e).opacity")
+    opacity = page.locator("#messages .msg.assistant.restored").last.evaluate(
+        "e => getComputedStyle(e).opacity"
+    )
     assert opacity == "1"
     # A toast appears over the conversation, not over the trace panel.
     page.evaluate("import('/static/dialogs.js').then(m => m.toast('hello from a toast'))")
@@ -89,10 +115,16 @@ def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, sho
 def test_a_trace_dragged_wide_leaves_the_composer_usable(serve, new_page, shot):
     """Dragging the trace as wide as it goes still leaves a chat column whose composer shows
     its placeholder on one line, with room for Stop and Send while a run is in flight."""
-    server = serve([
-        {"text": "Working.", "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}]},
-        {"text": "Done."},
-    ], approval="yolo")
+    server = serve(
+        [
+            {
+                "text": "Working.",
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}],
+            },
+            {"text": "Done."},
+        ],
+        approval="yolo",
+    )
     app = App(new_page(), server).open()
     page = app.page
     handle = page.locator("#trace-resizer").bounding_box()
@@ -120,17 +152,24 @@ def test_a_trace_dragged_wide_leaves_the_composer_usable(serve, new_page, shot):
     app.wait_idle()
 
 
-def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_cancelled(serve, new_page, shot):
+def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_cancelled(
+    serve, new_page, shot
+):
     """Another client stops the run while the page asks for an approval: the question goes
     away, the session waits, and the trace says the approval was cancelled, not denied."""
     import json
 
     from websockets.sync.client import connect
 
-    server = serve([
-        {"text": "Deleting.", "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}]},
-        {"text": "Done."},
-    ])
+    server = serve(
+        [
+            {
+                "text": "Deleting.",
+                "tool_calls": [{"name": "shell", "input": {"command": "rm -f notes.txt"}}],
+            },
+            {"text": "Done."},
+        ]
+    )
     app = App(new_page(), server).open()
     page = app.page
     app.send("delete the notes")

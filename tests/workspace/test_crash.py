@@ -120,7 +120,9 @@ POINTS = [
 
 
 def test_every_crash_point_is_exercised() -> None:
-    assert [*POINTS, "snapshot.stored"] == sorted(crash_points.POINTS, key=[*POINTS, "snapshot.stored"].index)
+    assert [*POINTS, "snapshot.stored"] == sorted(
+        crash_points.POINTS, key=[*POINTS, "snapshot.stored"].index
+    )
     assert set(crash_points.POINTS) == {*POINTS, "snapshot.stored"}
 
 

@@ -226,7 +226,9 @@ def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, work
     assert len(store.pending_restores(d.sid)) == 1
 
 
-def test_the_new_files_reach_the_disk_before_the_journal_row_goes(store, workspaces, monkeypatch) -> None:
+def test_the_new_files_reach_the_disk_before_the_journal_row_goes(
+    store, workspaces, monkeypatch
+) -> None:
     """Power loss after a rollback must not leave a half-written workspace with no restore
     pending: the file system is flushed (syncfs) before finish_restore commits."""
     from xclaw.workspace import restore

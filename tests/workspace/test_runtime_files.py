@@ -171,11 +171,17 @@ async def test_rolling_back_a_parallel_sub_agent_step_keeps_its_sibling_whole(ma
     """Two sub-agents write a file in two halves at the same time. The later of their steps
     started only once the earlier one had finished, so rolling back to it restores the
     earlier one's file whole — never the half a snapshot taken mid-command would hold."""
+
     def spawn(task):
         return {"name": "spawn_agent", "input": {"task": task}}
+
     h = make(
         [{"text": "", "tool_calls": [spawn("one"), spawn("two")]}, {"text": "both wrote"}],
-        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh(SLOW_WRITER)]}, {"text": "wrote"}]}},
+        script_extra={
+            "subagent": {
+                "turns": [{"text": "", "tool_calls": [sh(SLOW_WRITER)]}, {"text": "wrote"}]
+            }
+        },
     )
     sid = await h.ask("write in parallel")
     ws = h.root / sid
@@ -191,9 +197,14 @@ async def test_rolling_back_a_parallel_sub_agent_step_keeps_its_sibling_whole(ma
 async def test_parallel_side_effects_can_be_allowed_to_overlap(make) -> None:
     def spawn(task):
         return {"name": "spawn_agent", "input": {"task": task}}
+
     h = make(
         [{"text": "", "tool_calls": [spawn("one"), spawn("two")]}, {"text": "both wrote"}],
-        script_extra={"subagent": {"turns": [{"text": "", "tool_calls": [sh("sleep 1.5")]}, {"text": "slept"}]}},
+        script_extra={
+            "subagent": {
+                "turns": [{"text": "", "tool_calls": [sh("sleep 1.5")]}, {"text": "slept"}]
+            }
+        },
         parallel_side_effects=True,
     )
     sid = await h.ask("write in parallel")

@@ -258,7 +258,9 @@ def test_settings_configure_snapshots(tmp_path: Path) -> None:
     assert cfg == SnapshotConfig(False, ("dist/",), 2 * MB, MB // 2)
     assert settings("{}") == SnapshotConfig()
     # Bad values are refused when xclaw.yaml is read, naming the key and the value.
-    with pytest.raises(ConfigError, match=r"sandbox\.ignore must be a list of strings, got '\.git/'"):
+    with pytest.raises(
+        ConfigError, match=r"sandbox\.ignore must be a list of strings, got '\.git/'"
+    ):
         settings("{ignore: .git/}")
     with pytest.raises(ConfigError, match=r"sandbox\.max_file_mb must be a number > 0, got 0"):
         settings("{max_file_mb: 0}")

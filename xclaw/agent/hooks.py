@@ -47,7 +47,9 @@ class AgentObserver(Protocol):
 
     async def user_input(self, text: str) -> None: ...
 
-    async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None: ...
+    async def llm_started(
+        self, request: LLMRequest, model: str, params: dict[str, Any]
+    ) -> None: ...
 
     async def llm_delta(self, text: str) -> None: ...
 
@@ -62,7 +64,9 @@ class AgentObserver(Protocol):
     # the end of a summary call (begun with llm_started, params["purpose"] == "compaction"):
     # the summary replaces the `summarised` messages before it. Without it, llm_finished.
 
-    async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
+    async def approval_requested(
+        self, call: ToolCall, reason: str, maybe_repeated: bool
+    ) -> str | None:
         """Record the request; returns its step display id."""
         ...
 

@@ -246,7 +246,11 @@ class Agent:
             max_tokens=self.config.max_tokens,
             agent=self.agent_id,
         )
-        params = {"purpose": "compaction", "messages": len(messages), "max_tokens": self.config.max_tokens}
+        params = {
+            "purpose": "compaction",
+            "messages": len(messages),
+            "max_tokens": self.config.max_tokens,
+        }
         await self.observer.llm_started(request, self.model.name, params)
         try:
             response = await self._until_cancelled(self.model.complete(request, None))
@@ -285,7 +289,9 @@ class Agent:
         return max(1_000, self.config.context_window_tokens - self.config.max_tokens - fixed)
 
     # --- tools --------------------------------------------------------------------------------
-    async def _run_tools(self, calls: list[ToolCall], resume: ResumeState) -> list[ToolResultMessage]:
+    async def _run_tools(
+        self, calls: list[ToolCall], resume: ResumeState
+    ) -> list[ToolResultMessage]:
         """Run calls in order; consecutive parallel-safe ones (sub-agents) run concurrently."""
         results: list[ToolResultMessage] = []
         i = 0
@@ -358,7 +364,9 @@ class Agent:
                 confined=confined,
             )
             try:
-                result = await self._until_cancelled(tool.run(call.input, context), wait_for_stop=True)
+                result = await self._until_cancelled(
+                    tool.run(call.input, context), wait_for_stop=True
+                )
             except Cancelled:
                 # The user stopped the run: the tool has stopped its processes (SIGTERM,
                 # grace, SIGKILL); its step ends failed and the run ends here.

@@ -174,7 +174,9 @@ class TerminalInput:
                 history = FileHistory(str(history_file))
             except OSError:
                 pass
-        self.session: PromptSession[str] = PromptSession(history=history, complete_while_typing=False)
+        self.session: PromptSession[str] = PromptSession(
+            history=history, complete_while_typing=False
+        )
         # Approval answers (y/n) get a history of their own: Up never brings back a "y".
         self.answers: PromptSession[str] = PromptSession(history=InMemoryHistory())
 
@@ -228,9 +230,7 @@ class ChatClient:
         self.step_ids: set[str] = set()
         self.session_ids: set[str] = set()
         console = renderer.console
-        self.spinner = Spinner(
-            console.file, enabled=line_input.interactive and console.is_terminal
-        )
+        self.spinner = Spinner(console.file, enabled=line_input.interactive and console.is_terminal)
         self._offline_since: float | None = None
         self._offline_said = 0.0
         # --session: resolve it like /switch once (existing sessions, unique prefixes).
@@ -309,7 +309,10 @@ class ChatClient:
                 self._set_turn(None)
         elif kind == "error":
             if self.turn == "attach" and f.get("code") in (
-                "bad_frame", "bad_command", "unknown_session", "ambiguous_session"
+                "bad_frame",
+                "bad_command",
+                "unknown_session",
+                "ambiguous_session",
             ):
                 # a refused /switch (unknown, ambiguous or malformed id): still where it was
                 self.session_id = self._attached
@@ -338,7 +341,9 @@ class ChatClient:
             if f.get("created") and f.get("sessionId") == wanted:
                 self._resolving = wanted
                 asyncio.get_running_loop().create_task(
-                    self.send({"type": "message", "sessionId": wanted, "content": f"/switch {wanted}"})
+                    self.send(
+                        {"type": "message", "sessionId": wanted, "content": f"/switch {wanted}"}
+                    )
                 )
                 return True
             return False
@@ -351,7 +356,9 @@ class ChatClient:
             self.out.frame(f)
             self._say(f"no session matches {wanted!r}: starting a new session instead", "yellow")
             self.session_id = None
-            asyncio.get_running_loop().create_task(self.send({"type": "reconnect", "sessionId": None}))
+            asyncio.get_running_loop().create_task(
+                self.send({"type": "reconnect", "sessionId": None})
+            )
             return True
         if kind == "session":
             self._resolving = None
@@ -364,7 +371,9 @@ class ChatClient:
             if isinstance(sid, str):
                 self.step_ids.add(sid)
         elif kind == "steps":
-            self.step_ids.update(s["id"] for s in f.get("steps") or () if isinstance(s, dict) and "id" in s)
+            self.step_ids.update(
+                s["id"] for s in f.get("steps") or () if isinstance(s, dict) and "id" in s
+            )
         elif kind == "history":
             self.step_ids.clear()
             for m in f.get("messages") or ():
@@ -548,13 +557,17 @@ class ChatClient:
         if word in ("/quit", "/exit"):
             self.quit(0)
         elif word == "/switch" and not rest.strip():
-            self._say("usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow")
+            self._say(
+                "usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow"
+            )
         elif word in ("/switch", "/new"):
             # The gateway resolves the id (existing sessions only, unique prefixes) and
             # re-attaches this socket; its `session` frame saves .cli_session.
             self.approvals = []
             self._set_turn("attach")
-            if not await self.send({"type": "message", "sessionId": self.session_id, "content": text}):
+            if not await self.send(
+                {"type": "message", "sessionId": self.session_id, "content": text}
+            ):
                 self._set_turn(None)
         elif parse_command(text) is not None:
             if word in ("/rollback", "/fork") and not await self._confirm_time_travel(word, rest):
@@ -636,7 +649,12 @@ class ChatClient:
 
     async def _spin(self) -> None:
         while True:
-            if self.turn == "run" and not self.approvals and not self.out.streaming and self._ws is not None:
+            if (
+                self.turn == "run"
+                and not self.approvals
+                and not self.out.streaming
+                and self._ws is not None
+            ):
                 self.spinner.draw()
             await asyncio.sleep(SPIN_INTERVAL_S)
 

@@ -11,8 +11,16 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 COMMANDS = (
-    "/steps", "/rollback", "/fork", "/sessions", "/switch", "/new", "/title", "/tools",
-    "/help", "/quit",
+    "/steps",
+    "/rollback",
+    "/fork",
+    "/sessions",
+    "/switch",
+    "/new",
+    "/title",
+    "/tools",
+    "/help",
+    "/quit",
 )
 STEP_COMMANDS = ("/rollback", "/fork")
 SESSION_COMMANDS = ("/switch",)
@@ -27,7 +35,9 @@ class SlashCompleter(Completer):
     def __init__(self, client: KnowsIds) -> None:
         self.client = client
 
-    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterator[Completion]:
         text = document.text_before_cursor
         if not text.startswith("/"):
             return

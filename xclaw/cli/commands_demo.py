@@ -11,11 +11,19 @@ import click
 
 def register(cli: click.Group) -> None:
     @cli.command("demo")
-    @click.option("--model", default=None, metavar="SPEC",
-                  help="Run the walk against a real model, e.g. anthropic:claude-sonnet-4-5 "
-                  "(needs its API key). Default: the bundled scripted model, offline.")
-    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-                  help="Where the demo's database and workspaces go (default: a new temp dir).")
+    @click.option(
+        "--model",
+        default=None,
+        metavar="SPEC",
+        help="Run the walk against a real model, e.g. anthropic:claude-sonnet-4-5 "
+        "(needs its API key). Default: the bundled scripted model, offline.",
+    )
+    @click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Where the demo's database and workspaces go (default: a new temp dir).",
+    )
     def demo_cmd(model: str | None, home: Path | None) -> None:
         """Show crash, resume, rollback and fork on a real server, in under a minute.
 
@@ -34,7 +42,9 @@ def register(cli: click.Group) -> None:
             click.echo(f"server log: {walk.home}/serve-*.log", err=True)
             sys.exit(1)
         except (RuntimeError, TimeoutError, OSError) as e:
-            click.secho(f"\ndemo FAILED at stage {walk.stage}: {type(e).__name__}: {e}", fg="red", err=True)
+            click.secho(
+                f"\ndemo FAILED at stage {walk.stage}: {type(e).__name__}: {e}", fg="red", err=True
+            )
             click.echo(f"server log: {walk.home}/serve-*.log", err=True)
             sys.exit(1)
         finally:

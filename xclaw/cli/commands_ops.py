@@ -14,7 +14,9 @@ from xclaw.store.base import Store
 
 
 @click.command("fsck", short_help="Check every invariant of a database (and repair).")
-@click.option("--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup.")
+@click.option(
+    "--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup."
+)
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
 @with_existing_store
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
@@ -38,7 +40,9 @@ def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
         fsck.repair(store, report)
         after = fsck.check(store)
         after.backup, after.repaired, after.skipped_live = (
-            report.backup, report.repaired, report.skipped_live,
+            report.backup,
+            report.repaired,
+            report.skipped_live,
         )
         report = after
     if as_json:
@@ -82,14 +86,28 @@ def _print_report(report: object, *, repaired: bool) -> None:
 
 @click.command("replay", short_help="Re-run a recorded session; report where tools differ.")
 @click.argument("session_id", metavar="SESSION")
-@click.option("--from", "from_step", default=None, metavar="sNNNN",
-              help="Start at this step of the main agent: the steps before it and their files "
-              "are taken as they are (a fork), only the rest re-runs.")
-@click.option("--model", "model_spec", default=None, metavar="SPEC",
-              help="Answer with this model, live (anthropic:…, openai:…, script:…), instead "
-              "of the recorded outputs.")
-@click.option("--json", "as_json", is_flag=True,
-              help="The new session id and the divergences as one JSON object.")
+@click.option(
+    "--from",
+    "from_step",
+    default=None,
+    metavar="sNNNN",
+    help="Start at this step of the main agent: the steps before it and their files "
+    "are taken as they are (a fork), only the rest re-runs.",
+)
+@click.option(
+    "--model",
+    "model_spec",
+    default=None,
+    metavar="SPEC",
+    help="Answer with this model, live (anthropic:…, openai:…, script:…), instead "
+    "of the recorded outputs.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The new session id and the divergences as one JSON object.",
+)
 @workspace_option
 @with_store
 def replay_cmd(
@@ -152,14 +170,17 @@ def replay_cmd(
             where = first.step or first.new_step or "?"
             out.print(
                 f"[replay] first divergence at {where} ({first.kind}"
-                + (f", {first.tool}" if first.tool else "") + ")"
+                + (f", {first.tool}" if first.tool else "")
+                + ")"
             )
             if first.recorded is not None:
                 out.print(f"  recorded: {_with_output(first.recorded, first.recorded_output)}")
             if first.replayed is not None:
                 out.print(f"  replayed: {_with_output(first.replayed, first.replayed_output)}")
             if len(result.divergences) > 1:
-                out.print(f"[replay] {len(result.divergences) - 1} more divergence(s) (--json lists them)")
+                out.print(
+                    f"[replay] {len(result.divergences) - 1} more divergence(s) (--json lists them)"
+                )
     sys.exit(0 if result.first is None else 1)
 
 

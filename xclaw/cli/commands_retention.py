@@ -36,14 +36,24 @@ def _human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-@click.command("gc", short_help="Delete sessions not updated for a while, with their snapshots and blobs.")
-@click.option("--older-than", "older_than", default="30d", show_default=True, metavar="AGE",
-              help="Sessions last updated longer ago than this go (30d, 12h, 90m, 2w).")
+@click.command(
+    "gc", short_help="Delete sessions not updated for a while, with their snapshots and blobs."
+)
+@click.option(
+    "--older-than",
+    "older_than",
+    default="30d",
+    show_default=True,
+    metavar="AGE",
+    help="Sessions last updated longer ago than this go (30d, 12h, 90m, 2w).",
+)
 @click.option("--dry-run", is_flag=True, help="Only say what would go.")
 @click.option("--json", "as_json", is_flag=True, help="The result as one JSON object.")
 @workspace_option
 @with_store
-def gc_cmd(store: Store, older_than: str, dry_run: bool, as_json: bool, workspace: str | None) -> None:
+def gc_cmd(
+    store: Store, older_than: str, dry_run: bool, as_json: bool, workspace: str | None
+) -> None:
     """Delete every session last updated longer ago than AGE — its steps, its workspace
     snapshots and files — then the stored file contents no snapshot needs any more.
 
@@ -119,10 +129,19 @@ def import_cmd(store: Store, file: str, as_json: bool) -> None:
     except BadExport as e:
         _fail(e.message, 2)
     if as_json:
-        click.echo(json.dumps([
-            {"sessionId": d.session.session_id, "from": d.old_id, "steps": d.steps, "remapped": d.remapped}
-            for d in done
-        ]))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "sessionId": d.session.session_id,
+                        "from": d.old_id,
+                        "steps": d.steps,
+                        "remapped": d.remapped,
+                    }
+                    for d in done
+                ]
+            )
+        )
         return
     out = _out()
     for d in done:

@@ -91,7 +91,14 @@ def _ask_yes_no(prompt: str) -> bool:
         return False
 
 
-async def _run(db: str | None, session: str | None, cont: bool, text: str, approval: str | None, workspace: str | None) -> int:
+async def _run(
+    db: str | None,
+    session: str | None,
+    cont: bool,
+    text: str,
+    approval: str | None,
+    workspace: str | None,
+) -> int:
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
@@ -170,8 +177,16 @@ async def _run(db: str | None, session: str | None, cont: bool, text: str, appro
 def register(cli: click.Group) -> None:
     @cli.command("run")
     @click.argument("text", required=False, default="")
-    @click.option("--session", "-r", "session", metavar="ID", help="Continue this session (a unique prefix of its id will do; an unknown id is created with the message).")
-    @click.option("--continue", "-c", "cont", is_flag=True, help="Continue the most recently updated session.")
+    @click.option(
+        "--session",
+        "-r",
+        "session",
+        metavar="ID",
+        help="Continue this session (a unique prefix of its id will do; an unknown id is created with the message).",
+    )
+    @click.option(
+        "--continue", "-c", "cont", is_flag=True, help="Continue the most recently updated session."
+    )
     @click.option(
         "--approval",
         type=click.Choice(["ask", "auto-edits", "yolo"]),
@@ -179,9 +194,22 @@ def register(cli: click.Group) -> None:
         help="ask: confirm edits and shell on the terminal (denied when there is no terminal); "
         "auto-edits: file edits run without asking; yolo: everything runs except the deny-list.",
     )
-    @click.option("--db", default=None, help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).")
-    @click.option("--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces).")
-    def run_cmd(text: str, session: str | None, cont: bool, approval: str | None, db: str | None, workspace: str | None) -> None:
+    @click.option(
+        "--db",
+        default=None,
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+    )
+    @click.option(
+        "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
+    )
+    def run_cmd(
+        text: str,
+        session: str | None,
+        cont: bool,
+        approval: str | None,
+        db: str | None,
+        workspace: str | None,
+    ) -> None:
         """Run a task headless, in this process, printing the conversation.
 
         \b
@@ -190,7 +218,9 @@ def register(cli: click.Group) -> None:
         xclaw run --session ID                               resume an interrupted or Failed session
         """
         if text and text.startswith("/"):
-            raise click.UsageError("slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`")
+            raise click.UsageError(
+                "slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`"
+            )
         try:
             code = asyncio.run(_run(db, session, cont, text, approval, workspace))
         except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started

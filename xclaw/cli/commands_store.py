@@ -312,7 +312,9 @@ def fork_cmd(
 @click.argument("session_id", metavar="SESSION", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every session of the database.")
 @click.option(
-    "--json", "as_json", is_flag=True,
+    "--json",
+    "as_json",
+    is_flag=True,
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
 @with_store

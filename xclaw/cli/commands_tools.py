@@ -31,16 +31,26 @@ async def _listing(as_json: bool, check: bool) -> int:
         await toolbox.close()
     # Server settings hold `${VAR}` values substituted (args, URL, env echoed on stderr): as
     # everywhere else, every credential xclaw knows of is masked before it is shown.
-    redact = Redactor([*settings.secret_values(),
-                       *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ()))])
+    redact = Redactor(
+        [
+            *settings.secret_values(),
+            *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ())),
+        ]
+    )
     tools, servers, warnings = redact(tools), redact(servers), redact(warnings)
     if as_json:
         # Tool names and descriptions come from MCP servers: printed inert (xclaw.terminal.text).
-        click.echo(json_for_terminal(
-            {"approvalMode": settings.approval_mode, "tools": tools, "servers": servers,
-             "warnings": warnings},
-            indent=2,
-        ))
+        click.echo(
+            json_for_terminal(
+                {
+                    "approvalMode": settings.approval_mode,
+                    "tools": tools,
+                    "servers": servers,
+                    "warnings": warnings,
+                },
+                indent=2,
+            )
+        )
     else:
         click.echo(printable(format_listing(tools, servers, settings.approval_mode)))
         for why in warnings:
@@ -51,8 +61,14 @@ async def _listing(as_json: bool, check: bool) -> int:
 
 def register(cli: click.Group) -> None:
     @cli.command("tools")
-    @click.option("--json", "as_json", is_flag=True, help="Tools (with input schemas) and servers as JSON.")
-    @click.option("--check", is_flag=True, help="Start every configured MCP server, list its tools, report failures (exit 1).")
+    @click.option(
+        "--json", "as_json", is_flag=True, help="Tools (with input schemas) and servers as JSON."
+    )
+    @click.option(
+        "--check",
+        is_flag=True,
+        help="Start every configured MCP server, list its tools, report failures (exit 1).",
+    )
     def tools_cmd(as_json: bool, check: bool) -> None:
         """List every tool (built-in, Python, MCP) with its source, approval and resume policy.
 

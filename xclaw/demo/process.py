@@ -48,7 +48,10 @@ class ServerProcess:
         log = (self.home / f"serve-{self.starts}.log").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "xclaw", "serve", "--port", str(self.port)],
-            cwd=self.home, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.home,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -56,7 +59,11 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"xclaw serve exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                r = httpx.get(f"{self.url}/api/health", headers={"Authorization": f"Bearer {self.token}"}, timeout=1)
+                r = httpx.get(
+                    f"{self.url}/api/health",
+                    headers={"Authorization": f"Bearer {self.token}"},
+                    timeout=1,
+                )
                 if r.status_code == 200:
                     return
             except httpx.HTTPError:
@@ -93,7 +100,9 @@ class Client:
         self.session_id: str | None = None
 
     @classmethod
-    async def attach(cls, server: ServerProcess, session_id: str | None, show: Callable[[Frame], None]) -> Client:
+    async def attach(
+        cls, server: ServerProcess, session_id: str | None, show: Callable[[Frame], None]
+    ) -> Client:
         conn = await connect(
             f"ws://127.0.0.1:{server.port}/ws",
             additional_headers={"Authorization": f"Bearer {server.token}"},
@@ -123,7 +132,9 @@ class Client:
     async def say(self, text: str) -> None:
         await self.send({"type": "message", "sessionId": self.session_id, "content": text})
 
-    async def until(self, pred: Callable[[Frame], bool], within_s: float = 30.0, since: int = 0) -> Frame:
+    async def until(
+        self, pred: Callable[[Frame], bool], within_s: float = 30.0, since: int = 0
+    ) -> Frame:
         """The first frame (from index `since`) satisfying pred, or TimeoutError naming how
         long it waited after `within_s`."""
         deadline = time.monotonic() + within_s

@@ -74,10 +74,16 @@ class Walkthrough:
             model = f"script:{script}"
         else:
             model = str(self.opts.model)
-        env.update({
-            "XCLAW_HOME": str(self.home), "XCLAW_DB": str(self.db), "XCLAW_MODEL": model,
-            "XCLAW_TOKEN": self.token, "XCLAW_CONFIG": str(config), "NO_COLOR": "1",
-        })
+        env.update(
+            {
+                "XCLAW_HOME": str(self.home),
+                "XCLAW_DB": str(self.db),
+                "XCLAW_MODEL": model,
+                "XCLAW_TOKEN": self.token,
+                "XCLAW_CONFIG": str(config),
+                "NO_COLOR": "1",
+            }
+        )
         return env
 
     def say(self, text: str) -> None:
@@ -105,7 +111,9 @@ class Walkthrough:
     async def run(self) -> None:
         self.say("Starting a real `xclaw serve` (SQLite database, scripted model, no API key).")
         self.server.start()
-        self.note(f"server pid {self.server.proc.pid if self.server.proc else '?'} on {self.server.url}; home {self.home}")
+        self.note(
+            f"server pid {self.server.proc.pid if self.server.proc else '?'} on {self.server.url}; home {self.home}"
+        )
 
         sid = await self.first_run_and_crash()
         await self.resume_after_restart(sid)
@@ -122,11 +130,14 @@ class Walkthrough:
         sid = str(client.session_id)
         self.console.print(Text(f"You: {TASK}", style="bold"))
         await client.say(TASK)
+
         def slow_call_running(f: Frame) -> bool:
             if f.get("type") in ("error", "reply"):
                 return True
-            return f.get("type") == "tool" and f.get("state") == "running" and (
-                "sleep" in str(f.get("input")) or not self.scripted
+            return (
+                f.get("type") == "tool"
+                and f.get("state") == "running"
+                and ("sleep" in str(f.get("input")) or not self.scripted)
             )
 
         frame = await client.until(slow_call_running, within_s=30 if self.scripted else 180)
@@ -138,22 +149,40 @@ class Walkthrough:
         self.say("kill -9: SIGKILL the server while that tool call is still running.")
         self.server.kill()
         await client.close()
-        running = [s for s in self._steps(sid) if s.status is StepStatus.RUNNING and s.step_type is StepType.TOOL_CALL]
-        self.check(len(running) == 1, f"the database holds the interrupted call as `running` ({running[0].display_id if running else '-'}): recorded before it ran")
+        running = [
+            s
+            for s in self._steps(sid)
+            if s.status is StepStatus.RUNNING and s.step_type is StepType.TOOL_CALL
+        ]
+        self.check(
+            len(running) == 1,
+            f"the database holds the interrupted call as `running` ({running[0].display_id if running else '-'}): recorded before it ran",
+        )
         return sid
 
     async def resume_after_restart(self, sid: str) -> None:
-        self.say("Restart the server and reconnect with the same session id (as `xclaw chat` does from .cli_session).")
+        self.say(
+            "Restart the server and reconnect with the same session id (as `xclaw chat` does from .cli_session)."
+        )
         self.server.start()
         client = await Client.attach(self.server, sid, self.show)
         history = await client.until(lambda f: f.get("type") == "history")
-        self.check("sleep 3" in str(history.get("messages")), "the history came back from the database")
+        self.check(
+            "sleep 3" in str(history.get("messages")), "the history came back from the database"
+        )
         if self.scripted:
-            await client.until(lambda f: f.get("type") == "notice" and "[resume]" in str(f.get("content")))
+            await client.until(
+                lambda f: f.get("type") == "notice" and "[resume]" in str(f.get("content"))
+            )
             request = await client.until(lambda f: f.get("type") == "approval_request", within_s=30)
-            self.check(bool(request.get("maybeRepeated")), "the model re-issued the interrupted call: xclaw asks first, warning it may already have run")
+            self.check(
+                bool(request.get("maybeRepeated")),
+                "the model re-issued the interrupted call: xclaw asks first, warning it may already have run",
+            )
             self.note("The demo answers y, as you would.")
-            await client.send({"type": "approval", "sessionId": sid, "stepId": request["stepId"], "approve": True})
+            await client.send(
+                {"type": "approval", "sessionId": sid, "stepId": request["stepId"], "approve": True}
+            )
         reply = await client.until(lambda f: f.get("type") in ("reply", "error"), within_s=120)
         self.check(reply.get("type") == "reply", "the task finished after the restart")
         await client.close()
@@ -167,10 +196,19 @@ class Walkthrough:
         self.note(f"effects.log: {lines}")
         self.note(f"interrupted and kept in the record: {[s.display_id for s in interrupted]}")
         if self.scripted:
-            self.check(lines == ["facts", "checks"], "`facts` ran once (completed before the crash, not repeated); `checks` ran once (the killed attempt died with the server, the approved retry completed)")
-        completed = [s for s in steps if s.step_type is StepType.TOOL_CALL and s.status is StepStatus.COMPLETED]
+            self.check(
+                lines == ["facts", "checks"],
+                "`facts` ran once (completed before the crash, not repeated); `checks` ran once (the killed attempt died with the server, the approved retry completed)",
+            )
+        completed = [
+            s
+            for s in steps
+            if s.step_type is StepType.TOOL_CALL and s.status is StepStatus.COMPLETED
+        ]
         ids = [s.call_id for s in completed]
-        self.check(len(ids) == len(set(ids)), f"{len(completed)} completed tool calls, none executed twice")
+        self.check(
+            len(ids) == len(set(ids)), f"{len(completed)} completed tool calls, none executed twice"
+        )
 
     async def steps_and_tree(self, sid: str) -> None:
         self.say("/steps and the trace tree (which decision caused which step, how long it took).")
@@ -200,15 +238,27 @@ class Walkthrough:
         target = [s for s in self._steps(sid) if s.step_type is StepType.USER_INPUT][-1]
         mark = client.mark()
         await client.say(f"/rollback {target.display_id}")
-        await client.until(lambda f: f.get("type") in ("notice", "error") and "rollback" in str(f.get("content")), since=mark)
+        await client.until(
+            lambda f: f.get("type") in ("notice", "error") and "rollback" in str(f.get("content")),
+            since=mark,
+        )
         later = [s for s in self._steps(sid) if s.seq >= target.seq]
         self.check(not later, f"{target.display_id} and every later step are deleted")
-        self.check(not changelog.exists(), "CHANGELOG.md is gone too: the workspace was rewound with the memory")
+        self.check(
+            not changelog.exists(),
+            "CHANGELOG.md is gone too: the workspace was rewound with the memory",
+        )
         await client.close()
 
     async def fork(self, sid: str) -> str:
-        draft = next(s for s in self._steps(sid) if s.name == "write_file" and s.status is StepStatus.COMPLETED)
-        self.say(f"/fork {draft.display_id}: branch a new session just after the first draft; the original stays.")
+        draft = next(
+            s
+            for s in self._steps(sid)
+            if s.name == "write_file" and s.status is StepStatus.COMPLETED
+        )
+        self.say(
+            f"/fork {draft.display_id}: branch a new session just after the first draft; the original stays."
+        )
         before = [(s.step_id, s.status) for s in self._steps(sid)]
         client = await Client.attach(self.server, sid, self.show)
         mark = client.mark()
@@ -223,9 +273,15 @@ class Walkthrough:
         await branch.say("Make the note shorter instead.")
         await branch.until(lambda f: f.get("type") in ("reply", "error"), since=mark, within_s=60)
         await branch.close()
-        self.check((self._workspace(sid) / "draft.txt").read_text() != (self._workspace(fork_id) / "draft.txt").read_text(),
-                   "the two branches now hold different draft.txt files")
-        self.check([(s.step_id, s.status) for s in self._steps(sid)] == before, "the original session is untouched")
+        self.check(
+            (self._workspace(sid) / "draft.txt").read_text()
+            != (self._workspace(fork_id) / "draft.txt").read_text(),
+            "the two branches now hold different draft.txt files",
+        )
+        self.check(
+            [(s.step_id, s.status) for s in self._steps(sid)] == before,
+            "the original session is untouched",
+        )
         return fork_id
 
     def compare(self, sid: str, fork_id: str) -> None:
@@ -240,12 +296,26 @@ class Walkthrough:
         table.add_column(f"fork {fork_id[:8]}…", overflow="fold")
         for r in rows:
             table.add_row(
-                _describe(r.left) if r.left else "", MARKS[r.kind], _describe(r.right) if r.right else ""
+                _describe(r.left) if r.left else "",
+                MARKS[r.kind],
+                _describe(r.right) if r.right else "",
             )
-        table.add_row(Text("draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0], style="bold"),
-                      "≠", Text("draft.txt: " + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0], style="bold"))
+        table.add_row(
+            Text(
+                "draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0],
+                style="bold",
+            ),
+            "≠",
+            Text(
+                "draft.txt: "
+                + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0],
+                style="bold",
+            ),
+        )
         self.console.print(table)
-        self.note("= same · ≠ changed · ◀ ▶ only on one side; `xclaw diff` shows the same for any two sessions")
+        self.note(
+            "= same · ≠ changed · ◀ ▶ only on one side; `xclaw diff` shows the same for any two sessions"
+        )
 
     def finish(self) -> None:
         self.server.kill(signal.SIGTERM)
@@ -260,7 +330,9 @@ class Walkthrough:
         self.note(f"{exe} sessions --db {self.db}")
         model = f"XCLAW_MODEL={self.server.env['XCLAW_MODEL']} " if self.scripted else ""
         self.note(f"{model}{exe} serve --db {self.db} --workspace {self.home / 'workspaces'}")
-        self.note("then open the printed http://127.0.0.1:3000/?token=… link: the sessions, their trace trees and the branch comparison are in the web page")
+        self.note(
+            "then open the printed http://127.0.0.1:3000/?token=… link: the sessions, their trace trees and the branch comparison are in the web page"
+        )
 
     # --- reading the record -----------------------------------------------------------------------
     def _steps(self, sid: str) -> list[Step]:

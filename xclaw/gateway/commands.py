@@ -198,7 +198,9 @@ class CommandRunner:
         if not title:
             raise CommandError("usage: /title TEXT — the session's new title")
         if len(title) > MAX_TITLE:
-            raise CommandError(f"a title has at most {MAX_TITLE} characters (this one has {len(title)})")
+            raise CommandError(
+                f"a title has at most {MAX_TITLE} characters (this one has {len(title)})"
+            )
         await self.runtime.rename(session_id, title)  # every attached client gets `renamed`
         return CommandResult(reply=[_notice(session_id, f"[title] this session is now “{title}”")])
 

@@ -253,7 +253,9 @@ class Connection:
             await self.attach(None, title=cmd.rest[:200] or None)
             return
         if len(cmd.args) != 1:
-            raise CommandError("usage: /switch ID — a session id or a unique prefix of one (see /sessions); /new [title] starts a new session")
+            raise CommandError(
+                "usage: /switch ID — a session id or a unique prefix of one (see /sessions); /new [title] starts a new session"
+            )
         target = await asyncio.to_thread(self.gw.store.resolve_session, cmd.args[0])
         await self.attach(target.session_id)
 

@@ -132,7 +132,9 @@ def add_cache_breakpoints(body: dict[str, Any]) -> None:
         body["tools"][-1]["cache_control"] = dict(EPHEMERAL)
         used += 1
     if isinstance(body.get("system"), str) and body["system"]:
-        body["system"] = [{"type": "text", "text": body["system"], "cache_control": dict(EPHEMERAL)}]
+        body["system"] = [
+            {"type": "text", "text": body["system"], "cache_control": dict(EPHEMERAL)}
+        ]
         used += 1
     users = [m for m in body["messages"] if m["role"] == "user"]
     for m in (users[-1:] + users[-2:-1]) if users else ():

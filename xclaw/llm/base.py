@@ -69,7 +69,9 @@ class Model(Protocol):
 
     name: str  # e.g. "anthropic:claude-sonnet-4-5", "script:demo.json"
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse: ...
+    async def complete(
+        self, request: LLMRequest, on_delta: DeltaSink | None = None
+    ) -> LLMResponse: ...
 
 
 class ProviderError(LLMError):

@@ -277,7 +277,5 @@ def _usage(u: Any) -> Usage:
         prompt_tokens=count(u, "prompt_tokens"),
         completion_tokens=count(u, "completion_tokens"),
         cache_read_tokens=count(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
-        reasoning_tokens=count(
-            getattr(u, "completion_tokens_details", None), "reasoning_tokens"
-        ),
+        reasoning_tokens=count(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
     )

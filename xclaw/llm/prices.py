@@ -39,7 +39,6 @@ class Price:
         ) / 1_000_000
 
 
-
 # Model name (without the `anthropic:` / `openai:` prefix) -> price. A dated name
 # (claude-sonnet-4-5-20250929) takes the price of the longest key it starts with.
 BUILTIN_PRICES: dict[str, Price] = {

@@ -131,8 +131,14 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
     for step_id, sid in reader.stray_steps():
         add(Finding("step_without_session", f"step {step_id} belongs to no session", sid))
     for sid, seq in reader.stray_snapshots():
-        add(Finding("snapshot_without_session", "snapshot of a session that does not exist",
-                    sid, display_id(seq)))
+        add(
+            Finding(
+                "snapshot_without_session",
+                "snapshot of a session that does not exist",
+                sid,
+                display_id(seq),
+            )
+        )
     blob_hashes = reader.blob_hashes()
     report.blobs = len(blob_hashes)
     referenced: set[str] = set()
@@ -143,10 +149,15 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
         referenced |= images
         if images - blob_hashes:
             first = next(st for st in steps if _image_hashes([st]) - blob_hashes)
-            add(Finding("image_blob_missing",
-                        f"{len(images - blob_hashes)} image(s) a tool step returned are not "
-                        f"stored (the first returned by {first.name} here)",
-                        row.session_id, display_id(first.seq)))
+            add(
+                Finding(
+                    "image_blob_missing",
+                    f"{len(images - blob_hashes)} image(s) a tool step returned are not "
+                    f"stored (the first returned by {first.name} here)",
+                    row.session_id,
+                    display_id(first.seq),
+                )
+            )
         for f in _check_session(row, steps, now):
             add(f)
         snaps = reader.snapshot_rows(row.session_id)
@@ -154,22 +165,36 @@ def _check_all(reader: FsckReader, url: str, now: int) -> Report:
         for f in _check_snapshots(row, snaps, blob_hashes, referenced):
             add(f)
         if row.parent_session_id is not None and row.parent_session_id not in known:
-            add(Finding("fork_parent_missing",
-                        f"forked from {row.parent_session_id}, which does not exist",
-                        row.session_id))
+            add(
+                Finding(
+                    "fork_parent_missing",
+                    f"forked from {row.parent_session_id}, which does not exist",
+                    row.session_id,
+                )
+            )
     for restore in reader.restores():
         manifest = restore.manifest or {}
         missing = hashes_of(manifest) - blob_hashes
         referenced |= hashes_of(manifest)
         if missing:
-            add(Finding("restore_blob_missing",
-                        f"a pending {restore.kind} restore needs {len(missing)} file content(s) "
-                        "the database does not hold", restore.session_id))
+            add(
+                Finding(
+                    "restore_blob_missing",
+                    f"a pending {restore.kind} restore needs {len(missing)} file content(s) "
+                    "the database does not hold",
+                    restore.session_id,
+                )
+            )
         else:
-            add(Finding("restore_pending",
-                        f"a {restore.kind} restore is journaled but not finished on disk "
-                        "(the runtime completes it when the session is next opened)",
-                        restore.session_id, severity=INFO))
+            add(
+                Finding(
+                    "restore_pending",
+                    f"a {restore.kind} restore is journaled but not finished on disk "
+                    "(the runtime completes it when the session is next opened)",
+                    restore.session_id,
+                    severity=INFO,
+                )
+            )
     for f in _check_blobs(reader, referenced):
         add(f)
     return report
@@ -189,7 +214,8 @@ def repair(
     live = {
         s.session_id
         for s in access.read(lambda reader: reader.sessions())
-        if s.lease_owner is not None and s.lease_expires_at is not None
+        if s.lease_owner is not None
+        and s.lease_expires_at is not None
         and now < s.lease_expires_at <= now + MAX_LEASE_AHEAD_MS
     }
     todo = [f for f in report.findings if f.repair is not None]
@@ -214,63 +240,106 @@ def _check_session(row: SessionRow, steps: list[Step], now: int) -> Iterable[Fin
     for s in steps:
         max_seq = max(max_seq, s.seq)
         if s.step_id != full_step_id(sid, s.seq):
-            yield Finding("step_id_mismatch",
-                          f"step id {s.step_id} does not match its sequence number {s.seq}",
-                          sid, s.display_id)
+            yield Finding(
+                "step_id_mismatch",
+                f"step id {s.step_id} does not match its sequence number {s.seq}",
+                sid,
+                s.display_id,
+            )
         if s.parent_step_id is not None:
             owner, _, tail = s.parent_step_id.rpartition(":")
             parent_seq = _seq_of(tail)
             if owner != sid or parent_seq is None or parent_seq not in seqs:
-                yield Finding("parent_outside_session",
-                              f"parent link {s.parent_step_id} leaves the session",
-                              sid, s.display_id,
-                              repair=Repair("detach_parent", session_id=sid, step_id=s.step_id))
+                yield Finding(
+                    "parent_outside_session",
+                    f"parent link {s.parent_step_id} leaves the session",
+                    sid,
+                    s.display_id,
+                    repair=Repair("detach_parent", session_id=sid, step_id=s.step_id),
+                )
             elif parent_seq >= s.seq:
-                yield Finding("parent_after_child",
-                              f"parent {tail} is not earlier than the step", sid, s.display_id)
+                yield Finding(
+                    "parent_after_child",
+                    f"parent {tail} is not earlier than the step",
+                    sid,
+                    s.display_id,
+                )
         if s.status is StepStatus.RUNNING and s.end_time is not None:
-            yield Finding("running_step_ended", "a running step has an end time",
-                          sid, s.display_id)
+            yield Finding("running_step_ended", "a running step has an end time", sid, s.display_id)
         if s.status is not StepStatus.RUNNING and s.end_time is None:
-            yield Finding("finished_step_without_end", f"a {s.status.value} step has no end time",
-                          sid, s.display_id)
+            yield Finding(
+                "finished_step_without_end",
+                f"a {s.status.value} step has no end time",
+                sid,
+                s.display_id,
+            )
         if s.end_time is not None and s.end_time < s.start_time:
-            yield Finding("step_ends_before_start", "end time before start time",
-                          sid, s.display_id)
+            yield Finding("step_ends_before_start", "end time before start time", sid, s.display_id)
     if max_seq >= row.next_seq:
-        yield Finding("seq_reused",
-                      f"next_seq is {row.next_seq} but step {display_id(max_seq)} exists: "
-                      "the next step would reuse an id", sid,
-                      repair=Repair("raise_next_seq", session_id=sid, value=max_seq + 1))
+        yield Finding(
+            "seq_reused",
+            f"next_seq is {row.next_seq} but step {display_id(max_seq)} exists: "
+            "the next step would reuse an id",
+            sid,
+            repair=Repair("raise_next_seq", session_id=sid, value=max_seq + 1),
+        )
 
     # Statuses agree with the steps.
-    approvals = [s for s in running if s.step_type is StepType.SYSTEM_ALERT
-                 and s.name == APPROVAL_STEP_NAME]
+    approvals = [
+        s for s in running if s.step_type is StepType.SYSTEM_ALERT and s.name == APPROVAL_STEP_NAME
+    ]
     if row.status in FINISHED:
         for s in running:
-            yield Finding("running_step_in_finished_session",
-                          f"{s.step_type.value} {s.name} is running in a {row.status} session",
-                          sid, s.display_id,
-                          repair=Repair("interrupt_step", session_id=sid, seq=s.seq))
+            yield Finding(
+                "running_step_in_finished_session",
+                f"{s.step_type.value} {s.name} is running in a {row.status} session",
+                sid,
+                s.display_id,
+                repair=Repair("interrupt_step", session_id=sid, seq=s.seq),
+            )
     elif row.status == Status.PAUSED.value and not approvals:
-        yield Finding("paused_without_approval",
-                      "the session is Paused but no approval is pending", sid,
-                      repair=Repair("set_status", session_id=sid, status=Status.RUNNING.value,
-                                    expected=Status.PAUSED.value))
+        yield Finding(
+            "paused_without_approval",
+            "the session is Paused but no approval is pending",
+            sid,
+            repair=Repair(
+                "set_status",
+                session_id=sid,
+                status=Status.RUNNING.value,
+                expected=Status.PAUSED.value,
+            ),
+        )
     elif row.status == Status.RUNNING.value and approvals:
-        yield Finding("approval_while_running",
-                      "an approval is pending but the session is not Paused", sid,
-                      approvals[0].display_id,
-                      repair=Repair("set_status", session_id=sid, status=Status.PAUSED.value,
-                                    expected=Status.RUNNING.value))
+        yield Finding(
+            "approval_while_running",
+            "an approval is pending but the session is not Paused",
+            sid,
+            approvals[0].display_id,
+            repair=Repair(
+                "set_status",
+                session_id=sid,
+                status=Status.PAUSED.value,
+                expected=Status.RUNNING.value,
+            ),
+        )
     if row.status == Status.SUCCESS.value:
-        last_llm = next((s for s in reversed(steps) if s.step_type is StepType.LLM_CALL
-                         and s.agent == MAIN_AGENT), None)
-        if last_llm is not None and (last_llm.status is not StepStatus.COMPLETED
-                                     or _calls_of(last_llm)):
-            yield Finding("success_without_answer",
-                          "the session is Success but its last model call is not a final answer",
-                          sid, last_llm.display_id)
+        last_llm = next(
+            (
+                s
+                for s in reversed(steps)
+                if s.step_type is StepType.LLM_CALL and s.agent == MAIN_AGENT
+            ),
+            None,
+        )
+        if last_llm is not None and (
+            last_llm.status is not StepStatus.COMPLETED or _calls_of(last_llm)
+        ):
+            yield Finding(
+                "success_without_answer",
+                "the session is Success but its last model call is not a final answer",
+                sid,
+                last_llm.display_id,
+            )
     yield from _check_tool_calls(sid, steps)
     yield from _check_lease(row, now)
 
@@ -286,8 +355,9 @@ def _check_tool_calls(sid: str, steps: list[Step]) -> Iterable[Finding]:
             by_agent[s.agent].append(s)
     # The main agent's user messages start turns (a sub-agent's task is recorded as its own
     # user message, inside the turn).
-    user_seqs = [s.seq for s in steps
-                 if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT]
+    user_seqs = [
+        s.seq for s in steps if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT
+    ]
     for agent, own in by_agent.items():
         llm_seqs = [s.seq for s in own if s.step_type is StepType.LLM_CALL]
         requested_ever: set[str] = set()
@@ -303,47 +373,78 @@ def _check_tool_calls(sid: str, steps: list[Step]) -> Iterable[Finding]:
                     continue  # the run stopped after this call: settled as not run / resumed
                 # A tool step answers this call: same call id, and hung under this model call
                 # (the recorder's parent link) or recorded before the next one.
-                answers = [t for t in own if t.step_type is StepType.TOOL_CALL and t.seq > s.seq
-                           and (t.parent_step_id == s.step_id or t.seq < next_llm)]
+                answers = [
+                    t
+                    for t in own
+                    if t.step_type is StepType.TOOL_CALL
+                    and t.seq > s.seq
+                    and (t.parent_step_id == s.step_id or t.seq < next_llm)
+                ]
                 for call_id, name in calls:
                     mine = [t for t in answers if t.call_id == call_id]
-                    done = [t for t in mine if not (t.status is StepStatus.FAILED
-                                                    and t.error_message == INTERRUPTED)]
+                    done = [
+                        t
+                        for t in mine
+                        if not (t.status is StepStatus.FAILED and t.error_message == INTERRUPTED)
+                    ]
                     if not mine:
-                        yield Finding("tool_step_missing",
-                                      f"the model asked for {name} (call {call_id}) and the "
-                                      "conversation went on, but no tool step records it",
-                                      sid, s.display_id)
+                        yield Finding(
+                            "tool_step_missing",
+                            f"the model asked for {name} (call {call_id}) and the "
+                            "conversation went on, but no tool step records it",
+                            sid,
+                            s.display_id,
+                        )
                     elif len(done) > 1:
-                        yield Finding("tool_step_duplicate",
-                                      f"call {call_id} ({name}) has {len(done)} tool steps "
-                                      "that ran to an end: "
-                                      + ", ".join(t.display_id for t in done),
-                                      sid, done[1].display_id)
-            elif (s.step_type is StepType.TOOL_CALL and s.call_id is not None
-                  and s.call_id not in requested_ever):
-                yield Finding("tool_step_unrequested",
-                              f"tool step {s.name} answers call {s.call_id}, which no earlier "
-                              f"model call of agent {agent} asked for", sid, s.display_id)
+                        yield Finding(
+                            "tool_step_duplicate",
+                            f"call {call_id} ({name}) has {len(done)} tool steps "
+                            "that ran to an end: " + ", ".join(t.display_id for t in done),
+                            sid,
+                            done[1].display_id,
+                        )
+            elif (
+                s.step_type is StepType.TOOL_CALL
+                and s.call_id is not None
+                and s.call_id not in requested_ever
+            ):
+                yield Finding(
+                    "tool_step_unrequested",
+                    f"tool step {s.name} answers call {s.call_id}, which no earlier "
+                    f"model call of agent {agent} asked for",
+                    sid,
+                    s.display_id,
+                )
 
 
 def _check_lease(row: SessionRow, now: int) -> Iterable[Finding]:
     sid = row.session_id
     if row.lease_owner is None and row.lease_expires_at is not None:
-        yield Finding("lease_expiry_without_owner", "a lease expiry is set but nobody owns it",
-                      sid, repair=Repair("clear_lease_expiry", session_id=sid))
+        yield Finding(
+            "lease_expiry_without_owner",
+            "a lease expiry is set but nobody owns it",
+            sid,
+            repair=Repair("clear_lease_expiry", session_id=sid),
+        )
     if row.lease_owner is not None and row.lease_expires_at is None:
-        yield Finding("lease_without_expiry",
-                      f"lease held by {row.lease_owner} never expires", sid,
-                      repair=Repair("expire_lease", session_id=sid))
+        yield Finding(
+            "lease_without_expiry",
+            f"lease held by {row.lease_owner} never expires",
+            sid,
+            repair=Repair("expire_lease", session_id=sid),
+        )
     if row.lease_owner is not None and row.lease_token < 1:
-        yield Finding("lease_without_token",
-                      f"lease held by {row.lease_owner} has no fencing token", sid)
+        yield Finding(
+            "lease_without_token", f"lease held by {row.lease_owner} has no fencing token", sid
+        )
     if row.lease_expires_at is not None and row.lease_expires_at > now + MAX_LEASE_AHEAD_MS:
-        yield Finding("lease_expiry_far",
-                      "the lease expires more than a day from now: a dead worker would block "
-                      "the session that long", sid,
-                      repair=Repair("expire_lease", session_id=sid))
+        yield Finding(
+            "lease_expiry_far",
+            "the lease expires more than a day from now: a dead worker would block "
+            "the session that long",
+            sid,
+            repair=Repair("expire_lease", session_id=sid),
+        )
 
 
 def _check_snapshots(
@@ -354,8 +455,12 @@ def _check_snapshots(
     for snap in snaps:
         at = display_id(snap.seq)
         if snap.seq >= row.next_seq:
-            yield Finding("snapshot_beyond_next_seq",
-                          f"a snapshot before step {at}, which was never allocated", sid, at)
+            yield Finding(
+                "snapshot_beyond_next_seq",
+                f"a snapshot before step {at}, which was never allocated",
+                sid,
+                at,
+            )
         try:
             entries = {p: check_entry(p, e) for p, e in dict(snap.manifest).items()}
             removed = list(snap.removed or ())
@@ -367,18 +472,26 @@ def _check_snapshots(
         elif snap.base_seq in states:
             state = apply_delta(states[snap.base_seq], entries, removed)
         else:
-            yield Finding("snapshot_chain_broken",
-                          f"delta against snapshot {display_id(snap.base_seq)}, which is "
-                          "missing or unreadable", sid, at)
+            yield Finding(
+                "snapshot_chain_broken",
+                f"delta against snapshot {display_id(snap.base_seq)}, which is "
+                "missing or unreadable",
+                sid,
+                at,
+            )
             continue
         states[snap.seq] = state
         used = hashes_of(entries)
         referenced |= used
         missing = used - blob_hashes
         if missing:
-            yield Finding("blob_missing",
-                          f"{len(missing)} file content(s) of this snapshot are not stored "
-                          f"(e.g. {min(missing)[:12]}…)", sid, at)
+            yield Finding(
+                "blob_missing",
+                f"{len(missing)} file content(s) of this snapshot are not stored "
+                f"(e.g. {min(missing)[:12]}…)",
+                sid,
+                at,
+            )
 
 
 def _image_hashes(steps: list[Step]) -> set[str]:
@@ -402,16 +515,20 @@ def _check_blobs(reader: FsckReader, referenced: set[str]) -> Iterable[Finding]:
             yield Finding("blob_corrupt", f"blob {blob.hash[:12]}… cannot be decoded: {e}")
             continue
         if content_hash(data) != blob.hash or len(data) != blob.size:
-            yield Finding("blob_corrupt",
-                          f"blob {blob.hash[:12]}… holds content that does not match its hash "
-                          "or size")
+            yield Finding(
+                "blob_corrupt",
+                f"blob {blob.hash[:12]}… holds content that does not match its hash or size",
+            )
         if blob.hash not in referenced:
             unreferenced += 1
     if unreferenced:
-        yield Finding("blob_unreferenced",
-                      f"{unreferenced} blob(s) no snapshot refers to (left by an interrupted "
-                      "snapshot; swept by the next rollback or delete)", severity=INFO,
-                      repair=Repair("sweep_blobs"))
+        yield Finding(
+            "blob_unreferenced",
+            f"{unreferenced} blob(s) no snapshot refers to (left by an interrupted "
+            "snapshot; swept by the next rollback or delete)",
+            severity=INFO,
+            repair=Repair("sweep_blobs"),
+        )
 
 
 def _calls_of(step: Step) -> list[tuple[str, str]]:
@@ -427,4 +544,3 @@ def _seq_of(tail: str) -> int | None:
     if tail[:1] in ("s", "S") and tail[1:].isdigit():
         return int(tail[1:])
     return None
-

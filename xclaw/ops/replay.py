@@ -58,9 +58,14 @@ class Divergence:
     replayed_output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        extra = {} if self.kind != "tool_status" else {
-            "recordedOutput": self.recorded_output, "replayedOutput": self.replayed_output,
-        }
+        extra = (
+            {}
+            if self.kind != "tool_status"
+            else {
+                "recordedOutput": self.recorded_output,
+                "replayedOutput": self.replayed_output,
+            }
+        )
         return {
             "kind": self.kind,
             "step": self.step,
@@ -230,14 +235,18 @@ async def replay(
     sid = ""
     failure: str | None = None
     title = f"replay of {source.title or source_id}"
-    meta = {"replayOf": source_id, "replayFrom": None if first is None else display_id(first),
-            "liveModel": None if live is None else live.name}
+    meta = {
+        "replayOf": source_id,
+        "replayFrom": None if first is None else display_id(first),
+        "liveModel": None if live is None else live.name,
+    }
     try:
         if first is None:
             new, _ = await runtime.open(None)
         else:  # the record and the files up to the step before `first`, as `xclaw fork`
-            new = await asyncio.to_thread(runtime.workspaces.fork, source_id, first - 1,
-                                          f"{title} from {display_id(first)}")
+            new = await asyncio.to_thread(
+                runtime.workspaces.fork, source_id, first - 1, f"{title} from {display_id(first)}"
+            )
         sid = new.session_id
         store.update_session(sid, title=None if first else title, metadata=meta)
         failed: list[str] = []
@@ -250,7 +259,9 @@ async def replay(
 
         async def _answer(frame: dict[str, Any]) -> None:
             step = await asyncio.to_thread(store.get_step, sid, str(frame["stepId"]))
-            path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(step.agent, step.agent)
+            path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(
+                step.agent, step.agent
+            )
             approve = decisions.get((path, step.call_id), True)
             with contextlib.suppress(XclawError):  # the run ended meanwhile
                 runtime.answer_approval(sid, str(frame["stepId"]), approve)
@@ -263,8 +274,14 @@ async def replay(
             if await runtime.resume_if_needed(sid):
                 await runtime.wait_idle(sid)
             failure = failed[0] if failed else None
-        users = [s for s in steps if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT
-                 and s.status is StepStatus.COMPLETED and s.seq >= (first or 0)]
+        users = [
+            s
+            for s in steps
+            if s.step_type is StepType.USER_INPUT
+            and s.agent == MAIN_AGENT
+            and s.status is StepStatus.COMPLETED
+            and s.seq >= (first or 0)
+        ]
         for user in users if failure is None else []:
             text = user.input_data if isinstance(user.input_data, str) else str(user.input_data)
             await runtime.send(sid, text)
@@ -311,8 +328,12 @@ def _recorded_decisions(steps: list[Step]) -> dict[tuple[str, str | None], bool]
     paths = agent_paths(steps)
     out: dict[tuple[str, str | None], bool] = {}
     for s in steps:
-        if (s.step_type is StepType.SYSTEM_ALERT and s.name == APPROVAL_STEP_NAME
-                and s.status is StepStatus.COMPLETED and isinstance(s.output_data, dict)):
+        if (
+            s.step_type is StepType.SYSTEM_ALERT
+            and s.name == APPROVAL_STEP_NAME
+            and s.status is StepStatus.COMPLETED
+            and isinstance(s.output_data, dict)
+        ):
             out[(paths.get(s.agent, s.agent), s.call_id)] = bool(s.output_data.get("approved"))
     return out
 
@@ -340,8 +361,12 @@ def _final_tool_steps(steps: list[Step]) -> dict[tuple[str, str], list[Step]]:
     paths = agent_paths(steps)
     out: dict[tuple[str, str], list[Step]] = defaultdict(list)
     for s in steps:
-        if (s.step_type is StepType.TOOL_CALL and s.call_id and not s.interrupted
-                and s.status is not StepStatus.RUNNING):
+        if (
+            s.step_type is StepType.TOOL_CALL
+            and s.call_id
+            and not s.interrupted
+            and s.status is not StepStatus.RUNNING
+        ):
             out[(paths.get(s.agent, s.agent), s.call_id)].append(s)
     return out
 
@@ -364,40 +389,107 @@ def compare(
         for i, o in enumerate(olds):
             n = news[i] if i < len(news) else None
             if n is None:
-                found.append((o.seq, Divergence("not_replayed", o.display_id, None, path, o.name,
-                                                call_id, _cut(tool_output_text(o)))))
+                found.append(
+                    (
+                        o.seq,
+                        Divergence(
+                            "not_replayed",
+                            o.display_id,
+                            None,
+                            path,
+                            o.name,
+                            call_id,
+                            _cut(tool_output_text(o)),
+                        ),
+                    )
+                )
                 continue
             a = _normal(tool_output_text(o), masks)
             b = _normal(tool_output_text(n), masks)
             if o.status is not n.status:
-                found.append((o.seq, Divergence("tool_status", o.display_id, n.display_id, path,
-                                                o.name, call_id, o.status.value, n.status.value,
-                                                _cut(a), _cut(b))))
+                found.append(
+                    (
+                        o.seq,
+                        Divergence(
+                            "tool_status",
+                            o.display_id,
+                            n.display_id,
+                            path,
+                            o.name,
+                            call_id,
+                            o.status.value,
+                            n.status.value,
+                            _cut(a),
+                            _cut(b),
+                        ),
+                    )
+                )
             elif a != b:
-                found.append((o.seq, Divergence("tool_result", o.display_id, n.display_id, path,
-                                                o.name, call_id, _cut(a), _cut(b))))
+                found.append(
+                    (
+                        o.seq,
+                        Divergence(
+                            "tool_result",
+                            o.display_id,
+                            n.display_id,
+                            path,
+                            o.name,
+                            call_id,
+                            _cut(a),
+                            _cut(b),
+                        ),
+                    )
+                )
     last = max((s.seq for s in recorded), default=0)
     # Calls the record started but never saw end (interrupted): their outcome is unknown, so
     # the replay's attempt is compared with nothing and is no extra call either.
     paths = agent_paths(recorded)
-    started = {(paths.get(s.agent, s.agent), s.call_id) for s in recorded
-               if s.step_type is StepType.TOOL_CALL and s.call_id}
+    started = {
+        (paths.get(s.agent, s.agent), s.call_id)
+        for s in recorded
+        if s.step_type is StepType.TOOL_CALL and s.call_id
+    }
     for (path, call_id), news in new.items():
         if (path, call_id) in started and not old.get((path, call_id)):
             continue
-        extra = news[len(old.get((path, call_id), [])):]
+        extra = news[len(old.get((path, call_id), [])) :]
         for n in extra:
-            found.append((last + n.seq, Divergence("extra_call", None, n.display_id, path, n.name,
-                                                   call_id, None, _cut(tool_output_text(n)))))
+            found.append(
+                (
+                    last + n.seq,
+                    Divergence(
+                        "extra_call",
+                        None,
+                        n.display_id,
+                        path,
+                        n.name,
+                        call_id,
+                        None,
+                        _cut(tool_output_text(n)),
+                    ),
+                )
+            )
     if with_model:
         olds_by = recorded_answers(recorded)
         news_by = recorded_answers(replayed)
         for path, olds in olds_by.items():
             for o, n in zip(olds, news_by.get(path, []), strict=False):
                 if _answer_of(o) != _answer_of(n):
-                    found.append((o.seq, Divergence("model_output", o.display_id, n.display_id,
-                                                    path, None, None, _cut(str(_answer_of(o))),
-                                                    _cut(str(_answer_of(n))))))
+                    found.append(
+                        (
+                            o.seq,
+                            Divergence(
+                                "model_output",
+                                o.display_id,
+                                n.display_id,
+                                path,
+                                None,
+                                None,
+                                _cut(str(_answer_of(o))),
+                                _cut(str(_answer_of(n))),
+                            ),
+                        )
+                    )
                     break
     found.sort(key=lambda pair: pair[0])
     return [d for _, d in found]
@@ -407,7 +499,8 @@ def _answer_of(step: Step) -> tuple[str, tuple[tuple[str, str], ...]]:
     out = step.output_data if isinstance(step.output_data, dict) else {}
     calls = tuple(
         (str(c.get("name")), repr(sorted((c.get("input") or {}).items())))
-        for c in out.get("tool_calls") or () if isinstance(c, dict)
+        for c in out.get("tool_calls") or ()
+        if isinstance(c, dict)
     )
     return str(out.get("text") or ""), calls
 

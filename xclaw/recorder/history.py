@@ -230,7 +230,9 @@ def recorded_thinking(output: dict[str, Any]) -> tuple[ThinkingBlock, ...]:
 
 
 def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
-    return ToolResultMessage(tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
+    return ToolResultMessage(
+        tool_call_id=call.id, name=call.name, content=content, is_error=is_error
+    )
 
 
 def seed_history(messages: list[Message]) -> list[dict[str, str]]:

@@ -38,7 +38,9 @@ class Pending:
 
     __slots__ = ("error", "fn", "future", "step", "urgent")
 
-    def __init__(self, fn: Callable[[], Step], future: asyncio.Future[Step], urgent: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[], Step], future: asyncio.Future[Step], urgent: bool = False
+    ) -> None:
         self.fn = fn
         self.urgent = urgent  # someone awaits it: drain now, and expect a durable commit
         self.step: Step | None = None
@@ -71,14 +73,20 @@ class WriteQueue:
         self._broken: BaseException | None = None
 
     def submit(
-        self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None, *, urgent: bool = False
+        self,
+        fn: Callable[[], Step],
+        on_done: Callable[[Step], Any] | None = None,
+        *,
+        urgent: bool = False,
     ) -> Pending:
         """Queue a write; `on_done` runs on the loop once it is committed (live events).
         `urgent`: the caller will await it (drain now, not after COALESCE_S)."""
         future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_retrieve)
         if on_done is not None:
-            future.add_done_callback(lambda f: f.cancelled() or f.exception() or on_done(f.result()))
+            future.add_done_callback(
+                lambda f: f.cancelled() or f.exception() or on_done(f.result())
+            )
         pending = Pending(fn, future, urgent)
         if self._broken is not None:
             future.set_exception(self._broken)
@@ -90,7 +98,9 @@ class WriteQueue:
             self._timer = asyncio.get_running_loop().call_later(COALESCE_S, self._start_drain)
         return pending
 
-    async def write(self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None) -> Step:
+    async def write(
+        self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None
+    ) -> Step:
         """Queue a write and wait until it — and everything queued before it — is committed."""
         return await self.submit(fn, on_done, urgent=True).future
 
@@ -124,7 +134,7 @@ class WriteQueue:
                 # On the loop, if the writer is free: the leading writes that need no sync.
                 done = store.write_together(units, wait=False, durable=durable)
                 if len(done) < len(batch) and (not done or done[-1][0]):
-                    done += await self.db(store.write_together, units[len(done):], durable=durable)
+                    done += await self.db(store.write_together, units[len(done) :], durable=durable)
             except asyncio.CancelledError:
                 for p in batch:
                     if not p.future.done():

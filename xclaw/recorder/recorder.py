@@ -98,7 +98,9 @@ class Recorder:
     def is_main(self) -> bool:
         return self.agent == MAIN_AGENT
 
-    def _new(self, kind: StepType, name: str, data: Any, parent: ParentRef, call_id: str | None = None) -> NewStep:
+    def _new(
+        self, kind: StepType, name: str, data: Any, parent: ParentRef, call_id: str | None = None
+    ) -> NewStep:
         """Built in the store thread, when a queued parent has its id."""
         return NewStep(
             step_type=kind,
@@ -112,7 +114,9 @@ class Recorder:
     def _step_event(self, step: Step) -> None:
         self.emit(StepCommitted(step))
 
-    def _tool_event(self, step: Step, call: ToolCall, state: ToolState, output: str | None = None) -> None:
+    def _tool_event(
+        self, step: Step, call: ToolCall, state: ToolState, output: str | None = None
+    ) -> None:
         self.emit(
             ToolChanged(
                 step_id=step.display_id,
@@ -132,7 +136,9 @@ class Recorder:
     async def user_input(self, text: str) -> None:
         parent = self._root_parent
         self._turn_root = self.writes.submit(
-            lambda: self.store.add_step(self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)),
+            lambda: self.store.add_step(
+                self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)
+            ),
             self._step_event,
         )
 
@@ -142,7 +148,9 @@ class Recorder:
         parent = self._turn_root
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
         self._llm = self.writes.submit(
-            lambda: self.store.begin_step(self.session_id, self._new(StepType.LLM_CALL, model, data, parent)),
+            lambda: self.store.begin_step(
+                self.session_id, self._new(StepType.LLM_CALL, model, data, parent)
+            ),
             self._step_event,
         )
 
@@ -229,10 +237,12 @@ class Recorder:
             self._step_event,
         )
         who = "" if self.is_main else f"sub-agent {self.agent}: "
-        self.emit(Notice(
-            f"[compact] {who}{summarised} earlier messages are now one summary "
-            f"({len(response.text)} characters); the conversation goes on from it"
-        ))
+        self.emit(
+            Notice(
+                f"[compact] {who}{summarised} earlier messages are now one summary "
+                f"({len(response.text)} characters); the conversation goes on from it"
+            )
+        )
 
     async def llm_failed(self, error: str) -> None:
         llm = self._llm
@@ -241,15 +251,24 @@ class Recorder:
         self._llm = None
         message = self.redact.text(error)
         await self.writes.write(
-            lambda: self.store.fail_step(self.session_id, llm.resolved().seq, error_message=message),
+            lambda: self.store.fail_step(
+                self.session_id, llm.resolved().seq, error_message=message
+            ),
             self._step_event,
         )
 
-    async def approval_requested(self, call: ToolCall, reason: str, maybe_repeated: bool) -> str | None:
+    async def approval_requested(
+        self, call: ToolCall, reason: str, maybe_repeated: bool
+    ) -> str | None:
         pending = self._approvals.get(call.id)
         if pending is not None and pending.status is StepStatus.RUNNING:
             return pending.display_id  # approval asked again after a restart: same step
-        data = {"tool": call.name, "args": call.input, "reason": reason, "maybeRepeated": maybe_repeated}
+        data = {
+            "tool": call.name,
+            "args": call.input,
+            "reason": reason,
+            "maybeRepeated": maybe_repeated,
+        }
         parent = self._parent_of(call)
         step = await self.writes.write(
             lambda: self.store.begin_step(
@@ -278,7 +297,8 @@ class Recorder:
         # Write-ahead: returns once this row and every earlier write are durable.
         step = await self.writes.write(
             lambda: self.store.begin_step(
-                self.session_id, self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id)
+                self.session_id,
+                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
             )
         )
         self._tool_steps[call.id] = step
@@ -314,7 +334,9 @@ class Recorder:
                     output_data=output,
                     durable=True,
                 )
-            return self.store.complete_step(self.session_id, running.seq, output_data=output, durable=True)
+            return self.store.complete_step(
+                self.session_id, running.seq, output_data=output, durable=True
+            )
 
         # Clients hear "completed" only once the row is durable (synced): a kill — or a power
         # loss — right after clients hear of it cannot leave the step `interrupted` in the record.
@@ -370,10 +392,12 @@ class Recorder:
         )
         self.writes.submit(lambda: self.store.add_step(self.session_id, alert), self._step_event)
         for ref in hist.interrupted_unsafe:
-            self.emit(Notice(
-                f"[resume] sub-agent {agent}: {ref} was interrupted and may or may not have "
-                "run; it runs again only if the model re-issues it and you approve"
-            ))
+            self.emit(
+                Notice(
+                    f"[resume] sub-agent {agent}: {ref} was interrupted and may or may not have "
+                    "run; it runs again only if the model re-issues it and you approve"
+                )
+            )
         return hist.messages, hist.resume_state(with_note=True)
 
     def child(self, call: ToolCall) -> Recorder:

@@ -59,9 +59,7 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {
-                (self.text(k) if isinstance(k, str) else k): self(v) for k, v in value.items()
-            }
+            return {(self.text(k) if isinstance(k, str) else k): self(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self(v) for v in value]
         return value

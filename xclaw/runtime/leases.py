@@ -22,6 +22,7 @@ from xclaw.store.leases import Lease, LeaseInfo
 
 log = logging.getLogger("xclaw.leases")
 
+
 def busy_message(info: LeaseInfo) -> str:
     return (
         f"session {info.session_id} is being driven by worker {info.owner} (lease "

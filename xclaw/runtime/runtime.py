@@ -242,7 +242,11 @@ class Runtime:
         # The calls of the turn in flight: those without a step yet wait for an approval (or
         # for their turn), not "never executed".
         last_calls = next(
-            ({c.id for c in m.tool_calls} for m in reversed(hist.messages) if isinstance(m, AssistantMessage)),
+            (
+                {c.id for c in m.tool_calls}
+                for m in reversed(hist.messages)
+                if isinstance(m, AssistantMessage)
+            ),
             set(),
         )
         for m in hist.messages:
@@ -254,7 +258,11 @@ class Runtime:
                 call = by_call.get(item["tool_call_id"])
                 if call is not None:
                     item["stepId"] = call.display_id
-                pending = call.status is StepStatus.RUNNING if call else item["tool_call_id"] in last_calls
+                pending = (
+                    call.status is StepStatus.RUNNING
+                    if call
+                    else item["tool_call_id"] in last_calls
+                )
                 if busy and pending:
                     # Still running or waiting (a refresh is not a crash): no result yet.
                     item.update(running=True, content="", is_error=False)
@@ -278,7 +286,10 @@ class Runtime:
         if run is None:  # driven by another worker: the requests it sent over the bus
             if self.cluster is None:
                 return []
-            return [{**f, "sessionId": session_id} for f in self.cluster.remote_approval_frames(session_id)]
+            return [
+                {**f, "sessionId": session_id}
+                for f in self.cluster.remote_approval_frames(session_id)
+            ]
         return [
             {**self._approval_frame(req), "sessionId": session_id}
             for req, fut in run.approvals.values()
@@ -339,7 +350,9 @@ class Runtime:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured)."""
         if session_id in self._runs:
-            raise SessionBusy("a run is in flight for this session; wait for its reply or cancel it")
+            raise SessionBusy(
+                "a run is in flight for this session; wait for its reply or cancel it"
+            )
         if self._stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
         found = await self.db(self.store.find_session, session_id)
@@ -428,9 +441,12 @@ class Runtime:
         if run.lost is None:
             run.lost = why
             log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, why)
-            self.deliver(sid, notice_frame(
-                "[lease] another worker took over this session; this one stopped driving it"
-            ))
+            self.deliver(
+                sid,
+                notice_frame(
+                    "[lease] another worker took over this session; this one stopped driving it"
+                ),
+            )
         task = run.task
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()  # the renewer noticed: stop the run where it waits
@@ -446,7 +462,9 @@ class Runtime:
             if entry is not None and not entry[1].done():
                 entry[1].set_result(bool(approve))
                 return
-        elif self.cluster is not None and self.cluster.forward_approval(session_id, step_ref, approve):
+        elif self.cluster is not None and self.cluster.forward_approval(
+            session_id, step_ref, approve
+        ):
             return  # the worker that drives the session asked; it gets the answer
         raise StepNotFound(str(step_ref), session_id)
 
@@ -508,11 +526,13 @@ class Runtime:
                 if hist.interrupted_retry or hist.interrupted_unsafe:
                     emit(notice_frame(RESUME_NOTICE))
                 for ref in hist.interrupted_unsafe:
-                    emit(notice_frame(
-                        f"[resume] {ref} was interrupted and may or may not have run, so it is "
-                        "not retried blindly: the model continues from the record, and if it "
-                        "asks for that call again you are asked to approve it first"
-                    ))
+                    emit(
+                        notice_frame(
+                            f"[resume] {ref} was interrupted and may or may not have run, so it is "
+                            "not retried blindly: the model continues from the record, and if it "
+                            "asks for that call again you are asked to approve it first"
+                        )
+                    )
             recorder = Recorder(
                 db=db,
                 session_id=sid,
@@ -537,10 +557,12 @@ class Runtime:
             # Told only now: the resume alert's durable commit carries the settled steps too.
             for step in settled:
                 emit({"type": "step", "step": step_json(step)})
-                emit(notice_frame(
-                    f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
-                    f"shows it ran, recorded as {step.display_id}"
-                ))
+                emit(
+                    notice_frame(
+                        f"[resume] {step.name} {step.call_id} was interrupted; the workspace "
+                        f"shows it ran, recorded as {step.display_id}"
+                    )
+                )
             agent = Agent(
                 model=self.model,
                 tools=self.toolbox.tools,
@@ -584,7 +606,9 @@ class Runtime:
             raise
         except Exception as e:
             log.exception("run of session %s crashed", sid)
-            await self._fail(db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}")
+            await self._fail(
+                db, sid, emit, "internal_error", f"internal error: {type(e).__name__}: {e}"
+            )
         finally:
             if self.telemetry is not None:  # spans from what this run committed (never blocks)
                 self.telemetry.run_ended(sid, started)
@@ -618,10 +642,12 @@ class Runtime:
         status = (await db(db.store.get_session, sid)).status
         emit({"type": "status", "status": status.value})
         if not done:
-            emit(notice_frame(
-                "[compact] nothing was summarised: the conversation is empty, has open tool "
-                "calls, or the model call failed (see /steps)"
-            ))
+            emit(
+                notice_frame(
+                    "[compact] nothing was summarised: the conversation is empty, has open tool "
+                    "calls, or the model call failed (see /steps)"
+                )
+            )
 
     async def _settle(self, db: StoreCaller, sid: str, target: Status) -> None:
         session = await db(db.store.get_session, sid)
@@ -634,7 +660,9 @@ class Runtime:
             await db(db.store.mark_interrupted, sid, keep_approvals=False)
             session = await db(db.store.transition, sid, Status.RUNNING, awaiting_input=True)
         except LeaseLost as e:
-            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
+            log.warning(
+                "event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message
+            )
             return
         emit(self.status_frame(session, busy=False))
         emit(notice_frame(CANCEL_NOTICE))
@@ -654,7 +682,13 @@ class Runtime:
         }
 
     async def _fail(
-        self, db: StoreCaller, sid: str, emit: FrameSink, code: str, message: str, notice: str | None = None
+        self,
+        db: StoreCaller,
+        sid: str,
+        emit: FrameSink,
+        code: str,
+        message: str,
+        notice: str | None = None,
     ) -> None:
         try:
             await db(db.store.mark_interrupted, sid, keep_approvals=False)
@@ -662,7 +696,9 @@ class Runtime:
             if session.status is not Status.FAILED:
                 await db(db.store.transition, sid, Status.FAILED)
         except LeaseLost as e:
-            log.warning("event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message)
+            log.warning(
+                "event=lease_lost session=%s worker=%s reason=%r", sid, self.worker_id, e.message
+            )
             return
         except StoreError as e:  # still cannot write (a full disk): it resumes once it can
             log.error("could not mark session %s failed: %s", sid, e.message)

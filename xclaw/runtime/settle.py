@@ -35,7 +35,11 @@ async def settle_by_workspace(
     wanted = set(unsafe_refs)
     settled: list[Step] = []
     for step in steps:
-        if step.display_id not in wanted or step.step_type is not StepType.TOOL_CALL or not step.call_id:
+        if (
+            step.display_id not in wanted
+            or step.step_type is not StepType.TOOL_CALL
+            or not step.call_id
+        ):
             continue
         tool = tools.get(step.name)
         if tool is None:
@@ -53,6 +57,12 @@ async def settle_by_workspace(
             call_id=step.call_id,
         )
         settled.append(
-            await db(db.store.add_step, session_id, new, status=StepStatus.COMPLETED, output_data=result.content)
+            await db(
+                db.store.add_step,
+                session_id,
+                new,
+                status=StepStatus.COMPLETED,
+                output_data=result.content,
+            )
         )
     return settled

@@ -77,7 +77,9 @@ def default_toolbox(settings: Settings) -> Toolbox:
             )
     for tool in load_python_tools(list(settings.python_tools), policies):
         if tool.name in tools:
-            raise ConfigError(f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already")
+            raise ConfigError(
+                f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already"
+            )
         tools[tool.name] = tool
     _check_policy_names(policies, tools, [s.name for s in settings.mcp_servers])
     return Toolbox(
@@ -88,7 +90,9 @@ def default_toolbox(settings: Settings) -> Toolbox:
     )
 
 
-def _check_policy_names(policies: Any, tools: MutableMapping[str, Tool], servers: list[str]) -> None:
+def _check_policy_names(
+    policies: Any, tools: MutableMapping[str, Tool], servers: list[str]
+) -> None:
     """Every `tool_policies` name must be a Python tool or a tool of a configured MCP server
     (its tool list is checked when it starts): a misspelt name is refused, never ignored."""
     import difflib
@@ -103,7 +107,7 @@ def _check_policy_names(policies: Any, tools: MutableMapping[str, Tool], servers
         if name.startswith(PREFIX):
             if any(name.startswith(p) for p in prefixes):
                 continue
-            server = name[len(PREFIX):].split("__", 1)[0]
+            server = name[len(PREFIX) :].split("__", 1)[0]
             raise ConfigError(
                 f"xclaw.yaml: tool_policies.{name}: no MCP server {server!r} in mcp_servers "
                 f"(configured: {', '.join(servers) or 'none'})"

@@ -36,10 +36,27 @@ ISOLATION_MODES = ("auto", "bwrap", "none")
 # (one run without asking), which has no business reading them. An approved command still
 # sees them (`git push` over ssh needs ~/.ssh).
 CREDENTIAL_PATHS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
-    ".config/hub", ".password-store", ".local/share/keyrings", ".netrc", ".git-credentials",
-    ".config/git/credentials", ".pgpass", ".my.cnf", ".npmrc", ".pypirc", ".cargo/credentials",
-    ".cargo/credentials.toml", ".vault-token",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".password-store",
+    ".local/share/keyrings",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".pgpass",
+    ".my.cnf",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".vault-token",
 )
 _PROBE_TIMEOUT_S = 10.0
 

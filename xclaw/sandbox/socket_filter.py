@@ -49,16 +49,18 @@ def program() -> bytes | None:
     audit_arch, nr_socket = arch
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     deny = _RET_ERRNO | errno.EACCES
-    return b"".join([
-        _ins(ld, 0, 0, 4),                   # 0: seccomp_data.arch
-        _ins(jeq, 0, 5, audit_arch),         # 1: a foreign ABI -> 7 (deny)
-        _ins(ld, 0, 0, 0),                   # 2: seccomp_data.nr
-        _ins(jge, 3, 0, _X32_BIT),           # 3: x32 -> 7
-        _ins(jeq, 2, 0, _IO_URING_SETUP),    # 4: io_uring_setup -> 7
-        _ins(jeq, 1, 0, nr_socket),          # 5: socket, any family -> 7
-        _ins(ret, 0, 0, _RET_ALLOW),         # 6
-        _ins(ret, 0, 0, deny),               # 7
-    ])
+    return b"".join(
+        [
+            _ins(ld, 0, 0, 4),  # 0: seccomp_data.arch
+            _ins(jeq, 0, 5, audit_arch),  # 1: a foreign ABI -> 7 (deny)
+            _ins(ld, 0, 0, 0),  # 2: seccomp_data.nr
+            _ins(jge, 3, 0, _X32_BIT),  # 3: x32 -> 7
+            _ins(jeq, 2, 0, _IO_URING_SETUP),  # 4: io_uring_setup -> 7
+            _ins(jeq, 1, 0, nr_socket),  # 5: socket, any family -> 7
+            _ins(ret, 0, 0, _RET_ALLOW),  # 6
+            _ins(ret, 0, 0, deny),  # 7
+        ]
+    )
 
 
 class _Fprog(ctypes.Structure):

@@ -38,7 +38,6 @@ class Store(Protocol):
         """Where the data lives, for banners and messages (a path or a redacted URL)."""
         ...
 
-
     # --- sessions ---------------------------------------------------------------------
     def create_session(
         self,
@@ -80,7 +79,12 @@ class Store(Protocol):
         ...
 
     def transition(
-        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+        self,
+        session_id: str,
+        target: Status,
+        *,
+        lease: Lease | None = None,
+        awaiting_input: bool = False,
     ) -> Session:
         """A direct move to `target`, as the event `model.EVENT_FOR_TARGET[target]` (checked
         transitions: `model.next_status`). Raises IllegalTransition. With `awaiting_input`

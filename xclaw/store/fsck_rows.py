@@ -92,8 +92,18 @@ class FsckReader:
             "FROM sessions ORDER BY created_at, session_id"
         )
         return [
-            SessionRow(r[0], r[1], int(r[2]), bool(r[3]), bool(r[4]), r[5], r[6], r[7], r[8],
-                       int(r[9] or 0))
+            SessionRow(
+                r[0],
+                r[1],
+                int(r[2]),
+                bool(r[3]),
+                bool(r[4]),
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                int(r[9] or 0),
+            )
             for r in rows
         ]
 

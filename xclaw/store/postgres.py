@@ -235,7 +235,12 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
         self._write(tx, durable=True)
 
     def transition(
-        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+        self,
+        session_id: str,
+        target: Status,
+        *,
+        lease: Lease | None = None,
+        awaiting_input: bool = False,
     ) -> Session:
         target = Status(target)
         cancelled = cancel_event(target, awaiting_input)

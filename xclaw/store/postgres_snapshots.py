@@ -174,6 +174,7 @@ def fork_snapshots_tx(
 
 T = TypeVar("T")
 
+
 class PgSnapshots:
     """The snapshot half of the Store protocol for PostgresStore."""
 

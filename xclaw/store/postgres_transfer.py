@@ -42,23 +42,34 @@ SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN (
 
 T = TypeVar("T")
 
+
 class PgTransfer:
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
         def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T: ...
 
-
     def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
         """As SQLiteStore.import_session: one durable transaction, ids kept as given."""
         meta = pg_json(session.metadata, "metadata")
         rows = [
             (
-                st.step_id, session.session_id, st.seq, st.parent_step_id, st.step_type.value,
-                pg_text(st.name), st.status.value, pg_text(st.agent), pg_text(st.call_id),
-                pg_json(st.input_data, "input_data"), pg_json(st.output_data, "output_data"),
-                pg_text(st.error_message), st.start_time, st.end_time,
-                st.token_usage_prompt, st.token_usage_completion,
+                st.step_id,
+                session.session_id,
+                st.seq,
+                st.parent_step_id,
+                st.step_type.value,
+                pg_text(st.name),
+                st.status.value,
+                pg_text(st.agent),
+                pg_text(st.call_id),
+                pg_json(st.input_data, "input_data"),
+                pg_json(st.output_data, "output_data"),
+                pg_text(st.error_message),
+                st.start_time,
+                st.end_time,
+                st.token_usage_prompt,
+                st.token_usage_completion,
             )
             for st in sorted(steps, key=lambda s: s.seq)
         ]
@@ -68,21 +79,41 @@ class PgTransfer:
             if conn.execute("SELECT 1 FROM sessions WHERE session_id=%s", (sid,)).fetchone():
                 raise StoreError(f"a session with id {sid!r} already exists")
             parent = session.parent_session_id
-            if parent and not conn.execute("SELECT 1 FROM sessions WHERE session_id=%s", (parent,)).fetchone():
+            if (
+                parent
+                and not conn.execute(
+                    "SELECT 1 FROM sessions WHERE session_id=%s", (parent,)
+                ).fetchone()
+            ):
                 parent = None
             conn.execute(
                 _INSERT_SESSION,
                 (
-                    sid, pg_text(session.title), session.status.value, session.created_at,
-                    session.updated_at, meta, int(session.is_forked), parent, next_seq,
-                    int(session.awaiting_input), session.forked_from_seq,
+                    sid,
+                    pg_text(session.title),
+                    session.status.value,
+                    session.created_at,
+                    session.updated_at,
+                    meta,
+                    int(session.is_forked),
+                    parent,
+                    next_seq,
+                    int(session.awaiting_input),
+                    session.forked_from_seq,
                 ),
             )
             with conn.cursor() as cur:
                 cur.executemany(_INSERT_STEP, rows)
             return Session(
-                sid, session.title, session.status, session.created_at, session.updated_at,
-                dict(session.metadata), session.is_forked, parent, session.awaiting_input,
+                sid,
+                session.title,
+                session.status,
+                session.created_at,
+                session.updated_at,
+                dict(session.metadata),
+                session.is_forked,
+                parent,
+                session.awaiting_input,
                 session.forked_from_seq,
             )
 

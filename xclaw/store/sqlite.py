@@ -252,7 +252,12 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         self._write(tx, durable=True)
 
     def transition(
-        self, session_id: str, target: Status, *, lease: Lease | None = None, awaiting_input: bool = False
+        self,
+        session_id: str,
+        target: Status,
+        *,
+        lease: Lease | None = None,
+        awaiting_input: bool = False,
     ) -> Session:
         target = Status(target)
         cancelled = cancel_event(target, awaiting_input)

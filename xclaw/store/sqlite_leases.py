@@ -73,7 +73,6 @@ class SqliteLeases:
         def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
 
-
     def _init_leases(self) -> None:
         self._presence: dict[str, int] = {}  # worker id -> fd holding its flock
         self._presence_mutex = threading.Lock()

@@ -52,7 +52,6 @@ class SqliteTransfer:
         def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
 
-
     def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
         """Insert a session and its steps exactly as given (ids, seqs, times) in one durable
         transaction. A parent session absent here is unlinked. Raises StoreError when the
@@ -60,11 +59,22 @@ class SqliteTransfer:
         meta = dump_json(session.metadata, "metadata")
         rows = [
             (
-                st.step_id, session.session_id, st.seq, st.parent_step_id, st.step_type.value,
-                st.name, st.status.value, st.agent, st.call_id,
-                dump_json(st.input_data, "input_data"), dump_json(st.output_data, "output_data"),
-                st.error_message, st.start_time, st.end_time,
-                st.token_usage_prompt, st.token_usage_completion,
+                st.step_id,
+                session.session_id,
+                st.seq,
+                st.parent_step_id,
+                st.step_type.value,
+                st.name,
+                st.status.value,
+                st.agent,
+                st.call_id,
+                dump_json(st.input_data, "input_data"),
+                dump_json(st.output_data, "output_data"),
+                st.error_message,
+                st.start_time,
+                st.end_time,
+                st.token_usage_prompt,
+                st.token_usage_completion,
             )
             for st in sorted(steps, key=lambda s: s.seq)
         ]
@@ -74,20 +84,40 @@ class SqliteTransfer:
             if conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (sid,)).fetchone():
                 raise StoreError(f"a session with id {sid!r} already exists")
             parent = session.parent_session_id
-            if parent and not conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (parent,)).fetchone():
+            if (
+                parent
+                and not conn.execute(
+                    "SELECT 1 FROM sessions WHERE session_id=?", (parent,)
+                ).fetchone()
+            ):
                 parent = None
             conn.execute(
                 _INSERT_SESSION,
                 (
-                    sid, session.title, session.status.value, session.created_at,
-                    session.updated_at, meta, int(session.is_forked), parent, next_seq,
-                    int(session.awaiting_input), session.forked_from_seq,
+                    sid,
+                    session.title,
+                    session.status.value,
+                    session.created_at,
+                    session.updated_at,
+                    meta,
+                    int(session.is_forked),
+                    parent,
+                    next_seq,
+                    int(session.awaiting_input),
+                    session.forked_from_seq,
                 ),
             )
             conn.executemany(_INSERT_STEP, rows)
             return Session(
-                sid, session.title, session.status, session.created_at, session.updated_at,
-                dict(session.metadata), session.is_forked, parent, session.awaiting_input,
+                sid,
+                session.title,
+                session.status,
+                session.created_at,
+                session.updated_at,
+                dict(session.metadata),
+                session.is_forked,
+                parent,
+                session.awaiting_input,
                 session.forked_from_seq,
             )
 

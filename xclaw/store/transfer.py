@@ -31,7 +31,9 @@ class BadExport(XclawError):
 
 
 def export_lines(
-    store: Store, sessions: Iterable[Session], totals: Callable[[list[Step]], dict[str, Any]] | None = None
+    store: Store,
+    sessions: Iterable[Session],
+    totals: Callable[[list[Step]], dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """The session line (with `totals` of its steps, e.g. tokens and cost), then one line per
     step (with its call id, which pairs tool results with the model's calls on resume).
@@ -48,9 +50,15 @@ def export_lines(
             try:
                 blobs = store.get_blobs(hashes)
             except MissingBlobs as e:  # exported without: fsck names them on either side
-                blobs = store.get_blobs(set(hashes) - set(e.hashes)) if set(hashes) - set(e.hashes) else {}
+                blobs = (
+                    store.get_blobs(set(hashes) - set(e.hashes))
+                    if set(hashes) - set(e.hashes)
+                    else {}
+                )
             for h, data in sorted(blobs.items()):
-                yield _dump({"kind": "blob", "hash": h, "base64": base64.b64encode(data).decode("ascii")})
+                yield _dump(
+                    {"kind": "blob", "hash": h, "base64": base64.b64encode(data).decode("ascii")}
+                )
 
 
 @dataclass
@@ -109,7 +117,8 @@ def parse_export(lines: Iterable[str], where: str = "the file") -> list[Exported
         # A parent link must name an earlier step of the same session; any other is dropped.
         ex.steps = sorted(
             (
-                s if s.parent_step_id is None or seq_of.get(s.parent_step_id, s.seq) < s.seq
+                s
+                if s.parent_step_id is None or seq_of.get(s.parent_step_id, s.seq) < s.seq
                 else replace(s, parent_step_id=None)
                 for s in ex.steps
             ),
@@ -142,7 +151,11 @@ def import_sessions(store: Store, exported: list[Exported]) -> list[Imported]:
 def _image_hashes(output: Any) -> list[str]:
     if not isinstance(output, dict) or not isinstance(output.get("images"), list):
         return []
-    return [i["hash"] for i in output["images"] if isinstance(i, dict) and isinstance(i.get("hash"), str)]
+    return [
+        i["hash"]
+        for i in output["images"]
+        if isinstance(i, dict) and isinstance(i.get("hash"), str)
+    ]
 
 
 def _blob(o: dict[str, Any]) -> tuple[str, bytes]:
@@ -159,7 +172,7 @@ def _blob(o: dict[str, Any]) -> tuple[str, bytes]:
 def _moved(st: Step, old: str, new: str) -> Step:
     parent = st.parent_step_id
     if parent is not None:
-        parent = new + parent[len(old):]
+        parent = new + parent[len(old) :]
     return replace(st, step_id=full_step_id(new, st.seq), session_id=new, parent_step_id=parent)
 
 
@@ -181,7 +194,9 @@ def _session(o: dict[str, Any]) -> Session:
         is_forked=bool(o.get("isForked")),
         parent_session_id=parent,
         awaiting_input=bool(o.get("awaitingInput")),
-        forked_from_seq=None if o.get("forkedFromSeq") is None else _int(o["forkedFromSeq"], "forkedFromSeq"),
+        forked_from_seq=None
+        if o.get("forkedFromSeq") is None
+        else _int(o["forkedFromSeq"], "forkedFromSeq"),
     )
 
 
@@ -235,5 +250,3 @@ def _str(v: Any, what: str) -> str:
 
 def _dump(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False)
-
-

@@ -51,7 +51,9 @@ class TurnExporter:
                 self._queue.put_nowait((session_id, started_ms))
                 self._pending += 1
         except queue.Full:
-            log.warning("otel: export queue full; the turn of session %s is not exported", session_id)
+            log.warning(
+                "otel: export queue full; the turn of session %s is not exported", session_id
+            )
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until every queued turn is built and handed over, then push the spans out."""
@@ -105,8 +107,9 @@ class TurnExporter:
         from opentelemetry.trace.status import Status, StatusCode
 
         def ctx(span_id: int) -> SpanContext:
-            return SpanContext(span.trace_id, span_id, is_remote=False,
-                               trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            return SpanContext(
+                span.trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+            )
 
         return ReadableSpan(
             name=span.name,
@@ -142,8 +145,14 @@ def recent_steps(store: Store, session_id: str, started_ms: int, first: int = 25
         t = next((i for i, s in enumerate(steps) if _touched(s, started_ms)), None)
         if t is None:
             return []
-        h = max((i for i, s in enumerate(steps[: t + 1])
-                 if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT), default=0)
+        h = max(
+            (
+                i
+                for i, s in enumerate(steps[: t + 1])
+                if s.step_type is StepType.USER_INPUT and s.agent == MAIN_AGENT
+            ),
+            default=0,
+        )
         if h > 0:  # the step before the turn is in view and untouched
             return steps[h:]
         n *= 2
@@ -210,7 +219,8 @@ def start_exporter(
     except ImportError as e:
         log.warning(
             "otel: an OTLP endpoint is set but the OpenTelemetry SDK is missing (%s): "
-            "pip install 'xclaw[otel]'", e.name or e,
+            "pip install 'xclaw[otel]'",
+            e.name or e,
         )
     except Exception:
         log.warning("otel: could not start the span exporter", exc_info=True)

@@ -182,7 +182,12 @@ def turn_spans(
     elif capture_content and last_answer is not None:
         out = last_answer.output_data if isinstance(last_answer.output_data, dict) else {}
         root.attributes["gen_ai.output.messages"] = content(
-            [{"role": "assistant", "parts": [{"type": "text", "content": str(out.get("text") or "")}]}]
+            [
+                {
+                    "role": "assistant",
+                    "parts": [{"type": "text", "content": str(out.get("text") or "")}],
+                }
+            ]
         )
     return spans
 
@@ -238,8 +243,14 @@ def _chat_span(
         if out.get("text"):
             parts.append({"type": "text", "content": str(out["text"])})
         for c in _tool_calls(s):
-            parts.append({"type": "tool_call", "id": c.get("id"), "name": c.get("name"),
-                          "arguments": c.get("input")})
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": c.get("id"),
+                    "name": c.get("name"),
+                    "arguments": c.get("input"),
+                }
+            )
         attrs["gen_ai.output.messages"] = content([{"role": "assistant", "parts": parts}])
     span = SpanData(
         name=f"chat {model}",

@@ -250,16 +250,23 @@ def history_lines(f: dict[str, Any]) -> list[str]:
                 out += _prefixed("You: ", str(m.get("text", "")))
             elif kind == "summary":
                 # compaction's summary of the older turns (the full text: `xclaw steps`)
-                out.append(thinking_line({"content": str(m.get("text", ""))}).replace(
-                    "▸ thinking", "▸ earlier conversation, summarised", 1))
+                out.append(
+                    thinking_line({"content": str(m.get("text", ""))}).replace(
+                        "▸ thinking", "▸ earlier conversation, summarised", 1
+                    )
+                )
             elif kind == "assistant":
                 blocks = [b for b in m.get("thinking") or () if isinstance(b, dict)]
                 if blocks:
                     out.append(
                         thinking_line(
                             {
-                                "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks),
-                                "redacted": sum(b.get("type") == "redacted_thinking" for b in blocks),
+                                "content": "\n\n".join(
+                                    str(b.get("thinking") or "") for b in blocks
+                                ),
+                                "redacted": sum(
+                                    b.get("type") == "redacted_thinking" for b in blocks
+                                ),
                             }
                         )
                     )

@@ -136,8 +136,10 @@ class ApprovalPolicy:
             if self.mode == "auto-edits":
                 if not _inside_git(path):
                     return ALLOW
-                return ASK(f"{tool.name} changes {path!r} inside .git (its hooks and config run "
-                           "programs later), so it is asked even in auto-edits")
+                return ASK(
+                    f"{tool.name} changes {path!r} inside .git (its hooks and config run "
+                    "programs later), so it is asked even in auto-edits"
+                )
             return ASK(f"{tool.name} changes {path!r}" if isinstance(path, str) else tool.name)
         return ASK(f"{tool.name} may change things (it is not read-only)")
 

@@ -57,16 +57,70 @@ def _find(args: list[str]) -> None:
     while i < len(args) and not args[i].startswith("-") and args[i] not in ("(", "!", ")"):
         i += 1  # the starting points
     no_value = {
-        "-print", "-print0", "-ls", "-empty", "-true", "-false", "-prune", "-quit", "-depth",
-        "-xdev", "-mount", "-follow", "-readable", "-writable", "-executable", "-nouser",
-        "-nogroup", "-o", "-or", "-a", "-and", "-not", "!", "(", ")", ",", "-noleaf",
+        "-print",
+        "-print0",
+        "-ls",
+        "-empty",
+        "-true",
+        "-false",
+        "-prune",
+        "-quit",
+        "-depth",
+        "-xdev",
+        "-mount",
+        "-follow",
+        "-readable",
+        "-writable",
+        "-executable",
+        "-nouser",
+        "-nogroup",
+        "-o",
+        "-or",
+        "-a",
+        "-and",
+        "-not",
+        "!",
+        "(",
+        ")",
+        ",",
+        "-noleaf",
     }
     one_value = {
-        "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
-        "-type", "-xtype", "-maxdepth", "-mindepth", "-size", "-mtime", "-mmin", "-atime",
-        "-amin", "-ctime", "-cmin", "-newer", "-anewer", "-cnewer", "-perm", "-user", "-group",
-        "-uid", "-gid", "-links", "-inum", "-samefile", "-regextype", "-printf", "-lname",
-        "-ilname", "-used",
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-wholename",
+        "-iwholename",
+        "-regex",
+        "-iregex",
+        "-type",
+        "-xtype",
+        "-maxdepth",
+        "-mindepth",
+        "-size",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-newer",
+        "-anewer",
+        "-cnewer",
+        "-perm",
+        "-user",
+        "-group",
+        "-uid",
+        "-gid",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-regextype",
+        "-printf",
+        "-lname",
+        "-ilname",
+        "-used",
     }
     while i < len(args):
         a = args[i]
@@ -85,7 +139,9 @@ def _is_number(text: str) -> bool:
 
 
 _HEAD_TAIL = CommandRule(
-    flags="qvzfF", valued="nc", numeric=True,
+    flags="qvzfF",
+    valued="nc",
+    numeric=True,
     long=_longs("--quiet --silent --verbose --zero-terminated"),
     long_valued=_longs("--lines --bytes"),
 )
@@ -215,7 +271,9 @@ RULES: dict[str, CommandRule] = {
         long_optional=_longs("--untracked-files --porcelain"),
     ),
     "git log": CommandRule(
-        flags="p", valued="n", numeric=True,
+        flags="p",
+        valued="n",
+        numeric=True,
         long=_longs(
             "--oneline --stat --shortstat --graph --decorate --all --reverse --name-only "
             "--name-status --no-merges --first-parent --patch --no-color --abbrev-commit"
@@ -245,8 +303,9 @@ def rule_for(entry: tuple[str, ...]) -> CommandRule:
     if built_in is not None and not options:
         return built_in
     flags = "".join(o[1:] for o in options if not o.startswith("--") and len(o) == 2)
-    return CommandRule(flags=flags, long=frozenset(o.split("=")[0] for o in options
-                                                    if o.startswith("--")))
+    return CommandRule(
+        flags=flags, long=frozenset(o.split("=")[0] for o in options if o.startswith("--"))
+    )
 
 
 def check_arguments(command: str, rule: CommandRule, args: Iterable[str]) -> None:
@@ -296,12 +355,13 @@ def check_arguments(command: str, rule: CommandRule, args: Iterable[str]) -> Non
                     break  # the rest of the cluster is the value
                 if letter not in rule.flags:
                     raise NotSafe(
-                        f"runs {command!r} with -{letter} (in {a!r}), "
-                        "which is not on its allowlist"
+                        f"runs {command!r} with -{letter} (in {a!r}), which is not on its allowlist"
                     )
     if rule.max_operands is not None and len(operands) > rule.max_operands:
-        raise NotSafe(f"runs {command!r} with {len(operands)} operands (at most "
-                      f"{rule.max_operands}: another would be written to)")
+        raise NotSafe(
+            f"runs {command!r} with {len(operands)} operands (at most "
+            f"{rule.max_operands}: another would be written to)"
+        )
     if rule.operand_ok is not None:
         for op in operands:
             if not rule.operand_ok(op):

@@ -195,9 +195,7 @@ class ReadFileTool(Tool):
             media = image_type(head)
             if media is not None and self.images:
                 return self._image(f, shown, media, size)
-            if media is not None or (
-                self.images and path.suffix.lower() in _OTHER_IMAGE_SUFFIXES
-            ):
+            if media is not None or (self.images and path.suffix.lower() in _OTHER_IMAGE_SUFFIXES):
                 raise ToolError(
                     f"{shown!r} is an image ({media or path.suffix.lower()}, "
                     f"{_human_size(size)}); "
@@ -426,7 +424,9 @@ class EditFileTool(Tool):
             old, new = clean["old_text"], clean["new_text"]
             if not old or old == new or old in new:
                 return None  # an edit that keeps its old text cannot be told from one not made
-            text = _read_text_file(resolve_in_workspace(ctx.workspace, clean["path"]), clean["path"], self.name)
+            text = _read_text_file(
+                resolve_in_workspace(ctx.workspace, clean["path"]), clean["path"], self.name
+            )
         except (ToolError, OSError):
             return None
         variants = [(old, new)]

@@ -62,7 +62,9 @@ async def server_rows(hub: Any, *, start: bool) -> list[dict[str, Any]]:
             if name in errors:
                 row["error"] = errors[name]
         else:
-            row["status"] = "running" if conn.alive else (hub.errors.get(name) and "error") or "not started"
+            row["status"] = (
+                "running" if conn.alive else (hub.errors.get(name) and "error") or "not started"
+            )
             if name in hub.errors:
                 row["error"] = hub.errors[name]
         row["tools"] = [t.name for t in conn.tools]
@@ -74,10 +76,12 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
     lines = [f"tools (approval mode: {mode}):"]
     for t in tools:
         flags = ", ".join(
-            f for f in (
+            f
+            for f in (
                 "read-only" if t["readOnly"] else "",
                 "effects outside the workspace" if t["outsideEffects"] else "",
-            ) if f
+            )
+            if f
         )
         lines.append(f"  {t['name']}")
         lines.append(f"      {t['source']}" + (f"; {flags}" if flags else ""))
@@ -87,7 +91,11 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
         lines.append("MCP servers:")
         for s in servers:
             head = f"  {s['name']}: {s['transport']} {s['target']}"
-            head += " (trusted)" if s["trusted"] else " (not trusted: annotations cannot loosen approval)"
+            head += (
+                " (trusted)"
+                if s["trusted"]
+                else " (not trusted: annotations cannot loosen approval)"
+            )
             lines.append(head)
             status = s["status"]
             if status == "ok":
@@ -95,6 +103,8 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
             elif status == "error":
                 status = f"error: {s.get('error', '')}"
             elif status == "not started":
-                status = "not started yet (starts on first use; `xclaw tools --check` starts it now)"
+                status = (
+                    "not started yet (starts on first use; `xclaw tools --check` starts it now)"
+                )
             lines.append(f"    {status}")
     return "\n".join(lines)

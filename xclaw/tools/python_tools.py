@@ -61,7 +61,9 @@ def tool(
     (always asked)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(f, _MARK, Declared(name, description, read_only, idempotent, open_world, destructive))
+        setattr(
+            f, _MARK, Declared(name, description, read_only, idempotent, open_world, destructive)
+        )
         return f
 
     return mark(fn) if fn is not None else mark
@@ -69,7 +71,9 @@ def tool(
 
 class PythonTool(Tool):
     def __init__(self, ref: str, fn: Callable[..., Any], policy: ToolPolicy = NO_OVERRIDE) -> None:
-        declared: Declared = getattr(fn, _MARK, None) or Declared(None, None, False, False, False, False)
+        declared: Declared = getattr(fn, _MARK, None) or Declared(
+            None, None, False, False, False, False
+        )
         self.ref = ref
         self.fn = fn
         self.name = declared.name or fn.__name__
@@ -94,7 +98,8 @@ class PythonTool(Tool):
             parsed = self._model.model_validate(args if isinstance(args, dict) else {})
         except ValidationError as e:
             problems = "; ".join(
-                f"'{'.'.join(str(p) for p in err['loc']) or 'input'}': {err['msg']}" for err in e.errors()
+                f"'{'.'.join(str(p) for p in err['loc']) or 'input'}': {err['msg']}"
+                for err in e.errors()
             )
             return ToolResult(f"{self.name}: bad arguments: {problems}", is_error=True)
         if self._single is not None:
@@ -121,7 +126,8 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
     except Exception as e:
         raise ConfigError(f"tools: {ref}: cannot read its type hints: {e}") from e
     params = [
-        p for p in inspect.signature(fn).parameters.values()
+        p
+        for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
     if len(params) == 1:
@@ -134,9 +140,7 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
             raise ConfigError(f"tools: {ref}: parameter {p.name!r} needs a type hint")
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (hints[p.name], default)
-    model = create_model(
-        f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
     return model, None
 
 

@@ -46,7 +46,7 @@ _SETPRIV = shutil.which("setpriv")
 _CHECK_PARENT = '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"'
 _DIE_WITH_PARENT = (
     'trap "kill -KILL 0" TERM; "$0" -c "$1" & wait $! 2>/dev/null; s=$?; '
-    'if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s'
+    "if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s"
 )
 
 
@@ -206,6 +206,7 @@ class ShellTool(Tool):
         whole group. Without this an interrupted call would go on running unrecorded — the
         very "executed without a record" the write-ahead rule forbids. With isolation,
         bubblewrap sits between the two (it too dies with its parent, taking the sandbox)."""
+
         def wrap(argv: list[str]) -> list[str]:
             if self.isolation is None:
                 return argv

@@ -50,8 +50,16 @@ def simple_commands(command: str) -> list[list[str]]:
         return []
     try:
         trees = bashlex.parse(command)
-    except (bashlex.errors.ParsingError, NotImplementedError, IndexError, TypeError,
-            AttributeError, ValueError, AssertionError, RecursionError) as e:
+    except (
+        bashlex.errors.ParsingError,
+        NotImplementedError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        ValueError,
+        AssertionError,
+        RecursionError,
+    ) as e:
         raise NotSafe(f"cannot be parsed safely ({_short(e)})") from None
     out: list[list[str]] = []
     for tree in trees:
@@ -166,7 +174,8 @@ def read_literal(raw: str) -> str:
                     break
                 if d in "$`":
                     raise NotSafe(
-                        "uses command substitution" if d == "`" or raw.startswith("$(", i)
+                        "uses command substitution"
+                        if d == "`" or raw.startswith("$(", i)
                         else "uses parameter expansion ($)"
                     )
                 if d == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':

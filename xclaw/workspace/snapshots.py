@@ -282,4 +282,3 @@ def _skipped(reason: str, size: int) -> dict[str, Any]:
 
 def _mb(n: int) -> str:
     return f"{n / MB:g} MB"
-

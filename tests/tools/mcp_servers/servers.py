@@ -33,7 +33,9 @@ def everything() -> str:
         return str(EVERYTHING)
     if os.environ.get("XCLAW_TEST_REQUIRE_NPM_MCP") == "1":
         pytest.fail(f"server-everything is not installed at {EVERYTHING} (see .ci/run)")
-    pytest.skip("npm MCP server not installed: npm install --prefix .ci/node @modelcontextprotocol/server-everything")
+    pytest.skip(
+        "npm MCP server not installed: npm install --prefix .ci/node @modelcontextprotocol/server-everything"
+    )
 
 
 def children_running(pattern: str, parent: int | None = None) -> list[int]:
@@ -81,7 +83,9 @@ class HttpEverything:
         self.proc = subprocess.Popen(
             [everything(), "streamableHttp"],
             env={**os.environ, "PORT": str(self.port)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -89,7 +93,9 @@ class HttpEverything:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
             if self.proc.poll() is not None:
-                raise AssertionError(f"server-everything streamableHttp exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                raise AssertionError(
+                    f"server-everything streamableHttp exited: {self.proc.stderr.read() if self.proc.stderr else ''}"
+                )
             time.sleep(0.1)
         self.stop()
         raise AssertionError("server-everything streamableHttp did not listen within 30 s")

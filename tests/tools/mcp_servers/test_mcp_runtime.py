@@ -57,7 +57,10 @@ async def answer_approvals(h: Any, sid: str, approve: bool = True) -> list[dict[
 async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make) -> None:
     h = make(
         [
-            {"text": "Asking.", "tool_calls": [call("mcp__time__get_current_time", timezone="UTC")]},
+            {
+                "text": "Asking.",
+                "tool_calls": [call("mcp__time__get_current_time", timezone="UTC")],
+            },
             {"text": "Done."},
         ],
         approval="yolo",
@@ -75,7 +78,9 @@ async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make) -> 
     assert h.of("reply")[-1]["content"] == "Done."
 
 
-async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not(make, tmp_path: Path) -> None:
+async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not(
+    make, tmp_path: Path
+) -> None:
     turns = [
         {"text": "Asking.", "tool_calls": [call("mcp__time__get_current_time", timezone="UTC")]},
         {"text": "Done."},
@@ -90,7 +95,9 @@ async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not
     assert tool_steps(h, sid)[0].status is StepStatus.COMPLETED
     await h.close()
 
-    trusted = make(turns, approval="ask", mcp_servers=servers({"time": {"command": cmd, "trusted": True}}))
+    trusted = make(
+        turns, approval="ask", mcp_servers=servers({"time": {"command": cmd, "trusted": True}})
+    )
     sid2 = await trusted.ask("time?")
     assert trusted.of("approval_request") == []
     assert tool_steps(trusted, sid2)[0].status is StepStatus.COMPLETED
@@ -104,11 +111,15 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)  # noqa: ASYNC221 - setup
     cmd = python_server("mcp-server-git")
 
-    async def decisions(trusted: bool, overrides: dict[str, Any] | None = None) -> dict[tuple[str, str], str]:
+    async def decisions(
+        trusted: bool, overrides: dict[str, Any] | None = None
+    ) -> dict[tuple[str, str], str]:
         from xclaw.tools.traits import parse_policies
 
         hub = McpHub(
-            servers({"git": {"command": cmd, "args": ["--repository", str(repo)], "trusted": trusted}}),
+            servers(
+                {"git": {"command": cmd, "args": ["--repository", str(repo)], "trusted": trusted}}
+            ),
             parse_policies(overrides),
         )
         try:
@@ -159,23 +170,34 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
 async def test_a_server_that_cannot_start_is_named_and_the_others_keep_working(make) -> None:
     h = make(
         [
-            {"text": "Both.", "tool_calls": [
-                call("mcp__broken__anything"),
-                call("mcp__time__get_current_time", timezone="UTC"),
-            ]},
+            {
+                "text": "Both.",
+                "tool_calls": [
+                    call("mcp__broken__anything"),
+                    call("mcp__time__get_current_time", timezone="UTC"),
+                ],
+            },
             {"text": "Done."},
         ],
         approval="yolo",
-        mcp_servers=servers({
-            "broken": {"command": "xclaw-no-such-mcp-server"},
-            "time": {"command": python_server("mcp-server-time")},
-        }),
+        mcp_servers=servers(
+            {
+                "broken": {"command": "xclaw-no-such-mcp-server"},
+                "time": {"command": python_server("mcp-server-time")},
+            }
+        ),
     )
     sid = await h.ask("go")
     notices = [f["content"] for f in h.of("notice")]
-    assert any("'broken'" in n and "xclaw-no-such-mcp-server" in n and "failed to start" in n for n in notices), notices
+    assert any(
+        "'broken'" in n and "xclaw-no-such-mcp-server" in n and "failed to start" in n
+        for n in notices
+    ), notices
     broken, ok = tool_steps(h, sid)
-    assert broken.status is StepStatus.FAILED and "unknown tool 'mcp__broken__anything'" in broken.output_data
+    assert (
+        broken.status is StepStatus.FAILED
+        and "unknown tool 'mcp__broken__anything'" in broken.output_data
+    )
     assert ok.status is StepStatus.COMPLETED
     assert h.of("reply")[-1]["content"] == "Done."
 
@@ -183,12 +205,15 @@ async def test_a_server_that_cannot_start_is_named_and_the_others_keep_working(m
 async def test_everything_server_results_map_images_structured_content_and_errors(make) -> None:
     h = make(
         [
-            {"text": "All kinds.", "tool_calls": [
-                call("mcp__ev__get-tiny-image"),
-                call("mcp__ev__get-structured-content", location="New York"),
-                call("mcp__ev__get-sum", a=2, b=40),
-                call("mcp__ev__get-sum", a="two", b=40),
-            ]},
+            {
+                "text": "All kinds.",
+                "tool_calls": [
+                    call("mcp__ev__get-tiny-image"),
+                    call("mcp__ev__get-structured-content", location="New York"),
+                    call("mcp__ev__get-sum", a=2, b=40),
+                    call("mcp__ev__get-sum", a="two", b=40),
+                ],
+            },
             {"text": "Done."},
         ],
         approval="yolo",
@@ -211,7 +236,12 @@ async def test_everything_server_results_map_images_structured_content_and_error
 async def test_call_is_written_ahead_and_a_server_that_crashes_mid_call_is_restarted(make) -> None:
     h = make(
         [
-            {"text": "Long.", "tool_calls": [call("mcp__ev__trigger-long-running-operation", duration=120, steps=4)]},
+            {
+                "text": "Long.",
+                "tool_calls": [
+                    call("mcp__ev__trigger-long-running-operation", duration=120, steps=4)
+                ],
+            },
             {"text": "Again.", "tool_calls": [call("mcp__ev__echo", message="after the crash")]},
             {"text": "Done."},
         ],
@@ -263,7 +293,13 @@ async def test_a_server_that_never_answers_times_out_and_is_replaced(make) -> No
 async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> None:
     h = make(
         [
-            {"text": "Toggle.", "tool_calls": [call("mcp__ev__toggle-simulated-logging"), call("mcp__ev__echo", message="x")]},
+            {
+                "text": "Toggle.",
+                "tool_calls": [
+                    call("mcp__ev__toggle-simulated-logging"),
+                    call("mcp__ev__echo", message="x"),
+                ],
+            },
             {"text": "Done."},
         ],
         approval="yolo",
@@ -271,7 +307,9 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
     )
     sid = await h.ask("go")
     steps = h.store.steps(sid)
-    marks = [s for s in steps if s.step_type is StepType.SYSTEM_ALERT and s.name == "outside_effects"]
+    marks = [
+        s for s in steps if s.step_type is StepType.SYSTEM_ALERT and s.name == "outside_effects"
+    ]
     assert [m.input_data["tool"] for m in marks] == ["mcp__ev__toggle-simulated-logging"]
     toggle = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
     assert marks[0].input_data["callId"] == toggle.call_id and marks[0].seq < toggle.seq
@@ -293,7 +331,10 @@ async def test_streamable_http_server_and_env_values_are_redacted(make) -> None:
             mcp_servers=servers(
                 {
                     "web": {"url": http.url, "headers": {"X-Test": "${XCLAW_T_HEADER}"}},
-                    "local": {"command": everything(), "env": {"XCLAW_T_SECRET": "${XCLAW_T_VALUE}"}},
+                    "local": {
+                        "command": everything(),
+                        "env": {"XCLAW_T_SECRET": "${XCLAW_T_VALUE}"},
+                    },
                 },
                 {"XCLAW_T_HEADER": "h", "XCLAW_T_VALUE": "s3cr3t-value-from-env"},
             ),
@@ -324,7 +365,9 @@ async def test_a_server_that_died_between_calls_is_started_again_for_the_next_on
             await asyncio.sleep(0.05)
         from xclaw.tools.base import ToolContext
 
-        result = await tool.run({"timezone": "UTC"}, ToolContext(workspace=Path("."), session_id="s"))
+        result = await tool.run(
+            {"timezone": "UTC"}, ToolContext(workspace=Path("."), session_id="s")
+        )
         assert not result.is_error, result.content
         assert json.loads(result.content)["timezone"] == "UTC"
         assert hub.connections["time"].starts == 2
@@ -393,7 +436,13 @@ async def test_a_server_printing_garbage_on_stdout_is_one_clear_line_not_traceba
         assert any(t.name == "mcp__banner__get_current_time" for t in hub.tools())
     finally:
         await hub.close()
-    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
-    lines = [r.getMessage() for r in caplog.records if r.name == "xclaw.mcp" and "not JSON-RPC" in r.getMessage()]
+    assert not [r for r in caplog.records if r.exc_info], [
+        r.getMessage() for r in caplog.records if r.exc_info
+    ]
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "xclaw.mcp" and "not JSON-RPC" in r.getMessage()
+    ]
     assert any("server=junk" in m and "hello I am not json" in m for m in lines), lines
     assert any("server=banner" in m and "Starting time server" in m for m in lines), lines

@@ -51,10 +51,13 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
     everything()  # skip or fail before starting anything if it is not installed
     root = tmp_path / "srv"
     root.mkdir()
-    script = write_script(root / "script.json", [
-        {"text": "This takes a while.", "tool_calls": [LONG]},
-        {"text": "The long operation finished."},
-    ])
+    script = write_script(
+        root / "script.json",
+        [
+            {"text": "This takes a while.", "tool_calls": [LONG]},
+            {"text": "The long operation finished."},
+        ],
+    )
     server = McpServe(root=root, script=script, approval="yolo").start()
     orphans: list[int] = []
     try:
@@ -121,11 +124,14 @@ async def test_a_call_configured_not_to_retry_is_asked_again_with_the_may_have_r
     everything()
     root = tmp_path / "srv"
     root.mkdir()
-    script = write_script(root / "script.json", [
-        {"text": "This takes a while.", "tool_calls": [LONG]},
-        {"text": "Trying it again.", "tool_calls": [LONG]},
-        {"text": "Done after asking."},
-    ])
+    script = write_script(
+        root / "script.json",
+        [
+            {"text": "This takes a while.", "tool_calls": [LONG]},
+            {"text": "Trying it again.", "tool_calls": [LONG]},
+            {"text": "Done after asking."},
+        ],
+    )
     server = McpServe(root=root, script=script, approval="yolo")
     server.more_yaml = f"tool_policies:\n  {LONG['name']}: {{resume: ask}}\n"
     server.start()
@@ -146,7 +152,9 @@ async def test_a_call_configured_not_to_retry_is_asked_again_with_the_may_have_r
         await c2.send({"type": "reconnect", "sessionId": sid})
         ask = await c2.until_type("approval_request", timeout=60)
         assert ask["name"] == LONG["name"] and ask["maybeRepeated"] is True
-        await c2.send({"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True})
+        await c2.send(
+            {"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True}
+        )
         reply = await c2.until_type("reply", timeout=90)
         assert reply["content"] == "Done after asking."
         for client in (c, c2):

@@ -23,8 +23,12 @@ pytestmark = pytest.mark.slow
 def xclaw(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "xclaw", *args],
-        cwd=cwd, env=clean_env(XCLAW_HOME=str(cwd / "home"), NO_COLOR="1"),
-        capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd,
+        env=clean_env(XCLAW_HOME=str(cwd / "home"), NO_COLOR="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -43,7 +47,9 @@ def test_tools_check_starts_each_server_and_names_the_one_that_fails(tmp_path: P
     assert checked.returncode == 1  # one server failed
     data = json.loads(checked.stdout)
     servers = {s["name"]: s for s in data["servers"]}
-    assert servers["time"]["status"] == "ok" and "get_current_time" in " ".join(servers["time"]["tools"])
+    assert servers["time"]["status"] == "ok" and "get_current_time" in " ".join(
+        servers["time"]["tools"]
+    )
     assert servers["gone"]["status"] == "error" and "'gone'" in servers["gone"]["error"]
     tools = {t["name"]: t for t in data["tools"]}
     current = tools["mcp__time__get_current_time"]
@@ -65,11 +71,14 @@ def test_a_misspelled_key_stops_every_command_with_a_clear_error(tmp_path: Path)
 async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> None:
     h = make(
         [
-            {"text": "Change things.", "tool_calls": [
-                {"name": "mcp__ev__toggle-simulated-logging", "input": {}},
-                {"name": "mcp__ev__echo", "input": {"message": "read-only"}},
-                {"name": "mcp__ev__toggle-subscriber-updates", "input": {}},
-            ]},
+            {
+                "text": "Change things.",
+                "tool_calls": [
+                    {"name": "mcp__ev__toggle-simulated-logging", "input": {}},
+                    {"name": "mcp__ev__echo", "input": {"message": "read-only"}},
+                    {"name": "mcp__ev__toggle-subscriber-updates", "input": {}},
+                ],
+            },
             {"text": "Done."},
         ],
         approval="yolo",
@@ -82,7 +91,9 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
         cmd = parse_command(text)
         assert cmd is not None
         result = await runner.run(sid, cmd)
-        return "\n".join(f["content"] for f in result.reply + result.broadcast if f.get("type") == "notice")
+        return "\n".join(
+            f["content"] for f in result.reply + result.broadcast if f.get("type") == "notice"
+        )
 
     listing = await run("/tools")
     assert "mcp__ev__echo" in listing and "MCP server 'ev'" in listing
@@ -107,17 +118,35 @@ def test_the_outside_check_through_xclaw_run_shows_the_servers_answer(tmp_path: 
     a scripted model calling mcp__time__get_current_time {"timezone": "UTC"}. Untrusted, with no
     terminal to ask, the call is denied (exit 3); trusted, it completes and the terminal shows
     the answer itself, not the first line of pretty-printed JSON (`↳ { …`)."""
-    (tmp_path / "s.json").write_text(json.dumps({"turns": [
-        {"tool_calls": [{"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]},
-        {"text": "done"},
-    ]}))
-    env = clean_env(XCLAW_HOME=str(tmp_path / "home"), NO_COLOR="1", XCLAW_MODEL=f"script:{tmp_path / 's.json'}")
+    (tmp_path / "s.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}
+                        ]
+                    },
+                    {"text": "done"},
+                ]
+            }
+        )
+    )
+    env = clean_env(
+        XCLAW_HOME=str(tmp_path / "home"), NO_COLOR="1", XCLAW_MODEL=f"script:{tmp_path / 's.json'}"
+    )
 
     def run(yaml: str) -> subprocess.CompletedProcess[str]:
         (tmp_path / "xclaw.yaml").write_text(yaml)
         return subprocess.run(
-            [sys.executable, "-m", "xclaw", "run", "what time is it"], cwd=tmp_path, env=env,
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+            [sys.executable, "-m", "xclaw", "run", "what time is it"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
     server = python_server("mcp-server-time")

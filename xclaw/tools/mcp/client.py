@@ -53,7 +53,9 @@ class _StdoutNoise:
 
 # The connection task's collector; the SDK's stdout reader task inherits it (anyio tasks copy
 # the context of the task that starts them), so the filter below knows which server spoke.
-_NOISE: contextvars.ContextVar[_StdoutNoise | None] = contextvars.ContextVar("mcp_noise", default=None)
+_NOISE: contextvars.ContextVar[_StdoutNoise | None] = contextvars.ContextVar(
+    "mcp_noise", default=None
+)
 
 
 class _ParseErrorToOneLine(logging.Filter):
@@ -154,10 +156,15 @@ class McpConnection:
             raise
         self.starts += 1
         log.info(
-            "event=mcp_started server=%s tools=%d starts=%d", self.name, len(self.tools), self.starts
+            "event=mcp_started server=%s tools=%d starts=%d",
+            self.name,
+            len(self.tools),
+            self.starts,
         )
 
-    async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event, dead: asyncio.Event) -> None:
+    async def _hold(
+        self, ready: asyncio.Future[None], stop: asyncio.Event, dead: asyncio.Event
+    ) -> None:
         errlog = _StderrToLog(self.name) if self.config.transport == "stdio" else None
         self._noise = _StdoutNoise(self.name)
         _NOISE.set(self._noise)
@@ -180,7 +187,9 @@ class McpConnection:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), 1.0)
                     if _transport_closed(session):
-                        log.warning("event=mcp_lost server=%s reason='connection closed'", self.name)
+                        log.warning(
+                            "event=mcp_lost server=%s reason='connection closed'", self.name
+                        )
                         break
         except asyncio.CancelledError:
             raise
@@ -305,7 +314,9 @@ class _StderrToLog:
         self.file = os.fdopen(w, "w")
         self._closed = False
         self._thread = threading.Thread(
-            target=self._pump, args=(os.fdopen(r, "rb"), server), daemon=True,
+            target=self._pump,
+            args=(os.fdopen(r, "rb"), server),
+            daemon=True,
             name=f"mcp-stderr-{server}",
         )
         self._thread.start()

@@ -23,7 +23,15 @@ NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 # ${VAR}, or ${VAR:-default} (Claude Code's form); any other "${" is refused, never kept as text.
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SERVER_KEYS = (
-    "command", "args", "env", "cwd", "url", "headers", "trusted", "timeout_s", "startup_timeout_s",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "trusted",
+    "timeout_s",
+    "startup_timeout_s",
 )
 DEFAULT_CALL_TIMEOUT_S = 120.0
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
@@ -93,7 +101,9 @@ def parse_servers(raw: Any, env: Mapping[str, str]) -> list[McpServerConfig]:
                 "(tools are named mcp__<server>__<tool>)"
             )
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"xclaw.yaml: {where} must be a mapping ({{command: ...}} or {{url: ...}})")
+            raise ConfigError(
+                f"xclaw.yaml: {where} must be a mapping ({{command: ...}} or {{url: ...}})"
+            )
         for key in entry:
             if key not in SERVER_KEYS:
                 raise ConfigError(
@@ -124,13 +134,17 @@ def parse_servers(raw: Any, env: Mapping[str, str]) -> list[McpServerConfig]:
             try:
                 timeouts[key] = float(entry.get(key, default))
             except (TypeError, ValueError):
-                raise ConfigError(f"xclaw.yaml: {where}.{key} must be a number of seconds") from None
+                raise ConfigError(
+                    f"xclaw.yaml: {where}.{key} must be a number of seconds"
+                ) from None
             if timeouts[key] <= 0:
                 raise ConfigError(f"xclaw.yaml: {where}.{key} must be positive")
         out.append(
             McpServerConfig(
                 name=name,
-                command=_expand(entry["command"], f"{where}.command", env, used) if has_cmd else None,
+                command=_expand(entry["command"], f"{where}.command", env, used)
+                if has_cmd
+                else None,
                 args=tuple(_expand(a, f"{where}.args", env, used) for a in args),
                 env={
                     str(k): _expand(v, f"{where}.env.{k}", env, used)

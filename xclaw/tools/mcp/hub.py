@@ -50,9 +50,7 @@ class McpHub:
         for conn in self.connections.values():
             for t in conn.tools:
                 name = tool_name(conn.name, t.name)
-                out.append(
-                    McpTool(conn, t, policy=self.policies.get(name, ToolPolicy()))
-                )
+                out.append(McpTool(conn, t, policy=self.policies.get(name, ToolPolicy())))
         return out
 
     def unmatched_policies(self) -> list[str]:

@@ -100,7 +100,9 @@ def result_to_tool_result(result: Any) -> ToolResult:
                 size = len(_decode(getattr(res, "blob", "") or ""))
                 parts.append(f"[resource {res.uri}: {res.mime_type or 'binary'}, {size} bytes]")
         elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}" + (f": {block.name}]" if block.name else "]"))
+            parts.append(
+                f"[resource link {block.uri}" + (f": {block.name}]" if block.name else "]")
+            )
         else:
             parts.append(f"[{kind or 'unknown'} content]")
     structured = getattr(result, "structured_content", None)
