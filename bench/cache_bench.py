@@ -34,7 +34,7 @@ from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.prices import BUILTIN_PRICES
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
-from xclaw.tools.base import spec_of
+from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 
 TOOL_OUTPUT = "\n".join(f"line {i}: " + "lorem ipsum dolor sit amet " * 3 for i in range(24))
@@ -94,7 +94,7 @@ async def run_session(calls: int = 30, *, cache: bool = True) -> Result:
     return Result(usages)
 
 
-class _Part:
+class _Part(Tool):
     """A read-only tool whose output (~2 KB) grows the conversation like real tool output."""
 
     name = "read_part"
