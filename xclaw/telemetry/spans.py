@@ -252,18 +252,7 @@ def _chat_span(
                 }
             )
         attrs["gen_ai.output.messages"] = content([{"role": "assistant", "parts": parts}])
-    span = SpanData(
-        name=f"chat {model}",
-        trace_id=trace_id,
-        span_id=_id(f"span:{s.step_id}", 64),
-        parent_id=parent,
-        start_ns=_ns(s.start_time),
-        end_ns=_ns(s.end_time or s.start_time),
-        kind="client",
-        attributes=attrs,
-    )
-    _fail(span, s, "llm_error")
-    return span
+    return _step_span(s, f"chat {model}", trace_id, parent, "client", attrs, "llm_error")
 
 
 def _tool_span(
@@ -287,17 +276,27 @@ def _tool_span(
         attrs["gen_ai.tool.call.arguments"] = content(s.input_data)
         if s.output_data is not None:
             attrs["gen_ai.tool.call.result"] = content(s.output_data)
+    return _step_span(
+        s, f"execute_tool {s.name}", trace_id, parent, "internal", attrs, "tool_error"
+    )
+
+
+def _step_span(
+    s: Step, name: str, trace_id: int, parent: int, kind: str, attrs: dict[str, Any], error: str
+) -> SpanData:
+    """The span of one step (a model call or a tool call): its id derives from the step id, so
+    exporting a turn again after a resume gives the same span."""
     span = SpanData(
-        name=f"execute_tool {s.name}",
+        name=name,
         trace_id=trace_id,
         span_id=_id(f"span:{s.step_id}", 64),
         parent_id=parent,
         start_ns=_ns(s.start_time),
         end_ns=_ns(s.end_time or s.start_time),
-        kind="internal",
+        kind=kind,
         attributes=attrs,
     )
-    _fail(span, s, "tool_error")
+    _fail(span, s, error)
     return span
 
 
