@@ -167,7 +167,7 @@ def test_killed_during_a_sleeping_shell_call(tmp_path: Path) -> None:
     wait_until(lambda: command_alive(marker), "the shell of `sleep 2; echo two` runs")
     kill(proc)
     # The killed call's `echo two` must never happen: the shell that would run it dies with
-    # xclaw (parent-death signal). Once no process holds the command, nothing can write `two`.
+    # xclaw (the lifeline, xclaw/tools/lifeline.py). Once no process holds the command, nothing can write `two`.
     wait_until(lambda: not command_alive(marker), "the killed call's shell is gone")
     out = sc.resume()
     assert "[resume] detected interrupted tool_call, retrying..." in out

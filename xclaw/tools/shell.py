@@ -22,6 +22,7 @@ from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
+from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 from xclaw.tools.step_processes import (
@@ -33,21 +34,6 @@ from xclaw.tools.step_processes import (
 )
 
 _READ_CHUNK = 64 * 1024
-
-# util-linux's setpriv (Essential on Debian) sets the parent-death signal without a
-# preexec_fn (unsafe in a threaded process). The wrapper shell turns that SIGTERM into a
-# SIGKILL of its whole process group. It passes the command's exit status on, and a death
-# by signal as the same signal (so an `exit 130` reads as SIGINT: bash cannot tell them apart).
-_SETPRIV = shutil.which("setpriv")
-# setpriv sets the parent-death signal only once it runs: an xclaw killed between the fork
-# and that moment would leave the command running with no one to stop it. Right after
-# setpriv, with the signal armed, this checks that the parent is still the xclaw that
-# spawned it (a dead parent's child has been reparented) before anything else starts.
-_CHECK_PARENT = '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"'
-_DIE_WITH_PARENT = (
-    'trap "kill -KILL 0" TERM; "$0" -c "$1" & wait $! 2>/dev/null; s=$?; '
-    "if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s"
-)
 
 
 class HeadTail:
@@ -156,7 +142,7 @@ class ShellTool(Tool):
         # Values no variable given to the command may hold (whatever the variable's name).
         self.secret_values = tuple(secret_values)
         self.shell = shell
-        # OS isolation (bubblewrap) inside the parent-death wrapper; None: a plain process.
+        # OS isolation (bubblewrap) around the lifeline wrapper; None: a plain process.
         self.isolation = isolation
         # Processes a killed xclaw left in its steps' cgroup scopes are stopped now.
         sweep_stale_scopes()
@@ -202,23 +188,16 @@ class ShellTool(Tool):
         self, command: str, workspace: Path, confined: bool = False, scratch: str | None = None
     ) -> list[str]:
         """The command, wrapped so that it dies with us: if xclaw is killed (even SIGKILL),
-        the kernel sends the wrapper SIGTERM (parent-death signal), and the wrapper kills the
-        whole group. Without this an interrupted call would go on running unrecorded — the
-        very "executed without a record" the write-ahead rule forbids. With isolation,
-        bubblewrap sits between the two (it too dies with its parent, taking the sandbox)."""
-
-        def wrap(argv: list[str]) -> list[str]:
-            if self.isolation is None:
-                return argv
-            if confined and not self.isolation.active and scratch is not None:
-                return landlock.confine_argv(argv, scratch)  # no bubblewrap: Landlock
-            return self.isolation.wrap(argv, workspace, confined=confined)
-
-        if _SETPRIV is None:
-            return wrap([self.shell, "-c", command])
-        inner = [self.shell, "-c", _DIE_WITH_PARENT, self.shell, command]
-        armed = ["/bin/sh", "-c", _CHECK_PARENT, "sh", str(os.getpid())]
-        return [_SETPRIV, "--pdeathsig", "TERM", "--", *armed, *wrap(inner)]
+        the lifeline reaches EOF and the wrapper kills the whole group (tools/lifeline.py).
+        Without this an interrupted call would go on running unrecorded — the very "executed
+        without a record" the write-ahead rule forbids. With isolation, bubblewrap sits
+        outside the wrapper, so the watcher runs inside the sandbox with the command."""
+        inner = [self.shell, "-c", lifeline.WRAPPER, self.shell, command, str(lifeline.read_end())]
+        if self.isolation is None:
+            return inner
+        if confined and not self.isolation.active and scratch is not None:
+            return landlock.confine_argv(inner, scratch)  # no bubblewrap: Landlock
+        return self.isolation.wrap(inner, workspace, confined=confined)
 
     async def _execute(self, command: str, limit_s: float, ctx: ToolContext) -> ToolResult:
         step = StepProcesses.start(ctx.session_id)
@@ -256,6 +235,7 @@ class ShellTool(Tool):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,  # interleaved as a terminal would show them
                 start_new_session=True,  # its own process group: one signal reaches all of it
+                pass_fds=(lifeline.read_end(),),
             )
         )
         cancelled: asyncio.CancelledError | None = None
