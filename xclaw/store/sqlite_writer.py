@@ -180,7 +180,8 @@ class Writer:
             self._queue.append(op)
             if not lazy:
                 self._eager += 1
-            self._cond.notify()
+            if not lazy or len(self._queue) == 1:  # a lazy unit behind others wakes nobody
+                self._cond.notify()
         return op.future
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
