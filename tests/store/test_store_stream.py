@@ -4,6 +4,7 @@ commits and chooses their sync level is tested against the writer."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -183,18 +184,43 @@ def test_a_durable_write_inside_a_relaxed_unit_makes_its_commit_full(
     assert levels == [NORMAL, FULL, NORMAL]
 
 
-def test_every_write_runs_on_the_writer_thread(sqlite_store: SQLiteStore) -> None:
-    """No SQLite write on a caller's thread (an event loop's, above all): every statement of
-    the write connection, from sync calls and streams alike, runs on the writer thread."""
+def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> None:
+    """Every statement of the write connection made from an event loop — streams, and even a
+    blocking store call made on the loop — runs on the writer thread. (A synchronous call from
+    another thread that finds the writer idle runs its own transaction.)"""
     store = sqlite_store
     threads: set[threading.Thread] = set()
     store._writer._conn.set_trace_callback(lambda _sql: threads.add(threading.current_thread()))
     sid = store.create_session().session_id
-    store.add_step(sid, user())
-    stream = store.write_stream()
-    stream.put(lambda: store.begin_step(sid, tool()), durable=True).result(10)
-    store.transition(sid, Status.SUCCESS)
+
+    async def on_the_loop() -> None:
+        store.add_step(sid, user())  # blocking the loop is wrong, but still not written on it
+        stream = store.write_stream()
+        await asyncio.wrap_future(stream.put(lambda: store.begin_step(sid, tool()), durable=True))
+        store.transition(sid, Status.SUCCESS)
+
+    threads.clear()
+    asyncio.run(on_the_loop())
     assert threads == {store.writer_thread}
+    # Off any loop, with the writer idle: the caller's own thread, one transaction.
+    threads.clear()
+    store.add_step(sid, user())
+    assert threads == {threading.current_thread()}
+
+
+def test_a_caller_finding_the_writer_busy_queues_behind_it(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    holder, release = _hold_the_writer(store)
+    done: list[Step] = []
+    t = threading.Thread(target=lambda: done.append(store.add_step(sid, user())))
+    t.start()
+    _wait_queued(store, 1)
+    assert not done
+    release.set()
+    for th in (holder, t):
+        th.join(10)
+    assert [s.seq for s in done] == [1]
 
 
 def test_a_unit_waits_behind_another_process_holding_the_lock(sqlite_store: SQLiteStore) -> None:

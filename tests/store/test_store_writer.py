@@ -21,7 +21,7 @@ FULL, NORMAL = 2, 1  # PRAGMA synchronous values
 
 
 def _hold_the_writer(store: SQLiteStore) -> tuple[threading.Thread, threading.Event]:
-    """Start a write that keeps the writer thread (and its transaction) until released."""
+    """Start a write that keeps the write connection (its transaction open) until released."""
     holding, release = threading.Event(), threading.Event()
 
     def slow(conn: sqlite3.Connection) -> None:

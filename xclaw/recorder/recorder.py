@@ -203,11 +203,14 @@ class Recorder:
     # --- AgentObserver --------------------------------------------------------------------------
     async def user_input(self, text: str) -> None:
         parent = self._root_parent
+        # Not awaited, but not held for company either: it moves the session to Running,
+        # which clients are told of as the run starts (one relaxed commit per turn).
         self._turn_root = self._put(
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)
             ),
             self._step_event,
+            lazy=False,
         )
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:

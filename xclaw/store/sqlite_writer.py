@@ -1,10 +1,12 @@
 """SQLite connections and the single writer thread (group commit) behind SQLiteStore.
 
-One thread per database writes, and nothing else does: SQLite allows one writer at a time
-anyway, so every write of the process is a unit in one queue, and the writer thread takes
-whatever is queued into one transaction (group commit across sessions), each unit in its own
-SAVEPOINT so that a failing unit rolls back alone and only its caller sees the exception. No
-SQLite write ever runs on an event loop thread, nor on a caller's thread.
+One thread per database writes: SQLite allows one writer at a time anyway, so every write of
+the process is a unit in one queue, and the writer thread takes whatever is queued into one
+transaction (group commit across sessions), each unit in its own SAVEPOINT so that a failing
+unit rolls back alone and only its caller sees the exception. No SQLite write ever runs on an
+event loop's thread. (One shortcut, for synchronous callers off any event loop: one that finds
+the writer idle and nothing queued runs its own transaction, sparing two thread wake-ups;
+the connection is still used by one thread at a time, and nothing queued is overtaken.)
 
 Durability is chosen per commit (see docs/storage.md): a transaction holding any unit marked
 `durable` commits with synchronous=FULL (the WAL is fsynced, which also makes every earlier
@@ -24,6 +26,7 @@ of its batch fail with it, unrun.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 import threading
@@ -151,6 +154,7 @@ class Writer:
         self._cond = threading.Condition()
         self._queue: deque[_Op] = deque()
         self._eager = 0  # queued units someone waits for
+        self._running = False  # a transaction is open (on the writer thread or inline)
         self._closed = False
         self._sync: str | None = None
         self._tx: _Tx | None = None  # the open transaction (touched by the writer thread only)
@@ -186,11 +190,30 @@ class Writer:
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
         """Run fn(conn) in the writer's next transaction and wait for its commit. Called by a
-        unit (on the writer thread), it joins the unit's transaction instead."""
+        unit (on the writer thread), it joins the unit's transaction instead.
+
+        A synchronous caller that finds the writer idle and nothing queued — and is not an
+        event loop's thread — runs its transaction itself: nothing is waiting to go before
+        it, and it saves the two thread wake-ups of a round trip through the writer thread
+        (~0.1 ms each on a small VM, as much as the SQL of a step)."""
         if threading.current_thread() is self._thread:
             if self._tx is None:
                 raise RuntimeError("a store write on the writer thread outside any unit")
             return self._nested(self._tx, fn, durable)
+        if not _on_event_loop():
+            with self._cond:
+                free = not (self._queue or self._running or self._closed)
+                self._running = self._running or free
+            if free:
+                op = _Op(fn, durable, False, None)
+                try:
+                    self._run_batch([op])
+                finally:
+                    with self._cond:
+                        self._running = False
+                        if self._queue or self._closed:
+                            self._cond.notify()
+                return op.future.result()  # type: ignore[no-any-return]
         return self.put(fn, durable=durable).result()
 
     def close(self) -> None:
@@ -208,7 +231,7 @@ class Writer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
+                while not (self._queue or self._closed) or self._running:
                     self._cond.wait()
                 if not self._queue:
                     return  # closed, and nothing left
@@ -218,7 +241,12 @@ class Writer:
                 n = min(len(self._queue), MAX_BATCH)
                 batch = [self._queue.popleft() for _ in range(n)]
                 self._eager -= sum(not op.lazy for op in batch)
-            self._run_batch(batch)
+                self._running = True
+            try:
+                self._run_batch(batch)
+            finally:
+                with self._cond:
+                    self._running = False
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch; then every unit's future, in queue order."""
@@ -310,6 +338,14 @@ class Writer:
         if level != self._sync:
             self._conn.execute(f"PRAGMA synchronous={level}")
             self._sync = level
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _resolve(batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
