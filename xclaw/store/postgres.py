@@ -62,9 +62,9 @@ from xclaw.store.rows import (
     row_to_step,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.snapshots import SnapshotStore, sweep_blobs_tx
+from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
 from xclaw.store.timetravel import fork_tx, rollback_tx
-from xclaw.store.transfer_sql import TransferStore
+from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
     from xclaw.store.postgres_bus import PgBus
@@ -89,7 +89,7 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, SnapshotStore, TransferStore, StoreBase):
+class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     _dialect = POSTGRES

@@ -1,6 +1,6 @@
 """Workspace snapshots, one text for both backends: content-addressed blobs, snapshot rows,
 the restore journal, and the transaction bodies rollback, fork and delete use. Each public
-method of `SnapshotStore` is one transaction; its SQL runs through the store's dialect
+method of `SnapshotMethods` is one transaction; its SQL runs through the store's dialect
 (dialect.py), so the snapshot rules sit in one file:
 
 - a snapshot row is stored whole, or as a delta against the session's previous snapshot (a
@@ -183,7 +183,7 @@ def _stored_hashes(d: Dialect, conn: Any, hashes: list[str], cols: str = "hash")
 # --- the store methods ------------------------------------------------------------------------
 
 
-class SnapshotStore:
+class SnapshotMethods:
     """The snapshot half of the Store protocol, for both backends (mixed into SQLiteStore
     and PostgresStore, which provide `_dialect`, `_write`, `_read` and `_now`)."""
 

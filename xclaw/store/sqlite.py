@@ -58,11 +58,11 @@ from xclaw.store.rows import (
     write_status,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.snapshots import SnapshotStore, sweep_blobs_tx
+from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.timetravel import fork_tx, rollback_tx
-from xclaw.store.transfer_sql import TransferStore
+from xclaw.store.transfer_sql import TransferMethods
 
 T = TypeVar("T")
 
@@ -72,7 +72,7 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotStore, SqliteLeases, TransferStore, StoreBase):
+class SQLiteStore(SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""

@@ -27,7 +27,7 @@ _INSERT_STEP = (
 _SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id=?"
 
 
-class TransferStore:
+class TransferMethods:
     """`import_session` and `retention_preview` of the Store protocol, for both backends."""
 
     _dialect: ClassVar[Dialect]
