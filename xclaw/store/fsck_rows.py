@@ -15,12 +15,11 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
-from xclaw.store.common import row_to_restore
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import INTERRUPTED, Status, Step, event_for_target
 from xclaw.store.rows import STEP_COLS, load_json, row_to_step
 from xclaw.store.snapshot_model import PendingRestore
-from xclaw.store.snapshots import sweep_blobs_tx
+from xclaw.store.snapshots import row_to_restore, sweep_blobs_tx
 
 T = TypeVar("T")
 
@@ -76,17 +75,15 @@ class Repair:
 class FsckReader:
     """Reads of one consistent view of the database (one read transaction: SQLite's WAL
     snapshot, PostgreSQL's REPEATABLE READ), so a server writing meanwhile cannot make a
-    healthy record look broken. `ph` is the backend's placeholder; `text_cast` turns a
-    JSON column into text (PostgreSQL's jsonb)."""
+    healthy record look broken. The SQL is the shared text, run through the backend's
+    dialect (PostgreSQL's jsonb columns come back as their text, as SQLite's JSON text)."""
 
-    ph = "?"
-    text_cast = ""
-
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, dialect: Dialect) -> None:
         self.conn = conn
+        self.dialect = dialect
 
     def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        return list(self.conn.execute(sql.replace("?", self.ph), params).fetchall())
+        return list(self.conn.execute(self.dialect.sql(sql), params).fetchall())
 
     def sessions(self) -> list[SessionRow]:
         rows = self._all(
@@ -117,19 +114,17 @@ class FsckReader:
         return [row_to_step(r) for r in rows]
 
     def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
-        t = self.text_cast
         rows = self._all(
-            f"SELECT session_id, seq, base_seq, manifest{t}, removed{t} FROM snapshots "
+            "SELECT session_id, seq, base_seq, manifest, removed FROM snapshots "
             "WHERE session_id=? ORDER BY seq",
             (session_id,),
         )
         return [SnapshotRow(r[0], r[1], r[2], load_json(r[3]), load_json(r[4])) for r in rows]
 
     def restores(self) -> list[PendingRestore]:
-        t = self.text_cast
         rows = self._all(
             "SELECT session_id, restore_id, kind, source_session_id, snapshot_seq, "
-            f"manifest{t}, ignore{t}, created_at FROM workspace_restores ORDER BY session_id"
+            "manifest, ignore, created_at FROM workspace_restores ORDER BY session_id"
         )
         return [row_to_restore(r) for r in rows]
 

@@ -29,17 +29,12 @@ BACKUP_TABLES = (
 T = TypeVar("T")
 
 
-class PgReader(FsckReader):
-    ph = "%s"
-    text_cast = "::text"  # jsonb read back as its text, decoded like SQLite's
-
-
 class PgFsck:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
     def read(self, fn: Callable[[FsckReader], T]) -> T:
-        return self.store._read(lambda conn: fn(PgReader(conn)), snapshot=True)
+        return self.store._read(lambda conn: fn(FsckReader(conn, POSTGRES)), snapshot=True)
 
     def now(self) -> int:
         return self.store._read(_server_clock)

@@ -23,7 +23,7 @@ class SqliteFsck:
         self.store = store
 
     def read(self, fn: Callable[[FsckReader], T]) -> T:
-        return self.store._read(lambda conn: fn(FsckReader(conn)), snapshot=True)
+        return self.store._read(lambda conn: fn(FsckReader(conn, SQLITE)), snapshot=True)
 
     def now(self) -> int:
         return lease_now()
