@@ -1,4 +1,6 @@
-"""The Store protocol: the seam between the recorder/gateway and a database backend.
+"""The Store protocol: the seam between the recorder/gateway and a database backend,
+composed of three smaller ones: RecordStore (sessions, steps, time travel, import, units),
+SnapshotStore (blobs, snapshots, the restore journal) and LeaseStore (workers, leases).
 
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong —
 except `write_together`, which runs several of them as all-or-nothing units of one.
@@ -30,8 +32,9 @@ class RollbackResult:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """A durable record of sessions and their steps (the seed's two tables)."""
+class RecordStore(Protocol):
+    """The durable record of sessions and their steps (the seed's two tables): sessions,
+    steps, time travel, import and retention, units of one transaction."""
 
     @property
     def url(self) -> str:
@@ -220,7 +223,28 @@ class Store(Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    # --- workspace snapshots (files follow memory) -----------------------------------------
+    def write_together(
+        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
+    ) -> list[tuple[bool, Any]]:
+        """Run callables that write through this store, in order, sharing as few commits as
+        their durability allows (each unit still all-or-nothing); one outcome per unit run:
+        (True, value) or (False, the exception). Each unit depends on the ones before: the
+        first that fails is the last one run. A backend without this just runs them one
+        transaction each. wait=False (from an event loop) runs only what can be written at
+        once without waiting for a lock or a disk sync, possibly nothing: the caller sends
+        the rest from a thread. durable=True says a unit will need a durable commit: start
+        with one (one commit, not two). A unit may be rolled back and run again: it must
+        only write through the store."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Workspace snapshots (files follow memory): content-addressed blobs, snapshot rows
+    and the restore journal (docs/storage.md "Workspace snapshots")."""
+
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes the store does not hold."""
         ...
@@ -261,7 +285,12 @@ class Store(Protocol):
         """Drop a completed restore's journal row (only if it is still that restore)."""
         ...
 
-    # --- leases: one driver per session (xclaw/store/leases.py) -----------------------
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """One driver per session (xclaw/store/leases.py): worker presence and leases with
+    fencing tokens; `driven(lease)` is the store as one lease holder writes it."""
+
     def register_worker(self, worker_id: str, info: dict[str, Any] | None = None) -> None:
         """Announce a live worker; its presence lasts until unregister, close or death."""
         ...
@@ -295,22 +324,12 @@ class Store(Protocol):
         """Every session that has had a driver (only these statuses, if given)."""
         ...
 
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        """Run callables that write through this store, in order, sharing as few commits as
-        their durability allows (each unit still all-or-nothing); one outcome per unit run:
-        (True, value) or (False, the exception). Each unit depends on the ones before: the
-        first that fails is the last one run. A backend without this just runs them one
-        transaction each. wait=False (from an event loop) runs only what can be written at
-        once without waiting for a lock or a disk sync, possibly nothing: the caller sends
-        the rest from a thread. durable=True says a unit will need a durable commit: start
-        with one (one commit, not two). A unit may be rolled back and run again: it must
-        only write through the store."""
-        ...
-
     def driven(self, lease: Lease) -> Store:
         """This store as the lease holder writes it: every write of its session fenced."""
         ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class Store(RecordStore, SnapshotStore, LeaseStore, Protocol):
+    """The whole seam: the record, its workspace snapshots, its leases. Callers that need
+    one part only may ask for that protocol."""
