@@ -25,6 +25,19 @@ real model does; the "xclaw ms" columns are then what a client waits beyond the 
 time (an llm_call step's wait minus N): the latency xclaw adds per step. Paced sessions send
 their message at a random moment within the first N ms (`--together` sends them all in the
 same instant, so every model call of every session ends at once: a thundering herd).
+
+`--compare PYTHON` also starts the `xclaw serve` of another checkout (the python of its own
+venv, where xclaw is installed from that checkout) and runs every configuration against it
+and against this one back to back, in the same run, so both see the same machine state; a
+third row per configuration gives this checkout's figures over the other's ("ratio": steps/s
+and server CPU per step, >1 = more; latencies, <1 = shorter).
+
+    git worktree add /tmp/perf-base REV && python3 -m venv /tmp/perf-base/.venv \
+        && /tmp/perf-base/.venv/bin/pip install -e /tmp/perf-base
+    .venv/bin/python bench/gateway_bench.py --compare /tmp/perf-base/.venv/bin/python
+
+"server ms/step" is the server process's CPU time (user + system, all threads) per finished
+step: what each step costs the machine, whatever the concurrency.
 """
 
 from __future__ import annotations
@@ -85,10 +98,17 @@ class Gateway:
 
 
 def spawn_serve(
-    home: Path, tool: str, token: str, *args: str, llm_ms: float = 0.0, **env_extra: str
+    home: Path,
+    tool: str,
+    token: str,
+    *args: str,
+    llm_ms: float = 0.0,
+    python: str = sys.executable,
+    **env_extra: str,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A real `xclaw serve` with the scripted 20-step task (approval yolo) in `home`, started
-    and listening; returns the process and its port. Shared with workers_bench.py."""
+    and listening; returns the process and its port. `python` runs it: another checkout's venv
+    serves that checkout's code. Shared with workers_bench.py."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "script.json").write_text(json.dumps(script(tool, llm_ms)))
     (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
@@ -107,7 +127,7 @@ def spawn_serve(
     with out.open("wb") as stdout, (home / "stderr.txt").open("wb") as stderr:
         proc = subprocess.Popen(
             [
-                sys.executable,
+                python,
                 "-m",
                 "xclaw",
                 "serve",
@@ -130,9 +150,11 @@ def spawn_serve(
     return proc, port
 
 
-def start_gateway(home: Path, tool: str, llm_ms: float = 0.0) -> Gateway:
+def start_gateway(
+    home: Path, tool: str, llm_ms: float = 0.0, python: str = sys.executable
+) -> Gateway:
     token = "bench-token-0123456789"
-    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms)
+    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python)
     return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
 
 
@@ -275,65 +297,98 @@ async def bench(
         "added_p50_ms": statistics.median(added),
         "added_p99_ms": pct(added, 99),
         "steps_per_commit": steps / commits if commits else float("nan"),
+        "server_ms_per_step": cpu_server / steps * 1000,
         "server_cpu": cpu_server / wall,
         "client_cpu": cpu_client / wall,
     }
 
 
+def _row(label: str, r: dict[str, float], paced: bool) -> str:
+    def f(key: str, fmt: str) -> str:
+        return format(r[key], fmt)
+
+    return (
+        f"{label:>6} {r['sessions']:>8.0f} {r['rounds']:>6.0f} {r['steps']:>7.0f} "
+        f"{f('wall_s', '>8.2f')} {f('steps_per_s', '>9.0f')} "
+        f"{f('p50_ms', '>8.1f')} {f('p99_ms', '>8.1f')} {f('max_ms', '>8.1f')} "
+        + (f"{f('added_p50_ms', '>9.1f')} {f('added_p99_ms', '>9.1f')} " if paced else "")
+        + f"{f('steps_per_commit', '>12.2f')} {f('server_ms_per_step', '>14.3f')} "
+        + f"{f('server_cpu', '>10.0%')} {f('client_cpu', '>10.0%')}"
+    )
+
+
+def _ratio_row(new: dict[str, float], old: dict[str, float], paced: bool) -> str:
+    def q(key: str) -> str:
+        return f"{new[key] / old[key]:.2f}x" if old[key] else "-"
+
+    return (
+        f"{'ratio':>6} {'':>8} {'':>6} {'':>7} {'':>8} {q('steps_per_s'):>9} "
+        f"{q('p50_ms'):>8} {q('p99_ms'):>8} {q('max_ms'):>8} "
+        + (f"{q('added_p50_ms'):>9} {q('added_p99_ms'):>9} " if paced else "")
+        + f"{'':>12} {q('server_ms_per_step'):>14}"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
-        gw = start_gateway(Path(tmp), args.tool, args.llm_ms)
-        gw.stagger_ms = 0.0 if args.together else args.llm_ms
+        servers = [("this", sys.executable)]
+        if args.compare:
+            servers.insert(0, ("base", args.compare))
+        gateways: list[tuple[str, Gateway]] = []
         try:
+            for label, python in servers:
+                gw = start_gateway(Path(tmp) / label, args.tool, args.llm_ms, python)
+                gw.stagger_ms = 0.0 if args.together else args.llm_ms
+                gateways.append((label, gw))
             model = f"{args.llm_ms:g} ms per model call" if args.llm_ms else "instant"
-            if gw.stagger_ms:
-                model += f", starts spread over {gw.stagger_ms:g} ms"
+            if args.llm_ms and not args.together:
+                model += f", starts spread over {args.llm_ms:g} ms"
             print(
                 f"xclaw gateway benchmark: {STEPS_PER_TASK}-step tasks, tool={args.tool}, "
-                f"scripted model ({model}), SQLite at {gw.home / 'xclaw.db'}"
+                f"scripted model ({model}), SQLite in {tmp}"
+                + (f"; base = {args.compare}, this = {sys.executable}" if args.compare else "")
             )
-            # Warm-up: imports, connections, pages (one model call's worth when paced).
-            await bench(gw, 2, min_rounds=1, min_seconds=0)
+            for _, gw in gateways:
+                # Warm-up: imports, connections, pages (one model call's worth when paced).
+                await bench(gw, 2, min_rounds=1, min_seconds=0)
             # A paced task lasts >= 10 model calls: one round is long enough to time.
             min_rounds, min_seconds = (1, 0.0) if args.llm_ms else (3, 2.0)
-            rows = []
+            paced = bool(args.llm_ms)
             print(
-                f"{'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} {'steps/s':>9} "
-                f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-                + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if args.llm_ms else "")
-                + f"{'steps/commit':>12} {'server cpu':>10} {'client cpu':>10}"
+                f"{'server':>6} {'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} "
+                f"{'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+                + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if paced else "")
+                + f"{'steps/commit':>12} {'server ms/step':>14} {'server cpu':>10} "
+                + f"{'client cpu':>10}"
             )
+            rows: dict[str, list[dict[str, float]]] = {label: [] for label, _ in gateways}
             for n in args.sessions:
-                r = await bench(gw, n, min_rounds=min_rounds, min_seconds=min_seconds)
-                rows.append(r)
-                print(
-                    f"{r['sessions']:>8} {r['rounds']:>6} {r['steps']:>7} {r['wall_s']:>8.2f} "
-                    f"{r['steps_per_s']:>9.0f} "
-                    f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} "
-                    + (
-                        f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} "
-                        if args.llm_ms
-                        else ""
+                done: dict[str, dict[str, float]] = {}
+                for label, gw in gateways:  # back to back: the same machine state
+                    r = await bench(gw, n, min_rounds=min_rounds, min_seconds=min_seconds)
+                    rows[label].append(r)
+                    done[label] = r
+                    print(_row(label, r, paced), flush=True)
+                if "base" in done:
+                    print(_ratio_row(done["this"], done["base"], paced), flush=True)
+            for label, _ in gateways:
+                by_n = {int(r["sessions"]): r for r in rows[label]}
+                if 1 in by_n and max(by_n) > 1:
+                    top = max(by_n)
+                    print(
+                        f"{label}: throughput ratio {top} sessions / 1 session: "
+                        f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x"
                     )
-                    + f"{r['steps_per_commit']:>12.2f} "
-                    + f"{r['server_cpu']:>10.0%} {r['client_cpu']:>10.0%}",
-                    flush=True,
-                )
-            by_n = {int(r["sessions"]): r for r in rows}
-            if 1 in by_n and max(by_n) > 1:
-                top = max(by_n)
-                print(
-                    f"throughput ratio {top} sessions / 1 session: "
-                    f"{by_n[top]['steps_per_s'] / by_n[1]['steps_per_s']:.1f}x"
-                )
-            if args.llm_ms:
+            if paced:
                 print(
                     "xclaw p50/p99 = a step's wait beyond the model's own time (llm_call steps minus "
                     f"{args.llm_ms:g} ms)"
                 )
         finally:
-            gw.proc.send_signal(signal.SIGTERM)
-            gw.proc.wait(timeout=30)
+            for _, gw in gateways:
+                gw.proc.send_signal(signal.SIGTERM)
+            for _, gw in gateways:
+                gw.proc.wait(timeout=30)
 
 
 def main() -> None:
@@ -347,6 +402,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="every model call takes this long (default 0: instant, the server saturated)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="PYTHON",
+        help="also run every configuration against the xclaw installed for this python "
+        "(another checkout's venv), back to back, and print the ratios",
     )
     parser.add_argument(
         "--together",

@@ -24,6 +24,7 @@ from xclaw.messages import (
     Message,
     ToolCall,
     ToolResultMessage,
+    ToolSpec,
     UserMessage,
     call_signature,
 )
@@ -129,6 +130,12 @@ class Agent:
         # Held from a side-effecting tool's write-ahead row to its end; shared with sub-agents.
         self.side_effects = side_effects or asyncio.Lock()
         self._estimates: dict[int, tuple[Message, int]] = {}
+        # The tools' specs and the context budget they leave, for the tool set they were
+        # computed from: every model call needs both, and measuring the schemas (json.dumps of
+        # each) per call was ~3 % of a busy server's CPU (bench/gateway_bench.py).
+        self._specs: tuple[tuple[Tool, ...], tuple[ToolSpec, ...], int] | None = None
+        # Done when the run is cancelled; set for the length of run() (see there).
+        self._stopper: asyncio.Future[Any] | None = None
         # What compaction replaced in this run (the scripted model counts its turns over it)
         # and the conversation's length just after the last compaction.
         self._compacted_away: list[Message] = []
@@ -144,6 +151,21 @@ class Agent:
     ) -> str:
         """Drive the conversation to a final answer and return its text. `messages` is
         appended to in place. Raises Cancelled, LimitsExceeded or LLMError."""
+        # One watcher of the cancel event for the whole run, not one task per model or tool
+        # call (_until_cancelled): two fewer task creations and cancellations per step.
+        own = self._stopper is None
+        if own:
+            self._stopper = asyncio.ensure_future(self.cancel_event.wait())
+        try:
+            return await self._run(messages, user_text=user_text, resume=resume)
+        finally:
+            if own and self._stopper is not None:
+                self._stopper.cancel()
+                self._stopper = None
+
+    async def _run(
+        self, messages: list[Message], *, user_text: str | None, resume: ResumeState | None
+    ) -> str:
         resume = resume or ResumeState()
         if user_text is not None:
             await self.observer.user_input(user_text)
@@ -180,9 +202,9 @@ class Agent:
             )
 
     async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
-        tools = tuple(spec_of(t) for t in self.tools.values())
+        tools, budget = self._tool_specs()
         history = tuple(context)
-        fitted = fit_context(history, self._context_budget(tools), self._estimate)
+        fitted = fit_context(history, budget, self._estimate)
         whole = (*self._compacted_away, *history) if self._compacted_away else history
         request = LLMRequest(
             system=self.config.system_prompt,
@@ -222,7 +244,7 @@ class Agent:
         limit = self.config.compact_at
         if not limit or len(messages) - self._compacted_len < MIN_MESSAGES_TO_COMPACT:
             return  # off, or too little new since the last summary to be worth one
-        budget = self._context_budget(tuple(spec_of(t) for t in self.tools.values()))
+        _, budget = self._tool_specs()
         if sum(self._estimate(m) for m in messages) <= budget * limit:
             return
         await self.compact(messages)
@@ -235,9 +257,9 @@ class Agent:
         provider error the conversation stays as it is (it is then trimmed to fit)."""
         if not messages or pending_tool_calls(messages):
             return False
-        tools = tuple(spec_of(t) for t in self.tools.values())
+        tools, budget = self._tool_specs()
         asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
-        fitted = fit_context(asked, self._context_budget(tools), self._estimate)
+        fitted = fit_context(asked, budget, self._estimate)
         request = LLMRequest(
             system=self.config.system_prompt,
             messages=fitted,
@@ -280,6 +302,16 @@ class Agent:
             hit = (m, estimate_tokens(m))
             self._estimates[key] = hit
         return hit[1]
+
+    def _tool_specs(self) -> tuple[tuple[ToolSpec, ...], int]:
+        """The specs of the tools and the context budget they leave, recomputed only when the
+        tool set changes (a mapping the caller owns may gain or lose tools between calls)."""
+        current = tuple(self.tools.values())
+        cached = self._specs
+        if cached is None or cached[0] != current:
+            specs = tuple(spec_of(t) for t in current)
+            cached = self._specs = (current, specs, self._context_budget(specs))
+        return cached[1], cached[2]
 
     def _context_budget(self, tools: tuple[Any, ...]) -> int:
         """The window minus what every request carries besides the messages."""
@@ -440,14 +472,16 @@ class Agent:
         a tool stops its own processes when cancelled (the shell tool: SIGTERM to its process
         group, a short grace, then SIGKILL), so nothing it started outlives its step."""
         task = asyncio.ensure_future(aw)
-        stopper = asyncio.ensure_future(self.cancel_event.wait())
+        shared = self._stopper
+        stopper = shared or asyncio.ensure_future(self.cancel_event.wait())
         try:
             done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             task.cancel()
             raise
         finally:
-            stopper.cancel()
+            if stopper is not shared:
+                stopper.cancel()
         if task in done:
             return task.result()
         task.cancel()

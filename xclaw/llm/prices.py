@@ -65,6 +65,9 @@ BUILTIN_PRICES: dict[str, Price] = {
 class PriceTable:
     def __init__(self, prices: Mapping[str, Price]) -> None:
         self.prices = dict(prices)
+        # name -> its price (or None), found once: every step frame of an llm_call prices it,
+        # and the prefix scan over the table was measurable per step on a busy gateway.
+        self._found: dict[str, Price | None] = {}
 
     @classmethod
     def with_overrides(cls, overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
@@ -79,11 +82,19 @@ class PriceTable:
         return cls(table)
 
     def price_of(self, model: str) -> Price | None:
+        try:
+            return self._found[model]
+        except KeyError:
+            pass
         name = _bare(model)
         if name in self.prices:
-            return self.prices[name]
-        matches = [k for k in self.prices if name.startswith(k)]
-        return self.prices[max(matches, key=len)] if matches else None
+            price: Price | None = self.prices[name]
+        else:
+            matches = [k for k in self.prices if name.startswith(k)]
+            price = self.prices[max(matches, key=len)] if matches else None
+        if len(self._found) < 10_000:  # model names come from providers: keep it bounded
+            self._found[model] = price
+        return price
 
     def cost(self, model: str, usage: Usage) -> float | None:
         price = self.price_of(model)

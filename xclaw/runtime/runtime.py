@@ -770,8 +770,7 @@ class Runtime:
                 # Nothing lost: in-flight steps end as interrupted (kept, not deleted); a
                 # pending approval stays pending so it is asked again after restart.
                 if run.lost is None:
-                    store = self.store if run.lease is None else self.store.driven(run.lease)
-                    await self.db(store.mark_interrupted, sid)
+                    await self.db(self.store.mark_interrupted, sid, lease=run.lease)
             except LeaseLost:
                 log.warning("event=lease_lost session=%s worker=%s", sid, self.worker_id)
             except StoreError as e:  # the next start marks them (nothing lost holds on resume)

@@ -1,4 +1,6 @@
-"""The Store protocol: the seam between the recorder/gateway and a database backend.
+"""The Store protocol: the seam between the recorder/gateway and a database backend,
+composed of three smaller ones: RecordStore (sessions, steps, time travel, import, write streams),
+SnapshotStore (blobs, snapshots, the restore journal) and LeaseStore (workers, leases).
 
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
 `write_stream` hands a run's writes to the backend's writer in order, each still its own
@@ -32,8 +34,9 @@ class RollbackResult:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """A durable record of sessions and their steps (the seed's two tables)."""
+class RecordStore(Protocol):
+    """The durable record of sessions and their steps (the seed's two tables): sessions,
+    steps, time travel, import and retention, a run's ordered writes."""
 
     @property
     def url(self) -> str:
@@ -222,7 +225,21 @@ class Store(Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    # --- workspace snapshots (files follow memory) -----------------------------------------
+    def write_stream(self) -> WriteStream:
+        """A stream for one run's writes: units (callables writing through this store) put
+        on it commit in the order put, each all-or-nothing; a unit's future resolves once it
+        and every earlier unit are committed — synced to disk when put `durable`. The one
+        store call under the write-ahead rule (xclaw/store/stream.py)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Workspace snapshots (files follow memory): content-addressed blobs, snapshot rows
+    and the restore journal (docs/storage.md "Workspace snapshots")."""
+
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes the store does not hold."""
         ...
@@ -263,7 +280,12 @@ class Store(Protocol):
         """Drop a completed restore's journal row (only if it is still that restore)."""
         ...
 
-    # --- leases: one driver per session (xclaw/store/leases.py) -----------------------
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """One driver per session (xclaw/store/leases.py): worker presence and leases with
+    fencing tokens; `driven(lease)` is the store as one lease holder writes it."""
+
     def register_worker(self, worker_id: str, info: dict[str, Any] | None = None) -> None:
         """Announce a live worker; its presence lasts until unregister, close or death."""
         ...
@@ -297,15 +319,12 @@ class Store(Protocol):
         """Every session that has had a driver (only these statuses, if given)."""
         ...
 
-    def write_stream(self) -> WriteStream:
-        """A stream for one run's writes: units (callables writing through this store) put
-        on it commit in the order put, each all-or-nothing; a unit's future resolves once it
-        and every earlier unit are committed — synced to disk when put `durable`. The one
-        store call under the write-ahead rule (xclaw/store/stream.py)."""
-        ...
-
     def driven(self, lease: Lease) -> Store:
         """This store as the lease holder writes it: every write of its session fenced."""
         ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class Store(RecordStore, SnapshotStore, LeaseStore, Protocol):
+    """The whole seam: the record, its workspace snapshots, its leases. Callers that need
+    one part only may ask for that protocol."""

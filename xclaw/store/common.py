@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 
-from xclaw.errors import AmbiguousSession, MissingBlobs, SessionNotFound, StoreError
+from xclaw.errors import AmbiguousSession, SessionNotFound
 from xclaw.store.base import RollbackResult
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -32,16 +32,9 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
-from xclaw.store.rows import load_json, new_session_id
+from xclaw.store.rows import new_session_id
 from xclaw.store.snapshot_model import (
-    Manifest,
-    PendingRestore,
-    SnapshotInfo,
     WorkspaceRestore,
-    apply_delta,
-    check_entry,
-    check_path,
-    diff_manifests,
 )
 
 # Commits that must be durable (fsynced / synchronous_commit on) before they return:
@@ -161,79 +154,6 @@ def build_tree(flat: list[Step]) -> list[StepTreeNode]:
             roots.append(node)
     roots.reverse()
     return roots
-
-
-# --- workspace snapshots: the rules, whatever the SQL ------------------------------------------
-
-# At most this many deltas in a row: reconstructing a snapshot reads at most FULL_EVERY rows.
-FULL_EVERY = 64
-
-SNAPSHOT_COLS = "session_id, seq, files, bytes, new_bytes, skipped, created_at, base_seq IS NULL"
-RESTORE_COLS = (
-    "session_id, restore_id, kind, source_session_id, snapshot_seq, manifest, ignore, created_at"
-)
-
-
-def row_to_snapshot_info(r: tuple[Any, ...]) -> SnapshotInfo:
-    return SnapshotInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]))
-
-
-def row_to_restore(r: tuple[Any, ...]) -> PendingRestore:
-    return PendingRestore(
-        r[0], r[1], r[2], r[3], r[4], load_json(r[5]), tuple(load_json(r[6]) or ()), r[7]
-    )
-
-
-def rebuild_state(
-    fetch: Callable[[int], tuple[Any, ...] | None], session_id: str, seq: int
-) -> Manifest:
-    """The whole manifest of snapshot (session_id, seq), following its delta chain;
-    `fetch(at)` gives the (base_seq, manifest, removed) row of snapshot `at`, None if absent."""
-    chain: list[tuple[Any, ...]] = []
-    at: int | None = seq
-    while at is not None:
-        row = fetch(at)
-        if row is None:
-            raise StoreError(
-                f"snapshot {display_id(at)} of session {session_id} is missing (needed to "
-                f"rebuild the snapshot before {display_id(seq)}); the database is damaged"
-            )
-        chain.append(row)
-        at = row[0]
-    state: Manifest = load_json(chain[-1][1])
-    for _, changed, removed in reversed(chain[:-1]):
-        state = apply_delta(state, load_json(changed), load_json(removed) or ())
-    return state
-
-
-def snapshot_delta(base: Manifest, state: Manifest) -> tuple[Manifest, list[str], list[str]]:
-    """(changed, removed, added hashes) of a new snapshot against its base, every entry
-    checked. The base's contents are held by the base's rows; only `added` need checking."""
-    changed, removed = diff_manifests(base, state)
-    for path, entry in changed.items():
-        check_entry(path, entry)
-    for path in removed:
-        check_path(path)
-    added = sorted({e["hash"] for e in changed.values() if "hash" in e})
-    return changed, removed, added
-
-
-def check_blobs_stored(added: list[str], have: set[str]) -> None:
-    """Every content the snapshot adds must be stored already (put_blobs): else MissingBlobs."""
-    if len(have) < len(added):
-        raise MissingBlobs(set(added) - have)
-
-
-def store_whole(
-    prev: tuple[Any, ...] | None, state: Manifest, changed: Manifest, removed: list[str]
-) -> bool:
-    """Whether the snapshot is stored whole rather than as a delta on `prev` (seq, depth):
-    the first one, every FULL_EVERY-th, or when half the files changed."""
-    return (
-        prev is None
-        or prev[1] + 1 >= FULL_EVERY
-        or len(changed) + len(removed) >= max(len(state) // 2, 1)
-    )
 
 
 class StoreBase:

@@ -1,5 +1,6 @@
-"""What `xclaw fsck` reads from and writes to a database, as plain values, and the seam
-(`FsckAccess`) each backend implements with its own SQL (sqlite_fsck, postgres_fsck).
+"""What `xclaw fsck` reads from and writes to a database, as plain values, the seam
+(`FsckAccess`) each backend implements (sqlite_fsck, postgres_fsck: consistent reads, the
+clock, the backup), and the one repair transaction both run through their dialect.
 
 The checks themselves live in xclaw/ops/fsck.py and see only these values and the Store
 protocol; the repairs are typed actions whose SQL re-checks its own condition, so applying
@@ -14,10 +15,11 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
-from xclaw.store.common import row_to_restore
-from xclaw.store.model import Step
+from xclaw.store.dialect import Dialect
+from xclaw.store.model import INTERRUPTED, Status, Step, event_for_target
 from xclaw.store.rows import STEP_COLS, load_json, row_to_step
 from xclaw.store.snapshot_model import PendingRestore
+from xclaw.store.snapshots import row_to_restore, sweep_blobs_tx
 
 T = TypeVar("T")
 
@@ -73,17 +75,15 @@ class Repair:
 class FsckReader:
     """Reads of one consistent view of the database (one read transaction: SQLite's WAL
     snapshot, PostgreSQL's REPEATABLE READ), so a server writing meanwhile cannot make a
-    healthy record look broken. `ph` is the backend's placeholder; `text_cast` turns a
-    JSON column into text (PostgreSQL's jsonb)."""
+    healthy record look broken. The SQL is the shared text, run through the backend's
+    dialect (PostgreSQL's jsonb columns come back as their text, as SQLite's JSON text)."""
 
-    ph = "?"
-    text_cast = ""
-
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, dialect: Dialect) -> None:
         self.conn = conn
+        self.dialect = dialect
 
     def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        return list(self.conn.execute(sql.replace("?", self.ph), params).fetchall())
+        return list(self.conn.execute(self.dialect.sql(sql), params).fetchall())
 
     def sessions(self) -> list[SessionRow]:
         rows = self._all(
@@ -114,19 +114,17 @@ class FsckReader:
         return [row_to_step(r) for r in rows]
 
     def snapshot_rows(self, session_id: str) -> list[SnapshotRow]:
-        t = self.text_cast
         rows = self._all(
-            f"SELECT session_id, seq, base_seq, manifest{t}, removed{t} FROM snapshots "
+            "SELECT session_id, seq, base_seq, manifest, removed FROM snapshots "
             "WHERE session_id=? ORDER BY seq",
             (session_id,),
         )
         return [SnapshotRow(r[0], r[1], r[2], load_json(r[3]), load_json(r[4])) for r in rows]
 
     def restores(self) -> list[PendingRestore]:
-        t = self.text_cast
         rows = self._all(
             "SELECT session_id, restore_id, kind, source_session_id, snapshot_seq, "
-            f"manifest{t}, ignore{t}, created_at FROM workspace_restores ORDER BY session_id"
+            "manifest, ignore, created_at FROM workspace_restores ORDER BY session_id"
         )
         return [row_to_restore(r) for r in rows]
 
@@ -179,6 +177,73 @@ class FsckAccess(Protocol):
     def repair(self, actions: Sequence[Repair]) -> list[int]:
         """Apply every action in one transaction; rows changed per action."""
         ...
+
+
+# Each repair's SQL carries its own condition, so it only ever fixes what was found.
+_REPAIR_SQL = {
+    "interrupt_step": (
+        "UPDATE traces SET status='failed', error_message=?, end_time=? "
+        "WHERE session_id=? AND seq=? AND status='running' AND session_id IN "
+        "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
+    ),
+    "raise_next_seq": "UPDATE sessions SET next_seq=? WHERE session_id=? AND next_seq<?",
+    "detach_parent": "UPDATE traces SET parent_step_id=NULL WHERE step_id=?",
+    "clear_lease_expiry": (
+        "UPDATE sessions SET lease_expires_at=NULL WHERE session_id=? AND lease_owner IS NULL"
+    ),
+    "expire_lease": (
+        "UPDATE sessions SET lease_expires_at=? WHERE session_id=? AND lease_owner IS NOT NULL "
+        "AND (lease_expires_at IS NULL OR lease_expires_at>?)"
+    ),
+}
+
+
+def repair_tx(
+    d: Dialect,
+    conn: Any,
+    actions: Sequence[Repair],
+    now: int,
+    lease_clock: Callable[[Any], int],
+) -> list[int]:
+    """Every action in the caller's one transaction; rows changed per action. `lease_clock`
+    reads the lease clock (the database server's on PostgreSQL) for expire_lease."""
+    changed: list[int] = []
+    for a in actions:
+        if a.kind == "sweep_blobs":
+            changed.append(sweep_blobs_tx(d, conn))
+            continue
+        if a.kind == "set_status":
+            changed.append(_set_status(d, conn, a, now))
+            continue
+        params: tuple[object, ...]
+        if a.kind == "interrupt_step":
+            params = (INTERRUPTED, now, a.session_id, a.seq)
+        elif a.kind == "raise_next_seq":
+            params = (a.value, a.session_id, a.value)
+        elif a.kind == "detach_parent":
+            params = (a.step_id,)
+        elif a.kind == "clear_lease_expiry":
+            params = (a.session_id,)
+        elif a.kind == "expire_lease":
+            clock = lease_clock(conn)
+            params = (clock, a.session_id, clock)
+        else:
+            raise ValueError(f"unknown repair {a.kind!r}")
+        changed.append(conn.execute(d.sql(_REPAIR_SQL[a.kind]), params).rowcount)
+    return changed
+
+
+def _set_status(d: Dialect, conn: Any, a: Repair, now: int) -> int:
+    """Move a session found in the wrong status, through the one status write (so along the
+    state machine), and only if it is still in the status the check saw."""
+    row = conn.execute(
+        d.sql("SELECT current_status FROM sessions WHERE session_id=?"), (a.session_id,)
+    ).fetchone()
+    if row is None or a.expected is None or row[0] != a.expected:
+        return 0
+    current, target = Status(a.expected), Status(str(a.status))
+    d.write_status(conn, str(a.session_id), current, event_for_target(current, target), now)
+    return 1
 
 
 def fsck_access(store: Store) -> FsckAccess:

@@ -44,6 +44,7 @@ from xclaw.store.model import (
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
 from xclaw.store.postgres_leases import PgLeases
 from xclaw.store.postgres_rows import (
+    POSTGRES,
     lock_session,
     pg_json,
     pg_text,
@@ -51,9 +52,6 @@ from xclaw.store.postgres_rows import (
     require_step,
     write_status,
 )
-from xclaw.store.postgres_snapshots import PgSnapshots, sweep_blobs_tx
-from xclaw.store.postgres_timetravel import fork_tx, rollback_tx
-from xclaw.store.postgres_transfer import PgTransfer
 from xclaw.store.rows import (
     SESSION_COLS,
     STEP_COLS,
@@ -65,7 +63,10 @@ from xclaw.store.rows import (
     row_to_step,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
+from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
 from xclaw.store.stream import SerialBatches, WriteStream
+from xclaw.store.timetravel import fork_tx, rollback_tx
+from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
     from xclaw.store.postgres_bus import PgBus
@@ -90,8 +91,10 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
+class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
+
+    _dialect = POSTGRES
 
     def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
         self.target = parse_url(url)
@@ -238,7 +241,9 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
             cur = conn.execute("DELETE FROM sessions WHERE session_id=%s", (session_id,))
             if cur.rowcount == 0:
                 raise SessionNotFound(session_id)
-            sweep_blobs_tx(conn)  # its snapshots went by cascade: collect their file contents
+            sweep_blobs_tx(
+                POSTGRES, conn
+            )  # its snapshots went by cascade: collect their file contents
 
         self._write(tx, durable=True)
 
@@ -481,7 +486,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
     ) -> RollbackResult:
         return self._write(
             lambda conn: rollback_tx(
-                conn, session_id, seq, ref, self._now(), workspace, lease=lease
+                POSTGRES, conn, session_id, seq, ref, self._now(), workspace, lease=lease
             ),
             durable=True,
         )
@@ -497,7 +502,7 @@ class PostgresStore(PgLeases, PgSnapshots, PgTransfer, StoreBase):
     ) -> Session:
         return self._write(
             lambda conn: fork_tx(
-                conn, session_id, seq, ref, new_sid, pg_text(title), self._now(), workspace
+                POSTGRES, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
             ),
             durable=True,
         )

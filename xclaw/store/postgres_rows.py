@@ -8,11 +8,14 @@ its text), so both backends give byte-for-byte the same values.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
+from psycopg import errors as pgerr
 
 from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.dialect import Dialect, to_postgres
 from xclaw.store.leases import Lease, check_lease_for, lease_lost
 from xclaw.store.model import SessionEvent, Status, next_status, waiting_after
 from xclaw.store.rows import dump_json
@@ -26,6 +29,8 @@ NUL_STAND_IN = "\ufffd"
 
 # The lease clock: the database server's, so workers on several hosts agree on expiry.
 NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+LOCK_BLOBS = 0x78636C03  # advisory lock: shared by snapshot savers, exclusive for sweeps
 
 
 def pg_json(value: Any, what: str) -> str | None:
@@ -118,3 +123,66 @@ def require_step(conn: psycopg.Connection, session_id: str, seq: int, ref: objec
     if found is None:
         require_session(conn, session_id)
         raise StepNotFound(str(ref), session_id)
+
+
+def share_session(conn: psycopg.Connection, session_id: str) -> None:
+    """The session row held (FOR SHARE) until commit, so it cannot be deleted meanwhile."""
+    if (
+        conn.execute(
+            "SELECT 1 FROM sessions WHERE session_id=%s FOR SHARE", (session_id,)
+        ).fetchone()
+        is None
+    ):
+        require_session(conn, session_id)
+
+
+def lock_blobs(conn: psycopg.Connection, exclusive: bool) -> None:
+    """Sweeps exclusive, snapshot saves shared: a sweep never lands between a save's check
+    that its contents are stored and its commit."""
+    if exclusive:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_BLOBS,))
+    else:
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s, 0)", (LOCK_BLOBS,))
+
+
+def _any_of(column: str, values: Sequence[Any]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    if values:
+        yield f"{column} = ANY(?)", (list(values),)
+
+
+def _executemany(conn: psycopg.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(sql, rows)
+
+
+_REFERENCED = """
+    SELECT j.value->>'hash' FROM snapshots AS s, jsonb_each(s.manifest) AS j
+     WHERE j.value->>'hash' IS NOT NULL{snapshots}
+    UNION
+    SELECT j.value->>'hash' FROM workspace_restores AS r, jsonb_each(r.manifest) AS j
+     WHERE r.manifest IS NOT NULL AND j.value->>'hash' IS NOT NULL{restores}
+    UNION
+    SELECT i.value->>'hash' FROM traces AS t, jsonb_array_elements(t.output_data->'images') AS i
+     WHERE t.step_type = 'tool_call' AND jsonb_typeof(t.output_data) = 'object'
+       AND jsonb_typeof(t.output_data->'images') = 'array' AND i.value->>'hash' IS NOT NULL{steps}
+"""
+
+POSTGRES = Dialect(
+    name="postgres",
+    sql=to_postgres,
+    json=pg_json,
+    text=pg_text,
+    lock_session=lock_session,
+    share_session=share_session,
+    require_session=require_session,
+    require_step=require_step,
+    write_status=write_status,
+    lock_blobs=lock_blobs,
+    referenced_hashes=_REFERENCED,
+    any_of=_any_of,
+    in_ids=lambda column, ids: (f"{column} = ANY(?)", list(ids)),
+    executemany=_executemany,
+    savepoint=lambda conn: conn.transaction(),
+    unique_violation=(pgerr.UniqueViolation,),
+    free_read_snapshots=False,
+)

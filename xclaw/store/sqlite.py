@@ -27,6 +27,7 @@ from xclaw.store.common import (
     inserted_step,
     moves_session,
 )
+from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease
 from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
@@ -58,12 +59,12 @@ from xclaw.store.rows import (
     write_status,
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
+from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
-from xclaw.store.sqlite_snapshots import SnapshotStoreMixin, sweep_blobs_tx
-from xclaw.store.sqlite_timetravel import fork_tx, rollback_tx
-from xclaw.store.sqlite_transfer import SqliteTransfer
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Unit, WriteStream
+from xclaw.store.timetravel import fork_tx, rollback_tx
+from xclaw.store.transfer_sql import TransferMethods
 
 T = TypeVar("T")
 
@@ -73,10 +74,12 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
+class SQLiteStore(SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
-    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.sqlite_snapshots;
+    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""
+
+    _dialect = SQLITE
 
     def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
         if str(path) in ("", ":memory:"):
@@ -256,7 +259,9 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
             # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
             if conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
-            sweep_blobs_tx(conn)  # its snapshots went by cascade: collect their file contents
+            sweep_blobs_tx(
+                SQLITE, conn
+            )  # its snapshots went by cascade: collect their file contents
 
         self._write(tx, durable=True)
 
@@ -506,8 +511,9 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         lease: Lease | None,
     ) -> RollbackResult:
         def tx(conn: sqlite3.Connection) -> RollbackResult:
-            check_fence(conn, session_id, lease)
-            return rollback_tx(conn, session_id, seq, ref, self._now(), workspace)
+            return rollback_tx(
+                SQLITE, conn, session_id, seq, ref, self._now(), workspace, lease=lease
+            )
 
         return self._write(tx, durable=True)
 
@@ -521,7 +527,9 @@ class SQLiteStore(SnapshotStoreMixin, SqliteLeases, SqliteTransfer, StoreBase):
         workspace: WorkspaceRestore | None,
     ) -> Session:
         def tx(conn: sqlite3.Connection) -> Session:
-            return fork_tx(conn, session_id, seq, ref, new_sid, title, self._now(), workspace)
+            return fork_tx(
+                SQLITE, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
+            )
 
         return self._write(tx, durable=True)
 

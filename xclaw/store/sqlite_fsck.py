@@ -1,4 +1,5 @@
-"""`xclaw fsck`'s reads and repairs on SQLite (see fsck_rows.FsckAccess)."""
+"""`xclaw fsck` on SQLite (see fsck_rows.FsckAccess): its reads, clock and backup; the
+repairs are fsck_rows.repair_tx through the SQLite dialect, in one writer transaction."""
 
 from __future__ import annotations
 
@@ -9,33 +10,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from xclaw.errors import StoreError
-from xclaw.store.fsck_rows import FsckReader, Repair
-from xclaw.store.model import INTERRUPTED, Status, event_for_target
-from xclaw.store.rows import write_status
+from xclaw.store.dialect import SQLITE
+from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_leases import lease_now
-from xclaw.store.sqlite_snapshots import sweep_blobs_tx
 
 T = TypeVar("T")
-
-
-# Each repair's SQL carries its own condition, so it only ever fixes what was found.
-_REPAIR_SQL = {
-    "interrupt_step": (
-        "UPDATE traces SET status='failed', error_message=?, end_time=? "
-        "WHERE session_id=? AND seq=? AND status='running' AND session_id IN "
-        "(SELECT session_id FROM sessions WHERE current_status IN ('Success', 'Failed'))"
-    ),
-    "raise_next_seq": "UPDATE sessions SET next_seq=? WHERE session_id=? AND next_seq<?",
-    "detach_parent": "UPDATE traces SET parent_step_id=NULL WHERE step_id=?",
-    "clear_lease_expiry": (
-        "UPDATE sessions SET lease_expires_at=NULL WHERE session_id=? AND lease_owner IS NULL"
-    ),
-    "expire_lease": (
-        "UPDATE sessions SET lease_expires_at=? WHERE session_id=? AND lease_owner IS NOT NULL "
-        "AND (lease_expires_at IS NULL OR lease_expires_at>?)"
-    ),
-}
 
 
 class SqliteFsck:
@@ -43,7 +23,7 @@ class SqliteFsck:
         self.store = store
 
     def read(self, fn: Callable[[FsckReader], T]) -> T:
-        return self.store._read(lambda conn: fn(FsckReader(conn)), snapshot=True)
+        return self.store._read(lambda conn: fn(FsckReader(conn, SQLITE)), snapshot=True)
 
     def now(self) -> int:
         return lease_now()
@@ -76,44 +56,8 @@ class SqliteFsck:
 
     def repair(self, actions: Sequence[Repair]) -> list[int]:
         now = self.store._now()
-        lease_clock = lease_now()
-
-        def tx(conn: sqlite3.Connection) -> list[int]:
-            changed: list[int] = []
-            for a in actions:
-                if a.kind == "sweep_blobs":
-                    changed.append(sweep_blobs_tx(conn))
-                    continue
-                if a.kind == "set_status":
-                    changed.append(_set_status(conn, a, now))
-                    continue
-                params: tuple[object, ...]
-                if a.kind == "interrupt_step":
-                    params = (INTERRUPTED, now, a.session_id, a.seq)
-                elif a.kind == "raise_next_seq":
-                    params = (a.value, a.session_id, a.value)
-                elif a.kind == "detach_parent":
-                    params = (a.step_id,)
-                elif a.kind == "clear_lease_expiry":
-                    params = (a.session_id,)
-                elif a.kind == "expire_lease":
-                    params = (lease_clock, a.session_id, lease_clock)
-                else:
-                    raise ValueError(f"unknown repair {a.kind!r}")
-                changed.append(conn.execute(_REPAIR_SQL[a.kind], params).rowcount)
-            return changed
-
-        return self.store._write(tx, durable=True)
-
-
-def _set_status(conn: sqlite3.Connection, a: Repair, now: int) -> int:
-    """Move a session found in the wrong status, through the one status write (so along the
-    state machine), and only if it is still in the status the check saw."""
-    row = conn.execute(
-        "SELECT current_status FROM sessions WHERE session_id=?", (a.session_id,)
-    ).fetchone()
-    if row is None or a.expected is None or row[0] != a.expected:
-        return 0
-    current, target = Status(a.expected), Status(str(a.status))
-    write_status(conn, str(a.session_id), current, event_for_target(current, target), now)
-    return 1
+        lease_clock = lease_now()  # the host's wall clock, read once for the whole repair
+        return self.store._write(
+            lambda conn: repair_tx(SQLITE, conn, actions, now, lambda _: lease_clock),
+            durable=True,
+        )

@@ -1,25 +1,25 @@
-"""Rollback and fork as transaction bodies for the SQLite writer.
+"""Rollback and fork as transaction bodies, one text for both backends (dialect.py).
 
 Both address steps by sequence number, never by timestamp, so two steps written in the same
-millisecond are told apart; both are one transaction (the writer's), committed durably.
+millisecond are told apart. Both take the source session first through the dialect's
+`lock_session` (PostgreSQL: the row locked `FOR UPDATE`, so no step can be added to it while
+it is cut or copied; SQLite: the single writer already runs alone), and both are one
+transaction, the caller's, committed durably.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
+from xclaw.errors import SessionNotFound
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import forked_session
+from xclaw.store.dialect import Dialect
+from xclaw.store.leases import Lease
 from xclaw.store.model import INTERRUPTED, Session, SessionEvent
-from xclaw.store.rows import (
-    SESSION_COLS,
-    require_step,
-    row_to_session,
-    session_state,
-    write_status,
-)
+from xclaw.store.rows import SESSION_COLS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.sqlite_snapshots import fork_snapshots_tx, rollback_snapshots_tx
+from xclaw.store.snapshots import fork_snapshots_tx, rollback_snapshots_tx
 
 # One INSERT..SELECT copies the prefix: ids and parent links are remapped by string arithmetic
 # (new id || ':sNNNN'); seq is preserved, so the fork's s0005 is the source's s0005. A step
@@ -30,48 +30,57 @@ _FORK_STEPS_SQL = """
 INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, agent,
                     call_id, input_data, output_data, error_message, start_time, end_time,
                     token_usage_prompt, token_usage_completion)
-SELECT :new || substr(step_id, :cut), :new, seq,
+SELECT :new::text || substr(step_id, :cut::int), :new::text, seq,
        CASE WHEN parent_step_id IS NULL
-                 OR CAST(substr(parent_step_id, :cut + 2) AS INTEGER) > :seq THEN NULL
-            ELSE :new || substr(parent_step_id, :cut) END,
+                 OR CAST(substr(parent_step_id, :cut::int + 2) AS BIGINT) > :seq::bigint
+            THEN NULL
+            ELSE :new::text || substr(parent_step_id, :cut::int) END,
        step_type, name,
        CASE status WHEN 'running' THEN 'failed' ELSE status END,
        agent, call_id, input_data, output_data,
-       CASE status WHEN 'running' THEN :interrupted ELSE error_message END,
+       CASE status WHEN 'running' THEN :interrupted::text ELSE error_message END,
        start_time,
-       CASE status WHEN 'running' THEN :now ELSE end_time END,
+       CASE status WHEN 'running' THEN :now::bigint ELSE end_time END,
        token_usage_prompt, token_usage_completion
 FROM traces WHERE session_id = :old AND seq <= :seq ORDER BY seq
 """
+_SESSION_SQL = f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?"
+_FORK_SESSION_SQL = (
+    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
+    " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
+    " VALUES (?, ?, 'Init', ?, ?, ?::jsonb, 1, ?, ?, 0, ?)"
+)
 
 
 def rollback_tx(
-    conn: sqlite3.Connection,
+    d: Dialect,
+    conn: Any,
     session_id: str,
     seq: int,
     ref: object,
     now: int,
     workspace: WorkspaceRestore | None = None,
+    *,
+    lease: Lease | None = None,
 ) -> RollbackResult:
     """Delete the target step and every later one; the session goes Running, waiting.
     With `workspace`, the restore of its files is journaled in the same transaction."""
-    current, _, _ = session_state(conn, session_id)
-    require_step(conn, session_id, seq, ref)
+    current, _, _ = d.lock_session(conn, session_id, lease)
+    d.require_step(conn, session_id, seq, ref)
     # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
     deleted = conn.execute(
-        "DELETE FROM traces WHERE session_id=? AND seq>=?", (session_id, seq)
+        d.sql("DELETE FROM traces WHERE session_id=? AND seq>=?"), (session_id, seq)
     ).rowcount
     # Rollback lands in Running, waiting for a new instruction (model.next_status).
-    write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
-    row = conn.execute(
-        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-    ).fetchone()
-    restore = rollback_snapshots_tx(conn, session_id, seq, workspace, now)
+    d.write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
+    row = conn.execute(d.sql(_SESSION_SQL), (session_id,)).fetchone()
+    restore = rollback_snapshots_tx(d, conn, session_id, seq, workspace, now)
     return RollbackResult(row_to_session(row), seq, deleted, restore)
 
 
 def fork_tx(
-    conn: sqlite3.Connection,
+    d: Dialect,
+    conn: Any,
     session_id: str,
     seq: int,
     ref: object,
@@ -82,22 +91,19 @@ def fork_tx(
 ) -> Session:
     """A new Init session holding a copy of the source's steps up to and including seq
     (and of its workspace snapshots; with `workspace`, its files' restore is journaled)."""
-    src = conn.execute(
-        f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-    ).fetchone()
+    d.lock_session(conn, session_id, None)
+    src = conn.execute(d.sql(_SESSION_SQL), (session_id,)).fetchone()
     if src is None:
-        session_state(conn, session_id)  # raises SessionNotFound
-    require_step(conn, session_id, seq, ref)
+        raise SessionNotFound(session_id)
+    d.require_step(conn, session_id, seq, ref)
     source = row_to_session(src)
-    forked = forked_session(new_sid, source, seq, title, now)
+    forked = forked_session(new_sid, source, seq, d.text(title), now)
     conn.execute(
-        "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
-        " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
-        " VALUES (?, ?, 'Init', ?, ?, ?, 1, ?, ?, 0, ?)",
+        d.sql(_FORK_SESSION_SQL),
         (new_sid, forked.title, now, now, src[5], session_id, seq + 1, seq),
     )
     conn.execute(
-        _FORK_STEPS_SQL,
+        d.sql(_FORK_STEPS_SQL),
         {
             "new": new_sid,
             "cut": len(session_id) + 1,
@@ -107,5 +113,5 @@ def fork_tx(
             "now": now,
         },
     )
-    fork_snapshots_tx(conn, session_id, seq, new_sid, workspace, now)
+    fork_snapshots_tx(d, conn, session_id, seq, new_sid, workspace, now)
     return forked

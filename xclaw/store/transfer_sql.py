@@ -1,0 +1,127 @@
+"""Moving sessions into a store, and what retention would free (`xclaw import`, `xclaw gc`),
+one text for both backends (dialect.py). Mixed into SQLiteStore and PostgresStore, which
+provide `_dialect`, `_write` and `_read`; the export format itself is store/transfer.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from xclaw.errors import StoreError
+from xclaw.store.dialect import Dialect
+from xclaw.store.model import Session, Step
+
+T = TypeVar("T")
+
+_INSERT_SESSION = (
+    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, metadata,"
+    " is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
+    " VALUES (?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?)"
+)
+_INSERT_STEP = (
+    "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,"
+    " agent, call_id, input_data, output_data, error_message, start_time, end_time,"
+    " token_usage_prompt, token_usage_completion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?)"
+)
+_SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id=?"
+
+
+class TransferMethods:
+    """`import_session` and `retention_preview` of the Store protocol, for both backends."""
+
+    _dialect: ClassVar[Dialect]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
+
+    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
+        """Insert a session and its steps exactly as given (ids, seqs, times) in one durable
+        transaction. A parent session absent here is unlinked. Raises StoreError when the
+        id is taken."""
+        d = self._dialect
+        meta = d.json(session.metadata, "metadata")
+        rows = [
+            (
+                st.step_id,
+                session.session_id,
+                st.seq,
+                st.parent_step_id,
+                st.step_type.value,
+                d.text(st.name),
+                st.status.value,
+                d.text(st.agent),
+                d.text(st.call_id),
+                d.json(st.input_data, "input_data"),
+                d.json(st.output_data, "output_data"),
+                d.text(st.error_message),
+                st.start_time,
+                st.end_time,
+                st.token_usage_prompt,
+                st.token_usage_completion,
+            )
+            for st in sorted(steps, key=lambda s: s.seq)
+        ]
+
+        def tx(conn: Any) -> Session:
+            sid = session.session_id
+            if conn.execute(d.sql(_SESSION_EXISTS), (sid,)).fetchone():
+                raise StoreError(f"a session with id {sid!r} already exists")
+            parent = session.parent_session_id
+            if parent and not conn.execute(d.sql(_SESSION_EXISTS), (parent,)).fetchone():
+                parent = None
+            conn.execute(
+                d.sql(_INSERT_SESSION),
+                (
+                    sid,
+                    d.text(session.title),
+                    session.status.value,
+                    session.created_at,
+                    session.updated_at,
+                    meta,
+                    int(session.is_forked),
+                    parent,
+                    next_seq,
+                    int(session.awaiting_input),
+                    session.forked_from_seq,
+                ),
+            )
+            d.executemany(conn, d.sql(_INSERT_STEP), rows)
+            return Session(
+                sid,
+                session.title,
+                session.status,
+                session.created_at,
+                session.updated_at,
+                dict(session.metadata),
+                session.is_forked,
+                parent,
+                session.awaiting_input,
+                session.forked_from_seq,
+            )
+
+        return self._write(tx, durable=True)
+
+    def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
+        """(snapshots, blobs, blob bytes) that deleting these sessions would free: their
+        snapshots, and the blobs no other snapshot, no pending restore and no step's images
+        name (the sweep's mark phase, without those sessions)."""
+        d = self._dialect
+        doomed, ids = d.in_ids("session_id", session_ids)
+        kept = {
+            part: f" AND NOT ({d.in_ids(alias + '.session_id', session_ids)[0]})"
+            for part, alias in (("snapshots", "s"), ("restores", "r"), ("steps", "t"))
+        }
+        marked = d.referenced_hashes.format(**kept)
+        snaps_sql = d.sql(f"SELECT count(*) FROM snapshots WHERE {doomed}")
+        freed_sql = d.sql(
+            f"SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE hash NOT IN ({marked})"
+        )
+
+        def q(conn: Any) -> tuple[int, int, int]:
+            snaps = conn.execute(snaps_sql, (ids,)).fetchone()
+            blobs = conn.execute(freed_sql, (ids, ids, ids)).fetchone()
+            return int(snaps[0]), int(blobs[0]), int(blobs[1])
+
+        return self._read(q, snapshot=True)
