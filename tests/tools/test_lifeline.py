@@ -121,3 +121,19 @@ def test_a_fork_does_not_keep_the_lifeline_open() -> None:
         os._exit(0 if lifeline._fds is None else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_command_gets_the_lifeline_under_uvloop(tmp_path: Path) -> None:
+    """`xclaw serve` runs on uvloop, which runs the at-fork hooks in the child it execs: the
+    hook must leave the read end to the command (it once closed it: "$2": Bad file descriptor)."""
+    uvloop = pytest.importorskip("uvloop")
+    from xclaw.tools.base import ToolContext
+    from xclaw.tools.shell import ShellTool
+
+    async def main() -> tuple[str, bool]:
+        result = await ShellTool().run(
+            {"command": "echo ok"}, ToolContext(workspace=tmp_path, session_id="s")
+        )
+        return result.content, result.is_error
+
+    assert uvloop.run(main()) == ("ok", False)

@@ -28,6 +28,10 @@ class Redactor:
         self._lock = threading.Lock()
         self._values: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        # The shortest secret's length: a shorter ASCII string (most keys and many values of
+        # a step's data) cannot hold one and skips the regex (every record and frame is
+        # redacted: ~10 strings per step).
+        self._shortest = 0
         self.add(secrets)
 
     def add(self, secrets: Iterable[str]) -> None:
@@ -40,11 +44,14 @@ class Redactor:
             # Longest first, so that a secret containing another is masked whole.
             ordered = sorted(self._values, key=len, reverse=True)
             self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            self._shortest = len(ordered[-1])
 
     def __contains__(self, value: str) -> bool:
         return value in self._values
 
     def text(self, value: str) -> str:
+        if len(value) < self._shortest and value.isascii():
+            return value  # too short to hold a secret, and no surrogate to replace
         if not value:
             return value
         if not value.isascii():

@@ -35,11 +35,12 @@ def read_end() -> int:
 def _forget_in_child() -> None:
     # A fork that does not exec (multiprocessing) must not keep xclaw's lifeline open for
     # it: the child's copy of the write end would hide xclaw's death from every watcher.
+    # Only the write end is closed: uvloop runs these hooks in the child it is about to
+    # exec a command in, and that command needs the read end it was passed.
     global _fds, _lock
     if _fds is not None:
-        for fd in _fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(_fds[1])
         _fds = None
     _lock = threading.Lock()
 
@@ -53,6 +54,6 @@ os.register_at_fork(after_in_child=_forget_in_child)
 # `exit 130` reads as SIGINT: a shell cannot tell them apart).
 WRAPPER = (
     'trap "kill -KILL 0" TERM; { read _ <&"$2"; kill -KILL 0; } & w=$!; '
-    '"$0" -c "$1" & wait $! 2>/dev/null; s=$?; kill $w 2>/dev/null; '
+    '"$0" -c "$1" & wait $! 2>/dev/null; s=$?; kill $w 2>/dev/null; wait $w 2>/dev/null; '
     "if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s"
 )
