@@ -171,7 +171,7 @@ def report(n: int, rounds: list[Round], llm_ms: float) -> None:
     raw_c = statistics.median(r[4] for r in rounds) / n
     print(
         f"commits per iteration: recording {on_c:.2f}, store alone {raw_c:.2f} "
-        "(the recorder's writes share transactions: Store.write_together)"
+        "(the recorder's writes share transactions: Store.write_stream)"
     )
     print(
         f"recording adds {overhead:.3f} ms/iteration = {ratio:.2f}x the store's own cost "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,42 @@ async def test_the_tool_runs_only_after_its_row_is_visible_to_another_connection
     assert frames[-1] == {"type": "status", "status": "Success"}
 
 
+async def test_the_write_ahead_commit_is_synced_and_no_write_runs_on_the_loop(
+    db: Any, tmp_path: Path
+) -> None:
+    """The row the tool saw was committed with synchronous=FULL (on disk, not only in the
+    page cache), and every statement of the write connection, over a whole run, ran on the
+    store's writer thread — never on the event loop's."""
+    store, outside = db
+    sid = store.create_session().session_id
+    statements: list[tuple[threading.Thread, str]] = []
+    writer_conn = store._writer._conn
+    level_at_start = store._writer._sync  # changes show in the trace as PRAGMA statements
+    writer_conn.set_trace_callback(lambda sql: statements.append((threading.current_thread(), sql)))
+    synced_before_tool: list[bool] = []
+
+    class Peek(PeekingTool):
+        async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            # The last COMMIT before the tool started ran at FULL.
+            level = last = level_at_start
+            for _, sql in statements:
+                if sql.startswith("PRAGMA synchronous="):
+                    level = sql.split("=")[1]
+                if sql == "COMMIT":
+                    last = level
+            synced_before_tool.append(last == "FULL")
+            return await super().run(args, ctx)
+
+    tool = Peek(outside, sid)
+    model = ScriptModel(answer("", ToolCall("c1", "peek", {})), answer("done"))
+    frames: list[dict[str, Any]] = []
+    assert await agent(store, sid, tmp_path, model, tool, frames).run([], user_text="go") == "done"
+    assert tool.seen == [[("peek", "running")]] and synced_before_tool == [True]
+    threads = {t for t, _ in statements}
+    assert threads == {store.writer_thread}
+    assert threading.current_thread() not in threads
+
+
 async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> None:
     store, outside = db
     sid = store.create_session().session_id
@@ -235,7 +272,7 @@ async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_think
     rec = recorder(store, sid, frames)
     await rec.user_input("hello")
     await rec.llm_started(request(), "fn:test", {"temperature": 0.2})
-    await rec.writes.settle()
+    await rec.settle()
     ((_, name, status, input_data, output_data, *_),) = outside.rows(sid, "llm_call")
     assert (name, status, output_data) == ("fn:test", "running", None)
     # Not the prompt: messages are rebuilt from the steps.

@@ -20,8 +20,8 @@ from xclaw.store.sqlite import SQLiteStore
 FULL, NORMAL = 2, 1  # PRAGMA synchronous values
 
 
-def _hold_the_lead(store: SQLiteStore) -> tuple[threading.Thread, threading.Event]:
-    """Start a write that keeps the lead (and its transaction) until released."""
+def _hold_the_writer(store: SQLiteStore) -> tuple[threading.Thread, threading.Event]:
+    """Start a write that keeps the write connection (its transaction open) until released."""
     holding, release = threading.Event(), threading.Event()
 
     def slow(conn: sqlite3.Connection) -> None:
@@ -51,7 +51,7 @@ def _in_threads(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread],
 
 def _wait_queued(store: SQLiteStore, n: int) -> None:
     for _ in range(1000):
-        with store._writer._mutex:
+        with store._writer._cond:
             if len(store._writer._queue) >= n:
                 return
         threading.Event().wait(0.005)
@@ -62,7 +62,7 @@ def test_queued_operations_share_one_commit_and_fail_alone(sqlite_store: SQLiteS
     store = sqlite_store
     sids = [store.create_session().session_id for _ in range(5)]
     init = store.create_session().session_id
-    holder, release = _hold_the_lead(store)
+    holder, release = _hold_the_writer(store)
     calls: list[Callable[[], Any]] = [lambda s=s: store.add_step(s, user()) for s in sids]
     calls.append(lambda: store.begin_step(init, approval()))  # illegal from Init
     threads, results = _in_threads(calls)
@@ -88,7 +88,7 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
 
     assert store._writer.submit(probe, durable=False) == NORMAL
     assert store._writer.submit(probe, durable=True) == FULL
-    holder, release = _hold_the_lead(store)
+    holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
             lambda: store._writer.submit(probe, durable=False),
@@ -159,7 +159,7 @@ def test_close_refuses_more_and_keeps_what_was_written(store_factory) -> None:
 def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
     store = SQLiteStore(sqlite_path)
     sid = store.create_session().session_id
-    holder, release = _hold_the_lead(store)
+    holder, release = _hold_the_writer(store)
     threads, results = _in_threads([lambda: store.add_step(sid, user()) for _ in range(5)])
     _wait_queued(store, 5)
     closer = threading.Thread(target=store.close)
@@ -177,8 +177,8 @@ def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
         assert len(again.steps(sid)) == 5
 
 
-def test_lead_passes_on_when_its_owner_is_done(sqlite_store: SQLiteStore) -> None:
-    """No caller is stuck serving others forever: each returns once its own write is in."""
+def test_every_caller_is_served_under_contention(sqlite_store: SQLiteStore) -> None:
+    """Callers writing in a tight loop all get through: the writer serves the queue in order."""
     store = sqlite_store
     sid = store.create_session().session_id
     stop = threading.Event()

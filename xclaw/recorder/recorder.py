@@ -2,17 +2,19 @@
 the trace tree: docs/architecture.md). Live events are typed (xclaw/recorder/events.py); the
 runtime turns them into wire frames.
 
-Every event becomes one store write, queued in event order (xclaw/recorder/queue.py) and
-committed together with its neighbours, so the order on disk is the order of events. The loop
-waits for the writes that matter — a tool's `running` row (durable before the tool starts:
-write-ahead), a tool's result (durable before any client hears of it), approvals, the final
-answer — and lets the others (an LLM call starting, its answer when tool calls follow) ride
-along with the next awaited write.
+Every event becomes one store write, put on the run's WriteStream (xclaw/store/stream.py) in
+event order, so the order on disk is the order of events. The write-ahead rule is one
+function, `before_tool`: it awaits the tool's `running` row, put durable, and the stream
+resolves it only once that row and every earlier write of the run are committed and synced.
+The loop also waits for a tool's result (durable before any client hears of it), approvals
+and the final answer; the other writes (an LLM call starting, its answer when tool calls
+follow) are put without waiting and share a commit with the next one.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -32,24 +34,53 @@ from xclaw.recorder.events import (
     ToolState,
 )
 from xclaw.recorder.history import History
-from xclaw.recorder.queue import Pending, WriteQueue, step_id_of
 from xclaw.recorder.redact import Redactor
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
+from xclaw.store.stream import WriteStream
 from xclaw.tools.base import ToolResult
 
-__all__ = ["Recorder", "StoreCaller", "WriteQueue"]
+__all__ = ["Recorder", "StoreCaller"]
 
 Emit = EventSink
 # Given by the runtime: runs after a side-effecting tool's write-ahead row is committed and
 # before the tool starts (the workspace snapshot "before step N": files follow memory).
 BeforeSideEffect = Callable[[Step], Awaitable[Any]]
-# A parent step: its id, or a queued write that will begin it.
-ParentRef = str | Pending | None
 # Given by the runtime: an agent's History from its steps (with the toolbox's tool kinds).
 Rebuild = Callable[[Iterable[Step]], History]
 
 _ERROR_SUMMARY_CHARS = 500
+
+
+class Pending:
+    """A write put on the stream: its step is set on the writer's thread the moment it runs,
+    so a later write can refer to it (complete the step this one began, hang under it)."""
+
+    __slots__ = ("fn", "future", "step")
+
+    def __init__(self, fn: Callable[[], Step]) -> None:
+        self.fn = fn
+        self.step: Step | None = None
+        self.future: asyncio.Future[Step] | None = None
+
+    def run(self) -> Step:
+        self.step = self.fn()
+        return self.step
+
+    def resolved(self) -> Step:
+        """The step (called on the writer's thread, after this write ran)."""
+        if self.step is None:
+            raise RuntimeError("a write was used before it was committed")
+        return self.step
+
+
+# A parent step: its id, or a queued write that will begin it.
+ParentRef = str | Pending | None
+
+
+def step_id_of(ref: ParentRef) -> str | None:
+    """A parent reference that may still be queued: resolved on the writer's thread."""
+    return ref.resolved().step_id if isinstance(ref, Pending) else ref
 
 
 class Recorder:
@@ -69,15 +100,15 @@ class Recorder:
         pending_approvals: dict[str, Step] | None = None,
         turn_root: str | None = None,
         before_side_effect: BeforeSideEffect | None = None,
-        writes: WriteQueue | None = None,
+        writes: WriteStream | None = None,
         resumable_calls: dict[str, str] | None = None,
         rebuild: Rebuild | None = None,
     ) -> None:
         self.db = db
-        # Shared with sub-agents' recorders: one ordered stream of writes per run.
-        self.writes = writes or WriteQueue(db)
-        self.before_side_effect = before_side_effect
         self.store = db.store
+        # Shared with sub-agents' recorders: one ordered stream of writes per run.
+        self.writes = writes or self.store.write_stream()
+        self.before_side_effect = before_side_effect
         self.session_id = session_id
         self.emit = emit
         self.redact = redact
@@ -111,6 +142,43 @@ class Recorder:
             call_id=call_id,
         )
 
+    def _put(
+        self,
+        fn: Callable[[], Step],
+        on_done: Callable[[Step], Any] | None = None,
+        *,
+        durable: bool = False,
+        lazy: bool = True,
+    ) -> Pending:
+        """Put a write on the stream without waiting; `on_done` runs on the loop once it is
+        committed (live events, in commit order)."""
+        pending = Pending(fn)
+        future = asyncio.wrap_future(self.writes.put(pending.run, durable=durable, lazy=lazy))
+        future.add_done_callback(_retrieve)
+        if on_done is not None:
+            future.add_done_callback(
+                lambda f: f.cancelled() or f.exception() or on_done(f.result())
+            )
+        pending.future = future
+        return pending
+
+    async def _write(
+        self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None
+    ) -> Step:
+        """Put a write and wait until it, and every earlier write of the run, is committed
+        and synced (someone is told of it next: durable, as every awaited write)."""
+        future = self._put(fn, on_done, durable=True, lazy=False).future
+        assert future is not None
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until every write put so far is committed (errors are their waiters')."""
+        last = self.writes.last()
+        if last is not None:
+            settled = asyncio.wrap_future(last)
+            settled.add_done_callback(_retrieve)
+            await asyncio.wait([settled])
+
     def _step_event(self, step: Step) -> None:
         self.emit(StepCommitted(step))
 
@@ -135,11 +203,14 @@ class Recorder:
     # --- AgentObserver --------------------------------------------------------------------------
     async def user_input(self, text: str) -> None:
         parent = self._root_parent
-        self._turn_root = self.writes.submit(
+        # Not awaited, but not held for company either: it moves the session to Running,
+        # which clients are told of as the run starts (one relaxed commit per turn).
+        self._turn_root = self._put(
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)
             ),
             self._step_event,
+            lazy=False,
         )
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
@@ -147,7 +218,7 @@ class Recorder:
         data = {"model": model, "params": params}
         parent = self._turn_root
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
-        self._llm = self.writes.submit(
+        self._llm = self._put(
             lambda: self.store.begin_step(
                 self.session_id, self._new(StepType.LLM_CALL, model, data, parent)
             ),
@@ -180,7 +251,7 @@ class Recorder:
             output["thinking"] = thinking
         llm = self._llm
         self._llm = None
-        done = self.writes.submit(
+        done = self._put(
             lambda: self.store.complete_step(
                 self.session_id,
                 llm.resolved().seq,
@@ -190,13 +261,15 @@ class Recorder:
                 session_status=Status.SUCCESS if final else None,
             ),
             self._step_event,
-            urgent=final,
+            durable=final,
+            lazy=not final,
         )
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
 
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
+            assert done.future is not None
             await done.future
             self.emit(StatusChanged(Status.SUCCESS))
 
@@ -226,7 +299,7 @@ class Recorder:
             output["request_id"] = response.request_id
         llm = self._llm
         self._llm = None
-        self.writes.submit(
+        self._put(
             lambda: self.store.complete_step(
                 self.session_id,
                 llm.resolved().seq,
@@ -250,7 +323,7 @@ class Recorder:
             return
         self._llm = None
         message = self.redact.text(error)
-        await self.writes.write(
+        await self._write(
             lambda: self.store.fail_step(
                 self.session_id, llm.resolved().seq, error_message=message
             ),
@@ -270,7 +343,7 @@ class Recorder:
             "maybeRepeated": maybe_repeated,
         }
         parent = self._parent_of(call)
-        step = await self.writes.write(
+        step = await self._write(
             lambda: self.store.begin_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id)
             ),
@@ -284,7 +357,7 @@ class Recorder:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
-        await self.writes.write(
+        await self._write(
             lambda: self.store.complete_step(
                 self.session_id, pending.seq, output_data={"approved": approved, "why": why}
             ),
@@ -293,19 +366,26 @@ class Recorder:
         await self._status_changed()
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
-        parent = self._parent_of(call)
-        # Write-ahead: returns once this row and every earlier write are durable.
-        step = await self.writes.write(
-            lambda: self.store.begin_step(
-                self.session_id,
-                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
-            )
-        )
+        step = await self.before_tool(call)
         self._tool_steps[call.id] = step
         self._tool_event(step, call, "running")
         self._step_event(step)
         if not read_only and self.before_side_effect is not None:
             await self.before_side_effect(step)  # committed row first, then the snapshot
+
+    async def before_tool(self, call: ToolCall) -> Step:
+        """Write-ahead: returns only once the tool's `running` row — and every write of this
+        run put before it, in event order — is committed and synced to disk. The loop starts
+        the tool only after this returns, so no side effect runs without a durable record."""
+        parent = self._parent_of(call)  # maybe a write still queued: resolved when this runs
+        written = self.writes.put(
+            lambda: self.store.begin_step(
+                self.session_id,
+                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
+            ),
+            durable=True,
+        )
+        return await asyncio.wrap_future(written)
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
@@ -341,14 +421,14 @@ class Recorder:
         # Clients hear "completed" only once the row is durable (synced): a kill — or a power
         # loss — right after clients hear of it cannot leave the step `interrupted` in the record.
         # Awaited, so the events still come before the next model answer's.
-        step = await self.writes.write(write)
+        step = await self._write(write)
         self._tool_event(running, call, state, content)
         self._step_event(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
         output = f"Not run: {reason}"
-        step = await self.writes.write(
+        step = await self._write(
             lambda: self.store.add_step(
                 self.session_id,
                 self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
@@ -364,7 +444,7 @@ class Recorder:
         # An alert about one tool call (`callId`) hangs beside it and carries its call id.
         call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
         parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
-        await self.writes.write(
+        await self._write(
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
             ),
@@ -390,7 +470,7 @@ class Recorder:
             parent_step_id=spawn.step_id if spawn else None,
             agent=agent,
         )
-        self.writes.submit(lambda: self.store.add_step(self.session_id, alert), self._step_event)
+        self._put(lambda: self.store.add_step(self.session_id, alert), self._step_event)
         for ref in hist.interrupted_unsafe:
             self.emit(
                 Notice(
@@ -426,6 +506,13 @@ class Recorder:
         if call.id in self._call_parents:
             return self._call_parents[call.id]
         return self._turn_root
+
+
+def _retrieve(f: asyncio.Future[Step]) -> None:
+    """A failed write nobody awaits is still retrieved (no "exception never retrieved");
+    the stream is broken by it, so the next awaited write reports the failure."""
+    if not f.cancelled():
+        f.exception()
 
 
 def step_id_of_now(ref: ParentRef) -> str | None:

@@ -585,7 +585,7 @@ class Runtime:
                 )
             finally:
                 # Queued writes reach the disk before the outcome is decided and written.
-                await recorder.writes.settle()
+                await recorder.settle()
             await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
         except Cancelled:
@@ -635,7 +635,7 @@ class Runtime:
         try:
             done = await agent.compact(messages)
         finally:
-            await recorder.writes.settle()
+            await recorder.settle()
         if before is not Status.RUNNING:
             # The summary step ran the session for a moment; it ends as it was.
             await self._settle(db, sid, before if before is not Status.INIT else Status.SUCCESS)

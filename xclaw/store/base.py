@@ -1,9 +1,10 @@
 """The Store protocol: the seam between the recorder/gateway and a database backend,
-composed of three smaller ones: RecordStore (sessions, steps, time travel, import, units),
+composed of three smaller ones: RecordStore (sessions, steps, time travel, import, write streams),
 SnapshotStore (blobs, snapshots, the restore journal) and LeaseStore (workers, leases).
 
-Each method is exactly one transaction, so no caller can get a transaction boundary wrong —
-except `write_together`, which runs several of them as all-or-nothing units of one.
+Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
+`write_stream` hands a run's writes to the backend's writer in order, each still its own
+all-or-nothing unit, and says when each is committed.
 The write-ahead rule (docs/architecture.md) lives in `begin_step`, once. The methods that
 write a session's record take an optional `lease=`: its fencing token is checked in the same
 transaction (LeaseLost, nothing written), so a worker that lost the session cannot write it
@@ -12,13 +13,14 @@ transaction (LeaseLost, nothing written), so a worker that lost the session cann
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from xclaw.store.leases import Lease, LeaseInfo, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.store.stream import WriteStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,7 @@ class RollbackResult:
 @runtime_checkable
 class RecordStore(Protocol):
     """The durable record of sessions and their steps (the seed's two tables): sessions,
-    steps, time travel, import and retention, units of one transaction."""
+    steps, time travel, import and retention, a run's ordered writes."""
 
     @property
     def url(self) -> str:
@@ -223,18 +225,11 @@ class RecordStore(Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        """Run callables that write through this store, in order, sharing as few commits as
-        their durability allows (each unit still all-or-nothing); one outcome per unit run:
-        (True, value) or (False, the exception). Each unit depends on the ones before: the
-        first that fails is the last one run. A backend without this just runs them one
-        transaction each. wait=False (from an event loop) runs only what can be written at
-        once without waiting for a lock or a disk sync, possibly nothing: the caller sends
-        the rest from a thread. durable=True says a unit will need a durable commit: start
-        with one (one commit, not two). A unit may be rolled back and run again: it must
-        only write through the store."""
+    def write_stream(self) -> WriteStream:
+        """A stream for one run's writes: units (callables writing through this store) put
+        on it commit in the order put, each all-or-nothing; a unit's future resolves once it
+        and every earlier unit are committed — synced to disk when put `durable`. The one
+        store call under the write-ahead rule (xclaw/store/stream.py)."""
         ...
 
     def close(self) -> None: ...

@@ -26,7 +26,7 @@ from xclaw.errors import LeaseLost
 from xclaw.store.model import Status, StepStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from xclaw.store.base import RollbackResult, Store
     from xclaw.store.model import NewStep, Session, Step, StepTreeNode
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         SnapshotInfo,
         WorkspaceRestore,
     )
+    from xclaw.store.stream import WriteStream
 
 # Store methods that write a session's record: through a DrivenStore each one carries the
 # lease, and the backend checks its token in the same transaction as the write.
@@ -376,7 +377,6 @@ class DrivenStore:
     def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
         return self.store.leases(statuses=statuses)
 
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        return self.store.write_together(units, wait=wait, durable=durable)
+    def write_stream(self) -> WriteStream:
+        # The backend's stream; its units write through this store, so they are fenced.
+        return self.store.write_stream()

@@ -1,7 +1,7 @@
 """PostgresStore: the Store protocol on PostgreSQL, for several workers on one database.
 
-Every public method is one transaction on a pooled connection (`write_together`: one for all
-its units). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
+Every public method is one transaction on a pooled connection (a run's WriteStream: its queued
+units in one). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
 sequence number, move the status or check a lease's fencing token, so concurrent workers and
 threads serialise per session and never across sessions. Every status write is
 postgres_rows.write_status, which asks model.next_status (checked transitions).
@@ -10,7 +10,8 @@ Durability per commit follows the SQLite policy (see postgres_conn and docs/post
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -63,6 +64,7 @@ from xclaw.store.rows import (
 )
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
+from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
 
@@ -109,6 +111,10 @@ class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
         finally:
             conn.close()
         self._pool = Pool(self.target)
+        # The threads that commit runs' write streams (one batch of one stream each).
+        self._streams = ThreadPoolExecutor(
+            self.target.pool_max, thread_name_prefix="xclaw-pg-stream"
+        )
         self._closed = False
         self._init_leases()
 
@@ -120,6 +126,7 @@ class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
             return
         self._closed = True
         self._close_leases()
+        self._streams.shutdown(wait=True)
         self._pool.close()
 
     @property
@@ -136,16 +143,17 @@ class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
 
         return PgBus(self.target, self.schema, on_message, wants)
 
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        """Units in one transaction (postgres_conn.Pool.run_units); never on an event loop:
-        every statement is a network round trip."""
-        if not wait:
-            return []
+    def write_stream(self) -> WriteStream:
+        """Ordered writes for one run: its queued units as one transaction of the pool at a
+        time, on a worker thread (stream.SerialBatches); other runs commit in parallel."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        return self._pool.run_units(units, durable=durable)
+        pool = self._pool
+        return WriteStream(
+            SerialBatches(
+                lambda units, durable: pool.run_units(units, durable=durable), self._streams
+            )
+        )
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:

@@ -1,7 +1,7 @@
 """SQLiteStore: the embedded, default implementation of the Store protocol.
 
-Every public write is one transaction run by the single writer (xclaw.store.sqlite_writer),
-which groups concurrent writes into one commit. Every read runs on a per-thread read-only
+Every write runs on the database's one writer thread (xclaw.store.sqlite_writer), which
+groups whatever is queued into one commit; a run's ordered writes go there as a WriteStream. Every read runs on a per-thread read-only
 connection; in WAL mode readers see the last commit and never wait for the writer.
 Every status write is rows.write_status, which asks model.next_status (checked transitions).
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +62,7 @@ from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
+from xclaw.store.stream import Unit, WriteStream
 from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
 
@@ -134,14 +136,21 @@ class SQLiteStore(SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
         """Transactions committed by the writer so far (group commit makes it < writes)."""
         return self._writer.commits
 
-    def write_together(
-        self, units: Sequence[Callable[[], Any]], *, wait: bool = True, durable: bool = False
-    ) -> list[tuple[bool, Any]]:
-        """Units in one writer transaction (two when a durable write follows non-durable
-        ones): see xclaw/store/sqlite_writer.py."""
+    def write_stream(self) -> WriteStream:
+        """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        return self._writer.run_units(units, wait=wait, durable=durable)
+        writer = self._writer
+
+        def send(unit: Unit, *, durable: bool, lazy: bool, chain: object) -> Future[Any]:
+            return writer.put(lambda _conn: unit(), durable=durable, lazy=lazy, chain=chain)
+
+        return WriteStream(send)
+
+    @property
+    def writer_thread(self) -> threading.Thread:
+        """The one thread that writes this database (tests check that nothing else does)."""
+        return self._writer.thread
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:

@@ -1,0 +1,317 @@
+"""Store.write_stream: one run's writes, in order, each unit all-or-nothing, a failure
+breaking the stream. The contract runs on both backends; how SQLite's writer thread shares
+commits and chooses their sync level is tested against the writer."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.store.builders import approval, llm, tool, user
+from tests.store.conftest import BACKEND_PARAMS, BACKENDS
+from tests.store.test_store_writer import FULL, NORMAL, _hold_the_writer, _wait_queued
+from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.base import Store
+from xclaw.store.model import Status, Step, StepStatus
+from xclaw.store.sqlite import SQLiteStore
+
+
+def _outcomes(futures: list[Future[Any]]) -> list[tuple[bool, Any]]:
+    out: list[tuple[bool, Any]] = []
+    for f in futures:
+        error = f.exception(10)
+        out.append((True, f.result()) if error is None else (False, error))
+    return out
+
+
+def _put_all(
+    store: Store, units: list[Callable[[], Any]], *, durable: bool = False, lazy: bool = False
+) -> list[tuple[bool, Any]]:
+    """Every unit on one stream, the last one `durable`, the others `lazy` if asked."""
+    stream = store.write_stream()
+    futures = [
+        stream.put(u, durable=durable and i == len(units) - 1, lazy=lazy and i < len(units) - 1)
+        for i, u in enumerate(units)
+    ]
+    return _outcomes(futures)
+
+
+def test_units_commit_in_order_and_later_ones_see_earlier_ones(store: Store) -> None:
+    sid = store.create_session().session_id
+    begun: list[Step] = []
+
+    def begin() -> Step:
+        begun.append(store.begin_step(sid, llm()))
+        return begun[-1]
+
+    out = _put_all(
+        store,
+        [
+            lambda: store.add_step(sid, user("go")),
+            begin,
+            lambda: store.complete_step(sid, begun[0].seq, output_data={"text": "hi"}),
+            lambda: store.begin_step(sid, tool("ls", parent=begun[0].step_id)),
+        ],
+        lazy=True,
+    )
+    assert [ok for ok, _ in out] == [True] * 4
+    assert [s.seq for _, s in out] == [1, 2, 2, 3]
+    steps = store.steps(sid)
+    assert [(s.display_id, s.status) for s in steps] == [
+        ("s0001", StepStatus.COMPLETED),
+        ("s0002", StepStatus.COMPLETED),
+        ("s0003", StepStatus.RUNNING),
+    ]
+    assert steps[2].parent_step_id == steps[1].step_id
+    assert store.get_session(sid).status is Status.RUNNING
+
+
+def test_a_failing_unit_breaks_the_stream_and_writes_nothing(store: Store) -> None:
+    sid = store.create_session().session_id
+    ran: list[str] = []
+
+    def after() -> Step:
+        ran.append("after")
+        return store.add_step(sid, user("never"))
+
+    stream = store.write_stream()
+    futures = [
+        stream.put(lambda: store.add_step(sid, user("kept")), durable=False, lazy=True),
+        stream.put(lambda: store.complete_step(sid, 99, output_data="x"), durable=False),
+        stream.put(after, durable=True),
+    ]
+    out = _outcomes(futures)
+    assert out[0][0] and not out[1][0] and not out[2][0]
+    assert isinstance(out[1][1], StepNotFound) and out[2][1] is out[1][1]
+    assert ran == []
+    # Put after the failure is known: refused at once, with the same error.
+    late = stream.put(after, durable=True)
+    assert late.exception(10) is out[1][1] and ran == []
+    assert [s.input_data for s in store.steps(sid)] == ["kept"]
+
+
+def test_a_unit_failing_halfway_is_undone_alone(store: Store) -> None:
+    sid = store.create_session().session_id
+
+    def two_writes() -> Step:
+        store.add_step(sid, user("half"))
+        return store.add_step("no-such-session", user("x"))
+
+    out = _put_all(store, [lambda: store.add_step(sid, user("first")), two_writes], lazy=True)
+    assert out[0][0] and not out[1][0] and isinstance(out[1][1], SessionNotFound)
+    # The whole unit is undone, and what came before it is written once (PostgreSQL runs the
+    # units before a failure again in a new transaction: same rows, same step numbers).
+    assert [(s.display_id, s.input_data) for s in store.steps(sid)] == [("s0001", "first")]
+    assert out[0][1].display_id == "s0001"
+
+
+def test_streams_of_other_runs_go_on_after_one_breaks(store: Store) -> None:
+    a, b = store.create_session().session_id, store.create_session().session_id
+    broken = store.write_stream()
+    assert broken.put(lambda: store.complete_step(a, 9, output_data=""), durable=True).exception(10)
+    fine = store.write_stream()
+    assert fine.put(lambda: store.add_step(b, user()), durable=True).result(10).seq == 1
+
+
+# --- SQLite: the writer thread, shared commits, durability -----------------------------------
+
+
+def _sync_levels(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The synchronous level of every COMMIT the writer's connection runs."""
+    levels: list[int] = []
+    writer = store._writer
+    real = writer._conn
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql == "COMMIT":
+                levels.append(real.execute("PRAGMA synchronous").fetchone()[0])
+            return real.execute(sql, *args)
+
+    monkeypatch.setattr(writer, "_conn", Spy())
+    return levels
+
+
+def test_queued_units_share_one_commit_synced_if_one_is_durable(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit across runs: units of two streams queued behind a busy writer go in its
+    next transaction, one FULL commit because one of them is a write-ahead row."""
+    store = sqlite_store
+    a, b = store.create_session().session_id, store.create_session().session_id
+    holder, release = _hold_the_writer(store)
+    levels = _sync_levels(store, monkeypatch)
+    before = store.commits
+    sa, sb = store.write_stream(), store.write_stream()
+    futures = [
+        sa.put(lambda: store.begin_step(a, llm()), durable=False, lazy=True),
+        sb.put(lambda: store.add_step(b, user()), durable=False, lazy=True),
+        sa.put(lambda: store.begin_step(a, tool()), durable=True),
+    ]
+    _wait_queued(store, 3)
+    release.set()
+    holder.join(10)
+    assert all(ok for ok, _ in _outcomes(futures))
+    assert store.commits - before == 2  # the held one, then all three together
+    assert levels[-1] == FULL
+    assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
+
+
+def test_a_durable_write_inside_a_relaxed_unit_makes_its_commit_full(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store decides a write-ahead row is durable even if the unit was put relaxed."""
+    store = sqlite_store
+    sid = store.create_session().session_id
+    levels = _sync_levels(store, monkeypatch)
+    stream = store.write_stream()
+    assert stream.put(lambda: store.begin_step(sid, llm()), durable=False).result(10)
+    assert levels == [NORMAL]
+    assert stream.put(lambda: store.begin_step(sid, tool()), durable=False).result(10)
+    assert levels == [NORMAL, FULL]
+    assert stream.put(lambda: store.add_step(sid, user()), durable=False).result(10)
+    assert levels == [NORMAL, FULL, NORMAL]
+
+
+def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> None:
+    """Every statement of the write connection made from an event loop — streams, and even a
+    blocking store call made on the loop — runs on the writer thread. (A synchronous call from
+    another thread that finds the writer idle runs its own transaction.)"""
+    store = sqlite_store
+    threads: set[threading.Thread] = set()
+    store._writer._conn.set_trace_callback(lambda _sql: threads.add(threading.current_thread()))
+    sid = store.create_session().session_id
+
+    async def on_the_loop() -> None:
+        store.add_step(sid, user())  # blocking the loop is wrong, but still not written on it
+        stream = store.write_stream()
+        await asyncio.wrap_future(stream.put(lambda: store.begin_step(sid, tool()), durable=True))
+        store.transition(sid, Status.SUCCESS)
+
+    threads.clear()
+    asyncio.run(on_the_loop())
+    assert threads == {store.writer_thread}
+    # Off any loop, with the writer idle: the caller's own thread, one transaction.
+    threads.clear()
+    store.add_step(sid, user())
+    assert threads == {threading.current_thread()}
+
+
+def test_a_caller_finding_the_writer_busy_queues_behind_it(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    holder, release = _hold_the_writer(store)
+    done: list[Step] = []
+    t = threading.Thread(target=lambda: done.append(store.add_step(sid, user())))
+    t.start()
+    _wait_queued(store, 1)
+    assert not done
+    release.set()
+    for th in (holder, t):
+        th.join(10)
+    assert [s.seq for s in done] == [1]
+
+
+def test_a_unit_waits_behind_another_process_holding_the_lock(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    sid = store.create_session().session_id
+    other = sqlite3.connect(store.url, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        f = store.write_stream().put(lambda: store.add_step(sid, user()), durable=True)
+        assert not f.done() or f.exception() is None
+        threading.Event().wait(0.1)
+        assert not f.done()  # waiting (busy timeout), not failing
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert f.result(10).seq == 1
+
+
+# --- property: units write exactly what one call after another would -------------------------
+
+unit_op = st.one_of(
+    st.tuples(st.just("begin"), st.sampled_from(["llm", "tool", "approval"])),
+    st.tuples(st.just("add"), st.just("user")),
+    st.tuples(st.just("complete"), st.integers(1, 8)),
+    st.tuples(st.just("fail"), st.integers(1, 8)),
+    st.tuples(st.just("final"), st.integers(1, 8)),
+)
+_NEW = {"llm": llm, "tool": tool, "approval": approval, "user": user}
+
+
+def _unit(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
+    kind, arg = op
+    if kind == "begin":
+        return lambda: store.begin_step(sid, _NEW[arg]())
+    if kind == "add":
+        return lambda: store.add_step(sid, _NEW[arg]())
+    if kind == "complete":
+        return lambda: store.complete_step(sid, arg, output_data="ok")
+    if kind == "fail":
+        return lambda: store.fail_step(sid, arg, error_message="boom")
+    return lambda: store.complete_step(sid, arg, output_data="done", session_status=Status.SUCCESS)
+
+
+def _state(store: Store, sid: str) -> tuple[Any, ...]:
+    steps = store.steps(sid)
+    by_id = {s.step_id: s.seq for s in steps}
+    rows = [
+        (s.seq, s.step_type, s.name, s.status, s.error_message, by_id.get(s.parent_step_id or ""))
+        for s in steps
+    ]
+    return store.get_session(sid).status, rows
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def units_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
+    backend = BACKENDS[request.param](tmp_path_factory.mktemp("units"))
+    store = backend.open()
+    yield store
+    store.close()
+    backend.drop()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(unit_op, min_size=1, max_size=12),
+    durable=st.booleans(),
+    lazy=st.booleans(),
+)
+def test_a_stream_writes_what_one_call_after_another_writes(
+    units_store: Store, ops: list[tuple[str, Any]], durable: bool, lazy: bool
+) -> None:
+    store = units_store
+    # The model: each write its own call, stopping at the first failure.
+    one_by_one = store.create_session().session_id
+    expected_outcomes: list[bool] = []
+    for op in ops:
+        try:
+            _unit(store, one_by_one, op)()
+            expected_outcomes.append(True)
+        except Exception:  # noqa: BLE001 - the failure that ends the run
+            expected_outcomes.append(False)
+            break
+    # The same writes put on a stream, the way the recorder puts them: nobody waiting for
+    # the first ones (lazy), the last one awaited.
+    together = store.create_session().session_id
+    out = _put_all(store, [_unit(store, together, op) for op in ops], durable=durable, lazy=lazy)
+    n = len(expected_outcomes)
+    assert [ok for ok, _ in out[:n]] == expected_outcomes
+    assert all(not ok for ok, _ in out[n:])  # after a failure: failed with it, unrun
+    assert _state(store, together) == _state(store, one_by_one)
