@@ -121,6 +121,9 @@ class Dialect:
     # Whether a read transaction is free (SQLite: a local lock; PostgreSQL: round trips), so
     # reads of several statements take one only where it costs nothing.
     free_read_snapshots: bool
+    # The last key of list_sessions' order, for sessions updated and created in one
+    # millisecond: SQLite's rowid (insertion order); PostgreSQL has none, so the id.
+    session_tiebreak: str
 
 
 # --- SQLite -----------------------------------------------------------------------------------
@@ -182,4 +185,5 @@ SQLITE = Dialect(
     savepoint=lambda conn: nullcontext(),
     unique_violation=(),
     free_read_snapshots=True,
+    session_tiebreak="rowid",
 )

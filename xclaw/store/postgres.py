@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.errors import StepNotRunning, StoreError
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
-    DURABLE_STATUSES,
     StoreBase,
-    cancel_event,
     event_of_answer,
     event_of_new_step,
     inserted_step,
@@ -37,7 +35,6 @@ from xclaw.store.model import (
     StepStatus,
     StepType,
     display_id,
-    event_for_target,
     full_step_id,
     parse_step_ref,
 )
@@ -53,17 +50,14 @@ from xclaw.store.postgres_rows import (
     write_status,
 )
 from xclaw.store.rows import (
-    SESSION_COLS,
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
-    check_session_id,
-    new_session_id,
     now_ms,
-    row_to_session,
     row_to_step,
 )
+from xclaw.store.session_sql import SessionMethods
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
+from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
@@ -91,7 +85,7 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
+class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, StoreBase):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     _dialect = POSTGRES
@@ -167,107 +161,7 @@ class PostgresStore(PgLeases, SnapshotMethods, TransferMethods, StoreBase):
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
 
-    # --- sessions ---------------------------------------------------------------------------
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        title: str = "",
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
-        sid = check_session_id(session_id) if session_id is not None else new_session_id()
-        meta = dict(metadata or {})
-        meta_json = pg_json(meta, "metadata")
-        title = pg_text(title) or ""
-
-        def tx(conn: psycopg.Connection) -> Session:
-            now = self._now()
-            row = conn.execute(
-                "INSERT INTO sessions (session_id, title, current_status, created_at, "
-                "updated_at, metadata, is_forked) VALUES (%s, %s, 'Init', %s, %s, %s::jsonb, 0) "
-                "ON CONFLICT (session_id) DO NOTHING RETURNING 1",
-                (sid, title, now, now, meta_json),
-            ).fetchone()
-            if row is None:
-                raise StoreError(f"a session with id {sid!r} already exists")
-            return Session(sid, title, Status.INIT, now, now, meta)
-
-        return self._write(tx, durable=True)
-
-    def find_session(self, session_id: str) -> Session | None:
-        row = self._read(
-            lambda c: c.execute(
-                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
-            ).fetchone()
-        )
-        return None if row is None else row_to_session(row)
-
-    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        rows = self._read(
-            lambda c: c.execute(
-                f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, "
-                "created_at DESC, session_id DESC LIMIT %s",
-                (None if limit is None else max(limit, 0),),
-            ).fetchall()
-        )
-        return [row_to_session(r) for r in rows]
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        meta_json = None if metadata is None else pg_json(dict(metadata), "metadata")
-
-        def tx(conn: psycopg.Connection) -> Session:
-            row = conn.execute(
-                "UPDATE sessions SET title=coalesce(%s, title), "
-                "metadata=coalesce(%s::jsonb, metadata), updated_at=%s WHERE session_id=%s "
-                f"RETURNING {SESSION_COLS}",
-                (pg_text(title), meta_json, self._now(), session_id),
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(session_id)
-            return row_to_session(row)
-
-        return self._write(tx, durable=False)
-
-    def delete_session(self, session_id: str) -> None:
-        def tx(conn: psycopg.Connection) -> None:
-            # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
-            cur = conn.execute("DELETE FROM sessions WHERE session_id=%s", (session_id,))
-            if cur.rowcount == 0:
-                raise SessionNotFound(session_id)
-            sweep_blobs_tx(
-                POSTGRES, conn
-            )  # its snapshots went by cascade: collect their file contents
-
-        self._write(tx, durable=True)
-
-    def transition(
-        self,
-        session_id: str,
-        target: Status,
-        *,
-        lease: Lease | None = None,
-        awaiting_input: bool = False,
-    ) -> Session:
-        target = Status(target)
-        cancelled = cancel_event(target, awaiting_input)
-
-        def tx(conn: psycopg.Connection) -> Session:
-            current, _, _ = lock_session(conn, session_id, lease)
-            event = cancelled or event_for_target(current, target)
-            write_status(conn, session_id, current, event, self._now())
-            row = conn.execute(
-                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=%s", (session_id,)
-            ).fetchone()
-            return row_to_session(row)  # type: ignore[arg-type]
-
-        return self._write(tx, durable=target in DURABLE_STATUSES)
+    # --- sessions: xclaw.store.session_sql (SessionMethods) ----------------------------------
 
     # --- steps ------------------------------------------------------------------------------
     def _parent_id(self, conn: psycopg.Connection, session_id: str, ref: str | None) -> str | None:

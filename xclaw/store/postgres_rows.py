@@ -185,4 +185,5 @@ POSTGRES = Dialect(
     savepoint=lambda conn: conn.transaction(),
     unique_violation=(pgerr.UniqueViolation,),
     free_read_snapshots=False,
+    session_tiebreak="session_id",
 )

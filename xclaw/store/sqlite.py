@@ -15,13 +15,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.errors import StepNotRunning, StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
-    DURABLE_STATUSES,
     StoreBase,
-    cancel_event,
     event_of_answer,
     event_of_new_step,
     inserted_step,
@@ -39,27 +37,23 @@ from xclaw.store.model import (
     StepStatus,
     StepType,
     display_id,
-    event_for_target,
     full_step_id,
     parse_step_ref,
 )
 from xclaw.store.rows import (
-    SESSION_COLS,
     STEP_COLS,
     STEP_COLS_NO_OUTPUT,
-    check_session_id,
     dump_json,
-    new_session_id,
     now_ms,
     require_session,
     require_step,
-    row_to_session,
     row_to_step,
     session_state,
     write_status,
 )
+from xclaw.store.session_sql import SessionMethods
 from xclaw.store.snapshot_model import WorkspaceRestore
-from xclaw.store.snapshots import SnapshotMethods, sweep_blobs_tx
+from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Unit, WriteStream
@@ -74,7 +68,7 @@ _RUNNING_APPROVAL_SQL = (
 )
 
 
-class SQLiteStore(SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
+class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""
@@ -189,104 +183,7 @@ class SQLiteStore(SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
         except sqlite3.Error as e:
             raise StoreError(f"database error on {self.url}: {e}") from e
 
-    # --- sessions ---------------------------------------------------------------------------
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        title: str = "",
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
-        sid = check_session_id(session_id) if session_id is not None else new_session_id()
-        meta = dict(metadata or {})
-        meta_json = dump_json(meta, "metadata")
-
-        def tx(conn: sqlite3.Connection) -> Session:
-            if conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (sid,)).fetchone():
-                raise StoreError(f"a session with id {sid!r} already exists")
-            now = self._now()
-            conn.execute(
-                "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
-                " metadata, is_forked) VALUES (?, ?, 'Init', ?, ?, ?, 0)",
-                (sid, title, now, now, meta_json),
-            )
-            return Session(sid, title, Status.INIT, now, now, meta)
-
-        return self._write(tx, durable=True)
-
-    def find_session(self, session_id: str) -> Session | None:
-        row = self._read(
-            lambda c: c.execute(
-                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-            ).fetchone()
-        )
-        return None if row is None else row_to_session(row)
-
-    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        rows = self._read(
-            lambda c: c.execute(
-                f"SELECT {SESSION_COLS} FROM sessions ORDER BY updated_at DESC, created_at DESC, "
-                "rowid DESC LIMIT ?",
-                (-1 if limit is None else max(limit, 0),),
-            ).fetchall()
-        )
-        return [row_to_session(r) for r in rows]
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        meta_json = None if metadata is None else dump_json(dict(metadata), "metadata")
-
-        def tx(conn: sqlite3.Connection) -> Session:
-            row = conn.execute(
-                "UPDATE sessions SET title=coalesce(?, title), metadata=coalesce(?, metadata), "
-                f"updated_at=? WHERE session_id=? RETURNING {SESSION_COLS}",
-                (title, meta_json, self._now(), session_id),
-            ).fetchall()
-            if not row:
-                raise SessionNotFound(session_id)
-            return row_to_session(row[0])
-
-        return self._write(tx, durable=False)
-
-    def delete_session(self, session_id: str) -> None:
-        def tx(conn: sqlite3.Connection) -> None:
-            # Steps go by ON DELETE CASCADE; forks live on with parent_session_id NULL.
-            if conn.execute("DELETE FROM sessions WHERE session_id=?", (session_id,)).rowcount == 0:
-                raise SessionNotFound(session_id)
-            sweep_blobs_tx(
-                SQLITE, conn
-            )  # its snapshots went by cascade: collect their file contents
-
-        self._write(tx, durable=True)
-
-    def transition(
-        self,
-        session_id: str,
-        target: Status,
-        *,
-        lease: Lease | None = None,
-        awaiting_input: bool = False,
-    ) -> Session:
-        target = Status(target)
-        cancelled = cancel_event(target, awaiting_input)
-
-        def tx(conn: sqlite3.Connection) -> Session:
-            check_fence(conn, session_id, lease)
-            current, _, _ = session_state(conn, session_id)
-            event = cancelled or event_for_target(current, target)
-            write_status(conn, session_id, current, event, self._now())
-            row = conn.execute(
-                f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?", (session_id,)
-            ).fetchone()
-            return row_to_session(row)
-
-        return self._write(tx, durable=target in DURABLE_STATUSES)
+    # --- sessions: xclaw.store.session_sql (SessionMethods) ----------------------------------
 
     # --- steps ------------------------------------------------------------------------------
     def _parent_id(self, conn: sqlite3.Connection, session_id: str, ref: str | None) -> str | None:
