@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, SessionNotFound
 from xclaw.store.base import RollbackResult
+from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
     NewStep,
@@ -26,7 +27,6 @@ from xclaw.store.model import (
     StepStatus,
     StepTreeNode,
     StepType,
-    display_id,
     event_for_target,
     full_step_id,
     is_approval,
@@ -36,6 +36,9 @@ from xclaw.store.rows import new_session_id
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
+from xclaw.store.timetravel import fork_tx, rollback_tx
+
+T = TypeVar("T")
 
 # Commits that must be durable (fsynced / synchronous_commit on) before they return:
 # a status the client will hear about as final or waiting.
@@ -80,14 +83,6 @@ def inserted_step(
         error_message,
         now,
         end,
-    )
-
-
-def forked_session(new_sid: str, source: Session, seq: int, title: str | None, now: int) -> Session:
-    """The new session a fork at `seq` creates: Init, is_forked, its parent and fork point."""
-    name = title or f"fork of {source.title or source.session_id} at {display_id(seq)}"
-    return Session(
-        new_sid, name, Status.INIT, now, now, source.metadata, True, source.session_id, False, seq
     )
 
 
@@ -161,8 +156,11 @@ class StoreBase:
     private primitives below with their own SQL, one transaction each."""
 
     _clock: Callable[[], int]
+    _dialect: ClassVar[Dialect]
 
-    if TYPE_CHECKING:  # each backend's own SQL
+    if TYPE_CHECKING:  # each backend's own SQL and transactions
+
+        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
 
         def list_sessions(self, *, limit: int | None = None) -> list[Session]: ...
 
@@ -224,7 +222,14 @@ class StoreBase:
         workspace: WorkspaceRestore | None,
         lease: Lease | None,
     ) -> RollbackResult:
-        raise NotImplementedError
+        """One durable write transaction of the backend, the body shared (timetravel.py)."""
+        d = self._dialect
+        return self._write(
+            lambda conn: rollback_tx(
+                d, conn, session_id, seq, ref, self._now(), workspace, lease=lease
+            ),
+            durable=True,
+        )
 
     def _fork(
         self,
@@ -235,7 +240,14 @@ class StoreBase:
         title: str | None,
         workspace: WorkspaceRestore | None,
     ) -> Session:
-        raise NotImplementedError
+        """One durable write transaction of the backend, the body shared (timetravel.py)."""
+        d = self._dialect
+        return self._write(
+            lambda conn: fork_tx(
+                d, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
+            ),
+            durable=True,
+        )
 
     def find_session(self, session_id: str) -> Session | None:
         raise NotImplementedError

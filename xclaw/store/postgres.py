@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from xclaw.errors import StepNotRunning, StoreError
-from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -29,7 +28,6 @@ from xclaw.store.leases import Lease
 from xclaw.store.model import (
     INTERRUPTED,
     NewStep,
-    Session,
     Status,
     Step,
     StepStatus,
@@ -53,10 +51,8 @@ from xclaw.store.rows import (
     row_to_step,
 )
 from xclaw.store.session_sql import SessionMethods, approval_pending
-from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
-from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -154,7 +150,8 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
 
-    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods) --------------------
+    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods); rollback and
+    # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
     def _insert_step(
@@ -282,35 +279,3 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
             return step
 
         return self._write(tx, durable=durable)
-
-    # --- time travel ------------------------------------------------------------------------
-    def _rollback(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        workspace: WorkspaceRestore | None,
-        lease: Lease | None,
-    ) -> RollbackResult:
-        return self._write(
-            lambda conn: rollback_tx(
-                POSTGRES, conn, session_id, seq, ref, self._now(), workspace, lease=lease
-            ),
-            durable=True,
-        )
-
-    def _fork(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        new_sid: str,
-        title: str | None,
-        workspace: WorkspaceRestore | None,
-    ) -> Session:
-        return self._write(
-            lambda conn: fork_tx(
-                POSTGRES, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
-            ),
-            durable=True,
-        )

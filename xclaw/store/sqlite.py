@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from xclaw.errors import StepNotRunning, StoreError
 from xclaw.private_files import private_sqlite
-from xclaw.store.base import RollbackResult
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -31,7 +30,6 @@ from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
     INTERRUPTED,
     NewStep,
-    Session,
     Status,
     Step,
     StepStatus,
@@ -49,12 +47,10 @@ from xclaw.store.rows import (
     write_status,
 )
 from xclaw.store.session_sql import SessionMethods, approval_pending
-from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Unit, WriteStream
-from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
 
 T = TypeVar("T")
@@ -175,7 +171,8 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         except sqlite3.Error as e:
             raise StoreError(f"database error on {self.url}: {e}") from e
 
-    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods) --------------------
+    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods); rollback and
+    # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
     def _insert_step(
@@ -306,35 +303,3 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             return step
 
         return self._write(tx, durable=durable)
-
-    # --- time travel ------------------------------------------------------------------------
-    def _rollback(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        workspace: WorkspaceRestore | None,
-        lease: Lease | None,
-    ) -> RollbackResult:
-        def tx(conn: sqlite3.Connection) -> RollbackResult:
-            return rollback_tx(
-                SQLITE, conn, session_id, seq, ref, self._now(), workspace, lease=lease
-            )
-
-        return self._write(tx, durable=True)
-
-    def _fork(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        new_sid: str,
-        title: str | None,
-        workspace: WorkspaceRestore | None,
-    ) -> Session:
-        def tx(conn: sqlite3.Connection) -> Session:
-            return fork_tx(
-                SQLITE, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
-            )
-
-        return self._write(tx, durable=True)

@@ -4,7 +4,8 @@ Both address steps by sequence number, never by timestamp, so two steps written 
 millisecond are told apart. Both take the source session first through the dialect's
 `lock_session` (PostgreSQL: the row locked `FOR UPDATE`, so no step can be added to it while
 it is cut or copied; SQLite: the single writer already runs alone), and both are one
-transaction, the caller's, committed durably.
+transaction, the caller's, committed durably. StoreBase (common.py) runs them, for both
+backends, as its `_rollback` / `_fork`: one durable write transaction of the store.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from typing import Any
 
 from xclaw.errors import SessionNotFound
 from xclaw.store.base import RollbackResult
-from xclaw.store.common import forked_session
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
-from xclaw.store.model import INTERRUPTED, Session, SessionEvent
+from xclaw.store.model import INTERRUPTED, Session, SessionEvent, Status, display_id
 from xclaw.store.rows import SESSION_COLS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import fork_snapshots_tx, rollback_snapshots_tx
@@ -50,6 +50,14 @@ _FORK_SESSION_SQL = (
     " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
     " VALUES (?, ?, 'Init', ?, ?, ?::jsonb, 1, ?, ?, 0, ?)"
 )
+
+
+def forked_session(new_sid: str, source: Session, seq: int, title: str | None, now: int) -> Session:
+    """The new session a fork at `seq` creates: Init, is_forked, its parent and fork point."""
+    name = title or f"fork of {source.title or source.session_id} at {display_id(seq)}"
+    return Session(
+        new_sid, name, Status.INIT, now, now, source.metadata, True, source.session_id, False, seq
+    )
 
 
 def rollback_tx(
