@@ -10,7 +10,7 @@ Durability per commit follows the SQLite policy (see postgres_conn and docs/post
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,7 +36,6 @@ from xclaw.store.model import (
     StepType,
     display_id,
     full_step_id,
-    parse_step_ref,
 )
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
 from xclaw.store.postgres_leases import PgLeases
@@ -45,17 +44,15 @@ from xclaw.store.postgres_rows import (
     lock_session,
     pg_json,
     pg_text,
-    require_session,
     require_step,
     write_status,
 )
 from xclaw.store.rows import (
-    STEP_COLS,
     STEP_COLS_NO_OUTPUT,
     now_ms,
     row_to_step,
 )
-from xclaw.store.session_sql import SessionMethods
+from xclaw.store.session_sql import SessionMethods, approval_pending
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
@@ -67,10 +64,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_RUNNING_APPROVAL_SQL = (
-    "SELECT 1 FROM traces WHERE session_id=%s AND status='running' "
-    "AND step_type='system_alert' AND name='approval' LIMIT 1"
-)
 
 # The step's row, inserted in the same statement as the session's move (postgres_rows.
 # write_status): fewer round trips per step.
@@ -161,17 +154,9 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
 
-    # --- sessions: xclaw.store.session_sql (SessionMethods) ----------------------------------
+    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods) --------------------
 
-    # --- steps ------------------------------------------------------------------------------
-    def _parent_id(self, conn: psycopg.Connection, session_id: str, ref: str | None) -> str | None:
-        """A parent link must name an existing step of the same session (never outside)."""
-        if ref is None:
-            return None
-        seq = parse_step_ref(ref, session_id)
-        require_step(conn, session_id, seq, ref)
-        return full_step_id(session_id, seq)
-
+    # --- the write path of a step -----------------------------------------------------------
     def _insert_step(
         self,
         session_id: str,
@@ -194,7 +179,9 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
             current, seq, _ = lock_session(conn, session_id, lease)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             event = (
-                event_of_new_step(current, step, lambda: _approval_pending(conn, session_id))
+                event_of_new_step(
+                    current, step, lambda: approval_pending(self._dialect, conn, session_id)
+                )
                 if moves
                 else None
             )
@@ -285,89 +272,16 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
                 )
             step = row_to_step(row, output_data)
             event = event_of_answer(
-                wanted, step, lambda: current, lambda: _approval_pending(conn, session_id)
+                wanted,
+                step,
+                lambda: current,
+                lambda: approval_pending(self._dialect, conn, session_id),
             )
             if event is not None:
                 write_status(conn, session_id, current, event, self._now())
             return step
 
         return self._write(tx, durable=durable)
-
-    def get_step(self, session_id: str, ref: str | int) -> Step:
-        seq = parse_step_ref(ref, session_id)
-
-        def q(conn: psycopg.Connection) -> Step:
-            row = conn.execute(
-                f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s AND seq=%s",
-                (session_id, seq),
-            ).fetchone()
-            if row is None:
-                require_step(conn, session_id, seq, ref)
-            return row_to_step(row)  # type: ignore[arg-type]
-
-        return self._read(q)
-
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
-        def q(conn: psycopg.Connection) -> list[Any]:
-            rows = conn.execute(
-                f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s ORDER BY seq DESC LIMIT %s",
-                (session_id, max(n, 0)),
-            ).fetchall()
-            if not rows:
-                require_session(conn, session_id)
-            return rows
-
-        return [row_to_step(r) for r in reversed(self._read(q))]
-
-    def steps(
-        self,
-        session_id: str,
-        *,
-        agent: str | None = None,
-        statuses: Iterable[StepStatus] | None = None,
-        after_seq: int = 0,
-    ) -> list[Step]:
-        query = f"SELECT {STEP_COLS} FROM traces WHERE session_id=%s AND seq>%s"
-        params: list[Any] = [session_id, after_seq]
-        if agent is not None:
-            query += " AND agent=%s"
-            params.append(agent)
-        if statuses is not None:
-            words = [StepStatus(s).value for s in statuses]
-            if not words:
-                return []
-            query += " AND status = ANY(%s)"
-            params.append(words)
-        query += " ORDER BY seq"  # never by timestamp (two steps can share a millisecond)
-
-        def q(conn: psycopg.Connection) -> list[Step]:
-            steps = list(map(row_to_step, conn.execute(query, params)))
-            if not steps:
-                require_session(conn, session_id)
-            return steps
-
-        return self._read(q)
-
-    def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
-    ) -> list[Step]:
-        query = (
-            "UPDATE traces SET status='failed', error_message=%s, end_time=%s "
-            "WHERE session_id=%s AND status='running'"
-        )
-        if keep_approvals:
-            # A pending approval is asked again after a restart, so it stays running.
-            query += " AND NOT (step_type='system_alert' AND name='approval')"
-
-        def tx(conn: psycopg.Connection) -> list[Step]:
-            lock_session(conn, session_id, lease)
-            rows = conn.execute(
-                query + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
-            ).fetchall()
-            return sorted(map(row_to_step, rows), key=lambda s: s.seq)
-
-        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
-        return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------
     def _rollback(
@@ -400,8 +314,3 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
             ),
             durable=True,
         )
-
-
-def _approval_pending(conn: psycopg.Connection, session_id: str) -> bool:
-    """Another approval of this session is still waiting for its answer."""
-    return conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone() is not None

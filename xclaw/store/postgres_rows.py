@@ -14,11 +14,11 @@ from typing import Any
 import psycopg
 from psycopg import errors as pgerr
 
-from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.errors import SessionNotFound
 from xclaw.store.dialect import Dialect, to_postgres
 from xclaw.store.leases import Lease, check_lease_for, lease_lost
 from xclaw.store.model import SessionEvent, Status, next_status, waiting_after
-from xclaw.store.rows import dump_json
+from xclaw.store.rows import dump_json, existence_checks
 
 _STATUS = {s.value: s for s in Status}
 
@@ -110,19 +110,8 @@ def write_status(
     return target
 
 
-def require_session(conn: psycopg.Connection, session_id: str) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id=%s", (session_id,)).fetchone() is None:
-        raise SessionNotFound(session_id)
-
-
-def require_step(conn: psycopg.Connection, session_id: str, seq: int, ref: object) -> None:
-    """The step exists in this session: else StepNotFound (or SessionNotFound)."""
-    found = conn.execute(
-        "SELECT 1 FROM traces WHERE session_id=%s AND seq=%s", (session_id, seq)
-    ).fetchone()
-    if found is None:
-        require_session(conn, session_id)
-        raise StepNotFound(str(ref), session_id)
+# PostgreSQL's, from the same text as SQLite's (rows.existence_checks).
+require_session, require_step = existence_checks(to_postgres)
 
 
 def share_session(conn: psycopg.Connection, session_id: str) -> None:

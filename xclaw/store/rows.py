@@ -11,7 +11,8 @@ import re
 import secrets
 import sqlite3
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.model import (
@@ -178,16 +179,38 @@ def write_status(
     return target
 
 
-def require_session(conn: sqlite3.Connection, session_id: str) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone() is None:
-        raise SessionNotFound(session_id)
+_SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id=?"
+_STEP_EXISTS = "SELECT 1 FROM traces WHERE session_id=? AND seq=?"
 
 
-def require_step(conn: sqlite3.Connection, session_id: str, seq: int, ref: object) -> None:
-    """The step exists in this session: else StepNotFound (or SessionNotFound), never a no-op."""
-    found = conn.execute(
-        "SELECT 1 FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
-    ).fetchone()
-    if found is None:
-        require_session(conn, session_id)
-        raise StepNotFound(str(ref), session_id)
+class RequireSession(Protocol):
+    def __call__(self, conn: Any, session_id: str, /) -> None: ...
+
+
+class RequireStep(Protocol):
+    def __call__(self, conn: Any, session_id: str, seq: int, ref: object, /) -> None: ...
+
+
+def existence_checks(sql: Callable[[str], str]) -> tuple[RequireSession, RequireStep]:
+    """require_session and require_step for one backend, from one SQL text in the shared
+    `?` style (dialect.py) put into the backend's style by `sql`. Made here, once: rows.py
+    cannot import dialect.py (which imports it), and postgres_rows.py makes PostgreSQL's."""
+    session_sql, step_sql = sql(_SESSION_EXISTS), sql(_STEP_EXISTS)
+
+    def require_session(conn: Any, session_id: str, /) -> None:
+        """SessionNotFound unless the session exists."""
+        if conn.execute(session_sql, (session_id,)).fetchone() is None:
+            raise SessionNotFound(session_id)
+
+    def require_step(conn: Any, session_id: str, seq: int, ref: object, /) -> None:
+        """The step exists in this session: else StepNotFound (or SessionNotFound), never a
+        no-op."""
+        if conn.execute(step_sql, (session_id, seq)).fetchone() is None:
+            require_session(conn, session_id)
+            raise StepNotFound(str(ref), session_id)
+
+    return require_session, require_step
+
+
+# SQLite's: the shared text is already in its parameter style.
+require_session, require_step = existence_checks(str)

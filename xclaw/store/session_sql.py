@@ -1,23 +1,42 @@
-"""Sessions of the Store protocol (create, find, list, update, delete, transition), one SQL
-text for both backends (dialect.py). Mixed into SQLiteStore and PostgresStore, which provide
+"""Sessions and step reads of the Store protocol (create, find, list, update, delete,
+transition; get_step, latest_steps, steps, mark_interrupted), one SQL text for both backends
+(dialect.py). Mixed into SQLiteStore and PostgresStore, which provide
 `_dialect`, `_write` (SQLite: the writer thread; PostgreSQL: a pooled transaction) and `_read`
 (SQLite: the thread's read-only connection; PostgreSQL: the pool). What is committed together
 and which commits are synced is decided here, per method, as before the move: a new or
 deleted session and a move to a status in DURABLE_STATUSES are synced; a title or metadata
-edit is not.
+edit is not; mark_interrupted is synced (resume decisions depend on it). The one insert and
+the one completion of a step (`_insert_step`, `_finish_step`) stay with each backend: they are
+the write path, shaped per backend (PostgreSQL inserts the step in the status statement).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound, StoreError
 from xclaw.store.common import DURABLE_STATUSES, cancel_event
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
-from xclaw.store.model import Session, Status, event_for_target
-from xclaw.store.rows import SESSION_COLS, check_session_id, new_session_id, row_to_session
+from xclaw.store.model import (
+    INTERRUPTED,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    event_for_target,
+    full_step_id,
+    parse_step_ref,
+)
+from xclaw.store.rows import (
+    SESSION_COLS,
+    STEP_COLS,
+    check_session_id,
+    new_session_id,
+    row_to_session,
+    row_to_step,
+)
 from xclaw.store.snapshots import sweep_blobs_tx
 
 T = TypeVar("T")
@@ -33,6 +52,23 @@ _UPDATE_SESSION = (
     f" updated_at=? WHERE session_id=? RETURNING {SESSION_COLS}"
 )
 _DELETE_SESSION = "DELETE FROM sessions WHERE session_id=?"
+_GET_STEP = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq=?"
+_LATEST_STEPS = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq DESC LIMIT ?"
+_INTERRUPT = (
+    "UPDATE traces SET status='failed', error_message=?, end_time=?"
+    " WHERE session_id=? AND status='running'"
+)
+# A pending approval is asked again after a restart, so mark_interrupted leaves it running.
+_NOT_APPROVAL = " AND NOT (step_type='system_alert' AND name='approval')"
+_RUNNING_APPROVAL = (
+    "SELECT 1 FROM traces WHERE session_id=? AND status='running'"
+    " AND step_type='system_alert' AND name='approval' LIMIT 1"
+)
+
+
+def approval_pending(d: Dialect, conn: Any, session_id: str) -> bool:
+    """Another approval of this session is still waiting for its answer."""
+    return conn.execute(d.sql(_RUNNING_APPROVAL), (session_id,)).fetchone() is not None
 
 
 class SessionMethods:
@@ -141,3 +177,87 @@ class SessionMethods:
             return row_to_session(conn.execute(d.sql(_FIND_SESSION), (session_id,)).fetchone())
 
         return self._write(tx, durable=target in DURABLE_STATUSES)
+
+    # --- steps ------------------------------------------------------------------------------
+    def _parent_id(self, conn: Any, session_id: str, ref: str | None) -> str | None:
+        """A parent link must name an existing step of the same session (never outside)."""
+        if ref is None:
+            return None
+        seq = parse_step_ref(ref, session_id)
+        self._dialect.require_step(conn, session_id, seq, ref)
+        return full_step_id(session_id, seq)
+
+    def get_step(self, session_id: str, ref: str | int) -> Step:
+        d = self._dialect
+        seq = parse_step_ref(ref, session_id)
+        sql = d.sql(_GET_STEP)
+
+        def q(conn: Any) -> Step:
+            row = conn.execute(sql, (session_id, seq)).fetchone()
+            if row is None:
+                d.require_step(conn, session_id, seq, ref)
+            return row_to_step(row)
+
+        return self._read(q, snapshot=d.free_read_snapshots)
+
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
+        d = self._dialect
+        sql = d.sql(_LATEST_STEPS)
+
+        def q(conn: Any) -> list[Any]:
+            rows = conn.execute(sql, (session_id, max(n, 0))).fetchall()
+            if not rows:
+                d.require_session(conn, session_id)
+            return list(rows)
+
+        return [row_to_step(r) for r in reversed(self._read(q, snapshot=d.free_read_snapshots))]
+
+    def steps(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        d = self._dialect
+        sql = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq>?"
+        params: list[Any] = [session_id, after_seq]
+        if agent is not None:
+            sql += " AND agent=?"
+            params.append(agent)
+        if statuses is not None:
+            # Distinct words: at most one per StepStatus, so any_of gives one condition.
+            words = list(dict.fromkeys(StepStatus(s).value for s in statuses))
+            if not words:
+                return []
+            ((condition, values),) = d.any_of("status", words)
+            sql += " AND " + condition
+            params.extend(values)
+        sql = d.sql(sql + " ORDER BY seq")  # never by timestamp (two steps can share a ms)
+
+        def q(conn: Any) -> list[Step]:
+            # Converted while iterating: the raw rows and the steps never both sit in memory.
+            steps = list(map(row_to_step, conn.execute(sql, params)))
+            if not steps:
+                d.require_session(conn, session_id)
+            return steps
+
+        return self._read(q, snapshot=d.free_read_snapshots)
+
+    def mark_interrupted(
+        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+    ) -> list[Step]:
+        d = self._dialect
+        sql = d.sql(
+            _INTERRUPT + (_NOT_APPROVAL if keep_approvals else "") + f" RETURNING {STEP_COLS}"
+        )
+
+        def tx(conn: Any) -> list[Step]:
+            # SessionNotFound, the fence, and on PostgreSQL the row lock against other writers.
+            d.lock_session(conn, session_id, lease)
+            rows = conn.execute(sql, (INTERRUPTED, self._now(), session_id)).fetchall()
+            return sorted(map(row_to_step, rows), key=lambda s: s.seq)
+
+        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
+        return self._write(tx, durable=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,20 +38,17 @@ from xclaw.store.model import (
     StepType,
     display_id,
     full_step_id,
-    parse_step_ref,
 )
 from xclaw.store.rows import (
-    STEP_COLS,
     STEP_COLS_NO_OUTPUT,
     dump_json,
     now_ms,
-    require_session,
     require_step,
     row_to_step,
     session_state,
     write_status,
 )
-from xclaw.store.session_sql import SessionMethods
+from xclaw.store.session_sql import SessionMethods, approval_pending
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
@@ -61,11 +58,6 @@ from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.transfer_sql import TransferMethods
 
 T = TypeVar("T")
-
-_RUNNING_APPROVAL_SQL = (
-    "SELECT 1 FROM traces WHERE session_id=? AND status='running' "
-    "AND step_type='system_alert' AND name='approval' LIMIT 1"
-)
 
 
 class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
@@ -183,17 +175,9 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         except sqlite3.Error as e:
             raise StoreError(f"database error on {self.url}: {e}") from e
 
-    # --- sessions: xclaw.store.session_sql (SessionMethods) ----------------------------------
+    # --- sessions and step reads: xclaw.store.session_sql (SessionMethods) --------------------
 
-    # --- steps ------------------------------------------------------------------------------
-    def _parent_id(self, conn: sqlite3.Connection, session_id: str, ref: str | None) -> str | None:
-        """A parent link must name an existing step of the same session (never outside)."""
-        if ref is None:
-            return None
-        seq = parse_step_ref(ref, session_id)
-        require_step(conn, session_id, seq, ref)
-        return full_step_id(session_id, seq)
-
+    # --- the write path of a step -----------------------------------------------------------
     def _insert_step(
         self,
         session_id: str,
@@ -215,7 +199,9 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             current, seq, _ = session_state(conn, session_id)
             parent = self._parent_id(conn, session_id, step.parent_step_id)
             event = (
-                event_of_new_step(current, step, lambda: _approval_pending(conn, session_id))
+                event_of_new_step(
+                    current, step, lambda: approval_pending(self._dialect, conn, session_id)
+                )
                 if moves
                 else None
             )
@@ -312,7 +298,7 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
                 wanted,
                 step,
                 lambda: session_state(conn, session_id)[0],
-                lambda: _approval_pending(conn, session_id),
+                lambda: approval_pending(self._dialect, conn, session_id),
             )
             if event is not None:
                 current, _, _ = session_state(conn, session_id)
@@ -320,83 +306,6 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             return step
 
         return self._write(tx, durable=durable)
-
-    def get_step(self, session_id: str, ref: str | int) -> Step:
-        seq = parse_step_ref(ref, session_id)
-
-        def q(conn: sqlite3.Connection) -> Step:
-            row = conn.execute(
-                f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq=?", (session_id, seq)
-            ).fetchone()
-            if row is None:
-                require_step(conn, session_id, seq, ref)
-            return row_to_step(row)
-
-        return self._read(q, snapshot=True)
-
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
-        def q(conn: sqlite3.Connection) -> list[Any]:
-            rows = conn.execute(
-                f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq DESC LIMIT ?",
-                (session_id, max(n, 0)),
-            ).fetchall()
-            if not rows:
-                require_session(conn, session_id)
-            return rows
-
-        return [row_to_step(r) for r in reversed(self._read(q, snapshot=True))]
-
-    def steps(
-        self,
-        session_id: str,
-        *,
-        agent: str | None = None,
-        statuses: Iterable[StepStatus] | None = None,
-        after_seq: int = 0,
-    ) -> list[Step]:
-        sql = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq>?"
-        params: list[Any] = [session_id, after_seq]
-        if agent is not None:
-            sql += " AND agent=?"
-            params.append(agent)
-        if statuses is not None:
-            words = [StepStatus(s).value for s in statuses]
-            if not words:
-                return []
-            sql += f" AND status IN ({','.join('?' * len(words))})"
-            params.extend(words)
-        sql += " ORDER BY seq"  # never by timestamp (two steps can share a millisecond)
-
-        def q(conn: sqlite3.Connection) -> list[Step]:
-            # Converted while iterating: the raw rows and the steps never both sit in memory.
-            steps = list(map(row_to_step, conn.execute(sql, params)))
-            if not steps:
-                require_session(conn, session_id)
-            return steps
-
-        return self._read(q, snapshot=True)
-
-    def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
-    ) -> list[Step]:
-        sql = (
-            "UPDATE traces SET status='failed', error_message=?, end_time=? "
-            "WHERE session_id=? AND status='running'"
-        )
-        if keep_approvals:
-            # A pending approval is asked again after a restart, so it stays running.
-            sql += " AND NOT (step_type='system_alert' AND name='approval')"
-
-        def tx(conn: sqlite3.Connection) -> list[Step]:
-            require_session(conn, session_id)
-            check_fence(conn, session_id, lease)
-            rows = conn.execute(
-                sql + f" RETURNING {STEP_COLS}", (INTERRUPTED, self._now(), session_id)
-            ).fetchall()
-            return sorted(map(row_to_step, rows), key=lambda s: s.seq)
-
-        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
-        return self._write(tx, durable=True)
 
     # --- time travel ------------------------------------------------------------------------
     def _rollback(
@@ -429,8 +338,3 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             )
 
         return self._write(tx, durable=True)
-
-
-def _approval_pending(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Another approval of this session is still waiting for its answer."""
-    return conn.execute(_RUNNING_APPROVAL_SQL, (session_id,)).fetchone() is not None
