@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
-from xclaw.errors import StepNotRunning, StoreError
+from xclaw.errors import StoreError
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -26,13 +26,11 @@ from xclaw.store.common import (
 )
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
-    INTERRUPTED,
     NewStep,
     Status,
     Step,
     StepStatus,
     StepType,
-    display_id,
     full_step_id,
 )
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
@@ -42,7 +40,6 @@ from xclaw.store.postgres_rows import (
     lock_session,
     pg_json,
     pg_text,
-    require_step,
     write_status,
 )
 from xclaw.store.rows import (
@@ -50,7 +47,7 @@ from xclaw.store.rows import (
     now_ms,
     row_to_step,
 )
-from xclaw.store.session_sql import SessionMethods, approval_pending
+from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
@@ -257,16 +254,7 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
                 ),
             ).fetchone()
             if row is None:
-                require_step(conn, session_id, seq, ref)
-                was = conn.execute(
-                    "SELECT status, error_message FROM traces WHERE session_id=%s AND seq=%s",
-                    (session_id, seq),
-                ).fetchone()
-                how = INTERRUPTED if was and was[1] == INTERRUPTED else (was or ("?",))[0]
-                raise StepNotRunning(
-                    f"step {display_id(seq)} of session {session_id} is already {how}; "
-                    "only a running step can be completed or failed"
-                )
+                raise not_running(self._dialect, conn, session_id, seq, ref)
             step = row_to_step(row, output_data)
             event = event_of_answer(
                 wanted,

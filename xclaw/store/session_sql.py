@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from xclaw.errors import SessionNotFound, StoreError
+from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.common import DURABLE_STATUSES, cancel_event
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
@@ -25,6 +25,7 @@ from xclaw.store.model import (
     Status,
     Step,
     StepStatus,
+    display_id,
     event_for_target,
     full_step_id,
     parse_step_ref,
@@ -64,6 +65,21 @@ _RUNNING_APPROVAL = (
     "SELECT 1 FROM traces WHERE session_id=? AND status='running'"
     " AND step_type='system_alert' AND name='approval' LIMIT 1"
 )
+
+
+_STEP_STATE = "SELECT status, error_message FROM traces WHERE session_id=? AND seq=?"
+
+
+def not_running(d: Dialect, conn: Any, session_id: str, seq: int, ref: object) -> StepNotRunning:
+    """Why a completion found no running step `seq`: StepNotFound / SessionNotFound raised
+    here, else the StepNotRunning to raise (saying interrupted or its status)."""
+    d.require_step(conn, session_id, seq, ref)
+    was = conn.execute(d.sql(_STEP_STATE), (session_id, seq)).fetchone()
+    how = INTERRUPTED if was and was[1] == INTERRUPTED else (was or ("?",))[0]
+    return StepNotRunning(
+        f"step {display_id(seq)} of session {session_id} is already {how}; "
+        "only a running step can be completed or failed"
+    )
 
 
 def approval_pending(d: Dialect, conn: Any, session_id: str) -> bool:

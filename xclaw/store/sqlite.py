@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xclaw.errors import StepNotRunning, StoreError
+from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.common import (
     StoreBase,
@@ -28,25 +28,22 @@ from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease
 from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
-    INTERRUPTED,
     NewStep,
     Status,
     Step,
     StepStatus,
     StepType,
-    display_id,
     full_step_id,
 )
 from xclaw.store.rows import (
     STEP_COLS_NO_OUTPUT,
     dump_json,
     now_ms,
-    require_step,
     row_to_step,
     session_state,
     write_status,
 )
-from xclaw.store.session_sql import SessionMethods, approval_pending
+from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import SqliteLeases, check_fence
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
@@ -280,16 +277,7 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
                 ),
             ).fetchall()
             if not rows:
-                require_step(conn, session_id, seq, ref)
-                was = conn.execute(
-                    "SELECT status, error_message FROM traces WHERE session_id=? AND seq=?",
-                    (session_id, seq),
-                ).fetchone()
-                how = INTERRUPTED if was[1] == INTERRUPTED else was[0]
-                raise StepNotRunning(
-                    f"step {display_id(seq)} of session {session_id} is already {how}; "
-                    "only a running step can be completed or failed"
-                )
+                raise not_running(self._dialect, conn, session_id, seq, ref)
             step = row_to_step(rows[0], output_data)
             event = event_of_answer(
                 wanted,
