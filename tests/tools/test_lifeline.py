@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.test_crash import command_alive
 from xclaw.sandbox.isolation import probe_bwrap
 from xclaw.tools import lifeline
 
@@ -43,17 +44,6 @@ CHILD = textwrap.dedent(
     os.kill(os.getpid(), signal.SIGKILL)
     """
 )
-
-
-def _alive(marker: str) -> bool:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    return True
-            except OSError:
-                continue
-    return False
 
 
 def _modes() -> list[str]:
@@ -90,9 +80,9 @@ def test_a_command_dies_with_xclaw_whenever_the_kill_lands(tmp_path: Path, mode:
     delays = [0.0, 0.0, 0.001, 0.002, 0.004, 0.008, 0.015, 0.03, 0.06, 0.2]
     runs = [_kill_parent_during(tmp_path / str(i), mode, d) for i, d in enumerate(delays)]
     deadline = time.monotonic() + 2.0
-    while any(_alive(m) for m, _ in runs) and time.monotonic() < deadline:
+    while any(command_alive(m) for m, _ in runs) and time.monotonic() < deadline:
         time.sleep(0.01)
-    survivors = [d for (m, _), d in zip(runs, delays, strict=True) if _alive(m)]
+    survivors = [d for (m, _), d in zip(runs, delays, strict=True) if command_alive(m)]
     assert survivors == [], f"commands still running after their xclaw died (delays {survivors})"
     time.sleep(0.8)  # longer than the command's own sleep: had one survived, it wrote by now
     ran = [d for (_, e), d in zip(runs, delays, strict=True) if e.exists()]
