@@ -31,6 +31,13 @@ def test_a_cast_of_an_expression_is_not_a_parameter() -> None:
     assert to_postgres(text) == "SELECT a::text, 'x:y' FROM t WHERE b=%s"
 
 
+def test_quoted_text_is_never_a_parameter() -> None:
+    # A fork's step ids are `new || ':s' || seq`: the literal must reach both backends intact.
+    text = "SELECT :new || ':s' || seq, '?', 'it''s :x' FROM t WHERE a = ?"
+    assert to_sqlite(text) == text
+    assert to_postgres(text) == "SELECT %(new)s || ':s' || seq, '?', 'it''s :x' FROM t WHERE a = %s"
+
+
 def test_a_percent_sign_is_refused_for_postgres() -> None:
     with pytest.raises(ValueError, match="%"):
         to_postgres("SELECT 1 FROM t WHERE a LIKE '%x' AND b=?")

@@ -61,12 +61,19 @@ class WriteStatus(Protocol):
 
 
 # A parameter of the shared text: `?` or `:name`, with an optional PostgreSQL cast after it.
-_PARAM = re.compile(r"\?(::\w+)?|(?<![:\w]):([A-Za-z_]\w*)(::\w+)?")
+# A string literal is matched first (group 4) and left as it is: `':s'` or `'?'` inside quotes
+# are text, not parameters.
+_PARAM = re.compile(r"\?(::\w+)?|(?<![:\w]):([A-Za-z_]\w*)(::\w+)?|('(?:[^']|'')*')")
 
 
 @lru_cache(maxsize=256)
 def to_sqlite(text: str) -> str:
-    return _PARAM.sub(lambda m: "?" if m.group(2) is None else ":" + m.group(2), text)
+    def sub(m: re.Match[str]) -> str:
+        if m.group(4) is not None:
+            return m.group(4)
+        return "?" if m.group(2) is None else ":" + m.group(2)
+
+    return _PARAM.sub(sub, text)
 
 
 @lru_cache(maxsize=256)
@@ -76,6 +83,8 @@ def to_postgres(text: str) -> str:
         raise ValueError(f"shared SQL may not hold '%': {text!r}")
 
     def sub(m: re.Match[str]) -> str:
+        if m.group(4) is not None:
+            return m.group(4)
         if m.group(2) is None:
             return "%s" + (m.group(1) or "")
         return f"%({m.group(2)})s" + (m.group(3) or "")
