@@ -1,15 +1,17 @@
 """Store.write_stream: one run's writes, in order, each unit all-or-nothing, a failure
 breaking the stream. The contract runs on both backends; how SQLite's writer thread shares
-commits and chooses their sync level is tested against the writer."""
+commits and chooses their sync level is tested against the writer.
+
+A stream is put to from an event loop (its futures are the loop's): each test runs its puts
+in `asyncio.run`, while its own store calls (setting up, reading back) block as a tool would."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,25 +25,37 @@ from xclaw.store.base import Store
 from xclaw.store.model import Status, Step, StepStatus
 from xclaw.store.sqlite import SQLiteStore
 
+T = TypeVar("T")
 
-def _outcomes(futures: list[Future[Any]]) -> list[tuple[bool, Any]]:
-    out: list[tuple[bool, Any]] = []
-    for f in futures:
-        error = f.exception(10)
-        out.append((True, f.result()) if error is None else (False, error))
-    return out
+
+async def _outcomes(futures: list[asyncio.Future[Any]]) -> list[tuple[bool, Any]]:
+    await asyncio.wait_for(asyncio.wait(futures), 10)
+    return [
+        (True, f.result()) if f.exception() is None else (False, f.exception()) for f in futures
+    ]
+
+
+def _on_loop(fn: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        return await fn()
+
+    return asyncio.run(main())
 
 
 def _put_all(
     store: Store, units: list[Callable[[], Any]], *, durable: bool = False, lazy: bool = False
 ) -> list[tuple[bool, Any]]:
     """Every unit on one stream, the last one `durable`, the others `lazy` if asked."""
-    stream = store.write_stream()
-    futures = [
-        stream.put(u, durable=durable and i == len(units) - 1, lazy=lazy and i < len(units) - 1)
-        for i, u in enumerate(units)
-    ]
-    return _outcomes(futures)
+
+    async def put() -> list[tuple[bool, Any]]:
+        stream = store.write_stream()
+        futures = [
+            stream.put(u, durable=durable and i == len(units) - 1, lazy=lazy and i < len(units) - 1)
+            for i, u in enumerate(units)
+        ]
+        return await _outcomes(futures)
+
+    return _on_loop(put)
 
 
 def test_units_commit_in_order_and_later_ones_see_earlier_ones(store: Store) -> None:
@@ -82,19 +96,23 @@ def test_a_failing_unit_breaks_the_stream_and_writes_nothing(store: Store) -> No
         ran.append("after")
         return store.add_step(sid, user("never"))
 
-    stream = store.write_stream()
-    futures = [
-        stream.put(lambda: store.add_step(sid, user("kept")), durable=False, lazy=True),
-        stream.put(lambda: store.complete_step(sid, 99, output_data="x"), durable=False),
-        stream.put(after, durable=True),
-    ]
-    out = _outcomes(futures)
+    async def put() -> tuple[list[tuple[bool, Any]], asyncio.Future[Any]]:
+        stream = store.write_stream()
+        futures = [
+            stream.put(lambda: store.add_step(sid, user("kept")), durable=False, lazy=True),
+            stream.put(lambda: store.complete_step(sid, 99, output_data="x"), durable=False),
+            stream.put(after, durable=True),
+        ]
+        out = await _outcomes(futures)
+        # Put after the failure is known: refused at once, with the same error.
+        late = stream.put(after, durable=True)
+        assert late.done()
+        return out, late
+
+    out, late = _on_loop(put)
     assert out[0][0] and not out[1][0] and not out[2][0]
     assert isinstance(out[1][1], StepNotFound) and out[2][1] is out[1][1]
-    assert ran == []
-    # Put after the failure is known: refused at once, with the same error.
-    late = stream.put(after, durable=True)
-    assert late.exception(10) is out[1][1] and ran == []
+    assert late.exception() is out[1][1] and ran == []
     assert [s.input_data for s in store.steps(sid)] == ["kept"]
 
 
@@ -115,10 +133,18 @@ def test_a_unit_failing_halfway_is_undone_alone(store: Store) -> None:
 
 def test_streams_of_other_runs_go_on_after_one_breaks(store: Store) -> None:
     a, b = store.create_session().session_id, store.create_session().session_id
-    broken = store.write_stream()
-    assert broken.put(lambda: store.complete_step(a, 9, output_data=""), durable=True).exception(10)
-    fine = store.write_stream()
-    assert fine.put(lambda: store.add_step(b, user()), durable=True).result(10).seq == 1
+
+    async def put() -> list[tuple[bool, Any]]:
+        broken = store.write_stream()
+        failed = await _outcomes(
+            [broken.put(lambda: store.complete_step(a, 9, output_data=""), durable=True)]
+        )
+        fine = store.write_stream()
+        return failed + await _outcomes([fine.put(lambda: store.add_step(b, user()), durable=True)])
+
+    (failed, _), (ok, step) = _on_loop(put)
+    assert not failed
+    assert ok and step.seq == 1
 
 
 # --- SQLite: the writer thread, shared commits, durability -----------------------------------
@@ -153,16 +179,20 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
     holder, release = _hold_the_writer(store)
     levels = _sync_levels(store, monkeypatch)
     before = store.commits
-    sa, sb = store.write_stream(), store.write_stream()
-    futures = [
-        sa.put(lambda: store.begin_step(a, llm()), durable=False, lazy=True),
-        sb.put(lambda: store.add_step(b, user()), durable=False, lazy=True),
-        sa.put(lambda: store.begin_step(a, tool()), durable=True),
-    ]
-    _wait_queued(store, 3)
-    release.set()
-    holder.join(10)
-    assert all(ok for ok, _ in _outcomes(futures))
+
+    async def put() -> list[tuple[bool, Any]]:
+        sa, sb = store.write_stream(), store.write_stream()
+        futures = [
+            sa.put(lambda: store.begin_step(a, llm()), durable=False, lazy=True),
+            sb.put(lambda: store.add_step(b, user()), durable=False, lazy=True),
+            sa.put(lambda: store.begin_step(a, tool()), durable=True),
+        ]
+        _wait_queued(store, 3)
+        release.set()
+        holder.join(10)
+        return await _outcomes(futures)
+
+    assert all(ok for ok, _ in _on_loop(put))
     assert store.commits - before == 2  # the held one, then all three together
     assert levels[-1] == FULL
     assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
@@ -175,13 +205,17 @@ def test_a_durable_write_inside_a_relaxed_unit_makes_its_commit_full(
     store = sqlite_store
     sid = store.create_session().session_id
     levels = _sync_levels(store, monkeypatch)
-    stream = store.write_stream()
-    assert stream.put(lambda: store.begin_step(sid, llm()), durable=False).result(10)
-    assert levels == [NORMAL]
-    assert stream.put(lambda: store.begin_step(sid, tool()), durable=False).result(10)
-    assert levels == [NORMAL, FULL]
-    assert stream.put(lambda: store.add_step(sid, user()), durable=False).result(10)
-    assert levels == [NORMAL, FULL, NORMAL]
+
+    async def put() -> None:
+        stream = store.write_stream()
+        assert await stream.put(lambda: store.begin_step(sid, llm()), durable=False)
+        assert levels == [NORMAL]
+        assert await stream.put(lambda: store.begin_step(sid, tool()), durable=False)
+        assert levels == [NORMAL, FULL]
+        assert await stream.put(lambda: store.add_step(sid, user()), durable=False)
+        assert levels == [NORMAL, FULL, NORMAL]
+
+    _on_loop(put)
 
 
 def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> None:
@@ -196,7 +230,7 @@ def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> Non
     async def on_the_loop() -> None:
         store.add_step(sid, user())  # blocking the loop is wrong, but still not written on it
         stream = store.write_stream()
-        await asyncio.wrap_future(stream.put(lambda: store.begin_step(sid, tool()), durable=True))
+        await stream.put(lambda: store.begin_step(sid, tool()), durable=True)
         store.transition(sid, Status.SUCCESS)
 
     threads.clear()
@@ -228,15 +262,18 @@ def test_a_unit_waits_behind_another_process_holding_the_lock(sqlite_store: SQLi
     sid = store.create_session().session_id
     other = sqlite3.connect(store.url, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-    try:
-        f = store.write_stream().put(lambda: store.add_step(sid, user()), durable=True)
-        assert not f.done() or f.exception() is None
-        threading.Event().wait(0.1)
-        assert not f.done()  # waiting (busy timeout), not failing
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-    assert f.result(10).seq == 1
+
+    async def put() -> Step:
+        try:
+            f = store.write_stream().put(lambda: store.add_step(sid, user()), durable=True)
+            await asyncio.sleep(0.1)
+            assert not f.done()  # waiting (busy timeout), not failing
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        return await asyncio.wait_for(f, 10)
+
+    assert _on_loop(put).seq == 1
 
 
 # --- property: units write exactly what one call after another would -------------------------

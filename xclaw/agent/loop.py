@@ -9,7 +9,7 @@ the same loop. The loop knows nothing of storage: every event goes to the observ
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import inspect
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
@@ -151,8 +151,8 @@ class Agent:
     ) -> str:
         """Drive the conversation to a final answer and return its text. `messages` is
         appended to in place. Raises Cancelled, LimitsExceeded or LLMError."""
-        # One watcher of the cancel event for the whole run, not one task per model or tool
-        # call (_until_cancelled): two fewer task creations and cancellations per step.
+        # One watcher of the cancel event for the whole run (_until_cancelled), not one task
+        # per model or tool call.
         own = self._stopper is None
         if own:
             self._stopper = asyncio.ensure_future(self.cancel_event.wait())
@@ -222,7 +222,7 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        # The task _until_cancelled makes copies the context: the provider sees the sink.
+        # The provider, awaited in this task, sees the sink.
         shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
         try:
             response = await self._until_cancelled(
@@ -396,9 +396,7 @@ class Agent:
                 confined=confined,
             )
             try:
-                result = await self._until_cancelled(
-                    tool.run(call.input, context), wait_for_stop=True
-                )
+                result = await self._until_cancelled(tool.run(call.input, context))
             except Cancelled:
                 # The user stopped the run: the tool has stopped its processes (SIGTERM,
                 # grace, SIGKILL); its step ends failed and the run ends here.
@@ -465,27 +463,51 @@ class Agent:
         if self.cancel_event.is_set():
             raise Cancelled()
 
-    async def _until_cancelled(self, aw: Awaitable[T], *, wait_for_stop: bool = False) -> T:
-        """Await `aw`, abandoning it when the run is cancelled (LLM calls, approvals).
-
-        With `wait_for_stop` (tool runs) a cancelled `aw` is also awaited until it has stopped:
-        a tool stops its own processes when cancelled (the shell tool: SIGTERM to its process
-        group, a short grace, then SIGKILL), so nothing it started outlives its step."""
-        task = asyncio.ensure_future(aw)
-        shared = self._stopper
-        stopper = shared or asyncio.ensure_future(self.cancel_event.wait())
+    async def _until_cancelled(self, aw: Awaitable[T]) -> T:
+        """Await `aw` (an LLM call, an approval, a tool run) in this task, stopping it when the
+        run is cancelled: the cancellation is thrown into `aw` where it waits, so whatever it
+        does to stop — the shell tool's SIGTERM to its process group, a short grace, then
+        SIGKILL — is done before this raises Cancelled, and nothing it started outlives its
+        step. (No task per call: the run's one watcher of the cancel event cancels this task
+        while, and only while, it waits here.)"""
+        if self.cancel_event.is_set():
+            if inspect.iscoroutine(aw):
+                aw.close()
+            raise Cancelled()
+        task = asyncio.current_task()
+        assert task is not None
+        stopper = self._stopper
+        own = stopper is None
+        if stopper is None:  # compact() outside run(): a watcher for this call alone
+            stopper = asyncio.ensure_future(self.cancel_event.wait())
+        guard = _CancelGuard(task)
+        stopper.add_done_callback(guard.fire)
         try:
-            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            return await aw
         except asyncio.CancelledError:
-            task.cancel()
+            # Ours only if the watcher fired and nobody else (a shutdown) cancelled too.
+            if guard.fired and task.uncancel() == 0:
+                raise Cancelled() from None
             raise
         finally:
-            if stopper is not shared:
+            guard.active = False
+            stopper.remove_done_callback(guard.fire)
+            if own:
                 stopper.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        if wait_for_stop:
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # stopped on purpose
-                await task
-        raise Cancelled()
+
+
+class _CancelGuard:
+    """Cancels `task` when the run's cancel watcher fires, if the task still waits in
+    `_until_cancelled` then (the watcher's callback may run a moment after it left)."""
+
+    __slots__ = ("active", "fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.active = True
+        self.fired = False
+
+    def fire(self, _watcher: asyncio.Future[Any]) -> None:
+        if self.active and not self.fired:
+            self.fired = True
+            self.task.cancel()

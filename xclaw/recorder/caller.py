@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from concurrent.futures import Executor
-from functools import partial
 from typing import Any, TypeVar
 
 from xclaw.store.base import Store
+from xclaw.threads import BlockingCalls, run_blocking
 
 T = TypeVar("T")
 
 
 class StoreCaller:
-    """Runs store calls in a worker thread (conventions: never block the loop)."""
+    """Runs store calls on a worker thread (conventions: never block the loop): the given
+    pool's, or the process's shared one."""
 
-    def __init__(self, store: Store, executor: Executor | None = None) -> None:
+    def __init__(self, store: Store, threads: BlockingCalls | None = None) -> None:
         self.store = store
-        self._executor = executor
+        self._threads = threads
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(fn, *args, **kwargs))
+        if self._threads is None:
+            return await run_blocking(fn, *args, **kwargs)
+        return await self._threads.call(fn, *args, **kwargs)

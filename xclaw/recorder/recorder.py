@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
@@ -59,11 +60,12 @@ class Pending:
     __slots__ = ("fn", "future", "step")
 
     def __init__(self, fn: Callable[[], Step]) -> None:
-        self.fn = fn
+        self.fn: Callable[[], Step] | None = fn
         self.step: Step | None = None
         self.future: asyncio.Future[Step] | None = None
 
     def run(self) -> Step:
+        assert self.fn is not None, "a committed write does not run again"
         self.step = self.fn()
         return self.step
 
@@ -72,6 +74,11 @@ class Pending:
         if self.step is None:
             raise RuntimeError("a write was used before it was committed")
         return self.step
+
+    def committed(self, future: asyncio.Future[Step]) -> None:
+        """Once the write is settled its closure goes: it holds the recorder, which holds
+        this write (a parent reference), and that cycle would wait for the garbage collector."""
+        self.fn = None
 
 
 # A parent step: its id, or a queued write that will begin it.
@@ -153,12 +160,11 @@ class Recorder:
         """Put a write on the stream without waiting; `on_done` runs on the loop once it is
         committed (live events, in commit order)."""
         pending = Pending(fn)
-        future = asyncio.wrap_future(self.writes.put(pending.run, durable=durable, lazy=lazy))
+        future = self.writes.put(pending.run, durable=durable, lazy=lazy)
         future.add_done_callback(_retrieve)
+        future.add_done_callback(pending.committed)
         if on_done is not None:
-            future.add_done_callback(
-                lambda f: f.cancelled() or f.exception() or on_done(f.result())
-            )
+            future.add_done_callback(partial(_when_committed, on_done))
         pending.future = future
         return pending
 
@@ -175,9 +181,7 @@ class Recorder:
         """Wait until every write put so far is committed (errors are their waiters')."""
         last = self.writes.last()
         if last is not None:
-            settled = asyncio.wrap_future(last)
-            settled.add_done_callback(_retrieve)
-            await asyncio.wait([settled])
+            await asyncio.wait([last])
 
     def _step_event(self, step: Step) -> None:
         self.emit(StepCommitted(step))
@@ -378,14 +382,13 @@ class Recorder:
         run put before it, in event order — is committed and synced to disk. The loop starts
         the tool only after this returns, so no side effect runs without a durable record."""
         parent = self._parent_of(call)  # maybe a write still queued: resolved when this runs
-        written = self.writes.put(
+        return await self.writes.put(
             lambda: self.store.begin_step(
                 self.session_id,
                 self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
             ),
             durable=True,
         )
-        return await asyncio.wrap_future(written)
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
@@ -508,7 +511,12 @@ class Recorder:
         return self._turn_root
 
 
-def _retrieve(f: asyncio.Future[Step]) -> None:
+def _when_committed(on_done: Callable[[Step], Any], f: asyncio.Future[Step]) -> None:
+    if not f.cancelled() and f.exception() is None:
+        on_done(f.result())
+
+
+def _retrieve(f: asyncio.Future[Any]) -> None:
     """A failed write nobody awaits is still retrieved (no "exception never retrieved");
     the stream is broken by it, so the next awaited write reports the failure."""
     if not f.cancelled():

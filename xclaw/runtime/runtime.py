@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +57,7 @@ from xclaw.store.model import (
 )
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.telemetry.exporter import start_exporter
+from xclaw.threads import BlockingCalls, run_blocking
 from xclaw.tools.base import ToolContext
 from xclaw.views import title_from_message
 from xclaw.workspace.timetravel import Workspaces
@@ -126,8 +126,10 @@ class Runtime:
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
-        self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="xclaw-store")
-        self.db = StoreCaller(store, self._executor)
+        # Store calls are short, or wait on the one writer: a few threads serve a thousand
+        # sessions, and more would only contend for the GIL (bench/README.md).
+        self._threads = BlockingCalls(max_threads=16, name="xclaw-store")
+        self.db = StoreCaller(store, self._threads)
         self._subs: dict[str, list[FrameSink]] = {}
         self._runs: dict[str, _Run] = {}
         # One driver per session across processes and hosts (one driver): a lease per run.
@@ -487,7 +489,7 @@ class Runtime:
             self._emit(sid, frame)
 
         # Every write of this run carries the lease's fencing token (one driver).
-        db = StoreCaller(self.store.driven(run.lease), self._executor) if run.lease else self.db
+        db = StoreCaller(self.store.driven(run.lease), self._threads) if run.lease else self.db
         started = now_ms()
         try:
             # A restore cut short by a crash is completed before anything touches the files.
@@ -512,7 +514,9 @@ class Runtime:
                 emit({"type": "step", "step": step_json(step)})
             steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
-            context = ToolContext(workspace=self.toolbox.workspace(sid), session_id=sid)
+            # Made (0700) off the loop: a new directory is a few hundred µs of disk work.
+            workspace = await run_blocking(self.toolbox.workspace, sid)
+            context = ToolContext(workspace=workspace, session_id=sid)
             settled: list[Step] = []
             if resume and hist.interrupted_unsafe:
                 # A file tool whose effect is visible is settled by looking, not by asking.
@@ -792,7 +796,7 @@ class Runtime:
                 log.warning("could not unregister worker %s: %s", self.worker_id, e.message)
             except Exception:
                 log.exception("could not unregister worker %s", self.worker_id)
-        self._executor.shutdown(wait=True)
+        self._threads.shutdown(wait=True)
         if self.telemetry is not None:  # flushed before exit, in bounded time
             await asyncio.to_thread(self.telemetry.close, 5.0)
 

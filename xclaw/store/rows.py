@@ -36,7 +36,7 @@ STEP_COLS = (
     "token_usage_completion"
 )
 
-_STATUS = {s.value: s for s in Status}
+STATUS_BY_VALUE = {s.value: s for s in Status}
 _STEP_TYPE = {t.value: t for t in StepType}
 _STEP_STATUS = {s.value: s for s in StepStatus}
 _loads = json.loads
@@ -99,7 +99,7 @@ def row_to_session(r: tuple[Any, ...]) -> Session:
     return Session(
         r[0],
         r[1],
-        _STATUS[r[2]],
+        STATUS_BY_VALUE[r[2]],
         r[3],
         r[4],
         meta if isinstance(meta, dict) else {},
@@ -147,7 +147,7 @@ def session_state(conn: sqlite3.Connection, session_id: str) -> tuple[Status, in
     ).fetchone()
     if row is None:
         raise SessionNotFound(session_id)
-    return _STATUS[row[0]], row[1], row[2]
+    return STATUS_BY_VALUE[row[0]], row[1], row[2]
 
 
 _WRITE_STATUS_SQL = (

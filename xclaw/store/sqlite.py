@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +24,7 @@ from xclaw.store.common import (
     moves_session,
 )
 from xclaw.store.dialect import SQLITE
-from xclaw.store.leases import Lease
+from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite
 from xclaw.store.model import (
     NewStep,
@@ -33,7 +32,9 @@ from xclaw.store.model import (
     Step,
     StepStatus,
     StepType,
+    display_id,
     full_step_id,
+    parse_step_ref,
 )
 from xclaw.store.rows import (
     STEP_COLS_NO_OUTPUT,
@@ -45,9 +46,9 @@ from xclaw.store.rows import (
 )
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
-from xclaw.store.sqlite_leases import SqliteLeases, check_fence
+from xclaw.store.sqlite_leases import SqliteLeases, check_fence, fenced_session_state
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
-from xclaw.store.stream import Unit, WriteStream
+from xclaw.store.stream import Ticket, Unit, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
 
 T = TypeVar("T")
@@ -121,8 +122,10 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             raise StoreError(f"the store for {self.url} is closed")
         writer = self._writer
 
-        def send(unit: Unit, *, durable: bool, lazy: bool, chain: object) -> Future[Any]:
-            return writer.put(lambda _conn: unit(), durable=durable, lazy=lazy, chain=chain)
+        def send(unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket) -> None:
+            writer.send(
+                lambda _conn: unit(), durable=durable, lazy=lazy, chain=chain, ticket=ticket
+            )
 
         return WriteStream(send)
 
@@ -187,11 +190,15 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         output_json = dump_json(output_data, "output_data")
         running = status is StepStatus.RUNNING
         moves = moves_session(step, status)
+        # A parent link must name an existing step of the same session: checked by the
+        # INSERT itself (no row inserted: the parent is missing), one statement fewer per step.
+        parent_seq = (
+            None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
+        )
+        parent = None if parent_seq is None else full_step_id(session_id, parent_seq)
 
         def tx(conn: sqlite3.Connection) -> Step:
-            check_fence(conn, session_id, lease)
-            current, seq, _ = session_state(conn, session_id)
-            parent = self._parent_id(conn, session_id, step.parent_step_id)
+            current, seq, _ = fenced_session_state(conn, session_id, lease)
             event = (
                 event_of_new_step(
                     current, step, lambda: approval_pending(self._dialect, conn, session_id)
@@ -211,14 +218,11 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
                 next_seq=seq + 1,
                 instruction=step.step_type is StepType.USER_INPUT,
             )
-            step_id = full_step_id(session_id, seq)
             end = None if running else now
-            conn.execute(
-                "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, "
-                "status, agent, call_id, input_data, output_data, error_message, start_time, "
-                "end_time, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            inserted = conn.execute(
+                _INSERT_STEP,
                 (
-                    step_id,
+                    full_step_id(session_id, seq),
                     session_id,
                     seq,
                     parent,
@@ -233,8 +237,15 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
                     now,
                     end,
                     None if lease is None else lease.owner,  # who wrote it, under its lease
+                    parent_seq is None,
+                    session_id,
+                    parent_seq,
                 ),
             )
+            if inserted.rowcount != 1:
+                assert parent_seq is not None and step.parent_step_id is not None
+                self._dialect.require_step(conn, session_id, parent_seq, step.parent_step_id)
+                raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
             return inserted_step(
                 session_id, seq, parent, step, status, output_data, error_message, now, end
             )
@@ -257,26 +268,28 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         durable: bool,
     ) -> Step:
         output_json = dump_json(output_data, "output_data")
+        check_lease_for(lease, session_id)
+        values: tuple[Any, ...] = (
+            status.value,
+            output_json,
+            error_message,
+            self._now(),
+            prompt_tokens,
+            completion_tokens,
+            session_id,
+            seq,
+        )
+        # The fence rides on the UPDATE (one statement per completion); no row: find out why.
+        sql, params = (
+            (_FINISH_STEP, values)
+            if lease is None
+            else (_FINISH_STEP_FENCED, (*values, session_id, lease.token))
+        )
 
         def tx(conn: sqlite3.Connection) -> Step:
-            check_fence(conn, session_id, lease)
-            rows = conn.execute(
-                "UPDATE traces SET status=?, output_data=?, error_message=?, end_time=?, "
-                "token_usage_prompt=?, token_usage_completion=? "
-                "WHERE session_id=? AND seq=? AND status='running' "
-                f"RETURNING {STEP_COLS_NO_OUTPUT}",
-                (
-                    status.value,
-                    output_json,
-                    error_message,
-                    self._now(),
-                    prompt_tokens,
-                    completion_tokens,
-                    session_id,
-                    seq,
-                ),
-            ).fetchall()
+            rows = conn.execute(sql, params).fetchall()
             if not rows:
+                check_fence(conn, session_id, lease)
                 raise not_running(self._dialect, conn, session_id, seq, ref)
             step = row_to_step(rows[0], output_data)
             event = event_of_answer(
@@ -291,3 +304,21 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             return step
 
         return self._write(tx, durable=durable)
+
+
+_INSERT_STEP = (
+    "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, "
+    "agent, call_id, input_data, output_data, error_message, start_time, end_time, worker) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
+)
+_FINISH = (
+    "UPDATE traces SET status=?, output_data=?, error_message=?, end_time=?, "
+    "token_usage_prompt=?, token_usage_completion=? "
+    "WHERE session_id=? AND seq=? AND status='running'"
+)
+_FINISH_STEP = f"{_FINISH} RETURNING {STEP_COLS_NO_OUTPUT}"
+_FINISH_STEP_FENCED = (
+    f"{_FINISH} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
+    f"RETURNING {STEP_COLS_NO_OUTPUT}"
+)

@@ -32,7 +32,7 @@ from xclaw.store.leases import (
     lease_lost,
 )
 from xclaw.store.model import Status
-from xclaw.store.rows import load_json
+from xclaw.store.rows import STATUS_BY_VALUE, load_json
 
 if TYPE_CHECKING:
     from xclaw.store.base import Store
@@ -61,6 +61,26 @@ def check_fence(conn: sqlite3.Connection, session_id: str, lease: Lease | None) 
         raise SessionNotFound(session_id)
     if row[0] != lease.token:
         raise lease_lost(session_id, lease, row[0], row[1])
+
+
+_FENCED_STATE = (
+    "SELECT current_status, next_seq, awaiting_input, lease_token, lease_owner "
+    "FROM sessions WHERE session_id=?"
+)
+
+
+def fenced_session_state(
+    conn: sqlite3.Connection, session_id: str, lease: Lease | None
+) -> tuple[Status, int, int]:
+    """rows.session_state and check_fence in one statement (the write path of every step):
+    (status, next_seq, awaiting_input), or SessionNotFound / LeaseLost."""
+    check_lease_for(lease, session_id)
+    row = conn.execute(_FENCED_STATE, (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    if lease is not None and row[3] != lease.token:
+        raise lease_lost(session_id, lease, row[3], row[4])
+    return STATUS_BY_VALUE[row[0]], row[1], row[2]
 
 
 class SqliteLeases:

@@ -2,26 +2,31 @@
 
 One thread per database writes: SQLite allows one writer at a time anyway, so every write of
 the process is a unit in one queue, and the writer thread takes whatever is queued into one
-transaction (group commit across sessions), each unit in its own SAVEPOINT so that a failing
-unit rolls back alone and only its caller sees the exception. No SQLite write ever runs on an
-event loop's thread. (One shortcut, for synchronous callers off any event loop: one that finds
-the writer idle and nothing queued runs its own transaction, sparing two thread wake-ups;
-the connection is still used by one thread at a time, and nothing queued is overtaken.)
+transaction (group commit across sessions). A unit that fails rolls back alone and only its
+caller sees the exception: the batch runs first without savepoints (the common case, two
+statements fewer per unit and per store write) and, if any unit or write of it failed, the
+whole transaction is rolled back and the batch runs again with each unit, and each store write
+inside it, in its own SAVEPOINT. Units only write through the store, so running one twice is
+running it once. No SQLite write ever runs on an event loop's thread. (One shortcut, for
+synchronous callers off any event loop: one that finds the writer idle and nothing queued runs
+its own transaction, sparing two thread wake-ups; the connection is still used by one thread at
+a time, and nothing queued is overtaken.)
 
 Durability is chosen per commit (see docs/storage.md): a transaction holding any unit marked
 `durable` commits with synchronous=FULL (the WAL is fsynced, which also makes every earlier
 commit durable); any other commits with synchronous=NORMAL (in the OS page cache before the
 commit returns: survives a process kill, not necessarily a power loss). A store write nested
-in a unit that turns out to need a sync switches the open transaction to FULL before it
-commits (SQLite applies the level in force at COMMIT).
+in a unit that turns out to need a sync sends the batch round again with FULL (the level is
+set between transactions, never inside one).
 
-Every unit's future resolves once its transaction is committed, in queue order, so a caller
-awaiting one unit knows every unit queued before it is committed too. Units nobody waits for
-(`lazy`: an LLM call starting, its answer when tool calls follow) are held at most
-COALESCE_S so that they share a commit with the write that follows them (as PostgreSQL's
-commit_delay does); a unit someone waits for is taken at once, with everything before it.
-Units of one `chain` (one run's stream) depend on each other: once one fails, the later ones
-of its batch fail with it, unrun.
+Every unit's outcome is delivered once its transaction is committed, in queue order, so a
+caller awaiting one unit knows every unit queued before it is committed too. Stream units
+(xclaw/store/stream.py) get theirs through `stream.deliver`: one callback per event loop per
+transaction. Units nobody waits for (`lazy`: an LLM call starting, its answer when tool calls
+follow) are held at most COALESCE_S so that they share a commit with the write that follows
+them (as PostgreSQL's commit_delay does); a unit someone waits for is taken at once, with
+everything before it. Units of one `chain` (one run's stream) depend on each other: once one
+fails, the later ones of its batch fail with it, unrun.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from xclaw.errors import DiskFull, StoreError, XclawError
+from xclaw.store.stream import Ticket, deliver
 
 T = TypeVar("T")
 
@@ -112,9 +118,10 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
 
 class _Op:
     """One queued unit: fn(conn), whether its commit must be synced, whether anyone waits
-    for it, the chain of units it depends on, and the future its caller holds."""
+    for it, the chain of units it depends on, and where its outcome goes: a stream's ticket,
+    or (a synchronous caller) a concurrent future."""
 
-    __slots__ = ("chain", "durable", "fn", "future", "lazy")
+    __slots__ = ("chain", "durable", "fn", "future", "lazy", "ticket")
 
     def __init__(
         self,
@@ -122,27 +129,39 @@ class _Op:
         durable: bool,
         lazy: bool,
         chain: object | None,
+        ticket: Ticket | None = None,
     ) -> None:
         self.fn = fn
         self.durable = durable
         self.lazy = lazy
         self.chain = chain
-        self.future: Future[Any] = Future()
-        # Handed over is written: a caller that stops waiting cannot withdraw it.
-        self.future.set_running_or_notify_cancel()
+        self.ticket = ticket
+        self.future: Future[Any] | None = None
+        if ticket is None:
+            self.future = Future()
+            # Handed over is written: a caller that stops waiting cannot withdraw it.
+            self.future.set_running_or_notify_cancel()
 
 
 class _NeedsDurable(Exception):
     """In a relaxed transaction: a write that must be synced (the batch runs again, FULL)."""
 
 
+class _Undo(Exception):
+    """In a batch run without savepoints: a unit or one of its writes failed (the batch runs
+    again, each unit and write in its own savepoint, so the failure is undone alone)."""
+
+
 class _Tx:
-    """The writer's open transaction: whether it commits with FULL."""
+    """The writer's open transaction: whether it commits with FULL, whether units and their
+    writes run in savepoints (`safe`), and whether a write failed outside one."""
 
-    __slots__ = ("durable",)
+    __slots__ = ("durable", "failed", "safe")
 
-    def __init__(self, durable: bool) -> None:
+    def __init__(self, durable: bool, safe: bool) -> None:
         self.durable = durable
+        self.safe = safe
+        self.failed = False
 
 
 class Writer:
@@ -167,26 +186,36 @@ class Writer:
         """The one thread every write of this database runs on (tests check it)."""
         return self._thread
 
-    def put(
+    def send(
         self,
-        fn: Callable[[sqlite3.Connection], T],
+        fn: Callable[[sqlite3.Connection], Any],
         *,
         durable: bool,
-        lazy: bool = False,
-        chain: object | None = None,
-    ) -> Future[T]:
-        """Queue fn(conn); its future resolves once fn's transaction — and so every unit
-        queued before it — is committed (and synced, when `durable`). Never blocks."""
-        op = _Op(fn, durable, lazy, chain)
+        lazy: bool,
+        chain: object | None,
+        ticket: Ticket,
+    ) -> None:
+        """Queue fn(conn) for a stream: its outcome is delivered to `ticket` once fn's
+        transaction — and so every unit queued before it — is committed (and synced, when
+        `durable`). Never blocks."""
+        self._enqueue(_Op(fn, durable, lazy, chain, ticket))
+
+    def put(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> Future[T]:
+        """Queue fn(conn); the future resolves once it is committed. Never blocks."""
+        op = _Op(fn, durable, False, None)
+        self._enqueue(op)
+        assert op.future is not None
+        return op.future
+
+    def _enqueue(self, op: _Op) -> None:
         with self._cond:
             if self._closed:
                 raise StoreError(f"the store for {self._where} is closed")
             self._queue.append(op)
-            if not lazy:
+            if not op.lazy:
                 self._eager += 1
-            if not lazy or len(self._queue) == 1:  # a lazy unit behind others wakes nobody
+            if not op.lazy or len(self._queue) == 1:  # a lazy unit behind others wakes nobody
                 self._cond.notify()
-        return op.future
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
         """Run fn(conn) in the writer's next transaction and wait for its commit. Called by a
@@ -213,6 +242,7 @@ class Writer:
                         self._running = False
                         if self._queue or self._closed:
                             self._cond.notify()
+                assert op.future is not None
                 return op.future.result()  # type: ignore[no-any-return]
         return self.put(fn, durable=durable).result()
 
@@ -249,13 +279,18 @@ class Writer:
                     self._running = False
 
     def _run_batch(self, batch: list[_Op]) -> None:
-        """One transaction for the whole batch; then every unit's future, in queue order."""
+        """One transaction for the whole batch; then every unit's outcome, in queue order."""
+        durable = any(op.durable for op in batch)
+        safe = False
         try:
-            try:
-                outcomes = self._transaction(batch, any(op.durable for op in batch))
-            except _NeedsDurable:
-                # A unit put relaxed made a write that must be synced: the batch again, FULL.
-                outcomes = self._transaction(batch, True)
+            while True:
+                try:
+                    outcomes = self._transaction(batch, durable, safe)
+                    break
+                except _NeedsDurable:
+                    durable = True  # a unit put relaxed made a write that must be synced
+                except _Undo:
+                    safe = True  # a unit failed: again, each one undone alone if it fails
         except BaseException as e:  # nothing of the batch is committed: every caller hears why
             err = _wrap(e, self._where)
             _resolve(batch, [(False, err)] * len(batch))
@@ -264,13 +299,13 @@ class Writer:
             return
         _resolve(batch, outcomes)
 
-    def _transaction(self, batch: list[_Op], durable: bool) -> list[tuple[bool, Any]]:
+    def _transaction(self, batch: list[_Op], durable: bool, safe: bool) -> list[tuple[bool, Any]]:
         conn = self._conn
         self._set_sync("FULL" if durable else "NORMAL")
         retry_while_busy(lambda: conn.execute("BEGIN IMMEDIATE"), self._where)
-        self._tx = _Tx(durable)
+        tx = self._tx = _Tx(durable, safe)
         try:
-            outcomes = self._units(batch)
+            outcomes = self._units(batch, tx) if safe else self._units_at_once(batch, tx)
             if any(ok for ok, _ in outcomes):
                 conn.execute("COMMIT")
                 self.commits += 1
@@ -284,7 +319,24 @@ class Writer:
             self._tx = None
         return outcomes
 
-    def _units(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
+    def _units_at_once(self, batch: list[_Op], tx: _Tx) -> list[tuple[bool, Any]]:
+        """Every unit straight in the transaction; the first failure (raised, or a write of
+        it that failed and was caught) undoes the attempt (_Undo)."""
+        conn = self._conn
+        outcomes: list[tuple[bool, Any]] = []
+        for op in batch:
+            try:
+                value = op.fn(conn)
+            except _NeedsDurable:
+                raise
+            except Exception:  # noqa: BLE001 - run again in savepoints, where it fails alone
+                raise _Undo from None
+            if tx.failed:
+                raise _Undo
+            outcomes.append((True, value))
+        return outcomes
+
+    def _units(self, batch: list[_Op], tx: _Tx) -> list[tuple[bool, Any]]:
         """Each unit in its own savepoint; a chain that failed runs no further units."""
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
@@ -310,11 +362,18 @@ class Writer:
         return outcomes
 
     def _nested(self, tx: _Tx, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
-        """A store write made by a unit: a savepoint in the open transaction. One that must
-        be synced in a relaxed transaction sends the whole batch round again, FULL (SQLite
-        refuses to change the sync level inside a transaction)."""
+        """A store write made by a unit. In a safe run, a savepoint of the open transaction,
+        undone alone if it fails; otherwise straight, a failure marking the attempt undone.
+        One that must be synced in a relaxed transaction sends the whole batch round again,
+        FULL (SQLite refuses to change the sync level inside a transaction)."""
         if durable and not tx.durable:
             raise _NeedsDurable
+        if not tx.safe:
+            try:
+                return fn(self._conn)
+            except Exception as e:  # noqa: BLE001 - the unit may catch it; the attempt is void
+                tx.failed = True
+                raise _wrap(e, self._where) from None
         try:
             return self._in_savepoint("xclaw_write", lambda: fn(self._conn))
         except Exception as e:  # noqa: BLE001 - this write alone is undone; its caller hears why
@@ -349,11 +408,17 @@ def _on_event_loop() -> bool:
 
 
 def _resolve(batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
+    streamed: list[tuple[Ticket, bool, Any]] = []
     for op, (ok, value) in zip(batch, outcomes, strict=True):
-        if ok:
-            op.future.set_result(value)
-        else:
-            op.future.set_exception(value)
+        if op.ticket is not None:
+            streamed.append((op.ticket, ok, value))
+        elif op.future is not None:
+            if ok:
+                op.future.set_result(value)
+            else:
+                op.future.set_exception(value)
+    if streamed:
+        deliver(streamed)
 
 
 def _wrap(e: BaseException, where: str) -> BaseException:

@@ -1,12 +1,12 @@
 """WriteStream: one run's writes, handed to the store's writer in event order.
 
 This is the store call under the write-ahead rule (docs/architecture.md). `put(unit,
-durable=...)` hands a unit — a callable that writes through the store, e.g. `lambda:
-store.begin_step(...)` — to the backend's writer and returns a future that resolves once that
-unit, and every unit put before it on the same stream, is committed; synced to disk when
-`durable` (a synced commit makes every earlier commit of the log durable too). The caller
-never blocks: it awaits the future (`asyncio.wrap_future`) only when it must know — before a
-tool starts, before a client hears of a result — and lets the other writes go.
+durable=...)`, called on the run's event loop, hands a unit — a callable that writes through
+the store, e.g. `lambda: store.begin_step(...)` — to the backend's writer and returns an
+asyncio future that resolves once that unit, and every unit put before it on the same stream,
+is committed; synced to disk when `durable` (a synced commit makes every earlier commit of the
+log durable too). The caller never blocks: it awaits the future only when it must know —
+before a tool starts, before a client hears of a result — and lets the other writes go.
 
 How the units become transactions is the backend's business, invisible here: SQLite's one
 writer thread commits whatever is queued as one transaction (store/sqlite_writer.py);
@@ -14,13 +14,22 @@ PostgreSQL runs each stream's queued units as one transaction of its pool, on a 
 (`SerialBatches`). Either way the order on disk is the order of `put`, and a unit that fails
 breaks the stream: the units after it fail with the same error, unrun, since each may depend
 on the ones before (the step an answer completes, the parent a step hangs under).
+
+Outcomes come back through `deliver`, once per transaction, on the writer's thread: each
+stream hears of a failure at once (before the writer starts its next transaction), and each
+event loop gets one callback that resolves all of that transaction's futures, in order. No
+concurrent.futures.Future per write: its Condition, RLock and the two-way chain that
+`asyncio.wrap_future` builds (a reference cycle left to the garbage collector) cost more than
+a step's SQL on a busy server (bench/README.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -28,12 +37,56 @@ T = TypeVar("T")
 Unit = Callable[[], Any]
 
 
+class Ticket:
+    """Where one unit's outcome goes: the future its caller awaits, on the loop that put it,
+    and the stream, which a failure breaks."""
+
+    __slots__ = ("future", "loop", "stream")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], stream: WriteStream
+    ) -> None:
+        self.loop = loop
+        self.future = future
+        self.stream = stream
+
+
+def deliver(outcomes: Sequence[tuple[Ticket, bool, Any]]) -> None:
+    """Called by a writer thread once per transaction with (ticket, ok, value) of each unit
+    in queue order: streams learn of failures now; each loop resolves its futures in one
+    callback (call_soon_threadsafe is a wake-up of the loop: one per transaction, not per write)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for ticket, ok, value in outcomes:
+        if not ok:
+            ticket.stream._break(value)
+        items = by_loop.get(ticket.loop)
+        if items is None:
+            items = by_loop[ticket.loop] = []
+        items.append((ticket.future, ok, value))
+    for loop, items in by_loop.items():
+        # A closed loop: nobody waits for these any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in items:
+        if future.done():  # the caller stopped waiting (cancelled): the write stands anyway
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
 class Send(Protocol):
     """A backend's writer: commit `unit` after every unit sent before it with the same
-    `chain`; the future resolves after the commit (synced if `durable`) and cannot be
-    cancelled. `lazy`: nobody waits for it yet, it may wait a moment for company."""
+    `chain`, then `deliver` its outcome to `ticket` (after the commit, synced if `durable`).
+    `lazy`: nobody waits for it yet, it may wait a moment for company. Never blocks."""
 
-    def __call__(self, unit: Unit, *, durable: bool, lazy: bool, chain: object) -> Future[Any]: ...
+    def __call__(
+        self, unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
+    ) -> None: ...
 
 
 class WriteStream:
@@ -42,15 +95,19 @@ class WriteStream:
     def __init__(self, send: Send) -> None:
         self._send = send
         self._broken: BaseException | None = None
-        self._last: Future[Any] | None = None
+        self._last: asyncio.Future[Any] | None = None
 
-    def put(self, unit: Callable[[], T], *, durable: bool, lazy: bool = False) -> Future[T]:
+    def put(self, unit: Callable[[], T], *, durable: bool, lazy: bool = False) -> asyncio.Future[T]:
         """Hand `unit` to the writer; the future resolves once it and every earlier unit of
-        this stream are committed (and synced, if `durable`). Never blocks."""
+        this stream are committed (and synced, if `durable`). Call it on the run's event
+        loop; never blocks. The write is handed over for good: cancelling the future only
+        stops the waiting."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._last = future
         if self._broken is not None:
-            failed: Future[T] = Future()
-            failed.set_exception(self._broken)
-            return failed
+            future.set_exception(self._broken)
+            return future
 
         def guarded() -> T:
             # Put before an earlier unit's failure was known: it depended on that unit.
@@ -58,19 +115,18 @@ class WriteStream:
                 raise self._broken
             return unit()
 
-        future: Future[T] = self._send(guarded, durable=durable, lazy=lazy, chain=self)
-        future.add_done_callback(self._settled)
-        self._last = future
+        self._send(
+            guarded, durable=durable, lazy=lazy, chain=self, ticket=Ticket(loop, future, self)
+        )
         return future
 
-    def last(self) -> Future[Any] | None:
+    def last(self) -> asyncio.Future[Any] | None:
         """The future of the latest unit put: once it resolves, every unit is settled."""
         return self._last
 
-    def _settled(self, future: Future[Any]) -> None:
-        # Runs on the writer's thread before it starts the next transaction.
-        error = future.exception()
-        if error is not None and self._broken is None:
+    def _break(self, error: BaseException) -> None:
+        # On the writer's thread, before it starts the next transaction.
+        if self._broken is None:
             self._broken = error
 
 
@@ -88,19 +144,18 @@ class SerialBatches:
         self._run_units = run_units
         self._executor = executor
         self._lock = threading.Lock()
-        self._queue: list[tuple[Unit, bool, Future[Any]]] = []
+        self._queue: list[tuple[Unit, bool, Ticket]] = []
         self._running = False
 
-    def __call__(self, unit: Unit, *, durable: bool, lazy: bool, chain: object) -> Future[Any]:
-        future: Future[Any] = Future()
-        future.set_running_or_notify_cancel()  # handed over is written
+    def __call__(
+        self, unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
+    ) -> None:
         with self._lock:
-            self._queue.append((unit, durable, future))
+            self._queue.append((unit, durable, ticket))
             start = not self._running
             self._running = True
         if start:
             self._executor.submit(self._drain)
-        return future
 
     def _drain(self) -> None:
         while True:
@@ -113,11 +168,13 @@ class SerialBatches:
                 out = self._run_units([u for u, _, _ in batch], any(d for _, d, _ in batch))
             except BaseException as e:  # noqa: BLE001 - the commit failed: the whole batch with it
                 out = [(False, e)]
+            outcomes: list[tuple[Ticket, bool, Any]] = []
             error: BaseException | None = None
-            for i, (_, _, future) in enumerate(batch):
+            for i, (_, _, ticket) in enumerate(batch):
                 if error is None and i < len(out) and out[i][0]:
-                    future.set_result(out[i][1])
+                    outcomes.append((ticket, True, out[i][1]))
                     continue
                 if error is None:
                     error = out[i][1] if i < len(out) else RuntimeError("a unit was not run")
-                future.set_exception(error)
+                outcomes.append((ticket, False, error))
+            deliver(outcomes)

@@ -8,7 +8,6 @@ Failures come back as error results the model can act on, never as exceptions.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -20,6 +19,7 @@ from typing import Any
 from xclaw.errors import ToolError
 from xclaw.messages import ImageBlock
 from xclaw.sandbox.paths import resolve_in_workspace
+from xclaw.threads import run_blocking
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 
@@ -43,7 +43,7 @@ def _os_message(e: OSError, shown: str) -> str:
 async def _guarded(work: Callable[[], ToolResult], shown: Callable[[], str]) -> ToolResult:
     """Run blocking work in a thread; ToolError and OSError become error results."""
     try:
-        return await asyncio.to_thread(work)
+        return await run_blocking(work)
     except ToolError as e:
         return ToolResult(e.message, is_error=True)
     except OSError as e:
