@@ -78,6 +78,63 @@ def test_queued_operations_share_one_commit_and_fail_alone(sqlite_store: SQLiteS
     assert store.steps(init) == [] and store.get_session(init).status is Status.INIT
 
 
+def _statements(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    store._writer._conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) -> None:
+    """The first attempt runs every unit straight in the transaction."""
+    store = sqlite_store
+    sids = [store.create_session().session_id for _ in range(3)]
+    holder, release = _hold_the_writer(store)
+    threads, results = _in_threads([lambda s=s: store.add_step(s, user()) for s in sids])
+    _wait_queued(store, 3)
+    seen = _statements(store)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert all(results[i].seq == 1 for i in range(3))
+    assert not [q for q in seen if q.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK"))]
+
+
+def test_a_unit_that_catches_its_failed_write_keeps_the_rest_of_its_work(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A unit may go on after one of its store writes failed: that write alone is undone
+    (the batch runs again with savepoints), the unit's other writes and the batch commit."""
+    store = sqlite_store
+    sid, other = store.create_session().session_id, store.create_session().session_id
+    init = store.create_session().session_id
+
+    def unit(conn: sqlite3.Connection) -> str:
+        store.add_step(sid, user("kept"))
+        try:
+            store.begin_step(init, approval())  # illegal from Init: half-written, then refused
+        except Exception as e:  # noqa: BLE001 - the case under test
+            return type(e).__name__
+        return "no error"
+
+    holder, release = _hold_the_writer(store)
+    threads, results = _in_threads(
+        [lambda: store._writer.submit(unit, durable=False), lambda: store.add_step(other, user())]
+    )
+    _wait_queued(store, 2)
+    seen = _statements(store)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert results[0] == "IllegalTransition" and results[1].seq == 1
+    assert [s.input_data for s in store.steps(sid)] == ["kept"]
+    assert store.steps(init) == [] and store.get_session(init).status is Status.INIT
+    next_seq = store._read(
+        lambda c: c.execute("SELECT next_seq FROM sessions WHERE session_id=?", (init,)).fetchone()
+    )
+    assert next_seq == (1,)  # nothing of the refused write is left
+    assert any(q.startswith("SAVEPOINT") for q in seen)  # the second, careful attempt
+
+
 def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     sqlite_store: SQLiteStore,
 ) -> None:

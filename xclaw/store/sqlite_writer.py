@@ -156,12 +156,14 @@ class _Tx:
     """The writer's open transaction: whether it commits with FULL, whether units and their
     writes run in savepoints (`safe`), and whether a write failed outside one."""
 
-    __slots__ = ("durable", "failed", "safe")
+    __slots__ = ("durable", "failed", "needs_durable", "safe")
 
     def __init__(self, durable: bool, safe: bool) -> None:
         self.durable = durable
         self.safe = safe
         self.failed = False
+        # Set with _NeedsDurable: a unit that catches that exception cannot hide it.
+        self.needs_durable = False
 
 
 class Writer:
@@ -330,7 +332,11 @@ class Writer:
             except _NeedsDurable:
                 raise
             except Exception:  # noqa: BLE001 - run again in savepoints, where it fails alone
+                if tx.needs_durable:
+                    raise _NeedsDurable from None
                 raise _Undo from None
+            if tx.needs_durable:
+                raise _NeedsDurable
             if tx.failed:
                 raise _Undo
             outcomes.append((True, value))
@@ -353,11 +359,15 @@ class Writer:
             except _NeedsDurable:
                 raise
             except Exception as e:  # noqa: BLE001 - this unit's caller's error
+                if tx.needs_durable:
+                    raise _NeedsDurable from None
                 err = _wrap(e, self._where)
                 outcomes.append((False, err))
                 if op.chain is not None:
                     failed[id(op.chain)] = err
                 continue
+            if tx.needs_durable:
+                raise _NeedsDurable
             outcomes.append((True, value))
         return outcomes
 
@@ -367,6 +377,7 @@ class Writer:
         One that must be synced in a relaxed transaction sends the whole batch round again,
         FULL (SQLite refuses to change the sync level inside a transaction)."""
         if durable and not tx.durable:
+            tx.needs_durable = True
             raise _NeedsDurable
         if not tx.safe:
             try:
