@@ -306,3 +306,42 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     assert st.get_session(sid).status is Status.SUCCESS
     # A second reconnect finds nothing to resume: the note does not pile up.
     assert await h.runtime.resume_if_needed(sid) is False
+
+
+async def test_a_turn_opens_in_one_transaction(make) -> None:
+    """A new session's first message: the session (titled), its lease and the settling of
+    what the last run left are one commit, and the run then reads what it needs in one go."""
+    h = make([{"text": "", "tool_calls": [sh("echo hi")]}, {"text": "done"}])
+    await h.runtime.leases.register()
+    sid = "turn-in-one-commit-0001"
+    before = h.store.commits
+    await h.runtime.send(sid, "a first message, which names the session", create=True)
+    assert h.store.commits - before == 1
+    session = h.store.get_session(sid)
+    assert session.title == "a first message, which names the session"
+    assert h.store.lease_info(sid).owner == h.runtime.worker_id
+    h.runtime.subscribe(sid, h.frames.append)
+    await h.runtime.wait_idle(sid)
+    assert h.store.get_session(sid).status is Status.SUCCESS
+    # The lease was given back when the run ended: another worker may take it at once.
+    assert not h.store.lease_info(sid).live
+
+
+async def test_a_new_message_settles_what_a_dead_run_left_pending(make) -> None:
+    """The opening write marks the last run's dangling steps, a pending approval included
+    (new input answers it): kept, failed as interrupted (nothing lost)."""
+    from tests.store.builders import approval, llm, user
+
+    h = make([{"text": "answered"}])
+    sid = h.store.create_session().session_id
+    h.store.add_step(sid, user("clean up"))
+    asked = h.store.begin_step(sid, llm())
+    h.store.complete_step(sid, asked.seq, output_data={"text": "", "tool_calls": []})
+    pending = h.store.begin_step(sid, approval())  # the process died while it waited
+    assert h.store.get_session(sid).status is Status.PAUSED
+    await h.session(sid)
+    await h.turn(sid, "never mind, just answer")
+    again = h.store.get_step(sid, pending.seq)
+    assert again.status is StepStatus.FAILED and again.error_message == "interrupted"
+    assert h.of("step")[0]["step"]["id"] == pending.display_id  # told first
+    assert h.store.get_session(sid).status is Status.SUCCESS

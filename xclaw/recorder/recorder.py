@@ -130,6 +130,8 @@ class Recorder:
         self._resumable = dict(resumable_calls or {})
         self._rebuild = rebuild
         self._child_histories: dict[str, tuple[str, History]] = {}
+        # The main agent's final answer is committed, with the session's Success.
+        self.answered = False
 
     # --- helpers ------------------------------------------------------------------------------
     @property
@@ -193,7 +195,7 @@ class Recorder:
             ToolChanged(
                 step_id=step.display_id,
                 name=call.name,
-                input=self.redact(call.input),
+                input=step.input_data,  # the call's input as recorded: redacted once, there
                 state=state,
                 output=output,
                 agent=None if self.is_main else self.agent,
@@ -275,6 +277,7 @@ class Recorder:
             # The final answer and Success commit together, durably, before anyone hears of it.
             assert done.future is not None
             await done.future
+            self.answered = True
             self.emit(StatusChanged(Status.SUCCESS))
 
     def _redacted_thinking(self, block: ThinkingBlock) -> dict[str, Any]:

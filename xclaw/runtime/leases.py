@@ -19,6 +19,7 @@ from xclaw.errors import LeaseLost, SessionBusy
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, LeaseInfo
+from xclaw.store.stream import WriteStream
 
 log = logging.getLogger("xclaw.leases")
 
@@ -59,14 +60,18 @@ class LeaseKeeper:
         await self.register()
         lease = await self.db(self.store.acquire_lease, session_id, self.worker_id, self.ttl_s)
         if lease is not None:
-            log.info(
-                "event=lease_acquired session=%s worker=%s token=%s",
-                session_id,
-                self.worker_id,
-                lease.token,
-            )
+            self.acquired(lease)
             return lease, None
         return None, await self.db(self.store.lease_info, session_id)
+
+    def acquired(self, lease: Lease) -> None:
+        """Say so in the log (every lease taken, however it was taken)."""
+        log.info(
+            "event=lease_acquired session=%s worker=%s token=%s",
+            lease.session_id,
+            self.worker_id,
+            lease.token,
+        )
 
     async def acquire(self, session_id: str) -> Lease:
         """The lease, or SessionBusy naming the worker that holds it."""
@@ -86,7 +91,13 @@ class LeaseKeeper:
                 await asyncio.sleep(self.ttl_s / 3)
                 lease = get()
                 try:
-                    put(await self.db(self.store.renew_lease, lease, self.ttl_s))
+                    # Straight to the writer, batched with the runs' writes (a stream of its
+                    # own each time: a failed renewal must not break the next one's).
+                    renewed = await self.store.write_stream().put(
+                        lambda: self.store.renew_lease(lease, self.ttl_s),  # noqa: B023 - awaited here
+                        durable=False,
+                    )
+                    put(renewed)
                 except LeaseLost as e:
                     lost(e.message)
                     return
@@ -100,9 +111,14 @@ class LeaseKeeper:
 
         return asyncio.create_task(loop(), name="xclaw-lease-renewer")
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: Lease, writes: WriteStream | None = None) -> None:
+        """Give the lease back. With `writes` (on the loop), the release goes to the writer
+        straight, batched with other sessions' writes, instead of through a thread."""
         try:
-            await self.db(self.store.release_lease, lease)
+            if writes is not None:
+                await writes.put(lambda: self.store.release_lease(lease), durable=False)
+            else:
+                await self.db(self.store.release_lease, lease)
         except Exception as e:  # noqa: BLE001 - the lease then simply expires
             log.warning(
                 "event=lease_release_failed session=%s worker=%s error=%r",

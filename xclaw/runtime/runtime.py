@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xclaw.agent.hooks import ApprovalRequest
@@ -39,7 +40,7 @@ from xclaw.recorder.history import History, build_history, seed_history, with_im
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.frames import event_frame
-from xclaw.runtime.leases import LeaseKeeper
+from xclaw.runtime.leases import LeaseKeeper, busy_message
 from xclaw.runtime.peers import Peers
 from xclaw.runtime.settle import settle_by_workspace
 from xclaw.runtime.wiring import Toolbox, default_toolbox
@@ -361,20 +362,52 @@ class Runtime:
         if found is None and not create:
             raise SessionNotFound(session_id)
         self.require_model()  # before recording anything: say how to configure one
-        if found is None:
-            try:
-                found = await self.db(self.store.create_session, session_id=session_id)
-            except StoreError:  # another socket created it a moment ago
-                found = await self.db(self.store.get_session, session_id)
-        if not found.title and not await self._has_user_input(session_id):
-            await self.rename(session_id, title_from_message(text))
+        # A session is titled after its first message, in the write that opens the turn.
+        title = None
+        if found is None or (not found.title and not await self._has_user_input(session_id)):
+            title = title_from_message(text)
         run = self._claim(session_id)
         try:
-            lease = await self.leases.acquire(session_id)  # busy: names the worker driving it
+            await self.leases.register()
+            lease, interrupted = await self._open_turn(
+                session_id, create=found is None, title=title
+            )
         except BaseException:
             self._unclaim(session_id, run)
             raise
-        self._launch(session_id, run, lease, user_text=text, resume=False)
+        if title is not None:
+            self._emit(session_id, {"type": "renamed", "title": title})
+        if lease is None:
+            self._unclaim(session_id, run)
+            raise SessionBusy(busy_message(await self.db(self.store.lease_info, session_id)))
+        self.leases.acquired(lease)
+        self._launch(session_id, run, lease, user_text=text, resume=False, interrupted=interrupted)
+
+    async def _open_turn(
+        self, session_id: str, *, create: bool, title: str | None
+    ) -> tuple[Lease | None, list[Step]]:
+        """One transaction, one trip to the writer: the session written if it is new (or
+        titled), its lease taken, and what the last run left unanswered settled, approvals
+        included (new input answers them). Before, these were four store calls, each a
+        thread hop and a durable commit of its own: the start of a run cost more than its
+        steps (bench/README.md)."""
+        store = self.store
+
+        def unit() -> tuple[Lease | None, list[Step]]:
+            if create:
+                try:
+                    store.create_session(session_id=session_id, title=title or "")
+                except StoreError:  # another socket created it a moment ago
+                    if title is not None:
+                        store.update_session(session_id, title=title)
+            elif title is not None:
+                store.update_session(session_id, title=title)
+            lease = store.acquire_lease(session_id, self.worker_id, self.leases.ttl_s)
+            if lease is None:  # another live worker drives it
+                return None, []
+            return lease, store.mark_interrupted(session_id, keep_approvals=False, lease=lease)
+
+        return await store.write_stream().put(unit, durable=True)
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
@@ -425,6 +458,7 @@ class Runtime:
         user_text: str | None,
         resume: bool,
         compact: bool = False,
+        interrupted: list[Step] | None = None,
     ) -> None:
         run.lease = lease
         if self.cluster is not None:
@@ -435,7 +469,9 @@ class Runtime:
             lambda why: self._lease_lost(session_id, run, why),
         )
         run.task = asyncio.create_task(
-            self._drive(session_id, run, user_text, resume, compact=compact)
+            self._drive(
+                session_id, run, user_text, resume, compact=compact, interrupted=interrupted
+            )
         )
 
     def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
@@ -483,8 +519,18 @@ class Runtime:
             await asyncio.shield(run.task)
 
     async def _drive(
-        self, sid: str, run: _Run, user_text: str | None, resume: bool, *, compact: bool = False
+        self,
+        sid: str,
+        run: _Run,
+        user_text: str | None,
+        resume: bool,
+        *,
+        compact: bool = False,
+        interrupted: list[Step] | None = None,
     ) -> None:
+        """The run. `interrupted`: the steps the turn's opening write settled (send); None:
+        settle them here (a resume, a compaction)."""
+
         def emit(frame: dict[str, Any]) -> None:
             self._emit(sid, frame)
 
@@ -492,8 +538,9 @@ class Runtime:
         db = StoreCaller(self.store.driven(run.lease), self._threads) if run.lease else self.db
         started = now_ms()
         try:
-            # A restore cut short by a crash is completed before anything touches the files.
-            await self.db(self.workspaces.recover, sid)
+            if interrupted is None:
+                # A restore cut short by a crash is completed before anything touches the files.
+                await self.db(self.workspaces.recover, sid)
             # MCP servers start on first use; one that cannot start is named, the rest work.
             for server, why in (await self.toolbox.prepare()).items():
                 log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
@@ -505,17 +552,22 @@ class Runtime:
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED
             )
-            if resume:
-                interrupted = await db(db.store.mark_interrupted, sid)
+            if interrupted is not None:
+                # Read in one trip: the steps to continue from and the workspace (made 0700),
+                # a restore cut short by a crash completed first.
+                steps, workspace = await self.db(self._prepare_turn, sid)
             else:
-                # New input settles anything left unanswered, approvals included.
-                interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
+                if resume:
+                    interrupted = await db(db.store.mark_interrupted, sid)
+                else:
+                    # New input settles anything left unanswered, approvals included.
+                    interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
+                steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
+                # Made (0700) off the loop: a new directory is a few hundred µs of disk work.
+                workspace = await run_blocking(self.toolbox.workspace, sid)
             for step in interrupted:  # live views see the dangling steps marked (nothing lost)
                 emit({"type": "step", "step": step_json(step)})
-            steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
             hist = self._rebuild(steps, new_input=user_text is not None)
-            # Made (0700) off the loop: a new directory is a few hundred µs of disk work.
-            workspace = await run_blocking(self.toolbox.workspace, sid)
             context = ToolContext(workspace=workspace, session_id=sid)
             settled: list[Step] = []
             if resume and hist.interrupted_unsafe:
@@ -590,7 +642,8 @@ class Runtime:
             finally:
                 # Queued writes reach the disk before the outcome is decided and written.
                 await recorder.settle()
-            await self._settle(db, sid, Status.SUCCESS)
+            if not recorder.answered:  # else Success was committed with the final answer
+                await self._settle(db, sid, Status.SUCCESS)
             emit({"type": "reply", "content": self.redact.text(answer)})
         except Cancelled:
             await self._stopped_by_user(db, sid, emit)
@@ -617,13 +670,22 @@ class Runtime:
             if self.telemetry is not None:  # spans from what this run committed (never blocks)
                 self.telemetry.run_ended(sid, started)
             if run.renewer is not None:
+                # Cancelled, and let go: the renewer's frame holds this run (a cycle through
+                # its CancelledError's traceback would otherwise wait for a full collection).
                 run.renewer.cancel()
+                run.renewer = None
             if self._runs.get(sid) is run:
                 del self._runs[sid]
             if run.lease is not None and run.lost is None and not self._stopping:
                 # The next run may start at once, here or anywhere. (One that starts here
                 # first takes a newer token, and this release of the old one is a no-op.)
-                await self.leases.release(run.lease)
+                await self.leases.release(run.lease, self.store.write_stream())
+
+    def _prepare_turn(self, sid: str) -> tuple[list[Step], Path]:
+        """On a worker thread: a restore cut short by a crash completed, then the main agent's
+        steps and the session's workspace directory."""
+        self.workspaces.recover(sid)
+        return self.store.steps(sid, agent=MAIN_AGENT), self.toolbox.workspace(sid)
 
     async def _compact_now(
         self,
