@@ -19,6 +19,7 @@ from xclaw.credentials import drop_from_environ, make_undumpable
 from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
+from xclaw.gateway.heap import settle_heap
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -210,6 +211,7 @@ async def _print_banner_when_up(
 ) -> None:
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
+    settle_heap()  # everything it serves with is imported by now
     port = settings.port
     for s in server.servers:
         for sock in s.sockets:
