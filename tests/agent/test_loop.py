@@ -301,6 +301,103 @@ async def test_cancel_stops_between_steps(tmp_path: Path) -> None:
     assert tool.runs == 0  # the step in flight (the LLM call) finished; nothing after it ran
 
 
+@dataclass
+class BlockingTool(Tool):
+    """Runs until cancelled; records that it saw the cancellation and stopped."""
+
+    events: list[str]
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    name: str = "count"
+    description: str = "blocks"
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    read_only: bool = False
+    parallel_safe: bool = False
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # its own clean-up (the shell tool: SIGTERM, grace)
+            self.events.append("tool stopped")
+            raise
+        return ToolResult("never")
+
+
+async def test_cancel_stops_a_running_tool_before_the_run_ends(tmp_path: Path) -> None:
+    """The cancel reaches the tool where it waits, its clean-up finishes first, the step
+    ends as cancelled, and the task that ran it is not left cancelled (later awaits work)."""
+    events: list[str] = []
+    cancel = asyncio.Event()
+    agent, _ = make_agent(
+        script(LLMResponse("", (call("a", n=1),))), events, tmp_path, cancel_event=cancel
+    )
+    tool = BlockingTool(events)
+    agent.tools = {"count": tool}
+
+    async def drive() -> str:
+        try:
+            await agent.run([], user_text="go")
+        except Cancelled:
+            await asyncio.sleep(0)  # not cancelled again: uncancelled after the user's cancel
+            return "cancelled"
+        return "finished"
+
+    run = asyncio.create_task(drive())
+    await asyncio.wait_for(tool.started.wait(), 5)
+    cancel.set()
+    assert await asyncio.wait_for(run, 5) == "cancelled"
+    assert events[-2:] == ["tool stopped", "finished a error=True"]
+    assert run.cancelling() == 0
+
+
+async def test_a_cancel_after_the_call_returned_waits_for_the_next_step(tmp_path: Path) -> None:
+    """The watcher's callback runs a moment after the cancel: if the call has returned by
+    then, its result stands (recorded as it is) and the run stops at the next step."""
+    events: list[str] = []
+    cancel = asyncio.Event()
+
+    @dataclass
+    class SetsCancel(CountTool):
+        async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            cancel.set()  # the user's cancel lands as the tool returns: the watcher sees it
+            await asyncio.sleep(0)  # now, and its callback runs once the tool has returned
+            return await super().run(args, ctx)
+
+    agent, _ = make_agent(
+        script(LLMResponse("", (call("a", n=1),)), LLMResponse("done")),
+        events,
+        tmp_path,
+        cancel_event=cancel,
+    )
+
+    class SlowRecord(Observer):
+        async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+            await asyncio.sleep(0.02)  # the result's durable commit: must not be cut short
+            await super().tool_finished(call, result)
+
+    agent.tools = {"count": SetsCancel(events)}
+    agent.observer = SlowRecord(events)
+    with pytest.raises(Cancelled):
+        await agent.run([], user_text="go")
+    assert "finished a error=False" in events  # its real result, not "cancelled"
+    assert events.count("llm_started") == 1  # no model call after the cancel
+
+
+async def test_a_shutdown_cancel_is_not_taken_for_the_users(tmp_path: Path) -> None:
+    """A task cancelled from outside (the server stopping) ends cancelled, not Cancelled."""
+    events: list[str] = []
+    agent, _ = make_agent(script(LLMResponse("", (call("a", n=1),))), events, tmp_path)
+    tool = BlockingTool(events)
+    agent.tools = {"count": tool}
+    run = asyncio.create_task(agent.run([], user_text="go"))
+    await asyncio.wait_for(tool.started.wait(), 5)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert "tool stopped" in events
+
+
 async def test_resume_runs_pending_calls_without_asking_the_llm_again(tmp_path: Path) -> None:
     """A completed LLM call whose tool calls never started: they run once, no re-issue."""
     events: list[str] = []
