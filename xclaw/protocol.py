@@ -201,7 +201,7 @@ def _llm_usage(st: Step) -> dict[str, Any]:
     usage = step_usage(st)
     if usage is None:
         return {}
-    cost = step_cost(st)
+    cost = step_cost(st, usage)
     return {"usage": usage.to_json(), "cost": None if cost is None else round(cost, 6)}
 
 

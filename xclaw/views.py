@@ -59,9 +59,11 @@ def step_model(step: Step) -> str:
     return model if isinstance(model, str) and model else step.name
 
 
-def step_cost(step: Step) -> float | None:
-    """Estimated dollars of an llm_call at the prices in force; None: unknown model."""
-    usage = step_usage(step)
+def step_cost(step: Step, usage: Usage | None = None) -> float | None:
+    """Estimated dollars of an llm_call at the prices in force; None: unknown model.
+    `usage`: step_usage(step), when the caller has it already."""
+    if usage is None:
+        usage = step_usage(step)
     if usage is None or not (usage.prompt_tokens or usage.completion_tokens):
         return None
     return prices.active().cost(step_model(step), usage)

@@ -12,7 +12,8 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
@@ -103,6 +104,26 @@ def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
     return []
 
 
+# The specs of a tool set and the tokens its schemas cost, shared by every agent of the
+# process: a run starts a new Agent, and measuring each schema (json.dumps) per run was a
+# visible share of a busy server's CPU. Keyed by the tools' identities; the entry keeps the
+# tools alive, so an id is not reused while cached. A few tool sets at most (MCP tools join).
+_SPEC_CACHE: dict[tuple[int, ...], tuple[tuple[Tool, ...], tuple[ToolSpec, ...], int]] = {}
+_SPEC_CACHE_SIZE = 8
+
+
+def _specs_of(tools: tuple[Tool, ...]) -> tuple[tuple[ToolSpec, ...], int]:
+    key = tuple(id(t) for t in tools)
+    hit = _SPEC_CACHE.get(key)
+    if hit is None:
+        specs = tuple(spec_of(t) for t in tools)
+        fixed = sum((len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in specs)
+        if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
+            _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+        hit = _SPEC_CACHE[key] = (tools, specs, fixed)
+    return hit[1], hit[2]
+
+
 class Agent:
     def __init__(
         self,
@@ -134,6 +155,8 @@ class Agent:
         # computed from: every model call needs both, and measuring the schemas (json.dumps of
         # each) per call was ~3 % of a busy server's CPU (bench/gateway_bench.py).
         self._specs: tuple[tuple[Tool, ...], tuple[ToolSpec, ...], int] | None = None
+        # (messages, how many were counted, their tokens, the last one counted): _tokens.
+        self._counted: tuple[list[Message], int, int, Message | None] | None = None
         # Done when the run is cancelled; set for the length of run() (see there).
         self._stopper: asyncio.Future[Any] | None = None
         # What compaction replaced in this run (the scripted model counts its turns over it)
@@ -191,9 +214,11 @@ class Agent:
             llm_calls += 1
             await self._compact_if_full(messages)
             context = list(messages)
+            tokens = self._tokens(messages)
             if note:
                 context.append(UserMessage(note))
-            response = await self._call_llm(context, resumed=note is not None)
+                tokens += self._estimate(context[-1])
+            response = await self._call_llm(context, tokens, resumed=note is not None)
             note = None
             messages.append(
                 AssistantMessage(
@@ -201,10 +226,10 @@ class Agent:
                 )
             )
 
-    async def _call_llm(self, context: list[Message], *, resumed: bool) -> LLMResponse:
+    async def _call_llm(self, context: list[Message], tokens: int, *, resumed: bool) -> LLMResponse:
         tools, budget = self._tool_specs()
         history = tuple(context)
-        fitted = fit_context(history, budget, self._estimate)
+        fitted = fit_context(history, budget, self._estimate, total=tokens)
         whole = (*self._compacted_away, *history) if self._compacted_away else history
         request = LLMRequest(
             system=self.config.system_prompt,
@@ -245,7 +270,7 @@ class Agent:
         if not limit or len(messages) - self._compacted_len < MIN_MESSAGES_TO_COMPACT:
             return  # off, or too little new since the last summary to be worth one
         _, budget = self._tool_specs()
-        if sum(self._estimate(m) for m in messages) <= budget * limit:
+        if self._tokens(messages) <= budget * limit:
             return
         await self.compact(messages)
 
@@ -303,22 +328,44 @@ class Agent:
             self._estimates[key] = hit
         return hit[1]
 
+    def _tokens(self, messages: list[Message]) -> int:
+        """The estimated tokens of `messages`, each message counted once: between compactions
+        the conversation only grows, so a call adds what is new since the last one instead of
+        summing the whole conversation again (per model call, that was quadratic)."""
+        counted = self._counted
+        start, total = 0, 0
+        if (
+            counted is not None
+            and counted[0] is messages
+            and counted[1] <= len(messages)
+            and (counted[1] == 0 or messages[counted[1] - 1] is counted[3])
+        ):
+            start, total = counted[1], counted[2]
+        for i in range(start, len(messages)):
+            total += self._estimate(messages[i])
+        self._counted = (messages, len(messages), total, messages[-1] if messages else None)
+        return total
+
     def _tool_specs(self) -> tuple[tuple[ToolSpec, ...], int]:
         """The specs of the tools and the context budget they leave, recomputed only when the
         tool set changes (a mapping the caller owns may gain or lose tools between calls)."""
         current = tuple(self.tools.values())
         cached = self._specs
-        if cached is None or cached[0] != current:
-            specs = tuple(spec_of(t) for t in current)
-            cached = self._specs = (current, specs, self._context_budget(specs))
+        if (
+            cached is None
+            or len(cached[0]) != len(current)
+            or any(a is not b for a, b in zip(cached[0], current, strict=True))
+        ):
+            specs, fixed = _specs_of(current)
+            budget = max(
+                1_000,
+                self.config.context_window_tokens
+                - self.config.max_tokens
+                - len(self.config.system_prompt) // 4
+                - fixed,
+            )
+            cached = self._specs = (current, specs, budget)
         return cached[1], cached[2]
-
-    def _context_budget(self, tools: tuple[Any, ...]) -> int:
-        """The window minus what every request carries besides the messages."""
-        fixed = len(self.config.system_prompt) // 4 + sum(
-            (len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in tools
-        )
-        return max(1_000, self.config.context_window_tokens - self.config.max_tokens - fixed)
 
     # --- tools --------------------------------------------------------------------------------
     async def _run_tools(
@@ -390,9 +437,12 @@ class Agent:
                 # need the turn while it runs.
                 turn.release()
                 turn = None
-            context = replace(
-                self.context,
-                spawn_agent=lambda task: self._spawn(call, task),
+            base = self.context
+            context = ToolContext(
+                workspace=base.workspace,
+                session_id=base.session_id,
+                spawn_agent=partial(self._spawn, call),
+                env=base.env,
                 confined=confined,
             )
             try:

@@ -43,12 +43,20 @@ def _safe_starts(messages: Sequence[Message], first: int) -> list[int]:
 
 
 def fit_context(
-    messages: Sequence[Message], budget_tokens: int, estimate: Estimate = estimate_tokens
+    messages: Sequence[Message],
+    budget_tokens: int,
+    estimate: Estimate = estimate_tokens,
+    *,
+    total: int | None = None,
 ) -> tuple[Message, ...]:
     """`messages` unchanged if they fit in `budget_tokens`; otherwise the task, a trim note and
     the longest tail that fits. If even the last turn alone is too big, that turn is kept
-    anyway (a valid, over-budget history beats an invalid one)."""
+    anyway (a valid, over-budget history beats an invalid one). `total`: their estimated
+    tokens, when the caller keeps count (the agent does), so that a conversation that fits
+    is not measured again."""
     messages = tuple(messages)
+    if total is not None and total <= budget_tokens:
+        return messages
     costs = [estimate(m) for m in messages]
     if sum(costs) <= budget_tokens:
         return messages

@@ -148,13 +148,18 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def _message_text(m: Message) -> str:
+def _message_chars(m: Message) -> int:
+    """How long a message is, as the prompt estimate counts it (runs over the whole
+    conversation on every call: lengths, no string built)."""
     if isinstance(m, AssistantMessage):
-        # str(), not json.dumps: this runs over the whole conversation on every call.
-        return m.text + "".join(str(c.input) + c.name for c in m.tool_calls)
+        return len(m.text) + sum(len(str(c.input)) + len(c.name) for c in m.tool_calls)
     if isinstance(m, ToolResultMessage):
-        return m.content
-    return m.text
+        return len(m.content)
+    return len(m.text)
+
+
+def _prompt_tokens(request: LLMRequest) -> int:
+    return (len(request.system) + sum(_message_chars(m) for m in request.messages) + 3) // 4
 
 
 def _chunks(text: str) -> list[str]:
@@ -224,12 +229,11 @@ class ScriptedModel:
             ToolCall(id=f"{prefix}_{k}_{i}", name=name, input=dict(args))
             for i, (name, args) in enumerate(turn.tool_calls)
         )
-        prompt = request.system + "".join(_message_text(m) for m in request.messages)
         completion = turn.text + "".join(json.dumps(c.input) + c.name for c in calls)
         return LLMResponse(
             text=turn.text,
             tool_calls=calls,
-            usage=Usage(estimate_tokens(prompt), estimate_tokens(completion)),
+            usage=Usage(_prompt_tokens(request), estimate_tokens(completion)),
             model=self.name,
             stop_reason="tool_use" if calls else "end_turn",
             thinking=(ThinkingBlock("reasoning", turn.thinking),) if turn.thinking else (),
@@ -249,10 +253,9 @@ class ScriptedModel:
             + " / ".join(" ".join(a.split())[:200] for a in asked)
             + f". Tool results so far: {results}."
         )
-        prompt = request.system + "".join(_message_text(m) for m in request.messages)
         return LLMResponse(
             text=text,
-            usage=Usage(estimate_tokens(prompt), estimate_tokens(text)),
+            usage=Usage(_prompt_tokens(request), estimate_tokens(text)),
             model=self.name,
             stop_reason="end_turn",
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -485,9 +486,11 @@ class ListDirTool(Tool):
     def _list(self, workspace: Path, args: dict[str, Any]) -> ToolResult:
         shown = args.get("path", ".")
         path = resolve_in_workspace(workspace, shown)
-        if not path.exists():
-            raise ToolError(f"{shown!r} does not exist")
-        if not path.is_dir():
+        try:
+            mode = path.stat().st_mode  # one stat, not exists() then is_dir()
+        except (FileNotFoundError, NotADirectoryError):
+            raise ToolError(f"{shown!r} does not exist") from None
+        if not stat.S_ISDIR(mode):
             raise ToolError(f"{shown!r} is a file; use read_file to read it")
         depth = min(args.get("depth", 1), self.max_depth)
         out: list[str] = []
