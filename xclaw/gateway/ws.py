@@ -12,10 +12,12 @@ import contextlib
 import itertools
 import json
 import logging
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
@@ -84,23 +86,20 @@ def _first_frame_token(raw: str | bytes) -> str | None:
     return token if isinstance(token, str) else None
 
 
-# Built once: json.dumps with options builds a new encoder per call, and every frame of
-# every client goes through here (~3.5 frames per step).
-_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+# Every frame of every client is encoded here (~3.5 frames per step): orjson, measured ~4x
+# faster in the server than the standard encoder (bench/README.md). What it refuses — text
+# with a lone surrogate (a hostile model or tool can produce one), an integer beyond 64 bits
+# — goes through the standard encoder, \u-escaped, instead of killing the writer.
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 _ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, default=str).encode
 
 
 def encode_frame(frame: dict[str, Any]) -> str:
-    """A server frame as JSON text that encodes as UTF-8: text with a lone surrogate (a
-    hostile model or tool can produce one) is sent \\u-escaped instead of killing the writer."""
-    text = _ENCODE(frame)
-    if text.isascii():
-        return text  # the common case, checked faster than an encode
+    """A server frame as JSON text that encodes as UTF-8."""
     try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _ENCODE_ASCII(frame)
-    return text
+        return orjson.dumps(frame, default=str, option=_ORJSON_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _ENCODE_ASCII(frame)
 
 
 async def _refuse(ws: WebSocket, code: str, text: str, close_code: int) -> None:
@@ -120,8 +119,10 @@ class Connection:
         self.id = next(_ids)
         self.session_id: str | None = None
         self._unsubscribe: Any = None
-        # Frames are serialised when queued, so what is counted is what is held.
-        self._queue: asyncio.Queue[str | _Close] = asyncio.Queue()
+        # Frames are serialised when queued, so what is counted is what is held. A plain
+        # deque drained by write_loop, woken through one future when it was empty.
+        self._out: deque[str | _Close] = deque()
+        self._wake: asyncio.Future[None] | None = None
         self._queued_bytes = 0
         self._closing = False
         self._held: list[dict[str, Any]] | None = None
@@ -142,7 +143,7 @@ class Connection:
             return
         text = encode_frame(frame)
         size = len(text)
-        backlog = self._queue.qsize()
+        backlog = len(self._out)
         if backlog and (
             backlog >= MAX_QUEUED_FRAMES or self._queued_bytes + size > MAX_QUEUED_BYTES
         ):
@@ -154,20 +155,31 @@ class Connection:
                 backlog,
                 self._queued_bytes,
             )
-            self._queue.put_nowait(_Close(CLOSE_TOO_SLOW, "client too slow"))
+            self._enqueue(_Close(CLOSE_TOO_SLOW, "client too slow"))
             return
         self._queued_bytes += size
-        self._queue.put_nowait(text)
+        self._enqueue(text)
+
+    def _enqueue(self, item: str | _Close) -> None:
+        self._out.append(item)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     async def write_loop(self) -> None:
+        out = self._out
         try:
             while True:
-                item = await self._queue.get()
-                if isinstance(item, _Close):
-                    await self.ws.close(item.code, item.reason)
-                    return
-                self._queued_bytes -= len(item)
-                await self.ws.send_text(item)
+                while out:
+                    item = out.popleft()
+                    if isinstance(item, _Close):
+                        await self.ws.close(item.code, item.reason)
+                        return
+                    self._queued_bytes -= len(item)
+                    await self.ws.send_text(item)
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
+                self._wake = None
         except (WebSocketDisconnect, RuntimeError, OSError):
             return  # the reader sees the disconnect and cleans up
 
