@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from websockets.asyncio.client import connect
 
 TOOL_TURNS = 9  # 1 user_input + 9 x (llm_call + tool_call) + 1 final llm_call = 20 steps
@@ -195,10 +196,10 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
             json.dumps({"type": "message", "sessionId": sid, "content": "run the 20-step task"})
         )
         async for raw in ws:
-            f = json.loads(raw)
+            now = time.perf_counter()  # when it arrived, before the client's own parsing
+            f = orjson.loads(raw)
             kind = f["type"]
             if kind == "step" and f["step"]["status"] != "running":
-                now = time.perf_counter()
                 run.latencies_ms.append((now - last) * 1000)
                 model_ms = gw.llm_ms if f["step"]["type"] == "llm_call" else 0.0
                 run.added_ms.append((now - last) * 1000 - model_ms)

@@ -48,6 +48,7 @@ from xclaw.store.base import RollbackResult, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import (
     MAIN_AGENT,
+    NewStep,
     Session,
     Status,
     Step,
@@ -84,6 +85,14 @@ class _Run:
     lost: str | None = None
     # display step id -> (request, future answered by answer_approval)
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """What the write that opens a turn did: the steps it settled, the user's message."""
+
+    interrupted: list[Step]
+    message: Step
 
 
 class _WireApprover:
@@ -369,8 +378,8 @@ class Runtime:
         run = self._claim(session_id)
         try:
             await self.leases.register()
-            lease, interrupted = await self._open_turn(
-                session_id, create=found is None, title=title
+            lease, opened = await self._open_turn(
+                session_id, text, create=found is None, title=title
             )
         except BaseException:
             self._unclaim(session_id, run)
@@ -381,19 +390,20 @@ class Runtime:
             self._unclaim(session_id, run)
             raise SessionBusy(busy_message(await self.db(self.store.lease_info, session_id)))
         self.leases.acquired(lease)
-        self._launch(session_id, run, lease, user_text=text, resume=False, interrupted=interrupted)
+        self._launch(session_id, run, lease, user_text=None, resume=False, opened=opened)
 
     async def _open_turn(
-        self, session_id: str, *, create: bool, title: str | None
-    ) -> tuple[Lease | None, list[Step]]:
+        self, session_id: str, text: str, *, create: bool, title: str | None
+    ) -> tuple[Lease | None, _Opened | None]:
         """One transaction, one trip to the writer: the session written if it is new (or
-        titled), its lease taken, and what the last run left unanswered settled, approvals
-        included (new input answers them). Before, these were four store calls, each a
-        thread hop and a durable commit of its own: the start of a run cost more than its
-        steps (bench/README.md)."""
+        titled), its lease taken, what the last run left unanswered settled (approvals
+        included: new input answers them), and the user's message recorded. Before, these
+        were five store calls, each a thread hop or a commit of its own: the start of a run
+        cost more than its steps (bench/README.md)."""
         store = self.store
+        message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=self.redact(text))
 
-        def unit() -> tuple[Lease | None, list[Step]]:
+        def unit() -> tuple[Lease | None, _Opened | None]:
             if create:
                 try:
                     store.create_session(session_id=session_id, title=title or "")
@@ -404,8 +414,9 @@ class Runtime:
                 store.update_session(session_id, title=title)
             lease = store.acquire_lease(session_id, self.worker_id, self.leases.ttl_s)
             if lease is None:  # another live worker drives it
-                return None, []
-            return lease, store.mark_interrupted(session_id, keep_approvals=False, lease=lease)
+                return None, None
+            interrupted = store.mark_interrupted(session_id, keep_approvals=False, lease=lease)
+            return lease, _Opened(interrupted, store.add_step(session_id, message, lease=lease))
 
         return await store.write_stream().put(unit, durable=True)
 
@@ -458,7 +469,7 @@ class Runtime:
         user_text: str | None,
         resume: bool,
         compact: bool = False,
-        interrupted: list[Step] | None = None,
+        opened: _Opened | None = None,
     ) -> None:
         run.lease = lease
         if self.cluster is not None:
@@ -469,9 +480,7 @@ class Runtime:
             lambda why: self._lease_lost(session_id, run, why),
         )
         run.task = asyncio.create_task(
-            self._drive(
-                session_id, run, user_text, resume, compact=compact, interrupted=interrupted
-            )
+            self._drive(session_id, run, user_text, resume, compact=compact, opened=opened)
         )
 
     def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
@@ -526,10 +535,10 @@ class Runtime:
         resume: bool,
         *,
         compact: bool = False,
-        interrupted: list[Step] | None = None,
+        opened: _Opened | None = None,
     ) -> None:
-        """The run. `interrupted`: the steps the turn's opening write settled (send); None:
-        settle them here (a resume, a compaction)."""
+        """The run. `opened`: what the turn's opening write did (send: the steps it settled,
+        the user's message); None: a resume or a compaction, which settle here."""
 
         def emit(frame: dict[str, Any]) -> None:
             self._emit(sid, frame)
@@ -538,7 +547,13 @@ class Runtime:
         db = StoreCaller(self.store.driven(run.lease), self._threads) if run.lease else self.db
         started = now_ms()
         try:
-            if interrupted is None:
+            if opened is not None:
+                # Told at once: the turn is open, the message recorded.
+                for step in opened.interrupted:  # the dangling steps marked (nothing lost)
+                    emit({"type": "step", "step": step_json(step)})
+                emit({"type": "status", "status": Status.RUNNING.value})
+                emit({"type": "step", "step": step_json(opened.message)})
+            else:
                 # A restore cut short by a crash is completed before anything touches the files.
                 await self.db(self.workspaces.recover, sid)
             # MCP servers start on first use; one that cannot start is named, the rest work.
@@ -552,9 +567,9 @@ class Runtime:
             was_failed = resume and (
                 (await self.db(self.store.get_session, sid)).status is Status.FAILED
             )
-            if interrupted is not None:
-                # Read in one trip: the steps to continue from and the workspace (made 0700),
-                # a restore cut short by a crash completed first.
+            if opened is not None:
+                # Read in one trip: the steps to continue from (the message is the last) and
+                # the workspace (made 0700), a restore cut short by a crash completed first.
                 steps, workspace = await self.db(self._prepare_turn, sid)
             else:
                 if resume:
@@ -562,11 +577,11 @@ class Runtime:
                 else:
                     # New input settles anything left unanswered, approvals included.
                     interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
+                for step in interrupted:  # live views see the dangling steps marked
+                    emit({"type": "step", "step": step_json(step)})
                 steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
                 # Made (0700) off the loop: a new directory is a few hundred µs of disk work.
                 workspace = await run_blocking(self.toolbox.workspace, sid)
-            for step in interrupted:  # live views see the dangling steps marked (nothing lost)
-                emit({"type": "step", "step": step_json(step)})
             hist = self._rebuild(steps, new_input=user_text is not None)
             context = ToolContext(workspace=workspace, session_id=sid)
             settled: list[Step] = []
@@ -632,7 +647,8 @@ class Runtime:
             if compact:
                 await self._compact_now(db, sid, emit, agent, recorder, hist.messages)
                 return
-            emit({"type": "status", "status": Status.RUNNING.value})
+            if opened is None:
+                emit({"type": "status", "status": Status.RUNNING.value})
             try:
                 answer = await agent.run(
                     hist.messages,

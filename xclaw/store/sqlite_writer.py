@@ -176,6 +176,7 @@ class Writer:
         self._queue: deque[_Op] = deque()
         self._eager = 0  # queued units someone waits for
         self._running = False  # a transaction is open (on the writer thread or inline)
+        self._sleeping = False  # the writer thread waits on the condition
         self._closed = False
         self._sync: str | None = None
         self._tx: _Tx | None = None  # the open transaction (touched by the writer thread only)
@@ -216,7 +217,9 @@ class Writer:
             self._queue.append(op)
             if not op.lazy:
                 self._eager += 1
-            if not op.lazy or len(self._queue) == 1:  # a lazy unit behind others wakes nobody
+            # A busy writer takes the queue when its transaction ends; a lazy unit behind
+            # others wakes nobody.
+            if self._sleeping and (not op.lazy or len(self._queue) == 1):
                 self._cond.notify()
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
@@ -264,12 +267,16 @@ class Writer:
         while True:
             with self._cond:
                 while not (self._queue or self._closed) or self._running:
+                    self._sleeping = True
                     self._cond.wait()
+                    self._sleeping = False
                 if not self._queue:
                     return  # closed, and nothing left
                 if not self._eager and not self._closed:
                     # Only units nobody waits for: give the next write a moment to join them.
+                    self._sleeping = True
                     self._cond.wait_for(lambda: self._eager > 0 or self._closed, COALESCE_S)
+                    self._sleeping = False
                 n = min(len(self._queue), MAX_BATCH)
                 batch = [self._queue.popleft() for _ in range(n)]
                 self._eager -= sum(not op.lazy for op in batch)
