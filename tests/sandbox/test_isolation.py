@@ -7,6 +7,7 @@ otherwise, unless XCLAW_TEST_REQUIRE_BWRAP is set (CI installs bubblewrap), then
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import shutil
@@ -143,6 +144,26 @@ async def test_only_the_workspace_is_writable(real, tmp_path: Path) -> None:
     assert not outside.exists() and not in_tmp.exists()
     assert "Read-only file system" in r.content
     assert r.content.splitlines()[-1] == str(ctx.workspace.resolve())
+
+
+async def test_a_confined_command_starts_when_xclaw_lives_under_tmp(
+    real, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """xclaw installed in a venv (or checked out) under /tmp: the socket filter's launcher
+    must still start inside the private /tmp — its files are shown again, read-only (before,
+    every confined command failed: `bwrap: execvp …/python: No such file or directory`)."""
+    from xclaw.sandbox import socket_filter
+
+    install = tmp_path / "venv-under-tmp"
+    install.mkdir()
+    (install / "marker").write_text("the launcher's files are here")
+    real_paths = socket_filter.launcher_paths
+    monkeypatch.setattr(socket_filter, "launcher_paths", lambda: [*real_paths(), str(install)])
+    iso, ctx, _ = real
+    confined = dataclasses.replace(ctx, confined=True)
+    r = await run(iso, confined, f"cat {install / 'marker'}; echo w > {install / 'w'}")
+    assert "the launcher's files are here" in r.content
+    assert not (install / "w").exists()  # shown read-only
 
 
 async def test_home_token_and_other_workspaces_are_hidden(real) -> None:

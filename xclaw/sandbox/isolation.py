@@ -21,6 +21,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,9 +109,11 @@ class Isolation:
                 out += ["--ro-bind", "/dev/null", f]
         if confined:
             out += _credential_hides(ws)
-        out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
-        if confined:  # no Unix sockets either: the network namespace does not cover them
+            # No Unix sockets either: the network namespace does not cover them.
             argv = socket_filter.confine_argv(argv)
+            if argv and argv[0] == sys.executable:
+                out += _launcher_binds(ws)
+        out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
         return out + argv
 
     def exit_status(self, code: int | None) -> int | None:
@@ -137,6 +140,17 @@ class Isolation:
             f"plain subprocess ({self.why}); no sandbox, so every shell command is asked "
             "and processes a command detaches may outlive its step (docs/security.md)"
         )
+
+
+def _launcher_binds(ws: str) -> list[str]:
+    """The socket filter's launcher starts from the interpreter's files: where the private
+    /tmp hid them (xclaw installed in a venv, or checked out, under /tmp), they are shown
+    again, read-only — else every confined command failed to start."""
+    out: list[str] = []
+    for p in socket_filter.launcher_paths():
+        if _within(p, "/tmp") and p != "/tmp" and not _within(p, ws) and os.path.isdir(p):
+            out += ["--ro-bind", p, p]
+    return out
 
 
 def _credential_hides(ws: str) -> list[str]:

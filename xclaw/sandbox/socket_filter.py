@@ -90,6 +90,20 @@ def confine_argv(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "xclaw.sandbox.socket_filter", "--", *argv]
 
 
+def launcher_paths() -> list[str]:
+    """What the launcher needs to start: the interpreter's installation (a venv and the Python
+    it was made from) and the directory that holds the xclaw package (an editable install's
+    checkout). A sandbox that hides a directory holding one of them (bubblewrap's private
+    /tmp, say, with xclaw installed in a venv under /tmp) must show it again, read-only."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found: list[str] = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), here):
+        for q in (os.path.abspath(p), os.path.realpath(p)):
+            if q not in found:
+                found.append(q)
+    return found
+
+
 def main(args: list[str]) -> int:
     if len(args) < 2 or args[0] != "--":
         print("usage: python -m xclaw.sandbox.socket_filter -- COMMAND…", file=sys.stderr)
