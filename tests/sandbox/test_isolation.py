@@ -159,11 +159,20 @@ async def test_a_confined_command_starts_when_xclaw_lives_under_tmp(
     (install / "marker").write_text("the launcher's files are here")
     real_paths = socket_filter.launcher_paths
     monkeypatch.setattr(socket_filter, "launcher_paths", lambda: [*real_paths(), str(install)])
-    iso, ctx, _ = real
+    iso, ctx, s = real
+    # xclaw's home inside what is shown again stays hidden (the hides come after).
+    monkeypatch.setattr(
+        socket_filter, "launcher_paths", lambda: [*real_paths(), str(install), str(s.home)]
+    )
     confined = dataclasses.replace(ctx, confined=True)
-    r = await run(iso, confined, f"cat {install / 'marker'}; echo w > {install / 'w'}")
+    r = await run(
+        iso,
+        confined,
+        f"cat {install / 'marker'}; echo w > {install / 'w'}; cat {s.home / 'token'}",
+    )
     assert "the launcher's files are here" in r.content
     assert not (install / "w").exists()  # shown read-only
+    assert "secret-token" not in r.content
 
 
 async def test_home_token_and_other_workspaces_are_hidden(real) -> None:

@@ -101,6 +101,12 @@ class Isolation:
             out.append("--share-net")
         out += ["--die-with-parent", "--cap-drop", "ALL"]
         out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        if confined:
+            # No Unix sockets either: the network namespace does not cover them.
+            argv = socket_filter.confine_argv(argv)
+            if argv and argv[0] == sys.executable:
+                # Before the hides below, which then still apply inside what is shown again.
+                out += _launcher_binds(ws)
         for d in self.hide_dirs:
             if not _within(d, ws):
                 out += ["--tmpfs", d]
@@ -109,10 +115,6 @@ class Isolation:
                 out += ["--ro-bind", "/dev/null", f]
         if confined:
             out += _credential_hides(ws)
-            # No Unix sockets either: the network namespace does not cover them.
-            argv = socket_filter.confine_argv(argv)
-            if argv and argv[0] == sys.executable:
-                out += _launcher_binds(ws)
         out += ["--ro-bind" if confined else "--bind", ws, ws, "--chdir", ws, "--"]
         return out + argv
 
