@@ -313,3 +313,25 @@ async def test_switch_by_prefix(server: Server) -> None:
     await c.attach(None)
     await c.send({"type": "message", "content": "/switch uniqprefix"})
     assert (await c.until_type("session"))["sessionId"] == "uniqprefix-target-session"
+
+
+def test_every_frame_encodes_as_utf8_json_whatever_it_holds() -> None:
+    """Hostile or odd values a model or tool may put in a frame: a lone surrogate, an integer
+    beyond 64 bits, a non-string key, a set, NaN. Each frame is sent (never kills the writer),
+    is valid UTF-8, and reads back as JSON."""
+    from xclaw.gateway.ws import encode_frame
+
+    frames = [
+        {"type": "delta", "content": "a\ud800b"},
+        {"type": "tool", "output": 2**70},
+        {"type": "tool", "input": {1: "int key"}},
+        {"type": "tool", "input": {"s": {1, 2}}},
+        {"type": "tool", "output": float("nan")},
+        {"type": "delta", "content": "ünïcødé ✓"},
+    ]
+    for frame in frames:
+        text = encode_frame(frame)
+        text.encode("utf-8")  # raises if not sendable
+        assert json.loads(text)["type"] == frame["type"]
+    assert json.loads(encode_frame(frames[0]))["content"] == "a\ud800b"
+    assert json.loads(encode_frame(frames[5]))["content"] == "ünïcødé ✓"

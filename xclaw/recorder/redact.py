@@ -64,21 +64,15 @@ class Redactor:
     def __call__(self, value: Any) -> Any:
         """Redact strings anywhere inside JSON-like data (keys too); other values pass."""
         kind = type(value)  # exact types first: every record and frame comes through here
-        if kind is str:
+        if kind is str or isinstance(value, str):
             return self.text(value)
-        if kind is dict:
+        if kind is dict or isinstance(value, dict):
             return {
                 (self.text(k) if isinstance(k, str) else k): (
                     self.text(v) if type(v) is str else v if v is None else self(v)
                 )
                 for k, v in value.items()
             }
-        if value is None or kind is int or kind is bool or kind is float:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {(self.text(k) if isinstance(k, str) else k): self(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self(v) for v in value]
         return value

@@ -59,7 +59,7 @@ from xclaw.store.model import (
 )
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.telemetry.exporter import start_exporter
-from xclaw.threads import BlockingCalls, run_blocking
+from xclaw.threads import BlockingCalls
 from xclaw.tools.base import ToolContext
 from xclaw.views import title_from_message
 from xclaw.workspace.timetravel import Workspaces
@@ -570,7 +570,7 @@ class Runtime:
             if opened is not None:
                 # Read in one trip: the steps to continue from (the message is the last) and
                 # the workspace (made 0700), a restore cut short by a crash completed first.
-                steps, workspace = await self.db(self._prepare_turn, sid)
+                steps, workspace = await self.db(self._read_turn, sid, recover=True)
             else:
                 if resume:
                     interrupted = await db(db.store.mark_interrupted, sid)
@@ -579,9 +579,7 @@ class Runtime:
                     interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
                 for step in interrupted:  # live views see the dangling steps marked
                     emit({"type": "step", "step": step_json(step)})
-                steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
-                # Made (0700) off the loop: a new directory is a few hundred µs of disk work.
-                workspace = await run_blocking(self.toolbox.workspace, sid)
+                steps, workspace = await self.db(self._read_turn, sid, recover=False)
             hist = self._rebuild(steps, new_input=user_text is not None)
             context = ToolContext(workspace=workspace, session_id=sid)
             settled: list[Step] = []
@@ -697,10 +695,12 @@ class Runtime:
                 # first takes a newer token, and this release of the old one is a no-op.)
                 await self.leases.release(run.lease, self.store.write_stream())
 
-    def _prepare_turn(self, sid: str) -> tuple[list[Step], Path]:
-        """On a worker thread: a restore cut short by a crash completed, then the main agent's
-        steps and the session's workspace directory."""
-        self.workspaces.recover(sid)
+    def _read_turn(self, sid: str, *, recover: bool) -> tuple[list[Step], Path]:
+        """On a worker thread, in one hop: (with `recover`) a restore cut short by a crash
+        completed, then the main agent's steps and the session's workspace directory (made
+        0700: a new directory is a few hundred µs of disk work)."""
+        if recover:
+            self.workspaces.recover(sid)
         return self.store.steps(sid, agent=MAIN_AGENT), self.toolbox.workspace(sid)
 
     async def _compact_now(
