@@ -11,6 +11,7 @@ first message sent to the last reply.
     .venv/bin/python bench/gateway_bench.py                # 1, 50 and 200 sessions
     .venv/bin/python bench/gateway_bench.py --sessions 1 10 --tool shell
     .venv/bin/python bench/gateway_bench.py --llm-ms 1000  # a model that takes 1 s per call
+    .venv/bin/python bench/gateway_bench.py --sessions 1000 --llm-ms 1000 --repeat 5
 
 `--tool list_dir` (default) is a near no-op tool, so the figures are the gateway's, the
 runtime's and the store's own; `--tool shell` runs `echo` in a subprocess for every call.
@@ -30,7 +31,10 @@ same instant, so every model call of every session ends at once: a thundering he
 venv, where xclaw is installed from that checkout) and runs every configuration against it
 and against this one back to back, in the same run, so both see the same machine state; a
 third row per configuration gives this checkout's figures over the other's ("ratio": steps/s
-and server CPU per step, >1 = more; latencies, <1 = shorter).
+and server CPU per step, >1 = more; latencies, <1 = shorter). `--repeat N` runs every
+configuration N times, alternating the servers (base, this, base, this, ...), and adds a row
+of each figure's median over the runs: on a shared machine one run's p99 can move 2x from one
+minute to the next, so a before/after or a goal is read off medians of alternated runs.
 
     git worktree add /tmp/perf-base REV && python3 -m venv /tmp/perf-base/.venv \
         && /tmp/perf-base/.venv/bin/pip install -e /tmp/perf-base
@@ -363,6 +367,11 @@ def _row(label: str, r: dict[str, float], paced: bool) -> str:
     )
 
 
+def _median_row(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over repeated runs of one configuration (the `~` rows)."""
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def _ratio_row(new: dict[str, float], old: dict[str, float], paced: bool) -> str:
     def q(key: str) -> str:
         return f"{new[key] / old[key]:.2f}x" if old[key] else "-"
@@ -409,16 +418,32 @@ async def main_async(args: argparse.Namespace) -> None:
             )
             rows: dict[str, list[dict[str, float]]] = {label: [] for label, _ in gateways}
             for n in args.sessions:
-                done: dict[str, dict[str, float]] = {}
-                for label, gw in gateways:  # back to back: the same machine state
-                    r = await bench(
-                        gw, n, min_rounds=min_rounds, min_seconds=min_seconds, detail=args.detail
-                    )
-                    rows[label].append(r)
-                    done[label] = r
-                    print(_row(label, r, paced), flush=True)
-                if "base" in done:
-                    print(_ratio_row(done["this"], done["base"], paced), flush=True)
+                repeats: dict[str, list[dict[str, float]]] = {label: [] for label, _ in gateways}
+                for _ in range(args.repeat):  # base, this, base, this: the same machine state
+                    done: dict[str, dict[str, float]] = {}
+                    for label, gw in gateways:
+                        r = await bench(
+                            gw,
+                            n,
+                            min_rounds=min_rounds,
+                            min_seconds=min_seconds,
+                            detail=args.detail,
+                        )
+                        repeats[label].append(r)
+                        done[label] = r
+                        print(_row(label, r, paced), flush=True)
+                    if "base" in done:
+                        print(_ratio_row(done["this"], done["base"], paced), flush=True)
+                medians = {label: _median_row(rs) for label, rs in repeats.items()}
+                for label, rs in repeats.items():
+                    rows[label].append(medians[label])
+                    if args.repeat > 1:
+                        print(_row(f"{label}~", medians[label], paced), flush=True)
+                        if paced:
+                            p99s = " ".join(f"{r['added_p99_ms']:.1f}" for r in rs)
+                            print(f"{'':>6} {label} xclaw p99 of each run, ms: {p99s}")
+                if args.repeat > 1 and "base" in medians:
+                    print(_ratio_row(medians["this"], medians["base"], paced), flush=True)
             for label, _ in gateways:
                 by_n = {int(r["sessions"]): r for r in rows[label]}
                 if 1 in by_n and max(by_n) > 1:
@@ -456,6 +481,14 @@ def main() -> None:
         metavar="PYTHON",
         help="also run every configuration against the xclaw installed for this python "
         "(another checkout's venv), back to back, and print the ratios",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every configuration N times (with --compare: base, this, base, this, ...) "
+        "and add a row of each figure's median over the runs (label~)",
     )
     parser.add_argument(
         "--detail",

@@ -1,9 +1,10 @@
 """A real OTLP receiver nobody here wrote: Arize Phoenix (`arize-phoenix` on PyPI), run as its
-own process from its own virtualenv (it pins many packages; .ci/run makes .venv-phoenix).
+own process from its own virtualenv (it pins many packages; .ci/run builds one per machine).
 
 `phoenix` is module-scoped: one Phoenix per test module, asked for spans over its REST API
 (/v1/projects/default/spans). Where to find it: $XCLAW_TEST_PHOENIX (the `phoenix`
-executable), else .venv-phoenix/bin/phoenix in the repository. Missing: the tests skip with
+executable), else .venv-phoenix/bin/phoenix in the repository, else the one .ci/run built in
+~/.cache/xclaw-ci/venv-phoenix ($XCLAW_CI_CACHE). Missing: the tests skip with
 the reason, unless XCLAW_TEST_REQUIRE_PHOENIX is set (CI), where they fail.
 """
 
@@ -31,8 +32,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _ci_cache() -> Path:
+    """Where .ci/run builds Phoenix's virtualenv once per machine."""
+    if os.environ.get("XCLAW_CI_CACHE"):
+        return Path(os.environ["XCLAW_CI_CACHE"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "xclaw-ci"
+
+
 def phoenix_command() -> str:
-    path = os.environ.get("XCLAW_TEST_PHOENIX") or str(ROOT / ".venv-phoenix" / "bin" / "phoenix")
+    path = os.environ.get("XCLAW_TEST_PHOENIX")
+    if not path:
+        candidates = [ROOT / ".venv-phoenix", _ci_cache() / "venv-phoenix"]
+        found = [c for c in candidates if (c / "bin" / "phoenix").exists()]
+        path = str((found or candidates)[0] / "bin" / "phoenix")
     if not Path(path).exists():
         why = f"Arize Phoenix not found at {path} (set XCLAW_TEST_PHOENIX or run .ci/run's setup)"
         if os.environ.get("XCLAW_TEST_REQUIRE_PHOENIX"):
