@@ -218,6 +218,20 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
     return run
 
 
+def machine_speed_ms() -> float:
+    """A fixed piece of pure-Python work (best of 3, ms), printed with every run: the same
+    code's figures here moved 2-3x between half hours of one day, and this says which kind of
+    half hour a run was taken in (bench/README.md, "How fast was the machine?")."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        x = 0
+        for i in range(1_000_000):
+            x += i
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
@@ -400,7 +414,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 model += f", starts spread over {args.llm_ms:g} ms"
             print(
                 f"xclaw gateway benchmark: {STEPS_PER_TASK}-step tasks, tool={args.tool}, "
-                f"scripted model ({model}), SQLite in {tmp}"
+                f"scripted model ({model}), SQLite in {tmp}; machine: a 1M-step Python loop "
+                f"takes {machine_speed_ms():.0f} ms"
                 + (f"; base = {args.compare}, this = {sys.executable}" if args.compare else "")
             )
             for _, gw in gateways:
