@@ -515,7 +515,10 @@ def main() -> None:
         action="store_true",
         help="with --llm-ms: every session sends its message in the same instant",
     )
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be 1 or more, got {args.repeat}")
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
