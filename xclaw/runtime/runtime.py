@@ -354,7 +354,7 @@ class Runtime:
             if holder is not None and self.cluster is not None:
                 await self.cluster.observe(holder)
             return False
-        self._launch(session_id, run, lease, user_text=None, resume=True)
+        self._launch(session_id, run, lease, resume=True)
         return True
 
     # --- driving ------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ class Runtime:
             self._unclaim(session_id, run)
             raise SessionBusy(busy_message(await self.db(self.store.lease_info, session_id)))
         self.leases.acquired(lease)
-        self._launch(session_id, run, lease, user_text=None, resume=False, opened=opened)
+        self._launch(session_id, run, lease, resume=False, opened=opened)
 
     async def _open_turn(
         self, session_id: str, text: str, *, create: bool, title: str | None
@@ -439,7 +439,7 @@ class Runtime:
         except BaseException:
             self._unclaim(session_id, run)
             raise
-        self._launch(session_id, run, lease, user_text=None, resume=False, compact=True)
+        self._launch(session_id, run, lease, resume=False, compact=True)
 
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.db(self.store.steps, session_id, agent=MAIN_AGENT)
@@ -466,7 +466,6 @@ class Runtime:
         run: _Run,
         lease: Lease,
         *,
-        user_text: str | None,
         resume: bool,
         compact: bool = False,
         opened: _Opened | None = None,
@@ -480,7 +479,7 @@ class Runtime:
             lambda why: self._lease_lost(session_id, run, why),
         )
         run.task = asyncio.create_task(
-            self._drive(session_id, run, user_text, resume, compact=compact, opened=opened)
+            self._drive(session_id, run, resume, compact=compact, opened=opened)
         )
 
     def _lease_lost(self, sid: str, run: _Run, why: str) -> None:
@@ -531,7 +530,6 @@ class Runtime:
         self,
         sid: str,
         run: _Run,
-        user_text: str | None,
         resume: bool,
         *,
         compact: bool = False,
@@ -580,7 +578,7 @@ class Runtime:
                 for step in interrupted:  # live views see the dangling steps marked
                     emit({"type": "step", "step": step_json(step)})
                 steps, workspace = await self.db(self._read_turn, sid, recover=False)
-            hist = self._rebuild(steps, new_input=user_text is not None)
+            hist = self._rebuild(steps)
             context = ToolContext(workspace=workspace, session_id=sid)
             settled: list[Step] = []
             if resume and hist.interrupted_unsafe:
@@ -648,11 +646,7 @@ class Runtime:
             if opened is None:
                 emit({"type": "status", "status": Status.RUNNING.value})
             try:
-                answer = await agent.run(
-                    hist.messages,
-                    user_text=user_text,
-                    resume=hist.resume_state(with_note=resume),
-                )
+                answer = await agent.run(hist.messages, resume=hist.resume_state(with_note=resume))
             finally:
                 # Queued writes reach the disk before the outcome is decided and written.
                 await recorder.settle()
