@@ -17,7 +17,10 @@ first message sent to the last reply.
 runtime's and the store's own; `--tool shell` runs `echo` in a subprocess for every call.
 "steps/commit" is finished steps per write transaction the server committed (the `commits`
 of its /api/health, which also counts leases, snapshots and status changes): above 1, steps
-of one run or of several sessions shared a commit.
+of one run or of several sessions shared a commit. "writer busy" is the share of the wall
+time SQLite's one writer thread spent running transactions (`writerBusyMs` of /api/health;
+nan against a checkout that does not report it): near 100 % the writer is the bottleneck,
+and every write waits for the transactions queued before it.
 
 With the default instant model every session asks for its next step the moment the last one
 is done, so the server is saturated and a step's wait is mostly its turn in the queue
@@ -50,6 +53,7 @@ import argparse
 import asyncio
 import gc
 import json
+import math
 import os
 import random
 import signal
@@ -246,8 +250,9 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_commits(gw: Gateway) -> int | None:
-    """Write transactions the server has committed (GET /api/health)."""
+def server_health(gw: Gateway) -> tuple[int | None, int | None]:
+    """Write transactions the server has committed and the ms its SQLite writer has spent in
+    them (GET /api/health; None where the server does not say: an older checkout)."""
     http = gw.url.replace("ws://", "http://").rsplit("/ws", 1)[0]
     try:
         with urllib.request.urlopen(  # our own loopback server
@@ -256,10 +261,18 @@ def server_commits(gw: Gateway) -> int | None:
             ),
             timeout=10,
         ) as r:
-            value = json.load(r).get("commits")
+            health = json.load(r)
     except OSError:
-        return None
-    return value if isinstance(value, int) else None
+        return None, None
+    commits, busy = health.get("commits"), health.get("writerBusyMs")
+    return (
+        commits if isinstance(commits, int) else None,
+        busy if isinstance(busy, int) else None,
+    )
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
 
 
 async def one_round(gw: Gateway, sessions: int) -> tuple[list[SessionRun], float, float, float]:
@@ -324,7 +337,7 @@ async def bench(
     runs: list[SessionRun] = []
     wall = cpu_server = cpu_client = 0.0
     rounds = 0
-    commits_before = await asyncio.to_thread(server_commits, gw)
+    commits_before, busy_before = await asyncio.to_thread(server_health, gw)
     while rounds < min_rounds or (wall < min_seconds and rounds < 50):
         r, w, cs, cc = await one_round(gw, sessions)
         runs += r
@@ -334,12 +347,9 @@ async def bench(
             cpu_client + cc,
             rounds + 1,
         )
-    commits_after = await asyncio.to_thread(server_commits, gw)
-    commits = (
-        commits_after - commits_before
-        if commits_before is not None and commits_after is not None
-        else None
-    )
+    commits_after, busy_after = await asyncio.to_thread(server_health, gw)
+    commits = _delta(commits_before, commits_after)
+    busy_ms = _delta(busy_before, busy_after)
     if detail:
         _print_detail(runs)
     lat = [x for r in runs for x in r.latencies_ms]
@@ -361,6 +371,7 @@ async def bench(
         "added_p50_ms": statistics.median(added),
         "added_p99_ms": pct(added, 99),
         "steps_per_commit": steps / commits if commits else float("nan"),
+        "writer_busy": busy_ms / 1000 / wall if busy_ms is not None else float("nan"),
         "server_ms_per_step": cpu_server / steps * 1000,
         "server_cpu": cpu_server / wall,
         "client_cpu": cpu_client / wall,
@@ -376,7 +387,8 @@ def _row(label: str, r: dict[str, float], paced: bool) -> str:
         f"{f('wall_s', '>8.2f')} {f('steps_per_s', '>9.0f')} "
         f"{f('p50_ms', '>8.1f')} {f('p99_ms', '>8.1f')} {f('max_ms', '>8.1f')} "
         + (f"{f('added_p50_ms', '>9.1f')} {f('added_p99_ms', '>9.1f')} " if paced else "")
-        + f"{f('steps_per_commit', '>12.2f')} {f('server_ms_per_step', '>14.3f')} "
+        + f"{f('steps_per_commit', '>12.2f')} {f('writer_busy', '>11.0%')} "
+        + f"{f('server_ms_per_step', '>14.3f')} "
         + f"{f('server_cpu', '>10.0%')} {f('client_cpu', '>10.0%')}"
     )
 
@@ -388,13 +400,14 @@ def _median_row(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def _ratio_row(new: dict[str, float], old: dict[str, float], paced: bool) -> str:
     def q(key: str) -> str:
-        return f"{new[key] / old[key]:.2f}x" if old[key] else "-"
+        known = old[key] and not math.isnan(old[key]) and not math.isnan(new[key])
+        return f"{new[key] / old[key]:.2f}x" if known else "-"
 
     return (
         f"{'ratio':>6} {'':>8} {'':>6} {'':>7} {'':>8} {q('steps_per_s'):>9} "
         f"{q('p50_ms'):>8} {q('p99_ms'):>8} {q('max_ms'):>8} "
         + (f"{q('added_p50_ms'):>9} {q('added_p99_ms'):>9} " if paced else "")
-        + f"{'':>12} {q('server_ms_per_step'):>14}"
+        + f"{'':>12} {q('writer_busy'):>11} {q('server_ms_per_step'):>14}"
     )
 
 
@@ -428,7 +441,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"{'server':>6} {'sessions':>8} {'rounds':>6} {'steps':>7} {'wall s':>8} "
                 f"{'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
                 + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if paced else "")
-                + f"{'steps/commit':>12} {'server ms/step':>14} {'server cpu':>10} "
+                + f"{'steps/commit':>12} {'writer busy':>11} {'server ms/step':>14} "
+                + f"{'server cpu':>10} "
                 + f"{'client cpu':>10}"
             )
             rows: dict[str, list[dict[str, float]]] = {label: [] for label, _ in gateways}

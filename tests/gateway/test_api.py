@@ -72,6 +72,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
     assert health["status"] == "ok" and health["model"].startswith("script:")
     assert health["database"].endswith("xclaw.db")
     assert isinstance(health["commits"], int) and health["commits"] > 0  # at least its worker row
+    assert isinstance(health["writerBusyMs"], int) and health["writerBusyMs"] >= 0  # SQLite
     spec = api.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.1")
     assert set(spec["paths"]) == {

@@ -4,13 +4,21 @@ writes nothing; steps move the session as documented."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
-from xclaw.store.model import TRANSITIONS, Status, StepStatus
+from xclaw.store.model import (
+    TRANSITIONS,
+    NewStep,
+    SessionEvent,
+    Status,
+    StepStatus,
+    next_status,
+)
 
 # A legal path from Init to each state.
 PATHS = {
@@ -44,6 +52,23 @@ def test_transition_table(store: Store, current: Status, target: Status) -> None
         assert e.value.code == "illegal_transition"
         assert f"{current.value} -> {target.value}" in e.value.message
         assert store.get_session(sid) == before  # nothing written
+
+
+@pytest.mark.parametrize("start", list(Status))
+@pytest.mark.parametrize("make", [llm, tool], ids=["llm_call", "tool_call"])
+def test_a_running_step_moves_the_session_as_next_status_says(
+    store: Store, start: Status, make: Callable[[], NewStep]
+) -> None:
+    # SQLite takes a Running session's next number in one statement and every other case
+    # the general way: from every status, the outcome is the state machine's.
+    sid = session_in(store, start)
+    first = store.begin_step(sid, make())
+    expected = next_status(start, SessionEvent.RUN_STARTED)
+    assert store.get_session(sid).status is expected
+    second = store.begin_step(sid, make())
+    assert (first.seq, second.seq) == (1, 2)
+    assert store.get_session(sid).status is next_status(expected, SessionEvent.RUN_STARTED)
+    assert [s.seq for s in store.steps(sid)] == [1, 2]
 
 
 def test_begin_step_runs_the_session(store: Store) -> None:

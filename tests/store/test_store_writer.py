@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,24 @@ def _statements(store: SQLiteStore) -> list[str]:
     seen: list[str] = []
     store._writer._conn.set_trace_callback(seen.append)
     return seen
+
+
+def test_busy_time_counts_every_transaction_while_it_runs(sqlite_store: SQLiteStore) -> None:
+    """writer_busy_s (GET /api/health's writerBusyMs): the time the writer spent running
+    transactions, so a benchmark can tell a saturated writer from an idle one."""
+    store = sqlite_store
+    before = store.writer_busy_s
+    outer = time.monotonic()
+    holder, release = _hold_the_writer(store)
+    inner = time.monotonic()  # the transaction is open by now
+    while time.monotonic() - inner < 0.05:  # it stays open this long at least
+        time.sleep(0.005)
+    assert store.writer_busy_s == before  # counted when it ends, not while it runs
+    release.set()
+    holder.join(10)
+    assert 0.05 <= store.writer_busy_s - before <= time.monotonic() - outer
+    store.create_session()
+    assert store.writer_busy_s > before + 0.05  # every later transaction adds to it
 
 
 def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) -> None:

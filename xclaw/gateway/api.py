@@ -125,6 +125,10 @@ def _str_field(data: dict[str, Any], name: str, *, required: bool) -> str | None
     return value
 
 
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
 async def health(request: Request, gw: Gateway) -> Response:
     rt = gw.runtime
     return JSONResponse(
@@ -141,6 +145,8 @@ async def health(request: Request, gw: Gateway) -> Response:
             # Write transactions this process has committed: with the steps it recorded,
             # how well writes share commits (bench/gateway_bench.py prints steps per commit).
             "commits": getattr(gw.store, "commits", None),
+            # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
+            "writerBusyMs": _ms(getattr(gw.store, "writer_busy_s", None)),
         }
     )
 

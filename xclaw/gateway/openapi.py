@@ -185,6 +185,13 @@ def openapi_spec(version: str) -> dict[str, Any]:
                                         "description": "write transactions committed by this "
                                         "process since it started",
                                     },
+                                    "writerBusyMs": {
+                                        "type": ["integer", "null"],
+                                        "description": "SQLite: milliseconds this process's "
+                                        "one writer thread has spent running transactions "
+                                        "since it started (over wall time: how saturated it "
+                                        "is); null on PostgreSQL",
+                                    },
                                 },
                             }
                         )

@@ -152,7 +152,8 @@ APPROVAL_STEP_NAME = "approval"
 
 
 def is_approval(step_type: StepType | str, name: str) -> bool:
-    return step_type in (StepType.SYSTEM_ALERT, "system_alert") and name == APPROVAL_STEP_NAME
+    # A StrEnum equals its value: one string comparison (asked of every step written).
+    return name == APPROVAL_STEP_NAME and step_type == "system_alert"
 
 
 # ASCII digits only: `\d` would read "\u0661" (Arabic-Indic one) as step 1.

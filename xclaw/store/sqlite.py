@@ -34,6 +34,7 @@ from xclaw.store.model import (
     StepType,
     display_id,
     full_step_id,
+    is_approval,
     parse_step_ref,
 )
 from xclaw.store.rows import (
@@ -46,7 +47,12 @@ from xclaw.store.rows import (
 )
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
-from xclaw.store.sqlite_leases import SqliteLeases, check_fence, fenced_session_state
+from xclaw.store.sqlite_leases import (
+    SqliteLeases,
+    check_fence,
+    fenced_session_state,
+    take_seq_unmoved,
+)
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Ticket, Unit, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
@@ -115,6 +121,12 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
     def commits(self) -> int:
         """Transactions committed by the writer so far (group commit makes it < writes)."""
         return self._writer.commits
+
+    @property
+    def writer_busy_s(self) -> float:
+        """Seconds the writer has spent running transactions: over wall time, how close the
+        one writer is to saturation (GET /api/health, bench/gateway_bench.py)."""
+        return self._writer.busy_s
 
     def write_stream(self) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""
@@ -197,27 +209,41 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         )
         parent = None if parent_seq is None else full_step_id(session_id, parent_seq)
 
+        # Nearly every step leaves the status as it is: a running LLM or tool call of a
+        # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
+        # step other than the user's message. Those take their number in one statement.
+        unmoved = not moves or (
+            step.step_type is not StepType.USER_INPUT and not is_approval(step.step_type, step.name)
+        )
+
         def tx(conn: sqlite3.Connection) -> Step:
-            current, seq, _ = fenced_session_state(conn, session_id, lease)
-            event = (
-                event_of_new_step(
-                    current, step, lambda: approval_pending(self._dialect, conn, session_id)
-                )
-                if moves
-                else None
-            )
             now = self._now()
-            # Checked before the step row is written; the same transaction, so all or nothing.
-            # A user_input step is the new instruction a cancel or rollback was waiting for.
-            write_status(
-                conn,
-                session_id,
-                current,
-                event,
-                now,
-                next_seq=seq + 1,
-                instruction=step.step_type is StepType.USER_INPUT,
+            taken = (
+                take_seq_unmoved(conn, session_id, lease, now, running=moves) if unmoved else None
             )
+            if taken is not None:
+                seq = taken
+            else:
+                current, seq, _ = fenced_session_state(conn, session_id, lease)
+                event = (
+                    event_of_new_step(
+                        current, step, lambda: approval_pending(self._dialect, conn, session_id)
+                    )
+                    if moves
+                    else None
+                )
+                # Checked before the step row is written; the same transaction, so all or
+                # nothing. A user_input step is the new instruction a cancel or rollback was
+                # waiting for.
+                write_status(
+                    conn,
+                    session_id,
+                    current,
+                    event,
+                    now,
+                    next_seq=seq + 1,
+                    instruction=step.step_type is StepType.USER_INPUT,
+                )
             end = None if running else now
             inserted = conn.execute(
                 _INSERT_STEP,

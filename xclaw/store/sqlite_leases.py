@@ -83,6 +83,30 @@ def fenced_session_state(
     return STATUS_BY_VALUE[row[0]], row[1], row[2]
 
 
+_NEXT_SEQ = "UPDATE sessions SET next_seq=next_seq+1, updated_at=? WHERE session_id=?"
+_WHILE_RUNNING = f" AND current_status='{Status.RUNNING.value}'"
+_FENCED = " AND lease_token IS ?"
+_RETURNING_SEQ = " RETURNING next_seq-1"
+
+
+def take_seq_unmoved(
+    conn: sqlite3.Connection, session_id: str, lease: Lease | None, now: int, *, running: bool
+) -> int | None:
+    """The sequence number of a new step that leaves its session's status as it is, taken in
+    one fenced statement instead of a read and a write (the write path of nearly every step;
+    each statement is a round of the GIL between the writer and the event loop). `running`:
+    only while the session is Running (a running LLM or tool call, whose event leaves a
+    Running session Running). None: no row matched — not Running, fenced out or missing — and
+    nothing was written: the caller takes the general path, which says which."""
+    check_lease_for(lease, session_id)
+    sql = _NEXT_SEQ + (_WHILE_RUNNING if running else "")
+    params: tuple[Any, ...] = (now, session_id)
+    if lease is not None:
+        sql, params = sql + _FENCED, (*params, lease.token)
+    row = conn.execute(sql + _RETURNING_SEQ, params).fetchone()
+    return None if row is None else int(row[0])
+
+
 class SqliteLeases:
     """Mixed into SQLiteStore: leases, presence and the fenced view."""
 

@@ -181,6 +181,9 @@ class Writer:
         self._sync: str | None = None
         self._tx: _Tx | None = None  # the open transaction (touched by the writer thread only)
         self.commits = 0  # for tests and the benchmark: how many transactions were committed
+        # Seconds spent running batches (SQL, commits, syncs, and waiting for the GIL between
+        # statements): over wall time, how close the one writer is to saturation.
+        self.busy_s = 0.0
         self._thread = threading.Thread(target=self._run, name=f"xclaw-writer {where}", daemon=True)
         self._thread.start()
 
@@ -289,6 +292,13 @@ class Writer:
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch; then every unit's outcome, in queue order."""
+        started = time.perf_counter()
+        try:
+            self._commit_batch(batch)
+        finally:
+            self.busy_s += time.perf_counter() - started
+
+    def _commit_batch(self, batch: list[_Op]) -> None:
         durable = any(op.durable for op in batch)
         safe = False
         try:
