@@ -1,6 +1,6 @@
 """Workers benchmark: steps/s of 100 concurrent scripted sessions served by 1, 2 and 3
-`xclaw serve` processes on one PostgreSQL database, next to one process on SQLite, all in
-the same run.
+`xclaw serve` processes on one PostgreSQL database, next to one process on SQLite (or
+several: --sqlite-workers), all in the same run.
 
 Each session runs the gateway benchmark's 20-step task (user message, nine LLM calls that
 each ask for one `list_dir` call, a final answer) over a real WebSocket; the sessions are
@@ -14,6 +14,14 @@ the work spreads, not what more hardware would give.
     .venv/bin/python bench/workers_bench.py
     .venv/bin/python bench/workers_bench.py --pg postgresql://postgres@127.0.0.1:5432/test \\
         --sessions 100 --rounds 2
+    .venv/bin/python bench/workers_bench.py --sessions 1000 --rounds 1 --llm-ms 1000 \\
+        --workers 1 2 --sqlite-workers 1 2
+
+`--llm-ms N` paces the sessions as gateway_bench.py does (every model call takes N ms, each
+session sends its message at a random moment of the first N ms) and adds "xclaw p50/p99":
+an llm_call step's wait minus the model's own N ms, the latency xclaw adds per step.
+`--sqlite-workers` runs that many processes on one SQLite file too (leases keep one driver
+per session; the file's write lock takes their transactions one at a time).
 
 PostgreSQL comes from --pg, else XCLAW_TEST_PG_URL, else the local default; every
 configuration gets a fresh schema, dropped afterwards.
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import secrets
@@ -31,71 +40,30 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import connect
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gateway_bench import STEPS_PER_TASK, server_cpu_s, spawn_serve
+from gateway_bench import (
+    STEPS_PER_TASK,
+    Gateway,
+    SessionRun,
+    machine_speed_ms,
+    one_session,
+    pct,
+    server_cpu_s,
+    spawn_serve,
+)
 
 TOKEN = "bench-token-" + secrets.token_hex(8)
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-@dataclass
-class Worker:
-    proc: subprocess.Popen[bytes]
-    url: str
-
-
-def start_worker(root: Path, db: str, workspace: Path) -> Worker:
-    proc, port = spawn_serve(root, "list_dir", TOKEN, "--workspace", str(workspace), XCLAW_DB=db)
-    return Worker(proc, f"ws://127.0.0.1:{port}/ws")
-
-
-@dataclass
-class SessionRun:
-    latencies_ms: list[float] = field(default_factory=list)
-    steps: int = 0
-    finished_at: float = 0.0
-
-
-async def one_session(url: str, go: asyncio.Event, ready: asyncio.Queue[None]) -> SessionRun:
-    run = SessionRun()
-    async with connect(
-        url,
-        additional_headers={"Authorization": f"Bearer {TOKEN}"},
-        max_size=None,
-        max_queue=None,
-        open_timeout=60,
-    ) as ws:
-        await ws.send(json.dumps({"type": "reconnect", "sessionId": None}))
-        sid = None
-        while True:
-            f = json.loads(await ws.recv())
-            if f["type"] == "session":
-                sid = f["sessionId"]
-            if f["type"] == "status" and "busy" in f:
-                break
-        ready.put_nowait(None)
-        await go.wait()
-        last = time.perf_counter()
-        await ws.send(json.dumps({"type": "message", "sessionId": sid, "content": "go"}))
-        async for raw in ws:
-            f = json.loads(raw)
-            if f["type"] == "step" and f["step"]["status"] != "running":
-                now = time.perf_counter()
-                run.latencies_ms.append((now - last) * 1000)
-                run.steps += 1
-                last = now
-            elif f["type"] == "reply":
-                run.finished_at = time.perf_counter()
-                break
-            elif f["type"] == "error":
-                raise RuntimeError(f"session {sid}: {f}")
-    return run
+def start_worker(root: Path, db: str, workspace: Path, llm_ms: float) -> Gateway:
+    proc, port = spawn_serve(
+        root, "list_dir", TOKEN, "--workspace", str(workspace), llm_ms=llm_ms, XCLAW_DB=db
+    )
+    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", TOKEN, root, llm_ms, stagger_ms=llm_ms)
 
 
 def postgres_cpu_s() -> float:
@@ -114,23 +82,30 @@ def postgres_cpu_s() -> float:
 
 
 async def one_round(
-    workers: list[Worker], sessions: int
+    workers: list[Gateway], sessions: int
 ) -> tuple[list[SessionRun], float, float, float]:
+    """All sessions attach (round-robin over the workers), then start together."""
     go = asyncio.Event()
     ready: asyncio.Queue[None] = asyncio.Queue()
     tasks = [
-        asyncio.create_task(one_session(workers[i % len(workers)].url, go, ready))
+        asyncio.create_task(one_session(workers[i % len(workers)], go, ready))
         for i in range(sessions)
     ]
     for _ in range(sessions):
         await ready.get()
-    cpu, db_cpu = sum(server_cpu_s(w.proc.pid) for w in workers), postgres_cpu_s()
-    start = time.perf_counter()
-    go.set()
-    runs = await asyncio.gather(*tasks)
+    gc.collect()
+    gc.disable()  # the client's own collector pauses are not the servers' latency
+    try:
+        cpu, db_cpu = sum(server_cpu_s(w.proc.pid) for w in workers), postgres_cpu_s()
+        start = time.perf_counter()
+        go.set()
+        runs = await asyncio.gather(*tasks)
+        cpu = sum(server_cpu_s(w.proc.pid) for w in workers) - cpu
+        db_cpu = postgres_cpu_s() - db_cpu
+    finally:
+        gc.enable()
     wall = max(r.finished_at for r in runs) - start
-    cpu = sum(server_cpu_s(w.proc.pid) for w in workers) - cpu
-    return runs, wall, cpu, postgres_cpu_s() - db_cpu
+    return runs, wall, cpu, db_cpu
 
 
 def pg_schema_url(base: str) -> tuple[str, str]:
@@ -147,10 +122,12 @@ def drop_schema(base: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dict[str, Any]:
+async def measure(
+    name: str, db: str, n: int, sessions: int, rounds: int, llm_ms: float
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="xclaw-workers-bench-") as tmp:
         workspace = Path(tmp) / "workspaces"
-        workers = [start_worker(Path(tmp) / f"w{i}", db, workspace) for i in range(n)]
+        workers = [start_worker(Path(tmp) / f"w{i}", db, workspace, llm_ms) for i in range(n)]
         try:
             await one_round(workers, min(sessions, 10))  # warm-up: connections, caches
             runs: list[SessionRun] = []
@@ -173,7 +150,8 @@ async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dic
     expected = rounds * sessions * STEPS_PER_TASK
     if steps != expected:
         raise RuntimeError(f"{name}: expected {expected} finished steps, saw {steps}")
-    lat = sorted(x for r in runs for x in r.latencies_ms)
+    lat = [x for r in runs for x in r.latencies_ms]
+    added = [x for r in runs for x in r.added_ms]
     return {
         "config": name,
         "workers": n,
@@ -181,7 +159,9 @@ async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dic
         "wall_s": wall,
         "steps_per_s": steps / wall,
         "p50_ms": statistics.median(lat),
-        "p99_ms": lat[min(len(lat) - 1, round(0.99 * len(lat)))],
+        "p99_ms": pct(lat, 99),
+        "added_p50_ms": statistics.median(added),
+        "added_p99_ms": pct(added, 99),
         "server_cpu_ms_per_step": cpu * 1000 / steps,
         "db_cpu_ms_per_step": db_cpu * 1000 / steps if "://" in db else 0.0,
     }
@@ -189,30 +169,40 @@ async def measure(name: str, db: str, n: int, sessions: int, rounds: int) -> dic
 
 async def main_async(args: argparse.Namespace) -> None:
     results = []
-    with tempfile.TemporaryDirectory(prefix="xclaw-sqlite-bench-") as tmp:
-        results.append(
-            await measure("SQLite", str(Path(tmp) / "xclaw.db"), 1, args.sessions, args.rounds)
-        )
+    for n in args.sqlite_workers:
+        with tempfile.TemporaryDirectory(prefix="xclaw-sqlite-bench-") as tmp:
+            db = str(Path(tmp) / "xclaw.db")
+            results.append(await measure("SQLite", db, n, args.sessions, args.rounds, args.llm_ms))
     for n in args.workers:
         url, schema = pg_schema_url(args.pg)
         try:
-            results.append(await measure("PostgreSQL", url, n, args.sessions, args.rounds))
+            results.append(
+                await measure("PostgreSQL", url, n, args.sessions, args.rounds, args.llm_ms)
+            )
         finally:
             drop_schema(args.pg, schema)
+    paced = bool(args.llm_ms)
+    model = f"{args.llm_ms:g} ms per model call, starts spread over it" if paced else "instant"
     print(
         f"xclaw workers benchmark: {args.sessions} concurrent {STEPS_PER_TASK}-step sessions "
-        f"x {args.rounds} rounds, {os.cpu_count()} CPUs, list_dir tool"
+        f"x {args.rounds} rounds, {os.cpu_count()} CPUs, list_dir tool, scripted model "
+        f"({model}); machine: a 1M-step Python loop takes {machine_speed_ms():.0f} ms"
     )
     print(
         f"{'backend':<11} {'workers':>7} {'steps':>7} {'wall s':>7} {'steps/s':>8} "
-        f"{'p50 ms':>7} {'p99 ms':>7} {'xclaw CPU':>9} {'db CPU':>7}  (ms per step)"
+        f"{'p50 ms':>7} {'p99 ms':>7} "
+        + (f"{'xclaw p50':>9} {'xclaw p99':>9} " if paced else "")
+        + f"{'xclaw CPU':>9} {'db CPU':>7}  (ms per step)"
     )
     for r in results:
         print(
             f"{r['config']:<11} {r['workers']:>7} {r['steps']:>7} {r['wall_s']:>7.2f} "
             f"{r['steps_per_s']:>8.0f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} "
-            f"{r['server_cpu_ms_per_step']:>9.2f} {r['db_cpu_ms_per_step']:>7.2f}"
+            + (f"{r['added_p50_ms']:>9.1f} {r['added_p99_ms']:>9.1f} " if paced else "")
+            + f"{r['server_cpu_ms_per_step']:>9.2f} {r['db_cpu_ms_per_step']:>7.2f}"
         )
+    if paced:
+        print(f"xclaw p50/p99 = a step's wait beyond the model's own time ({args.llm_ms:g} ms)")
     if args.json:
         print(json.dumps(results))
 
@@ -222,7 +212,23 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("XCLAW_TEST_PG_URL") or DEFAULT_PG)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[1, 2, 3],
+        help="PostgreSQL worker counts (none: no PostgreSQL run)",
+    )
+    parser.add_argument(
+        "--sqlite-workers",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="SQLite worker counts, processes on one database file (none: no SQLite run)",
+    )
+    parser.add_argument(
+        "--llm-ms", type=float, default=0.0, help="every model call takes this long (paced)"
+    )
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     asyncio.run(main_async(parser.parse_args()))
 
