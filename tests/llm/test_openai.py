@@ -79,6 +79,8 @@ async def test_malformed_tool_arguments_do_not_crash(openai_server: FakeOpenAISe
                 FakeCall("shell", arguments='{"command": "ls', id="c1"),
                 FakeCall("shell", arguments="[1, 2]", id="c2"),
                 FakeCall("shell", arguments="", id="c3"),
+                # Python's parser takes NaN; JSON does not (and the store could not keep it).
+                FakeCall("shell", arguments='{"command": "ls", "n": NaN}', id="c4"),
             ]
         )
     )
@@ -89,6 +91,7 @@ async def test_malformed_tool_arguments_do_not_crash(openai_server: FakeOpenAISe
     }
     assert r.tool_calls[1].input["_error"] == "arguments were not a JSON object"
     assert r.tool_calls[2].input == {}
+    assert r.tool_calls[3].input["_error"] == "arguments were not valid JSON"
 
 
 async def test_history_with_tool_calls_is_accepted(openai_server: FakeOpenAIServer) -> None:

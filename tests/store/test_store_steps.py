@@ -268,6 +268,26 @@ def test_json_columns_are_json_the_database_reads(store: Store, backend: Backend
         assert row == [("统计 ERROR", 2, None, "jsonb")]
 
 
+def test_non_finite_floats_are_stored_as_null(store: Store, backend: Backend) -> None:
+    """Python writes NaN / Infinity, which is not JSON: SQLite's json_valid says 0 and
+    PostgreSQL refuses the row. A tool's computed infinity must not fail the write."""
+    sid = store.create_session().session_id
+    nan, inf = float("nan"), float("inf")
+    st = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, "python", {"x": nan, "ys": [1.5, -inf, (inf,)]})
+    )
+    store.complete_step(sid, st.seq, output_data={"mean": nan, nan: "key"})
+    got = store.get_step(sid, st.seq)
+    assert got.input_data == {"x": None, "ys": [1.5, None, [None]]}
+    assert got.output_data == {"mean": None, "NaN": "key"}
+    if backend.name == "sqlite":
+        valid = backend.query(
+            "SELECT json_valid(input_data), json_valid(output_data) FROM traces WHERE step_id=?",
+            (st.step_id,),
+        )
+        assert valid == [(1, 1)]
+
+
 def test_nul_characters_are_stored(store: Store, backend: Backend) -> None:
     """Binary junk in a tool's output must not fail the write (PostgreSQL text cannot hold
     NUL: it becomes U+FFFD there; SQLite keeps it)."""

@@ -20,13 +20,18 @@ NOT_AN_OBJECT = "arguments were not a JSON object"
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_tool_arguments(text: str) -> dict[str, Any]:
     """The model's argument text as a dict. Malformed JSON never raises: the agent loop sees
-    `_error` and answers the call with a tool error, so the model can try again."""
+    `_error` and answers the call with a tool error, so the model can try again. Python's
+    parser also takes NaN and Infinity, which JSON does not: those are malformed too."""
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except ValueError:
         return {"_raw_arguments": text, "_error": MALFORMED_ARGUMENTS}
     if not isinstance(value, dict):

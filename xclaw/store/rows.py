@@ -7,6 +7,7 @@ and no per-column dictionary work (resume loads 100,000 rows).
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 import sqlite3
@@ -42,7 +43,10 @@ _STEP_STATUS = {s.value: s for s in StepStatus}
 _loads = json.loads
 # typeshed leaves out the decoder attribute json itself uses (set in JSONDecoder.__init__).
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# allow_nan=False: Python would write NaN / Infinity, which is not JSON (SQLite's json_valid
+# says 0, PostgreSQL refuses the row); dump_json writes them as null instead.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_NON_FINITE_KEYS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -52,13 +56,38 @@ def now_ms() -> int:
 
 
 def dump_json(value: Any, what: str) -> str | None:
-    """JSON text for a JSON column (compact, UTF-8 as is); None stays SQL NULL."""
+    """JSON text for a JSON column (compact, UTF-8 as is); None stays SQL NULL. A float that
+    is not finite (a model's `NaN` argument, a tool's computed infinity) is written as null,
+    as JavaScript's JSON.stringify and the gateway's frames do: the row is still recorded."""
     if value is None:
         return None
     try:
         return _encode(value)
-    except (TypeError, ValueError) as e:
+    except ValueError as e:
+        if "float" not in str(e):  # e.g. a circular reference
+            raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
+    except TypeError as e:
         raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
+    try:
+        return _encode(_finite(value))
+    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: a cycle, too
+        raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float as None (as a dict key: the text Python gives it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {
+            _NON_FINITE_KEYS[repr(k)]
+            if isinstance(k, float) and not math.isfinite(k)
+            else k: _finite(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def load_json(text: str | None) -> Any:
