@@ -237,3 +237,81 @@ def test_leases_by_status(store: Store) -> None:
         (running, Status.RUNNING, True)
     ]
     assert store.leases(statuses=[]) == []
+
+
+def _old_sweep_rule(store: Store, grace_ms: int) -> tuple[list[str], set[str]]:
+    """What the sweep computed before sweep_targets, from every unfinished session's lease."""
+    due, dead, holding = [], set(), set()
+    for info in store.leases(statuses=[Status.RUNNING, Status.PAUSED]):
+        if info.owner_alive is False:
+            dead.add(str(info.owner))
+        if info.expires_at is not None and info.expires_at > info.now:
+            holding.add(str(info.owner))
+        if (
+            not info.live
+            and info.status is Status.RUNNING
+            and not info.awaiting_input
+            and info.now - (info.expires_at or 0) >= grace_ms
+        ):
+            due.append(info.session_id)
+    return due, dead - holding
+
+
+def test_sweep_targets_are_what_the_sweep_acts_on(store_factory) -> None:
+    """The sweep's question asked in SQL (a server keeps thousands of sessions waiting for
+    their next instruction; loading each one's lease every sweep stalled the event loop):
+    same answer as the rule over every lease, for every kind of session and owner."""
+    store = store_factory()
+    me = new_worker_id()
+    store.register_worker(me)
+
+    def session(status: Status, owner: str | None, ttl_s: float, *, waiting: bool = False) -> str:
+        sid = store.create_session().session_id
+        if status is not Status.INIT:
+            store.transition(sid, Status.RUNNING, awaiting_input=waiting)
+        if status in (Status.PAUSED, Status.SUCCESS):
+            store.transition(sid, status)
+        if owner is not None:
+            assert store.acquire_lease(sid, owner, ttl_s) is not None
+        return sid
+
+    expired = session(Status.RUNNING, me, 0.001)
+    waiting = session(Status.RUNNING, me, 0.001, waiting=True)
+    live = session(Status.RUNNING, me, 60)
+    paused = session(Status.PAUSED, me, 0.001)
+    session(Status.SUCCESS, me, 0.001)
+    session(Status.RUNNING, None, 0)
+    unregistered = session(Status.RUNNING, "never-registered", 0.001)
+    # Dead registered owners: one whose leases have all expired (it may go), one still holding
+    # an unexpired lease (kept: taken early by its death only), one with finished sessions only.
+    gone, holding, finished = (store_factory() for _ in range(3))
+    ids = {}
+    for name, other in (("gone", gone), ("holding", holding), ("finished", finished)):
+        ids[name] = new_worker_id()
+        other.register_worker(ids[name])
+    gone_sid = session(Status.RUNNING, ids["gone"], 0.001)
+    session(Status.PAUSED, ids["holding"], 60)
+    session(Status.SUCCESS, ids["finished"], 0.001)
+    for other in (gone, holding, finished):
+        other.close()
+    _wait_until(
+        lambda: all(w.alive is False for w in store.workers() if w.worker_id != me),
+        "the closed stores' workers are dead",
+    )
+    _wait_until(
+        lambda: not any(store.lease_info(s).live for s in (expired, waiting, paused, gone_sid)),
+        "the 1 ms leases expired",
+    )
+
+    now = store.sweep_targets(0)
+    assert sorted(i.session_id for i in now.sessions) == sorted([expired, unregistered, gone_sid])
+    assert all(i.status is Status.RUNNING and not i.live for i in now.sessions)
+    assert now.dead_workers == [ids["gone"]]
+    old_due, old_dead = _old_sweep_rule(store, 0)
+    assert sorted(old_due) == sorted(i.session_id for i in now.sessions)
+    assert old_dead == set(now.dead_workers)
+    # Within the grace period nothing is due; the dead worker may go all the same.
+    later = store.sweep_targets(3_600_000)
+    assert later.sessions == [] and later.dead_workers == [ids["gone"]]
+    assert _old_sweep_rule(store, 3_600_000) == ([], {ids["gone"]})
+    assert live not in {i.session_id for i in now.sessions}

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from xclaw.store.leases import Lease, LeaseInfo, WorkerInfo
+from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
@@ -317,6 +317,12 @@ class LeaseStore(Protocol):
 
     def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
         """Every session that has had a driver (only these statuses, if given)."""
+        ...
+
+    def sweep_targets(self, grace_ms: int) -> SweepTargets:
+        """The sessions a sweep may resume (Running, not awaiting input, lease expired at
+        least `grace_ms` ago by the lease clock, latest expiry first) and the dead workers
+        it may forget; in SQL, so its cost does not grow with the sessions at rest."""
         ...
 
     def driven(self, lease: Lease) -> Store:

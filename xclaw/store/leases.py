@@ -99,6 +99,18 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class SweepTargets:
+    """What a sweep acts on, read without loading every session that ever had a driver
+    (a server keeps thousands waiting for their next instruction, each with its owner on
+    record): the Running sessions not waiting for input whose lease expired at least the
+    grace period ago, and the dead workers that hold no unexpired lease of an unfinished
+    (Running or Paused) session, whose rows may go."""
+
+    sessions: list[LeaseInfo]
+    dead_workers: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerInfo:
     worker_id: str
     host: str
@@ -376,6 +388,9 @@ class DrivenStore:
 
     def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
         return self.store.leases(statuses=statuses)
+
+    def sweep_targets(self, grace_ms: int) -> SweepTargets:
+        return self.store.sweep_targets(grace_ms)
 
     def write_stream(self) -> WriteStream:
         # The backend's stream; its units write through this store, so they are fenced.

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from xclaw.errors import SessionNotFound
-from xclaw.store.leases import DrivenStore, Lease, LeaseInfo, WorkerInfo, lease_lost
+from xclaw.store.leases import (
+    DrivenStore,
+    Lease,
+    LeaseInfo,
+    SweepTargets,
+    WorkerInfo,
+    lease_lost,
+)
 from xclaw.store.model import Status
 from xclaw.store.postgres_conn import LOCK_WORKER, PgTarget, connect, wrap
 from xclaw.store.postgres_rows import NOW_MS
@@ -237,6 +244,31 @@ class PgLeases:
         )
         return [_info(r) for r in rows]
 
+    def sweep_targets(self, grace_ms: int) -> SweepTargets:
+        def q(c: psycopg.Connection) -> tuple[list[Any], list[Any]]:
+            due = c.execute(_SWEEP_DUE, (grace_ms,)).fetchall()
+            return due, c.execute(_SWEEP_DEAD_OWNERS).fetchall()
+
+        # Two reads, not one snapshot: a lease renewed between them only waits a round.
+        due, dead = self._pool.run(q, durable=True, write=False)
+        return SweepTargets([_info(r) for r in due], [owner for (owner,) in dead])
+
     def driven(self: Store, lease: Lease) -> Store:
         # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
         return DrivenStore(self, lease)
+
+
+# The sweep's two reads (SweepTargets), by the database's clock: what it may resume, and the
+# dead registered owners of unfinished sessions none of whose leases is unexpired.
+_SWEEP_DUE = (
+    f"{_LEASE_SELECT} WHERE s.lease_owner IS NOT NULL AND s.current_status = 'Running' "
+    f"AND s.awaiting_input = 0 AND coalesce(s.lease_expires_at, 0) <= {NOW_MS} - %s "
+    "ORDER BY s.lease_expires_at DESC NULLS LAST, s.session_id"
+)
+_SWEEP_DEAD_OWNERS = (
+    f"{_PRESENT} SELECT s.lease_owner FROM sessions s JOIN workers w "
+    "ON w.worker_id = s.lease_owner WHERE s.current_status IN ('Running', 'Paused') "
+    f"GROUP BY s.lease_owner, w.worker_id "
+    f"HAVING max(coalesce(s.lease_expires_at, 0)) <= {NOW_MS} AND NOT {_ALIVE} "
+    "ORDER BY s.lease_owner"
+)

@@ -27,6 +27,7 @@ from xclaw.store.leases import (
     DrivenStore,
     Lease,
     LeaseInfo,
+    SweepTargets,
     WorkerInfo,
     check_lease_for,
     lease_lost,
@@ -219,13 +220,7 @@ class SqliteLeases:
 
     # --- leases -----------------------------------------------------------------------------
     def _lease_row(self, conn: sqlite3.Connection, session_id: str) -> LeaseInfo | None:
-        row = conn.execute(
-            "SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, "
-            "s.lease_expires_at, s.awaiting_input, w.worker_id IS NOT NULL "
-            "FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner "
-            "WHERE s.session_id=?",
-            (session_id,),
-        ).fetchone()
+        row = conn.execute(f"{_LEASE_SELECT} WHERE s.session_id=?", (session_id,)).fetchone()
         return None if row is None else self._info(row)
 
     def _info(self, r: tuple[Any, ...]) -> LeaseInfo:
@@ -297,12 +292,7 @@ class SqliteLeases:
 
     def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
         """Every session that has had a driver (of these statuses), latest expiry first."""
-        query = (
-            "SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, "
-            "s.lease_expires_at, s.awaiting_input, w.worker_id IS NOT NULL "
-            "FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner "
-            "WHERE s.lease_owner IS NOT NULL"
-        )
+        query = f"{_LEASE_SELECT} WHERE s.lease_owner IS NOT NULL"
         words = [] if statuses is None else [Status(x).value for x in statuses]
         if statuses is not None:
             query += f" AND s.current_status IN ({','.join('?' * len(words)) or 'NULL'})"
@@ -310,6 +300,37 @@ class SqliteLeases:
         rows = self._read(lambda c: c.execute(query, words).fetchall())
         return [self._info(r) for r in rows]
 
+    def sweep_targets(self, grace_ms: int) -> SweepTargets:
+        now = lease_now()
+
+        def q(c: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            due = c.execute(_SWEEP_DUE, (now - grace_ms,)).fetchall()
+            return due, c.execute(_SWEEP_IDLE_OWNERS, (now,)).fetchall()
+
+        due, idle = self._read(q, snapshot=True)
+        # Presence is a file lock: asked once per registered owner, not once per session.
+        dead = [owner for (owner,) in idle if self._alive(owner, True) is False]
+        return SweepTargets([self._info(r) for r in due], dead)
+
     def driven(self: Store, lease: Lease) -> Store:
         # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
         return DrivenStore(self, lease)
+
+
+_LEASE_SELECT = (
+    "SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, "
+    "s.lease_expires_at, s.awaiting_input, w.worker_id IS NOT NULL "
+    "FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner"
+)
+# The sweep's two reads (SweepTargets): what it may resume, and the registered owners of
+# unfinished sessions none of whose leases is unexpired (dead ones among them may be forgotten).
+_SWEEP_DUE = (
+    f"{_LEASE_SELECT} WHERE s.lease_owner IS NOT NULL AND s.current_status = 'Running' "
+    "AND s.awaiting_input = 0 AND coalesce(s.lease_expires_at, 0) <= ? "
+    "ORDER BY s.lease_expires_at DESC, s.session_id"
+)
+_SWEEP_IDLE_OWNERS = (
+    "SELECT s.lease_owner FROM sessions s JOIN workers w ON w.worker_id = s.lease_owner "
+    "WHERE s.current_status IN ('Running', 'Paused') GROUP BY s.lease_owner "
+    "HAVING max(coalesce(s.lease_expires_at, 0)) <= ? ORDER BY s.lease_owner"
+)
