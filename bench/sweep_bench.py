@@ -40,23 +40,18 @@ def build(path: Path, sessions: int, worker: str) -> None:
     driven by `worker`, written straight in SQL (the store would take minutes)."""
     conn = sqlite3.connect(path)
     now = lease_now()
-    rows = [
-        (f"rest{i:07d}", status, now, now, worker, now - 60_000, waiting)
-        for i in range(sessions)
-        for status, waiting in (("Running", 1), ("Success", 0))
-    ]
     conn.executemany(
         "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, "
         "metadata, is_forked, lease_owner, lease_token, lease_expires_at, awaiting_input) "
         "VALUES (?, '', ?, ?, ?, '{}', 0, ?, 1, ?, ?)",
-        [(r[0] + r[1][0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows],
+        (
+            (f"rest{i:07d}{status[0]}", status, now, now, worker, now - 60_000, waiting)
+            for i in range(sessions)
+            for status, waiting in (("Running", 1), ("Success", 0))
+        ),
     )
     conn.commit()
     conn.close()
-
-
-def old_sweep(store: SQLiteStore) -> Callable[[], Any]:
-    return lambda: store.leases(statuses=[Status.RUNNING, Status.PAUSED])
 
 
 async def timed(
@@ -104,8 +99,9 @@ async def run(sessions: int, rounds: int) -> None:
         try:
             old: list[tuple[float, float]] = []
             new: list[tuple[float, float]] = []
+            unfinished = [Status.RUNNING, Status.PAUSED]
             for _ in range(rounds):
-                old.append(await timed(calls, old_sweep(store), True))
+                old.append(await timed(calls, lambda: store.leases(statuses=unfinished), True))
                 new.append(await timed(calls, lambda: store.sweep_targets(GRACE_MS), False))
         finally:
             calls.shutdown()

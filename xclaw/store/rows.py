@@ -63,15 +63,13 @@ def dump_json(value: Any, what: str) -> str | None:
         return None
     try:
         return _encode(value)
-    except ValueError as e:
-        if "float" not in str(e):  # e.g. a circular reference
-            raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
     except TypeError as e:
         raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
-    try:
-        return _encode(_finite(value))
-    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: a cycle, too
-        raise ValueError(f"{what} must be JSON-serialisable: {e}") from e
+    except ValueError as first:  # a non-finite float, or a circular reference
+        try:
+            return _encode(_finite(value))
+        except (TypeError, ValueError, RecursionError):  # RecursionError: the cycle
+            raise ValueError(f"{what} must be JSON-serialisable: {first}") from first
 
 
 def _finite(value: Any) -> Any:
