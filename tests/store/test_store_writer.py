@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
 from xclaw.errors import StoreError
+from xclaw.store import sqlite_writer
 from xclaw.store.base import Store
 from xclaw.store.model import Status
 from xclaw.store.sqlite import SQLiteStore
@@ -101,6 +103,42 @@ def test_busy_time_counts_every_transaction_while_it_runs(sqlite_store: SQLiteSt
     assert 0.05 <= store.writer_busy_s - before <= time.monotonic() - outer
     store.create_session()
     assert store.writer_busy_s > before + 0.05  # every later transaction adds to it
+
+
+def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holding the write lock (another worker's commit, a CLI rollback): the
+    writer's BEGIN IMMEDIATE gets SQLITE_BUSY at once (busy_timeout 0, so not SQLite's busy
+    handler, which sleeps 1, 2, 5, 10 ... ms) and tries again itself, 0.1 ms apart at first,
+    never more than 5 ms (jittered); the write goes through once the lock is free."""
+    store = sqlite_store
+    sid = store.create_session().session_id
+    other = sqlite3.connect(store.url, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    pauses: list[float] = []
+
+    def sleep(s: float) -> None:  # on the writer's thread, between its tries
+        pauses.append(s)
+        if len(pauses) == 12:
+            other.execute("ROLLBACK")  # the other process is done
+        time.sleep(s)
+
+    monkeypatch.setattr(
+        sqlite_writer,
+        "time",
+        SimpleNamespace(sleep=sleep, monotonic=time.monotonic, perf_counter=time.perf_counter),
+    )
+    started = time.monotonic()
+    step = store.add_step(sid, user())
+    assert step.seq == 1 and len(pauses) == 12  # one immediate try per pause, none waited in SQLite
+    assert time.monotonic() - started < 5  # not one 10 s busy timeout
+    first, top = sqlite_writer.WRITE_LOCK_FIRST_PAUSE_S, sqlite_writer.WRITE_LOCK_MAX_PAUSE_S
+    for i, pause in enumerate(pauses):
+        expected = min(first * 2**i, top)
+        assert 0.5 * expected <= pause <= 1.5 * expected, (i, pause)
+    assert max(pauses) <= 1.5 * top == 1.5 * 0.005 and pauses[0] <= 1.5 * 0.0001
+    other.close()
 
 
 def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) -> None:

@@ -67,8 +67,19 @@ def busy_error(where: str) -> StoreError:
     )
 
 
-def retry_while_busy(fn: Callable[[], T], where: str) -> T:
-    """fn(), tried again while the database is locked, for up to BUSY_GIVE_UP_S.
+# The writer's own connection does not wait inside SQLite (busy_timeout 0 once it is open):
+# SQLite's busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ... ms between its tries, so a writer
+# finding the lock held by another process for one millisecond (another worker's commit) would
+# sleep several. The writer tries BEGIN IMMEDIATE again itself, from 0.1 ms up to 5 ms apart.
+WRITE_LOCK_FIRST_PAUSE_S = 0.0001
+WRITE_LOCK_MAX_PAUSE_S = 0.005
+
+
+def retry_while_busy(
+    fn: Callable[[], T], where: str, *, first_pause: float = 0.001, max_pause: float = 0.05
+) -> T:
+    """fn(), tried again while the database is locked, for up to BUSY_GIVE_UP_S, the pause
+    between tries doubling from first_pause to max_pause.
 
     busy_timeout alone is not enough: SQLite answers some lock conflicts with SQLITE_BUSY at
     once, without calling the busy handler, when waiting could deadlock (two connections of a
@@ -76,7 +87,7 @@ def retry_while_busy(fn: Callable[[], T], where: str) -> T:
     database and switch it to WAL at the same moment). Those are resolved by trying again.
     """
     deadline = time.monotonic() + BUSY_GIVE_UP_S
-    pause = 0.001
+    pause = first_pause
     while True:
         try:
             return fn()
@@ -87,7 +98,7 @@ def retry_while_busy(fn: Callable[[], T], where: str) -> T:
                 raise busy_error(where) from e
         # Jittered so that openers that collided once do not collide again in lock step.
         time.sleep(pause * (0.5 + random.random()))
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, max_pause)
 
 
 def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
@@ -170,6 +181,7 @@ class Writer:
     """One write connection, one queue, one thread that commits whatever is queued."""
 
     def __init__(self, conn: sqlite3.Connection, *, where: str) -> None:
+        conn.execute("PRAGMA busy_timeout=0")  # the writer waits for the lock itself
         self._conn = conn
         self._where = where
         self._cond = threading.Condition()
@@ -321,7 +333,12 @@ class Writer:
     def _transaction(self, batch: list[_Op], durable: bool, safe: bool) -> list[tuple[bool, Any]]:
         conn = self._conn
         self._set_sync("FULL" if durable else "NORMAL")
-        retry_while_busy(lambda: conn.execute("BEGIN IMMEDIATE"), self._where)
+        retry_while_busy(
+            lambda: conn.execute("BEGIN IMMEDIATE"),
+            self._where,
+            first_pause=WRITE_LOCK_FIRST_PAUSE_S,
+            max_pause=WRITE_LOCK_MAX_PAUSE_S,
+        )
         tx = self._tx = _Tx(durable, safe)
         try:
             outcomes = self._units(batch, tx) if safe else self._units_at_once(batch, tx)
