@@ -9,7 +9,8 @@ write that finds it taken waits. "busy handler" is the writer as it was: busy_ti
 SQLite's own handler sleeping 1, 2, 5, 10, 15, 20, 25 ... ms between its tries; "own pauses"
 is the writer today: busy_timeout 0 and BEGIN IMMEDIATE tried again from 0.1 ms up to 5 ms
 apart (xclaw/store/sqlite_writer.py). The rounds alternate (busy handler, own pauses, ...)
-and the last rows are medians and ratios.
+and the last rows are medians and ratios. "fair" is the fewest steps one process wrote over
+the most: near 0, one process was starved of the lock (`--pause-ms 0` shows it).
 
     .venv/bin/python bench/lock_bench.py
     .venv/bin/python bench/lock_bench.py --processes 3 --threads 4 --seconds 3 --rounds 5
@@ -118,6 +119,7 @@ def one_round(mode: str, args: argparse.Namespace, tmp: Path, n: int) -> dict[st
     for p in procs:
         p.join()
     lat = [x for xs, _ in results for x in xs]
+    per_process = [len(xs) for xs, _ in results]
     cpu = sum(c for _, c in results)
     for suffix in ("", "-wal", "-shm"):
         Path(path + suffix).unlink(missing_ok=True)
@@ -128,13 +130,15 @@ def one_round(mode: str, args: argparse.Namespace, tmp: Path, n: int) -> dict[st
         "p99": pct(lat, 99),
         "max": max(lat),
         "cpu_ms": cpu * 1000 / len(lat),
+        # 1.0: every process wrote as many steps; near 0: one was starved of the lock
+        "fair": min(per_process) / max(per_process),
     }
 
 
 def row(label: str, r: dict[str, float]) -> str:
     return (
         f"{label:<14} {r['steps']:>7.0f} {r['steps_s']:>8.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-        f"{r['max']:>8.1f} {r['cpu_ms']:>11.3f}"
+        f"{r['max']:>8.1f} {r['cpu_ms']:>11.3f} {r['fair']:>6.2f}"
     )
 
 
@@ -160,7 +164,7 @@ def main() -> None:
     )
     print(
         f"{'writer waits':<14} {'steps':>7} {'steps/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'max ms':>8} {'cpu ms/step':>11}"
+        f"{'max ms':>8} {'cpu ms/step':>11} {'fair':>6}"
     )
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="xclaw-lock-bench-") as d:
@@ -176,10 +180,12 @@ def main() -> None:
     print(
         f"{'ratio':<14} {'':>7} {new['steps_s'] / old['steps_s']:>7.2f}x "
         f"{new['p50'] / old['p50']:>7.2f}x {new['p99'] / old['p99']:>7.2f}x "
-        f"{new['max'] / old['max']:>7.2f}x {new['cpu_ms'] / old['cpu_ms']:>10.2f}x"
+        f"{new['max'] / old['max']:>7.2f}x {new['cpu_ms'] / old['cpu_ms']:>10.2f}x "
+        f"{new['fair'] / old['fair']:>5.2f}x"
     )
     print(
         "latency = one step's begin (durable) + complete, as its thread waits for both; "
+        "fair = the fewest steps one process wrote / the most; "
         "~ = median over the rounds; ratio = own pauses / busy handler"
     )
 
