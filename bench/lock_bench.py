@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gateway_bench import pct
 
 from xclaw.store import sqlite_writer
 from xclaw.store.model import NewStep, StepType
@@ -86,11 +89,6 @@ def child(
     cpu = time.process_time() - cpu0
     store.close()
     out.put(([x for lat in latencies for x in lat], cpu))
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
 
 
 def one_round(mode: str, args: argparse.Namespace, tmp: Path, n: int) -> dict[str, float]:

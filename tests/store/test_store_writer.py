@@ -130,7 +130,10 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
         SimpleNamespace(sleep=sleep, monotonic=time.monotonic, perf_counter=time.perf_counter),
     )
     started = time.monotonic()
-    step = store.add_step(sid, user())
+    try:
+        step = store.add_step(sid, user())
+    finally:
+        other.close()
     assert step.seq == 1 and len(pauses) == 12  # one immediate try per pause, none waited in SQLite
     assert time.monotonic() - started < 5  # not one 10 s busy timeout
     first, top = sqlite_writer.WRITE_LOCK_FIRST_PAUSE_S, sqlite_writer.WRITE_LOCK_MAX_PAUSE_S
@@ -138,7 +141,6 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
         expected = min(first * 2**i, top)
         assert 0.5 * expected <= pause <= 1.5 * expected, (i, pause)
     assert max(pauses) <= 1.5 * top == 1.5 * 0.005 and pauses[0] <= 1.5 * 0.0001
-    other.close()
 
 
 def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) -> None:

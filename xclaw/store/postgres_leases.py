@@ -268,7 +268,7 @@ _SWEEP_DUE = (
 _SWEEP_DEAD_OWNERS = (
     f"{_PRESENT} SELECT s.lease_owner FROM sessions s JOIN workers w "
     "ON w.worker_id = s.lease_owner WHERE s.current_status IN ('Running', 'Paused') "
-    f"GROUP BY s.lease_owner, w.worker_id "
+    "GROUP BY s.lease_owner, w.worker_id "
     f"HAVING max(coalesce(s.lease_expires_at, 0)) <= {NOW_MS} AND NOT {_ALIVE} "
     "ORDER BY s.lease_owner"
 )
