@@ -96,7 +96,7 @@ class Policy:
     def __init__(self, kind: str = "allow") -> None:
         self.kind = kind
 
-    def decide(self, tool: Any, args: dict[str, Any]) -> Decision:
+    async def review(self, tool: Any, args: dict[str, Any], workspace: Any) -> Decision:
         if args.get("deny"):
             return Decision("deny", "refused by policy")
         return Decision(self.kind, "needs a human")

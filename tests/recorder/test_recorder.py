@@ -151,7 +151,7 @@ class Allow:
     reason: str = ""
     confine: bool = False
 
-    def decide(self, tool: Any, args: dict[str, Any]) -> Allow:
+    async def review(self, tool: Any, args: dict[str, Any], workspace: Any) -> Allow:
         return self
 
 

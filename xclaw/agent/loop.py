@@ -14,6 +14,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
@@ -67,7 +68,9 @@ class Decision(Protocol):
 
 
 class Policy(Protocol):
-    def decide(self, tool: Tool, args: dict[str, Any]) -> Decision: ...
+    async def review(self, tool: Tool, args: dict[str, Any], workspace: Path | None) -> Decision:
+        """`workspace`: where the call would run (what a shell command would find there)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +406,7 @@ class Agent:
             return await self._refuse(
                 call, f"{call.input['_error']}: {call.input.get('_raw_arguments', '')!r}"
             )
-        decision = self.policy.decide(tool, call.input)
+        decision = await self.policy.review(tool, call.input, self.context.workspace)
         if decision.kind == "deny":
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)

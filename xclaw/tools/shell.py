@@ -24,7 +24,9 @@ from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
 from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
+from xclaw.tools.git_programs import describe, git_env, program_sources, runs_git
 from xclaw.tools.schema import check_args
+from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.step_processes import (
     StepProcesses,
     live_members,
@@ -97,6 +99,27 @@ async def _sandbox_gone(pgid: int, limit_s: float = 1.0) -> None:
     # Polled: the kernel gives no event for a process group emptying (noqa below).
     while live_members(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.005)
+
+
+async def _git_would_run_programs(command: str, ctx: ToolContext) -> ToolResult | None:
+    """A command allowed without asking that runs git, checked again just before it starts:
+    since the policy looked, a parallel sub-agent may have written git configuration that
+    names a program (the write-then-run chain, xclaw/tools/git_programs.py)."""
+    try:
+        commands = simple_commands(command)
+    except NotSafe:
+        return None  # never allowed unasked: the policy reads commands the same way
+    if not any(runs_git(words) for words in commands):
+        return None
+    sources = await asyncio.to_thread(program_sources, Path(ctx.workspace))
+    if not sources:
+        return None
+    return ToolResult(
+        "Not run: this command was allowed without asking as read-only, but git here would "
+        f"take programs to run from files in the workspace: {describe(sources)}. Issue it "
+        "again to have it asked.",
+        is_error=True,
+    )
 
 
 def _describe_exit(code: int | None) -> str:
@@ -174,6 +197,8 @@ class ShellTool(Tool):
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
+        if ctx.confined and (refused := await _git_would_run_programs(clean["command"], ctx)):
+            return refused
         if ctx.confined and (self.isolation is None or not self.isolation.can_confine):
             # The policy allows unasked commands only where they can be confined; never run
             # one unconfined on the strength of a guess.
@@ -226,6 +251,7 @@ class ShellTool(Tool):
     ) -> ToolResult:
         started = time.monotonic()
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
+        env.update(git_env(env, Path(ctx.workspace), confined=ctx.confined))
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined, scratch)),
