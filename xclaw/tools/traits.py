@@ -14,8 +14,10 @@ Approval (docs/tools.md):
 An MCP server not marked `trusted: true` cannot loosen approval with its annotations: its
 `readOnlyHint` does not spare a question, its `destructiveHint` still adds one.
 
-Resume: a read-only or idempotent call interrupted by a crash is run again automatically;
-anything else gets the "may or may not have run" result and is asked again if re-issued.
+Resume: a read-only or idempotent call from a trusted source interrupted by a crash is run
+again automatically; anything else gets the "may or may not have run" result and is asked
+again if re-issued. An untrusted MCP server's `readOnlyHint` and `idempotentHint` do not
+count here either: running a call twice is as much a loosening as running it unasked.
 A per-tool `resume: retry | ask` overrides that.
 """
 
@@ -58,7 +60,20 @@ class ToolTraits:
     def retry_on_resume(self) -> bool:
         if self.policy.resume is not None:
             return self.policy.resume == "retry"
-        return self.read_only or self.idempotent
+        return self.trusted and (self.read_only or self.idempotent)
+
+    @property
+    def resume_note(self) -> str:
+        """Why hints that would have a call run again after a crash do not count (or "")."""
+        if self.policy.resume is not None or self.trusted:
+            return ""
+        hints = [
+            h for h, on in (("read-only", self.read_only), ("idempotent", self.idempotent)) if on
+        ]
+        if not hints:
+            return ""
+        said = " and ".join(hints) + (" hints do" if len(hints) > 1 else " hint does")
+        return f"{self.source} is not trusted: its {said} not count"
 
     @property
     def outside_effects(self) -> bool:

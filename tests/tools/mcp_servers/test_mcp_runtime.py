@@ -105,7 +105,8 @@ async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not
 
 async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path) -> None:
     """mcp-server-git's own annotations: git_status read-only, git_commit not, git_reset
-    destructive. Untrusted annotations only ever add questions."""
+    destructive. Untrusted annotations only ever add questions, and never have a call run
+    again after a crash."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)  # noqa: ASYNC221 - setup
@@ -143,8 +144,9 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     assert untrusted[("auto-edits", "git_status")] == "ask"
     assert untrusted[("yolo", "git_status")] == "allow"
     assert untrusted[("yolo", "git_reset")] == "ask"  # destructive: always asked
-    assert untrusted[("resume", "git_status")] == "True"  # read-only: retried after a crash
-    assert untrusted[("resume", "git_commit")] == "False"  # asked again, may-have-run
+    # Nor what happens after a crash: its read-only git_status is asked again, may-have-run.
+    assert untrusted[("resume", "git_status")] == "False"
+    assert untrusted[("resume", "git_commit")] == "False"
     assert untrusted[("outside", "git_status")] == "False"
     assert untrusted[("outside", "git_commit")] == "True"
 
@@ -153,6 +155,8 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     assert trusted[("auto-edits", "git_status")] == "allow"
     assert trusted[("ask", "git_commit")] == "ask"
     assert trusted[("yolo", "git_reset")] == "ask"
+    assert trusted[("resume", "git_status")] == "True"  # read-only: retried after a crash
+    assert trusted[("resume", "git_commit")] == "False"
 
     overridden = await decisions(
         True,
