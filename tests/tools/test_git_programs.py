@@ -43,6 +43,21 @@ def test_linked_worktrees_and_separate_git_dirs_are_followed(tmp_path: Path) -> 
     assert "main/.git/worktrees/wt/config.worktree: diff.external = ./y" in found
 
 
+def test_a_submodule_is_data_a_worktree_outside_the_workspace_is_named(tmp_path: Path) -> None:
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q")
+    git(origin, "-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q",
+        "--allow-empty", "-m", "x")  # fmt: skip
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q")
+    git(ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(origin), "sub")
+    assert program_sources(ws) == []  # .git/modules/sub/config: core.worktree = ../../../sub
+    git(ws, "config", "core.worktree", str(tmp_path))
+    assert program_sources(ws) == [f".git/config: core.worktree = {tmp_path}"]
+
+
 def test_a_bare_repository_planted_anywhere_is_read(tmp_path: Path) -> None:
     for where in (tmp_path, tmp_path / "a" / "b"):
         (where / "objects").mkdir(parents=True)

@@ -21,6 +21,7 @@ the older `[a.b]`), so no key git would see can hide from it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -166,11 +167,16 @@ def holds_data_only(entry: Entry) -> bool:
     return (entry.section, entry.name) in _UNDER_ANY
 
 
-def program_keys(data: bytes) -> list[str]:
+def program_keys(data: bytes, also_data: Callable[[Entry], bool] | None = None) -> list[str]:
     """What in a config file may name a program: its keys outside the data-only lists (as
-    `key = value`), or why it cannot be read. Empty: the file names no program."""
+    `key = value`) and not passed by `also_data`, or why it cannot be read. Empty: the file
+    names no program."""
     try:
         entries = read_entries(data)
     except Unreadable as e:
         return [f"{e} (git may read more there than xclaw can check)"]
-    return [e.shown() for e in entries if not holds_data_only(e)]
+    return [
+        e.shown()
+        for e in entries
+        if not holds_data_only(e) and not (also_data is not None and also_data(e))
+    ]

@@ -27,13 +27,14 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 
-from xclaw.tools.git_config import program_keys
+from xclaw.tools.git_config import Entry, program_keys
 
 # Beyond this many directory entries the workspace is not walked further: a git command
 # there is asked (and the question says why) rather than judged on part of the tree.
-MAX_ENTRIES = 50_000
+MAX_ENTRIES = 200_000
 _MAX_FILE = 1 << 20
 # Inside a git directory: where objects, refs and reflogs live (many files, no programs).
 _GITDIR_BULK = frozenset({"objects", "refs", "logs", "lfs"})
@@ -144,7 +145,7 @@ class _Walk:
             data = self._read(path)
             if data is None:
                 continue
-            for what in program_keys(data):
+            for what in program_keys(data, partial(self._worktree_inside, gitdir=real)):
                 self.found.append(f"{self._shown(path)}: {what}")
         hooks = real / "hooks"
         if hooks.is_symlink():
@@ -163,6 +164,17 @@ class _Walk:
             if data is not None:
                 target = data.decode("utf-8", "replace").strip()
                 self._pointer(commondir, (real / target) if target else None)
+
+    def _worktree_inside(self, entry: Entry, gitdir: Path) -> bool:
+        """`core.worktree` names a directory, not a program: data when it stays inside the
+        workspace (a submodule's git directory has one); elsewhere git would work on files
+        the question does not show, so it is named."""
+        if (entry.section, entry.subsection, entry.name) != ("core", None, "worktree"):
+            return False
+        value = (entry.value or "").strip()
+        if not value or any(c in value for c in '"\\#;'):
+            return False  # quoted, escaped or commented: not read here
+        return self._inside((gitdir / value).resolve())
 
     def _gitfile(self, path: Path) -> None:
         """A `.git` that is a file (`gitdir: PATH`) or a symlink: git uses what it names."""
