@@ -1,8 +1,9 @@
 """The approval policy: which tool calls run at once, which wait for a human, which never run.
 
-Synchronous: it reads the tool and its arguments and, for a shell command that runs git, the
-git configuration in the call's workspace (git takes programs to run from there:
-xclaw/tools/git_programs.py). The agent loop asks it before every call and adds its own rule on top (a call that may repeat an interrupted side
+Synchronous: it reads the tool and its arguments and, for a shell command that may run git,
+the git configuration in the call's workspace (git takes programs to run from there:
+xclaw/tools/git_programs.py; `review` reads it in a worker thread). The agent loop asks it
+before every call and adds its own rule on top (a call that may repeat an interrupted side
 effect is always asked). Modes, as other agent CLIs have taught users:
 
     ask         edits and shell commands are asked, except shell commands made only of
