@@ -140,7 +140,7 @@ async def run_compacting_session(
     class Allow:
         kind, reason, confine = "allow", "", False
 
-        def decide(self, tool: object, args: object) -> Allow:
+        async def review(self, tool: object, args: object, workspace: object) -> Allow:
             return self
 
     class Quiet:

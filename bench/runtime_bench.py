@@ -47,7 +47,7 @@ class Allow:
     reason = ""
     confine = False
 
-    def decide(self, tool: Any, args: Any) -> Allow:
+    async def review(self, tool: Any, args: Any, workspace: Any) -> Allow:
         return self
 
 
