@@ -53,3 +53,15 @@ def test_approval_and_crash_policy_agree_on_an_untrusted_read_only_tool() -> Non
     kind, reason = approval_for(traits, "mcp__x__peek", "ask")
     assert kind == "ask" and "is not trusted" in reason
     assert not traits.retry_on_resume and "is not trusted" in traits.resume_note
+
+
+@pytest.mark.parametrize(("trusted", "marked"), [(True, False), (False, True)])
+def test_an_untrusted_read_only_hint_does_not_spare_the_outside_effects_mark(
+    trusted: bool, marked: bool
+) -> None:
+    """Rollback cannot undo what an untrusted "read-only" tool did: it is marked, as any tool
+    whose effects nobody vouches for."""
+    traits = ToolTraits(SOURCE, read_only=True, open_world=False, trusted=trusted)
+    assert traits.trusted_read_only is trusted
+    assert traits.outside_effects is marked
+    assert traits.as_json()["outsideEffects"] is marked

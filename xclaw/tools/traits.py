@@ -76,11 +76,17 @@ class ToolTraits:
         return f"{self.source} is not trusted: its {said} not count"
 
     @property
+    def trusted_read_only(self) -> bool:
+        """Read-only as far as xclaw acts on it (no snapshot, no side-effect turn, no outside
+        effects mark): the hint counts only from a trusted source, like every loosening."""
+        return self.read_only and self.trusted
+
+    @property
     def outside_effects(self) -> bool:
-        """Effects that rollback and fork cannot undo: an MCP tool that is not read-only, or
-        one that reaches the open world. (A Python tool runs in-process: it is marked only
-        when it says it is not read-only.)"""
-        return not self.read_only or self.open_world
+        """Effects that rollback and fork cannot undo: an MCP tool that is not (trusted)
+        read-only, or one that reaches the open world. (A Python tool runs in-process: it is
+        marked only when it says it is not read-only.)"""
+        return not self.trusted_read_only or self.open_world
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -106,7 +112,7 @@ def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, st
         return "ask", f"{tool_name} is marked destructive by {traits.source}"
     if mode == "yolo":
         return "allow", ""
-    if traits.read_only and traits.trusted:
+    if traits.trusted_read_only:
         return "allow", ""
     if traits.read_only:
         return "ask", (

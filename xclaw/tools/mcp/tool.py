@@ -50,18 +50,21 @@ class McpTool(Tool):
         # Destructive only when the server says so (a tool without annotations is asked as
         # "may change things", but not in yolo mode); an absent openWorldHint counts as open
         # world, as MCP's default.
+        # An untrusted server's readOnlyHint cannot cancel its own destructiveHint either.
+        trusted = connection.config.trusted
         destructive = bool(getattr(hints, "destructive_hint", None) or False)
         open_world = getattr(hints, "open_world_hint", None)
         self.traits = ToolTraits(
             source=f"MCP server {connection.name!r}",
             read_only=read_only,
             idempotent=bool(getattr(hints, "idempotent_hint", None) or False),
-            destructive=(not read_only) and destructive,
+            destructive=not (read_only and trusted) and destructive,
             open_world=open_world is None or bool(open_world),
-            trusted=connection.config.trusted,
+            trusted=trusted,
             policy=policy,
         )
-        self.read_only = read_only
+        # What the loop acts on (no snapshot before it, no side-effect turn): trusted only.
+        self.read_only = self.traits.trusted_read_only
         self.retry_on_resume = self.traits.retry_on_resume
         self.outside_effects = self.traits.outside_effects
 
