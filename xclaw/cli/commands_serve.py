@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xclaw.config import load_settings
-from xclaw.errors import XclawError
+from xclaw.errors import EXIT_USAGE, XclawError
 
 
 def register(cli: click.Group) -> None:
@@ -59,8 +59,8 @@ def register(cli: click.Group) -> None:
             code = serve(settings, log_level=log_level)
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
-        except OSError as e:  # e.g. the port is taken
+            sys.exit(e.exit_code)
+        except OSError as e:  # e.g. an address that cannot be bound
             click.secho(f"error: {e}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         sys.exit(code)
