@@ -192,7 +192,9 @@ def test_a_text_file_given_to_a_writing_command_keeps_its_mode(tmp_path: Path) -
 # --- the commands that create a database: run, serve, import ---------------------------------
 
 
-def _xclaw_process(tmp: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _xclaw_process(
+    tmp: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(
         {
@@ -216,8 +218,7 @@ def _xclaw_process(tmp: Path, *args: str, stdin: str | None = None) -> subproces
 
 
 EXPORT = (
-    '{"kind": "session", "sessionId": "imp", "status": "Success", "createdAt": 1, '
-    '"updatedAt": 2}\n'
+    '{"kind": "session", "sessionId": "imp", "status": "Success", "createdAt": 1, "updatedAt": 2}\n'
 )
 
 CREATING: list[list[str]] = [

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
+from xclaw.config import load_settings
 from xclaw.errors import StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
@@ -44,15 +45,8 @@ def _dump(data: Any) -> str:
     return json_for_terminal(data)
 
 
-def _default_db() -> str:
-    from xclaw.config import load_settings
-
-    return load_settings().db
-
-
 def _use_prices() -> None:
     """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
-    from xclaw.config import load_settings
     from xclaw.llm import prices
 
     prices.configure(load_settings().prices)
@@ -86,8 +80,12 @@ def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]],
         try:
             if before is not None:
                 before(kwargs)
-            target = db or _default_db()
-            store = open_store(target, access=access(kwargs) if callable(access) else access)
+            # Read whether or not --db is given: a bad configuration stops every command the
+            # same way (exit 2), before anything is opened.
+            settings = load_settings()
+            store = open_store(
+                db or settings.db, access=access(kwargs) if callable(access) else access
+            )
         except XclawError as e:
             fail_on(e)
         except OSError as e:
@@ -124,7 +122,6 @@ def workspace_option(fn: F) -> F:
 def workspaces_for(store: Store, root: str | None) -> Any:
     """The one place rollback and fork go through, so the files follow the record
     (files follow memory): xclaw.workspace.timetravel.Workspaces."""
-    from xclaw.config import load_settings
     from xclaw.workspace.timetravel import Workspaces
 
     settings = load_settings()

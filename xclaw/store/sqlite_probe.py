@@ -15,9 +15,10 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from xclaw.errors import StoreError
+from xclaw.errors import DatabaseRefused, StoreError
 from xclaw.store.access import not_xclaw
 from xclaw.store.migrations import sqlite_history
+from xclaw.store.sqlite_wal import wal_problem
 from xclaw.store.sqlite_writer import read_only_uri, retry_while_busy
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -64,5 +65,11 @@ def probe_sqlite(path: Path, where: str) -> int | None:
         return retry_while_busy(lambda: sqlite_history(conn, where), where)
     except sqlite3.DatabaseError as e:
         raise not_xclaw(where, f"SQLite cannot read it ({e})") from e
+    except DatabaseRefused as e:
+        # SQLite reads the file through its WAL: one of another database's makes it so.
+        wal = wal_problem(path)
+        if wal is not None:
+            raise DatabaseRefused(f"{e.message}; {wal[1]}") from e
+        raise
     finally:
         conn.close()
