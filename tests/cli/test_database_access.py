@@ -278,3 +278,26 @@ def test_postgres_commands_create_no_schema_and_no_tables(tmp_path: Path, args: 
         assert tables == [("orders",)]
     finally:
         backend.drop()
+
+
+@pytest.mark.postgres
+def test_postgres_reading_commands_run_on_read_only_connections(tmp_path: Path) -> None:
+    """Every connection of a reading command refuses writes (the server's own read-only
+    transactions): each command still does its work, so none of them writes."""
+    from tests.store.conftest import PostgresBackend, postgres_url
+
+    backend = PostgresBackend(postgres_url())
+    try:
+        store = backend.open()
+        try:
+            store.create_session(session_id="s1", title="mine")
+            store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "hi"))
+            store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "again"))
+        finally:
+            store.close()
+        (tmp_path / "home" / "workspaces" / "s1").mkdir(parents=True)
+        for args in READING:
+            code, out = _run(tmp_path, *args, "--db", backend.url)
+            assert code == 0, (args, out)
+    finally:
+        backend.drop()

@@ -162,6 +162,9 @@ def test_read_writes_nothing_to_an_xclaw_database(tmp_path: Path) -> None:
         assert store.get_session(sid).title == "kept"
         with pytest.raises(StoreError, match="opened read-only"):
             store.create_session(title="no")
+        # Below the store: SQLite itself refuses a write on its read-only connections.
+        with pytest.raises(StoreError, match="readonly database"):
+            store._read(lambda conn: conn.execute("CREATE TABLE sneaky (x)"))  # type: ignore[attr-defined]
     finally:
         store.close()
     after = listing(tmp_path)
@@ -319,6 +322,9 @@ def test_postgres_read_refuses_older_and_newer_and_writes_nothing(tmp_path: Path
             assert store.list_sessions() == []
             with pytest.raises(StoreError, match="read-only"):
                 store.create_session(title="no")
+            # Below the store: the server itself refuses a write on these connections.
+            with pytest.raises(StoreError, match="read-only transaction"):
+                store._read(lambda conn: conn.execute("CREATE TABLE sneaky (x int)"))  # type: ignore[attr-defined]
         finally:
             store.close()
         backend.query("INSERT INTO schema_version VALUES (?, 'from the future', 0)", (99,))

@@ -23,7 +23,10 @@ from xclaw.store.base import Store
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
     """Check a database: tool calls and their tool steps, parent links, statuses against the
     steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,
-    leases. Exits 1 when an error is found (after --repair: one that remains), 0 otherwise.
+    leases; on SQLite also its WAL file and SQLite's integrity check. Exits 1 when an error
+    is found (after --repair: one that remains), 0 otherwise, 2 when there is no xclaw
+    database to check (fsck never creates one, nor answers ok for another program's file).
+    Without --repair it only reads: a database of an older xclaw is upgraded by --repair.
 
     \b
     --repair first copies the whole database (SQLite: FILE.fsck-STAMP.bak beside it;

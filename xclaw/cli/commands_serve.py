@@ -25,7 +25,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--db",
         default=None,
-        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db); "
+        "created if there is none, another program's file is refused.",
     )
     @click.option(
         "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."

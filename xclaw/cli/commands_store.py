@@ -52,6 +52,14 @@ def _use_prices() -> None:
     prices.configure(load_settings().prices)
 
 
+_DB_HELP = {
+    Access.READ: "An existing xclaw database, only read: never created, upgraded or changed.",
+    Access.WRITE: "An existing xclaw database (one of an older xclaw is upgraded).",
+    Access.CREATE: "Created if there is none; another program's file is refused.",
+}
+_DB_HELP_BY_OPTION = "Only read, unless an option here writes (an existing xclaw database)."
+
+
 def with_store(
     access: AccessRule, *, before: Callable[[dict[str, Any]], None] | None = None
 ) -> Callable[[F], F]:
@@ -73,7 +81,8 @@ def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]],
         "db",
         default=None,
         metavar="PATH|URL",
-        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db). "
+        + (_DB_HELP[access] if isinstance(access, Access) else _DB_HELP_BY_OPTION),
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
