@@ -202,5 +202,6 @@ ACCEPTED = (
             tokens={"prompt": 2**31 - 1, "completion": None},
         )
     )
+    + line(step(2, stepId="edges:s0002", parent="s0001", output="x" * 1_000_000))  # a 1 MB line
     + line(step(MAX_BIGINT - 1, stepId=f"edges:s{MAX_BIGINT - 1}", parent="s0001", input="last"))
 )

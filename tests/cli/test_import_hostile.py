@@ -78,7 +78,7 @@ def test_the_edges_both_backends_hold_are_imported_and_kept(
     code, out = _import(tmp_path, ACCEPTED, target.url, "--json")
     assert code == 0, out
     assert json.loads(out) == [
-        {"sessionId": "edges", "from": "edges", "steps": 2, "remapped": False}
+        {"sessionId": "edges", "from": "edges", "steps": 3, "remapped": False}
     ]
     store = open_store(target.url)
     try:
@@ -87,7 +87,8 @@ def test_the_edges_both_backends_hold_are_imported_and_kept(
         title = s.title.replace("\u0000", "\ufffd")
         assert title == "nul\ufffd lone\ufffd sep\u2028 bidi\u202e end"
         assert s.updated_at == 2**63 - 1 and s.metadata["big"] == 2**70
-        first, last = store.steps("edges")
+        first, big, last = store.steps("edges")
+        assert big.output_data == "x" * 1_000_000
         assert first.input_data == {"n": 10**30, "text": "a\u2028b"}
         assert (first.start_time, first.end_time) == (2**63 - 2, 2**63 - 1)
         assert (first.token_usage_prompt, first.token_usage_completion) == (2**31 - 1, 0)

@@ -81,7 +81,16 @@ def _sqlite_header_only(path: Path) -> None:
     os.chmod(path, 0o644)
 
 
+def _marked_empty_sqlite(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    os.chmod(path, 0o644)
+
+
 REFUSED = {
+    "marked empty sqlite": (_marked_empty_sqlite, "another program has marked as its own"),
     "text file": (_text_file, "not a SQLite database file"),
     "binary file": (_binary_file, "not a SQLite database file"),
     "torn header": (_sqlite_header_only, "cut short"),
@@ -144,6 +153,13 @@ def test_create_makes_a_new_private_database_or_adopts_an_empty_file(tmp_path: P
     _empty_file(empty)
     open_store(empty, access=Access.CREATE).close()
     assert "sessions" in tables(empty) and (empty.stat().st_mode & 0o777) == 0o600
+    blank = tmp_path / "blank.db"  # a SQLite database without tables or marks
+    conn = sqlite3.connect(blank)
+    conn.execute("VACUUM")
+    conn.close()
+    assert blank.read_bytes().startswith(b"SQLite format 3")
+    open_store(blank, access=Access.CREATE).close()
+    assert "sessions" in tables(blank)
 
 
 def _xclaw_db(path: Path) -> str:

@@ -374,11 +374,6 @@ def sqlite_history(conn: sqlite3.Connection, where: str = "database") -> int:
     return version
 
 
-def sqlite_schema_version(conn: sqlite3.Connection) -> int:
-    """0 for a database without xclaw tables (a fresh file)."""
-    return sqlite_history(conn)
-
-
 def migrate_sqlite(
     conn: sqlite3.Connection, *, where: str = "database", target: int | None = None
 ) -> list[int]:

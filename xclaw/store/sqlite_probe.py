@@ -62,7 +62,21 @@ def probe_sqlite(path: Path, where: str) -> int | None:
     except sqlite3.Error as e:
         raise StoreError(f"cannot open database {where}: {e}") from e
     try:
-        return retry_while_busy(lambda: sqlite_history(conn, where), where)
+        version = retry_while_busy(lambda: sqlite_history(conn, where), where)
+        if version == 0:
+            # No tables yet, but a program that set its own marks on the file owns it.
+            marks = [
+                f"{name} {value}"
+                for name in ("application_id", "user_version")
+                if (value := conn.execute(f"PRAGMA {name}").fetchone()[0])
+            ]
+            if marks:
+                raise not_xclaw(
+                    where,
+                    f"it is an empty SQLite database that another program has marked as its "
+                    f"own ({', '.join(marks)})",
+                )
+        return version
     except sqlite3.DatabaseError as e:
         raise not_xclaw(where, f"SQLite cannot read it ({e})") from e
     except DatabaseRefused as e:
