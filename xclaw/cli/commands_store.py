@@ -65,8 +65,8 @@ def with_store(
 ) -> Callable[[F], F]:
     """Add --db and open the store as `access` allows (a reading command: an existing xclaw
     database, nothing written), turning every error into one line and its exit status.
-    `before` checks the arguments first: a wrong call is refused before any database is
-    opened."""
+    `before` checks the arguments first (and may put what it read into them, as import's
+    parsed file): a wrong call is refused before any database is opened."""
 
     def decorate(fn: F) -> F:
         return _store_command(fn, access, before)
