@@ -208,3 +208,28 @@ def test_diff_says_why_an_llm_call_failed() -> None:
         error_message="cancelled by the user",
     )
     assert describe(step) == "s0004 llm: [failed: cancelled by the user]"
+
+
+def test_diff_now_leaves_a_restore_cut_short_alone(cli, world) -> None:
+    """Completing a journaled restore would write (the files and the record); diff only
+    reads, so it says the workspace is not what the record says yet."""
+    import sqlite3
+
+    db, root, sid = world
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(
+            "INSERT INTO workspace_restores (session_id, restore_id, kind, ignore, created_at) "
+            "VALUES (?, 'r1', 'rollback', '[]', 1)",
+            (sid,),
+        )
+    conn.close()
+    files = sorted(p.name for p in (root / sid).iterdir())
+    r = run(cli, "diff", sid, "s0001", "now", "--db", db, "--workspace", root)
+    assert r.exit_code == 1 and "is being restored" in r.output and "Traceback" not in r.output
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM workspace_restores").fetchone() == (1,)
+    conn.close()
+    assert sorted(p.name for p in (root / sid).iterdir()) == files
+    r = run(cli, "diff", sid, "s0001", "s0003", "--db", db, "--workspace", root)
+    assert r.exit_code == 0, r.output  # steps against steps: the record alone

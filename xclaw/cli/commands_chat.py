@@ -63,7 +63,7 @@ def register(cli: click.Group) -> None:
             settings = load_settings()
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(e.exit_code)
         try:
             target, url_token = ws_url(url or f"http://127.0.0.1:{settings.port}")
         except ValueError as e:

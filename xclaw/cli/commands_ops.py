@@ -7,9 +7,10 @@ import sys
 
 import click
 
-from xclaw.cli.commands_store import _dump, _out, with_existing_store, with_store, workspace_option
+from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
 from xclaw.config import Settings
 from xclaw.llm.base import Model
+from xclaw.store import Access
 from xclaw.store.base import Store
 
 
@@ -18,11 +19,14 @@ from xclaw.store.base import Store
     "--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup."
 )
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
-@with_existing_store
+@with_store(lambda args: Access.WRITE if args["repair"] else Access.READ)
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
     """Check a database: tool calls and their tool steps, parent links, statuses against the
     steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,
-    leases. Exits 1 when an error is found (after --repair: one that remains), 0 otherwise.
+    leases; on SQLite also its WAL file and SQLite's integrity check. Exits 1 when an error
+    is found (after --repair: one that remains), 0 otherwise, 2 when there is no xclaw
+    database to check (fsck never creates one, nor answers ok for another program's file).
+    Without --repair it only reads: a database of an older xclaw is upgraded by --repair.
 
     \b
     --repair first copies the whole database (SQLite: FILE.fsck-STAMP.bak beside it;
@@ -109,7 +113,7 @@ def _print_report(report: object, *, repaired: bool) -> None:
     help="The new session id and the divergences as one JSON object.",
 )
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def replay_cmd(
     store: Store,
     session_id: str,

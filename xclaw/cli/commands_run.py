@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from xclaw.config import load_settings
-from xclaw.errors import AmbiguousSession, SessionNotFound, XclawError
+from xclaw.errors import EXIT_USAGE, AmbiguousSession, SessionNotFound, XclawError
 from xclaw.store.model import session_state
 
 if TYPE_CHECKING:
@@ -100,16 +100,16 @@ async def _run(
     workspace: str | None,
 ) -> int:
     from xclaw.runtime.runtime import Runtime
-    from xclaw.store import open_store
+    from xclaw.store import Access, open_store
 
     try:
         settings = load_settings(
             db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
         )
-        store = open_store(settings.db)
+        store = open_store(settings.db, access=Access.CREATE)
     except XclawError as e:  # a bad XCLAW_MODEL, .env or database: one line, no traceback
         click.secho(f"error: {e.message}", fg="red", err=True)
-        return 2
+        return e.exit_code
     runtime = Runtime(store, settings)
     try:
         if cont and not session:
@@ -165,10 +165,10 @@ async def _run(
         return 1 if printer.failed else 0
     except XclawError as e:
         click.secho(f"error: {e.message}", fg="red", err=True)
-        return 2
+        return e.exit_code
     except ValueError as e:  # a malformed --session id
         click.secho(f"error: {e}", fg="red", err=True)
-        return 2
+        return EXIT_USAGE
     finally:
         await runtime.shutdown()
         store.close()
@@ -197,7 +197,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--db",
         default=None,
-        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db); "
+        "created if there is none, another program's file is refused.",
     )
     @click.option(
         "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
@@ -225,5 +226,5 @@ def register(cli: click.Group) -> None:
             code = asyncio.run(_run(db, session, cont, text, approval, workspace))
         except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started
             click.secho(f"error: {e.message}", fg="red", err=True)
-            code = 2
+            code = e.exit_code
         sys.exit(code)

@@ -7,18 +7,19 @@ file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway sha
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
 
-from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
+from xclaw.config import load_settings
+from xclaw.errors import StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
-from xclaw.store import open_store
+from xclaw.store import Access, open_store
 from xclaw.store.base import Store
 from xclaw.store.model import Status, display_id, session_state
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
@@ -26,9 +27,9 @@ from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exit codes: 2 for a wrong session/step (the user's input, like a usage error), 1 for any
-# other failure of the store. Never a traceback.
-_USER_ERRORS = (SessionNotFound, StepNotFound)  # AmbiguousSession is a SessionNotFound
+# How each command may use its database (xclaw.store.access): given as is, or decided from
+# the command's own arguments (fsck writes only with --repair).
+AccessRule = Access | Callable[[dict[str, Any]], Access]
 
 
 def _out() -> Console:
@@ -36,64 +37,68 @@ def _out() -> Console:
     return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
-def _fail(message: str, code: int) -> None:
-    SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
-        f"error: {message}", style="red"
-    )
-    sys.exit(code)
+def _fail(message: str, code: int) -> NoReturn:
+    fail(message, code)
 
 
 def _dump(data: Any) -> str:
     return json_for_terminal(data)
 
 
-def _default_db() -> str:
-    from xclaw.config import load_settings
-
-    return load_settings().db
-
-
 def _use_prices() -> None:
     """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
-    from xclaw.config import load_settings
     from xclaw.llm import prices
 
     prices.configure(load_settings().prices)
 
 
-def with_store(fn: F) -> F:
-    """Add --db, open the store (creating or upgrading the file), turn errors into words."""
-    return _store_command(fn, must_exist=False)
+_DB_HELP = {
+    Access.READ: "An existing xclaw database, only read: never created, upgraded or changed.",
+    Access.WRITE: "An existing xclaw database (one of an older xclaw is upgraded).",
+    Access.CREATE: "Created if there is none; another program's file is refused.",
+}
+_DB_HELP_BY_OPTION = "Only read, unless an option here writes (an existing xclaw database)."
 
 
-def with_existing_store(fn: F) -> F:
-    """As with_store, for commands that inspect a database: a SQLite path with no file is an
-    error (a mistyped --db must not be created empty and then reported on)."""
-    return _store_command(fn, must_exist=True)
+def with_store(
+    access: AccessRule, *, before: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[F], F]:
+    """Add --db and open the store as `access` allows (a reading command: an existing xclaw
+    database, nothing written), turning every error into one line and its exit status.
+    `before` checks the arguments first (and may put what it read into them, as import's
+    parsed file): a wrong call is refused before any database is opened."""
+
+    def decorate(fn: F) -> F:
+        return _store_command(fn, access, before)
+
+    return decorate
 
 
-def _store_command(fn: F, *, must_exist: bool) -> F:
+def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]], None] | None) -> F:
 
     @click.option(
         "--db",
         "db",
         default=None,
         metavar="PATH|URL",
-        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db). "
+        + (_DB_HELP[access] if isinstance(access, Access) else _DB_HELP_BY_OPTION),
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
         try:
-            target = db or _default_db()
-            if "://" not in target:
-                if must_exist and not Path(target).expanduser().exists():
-                    _fail(f"no database at {target} (nothing to check)", 2)
-                Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            store = open_store(target)
+            if before is not None:
+                before(kwargs)
+            # Read whether or not --db is given: a bad configuration stops every command the
+            # same way (exit 2), before anything is opened.
+            settings = load_settings()
+            store = open_store(
+                db or settings.db, access=access(kwargs) if callable(access) else access
+            )
         except XclawError as e:
-            _fail(e.message, 1)
+            fail_on(e)
         except OSError as e:
-            _fail(f"cannot open the database: {e}", 1)
+            _fail(f"cannot open the database: {e}", EXIT_FAILED)
         try:
             if isinstance(kwargs.get("session_id"), str):
                 # Every command taking a session id takes a unique prefix of one (as git).
@@ -101,11 +106,11 @@ def _store_command(fn: F, *, must_exist: bool) -> F:
             return fn(store, *args, **kwargs)
         except StepNotFound as e:
             # Offline, the listing that shows step ids is `xclaw steps`, not /steps.
-            _fail(e.message.replace("shown by /steps", f"shown by `xclaw steps {e.session_id}`"), 2)
-        except _USER_ERRORS as e:
-            _fail(e.message, 2)
+            fail_on(
+                e, e.message.replace("shown by /steps", f"shown by `xclaw steps {e.session_id}`")
+            )
         except XclawError as e:
-            _fail(e.message, 1)
+            fail_on(e)
         finally:
             store.close()
 
@@ -126,7 +131,6 @@ def workspace_option(fn: F) -> F:
 def workspaces_for(store: Store, root: str | None) -> Any:
     """The one place rollback and fork go through, so the files follow the record
     (files follow memory): xclaw.workspace.timetravel.Workspaces."""
-    from xclaw.config import load_settings
     from xclaw.workspace.timetravel import Workspaces
 
     settings = load_settings()
@@ -154,7 +158,7 @@ STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "fail
     default=None,
     help="Only the N most recently updated sessions.",
 )
-@with_store
+@with_store(Access.READ)
 def sessions_cmd(
     store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
 ) -> None:
@@ -203,7 +207,7 @@ def sessions_cmd(
     help="How many of the latest steps.",
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
-@with_store
+@with_store(Access.READ)
 def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     _use_prices()
@@ -218,7 +222,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
-@with_store
+@with_store(Access.READ)
 def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     _use_prices()
@@ -235,7 +239,7 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
 @click.argument("step", metavar="STEP")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def rollback_cmd(
     store: Store, session_id: str, step: str, yes: bool, workspace: str | None
 ) -> None:
@@ -280,7 +284,7 @@ def rollback_cmd(
 @click.option("--title", default=None, help="Title of the new session.")
 @click.option("--json", "as_json", is_flag=True, help="The new session as JSON.")
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def fork_cmd(
     store: Store,
     session_id: str,
@@ -308,6 +312,11 @@ def fork_cmd(
         out.print(f"[fork] in the original session after that step, {outside}")
 
 
+def _one_or_all(args: dict[str, Any]) -> None:
+    if args["everything"] == (args["session_id"] is not None):
+        _fail("give either a SESSION or --all", EXIT_USAGE)
+
+
 @click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
 @click.argument("session_id", metavar="SESSION", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every session of the database.")
@@ -317,7 +326,7 @@ def fork_cmd(
     is_flag=True,
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
-@with_store
+@with_store(Access.READ, before=_one_or_all)
 def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
@@ -325,8 +334,6 @@ def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: 
     here or into another database."""
     from xclaw.store.transfer import export_lines
 
-    if everything == (session_id is not None):
-        _fail("give either a SESSION or --all", 2)
     _use_prices()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:

@@ -81,5 +81,5 @@ def register(cli: click.Group) -> None:
             code = asyncio.run(_listing(as_json, check))
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(e.exit_code)
         sys.exit(code)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from xclaw.cli.commands_store import with_store
+from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.leases import LeaseInfo, WorkerInfo
 from xclaw.store.model import Status
@@ -100,7 +101,7 @@ def format_workers(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> str:
 @click.option(
     "--all", "show_all", is_flag=True, help="Leases of finished sessions too (their last driver)."
 )
-@with_store
+@with_store(Access.READ)
 def workers_cmd(store: Store, as_json: bool, show_all: bool) -> None:
     """The workers registered on the database (alive or dead, last heartbeat) and the leases
     of running and paused sessions: which worker drives each, its fencing token, when the

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
 from xclaw.errors import WorkspaceError
+from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
@@ -60,7 +61,7 @@ def workspace_root(given: str | None) -> Path:
 @click.command("snapshots", short_help="The workspace snapshots of a session.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of snapshots.")
-@with_store
+@with_store(Access.READ)
 def snapshots_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The workspace snapshots of SESSION: one before each step that could change files
     (shell, write_file, edit_file). NEW is what the snapshot added to the database; files
@@ -104,7 +105,14 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     from xclaw.workspace.timetravel import Workspaces
 
     workspaces = Workspaces(store, root)
-    workspaces.recover(session_id)  # a restore cut short is completed before reading files
+    if store.pending_restores(session_id):
+        # Completing it would write (files and the record); `diff` only reads.
+        raise WorkspaceError(
+            f"the workspace of session {session_id} is being restored (a rollback or fork was "
+            "cut short) and is not what its record says yet; it is completed when the session "
+            f"is next opened (xclaw run --session {session_id}, or xclaw chat). Compare steps "
+            "instead of `now` meanwhile."
+        )
     ws = workspaces.path(session_id)
     if not ws.is_dir():
         raise WorkspaceError(f"session {session_id} has no workspace at {ws}; pass --workspace")
@@ -126,7 +134,7 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of changes.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
 @workspace_option
-@with_store
+@with_store(Access.READ)
 def diff_cmd(
     store: Store,
     session_id: str,

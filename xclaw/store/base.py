@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
+
+if TYPE_CHECKING:
+    from xclaw.store.transfer import Exported, Imported
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,10 +218,10 @@ class RecordStore(Protocol):
         ...
 
     # --- moving sessions, retention (xclaw import / gc) --------------------------------
-    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
-        """Insert a session and its steps exactly as given (ids, seqs, times, statuses) in
-        one durable transaction; a parent session absent here is unlinked. Raises StoreError
-        if the id is taken (the caller remaps)."""
+    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
+        """Insert the sessions of an export (store/transfer.py), their steps and blobs exactly
+        as given (ids, seqs, times, statuses) in one durable transaction: all, or none. A
+        session whose id is taken gets a new one; a parent session absent is unlinked."""
         ...
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:

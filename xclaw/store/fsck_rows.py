@@ -170,6 +170,11 @@ class FsckAccess(Protocol):
         """The lease clock (ms): the database server's for PostgreSQL."""
         ...
 
+    def storage(self) -> list[tuple[str, str]]:
+        """(code, meaning) of what is wrong below the rows: the database's own integrity
+        check, a WAL file it cannot read. Nothing found: []."""
+        ...
+
     def backup(self, stamp: str) -> str:
         """A full copy of the database taken before repairs; returns where it is."""
         ...

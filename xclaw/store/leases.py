@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         WorkspaceRestore,
     )
     from xclaw.store.stream import WriteStream
+    from xclaw.store.transfer import Exported, Imported
 
 # Store methods that write a session's record: through a DrivenStore each one carries the
 # lease, and the backend checks its token in the same transaction as the write.
@@ -321,8 +322,8 @@ class DrivenStore:
     ) -> Session:
         return self.store.fork(session_id, ref, title=title, workspace=workspace)
 
-    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
-        return self.store.import_session(session, steps, next_seq)
+    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
+        return self.store.import_sessions(exported)
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
         return self.store.retention_preview(session_ids)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from xclaw.errors import StoreError
+from xclaw.store.access import Access, check_found
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -33,7 +34,7 @@ from xclaw.store.model import (
     StepType,
     full_step_id,
 )
-from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
+from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url, postgres_history
 from xclaw.store.postgres_leases import PgLeases
 from xclaw.store.postgres_rows import (
     POSTGRES,
@@ -76,21 +77,35 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
 
     _dialect = POSTGRES
 
-    def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
         self.target = parse_url(url)
         self.url = self.target.display
+        self.access = access
         # Milliseconds since the epoch for step times; tests pass a fixed clock. Leases use
         # the database server's clock instead (postgres_rows.NOW_MS).
         self._clock = clock or now_ms
         conn = connect(self.target)
         try:
-            migrate_postgres(conn, where=self.url, schema=self.target.schema)
+            if access is not Access.CREATE:
+                # Looked at first, in a read-only transaction: a reading command creates no
+                # schema and no table (access.py).
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION READ ONLY")
+                    check_found(self.url, postgres_history(conn, self.url), access)
+            if access is not Access.READ:
+                migrate_postgres(conn, where=self.url, schema=self.target.schema)
             self.schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
         except psycopg.Error as e:
             raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
         finally:
             conn.close()
-        self._pool = Pool(self.target)
+        self._pool = Pool(self.target, read_only=access is Access.READ)
         # The threads that commit runs' write streams (one batch of one stream each).
         self._streams = ThreadPoolExecutor(
             self.target.pool_max, thread_name_prefix="xclaw-pg-stream"
@@ -139,6 +154,8 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
+        if self.access is Access.READ:
+            raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
         return self._pool.run(fn, durable=durable)
 
     def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:

@@ -39,6 +39,11 @@ class PgFsck:
     def now(self) -> int:
         return self.store._read(_server_clock)
 
+    def storage(self) -> list[tuple[str, str]]:
+        """The server keeps its own files whole (its WAL, checksums where enabled): nothing
+        fsck can check from a client's connection beyond the rows."""
+        return []
+
     def backup(self, stamp: str) -> str:
         """Every table copied into a new schema `<schema>_fsck_<stamp>` of the same database
         (restore: copy the rows back, or point --db at it with ?schema=)."""
