@@ -171,9 +171,11 @@ async def test_chunks_are_streamed_exactly_as_written(tmp_path: Path) -> None:
     assert seen == ["sk-a", "n", "t-key rest", "."]  # an empty chunk sends nothing
     assert r.text == "sk-ant-key rest."
     both = {"turns": [{"text": "ab", "chunks": ["a", "b"]}]}
-    assert (await ScriptedModel(write(tmp_path, both, "b.json")).complete(
-        LLMRequest(system="", messages=(UserMessage("go"),))
-    )).text == "ab"
+    assert (
+        await ScriptedModel(write(tmp_path, both, "b.json")).complete(
+            LLMRequest(system="", messages=(UserMessage("go"),))
+        )
+    ).text == "ab"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from xclaw.cli.commands_store import _fail, _out, with_store, workspace_option, workspaces_for
+from xclaw.cli.redaction import output_redactor
 from xclaw.store.base import Store
 from xclaw.store.leases import new_worker_id
 
@@ -113,7 +114,8 @@ def import_cmd(store: Store, file: str, as_json: bool) -> None:
     """Load the sessions of FILE (what `xclaw export` or `xclaw export --all` wrote; - for
     stdin) into this database, SQLite or PostgreSQL alike. Session and step ids are kept; a
     session whose id is already taken here gets a new one (its steps follow). The files of a
-    session's workspace are not part of an export.
+    session's workspace are not part of an export. Credentials this machine knows of
+    (docs/security.md) are redacted on the way in.
     """
     from xclaw.store.transfer import BadExport, import_sessions, parse_export
 
@@ -125,9 +127,16 @@ def import_cmd(store: Store, file: str, as_json: bool) -> None:
     except (OSError, UnicodeDecodeError) as e:
         _fail(f"cannot read {file}: {e}", 2)
     try:
-        done = import_sessions(store, parse_export(lines, where=file))
+        exported = parse_export(lines, where=file)
     except BadExport as e:
         _fail(e.message, 2)
+    # Into the record, redacted as a run's steps are: a file from an older version (or one
+    # a secret was added since) may hold a credential of this machine's.
+    r = output_redactor()
+    for ex in exported:
+        ex.session = r.session(ex.session)
+        ex.steps = [r.step(st) for st in ex.steps]
+    done = import_sessions(store, exported)
     if as_json:
         click.echo(
             json.dumps(
