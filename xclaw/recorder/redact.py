@@ -56,9 +56,9 @@ class _Prefixes:
     """An Aho-Corasick automaton over the secrets, asked one thing: where, at the end of some
     text, begins the longest tail that is a *proper* prefix of a secret (text that a later
     delta may complete into one). Cost: one dict lookup per character inside a partial
-    match; between them a C regex jumps to the next character that can start a secret."""
+    match; between them a C regex jumps to the next place a secret can start."""
 
-    __slots__ = ("_fail", "_first", "_goto", "_open", "longest")
+    __slots__ = ("_fail", "_goto", "_open", "_pairs", "longest")
 
     def __init__(self, words: Iterable[str]) -> None:
         goto: list[dict[str, int]] = [{}]
@@ -93,24 +93,34 @@ class _Prefixes:
         self._fail = fail
         self._open = open_depth
         self.longest = max(depth)
-        first = "".join(sorted(goto[0]))
-        self._first = re.compile(f"[{re.escape(first)}]") if first else None
+        # Where the automaton need look at all: two characters that begin a secret (ordinary
+        # text rarely has any, so most deltas cost this one search), or the very last
+        # character, when it begins one.
+        pairs = [
+            re.escape(c) + "[" + re.escape("".join(sorted(goto[t]))) + "]"
+            for c, t in sorted(goto[0].items())
+            if goto[t]
+        ]
+        self._pairs = re.compile("|".join(pairs)) if pairs else None
 
     def hold_from(self, text: str, start: int) -> int:
         """The earliest i >= start such that text[i:] is a proper prefix of a secret;
         len(text) when there is none."""
         n = len(text)
-        first = self._first
-        if first is None:
+        pairs = self._pairs
+        if pairs is None:
             return n
         i = max(start, n - self.longest + 1)
         goto, fail, root = self._goto, self._fail, self._goto[0]
         s = 0
         while i < n:
             if not s:
-                m = first.search(text, i)
+                m = pairs.search(text, i)
                 if m is None:
-                    return n
+                    # No secret's first two characters from i on: only the last character
+                    # alone may begin one.
+                    s = root.get(text[n - 1], 0)
+                    break
                 i = m.start()
                 s = root[text[i]]
                 i += 1

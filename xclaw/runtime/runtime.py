@@ -606,7 +606,13 @@ class Runtime:
             if resume and hist.interrupted_unsafe:
                 # A file tool whose effect is visible is settled by looking, not by asking.
                 settled = await settle_by_workspace(
-                    db, sid, steps, hist.interrupted_unsafe, self.toolbox.tools, context
+                    db,
+                    sid,
+                    steps,
+                    hist.interrupted_unsafe,
+                    self.toolbox.tools,
+                    context,
+                    self.redact.text,
                 )
                 if settled:
                     steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
