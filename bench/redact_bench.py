@@ -107,11 +107,11 @@ def main() -> None:
             for size in (4, 16, 64):
                 pieces = deltas(text, size)
 
-                def before(ps: list[str]) -> None:
+                def before(ps: list[str], old: OldRedactor = old) -> None:
                     for p in ps:
                         old.text(p)
 
-                def now(ps: list[str]) -> None:
+                def now(ps: list[str], new: Redactor = new) -> None:
                     s = new.stream()
                     for p in ps:
                         s.feed(p)
