@@ -1,7 +1,8 @@
 """What redacting a streamed reply costs per delta: before (each delta masked alone, which lets
 a secret split across two deltas through) and now (one StreamRedactor per reply, which holds
 back a tail that may begin a secret), at the delta sizes providers send and for 1 to 500
-secrets. Also how often a tail is held back, and how long.
+secrets. Also how often a tail is held back, and how long; then whole texts (Redactor.text,
+what every step's data and every frame built outside the recorder pass), before and now.
 
     python bench/redact_bench.py [--rounds 5] [--chars 200000]
 
@@ -131,6 +132,18 @@ def main() -> None:
                     f"{100 * len(kept) / len(tails):>6.1f}% "
                     f"{(statistics.mean(kept) if kept else 0):>10.1f} {max(tails):>8}"
                 )
+    print()
+    print("whole texts (a tool's output, a step's input): Redactor.text, us per text")
+    print(f"{'secrets':>7} {'chars':>6} {'before us':>10} {'now us':>8}")
+    rng = random.Random(7)
+    for n in (1, 5, 50, 500):
+        secrets = make_secrets(n, rng)
+        old, new = OldRedactor(secrets), Redactor(secrets)
+        for size in (200, 2000, 20000):
+            text = (PARAGRAPH * (size // len(PARAGRAPH) + 1))[:size]
+            b = per_delta_us(lambda ps, o=old: [o.text(p) for p in ps], [text] * 50, args.rounds)
+            a = per_delta_us(lambda ps, r=new: [r.text(p) for p in ps], [text] * 50, args.rounds)
+            print(f"{n:>7} {size:>6} {b:>10.2f} {a:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -35,10 +35,6 @@ from xclaw.store.model import Session, Step
 MASK = "[REDACTED]"
 # Shorter values would mask ordinary words; a real credential is longer.
 MIN_SECRET_LEN = 6
-# Above this many values, "is any of them in the text" is a loop of C substring searches:
-# Python's regex tries every alternative at every position (100 secrets: ~60 us for 500
-# characters, the loop ~10 us; bench/redact_bench.py).
-_REGEX_SCAN_MAX = 8
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -53,16 +49,19 @@ def written_forms(secret: str) -> set[str]:
 
 
 class _Prefixes:
-    """An Aho-Corasick automaton over the secrets, asked one thing: where, at the end of some
-    text, begins the longest tail that is a *proper* prefix of a secret (text that a later
-    delta may complete into one). Cost: one dict lookup per character inside a partial
-    match; between them a C regex jumps to the next place a secret can start."""
+    """An Aho-Corasick automaton over the secrets, asked two things of a text: where, at its
+    end, begins the longest tail that is a *proper* prefix of a secret (text that a later
+    delta may complete into one), and whether it holds a whole secret at all. Cost: one dict
+    lookup per character inside a partial match; between them a C regex jumps to the next
+    place a secret can start — so it hardly grows with the number of secrets, where a regex
+    of all of them tries each at every position."""
 
-    __slots__ = ("_fail", "_goto", "_open", "_pairs", "longest")
+    __slots__ = ("_ends", "_fail", "_goto", "_open", "_pairs", "longest")
 
     def __init__(self, words: Iterable[str]) -> None:
         goto: list[dict[str, int]] = [{}]
         depth = [0]
+        terminal = {0: False}
         for w in words:
             s = 0
             for ch in w:
@@ -73,7 +72,10 @@ class _Prefixes:
                     depth.append(depth[s] + 1)
                     goto[s][ch] = nxt
                 s = nxt
+            terminal[s] = True
         fail = [0] * len(goto)
+        # Per state: a whole secret ends here (itself, or a shorter one on its failure chain).
+        ends = [terminal.get(s, False) for s in range(len(goto))]
         # Per state, the depth of the deepest state on its failure chain (itself included)
         # that has children: the longest tail of the text that a secret may still continue.
         open_depth = [0] * len(goto)
@@ -88,10 +90,12 @@ class _Prefixes:
                     f = fail[f]
                 fail[t] = goto[f].get(ch, 0)
                 open_depth[t] = depth[t] if goto[t] else open_depth[fail[t]]
+                ends[t] = ends[t] or ends[fail[t]]
                 queue.append(t)
         self._goto = goto
         self._fail = fail
         self._open = open_depth
+        self._ends = ends
         self.longest = max(depth)
         # Where the automaton need look at all: two characters that begin a secret (ordinary
         # text rarely has any, so most deltas cost this one search), or the very last
@@ -103,16 +107,16 @@ class _Prefixes:
         ]
         self._pairs = re.compile("|".join(pairs)) if pairs else None
 
-    def hold_from(self, text: str, start: int) -> int:
-        """The earliest i >= start such that text[i:] is a proper prefix of a secret;
-        len(text) when there is none."""
+    def scan(self, text: str, start: int) -> tuple[int, bool]:
+        """(the earliest i >= start such that text[i:] is a proper prefix of a secret, or
+        len(text); whether text[start:] holds a whole secret)."""
         n = len(text)
         pairs = self._pairs
         if pairs is None:
-            return n
-        i = max(start, n - self.longest + 1)
-        goto, fail, root = self._goto, self._fail, self._goto[0]
-        s = 0
+            return n, False
+        goto, fail, root, ends = self._goto, self._fail, self._goto[0], self._ends
+        whole = False
+        i, s = start, 0
         while i < n:
             if not s:
                 m = pairs.search(text, i)
@@ -131,8 +135,9 @@ class _Prefixes:
                 s = fail[s]
                 nxt = goto[s].get(ch)
             s = nxt or 0
+            whole = whole or ends[s]
             i += 1
-        return n - self._open[s]
+        return n - self._open[s], whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +150,12 @@ class _Compiled:
     prefixes: _Prefixes | None
 
     def present(self, text: str) -> bool:
+        # Beyond a couple of values, one C substring search per value: on ordinary text
+        # 2-8x faster than the regex of them all, which tries every value at every position
+        # (bench/README.md, Redaction); with one or two, the regex's own literal search is.
         if self.pattern is None or len(text) < self.shortest:
             return False
-        if len(self.values) <= _REGEX_SCAN_MAX:
+        if len(self.values) <= 2:
             return self.pattern.search(text) is not None
         return any(map(text.__contains__, self.values))
 
@@ -193,8 +201,9 @@ class Redactor:
             return value
         if not value.isascii():
             value = _LONE_SURROGATE.sub("\ufffd", value)
-        if c.pattern is None or (len(c.values) > _REGEX_SCAN_MAX and not c.present(value)):
-            return value
+        if not c.present(value):
+            return value  # the common case: the regex (slow for many secrets) only on a hit
+        assert c.pattern is not None
         return c.pattern.sub(MASK, value)
 
     def present(self, text: str) -> bool:
@@ -272,9 +281,9 @@ class StreamRedactor:
             held, self._held = self._held, ""
             return held + text
         buf = self._held + text if self._held else text
-        hold = prefixes.hold_from(buf, 0)
-        if len(buf) < c.shortest:
-            pos, out = 0, ""  # too short for a whole secret: only the hold to decide
+        hold, whole = prefixes.scan(buf, 0)
+        if not whole:
+            pos, out = 0, ""  # no whole secret anywhere: only the hold to decide
         else:
             parts: list[str] = []
             pos = 0
@@ -285,7 +294,7 @@ class StreamRedactor:
                 parts += (buf[pos : m.start()], MASK)
                 pos = m.end()
                 if pos > hold:  # the secret covered the held tail: look again after it
-                    hold = prefixes.hold_from(buf, pos)
+                    hold = prefixes.scan(buf, pos)[0]
             out = "".join(parts)
         self._held = buf[hold:]
         return out + buf[pos:hold]
