@@ -10,6 +10,10 @@ every position (`chunks`, docs/scripted-model.md). The owner then names a sessio
 WAL), no frame two real WebSocket clients received (each frame, and the concatenation of the
 deltas), no API answer, no export, no OTLP span, no log line and no CLI output (listings,
 export, workspace diff, fsck, replay) holds it, raw or JSON-escaped.
+
+(The workspace file itself is the user's and snapshots keep it verbatim: no step here snapshots
+the workspace after it is written, so the database bytes are searched whole;
+tests/cli/test_commands_workspace.py covers a snapshot holding one.)
 """
 
 from __future__ import annotations

@@ -332,7 +332,7 @@ def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: 
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
-    here or into another database."""
+    here or into another database. Credentials (docs/security.md) show as [REDACTED]."""
     from xclaw.store.transfer import export_lines
 
     if everything == (session_id is not None):

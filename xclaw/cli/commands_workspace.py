@@ -162,7 +162,10 @@ def diff_cmd(
 
     With two sessions (`xclaw diff SESSION SESSION_B`, e.g. a session and its fork): their
     steps after the fork aligned by content (same / changed / only on one side), a diff of
-    their final answers, then the difference between their workspaces as they are now."""
+    their final answers, then the difference between their workspaces as they are now.
+
+    Credentials (docs/security.md) show as [REDACTED], in file names and contents alike; the
+    snapshots themselves keep the files as they were."""
     store.get_session(session_id)
     root = workspace_root(workspace)
     if step_b is None:
