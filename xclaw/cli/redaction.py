@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
-from xclaw.credentials import known_secrets
+from xclaw.credentials import command_line_secrets, known_secrets
 from xclaw.errors import ConfigError
 from xclaw.protocol import read_token
 from xclaw.recorder.redact import Redactor
@@ -17,15 +18,18 @@ from xclaw.recorder.redact import Redactor
 
 def output_redactor() -> Redactor:
     """Every credential the settings know of (environment, `.env`, `secret_env`, xclaw.yaml's
-    providers and MCP servers, the database URL) and the gateway's token file. With an
-    unreadable xclaw.yaml, the environment's credentials alone (a listing still works)."""
+    providers and MCP servers, the database URL, also as `--db` gave it) and the gateway's
+    token file. With an unreadable xclaw.yaml, the environment's credentials alone (a
+    listing still works)."""
     from xclaw.config import load_settings
 
+    given = command_line_secrets(sys.argv[1:])  # `--db postgresql://u:PW@…`
     try:
         settings = load_settings()
     except ConfigError:
-        return Redactor(known_secrets(os.environ, database=os.environ.get("XCLAW_DB", "")))
-    values = settings.secret_values()
+        env = known_secrets(os.environ, database=os.environ.get("XCLAW_DB", ""))
+        return Redactor([*env, *given])
+    values = [*settings.secret_values(), *given]
     token = read_token(settings.home)
     return Redactor([*values, token] if token else values)
 
