@@ -29,7 +29,7 @@ from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import (
     EventSink,
@@ -520,6 +520,11 @@ class Recorder:
                 )
             )
         return hist.messages, hist.resume_state(with_note=True)
+
+    def recorded_signature(self, call: ToolCall) -> str:
+        """The call's signature as its recorded name and input give it (redacted): what
+        the interrupted calls read back from the record are (no blind repeat)."""
+        return call_signature(self.redact.text(call.name), self.redact(call.input))
 
     def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
