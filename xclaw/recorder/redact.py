@@ -7,8 +7,8 @@ JSON, not encodable as UTF-8) becomes U+FFFD, so the store and the clients see t
 instead of the write failing after the client was told.
 
 A secret is also masked as JSON and `repr()` write it inside a string (`"` and `\\` escaped):
-text that quotes JSON (a tool printing a config file, a log line with `%r`) or a frame already
-encoded (`present`) holds it in that form.
+text that quotes JSON (a tool printing a config file, a log line with `%r`) holds it in that
+form.
 
 Streamed text is redacted as a stream (`stream()`): a secret split across two deltas would
 otherwise reach a client whole once it joins them (docs/security.md).
@@ -205,11 +205,6 @@ class Redactor:
             return value  # the common case: the regex (slow for many secrets) only on a hit
         assert c.pattern is not None
         return c.pattern.sub(MASK, value)
-
-    def present(self, text: str) -> bool:
-        """Whether `text` holds a secret in any written form: a cheap check of text already
-        encoded (a frame's JSON) before the slower redaction of the data it came from."""
-        return self._c.present(text)
 
     def ident(self, value: str) -> str:
         """An id (a tool call's) without a secret: as it is when it holds none, else a stand-in
