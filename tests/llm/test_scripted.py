@@ -157,6 +157,27 @@ async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
     assert r.usage.completion_tokens == 10 and r.usage.prompt_tokens == 200
 
 
+async def test_chunks_are_streamed_exactly_as_written(tmp_path: Path) -> None:
+    """`chunks` sets the deltas one by one (a secret split at any position, say): their
+    concatenation is the turn's text, which may then be left out."""
+    script = {"turns": [{"chunks": ["sk-a", "n", "t-key rest", "", "."]}, {"text": "x y"}]}
+    m = ScriptedModel(write(tmp_path, script))
+    seen: list[str] = []
+
+    async def sink(text: str) -> None:
+        seen.append(text)
+
+    r = await m.complete(LLMRequest(system="", messages=(UserMessage("go"),)), sink)
+    assert seen == ["sk-a", "n", "t-key rest", "."]  # an empty chunk sends nothing
+    assert r.text == "sk-ant-key rest."
+    both = {"turns": [{"text": "ab", "chunks": ["a", "b"]}]}
+    assert (
+        await ScriptedModel(write(tmp_path, both, "b.json")).complete(
+            LLMRequest(system="", messages=(UserMessage("go"),))
+        )
+    ).text == "ab"
+
+
 @pytest.mark.parametrize(
     "content, reason",
     [
@@ -176,6 +197,9 @@ async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
         ),
         ({"turns": [{"text": "x", "sleep": -1}]}, "sleep must be a number"),
         ({"turns": [{"txt": "typo"}]}, "unknown keys ['txt']"),
+        ({"turns": [{"chunks": "ab"}]}, "turns[0].chunks must be a list of strings"),
+        ({"turns": [{"chunks": ["a", 1]}]}, "turns[0].chunks must be a list of strings"),
+        ({"turns": [{"text": "abc", "chunks": ["a", "b"]}]}, "chunks must join to exactly"),
         ({"turns": [], "subagent": []}, '"subagent" must be an object'),
         (
             {"turns": [], "subagent": {"turns": [{"fail": 1}]}},

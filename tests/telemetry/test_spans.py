@@ -255,3 +255,40 @@ def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
     assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
     assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
     store.close()
+
+
+def test_every_text_of_a_span_is_redacted_names_and_errors_too(store: SQLiteStore) -> None:
+    """A record that holds a secret in what a span is named after (an older database, or a
+    secret learned since it was written): the tool's name, its call id, its error, an
+    alert's call id — the span names, attributes, events and status are redacted all the
+    same, with or without captured content."""
+    key = "sk-SECRET123"
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
+    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": []})
+    store.add_step(
+        sid, NewStep(StepType.SYSTEM_ALERT, "approval", {}, user.step_id, call_id=f"c_{key}")
+    )
+    t = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, f"tool_{key}", {}, llm.step_id, call_id=f"c_{key}")
+    )
+    store.fail_step(sid, t.seq, error_message=f"unknown tool 'tool_{key}'")
+    [turn] = split_turns(store.steps(sid))
+    for capture in (False, True):
+        spans = turn_spans(
+            sid, turn, capture_content=capture, redact=lambda s: s.replace(key, "[REDACTED]")
+        )
+        texts = [
+            str(x)
+            for s in spans
+            for x in (
+                s.name,
+                s.error,
+                *s.attributes.values(),
+                *(e.name for e in s.events),
+                *(v for e in s.events for v in e.attributes.values()),
+            )
+        ]
+        assert "execute_tool tool_[REDACTED]" in texts
+        assert not any(key in x for x in texts), texts

@@ -56,6 +56,10 @@ class AgentObserver(Protocol):
     # Optional: `async def llm_thinking(self, block: ThinkingBlock) -> None`, each reasoning
     # block as soon as the provider has it (before the answer's deltas).
 
+    # Optional: `def recorded_signature(self, call: ToolCall) -> str`, `call_signature` of the
+    # call as the record will hold it (redacted), to match a re-issued call against the
+    # interrupted ones read back from the record (no blind repeat).
+
     async def llm_finished(self, response: LLMResponse) -> None: ...
 
     async def llm_failed(self, error: str) -> None: ...

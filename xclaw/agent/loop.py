@@ -409,7 +409,7 @@ class Agent:
         decision = await self.policy.review(tool, call.input, self.context.workspace)
         if decision.kind == "deny":
             return await self._refuse(call, decision.reason)
-        signature = call_signature(call.name, call.input)
+        signature = self._signature(call)
         maybe_repeated = signature in resume.suspect_calls
         confined = decision.confine
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
@@ -466,6 +466,15 @@ class Agent:
         return ToolResultMessage(
             call.id, call.name, result.content, result.is_error, images=result.images
         )
+
+    def _signature(self, call: ToolCall) -> str:
+        """The call as the record holds it: the interrupted calls it is matched against (no
+        blind repeat) were read back from the record, where a credential in a call is
+        redacted; the observer says how (`recorded_signature`), else the call as it is."""
+        recorded = getattr(self.observer, "recorded_signature", None)
+        if recorded is not None:
+            return str(recorded(call))
+        return call_signature(call.name, call.input)
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)

@@ -1,13 +1,16 @@
 """Operator commands: `xclaw fsck` (check, and repair, a database) and `xclaw replay`
-(re-run a recorded session). The logic lives in xclaw/ops; these only parse and print."""
+(re-run a recorded session). The logic lives in xclaw/ops; these only parse and print —
+redacted, as every command prints what it read from the record (xclaw/cli/redaction.py)."""
 
 from __future__ import annotations
 
 import sys
 
 import click
+from rich.console import Console
 
 from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.cli.redaction import output_redactor, redact_logs
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.store import Access
@@ -53,7 +56,7 @@ def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
         data = report.to_json()
         if repair:
             data["before"] = [f.to_json() for f in before.findings]
-        click.echo(_dump(data))
+        click.echo(_dump(output_redactor()(data)))
     else:
         _print_report(report, repaired=repair)
     sys.exit(0 if report.ok else 1)
@@ -63,7 +66,7 @@ def _print_report(report: object, *, repaired: bool) -> None:
     from xclaw.ops.fsck import Report
 
     assert isinstance(report, Report)
-    out = _out()
+    out = _Redacted(_out())
     out.print(
         f"fsck {report.database}: {report.sessions} session(s), {report.steps} step(s), "
         f"{report.snapshots} snapshot(s), {report.blobs} blob(s)"
@@ -153,11 +156,12 @@ def replay_cmd(
         db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
     )
     live = _live_model(model_spec, settings) if model_spec else None
+    redact_logs(output_redactor())
     result = asyncio.run(replay(store, settings, session_id, live=live, start=start))
     if as_json:
-        click.echo(_dump(result.to_json()))
+        click.echo(_dump(output_redactor()(result.to_json())))
     else:
-        out = _out()
+        out = _Redacted(_out())
         since = f" from {result.start}" if result.start else ""
         out.print(f"[replay] {session_id}{since} -> new session {result.session_id}")
         out.print(f"[replay] workspace: {result.workspace}")
@@ -196,6 +200,17 @@ def _live_model(spec: str, settings: Settings) -> Model:
     from xclaw.llm.factory import build_model
 
     return build_model(replace(settings, providers=provider_chain(spec)))
+
+
+class _Redacted:
+    """A console whose lines are redacted before they are printed."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.redact = output_redactor()
+
+    def print(self, line: str) -> None:
+        self.console.print(self.redact.text(line))
 
 
 def register(cli: click.Group) -> None:

@@ -14,6 +14,7 @@ import click
 
 from xclaw.cli.commands_store import _fail, _out, with_store, workspace_option, workspaces_for
 from xclaw.cli.exit_status import EXIT_USAGE
+from xclaw.cli.redaction import output_redactor
 from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.leases import new_worker_id
@@ -186,14 +187,22 @@ def import_cmd(store: Store, file: tuple[str, list[Exported]], as_json: bool) ->
     """Load the sessions of FILE (what `xclaw export` or `xclaw export --all` wrote; - for
     stdin) into this database, SQLite or PostgreSQL alike. Session and step ids are kept; a
     session whose id is already taken here gets a new one (its steps follow). The files of a
-    session's workspace are not part of an export.
+    session's workspace are not part of an export. Credentials this machine knows of
+    (docs/security.md) are redacted on the way in.
 
     Every line is checked first; a bad one is named (`FILE line N: what is wrong`, exit 2)
     and nothing is imported. The whole file is then imported in one transaction.
     """
     from xclaw.store.transfer import import_sessions
 
-    done = import_sessions(store, file[1])
+    exported = file[1]
+    # Into the record, redacted as a run's steps are: a file from an older version (or one
+    # a secret was added since) may hold a credential of this machine's.
+    r = output_redactor()
+    for ex in exported:
+        ex.session = r.session(ex.session)
+        ex.steps = [r.step(st) for st in ex.steps]
+    done = import_sessions(store, exported)
     if as_json:
         click.echo(
             json.dumps(

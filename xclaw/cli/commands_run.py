@@ -99,6 +99,7 @@ async def _run(
     approval: str | None,
     workspace: str | None,
 ) -> int:
+    from xclaw.cli.redaction import redact_logs
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import Access, open_store
 
@@ -111,6 +112,7 @@ async def _run(
         click.secho(f"error: {e.message}", fg="red", err=True)
         return e.exit_code
     runtime = Runtime(store, settings)
+    redact_logs(runtime.redact)
     try:
         if cont and not session:
             recent = store.list_sessions(limit=1)

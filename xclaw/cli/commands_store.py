@@ -1,7 +1,8 @@
 """Offline commands over the record: sessions, steps, trace, rollback, fork, export.
 
 They open the database directly (no server needed) and work while a server runs on the same
-file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it.
+file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it. What
+they print from the record is redacted first (xclaw/cli/redaction.py), as a frame would be.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import click
 from rich.console import Console
 
 from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
+from xclaw.cli.redaction import output_redactor
 from xclaw.config import load_settings
 from xclaw.errors import StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import Access, open_store
 from xclaw.store.base import Store
+from xclaw.store.common import build_tree
 from xclaw.store.model import Status, display_id, session_state
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
@@ -165,7 +168,9 @@ def sessions_cmd(
     """List the sessions of a database, most recently updated first; WORD keeps those whose
     title or id contains it (case-insensitive)."""
     _use_prices()
-    found = store.list_sessions(limit=None if (search or state) else limit)
+    r = output_redactor()
+    # Redacted before the search: a WORD must not find what the listing would not show.
+    found = [r.session(s) for s in store.list_sessions(limit=None if (search or state) else limit)]
     # A run in flight anywhere holds a live lease on its session.
     live = {
         info.session_id
@@ -211,8 +216,9 @@ def sessions_cmd(
 def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     _use_prices()
-    session = store.get_session(session_id)
-    steps = store.latest_steps(session_id, n)
+    r = output_redactor()
+    session = r.session(store.get_session(session_id))
+    steps = [r.step(s) for s in store.latest_steps(session_id, n)]
     if as_json:
         click.echo(_dump([step_json(s) for s in steps]))
     else:
@@ -227,7 +233,7 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     _use_prices()
     store.get_session(session_id)
-    tree = store.step_tree(session_id)
+    tree = build_tree([output_redactor().step(s) for s in store.steps(session_id)])
     if as_json:
         click.echo(_dump([tree_json(n) for n in tree]))
     else:
@@ -251,7 +257,9 @@ def rollback_cmd(
     """
     workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
-    outside = outside_note(outside_steps(store.steps(session_id), target.seq))
+    outside = output_redactor().text(
+        outside_note(outside_steps(store.steps(session_id), target.seq))
+    )
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
         if outside:
@@ -295,11 +303,13 @@ def fork_cmd(
 ) -> None:
     """Copy SESSION up to and including STEP into a new session; the original is kept.
     The new session's workspace holds the files as they were just after STEP."""
+    r = output_redactor()
     target = store.get_step(session_id, step)
-    outside = outside_note(outside_steps(store.steps(session_id), target.seq + 1))
+    outside = r.text(outside_note(outside_steps(store.steps(session_id), target.seq + 1)))
+    title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
     if as_json:
-        click.echo(_dump(session_json(forked)))
+        click.echo(_dump(r(session_json(forked))))
         return
     out = _out()
     out.print(f"[fork] new session created: {forked.session_id}")
@@ -331,20 +341,23 @@ def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: 
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
-    here or into another database."""
+    here or into another database. Credentials (docs/security.md) show as [REDACTED]."""
     from xclaw.store.transfer import export_lines
 
     _use_prices()
+    r = output_redactor()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:
         docs = []
         for session in sessions:
             steps = store.steps(session.session_id)
             head = {**session_json(session), **session_cost(steps).to_json()}
-            docs.append({"session": head, "steps": [step_json(s) for s in steps]})
+            docs.append(r({"session": head, "steps": [step_json(s) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
-    for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
+    for line in export_lines(
+        store, sessions, totals=lambda steps: session_cost(steps).to_json(), redact=r
+    ):
         click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 

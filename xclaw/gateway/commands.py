@@ -201,8 +201,11 @@ class CommandRunner:
             raise CommandError(
                 f"a title has at most {MAX_TITLE} characters (this one has {len(title)})"
             )
-        await self.runtime.rename(session_id, title)  # every attached client gets `renamed`
-        return CommandResult(reply=[_notice(session_id, f"[title] this session is now “{title}”")])
+        # Every attached client gets `renamed`; the title as stored (redacted).
+        session = await self.runtime.rename(session_id, title)
+        return CommandResult(
+            reply=[_notice(session_id, f"[title] this session is now “{session.title}”")]
+        )
 
     async def _tools(self, session_id: str) -> CommandResult:
         from xclaw.tools.approval import ApprovalPolicy

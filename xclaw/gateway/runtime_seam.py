@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
+    from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import Toolbox
     from xclaw.store.base import RollbackResult
     from xclaw.store.model import Session, Step
@@ -25,6 +26,10 @@ class GatewayRuntime(Protocol):
     def toolbox(self) -> Toolbox: ...
     @property
     def worker_id(self) -> str: ...
+    @property
+    def redact(self) -> Redactor:
+        """What every frame and API answer passes before it leaves (docs/security.md)."""
+        ...
 
     # --- model and health
     def require_model(self) -> None: ...

@@ -129,16 +129,27 @@ class Connection:
         self.pending_title: str | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
+    # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
+    # by the runtime (Runtime._emit), every other frame here (`push`, the hub's).
     def _from_runtime(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime and the hub: held back while an attach reads the
-        history."""
+        """The sink given to the runtime: held back while an attach reads the history."""
         if self._held is not None:
             self._held.append(frame)
         else:
-            self.push(frame)
+            self._queue(frame)
+
+    def _from_hub(self, frame: dict[str, Any]) -> None:
+        """The sink given to the hub (frames the gateway made for every socket of a session,
+        e.g. a rollback's new history)."""
+        self._from_runtime(self.gw.runtime.redact(frame))
 
     def push(self, frame: dict[str, Any]) -> None:
-        """Queue a frame for the socket: never blocks, never raises."""
+        """Queue a frame the gateway made for this socket, redacted: never blocks, never
+        raises."""
+        self._queue(self.gw.runtime.redact(frame))
+
+    def _queue(self, frame: dict[str, Any]) -> None:
+        """Queue a frame that is already redacted."""
         if self._closing:
             return
         text = encode_frame(frame)
@@ -192,7 +203,7 @@ class Connection:
             self._unsubscribe()
             self._unsubscribe = None
         if self.session_id is not None:
-            self.gw.hub.remove(self.session_id, self._from_runtime)
+            self.gw.hub.remove(self.session_id, self._from_hub)
 
     async def attach(self, requested: str | None, *, title: str | None = None) -> str:
         """Resume on reconnect: attach to the session, send `session`, `history` and any approval
@@ -216,7 +227,7 @@ class Connection:
         # after the history they continue, so none is lost and none arrives out of order.
         self._held = []
         self._unsubscribe = rt.subscribe(sid, self._from_runtime)
-        self.gw.hub.add(sid, self._from_runtime)
+        self.gw.hub.add(sid, self._from_hub)
         try:
             if created:
                 history = {"type": "history", "content": "[]", "messages": []}
@@ -225,9 +236,9 @@ class Connection:
         finally:
             held, self._held = self._held, None
         self.push(session_frame(session, created=created, busy=rt.is_busy(sid)))
-        self.push({**history, "sessionId": sid})
+        self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
         for frame in held:
-            self.push(frame)
+            self._queue(frame)
         for frame in rt.pending_approval_frames(sid):
             if frame not in held:
                 self.push(frame)

@@ -44,6 +44,8 @@ class Turn:
     fail: str | None = None
     # Reasoning shown before the answer (a `reasoning` block, as OpenAI-compatible servers give).
     thinking: str = ""
+    # The deltas to stream, exactly (their concatenation is `text`); None: word groups.
+    chunks: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +72,20 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         at = f"{where}[{i}]"
         if not isinstance(t, dict):
             raise _BadScript(f'{at} must be an object like {{"text": "..."}}')
-        unknown = set(t) - {"text", "tool_calls", "sleep", "fail", "thinking"}
+        unknown = set(t) - {"text", "tool_calls", "sleep", "fail", "thinking", "chunks"}
         if unknown:
             raise _BadScript(f"{at} has unknown keys {sorted(unknown)}")
         text = t.get("text", "")
         if not isinstance(text, str):
             raise _BadScript(f"{at}.text must be a string")
+        chunks = t.get("chunks")
+        if chunks is not None:
+            if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
+                raise _BadScript(f"{at}.chunks must be a list of strings")
+            if "text" not in t:
+                text = "".join(chunks)
+            elif text != "".join(chunks):
+                raise _BadScript(f"{at}.chunks must join to exactly {at}.text")
         calls = t.get("tool_calls", [])
         if not isinstance(calls, list):
             raise _BadScript(f"{at}.tool_calls must be a list")
@@ -103,6 +113,7 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
                 sleep=float(sleep),
                 fail=fail,
                 thinking=thinking,
+                chunks=None if chunks is None else tuple(chunks),
             )
         )
     return tuple(out)
@@ -220,8 +231,9 @@ class ScriptedModel:
         if turn.thinking:
             await show_thinking(ThinkingBlock("reasoning", turn.thinking))
         if on_delta is not None:
-            for piece in _chunks(turn.text):
-                await on_delta(piece)
+            for piece in _chunks(turn.text) if turn.chunks is None else turn.chunks:
+                if piece:
+                    await on_delta(piece)
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
             prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"

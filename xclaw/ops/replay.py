@@ -234,7 +234,7 @@ async def replay(
     decisions = _recorded_decisions(steps)
     sid = ""
     failure: str | None = None
-    title = f"replay of {source.title or source_id}"
+    title = runtime.title_of(f"replay of {source.title or source_id}")
     meta = {
         "replayOf": source_id,
         "replayFrom": None if first is None else display_id(first),

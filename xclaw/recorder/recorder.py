@@ -10,6 +10,13 @@ The loop also waits for a tool's result (durable before any client hears of it),
 and the final answer; the other writes (an LLM call starting, its answer when tool calls
 follow) are put without waiting and share a commit with the next one.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
+
+Every value a model, a tool or a user can fill is redacted here, once, before it is written or
+put in an event (docs/security.md): a step's name (a tool name the model chose), input,
+output, error message and call id (`Redactor.ident`), the agent id, an approval's reason, an
+image's media type — and the streamed answer text as a stream (`StreamRedactor`), so that
+the deltas a client joins never hold a secret split across two of them. Events are built
+only from these redacted values (the runtime sends their frames as they are).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import (
     EventSink,
@@ -35,7 +42,7 @@ from xclaw.recorder.events import (
     ToolState,
 )
 from xclaw.recorder.history import History
-from xclaw.recorder.redact import Redactor
+from xclaw.recorder.redact import Redactor, StreamRedactor
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
 from xclaw.store.stream import WriteStream
@@ -130,6 +137,8 @@ class Recorder:
         self._resumable = dict(resumable_calls or {})
         self._rebuild = rebuild
         self._child_histories: dict[str, tuple[str, History]] = {}
+        # The main agent's reply being streamed: its deltas redacted as one text.
+        self._stream: StreamRedactor | None = None
         # The main agent's final answer is committed, with the session's Success.
         self.answered = False
 
@@ -144,11 +153,11 @@ class Recorder:
         """Built in the store thread, when a queued parent has its id."""
         return NewStep(
             step_type=kind,
-            name=name,
+            name=self.redact.text(name),
             input_data=self.redact(data),
             parent_step_id=step_id_of(parent),
             agent=self.agent,
-            call_id=call_id,
+            call_id=None if call_id is None else self.redact.ident(call_id),
         )
 
     def _put(
@@ -194,7 +203,7 @@ class Recorder:
         self.emit(
             ToolChanged(
                 step_id=step.display_id,
-                name=call.name,
+                name=step.name,  # the tool's name as recorded: redacted
                 input=step.input_data,  # the call's input as recorded: redacted once, there
                 state=state,
                 output=output,
@@ -222,6 +231,9 @@ class Recorder:
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
         # Not the prompt itself: the messages are rebuilt from the steps (linear storage).
         data = {"model": model, "params": params}
+        if self.is_main:
+            self._end_stream()  # (a call that never finished: nothing more comes of it)
+            self._stream = self.redact.stream()
         parent = self._turn_root
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
         self._llm = self._put(
@@ -233,7 +245,20 @@ class Recorder:
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
-            self.emit(TextDelta(self.redact.text(text)))
+            if self._stream is None:
+                self._stream = self.redact.stream()
+            safe = self._stream.feed(text)
+            if safe:
+                self.emit(TextDelta(safe))
+
+    def _end_stream(self) -> None:
+        """The reply's stream ended (answered, failed, cancelled): what it held back goes out,
+        so the deltas join to the whole reply, redacted."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            rest = stream.flush()
+            if rest:
+                self.emit(TextDelta(rest))
 
     async def llm_thinking(self, block: ThinkingBlock) -> None:
         if self.is_main:
@@ -241,10 +266,13 @@ class Recorder:
 
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
+        self._end_stream()
         final = self.is_main and not response.tool_calls
         data: dict[str, Any] = {
             "text": response.text,
-            "tool_calls": [c.to_json() for c in response.tool_calls],
+            "tool_calls": [
+                {**c.to_json(), "id": self.redact.ident(c.id)} for c in response.tool_calls
+            ],
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
@@ -292,18 +320,18 @@ class Recorder:
         """The summary that replaces the conversation so far: an llm_call step whose output
         says `compaction` (history rebuilds start from it; rollback undoes it)."""
         assert self._llm is not None
-        output = self.redact(
-            {
-                "text": response.text,
-                "tool_calls": [],
-                "model": response.model,
-                "stop_reason": response.stop_reason,
-            }
-        )
+        self._end_stream()
+        data: dict[str, Any] = {
+            "text": response.text,
+            "tool_calls": [],
+            "model": response.model,
+            "stop_reason": response.stop_reason,
+        }
+        if response.request_id:
+            data["request_id"] = response.request_id
+        output = self.redact(data)
         output["usage"] = response.usage.to_json()
         output["compaction"] = {"messages": summarised}
-        if response.request_id:
-            output["request_id"] = response.request_id
         llm = self._llm
         self._llm = None
         self._put(
@@ -325,6 +353,7 @@ class Recorder:
         )
 
     async def llm_failed(self, error: str) -> None:
+        self._end_stream()
         llm = self._llm
         if llm is None:
             return
@@ -366,7 +395,9 @@ class Recorder:
             return
         await self._write(
             lambda: self.store.complete_step(
-                self.session_id, pending.seq, output_data={"approved": approved, "why": why}
+                self.session_id,
+                pending.seq,
+                output_data={"approved": approved, "why": self.redact.text(why)},
             ),
             self._step_event,
         )
@@ -405,7 +436,8 @@ class Recorder:
             output = {
                 "content": content,
                 "images": [
-                    {"hash": h, "media_type": i.media_type, "size": len(i.data)} for h, i in refs
+                    {"hash": h, "media_type": self.redact.text(i.media_type), "size": len(i.data)}
+                    for h, i in refs
                 ],
             }
 
@@ -433,6 +465,7 @@ class Recorder:
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
+        reason = self.redact.text(reason)  # "unknown tool X" names what the model wrote
         output = f"Not run: {reason}"
         step = await self._write(
             lambda: self.store.add_step(
@@ -450,6 +483,8 @@ class Recorder:
         # An alert about one tool call (`callId`) hangs beside it and carries its call id.
         call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
         parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
+        if call_id:  # the same stand-in as the call's own steps (redacted as an id)
+            detail = {**detail, "callId": self.redact.ident(call_id)}
         await self._write(
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
@@ -486,13 +521,18 @@ class Recorder:
             )
         return hist.messages, hist.resume_state(with_note=True)
 
+    def recorded_signature(self, call: ToolCall) -> str:
+        """The call's signature as its recorded name and input give it (redacted): what
+        the interrupted calls read back from the record are (no blind repeat)."""
+        return call_signature(self.redact.text(call.name), self.redact(call.input))
+
     def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
         # A continued sub-agent keeps its branch's agent id: its steps, old and new, are one
         # agent's record (rebuilt together if it is interrupted again).
         agent, hist = self._child_histories.pop(call.id, (None, None))
         if agent is None:
-            agent = spawn.display_id if spawn else f"{self.agent}/{call.id}"
+            agent = spawn.display_id if spawn else f"{self.agent}/{self.redact.ident(call.id)}"
         return Recorder(
             db=self.db,
             session_id=self.session_id,

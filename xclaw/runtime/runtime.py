@@ -184,7 +184,13 @@ class Runtime:
 
         return unsubscribe
 
-    def _emit(self, session_id: str, frame: dict[str, Any]) -> None:
+    def _emit(self, session_id: str, frame: dict[str, Any], *, redacted: bool = False) -> None:
+        """A frame to every client of the session, here and on other workers. Redacted whole
+        here unless `redacted`: the recorder's events (every value in them redacted where it
+        was recorded, xclaw/recorder/recorder.py) and the reply are, and they are most of
+        the frames of a run."""
+        if not redacted:
+            frame = self.redact(frame)
         frame = {**frame, "sessionId": session_id}
         self.deliver(session_id, frame)
         if self.cluster is not None:
@@ -283,7 +289,8 @@ class Runtime:
         return {
             "type": "history",
             "sessionId": session_id,
-            "content": json.dumps(seed_history(hist.messages), ensure_ascii=False),
+            # Redacted before it is JSON text (a secret with `"` in it is escaped there).
+            "content": json.dumps(self.redact(seed_history(hist.messages)), ensure_ascii=False),
             "messages": self.redact(structured),
         }
 
@@ -313,13 +320,14 @@ class Runtime:
             "type": "approval_request",
             "stepId": req.step_id,
             "name": req.call.name,
-            "input": self.redact(req.call.input),
+            "input": req.call.input,
             "reason": req.reason,
             "maybeRepeated": req.maybe_repeated,
         }
         if req.agent != MAIN_AGENT:
             frame["agent"] = req.agent
-        return frame
+        clean: dict[str, Any] = self.redact(frame)  # the model's tool name, input, a reason
+        return clean
 
     async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool:
         """Continue interrupted work (Paused, or Running after a crash). With `failed`, an
@@ -374,7 +382,7 @@ class Runtime:
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
-            title = title_from_message(text)
+            title = self.title_of(title_from_message(self.redact.text(text)))
         run = self._claim(session_id)
         try:
             await self.leases.register()
@@ -453,8 +461,14 @@ class Runtime:
         steps = await self.db(self.store.steps, session_id, agent=MAIN_AGENT)
         return any(st.step_type is StepType.USER_INPUT for st in steps)
 
+    def title_of(self, title: str) -> str:
+        """A title as it may be stored and shown: redacted (whoever gave it: the first
+        message, /title, /new, /fork, the API, xclaw fork --title)."""
+        return self.redact.text(title)
+
     async def rename(self, session_id: str, title: str) -> Session:
         """Set the title and tell every attached client (a `renamed` frame)."""
+        title = self.title_of(title)
         session = await self.db(self.store.update_session, session_id, title=title)
         self._emit(session_id, {"type": "renamed", "title": session.title})
         return session
@@ -592,7 +606,13 @@ class Runtime:
             if resume and hist.interrupted_unsafe:
                 # A file tool whose effect is visible is settled by looking, not by asking.
                 settled = await settle_by_workspace(
-                    db, sid, steps, hist.interrupted_unsafe, self.toolbox.tools, context
+                    db,
+                    sid,
+                    steps,
+                    hist.interrupted_unsafe,
+                    self.toolbox.tools,
+                    context,
+                    self.redact.text,
                 )
                 if settled:
                     steps = await self.db(self.store.steps, sid, agent=MAIN_AGENT)
@@ -611,7 +631,7 @@ class Runtime:
             recorder = Recorder(
                 db=db,
                 session_id=sid,
-                emit=lambda event: emit(event_frame(event)),
+                emit=lambda event: self._emit(sid, event_frame(event), redacted=True),
                 redact=self.redact,
                 call_parents=hist.call_parents,
                 pending_approvals=hist.pending_approvals,
@@ -660,7 +680,7 @@ class Runtime:
                 await recorder.settle()
             if not recorder.answered:  # else Success was committed with the final answer
                 await self._settle(db, sid, Status.SUCCESS)
-            emit({"type": "reply", "content": self.redact.text(answer)})
+            self._emit(sid, {"type": "reply", "content": self.redact.text(answer)}, redacted=True)
         except Cancelled:
             await self._stopped_by_user(db, sid, emit)
         except LimitsExceeded as e:
@@ -825,6 +845,7 @@ class Runtime:
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
+        title = None if title is None else self.title_of(title)
         return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
 
     async def delete(self, session_id: str) -> None:

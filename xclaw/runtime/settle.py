@@ -13,7 +13,7 @@ reported as interrupted, as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from xclaw.recorder.caller import StoreCaller
@@ -29,9 +29,11 @@ async def settle_by_workspace(
     unsafe_refs: Iterable[str],
     tools: Mapping[str, Tool],
     ctx: ToolContext,
+    redact: Callable[[str], str],
 ) -> list[Step]:
     """Record a completed result for each interrupted call in `unsafe_refs` (display ids)
-    whose effect the workspace shows; returns the new steps."""
+    whose effect the workspace shows; returns the new steps. `redact`: the tool's result
+    text is redacted as every tool output is (the rest comes from the record)."""
     wanted = set(unsafe_refs)
     settled: list[Step] = []
     for step in steps:
@@ -62,7 +64,7 @@ async def settle_by_workspace(
                 session_id,
                 new,
                 status=StepStatus.COMPLETED,
-                output_data=result.content,
+                output_data=redact(result.content),
             )
         )
     return settled

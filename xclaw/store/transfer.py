@@ -48,16 +48,19 @@ def export_lines(
     store: Store,
     sessions: Iterable[Session],
     totals: Callable[[list[Step]], dict[str, Any]] | None = None,
+    redact: Callable[[Any], Any] | None = None,
 ) -> Iterator[str]:
     """The session line (with `totals` of its steps, e.g. tokens and cost), then one line per
     step (with its call id, which pairs tool results with the model's calls on resume).
-    Import reads only the fields it needs from the session line."""
+    Import reads only the fields it needs from the session line. `redact` (a Redactor) is
+    applied to every session and step line; images go as they are (like workspace files)."""
+    clean = redact or (lambda data: data)
     for session in sessions:
         steps = store.steps(session.session_id)
         extra = totals(steps) if totals is not None else {}
-        yield _dump({"kind": "session", **session_json(session), **extra})
+        yield _dump(clean({"kind": "session", **session_json(session), **extra}))
         for st in steps:
-            yield _dump({"kind": "step", **step_json(st), "callId": st.call_id})
+            yield _dump(clean({"kind": "step", **step_json(st), "callId": st.call_id}))
         # Images a tool returned live in the blob store; the steps name them by hash.
         hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
         if hashes:
