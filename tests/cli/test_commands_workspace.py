@@ -233,6 +233,8 @@ def test_diff_now_leaves_a_restore_cut_short_alone(cli, world) -> None:
     assert sorted(p.name for p in (root / sid).iterdir()) == files
     r = run(cli, "diff", sid, "s0001", "s0003", "--db", db, "--workspace", root)
     assert r.exit_code == 0, r.output  # steps against steps: the record alone
+
+
 def test_diff_shows_workspace_secrets_redacted_and_rollback_keeps_them(
     cli, tmp_path: Path, monkeypatch
 ) -> None:
