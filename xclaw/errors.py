@@ -147,3 +147,10 @@ class PathEscape(ToolError):
 
 class ConfigError(XclawError):
     code = "config_error"
+
+
+class CannotListen(XclawError):
+    """`xclaw serve` could not bind its address (port taken, no such interface, no permission):
+    found before anything is opened or registered, so nothing is left behind."""
+
+    code = "cannot_listen"

@@ -4,16 +4,18 @@ stop on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sqlite3
 import stat
+import subprocess
 import time
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.gateway.harness import Client, Server
+from tests.gateway.harness import Client, Server, xclaw_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -111,9 +113,55 @@ def test_sigint_stops_cleanly(server_factory) -> None:
     assert "event=stopped" in server.logs()
 
 
-def test_port_in_use_is_a_clear_error(server_factory) -> None:
+def test_port_in_use_is_one_error_line_exit_2_and_no_worker_registered(server_factory) -> None:
+    """A second `xclaw serve` on a taken port (here: a second worker on the same database)
+    says so in one `error:` line naming the port, exits 2, and leaves no worker behind in the
+    database: the socket is bound before anything is registered."""
     first = server_factory([{"text": "ok"}], name="one")
+    db = str(first.home / "xclaw.db")
     other = Server(root=first.root.parent / "two", script=first.script, port=first.port)
-    with pytest.raises(AssertionError, match="did not start"):
-        other.start()
-    assert "address already in use" in other.logs().lower()
+    other.root.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*xclaw_cmd(), "serve", "--port", str(first.port), "--db", db],
+        cwd=other.root,
+        env=other.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ")
+    assert str(first.port) in lines[0] and "already in use" in lines[0]
+    assert "--port" in lines[0]  # what to do about it
+    workers = subprocess.run(
+        [*xclaw_cmd(), "workers", "--json", "--db", db],
+        env=other.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    registered = json.loads(workers.stdout)["workers"]
+    assert [w["pid"] for w in registered] == [first.proc.pid]
+
+
+def test_a_host_that_cannot_be_bound_is_one_error_line(tmp_path) -> None:
+    """Not only a taken port: any address the socket cannot bind is one line naming it."""
+    server = Server(root=tmp_path, script=None)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*xclaw_cmd(), "serve", "--host", "192.0.2.1", "--port", str(server.port)],
+        cwd=tmp_path,
+        env=server.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert f"192.0.2.1:{server.port}" in lines[0]
+    assert not (tmp_path / "home" / "xclaw.db").exists()  # nothing was opened or written
