@@ -464,6 +464,41 @@ def test_spinner_tab_completion_and_history_without_approval_answers(
     assert t.wait_exit() == 0
 
 
+def test_spinner_times_the_running_step_not_the_turn(make_server, tmp_path: Path) -> None:
+    """The working line counts how long the step in flight has run: a command started after
+    a slow model call and a long approval wait starts at 0 s, and so does the next model
+    call after it."""
+    server = make_server(
+        [
+            {
+                "sleep": 3,
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 3; touch made.txt"}}],
+            },
+            {"text": "After the command.", "sleep": 3},
+        ],
+        approval="ask",
+    )
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("go")
+    t.expect(r"thinking · 2s")
+    t.expect(r"Approve\? \[y/N\]", timeout=20)
+    time.sleep(4)  # the user takes a while to answer: not the command's time
+    t.line("y")
+    t.expect(r"running shell · \d+s", timeout=20)
+    t.expect(r"thinking · \d+s", timeout=20)
+    t.expect(r"xclaw: After the command\.", timeout=20)
+    shell = [int(n) for n in re.findall(r"running shell · (\d+)s", t.text)]
+    after = t.text[t.text.rindex("running shell") :]
+    thinking = [int(n) for n in re.findall(r"thinking · (\d+)s", after)]
+    # Turn time would be 7 s and more when the command starts, 10 s and more after it.
+    assert shell and shell[0] <= 1 and max(shell) <= 5, shell
+    assert thinking and thinking[0] <= 1 and max(thinking) <= 5, thinking
+    t.prompt()
+    t.line("/quit")
+    assert t.wait_exit() == 0
+
+
 def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(
     make_server, tmp_path: Path
 ) -> None:

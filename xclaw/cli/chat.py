@@ -250,6 +250,18 @@ class ChatClient:
         self._fail_seen = False
         self._changed.set()
 
+    def _time_step(self, f: dict[str, Any]) -> None:
+        """The spinner times the step in flight: a tool from its `running` frame (after any
+        approval), a model call from its `running` step."""
+        kind = f.get("type")
+        step = f.get("step") or {}
+        if kind == "tool" and f.get("state") == "running":
+            self.spinner.step(f"running {f.get('name')}", str(f.get("stepId") or "") or None)
+        elif kind == "step" and step.get("type") == "llm_call" and step.get("status") == "running":
+            self.spinner.step("thinking", str(step.get("id") or "") or None)
+        elif kind == "delta":
+            self.spinner.label = "thinking"
+
     def _say(self, text: str, style: str | None = None) -> None:
         self.spinner.clear()
         self.out.line(text, style)
@@ -278,12 +290,7 @@ class ChatClient:
             return  # a late frame of the session we just switched away from
         self.spinner.clear()
         self._learn_ids(f)
-        if kind == "tool" and f.get("state") == "running":
-            self.spinner.label = f"running {f.get('name')}"
-        elif kind in ("delta", "step") and self.spinner.label != "thinking":
-            step = f.get("step") or {}
-            if kind == "delta" or step.get("type") == "llm_call":
-                self.spinner.label = "thinking"
+        self._time_step(f)
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
                 self.out.approval(f)
