@@ -171,6 +171,32 @@ def test_resume_of_a_session_waiting_for_input_uses_the_sessions_state_words(
     assert f"session {sid} ({s['stateText']})" in r.stderr
 
 
+@pytest.mark.parametrize("model", ["", "openai:gpt-test"])
+def test_errors_about_the_openai_base_url_name_both_variables(tmp_path: Path, model: str) -> None:
+    """The code takes OPENAI_API_BASE_URL or OPENAI_BASE_URL: a message naming one would send
+    someone who set the other looking for the wrong mistake."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_")) and k != "XCLAW_MODEL"
+    }
+    env.update({"XCLAW_HOME": str(tmp_path), "NO_COLOR": "1"})
+    if model:
+        env["XCLAW_MODEL"] = model
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "hello"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r
+    assert "OPENAI_API_BASE_URL" in r.stderr and "OPENAI_BASE_URL" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("text", ["/steps"])
 def test_slash_commands_point_to_the_right_tool(tmp_path: Path, text: str) -> None:
     r = xclaw(tmp_path, text, script=[])
