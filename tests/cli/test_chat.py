@@ -382,20 +382,77 @@ def test_piped_client_survives_a_server_restart_mid_run(make_server, tmp_path: P
     assert out[-1] == "xclaw: Finished after the restart."
 
 
-def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: Path) -> None:
-    server = make_server(TASK)
-    r = subprocess.run(
-        [*xclaw_cmd(), "chat", "--url", server.http, "--token", "wrong-token"],
-        input="",
-        cwd=tmp_path,
-        env=clean_env(XCLAW_HOME=str(tmp_path / "elsewhere")),
+def _piped_chat(
+    server: Server, cwd: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`xclaw chat` reading "/steps" from a pipe, with a home that holds no token file."""
+    return subprocess.run(
+        [*xclaw_cmd(), "chat", *args],
+        input="/steps\n",
+        cwd=cwd,
+        env=clean_env(**{"XCLAW_HOME": str(cwd / "elsewhere"), "NO_COLOR": "1", **env}),
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=30,
         check=False,
     )
-    assert r.returncode == 2
-    assert "unauthorized" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("how", "args", "env"),
+    [
+        ("no token", (), {}),
+        ("--token", ("--token", "wrong-token"), {}),
+        ("XCLAW_TOKEN", (), {"XCLAW_TOKEN": "wrong-token"}),
+        ("?token=", ("--url", "URL?token=wrong-token"), {}),
+    ],
+)
+def test_unauthorized_client_says_so_once_and_exits_2(
+    make_server, tmp_path: Path, how: str, args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    server = make_server(TASK)
+    args = tuple(a.replace("URL", server.http + "/") for a in args)
+    if "--url" not in args:
+        args = ("--url", server.http, *args)
+    r = _piped_chat(server, tmp_path, *args, **env)
+    assert r.returncode == 2, (how, r)
+    out = r.stdout + r.stderr
+    assert out.count("unauthorized") == 1, out
+    assert "--token" in out and "XCLAW_TOKEN" in out  # where a token comes from
+
+
+def test_the_token_precedence_is_the_one_chat_help_states(make_server, tmp_path: Path) -> None:
+    """--token, then the ?token= of --url, then XCLAW_TOKEN, then $XCLAW_HOME/token: each
+    source wins over the ones after it, and --help lists them in that order."""
+    server = make_server(TASK)
+    right, wrong = server.token, "wrong-token"
+    home_file = {"XCLAW_HOME": str(server.home)}  # holds the right token file
+    cases = [
+        # (args, env, connects?)
+        (("--url", server.http, "--token", right), {"XCLAW_TOKEN": wrong}, True),
+        (("--url", f"{server.http}/?token={wrong}", "--token", right), {}, True),
+        (("--url", f"{server.http}/?token={right}", "--token", wrong), {}, False),
+        (("--url", f"{server.http}/?token={right}"), {"XCLAW_TOKEN": wrong}, True),
+        (("--url", f"{server.http}/?token={wrong}"), {"XCLAW_TOKEN": right}, False),
+        (("--url", server.http), {"XCLAW_TOKEN": right}, True),
+        (("--url", server.http), {"XCLAW_TOKEN": wrong, **home_file}, False),
+        (("--url", server.http), home_file, True),
+    ]
+    for args, env, connects in cases:
+        r = _piped_chat(server, tmp_path, *args, **env)
+        assert (r.returncode == 0) is connects, (args, env, r)
+    help_text = subprocess.run(
+        [*xclaw_cmd(), "chat", "--help"],
+        env=clean_env(COLUMNS="300"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    token_help = " ".join(help_text[help_text.index("--token") :].split())
+    order = [
+        token_help.index(x) for x in ("--token", "?token=", "XCLAW_TOKEN", "$XCLAW_HOME/token")
+    ]
+    assert order == sorted(order), token_help
 
 
 def test_no_server_says_how_to_start_one_then_connects_by_itself(

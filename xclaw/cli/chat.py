@@ -95,6 +95,7 @@ class ChatOptions:
     history_file: Path | None = None
     # --session ID: an existing session (a unique prefix will do), never a new one by typo.
     explicit: bool = False
+    token_source: str = ""  # where the token came from ("--token", "XCLAW_TOKEN", …)
 
 
 # --- input ----------------------------------------------------------------------------------
@@ -291,6 +292,9 @@ class ChatClient:
         self.spinner.clear()
         self._learn_ids(f)
         self._time_step(f)
+        if kind == "error" and f.get("code") == "unauthorized":
+            self._unauthorized()  # the close that follows says the same: one line for both
+            return
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
                 self.out.approval(f)
@@ -441,12 +445,7 @@ class ChatClient:
             finally:
                 self._ws = None
             if code == CLOSE_UNAUTHORIZED:
-                self._say(
-                    "unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
-                    "(the token is in $XCLAW_HOME/token and in the server's start-up URL)",
-                    "bold red",
-                )
-                self.quit(2)
+                self._unauthorized()
                 return
             if code == CLOSE_FORBIDDEN_ORIGIN:
                 self.quit(2)
@@ -460,6 +459,23 @@ class ChatClient:
             except TimeoutError:
                 pass
             delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _unauthorized(self) -> None:
+        """The token was refused: said once (the gateway's error frame and its close both
+        mean it), with where the token came from and where a right one is, then exit 2."""
+        if self._quit.is_set():
+            return
+        given = (
+            f"the gateway refused the token from {self.opts.token_source}"
+            if self.opts.token
+            else "no access token found"
+        )
+        self._say(
+            f"unauthorized: {given}. Pass --token, set XCLAW_TOKEN, or run on the server's "
+            "machine (the token is in $XCLAW_HOME/token and in the server's start-up URL)",
+            "bold red",
+        )
+        self.quit(2)
 
     def _offline(self, reason: str, delay: float) -> None:
         """Say once per outage what is wrong and what to do, then keep retrying quietly
