@@ -4,6 +4,7 @@ piped stdin."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import socket
@@ -453,6 +454,66 @@ def test_the_token_precedence_is_the_one_chat_help_states(make_server, tmp_path:
         token_help.index(x) for x in ("--token", "?token=", "XCLAW_TOKEN", "$XCLAW_HOME/token")
     ]
     assert order == sorted(order), token_help
+
+
+def test_help_lists_quit_and_a_bare_switch_gets_a_usage_line_like_the_others(
+    make_server, tmp_path: Path
+) -> None:
+    server = make_server(TASK)
+    r = subprocess.run(
+        [*xclaw_cmd(), "chat", "--url", server.http, "--new"],
+        input="/help\n/switch\n/title\n/fork\n",
+        cwd=tmp_path,
+        env=chat_env(server),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert any(line.strip().startswith("/quit") for line in lines), r.stdout
+    usage = [line for line in lines if "usage:" in line]
+    assert [u.split("usage: ")[1].split()[0] for u in usage] == ["/switch", "/title", "/fork"]
+    # one shape for every command typed without its argument
+    assert len({u.split("usage: ")[0] for u in usage}) == 1, usage
+
+
+def test_new_with_a_title_keeps_it(make_server, tmp_path: Path) -> None:
+    """`/new TITLE` names the session at once: it is kept even if nothing is said to it in
+    this connection, and the first message does not rename it."""
+    server = make_server(TASK)
+
+    def chat(text: str) -> str:
+        r = subprocess.run(
+            [*xclaw_cmd(), "chat", "--url", server.http],
+            input=text,
+            cwd=tmp_path,
+            env=chat_env(server),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert r.returncode == 0, r
+        return r.stdout
+
+    def titles() -> dict[str, str]:
+        listed = subprocess.run(
+            [*xclaw_cmd(), "sessions", "--json", "--db", str(server.home / "xclaw.db")],
+            env=chat_env(server),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {s["sessionId"]: s["title"] for s in json.loads(listed)}
+
+    chat("/new Release notes draft\n")  # and the client leaves
+    sid = (tmp_path / ".cli_session").read_text().strip()
+    assert titles() == {sid: "Release notes draft"}
+    out = chat("write the notes\n")  # the same session, from .cli_session
+    assert "Writing a." in out
+    assert titles() == {sid: "Release notes draft"}
 
 
 def test_no_server_says_how_to_start_one_then_connects_by_itself(

@@ -41,6 +41,9 @@ SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 5.0
 CLOSE_UNAUTHORIZED = 4401
+# Under the gateway's /help list (xclaw.gateway.commands.HELP_TEXT): what only this client
+# handles itself, in the same columns.
+CLIENT_HELP = "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
 CLOSE_FORBIDDEN_ORIGIN = 4403
 YES = ("y", "yes")
 OFFLINE_REMINDER_S = 30.0
@@ -227,6 +230,7 @@ class ChatClient:
         self._asking: dict[str, Any] | None = None  # the approval the prompt asks about now
         self._interrupts = 0
         self._eof = False
+        self._help_asked = False  # the next notice answers /help
         # What Tab completes: step ids and session ids seen in frames.
         self.step_ids: set[str] = set()
         self.session_ids: set[str] = set()
@@ -304,6 +308,9 @@ class ChatClient:
         if self._resolve_frame(f):
             return
         self.out.frame(f)
+        if kind == "notice" and self._help_asked:
+            self._help_asked = False
+            self.out.line(CLIENT_HELP)  # the gateway's list, and what only this client does
         if kind == "session":
             self.session_id = self._attached = str(f["sessionId"])
             try:
@@ -579,10 +586,6 @@ class ChatClient:
         word, _, rest = text.partition(" ")
         if word in ("/quit", "/exit"):
             self.quit(0)
-        elif word == "/switch" and not rest.strip():
-            self._say(
-                "usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow"
-            )
         elif word in ("/switch", "/new"):
             # The gateway resolves the id (existing sessions only, unique prefixes) and
             # re-attaches this socket; its `session` frame saves .cli_session.
@@ -595,6 +598,7 @@ class ChatClient:
         elif parse_command(text) is not None:
             if word in ("/rollback", "/fork") and not await self._confirm_time_travel(word, rest):
                 return
+            self._help_asked = word == "/help"
             self._set_turn("command")
             if not await self.send(
                 {"type": "message", "sessionId": self.session_id, "content": text}
