@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
 import signal
 import sqlite3
 import stat
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -165,3 +169,37 @@ def test_a_host_that_cannot_be_bound_is_one_error_line(tmp_path) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert f"192.0.2.1:{server.port}" in lines[0]
     assert not (tmp_path / "home" / "xclaw.db").exists()  # nothing was opened or written
+
+
+@pytest.mark.parametrize("on_path", [False, True])
+def test_the_banner_names_a_chat_command_a_fresh_shell_can_run(tmp_path, on_path: bool) -> None:
+    """Started as .venv/bin/xclaw from a shell whose PATH lacks the environment (no activate),
+    the banner must not say `xclaw chat`: that is "command not found" in the next terminal."""
+    script = Path(sys.executable).parent / "xclaw"
+    server = Server(root=tmp_path, script=None)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = os.defpath + (f"{os.pathsep}{script.parent}" if on_path else "")
+    env = {**server.env(), "PATH": path}
+    with subprocess.Popen(
+        [str(script), "serve", "--port", str(server.port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = next(line for line in proc.stdout if "in another terminal" in line)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    command = line.split("run `", 1)[1].split("`", 1)[0]
+    assert command.endswith(" chat")
+    assert (command == "xclaw chat") is on_path, command
+    # ... and that command works in another directory, with that PATH
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    argv = [*shlex.split(command)[:-1], "--version"]
+    done = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "xclaw" in done.stdout, done

@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
+from xclaw.invocation import xclaw_command
 from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
 from xclaw.protocol import parse_command
@@ -496,8 +497,8 @@ class ChatClient:
                 http = http.removesuffix("/ws")
                 self._say(
                     f"[offline] no xclaw server at {http} ({reason}). Start one in another "
-                    "terminal with `xclaw serve` (or pass --url); this client connects by "
-                    "itself as soon as it is up. Ctrl+C quits.",
+                    f"terminal with `{xclaw_command()} serve` (or pass --url); this client "
+                    "connects by itself as soon as it is up. Ctrl+C quits.",
                     "yellow",
                 )
             else:

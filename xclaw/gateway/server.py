@@ -22,6 +22,7 @@ from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
 from xclaw.gateway.listen import bind_listeners
+from xclaw.invocation import xclaw_command
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -114,6 +115,7 @@ class Banner:
     model: str | None
     model_error: str | None
     sandbox: str = ""
+    command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.invocation)
 
     def lines(self) -> list[str]:
         out = [
@@ -130,7 +132,8 @@ class Banner:
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
         out.append(
-            "  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops"
+            f"  open the URL in a browser, or run `{self.command} chat` in another terminal; "
+            "Ctrl+C stops"
         )
         return out
 
@@ -234,6 +237,7 @@ async def _print_banner_when_up(
         model=getattr(model, "name", None),
         model_error=model_error,
         sandbox=sandbox_mode(settings),
+        command=xclaw_command(),
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(
