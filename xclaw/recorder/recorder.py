@@ -30,6 +30,7 @@ from xclaw.recorder.events import (
     StatusChanged,
     StepCommitted,
     TextDelta,
+    ThinkingDiscarded,
     ThinkingShown,
     ToolChanged,
     ToolState,
@@ -238,6 +239,10 @@ class Recorder:
     async def llm_thinking(self, block: ThinkingBlock) -> None:
         if self.is_main:
             self.emit(ThinkingShown(self._redacted_thinking(block)))
+
+    async def llm_thinking_discarded(self) -> None:
+        if self.is_main:
+            self.emit(ThinkingDiscarded())
 
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None

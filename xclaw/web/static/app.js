@@ -181,6 +181,10 @@ function onFrame(frame) {
       if (foreign) return;
       transcript.thinking(frame);
       return;
+    case "thinking_discarded":
+      if (foreign) return;
+      transcript.discardThinking();
+      return;
     case "reply":
       if (foreign) return;
       transcript.reply(frame.content || "");
