@@ -106,6 +106,9 @@ class LLMResponse:
     thinking: tuple[ThinkingBlock, ...] = ()
     # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
     request_id: str = ""
+    # The provider's id of the response itself: Anthropic's message id (`msg_…`), an
+    # OpenAI-compatible completion's id (`chatcmpl-…`); OpenTelemetry's gen_ai.response.id.
+    response_id: str = ""
 
 
 @runtime_checkable

@@ -91,6 +91,14 @@ def step_id_of(ref: ParentRef) -> str | None:
     return ref.resolved().step_id if isinstance(ref, Pending) else ref
 
 
+def _provider_ids(response: LLMResponse) -> dict[str, str]:
+    """The provider's ids an llm_call step keeps when it sent them: `request_id`, of the HTTP
+    request (what its support asks for), and `response_id`, of the reply itself (`msg_…`,
+    `chatcmpl-…`: OpenTelemetry's gen_ai.response.id)."""
+    ids = {"request_id": response.request_id, "response_id": response.response_id}
+    return {k: v for k, v in ids.items() if v}
+
+
 class Recorder:
     """An AgentObserver writing one agent's steps; `child()` gives a sub-agent's recorder
     whose steps hang under the spawning tool call."""
@@ -253,8 +261,7 @@ class Recorder:
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        if response.request_id:  # the provider's id of the request, for its support
-            data["request_id"] = response.request_id
+        data |= _provider_ids(response)
         output = self.redact(data)
         output["usage"] = response.usage.to_json()
         thinking = [self._redacted_thinking(b) for b in response.thinking]
@@ -307,8 +314,7 @@ class Recorder:
         )
         output["usage"] = response.usage.to_json()
         output["compaction"] = {"messages": summarised}
-        if response.request_id:
-            output["request_id"] = response.request_id
+        output |= _provider_ids(response)
         llm = self._llm
         self._llm = None
         self._put(
