@@ -364,10 +364,16 @@ def _yaml(cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
+# An OpenAI-compatible server's URL, from either variable (the first set wins): every message
+# that points at it names both, as OPENAI_BASE_URL_WORDS.
+OPENAI_BASE_URL_VARS = ("OPENAI_API_BASE_URL", "OPENAI_BASE_URL")
+OPENAI_BASE_URL_WORDS = " or ".join(OPENAI_BASE_URL_VARS)
+
+
 def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[ProviderConfig, ...]:
     """XCLAW_MODEL overrides the chain; else xclaw.yaml's `providers`; else whatever keys
     the environment has (Anthropic first, then OpenAI-compatible), as the seed does."""
-    openai_base = env.get("OPENAI_API_BASE_URL") or env.get("OPENAI_BASE_URL")
+    openai_base = next((env[name] for name in OPENAI_BASE_URL_VARS if env.get(name)), None)
 
     def make(spec: str, entry: Mapping[str, Any] | None = None) -> ProviderConfig:
         entry = entry or {}

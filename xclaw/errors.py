@@ -169,3 +169,11 @@ class PathEscape(ToolError):
 class ConfigError(XclawError):
     code = "config_error"
     exit_code = EXIT_USAGE
+
+
+class CannotListen(XclawError):
+    """`xclaw serve` could not bind its address (port taken, no such interface, no permission):
+    found before anything is opened or registered, so nothing is left behind."""
+
+    code = "cannot_listen"
+    exit_code = EXIT_USAGE

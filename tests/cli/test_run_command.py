@@ -138,6 +138,65 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path: Path) -> None:
     assert r.returncode == 0 and "nothing to resume" in r.stdout
 
 
+def test_resume_of_a_session_waiting_for_input_uses_the_sessions_state_words(
+    tmp_path: Path,
+) -> None:
+    """`xclaw run --session ID` words a session as `xclaw sessions` does: one waiting for
+    the user's next instruction (here after a rollback) is not "Running"."""
+    assert xclaw(tmp_path, "hello", script=[{"text": "hi"}, {"text": "again"}]).returncode == 0
+    env = {**os.environ, "XCLAW_HOME": str(tmp_path), "NO_COLOR": "1"}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "xclaw", *args],
+            check=True,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout
+
+    (s,) = json.loads(cli("sessions", "--json"))
+    sid = s["sessionId"]
+    cli("rollback", "--yes", sid, "s0002")
+    (s,) = json.loads(cli("sessions", "--json"))
+    assert s["state"] == "waiting"
+    r = xclaw(tmp_path, "--session", sid)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to resume" in r.stdout
+    assert s["stateText"] in r.stdout and "Running" not in r.stdout
+    r = xclaw(tmp_path, "--session", sid, "go on")
+    assert r.returncode == 0, r.stderr
+    assert f"session {sid} ({s['stateText']})" in r.stderr
+
+
+@pytest.mark.parametrize("model", ["", "openai:gpt-test"])
+def test_errors_about_the_openai_base_url_name_both_variables(tmp_path: Path, model: str) -> None:
+    """The code takes OPENAI_API_BASE_URL or OPENAI_BASE_URL: a message naming one would send
+    someone who set the other looking for the wrong mistake."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_")) and k != "XCLAW_MODEL"
+    }
+    env.update({"XCLAW_HOME": str(tmp_path), "NO_COLOR": "1"})
+    if model:
+        env["XCLAW_MODEL"] = model
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "hello"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r
+    assert "OPENAI_API_BASE_URL" in r.stderr and "OPENAI_BASE_URL" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("text", ["/steps"])
 def test_slash_commands_point_to_the_right_tool(tmp_path: Path, text: str) -> None:
     r = xclaw(tmp_path, text, script=[])

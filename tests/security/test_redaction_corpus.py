@@ -229,6 +229,12 @@ async def test_no_secret_in_any_field_reaches_any_route(tmp_path: Path, otlp) ->
             await c.until_type(answer, timeout=20)
         later = await Client.open(server)  # joins afterwards: session, history
         await later.attach(sid)
+        named = await Client.open(server)  # `/new TITLE` writes its session at once
+        await named.attach()
+        await named.send(
+            {"type": "message", "sessionId": named.session_id, "content": f"/new n {SECRET}"}
+        )
+        await named.until(lambda f: f.get("type") == "session" and f.get("title"), 20)
 
         async with httpx.AsyncClient(
             base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}
@@ -253,7 +259,7 @@ async def test_no_secret_in_any_field_reaches_any_route(tmp_path: Path, otlp) ->
         except AssertionError:
             leaks.append("no `renamed` frame after PATCH /api/sessions/ID")
 
-        for client, name in ((c, "client"), (later, "late client")):
+        for client, name in ((c, "client"), (later, "late client"), (named, "/new client")):
             for f in client.seen:
                 leaks += leaks_in_data(f"{name} frame {f.get('type')}", f)
             joined = "".join(f["content"] for f in client.of_type("delta"))

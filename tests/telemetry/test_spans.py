@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
+from xclaw.config import ProviderConfig, Settings
 from xclaw.errors import ConfigError
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.telemetry.config import otel_config
@@ -54,6 +58,7 @@ def _session(store: SQLiteStore) -> str:
                 "reasoning": 12,
             },
             "request_id": "req_1",
+            "response_id": "msg_01abc",
         },
         token_usage_prompt=120,
         token_usage_completion=30,
@@ -124,7 +129,9 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
     assert first["gen_ai.usage.cache_read.input_tokens"] == 40
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 7
     assert first["gen_ai.response.finish_reasons"] == ["tool_use"]
-    assert first["gen_ai.response.id"] == "req_1"
+    # The reply's id, not the HTTP request's: that one has its own attribute.
+    assert first["gen_ai.response.id"] == "msg_01abc"
+    assert first["xclaw.provider.request_id"] == "req_1"
     assert first["xclaw.usage.reasoning_tokens"] == 12
     tool = by_name["execute_tool write_file"]
     assert tool.attributes["gen_ai.tool.name"] == "write_file"
@@ -292,3 +299,62 @@ def test_every_text_of_a_span_is_redacted_names_and_errors_too(store: SQLiteStor
         ]
         assert "execute_tool tool_[REDACTED]" in texts
         assert not any(key in x for x in texts), texts
+
+
+def test_a_record_without_a_response_id_gives_none_rather_than_the_request_id(
+    store: SQLiteStore,
+) -> None:
+    """Steps recorded before response ids were kept hold only `request_id`: that is no
+    response id, so gen_ai.response.id is left out."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
+    llm = store.begin_step(
+        sid, NewStep(StepType.LLM_CALL, "openai:m", {"model": "openai:m"}, user.step_id)
+    )
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={"text": "hello", "stop_reason": "stop", "request_id": "req_old"},
+        session_status=Status.SUCCESS,
+    )
+    [turn] = split_turns(store.steps(sid))
+    [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
+    assert "gen_ai.response.id" not in chat.attributes
+    assert chat.attributes["xclaw.provider.request_id"] == "req_old"
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
+    tmp_path: Path, kind: str
+) -> None:
+    """Through the provider SDKs against a fake API on loopback: the llm_call step keeps the
+    reply's id beside the request id, and the span names each as what it is."""
+    server_cls = FakeAnthropicServer if kind == "anthropic" else FakeOpenAIServer
+    with server_cls() as srv:
+        srv.push(Reply(text="hello"))
+        settings = Settings(
+            home=tmp_path,
+            db=str(tmp_path / "x.db"),
+            workspace_root=tmp_path / "ws",
+            providers=(
+                ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),
+            ),
+        )
+        runtime = Runtime(open_store(settings.db), settings)
+        try:
+            session, _ = await runtime.open(None)
+            sid = session.session_id
+            await runtime.send(sid, "hi")
+            await runtime.wait_idle(sid)
+            steps = runtime.store.steps(sid)
+        finally:
+            await runtime.shutdown()
+            runtime.store.close()
+    (llm,) = [s for s in steps if s.step_type is StepType.LLM_CALL]
+    expected = "msg_fake" if kind == "anthropic" else "chatcmpl-fake"
+    assert llm.output_data["response_id"] == expected
+    assert llm.output_data["request_id"] == "req_fake_1"
+    [turn] = split_turns(steps)
+    [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
+    assert chat.attributes["gen_ai.response.id"] == expected
+    assert chat.attributes["xclaw.provider.request_id"] == "req_fake_1"

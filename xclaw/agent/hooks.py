@@ -54,7 +54,9 @@ class AgentObserver(Protocol):
     async def llm_delta(self, text: str) -> None: ...
 
     # Optional: `async def llm_thinking(self, block: ThinkingBlock) -> None`, each reasoning
-    # block as soon as the provider has it (before the answer's deltas).
+    # block as soon as the provider has it (before the answer's deltas); and
+    # `async def llm_thinking_discarded(self) -> None`: the blocks shown so far belong to an
+    # attempt that failed and is made again (a retry, a fallback): void, new ones follow.
 
     # Optional: `def recorded_signature(self, call: ToolCall) -> str`, `call_signature` of the
     # call as the record will hold it (redacted), to match a re-issued call against the

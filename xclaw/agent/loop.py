@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
+from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_discard, thinking_sink
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
 from xclaw.messages import (
     AssistantMessage,
@@ -252,6 +252,7 @@ class Agent:
         await self.observer.llm_started(request, self.model.name, params)
         # The provider, awaited in this task, sees the sink.
         shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
+        voided = thinking_discard.set(getattr(self.observer, "llm_thinking_discarded", None))
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -264,6 +265,7 @@ class Agent:
             raise
         finally:
             thinking_sink.reset(shown)
+            thinking_discard.reset(voided)
         await self.observer.llm_finished(response)
         return response
 

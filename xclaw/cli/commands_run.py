@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from xclaw.cli.commands_store import running_now
 from xclaw.config import load_settings
 from xclaw.errors import EXIT_USAGE, AmbiguousSession, SessionNotFound, XclawError
-from xclaw.store.model import session_state
+from xclaw.store.model import SessionState, session_state
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -71,15 +72,16 @@ def _allow_hint(runtime: Runtime, name: str) -> str:
     return f"use --approval yolo, or allow it in xclaw.yaml: {policy}"
 
 
-def _nothing_to_resume(sid: str, status: str) -> str:
-    """Why `xclaw run --session ID` without a message did nothing, and what would."""
-    if status == "Running":
+def _nothing_to_resume(sid: str, state: SessionState) -> str:
+    """Why `xclaw run --session ID` without a message did nothing, and what would; the
+    session in the words of every listing (session_state)."""
+    if state.key == "running":
         return (
-            f"session {sid} is Running and waiting for input (or driven by another process): "
-            f'nothing to resume; send a message with: xclaw run --session {sid} "..."'
+            f"session {sid} ({state.text}): another process is driving it right now (xclaw "
+            "workers shows which); nothing to resume here"
         )
     return (
-        f"session {sid} is {status}: nothing to resume; continue the conversation with: "
+        f"session {sid} ({state.text}): nothing to resume; continue the conversation with: "
         f'xclaw run --session {sid} "your next message"'
     )
 
@@ -132,10 +134,10 @@ async def _run(
         interactive = sys.stdin.isatty()
         printer = TerminalFrames(runtime, sid, interactive=interactive)
         runtime.subscribe(sid, printer)
-        state = "new" if created else session_state(sess, busy=False).text
+        state = session_state(sess, busy=not created and running_now(store)(sid))
         if text:
             runtime.require_model()
-            click.secho(f"session {sid} ({state})", fg="bright_black", err=True)
+            click.secho(f"session {sid} ({state.text})", fg="bright_black", err=True)
             await runtime.send(sid, text, create=True)
         elif not created and await runtime.resume_if_needed(sid, failed=True):
             if sess.status.value == "Failed":
@@ -144,8 +146,11 @@ async def _run(
                     fg="bright_black",
                     err=True,
                 )
+        elif printer.failed:  # it could not be resumed, and the error said why
+            return 2
         else:
-            click.echo(_nothing_to_resume(sid, sess.status.value))
+            now = store.get_session(sid)
+            click.echo(_nothing_to_resume(sid, session_state(now, busy=running_now(store)(sid))))
             return 0
         await runtime.wait_idle(sid)
         if printer.denied_unasked:

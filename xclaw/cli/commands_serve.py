@@ -47,6 +47,9 @@ def register(cli: click.Group) -> None:
         (mode 0600); the start-up banner prints a ready-made URL that carries it. The server
         starts without an LLM configured and says how to add one. SIGTERM or Ctrl+C stops it
         gracefully: steps in flight end as interrupted and resume on the next start.
+
+        The port is bound first: one taken (or a --host this machine lacks) is one error line
+        and exit status 2, before the database is opened or the worker registered.
         """
         from xclaw.gateway.server import serve
 

@@ -171,13 +171,7 @@ def sessions_cmd(
     r = output_redactor()
     # Redacted before the search: a WORD must not find what the listing would not show.
     found = [r.session(s) for s in store.list_sessions(limit=None if (search or state) else limit)]
-    # A run in flight anywhere holds a live lease on its session.
-    live = {
-        info.session_id
-        for info in store.leases(statuses=(Status.RUNNING, Status.PAUSED))
-        if info.live
-    }
-    busy = live.__contains__
+    busy = running_now(store)
     if search:
         word = search.lower()
         found = [s for s in found if word in s.title.lower() or word in s.session_id.lower()]
@@ -199,6 +193,14 @@ def sessions_cmd(
         _out().print("No session matches.")
     else:
         _out().print(format_sessions(found, costs, busy=busy))
+
+
+def running_now(store: Store) -> Callable[[str], bool]:
+    """Is a run of this session in flight right now, anywhere? The `busy` of session_state
+    for commands that run without a server: a run holds a live lease on its session."""
+    statuses = (Status.RUNNING, Status.PAUSED)
+    live = {info.session_id for info in store.leases(statuses=statuses) if info.run_in_flight}
+    return live.__contains__
 
 
 @click.command("steps", short_help="The latest steps of a session (like /steps).")

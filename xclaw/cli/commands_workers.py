@@ -55,6 +55,8 @@ def workers_json(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> dict[str
             {
                 "sessionId": i.session_id,
                 "status": i.status.value,
+                "state": i.state.key,
+                "stateText": i.state.text,
                 "owner": i.owner,
                 "ownerAlive": i.owner_alive,
                 "token": i.token,
@@ -87,10 +89,12 @@ def format_workers(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> str:
         lines.append("")
         sw = max(len("SESSION"), *(len(i.session_id) for i in leases))
         ow = max(len("OWNER"), *(len(i.owner or "-") for i in leases))
-        lines.append(f"{'SESSION':<{sw}}  {'STATUS':<8}  {'OWNER':<{ow}}  {'TOKEN':>5}  LEASE")
+        # The session's state in the words of every other listing (session_state).
+        tw = max(len("STATE"), *(len(i.state.text) for i in leases))
+        lines.append(f"{'SESSION':<{sw}}  {'STATE':<{tw}}  {'OWNER':<{ow}}  {'TOKEN':>5}  LEASE")
         for i in leases:
             lines.append(
-                f"{i.session_id:<{sw}}  {i.status.value:<8}  {i.owner or '-':<{ow}}  "
+                f"{i.session_id:<{sw}}  {i.state.text:<{tw}}  {i.owner or '-':<{ow}}  "
                 f"{i.token:>5}  {_lease_state(i)}"
             )
     return "\n".join(lines)
@@ -104,8 +108,9 @@ def format_workers(workers: list[WorkerInfo], leases: list[LeaseInfo]) -> str:
 @with_store(Access.READ)
 def workers_cmd(store: Store, as_json: bool, show_all: bool) -> None:
     """The workers registered on the database (alive or dead, last heartbeat) and the leases
-    of running and paused sessions: which worker drives each, its fencing token, when the
-    lease expires.
+    of unfinished sessions: each session's state in the words of `xclaw sessions` (Running
+    only while a run is in flight), which worker drives it, its fencing token, when the lease
+    expires.
 
     A session whose worker died is taken over by another worker once its lease expires, or
     at once when the worker is known dead.

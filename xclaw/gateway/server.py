@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
+from xclaw.gateway.listen import bind_listeners
+from xclaw.invocation import xclaw_command
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -112,6 +115,7 @@ class Banner:
     model: str | None
     model_error: str | None
     sandbox: str = ""
+    command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.invocation)
 
     def lines(self) -> list[str]:
         out = [
@@ -128,7 +132,8 @@ class Banner:
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
         out.append(
-            "  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops"
+            f"  open the URL in a browser, or run `{self.command} chat` in another terminal; "
+            "Ctrl+C stops"
         )
         return out
 
@@ -150,10 +155,21 @@ def _display_host(host: str) -> str:
 
 
 async def _serve(settings: Settings, log_level: str) -> int:
+    # Bound first: a taken port is one error with nothing opened, registered or logged.
+    sockets = bind_listeners(settings.host, settings.port)
+    try:
+        return await _serve_on(settings, log_level, sockets)
+    finally:
+        for sock in sockets:  # uvicorn closes them on a stop; not when startup failed
+            sock.close()
+
+
+async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.socket]) -> int:
     from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
+    port = int(sockets[0].getsockname()[1])  # the real one when --port 0 asked for any
     private_dir(settings.home)
     token = load_or_create_token(settings.home, settings.token)
     redactor = Redactor([token, *settings.secret_values()])
@@ -168,13 +184,13 @@ async def _serve(settings: Settings, log_level: str) -> int:
         drop_from_environ(settings.secret_env)
         make_undumpable()
         # Presence, failover and frames across the workers sharing this database.
-        cluster = Cluster(runtime, info={"port": settings.port})
+        cluster = Cluster(runtime, info={"port": port})
         await cluster.start()
         app = create_app(settings, store, runtime, token=token)
         config = uvicorn.Config(
             app,
             host=settings.host,
-            port=settings.port,
+            port=port,
             log_config=None,
             access_log=False,  # our own logs never carry the ?token= query
             ws_max_size=WS_MAX_SIZE,
@@ -186,10 +202,10 @@ async def _serve(settings: Settings, log_level: str) -> int:
         )
         server = uvicorn.Server(config)
         banner_task = asyncio.create_task(
-            _print_banner_when_up(server, settings, store.url, token, model, model_error)
+            _print_banner_when_up(server, settings, port, store.url, token, model, model_error)
         )
         try:
-            await server.serve()
+            await server.serve(sockets=sockets)
         finally:
             banner_task.cancel()
             await cluster.stop()  # already done by runtime.shutdown() unless startup failed
@@ -204,6 +220,7 @@ async def _serve(settings: Settings, log_level: str) -> int:
 async def _print_banner_when_up(
     server: uvicorn.Server,
     settings: Settings,
+    port: int,
     db: str,
     token: str,
     model: Any,
@@ -212,11 +229,6 @@ async def _print_banner_when_up(
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
     settle_heap()  # everything it serves with is imported by now
-    port = settings.port
-    for s in server.servers:
-        for sock in s.sockets:
-            port = sock.getsockname()[1]  # the real one when --port 0 asked for any free port
-            break
     url = f"http://{_display_host(settings.host)}:{port}/?token={token}"
     banner = Banner(
         url=url,
@@ -225,6 +237,7 @@ async def _print_banner_when_up(
         model=getattr(model, "name", None),
         model_error=model_error,
         sandbox=sandbox_mode(settings),
+        command=xclaw_command(),
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(

@@ -14,7 +14,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
-from xclaw.gateway.commands import CommandError
+from xclaw.gateway.commands import CommandError, session_title
 from xclaw.gateway.context import Gateway
 from xclaw.protocol import (
     PROTOCOL_VERSION,
@@ -126,7 +126,6 @@ class Connection:
         self._queued_bytes = 0
         self._closing = False
         self._held: list[dict[str, Any]] | None = None
-        self.pending_title: str | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
     # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
@@ -205,20 +204,16 @@ class Connection:
         if self.session_id is not None:
             self.gw.hub.remove(self.session_id, self._from_hub)
 
-    async def attach(self, requested: str | None, *, title: str | None = None) -> str:
+    async def attach(self, requested: str | None) -> str:
         """Resume on reconnect: attach to the session, send `session`, `history` and any approval
         still waiting, let the runtime resume what was interrupted, then send `status` with
         `busy` so a client knows whether to wait for a reply. An unknown (or null) id is attached
-        as a new session that is written at its first message (`pending_title`: the title
-        /new gave it)."""
+        as a new session that is written at its first message."""
         rt = self.gw.runtime
         try:
             session, created = await rt.peek(requested)
         except ValueError as e:
             raise BadFrame(f"reconnect frame: sessionId: {e}") from None
-        if created and title:
-            session = replace(session, title=title)
-        self.pending_title = title if created else None
         sid = session.session_id
         self.detach()
         self.session_id = sid
@@ -279,7 +274,17 @@ class Connection:
     async def _switch(self, sid: str, cmd: Command) -> None:
         """/switch PREFIX attaches to an existing session only; /new [title] to a new one."""
         if cmd.name == "new":
-            await self.attach(None, title=cmd.rest[:200] or None)
+            title = self.gw.runtime.title_of(session_title(cmd.rest))
+            if not title:  # written with its first message, as a session opened anywhere
+                await self.attach(None)
+                return
+            # Named: written now, as /title writes a session nothing was said to yet, so the
+            # name survives the client leaving (or reconnecting) before the first message.
+            fresh, _ = await self.gw.runtime.peek(None)
+            created = await asyncio.to_thread(
+                self.gw.store.create_session, session_id=fresh.session_id, title=title
+            )
+            await self.attach(created.session_id)
             return
         if len(cmd.args) != 1:
             raise CommandError(
@@ -293,11 +298,6 @@ class Connection:
         if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
             with contextlib.suppress(StoreError):  # another socket wrote it first
                 await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
-
-    async def _apply_pending_title(self, sid: str) -> None:
-        title, self.pending_title = self.pending_title, None
-        if title and sid == self.session_id:
-            await self.gw.runtime.rename(sid, title)
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
@@ -333,10 +333,6 @@ class Connection:
             if cmd is None:
                 # SessionBusy -> `busy`: one driver. The session this socket is
                 # attached to is written now if this is its first message.
-                if self.pending_title and sid == self.session_id:
-                    rt.require_model()  # nothing is written without a model to answer
-                    await self._create_pending(sid)
-                    await self._apply_pending_title(sid)
                 await rt.send(sid, frame.content, create=sid == self.session_id)
                 return
             if cmd.name in ("switch", "new"):
@@ -346,6 +342,7 @@ class Connection:
                 await self._create_pending(sid)  # naming it is the first thing said to it
             elif (
                 cmd.name in ("steps", "rollback", "fork")
+                and (cmd.name == "steps" or cmd.args)  # bare: its usage line, as elsewhere
                 and sid == self.session_id
                 and await asyncio.to_thread(self.gw.store.find_session, sid) is None
             ):

@@ -232,6 +232,7 @@ class AnthropicModel:
         thinking: dict[int, dict[str, str]] = {}
         usage = Usage()
         stop_reason = ""
+        response_id = ""
         finished = False  # `message_stop` seen: the only proof that the reply is whole
         events = 0
         async for event in stream:
@@ -241,6 +242,7 @@ class AnthropicModel:
                 finished = True
             elif kind == "message_start":
                 usage = _usage(event.message.usage, usage)
+                response_id = str(getattr(event.message, "id", "") or "")
             elif kind == "content_block_start":
                 block = event.content_block
                 btype = getattr(block, "type", "")
@@ -298,6 +300,7 @@ class AnthropicModel:
             model=self.name,
             stop_reason=stop_reason,
             thinking=tuple(_block(b) for _, b in sorted(thinking.items())),
+            response_id=response_id,
         )
 
 

@@ -8,7 +8,7 @@ import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
@@ -31,6 +31,52 @@ async def show_thinking(block: ThinkingBlock) -> None:
     sink = thinking_sink.get()
     if sink is not None:
         await sink(block)
+
+
+# Set beside thinking_sink: told when the thinking shown so far belongs to an attempt that
+# failed and is made again (a retry, a fallback). What was shown is void; the new attempt's
+# thinking follows. (Streamed text is never retried: see xclaw/llm/retry.py.)
+thinking_discard: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
+    contextvars.ContextVar("xclaw_thinking_discard", default=None)
+)
+
+
+class ThinkingWatch:
+    """Counts the thinking blocks shown during the attempts of a call (`with`, in the task
+    that makes them), so a retry or a fallback knows whether anything must be taken back.
+    Watches nest (a fallback chain of retrying models): a discard inside voids the counts
+    outside too, so each block is taken back once."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+        self._outer_show: ThinkingSink | None = None
+        self._outer_discard: Callable[[], Awaitable[None]] | None = None
+        self._tokens: tuple[contextvars.Token[Any], contextvars.Token[Any]] | None = None
+
+    async def _show(self, block: ThinkingBlock) -> None:
+        self.shown += 1
+        if self._outer_show is not None:
+            await self._outer_show(block)
+
+    async def _discarded(self) -> None:
+        self.shown = 0
+        if self._outer_discard is not None:
+            await self._outer_discard()
+
+    def __enter__(self) -> ThinkingWatch:
+        self._outer_show, self._outer_discard = thinking_sink.get(), thinking_discard.get()
+        self._tokens = (thinking_sink.set(self._show), thinking_discard.set(self._discarded))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._tokens is not None
+        thinking_sink.reset(self._tokens[0])
+        thinking_discard.reset(self._tokens[1])
+
+    async def discard(self) -> None:
+        """The attempt failed and another follows: take back what it showed, if anything."""
+        if self.shown:
+            await self._discarded()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +106,9 @@ class LLMResponse:
     thinking: tuple[ThinkingBlock, ...] = ()
     # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
     request_id: str = ""
+    # The provider's id of the response itself: Anthropic's message id (`msg_…`), an
+    # OpenAI-compatible completion's id (`chatcmpl-…`); OpenTelemetry's gen_ai.response.id.
+    response_id: str = ""
 
 
 @runtime_checkable

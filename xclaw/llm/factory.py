@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import OPENAI_BASE_URL_WORDS, ProviderConfig, Settings
 from xclaw.errors import ConfigError
 from xclaw.llm.base import Model
 from xclaw.llm.retry import FallbackChain, RetryingModel
 
 HOW_TO_CONFIGURE = (
     "no LLM provider is configured. Set ANTHROPIC_API_KEY (and optionally ANTHROPIC_MODEL) "
-    "or OPENAI_API_KEY (and optionally OPENAI_MODEL, OPENAI_API_BASE_URL for Ollama, vLLM, "
+    "or OPENAI_API_KEY (and optionally OPENAI_MODEL, and the server's URL in "
+    f"{OPENAI_BASE_URL_WORDS} for Ollama, vLLM, "
     "llama.cpp, DeepSeek...) in the environment or in .env, or set "
     "XCLAW_MODEL=script:<path to a script.json> to run offline with the scripted model."
 )
@@ -36,8 +37,8 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
     if p.kind == "openai":
         if not p.api_key and not p.base_url:
             raise ConfigError(
-                f"{p.spec}: set OPENAI_API_KEY, or OPENAI_API_BASE_URL for a local "
-                "OpenAI-compatible server that needs no key"
+                f"{p.spec}: set OPENAI_API_KEY, or the server's URL in "
+                f"{OPENAI_BASE_URL_WORDS} for a local OpenAI-compatible server that needs no key"
             )
         from xclaw.llm.openai import OpenAIModel
 

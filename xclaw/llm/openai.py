@@ -205,7 +205,9 @@ class OpenAIModel:
         shown = False
         usage = Usage()
         finish = ""
+        response_id = ""  # every chunk carries the completion's id
         async for chunk in stream:
+            response_id = response_id or str(getattr(chunk, "id", "") or "")
             u = getattr(chunk, "usage", None)
             if u is not None:
                 usage = _usage(u)
@@ -260,6 +262,7 @@ class OpenAIModel:
             thinking=(
                 (ThinkingBlock(type="reasoning", thinking="".join(reasoning)),) if reasoning else ()
             ),
+            response_id=response_id,
         )
 
 

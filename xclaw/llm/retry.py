@@ -3,7 +3,9 @@ flaky network or a provider outage. Both wrap any Model and are Models themselve
 
 Streamed text cannot be taken back. So a retry (or a fallback) happens only while nothing of
 the failed attempt has reached `on_delta`; once text went out, the failure is final for this
-call (PartialReplyError) and the session can be resumed, which re-issues the call.
+call (PartialReplyError) and the session can be resumed, which re-issues the call. Thinking
+shown by a failed attempt is taken back (`thinking_discard`: clients drop it) before the next
+attempt thinks again, so it is never shown twice.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from xclaw.errors import LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model, ThinkingWatch
 
 log = logging.getLogger("xclaw.llm")
 
@@ -84,6 +86,12 @@ class RetryingModel:
         return ceiling / 2 + self._jitter() * ceiling / 2  # "equal jitter": never near zero
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        with ThinkingWatch() as thinking:
+            return await self._attempts(request, on_delta, thinking)
+
+    async def _attempts(
+        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
+    ) -> LLMResponse:
         attempts = self.retries + 1
         for attempt in range(attempts):
             sink = _CountingSink(on_delta)
@@ -112,6 +120,7 @@ class RetryingModel:
                     self.retries,
                     wait,
                 )
+                await thinking.discard()  # the next attempt thinks again
                 await self._sleep(wait)
         raise AssertionError("unreachable")
 
@@ -127,6 +136,12 @@ class FallbackChain:
         self.name = ",".join(m.name for m in self.models)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        with ThinkingWatch() as thinking:
+            return await self._chain(request, on_delta, thinking)
+
+    async def _chain(
+        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
+    ) -> LLMResponse:
         failures: list[str] = []
         last: LLMError | None = None
         for i, model in enumerate(self.models):
@@ -145,6 +160,7 @@ class FallbackChain:
                         err.message,
                         self.models[i + 1].name,
                     )
+                    await thinking.discard()  # the next provider thinks again
                 continue
             return response if response.model else replace(response, model=model.name)
         assert last is not None

@@ -37,6 +37,7 @@ from xclaw.recorder.events import (
     StatusChanged,
     StepCommitted,
     TextDelta,
+    ThinkingDiscarded,
     ThinkingShown,
     ToolChanged,
     ToolState,
@@ -95,6 +96,14 @@ ParentRef = str | Pending | None
 def step_id_of(ref: ParentRef) -> str | None:
     """A parent reference that may still be queued: resolved on the writer's thread."""
     return ref.resolved().step_id if isinstance(ref, Pending) else ref
+
+
+def _provider_ids(response: LLMResponse) -> dict[str, str]:
+    """The provider's ids an llm_call step keeps when it sent them: `request_id`, of the HTTP
+    request (what its support asks for), and `response_id`, of the reply itself (`msg_…`,
+    `chatcmpl-…`: OpenTelemetry's gen_ai.response.id)."""
+    ids = {"request_id": response.request_id, "response_id": response.response_id}
+    return {k: v for k, v in ids.items() if v}
 
 
 class Recorder:
@@ -264,6 +273,10 @@ class Recorder:
         if self.is_main:
             self.emit(ThinkingShown(self._redacted_thinking(block)))
 
+    async def llm_thinking_discarded(self) -> None:
+        if self.is_main:
+            self.emit(ThinkingDiscarded())
+
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
         self._end_stream()
@@ -276,8 +289,7 @@ class Recorder:
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        if response.request_id:  # the provider's id of the request, for its support
-            data["request_id"] = response.request_id
+        data |= _provider_ids(response)
         output = self.redact(data)
         output["usage"] = response.usage.to_json()
         thinking = [self._redacted_thinking(b) for b in response.thinking]
@@ -327,8 +339,7 @@ class Recorder:
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        if response.request_id:
-            data["request_id"] = response.request_id
+        data |= _provider_ids(response)
         output = self.redact(data)
         output["usage"] = response.usage.to_json()
         output["compaction"] = {"messages": summarised}

@@ -69,7 +69,18 @@ log = logging.getLogger("xclaw.runtime")
 FrameSink = Callable[[dict[str, Any]], None]
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
+
 CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
+
+
+def unsafe_retry_notice(name: str, step: str) -> str:
+    """The line after RESUME_NOTICE for a call that may or may not have run (no blind
+    repeat): how it is retried — by the model, with the user's approval — in words that read
+    on from "retrying...", not against it."""
+    return (
+        f"[resume] {name} {step} may or may not have run, so the model decides whether to "
+        "retry it, and a retry waits for your approval"
+    )
 
 
 @dataclass
@@ -620,14 +631,10 @@ class Runtime:
             if resume:
                 if hist.interrupted_retry or hist.interrupted_unsafe:
                     emit(notice_frame(RESUME_NOTICE))
+                names = {s.display_id: s.name for s in steps}
                 for ref in hist.interrupted_unsafe:
-                    emit(
-                        notice_frame(
-                            f"[resume] {ref} was interrupted and may or may not have run, so it is "
-                            "not retried blindly: the model continues from the record, and if it "
-                            "asks for that call again you are asked to approve it first"
-                        )
-                    )
+                    # Goes on from RESUME_NOTICE (how this call is retried), never against it.
+                    emit(notice_frame(unsafe_retry_notice(names.get(ref, "tool"), ref)))
             recorder = Recorder(
                 db=db,
                 session_id=sid,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import LeaseLost
-from xclaw.store.model import Status, StepStatus
+from xclaw.store.model import SessionState, Status, StepStatus, state_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -93,6 +93,18 @@ class LeaseInfo:
             and self.expires_at > self.now
             and self.owner_alive is not False
         )
+
+    @property
+    def run_in_flight(self) -> bool:
+        """A run of the session is going on somewhere: the `busy` of session_state for
+        whoever reads leases without a server. A run holds a live lease on a Running or Paused
+        session; a finished session's lease that has not expired yet is no run."""
+        return self.live and self.status in (Status.RUNNING, Status.PAUSED)
+
+    @property
+    def state(self) -> SessionState:
+        """The session's state in words, by the one rule (session_state)."""
+        return state_of(self.status, busy=self.run_in_flight, awaiting_input=self.awaiting_input)
 
     @property
     def expires_in_s(self) -> float:

@@ -248,8 +248,10 @@ def _chat_span(
         attrs["gen_ai.request.temperature"] = float(params["temperature"])
     if out.get("model"):
         attrs["gen_ai.response.model"] = str(out["model"]).partition(":")[2] or str(out["model"])
-    if out.get("request_id"):  # the provider's id of the request
-        attrs["gen_ai.response.id"] = str(out["request_id"])
+    if out.get("response_id"):  # the provider's id of the reply: msg_…, chatcmpl-…
+        attrs["gen_ai.response.id"] = str(out["response_id"])
+    if out.get("request_id"):  # the provider's id of the HTTP request (its support asks)
+        attrs["xclaw.provider.request_id"] = str(out["request_id"])
     if out.get("stop_reason"):
         attrs["gen_ai.response.finish_reasons"] = [str(out["stop_reason"])]
     raw_usage = out.get("usage")
