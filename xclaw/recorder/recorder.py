@@ -162,7 +162,9 @@ class Recorder:
         """Built in the store thread, when a queued parent has its id."""
         return NewStep(
             step_type=kind,
-            name=self.redact.text(name),
+            # A tool's name goes back to the provider in the rebuilt history: a stand-in that
+            # is still a valid tool name (letters, digits, `_`), not `[REDACTED]`.
+            name=self.redact.ident(name) if kind is StepType.TOOL_CALL else self.redact.text(name),
             input_data=self.redact(data),
             parent_step_id=step_id_of(parent),
             agent=self.agent,
@@ -284,7 +286,8 @@ class Recorder:
         data: dict[str, Any] = {
             "text": response.text,
             "tool_calls": [
-                {**c.to_json(), "id": self.redact.ident(c.id)} for c in response.tool_calls
+                {**c.to_json(), "id": self.redact.ident(c.id), "name": self.redact.ident(c.name)}
+                for c in response.tool_calls
             ],
             "model": response.model,
             "stop_reason": response.stop_reason,
@@ -535,7 +538,7 @@ class Recorder:
     def recorded_signature(self, call: ToolCall) -> str:
         """The call's signature as its recorded name and input give it (redacted): what
         the interrupted calls read back from the record are (no blind repeat)."""
-        return call_signature(self.redact.text(call.name), self.redact(call.input))
+        return call_signature(self.redact.ident(call.name), self.redact(call.input))
 
     def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
