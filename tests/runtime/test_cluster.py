@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend, PostgresBackend, postgres_url
+from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.cluster import Cluster
@@ -192,9 +193,12 @@ async def test_an_approval_is_answered_on_another_worker(pg_nodes) -> None:
         await asyncio.sleep(0.05)
     ask = next(f for f in b.frames if f["type"] == "approval_request")
     assert b.runtime.is_busy(sid) and b.runtime.pending_approval_frames(sid)
-    b.runtime.answer_approval(sid, ask["stepId"], True)  # forwarded to the driver, a
+    # Forwarded to the driver, a, with who answered where.
+    b.runtime.answer_approval(sid, ask["stepId"], True, AnsweredBy.person("web", "websocket"))
     await asyncio.wait_for(a.runtime.wait_idle(sid), 20)
     assert a.store.get_session(sid).status is Status.SUCCESS
+    answered = a.store.get_step(sid, ask["stepId"]).output_data
+    assert answered["by"] == {"kind": "person", "client": "web", "via": "websocket"}
     for _ in range(100):
         if any(f["type"] == "reply" for f in b.frames):
             break

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ToolCall
 from xclaw.tools.base import ToolResult
@@ -36,8 +37,9 @@ class ResumeState:
 
 
 class Approver(Protocol):
-    async def decide(self, request: ApprovalRequest) -> bool:
-        """True to run the call. May wait as long as it likes; the loop applies timeouts."""
+    async def decide(self, request: ApprovalRequest) -> Answer:
+        """Whether to run the call, and who said so. May wait as long as it likes; the loop
+        applies timeouts (and records them as the answer)."""
         ...
 
 
@@ -70,7 +72,16 @@ class AgentObserver(Protocol):
         """Record the request; returns its step display id."""
         ...
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None: ...
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None: ...
+
+    async def policy_decided(
+        self, call: ToolCall, approved: bool, reason: str, by: AnsweredBy
+    ) -> None:
+        """A call the approval policy allowed or refused by one of its rules, nobody asked:
+        recorded as an approval answered by that rule (before the call's own step)."""
+        ...
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
 

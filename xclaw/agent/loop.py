@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
+from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
@@ -56,7 +57,10 @@ CANCELLED = "cancelled by the user"
 
 class Decision(Protocol):
     """What the approval policy says about one call: kind is allow | ask | deny. An allow
-    may also carry `confine = True`: the tool is then told to run the call confined."""
+    may also carry `confine = True`: the tool is then told to run the call confined. `rule`:
+    the rule that allowed or refused it without asking (yolo, auto-edits, allowlist,
+    tool_policies, denied_pattern; `detail`: the pattern), recorded as the approval's answer;
+    None for a call every mode runs (read-only tools, sub-agents) or one that is asked."""
 
     @property
     def kind(self) -> str: ...
@@ -64,6 +68,10 @@ class Decision(Protocol):
     def reason(self) -> str: ...
     @property
     def confine(self) -> bool: ...
+    @property
+    def rule(self) -> str | None: ...
+    @property
+    def detail(self) -> str | None: ...
 
 
 class Policy(Protocol):
@@ -405,6 +413,9 @@ class Agent:
             )
         decision = self.policy.decide(tool, call.input)
         if decision.kind == "deny":
+            if decision.rule is not None:
+                by = AnsweredBy.policy(decision.rule, decision.detail)
+                await self.observer.policy_decided(call, False, decision.reason, by)
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)
         maybe_repeated = signature in resume.suspect_calls
@@ -418,6 +429,10 @@ class Agent:
             resume.pending_approvals.discard(call.id)
             if not approved:
                 return await self._refuse(call, why)
+        elif decision.rule is not None:
+            # Run by a rule, nobody asked: the record says which rule let it.
+            by = AnsweredBy.policy(decision.rule, decision.detail)
+            await self.observer.policy_decided(call, True, decision.reason, by)
         resume.suspect_calls.discard(signature)
         self._check_cancelled()
         turn = None if tool.read_only or self.config.parallel_side_effects else self.side_effects
@@ -471,16 +486,16 @@ class Agent:
         timeout = self.config.approval_timeout_s
         try:
             if timeout:
-                approved = await self._until_cancelled(asyncio.wait_for(decide, timeout))
+                answer = await self._until_cancelled(asyncio.wait_for(decide, timeout))
             else:
-                approved = await self._until_cancelled(decide)
-            why = "approved by the user" if approved else "denied by the user"
+                answer = await self._until_cancelled(decide)
         except TimeoutError:
-            approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+            answer = Answer(False, AnsweredBy(TIMEOUT, detail=f"{timeout:g} s"))
         except Cancelled:
-            await self.observer.approval_decided(call, False, CANCELLED)
+            await self.observer.approval_decided(call, False, CANCELLED, AnsweredBy(CANCEL))
             raise
-        await self.observer.approval_decided(call, approved, why)
+        approved, why = answer.approved, answer.by.why(answer.approved)
+        await self.observer.approval_decided(call, approved, why, answer.by)
         return approved, why
 
     async def _refuse(self, call: ToolCall, reason: str) -> ToolResultMessage:

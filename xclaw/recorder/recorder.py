@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
+from xclaw.answered_by import AnsweredBy, answer_output
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ThinkingBlock, ToolCall
 from xclaw.recorder.caller import StoreCaller
@@ -360,17 +361,36 @@ class Recorder:
         await self._status_changed()
         return step.display_id
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None:
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
+        output = answer_output(approved, by, why)
         await self._write(
-            lambda: self.store.complete_step(
-                self.session_id, pending.seq, output_data={"approved": approved, "why": why}
-            ),
+            lambda: self.store.complete_step(self.session_id, pending.seq, output_data=output),
             self._step_event,
         )
         await self._status_changed()
+
+    async def policy_decided(
+        self, call: ToolCall, approved: bool, reason: str, by: AnsweredBy
+    ) -> None:
+        """An approval answered by a policy rule, nobody asked: one finished step, put
+        without waiting — the call's own step follows at once (its write-ahead commit, or
+        the refusal) and carries this one to the disk with it."""
+        data = {"tool": call.name, "args": call.input, "reason": reason, "maybeRepeated": False}
+        output = answer_output(approved, by)
+        parent = self._parent_of(call)
+        self._put(
+            lambda: self.store.add_step(
+                self.session_id,
+                self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id),
+                output_data=output,
+            ),
+            self._step_event,
+        )
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
         step = await self.before_tool(call)

@@ -21,6 +21,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
 from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.store.leases import LeaseInfo
@@ -129,8 +130,10 @@ class Cluster:
             self.rt.deliver(sid, m["f"])
         elif m.get("to") == self.worker_id and isinstance(sid, str):
             if kind == "approval":
+                # Who answered, as the worker the client is attached to saw it.
+                by = AnsweredBy.from_json(m.get("by")) or AnsweredBy.person(None, "unknown")
                 try:
-                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")))
+                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")), by)
                 except StepNotFound:
                     log.info("event=forwarded_approval_stale session=%s", sid)
             elif kind == "cancel":
@@ -169,7 +172,9 @@ class Cluster:
         remote = self._remote.get(session_id)
         return list(remote.approvals.values()) if remote else []
 
-    def forward_approval(self, session_id: str, step_ref: str, approve: bool) -> bool:
+    def forward_approval(
+        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy
+    ) -> bool:
         remote = self._remote.get(session_id)
         if remote is None or self.bus is None:
             return False
@@ -187,6 +192,7 @@ class Cluster:
                 "s": session_id,
                 "step": key,
                 "approve": approve,
+                "by": by.to_json(),
             }
         )
         return True

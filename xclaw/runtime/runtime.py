@@ -18,6 +18,7 @@ from typing import Any
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.answered_by import CANCEL, NEW_INPUT, RUN_ENDED, Answer, AnsweredBy, answer_output
 from xclaw.config import Settings
 from xclaw.errors import (
     Cancelled,
@@ -69,6 +70,10 @@ log = logging.getLogger("xclaw.runtime")
 FrameSink = Callable[[dict[str, Any]], None]
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
+# What an approval still waiting records when something other than an answer ends the wait.
+_SUPERSEDED = answer_output(False, AnsweredBy(NEW_INPUT))
+_CANCELLED = answer_output(False, AnsweredBy(CANCEL))
+_ENDED = answer_output(False, AnsweredBy(RUN_ENDED))
 CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
 
 
@@ -84,7 +89,9 @@ class _Run:
     renewer: asyncio.Task[None] | None = None
     lost: str | None = None
     # display step id -> (request, future answered by answer_approval)
-    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = field(default_factory=dict)
+    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[Answer]]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +110,9 @@ class _WireApprover:
         self.session_id = session_id
         self.run = run
 
-    async def decide(self, request: ApprovalRequest) -> bool:
+    async def decide(self, request: ApprovalRequest) -> Answer:
         key = request.step_id or request.call.id
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self.run.approvals[key] = (request, future)
         self.runtime._emit(self.session_id, self.runtime._approval_frame(request))
         try:
@@ -422,7 +429,9 @@ class Runtime:
             interrupted = (
                 []
                 if created
-                else store.mark_interrupted(session_id, keep_approvals=False, lease=lease)
+                else store.mark_interrupted(
+                    session_id, keep_approvals=False, approval_output=_SUPERSEDED, lease=lease
+                )
             )
             return lease, _Opened(interrupted, store.add_step(session_id, message, lease=lease))
 
@@ -505,7 +514,12 @@ class Runtime:
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()  # the renewer noticed: stop the run where it waits
 
-    def answer_approval(self, session_id: str, step_ref: str, approve: bool) -> None:
+    def answer_approval(
+        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+    ) -> None:
+        """`by`: who answered, as the record will say (xclaw/answered_by.py); None: a person
+        through a client that did not say which."""
+        by = by or AnsweredBy.person(None, "unknown")
         run = self._runs.get(session_id)
         if run is not None:
             try:
@@ -514,10 +528,10 @@ class Runtime:
                 key = step_ref
             entry = run.approvals.get(key)
             if entry is not None and not entry[1].done():
-                entry[1].set_result(bool(approve))
+                entry[1].set_result(Answer(bool(approve), by))
                 return
         elif self.cluster is not None and self.cluster.forward_approval(
-            session_id, step_ref, approve
+            session_id, step_ref, approve, by
         ):
             return  # the worker that drives the session asked; it gets the answer
         raise StepNotFound(str(step_ref), session_id)
@@ -582,7 +596,12 @@ class Runtime:
                     interrupted = await db(db.store.mark_interrupted, sid)
                 else:
                     # New input settles anything left unanswered, approvals included.
-                    interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
+                    interrupted = await db(
+                        db.store.mark_interrupted,
+                        sid,
+                        keep_approvals=False,
+                        approval_output=_SUPERSEDED,
+                    )
                 for step in interrupted:  # live views see the dangling steps marked
                     emit({"type": "step", "step": step_json(step)})
                 steps, workspace = await self.db(self._read_turn, sid, recover=False)
@@ -741,7 +760,9 @@ class Runtime:
     async def _stopped_by_user(self, db: StoreCaller, sid: str, emit: FrameSink) -> None:
         """A cancelled run: the session waits for the next instruction (not Failed)."""
         try:
-            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            await db(
+                db.store.mark_interrupted, sid, keep_approvals=False, approval_output=_CANCELLED
+            )
             session = await db(db.store.transition, sid, Status.RUNNING, awaiting_input=True)
         except LeaseLost as e:
             log.warning(
@@ -775,7 +796,7 @@ class Runtime:
         notice: str | None = None,
     ) -> None:
         try:
-            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            await db(db.store.mark_interrupted, sid, keep_approvals=False, approval_output=_ENDED)
             session = await db(db.store.get_session, sid)
             if session.status is not Status.FAILED:
                 await db(db.store.transition, sid, Status.FAILED)

@@ -176,10 +176,17 @@ class RecordStore(Protocol):
         ...
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         """Dangling `running` steps -> failed with error "interrupted" (nothing lost); pending
-        approval requests are kept running so they can be asked again."""
+        approval requests are kept running so they can be asked again. With
+        `keep_approvals=False` they are settled too, and `approval_output` (the approval
+        step's `{"approved", "why", "by"}`) says what ended their wait."""
         ...
 
     # --- time travel ------------------------------------------------------------------

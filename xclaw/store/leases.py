@@ -295,10 +295,18 @@ class DrivenStore:
         return self.store.step_tree(session_id)
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         return self.store.mark_interrupted(
-            session_id, keep_approvals=keep_approvals, lease=self._fence(lease)
+            session_id,
+            keep_approvals=keep_approvals,
+            approval_output=approval_output,
+            lease=self._fence(lease),
         )
 
     def rollback(

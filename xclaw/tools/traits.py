@@ -81,24 +81,28 @@ class ToolTraits:
         }
 
 
-def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, str]:
-    """(kind, reason): kind is allow | ask for a declared tool under approval `mode`."""
+def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, str, str | None]:
+    """(kind, reason, rule): kind is allow | ask for a declared tool under approval `mode`;
+    rule names what allowed it without asking (tool_policies, yolo), None when the tool's
+    own declaration did (trusted and read-only: every mode runs it)."""
     if traits.policy.approval == "allow":
-        return "allow", ""
+        return "allow", "", "tool_policies"
     if traits.policy.approval == "ask":
-        return "ask", f"{tool_name}: xclaw.yaml says always ask"
+        return "ask", f"{tool_name}: xclaw.yaml says always ask", None
     if traits.destructive:
-        return "ask", f"{tool_name} is marked destructive by {traits.source}"
-    if mode == "yolo":
-        return "allow", ""
+        return "ask", f"{tool_name} is marked destructive by {traits.source}", None
     if traits.read_only and traits.trusted:
-        return "allow", ""
+        return "allow", "", None
+    if mode == "yolo":
+        return "allow", "", "yolo"
     if traits.read_only:
-        return "ask", (
+        return (
+            "ask",
             f"{traits.source} is not trusted: its read-only hint does not spare this question "
-            "(trusted: true in xclaw.yaml)"
+            "(trusted: true in xclaw.yaml)",
+            None,
         )
-    return "ask", f"{tool_name} may change things outside the workspace ({traits.source})"
+    return "ask", f"{tool_name} may change things outside the workspace ({traits.source})", None
 
 
 def parse_policies(raw: Any) -> dict[str, ToolPolicy]:
