@@ -107,9 +107,12 @@ async def test_an_answer_on_the_page_is_recorded_as_a_person_on_the_web_page(
     assert "approved by the user (web page)" in cli(asking, "trace", sid)
     steps = json.loads(cli(asking, "steps", sid, "--json"))
     assert [s["output"]["by"] for s in steps if s["name"] == "approval"] == [step["output"]["by"]]
-    export = httpx.get(
-        f"{asking.http}/api/sessions/{sid}/export", params={"token": asking.token}, timeout=10
-    ).text
+    async with httpx.AsyncClient(timeout=10) as http:
+        export = (
+            await http.get(
+                f"{asking.http}/api/sessions/{sid}/export", params={"token": asking.token}
+            )
+        ).text
     lines = [json.loads(x) for x in export.splitlines()]
     outputs = [x.get("output") for x in lines[1:] if x.get("name") == "approval"]
     assert [o["by"] for o in outputs] == [step["output"]["by"]]

@@ -9,7 +9,6 @@ import pytest
 from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.approval import (
-    ALLOW,
     ALLOW_CONFINED,
     ALLOWED_BY,
     ASK,

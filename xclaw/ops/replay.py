@@ -28,9 +28,6 @@ from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
 from xclaw.messages import AssistantMessage, ToolCall, Usage
 from xclaw.recorder.history import recorded_thinking, tool_output_text
-
-# How the loop words a call that never ran (xclaw/agent/loop.py `Agent._refuse`).
-NOT_RUN = "Not run:"
 from xclaw.store.base import Store
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
@@ -43,6 +40,8 @@ from xclaw.store.model import (
 )
 
 _SHOWN = 400  # characters of a differing result kept in a divergence
+# How the loop words a call that never ran (xclaw/agent/loop.py `Agent._refuse`).
+NOT_RUN = "Not run:"
 
 
 @dataclass(frozen=True, slots=True)
