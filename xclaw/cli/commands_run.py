@@ -115,6 +115,8 @@ async def _run(
         click.secho(f"error: {e.message}", fg="red", err=True)
         return 2
     runtime = Runtime(store, settings)
+    # --approval chose this run's mode: it applies even to a session recorded with another.
+    runtime.explicit_approval = approval is not None
     try:
         if cont and not session:
             recent = store.list_sessions(limit=1)

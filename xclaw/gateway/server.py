@@ -112,6 +112,7 @@ class Banner:
     model: str | None
     model_error: str | None
     sandbox: str = ""
+    warnings: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         out = [
@@ -127,6 +128,7 @@ class Banner:
             out.append(f"  {NO_MODEL_LINE}")
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
+        out.extend(f"  {w}" for w in self.warnings)
         out.append(
             "  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops"
         )
@@ -150,6 +152,7 @@ def _display_host(host: str) -> str:
 
 
 async def _serve(settings: Settings, log_level: str) -> int:
+    from xclaw.runtime.agreement import disagreeing
     from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
@@ -162,7 +165,8 @@ async def _serve(settings: Settings, log_level: str) -> int:
     private_dir(settings.workspace_root)
     store = open_store(settings.db)
     try:
-        runtime = Runtime(store, settings, model=model, redactor=redactor)
+        specs = [p.spec for p in settings.providers]
+        runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)
         # Every credential is read by now (the providers hold their keys): nothing started
         # later inherits them, and same-user processes cannot read our /proc/PID/environ.
         drop_from_environ(settings.secret_env)
@@ -170,6 +174,14 @@ async def _serve(settings: Settings, log_level: str) -> int:
         # Presence, failover and frames across the workers sharing this database.
         cluster = Cluster(runtime, info={"port": settings.port})
         await cluster.start()
+        # Workers that run sessions with another model or approval mode: said at start.
+        warnings = disagreeing(
+            [(w.worker_id, w.alive, w.info) for w in await asyncio.to_thread(store.workers)],
+            runtime.worker_id,
+            runtime.run_config,
+        )
+        for line in warnings:
+            log.warning("event=config_disagreement worker=%s %s", runtime.worker_id, line)
         app = create_app(settings, store, runtime, token=token)
         config = uvicorn.Config(
             app,
@@ -186,7 +198,9 @@ async def _serve(settings: Settings, log_level: str) -> int:
         )
         server = uvicorn.Server(config)
         banner_task = asyncio.create_task(
-            _print_banner_when_up(server, settings, store.url, token, model, model_error)
+            _print_banner_when_up(
+                server, settings, store.url, token, model, model_error, tuple(warnings)
+            )
         )
         try:
             await server.serve()
@@ -208,6 +222,7 @@ async def _print_banner_when_up(
     token: str,
     model: Any,
     model_error: str | None,
+    warnings: tuple[str, ...] = (),
 ) -> None:
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
@@ -225,6 +240,7 @@ async def _print_banner_when_up(
         model=getattr(model, "name", None),
         model_error=model_error,
         sandbox=sandbox_mode(settings),
+        warnings=warnings,
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(
