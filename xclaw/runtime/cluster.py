@@ -10,6 +10,8 @@
   nobody reconnecting within a grace period, are resumed here, so nothing stays stuck.
 - Frames: with PostgreSQL, every frame of a local run is published on the database's channel
   (LISTEN/NOTIFY) and frames of other workers' runs are delivered to the local sockets.
+- Changes made elsewhere: a rollback or deletion by the command line or another worker reaches
+  the clients attached here (xclaw/runtime/changes.py, both backends).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.runtime.changes import ChangeWatcher
 from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.store.leases import LeaseInfo
 from xclaw.store.model import MAIN_AGENT, StepStatus, StepType, parse_step_ref
@@ -59,6 +62,7 @@ class Cluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.swept: list[str] = []  # sessions this worker resumed in sweeps (for health/tests)
+        self.changes = ChangeWatcher(runtime)
         self._stopped = False
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -75,8 +79,10 @@ class Cluster:
             self.bus = bus
         self.rt.cluster = self
         await self._refresh_others()
+        await self.changes.start()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="xclaw-heartbeat"))
         self._tasks.append(asyncio.create_task(self._sweep_loop(), name="xclaw-sweep"))
+        self._tasks.append(asyncio.create_task(self.changes.run(), name="xclaw-changes"))
         log.info(
             "event=cluster_started worker=%s bus=%s grace_s=%s ttl_s=%s",
             self.worker_id,

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from xclaw.store.changes import SessionChange
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
@@ -302,6 +303,11 @@ class LeaseStore(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def workers(self) -> list[WorkerInfo]: ...
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        """Rollbacks and deletions recorded at or after `since_ms` (ms), oldest first, with
+        the process that made each (xclaw/store/changes.py)."""
+        ...
 
     def forget_worker(self, worker_id: str) -> bool:
         """Drop a dead worker's row (its leases then count by expiry alone)."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from xclaw.store.base import RollbackResult, Store
+    from xclaw.store.changes import SessionChange
     from xclaw.store.model import NewStep, Session, Step, StepTreeNode
     from xclaw.store.snapshot_model import (
         Manifest,
@@ -378,6 +379,9 @@ class DrivenStore:
 
     def workers(self) -> list[WorkerInfo]:
         return self.store.workers()
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        return self.store.changes_since(since_ms)
 
     def forget_worker(self, worker_id: str) -> bool:
         return self.store.forget_worker(worker_id)

@@ -24,6 +24,7 @@ from xclaw.store.common import (
     inserted_step,
     moves_session,
 )
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
     NewStep,
@@ -71,7 +72,9 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, StoreBase):
+class PostgresStore(
+    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     _dialect = POSTGRES

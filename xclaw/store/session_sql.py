@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.store.changes import record_change_tx
 from xclaw.store.common import DURABLE_STATUSES, cancel_event
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
@@ -176,6 +177,7 @@ class SessionMethods:
             if conn.execute(d.sql(_DELETE_SESSION), (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
             sweep_blobs_tx(d, conn)  # its snapshots went by cascade: collect their contents
+            record_change_tx(d, conn, session_id, "delete", {}, self._now())
 
         self._write(tx, durable=True)
 

@@ -23,6 +23,7 @@ from xclaw.store.common import (
     inserted_step,
     moves_session,
 )
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite
@@ -60,7 +61,9 @@ from xclaw.store.transfer_sql import TransferMethods
 T = TypeVar("T")
 
 
-class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
+class SQLiteStore(
+    SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""
