@@ -33,6 +33,7 @@ STATUS_OF_CODE = {
     "bad_request": 400,
     "bad_command": 400,
     "busy": 409,
+    "config_mismatch": 409,
     "unauthorized": 401,
     "forbidden_origin": 403,
     "illegal_transition": 409,

@@ -311,6 +311,12 @@ export function summary(step) {
           : out && out.approved ? "approved" : (out && out.why) || "denied";  // why: "cancelled by the user"
         return `${input.tool || "tool"} — ${verdict}`;
       }
+      if (step.name === "session_config") {  // a worker and the session's own configuration
+        const runs = (c) => (c ? `${(c.models || []).join(", ")} · ${c.approval}` : "?");
+        const worker = input.worker || {};
+        const used = input.decision !== "refused" && input.used ? ` → ran with ${runs(input.used)}` : "";
+        return `${input.decision}: session ${runs(input.session)}; worker ${worker.id} ${runs(worker)}${used}`;
+      }
       if (step.name === "resume") {
         const parts = [];
         if ((input.interrupted || []).length) parts.push(`interrupted ${input.interrupted.join(", ")}`);
