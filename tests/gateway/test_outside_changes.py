@@ -10,7 +10,6 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -56,7 +55,7 @@ def server(tmp_path: Path, database: str) -> Iterator[PgServer]:
     s.kill()
 
 
-async def cli(db: str, workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+async def cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The real `xclaw` command in a process of its own (off the test's event loop, whose
     WebSocket client must keep reading meanwhile)."""
     return await asyncio.to_thread(
@@ -79,7 +78,6 @@ async def test_a_rollback_from_the_command_line_reaches_the_open_page(
     assert (await c.turn("make a file"))["content"] == "first answer"
     r = await cli(
         database,
-        tmp_path / "workspaces",
         "rollback",
         sid,
         "s0001",
@@ -123,16 +121,17 @@ async def test_a_rollback_under_a_run_in_flight_is_refused_naming_the_server(
         await c.send({"type": "message", "sessionId": sid, "content": "sleep"})
         await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
         worker = health(s)["worker"]
-        r = await cli(database, tmp_path / "ws", "rollback", sid, "s0001", "-y")
+        r = await cli(database, "rollback", sid, "s0001", "-y")
         assert r.returncode == 1
         assert f"run in flight on worker {worker}" in r.stderr and "Traceback" not in r.stderr
-        steps = await cli(database, tmp_path / "ws", "steps", sid, "--json")
-        assert [x["id"] for x in json.loads(steps.stdout)][0] == "s0001"  # nothing deleted
+        steps = await cli(database, "steps", sid, "--json")
+        # nothing deleted: user, llm, yolo's answer, the running call
+        assert [x["id"] for x in json.loads(steps.stdout)] == ["s0001", "s0002", "s0003", "s0004"]
         assert not any(f.get("type") == "rolledback" for f in c.seen)
         await c.send({"type": "cancel", "sessionId": sid})
         await c.until(lambda f: f.get("type") == "notice" and "[cancel]" in f["content"])
         # Stopped: now it may be rolled back.
-        r = await cli(database, tmp_path / "ws", "rollback", sid, "s0001", "-y")
+        r = await cli(database, "rollback", sid, "s0001", "-y")
         assert r.returncode == 0, r.stderr
         await c.until_type("rolledback", TOLD_WITHIN_S)
         await c.close()
@@ -150,7 +149,6 @@ async def test_a_session_collected_by_gc_is_said_to_its_open_page(
     await asyncio.sleep(0.01)  # its last update is now in the past: older than 0 s
     r = await cli(
         database,
-        tmp_path / "workspaces",
         "gc",
         "--older-than",
         "0s",

@@ -3,6 +3,10 @@ alone, every branch."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+from tests.runtime.harness import Harness, sh
 from xclaw.runtime.agreement import RunConfig, agree, disagreeing, recorded_config, with_config
 
 A = RunConfig(("script:/a.json",), "yolo")
@@ -92,3 +96,35 @@ def test_a_serve_start_warns_of_live_workers_that_disagree() -> None:
     ]
     (warning,) = disagreeing(workers, "me", A)
     assert "other" in warning and "script:/b.json" in warning and "script:/a.json" in warning
+
+
+async def test_a_session_keeps_its_stricter_mode_and_says_so_once(tmp_path: Path) -> None:
+    """A session started under `ask`, continued by a worker configured `yolo` (same model):
+    its calls are still asked; the decision is said once, not at every turn."""
+    turns = [
+        {"text": "first"},
+        {"text": "", "tool_calls": [sh("echo hi > f")]},
+        {"text": "second"},
+        {"text": "third"},
+    ]
+    strict = Harness(tmp_path, turns, approval="ask")
+    sid = await strict.session()
+    await strict.turn(sid, "one")
+    await strict.close()
+
+    loose = Harness(tmp_path, turns, approval="yolo")
+    try:
+        await loose.session(sid)
+        await loose.runtime.send(sid, "two")
+        ask = await loose.first("approval_request", timeout=20)  # ask, not yolo's "run"
+        loose.runtime.answer_approval(sid, ask["stepId"], True)
+        await asyncio.wait_for(loose.runtime.wait_idle(sid), 30)
+        await loose.turn(sid, "three")
+        alerts = [s for s in loose.store.steps(sid) if s.name == "session_config"]
+        assert [a.input_data["decision"] for a in alerts] == ["adopted"]
+        assert alerts[0].input_data["used"]["approval"] == "ask"
+        notices = [f["content"] for f in loose.of("notice") if f["content"].startswith("[worker]")]
+        assert len(notices) == 1 and "approval ask" in notices[0]
+        assert loose.store.get_session(sid).metadata["config"]["approval"] == "ask"
+    finally:
+        await loose.close()

@@ -95,7 +95,7 @@ class Agreement:
         here = f"worker {self.worker} has {self.mine.words()}"
         if self.use is None:
             where = (
-                f"worker {self.holder} has that model and drives it"
+                f"worker {self.holder} has that model: send your message there (or reconnect there)"
                 if self.holder
                 else "send a message to continue it here with this worker's model, or start "
                 "a worker that has the session's (xclaw workers lists each worker's)"

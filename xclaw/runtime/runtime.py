@@ -186,6 +186,7 @@ class Runtime:
         self._policies: dict[str, Policy] = {}
         self._refused: dict[str, RunConfig] = {}  # session -> the configuration refused (said)
         self._resuming: set[str] = set()  # sessions whose resume is being decided
+        self._said: dict[str, dict[str, Any]] = {}  # session -> the session_config said last
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -808,11 +809,15 @@ class Runtime:
             )
             # Driven with the session's configuration, not this worker's (or changed by the
             # user's message): said to the clients and in the record, as the run starts.
+            # Once per session and worker: a session driven here run after run with its own
+            # configuration does not gather an alert per turn.
             agreed = run.agreement
-            if agreed is not None and (said := agreed.alert()) is not None:
+            said = None if agreed is None else agreed.alert()
+            if agreed is not None and said is not None and self._said.get(sid) != said:
                 if (words := agreed.notice()) is not None:
                     emit(notice_frame(words))
                 await recorder.alert(ALERT, said)
+                self._said[sid] = said
             if resume and (interrupted or hist.pending_approvals or was_failed or settled):
                 details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
                 details |= {

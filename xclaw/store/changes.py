@@ -53,9 +53,7 @@ def record_change_tx(
 ) -> None:
     """Inside the transaction that changes the session: say so, and forget old entries."""
     conn.execute(d.sql(_PRUNE), (now - KEEP_MS,))
-    conn.execute(
-        d.sql(_INSERT), (session_id, kind, d.json(detail, "detail"), d.text(ORIGIN), now)
-    )
+    conn.execute(d.sql(_INSERT), (session_id, kind, d.json(detail, "detail"), d.text(ORIGIN), now))
 
 
 class ChangeMethods:
@@ -70,6 +68,4 @@ class ChangeMethods:
         """The changes recorded at or after `since_ms`, oldest first."""
         sql = self._dialect.sql(_SINCE)
         rows = self._read(lambda c: c.execute(sql, (since_ms,)).fetchall())
-        return [
-            SessionChange(r[0], r[1], r[2], r[4], r[5], load_json(r[3]) or {}) for r in rows
-        ]
+        return [SessionChange(r[0], r[1], r[2], r[4], r[5], load_json(r[3]) or {}) for r in rows]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from xclaw.errors import StoreError
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -24,7 +25,6 @@ from xclaw.store.common import (
     inserted_step,
     moves_session,
 )
-from xclaw.store.changes import ChangeMethods
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
     NewStep,

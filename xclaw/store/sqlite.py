@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -23,7 +24,6 @@ from xclaw.store.common import (
     inserted_step,
     moves_session,
 )
-from xclaw.store.changes import ChangeMethods
 from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite
