@@ -146,7 +146,7 @@ async def test_a_session_collected_by_gc_is_said_to_its_open_page(
     await c.attach(None)
     sid = c.session_id
     assert (await c.turn("make a file"))["content"] == "first answer"
-    await asyncio.sleep(0.01)  # its last update is now in the past: older than 0 s
+    # `--older-than 0s`: anything updated before the command started, this session included.
     r = await cli(
         database,
         "gc",

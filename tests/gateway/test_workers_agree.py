@@ -6,7 +6,6 @@ has the session's model among its own drives it with that model, and says so too
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
@@ -160,4 +159,3 @@ async def test_a_takeover_keeps_the_sessions_model_or_waits(tmp_path: Path, data
     finally:
         for s in servers:
             s.kill()
-        await asyncio.sleep(0)
