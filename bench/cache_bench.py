@@ -138,7 +138,7 @@ async def run_compacting_session(
     from xclaw.tools.base import ToolContext
 
     class Allow:
-        kind, reason, confine, rule, detail = "allow", "", False, None, None
+        kind, reason, confine = "allow", "", False
 
         def decide(self, tool: object, args: object) -> Allow:
             return self

@@ -1,14 +1,14 @@
 """Who or what answered an approval (docs/approval.md, "Who decided").
 
 Recorded as `by` in the approval step's output, beside the seed's `approved` and `why`, so
-the record says whether a person said yes (and through which client), a policy rule decided,
-nobody could be asked, the wait timed out, or a cancel or a new message ended it. Shown by
-`xclaw steps`/`trace`, the page's trace view and every `step` frame. A plain value: the
+the record says whether a person said yes (and through which client), nobody could be asked,
+the wait timed out, or a cancel or a new message ended it. Only a call somebody was asked
+about has an approval step: what the policy ran or refused without asking is derived from
+the session's recorded approval mode and the refused call's error, not stored twice. Shown
+by `xclaw steps`/`trace`, the page's trace view and every `step` frame. A plain value: the
 agent loop, the runtime, the gateway and the CLI all build one; the store only keeps its JSON.
 
     {"kind": "person", "client": "web", "via": "websocket"}
-    {"kind": "policy", "rule": "yolo"}
-    {"kind": "policy", "rule": "denied_pattern", "detail": "rm\\s+-rf\\s+/"}
     {"kind": "no_terminal"}
     {"kind": "timeout", "detail": "600 s"}
 
@@ -23,17 +23,13 @@ from typing import Any
 
 # Who or what answers:
 PERSON = "person"  # someone said yes or no, through `client`
-POLICY = "policy"  # a rule of the approval policy (`rule`), nobody was asked
 NO_TERMINAL = "no_terminal"  # `xclaw run` without a terminal: nobody could be asked
 TIMEOUT = "timeout"  # nobody answered within approval.timeout_s
 CANCEL = "cancel"  # the run was cancelled while it waited
 NEW_INPUT = "new_input"  # a new message arrived instead of an answer
 RUN_ENDED = "run_ended"  # the run failed while it waited
 REPLAY = "replay"  # `xclaw replay` answered as the replayed record had
-KINDS = frozenset({PERSON, POLICY, NO_TERMINAL, TIMEOUT, CANCEL, NEW_INPUT, RUN_ENDED, REPLAY})
-
-# The policy rules that decide without asking (xclaw/tools/approval.py).
-RULES = frozenset({"yolo", "auto-edits", "allowlist", "tool_policies", "denied_pattern"})
+KINDS = frozenset({PERSON, NO_TERMINAL, TIMEOUT, CANCEL, NEW_INPUT, RUN_ENDED, REPLAY})
 
 # The clients xclaw ships name themselves: chat (the terminal client), web (the page); the
 # gateway names the HTTP API `api`, and `xclaw run` its own prompt `run`. A WebSocket client
@@ -54,20 +50,15 @@ class AnsweredBy:
     kind: str
     client: str | None = None  # person: which client (chat, web, api, run, or a client's hint)
     via: str | None = None  # person: the route the answer came by (websocket, http, terminal)
-    rule: str | None = None  # policy: which rule (RULES)
-    detail: str | None = None  # policy: the deny pattern; timeout: how long it waited
+    detail: str | None = None  # timeout: how long it waited; replay: the source session
 
     @classmethod
     def person(cls, client: str | None, via: str) -> AnsweredBy:
         return cls(PERSON, client=client, via=via)
 
-    @classmethod
-    def policy(cls, rule: str, detail: str | None = None) -> AnsweredBy:
-        return cls(POLICY, rule=rule, detail=detail)
-
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
-        for key in ("client", "via", "rule", "detail"):
+        for key in ("client", "via", "detail"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -80,7 +71,7 @@ class AnsweredBy:
         if not isinstance(data, dict) or data.get("kind") not in KINDS:
             return None
         fields: dict[str, str | None] = {}
-        for key in ("client", "via", "rule", "detail"):
+        for key in ("client", "via", "detail"):
             value = data.get(key)
             fields[key] = value[:_MAX_TEXT] if isinstance(value, str) else None
         return cls(str(data["kind"]), **fields)
@@ -91,10 +82,6 @@ class AnsweredBy:
         verdict = "approved" if approved else "denied"
         if self.kind == PERSON:
             return f"{verdict} by the user ({self.client_words()})"
-        if self.kind == POLICY:
-            if self.rule == "denied_pattern":
-                return f"refused by policy (deny pattern {self.detail})"
-            return f"{'allowed' if approved else 'refused'} by policy: {self.rule_words()}"
         if self.kind == NO_TERMINAL:
             return "denied: nobody could be asked (stdin is not a terminal)"
         if self.kind == TIMEOUT:
@@ -115,14 +102,6 @@ class AnsweredBy:
             return CLIENT_WORDS.get(self.client, self.client)
         return f"a {self.via or 'unknown'} client"
 
-    def rule_words(self) -> str:
-        return {
-            "yolo": "yolo mode",
-            "auto-edits": "auto-edits mode",
-            "allowlist": "safe-command allowlist, run confined",
-            "tool_policies": "tool_policies in xclaw.yaml",
-        }.get(self.rule or "", self.rule or "")
-
 
 @dataclass(frozen=True, slots=True)
 class Answer:
@@ -135,8 +114,3 @@ class Answer:
 def answer_output(approved: bool, by: AnsweredBy, why: str | None = None) -> dict[str, Any]:
     """The approval step's output: the seed's `approved` and `why`, and `by`."""
     return {"approved": approved, "why": why or by.why(approved), "by": by.to_json()}
-
-
-def by_of(output: Any) -> AnsweredBy | None:
-    """The `by` of a recorded approval step's output (None: recorded before it existed)."""
-    return AnsweredBy.from_json(output.get("by")) if isinstance(output, dict) else None

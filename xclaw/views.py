@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from xclaw.answered_by import POLICY, by_of
 from xclaw.llm import prices
 from xclaw.messages import Usage
 from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType, session_state
@@ -205,9 +204,6 @@ def _alert_words(step: Step) -> str | None:
         else:
             verdict = _one_line(step.error_message or "not answered", 40)
         what = f": {_one_line(what, _SUMMARY_CHARS)}" if what else ""
-        by = by_of(out)
-        if by is not None and by.kind == POLICY:  # nobody was asked: a rule decided
-            return f"{data.get('tool')}{what} — {verdict}"
         return f"asked to run {data.get('tool')}{what} — {verdict}"
     if step.name == "session_config":  # xclaw/runtime/agreement.py
         return _config_words(data)

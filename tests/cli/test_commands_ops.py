@@ -186,12 +186,11 @@ def test_replay_reports_the_first_tool_result_that_differs(tmp_path: Path) -> No
     assert r.returncode == 1, r.stdout + r.stderr
     out = json.loads(r.stdout)
     kinds = [(d["kind"], d["tool"], d["step"]) for d in out["divergences"]]
-    # Each call: the llm_call, yolo's recorded answer, the call (s0004 echo, s0007, s0010 date).
-    assert kinds == [("tool_result", "shell", "s0007"), ("tool_result", "shell", "s0010")]
+    assert kinds == [("tool_result", "shell", "s0005"), ("tool_result", "shell", "s0007")]
     assert out["firstDivergence"]["recorded"] != out["firstDivergence"]["replayed"]
     r = xclaw(tmp_path, "replay", sid)
     assert r.returncode == 1
-    assert "first divergence at s0007 (tool_result, shell)" in r.stdout
+    assert "first divergence at s0005 (tool_result, shell)" in r.stdout
 
 
 def test_replay_answers_approvals_as_the_record_did(tmp_path: Path) -> None:
@@ -236,14 +235,14 @@ def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
         {"text": "other end"},
     ]
     (tmp_path / "other.json").write_text(json.dumps({"turns": other}))
-    # s0005 is the second model call (after the first's call and yolo's answer to it): the
-    # session up to it is forked (a.txt with it), the live model answers from there.
+    # s0004 is the second model call: the session up to it is forked (a.txt with it), the
+    # live model answers from there.
     r = xclaw(
         tmp_path,
         "replay",
         sid,
         "--from",
-        "s0005",
+        "s0004",
         "--model",
         f"script:{tmp_path / 'other.json'}",
         "--json",
@@ -251,14 +250,13 @@ def test_replay_with_a_live_model_from_a_step(tmp_path: Path) -> None:
     out = json.loads(r.stdout)
     assert r.returncode == 1, r.stdout + r.stderr
     assert out["modelCallsFromRecord"] == 0 and out["modelCallsLive"] == 2
-    assert out["from"] == "s0005" and out["liveModel"].startswith("script:")
+    assert out["from"] == "s0004" and out["liveModel"].startswith("script:")
     assert out["firstDivergence"]["kind"] == "model_output"
-    assert out["firstDivergence"]["step"] == "s0005"
+    assert out["firstDivergence"]["step"] == "s0004"
     ws = tmp_path / "workspaces" / out["sessionId"]
     assert sorted(p.name for p in ws.iterdir()) == ["a.txt", "c.txt"]
     steps = json.loads(xclaw(tmp_path, "steps", out["sessionId"], "-n", "50", "--json").stdout)
-    ids = [s["id"] for s in steps][:4]
-    assert ids == ["s0001", "s0002", "s0003", "s0004"]  # forked, not re-run
+    assert [s["id"] for s in steps][:3] == ["s0001", "s0002", "s0003"]  # forked, not re-run
 
 
 def test_replay_from_a_step_re_runs_only_the_rest(tmp_path: Path) -> None:
@@ -277,8 +275,7 @@ def test_replay_from_a_step_re_runs_only_the_rest(tmp_path: Path) -> None:
     assert xclaw(tmp_path, "run", "--continue", "--approval", "yolo", "read").returncode == 0
     sid = _only_session(tmp_path)
     (tmp_path / "script.json").unlink()
-    # Mid-turn (the second shell, after yolo's answer to it), a turn (the second message).
-    for start, calls in (("s0007", 3), ("s0009", 2)):
+    for start, calls in (("s0005", 3), ("s0007", 2)):  # mid-turn (the second shell), a turn
         r = subprocess.run(
             [sys.executable, "-m", "xclaw", "replay", sid, "--from", start, "--json"],
             check=False,

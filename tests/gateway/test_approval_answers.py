@@ -1,6 +1,7 @@
 """The record says who answered an approval (docs/approval.md, "Who decided"): a person and
-through which client, or the policy rule, in the approval step's output — seen in the `step`
-frame, `xclaw steps`/`trace` and the export. Real servers, real clients, the real CLI."""
+through which client, in the approval step's output — seen in the `step` frame, `xclaw
+steps`/`trace` and the export; and what a rule decided without asking has no approval step.
+Real servers, real clients, the real CLI."""
 
 from __future__ import annotations
 
@@ -164,31 +165,48 @@ async def test_a_malformed_client_hint_is_a_bad_frame_and_the_approval_still_wai
     await c.close()
 
 
-async def test_a_deny_pattern_answers_without_asking_anyone(asking: Server) -> None:
+async def test_a_deny_pattern_refuses_without_an_approval_step_and_the_call_names_it(
+    asking: Server,
+) -> None:
+    """Nobody was asked, so there is no approval step: the refused call's own failed step
+    says which rule refused it (the deny pattern), and the step ids stay the plain ones."""
     c = await Client.open(asking)
     await c.attach(None)
     assert (await c.turn("wipe it all"))["content"] == "no"
     assert not c.of_type("approval_request")
-    approval = next(f["step"] for f in c.of_type("step") if f["step"]["name"] == "approval")
-    assert approval["status"] == "completed"
-    assert approval["output"]["approved"] is False
-    assert approval["output"]["by"]["kind"] == "policy"
-    assert approval["output"]["by"]["rule"] == "denied_pattern"
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.get(
+            f"{asking.http}/api/sessions/{c.session_id}/steps",
+            params={"token": asking.token, "n": 0},
+        )
+    steps = r.json()["steps"]
+    assert [(s["id"], s["type"]) for s in steps] == [
+        ("s0001", "user_input"),
+        ("s0002", "llm_call"),
+        ("s0003", "tool_call"),
+        ("s0004", "llm_call"),
+    ]
+    refused = steps[2]
+    assert (refused["name"], refused["status"]) == ("shell", "failed")
+    assert refused["error"].startswith("refused by policy: matches 'rm -rf /'")
+    assert "(deny pattern rm\\s+" in refused["error"]  # which rule: the pattern itself
+    listing = cli(asking, "steps", c.session_id)
+    assert "system_alert" not in listing
+    assert "s0003  tool_call     shell" in listing and "[failed: refused by policy" in listing
     await c.close()
 
 
-async def test_a_call_yolo_runs_is_recorded_as_allowed_by_that_rule(yolo: Server) -> None:
+async def test_a_call_yolo_runs_has_no_approval_step_the_session_says_yolo(yolo: Server) -> None:
+    """What a rule runs without asking is no approval: the call is the step after the model's
+    answer (s0003), and the session's recorded configuration says which mode let it run."""
     c = await Client.open(yolo)
     await c.attach(None)
     assert (await c.turn("write f"))["content"] == "done"
-    steps = [f["step"] for f in c.of_type("step") if f["step"]["status"] != "running"]
-    kinds = [(s["type"], s["name"]) for s in steps]
-    approval = kinds.index(("system_alert", "approval"))
-    assert kinds[approval + 1] == ("tool_call", "shell")  # the answer comes before the call
-    assert steps[approval]["output"] == {
-        "approved": True,
-        "why": "allowed by policy: yolo mode",
-        "by": {"kind": "policy", "rule": "yolo"},
-    }
-    assert "shell: echo hi > f — allowed by policy: yolo mode" in cli(yolo, "steps", c.session_id)
+    steps = {f["step"]["id"]: f["step"] for f in c.of_type("step")}
+    assert sorted(steps) == ["s0001", "s0002", "s0003", "s0004"]
+    assert (steps["s0003"]["type"], steps["s0003"]["name"]) == ("tool_call", "shell")
+    assert not any(s["name"] == "approval" for s in steps.values())
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.get(f"{yolo.http}/api/sessions/{c.session_id}", params={"token": yolo.token})
+    assert r.json()["metadata"]["config"]["approval"] == "yolo"
     await c.close()

@@ -125,8 +125,8 @@ async def test_a_rollback_under_a_run_in_flight_is_refused_naming_the_server(
         assert r.returncode == 1
         assert f"run in flight on worker {worker}" in r.stderr and "Traceback" not in r.stderr
         steps = await cli(database, "steps", sid, "--json")
-        # nothing deleted: user, llm, yolo's answer, the running call
-        assert [x["id"] for x in json.loads(steps.stdout)] == ["s0001", "s0002", "s0003", "s0004"]
+        # nothing deleted: user, llm, the running call
+        assert [x["id"] for x in json.loads(steps.stdout)] == ["s0001", "s0002", "s0003"]
         assert not any(f.get("type") == "rolledback" for f in c.seen)
         await c.send({"type": "cancel", "sessionId": sid})
         await c.until(lambda f: f.get("type") == "notice" and "[cancel]" in f["content"])

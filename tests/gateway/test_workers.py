@@ -265,7 +265,7 @@ async def test_a_zombie_driver_cannot_write_after_a_takeover(cluster, pg: Postgr
         (sid,),
     )
     assert after == before  # not one late write of the zombie landed
-    tool = next(r for r in after if r[0] == 4)  # after user, llm and yolo's answer
+    tool = next(r for r in after if r[0] == 3)
     assert tool[1:3] == ("failed", "interrupted") and tool[3] == a_id
     runs = runs_of([r[3] for r in after])
     assert runs[0] == a_id and len(runs) == 2 and runs[1] != a_id

@@ -98,9 +98,9 @@ async def test_two_sockets_on_one_session_both_receive_the_run(server: Server) -
             for f in c.seen
             if f["type"] in ("delta", "tool", "reply", "step")
         )
-        # live trace rows: user_input, llm_call, yolo's answer, tool_call, llm_call
+        # live trace rows: user_input, llm_call, tool_call, llm_call
         ids = {f["step"]["id"] for f in c.of_type("step")}
-        assert ids == {"s0001", "s0002", "s0003", "s0004", "s0005"}
+        assert ids == {"s0001", "s0002", "s0003", "s0004"}
 
 
 async def test_message_during_a_run_is_busy_and_a_refresh_does_not_start_a_second_run(
@@ -127,13 +127,7 @@ async def test_message_during_a_run_is_busy_and_a_refresh_does_not_start_a_secon
     assert (await a2.until_type("reply"))["content"] == "Done."
     assert (await b.until_type("reply"))["content"] == "Done."
     kinds = [(s["type"], s["name"]) for s in steps_of(server, sid)]
-    assert [k for k, _ in kinds] == [
-        "user_input",
-        "llm_call",
-        "system_alert",  # yolo's answer to the call (the record says who decided)
-        "tool_call",
-        "llm_call",
-    ]
+    assert [k for k, _ in kinds] == ["user_input", "llm_call", "tool_call", "llm_call"]
     assert ("user_input", "user") in kinds and sum(1 for k, _ in kinds if k == "user_input") == 1
     assert len(a2.of_type("reply")) == 1 and len(b.of_type("reply")) == 1
 
@@ -169,10 +163,10 @@ async def test_slash_commands(server: Server) -> None:
     assert '  s0001  user_input    user        "first task"' in text
     assert "/rollback" in text and "/fork" in text
     steps = (await a.until_type("steps"))["steps"]
-    assert [s["id"] for s in steps] == ["s0001", "s0002", "s0003", "s0004", "s0005"]
+    assert [s["id"] for s in steps] == ["s0001", "s0002", "s0003", "s0004"]
     await a.send({"type": "message", "content": "/steps 2"})
     await a.until_type("notice")
-    assert [s["id"] for s in (await a.until_type("steps"))["steps"]] == ["s0004", "s0005"]
+    assert [s["id"] for s in (await a.until_type("steps"))["steps"]] == ["s0003", "s0004"]
 
     await a.send({"type": "message", "content": "/fork s0003 plan B"})
     notice = (await a.until_type("notice"))["content"]

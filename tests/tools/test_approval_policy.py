@@ -9,8 +9,8 @@ import pytest
 from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.approval import (
+    ALLOW,
     ALLOW_CONFINED,
-    ALLOWED_BY,
     ASK,
     DENY,
     ApprovalPolicy,
@@ -72,9 +72,7 @@ def test_policy_table_needs_a_sandbox_for_anything_unasked() -> None:
     policy = ApprovalPolicy("ask", confinement=False)
     decision = policy.decide(TOOLS["shell"], SHELL_SAFE)
     assert decision.kind == "ask" and "no sandbox" in decision.reason
-    assert ApprovalPolicy("yolo", confinement=False).decide(
-        TOOLS["shell"], SHELL_SAFE
-    ) == ALLOWED_BY("yolo")
+    assert ApprovalPolicy("yolo", confinement=False).decide(TOOLS["shell"], SHELL_SAFE) == ALLOW
 
 
 @pytest.mark.parametrize(("tool", "args", "ask", "auto_edits", "yolo"), TABLE)
@@ -86,31 +84,6 @@ def test_policy_table(
         auto_edits,
         yolo,
     )
-
-
-# Which rule decided without asking (recorded as the approval's answer): None where every
-# mode runs the call or where it is asked.
-@pytest.mark.parametrize(
-    ("tool", "args", "ask", "auto_edits", "yolo"),
-    [
-        ("read_file", {"path": "a"}, None, None, None),
-        ("spawn_agent", {"task": "t"}, None, None, None),
-        ("write_file", WRITE, None, "auto-edits", "yolo"),
-        ("shell", SHELL_SAFE, "allowlist", "allowlist", "yolo"),
-        ("shell", SHELL_UNSAFE, None, None, "yolo"),
-        ("shell", SHELL_DENIED, "denied_pattern", "denied_pattern", "denied_pattern"),
-        ("send_email", {"to": "x"}, None, None, "yolo"),
-    ],
-)
-def test_the_rule_that_decided_is_named(
-    tool: str, args: dict[str, object], ask: str, auto_edits: str, yolo: str
-) -> None:
-    t = CustomTool() if tool == "send_email" else TOOLS[tool]
-    rules = tuple(
-        ApprovalPolicy(mode, confinement=True).decide(t, args).rule  # type: ignore[arg-type]
-        for mode in ("ask", "auto-edits", "yolo")
-    )
-    assert rules == (ask, auto_edits, yolo)
 
 
 # Contract changed with the bashlex reader and per-command option allowlists (issue 13):
@@ -201,7 +174,7 @@ def test_configured_lists_replace_the_defaults() -> None:
     assert policy.decide(shell, {"command": "git push"}).kind == "ask"
     assert policy.decide(shell, {"command": "ls"}).kind == "ask"  # no longer in the list
     assert policy.decide(shell, {"command": "curl http://x"}) == DENY(
-        "refused by policy: matches 'curl' (deny pattern \\bcurl\\b)", r"\bcurl\b"
+        "refused by policy: matches 'curl' (deny pattern \\bcurl\\b)"
     )
 
 
@@ -216,7 +189,7 @@ def test_from_settings(tmp_path: Path) -> None:
     )
     policy = ApprovalPolicy.from_settings(settings)
     assert policy.mode == "auto-edits"
-    assert policy.decide(TOOLS["write_file"], WRITE) == ALLOWED_BY("auto-edits")
+    assert policy.decide(TOOLS["write_file"], WRITE) == ALLOW
     assert policy.decide(TOOLS["shell"], {"command": "make all"}).kind == (
         "allow" if policy.confinement else "ask"
     )

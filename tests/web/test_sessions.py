@@ -94,18 +94,17 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
     output.get_by_role("button", name="show all 60 lines").click()
     expect(output.locator("pre.code")).to_contain_text("59\n60")
 
-    # The trace tree folds: collapsing the LLM call hides the steps under it (the policy's
-    # answer and the tool call).
-    expect(app.step("s0004")).to_be_visible()
+    # The trace tree folds: collapsing the LLM call hides the tool call under it.
+    expect(app.step("s0003")).to_be_visible()
     app.step("s0002").locator(":scope > .trace-row .twisty").click()
-    expect(app.step("s0004")).to_have_count(0)
-    expect(app.step("s0002")).to_contain_text("2 hidden")
+    expect(app.step("s0003")).to_have_count(0)
+    expect(app.step("s0002")).to_contain_text("1 hidden")
     app.step("s0002").locator(":scope > .trace-row").focus()
     page.keyboard.press("ArrowRight")  # the keyboard opens it again
-    expect(app.step("s0004")).to_be_visible()
+    expect(app.step("s0003")).to_be_visible()
 
     app.send("/steps 3")
-    expect(app.messages.locator(".notice").last).to_contain_text("s0005")
+    expect(app.messages.locator(".notice").last).to_contain_text("s0004")
     expect(app.messages.locator(".notice").last).to_contain_text("/rollback")
     app.send("/new Second thoughts")  # issue 14: the gateway attaches a new session
     expect(page.locator(".empty-state")).to_be_visible()

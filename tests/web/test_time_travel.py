@@ -29,19 +29,18 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
     page = app.page
     app.send_and_wait("first task", "First answer.")
     app.send_and_wait("second task", "File written.")
-    # s0005 is yolo's recorded answer to the write_file call (s0006).
-    assert app.step_ids() == [f"s{i:04d}" for i in range(1, 8)]
+    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
 
     node = app.open_step("s0003")
     expect(node.locator(".trace-detail")).to_contain_text("second task")
     node.get_by_role("button", name="Roll back to before").click()
     dialog = app.dialog()
     expect(dialog).to_contain_text("Rollback to before s0003?")
-    expect(dialog).to_contain_text("5 steps")
-    expect(dialog).to_contain_text("s0003\u2013s0007")
+    expect(dialog).to_contain_text("4 steps")
+    expect(dialog).to_contain_text("s0003\u2013s0006")
     expect(dialog).to_contain_text("workspace files")
     shot(page, "09-rollback-confirm")
-    dialog.get_by_role("button", name="Delete 5 steps").click()
+    dialog.get_by_role("button", name="Delete 4 steps").click()
 
     # At once: the later steps are gone from the tree and the conversation.
     expect(page.locator("#trace .trace-node")).to_have_count(2)
@@ -50,7 +49,7 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
     expect(app.messages).not_to_contain_text("File written.")
     expect(app.messages).to_contain_text("First answer.")
     expect(app.messages).to_contain_text("[rollback] session reset to before step s0003")
-    expect(page.locator(".toast")).to_contain_text("5 steps deleted")
+    expect(page.locator(".toast")).to_contain_text("4 steps deleted")
     shot(page, "10-after-rollback")
 
     # The scripted model replays by position: the rewound session is at its second turn again.
@@ -84,12 +83,11 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     parent = app.session_id()
     expect(page.locator("#compare-btn")).to_be_disabled()  # nothing to compare with yet
 
-    # s0005: the answer after the first shell call (s0004) and its allowlist approval (s0003).
-    node = app.open_step("s0005")
+    node = app.open_step("s0004")
     node.get_by_role("button", name="Fork from here").click()
     dialog = app.dialog()
-    expect(dialog).to_contain_text("Fork from s0005")
-    expect(dialog).to_contain_text("up to and including s0005")
+    expect(dialog).to_contain_text("Fork from s0004")
+    expect(dialog).to_contain_text("up to and including s0004")
     dialog.get_by_role("textbox").fill("Path B")
     dialog.get_by_role("button", name="Create fork").click()
 
@@ -107,11 +105,11 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(page.locator("#fork-info")).to_contain_text("fork of")
     fork = app.session_id()
     assert fork != parent
-    # The branch has the history up to and including s0005 and nothing after it.
+    # The branch has the history up to and including s0004 and nothing after it.
     expect(page.locator(".restored-start")).to_be_visible()
     expect(app.messages).to_contain_text("The plan is ready.")
     expect(app.messages).not_to_contain_text("carry on with path A")
-    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004", "s0005"]
+    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
 
     app.send_and_wait("carry on with path B", "Finished this branch.")
     shot(page, "12-fork-continued")
@@ -121,25 +119,25 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(view).to_be_visible()
     expect(page.locator(".branch-select").first).to_have_value(parent)
     expect(page.locator(".branch-select").last).to_have_value(fork)
-    expect(view.locator(".compare-shared summary")).to_contain_text("s0001\u2013s0005")
+    expect(view.locator(".compare-shared summary")).to_contain_text("s0001\u2013s0004")
     rows = view.locator(".compare-row")
-    expect(rows).to_have_count(5)  # s0006..s0010 on both sides
+    expect(rows).to_have_count(4)  # s0005..s0008 on both sides
     # The user inputs and the clock readings differ; the rest is the same. (Issue 14: rows
     # are aligned by content and marked same / changed / only-left / only-right.)
-    expect(view.locator('.compare-row[data-seq="6"]')).to_have_class(
+    expect(view.locator('.compare-row[data-seq="5"]')).to_have_class(
         "compare-grid compare-row changed"
     )
-    expect(view.locator('.compare-row[data-seq="6"]')).to_contain_text("carry on with path A")
-    expect(view.locator('.compare-row[data-seq="6"]')).to_contain_text("carry on with path B")
-    expect(view.locator('.compare-row[data-seq="9"]')).to_have_class(
-        "compare-grid compare-row changed"
-    )
-    expect(view.locator('.compare-row[data-seq="9"] .cell-output.field-differs')).to_have_count(2)
+    expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path A")
+    expect(view.locator('.compare-row[data-seq="5"]')).to_contain_text("carry on with path B")
     expect(view.locator('.compare-row[data-seq="7"]')).to_have_class(
+        "compare-grid compare-row changed"
+    )
+    expect(view.locator('.compare-row[data-seq="7"] .cell-output.field-differs')).to_have_count(2)
+    expect(view.locator('.compare-row[data-seq="6"]')).to_have_class(
         "compare-grid compare-row same"
     )
     expect(view.locator(".compare-legend")).to_contain_text(
-        "3 same, 2 changed, 0 only left, 0 only right"
+        "2 same, 2 changed, 0 only left, 0 only right"
     )
     expect(view.locator(".compare-answer").first).to_contain_text("Finished this branch.")
     shot(page, "13-compare", full_page=False)
@@ -228,7 +226,7 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
     auth = {"Authorization": f"Bearer {server.token}"}
     r = httpx.post(
         f"{server.http}/api/sessions/{parent}/fork",
-        json={"stepId": "s0005", "title": "B"},  # after the base turn's call and its answer
+        json={"stepId": "s0004", "title": "B"},
         headers=auth,
     )
     fork = r.json()["session"]["sessionId"]
@@ -238,9 +236,8 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
     page.locator("#compare-btn").click()
     view = page.locator("#compare")
     expect(view).to_be_visible()
-    # Each call and yolo's recorded answer to it: two rows.
-    expect(view.locator(".compare-row.same").filter(has_text="echo shared step")).to_have_count(2)
-    expect(view.locator(".compare-row.only-right").filter(has_text="echo extra")).to_have_count(2)
+    expect(view.locator(".compare-row.same").filter(has_text="echo shared step")).to_have_count(1)
+    expect(view.locator(".compare-row.only-right").filter(has_text="echo extra")).to_have_count(1)
     expect(view.locator(".compare-row.changed").first).to_contain_text("take path a")
     expect(view.locator(".text-diff")).to_contain_text("- line two A")
     expect(view.locator(".text-diff")).to_contain_text("+ line two B")
@@ -304,7 +301,7 @@ def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
     expect(view).to_be_visible()
     row = view.locator(".compare-row").filter(has_text="resume")
     expect(row).to_have_count(1)
-    expect(row).to_contain_text("interrupted s0007")  # after yolo's answer to it (s0006)
+    expect(row).to_contain_text("interrupted s0006")
     expect(row).not_to_contain_text('{"interrupted"')
     expect(view).to_contain_text("1 step after the fork")  # one step, not "1 steps"
     shot(page, "issue14-compare-resume-in-words")

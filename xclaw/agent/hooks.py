@@ -76,13 +76,6 @@ class AgentObserver(Protocol):
         self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
     ) -> None: ...
 
-    async def policy_decided(
-        self, call: ToolCall, approved: bool, reason: str, by: AnsweredBy
-    ) -> None:
-        """A call the approval policy allowed or refused by one of its rules, nobody asked:
-        recorded as an approval answered by that rule (before the call's own step)."""
-        ...
-
     async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...

@@ -57,10 +57,7 @@ CANCELLED = "cancelled by the user"
 
 class Decision(Protocol):
     """What the approval policy says about one call: kind is allow | ask | deny. An allow
-    may also carry `confine = True`: the tool is then told to run the call confined. `rule`:
-    the rule that allowed or refused it without asking (yolo, auto-edits, allowlist,
-    tool_policies, denied_pattern; `detail`: the pattern), recorded as the approval's answer;
-    None for a call every mode runs (read-only tools, sub-agents) or one that is asked."""
+    may also carry `confine = True`: the tool is then told to run the call confined."""
 
     @property
     def kind(self) -> str: ...
@@ -68,10 +65,6 @@ class Decision(Protocol):
     def reason(self) -> str: ...
     @property
     def confine(self) -> bool: ...
-    @property
-    def rule(self) -> str | None: ...
-    @property
-    def detail(self) -> str | None: ...
 
 
 class Policy(Protocol):
@@ -413,9 +406,6 @@ class Agent:
             )
         decision = self.policy.decide(tool, call.input)
         if decision.kind == "deny":
-            if decision.rule is not None:
-                by = AnsweredBy.policy(decision.rule, decision.detail)
-                await self.observer.policy_decided(call, False, decision.reason, by)
             return await self._refuse(call, decision.reason)
         signature = call_signature(call.name, call.input)
         maybe_repeated = signature in resume.suspect_calls
@@ -429,10 +419,6 @@ class Agent:
             resume.pending_approvals.discard(call.id)
             if not approved:
                 return await self._refuse(call, why)
-        elif decision.rule is not None:
-            # Run by a rule, nobody asked: the record says which rule let it.
-            by = AnsweredBy.policy(decision.rule, decision.detail)
-            await self.observer.policy_decided(call, True, decision.reason, by)
         resume.suspect_calls.discard(signature)
         self._check_cancelled()
         turn = None if tool.read_only or self.config.parallel_side_effects else self.side_effects

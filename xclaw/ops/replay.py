@@ -412,7 +412,7 @@ def compare(
             b = _normal(tool_output_text(n), masks)
             if a.startswith(NOT_RUN) and b.startswith(NOT_RUN):
                 # Not run in both: the same outcome, whoever refused (the record's answer
-                # names a person, a rule or the missing terminal; the replay's, the replay).
+                # names a person or the missing terminal; the replay's, the replay).
                 continue
             if o.status is not n.status:
                 found.append(

@@ -374,24 +374,6 @@ class Recorder:
         )
         await self._status_changed()
 
-    async def policy_decided(
-        self, call: ToolCall, approved: bool, reason: str, by: AnsweredBy
-    ) -> None:
-        """An approval answered by a policy rule, nobody asked: one finished step, put
-        without waiting — the call's own step follows at once (its write-ahead commit, or
-        the refusal) and carries this one to the disk with it."""
-        data = {"tool": call.name, "args": call.input, "reason": reason, "maybeRepeated": False}
-        output = answer_output(approved, by)
-        parent = self._parent_of(call)
-        self._put(
-            lambda: self.store.add_step(
-                self.session_id,
-                self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id),
-                output_data=output,
-            ),
-            self._step_event,
-        )
-
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
         step = await self.before_tool(call)
         self._tool_steps[call.id] = step

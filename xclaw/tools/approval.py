@@ -31,7 +31,6 @@ from xclaw.tools.traits import approval_for
 
 __all__ = [
     "ALLOW",
-    "ALLOWED_BY",
     "ALLOW_CONFINED",
     "ASK",
     "DENY",
@@ -51,37 +50,27 @@ DELEGATING_TOOLS = frozenset({"spawn_agent"})
 @dataclass(frozen=True, slots=True)
 class Decision:
     """`confine`: allowed on the strength of reading the command, not a human's yes, so the
-    tool runs it where a wrong reading costs nothing (see ShellTool, Isolation.wrap).
-    `rule`: which rule allowed or refused the call without asking (the approval step's
-    answer, xclaw/answered_by.py); None when every mode runs it (read-only tools,
-    sub-agents) or when it is asked."""
+    tool runs it where a wrong reading costs nothing (see ShellTool, Isolation.wrap)."""
 
     kind: Literal["allow", "ask", "deny"]
     reason: str = ""
     confine: bool = False
-    rule: str | None = None
-    detail: str | None = None
 
 
 ALLOW = Decision("allow")
-
-
-def ALLOWED_BY(rule: str) -> Decision:
-    """Runs without asking because of `rule` (yolo, auto-edits, tool_policies)."""
-    return Decision("allow", rule=rule)
 
 
 def ASK(reason: str) -> Decision:  # named like the constant ALLOW beside it
     return Decision("ask", reason)
 
 
-def DENY(reason: str, pattern: str | None = None) -> Decision:
-    return Decision("deny", reason, rule="denied_pattern" if pattern else None, detail=pattern)
+def DENY(reason: str) -> Decision:
+    return Decision("deny", reason)
 
 
 def ALLOW_CONFINED(why: str = "") -> Decision:
     """Runs without asking, but confined: read-only workspace, scratch /tmp, no network."""
-    return Decision("allow", why, confine=True, rule="allowlist")
+    return Decision("allow", why, confine=True)
 
 
 def _inside_git(path: Any) -> bool:
@@ -136,21 +125,17 @@ class ApprovalPolicy:
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
         traits = tool.traits
         if traits is not None:  # an MCP or Python tool: its declared traits decide
-            kind, reason, rule = approval_for(traits, tool.name, self.mode)
-            if kind == "allow":
-                return ALLOW if rule is None else ALLOWED_BY(rule)
-            return ASK(reason)
+            kind, reason = approval_for(traits, tool.name, self.mode)
+            return ALLOW if kind == "allow" else ASK(reason)
         if tool.name in SHELL_TOOLS:
             return self._shell(args.get("command") if isinstance(args, dict) else None)
-        if tool.read_only or tool.name in DELEGATING_TOOLS:
+        if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:
             return ALLOW
-        if self.mode == "yolo":
-            return ALLOWED_BY("yolo")
         if tool.name in EDIT_TOOLS:
             path = args.get("path") if isinstance(args, dict) else None
             if self.mode == "auto-edits":
                 if not _inside_git(path):
-                    return ALLOWED_BY("auto-edits")
+                    return ALLOW
                 return ASK(
                     f"{tool.name} changes {path!r} inside .git (its hooks and config run "
                     "programs later), so it is asked even in auto-edits"
@@ -167,11 +152,10 @@ class ApprovalPolicy:
             if match := pattern.search(command):
                 return DENY(
                     f"refused by policy: matches {match.group(0).strip()!r} "
-                    f"(deny pattern {pattern.pattern})",
-                    pattern.pattern,
+                    f"(deny pattern {pattern.pattern})"
                 )
         if self.mode == "yolo":
-            return ALLOWED_BY("yolo")
+            return ALLOW
         why = self.why_not_safe(command)
         if why is not None:
             return ASK(f"shell command {why}")

@@ -81,28 +81,24 @@ class ToolTraits:
         }
 
 
-def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, str, str | None]:
-    """(kind, reason, rule): kind is allow | ask for a declared tool under approval `mode`;
-    rule names what allowed it without asking (tool_policies, yolo), None when the tool's
-    own declaration did (trusted and read-only: every mode runs it)."""
+def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, str]:
+    """(kind, reason): kind is allow | ask for a declared tool under approval `mode`."""
     if traits.policy.approval == "allow":
-        return "allow", "", "tool_policies"
+        return "allow", ""
     if traits.policy.approval == "ask":
-        return "ask", f"{tool_name}: xclaw.yaml says always ask", None
+        return "ask", f"{tool_name}: xclaw.yaml says always ask"
     if traits.destructive:
-        return "ask", f"{tool_name} is marked destructive by {traits.source}", None
-    if traits.read_only and traits.trusted:
-        return "allow", "", None
+        return "ask", f"{tool_name} is marked destructive by {traits.source}"
     if mode == "yolo":
-        return "allow", "", "yolo"
+        return "allow", ""
+    if traits.read_only and traits.trusted:
+        return "allow", ""
     if traits.read_only:
-        return (
-            "ask",
+        return "ask", (
             f"{traits.source} is not trusted: its read-only hint does not spare this question "
-            "(trusted: true in xclaw.yaml)",
-            None,
+            "(trusted: true in xclaw.yaml)"
         )
-    return "ask", f"{tool_name} may change things outside the workspace ({traits.source})", None
+    return "ask", f"{tool_name} may change things outside the workspace ({traits.source})"
 
 
 def parse_policies(raw: Any) -> dict[str, ToolPolicy]:

@@ -250,10 +250,6 @@ export function displayName(step) {
 }
 
 const CLIENTS = { chat: "xclaw chat", web: "web page", api: "HTTP API", run: "xclaw run prompt" };
-const RULES = {
-  yolo: "yolo mode", "auto-edits": "auto-edits mode", allowlist: "safe-command allowlist, run confined",
-  tool_policies: "tool_policies in xclaw.yaml", denied_pattern: "deny pattern",
-};
 
 /** Who or what answered an approval, from its recorded `by` (xclaw/answered_by.py). */
 export function answeredBy(by) {
@@ -262,8 +258,6 @@ export function answeredBy(by) {
       const client = by.client ? CLIENTS[by.client] || by.client : "a client that gave no name";
       return `a person · ${client}${by.via ? ` (${by.via})` : ""}`;
     }
-    case "policy":
-      return `policy · ${RULES[by.rule] || by.rule}${by.detail ? ` ${by.detail}` : ""}`;
     case "no_terminal": return "nobody: no terminal to ask";
     case "timeout": return `nobody: timed out${by.detail ? ` after ${by.detail}` : ""}`;
     case "cancel": return "the run was cancelled";
