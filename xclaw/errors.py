@@ -87,6 +87,13 @@ class SessionBusy(XclawError):
     code = "busy"
 
 
+class ConfigMismatch(XclawError):
+    """This worker cannot drive the session with the configuration it runs with (its model
+    chain), and another worker can (xclaw/runtime/agreement.py)."""
+
+    code = "config_mismatch"
+
+
 class StoreError(XclawError):
     code = "store_error"
 

@@ -76,6 +76,85 @@ def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path
     assert "no terminal to ask: denied" in r.stdout
     assert "stdin is not a terminal" in r.stderr and "--approval" in r.stderr
     assert not list((tmp_path / "workspaces").glob("*/f"))
+    # The record says nobody was asked — not "denied by the user".
+    approval = recorded_approval(tmp_path)
+    assert approval["output"] == {
+        "approved": False,
+        "why": "denied: nobody could be asked (stdin is not a terminal)",
+        "by": {"kind": "no_terminal"},
+    }
+    sid = approval["stepId"].split(":")[0]
+    listing = cli(tmp_path, "steps", sid)
+    assert "— denied: nobody could be asked (stdin is not a terminal)" in listing
+    assert "denied by the user" not in listing
+
+
+def cli(tmp: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XCLAW_")}
+    env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", *args],
+        check=False,
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def recorded_approval(tmp: Path) -> dict:
+    """The one approval step of the one session in XCLAW_HOME=tmp, as `xclaw steps --json`."""
+    (session,) = json.loads(cli(tmp, "sessions", "--json"))
+    steps = json.loads(cli(tmp, "steps", session["sessionId"], "--json"))
+    (approval,) = [s for s in steps if s["name"] == "approval"]
+    return approval
+
+
+def test_an_answer_at_the_run_prompt_is_recorded_as_the_person_at_the_terminal(
+    tmp_path: Path,
+) -> None:
+    import pexpect
+
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}],
+                    },
+                    {"text": "made it"},
+                ]
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        XCLAW_HOME=str(tmp_path), NO_COLOR="1", XCLAW_MODEL=f"script:{tmp_path / 'script.json'}"
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "xclaw", "run", "make it"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        child.expect(r"Approve\? \[y/N\]")
+        child.sendline("y")
+        child.expect("made it")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert recorded_approval(tmp_path)["output"] == {
+        "approved": True,
+        "why": "approved by the user (xclaw run prompt)",
+        "by": {"kind": "person", "client": "run", "via": "terminal"},
+    }
 
 
 def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ class Allow:
 
 
 class NoHuman:
-    async def decide(self, request: Any) -> bool:
+    async def decide(self, request: Any) -> Any:
         raise AssertionError("nobody should be asked")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ToolCall
 from xclaw.tools.base import ToolResult
@@ -36,8 +37,9 @@ class ResumeState:
 
 
 class Approver(Protocol):
-    async def decide(self, request: ApprovalRequest) -> bool:
-        """True to run the call. May wait as long as it likes; the loop applies timeouts."""
+    async def decide(self, request: ApprovalRequest) -> Answer:
+        """Whether to run the call, and who said so. May wait as long as it likes; the loop
+        applies timeouts (and records them as the answer)."""
         ...
 
 
@@ -76,7 +78,9 @@ class AgentObserver(Protocol):
         """Record the request; returns its step display id."""
         ...
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None: ...
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None: ...
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
 

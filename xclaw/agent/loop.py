@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
+from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_discard, thinking_sink
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
@@ -485,16 +486,16 @@ class Agent:
         timeout = self.config.approval_timeout_s
         try:
             if timeout:
-                approved = await self._until_cancelled(asyncio.wait_for(decide, timeout))
+                answer = await self._until_cancelled(asyncio.wait_for(decide, timeout))
             else:
-                approved = await self._until_cancelled(decide)
-            why = "approved by the user" if approved else "denied by the user"
+                answer = await self._until_cancelled(decide)
         except TimeoutError:
-            approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+            answer = Answer(False, AnsweredBy(TIMEOUT, detail=f"{timeout:g} s"))
         except Cancelled:
-            await self.observer.approval_decided(call, False, CANCELLED)
+            await self.observer.approval_decided(call, False, CANCELLED, AnsweredBy(CANCEL))
             raise
-        await self.observer.approval_decided(call, approved, why)
+        approved, why = answer.approved, answer.by.why(answer.approved)
+        await self.observer.approval_decided(call, approved, why, answer.by)
         return approved, why
 
     async def _refuse(self, call: ToolCall, reason: str) -> ToolResultMessage:

@@ -575,6 +575,7 @@ class ChatClient:
                         "sessionId": self.session_id,
                         "stepId": approval.get("stepId"),
                         "approve": line.strip().lower() in YES,
+                        "client": "chat",  # the record says who answered, and where
                     }
                 )
                 continue

@@ -43,16 +43,20 @@ class TerminalFrames:
         self.render.frame(frame)
 
     async def _approve(self, frame: dict[str, Any]) -> None:
+        from xclaw.answered_by import NO_TERMINAL, AnsweredBy
+
         if self.interactive:
             answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")
+            by = AnsweredBy.person("run", "terminal")
         else:
-            answer = False
+            # Nobody was asked: the record says so, not "denied by the user".
+            answer, by = False, AnsweredBy(NO_TERMINAL)
             self.denied_unasked += 1
             hint = _allow_hint(self.runtime, str(frame.get("name") or ""))
             self.render.line(f"  no terminal to ask: denied ({hint})", "yellow")
         # Answered elsewhere, or the run ended meanwhile: nothing to answer any more.
         with contextlib.suppress(XclawError):
-            self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
+            self.runtime.answer_approval(self.session_id, frame["stepId"], answer, by)
 
 
 def _allow_hint(runtime: Runtime, name: str) -> str:
@@ -115,6 +119,8 @@ async def _run(
         return e.exit_code
     runtime = Runtime(store, settings)
     redact_logs(runtime.redact)
+    # --approval chose this run's mode: it applies even to a session recorded with another.
+    runtime.explicit_approval = approval is not None
     try:
         if cont and not session:
             recent = store.list_sessions(limit=1)

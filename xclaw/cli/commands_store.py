@@ -7,8 +7,9 @@ they print from the record is redacted first (xclaw/cli/redaction.py), as a fram
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -18,12 +19,13 @@ from rich.console import Console
 from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
 from xclaw.cli.redaction import output_redactor
 from xclaw.config import load_settings
-from xclaw.errors import StepNotFound, XclawError
+from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import Access, open_store
 from xclaw.store.base import Store
 from xclaw.store.common import build_tree
+from xclaw.store.leases import LeaseInfo, new_worker_id
 from xclaw.store.model import Status, display_id, session_state
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
@@ -138,6 +140,38 @@ def workspaces_for(store: Store, root: str | None) -> Any:
 
     settings = load_settings()
     return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
+
+
+def _busy(info: LeaseInfo, what: str) -> SessionBusy:
+    return SessionBusy(
+        f"session {info.session_id} has a run in flight on worker {info.owner} (lease "
+        f"#{info.token}, renewed while it runs); to {what} now would race it. Wait for its "
+        "reply, or stop it (Ctrl+C in xclaw chat, Stop on the page, a cancel frame), then "
+        "try again"
+    )
+
+
+def refuse_while_driven(store: Store, session_id: str, what: str) -> None:
+    """SessionBusy, naming the worker, while another process drives the session."""
+    info = store.lease_info(session_id)
+    if info.live:
+        raise _busy(info, what)
+
+
+@contextlib.contextmanager
+def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
+    """The session's lease, held by this command while it changes the session (one driver):
+    SessionBusy, naming the worker, when a live run holds it."""
+    from xclaw.config import load_settings
+
+    ttl = load_settings().lease_ttl_s
+    lease = store.acquire_lease(session_id, f"cli:{new_worker_id()}", ttl)
+    if lease is None:
+        raise _busy(store.lease_info(session_id), what)
+    try:
+        yield
+    finally:
+        store.release_lease(lease)
 
 
 STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
@@ -256,12 +290,16 @@ def rollback_cmd(
     STEP is s0005, 5 or the full step id. The session's workspace files go back to their
     state just before STEP as well (from its snapshots). What the deleted steps did outside
     the workspace (emails, network calls) stays done.
+
+    Refused while a server runs the session (its lease is live): a rollback never races a
+    run. A server serving the session tells its clients, who get the new history at once.
     """
     workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
     outside = output_redactor().text(
         outside_note(outside_steps(store.steps(session_id), target.seq))
     )
+    refuse_while_driven(store, session_id, "roll it back")
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
         if outside:
@@ -272,7 +310,9 @@ def rollback_cmd(
             abort=True,
             err=True,
         )
-    result = workspaces.rollback(session_id, target.seq)
+    # Held while the steps go: no server starts a run of the session meanwhile (one driver).
+    with holding_lease(store, session_id, "roll it back"):
+        result = workspaces.rollback(session_id, target.seq)
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "

@@ -23,7 +23,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.errors import XclawError
+from xclaw.answered_by import AnsweredBy
+from xclaw.errors import StepNotFound, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
@@ -36,6 +37,7 @@ STATUS_OF_CODE = {
     "bad_request": 400,
     "bad_command": 400,
     "busy": 409,
+    "config_mismatch": 409,
     "unauthorized": 401,
     "forbidden_origin": 403,
     "illegal_transition": 409,
@@ -45,6 +47,10 @@ MAX_BODY_BYTES = 64_000
 
 class BadRequest(XclawError):
     code = "bad_request"
+
+
+class BadStep(XclawError):
+    code = "bad_step"
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -253,6 +259,22 @@ async def rollback(request: Request, gw: Gateway) -> Response:
     )
 
 
+async def approve(request: Request, gw: Gateway) -> Response:
+    """The answer to an approval_request, as a WebSocket client gives it: `{"approve": BOOL}`.
+    The record says a person answered through the HTTP API."""
+    sid = request.path_params["sid"]
+    ref = request.path_params["step"]
+    approve_ = (await _body(request)).get("approve")
+    if not isinstance(approve_, bool):
+        raise BadRequest("field 'approve' must be true or false")
+    await asyncio.to_thread(gw.store.get_session, sid)
+    try:
+        gw.runtime.answer_approval(sid, ref, approve_, AnsweredBy.person("api", "http"))
+    except StepNotFound:
+        raise BadStep(f"no approval is waiting for step {ref!r} in session {sid}") from None
+    return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
+
+
 async def fork(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     data = await _body(request)
@@ -305,5 +327,6 @@ def api_routes() -> list[Route]:
         Route("/sessions/{sid}/history", e(history), methods=["GET"]),
         Route("/sessions/{sid}/rollback", e(rollback), methods=["POST"]),
         Route("/sessions/{sid}/fork", e(fork), methods=["POST"]),
+        Route("/sessions/{sid}/approvals/{step}", e(approve), methods=["POST"]),
         Route("/sessions/{sid}/export", e(export), methods=["GET"]),
     ]

@@ -347,6 +347,34 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
                 ),
             },
+            "/sessions/{sid}/approvals/{step}": {
+                "parameters": [
+                    _SID,
+                    {"name": "step", "in": "path", "required": True, "schema": step_ref},
+                ],
+                "post": _op(
+                    "answer an approval the run waits for (as an `approval` frame does); the "
+                    "approval step records that a person answered through the HTTP API",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "sessionId": {"type": "string"},
+                                    "stepId": {"type": "string"},
+                                    "approved": {"type": "boolean"},
+                                },
+                            }
+                        )
+                    },
+                    body={
+                        "type": "object",
+                        "required": ["approve"],
+                        "properties": {"approve": {"type": "boolean"}},
+                    },
+                    errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
             "/sessions/{sid}/export": {
                 "parameters": [_SID],
                 "get": _op(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from xclaw.answered_by import AnsweredBy
     from xclaw.config import Settings
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import Toolbox
@@ -47,7 +48,9 @@ class GatewayRuntime(Protocol):
 
     # --- driving
     async def send(self, session_id: str, text: str, *, create: bool = False) -> None: ...
-    def answer_approval(self, session_id: str, step_ref: str, approve: bool) -> None: ...
+    def answer_approval(
+        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+    ) -> None: ...
     def cancel(self, session_id: str) -> bool: ...
     async def compact(self, session_id: str) -> None: ...
 

@@ -116,6 +116,7 @@ class Banner:
     model_error: str | None
     sandbox: str = ""
     command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.invocation)
+    warnings: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         out = [
@@ -131,6 +132,7 @@ class Banner:
             out.append(f"  {NO_MODEL_LINE}")
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
+        out.extend(f"  {w}" for w in self.warnings)
         out.append(
             f"  open the URL in a browser, or run `{self.command} chat` in another terminal; "
             "Ctrl+C stops"
@@ -165,6 +167,7 @@ async def _serve(settings: Settings, log_level: str) -> int:
 
 
 async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.socket]) -> int:
+    from xclaw.runtime.agreement import disagreeing
     from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
@@ -178,7 +181,8 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
     private_dir(settings.workspace_root)
     store = open_store(settings.db)
     try:
-        runtime = Runtime(store, settings, model=model, redactor=redactor)
+        specs = [p.spec for p in settings.providers]
+        runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)
         # Every credential is read by now (the providers hold their keys): nothing started
         # later inherits them, and same-user processes cannot read our /proc/PID/environ.
         drop_from_environ(settings.secret_env)
@@ -186,6 +190,14 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         # Presence, failover and frames across the workers sharing this database.
         cluster = Cluster(runtime, info={"port": port})
         await cluster.start()
+        # Workers that run sessions with another model or approval mode: said at start.
+        warnings = disagreeing(
+            [(w.worker_id, w.alive, w.info) for w in await asyncio.to_thread(store.workers)],
+            runtime.worker_id,
+            runtime.run_config,
+        )
+        for line in warnings:
+            log.warning("event=config_disagreement worker=%s %s", runtime.worker_id, line)
         app = create_app(settings, store, runtime, token=token)
         config = uvicorn.Config(
             app,
@@ -202,7 +214,9 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         )
         server = uvicorn.Server(config)
         banner_task = asyncio.create_task(
-            _print_banner_when_up(server, settings, port, store.url, token, model, model_error)
+            _print_banner_when_up(
+                server, settings, port, store.url, token, model, model_error, tuple(warnings)
+            )
         )
         try:
             await server.serve(sockets=sockets)
@@ -225,6 +239,7 @@ async def _print_banner_when_up(
     token: str,
     model: Any,
     model_error: str | None,
+    warnings: tuple[str, ...] = (),
 ) -> None:
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
@@ -238,6 +253,7 @@ async def _print_banner_when_up(
         model_error=model_error,
         sandbox=sandbox_mode(settings),
         command=xclaw_command(),
+        warnings=warnings,
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(

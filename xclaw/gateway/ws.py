@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from xclaw.answered_by import AnsweredBy
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.commands import CommandError, session_title
@@ -361,8 +362,9 @@ class Connection:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
+            by = AnsweredBy.person(frame.client, "websocket")
             try:
-                rt.answer_approval(sid, frame.step_id, frame.approve)
+                rt.answer_approval(sid, frame.step_id, frame.approve, by)
             except StepNotFound:
                 self.push(
                     error_frame(

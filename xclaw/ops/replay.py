@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xclaw.answered_by import REPLAY, AnsweredBy
 from xclaw.config import Settings
 from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
@@ -39,6 +40,8 @@ from xclaw.store.model import (
 )
 
 _SHOWN = 400  # characters of a differing result kept in a divergence
+# How the loop words a call that never ran (xclaw/agent/loop.py `Agent._refuse`).
+NOT_RUN = "Not run:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +266,9 @@ async def replay(
                 step.agent, step.agent
             )
             approve = decisions.get((path, step.call_id), True)
+            by = AnsweredBy(REPLAY, detail=source_id)
             with contextlib.suppress(XclawError):  # the run ended meanwhile
-                runtime.answer_approval(sid, str(frame["stepId"]), approve)
+                runtime.answer_approval(sid, str(frame["stepId"]), approve, by)
 
         runtime.subscribe(sid, on_frame)
         if first is not None and not _starts_turn(steps, first):
@@ -406,6 +410,10 @@ def compare(
                 continue
             a = _normal(tool_output_text(o), masks)
             b = _normal(tool_output_text(n), masks)
+            if a.startswith(NOT_RUN) and b.startswith(NOT_RUN):
+                # Not run in both: the same outcome, whoever refused (the record's answer
+                # names a person or the missing terminal; the replay's, the replay).
+                continue
             if o.status is not n.status:
                 found.append(
                     (

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
+from xclaw.answered_by import AnsweredBy, answer_output
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
 from xclaw.recorder.caller import StoreCaller
@@ -403,16 +404,16 @@ class Recorder:
         await self._status_changed()
         return step.display_id
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None:
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
+        # `why` may quote what the model asked for (a denial's reason): redacted as any text.
+        output = self.redact(answer_output(approved, by, why))
         await self._write(
-            lambda: self.store.complete_step(
-                self.session_id,
-                pending.seq,
-                output_data={"approved": approved, "why": self.redact.text(why)},
-            ),
+            lambda: self.store.complete_step(self.session_id, pending.seq, output_data=output),
             self._step_event,
         )
         await self._status_changed()

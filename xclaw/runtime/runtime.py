@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from xclaw.agent.hooks import ApprovalRequest
-from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.agent.loop import Agent, AgentConfig, Policy
+from xclaw.answered_by import CANCEL, NEW_INPUT, RUN_ENDED, Answer, AnsweredBy, answer_output
 from xclaw.config import Settings
 from xclaw.errors import (
     Cancelled,
     ConfigError,
+    ConfigMismatch,
     LeaseLost,
     LimitsExceeded,
     LLMError,
@@ -39,6 +41,14 @@ from xclaw.protocol import error_frame, notice_frame, step_json
 from xclaw.recorder.history import History, build_history, seed_history, with_image_bytes
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.agreement import (
+    ALERT,
+    Agreement,
+    RunConfig,
+    agree,
+    recorded_config,
+    with_config,
+)
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.leases import LeaseKeeper, busy_message
 from xclaw.runtime.peers import Peers
@@ -69,7 +79,10 @@ log = logging.getLogger("xclaw.runtime")
 FrameSink = Callable[[dict[str, Any]], None]
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
-
+# What an approval still waiting records when something other than an answer ends the wait.
+_SUPERSEDED = answer_output(False, AnsweredBy(NEW_INPUT))
+_CANCELLED = answer_output(False, AnsweredBy(CANCEL))
+_ENDED = answer_output(False, AnsweredBy(RUN_ENDED))
 CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
 
 
@@ -94,8 +107,15 @@ class _Run:
     lease: Lease | None = None
     renewer: asyncio.Task[None] | None = None
     lost: str | None = None
+    # What this run drives with, when the session's configuration is not this worker's
+    # (xclaw/runtime/agreement.py): said in a notice and a session_config alert as it starts.
+    agreement: Agreement | None = None
+    model: Model | None = None
+    policy: Policy | None = None
     # display step id -> (request, future answered by answer_approval)
-    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[bool]]] = field(default_factory=dict)
+    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[Answer]]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +134,9 @@ class _WireApprover:
         self.session_id = session_id
         self.run = run
 
-    async def decide(self, request: ApprovalRequest) -> bool:
+    async def decide(self, request: ApprovalRequest) -> Answer:
         key = request.step_id or request.call.id
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self.run.approvals[key] = (request, future)
         self.runtime._emit(self.session_id, self.runtime._approval_frame(request))
         try:
@@ -135,7 +155,10 @@ class Runtime:
         toolbox: Toolbox | None = None,
         worker_id: str | None = None,
         redactor: Redactor | None = None,
+        model_specs: Sequence[str] | None = None,
     ) -> None:
+        """`model_specs`: the provider chain `model` was built from (the server builds it from
+        the settings); by default the settings' chain, or the name of a `model` given alone."""
         self.store = store
         self.settings = settings
         self._model = model
@@ -161,6 +184,19 @@ class Runtime:
         self._stopping = False
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
         self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
+        # What this worker runs sessions with, registered for the others and `xclaw workers`;
+        # a session records its own when it starts (xclaw/runtime/agreement.py).
+        if model_specs is None:
+            model_specs = [p.spec for p in settings.providers] if model is None else [model.name]
+        self.run_config = RunConfig(tuple(model_specs), settings.approval_mode)
+        self.leases.info.update(self.run_config.to_json())
+        # `xclaw run --approval MODE`: the user chose this run's mode (it is recorded).
+        self.explicit_approval = False
+        self._chains: dict[tuple[str, ...], Model] = {}
+        self._policies: dict[str, Policy] = {}
+        self._refused: dict[str, RunConfig] = {}  # session -> the configuration refused (said)
+        self._resuming: set[str] = set()  # sessions whose resume is being decided
+        self._said: dict[str, dict[str, Any]] = {}  # session -> the session_config said last
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -181,6 +217,100 @@ class Runtime:
             return self.model.name
         except ConfigError:
             return None
+
+    # --- what a session runs with (xclaw/runtime/agreement.py) --------------------------------
+    async def _agreement(self, session: Session | None, *, explicit: bool) -> Agreement:
+        """What a run of `session` drives with here; `explicit`: asked by the user (a message,
+        `xclaw run --session`), not a takeover."""
+        recorded = None if session is None else recorded_config(session.metadata)
+        mine = self.run_config
+        live: list[tuple[str, RunConfig]] = []
+        if recorded is not None and not set(recorded.models) <= set(mine.models):
+            live = await self.db(self._live_configs)  # who else could run it
+        return agree(
+            recorded,
+            mine,
+            available=mine.models,
+            explicit=explicit,
+            explicit_approval=self.explicit_approval,
+            live=live,
+            worker=self.worker_id,
+        )
+
+    def _live_configs(self) -> list[tuple[str, RunConfig]]:
+        """The other live workers on this database and what they run with."""
+        out = []
+        for w in self.store.workers():
+            config = RunConfig.from_json(w.info)
+            if w.alive and w.worker_id != self.worker_id and config is not None:
+                out.append((w.worker_id, config))
+        return out
+
+    async def _equip(
+        self, sid: str, run: _Run, agreement: Agreement, lease: Lease | None = None
+    ) -> None:
+        """Give the run the session's model chain and approval policy where they are not this
+        worker's, and record the configuration when it is new (with `lease`: the write of a
+        resume; a message records it in the write that opens its turn)."""
+        use = agreement.use
+        assert use is not None
+        run.agreement = agreement
+        if use.models != self.run_config.models:
+            run.model = self._chain(use.models)
+        if use.approval != self.settings.approval_mode:
+            run.policy = self._policy(use.approval)
+        if lease is not None and agreement.record is not None:
+            session = await self.db(self.store.get_session, sid)
+            await self.db(
+                self.store.update_session,
+                sid,
+                metadata=with_config(session.metadata, agreement.record),
+            )
+
+    def _chain(self, models: tuple[str, ...]) -> Model:
+        """A model chain of this worker's providers, in the session's order (cached)."""
+        chain = self._chains.get(models)
+        if chain is None:
+            from xclaw.llm.factory import build_model
+
+            by_spec = {p.spec: p for p in self.settings.providers}
+            providers = tuple(by_spec[m] for m in models)
+            chain = self._chains[models] = build_model(replace(self.settings, providers=providers))
+        return chain
+
+    def _policy(self, mode: str) -> Policy:
+        """This worker's approval rules under another mode (cached)."""
+        policy = self._policies.get(mode)
+        if policy is None:
+            from xclaw.tools.approval import ApprovalPolicy
+
+            settings = replace(self.settings, approval_mode=mode)
+            policy = self._policies[mode] = ApprovalPolicy.from_settings(settings)
+        return policy
+
+    async def _decline(self, sid: str, lease: Lease, agreement: Agreement) -> None:
+        """This worker does not drive the session: it says so (a notice, a session_config
+        alert written under the lease it took) and lets the lease go at once, so the worker
+        that has the session's model takes it (its sweep, or a client's reconnect)."""
+        details = agreement.alert()
+        try:
+            if details is not None:
+                step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
+                added = await self.db(self.store.add_step, sid, step, lease=lease)
+                self._emit(sid, {"type": "step", "step": step_json(added)})
+        finally:
+            await self.leases.release(lease)
+        if agreement.session is not None:
+            self._refused[sid] = agreement.session
+        log.warning(
+            "event=config_mismatch session=%s worker=%s session_models=%s worker_models=%s",
+            sid,
+            self.worker_id,
+            ",".join(agreement.session.models if agreement.session else ()),
+            ",".join(self.run_config.models),
+        )
+        if (words := agreement.notice()) is not None:
+            self._emit(sid, notice_frame(words))
 
     # --- attaching ----------------------------------------------------------------------------
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]:
@@ -346,8 +476,17 @@ class Runtime:
         record stops, so the call that failed is made again (an LLM error) and unanswered
         tool calls are settled as after a crash. Never automatic: a client attaching to a
         Failed session does not retry a failing provider behind the user's back."""
-        if session_id in self._runs or self._stopping:
+        if session_id in self._runs or session_id in self._resuming or self._stopping:
             return False
+        # One decision at a time per session (the sweep, a watcher and an attaching client
+        # may ask at once): a second would take the lease again and fence the first out.
+        self._resuming.add(session_id)
+        try:
+            return await self._resume(session_id, failed=failed)
+        finally:
+            self._resuming.discard(session_id)
+
+    async def _resume(self, session_id: str, *, failed: bool) -> bool:
         session = await self.db(self.store.get_session, session_id)
         if not (_resumable(session) or (failed and session.status is Status.FAILED)):
             return False
@@ -355,6 +494,14 @@ class Runtime:
             self.require_model()
         except ConfigError as e:
             self._emit(session_id, error_frame(e.message, e.code))
+            return False
+        # A session this worker already declined (its model chain is not this worker's):
+        # said again to whoever attaches, without taking its lease again (the sweep asks
+        # every round).
+        agreement = await self._agreement(session, explicit=failed)
+        if agreement.refused and self._refused.get(session_id) == agreement.session:
+            if (words := agreement.notice()) is not None:
+                self.deliver(session_id, {**notice_frame(words), "sessionId": session_id})
             return False
         run = self._claim(session_id)
         try:
@@ -364,6 +511,13 @@ class Runtime:
                 if not (_resumable(now) or (failed and now.status is Status.FAILED)):
                     await self.leases.release(lease)  # its driver finished it meanwhile
                     lease = holder = None
+                else:
+                    agreement = await self._agreement(now, explicit=failed)
+                    if agreement.refused:
+                        await self._decline(session_id, lease, agreement)
+                        lease = holder = None
+                    else:
+                        await self._equip(session_id, run, agreement, lease)
         except BaseException:
             self._unclaim(session_id, run)
             raise
@@ -380,7 +534,7 @@ class Runtime:
     async def send(self, session_id: str, text: str, *, create: bool = False) -> None:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured)."""
-        if session_id in self._runs:
+        if session_id in self._runs or session_id in self._resuming:
             raise SessionBusy(
                 "a run is in flight for this session; wait for its reply or cancel it"
             )
@@ -390,15 +544,20 @@ class Runtime:
         if found is None and not create:
             raise SessionNotFound(session_id)
         self.require_model()  # before recording anything: say how to configure one
+        # Another worker's session: with its model chain and approval mode, or refused.
+        agreement = await self._agreement(found, explicit=True)
+        if agreement.refused:
+            raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
             title = self.title_of(title_from_message(self.redact.text(text)))
         run = self._claim(session_id)
         try:
+            await self._equip(session_id, run, agreement)
             await self.leases.register()
             lease, opened = await self._open_turn(
-                session_id, text, create=found is None, title=title
+                session_id, text, create=found is None, title=title, record=agreement.record
             )
         except BaseException:
             self._unclaim(session_id, run)
@@ -412,7 +571,13 @@ class Runtime:
         self._launch(session_id, run, lease, resume=False, opened=opened)
 
     async def _open_turn(
-        self, session_id: str, text: str, *, create: bool, title: str | None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool,
+        title: str | None,
+        record: RunConfig | None = None,
     ) -> tuple[Lease | None, _Opened | None]:
         """One transaction, one trip to the writer: the session written if it is new (or
         titled), its lease taken, what the last run left unanswered settled (approvals
@@ -426,7 +591,9 @@ class Runtime:
             created = False
             if create:
                 try:
-                    store.create_session(session_id=session_id, title=title or "")
+                    # What it runs with is recorded with it (xclaw/runtime/agreement.py).
+                    meta = {} if record is None else with_config({}, record)
+                    store.create_session(session_id=session_id, title=title or "", metadata=meta)
                     created = True
                 except StoreError:  # another socket created it a moment ago
                     if title is not None:
@@ -436,12 +603,17 @@ class Runtime:
             lease = store.acquire_lease(session_id, self.worker_id, self.leases.ttl_s)
             if lease is None:  # another live worker drives it
                 return None, None
+            if record is not None and not created:
+                meta = store.get_session(session_id).metadata
+                store.update_session(session_id, metadata=with_config(meta, record))
             # A session this very transaction created has no step to settle (three statements
             # fewer for every new session's first message).
             interrupted = (
                 []
                 if created
-                else store.mark_interrupted(session_id, keep_approvals=False, lease=lease)
+                else store.mark_interrupted(
+                    session_id, keep_approvals=False, approval_output=_SUPERSEDED, lease=lease
+                )
             )
             return lease, _Opened(interrupted, store.add_step(session_id, message, lease=lease))
 
@@ -460,9 +632,13 @@ class Runtime:
                 "this session has interrupted work: resume it (or send a message) first"
             )
         self.require_model()
+        agreement = await self._agreement(session, explicit=True)
+        if agreement.refused:
+            raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
         run = self._claim(session_id)
         try:
             lease = await self.leases.acquire(session_id)
+            await self._equip(session_id, run, agreement, lease)
         except BaseException:
             self._unclaim(session_id, run)
             raise
@@ -530,7 +706,12 @@ class Runtime:
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()  # the renewer noticed: stop the run where it waits
 
-    def answer_approval(self, session_id: str, step_ref: str, approve: bool) -> None:
+    def answer_approval(
+        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+    ) -> None:
+        """`by`: who answered, as the record will say (xclaw/answered_by.py); None: a person
+        through a client that did not say which."""
+        by = by or AnsweredBy.person(None, "unknown")
         run = self._runs.get(session_id)
         if run is not None:
             try:
@@ -539,10 +720,10 @@ class Runtime:
                 key = step_ref
             entry = run.approvals.get(key)
             if entry is not None and not entry[1].done():
-                entry[1].set_result(bool(approve))
+                entry[1].set_result(Answer(bool(approve), by))
                 return
         elif self.cluster is not None and self.cluster.forward_approval(
-            session_id, step_ref, approve
+            session_id, step_ref, approve, by
         ):
             return  # the worker that drives the session asked; it gets the answer
         raise StepNotFound(str(step_ref), session_id)
@@ -607,7 +788,12 @@ class Runtime:
                     interrupted = await db(db.store.mark_interrupted, sid)
                 else:
                     # New input settles anything left unanswered, approvals included.
-                    interrupted = await db(db.store.mark_interrupted, sid, keep_approvals=False)
+                    interrupted = await db(
+                        db.store.mark_interrupted,
+                        sid,
+                        keep_approvals=False,
+                        approval_output=_SUPERSEDED,
+                    )
                 for step in interrupted:  # live views see the dangling steps marked
                     emit({"type": "step", "step": step_json(step)})
                 steps, workspace = await self.db(self._read_turn, sid, recover=False)
@@ -647,6 +833,17 @@ class Runtime:
                 resumable_calls=hist.resumable_calls,
                 rebuild=self._rebuild,
             )
+            # Driven with the session's configuration, not this worker's (or changed by the
+            # user's message): said to the clients and in the record, as the run starts.
+            # Once per session and worker: a session driven here run after run with its own
+            # configuration does not gather an alert per turn.
+            agreed = run.agreement
+            said = None if agreed is None else agreed.alert()
+            if agreed is not None and said is not None and self._said.get(sid) != said:
+                if (words := agreed.notice()) is not None:
+                    emit(notice_frame(words))
+                await recorder.alert(ALERT, said)
+                self._said[sid] = said
             if resume and (interrupted or hist.pending_approvals or was_failed or settled):
                 details: dict[str, Any] = {"after": Status.FAILED.value} if was_failed else {}
                 details |= {
@@ -666,9 +863,9 @@ class Runtime:
                     )
                 )
             agent = Agent(
-                model=self.model,
+                model=run.model or self.model,
                 tools=self.toolbox.tools,
-                policy=self.toolbox.policy,
+                policy=run.policy or self.toolbox.policy,
                 approver=_WireApprover(self, sid, run),
                 observer=recorder,
                 context=context,
@@ -768,7 +965,9 @@ class Runtime:
     async def _stopped_by_user(self, db: StoreCaller, sid: str, emit: FrameSink) -> None:
         """A cancelled run: the session waits for the next instruction (not Failed)."""
         try:
-            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            await db(
+                db.store.mark_interrupted, sid, keep_approvals=False, approval_output=_CANCELLED
+            )
             session = await db(db.store.transition, sid, Status.RUNNING, awaiting_input=True)
         except LeaseLost as e:
             log.warning(
@@ -802,7 +1001,7 @@ class Runtime:
         notice: str | None = None,
     ) -> None:
         try:
-            await db(db.store.mark_interrupted, sid, keep_approvals=False)
+            await db(db.store.mark_interrupted, sid, keep_approvals=False, approval_output=_ENDED)
             session = await db(db.store.get_session, sid)
             if session.status is not Status.FAILED:
                 await db(db.store.transition, sid, Status.FAILED)

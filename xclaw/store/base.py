@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from xclaw.store.changes import SessionChange
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
@@ -179,10 +180,17 @@ class RecordStore(Protocol):
         ...
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         """Dangling `running` steps -> failed with error "interrupted" (nothing lost); pending
-        approval requests are kept running so they can be asked again."""
+        approval requests are kept running so they can be asked again. With
+        `keep_approvals=False` they are settled too, and `approval_output` (the approval
+        step's `{"approved", "why", "by"}`) says what ended their wait."""
         ...
 
     # --- time travel ------------------------------------------------------------------
@@ -298,6 +306,11 @@ class LeaseStore(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def workers(self) -> list[WorkerInfo]: ...
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        """Rollbacks and deletions recorded at or after `since_ms` (ms), oldest first, with
+        the process that made each (xclaw/store/changes.py)."""
+        ...
 
     def forget_worker(self, worker_id: str) -> bool:
         """Drop a dead worker's row (its leases then count by expiry alone)."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from xclaw.store.base import RollbackResult, Store
+    from xclaw.store.changes import SessionChange
     from xclaw.store.model import NewStep, Session, Step, StepTreeNode
     from xclaw.store.snapshot_model import (
         Manifest,
@@ -308,10 +309,18 @@ class DrivenStore:
         return self.store.step_tree(session_id)
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         return self.store.mark_interrupted(
-            session_id, keep_approvals=keep_approvals, lease=self._fence(lease)
+            session_id,
+            keep_approvals=keep_approvals,
+            approval_output=approval_output,
+            lease=self._fence(lease),
         )
 
     def rollback(
@@ -383,6 +392,9 @@ class DrivenStore:
 
     def workers(self) -> list[WorkerInfo]:
         return self.store.workers()
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        return self.store.changes_since(since_ms)
 
     def forget_worker(self, worker_id: str) -> bool:
         return self.store.forget_worker(worker_id)

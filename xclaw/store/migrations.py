@@ -279,6 +279,37 @@ M003_POSTGRES = (
     """,
 )
 
+# m004: a log of the changes to sessions that a server did not make itself — a rollback or a
+# deletion by the command line (or by another server on the database) — written in the
+# transaction that makes them, so every server can tell the clients it serves
+# (xclaw/store/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes.
+M004_SQLITE = (
+    """
+    CREATE TABLE session_changes (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('rollback', 'delete')),
+        detail     TEXT,              -- JSON: rollback {"stepId", "deleted"}
+        origin     TEXT NOT NULL,     -- host:pid of the process that made the change
+        created_at INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_session_changes_created ON session_changes(created_at)",
+)
+M004_POSTGRES = (
+    """
+    CREATE TABLE session_changes (
+        id         bigserial PRIMARY KEY,
+        session_id text NOT NULL,
+        kind       text NOT NULL CHECK (kind IN ('rollback', 'delete')),
+        detail     jsonb,
+        origin     text NOT NULL,
+        created_at bigint NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_session_changes_created ON session_changes(created_at)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -304,6 +335,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "dead worker's sessions are taken over",
         M003_SQLITE,
         M003_POSTGRES,
+    ),
+    Migration(
+        4,
+        "session_changes",
+        "a log of rollbacks and deletions with the process that made them, so a server learns "
+        "of changes made outside it (the command line, another server) and pushes the new "
+        "history to the clients it serves",
+        M004_SQLITE,
+        M004_POSTGRES,
     ),
 )
 

@@ -18,6 +18,7 @@ import psycopg
 
 from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -72,7 +73,9 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, StoreBase):
+class PostgresStore(
+    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     _dialect = POSTGRES

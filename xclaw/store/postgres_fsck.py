@@ -15,7 +15,8 @@ from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.postgres import PostgresStore
 from xclaw.store.postgres_rows import NOW_MS, POSTGRES
 
-# The tables a backup copies: the whole record (bus_payloads are transient frames).
+# The tables a backup copies: the whole record (bus_payloads are transient frames, and
+# session_changes a ten-minute log of news for running servers).
 BACKUP_TABLES = (
     "schema_version",
     "sessions",

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -62,7 +63,9 @@ from xclaw.store.transfer_sql import TransferMethods
 T = TypeVar("T")
 
 
-class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
+class SQLiteStore(
+    SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""

@@ -311,7 +311,8 @@ async function showApproval(frame) {
   if (state.approval !== mine) return; // closed because someone answered or the session changed
   if (answer === true || answer === false) {
     state.approval = null;
-    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer });
+    // client: the record says a person answered on the web page (docs/approval.md).
+    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer, client: "web" });
     transcript.notice(`[approval] ${answer ? "approved" : "denied"}: ${frame.name} (${frame.stepId})`);
     transcript.setWorking(true);
   } else {
