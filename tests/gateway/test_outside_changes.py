@@ -152,6 +152,7 @@ async def test_a_session_collected_by_gc_is_said_to_its_open_page(
         "gc",
         "--older-than",
         "0s",
+        "--yes",
         "--workspace",
         str(tmp_path / "workspaces"),
     )
