@@ -33,7 +33,14 @@ from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.prices import BUILTIN_PRICES
-from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    call_signature,
+)
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 
@@ -152,6 +159,8 @@ async def run_compacting_session(
                 return lambda call: self
             if name == "resume_child":
                 return self._nothing
+            if name == "recorded_signature":  # the one synchronous observer method
+                return lambda call: call_signature(call.name, call.input)
             return self._nothing
 
     def respond(body: dict) -> Reply | None:
