@@ -32,7 +32,7 @@ from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
-from xclaw.llm.prices import BUILTIN_PRICES
+from xclaw.llm.registry import provider_prices
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
@@ -201,7 +201,7 @@ def main() -> None:
     parser.add_argument("--model", default="claude-sonnet-4-5", help="whose prices to apply")
     parser.add_argument("--compact-calls", type=int, default=60)
     args = parser.parse_args()
-    price = BUILTIN_PRICES[args.model]
+    price = provider_prices()[args.model]
     cached = asyncio.run(run_session(args.calls))
     plain = asyncio.run(run_session(args.calls, cache=False))
     print(f"{'call':>4}  {'input':>7}  {'read':>7}  {'written':>7}")

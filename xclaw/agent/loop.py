@@ -19,8 +19,20 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_discard, thinking_sink
+from xclaw.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    LLMRequest,
+    LLMResponse,
+    Model,
+    thinking_discard,
+    thinking_sink,
+)
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
+from xclaw.llm.settings import (
+    DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    DEFAULT_MAX_ITERATIONS,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -75,16 +87,19 @@ class Policy(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
+    """What the loop is run with: the settings' values (xclaw/llm/settings.py declares them
+    and their defaults) as the runtime passes them."""
+
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_iterations: int = 10
-    max_tokens: int = 4096
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     approval_timeout_s: float | None = None
     # The model's context window. When the conversation passes `compact_at` of what fits,
     # older turns are summarised once by the model (compaction, its own step) and the
     # conversation goes on from the summary; None: only trim the oldest turns to fit.
-    context_window_tokens: int = 150_000
-    compact_at: float | None = 0.8
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    compact_at: float | None = DEFAULT_COMPACT_AT
     # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).

@@ -176,7 +176,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
     configure_logging(token, log_level, redactor=redactor)
     model, model_error = _model(settings)
     private_dir(settings.workspace_root)
-    store = open_store(settings.db)
+    store = open_store(settings.database)
     try:
         runtime = Runtime(store, settings, model=model, redactor=redactor)
         # Every credential is read by now (the providers hold their keys): nothing started

@@ -16,6 +16,7 @@ from anthropic import AsyncAnthropic
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -186,7 +187,7 @@ class AnthropicModel:
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
         thinking_budget: int | None = None,
         cache: bool = True,
     ) -> None:

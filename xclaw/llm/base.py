@@ -13,6 +13,9 @@ from typing import Any, Protocol, runtime_checkable
 from xclaw.errors import LLMError
 from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
+# The model's output limit per call (`max_tokens` in xclaw.yaml: xclaw/llm/settings.py).
+DEFAULT_MAX_TOKENS = 4096
+
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
 # Called with each reasoning block as soon as it is complete, before the answer streams.
@@ -84,7 +87,7 @@ class LLMRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     # "main" for the session's main agent, otherwise the sub-agent's id. The scripted model
     # uses it to pick its script; real providers ignore it.

@@ -18,6 +18,7 @@ from openai import AsyncOpenAI
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
 from xclaw.messages import (
     AssistantMessage,
@@ -154,7 +155,7 @@ class OpenAIModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
     ) -> None:
         self.model = model
         self.name = f"openai:{model}"

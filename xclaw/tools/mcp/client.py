@@ -94,9 +94,9 @@ class McpServerError(Exception):
 
 
 class McpConnection:
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, name: str, config: McpServerConfig) -> None:
         self.config = config
-        self.name = config.name
+        self.name = name
         self.tools: list[Any] = []  # mcp.types.Tool, as listed at the last start
         self.server_info: Any = None
         self.starts = 0
