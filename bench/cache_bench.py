@@ -33,7 +33,15 @@ from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.registry import provider_prices
-from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    call_signature,
+)
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 
@@ -144,8 +152,13 @@ async def run_compacting_session(
             return self
 
     class Quiet:
+        """Every AgentObserver event ignored (the record is not what this measures)."""
+
         async def _nothing(self, *a: object) -> None:
             return None
+
+        def recorded_signature(self, call: ToolCall) -> str:
+            return call_signature(call.name, call.input)
 
         def __getattr__(self, name: str) -> object:
             if name == "child":

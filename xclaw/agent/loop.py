@@ -40,7 +40,6 @@ from xclaw.messages import (
     ToolResultMessage,
     ToolSpec,
     UserMessage,
-    call_signature,
 )
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
@@ -266,8 +265,8 @@ class Agent:
         }
         await self.observer.llm_started(request, self.model.name, params)
         # The provider, awaited in this task, sees the sink.
-        shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
-        voided = thinking_discard.set(getattr(self.observer, "llm_thinking_discarded", None))
+        shown = thinking_sink.set(self.observer.llm_thinking)
+        voided = thinking_discard.set(self.observer.llm_thinking_discarded)
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -327,11 +326,7 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
             await self.observer.llm_failed(f"compaction failed: {e}")
             return False
-        finished = getattr(self.observer, "compaction_finished", None)
-        if finished is not None:
-            await finished(response, len(messages))
-        else:  # an observer that predates compaction
-            await self.observer.llm_finished(response)
+        await self.observer.compaction_finished(response, len(messages))
         summary = compacted_message(response.text)
         self._compacted_away.extend(messages)
         messages[:] = [summary]
@@ -487,11 +482,8 @@ class Agent:
     def _signature(self, call: ToolCall) -> str:
         """The call as the record holds it: the interrupted calls it is matched against (no
         blind repeat) were read back from the record, where a credential in a call is
-        redacted; the observer says how (`recorded_signature`), else the call as it is."""
-        recorded = getattr(self.observer, "recorded_signature", None)
-        if recorded is not None:
-            return str(recorded(call))
-        return call_signature(call.name, call.input)
+        redacted; the observer says how."""
+        return self.observer.recorded_signature(call)
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)
