@@ -23,6 +23,7 @@ from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
 from xclaw.gateway.listen import bind_listeners
 from xclaw.invocation import xclaw_command
+from xclaw.llm.base import Model
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -138,7 +139,7 @@ class Banner:
         return out
 
 
-def _model(settings: Settings) -> tuple[Any, str | None]:
+def _model(settings: Settings) -> tuple[Model | None, str | None]:
     """(model or None, why not). The server starts without a model and says how to add one."""
     from xclaw.llm.factory import build_model
 
@@ -223,7 +224,7 @@ async def _print_banner_when_up(
     port: int,
     db: str,
     token: str,
-    model: Any,
+    model: Model | None,
     model_error: str | None,
 ) -> None:
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
@@ -234,7 +235,7 @@ async def _print_banner_when_up(
         url=url,
         database=db,
         workspace=str(settings.workspace_root),
-        model=getattr(model, "name", None),
+        model=model.name if model is not None else None,
         model_error=model_error,
         sandbox=sandbox_mode(settings),
         command=xclaw_command(),
