@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import email.utils
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -151,11 +151,11 @@ def retryable_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def retry_after_seconds(headers: object) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date), else None."""
-    get = getattr(headers, "get", None)
-    if get is None:
+    if headers is None:
         return None
+    get = headers.get
     ms = get("retry-after-ms")
     if ms:
         try:
