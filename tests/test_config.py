@@ -342,3 +342,34 @@ def test_a_variable_form_not_understood_is_refused_and_defaults_work(
             ConfigError, match=r"mcp_servers\.x\.env\.K holds .*, which is not a variable reference"
         ):
             settings_from(tmp_path, f"mcp_servers:\n  x: {{command: c, env: {{K: '{bad}'}}}}\n")
+
+
+# Modules that touch the process environment for something that is no setting, and why.
+ENVIRONMENT_USERS = {
+    "config.py": "reads the settings (the one place that does)",
+    "credentials.py": "removes credentials from the process environment once they are read",
+    "tools/shell.py": "a shell command's environment is the process's, credentials removed",
+    "sandbox/landlock.py": "sets TMPDIR in the confined child it is about to exec",
+    "sandbox/isolation.py": "$HOME: where the owner's credential files are, to hide them",
+    "demo/walkthrough.py": "the demo's server process gets this one's environment",
+}
+
+
+def test_no_module_reads_a_setting_from_the_environment_itself() -> None:
+    """A setting comes from Settings; a module reading os.environ or os.getenv for one would
+    bypass .env, xclaw.yaml, the precedence and the checks."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "xclaw"
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("environ", "getenv", "environb")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "os"
+            ):
+                found.add(str(path.relative_to(root)))
+    assert found - set(ENVIRONMENT_USERS) == set()
+    assert set(ENVIRONMENT_USERS) - found == set(), "an allowance no longer needed"
