@@ -32,10 +32,11 @@ from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
-from xclaw.llm.prices import BUILTIN_PRICES
+from xclaw.llm.registry import provider_prices
 from xclaw.messages import (
     AssistantMessage,
     Message,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -151,16 +152,19 @@ async def run_compacting_session(
             return self
 
     class Quiet:
+        """Every AgentObserver event ignored (the record is not what this measures)."""
+
         async def _nothing(self, *a: object) -> None:
             return None
+
+        def recorded_signature(self, call: ToolCall) -> str:
+            return call_signature(call.name, call.input)
 
         def __getattr__(self, name: str) -> object:
             if name == "child":
                 return lambda call: self
             if name == "resume_child":
                 return self._nothing
-            if name == "recorded_signature":  # the one synchronous observer method
-                return lambda call: call_signature(call.name, call.input)
             return self._nothing
 
     def respond(body: dict) -> Reply | None:
@@ -210,7 +214,7 @@ def main() -> None:
     parser.add_argument("--model", default="claude-sonnet-4-5", help="whose prices to apply")
     parser.add_argument("--compact-calls", type=int, default=60)
     args = parser.parse_args()
-    price = BUILTIN_PRICES[args.model]
+    price = provider_prices()[args.model]
     cached = asyncio.run(run_session(args.calls))
     plain = asyncio.run(run_session(args.calls, cache=False))
     print(f"{'call':>4}  {'input':>7}  {'read':>7}  {'written':>7}")

@@ -21,6 +21,7 @@ from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import (
     AssistantMessage,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -131,7 +132,19 @@ class Observer:
     async def llm_delta(self, text: str) -> None:
         pass
 
+    async def llm_thinking(self, block: ThinkingBlock) -> None:
+        pass
+
+    async def llm_thinking_discarded(self) -> None:
+        pass
+
+    def recorded_signature(self, call: ToolCall) -> str:
+        return call_signature(call.name, call.input)
+
     async def llm_finished(self, response: LLMResponse) -> None:
+        self.events.append(f"{self.prefix}llm_finished")
+
+    async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
         self.events.append(f"{self.prefix}llm_finished")
 
     async def llm_failed(self, error: str) -> None:

@@ -58,7 +58,7 @@ OWN_CONFIG = {"demo"}
 BAD_CONFIG = {
     "unknown key": ("xclaw.yaml", "databse: x.db\n", "unknown key 'databse'"),
     "not yaml": ("xclaw.yaml", "approval: [ask\n", "not valid YAML"),
-    "bad env value": ("env", "WEB_PORT=http", "WEB_PORT must be a whole number"),
+    "bad env value": ("env", "WEB_PORT=http", "WEB_PORT must be a TCP port"),
 }
 
 

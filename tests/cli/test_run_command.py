@@ -189,7 +189,8 @@ def test_a_malformed_model_name_is_one_line_not_a_traceback(tmp_path: Path) -> N
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (
-        "error: model 'gpt4': expected anthropic:<model>, openai:<model> or script:<path>"
+        "error: model 'gpt4': expected anthropic:<model>, openai:<model> or script:<path> "
+        "(a provider package adds its own kind: docs/llm-providers.md)"
     )
 
 

@@ -351,7 +351,7 @@ async def test_a_failing_write_ahead_row_stops_the_run_before_the_tool(
 async def test_a_failing_store_write_ends_the_run_failed_with_a_clear_error(make) -> None:
     h = make([{"text": "", "tool_calls": [{"name": "shell", "input": {"command": "touch made"}}]}])
     sid = await h.session()
-    refuse_tool_rows(Path(h.settings.db))
+    refuse_tool_rows(Path(h.settings.database))
     await asyncio.wait_for(h.turn(sid, "make a file"), timeout=60)
     (error,) = h.of("error")
     assert error["code"] == "store_error"

@@ -46,7 +46,7 @@ class Node:
 
     def __init__(self, backend: Backend, tmp: Path, script: Path, approval: str = "yolo") -> None:
         settings = Settings(
-            home=tmp, db=backend.url, workspace_root=tmp / "ws", approval_mode=approval
+            home=tmp, database=backend.url, workspace_root=tmp / "ws", approval={"mode": approval}
         )
         self.store = open_store(backend.url)
         self.runtime = Runtime(self.store, settings, model=ScriptedModel(script))

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import StepStatus, StepType
@@ -30,20 +31,21 @@ def provider(request: pytest.FixtureRequest):
 
 def make_runtime(tmp: Path, kind: str, srv: Any, *, thinking: bool = False) -> Runtime:
     budget = 1024 if thinking and kind == "anthropic" else None  # (OpenAI: the server's call)
-    provider = ProviderConfig(
-        spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url, thinking_budget=budget
-    )
+    options: dict[str, Any] = {"api_key": "sk-test-123456", "base_url": srv.url}
+    if budget:
+        options["thinking"] = {"budget_tokens": budget}
+    provider = entry(f"{kind}:m", options)
     settings = Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        approval_mode="yolo",
+        approval={"mode": "yolo"},
         providers=(provider,),
         llm_retries=1,
         llm_retry_base_delay=0.01,
         llm_retry_max_delay=0.01,
     )
-    return Runtime(open_store(settings.db), settings)
+    return Runtime(open_store(settings.database), settings)
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,10 @@ import pytest
 
 from tests.runtime.harness import Harness
 from tests.security.bypass_corpus import GIT_CHAINS, PLANTED_PROGRAM
-from xclaw.config import DEFAULT_SAFE_COMMANDS
 from xclaw.sandbox.isolation import confinement_available
 from xclaw.store.model import StepType
 from xclaw.tools.base import ToolContext
+from xclaw.tools.settings import DEFAULT_SAFE_COMMANDS
 from xclaw.tools.shell import ShellTool
 
 SID = "gitchain"
@@ -63,9 +63,8 @@ async def _run_chain(
     h = Harness(
         tmp_path,
         _turns(chain, ws),
-        approval="auto-edits",
-        safe_commands=safe,
-        isolation=isolation,
+        approval={"mode": "auto-edits", "safe_commands": safe},
+        sandbox={"isolation": isolation},
     )
     asked: list[dict[str, Any]] = []
     try:

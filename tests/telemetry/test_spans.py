@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings, read_settings
 from xclaw.errors import ConfigError
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.telemetry.config import otel_config
+from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.exporter import recent_steps, turns_of_run
 from xclaw.telemetry.spans import split_turns, turn_spans
 
@@ -194,19 +196,21 @@ def test_a_turn_without_an_answer_is_an_error_and_only_touched_turns_go_out(
     assert root.error is not None and "without an answer" in root.error
 
 
+def otel_of(otel: dict[str, Any] | None, env: dict[str, str]) -> OtelSettings:
+    return read_settings({"otel": otel} if otel else {}, env).otel
+
+
 def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
-    assert not otel_config({}, {}).enabled
-    on = otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
-    assert on.enabled and on.endpoint is None and on.protocol == "http/protobuf"
-    assert not on.capture_content
-    yaml = otel_config(
+    assert not otel_of(None, {}).enabled
+    on = otel_of(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
+    assert on.enabled and on.endpoint == "http://h:4318" and on.protocol == "http/protobuf"
+    assert not on.capture_message_content and on.service_name == "xclaw"
+    yaml = otel_of(
         {
-            "otel": {
-                "endpoint": "http://c:4318",
-                "protocol": "grpc",
-                "service_name": "svc",
-                "capture_message_content": True,
-            }
+            "endpoint": "http://c:4318",
+            "protocol": "grpc",
+            "service_name": "svc",
+            "capture_message_content": True,
         },
         {},
     )
@@ -215,37 +219,46 @@ def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
         yaml.endpoint,
         yaml.protocol,
         yaml.service_name,
-        yaml.capture_content,
+        yaml.capture_message_content,
     ) == (True, "http://c:4318", "grpc", "svc", True)
-    env_wins = otel_config(
-        {"otel": {"endpoint": "http://c:4318", "protocol": "grpc"}},
+    env_wins = otel_of(
+        {"endpoint": "http://c:4318", "protocol": "grpc"},
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
             "OTEL_SERVICE_NAME": "mine",
         },
     )
     assert (
         env_wins.endpoint,
         env_wins.protocol,
-        env_wins.capture_content,
+        env_wins.capture_message_content,
         env_wins.service_name,
-    ) == (None, "http/protobuf", True, "mine")
-    assert not otel_config(
-        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}
+    ) == ("http://h:4318", "http/protobuf", True, "mine")
+    traces = otel_of(None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:4318/x/traces"})
+    assert traces.enabled and traces.traces_endpoint == "http://h:4318/x/traces"
+    assert not otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}
     ).enabled
-    assert not otel_config(
-        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}
+    assert otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "no"}
     ).enabled
-    with pytest.raises(ConfigError, match="protocol"):
-        otel_config(
-            {},
+    assert not otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}
+    ).enabled
+    with pytest.raises(
+        ConfigError, match=r"OTEL_EXPORTER_OTLP_PROTOCOL 'carrier-pigeon': expected http/protobuf"
+    ):
+        otel_of(
+            None,
             {
                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h",
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon",
             },
         )
+    with pytest.raises(ConfigError, match=r"otel\.sdk_disabled is not a key of xclaw\.yaml"):
+        otel_of({"sdk_disabled": True}, {})
 
 
 def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
@@ -334,13 +347,11 @@ async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
         srv.push(Reply(text="hello"))
         settings = Settings(
             home=tmp_path,
-            db=str(tmp_path / "x.db"),
+            database=str(tmp_path / "x.db"),
             workspace_root=tmp_path / "ws",
-            providers=(
-                ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),
-            ),
+            providers=(entry(f"{kind}:m", {"api_key": "sk-test-123456", "base_url": srv.url}),),
         )
-        runtime = Runtime(open_store(settings.db), settings)
+        runtime = Runtime(open_store(settings.database), settings)
         try:
             session, _ = await runtime.open(None)
             sid = session.session_id

@@ -181,11 +181,9 @@ def test_configured_lists_replace_the_defaults(tmp_path: Path) -> None:
 def test_from_settings(tmp_path: Path) -> None:
     settings = Settings(
         home=tmp_path,
-        db=":memory:",
+        database=":memory:",
         workspace_root=tmp_path,
-        approval_mode="auto-edits",
-        safe_commands=("make",),
-        denied_patterns=("forbidden",),
+        approval={"mode": "auto-edits", "safe_commands": ("make",), "deny": ("forbidden",)},
     )
     policy = ApprovalPolicy.from_settings(settings)
     assert policy.mode == "auto-edits"

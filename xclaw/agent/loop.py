@@ -20,8 +20,20 @@ from typing import Any, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_discard, thinking_sink
+from xclaw.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    LLMRequest,
+    LLMResponse,
+    Model,
+    thinking_discard,
+    thinking_sink,
+)
 from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
+from xclaw.llm.settings import (
+    DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    DEFAULT_MAX_ITERATIONS,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -29,7 +41,6 @@ from xclaw.messages import (
     ToolResultMessage,
     ToolSpec,
     UserMessage,
-    call_signature,
 )
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
@@ -76,16 +87,19 @@ class Policy(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
+    """What the loop is run with: the settings' values (xclaw/llm/settings.py declares them
+    and their defaults) as the runtime passes them."""
+
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_iterations: int = 10
-    max_tokens: int = 4096
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     approval_timeout_s: float | None = None
     # The model's context window. When the conversation passes `compact_at` of what fits,
     # older turns are summarised once by the model (compaction, its own step) and the
     # conversation goes on from the summary; None: only trim the oldest turns to fit.
-    context_window_tokens: int = 150_000
-    compact_at: float | None = 0.8
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    compact_at: float | None = DEFAULT_COMPACT_AT
     # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
@@ -252,8 +266,8 @@ class Agent:
         }
         await self.observer.llm_started(request, self.model.name, params)
         # The provider, awaited in this task, sees the sink.
-        shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
-        voided = thinking_discard.set(getattr(self.observer, "llm_thinking_discarded", None))
+        shown = thinking_sink.set(self.observer.llm_thinking)
+        voided = thinking_discard.set(self.observer.llm_thinking_discarded)
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -313,11 +327,7 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
             await self.observer.llm_failed(f"compaction failed: {e}")
             return False
-        finished = getattr(self.observer, "compaction_finished", None)
-        if finished is not None:
-            await finished(response, len(messages))
-        else:  # an observer that predates compaction
-            await self.observer.llm_finished(response)
+        await self.observer.compaction_finished(response, len(messages))
         summary = compacted_message(response.text)
         self._compacted_away.extend(messages)
         messages[:] = [summary]
@@ -473,11 +483,8 @@ class Agent:
     def _signature(self, call: ToolCall) -> str:
         """The call as the record holds it: the interrupted calls it is matched against (no
         blind repeat) were read back from the record, where a credential in a call is
-        redacted; the observer says how (`recorded_signature`), else the call as it is."""
-        recorded = getattr(self.observer, "recorded_signature", None)
-        if recorded is not None:
-            return str(recorded(call))
-        return call_signature(call.name, call.input)
+        redacted; the observer says how."""
+        return self.observer.recorded_signature(call)
 
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)

@@ -119,6 +119,10 @@ class LineInput(Protocol):
         answered): the pending `read(answer=True)` raises PromptAbandoned."""
         ...
 
+    def use_completer(self, completer: Any) -> None:
+        """Tab completion of what is typed (where there is a line editor)."""
+        ...
+
 
 class PromptAbandoned(Exception):
     """The question a prompt asked no longer stands; ask again from the current state."""
@@ -150,6 +154,9 @@ class PipeInput:
     def abandon(self) -> None:
         """Piped lines are answers in order; one read for a withdrawn question is taken as
         an instruction instead (ChatClient.input_loop)."""
+
+    def use_completer(self, completer: Any) -> None:
+        """Nothing is typed here: nothing to complete."""
 
     async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         if not self._started:
@@ -243,8 +250,7 @@ class ChatClient:
         self._resolve: str | None = opts.session_id if opts.explicit else None
         self._resolving: str | None = None
         self._ever_connected = False
-        if hasattr(line_input, "use_completer"):
-            line_input.use_completer(SlashCompleter(self))
+        line_input.use_completer(SlashCompleter(self))
 
     # --- state ------------------------------------------------------------------------------
     def _set_turn(self, turn: str | None) -> None:

@@ -153,7 +153,7 @@ def replay_cmd(
             )
         start = step.seq
     settings = load_settings(
-        db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
+        database=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
     )
     live = _live_model(model_spec, settings) if model_spec else None
     redact_logs(output_redactor())
@@ -194,12 +194,10 @@ def replay_cmd(
 
 def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
-    from dataclasses import replace
-
     from xclaw.config import provider_chain
     from xclaw.llm.factory import build_model
 
-    return build_model(replace(settings, providers=provider_chain(spec)))
+    return build_model(settings.model_copy(update={"providers": provider_chain(spec)}))
 
 
 class _Redacted:

@@ -63,7 +63,7 @@ def _allow_hint(runtime: Runtime, name: str) -> str:
     """What would let this call run without a terminal, given the approval mode in force:
     auto-edits only spares file edits; an MCP or Python tool (which has traits) can be
     allowed by name, and a destructive one is asked even under yolo."""
-    mode = runtime.settings.approval_mode
+    mode = runtime.settings.approval.mode
     tool = runtime.toolbox.tools.get(name)
     traits = tool.traits if tool is not None else None
     if traits is None:  # built-in
@@ -111,9 +111,9 @@ async def _run(
 
     try:
         settings = load_settings(
-            db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
+            database=db, approval=approval, workspace_root=Path(workspace) if workspace else None
         )
-        store = open_store(settings.db, access=Access.CREATE)
+        store = open_store(settings.database, access=Access.CREATE)
     except XclawError as e:  # a bad XCLAW_MODEL, .env or database: one line, no traceback
         click.secho(f"error: {e.message}", fg="red", err=True)
         return e.exit_code

@@ -57,7 +57,7 @@ def register(cli: click.Group) -> None:
             settings = load_settings(
                 host=host,
                 port=port,
-                db=db,
+                database=db,
                 workspace_root=Path(workspace).expanduser() if workspace else None,
             )
             code = serve(settings, log_level=log_level)

@@ -98,7 +98,7 @@ def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]],
             # same way (exit 2), before anything is opened.
             settings = load_settings()
             store = open_store(
-                db or settings.db, access=access(kwargs) if callable(access) else access
+                db or settings.database, access=access(kwargs) if callable(access) else access
             )
         except XclawError as e:
             fail_on(e)

@@ -7,7 +7,6 @@ asks for it."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from xclaw.credentials import command_line_secrets, known_secrets
@@ -21,14 +20,16 @@ def output_redactor() -> Redactor:
     providers and MCP servers, the database URL, also as `--db` gave it) and the gateway's
     token file. With an unreadable xclaw.yaml, the environment's credentials alone (a
     listing still works)."""
-    from xclaw.config import load_settings
+    from pathlib import Path
+
+    from xclaw.config import environment, load_settings
 
     given = command_line_secrets(sys.argv[1:])  # `--db postgresql://u:PW@…`
     try:
         settings = load_settings()
     except ConfigError:
-        env = known_secrets(os.environ, database=os.environ.get("XCLAW_DB", ""))
-        return Redactor([*env, *given])
+        env = environment(Path.cwd())
+        return Redactor([*known_secrets(env, database=env.get("XCLAW_DB", "")), *given])
     values = [*settings.secret_values(), *given]
     token = read_token(settings.home)
     return Redactor([*values, token] if token else values)

@@ -161,9 +161,9 @@ async def health(request: Request, gw: Gateway) -> Response:
             "sessionsDriven": rt.driven_sessions(),
             # Write transactions this process has committed: with the steps it recorded,
             # how well writes share commits (bench/gateway_bench.py prints steps per commit).
-            "commits": getattr(gw.store, "commits", None),
+            "commits": gw.store.commits,
             # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
-            "writerBusyMs": _ms(getattr(gw.store, "writer_busy_s", None)),
+            "writerBusyMs": _ms(gw.store.writer_busy_s),
         },
     )
 

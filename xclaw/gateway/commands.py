@@ -222,7 +222,7 @@ class CommandRunner:
         policy = ApprovalPolicy.from_settings(self.runtime.settings)
         tools = tool_rows(toolbox.tools, policy)
         servers = await server_rows(toolbox.mcp, start=False)
-        text = format_listing(tools, servers, self.runtime.settings.approval_mode)
+        text = format_listing(tools, servers, self.runtime.settings.approval.mode)
         return CommandResult(reply=[_notice(session_id, text)])
 
     def _outside(self, session_id: str, ref: str, *, after: bool) -> str:

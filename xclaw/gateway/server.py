@@ -23,6 +23,7 @@ from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
 from xclaw.gateway.listen import bind_listeners
 from xclaw.invocation import xclaw_command
+from xclaw.llm.base import Model
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -140,7 +141,7 @@ class Banner:
         return out
 
 
-def _model(settings: Settings) -> tuple[Any, str | None]:
+def _model(settings: Settings) -> tuple[Model | None, str | None]:
     """(model or None, why not). The server starts without a model and says how to add one."""
     from xclaw.llm.factory import build_model
 
@@ -179,7 +180,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
     configure_logging(token, log_level, redactor=redactor)
     model, model_error = _model(settings)
     private_dir(settings.workspace_root)
-    store = open_store(settings.db)
+    store = open_store(settings.database)
     try:
         specs = [p.spec for p in settings.providers]
         runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)
@@ -237,7 +238,7 @@ async def _print_banner_when_up(
     port: int,
     db: str,
     token: str,
-    model: Any,
+    model: Model | None,
     model_error: str | None,
     warnings: tuple[str, ...] = (),
 ) -> None:
@@ -249,7 +250,7 @@ async def _print_banner_when_up(
         url=url,
         database=db,
         workspace=str(settings.workspace_root),
-        model=getattr(model, "name", None),
+        model=model.name if model is not None else None,
         model_error=model_error,
         sandbox=sandbox_mode(settings),
         command=xclaw_command(),

@@ -6,12 +6,15 @@ from __future__ import annotations
 import contextvars
 import email.utils
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
+
+# The model's output limit per call (`max_tokens` in xclaw.yaml: xclaw/llm/settings.py).
+DEFAULT_MAX_TOKENS = 4096
 
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
@@ -84,7 +87,7 @@ class LLMRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     # "main" for the session's main agent, otherwise the sub-agent's id. The scripted model
     # uses it to pick its script; real providers ignore it.
@@ -148,11 +151,11 @@ def retryable_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def retry_after_seconds(headers: object) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date), else None."""
-    get = getattr(headers, "get", None)
-    if get is None:
+    if headers is None:
         return None
+    get = headers.get
     ms = get("retry-after-ms")
     if ms:
         try:

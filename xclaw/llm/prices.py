@@ -1,29 +1,34 @@
-"""What a call cost, estimated from its tokens: a built-in price table (dollars per million
-tokens, list prices when this was written — check your provider's page) that xclaw.yaml's
+"""What a call cost, estimated from its tokens: the prices each provider declares (dollars
+per million tokens, xclaw/llm/builtin_providers.py and provider packages) that xclaw.yaml's
 `prices:` extends or overrides. A model not in the table shows tokens only, never a guess.
 
-The table in force is process-wide (`configure`, called where settings are loaded), so that
-every view of a step — the live trace, /steps, `xclaw sessions`, `xclaw export` — prices it the
-same way, at display time: changing a price re-prices old steps too.
+The table in force is process-wide (`configure`, called where settings are loaded; the
+providers' own table until then), so that every view of a step — the live trace, /steps,
+`xclaw sessions`, `xclaw export` — prices it the same way, at display time: changing a price
+re-prices old steps too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from xclaw.messages import Usage
+from xclaw.section import Default, Number, Section
+
+Rate = Annotated[Number, Field(ge=0)]
 
 
-@dataclass(frozen=True, slots=True)
-class Price:
-    """Dollars per million tokens. Cache reads/writes default to the input price when a
-    provider has no separate rate."""
+class Price(Section):
+    """Dollars per million tokens (`prices: {<model>: {input, output, ...}}` in xclaw.yaml).
+    Cache reads/writes default to the input price when a provider has no separate rate."""
 
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
+    input: Rate
+    output: Rate
+    cache_read: Annotated[Rate | None, Default("the input price")] = None
+    cache_write: Annotated[Rate | None, Default("the input price")] = None
 
     def cost(self, usage: Usage) -> float:
         """Uncached input at `input`, cache reads and writes at their own rates, output (which
@@ -39,29 +44,6 @@ class Price:
         ) / 1_000_000
 
 
-# Model name (without the `anthropic:` / `openai:` prefix) -> price. A dated name
-# (claude-sonnet-4-5-20250929) takes the price of the longest key it starts with.
-BUILTIN_PRICES: dict[str, Price] = {
-    "claude-opus-4-5": Price(5.0, 25.0, 0.5, 6.25),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-opus-4": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-7-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-5-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
-    "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
-    "gpt-4o": Price(2.5, 10.0, 1.25),
-    "gpt-4o-mini": Price(0.15, 0.6, 0.075),
-    "gpt-4.1": Price(2.0, 8.0, 0.5),
-    "gpt-4.1-mini": Price(0.4, 1.6, 0.1),
-    "gpt-4.1-nano": Price(0.1, 0.4, 0.025),
-    "o4-mini": Price(1.1, 4.4, 0.275),
-    "deepseek-chat": Price(0.27, 1.1, 0.07),
-    "deepseek-reasoner": Price(0.55, 2.19, 0.14),
-}
-
-
 class PriceTable:
     def __init__(self, prices: Mapping[str, Price]) -> None:
         self.prices = dict(prices)
@@ -70,15 +52,14 @@ class PriceTable:
         self._found: dict[str, Price | None] = {}
 
     @classmethod
-    def with_overrides(cls, overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
-        table = dict(BUILTIN_PRICES)
-        for model, rates in (overrides or {}).items():
-            table[_bare(model)] = Price(
-                input=float(rates["input"]),
-                output=float(rates["output"]),
-                cache_read=rates.get("cache_read"),
-                cache_write=rates.get("cache_write"),
-            )
+    def with_overrides(cls, overrides: Mapping[str, Price] | None) -> PriceTable:
+        """Every provider's prices, then xclaw.yaml's. A model name is without its
+        `<kind>:`; a dated name (claude-sonnet-4-5-20250929) takes the price of the longest
+        name it starts with."""
+        from xclaw.llm.registry import provider_prices
+
+        table = dict(provider_prices())
+        table.update({_bare(model): price for model, price in (overrides or {}).items()})
         return cls(table)
 
     def price_of(self, model: str) -> Price | None:
@@ -107,18 +88,20 @@ def _bare(model: str) -> str:
     return first.partition(":")[2] if ":" in first else first
 
 
-_active = PriceTable.with_overrides(None)
+_active: PriceTable | None = None
 
 
-def configure(overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
-    """Make the built-in table plus xclaw.yaml's `prices:` the one every view uses."""
+def configure(overrides: Mapping[str, Price] | None) -> PriceTable:
+    """Make the providers' prices plus xclaw.yaml's `prices:` the table every view uses."""
     global _active
     _active = PriceTable.with_overrides(overrides)
     return _active
 
 
 def active() -> PriceTable:
-    return _active
+    """The table in force (the providers' own until `configure`; built on first use, not at
+    import: the providers' packages are found then)."""
+    return _active if _active is not None else configure(None)
 
 
 def format_cost(dollars: float | None) -> str:

@@ -17,7 +17,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from xclaw.errors import LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model, ThinkingWatch
+from xclaw.llm.base import (
+    DeltaSink,
+    LLMRequest,
+    LLMResponse,
+    Model,
+    ProviderError,
+    ThinkingWatch,
+)
 
 log = logging.getLogger("xclaw.llm")
 
@@ -79,7 +86,7 @@ class RetryingModel:
 
     def delay(self, retry: int, err: LLMError) -> float:
         """Seconds to wait before retry number `retry` (0-based)."""
-        hint = getattr(err, "retry_after", None)
+        hint = err.retry_after if isinstance(err, ProviderError) else None
         if hint is not None:
             return min(float(hint), self.max_retry_after)
         ceiling = min(self.max_delay, self.base_delay * (2.0**retry))

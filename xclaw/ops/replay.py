@@ -224,7 +224,6 @@ async def replay(
     `start` (a main-agent step's seq): the new session is a fork of the source just before
     that step (its record and its files), and only the rest re-runs. `live`: the model that
     answers every call the replay makes (from `start`, or from the beginning)."""
-    from dataclasses import replace
 
     from xclaw.runtime.runtime import Runtime
 
@@ -233,7 +232,10 @@ async def replay(
     first = start if start is not None and start > 1 else None
     model = RecordedModel(recorded_answers(steps), live=live, source=source_id)
     # Approvals are asked (mode ask) and answered as the record answered them.
-    runtime = Runtime(store, replace(settings, approval_mode="ask"), model=model)
+    asked = settings.model_copy(
+        update={"approval": settings.approval.model_copy(update={"mode": "ask"})}
+    )
+    runtime = Runtime(store, asked, model=model)
     decisions = _recorded_decisions(steps)
     sid = ""
     failure: str | None = None

@@ -1026,10 +1026,10 @@ class Runtime:
             max_iterations=s.max_iterations,
             max_tokens=s.max_tokens,
             temperature=s.temperature,
-            approval_timeout_s=s.approval_timeout_s,
+            approval_timeout_s=s.approval.timeout_s,
             context_window_tokens=s.context_window_tokens,
             compact_at=s.compact_at,
-            parallel_side_effects=s.parallel_side_effects,
+            parallel_side_effects=s.sandbox.parallel_side_effects,
         )
 
     # --- time travel and views --------------------------------------------------------------

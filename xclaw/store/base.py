@@ -47,6 +47,18 @@ class RecordStore(Protocol):
         """Where the data lives, for banners and messages (a path or a redacted URL)."""
         ...
 
+    @property
+    def commits(self) -> int:
+        """Write transactions this process has committed (group commit makes it fewer than
+        the writes): GET /api/health, bench/gateway_bench.py."""
+        ...
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        """Seconds SQLite's one writer has spent running transactions (how close it is to
+        saturation); None where there is no single writer (PostgreSQL's pool)."""
+        ...
+
     # --- sessions ---------------------------------------------------------------------
     def create_session(
         self,

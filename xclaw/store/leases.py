@@ -172,6 +172,14 @@ class DrivenStore:
     def url(self) -> str:
         return self.store.url
 
+    @property
+    def commits(self) -> int:
+        return self.store.commits
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        return self.store.writer_busy_s
+
     def driven(self, lease: Lease) -> Store:
         return self.store.driven(lease)
 

@@ -55,6 +55,7 @@ from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
     from xclaw.store.postgres_bus import PgBus
 
 T = TypeVar("T")
@@ -130,6 +131,15 @@ class PostgresStore(
     @property
     def commits(self) -> int:
         return self._pool.commits
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        return None  # a pool of connections: no one writer to saturate
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.postgres_fsck import PgFsck
+
+        return PgFsck(self)
 
     def open_bus(
         self,

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
@@ -59,6 +59,9 @@ from xclaw.store.sqlite_probe import probe_sqlite
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Ticket, Unit, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
+
+if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
 
 T = TypeVar("T")
 
@@ -161,6 +164,11 @@ class SQLiteStore(
         """Seconds the writer has spent running transactions: over wall time, how close the
         one writer is to saturation (GET /api/health, bench/gateway_bench.py)."""
         return 0.0 if self._writer is None else self._writer.busy_s
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.sqlite_fsck import SqliteFsck
+
+        return SqliteFsck(self)
 
     def write_stream(self) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""

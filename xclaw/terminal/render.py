@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rich.cells import cell_len
@@ -81,6 +82,16 @@ class Renderer:
         # On a terminal a final answer with Markdown is shown rendered (rich's renderer);
         # a pipe keeps the plain text (transcripts, the seed's format).
         self.markdown = console.is_terminal if markdown is None else markdown
+        # The frames shown, by type (any other type is not for a terminal).
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "session": self._on_session,
+            "history": self._on_history,
+            "delta": self._on_delta,
+            "reply": self._on_reply,
+            "tool": self._on_tool,
+            "notice": self._on_notice,
+            "error": self._on_error,
+        }
 
     @property
     def streaming(self) -> bool:
@@ -114,7 +125,7 @@ class Renderer:
             self._thinking.clear()  # a failed attempt's: the retry thinks again
             return
         self.flush_thinking()
-        handler = getattr(self, f"_on_{kind}", None)
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             handler(f)
 

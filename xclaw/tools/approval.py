@@ -25,15 +25,18 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from xclaw.config import DEFAULT_DENIED_PATTERNS, DEFAULT_SAFE_COMMANDS, Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool
 from xclaw.tools.command_rules import check_arguments, rule_for
 from xclaw.tools.git_programs import describe, mentions_git, program_sources, runs_git
+from xclaw.tools.settings import DEFAULT_DENY, DEFAULT_SAFE_COMMANDS
 from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.traits import approval_for
+
+if TYPE_CHECKING:
+    from xclaw.config import Settings
 
 __all__ = [
     "ALLOW",
@@ -124,7 +127,7 @@ class ApprovalPolicy:
         self,
         mode: str = "ask",
         safe_commands: Iterable[str] = DEFAULT_SAFE_COMMANDS,
-        denied_patterns: Iterable[str] = DEFAULT_DENIED_PATTERNS,
+        denied_patterns: Iterable[str] = DEFAULT_DENY,
         confinement: bool | None = None,
     ) -> None:
         if mode not in MODES:
@@ -152,9 +155,8 @@ class ApprovalPolicy:
         from xclaw.sandbox.isolation import isolation_from_settings
 
         confined = isolation_from_settings(settings).can_confine
-        return cls(
-            settings.approval_mode, settings.safe_commands, settings.denied_patterns, confined
-        )
+        approval = settings.approval
+        return cls(approval.mode, approval.safe_commands, approval.deny, confined)
 
     async def review(self, tool: Tool, args: dict[str, Any], workspace: Path | None) -> Decision:
         """`decide`, for the agent loop: the look at the workspace's git configuration a

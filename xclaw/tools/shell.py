@@ -22,6 +22,7 @@ from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.git_programs import describe, git_env, program_sources, runs_git
@@ -147,9 +148,9 @@ class ShellTool(Tool):
 
     def __init__(
         self,
-        default_timeout_s: float = 120.0,
+        default_timeout_s: float = SANDBOX_DEFAULTS.shell_timeout_s,
         max_timeout_s: float = 600.0,
-        output_cap: int = 30_000,
+        output_cap: int = SANDBOX_DEFAULTS.output_cap,
         kill_grace_s: float = 2.0,
         secret_env: Iterable[str] = (),
         shell: str = "bash",

@@ -23,23 +23,20 @@ A per-tool `resume: retry | ask` overrides that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from xclaw.config import refuse_unknown
-from xclaw.errors import ConfigError
+from xclaw.section import Default, Section
 
 ApprovalRule = Literal["ask", "allow"]
 ResumeRule = Literal["retry", "ask"]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolPolicy:
-    """A per-tool override from xclaw.yaml (`tool_policies:`)."""
+class ToolPolicy(Section):
+    """A per-tool override from xclaw.yaml (`tool_policies: {<tool>: {approval, resume}}`)."""
 
-    approval: ApprovalRule | None = None
-    resume: ResumeRule | None = None
+    approval: Annotated[ApprovalRule | None, Default("the tool's traits")] = None
+    resume: Annotated[ResumeRule | None, Default("the tool's traits")] = None
 
 
 NO_OVERRIDE = ToolPolicy()
@@ -120,24 +117,3 @@ def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, st
             "(trusted: true in xclaw.yaml)"
         )
     return "ask", f"{tool_name} may change things outside the workspace ({traits.source})"
-
-
-def parse_policies(raw: Any) -> dict[str, ToolPolicy]:
-    """`tool_policies: {<tool name>: {approval: ask|allow, resume: retry|ask}}`."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("xclaw.yaml: `tool_policies` must map tool names to {approval, resume}")
-    out: dict[str, ToolPolicy] = {}
-    for name, entry in raw.items():
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name} must be a mapping")
-        refuse_unknown(entry, ("approval", "resume"), f"tool_policies.{name}")
-        approval = entry.get("approval")
-        resume = entry.get("resume")
-        if approval not in (None, "ask", "allow"):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name}.approval must be ask or allow")
-        if resume not in (None, "retry", "ask"):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name}.resume must be retry or ask")
-        out[str(name)] = ToolPolicy(approval=approval, resume=resume)
-    return out

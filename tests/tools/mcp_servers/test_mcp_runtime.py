@@ -30,8 +30,8 @@ from xclaw.tools.mcp.hub import McpHub
 pytestmark = pytest.mark.slow
 
 
-def servers(raw: dict[str, Any], env: dict[str, str] | None = None) -> tuple[Any, ...]:
-    return tuple(parse_servers(raw, env if env is not None else dict(os.environ)))
+def servers(raw: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    return parse_servers(raw, env if env is not None else dict(os.environ))
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
@@ -120,13 +120,13 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     async def decisions(
         trusted: bool, overrides: dict[str, Any] | None = None
     ) -> dict[tuple[str, str], str]:
-        from xclaw.tools.traits import parse_policies
+        from xclaw.tools.traits import ToolPolicy
 
         hub = McpHub(
             servers(
                 {"git": {"command": cmd, "args": ["--repository", str(repo)], "trusted": trusted}}
             ),
-            parse_policies(overrides),
+            {name: ToolPolicy.model_validate(p) for name, p in (overrides or {}).items()},
         )
         try:
             assert await hub.start() == {}

@@ -82,8 +82,8 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
             {"text": "Done."},
         ],
         approval="yolo",
-        mcp_servers=tuple(
-            parse_servers({"ev": {"command": everything(), "trusted": True}}, dict(os.environ))
+        mcp_servers=parse_servers(
+            {"ev": {"command": everything(), "trusted": True}}, dict(os.environ)
         ),
     )
     sid = await h.ask("go")
