@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend, PostgresBackend, postgres_url
 from xclaw.answered_by import AnsweredBy
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
+from xclaw.llm import registry
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.agreement import RunConfig
 from xclaw.runtime.cluster import Cluster
@@ -195,9 +195,13 @@ async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiti
     # A worker whose chain holds the session's model too drives it with that model.
     both = Node(backend, tmp_path, tmp_path / "other.json")
     dead_model = f"script:{tmp_path / 'dead-script.json'}"
-    both.runtime.settings = replace(
-        both.runtime.settings,
-        providers=(ProviderConfig(f"script:{tmp_path / 'other.json'}"), ProviderConfig(dead_model)),
+    both.runtime.settings = both.runtime.settings.model_copy(
+        update={
+            "providers": (
+                registry.entry(f"script:{tmp_path / 'other.json'}"),
+                registry.entry(dead_model),
+            )
+        }
     )
     both.runtime.run_config = RunConfig((f"script:{tmp_path / 'other.json'}", dead_model), "yolo")
     await both.cluster.start()

@@ -182,7 +182,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
     private_dir(settings.workspace_root)
     store = open_store(settings.database)
     try:
-        specs = [p.spec for p in settings.providers]
+        specs = [p.model for p in settings.providers]
         runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)
         # Every credential is read by now (the providers hold their keys): nothing started
         # later inherits them, and same-user processes cannot read our /proc/PID/environ.

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +187,8 @@ class Runtime:
         # What this worker runs sessions with, registered for the others and `xclaw workers`;
         # a session records its own when it starts (xclaw/runtime/agreement.py).
         if model_specs is None:
-            model_specs = [p.spec for p in settings.providers] if model is None else [model.name]
-        self.run_config = RunConfig(tuple(model_specs), settings.approval_mode)
+            model_specs = [p.model for p in settings.providers] if model is None else [model.name]
+        self.run_config = RunConfig(tuple(model_specs), settings.approval.mode)
         self.leases.info.update(self.run_config.to_json())
         # `xclaw run --approval MODE`: the user chose this run's mode (it is recorded).
         self.explicit_approval = False
@@ -257,7 +257,7 @@ class Runtime:
         run.agreement = agreement
         if use.models != self.run_config.models:
             run.model = self._chain(use.models)
-        if use.approval != self.settings.approval_mode:
+        if use.approval != self.settings.approval.mode:
             run.policy = self._policy(use.approval)
         if lease is not None and agreement.record is not None:
             session = await self.db(self.store.get_session, sid)
@@ -273,9 +273,11 @@ class Runtime:
         if chain is None:
             from xclaw.llm.factory import build_model
 
-            by_spec = {p.spec: p for p in self.settings.providers}
+            by_spec = {p.model: p for p in self.settings.providers}
             providers = tuple(by_spec[m] for m in models)
-            chain = self._chains[models] = build_model(replace(self.settings, providers=providers))
+            chain = self._chains[models] = build_model(
+                self.settings.model_copy(update={"providers": providers})
+            )
         return chain
 
     def _policy(self, mode: str) -> Policy:
@@ -284,7 +286,8 @@ class Runtime:
         if policy is None:
             from xclaw.tools.approval import ApprovalPolicy
 
-            settings = replace(self.settings, approval_mode=mode)
+            approval = self.settings.approval.model_copy(update={"mode": mode})
+            settings = self.settings.model_copy(update={"approval": approval})
             policy = self._policies[mode] = ApprovalPolicy.from_settings(settings)
         return policy
 
