@@ -199,3 +199,17 @@ async def test_an_outcome_meets_a_lease_taken_meanwhile_and_writes_nothing(
         assert await end_with(e, run) is True
         assert run.frames == [] and store.get_session(run.sid).status is Status.PAUSED
     assert sum("event=lease_lost" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_a_store_error_and_a_crash_are_logged_with_the_session(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = waiting_run(store)
+    await end_with(DiskFull("database or disk is full"), run)
+    try:
+        raise KeyError("x")
+    except KeyError as e:
+        await end_with(e, run)
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert (f"event=store_error session={run.sid} error='database or disk is full'", False) in lines
+    assert (f"run of session {run.sid} crashed", True) in lines

@@ -45,8 +45,8 @@ class Outcome:
     event: Event
     code: str | None = None  # FAILED: the error frame's code (None: the error's own)
     text: str = "{message}"  # FAILED: the error frame's text ({message}, {kind}, {error})
-    log: str | None = None  # logged at ERROR (%(session)s, %(message)s), with the traceback
-    traceback: bool = False  # when `traceback`
+    log: str | None = None  # logged at ERROR, with %(session)s and %(message)s
+    traceback: bool = False  # the log line carries the traceback
 
     def error_frame(self, e: BaseException) -> dict[str, Any]:
         """The error frame a FAILED outcome sends (redacted whole as it is sent)."""
