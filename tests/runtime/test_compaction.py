@@ -110,7 +110,7 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
 
         # Rollback to the summary step undoes it: the rebuilt history is the whole conversation.
         runtime.store.rollback(sid, step.seq)
-        hist = runtime._rebuild(runtime.store.steps(sid, agent="main"))
+        hist = runtime.rebuild(runtime.store.steps(sid, agent="main"))
         assert len(hist.messages) > 10 and not any(
             SUMMARY_PREFIX in getattr(m, "text", "") for m in hist.messages
         )

@@ -130,7 +130,7 @@ class Connection:
 
     # --- outgoing ---------------------------------------------------------------------------
     # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
-    # by the runtime (Runtime._emit), every other frame here (`push`, the hub's).
+    # by the runtime (Runtime.emit), every other frame here (`push`, the hub's).
     def _from_runtime(self, frame: dict[str, Any]) -> None:
         """The sink given to the runtime: held back while an attach reads the history."""
         if self._held is not None:

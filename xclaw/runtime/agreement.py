@@ -14,7 +14,7 @@ it (a new message, a resume after a takeover, the sweep) compares that with its 
   loosens it; an explicit `xclaw run --approval` sets it.
 
 Anything but "the same" is said: a `notice` to the session's clients and a `session_config`
-system_alert step. Pure: the runtime reads the record and acts (runtime.py).
+system_alert step. Pure: the runtime reads the record and acts (session_configs.py).
 """
 
 from __future__ import annotations
