@@ -1,6 +1,7 @@
 """Who or what answered an approval (docs/approval.md, "Who decided").
 
-Recorded as `by` in the approval step's output, beside the seed's `approved` and `why`, so
+Recorded as `by` in the approval step's output, beside the original tutorial's `approved` and
+`why` (*the seed*, docs/architecture.md glossary), so
 the record says whether a person said yes (and through which client), nobody could be asked,
 the wait timed out, or a cancel or a new message ended it. Only a call somebody was asked
 about has an approval step: what the policy ran or refused without asking is derived from
@@ -77,7 +78,7 @@ class AnsweredBy:
         return cls(str(data["kind"]), **fields)
 
     def why(self, approved: bool) -> str:
-        """The seed's `why`, in words that say who: also the tool result the model reads
+        """The tutorial's `why`, in words that say who: also the tool result the model reads
         when the call is refused."""
         verdict = "approved" if approved else "denied"
         if self.kind == PERSON:
@@ -112,5 +113,5 @@ class Answer:
 
 
 def answer_output(approved: bool, by: AnsweredBy, why: str | None = None) -> dict[str, Any]:
-    """The approval step's output: the seed's `approved` and `why`, and `by`."""
+    """The approval step's output: the tutorial's `approved` and `why`, and `by`."""
     return {"approved": approved, "why": why or by.why(approved), "by": by.to_json()}

@@ -1,7 +1,8 @@
 """Plain-text views of the record, shared by the CLI and the gateway's slash commands.
 
 Plain text (no colour, no markup) so the same string can go to a terminal, a WebSocket
-`notice` frame or a test snapshot. The /steps listing keeps the seed's layout:
+`notice` frame or a test snapshot. The /steps listing keeps the original
+tutorial's layout (*the seed*, docs/architecture.md glossary):
 
     Steps (session: cli):
       s0001  user_input    user        "analyse the log"
@@ -153,7 +154,7 @@ def _text_of(data: Any) -> str | None:
 
 
 def _shown_name(step: Step) -> str:
-    # As in the seed's listing: the user and the model by role; tools and alerts by name.
+    # As in the tutorial's listing: the user and the model by role; tools and alerts by name.
     if step.step_type is StepType.USER_INPUT:
         return "user"
     if step.step_type is StepType.LLM_CALL:

@@ -1,7 +1,8 @@
-"""Slash commands, handled in the gateway so every channel (terminal, web page, a seed client,
-anyone's script) gets the same `/steps`, `/rollback`, `/fork`, `/sessions` and `/help`.
+"""Slash commands, handled in the gateway so every channel (terminal, web page, a client
+written for the original tutorial — *the seed*, docs/architecture.md glossary —, anyone's
+script) gets the same `/steps`, `/rollback`, `/fork`, `/sessions` and `/help`.
 
-A command answers with frames: a `notice` that shows the result as text (what the seed's
+A command answers with frames: a `notice` that shows the result as text (what the tutorial's
 clients print) plus, where a client can do better with structure, `steps` / `forked` frames.
 Frames for the requesting socket only go in `reply`; frames every socket attached to the
 session must see (a rollback rewrote its history) go in `broadcast`.
@@ -79,7 +80,7 @@ def _notice(session_id: str, text: str) -> dict[str, Any]:
 
 
 def steps_text(session_id: str, steps: list[Step]) -> str:
-    """The seed's /steps listing with usage hints: the same text as `xclaw steps`."""
+    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it."""
     return views.format_steps(steps, session_id)
 
 

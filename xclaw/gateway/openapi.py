@@ -290,7 +290,7 @@ def openapi_spec(version: str) -> dict[str, Any]:
                                     "content": {
                                         "type": "string",
                                         "description": "JSON string of [{role, content}] "
-                                        "(the seed's format)",
+                                        "(the format of the original tutorial's clients)",
                                     },
                                     "messages": {"type": "array", "items": {"type": "object"}},
                                 },

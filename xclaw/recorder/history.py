@@ -232,7 +232,8 @@ def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
 
 
 def seed_history(messages: list[Message]) -> list[dict[str, str]]:
-    """The seed's `history` content: [{role, content}] of user text and assistant text."""
+    """The original tutorial's `history` content (*the seed*, docs/architecture.md glossary):
+    [{role, content}] of user text and assistant text."""
     out: list[dict[str, str]] = []
     for m in messages:
         if isinstance(m, UserMessage):

@@ -30,8 +30,9 @@ def status_frame(session: Session, *, busy: bool) -> dict[str, Any]:
 def history_frame(
     session_id: str, steps: Sequence[Step], hist: History, *, busy: bool, redact: Redactor
 ) -> dict[str, Any]:
-    """The `history` frame: `hist` (rebuilt from `steps` with new_input) as the seed's
-    content and as structured messages, the calls of a run in flight shown running."""
+    """The `history` frame: `hist` (rebuilt from `steps` with new_input) as the original
+    tutorial's `content` (*the seed*, docs/architecture.md glossary) and as structured
+    messages, the calls of a run in flight shown running."""
     structured = []
     by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
     # The calls of the turn in flight: those without a step yet wait for an approval (or

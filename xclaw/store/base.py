@@ -39,8 +39,8 @@ class RollbackResult:
 
 @runtime_checkable
 class RecordStore(Protocol):
-    """The durable record of sessions and their steps (the seed's two tables): sessions,
-    steps, time travel, import and retention, a run's ordered writes."""
+    """The durable record of sessions and their steps (the original tutorial's two tables):
+    sessions, steps, time travel, import and retention, a run's ordered writes."""
 
     @property
     def url(self) -> str:

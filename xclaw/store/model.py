@@ -15,7 +15,7 @@ from xclaw.errors import IllegalTransition, StepNotFound
 
 
 class Status(enum.StrEnum):
-    """A session's state machine (docs/architecture.md). Stored as the seed's capitalised words."""
+    """A session's state machine (docs/architecture.md), stored as the tutorial's words."""
 
     INIT = "Init"
     RUNNING = "Running"
@@ -24,8 +24,8 @@ class Status(enum.StrEnum):
     FAILED = "Failed"
 
 
-# The seed's state machine plus the documented extensions ("checked transitions",
-# docs/architecture.md):
+# The original tutorial's state machine (*the seed*, docs/architecture.md glossary) plus the
+# documented extensions ("checked transitions", docs/architecture.md):
 #   Failed -> Running   an explicit resume or a new user message after an error
 #   Success -> Running  a new user message after a final answer
 #   Running -> Running  begin_step while already running (a no-op, not a write)
@@ -286,7 +286,7 @@ class Step:
 
     @property
     def duration_ms(self) -> int | None:
-        """end_time - start_time; not stored (the seed's two tables)."""
+        """end_time - start_time; not stored (the original tutorial's two tables)."""
         return None if self.end_time is None else self.end_time - self.start_time
 
     @property

@@ -1,5 +1,6 @@
-"""How `xclaw chat` shows server frames: the seed's terminal format (`[history]` lines between
-markers, `xclaw uses [NAME]: {...}`, `xclaw: <answer>`), in colour when the terminal has it.
+"""How `xclaw chat` shows server frames: the original tutorial's terminal format (*the seed*,
+docs/architecture.md glossary: `[history]` lines between markers, `xclaw uses [NAME]: {...}`,
+`xclaw: <answer>`), in colour when the terminal has it.
 
 Pure presentation: it keeps only what it needs to lay text out (is a streamed line open?), so
 it can be tested by rendering frames into a string.
@@ -80,7 +81,7 @@ class Renderer:
         # its thinking went out says so (thinking_discarded) and they are dropped unseen.
         self._thinking: list[dict[str, Any]] = []
         # On a terminal a final answer with Markdown is shown rendered (rich's renderer);
-        # a pipe keeps the plain text (transcripts, the seed's format).
+        # a pipe keeps the plain text (transcripts, the tutorial's format).
         self.markdown = console.is_terminal if markdown is None else markdown
         # The frames shown, by type (any other type is not for a terminal).
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -262,8 +263,8 @@ class Renderer:
 
 def history_lines(f: dict[str, Any]) -> list[str]:
     """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
-    `messages` show tool calls; a seed server's frame only has `content`, a JSON string of
-    [{role, content}], and that works too."""
+    `messages` show tool calls; a server written for the tutorial sends only `content`, a JSON
+    string of [{role, content}], and that works too."""
     out: list[str] = []
     messages = f.get("messages")
     if isinstance(messages, list):

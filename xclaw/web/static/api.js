@@ -6,7 +6,7 @@
 // as ?token= on the WebSocket URL (browsers cannot set headers on a WebSocket).
 
 export const TOKEN_KEY = "xclaw_token";
-export const SESSION_KEY = "xclaw_session_id"; // the seed's name (kept session id): changing it switches session
+export const SESSION_KEY = "xclaw_session_id"; // the original tutorial's name: changing it switches session
 
 export class Unauthorized extends Error {}
 

@@ -1,8 +1,8 @@
 // The xclaw web client: wires the socket, the HTTP API and the views together.
 //
 // State lives on the server. This page only remembers two things, in localStorage: the access
-// token (`xclaw_token`) and the session it shows (`xclaw_session_id`, the seed's key: change
-// it and reload to switch branches). Everything on screen is rebuilt from the frames of
+// token (`xclaw_token`) and the session it shows (`xclaw_session_id`, the original tutorial's
+// key: change it and reload to switch branches). Everything on screen is rebuilt from the frames of
 // docs/protocol.md — `history` on every (re)connect — so a refresh or a server restart loses nothing.
 
 import {
