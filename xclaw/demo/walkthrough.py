@@ -1,7 +1,8 @@
 """`xclaw demo`: the original tutorial's "try it" walk (*the seed*, docs/architecture.md
 glossary), done for real in one command — a server killed with SIGKILL mid-tool, restarted,
 resumed without repeating anything; /steps and the trace tree; rollback and fork with the
-workspace following the memory. Every stage checks what it claims and the demo fails loudly (exit 1) if anything does not behave as described."""
+workspace following the memory. Every stage checks what it claims and the demo fails loudly
+(exit 1) if anything does not behave as described."""
 
 from __future__ import annotations
 
