@@ -70,7 +70,7 @@ SEED_STEPS = [
 ]
 
 
-def test_steps_listing_has_the_seeds_layout() -> None:
+def test_steps_listing_has_the_tutorials_layout() -> None:
     assert format_steps(SEED_STEPS, SID) == text(
         [
             "Steps (session: cli):",

@@ -33,7 +33,7 @@ def xclaw(
     )
 
 
-def test_new_session_prints_the_conversation_like_the_seed(tmp_path: Path) -> None:
+def test_new_session_prints_the_conversation_like_the_tutorial(tmp_path: Path) -> None:
     r = xclaw(
         tmp_path,
         "--approval",

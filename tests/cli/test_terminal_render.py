@@ -1,4 +1,4 @@
-"""What `xclaw chat` prints for each server frame (the seed's terminal format)."""
+"""What `xclaw chat` prints for each server frame (the original tutorial's terminal format)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_long_lines_are_not_wrapped() -> None:
     assert out.count("\n") == 1 and long in out
 
 
-def test_history_between_markers_seed_content_only() -> None:
+def test_history_between_markers_tutorial_content_only() -> None:
     content = json.dumps(
         [{"role": "user", "content": "list files"}, {"role": "assistant", "content": "a.ts\nb.ts"}]
     )
@@ -172,7 +172,7 @@ def test_session_file_is_private(tmp_path: Path) -> None:
 
 def test_markdown_answers_are_rendered_on_a_terminal_and_plain_in_a_pipe() -> None:
     # Issue 14: on a terminal a Markdown answer is shown rendered (the streamed raw text is
-    # erased and redrawn); a pipe keeps the seed's plain `xclaw: …` text.
+    # erased and redrawn); a pipe keeps the tutorial's plain `xclaw: …` text.
     answer = "Here is **bold** and a list:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=60, height=40, color_system=None)

@@ -1,6 +1,6 @@
-"""The seed's scenario over the wire: kill the server mid-task, restart, reconnect, carry on
-(resume on reconnect, approval asked again, kept session id) — and never repeat a
-completed side effect."""
+"""The original tutorial's scenario (*the seed*, docs/architecture.md glossary) over the wire: kill
+the server mid-task, restart, reconnect, carry on (resume on reconnect, approval asked again, kept
+session id) — and never repeat a completed side effect."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ async def test_sigkill_during_sleep_then_resume_on_reconnect(server_factory) -> 
     assert session["sessionId"] == sid and session["created"] is False
     assert session["status"] == "Running"
     history = await c2.until_type("history")
-    seed_view = json.loads(history["content"])  # the seed's clients parse a JSON string
+    seed_view = json.loads(history["content"])  # the tutorial's clients parse a JSON string
     assert seed_view[0] == {"role": "user", "content": "run the three steps"}
     notice = await c2.until_type("notice")
     assert notice["content"] == "[resume] detected interrupted tool_call, retrying..."

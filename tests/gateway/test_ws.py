@@ -1,5 +1,6 @@
-"""The WebSocket protocol against a real server: the seed's client flow, several sockets per
-session, one run at a time, cancel, slash commands for every channel."""
+"""The WebSocket protocol against a real server: the client flow of the original tutorial (*the
+seed*, docs/architecture.md glossary), several sockets per session, one run at a time, cancel, slash
+commands for every channel."""
 
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ def steps_of(server: Server, sid: str) -> list[dict]:
     return r.json()["steps"]
 
 
-async def test_a_client_speaking_only_the_seed_frames_completes_a_conversation(
+async def test_a_client_speaking_only_the_tutorial_frames_completes_a_conversation(
     server: Server,
 ) -> None:
-    # The seed's client: token on the URL, its own session id, reconnect then message; it
+    # The tutorial's client: token on the URL, its own session id, reconnect then message; it
     # reads `history` content as a JSON string and prints deltas until `reply`.
     url = f"{server.ws_url}?token={server.token}"
     async with connect(url) as ws:
@@ -254,7 +255,7 @@ def _api_session(server: Server, sid: str) -> httpx.Response:
 async def test_a_session_exists_from_its_first_message_under_the_clients_own_id(
     server: Server,
 ) -> None:
-    # The seed's flow: a client-made id, reconnect, then message. Nothing is written before
+    # The tutorial's flow: a client-made id, reconnect, then message. Nothing is written before
     # the message; the session is created at it, under that id, titled after it.
     sid = "cli-first-message-test"
     c = await Client.open(server)

@@ -51,7 +51,7 @@ async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) ->
     assert "messages" not in json.dumps(llm[-1].input_data).replace('"messages":', "")
 
 
-async def test_history_frame_speaks_the_seed_format(make) -> None:
+async def test_history_frame_speaks_the_tutorial_format(make) -> None:
     h = make([{"text": "", "tool_calls": [sh("echo hi")]}, {"text": "said hi"}])
     sid = await h.session()
     await h.turn(sid, "say hi")

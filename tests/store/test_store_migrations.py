@@ -1,5 +1,5 @@
-"""Schema versions: numbered and append-only; every older database upgrades in place; a
-newer one is refused with words; the seed's own SQL still reads the data. On both backends
+"""Schema versions: numbered and append-only; every older database upgrades in place; a newer one is
+refused with words; SQL written for the original tutorial still reads the data. On both backends
 (PostgreSQL: the same numbered list, its own SQL texts, one schema per test)."""
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def test_not_a_database(tmp_path: Path) -> None:
         SQLiteStore(junk)
 
 
-def test_a_seed_style_database_is_not_silently_adopted(store_factory, backend: Backend) -> None:
+def test_a_tutorial_style_database_is_not_silently_adopted(store_factory, backend: Backend) -> None:
     if backend.name == "sqlite":
         backend.path.parent.mkdir(parents=True)  # type: ignore[attr-defined]
     backend.query("CREATE TABLE sessions (session_id TEXT PRIMARY KEY, title TEXT)")
@@ -290,14 +290,14 @@ def test_a_seed_style_database_is_not_silently_adopted(store_factory, backend: B
         store_factory()
 
 
-def test_the_seeds_own_queries_read_our_data(store: Store, backend: Backend) -> None:
+def test_the_tutorials_own_queries_read_our_data(store: Store, backend: Backend) -> None:
     sid = store.create_session(title="seed").session_id
     u = store.add_step(sid, user("hi"))
     t = store.begin_step(sid, llm(parent=u.step_id))
     store.complete_step(
         sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
     )
-    # the seed's resume query, and its trace-tree query
+    # the tutorial's resume query, and its trace-tree query
     rows = backend.query(
         "SELECT step_id, step_type, status, input_data, output_data FROM traces "
         "WHERE session_id = ? AND status = 'completed' ORDER BY start_time ASC",

@@ -94,7 +94,8 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     )
     expect(app.status).to_have_text("Success")
     expect(page.locator("#trace .trace-node")).to_have_count(4)
-    # The seed's wire format still arrives: `content` is the JSON string of the history.
+    # The original tutorial's wire format still arrives: `content` is the JSON string of the
+    # history.
     history = app.frames_of("history")[0]
     assert '"role": "user"' in history["content"] or '"role":"user"' in history["content"]
     shot(page, "04-history-after-refresh")

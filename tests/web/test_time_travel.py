@@ -142,8 +142,8 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(view.locator(".compare-answer").first).to_contain_text("Finished this branch.")
     shot(page, "13-compare", full_page=False)
 
-    # Back to the chat; the seed's way of switching branches works too: change the stored
-    # session id and reload.
+    # Back to the chat; the original tutorial's way of switching branches works too: change the
+    # stored session id and reload.
     view.get_by_role("button", name="Back to chat").click()
     expect(view).to_be_hidden()
     page.evaluate(f"localStorage.setItem('xclaw_session_id', '{parent}')")

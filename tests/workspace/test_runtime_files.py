@@ -1,5 +1,6 @@
-"""The seed's rollback scenario with real files, through the runtime and the scripted model
-(in process), and through a real `xclaw serve` (the gateway's /rollback and HTTP fork)."""
+"""The original tutorial's rollback scenario (*the seed*, docs/architecture.md glossary) with real
+files, through the runtime and the scripted model (in process), and through a real `xclaw serve`
+(the gateway's /rollback and HTTP fork)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ SEED_TURNS = [
 ]
 
 
-async def test_seed_scenario_rollback_removes_b_and_keeps_a(make) -> None:
+async def test_tutorial_scenario_rollback_removes_b_and_keeps_a(make) -> None:
     h = make(SEED_TURNS)
     sid = await h.ask("create a.txt, then b.txt")
     ws = h.root / sid
@@ -35,7 +36,7 @@ async def test_seed_scenario_rollback_removes_b_and_keeps_a(make) -> None:
     assert tree(ws) == {"a.txt": "A"}  # memory and files agree: b.txt never happened
 
 
-async def test_seed_scenario_fork_at_a_has_only_a(make) -> None:
+async def test_tutorial_scenario_fork_at_a_has_only_a(make) -> None:
     h = make(SEED_TURNS)
     sid = await h.ask("create a.txt, then b.txt")
     create_a = h.step_of(sid, "write_file", 0)
