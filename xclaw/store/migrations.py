@@ -1,9 +1,12 @@
-"""Numbered, append-only schema migrations, one list for every backend.
+"""Numbered, append-only schema migrations, one list (`MIGRATIONS`) for both backends.
 
-Each migration has a version, a name, a comment saying why, and its SQL per backend (the
-PostgreSQL text is written by the PostgreSQL backend; the numbering is shared). A migration is
-applied atomically together with its `schema_version` record, so a crash mid-upgrade leaves the
-database at the previous version, never half-way. Never edit an applied migration: append one.
+Each migration has a version, a name (recorded in `schema_version`), why it exists, and its SQL
+for each backend, both in this module: `M00N_SQLITE` and `M00N_POSTGRES`, side by side under
+the comment that says what migration N does and why. SQLite's are run by `migrate_sqlite`
+below, PostgreSQL's by `migrate_postgres` in `store/postgres_conn.py`. A migration is applied
+atomically together with its `schema_version` record, so a crash mid-upgrade leaves the
+database at the previous version, never half-way. Never edit an applied migration: append one,
+with both texts.
 """
 
 from __future__ import annotations
@@ -19,19 +22,26 @@ from xclaw.errors import StoreError
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One schema change. `version` counts 1…n without gaps; `name` is recorded in
+    `schema_version` and compared when a database is opened, so it is never renamed; `why`
+    says what the change is for; `sqlite` and `postgres` are its statements per backend."""
+
     version: int
     name: str
     why: str
     sqlite: tuple[str, ...]
-    postgres: tuple[str, ...] = ()  # filled in by the PostgreSQL backend; same numbering
+    postgres: tuple[str, ...] = ()  # its PostgreSQL text, M00N_POSTGRES of this module
 
 
 _STATUS_WORDS = "'Init','Running','Paused','Success','Failed'"
 _STEP_TYPES = "'llm_call','tool_call','user_input','system_alert'"
 _STEP_STATUSES = "'running','completed','failed'"
 
-# m001: every column of the seed's two tables with its meaning and both of its indexes, so the
-# seed's own SQL reads the data; plus what the design needs.
+# Migration 1, `seed_tables`: the `sessions` and `traces` tables. Every column, foreign key and
+# index of the original tutorial's two tables (*the seed*, docs/architecture.md glossary), with
+# their meanings, so SQL written for the tutorial reads the data; plus what xclaw needs: a
+# per-session step counter (ids never reused), the rollback and fork bookkeeping, the agent and
+# call id of each step, and CHECKs on every status word. PostgreSQL: M001_POSTGRES, below.
 M001_SQLITE = (
     f"""
     CREATE TABLE sessions (
@@ -82,8 +92,8 @@ M001_SQLITE = (
     "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
 )
 
-# The same tables in PostgreSQL: JSON columns are jsonb, millisecond times and sequence numbers
-# bigint; the seed's INTEGER flags stay integers 0/1 with the same CHECKs and meanings.
+# Migration 1 in PostgreSQL: the same tables; JSON columns are jsonb, millisecond times and
+# sequence numbers bigint; the INTEGER flags stay integers 0/1 with the same CHECKs and meanings.
 M001_POSTGRES = (
     f"""
     CREATE TABLE sessions (
@@ -125,8 +135,10 @@ M001_POSTGRES = (
     "CREATE INDEX idx_traces_parent ON traces(parent_step_id)",
 )
 
-# m002: workspace snapshots beside the traces, so one database holds memory and environment
-# together (files follow memory, docs/architecture.md; with PostgreSQL, across hosts too).
+# Migration 2, `workspace_snapshots`: content-addressed file blobs, a snapshot of the workspace
+# per side-effecting step (mostly deltas) and the journal of restores, beside the traces, so one
+# database holds memory and files together and rollback and fork rewind both (files follow
+# memory, docs/architecture.md; with PostgreSQL, across hosts too). PostgreSQL: M002_POSTGRES.
 M002_SQLITE = (
     """
     CREATE TABLE blobs (
@@ -177,7 +189,7 @@ M002_SQLITE = (
     """,
 )
 
-# m002 in PostgreSQL: contents as bytea, manifests and JSON lists as jsonb.
+# Migration 2 in PostgreSQL: contents as bytea, manifests and JSON lists as jsonb.
 M002_POSTGRES = (
     """
     CREATE TABLE blobs (
@@ -218,9 +230,11 @@ M002_POSTGRES = (
     """,
 )
 
-# m003: session leases, so at most one worker drives a session at a time across processes and
-# hosts (one driver, docs/architecture.md), the workers that hold them, and which worker wrote
-# each step.
+# Migration 3, `session_leases`: a lease on each session (owner, expiry, fencing token), the
+# `workers` table and the worker that wrote each step, so at most one worker drives a session at
+# a time across processes and hosts (one driver, docs/architecture.md), a dead worker's sessions
+# are taken over, and who wrote what is checkable. PostgreSQL: M003_POSTGRES, below, which also
+# adds `bus_payloads` (frames between workers too large for a NOTIFY).
 # The fencing token increases on every acquisition; a write carrying an older one is refused.
 # The owner stays on record after a release (the lease just expires), so a sweep can tell an
 # interrupted run from a session nobody ever drove.
@@ -279,10 +293,11 @@ M003_POSTGRES = (
     """,
 )
 
-# m004: a log of the changes to sessions that a server did not make itself — a rollback or a
-# deletion by the command line (or by another server on the database) — written in the
-# transaction that makes them, so every server can tell the clients it serves
-# (xclaw/store/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes.
+# Migration 4, `session_changes`: a log of the changes to sessions that a server did not make
+# itself — a rollback or a deletion by the command line (or by another server on the database) —
+# written in the transaction that makes them, so every server can tell the clients it serves
+# (xclaw/store/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes. PostgreSQL:
+# M004_POSTGRES, below.
 M004_SQLITE = (
     """
     CREATE TABLE session_changes (
@@ -313,9 +328,10 @@ M004_POSTGRES = (
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
-        "seed_tables",
-        "the seed's sessions and traces tables with their indexes, plus per-session step "
-        "sequence numbers, rollback/fork bookkeeping and CHECKs on the status words",
+        "seed_tables",  # "seed": the original tutorial (docs/architecture.md glossary)
+        "the original tutorial's sessions and traces tables with their indexes, plus "
+        "per-session step sequence numbers, rollback/fork bookkeeping and CHECKs on the status "
+        "words",
         M001_SQLITE,
         M001_POSTGRES,
     ),
