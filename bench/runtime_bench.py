@@ -5,7 +5,7 @@ recording on and off, side by side in one run, next to the store's own durable-c
 
 One iteration = one LLM call + one tool call (two steps recorded, one write-ahead commit).
 "Store alone" replays exactly the writes the recorder made (same rows, order, durability)
-directly on a fresh database. Goal (issue 3): recording costs no more than the store's
+directly on a fresh database. Goal: recording costs no more than the store's
 durable commits plus 15%.
 """
 

@@ -1,4 +1,4 @@
-"""The torture campaign (issue 15, item 4): SIGKILLs at random moments and at each phase of a
+"""The torture campaign: SIGKILLs at random moments and at each phase of a
 30-step scripted task with side-effect ledgers, headless (`xclaw run`) and through the gateway
 (`xclaw serve` + a WebSocket client), during recovery, during rollback, fork and workspace
 restore; and power losses, simulated by a file layer that forgets every write not yet synced

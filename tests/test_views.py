@@ -174,7 +174,7 @@ def test_tree_with_durations_and_tokens() -> None:
 
 
 def test_sessions_table() -> None:
-    # Issue 14: the state in words (Running only while a run is in flight), relative times.
+    # The state in words (Running only while a run is in flight), relative times.
     t = int(datetime(2026, 5, 9, 7, 35).timestamp() * 1000)
     rows = [
         Session("web-abc123", "refactor readFile", Status.SUCCESS, t, t),
@@ -208,7 +208,7 @@ def test_sessions_table() -> None:
 
 
 def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction() -> None:
-    # Issue 14: LLM rows show their text (or the tools they called) and their time; the usage
+    # LLM rows show their text (or the tools they called) and their time; the usage
     # hint names the latest main-agent instruction, never a sub-agent's task.
     said = step(2, StepType.LLM_CALL, "m", None, start=1000, end=2300)
     said = Step(

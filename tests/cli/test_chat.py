@@ -216,7 +216,7 @@ def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(
     fork = t.expect(r"\[fork\] new session created: (\S+)").group(1)
     t.expect(rf"original session {re.escape(sid)} is unchanged")
     t.prompt()
-    t.line(f"/switch {fork[:8]}")  # issue 14: a unique prefix is enough
+    t.line(f"/switch {fork[:8]}")  # a unique prefix is enough
     t.expect(
         rf"\[session\] {re.escape(fork)} · Waiting for your instruction · 'branch B' · fork of {re.escape(sid)}"
     )
@@ -235,7 +235,7 @@ def test_terminal_client_approval_steps_fork_switch_rollback_and_restart(
     server.kill()
     t.expect(r"\[offline\]")
     server.start()
-    # issue 14: a rolled-back session waits for the next instruction; it is not "Running"
+    # a rolled-back session waits for the next instruction; it is not "Running"
     t.expect(rf"\[session\] {re.escape(fork)} · Waiting for your instruction", timeout=20)
     t.prompt()
     t.line("/steps")
@@ -325,8 +325,8 @@ def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
     sid = (tmp_path / ".cli_session").read_text().strip()
-    # a refused /switch leaves the client where it was (issue 14: /switch resolves ids on
-    # the gateway, existing sessions only)
+    # a refused /switch leaves the client where it was (/switch resolves ids on the
+    # gateway, existing sessions only)
     assert "error (unknown_session): no session with id 'bad!id'" in out
     assert f"Steps (session: {sid}):" in out
     assert "You: write a" in out
@@ -519,7 +519,7 @@ def test_new_with_a_title_keeps_it(make_server, tmp_path: Path) -> None:
 def test_no_server_says_how_to_start_one_then_connects_by_itself(
     make_server, tmp_path: Path
 ) -> None:
-    # Issue 14: with no server running the client says so, and how to start one, once —
+    # With no server running the client says so, and how to start one, once —
     # not a retry line per attempt — and attaches as soon as the server is up.
     server = make_server([{"text": "Hello there."}], approval="yolo")
     server.kill()
@@ -623,7 +623,7 @@ def test_spinner_times_the_running_step_not_the_turn(make_server, tmp_path: Path
 def test_session_option_takes_a_unique_prefix_and_never_creates_a_typo(
     make_server, tmp_path: Path
 ) -> None:
-    # Issue 14: `xclaw chat --session PREFIX` attaches to the existing session; an id that
+    # `xclaw chat --session PREFIX` attaches to the existing session; an id that
     # matches nothing is said so, and the client starts a new session instead of a typo'd one.
     server = make_server([{"text": "First answer."}, {"text": "Second answer."}], approval="yolo")
     r = run_piped(server, tmp_path, ["hello"])

@@ -53,8 +53,8 @@ def run(cli: click.Group, *args: str, input: str | None = None):
 def test_sessions_table_and_json(cli, db: Path) -> None:
     r = run(cli, "sessions", "--db", db)
     assert r.exit_code == 0, r.output
-    # issue 14: STATE says what the session does, in words; TOKENS and COST since issue 11
-    # (model "m" has no price: tokens only).
+    # STATE says what the session does, in words; TOKENS and COST sum its LLM calls (model "m"
+    # has no price: tokens only).
     header = ["SESSION", "STATE", "UPDATED", "TOKENS", "COST", "TITLE"]
     assert r.output.splitlines()[0].split() == header
     assert "cli" in r.output and "log analysis" in r.output and " 10/3 " in r.output
@@ -176,7 +176,7 @@ def test_steps(cli, db: Path) -> None:
     assert lines[0] == "Steps (session: cli):"
     assert lines[1] == '  s0001  user_input    user        "帮我分析日志"'
     assert lines[3] == '  s0003  tool_call     shell       {"command":"cat app.log"}'
-    # issue 14: offline, the hint names the offline commands, not the slash commands
+    # offline, the hint names the offline commands, not the slash commands
     assert "  xclaw rollback cli s0005   go back to just before this step" in lines
     assert "  xclaw fork cli s0005       branch a new session from this step" in lines
     r = run(cli, "rollback", "cli", "s0099", "-y", "--db", db)
@@ -269,7 +269,7 @@ def test_unknown_session_is_exit_2_without_traceback(cli, db: Path, args) -> Non
 def test_bad_step_is_exit_2(cli, db: Path, command: str, step: str) -> None:
     r = run(cli, command, "cli", step, "--yes" if command == "rollback" else "--json", "--db", db)
     assert r.exit_code == 2, r.output
-    # issue 14: offline the hint names `xclaw steps SESSION`, not the slash command
+    # offline the hint names `xclaw steps SESSION`, not the slash command
     assert "error: step" in r.output and "use an id shown by `xclaw steps cli`" in r.output
     with SQLiteStore(db) as store:
         assert len(store.steps("cli")) == 5 and len(store.list_sessions()) == 1

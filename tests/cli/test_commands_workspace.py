@@ -129,7 +129,7 @@ def test_cli_rollback_and_fork_move_the_files(cli, world) -> None:
 
 
 def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
-    """Issue 14: `xclaw diff A B` compares two branches: steps after the fork aligned by
+    """`xclaw diff A B` compares two branches: steps after the fork aligned by
     content (same / changed / only on one side), the final answers, then the workspaces."""
     from click.testing import CliRunner
 

@@ -71,7 +71,7 @@ def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path
             {"text": "could not"},
         ],
     )
-    # issue 14: a run whose tools were all denied for want of a terminal is no success
+    # a run whose tools were all denied for want of a terminal is no success
     assert r.returncode == 3
     assert "no terminal to ask: denied" in r.stdout
     assert "stdin is not a terminal" in r.stderr and "--approval" in r.stderr
@@ -162,7 +162,7 @@ def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "no LLM provider is configured" in r.stderr
     assert "Traceback" not in r.stderr
-    # issue 14: a session exists from its first message; one no model could answer makes none
+    # a session exists from its first message; one no model could answer makes none
     sessions = subprocess.run(
         [sys.executable, "-m", "xclaw", "sessions", "--json"],
         check=True,

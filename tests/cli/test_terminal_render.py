@@ -171,7 +171,7 @@ def test_session_file_is_private(tmp_path: Path) -> None:
 
 
 def test_markdown_answers_are_rendered_on_a_terminal_and_plain_in_a_pipe() -> None:
-    # Issue 14: on a terminal a Markdown answer is shown rendered (the streamed raw text is
+    # On a terminal a Markdown answer is shown rendered (the streamed raw text is
     # erased and redrawn); a pipe keeps the tutorial's plain `xclaw: …` text.
     answer = "Here is **bold** and a list:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
     buf = io.StringIO()

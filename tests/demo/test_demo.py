@@ -47,7 +47,7 @@ def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
         assert expected in out, expected
     assert elapsed < 60, f"the demo took {elapsed:.0f} s"
     assert (tmp_path / "home" / "xclaw.db").exists()
-    # Issue 14: /steps reaches back to the interrupted step it explains; the fork is announced
+    # /steps reaches back to the interrupted step it explains; the fork is announced
     # once; the main session ends waiting for an instruction, not "Running"; titles everywhere.
     steps = out[out.index("Steps (session:") : out.index("Usage:")]
     assert "[interrupted]" in steps

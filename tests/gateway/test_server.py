@@ -43,7 +43,7 @@ async def test_starts_without_a_model_and_says_how_to_configure_one(server_facto
     err = await c.turn("hello")
     assert err["type"] == "error" and err["code"] == "config_error"
     assert "XCLAW_MODEL=script:" in err["content"]
-    # commands that need no model still work; issue 14: the failed first message made no
+    # commands that need no model still work; the failed first message made no
     # session (a session exists from its first message, once a model can answer it)
     await c.send({"type": "message", "content": "/steps"})
     assert (await c.until_type("notice"))["content"].startswith("No steps yet")

@@ -143,7 +143,7 @@ async def test_cancel_stops_the_run_and_the_session_stays_usable(server: Server)
     await c.send({"type": "cancel", "sessionId": c.session_id})
     notice = await c.until_type("notice")
     assert notice["content"].startswith("[cancel]")
-    # Issue 14: cancel leaves the session waiting for the next instruction, not Failed.
+    # Cancel leaves the session waiting for the next instruction, not Failed.
     assert not any(f.get("status") == "Failed" for f in c.of_type("status"))
     assert any(f.get("state") == "waiting" for f in c.of_type("status"))
     reply = await c.turn("carry on")
@@ -210,7 +210,7 @@ async def test_slash_commands(server: Server) -> None:
     assert sid in listing and new in listing
     await a.send({"type": "message", "content": "/help"})
     assert "/rollback sNNNN" in (await a.until_type("notice"))["content"]
-    # Issue 14: /switch is the gateway's now, and attaches to existing sessions only.
+    # /switch is the gateway's, and attaches to existing sessions only.
     await a.send({"type": "message", "content": "/switch abc"})
     assert (await a.until_type("error"))["code"] == "unknown_session"
     for bad in ("/nonsense", "/steps many", "/rollback", "/fork", "/switch", "/title"):
@@ -225,7 +225,7 @@ async def test_a_message_for_another_session_attaches_to_it(server: Server) -> N
     await a.attach(None)
     b = await Client.open(server)
     await b.attach(None)
-    # Issue 14: b's session exists from its first message (before it, it is b's alone).
+    # b's session exists from its first message (before it, it is b's alone).
     await a.send({"type": "message", "sessionId": b.session_id, "content": "hello"})
     assert (await a.until_type("error"))["code"] == "unknown_session"
     await b.turn("first")

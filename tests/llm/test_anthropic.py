@@ -42,7 +42,7 @@ async def test_streams_text_and_records_provider_usage(
     assert r.model == "anthropic:claude-test" and r.stop_reason == "end_turn"
     body = anthropic_server.requests[0]
     assert (
-        # The system prompt carries a prompt-cache breakpoint (a block list since issue 11).
+        # The system prompt carries a prompt-cache breakpoint (so it is a list of blocks).
         body["system"]
         == [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
         and body["stream"] is True

@@ -86,7 +86,7 @@ async def test_a_tool_call_round_trip_with_request_ids(tmp_path: Path, upstream,
     ("kind", "fault"),
     [
         ("openai", Fault(drop_end=True)),
-        ("openai", Fault(cut_after=2)),  # the repro: one tool_calls chunk, then close
+        ("openai", Fault(cut_after=2)),  # one tool_calls chunk, then the server closes
         ("anthropic", Fault(drop_end=True)),
         ("anthropic", Fault(cut_after=3)),
     ],

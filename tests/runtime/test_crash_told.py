@@ -1,5 +1,6 @@
-"""Issue 15, item 4: what the client was told survives a kill, and interrupted file tools are
-settled by looking at the workspace. Real `xclaw run` processes killed with SIGKILL."""
+"""The two findings of an outside crash campaign, fixed (docs/reliability.md): what the client was
+told survives a kill, and interrupted file tools are settled by looking at the workspace. Real
+`xclaw run` processes killed with SIGKILL."""
 
 from __future__ import annotations
 

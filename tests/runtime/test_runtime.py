@@ -155,7 +155,7 @@ async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
     await h.runtime.wait_idle(sid)
     assert not (h.settings.workspace_root / sid / "a").exists()
     assert any("[cancel]" in f["content"] for f in h.of("notice"))
-    # Issue 14: a cancelled session waits for the next instruction; it is no longer Failed.
+    # A cancelled session waits for the next instruction; it is no longer Failed.
     session = h.store.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert h.runtime.cancel(sid) is False

@@ -1,4 +1,4 @@
-"""The torture campaign, small (issue 15): bench/torture.py with 20 SIGKILLs across every
+"""The torture campaign, small: bench/torture.py with 20 SIGKILLs across every
 kind (headless, gateway, recovery, rollback/fork/restore) and a few simulated power losses,
 run as a real process; every figure must be zero. The full campaign is a benchmark
 (docs/reliability.md)."""

@@ -136,7 +136,7 @@ def xclaw(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_xclaw_run_does_not_run_the_tool_call_of_a_cut_off_stream(tmp_path: Path) -> None:
-    """The issue's repro: one chunk with a tool_calls delta, then the server closes."""
+    """A stream cut short: one chunk with a tool_calls delta, then the server closes."""
     with FakeOpenAIServer(default=Reply.cut(2, tool_calls=[TOUCH])) as srv:
         r = xclaw(tmp_path, srv.url, "--approval", "yolo", "go")
         assert r.returncode == 1, r.stdout + r.stderr

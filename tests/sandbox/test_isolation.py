@@ -57,7 +57,7 @@ def fake_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_none_is_a_plain_process(tmp_path: Path) -> None:
     iso = isolation_from_settings(settings(tmp_path, isolation="none"))
     assert not iso.active and iso.wrap(["true"], tmp_path) == ["true"]
-    # Banner wording extended (issue 13): without a sandbox every shell command is asked.
+    # The banner says what follows: without a sandbox every shell command is asked.
     assert sandbox_mode(settings(tmp_path, isolation="none")).startswith(
         "plain subprocess (sandbox.isolation is none); no sandbox, so every shell command is asked"
     )

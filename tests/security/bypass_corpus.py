@@ -1,11 +1,13 @@
-"""Shell commands that try to do something (create the file M, reach the network, run a
-program) while looking like read-only commands from the default safe list. None of them may
-run without a question. Sources: the issue 13 campaign, and the bypass classes published in
-advisories for other coding agents' command allowlists (option smuggling into allowed tools,
-command/process substitution in allowed arguments, parser differentials, abbreviated GNU long
-options, glob-injected options, git config/pager hooks, find actions, here-docs)."""
+"""Shell commands that try to do something (create the file M, reach the network, run a program)
+while looking like read-only commands from the default safe list. None of them may run without a
+question. Sources: a review of the approval policy that found seven bypasses (`ISSUE`, below), and
+the bypass classes published in advisories for other coding agents' command allowlists (option
+smuggling into allowed tools, command/process substitution in allowed arguments, parser
+differentials, abbreviated GNU long options, glob-injected options, git config/pager hooks, find
+actions, here-docs)."""
 
-# The 7 from the issue (5 spelled out; the last two are its "…" pipelines made concrete).
+# The seven bypasses that review reported (five spelled out; the last two are its "…" pipelines made
+# concrete).
 ISSUE = [
     "echo ${x:='$(touch M)'} ${x@P}",
     "echo ${x:='a[$(touch M)]'} ${PATH:x}",

@@ -1,4 +1,4 @@
-"""A full disk under the database (issue 15): a clear error, nothing corrupt, nothing done
+"""A full disk under the database: a clear error, nothing corrupt, nothing done
 without a record, and the session carries on once space returns. A real tmpfs, mounted for
 the test (needs root; skipped with the reason otherwise), and real `xclaw run` processes."""
 

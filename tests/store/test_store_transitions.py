@@ -182,7 +182,7 @@ def test_user_input_clears_awaiting_input_after_rollback(store: Store) -> None:
 
 @pytest.mark.parametrize("start", [Status.RUNNING, Status.PAUSED])
 def test_a_cancelled_run_leaves_the_session_waiting_for_input(store: Store, start: Status) -> None:
-    # Issue 14: cancel moves to Running + awaiting_input (not Failed); the next user input
+    # Cancel moves to Running + awaiting_input (not Failed); the next user input
     # clears the flag.
     sid = session_in(store, start)
     after = store.transition(sid, Status.RUNNING, awaiting_input=True)

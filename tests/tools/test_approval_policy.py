@@ -86,7 +86,7 @@ def test_policy_table(
     )
 
 
-# Contract changed with the bashlex reader and per-command option allowlists (issue 13):
+# Contract changed with the bashlex reader and per-command option allowlists:
 # reasons are worded by the new reader; globs, ~ and any unlisted option are asked; what runs
 # unasked is ALLOW_CONFINED (read-only sandbox), not a plain ALLOW.
 @pytest.mark.parametrize(

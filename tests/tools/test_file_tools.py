@@ -83,7 +83,7 @@ async def test_read_refuses_binary_files(ws: Path, ctx: ToolContext) -> None:
     assert (
         result.content == "'blob.bin' looks like a binary file (116 B); read_file shows text only"
     )
-    # An image is named as one (since issue 11): view_file shows it to the model.
+    # An image is named as one: view_file shows it to the model.
     (ws / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(100))
     result = await ReadFileTool().run({"path": "img.png"}, ctx)
     assert result.is_error

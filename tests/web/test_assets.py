@@ -69,7 +69,7 @@ def test_the_gateway_serves_the_page_and_its_modules(serve) -> None:
 
 
 def test_vendored_libraries_are_pinned_with_their_licences() -> None:
-    """Issue 14: marked and DOMPurify ship in the package (no CDN, no build step), pinned to
+    """marked and DOMPurify ship in the package (no CDN, no build step), pinned to
     the versions vendor/README.md names, each with its licence file."""
     readme = (VENDOR / "README.md").read_text()
     marked = (VENDOR / "marked" / "marked.esm.js").read_text()

@@ -32,7 +32,7 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     assert "token=" not in page.url
     assert page.evaluate("localStorage.getItem('xclaw_token')") == server.token
     expect(page.locator(".empty-state")).to_be_visible()
-    expect(app.status).to_have_text("New")  # issue 14: session states in words
+    expect(app.status).to_have_text("New")  # session states in words
     shot(page, "01-new-session")
 
     # Shift+Enter is a new line, not a send.
@@ -193,7 +193,7 @@ def test_stop_cancels_the_run_and_unlocks_input(serve, new_page, shot):
     app.send("sleep a bit")
     expect(app.tool_lines().first).to_have_attribute("data-state", "running")
     page.get_by_role("button", name="Stop").click()
-    # Issue 14: the command is stopped now (not after its 60 s), its step is recorded failed
+    # The command is stopped now (not after its 60 s), its step is recorded failed
     # "cancelled by the user", and the session waits for the next instruction, not Failed.
     expect(app.messages).to_contain_text("[cancel] run stopped", timeout=15_000)
     app.wait_idle()
@@ -219,7 +219,7 @@ MARKDOWN_ANSWER = (
 
 
 def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, shot):
-    """Issue 14: answers are Markdown (bold, lists, tables, code with a copy button) through
+    """Answers are Markdown (bold, lists, tables, code with a copy button) through
     the vendored marked + DOMPurify; hostile HTML and images never reach the page, and the
     page requests nothing outside the server."""
     server = serve([{"text": MARKDOWN_ANSWER}])
@@ -253,7 +253,7 @@ def test_answers_render_markdown_sanitised_with_a_copy_button(serve, new_page, s
     assert all(u.startswith((server.http, "ws://")) for u in requests), [
         u for u in requests if not u.startswith(server.http)
     ]
-    shot(page, "issue14-markdown")
+    shot(page, "markdown")
 
 
 def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
@@ -283,7 +283,7 @@ def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
     )
     assert geometry["wrapped"] is not None, geometry  # at 1280 px with the trace open, it wraps
     assert abs(geometry["wrapped"] - geometry["desc"]) <= 1, geometry  # under its column
-    shot(page, "issue14-help-columns")
+    shot(page, "help-columns")
 
 
 def test_a_code_block_s_lines_start_in_one_column(serve, new_page, shot):
@@ -317,4 +317,4 @@ def test_a_code_block_s_lines_start_in_one_column(serve, new_page, shot):
         button["y"] < text_box["bottom"] and button["y"] + button["height"] > text_box["top"]
     )
     assert not overlaps_rows or button["x"] >= text_box["right"], (button, text_box)
-    shot(page, "issue14-code-block")
+    shot(page, "code-block")

@@ -1,6 +1,5 @@
 """Model and tool text is shown as text: terminal escapes, HTML and script in a reply or a
-tool's output are never interpreted by the page (issue 13: "check the page never interprets
-them")."""
+tool's output are never interpreted by the page."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ def test_refresh_while_a_command_runs_shows_it_running_not_interrupted(serve, ne
     expect(lines).to_have_count(1)
     expect(lines.first).to_have_attribute("data-state", "running")
     expect(app.messages).not_to_contain_text("[interrupted]")
-    shot(app.page, "issue14-refresh-mid-command")
+    shot(app.page, "refresh-mid-command")
 
     expect(app.answers().last).to_contain_text("All done.", timeout=30_000)
     expect(lines).to_have_count(1)
@@ -133,7 +133,7 @@ def test_refresh_while_an_approval_waits_shows_the_call_pending_then_its_result(
     expect(lines).to_have_count(1)
     expect(lines.first).to_have_attribute("data-state", "running")
     expect(app.messages).not_to_contain_text("[not run]")
-    shot(page, "issue14-refresh-while-approval-waits")
+    shot(page, "refresh-while-approval-waits")
     app.dialog().get_by_role("button", name="Approve").click()
     expect(app.answers().last).to_contain_text("Deleted.")
     expect(lines).to_have_count(1)

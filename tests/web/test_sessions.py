@@ -25,7 +25,7 @@ def test_new_switch_rename_delete(serve, new_page, shot):
     expect(page.locator("#session-title")).to_have_text("New session")
     beta = app.session_id()
     assert beta != alpha
-    # Issue 14: a session exists from its first message; opening a new one leaves nothing.
+    # A session exists from its first message; opening a new one leaves nothing.
     expect(items).to_have_count(1)
     app.send_and_wait("beta task", "Done.")
     expect(items).to_have_count(2)
@@ -106,7 +106,7 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
     app.send("/steps 3")
     expect(app.messages.locator(".notice").last).to_contain_text("s0004")
     expect(app.messages.locator(".notice").last).to_contain_text("/rollback")
-    app.send("/new Second thoughts")  # issue 14: the gateway attaches a new session
+    app.send("/new Second thoughts")  # the gateway attaches a new session
     expect(page.locator(".empty-state")).to_be_visible()
     expect(page.locator("#session-title")).to_have_text("Second thoughts")
     expect(page.locator(".session-item")).to_have_count(2)  # named: written at once
@@ -121,7 +121,7 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
 def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
     serve, new_page, shot
 ):
-    """Issue 14 in the page: opening it (in two browsers) writes nothing; /title renames;
+    """Sessions in the page: opening it (in two browsers) writes nothing; /title renames;
     /switch takes a unique prefix of an existing session only; after a rollback the session
     waits for an instruction instead of showing Running."""
     import httpx
@@ -168,5 +168,5 @@ def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
         "Waiting for your instruction"
     )
     expect(page.locator(".session-item")).to_have_count(2)
-    shot(page, "issue14-rolled-back-waiting")
+    shot(page, "rolled-back-waiting")
     assert len(listed()) == 2

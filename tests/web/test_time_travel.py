@@ -122,8 +122,8 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(view.locator(".compare-shared summary")).to_contain_text("s0001\u2013s0004")
     rows = view.locator(".compare-row")
     expect(rows).to_have_count(4)  # s0005..s0008 on both sides
-    # The user inputs and the clock readings differ; the rest is the same. (Issue 14: rows
-    # are aligned by content and marked same / changed / only-left / only-right.)
+    # The user inputs and the clock readings differ; the rest is the same. (Rows are
+    # aligned by content and marked same / changed / only-left / only-right.)
     expect(view.locator('.compare-row[data-seq="5"]')).to_have_class(
         "compare-grid compare-row changed"
     )
@@ -154,7 +154,7 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
 
 
 def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_page, shot):
-    """Issue 14: one branch does an extra step first; the step both branches then take lines
+    """One branch does an extra step first; the step both branches then take lines
     up as "same" instead of every later row showing ≠; the final answers get a line diff."""
     import json
 
@@ -241,7 +241,7 @@ def test_compare_aligns_branches_by_content_and_diffs_the_answers(serve, new_pag
     expect(view.locator(".compare-row.changed").first).to_contain_text("take path a")
     expect(view.locator(".text-diff")).to_contain_text("- line two A")
     expect(view.locator(".text-diff")).to_contain_text("+ line two B")
-    shot(page, "issue14-compare-by-content")
+    shot(page, "compare-by-content")
 
 
 def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
@@ -304,4 +304,4 @@ def test_compare_shows_a_resume_alert_in_words(serve, new_page, shot):
     expect(row).to_contain_text("interrupted s0006")
     expect(row).not_to_contain_text('{"interrupted"')
     expect(view).to_contain_text("1 step after the fork")  # one step, not "1 steps"
-    shot(page, "issue14-compare-resume-in-words")
+    shot(page, "compare-resume-in-words")

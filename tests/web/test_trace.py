@@ -68,7 +68,7 @@ def test_live_tree_with_sub_agents(serve, new_page, shot):
 
 
 def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, shot):
-    """Issue 14: the trace column is resizable (summaries no longer cut at ~25 characters),
+    """The trace column is resizable (summaries no longer cut at ~25 characters),
     toasts stay off it, and a restored conversation is not greyed out."""
     long_command = "echo " + "a-fairly-long-argument " * 4
     server = serve(
@@ -109,7 +109,7 @@ def test_trace_panel_resizes_and_nothing_covers_or_greys_it(serve, new_page, sho
     expect(toast).to_be_visible()
     box, trace_box = toast.bounding_box(), page.locator("#trace-panel").bounding_box()
     assert box["x"] + box["width"] <= trace_box["x"], (box, trace_box)
-    shot(page, "issue14-trace-resized")
+    shot(page, "trace-resized")
 
 
 def test_a_trace_dragged_wide_leaves_the_composer_usable(serve, new_page, shot):
@@ -142,7 +142,7 @@ def test_a_trace_dragged_wide_leaves_the_composer_usable(serve, new_page, shot):
                   return [c.measureText(e.placeholder).width, e.clientWidth]; }"""
     )
     assert fits[0] <= fits[1], fits
-    shot(page, "issue14-trace-widest")
+    shot(page, "trace-widest")
     # The same width on a narrower window (or after a reload there) still leaves the chat room.
     page.set_viewport_size({"width": 1100, "height": 800})
     assert page.locator("#transcript").bounding_box()["width"] >= 470
@@ -183,7 +183,7 @@ def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_c
     expect(app.status).to_have_text("Waiting for your instruction")
     expect(app.step("s0003").locator(".step-summary")).to_have_text("shell — cancelled by the user")
     expect(page.locator("#composer .stop")).to_have_attribute("title", "Stop the run now")
-    shot(page, "issue14-approval-cancelled-elsewhere")
+    shot(page, "approval-cancelled-elsewhere")
 
 
 def test_an_approval_given_on_the_page_says_who_answered(serve, new_page, shot):

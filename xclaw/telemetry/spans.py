@@ -30,7 +30,8 @@ _CONTENT_CHARS = 8192
 
 # Where an llm_call's output may carry prompt-cache token counts (the provider layer names
 # them; read defensively so older records and other providers simply have none).
-# Since issue 11b: output_data["usage"] = {input, output, cache_read, cache_write, reasoning}.
+# Since prompt-cache accounting: output_data["usage"] = {input, output, cache_read, cache_write,
+# reasoning} (docs/storage.md).
 _CACHE_READ_KEYS = ("cache_read", "cache_read_tokens", "cache_read_input_tokens")
 _CACHE_WRITE_KEYS = ("cache_write", "cache_write_tokens", "cache_creation_input_tokens")
 

@@ -116,7 +116,7 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
 
 
 def test_the_outside_check_through_xclaw_run_shows_the_servers_answer(tmp_path: Path) -> None:
-    """Issue 12's check as a new user runs it: `mcp_servers: {time: {command: mcp-server-time}}`,
+    """An MCP server as a new user adds it: `mcp_servers: {time: {command: mcp-server-time}}`,
     a scripted model calling mcp__time__get_current_time {"timezone": "UTC"}. Untrusted, with no
     terminal to ask, the call is denied (exit 3); trusted, it completes and the terminal shows
     the answer itself, not the first line of pretty-printed JSON (`↳ { …`)."""

@@ -252,7 +252,7 @@ function onSession(frame) {
   state.session = frame;
   state.status = frame.status;
   state.awaitingInput = Boolean(frame.awaitingInput);
-  // `created`: attached to a session that is written with its first message (issue 14).
+  // `created`: attached to a session that is written with its first message (docs/protocol.md).
   state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
   if (changed) {
