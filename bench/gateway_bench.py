@@ -225,7 +225,7 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
 def machine_speed_ms() -> float:
     """A fixed piece of pure-Python work (best of 3, ms), printed with every run: the same
     code's figures here moved 2-3x between half hours of one day, and this says which kind of
-    half hour a run was taken in (bench/README.md, "How fast was the machine?")."""
+    half hour a run was taken in (bench/HISTORY.md, "How fast was the machine?")."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()

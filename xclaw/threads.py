@@ -3,8 +3,8 @@
 What `loop.run_in_executor` and `asyncio.to_thread` do, minus concurrent.futures: their Future
 carries a Condition and an RLock, and `wrap_future` chains it to an asyncio future both ways (a
 reference cycle left to the garbage collector). A hop through them measured ~11-14 µs of CPU
-on this project's 2-CPU VM, a hop through `BlockingCalls` ~2 µs (bench/README.md, "Server CPU
-per step"); the store is called this way several times per step.
+on this project's 2-CPU VM, a hop through `BlockingCalls` ~2 µs (bench/HISTORY.md, "1,000
+paced sessions: where the time went"); the store is called this way several times per step.
 
 Threads start on demand, up to `max_threads`, and stay. The call's context variables are not
 carried over (as with run_in_executor): store and file-system calls do not read any.

@@ -4,7 +4,7 @@ CPython's cycle collector stops the whole process while it runs, and a full coll
 every tracked object: measured on this project's 2-CPU VM with 1,000 paced sessions (each
 holding a few hundred objects: coroutine frames of the ASGI stack, the run, the socket), full
 collections ran about once a second and took up to 500 ms each, a third of the server's CPU
-and the whole of its p99 latency (bench/README.md, "The garbage collector").
+and the whole of its p99 latency (bench/HISTORY.md, "1,000 paced sessions").
 
 Two changes make them rare and short:
 

@@ -88,7 +88,7 @@ def _first_frame_token(raw: str | bytes) -> str | None:
 
 
 # Every frame of every client is encoded here (~3.5 frames per step): orjson, measured ~4x
-# faster in the server than the standard encoder (bench/README.md). What it refuses — text
+# faster in the server than the standard encoder (bench/HISTORY.md). What it refuses — text
 # with a lone surrogate (a hostile model or tool can produce one), an integer beyond 64 bits
 # — goes through the standard encoder, \u-escaped, instead of killing the writer.
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS

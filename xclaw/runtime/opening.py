@@ -37,7 +37,7 @@ async def open_turn(
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
     input answers them), and the user's message (`text`, redacted) recorded. Before, these
     were five store calls, each a thread hop or a commit of its own: the start of a run cost
-    more than its steps (bench/README.md). (None, None): another live worker drives it."""
+    more than its steps (bench/HISTORY.md). (None, None): another live worker drives it."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
 

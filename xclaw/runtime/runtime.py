@@ -78,7 +78,7 @@ class Runtime:
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
         # Store calls are short, or wait on the one writer: a few threads serve a thousand
-        # sessions, and more would only contend for the GIL (bench/README.md).
+        # sessions, and more would only contend for the GIL (bench/HISTORY.md).
         self._threads = BlockingCalls(max_threads=16, name="xclaw-store")
         self.db = StoreCaller(store, self._threads)
         # An agent's messages from its steps, as this worker runs them.

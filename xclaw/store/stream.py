@@ -20,7 +20,7 @@ stream hears of a failure at once (before the writer starts its next transaction
 event loop gets one callback that resolves all of that transaction's futures, in order. No
 concurrent.futures.Future per write: its Condition, RLock and the two-way chain that
 `asyncio.wrap_future` builds (a reference cycle left to the garbage collector) cost more than
-a step's SQL on a busy server (bench/README.md).
+a step's SQL on a busy server (bench/HISTORY.md).
 """
 
 from __future__ import annotations
