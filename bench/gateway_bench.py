@@ -12,6 +12,10 @@ first message sent to the last reply.
     .venv/bin/python bench/gateway_bench.py --sessions 1 10 --tool shell
     .venv/bin/python bench/gateway_bench.py --llm-ms 1000  # a model that takes 1 s per call
     .venv/bin/python bench/gateway_bench.py --sessions 1000 --llm-ms 1000 --repeat 5
+    .venv/bin/python bench/gateway_bench.py --sessions 700 --llm-ms 1000 --server-core 0
+
+`--server-core N` pins the server's process to CPU N (taskset) and this client to the others:
+the per-core goal (a server with a core of its own) is read off such runs.
 
 `--tool list_dir` (default) is a near no-op tool, so the figures are the gateway's, the
 runtime's and the store's own; `--tool shell` runs `echo` in a subprocess for every call.
@@ -114,6 +118,7 @@ def spawn_serve(
     *args: str,
     llm_ms: float = 0.0,
     python: str = sys.executable,
+    core: int | None = None,
     **env_extra: str,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A real `xclaw serve` with the scripted 20-step task (approval yolo) in `home`, started
@@ -135,8 +140,11 @@ def spawn_serve(
     )
     out = home / "stdout.txt"
     with out.open("wb") as stdout, (home / "stderr.txt").open("wb") as stderr:
+        # `core`: the server's process (every thread it starts) on that CPU alone (taskset).
+        pinned = ["taskset", "-c", str(core)] if core is not None else []
         proc = subprocess.Popen(
             [
+                *pinned,
                 python,
                 "-m",
                 "xclaw",
@@ -161,10 +169,14 @@ def spawn_serve(
 
 
 def start_gateway(
-    home: Path, tool: str, llm_ms: float = 0.0, python: str = sys.executable
+    home: Path,
+    tool: str,
+    llm_ms: float = 0.0,
+    python: str = sys.executable,
+    core: int | None = None,
 ) -> Gateway:
     token = "bench-token-0123456789"
-    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python)
+    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python, core=core)
     return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
 
 
@@ -419,7 +431,9 @@ async def main_async(args: argparse.Namespace) -> None:
         gateways: list[tuple[str, Gateway]] = []
         try:
             for label, python in servers:
-                gw = start_gateway(Path(tmp) / label, args.tool, args.llm_ms, python)
+                gw = start_gateway(
+                    Path(tmp) / label, args.tool, args.llm_ms, python, core=args.server_core
+                )
                 gw.stagger_ms = 0.0 if args.together else args.llm_ms
                 gateways.append((label, gw))
             model = f"{args.llm_ms:g} ms per model call" if args.llm_ms else "instant"
@@ -529,9 +543,24 @@ def main() -> None:
         action="store_true",
         help="with --llm-ms: every session sends its message in the same instant",
     )
+    parser.add_argument(
+        "--server-core",
+        type=int,
+        metavar="N",
+        help="pin the server's process to CPU N and this client to the other CPUs (the "
+        "per-core goal: a server with a core of its own)",
+    )
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, got {args.repeat}")
+    if args.server_core is not None:
+        cpus = os.sched_getaffinity(0)
+        others = cpus - {args.server_core}
+        if args.server_core not in cpus or not others:
+            parser.error(
+                f"--server-core {args.server_core}: this machine's CPUs are {sorted(cpus)}"
+            )
+        os.sched_setaffinity(0, others)  # before any thread of the client starts
     asyncio.run(main_async(args))
 
 
