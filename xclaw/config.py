@@ -118,7 +118,7 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
 
 # Keys of the mappings nested in free-form sections, checked by their readers below (and
 # `mcp_servers.<name>` by xclaw.tools.mcp.config, `tool_policies.<name>` by xclaw.tools.traits).
-PROVIDER_KEYS = ("model", "api_key", "base_url", "thinking", "cache")
+PROVIDER_KEYS = ("model", "api_key", "base_url", "thinking", "cache", "first_tool_choice")
 THINKING_KEYS = ("budget_tokens",)
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 
@@ -250,6 +250,10 @@ class ProviderConfig:
     thinking_budget: int | None = None
     # Anthropic prompt-cache breakpoints (`cache: false` turns them off).
     cache: bool = True
+    # OpenAI-compatible: the `tool_choice` of each turn's first call — "required" (any tool)
+    # or a tool's name — for small models that answer in words instead of acting (None: the
+    # server's default, every call).
+    first_tool_choice: str | None = None
 
     @property
     def kind(self) -> str:
@@ -394,6 +398,7 @@ def _providers(env: Mapping[str, str], conf: Mapping[str, Any]) -> tuple[Provide
             base_url=base,
             thinking_budget=_thinking_budget(spec, entry.get("thinking")),
             cache=cache,
+            first_tool_choice=_first_tool_choice(spec, entry.get("first_tool_choice")),
         )
 
     if env.get("XCLAW_MODEL"):
@@ -448,6 +453,24 @@ def _thinking_budget(spec: str, value: Any) -> int | None:
             f"models think on their own), got {value!r}"
         )
     return budget
+
+
+def _first_tool_choice(spec: str, value: Any) -> str | None:
+    """`first_tool_choice: required` or a tool's name, on an openai: provider entry."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or value in ("auto", "none")
+        or not spec.startswith("openai:")
+    ):
+        raise ConfigError(
+            f"xclaw.yaml: {spec}: first_tool_choice must be `required` (any tool) or the name "
+            f"of a tool, on an openai: provider (leave it out for the server's default), "
+            f"got {value!r}"
+        )
+    return value.strip()
 
 
 def _compact_at(value: Any) -> float | None:

@@ -600,3 +600,22 @@ async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(
     assert tool.runs == 60 and [e for e in events if e.startswith("RUN")] == [
         f"RUN {i}" for i in range(60)
     ]
+
+
+async def test_a_turns_first_call_is_marked_and_no_other(tmp_path: Path) -> None:
+    """`turn_start` (what a provider's first_tool_choice acts on) is set on the call that
+    answers the user's message, not on the calls after tool results, not on a summary."""
+    events: list[str] = []
+    model = script(
+        LLMResponse("", (call("a", n=1),)),
+        LLMResponse("done"),
+        LLMResponse("summary"),
+        LLMResponse("again"),
+    )
+    agent, _ = make_agent(model, events, tmp_path)
+    messages: list[Any] = []
+    await agent.run(messages, user_text="go")
+    await agent.compact(messages)
+    messages.append(UserMessage("next"))
+    await agent.run(messages)
+    assert [r.turn_start for r in model.requests] == [True, False, False, True]

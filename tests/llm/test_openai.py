@@ -243,3 +243,69 @@ async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
     with pytest.raises(Cancelled):
         await fast_retries(model(openai_server)).complete(REQ, stop)
     assert len(openai_server.requests) == 1
+
+
+async def test_first_tool_choice_forces_the_first_call_of_a_turn_only(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """`first_tool_choice` is sent on a turn's first call (the last message is the user's),
+    never on the calls after a tool result: a forced call on every call would never end."""
+    openai_server.default = Reply(text="ok")
+    named = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="shell")
+    anyone = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="required")
+    plain = model(openai_server)
+    first = LLMRequest(
+        system="s", messages=(UserMessage("go"),), tools=(SHELL, READ), turn_start=True
+    )
+    later = LLMRequest(system="s", messages=tool_history(), tools=(SHELL, READ))
+    for m in (named, anyone, plain):
+        await m.complete(first)
+        await m.complete(later)
+    sent = [b.get("tool_choice", "-") for b in openai_server.requests]
+    assert sent == [
+        {"type": "function", "function": {"name": "shell"}},
+        "-",
+        "required",
+        "-",
+        "-",
+        "-",
+    ]
+
+
+async def test_first_tool_choice_naming_no_tool_fails_in_words(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    m = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="shel")
+    req = LLMRequest(
+        system="s", messages=(UserMessage("go"),), tools=(SHELL, READ), turn_start=True
+    )
+    with pytest.raises(LLMError) as e:
+        await fast_retries(m).complete(req)
+    assert not e.value.retryable and not openai_server.requests
+    assert "first_tool_choice" in e.value.message and "'shel'" in e.value.message
+    assert "shell, read_file" in e.value.message
+    # Without tools (a summary call) nothing is forced.
+    openai_server.push(Reply(text="summary"))
+    await m.complete(LLMRequest(system="s", messages=(UserMessage("go"),), turn_start=True))
+    assert "tool_choice" not in openai_server.requests[0]
+
+
+async def test_raw_newlines_in_argument_strings_are_taken_as_written(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """Local models (llama.cpp's JSON grammar lets them) write file contents and commands with
+    raw newlines inside JSON strings: strict JSON refuses the control character, the intent is
+    plain. Read as written; sent back as valid JSON."""
+    openai_server.push(
+        Reply(tool_calls=[FakeCall("shell", arguments='{"command": "printf a\nb"}', id="c1")])
+    )
+    r = await model(openai_server).complete(REQ)
+    assert r.tool_calls[0].input == {"command": "printf a\nb"}
+
+
+async def test_an_assistant_tool_call_without_text_is_sent_with_empty_content() -> None:
+    """`content: null` beside `tool_calls` is valid for OpenAI, but llama-cpp-python's server
+    refuses it (HTTP 500, "Input should be a valid string"); an empty string suits both."""
+    body = openai_request("m", LLMRequest(system="s", messages=tool_history(), tools=(SHELL,)))
+    calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [m["content"] for m in calls] == ["Let me look.", "", ""]

@@ -19,7 +19,13 @@ from typing import Any, Protocol, TypeVar
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
 from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
-from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
+from xclaw.llm.context import (
+    COMPACT_INSTRUCTION,
+    SUMMARY_PREFIX,
+    compacted_message,
+    estimate_tokens,
+    fit_context,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -102,6 +108,13 @@ def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
         if not isinstance(m, ToolResultMessage):
             return []
     return []
+
+
+def _answers_the_user(messages: list[Message]) -> bool:
+    """The next call is a turn's first: the last message is the user's (or a sub-agent's
+    task), not a tool result and not the summary that replaced a compacted conversation."""
+    last = messages[-1] if messages else None
+    return isinstance(last, UserMessage) and not last.text.startswith(SUMMARY_PREFIX)
 
 
 # The specs of a tool set and the tokens its schemas cost, shared by every agent of the
@@ -215,10 +228,13 @@ class Agent:
             await self._compact_if_full(messages)
             context = list(messages)
             tokens = self._tokens(messages)
+            turn_start = _answers_the_user(messages)
             if note:
                 context.append(UserMessage(note))
                 tokens += self._estimate(context[-1])
-            response = await self._call_llm(context, tokens, resumed=note is not None)
+            response = await self._call_llm(
+                context, tokens, resumed=note is not None, turn_start=turn_start
+            )
             note = None
             messages.append(
                 AssistantMessage(
@@ -226,7 +242,9 @@ class Agent:
                 )
             )
 
-    async def _call_llm(self, context: list[Message], tokens: int, *, resumed: bool) -> LLMResponse:
+    async def _call_llm(
+        self, context: list[Message], tokens: int, *, resumed: bool, turn_start: bool = False
+    ) -> LLMResponse:
         tools, budget = self._tool_specs()
         history = tuple(context)
         fitted = fit_context(history, budget, self._estimate, total=tokens)
@@ -239,6 +257,7 @@ class Agent:
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             agent=self.agent_id,
+            turn_start=turn_start,
         )
         params = {
             "max_tokens": self.config.max_tokens,

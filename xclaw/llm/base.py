@@ -47,6 +47,10 @@ class LLMRequest:
     # all of it). The scripted model counts its turns here, so that a long session whose
     # oldest turns were trimmed does not replay its script; real providers ignore it.
     history: tuple[Message, ...] | None = None
+    # The first call of a turn: it answers the user's message (or a sub-agent's task), not a
+    # tool result or a summary request. A provider's `first_tool_choice` forces a tool call
+    # on this call only (forcing every call, the model could never give its final answer).
+    turn_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)

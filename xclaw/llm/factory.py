@@ -42,7 +42,11 @@ def build_provider(p: ProviderConfig, settings: Settings) -> Model:
         from xclaw.llm.openai import OpenAIModel
 
         return OpenAIModel(
-            p.model, api_key=p.api_key, base_url=p.base_url, timeout_s=settings.llm_timeout_s
+            p.model,
+            api_key=p.api_key,
+            base_url=p.base_url,
+            timeout_s=settings.llm_timeout_s,
+            first_tool_choice=p.first_tool_choice,
         )
     if p.kind == "script":
         from xclaw.llm.scripted import ScriptedModel

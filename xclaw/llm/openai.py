@@ -57,7 +57,9 @@ def openai_messages(
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
-            msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            # Never `content: null`: OpenAI takes it beside tool_calls, llama-cpp-python's
+            # server refuses it (HTTP 500); an empty string suits every server.
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text or ""}
             if m.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -70,8 +72,6 @@ def openai_messages(
                     }
                     for c in m.tool_calls
                 ]
-            elif not m.text:
-                msg["content"] = ""
             out.append(msg)
         elif isinstance(m, ToolResultMessage):
             content = m.content
@@ -114,11 +114,19 @@ def openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def openai_request(model: str, request: LLMRequest, *, official: bool = False) -> dict[str, Any]:
+def openai_request(
+    model: str,
+    request: LLMRequest,
+    *,
+    official: bool = False,
+    first_tool_choice: str | None = None,
+) -> dict[str, Any]:
     """The JSON body we send (minus the streaming flags); also what the fake server validates.
 
     `official` (no base_url: api.openai.com) sends `max_completion_tokens`, which newer OpenAI
-    models require; compatible servers get the classic `max_tokens` they all understand."""
+    models require; compatible servers get the classic `max_tokens` they all understand.
+    `first_tool_choice` ("required" or a tool's name) becomes `tool_choice` on a turn's first
+    call; otherwise none is sent (the server's default: `auto` on most servers)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": openai_messages(request.system, request.messages),
@@ -126,9 +134,29 @@ def openai_request(model: str, request: LLMRequest, *, official: bool = False) -
     body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = openai_tools(request.tools)
+        if first_tool_choice and request.turn_start:
+            body["tool_choice"] = tool_choice(first_tool_choice, request.tools)
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body
+
+
+class UnknownToolChoice(ValueError):
+    """`first_tool_choice` names a tool the request does not offer."""
+
+
+def tool_choice(choice: str, tools: tuple[ToolSpec, ...]) -> str | dict[str, Any]:
+    """`required`, or the named-function form every compatible server understands (the only
+    form llama-cpp-python's `chatml-function-calling` streams)."""
+    if choice == "required":
+        return choice
+    names = [t.name for t in tools]
+    if choice not in names:
+        raise UnknownToolChoice(
+            f"first_tool_choice names {choice!r}, which is not one of the tools here "
+            f"({', '.join(names)})"
+        )
+    return {"type": "function", "function": {"name": choice}}
 
 
 class _Client(AsyncOpenAI):
@@ -155,15 +183,25 @@ class OpenAIModel:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float = 120.0,
+        first_tool_choice: str | None = None,
     ) -> None:
         self.model = model
         self.name = f"openai:{model}"
         self._api_key = api_key or NO_KEY
         self._base_url = base_url
         self._timeout_s = timeout_s
+        self._first_tool_choice = first_tool_choice
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        body = openai_request(self.model, request, official=self._base_url is None)
+        try:
+            body = openai_request(
+                self.model,
+                request,
+                official=self._base_url is None,
+                first_tool_choice=self._first_tool_choice,
+            )
+        except UnknownToolChoice as e:  # a configuration mistake: asking again cannot help
+            raise ProviderError(f"{self.name}: {e}", provider=self.name) from e
         request_id = ""
         try:
             async with _Client(

@@ -27,11 +27,13 @@ def _not_json(constant: str) -> Any:
 def parse_tool_arguments(text: str) -> dict[str, Any]:
     """The model's argument text as a dict. Malformed JSON never raises: the agent loop sees
     `_error` and answers the call with a tool error, so the model can try again. Python's
-    parser also takes NaN and Infinity, which JSON does not: those are malformed too."""
+    parser also takes NaN and Infinity, which JSON does not: those are malformed too. Raw
+    control characters inside strings (a newline in a file's content, as local models served
+    through llama.cpp's JSON grammar write it) are read as written: the intent is plain."""
     if not text.strip():
         return {}
     try:
-        value = json.loads(text, parse_constant=_not_json)
+        value = json.loads(text, parse_constant=_not_json, strict=False)
     except ValueError:
         return {"_raw_arguments": text, "_error": MALFORMED_ARGUMENTS}
     if not isinstance(value, dict):
