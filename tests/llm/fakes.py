@@ -530,7 +530,9 @@ class FakeCall:
 class Reply:
     text: str = ""
     tool_calls: list[FakeCall] = field(default_factory=list)
-    usage: tuple[int, int] = (11, 7)  # (input/prompt tokens, output/completion tokens)
+    # (input/prompt tokens, output/completion tokens); None (OpenAI wire only): no usage
+    # chunk even when asked, as llama-cpp-python's server streams.
+    usage: tuple[int, int] | None = (11, 7)
     words_per_chunk: int = 1
     status: int = 200
     error: str = ""  # the provider's error message for a non-200 status
@@ -874,7 +876,7 @@ class FakeOpenAIServer(_FakeServer):
                 for frag in call.pieces()
             ]
         out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and reply.usage is not None:
             p, c = reply.usage
             out.append(
                 (
@@ -938,7 +940,7 @@ class FakeAnthropicServer(_FakeServer):
         def ev(data: dict[str, Any]) -> tuple[str, str]:
             return data["type"], json.dumps(data)
 
-        p, c = reply.usage
+        p, c = reply.usage or (0, 0)  # Anthropic always sends usage
         read, write = reply.cache_read_tokens, reply.cache_write_tokens
         if self.cache is not None:
             p, read, write = self.cache.account(body)

@@ -14,6 +14,7 @@ from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import OpenAIModel, openai_request
 from xclaw.llm.retry import PartialReplyError, RetryingModel
+from xclaw.llm.wire import public_endpoint
 from xclaw.messages import UserMessage
 
 
@@ -309,3 +310,30 @@ async def test_an_assistant_tool_call_without_text_is_sent_with_empty_content() 
     body = openai_request("m", LLMRequest(system="s", messages=tool_history(), tools=(SHELL,)))
     calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
     assert [m["content"] for m in calls] == ["Let me look.", "", ""]
+
+
+async def test_a_server_that_reports_no_usage_gets_an_estimate_flagged_as_such(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """llama-cpp-python streams no usage, even asked with `stream_options`: the counts are
+    then xclaw's estimate and say so, never a zero that reads as a fact."""
+    openai_server.push(Reply(text="Hello there, how are you today?", usage=None))
+    r = await model(openai_server).complete(REQ)
+    assert r.usage.estimated and r.usage.prompt_tokens > 10 and r.usage.completion_tokens > 3
+    assert r.usage.to_json()["estimated"] is True
+    openai_server.push(Reply(text="counted", usage=(321, 5)))
+    r = await model(openai_server).complete(REQ)
+    assert not r.usage.estimated and "estimated" not in r.usage.to_json()
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (321, 5)
+
+
+async def test_the_answering_endpoint_is_named_without_its_credentials(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """The response names the server that answered (what a price applies to): the configured
+    base URL without user, password or query; nothing for the provider's own API."""
+    openai_server.push(Reply(text="hi"))
+    m = OpenAIModel("m", base_url=openai_server.url + "/")
+    assert (await m.complete(REQ)).endpoint == openai_server.url
+    assert OpenAIModel("m").endpoint == ""
+    assert public_endpoint("https://u:p@llm.lan:8443/v1/?key=s3cret#x") == "https://llm.lan:8443/v1"

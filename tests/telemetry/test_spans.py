@@ -255,3 +255,45 @@ def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
     assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
     assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
     store.close()
+
+
+def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
+    """A server that reported no usage: no gen_ai.usage.* counts (they are facts in the
+    GenAI conventions); xclaw's estimate goes in its own, marked attributes."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
+    llm = store.begin_step(
+        sid, NewStep(StepType.LLM_CALL, "openai:gemma", {"model": "openai:gemma"}, user.step_id)
+    )
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={
+            "text": "hello",
+            "model": "openai:gemma",
+            "stop_reason": "stop",
+            "tool_calls": [],
+            "usage": {
+                "input": 80,
+                "output": 3,
+                "cache_read": 0,
+                "cache_write": 0,
+                "reasoning": 0,
+                "estimated": True,
+            },
+            "endpoint": "http://127.0.0.1:8080/v1",
+        },
+        token_usage_prompt=None,
+        token_usage_completion=None,
+        session_status=Status.SUCCESS,
+    )
+    [turn] = split_turns(store.steps(sid))
+    (chat,) = [s for s in turn_spans(sid, turn) if s.name == "chat gemma"]
+    attrs = chat.attributes
+    assert "gen_ai.usage.input_tokens" not in attrs and "gen_ai.usage.output_tokens" not in attrs
+    assert attrs["xclaw.usage.estimated"] is True
+    assert (
+        attrs["xclaw.usage.estimated_input_tokens"],
+        attrs["xclaw.usage.estimated_output_tokens"],
+    ) == (80, 3)
+    assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", 8080)

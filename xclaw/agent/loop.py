@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +24,7 @@ from xclaw.llm.context import (
     compacted_message,
     estimate_tokens,
     fit_context,
+    tool_tokens,
 )
 from xclaw.messages import (
     AssistantMessage,
@@ -130,7 +130,7 @@ def _specs_of(tools: tuple[Tool, ...]) -> tuple[tuple[ToolSpec, ...], int]:
     hit = _SPEC_CACHE.get(key)
     if hit is None:
         specs = tuple(spec_of(t) for t in tools)
-        fixed = sum((len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in specs)
+        fixed = tool_tokens(specs)
         if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
             _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
         hit = _SPEC_CACHE[key] = (tools, specs, fixed)

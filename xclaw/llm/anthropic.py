@@ -16,7 +16,7 @@ from anthropic import AsyncAnthropic
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
+from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error, public_endpoint
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -194,6 +194,7 @@ class AnthropicModel:
         self.name = f"anthropic:{model}"
         self._api_key = api_key
         self._base_url = base_url
+        self.endpoint = public_endpoint(base_url)
         self._timeout_s = timeout_s
         self._thinking_budget = thinking_budget
         self._cache = cache
@@ -215,7 +216,7 @@ class AnthropicModel:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
                 request_id = request_id_of(getattr(stream.response, "headers", None))
                 response = await self._read(stream, on_delta)
-                return replace(response, request_id=request_id)
+                return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise

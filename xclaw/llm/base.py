@@ -64,6 +64,9 @@ class LLMResponse:
     thinking: tuple[ThinkingBlock, ...] = ()
     # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
     request_id: str = ""
+    # The server that answered when a base URL was configured (xclaw.llm.wire.public_endpoint:
+    # no credentials); "" for the provider's own API. Prices depend on it (llm/prices.py).
+    endpoint: str = ""
 
 
 @runtime_checkable

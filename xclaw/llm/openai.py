@@ -17,8 +17,9 @@ from openai import AsyncOpenAI
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.context import estimated_usage
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
+from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error, public_endpoint
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -191,6 +192,7 @@ class OpenAIModel:
         self._base_url = base_url
         self._timeout_s = timeout_s
         self._first_tool_choice = first_tool_choice
+        self.endpoint = public_endpoint(base_url)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         try:
@@ -214,7 +216,7 @@ class OpenAIModel:
                     **body, stream=True, stream_options={"include_usage": True}
                 )
                 request_id = request_id_of(getattr(stream.response, "headers", None))
-                response = await self._read(stream, on_delta)
+                response = await self._read(stream, on_delta, request)
                 if not response.stop_reason and not client.saw_done():
                     # Nothing of this reply may run or be recorded: a tool call may be cut.
                     got = (
@@ -223,7 +225,7 @@ class OpenAIModel:
                     )
                     headers = getattr(stream.response, "headers", None)
                     raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
-                return replace(response, request_id=request_id)
+                return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise
@@ -232,7 +234,9 @@ class OpenAIModel:
         except Exception as e:
             raise provider_error(e, self.name, request_id=request_id) from e
 
-    async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
+    async def _read(
+        self, stream: Any, on_delta: DeltaSink | None, request: LLMRequest
+    ) -> LLMResponse:
         text: list[str] = []
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
@@ -241,7 +245,7 @@ class OpenAIModel:
         # shown, never sent back (DeepSeek rejects it in input messages).
         reasoning: list[str] = []
         shown = False
-        usage = Usage()
+        usage: Usage | None = None
         finish = ""
         async for chunk in stream:
             u = getattr(chunk, "usage", None)
@@ -289,6 +293,8 @@ class OpenAIModel:
             )
             for c in calls.values()
         )
+        if usage is None:  # the server sent no usage (llama-cpp-python while streaming)
+            usage = estimated_usage(request, "".join(text), tool_calls, "".join(reasoning))
         return LLMResponse(
             text="".join(text),
             tool_calls=tool_calls,

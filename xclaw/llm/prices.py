@@ -2,6 +2,11 @@
 tokens, list prices when this was written — check your provider's page) that xclaw.yaml's
 `prices:` extends or overrides. A model not in the table shows tokens only, never a guess.
 
+The built-in prices are the vendors' own: they apply to a call answered by the vendor's API
+(no base URL recorded, or one of VENDOR_HOSTS). A model served anywhere else — a local
+llama.cpp, Ollama or vLLM named `gpt-4o`, a proxy — is priced only by xclaw.yaml, whose
+prices apply wherever the model is served.
+
 The table in force is process-wide (`configure`, called where settings are loaded), so that
 every view of a step — the live trace, /steps, `xclaw sessions`, `xclaw export` — prices it the
 same way, at display time: changing a price re-prices old steps too.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from xclaw.messages import Usage
 
@@ -62,43 +68,64 @@ BUILTIN_PRICES: dict[str, Price] = {
 }
 
 
+# Where the built-in prices hold: the vendors' own APIs (a recorded base URL elsewhere is a
+# local server or a proxy, whose prices only xclaw.yaml knows).
+VENDOR_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "api.deepseek.com"})
+
+
+def vendor_endpoint(endpoint: str) -> bool:
+    """True for the provider's own API: no base URL recorded (the SDK's default) or a
+    vendor's host."""
+    return not endpoint or (urlsplit(endpoint).hostname or "") in VENDOR_HOSTS
+
+
 class PriceTable:
-    def __init__(self, prices: Mapping[str, Price]) -> None:
+    def __init__(self, prices: Mapping[str, Price], own: Mapping[str, Price] | None = None) -> None:
         self.prices = dict(prices)
-        # name -> its price (or None), found once: every step frame of an llm_call prices it,
-        # and the prefix scan over the table was measurable per step on a busy gateway.
-        self._found: dict[str, Price | None] = {}
+        # xclaw.yaml's prices: they hold wherever the model is served.
+        self.own = dict(own or {})
+        # (name, vendor?) -> its price (or None), found once: every step frame of an llm_call
+        # prices it, and the prefix scan over the table was measurable per step.
+        self._found: dict[tuple[str, bool], Price | None] = {}
 
     @classmethod
     def with_overrides(cls, overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
-        table = dict(BUILTIN_PRICES)
-        for model, rates in (overrides or {}).items():
-            table[_bare(model)] = Price(
+        own = {
+            _bare(model): Price(
                 input=float(rates["input"]),
                 output=float(rates["output"]),
                 cache_read=rates.get("cache_read"),
                 cache_write=rates.get("cache_write"),
             )
-        return cls(table)
+            for model, rates in (overrides or {}).items()
+        }
+        return cls({**BUILTIN_PRICES, **own}, own)
 
-    def price_of(self, model: str) -> Price | None:
+    def price_of(self, model: str, endpoint: str = "") -> Price | None:
+        """The price of `model` as answered by `endpoint` (the recorded base URL; "" for
+        the provider's own API)."""
+        vendor = vendor_endpoint(endpoint)
+        key = (model, vendor)
         try:
-            return self._found[model]
+            return self._found[key]
         except KeyError:
             pass
-        name = _bare(model)
-        if name in self.prices:
-            price: Price | None = self.prices[name]
-        else:
-            matches = [k for k in self.prices if name.startswith(k)]
-            price = self.prices[max(matches, key=len)] if matches else None
+        price = _lookup(self.prices if vendor else self.own, _bare(model))
         if len(self._found) < 10_000:  # model names come from providers: keep it bounded
-            self._found[model] = price
+            self._found[key] = price
         return price
 
-    def cost(self, model: str, usage: Usage) -> float | None:
-        price = self.price_of(model)
+    def cost(self, model: str, usage: Usage, *, endpoint: str = "") -> float | None:
+        price = self.price_of(model, endpoint)
         return None if price is None else price.cost(usage)
+
+
+def _lookup(table: Mapping[str, Price], name: str) -> Price | None:
+    """The exact name's price, else the longest key the name starts with (a dated name)."""
+    if name in table:
+        return table[name]
+    matches = [k for k in table if name.startswith(k)]
+    return table[max(matches, key=len)] if matches else None
 
 
 def _bare(model: str) -> str:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
@@ -49,6 +50,23 @@ def portable_id(raw: str) -> str:
         return raw
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", raw)[:27] or "call"
     return f"{cleaned}_{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
+
+
+def public_endpoint(base_url: str | None) -> str:
+    """The configured base URL as it may be recorded and shown: scheme, host, port and path,
+    without user, password, query or fragment (where keys hide); "" for the SDK's default."""
+    if not base_url:
+        return ""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def _body_message(body: object) -> str | None:

@@ -251,7 +251,7 @@ class Recorder:
         if response.request_id:  # the provider's id of the request, for its support
             data["request_id"] = response.request_id
         output = self.redact(data)
-        output["usage"] = response.usage.to_json()
+        output.update(_usage_fields(response))
         thinking = [self._redacted_thinking(b) for b in response.thinking]
         if thinking:
             output["thinking"] = thinking
@@ -262,8 +262,8 @@ class Recorder:
                 self.session_id,
                 llm.resolved().seq,
                 output_data=output,
-                token_usage_prompt=response.usage.prompt_tokens,
-                token_usage_completion=response.usage.completion_tokens,
+                token_usage_prompt=_counted(response.usage.prompt_tokens, response),
+                token_usage_completion=_counted(response.usage.completion_tokens, response),
                 session_status=Status.SUCCESS if final else None,
             ),
             self._step_event,
@@ -300,7 +300,7 @@ class Recorder:
                 "stop_reason": response.stop_reason,
             }
         )
-        output["usage"] = response.usage.to_json()
+        output.update(_usage_fields(response))
         output["compaction"] = {"messages": summarised}
         if response.request_id:
             output["request_id"] = response.request_id
@@ -311,8 +311,8 @@ class Recorder:
                 self.session_id,
                 llm.resolved().seq,
                 output_data=output,
-                token_usage_prompt=response.usage.prompt_tokens,
-                token_usage_completion=response.usage.completion_tokens,
+                token_usage_prompt=_counted(response.usage.prompt_tokens, response),
+                token_usage_completion=_counted(response.usage.completion_tokens, response),
             ),
             self._step_event,
         )
@@ -531,3 +531,18 @@ def step_id_of_now(ref: ParentRef) -> str | None:
     if isinstance(ref, Pending):
         return ref.step.step_id if ref.step is not None else None
     return ref
+
+
+def _usage_fields(response: LLMResponse) -> dict[str, Any]:
+    """`usage` (an estimate says so) and, for a configured base URL, `endpoint`: the server
+    that answered, which decides whether a built-in price applies (llm/prices.py)."""
+    out: dict[str, Any] = {"usage": response.usage.to_json()}
+    if response.endpoint:
+        out["endpoint"] = response.endpoint
+    return out
+
+
+def _counted(tokens: int, response: LLMResponse) -> int | None:
+    """A token column's value: the provider's count, or NULL (unknown) when it reported none
+    — the estimate lives in output_data.usage, flagged, never in the seed's columns."""
+    return None if response.usage.estimated else tokens

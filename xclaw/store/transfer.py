@@ -231,9 +231,17 @@ def _step(o: dict[str, Any], sid: str) -> Step:
         error_message=None if o.get("error") is None else _str(o["error"], "error"),
         start_time=_int(o["startTime"], "startTime"),
         end_time=None if end is None else _int(end, "endTime"),
-        token_usage_prompt=_int(tokens.get("prompt") or 0, "tokens.prompt"),
-        token_usage_completion=_int(tokens.get("completion") or 0, "tokens.completion"),
+        token_usage_prompt=_count(tokens, "prompt"),
+        token_usage_completion=_count(tokens, "completion"),
     )
+
+
+def _count(tokens: dict[str, Any], key: str) -> int | None:
+    """A token column: a whole number, or null (the provider reported none) kept as NULL;
+    absent means 0, as exports written before NULLs existed did."""
+    if key in tokens and tokens[key] is None:
+        return None
+    return _int(tokens.get(key, 0), f"tokens.{key}")
 
 
 def _int(v: Any, what: str) -> int:
