@@ -99,6 +99,8 @@ KNOWN_KEYS: dict[str, frozenset[str] | None] = {
     "llm_retry_base_delay": None,
     "llm_retry_max_delay": None,
     "llm_retry_after_max": None,
+    # How long a model server that is still starting is waited for (docs/llm-providers.md).
+    "llm_startup_wait_s": None,
     # Per-model prices, dollars per million tokens (docs/llm-providers.md).
     "prices": None,
     # OpenTelemetry export (docs/operations.md), checked by xclaw.telemetry.config.
@@ -308,6 +310,9 @@ class Settings:
     llm_retry_base_delay: float = 0.5
     llm_retry_max_delay: float = 8.0
     llm_retry_after_max: float = 30.0
+    # A model server still starting (connection refused, 503 "loading") is waited for this
+    # long, apart from the retries; 0: not at all.
+    llm_startup_wait_s: float = 120.0
     # How long a silent worker keeps its sessions' leases (renewed every third of it), and
     # the sweep of sessions left Running by a dead worker: None means the lease TTL.
     lease_ttl_s: float = 15.0
@@ -611,6 +616,9 @@ def load_settings(cwd: Path | None = None, **overrides: Any) -> Settings:
         ),
         llm_retry_after_max=_real(
             conf.get("llm_retry_after_max", 30.0), y + "llm_retry_after_max", 0
+        ),
+        llm_startup_wait_s=_real(
+            conf.get("llm_startup_wait_s", 120.0), y + "llm_startup_wait_s", 0
         ),
         prices=_prices(conf.get("prices")),
         mcp_servers=_mcp_servers(conf, env),

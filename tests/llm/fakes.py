@@ -602,7 +602,9 @@ class _FakeServer:
         validate: bool = True,
         default: Reply | None = None,
         cache_accounting: bool = False,
+        port: int = 0,
     ) -> None:
+        self._bind_port = port  # 0: any free port; a chosen one, to start a server late
         # Anthropic only: input tokens and cache reads/writes computed from the request
         # itself (PromptCache) instead of the scripted Reply.usage.
         self.cache = PromptCache() if cache_accounting else None
@@ -631,7 +633,7 @@ class _FakeServer:
             def do_POST(self) -> None:
                 fake._handle(self)
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", self._bind_port), Handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model, thinking_sink
+from xclaw.llm.base import LLMRequest, LLMResponse, Model, notice_sink, thinking_sink
 from xclaw.llm.context import (
     COMPACT_INSTRUCTION,
     SUMMARY_PREFIX,
@@ -266,8 +266,9 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        # The provider, awaited in this task, sees the sink.
+        # The provider (and the retry wrapper), awaited in this task, see the sinks.
         shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
+        told = notice_sink.set(getattr(self.observer, "llm_notice", None))
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -280,6 +281,7 @@ class Agent:
             raise
         finally:
             thinking_sink.reset(shown)
+            notice_sink.reset(told)
         await self.observer.llm_finished(response)
         return response
 
@@ -318,6 +320,7 @@ class Agent:
             "max_tokens": self.config.max_tokens,
         }
         await self.observer.llm_started(request, self.model.name, params)
+        told = notice_sink.set(getattr(self.observer, "llm_notice", None))
         try:
             response = await self._until_cancelled(self.model.complete(request, None))
         except Cancelled:
@@ -326,6 +329,8 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
             await self.observer.llm_failed(f"compaction failed: {e}")
             return False
+        finally:
+            notice_sink.reset(told)
         finished = getattr(self.observer, "compaction_finished", None)
         if finished is not None:
             await finished(response, len(messages))

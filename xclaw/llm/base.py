@@ -33,6 +33,20 @@ async def show_thinking(block: ThinkingBlock) -> None:
         await sink(block)
 
 
+# Called with a line for the user about the call in flight (e.g. waiting for a model server
+# that is still starting), set by the agent loop like `thinking_sink`.
+NoticeSink = Callable[[str], Awaitable[None]]
+notice_sink: contextvars.ContextVar[NoticeSink | None] = contextvars.ContextVar(
+    "xclaw_notice_sink", default=None
+)
+
+
+async def show_notice(text: str) -> None:
+    sink = notice_sink.get()
+    if sink is not None:
+        await sink(text)
+
+
 @dataclass(frozen=True, slots=True)
 class LLMRequest:
     system: str
@@ -94,10 +108,15 @@ class ProviderError(LLMError):
         status: int | None = None,
         retry_after: float | None = None,
         request_id: str = "",
+        starting: bool = False,
     ) -> None:
         super().__init__(message, retryable=retryable, provider=provider, request_id=request_id)
         self.status = status
         self.retry_after = retry_after
+        # The server is not up yet: nothing listens on its port (a llama-cpp-python or vLLM
+        # server loading its model) or it says it is loading (llama-server's 503). Waited
+        # for up to `llm_startup_wait_s`, apart from the retries (RetryingModel).
+        self.starting = starting
 
 
 def retryable_status(status: int) -> bool:

@@ -74,6 +74,7 @@ def build_model(settings: Settings) -> Model:
             base_delay=base_delay,
             max_delay=max_delay,
             max_retry_after=max_retry_after,
+            startup_wait=settings.llm_startup_wait_s,
         )
         for p in settings.providers
     ]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from xclaw.errors import LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model, show_notice
 
 log = logging.getLogger("xclaw.llm")
 
@@ -50,10 +51,20 @@ def _final(err: LLMError, provider: str, message: str, *, partial: bool = False)
     )
 
 
+# How often a server that is still starting is asked again (seconds).
+STARTUP_POLL_S = 1.0
+
+
 class RetryingModel:
     """Retries `inner` on retryable LLMErrors (429, 5xx, timeouts, connection errors) with
     exponential backoff and jitter, honouring the server's Retry-After up to `max_retry_after`.
-    `retries` is the number of extra attempts (3 -> up to 4 calls)."""
+    `retries` is the number of extra attempts (3 -> up to 4 calls).
+
+    A server that is still starting (ProviderError.starting: connection refused, or a 503
+    saying it is loading its model) is asked again every second for up to `startup_wait`
+    seconds, with one notice to the user, without spending the retries: a local model
+    server takes seconds to minutes to load, and the first request of a run must not fail
+    for it. 0 (the default here; xclaw.yaml's `llm_startup_wait_s` otherwise) turns it off."""
 
     def __init__(
         self,
@@ -63,8 +74,10 @@ class RetryingModel:
         max_delay: float = 8.0,
         *,
         max_retry_after: float = 30.0,
+        startup_wait: float = 0.0,
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -72,8 +85,10 @@ class RetryingModel:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.max_retry_after = max_retry_after
+        self.startup_wait = max(0.0, startup_wait)
         self._sleep = sleep
         self._jitter = jitter
+        self._clock = clock
 
     def delay(self, retry: int, err: LLMError) -> float:
         """Seconds to wait before retry number `retry` (0-based)."""
@@ -85,7 +100,9 @@ class RetryingModel:
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         attempts = self.retries + 1
-        for attempt in range(attempts):
+        attempt = 0
+        waiting_since: float | None = None  # when the server was first found still starting
+        while True:
             sink = _CountingSink(on_delta)
             try:
                 return await self.inner.complete(request, sink)
@@ -99,21 +116,45 @@ class RetryingModel:
                     ) from err
                 if not err.retryable:
                     raise
-                if attempt + 1 >= attempts:
+                if self.startup_wait and getattr(err, "starting", False):
+                    now = self._clock()
+                    if waiting_since is None:
+                        waiting_since = now
+                        await show_notice(self._starting_notice(err))
+                    if now - waiting_since < self.startup_wait:
+                        wait = min(STARTUP_POLL_S, waiting_since + self.startup_wait - now)
+                        log.info("%s: server not up yet (%s)", self.name, err.message)
+                        await self._sleep(max(0.5, wait))
+                        continue
+                    raise _final(
+                        err,
+                        self.name,
+                        f"{err.message} (the model server did not come up within "
+                        f"{self.startup_wait:g} s)",
+                    ) from err
+                attempt += 1
+                if attempt >= attempts:
                     raise _final(
                         err, self.name, f"{err.message} (gave up after {attempts} attempts)"
                     ) from err
-                wait = self.delay(attempt, err)
+                wait = self.delay(attempt - 1, err)
                 log.warning(
                     "%s failed (%s); retry %d/%d in %.2fs",
                     self.name,
                     err.message,
-                    attempt + 1,
+                    attempt,
                     self.retries,
                     wait,
                 )
                 await self._sleep(wait)
-        raise AssertionError("unreachable")
+
+    def _starting_notice(self, err: LLMError) -> str:
+        where = getattr(self.inner, "endpoint", "") or self.name
+        why = err.message.removeprefix(f"{self.name}: ")
+        return (
+            f"[model] {self.name}: the model server at {where} is not answering yet ({why}); "
+            f"waiting up to {self.startup_wait:g} s for it to start (llm_startup_wait_s)"
+        )
 
 
 class FallbackChain:

@@ -82,6 +82,19 @@ def _body_message(body: object) -> str | None:
     return None
 
 
+def _refused(exc: BaseException) -> bool:
+    """Nothing listens on the server's port (yet): a ConnectionRefusedError somewhere in the
+    exception's chain (the SDKs wrap httpx's ConnectError, which wraps the OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or "Connection refused" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -> ProviderError:
     """Map any exception from an SDK call (Stainless-generated SDKs share one shape) to a
     ProviderError whose message is the provider's own words. `request_id` is the stream's,
@@ -104,6 +117,7 @@ def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -
             status=status,
             retry_after=retry_after_seconds(getattr(response, "headers", None)),
             request_id=rid,
+            starting=status == 503 and "loading" in message.lower(),
         )
     if status is None and body is not None and type(exc).__name__ == "APIError":
         # OpenAI's SDK raises a bare APIError for an `{"error": {...}}` chunk in the stream.
@@ -131,6 +145,7 @@ def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -
             retryable=True,
             provider=provider,
             request_id=request_id,
+            starting=_refused(exc),
         )
     return ProviderError(
         with_request_id(f"{provider}: {name}: {exc}", request_id),

@@ -235,6 +235,11 @@ class Recorder:
         if self.is_main and text:
             self.emit(TextDelta(self.redact.text(text)))
 
+    async def llm_notice(self, text: str) -> None:
+        """A line about the call in flight (a model server still starting): a `notice`."""
+        who = "" if self.is_main else f"sub-agent {self.agent}: "
+        self.emit(Notice(f"{who}{self.redact.text(text)}"))
+
     async def llm_thinking(self, block: ThinkingBlock) -> None:
         if self.is_main:
             self.emit(ThinkingShown(self._redacted_thinking(block)))
