@@ -619,3 +619,41 @@ async def test_a_turns_first_call_is_marked_and_no_other(tmp_path: Path) -> None
     messages.append(UserMessage("next"))
     await agent.run(messages)
     assert [r.turn_start for r in model.requests] == [True, False, False, True]
+
+
+async def test_the_window_a_server_reports_caps_the_configured_one(tmp_path: Path) -> None:
+    """A local server serving a 6k window while xclaw.yaml says (by default) 150k: the
+    conversation is fitted into the 6k the server reports; a larger reported window does not
+    raise a smaller configured one."""
+
+    def long_history() -> list[Any]:
+        messages: list[Any] = [UserMessage("the task")]
+        for i in range(200):
+            messages += [
+                AssistantMessage("", (call(f"c{i}", n=i),)),
+                ToolResultMessage(f"c{i}", "count", "x" * 400),
+            ]
+        return [*messages, UserMessage("latest question")]
+
+    for reported, configured, trimmed in (
+        (6_000, 150_000, True),
+        (150_000, 6_000, True),
+        (None, 150_000, False),
+    ):
+        model = script(LLMResponse("short answer"))
+        asked: list[int] = []
+
+        async def context_window(
+            value: int | None = reported, asked: list[int] = asked
+        ) -> int | None:
+            asked.append(1)
+            return value
+
+        model.context_window = context_window  # type: ignore[attr-defined]
+        config = AgentConfig(context_window_tokens=configured, max_tokens=1_000, compact_at=None)
+        agent, _ = make_agent(model, [], tmp_path, config=config)
+        messages = long_history()
+        await agent.run(messages)
+        sent = model.requests[0].messages
+        assert (len(sent) < len(messages) // 4) is trimmed, (reported, configured)
+        assert asked == [1]

@@ -176,6 +176,8 @@ class Agent:
         # and the conversation's length just after the last compaction.
         self._compacted_away: list[Message] = []
         self._compacted_len = 0
+        # The context window in force (_learn_window): None until the first run asks.
+        self._window: int | None = None
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -203,6 +205,7 @@ class Agent:
         self, messages: list[Message], *, user_text: str | None, resume: ResumeState | None
     ) -> str:
         resume = resume or ResumeState()
+        await self._learn_window()
         if user_text is not None:
             await self.observer.user_input(user_text)
             messages.append(UserMessage(user_text))
@@ -303,6 +306,7 @@ class Agent:
         provider error the conversation stays as it is (it is then trimmed to fit)."""
         if not messages or pending_tool_calls(messages):
             return False
+        await self._learn_window()
         tools, budget = self._tool_specs()
         asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
         fitted = fit_context(asked, budget, self._estimate)
@@ -370,6 +374,23 @@ class Agent:
         self._counted = (messages, len(messages), total, messages[-1] if messages else None)
         return total
 
+    async def _learn_window(self) -> None:
+        """The context window: the configured one, capped by what the model's server reports
+        (a local server's --ctx-size; asked once per model, xclaw.llm.server_info)."""
+        if self._window is not None:
+            return
+        window = self.config.context_window_tokens
+        ask = getattr(self.model, "context_window", None)
+        if ask is not None:
+            try:
+                reported = await ask()
+            except Exception:  # noqa: BLE001 - a probe must never fail a run
+                reported = None
+            if isinstance(reported, int) and 0 < reported < window:
+                window = reported
+        self._window = window
+        self._specs = None  # the budget depends on it
+
     def _tool_specs(self) -> tuple[tuple[ToolSpec, ...], int]:
         """The specs of the tools and the context budget they leave, recomputed only when the
         tool set changes (a mapping the caller owns may gain or lose tools between calls)."""
@@ -383,7 +404,7 @@ class Agent:
             specs, fixed = _specs_of(current)
             budget = max(
                 1_000,
-                self.config.context_window_tokens
+                (self._window or self.config.context_window_tokens)
                 - self.config.max_tokens
                 - len(self.config.system_prompt) // 4
                 - fixed,

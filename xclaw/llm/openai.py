@@ -19,6 +19,8 @@ from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.context import estimated_usage
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
+from xclaw.llm.prices import vendor_endpoint
+from xclaw.llm.server_info import ServerDown, reported_context_window
 from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error, public_endpoint
 from xclaw.messages import (
     AssistantMessage,
@@ -193,6 +195,24 @@ class OpenAIModel:
         self._timeout_s = timeout_s
         self._first_tool_choice = first_tool_choice
         self.endpoint = public_endpoint(base_url)
+        self._window: int | None = None
+        # The vendors' own APIs report none: only other servers are asked.
+        self._window_known = vendor_endpoint(self.endpoint)
+
+    async def context_window(self) -> int | None:
+        """The window the server reports for this model (xclaw.llm.server_info), asked once;
+        None when it reports none. A server that is down is asked again next time."""
+        if not self._window_known and self._base_url:
+            try:
+                self._window = await reported_context_window(
+                    self._base_url,
+                    self.model,
+                    api_key=None if self._api_key == NO_KEY else self._api_key,
+                )
+            except ServerDown:
+                return None
+            self._window_known = True
+        return self._window
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         try:

@@ -148,6 +148,10 @@ class RetryingModel:
                 )
                 await self._sleep(wait)
 
+    async def context_window(self) -> int | None:
+        """The inner model's reported window (None: not reported, or it cannot say)."""
+        return await context_window_of(self.inner)
+
     def _starting_notice(self, err: LLMError) -> str:
         where = getattr(self.inner, "endpoint", "") or self.name
         why = err.message.removeprefix(f"{self.name}: ")
@@ -155,6 +159,13 @@ class RetryingModel:
             f"[model] {self.name}: the model server at {where} is not answering yet ({why}); "
             f"waiting up to {self.startup_wait:g} s for it to start (llm_startup_wait_s)"
         )
+
+
+async def context_window_of(model: Model) -> int | None:
+    """A model's reported context window, for models that can say (OpenAI-compatible servers
+    through xclaw.llm.server_info); None for the others."""
+    ask = getattr(model, "context_window", None)
+    return await ask() if ask is not None else None
 
 
 class FallbackChain:
@@ -166,6 +177,11 @@ class FallbackChain:
             raise ValueError("FallbackChain needs at least one model")
         self.models = tuple(models)
         self.name = ",".join(m.name for m in self.models)
+
+    async def context_window(self) -> int | None:
+        """The smallest window any link reports: the conversation must fit whichever answers."""
+        known = [w for w in [await context_window_of(m) for m in self.models] if w]
+        return min(known) if known else None
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         failures: list[str] = []
