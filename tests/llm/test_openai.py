@@ -337,3 +337,35 @@ async def test_the_answering_endpoint_is_named_without_its_credentials(
     assert (await m.complete(REQ)).endpoint == openai_server.url
     assert OpenAIModel("m").endpoint == ""
     assert public_endpoint("https://u:p@llm.lan:8443/v1/?key=s3cret#x") == "https://llm.lan:8443/v1"
+
+
+async def test_an_empty_stream_from_a_local_server_says_what_it_usually_means(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """llama-cpp-python answers a request that fails inside it (a prompt over its --n_ctx,
+    an `auto` tool choice it cannot stream) with a 200 and an empty stream: still a
+    retryable cut-off, but the message says where to look."""
+    openai_server.push(Reply(raw_body=b""))
+    with pytest.raises(LLMError) as e:
+        await model(openai_server).complete(REQ)
+    assert "cut off" in e.value.message and "empty event stream" in e.value.message
+    assert "context_window_tokens" in e.value.message and e.value.retryable
+
+
+async def test_a_prompt_refused_for_its_length_teaches_the_window(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """A 400 naming the window (OpenAI's wording, which vLLM and llama-cpp-python share):
+    the call fails, and the window is known for the next run."""
+    openai_server.push(
+        Reply.fail(
+            400,
+            "This model's maximum context length is 4096 tokens. However, you requested 9000 "
+            "tokens (8900 in the messages, 100 in the completion).",
+        )
+    )
+    m = model(openai_server)
+    with pytest.raises(LLMError) as e:
+        await fast_retries(m).complete(REQ)
+    assert not e.value.retryable and len(openai_server.requests) == 1
+    assert await m.context_window() == 4096

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -35,6 +36,16 @@ from xclaw.messages import (
 
 # OpenAI-compatible servers without auth still need a non-empty key for the SDK.
 NO_KEY = "not-needed"
+
+# A 200 with an empty event stream: how llama-cpp-python's server answers a request that
+# fails inside it once the response has begun (its log has the error).
+EMPTY_STREAM_HINT = (
+    " — an empty event stream: llama-cpp-python's server sends one when the request fails "
+    "inside it, e.g. a prompt longer than its context window (--n_ctx: set "
+    "context_window_tokens to it) or `tool_choice: auto` answered with a tool call while "
+    "streaming; the server's log says which"
+)
+_MAX_CONTEXT = re.compile(r"maximum context length is (\d+) tokens")
 
 
 def openai_messages(
@@ -236,13 +247,16 @@ class OpenAIModel:
                     **body, stream=True, stream_options={"include_usage": True}
                 )
                 request_id = request_id_of(getattr(stream.response, "headers", None))
-                response = await self._read(stream, on_delta, request)
+                events: list[int] = [0]
+                response = await self._read(stream, on_delta, request, events)
                 if not response.stop_reason and not client.saw_done():
                     # Nothing of this reply may run or be recorded: a tool call may be cut.
                     got = (
                         f"{len(response.text)} character(s) of text, "
                         f"{len(response.tool_calls)} tool call(s) started"
                     )
+                    if not events[0] and self._base_url:
+                        got += EMPTY_STREAM_HINT
                     headers = getattr(stream.response, "headers", None)
                     raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
                 return replace(response, request_id=request_id, endpoint=self.endpoint)
@@ -252,11 +266,22 @@ class OpenAIModel:
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name, request_id=request_id) from e
+            error = provider_error(e, self.name, request_id=request_id)
+            self._learn_window_from(error)
+            raise error from e
+
+    def _learn_window_from(self, error: ProviderError) -> None:
+        """A refused prompt that names the window ("This model's maximum context length is
+        4096 tokens": OpenAI, vLLM, llama-cpp-python): the next run fits into it."""
+        found = _MAX_CONTEXT.search(error.message) if error.status == 400 else None
+        if found:
+            self._window = int(found.group(1))
+            self._window_known = True
 
     async def _read(
-        self, stream: Any, on_delta: DeltaSink | None, request: LLMRequest
+        self, stream: Any, on_delta: DeltaSink | None, request: LLMRequest, events: list[int]
     ) -> LLMResponse:
+        """The reply; `events[0]` counts the stream's events (0: an empty stream)."""
         text: list[str] = []
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
@@ -268,6 +293,7 @@ class OpenAIModel:
         usage: Usage | None = None
         finish = ""
         async for chunk in stream:
+            events[0] += 1
             u = getattr(chunk, "usage", None)
             if u is not None:
                 usage = _usage(u)
