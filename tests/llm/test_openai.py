@@ -369,3 +369,27 @@ async def test_a_prompt_refused_for_its_length_teaches_the_window(
         await fast_retries(m).complete(REQ)
     assert not e.value.retryable and len(openai_server.requests) == 1
     assert await m.context_window() == 4096
+
+
+async def test_calls_share_one_tls_context(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call opens its own SDK client; building a TLS context for it (loading the CA
+    bundle) cost 20-50 ms a call here, more than the rest of xclaw's work in a step. One
+    context per process: no call after the first loads certificates again."""
+    import ssl
+
+    loads: list[int] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *a: object, **kw: object) -> None:
+        loads.append(1)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    openai_server.default = Reply(text="hi")
+    m = model(openai_server)
+    await m.complete(REQ)
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    for _ in range(3):
+        await m.complete(REQ)
+    assert loads == []

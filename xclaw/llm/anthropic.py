@@ -11,12 +11,18 @@ import base64
 from dataclasses import replace
 from typing import Any
 
-from anthropic import AsyncAnthropic
+from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error, public_endpoint
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -212,6 +218,7 @@ class AnthropicModel:
                 base_url=self._base_url,
                 timeout=self._timeout_s,
                 max_retries=0,
+                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
                 request_id = request_id_of(getattr(stream.response, "headers", None))

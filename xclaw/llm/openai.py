@@ -14,7 +14,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
@@ -22,7 +22,13 @@ from xclaw.llm.context import estimated_usage
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
 from xclaw.llm.prices import vendor_endpoint
 from xclaw.llm.server_info import ServerDown, reported_context_window
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error, public_endpoint
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -242,6 +248,7 @@ class OpenAIModel:
                 base_url=self._base_url,
                 timeout=self._timeout_s,
                 max_retries=0,
+                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
             ) as client:
                 stream = await client.chat.completions.create(
                     **body, stream=True, stream_options={"include_usage": True}

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import re
+import ssl
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +51,20 @@ def portable_id(raw: str) -> str:
         return raw
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", raw)[:27] or "call"
     return f"{cleaned}_{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
+
+
+_tls: ssl.SSLContext | None = None
+
+
+def tls_context() -> ssl.SSLContext:
+    """One TLS context for the process, as httpx would build it (the CA bundle, SSL_CERT_FILE
+    and SSL_CERT_DIR). Each model call opens its own SDK client, and building a context for
+    each (loading the CA bundle) cost 20-50 ms a call: more than the rest of xclaw's work in
+    a step against a local model (bench/local_model_bench.py)."""
+    global _tls
+    if _tls is None:
+        _tls = httpx2.create_ssl_context()
+    return _tls
 
 
 def public_endpoint(base_url: str | None) -> str:
