@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.local_model.conftest import N_CTX, LlamaServer, free_port
+from tests.local_model.llama import N_CTX, LlamaServer, free_port
 from tests.local_model.relay import Relay
 from xclaw.demo.process import Client, Frame, ServerProcess
 

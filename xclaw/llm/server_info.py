@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from xclaw.llm.wire import tls_context
+
 log = logging.getLogger("xclaw.llm")
 
 PROBE_TIMEOUT_S = 3.0
@@ -99,7 +101,9 @@ async def reported_context_window(
         ("POST", f"{root}/api/show", {"model": model}, _from_ollama),
     ]
     answered = False
-    async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
+    async with httpx.AsyncClient(
+        timeout=timeout_s, headers=headers, verify=tls_context()
+    ) as client:
         for method, url, body, read in probes:
             try:
                 r = await client.request(method, url, json=body)
