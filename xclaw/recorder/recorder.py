@@ -549,5 +549,5 @@ def _usage_fields(response: LLMResponse) -> dict[str, Any]:
 
 def _counted(tokens: int, response: LLMResponse) -> int | None:
     """A token column's value: the provider's count, or NULL (unknown) when it reported none
-    — the estimate lives in output_data.usage, flagged, never in the seed's columns."""
+    — the estimate lives in output_data.usage, flagged, never in the token columns."""
     return None if response.usage.estimated else tokens
