@@ -32,8 +32,16 @@ from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
-from xclaw.llm.prices import BUILTIN_PRICES
-from xclaw.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
+from xclaw.llm.registry import provider_prices
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    call_signature,
+)
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 
@@ -140,12 +148,17 @@ async def run_compacting_session(
     class Allow:
         kind, reason, confine = "allow", "", False
 
-        def decide(self, tool: object, args: object) -> Allow:
+        async def review(self, tool: object, args: object, workspace: object) -> Allow:
             return self
 
     class Quiet:
+        """Every AgentObserver event ignored (the record is not what this measures)."""
+
         async def _nothing(self, *a: object) -> None:
             return None
+
+        def recorded_signature(self, call: ToolCall) -> str:
+            return call_signature(call.name, call.input)
 
         def __getattr__(self, name: str) -> object:
             if name == "child":
@@ -201,7 +214,7 @@ def main() -> None:
     parser.add_argument("--model", default="claude-sonnet-4-5", help="whose prices to apply")
     parser.add_argument("--compact-calls", type=int, default=60)
     args = parser.parse_args()
-    price = BUILTIN_PRICES[args.model]
+    price = provider_prices()[args.model]
     cached = asyncio.run(run_session(args.calls))
     plain = asyncio.run(run_session(args.calls, cache=False))
     print(f"{'call':>4}  {'input':>7}  {'read':>7}  {'written':>7}")

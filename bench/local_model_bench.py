@@ -57,9 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.local_model.llama import LlamaServer, llama_python, model_file
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
-from xclaw.config import ProviderConfig, Settings, load_settings
+from xclaw.config import Settings, load_settings
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import openai_request
+from xclaw.llm.registry import entry
 from xclaw.messages import UserMessage
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
@@ -196,14 +197,14 @@ async def latency(url: str, rounds: int, log: Path | None) -> None:
     home = Path(tempfile.mkdtemp(prefix="xclaw-local-bench-"))
     settings = Settings(
         home=home,
-        db=str(home / "x.db"),
+        database=str(home / "x.db"),
         workspace_root=home / "ws",
-        providers=(ProviderConfig(spec=f"openai:{MODEL}", base_url=url),),
+        providers=(entry(f"openai:{MODEL}", {"base_url": url}),),
         max_tokens=MAX_TOKENS,
         temperature=0.0,
         context_window_tokens=4096,
     )
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     runtime._model = Timed(runtime.model)
     tools = tuple(spec_of(t) for t in default_tools(load_settings(cwd=home)).values())
     rows: list[tuple[Direct, float, float, bool]] = []

@@ -763,7 +763,10 @@ def timetravel_run(root: Path, name: str, kills: int, rng: random.Random, fig: F
         kind = rng.choice(("rollback", "fork", "restore-recovery"))
         steps_before = len(w.query("SELECT 1 FROM traces WHERE session_id=?", (w.sid,)))
         expected = _manifest_files(w, w.sid, target)
-        fork_expected = _manifest_files(w, w.sid, target + 1) or _workspace_files(w.workspace)
+        # No snapshot after the target: the source's files now. (An empty one is an empty
+        # workspace, not "none": `or` took the files now for it.)
+        after = _manifest_files(w, w.sid, target + 1)
+        fork_expected = _workspace_files(w.workspace) if after is None else after
         sessions_before = {r[0] for r in w.query("SELECT session_id FROM sessions")}
         if kind in ("rollback", "restore-recovery"):
             p = w.run_cmd("rollback", w.sid, f"s{target:04d}", "-y")

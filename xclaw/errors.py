@@ -1,14 +1,24 @@
 """The small exception tree that carries control flow and user-facing errors.
 
 Every error a user can meet has a stable machine-readable `code` (the wire protocol's error
-codes) and a human message.
+codes), a human message, and the exit status a command ends with when it meets it
+(`exit_code`: the one rule every `xclaw` subcommand follows, docs/cli.md "Exit status").
 """
 
 from __future__ import annotations
 
+# What went wrong was what the command was given — arguments, configuration (xclaw.yaml,
+# .env, the environment), a database it may not use as it is, an unknown session or step,
+# an input file — and nothing was done: fix the input and run it again.
+EXIT_USAGE = 2
+# The command started on valid input and failed (or found what it checks broken: fsck's
+# findings, replay's divergences).
+EXIT_FAILED = 1
+
 
 class XclawError(Exception):
     code = "error"
+    exit_code = EXIT_FAILED
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -26,6 +36,7 @@ class IllegalTransition(XclawError):
 
 class SessionNotFound(XclawError):
     code = "unknown_session"
+    exit_code = EXIT_USAGE
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session with id {session_id!r}")
@@ -49,6 +60,7 @@ class AmbiguousSession(SessionNotFound):
 
 class StepNotFound(XclawError):
     code = "bad_step"
+    exit_code = EXIT_USAGE
 
     def __init__(self, ref: str, session_id: str, *, foreign: bool = False) -> None:
         why = "belongs to another session" if foreign else "is not a step of this session"
@@ -75,6 +87,13 @@ class SessionBusy(XclawError):
     code = "busy"
 
 
+class ConfigMismatch(XclawError):
+    """This worker cannot drive the session with the configuration it runs with (its model
+    chain), and another worker can (xclaw/runtime/agreement.py)."""
+
+    code = "config_mismatch"
+
+
 class StoreError(XclawError):
     code = "store_error"
 
@@ -85,7 +104,16 @@ class DiskFull(StoreError):
     code = "disk_full"
 
 
-class SchemaTooNew(StoreError):
+class DatabaseRefused(StoreError):
+    """A database a command may not use as it is, found before anything was written: none
+    at the path (for a command that only reads or changes one), not SQLite, another
+    program's, or at a schema version this xclaw cannot read without upgrading it."""
+
+    code = "database_refused"
+    exit_code = EXIT_USAGE
+
+
+class SchemaTooNew(DatabaseRefused):
     code = "schema_too_new"
 
 
@@ -147,3 +175,12 @@ class PathEscape(ToolError):
 
 class ConfigError(XclawError):
     code = "config_error"
+    exit_code = EXIT_USAGE
+
+
+class CannotListen(XclawError):
+    """`xclaw serve` could not bind its address (port taken, no such interface, no permission):
+    found before anything is opened or registered, so nothing is left behind."""
+
+    code = "cannot_listen"
+    exit_code = EXIT_USAGE

@@ -108,6 +108,18 @@ class ToolResultMessage:
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
+# The result a tool call gets when it was interrupted and may or may not have run (no blind
+# repeat): written by the recorder's history rebuild, recognised by the scripted model.
+INTERRUPTED_RESULT = (
+    "[interrupted] The process running this tool call stopped before the call finished. "
+    "It may or may not have run (partially or fully). Check the current state before "
+    "issuing it again."
+)
+
+
+def is_interrupted_result(m: Message) -> bool:
+    return isinstance(m, ToolResultMessage) and m.is_error and m.content == INTERRUPTED_RESULT
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

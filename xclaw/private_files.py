@@ -59,7 +59,10 @@ def private_file(path: Path) -> None:
 
 def private_sqlite(path: Path) -> None:
     """The database file created (or fixed) 0600 before SQLite opens it, and any WAL/SHM left
-    by an older version too; SQLite then gives new WAL/SHM files the database's mode."""
+    by an older version too; SQLite then gives new WAL/SHM files the database's mode. Only
+    for a file that is xclaw's — new, or found to be an xclaw database by
+    store/sqlite_probe.py — opened by a command that writes (store/access.py): a file the
+    user merely pointed a reading command at keeps its mode."""
     path = Path(path).expanduser()
     private_parent(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)

@@ -24,6 +24,7 @@ from pydantic import (
     ValidationError,
 )
 
+from xclaw.answered_by import CLIENT_RE
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
 from xclaw.views import step_cost, step_usage
 
@@ -53,6 +54,9 @@ class ApprovalFrame(_Frame):
     session_id: StrictStr | None = Field(default=None, alias="sessionId")
     step_id: StrictStr = Field(alias="stepId")
     approve: StrictBool
+    # Which client answers (`chat`, `web`, ...): a hint the record keeps beside the route
+    # the answer came by (xclaw/answered_by.py). Lowercase letters, digits, `-`, `_`.
+    client: StrictStr | None = Field(default=None, pattern=CLIENT_RE.pattern)
 
 
 class CancelFrame(_Frame):

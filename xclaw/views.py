@@ -218,6 +218,8 @@ def _alert_words(step: Step) -> str | None:
             verdict = _one_line(step.error_message or "not answered", 40)
         what = f": {_one_line(what, _SUMMARY_CHARS)}" if what else ""
         return f"asked to run {data.get('tool')}{what} — {verdict}"
+    if step.name == "session_config":  # xclaw/runtime/agreement.py
+        return _config_words(data)
     if step.name == "resume":
         parts = [
             f"{label} {', '.join(str(i) for i in data.get(key) or ())}"
@@ -230,6 +232,25 @@ def _alert_words(step: Step) -> str | None:
         ]
         return " · ".join(parts) or "resumed after a restart"
     return None
+
+
+def _config_words(data: dict[str, Any]) -> str:
+    """`refused — session: script:a.json, yolo · worker w2: script:b.json, ask`."""
+
+    def runs(c: Any) -> str:
+        if not isinstance(c, dict):
+            return "?"
+        models = c.get("models")
+        chain = ",".join(str(m) for m in models) if isinstance(models, list) else "?"
+        return f"{chain}, {c.get('approval')}"
+
+    given = data.get("worker")
+    worker: dict[str, Any] = given if isinstance(given, dict) else {}
+    text = f"{data.get('decision')} — session: {runs(data.get('session'))}"
+    text += f" · worker {worker.get('id')}: {runs(worker)}"
+    if data.get("used") and data.get("decision") != "refused":
+        text += f" · ran with {runs(data.get('used'))}"
+    return text
 
 
 def _summary(step: Step) -> str:

@@ -15,11 +15,13 @@ import pytest
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
+from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import (
     AssistantMessage,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -96,7 +98,7 @@ class Policy:
     def __init__(self, kind: str = "allow") -> None:
         self.kind = kind
 
-    def decide(self, tool: Any, args: dict[str, Any]) -> Decision:
+    async def review(self, tool: Any, args: dict[str, Any], workspace: Any) -> Decision:
         if args.get("deny"):
             return Decision("deny", "refused by policy")
         return Decision(self.kind, "needs a human")
@@ -108,11 +110,11 @@ class Approver:
         self.delay = delay
         self.requests: list[ApprovalRequest] = []
 
-    async def decide(self, request: ApprovalRequest) -> bool:
+    async def decide(self, request: ApprovalRequest) -> Answer:
         self.requests.append(request)
         if self.delay:
             await asyncio.sleep(self.delay)
-        return self.answer
+        return Answer(self.answer, AnsweredBy.person("chat", "websocket"))
 
 
 class Observer:
@@ -130,7 +132,22 @@ class Observer:
     async def llm_delta(self, text: str) -> None:
         pass
 
+    async def llm_thinking(self, block: ThinkingBlock) -> None:
+        pass
+
+    async def llm_thinking_discarded(self) -> None:
+        pass
+
+    async def llm_notice(self, text: str) -> None:
+        self.events.append(f"{self.prefix}notice {text}")
+
+    def recorded_signature(self, call: ToolCall) -> str:
+        return call_signature(call.name, call.input)
+
     async def llm_finished(self, response: LLMResponse) -> None:
+        self.events.append(f"{self.prefix}llm_finished")
+
+    async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
         self.events.append(f"{self.prefix}llm_finished")
 
     async def llm_failed(self, error: str) -> None:
@@ -140,8 +157,10 @@ class Observer:
         self.events.append(f"{self.prefix}approval? {call.id} repeated={maybe_repeated}")
         return "s0099"
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None:
-        self.events.append(f"{self.prefix}approval {call.id} {approved}")
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None:
+        self.events.append(f"{self.prefix}approval {call.id} {approved} by {by.kind}")
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None:
         await asyncio.sleep(0.01)  # a slow durable commit: the tool must still wait for it
@@ -237,18 +256,33 @@ async def test_denied_call_is_not_run_and_the_model_hears_why(tmp_path: Path) ->
     await agent.run(messages, user_text="go")
     assert tool.runs == 0
     assert approver.requests[0].step_id == "s0099"
-    assert "approval a False" in events
-    assert any(e.startswith("refused a: denied by the user") for e in events)
+    assert "approval a False by person" in events
+    assert any(e.startswith("refused a: denied by the user (xclaw chat)") for e in events)
     assert "denied by the user" in messages[2].content
 
 
 async def test_policy_deny_never_asks(tmp_path: Path) -> None:
+    """A refusal by a rule is the refused call's own record, with the policy's reason: no
+    approval of its own (nobody was asked)."""
     events: list[str] = []
     model = script(LLMResponse("", (call("a", n=1, deny=True),)), LLMResponse("ok"))
     approver = Approver()
     agent, tool = make_agent(model, events, tmp_path, policy=Policy("ask"), approver=approver)
     await agent.run([], user_text="go")
     assert tool.runs == 0 and approver.requests == []
+    assert "refused a: refused by policy" in events
+    assert not any(e.startswith(("approval", "alert")) for e in events)
+
+
+async def test_a_call_the_policy_allows_runs_with_no_approval_of_its_own(tmp_path: Path) -> None:
+    """What a rule lets run without asking (yolo, auto-edits, the allowlist, tool_policies)
+    is not an approval: the session's recorded approval mode says why it ran."""
+    events: list[str] = []
+    model = script(LLMResponse("", (call("a", n=1),)), LLMResponse("ok"))
+    agent, tool = make_agent(model, events, tmp_path, policy=Policy("allow"))
+    await agent.run([], user_text="go")
+    assert tool.runs == 1 and not any(e.startswith(("approval", "alert")) for e in events)
+    assert events[events.index("llm_finished") + 1] == "COMMITTED 1"
 
 
 async def test_approval_timeout_counts_as_denial(tmp_path: Path) -> None:
@@ -266,6 +300,7 @@ async def test_approval_timeout_counts_as_denial(tmp_path: Path) -> None:
     await agent.run(messages, user_text="go")
     assert tool.runs == 0
     assert "no answer within" in messages[2].content
+    assert "approval a False by timeout" in events
 
 
 async def test_max_iterations_stops_with_an_alert(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ piped stdin."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import socket
@@ -382,20 +383,137 @@ def test_piped_client_survives_a_server_restart_mid_run(make_server, tmp_path: P
     assert out[-1] == "xclaw: Finished after the restart."
 
 
-def test_unauthorized_client_exits_with_a_clear_message(make_server, tmp_path: Path) -> None:
-    server = make_server(TASK)
-    r = subprocess.run(
-        [*xclaw_cmd(), "chat", "--url", server.http, "--token", "wrong-token"],
-        input="",
-        cwd=tmp_path,
-        env=clean_env(XCLAW_HOME=str(tmp_path / "elsewhere")),
+def _piped_chat(
+    server: Server, cwd: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`xclaw chat` reading "/steps" from a pipe, with a home that holds no token file."""
+    return subprocess.run(
+        [*xclaw_cmd(), "chat", *args],
+        input="/steps\n",
+        cwd=cwd,
+        env=clean_env(**{"XCLAW_HOME": str(cwd / "elsewhere"), "NO_COLOR": "1", **env}),
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=30,
         check=False,
     )
-    assert r.returncode == 2
-    assert "unauthorized" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("how", "args", "env"),
+    [
+        ("no token", (), {}),
+        ("--token", ("--token", "wrong-token"), {}),
+        ("XCLAW_TOKEN", (), {"XCLAW_TOKEN": "wrong-token"}),
+        ("?token=", ("--url", "URL?token=wrong-token"), {}),
+    ],
+)
+def test_unauthorized_client_says_so_once_and_exits_2(
+    make_server, tmp_path: Path, how: str, args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    server = make_server(TASK)
+    args = tuple(a.replace("URL", server.http + "/") for a in args)
+    if "--url" not in args:
+        args = ("--url", server.http, *args)
+    r = _piped_chat(server, tmp_path, *args, **env)
+    assert r.returncode == 2, (how, r)
+    out = r.stdout + r.stderr
+    assert out.count("unauthorized") == 1, out
+    assert "--token" in out and "XCLAW_TOKEN" in out  # where a token comes from
+
+
+def test_the_token_precedence_is_the_one_chat_help_states(make_server, tmp_path: Path) -> None:
+    """--token, then the ?token= of --url, then XCLAW_TOKEN, then $XCLAW_HOME/token: each
+    source wins over the ones after it, and --help lists them in that order."""
+    server = make_server(TASK)
+    right, wrong = server.token, "wrong-token"
+    home_file = {"XCLAW_HOME": str(server.home)}  # holds the right token file
+    cases = [
+        # (args, env, connects?)
+        (("--url", server.http, "--token", right), {"XCLAW_TOKEN": wrong}, True),
+        (("--url", f"{server.http}/?token={wrong}", "--token", right), {}, True),
+        (("--url", f"{server.http}/?token={right}", "--token", wrong), {}, False),
+        (("--url", f"{server.http}/?token={right}"), {"XCLAW_TOKEN": wrong}, True),
+        (("--url", f"{server.http}/?token={wrong}"), {"XCLAW_TOKEN": right}, False),
+        (("--url", server.http), {"XCLAW_TOKEN": right}, True),
+        (("--url", server.http), {"XCLAW_TOKEN": wrong, **home_file}, False),
+        (("--url", server.http), home_file, True),
+    ]
+    for args, env, connects in cases:
+        r = _piped_chat(server, tmp_path, *args, **env)
+        assert (r.returncode == 0) is connects, (args, env, r)
+    help_text = subprocess.run(
+        [*xclaw_cmd(), "chat", "--help"],
+        env=clean_env(COLUMNS="300"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    token_help = " ".join(help_text[help_text.index("--token") :].split())
+    order = [
+        token_help.index(x) for x in ("--token", "?token=", "XCLAW_TOKEN", "$XCLAW_HOME/token")
+    ]
+    assert order == sorted(order), token_help
+
+
+def test_help_lists_quit_and_a_bare_switch_gets_a_usage_line_like_the_others(
+    make_server, tmp_path: Path
+) -> None:
+    server = make_server(TASK)
+    r = subprocess.run(
+        [*xclaw_cmd(), "chat", "--url", server.http, "--new"],
+        input="/help\n/switch\n/title\n/fork\n",
+        cwd=tmp_path,
+        env=chat_env(server),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert any(line.strip().startswith("/quit") for line in lines), r.stdout
+    usage = [line for line in lines if "usage:" in line]
+    assert [u.split("usage: ")[1].split()[0] for u in usage] == ["/switch", "/title", "/fork"]
+    # one shape for every command typed without its argument
+    assert len({u.split("usage: ")[0] for u in usage}) == 1, usage
+
+
+def test_new_with_a_title_keeps_it(make_server, tmp_path: Path) -> None:
+    """`/new TITLE` names the session at once: it is kept even if nothing is said to it in
+    this connection, and the first message does not rename it."""
+    server = make_server(TASK)
+
+    def chat(text: str) -> str:
+        r = subprocess.run(
+            [*xclaw_cmd(), "chat", "--url", server.http],
+            input=text,
+            cwd=tmp_path,
+            env=chat_env(server),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert r.returncode == 0, r
+        return r.stdout
+
+    def titles() -> dict[str, str]:
+        listed = subprocess.run(
+            [*xclaw_cmd(), "sessions", "--json", "--db", str(server.home / "xclaw.db")],
+            env=chat_env(server),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {s["sessionId"]: s["title"] for s in json.loads(listed)}
+
+    chat("/new Release notes draft\n")  # and the client leaves
+    sid = (tmp_path / ".cli_session").read_text().strip()
+    assert titles() == {sid: "Release notes draft"}
+    out = chat("write the notes\n")  # the same session, from .cli_session
+    assert "Writing a." in out
+    assert titles() == {sid: "Release notes draft"}
 
 
 def test_no_server_says_how_to_start_one_then_connects_by_itself(
@@ -406,7 +524,10 @@ def test_no_server_says_how_to_start_one_then_connects_by_itself(
     server = make_server([{"text": "Hello there."}], approval="yolo")
     server.kill()
     t = spawn_chat(server, tmp_path, "--new")
-    t.expect(r"\[offline\] no xclaw server at http://127\.0\.0\.1:\d+ .*`xclaw serve`", timeout=20)
+    # `xclaw serve` as this machine's shells can type it (xclaw.invocation)
+    t.expect(
+        r"\[offline\] no xclaw server at http://127\.0\.0\.1:\d+ .*`[^`]*xclaw serve`", timeout=20
+    )
     t.expect(r"Ctrl\+C quits\.")
     # Count the client's next attempts on a socket that hangs up at once (still no server):
     # once several have happened, none of them may have printed anything.
@@ -460,6 +581,41 @@ def test_spinner_tab_completion_and_history_without_approval_answers(
     t.child.send("s000\t")  # several match: a menu of them, the latest first
     t.expect(r"s0005\s+s0004\s+s0003\s+s0002\s+s0001")
     t.child.send("\x15")
+    t.line("/quit")
+    assert t.wait_exit() == 0
+
+
+def test_spinner_times_the_running_step_not_the_turn(make_server, tmp_path: Path) -> None:
+    """The working line counts how long the step in flight has run: a command started after
+    a slow model call and a long approval wait starts at 0 s, and so does the next model
+    call after it."""
+    server = make_server(
+        [
+            {
+                "sleep": 3,
+                "tool_calls": [{"name": "shell", "input": {"command": "sleep 3; touch made.txt"}}],
+            },
+            {"text": "After the command.", "sleep": 3},
+        ],
+        approval="ask",
+    )
+    t = spawn_chat(server, tmp_path, "--new")
+    t.prompt()
+    t.line("go")
+    t.expect(r"thinking · 2s")
+    t.expect(r"Approve\? \[y/N\]", timeout=20)
+    time.sleep(4)  # the user takes a while to answer: not the command's time
+    t.line("y")
+    t.expect(r"running shell · \d+s", timeout=20)
+    t.expect(r"thinking · \d+s", timeout=20)
+    t.expect(r"xclaw: After the command\.", timeout=20)
+    shell = [int(n) for n in re.findall(r"running shell · (\d+)s", t.text)]
+    after = t.text[t.text.rindex("running shell") :]
+    thinking = [int(n) for n in re.findall(r"thinking · (\d+)s", after)]
+    # Turn time would be 7 s and more when the command starts, 10 s and more after it.
+    assert shell and shell[0] <= 1 and max(shell) <= 5, shell
+    assert thinking and thinking[0] <= 1 and max(thinking) <= 5, thinking
+    t.prompt()
     t.line("/quit")
     assert t.wait_exit() == 0
 

@@ -143,23 +143,30 @@ def test_sessions_limit(cli, db: Path) -> None:
     assert len(json.loads(run(cli, "sessions", "--db", db, "--json", "-n", "2").output)) == 2
 
 
-def test_sessions_creates_a_new_database_and_its_dirs(cli, tmp_path: Path) -> None:
+def test_sessions_on_a_missing_database_creates_nothing(cli, tmp_path: Path) -> None:
+    """A mistyped --db is an error, not an empty database created (with its directories)
+    and reported as "No sessions yet."."""
     target = tmp_path / "deep" / "er" / "new.db"
     r = run(cli, "sessions", "--db", target)
-    assert r.exit_code == 0 and r.output.strip() == "No sessions yet."
-    assert target.exists()
-    assert run(cli, "sessions", "--db", target, "--json").output.strip() == "[]"
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().startswith(f"error: no database at {target}")
+    assert not (tmp_path / "deep").exists()
 
 
 def test_db_defaults_to_xclaw_home(cli, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XCLAW_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XCLAW_DB", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert run(cli, "sessions").exit_code == 0
-    assert (tmp_path / "home" / "xclaw.db").exists()
+    r = run(cli, "sessions")
+    assert r.exit_code == 2 and f"no database at {tmp_path / 'home' / 'xclaw.db'}" in r.output
+    assert not (tmp_path / "home").exists()
+    for path, title in ((tmp_path / "home" / "xclaw.db", "at home"), (tmp_path / "env.db", "env")):
+        with SQLiteStore(path) as store:
+            store.create_session(title=title)
+    assert "at home" in run(cli, "sessions").output
     monkeypatch.setenv("XCLAW_DB", str(tmp_path / "env.db"))
-    assert run(cli, "sessions").exit_code == 0
-    assert (tmp_path / "env.db").exists()
+    r = run(cli, "sessions")
+    assert r.exit_code == 0 and "env" in r.output and "at home" not in r.output
 
 
 def test_steps(cli, db: Path) -> None:
@@ -272,7 +279,7 @@ def test_unusable_database_is_a_message(cli, tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database" * 200)
     r = run(cli, "sessions", "--db", junk)
-    assert r.exit_code == 1 and "not a usable xclaw database" in r.output
+    assert r.exit_code == 2 and "not a usable xclaw database" in r.output
     r = run(cli, "sessions", "--db", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=2")
     assert r.exit_code == 1 and "cannot connect to PostgreSQL at postgresql://u:***@" in r.output
 

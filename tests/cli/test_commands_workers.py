@@ -25,11 +25,17 @@ def test_workers_lists_workers_and_leases(tmp_path: Path) -> None:
         store.transition(a, Status.RUNNING)
         b = store.create_session(title="orphaned").session_id
         store.transition(b, Status.RUNNING)
+        # Stopped for its next instruction (a cancel), its worker's lease run out.
+        waiting = store.create_session(title="waiting").session_id
+        store.transition(waiting, Status.RUNNING)
+        store.transition(waiting, Status.RUNNING, awaiting_input=True)
         finished = store.create_session().session_id
         store.transition(finished, Status.RUNNING)
         store.transition(finished, Status.SUCCESS)
         assert store.acquire_lease(a, alive, 60) and other.acquire_lease(b, dead, 60)
         assert store.acquire_lease(finished, alive, 60)
+        waiting_lease = store.acquire_lease(waiting, alive, 60)
+        assert waiting_lease is not None and store.release_lease(waiting_lease)
         other.close()
         _register()
         runner = CliRunner()
@@ -40,6 +46,12 @@ def test_workers_lists_workers_and_leases(tmp_path: Path) -> None:
         assert any(dead in line and "dead" in line for line in lines)
         assert any(b in line and "owner dead: free to take over" in line for line in lines)
         assert finished not in out.output  # finished sessions only with --all
+        # Sessions in the words of `xclaw sessions` (session_state), not the stored status:
+        # Running only while a run is in flight.
+        row = {sid: next(line for line in lines if line.startswith(sid)) for sid in (a, b, waiting)}
+        assert "Running" in row[a]
+        assert "Interrupted" in row[b] and "Running" not in row[b]
+        assert "Waiting for your instruction" in row[waiting] and "Running" not in row[waiting]
         data = json.loads(
             runner.invoke(cli, ["workers", "--json", "--all", "--db", str(db)]).output
         )
@@ -49,6 +61,13 @@ def test_workers_lists_workers_and_leases(tmp_path: Path) -> None:
         leases = {x["sessionId"]: x for x in data["leases"]}
         assert leases[a]["live"] and not leases[b]["live"] and leases[b]["ownerAlive"] is False
         assert finished in leases
+        assert leases[waiting]["status"] == "Running"  # the stored word stays, for scripts
+        assert (leases[waiting]["state"], leases[waiting]["stateText"]) == (
+            "waiting",
+            "Waiting for your instruction",
+        )
+        assert leases[a]["state"] == "running" and leases[b]["state"] == "interrupted"
+        assert leases[finished]["stateText"] == "Success"
     finally:
         store.close()
         other.close()

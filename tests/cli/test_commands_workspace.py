@@ -208,3 +208,63 @@ def test_diff_says_why_an_llm_call_failed() -> None:
         error_message="cancelled by the user",
     )
     assert describe(step) == "s0004 llm: [failed: cancelled by the user]"
+
+
+def test_diff_now_leaves_a_restore_cut_short_alone(cli, world) -> None:
+    """Completing a journaled restore would write (the files and the record); diff only
+    reads, so it says the workspace is not what the record says yet."""
+    import sqlite3
+
+    db, root, sid = world
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(
+            "INSERT INTO workspace_restores (session_id, restore_id, kind, ignore, created_at) "
+            "VALUES (?, 'r1', 'rollback', '[]', 1)",
+            (sid,),
+        )
+    conn.close()
+    files = sorted(p.name for p in (root / sid).iterdir())
+    r = run(cli, "diff", sid, "s0001", "now", "--db", db, "--workspace", root)
+    assert r.exit_code == 1 and "is being restored" in r.output and "Traceback" not in r.output
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM workspace_restores").fetchone() == (1,)
+    conn.close()
+    assert sorted(p.name for p in (root / sid).iterdir()) == files
+    r = run(cli, "diff", sid, "s0001", "s0003", "--db", db, "--workspace", root)
+    assert r.exit_code == 0, r.output  # steps against steps: the record alone
+
+
+def test_diff_shows_workspace_secrets_redacted_and_rollback_keeps_them(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    """Snapshots keep a file a tool wrote as it was, its name and its contents, even when
+    they hold a credential: a rollback gives the user's file back exactly. What `xclaw diff`
+    shows of it is redacted — the name, the text, and a key spanning lines (a private key),
+    masked whole before the diff cuts the file into lines."""
+    pem = "-----BEGIN KEY-----\nAAAAsecretline1\nBBBBsecretline2\n-----END KEY-----"
+    name = "name-secret-4242"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEPLOY_PRIVATE_KEY", pem)
+    monkeypatch.setenv("FILES_API_KEY", name)
+    content = f"token={name}\n{pem}\nend\n"
+    db, root = tmp_path / "x.db", tmp_path / "ws"
+    with SQLiteStore(db) as store:
+        store.create_session(session_id="k", title="keys")
+        d = Driver(store, Workspaces(store, root), "k")
+        d.step(write(f"{name}.txt", content))
+        d.step(remove(f"{name}.txt"))
+        settle()
+        before_rm = store.get_snapshot("k", 2)
+        assert before_rm is not None and f"{name}.txt" in before_rm  # kept verbatim
+    for args in (("s0001", "s0002"), ("s0001", "s0002", "--json"), ("s0002", "now")):
+        r = run(cli, "diff", "k", *args, "--db", db, "--workspace", root)
+        assert r.exit_code == 0, r.output
+        assert "[REDACTED]" in r.output
+        for piece in (name, "AAAAsecretline1", "BBBBsecretline2"):
+            assert piece not in r.output, (args, r.output)
+    text = run(cli, "diff", "k", "s0001", "s0002", "--db", db, "--workspace", root).output
+    assert "A  [REDACTED].txt" in text and "+token=[REDACTED]\n+[REDACTED]\n+end\n" in text
+    r = run(cli, "rollback", "k", "s0002", "--db", db, "--workspace", root, "--yes")
+    assert r.exit_code == 0, r.output
+    assert tree(root / "k") == {f"{name}.txt": content}  # the user's file, exactly

@@ -76,6 +76,85 @@ def test_without_a_terminal_ask_mode_denies_and_says_how_to_allow(tmp_path: Path
     assert "no terminal to ask: denied" in r.stdout
     assert "stdin is not a terminal" in r.stderr and "--approval" in r.stderr
     assert not list((tmp_path / "workspaces").glob("*/f"))
+    # The record says nobody was asked — not "denied by the user".
+    approval = recorded_approval(tmp_path)
+    assert approval["output"] == {
+        "approved": False,
+        "why": "denied: nobody could be asked (stdin is not a terminal)",
+        "by": {"kind": "no_terminal"},
+    }
+    sid = approval["stepId"].split(":")[0]
+    listing = cli(tmp_path, "steps", sid)
+    assert "— denied: nobody could be asked (stdin is not a terminal)" in listing
+    assert "denied by the user" not in listing
+
+
+def cli(tmp: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XCLAW_")}
+    env.update({"XCLAW_HOME": str(tmp), "NO_COLOR": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", *args],
+        check=False,
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def recorded_approval(tmp: Path) -> dict:
+    """The one approval step of the one session in XCLAW_HOME=tmp, as `xclaw steps --json`."""
+    (session,) = json.loads(cli(tmp, "sessions", "--json"))
+    steps = json.loads(cli(tmp, "steps", session["sessionId"], "--json"))
+    (approval,) = [s for s in steps if s["name"] == "approval"]
+    return approval
+
+
+def test_an_answer_at_the_run_prompt_is_recorded_as_the_person_at_the_terminal(
+    tmp_path: Path,
+) -> None:
+    import pexpect
+
+    (tmp_path / "script.json").write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "",
+                        "tool_calls": [{"name": "shell", "input": {"command": "echo x > f"}}],
+                    },
+                    {"text": "made it"},
+                ]
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        XCLAW_HOME=str(tmp_path), NO_COLOR="1", XCLAW_MODEL=f"script:{tmp_path / 'script.json'}"
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "xclaw", "run", "make it"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        child.expect(r"Approve\? \[y/N\]")
+        child.sendline("y")
+        child.expect("made it")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert recorded_approval(tmp_path)["output"] == {
+        "approved": True,
+        "why": "approved by the user (xclaw run prompt)",
+        "by": {"kind": "person", "client": "run", "via": "terminal"},
+    }
 
 
 def test_no_model_configured_is_a_plain_error(tmp_path: Path) -> None:
@@ -110,7 +189,8 @@ def test_a_malformed_model_name_is_one_line_not_a_traceback(tmp_path: Path) -> N
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (
-        "error: model 'gpt4': expected anthropic:<model>, openai:<model> or script:<path>"
+        "error: model 'gpt4': expected anthropic:<model>, openai:<model> or script:<path> "
+        "(a provider package adds its own kind: docs/llm-providers.md)"
     )
 
 
@@ -136,6 +216,65 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path: Path) -> None:
     assert xclaw(tmp_path, "hello", script=[{"text": "hi"}]).returncode == 0
     r = xclaw(tmp_path, "--continue")
     assert r.returncode == 0 and "nothing to resume" in r.stdout
+
+
+def test_resume_of_a_session_waiting_for_input_uses_the_sessions_state_words(
+    tmp_path: Path,
+) -> None:
+    """`xclaw run --session ID` words a session as `xclaw sessions` does: one waiting for
+    the user's next instruction (here after a rollback) is not "Running"."""
+    assert xclaw(tmp_path, "hello", script=[{"text": "hi"}, {"text": "again"}]).returncode == 0
+    env = {**os.environ, "XCLAW_HOME": str(tmp_path), "NO_COLOR": "1"}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "xclaw", *args],
+            check=True,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout
+
+    (s,) = json.loads(cli("sessions", "--json"))
+    sid = s["sessionId"]
+    cli("rollback", "--yes", sid, "s0002")
+    (s,) = json.loads(cli("sessions", "--json"))
+    assert s["state"] == "waiting"
+    r = xclaw(tmp_path, "--session", sid)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to resume" in r.stdout
+    assert s["stateText"] in r.stdout and "Running" not in r.stdout
+    r = xclaw(tmp_path, "--session", sid, "go on")
+    assert r.returncode == 0, r.stderr
+    assert f"session {sid} ({s['stateText']})" in r.stderr
+
+
+@pytest.mark.parametrize("model", ["", "openai:gpt-test"])
+def test_errors_about_the_openai_base_url_name_both_variables(tmp_path: Path, model: str) -> None:
+    """The code takes OPENAI_API_BASE_URL or OPENAI_BASE_URL: a message naming one would send
+    someone who set the other looking for the wrong mistake."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_")) and k != "XCLAW_MODEL"
+    }
+    env.update({"XCLAW_HOME": str(tmp_path), "NO_COLOR": "1"})
+    if model:
+        env["XCLAW_MODEL"] = model
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "hello"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r
+    assert "OPENAI_API_BASE_URL" in r.stderr and "OPENAI_BASE_URL" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("text", ["/steps"])

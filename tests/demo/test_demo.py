@@ -84,3 +84,29 @@ def test_demo_fails_loudly_when_a_stage_misbehaves(tmp_path: Path) -> None:
     )
     assert r.returncode == 1
     assert "demo FAILED at stage" in r.stderr
+
+
+def test_the_demo_script_played_without_a_crash_never_says_interrupted(tmp_path: Path) -> None:
+    """README's "Try it by hand" points `xclaw serve` at the demo's script: played through
+    without a crash, it must not claim the checks were interrupted (nor run them twice)."""
+    script = Path(__file__).resolve().parents[2] / "xclaw" / "demo" / "script.json"
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("XCLAW_", "ANTHROPIC_", "OPENAI_"))
+    }
+    env.update({"NO_COLOR": "1", "XCLAW_HOME": str(tmp_path), "XCLAW_MODEL": f"script:{script}"})
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "--approval", "yolo", "prepare a release note"],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "interrupted" not in r.stdout.lower(), r.stdout
+    assert "the checks passed once" in r.stdout
+    (workspace,) = (tmp_path / "workspaces").iterdir()
+    assert (workspace / "effects.log").read_text().split() == ["facts", "checks"]
+    assert "xclaw 1.0: state that survives anything" in (workspace / "draft.txt").read_text()

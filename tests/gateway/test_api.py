@@ -85,6 +85,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/history",
         "/sessions/{sid}/rollback",
         "/sessions/{sid}/fork",
+        "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}

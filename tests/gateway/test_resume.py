@@ -143,3 +143,43 @@ async def test_paused_session_asks_again_after_restart_and_another_client_answer
     assert (await c4.until_type("pong"))["type"] == "pong"
     for c_ in (c1, c2, c3, c4):
         await c_.close()
+
+
+async def test_a_call_holding_a_secret_is_still_known_again_after_a_crash(tmp_path) -> None:
+    """The record holds an interrupted call redacted; the model re-issues it with the secret
+    in it. It is still recognised as the same call: a human is asked, warned that it may
+    already have run (no blind repeat), and nothing of the secret reaches the record."""
+    from tests.gateway.harness import Server, write_script
+
+    key = "resume-secret-9f8e7d6c5b"
+    slow = f"sleep 2; echo {key} >> effects.txt"
+    turns = [
+        {"text": "Slow.", "tool_calls": [{"name": "shell", "input": {"command": slow}}]},
+        {"text": "Again.", "tool_calls": [{"name": "shell", "input": {"command": slow}}]},
+        {"text": "Done."},
+    ]
+    root = tmp_path / "srv"
+    root.mkdir()
+    server = Server(root=root, script=write_script(root / "s.json", turns), approval="yolo")
+    base_env = server.env
+    server.env = lambda: {**base_env(), "RESUME_API_KEY": key}  # type: ignore[method-assign]
+    server.start()
+    try:
+        c = await Client.open(server)
+        await c.attach(None)
+        sid = c.session_id
+        await c.send({"type": "message", "sessionId": sid, "content": "go"})
+        await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+        server.kill()
+        server.start()
+        c2 = await Client.open(server)
+        await c2.send({"type": "reconnect", "sessionId": sid})
+        ask = await c2.until_type("approval_request")
+        assert ask["maybeRepeated"] is True, ask
+        assert key not in json.dumps(ask)
+        await c2.send(
+            {"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True}
+        )
+        assert (await c2.until_type("reply", timeout=20))["content"] == "Done."
+    finally:
+        server.kill()

@@ -4,16 +4,22 @@ stop on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shlex
 import signal
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.gateway.harness import Client, Server
+from tests.gateway.harness import Client, Server, xclaw_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -111,9 +117,89 @@ def test_sigint_stops_cleanly(server_factory) -> None:
     assert "event=stopped" in server.logs()
 
 
-def test_port_in_use_is_a_clear_error(server_factory) -> None:
+def test_port_in_use_is_one_error_line_exit_2_and_no_worker_registered(server_factory) -> None:
+    """A second `xclaw serve` on a taken port (here: a second worker on the same database)
+    says so in one `error:` line naming the port, exits 2, and leaves no worker behind in the
+    database: the socket is bound before anything is registered."""
     first = server_factory([{"text": "ok"}], name="one")
+    db = str(first.home / "xclaw.db")
     other = Server(root=first.root.parent / "two", script=first.script, port=first.port)
-    with pytest.raises(AssertionError, match="did not start"):
-        other.start()
-    assert "address already in use" in other.logs().lower()
+    other.root.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*xclaw_cmd(), "serve", "--port", str(first.port), "--db", db],
+        cwd=other.root,
+        env=other.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ")
+    assert str(first.port) in lines[0] and "already in use" in lines[0]
+    assert "--port" in lines[0]  # what to do about it
+    workers = subprocess.run(
+        [*xclaw_cmd(), "workers", "--json", "--db", db],
+        env=other.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    registered = json.loads(workers.stdout)["workers"]
+    assert [w["pid"] for w in registered] == [first.proc.pid]
+
+
+def test_a_host_that_cannot_be_bound_is_one_error_line(tmp_path) -> None:
+    """Not only a taken port: any address the socket cannot bind is one line naming it."""
+    server = Server(root=tmp_path, script=None)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*xclaw_cmd(), "serve", "--host", "192.0.2.1", "--port", str(server.port)],
+        cwd=tmp_path,
+        env=server.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert f"192.0.2.1:{server.port}" in lines[0]
+    assert not (tmp_path / "home" / "xclaw.db").exists()  # nothing was opened or written
+
+
+@pytest.mark.parametrize("on_path", [False, True])
+def test_the_banner_names_a_chat_command_a_fresh_shell_can_run(tmp_path, on_path: bool) -> None:
+    """Started as .venv/bin/xclaw from a shell whose PATH lacks the environment (no activate),
+    the banner must not say `xclaw chat`: that is "command not found" in the next terminal."""
+    script = Path(sys.executable).parent / "xclaw"
+    server = Server(root=tmp_path, script=None)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = os.defpath + (f"{os.pathsep}{script.parent}" if on_path else "")
+    env = {**server.env(), "PATH": path}
+    with subprocess.Popen(
+        [str(script), "serve", "--port", str(server.port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = next(line for line in proc.stdout if "in another terminal" in line)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    command = line.split("run `", 1)[1].split("`", 1)[0]
+    assert command.endswith(" chat")
+    assert (command == "xclaw chat") is on_path, command
+    # ... and that command works in another directory, with that PATH
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    argv = [*shlex.split(command)[:-1], "--version"]
+    done = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "xclaw" in done.stdout, done

@@ -292,17 +292,26 @@ async def test_switch_takes_unique_prefixes_new_creates_and_title_renames(server
     notice = await a.until_type("notice")
     assert notice["content"] == "[title] this session is now “Second thoughts”"
     assert (await b.until_type("renamed"))["title"] == "Second thoughts"
-    # /new [title] attaches a new session, written (with its title) at its first message
+    # /new TITLE attaches a new session written at once with its title (a name given is
+    # kept, whatever happens before the first message); the first message keeps it
     await a.send({"type": "message", "content": "/new Fresh start"})
     session = await a.until_type("session")
-    assert session["created"] is True and session["title"] == "Fresh start"
+    assert session["created"] is False and session["title"] == "Fresh start"
+    assert session["state"] == "new"
     new = session["sessionId"]
     assert new not in ("pfx-alpha-1", "pfx-alpha-2")
     await a.until(lambda f: f.get("type") == "status" and "busy" in f)
     a.session_id = new
-    assert _api_session(server, new).status_code == 404
+    assert _api_session(server, new).json()["title"] == "Fresh start"
     await a.turn("do something")
     assert _api_session(server, new).json()["title"] == "Fresh start"
+    # bare /new: nothing is written until the first message
+    await a.send({"type": "message", "content": "/new"})
+    session = await a.until_type("session")
+    assert session["created"] is True and session["title"] == ""
+    await a.until(lambda f: f.get("type") == "status" and "busy" in f)
+    assert _api_session(server, session["sessionId"]).status_code == 404
+    a.session_id = new
 
 
 async def test_switch_by_prefix(server: Server) -> None:

@@ -8,21 +8,23 @@ from pathlib import Path
 import pytest
 
 from tests.llm.fakes import FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest, Model
 from xclaw.llm.factory import build_model
 from xclaw.llm.openai import OpenAIModel
+from xclaw.llm.provider import ProviderEntry
+from xclaw.llm.registry import entry
 from xclaw.llm.retry import FallbackChain, RetryingModel
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import UserMessage
 
 
-def settings(tmp_path: Path, *providers: ProviderConfig, **kw: object) -> Settings:
+def settings(tmp_path: Path, *providers: ProviderEntry, **kw: object) -> Settings:
     return Settings(
         home=tmp_path,
-        db=str(tmp_path / "x.db"),
+        database=str(tmp_path / "x.db"),
         workspace_root=tmp_path / "ws",
         providers=providers,
         **kw,
@@ -40,8 +42,8 @@ def test_single_provider_is_wrapped_in_retries(tmp_path: Path) -> None:
     m = build_model(
         settings(
             tmp_path,
-            ProviderConfig(
-                "anthropic:claude-test", api_key="sk-ant-x", base_url="http://127.0.0.1:9"
+            entry(
+                "anthropic:claude-test", {"api_key": "sk-ant-x", "base_url": "http://127.0.0.1:9"}
             ),
             llm_retries=5,
             llm_timeout_s=7.5,
@@ -58,8 +60,8 @@ def test_several_providers_make_a_fallback_chain(tmp_path: Path) -> None:
     m = build_model(
         settings(
             tmp_path,
-            ProviderConfig("openai:gpt-test", api_key="sk-x"),
-            ProviderConfig(f"script:{script}"),
+            entry("openai:gpt-test", {"api_key": "sk-x"}),
+            entry(f"script:{script}"),
         )
     )
     assert isinstance(m, FallbackChain)
@@ -70,14 +72,14 @@ def test_several_providers_make_a_fallback_chain(tmp_path: Path) -> None:
 
 def test_missing_keys_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
-        build_model(settings(tmp_path, ProviderConfig("anthropic:claude-test")))
+        build_model(settings(tmp_path, entry("anthropic:claude-test")))
     with pytest.raises(ConfigError, match="OPENAI_API_BASE_URL"):
-        build_model(settings(tmp_path, ProviderConfig("openai:gpt-test")))
+        build_model(settings(tmp_path, entry("openai:gpt-test")))
 
 
 def test_bad_script_is_reported_at_build_time(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.json: file not found"):
-        build_model(settings(tmp_path, ProviderConfig(f"script:{tmp_path / 'nope.json'}")))
+        build_model(settings(tmp_path, entry(f"script:{tmp_path / 'nope.json'}")))
 
 
 async def test_built_model_talks_to_a_compatible_server(
@@ -87,7 +89,7 @@ async def test_built_model_talks_to_a_compatible_server(
     m = build_model(
         settings(
             tmp_path,
-            ProviderConfig("openai:qwen", base_url=openai_server.url),
+            entry("openai:qwen", {"base_url": openai_server.url}),
             llm_retry_base_delay=0.01,
             llm_retry_max_delay=0.01,
         )
@@ -100,7 +102,7 @@ def test_retry_knobs_come_from_xclaw_yaml(tmp_path: Path) -> None:
     m = build_model(
         settings(
             tmp_path,
-            ProviderConfig("openai:qwen", base_url="http://127.0.0.1:9/v1"),
+            entry("openai:qwen", {"base_url": "http://127.0.0.1:9/v1"}),
             llm_retry_base_delay=0.2,
             llm_retry_max_delay=3,
             llm_retry_after_max=7,

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from tests.llm.mock_servers import Fault, FaultProxy, mock_server
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest, Model
 from xclaw.llm.openai import OpenAIModel
+from xclaw.llm.registry import entry
 from xclaw.llm.retry import RetryingModel
 from xclaw.messages import UserMessage
 from xclaw.runtime.runtime import Runtime
@@ -44,19 +45,17 @@ async def run_task(
 ) -> tuple[Runtime, str, list[dict[str, Any]]]:
     settings = Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        approval_mode="yolo",
+        approval={"mode": "yolo"},
         providers=(
-            ProviderConfig(
-                spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)
-            ),
+            entry(f"{kind}:m", {"api_key": "sk-test-123456", "base_url": base_url(kind, url)}),
         ),
         llm_retries=1,
         llm_retry_base_delay=0.01,
         llm_retry_max_delay=0.01,
     )
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     frames: list[dict[str, Any]] = []
     session, _ = await runtime.open(None)
     runtime.subscribe(session.session_id, frames.append)
@@ -160,17 +159,15 @@ async def test_an_image_round_trip(tmp_path: Path, upstream, kind: str) -> None:
     _, url = upstream
     settings = Settings(
         home=tmp_path,
-        db=str(tmp_path / "x.db"),
+        database=str(tmp_path / "x.db"),
         workspace_root=tmp_path / "ws",
-        approval_mode="yolo",
+        approval={"mode": "yolo"},
         providers=(
-            ProviderConfig(
-                spec=f"{kind}:m", api_key="sk-test-123456", base_url=base_url(kind, url)
-            ),
+            entry(f"{kind}:m", {"api_key": "sk-test-123456", "base_url": base_url(kind, url)}),
         ),
         llm_retries=0,
     )
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     session, _ = await runtime.open(None)
     sid = session.session_id
     (tmp_path / "ws" / sid).mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,19 @@ from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
 from tests.llm.samples import Deltas
 from xclaw.errors import LLMError
 from xclaw.llm.anthropic import AnthropicModel
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, retry_after_seconds
+from xclaw.llm.base import (
+    DeltaSink,
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    retry_after_seconds,
+    show_thinking,
+    thinking_discard,
+    thinking_sink,
+)
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.retry import FallbackChain, PartialReplyError, RetryingModel
-from xclaw.messages import UserMessage
+from xclaw.messages import ThinkingBlock, UserMessage
 
 REQ = LLMRequest(system="", messages=(UserMessage("hi"),))
 
@@ -158,6 +167,55 @@ async def test_fallback_end_to_end_from_failing_openai_to_anthropic(
     assert r.text == "from the secondary" and r.model == "anthropic:claude-test"
     assert r.usage.prompt_tokens == 9 and "".join(deltas) == "from the secondary"
     assert len(openai_server.requests) == 2 and len(anthropic_server.requests) == 1
+
+
+class Thinker:
+    """Shows a thought, then fails with the given errors (one per call), then answers."""
+
+    def __init__(self, name: str, errors: list[LLMError]) -> None:
+        self.name = name
+        self.errors = list(errors)
+        self.calls = 0
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        self.calls += 1
+        await show_thinking(ThinkingBlock("reasoning", f"{self.name} thought {self.calls}"))
+        if self.errors:
+            raise self.errors.pop(0)
+        return LLMResponse(text="answer", model=self.name)
+
+
+async def _seen(model: object) -> list[str]:
+    """What a client is told about thinking while `model` answers: shown, and taken back."""
+    seen: list[str] = []
+
+    async def show(block: ThinkingBlock) -> None:
+        seen.append(block.thinking)
+
+    async def discard() -> None:
+        seen.append("<discarded>")
+
+    shown, voided = thinking_sink.set(show), thinking_discard.set(discard)
+    try:
+        await model.complete(REQ)  # type: ignore[attr-defined]
+    finally:
+        thinking_sink.reset(shown)
+        thinking_discard.reset(voided)
+    return seen
+
+
+async def test_a_retry_takes_back_the_thinking_of_the_failed_attempt() -> None:
+    m = RetryingModel(Thinker("p", [transient()]), retries=2, sleep=Sleeps())
+    assert await _seen(m) == ["p thought 1", "<discarded>", "p thought 2"]
+
+
+async def test_a_fallback_takes_back_each_thought_once() -> None:
+    """A retrying provider that gives up, then the next provider: every failed attempt's
+    thought is taken back exactly once, and only the answering one's stays."""
+    first = RetryingModel(Thinker("a", [transient(), transient()]), retries=1, sleep=Sleeps())
+    second = RetryingModel(Thinker("b", []), retries=1, sleep=Sleeps())
+    seen = await _seen(FallbackChain([first, second]))
+    assert seen == ["a thought 1", "<discarded>", "a thought 2", "<discarded>", "b thought 1"]
 
 
 # --- a model server that is still starting --------------------------------------------------

@@ -89,6 +89,45 @@ async def test_a_restarted_model_continues_where_the_history_is(tmp_path: Path) 
     assert [c.id for c in again.tool_calls] == ["call_1_0", "call_1_1"]
 
 
+INTERRUPTIBLE = {
+    "turns": [
+        {"tool_calls": [{"name": "shell", "input": {"command": "sleep 3"}}]},
+        {
+            "after_interruption": True,
+            "text": "It was interrupted: again.",
+            "tool_calls": [{"name": "shell", "input": {"command": "sleep 3"}}],
+        },
+        {"text": "Checked."},
+    ]
+}
+
+
+async def test_an_after_interruption_turn_is_skipped_when_nothing_was_interrupted(
+    tmp_path: Path,
+) -> None:
+    m = ScriptedModel(write(tmp_path, INTERRUPTIBLE))
+    history: list[Message] = [UserMessage("check")]
+    follow(history, await m.complete(LLMRequest(system="", messages=tuple(history))))
+    assert (await m.complete(LLMRequest(system="", messages=tuple(history)))).text == "Checked."
+
+
+async def test_an_after_interruption_turn_is_played_after_an_interrupted_call(
+    tmp_path: Path,
+) -> None:
+    from xclaw.messages import INTERRUPTED_RESULT
+
+    m = ScriptedModel(write(tmp_path, INTERRUPTIBLE))
+    history: list[Message] = [UserMessage("check")]
+    r0 = await m.complete(LLMRequest(system="", messages=tuple(history)))
+    history.append(AssistantMessage(text=r0.text, tool_calls=r0.tool_calls))
+    # After a crash the history rebuilt from the record answers the call so.
+    history.append(ToolResultMessage(r0.tool_calls[0].id, "shell", INTERRUPTED_RESULT, True))
+    r1 = await m.complete(LLMRequest(system="", messages=tuple(history)))
+    assert r1.text == "It was interrupted: again." and r1.tool_calls[0].id == "call_1_0"
+    follow(history, r1)
+    assert (await m.complete(LLMRequest(system="", messages=tuple(history)))).text == "Checked."
+
+
 async def test_exhausted_script_finishes_politely(tmp_path: Path) -> None:
     m = ScriptedModel(write(tmp_path, {"turns": [{"text": "only"}]}))
     history = (UserMessage("a"), AssistantMessage("only"), UserMessage("more?"))
@@ -157,6 +196,27 @@ async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
     assert r.usage.completion_tokens == 10 and r.usage.prompt_tokens == 200
 
 
+async def test_chunks_are_streamed_exactly_as_written(tmp_path: Path) -> None:
+    """`chunks` sets the deltas one by one (a secret split at any position, say): their
+    concatenation is the turn's text, which may then be left out."""
+    script = {"turns": [{"chunks": ["sk-a", "n", "t-key rest", "", "."]}, {"text": "x y"}]}
+    m = ScriptedModel(write(tmp_path, script))
+    seen: list[str] = []
+
+    async def sink(text: str) -> None:
+        seen.append(text)
+
+    r = await m.complete(LLMRequest(system="", messages=(UserMessage("go"),)), sink)
+    assert seen == ["sk-a", "n", "t-key rest", "."]  # an empty chunk sends nothing
+    assert r.text == "sk-ant-key rest."
+    both = {"turns": [{"text": "ab", "chunks": ["a", "b"]}]}
+    assert (
+        await ScriptedModel(write(tmp_path, both, "b.json")).complete(
+            LLMRequest(system="", messages=(UserMessage("go"),))
+        )
+    ).text == "ab"
+
+
 @pytest.mark.parametrize(
     "content, reason",
     [
@@ -176,6 +236,13 @@ async def test_usage_is_estimated_from_text_length(tmp_path: Path) -> None:
         ),
         ({"turns": [{"text": "x", "sleep": -1}]}, "sleep must be a number"),
         ({"turns": [{"txt": "typo"}]}, "unknown keys ['txt']"),
+        ({"turns": [{"chunks": "ab"}]}, "turns[0].chunks must be a list of strings"),
+        ({"turns": [{"chunks": ["a", 1]}]}, "turns[0].chunks must be a list of strings"),
+        ({"turns": [{"text": "abc", "chunks": ["a", "b"]}]}, "chunks must join to exactly"),
+        (
+            {"turns": [{"text": "x", "after_interruption": "yes"}]},
+            "turns[0].after_interruption must be true or false",
+        ),
         ({"turns": [], "subagent": []}, '"subagent" must be an object'),
         (
             {"turns": [], "subagent": {"turns": [{"fail": 1}]}},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
@@ -151,12 +152,12 @@ class Allow:
     reason: str = ""
     confine: bool = False
 
-    def decide(self, tool: Any, args: dict[str, Any]) -> Allow:
+    async def review(self, tool: Any, args: dict[str, Any], workspace: Any) -> Allow:
         return self
 
 
 class NoHuman:
-    async def decide(self, request: Any) -> bool:
+    async def decide(self, request: Any) -> Any:
         raise AssertionError("nobody should be asked")
 
 
@@ -350,7 +351,7 @@ async def test_a_failing_write_ahead_row_stops_the_run_before_the_tool(
 async def test_a_failing_store_write_ends_the_run_failed_with_a_clear_error(make) -> None:
     h = make([{"text": "", "tool_calls": [{"name": "shell", "input": {"command": "touch made"}}]}])
     sid = await h.session()
-    refuse_tool_rows(Path(h.settings.db))
+    refuse_tool_rows(Path(h.settings.database))
     await asyncio.wait_for(h.turn(sid, "make a file"), timeout=60)
     (error,) = h.of("error")
     assert error["code"] == "store_error"
@@ -391,3 +392,72 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     steps = [e for e in events if isinstance(e, StepCommitted)]
     assert event_frame(steps[-1])["step"]["status"] == "completed"
     assert event_frame(StatusChanged(Status.SUCCESS)) == {"type": "status", "status": "Success"}
+
+
+async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(db: Any) -> None:
+    """A tool call's id comes from the provider (an OpenAI-compatible server may echo what
+    the model wrote): one holding a secret is recorded as `redacted_<hex>`, the same in the
+    llm_call's tool_calls and in the call's own step, and two such ids stay two, so the
+    history rebuilt from the record still pairs every call with its result."""
+    from xclaw.recorder.history import build_history
+
+    other = "another-secret-42"
+    store, outside = db
+    sid = store.create_session().session_id
+    frames: list[dict[str, Any]] = []
+    rec = Recorder(
+        db=StoreCaller(store),
+        session_id=sid,
+        emit=lambda event: frames.append(event_frame(event)),
+        redact=Redactor([SECRET, other]),
+    )
+    calls = (
+        ToolCall(f"call_{SECRET}", f"tool_{SECRET}", {}),
+        ToolCall(other, "shell", {"command": "true"}),
+    )
+    await rec.user_input("go")
+    await rec.llm_started(request(), "fn:test", {})
+    await rec.llm_finished(answer("", *calls))
+    await rec.tool_refused(calls[0], f"unknown tool {calls[0].name!r}")
+    await rec.tool_started(calls[1], read_only=True)
+    await rec.tool_finished(calls[1], ToolResult("ok"))
+    await rec.settle()
+    rows = store.steps(sid)
+    llm = next(s for s in rows if s.step_type is StepType.LLM_CALL)
+    recorded = [c["id"] for c in llm.output_data["tool_calls"]]
+    tools = [s for s in rows if s.step_type is StepType.TOOL_CALL]
+    assert [t.call_id for t in tools] == recorded
+    assert len(set(recorded)) == 2 and all(i.startswith("redacted_") for i in recorded)
+    # A stand-in that is still a valid tool name: it goes back to the provider in history.
+    assert re.fullmatch(r"redacted_[0-9a-f]{16}", tools[0].name)
+    assert [c["name"] for c in llm.output_data["tool_calls"]] == [tools[0].name, "shell"]
+    assert tools[0].error_message == "unknown tool 'tool_[REDACTED]'"
+    everything = json.dumps([outside.rows(sid), frames])
+    assert SECRET not in everything and other not in everything
+    hist = build_history(rows, read_only=lambda name: True)
+    answered = [m.tool_call_id for m in hist.messages if hasattr(m, "tool_call_id")]
+    assert answered == recorded
+
+
+async def test_a_reply_streams_redacted_as_one_text(db: Any) -> None:
+    """Deltas of one reply: a secret split across them never reaches a frame, even joined;
+    what they held back goes out when the reply ends; sub-agents stream nothing."""
+    store, _ = db
+    sid = store.create_session().session_id
+    frames: list[dict[str, Any]] = []
+    rec = recorder(store, sid, frames)
+    text = f"the key is {SECRET}. Bye"
+    await rec.user_input("go")
+    await rec.llm_started(request(), "fn:test", {})
+    for i in range(0, len(text), 3):
+        await rec.llm_delta(text[i : i + 3])
+    await rec.llm_finished(answer(text))
+    await rec.settle()
+    deltas = [f["content"] for f in frames if f["type"] == "delta"]
+    assert "".join(deltas) == "the key is [REDACTED]. Bye"
+    # a reply that fails ends its stream too: a held tail goes out (never a whole secret)
+    frames.clear()
+    await rec.llm_started(request(), "fn:test", {})
+    await rec.llm_delta("partial sk-te")
+    await rec.llm_failed("provider went away")
+    assert "".join(f["content"] for f in frames if f["type"] == "delta") == "partial sk-te"

@@ -31,20 +31,20 @@ class Harness:
         self,
         tmp: Path,
         turns: list[dict[str, Any]],
-        approval: str = "yolo",
+        approval: str | dict[str, Any] = "yolo",
         script_extra: dict[str, Any] | None = None,
         **settings: Any,
     ) -> None:
         self.tmp = tmp
         self.settings = Settings(
             home=tmp,
-            db=str(tmp / "xclaw.db"),
+            database=str(tmp / "xclaw.db"),
             workspace_root=tmp / "ws",
-            approval_mode=approval,
+            approval={"mode": approval} if isinstance(approval, str) else approval,
             **settings,
         )
         self.root = self.settings.workspace_root
-        self.store = open_store(self.settings.db)
+        self.store = open_store(self.settings.database)
         self.model = ScriptedModel(write_script(tmp / "script.json", turns, **(script_extra or {})))
         self.runtime = Runtime(self.store, self.settings, model=self.model)
         self.frames: list[dict[str, Any]] = []

@@ -104,7 +104,11 @@ async def test_cancel_while_an_approval_waits_records_it_cancelled(make) -> None
     await asyncio.wait_for(h.runtime.wait_idle(sid), 30)
     approval = [s for s in h.store.steps(sid) if s.name == "approval"][-1]
     assert approval.status is StepStatus.COMPLETED
-    assert approval.output_data == {"approved": False, "why": "cancelled by the user"}
+    assert approval.output_data == {
+        "approved": False,
+        "why": "cancelled by the user",
+        "by": {"kind": "cancel"},  # the record says what ended the wait
+    }
     session = h.store.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert not (h.settings.workspace_root / sid / "f").exists()

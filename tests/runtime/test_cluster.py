@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend, PostgresBackend, postgres_url
+from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
+from xclaw.llm import registry
 from xclaw.llm.scripted import ScriptedModel
+from xclaw.runtime.agreement import RunConfig
 from xclaw.runtime.cluster import Cluster
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
@@ -43,7 +46,7 @@ class Node:
 
     def __init__(self, backend: Backend, tmp: Path, script: Path, approval: str = "yolo") -> None:
         settings = Settings(
-            home=tmp, db=backend.url, workspace_root=tmp / "ws", approval_mode=approval
+            home=tmp, database=backend.url, workspace_root=tmp / "ws", approval={"mode": approval}
         )
         self.store = open_store(backend.url)
         self.runtime = Runtime(self.store, settings, model=ScriptedModel(script))
@@ -58,10 +61,15 @@ class Node:
 async def _nodes(backend: Backend, tmp_path: Path) -> AsyncIterator[Any]:
     made: list[Node] = []
 
-    async def make(turns: list[dict[str, Any]], approval: str = "yolo") -> Node:
-        script = tmp_path / "script.json"
-        script.write_text(json.dumps({"turns": turns}))
-        node = Node(backend, tmp_path, script, approval)
+    async def make(
+        turns: list[dict[str, Any]], approval: str = "yolo", script: str = "script.json"
+    ) -> Node:
+        """`script`: the file of its scripted model, whose path is the model's name (a
+        session is driven only with the model it runs with: xclaw/runtime/agreement.py)."""
+        path = tmp_path / script
+        path.write_text(json.dumps({"turns": turns}))
+        script_path = path
+        node = Node(backend, tmp_path, script_path, approval)
         await node.cluster.start()
         made.append(node)
         return node
@@ -146,7 +154,7 @@ async def test_the_sweep_resumes_what_a_dead_worker_left_running(
     nodes, backend: Backend, tmp_path: Path
 ) -> None:
     sid = await asyncio.to_thread(run_and_kill, backend, tmp_path, TURNS)
-    node = await nodes(TURNS)
+    node = await nodes(TURNS, script="dead-script.json")  # the same model as the dead run
     await lease_expired(node.store, sid)  # its last lease (1 s) expired: the run is orphaned
     node.cluster.grace_s = 30.0
     assert await node.cluster.sweep() == []  # within the grace period a client may come back
@@ -165,6 +173,50 @@ async def test_the_sweep_resumes_what_a_dead_worker_left_running(
     # The dead worker's row is forgotten once none of its leases can be taken early.
     await node.cluster.sweep()
     assert dead not in {w.worker_id for w in node.store.workers()}
+
+
+async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiting(
+    nodes, backend: Backend, tmp_path: Path
+) -> None:
+    """A takeover must not change a session's model: a worker without it declines, once, in
+    the record; a worker that has it among its chain drives it with it."""
+    sid = await asyncio.to_thread(run_and_kill, backend, tmp_path, TURNS)
+    other = await nodes([{"text": "the other model's answer"}], script="other.json")
+    await lease_expired(other.store, sid)
+    other.cluster.grace_s = 0.0
+    assert await other.cluster.sweep() == []
+    assert await other.cluster.sweep() == []  # asked every round: said once
+    alerts = [s for s in other.store.steps(sid) if s.name == "session_config"]
+    assert [a.input_data["decision"] for a in alerts] == ["refused"]
+    assert alerts[0].input_data["session"]["models"] == [f"script:{tmp_path / 'dead-script.json'}"]
+    assert other.store.get_session(sid).status is Status.RUNNING  # waiting, not driven
+    assert not other.store.lease_info(sid).live  # let go: another worker may take it
+
+    # A worker whose chain holds the session's model too drives it with that model.
+    both = Node(backend, tmp_path, tmp_path / "other.json")
+    dead_model = f"script:{tmp_path / 'dead-script.json'}"
+    both.runtime.settings = both.runtime.settings.model_copy(
+        update={
+            "providers": (
+                registry.entry(f"script:{tmp_path / 'other.json'}"),
+                registry.entry(dead_model),
+            )
+        }
+    )
+    both.runtime.run_config = RunConfig((f"script:{tmp_path / 'other.json'}", dead_model), "yolo")
+    await both.cluster.start()
+    try:
+        both.cluster.grace_s = 0.0
+        assert await both.cluster.sweep() == [sid]
+        await both.runtime.wait_idle(sid)
+        steps = both.store.steps(sid)
+        decisions = [s.input_data["decision"] for s in steps if s.name == "session_config"]
+        assert decisions == ["refused", "adopted"]
+        answer = [s for s in steps if s.step_type.value == "llm_call"][-1].output_data
+        assert answer["text"] == "picked up and finished"  # the dead run's script answered
+        assert answer["model"] == "script:dead-script.json"  # built from its provider entry
+    finally:
+        await both.close()
 
 
 async def test_sessions_nobody_drove_are_left_for_a_reconnect(nodes) -> None:
@@ -192,9 +244,12 @@ async def test_an_approval_is_answered_on_another_worker(pg_nodes) -> None:
         await asyncio.sleep(0.05)
     ask = next(f for f in b.frames if f["type"] == "approval_request")
     assert b.runtime.is_busy(sid) and b.runtime.pending_approval_frames(sid)
-    b.runtime.answer_approval(sid, ask["stepId"], True)  # forwarded to the driver, a
+    # Forwarded to the driver, a, with who answered where.
+    b.runtime.answer_approval(sid, ask["stepId"], True, AnsweredBy.person("web", "websocket"))
     await asyncio.wait_for(a.runtime.wait_idle(sid), 20)
     assert a.store.get_session(sid).status is Status.SUCCESS
+    answered = a.store.get_step(sid, ask["stepId"]).output_data
+    assert answered["by"] == {"kind": "person", "client": "web", "via": "websocket"}
     for _ in range(100):
         if any(f["type"] == "reply" for f in b.frames):
             break

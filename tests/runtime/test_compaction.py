@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
 from xclaw.gateway.commands import CommandRunner
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
+from xclaw.llm.registry import entry
 from xclaw.protocol import parse_command
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
@@ -35,12 +36,10 @@ def _first_text(body: dict[str, Any]) -> str:
 def _settings(tmp: Path, url: str) -> Settings:
     return Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        approval_mode="yolo",
-        providers=(
-            ProviderConfig(spec="anthropic:claude-test", api_key="sk-test-123456", base_url=url),
-        ),
+        approval={"mode": "yolo"},
+        providers=(entry("anthropic:claude-test", {"api_key": "sk-test-123456", "base_url": url}),),
         llm_retries=0,
         context_window_tokens=9_000,
         max_tokens=1_000,
@@ -51,7 +50,7 @@ def _settings(tmp: Path, url: str) -> Settings:
 async def _turn(
     settings: Settings, text: str, sid: str | None = None
 ) -> tuple[Runtime, str, list[dict[str, Any]]]:
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     session, _ = await runtime.open(sid)
     frames: list[dict[str, Any]] = []
     runtime.subscribe(session.session_id, frames.append)
@@ -111,7 +110,7 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
 
         # Rollback to the summary step undoes it: the rebuilt history is the whole conversation.
         runtime.store.rollback(sid, step.seq)
-        hist = runtime._rebuild(runtime.store.steps(sid, agent="main"))
+        hist = runtime.rebuild(runtime.store.steps(sid, agent="main"))
         assert len(hist.messages) > 10 and not any(
             SUMMARY_PREFIX in getattr(m, "text", "") for m in hist.messages
         )

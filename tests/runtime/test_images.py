@@ -15,8 +15,9 @@ import pytest
 
 from tests.llm.fakes import FakeCall, Reply
 from tests.runtime.test_real_sdks import provider  # noqa: F401 (fixture)
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
 from xclaw.errors import MissingBlobs
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import StepType
@@ -77,15 +78,15 @@ async def test_image_round_trip_blob_store_and_rebuilt_history(tmp_path: Path, p
     ws_root = tmp_path / "ws"
     settings = Settings(
         home=tmp_path,
-        db=str(tmp_path / "x.db"),
+        database=str(tmp_path / "x.db"),
         workspace_root=ws_root,
-        approval_mode="yolo",
+        approval={"mode": "yolo"},
         providers=(
-            ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),
+            entry(f"{kind}:test-model", {"api_key": "sk-test-123456", "base_url": srv.url}),
         ),
         llm_retries=0,
     )
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     session, _ = await runtime.open(None)
     sid = session.session_id
     (ws_root / sid).mkdir(parents=True, exist_ok=True)
@@ -108,7 +109,7 @@ async def test_image_round_trip_blob_store_and_rebuilt_history(tmp_path: Path, p
     runtime.store.close()
 
     # A new process: the next turn's history is rebuilt from the record, image included.
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     await runtime.open(sid)
     await runtime.send(sid, "and now?")
     await runtime.wait_idle(sid)

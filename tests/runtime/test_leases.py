@@ -31,7 +31,7 @@ class Worker:
 
     def __init__(self, backend: Backend, tmp: Path, script: Path) -> None:
         settings = Settings(
-            home=tmp, db=backend.url, workspace_root=tmp / "ws", approval_mode="yolo"
+            home=tmp, database=backend.url, workspace_root=tmp / "ws", approval={"mode": "yolo"}
         )
         self.backend = backend
         self.store = open_store(backend.url)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.llm.fakes import FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import Status
@@ -24,13 +25,13 @@ def _free_port() -> int:
 async def _run(tmp: Path, port: int, wait_s: float) -> tuple[Runtime, str, list[dict[str, Any]]]:
     settings = Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        providers=(ProviderConfig(spec="openai:m", base_url=f"http://127.0.0.1:{port}/v1"),),
+        providers=(entry("openai:m", {"base_url": f"http://127.0.0.1:{port}/v1"}),),
         llm_retries=0,
         llm_startup_wait_s=wait_s,
     )
-    runtime = Runtime(open_store(settings.db), settings)
+    runtime = Runtime(open_store(settings.database), settings)
     frames: list[dict[str, Any]] = []
     session, _ = await runtime.open(None)
     runtime.subscribe(session.session_id, frames.append)

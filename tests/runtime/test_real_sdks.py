@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import StepStatus, StepType
@@ -28,16 +29,16 @@ async def run_task(
 ) -> tuple[Runtime, str, list[dict[str, Any]]]:
     settings = Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        approval_mode="yolo",
+        approval={"mode": "yolo"},
         providers=(
-            ProviderConfig(spec=f"{kind}:test-model", api_key="sk-test-123456", base_url=srv.url),
+            entry(f"{kind}:test-model", {"api_key": "sk-test-123456", "base_url": srv.url}),
         ),
         llm_retries=1,
         llm_retry_base_delay=0.01,
     )
-    store = open_store(settings.db)
+    store = open_store(settings.database)
     runtime = Runtime(store, settings)
     frames: list[dict[str, Any]] = []
     session, _ = await runtime.open(sid)

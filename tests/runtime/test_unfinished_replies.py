@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
-from xclaw.config import ProviderConfig, Settings
+from xclaw.config import Settings
+from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import StepStatus, StepType
@@ -28,18 +29,23 @@ def provider(request: pytest.FixtureRequest):
         yield request.param, srv
 
 
-def make_runtime(tmp: Path, kind: str, srv: Any) -> Runtime:
+def make_runtime(tmp: Path, kind: str, srv: Any, *, thinking: bool = False) -> Runtime:
+    budget = 1024 if thinking and kind == "anthropic" else None  # (OpenAI: the server's call)
+    options: dict[str, Any] = {"api_key": "sk-test-123456", "base_url": srv.url}
+    if budget:
+        options["thinking"] = {"budget_tokens": budget}
+    provider = entry(f"{kind}:m", options)
     settings = Settings(
         home=tmp,
-        db=str(tmp / "x.db"),
+        database=str(tmp / "x.db"),
         workspace_root=tmp / "ws",
-        approval_mode="yolo",
-        providers=(ProviderConfig(spec=f"{kind}:m", api_key="sk-test-123456", base_url=srv.url),),
+        approval={"mode": "yolo"},
+        providers=(provider,),
         llm_retries=1,
         llm_retry_base_delay=0.01,
         llm_retry_max_delay=0.01,
     )
-    return Runtime(open_store(settings.db), settings)
+    return Runtime(open_store(settings.database), settings)
 
 
 @pytest.mark.parametrize(
@@ -160,3 +166,50 @@ def test_xclaw_run_marks_text_of_a_reply_cut_after_it_streamed(tmp_path: Path) -
     assert "xclaw: Done: I wrote [reply cut off]\n" in r.stdout
     assert "error (llm_error)" in r.stdout and "not retried" in r.stdout
     assert len(srv.requests) == 1  # text went out: no second, different beginning
+
+
+FIRST_THOUGHT = "The first attempt wonders about the weather."
+SECOND_THOUGHT = "The second attempt thinks about the greeting."
+
+
+def _cut_after_thinking(kind: str) -> Reply:
+    """A reply whose thinking was complete (and shown) when the stream broke off."""
+    if kind == "openai":  # the role chunk, then one chunk per word of reasoning
+        return Reply.cut(1 + len(FIRST_THOUGHT.split()), thinking=[FIRST_THOUGHT])
+    # message_start, ping; the block's start, a delta per word, its signature, its stop
+    return Reply.cut(5 + len(FIRST_THOUGHT.split()), thinking=[FIRST_THOUGHT])
+
+
+async def test_thinking_of_a_retried_attempt_is_taken_back(tmp_path: Path, provider) -> None:
+    """A stream cut after its thinking was shown is retried: clients are told to drop the
+    failed attempt's thinking before the new attempt's arrives (thinking_discarded)."""
+    kind, srv = provider
+    srv.push(_cut_after_thinking(kind), Reply(thinking=[SECOND_THOUGHT], text="Hello."))
+    runtime = make_runtime(tmp_path, kind, srv, thinking=True)
+    frames: list[dict[str, Any]] = []
+    session, _ = await runtime.open(None)
+    sid = session.session_id
+    runtime.subscribe(sid, frames.append)
+    await runtime.send(sid, "hello")
+    await runtime.wait_idle(sid)
+    told = [
+        f.get("content") if f["type"] == "thinking" else f["type"]
+        for f in frames
+        if f["type"] in ("thinking", "thinking_discarded", "delta")
+    ]
+    assert told[:3] == [FIRST_THOUGHT, "thinking_discarded", SECOND_THOUGHT], told
+    assert told[3:] and set(told[3:]) <= {"delta"}
+    (llm,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    assert [b["thinking"] for b in llm.output_data["thinking"]] == [SECOND_THOUGHT]
+    await runtime.shutdown()
+    runtime.store.close()
+
+
+def test_xclaw_run_shows_the_thinking_of_a_retried_call_once(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as srv:
+        srv.push(_cut_after_thinking("openai"), Reply(thinking=[SECOND_THOUGHT], text="Hello."))
+        r = xclaw(tmp_path, srv.url, "hi")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(srv.requests) == 2
+    assert r.stdout.count("thinking") == 1, r.stdout
+    assert "The second attempt" in r.stdout and "The first attempt" not in r.stdout

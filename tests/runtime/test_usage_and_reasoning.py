@@ -107,7 +107,8 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
     estimate flagged `estimated`, and no view prices it at OpenAI's rates or shows a 0."""
     import sqlite3
 
-    from xclaw.config import ProviderConfig, Settings
+    from xclaw.config import Settings
+    from xclaw.llm.registry import entry
     from xclaw.protocol import step_json
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
@@ -120,12 +121,12 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
         )
         settings = Settings(
             home=tmp_path,
-            db=str(tmp_path / "x.db"),
+            database=str(tmp_path / "x.db"),
             workspace_root=tmp_path / "ws",
-            providers=(ProviderConfig(spec="openai:gpt-4o", base_url=srv.url),),
+            providers=(entry("openai:gpt-4o", {"base_url": srv.url}),),
             llm_retries=0,
         )
-        runtime = Runtime(open_store(settings.db), settings)
+        runtime = Runtime(open_store(settings.database), settings)
         session, _ = await runtime.open(None)
         sid = session.session_id
         for text in ("hi", "again"):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from xclaw.config import Settings
+from xclaw.config import Settings, read_settings
 from xclaw.errors import ConfigError
 from xclaw.sandbox import isolation as sandbox
 from xclaw.sandbox.isolation import Isolation, isolation_from_settings, sandbox_mode
@@ -34,10 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 def settings(tmp: Path, isolation: str = "auto", network: bool = False) -> Settings:
     return Settings(
         home=tmp / "home",
-        db=str(tmp / "home" / "xclaw.db"),
+        database=str(tmp / "home" / "xclaw.db"),
         workspace_root=tmp / "home" / "workspaces",
-        isolation=isolation,
-        sandbox_network=network,
+        sandbox={"isolation": isolation, "network": network},
     )
 
 
@@ -88,8 +87,10 @@ def test_missing_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_bad_mode(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="expected auto, bwrap or none"):
-        isolation_from_settings(settings(tmp_path, isolation="docker"))
+    with pytest.raises(
+        ConfigError, match=r"sandbox\.isolation 'docker': expected auto, bwrap, none"
+    ):
+        read_settings({"sandbox": {"isolation": "docker"}}, {})
 
 
 def test_exit_status_of_a_signal_is_given_back() -> None:
@@ -258,7 +259,7 @@ def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
         "from xclaw.tools.shell import ShellTool\n"
         "from xclaw.sandbox.isolation import isolation_from_settings\n"
         "from xclaw.config import Settings\n"
-        f"s = Settings(home=Path({str(s.home)!r}), db='', workspace_root=Path({str(s.workspace_root)!r}))\n"
+        f"s = Settings(home=Path({str(s.home)!r}), database='x.db', workspace_root=Path({str(s.workspace_root)!r}))\n"
         "ctx = ToolContext(workspace=Path(sys.argv[1]), session_id='sess')\n"
         "asyncio.run(ShellTool(isolation=isolation_from_settings(s)).run("
         f"{{'command': {bg + ' & ' + fg!r}}}, ctx))\n"

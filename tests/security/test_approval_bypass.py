@@ -100,7 +100,9 @@ def _isolation(kind: str, tmp_path: Path) -> Isolation:
     if not confinement_available() and not os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"):
         pytest.skip("bubblewrap cannot create namespaces here")
     settings = Settings(
-        home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"), workspace_root=tmp_path / "ws"
+        home=tmp_path / "home",
+        database=str(tmp_path / "home" / "x.db"),
+        workspace_root=tmp_path / "ws",
     )
     (tmp_path / "home").mkdir()
     iso = isolation_from_settings(settings)

@@ -69,7 +69,7 @@ def test_settings_know_every_credential_used_or_not(tmp_path: Path, monkeypatch)
     values = s.secret_values()
     for v in (UNUSED_KEY, DOTENV_KEY, ENV_SECRET, DOTENV_SECRET, "pg-password-1234"):
         assert v in values, v
-    over = load_settings(tmp_path, db="postgresql://app:flag-password-99@h/x").secret_values()
+    over = load_settings(tmp_path, database="postgresql://app:flag-password-99@h/x").secret_values()
     assert "flag-password-99" in over
     env = child_env(
         {"A": "1", "DATABASE_URL": "x", "WEIRD": f"pre{ENV_SECRET}post"}, {}, secret_values=values

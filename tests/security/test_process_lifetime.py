@@ -56,7 +56,9 @@ def tool(request, tmp_path: Path) -> ShellTool:  # type: ignore[no-untyped-def]
             raise AssertionError("bubblewrap is required here but does not work")
         pytest.skip("bubblewrap cannot create namespaces here")
     settings = Settings(
-        home=tmp_path / "home", db=str(tmp_path / "home" / "x.db"), workspace_root=tmp_path / "ws"
+        home=tmp_path / "home",
+        database=str(tmp_path / "home" / "x.db"),
+        workspace_root=tmp_path / "ws",
     )
     (tmp_path / "home").mkdir()
     return ShellTool(kill_grace_s=0.5, isolation=isolation_from_settings(settings))

@@ -163,6 +163,27 @@ def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backen
         q(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+def test_a_parent_link_to_no_step_is_found_and_detached(store: Store, backend: Backend) -> None:
+    """A parent naming a step that does not exist (the database's own foreign key off, as a
+    hand edit or another tool may leave it) is found on both backends, named as such."""
+    sid = _healthy(store)
+    edit = (
+        f"UPDATE traces SET parent_step_id = '{sid}:s0042' WHERE session_id = '{sid}' AND seq = 3"
+    )
+    if backend.name == "postgres":  # foreign keys are triggers there: off for this session
+        edit = f"SET session_replication_role = replica; {edit}"
+    backend.query(edit)
+    report = fsck.check(store)
+    (found,) = report.errors
+    assert (found.code, found.session_id, found.step) == ("parent_missing", sid, "s0003")
+    assert "s0042 names no step of the session" in found.message and found.repair is not None
+    fsck.repair(store, report, stamp="t2")
+    assert fsck.check(store).ok and store.get_step(sid, 3).parent_step_id is None
+    if backend.name == "postgres":
+        schema = str(report.backup).split()[1]
+        backend.query(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 def test_corrupt_or_missing_blobs_are_found_not_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
     h = content_hash(b"hello")

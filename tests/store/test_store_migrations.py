@@ -76,6 +76,16 @@ SAMPLE_ROWS[3] = [
 ]
 
 
+# A version-4 database: the session was rolled back by another process a moment ago.
+SAMPLE_ROWS[4] = [
+    *SAMPLE_ROWS[3],
+    (
+        "INSERT INTO session_changes (session_id, kind, detail, origin, created_at) "
+        "VALUES ('old', 'rollback', '{\"stepId\":\"s0003\",\"deleted\":1}', 'cli:1', 2600)"
+    ),
+]
+
+
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]
 

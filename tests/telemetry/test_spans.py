@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
+from xclaw.config import Settings, read_settings
 from xclaw.errors import ConfigError
+from xclaw.llm.registry import entry
+from xclaw.runtime.runtime import Runtime
+from xclaw.store import open_store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.telemetry.config import otel_config
+from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.exporter import recent_steps, turns_of_run
 from xclaw.telemetry.spans import split_turns, turn_spans
 
@@ -54,6 +60,7 @@ def _session(store: SQLiteStore) -> str:
                 "reasoning": 12,
             },
             "request_id": "req_1",
+            "response_id": "msg_01abc",
         },
         token_usage_prompt=120,
         token_usage_completion=30,
@@ -124,7 +131,9 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
     assert first["gen_ai.usage.cache_read.input_tokens"] == 40
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 7
     assert first["gen_ai.response.finish_reasons"] == ["tool_use"]
-    assert first["gen_ai.response.id"] == "req_1"
+    # The reply's id, not the HTTP request's: that one has its own attribute.
+    assert first["gen_ai.response.id"] == "msg_01abc"
+    assert first["xclaw.provider.request_id"] == "req_1"
     assert first["xclaw.usage.reasoning_tokens"] == 12
     tool = by_name["execute_tool write_file"]
     assert tool.attributes["gen_ai.tool.name"] == "write_file"
@@ -187,19 +196,21 @@ def test_a_turn_without_an_answer_is_an_error_and_only_touched_turns_go_out(
     assert root.error is not None and "without an answer" in root.error
 
 
+def otel_of(otel: dict[str, Any] | None, env: dict[str, str]) -> OtelSettings:
+    return read_settings({"otel": otel} if otel else {}, env).otel
+
+
 def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
-    assert not otel_config({}, {}).enabled
-    on = otel_config({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
-    assert on.enabled and on.endpoint is None and on.protocol == "http/protobuf"
-    assert not on.capture_content
-    yaml = otel_config(
+    assert not otel_of(None, {}).enabled
+    on = otel_of(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"})
+    assert on.enabled and on.endpoint == "http://h:4318" and on.protocol == "http/protobuf"
+    assert not on.capture_message_content and on.service_name == "xclaw"
+    yaml = otel_of(
         {
-            "otel": {
-                "endpoint": "http://c:4318",
-                "protocol": "grpc",
-                "service_name": "svc",
-                "capture_message_content": True,
-            }
+            "endpoint": "http://c:4318",
+            "protocol": "grpc",
+            "service_name": "svc",
+            "capture_message_content": True,
         },
         {},
     )
@@ -208,37 +219,46 @@ def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
         yaml.endpoint,
         yaml.protocol,
         yaml.service_name,
-        yaml.capture_content,
+        yaml.capture_message_content,
     ) == (True, "http://c:4318", "grpc", "svc", True)
-    env_wins = otel_config(
-        {"otel": {"endpoint": "http://c:4318", "protocol": "grpc"}},
+    env_wins = otel_of(
+        {"endpoint": "http://c:4318", "protocol": "grpc"},
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
             "OTEL_SERVICE_NAME": "mine",
         },
     )
     assert (
         env_wins.endpoint,
         env_wins.protocol,
-        env_wins.capture_content,
+        env_wins.capture_message_content,
         env_wins.service_name,
-    ) == (None, "http/protobuf", True, "mine")
-    assert not otel_config(
-        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}
+    ) == ("http://h:4318", "http/protobuf", True, "mine")
+    traces = otel_of(None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:4318/x/traces"})
+    assert traces.enabled and traces.traces_endpoint == "http://h:4318/x/traces"
+    assert not otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}
     ).enabled
-    assert not otel_config(
-        {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}
+    assert otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "no"}
     ).enabled
-    with pytest.raises(ConfigError, match="protocol"):
-        otel_config(
-            {},
+    assert not otel_of(
+        None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}
+    ).enabled
+    with pytest.raises(
+        ConfigError, match=r"OTEL_EXPORTER_OTLP_PROTOCOL 'carrier-pigeon': expected http/protobuf"
+    ):
+        otel_of(
+            None,
             {
                 "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h",
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon",
             },
         )
+    with pytest.raises(ConfigError, match=r"otel\.sdk_disabled is not a key of xclaw\.yaml"):
+        otel_of({"sdk_disabled": True}, {})
 
 
 def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
@@ -255,6 +275,100 @@ def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
     assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
     assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
     store.close()
+
+
+def test_every_text_of_a_span_is_redacted_names_and_errors_too(store: SQLiteStore) -> None:
+    """A record that holds a secret in what a span is named after (an older database, or a
+    secret learned since it was written): the tool's name, its call id, its error, an
+    alert's call id — the span names, attributes, events and status are redacted all the
+    same, with or without captured content."""
+    key = "sk-SECRET123"
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
+    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": []})
+    store.add_step(
+        sid, NewStep(StepType.SYSTEM_ALERT, "approval", {}, user.step_id, call_id=f"c_{key}")
+    )
+    t = store.begin_step(
+        sid, NewStep(StepType.TOOL_CALL, f"tool_{key}", {}, llm.step_id, call_id=f"c_{key}")
+    )
+    store.fail_step(sid, t.seq, error_message=f"unknown tool 'tool_{key}'")
+    [turn] = split_turns(store.steps(sid))
+    for capture in (False, True):
+        spans = turn_spans(
+            sid, turn, capture_content=capture, redact=lambda s: s.replace(key, "[REDACTED]")
+        )
+        texts = [
+            str(x)
+            for s in spans
+            for x in (
+                s.name,
+                s.error,
+                *s.attributes.values(),
+                *(e.name for e in s.events),
+                *(v for e in s.events for v in e.attributes.values()),
+            )
+        ]
+        assert "execute_tool tool_[REDACTED]" in texts
+        assert not any(key in x for x in texts), texts
+
+
+def test_a_record_without_a_response_id_gives_none_rather_than_the_request_id(
+    store: SQLiteStore,
+) -> None:
+    """Steps recorded before response ids were kept hold only `request_id`: that is no
+    response id, so gen_ai.response.id is left out."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
+    llm = store.begin_step(
+        sid, NewStep(StepType.LLM_CALL, "openai:m", {"model": "openai:m"}, user.step_id)
+    )
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={"text": "hello", "stop_reason": "stop", "request_id": "req_old"},
+        session_status=Status.SUCCESS,
+    )
+    [turn] = split_turns(store.steps(sid))
+    [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
+    assert "gen_ai.response.id" not in chat.attributes
+    assert chat.attributes["xclaw.provider.request_id"] == "req_old"
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
+    tmp_path: Path, kind: str
+) -> None:
+    """Through the provider SDKs against a fake API on loopback: the llm_call step keeps the
+    reply's id beside the request id, and the span names each as what it is."""
+    server_cls = FakeAnthropicServer if kind == "anthropic" else FakeOpenAIServer
+    with server_cls() as srv:
+        srv.push(Reply(text="hello"))
+        settings = Settings(
+            home=tmp_path,
+            database=str(tmp_path / "x.db"),
+            workspace_root=tmp_path / "ws",
+            providers=(entry(f"{kind}:m", {"api_key": "sk-test-123456", "base_url": srv.url}),),
+        )
+        runtime = Runtime(open_store(settings.database), settings)
+        try:
+            session, _ = await runtime.open(None)
+            sid = session.session_id
+            await runtime.send(sid, "hi")
+            await runtime.wait_idle(sid)
+            steps = runtime.store.steps(sid)
+        finally:
+            await runtime.shutdown()
+            runtime.store.close()
+    (llm,) = [s for s in steps if s.step_type is StepType.LLM_CALL]
+    expected = "msg_fake" if kind == "anthropic" else "chatcmpl-fake"
+    assert llm.output_data["response_id"] == expected
+    assert llm.output_data["request_id"] == "req_fake_1"
+    [turn] = split_turns(steps)
+    [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
+    assert chat.attributes["gen_ai.response.id"] == expected
+    assert chat.attributes["xclaw.provider.request_id"] == "req_fake_1"
 
 
 def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:

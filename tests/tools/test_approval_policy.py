@@ -160,7 +160,7 @@ def test_deny_reason_shows_what_matched() -> None:
     assert decision.reason.startswith("refused by policy: matches 'reboot'")
 
 
-def test_configured_lists_replace_the_defaults() -> None:
+def test_configured_lists_replace_the_defaults(tmp_path: Path) -> None:
     policy = ApprovalPolicy(
         "ask",
         safe_commands=["git status", "pytest"],
@@ -168,7 +168,7 @@ def test_configured_lists_replace_the_defaults() -> None:
         confinement=True,
     )
     shell = TOOLS["shell"]
-    assert policy.decide(shell, {"command": "git status --short"}) == CONFINED
+    assert policy.decide(shell, {"command": "git status --short"}, tmp_path) == CONFINED
     assert policy.decide(shell, {"command": "pytest tests"}) == CONFINED
     assert policy.decide(shell, {"command": "pytest -q"}).kind == "ask"  # -q is not listed
     assert policy.decide(shell, {"command": "git push"}).kind == "ask"
@@ -181,11 +181,9 @@ def test_configured_lists_replace_the_defaults() -> None:
 def test_from_settings(tmp_path: Path) -> None:
     settings = Settings(
         home=tmp_path,
-        db=":memory:",
+        database=":memory:",
         workspace_root=tmp_path,
-        approval_mode="auto-edits",
-        safe_commands=("make",),
-        denied_patterns=("forbidden",),
+        approval={"mode": "auto-edits", "safe_commands": ("make",), "deny": ("forbidden",)},
     )
     policy = ApprovalPolicy.from_settings(settings)
     assert policy.mode == "auto-edits"
@@ -213,3 +211,71 @@ def test_simple_commands_splits_and_unquotes() -> None:
     assert simple_commands("ls 2>/dev/null >/dev/null") == [["ls"]]
     with pytest.raises(NotSafe):
         simple_commands("echo $(date)")
+
+
+def test_a_listed_git_command_runs_unasked_only_over_data_only_configuration(
+    tmp_path: Path,
+) -> None:
+    """git takes programs from the repository's files (the write-then-run chain): a listed
+    git command is judged with what git would read in the workspace."""
+    import subprocess
+
+    policy = ApprovalPolicy("auto-edits", safe_commands=["git status", "ls"], confinement=True)
+    shell = TOOLS["shell"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert policy.decide(shell, {"command": "git status"}, tmp_path) == CONFINED
+    no_workspace = policy.decide(shell, {"command": "git status"})
+    assert no_workspace == ASK("shell command runs git, and there is no workspace to check")
+    (tmp_path / "vendor" / "objects").mkdir(parents=True)
+    (tmp_path / "vendor" / "refs").mkdir()
+    (tmp_path / "vendor" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "vendor" / "config").write_text('[diff "x"]\n\ttextconv = sh x.sh\n')
+    asked = policy.decide(shell, {"command": "ls && git status"}, tmp_path)
+    assert asked == ASK(
+        "shell command runs git, which here would take programs to run from files in the "
+        "workspace: vendor/config: diff.x.textconv = sh x.sh"
+    )
+    # A command that does not run git is not affected; one that may is warned about.
+    assert policy.decide(shell, {"command": "ls vendor"}, tmp_path) == CONFINED
+    warned = policy.decide(shell, {"command": "git -C vendor log"}, tmp_path)
+    assert warned.kind == "ask"
+    assert warned.reason == (
+        "shell command runs 'git', which is not in the safe-command list. WARNING: git, which "
+        "here would take programs to run from files in the workspace: vendor/config: "
+        "diff.x.textconv = sh x.sh"
+    )
+    assert "WARNING" not in policy.decide(shell, {"command": "rm x"}, tmp_path).reason
+    # yolo: everything runs, by the owner's choice.
+    assert ApprovalPolicy("yolo").decide(shell, {"command": "git status"}, tmp_path) == ALLOW
+
+
+async def test_review_looks_at_the_workspace_in_a_thread_and_agrees_with_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent loop's entry: the same decisions, the walk off the event loop, and none at
+    all for a command that cannot run git."""
+    import threading
+
+    from xclaw.tools import approval
+
+    walks: list[bool] = []
+    real = approval.program_sources
+
+    def spy(workspace: Path) -> list[str]:
+        walks.append(threading.current_thread() is threading.main_thread())
+        return real(workspace)
+
+    monkeypatch.setattr(approval, "program_sources", spy)
+    policy = ApprovalPolicy("ask", safe_commands=["git status", "ls"], confinement=True)
+    shell = TOOLS["shell"]
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n\tpager = x\n")
+    for command in ("git status", "ls", "rm -rf x", "cat .git/config"):
+        reviewed = await policy.review(shell, {"command": command}, tmp_path)
+        assert reviewed == policy.decide(shell, {"command": command}, tmp_path), command
+    assert (await policy.review(shell, {"command": "git status"}, tmp_path)).kind == "ask"
+    walks.clear()
+    await policy.review(shell, {"command": "ls"}, tmp_path)
+    assert walks == []
+    await policy.review(shell, {"command": "git status"}, tmp_path)
+    assert walks == [False]  # one walk, in a worker thread

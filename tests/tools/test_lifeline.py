@@ -34,8 +34,8 @@ CHILD = textwrap.dedent(
     from xclaw.tools.shell import ShellTool
 
     home, ws, command, mode, delay = sys.argv[1:6]
-    settings = Settings(home=Path(home), db=f"{home}/x.db", workspace_root=Path(ws).parent,
-                        isolation=mode)
+    settings = Settings(home=Path(home), database=f"{home}/x.db", workspace_root=Path(ws).parent,
+                        sandbox={"isolation": mode})
     tool = ShellTool(isolation=isolation_from_settings(settings))
     argv = tool._argv(command, Path(ws))
     subprocess.Popen(argv, cwd=ws, start_new_session=True, stdin=subprocess.DEVNULL,

@@ -166,7 +166,7 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(
         ],
         approval="ask",
         tool_policies=settings.tool_policies,
-        python_tools=settings.python_tools,
+        tools=settings.tools,
     )
     sid = await h.ask("weather, then tell ops")
     assert h.of("approval_request") == []  # forecast is read-only; notify allowed by policy

@@ -15,10 +15,9 @@ NAMES = ["shell", "read_file", "view_file", "write_file", "edit_file", "list_dir
 def test_default_tools_has_every_tool_once_and_follows_settings(tmp_path: Path) -> None:
     settings = Settings(
         home=tmp_path,
-        db=":memory:",
+        database=":memory:",
         workspace_root=tmp_path,
-        shell_timeout_s=7.0,
-        tool_output_cap=1234,
+        sandbox={"shell_timeout_s": 7.0, "output_cap": 1234},
         secret_env=("MY_CRED",),
     )
     tools = default_tools(settings)

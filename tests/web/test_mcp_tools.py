@@ -31,7 +31,10 @@ def test_rollback_dialog_lists_outside_effects_and_tools_command(tmp_path: Path,
             {"text": "Toggled logging."},
         ],
     )
-    server = McpServe(root=root, script=script, approval="yolo").start()
+    server = McpServe(root=root, script=script, approval="yolo")
+    # Trusted, so that echo's read-only hint counts (an untrusted server's does not).
+    server.server_extra = "    trusted: true\n"
+    server.start()
     try:
         app = App(new_page(), server).open()
         page = app.page

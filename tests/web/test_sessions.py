@@ -109,7 +109,7 @@ def test_slash_commands_and_dark_theme(serve, new_page, shot):
     app.send("/new Second thoughts")  # issue 14: the gateway attaches a new session
     expect(page.locator(".empty-state")).to_be_visible()
     expect(page.locator("#session-title")).to_have_text("Second thoughts")
-    expect(page.locator(".session-item")).to_have_count(1)  # written at its first message
+    expect(page.locator(".session-item")).to_have_count(2)  # named: written at once
     app.send("/nonsense")
     expect(app.messages.locator(".error-line")).to_contain_text("unknown command")
     page.locator(".session-item .session-main").last.click()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.gateway.harness import Server
+from tests.llm.fakes import FakeOpenAIServer, Reply
 from tests.web.app_page import LOCKED, App
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -47,6 +49,39 @@ def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
     expect(restored).to_have_count(1)
     expect(restored.locator(".thinking-text")).to_be_hidden()
     expect(restored.locator("summary")).to_have_text("Thinking · 15 words")
+
+
+def test_the_thinking_of_a_retried_call_is_shown_once(tmp_path, new_page, shot):
+    """The provider's stream breaks off after its thinking was shown; the call is retried and
+    thinks again: the page drops the failed attempt's box (`thinking_discarded`) and shows
+    the new one, once."""
+    first = "The first attempt wonders about the weather."
+    second = "The second attempt thinks about the greeting."
+    with FakeOpenAIServer() as provider:
+        # the role chunk and one chunk per word of reasoning, then the stream ends
+        provider.push(
+            Reply.cut(1 + len(first.split()), thinking=[first]),
+            Reply(thinking=[second], text="Hello."),
+        )
+        server = Server(root=tmp_path / "srv", script=None, approval="yolo")
+        base_env = server.env
+        server.env = lambda: {  # type: ignore[method-assign]
+            **base_env(),
+            "XCLAW_MODEL": "openai:m",
+            "OPENAI_API_BASE_URL": provider.url,
+        }
+        server.start()
+        try:
+            app = App(new_page(), server).open()
+            app.send_and_wait("say hello", "Hello.")
+            folds = app.page.locator("#messages details.thinking")
+            expect(folds).to_have_count(1)
+            folds.locator("summary").click()
+            expect(folds.locator(".thinking-text")).to_have_text(second)
+            shot(app.page, "thinking-03-retried-once")
+        finally:
+            server.kill()
+    assert len(provider.requests) == 2
 
 
 def test_compact_from_the_page(serve, new_page, shot):

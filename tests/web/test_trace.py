@@ -220,3 +220,28 @@ def test_tokens_a_server_did_not_report_read_as_estimated(tmp_path, new_page, sh
             shot(app.page, "trace-estimated-tokens")
         finally:
             server.kill()
+
+
+def test_an_approval_given_on_the_page_says_who_answered(serve, new_page, shot):
+    """The record says who decided (docs/approval.md): the trace shows an approval given on
+    the page as a person on the web page, and the approval step's detail says so."""
+    server = serve(
+        [
+            {"text": "", "tool_calls": [{"name": "shell", "input": {"command": "echo hi > f"}}]},
+            {"text": "Done."},
+        ]
+    )
+    app = App(new_page(), server).open()
+    page = app.page
+    app.send("write f")
+    expect(app.dialog()).to_be_visible()
+    app.dialog().get_by_role("button", name="Approve").click()
+    expect(page.locator("#messages .msg.assistant.final")).to_have_text("Done.", timeout=15_000)
+    app.wait_idle()
+    expect(app.step("s0003").locator(".step-summary")).to_have_text(
+        "shell — approved by the user (web page)"
+    )
+    detail = app.open_step("s0003")
+    expect(detail).to_contain_text("answered by")
+    expect(detail).to_contain_text("a person · web page (websocket)")
+    shot(page, "approval-answered-by")

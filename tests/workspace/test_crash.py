@@ -175,7 +175,9 @@ def test_killed_mid_restore_the_next_run_sees_the_new_files(tmp_path: Path, worl
     )
 
     async def run() -> str:
-        settings = Settings(home=tmp_path, db=str(db), workspace_root=root, approval_mode="yolo")
+        settings = Settings(
+            home=tmp_path, database=str(db), workspace_root=root, approval={"mode": "yolo"}
+        )
         store = SQLiteStore(db)
         rt = Runtime(store, settings, model=ScriptedModel(script))
         try:

@@ -205,7 +205,7 @@ async def test_parallel_side_effects_can_be_allowed_to_overlap(make) -> None:
                 "turns": [{"text": "", "tool_calls": [sh("sleep 1.5")]}, {"text": "slept"}]
             }
         },
-        parallel_side_effects=True,
+        sandbox={"parallel_side_effects": True},
     )
     sid = await h.ask("write in parallel")
     first, later = sorted((s for s in h.store.steps(sid) if s.name == "shell"), key=lambda s: s.seq)

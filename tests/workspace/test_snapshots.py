@@ -252,7 +252,7 @@ def test_the_walk_does_not_follow_a_directory_swapped_for_a_symlink(store, ws, t
 def test_settings_configure_snapshots(tmp_path: Path) -> None:
     def settings(sandbox: str) -> SnapshotConfig:
         (tmp_path / "xclaw.yaml").write_text(f"sandbox: {sandbox}\n")
-        return SnapshotConfig.from_settings(load_settings(cwd=tmp_path))
+        return SnapshotConfig.from_settings(load_settings(cwd=tmp_path).sandbox)
 
     cfg = settings("{ignore: [dist/], max_file_mb: 2, max_snapshot_mb: 0.5, snapshots: false}")
     assert cfg == SnapshotConfig(False, ("dist/",), 2 * MB, MB // 2)

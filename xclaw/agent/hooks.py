@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ToolCall
+from xclaw.messages import Message, ThinkingBlock, ToolCall
 from xclaw.tools.base import ToolResult
 
 
@@ -36,8 +37,9 @@ class ResumeState:
 
 
 class Approver(Protocol):
-    async def decide(self, request: ApprovalRequest) -> bool:
-        """True to run the call. May wait as long as it likes; the loop applies timeouts."""
+    async def decide(self, request: ApprovalRequest) -> Answer:
+        """Whether to run the call, and who said so. May wait as long as it likes; the loop
+        applies timeouts (and records them as the answer)."""
         ...
 
 
@@ -53,16 +55,33 @@ class AgentObserver(Protocol):
 
     async def llm_delta(self, text: str) -> None: ...
 
-    # Optional: `async def llm_thinking(self, block: ThinkingBlock) -> None`, each reasoning
-    # block as soon as the provider has it (before the answer's deltas).
+    async def llm_thinking(self, block: ThinkingBlock) -> None:
+        """Each reasoning block as soon as the provider has it (before the answer's deltas)."""
+        ...
+
+    async def llm_thinking_discarded(self) -> None:
+        """The blocks shown so far belong to an attempt that failed and is made again (a
+        retry, a fallback): void; new ones follow."""
+        ...
+
+    async def llm_notice(self, text: str) -> None:
+        """A line for the user about the call in flight (a model server still starting)."""
+        ...
+
+    def recorded_signature(self, call: ToolCall) -> str:
+        """`call_signature` of the call as the record will hold it (redacted, say), to match
+        a re-issued call against the interrupted ones read back from the record (no blind
+        repeat). An observer that records calls as they are returns `call_signature`."""
+        ...
 
     async def llm_finished(self, response: LLMResponse) -> None: ...
 
     async def llm_failed(self, error: str) -> None: ...
 
-    # Optional: `async def compaction_finished(self, response: LLMResponse, summarised: int)`,
-    # the end of a summary call (begun with llm_started, params["purpose"] == "compaction"):
-    # the summary replaces the `summarised` messages before it. Without it, llm_finished.
+    async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
+        """The end of a summary call (begun with llm_started, params["purpose"] ==
+        "compaction"): the summary replaces the `summarised` messages before it."""
+        ...
 
     async def approval_requested(
         self, call: ToolCall, reason: str, maybe_repeated: bool
@@ -70,7 +89,9 @@ class AgentObserver(Protocol):
         """Record the request; returns its step display id."""
         ...
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None: ...
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None: ...
 
     async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
 

@@ -13,11 +13,22 @@ import inspect
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
+from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded
-from xclaw.llm.base import LLMRequest, LLMResponse, Model, notice_sink, thinking_sink
+from xclaw.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    LLMRequest,
+    LLMResponse,
+    Model,
+    WindowReporting,
+    notice_sink,
+    thinking_discard,
+    thinking_sink,
+)
 from xclaw.llm.context import (
     COMPACT_INSTRUCTION,
     SUMMARY_PREFIX,
@@ -26,6 +37,11 @@ from xclaw.llm.context import (
     fit_context,
     tool_tokens,
 )
+from xclaw.llm.settings import (
+    DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    DEFAULT_MAX_ITERATIONS,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -33,7 +49,6 @@ from xclaw.messages import (
     ToolResultMessage,
     ToolSpec,
     UserMessage,
-    call_signature,
 )
 from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
 
@@ -73,21 +88,26 @@ class Decision(Protocol):
 
 
 class Policy(Protocol):
-    def decide(self, tool: Tool, args: dict[str, Any]) -> Decision: ...
+    async def review(self, tool: Tool, args: dict[str, Any], workspace: Path | None) -> Decision:
+        """`workspace`: where the call would run (what a shell command would find there)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
+    """What the loop is run with: the settings' values (xclaw/llm/settings.py declares them
+    and their defaults) as the runtime passes them."""
+
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_iterations: int = 10
-    max_tokens: int = 4096
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     approval_timeout_s: float | None = None
     # The model's context window. When the conversation passes `compact_at` of what fits,
     # older turns are summarised once by the model (compaction, its own step) and the
     # conversation goes on from the summary; None: only trim the oldest turns to fit.
-    context_window_tokens: int = 150_000
-    compact_at: float | None = 0.8
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    compact_at: float | None = DEFAULT_COMPACT_AT
     # Side-effecting tools of parallel sub-agents run one at a time (False), so that the
     # workspace snapshot taken before each of them never catches a sibling's command half-way
     # and rollback/fork restore exact states; True lets them overlap (faster, snapshots inexact).
@@ -270,8 +290,9 @@ class Agent:
         }
         await self.observer.llm_started(request, self.model.name, params)
         # The provider (and the retry wrapper), awaited in this task, see the sinks.
-        shown = thinking_sink.set(getattr(self.observer, "llm_thinking", None))
-        told = notice_sink.set(getattr(self.observer, "llm_notice", None))
+        shown = thinking_sink.set(self.observer.llm_thinking)
+        voided = thinking_discard.set(self.observer.llm_thinking_discarded)
+        told = notice_sink.set(self.observer.llm_notice)
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -284,6 +305,7 @@ class Agent:
             raise
         finally:
             thinking_sink.reset(shown)
+            thinking_discard.reset(voided)
             notice_sink.reset(told)
         await self.observer.llm_finished(response)
         return response
@@ -324,7 +346,7 @@ class Agent:
             "max_tokens": self.config.max_tokens,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        told = notice_sink.set(getattr(self.observer, "llm_notice", None))
+        told = notice_sink.set(self.observer.llm_notice)
         try:
             response = await self._until_cancelled(self.model.complete(request, None))
         except Cancelled:
@@ -335,11 +357,7 @@ class Agent:
             return False
         finally:
             notice_sink.reset(told)
-        finished = getattr(self.observer, "compaction_finished", None)
-        if finished is not None:
-            await finished(response, len(messages))
-        else:  # an observer that predates compaction
-            await self.observer.llm_finished(response)
+        await self.observer.compaction_finished(response, len(messages))
         summary = compacted_message(response.text)
         self._compacted_away.extend(messages)
         messages[:] = [summary]
@@ -380,10 +398,9 @@ class Agent:
         if self._window is not None:
             return
         window = self.config.context_window_tokens
-        ask = getattr(self.model, "context_window", None)
-        if ask is not None:
+        if isinstance(self.model, WindowReporting):
             try:
-                reported = await ask()
+                reported = await self.model.context_window()
             except Exception:  # noqa: BLE001 - a probe must never fail a run
                 reported = None
             if isinstance(reported, int) and 0 < reported < window:
@@ -448,10 +465,10 @@ class Agent:
             return await self._refuse(
                 call, f"{call.input['_error']}: {call.input.get('_raw_arguments', '')!r}"
             )
-        decision = self.policy.decide(tool, call.input)
+        decision = await self.policy.review(tool, call.input, self.context.workspace)
         if decision.kind == "deny":
             return await self._refuse(call, decision.reason)
-        signature = call_signature(call.name, call.input)
+        signature = self._signature(call)
         maybe_repeated = signature in resume.suspect_calls
         confined = decision.confine
         if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
@@ -509,6 +526,12 @@ class Agent:
             call.id, call.name, result.content, result.is_error, images=result.images
         )
 
+    def _signature(self, call: ToolCall) -> str:
+        """The call as the record holds it: the interrupted calls it is matched against (no
+        blind repeat) were read back from the record, where a credential in a call is
+        redacted; the observer says how."""
+        return self.observer.recorded_signature(call)
+
     async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)
         request = ApprovalRequest(step_id, call, reason, maybe_repeated, self.agent_id)
@@ -516,16 +539,16 @@ class Agent:
         timeout = self.config.approval_timeout_s
         try:
             if timeout:
-                approved = await self._until_cancelled(asyncio.wait_for(decide, timeout))
+                answer = await self._until_cancelled(asyncio.wait_for(decide, timeout))
             else:
-                approved = await self._until_cancelled(decide)
-            why = "approved by the user" if approved else "denied by the user"
+                answer = await self._until_cancelled(decide)
         except TimeoutError:
-            approved, why = False, f"no answer within {timeout:g} s (counts as a denial)"
+            answer = Answer(False, AnsweredBy(TIMEOUT, detail=f"{timeout:g} s"))
         except Cancelled:
-            await self.observer.approval_decided(call, False, CANCELLED)
+            await self.observer.approval_decided(call, False, CANCELLED, AnsweredBy(CANCEL))
             raise
-        await self.observer.approval_decided(call, approved, why)
+        approved, why = answer.approved, answer.by.why(answer.approved)
+        await self.observer.approval_decided(call, approved, why, answer.by)
         return approved, why
 
     async def _refuse(self, call: ToolCall, reason: str) -> ToolResultMessage:

@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
+from xclaw.invocation import xclaw_command
 from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
 from xclaw.protocol import parse_command
@@ -41,6 +42,9 @@ SESSION_FILE = ".cli_session"
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 5.0
 CLOSE_UNAUTHORIZED = 4401
+# Under the gateway's /help list (xclaw.gateway.commands.HELP_TEXT): what only this client
+# handles itself, in the same columns.
+CLIENT_HELP = "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
 CLOSE_FORBIDDEN_ORIGIN = 4403
 YES = ("y", "yes")
 OFFLINE_REMINDER_S = 30.0
@@ -95,6 +99,7 @@ class ChatOptions:
     history_file: Path | None = None
     # --session ID: an existing session (a unique prefix will do), never a new one by typo.
     explicit: bool = False
+    token_source: str = ""  # where the token came from ("--token", "XCLAW_TOKEN", …)
 
 
 # --- input ----------------------------------------------------------------------------------
@@ -112,6 +117,10 @@ class LineInput(Protocol):
     def abandon(self) -> None:
         """Withdraw the approval question being asked (the run stopped, or another client
         answered): the pending `read(answer=True)` raises PromptAbandoned."""
+        ...
+
+    def use_completer(self, completer: Any) -> None:
+        """Tab completion of what is typed (where there is a line editor)."""
         ...
 
 
@@ -145,6 +154,9 @@ class PipeInput:
     def abandon(self) -> None:
         """Piped lines are answers in order; one read for a withdrawn question is taken as
         an instruction instead (ChatClient.input_loop)."""
+
+    def use_completer(self, completer: Any) -> None:
+        """Nothing is typed here: nothing to complete."""
 
     async def read(self, prompt: str, *, answer: bool = False) -> str | None:
         if not self._started:
@@ -226,6 +238,7 @@ class ChatClient:
         self._asking: dict[str, Any] | None = None  # the approval the prompt asks about now
         self._interrupts = 0
         self._eof = False
+        self._help_asked = False  # the next notice answers /help
         # What Tab completes: step ids and session ids seen in frames.
         self.step_ids: set[str] = set()
         self.session_ids: set[str] = set()
@@ -237,8 +250,7 @@ class ChatClient:
         self._resolve: str | None = opts.session_id if opts.explicit else None
         self._resolving: str | None = None
         self._ever_connected = False
-        if hasattr(line_input, "use_completer"):
-            line_input.use_completer(SlashCompleter(self))
+        line_input.use_completer(SlashCompleter(self))
 
     # --- state ------------------------------------------------------------------------------
     def _set_turn(self, turn: str | None) -> None:
@@ -249,6 +261,18 @@ class ChatClient:
         self.turn = turn
         self._fail_seen = False
         self._changed.set()
+
+    def _time_step(self, f: dict[str, Any]) -> None:
+        """The spinner times the step in flight: a tool from its `running` frame (after any
+        approval), a model call from its `running` step."""
+        kind = f.get("type")
+        step = f.get("step") or {}
+        if kind == "tool" and f.get("state") == "running":
+            self.spinner.step(f"running {f.get('name')}", str(f.get("stepId") or "") or None)
+        elif kind == "step" and step.get("type") == "llm_call" and step.get("status") == "running":
+            self.spinner.step("thinking", str(step.get("id") or "") or None)
+        elif kind == "delta":
+            self.spinner.label = "thinking"
 
     def _say(self, text: str, style: str | None = None) -> None:
         self.spinner.clear()
@@ -278,12 +302,10 @@ class ChatClient:
             return  # a late frame of the session we just switched away from
         self.spinner.clear()
         self._learn_ids(f)
-        if kind == "tool" and f.get("state") == "running":
-            self.spinner.label = f"running {f.get('name')}"
-        elif kind in ("delta", "step") and self.spinner.label != "thinking":
-            step = f.get("step") or {}
-            if kind == "delta" or step.get("type") == "llm_call":
-                self.spinner.label = "thinking"
+        self._time_step(f)
+        if kind == "error" and f.get("code") == "unauthorized":
+            self._unauthorized()  # the close that follows says the same: one line for both
+            return
         if kind == "approval_request":
             if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
                 self.out.approval(f)
@@ -293,6 +315,9 @@ class ChatClient:
         if self._resolve_frame(f):
             return
         self.out.frame(f)
+        if kind == "notice" and self._help_asked:
+            self._help_asked = False
+            self.out.line(CLIENT_HELP)  # the gateway's list, and what only this client does
         if kind == "session":
             self.session_id = self._attached = str(f["sessionId"])
             try:
@@ -434,12 +459,7 @@ class ChatClient:
             finally:
                 self._ws = None
             if code == CLOSE_UNAUTHORIZED:
-                self._say(
-                    "unauthorized: pass --token, set XCLAW_TOKEN, or run on the server's machine "
-                    "(the token is in $XCLAW_HOME/token and in the server's start-up URL)",
-                    "bold red",
-                )
-                self.quit(2)
+                self._unauthorized()
                 return
             if code == CLOSE_FORBIDDEN_ORIGIN:
                 self.quit(2)
@@ -454,6 +474,23 @@ class ChatClient:
                 pass
             delay = min(delay * 2, BACKOFF_MAX_S)
 
+    def _unauthorized(self) -> None:
+        """The token was refused: said once (the gateway's error frame and its close both
+        mean it), with where the token came from and where a right one is, then exit 2."""
+        if self._quit.is_set():
+            return
+        given = (
+            f"the gateway refused the token from {self.opts.token_source}"
+            if self.opts.token
+            else "no access token found"
+        )
+        self._say(
+            f"unauthorized: {given}. Pass --token, set XCLAW_TOKEN, or run on the server's "
+            "machine (the token is in $XCLAW_HOME/token and in the server's start-up URL)",
+            "bold red",
+        )
+        self.quit(2)
+
     def _offline(self, reason: str, delay: float) -> None:
         """Say once per outage what is wrong and what to do, then keep retrying quietly
         (a line every 30 s), instead of a line per attempt."""
@@ -466,8 +503,8 @@ class ChatClient:
                 http = http.removesuffix("/ws")
                 self._say(
                     f"[offline] no xclaw server at {http} ({reason}). Start one in another "
-                    "terminal with `xclaw serve` (or pass --url); this client connects by "
-                    "itself as soon as it is up. Ctrl+C quits.",
+                    f"terminal with `{xclaw_command()} serve` (or pass --url); this client "
+                    "connects by itself as soon as it is up. Ctrl+C quits.",
                     "yellow",
                 )
             else:
@@ -544,6 +581,7 @@ class ChatClient:
                         "sessionId": self.session_id,
                         "stepId": approval.get("stepId"),
                         "approve": line.strip().lower() in YES,
+                        "client": "chat",  # the record says who answered, and where
                     }
                 )
                 continue
@@ -556,10 +594,6 @@ class ChatClient:
         word, _, rest = text.partition(" ")
         if word in ("/quit", "/exit"):
             self.quit(0)
-        elif word == "/switch" and not rest.strip():
-            self._say(
-                "usage: /switch ID — a session id or a unique prefix (see /sessions)", "yellow"
-            )
         elif word in ("/switch", "/new"):
             # The gateway resolves the id (existing sessions only, unique prefixes) and
             # re-attaches this socket; its `session` frame saves .cli_session.
@@ -572,6 +606,7 @@ class ChatClient:
         elif parse_command(text) is not None:
             if word in ("/rollback", "/fork") and not await self._confirm_time_travel(word, rest):
                 return
+            self._help_asked = word == "/help"
             self._set_turn("command")
             if not await self.send(
                 {"type": "message", "sessionId": self.session_id, "content": text}

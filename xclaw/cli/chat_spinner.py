@@ -1,5 +1,7 @@
-"""The "working" line of `xclaw chat`: a spinner with the elapsed time while a run is in
-flight and nothing streams, on a terminal only (a pipe gets plain transcript lines).
+"""The "working" line of `xclaw chat`: a spinner with how long the step in flight (a model
+call, a tool) has run, while a run is in flight and nothing streams, on a terminal only (a
+pipe gets plain transcript lines). Each step counts from its own start, so a command started
+after a slow model call or a long approval wait starts at 0 s.
 
 It draws on its own line with carriage returns and erases itself before anything else is
 printed (the client calls `clear` before every frame it shows), so it never ends up inside
@@ -28,6 +30,7 @@ class Spinner:
         self.columns = columns or (lambda: shutil.get_terminal_size((80, 24)).columns)
         self.started: float | None = None
         self.label = "thinking"
+        self.step_id: str | None = None
         self.shown = False
         self._tick = 0
 
@@ -35,6 +38,16 @@ class Spinner:
         """A run began (or the client attached to one in flight): count from now."""
         self.started = time.monotonic()
         self.label = label
+        self.step_id = None
+
+    def step(self, label: str, step_id: str | None) -> None:
+        """A step began (several frames may announce one step: counted from the first)."""
+        if self.started is None:
+            return  # no run in flight: nothing to time
+        if step_id is None or step_id != self.step_id:
+            self.started = time.monotonic()
+        self.label = label
+        self.step_id = step_id
 
     def stop(self) -> None:
         self.clear()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from xclaw.config import load_settings
+from xclaw.config import Settings, load_settings
 from xclaw.errors import XclawError
 from xclaw.protocol import read_token
 
@@ -40,7 +39,9 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--token",
         default=None,
-        help="Access token (default: XCLAW_TOKEN, the URL's ?token=, or $XCLAW_HOME/token).",
+        help="Access token. The first of these is used: --token, the ?token= of --url, "
+        "XCLAW_TOKEN (environment, then .env), $XCLAW_HOME/token (written by xclaw serve "
+        "on this machine).",
     )
     def chat_cmd(url: str | None, session: str | None, new: bool, token: str | None) -> None:
         """Chat with the agent through a running `xclaw serve`.
@@ -63,20 +64,18 @@ def register(cli: click.Group) -> None:
             settings = load_settings()
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(e.exit_code)
         try:
             target, url_token = ws_url(url or f"http://127.0.0.1:{settings.port}")
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--url") from None
         session_file = Path.cwd() / SESSION_FILE
         session_id = None if new else (session or read_session_file(session_file))
+        found, source = _token(token, url_token, settings)
         opts = ChatOptions(
             url=target,
-            token=token
-            or url_token
-            or os.environ.get("XCLAW_TOKEN")
-            or settings.token
-            or read_token(settings.home),
+            token=found,
+            token_source=source,
             session_id=session_id,
             explicit=bool(session) and not new,
             session_file=session_file,
@@ -85,6 +84,17 @@ def register(cli: click.Group) -> None:
         renderer = Renderer(make_console())
         code = asyncio.run(_main(opts, renderer))
         sys.exit(code)
+
+
+def _token(option: str | None, in_url: str | None, settings: Settings) -> tuple[str | None, str]:
+    """The access token and where it came from, by the precedence `--help` states."""
+    sources = (
+        (option, "--token"),
+        (in_url, "the ?token= of --url"),
+        (settings.token, "XCLAW_TOKEN"),  # the environment over .env (load_settings)
+        (read_token(settings.home), f"{settings.home}/token"),
+    )
+    return next(((t, where) for t, where in sources if t), (None, ""))
 
 
 async def _main(opts: ChatOptions, renderer: Renderer) -> int:

@@ -35,11 +35,15 @@ def register(cli: click.Group) -> None:
         real model chose to say. Exits non-zero, saying which stage misbehaved, if anything
         does not work as described.
         """
+        from xclaw.demo.process import ServerRefused
         from xclaw.demo.walkthrough import DemoFailure, Options, Walkthrough
 
         walk = Walkthrough(Options(model=model, home=home))
         try:
             asyncio.run(walk.run())
+        except ServerRefused as e:  # e.g. a bad --model or environment value: its own words
+            click.secho(f"\nerror: {e.message}", fg="red", err=True)
+            sys.exit(e.exit_code)
         except DemoFailure as e:
             click.secho(f"\ndemo FAILED at stage {walk.stage}: {e}", fg="red", err=True)
             click.echo(f"server log: {walk.home}/serve-*.log", err=True)

@@ -1,15 +1,19 @@
 """Operator commands: `xclaw fsck` (check, and repair, a database) and `xclaw replay`
-(re-run a recorded session). The logic lives in xclaw/ops; these only parse and print."""
+(re-run a recorded session). The logic lives in xclaw/ops; these only parse and print —
+redacted, as every command prints what it read from the record (xclaw/cli/redaction.py)."""
 
 from __future__ import annotations
 
 import sys
 
 import click
+from rich.console import Console
 
-from xclaw.cli.commands_store import _dump, _out, with_existing_store, with_store, workspace_option
+from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
+from xclaw.cli.redaction import output_redactor, redact_logs
 from xclaw.config import Settings
 from xclaw.llm.base import Model
+from xclaw.store import Access
 from xclaw.store.base import Store
 
 
@@ -18,11 +22,14 @@ from xclaw.store.base import Store
     "--repair", is_flag=True, help="Fix what is safe, in one transaction, after a backup."
 )
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
-@with_existing_store
+@with_store(lambda args: Access.WRITE if args["repair"] else Access.READ)
 def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
     """Check a database: tool calls and their tool steps, parent links, statuses against the
     steps, running steps in finished sessions, step ids and next_seq, snapshots and blobs,
-    leases. Exits 1 when an error is found (after --repair: one that remains), 0 otherwise.
+    leases; on SQLite also its WAL file and SQLite's integrity check. Exits 1 when an error
+    is found (after --repair: one that remains), 0 otherwise, 2 when there is no xclaw
+    database to check (fsck never creates one, nor answers ok for another program's file).
+    Without --repair it only reads: a database of an older xclaw is upgraded by --repair.
 
     \b
     --repair first copies the whole database (SQLite: FILE.fsck-STAMP.bak beside it;
@@ -49,7 +56,7 @@ def fsck_cmd(store: Store, repair: bool, as_json: bool) -> None:
         data = report.to_json()
         if repair:
             data["before"] = [f.to_json() for f in before.findings]
-        click.echo(_dump(data))
+        click.echo(_dump(output_redactor()(data)))
     else:
         _print_report(report, repaired=repair)
     sys.exit(0 if report.ok else 1)
@@ -59,7 +66,7 @@ def _print_report(report: object, *, repaired: bool) -> None:
     from xclaw.ops.fsck import Report
 
     assert isinstance(report, Report)
-    out = _out()
+    out = _Redacted(_out())
     out.print(
         f"fsck {report.database}: {report.sessions} session(s), {report.steps} step(s), "
         f"{report.snapshots} snapshot(s), {report.blobs} blob(s)"
@@ -109,7 +116,7 @@ def _print_report(report: object, *, repaired: bool) -> None:
     help="The new session id and the divergences as one JSON object.",
 )
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def replay_cmd(
     store: Store,
     session_id: str,
@@ -146,14 +153,15 @@ def replay_cmd(
             )
         start = step.seq
     settings = load_settings(
-        db=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
+        database=store.url, workspace_root=Path(workspace).expanduser() if workspace else None
     )
     live = _live_model(model_spec, settings) if model_spec else None
+    redact_logs(output_redactor())
     result = asyncio.run(replay(store, settings, session_id, live=live, start=start))
     if as_json:
-        click.echo(_dump(result.to_json()))
+        click.echo(_dump(output_redactor()(result.to_json())))
     else:
-        out = _out()
+        out = _Redacted(_out())
         since = f" from {result.start}" if result.start else ""
         out.print(f"[replay] {session_id}{since} -> new session {result.session_id}")
         out.print(f"[replay] workspace: {result.workspace}")
@@ -186,12 +194,21 @@ def replay_cmd(
 
 def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
-    from dataclasses import replace
-
     from xclaw.config import provider_chain
     from xclaw.llm.factory import build_model
 
-    return build_model(replace(settings, providers=provider_chain(spec)))
+    return build_model(settings.model_copy(update={"providers": provider_chain(spec)}))
+
+
+class _Redacted:
+    """A console whose lines are redacted before they are printed."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.redact = output_redactor()
+
+    def print(self, line: str) -> None:
+        self.console.print(self.redact.text(line))
 
 
 def register(cli: click.Group) -> None:

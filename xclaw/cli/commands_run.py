@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from xclaw.cli.commands_store import running_now
 from xclaw.config import load_settings
-from xclaw.errors import AmbiguousSession, SessionNotFound, XclawError
-from xclaw.store.model import session_state
+from xclaw.errors import EXIT_USAGE, AmbiguousSession, SessionNotFound, XclawError
+from xclaw.store.model import SessionState, session_state
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -42,23 +43,27 @@ class TerminalFrames:
         self.render.frame(frame)
 
     async def _approve(self, frame: dict[str, Any]) -> None:
+        from xclaw.answered_by import NO_TERMINAL, AnsweredBy
+
         if self.interactive:
             answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")
+            by = AnsweredBy.person("run", "terminal")
         else:
-            answer = False
+            # Nobody was asked: the record says so, not "denied by the user".
+            answer, by = False, AnsweredBy(NO_TERMINAL)
             self.denied_unasked += 1
             hint = _allow_hint(self.runtime, str(frame.get("name") or ""))
             self.render.line(f"  no terminal to ask: denied ({hint})", "yellow")
         # Answered elsewhere, or the run ended meanwhile: nothing to answer any more.
         with contextlib.suppress(XclawError):
-            self.runtime.answer_approval(self.session_id, frame["stepId"], answer)
+            self.runtime.answer_approval(self.session_id, frame["stepId"], answer, by)
 
 
 def _allow_hint(runtime: Runtime, name: str) -> str:
     """What would let this call run without a terminal, given the approval mode in force:
     auto-edits only spares file edits; an MCP or Python tool (which has traits) can be
     allowed by name, and a destructive one is asked even under yolo."""
-    mode = runtime.settings.approval_mode
+    mode = runtime.settings.approval.mode
     tool = runtime.toolbox.tools.get(name)
     traits = tool.traits if tool is not None else None
     if traits is None:  # built-in
@@ -71,15 +76,16 @@ def _allow_hint(runtime: Runtime, name: str) -> str:
     return f"use --approval yolo, or allow it in xclaw.yaml: {policy}"
 
 
-def _nothing_to_resume(sid: str, status: str) -> str:
-    """Why `xclaw run --session ID` without a message did nothing, and what would."""
-    if status == "Running":
+def _nothing_to_resume(sid: str, state: SessionState) -> str:
+    """Why `xclaw run --session ID` without a message did nothing, and what would; the
+    session in the words of every listing (session_state)."""
+    if state.key == "running":
         return (
-            f"session {sid} is Running and waiting for input (or driven by another process): "
-            f'nothing to resume; send a message with: xclaw run --session {sid} "..."'
+            f"session {sid} ({state.text}): another process is driving it right now (xclaw "
+            "workers shows which); nothing to resume here"
         )
     return (
-        f"session {sid} is {status}: nothing to resume; continue the conversation with: "
+        f"session {sid} ({state.text}): nothing to resume; continue the conversation with: "
         f'xclaw run --session {sid} "your next message"'
     )
 
@@ -99,18 +105,22 @@ async def _run(
     approval: str | None,
     workspace: str | None,
 ) -> int:
+    from xclaw.cli.redaction import redact_logs
     from xclaw.runtime.runtime import Runtime
-    from xclaw.store import open_store
+    from xclaw.store import Access, open_store
 
     try:
         settings = load_settings(
-            db=db, approval_mode=approval, workspace_root=Path(workspace) if workspace else None
+            database=db, approval=approval, workspace_root=Path(workspace) if workspace else None
         )
-        store = open_store(settings.db)
+        store = open_store(settings.database, access=Access.CREATE)
     except XclawError as e:  # a bad XCLAW_MODEL, .env or database: one line, no traceback
         click.secho(f"error: {e.message}", fg="red", err=True)
-        return 2
+        return e.exit_code
     runtime = Runtime(store, settings)
+    redact_logs(runtime.redact)
+    # --approval chose this run's mode: it applies even to a session recorded with another.
+    runtime.explicit_approval = approval is not None
     try:
         if cont and not session:
             recent = store.list_sessions(limit=1)
@@ -130,10 +140,10 @@ async def _run(
         interactive = sys.stdin.isatty()
         printer = TerminalFrames(runtime, sid, interactive=interactive)
         runtime.subscribe(sid, printer)
-        state = "new" if created else session_state(sess, busy=False).text
+        state = session_state(sess, busy=not created and running_now(store)(sid))
         if text:
             runtime.require_model()
-            click.secho(f"session {sid} ({state})", fg="bright_black", err=True)
+            click.secho(f"session {sid} ({state.text})", fg="bright_black", err=True)
             await runtime.send(sid, text, create=True)
         elif not created and await runtime.resume_if_needed(sid, failed=True):
             if sess.status.value == "Failed":
@@ -142,8 +152,11 @@ async def _run(
                     fg="bright_black",
                     err=True,
                 )
+        elif printer.failed:  # it could not be resumed, and the error said why
+            return 2
         else:
-            click.echo(_nothing_to_resume(sid, sess.status.value))
+            now = store.get_session(sid)
+            click.echo(_nothing_to_resume(sid, session_state(now, busy=running_now(store)(sid))))
             return 0
         await runtime.wait_idle(sid)
         if printer.denied_unasked:
@@ -165,10 +178,10 @@ async def _run(
         return 1 if printer.failed else 0
     except XclawError as e:
         click.secho(f"error: {e.message}", fg="red", err=True)
-        return 2
+        return e.exit_code
     except ValueError as e:  # a malformed --session id
         click.secho(f"error: {e}", fg="red", err=True)
-        return 2
+        return EXIT_USAGE
     finally:
         await runtime.shutdown()
         store.close()
@@ -197,7 +210,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--db",
         default=None,
-        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db); "
+        "created if there is none, another program's file is refused.",
     )
     @click.option(
         "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
@@ -225,5 +239,5 @@ def register(cli: click.Group) -> None:
             code = asyncio.run(_run(db, session, cont, text, approval, workspace))
         except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started
             click.secho(f"error: {e.message}", fg="red", err=True)
-            code = 2
+            code = e.exit_code
         sys.exit(code)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from xclaw.config import load_settings
-from xclaw.errors import XclawError
+from xclaw.errors import EXIT_USAGE, XclawError
 
 
 def register(cli: click.Group) -> None:
@@ -25,7 +25,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--db",
         default=None,
-        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite path or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db); "
+        "created if there is none, another program's file is refused.",
     )
     @click.option(
         "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
@@ -46,6 +47,9 @@ def register(cli: click.Group) -> None:
         (mode 0600); the start-up banner prints a ready-made URL that carries it. The server
         starts without an LLM configured and says how to add one. SIGTERM or Ctrl+C stops it
         gracefully: steps in flight end as interrupted and resume on the next start.
+
+        The port is bound first: one taken (or a --host this machine lacks) is one error line
+        and exit status 2, before the database is opened or the worker registered.
         """
         from xclaw.gateway.server import serve
 
@@ -53,14 +57,14 @@ def register(cli: click.Group) -> None:
             settings = load_settings(
                 host=host,
                 port=port,
-                db=db,
+                database=db,
                 workspace_root=Path(workspace).expanduser() if workspace else None,
             )
             code = serve(settings, log_level=log_level)
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
-        except OSError as e:  # e.g. the port is taken
+            sys.exit(e.exit_code)
+        except OSError as e:  # e.g. an address that cannot be bound
             click.secho(f"error: {e}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         sys.exit(code)

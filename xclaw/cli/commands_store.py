@@ -1,34 +1,40 @@
 """Offline commands over the record: sessions, steps, trace, rollback, fork, export.
 
 They open the database directly (no server needed) and work while a server runs on the same
-file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it.
+file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it. What
+they print from the record is redacted first (xclaw/cli/redaction.py), as a frame would be.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
 
-from xclaw.errors import SessionNotFound, StepNotFound, XclawError
+from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
+from xclaw.cli.redaction import output_redactor
+from xclaw.config import load_settings
+from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
-from xclaw.store import open_store
+from xclaw.store import Access, open_store
 from xclaw.store.base import Store
+from xclaw.store.common import build_tree
+from xclaw.store.leases import LeaseInfo, new_worker_id
 from xclaw.store.model import Status, display_id, session_state
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exit codes: 2 for a wrong session/step (the user's input, like a usage error), 1 for any
-# other failure of the store. Never a traceback.
-_USER_ERRORS = (SessionNotFound, StepNotFound)  # AmbiguousSession is a SessionNotFound
+# How each command may use its database (xclaw.store.access): given as is, or decided from
+# the command's own arguments (fsck writes only with --repair).
+AccessRule = Access | Callable[[dict[str, Any]], Access]
 
 
 def _out() -> Console:
@@ -36,64 +42,68 @@ def _out() -> Console:
     return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
-def _fail(message: str, code: int) -> None:
-    SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False).print(
-        f"error: {message}", style="red"
-    )
-    sys.exit(code)
+def _fail(message: str, code: int) -> NoReturn:
+    fail(message, code)
 
 
 def _dump(data: Any) -> str:
     return json_for_terminal(data)
 
 
-def _default_db() -> str:
-    from xclaw.config import load_settings
-
-    return load_settings().db
-
-
 def _use_prices() -> None:
-    """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
-    from xclaw.config import load_settings
+    """Prices for the cost columns: the providers' prices plus xclaw.yaml's `prices:`."""
     from xclaw.llm import prices
 
     prices.configure(load_settings().prices)
 
 
-def with_store(fn: F) -> F:
-    """Add --db, open the store (creating or upgrading the file), turn errors into words."""
-    return _store_command(fn, must_exist=False)
+_DB_HELP = {
+    Access.READ: "An existing xclaw database, only read: never created, upgraded or changed.",
+    Access.WRITE: "An existing xclaw database (one of an older xclaw is upgraded).",
+    Access.CREATE: "Created if there is none; another program's file is refused.",
+}
+_DB_HELP_BY_OPTION = "Only read, unless an option here writes (an existing xclaw database)."
 
 
-def with_existing_store(fn: F) -> F:
-    """As with_store, for commands that inspect a database: a SQLite path with no file is an
-    error (a mistyped --db must not be created empty and then reported on)."""
-    return _store_command(fn, must_exist=True)
+def with_store(
+    access: AccessRule, *, before: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[F], F]:
+    """Add --db and open the store as `access` allows (a reading command: an existing xclaw
+    database, nothing written), turning every error into one line and its exit status.
+    `before` checks the arguments first (and may put what it read into them, as import's
+    parsed file): a wrong call is refused before any database is opened."""
+
+    def decorate(fn: F) -> F:
+        return _store_command(fn, access, before)
+
+    return decorate
 
 
-def _store_command(fn: F, *, must_exist: bool) -> F:
+def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]], None] | None) -> F:
 
     @click.option(
         "--db",
         "db",
         default=None,
         metavar="PATH|URL",
-        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db).",
+        help="SQLite file or postgresql:// URL (default: $XCLAW_DB or $XCLAW_HOME/xclaw.db). "
+        + (_DB_HELP[access] if isinstance(access, Access) else _DB_HELP_BY_OPTION),
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
         try:
-            target = db or _default_db()
-            if "://" not in target:
-                if must_exist and not Path(target).expanduser().exists():
-                    _fail(f"no database at {target} (nothing to check)", 2)
-                Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            store = open_store(target)
+            if before is not None:
+                before(kwargs)
+            # Read whether or not --db is given: a bad configuration stops every command the
+            # same way (exit 2), before anything is opened.
+            settings = load_settings()
+            store = open_store(
+                db or settings.database, access=access(kwargs) if callable(access) else access
+            )
         except XclawError as e:
-            _fail(e.message, 1)
+            fail_on(e)
         except OSError as e:
-            _fail(f"cannot open the database: {e}", 1)
+            _fail(f"cannot open the database: {e}", EXIT_FAILED)
         try:
             if isinstance(kwargs.get("session_id"), str):
                 # Every command taking a session id takes a unique prefix of one (as git).
@@ -101,11 +111,11 @@ def _store_command(fn: F, *, must_exist: bool) -> F:
             return fn(store, *args, **kwargs)
         except StepNotFound as e:
             # Offline, the listing that shows step ids is `xclaw steps`, not /steps.
-            _fail(e.message.replace("shown by /steps", f"shown by `xclaw steps {e.session_id}`"), 2)
-        except _USER_ERRORS as e:
-            _fail(e.message, 2)
+            fail_on(
+                e, e.message.replace("shown by /steps", f"shown by `xclaw steps {e.session_id}`")
+            )
         except XclawError as e:
-            _fail(e.message, 1)
+            fail_on(e)
         finally:
             store.close()
 
@@ -126,11 +136,42 @@ def workspace_option(fn: F) -> F:
 def workspaces_for(store: Store, root: str | None) -> Any:
     """The one place rollback and fork go through, so the files follow the record
     (files follow memory): xclaw.workspace.timetravel.Workspaces."""
-    from xclaw.config import load_settings
     from xclaw.workspace.timetravel import Workspaces
 
     settings = load_settings()
     return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
+
+
+def _busy(info: LeaseInfo, what: str) -> SessionBusy:
+    return SessionBusy(
+        f"session {info.session_id} has a run in flight on worker {info.owner} (lease "
+        f"#{info.token}, renewed while it runs); to {what} now would race it. Wait for its "
+        "reply, or stop it (Ctrl+C in xclaw chat, Stop on the page, a cancel frame), then "
+        "try again"
+    )
+
+
+def refuse_while_driven(store: Store, session_id: str, what: str) -> None:
+    """SessionBusy, naming the worker, while another process drives the session."""
+    info = store.lease_info(session_id)
+    if info.live:
+        raise _busy(info, what)
+
+
+@contextlib.contextmanager
+def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
+    """The session's lease, held by this command while it changes the session (one driver):
+    SessionBusy, naming the worker, when a live run holds it."""
+    from xclaw.config import load_settings
+
+    ttl = load_settings().lease_ttl_s
+    lease = store.acquire_lease(session_id, f"cli:{new_worker_id()}", ttl)
+    if lease is None:
+        raise _busy(store.lease_info(session_id), what)
+    try:
+        yield
+    finally:
+        store.release_lease(lease)
 
 
 STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
@@ -154,21 +195,17 @@ STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "fail
     default=None,
     help="Only the N most recently updated sessions.",
 )
-@with_store
+@with_store(Access.READ)
 def sessions_cmd(
     store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
 ) -> None:
     """List the sessions of a database, most recently updated first; WORD keeps those whose
     title or id contains it (case-insensitive)."""
     _use_prices()
-    found = store.list_sessions(limit=None if (search or state) else limit)
-    # A run in flight anywhere holds a live lease on its session.
-    live = {
-        info.session_id
-        for info in store.leases(statuses=(Status.RUNNING, Status.PAUSED))
-        if info.live
-    }
-    busy = live.__contains__
+    r = output_redactor()
+    # Redacted before the search: a WORD must not find what the listing would not show.
+    found = [r.session(s) for s in store.list_sessions(limit=None if (search or state) else limit)]
+    busy = running_now(store)
     if search:
         word = search.lower()
         found = [s for s in found if word in s.title.lower() or word in s.session_id.lower()]
@@ -192,6 +229,14 @@ def sessions_cmd(
         _out().print(format_sessions(found, costs, busy=busy))
 
 
+def running_now(store: Store) -> Callable[[str], bool]:
+    """Is a run of this session in flight right now, anywhere? The `busy` of session_state
+    for commands that run without a server: a run holds a live lease on its session."""
+    statuses = (Status.RUNNING, Status.PAUSED)
+    live = {info.session_id for info in store.leases(statuses=statuses) if info.run_in_flight}
+    return live.__contains__
+
+
 @click.command("steps", short_help="The latest steps of a session (like /steps).")
 @click.argument("session_id", metavar="SESSION")
 @click.option(
@@ -203,12 +248,13 @@ def sessions_cmd(
     help="How many of the latest steps.",
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
-@with_store
+@with_store(Access.READ)
 def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     _use_prices()
-    session = store.get_session(session_id)
-    steps = store.latest_steps(session_id, n)
+    r = output_redactor()
+    session = r.session(store.get_session(session_id))
+    steps = [r.step(s) for s in store.latest_steps(session_id, n)]
     if as_json:
         click.echo(_dump([step_json(s) for s in steps]))
     else:
@@ -218,12 +264,12 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
-@with_store
+@with_store(Access.READ)
 def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     _use_prices()
     store.get_session(session_id)
-    tree = store.step_tree(session_id)
+    tree = build_tree([output_redactor().step(s) for s in store.steps(session_id)])
     if as_json:
         click.echo(_dump([tree_json(n) for n in tree]))
     else:
@@ -235,7 +281,7 @@ def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
 @click.argument("step", metavar="STEP")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def rollback_cmd(
     store: Store, session_id: str, step: str, yes: bool, workspace: str | None
 ) -> None:
@@ -244,10 +290,16 @@ def rollback_cmd(
     STEP is s0005, 5 or the full step id. The session's workspace files go back to their
     state just before STEP as well (from its snapshots). What the deleted steps did outside
     the workspace (emails, network calls) stays done.
+
+    Refused while a server runs the session (its lease is live): a rollback never races a
+    run. A server serving the session tells its clients, who get the new history at once.
     """
     workspaces = workspaces_for(store, workspace)
     target = store.get_step(session_id, step)
-    outside = outside_note(outside_steps(store.steps(session_id), target.seq))
+    outside = output_redactor().text(
+        outside_note(outside_steps(store.steps(session_id), target.seq))
+    )
+    refuse_while_driven(store, session_id, "roll it back")
     if not yes:
         later = len(store.steps(session_id, after_seq=target.seq - 1))
         if outside:
@@ -258,7 +310,9 @@ def rollback_cmd(
             abort=True,
             err=True,
         )
-    result = workspaces.rollback(session_id, target.seq)
+    # Held while the steps go: no server starts a run of the session meanwhile (one driver).
+    with holding_lease(store, session_id, "roll it back"):
+        result = workspaces.rollback(session_id, target.seq)
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
@@ -280,7 +334,7 @@ def rollback_cmd(
 @click.option("--title", default=None, help="Title of the new session.")
 @click.option("--json", "as_json", is_flag=True, help="The new session as JSON.")
 @workspace_option
-@with_store
+@with_store(Access.WRITE)
 def fork_cmd(
     store: Store,
     session_id: str,
@@ -291,11 +345,13 @@ def fork_cmd(
 ) -> None:
     """Copy SESSION up to and including STEP into a new session; the original is kept.
     The new session's workspace holds the files as they were just after STEP."""
+    r = output_redactor()
     target = store.get_step(session_id, step)
-    outside = outside_note(outside_steps(store.steps(session_id), target.seq + 1))
+    outside = r.text(outside_note(outside_steps(store.steps(session_id), target.seq + 1)))
+    title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
     if as_json:
-        click.echo(_dump(session_json(forked)))
+        click.echo(_dump(r(session_json(forked))))
         return
     out = _out()
     out.print(f"[fork] new session created: {forked.session_id}")
@@ -308,6 +364,11 @@ def fork_cmd(
         out.print(f"[fork] in the original session after that step, {outside}")
 
 
+def _one_or_all(args: dict[str, Any]) -> None:
+    if args["everything"] == (args["session_id"] is not None):
+        _fail("give either a SESSION or --all", EXIT_USAGE)
+
+
 @click.command("export", short_help="Sessions and their steps as JSON Lines (see xclaw import).")
 @click.argument("session_id", metavar="SESSION", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every session of the database.")
@@ -317,27 +378,28 @@ def fork_cmd(
     is_flag=True,
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
-@with_store
+@with_store(Access.READ, before=_one_or_all)
 def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
-    here or into another database."""
+    here or into another database. Credentials (docs/security.md) show as [REDACTED]."""
     from xclaw.store.transfer import export_lines
 
-    if everything == (session_id is not None):
-        _fail("give either a SESSION or --all", 2)
     _use_prices()
+    r = output_redactor()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:
         docs = []
         for session in sessions:
             steps = store.steps(session.session_id)
             head = {**session_json(session), **session_cost(steps).to_json()}
-            docs.append({"session": head, "steps": [step_json(s) for s in steps]})
+            docs.append(r({"session": head, "steps": [step_json(s) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
-    for line in export_lines(store, sessions, totals=lambda steps: session_cost(steps).to_json()):
+    for line in export_lines(
+        store, sessions, totals=lambda steps: session_cost(steps).to_json(), redact=r
+    ):
         click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 

@@ -31,19 +31,14 @@ async def _listing(as_json: bool, check: bool) -> int:
         await toolbox.close()
     # Server settings hold `${VAR}` values substituted (args, URL, env echoed on stderr): as
     # everywhere else, every credential xclaw knows of is masked before it is shown.
-    redact = Redactor(
-        [
-            *settings.secret_values(),
-            *(v for m in settings.mcp_servers for v in getattr(m, "secrets", ())),
-        ]
-    )
+    redact = Redactor(settings.secret_values())  # the MCP servers' ${VAR} values among them
     tools, servers, warnings = redact(tools), redact(servers), redact(warnings)
     if as_json:
         # Tool names and descriptions come from MCP servers: printed inert (xclaw.terminal.text).
         click.echo(
             json_for_terminal(
                 {
-                    "approvalMode": settings.approval_mode,
+                    "approvalMode": settings.approval.mode,
                     "tools": tools,
                     "servers": servers,
                     "warnings": warnings,
@@ -52,7 +47,7 @@ async def _listing(as_json: bool, check: bool) -> int:
             )
         )
     else:
-        click.echo(printable(format_listing(tools, servers, settings.approval_mode)))
+        click.echo(printable(format_listing(tools, servers, settings.approval.mode)))
         for why in warnings:
             click.secho(printable(f"warning: {why}"), fg="yellow", err=True)
     failed = any(s["status"] == "error" for s in servers) or bool(warnings)
@@ -81,5 +76,5 @@ def register(cli: click.Group) -> None:
             code = asyncio.run(_listing(as_json, check))
         except XclawError as e:
             click.secho(f"error: {e.message}", fg="red", err=True)
-            sys.exit(2)
+            sys.exit(e.exit_code)
         sys.exit(code)

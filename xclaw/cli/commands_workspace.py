@@ -1,5 +1,8 @@
 """Offline workspace commands: `xclaw snapshots` (a session's workspace snapshots) and
-`xclaw diff` (what changed in the workspace between the states before two steps)."""
+`xclaw diff` (what changed in the workspace between the states before two steps).
+
+Snapshots keep the workspace's files as they were, names and contents (a rollback must give
+them back exactly); what `xclaw diff` shows of them is redacted (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ import click
 from rich.console import Console
 
 from xclaw.cli.commands_store import with_store, workspace_option
+from xclaw.cli.redaction import output_redactor
 from xclaw.errors import WorkspaceError
+from xclaw.recorder.redact import Redactor
+from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
@@ -60,7 +66,7 @@ def workspace_root(given: str | None) -> Path:
 @click.command("snapshots", short_help="The workspace snapshots of a session.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of snapshots.")
-@with_store
+@with_store(Access.READ)
 def snapshots_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The workspace snapshots of SESSION: one before each step that could change files
     (shell, write_file, edit_file). NEW is what the snapshot added to the database; files
@@ -104,7 +110,14 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     from xclaw.workspace.timetravel import Workspaces
 
     workspaces = Workspaces(store, root)
-    workspaces.recover(session_id)  # a restore cut short is completed before reading files
+    if store.pending_restores(session_id):
+        # Completing it would write (files and the record); `diff` only reads.
+        raise WorkspaceError(
+            f"the workspace of session {session_id} is being restored (a rollback or fork was "
+            "cut short) and is not what its record says yet; it is completed when the session "
+            f"is next opened (xclaw run --session {session_id}, or xclaw chat). Compare steps "
+            "instead of `now` meanwhile."
+        )
     ws = workspaces.path(session_id)
     if not ws.is_dir():
         raise WorkspaceError(f"session {session_id} has no workspace at {ws}; pass --workspace")
@@ -119,6 +132,21 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     return State(label, manifest, read)
 
 
+def _shown(state: State, r: Redactor) -> State:
+    """The state with its text files read redacted: a secret spanning lines (a private key)
+    is masked whole before the diff cuts the file into lines."""
+
+    def read(path: str, entry: Entry) -> bytes:
+        data = state.read(path, entry)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data  # binary: never shown, only "differs"
+        return r.text(text).encode("utf-8")
+
+    return State(state.label, state.manifest, read)
+
+
 @click.command("diff", short_help="What changed between two steps, or between two sessions.")
 @click.argument("session_id", metavar="SESSION")
 @click.argument("step_a", metavar="STEP_A|SESSION_B")
@@ -126,7 +154,7 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of changes.")
 @click.option("--stat", "stat_only", is_flag=True, help="Only the list of changed files.")
 @workspace_option
-@with_store
+@with_store(Access.READ)
 def diff_cmd(
     store: Store,
     session_id: str,
@@ -142,7 +170,10 @@ def diff_cmd(
 
     With two sessions (`xclaw diff SESSION SESSION_B`, e.g. a session and its fork): their
     steps after the fork aligned by content (same / changed / only on one side), a diff of
-    their final answers, then the difference between their workspaces as they are now."""
+    their final answers, then the difference between their workspaces as they are now.
+
+    Credentials (docs/security.md) show as [REDACTED], in file names and contents alike; the
+    snapshots themselves keep the files as they were."""
     store.get_session(session_id)
     root = workspace_root(workspace)
     if step_b is None:
@@ -156,11 +187,13 @@ def diff_cmd(
     else:
         old = _state(store, session_id, step_a, root)
         new = _state(store, session_id, step_b, root)
+    r = output_redactor()
+    old, new = _shown(old, r), _shown(new, r)
     changes = compare(old.manifest, new.manifest)
     if as_json:
         click.echo(
             json_for_terminal(
-                [change_json(c, None if stat_only else unified(c, old, new)) for c in changes]
+                r([change_json(c, None if stat_only else unified(c, old, new)) for c in changes])
             )
         )
         return
@@ -174,18 +207,19 @@ def diff_cmd(
         detail = describe(c.new if c.new is not None else c.old)
         if c.kind in ("mode", "type"):
             detail = f"{describe(c.old)} -> {describe(c.new)}"
-        out.print(f"{letters[c.kind]}  {c.path}  ({detail})")
+        out.print(r.text(f"{letters[c.kind]}  {c.path}  ({detail})"))
     if stat_only:
         return
     for c in changes:
         text = unified(c, old, new)
         if text:
+            text = r.text(text)  # the file names in its header
             click.echo("")
             # As is into a pipe (`patch` reads it); inert on a terminal, where a file a tool
             # wrote could otherwise drive it (xclaw.terminal.text).
             click.echo(text if not sys.stdout.isatty() else printable(text), nl=False)
         elif c.kind == "changed" and "hash" in (c.new or {}):
-            click.echo(f"\nbinary or large file {c.path} differs")
+            click.echo(r.text(f"\nbinary or large file {c.path} differs"))
 
 
 def _branches(store: Store, left: str, right: str) -> None:
@@ -198,8 +232,9 @@ def _branches(store: Store, left: str, right: str) -> None:
         fork = b.forked_from_seq
     elif a.parent_session_id == right and a.forked_from_seq:
         fork = a.forked_from_seq
-    xs = [s for s in store.steps(left) if s.seq > fork]
-    ys = [s for s in store.steps(right) if s.seq > fork]
+    r = output_redactor()
+    xs = [r.step(s) for s in store.steps(left) if s.seq > fork]
+    ys = [r.step(s) for s in store.steps(right) if s.seq > fork]
     out = out_console()
     where = f"after the fork at s{fork:04d}" if fork else "(no common history)"
     out.print(f"branches {left} (left) and {right} (right), {where}")

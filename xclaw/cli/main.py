@@ -5,9 +5,13 @@ from __future__ import annotations
 import click
 
 from xclaw import __version__
+from xclaw.cli.exit_status import XclawGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=XclawGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="xclaw")
 def cli() -> None:
     """xclaw: an agent runtime whose state survives anything.

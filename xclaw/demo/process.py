@@ -19,6 +19,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from xclaw.errors import EXIT_USAGE
+
 Frame = dict[str, Any]
 
 
@@ -26,6 +28,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class ServerRefused(RuntimeError):
+    """`xclaw serve` refused what it was given (its configuration: exit status 2) before
+    serving anything; `message` is its own `error:` line."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
 
 
 class ServerProcess:
@@ -57,7 +69,11 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"xclaw serve exited with {self.proc.returncode}:\n{self.log()}")
+                code, said = self.proc.returncode, self.log()
+                refused = [ln for ln in said.splitlines() if ln.startswith("error: ")]
+                if code == EXIT_USAGE and refused:
+                    raise ServerRefused(refused[-1].removeprefix("error: "), code)
+                raise RuntimeError(f"xclaw serve exited with {code}:\n{said}")
             try:
                 r = httpx.get(
                     f"{self.url}/api/health",

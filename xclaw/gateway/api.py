@@ -4,6 +4,10 @@ dashboards and the web page's trace view. Described by `/api/openapi.json` (open
 Errors are `{"code": CODE, "error": TEXT}` with the WebSocket's error codes, mapped onto HTTP
 statuses: unknown_session 404, bad_step/bad_request 400, busy 409, unauthorized 401,
 forbidden_origin 403.
+
+Every answer is redacted as it leaves (`_json`, the export's lines): the record holds no
+credential it knew of when it was written, and this also keeps out one learned since (an MCP
+server's env value) or one in a database written by an older version (docs/security.md).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.errors import XclawError
+from xclaw.answered_by import AnsweredBy
+from xclaw.errors import StepNotFound, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
@@ -32,6 +37,7 @@ STATUS_OF_CODE = {
     "bad_request": 400,
     "bad_command": 400,
     "busy": 409,
+    "config_mismatch": 409,
     "unauthorized": 401,
     "forbidden_origin": 403,
     "illegal_transition": 409,
@@ -41,6 +47,10 @@ MAX_BODY_BYTES = 64_000
 
 class BadRequest(XclawError):
     code = "bad_request"
+
+
+class BadStep(XclawError):
+    code = "bad_step"
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -89,12 +99,18 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """Give the handler the gateway and turn XclawErrors into JSON error responses."""
 
     async def endpoint(request: Request) -> Response:
+        gw: Gateway = request.app.state.gateway
         try:
-            return await handler(request, request.app.state.gateway)
+            return await handler(request, gw)
         except XclawError as e:
-            return error_response(e.code, e.message)
+            return error_response(e.code, gw.runtime.redact.text(e.message))
 
     return endpoint
+
+
+def _json(gw: Gateway, data: Any, status_code: int = 200) -> JSONResponse:
+    """An answer, redacted (see the module docstring)."""
+    return JSONResponse(gw.runtime.redact(data), status_code=status_code)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -131,7 +147,8 @@ def _ms(seconds: float | None) -> int | None:
 
 async def health(request: Request, gw: Gateway) -> Response:
     rt = gw.runtime
-    return JSONResponse(
+    return _json(
+        gw,
         {
             "status": "ok",
             "version": __version__,
@@ -144,32 +161,33 @@ async def health(request: Request, gw: Gateway) -> Response:
             "sessionsDriven": rt.driven_sessions(),
             # Write transactions this process has committed: with the steps it recorded,
             # how well writes share commits (bench/gateway_bench.py prints steps per commit).
-            "commits": getattr(gw.store, "commits", None),
+            "commits": gw.store.commits,
             # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
-            "writerBusyMs": _ms(getattr(gw.store, "writer_busy_s", None)),
-        }
+            "writerBusyMs": _ms(gw.store.writer_busy_s),
+        },
     )
 
 
 async def list_sessions(request: Request, gw: Gateway) -> Response:
     limit = _int_param(request, "limit", 100, lo=1, hi=10_000)
     sessions = await asyncio.to_thread(gw.store.list_sessions, limit=limit)
-    return JSONResponse(
-        {"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]}
+    return _json(
+        gw, {"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]}
     )
 
 
 async def get_session(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     s = await asyncio.to_thread(gw.store.get_session, sid)
-    return JSONResponse(session_json(s, busy=gw.runtime.is_busy(sid)))
+    return _json(gw, session_json(s, busy=gw.runtime.is_busy(sid)))
 
 
 async def patch_session(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     title = _str_field(await _body(request), "title", required=True)
-    s = await asyncio.to_thread(lambda: gw.store.update_session(sid, title=title))
-    return JSONResponse(session_json(s, busy=gw.runtime.is_busy(sid)))
+    assert title is not None
+    s = await gw.runtime.rename(sid, title)  # redacted, and told to attached clients
+    return _json(gw, session_json(s, busy=gw.runtime.is_busy(sid)))
 
 
 async def delete_session(request: Request, gw: Gateway) -> Response:
@@ -205,22 +223,22 @@ async def list_steps(request: Request, gw: Gateway) -> Response:
         steps = await asyncio.to_thread(gw.store.steps, sid)
     else:
         steps = await asyncio.to_thread(gw.store.latest_steps, sid, n)
-    return JSONResponse({"sessionId": sid, "steps": [step_json(s) for s in steps]})
+    return _json(gw, {"sessionId": sid, "steps": [step_json(s) for s in steps]})
 
 
 async def step_tree(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     await asyncio.to_thread(gw.store.get_session, sid)
     roots = await asyncio.to_thread(gw.store.step_tree, sid)
-    return JSONResponse({"sessionId": sid, "tree": [tree_json(r) for r in roots]})
+    return _json(gw, {"sessionId": sid, "tree": [tree_json(r) for r in roots]})
 
 
 async def history(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     await asyncio.to_thread(gw.store.get_session, sid)
     frame = await asyncio.to_thread(gw.runtime.history_frame, sid)
-    return JSONResponse(
-        {"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])}
+    return _json(
+        gw, {"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])}
     )
 
 
@@ -231,13 +249,30 @@ async def rollback(request: Request, gw: Gateway) -> Response:
     result = await gw.commands.rollback(sid, ref)
     for frame in result.frames.broadcast:
         gw.hub.broadcast(sid, frame)
-    return JSONResponse(
+    return _json(
+        gw,
         {
             "session": session_json(result.session),
             "stepId": result.step_id,
             "deleted": result.deleted,
-        }
+        },
     )
+
+
+async def approve(request: Request, gw: Gateway) -> Response:
+    """The answer to an approval_request, as a WebSocket client gives it: `{"approve": BOOL}`.
+    The record says a person answered through the HTTP API."""
+    sid = request.path_params["sid"]
+    ref = request.path_params["step"]
+    approve_ = (await _body(request)).get("approve")
+    if not isinstance(approve_, bool):
+        raise BadRequest("field 'approve' must be true or false")
+    await asyncio.to_thread(gw.store.get_session, sid)
+    try:
+        gw.runtime.answer_approval(sid, ref, approve_, AnsweredBy.person("api", "http"))
+    except StepNotFound:
+        raise BadStep(f"no approval is waiting for step {ref!r} in session {sid}") from None
+    return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
 async def fork(request: Request, gw: Gateway) -> Response:
@@ -247,7 +282,7 @@ async def fork(request: Request, gw: Gateway) -> Response:
     title = _str_field(data, "title", required=False)
     assert ref is not None
     new = await gw.runtime.fork(sid, ref, title)
-    return JSONResponse({"session": session_json(new), "fromSessionId": sid}, status_code=201)
+    return _json(gw, {"session": session_json(new), "fromSessionId": sid}, status_code=201)
 
 
 async def export(request: Request, gw: Gateway) -> Response:
@@ -257,20 +292,15 @@ async def export(request: Request, gw: Gateway) -> Response:
     session = await asyncio.to_thread(gw.store.get_session, sid)
     steps = await asyncio.to_thread(gw.store.steps, sid)
 
+    redact = gw.runtime.redact
+
+    def line(data: dict[str, Any]) -> str:
+        return json.dumps(redact(data), ensure_ascii=False, default=str) + "\n"
+
     async def lines() -> AsyncIterator[str]:
-        yield (
-            json.dumps(
-                {"kind": "session", **session_json(session), **session_cost(steps).to_json()},
-                ensure_ascii=False,
-                default=str,
-            )
-            + "\n"
-        )
+        yield line({"kind": "session", **session_json(session), **session_cost(steps).to_json()})
         for st in steps:
-            yield (
-                json.dumps({"kind": "step", **step_json(st)}, ensure_ascii=False, default=str)
-                + "\n"
-            )
+            yield line({"kind": "step", **step_json(st)})
 
     return StreamingResponse(
         lines(),
@@ -280,7 +310,7 @@ async def export(request: Request, gw: Gateway) -> Response:
 
 
 async def openapi(request: Request, gw: Gateway) -> Response:
-    return JSONResponse(openapi_spec(__version__))
+    return JSONResponse(openapi_spec(__version__))  # no data of anyone's
 
 
 def api_routes() -> list[Route]:
@@ -297,5 +327,6 @@ def api_routes() -> list[Route]:
         Route("/sessions/{sid}/history", e(history), methods=["GET"]),
         Route("/sessions/{sid}/rollback", e(rollback), methods=["POST"]),
         Route("/sessions/{sid}/fork", e(fork), methods=["POST"]),
+        Route("/sessions/{sid}/approvals/{step}", e(approve), methods=["POST"]),
         Route("/sessions/{sid}/export", e(export), methods=["GET"]),
     ]

@@ -40,11 +40,26 @@ class RevalidatedStatic(StaticFiles):
 
 # Another web site must not frame the page: inside a frame the page has the owner's token (in
 # its localStorage) and the owner's clicks ("Approve"). The address may hold ?token= on the
-# first load: never sent as a Referer. (docs/security.md)
+# first load: never sent as a Referer. Only the page's own files run as script, and it
+# loads nothing from elsewhere: markup that got past the sanitiser (an answer is hostile
+# text) could not run script or send the conversation anywhere. (docs/security.md)
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",  # the page's modules only: no inline script, handler or eval
+        "style-src 'self'",
+        "img-src 'self' data:",  # the icons are data: URLs in the stylesheet
+        "connect-src 'self'",  # /api/ and the /ws socket of this origin
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",  # the token form is handled by script, never submitted
+        "frame-ancestors 'none'",
+    )
+)
 PAGE_HEADERS = {
     "Cache-Control": "no-store",  # a new page version must not hide behind a cached one
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }

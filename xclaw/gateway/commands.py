@@ -39,7 +39,7 @@ commands:
   /tools                list the tools (built-in, Python, MCP) and their policies
   /compact              summarise the conversation so far (later turns start from it)
   /switch ID            attach to an existing session (a unique prefix of its id is enough)
-  /new [title]          start a new session (it is saved with its first message)
+  /new [title]          start a new session (saved at once with a title, else with its first message)
   /title TEXT           rename this session
   /help                 this text"""
 
@@ -48,6 +48,16 @@ class CommandError(XclawError):
     """A slash command that cannot run as typed (unknown name, missing argument)."""
 
     code = "bad_command"
+
+
+def session_title(text: str) -> str:
+    """A title typed after /title or /new: whitespace folded; too long is refused."""
+    title = " ".join(text.split())
+    if len(title) > MAX_TITLE:
+        raise CommandError(
+            f"a title has at most {MAX_TITLE} characters (this one has {len(title)})"
+        )
+    return title
 
 
 @dataclass
@@ -194,15 +204,14 @@ class CommandRunner:
         )
 
     async def _title(self, session_id: str, cmd: Command) -> CommandResult:
-        title = " ".join(cmd.rest.split())
+        title = session_title(cmd.rest)
         if not title:
             raise CommandError("usage: /title TEXT — the session's new title")
-        if len(title) > MAX_TITLE:
-            raise CommandError(
-                f"a title has at most {MAX_TITLE} characters (this one has {len(title)})"
-            )
-        await self.runtime.rename(session_id, title)  # every attached client gets `renamed`
-        return CommandResult(reply=[_notice(session_id, f"[title] this session is now “{title}”")])
+        # Every attached client gets `renamed`; the title as stored (redacted).
+        session = await self.runtime.rename(session_id, title)
+        return CommandResult(
+            reply=[_notice(session_id, f"[title] this session is now “{session.title}”")]
+        )
 
     async def _tools(self, session_id: str) -> CommandResult:
         from xclaw.tools.approval import ApprovalPolicy
@@ -213,7 +222,7 @@ class CommandRunner:
         policy = ApprovalPolicy.from_settings(self.runtime.settings)
         tools = tool_rows(toolbox.tools, policy)
         servers = await server_rows(toolbox.mcp, start=False)
-        text = format_listing(tools, servers, self.runtime.settings.approval_mode)
+        text = format_listing(tools, servers, self.runtime.settings.approval.mode)
         return CommandResult(reply=[_notice(session_id, text)])
 
     def _outside(self, session_id: str, ref: str, *, after: bool) -> str:

@@ -111,7 +111,12 @@ _SCHEMAS: dict[str, Any] = {
             "durationMs": {"type": ["integer", "null"]},
             "tokens": {
                 "type": "object",
-                "properties": {"prompt": {"type": "integer"}, "completion": {"type": "integer"}},
+                # null: the server reported no count (unknown; `output.usage` holds xclaw's
+                # estimate, flagged `estimated`).
+                "properties": {
+                    "prompt": {"type": ["integer", "null"]},
+                    "completion": {"type": ["integer", "null"]},
+                },
             },
         },
     },
@@ -345,6 +350,34 @@ def openapi_spec(version: str) -> dict[str, Any]:
                         "properties": {"stepId": step_ref, "title": {"type": "string"}},
                     },
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/approvals/{step}": {
+                "parameters": [
+                    _SID,
+                    {"name": "step", "in": "path", "required": True, "schema": step_ref},
+                ],
+                "post": _op(
+                    "answer an approval the run waits for (as an `approval` frame does); the "
+                    "approval step records that a person answered through the HTTP API",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "sessionId": {"type": "string"},
+                                    "stepId": {"type": "string"},
+                                    "approved": {"type": "boolean"},
+                                },
+                            }
+                        )
+                    },
+                    body={
+                        "type": "object",
+                        "required": ["approve"],
+                        "properties": {"approve": {"type": "boolean"}},
+                    },
+                    errors={**_SESSION_ERRORS, **bad_step},
                 ),
             },
             "/sessions/{sid}/export": {

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
+from xclaw.gateway.listen import bind_listeners
+from xclaw.invocation import xclaw_command
+from xclaw.llm.base import Model
 from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
@@ -112,6 +116,8 @@ class Banner:
     model: str | None
     model_error: str | None
     sandbox: str = ""
+    command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.invocation)
+    warnings: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         out = [
@@ -127,13 +133,15 @@ class Banner:
             out.append(f"  {NO_MODEL_LINE}")
             if self.model_error and "no LLM provider is configured" not in self.model_error:
                 out.append(f"  ({self.model_error})")
+        out.extend(f"  {w}" for w in self.warnings)
         out.append(
-            "  open the URL in a browser, or run `xclaw chat` in another terminal; Ctrl+C stops"
+            f"  open the URL in a browser, or run `{self.command} chat` in another terminal; "
+            "Ctrl+C stops"
         )
         return out
 
 
-def _model(settings: Settings) -> tuple[Any, str | None]:
+def _model(settings: Settings) -> tuple[Model | None, str | None]:
     """(model or None, why not). The server starts without a model and says how to add one."""
     from xclaw.llm.factory import build_model
 
@@ -150,31 +158,52 @@ def _display_host(host: str) -> str:
 
 
 async def _serve(settings: Settings, log_level: str) -> int:
+    # Bound first: a taken port is one error with nothing opened, registered or logged.
+    sockets = bind_listeners(settings.host, settings.port)
+    try:
+        return await _serve_on(settings, log_level, sockets)
+    finally:
+        for sock in sockets:  # uvicorn closes them on a stop; not when startup failed
+            sock.close()
+
+
+async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.socket]) -> int:
+    from xclaw.runtime.agreement import disagreeing
     from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
+    port = int(sockets[0].getsockname()[1])  # the real one when --port 0 asked for any
     private_dir(settings.home)
     token = load_or_create_token(settings.home, settings.token)
     redactor = Redactor([token, *settings.secret_values()])
     configure_logging(token, log_level, redactor=redactor)
     model, model_error = _model(settings)
     private_dir(settings.workspace_root)
-    store = open_store(settings.db)
+    store = open_store(settings.database)
     try:
-        runtime = Runtime(store, settings, model=model, redactor=redactor)
+        specs = [p.model for p in settings.providers]
+        runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)
         # Every credential is read by now (the providers hold their keys): nothing started
         # later inherits them, and same-user processes cannot read our /proc/PID/environ.
         drop_from_environ(settings.secret_env)
         make_undumpable()
         # Presence, failover and frames across the workers sharing this database.
-        cluster = Cluster(runtime, info={"port": settings.port})
+        cluster = Cluster(runtime, info={"port": port})
         await cluster.start()
+        # Workers that run sessions with another model or approval mode: said at start.
+        warnings = disagreeing(
+            [(w.worker_id, w.alive, w.info) for w in await asyncio.to_thread(store.workers)],
+            runtime.worker_id,
+            runtime.run_config,
+        )
+        for line in warnings:
+            log.warning("event=config_disagreement worker=%s %s", runtime.worker_id, line)
         app = create_app(settings, store, runtime, token=token)
         config = uvicorn.Config(
             app,
             host=settings.host,
-            port=settings.port,
+            port=port,
             log_config=None,
             access_log=False,  # our own logs never carry the ?token= query
             ws_max_size=WS_MAX_SIZE,
@@ -186,10 +215,12 @@ async def _serve(settings: Settings, log_level: str) -> int:
         )
         server = uvicorn.Server(config)
         banner_task = asyncio.create_task(
-            _print_banner_when_up(server, settings, store.url, token, model, model_error)
+            _print_banner_when_up(
+                server, settings, port, store.url, token, model, model_error, tuple(warnings)
+            )
         )
         try:
-            await server.serve()
+            await server.serve(sockets=sockets)
         finally:
             banner_task.cancel()
             await cluster.stop()  # already done by runtime.shutdown() unless startup failed
@@ -204,27 +235,26 @@ async def _serve(settings: Settings, log_level: str) -> int:
 async def _print_banner_when_up(
     server: uvicorn.Server,
     settings: Settings,
+    port: int,
     db: str,
     token: str,
-    model: Any,
+    model: Model | None,
     model_error: str | None,
+    warnings: tuple[str, ...] = (),
 ) -> None:
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
     settle_heap()  # everything it serves with is imported by now
-    port = settings.port
-    for s in server.servers:
-        for sock in s.sockets:
-            port = sock.getsockname()[1]  # the real one when --port 0 asked for any free port
-            break
     url = f"http://{_display_host(settings.host)}:{port}/?token={token}"
     banner = Banner(
         url=url,
         database=db,
         workspace=str(settings.workspace_root),
-        model=getattr(model, "name", None),
+        model=model.name if model is not None else None,
         model_error=model_error,
         sandbox=sandbox_mode(settings),
+        command=xclaw_command(),
+        warnings=warnings,
     )
     print("\n".join(banner.lines()), flush=True)
     log.info(

@@ -14,15 +14,16 @@ import json
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from xclaw.answered_by import AnsweredBy
 from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
-from xclaw.gateway.commands import CommandError
+from xclaw.gateway.commands import CommandError, session_title
 from xclaw.gateway.context import Gateway
 from xclaw.protocol import (
     PROTOCOL_VERSION,
@@ -126,19 +127,29 @@ class Connection:
         self._queued_bytes = 0
         self._closing = False
         self._held: list[dict[str, Any]] | None = None
-        self.pending_title: str | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
+    # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
+    # by the runtime (Runtime.emit), every other frame here (`push`, the hub's).
     def _from_runtime(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime and the hub: held back while an attach reads the
-        history."""
+        """The sink given to the runtime: held back while an attach reads the history."""
         if self._held is not None:
             self._held.append(frame)
         else:
-            self.push(frame)
+            self._queue(frame)
+
+    def _from_hub(self, frame: dict[str, Any]) -> None:
+        """The sink given to the hub (frames the gateway made for every socket of a session,
+        e.g. a rollback's new history)."""
+        self._from_runtime(self.gw.runtime.redact(frame))
 
     def push(self, frame: dict[str, Any]) -> None:
-        """Queue a frame for the socket: never blocks, never raises."""
+        """Queue a frame the gateway made for this socket, redacted: never blocks, never
+        raises."""
+        self._queue(self.gw.runtime.redact(frame))
+
+    def _queue(self, frame: dict[str, Any]) -> None:
+        """Queue a frame that is already redacted."""
         if self._closing:
             return
         text = encode_frame(frame)
@@ -192,22 +203,18 @@ class Connection:
             self._unsubscribe()
             self._unsubscribe = None
         if self.session_id is not None:
-            self.gw.hub.remove(self.session_id, self._from_runtime)
+            self.gw.hub.remove(self.session_id, self._from_hub)
 
-    async def attach(self, requested: str | None, *, title: str | None = None) -> str:
+    async def attach(self, requested: str | None) -> str:
         """Resume on reconnect: attach to the session, send `session`, `history` and any approval
         still waiting, let the runtime resume what was interrupted, then send `status` with
         `busy` so a client knows whether to wait for a reply. An unknown (or null) id is attached
-        as a new session that is written at its first message (`pending_title`: the title
-        /new gave it)."""
+        as a new session that is written at its first message."""
         rt = self.gw.runtime
         try:
             session, created = await rt.peek(requested)
         except ValueError as e:
             raise BadFrame(f"reconnect frame: sessionId: {e}") from None
-        if created and title:
-            session = replace(session, title=title)
-        self.pending_title = title if created else None
         sid = session.session_id
         self.detach()
         self.session_id = sid
@@ -216,7 +223,7 @@ class Connection:
         # after the history they continue, so none is lost and none arrives out of order.
         self._held = []
         self._unsubscribe = rt.subscribe(sid, self._from_runtime)
-        self.gw.hub.add(sid, self._from_runtime)
+        self.gw.hub.add(sid, self._from_hub)
         try:
             if created:
                 history = {"type": "history", "content": "[]", "messages": []}
@@ -225,9 +232,9 @@ class Connection:
         finally:
             held, self._held = self._held, None
         self.push(session_frame(session, created=created, busy=rt.is_busy(sid)))
-        self.push({**history, "sessionId": sid})
+        self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
         for frame in held:
-            self.push(frame)
+            self._queue(frame)
         for frame in rt.pending_approval_frames(sid):
             if frame not in held:
                 self.push(frame)
@@ -268,7 +275,17 @@ class Connection:
     async def _switch(self, sid: str, cmd: Command) -> None:
         """/switch PREFIX attaches to an existing session only; /new [title] to a new one."""
         if cmd.name == "new":
-            await self.attach(None, title=cmd.rest[:200] or None)
+            title = self.gw.runtime.title_of(session_title(cmd.rest))
+            if not title:  # written with its first message, as a session opened anywhere
+                await self.attach(None)
+                return
+            # Named: written now, as /title writes a session nothing was said to yet, so the
+            # name survives the client leaving (or reconnecting) before the first message.
+            fresh, _ = await self.gw.runtime.peek(None)
+            created = await asyncio.to_thread(
+                self.gw.store.create_session, session_id=fresh.session_id, title=title
+            )
+            await self.attach(created.session_id)
             return
         if len(cmd.args) != 1:
             raise CommandError(
@@ -282,11 +299,6 @@ class Connection:
         if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
             with contextlib.suppress(StoreError):  # another socket wrote it first
                 await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
-
-    async def _apply_pending_title(self, sid: str) -> None:
-        title, self.pending_title = self.pending_title, None
-        if title and sid == self.session_id:
-            await self.gw.runtime.rename(sid, title)
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
@@ -322,10 +334,6 @@ class Connection:
             if cmd is None:
                 # SessionBusy -> `busy`: one driver. The session this socket is
                 # attached to is written now if this is its first message.
-                if self.pending_title and sid == self.session_id:
-                    rt.require_model()  # nothing is written without a model to answer
-                    await self._create_pending(sid)
-                    await self._apply_pending_title(sid)
                 await rt.send(sid, frame.content, create=sid == self.session_id)
                 return
             if cmd.name in ("switch", "new"):
@@ -335,6 +343,7 @@ class Connection:
                 await self._create_pending(sid)  # naming it is the first thing said to it
             elif (
                 cmd.name in ("steps", "rollback", "fork")
+                and (cmd.name == "steps" or cmd.args)  # bare: its usage line, as elsewhere
                 and sid == self.session_id
                 and await asyncio.to_thread(self.gw.store.find_session, sid) is None
             ):
@@ -353,8 +362,9 @@ class Connection:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
+            by = AnsweredBy.person(frame.client, "websocket")
             try:
-                rt.answer_approval(sid, frame.step_id, frame.approve)
+                rt.answer_approval(sid, frame.step_id, frame.approve, by)
             except StepNotFound:
                 self.push(
                     error_frame(

@@ -11,11 +11,14 @@ import base64
 from dataclasses import replace
 from typing import Any
 
-from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+from anthropic import AsyncAnthropic, AsyncStream, DefaultAsyncHttpxClient
+from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
+from anthropic.types import Usage as AnthropicUsage
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
 from xclaw.llm.wire import (
     parse_tool_arguments,
     portable_id,
@@ -192,7 +195,7 @@ class AnthropicModel:
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
         thinking_budget: int | None = None,
         cache: bool = True,
     ) -> None:
@@ -221,7 +224,7 @@ class AnthropicModel:
                 http_client=DefaultAsyncHttpxClient(verify=tls_context()),
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
-                request_id = request_id_of(getattr(stream.response, "headers", None))
+                request_id = request_id_of(stream.response.headers)
                 response = await self._read(stream, on_delta)
                 return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
@@ -232,7 +235,12 @@ class AnthropicModel:
         except Exception as e:
             raise provider_error(e, self.name, request_id=request_id) from e
 
-    async def _read(self, stream: Any, on_delta: DeltaSink | None) -> LLMResponse:
+    async def _read(
+        self, stream: AsyncStream[RawMessageStreamEvent], on_delta: DeltaSink | None
+    ) -> LLMResponse:
+        """The streamed events, as the SDK types them. The SDK builds them without checking
+        the server's JSON, so a field a server left out reads as None: each is read with a
+        fallback."""
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         order: list[int] = []
@@ -240,60 +248,67 @@ class AnthropicModel:
         thinking: dict[int, dict[str, str]] = {}
         usage = Usage()
         stop_reason = ""
+        response_id = ""
         finished = False  # `message_stop` seen: the only proof that the reply is whole
         events = 0
         async for event in stream:
-            kind = getattr(event, "type", "")
             events += 1
-            if kind == "message_stop":
+            if event.type == "message_stop":
                 finished = True
-            elif kind == "message_start":
-                usage = _usage(event.message.usage, usage)
-            elif kind == "content_block_start":
+            elif event.type == "message_start":
+                message = event.message
+                usage = _usage(message.usage, usage) if message is not None else usage
+                response_id = str(message.id or "") if message is not None else ""
+            elif event.type == "content_block_start":
                 block = event.content_block
-                btype = getattr(block, "type", "")
-                if btype in ("thinking", "redacted_thinking"):
+                if block.type == "thinking":
                     thinking[event.index] = {
-                        "type": btype,
-                        "thinking": getattr(block, "thinking", "") or "",
-                        "signature": getattr(block, "signature", "") or "",
-                        "data": getattr(block, "data", "") or "",
+                        "type": block.type,
+                        "thinking": block.thinking or "",
+                        "signature": block.signature or "",
+                        "data": "",
                     }
-                elif btype == "tool_use":
+                elif block.type == "redacted_thinking":
+                    thinking[event.index] = {
+                        "type": block.type,
+                        "thinking": "",
+                        "signature": "",
+                        "data": block.data or "",
+                    }
+                elif block.type == "tool_use":
                     calls[event.index] = {
                         "id": block.id,
                         "name": block.name,
                         "json": "",
-                        "input": dict(getattr(block, "input", None) or {}),
+                        "input": dict(block.input or {}),
                     }
                     order.append(event.index)
-                elif getattr(block, "type", "") == "text" and getattr(block, "text", ""):
+                elif block.type == "text" and block.text:
                     text.append(block.text)
                     if on_delta is not None:
                         await on_delta(block.text)
-            elif kind == "content_block_delta":
+            elif event.type == "content_block_delta":
                 delta = event.delta
-                dtype = getattr(delta, "type", "")
-                if dtype == "text_delta" and delta.text:
+                if delta.type == "text_delta" and delta.text:
                     text.append(delta.text)
                     if on_delta is not None:
                         await on_delta(delta.text)
-                elif dtype == "input_json_delta" and event.index in calls:
+                elif delta.type == "input_json_delta" and event.index in calls:
                     calls[event.index]["json"] += delta.partial_json or ""
-                elif dtype == "thinking_delta" and event.index in thinking:
-                    thinking[event.index]["thinking"] += getattr(delta, "thinking", "") or ""
-                elif dtype == "signature_delta" and event.index in thinking:
-                    thinking[event.index]["signature"] += getattr(delta, "signature", "") or ""
-            elif kind == "content_block_stop" and event.index in thinking:
+                elif delta.type == "thinking_delta" and event.index in thinking:
+                    thinking[event.index]["thinking"] += delta.thinking or ""
+                elif delta.type == "signature_delta" and event.index in thinking:
+                    thinking[event.index]["signature"] += delta.signature or ""
+            elif event.type == "content_block_stop" and event.index in thinking:
                 await show_thinking(_block(thinking[event.index]))
-            elif kind == "message_delta":
-                stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
+            elif event.type == "message_delta":
+                said = event.delta.stop_reason if event.delta is not None else None
+                stop_reason = said or stop_reason
                 usage = _usage(event.usage, usage)
         if not finished:
             # Nothing of this reply may run or be recorded: its tool calls may be cut in half.
             got = f"{events} event(s), {len(order)} tool call(s) started" if events else "nothing"
-            headers = getattr(getattr(stream, "response", None), "headers", None)
-            raise cut_off(self.name, "message_stop", got=got, headers=headers)
+            raise cut_off(self.name, "message_stop", got=got, headers=stream.response.headers)
         tool_calls = []
         for i in order:
             c = calls[i]
@@ -306,6 +321,7 @@ class AnthropicModel:
             model=self.name,
             stop_reason=stop_reason,
             thinking=tuple(_block(b) for _, b in sorted(thinking.items())),
+            response_id=response_id,
         )
 
 
@@ -318,7 +334,7 @@ def _block(b: dict[str, str]) -> ThinkingBlock:
     )
 
 
-def _usage(u: Any, before: Usage) -> Usage:
+def _usage(u: AnthropicUsage | MessageDeltaUsage | None, before: Usage) -> Usage:
     """Usage from message_start or message_delta: a field the event leaves out (None) or
     reports as zero keeps the earlier value. Anthropic splits input into uncached,
     cache-write and cache-read tokens; `prompt_tokens` is their sum (all were sent), and the
@@ -326,17 +342,16 @@ def _usage(u: Any, before: Usage) -> Usage:
     if u is None:
         return before
 
-    def field(name: str, old: int) -> int:
-        v = getattr(u, name, None)
-        return v if isinstance(v, int) and v > 0 else old
+    def field(v: object, old: int) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else old
 
     old_plain = before.prompt_tokens - before.cache_read_tokens - before.cache_write_tokens
-    plain = field("input_tokens", old_plain)
-    read = field("cache_read_input_tokens", before.cache_read_tokens)
-    write = field("cache_creation_input_tokens", before.cache_write_tokens)
+    plain = field(u.input_tokens, old_plain)
+    read = field(u.cache_read_input_tokens, before.cache_read_tokens)
+    write = field(u.cache_creation_input_tokens, before.cache_write_tokens)
     return Usage(
         prompt_tokens=plain + read + write,
-        completion_tokens=field("output_tokens", before.completion_tokens),
+        completion_tokens=field(u.output_tokens, before.completion_tokens),
         cache_read_tokens=read,
         cache_write_tokens=write,
     )

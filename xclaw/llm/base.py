@@ -6,12 +6,15 @@ from __future__ import annotations
 import contextvars
 import email.utils
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
+
+# The model's output limit per call (`max_tokens` in xclaw.yaml: xclaw/llm/settings.py).
+DEFAULT_MAX_TOKENS = 4096
 
 # Called with each piece of assistant text as it streams in.
 DeltaSink = Callable[[str], Awaitable[None]]
@@ -47,12 +50,58 @@ async def show_notice(text: str) -> None:
         await sink(text)
 
 
+# Set beside thinking_sink: told when the thinking shown so far belongs to an attempt that
+# failed and is made again (a retry, a fallback). What was shown is void; the new attempt's
+# thinking follows. (Streamed text is never retried: see xclaw/llm/retry.py.)
+thinking_discard: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = (
+    contextvars.ContextVar("xclaw_thinking_discard", default=None)
+)
+
+
+class ThinkingWatch:
+    """Counts the thinking blocks shown during the attempts of a call (`with`, in the task
+    that makes them), so a retry or a fallback knows whether anything must be taken back.
+    Watches nest (a fallback chain of retrying models): a discard inside voids the counts
+    outside too, so each block is taken back once."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+        self._outer_show: ThinkingSink | None = None
+        self._outer_discard: Callable[[], Awaitable[None]] | None = None
+        self._tokens: tuple[contextvars.Token[Any], contextvars.Token[Any]] | None = None
+
+    async def _show(self, block: ThinkingBlock) -> None:
+        self.shown += 1
+        if self._outer_show is not None:
+            await self._outer_show(block)
+
+    async def _discarded(self) -> None:
+        self.shown = 0
+        if self._outer_discard is not None:
+            await self._outer_discard()
+
+    def __enter__(self) -> ThinkingWatch:
+        self._outer_show, self._outer_discard = thinking_sink.get(), thinking_discard.get()
+        self._tokens = (thinking_sink.set(self._show), thinking_discard.set(self._discarded))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._tokens is not None
+        thinking_sink.reset(self._tokens[0])
+        thinking_discard.reset(self._tokens[1])
+
+    async def discard(self) -> None:
+        """The attempt failed and another follows: take back what it showed, if anything."""
+        if self.shown:
+            await self._discarded()
+
+
 @dataclass(frozen=True, slots=True)
 class LLMRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     # "main" for the session's main agent, otherwise the sub-agent's id. The scripted model
     # uses it to pick its script; real providers ignore it.
@@ -78,6 +127,9 @@ class LLMResponse:
     thinking: tuple[ThinkingBlock, ...] = ()
     # The provider's id of the HTTP request that answered (`request-id` / `x-request-id`).
     request_id: str = ""
+    # The provider's id of the response itself: Anthropic's message id (`msg_…`), an
+    # OpenAI-compatible completion's id (`chatcmpl-…`); OpenTelemetry's gen_ai.response.id.
+    response_id: str = ""
     # The server that answered when a base URL was configured (xclaw.llm.wire.public_endpoint:
     # no credentials); "" for the provider's own API. Prices depend on it (llm/prices.py).
     endpoint: str = ""
@@ -93,6 +145,24 @@ class Model(Protocol):
     async def complete(
         self, request: LLMRequest, on_delta: DeltaSink | None = None
     ) -> LLMResponse: ...
+
+
+@runtime_checkable
+class WindowReporting(Protocol):
+    """A model that can say its context window (an OpenAI-compatible server reporting its
+    own, xclaw.llm.server_info; the retry and fallback wrappers pass it on)."""
+
+    async def context_window(self) -> int | None:
+        """The window in tokens; None when the server reports none."""
+        ...
+
+
+@runtime_checkable
+class Served(Protocol):
+    """A model answered by a server a base URL names: `endpoint` is that URL as it may be
+    recorded and shown (xclaw.llm.wire.public_endpoint); "" for the provider's own API."""
+
+    endpoint: str
 
 
 class ProviderError(LLMError):
@@ -125,11 +195,11 @@ def retryable_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def retry_after_seconds(headers: object) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date), else None."""
-    get = getattr(headers, "get", None)
-    if get is None:
+    if headers is None:
         return None
+    get = headers.get
     ms = get("retry-after-ms")
     if ms:
         try:

@@ -14,9 +14,14 @@ chunks) are classified here for both providers alike, by their type and code.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from xclaw.llm.base import ProviderError, retryable_status
+
+if TYPE_CHECKING:
+    # The OpenAI SDK's own event-stream types (DoneMarkerSpy wraps its decoder).
+    from openai._streaming import ServerSentEvent, SSEBytesDecoder
 
 # Error types that say "try again": Anthropic's, OpenAI's, and the spellings of servers that
 # imitate them (vLLM, llama.cpp, LiteLLM...). Compared lower-cased, without "_" and "-".
@@ -38,14 +43,13 @@ _TRANSIENT_TYPES = {
 REQUEST_ID_HEADERS = ("request-id", "x-request-id")
 
 
-def request_id_of(headers: object) -> str:
+def request_id_of(headers: Mapping[str, str] | None) -> str:
     """The provider's id for this HTTP request ("" when it sent none): what its support asks
     for, so it is recorded on the llm_call step."""
-    get = getattr(headers, "get", None)
-    if get is None:
+    if headers is None:
         return ""
     for name in REQUEST_ID_HEADERS:
-        value = get(name)
+        value = headers.get(name)
         if isinstance(value, str) and value.strip():
             return value.strip()[:200]
     return ""
@@ -56,14 +60,18 @@ def with_request_id(message: str, request_id: str) -> str:
 
 
 def cut_off(
-    provider: str, missing: str, *, request_id: str = "", got: str = "", headers: object = None
+    provider: str,
+    missing: str,
+    *,
+    request_id: str = "",
+    got: str = "",
+    headers: Mapping[str, str] | None = None,
 ) -> ProviderError:
     """The stream ended cleanly but without its end marker (`missing`). Retryable: the reply
     was never whole, so asking again is the only way to get one. `headers` (the response's)
     tell a body that was no event stream at all (a server ignoring `stream: true`)."""
     detail = f"; received {got}" if got else ""
-    get = getattr(headers, "get", None)
-    content_type = str(get("content-type") or "") if get is not None else ""
+    content_type = str(headers.get("content-type") or "") if headers is not None else ""
     if content_type and "text/event-stream" not in content_type:
         detail += f" (the body was {content_type.split(';')[0]}, not an event stream)"
     return ProviderError(
@@ -149,20 +157,20 @@ class DoneMarkerSpy:
     stops at it without telling, and a compatible server may send it without any
     `finish_reason`, so it counts as an end marker too."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: SSEBytesDecoder) -> None:
         self.inner = inner
         self.done = False
 
-    def _see(self, sse: Any) -> None:
-        if str(getattr(sse, "data", "") or "").startswith("[DONE]"):
+    def _see(self, sse: ServerSentEvent) -> None:
+        if sse.data.startswith("[DONE]"):
             self.done = True
 
-    def iter_bytes(self, iterator: Any) -> Any:
+    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[ServerSentEvent]:
         for sse in self.inner.iter_bytes(iterator):
             self._see(sse)
             yield sse
 
-    async def aiter_bytes(self, iterator: Any) -> Any:
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         async for sse in self.inner.aiter_bytes(iterator):
             self._see(sse)
             yield sse

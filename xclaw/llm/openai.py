@@ -14,14 +14,17 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from openai import AsyncOpenAI, AsyncStream, DefaultAsyncHttpxClient
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.builtin_providers import OpenAIProvider
 from xclaw.llm.context import estimated_usage
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
-from xclaw.llm.prices import vendor_endpoint
 from xclaw.llm.server_info import ServerDown, reported_context_window
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
 from xclaw.llm.wire import (
     parse_tool_arguments,
     portable_id,
@@ -202,7 +205,7 @@ class OpenAIModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
         first_tool_choice: str | None = None,
     ) -> None:
         self.model = model
@@ -214,7 +217,7 @@ class OpenAIModel:
         self.endpoint = public_endpoint(base_url)
         self._window: int | None = None
         # The vendors' own APIs report none: only other servers are asked.
-        self._window_known = vendor_endpoint(self.endpoint)
+        self._window_known = OpenAIProvider.own_api(self.endpoint)
 
     async def context_window(self) -> int | None:
         """The window the server reports for this model (xclaw.llm.server_info), asked once;
@@ -253,7 +256,7 @@ class OpenAIModel:
                 stream = await client.chat.completions.create(
                     **body, stream=True, stream_options={"include_usage": True}
                 )
-                request_id = request_id_of(getattr(stream.response, "headers", None))
+                request_id = request_id_of(stream.response.headers)
                 events: list[int] = [0]
                 response = await self._read(stream, on_delta, request, events)
                 if not response.stop_reason and not client.saw_done():
@@ -264,7 +267,7 @@ class OpenAIModel:
                     )
                     if not events[0] and self._base_url:
                         got += EMPTY_STREAM_HINT
-                    headers = getattr(stream.response, "headers", None)
+                    headers = stream.response.headers
                     raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
                 return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
@@ -286,9 +289,16 @@ class OpenAIModel:
             self._window_known = True
 
     async def _read(
-        self, stream: Any, on_delta: DeltaSink | None, request: LLMRequest, events: list[int]
+        self,
+        stream: AsyncStream[ChatCompletionChunk],
+        on_delta: DeltaSink | None,
+        request: LLMRequest,
+        events: list[int],
     ) -> LLMResponse:
-        """The reply; `events[0]` counts the stream's events (0: an empty stream)."""
+        """The streamed chunks, as the SDK types them. The SDK builds them without checking
+        the server's JSON, so a field a server left out reads as None: each is read with a
+        fallback; what the type does not declare (`reasoning_content`) is in `model_extra`.
+        `events[0]` counts the chunks (0: an empty stream)."""
         text: list[str] = []
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
@@ -299,38 +309,38 @@ class OpenAIModel:
         shown = False
         usage: Usage | None = None
         finish = ""
+        response_id = ""  # every chunk carries the completion's id
         async for chunk in stream:
             events[0] += 1
-            u = getattr(chunk, "usage", None)
-            if u is not None:
-                usage = _usage(u)
-            for choice in getattr(chunk, "choices", None) or ():
-                if getattr(choice, "index", 0) not in (0, None):
+            response_id = response_id or str(chunk.id or "")
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices or ():
+                if choice.index not in (0, None):
                     continue
-                finish = getattr(choice, "finish_reason", None) or finish
-                delta = getattr(choice, "delta", None)
+                finish = choice.finish_reason or finish
+                delta = choice.delta
                 if delta is None:
                     continue
-                thought = getattr(delta, "reasoning_content", None) or getattr(
-                    delta, "reasoning", None
-                )
+                extra = delta.model_extra or {}
+                thought = extra.get("reasoning_content") or extra.get("reasoning")
                 if isinstance(thought, str) and thought:
                     reasoning.append(thought)
-                content = getattr(delta, "content", None)
-                if reasoning and not shown and (content or getattr(delta, "tool_calls", None)):
+                content = delta.content
+                if reasoning and not shown and (content or delta.tool_calls):
                     shown = True  # the reasoning is over: show it before the answer
                     await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
                 if content:
                     text.append(content)
                     if on_delta is not None:
                         await on_delta(content)
-                for frag in getattr(delta, "tool_calls", None) or ():
-                    index, fid = getattr(frag, "index", None), getattr(frag, "id", None)
+                for frag in delta.tool_calls or ():
+                    index, fid = frag.index, frag.id
                     key = index if index is not None else (fid or len(calls))
                     entry = calls.setdefault(key, {"id": "", "name": "", "arguments": ""})
                     if fid:
                         entry["id"] = fid
-                    fn = getattr(frag, "function", None)
+                    fn = frag.function
                     if fn is not None:
                         if fn.name:
                             entry["name"] = fn.name
@@ -357,22 +367,22 @@ class OpenAIModel:
             thinking=(
                 (ThinkingBlock(type="reasoning", thinking="".join(reasoning)),) if reasoning else ()
             ),
+            response_id=response_id,
         )
 
 
-def _usage(u: Any) -> Usage:
+def _usage(u: CompletionUsage) -> Usage:
     """`prompt_tokens` includes the cached ones (`prompt_tokens_details.cached_tokens`);
     `completion_tokens` includes `completion_tokens_details.reasoning_tokens`."""
 
-    def count(obj: Any, name: str) -> int:
-        v = getattr(obj, name, None) if obj is not None else None
-        if v is None and isinstance(obj, dict):
-            v = obj.get(name)
+    def count(v: object) -> int:
         return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
+    cached = u.prompt_tokens_details
+    thought = u.completion_tokens_details
     return Usage(
-        prompt_tokens=count(u, "prompt_tokens"),
-        completion_tokens=count(u, "completion_tokens"),
-        cache_read_tokens=count(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
-        reasoning_tokens=count(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
+        prompt_tokens=count(u.prompt_tokens),
+        completion_tokens=count(u.completion_tokens),
+        cache_read_tokens=count(cached.cached_tokens) if cached is not None else 0,
+        reasoning_tokens=count(thought.reasoning_tokens) if thought is not None else 0,
     )

@@ -1,35 +1,40 @@
-"""What a call cost, estimated from its tokens: a built-in price table (dollars per million
-tokens, list prices when this was written — check your provider's page) that xclaw.yaml's
+"""What a call cost, estimated from its tokens: the prices each provider declares (dollars
+per million tokens, xclaw/llm/builtin_providers.py and provider packages) that xclaw.yaml's
 `prices:` extends or overrides. A model not in the table shows tokens only, never a guess.
 
-The built-in prices are the vendors' own: they apply to a call answered by the vendor's API
-(no base URL recorded, or one of VENDOR_HOSTS). A model served anywhere else — a local
-llama.cpp, Ollama or vLLM named `gpt-4o`, a proxy — is priced only by xclaw.yaml, whose
-prices apply wherever the model is served.
+A provider's prices are its own API's: they apply to a call answered there — no base URL
+recorded (the SDK's default), or one of the provider's `hosts`. A model served anywhere else
+(a local llama.cpp, Ollama or vLLM named `gpt-4o`, a proxy) is priced only by xclaw.yaml,
+whose prices apply wherever the model is served.
 
-The table in force is process-wide (`configure`, called where settings are loaded), so that
-every view of a step — the live trace, /steps, `xclaw sessions`, `xclaw export` — prices it the
-same way, at display time: changing a price re-prices old steps too.
+The table in force is process-wide (`configure`, called where settings are loaded; the
+providers' own table until then), so that every view of a step — the live trace, /steps,
+`xclaw sessions`, `xclaw export` — prices it the same way, at display time: changing a price
+re-prices old steps too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from typing import Annotated
 from urllib.parse import urlsplit
 
+from pydantic import Field
+
 from xclaw.messages import Usage
+from xclaw.section import Default, Number, Section
+
+Rate = Annotated[Number, Field(ge=0)]
 
 
-@dataclass(frozen=True, slots=True)
-class Price:
-    """Dollars per million tokens. Cache reads/writes default to the input price when a
-    provider has no separate rate."""
+class Price(Section):
+    """Dollars per million tokens (`prices: {<model>: {input, output, ...}}` in xclaw.yaml).
+    Cache reads/writes default to the input price when a provider has no separate rate."""
 
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
+    input: Rate
+    output: Rate
+    cache_read: Annotated[Rate | None, Default("the input price")] = None
+    cache_write: Annotated[Rate | None, Default("the input price")] = None
 
     def cost(self, usage: Usage) -> float:
         """Uncached input at `input`, cache reads and writes at their own rates, output (which
@@ -45,72 +50,56 @@ class Price:
         ) / 1_000_000
 
 
-# Model name (without the `anthropic:` / `openai:` prefix) -> price. A dated name
-# (claude-sonnet-4-5-20250929) takes the price of the longest key it starts with.
-BUILTIN_PRICES: dict[str, Price] = {
-    "claude-opus-4-5": Price(5.0, 25.0, 0.5, 6.25),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-opus-4": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-7-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-5-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
-    "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
-    "gpt-4o": Price(2.5, 10.0, 1.25),
-    "gpt-4o-mini": Price(0.15, 0.6, 0.075),
-    "gpt-4.1": Price(2.0, 8.0, 0.5),
-    "gpt-4.1-mini": Price(0.4, 1.6, 0.1),
-    "gpt-4.1-nano": Price(0.1, 0.4, 0.025),
-    "o4-mini": Price(1.1, 4.4, 0.275),
-    "deepseek-chat": Price(0.27, 1.1, 0.07),
-    "deepseek-reasoner": Price(0.55, 2.19, 0.14),
-}
-
-
-# Where the built-in prices hold: the vendors' own APIs (a recorded base URL elsewhere is a
-# local server or a proxy, whose prices only xclaw.yaml knows).
-VENDOR_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "api.deepseek.com"})
-
-
-def vendor_endpoint(endpoint: str) -> bool:
-    """True for the provider's own API: no base URL recorded (the SDK's default) or a
-    vendor's host."""
-    return not endpoint or (urlsplit(endpoint).hostname or "") in VENDOR_HOSTS
+def own_api(endpoint: str, hosts: Collection[str]) -> bool:
+    """True for a call answered by the provider's own API: no base URL recorded (the SDK's
+    default) or one of its `hosts`."""
+    return not endpoint or (urlsplit(endpoint).hostname or "") in hosts
 
 
 class PriceTable:
-    def __init__(self, prices: Mapping[str, Price], own: Mapping[str, Price] | None = None) -> None:
+    def __init__(
+        self, prices: Mapping[str, Price], hosts: Mapping[str, Collection[str]] | None = None
+    ) -> None:
         self.prices = dict(prices)
-        # xclaw.yaml's prices: they hold wherever the model is served.
-        self.own = dict(own or {})
-        # (name, vendor?) -> its price (or None), found once: every step frame of an llm_call
-        # prices it, and the prefix scan over the table was measurable per step.
-        self._found: dict[tuple[str, bool], Price | None] = {}
+        # Model name -> the hosts where its price holds (a provider's own API); a name not
+        # here (xclaw.yaml's) is priced wherever it is served.
+        self.hosts = {name: frozenset(h) for name, h in (hosts or {}).items()}
+        # (name, host) -> its price (or None), found once: every step frame of an llm_call
+        # prices it, and the prefix scan over the table was measurable per step on a busy
+        # gateway.
+        self._found: dict[tuple[str, str | None], Price | None] = {}
 
     @classmethod
-    def with_overrides(cls, overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
-        own = {
-            _bare(model): Price(
-                input=float(rates["input"]),
-                output=float(rates["output"]),
-                cache_read=rates.get("cache_read"),
-                cache_write=rates.get("cache_write"),
-            )
-            for model, rates in (overrides or {}).items()
-        }
-        return cls({**BUILTIN_PRICES, **own}, own)
+    def with_overrides(cls, overrides: Mapping[str, Price] | None) -> PriceTable:
+        """Every provider's prices (for its own API only), then xclaw.yaml's (everywhere). A
+        model name is without its `<kind>:`; a dated name (claude-sonnet-4-5-20250929) takes
+        the price of the longest name it starts with."""
+        from xclaw.llm.registry import price_hosts, provider_prices
+
+        table: dict[str, Price] = provider_prices()
+        hosts: dict[str, Collection[str]] = dict(price_hosts())
+        for model, price in (overrides or {}).items():
+            table[_bare(model)] = price
+            hosts.pop(_bare(model), None)
+        return cls(table, hosts)
 
     def price_of(self, model: str, endpoint: str = "") -> Price | None:
-        """The price of `model` as answered by `endpoint` (the recorded base URL; "" for
-        the provider's own API)."""
-        vendor = vendor_endpoint(endpoint)
-        key = (model, vendor)
+        """The price of `model` as answered by `endpoint` (the recorded base URL; "" for the
+        provider's own API)."""
+        host = (urlsplit(endpoint).hostname or "") if endpoint else None
+        key = (model, host)
         try:
             return self._found[key]
         except KeyError:
             pass
-        price = _lookup(self.prices if vendor else self.own, _bare(model))
+        table = self.prices
+        if host is not None:  # a configured server: a provider's price only at its own hosts
+            table = {
+                name: price
+                for name, price in self.prices.items()
+                if name not in self.hosts or host in self.hosts[name]
+            }
+        price = _lookup(table, _bare(model))
         if len(self._found) < 10_000:  # model names come from providers: keep it bounded
             self._found[key] = price
         return price
@@ -134,18 +123,20 @@ def _bare(model: str) -> str:
     return first.partition(":")[2] if ":" in first else first
 
 
-_active = PriceTable.with_overrides(None)
+_active: PriceTable | None = None
 
 
-def configure(overrides: Mapping[str, Mapping[str, float]] | None) -> PriceTable:
-    """Make the built-in table plus xclaw.yaml's `prices:` the one every view uses."""
+def configure(overrides: Mapping[str, Price] | None) -> PriceTable:
+    """Make the providers' prices plus xclaw.yaml's `prices:` the table every view uses."""
     global _active
     _active = PriceTable.with_overrides(overrides)
     return _active
 
 
 def active() -> PriceTable:
-    return _active
+    """The table in force (the providers' own until `configure`; built on first use, not at
+    import: the providers' packages are found then)."""
+    return _active if _active is not None else configure(None)
 
 
 def format_cost(dollars: float | None) -> str:

@@ -3,7 +3,9 @@ flaky network or a provider outage. Both wrap any Model and are Models themselve
 
 Streamed text cannot be taken back. So a retry (or a fallback) happens only while nothing of
 the failed attempt has reached `on_delta`; once text went out, the failure is final for this
-call (PartialReplyError) and the session can be resumed, which re-issues the call.
+call (PartialReplyError) and the session can be resumed, which re-issues the call. Thinking
+shown by a failed attempt is taken back (`thinking_discard`: clients drop it) before the next
+attempt thinks again, so it is never shown twice.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from xclaw.errors import LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model, show_notice
+from xclaw.llm.base import (
+    DeltaSink,
+    LLMRequest,
+    LLMResponse,
+    Model,
+    ProviderError,
+    Served,
+    ThinkingWatch,
+    WindowReporting,
+    show_notice,
+)
 
 log = logging.getLogger("xclaw.llm")
 
@@ -92,13 +104,19 @@ class RetryingModel:
 
     def delay(self, retry: int, err: LLMError) -> float:
         """Seconds to wait before retry number `retry` (0-based)."""
-        hint = getattr(err, "retry_after", None)
+        hint = err.retry_after if isinstance(err, ProviderError) else None
         if hint is not None:
             return min(float(hint), self.max_retry_after)
         ceiling = min(self.max_delay, self.base_delay * (2.0**retry))
         return ceiling / 2 + self._jitter() * ceiling / 2  # "equal jitter": never near zero
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        with ThinkingWatch() as thinking:
+            return await self._attempts(request, on_delta, thinking)
+
+    async def _attempts(
+        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
+    ) -> LLMResponse:
         attempts = self.retries + 1
         attempt = 0
         waiting_since: float | None = None  # when the server was first found still starting
@@ -116,7 +134,7 @@ class RetryingModel:
                     ) from err
                 if not err.retryable:
                     raise
-                if self.startup_wait and getattr(err, "starting", False):
+                if self.startup_wait and isinstance(err, ProviderError) and err.starting:
                     now = self._clock()
                     if waiting_since is None:
                         waiting_since = now
@@ -146,6 +164,7 @@ class RetryingModel:
                     self.retries,
                     wait,
                 )
+                await thinking.discard()  # the next attempt thinks again
                 await self._sleep(wait)
 
     async def context_window(self) -> int | None:
@@ -153,7 +172,7 @@ class RetryingModel:
         return await context_window_of(self.inner)
 
     def _starting_notice(self, err: LLMError) -> str:
-        where = getattr(self.inner, "endpoint", "") or self.name
+        where = (self.inner.endpoint if isinstance(self.inner, Served) else "") or self.name
         why = err.message.removeprefix(f"{self.name}: ")
         return (
             f"[model] {self.name}: the model server at {where} is not answering yet ({why}); "
@@ -164,8 +183,7 @@ class RetryingModel:
 async def context_window_of(model: Model) -> int | None:
     """A model's reported context window, for models that can say (OpenAI-compatible servers
     through xclaw.llm.server_info); None for the others."""
-    ask = getattr(model, "context_window", None)
-    return await ask() if ask is not None else None
+    return await model.context_window() if isinstance(model, WindowReporting) else None
 
 
 class FallbackChain:
@@ -184,6 +202,12 @@ class FallbackChain:
         return min(known) if known else None
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        with ThinkingWatch() as thinking:
+            return await self._chain(request, on_delta, thinking)
+
+    async def _chain(
+        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
+    ) -> LLMResponse:
         failures: list[str] = []
         last: LLMError | None = None
         for i, model in enumerate(self.models):
@@ -202,6 +226,7 @@ class FallbackChain:
                         err.message,
                         self.models[i + 1].name,
                     )
+                    await thinking.discard()  # the next provider thinks again
                 continue
             return response if response.model else replace(response, model=model.name)
         assert last is not None

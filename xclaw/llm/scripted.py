@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from xclaw.messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    is_interrupted_result,
 )
 
 FINISHED = "(script finished)"
@@ -44,6 +46,11 @@ class Turn:
     fail: str | None = None
     # Reasoning shown before the answer (a `reasoning` block, as OpenAI-compatible servers give).
     thinking: str = ""
+    # The deltas to stream, exactly (their concatenation is `text`); None: word groups.
+    chunks: tuple[str, ...] | None = None
+    # Played only when a tool call of the turn before was interrupted (its result is the
+    # `[interrupted]` one after a crash); skipped otherwise.
+    after_interruption: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +77,28 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         at = f"{where}[{i}]"
         if not isinstance(t, dict):
             raise _BadScript(f'{at} must be an object like {{"text": "..."}}')
-        unknown = set(t) - {"text", "tool_calls", "sleep", "fail", "thinking"}
+        unknown = set(t) - {
+            "text",
+            "tool_calls",
+            "sleep",
+            "fail",
+            "thinking",
+            "chunks",
+            "after_interruption",
+        }
         if unknown:
             raise _BadScript(f"{at} has unknown keys {sorted(unknown)}")
         text = t.get("text", "")
         if not isinstance(text, str):
             raise _BadScript(f"{at}.text must be a string")
+        chunks = t.get("chunks")
+        if chunks is not None:
+            if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
+                raise _BadScript(f"{at}.chunks must be a list of strings")
+            if "text" not in t:
+                text = "".join(chunks)
+            elif text != "".join(chunks):
+                raise _BadScript(f"{at}.chunks must join to exactly {at}.text")
         calls = t.get("tool_calls", [])
         if not isinstance(calls, list):
             raise _BadScript(f"{at}.tool_calls must be a list")
@@ -96,6 +119,9 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         thinking = t.get("thinking", "")
         if not isinstance(thinking, str):
             raise _BadScript(f"{at}.thinking must be a string")
+        after_interruption = t.get("after_interruption", False)
+        if not isinstance(after_interruption, bool):
+            raise _BadScript(f"{at}.after_interruption must be true or false")
         out.append(
             Turn(
                 text=text,
@@ -103,6 +129,8 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
                 sleep=float(sleep),
                 fail=fail,
                 thinking=thinking,
+                chunks=None if chunks is None else tuple(chunks),
+                after_interruption=after_interruption,
             )
         )
     return tuple(out)
@@ -183,6 +211,27 @@ def _played_before_summary(history: tuple[Message, ...] | list[Message]) -> int:
     return 0
 
 
+def _skip(turns: tuple[Turn, ...], t: int, interrupted: bool) -> int:
+    """Turn t, or the first after it that applies: `after_interruption` turns only after
+    an interrupted call."""
+    while t < len(turns) and turns[t].after_interruption and not interrupted:
+        t += 1
+    return t
+
+
+def next_turn(turns: tuple[Turn, ...], history: Sequence[Message], first: int = 0) -> int:
+    """The index of the turn that answers the next call, from the conversation alone: each
+    assistant message played one turn, skipping the `after_interruption` turns that did not
+    apply where it was played. Without such turns: `first` + the assistant messages."""
+    t, interrupted = first, False
+    for m in history:
+        if isinstance(m, AssistantMessage):
+            t, interrupted = _skip(turns, t, interrupted) + 1, False
+        elif is_interrupted_result(m):
+            interrupted = True
+    return _skip(turns, t, interrupted)
+
+
 class ScriptedModel:
     """`script:<path>`. Stateless between calls: everything it needs is in the request."""
 
@@ -203,9 +252,8 @@ class ScriptedModel:
             start, branch = self._branch(history)
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
-        k = sum(1 for m in history[start:] if isinstance(m, AssistantMessage))
-        if start == 0:
-            k += _played_before_summary(history)
+        played = _played_before_summary(history) if start == 0 else 0
+        k = next_turn(turns or (), history[start:], played)
         if turns is None:
             first = next((m.text for m in history if isinstance(m, UserMessage)), "")
             turn = Turn(text=f"Sub-agent done: {first}")
@@ -220,8 +268,9 @@ class ScriptedModel:
         if turn.thinking:
             await show_thinking(ThinkingBlock("reasoning", turn.thinking))
         if on_delta is not None:
-            for piece in _chunks(turn.text):
-                await on_delta(piece)
+            for piece in _chunks(turn.text) if turn.chunks is None else turn.chunks:
+                if piece:
+                    await on_delta(piece)
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
             prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
@@ -245,9 +294,7 @@ class ScriptedModel:
         history = request.messages if request.history is None else request.history
         asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
         results = sum(1 for m in history if isinstance(m, ToolResultMessage))
-        played = _played_before_summary(history) + sum(
-            1 for m in history if isinstance(m, AssistantMessage)
-        )
+        played = next_turn(self.script.turns, history, _played_before_summary(history))
         text = (
             f"Scripted summary (turns played: {played}). The user asked: "
             + " / ".join(" ".join(a.split())[:200] for a in asked)

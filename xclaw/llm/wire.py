@@ -111,47 +111,50 @@ def _refused(exc: BaseException) -> bool:
 
 
 def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -> ProviderError:
-    """Map any exception from an SDK call (Stainless-generated SDKs share one shape) to a
-    ProviderError whose message is the provider's own words. `request_id` is the stream's,
-    when the failure came after the response headers (in-stream errors, cut-offs)."""
+    """Map any exception from an SDK call (the two SDKs' own exception types, which share one
+    shape) to a ProviderError whose message is the provider's own words. `request_id` is the
+    stream's, when the failure came after the response headers (in-stream errors, cut-offs)."""
+    import anthropic
+    import openai
+
     if isinstance(exc, ProviderError):
         return exc
-    status = getattr(exc, "status_code", None)
-    response = getattr(exc, "response", None)
-    body = getattr(exc, "body", None)
-    if isinstance(status, int) and response is not None:
-        rid = request_id_of(getattr(response, "headers", None)) or request_id
+    if isinstance(exc, (anthropic.APIStatusError, openai.APIStatusError)):
+        status = exc.status_code
+        headers = exc.response.headers
+        rid = request_id_of(headers) or request_id
         if status < 400:
             # An error event inside a successful stream (Anthropic's `event: error`).
-            return in_stream_error(provider, body, request_id=rid)
-        message = _body_message(body) or getattr(exc, "message", None) or str(exc)
+            return in_stream_error(provider, exc.body, request_id=rid)
+        message = _body_message(exc.body) or exc.message or str(exc)
         return ProviderError(
             with_request_id(f"{provider}: HTTP {status}: {message}", rid),
             retryable=retryable_status(status),
             provider=provider,
             status=status,
-            retry_after=retry_after_seconds(getattr(response, "headers", None)),
+            retry_after=retry_after_seconds(headers),
             request_id=rid,
             starting=status == 503 and "loading" in message.lower(),
         )
-    if status is None and body is not None and type(exc).__name__ == "APIError":
+    bare = (anthropic.APIError, openai.APIError)
+    if isinstance(exc, bare) and type(exc) in bare and exc.body is not None:
         # OpenAI's SDK raises a bare APIError for an `{"error": {...}}` chunk in the stream.
-        return in_stream_error(provider, {"error": body}, request_id=request_id)
+        return in_stream_error(provider, {"error": exc.body}, request_id=request_id)
     if isinstance(exc, json.JSONDecodeError):
         return malformed_stream(provider, exc, request_id=request_id)
     name = type(exc).__name__
-    if (
-        isinstance(exc, (httpx2.TimeoutException, asyncio.TimeoutError, TimeoutError))
-        or "Timeout" in name
-    ):
+    timeouts = (anthropic.APITimeoutError, openai.APITimeoutError, httpx2.TimeoutException)
+    if isinstance(exc, (*timeouts, asyncio.TimeoutError, TimeoutError)):
         return ProviderError(
             with_request_id(f"{provider}: request timed out", request_id),
             retryable=True,
             provider=provider,
             request_id=request_id,
         )
-    if isinstance(exc, (httpx2.TransportError, ConnectionError)) or "Connection" in name:
-        detail = getattr(exc, "message", None) or str(exc) or name
+    connections = (anthropic.APIConnectionError, openai.APIConnectionError, httpx2.TransportError)
+    if isinstance(exc, (*connections, ConnectionError)):
+        said = exc.message if isinstance(exc, (anthropic.APIError, openai.APIError)) else ""
+        detail = said or str(exc) or name
         cause = exc.__cause__
         if cause is not None and str(cause):
             detail = f"{detail} ({cause})"

@@ -119,7 +119,12 @@ def check(store: Store, *, access: FsckAccess | None = None) -> Report:
     """Every check, over every session, on one consistent view; nothing is written."""
     access = access or fsck_access(store)
     now = access.now()
-    return access.read(lambda reader: _check_all(reader, store.url, now))
+    # Below the rows first: damage there (a WAL SQLite ignores, a corrupt page) is never
+    # answered with an `ok` from the rows SQLite still shows.
+    storage = [Finding(code, message) for code, message in access.storage()]
+    report = access.read(lambda reader: _check_all(reader, store.url, now))
+    report.findings[:0] = storage
+    return report
 
 
 def _check_all(reader: FsckReader, url: str, now: int) -> Report:
@@ -249,7 +254,16 @@ def _check_session(row: SessionRow, steps: list[Step], now: int) -> Iterable[Fin
         if s.parent_step_id is not None:
             owner, _, tail = s.parent_step_id.rpartition(":")
             parent_seq = _seq_of(tail)
-            if owner != sid or parent_seq is None or parent_seq not in seqs:
+            if owner == sid and parent_seq is not None and parent_seq not in seqs:
+                yield Finding(
+                    "parent_missing",
+                    f"parent link {tail} names no step of the session (the trace tree "
+                    "loses this step's cause)",
+                    sid,
+                    s.display_id,
+                    repair=Repair("detach_parent", session_id=sid, step_id=s.step_id),
+                )
+            elif owner != sid or parent_seq is None:
                 yield Finding(
                     "parent_outside_session",
                     f"parent link {s.parent_step_id} leaves the session",

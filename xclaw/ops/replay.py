@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xclaw.answered_by import REPLAY, AnsweredBy
 from xclaw.config import Settings
 from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
@@ -39,6 +40,8 @@ from xclaw.store.model import (
 )
 
 _SHOWN = 400  # characters of a differing result kept in a divergence
+# How the loop words a call that never ran (xclaw/agent/loop.py `Agent._refuse`).
+NOT_RUN = "Not run:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +224,6 @@ async def replay(
     `start` (a main-agent step's seq): the new session is a fork of the source just before
     that step (its record and its files), and only the rest re-runs. `live`: the model that
     answers every call the replay makes (from `start`, or from the beginning)."""
-    from dataclasses import replace
 
     from xclaw.runtime.runtime import Runtime
 
@@ -230,11 +232,14 @@ async def replay(
     first = start if start is not None and start > 1 else None
     model = RecordedModel(recorded_answers(steps), live=live, source=source_id)
     # Approvals are asked (mode ask) and answered as the record answered them.
-    runtime = Runtime(store, replace(settings, approval_mode="ask"), model=model)
+    asked = settings.model_copy(
+        update={"approval": settings.approval.model_copy(update={"mode": "ask"})}
+    )
+    runtime = Runtime(store, asked, model=model)
     decisions = _recorded_decisions(steps)
     sid = ""
     failure: str | None = None
-    title = f"replay of {source.title or source_id}"
+    title = runtime.title_of(f"replay of {source.title or source_id}")
     meta = {
         "replayOf": source_id,
         "replayFrom": None if first is None else display_id(first),
@@ -263,8 +268,9 @@ async def replay(
                 step.agent, step.agent
             )
             approve = decisions.get((path, step.call_id), True)
+            by = AnsweredBy(REPLAY, detail=source_id)
             with contextlib.suppress(XclawError):  # the run ended meanwhile
-                runtime.answer_approval(sid, str(frame["stepId"]), approve)
+                runtime.answer_approval(sid, str(frame["stepId"]), approve, by)
 
         runtime.subscribe(sid, on_frame)
         if first is not None and not _starts_turn(steps, first):
@@ -406,6 +412,10 @@ def compare(
                 continue
             a = _normal(tool_output_text(o), masks)
             b = _normal(tool_output_text(n), masks)
+            if a.startswith(NOT_RUN) and b.startswith(NOT_RUN):
+                # Not run in both: the same outcome, whoever refused (the record's answer
+                # names a person or the missing terminal; the replay's, the replay).
+                continue
             if o.status is not n.status:
                 found.append(
                     (

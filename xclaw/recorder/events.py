@@ -58,11 +58,25 @@ class ThinkingShown:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingDiscarded:
+    """The main agent's thinking shown since its model call began came from an attempt that
+    failed and is made again: the `thinking_discarded` frame."""
+
+
+@dataclass(frozen=True, slots=True)
 class Notice:
     """A line for the user (a compaction, a sub-agent's interrupted call): the `notice` frame."""
 
     content: str
 
 
-RecorderEvent = StepCommitted | ToolChanged | StatusChanged | TextDelta | ThinkingShown | Notice
+RecorderEvent = (
+    StepCommitted
+    | ToolChanged
+    | StatusChanged
+    | TextDelta
+    | ThinkingShown
+    | ThinkingDiscarded
+    | Notice
+)
 EventSink = Callable[[RecorderEvent], None]

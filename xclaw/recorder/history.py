@@ -14,6 +14,7 @@ from typing import Any
 from xclaw.agent.hooks import ResumeState
 from xclaw.llm.context import compacted_message
 from xclaw.messages import (
+    INTERRUPTED_RESULT,
     AssistantMessage,
     ImageBlock,
     Message,
@@ -26,11 +27,6 @@ from xclaw.messages import (
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType
 
-INTERRUPTED_RESULT = (
-    "[interrupted] The process running this tool call stopped before the call finished. "
-    "It may or may not have run (partially or fully). Check the current state before "
-    "issuing it again."
-)
 NOT_RUN_RESULT = "[not run] This tool call was never executed: {why}."
 
 RESUME_NOTE = (

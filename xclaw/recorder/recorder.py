@@ -10,6 +10,13 @@ The loop also waits for a tool's result (durable before any client hears of it),
 and the final answer; the other writes (an LLM call starting, its answer when tool calls
 follow) are put without waiting and share a commit with the next one.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
+
+Every value a model, a tool or a user can fill is redacted here, once, before it is written or
+put in an event (docs/security.md): a step's name (a tool name the model chose), input,
+output, error message and call id (`Redactor.ident`), the agent id, an approval's reason, an
+image's media type — and the streamed answer text as a stream (`StreamRedactor`), so that
+the deltas a client joins never hold a secret split across two of them. Events are built
+only from these redacted values (the runtime sends their frames as they are).
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from functools import partial
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
+from xclaw.answered_by import AnsweredBy, answer_output
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import (
     EventSink,
@@ -30,12 +38,13 @@ from xclaw.recorder.events import (
     StatusChanged,
     StepCommitted,
     TextDelta,
+    ThinkingDiscarded,
     ThinkingShown,
     ToolChanged,
     ToolState,
 )
 from xclaw.recorder.history import History
-from xclaw.recorder.redact import Redactor
+from xclaw.recorder.redact import Redactor, StreamRedactor
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
 from xclaw.store.stream import WriteStream
@@ -90,6 +99,21 @@ def step_id_of(ref: ParentRef) -> str | None:
     return ref.resolved().step_id if isinstance(ref, Pending) else ref
 
 
+def _provider_ids(response: LLMResponse) -> dict[str, str]:
+    """The provider's ids an llm_call step keeps when it sent them: `request_id`, of the HTTP
+    request (what its support asks for), and `response_id`, of the reply itself (`msg_…`,
+    `chatcmpl-…`: OpenTelemetry's gen_ai.response.id)."""
+    ids = {"request_id": response.request_id, "response_id": response.response_id}
+    return {k: v for k, v in ids.items() if v}
+
+
+def _endpoint(response: LLMResponse) -> dict[str, str]:
+    """`endpoint`, the server that answered when a base URL was configured (no credentials:
+    xclaw.llm.wire.public_endpoint): it decides whether a provider's price applies
+    (llm/prices.py)."""
+    return {"endpoint": response.endpoint} if response.endpoint else {}
+
+
 class Recorder:
     """An AgentObserver writing one agent's steps; `child()` gives a sub-agent's recorder
     whose steps hang under the spawning tool call."""
@@ -130,6 +154,8 @@ class Recorder:
         self._resumable = dict(resumable_calls or {})
         self._rebuild = rebuild
         self._child_histories: dict[str, tuple[str, History]] = {}
+        # The main agent's reply being streamed: its deltas redacted as one text.
+        self._stream: StreamRedactor | None = None
         # The main agent's final answer is committed, with the session's Success.
         self.answered = False
 
@@ -144,11 +170,13 @@ class Recorder:
         """Built in the store thread, when a queued parent has its id."""
         return NewStep(
             step_type=kind,
-            name=name,
+            # A tool's name goes back to the provider in the rebuilt history: a stand-in that
+            # is still a valid tool name (letters, digits, `_`), not `[REDACTED]`.
+            name=self.redact.ident(name) if kind is StepType.TOOL_CALL else self.redact.text(name),
             input_data=self.redact(data),
             parent_step_id=step_id_of(parent),
             agent=self.agent,
-            call_id=call_id,
+            call_id=None if call_id is None else self.redact.ident(call_id),
         )
 
     def _put(
@@ -194,7 +222,7 @@ class Recorder:
         self.emit(
             ToolChanged(
                 step_id=step.display_id,
-                name=call.name,
+                name=step.name,  # the tool's name as recorded: redacted
                 input=step.input_data,  # the call's input as recorded: redacted once, there
                 state=state,
                 output=output,
@@ -222,6 +250,9 @@ class Recorder:
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
         # Not the prompt itself: the messages are rebuilt from the steps (linear storage).
         data = {"model": model, "params": params}
+        if self.is_main:
+            self._end_stream()  # (a call that never finished: nothing more comes of it)
+            self._stream = self.redact.stream()
         parent = self._turn_root
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
         self._llm = self._put(
@@ -233,7 +264,20 @@ class Recorder:
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
-            self.emit(TextDelta(self.redact.text(text)))
+            if self._stream is None:
+                self._stream = self.redact.stream()
+            safe = self._stream.feed(text)
+            if safe:
+                self.emit(TextDelta(safe))
+
+    def _end_stream(self) -> None:
+        """The reply's stream ended (answered, failed, cancelled): what it held back goes out,
+        so the deltas join to the whole reply, redacted."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            rest = stream.flush()
+            if rest:
+                self.emit(TextDelta(rest))
 
     async def llm_notice(self, text: str) -> None:
         """A line about the call in flight (a model server still starting): a `notice`."""
@@ -244,19 +288,26 @@ class Recorder:
         if self.is_main:
             self.emit(ThinkingShown(self._redacted_thinking(block)))
 
+    async def llm_thinking_discarded(self) -> None:
+        if self.is_main:
+            self.emit(ThinkingDiscarded())
+
     async def llm_finished(self, response: LLMResponse) -> None:
         assert self._llm is not None
+        self._end_stream()
         final = self.is_main and not response.tool_calls
         data: dict[str, Any] = {
             "text": response.text,
-            "tool_calls": [c.to_json() for c in response.tool_calls],
+            "tool_calls": [
+                {**c.to_json(), "id": self.redact.ident(c.id), "name": self.redact.ident(c.name)}
+                for c in response.tool_calls
+            ],
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        if response.request_id:  # the provider's id of the request, for its support
-            data["request_id"] = response.request_id
+        data |= _provider_ids(response) | _endpoint(response)
         output = self.redact(data)
-        output.update(_usage_fields(response))
+        output["usage"] = response.usage.to_json()  # an estimate says so
         thinking = [self._redacted_thinking(b) for b in response.thinking]
         if thinking:
             output["thinking"] = thinking
@@ -297,18 +348,17 @@ class Recorder:
         """The summary that replaces the conversation so far: an llm_call step whose output
         says `compaction` (history rebuilds start from it; rollback undoes it)."""
         assert self._llm is not None
-        output = self.redact(
-            {
-                "text": response.text,
-                "tool_calls": [],
-                "model": response.model,
-                "stop_reason": response.stop_reason,
-            }
-        )
-        output.update(_usage_fields(response))
+        self._end_stream()
+        data: dict[str, Any] = {
+            "text": response.text,
+            "tool_calls": [],
+            "model": response.model,
+            "stop_reason": response.stop_reason,
+        }
+        data |= _provider_ids(response) | _endpoint(response)
+        output = self.redact(data)
+        output["usage"] = response.usage.to_json()
         output["compaction"] = {"messages": summarised}
-        if response.request_id:
-            output["request_id"] = response.request_id
         llm = self._llm
         self._llm = None
         self._put(
@@ -330,6 +380,7 @@ class Recorder:
         )
 
     async def llm_failed(self, error: str) -> None:
+        self._end_stream()
         llm = self._llm
         if llm is None:
             return
@@ -365,14 +416,16 @@ class Recorder:
         await self._status_changed()
         return step.display_id
 
-    async def approval_decided(self, call: ToolCall, approved: bool, why: str) -> None:
+    async def approval_decided(
+        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+    ) -> None:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
+        # `why` may quote what the model asked for (a denial's reason): redacted as any text.
+        output = self.redact(answer_output(approved, by, why))
         await self._write(
-            lambda: self.store.complete_step(
-                self.session_id, pending.seq, output_data={"approved": approved, "why": why}
-            ),
+            lambda: self.store.complete_step(self.session_id, pending.seq, output_data=output),
             self._step_event,
         )
         await self._status_changed()
@@ -410,7 +463,8 @@ class Recorder:
             output = {
                 "content": content,
                 "images": [
-                    {"hash": h, "media_type": i.media_type, "size": len(i.data)} for h, i in refs
+                    {"hash": h, "media_type": self.redact.text(i.media_type), "size": len(i.data)}
+                    for h, i in refs
                 ],
             }
 
@@ -438,6 +492,7 @@ class Recorder:
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         parent = self._parent_of(call)
+        reason = self.redact.text(reason)  # "unknown tool X" names what the model wrote
         output = f"Not run: {reason}"
         step = await self._write(
             lambda: self.store.add_step(
@@ -455,6 +510,8 @@ class Recorder:
         # An alert about one tool call (`callId`) hangs beside it and carries its call id.
         call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
         parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
+        if call_id:  # the same stand-in as the call's own steps (redacted as an id)
+            detail = {**detail, "callId": self.redact.ident(call_id)}
         await self._write(
             lambda: self.store.add_step(
                 self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
@@ -491,13 +548,18 @@ class Recorder:
             )
         return hist.messages, hist.resume_state(with_note=True)
 
+    def recorded_signature(self, call: ToolCall) -> str:
+        """The call's signature as its recorded name and input give it (redacted): what
+        the interrupted calls read back from the record are (no blind repeat)."""
+        return call_signature(self.redact.ident(call.name), self.redact(call.input))
+
     def child(self, call: ToolCall) -> Recorder:
         spawn = self._tool_steps.get(call.id)
         # A continued sub-agent keeps its branch's agent id: its steps, old and new, are one
         # agent's record (rebuilt together if it is interrupted again).
         agent, hist = self._child_histories.pop(call.id, (None, None))
         if agent is None:
-            agent = spawn.display_id if spawn else f"{self.agent}/{call.id}"
+            agent = spawn.display_id if spawn else f"{self.agent}/{self.redact.ident(call.id)}"
         return Recorder(
             db=self.db,
             session_id=self.session_id,
@@ -536,15 +598,6 @@ def step_id_of_now(ref: ParentRef) -> str | None:
     if isinstance(ref, Pending):
         return ref.step.step_id if ref.step is not None else None
     return ref
-
-
-def _usage_fields(response: LLMResponse) -> dict[str, Any]:
-    """`usage` (an estimate says so) and, for a configured base URL, `endpoint`: the server
-    that answered, which decides whether a built-in price applies (llm/prices.py)."""
-    out: dict[str, Any] = {"usage": response.usage.to_json()}
-    if response.endpoint:
-        out["endpoint"] = response.endpoint
-    return out
 
 
 def _counted(tokens: int, response: LLMResponse) -> int | None:

@@ -10,6 +10,8 @@
   nobody reconnecting within a grace period, are resumed here, so nothing stays stuck.
 - Frames: with PostgreSQL, every frame of a local run is published on the database's channel
   (LISTEN/NOTIFY) and frames of other workers' runs are delivered to the local sockets.
+- Changes made elsewhere: a rollback or deletion by the command line or another worker reaches
+  the clients attached here (xclaw/runtime/changes.py, both backends).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.runtime.changes import ChangeWatcher
 from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.store.leases import LeaseInfo
 from xclaw.store.model import MAIN_AGENT, StepStatus, StepType, parse_step_ref
@@ -58,6 +62,7 @@ class Cluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.swept: list[str] = []  # sessions this worker resumed in sweeps (for health/tests)
+        self.changes = ChangeWatcher(runtime)
         self._stopped = False
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -74,8 +79,10 @@ class Cluster:
             self.bus = bus
         self.rt.cluster = self
         await self._refresh_others()
+        await self.changes.start()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="xclaw-heartbeat"))
         self._tasks.append(asyncio.create_task(self._sweep_loop(), name="xclaw-sweep"))
+        self._tasks.append(asyncio.create_task(self.changes.run(), name="xclaw-changes"))
         log.info(
             "event=cluster_started worker=%s bus=%s grace_s=%s ttl_s=%s",
             self.worker_id,
@@ -129,8 +136,10 @@ class Cluster:
             self.rt.deliver(sid, m["f"])
         elif m.get("to") == self.worker_id and isinstance(sid, str):
             if kind == "approval":
+                # Who answered, as the worker the client is attached to saw it.
+                by = AnsweredBy.from_json(m.get("by")) or AnsweredBy.person(None, "unknown")
                 try:
-                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")))
+                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")), by)
                 except StepNotFound:
                     log.info("event=forwarded_approval_stale session=%s", sid)
             elif kind == "cancel":
@@ -169,7 +178,9 @@ class Cluster:
         remote = self._remote.get(session_id)
         return list(remote.approvals.values()) if remote else []
 
-    def forward_approval(self, session_id: str, step_ref: str, approve: bool) -> bool:
+    def forward_approval(
+        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy
+    ) -> bool:
         remote = self._remote.get(session_id)
         if remote is None or self.bus is None:
             return False
@@ -187,6 +198,7 @@ class Cluster:
                 "s": session_id,
                 "step": key,
                 "approve": approve,
+                "by": by.to_json(),
             }
         )
         return True

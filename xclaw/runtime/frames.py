@@ -15,6 +15,7 @@ from xclaw.recorder.events import (
     StatusChanged,
     StepCommitted,
     TextDelta,
+    ThinkingDiscarded,
     ThinkingShown,
     ToolChanged,
 )
@@ -43,6 +44,8 @@ def event_frame(event: RecorderEvent) -> dict[str, Any]:
         return {"type": "delta", "content": event.content}
     if isinstance(event, ThinkingShown):
         return thinking_frame([event.block])
+    if isinstance(event, ThinkingDiscarded):
+        return {"type": "thinking_discarded"}
     if isinstance(event, Notice):
         return notice_frame(event.content)
     assert_never(event)

@@ -7,7 +7,8 @@ file already holds that content, edit_file's old text is gone and the new one is
 runtime looks instead: if the effect is there, the call is recorded as completed by a new
 tool_call step with the same call id (the interrupted attempt stays, failed: interrupted,
 nothing lost) and the model gets that result. If it is not there, nothing changes: the call is
-reported as interrupted, as before.
+reported as interrupted, as before. Which calls are settled is the turn plan's decision
+(xclaw/runtime/turn_plan.py); this module looks, and says what the settling step is.
 """
 
 from __future__ import annotations
@@ -16,24 +17,24 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import tool_args
-from xclaw.store.model import MAIN_AGENT, NewStep, Step, StepStatus, StepType
+from xclaw.store.model import MAIN_AGENT, NewStep, Step, StepType
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 
-async def settle_by_workspace(
-    db: StoreCaller,
-    session_id: str,
+async def look_at_workspace(
     steps: Iterable[Step],
-    unsafe_refs: Iterable[str],
+    refs: Iterable[str],
     tools: Mapping[str, Tool],
     ctx: ToolContext,
-) -> list[Step]:
-    """Record a completed result for each interrupted call in `unsafe_refs` (display ids)
-    whose effect the workspace shows; returns the new steps."""
-    wanted = set(unsafe_refs)
-    settled: list[Step] = []
+) -> dict[str, ToolResult]:
+    """What the workspace shows of the interrupted calls `refs` (display ids): display id ->
+    the result of each whose effect is there. Each check is blocking, on a thread; no refs,
+    no thread."""
+    wanted = set(refs)
+    seen: dict[str, ToolResult] = {}
+    if not wanted:
+        return seen
     for step in steps:
         if (
             step.display_id not in wanted
@@ -46,23 +47,20 @@ async def settle_by_workspace(
             continue
         args: dict[str, Any] = tool_args(step)
         result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, ctx)
-        if result is None or result.is_error:
-            continue
-        new = NewStep(
-            step_type=StepType.TOOL_CALL,
-            name=step.name,
-            input_data=step.input_data,
-            parent_step_id=step.parent_step_id,
-            agent=MAIN_AGENT,
-            call_id=step.call_id,
-        )
-        settled.append(
-            await db(
-                db.store.add_step,
-                session_id,
-                new,
-                status=StepStatus.COMPLETED,
-                output_data=result.content,
-            )
-        )
-    return settled
+        if result is not None and not result.is_error:
+            seen[step.display_id] = result
+    return seen
+
+
+def settling_step(step: Step) -> NewStep:
+    """The step that records `step`, an interrupted call the workspace shows ran, as
+    completed: a new tool_call with its call id, name, input and parent (written completed,
+    with the tool's result as output)."""
+    return NewStep(
+        step_type=StepType.TOOL_CALL,
+        name=step.name,
+        input_data=step.input_data,
+        parent_step_id=step.parent_step_id,
+        agent=MAIN_AGENT,
+        call_id=step.call_id,
+    )

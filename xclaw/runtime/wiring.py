@@ -75,13 +75,13 @@ def default_toolbox(settings: Settings) -> Toolbox:
                 f"xclaw.yaml: tool_policies.{name}: {name} is built in; its approval is set "
                 "under `approval:` (docs/approval.md). tool_policies is for MCP and Python tools."
             )
-    for tool in load_python_tools(list(settings.python_tools), policies):
+    for tool in load_python_tools(list(settings.tools), policies):
         if tool.name in tools:
             raise ConfigError(
                 f"xclaw.yaml: tools: {tool.ref!r}: a tool named {tool.name!r} exists already"
             )
         tools[tool.name] = tool
-    _check_policy_names(policies, tools, [s.name for s in settings.mcp_servers])
+    _check_policy_names(policies, tools, list(settings.mcp_servers))
     return Toolbox(
         tools=tools,
         policy=ApprovalPolicy.from_settings(settings),

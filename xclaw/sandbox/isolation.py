@@ -24,15 +24,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xclaw.errors import ConfigError
 from xclaw.sandbox import landlock, socket_filter
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
 
-ISOLATION_MODES = ("auto", "bwrap", "none")
 # Where the owner's credentials usually live, beneath $HOME: hidden from a confined command
 # (one run without asking), which has no business reading them. An approved command still
 # sees them (`git push` over ssh needs ~/.ssh).
@@ -216,10 +216,8 @@ def probe_bwrap(bwrap: str) -> str | None:
 def isolation_from_settings(settings: Settings | None) -> Isolation:
     """Decide the isolation for this process from `sandbox:` in the settings (checked when
     xclaw.yaml was read; None: the defaults)."""
-    mode = settings.isolation if settings is not None else "auto"
-    if mode not in ISOLATION_MODES:
-        raise ConfigError(f"sandbox.isolation {mode!r}: expected auto, bwrap or none")
-    network = settings.sandbox_network if settings is not None else False
+    sandbox = settings.sandbox if settings is not None else SANDBOX_DEFAULTS
+    mode, network = sandbox.isolation, sandbox.network
     if mode == "none":
         return Isolation("none", "sandbox.isolation is none", network)
     bwrap = shutil.which("bwrap")
@@ -236,14 +234,15 @@ def isolation_from_settings(settings: Settings | None) -> Isolation:
     return Isolation("bwrap", "available", network, bwrap, hide_dirs, hide_files)
 
 
-def _hidden(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _hidden(settings: Settings | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What a sandboxed command must not read: xclaw's home (token, database), every
     workspace (its own is bound back), the database's directory, and `.env`."""
     dirs: list[str] = []
-    for p in (getattr(settings, "home", None), getattr(settings, "workspace_root", None)):
-        if p is not None and Path(p).expanduser().is_dir():
-            dirs.append(str(Path(p).expanduser().resolve()))
-    db = str(getattr(settings, "db", "") or "")
+    places = (settings.home, settings.workspace_root) if settings is not None else ()
+    for p in places:
+        if p.expanduser().is_dir():
+            dirs.append(str(p.expanduser().resolve()))
+    db = settings.database if settings is not None else ""
     if db and "://" not in db:
         parent = Path(db).expanduser().resolve().parent
         if parent.is_dir() and parent != Path("/"):
@@ -257,7 +256,7 @@ def _hidden(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(dirs), tuple(files)
 
 
-def sandbox_mode(settings: Any = None) -> str:
+def sandbox_mode(settings: Settings | None = None) -> str:
     """One line for the start-up banner: how shell commands are isolated, and why."""
     try:
         return isolation_from_settings(settings).describe()

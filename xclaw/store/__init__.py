@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from xclaw.errors import StoreError
+from xclaw.store.access import Access
 from xclaw.store.base import RollbackResult, Store
 
-__all__ = ["RollbackResult", "Store", "open_store"]
+__all__ = ["Access", "RollbackResult", "Store", "open_store"]
 
 
-def open_store(url_or_path: str | Path) -> Store:
+def open_store(url_or_path: str | Path, *, access: Access = Access.CREATE) -> Store:
     """A path (or sqlite:///path) opens the embedded SQLite store, a postgresql:// URL the
-    PostgreSQL store (several workers on one database); either is created or upgraded."""
+    PostgreSQL store (several workers on one database). `access` says what may be done with
+    what is there (store/access.py): READ opens an existing xclaw database and writes
+    nothing; WRITE upgrades an existing one; CREATE also creates one where there is none.
+    A file or database that is not xclaw's is refused (DatabaseRefused) under any access."""
     text = str(url_or_path).strip()
     if text.startswith(("postgresql://", "postgres://")):
         try:
@@ -22,7 +26,7 @@ def open_store(url_or_path: str | Path) -> Store:
                 "PostgreSQL support needs psycopg: pip install 'xclaw[postgres]' "
                 f"({e.name or e} is missing)"
             ) from e
-        return PostgresStore(text)
+        return PostgresStore(text, access=access)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]  # sqlite:///rel.db, sqlite:////abs/path.db
     elif "://" in text:
@@ -31,4 +35,4 @@ def open_store(url_or_path: str | Path) -> Store:
         raise StoreError("no database given: pass --db PATH or set XCLAW_DB")
     from xclaw.store.sqlite import SQLiteStore  # imported lazily: no work at import time
 
-    return SQLiteStore(Path(text))
+    return SQLiteStore(Path(text), access=access)

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from xclaw.store.changes import SessionChange
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
+
+if TYPE_CHECKING:
+    from xclaw.store.transfer import Exported, Imported
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,18 @@ class RecordStore(Protocol):
     @property
     def url(self) -> str:
         """Where the data lives, for banners and messages (a path or a redacted URL)."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Write transactions this process has committed (group commit makes it fewer than
+        the writes): GET /api/health, bench/gateway_bench.py."""
+        ...
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        """Seconds SQLite's one writer has spent running transactions (how close it is to
+        saturation); None where there is no single writer (PostgreSQL's pool)."""
         ...
 
     # --- sessions ---------------------------------------------------------------------
@@ -176,10 +192,17 @@ class RecordStore(Protocol):
         ...
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         """Dangling `running` steps -> failed with error "interrupted" (nothing lost); pending
-        approval requests are kept running so they can be asked again."""
+        approval requests are kept running so they can be asked again. With
+        `keep_approvals=False` they are settled too, and `approval_output` (the approval
+        step's `{"approved", "why", "by"}`) says what ended their wait."""
         ...
 
     # --- time travel ------------------------------------------------------------------
@@ -215,10 +238,10 @@ class RecordStore(Protocol):
         ...
 
     # --- moving sessions, retention (xclaw import / gc) --------------------------------
-    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
-        """Insert a session and its steps exactly as given (ids, seqs, times, statuses) in
-        one durable transaction; a parent session absent here is unlinked. Raises StoreError
-        if the id is taken (the caller remaps)."""
+    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
+        """Insert the sessions of an export (store/transfer.py), their steps and blobs exactly
+        as given (ids, seqs, times, statuses) in one durable transaction: all, or none. A
+        session whose id is taken gets a new one; a parent session absent is unlinked."""
         ...
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
@@ -295,6 +318,11 @@ class LeaseStore(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def workers(self) -> list[WorkerInfo]: ...
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        """Rollbacks and deletions recorded at or after `since_ms` (ms), oldest first, with
+        the process that made each (xclaw/store/changes.py)."""
+        ...
 
     def forget_worker(self, worker_id: str) -> bool:
         """Drop a dead worker's row (its leases then count by expiry alone)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
@@ -170,6 +170,11 @@ class FsckAccess(Protocol):
         """The lease clock (ms): the database server's for PostgreSQL."""
         ...
 
+    def storage(self) -> list[tuple[str, str]]:
+        """(code, meaning) of what is wrong below the rows: the database's own integrity
+        check, a WAL file it cannot read. Nothing found: []."""
+        ...
+
     def backup(self, stamp: str) -> str:
         """A full copy of the database taken before repairs; returns where it is."""
         ...
@@ -246,20 +251,16 @@ def _set_status(d: Dialect, conn: Any, a: Repair, now: int) -> int:
     return 1
 
 
+@runtime_checkable
+class Checkable(Protocol):
+    """A store that can be checked: it gives its backend's FsckAccess (both backends do;
+    a view of one, such as a lease holder's, does not)."""
+
+    def fsck_access(self) -> FsckAccess: ...
+
+
 def fsck_access(store: Store) -> FsckAccess:
     """The backend's FsckAccess for an open store."""
-    from xclaw.store.sqlite import SQLiteStore
-
-    if isinstance(store, SQLiteStore):
-        from xclaw.store.sqlite_fsck import SqliteFsck
-
-        return SqliteFsck(store)
-    try:
-        from xclaw.store.postgres import PostgresStore
-    except ImportError:  # pragma: no cover - psycopg is optional
-        PostgresStore = None  # type: ignore[assignment,misc]
-    if PostgresStore is not None and isinstance(store, PostgresStore):
-        from xclaw.store.postgres_fsck import PgFsck
-
-        return PgFsck(store)
+    if isinstance(store, Checkable):
+        return store.fsck_access()
     raise StoreError(f"fsck does not know the store {type(store).__name__}")

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import LeaseLost
-from xclaw.store.model import Status, StepStatus
+from xclaw.store.model import SessionState, Status, StepStatus, state_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from xclaw.store.base import RollbackResult, Store
+    from xclaw.store.changes import SessionChange
     from xclaw.store.model import NewStep, Session, Step, StepTreeNode
     from xclaw.store.snapshot_model import (
         Manifest,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         WorkspaceRestore,
     )
     from xclaw.store.stream import WriteStream
+    from xclaw.store.transfer import Exported, Imported
 
 # Store methods that write a session's record: through a DrivenStore each one carries the
 # lease, and the backend checks its token in the same transaction as the write.
@@ -92,6 +94,18 @@ class LeaseInfo:
             and self.expires_at > self.now
             and self.owner_alive is not False
         )
+
+    @property
+    def run_in_flight(self) -> bool:
+        """A run of the session is going on somewhere: the `busy` of session_state for
+        whoever reads leases without a server. A run holds a live lease on a Running or Paused
+        session; a finished session's lease that has not expired yet is no run."""
+        return self.live and self.status in (Status.RUNNING, Status.PAUSED)
+
+    @property
+    def state(self) -> SessionState:
+        """The session's state in words, by the one rule (session_state)."""
+        return state_of(self.status, busy=self.run_in_flight, awaiting_input=self.awaiting_input)
 
     @property
     def expires_in_s(self) -> float:
@@ -157,6 +171,14 @@ class DrivenStore:
     @property
     def url(self) -> str:
         return self.store.url
+
+    @property
+    def commits(self) -> int:
+        return self.store.commits
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        return self.store.writer_busy_s
 
     def driven(self, lease: Lease) -> Store:
         return self.store.driven(lease)
@@ -295,10 +317,18 @@ class DrivenStore:
         return self.store.step_tree(session_id)
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         return self.store.mark_interrupted(
-            session_id, keep_approvals=keep_approvals, lease=self._fence(lease)
+            session_id,
+            keep_approvals=keep_approvals,
+            approval_output=approval_output,
+            lease=self._fence(lease),
         )
 
     def rollback(
@@ -321,8 +351,8 @@ class DrivenStore:
     ) -> Session:
         return self.store.fork(session_id, ref, title=title, workspace=workspace)
 
-    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
-        return self.store.import_session(session, steps, next_seq)
+    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
+        return self.store.import_sessions(exported)
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
         return self.store.retention_preview(session_ids)
@@ -370,6 +400,9 @@ class DrivenStore:
 
     def workers(self) -> list[WorkerInfo]:
         return self.store.workers()
+
+    def changes_since(self, since_ms: int) -> list[SessionChange]:
+        return self.store.changes_since(since_ms)
 
     def forget_worker(self, worker_id: str) -> bool:
         return self.store.forget_worker(worker_id)

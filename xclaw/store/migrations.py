@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from xclaw.errors import SchemaTooNew, StoreError
+from xclaw.errors import StoreError
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +279,37 @@ M003_POSTGRES = (
     """,
 )
 
+# m004: a log of the changes to sessions that a server did not make itself — a rollback or a
+# deletion by the command line (or by another server on the database) — written in the
+# transaction that makes them, so every server can tell the clients it serves
+# (xclaw/store/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes.
+M004_SQLITE = (
+    """
+    CREATE TABLE session_changes (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('rollback', 'delete')),
+        detail     TEXT,              -- JSON: rollback {"stepId", "deleted"}
+        origin     TEXT NOT NULL,     -- host:pid of the process that made the change
+        created_at INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_session_changes_created ON session_changes(created_at)",
+)
+M004_POSTGRES = (
+    """
+    CREATE TABLE session_changes (
+        id         bigserial PRIMARY KEY,
+        session_id text NOT NULL,
+        kind       text NOT NULL CHECK (kind IN ('rollback', 'delete')),
+        detail     jsonb,
+        origin     text NOT NULL,
+        created_at bigint NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_session_changes_created ON session_changes(created_at)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -303,6 +336,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         M003_SQLITE,
         M003_POSTGRES,
     ),
+    Migration(
+        4,
+        "session_changes",
+        "a log of rollbacks and deletions with the process that made them, so a server learns "
+        "of changes made outside it (the command line, another server) and pushes the new "
+        "history to the clients it serves",
+        M004_SQLITE,
+        M004_POSTGRES,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -316,14 +358,60 @@ _VERSION_TABLE = """
 """
 
 
-def sqlite_schema_version(conn: sqlite3.Connection) -> int:
-    """0 for a database without xclaw tables (a fresh file)."""
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'"
-    ).fetchone()
-    if row is None:
+# The tables every xclaw database of version 1 or later holds (m001).
+CORE_TABLES = frozenset({"sessions", "traces"})
+
+
+def check_history(rows: Iterable[tuple[Any, Any]], where: str) -> int:
+    """The schema version a `schema_version` table's rows record, once they are known to be
+    xclaw's own history: every version this xclaw knows under its migration's name. Another
+    program's table of that name is not taken for ours (its database is not written to)."""
+    from xclaw.store.access import not_xclaw
+
+    known = {m.version: m.name for m in MIGRATIONS}
+    version = 0
+    for v, name in rows:
+        if not isinstance(v, int) or (v in known and known[v] != name) or v < 1:
+            raise not_xclaw(
+                where,
+                f"its schema_version table records version {v!r} as {name!r}, not as xclaw "
+                "does: it was written by something other than xclaw",
+            )
+        version = max(version, v)
+    return version
+
+
+def sqlite_history(conn: sqlite3.Connection, where: str = "database") -> int:
+    """The xclaw schema version of a SQLite database: 0 for one without tables (a new
+    file); refuses (DatabaseRefused) one with tables that are not xclaw's."""
+    from xclaw.store.access import not_xclaw
+
+    tables = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite~_%' ESCAPE '~'"
+        )
+    }
+    if "schema_version" not in tables:
+        if tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+            raise not_xclaw(
+                where,
+                f"it holds tables ({shown}) written by something other than xclaw, and xclaw "
+                "does not add its own to another program's database",
+            )
         return 0
-    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0])
+    try:
+        rows = conn.execute("SELECT version, name FROM schema_version ORDER BY version").fetchall()
+    except sqlite3.OperationalError as e:
+        raise not_xclaw(
+            where, f"its schema_version table is not xclaw's ({e}): written by something else"
+        ) from e
+    version = check_history(rows, where)
+    if version and not tables >= CORE_TABLES:
+        raise not_xclaw(where, "it records xclaw's schema but lacks its sessions and traces")
+    return version
 
 
 def migrate_sqlite(
@@ -335,19 +423,19 @@ def migrate_sqlite(
     BEGIN IMMEDIATE transaction together with its record, so concurrent openers serialise
     and each migration is applied exactly once.
     """
+    from xclaw.store.access import too_new
+
     target = LATEST_VERSION if target is None else target
     applied: list[int] = []
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Checked under the write lock before anything is created: another program's
+            # database is refused whole, never given xclaw's tables.
+            current = sqlite_history(conn, where)
             conn.execute(_VERSION_TABLE)
-            current = sqlite_schema_version(conn)
             if current > LATEST_VERSION:
-                raise SchemaTooNew(
-                    f"{where} has schema version {current}, but this xclaw only knows versions "
-                    f"up to {LATEST_VERSION}: it was written by a newer xclaw. Upgrade xclaw "
-                    f"(pip install -U xclaw) or point --db at another database."
-                )
+                raise too_new(where, current)
             if current >= target:
                 conn.execute("COMMIT")
                 return applied

@@ -221,24 +221,33 @@ class SessionState:
 
 
 def session_state(session: Session, *, busy: bool) -> SessionState:
-    """The one rule every client and listing shows (docs/protocol.md, "Session state").
+    """The one rule every client and listing shows (docs/protocol.md, "Session state")."""
+    return state_of(
+        session.status, busy=busy, awaiting_input=session.awaiting_input, forked=session.is_forked
+    )
+
+
+def state_of(
+    status: Status, *, busy: bool, awaiting_input: bool = False, forked: bool = False
+) -> SessionState:
+    """session_state from the fields it reads, for what holds them without a Session (a
+    lease in `xclaw workers`).
 
     Running only while a run is in flight (`busy`: this server's run or a live lease).
     A session stopped for the user's next instruction — after a cancel, a rollback, a new
     fork — is `waiting`; stored Running with no run anywhere means a crash interrupted it
     (it resumes when a client opens it). Paused waits for an approval answer.
     """
-    status = session.status
     if status is Status.PAUSED:
         return SessionState("paused", "Paused · waiting for your approval")
     if busy:
         return SessionState("running", "Running")
     if status is Status.RUNNING:
-        if session.awaiting_input:
+        if awaiting_input:
             return SessionState("waiting", "Waiting for your instruction")
         return SessionState("interrupted", "Interrupted · resumes when opened")
     if status is Status.INIT:
-        if session.is_forked:
+        if forked:
             return SessionState("waiting", "Waiting for your instruction")
         return SessionState("new", "New")
     if status is Status.SUCCESS:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from xclaw.errors import StoreError
+from xclaw.store.access import Access, check_found
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -33,7 +35,7 @@ from xclaw.store.model import (
     StepType,
     full_step_id,
 )
-from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url
+from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url, postgres_history
 from xclaw.store.postgres_leases import PgLeases
 from xclaw.store.postgres_rows import (
     POSTGRES,
@@ -53,6 +55,7 @@ from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
     from xclaw.store.postgres_bus import PgBus
 
 T = TypeVar("T")
@@ -71,26 +74,42 @@ WITH step AS (
 )"""
 
 
-class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, StoreBase):
+class PostgresStore(
+    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
     _dialect = POSTGRES
 
-    def __init__(self, url: str, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
         self.target = parse_url(url)
         self.url = self.target.display
+        self.access = access
         # Milliseconds since the epoch for step times; tests pass a fixed clock. Leases use
         # the database server's clock instead (postgres_rows.NOW_MS).
         self._clock = clock or now_ms
         conn = connect(self.target)
         try:
-            migrate_postgres(conn, where=self.url, schema=self.target.schema)
+            if access is not Access.CREATE:
+                # Looked at first, in a read-only transaction: a reading command creates no
+                # schema and no table (access.py).
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION READ ONLY")
+                    check_found(self.url, postgres_history(conn, self.url), access)
+            if access is not Access.READ:
+                migrate_postgres(conn, where=self.url, schema=self.target.schema)
             self.schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
         except psycopg.Error as e:
             raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
         finally:
             conn.close()
-        self._pool = Pool(self.target)
+        self._pool = Pool(self.target, read_only=access is Access.READ)
         # The threads that commit runs' write streams (one batch of one stream each).
         self._streams = ThreadPoolExecutor(
             self.target.pool_max, thread_name_prefix="xclaw-pg-stream"
@@ -112,6 +131,15 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
     @property
     def commits(self) -> int:
         return self._pool.commits
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        return None  # a pool of connections: no one writer to saturate
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.postgres_fsck import PgFsck
+
+        return PgFsck(self)
 
     def open_bus(
         self,
@@ -139,6 +167,8 @@ class PostgresStore(PgLeases, SessionMethods, SnapshotMethods, TransferMethods, 
     def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
+        if self.access is Access.READ:
+            raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
         return self._pool.run(fn, durable=durable)
 
     def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:

@@ -25,8 +25,8 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from xclaw.errors import SchemaTooNew, StoreError, XclawError
-from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
+from xclaw.errors import StoreError, XclawError
+from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS, check_history
 
 T = TypeVar("T")
 
@@ -108,6 +108,12 @@ def _configure_relaxed(conn: psycopg.Connection) -> None:
     _configure(conn, durable=False)
 
 
+def _configure_read_only(conn: psycopg.Connection) -> None:
+    """A reading command's connections: the server itself refuses any write on them."""
+    _configure(conn, durable=False)
+    conn.execute("SET default_transaction_read_only TO on")
+
+
 def connect(target: PgTarget) -> psycopg.Connection:
     """One connection outside the pool (migrations, presence locks, LISTEN)."""
     try:
@@ -166,17 +172,21 @@ class Pool:
     `SET LOCAL synchronous_commit`); `run` executes one function in one transaction,
     `run_units` several callables of the store in one."""
 
-    def __init__(self, target: PgTarget) -> None:
+    def __init__(self, target: PgTarget, *, read_only: bool = False) -> None:
         self.target = target
-        # Durable commits are the fewer (write-ahead rows, final statuses): half the pool.
-        self._durable = self._open(
-            target, _configure, "xclaw-durable", max(2, target.pool_max // 2)
-        )
-        try:
-            self._relaxed = self._open(target, _configure_relaxed, "xclaw", target.pool_max)
-        except BaseException:
-            self._durable.close()
-            raise
+        if read_only:  # one pool, every connection read-only (access.Access.READ)
+            self._relaxed = self._open(target, _configure_read_only, "xclaw-ro", target.pool_max)
+            self._durable = self._relaxed
+        else:
+            # Durable commits are the fewer (write-ahead rows, final statuses): half the pool.
+            self._durable = self._open(
+                target, _configure, "xclaw-durable", max(2, target.pool_max // 2)
+            )
+            try:
+                self._relaxed = self._open(target, _configure_relaxed, "xclaw", target.pool_max)
+            except BaseException:
+                self._durable.close()
+                raise
         self.commits = 0
         self._local = threading.local()  # .tx: the units transaction of this thread
 
@@ -202,7 +212,8 @@ class Pool:
 
     def close(self) -> None:
         self._durable.close()
-        self._relaxed.close()
+        if self._relaxed is not self._durable:
+            self._relaxed.close()
 
     def run(
         self,
@@ -313,13 +324,43 @@ _VERSION_TABLE = """
 """
 
 
-def postgres_schema_version(conn: psycopg.Connection) -> int:
-    """0 for a schema without xclaw tables."""
-    found = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-    if not found or not found[0]:
+def postgres_history(conn: psycopg.Connection, where: str = "database") -> int | None:
+    """The xclaw schema version of the connection's schema: None when there is no schema (a
+    `?schema=` that does not exist), 0 when it holds no xclaw tables. A schema may hold other
+    programs' tables (PostgreSQL schemas are shared by design); one holding tables named as
+    xclaw's without xclaw's history, or another program's `schema_version`, is refused."""
+    from xclaw.store.access import not_xclaw
+
+    row = conn.execute("SELECT current_schema()").fetchone()
+    if row is None or row[0] is None:
+        return None
+    found = conn.execute(
+        "SELECT to_regclass('schema_version') IS NOT NULL, "
+        "to_regclass('sessions') IS NOT NULL AND to_regclass('traces') IS NOT NULL, "
+        "to_regclass('sessions') IS NOT NULL OR to_regclass('traces') IS NOT NULL"
+    ).fetchone()
+    assert found is not None
+    has_history, has_core, has_any = found
+    if not has_history:
+        if has_any:
+            raise not_xclaw(
+                where,
+                "its schema holds tables named as xclaw's (sessions, traces) written by "
+                "something other than xclaw",
+            )
         return 0
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
-    return int(row[0]) if row else 0
+    try:
+        with conn.transaction():  # a savepoint: another program's table may not have these
+            rows = conn.execute("SELECT version, name FROM schema_version ORDER BY 1").fetchall()
+    except psycopg.Error as e:
+        raise not_xclaw(
+            where,
+            f"its schema_version table is not xclaw's ({_words(e)}): written by something else",
+        ) from e
+    version = check_history(rows, where)
+    if version and not has_core:
+        raise not_xclaw(where, "it records xclaw's schema but lacks its sessions and traces")
+    return version
 
 
 def migrate_postgres(
@@ -335,6 +376,8 @@ def migrate_postgres(
     a transaction-scoped advisory lock, so workers starting at once apply each migration
     exactly once and a failure leaves the previous version (PostgreSQL DDL is transactional).
     """
+    from xclaw.store.access import too_new
+
     target = LATEST_VERSION if target is None else target
     applied: list[int] = []
     while True:
@@ -354,14 +397,10 @@ def migrate_postgres(
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (LOCK_MIGRATE,)
             )
+            current = postgres_history(conn, where) or 0
             conn.execute(_VERSION_TABLE)
-            current = postgres_schema_version(conn)
             if current > LATEST_VERSION:
-                raise SchemaTooNew(
-                    f"{where} has schema version {current}, but this xclaw only knows versions "
-                    f"up to {LATEST_VERSION}: it was written by a newer xclaw. Upgrade xclaw "
-                    f"(pip install -U xclaw) or point --db at another database."
-                )
+                raise too_new(where, current)
             if current >= target:
                 return applied
             m = MIGRATIONS[current]  # versions are 1..n without gaps (tested)

@@ -15,7 +15,8 @@ from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.postgres import PostgresStore
 from xclaw.store.postgres_rows import NOW_MS, POSTGRES
 
-# The tables a backup copies: the whole record (bus_payloads are transient frames).
+# The tables a backup copies: the whole record (bus_payloads are transient frames, and
+# session_changes a ten-minute log of news for running servers).
 BACKUP_TABLES = (
     "schema_version",
     "sessions",
@@ -38,6 +39,11 @@ class PgFsck:
 
     def now(self) -> int:
         return self.store._read(_server_clock)
+
+    def storage(self) -> list[tuple[str, str]]:
+        """The server keeps its own files whole (its WAL, checksums where enabled): nothing
+        fsck can check from a client's connection beyond the rows."""
+        return []
 
     def backup(self, stamp: str) -> str:
         """Every table copied into a new schema `<schema>_fsck_<stamp>` of the same database

@@ -12,10 +12,11 @@ the write path, shaped per backend (PostgreSQL inserts the step in the status st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.store.changes import record_change_tx
 from xclaw.store.common import DURABLE_STATUSES, cancel_event
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
@@ -61,6 +62,12 @@ _INTERRUPT = (
 )
 # A pending approval is asked again after a restart, so mark_interrupted leaves it running.
 _NOT_APPROVAL = " AND NOT (step_type='system_alert' AND name='approval')"
+# ... or, when something else ended its wait, settles it with an output saying what.
+_INTERRUPT_ANSWERING = (
+    "UPDATE traces SET output_data = CASE WHEN step_type='system_alert' AND name='approval'"
+    " THEN ?::jsonb ELSE output_data END, status='failed', error_message=?, end_time=?"
+    " WHERE session_id=? AND status='running'"
+)
 _RUNNING_APPROVAL = (
     "SELECT 1 FROM traces WHERE session_id=? AND status='running'"
     " AND step_type='system_alert' AND name='approval' LIMIT 1"
@@ -170,6 +177,7 @@ class SessionMethods:
             if conn.execute(d.sql(_DELETE_SESSION), (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
             sweep_blobs_tx(d, conn)  # its snapshots went by cascade: collect their contents
+            record_change_tx(d, conn, session_id, "delete", {}, self._now())
 
         self._write(tx, durable=True)
 
@@ -262,17 +270,25 @@ class SessionMethods:
         return self._read(q, snapshot=d.free_read_snapshots)
 
     def mark_interrupted(
-        self, session_id: str, *, keep_approvals: bool = True, lease: Lease | None = None
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
     ) -> list[Step]:
         d = self._dialect
-        sql = d.sql(
-            _INTERRUPT + (_NOT_APPROVAL if keep_approvals else "") + f" RETURNING {STEP_COLS}"
-        )
+        answering = approval_output is not None and not keep_approvals
+        head = _INTERRUPT_ANSWERING if answering else _INTERRUPT
+        sql = d.sql(head + (_NOT_APPROVAL if keep_approvals else "") + f" RETURNING {STEP_COLS}")
+        params: tuple[Any, ...] = (INTERRUPTED,)
+        if answering:
+            params = (d.json(approval_output, "output_data"), INTERRUPTED)
 
         def tx(conn: Any) -> list[Step]:
             # SessionNotFound, the fence, and on PostgreSQL the row lock against other writers.
             d.lock_session(conn, session_id, lease)
-            rows = conn.execute(sql, (INTERRUPTED, self._now(), session_id)).fetchall()
+            rows = conn.execute(sql, (*params, self._now(), session_id)).fetchall()
             return sorted(map(row_to_step, rows), key=lambda s: s.seq)
 
         # Kept, never deleted (nothing lost); durable because resume decisions depend on it.

@@ -22,7 +22,7 @@ is stored" check and its commit, and its DELETE sees every snapshot committed be
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import MissingBlobs, StoreError
@@ -251,6 +251,34 @@ def _stored_hashes(d: Dialect, conn: Any, hashes: list[str], cols: str = "hash")
 # --- the store methods ------------------------------------------------------------------------
 
 
+BlobRow = tuple[str, int, str, bytes]  # hash, raw size, encoding, stored payload
+_INSERT_BLOB = (
+    "INSERT INTO blobs (hash, size, encoding, data, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
+)
+
+
+def blob_rows(blobs: Mapping[str, bytes]) -> list[BlobRow]:
+    """Contents checked against their hash and encoded for the blobs table (off the writer)."""
+    rows = []
+    for h, data in blobs.items():
+        if content_hash(data) != h:
+            raise ValueError(f"blob {h[:12]}... does not match its content")
+        encoding, payload = encode_blob(data)
+        rows.append((h, len(data), encoding, payload))
+    return rows
+
+
+def insert_blobs(d: Dialect, conn: Any, rows: Sequence[BlobRow], now: int) -> int:
+    """In the caller's transaction: the contents not stored yet; the bytes this added."""
+    sql = d.sql(_INSERT_BLOB)
+    added = 0
+    for h, size, encoding, payload in rows:
+        if conn.execute(sql, (h, size, encoding, payload, now)).rowcount:
+            added += len(payload)
+    return added
+
+
 class SnapshotMethods:
     """The snapshot half of the Store protocol, for both backends (mixed into SQLiteStore
     and PostgresStore, which provide `_dialect`, `_write`, `_read` and `_now`)."""
@@ -277,30 +305,14 @@ class SnapshotMethods:
     def put_blobs(self, blobs: Mapping[str, bytes]) -> int:
         """Store contents not stored yet; returns the bytes this added to the database.
         Hashing and compression happen here, in the caller's thread, not in the writer."""
-        rows = []
-        for h, data in blobs.items():
-            if content_hash(data) != h:
-                raise ValueError(f"blob {h[:12]}... does not match its content")
-            encoding, payload = encode_blob(data)
-            rows.append((h, len(data), encoding, payload))
+        rows = blob_rows(blobs)
         if not rows:
             return 0
-        sql = self._dialect.sql(
-            "INSERT INTO blobs (hash, size, encoding, data, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
-        )
-
-        def tx(conn: Any) -> int:
-            now = self._now()
-            added = 0
-            for h, size, encoding, payload in rows:
-                if conn.execute(sql, (h, size, encoding, payload, now)).rowcount:
-                    added += len(payload)
-            return added
+        d = self._dialect
 
         # Not durable on its own: the snapshot that names these blobs commits durably, and a
         # durable commit makes every earlier commit durable too (SQLite WAL, PostgreSQL WAL).
-        return self._write(tx, durable=False)
+        return self._write(lambda conn: insert_blobs(d, conn, rows, self._now()), durable=False)
 
     def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
         """Contents by hash; a hash the store does not hold raises MissingBlobs."""

@@ -12,10 +12,12 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
+from xclaw.store.access import Access, check_found
+from xclaw.store.changes import ChangeMethods
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
@@ -25,7 +27,7 @@ from xclaw.store.common import (
 )
 from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
-from xclaw.store.migrations import migrate_sqlite
+from xclaw.store.migrations import migrate_sqlite, sqlite_history
 from xclaw.store.model import (
     NewStep,
     Status,
@@ -53,27 +55,54 @@ from xclaw.store.sqlite_leases import (
     fenced_session_state,
     take_seq_unmoved,
 )
+from xclaw.store.sqlite_probe import probe_sqlite
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import Ticket, Unit, WriteStream
 from xclaw.store.transfer_sql import TransferMethods
 
+if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
+
 T = TypeVar("T")
 
 
-class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, StoreBase):
+class SQLiteStore(
+    SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, ChangeMethods, StoreBase
+):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
     leases and worker presence: xclaw.store.sqlite_leases."""
 
     _dialect = SQLITE
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
         if str(path) in ("", ":memory:"):
             raise ValueError("SQLiteStore needs a file path (several connections share it)")
         self.path = Path(path).expanduser()
         self.url = str(self.path)
+        self.access = access
         # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
         self._clock = clock or now_ms
+        # What is there decides what may be done, before anything is written (access.py).
+        check_found(self.url, probe_sqlite(self.path, self.url), access)
+        self._writer: Writer | None = None
+        if access is not Access.READ:
+            self._writer = self._open_writer()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._init_leases()
+
+    def _open_writer(self) -> Writer:
+        """The write connection: the file created (or made) 0600 first — it is xclaw's, new
+        or checked by probe_sqlite — then switched to WAL and migrated."""
         try:
             # 0600 before SQLite opens it: its WAL and SHM then get the same mode.
             private_sqlite(self.path)
@@ -82,6 +111,13 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         conn = connect(self.url)
 
         def open_wal_and_migrate() -> None:
+            # Another program's tables are refused under the write lock (migrate_sqlite)
+            # before the WAL switch, which would change its file.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                sqlite_history(conn, self.url)
+            finally:
+                conn.execute("ROLLBACK")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.url}: cannot switch the database to WAL mode ({mode})")
@@ -95,12 +131,12 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
         except BaseException:
             conn.close()
             raise
-        self._writer = Writer(conn, where=self.url)
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-        self._closed = False
-        self._init_leases()
+        return Writer(conn, where=self.url)
+
+    @property
+    def read_only(self) -> bool:
+        """Opened by a reading command: nothing is ever written (access.py)."""
+        return self._writer is None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
@@ -111,7 +147,8 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
             return
         self._closed = True
         self._close_leases()
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -120,19 +157,24 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
     @property
     def commits(self) -> int:
         """Transactions committed by the writer so far (group commit makes it < writes)."""
-        return self._writer.commits
+        return 0 if self._writer is None else self._writer.commits
 
     @property
     def writer_busy_s(self) -> float:
         """Seconds the writer has spent running transactions: over wall time, how close the
         one writer is to saturation (GET /api/health, bench/gateway_bench.py)."""
-        return self._writer.busy_s
+        return 0.0 if self._writer is None else self._writer.busy_s
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.sqlite_fsck import SqliteFsck
+
+        return SqliteFsck(self)
 
     def write_stream(self) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        writer = self._writer
+        writer = self._writable()
 
         def send(unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket) -> None:
             writer.send(
@@ -144,16 +186,21 @@ class SQLiteStore(SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods
     @property
     def writer_thread(self) -> threading.Thread:
         """The one thread that writes this database (tests check that nothing else does)."""
-        return self._writer.thread
+        return self._writable().thread
 
     # --- plumbing ---------------------------------------------------------------------------
     def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
-        return self._writer.submit(fn, durable=durable)
+        return self._writable().submit(fn, durable=durable)
+
+    def _writable(self) -> Writer:
+        if self._writer is None:
+            raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
+        return self._writer
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.url, read_only=True)
+            conn = connect(self.url, read_only=True, existing=self.read_only)
             with self._readers_lock:
                 if self._closed:
                     conn.close()

@@ -14,6 +14,7 @@ from xclaw.store.dialect import SQLITE
 from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_leases import lease_now
+from xclaw.store.sqlite_wal import wal_problem
 
 T = TypeVar("T")
 
@@ -27,6 +28,20 @@ class SqliteFsck:
 
     def now(self) -> int:
         return lease_now()
+
+    def storage(self) -> list[tuple[str, str]]:
+        """The WAL file as SQLite would read it (sqlite_wal), then SQLite's own integrity
+        check of every page, index and constraint of the file."""
+        found: list[tuple[str, str]] = []
+        wal = wal_problem(self.store.path)
+        if wal is not None:
+            found.append(wal)
+        rows = self.store._read(lambda conn: conn.execute("PRAGMA integrity_check").fetchall())
+        said = [str(r[0]) for r in rows]
+        if said != ["ok"]:
+            more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
+            found.append(("sqlite_integrity", f"SQLite's integrity check: {said[0]}{more}"))
+        return found
 
     def backup(self, stamp: str) -> str:
         """SQLite's online backup: a consistent copy even while a server writes the file."""

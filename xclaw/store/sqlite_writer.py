@@ -39,7 +39,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from xclaw.errors import DiskFull, StoreError, XclawError
 from xclaw.store.stream import Ticket, deliver
@@ -54,6 +56,11 @@ BUSY_GIVE_UP_S = 60.0
 MAX_BATCH = 256
 # How long units nobody waits for are held for company (one commit instead of several).
 COALESCE_S = 0.002
+
+
+def read_only_uri(path: Path) -> str:
+    """A `file:` URI SQLite opens read-only, never creating the file."""
+    return f"file:{quote(str(Path(path).absolute()))}?mode=ro"
 
 
 def is_busy(e: BaseException) -> bool:
@@ -101,13 +108,15 @@ def retry_while_busy(
         pause = min(pause * 2, max_pause)
 
 
-def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
+def connect(path: str, *, read_only: bool = False, existing: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN/COMMIT ourselves) with foreign keys on
     and a busy timeout, usable from any thread: the write connection is opened before the writer thread
-    starts, and close() closes every reader's connection from the closing thread."""
+    starts, and close() closes every reader's connection from the closing thread. `existing`
+    (a reading command's store): SQLite opens the file read-only and never creates it."""
     try:
         conn = sqlite3.connect(
-            path,
+            read_only_uri(Path(path)) if existing else path,
+            uri=existing,
             isolation_level=None,
             check_same_thread=False,
             timeout=BUSY_TIMEOUT_MS / 1000,

@@ -14,6 +14,7 @@ from typing import Any
 
 from xclaw.errors import SessionNotFound
 from xclaw.store.base import RollbackResult
+from xclaw.store.changes import record_change_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import INTERRUPTED, Session, SessionEvent, Status, display_id
@@ -83,6 +84,10 @@ def rollback_tx(
     d.write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
     row = conn.execute(d.sql(_SESSION_SQL), (session_id,)).fetchone()
     restore = rollback_snapshots_tx(d, conn, session_id, seq, workspace, now)
+    # Servers that did not make it learn of it (their clients get the new history).
+    record_change_tx(
+        d, conn, session_id, "rollback", {"stepId": display_id(seq), "deleted": deleted}, now
+    )
     return RollbackResult(row_to_session(row), seq, deleted, restore)
 
 

@@ -4,24 +4,35 @@ A file holds one or more sessions, each as a `session` line followed by its `ste
 seq order (`xclaw export --all` writes every session of a database). Import keeps session and
 step ids, or gives the session a new id when the target already has one with that id (its
 steps' ids and parent links follow: ids are `<session>:sNNNN`). It goes through
-`Store.import_session`, so it is the same for SQLite and PostgreSQL: a session moves between
+`Store.import_sessions`, so it is the same for SQLite and PostgreSQL: a session moves between
 machines and between backends. The file is hostile input: every line is checked before
-anything is written, and a bad one is named with its line number.
+anything is written, a bad one is named with its line number and what is wrong with it, and
+the whole file is then imported in one transaction (all of it, or nothing).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import enum
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from xclaw.errors import MissingBlobs, XclawError
-from xclaw.protocol import session_json, step_json
+from xclaw.errors import EXIT_USAGE, MissingBlobs, XclawError
+from xclaw.protocol import session_json, step_json, valid_unicode
 from xclaw.store.base import Store
-from xclaw.store.model import Session, Status, Step, StepStatus, StepType, full_step_id
+from xclaw.store.model import (
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+    display_id,
+    full_step_id,
+)
 from xclaw.store.rows import check_session_id, new_session_id
 from xclaw.store.snapshot_model import content_hash
 
@@ -29,21 +40,27 @@ from xclaw.store.snapshot_model import content_hash
 class BadExport(XclawError):
     """A file `xclaw import` cannot read; nothing was written."""
 
+    code = "bad_export"
+    exit_code = EXIT_USAGE
+
 
 def export_lines(
     store: Store,
     sessions: Iterable[Session],
     totals: Callable[[list[Step]], dict[str, Any]] | None = None,
+    redact: Callable[[Any], Any] | None = None,
 ) -> Iterator[str]:
     """The session line (with `totals` of its steps, e.g. tokens and cost), then one line per
     step (with its call id, which pairs tool results with the model's calls on resume).
-    Import reads only the fields it needs from the session line."""
+    Import reads only the fields it needs from the session line. `redact` (a Redactor) is
+    applied to every session and step line; images go as they are (like workspace files)."""
+    clean = redact or (lambda data: data)
     for session in sessions:
         steps = store.steps(session.session_id)
         extra = totals(steps) if totals is not None else {}
-        yield _dump({"kind": "session", **session_json(session), **extra})
+        yield _dump(clean({"kind": "session", **session_json(session), **extra}))
         for st in steps:
-            yield _dump({"kind": "step", **step_json(st), "callId": st.call_id})
+            yield _dump(clean({"kind": "step", **step_json(st), "callId": st.call_id}))
         # Images a tool returned live in the blob store; the steps name them by hash.
         hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
         if hashes:
@@ -67,6 +84,7 @@ class Exported:
     steps: list[Step] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
     line: int = 0
+    step_lines: dict[int, int] = field(default_factory=dict)  # seq -> line of the file
 
 
 @dataclass(frozen=True)
@@ -80,72 +98,179 @@ class Imported:
         return self.old_id != self.session.session_id
 
 
-def parse_export(lines: Iterable[str], where: str = "the file") -> list[Exported]:
+# What the columns hold on both backends (PostgreSQL's bigint; its `integer` for tokens): a
+# number beyond them is refused on its line rather than failing the insert.
+MAX_BIGINT = 2**63 - 1
+MAX_SEQ = MAX_BIGINT - 1  # next_seq, one past the last step, must fit too
+MAX_TOKENS = 2**31 - 1
+# Nesting a value may have: json.loads, and everything that later walks a step's input and
+# output recursively (rendering, redaction, the JSON encoder), stay well within Python's
+# recursion limit.
+MAX_NESTING = 500
+# A reason quoting a hostile value (a 1 MB id, a huge number) is cut to this many characters.
+MAX_REASON = 300
+
+
+def parse_export(lines: Iterable[bytes | str], where: str = "the file") -> list[Exported]:
+    """The sessions of an export, every line checked: one refusal (BadExport) naming the
+    first bad line and what is wrong with it, before anything is written."""
     out: list[Exported] = []
+    first_line: dict[str, int] = {}
     for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
         try:
-            obj = json.loads(raw)
-            if not isinstance(obj, dict):
-                raise TypeError("not a JSON object")
+            text = _text_of(raw)
+            if not text.strip():
+                continue
+            obj = _json_of(text)
             kind = obj.get("kind")
             if kind == "session":
-                out.append(Exported(_session(obj), line=n))
+                ex = Exported(_session(obj), line=n)
+                sid = ex.session.session_id
+                if sid in first_line:
+                    raise ValueError(
+                        f"session {sid} appears twice (first at line {first_line[sid]})"
+                    )
+                first_line[sid] = n
+                out.append(ex)
             elif kind == "step":
                 if not out:
                     raise ValueError("a step line before any session line")
-                out[-1].steps.append(_step(obj, out[-1].session.session_id))
+                _add_step(out[-1], _step(obj, out[-1].session.session_id), n)
             elif kind == "blob":
                 if not out:
                     raise ValueError("a blob line before any session line")
                 h, data = _blob(obj)
                 out[-1].blobs[h] = data
             else:
-                raise ValueError(f"unknown kind {kind!r} (expected 'session', 'step' or 'blob')")
+                raise ValueError(
+                    f"unknown kind {_shown(kind)} (expected 'session', 'step' or 'blob')"
+                )
         except KeyError as e:
-            raise BadExport(f"{where} line {n}: missing field {e}") from None
+            raise BadExport(_reason(where, n, f"missing field {e}")) from None
+        except RecursionError:
+            raise BadExport(_reason(where, n, "nested too deeply")) from None
         except (ValueError, TypeError) as e:
-            raise BadExport(f"{where} line {n}: {e}") from None
+            raise BadExport(_reason(where, n, str(e))) from None
     if not out:
         raise BadExport(f"{where} holds no session (expected what `xclaw export` writes)")
     for ex in out:
-        seqs = [s.seq for s in ex.steps]
-        if len(set(seqs)) != len(seqs):
-            raise BadExport(f"{where}: session at line {ex.line} repeats a step seq")
-        seq_of = {s.step_id: s.seq for s in ex.steps}
-        # A parent link must name an earlier step of the same session; any other is dropped.
-        ex.steps = sorted(
-            (
-                s
-                if s.parent_step_id is None or seq_of.get(s.parent_step_id, s.seq) < s.seq
-                else replace(s, parent_step_id=None)
-                for s in ex.steps
-            ),
-            key=lambda s: s.seq,
-        )
+        _check_parents(ex, where)
+        ex.steps.sort(key=lambda s: s.seq)
     return out
 
 
 def import_sessions(store: Store, exported: list[Exported]) -> list[Imported]:
-    """Each session in its own durable transaction, parents before forks (by creation time),
-    so a fork imported with its parent stays linked to it (remapped or not)."""
-    done: list[Imported] = []
-    renamed: dict[str, str] = {}
-    for ex in sorted(exported, key=lambda e: e.session.created_at):
-        old = ex.session.session_id
-        sid = old if store.find_session(old) is None else new_session_id()
-        session = ex.session
-        if session.parent_session_id in renamed:
-            session = replace(session, parent_session_id=renamed[session.parent_session_id])
-        steps = ex.steps if sid == old else [_moved(s, old, sid) for s in ex.steps]
-        next_seq = max((s.seq for s in steps), default=0) + 1
-        if ex.blobs:
-            store.put_blobs(ex.blobs)  # durable with the session's own (synced) transaction
-        imported = store.import_session(replace(session, session_id=sid), steps, next_seq)
-        renamed[old] = sid
-        done.append(Imported(old, imported, len(steps)))
-    return done
+    """Every session of the file in one durable transaction (Store.import_sessions): all of
+    them are imported, or none."""
+    return store.import_sessions(exported)
+
+
+def placed(
+    ex: Exported, taken: Callable[[str], bool], renamed: dict[str, str]
+) -> tuple[Session, list[Step]]:
+    """Where one exported session goes: its own id, or a new one when `taken` (its steps'
+    ids and parent links follow), its fork parent renamed as earlier sessions of the same
+    file were (`renamed`, updated here). Called in the import's transaction, parents
+    before forks (by creation time)."""
+    old = ex.session.session_id
+    sid = old if not taken(old) else new_session_id()
+    session = ex.session
+    if session.parent_session_id in renamed:
+        session = replace(session, parent_session_id=renamed[session.parent_session_id])
+    steps = ex.steps if sid == old else [_moved(s, old, sid) for s in ex.steps]
+    renamed[old] = sid
+    return replace(session, session_id=sid), steps
+
+
+def _add_step(ex: Exported, step: Step, line: int) -> None:
+    if step.seq in ex.step_lines:
+        raise ValueError(
+            f"step {display_id(step.seq)} appears twice in session {ex.session.session_id} "
+            f"(first at line {ex.step_lines[step.seq]})"
+        )
+    ex.step_lines[step.seq] = line
+    ex.steps.append(step)
+
+
+def _check_parents(ex: Exported, where: str) -> None:
+    """A parent link names an earlier step of the same session (as the store requires of
+    every step it writes, and fsck checks): one pointing anywhere else is refused."""
+    seqs = set(ex.step_lines)
+    for st in ex.steps:
+        if st.parent_step_id is None:
+            continue
+        parent = int(st.parent_step_id.rpartition(":s")[2])
+        if parent not in seqs or parent >= st.seq:
+            why = "no step of the session" if parent not in seqs else "not an earlier step"
+            raise BadExport(
+                _reason(
+                    where,
+                    ex.step_lines[st.seq],
+                    f"step {display_id(st.seq)} has parent {display_id(parent)}, which is "
+                    f"{why} {ex.session.session_id} in the file",
+                )
+            )
+
+
+def _reason(where: str, line: int, why: str) -> str:
+    why = " ".join(why.split())  # one line, whatever the value quoted
+    if len(why) > MAX_REASON:
+        why = why[:MAX_REASON] + " …"
+    return f"{where} line {line}: {why}"
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _text_of(raw: bytes | str) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
+        ) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:30]} is too large for a float")
+    return value
+
+
+def _json_of(text: str) -> dict[str, Any]:
+    """One JSON object: strict JSON (no NaN or Infinity), lone surrogates made U+FFFD (as
+    everywhere a client's JSON enters), nested at most MAX_NESTING deep."""
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise TypeError("not a JSON object")
+    _check_nesting(obj)
+    return valid_unicode(obj)  # type: ignore[no-any-return]
+
+
+def _check_nesting(value: Any) -> None:
+    """Iteratively: a value nested deeper than the limit is refused before anything walks it
+    recursively."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ValueError(f"nested deeper than {MAX_NESTING} levels")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
 
 
 def _image_hashes(output: Any) -> list[str]:
@@ -178,59 +303,76 @@ def _moved(st: Step, old: str, new: str) -> Step:
 
 def _session(o: dict[str, Any]) -> Session:
     sid = check_session_id(o["sessionId"])
-    meta = o.get("metadata") or {}
+    meta = o.get("metadata")
+    if meta is None:
+        meta = {}
     if not isinstance(meta, dict):
-        raise TypeError("metadata must be an object")
+        raise TypeError(f"metadata must be an object, not {_shown(meta)}")
     parent = o.get("parentSessionId")
     if parent is not None:
         check_session_id(parent)
+    created = _int(o["createdAt"], "createdAt", 0, MAX_BIGINT)
+    updated = _int(o["updatedAt"], "updatedAt", 0, MAX_BIGINT)
+    forked_from = o.get("forkedFromSeq")
     return Session(
         session_id=sid,
-        title=_str(o.get("title") or "", "title"),
-        status=Status(o["status"]),
-        created_at=_int(o["createdAt"], "createdAt"),
-        updated_at=_int(o["updatedAt"], "updatedAt"),
+        title=_str(_or(o.get("title"), ""), "title"),
+        status=_enum(Status, o["status"], "status"),
+        created_at=created,
+        updated_at=updated,
         metadata=meta,
-        is_forked=bool(o.get("isForked")),
+        is_forked=_bool(o.get("isForked"), "isForked"),
         parent_session_id=parent,
-        awaiting_input=bool(o.get("awaitingInput")),
+        awaiting_input=_bool(o.get("awaitingInput"), "awaitingInput"),
         forked_from_seq=None
-        if o.get("forkedFromSeq") is None
-        else _int(o["forkedFromSeq"], "forkedFromSeq"),
+        if forked_from is None
+        else _int(forked_from, "forkedFromSeq", 1, MAX_SEQ),
     )
 
 
 def _step(o: dict[str, Any], sid: str) -> Step:
-    seq = _int(o["seq"], "seq")
-    if seq < 1:
-        raise ValueError("seq must be >= 1")
+    seq = _int(o["seq"], "seq", 1, MAX_SEQ)
+    step_id = o.get("stepId")
+    if step_id is not None:
+        owner, _, tail = _str(step_id, "stepId").rpartition(":")
+        if owner != sid:
+            raise ValueError(
+                f"step {_shown(step_id)} belongs to session {_shown(owner)}, not to session "
+                f"{sid} above it: every step follows its own session's line"
+            )
+        if tail != display_id(seq) and tail != f"s{seq}":
+            raise ValueError(f"stepId {_shown(step_id)} does not match seq {seq}")
     parent = o.get("parent")
     parent_id = None
     if parent is not None:
         p = _str(parent, "parent")
-        if not (p.startswith("s") and p[1:].isdigit()):
-            raise ValueError(f"parent {p!r} is not a step id like s0003")
+        if not (p.startswith("s") and p[1:].isdigit() and len(p) <= 20):
+            raise ValueError(f"parent {_shown(p)} is not a step id like s0003")
         parent_id = full_step_id(sid, int(p[1:]))
-    tokens = o.get("tokens") or {}
+    tokens = o.get("tokens")
+    if tokens is None:
+        tokens = {}
     if not isinstance(tokens, dict):
-        raise TypeError("tokens must be an object")
+        raise TypeError(f"tokens must be an object, not {_shown(tokens)}")
+    start = _int(o["startTime"], "startTime", 0, MAX_BIGINT)
     end = o.get("endTime")
+    end_time = None if end is None else _int(end, "endTime", start, MAX_BIGINT)
     call_id = o.get("callId")
     return Step(
         step_id=full_step_id(sid, seq),
         session_id=sid,
         seq=seq,
         parent_step_id=parent_id,
-        step_type=StepType(o["type"]),
+        step_type=_enum(StepType, o["type"], "type"),
         name=_str(o["name"], "name"),
-        status=StepStatus(o["status"]),
-        agent=_str(o.get("agent") or "main", "agent"),
+        status=_enum(StepStatus, o["status"], "status"),
+        agent=_str(_or(o.get("agent"), "main"), "agent"),
         call_id=None if call_id is None else _str(call_id, "callId"),
         input_data=o.get("input"),
         output_data=o.get("output"),
         error_message=None if o.get("error") is None else _str(o["error"], "error"),
-        start_time=_int(o["startTime"], "startTime"),
-        end_time=None if end is None else _int(end, "endTime"),
+        start_time=start,
+        end_time=end_time,
         token_usage_prompt=_count(tokens, "prompt"),
         token_usage_completion=_count(tokens, "completion"),
     )
@@ -241,18 +383,46 @@ def _count(tokens: dict[str, Any], key: str) -> int | None:
     absent means 0, as exports written before NULLs existed did."""
     if key in tokens and tokens[key] is None:
         return None
-    return _int(tokens.get(key, 0), f"tokens.{key}")
+    return _int(tokens.get(key, 0), f"tokens.{key}", 0, MAX_TOKENS)
 
 
-def _int(v: Any, what: str) -> int:
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _enum(cls: type[E], v: Any, what: str) -> E:
+    try:
+        return cls(v)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in cls)
+        raise ValueError(f"{what} {_shown(v)} is not one of {choices}") from None
+
+
+def _int(v: Any, what: str, low: int, high: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{what} must be an integer, not {v!r}")
+        raise TypeError(f"{what} must be an integer, not {_shown(v)}")
+    if not low <= v <= high:
+        shown = str(v) if len(str(v)) <= 30 else f"a {len(str(v))}-digit number"
+        bound = f"at least {low}" if v < low else f"at most {high}"
+        raise ValueError(f"{what} is {shown}: it must be {bound}")
+    return v
+
+
+def _or(v: Any, default: Any) -> Any:
+    """A field left out or null takes its default; any other value is checked as given."""
+    return default if v is None else v
+
+
+def _bool(v: Any, what: str) -> bool:
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise TypeError(f"{what} must be true or false, not {_shown(v)}")
     return v
 
 
 def _str(v: Any, what: str) -> str:
     if not isinstance(v, str):
-        raise TypeError(f"{what} must be a string, not {v!r}")
+        raise TypeError(f"{what} must be a string, not {_shown(v)}")
     return v
 
 

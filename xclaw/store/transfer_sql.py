@@ -5,11 +5,14 @@ provide `_dialect`, `_write` and `_read`; the export format itself is store/tran
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import Session, Step
+from xclaw.store.snapshots import blob_rows, insert_blobs
+from xclaw.store.transfer import Exported, Imported, placed
 
 T = TypeVar("T")
 
@@ -27,79 +30,100 @@ _INSERT_STEP = (
 _SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id=?"
 
 
+def _step_rows(d: Dialect, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            st.step_id,
+            st.session_id,
+            st.seq,
+            st.parent_step_id,
+            st.step_type.value,
+            d.text(st.name),
+            st.status.value,
+            d.text(st.agent),
+            d.text(st.call_id),
+            d.json(st.input_data, "input_data"),
+            d.json(st.output_data, "output_data"),
+            d.text(st.error_message),
+            st.start_time,
+            st.end_time,
+            st.token_usage_prompt,
+            st.token_usage_completion,
+        )
+        for st in sorted(steps, key=lambda s: s.seq)
+    ]
+
+
+def _insert(
+    d: Dialect, conn: Any, session: Session, steps: Sequence[Step], rows: list[tuple[Any, ...]]
+) -> Session:
+    """One session and its steps, in the caller's transaction."""
+    sid = session.session_id
+    if conn.execute(d.sql(_SESSION_EXISTS), (sid,)).fetchone():
+        raise StoreError(f"a session with id {sid!r} already exists")
+    parent = session.parent_session_id
+    if parent and not conn.execute(d.sql(_SESSION_EXISTS), (parent,)).fetchone():
+        parent = None
+    next_seq = max((s.seq for s in steps), default=0) + 1
+    conn.execute(
+        d.sql(_INSERT_SESSION),
+        (
+            sid,
+            d.text(session.title),
+            session.status.value,
+            session.created_at,
+            session.updated_at,
+            d.json(session.metadata, "metadata"),
+            int(session.is_forked),
+            parent,
+            next_seq,
+            int(session.awaiting_input),
+            session.forked_from_seq,
+        ),
+    )
+    d.executemany(conn, d.sql(_INSERT_STEP), rows)
+    return replace(session, parent_session_id=parent, metadata=dict(session.metadata))
+
+
 class TransferMethods:
-    """`import_session` and `retention_preview` of the Store protocol, for both backends."""
+    """`import_sessions` and `retention_preview` of the Store protocol, for both backends."""
 
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
         def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
+        def _now(self) -> int: ...
 
-    def import_session(self, session: Session, steps: Sequence[Step], next_seq: int) -> Session:
-        """Insert a session and its steps exactly as given (ids, seqs, times) in one durable
-        transaction. A parent session absent here is unlinked. Raises StoreError when the
-        id is taken."""
+    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
+        """Insert the sessions of an export with their steps and blobs exactly as given (ids,
+        seqs, times, statuses) in one durable transaction: all of them, or none. A session
+        whose id is taken here gets a new one (transfer.placed); a parent session absent
+        here is unlinked."""
         d = self._dialect
-        meta = d.json(session.metadata, "metadata")
-        rows = [
-            (
-                st.step_id,
-                session.session_id,
-                st.seq,
-                st.parent_step_id,
-                st.step_type.value,
-                d.text(st.name),
-                st.status.value,
-                d.text(st.agent),
-                d.text(st.call_id),
-                d.json(st.input_data, "input_data"),
-                d.json(st.output_data, "output_data"),
-                d.text(st.error_message),
-                st.start_time,
-                st.end_time,
-                st.token_usage_prompt,
-                st.token_usage_completion,
-            )
-            for st in sorted(steps, key=lambda s: s.seq)
-        ]
+        blobs = blob_rows({h: b for ex in exported for h, b in ex.blobs.items()})
+        # Converted before the transaction (no JSON encoding on the writer thread).
+        prepared = [(ex, _step_rows(d, ex.steps)) for ex in exported]
+        prepared.sort(key=lambda p: p[0].session.created_at)  # parents before their forks
 
-        def tx(conn: Any) -> Session:
-            sid = session.session_id
-            if conn.execute(d.sql(_SESSION_EXISTS), (sid,)).fetchone():
-                raise StoreError(f"a session with id {sid!r} already exists")
-            parent = session.parent_session_id
-            if parent and not conn.execute(d.sql(_SESSION_EXISTS), (parent,)).fetchone():
-                parent = None
-            conn.execute(
-                d.sql(_INSERT_SESSION),
-                (
-                    sid,
-                    d.text(session.title),
-                    session.status.value,
-                    session.created_at,
-                    session.updated_at,
-                    meta,
-                    int(session.is_forked),
-                    parent,
-                    next_seq,
-                    int(session.awaiting_input),
-                    session.forked_from_seq,
-                ),
-            )
-            d.executemany(conn, d.sql(_INSERT_STEP), rows)
-            return Session(
-                sid,
-                session.title,
-                session.status,
-                session.created_at,
-                session.updated_at,
-                dict(session.metadata),
-                session.is_forked,
-                parent,
-                session.awaiting_input,
-                session.forked_from_seq,
-            )
+        def tx(conn: Any) -> list[Imported]:
+            def taken(sid: str) -> bool:
+                return conn.execute(d.sql(_SESSION_EXISTS), (sid,)).fetchone() is not None
+
+            if blobs:
+                insert_blobs(d, conn, blobs, self._now())
+            renamed: dict[str, str] = {}
+            done = []
+            for ex, rows in prepared:
+                session, steps = placed(ex, taken, renamed)
+                if steps is not ex.steps:
+                    rows = _step_rows(d, steps)
+                done.append(
+                    Imported(
+                        ex.session.session_id, _insert(d, conn, session, steps, rows), len(steps)
+                    )
+                )
+            return done
 
         return self._write(tx, durable=True)
 

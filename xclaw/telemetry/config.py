@@ -1,5 +1,5 @@
-"""Whether and where to export spans: the standard OpenTelemetry variables first, then the
-`otel` section of xclaw.yaml.
+"""Whether and where to export spans: the `otel` section of xclaw.yaml, under the standard
+OpenTelemetry variables (which win, as everywhere the settings read a variable).
 
     otel:
       endpoint: http://127.0.0.1:4318    # OTLP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT)
@@ -14,70 +14,60 @@ true or OTEL_TRACES_EXPORTER names no `otlp` exporter (e.g. `none`).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from xclaw.errors import ConfigError
+from pydantic import BeforeValidator, Field
 
-PROTOCOLS = ("http/protobuf", "grpc")
-_TRUE = ("1", "true", "yes", "on", "span_only", "span_and_event")
+from xclaw.section import Default, Env, Flag, NotInYaml, Section
 
 
-@dataclass(frozen=True, slots=True)
-class OtelConfig:
-    enabled: bool = False
-    # Set only when it comes from xclaw.yaml; None lets the SDK read OTEL_EXPORTER_OTLP_*.
-    endpoint: str | None = None
-    protocol: str = "http/protobuf"
-    service_name: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    capture_content: bool = False
+def _capture(value: Any) -> Any:
+    """The variable's values that mean "capture" (the GenAI conventions add two of their own);
+    any other text means no."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "span_only", "span_and_event")
+    return value
 
 
-def otel_config(
-    yaml_conf: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
-) -> OtelConfig:
-    """From the environment (wins) and xclaw.yaml's `otel` mapping (`yaml_conf` is the whole
-    file). Called once, by xclaw.config.load_settings: the result is `Settings.otel`."""
-    env = os.environ if env is None else env
-    conf = (yaml_conf or {}).get("otel") or {}
-    if not isinstance(conf, Mapping):
-        raise ConfigError("xclaw.yaml: `otel` must be a mapping (endpoint, protocol, ...)")
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return OtelConfig()
-    exporters = env.get("OTEL_TRACES_EXPORTER")
-    if exporters is not None and "otlp" not in [e.strip() for e in exporters.split(",")]:
-        return OtelConfig()
-    env_endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    yaml_endpoint = conf.get("endpoint")
-    if yaml_endpoint is not None and not isinstance(yaml_endpoint, str):
-        raise ConfigError("xclaw.yaml: otel.endpoint must be a URL")
-    protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or str(conf.get("protocol") or "http/protobuf")
-    ).strip()
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"OTLP protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
-    headers = conf.get("headers") or {}
-    if not isinstance(headers, Mapping):
-        raise ConfigError("xclaw.yaml: otel.headers must be a mapping")
-    capture_env = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-    capture = (
-        capture_env.strip().lower() in _TRUE
-        if capture_env is not None
-        else bool(conf.get("capture_message_content", False))
-    )
-    enabled = bool(env_endpoint or yaml_endpoint)
-    return OtelConfig(
-        enabled=enabled,
-        endpoint=None if env_endpoint else yaml_endpoint,
-        protocol=protocol,
-        service_name=env.get("OTEL_SERVICE_NAME") or conf.get("service_name") or None,
-        headers={str(k): str(v) for k, v in headers.items()},
-        capture_content=capture,
-    )
+def _disabled(value: Any) -> Any:
+    """OTEL_SDK_DISABLED is true only when it says `true` (the specification's rule)."""
+    return value.strip().lower() == "true" if isinstance(value, str) else value
+
+
+class OtelSettings(Section):
+    # The OTLP base URL (/v1/traces is added for HTTP).
+    endpoint: Annotated[str | None, Env("OTEL_EXPORTER_OTLP_ENDPOINT"), Default("off")] = None
+    # The whole URL of the traces endpoint, over `endpoint`.
+    traces_endpoint: Annotated[
+        str | None,
+        Env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        NotInYaml("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+    ] = None
+    protocol: Annotated[
+        Literal["http/protobuf", "grpc"],
+        Env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+    ] = "http/protobuf"
+    service_name: Annotated[str, Env("OTEL_SERVICE_NAME")] = "xclaw"
+    headers: dict[str, str] = Field(default_factory=dict)
+    capture_message_content: Annotated[
+        Flag,
+        BeforeValidator(_capture),
+        Env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+    ] = False
+    sdk_disabled: Annotated[
+        Flag,
+        BeforeValidator(_disabled),
+        Env("OTEL_SDK_DISABLED"),
+        NotInYaml("OTEL_SDK_DISABLED"),
+    ] = False
+    traces_exporter: Annotated[
+        str | None, Env("OTEL_TRACES_EXPORTER"), NotInYaml("OTEL_TRACES_EXPORTER")
+    ] = None
+
+    @property
+    def enabled(self) -> bool:
+        if self.sdk_disabled or not (self.endpoint or self.traces_endpoint):
+            return False
+        if self.traces_exporter is None:
+            return True
+        return "otlp" in [e.strip() for e in self.traces_exporter.split(",")]

@@ -17,7 +17,7 @@ from typing import Any
 from xclaw import __version__
 from xclaw.store.base import Store
 from xclaw.store.model import MAIN_AGENT, Step, StepType
-from xclaw.telemetry.config import OtelConfig
+from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.spans import SpanData, split_turns, turn_spans
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ _STOP = object()
 
 class TurnExporter:
     def __init__(
-        self, store: Store, config: OtelConfig, *, redact: Callable[[str], str] = lambda t: t
+        self, store: Store, config: OtelSettings, *, redact: Callable[[str], str] = lambda t: t
     ) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -97,7 +97,10 @@ class TurnExporter:
         steps = recent_steps(self.store, session_id, started_ms)
         for turn in turns_of_run(steps, started_ms):
             for span in turn_spans(
-                session_id, turn, capture_content=self.config.capture_content, redact=self.redact
+                session_id,
+                turn,
+                capture_content=self.config.capture_message_content,
+                redact=self.redact,
             ):
                 self._processor.on_end(self._readable(span))
 
@@ -168,16 +171,10 @@ def turns_of_run(steps: list[Step], started_ms: int) -> list[list[Step]]:
     return out
 
 
-def _resource(config: OtelConfig) -> Any:
-    import os
-
+def _resource(config: OtelSettings) -> Any:
     from opentelemetry.sdk.resources import Resource
 
-    attrs: dict[str, Any] = {"service.version": __version__}
-    if config.service_name and not os.environ.get("OTEL_SERVICE_NAME"):
-        attrs["service.name"] = config.service_name
-    elif not os.environ.get("OTEL_SERVICE_NAME"):
-        attrs["service.name"] = "xclaw"
+    attrs = {"service.version": __version__, "service.name": config.service_name}
     return Resource.create(attrs)
 
 
@@ -187,31 +184,29 @@ def _scope() -> Any:
     return InstrumentationScope("xclaw", __version__)
 
 
-def _span_exporter(config: OtelConfig) -> Any:
-    """The OTLP exporter for the protocol; with no endpoint given here it reads the standard
-    OTEL_EXPORTER_OTLP_* variables itself (endpoint, headers, timeout, certificates)."""
+def _span_exporter(config: OtelSettings) -> Any:
+    """The OTLP exporter for the protocol, at the endpoint the settings read (the SDK still
+    reads the other OTEL_EXPORTER_OTLP_* variables itself: timeout, certificates)."""
     headers = config.headers or None
+    base = config.endpoint or ""
     if config.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        if config.endpoint:
-            return OTLPSpanExporter(endpoint=config.endpoint, headers=headers)
-        return OTLPSpanExporter(headers=headers)
+        return OTLPSpanExporter(endpoint=config.traces_endpoint or base, headers=headers)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
 
-    if config.endpoint:
-        return HttpExporter(endpoint=config.endpoint.rstrip("/") + "/v1/traces", headers=headers)
-    return HttpExporter(headers=headers)
+    url = config.traces_endpoint or base.rstrip("/") + "/v1/traces"
+    return HttpExporter(endpoint=url, headers=headers)
 
 
 def start_exporter(
-    store: Store, config: OtelConfig | None, *, redact: Callable[[str], str] = lambda t: t
+    store: Store, config: OtelSettings | None, *, redact: Callable[[str], str] = lambda t: t
 ) -> TurnExporter | None:
-    """A TurnExporter when export is switched on (`Settings.otel`, checked when the settings
-    were read), else None. Export that is asked for but cannot start (the `otel` extra not
-    installed) is a warning, never an error."""
+    """A TurnExporter when export is switched on (`Settings.otel`, read with the OTEL_*
+    variables and checked when the settings were read), else None. Export that is asked for
+    but cannot start (the `otel` extra not installed) is a warning, never an error."""
     if config is None or not config.enabled:
         return None
     try:

@@ -6,7 +6,10 @@
         invoke_agent <sub-agent>     a sub-agent under the spawn_agent call that started it
           chat … / execute_tool …
 
-System alerts (approval, resume, max_iterations) are events on their agent's span. Ids are
+Every text a span carries — its name (`execute_tool <tool>`), attributes, events, status —
+passes `redact` (the runtime's Redactor): the steps it comes from were redacted when they were
+recorded, and this also covers a secret learned since. System alerts (approval, resume,
+max_iterations) are events on their agent's span. Ids are
 derived from the step ids, so exporting a turn twice (a failed turn resumed later) gives the
 same trace and span ids, which receivers treat as the same spans. Pure: no OpenTelemetry
 import, so the mapping is tested on its own.
@@ -191,7 +194,28 @@ def turn_spans(
                 }
             ]
         )
+    for span in spans:
+        _scrub(span, redact)
     return spans
+
+
+def _scrub(span: SpanData, redact: Callable[[str], str]) -> None:
+    """Every text of the span redacted (contents were, before they were cut to length)."""
+
+    def value(v: Any) -> Any:
+        if isinstance(v, str):
+            return redact(v)
+        if isinstance(v, (list, tuple)):
+            return [redact(x) if isinstance(x, str) else x for x in v]
+        return v
+
+    span.name = redact(span.name)
+    span.attributes = {k: value(v) for k, v in span.attributes.items()}
+    if span.error is not None:
+        span.error = redact(span.error)
+    for event in span.events:
+        event.name = redact(event.name)
+        event.attributes = {k: value(v) for k, v in event.attributes.items()}
 
 
 def _chat_span(
@@ -230,8 +254,10 @@ def _chat_span(
         attrs["gen_ai.request.temperature"] = float(params["temperature"])
     if out.get("model"):
         attrs["gen_ai.response.model"] = str(out["model"]).partition(":")[2] or str(out["model"])
-    if out.get("request_id"):  # the provider's id of the request
-        attrs["gen_ai.response.id"] = str(out["request_id"])
+    if out.get("response_id"):  # the provider's id of the reply: msg_…, chatcmpl-…
+        attrs["gen_ai.response.id"] = str(out["response_id"])
+    if out.get("request_id"):  # the provider's id of the HTTP request (its support asks)
+        attrs["xclaw.provider.request_id"] = str(out["request_id"])
     if out.get("stop_reason"):
         attrs["gen_ai.response.finish_reasons"] = [str(out["stop_reason"])]
     raw_usage = out.get("usage")

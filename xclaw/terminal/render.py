@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rich.cells import cell_len
@@ -75,9 +76,22 @@ class Renderer:
         self.console = console
         self._stream_open = False
         self._streamed = ""
+        # Thinking lines wait for the next frame of their model call: a call retried after
+        # its thinking went out says so (thinking_discarded) and they are dropped unseen.
+        self._thinking: list[dict[str, Any]] = []
         # On a terminal a final answer with Markdown is shown rendered (rich's renderer);
         # a pipe keeps the plain text (transcripts, the seed's format).
         self.markdown = console.is_terminal if markdown is None else markdown
+        # The frames shown, by type (any other type is not for a terminal).
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "session": self._on_session,
+            "history": self._on_history,
+            "delta": self._on_delta,
+            "reply": self._on_reply,
+            "tool": self._on_tool,
+            "notice": self._on_notice,
+            "error": self._on_error,
+        }
 
     @property
     def streaming(self) -> bool:
@@ -86,8 +100,15 @@ class Renderer:
 
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
+        self.flush_thinking()
         self.end_stream()
         self.console.print(Text(printable(text), style=style or ""))
+
+    def flush_thinking(self) -> None:
+        """Print the thinking lines held back (the call they belong to went on)."""
+        held, self._thinking = self._thinking, []
+        for f in held:
+            self.line(thinking_line(f), "dim italic")
 
     def end_stream(self) -> None:
         if self._stream_open:
@@ -97,7 +118,14 @@ class Renderer:
     # --- frames -----------------------------------------------------------------------------
     def frame(self, f: dict[str, Any]) -> None:
         kind = f.get("type")
-        handler = getattr(self, f"_on_{kind}", None)
+        if kind == "thinking":
+            self._thinking.append(f)  # printed with the call's next frame (flush_thinking)
+            return
+        if kind == "thinking_discarded":
+            self._thinking.clear()  # a failed attempt's: the retry thinks again
+            return
+        self.flush_thinking()
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             handler(f)
 
@@ -166,9 +194,6 @@ class Renderer:
             self._streamed = ""
         self.console.print(Text(text), end="")
         self._streamed += text
-
-    def _on_thinking(self, f: dict[str, Any]) -> None:
-        self.line(thinking_line(f), "dim italic")
 
     def _on_reply(self, f: dict[str, Any]) -> None:
         content = printable(str(f.get("content", "")))

@@ -1,6 +1,8 @@
 """The approval policy: which tool calls run at once, which wait for a human, which never run.
 
-Pure and synchronous: it reads the tool and its arguments, nothing else. The agent loop asks it
+Synchronous: it reads the tool and its arguments and, for a shell command that may run git,
+the git configuration in the call's workspace (git takes programs to run from there:
+xclaw/tools/git_programs.py; `review` reads it in a worker thread). The agent loop asks it
 before every call and adds its own rule on top (a call that may repeat an interrupted side
 effect is always asked). Modes, as other agent CLIs have taught users:
 
@@ -9,7 +11,8 @@ effect is always asked). Modes, as other agent CLIs have taught users:
                 allowlist), which run confined in the sandbox — and only when there is one;
                 read-only tools and sub-agents run.
     auto-edits  like ask, but write_file and edit_file run without asking (except inside a
-                `.git` directory: hooks and config there run programs later).
+                `.git` directory: hooks and config there run programs later). What git
+                would run is checked again whenever a command runs git.
     yolo        everything runs.
 
 In every mode a shell command matching a deny pattern is refused outright. See docs/approval.md.
@@ -17,17 +20,23 @@ In every mode a shell command matching a deny pattern is refused outright. See d
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from xclaw.config import DEFAULT_DENIED_PATTERNS, DEFAULT_SAFE_COMMANDS, Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool
 from xclaw.tools.command_rules import check_arguments, rule_for
+from xclaw.tools.git_programs import describe, mentions_git, program_sources, runs_git
+from xclaw.tools.settings import DEFAULT_DENY, DEFAULT_SAFE_COMMANDS
 from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.traits import approval_for
+
+if TYPE_CHECKING:
+    from xclaw.config import Settings
 
 __all__ = [
     "ALLOW",
@@ -83,6 +92,34 @@ def _inside_git(path: Any) -> bool:
     return any(part.lower() == ".git" for part in re.split(r"[/\\]+", path))
 
 
+def _programs_phrase(sources: list[str]) -> str:
+    return "which here would take programs to run from files in the workspace: " + describe(sources)
+
+
+class _Sources:
+    """What git could run in the call's workspace, looked for once and only when needed."""
+
+    def __init__(self, workspace: Path | None, known: list[str] | None) -> None:
+        self.workspace = workspace
+        self.known = known
+
+    def found(self) -> list[str]:
+        if self.known is None:
+            self.known = program_sources(self.workspace) if self.workspace is not None else []
+        return self.known
+
+
+def _git_warning(command: str, git: _Sources) -> str:
+    """For a question about a command that may run git: what git would run here, so that
+    nobody approves an innocent-looking `git status` that runs the model's program."""
+    if git.workspace is None or not mentions_git(command):
+        return ""
+    sources = git.found()
+    if not sources:
+        return ""
+    return f". WARNING: git, {_programs_phrase(sources)}"
+
+
 class ApprovalPolicy:
     """Decides ALLOW, ASK(reason) or DENY(reason) for one tool call."""
 
@@ -90,7 +127,7 @@ class ApprovalPolicy:
         self,
         mode: str = "ask",
         safe_commands: Iterable[str] = DEFAULT_SAFE_COMMANDS,
-        denied_patterns: Iterable[str] = DEFAULT_DENIED_PATTERNS,
+        denied_patterns: Iterable[str] = DEFAULT_DENY,
         confinement: bool | None = None,
     ) -> None:
         if mode not in MODES:
@@ -118,17 +155,43 @@ class ApprovalPolicy:
         from xclaw.sandbox.isolation import isolation_from_settings
 
         confined = isolation_from_settings(settings).can_confine
-        return cls(
-            settings.approval_mode, settings.safe_commands, settings.denied_patterns, confined
-        )
+        approval = settings.approval
+        return cls(approval.mode, approval.safe_commands, approval.deny, confined)
 
-    def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
+    async def review(self, tool: Tool, args: dict[str, Any], workspace: Path | None) -> Decision:
+        """`decide`, for the agent loop: the look at the workspace's git configuration a
+        command that may run git needs is taken in a worker thread, so that the event loop
+        never waits on the disk."""
+        sources = None
+        command = args.get("command") if isinstance(args, dict) else None
+        if (
+            workspace is not None
+            and tool.traits is None
+            and tool.name in SHELL_TOOLS
+            and self.mode != "yolo"
+            and isinstance(command, str)
+            and mentions_git(command)
+        ):
+            sources = await asyncio.to_thread(program_sources, workspace)
+        return self.decide(tool, args, workspace, sources)
+
+    def decide(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        workspace: Path | None = None,
+        git_sources: list[str] | None = None,
+    ) -> Decision:
+        """`workspace`: where the call runs; a shell command that runs git is judged with the
+        git configuration found there (None: nothing to look at, so git is always asked).
+        `git_sources`: `program_sources(workspace)`, when the caller has it already."""
         traits = tool.traits
         if traits is not None:  # an MCP or Python tool: its declared traits decide
             kind, reason = approval_for(traits, tool.name, self.mode)
             return ALLOW if kind == "allow" else ASK(reason)
         if tool.name in SHELL_TOOLS:
-            return self._shell(args.get("command") if isinstance(args, dict) else None)
+            command = args.get("command") if isinstance(args, dict) else None
+            return self._shell(command, _Sources(workspace, git_sources))
         if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:
             return ALLOW
         if tool.name in EDIT_TOOLS:
@@ -143,7 +206,7 @@ class ApprovalPolicy:
             return ASK(f"{tool.name} changes {path!r}" if isinstance(path, str) else tool.name)
         return ASK(f"{tool.name} may change things (it is not read-only)")
 
-    def _shell(self, command: Any) -> Decision:
+    def _shell(self, command: Any, git: _Sources) -> Decision:
         if not isinstance(command, str):
             # Nothing would run: the shell tool refuses input without a string command and
             # tells the model why. Asking a human about it would only stall the run.
@@ -158,9 +221,20 @@ class ApprovalPolicy:
             return ALLOW
         why = self.why_not_safe(command)
         if why is not None:
-            return ASK(f"shell command {why}")
+            return ASK(f"shell command {why}" + _git_warning(command, git))
         if not self.confinement:
-            return ASK("shell command: no sandbox is available here, so every command is asked")
+            return ASK(
+                "shell command: no sandbox is available here, so every command is asked"
+                + _git_warning(command, git)
+            )
+        if any(runs_git(words) for words in simple_commands(command)):
+            # The write-then-run chain: git takes programs from files the model may have
+            # written (xclaw/tools/git_programs.py).
+            if git.workspace is None:
+                return ASK("shell command runs git, and there is no workspace to check")
+            sources = git.found()
+            if sources:
+                return ASK(f"shell command runs git, {_programs_phrase(sources)}")
         return ALLOW_CONFINED("only listed commands with allowed options; run confined")
 
     def why_not_safe(self, command: str) -> str | None:

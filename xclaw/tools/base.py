@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from xclaw.messages import ImageBlock, ToolSpec
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 
 if TYPE_CHECKING:
     from xclaw.tools.traits import ToolTraits
@@ -25,7 +26,7 @@ class ToolResult:
 
 # What an MCP or Python tool's text result may hold, as the shell's default output cap: tool
 # output is hostile, and megabytes would be recorded and sent to the model whole.
-RESULT_CAP_CHARS = 30_000
+RESULT_CAP_CHARS = SANDBOX_DEFAULTS.output_cap
 
 
 def cap_result_text(text: str, limit: int = RESULT_CAP_CHARS) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from xclaw.errors import ToolError
 from xclaw.messages import ImageBlock
 from xclaw.sandbox.paths import resolve_in_workspace
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.threads import run_blocking
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
@@ -137,7 +138,7 @@ class ReadFileTool(Tool):
         name: str = "read_file",
         max_lines: int = 2000,
         max_line_chars: int = 2000,
-        output_cap: int = 30_000,
+        output_cap: int = SANDBOX_DEFAULTS.output_cap,
         *,
         images: bool = False,
     ) -> None:

@@ -22,6 +22,8 @@ def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
         resume = "continues from its record"
     elif retries_on_resume(tool):
         resume = "retried"
+    elif traits is not None and traits.resume_note:
+        resume = f"asked again (may have run; {traits.resume_note})"
     else:
         resume = "asked again (may have run)"
     return {
@@ -94,7 +96,7 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
             head += (
                 " (trusted)"
                 if s["trusted"]
-                else " (not trusted: annotations cannot loosen approval)"
+                else " (not trusted: its annotations neither spare questions nor re-run calls)"
             )
             lines.append(head)
             status = s["status"]

@@ -7,18 +7,23 @@ that mapping).
 
 from __future__ import annotations
 
-from xclaw.config import Settings
+from typing import TYPE_CHECKING
+
 from xclaw.sandbox.isolation import isolation_from_settings
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.tools.base import Tool
 from xclaw.tools.files import EditFileTool, ListDirTool, ReadFileTool, WriteFileTool
 from xclaw.tools.shell import ShellTool
 from xclaw.tools.spawn import SpawnAgentTool
 
+if TYPE_CHECKING:
+    from xclaw.config import Settings
+
 
 def default_tools(settings: Settings | None = None) -> dict[str, Tool]:
     """Every built-in tool, configured from the settings (or the defaults)."""
-    timeout = settings.shell_timeout_s if settings else 120.0
-    cap = settings.tool_output_cap if settings else 30_000
+    sandbox = settings.sandbox if settings else SANDBOX_DEFAULTS
+    timeout, cap = sandbox.shell_timeout_s, sandbox.output_cap
     secret_env = settings.secret_env if settings else ()
     tools: list[Tool] = [
         ShellTool(

@@ -22,9 +22,12 @@ from xclaw.credentials import child_env
 from xclaw.errors import ToolError
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
+from xclaw.tools.git_programs import describe, git_env, program_sources, runs_git
 from xclaw.tools.schema import check_args
+from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.step_processes import (
     StepProcesses,
     live_members,
@@ -99,6 +102,27 @@ async def _sandbox_gone(pgid: int, limit_s: float = 1.0) -> None:
         await asyncio.sleep(0.005)
 
 
+async def _git_would_run_programs(command: str, ctx: ToolContext) -> ToolResult | None:
+    """A command allowed without asking that runs git, checked again just before it starts:
+    since the policy looked, a parallel sub-agent may have written git configuration that
+    names a program (the write-then-run chain, xclaw/tools/git_programs.py)."""
+    try:
+        commands = simple_commands(command)
+    except NotSafe:
+        return None  # never allowed unasked: the policy reads commands the same way
+    if not any(runs_git(words) for words in commands):
+        return None
+    sources = await asyncio.to_thread(program_sources, Path(ctx.workspace))
+    if not sources:
+        return None
+    return ToolResult(
+        "Not run: this command was allowed without asking as read-only, but git here would "
+        f"take programs to run from files in the workspace: {describe(sources)}. Issue it "
+        "again to have it asked.",
+        is_error=True,
+    )
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "unknown exit status"
@@ -124,9 +148,9 @@ class ShellTool(Tool):
 
     def __init__(
         self,
-        default_timeout_s: float = 120.0,
+        default_timeout_s: float = SANDBOX_DEFAULTS.shell_timeout_s,
         max_timeout_s: float = 600.0,
-        output_cap: int = 30_000,
+        output_cap: int = SANDBOX_DEFAULTS.output_cap,
         kill_grace_s: float = 2.0,
         secret_env: Iterable[str] = (),
         shell: str = "bash",
@@ -174,6 +198,8 @@ class ShellTool(Tool):
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
         timeout = min(float(clean.get("timeout", self.default_timeout_s)), self.max_timeout_s)
+        if ctx.confined and (refused := await _git_would_run_programs(clean["command"], ctx)):
+            return refused
         if ctx.confined and (self.isolation is None or not self.isolation.can_confine):
             # The policy allows unasked commands only where they can be confined; never run
             # one unconfined on the strength of a guess.
@@ -226,6 +252,7 @@ class ShellTool(Tool):
     ) -> ToolResult:
         started = time.monotonic()
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
+        env.update(git_env(env, Path(ctx.workspace), confined=ctx.confined))
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined, scratch)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xclaw.errors import ToolError
+from xclaw.errors import ToolError, XclawError
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.schema import check_args
 
@@ -53,6 +53,7 @@ class SpawnAgentTool(Tool):
         try:
             answer = await ctx.spawn_agent(task)
         except Exception as e:  # noqa: BLE001 - any failure becomes a result; CancelledError propagates
-            message = getattr(e, "message", None) or str(e) or type(e).__name__
+            said = e.message if isinstance(e, XclawError) else str(e)
+            message = said or type(e).__name__
             return ToolResult(f"the sub-agent failed: {message}", is_error=True)
         return ToolResult(answer if answer.strip() else "(the sub-agent gave no answer)")

@@ -14,30 +14,29 @@ Approval (docs/tools.md):
 An MCP server not marked `trusted: true` cannot loosen approval with its annotations: its
 `readOnlyHint` does not spare a question, its `destructiveHint` still adds one.
 
-Resume: a read-only or idempotent call interrupted by a crash is run again automatically;
-anything else gets the "may or may not have run" result and is asked again if re-issued.
+Resume: a read-only or idempotent call from a trusted source interrupted by a crash is run
+again automatically; anything else gets the "may or may not have run" result and is asked
+again if re-issued. An untrusted MCP server's `readOnlyHint` and `idempotentHint` do not
+count here either: running a call twice is as much a loosening as running it unasked.
 A per-tool `resume: retry | ask` overrides that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from xclaw.config import refuse_unknown
-from xclaw.errors import ConfigError
+from xclaw.section import Default, Section
 
 ApprovalRule = Literal["ask", "allow"]
 ResumeRule = Literal["retry", "ask"]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolPolicy:
-    """A per-tool override from xclaw.yaml (`tool_policies:`)."""
+class ToolPolicy(Section):
+    """A per-tool override from xclaw.yaml (`tool_policies: {<tool>: {approval, resume}}`)."""
 
-    approval: ApprovalRule | None = None
-    resume: ResumeRule | None = None
+    approval: Annotated[ApprovalRule | None, Default("the tool's traits")] = None
+    resume: Annotated[ResumeRule | None, Default("the tool's traits")] = None
 
 
 NO_OVERRIDE = ToolPolicy()
@@ -58,14 +57,33 @@ class ToolTraits:
     def retry_on_resume(self) -> bool:
         if self.policy.resume is not None:
             return self.policy.resume == "retry"
-        return self.read_only or self.idempotent
+        return self.trusted and (self.read_only or self.idempotent)
+
+    @property
+    def resume_note(self) -> str:
+        """Why hints that would have a call run again after a crash do not count (or "")."""
+        if self.policy.resume is not None or self.trusted:
+            return ""
+        hints = [
+            h for h, on in (("read-only", self.read_only), ("idempotent", self.idempotent)) if on
+        ]
+        if not hints:
+            return ""
+        said = " and ".join(hints) + (" hints do" if len(hints) > 1 else " hint does")
+        return f"{self.source} is not trusted: its {said} not count"
+
+    @property
+    def trusted_read_only(self) -> bool:
+        """Read-only as far as xclaw acts on it (no snapshot, no side-effect turn, no outside
+        effects mark): the hint counts only from a trusted source, like every loosening."""
+        return self.read_only and self.trusted
 
     @property
     def outside_effects(self) -> bool:
-        """Effects that rollback and fork cannot undo: an MCP tool that is not read-only, or
-        one that reaches the open world. (A Python tool runs in-process: it is marked only
-        when it says it is not read-only.)"""
-        return not self.read_only or self.open_world
+        """Effects that rollback and fork cannot undo: an MCP tool that is not (trusted)
+        read-only, or one that reaches the open world. (A Python tool runs in-process: it is
+        marked only when it says it is not read-only.)"""
+        return not self.trusted_read_only or self.open_world
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -91,7 +109,7 @@ def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, st
         return "ask", f"{tool_name} is marked destructive by {traits.source}"
     if mode == "yolo":
         return "allow", ""
-    if traits.read_only and traits.trusted:
+    if traits.trusted_read_only:
         return "allow", ""
     if traits.read_only:
         return "ask", (
@@ -99,24 +117,3 @@ def approval_for(traits: ToolTraits, tool_name: str, mode: str) -> tuple[str, st
             "(trusted: true in xclaw.yaml)"
         )
     return "ask", f"{tool_name} may change things outside the workspace ({traits.source})"
-
-
-def parse_policies(raw: Any) -> dict[str, ToolPolicy]:
-    """`tool_policies: {<tool name>: {approval: ask|allow, resume: retry|ask}}`."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("xclaw.yaml: `tool_policies` must map tool names to {approval, resume}")
-    out: dict[str, ToolPolicy] = {}
-    for name, entry in raw.items():
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name} must be a mapping")
-        refuse_unknown(entry, ("approval", "resume"), f"tool_policies.{name}")
-        approval = entry.get("approval")
-        resume = entry.get("resume")
-        if approval not in (None, "ask", "allow"):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name}.approval must be ask or allow")
-        if resume not in (None, "retry", "ask"):
-            raise ConfigError(f"xclaw.yaml: tool_policies.{name}.resume must be retry or ask")
-        out[str(name)] = ToolPolicy(approval=approval, resume=resume)
-    return out

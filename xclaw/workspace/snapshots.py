@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xclaw.config import Settings
 from xclaw.errors import MissingBlobs, WorkspaceError
+from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import Manifest, SnapshotInfo
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
-from xclaw.workspace.walk import DEFAULT_IGNORE, Found, IgnoreRules, walk
+from xclaw.workspace.walk import Found, IgnoreRules, walk
 
 log = logging.getLogger("xclaw.workspace")
 
@@ -52,20 +52,20 @@ class SnapshotConfig:
     """`sandbox:` in xclaw.yaml: snapshots (on/off), ignore, max_file_mb, max_snapshot_mb;
     and the crash-test hook (xclaw.workspace.crash_points), which does nothing by default."""
 
-    enabled: bool = True
-    ignore: tuple[str, ...] = DEFAULT_IGNORE
-    max_file_bytes: int = 50 * MB
-    max_total_bytes: int = 500 * MB
+    enabled: bool = SANDBOX_DEFAULTS.snapshots
+    ignore: tuple[str, ...] = SANDBOX_DEFAULTS.ignore
+    max_file_bytes: int = int(SANDBOX_DEFAULTS.max_file_mb * MB)
+    max_total_bytes: int = int(SANDBOX_DEFAULTS.max_snapshot_mb * MB)
     crash_point: CrashPoint = field(default=no_crash_point, compare=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SnapshotConfig:
-        """From the declared settings (checked when xclaw.yaml was read)."""
+    def from_settings(cls, sandbox: SandboxSettings) -> SnapshotConfig:
+        """From `sandbox:` in the settings (checked when xclaw.yaml was read)."""
         return cls(
-            enabled=settings.snapshots,
-            ignore=DEFAULT_IGNORE if settings.snapshot_ignore is None else settings.snapshot_ignore,
-            max_file_bytes=int(settings.max_file_mb * MB),
-            max_total_bytes=int(settings.max_snapshot_mb * MB),
+            enabled=sandbox.snapshots,
+            ignore=sandbox.ignore,
+            max_file_bytes=int(sandbox.max_file_mb * MB),
+            max_total_bytes=int(sandbox.max_snapshot_mb * MB),
         )
 
 

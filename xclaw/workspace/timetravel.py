@@ -14,13 +14,16 @@ next `recover`, which runs before any run of the session, rollback or fork: nobo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import SnapshotInfo, WorkspaceRestore
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
+
+if TYPE_CHECKING:
+    from xclaw.config import Settings
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
@@ -42,8 +45,11 @@ class Workspaces:
         self.snapshotter = snapshotter or Snapshotter(config)
 
     @classmethod
-    def from_settings(cls, store: Store, settings: Any, root: Path | None = None) -> Workspaces:
-        return cls(store, root or settings.workspace_root, SnapshotConfig.from_settings(settings))
+    def from_settings(
+        cls, store: Store, settings: Settings, root: Path | None = None
+    ) -> Workspaces:
+        snapshots = SnapshotConfig.from_settings(settings.sandbox)
+        return cls(store, root or settings.workspace_root, snapshots)
 
     @property
     def enabled(self) -> bool:

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from fnmatch import translate
 from pathlib import Path
 
-DEFAULT_IGNORE = (".git/", "node_modules/")
-
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

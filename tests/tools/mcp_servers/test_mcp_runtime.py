@@ -30,8 +30,8 @@ from xclaw.tools.mcp.hub import McpHub
 pytestmark = pytest.mark.slow
 
 
-def servers(raw: dict[str, Any], env: dict[str, str] | None = None) -> tuple[Any, ...]:
-    return tuple(parse_servers(raw, env if env is not None else dict(os.environ)))
+def servers(raw: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    return parse_servers(raw, env if env is not None else dict(os.environ))
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
@@ -54,7 +54,8 @@ async def answer_approvals(h: Any, sid: str, approve: bool = True) -> list[dict[
     return seen
 
 
-async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make) -> None:
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make, trusted) -> None:
     h = make(
         [
             {
@@ -64,7 +65,9 @@ async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make) -> 
             {"text": "Done."},
         ],
         approval="yolo",
-        mcp_servers=servers({"time": {"command": python_server("mcp-server-time")}}),
+        mcp_servers=servers(
+            {"time": {"command": python_server("mcp-server-time"), "trusted": trusted}}
+        ),
     )
     sid = await h.ask("what time is it in UTC?")
     [step] = tool_steps(h, sid)
@@ -73,8 +76,10 @@ async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make) -> 
     assert step.status is StepStatus.COMPLETED
     answer = json.loads(step.output_data)
     assert answer["timezone"] == "UTC" and answer["datetime"].endswith("+00:00")
-    # Read-only and closed-world: nothing is marked as an effect outside the workspace.
-    assert not [s for s in h.store.steps(sid) if s.name == "outside_effects"]
+    # Read-only and closed-world: nothing is marked as an effect outside the workspace — if
+    # the server is trusted; an untrusted server's read-only hint does not count.
+    marked = [s for s in h.store.steps(sid) if s.name == "outside_effects"]
+    assert bool(marked) is not trusted
     assert h.of("reply")[-1]["content"] == "Done."
 
 
@@ -105,7 +110,8 @@ async def test_untrusted_server_is_asked_even_for_read_only_tools_trusted_is_not
 
 async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path) -> None:
     """mcp-server-git's own annotations: git_status read-only, git_commit not, git_reset
-    destructive. Untrusted annotations only ever add questions."""
+    destructive. Untrusted annotations only ever add questions, and never have a call run
+    again after a crash."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)  # noqa: ASYNC221 - setup
@@ -114,13 +120,13 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     async def decisions(
         trusted: bool, overrides: dict[str, Any] | None = None
     ) -> dict[tuple[str, str], str]:
-        from xclaw.tools.traits import parse_policies
+        from xclaw.tools.traits import ToolPolicy
 
         hub = McpHub(
             servers(
                 {"git": {"command": cmd, "args": ["--repository", str(repo)], "trusted": trusted}}
             ),
-            parse_policies(overrides),
+            {name: ToolPolicy.model_validate(p) for name, p in (overrides or {}).items()},
         )
         try:
             assert await hub.start() == {}
@@ -143,9 +149,11 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     assert untrusted[("auto-edits", "git_status")] == "ask"
     assert untrusted[("yolo", "git_status")] == "allow"
     assert untrusted[("yolo", "git_reset")] == "ask"  # destructive: always asked
-    assert untrusted[("resume", "git_status")] == "True"  # read-only: retried after a crash
-    assert untrusted[("resume", "git_commit")] == "False"  # asked again, may-have-run
-    assert untrusted[("outside", "git_status")] == "False"
+    # Nor what happens after a crash: its read-only git_status is asked again, may-have-run.
+    assert untrusted[("resume", "git_status")] == "False"
+    assert untrusted[("resume", "git_commit")] == "False"
+    # Nor the outside-effects mark: nobody vouches that its "read-only" tool is.
+    assert untrusted[("outside", "git_status")] == "True"
     assert untrusted[("outside", "git_commit")] == "True"
 
     trusted = await decisions(True)
@@ -153,6 +161,9 @@ async def test_git_server_annotations_choose_approval_and_resume(tmp_path: Path)
     assert trusted[("auto-edits", "git_status")] == "allow"
     assert trusted[("ask", "git_commit")] == "ask"
     assert trusted[("yolo", "git_reset")] == "ask"
+    assert trusted[("resume", "git_status")] == "True"  # read-only: retried after a crash
+    assert trusted[("resume", "git_commit")] == "False"
+    assert trusted[("outside", "git_status")] == "False"
 
     overridden = await decisions(
         True,
@@ -303,7 +314,8 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
             {"text": "Done."},
         ],
         approval="yolo",
-        mcp_servers=servers({"ev": {"command": everything()}}),
+        # Trusted, so that its read-only hint counts: echo is read-only and closed-world.
+        mcp_servers=servers({"ev": {"command": everything(), "trusted": True}}),
     )
     sid = await h.ask("go")
     steps = h.store.steps(sid)

@@ -1,6 +1,7 @@
 """A real `xclaw serve` SIGKILLed while a real MCP server (server-everything) works on a long
 call: the write-ahead row is there, the server child goes away with its parent, and after the
-restart the call — read-only and idempotent by its annotations — runs again on its own."""
+restart the call — read-only and idempotent by the annotations of a server configured
+`trusted: true` — runs again on its own. (Untrusted, it would not: test_mcp_crash_trust.py.)"""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ LONG = {"name": "mcp__ev__trigger-long-running-operation", "input": {"duration":
 
 
 class McpServe(Server):
-    """`xclaw serve` with server-everything configured as MCP server `ev` (plus `more_yaml`)."""
+    """`xclaw serve` with server-everything configured as MCP server `ev` (plus
+    `server_extra` inside its entry and `more_yaml` after it)."""
 
+    server_extra: str = ""
     more_yaml: str = ""
 
     def env(self) -> dict[str, str]:
@@ -33,6 +36,7 @@ class McpServe(Server):
         config.write_text(
             config.read_text()
             + f"mcp_servers:\n  ev:\n    command: {everything()}\n"
+            + self.server_extra
             + self.more_yaml
         )
         return env
@@ -58,7 +62,9 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
             {"text": "The long operation finished."},
         ],
     )
-    server = McpServe(root=root, script=script, approval="yolo").start()
+    server = McpServe(root=root, script=script, approval="yolo")
+    server.server_extra = "    trusted: true\n"
+    server.start()
     orphans: list[int] = []
     try:
         c = await Client.open(server)
@@ -94,7 +100,7 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
         assert notice["content"] == "[resume] detected interrupted tool_call, retrying..."
         reply = await c2.until_type("reply", timeout=90)
         assert reply["content"] == "The long operation finished."
-        assert not c2.of_type("approval_request")  # read-only + idempotent: no question
+        assert not c2.of_type("approval_request")  # trusted, read-only, idempotent: no question
 
         store = open_store(str(server.home / "xclaw.db"))
         try:

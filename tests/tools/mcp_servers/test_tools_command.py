@@ -82,7 +82,9 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
             {"text": "Done."},
         ],
         approval="yolo",
-        mcp_servers=tuple(parse_servers({"ev": {"command": everything()}}, dict(os.environ))),
+        mcp_servers=parse_servers(
+            {"ev": {"command": everything(), "trusted": True}}, dict(os.environ)
+        ),
     )
     sid = await h.ask("go")
     runner = CommandRunner(h.runtime, h.store)
@@ -157,3 +159,44 @@ def test_the_outside_check_through_xclaw_run_shows_the_servers_answer(tmp_path: 
     assert ok.returncode == 0, ok.stdout + ok.stderr
     [shown] = [line for line in ok.stdout.splitlines() if line.strip().startswith("↳")]
     assert '"timezone":"UTC"' in shown and '"datetime":"' in shown, shown
+
+
+IDEMPOTENT_SERVER = Path(__file__).with_name("idempotent_server.py")
+
+
+@pytest.mark.parametrize(
+    ("server_extra", "more_yaml", "resume"),
+    [
+        ("", "", "ask"),
+        (", trusted: true", "", "retry"),
+        ("", "tool_policies:\n  mcp__slow__slow_add: {resume: retry}\n", "retry"),
+    ],
+    ids=["untrusted", "trusted", "tool_policies"],
+)
+def test_only_trust_or_a_policy_lets_an_idempotent_hint_rerun_calls_after_a_crash(
+    tmp_path: Path, server_extra: str, more_yaml: str, resume: str
+) -> None:
+    """A server's idempotentHint is its own claim: like its readOnlyHint for approval, it
+    loosens what happens after a crash only when the server is trusted (or xclaw.yaml says
+    so for the tool)."""
+    (tmp_path / "xclaw.yaml").write_text(
+        "mcp_servers:\n"
+        f"  slow: {{command: {sys.executable}, args: [{IDEMPOTENT_SERVER}]{server_extra}}}\n"
+        + more_yaml
+    )
+    listed = xclaw(tmp_path, "tools", "--check")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    lines = listed.stdout.splitlines()
+    after = lines[lines.index("  mcp__slow__slow_add") + 2]
+    data = json.loads(xclaw(tmp_path, "tools", "--check", "--json").stdout)
+    [tool] = [t for t in data["tools"] if t["name"] == "mcp__slow__slow_add"]
+    assert tool["traits"]["idempotent"] is True and tool["traits"]["resume"] == resume
+    if resume == "retry":
+        assert after.endswith("after a crash: retried"), after
+        assert tool["resume"] == "retried"
+    else:
+        assert after.endswith(
+            "after a crash: asked again (may have run; MCP server 'slow' is not trusted: "
+            "its idempotent hint does not count)"
+        ), after
+        assert tool["resume"].startswith("asked again (may have run")

@@ -25,6 +25,10 @@ import threading
 import time
 from typing import Any
 
+from mcp.types import CallToolResult
+from mcp.types import Tool as McpToolSpec
+from pydantic import ValidationError
+
 from xclaw.tools.mcp.config import McpServerConfig
 
 log = logging.getLogger("xclaw.mcp")
@@ -76,13 +80,13 @@ class _ParseErrorToOneLine(logging.Filter):
 
 
 def _offending_input(exc: BaseException | None) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        with contextlib.suppress(Exception):
-            found = errors(include_url=False)
-            if found and "input" in found[0]:
-                value = found[0]["input"]
-                return (value if isinstance(value, str) else repr(value))[:200]
+    """The line the server printed that is no JSON-RPC message (the SDK's parse failure is
+    pydantic's ValidationError, which keeps it)."""
+    if isinstance(exc, ValidationError):
+        found = exc.errors(include_url=False)
+        if found and "input" in found[0]:
+            value = found[0]["input"]
+            return (value if isinstance(value, str) else repr(value))[:200]
     return str(exc)[:200]
 
 
@@ -94,10 +98,10 @@ class McpServerError(Exception):
 
 
 class McpConnection:
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, name: str, config: McpServerConfig) -> None:
         self.config = config
-        self.name = config.name
-        self.tools: list[Any] = []  # mcp.types.Tool, as listed at the last start
+        self.name = name
+        self.tools: list[McpToolSpec] = []  # as listed at the last start
         self.server_info: Any = None
         self.starts = 0
         self._session: Any = None
@@ -225,7 +229,7 @@ class McpConnection:
 
         return _http(c.url or "", create_mcp_http_client(headers=dict(c.headers) or None))
 
-    async def call(self, tool: str, args: dict[str, Any]) -> Any:
+    async def call(self, tool: str, args: dict[str, Any]) -> CallToolResult:
         """CallToolResult of one call; McpServerError if the server is gone or too slow
         (it is then stopped, and started afresh by the next call)."""
         await self.ensure_started()
@@ -245,7 +249,8 @@ class McpConnection:
             died.cancel()
         if call in done:
             try:
-                return call.result()
+                result: CallToolResult = call.result()
+                return result
             except Exception as e:
                 # The SDK fails the pending call with CONNECTION_CLOSED as soon as the pipe
                 # closes (the server exited or was killed): drop the connection, so that the

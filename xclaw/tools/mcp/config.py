@@ -5,53 +5,121 @@
       git:  {command: mcp-server-git, args: [--repository, .], trusted: true}
       web:  {url: "https://mcp.example.com/mcp", headers: {Authorization: "Bearer ${TOKEN}"}}
 
-`${VAR}` in any string value is read from the environment (or `.env`); the values substituted
-are secrets as far as the redactor is concerned (they never reach the record or a client).
+`${VAR}` in any string value is read from the environment (or `.env`), which the settings
+reader passes as the validation context (`{"env": ...}`); the values substituted are secrets
+as far as the redactor is concerned (they never reach the record or a client).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from xclaw.config import nearest
-from xclaw.errors import ConfigError
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+
+from xclaw.section import Flag, Number, Section
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 # ${VAR}, or ${VAR:-default} (Claude Code's form); any other "${" is refused, never kept as text.
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-SERVER_KEYS = (
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "trusted",
-    "timeout_s",
-    "startup_timeout_s",
-)
-DEFAULT_CALL_TIMEOUT_S = 120.0
-DEFAULT_STARTUP_TIMEOUT_S = 60.0
+# Where the values substituted for ${VAR} are gathered while one server entry is read.
+_USED = "mcp_substituted"
 
 
-@dataclass(frozen=True)
-class McpServerConfig:
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
+def _expand(value: Any, info: ValidationInfo) -> Any:
+    """A string value with its ${VAR}s replaced (numbers are taken as their text)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return value  # refused as "must be a string" by the type
+    context = info.context if isinstance(info.context, dict) else {}
+    env: Mapping[str, str] = context.get("env", {})
+    used: list[str] = context.setdefault(_USED, [])
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name not in env:
+            if default is not None:
+                return default
+            raise ValueError(f"uses ${{{name}}}, which is not set")
+        used.append(env[name])
+        return env[name]
+
+    expanded = _VAR.sub(sub, value)
+    if "${" in _VAR.sub("", value):
+        raise ValueError(
+            f"holds {value!r}, which is not a variable reference xclaw understands "
+            "(${VAR} or ${VAR:-default})"
+        )
+    return expanded
+
+
+# A string of an entry: ${VAR}s expanded.
+Expanded = Annotated[str, BeforeValidator(_expand)]
+
+
+def _server_name(name: str) -> str:
+    if not NAME.match(name) or "__" in name:
+        raise ValueError(
+            f"MCP server name {name!r}: use letters, digits, - and single _ "
+            "(tools are named mcp__<server>__<tool>)"
+        )
+    return name
+
+
+ServerName = Annotated[str, AfterValidator(_server_name)]
+
+
+class McpServerConfig(Section):
+    """One server: `command` (stdio) or `url` (streamable HTTP), not both."""
+
+    command: Expanded | None = None
+    args: tuple[Expanded, ...] = ()
+    env: dict[str, Expanded] = Field(default_factory=dict)
+    cwd: Expanded | None = None
+    url: Expanded | None = None
+    headers: dict[str, Expanded] = Field(default_factory=dict)
     # Its tool annotations may loosen approval (read-only tools run without asking).
-    trusted: bool = False
-    timeout_s: float = DEFAULT_CALL_TIMEOUT_S
-    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    trusted: Flag = False
+    timeout_s: Annotated[Number, Field(gt=0)] = 120.0
+    startup_timeout_s: Annotated[Number, Field(gt=0)] = 60.0
     # Values that came from ${VAR}: the redactor scrubs them.
-    secrets: tuple[str, ...] = ()
+    _secrets: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _gather_secrets(
+        cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> McpServerConfig:
+        context = info.context if isinstance(info.context, dict) else None
+        if context is not None:
+            context[_USED] = []
+        server: McpServerConfig = handler(data)
+        if context is not None:
+            server._secrets = tuple(v for v in context.pop(_USED, []) if len(v) >= 6)
+        return server
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "needs either `command` (a stdio server) or `url` (a streamable HTTP server)"
+            )
+        return self
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self._secrets
 
     @property
     def transport(self) -> str:
@@ -63,103 +131,15 @@ class McpServerConfig:
         return " ".join([self.command or "", *self.args]).strip()
 
 
-def _expand(value: Any, where: str, env: Mapping[str, str], used: list[str]) -> str:
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ConfigError(f"xclaw.yaml: {where} must be a string, got {value!r}")
-    text = str(value)
+class McpSettings(Section):
+    """The top-level key: MCP servers by name (their tools are mcp__<name>__<tool>)."""
 
-    def sub(m: re.Match[str]) -> str:
-        name, default = m.group(1), m.group(2)
-        if name not in env:
-            if default is not None:
-                return default
-            raise ConfigError(f"xclaw.yaml: {where} uses ${{{name}}}, which is not set")
-        used.append(env[name])
-        return env[name]
-
-    expanded = _VAR.sub(sub, text)
-    if "${" in _VAR.sub("", text):
-        raise ConfigError(
-            f"xclaw.yaml: {where}: {text!r} is not a variable reference xclaw understands "
-            "(${VAR} or ${VAR:-default})"
-        )
-    return expanded
+    mcp_servers: dict[ServerName, McpServerConfig] = Field(default_factory=dict)
 
 
-def parse_servers(raw: Any, env: Mapping[str, str]) -> list[McpServerConfig]:
-    if raw is None:
-        return []
-    if not isinstance(raw, Mapping):
-        raise ConfigError("xclaw.yaml: `mcp_servers` must map a server name to its settings")
-    out = []
-    for name, entry in raw.items():
-        name = str(name)
-        where = f"mcp_servers.{name}"
-        if not NAME.match(name) or "__" in name:
-            raise ConfigError(
-                f"xclaw.yaml: MCP server name {name!r}: use letters, digits, - and single _ "
-                "(tools are named mcp__<server>__<tool>)"
-            )
-        if not isinstance(entry, Mapping):
-            raise ConfigError(
-                f"xclaw.yaml: {where} must be a mapping ({{command: ...}} or {{url: ...}})"
-            )
-        for key in entry:
-            if key not in SERVER_KEYS:
-                raise ConfigError(
-                    f"xclaw.yaml: unknown key {where}.{key}{nearest(str(key), list(SERVER_KEYS))} "
-                    f"(known: {', '.join(SERVER_KEYS)})"
-                )
-        has_cmd, has_url = "command" in entry, "url" in entry
-        if has_cmd == has_url:
-            raise ConfigError(
-                f"xclaw.yaml: {where} needs either `command` (a stdio server) or `url` "
-                "(a streamable HTTP server)"
-            )
-        used: list[str] = []
-        args = entry.get("args") or []
-        if not isinstance(args, list):
-            raise ConfigError(f"xclaw.yaml: {where}.args must be a list")
-        for key in ("env", "headers"):
-            if not isinstance(entry.get(key) or {}, Mapping):
-                raise ConfigError(f"xclaw.yaml: {where}.{key} must be a mapping")
-        trusted = entry.get("trusted", False)
-        if not isinstance(trusted, bool):
-            raise ConfigError(f"xclaw.yaml: {where}.trusted must be true or false")
-        timeouts = {}
-        for key, default in (
-            ("timeout_s", DEFAULT_CALL_TIMEOUT_S),
-            ("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S),
-        ):
-            try:
-                timeouts[key] = float(entry.get(key, default))
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"xclaw.yaml: {where}.{key} must be a number of seconds"
-                ) from None
-            if timeouts[key] <= 0:
-                raise ConfigError(f"xclaw.yaml: {where}.{key} must be positive")
-        out.append(
-            McpServerConfig(
-                name=name,
-                command=_expand(entry["command"], f"{where}.command", env, used)
-                if has_cmd
-                else None,
-                args=tuple(_expand(a, f"{where}.args", env, used) for a in args),
-                env={
-                    str(k): _expand(v, f"{where}.env.{k}", env, used)
-                    for k, v in (entry.get("env") or {}).items()
-                },
-                cwd=_expand(entry["cwd"], f"{where}.cwd", env, used) if entry.get("cwd") else None,
-                url=_expand(entry["url"], f"{where}.url", env, used) if has_url else None,
-                headers={
-                    str(k): _expand(v, f"{where}.headers.{k}", env, used)
-                    for k, v in (entry.get("headers") or {}).items()
-                },
-                trusted=trusted,
-                timeout_s=timeouts["timeout_s"],
-                startup_timeout_s=timeouts["startup_timeout_s"],
-                secrets=tuple(v for v in used if len(v) >= 6),
-            )
-        )
-    return out
+_SERVERS = TypeAdapter(dict[ServerName, McpServerConfig])
+
+
+def parse_servers(raw: Any, env: Mapping[str, str]) -> dict[str, McpServerConfig]:
+    """`mcp_servers:` read on its own, ${VAR}s from `env` (tests build hubs with it)."""
+    return _SERVERS.validate_python(raw or {}, context={"env": env})

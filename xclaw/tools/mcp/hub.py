@@ -14,10 +14,10 @@ from xclaw.tools.traits import ToolPolicy
 class McpHub:
     def __init__(
         self,
-        servers: Iterable[McpServerConfig],
+        servers: Mapping[str, McpServerConfig],
         policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
-        self.connections = {s.name: McpConnection(s) for s in servers}
+        self.connections = {name: McpConnection(name, s) for name, s in servers.items()}
         self.policies = dict(policies or {})
         # server name -> why it could not be started, at the last attempt
         self.errors: dict[str, str] = {}

@@ -8,6 +8,18 @@ import json
 import re
 from typing import Any
 
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
+from mcp.types import Tool as McpToolSpec
+
 from xclaw.messages import ImageBlock
 from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
 from xclaw.tools.files import IMAGE_MAX_BYTES
@@ -34,7 +46,7 @@ class McpTool(Tool):
     def __init__(
         self,
         connection: McpConnection,
-        mcp_tool: Any,
+        mcp_tool: McpToolSpec,
         *,
         policy: ToolPolicy = NO_OVERRIDE,
     ) -> None:
@@ -45,23 +57,26 @@ class McpTool(Tool):
         schema = mcp_tool.input_schema if isinstance(mcp_tool.input_schema, dict) else {}
         self.input_schema: dict[str, Any] = dict(schema) or {"type": "object", "properties": {}}
         self.input_schema.setdefault("type", "object")
-        hints = mcp_tool.annotations
-        read_only = bool(getattr(hints, "read_only_hint", None) or False)
+        hints = mcp_tool.annotations or ToolAnnotations()
+        read_only = bool(hints.read_only_hint)
         # Destructive only when the server says so (a tool without annotations is asked as
         # "may change things", but not in yolo mode); an absent openWorldHint counts as open
         # world, as MCP's default.
-        destructive = bool(getattr(hints, "destructive_hint", None) or False)
-        open_world = getattr(hints, "open_world_hint", None)
+        # An untrusted server's readOnlyHint cannot cancel its own destructiveHint either.
+        trusted = connection.config.trusted
+        destructive = bool(hints.destructive_hint)
+        open_world = hints.open_world_hint
         self.traits = ToolTraits(
             source=f"MCP server {connection.name!r}",
             read_only=read_only,
-            idempotent=bool(getattr(hints, "idempotent_hint", None) or False),
-            destructive=(not read_only) and destructive,
+            idempotent=bool(hints.idempotent_hint),
+            destructive=not (read_only and trusted) and destructive,
             open_world=open_world is None or bool(open_world),
-            trusted=connection.config.trusted,
+            trusted=trusted,
             policy=policy,
         )
-        self.read_only = read_only
+        # What the loop acts on (no snapshot before it, no side-effect turn): trusted only.
+        self.read_only = self.traits.trusted_read_only
         self.retry_on_resume = self.traits.retry_on_resume
         self.outside_effects = self.traits.outside_effects
 
@@ -77,7 +92,7 @@ class McpTool(Tool):
         return result_to_tool_result(result)
 
 
-def result_to_tool_result(result: Any) -> ToolResult:
+def result_to_tool_result(result: CallToolResult) -> ToolResult:
     """Text as is; images the providers take (PNG, JPEG, GIF, WebP up to 5 MB) go to the model
     as image blocks (the recorder keeps their bytes in the blob store, their hashes in the
     step); other media are described; resources and links by URI; structured content as JSON
@@ -86,26 +101,24 @@ def result_to_tool_result(result: Any) -> ToolResult:
     data: dict[str, Any] = {}
     images: list[ImageBlock] = []
     for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
+        if isinstance(block, TextContent):
             parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(_media(kind, block.mime_type, block.data, images))
-        elif kind == "resource":
+        elif isinstance(block, (ImageContent, AudioContent)):
+            parts.append(_media(block.type, block.mime_type, block.data, images))
+        elif isinstance(block, EmbeddedResource):
             res = block.resource
-            text = getattr(res, "text", None)
-            if text is not None:
-                parts.append(f"[resource {res.uri}]\n{text}")
+            if isinstance(res, TextResourceContents):
+                parts.append(f"[resource {res.uri}]\n{res.text}")
             else:
-                size = len(_decode(getattr(res, "blob", "") or ""))
+                size = len(_decode(res.blob or ""))
                 parts.append(f"[resource {res.uri}: {res.mime_type or 'binary'}, {size} bytes]")
-        elif kind == "resource_link":
+        elif isinstance(block, ResourceLink):
             parts.append(
                 f"[resource link {block.uri}" + (f": {block.name}]" if block.name else "]")
             )
-        else:
-            parts.append(f"[{kind or 'unknown'} content]")
-    structured = getattr(result, "structured_content", None)
+        else:  # a content type newer than this xclaw
+            parts.append(f"[{block.type or 'unknown'} content]")
+    structured = result.structured_content
     if structured is not None:
         data["structured"] = structured
         if not parts:
@@ -114,7 +127,7 @@ def result_to_tool_result(result: Any) -> ToolResult:
     content = cap_result_text("\n".join(parts)) if parts else "(no output)"
     return ToolResult(
         content,
-        is_error=bool(getattr(result, "is_error", False)),
+        is_error=bool(result.is_error),
         data=data,
         images=tuple(images),
     )

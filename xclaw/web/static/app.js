@@ -181,6 +181,10 @@ function onFrame(frame) {
       if (foreign) return;
       transcript.thinking(frame);
       return;
+    case "thinking_discarded":
+      if (foreign) return;
+      transcript.discardThinking();
+      return;
     case "reply":
       if (foreign) return;
       transcript.reply(frame.content || "");
@@ -307,7 +311,8 @@ async function showApproval(frame) {
   if (state.approval !== mine) return; // closed because someone answered or the session changed
   if (answer === true || answer === false) {
     state.approval = null;
-    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer });
+    // client: the record says a person answered on the web page (docs/approval.md).
+    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer, client: "web" });
     transcript.notice(`[approval] ${answer ? "approved" : "denied"}: ${frame.name} (${frame.stepId})`);
     transcript.setWorking(true);
   } else {
@@ -476,15 +481,22 @@ function fillIcons(root) {
   for (const el of root.querySelectorAll("[data-icon]")) el.replaceChildren(icon(el.dataset.icon, { size: 16 }));
 }
 
+// Below this width the trace opens over the conversation (style.css): closed at first there.
+const TRACE_OVER_CHAT = "(max-width: 980px)";
+
 function setupTraceToggle() {
   const panel = $("trace-panel");
   const button = $("trace-toggle");
-  const apply = (open) => {
+  const show = (open) => {
     panel.hidden = !open;
     button.setAttribute("aria-pressed", String(open));
+  };
+  const apply = (open) => {
+    show(open);
     localStorage.setItem("xclaw_trace_open", open ? "1" : "0");
   };
-  apply(localStorage.getItem("xclaw_trace_open") !== "0");
+  const kept = localStorage.getItem("xclaw_trace_open");
+  show(kept === null ? !window.matchMedia(TRACE_OVER_CHAT).matches : kept !== "0");
   button.addEventListener("click", () => apply(panel.hidden));
   return apply;
 }

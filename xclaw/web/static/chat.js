@@ -14,6 +14,9 @@ export class Transcript {
     this.liveText = "";
     this.tools = new Map(); // step id or call id -> tool line element
     this.pending = new Map(); // name:input -> a restored tool line still waiting (no step yet)
+    // Thinking folds of the model call in flight, until anything else is shown: a call that
+    // is retried after its thinking went out takes them back (`thinking_discarded`).
+    this.callThinking = [];
     this.working = h("div.working", { hidden: true, "aria-hidden": "true" },
       h("span.dot"), h("span.dot"), h("span.dot"));
   }
@@ -24,6 +27,7 @@ export class Transcript {
   }
 
   add(el, { force = false } = {}) {
+    if (!el.classList.contains("thinking")) this.callThinking = [];
     const stick = force || this.nearBottom();
     this.list.insertBefore(el, this.working.parentNode === this.list ? this.working : null);
     if (this.working.parentNode !== this.list) this.list.append(this.working);
@@ -37,6 +41,7 @@ export class Transcript {
 
   reset() {
     clear(this.list);
+    this.callThinking = [];
     this.live = null;
     this.liveText = "";
     this.tools.clear();
@@ -165,7 +170,13 @@ export class Transcript {
   /** The `thinking` frame: the model's reasoning, folded, before its answer streams. */
   thinking(frame) {
     this.endLive();
-    this.add(thinkingFold(frame, false));
+    this.callThinking.push(this.add(thinkingFold(frame, false)));
+  }
+
+  /** `thinking_discarded`: the call's attempt that showed them failed and is made again. */
+  discardThinking() {
+    for (const fold of this.callThinking) fold.remove();
+    this.callThinking = [];
   }
 
   notice(text) {

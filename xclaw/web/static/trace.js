@@ -183,7 +183,8 @@ export class TraceTree {
         fact("duration", step.durationMs === null || step.durationMs === undefined ? "running" : formatDuration(step.durationMs)),
         isEstimated(step)
           ? fact("tokens", `~${step.usage.input || 0} prompt · ~${step.usage.output || 0} completion (estimated: the server reported no counts)`)
-          : tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null),
+          : tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null,
+        step.name === "approval" && step.output && step.output.by ? fact("answered by", answeredBy(step.output.by)) : null),
       h("div.io", h("div.io-label", { text: "input" }), prettyValue(step.input)),
       h("div.io", h("div.io-label", { text: "output" }), prettyValue(step.output)),
       step.error ? h("div.io.io-error", h("div.io-label", { text: "error" }), prettyValue(step.error)) : null,
@@ -252,6 +253,25 @@ export function displayName(step) {
   return name;
 }
 
+const CLIENTS = { chat: "xclaw chat", web: "web page", api: "HTTP API", run: "xclaw run prompt" };
+
+/** Who or what answered an approval, from its recorded `by` (xclaw/answered_by.py). */
+export function answeredBy(by) {
+  switch (by.kind) {
+    case "person": {
+      const client = by.client ? CLIENTS[by.client] || by.client : "a client that gave no name";
+      return `a person · ${client}${by.via ? ` (${by.via})` : ""}`;
+    }
+    case "no_terminal": return "nobody: no terminal to ask";
+    case "timeout": return `nobody: timed out${by.detail ? ` after ${by.detail}` : ""}`;
+    case "cancel": return "the run was cancelled";
+    case "new_input": return "a new message came instead";
+    case "run_ended": return "the run ended while it waited";
+    case "replay": return `xclaw replay${by.detail ? ` of ${by.detail}` : ""}`;
+    default: return String(by.kind);
+  }
+}
+
 function fact(label, value) {
   return [h("dt", { text: label }), h("dd", { text: value })];
 }
@@ -283,9 +303,17 @@ export function summary(step) {
     case "system_alert": {
       const input = step.input || {};
       if (step.name === "approval") {
+        // `why` says who answered when the record has `by` (docs/approval.md, Who decided).
         const verdict = step.status === "running" ? "waiting for you"
+          : out && out.by && out.why ? out.why
           : out && out.approved ? "approved" : (out && out.why) || "denied";  // why: "cancelled by the user"
         return `${input.tool || "tool"} — ${verdict}`;
+      }
+      if (step.name === "session_config") {  // a worker and the session's own configuration
+        const runs = (c) => (c ? `${(c.models || []).join(", ")} · ${c.approval}` : "?");
+        const worker = input.worker || {};
+        const used = input.decision !== "refused" && input.used ? ` → ran with ${runs(input.used)}` : "";
+        return `${input.decision}: session ${runs(input.session)}; worker ${worker.id} ${runs(worker)}${used}`;
       }
       if (step.name === "resume") {
         const parts = [];

@@ -1,0 +1,108 @@
+"""Changes this server did not make, told to the clients it serves (docs/protocol.md,
+"Changes made outside the server").
+
+`xclaw rollback` or `xclaw gc` from the command line — or a rollback through another server
+on the same database — is written with a row of the change log (xclaw/store/changes.py) in
+its own transaction. Every server reads the log twice a second (a handful of rows at most)
+and, for a session with sockets attached here, sends what an online rollback sends: the
+`[rollback]` notice, `rolledback`, the new `history` and `status`; a deletion, a notice. A
+change this process made itself is skipped: its clients were told already.
+
+The log is read a window back in time, not by id: PostgreSQL may commit a later id first.
+A change committed more than WINDOW_MS after it was stamped (or by a host whose clock is that
+far off) is missed here; the clients see it on their next reconnect, as after any gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from xclaw.errors import SessionNotFound
+from xclaw.protocol import notice_frame
+from xclaw.store.changes import ORIGIN, SessionChange
+from xclaw.store.rows import now_ms
+
+if TYPE_CHECKING:
+    from xclaw.runtime.runtime import Runtime
+
+log = logging.getLogger("xclaw.changes")
+
+POLL_S = 0.5
+WINDOW_MS = 30_000
+
+
+class ChangeWatcher:
+    def __init__(self, runtime: Runtime, *, poll_s: float = POLL_S) -> None:
+        self.rt = runtime
+        self.poll_s = poll_s
+        self._seen: dict[int, int] = {}  # change id -> its time, while inside the window
+
+    async def start(self) -> None:
+        """What the log holds already happened before this server started: not news."""
+        for change in await self._read():
+            self._seen[change.id] = change.created_at
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                await self.poll()
+            except Exception as e:  # noqa: BLE001 - the database is away: try later
+                log.warning("event=changes_poll_failed error=%r", str(e)[:200])
+
+    async def _read(self) -> list[SessionChange]:
+        return await self.rt.db(self.rt.store.changes_since, now_ms() - WINDOW_MS)
+
+    async def poll(self) -> list[SessionChange]:
+        """Tell the clients here of each change not seen yet; returns those changes."""
+        since = now_ms() - WINDOW_MS
+        fresh = [c for c in await self._read() if c.id not in self._seen]
+        for change in fresh:
+            self._seen[change.id] = change.created_at
+        self._seen = {i: at for i, at in self._seen.items() if at >= since}
+        for change in fresh:
+            if change.origin != ORIGIN and self.rt.has_subscribers(change.session_id):
+                log.info(
+                    "event=outside_change session=%s kind=%s origin=%s",
+                    change.session_id,
+                    change.kind,
+                    change.origin,
+                )
+                await self._tell(change)
+        return fresh
+
+    async def _tell(self, change: SessionChange) -> None:
+        sid = change.session_id
+        frames: list[dict[str, Any]]
+        if change.kind == "rollback":
+            step = str(change.detail.get("stepId", "?"))
+            deleted = change.detail.get("deleted")
+            try:
+                session = await self.rt.db(self.rt.store.get_session, sid)
+                history = await self.rt.db(self.rt.history_frame, sid)
+            except SessionNotFound:
+                return  # deleted since: its own entry says so
+            if self.rt.cluster is not None:
+                self.rt.cluster.forget(sid)  # approvals it remembered were rolled back
+            frames = [
+                notice_frame(
+                    f"[rollback] session reset to before step {step} — send your new "
+                    f"instruction (rolled back outside this server, by {change.origin})"
+                ),
+                {"type": "rolledback", "stepId": step, "deleted": deleted},
+                history,
+                self.rt.status_frame(session),
+            ]
+        elif change.kind == "delete":
+            frames = [
+                notice_frame(
+                    f"[deleted] this session was deleted outside this server (by "
+                    f"{change.origin}); its record is gone — a new message starts it afresh"
+                )
+            ]
+        else:
+            return
+        for frame in frames:
+            self.rt.deliver(sid, {**frame, "sessionId": sid})

@@ -1,0 +1,77 @@
+"""The write that opens a message's turn: one transaction, one trip to the writer
+(docs/storage.md, "A run's writes")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xclaw.errors import StoreError
+from xclaw.runtime.agreement import RunConfig, with_config
+from xclaw.runtime.turn_plan import Turn
+from xclaw.store.base import Store
+from xclaw.store.leases import Lease
+from xclaw.store.model import NewStep, Step, StepType
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What the write that opens a turn did: the steps it settled, the user's message."""
+
+    interrupted: list[Step]
+    message: Step
+
+
+async def open_turn(
+    store: Store,
+    session_id: str,
+    text: Any,
+    *,
+    worker_id: str,
+    ttl_s: float,
+    create: bool,
+    title: str | None,
+    record: RunConfig | None = None,
+) -> tuple[Lease | None, Opened | None]:
+    """The session written if it is new (or titled), its lease taken, what the last run left
+    unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
+    input answers them), and the user's message (`text`, redacted) recorded. Before, these
+    were five store calls, each a thread hop or a commit of its own: the start of a run cost
+    more than its steps (bench/README.md). (None, None): another live worker drives it."""
+    message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
+    marking = Turn.MESSAGE.marking
+
+    def unit() -> tuple[Lease | None, Opened | None]:
+        created = False
+        if create:
+            try:
+                # What it runs with is recorded with it (xclaw/runtime/agreement.py).
+                meta = {} if record is None else with_config({}, record)
+                store.create_session(session_id=session_id, title=title or "", metadata=meta)
+                created = True
+            except StoreError:  # another socket created it a moment ago
+                if title is not None:
+                    store.update_session(session_id, title=title)
+        elif title is not None:
+            store.update_session(session_id, title=title)
+        lease = store.acquire_lease(session_id, worker_id, ttl_s)
+        if lease is None:  # another live worker drives it
+            return None, None
+        if record is not None and not created:
+            meta = store.get_session(session_id).metadata
+            store.update_session(session_id, metadata=with_config(meta, record))
+        # A session this very transaction created has no step to settle (three statements
+        # fewer for every new session's first message).
+        interrupted = (
+            []
+            if created
+            else store.mark_interrupted(
+                session_id,
+                keep_approvals=marking.keep_approvals,
+                approval_output=marking.approval_output,
+                lease=lease,
+            )
+        )
+        return lease, Opened(interrupted, store.add_step(session_id, message, lease=lease))
+
+    return await store.write_stream().put(unit, durable=True)

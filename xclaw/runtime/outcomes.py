@@ -1,0 +1,170 @@
+"""How a run ends when it does not answer: one table from what ended it to the session event
+written and what the clients are told. Adding an outcome is adding a row to OUTCOMES.
+
+The events: stopped by the user (the session waits, Running, for the next instruction; the
+record is not Failed), Failed (with an error frame naming a code of docs/protocol.md), the lease
+lost (another worker drives the session now: nothing written), a shutdown (nothing written here:
+`Runtime.shutdown` marks what was running interrupted, to be resumed after the restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
+from xclaw.errors import Cancelled, LeaseLost, LimitsExceeded, LLMError, StoreError, XclawError
+from xclaw.protocol import error_frame, notice_frame
+from xclaw.recorder.caller import StoreCaller
+from xclaw.runtime.session_frames import status_frame
+from xclaw.store.model import Status
+
+log = logging.getLogger("xclaw.runtime")
+
+CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
+# What an approval still waiting records when the run ends without its answer.
+CANCELLED = answer_output(False, AnsweredBy(CANCEL))
+ENDED = answer_output(False, AnsweredBy(RUN_ENDED))
+
+
+class Event(Enum):
+    STOPPED = "stopped by the user"  # Running, awaiting input; waiting approvals: `cancel`
+    FAILED = "failed"  # Failed, and an error frame; waiting approvals: `run ended`
+    LEASE_LOST = "lease lost"  # nothing written: another worker drives the session now
+    SHUTDOWN = "shutdown"  # nothing written here; the shutdown goes on (re-raised)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One row: a run ended by `ended_by` (or a subclass) writes `event`."""
+
+    ended_by: type[BaseException]
+    event: Event
+    code: str | None = None  # FAILED: the error frame's code (None: the error's own)
+    text: str = "{message}"  # FAILED: the error frame's text ({message}, {kind}, {error})
+    log: str | None = None  # logged at ERROR, with %(session)s and %(message)s
+    traceback: bool = False  # the log line carries the traceback
+
+    def error_frame(self, e: BaseException) -> dict[str, Any]:
+        """The error frame a FAILED outcome sends (redacted whole as it is sent)."""
+        code = self.code or (e.code if isinstance(e, XclawError) else "internal_error")
+        return error_frame(self.text.format(**_fields(e)), code)
+
+
+# First match wins: a row names a class before its base classes (Exception last).
+OUTCOMES: tuple[Outcome, ...] = (
+    Outcome(Cancelled, Event.STOPPED),
+    Outcome(LimitsExceeded, Event.FAILED),  # max_iterations
+    Outcome(LLMError, Event.FAILED, text="LLM call failed: {message}"),  # llm_error
+    Outcome(LeaseLost, Event.LEASE_LOST),  # a write was refused: another worker drives it
+    # e.g. the disk is full: the record refused a write, whole (its code: disk_full, ...)
+    Outcome(
+        StoreError, Event.FAILED, log="event=store_error session=%(session)s error=%(message)r"
+    ),
+    Outcome(asyncio.CancelledError, Event.SHUTDOWN),
+    Outcome(
+        Exception,
+        Event.FAILED,
+        code="internal_error",
+        text="internal error: {kind}: {error}",
+        log="run of session %(session)s crashed",
+        traceback=True,
+    ),
+)
+
+
+def outcome_of(e: BaseException) -> Outcome | None:
+    """The row for `e`; None: not a run's outcome (it goes on up, e.g. KeyboardInterrupt)."""
+    return next((row for row in OUTCOMES if isinstance(e, row.ended_by)), None)
+
+
+class Ending(Protocol):
+    """What writing an outcome works with: the turn's drive (xclaw/runtime/drive.py)."""
+
+    sid: str
+    db: StoreCaller  # carries the run's lease (one driver)
+    worker_id: str
+
+    @property
+    def lost(self) -> str | None:
+        """Why the run's lease was lost, once it was."""
+        ...
+
+    def emit(self, frame: dict[str, Any]) -> None:
+        """To every client of the session, redacted whole."""
+        ...
+
+    def lose_lease(self, why: str) -> None:
+        """Another worker took the session: the run stops at once, its clients are told."""
+        ...
+
+
+async def end_with(e: BaseException, run: Ending) -> bool:
+    """Write and say the outcome `e` ended the run with; False: it is to be raised again."""
+    row = outcome_of(e)
+    if row is None:
+        return False
+    if row.log is not None:
+        fields = {"session": run.sid, "message": _fields(e)["message"]}
+        log.error(row.log, fields, exc_info=e if row.traceback else None)
+    if row.event is Event.STOPPED:
+        await _stop(run)
+    elif row.event is Event.FAILED:
+        await _fail(run, row.error_frame(e))
+    elif row.event is Event.LEASE_LOST:
+        run.lose_lease(_fields(e)["message"])
+    elif row.event is Event.SHUTDOWN:
+        # Stopped because the lease was lost: nothing more to write. Else a shutdown: what
+        # was running stays `running` and is marked interrupted by it.
+        return run.lost is not None
+    return True
+
+
+async def _stop(run: Ending) -> None:
+    """Stopped by the user: the session waits for the next instruction (not Failed)."""
+    db = run.db
+    try:
+        await db(
+            db.store.mark_interrupted, run.sid, keep_approvals=False, approval_output=CANCELLED
+        )
+        session = await db(db.store.transition, run.sid, Status.RUNNING, awaiting_input=True)
+    except LeaseLost as e:
+        _lost_meanwhile(run, e)
+        return
+    run.emit(status_frame(session, busy=False))
+    run.emit(notice_frame(CANCEL_NOTICE))
+
+
+async def _fail(run: Ending, error: dict[str, Any]) -> None:
+    """Failed: what was running is marked interrupted, waiting approvals answered `run
+    ended`; the status is said even when it could not be written (a full disk)."""
+    db, sid = run.db, run.sid
+    try:
+        await db(db.store.mark_interrupted, sid, keep_approvals=False, approval_output=ENDED)
+        session = await db(db.store.get_session, sid)
+        if session.status is not Status.FAILED:
+            await db(db.store.transition, sid, Status.FAILED)
+    except LeaseLost as e:
+        _lost_meanwhile(run, e)
+        return
+    except StoreError as e:  # still cannot write (a full disk): it resumes once it can
+        log.error("could not mark session %s failed: %s", sid, e.message)
+    except Exception:
+        log.exception("could not mark session %s failed", sid)
+    run.emit({"type": "status", "status": Status.FAILED.value})
+    run.emit(error)
+
+
+def _lost_meanwhile(run: Ending, e: LeaseLost) -> None:
+    """Another worker took the session while the outcome was written: it says the rest."""
+    log.warning(
+        "event=lease_lost session=%s worker=%s reason=%r", run.sid, run.worker_id, e.message
+    )
+
+
+def _fields(e: BaseException) -> dict[str, str]:
+    message = e.message if isinstance(e, XclawError) else str(e)
+    return {"message": message, "kind": type(e).__name__, "error": str(e)}

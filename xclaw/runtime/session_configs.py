@@ -1,0 +1,150 @@
+"""What each session's runs drive with on this worker, acted on: the agreement of
+xclaw/runtime/agreement.py (pure) asked with what the store knows, the run given the
+session's model chain and approval policy, a session this worker cannot drive declined, and
+the configuration said once per session (docs/postgres.md, "What a session runs with")."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from xclaw.agent.loop import Policy
+from xclaw.llm.base import Model
+from xclaw.protocol import notice_frame, step_json
+from xclaw.recorder.recorder import Recorder
+from xclaw.runtime.agreement import ALERT, Agreement, RunConfig, agree, recorded_config, with_config
+from xclaw.store.leases import Lease
+from xclaw.store.model import NewStep, Session, StepType
+
+if TYPE_CHECKING:
+    from xclaw.runtime.runs import Run
+    from xclaw.runtime.runtime import Runtime
+
+log = logging.getLogger("xclaw.runtime")
+
+
+class SessionConfigs:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self._chains: dict[tuple[str, ...], Model] = {}
+        self._policies: dict[str, Policy] = {}
+        self._refused: dict[str, RunConfig] = {}  # session -> the configuration refused (said)
+        self._said: dict[str, dict[str, Any]] = {}  # session -> the session_config said last
+
+    async def agreement(self, session: Session | None, *, explicit: bool) -> Agreement:
+        """What a run of `session` drives with here; `explicit`: asked by the user (a message,
+        `xclaw run --session`), not a takeover."""
+        rt = self.rt
+        recorded = None if session is None else recorded_config(session.metadata)
+        mine = rt.run_config
+        live: list[tuple[str, RunConfig]] = []
+        if recorded is not None and not set(recorded.models) <= set(mine.models):
+            live = await rt.db(self._live_configs)  # who else could run it
+        return agree(
+            recorded,
+            mine,
+            available=mine.models,
+            explicit=explicit,
+            explicit_approval=rt.explicit_approval,
+            live=live,
+            worker=rt.worker_id,
+        )
+
+    def _live_configs(self) -> list[tuple[str, RunConfig]]:
+        """The other live workers on this database and what they run with."""
+        out = []
+        for w in self.rt.store.workers():
+            config = RunConfig.from_json(w.info)
+            if w.alive and w.worker_id != self.rt.worker_id and config is not None:
+                out.append((w.worker_id, config))
+        return out
+
+    def declined_before(self, sid: str, agreement: Agreement) -> bool:
+        """This worker declined the session already, for the same configuration."""
+        return agreement.refused and self._refused.get(sid) == agreement.session
+
+    async def equip(
+        self, sid: str, run: Run, agreement: Agreement, lease: Lease | None = None
+    ) -> None:
+        """Give the run the session's model chain and approval policy where they are not this
+        worker's, and record the configuration when it is new (with `lease`: the write of a
+        resume; a message records it in the write that opens its turn)."""
+        rt = self.rt
+        use = agreement.use
+        assert use is not None
+        run.agreement = agreement
+        if use.models != rt.run_config.models:
+            run.model = self._chain(use.models)
+        if use.approval != rt.settings.approval.mode:
+            run.policy = self._policy(use.approval)
+        if lease is not None and agreement.record is not None:
+            session = await rt.db(rt.store.get_session, sid)
+            await rt.db(
+                rt.store.update_session,
+                sid,
+                metadata=with_config(session.metadata, agreement.record),
+            )
+
+    def _chain(self, models: tuple[str, ...]) -> Model:
+        """A model chain of this worker's providers, in the session's order (cached)."""
+        chain = self._chains.get(models)
+        if chain is None:
+            from xclaw.llm.factory import build_model
+
+            settings = self.rt.settings
+            by_spec = {p.model: p for p in settings.providers}
+            providers = tuple(by_spec[m] for m in models)
+            chain = self._chains[models] = build_model(
+                settings.model_copy(update={"providers": providers})
+            )
+        return chain
+
+    def _policy(self, mode: str) -> Policy:
+        """This worker's approval rules under another mode (cached)."""
+        policy = self._policies.get(mode)
+        if policy is None:
+            from xclaw.tools.approval import ApprovalPolicy
+
+            approval = self.rt.settings.approval.model_copy(update={"mode": mode})
+            settings = self.rt.settings.model_copy(update={"approval": approval})
+            policy = self._policies[mode] = ApprovalPolicy.from_settings(settings)
+        return policy
+
+    async def decline(self, sid: str, lease: Lease, agreement: Agreement) -> None:
+        """This worker does not drive the session: it says so (a notice, a session_config
+        alert written under the lease it took) and lets the lease go at once, so the worker
+        that has the session's model takes it (its sweep, or a client's reconnect)."""
+        rt = self.rt
+        details = agreement.alert()
+        try:
+            if details is not None:
+                step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
+                added = await rt.db(rt.store.add_step, sid, step, lease=lease)
+                rt.emit(sid, {"type": "step", "step": step_json(added)})
+        finally:
+            await rt.leases.release(lease)
+        if agreement.session is not None:
+            self._refused[sid] = agreement.session
+        log.warning(
+            "event=config_mismatch session=%s worker=%s session_models=%s worker_models=%s",
+            sid,
+            rt.worker_id,
+            ",".join(agreement.session.models if agreement.session else ()),
+            ",".join(rt.run_config.models),
+        )
+        if (words := agreement.notice()) is not None:
+            rt.emit(sid, notice_frame(words))
+
+    async def announce(self, sid: str, run: Run, recorder: Recorder) -> None:
+        """Driven with the session's configuration, not this worker's (or changed by the
+        user's message): said to the clients and in the record, as the run starts. Once per
+        session and worker: a session driven here run after run with its own configuration
+        does not gather an alert per turn."""
+        agreed = run.agreement
+        said = None if agreed is None else agreed.alert()
+        if agreed is None or said is None or self._said.get(sid) == said:
+            return
+        if (words := agreed.notice()) is not None:
+            self.rt.emit(sid, notice_frame(words))
+        await recorder.alert(ALERT, said)
+        self._said[sid] = said

@@ -1,0 +1,70 @@
+"""What a client is shown of a session's state: the `status` frame and the `history` frame
+(docs/protocol.md), built from values (the runtime reads them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from xclaw.llm.context import SUMMARY_PREFIX
+from xclaw.messages import AssistantMessage, message_to_json
+from xclaw.recorder.history import History, seed_history
+from xclaw.recorder.redact import Redactor
+from xclaw.store.model import Session, Step, StepStatus, session_state
+
+
+def status_frame(session: Session, *, busy: bool) -> dict[str, Any]:
+    """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
+    state = session_state(session, busy=busy)
+    return {
+        "type": "status",
+        "status": session.status.value,
+        "awaitingInput": session.awaiting_input,
+        "busy": busy,
+        "state": state.key,
+        "stateText": state.text,
+    }
+
+
+def history_frame(
+    session_id: str, steps: Sequence[Step], hist: History, *, busy: bool, redact: Redactor
+) -> dict[str, Any]:
+    """The `history` frame: `hist` (rebuilt from `steps` with new_input) as the seed's
+    content and as structured messages, the calls of a run in flight shown running."""
+    structured = []
+    by_call = {s.call_id: s for s in steps if s.call_id and s.step_type.value == "tool_call"}
+    # The calls of the turn in flight: those without a step yet wait for an approval (or
+    # for their turn), not "never executed".
+    last_calls = next(
+        (
+            {c.id for c in m.tool_calls}
+            for m in reversed(hist.messages)
+            if isinstance(m, AssistantMessage)
+        ),
+        set(),
+    )
+    for m in hist.messages:
+        item = message_to_json(m)
+        if item["kind"] == "user" and str(item.get("text", "")).startswith(SUMMARY_PREFIX):
+            # What compaction put in place of the older turns: not something the user typed.
+            item = {"kind": "summary", "text": item["text"][len(SUMMARY_PREFIX) :].strip()}
+        if item["kind"] == "tool_result":
+            call = by_call.get(item["tool_call_id"])
+            if call is not None:
+                item["stepId"] = call.display_id
+            pending = (
+                call.status is StepStatus.RUNNING if call else item["tool_call_id"] in last_calls
+            )
+            if busy and pending:
+                # Still running or waiting (a refresh is not a crash): no result yet.
+                item.update(running=True, content="", is_error=False)
+        structured.append(item)
+
+    return {
+        "type": "history",
+        "sessionId": session_id,
+        # Redacted before it is JSON text (a secret with `"` in it is escaped there).
+        "content": json.dumps(redact(seed_history(hist.messages)), ensure_ascii=False),
+        "messages": redact(structured),
+    }

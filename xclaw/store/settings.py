@@ -1,0 +1,25 @@
+"""What xclaw.yaml says about the database (docs/storage.md) and the leases several workers
+share it by (docs/postgres.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from xclaw.section import Default, Env, Number, Section, Text
+
+
+class StoreSettings(Section):
+    # A SQLite path or a postgresql:// URL (its default, under home, is filled in by Settings).
+    database: Annotated[Text, Env("XCLAW_DB"), Default("`$XCLAW_HOME/xclaw.db`")]
+    # How long a silent worker keeps its sessions' leases (renewed every third of it).
+    lease_ttl_s: Annotated[Number, Field(ge=0.5), Env("XCLAW_LEASE_TTL_S")] = 15.0
+    # The sweep of sessions left Running by a dead worker: how long they wait for a client,
+    # how often each worker looks (None: the lease TTL).
+    sweep_grace_s: Annotated[
+        Annotated[Number, Field(ge=0)] | None, Env("XCLAW_SWEEP_GRACE_S"), Default("the lease TTL")
+    ] = None
+    sweep_every_s: Annotated[
+        Annotated[Number, Field(gt=0)] | None, Env("XCLAW_SWEEP_EVERY_S"), Default("the lease TTL")
+    ] = None
