@@ -344,6 +344,28 @@ def test_a_variable_form_not_understood_is_refused_and_defaults_work(
             settings_from(tmp_path, f"mcp_servers:\n  x: {{command: c, env: {{K: '{bad}'}}}}\n")
 
 
+def test_first_tool_choice_is_an_openai_provider_option(tmp_path: Path) -> None:
+    """A small local model that chats instead of acting can be made to start each turn with a
+    tool call: `required` (any tool) or a tool's name, on an openai: provider entry."""
+    s = settings_from(
+        tmp_path,
+        "providers:\n"
+        "  - {model: openai:gemma, base_url: 'http://127.0.0.1:8080/v1', first_tool_choice: shell}\n"
+        "  - {model: openai:qwen, base_url: 'http://127.0.0.1:8081/v1', first_tool_choice: required}\n"
+        "  - openai:other\n",
+    )
+    assert [p.first_tool_choice for p in s.providers] == ["shell", "required", None]
+    for bad, words in (
+        ("providers:\n  - {model: anthropic:x, first_tool_choice: shell}\n", "openai: provider"),
+        ("providers:\n  - {model: openai:x, first_tool_choice: ''}\n", "first_tool_choice"),
+        ("providers:\n  - {model: openai:x, first_tool_choice: [shell]}\n", "first_tool_choice"),
+        ("providers:\n  - {model: openai:x, first_tool_choice: none}\n", "first_tool_choice"),
+        ("providers:\n  - {model: openai:x, first_tool_choise: shell}\n", "first_tool_choice"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            settings_from(tmp_path, bad)
+
+
 # Modules that touch the process environment for something that is no setting, and why.
 ENVIRONMENT_USERS = {
     "config.py": "reads the settings (the one place that does)",

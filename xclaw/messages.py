@@ -126,13 +126,16 @@ class Usage:
     """Tokens of one call. `prompt_tokens` counts every input token sent, cached or not;
     `cache_read_tokens` and `cache_write_tokens` are the parts of it read from / written to
     the provider's prompt cache (OpenAI reports reads only). `reasoning_tokens` is the part
-    of `completion_tokens` spent thinking, when the provider says."""
+    of `completion_tokens` spent thinking, when the provider says. `estimated`: the provider
+    reported no counts (llama-cpp-python's server while streaming), these are xclaw's estimate
+    (~4 characters a token); a sum with any estimated part is estimated."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -141,17 +144,22 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.estimated or other.estimated,
         )
 
-    def to_json(self) -> dict[str, int]:
-        """As stored in an llm_call step's output_data["usage"] (docs/storage.md)."""
-        return {
+    def to_json(self) -> dict[str, Any]:
+        """As stored in an llm_call step's output_data["usage"] (docs/storage.md);
+        `"estimated": true` only on an estimate."""
+        out: dict[str, Any] = {
             "input": self.prompt_tokens,
             "output": self.completion_tokens,
             "cache_read": self.cache_read_tokens,
             "cache_write": self.cache_write_tokens,
             "reasoning": self.reasoning_tokens,
         }
+        if self.estimated:
+            out["estimated"] = True
+        return out
 
     @classmethod
     def from_json(cls, d: Any) -> Usage:
@@ -162,7 +170,14 @@ class Usage:
             v = d.get(key)
             return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
-        return cls(n("input"), n("output"), n("cache_read"), n("cache_write"), n("reasoning"))
+        return cls(
+            n("input"),
+            n("output"),
+            n("cache_read"),
+            n("cache_write"),
+            n("reasoning"),
+            d.get("estimated") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,13 +44,22 @@ def title_from_message(text: str) -> str:
 
 def step_usage(step: Step) -> Usage | None:
     """An llm_call's tokens: the full breakdown recorded in output_data["usage"] (cache
-    reads/writes, reasoning), else the two token columns; None for other steps."""
+    reads/writes, reasoning; an estimate says so), else the two token columns (NULL:
+    unknown, shown as nothing); None for other steps."""
     if step.step_type is not StepType.LLM_CALL:
         return None
     out = step.output_data if isinstance(step.output_data, dict) else {}
     if isinstance(out.get("usage"), dict):
         return Usage.from_json(out["usage"])
-    return Usage(step.token_usage_prompt, step.token_usage_completion)
+    return Usage(step.token_usage_prompt or 0, step.token_usage_completion or 0)
+
+
+def step_endpoint(step: Step) -> str:
+    """The server that answered, when a base URL was configured ("" for the provider's own
+    API, and for steps recorded before it was)."""
+    out = step.output_data if isinstance(step.output_data, dict) else {}
+    endpoint = out.get("endpoint")
+    return endpoint if isinstance(endpoint, str) else ""
 
 
 def step_model(step: Step) -> str:
@@ -67,7 +76,7 @@ def step_cost(step: Step, usage: Usage | None = None) -> float | None:
         usage = step_usage(step)
     if usage is None or not (usage.prompt_tokens or usage.completion_tokens):
         return None
-    return prices.active().cost(step_model(step), usage)
+    return prices.active().cost(step_model(step), usage, endpoint=step_endpoint(step))
 
 
 @dataclass(frozen=True)
@@ -109,22 +118,26 @@ def session_cost(steps: Iterable[Step]) -> SessionCost:
 
 
 def format_usage(usage: Usage, cost: float | None = None) -> str:
-    """`12.3k in (10.1k cached, 1.2k written) → 312 out · $0.0123`; empty without tokens."""
+    """`12.3k in (10.1k cached, 1.2k written) → 312 out · $0.0123`; empty without tokens;
+    `~812 in → ~40 out (estimated)` when the provider reported no counts."""
     if not (usage.prompt_tokens or usage.completion_tokens):
         return ""
+    about = "~" if usage.estimated else ""
     cache = []
     if usage.cache_read_tokens:
         cache.append(f"{_count(usage.cache_read_tokens)} cached")
     if usage.cache_write_tokens:
         cache.append(f"{_count(usage.cache_write_tokens)} written")
-    text = f"{_count(usage.prompt_tokens)} in"
+    text = f"{about}{_count(usage.prompt_tokens)} in"
     if cache:
         text += f" ({', '.join(cache)})"
-    text += f" → {_count(usage.completion_tokens)} out"
+    text += f" → {about}{_count(usage.completion_tokens)} out"
     if usage.reasoning_tokens:
         text += f" ({_count(usage.reasoning_tokens)} reasoning)"
+    if usage.estimated:
+        text += " (estimated)"
     if cost is not None:
-        text += f" · {prices.format_cost(cost)}"
+        text += f" · {about}{prices.format_cost(cost)}"
     return text
 
 
@@ -332,15 +345,15 @@ def _tree_label(step: Step) -> str:
     tail = []
     if step.duration_ms is not None:
         tail.append(f"{step.duration_ms} ms")
-    tokens = step.token_usage_prompt + step.token_usage_completion
-    if tokens:
-        tail.append(f"{step.token_usage_prompt}+{step.token_usage_completion} tok")
-        usage = step_usage(step)
-        if usage is not None and usage.cache_read_tokens:
+    usage = step_usage(step)
+    if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+        about = "~" if usage.estimated else ""
+        tail.append(f"{about}{usage.prompt_tokens}+{about}{usage.completion_tokens} tok")
+        if usage.cache_read_tokens:
             tail.append(f"{usage.cache_read_tokens} cached")
-        cost = step_cost(step)
+        cost = step_cost(step, usage)
         if cost is not None:
-            tail.append(prices.format_cost(cost))
+            tail.append(about + prices.format_cost(cost))
     state = _state_word(step)
     if state:
         tail.append(state)
@@ -391,7 +404,8 @@ def relative_time(ms: int, now_ms: int) -> str:
 def _session_tokens(c: SessionCost | None) -> str:
     if c is None or not (c.usage.prompt_tokens or c.usage.completion_tokens):
         return "-"
-    text = f"{_count(c.usage.prompt_tokens)}/{_count(c.usage.completion_tokens)}"
+    about = "~" if c.usage.estimated else ""
+    text = f"{about}{_count(c.usage.prompt_tokens)}/{about}{_count(c.usage.completion_tokens)}"
     if c.usage.cache_read_tokens:
         share = 100 * c.usage.cache_read_tokens / max(1, c.usage.prompt_tokens)
         text += f" ({share:.0f}% cached)"

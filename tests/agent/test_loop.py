@@ -138,6 +138,9 @@ class Observer:
     async def llm_thinking_discarded(self) -> None:
         pass
 
+    async def llm_notice(self, text: str) -> None:
+        self.events.append(f"{self.prefix}notice {text}")
+
     def recorded_signature(self, call: ToolCall) -> str:
         return call_signature(call.name, call.input)
 
@@ -632,3 +635,60 @@ async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(
     assert tool.runs == 60 and [e for e in events if e.startswith("RUN")] == [
         f"RUN {i}" for i in range(60)
     ]
+
+
+async def test_a_turns_first_call_is_marked_and_no_other(tmp_path: Path) -> None:
+    """`turn_start` (what a provider's first_tool_choice acts on) is set on the call that
+    answers the user's message, not on the calls after tool results, not on a summary."""
+    events: list[str] = []
+    model = script(
+        LLMResponse("", (call("a", n=1),)),
+        LLMResponse("done"),
+        LLMResponse("summary"),
+        LLMResponse("again"),
+    )
+    agent, _ = make_agent(model, events, tmp_path)
+    messages: list[Any] = []
+    await agent.run(messages, user_text="go")
+    await agent.compact(messages)
+    messages.append(UserMessage("next"))
+    await agent.run(messages)
+    assert [r.turn_start for r in model.requests] == [True, False, False, True]
+
+
+async def test_the_window_a_server_reports_caps_the_configured_one(tmp_path: Path) -> None:
+    """A local server serving a 6k window while xclaw.yaml says (by default) 150k: the
+    conversation is fitted into the 6k the server reports; a larger reported window does not
+    raise a smaller configured one."""
+
+    def long_history() -> list[Any]:
+        messages: list[Any] = [UserMessage("the task")]
+        for i in range(200):
+            messages += [
+                AssistantMessage("", (call(f"c{i}", n=i),)),
+                ToolResultMessage(f"c{i}", "count", "x" * 400),
+            ]
+        return [*messages, UserMessage("latest question")]
+
+    for reported, configured, trimmed in (
+        (6_000, 150_000, True),
+        (150_000, 6_000, True),
+        (None, 150_000, False),
+    ):
+        model = script(LLMResponse("short answer"))
+        asked: list[int] = []
+
+        async def context_window(
+            value: int | None = reported, asked: list[int] = asked
+        ) -> int | None:
+            asked.append(1)
+            return value
+
+        model.context_window = context_window  # type: ignore[attr-defined]
+        config = AgentConfig(context_window_tokens=configured, max_tokens=1_000, compact_at=None)
+        agent, _ = make_agent(model, [], tmp_path, config=config)
+        messages = long_history()
+        await agent.run(messages)
+        sent = model.requests[0].messages
+        assert (len(sent) < len(messages) // 4) is trimmed, (reported, configured)
+        assert asked == [1]

@@ -72,7 +72,17 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
         "XCLAW_DB": str(db),
     }
     xclaw("run", "--approval", "yolo", "write a file", env=env, cwd=tmp_path)
-    sid = sqlite3.connect(db).execute("SELECT session_id FROM sessions").fetchone()[0]
+    conn = sqlite3.connect(db)
+    sid = conn.execute("SELECT session_id FROM sessions").fetchone()[0]
+    # An llm_call whose server reported no usage: its token columns are NULL (unknown), which
+    # every copy must keep as NULL, not turn into a 0.
+    with conn:
+        conn.execute(
+            "UPDATE traces SET token_usage_prompt = NULL, token_usage_completion = NULL "
+            "WHERE session_id = ? AND seq = 2",
+            (sid,),
+        )
+    conn.close()
     xclaw("fork", sid, "s0003", "--title", "the fork", env=env, cwd=tmp_path)
     return db, env, sid
 
@@ -108,6 +118,7 @@ def test_export_all_and_import_keep_ids_then_remap_on_conflict(recorded, tmp_pat
     )
     assert [d["remapped"] for d in first] == [False, False]
     assert sqlite_rows(target, sid) == sqlite_rows(db, sid)  # every column, ids included
+    assert sqlite_rows(target, sid)[1][-2:] == (None, None)  # unknown tokens stay unknown
     # Again into the same database: the ids are taken, so both get new ones, and the fork
     # points at the new copy of its parent.
     second = json.loads(

@@ -530,7 +530,9 @@ class FakeCall:
 class Reply:
     text: str = ""
     tool_calls: list[FakeCall] = field(default_factory=list)
-    usage: tuple[int, int] = (11, 7)  # (input/prompt tokens, output/completion tokens)
+    # (input/prompt tokens, output/completion tokens); None (OpenAI wire only): no usage
+    # chunk even when asked, as llama-cpp-python's server streams.
+    usage: tuple[int, int] | None = (11, 7)
     words_per_chunk: int = 1
     status: int = 200
     error: str = ""  # the provider's error message for a non-200 status
@@ -600,7 +602,9 @@ class _FakeServer:
         validate: bool = True,
         default: Reply | None = None,
         cache_accounting: bool = False,
+        port: int = 0,
     ) -> None:
+        self._bind_port = port  # 0: any free port; a chosen one, to start a server late
         # Anthropic only: input tokens and cache reads/writes computed from the request
         # itself (PromptCache) instead of the scripted Reply.usage.
         self.cache = PromptCache() if cache_accounting else None
@@ -629,7 +633,7 @@ class _FakeServer:
             def do_POST(self) -> None:
                 fake._handle(self)
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", self._bind_port), Handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -874,7 +878,7 @@ class FakeOpenAIServer(_FakeServer):
                 for frag in call.pieces()
             ]
         out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and reply.usage is not None:
             p, c = reply.usage
             out.append(
                 (
@@ -938,7 +942,7 @@ class FakeAnthropicServer(_FakeServer):
         def ev(data: dict[str, Any]) -> tuple[str, str]:
             return data["type"], json.dumps(data)
 
-        p, c = reply.usage
+        p, c = reply.usage or (0, 0)  # Anthropic always sends usage
         read, write = reply.cache_read_tokens, reply.cache_write_tokens
         if self.cache is not None:
             p, read, write = self.cache.account(body)

@@ -205,6 +205,9 @@ class FaultProxy:
             def do_POST(self) -> None:
                 proxy._handle(self)
 
+            def do_GET(self) -> None:
+                proxy._handle(self)
+
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
@@ -217,6 +220,9 @@ class FaultProxy:
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
+        if not h.path.rstrip("/").endswith(("/chat/completions", "/messages")):
+            self._pass_through(h, body)  # e.g. xclaw asking the server for its context window
+            return
         with self._lock:
             self.count += 1
             n = self.count
@@ -259,3 +265,17 @@ class FaultProxy:
                 h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _pass_through(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        """Any other request goes to the server as it is, uncounted and unaltered."""
+        conn = http.client.HTTPConnection(self.upstream, timeout=60)
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
+        conn.request(h.command, h.path, body=body or None, headers=headers)
+        up = conn.getresponse()
+        payload = up.read()
+        conn.close()
+        h.send_response(up.status)
+        h.send_header("content-type", up.getheader("content-type") or "application/json")
+        h.send_header("content-length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)

@@ -252,3 +252,25 @@ async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
     with pytest.raises(Cancelled):
         await fast_retries(model(anthropic_server)).complete(REQ, stop)
     assert len(anthropic_server.requests) == 1
+
+
+async def test_calls_share_one_tls_context(
+    anthropic_server: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for OpenAI (tests/llm/test_openai.py): no call after the first loads the CA bundle."""
+    import ssl
+
+    loads: list[int] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *a: object, **kw: object) -> None:
+        loads.append(1)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    anthropic_server.default = Reply(text="hi")
+    m = model(anthropic_server)
+    await m.complete(REQ)
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    for _ in range(3):
+        await m.complete(REQ)
+    assert loads == []

@@ -14,6 +14,7 @@ from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import OpenAIModel, openai_request
 from xclaw.llm.retry import PartialReplyError, RetryingModel
+from xclaw.llm.wire import public_endpoint
 from xclaw.messages import UserMessage
 
 
@@ -243,3 +244,152 @@ async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
     with pytest.raises(Cancelled):
         await fast_retries(model(openai_server)).complete(REQ, stop)
     assert len(openai_server.requests) == 1
+
+
+async def test_first_tool_choice_forces_the_first_call_of_a_turn_only(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """`first_tool_choice` is sent on a turn's first call (the last message is the user's),
+    never on the calls after a tool result: a forced call on every call would never end."""
+    openai_server.default = Reply(text="ok")
+    named = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="shell")
+    anyone = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="required")
+    plain = model(openai_server)
+    first = LLMRequest(
+        system="s", messages=(UserMessage("go"),), tools=(SHELL, READ), turn_start=True
+    )
+    later = LLMRequest(system="s", messages=tool_history(), tools=(SHELL, READ))
+    for m in (named, anyone, plain):
+        await m.complete(first)
+        await m.complete(later)
+    sent = [b.get("tool_choice", "-") for b in openai_server.requests]
+    assert sent == [
+        {"type": "function", "function": {"name": "shell"}},
+        "-",
+        "required",
+        "-",
+        "-",
+        "-",
+    ]
+
+
+async def test_first_tool_choice_naming_no_tool_fails_in_words(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    m = OpenAIModel("m", base_url=openai_server.url, first_tool_choice="shel")
+    req = LLMRequest(
+        system="s", messages=(UserMessage("go"),), tools=(SHELL, READ), turn_start=True
+    )
+    with pytest.raises(LLMError) as e:
+        await fast_retries(m).complete(req)
+    assert not e.value.retryable and not openai_server.requests
+    assert "first_tool_choice" in e.value.message and "'shel'" in e.value.message
+    assert "shell, read_file" in e.value.message
+    # Without tools (a summary call) nothing is forced.
+    openai_server.push(Reply(text="summary"))
+    await m.complete(LLMRequest(system="s", messages=(UserMessage("go"),), turn_start=True))
+    assert "tool_choice" not in openai_server.requests[0]
+
+
+async def test_raw_newlines_in_argument_strings_are_taken_as_written(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """Local models (llama.cpp's JSON grammar lets them) write file contents and commands with
+    raw newlines inside JSON strings: strict JSON refuses the control character, the intent is
+    plain. Read as written; sent back as valid JSON."""
+    openai_server.push(
+        Reply(tool_calls=[FakeCall("shell", arguments='{"command": "printf a\nb"}', id="c1")])
+    )
+    r = await model(openai_server).complete(REQ)
+    assert r.tool_calls[0].input == {"command": "printf a\nb"}
+
+
+async def test_an_assistant_tool_call_without_text_is_sent_with_empty_content() -> None:
+    """`content: null` beside `tool_calls` is valid for OpenAI, but llama-cpp-python's server
+    refuses it (HTTP 500, "Input should be a valid string"); an empty string suits both."""
+    body = openai_request("m", LLMRequest(system="s", messages=tool_history(), tools=(SHELL,)))
+    calls = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [m["content"] for m in calls] == ["Let me look.", "", ""]
+
+
+async def test_a_server_that_reports_no_usage_gets_an_estimate_flagged_as_such(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """llama-cpp-python streams no usage, even asked with `stream_options`: the counts are
+    then xclaw's estimate and say so, never a zero that reads as a fact."""
+    openai_server.push(Reply(text="Hello there, how are you today?", usage=None))
+    r = await model(openai_server).complete(REQ)
+    assert r.usage.estimated and r.usage.prompt_tokens > 10 and r.usage.completion_tokens > 3
+    assert r.usage.to_json()["estimated"] is True
+    openai_server.push(Reply(text="counted", usage=(321, 5)))
+    r = await model(openai_server).complete(REQ)
+    assert not r.usage.estimated and "estimated" not in r.usage.to_json()
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (321, 5)
+
+
+async def test_the_answering_endpoint_is_named_without_its_credentials(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """The response names the server that answered (what a price applies to): the configured
+    base URL without user, password or query; nothing for the provider's own API."""
+    openai_server.push(Reply(text="hi"))
+    m = OpenAIModel("m", base_url=openai_server.url + "/")
+    assert (await m.complete(REQ)).endpoint == openai_server.url
+    assert OpenAIModel("m").endpoint == ""
+    assert public_endpoint("https://u:p@llm.lan:8443/v1/?key=s3cret#x") == "https://llm.lan:8443/v1"
+
+
+async def test_an_empty_stream_from_a_local_server_says_what_it_usually_means(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """llama-cpp-python answers a request that fails inside it (a prompt over its --n_ctx,
+    an `auto` tool choice it cannot stream) with a 200 and an empty stream: still a
+    retryable cut-off, but the message says where to look."""
+    openai_server.push(Reply(raw_body=b""))
+    with pytest.raises(LLMError) as e:
+        await model(openai_server).complete(REQ)
+    assert "cut off" in e.value.message and "empty event stream" in e.value.message
+    assert "context_window_tokens" in e.value.message and e.value.retryable
+
+
+async def test_a_prompt_refused_for_its_length_teaches_the_window(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """A 400 naming the window (OpenAI's wording, which vLLM and llama-cpp-python share):
+    the call fails, and the window is known for the next run."""
+    openai_server.push(
+        Reply.fail(
+            400,
+            "This model's maximum context length is 4096 tokens. However, you requested 9000 "
+            "tokens (8900 in the messages, 100 in the completion).",
+        )
+    )
+    m = model(openai_server)
+    with pytest.raises(LLMError) as e:
+        await fast_retries(m).complete(REQ)
+    assert not e.value.retryable and len(openai_server.requests) == 1
+    assert await m.context_window() == 4096
+
+
+async def test_calls_share_one_tls_context(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call opens its own SDK client; building a TLS context for it (loading the CA
+    bundle) cost 20-50 ms a call here, more than the rest of xclaw's work in a step. One
+    context per process: no call after the first loads certificates again."""
+    import ssl
+
+    loads: list[int] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *a: object, **kw: object) -> None:
+        loads.append(1)
+        real(self, *a, **kw)  # type: ignore[arg-type]
+
+    openai_server.default = Reply(text="hi")
+    m = model(openai_server)
+    await m.complete(REQ)
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    for _ in range(3):
+        await m.complete(REQ)
+    assert loads == []

@@ -216,3 +216,107 @@ async def test_a_fallback_takes_back_each_thought_once() -> None:
     second = RetryingModel(Thinker("b", []), retries=1, sleep=Sleeps())
     seen = await _seen(FallbackChain([first, second]))
     assert seen == ["a thought 1", "<discarded>", "a thought 2", "<discarded>", "b thought 1"]
+
+
+# --- a model server that is still starting --------------------------------------------------
+
+
+class Clock:
+    """Time that passes only when the model sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def starting(msg: str = "connection failed: [Errno 111] Connection refused") -> ProviderError:
+    return ProviderError(msg, retryable=True, provider="p", starting=True)
+
+
+async def collect_notices(coro):
+    from xclaw.llm.base import notice_sink
+
+    notices: list[str] = []
+
+    async def sink(text: str) -> None:
+        notices.append(text)
+
+    token = notice_sink.set(sink)
+    try:
+        return await coro, notices
+    finally:
+        notice_sink.reset(token)
+
+
+async def test_a_server_still_starting_is_waited_for_with_one_notice() -> None:
+    """Connection refused (a llama-cpp-python or vLLM server loading its model) or a 503
+    "Loading model" (llama-server): waited for up to `startup_wait`, polled every second or
+    two, with one notice — not counted against the retries, and the call then succeeds."""
+    clock = Clock()
+    inner = Flaky("openai:gemma", [starting() for _ in range(12)])
+    inner.endpoint = "http://127.0.0.1:8080/v1"  # type: ignore[attr-defined]
+    m = RetryingModel(inner, retries=0, sleep=clock.sleep, clock=clock, startup_wait=60)
+    response, notices = await collect_notices(m.complete(REQ))
+    assert response.text == "answer" and inner.calls == 13
+    assert len(notices) == 1
+    assert "http://127.0.0.1:8080/v1" in notices[0] and "60 s" in notices[0]
+    assert "Connection refused" in notices[0]
+    assert all(0.5 <= s <= 2.0 for s in clock.sleeps) and clock.now < 60
+
+
+async def test_waiting_for_a_starting_server_is_bounded() -> None:
+    clock = Clock()
+    inner = Flaky("openai:gemma", [starting() for _ in range(1000)])
+    m = RetryingModel(inner, retries=3, sleep=clock.sleep, clock=clock, startup_wait=30)
+    with pytest.raises(LLMError) as e:
+        await m.complete(REQ)
+    assert "did not come up within 30 s" in e.value.message
+    assert "Connection refused" in e.value.message
+    assert 30 <= clock.now <= 33
+    # Without a startup wait (the default of RetryingModel itself), it is an ordinary retry.
+    inner = Flaky("openai:gemma", [starting() for _ in range(10)])
+    with pytest.raises(LLMError, match="gave up after 2 attempts"):
+        await RetryingModel(inner, retries=1, sleep=Sleeps()).complete(REQ)
+
+
+async def test_a_real_server_that_starts_late_and_says_loading_is_waited_for() -> None:
+    """Through the real SDK: nothing listens on the port for a while (connection refused),
+    then the server answers 503 "Loading model" twice (as llama-server does), then it works;
+    no retry is spent on any of it."""
+    import asyncio
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    m = RetryingModel(
+        OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=5),
+        retries=0,
+        startup_wait=30,
+    )
+    srv = FakeOpenAIServer(port=port)
+    srv.push(
+        Reply.fail(503, "Loading model"),
+        Reply.fail(503, "Loading model"),
+        Reply(text="up now"),
+    )
+
+    async def start_late() -> None:
+        await asyncio.sleep(1.5)
+        srv.__enter__()
+
+    late = asyncio.create_task(start_late())
+    try:
+        response, notices = await collect_notices(m.complete(REQ))
+    finally:
+        await late
+        srv.__exit__(None, None, None)
+    assert response.text == "up now" and len(srv.requests) == 3
+    assert len(notices) == 1 and f"127.0.0.1:{port}" in notices[0]

@@ -97,3 +97,70 @@ async def test_the_cache_read_share_stays_high_across_a_compaction() -> None:
     after = [u for _, u in log[at + 1 :]]
     assert len(after) >= 5 and _share(after) >= 0.8
     assert _share([u for _, u in log[1:]]) >= 0.8
+
+
+async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
+    tmp_path: Path,
+) -> None:
+    """A local server named like a hosted model (`openai:gpt-4o` at a loopback base URL) that
+    streams no usage: the token columns hold NULL (unknown), output_data.usage holds xclaw's
+    estimate flagged `estimated`, and no view prices it at OpenAI's rates or shows a 0."""
+    import sqlite3
+
+    from xclaw.config import Settings
+    from xclaw.llm.registry import entry
+    from xclaw.protocol import step_json
+    from xclaw.runtime.runtime import Runtime
+    from xclaw.store import open_store
+    from xclaw.views import format_sessions, format_steps, format_tree
+
+    with FakeOpenAIServer() as srv:
+        srv.push(
+            Reply(text="Hello from a small local model.", usage=None),
+            Reply(text="Counted this time.", usage=(100, 20)),
+        )
+        settings = Settings(
+            home=tmp_path,
+            database=str(tmp_path / "x.db"),
+            workspace_root=tmp_path / "ws",
+            providers=(entry("openai:gpt-4o", {"base_url": srv.url}),),
+            llm_retries=0,
+        )
+        runtime = Runtime(open_store(settings.database), settings)
+        session, _ = await runtime.open(None)
+        sid = session.session_id
+        for text in ("hi", "again"):
+            await runtime.send(sid, text)
+            await runtime.wait_idle(sid)
+        steps = runtime.store.steps(sid)
+        sessions = runtime.store.list_sessions()
+        tree = runtime.store.step_tree(sid)
+        await runtime.shutdown()
+        runtime.store.close()
+
+    first, second = (s for s in steps if s.step_type is StepType.LLM_CALL)
+    assert (first.token_usage_prompt, first.token_usage_completion) == (None, None)
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        rows = db.execute(
+            "SELECT token_usage_prompt, token_usage_completion FROM traces "
+            "WHERE step_type = 'llm_call' ORDER BY seq"
+        ).fetchall()
+    assert rows == [(None, None), (100, 20)]
+    usage = first.output_data["usage"]
+    assert usage["estimated"] is True and usage["input"] > 0 and usage["output"] > 0
+    assert first.output_data["endpoint"] == srv.url
+    assert "estimated" not in second.output_data["usage"]
+
+    frame = step_json(first)
+    assert frame["tokens"] == {"prompt": None, "completion": None}
+    assert frame["usage"]["estimated"] is True and frame["cost"] is None
+    assert step_json(second)["cost"] is None  # counted, but a local server has no price
+
+    totals = session_cost(steps)
+    assert totals.cost is None and totals.unpriced == 2 and totals.usage.estimated
+    assert totals.to_json()["usage"]["estimated"] is True
+    listing = format_steps(steps, sid)
+    assert f"~{usage['input']} in → ~{usage['output']} out (estimated)" in listing
+    assert "$" not in listing
+    assert "~" in format_sessions(sessions, costs={sid: totals})
+    assert f"~{usage['input']}+~{usage['output']} tok" in format_tree(tree)

@@ -369,3 +369,45 @@ async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
     [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
     assert chat.attributes["gen_ai.response.id"] == expected
     assert chat.attributes["xclaw.provider.request_id"] == "req_fake_1"
+
+
+def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
+    """A server that reported no usage: no gen_ai.usage.* counts (they are facts in the
+    GenAI conventions); xclaw's estimate goes in its own, marked attributes."""
+    sid = store.create_session().session_id
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
+    llm = store.begin_step(
+        sid, NewStep(StepType.LLM_CALL, "openai:gemma", {"model": "openai:gemma"}, user.step_id)
+    )
+    store.complete_step(
+        sid,
+        llm.seq,
+        output_data={
+            "text": "hello",
+            "model": "openai:gemma",
+            "stop_reason": "stop",
+            "tool_calls": [],
+            "usage": {
+                "input": 80,
+                "output": 3,
+                "cache_read": 0,
+                "cache_write": 0,
+                "reasoning": 0,
+                "estimated": True,
+            },
+            "endpoint": "http://127.0.0.1:8080/v1",
+        },
+        token_usage_prompt=None,
+        token_usage_completion=None,
+        session_status=Status.SUCCESS,
+    )
+    [turn] = split_turns(store.steps(sid))
+    (chat,) = [s for s in turn_spans(sid, turn) if s.name == "chat gemma"]
+    attrs = chat.attributes
+    assert "gen_ai.usage.input_tokens" not in attrs and "gen_ai.usage.output_tokens" not in attrs
+    assert attrs["xclaw.usage.estimated"] is True
+    assert (
+        attrs["xclaw.usage.estimated_input_tokens"],
+        attrs["xclaw.usage.estimated_output_tokens"],
+    ) == (80, 3)
+    assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", 8080)

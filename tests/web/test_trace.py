@@ -186,6 +186,42 @@ def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_c
     shot(page, "approval-cancelled-elsewhere")
 
 
+def test_tokens_a_server_did_not_report_read_as_estimated(tmp_path, new_page, shot):
+    """A local server that streams no usage (llama-cpp-python): the trace row, its detail
+    and the header say `~N` and "estimated", never `0`, and no cost is shown."""
+    from dataclasses import dataclass
+
+    from tests.gateway.harness import Server
+    from tests.llm.fakes import FakeOpenAIServer, Reply
+
+    with FakeOpenAIServer() as model:
+        model.default = Reply(text="Hello from a small local model.", usage=None)
+
+        @dataclass
+        class LocalModelServer(Server):
+            def env(self) -> dict[str, str]:
+                return {
+                    **super().env(),
+                    "XCLAW_MODEL": "openai:gpt-4o",
+                    "OPENAI_BASE_URL": model.url,
+                }
+
+        server = LocalModelServer(root=tmp_path / "srv", script=None, approval="yolo").start()
+        try:
+            app = App(new_page(), server).open()
+            app.send_and_wait("hi", "Hello from a small local model.")
+            row = app.step("s0002").locator(":scope > .trace-row .step-tok")
+            expect(row).to_contain_text("~")
+            expect(row).to_contain_text("(estimated)")
+            expect(row).not_to_contain_text("$")
+            detail = app.open_step("s0002")
+            expect(detail.locator(".step-facts")).to_contain_text("estimated")
+            expect(app.page.locator("#trace-stats")).to_contain_text("~")
+            shot(app.page, "trace-estimated-tokens")
+        finally:
+            server.kill()
+
+
 def test_an_approval_given_on_the_page_says_who_answered(serve, new_page, shot):
     """The record says who decided (docs/approval.md): the trace shows an approval given on
     the page as a person on the web page, and the approval step's detail says so."""

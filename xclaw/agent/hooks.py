@@ -64,6 +64,10 @@ class AgentObserver(Protocol):
         retry, a fallback): void; new ones follow."""
         ...
 
+    async def llm_notice(self, text: str) -> None:
+        """A line for the user about the call in flight (a model server still starting)."""
+        ...
+
     def recorded_signature(self, call: ToolCall) -> str:
         """`call_signature` of the call as the record will hold it (redacted, say), to match
         a re-issued call against the interrupted ones read back from the record (no blind

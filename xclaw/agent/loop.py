@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -25,10 +24,19 @@ from xclaw.llm.base import (
     LLMRequest,
     LLMResponse,
     Model,
+    WindowReporting,
+    notice_sink,
     thinking_discard,
     thinking_sink,
 )
-from xclaw.llm.context import COMPACT_INSTRUCTION, compacted_message, estimate_tokens, fit_context
+from xclaw.llm.context import (
+    COMPACT_INSTRUCTION,
+    SUMMARY_PREFIX,
+    compacted_message,
+    estimate_tokens,
+    fit_context,
+    tool_tokens,
+)
 from xclaw.llm.settings import (
     DEFAULT_COMPACT_AT,
     DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -122,6 +130,13 @@ def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
     return []
 
 
+def _answers_the_user(messages: list[Message]) -> bool:
+    """The next call is a turn's first: the last message is the user's (or a sub-agent's
+    task), not a tool result and not the summary that replaced a compacted conversation."""
+    last = messages[-1] if messages else None
+    return isinstance(last, UserMessage) and not last.text.startswith(SUMMARY_PREFIX)
+
+
 # The specs of a tool set and the tokens its schemas cost, shared by every agent of the
 # process: a run starts a new Agent, and measuring each schema (json.dumps) per run was a
 # visible share of a busy server's CPU. Keyed by the tools' identities; the entry keeps the
@@ -135,7 +150,7 @@ def _specs_of(tools: tuple[Tool, ...]) -> tuple[tuple[ToolSpec, ...], int]:
     hit = _SPEC_CACHE.get(key)
     if hit is None:
         specs = tuple(spec_of(t) for t in tools)
-        fixed = sum((len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in specs)
+        fixed = tool_tokens(specs)
         if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
             _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
         hit = _SPEC_CACHE[key] = (tools, specs, fixed)
@@ -181,6 +196,8 @@ class Agent:
         # and the conversation's length just after the last compaction.
         self._compacted_away: list[Message] = []
         self._compacted_len = 0
+        # The context window in force (_learn_window): None until the first run asks.
+        self._window: int | None = None
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -208,6 +225,7 @@ class Agent:
         self, messages: list[Message], *, user_text: str | None, resume: ResumeState | None
     ) -> str:
         resume = resume or ResumeState()
+        await self._learn_window()
         if user_text is not None:
             await self.observer.user_input(user_text)
             messages.append(UserMessage(user_text))
@@ -233,10 +251,13 @@ class Agent:
             await self._compact_if_full(messages)
             context = list(messages)
             tokens = self._tokens(messages)
+            turn_start = _answers_the_user(messages)
             if note:
                 context.append(UserMessage(note))
                 tokens += self._estimate(context[-1])
-            response = await self._call_llm(context, tokens, resumed=note is not None)
+            response = await self._call_llm(
+                context, tokens, resumed=note is not None, turn_start=turn_start
+            )
             note = None
             messages.append(
                 AssistantMessage(
@@ -244,7 +265,9 @@ class Agent:
                 )
             )
 
-    async def _call_llm(self, context: list[Message], tokens: int, *, resumed: bool) -> LLMResponse:
+    async def _call_llm(
+        self, context: list[Message], tokens: int, *, resumed: bool, turn_start: bool = False
+    ) -> LLMResponse:
         tools, budget = self._tool_specs()
         history = tuple(context)
         fitted = fit_context(history, budget, self._estimate, total=tokens)
@@ -257,6 +280,7 @@ class Agent:
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             agent=self.agent_id,
+            turn_start=turn_start,
         )
         params = {
             "max_tokens": self.config.max_tokens,
@@ -265,9 +289,10 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        # The provider, awaited in this task, sees the sink.
+        # The provider (and the retry wrapper), awaited in this task, see the sinks.
         shown = thinking_sink.set(self.observer.llm_thinking)
         voided = thinking_discard.set(self.observer.llm_thinking_discarded)
+        told = notice_sink.set(self.observer.llm_notice)
         try:
             response = await self._until_cancelled(
                 self.model.complete(request, self.observer.llm_delta)
@@ -281,6 +306,7 @@ class Agent:
         finally:
             thinking_sink.reset(shown)
             thinking_discard.reset(voided)
+            notice_sink.reset(told)
         await self.observer.llm_finished(response)
         return response
 
@@ -302,6 +328,7 @@ class Agent:
         provider error the conversation stays as it is (it is then trimmed to fit)."""
         if not messages or pending_tool_calls(messages):
             return False
+        await self._learn_window()
         tools, budget = self._tool_specs()
         asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
         fitted = fit_context(asked, budget, self._estimate)
@@ -319,6 +346,7 @@ class Agent:
             "max_tokens": self.config.max_tokens,
         }
         await self.observer.llm_started(request, self.model.name, params)
+        told = notice_sink.set(self.observer.llm_notice)
         try:
             response = await self._until_cancelled(self.model.complete(request, None))
         except Cancelled:
@@ -327,6 +355,8 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
             await self.observer.llm_failed(f"compaction failed: {e}")
             return False
+        finally:
+            notice_sink.reset(told)
         await self.observer.compaction_finished(response, len(messages))
         summary = compacted_message(response.text)
         self._compacted_away.extend(messages)
@@ -362,6 +392,22 @@ class Agent:
         self._counted = (messages, len(messages), total, messages[-1] if messages else None)
         return total
 
+    async def _learn_window(self) -> None:
+        """The context window: the configured one, capped by what the model's server reports
+        (a local server's --ctx-size; asked once per model, xclaw.llm.server_info)."""
+        if self._window is not None:
+            return
+        window = self.config.context_window_tokens
+        if isinstance(self.model, WindowReporting):
+            try:
+                reported = await self.model.context_window()
+            except Exception:  # noqa: BLE001 - a probe must never fail a run
+                reported = None
+            if isinstance(reported, int) and 0 < reported < window:
+                window = reported
+        self._window = window
+        self._specs = None  # the budget depends on it
+
     def _tool_specs(self) -> tuple[tuple[ToolSpec, ...], int]:
         """The specs of the tools and the context budget they leave, recomputed only when the
         tool set changes (a mapping the caller owns may gain or lose tools between calls)."""
@@ -375,7 +421,7 @@ class Agent:
             specs, fixed = _specs_of(current)
             budget = max(
                 1_000,
-                self.config.context_window_tokens
+                (self._window or self.config.context_window_tokens)
                 - self.config.max_tokens
                 - len(self.config.system_prompt) // 4
                 - fixed,

@@ -15,8 +15,9 @@ def register(cli: click.Group) -> None:
         "--model",
         default=None,
         metavar="SPEC",
-        help="Run the walk against a real model, e.g. anthropic:claude-sonnet-4-5 "
-        "(needs its API key). Default: the bundled scripted model, offline.",
+        help="Run the walk against a real model, e.g. anthropic:claude-sonnet-4-5 (needs its "
+        "API key) or openai:qwen2.5 with OPENAI_BASE_URL for a local server "
+        "(docs/local-models.md). Default: the bundled scripted model, offline.",
     )
     @click.option(
         "--home",
@@ -28,9 +29,11 @@ def register(cli: click.Group) -> None:
         """Show crash, resume, rollback and fork on a real server, in under a minute.
 
         Starts `xclaw serve`, gives it a multi-step task, kills it with SIGKILL in the middle
-        of a tool call, restarts it, resumes the session without repeating any completed side
-        effect, then shows /steps, the trace tree, /rollback and /fork. Exits non-zero, saying
-        which stage misbehaved, if anything does not work as described.
+        of a tool call (with --model: while the model's first call is in flight), restarts it,
+        resumes the session without repeating any completed side effect, then shows /steps,
+        the trace tree, /rollback and /fork. Every stage checks what xclaw does, never what a
+        real model chose to say. Exits non-zero, saying which stage misbehaved, if anything
+        does not work as described.
         """
         from xclaw.demo.process import ServerRefused
         from xclaw.demo.walkthrough import DemoFailure, Options, Walkthrough

@@ -51,7 +51,7 @@ def _dump(data: Any) -> str:
 
 
 def _use_prices() -> None:
-    """Prices for the cost columns: the built-in table plus xclaw.yaml's `prices:`."""
+    """Prices for the cost columns: the providers' prices plus xclaw.yaml's `prices:`."""
     from xclaw.llm import prices
 
     prices.configure(load_settings().prices)

@@ -110,7 +110,8 @@ class Walkthrough:
 
     # --- the walk -----------------------------------------------------------------------------
     async def run(self) -> None:
-        self.say("Starting a real `xclaw serve` (SQLite database, scripted model, no API key).")
+        what = "scripted model, no API key" if self.scripted else f"model {self.opts.model}"
+        self.say(f"Starting a real `xclaw serve` (SQLite database, {what}).")
         self.server.start()
         self.note(
             f"server pid {self.server.proc.pid if self.server.proc else '?'} on {self.server.url}; home {self.home}"
@@ -126,38 +127,49 @@ class Walkthrough:
         self.finish()
 
     async def first_run_and_crash(self) -> str:
-        self.say("A multi-step task. The server will be killed in the middle of a tool call.")
+        if self.scripted:
+            self.say("A multi-step task. The server will be killed in the middle of a tool call.")
+        else:
+            # A real model chooses its own steps: the crash comes at the first one in flight
+            # (its LLM call is recorded `running` before the request goes out).
+            self.say("A multi-step task. The server will be killed while the model is answering.")
         client = await Client.attach(self.server, None, self.show)
         sid = str(client.session_id)
         self.console.print(Text(f"You: {TASK}", style="bold"))
         await client.say(TASK)
 
-        def slow_call_running(f: Frame) -> bool:
+        def crash_point(f: Frame) -> bool:
             if f.get("type") in ("error", "reply"):
                 return True
+            if not self.scripted:
+                step = f.get("step") if f.get("type") == "step" else None
+                return isinstance(step, dict) and step.get("status") == "running"
             return (
                 f.get("type") == "tool"
                 and f.get("state") == "running"
-                and ("sleep" in str(f.get("input")) or not self.scripted)
+                and "sleep" in str(f.get("input"))
             )
 
-        frame = await client.until(slow_call_running, within_s=30 if self.scripted else 180)
+        frame = await client.until(crash_point, within_s=30 if self.scripted else 180)
         if frame.get("type") == "error":
             raise DemoFailure(f"the run failed before the crash point: {frame.get('content')}")
         if frame.get("type") == "reply":
             raise DemoFailure("the model answered without running the slow tool call to crash in")
-        await asyncio.sleep(1.0)
-        self.say("kill -9: SIGKILL the server while that tool call is still running.")
+        if self.scripted:
+            await asyncio.sleep(1.0)
+            self.say("kill -9: SIGKILL the server while that tool call is still running.")
+        else:
+            self.say("kill -9: SIGKILL the server while the model's call is in flight.")
         self.server.kill()
         await client.close()
+        kinds = (StepType.TOOL_CALL,) if self.scripted else (StepType.TOOL_CALL, StepType.LLM_CALL)
         running = [
-            s
-            for s in self._steps(sid)
-            if s.status is StepStatus.RUNNING and s.step_type is StepType.TOOL_CALL
+            s for s in self._steps(sid) if s.status is StepStatus.RUNNING and s.step_type in kinds
         ]
+        what = "call" if self.scripted else f"{running[0].step_type.value}" if running else "step"
         self.check(
             len(running) == 1,
-            f"the database holds the interrupted call as `running` ({running[0].display_id if running else '-'}): recorded before it ran",
+            f"the database holds the interrupted {what} as `running` ({running[0].display_id if running else '-'}): recorded before it happened",
         )
         return sid
 
@@ -184,9 +196,34 @@ class Walkthrough:
             await client.send(
                 {"type": "approval", "sessionId": sid, "stepId": request["stepId"], "approve": True}
             )
-        reply = await client.until(lambda f: f.get("type") in ("reply", "error"), within_s=120)
+        since = client.mark() if self.scripted else 0  # the scripted approval is answered
+        reply = await self._answer_until_done(client, since, within_s=120 if self.scripted else 300)
+        if reply.get("type") == "error":
+            raise DemoFailure(f"the resumed run failed: {reply.get('content')}")
         self.check(reply.get("type") == "reply", "the task finished after the restart")
         await client.close()
+
+    async def _answer_until_done(self, client: Client, since: int, within_s: float) -> Frame:
+        """The run's reply or error. A real model may re-issue the interrupted call, which
+        xclaw asks about (it may already have run): the demo says yes, as you would."""
+        while True:
+            frame = await client.until(
+                lambda f: f.get("type") in ("reply", "error", "approval_request"),
+                within_s=within_s,
+                since=since,
+            )
+            since = client.frames.index(frame) + 1
+            if frame.get("type") != "approval_request":
+                return frame
+            self.note("The demo answers y, as you would.")
+            await client.send(
+                {
+                    "type": "approval",
+                    "sessionId": client.session_id,
+                    "stepId": frame["stepId"],
+                    "approve": True,
+                }
+            )
 
     def exactly_once(self, sid: str) -> None:
         self.say("Count the side effects: nothing that completed ran twice.")
@@ -231,11 +268,13 @@ class Walkthrough:
     async def rollback(self, sid: str) -> None:
         self.say("A new instruction, then /rollback: the steps *and* the files they made are gone.")
         client = await Client.attach(self.server, sid, self.show)
+        files_before = self._files(sid)
         mark = client.mark()
         await client.say("Also add a changelog file.")
-        await client.until(lambda f: f.get("type") in ("reply", "error"), since=mark, within_s=60)
+        await self._answer_until_done(client, mark, within_s=60 if self.scripted else 300)
         changelog = self._workspace(sid) / "CHANGELOG.md"
-        self.check(changelog.exists(), "CHANGELOG.md was written")
+        if self.scripted:
+            self.check(changelog.exists(), "CHANGELOG.md was written")
         target = [s for s in self._steps(sid) if s.step_type is StepType.USER_INPUT][-1]
         mark = client.mark()
         await client.say(f"/rollback {target.display_id}")
@@ -245,21 +284,32 @@ class Walkthrough:
         )
         later = [s for s in self._steps(sid) if s.seq >= target.seq]
         self.check(not later, f"{target.display_id} and every later step are deleted")
-        self.check(
-            not changelog.exists(),
-            "CHANGELOG.md is gone too: the workspace was rewound with the memory",
-        )
+        if self.scripted:
+            self.check(
+                not changelog.exists(),
+                "CHANGELOG.md is gone too: the workspace was rewound with the memory",
+            )
+        else:
+            self.check(
+                self._files(sid) == files_before,
+                "the workspace is back to what it was before that instruction (files rewound with the memory)",
+            )
         await client.close()
 
     async def fork(self, sid: str) -> str:
-        draft = next(
-            s
-            for s in self._steps(sid)
-            if s.name == "write_file" and s.status is StepStatus.COMPLETED
-        )
-        self.say(
-            f"/fork {draft.display_id}: branch a new session just after the first draft; the original stays."
-        )
+        steps = self._steps(sid)
+        if self.scripted:
+            draft = next(
+                s for s in steps if s.name == "write_file" and s.status is StepStatus.COMPLETED
+            )
+            self.say(
+                f"/fork {draft.display_id}: branch a new session just after the first draft; the original stays."
+            )
+        else:  # the model chose its own steps: branch just after its last answer
+            draft = [s for s in steps if s.step_type is StepType.LLM_CALL][-1]
+            self.say(
+                f"/fork {draft.display_id}: branch a new session just after the model's answer; the original stays."
+            )
         before = [(s.step_id, s.status) for s in self._steps(sid)]
         client = await Client.attach(self.server, sid, self.show)
         mark = client.mark()
@@ -272,13 +322,20 @@ class Walkthrough:
         mark = branch.mark()
         self.console.print(Text("You: Make the note shorter instead.", style="bold"))
         await branch.say("Make the note shorter instead.")
-        await branch.until(lambda f: f.get("type") in ("reply", "error"), since=mark, within_s=60)
+        await self._answer_until_done(branch, mark, within_s=60 if self.scripted else 300)
         await branch.close()
-        self.check(
-            (self._workspace(sid) / "draft.txt").read_text()
-            != (self._workspace(fork_id) / "draft.txt").read_text(),
-            "the two branches now hold different draft.txt files",
-        )
+        if self.scripted:
+            self.check(
+                (self._workspace(sid) / "draft.txt").read_text()
+                != (self._workspace(fork_id) / "draft.txt").read_text(),
+                "the two branches now hold different draft.txt files",
+            )
+        else:
+            copied = [s.seq for s in self._steps(fork_id) if s.seq <= draft.seq]
+            self.check(
+                copied == [s.seq for s in self._steps(sid) if s.seq <= draft.seq],
+                f"the fork holds the history up to {draft.display_id}, then its own turn",
+            )
         self.check(
             [(s.step_id, s.status) for s in self._steps(sid)] == before,
             "the original session is untouched",
@@ -301,18 +358,14 @@ class Walkthrough:
                 MARKS[r.kind],
                 _describe(r.right) if r.right else "",
             )
-        table.add_row(
-            Text(
-                "draft.txt: " + (self._workspace(sid) / "draft.txt").read_text().splitlines()[0],
-                style="bold",
-            ),
-            "≠",
-            Text(
-                "draft.txt: "
-                + (self._workspace(fork_id) / "draft.txt").read_text().splitlines()[0],
-                style="bold",
-            ),
-        )
+        drafts = [self._workspace(x) / "draft.txt" for x in (sid, fork_id)]
+        if all(d.exists() for d in drafts):  # the scripted walk writes them; a model may not
+            first_lines = [(d.read_text().splitlines() or [""])[0] for d in drafts]
+            table.add_row(
+                Text("draft.txt: " + first_lines[0], style="bold"),
+                "≠" if first_lines[0] != first_lines[1] else "=",
+                Text("draft.txt: " + first_lines[1], style="bold"),
+            )
         self.console.print(table)
         self.note(
             "= same · ≠ changed · ◀ ▶ only on one side; `xclaw diff` shows the same for any two sessions"
@@ -352,6 +405,15 @@ class Walkthrough:
 
     def _workspace(self, sid: str) -> Path:
         return self.home / "workspaces" / sid
+
+    def _files(self, sid: str) -> dict[str, bytes]:
+        """The session's workspace files and their contents."""
+        root = self._workspace(sid)
+        if not root.exists():
+            return {}
+        return {
+            str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        }
 
     def cleanup(self) -> None:
         self.server.kill()

@@ -111,7 +111,12 @@ _SCHEMAS: dict[str, Any] = {
             "durationMs": {"type": ["integer", "null"]},
             "tokens": {
                 "type": "object",
-                "properties": {"prompt": {"type": "integer"}, "completion": {"type": "integer"}},
+                # null: the server reported no count (unknown; `output.usage` holds xclaw's
+                # estimate, flagged `estimated`).
+                "properties": {
+                    "prompt": {"type": ["integer", "null"]},
+                    "completion": {"type": ["integer", "null"]},
+                },
             },
         },
     },

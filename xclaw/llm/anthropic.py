@@ -11,7 +11,7 @@ import base64
 from dataclasses import replace
 from typing import Any
 
-from anthropic import AsyncAnthropic, AsyncStream
+from anthropic import AsyncAnthropic, AsyncStream, DefaultAsyncHttpxClient
 from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
 from anthropic.types import Usage as AnthropicUsage
 
@@ -19,7 +19,13 @@ from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
 from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -197,6 +203,7 @@ class AnthropicModel:
         self.name = f"anthropic:{model}"
         self._api_key = api_key
         self._base_url = base_url
+        self.endpoint = public_endpoint(base_url)
         self._timeout_s = timeout_s
         self._thinking_budget = thinking_budget
         self._cache = cache
@@ -214,11 +221,12 @@ class AnthropicModel:
                 base_url=self._base_url,
                 timeout=self._timeout_s,
                 max_retries=0,
+                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
                 request_id = request_id_of(stream.response.headers)
                 response = await self._read(stream, on_delta)
-                return replace(response, request_id=request_id)
+                return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise

@@ -36,6 +36,20 @@ async def show_thinking(block: ThinkingBlock) -> None:
         await sink(block)
 
 
+# Called with a line for the user about the call in flight (e.g. waiting for a model server
+# that is still starting), set by the agent loop like `thinking_sink`.
+NoticeSink = Callable[[str], Awaitable[None]]
+notice_sink: contextvars.ContextVar[NoticeSink | None] = contextvars.ContextVar(
+    "xclaw_notice_sink", default=None
+)
+
+
+async def show_notice(text: str) -> None:
+    sink = notice_sink.get()
+    if sink is not None:
+        await sink(text)
+
+
 # Set beside thinking_sink: told when the thinking shown so far belongs to an attempt that
 # failed and is made again (a retry, a fallback). What was shown is void; the new attempt's
 # thinking follows. (Streamed text is never retried: see xclaw/llm/retry.py.)
@@ -96,6 +110,10 @@ class LLMRequest:
     # all of it). The scripted model counts its turns here, so that a long session whose
     # oldest turns were trimmed does not replay its script; real providers ignore it.
     history: tuple[Message, ...] | None = None
+    # The first call of a turn: it answers the user's message (or a sub-agent's task), not a
+    # tool result or a summary request. A provider's `first_tool_choice` forces a tool call
+    # on this call only (forcing every call, the model could never give its final answer).
+    turn_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +130,9 @@ class LLMResponse:
     # The provider's id of the response itself: Anthropic's message id (`msg_…`), an
     # OpenAI-compatible completion's id (`chatcmpl-…`); OpenTelemetry's gen_ai.response.id.
     response_id: str = ""
+    # The server that answered when a base URL was configured (xclaw.llm.wire.public_endpoint:
+    # no credentials); "" for the provider's own API. Prices depend on it (llm/prices.py).
+    endpoint: str = ""
 
 
 @runtime_checkable
@@ -124,6 +145,24 @@ class Model(Protocol):
     async def complete(
         self, request: LLMRequest, on_delta: DeltaSink | None = None
     ) -> LLMResponse: ...
+
+
+@runtime_checkable
+class WindowReporting(Protocol):
+    """A model that can say its context window (an OpenAI-compatible server reporting its
+    own, xclaw.llm.server_info; the retry and fallback wrappers pass it on)."""
+
+    async def context_window(self) -> int | None:
+        """The window in tokens; None when the server reports none."""
+        ...
+
+
+@runtime_checkable
+class Served(Protocol):
+    """A model answered by a server a base URL names: `endpoint` is that URL as it may be
+    recorded and shown (xclaw.llm.wire.public_endpoint); "" for the provider's own API."""
+
+    endpoint: str
 
 
 class ProviderError(LLMError):
@@ -139,10 +178,15 @@ class ProviderError(LLMError):
         status: int | None = None,
         retry_after: float | None = None,
         request_id: str = "",
+        starting: bool = False,
     ) -> None:
         super().__init__(message, retryable=retryable, provider=provider, request_id=request_id)
         self.status = status
         self.retry_after = retry_after
+        # The server is not up yet: nothing listens on its port (a llama-cpp-python or vLLM
+        # server loading its model) or it says it is loading (llama-server's 503). Waited
+        # for up to `llm_startup_wait_s`, apart from the retries (RetryingModel).
+        self.starting = starting
 
 
 def retryable_status(status: int) -> bool:

@@ -14,7 +14,7 @@ from xclaw.errors import ConfigError
 from xclaw.llm.base import Model
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import KeyedEntry, Provider, ProviderEntry
-from xclaw.section import Flag, Section, Whole
+from xclaw.section import Flag, Section, Whole, Wording, WrongType
 
 if TYPE_CHECKING:
     from xclaw.llm.settings import LlmSettings
@@ -39,6 +39,32 @@ class AnthropicEntry(KeyedEntry):
     cache: Flag = True
 
 
+def _tool_choice(value: Any) -> Any:
+    """`required` or a tool's name (which tools a request offers is known only then: a name
+    none of them has fails that call, xclaw.llm.openai.tool_choice)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise WrongType("not a string")
+    if not value.strip() or value.strip() in ("auto", "none"):
+        raise ValueError(
+            "must be `required` (any tool) or the name of a tool (leave it out for the "
+            f"server's default), got {value!r}"
+        )
+    return value.strip()
+
+
+class OpenAIEntry(KeyedEntry):
+    # The `tool_choice` of each turn's first call — `required` (any tool) or a tool's name —
+    # for small local models that answer in words instead of acting (none: the server's
+    # default, on every call).
+    first_tool_choice: Annotated[
+        str | None,
+        BeforeValidator(_tool_choice),
+        Wording("`required` (any tool) or the name of a tool", bounds=False),
+    ] = None
+
+
 class AnthropicProvider(Provider[AnthropicEntry]):
     kind = "anthropic"
     entry = AnthropicEntry
@@ -47,6 +73,7 @@ class AnthropicProvider(Provider[AnthropicEntry]):
     default_model = "claude-sonnet-4-5"
     model_variable = "ANTHROPIC_MODEL"
     setup_hint = "ANTHROPIC_API_KEY (and optionally ANTHROPIC_MODEL)"
+    hosts = frozenset({"api.anthropic.com"})
     # List prices when this was written; check the provider's page.
     prices: ClassVar[Mapping[str, Price]] = {
         "claude-opus-4-5": Price(input=5.0, output=25.0, cache_read=0.5, cache_write=6.25),
@@ -75,12 +102,12 @@ class AnthropicProvider(Provider[AnthropicEntry]):
         )
 
 
-class OpenAIProvider(Provider[KeyedEntry]):
+class OpenAIProvider(Provider[OpenAIEntry]):
     """OpenAI, and any server that speaks its chat completions (Ollama, vLLM, llama.cpp,
     DeepSeek): one with no key needs only its URL."""
 
     kind = "openai"
-    entry = KeyedEntry
+    entry = OpenAIEntry
     key_variables = ("OPENAI_API_KEY",)
     base_url_variables = ("OPENAI_API_BASE_URL", "OPENAI_BASE_URL")
     default_model = "gpt-4o-mini"
@@ -89,6 +116,8 @@ class OpenAIProvider(Provider[KeyedEntry]):
         "OPENAI_API_KEY (and optionally OPENAI_MODEL, and the server's URL in "
         "OPENAI_API_BASE_URL or OPENAI_BASE_URL for Ollama, vLLM, llama.cpp, DeepSeek...)"
     )
+    # OpenAI's, and DeepSeek's (whose models are priced here too).
+    hosts = frozenset({"api.openai.com", "api.deepseek.com"})
     prices: ClassVar[Mapping[str, Price]] = {
         "gpt-4o": Price(input=2.5, output=10.0, cache_read=1.25),
         "gpt-4o-mini": Price(input=0.15, output=0.6, cache_read=0.075),
@@ -107,7 +136,7 @@ class OpenAIProvider(Provider[KeyedEntry]):
         chosen = env.get(self.model_variable) if self.model_variable else None
         return f"{self.kind}:{chosen or self.default_model}"
 
-    def build(self, entry: KeyedEntry, llm: LlmSettings) -> Model:
+    def build(self, entry: OpenAIEntry, llm: LlmSettings) -> Model:
         if not entry.api_key and not entry.base_url:
             raise ConfigError(
                 f"{entry.model}: set OPENAI_API_KEY, or the server's URL in "
@@ -121,6 +150,7 @@ class OpenAIProvider(Provider[KeyedEntry]):
             api_key=entry.api_key,
             base_url=entry.base_url,
             timeout_s=llm.llm_timeout_s,
+            first_tool_choice=entry.first_tool_choice,
         )
 
 

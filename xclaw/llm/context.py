@@ -10,7 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from xclaw.llm.base import LLMRequest
+from xclaw.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
 
 Estimate = Callable[[Message], int]
 NOTE_PREFIX = "[earlier conversation trimmed:"
@@ -28,6 +37,25 @@ def estimate_tokens(m: Message) -> int:
     else:
         size = len(m.text)
     return size // 4 + 4
+
+
+def tool_tokens(tools: Sequence[ToolSpec]) -> int:
+    """What the tools' descriptions and schemas cost in the prompt, estimated the same way."""
+    return sum((len(t.description) + len(json.dumps(t.input_schema))) // 4 for t in tools)
+
+
+def estimated_usage(
+    request: LLMRequest, text: str, tool_calls: Sequence[ToolCall] = (), reasoning: str = ""
+) -> Usage:
+    """A call's tokens when the provider reported none: the prompt (system, messages, tools)
+    and the reply, estimated as the context window is, and flagged `estimated`."""
+    prompt = (
+        len(request.system) // 4
+        + sum(estimate_tokens(m) for m in request.messages)
+        + tool_tokens(request.tools)
+    )
+    reply = estimate_tokens(AssistantMessage(text=text + reasoning, tool_calls=tuple(tool_calls)))
+    return Usage(prompt_tokens=prompt, completion_tokens=reply, estimated=True)
 
 
 def trim_note(dropped: int) -> UserMessage:

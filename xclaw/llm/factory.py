@@ -31,6 +31,7 @@ def build_model(llm: LlmSettings) -> Model:
             max_delay=llm.llm_retry_max_delay,
             # The longest Retry-After / retry-after-ms a server may impose on one wait.
             max_retry_after=llm.llm_retry_after_max,
+            startup_wait=llm.llm_startup_wait_s,
         )
         for p in llm.providers
     ]

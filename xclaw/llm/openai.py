@@ -9,19 +9,29 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import uuid
 from dataclasses import replace
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream
+from openai import AsyncOpenAI, AsyncStream, DefaultAsyncHttpxClient
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.builtin_providers import OpenAIProvider
+from xclaw.llm.context import estimated_usage
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
+from xclaw.llm.server_info import ServerDown, reported_context_window
 from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
-from xclaw.llm.wire import parse_tool_arguments, portable_id, provider_error
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
+)
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -35,6 +45,16 @@ from xclaw.messages import (
 
 # OpenAI-compatible servers without auth still need a non-empty key for the SDK.
 NO_KEY = "not-needed"
+
+# A 200 with an empty event stream: how llama-cpp-python's server answers a request that
+# fails inside it once the response has begun (its log has the error).
+EMPTY_STREAM_HINT = (
+    " — an empty event stream: llama-cpp-python's server sends one when the request fails "
+    "inside it, e.g. a prompt longer than its context window (--n_ctx: set "
+    "context_window_tokens to it) or `tool_choice: auto` answered with a tool call while "
+    "streaming; the server's log says which"
+)
+_MAX_CONTEXT = re.compile(r"maximum context length is (\d+) tokens")
 
 
 def openai_messages(
@@ -60,7 +80,9 @@ def openai_messages(
         if isinstance(m, UserMessage):
             out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
-            msg: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            # Never `content: null`: OpenAI takes it beside tool_calls, llama-cpp-python's
+            # server refuses it (HTTP 500); an empty string suits every server.
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text or ""}
             if m.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -73,8 +95,6 @@ def openai_messages(
                     }
                     for c in m.tool_calls
                 ]
-            elif not m.text:
-                msg["content"] = ""
             out.append(msg)
         elif isinstance(m, ToolResultMessage):
             content = m.content
@@ -117,11 +137,19 @@ def openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def openai_request(model: str, request: LLMRequest, *, official: bool = False) -> dict[str, Any]:
+def openai_request(
+    model: str,
+    request: LLMRequest,
+    *,
+    official: bool = False,
+    first_tool_choice: str | None = None,
+) -> dict[str, Any]:
     """The JSON body we send (minus the streaming flags); also what the fake server validates.
 
     `official` (no base_url: api.openai.com) sends `max_completion_tokens`, which newer OpenAI
-    models require; compatible servers get the classic `max_tokens` they all understand."""
+    models require; compatible servers get the classic `max_tokens` they all understand.
+    `first_tool_choice` ("required" or a tool's name) becomes `tool_choice` on a turn's first
+    call; otherwise none is sent (the server's default: `auto` on most servers)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": openai_messages(request.system, request.messages),
@@ -129,9 +157,29 @@ def openai_request(model: str, request: LLMRequest, *, official: bool = False) -
     body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
     if request.tools:
         body["tools"] = openai_tools(request.tools)
+        if first_tool_choice and request.turn_start:
+            body["tool_choice"] = tool_choice(first_tool_choice, request.tools)
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body
+
+
+class UnknownToolChoice(ValueError):
+    """`first_tool_choice` names a tool the request does not offer."""
+
+
+def tool_choice(choice: str, tools: tuple[ToolSpec, ...]) -> str | dict[str, Any]:
+    """`required`, or the named-function form every compatible server understands (the only
+    form llama-cpp-python's `chatml-function-calling` streams)."""
+    if choice == "required":
+        return choice
+    names = [t.name for t in tools]
+    if choice not in names:
+        raise UnknownToolChoice(
+            f"first_tool_choice names {choice!r}, which is not one of the tools here "
+            f"({', '.join(names)})"
+        )
+    return {"type": "function", "function": {"name": choice}}
 
 
 class _Client(AsyncOpenAI):
@@ -158,15 +206,44 @@ class OpenAIModel:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        first_tool_choice: str | None = None,
     ) -> None:
         self.model = model
         self.name = f"openai:{model}"
         self._api_key = api_key or NO_KEY
         self._base_url = base_url
         self._timeout_s = timeout_s
+        self._first_tool_choice = first_tool_choice
+        self.endpoint = public_endpoint(base_url)
+        self._window: int | None = None
+        # The vendors' own APIs report none: only other servers are asked.
+        self._window_known = OpenAIProvider.own_api(self.endpoint)
+
+    async def context_window(self) -> int | None:
+        """The window the server reports for this model (xclaw.llm.server_info), asked once;
+        None when it reports none. A server that is down is asked again next time."""
+        if not self._window_known and self._base_url:
+            try:
+                self._window = await reported_context_window(
+                    self._base_url,
+                    self.model,
+                    api_key=None if self._api_key == NO_KEY else self._api_key,
+                )
+            except ServerDown:
+                return None
+            self._window_known = True
+        return self._window
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        body = openai_request(self.model, request, official=self._base_url is None)
+        try:
+            body = openai_request(
+                self.model,
+                request,
+                official=self._base_url is None,
+                first_tool_choice=self._first_tool_choice,
+            )
+        except UnknownToolChoice as e:  # a configuration mistake: asking again cannot help
+            raise ProviderError(f"{self.name}: {e}", provider=self.name) from e
         request_id = ""
         try:
             async with _Client(
@@ -174,35 +251,54 @@ class OpenAIModel:
                 base_url=self._base_url,
                 timeout=self._timeout_s,
                 max_retries=0,
+                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
             ) as client:
                 stream = await client.chat.completions.create(
                     **body, stream=True, stream_options={"include_usage": True}
                 )
                 request_id = request_id_of(stream.response.headers)
-                response = await self._read(stream, on_delta)
+                events: list[int] = [0]
+                response = await self._read(stream, on_delta, request, events)
                 if not response.stop_reason and not client.saw_done():
                     # Nothing of this reply may run or be recorded: a tool call may be cut.
                     got = (
                         f"{len(response.text)} character(s) of text, "
                         f"{len(response.tool_calls)} tool call(s) started"
                     )
+                    if not events[0] and self._base_url:
+                        got += EMPTY_STREAM_HINT
                     headers = stream.response.headers
                     raise cut_off(self.name, "a finish_reason or [DONE]", got=got, headers=headers)
-                return replace(response, request_id=request_id)
+                return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise
         except (asyncio.CancelledError, XclawError):
             raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
         except Exception as e:
-            raise provider_error(e, self.name, request_id=request_id) from e
+            error = provider_error(e, self.name, request_id=request_id)
+            self._learn_window_from(error)
+            raise error from e
+
+    def _learn_window_from(self, error: ProviderError) -> None:
+        """A refused prompt that names the window ("This model's maximum context length is
+        4096 tokens": OpenAI, vLLM, llama-cpp-python): the next run fits into it."""
+        found = _MAX_CONTEXT.search(error.message) if error.status == 400 else None
+        if found:
+            self._window = int(found.group(1))
+            self._window_known = True
 
     async def _read(
-        self, stream: AsyncStream[ChatCompletionChunk], on_delta: DeltaSink | None
+        self,
+        stream: AsyncStream[ChatCompletionChunk],
+        on_delta: DeltaSink | None,
+        request: LLMRequest,
+        events: list[int],
     ) -> LLMResponse:
         """The streamed chunks, as the SDK types them. The SDK builds them without checking
         the server's JSON, so a field a server left out reads as None: each is read with a
-        fallback; what the type does not declare (`reasoning_content`) is in `model_extra`."""
+        fallback; what the type does not declare (`reasoning_content`) is in `model_extra`.
+        `events[0]` counts the chunks (0: an empty stream)."""
         text: list[str] = []
         # Streamed tool calls arrive as fragments keyed by `index`; some servers send whole
         # calls with no index, so fall back to the id, then to arrival order.
@@ -211,10 +307,11 @@ class OpenAIModel:
         # shown, never sent back (DeepSeek rejects it in input messages).
         reasoning: list[str] = []
         shown = False
-        usage = Usage()
+        usage: Usage | None = None
         finish = ""
         response_id = ""  # every chunk carries the completion's id
         async for chunk in stream:
+            events[0] += 1
             response_id = response_id or str(chunk.id or "")
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
@@ -259,6 +356,8 @@ class OpenAIModel:
             )
             for c in calls.values()
         )
+        if usage is None:  # the server sent no usage (llama-cpp-python while streaming)
+            usage = estimated_usage(request, "".join(text), tool_calls, "".join(reasoning))
         return LLMResponse(
             text="".join(text),
             tool_calls=tool_calls,

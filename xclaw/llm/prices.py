@@ -2,6 +2,11 @@
 per million tokens, xclaw/llm/builtin_providers.py and provider packages) that xclaw.yaml's
 `prices:` extends or overrides. A model not in the table shows tokens only, never a guess.
 
+A provider's prices are its own API's: they apply to a call answered there — no base URL
+recorded (the SDK's default), or one of the provider's `hosts`. A model served anywhere else
+(a local llama.cpp, Ollama or vLLM named `gpt-4o`, a proxy) is priced only by xclaw.yaml,
+whose prices apply wherever the model is served.
+
 The table in force is process-wide (`configure`, called where settings are loaded; the
 providers' own table until then), so that every view of a step — the live trace, /steps,
 `xclaw sessions`, `xclaw export` — prices it the same way, at display time: changing a price
@@ -10,8 +15,9 @@ re-prices old steps too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
@@ -44,42 +50,71 @@ class Price(Section):
         ) / 1_000_000
 
 
+def own_api(endpoint: str, hosts: Collection[str]) -> bool:
+    """True for a call answered by the provider's own API: no base URL recorded (the SDK's
+    default) or one of its `hosts`."""
+    return not endpoint or (urlsplit(endpoint).hostname or "") in hosts
+
+
 class PriceTable:
-    def __init__(self, prices: Mapping[str, Price]) -> None:
+    def __init__(
+        self, prices: Mapping[str, Price], hosts: Mapping[str, Collection[str]] | None = None
+    ) -> None:
         self.prices = dict(prices)
-        # name -> its price (or None), found once: every step frame of an llm_call prices it,
-        # and the prefix scan over the table was measurable per step on a busy gateway.
-        self._found: dict[str, Price | None] = {}
+        # Model name -> the hosts where its price holds (a provider's own API); a name not
+        # here (xclaw.yaml's) is priced wherever it is served.
+        self.hosts = {name: frozenset(h) for name, h in (hosts or {}).items()}
+        # (name, host) -> its price (or None), found once: every step frame of an llm_call
+        # prices it, and the prefix scan over the table was measurable per step on a busy
+        # gateway.
+        self._found: dict[tuple[str, str | None], Price | None] = {}
 
     @classmethod
     def with_overrides(cls, overrides: Mapping[str, Price] | None) -> PriceTable:
-        """Every provider's prices, then xclaw.yaml's. A model name is without its
-        `<kind>:`; a dated name (claude-sonnet-4-5-20250929) takes the price of the longest
-        name it starts with."""
-        from xclaw.llm.registry import provider_prices
+        """Every provider's prices (for its own API only), then xclaw.yaml's (everywhere). A
+        model name is without its `<kind>:`; a dated name (claude-sonnet-4-5-20250929) takes
+        the price of the longest name it starts with."""
+        from xclaw.llm.registry import price_hosts, provider_prices
 
-        table = dict(provider_prices())
-        table.update({_bare(model): price for model, price in (overrides or {}).items()})
-        return cls(table)
+        table: dict[str, Price] = provider_prices()
+        hosts: dict[str, Collection[str]] = dict(price_hosts())
+        for model, price in (overrides or {}).items():
+            table[_bare(model)] = price
+            hosts.pop(_bare(model), None)
+        return cls(table, hosts)
 
-    def price_of(self, model: str) -> Price | None:
+    def price_of(self, model: str, endpoint: str = "") -> Price | None:
+        """The price of `model` as answered by `endpoint` (the recorded base URL; "" for the
+        provider's own API)."""
+        host = (urlsplit(endpoint).hostname or "") if endpoint else None
+        key = (model, host)
         try:
-            return self._found[model]
+            return self._found[key]
         except KeyError:
             pass
-        name = _bare(model)
-        if name in self.prices:
-            price: Price | None = self.prices[name]
-        else:
-            matches = [k for k in self.prices if name.startswith(k)]
-            price = self.prices[max(matches, key=len)] if matches else None
+        table = self.prices
+        if host is not None:  # a configured server: a provider's price only at its own hosts
+            table = {
+                name: price
+                for name, price in self.prices.items()
+                if name not in self.hosts or host in self.hosts[name]
+            }
+        price = _lookup(table, _bare(model))
         if len(self._found) < 10_000:  # model names come from providers: keep it bounded
-            self._found[model] = price
+            self._found[key] = price
         return price
 
-    def cost(self, model: str, usage: Usage) -> float | None:
-        price = self.price_of(model)
+    def cost(self, model: str, usage: Usage, *, endpoint: str = "") -> float | None:
+        price = self.price_of(model, endpoint)
         return None if price is None else price.cost(usage)
+
+
+def _lookup(table: Mapping[str, Price], name: str) -> Price | None:
+    """The exact name's price, else the longest key the name starts with (a dated name)."""
+    if name in table:
+        return table[name]
+    matches = [k for k in table if name.startswith(k)]
+    return table[max(matches, key=len)] if matches else None
 
 
 def _bare(model: str) -> str:

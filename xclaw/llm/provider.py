@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import Field
 
 from xclaw.llm.base import Model
-from xclaw.llm.prices import Price
+from xclaw.llm.prices import Price, own_api
 from xclaw.section import Section
 
 if TYPE_CHECKING:
@@ -76,6 +76,16 @@ class Provider(ABC, Generic[E]):
     setup_hint: ClassVar[str] = ""
     # Dollars per million tokens, by model name (xclaw.yaml's `prices:` overrides them).
     prices: ClassVar[Mapping[str, Price]] = {}
+    # The hosts of the provider's own API. Its `prices` hold for a call answered there, or
+    # by the SDK's default URL (no base URL): a model of the same name served elsewhere (a
+    # local server, a proxy) is priced only by xclaw.yaml.
+    hosts: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def own_api(cls, endpoint: str) -> bool:
+        """A call answered by this provider's own API (`endpoint`: the base URL recorded,
+        "" for none)."""
+        return own_api(endpoint, cls.hosts)
 
     def form(self) -> str:
         return self.spec_form or f"{self.kind}:<model>"

@@ -84,6 +84,15 @@ def provider_prices() -> dict[str, Price]:
     return table
 
 
+def price_hosts() -> dict[str, frozenset[str]]:
+    """The hosts where each provider price holds (its provider's own API, besides the SDK's
+    default URL), by model name as in `provider_prices`."""
+    hosts: dict[str, frozenset[str]] = {}
+    for p in providers():
+        hosts.update(dict.fromkeys(p.prices, p.hosts))
+    return hosts
+
+
 def _unknown_kind(spec: str) -> ConfigError:
     known = [p.form() for p in _BUILTIN.values()] + sorted(f"{k}:<model>" for k in _installed())
     return ConfigError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -23,7 +24,10 @@ from xclaw.llm.base import (
     LLMResponse,
     Model,
     ProviderError,
+    Served,
     ThinkingWatch,
+    WindowReporting,
+    show_notice,
 )
 
 log = logging.getLogger("xclaw.llm")
@@ -59,10 +63,20 @@ def _final(err: LLMError, provider: str, message: str, *, partial: bool = False)
     )
 
 
+# How often a server that is still starting is asked again (seconds).
+STARTUP_POLL_S = 1.0
+
+
 class RetryingModel:
     """Retries `inner` on retryable LLMErrors (429, 5xx, timeouts, connection errors) with
     exponential backoff and jitter, honouring the server's Retry-After up to `max_retry_after`.
-    `retries` is the number of extra attempts (3 -> up to 4 calls)."""
+    `retries` is the number of extra attempts (3 -> up to 4 calls).
+
+    A server that is still starting (ProviderError.starting: connection refused, or a 503
+    saying it is loading its model) is asked again every second for up to `startup_wait`
+    seconds, with one notice to the user, without spending the retries: a local model
+    server takes seconds to minutes to load, and the first request of a run must not fail
+    for it. 0 (the default here; xclaw.yaml's `llm_startup_wait_s` otherwise) turns it off."""
 
     def __init__(
         self,
@@ -72,8 +86,10 @@ class RetryingModel:
         max_delay: float = 8.0,
         *,
         max_retry_after: float = 30.0,
+        startup_wait: float = 0.0,
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -81,8 +97,10 @@ class RetryingModel:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.max_retry_after = max_retry_after
+        self.startup_wait = max(0.0, startup_wait)
         self._sleep = sleep
         self._jitter = jitter
+        self._clock = clock
 
     def delay(self, retry: int, err: LLMError) -> float:
         """Seconds to wait before retry number `retry` (0-based)."""
@@ -100,7 +118,9 @@ class RetryingModel:
         self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
     ) -> LLMResponse:
         attempts = self.retries + 1
-        for attempt in range(attempts):
+        attempt = 0
+        waiting_since: float | None = None  # when the server was first found still starting
+        while True:
             sink = _CountingSink(on_delta)
             try:
                 return await self.inner.complete(request, sink)
@@ -114,22 +134,56 @@ class RetryingModel:
                     ) from err
                 if not err.retryable:
                     raise
-                if attempt + 1 >= attempts:
+                if self.startup_wait and isinstance(err, ProviderError) and err.starting:
+                    now = self._clock()
+                    if waiting_since is None:
+                        waiting_since = now
+                        await show_notice(self._starting_notice(err))
+                    if now - waiting_since < self.startup_wait:
+                        wait = min(STARTUP_POLL_S, waiting_since + self.startup_wait - now)
+                        log.info("%s: server not up yet (%s)", self.name, err.message)
+                        await self._sleep(max(0.5, wait))
+                        continue
+                    raise _final(
+                        err,
+                        self.name,
+                        f"{err.message} (the model server did not come up within "
+                        f"{self.startup_wait:g} s)",
+                    ) from err
+                attempt += 1
+                if attempt >= attempts:
                     raise _final(
                         err, self.name, f"{err.message} (gave up after {attempts} attempts)"
                     ) from err
-                wait = self.delay(attempt, err)
+                wait = self.delay(attempt - 1, err)
                 log.warning(
                     "%s failed (%s); retry %d/%d in %.2fs",
                     self.name,
                     err.message,
-                    attempt + 1,
+                    attempt,
                     self.retries,
                     wait,
                 )
                 await thinking.discard()  # the next attempt thinks again
                 await self._sleep(wait)
-        raise AssertionError("unreachable")
+
+    async def context_window(self) -> int | None:
+        """The inner model's reported window (None: not reported, or it cannot say)."""
+        return await context_window_of(self.inner)
+
+    def _starting_notice(self, err: LLMError) -> str:
+        where = (self.inner.endpoint if isinstance(self.inner, Served) else "") or self.name
+        why = err.message.removeprefix(f"{self.name}: ")
+        return (
+            f"[model] {self.name}: the model server at {where} is not answering yet ({why}); "
+            f"waiting up to {self.startup_wait:g} s for it to start (llm_startup_wait_s)"
+        )
+
+
+async def context_window_of(model: Model) -> int | None:
+    """A model's reported context window, for models that can say (OpenAI-compatible servers
+    through xclaw.llm.server_info); None for the others."""
+    return await model.context_window() if isinstance(model, WindowReporting) else None
 
 
 class FallbackChain:
@@ -141,6 +195,11 @@ class FallbackChain:
             raise ValueError("FallbackChain needs at least one model")
         self.models = tuple(models)
         self.name = ",".join(m.name for m in self.models)
+
+    async def context_window(self) -> int | None:
+        """The smallest window any link reports: the conversation must fit whichever answers."""
+        known = [w for w in [await context_window_of(m) for m in self.models] if w]
+        return min(known) if known else None
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         with ThinkingWatch() as thinking:

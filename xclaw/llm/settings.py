@@ -49,6 +49,9 @@ class LlmSettings(Section):
     llm_retry_base_delay: Annotated[Number, Field(ge=0)] = 0.5
     llm_retry_max_delay: Annotated[Number, Field(ge=0)] = 8.0
     llm_retry_after_max: Annotated[Number, Field(ge=0)] = 30.0
+    # A model server still starting (connection refused, 503 "loading") is waited for this
+    # long, apart from the retries (seconds; 0: not at all).
+    llm_startup_wait_s: Annotated[Number, Field(ge=0)] = 120.0
     # Over the providers' own prices (dollars per million tokens).
     prices: Annotated[dict[str, Price], Default("the providers' tables")] = Field(
         default_factory=dict

@@ -7,7 +7,9 @@ import asyncio
 import hashlib
 import json
 import re
+import ssl
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
@@ -27,11 +29,13 @@ def _not_json(constant: str) -> Any:
 def parse_tool_arguments(text: str) -> dict[str, Any]:
     """The model's argument text as a dict. Malformed JSON never raises: the agent loop sees
     `_error` and answers the call with a tool error, so the model can try again. Python's
-    parser also takes NaN and Infinity, which JSON does not: those are malformed too."""
+    parser also takes NaN and Infinity, which JSON does not: those are malformed too. Raw
+    control characters inside strings (a newline in a file's content, as local models served
+    through llama.cpp's JSON grammar write it) are read as written: the intent is plain."""
     if not text.strip():
         return {}
     try:
-        value = json.loads(text, parse_constant=_not_json)
+        value = json.loads(text, parse_constant=_not_json, strict=False)
     except ValueError:
         return {"_raw_arguments": text, "_error": MALFORMED_ARGUMENTS}
     if not isinstance(value, dict):
@@ -49,6 +53,37 @@ def portable_id(raw: str) -> str:
     return f"{cleaned}_{hashlib.sha1(raw.encode()).hexdigest()[:12]}"
 
 
+_tls: ssl.SSLContext | None = None
+
+
+def tls_context() -> ssl.SSLContext:
+    """One TLS context for the process, as httpx would build it (the CA bundle, SSL_CERT_FILE
+    and SSL_CERT_DIR). Each model call opens its own SDK client, and building a context for
+    each (loading the CA bundle) cost 20-50 ms a call: more than the rest of xclaw's work in
+    a step against a local model (bench/local_model_bench.py)."""
+    global _tls
+    if _tls is None:
+        _tls = httpx2.create_ssl_context()
+    return _tls
+
+
+def public_endpoint(base_url: str | None) -> str:
+    """The configured base URL as it may be recorded and shown: scheme, host, port and path,
+    without user, password, query or fragment (where keys hide); "" for the SDK's default."""
+    if not base_url:
+        return ""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
 def _body_message(body: object) -> str | None:
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -60,6 +95,19 @@ def _body_message(body: object) -> str | None:
         if isinstance(said, str):
             return said
     return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Nothing listens on the server's port (yet): a ConnectionRefusedError somewhere in the
+    exception's chain (the SDKs wrap httpx's ConnectError, which wraps the OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or "Connection refused" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -> ProviderError:
@@ -86,6 +134,7 @@ def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -
             status=status,
             retry_after=retry_after_seconds(headers),
             request_id=rid,
+            starting=status == 503 and "loading" in message.lower(),
         )
     bare = (anthropic.APIError, openai.APIError)
     if isinstance(exc, bare) and type(exc) in bare and exc.body is not None:
@@ -114,6 +163,7 @@ def provider_error(exc: BaseException, provider: str, *, request_id: str = "") -
             retryable=True,
             provider=provider,
             request_id=request_id,
+            starting=_refused(exc),
         )
     return ProviderError(
         with_request_id(f"{provider}: {name}: {exc}", request_id),

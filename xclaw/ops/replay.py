@@ -187,7 +187,7 @@ class RecordedModel:
         usage = (
             Usage.from_json(out["usage"])
             if isinstance(out.get("usage"), dict)
-            else Usage(step.token_usage_prompt, step.token_usage_completion)
+            else Usage(step.token_usage_prompt or 0, step.token_usage_completion or 0)
         )
         return LLMResponse(
             text=text,

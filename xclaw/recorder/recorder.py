@@ -107,6 +107,13 @@ def _provider_ids(response: LLMResponse) -> dict[str, str]:
     return {k: v for k, v in ids.items() if v}
 
 
+def _endpoint(response: LLMResponse) -> dict[str, str]:
+    """`endpoint`, the server that answered when a base URL was configured (no credentials:
+    xclaw.llm.wire.public_endpoint): it decides whether a provider's price applies
+    (llm/prices.py)."""
+    return {"endpoint": response.endpoint} if response.endpoint else {}
+
+
 class Recorder:
     """An AgentObserver writing one agent's steps; `child()` gives a sub-agent's recorder
     whose steps hang under the spawning tool call."""
@@ -272,6 +279,11 @@ class Recorder:
             if rest:
                 self.emit(TextDelta(rest))
 
+    async def llm_notice(self, text: str) -> None:
+        """A line about the call in flight (a model server still starting): a `notice`."""
+        who = "" if self.is_main else f"sub-agent {self.agent}: "
+        self.emit(Notice(f"{who}{self.redact.text(text)}"))
+
     async def llm_thinking(self, block: ThinkingBlock) -> None:
         if self.is_main:
             self.emit(ThinkingShown(self._redacted_thinking(block)))
@@ -293,9 +305,9 @@ class Recorder:
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        data |= _provider_ids(response)
+        data |= _provider_ids(response) | _endpoint(response)
         output = self.redact(data)
-        output["usage"] = response.usage.to_json()
+        output["usage"] = response.usage.to_json()  # an estimate says so
         thinking = [self._redacted_thinking(b) for b in response.thinking]
         if thinking:
             output["thinking"] = thinking
@@ -306,8 +318,8 @@ class Recorder:
                 self.session_id,
                 llm.resolved().seq,
                 output_data=output,
-                token_usage_prompt=response.usage.prompt_tokens,
-                token_usage_completion=response.usage.completion_tokens,
+                token_usage_prompt=_counted(response.usage.prompt_tokens, response),
+                token_usage_completion=_counted(response.usage.completion_tokens, response),
                 session_status=Status.SUCCESS if final else None,
             ),
             self._step_event,
@@ -343,7 +355,7 @@ class Recorder:
             "model": response.model,
             "stop_reason": response.stop_reason,
         }
-        data |= _provider_ids(response)
+        data |= _provider_ids(response) | _endpoint(response)
         output = self.redact(data)
         output["usage"] = response.usage.to_json()
         output["compaction"] = {"messages": summarised}
@@ -354,8 +366,8 @@ class Recorder:
                 self.session_id,
                 llm.resolved().seq,
                 output_data=output,
-                token_usage_prompt=response.usage.prompt_tokens,
-                token_usage_completion=response.usage.completion_tokens,
+                token_usage_prompt=_counted(response.usage.prompt_tokens, response),
+                token_usage_completion=_counted(response.usage.completion_tokens, response),
             ),
             self._step_event,
         )
@@ -586,3 +598,9 @@ def step_id_of_now(ref: ParentRef) -> str | None:
     if isinstance(ref, Pending):
         return ref.step.step_id if ref.step is not None else None
     return ref
+
+
+def _counted(tokens: int, response: LLMResponse) -> int | None:
+    """A token column's value: the provider's count, or NULL (unknown) when it reported none
+    — the estimate lives in output_data.usage, flagged, never in the token columns."""
+    return None if response.usage.estimated else tokens

@@ -69,7 +69,7 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
-        # Every step frame and listing prices llm_calls with the built-in table + xclaw.yaml.
+        # Every step frame and listing prices llm_calls with the providers' prices + xclaw.yaml.
         prices.configure(settings.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).

@@ -271,8 +271,8 @@ class Step:
     error_message: str | None = None
     start_time: int = 0
     end_time: int | None = None
-    token_usage_prompt: int = 0
-    token_usage_completion: int = 0
+    token_usage_prompt: int | None = 0
+    token_usage_completion: int | None = 0
 
     @property
     def display_id(self) -> str:

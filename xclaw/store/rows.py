@@ -158,8 +158,8 @@ def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
         r[11],
         r[12],
         r[13],
-        r[14] or 0,
-        r[15] or 0,
+        r[14],  # NULL: the provider reported no count (unknown, never 0)
+        r[15],
     )
 
 

@@ -373,11 +373,17 @@ def _step(o: dict[str, Any], sid: str) -> Step:
         error_message=None if o.get("error") is None else _str(o["error"], "error"),
         start_time=start,
         end_time=end_time,
-        token_usage_prompt=_int(_or(tokens.get("prompt"), 0), "tokens.prompt", 0, MAX_TOKENS),
-        token_usage_completion=_int(
-            _or(tokens.get("completion"), 0), "tokens.completion", 0, MAX_TOKENS
-        ),
+        token_usage_prompt=_count(tokens, "prompt"),
+        token_usage_completion=_count(tokens, "completion"),
     )
+
+
+def _count(tokens: dict[str, Any], key: str) -> int | None:
+    """A token column: a whole number, or null (the provider reported none) kept as NULL;
+    absent means 0, as exports written before NULLs existed did."""
+    if key in tokens and tokens[key] is None:
+        return None
+    return _int(tokens.get(key, 0), f"tokens.{key}", 0, MAX_TOKENS)
 
 
 E = TypeVar("E", bound=enum.Enum)

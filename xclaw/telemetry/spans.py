@@ -17,11 +17,13 @@ import, so the mapping is tested on its own.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from xclaw.store.model import INTERRUPTED, MAIN_AGENT, Step, StepStatus, StepType
 
@@ -235,10 +237,14 @@ def _chat_span(
         **common,
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
-        "gen_ai.usage.input_tokens": int(s.token_usage_prompt or 0),
-        "gen_ai.usage.output_tokens": int(s.token_usage_completion or 0),
         "xclaw.step.id": s.display_id,
     }
+    # Counts are facts in the GenAI conventions: a NULL column (the server reported none)
+    # sends none; xclaw's estimate goes in its own attributes below.
+    if s.token_usage_prompt is not None:
+        attrs["gen_ai.usage.input_tokens"] = int(s.token_usage_prompt)
+    if s.token_usage_completion is not None:
+        attrs["gen_ai.usage.output_tokens"] = int(s.token_usage_completion)
     if provider:
         attrs["gen_ai.provider.name"] = provider
     raw_params = inp.get("params")
@@ -257,6 +263,19 @@ def _chat_span(
         attrs["gen_ai.response.finish_reasons"] = [str(out["stop_reason"])]
     raw_usage = out.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    if usage.get("estimated") is True:
+        attrs["xclaw.usage.estimated"] = True
+        for key, name in (("input", "input"), ("output", "output")):
+            if isinstance(usage.get(key), int):
+                attrs[f"xclaw.usage.estimated_{name}_tokens"] = usage[key]
+    endpoint = out.get("endpoint")
+    if isinstance(endpoint, str) and endpoint:
+        where = urlsplit(endpoint)
+        if where.hostname:
+            attrs["server.address"] = where.hostname
+        with contextlib.suppress(ValueError):
+            if where.port is not None:
+                attrs["server.port"] = where.port
     read = _first_int((usage, out), _CACHE_READ_KEYS)
     write = _first_int((usage, out), _CACHE_WRITE_KEYS)
     if isinstance(usage.get("reasoning"), int) and usage["reasoning"] > 0:

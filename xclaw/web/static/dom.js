@@ -59,18 +59,29 @@ export function formatCount(n) {
   return `${Math.round(n / 1000)}k`;
 }
 
+/** True when the server reported no token counts: `usage` then holds xclaw's estimate and
+ * `tokens` is null (unknown), never a 0 that would read as a fact. */
+export function isEstimated(step) {
+  return step.usage?.estimated === true;
+}
+
 export function tokensOf(step) {
+  if (isEstimated(step)) return (step.usage.input || 0) + (step.usage.output || 0);
   const t = step.tokens || {};
   return (t.prompt || 0) + (t.completion || 0);
 }
 
 export function formatTokens(step) {
   const t = step.tokens || {};
-  if (!t.prompt && !t.completion) return "";
+  const about = isEstimated(step) ? "~" : "";
+  const input = about ? step.usage.input : t.prompt;
+  const output = about ? step.usage.output : t.completion;
+  if (!input && !output) return "";
   const read = step.usage?.cache_read || 0;
   const cached = read ? ` (${formatCount(read)} cached)` : "";
-  const cost = typeof step.cost === "number" ? ` · ${formatCost(step.cost)}` : "";
-  return `${formatCount(t.prompt)}${cached} → ${formatCount(t.completion)} tok${cost}`;
+  const cost = typeof step.cost === "number" ? ` · ${about}${formatCost(step.cost)}` : "";
+  const note = about ? " (estimated)" : "";
+  return `${about}${formatCount(input)}${cached} → ${about}${formatCount(output)} tok${note}${cost}`;
 }
 
 /** $0.0042, $1.23 (an estimate from the price table; see docs/llm-providers.md). */

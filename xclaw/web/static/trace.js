@@ -3,7 +3,7 @@
 // status, duration and tokens; a step opens to show its input and output; `step` frames
 // update it while the agent runs.
 
-import { clear, formatCost, formatCount, formatDuration, formatTokens, h, icon, oneLine, prettyValue, tokensOf } from "./dom.js";
+import { clear, formatCost, formatCount, formatDuration, formatTokens, h, icon, isEstimated, oneLine, prettyValue, tokensOf } from "./dom.js";
 
 const TYPE_LABEL = { user_input: "user", llm_call: "llm", tool_call: "tool", system_alert: "alert" };
 
@@ -116,7 +116,9 @@ export class TraceTree {
     clear(this.stats).append(...[
       h("span", { text: `${all.length} step${all.length === 1 ? "" : "s"}` }),
       h("span", { text: `${llm} LLM · ${tools} tool` }),
-      h("span", { text: `${formatCount(tokens)} tokens` }),
+      h("span", all.some(isEstimated)
+        ? { text: `~${formatCount(tokens)} tokens`, title: "partly estimated: the server reported no token counts for some calls" }
+        : { text: `${formatCount(tokens)} tokens` }),
       read ? h("span", { text: `${Math.round((100 * read) / Math.max(1, input))}% cached`, title: "share of input tokens read from the prompt cache" }) : null,
       priced.length ? h("span.cost", { text: `≈ ${formatCost(cost)}`, title: "estimated cost of the LLM calls (price table)" }) : null,
       running ? h("span.live-dot", { text: "● live" }) : null,
@@ -179,7 +181,9 @@ export class TraceTree {
         step.agent && step.agent !== "main" ? fact("agent", step.agent) : null,
         fact("started", started),
         fact("duration", step.durationMs === null || step.durationMs === undefined ? "running" : formatDuration(step.durationMs)),
-        tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null,
+        isEstimated(step)
+          ? fact("tokens", `~${step.usage.input || 0} prompt · ~${step.usage.output || 0} completion (estimated: the server reported no counts)`)
+          : tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null,
         step.name === "approval" && step.output && step.output.by ? fact("answered by", answeredBy(step.output.by)) : null),
       h("div.io", h("div.io-label", { text: "input" }), prettyValue(step.input)),
       h("div.io", h("div.io-label", { text: "output" }), prettyValue(step.output)),
