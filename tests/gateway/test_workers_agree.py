@@ -6,6 +6,7 @@ has the session's model among its own drives it with that model, and says so too
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 from tests.gateway.harness import Client, clean_env, write_script, xclaw_cmd
 from tests.gateway.test_workers import TOKEN, PgServer, health, sh
 from tests.store.conftest import PostgresBackend, postgres_url
+from xclaw.store import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -123,13 +125,27 @@ async def test_a_takeover_keeps_the_sessions_model_or_waits(tmp_path: Path, data
         await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
         a.kill()  # SIGKILL: its presence lock goes with it, its lease is free at once
 
-        # A reconnect to B: B cannot run the session's model and nobody asked it to change.
-        cb = await Client.open(b, token=TOKEN)
-        status = await cb.attach(sid)
+        # ...once the database has noticed: PostgreSQL drops the advisory lock when the server
+        # process of A's connection sees it closed, a moment after the kill. That moment is
+        # held open here (A's presence taken over by this test, on both backends): a client
+        # attaching to B then is told the session is busy, which is true as far as anyone
+        # can tell, and is told it is not as soon as B finds out.
+        ghost = open_store(database)
+        await asyncio.to_thread(ghost.register_worker, a_id, {})
+        try:
+            cb = await Client.open(b, token=TOKEN)
+            status = await cb.attach(sid)
+            assert status["busy"] is True
+        finally:
+            ghost.close()
+
+        # B cannot run the session's model and nobody asked it to change: it says so, and
+        # that the session waits, nobody driving it.
         notice = await said(cb, "[worker]")
         assert f"this session runs with model script:{a_script}" in notice["content"]
         assert "does not drive it" in notice["content"]
-        assert status["busy"] is False and status["state"] == "interrupted"
+        status = await cb.until(lambda f: f.get("type") == "status" and f.get("busy") is False)
+        assert status["state"] == "interrupted"
         assert not any(f.get("type") == "reply" for f in cb.seen)
         (refused,) = config_alerts(database, sid)
         assert refused["decision"] == "refused" and refused["worker"]["id"] == b_id

@@ -271,6 +271,7 @@ class Cluster:
                 idle += 1  # nobody drives it, and it needs no resume: nothing to watch
                 if idle >= 2:
                     self.forget(sid)
+                    await self._tell_idle(sid)
                     return
                 delay = 0.2
 
@@ -279,6 +280,16 @@ class Cluster:
         task.add_done_callback(
             lambda t: self._watchers.pop(sid, None) if self._watchers.get(sid) is t else None
         )
+
+    async def _tell_idle(self, sid: str) -> None:
+        """The clients here were told `busy` while another worker drove the session; that
+        worker is gone and nobody drives it now (this one declined it, or it was left at
+        rest): say so, or their input stays locked on a run that no longer exists."""
+        if self.rt.is_busy(sid) or not self.rt.has_subscribers(sid):
+            return
+        session = await self.rt.db(self.store.get_session, sid)
+        if not self.rt.is_busy(sid):
+            self.rt.deliver(sid, {**self.rt.status_frame(session, busy=False), "sessionId": sid})
 
     # --- presence and the sweep -----------------------------------------------------------------
     async def _refresh_others(self) -> None:
