@@ -26,7 +26,10 @@ def _where(host: str, port: int) -> str:
 
 def bind_listeners(host: str, port: int) -> list[socket.socket]:
     """Bound (not yet listening) TCP sockets for every address HOST names, as uvicorn's own
-    bind would make them (SO_REUSEADDR; IPv6 sockets IPv6 only). Raises CannotListen."""
+    bind would make them (SO_REUSEADDR; IPv6 sockets IPv6 only), but not inheritable: xclaw
+    serves in one process, and a child it starts (an MCP server, a shell command) must not
+    keep the port open after the server dies, or a restart on that port fails. Raises
+    CannotListen."""
     where = _where(host, port)
     try:
         infos = socket.getaddrinfo(
@@ -53,7 +56,6 @@ def bind_listeners(host: str, port: int) -> list[socket.socket]:
             except OSError as e:
                 why = _WHY.get(e.errno or 0, e.strerror or str(e))
                 raise CannotListen(f"cannot listen on {where}: {why}") from None
-            sock.set_inheritable(True)
     except BaseException:
         for sock in bound:
             sock.close()

@@ -6,15 +6,17 @@ restart the call — read-only and idempotent by the annotations of a server con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.gateway.harness import Client, Server, write_script
-from tests.tools.mcp_servers.servers import children_running, everything
+from tests.tools.mcp_servers.servers import children_running, everything, python_server
 from xclaw.store import open_store
 from xclaw.store.model import StepStatus, StepType
 
@@ -148,9 +150,12 @@ async def test_a_call_configured_not_to_retry_is_asked_again_with_the_may_have_r
         await c.send({"type": "message", "sessionId": sid, "content": "run it"})
         await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running", timeout=60)
         assert server.proc is not None
-        serve_pid = server.proc.pid
+        # Its MCP server, looked up while it is still xclaw serve's child (after the kill it
+        # is init's), then gone with it.
+        mcp = children_running("mcp-server-everything", parent=server.proc.pid)
+        assert mcp, "no MCP server child of xclaw serve"
         server.kill()
-        for pid in children_running("mcp-server-everything", parent=serve_pid):
+        for pid in mcp:
             assert await wait_gone(pid)
 
         server.start()
@@ -167,3 +172,89 @@ async def test_a_call_configured_not_to_retry_is_asked_again_with_the_may_have_r
             await client.close()
     finally:
         server.kill()
+
+
+# An MCP server that leaves a process of its own behind (as npm servers' helpers do): a
+# `sleep` started with every inheritable descriptor the server got, then the real server.
+CARELESS = """
+import os, subprocess, sys
+child = subprocess.Popen(["sleep", "120"], close_fds=False, start_new_session=True)
+with open(sys.argv[1], "w") as f:
+    f.write(str(child.pid))
+os.execv(sys.argv[2], [sys.argv[2]])
+"""
+
+
+class CarelessServe(Server):
+    """`xclaw serve` with CARELESS wrapping mcp-server-time as MCP server `time`."""
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        config = Path(env["XCLAW_CONFIG"])
+        args = [self.root / "careless.py", self.root / "left-behind.pid"]
+        config.write_text(
+            config.read_text()
+            + f"mcp_servers:\n  time:\n    command: {sys.executable}\n"
+            + f"    args: [{args[0]}, {args[1]}, {python_server('mcp-server-time')}]\n"
+        )
+        return env
+
+
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes of the TCP sockets listening on `port` (any address), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                inodes.add(fields[9])
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[str]:
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            out.add(target.removeprefix("socket:[").removesuffix("]"))
+    return out
+
+
+async def test_a_process_a_tool_left_behind_does_not_keep_the_port_of_a_killed_serve(
+    tmp_path: Path,
+) -> None:
+    """The gateway's listening sockets are not inherited: a process started by an MCP server
+    (or any child) that outlives a SIGKILLed `xclaw serve` does not hold its port, and the
+    server starts again on that port while the process still runs."""
+    root = tmp_path / "srv"
+    root.mkdir()
+    wrapper = root / "careless.py"
+    wrapper.write_text(CARELESS)
+    pidfile = root / "left-behind.pid"
+    call = {"name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}
+    script = write_script(
+        root / "script.json", [{"text": "", "tool_calls": [call]}, {"text": "It is now."}]
+    )
+    server = CarelessServe(root=root, script=script, approval="yolo")
+    server.start()
+    left: int | None = None
+    try:
+        c = await Client.open(server)
+        await c.attach(None)
+        assert (await c.turn("what time is it?"))["content"] == "It is now."
+        left = int(pidfile.read_text())
+        listeners = listening_inodes(server.port)
+        assert listeners, "xclaw serve listens on no socket of its port"
+        await c.close()
+
+        server.kill()
+        assert Path(f"/proc/{left}").exists(), "the process left behind is gone already"
+        assert not socket_inodes(left) & listeners, "a tool's process holds the gateway's port"
+        assert not listening_inodes(server.port)
+        server.start()  # the same port, while the process left behind still runs
+        assert Path(f"/proc/{left}").exists()
+    finally:
+        server.kill()
+        if left is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(left, signal.SIGKILL)
