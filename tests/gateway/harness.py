@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.ports import free_port
+
 BANNER_TIMEOUT_S = 20.0
 
 
@@ -25,12 +26,6 @@ def xclaw_cmd() -> list[str]:
     """`python -m xclaw`, or the command in XCLAW_TEST_CMD (e.g. an installed `xclaw`)."""
     override = os.environ.get("XCLAW_TEST_CMD")
     return shlex.split(override) if override else [sys.executable, "-m", "xclaw"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_script(path: Path, turns: list[dict[str, Any]]) -> Path:

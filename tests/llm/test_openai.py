@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
 
 from tests.llm.fakes import FakeCall, FakeOpenAIServer, Reply
 from tests.llm.samples import READ, SHELL, Deltas, tool_history
+from tests.ports import free_port
 from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import OpenAIModel, openai_request
@@ -218,9 +218,7 @@ async def test_stream_that_breaks_off_after_text_is_not_retried(
 
 
 async def test_connection_refused_is_retryable() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again before the call: nothing listens there
+    port = free_port()  # nothing listens there
     m = OpenAIModel("gpt-test", api_key="k", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=2)
     with pytest.raises(LLMError) as e:
         await fast_retries(m, retries=1).complete(REQ)

@@ -6,6 +6,7 @@ import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
 from tests.llm.samples import Deltas
+from tests.ports import free_port
 from xclaw.errors import LLMError
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import (
@@ -291,11 +292,8 @@ async def test_a_real_server_that_starts_late_and_says_loading_is_waited_for() -
     then the server answers 503 "Loading model" twice (as llama-server does), then it works;
     no retry is spent on any of it."""
     import asyncio
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     m = RetryingModel(
         OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=5),
         retries=0,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.ports import free_port
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.retry import FallbackChain, RetryingModel
 from xclaw.llm.server_info import reported_context_window
@@ -120,11 +121,7 @@ async def test_the_model_asks_once_and_wrappers_pass_it_on() -> None:
 
 
 async def test_a_server_that_is_down_is_asked_again_later() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     m = OpenAIModel("Qwen/Qwen2.5-7B-Instruct", base_url=f"http://127.0.0.1:{port}/v1")
     assert await m.context_window() is None  # not up yet: not an answer to keep
     with serving(VLLM, port=port):

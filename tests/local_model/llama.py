@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from tests.ports import free_port
 
 START_TIMEOUT_S = 180.0
 MARKER = ".xclaw-ci-complete"
@@ -60,12 +61,6 @@ def model_file(python: str) -> str:
     if r.returncode != 0:
         raise Unavailable(f"the Gemma 3 270M GGUF could not be assembled: {r.stderr[-500:]}")
     return r.stdout.strip().splitlines()[-1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.local_model.llama import N_CTX, LlamaServer, free_port
+from tests.local_model.llama import N_CTX, LlamaServer
 from tests.local_model.relay import Relay
+from tests.ports import free_port
 from xclaw.demo.process import Client, Frame, ServerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(900)]
@@ -116,7 +117,7 @@ async def test_a_plain_answer_streams_and_its_unknown_usage_is_not_a_zero(
 ) -> None:
     home = tmp_path / "home"
     env = xclaw_env(home, write_config(home, llama.url))
-    server = ServerProcess(home, env, TOKEN)
+    server = ServerProcess(home, env, TOKEN, port=free_port())
     server.start()
     try:
         client = await Client.attach(server, None, lambda f: None)
@@ -158,7 +159,7 @@ async def test_tool_calls_run_under_approval_and_their_results_go_back_over_turn
     home = tmp_path / "home"
     with Relay(llama.port) as relay:
         env = xclaw_env(home, write_config(home, relay.url, first_tool_choice="shell"))
-        server = ServerProcess(home, env, TOKEN)
+        server = ServerProcess(home, env, TOKEN, port=free_port())
         server.start()
         try:
             client = await Client.attach(server, None, lambda f: None)
@@ -225,7 +226,7 @@ async def test_kill_9_mid_generation_resumes_then_rollback_and_fork(
 ) -> None:
     home = tmp_path / "home"
     env = xclaw_env(home, write_config(home, llama.url, max_tokens=160))
-    server = ServerProcess(home, env, TOKEN)
+    server = ServerProcess(home, env, TOKEN, port=free_port())
     server.start()
     try:
         client = await Client.attach(server, None, lambda f: None)
@@ -304,7 +305,7 @@ async def test_cancel_closes_the_request_and_the_server_stops_generating(
     (it serves one request at a time: still generating, it would make it wait)."""
     home = tmp_path / "home"
     env = xclaw_env(home, write_config(home, llama.url, max_tokens=400))
-    server = ServerProcess(home, env, TOKEN)
+    server = ServerProcess(home, env, TOKEN, port=free_port())
     server.start()
     try:
         client = await Client.attach(server, None, lambda f: None)

@@ -4,22 +4,16 @@ the clients), within `llm_startup_wait_s`, instead of failing the session."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
 from tests.llm.fakes import FakeOpenAIServer, Reply
+from tests.ports import free_port
 from xclaw.config import Settings
 from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import Status
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _run(tmp: Path, port: int, wait_s: float) -> tuple[Runtime, str, list[dict[str, Any]]]:
@@ -41,7 +35,7 @@ async def _run(tmp: Path, port: int, wait_s: float) -> tuple[Runtime, str, list[
 
 
 async def test_the_first_call_waits_for_a_model_server_that_starts_late(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     srv = FakeOpenAIServer(port=port, default=Reply(text="Ready now."))
 
     async def start_late() -> None:
@@ -64,7 +58,7 @@ async def test_the_first_call_waits_for_a_model_server_that_starts_late(tmp_path
 
 
 async def test_a_model_server_that_never_starts_fails_the_run_in_words(tmp_path: Path) -> None:
-    runtime, sid, frames = await _run(tmp_path, _free_port(), wait_s=2)
+    runtime, sid, frames = await _run(tmp_path, free_port(), wait_s=2)
     (error,) = [f for f in frames if f["type"] == "error"]
     assert "did not come up within 2 s" in error["content"]
     assert runtime.store.get_session(sid).status is Status.FAILED

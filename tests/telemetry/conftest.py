@@ -11,7 +11,6 @@ the reason, unless XCLAW_TEST_REQUIRE_PHOENIX is set (CI), where they fail.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -22,14 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ci_cache() -> Path:
@@ -106,7 +101,7 @@ class Phoenix:
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     command = phoenix_command()
     work = tmp_path_factory.mktemp("phoenix")
-    port, grpc_port = _free_port(), _free_port()
+    port, grpc_port = free_port(), free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
         "PHOENIX_WORKING_DIR": str(work),

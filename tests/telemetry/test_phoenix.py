@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from tests.gateway.harness import Client, Server, close_open_clients
+from tests.ports import free_port
 
-from .conftest import Phoenix, _free_port
+from .conftest import Phoenix
 
 pytestmark = pytest.mark.slow
 
@@ -289,7 +290,7 @@ def test_otlp_grpc_switched_on_by_xclaw_yaml(tmp_path: Path, phoenix: Phoenix) -
 
 def test_a_receiver_that_is_down_costs_the_run_nothing(tmp_path: Path) -> None:
     (tmp_path / "script.json").write_text(json.dumps({"turns": [{"text": "fine"}]}))
-    dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=dead, OTEL_EXPORTER_OTLP_TIMEOUT="2")
     started = time.monotonic()
     r = _run(tmp_path, env, "hello")

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,7 +26,22 @@ Frame = dict[str, Any]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A free port below the kernel's ephemeral range: the demo restarts its server on the
+    same port after the crash, and a port the kernel hands out (bind to port 0) can meanwhile
+    become the local port of any outgoing connection on the machine, failing the restart."""
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32_768
+    for _ in range(200):
+        port = random.randrange(10_000, max(first, 10_001))
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # nothing free down there: any port the kernel gives
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
@@ -43,11 +59,13 @@ class ServerRefused(RuntimeError):
 class ServerProcess:
     """`python -m xclaw serve` on loopback; restartable on the same port and database."""
 
-    def __init__(self, home: Path, env: dict[str, str], token: str) -> None:
+    def __init__(
+        self, home: Path, env: dict[str, str], token: str, port: int | None = None
+    ) -> None:
         self.home = home
         self.env = env
         self.token = token
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 EVERYTHING = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
 
@@ -67,12 +69,6 @@ def wait_for_pids(pattern: str, parent: int | None = None, timeout: float = 30.0
             return pids
         time.sleep(0.05)
     raise AssertionError(f"no process matching {pattern!r} within {timeout} s")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class HttpEverything:
