@@ -64,8 +64,10 @@ async def test_token_generated_once_kept_0600_and_reused(server_factory) -> None
     c = await Client.open(server, url=f"{server.ws_url}?token={first}")
     await c.attach(None)
     await c.close()
-    await asyncio.sleep(0.2)
-    logs = server.logs()
+    deadline = time.monotonic() + 15
+    while "event=attach" not in (logs := server.logs()):
+        assert time.monotonic() < deadline, logs
+        await asyncio.sleep(0.02)
     assert "event=connect" in logs and "event=attach" in logs
     assert first not in logs
     for line in logs.splitlines():

@@ -245,8 +245,10 @@ async def test_an_approval_is_answered_on_another_worker(pg_nodes) -> None:
     turns = [{"text": "", "tool_calls": [sh("echo hi > out.txt")]}, {"text": "wrote it"}]
     a = await pg_nodes(turns, approval="ask")
     b = await pg_nodes(turns, approval="ask")
-    await asyncio.sleep(0.3)  # b's hello reached a: a publishes its frames
-    assert a.cluster.others and b.cluster.others
+    deadline = time.monotonic() + 30  # b's hello reached a: a publishes its frames
+    while not (a.cluster.others and b.cluster.others):
+        assert time.monotonic() < deadline, "the workers never heard of each other"
+        await asyncio.sleep(0.02)
     sid = (await a.runtime.open(None))[0].session_id
     b.runtime.subscribe(sid, b.frames.append)
     await a.runtime.send(sid, "write")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -150,7 +149,7 @@ async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
     )
     sid = await h.session()
     await h.runtime.send(sid, "go")
-    await asyncio.sleep(0.2)
+    await h.first("tool")  # the first command runs
     assert h.runtime.cancel(sid)
     await h.runtime.wait_idle(sid)
     assert not (h.settings.workspace_root / sid / "a").exists()

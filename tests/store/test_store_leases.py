@@ -189,7 +189,10 @@ def test_fenced_completion_and_takeover_never_interleave(store_factory) -> None:
 
     t = threading.Thread(target=holder)
     t.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while not written:  # A writes under its lease
+        assert time.monotonic() < deadline and t.is_alive(), "A never wrote"
+        time.sleep(0.005)
     b = None
     while b is None:
         b = b_store.acquire_lease(sid, "B", 30)
