@@ -1,4 +1,38 @@
 """Fixtures shared across test packages."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 # `make`: an in-process runtime on a real SQLite store with the scripted model.
 pytest_plugins = ["tests.runtime.harness"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """HOME and XCLAW_HOME of this test process (one per xdist worker) and of everything it
+    starts: a directory of its own, so no test reads or writes the developer's ~/.xclaw and
+    no two workers share one. What the suite takes from the real home stays reachable: the
+    caches the CI setup builds once per machine (XDG_CACHE_HOME) and git's identity."""
+    real = Path.home()
+    home = tmp_path_factory.mktemp("home")
+    saved = {
+        k: os.environ.get(k) for k in ("HOME", "XCLAW_HOME", "XDG_CACHE_HOME", "GIT_CONFIG_GLOBAL")
+    }
+    os.environ.setdefault("XDG_CACHE_HOME", str(real / ".cache"))
+    if (real / ".gitconfig").exists():
+        os.environ.setdefault("GIT_CONFIG_GLOBAL", str(real / ".gitconfig"))
+    os.environ["HOME"] = str(home)
+    os.environ["XCLAW_HOME"] = str(home / ".xclaw")
+    try:
+        yield home
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
