@@ -63,7 +63,6 @@ class Toolbox:
 def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.errors import ConfigError
     from xclaw.tools.approval import ApprovalPolicy
-    from xclaw.tools.mcp.hub import McpHub
     from xclaw.tools.python_tools import load_python_tools
     from xclaw.tools.registry import default_tools
 
@@ -82,11 +81,17 @@ def default_toolbox(settings: Settings) -> Toolbox:
             )
         tools[tool.name] = tool
     _check_policy_names(policies, tools, list(settings.mcp_servers))
+    hub = None
+    if settings.mcp_servers:
+        # Only then: the MCP SDK takes longer to import than the rest of a server's start.
+        from xclaw.tools.mcp.hub import McpHub
+
+        hub = McpHub(settings.mcp_servers, policies)
     return Toolbox(
         tools=tools,
         policy=ApprovalPolicy.from_settings(settings),
         workspace_root=settings.workspace_root,
-        mcp=McpHub(settings.mcp_servers, policies) if settings.mcp_servers else None,
+        mcp=hub,
     )
 
 
@@ -98,7 +103,7 @@ def _check_policy_names(
     import difflib
 
     from xclaw.errors import ConfigError
-    from xclaw.tools.mcp.tool import PREFIX, tool_name
+    from xclaw.tools.mcp.names import PREFIX, tool_name
 
     prefixes = {tool_name(server, ""): server for server in servers}
     for name in policies:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.mcp.config import McpServerConfig
-from xclaw.tools.mcp.tool import McpTool, tool_name
+from xclaw.tools.mcp.names import tool_name
+from xclaw.tools.mcp.tool import McpTool
 from xclaw.tools.traits import ToolPolicy
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from typing import Any
 
 from mcp.types import (
@@ -24,22 +23,12 @@ from xclaw.messages import ImageBlock
 from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
 from xclaw.tools.files import IMAGE_MAX_BYTES
 from xclaw.tools.mcp.client import McpConnection, McpServerError
+from xclaw.tools.mcp.names import tool_name
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
-PREFIX = "mcp__"
 # What the providers accept as image blocks (as view_file shows).
 MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MAX_STRUCTURED_CHARS = 20_000
-
-
-_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
-MAX_NAME = 64  # what Anthropic and OpenAI accept as a tool name
-
-
-def tool_name(server: str, tool: str) -> str:
-    """`mcp__<server>__<tool>`, with characters the providers refuse in tool names (dots,
-    spaces, ...) replaced by `_` and cut to 64 characters; calls use the server's own name."""
-    return _NOT_IN_NAMES.sub("_", f"{PREFIX}{server}__{tool}")[:MAX_NAME]
 
 
 class McpTool(Tool):
