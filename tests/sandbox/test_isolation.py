@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -135,8 +136,9 @@ async def run(iso: Isolation, ctx: ToolContext, command: str, **kw: object):
 async def test_only_the_workspace_is_writable(real, tmp_path: Path) -> None:
     iso, ctx, _ = real
     # Outside the workspace and outside /tmp (the checkout itself may live under /tmp, which
-    # is a private tmpfs in the sandbox): the home directory, visible there but read-only.
-    outside = Path.home() / f"sandbox-escape-{os.getpid()}.txt"
+    # is a private tmpfs in the sandbox): the account's home directory, visible there but
+    # read-only (not $HOME: the suite points that into /tmp, tests/conftest.py).
+    outside = Path(pwd.getpwuid(os.getuid()).pw_dir) / f"sandbox-escape-{os.getpid()}.txt"
     in_tmp = tmp_path / "in-tmp.txt"  # /tmp is a private tmpfs inside the sandbox
     r = await run(
         iso, ctx, f"echo in > in.txt && cat in.txt; echo out > {outside}; echo t > {in_tmp}; pwd"

@@ -73,7 +73,7 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> None:
+    def start(self, timeout: float = 60.0) -> None:
         self.starts += 1
         log = (self.home / f"serve-{self.starts}.log").open("wb")
         self.proc = subprocess.Popen(
