@@ -36,3 +36,20 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest first. The suite runs on pytest-xdist workers (`--dist loadgroup`,
+    pyproject.toml): each test goes to whichever worker is free, except the tests of one
+    costly server that a module shares (a model server, Phoenix: `xdist_group`), which stay
+    together on one worker. Work is handed out in this order, so the real-model tier, then
+    the tests that start real processes, go first and the many quick ones fill the end:
+    no worker is left with a long test while the others have finished. A stable sort: the
+    order within each kind is the files' own."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("local_model"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)

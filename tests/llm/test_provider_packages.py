@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One pytest-xdist worker runs them all: the package is built once (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("provider-package")]
 
 PYPROJECT = """\
 [build-system]

@@ -29,7 +29,13 @@ from tests.local_model.relay import Relay
 from tests.ports import free_port
 from xclaw.demo.process import Client, Frame, ServerProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(900)]
+# One pytest-xdist worker runs them all: one model server for the module (tests/conftest.py).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.local_model,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("llama"),
+]
 
 TOKEN = "local-model-test-token-123456"
 MODEL = "openai:gemma-3-270m"

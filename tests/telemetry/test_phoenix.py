@@ -21,7 +21,8 @@ from tests.ports import free_port
 
 from .conftest import Phoenix
 
-pytestmark = pytest.mark.slow
+# One pytest-xdist worker runs them all: one Phoenix for the module (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("phoenix")]
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
