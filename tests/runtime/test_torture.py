@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(900)  # 20 crash drills: a minute alone, several while the suite runs beside it
 def test_twenty_kills_and_power_losses_lose_and_repeat_nothing() -> None:
     seed = random.randrange(1 << 30)
     p = subprocess.run(
