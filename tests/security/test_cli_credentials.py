@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.harness import Server, clean_env, xclaw_cmd
+from tests.store.conftest import PostgresBackend
 from xclaw.credentials import hide_in_cmdline
 
 pytestmark = pytest.mark.slow
@@ -56,7 +57,8 @@ def test_hide_in_cmdline_overwrites_our_own_command_line() -> None:
 @pytest.mark.skipif(not PG, reason="set XCLAW_TEST_PG_URL (PostgreSQL trusts the test user)")
 def test_the_database_password_is_not_in_the_servers_command_line(tmp_path: Path) -> None:
     password = "cmdline-pg-password-4545"
-    url = PG.replace("postgresql://postgres@", f"postgresql://postgres:{password}@")
+    pg = PostgresBackend(PG)  # a schema of its own: the database is shared with other runs
+    url = pg.url.replace("postgresql://postgres@", f"postgresql://postgres:{password}@")
     assert password in url
     server = Server(tmp_path, None).start("--db", url)
     try:
@@ -65,6 +67,7 @@ def test_the_database_password_is_not_in_the_servers_command_line(tmp_path: Path
         assert "postgresql://postgres:" in _cmdline(server.proc.pid)
     finally:
         server.kill()
+        pg.drop()
 
 
 def test_the_token_is_not_in_the_chat_clients_command_line(tmp_path: Path) -> None:

@@ -31,6 +31,9 @@ def test_new_switch_rename_delete(serve, new_page, shot):
     expect(items).to_have_count(2)
     expect(page.locator(".session-item.active")).to_have_attribute("data-session", beta)
     expect(page.locator("#session-title")).to_have_text("beta task")
+    # The list is sorted by last change: once beta is on top it is settled, and a click lands
+    # on the item it aims at (not on one a late refresh moved under the pointer).
+    expect(items.first).to_have_attribute("data-session", beta)
 
     # Switch by clicking: alpha's history comes back.
     page.locator(f'.session-item[data-session="{alpha}"] .session-main').click()
