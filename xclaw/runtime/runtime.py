@@ -172,7 +172,11 @@ class Runtime:
                 return found, False
             check_session_id(session_id)  # ValueError: a malformed id is refused now
         now = now_ms()
-        return Session(session_id or new_session_id(), "", Status.INIT, now, now), True
+        sid = session_id or new_session_id()
+        unsaved = Session(
+            session_id=sid, title="", status=Status.INIT, created_at=now, updated_at=now
+        )
+        return unsaved, True
 
     def history_frame(self, session_id: str) -> dict[str, Any]:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)

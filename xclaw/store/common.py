@@ -11,7 +11,7 @@ The contract stays the `Store` Protocol in xclaw.store.base; this class holds no
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, SessionNotFound
@@ -19,6 +19,7 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
+    Completion,
     NewStep,
     Session,
     SessionEvent,
@@ -56,7 +57,12 @@ def normalise_step(step: NewStep) -> NewStep:
     return step
 
 
-def inserted_step(
+# The columns a caller gives a new step (NewStep's fields named as Step columns, but the
+# parent, which the store checks and writes in full).
+_GIVEN = tuple(f.name for f in fields(NewStep) if f.name != "parent_step_id")
+
+
+def new_step(
     session_id: str,
     seq: int,
     parent: str | None,
@@ -65,24 +71,19 @@ def inserted_step(
     output_data: Any,
     error_message: str | None,
     now: int,
-    end: int | None,
 ) -> Step:
-    """The value a backend returns for a step it has just inserted."""
+    """The row a backend inserts for a new step (and returns once it is inserted)."""
     return Step(
-        full_step_id(session_id, seq),
-        session_id,
-        seq,
-        parent,
-        step.step_type,
-        step.name,
-        status,
-        step.agent,
-        step.call_id,
-        step.input_data,
-        output_data,
-        error_message,
-        now,
-        end,
+        step_id=full_step_id(session_id, seq),
+        session_id=session_id,
+        seq=seq,
+        parent_step_id=parent,
+        status=status,
+        output_data=output_data,
+        error_message=error_message,
+        start_time=now,
+        end_time=None if status is StepStatus.RUNNING else now,
+        **{f: getattr(step, f) for f in _GIVEN},
     )
 
 
@@ -201,17 +202,13 @@ class StoreBase:
         session_id: str,
         seq: int,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
+        *,
         wanted: Status | None,
         lease: Lease | None,
-        *,
         durable: bool,
     ) -> Step:
-        """running -> status, then the session as `event_of_answer` says."""
+        """running -> `done.status`, then the session as `event_of_answer` says."""
         raise NotImplementedError
 
     def _rollback(
@@ -325,18 +322,13 @@ class StoreBase:
         lease: Lease | None = None,
         durable: bool = False,
     ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.COMPLETED,
-            None,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-            durable,
+        done = Completion(
+            status=StepStatus.COMPLETED,
+            output_data=output_data,
+            token_usage_prompt=token_usage_prompt,
+            token_usage_completion=token_usage_completion,
         )
+        return self._finish(session_id, seq, done, session_status, lease=lease, durable=durable)
 
     def fail_step(
         self,
@@ -351,31 +343,24 @@ class StoreBase:
         lease: Lease | None = None,
         durable: bool = False,
     ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.FAILED,
-            error_message,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-            durable,
+        done = Completion(
+            status=StepStatus.FAILED,
+            output_data=output_data,
+            error_message=error_message,
+            token_usage_prompt=token_usage_prompt,
+            token_usage_completion=token_usage_completion,
         )
+        return self._finish(session_id, seq, done, session_status, lease=lease, durable=durable)
 
     def _finish(
         self,
         session_id: str,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
         session_status: Status | None,
+        *,
         lease: Lease | None,
-        durable: bool = False,
+        durable: bool,
     ) -> Step:
         seq = parse_step_ref(ref, session_id)
         wanted = None if session_status is None else Status(session_status)
@@ -386,13 +371,9 @@ class StoreBase:
             session_id,
             seq,
             ref,
-            status,
-            error_message,
-            output_data,
-            prompt_tokens,
-            completion_tokens,
-            wanted,
-            lease,
+            done,
+            wanted=wanted,
+            lease=lease,
             durable=durable or wanted in DURABLE_STATUSES,
         )
 

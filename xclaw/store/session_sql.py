@@ -33,6 +33,7 @@ from xclaw.store.model import (
 )
 from xclaw.store.rows import (
     SESSION_COLS,
+    SESSIONS,
     STEP_COLS,
     check_session_id,
     new_session_id,
@@ -43,11 +44,8 @@ from xclaw.store.snapshots import sweep_blobs_tx
 
 T = TypeVar("T")
 
-_INSERT_SESSION = (
-    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, metadata,"
-    " is_forked) VALUES (?, ?, 'Init', ?, ?, ?::jsonb, 0)"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING 1"
-)
+# Every column from the Session value (store/columns.py).
+_INSERT_SESSION = SESSIONS.insert() + " ON CONFLICT (session_id) DO NOTHING RETURNING 1"
 _FIND_SESSION = f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?"
 _UPDATE_SESSION = (
     "UPDATE sessions SET title=coalesce(?, title), metadata=coalesce(?::jsonb, metadata),"
@@ -115,18 +113,26 @@ class SessionMethods:
         # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         meta = dict(metadata or {})
-        meta_json = d.json(meta, "metadata")
+        d.json(meta, "metadata")  # refused here, before the transaction, if it is not JSON
         title = d.text(title) or ""
 
         def tx(conn: Any) -> Session:
             now = self._now()
+            session = Session(
+                session_id=sid,
+                title=title,
+                status=Status.INIT,
+                created_at=now,
+                updated_at=now,
+                metadata=meta,
+            )
             # fetchall: SQLite finishes a RETURNING statement only once its rows are read.
             rows = conn.execute(
-                d.sql(_INSERT_SESSION), (sid, title, now, now, meta_json)
+                d.sql(_INSERT_SESSION), SESSIONS.params(session, d.json, d.text)
             ).fetchall()
             if not rows:
                 raise StoreError(f"a session with id {sid!r} already exists")
-            return Session(sid, title, Status.INIT, now, now, meta)
+            return session
 
         return self._write(tx, durable=True)
 
