@@ -20,6 +20,7 @@ from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.stream import WriteStream
+from xclaw.store.writes import ReleaseLease, RenewLease
 
 log = logging.getLogger("xclaw.leases")
 
@@ -94,8 +95,7 @@ class LeaseKeeper:
                     # Straight to the writer, batched with the runs' writes (a stream of its
                     # own each time: a failed renewal must not break the next one's).
                     renewed = await self.store.write_stream().put(
-                        lambda: self.store.renew_lease(lease, self.ttl_s),  # noqa: B023 - awaited here
-                        durable=False,
+                        RenewLease(lease=lease, ttl_s=self.ttl_s)
                     )
                     put(renewed)
                 except LeaseLost as e:
@@ -116,7 +116,7 @@ class LeaseKeeper:
         straight, batched with other sessions' writes, instead of through a thread."""
         try:
             if writes is not None:
-                await writes.put(lambda: self.store.release_lease(lease), durable=False)
+                await writes.put(ReleaseLease(lease=lease))
             else:
                 await self.db(self.store.release_lease, lease)
         except Exception as e:  # noqa: BLE001 - the lease then simply expires

@@ -248,11 +248,12 @@ class RecordStore(Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    def write_stream(self) -> WriteStream:
-        """A stream for one run's writes: units (callables writing through this store) put
-        on it commit in the order put, each all-or-nothing; a unit's future resolves once it
-        and every earlier unit are committed — synced to disk when put `durable`. The one
-        store call under the write-ahead rule (xclaw/store/stream.py)."""
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """A stream for one run's writes: values of store/writes.py put on it commit in the
+        order put, each all-or-nothing; a write's future resolves once it and every earlier
+        one are committed — synced to disk when its kind must be (writes.SYNC). With `lease`,
+        every step write on it is fenced by it. The one store call under the write-ahead
+        rule (xclaw/store/stream.py)."""
         ...
 
     def close(self) -> None: ...

@@ -425,6 +425,6 @@ class DrivenStore:
     def sweep_targets(self, grace_ms: int) -> SweepTargets:
         return self.store.sweep_targets(grace_ms)
 
-    def write_stream(self) -> WriteStream:
-        # The backend's stream; its units write through this store, so they are fenced.
-        return self.store.write_stream()
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        # The backend's stream, every step write on it fenced by this lease.
+        return self.store.write_stream(self._fence(lease))

@@ -153,8 +153,8 @@ class PostgresStore(
 
         return PgBus(self.target, self.schema, on_message, wants)
 
-    def write_stream(self) -> WriteStream:
-        """Ordered writes for one run: its queued units as one transaction of the pool at a
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """Ordered writes for one run: its queued writes as one transaction of the pool at a
         time, on a worker thread (stream.SerialBatches); other runs commit in parallel."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
@@ -162,7 +162,9 @@ class PostgresStore(
         return WriteStream(
             SerialBatches(
                 lambda units, durable: pool.run_units(units, durable=durable), self._streams
-            )
+            ),
+            self,
+            lease,
         )
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -183,17 +185,15 @@ class PostgresStore(
     # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
-    def _insert_step(
+    def _insert_step_tx(
         self,
         session_id: str,
         step: NewStep,
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
-        *,
-        durable: bool,
         lease: Lease | None,
-    ) -> Step:
+    ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
         error_message = pg_text(error_message)
         # The row's columns, JSON encoded here; its number, parent and times are set in the
@@ -243,19 +243,17 @@ class PostgresStore(
             )
             return row
 
-        return self._write(tx, durable=durable)
+        return tx
 
-    def _finish_step(
+    def _finish_step_tx(
         self,
         session_id: str,
         seq: int,
         ref: int | str,
         done: Completion,
-        *,
         wanted: Status | None,
         lease: Lease | None,
-        durable: bool,
-    ) -> Step:
+    ) -> Callable[[Any], Step]:
         values = Table.values(done, FINISH_COLUMNS, pg_json, pg_text)
         output_data = done.output_data
 
@@ -277,4 +275,4 @@ class PostgresStore(
                 write_status(conn, session_id, current, event, self._now())
             return step
 
-        return self._write(tx, durable=durable)
+        return tx

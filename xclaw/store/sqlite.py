@@ -62,7 +62,7 @@ from xclaw.store.sqlite_leases import (
 )
 from xclaw.store.sqlite_probe import probe_sqlite
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
-from xclaw.store.stream import Ticket, Unit, WriteStream
+from xclaw.store.stream import WriteStream
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -175,18 +175,11 @@ class SQLiteStore(
 
         return SqliteFsck(self)
 
-    def write_stream(self) -> WriteStream:
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        writer = self._writable()
-
-        def send(unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket) -> None:
-            writer.send(
-                lambda _conn: unit(), durable=durable, lazy=lazy, chain=chain, ticket=ticket
-            )
-
-        return WriteStream(send)
+        return WriteStream(self._writable().send, self, lease)
 
     @property
     def writer_thread(self) -> threading.Thread:
@@ -239,17 +232,15 @@ class SQLiteStore(
     # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
-    def _insert_step(
+    def _insert_step_tx(
         self,
         session_id: str,
         step: NewStep,
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
-        *,
-        durable: bool,
-        lease: Lease | None = None,
-    ) -> Step:
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
         running = status is StepStatus.RUNNING
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
@@ -317,19 +308,17 @@ class SQLiteStore(
                 raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
             return row
 
-        return self._write(tx, durable=durable)
+        return tx
 
-    def _finish_step(
+    def _finish_step_tx(
         self,
         session_id: str,
         seq: int,
         ref: int | str,
         done: Completion,
-        *,
         wanted: Status | None,
         lease: Lease | None,
-        durable: bool,
-    ) -> Step:
+    ) -> Callable[[Any], Step]:
         check_lease_for(lease, session_id)
         values = [
             *Table.values(done, FINISH_COLUMNS, dump_json, SQLITE.text),
@@ -362,7 +351,7 @@ class SQLiteStore(
                 write_status(conn, session_id, current, event, self._now())
             return step
 
-        return self._write(tx, durable=durable)
+        return tx
 
 
 # The step's row, every column as model.Step declares it, and the writing worker; inserted
