@@ -149,8 +149,12 @@ async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> R
     sid = store.create_session().session_id
     capture = Capture(store)
     recorder = Recorder(
-        db=StoreCaller(capture), session_id=sid, emit=lambda f: None, redact=Redactor()
-    )  # type: ignore[arg-type]
+        db=StoreCaller(store),
+        writes=capture.write_stream(),
+        session_id=sid,
+        emit=lambda f: None,
+        redact=Redactor(),
+    )
     c0 = store.commits
     on = await run_agent(model, recorder, tmp, iterations)
     on_commits = store.commits - c0

@@ -46,6 +46,7 @@ from xclaw.recorder.events import (
 )
 from xclaw.recorder.history import History
 from xclaw.recorder.redact import Redactor, StreamRedactor
+from xclaw.store.base import RecordReader
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, Completion, NewStep, Status, Step, StepStatus, StepType
 from xclaw.store.stream import WriteStream
@@ -92,7 +93,8 @@ class Recorder:
     def __init__(
         self,
         *,
-        db: StoreCaller,
+        db: StoreCaller[RecordReader],
+        writes: WriteStream,
         session_id: str,
         emit: Emit,
         redact: Redactor,
@@ -102,14 +104,15 @@ class Recorder:
         pending_approvals: dict[str, Step] | None = None,
         turn_root: str | None = None,
         before_side_effect: BeforeSideEffect | None = None,
-        writes: WriteStream | None = None,
         resumable_calls: dict[str, str] | None = None,
         rebuild: Rebuild | None = None,
     ) -> None:
+        # Reads (the session's status, a sub-agent's steps) on a thread; the writes go on
+        # the run's stream (fenced by its lease), shared with sub-agents' recorders: one
+        # ordered stream of writes per run.
         self.db = db
         self.store = db.store
-        # Shared with sub-agents' recorders: one ordered stream of writes per run.
-        self.writes = writes or self.store.write_stream()
+        self.writes = writes
         self.before_side_effect = before_side_effect
         self.session_id = session_id
         self.emit = emit

@@ -8,7 +8,7 @@ from typing import Any
 
 from xclaw.runtime.agreement import RunConfig, with_config
 from xclaw.runtime.turn_plan import Turn
-from xclaw.store.base import Store
+from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Step, StepType
 from xclaw.store.writes import OpenTurn
@@ -23,7 +23,7 @@ class Opened:
 
 
 async def open_turn(
-    store: Store,
+    store: StepWriter,
     session_id: str,
     text: Any,
     *,

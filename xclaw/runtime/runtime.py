@@ -41,7 +41,7 @@ from xclaw.runtime.session_frames import history_frame, status_frame
 from xclaw.runtime.subscribers import FrameSink, Subscribers
 from xclaw.runtime.turn_start import TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
-from xclaw.store.base import RollbackResult, Store
+from xclaw.store.base import RollbackResult, StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
@@ -123,8 +123,8 @@ class Runtime:
         except ConfigError:
             return None
 
-    def caller(self, lease: Lease | None) -> StoreCaller:
-        """Store calls of a run: with its lease, every write carries the fencing token."""
+    def caller(self, lease: Lease | None) -> StoreCaller[StepWriter]:
+        """The writes of a run: with its lease, every one carries the fencing token."""
         return StoreCaller(self.store.driven(lease), self._threads) if lease else self.db
 
     # --- attaching ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from xclaw.store.postgres_rows import NOW_MS
 from xclaw.store.rows import load_json
 
 if TYPE_CHECKING:
-    from xclaw.store.base import Store
+    from xclaw.store.base import StepWriter
     from xclaw.store.postgres_conn import Pool
 
 _STATUS = {s.value: s for s in Status}
@@ -263,8 +263,8 @@ class PgLeases:
         due, dead = self._pool.run(q, durable=True, write=False)
         return SweepTargets([_info(r) for r in due], [owner for (owner,) in dead])
 
-    def driven(self: Store, lease: Lease) -> Store:
-        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+    def driven(self: StepWriter, lease: Lease) -> StepWriter:
+        # `self: StepWriter`: this mixin is only ever part of a whole store.
         return DrivenStore(self, lease)
 
 

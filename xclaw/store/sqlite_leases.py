@@ -36,7 +36,7 @@ from xclaw.store.model import Status
 from xclaw.store.rows import STATUS_BY_VALUE, load_json
 
 if TYPE_CHECKING:
-    from xclaw.store.base import Store
+    from xclaw.store.base import StepWriter
 
 T = TypeVar("T")
 
@@ -320,8 +320,8 @@ class SqliteLeases:
         dead = [owner for (owner,) in idle if self._alive(owner, True) is False]
         return SweepTargets([self._info(r) for r in due], dead)
 
-    def driven(self: Store, lease: Lease) -> Store:
-        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+    def driven(self: StepWriter, lease: Lease) -> StepWriter:
+        # `self: StepWriter`: this mixin is only ever part of a whole store.
         return DrivenStore(self, lease)
 
 

@@ -19,11 +19,11 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import EXIT_USAGE, MissingBlobs, XclawError
 from xclaw.protocol import session_json, step_json, valid_unicode
-from xclaw.store.base import Store
+from xclaw.store.base import RecordReader, RecordStore
 from xclaw.store.columns import Column, Kind, Table
 from xclaw.store.model import (
     Session,
@@ -42,8 +42,14 @@ class BadExport(XclawError):
     exit_code = EXIT_USAGE
 
 
+class ExportSource(RecordReader, Protocol):
+    """What an export reads: the record, and the images its steps name."""
+
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]: ...
+
+
 def export_lines(
-    store: Store,
+    store: ExportSource,
     sessions: Iterable[Session],
     totals: Callable[[list[Step]], dict[str, Any]] | None = None,
     redact: Callable[[Any], Any] | None = None,
@@ -159,7 +165,7 @@ def parse_export(lines: Iterable[bytes | str], where: str = "the file") -> list[
     return out
 
 
-def import_sessions(store: Store, exported: list[Exported]) -> list[Imported]:
+def import_sessions(store: RecordStore, exported: list[Exported]) -> list[Imported]:
     """Every session of the file in one durable transaction (Store.import_sessions): all of
     them are imported, or none."""
     return store.import_sessions(exported)
