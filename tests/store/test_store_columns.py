@@ -5,7 +5,9 @@ declared column (docs/storage.md, "Adding a column")."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
 
 from tests.store.builders import llm, tool, user
 from tests.store.conftest import Backend
@@ -85,3 +87,15 @@ def test_a_fork_copies_every_declared_column(store: Store) -> None:
     forked = store.get_session(fork.session_id)
     assert forked.metadata == {"k": [1, "é"]} and forked.status is Status.INIT
     assert forked.forked_from_seq == steps[-1].seq and forked.parent_session_id == sid
+
+
+def test_a_row_read_back_is_the_value_written_and_stays_frozen(store: Store) -> None:
+    """The generated converter fills the value's slots itself (resume reads 100,000 rows):
+    what it makes equals the value built with keywords, and is as frozen."""
+    sid, steps = _record(store)
+    again = [Step(**{f.name: getattr(s, f.name) for f in fields(Step)}) for s in steps]
+    assert again == steps and [hash(s.step_id) for s in again] == [hash(s.step_id) for s in steps]
+    with pytest.raises(FrozenInstanceError):
+        steps[0].seq = 99  # type: ignore[misc]
+    session = store.get_session(sid)
+    assert session == Session(**{f.name: getattr(session, f.name) for f in fields(Session)})
