@@ -57,9 +57,10 @@ def column(
     return field(default=default, metadata=meta)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Column:
-    """One declared column, resolved: its field, its SQL name, kind, export key."""
+    """One declared column, resolved: its field, its SQL name, kind, export key. Compared
+    and hashed by identity: each is made once, by its table."""
 
     field: str
     name: str
@@ -173,19 +174,10 @@ class Table(Generic[R]):
     ) -> list[Any]:
         """`columns` of `value` (a row value, or a partial one naming the same fields) as
         the backend stores them."""
-        out: list[Any] = []
-        for c in columns:
-            v = getattr(value, c.field)
-            if c.kind is Kind.JSON:
-                v = json(v, c.field)
-            elif c.kind is Kind.TEXT:
-                v = text(v)
-            elif c.kind is Kind.FLAG:
-                v = int(v)
-            elif c.kind is Kind.ENUM:
-                v = v.value
-            out.append(v)
-        return out
+        encode = _ENCODERS.get(columns)
+        if encode is None:
+            encode = _ENCODERS[columns] = _encoder(columns)
+        return encode(value, json, text)
 
     def copied(self, overrides: Mapping[str, str]) -> str:
         """A SELECT list copying every column of a row as it is, but those `overrides` gives
@@ -210,6 +202,34 @@ class Table(Generic[R]):
             else:
                 out[head] = v
         return out
+
+
+# One generated encoder per column list (a table's, a completion's).
+_ENCODERS: dict[tuple[Column, ...], Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]] = {}
+
+
+def _encoder(
+    columns: tuple[Column, ...],
+) -> Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]:
+    """`encode(value, json, text)`: the columns' values as stored, in order. Generated as
+    one function, like the converter below: a step's write encodes two of them."""
+    parts = []
+    for c in columns:
+        get = f"v.{c.field}"
+        if c.kind is Kind.JSON:
+            parts.append(f"json({get}, {c.field!r})")
+        elif c.kind is Kind.TEXT:
+            parts.append(f"text({get})")
+        elif c.kind is Kind.FLAG:
+            parts.append(f"int({get})")
+        elif c.kind is Kind.ENUM:
+            parts.append(f"{get}.value")
+        else:
+            parts.append(get)
+    names: dict[str, Any] = {}
+    source = f"def encode(v, json, text):\n    return [{', '.join(parts)}]\n"
+    exec(source, names)  # generated from the declaration, as dataclasses does
+    return names["encode"]  # type: ignore[no-any-return]
 
 
 def _converter(

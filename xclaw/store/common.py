@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, SessionNotFound
@@ -46,8 +47,8 @@ from xclaw.store.writes import (
     OpenTurn,
     Sync,
     Write,
-    apply,
     normalise_step,
+    prepare,
     sync_of,
 )
 
@@ -57,6 +58,7 @@ T = TypeVar("T")
 # The columns a caller gives a new step (NewStep's fields named as Step columns, but the
 # parent, which the store checks and writes in full).
 _GIVEN = tuple(f.name for f in fields(NewStep) if f.name != "parent_step_id")
+_given = attrgetter(*_GIVEN)
 
 
 def new_step(
@@ -80,7 +82,7 @@ def new_step(
         error_message=error_message,
         start_time=now,
         end_time=None if status is StepStatus.RUNNING else now,
-        **{f: getattr(step, f) for f in _GIVEN},
+        **dict(zip(_GIVEN, _given(step), strict=True)),
     )
 
 
@@ -268,9 +270,10 @@ class StoreBase:
         return tx
 
     def _apply(self, w: Write, lease: Lease | None) -> Any:
-        """One write as its own transaction, committed as the table says (writes.SYNC)."""
+        """One write as its own transaction, committed as the table says (writes.SYNC); its
+        values encoded here, before the transaction."""
         return self._write(
-            lambda conn: apply(self, conn, w, lease),  # type: ignore[arg-type]
+            prepare(self, w, lease),  # type: ignore[arg-type]
             durable=sync_of(w) is Sync.DURABLE,
         )
 

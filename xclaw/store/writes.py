@@ -51,6 +51,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Protocol
 
 from xclaw.store.leases import Lease
@@ -274,6 +275,13 @@ class TxBodies(Protocol):
 def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
     """Apply one write in the open transaction of `conn` (the writer's), the lease of the
     stream it came on fencing a step's write; a step write's step goes in its slot."""
+    return prepare(store, w, lease)(conn)
+
+
+def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], Any]:
+    """The transaction body of one write, its values encoded now: `apply` makes it in the
+    transaction (a parent or a step that is a queued write resolves only then); the store's
+    own step methods make it before, on the caller's thread."""
     if isinstance(w, BeginStep | AddStep):
         new, parent = normalise_step(w.step), step_id_of(w.parent)
         if parent is not None:
@@ -284,8 +292,7 @@ def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
             tx = store._insert_step_tx(
                 w.session_id, new, w.status, w.output_data, w.error_message, lease
             )
-        w.slot.step = tx(conn)
-        return w.slot.step
+        return partial(_into_slot, w.slot, tx)
     if isinstance(w, FinishStep):
         target = w.step
         ref = (
@@ -296,13 +303,24 @@ def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
             else target
         )
         seq = parse_step_ref(ref, w.session_id)
-        if w.blobs:
-            store._put_blobs_tx(w.blobs)(conn)
         wanted = None if w.session_status is None else Status(w.session_status)
-        w.slot.step = store._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)(conn)
-        return w.slot.step
+        finish = store._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
+        if not w.blobs:
+            return partial(_into_slot, w.slot, finish)
+        blobs = store._put_blobs_tx(w.blobs)
+
+        def with_images(conn: Any) -> Step:  # the images first, in the same transaction
+            blobs(conn)
+            return _into_slot(w.slot, finish, conn)
+
+        return with_images
     if isinstance(w, OpenTurn):
-        return store._open_turn_tx(w)(conn)
+        return store._open_turn_tx(w)
     if isinstance(w, RenewLease):
-        return store._renew_lease_tx(w.lease, w.ttl_s)(conn)
-    return store._release_lease_tx(w.lease)(conn)
+        return store._renew_lease_tx(w.lease, w.ttl_s)
+    return store._release_lease_tx(w.lease)
+
+
+def _into_slot(slot: Slot, tx: Callable[[Any], Step], conn: Any) -> Step:
+    slot.step = tx(conn)
+    return slot.step
