@@ -29,6 +29,7 @@ from xclaw.messages import ToolCall, call_signature
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.store import open_store
+from xclaw.store.writes import Write
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 
@@ -110,24 +111,29 @@ async def run_agent(model: ScriptedModel, observer: Any, tmp: Path, iterations: 
 
 
 class Capture:
-    """The store, recording every write the recorder makes, to replay them directly."""
-
-    WRITES = ("add_step", "begin_step", "complete_step", "fail_step")
+    """The store, recording every write the recorder puts on its stream, to apply them
+    again directly."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.writes: list[Write] = []
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if name not in self.WRITES:
-            return attr
+        return getattr(self._store, name)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, args, kwargs))
-            return attr(*args, **kwargs)
+    def write_stream(self, lease: Any = None) -> Any:
+        stream = self._store.write_stream(lease)
+        writes = self.writes
 
-        return call
+        class Recording:
+            def put(self, write: Write) -> Any:
+                writes.append(write)
+                return stream.put(write)
+
+            def last(self) -> Any:
+                return stream.last()
+
+        return Recording()
 
 
 Round = tuple[
@@ -143,21 +149,25 @@ async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> R
     sid = store.create_session().session_id
     capture = Capture(store)
     recorder = Recorder(
-        db=StoreCaller(capture), session_id=sid, emit=lambda f: None, redact=Redactor()
-    )  # type: ignore[arg-type]
+        db=StoreCaller(store),
+        writes=capture.write_stream(),
+        session_id=sid,
+        emit=lambda f: None,
+        redact=Redactor(),
+    )
     c0 = store.commits
     on = await run_agent(model, recorder, tmp, iterations)
     on_commits = store.commits - c0
     store.close()
 
     # The store's own cost for exactly the same writes (same rows, same order, same
-    # durability), called directly: no loop, no thread hop, no recorder.
+    # durability), applied directly: no loop, no thread hop, no recorder.
     store = open_store(tmp / f"raw{k}-{llm_s}.db")
     store.create_session(session_id=sid)
     c0 = store.commits
     t0 = time.perf_counter()
-    for name, args, kwargs in capture.calls:
-        getattr(store, name)(*args, **kwargs)
+    for write in capture.writes:  # each its own transaction, synced as writes.SYNC says
+        store._apply(write, None)
     raw = time.perf_counter() - t0
     raw_commits = store.commits - c0
     store.close()

@@ -74,3 +74,33 @@ def test_the_check_sees_lazy_imports() -> None:
     """A boundary check that missed imports inside functions would pass vacuously."""
     probe = XCLAW / "cli" / "commands_demo.py"
     assert offenders([probe], "xclaw.demo") != []
+
+
+# Callers take the role of the store they need (store/base.py: RecordReader, StepWriter,
+# RecordStore, SnapshotStore, LeaseStore, or a protocol of their own made of them), not the
+# whole Store: only what wires the layers together (the runtime facade, the gateway, the
+# commands that open a database) holds that.
+ROLE_TAKERS = [
+    "recorder",
+    "workspace",
+    "telemetry",
+    "runtime/drive.py",
+    "runtime/leases.py",
+    "runtime/cluster.py",
+    "runtime/rebuild.py",
+    "runtime/opening.py",
+    "runtime/outcomes.py",
+    "store/transfer.py",
+    "store/leases.py",
+]
+
+
+def test_callers_take_a_role_of_the_store_not_the_whole_store() -> None:
+    assert offenders(files(*ROLE_TAKERS), "xclaw.store.base.Store", "xclaw.store.Store") == []
+
+
+def test_the_role_check_sees_a_whole_store_taken() -> None:
+    # Not vacuous: the runtime facade, which wires the layers, does take the whole Store.
+    assert offenders(files("runtime/runtime.py"), "xclaw.store.base.Store") == [
+        "runtime/runtime.py imports xclaw.store.base.Store"
+    ]

@@ -11,7 +11,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 from rich.console import Console
@@ -23,10 +23,13 @@ from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import Access, open_store
-from xclaw.store.base import Store
+from xclaw.store.base import LeaseStore, RecordReader, Store
 from xclaw.store.common import build_tree
 from xclaw.store.leases import LeaseInfo, new_worker_id
 from xclaw.store.model import Status, display_id, session_state
+
+if TYPE_CHECKING:
+    from xclaw.store.transfer import ExportSource
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
@@ -177,6 +180,10 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
 STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
 
 
+class _Listing(RecordReader, LeaseStore, Protocol):
+    """`xclaw sessions`: the sessions, and which of them a live lease drives."""
+
+
 @click.command("sessions", short_help="List sessions, most recently updated first.")
 @click.argument("search", required=False, default=None, metavar="[WORD]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
@@ -197,7 +204,7 @@ STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "fail
 )
 @with_store(Access.READ)
 def sessions_cmd(
-    store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
+    store: _Listing, search: str | None, as_json: bool, state: str | None, limit: int | None
 ) -> None:
     """List the sessions of a database, most recently updated first; WORD keeps those whose
     title or id contains it (case-insensitive)."""
@@ -229,7 +236,7 @@ def sessions_cmd(
         _out().print(format_sessions(found, costs, busy=busy))
 
 
-def running_now(store: Store) -> Callable[[str], bool]:
+def running_now(store: LeaseStore) -> Callable[[str], bool]:
     """Is a run of this session in flight right now, anywhere? The `busy` of session_state
     for commands that run without a server: a run holds a live lease on its session."""
     statuses = (Status.RUNNING, Status.PAUSED)
@@ -249,7 +256,7 @@ def running_now(store: Store) -> Callable[[str], bool]:
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
 @with_store(Access.READ)
-def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
+def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     _use_prices()
     r = output_redactor()
@@ -265,7 +272,7 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
 @with_store(Access.READ)
-def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
+def trace_cmd(store: RecordReader, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     _use_prices()
     store.get_session(session_id)
@@ -379,7 +386,9 @@ def _one_or_all(args: dict[str, Any]) -> None:
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
 @with_store(Access.READ, before=_one_or_all)
-def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
+def export_cmd(
+    store: ExportSource, session_id: str | None, everything: bool, as_json: bool
+) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
