@@ -64,6 +64,24 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         (["tools"], ["xclaw.workspace"]),
         # The contract both sides import leans on neither side.
         (["protocol.py"], ["xclaw.gateway", "xclaw.cli", "xclaw.runtime", "xclaw.recorder"]),
+        # The typed frames and HTTP bodies are the contract itself: they lean on nothing of
+        # xclaw's (a client may import them without the server's code).
+        (
+            ["frames.py", "http_bodies.py"],
+            [
+                "xclaw.gateway",
+                "xclaw.cli",
+                "xclaw.runtime",
+                "xclaw.recorder",
+                "xclaw.store",
+                "xclaw.agent",
+                "xclaw.llm",
+                "xclaw.tools",
+                "xclaw.protocol",
+                "xclaw.views",
+                "xclaw.config",
+            ],
+        ),
     ],
 )
 def test_layer_boundaries(where: list[str], forbidden: list[str]) -> None:

@@ -270,3 +270,31 @@ def read_token(home: Path) -> str | None:
     except OSError:
         return None
     return text or None
+
+
+# --- the published schema ------------------------------------------------------------------
+
+
+def frames_schema() -> dict[str, Any]:
+    """Every WebSocket frame, both ways, as one JSON Schema (draft 2020-12): `ClientFrame`
+    (above) and `ServerFrame` (xclaw/frames.py), each a union on `type`. What `xclaw schema
+    frames` prints and docs/frames.schema.json holds (tests/test_frames.py keeps them equal)."""
+    from xclaw.frames import ServerFrame
+
+    defs: dict[str, Any] = {}
+    for name, adapter in (
+        ("ClientFrame", TypeAdapter(ClientFrame)),
+        ("ServerFrame", TypeAdapter(ServerFrame)),
+    ):
+        schema = adapter.json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[name] = schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://xclaw.dev/schema/frames.json",
+        "title": "xclaw WebSocket frames (docs/protocol.md)",
+        "description": "ClientFrame: what a client sends; ServerFrame: what the gateway sends. "
+        "Clients must ignore frame types and fields they do not know.",
+        "oneOf": [{"$ref": "#/$defs/ClientFrame"}, {"$ref": "#/$defs/ServerFrame"}],
+        "$defs": dict(sorted(defs.items())),
+    }
