@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from xclaw.answered_by import CLIENT_RE
+from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
 from xclaw.views import step_cost, step_usage
 
@@ -89,10 +90,6 @@ def valid_unicode(value: Any) -> Any:
     if isinstance(value, list):
         return [valid_unicode(v) for v in value]
     return value
-
-
-class BadFrame(Exception):
-    code = "bad_frame"
 
 
 def parse_client_frame(

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
 from xclaw.answered_by import AnsweredBy
-from xclaw.errors import StepNotFound, XclawError
+from xclaw.errors import BadRequest, BadStep, XclawError
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.commands import session_title
@@ -45,14 +45,6 @@ STATUS_OF_CODE = {
     "illegal_transition": 409,
 }
 MAX_BODY_BYTES = 64_000
-
-
-class BadRequest(XclawError):
-    code = "bad_request"
-
-
-class BadStep(XclawError):
-    code = "bad_step"
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -320,8 +312,8 @@ async def approve(request: Request, gw: Gateway) -> Response:
     await asyncio.to_thread(gw.store.get_session, sid)
     try:
         gw.runtime.answer_approval(sid, ref, approve_, AnsweredBy.person("api", "http"))
-    except StepNotFound:
-        raise BadStep(f"no approval is waiting for step {ref!r} in session {sid}") from None
+    except BadStep:
+        raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
