@@ -11,7 +11,7 @@ The events are the runtime's frames, read into their typed classes (xclaw/frames
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -327,7 +327,7 @@ class Opening:
         self._agent = LocalAgent(runtime, store)
         return self._agent
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, LocalAgent]:
         return self._open().__await__()
 
     async def __aenter__(self) -> LocalAgent:

@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
@@ -706,7 +706,7 @@ class Connecting:
         self._agent = agent
         return agent
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, RemoteAgent]:
         return self._open().__await__()
 
     async def __aenter__(self) -> RemoteAgent:

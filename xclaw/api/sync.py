@@ -18,11 +18,13 @@ import asyncio
 import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+from xclaw.api.local import open as open_async
+from xclaw.api.remote import connect
 from xclaw.frames import (
     ApprovalRequestFrame,
     CostSummary,
@@ -34,6 +36,7 @@ from xclaw.frames import (
 from xclaw.http_bodies import RollbackAnswer, ToolInfo
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _Loop:
@@ -226,29 +229,42 @@ class SyncAgent:
         self.close()
 
 
-def _start(make: Callable[[], Any]) -> SyncAgent:
-    loop = _Loop()
+def _synchronous(opener: Callable[P, Awaitable[Agent]]) -> Callable[P, SyncAgent]:
+    """`opener` (xclaw.open, xclaw.connect) without an event loop: the same arguments, the
+    agent on a loop of its own."""
 
-    async def opened() -> Agent:
-        agent: Agent = await make()
-        return agent
+    def start(*args: P.args, **kwargs: P.kwargs) -> SyncAgent:
+        loop = _Loop()
 
-    try:
-        return SyncAgent(loop, loop.call(opened()))
-    except BaseException:
-        loop.stop()
-        raise
+        async def opened() -> Agent:
+            return await opener(*args, **kwargs)
+
+        try:
+            return SyncAgent(loop, loop.call(opened()))
+        except BaseException:
+            loop.stop()
+            raise
+
+    start.__name__ = f"{opener.__name__}_sync"
+    start.__doc__ = (
+        f"xclaw.{opener.__name__}(...) without an event loop: the same arguments, a SyncAgent."
+        f"\n\n{opener.__doc__ or ''}"
+    )
+    return start
 
 
-def open_sync(*args: Any, **kwargs: Any) -> SyncAgent:
-    """xclaw.open(...) without an event loop: the same arguments (see xclaw.open)."""
-    from xclaw.api.local import open as open_async
-
-    return _start(lambda: open_async(*args, **kwargs))
+open_sync = _synchronous(open_async)
+connect_sync = _synchronous(connect)
 
 
-def connect_sync(*args: Any, **kwargs: Any) -> SyncAgent:
-    """xclaw.connect(...) without an event loop: the same arguments (see xclaw.connect)."""
-    from xclaw.api.remote import connect
+def _same_words() -> None:
+    """Each method here does what the async method of the same name does: it says so in
+    the same words (help(), an editor's hover)."""
+    for sync, base in ((SyncSession, Session), (SyncAgent, Agent)):
+        for name, member in vars(sync).items():
+            if name.startswith("_") or not callable(member) or member.__doc__:
+                continue
+            member.__doc__ = getattr(base, name).__doc__
 
-    return _start(lambda: connect(*args, **kwargs))
+
+_same_words()
