@@ -34,6 +34,7 @@ from xclaw.protocol import session_json, step_json, tree_json
 
 if TYPE_CHECKING:
     from xclaw.llm.base import Model
+    from xclaw.llm.provider import Provider
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import Store
 
@@ -269,6 +270,7 @@ class LocalAgent(Agent):
         from xclaw.tools.listing import tool_rows
 
         rt = self.runtime
+        await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
         rows = tool_rows(rt.toolbox.tools, ApprovalPolicy.from_settings(rt.settings))
         return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
 
@@ -309,11 +311,11 @@ class Opening:
         from xclaw.runtime.runtime import Runtime
         from xclaw.store import Access, open_store
 
-        o = self._options
+        o = dict(self._options)
+        model: Model | None = o.pop("model_object", None)
         settings, toolbox_extra = build_settings(**o)
         store = open_store(settings.database, access=Access.CREATE)
         try:
-            model: Model | None = o.get("model_object")
             runtime = Runtime(store, settings, model=model)
             for tool in toolbox_extra:
                 if tool.name in runtime.toolbox.tools:
@@ -349,6 +351,7 @@ def open(
     tools: Iterable[Callable[..., Any] | str] = (),
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
     providers: Sequence[str | Mapping[str, Any]] | None = None,
+    provider_kinds: Sequence[Provider[Any]] = (),
     cwd: str | Path | None = None,
 ) -> Opening:
     """An agent in this process, on the database `db` (a SQLite path or a postgresql://
@@ -365,6 +368,8 @@ def open(
       `module:function` references, added to the built-in tools
     - mcp_servers: MCP servers by name, as xclaw.yaml's `mcp_servers:`
     - providers: the provider chain, as xclaw.yaml's `providers:` (specs or mappings)
+    - provider_kinds: kinds of model of your own (xclaw.llm.provider.Provider objects), as a
+      provider package adds them: their `<kind>:<model>` specs work in model and providers
 
     `async with xclaw.open(...) as agent:` closes it at the end of the block;
     `agent = await xclaw.open(...)` leaves that to `await agent.close()`.
@@ -378,6 +383,7 @@ def open(
         "tools": tuple(tools),
         "mcp_servers": mcp_servers,
         "providers": providers,
+        "provider_kinds": tuple(provider_kinds),
         "cwd": cwd,
     }
     if isinstance(model, str) or model is None:

@@ -14,6 +14,7 @@ from xclaw.llm.registry import MODEL_VARIABLE
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
+    from xclaw.llm.provider import Provider
     from xclaw.tools.python_tools import PythonTool
 
 
@@ -28,12 +29,17 @@ def build_settings(
     tools: Sequence[Callable[..., Any] | str] = (),
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
     providers: Sequence[str | Mapping[str, Any]] | None = None,
+    provider_kinds: Sequence[Provider[Any]] = (),
     cwd: str | Path | None = None,
 ) -> tuple[Settings, list[PythonTool]]:
     """The settings, and the Python tools given as functions (the `module:function`
     references join xclaw.yaml's `tools:`, loaded with the built-in tools)."""
+    from xclaw.llm import registry
     from xclaw.tools.python_tools import PythonTool
 
+    for kind in provider_kinds:
+        if registry.provider(kind.kind) is not kind:
+            registry.register(kind)
     where = Path(cwd) if cwd is not None else Path.cwd()
     env = dict(environment(where))
     if isinstance(config, Mapping):

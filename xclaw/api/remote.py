@@ -125,7 +125,9 @@ class SessionSocket:
             if self._task.done():
                 self._task.result()
             waiter = asyncio.create_task(self.attached.wait())
-            await asyncio.wait({waiter, self._task}, timeout=1.0)
+            await asyncio.wait(
+                {waiter, self._task}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED
+            )
             waiter.cancel()
         if self._fatal is not None:
             raise self._fatal

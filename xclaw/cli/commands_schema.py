@@ -19,7 +19,10 @@ def register(cli: click.Group) -> None:
         xclaw schema openapi    the HTTP API's OpenAPI 3.1 document (/api/openapi.json)
         """
         from xclaw import __version__
+        from xclaw.config import load_settings
 
+        # As every subcommand: a bad configuration is said (exit 2) before anything is done.
+        load_settings()
         if what == "frames":
             from xclaw.protocol import frames_schema
 

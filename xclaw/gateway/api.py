@@ -206,12 +206,13 @@ async def create_session(request: Request, gw: Gateway) -> Response:
 
 
 async def list_tools(request: Request, gw: Gateway) -> Response:
-    """The tools and their policies, as `xclaw tools --json` lists them (MCP servers' tools
-    once the servers run: the first run starts them)."""
+    """The tools and their policies, as `xclaw tools --json` lists them (the MCP servers
+    started first, as /tools starts them)."""
     from xclaw.tools.approval import ApprovalPolicy
     from xclaw.tools.listing import tool_rows
 
     rt = gw.runtime
+    await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
     policy = ApprovalPolicy.from_settings(rt.settings)
     return _json(
         gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
