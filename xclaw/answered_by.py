@@ -42,6 +42,7 @@ CLIENT_WORDS = {
     "web": "web page",
     "api": "HTTP API",
     "run": "xclaw run prompt",
+    "python": "Python API",
 }
 _MAX_TEXT = 200
 

@@ -49,6 +49,7 @@ ARGS: dict[str, list[str]] = {
     "serve": ["--port", "0"],
     "chat": [],
     "tools": [],
+    "schema": ["frames"],
     "demo": [],
 }
 # The demo runs on a configuration of its own (its own home and xclaw.yaml): the working

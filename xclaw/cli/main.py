@@ -30,6 +30,7 @@ def _register() -> None:
         commands_ops,
         commands_retention,
         commands_run,
+        commands_schema,
         commands_serve,
         commands_store,
         commands_tools,
@@ -47,6 +48,7 @@ def _register() -> None:
     commands_demo.register(cli)
     commands_ops.register(cli)
     commands_tools.register(cli)
+    commands_schema.register(cli)
 
 
 def main() -> None:

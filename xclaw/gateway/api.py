@@ -24,8 +24,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
 from xclaw.answered_by import AnsweredBy
-from xclaw.errors import StepNotFound, XclawError
+from xclaw.errors import BadRequest, BadStep, XclawError
+from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
+from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.openapi import openapi_spec
 from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
@@ -43,14 +45,6 @@ STATUS_OF_CODE = {
     "illegal_transition": 409,
 }
 MAX_BODY_BYTES = 64_000
-
-
-class BadRequest(XclawError):
-    code = "bad_request"
-
-
-class BadStep(XclawError):
-    code = "bad_step"
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -169,10 +163,59 @@ async def health(request: Request, gw: Gateway) -> Response:
 
 
 async def list_sessions(request: Request, gw: Gateway) -> Response:
+    """`?limit=N`; `?q=WORD` (title or id contains it, as `xclaw sessions WORD`), `?state=S`
+    (docs/protocol.md, Session state) and `?prefix=P` (the id starts with it) narrow it."""
     limit = _int_param(request, "limit", 100, lo=1, hi=10_000)
-    sessions = await asyncio.to_thread(gw.store.list_sessions, limit=limit)
+    word = (request.query_params.get("q") or "").lower()
+    state = request.query_params.get("state")
+    prefix = request.query_params.get("prefix")
+    if state is not None and state not in STATES:
+        raise BadRequest(f"query parameter 'state' must be one of {', '.join(STATES)}")
+    narrowed = bool(word or state or prefix)
+    sessions = await asyncio.to_thread(gw.store.list_sessions, limit=None if narrowed else limit)
+    redact = gw.runtime.redact
+    busy = gw.runtime.is_busy
+    found = []
+    for s in sessions:
+        if prefix and not s.session_id.startswith(prefix):
+            continue
+        shown = session_json(s, busy=busy(s.session_id))
+        if word:
+            # Redacted before the search: a word must not find what the answer would not show.
+            title = str(redact(shown)["title"]).lower()
+            if word not in title and word not in s.session_id.lower():
+                continue
+        if state is not None and shown["state"] != state:
+            continue
+        found.append(shown)
+        if len(found) >= limit:
+            break
+    return _json(gw, {"sessions": found})
+
+
+async def create_session(request: Request, gw: Gateway) -> Response:
+    """A session written now, titled as `/new TITLE` titles it (redacted, at most 200
+    characters), so a client can name it before its first message."""
+    title = _str_field(await _body(request), "title", required=False) or ""
+    title = gw.runtime.title_of(session_title(title))
+    fresh, _ = await gw.runtime.peek(None)
+    created = await asyncio.to_thread(
+        gw.store.create_session, session_id=fresh.session_id, title=title
+    )
+    return _json(gw, session_json(created, busy=False), status_code=201)
+
+
+async def list_tools(request: Request, gw: Gateway) -> Response:
+    """The tools and their policies, as `xclaw tools --json` lists them (the MCP servers
+    started first, as /tools starts them)."""
+    from xclaw.tools.approval import ApprovalPolicy
+    from xclaw.tools.listing import tool_rows
+
+    rt = gw.runtime
+    await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
+    policy = ApprovalPolicy.from_settings(rt.settings)
     return _json(
-        gw, {"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]}
+        gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
     )
 
 
@@ -270,8 +313,8 @@ async def approve(request: Request, gw: Gateway) -> Response:
     await asyncio.to_thread(gw.store.get_session, sid)
     try:
         gw.runtime.answer_approval(sid, ref, approve_, AnsweredBy.person("api", "http"))
-    except StepNotFound:
-        raise BadStep(f"no approval is waiting for step {ref!r} in session {sid}") from None
+    except BadStep:
+        raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
@@ -318,7 +361,9 @@ def api_routes() -> list[Route]:
     return [
         Route("/health", e(health), methods=["GET"]),
         Route("/openapi.json", e(openapi), methods=["GET"]),
+        Route("/tools", e(list_tools), methods=["GET"]),
         Route("/sessions", e(list_sessions), methods=["GET"]),
+        Route("/sessions", e(create_session), methods=["POST"]),
         Route("/sessions/{sid}", e(get_session), methods=["GET"]),
         Route("/sessions/{sid}", e(patch_session), methods=["PATCH"]),
         Route("/sessions/{sid}", e(delete_session), methods=["DELETE"]),

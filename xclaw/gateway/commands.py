@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xclaw import views
-from xclaw.errors import XclawError
+from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import Command, step_json
@@ -45,10 +45,8 @@ commands:
   /help                 this text"""
 
 
-class CommandError(XclawError):
+class CommandError(BadCommand):
     """A slash command that cannot run as typed (unknown name, missing argument)."""
-
-    code = "bad_command"
 
 
 def session_title(text: str) -> str:

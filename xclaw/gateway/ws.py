@@ -21,7 +21,7 @@ import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from xclaw.answered_by import AnsweredBy
-from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
+from xclaw.errors import NotAttached, SessionNotFound, StepNotFound, StoreError, XclawError
 from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
 from xclaw.gateway.commands import CommandError, session_title
 from xclaw.gateway.context import Gateway
@@ -54,10 +54,6 @@ CLOSE_FORBIDDEN_ORIGIN = 4403
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)
-
-
-class NotAttached(XclawError):
-    code = "not_attached"
 
 
 @dataclass(frozen=True, slots=True)
