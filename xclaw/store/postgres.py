@@ -52,6 +52,7 @@ from xclaw.store.rows import (
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
+from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -75,7 +76,13 @@ WITH step AS (
 
 
 class PostgresStore(
-    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+    PgLeases,
+    SessionMethods,
+    SnapshotMethods,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
