@@ -17,7 +17,9 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
+from xclaw.answered_by import AnsweredBy
 from xclaw.errors import EXIT_USAGE, XclawError
 
 
@@ -139,3 +141,24 @@ def token_hash(token: str) -> str:
 def hashes_match(given: str, stored: str) -> bool:
     """Constant-time comparison of two token hashes."""
     return hmac.compare_digest(given.encode(), stored.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who does something to a session and by which route, as the record will say it."""
+
+    identity: Identity
+    via: str  # websocket | http | terminal
+    client: str | None = None  # the client's name for itself (chat, web), when it gave one
+
+    @property
+    def user(self) -> str | None:
+        return self.identity.user
+
+    def by(self) -> AnsweredBy:
+        return AnsweredBy.person(self.client, self.via, self.identity.user)
+
+    def recorded(self) -> dict[str, Any] | None:
+        """What a user's message records as its step's output: `{"by": …}` when a user sent
+        it; None for the server's token (as before users existed)."""
+        return None if self.identity.user is None else {"by": self.by().to_json()}

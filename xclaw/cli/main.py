@@ -33,6 +33,7 @@ def _register() -> None:
         commands_serve,
         commands_store,
         commands_tools,
+        commands_users,
         commands_workers,
         commands_workspace,
     )
@@ -47,6 +48,7 @@ def _register() -> None:
     commands_demo.register(cli)
     commands_ops.register(cli)
     commands_tools.register(cli)
+    commands_users.register(cli)
 
 
 def main() -> None:

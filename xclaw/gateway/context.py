@@ -1,18 +1,29 @@
-"""What every gateway endpoint shares: settings, store, runtime, the access token, and the hub
-of sockets attached to each session."""
+"""What every gateway endpoint shares: settings, store, runtime, the access token, who is
+asking and what they may see (docs/teams.md), and the hub of sockets attached to each
+session."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from xclaw.config import Settings
+from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.commands import CommandRunner
+from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
-from xclaw.store.base import Store
+from xclaw.store.base import Store, TeamStore
+
+log = logging.getLogger("xclaw.gateway")
 
 Sink = Callable[[dict[str, Any]], None]
+# How often open sockets of users are checked against the database (a user removed, a
+# token replaced, a share taken away): what "at once" means across workers.
+WATCH_EVERY_S = 1.0
 
 
 class Hub:
@@ -42,14 +53,69 @@ class Hub:
         return sum(len(s) for s in self._sinks.values())
 
 
+class Watched(Protocol):
+    """An open socket of a user, as the watch sees it (xclaw/gateway/ws.py Connection)."""
+
+    signed: SignedIn
+    session_id: str | None
+
+    def sign_out(self) -> None:
+        """The user or their token is gone: close the socket (4401)."""
+        ...
+
+    def lose_session(self) -> None:
+        """Their part in the attached session is gone: detach, as from an unknown id."""
+        ...
+
+
 @dataclass
 class Gateway:
     settings: Settings
     store: Store
     runtime: GatewayRuntime
     token: str
+    teams: TeamStore | None = None
     hub: Hub = field(default_factory=Hub)
     commands: CommandRunner = field(init=False)
+    auth: Authenticator = field(init=False)
+    access: SessionAccess = field(init=False)
+    # Sockets signed in as a user (not the server's token), checked by `watch`.
+    users_online: set[Watched] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.commands = CommandRunner(self.runtime, self.store)
+        self.auth = Authenticator(self.token, self.teams, self.settings.teams)
+        self.access = SessionAccess(self.store, self.teams)
+        self.commands = CommandRunner(self.runtime, self.store, self.access, self.teams)
+
+    async def watch(self) -> None:
+        """Close the sockets of users removed (or given a new token), and detach those whose
+        part in their session was taken away, within WATCH_EVERY_S, whichever worker (or
+        `xclaw users remove`) made the change."""
+        while True:
+            await asyncio.sleep(WATCH_EVERY_S)
+            for conn in list(self.users_online):
+                try:
+                    if not await self.auth.still(conn.signed):
+                        conn.sign_out()
+                        continue
+                    sid = conn.session_id
+                    # A session nobody has written yet is theirs to start: not lost.
+                    if (
+                        sid is not None
+                        and await self.access.role(conn.signed.identity, sid) is None
+                        and await asyncio.to_thread(self.store.find_session, sid) is not None
+                    ):
+                        conn.lose_session()
+                except Exception:  # a database hiccup must not end the watch
+                    log.exception("event=watch_failed")
+                    break
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> Any:
+        task = asyncio.create_task(self.watch())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

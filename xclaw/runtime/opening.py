@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from xclaw.errors import StoreError
+from xclaw.errors import SessionNotFound, StoreError
 from xclaw.runtime.agreement import RunConfig, with_config
 from xclaw.runtime.turn_plan import Turn
-from xclaw.store.base import Store
+from xclaw.store.base import Store, teams_of
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Step, StepType
+from xclaw.teams import Actor, Need, allows
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +33,22 @@ async def open_turn(
     create: bool,
     title: str | None,
     record: RunConfig | None = None,
+    actor: Actor | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
     input answers them), and the user's message (`text`, redacted) recorded. Before, these
     were five store calls, each a thread hop or a commit of its own: the start of a run cost
-    more than its steps (bench/HISTORY.md). (None, None): another live worker drives it."""
+    more than its steps (bench/HISTORY.md). (None, None): another live worker drives it.
+
+    `actor`, a user of a shared server (docs/teams.md): the message records who sent it, and
+    a session this write creates is theirs, in the same transaction. A member whose new
+    session's id was taken by someone else a moment before is refused as for an id that
+    does not exist (unknown_session), never let into it."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
+    owner = None if actor is None else actor.user
+    sent_by = None if actor is None else actor.recorded()
 
     def unit() -> tuple[Lease | None, Opened | None]:
         created = False
@@ -49,7 +58,13 @@ async def open_turn(
                 meta = {} if record is None else with_config({}, record)
                 store.create_session(session_id=session_id, title=title or "", metadata=meta)
                 created = True
+                if owner is not None:
+                    teams_of(store).claim_session(session_id, owner)
             except StoreError:  # another socket created it a moment ago
+                if actor is not None and not actor.identity.admin:
+                    role = teams_of(store).session_role(session_id, owner or "")
+                    if role is None or not allows(role, Need.ACT):
+                        raise SessionNotFound(session_id) from None
                 if title is not None:
                     store.update_session(session_id, title=title)
         elif title is not None:
@@ -72,6 +87,7 @@ async def open_turn(
                 lease=lease,
             )
         )
-        return lease, Opened(interrupted, store.add_step(session_id, message, lease=lease))
+        said = store.add_step(session_id, message, output_data=sent_by, lease=lease)
+        return lease, Opened(interrupted, said)
 
     return await store.write_stream().put(unit, durable=True)
