@@ -365,8 +365,8 @@ async def _who_did(gw: Gateway, sid: str) -> dict[str, Any]:
     """The session's owner and what people did to it that no step records (docs/teams.md):
     `owner` (absent: the admin's) and `actions` (absent: none) on the export's session line."""
     teams = gw.teams
-    if teams is None:
-        return {}
+    if teams is None or not await asyncio.to_thread(teams.users):
+        return {}  # alone, everything is the admin's doing: the export stays as it was
     owner = await asyncio.to_thread(teams.session_owner, sid)
     actions = await asyncio.to_thread(teams.session_actions, sid)
     out: dict[str, Any] = {}

@@ -99,9 +99,14 @@ def _notice(session_id: str, text: str) -> dict[str, Any]:
     return {"type": "notice", "sessionId": session_id, "content": text}
 
 
-def steps_text(session_id: str, steps: list[Step]) -> str:
-    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it."""
-    return views.format_steps(steps, session_id)
+def steps_text(
+    session_id: str,
+    steps: list[Step],
+    actions: list[tuple[str, str | None, int, dict[str, Any]]] | None = None,
+) -> str:
+    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it
+    (with what people did that no step shows, docs/teams.md)."""
+    return views.format_steps(steps, session_id, actions=actions or ())
 
 
 def sessions_text(
@@ -175,7 +180,7 @@ class CommandRunner:
         steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
         return CommandResult(
             reply=[
-                _notice(session_id, steps_text(session_id, steps)),
+                _notice(session_id, steps_text(session_id, steps, await self._actions(session_id))),
                 {"type": "steps", "sessionId": session_id, "steps": [step_json(s) for s in steps]},
             ]
         )
@@ -222,6 +227,13 @@ class CommandRunner:
             new.session_id, "fork", who, {"fromSessionId": session_id, "fromStepId": step}
         )
         return new
+
+    async def _actions(self, session_id: str) -> list[tuple[str, str | None, int, dict[str, Any]]]:
+        """Shown once the server has users: alone, everything is the admin's doing."""
+        if self.teams is None or not await asyncio.to_thread(self.teams.users):
+            return []
+        found = await asyncio.to_thread(self.teams.session_actions, session_id)
+        return [(a.kind, a.user, a.created_at, a.detail) for a in found]
 
     async def record(
         self, session_id: str, kind: str, who: Actor, detail: dict[str, Any] | None = None
