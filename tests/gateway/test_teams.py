@@ -44,29 +44,27 @@ async def error_of(c: Client, frame: dict[str, Any]) -> dict[str, Any]:
     return await c.until_type("error")
 
 
-def api(server: Server, token: str) -> httpx.Client:
-    return httpx.Client(
+def api(server: Server, token: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
         base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {token}"}, timeout=15
     )
 
 
-async def test_each_user_sees_only_their_own_sessions(
-    team: Server, tokens: dict[str, str]
-) -> None:
+async def test_each_user_sees_only_their_own_sessions(team: Server, tokens: dict[str, str]) -> None:
     a, mine = await own_session(team, tokens["alice"])
     b, theirs = await own_session(team, tokens["bob"])
-    with api(team, tokens["alice"]) as alice, api(team, tokens["bob"]) as bob:
-        listed = [s["sessionId"] for s in alice.get("/sessions").json()["sessions"]]
+    async with api(team, tokens["alice"]) as alice, api(team, tokens["bob"]) as bob:
+        listed = [s["sessionId"] for s in (await alice.get("/sessions")).json()["sessions"]]
         assert mine in listed and theirs not in listed
-        assert bob.get(f"/sessions/{mine}").status_code == 404
-        assert bob.get(f"/sessions/{mine}").json()["code"] == "unknown_session"
-        health = bob.get("/health").json()
+        assert (await bob.get(f"/sessions/{mine}")).status_code == 404
+        assert (await bob.get(f"/sessions/{mine}")).json()["code"] == "unknown_session"
+        health = (await bob.get("/health")).json()
         assert health["user"] == "bob" and health["role"] == "member"
     # The admin (the server's token) sees both.
-    with api(team, team.token) as admin:
-        everything = {s["sessionId"] for s in admin.get("/sessions").json()["sessions"]}
+    async with api(team, team.token) as admin:
+        everything = {s["sessionId"] for s in (await admin.get("/sessions")).json()["sessions"]}
         assert {mine, theirs} <= everything
-        assert admin.get("/health").json()["user"] is None
+        assert (await admin.get("/health")).json()["user"] is None
     # On the socket: /sessions lists Bob's only; attaching to Alice's is an unknown id.
     await b.send({"type": "message", "sessionId": theirs, "content": "/sessions"})
     listing = await b.until(lambda f: f.get("type") == "notice" and "this session" in f["content"])
@@ -99,13 +97,13 @@ async def test_a_viewer_reads_and_follows_but_cannot_act(
         assert err["code"] == "forbidden", (frame, err)
     await c.send({"type": "message", "sessionId": sid, "content": "/steps"})
     assert (await c.until_type("steps"))["steps"]
-    with api(team, tokens["carol"]) as carol:
-        assert carol.get(f"/sessions/{sid}/steps").status_code == 200
-        assert carol.get(f"/sessions/{sid}/export").status_code == 200
-        r = carol.post(f"/sessions/{sid}/rollback", json={"stepId": "s0001"})
+    async with api(team, tokens["carol"]) as carol:
+        assert (await carol.get(f"/sessions/{sid}/steps")).status_code == 200
+        assert (await carol.get(f"/sessions/{sid}/export")).status_code == 200
+        r = await carol.post(f"/sessions/{sid}/rollback", json={"stepId": "s0001"})
         assert r.status_code == 403 and r.json()["code"] == "forbidden"
-        assert carol.delete(f"/sessions/{sid}").status_code == 403
-        assert carol.patch(f"/sessions/{sid}", json={"title": "x"}).status_code == 403
+        assert (await carol.delete(f"/sessions/{sid}")).status_code == 403
+        assert (await carol.patch(f"/sessions/{sid}", json={"title": "x"})).status_code == 403
     # Following live: Alice's next turn reaches Carol's socket.
     await a.send({"type": "message", "sessionId": sid, "content": "hello once more"})
     assert (await c.until_type("reply", timeout=30))["content"] == "hi there"
@@ -157,10 +155,14 @@ async def test_an_approver_answers_and_the_record_names_them(
     listing = xclaw(team, "steps", sid).stdout
     assert "user_input    alice" in listing
     assert "approved by dave (xclaw chat)" in listing
-    with api(team, tokens["alice"]) as alice:
-        lines = [json.loads(x) for x in alice.get(f"/sessions/{sid}/export").text.splitlines()]
+    async with api(team, tokens["alice"]) as alice:
+        lines = [
+            json.loads(x) for x in (await alice.get(f"/sessions/{sid}/export")).text.splitlines()
+        ]
     assert lines[0]["owner"] == "alice"
-    assert any(x.get("output", {}) and x["output"].get("by", {}).get("user") == "dave" for x in lines)
+    assert any(
+        x.get("output", {}) and x["output"].get("by", {}).get("user") == "dave" for x in lines
+    )
     await a.close()
     await d.close()
 
@@ -179,14 +181,18 @@ async def test_a_collaborator_acts_and_forks_are_the_makers(
     fork_id = forked["sessionId"]
     await b.send({"type": "message", "sessionId": sid, "content": "/rollback s0003"})
     await b.until_type("rolledback")
-    with api(team, tokens["alice"]) as alice, api(team, tokens["bob"]) as bob:
-        assert alice.get(f"/sessions/{fork_id}").status_code == 404  # Bob's, not Alice's
-        assert bob.get(f"/sessions/{fork_id}").status_code == 200
-        export = [json.loads(x) for x in bob.get(f"/sessions/{fork_id}/export").text.splitlines()]
+    async with api(team, tokens["alice"]) as alice, api(team, tokens["bob"]) as bob:
+        assert (await alice.get(f"/sessions/{fork_id}")).status_code == 404  # Bob's, not Alice's
+        assert (await bob.get(f"/sessions/{fork_id}")).status_code == 200
+        export = [
+            json.loads(x) for x in (await bob.get(f"/sessions/{fork_id}/export")).text.splitlines()
+        ]
         assert export[0]["owner"] == "bob"
         assert export[0]["actions"][0]["kind"] == "fork"
         assert export[0]["actions"][0]["user"] == "bob"
-        own = [json.loads(x) for x in alice.get(f"/sessions/{sid}/export").text.splitlines()]
+        own = [
+            json.loads(x) for x in (await alice.get(f"/sessions/{sid}/export")).text.splitlines()
+        ]
         assert [(x["kind"], x["user"]) for x in own[0]["actions"]] == [
             ("share", None),  # the admin shared it, with `xclaw share`
             ("rollback", "bob"),
@@ -216,7 +222,9 @@ async def test_share_from_the_socket_and_its_refusals(team: Server, tokens: dict
     said = await a.until(lambda f: f.get("type") == "notice" and "[share]" in f["content"])
     assert "shared with dave as viewer" in said["content"]
     await a.send({"type": "message", "sessionId": sid, "content": "/share"})
-    listed = await a.until(lambda f: f.get("type") == "notice" and "[share] session" in f["content"])
+    listed = await a.until(
+        lambda f: f.get("type") == "notice" and "[share] session" in f["content"]
+    )
     assert "alice" in listed["content"] and "dave" in listed["content"]
     assert (await error_of(a, {"type": "message", "content": "/share nobody viewer"}))[
         "code"
@@ -247,31 +255,33 @@ async def test_removing_a_user_or_replacing_a_token_ends_access_at_once(
         await c.until(lambda f: False, timeout=5)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
     assert any(f.get("code") == "unauthorized" for f in c.seen)
-    with api(server, erin) as gone:
-        assert gone.get("/sessions").status_code == 401
+    async with api(server, erin) as gone:
+        assert (await gone.get("/sessions")).status_code == 401
     # The session stays, the admin's.
-    with api(server, server.token) as admin:
-        assert admin.get(f"/sessions/{sid}").status_code == 200
+    async with api(server, server.token) as admin:
+        assert (await admin.get(f"/sessions/{sid}")).status_code == 200
     # A new token: the old one stops, the new one works.
     frank = add_user(server, "frank")
     fresh = xclaw(server, "users", "token", "frank").stdout.strip()
     await asyncio.sleep(1.2)  # past the one-second cache
-    with api(server, frank) as old, api(server, fresh) as new:
-        assert old.get("/sessions").status_code == 401
-        assert new.get("/sessions").status_code == 200
+    async with api(server, frank) as old, api(server, fresh) as new:
+        assert (await old.get("/sessions")).status_code == 401
+        assert (await new.get("/sessions")).status_code == 200
     listing = xclaw(server, "users", "list").stdout
     assert "frank" in listing and "erin" not in listing and fresh not in listing
 
 
 async def test_failed_sign_ins_are_throttled_per_address(server_factory: Any) -> None:
     server = team_server(server_factory, name="throttle")
-    with httpx.Client(base_url=f"{server.http}/api", timeout=15) as http:
+    async with httpx.AsyncClient(base_url=f"{server.http}/api", timeout=15) as http:
         codes = [
-            http.get("/health", headers={"Authorization": f"Bearer xcu_guess{i:040d}"}).status_code
+            (
+                await http.get("/health", headers={"Authorization": f"Bearer xcu_guess{i:040d}"})
+            ).status_code
             for i in range(30)
         ]
         assert set(codes) == {401}
-        blocked = http.get("/health", headers={"Authorization": f"Bearer {server.token}"})
+        blocked = await http.get("/health", headers={"Authorization": f"Bearer {server.token}"})
         assert blocked.status_code == 429 and blocked.json()["code"] == "too_many_attempts"
     c = None
     with pytest.raises(Exception):  # noqa: B017 - the socket is refused at once
