@@ -8,11 +8,9 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from xclaw.section import (
-    Default,
     Env,
     Flag,
     NotInYaml,
-    Number,
     Section,
     Strings,
     Text,
@@ -34,7 +32,7 @@ def _networks(value: Any) -> Any:
 
 class TeamSettings(Section):
     """A server shared by a team (docs/teams.md): sign-on through a reverse proxy that has
-    already authenticated the person, and what a user may spend."""
+    already authenticated the person."""
 
     # The header the proxy names the signed-in person in; trusted only from `trusted_proxies`.
     proxy_user_header: Text = "X-Forwarded-User"
@@ -42,8 +40,6 @@ class TeamSettings(Section):
     trusted_proxies: Annotated[Strings, BeforeValidator(_networks)] = ()
     # A name the proxy vouches for that is no user yet becomes a member (else: refused).
     proxy_adds_users: Flag = False
-    # Dollars a member's runs may spend per day (UTC), estimated from the price table; none.
-    daily_spend_usd: Annotated[Number | None, Field(gt=0), Default("none")] = None
 
 
 class GatewaySettings(Section):
