@@ -19,6 +19,10 @@ SCRIPT: dict[str, Any] = {
     "turns": [{"text": "", "tool_calls": [sh("echo hi > f")]}, {"text": "done"}],
     "branches": [
         {"when": "hello", "turns": [{"text": "hi there"}]},
+        {
+            "when": "write",
+            "turns": [{"text": "", "tool_calls": [sh("echo hi > f")]}, {"text": "done"}],
+        },
         {"when": "slow", "turns": [{"text": "", "sleep": 30}, {"text": "late"}]},
     ],
 }

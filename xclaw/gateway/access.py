@@ -68,7 +68,8 @@ class SessionAccess:
             raise SessionNotFound(session_id)
         if not allows(role, need):
             raise Forbidden(
-                f"you are a {role.value} of session {session_id}: you may not "
+                f"you are {'an' if role.value[0] in 'aeiou' else 'a'} {role.value} of session "
+                f"{session_id}: you may not "
                 f"{NEED_WORDS[need]} (ask its owner to share it with you as "
                 f"{need.value.value if need is not Need.OWN else 'its owner'})"
             )
