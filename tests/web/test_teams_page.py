@@ -9,7 +9,7 @@ import json
 
 from playwright.sync_api import expect
 
-from tests.gateway.teams_harness import SCRIPT, add_user
+from tests.gateway.teams_harness import SCRIPT, Nginx, ProxiedServer, add_user, nginx_binary, xclaw
 from tests.web.app_page import App
 
 
@@ -73,3 +73,45 @@ def test_two_people_share_a_session_and_the_record_names_who_approved(serve, new
     assert listed == [sid]
     expect(bob.page.locator("#session-list")).to_contain_text("hello")
     shot(bob.page, "teams-bob-refused")
+
+
+def test_the_page_behind_a_sign_on_proxy_needs_no_token(browser, tmp_path, shot):
+    """Behind a real nginx that signs the person in (docs/teams.md): the page opens without
+    any token, says who is signed in, and its socket (upgraded through nginx) runs a turn."""
+    nginx_binary()
+    script = tmp_path / "xclaw" / "script.json"
+    script.parent.mkdir()
+    script.write_text(json.dumps(SCRIPT))
+    server = ProxiedServer(root=tmp_path / "xclaw", script=script, approval="ask").start()
+    proxy = None
+    ctx = None
+    try:
+        add_user(server, "alice")
+        proxy = Nginx(tmp_path / "nginx", server.port)
+        ctx = browser.new_context(
+            viewport={"width": 1280, "height": 800},
+            http_credentials={"username": "alice", "password": "alice-pw"},
+        )
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{proxy.http}/")
+        expect(page.locator("#app")).to_be_visible()
+        expect(page.locator("#whoami")).to_have_text("signed in as alice · member")
+        expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+        box = page.locator("#input")
+        box.fill("hello")
+        box.press("Enter")
+        expect(page.locator("#messages .msg.assistant.final").last).to_have_text("hi there")
+        sid = str(page.evaluate("localStorage.getItem('xclaw_session_id')"))
+        assert page.evaluate("localStorage.getItem('xclaw_token')") is None
+        steps = json.loads(xclaw(server, "steps", sid, "--json").stdout)
+        assert steps[0]["output"]["by"]["user"] == "alice"
+        shot(page, "teams-behind-proxy")
+        assert errors == []
+    finally:
+        if ctx is not None:
+            ctx.close()
+        if proxy is not None:
+            proxy.stop()
+        server.kill()

@@ -563,12 +563,14 @@ async function exportSession() {
 async function boot() {
   adoptUrlParams();
   setupAccessForm();
-  if (!getToken()) return showAccess("missing");
   let health = null;
   try {
     health = await api("/health");
   } catch (e) {
-    if (e instanceof Unauthorized) return showAccess("wrong");
+    // No token: the access screen, unless a sign-on proxy in front vouched for the person
+    // (docs/teams.md) and the server let the request in without one.
+    if (e instanceof Unauthorized) return showAccess(getToken() ? "wrong" : "missing");
+    if (!getToken()) return showAccess("missing");
     // Server down right now: show the app anyway; the socket keeps trying.
   }
   $("access").hidden = true;
