@@ -312,3 +312,27 @@ async def test_no_token_reaches_the_logs(
     banner = "".join(p.read_text() for p in sorted(server.root.glob("stdout-*.txt")))
     for secret in (*tokens.values(), bad):
         assert secret not in banner
+
+
+async def test_two_people_on_one_new_id_the_second_sees_nothing_of_the_first(
+    server: Server, tokens: dict[str, str]
+) -> None:
+    """Both attach to an id nobody has written (the tutorial's clients choose ids): the first
+    to send makes it theirs; the other socket is shown none of its frames and is detached,
+    told as for an unknown id."""
+    sid = "web-shared-name-1"
+    a = await Client.open(server, token=tokens["alice"])
+    m = await Client.open(server, token=tokens["mallory"])
+    await m.attach(sid)
+    await a.attach(sid)
+    await a.send({"type": "message", "sessionId": sid, "content": "hello, mine"})
+    assert (await a.until_type("reply", timeout=30))["content"] == "hi there"
+    lost = await m.until(lambda f: f.get("type") == "error", timeout=5)
+    assert lost["code"] == "unknown_session"
+    shown = [f for f in m.seen if f.get("type") not in ("session", "history", "status", "error")]
+    assert shown == [], shown
+    assert not any("hi there" in json.dumps(f) or "hello, mine" in json.dumps(f) for f in m.seen)
+    await m.send({"type": "message", "sessionId": sid, "content": "hello"})
+    assert (await m.until_type("error"))["code"] == "unknown_session"
+    await a.close()
+    await m.close()

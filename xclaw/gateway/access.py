@@ -60,6 +60,13 @@ class SessionAccess:
             self._roles[key] = (now + CACHE_S, role)
         return role
 
+    def remember(self, who: Identity, session_id: str, role: ShareRole) -> None:
+        """A part just read by someone else (the watch's one query for every socket)."""
+        if who.user is not None and not who.admin:
+            if len(self._roles) >= _MAX_CACHED:
+                self._roles.clear()
+            self._roles[(session_id, who.user)] = (self._clock() + CACHE_S, role)
+
     async def require(self, who: Identity, session_id: str, need: Need) -> ShareRole:
         """SessionNotFound without a part in it (as for an id nobody has), Forbidden with a
         part too small for `need`."""

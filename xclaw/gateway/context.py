@@ -17,6 +17,7 @@ from xclaw.gateway.commands import CommandRunner
 from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.store.base import Store, TeamStore
+from xclaw.teams import hashes_match
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -59,6 +60,11 @@ class Watched(Protocol):
     signed: SignedIn
     session_id: str | None
 
+    @property
+    def pending(self) -> bool:
+        """Attached to a new session nobody has written yet."""
+        ...
+
     def sign_out(self) -> None:
         """The user or their token is gone: close the socket (4401)."""
         ...
@@ -90,25 +96,51 @@ class Gateway:
     async def watch(self) -> None:
         """Close the sockets of users removed (or given a new token), and detach those whose
         part in their session was taken away, within WATCH_EVERY_S, whichever worker (or
-        `xclaw users remove`) made the change."""
+        `xclaw users remove`) made the change. Two queries a tick, however many sockets."""
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
-            for conn in list(self.users_online):
-                try:
-                    if not await self.auth.still(conn.signed):
-                        conn.sign_out()
-                        continue
-                    sid = conn.session_id
-                    # A session nobody has written yet is theirs to start: not lost.
-                    if (
-                        sid is not None
-                        and await self.access.role(conn.signed.identity, sid) is None
-                        and await asyncio.to_thread(self.store.find_session, sid) is not None
-                    ):
-                        conn.lose_session()
-                except Exception:  # a database hiccup must not end the watch
-                    log.exception("event=watch_failed")
-                    break
+            try:
+                await self.watch_once()
+            except Exception:  # a database hiccup must not end the watch
+                log.exception("event=watch_failed")
+
+    async def watch_once(self) -> None:
+        conns = list(self.users_online)
+        if not conns or self.teams is None:
+            return
+        teams = self.teams
+        users = {u.name: u for u in await asyncio.to_thread(teams.users)}
+        sids = sorted({c.session_id for c in conns if c.session_id is not None})
+        parts = await asyncio.to_thread(teams.session_roles, sids)
+        roles = {(sid, user): role for sid, user, role in parts}
+        # Sessions nobody has written yet are the socket's own to start; one written since
+        # by someone else is lost to it (its frames were held back meanwhile: ws.py).
+        written = {c.session_id for c in conns if c.session_id is not None and not c.pending}
+        for new in {c.session_id for c in conns if c.session_id is not None and c.pending}:
+            if await asyncio.to_thread(self.store.find_session, new) is not None:
+                written.add(new)
+        for conn in conns:
+            who = conn.signed.identity
+            user = users.get(who.user or "")
+            proof = conn.signed.proof
+            if (
+                user is None
+                or user.role is not who.role
+                or (
+                    proof is not None
+                    and (user.token_hash is None or not hashes_match(proof, user.token_hash))
+                )
+            ):
+                conn.sign_out()
+                continue
+            sid = conn.session_id
+            if who.admin or sid is None or sid not in written:
+                continue
+            role = roles.get((sid, user.name))
+            if role is None:
+                conn.lose_session()
+            else:
+                self.access.remember(who, sid, role)
 
     @contextlib.asynccontextmanager
     async def watching(self) -> Any:

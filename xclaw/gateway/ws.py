@@ -124,6 +124,9 @@ class Connection:
         # The attached session is a new one nobody has written yet: the socket's own to
         # start (its first message writes it, as this person's).
         self._pending = False
+        # A member's frames of such a session, held until it is written as theirs: under an
+        # id a client chose, someone else may write it first, and then none may reach here.
+        self._quarantine: list[dict[str, Any]] = []
         self._unsubscribe: Any = None
         # Frames are serialised when queued, so what is counted is what is held. A plain
         # deque drained by write_loop, woken through one future when it was empty.
@@ -136,12 +139,28 @@ class Connection:
     # --- outgoing ---------------------------------------------------------------------------
     # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
     # by the runtime (Runtime.emit), every other frame here (`push`, the hub's).
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
     def _from_runtime(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime: held back while an attach reads the history."""
+        """The sink given to the runtime: held back while an attach reads the history, and a
+        member's while their new session is not written yet (as theirs)."""
         if self._held is not None:
             self._held.append(frame)
+        elif self._pending and not self.signed.identity.admin:
+            self._quarantine.append(frame)
         else:
             self._queue(frame)
+
+    def _written(self, ours: bool) -> None:
+        """The pending session is written now: as this person's (its held frames go out), or
+        by someone else (they are dropped)."""
+        self._pending = False
+        held, self._quarantine = self._quarantine, []
+        if ours:
+            for frame in held:
+                self._queue(frame)
 
     def _from_hub(self, frame: dict[str, Any]) -> None:
         """The sink given to the hub (frames the gateway made for every socket of a session,
@@ -222,6 +241,7 @@ class Connection:
         if sid is None:
             return
         log.info("event=access_lost conn=%s session=%s", self.id, sid)
+        self._written(ours=False)
         self.detach()
         self.session_id = None
         self.push(error_frame(SessionNotFound(sid).message, "unknown_session", sid))
@@ -255,6 +275,7 @@ class Connection:
         self.detach()
         self.session_id = sid
         self._pending = created
+        self._quarantine = []
         # Subscribe first, then read the history in a worker thread (a long session must not
         # stall the event loop); frames a run in flight emits meanwhile are held back and sent
         # after the history they continue, so none is lost and none arrives out of order.
@@ -351,7 +372,7 @@ class Connection:
         if user is not None and self.gw.teams is not None:
             await asyncio.to_thread(self.gw.teams.claim_session, sid, user)
         if sid == self.session_id:
-            self._pending = False
+            self._written(ours=True)
 
     async def _create_pending(self, sid: str) -> None:
         """A session attached but never written (no message yet) is written now."""
@@ -359,8 +380,12 @@ class Connection:
             try:
                 await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
             except StoreError:  # another socket wrote it first: whose is it?
-                self._pending = False
-                await self._need(sid, Need.ACT)
+                try:
+                    await self.gw.access.require(self.signed.identity, sid, Need.ACT)
+                except XclawError:
+                    self._written(ours=False)
+                    raise
+                self._written(ours=True)
                 return
             await self._claim(sid)
 

@@ -399,6 +399,10 @@ class TeamStore(Protocol):
         """Make `user` the owner of a session nobody owns yet (its creator, a fork's maker)."""
         ...
 
+    def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
+        """(session, user, role) of every part in these sessions, in one query."""
+        ...
+
     def shares(self, session_id: str) -> list[Share]: ...
 
     def share_session(

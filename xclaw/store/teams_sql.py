@@ -201,6 +201,17 @@ class TeamMethods:
 
         self._write(tx, durable=True)
 
+    def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
+        """(session, user, role) of every part anyone has in these sessions: one query for
+        the many sockets a worker checks each second (xclaw/gateway/context.py)."""
+        if not session_ids:
+            return []
+        d = self._dialect
+        condition, ids = d.in_ids("session_id", session_ids)
+        sql = d.sql(f"SELECT session_id, user_name, role FROM session_access WHERE {condition}")
+        rows = self._read(lambda c: c.execute(sql, (ids,)).fetchall())
+        return [(str(r[0]), str(r[1]), ShareRole(r[2])) for r in rows]
+
     def shares(self, session_id: str) -> list[Share]:
         sql = self._dialect.sql(_SHARES)
         rows = self._read(lambda c: c.execute(sql, (session_id,)).fetchall())
