@@ -289,7 +289,10 @@ class Connection:
                 history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
             held, self._held = self._held, None
-        self.push(session_frame(session, created=created, busy=rt.is_busy(sid)))
+        attached = session_frame(session, created=created, busy=rt.is_busy(sid))
+        if self.signed.identity.user is not None:
+            attached["user"] = self.signed.identity.user  # whom the client is signed in as
+        self.push(attached)
         self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
         for frame in held:
             self._queue(frame)
