@@ -90,6 +90,7 @@ async def test_a_viewer_reads_and_follows_but_cannot_act(
         {"type": "message", "sessionId": sid, "content": "/rollback s0001"},
         {"type": "message", "sessionId": sid, "content": "/fork s0001"},
         {"type": "message", "sessionId": sid, "content": "/title mine now"},
+        {"type": "message", "sessionId": sid, "content": "/compact"},
         {"type": "cancel", "sessionId": sid},
         {"type": "approval", "sessionId": sid, "stepId": "s0002", "approve": True},
     ):

@@ -52,6 +52,8 @@ MAX_QUEUED_FRAMES = 10_000
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
 CLOSE_TOO_MANY_ATTEMPTS = 4429
+# Typed without their argument these answer their usage line, whoever asks.
+USAGE_WHEN_BARE = ("rollback", "fork", "title")
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)
@@ -438,8 +440,7 @@ class Connection:
                 await self._switch(sid, cmd)
                 return
             need = COMMAND_NEEDS.get(cmd.name)
-            if need is not None and (cmd.args or cmd.name in ("steps", "share")):
-                # (bare /rollback, /fork, /title: their usage line, whoever asks)
+            if need is not None and (cmd.args or cmd.name not in USAGE_WHEN_BARE):
                 await self._need(sid, need)
             if cmd.name == "title" and sid == self.session_id and cmd.rest:
                 await self._create_pending(sid)  # naming it is the first thing said to it
