@@ -308,6 +308,23 @@ def test_a_shared_session_shows_who_sent_what() -> None:
             },
         },
     )
+    approved = render(
+        {"type": "session", "sessionId": "s", "status": "Paused", "user": "bob"},
+        {
+            "type": "step",
+            "step": {
+                "type": "system_alert",
+                "name": "approval",
+                "status": "completed",
+                "output": {
+                    "approved": True,
+                    "why": "approved by alice (web page)",
+                    "by": {"kind": "person", "client": "web", "user": "alice"},
+                },
+            },
+        },
+    )
+    assert "[approval] approved by alice (web page)" in approved
     assert "[history] alice: first" in out and "[history] You: second" in out
     assert "alice: third" in out and "\x1b" not in out
     assert "mine" not in out  # what this client typed is on the screen already

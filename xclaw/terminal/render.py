@@ -192,18 +192,24 @@ class Renderer:
             self.line(HISTORY_PREFIX + line, "dim")
 
     def _on_step(self, f: dict[str, Any]) -> None:
-        """A message another team member sent to this session (a shared one): shown as theirs.
-        What this client's person typed is on the screen already."""
+        """A message another team member sent to this session (a shared one), shown as theirs,
+        and an approval they answered. What this client's person did is on the screen."""
         step = f.get("step")
-        if not isinstance(step, dict) or step.get("type") != "user_input":
+        if not isinstance(step, dict):
             return
-        by = (step.get("output") or {}).get("by") if isinstance(step.get("output"), dict) else None
-        sender = by.get("user") if isinstance(by, dict) else None
-        if not isinstance(sender, str) or sender == self.me or step.get("agent") != "main":
+        given = step.get("output")
+        out: dict[str, Any] = given if isinstance(given, dict) else {}
+        by = out.get("by")
+        who = by.get("user") if isinstance(by, dict) else None
+        if not isinstance(who, str) or who == self.me:
             return
-        self.end_stream()
-        for line in _prefixed(f"{printable(sender)}: ", printable(str(step.get("input") or ""))):
-            self.line(line, "cyan")
+        if step.get("type") == "user_input" and step.get("agent") == "main":
+            self.end_stream()
+            for line in _prefixed(f"{printable(who)}: ", printable(str(step.get("input") or ""))):
+                self.line(line, "cyan")
+        elif step.get("name") == "approval" and step.get("status") != "running":
+            self.end_stream()  # another member answered it: `approved by bob (web page)`
+            self.line(f"[approval] {printable(str(out.get('why') or ''))}", "dim")
 
     def _on_delta(self, f: dict[str, Any]) -> None:
         text = printable(str(f.get("content", "")))
