@@ -73,6 +73,10 @@ class Watched(Protocol):
         """Their part in the attached session is gone: detach, as from an unknown id."""
         ...
 
+    def keep_session(self) -> None:
+        """The new session it waited on was written as theirs (by another socket of theirs)."""
+        ...
+
 
 @dataclass
 class Gateway:
@@ -105,21 +109,17 @@ class Gateway:
                 log.exception("event=watch_failed")
 
     async def watch_once(self) -> None:
-        conns = list(self.users_online)
-        if not conns or self.teams is None:
+        # What each socket is attached to, taken before any await: a socket may write its
+        # new session (and own it) while the queries below run.
+        seen = [(c, c.session_id, c.pending) for c in self.users_online]
+        if not seen or self.teams is None:
             return
         teams = self.teams
         users = {u.name: u for u in await asyncio.to_thread(teams.users)}
-        sids = sorted({c.session_id for c in conns if c.session_id is not None})
+        sids = sorted({sid for _, sid, pending in seen if sid is not None and not pending})
         parts = await asyncio.to_thread(teams.session_roles, sids)
         roles = {(sid, user): role for sid, user, role in parts}
-        # Sessions nobody has written yet are the socket's own to start; one written since
-        # by someone else is lost to it (its frames were held back meanwhile: ws.py).
-        written = {c.session_id for c in conns if c.session_id is not None and not c.pending}
-        for new in {c.session_id for c in conns if c.session_id is not None and c.pending}:
-            if await asyncio.to_thread(self.store.find_session, new) is not None:
-                written.add(new)
-        for conn in conns:
+        for conn, sid, pending in seen:
             who = conn.signed.identity
             user = users.get(who.user or "")
             proof = conn.signed.proof
@@ -133,14 +133,27 @@ class Gateway:
             ):
                 conn.sign_out()
                 continue
-            sid = conn.session_id
-            if who.admin or sid is None or sid not in written:
+            if who.admin or sid is None:
                 continue
-            role = roles.get((sid, user.name))
+            if pending:
+                # Nobody's yet, the socket's own to start; written since by someone else, it
+                # is lost to it (its frames were held back meanwhile: ws.py).
+                if await asyncio.to_thread(self.store.find_session, sid) is None:
+                    continue
+            elif (sid, user.name) in roles:
+                self.access.remember(who, sid, roles[(sid, user.name)])
+                continue
+            # Asked once more before acting: a share given since the query above, or their
+            # own session (another socket of theirs wrote it).
+            if conn.session_id != sid or conn.pending != pending:
+                continue
+            role = await self.access.role(who, sid)
+            if conn.session_id != sid:
+                continue
             if role is None:
                 conn.lose_session()
-            else:
-                self.access.remember(who, sid, role)
+            elif conn.pending:
+                conn.keep_session()
 
     @contextlib.asynccontextmanager
     async def watching(self) -> Any:

@@ -248,6 +248,10 @@ class Connection:
         self.session_id = None
         self.push(error_frame(SessionNotFound(sid).message, "unknown_session", sid))
 
+    def keep_session(self) -> None:
+        """Another socket of this person wrote the new session: its held frames go out."""
+        self._written(ours=True)
+
     def _closing_with(self, code: int, reason: str) -> None:
         if not self._closing:
             self._enqueue(_Close(code, reason))
