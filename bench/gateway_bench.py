@@ -55,6 +55,12 @@ last (an HTTP request and a ping), which the benchmark's client does not.
 
 "server ms/step" is the server process's CPU time (user + system, all threads) per finished
 step: what each step costs the machine, whatever the concurrency.
+
+`--members` signs every session of this checkout's server in as a member of a team, each with
+a user and token of its own (docs/teams.md), made in its database before the first round: every
+frame, attach and the watch over open sockets then go through the team checks (a `--compare`
+base without users keeps the server's token). With `--compare` against a checkout of main,
+the ratio row is what authorisation costs per step.
 """
 
 from __future__ import annotations
@@ -115,6 +121,11 @@ class Gateway:
     home: Path
     llm_ms: float = 0.0
     stagger_ms: float = 0.0
+    # One token per session when its sessions sign in as team members (--members).
+    tokens: list[str] = field(default_factory=list)
+
+    def token_of(self, i: int) -> str:
+        return self.tokens[i % len(self.tokens)] if self.tokens else self.token
 
 
 def spawn_serve(
@@ -180,10 +191,32 @@ def start_gateway(
     llm_ms: float = 0.0,
     python: str = sys.executable,
     core: int | None = None,
+    members: int = 0,
 ) -> Gateway:
     token = "bench-token-0123456789"
     proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python, core=core)
-    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
+    gw = Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
+    if members:
+        gw.tokens = add_members(home / "xclaw.db", members)
+    return gw
+
+
+def add_members(db: Path, n: int) -> list[str]:
+    """n members of a team in the server's database (it is running: SQLite's WAL lets this
+    process write beside it), one token each (docs/teams.md)."""
+    from xclaw.store.base import teams_of
+    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.teams import UserRole, new_token, token_hash
+
+    tokens = [new_token() for _ in range(n)]
+    store = SQLiteStore(db)
+    try:
+        teams = teams_of(store)
+        for i, t in enumerate(tokens):
+            teams.add_user(f"bench-member-{i}", UserRole.MEMBER, token_hash(t))
+    finally:
+        store.close()
+    return tokens
 
 
 @dataclass
@@ -197,11 +230,13 @@ class SessionRun:
     frames: int = 0  # every frame (or event) the client read in its run
 
 
-async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]) -> SessionRun:
+async def one_session(
+    gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None], i: int = 0
+) -> SessionRun:
     run = SessionRun()
     async with connect(
         gw.url,
-        additional_headers={"Authorization": f"Bearer {gw.token}"},
+        additional_headers={"Authorization": f"Bearer {gw.token_of(i)}"},
         max_size=None,
         max_queue=None,
         open_timeout=30,
@@ -336,9 +371,11 @@ async def one_round(
     ready: asyncio.Queue[None] = asyncio.Queue()
     tasks = [
         asyncio.create_task(
-            one_session(gw, go, ready) if agent is None else one_api_session(gw, go, ready, agent)
+            one_session(gw, go, ready, i)
+            if agent is None
+            else one_api_session(gw, go, ready, agent)
         )
-        for _ in range(sessions)
+        for i in range(sessions)
     ]
     for _ in range(sessions):
         await ready.get()
@@ -543,7 +580,12 @@ async def main_async(args: argparse.Namespace) -> None:
         try:
             for label, python in servers:
                 gw = start_gateway(
-                    Path(tmp) / label, args.tool, args.llm_ms, python, core=args.server_core
+                    Path(tmp) / label,
+                    args.tool,
+                    args.llm_ms,
+                    python,
+                    core=args.server_core,
+                    members=max(args.sessions) if args.members and label == "this" else 0,
                 )
                 gw.stagger_ms = 0.0 if args.together else args.llm_ms
                 gateways.append((label, gw))
@@ -659,6 +701,11 @@ def main() -> None:
         action="store_true",
         help="instead: the Python API's remote client (xclaw.connect) side by side with this "
         "benchmark's own client against one gateway (steps/s, events/s, client CPU per step)",
+    )
+    parser.add_argument(
+        "--members",
+        action="store_true",
+        help="this checkout's sessions sign in as team members, one user each (docs/teams.md)",
     )
     parser.add_argument(
         "--server-core",

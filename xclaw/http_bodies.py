@@ -61,6 +61,12 @@ class Health(Wire):
         "transactions since it started (over wall time: how saturated it is); null on "
         "PostgreSQL",
     )
+    user: str | None = Field(
+        default=None,
+        description="the user this request is signed in as; null: the server's own token "
+        "(the admin)",
+    )
+    role: Literal["admin", "member"] = "admin"
 
 
 class SessionWithCost(SessionInfo):

@@ -23,10 +23,11 @@ from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import Access, open_store
-from xclaw.store.base import LeaseStore, RecordReader, Store
+from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
 from xclaw.store.common import build_tree
 from xclaw.store.leases import LeaseInfo, new_worker_id
-from xclaw.store.model import Status, display_id, session_state
+from xclaw.store.model import Status, Step, display_id, session_state
+from xclaw.store.teams_sql import SessionAction
 
 if TYPE_CHECKING:
     from xclaw.store.transfer import ExportSource
@@ -265,7 +266,8 @@ def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> No
     if as_json:
         click.echo(_dump([step_json(s) for s in steps]))
     else:
-        _out().print(format_steps(steps, session, offline=True))
+        acts = [(a.kind, a.user, a.created_at, a.detail) for a in actions_of(store, session_id)]
+        _out().print(format_steps(steps, session, offline=True, actions=r(acts)))
 
 
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
@@ -320,6 +322,13 @@ def rollback_cmd(
     # Held while the steps go: no server starts a run of the session meanwhile (one driver).
     with holding_lease(store, session_id, "roll it back"):
         result = workspaces.rollback(session_id, target.seq)
+    # Who did it: the admin, whoever may open the database (docs/teams.md).
+    teams_of(store).record_action(
+        session_id,
+        "rollback",
+        None,
+        {"stepId": display_id(result.target_seq), "deleted": result.deleted},
+    )
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
@@ -357,6 +366,12 @@ def fork_cmd(
     outside = r.text(outside_note(outside_steps(store.steps(session_id), target.seq + 1)))
     title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
+    teams_of(store).record_action(
+        forked.session_id,
+        "fork",
+        None,
+        {"fromSessionId": session_id, "fromStepId": target.display_id},
+    )
     if as_json:
         click.echo(_dump(r(session_json(forked))))
         return
@@ -369,6 +384,29 @@ def fork_cmd(
     out.print(f"original session {session_id} is unchanged.")
     if outside:
         out.print(f"[fork] in the original session after that step, {outside}")
+
+
+def who_did(store: object, session_id: str) -> dict[str, Any]:
+    """The export's `owner` (absent: the admin's) and `actions` (absent: none) of a session,
+    as the HTTP API's export gives them (docs/teams.md)."""
+    teams = teams_of(store)
+    out: dict[str, Any] = {}
+    if not teams.users():
+        return out  # alone, everything is the admin's doing: the export stays as it was
+    owner = teams.session_owner(session_id)
+    if owner is not None:
+        out["owner"] = owner
+    acts = teams.session_actions(session_id)
+    if acts:
+        out["actions"] = [a.to_json() for a in acts]
+    return out
+
+
+def actions_of(store: object, session_id: str) -> list[SessionAction]:
+    """What people did to the session that no step records (docs/teams.md); listed once
+    the database has users (alone, everything is the admin's doing)."""
+    teams = teams_of(store)
+    return teams.session_actions(session_id) if teams.users() else []
 
 
 def _one_or_all(args: dict[str, Any]) -> None:
@@ -402,14 +440,22 @@ def export_cmd(
         docs = []
         for session in sessions:
             steps = store.steps(session.session_id)
-            head = {**session_json(session), **session_cost(steps).to_json()}
+            head = {
+                **session_json(session),
+                **session_cost(steps).to_json(),
+                **who_did(store, session.session_id),
+            }
             docs.append(r({"session": head, "steps": [step_json(s) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
-    for line in export_lines(
-        store, sessions, totals=lambda steps: session_cost(steps).to_json(), redact=r
-    ):
-        click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
+    for session in sessions:
+        extra = who_did(store, session.session_id)
+
+        def totals(steps: list[Step], extra: dict[str, Any] = extra) -> dict[str, Any]:
+            return {**session_cost(steps).to_json(), **extra}
+
+        for line in export_lines(store, [session], totals=totals, redact=r):
+            click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 
 def register(cli: click.Group) -> None:

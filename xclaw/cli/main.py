@@ -34,6 +34,7 @@ def _register() -> None:
         commands_serve,
         commands_store,
         commands_tools,
+        commands_users,
         commands_workers,
         commands_workspace,
     )
@@ -49,6 +50,7 @@ def _register() -> None:
     commands_ops.register(cli)
     commands_tools.register(cli)
     commands_schema.register(cli)
+    commands_users.register(cli)
 
 
 def main() -> None:

@@ -50,9 +50,18 @@ def _err(description: str) -> dict[str, Any]:
 
 _COMMON_ERRORS = {
     "401": _err("missing or wrong access token (code `unauthorized`)"),
-    "403": _err("browser Origin not allowed (code `forbidden_origin`)"),
+    "403": _err(
+        "browser Origin not allowed (code `forbidden_origin`), or the signed-in user may "
+        "not do this to the session (code `forbidden`: a viewer's rollback, docs/teams.md)"
+    ),
+    "429": _err("too many failed sign-ins from this address (code `too_many_attempts`)"),
 }
-_SESSION_ERRORS = {**_COMMON_ERRORS, "404": _err("no such session (code `unknown_session`)")}
+_SESSION_ERRORS = {
+    **_COMMON_ERRORS,
+    "404": _err(
+        "no such session, or one the signed-in user has no part in (code `unknown_session`)"
+    ),
+}
 
 
 def _op(

@@ -12,6 +12,7 @@ from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Step, StepType
 from xclaw.store.writes import OpenTurn
+from xclaw.teams import Actor
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +33,18 @@ async def open_turn(
     create: bool,
     title: str | None,
     record: RunConfig | None = None,
+    actor: Actor | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
     input answers them), and the user's message (`text`, redacted) recorded. Before, these
     were five store calls, each a thread hop or a commit of its own: the start of a run cost
-    more than its steps (bench/HISTORY.md). (None, None): another live worker drives it."""
+    more than its steps (bench/HISTORY.md). (None, None): another live worker drives it.
+
+    `actor`, a user of a shared server (docs/teams.md): the message records who sent it, and
+    a session this write creates is theirs, in the same transaction. A member whose new
+    session's id was taken by someone else a moment before is refused as for an id that
+    does not exist (unknown_session), never let into it."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
     # What it runs with is recorded with it (xclaw/runtime/agreement.py).
@@ -51,6 +58,9 @@ async def open_turn(
         metadata=None if record is None else with_config({}, record),
         keep_approvals=marking.keep_approvals,
         approval_output=marking.approval_output,
+        sent_by=None if actor is None else actor.recorded(),
+        owner=None if actor is None else actor.user,
+        member=actor is not None and not actor.identity.admin,
     )
     lease, interrupted, added = await store.write_stream().put(opening)
     if lease is None:  # another live worker drives it

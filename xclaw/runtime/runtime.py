@@ -45,6 +45,7 @@ from xclaw.store.base import RollbackResult, StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
+from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
 from xclaw.workspace.timetravel import Workspaces
@@ -219,10 +220,13 @@ class Runtime:
         Failed session does not retry a failing provider behind the user's back."""
         return await self._starts.resume(session_id, failed=failed)
 
-    async def send(self, session_id: str, text: str, *, create: bool = False) -> None:
+    async def send(
+        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+    ) -> None:
         """Start a run with the user's `text`. With `create`, an unknown session is created
-        here, at its first message (only once a model is configured)."""
-        await self._starts.message(session_id, text, create=create)
+        here, at its first message (only once a model is configured). `actor`: who sent it,
+        recorded with the message when it is a user of a shared server (docs/teams.md)."""
+        await self._starts.message(session_id, text, create=create, actor=actor)
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as

@@ -31,7 +31,9 @@ from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, W
 from xclaw.store.stream import WriteStream
 
 if TYPE_CHECKING:
+    from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
+    from xclaw.teams import ShareRole, UserRole
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +380,83 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
+class TeamStore(Protocol):
+    """Users, who may see each session, and who did what (xclaw/store/teams_sql.py,
+    docs/teams.md). Only hashes of tokens are stored. Both backends implement it beside
+    Store; `teams_of(store)` gives it typed. Not part of `Store`: a run's writes (a
+    DrivenStore) never touch it."""
+
+    def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
+        """TeamError if the name is taken."""
+        ...
+
+    def get_user(self, name: str) -> User | None: ...
+
+    def user_by_token_hash(self, token_hash: str) -> User | None: ...
+
+    def users(self) -> list[User]: ...
+
+    def remove_user(self, name: str) -> None:
+        """The user and every share of theirs; their sessions become the admin's."""
+        ...
+
+    def set_user_token(self, name: str, token_hash: str | None) -> None:
+        """The old token stops working with this commit."""
+        ...
+
+    def set_user_role(self, name: str, role: UserRole) -> None: ...
+
+    def session_role(self, session_id: str, user: str) -> ShareRole | None:
+        """owner, a shared role, or None (no access)."""
+        ...
+
+    def session_owner(self, session_id: str) -> str | None:
+        """None: the admin's."""
+        ...
+
+    def claim_session(self, session_id: str, user: str, *, granted_by: str | None = None) -> None:
+        """Make `user` the owner of a session nobody owns yet (its creator, a fork's maker)."""
+        ...
+
+    def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
+        """(session, user, role) of every part in these sessions, in one query."""
+        ...
+
+    def shares(self, session_id: str) -> list[Share]: ...
+
+    def share_session(
+        self, session_id: str, user: str, role: ShareRole, *, by: str | None
+    ) -> ShareRole | None:
+        """Give `user` a role in the session, logged as a `share` action; the role they had."""
+        ...
+
+    def unshare_session(self, session_id: str, user: str, *, by: str | None) -> bool: ...
+
+    def sessions_of(self, user: str, *, limit: int | None = None) -> list[Session]:
+        """What the user owns or is shared, most recently updated first."""
+        ...
+
+    def record_action(
+        self,
+        session_id: str,
+        kind: str,
+        user: str | None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Log a cancel, rollback or fork and who did it."""
+        ...
+
+    def session_actions(self, session_id: str) -> list[SessionAction]: ...
+
+
+@runtime_checkable
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
     """The whole seam, for what wires the layers together (the runtime, the gateway, the
     commands that open a database). Every other caller asks for the role it needs."""
+
+
+def teams_of(store: object) -> TeamStore:
+    """The team side of a store (both backends have one)."""
+    if not isinstance(store, TeamStore):
+        raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
+    return store

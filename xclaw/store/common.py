@@ -39,6 +39,7 @@ from xclaw.store.rows import new_session_id
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
+from xclaw.store.teams_sql import CLAIM_SQL, ROLE_SQL
 from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.writes import (
     AddStep,
@@ -51,6 +52,7 @@ from xclaw.store.writes import (
     prepare,
     sync_of,
 )
+from xclaw.teams import Need, ShareRole, allows
 
 T = TypeVar("T")
 
@@ -246,9 +248,17 @@ class StoreBase:
         )
         acquire = self._acquire_lease_tx(sid, w.worker_id, w.ttl_s)
 
+        d, now = self._dialect, self._now()
+
         def tx(conn: Any) -> tuple[Lease | None, list[Step], Step | None]:
             # Created by another socket a moment ago: retitled instead.
             created = create is not None and create(conn) is not None
+            if created and w.owner is not None:
+                conn.execute(d.sql(CLAIM_SQL), (sid, w.owner, None, now))
+            elif not created and w.member:
+                row = conn.execute(d.sql(ROLE_SQL), (sid, w.owner or "")).fetchone()
+                if row is None or not allows(ShareRole(row[0]), Need.ACT):
+                    raise SessionNotFound(sid)  # nothing written: the transaction rolls back
             if not created and retitle is not None:
                 retitle(conn)
             lease = acquire(conn)
@@ -264,7 +274,7 @@ class StoreBase:
                     conn
                 )
             )
-            added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, None, None, lease)
+            added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, w.sent_by, None, lease)
             return lease, interrupted, added(conn)
 
         return tx

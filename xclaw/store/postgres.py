@@ -57,6 +57,7 @@ from xclaw.store.rows import (
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
+from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -77,7 +78,13 @@ _FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
 
 
 class PostgresStore(
-    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+    PgLeases,
+    SessionMethods,
+    SnapshotMethods,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 

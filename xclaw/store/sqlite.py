@@ -63,6 +63,7 @@ from xclaw.store.sqlite_leases import (
 from xclaw.store.sqlite_probe import probe_sqlite
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import WriteStream
+from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -72,7 +73,13 @@ T = TypeVar("T")
 
 
 class SQLiteStore(
-    SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, ChangeMethods, StoreBase
+    SessionMethods,
+    SnapshotMethods,
+    SqliteLeases,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    StoreBase,
 ):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;

@@ -181,6 +181,13 @@ class OpenTurn:
     metadata: Mapping[str, Any] | None = None
     keep_approvals: bool = True
     approval_output: Mapping[str, Any] | None = None
+    # A user of a shared server (docs/teams.md): `sent_by` is the message step's output (who
+    # sent it); a session this write creates is `owner`'s; when `member`, a session that
+    # already existed (another socket's, created a moment before) must give `owner` a part
+    # that lets them act, else the write is refused as SessionNotFound with nothing written.
+    sent_by: Mapping[str, Any] | None = None
+    owner: str | None = None
+    member: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
