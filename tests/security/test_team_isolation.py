@@ -219,6 +219,7 @@ async def test_every_http_route_refuses_another_users_session(
     body = {"stepId": "s0001", "title": "pwned", "approve": True}
     headers = {"Authorization": f"Bearer {tokens['mallory']}"}
     tried = 0
+    made: list[str] = []
     async with httpx.AsyncClient(base_url=server.http, timeout=15) as http:
         for method, path in api:
             for sid in (victim.done, victim.waiting, victim.done[:5]):
@@ -229,8 +230,10 @@ async def test_every_http_route_refuses_another_users_session(
                 if "{sid}" in path:
                     assert r.status_code == 404, (method, url, r.text)
                     assert r.json()["code"] == "unknown_session", (method, url, r.text)
-                else:
-                    assert r.status_code in (200, 400, 405), (method, url, r.text)
+                else:  # POST /api/sessions makes a session of mallory's own (checked below)
+                    assert r.status_code in (200, 201, 400, 405), (method, url, r.text)
+                    if r.status_code == 201:
+                        made.append(r.json()["sessionId"])
                 assert not leaks(r.text.replace(sid, "") if "{sid}" in path else r.text, victim), (
                     method,
                     url,
@@ -247,6 +250,17 @@ async def test_every_http_route_refuses_another_users_session(
         ):
             r = await http.get("/api/sessions", params=params, headers=headers)
             assert not leaks(r.text, victim), (params, r.text)
+        # What mallory made through POST /api/sessions is hers alone.
+        assert made
+        mine = await http.get("/api/sessions", params={"limit": "10000"}, headers=headers)
+        theirs = await http.get(
+            "/api/sessions",
+            params={"limit": "10000"},
+            headers={"Authorization": f"Bearer {tokens['alice']}"},
+        )
+        listed = {s["sessionId"] for s in mine.json()["sessions"]}
+        assert set(made) <= listed
+        assert not set(made) & {s["sessionId"] for s in theirs.json()["sessions"]}
         # Branch comparison reads both sides' steps: hers is refused like any other read.
         r = await http.get(f"/api/sessions/{victim.done}/steps", params={"n": 0}, headers=headers)
         assert r.status_code == 404
