@@ -47,8 +47,20 @@ minute to the next, so a before/after or a goal is read off medians of alternate
         && /tmp/perf-base/.venv/bin/pip install -e /tmp/perf-base
     .venv/bin/python bench/gateway_bench.py --compare /tmp/perf-base/.venv/bin/python
 
+`--api-client` runs the Python API's remote client (`xclaw.connect`, docs/python-api.md)
+side by side with this benchmark's own client against one gateway, alternated: steps/s,
+events (frames) per second and the client's CPU per step. The API's client reads every frame
+into its typed class and asks the gateway whether the run is over when a frame may be its
+last (an HTTP request and a ping), which the benchmark's client does not.
+
 "server ms/step" is the server process's CPU time (user + system, all threads) per finished
 step: what each step costs the machine, whatever the concurrency.
+
+`--members` signs every session of this checkout's server in as a member of a team, each with
+a user and token of its own (docs/teams.md), made in its database before the first round: every
+frame, attach and the watch over open sockets then go through the team checks (a `--compare`
+base without users keeps the server's token). With `--compare` against a checkout of main,
+the ratio row is what authorisation costs per step.
 """
 
 from __future__ import annotations
@@ -109,6 +121,11 @@ class Gateway:
     home: Path
     llm_ms: float = 0.0
     stagger_ms: float = 0.0
+    # One token per session when its sessions sign in as team members (--members).
+    tokens: list[str] = field(default_factory=list)
+
+    def token_of(self, i: int) -> str:
+        return self.tokens[i % len(self.tokens)] if self.tokens else self.token
 
 
 def spawn_serve(
@@ -174,10 +191,32 @@ def start_gateway(
     llm_ms: float = 0.0,
     python: str = sys.executable,
     core: int | None = None,
+    members: int = 0,
 ) -> Gateway:
     token = "bench-token-0123456789"
     proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python, core=core)
-    return Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
+    gw = Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
+    if members:
+        gw.tokens = add_members(home / "xclaw.db", members)
+    return gw
+
+
+def add_members(db: Path, n: int) -> list[str]:
+    """n members of a team in the server's database (it is running: SQLite's WAL lets this
+    process write beside it), one token each (docs/teams.md)."""
+    from xclaw.store.base import teams_of
+    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.teams import UserRole, new_token, token_hash
+
+    tokens = [new_token() for _ in range(n)]
+    store = SQLiteStore(db)
+    try:
+        teams = teams_of(store)
+        for i, t in enumerate(tokens):
+            teams.add_user(f"bench-member-{i}", UserRole.MEMBER, token_hash(t))
+    finally:
+        store.close()
+    return tokens
 
 
 @dataclass
@@ -188,13 +227,16 @@ class SessionRun:
     timeline: list[tuple[str, float, float]] = field(default_factory=list)
     steps: int = 0
     finished_at: float = 0.0
+    frames: int = 0  # every frame (or event) the client read in its run
 
 
-async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]) -> SessionRun:
+async def one_session(
+    gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None], i: int = 0
+) -> SessionRun:
     run = SessionRun()
     async with connect(
         gw.url,
-        additional_headers={"Authorization": f"Bearer {gw.token}"},
+        additional_headers={"Authorization": f"Bearer {gw.token_of(i)}"},
         max_size=None,
         max_queue=None,
         open_timeout=30,
@@ -218,6 +260,7 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
         async for raw in ws:
             now = time.perf_counter()  # when it arrived, before the client's own parsing
             f = orjson.loads(raw)
+            run.frames += 1
             kind = f["type"]
             if kind == "step" and f["step"]["status"] != "running":
                 run.latencies_ms.append((now - last) * 1000)
@@ -231,6 +274,38 @@ async def one_session(gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None]
                 break
             elif kind == "error":
                 raise RuntimeError(f"session {sid}: {f}")
+    return run
+
+
+async def one_api_session(
+    gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None], agent: Any
+) -> SessionRun:
+    """one_session through the Python API's remote client (`xclaw.connect`): the same task,
+    its events read into their typed classes, the same timing."""
+    from xclaw.frames import ErrorFrame, ReplyFrame, StepFrame
+
+    run = SessionRun()
+    session = await agent.new_session()
+    await session._socket().ensure()  # connected and attached before the clock starts
+    ready.put_nowait(None)
+    await go.wait()
+    if gw.stagger_ms:
+        await asyncio.sleep(random.uniform(0, gw.stagger_ms) / 1000)
+    last = time.perf_counter()
+    async for event in session.send("run the 20-step task"):
+        now = time.perf_counter()
+        run.frames += 1
+        if isinstance(event, StepFrame) and event.step.status != "running":
+            run.latencies_ms.append((now - last) * 1000)
+            model_ms = gw.llm_ms if event.step.type == "llm_call" else 0.0
+            run.added_ms.append((now - last) * 1000 - model_ms)
+            run.timeline.append((event.step.type, now, run.added_ms[-1]))
+            run.steps += 1
+            last = now
+        elif isinstance(event, ReplyFrame):
+            run.finished_at = time.perf_counter()
+        elif isinstance(event, ErrorFrame):
+            raise RuntimeError(f"session {session.id}: {event}")
     return run
 
 
@@ -287,11 +362,21 @@ def _delta(before: int | None, after: int | None) -> int | None:
     return None if before is None or after is None else after - before
 
 
-async def one_round(gw: Gateway, sessions: int) -> tuple[list[SessionRun], float, float, float]:
-    """All sessions attach, then send their message at the same instant."""
+async def one_round(
+    gw: Gateway, sessions: int, agent: Any = None
+) -> tuple[list[SessionRun], float, float, float]:
+    """All sessions attach, then send their message at the same instant. `agent`: through
+    the Python API's remote client instead of the benchmark's own."""
     go = asyncio.Event()
     ready: asyncio.Queue[None] = asyncio.Queue()
-    tasks = [asyncio.create_task(one_session(gw, go, ready)) for _ in range(sessions)]
+    tasks = [
+        asyncio.create_task(
+            one_session(gw, go, ready, i)
+            if agent is None
+            else one_api_session(gw, go, ready, agent)
+        )
+        for i in range(sessions)
+    ]
     for _ in range(sessions):
         await ready.get()
     # The client's own collector pauses are not the server's latency (a full collection of a
@@ -343,6 +428,7 @@ async def bench(
     min_rounds: int = 3,
     min_seconds: float = 2.0,
     detail: bool = False,
+    agent: Any = None,
 ) -> dict[str, float]:
     """Rounds of `sessions` concurrent tasks until at least min_rounds and min_seconds of
     measurement: one 20-step task alone is over in milliseconds, too short to time once."""
@@ -351,7 +437,7 @@ async def bench(
     rounds = 0
     commits_before, busy_before = await asyncio.to_thread(server_health, gw)
     while rounds < min_rounds or (wall < min_seconds and rounds < 50):
-        r, w, cs, cc = await one_round(gw, sessions)
+        r, w, cs, cc = await one_round(gw, sessions, agent)
         runs += r
         wall, cpu_server, cpu_client, rounds = (
             wall + w,
@@ -387,6 +473,8 @@ async def bench(
         "server_ms_per_step": cpu_server / steps * 1000,
         "server_cpu": cpu_server / wall,
         "client_cpu": cpu_client / wall,
+        "frames_per_s": sum(r.frames for r in runs) / wall,
+        "client_ms_per_step": cpu_client / steps * 1000,
     }
 
 
@@ -423,6 +511,66 @@ def _ratio_row(new: dict[str, float], old: dict[str, float], paced: bool) -> str
     )
 
 
+async def api_client_bench(args: argparse.Namespace) -> None:
+    """--api-client: the Python API's remote client (xclaw.connect) side by side with this
+    benchmark's own client, against one gateway of this checkout, alternated."""
+    import xclaw
+
+    with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
+        gw = start_gateway(Path(tmp) / "this", args.tool, args.llm_ms, core=args.server_core)
+        gw.stagger_ms = 0.0 if args.together else args.llm_ms
+        http = gw.url.replace("ws://", "http://").rsplit("/ws", 1)[0]
+        try:
+            async with xclaw.connect(http, token=gw.token) as agent:
+                print(
+                    f"the Python API's remote client vs the benchmark's own: {STEPS_PER_TASK}-"
+                    f"step tasks, tool={args.tool}, model "
+                    f"{f'{args.llm_ms:g} ms' if args.llm_ms else 'instant'}; machine: a "
+                    f"1M-step Python loop takes {machine_speed_ms():.0f} ms"
+                )
+                await bench(gw, 2, min_rounds=1, min_seconds=0)
+                await bench(gw, 2, min_rounds=1, min_seconds=0, agent=agent)
+                min_rounds, min_seconds = (1, 0.0) if args.llm_ms else (3, 2.0)
+                print(
+                    f"{'client':>7} {'sessions':>8} {'steps/s':>9} {'events/s':>9} "
+                    f"{'p50 ms':>8} {'p99 ms':>8} {'client ms/step':>14} {'client cpu':>10} "
+                    f"{'server ms/step':>14}"
+                )
+                for n in args.sessions:
+                    results: dict[str, list[dict[str, float]]] = {"own": [], "api": []}
+                    for k in range(args.repeat):
+                        order = ("own", "api") if k % 2 == 0 else ("api", "own")
+                        for label in order:
+                            results[label].append(
+                                await bench(
+                                    gw,
+                                    n,
+                                    min_rounds=min_rounds,
+                                    min_seconds=min_seconds,
+                                    agent=agent if label == "api" else None,
+                                )
+                            )
+                    med = {label: _median_row(rs) for label, rs in results.items()}
+                    for label in ("own", "api"):
+                        r = med[label]
+                        print(
+                            f"{label:>7} {n:>8} {r['steps_per_s']:>9.0f} "
+                            f"{r['frames_per_s']:>9.0f} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+                            f"{r['client_ms_per_step']:>14.3f} {r['client_cpu']:>10.0%} "
+                            f"{r['server_ms_per_step']:>14.3f}",
+                            flush=True,
+                        )
+                    print(
+                        f"{'ratio':>7} {'':>8} "
+                        f"{med['api']['steps_per_s'] / med['own']['steps_per_s']:>8.2f}x "
+                        f"{med['api']['frames_per_s'] / med['own']['frames_per_s']:>8.2f}x",
+                        flush=True,
+                    )
+        finally:
+            gw.proc.send_signal(signal.SIGTERM)
+            gw.proc.wait(timeout=30)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
         servers = [("this", sys.executable)]
@@ -432,7 +580,12 @@ async def main_async(args: argparse.Namespace) -> None:
         try:
             for label, python in servers:
                 gw = start_gateway(
-                    Path(tmp) / label, args.tool, args.llm_ms, python, core=args.server_core
+                    Path(tmp) / label,
+                    args.tool,
+                    args.llm_ms,
+                    python,
+                    core=args.server_core,
+                    members=max(args.sessions) if args.members and label == "this" else 0,
                 )
                 gw.stagger_ms = 0.0 if args.together else args.llm_ms
                 gateways.append((label, gw))
@@ -544,6 +697,17 @@ def main() -> None:
         help="with --llm-ms: every session sends its message in the same instant",
     )
     parser.add_argument(
+        "--api-client",
+        action="store_true",
+        help="instead: the Python API's remote client (xclaw.connect) side by side with this "
+        "benchmark's own client against one gateway (steps/s, events/s, client CPU per step)",
+    )
+    parser.add_argument(
+        "--members",
+        action="store_true",
+        help="this checkout's sessions sign in as team members, one user each (docs/teams.md)",
+    )
+    parser.add_argument(
         "--server-core",
         type=int,
         metavar="N",
@@ -561,7 +725,7 @@ def main() -> None:
                 f"--server-core {args.server_core}: this machine's CPUs are {sorted(cpus)}"
             )
         os.sched_setaffinity(0, others)  # before any thread of the client starts
-    asyncio.run(main_async(args))
+    asyncio.run(api_client_bench(args) if args.api_client else main_async(args))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from xclaw.store.model import NewStep, StepType
+from xclaw.store.model import Completion, NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep, FinishStep
 
 TOOL_TURNS = 9
 
@@ -45,30 +46,25 @@ async def grow(store: SQLiteStore, sessions: int) -> tuple[float, int]:
     await asyncio.gather(
         *(
             streams[sid].put(
-                lambda sid=sid: store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go")),
-                durable=False,
+                AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"))
             )
             for sid in sids
         )
     )
+    done = Completion(status=StepStatus.COMPLETED, output_data=tool_output)
     for _ in range(TOOL_TURNS):
         begun = [
             streams[sid].put(
-                lambda sid=sid: store.begin_step(
-                    sid, NewStep(StepType.TOOL_CALL, "list_dir", tool_input)
-                ),
-                durable=True,
+                BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "list_dir", tool_input))
             )
             for sid in sids
         ]
         steps = await asyncio.gather(*begun)
+        # A completion nobody is told of (lazy), as the store's own completions are here.
         await asyncio.gather(
             *(
                 streams[step.session_id].put(
-                    lambda step=step: store.complete_step(
-                        step.session_id, step.seq, output_data=tool_output
-                    ),
-                    durable=False,
+                    FinishStep(session_id=step.session_id, step=step, done=done)
                 )
                 for step in steps
             )

@@ -2,6 +2,11 @@
 recording on and off, side by side in one run, next to the store's own durable-commit cost.
 
     python bench/runtime_bench.py [--iterations N] [--rounds R] [--llm-ms 0 5]
+    python bench/runtime_bench.py --api [--iterations N] [--rounds R]
+
+`--api` measures the Python API instead (docs/python-api.md): one turn driven through
+`xclaw.open`'s Session.send (every event read into its typed class) side by side with the same
+Runtime driven directly (send + wait_idle, frames dropped). Goal: the API adds <= 5 %.
 
 One iteration = one LLM call + one tool call (two steps recorded, one write-ahead commit).
 "Store alone" replays exactly the writes the recorder made (same rows, order, durability)
@@ -29,6 +34,7 @@ from xclaw.messages import ToolCall, call_signature
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.store import open_store
+from xclaw.store.writes import Write
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 
@@ -110,24 +116,29 @@ async def run_agent(model: ScriptedModel, observer: Any, tmp: Path, iterations: 
 
 
 class Capture:
-    """The store, recording every write the recorder makes, to replay them directly."""
-
-    WRITES = ("add_step", "begin_step", "complete_step", "fail_step")
+    """The store, recording every write the recorder puts on its stream, to apply them
+    again directly."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.writes: list[Write] = []
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if name not in self.WRITES:
-            return attr
+        return getattr(self._store, name)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, args, kwargs))
-            return attr(*args, **kwargs)
+    def write_stream(self, lease: Any = None) -> Any:
+        stream = self._store.write_stream(lease)
+        writes = self.writes
 
-        return call
+        class Recording:
+            def put(self, write: Write) -> Any:
+                writes.append(write)
+                return stream.put(write)
+
+            def last(self) -> Any:
+                return stream.last()
+
+        return Recording()
 
 
 Round = tuple[
@@ -143,21 +154,25 @@ async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> R
     sid = store.create_session().session_id
     capture = Capture(store)
     recorder = Recorder(
-        db=StoreCaller(capture), session_id=sid, emit=lambda f: None, redact=Redactor()
-    )  # type: ignore[arg-type]
+        db=StoreCaller(store),
+        writes=capture.write_stream(),
+        session_id=sid,
+        emit=lambda f: None,
+        redact=Redactor(),
+    )
     c0 = store.commits
     on = await run_agent(model, recorder, tmp, iterations)
     on_commits = store.commits - c0
     store.close()
 
     # The store's own cost for exactly the same writes (same rows, same order, same
-    # durability), called directly: no loop, no thread hop, no recorder.
+    # durability), applied directly: no loop, no thread hop, no recorder.
     store = open_store(tmp / f"raw{k}-{llm_s}.db")
     store.create_session(session_id=sid)
     c0 = store.commits
     t0 = time.perf_counter()
-    for name, args, kwargs in capture.calls:
-        getattr(store, name)(*args, **kwargs)
+    for write in capture.writes:  # each its own transaction, synced as writes.SYNC says
+        store._apply(write, None)
     raw = time.perf_counter() - t0
     raw_commits = store.commits - c0
     store.close()
@@ -187,6 +202,81 @@ def report(n: int, rounds: list[Round], llm_ms: float) -> None:
     )
 
 
+# --- --api: the Python API's own cost, over the Runtime it drives ---------------------------
+
+
+async def api_round(tmp: Path, iterations: int, k: int, through_api: bool) -> tuple[float, float]:
+    """(wall s, CPU s) of one turn of `iterations` iterations on a fresh database: driven
+    through the Python API (Session.send, every event read into its typed class), or by the
+    same Runtime directly (send + wait_idle, its frames to a subscriber that drops them)."""
+    import xclaw
+
+    @xclaw.tool
+    async def noop(payload: str) -> str:
+        """does nothing"""
+        return "ok"
+
+    script = tmp / f"api-script{k}.json"
+    make_script(script, iterations)
+    agent = await xclaw.open(
+        db=tmp / f"api{k}-{through_api}.db",
+        home=tmp / "home",
+        model=f"script:{script}",
+        approval="yolo",
+        config={"max_iterations": iterations + 5},
+        tools=[noop],
+    )
+    try:
+        session = await agent.new_session(title="bench")
+        rt = agent.runtime  # type: ignore[attr-defined]
+        w0, c0 = time.perf_counter(), time.process_time()
+        if through_api:
+            events = 0
+            async for _event in session.send("go"):
+                events += 1
+            assert events > iterations * 4, events
+        else:
+            unsubscribe = rt.subscribe(session.id, lambda frame: None)
+            await rt.send(session.id, "go")
+            await rt.wait_idle(session.id)
+            unsubscribe()
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        # Each iteration: the LLM call, the outside_effects alert a Python tool's call gets,
+        # the tool call; then the message and the final answer.
+        assert len(await session.steps()) == 3 * iterations + 2
+        return wall, cpu
+    finally:
+        await agent.close()
+
+
+def api_bench(n: int, rounds: int) -> None:
+    print(
+        f"Python API over the runtime: {n} iterations (1 LLM call + 1 tool call each, "
+        f"model instant), median of {rounds} rounds, runtime and API alternated"
+    )
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as d:
+        for k in range(rounds):
+            for through_api in (False, True) if k % 2 == 0 else (True, False):
+                runs[through_api].append(asyncio.run(api_round(Path(d), n, k, through_api)))
+    print(f"{'':48}{'wall ms/it':>12}{'CPU ms/it':>12}")
+    med: dict[bool, tuple[float, float]] = {}
+    for through_api, label in (
+        (False, "runtime (send + wait_idle, frames dropped)"),
+        (True, "Python API (Session.send, typed events)"),
+    ):
+        wall = statistics.median(r[0] for r in runs[through_api]) / n * 1000
+        cpu = statistics.median(r[1] for r in runs[through_api]) / n * 1000
+        med[through_api] = (wall, cpu)
+        print(f"{label:48}{wall:12.3f}{cpu:12.3f}")
+    added_wall = med[True][0] / med[False][0] - 1
+    added_cpu = med[True][1] / med[False][1] - 1
+    print(
+        f"the API adds {added_wall:+.1%} wall time and {added_cpu:+.1%} CPU per iteration "
+        f"(goal <= +5%: {'met' if max(added_wall, added_cpu) <= 0.05 else 'not met'})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -200,8 +290,16 @@ def main() -> None:
         default=[0.0, 5.0],
         help="model latencies to run with (default: 0 = worst case, and 5 ms)",
     )
+    ap.add_argument(
+        "--api",
+        action="store_true",
+        help="instead: the Python API (xclaw.open) side by side with the Runtime it drives",
+    )
     args = ap.parse_args()
     n = args.iterations
+    if args.api:
+        api_bench(n, args.rounds)
+        return
     print(
         f"runtime benchmark: {n} iterations (1 LLM call + 1 tool call each), median of {args.rounds} rounds"
     )

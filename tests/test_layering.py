@@ -64,13 +64,99 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         (["tools"], ["xclaw.workspace"]),
         # The contract both sides import leans on neither side.
         (["protocol.py"], ["xclaw.gateway", "xclaw.cli", "xclaw.runtime", "xclaw.recorder"]),
+        # The typed frames and HTTP bodies are the contract itself: they lean on nothing of
+        # xclaw's (a client may import them without the server's code).
+        (
+            ["frames.py", "http_bodies.py"],
+            [
+                "xclaw.gateway",
+                "xclaw.cli",
+                "xclaw.runtime",
+                "xclaw.recorder",
+                "xclaw.store",
+                "xclaw.agent",
+                "xclaw.llm",
+                "xclaw.tools",
+                "xclaw.protocol",
+                "xclaw.views",
+                "xclaw.config",
+            ],
+        ),
     ],
 )
 def test_layer_boundaries(where: list[str], forbidden: list[str]) -> None:
     assert offenders(files(*where), *forbidden) == []
 
 
+# The Python API (xclaw/api) sits above the runtime and the gateway's client side, beside
+# cli: it drives sessions through the Runtime and reads through the Store protocol the
+# gateway reads with, never through the store's or the recorder's internals (which change
+# under it), and it is no part of the server.
+API_MAY_USE_OF_THE_STORE = {"xclaw.store", "xclaw.store.model", "xclaw.store.base"}
+
+
+def test_the_python_api_keeps_to_the_runtime_and_the_contract() -> None:
+    found = imports_of(files("api"))
+    assert (
+        offenders(
+            files("api"),
+            "xclaw.gateway",
+            "xclaw.cli",
+            "xclaw.recorder",
+            "xclaw.agent",
+            "xclaw.workspace",
+            "xclaw.sandbox",
+        )
+        == []
+    )
+    modules = {f"xclaw.store.{p.stem}" for p in (XCLAW / "store").glob("*.py")}
+    store = sorted(
+        f"{file} imports {name}"
+        for file, names in found.items()
+        for name in names
+        if (name in modules or name.rsplit(".", 1)[0] in modules)
+        and name not in API_MAY_USE_OF_THE_STORE
+        and name.rsplit(".", 1)[0] not in API_MAY_USE_OF_THE_STORE
+    )
+    assert store == []
+    assert "xclaw.store.sqlite" in modules  # (the check sees the store's modules)
+    # Nothing below it imports it: it is a client of the layers, not one of them.
+    below = [p for p in XCLAW.rglob("*.py") if "api" not in p.relative_to(XCLAW).parts[:1]]
+    below = [p for p in below if p.name != "__init__.py" or p.parent != XCLAW]
+    assert offenders(below, "xclaw.api") == []
+
+
 def test_the_check_sees_lazy_imports() -> None:
     """A boundary check that missed imports inside functions would pass vacuously."""
     probe = XCLAW / "cli" / "commands_demo.py"
     assert offenders([probe], "xclaw.demo") != []
+
+
+# Callers take the role of the store they need (store/base.py: RecordReader, StepWriter,
+# RecordStore, SnapshotStore, LeaseStore, or a protocol of their own made of them), not the
+# whole Store: only what wires the layers together (the runtime facade, the gateway, the
+# commands that open a database) holds that.
+ROLE_TAKERS = [
+    "recorder",
+    "workspace",
+    "telemetry",
+    "runtime/drive.py",
+    "runtime/leases.py",
+    "runtime/cluster.py",
+    "runtime/rebuild.py",
+    "runtime/opening.py",
+    "runtime/outcomes.py",
+    "store/transfer.py",
+    "store/leases.py",
+]
+
+
+def test_callers_take_a_role_of_the_store_not_the_whole_store() -> None:
+    assert offenders(files(*ROLE_TAKERS), "xclaw.store.base.Store", "xclaw.store.Store") == []
+
+
+def test_the_role_check_sees_a_whole_store_taken() -> None:
+    # Not vacuous: the runtime facade, which wires the layers, does take the whole Store.
+    assert offenders(files("runtime/runtime.py"), "xclaw.store.base.Store") == [
+        "runtime/runtime.py imports xclaw.store.base.Store"
+    ]

@@ -120,7 +120,7 @@ def test_steps_listing_marks_unfinished_and_sub_agent_steps() -> None:
         step(5, StepType.LLM_CALL, "m", None, agent="s0003"),
         step(6, StepType.SYSTEM_ALERT, "approval", None, status=StepStatus.RUNNING, end=None),
     ]
-    session = Session(SID, "t", Status.RUNNING, 0, 0)
+    session = Session(session_id=SID, title="t", status=Status.RUNNING, created_at=0, updated_at=0)
     lines = format_steps(steps, session).splitlines()
     assert lines[1:7] == [
         '  s0001  tool_call     shell       {"command":"sleep 10"} [running]',
@@ -177,21 +177,47 @@ def test_sessions_table() -> None:
     # The state in words (Running only while a run is in flight), relative times.
     t = int(datetime(2026, 5, 9, 7, 35).timestamp() * 1000)
     rows = [
-        Session("web-abc123", "refactor readFile", Status.SUCCESS, t, t),
         Session(
-            "fork_a1b2c3",
-            "plan A",
-            Status.INIT,
-            t,
-            t - 3 * 3600_000,
+            session_id="web-abc123",
+            title="refactor readFile",
+            status=Status.SUCCESS,
+            created_at=t,
+            updated_at=t,
+        ),
+        Session(
+            session_id="fork_a1b2c3",
+            title="plan A",
+            status=Status.INIT,
+            created_at=t,
+            updated_at=t - 3 * 3600_000,
             is_forked=True,
             parent_session_id="web-abc123",
             forked_from_seq=2,
         ),
-        Session("x", "", Status.RUNNING, t, t - 90_000, awaiting_input=True),
-        Session("busy1", "b", Status.RUNNING, t, t),
-        Session("crashed", "c", Status.RUNNING, t, t - 30 * 86_400_000),
-        Session("orphan", "o", Status.FAILED, t, t - 86_400_000 - 1, is_forked=True),
+        Session(
+            session_id="x",
+            title="",
+            status=Status.RUNNING,
+            created_at=t,
+            updated_at=t - 90_000,
+            awaiting_input=True,
+        ),
+        Session(session_id="busy1", title="b", status=Status.RUNNING, created_at=t, updated_at=t),
+        Session(
+            session_id="crashed",
+            title="c",
+            status=Status.RUNNING,
+            created_at=t,
+            updated_at=t - 30 * 86_400_000,
+        ),
+        Session(
+            session_id="orphan",
+            title="o",
+            status=Status.FAILED,
+            created_at=t,
+            updated_at=t - 86_400_000 - 1,
+            is_forked=True,
+        ),
     ]
     assert format_sessions(rows, busy=lambda sid: sid == "busy1", now_ms=t + 5_000) == text(
         [

@@ -1,11 +1,154 @@
+"""xclaw: an agent runtime whose state survives anything — as a library.
+
+    import xclaw
+
+    async with xclaw.open(db="app.db", model="openai:gpt-4o-mini") as agent:
+        session = await agent.new_session(title="release notes")
+        async for event in session.send("prepare the release notes"):
+            ...
+
+`open` drives sessions in this process, `connect` through a running gateway, `open_sync`
+and `connect_sync` are the same without an event loop; `tool` marks a Python function as a
+tool. Events are the typed frames of `xclaw.frames`. docs/python-api.md has the whole
+surface and the versioning policy: what `__all__` lists here (and `xclaw.frames`) is
+public; every other module is private and may change in any release.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
+    from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+    from xclaw.api.local import open
+    from xclaw.api.remote import connect
+    from xclaw.api.sync import SyncAgent, SyncEvents, SyncSession, connect_sync, open_sync
+    from xclaw.errors import (
+        AmbiguousSession,
+        BadCommand,
+        BadFrame,
+        BadRequest,
+        BadStep,
+        Busy,
+        ConfigError,
+        ConfigMismatch,
+        DiskFull,
+        ForbiddenOrigin,
+        InternalError,
+        LlmError,
+        MaxIterations,
+        NotAttached,
+        StoreError,
+        Unauthorized,
+        UnknownSession,
+        XclawError,
+    )
+    from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
+    from xclaw.http_bodies import RollbackAnswer, ToolInfo
+    from xclaw.tools.python_tools import tool
 
-def __getattr__(
-    name: str,
-) -> object:  # `import xclaw; @xclaw.tool(...)` without importing tools eagerly
-    if name == "tool":
-        from xclaw.tools.python_tools import tool
+_WHERE = {
+    "Agent": "xclaw.api.base",
+    "Approve": "xclaw.api.base",
+    "Event": "xclaw.api.base",
+    "Events": "xclaw.api.base",
+    "RunResult": "xclaw.api.base",
+    "Session": "xclaw.api.base",
+    "open": "xclaw.api.local",
+    "connect": "xclaw.api.remote",
+    "SyncAgent": "xclaw.api.sync",
+    "SyncEvents": "xclaw.api.sync",
+    "SyncSession": "xclaw.api.sync",
+    "connect_sync": "xclaw.api.sync",
+    "open_sync": "xclaw.api.sync",
+    "CostSummary": "xclaw.frames",
+    "SessionInfo": "xclaw.frames",
+    "Step": "xclaw.frames",
+    "TreeNode": "xclaw.frames",
+    "RollbackAnswer": "xclaw.http_bodies",
+    "ToolInfo": "xclaw.http_bodies",
+    "tool": "xclaw.tools.python_tools",
+    **dict.fromkeys(
+        (
+            "AmbiguousSession",
+            "BadCommand",
+            "BadFrame",
+            "BadRequest",
+            "BadStep",
+            "Busy",
+            "ConfigError",
+            "ConfigMismatch",
+            "DiskFull",
+            "ForbiddenOrigin",
+            "InternalError",
+            "LlmError",
+            "MaxIterations",
+            "NotAttached",
+            "StoreError",
+            "Unauthorized",
+            "UnknownSession",
+            "XclawError",
+        ),
+        "xclaw.errors",
+    ),
+}
 
-        return tool
-    raise AttributeError(f"module 'xclaw' has no attribute {name!r}")
+__all__ = [
+    "Agent",
+    "AmbiguousSession",
+    "Approve",
+    "BadCommand",
+    "BadFrame",
+    "BadRequest",
+    "BadStep",
+    "Busy",
+    "ConfigError",
+    "ConfigMismatch",
+    "CostSummary",
+    "DiskFull",
+    "Event",
+    "Events",
+    "ForbiddenOrigin",
+    "InternalError",
+    "LlmError",
+    "MaxIterations",
+    "NotAttached",
+    "RollbackAnswer",
+    "RunResult",
+    "Session",
+    "SessionInfo",
+    "Step",
+    "StoreError",
+    "SyncAgent",
+    "SyncEvents",
+    "SyncSession",
+    "ToolInfo",
+    "TreeNode",
+    "Unauthorized",
+    "UnknownSession",
+    "XclawError",
+    "connect",
+    "connect_sync",
+    "open",
+    "open_sync",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """`import xclaw` stays light (the command line imports it first): each public name is
+    imported when it is first used."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xclaw' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]

@@ -10,10 +10,14 @@ by `xclaw steps`/`trace`, the page's trace view and every `step` frame. A plain 
 agent loop, the runtime, the gateway and the CLI all build one; the store only keeps its JSON.
 
     {"kind": "person", "client": "web", "via": "websocket"}
+    {"kind": "person", "client": "chat", "via": "websocket", "user": "alice"}
     {"kind": "no_terminal"}
     {"kind": "timeout", "detail": "600 s"}
 
-More fields may come (a team member's `user`); readers ignore those they do not know.
+`user` names the person when they signed in as a user of a shared server (docs/teams.md);
+without it, the holder of the server's own token answered (a single-person install records
+what it always did). A user's message records the same value as its step's `by`. More fields
+may come; readers ignore those they do not know.
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ CLIENT_WORDS = {
     "web": "web page",
     "api": "HTTP API",
     "run": "xclaw run prompt",
+    "python": "Python API",
 }
 _MAX_TEXT = 200
+_FIELDS = ("client", "via", "detail", "user")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +58,15 @@ class AnsweredBy:
     client: str | None = None  # person: which client (chat, web, api, run, or a client's hint)
     via: str | None = None  # person: the route the answer came by (websocket, http, terminal)
     detail: str | None = None  # timeout: how long it waited; replay: the source session
+    user: str | None = None  # person: the user who signed in (None: the server's token)
 
     @classmethod
-    def person(cls, client: str | None, via: str) -> AnsweredBy:
-        return cls(PERSON, client=client, via=via)
+    def person(cls, client: str | None, via: str, user: str | None = None) -> AnsweredBy:
+        return cls(PERSON, client=client, via=via, user=user)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
-        for key in ("client", "via", "detail"):
+        for key in _FIELDS:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -72,7 +79,7 @@ class AnsweredBy:
         if not isinstance(data, dict) or data.get("kind") not in KINDS:
             return None
         fields: dict[str, str | None] = {}
-        for key in ("client", "via", "detail"):
+        for key in _FIELDS:
             value = data.get(key)
             fields[key] = value[:_MAX_TEXT] if isinstance(value, str) else None
         return cls(str(data["kind"]), **fields)
@@ -82,7 +89,7 @@ class AnsweredBy:
         when the call is refused."""
         verdict = "approved" if approved else "denied"
         if self.kind == PERSON:
-            return f"{verdict} by the user ({self.client_words()})"
+            return f"{verdict} by {self.user or 'the user'} ({self.client_words()})"
         if self.kind == NO_TERMINAL:
             return "denied: nobody could be asked (stdin is not a terminal)"
         if self.kind == TIMEOUT:

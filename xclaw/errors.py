@@ -3,6 +3,12 @@
 Every error a user can meet has a stable machine-readable `code` (the wire protocol's error
 codes), a human message, and the exit status a command ends with when it meets it
 (`exit_code`: the one rule every `xclaw` subcommand follows, docs/cli.md "Exit status").
+
+An error that a client can meet on the wire is a class named after its code, in CamelCase
+(`unknown_session` → `UnknownSession`): the Python API raises these same classes, in process
+and through a gateway (`from_code` makes one of an `error` frame or an HTTP error answer;
+docs/python-api.md, Errors). The names the code used before (`SessionNotFound`,
+`StepNotFound`, `SessionBusy`, `LLMError`, `LimitsExceeded`) name the same classes.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ class IllegalTransition(XclawError):
         self.target = target
 
 
-class SessionNotFound(XclawError):
+class UnknownSession(XclawError):
+    """No session has this id (or, for a prefix, no session's id starts with it)."""
+
     code = "unknown_session"
     exit_code = EXIT_USAGE
 
@@ -43,7 +51,10 @@ class SessionNotFound(XclawError):
         self.session_id = session_id
 
 
-class AmbiguousSession(SessionNotFound):
+SessionNotFound = UnknownSession
+
+
+class AmbiguousSession(UnknownSession):
     """A session id prefix that matches more than one session (as git refuses `git show ab`)."""
 
     code = "ambiguous_session"
@@ -58,7 +69,10 @@ class AmbiguousSession(SessionNotFound):
         self.matches = matches
 
 
-class StepNotFound(XclawError):
+class BadStep(XclawError):
+    """A step reference that is not a step of the session (or, for an approval, a step no
+    approval is waiting for)."""
+
     code = "bad_step"
     exit_code = EXIT_USAGE
 
@@ -69,6 +83,18 @@ class StepNotFound(XclawError):
         )
         self.ref = ref
         self.session_id = session_id
+
+    @classmethod
+    def not_waiting(cls, ref: str, session_id: str) -> BadStep:
+        """An approval answer for a step no approval is waiting for."""
+        error = cls(ref, session_id)
+        XclawError.__init__(
+            error, f"no approval is waiting for step {ref!r} in session {session_id}"
+        )
+        return error
+
+
+StepNotFound = BadStep
 
 
 class StepNotRunning(XclawError):
@@ -83,8 +109,13 @@ class LeaseLost(XclawError):
     code = "lease_lost"
 
 
-class SessionBusy(XclawError):
+class Busy(XclawError):
+    """A run is in flight for the session (one driver): wait for it, or cancel it."""
+
     code = "busy"
+
+
+SessionBusy = Busy
 
 
 class ConfigMismatch(XclawError):
@@ -144,11 +175,16 @@ class Cancelled(XclawError):
         super().__init__(message)
 
 
-class LimitsExceeded(XclawError):
+class MaxIterations(XclawError):
+    """The turn made `max_iterations` LLM calls without a final answer."""
+
     code = "max_iterations"
 
 
-class LLMError(XclawError):
+LimitsExceeded = MaxIterations
+
+
+class LlmError(XclawError):
     """A provider call failed for good (after retries and fallbacks)."""
 
     code = "llm_error"
@@ -161,6 +197,9 @@ class LLMError(XclawError):
         self.provider = provider
         # The provider's id of the (last) HTTP request, when it sent one: for support tickets.
         self.request_id = request_id
+
+
+LLMError = LlmError
 
 
 class ToolError(XclawError):
@@ -184,3 +223,88 @@ class CannotListen(XclawError):
 
     code = "cannot_listen"
     exit_code = EXIT_USAGE
+
+
+# --- what clients meet on the wire, besides the above -------------------------------------
+
+
+class BadFrame(XclawError):
+    """A frame (or request) the gateway could not read: not JSON, a wrong field, …"""
+
+    code = "bad_frame"
+
+
+class BadRequest(XclawError):
+    """An HTTP request the API could not read (its body or parameters)."""
+
+    code = "bad_request"
+
+
+class BadCommand(XclawError):
+    """A slash command, or a Python API call, with a wrong argument (a title too long)."""
+
+    code = "bad_command"
+
+
+class NotAttached(XclawError):
+    code = "not_attached"
+
+
+class InternalError(XclawError):
+    """A bug: the run (or the request) failed; the server's log says more."""
+
+    code = "internal_error"
+
+
+class Unauthorized(XclawError):
+    """A missing or wrong access token."""
+
+    code = "unauthorized"
+    exit_code = EXIT_USAGE
+
+
+class ForbiddenOrigin(XclawError):
+    """A browser page from an Origin the gateway does not allow."""
+
+    code = "forbidden_origin"
+    exit_code = EXIT_USAGE
+
+
+def _by_code() -> dict[str, type[XclawError]]:
+    found: dict[str, type[XclawError]] = {}
+    stack: list[type[XclawError]] = [XclawError]
+    while stack:
+        cls = stack.pop()
+        found.setdefault(cls.code, cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def from_code(code: str, message: str, *, session_id: str | None = None) -> XclawError:
+    """The error an `error` frame or an HTTP error answer stands for, as the class its code
+    names (a code this version does not know: an XclawError carrying it)."""
+    cls = _by_code().get(code, XclawError)
+    error = cls.__new__(cls)
+    XclawError.__init__(error, message)
+    if cls is XclawError:
+        error.code = code
+    for name, value in (
+        ("session_id", session_id or ""),
+        ("ref", ""),
+        ("matches", []),
+        ("retryable", False),
+        ("provider", ""),
+        ("request_id", ""),
+    ):
+        if name in _ATTRIBUTES.get(cls.__name__, ()):
+            setattr(error, name, value)
+    return error
+
+
+# The attributes each class's own constructor sets, given a value by from_code.
+_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "UnknownSession": ("session_id",),
+    "AmbiguousSession": ("session_id", "matches"),
+    "BadStep": ("ref", "session_id"),
+    "LlmError": ("retryable", "provider", "request_id"),
+}

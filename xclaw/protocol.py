@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from xclaw.answered_by import CLIENT_RE
+from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
 from xclaw.views import step_cost, step_usage
 
@@ -89,10 +90,6 @@ def valid_unicode(value: Any) -> Any:
     if isinstance(value, list):
         return [valid_unicode(v) for v in value]
     return value
-
-
-class BadFrame(Exception):
-    code = "bad_frame"
 
 
 def parse_client_frame(
@@ -270,3 +267,31 @@ def read_token(home: Path) -> str | None:
     except OSError:
         return None
     return text or None
+
+
+# --- the published schema ------------------------------------------------------------------
+
+
+def frames_schema() -> dict[str, Any]:
+    """Every WebSocket frame, both ways, as one JSON Schema (draft 2020-12): `ClientFrame`
+    (above) and `ServerFrame` (xclaw/frames.py), each a union on `type`. What `xclaw schema
+    frames` prints and docs/frames.schema.json holds (tests/test_frames.py keeps them equal)."""
+    from xclaw.frames import ServerFrame
+
+    defs: dict[str, Any] = {}
+    for name, adapter in (
+        ("ClientFrame", TypeAdapter(ClientFrame)),
+        ("ServerFrame", TypeAdapter(ServerFrame)),
+    ):
+        schema = adapter.json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[name] = schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://xclaw.dev/schema/frames.json",
+        "title": "xclaw WebSocket frames (docs/protocol.md)",
+        "description": "ClientFrame: what a client sends; ServerFrame: what the gateway sends. "
+        "Clients must ignore frame types and fields they do not know.",
+        "oneOf": [{"$ref": "#/$defs/ClientFrame"}, {"$ref": "#/$defs/ServerFrame"}],
+        "$defs": dict(sorted(defs.items())),
+    }

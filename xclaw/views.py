@@ -166,10 +166,22 @@ def _text_of(data: Any) -> str | None:
     return None
 
 
+def sent_by(step: Step) -> str | None:
+    """The user of a shared server who sent this message (docs/teams.md); None: the
+    server's token, or a step that is no message."""
+    out = step.output_data
+    if step.step_type is not StepType.USER_INPUT or not isinstance(out, dict):
+        return None
+    by = out.get("by")
+    user = by.get("user") if isinstance(by, dict) else None
+    return user if isinstance(user, str) else None
+
+
 def _shown_name(step: Step) -> str:
     # As in the tutorial's listing: the user and the model by role; tools and alerts by name.
+    # A message a team member sent shows their name instead of `user`.
     if step.step_type is StepType.USER_INPUT:
-        return "user"
+        return sent_by(step) or "user"
     if step.step_type is StepType.LLM_CALL:
         return "llm"
     return step.name
@@ -307,14 +319,45 @@ def format_step_line(step: Step) -> str:
     return "".join(parts).rstrip()
 
 
-def format_steps(steps: Sequence[Step], session: Session | str, *, offline: bool = False) -> str:
+def action_line(kind: str, user: str | None, at: int, detail: dict[str, Any]) -> str:
+    """One thing a person did that no step records (docs/teams.md), in words."""
+    who = user or "admin"
+    if kind == "cancel":
+        what = "cancelled the run"
+    elif kind == "rollback":
+        what = f"rolled back to before {detail.get('stepId')} ({detail.get('deleted')} step(s) deleted)"
+    elif kind == "fork":
+        what = f"forked it from {detail.get('fromSessionId')} at {detail.get('fromStepId')}"
+    elif kind == "share":
+        what = f"shared it with {detail.get('user')} as {detail.get('role')}"
+    elif kind == "unshare":
+        what = f"stopped sharing it with {detail.get('user')}"
+    else:
+        what = kind
+    when = datetime.fromtimestamp(at / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return f"  {when}  {who} {what}"
+
+
+def format_steps(
+    steps: Sequence[Step],
+    session: Session | str,
+    *,
+    offline: bool = False,
+    actions: Sequence[tuple[str, str | None, int, dict[str, Any]]] = (),
+) -> str:
     """The /steps listing, ending with how to use the ids with /rollback and /fork
-    (`offline`: with `xclaw rollback` and `xclaw fork`, for the CLI's `xclaw steps`)."""
+    (`offline`: with `xclaw rollback` and `xclaw fork`, for the CLI's `xclaw steps`).
+    `actions` (kind, user, ms, detail): what people did that no step shows, listed after."""
     label = _session_label(session)
+    done = ["", "Who did what (not in the steps):", *(action_line(*a) for a in actions)]
     if not steps:
-        return f"Steps (session: {label}):\n  (no steps yet)"
+        return f"Steps (session: {label}):\n  (no steps yet)" + (
+            "\n" + "\n".join(done) if actions else ""
+        )
     lines = [f"Steps (session: {label}):"]
     lines.extend(format_step_line(s) for s in steps)
+    if actions:
+        lines += done
     # The example id is the latest instruction shown: the usual place to rewind or branch.
     main = [s for s in steps if s.agent == "main"] or list(steps)
     users = [s for s in main if s.step_type is StepType.USER_INPUT]
@@ -338,7 +381,7 @@ def format_steps(steps: Sequence[Step], session: Session | str, *, offline: bool
 
 
 def _tree_label(step: Step) -> str:
-    bits = [step.display_id, step.step_type.value, step.name]
+    bits = [step.display_id, step.step_type.value, sent_by(step) or step.name]
     summary = _summary(step)
     if summary:
         bits.append(summary)

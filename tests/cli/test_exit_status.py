@@ -49,7 +49,10 @@ ARGS: dict[str, list[str]] = {
     "serve": ["--port", "0"],
     "chat": [],
     "tools": [],
+    "schema": ["frames"],
     "demo": [],
+    "users": ["list"],
+    "share": ["s1", "bob", "--role", "viewer"],
 }
 # The demo runs on a configuration of its own (its own home and xclaw.yaml): the working
 # directory's xclaw.yaml is not read; the environment is (its server inherits it).

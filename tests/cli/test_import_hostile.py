@@ -118,7 +118,7 @@ def test_export_then_import_keeps_a_line_separator_inside_a_title(tmp_path: Path
 
 
 def _exported(sid: str, *steps: tuple[int, str | None]) -> Exported:
-    sess = Session(sid, "t", Status.SUCCESS, 1, 2, {}, False, None, False, None)
+    sess = Session(session_id=sid, title="t", status=Status.SUCCESS, created_at=1, updated_at=2)
     ex = Exported(sess)
     for seq, parent in steps:
         ex.steps.append(
@@ -151,7 +151,9 @@ def test_an_import_is_one_transaction(target: Backend) -> None:
     try:
         good = _exported("good", (1, None), (2, "good:s0001"))
         bad = _exported("bad", (1, "bad:s0042"))
-        bad.session = Session("bad", "t", Status.SUCCESS, 5, 6, {}, False, None, False, None)
+        bad.session = Session(
+            session_id="bad", title="t", status=Status.SUCCESS, created_at=5, updated_at=6
+        )
         with pytest.raises(StoreError):
             store.import_sessions([good, bad])
         assert store.list_sessions() == []

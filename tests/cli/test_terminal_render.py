@@ -271,3 +271,60 @@ def test_the_spinner_line_never_wraps_in_a_narrow_terminal() -> None:
     visible = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", buf.getvalue())
     assert len(visible) <= 39, visible
     assert visible.startswith(tuple("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")) and "…" in visible
+
+
+def test_a_shared_session_shows_who_sent_what() -> None:
+    """docs/teams.md: in a session shared by a team, another member's messages carry their
+    name — in the history and as they arrive live; this client's own stay `You:`."""
+    history = {
+        "type": "history",
+        "content": "[]",
+        "messages": [
+            {"kind": "user", "text": "first", "user": "alice"},
+            {"kind": "assistant", "text": "ok", "tool_calls": []},
+            {"kind": "user", "text": "second", "user": "bob"},
+        ],
+    }
+    assert history_lines(history, me="bob") == ["alice: first", "xclaw: ok", "You: second"]
+    out = render(
+        {"type": "session", "sessionId": "s", "status": "Success", "user": "bob"},
+        history,
+        {
+            "type": "step",
+            "step": {
+                "type": "user_input",
+                "agent": "main",
+                "input": "third\x1b[31m",
+                "output": {"by": {"kind": "person", "via": "websocket", "user": "alice"}},
+            },
+        },
+        {
+            "type": "step",
+            "step": {
+                "type": "user_input",
+                "agent": "main",
+                "input": "mine",
+                "output": {"by": {"kind": "person", "via": "websocket", "user": "bob"}},
+            },
+        },
+    )
+    approved = render(
+        {"type": "session", "sessionId": "s", "status": "Paused", "user": "bob"},
+        {
+            "type": "step",
+            "step": {
+                "type": "system_alert",
+                "name": "approval",
+                "status": "completed",
+                "output": {
+                    "approved": True,
+                    "why": "approved by alice (web page)",
+                    "by": {"kind": "person", "client": "web", "user": "alice"},
+                },
+            },
+        },
+    )
+    assert "[approval] approved by alice (web page)" in approved
+    assert "[history] alice: first" in out and "[history] You: second" in out
+    assert "alice: third" in out and "\x1b" not in out
+    assert "mine" not in out  # what this client typed is on the screen already

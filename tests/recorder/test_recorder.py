@@ -72,6 +72,7 @@ def db(tmp_path: Path) -> Any:
 def recorder(store: SQLiteStore, sid: str, frames: list[dict[str, Any]], **kw: Any) -> Recorder:
     return Recorder(
         db=StoreCaller(store),
+        writes=store.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event)),
         redact=Redactor([SECRET]),
@@ -240,6 +241,7 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
 
     rec = Recorder(
         db=StoreCaller(store),
+        writes=store.write_stream(),
         session_id=sid,
         emit=lambda e: emit(event_frame(e)),
         redact=Redactor([SECRET]),
@@ -372,7 +374,11 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     sid = store.create_session().session_id
     events: list[RecorderEvent] = []
     rec = Recorder(
-        db=StoreCaller(store), session_id=sid, emit=events.append, redact=Redactor([SECRET])
+        db=StoreCaller(store),
+        writes=store.write_stream(),
+        session_id=sid,
+        emit=events.append,
+        redact=Redactor([SECRET]),
     )
     call = ToolCall("c1", "shell", {"command": f"echo {SECRET}"})
     await rec.tool_started(call, read_only=True)
@@ -407,6 +413,7 @@ async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(d
     frames: list[dict[str, Any]] = []
     rec = Recorder(
         db=StoreCaller(store),
+        writes=store.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event)),
         redact=Redactor([SECRET, other]),

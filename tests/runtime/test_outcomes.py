@@ -23,7 +23,7 @@ from xclaw.errors import (
 from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.outcomes import CANCEL_NOTICE, OUTCOMES, Event, end_with, outcome_of
 from xclaw.store import open_store
-from xclaw.store.base import Store
+from xclaw.store.base import RecordReader, StepWriter, Store
 from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
 
 
@@ -32,7 +32,8 @@ class FakeRun:
     """What writing an outcome works with (outcomes.Ending), on a real store."""
 
     sid: str
-    db: StoreCaller
+    db: StoreCaller[StepWriter]
+    reader: StoreCaller[RecordReader]
     worker_id: str = "w1"
     lost: str | None = None
     frames: list[dict[str, Any]] = field(default_factory=list)
@@ -62,7 +63,7 @@ def waiting_run(store: Store) -> FakeRun:
     ask = NewStep(step_type=StepType.SYSTEM_ALERT, name="approval", input_data={}, call_id="c1")
     store.begin_step(sid, ask)
     assert store.get_session(sid).status is Status.PAUSED
-    return FakeRun(sid, StoreCaller(store))
+    return FakeRun(sid, StoreCaller(store), StoreCaller(store))
 
 
 FAILED = {"type": "status", "status": "Failed"}

@@ -40,7 +40,16 @@ TOOLS = default_tools()
 
 
 def _step(seq: int, kind: StepType, name: str, status: StepStatus, **kw: Any) -> Step:
-    return Step(f"{SID}:s{seq:04d}", SID, seq, kw.pop("parent", None), kind, name, status, **kw)
+    return Step(
+        step_id=f"{SID}:s{seq:04d}",
+        session_id=SID,
+        seq=seq,
+        parent_step_id=kw.pop("parent", None),
+        step_type=kind,
+        name=name,
+        status=status,
+        **kw,
+    )
 
 
 def user(seq: int, text: str = "do it") -> Step:

@@ -1,14 +1,17 @@
-"""DrivenStore writes out every Store method (no attribute proxy): each one reaches the
-store with its arguments, and exactly the methods that write a session's record
-(FENCED_METHODS) carry the view's lease."""
+"""DrivenStore is the step writer of one lease holder: it has exactly the methods of the
+StepWriter role (the writes of a session's record), each written out (no attribute proxy),
+each reaching the store with its arguments and the view's lease. Reads and everything else
+go to the store itself: they need no fencing token."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
-from xclaw.store.base import Store
-from xclaw.store.leases import FENCED_METHODS, DrivenStore, Lease
+import pytest
+
+from xclaw.store.base import StepWriter
+from xclaw.store.leases import DrivenStore, Lease
 
 
 class _Recording:
@@ -25,24 +28,28 @@ class _Recording:
         return call
 
 
-def _protocol_methods() -> dict[str, inspect.Signature]:
+def _role_methods() -> dict[str, inspect.Signature]:
     return {
         name: inspect.signature(fn)
-        for name, fn in inspect.getmembers(Store, inspect.isfunction)
+        for name, fn in inspect.getmembers(StepWriter, inspect.isfunction)
         if not name.startswith("_")
     }
 
 
-def test_every_method_passes_through_and_only_record_writes_carry_the_lease() -> None:
+def test_the_view_is_the_step_writer_and_nothing_more() -> None:
+    public = {n for n in vars(DrivenStore) if not n.startswith("_")} - {"store", "lease"}
+    assert public == set(_role_methods())
+    assert isinstance(DrivenStore(_Recording(), Lease("s", "a", 1, 0)), StepWriter)
+
+
+def test_every_write_passes_through_with_the_lease() -> None:
     lease = Lease("sid", "worker-a", 7, 0)
     fake = _Recording()
     view = DrivenStore(fake, lease)
-    methods = _protocol_methods()
-    assert set(methods) >= FENCED_METHODS
-    for name, sig in methods.items():
+    for name, sig in _role_methods().items():
         args, kwargs = [], {}
         for p in list(sig.parameters.values())[1:]:
-            if p.name == "lease" and name in FENCED_METHODS:
+            if p.name == "lease":
                 continue  # the view supplies it
             if p.kind is p.KEYWORD_ONLY:
                 kwargs[p.name] = f"<{p.name}>"
@@ -50,15 +57,12 @@ def test_every_method_passes_through_and_only_record_writes_carry_the_lease() ->
                 args.append(f"<{p.name}>")
         fake.calls.clear()
         result = getattr(view, name)(*args, **kwargs)
-        if sig.return_annotation != "None":
-            assert result == name  # the store's answer comes back
+        assert result == name  # the store's answer comes back
         [(called, got_args, got_kwargs)] = fake.calls
         assert called == name
         forwarded = dict(got_kwargs)
-        if name in FENCED_METHODS:
-            assert forwarded.pop("lease") is lease, name
-        else:
-            assert "lease" not in forwarded, name
+        got_lease = forwarded.pop("lease") if "lease" in forwarded else got_args[-1]
+        assert got_lease is lease, name
         # Every argument given reaches the store (positionally or by name), nothing else.
         given = set(args) | set(kwargs.values())
         assert set(got_args) | set(forwarded.values()) >= given, name
@@ -71,8 +75,6 @@ def test_a_lease_named_by_the_caller_wins() -> None:
     assert fake.calls[0][2]["lease"] is other
 
 
-def test_url_is_the_stores() -> None:
-    class _WithUrl(_Recording):
-        url = "db.sqlite"
-
-    assert DrivenStore(_WithUrl(), Lease("s", "a", 1, 0)).url == "db.sqlite"
+def test_reads_are_not_the_view_s() -> None:
+    with pytest.raises(AttributeError):
+        DrivenStore(_Recording(), Lease("s", "a", 1, 0)).steps  # noqa: B018 - the test

@@ -86,6 +86,25 @@ SAMPLE_ROWS[4] = [
 ]
 
 
+# A version-5 database: a member who owns the session, another it is shared with, and who
+# shared it.
+SAMPLE_ROWS[5] = [
+    *SAMPLE_ROWS[4],
+    (
+        "INSERT INTO users (name, role, token_hash, created_at, token_created_at) VALUES "
+        "('alice', 'member', 'aa', 2700, 2700), ('bob', 'member', NULL, 2700, NULL)"
+    ),
+    (
+        "INSERT INTO session_access (session_id, user_name, role, granted_by, created_at) "
+        "VALUES ('old', 'alice', 'owner', NULL, 2700), ('old', 'bob', 'viewer', 'alice', 2800)"
+    ),
+    (
+        "INSERT INTO session_actions (session_id, kind, user_name, detail, created_at) "
+        "VALUES ('old', 'share', 'alice', '{\"user\":\"bob\",\"role\":\"viewer\"}', 2800)"
+    ),
+]
+
+
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]
 

@@ -1,6 +1,7 @@
-"""Store.write_stream: one run's writes, in order, each unit all-or-nothing, a failure
-breaking the stream. The contract runs on both backends; how SQLite's writer thread shares
-commits and chooses their sync level is tested against the writer.
+"""Store.write_stream: one run's writes (values of store/writes.py), in order, each
+all-or-nothing, a failure breaking the stream. The contract runs on both backends; how SQLite's
+writer thread shares commits and chooses their sync level (the table, writes.SYNC) is tested
+against the writer.
 
 A stream is put to from an event loop (its futures are the loop's): each test runs its puts
 in `asyncio.run`, while its own store calls (setting up, reading back) block as a tool would."""
@@ -8,6 +9,7 @@ in `asyncio.run`, while its own store calls (setting up, reading back) block as 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,10 +22,20 @@ from hypothesis import strategies as st
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS
 from tests.store.test_store_writer import FULL, NORMAL, _hold_the_writer, _wait_queued
-from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.errors import StepNotFound
 from xclaw.store.base import Store
-from xclaw.store.model import Status, Step, StepStatus
+from xclaw.store.model import Completion, Status, Step, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import (
+    SYNC,
+    AddStep,
+    BeginStep,
+    FinishStep,
+    Kind,
+    Sync,
+    Write,
+    sync_of,
+)
 
 T = TypeVar("T")
 
@@ -42,39 +54,31 @@ def _on_loop(fn: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-def _put_all(
-    store: Store, units: list[Callable[[], Any]], *, durable: bool = False, lazy: bool = False
-) -> list[tuple[bool, Any]]:
-    """Every unit on one stream, the last one `durable`, the others `lazy` if asked."""
+def _put_all(store: Store, writes: list[Write]) -> list[tuple[bool, Any]]:
+    """Every write on one stream, none awaited before the last is put."""
 
     async def put() -> list[tuple[bool, Any]]:
         stream = store.write_stream()
-        futures = [
-            stream.put(u, durable=durable and i == len(units) - 1, lazy=lazy and i < len(units) - 1)
-            for i, u in enumerate(units)
-        ]
-        return await _outcomes(futures)
+        return await _outcomes([stream.put(w) for w in writes])
 
     return _on_loop(put)
 
 
-def test_units_commit_in_order_and_later_ones_see_earlier_ones(store: Store) -> None:
+def _done(output: Any = None) -> Completion:
+    return Completion(status=StepStatus.COMPLETED, output_data=output)
+
+
+def test_writes_commit_in_order_and_later_ones_name_earlier_ones(store: Store) -> None:
     sid = store.create_session().session_id
-    begun: list[Step] = []
-
-    def begin() -> Step:
-        begun.append(store.begin_step(sid, llm()))
-        return begun[-1]
-
+    begun = BeginStep(session_id=sid, step=llm())
     out = _put_all(
         store,
         [
-            lambda: store.add_step(sid, user("go")),
-            begin,
-            lambda: store.complete_step(sid, begun[0].seq, output_data={"text": "hi"}),
-            lambda: store.begin_step(sid, tool("ls", parent=begun[0].step_id)),
+            AddStep(session_id=sid, step=user("go")),
+            begun,
+            FinishStep(session_id=sid, step=begun, done=_done({"text": "hi"})),
+            BeginStep(session_id=sid, step=tool("ls"), parent=begun),
         ],
-        lazy=True,
     )
     assert [ok for ok, _ in out] == [True] * 4
     assert [s.seq for _, s in out] == [1, 2, 2, 3]
@@ -88,47 +92,49 @@ def test_units_commit_in_order_and_later_ones_see_earlier_ones(store: Store) -> 
     assert store.get_session(sid).status is Status.RUNNING
 
 
-def test_a_failing_unit_breaks_the_stream_and_writes_nothing(store: Store) -> None:
+def test_a_failing_write_breaks_the_stream_and_writes_nothing(store: Store) -> None:
     sid = store.create_session().session_id
-    ran: list[str] = []
-
-    def after() -> Step:
-        ran.append("after")
-        return store.add_step(sid, user("never"))
+    after = AddStep(session_id=sid, step=user("never"))
 
     async def put() -> tuple[list[tuple[bool, Any]], asyncio.Future[Any]]:
         stream = store.write_stream()
         futures = [
-            stream.put(lambda: store.add_step(sid, user("kept")), durable=False, lazy=True),
-            stream.put(lambda: store.complete_step(sid, 99, output_data="x"), durable=False),
-            stream.put(after, durable=True),
+            stream.put(AddStep(session_id=sid, step=user("kept"))),
+            stream.put(FinishStep(session_id=sid, step=99, done=_done("x"))),
+            stream.put(after),
         ]
         out = await _outcomes(futures)
         # Put after the failure is known: refused at once, with the same error.
-        late = stream.put(after, durable=True)
+        late = stream.put(after)
         assert late.done()
         return out, late
 
     out, late = _on_loop(put)
     assert out[0][0] and not out[1][0] and not out[2][0]
     assert isinstance(out[1][1], StepNotFound) and out[2][1] is out[1][1]
-    assert late.exception() is out[1][1] and ran == []
+    assert late.exception() is out[1][1] and after.slot.step is None
     assert [s.input_data for s in store.steps(sid)] == ["kept"]
 
 
-def test_a_unit_failing_halfway_is_undone_alone(store: Store) -> None:
+def test_a_write_failing_halfway_is_undone_alone(store: Store) -> None:
+    """A tool's result stores its images first: the completion failing takes them back."""
     sid = store.create_session().session_id
-
-    def two_writes() -> Step:
-        store.add_step(sid, user("half"))
-        return store.add_step("no-such-session", user("x"))
-
-    out = _put_all(store, [lambda: store.add_step(sid, user("first")), two_writes], lazy=True)
-    assert out[0][0] and not out[1][0] and isinstance(out[1][1], SessionNotFound)
-    # The whole unit is undone, and what came before it is written once (PostgreSQL runs the
-    # units before a failure again in a new transaction: same rows, same step numbers).
+    image = b"\x89PNG not really"
+    first = AddStep(session_id=sid, step=user("first"))
+    half = FinishStep(
+        session_id=sid, step=7, done=_done("x"), told=True, blobs={_hash(image): image}
+    )
+    out = _put_all(store, [first, half])
+    assert out[0][0] and not out[1][0] and isinstance(out[1][1], StepNotFound)
+    # The whole write is undone, and what came before it is written once (PostgreSQL runs the
+    # writes before a failure again in a new transaction: same rows, same step numbers).
     assert [(s.display_id, s.input_data) for s in store.steps(sid)] == [("s0001", "first")]
-    assert out[0][1].display_id == "s0001"
+    assert out[0][1].display_id == "s0001" and first.slot.resolved().display_id == "s0001"
+    assert store.missing_blobs([_hash(image)]) == {_hash(image)}
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def test_streams_of_other_runs_go_on_after_one_breaks(store: Store) -> None:
@@ -136,15 +142,39 @@ def test_streams_of_other_runs_go_on_after_one_breaks(store: Store) -> None:
 
     async def put() -> list[tuple[bool, Any]]:
         broken = store.write_stream()
-        failed = await _outcomes(
-            [broken.put(lambda: store.complete_step(a, 9, output_data=""), durable=True)]
-        )
+        failed = await _outcomes([broken.put(FinishStep(session_id=a, step=9, done=_done("")))])
         fine = store.write_stream()
-        return failed + await _outcomes([fine.put(lambda: store.add_step(b, user()), durable=True)])
+        return failed + await _outcomes([fine.put(AddStep(session_id=b, step=user()))])
 
     (failed, _), (ok, step) = _on_loop(put)
     assert not failed
     assert ok and step.seq == 1
+
+
+def test_every_kind_of_write_has_its_row_in_the_table() -> None:
+    """writes.SYNC decides every write's commit; each kind names the effect it precedes."""
+    assert set(SYNC) == set(Kind)
+    assert all(why for _, why in SYNC.values())
+    sid = "s"
+    running = Step(
+        step_id="s:s0001",
+        session_id=sid,
+        seq=1,
+        parent_step_id=None,
+        step_type=StepType.TOOL_CALL,
+        name="shell",
+        status=StepStatus.RUNNING,
+    )
+    assert sync_of(BeginStep(session_id=sid, step=tool())) is Sync.DURABLE  # write-ahead
+    assert sync_of(BeginStep(session_id=sid, step=approval())) is Sync.DURABLE
+    assert sync_of(BeginStep(session_id=sid, step=llm())) is Sync.LAZY
+    assert sync_of(AddStep(session_id=sid, step=user())) is Sync.RELAXED
+    assert (
+        sync_of(FinishStep(session_id=sid, step=running, done=_done(), told=True)) is Sync.DURABLE
+    )
+    assert sync_of(FinishStep(session_id=sid, step=1, done=_done())) is Sync.LAZY
+    final = FinishStep(session_id=sid, step=1, done=_done(), session_status=Status.SUCCESS)
+    assert sync_of(final) is Sync.DURABLE
 
 
 # --- SQLite: the writer thread, shared commits, durability -----------------------------------
@@ -183,9 +213,9 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
     async def put() -> list[tuple[bool, Any]]:
         sa, sb = store.write_stream(), store.write_stream()
         futures = [
-            sa.put(lambda: store.begin_step(a, llm()), durable=False, lazy=True),
-            sb.put(lambda: store.add_step(b, user()), durable=False, lazy=True),
-            sa.put(lambda: store.begin_step(a, tool()), durable=True),
+            sa.put(BeginStep(session_id=a, step=llm())),
+            sb.put(AddStep(session_id=b, step=user())),
+            sa.put(BeginStep(session_id=a, step=tool())),
         ]
         _wait_queued(store, 3)
         release.set()
@@ -198,21 +228,22 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
     assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
 
 
-def test_a_durable_write_inside_a_relaxed_unit_makes_its_commit_full(
+def test_the_table_decides_each_commit_s_sync_level(
     sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The store decides a write-ahead row is durable even if the unit was put relaxed."""
+    """A write-ahead row commits FULL, an LLM call's begin and a message NORMAL: the kind of
+    the write decides (writes.SYNC), not whoever puts it."""
     store = sqlite_store
     sid = store.create_session().session_id
     levels = _sync_levels(store, monkeypatch)
 
     async def put() -> None:
         stream = store.write_stream()
-        assert await stream.put(lambda: store.begin_step(sid, llm()), durable=False)
+        assert await stream.put(BeginStep(session_id=sid, step=llm()))
         assert levels == [NORMAL]
-        assert await stream.put(lambda: store.begin_step(sid, tool()), durable=False)
+        assert await stream.put(BeginStep(session_id=sid, step=tool()))
         assert levels == [NORMAL, FULL]
-        assert await stream.put(lambda: store.add_step(sid, user()), durable=False)
+        assert await stream.put(AddStep(session_id=sid, step=user()))
         assert levels == [NORMAL, FULL, NORMAL]
 
     _on_loop(put)
@@ -230,7 +261,7 @@ def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> Non
     async def on_the_loop() -> None:
         store.add_step(sid, user())  # blocking the loop is wrong, but still not written on it
         stream = store.write_stream()
-        await stream.put(lambda: store.begin_step(sid, tool()), durable=True)
+        await stream.put(BeginStep(session_id=sid, step=tool()))
         store.transition(sid, Status.SUCCESS)
 
     threads.clear()
@@ -265,7 +296,7 @@ def test_a_unit_waits_behind_another_process_holding_the_lock(sqlite_store: SQLi
 
     async def put() -> Step:
         try:
-            f = store.write_stream().put(lambda: store.add_step(sid, user()), durable=True)
+            f = store.write_stream().put(AddStep(session_id=sid, step=user()))
             await asyncio.sleep(0.1)
             assert not f.done()  # waiting (busy timeout), not failing
         finally:
@@ -288,7 +319,7 @@ unit_op = st.one_of(
 _NEW = {"llm": llm, "tool": tool, "approval": approval, "user": user}
 
 
-def _unit(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
+def _call(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
     kind, arg = op
     if kind == "begin":
         return lambda: store.begin_step(sid, _NEW[arg]())
@@ -299,6 +330,20 @@ def _unit(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
     if kind == "fail":
         return lambda: store.fail_step(sid, arg, error_message="boom")
     return lambda: store.complete_step(sid, arg, output_data="done", session_status=Status.SUCCESS)
+
+
+def _write(sid: str, op: tuple[str, Any]) -> Write:
+    kind, arg = op
+    if kind == "begin":
+        return BeginStep(session_id=sid, step=_NEW[arg]())
+    if kind == "add":
+        return AddStep(session_id=sid, step=_NEW[arg]())
+    if kind == "complete":
+        return FinishStep(session_id=sid, step=arg, done=_done("ok"))
+    if kind == "fail":
+        failed = Completion(status=StepStatus.FAILED, error_message="boom")
+        return FinishStep(session_id=sid, step=arg, done=failed)
+    return FinishStep(session_id=sid, step=arg, done=_done("done"), session_status=Status.SUCCESS)
 
 
 def _state(store: Store, sid: str) -> tuple[Any, ...]:
@@ -325,13 +370,9 @@ def units_store(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    ops=st.lists(unit_op, min_size=1, max_size=12),
-    durable=st.booleans(),
-    lazy=st.booleans(),
-)
+@given(ops=st.lists(unit_op, min_size=1, max_size=12))
 def test_a_stream_writes_what_one_call_after_another_writes(
-    units_store: Store, ops: list[tuple[str, Any]], durable: bool, lazy: bool
+    units_store: Store, ops: list[tuple[str, Any]]
 ) -> None:
     store = units_store
     # The model: each write its own call, stopping at the first failure.
@@ -339,15 +380,15 @@ def test_a_stream_writes_what_one_call_after_another_writes(
     expected_outcomes: list[bool] = []
     for op in ops:
         try:
-            _unit(store, one_by_one, op)()
+            _call(store, one_by_one, op)()
             expected_outcomes.append(True)
         except Exception:  # noqa: BLE001 - the failure that ends the run
             expected_outcomes.append(False)
             break
     # The same writes put on a stream, the way the recorder puts them: nobody waiting for
-    # the first ones (lazy), the last one awaited.
+    # the first ones, the last one awaited.
     together = store.create_session().session_id
-    out = _put_all(store, [_unit(store, together, op) for op in ops], durable=durable, lazy=lazy)
+    out = _put_all(store, [_write(together, op) for op in ops])
     n = len(expected_outcomes)
     assert [ok for ok, _ in out[:n]] == expected_outcomes
     assert all(not ok for ok, _ in out[n:])  # after a failure: failed with it, unrun

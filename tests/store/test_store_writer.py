@@ -158,22 +158,15 @@ def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) 
     assert not [q for q in seen if q.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK"))]
 
 
-def test_a_unit_that_catches_its_failed_write_keeps_the_rest_of_its_work(
-    sqlite_store: SQLiteStore,
-) -> None:
-    """A unit may go on after one of its store writes failed: that write alone is undone
-    (the batch runs again with savepoints), the unit's other writes and the batch commit."""
+def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> None:
+    """A unit that fails after writing: the batch runs again with a savepoint per unit, so
+    its statements are undone and the other units of the batch commit."""
     store = sqlite_store
-    sid, other = store.create_session().session_id, store.create_session().session_id
-    init = store.create_session().session_id
+    sid, other = store.create_session(title="t").session_id, store.create_session().session_id
 
-    def unit(conn: sqlite3.Connection) -> str:
-        store.add_step(sid, user("kept"))
-        try:
-            store.begin_step(init, approval())  # illegal from Init: half-written, then refused
-        except Exception as e:  # noqa: BLE001 - the case under test
-            return type(e).__name__
-        return "no error"
+    def unit(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE sessions SET title='half' WHERE session_id=?", (sid,))
+        raise ValueError("refused after its first statement")
 
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
@@ -184,14 +177,29 @@ def test_a_unit_that_catches_its_failed_write_keeps_the_rest_of_its_work(
     release.set()
     for t in [holder, *threads]:
         t.join(10)
-    assert results[0] == "IllegalTransition" and results[1].seq == 1
-    assert [s.input_data for s in store.steps(sid)] == ["kept"]
-    assert store.steps(init) == [] and store.get_session(init).status is Status.INIT
-    next_seq = store._read(
-        lambda c: c.execute("SELECT next_seq FROM sessions WHERE session_id=?", (init,)).fetchone()
-    )
-    assert next_seq == (1,)  # nothing of the refused write is left
+    assert isinstance(results[0], ValueError) and results[1].seq == 1
+    assert store.get_session(sid).title == "t"  # nothing of the failed unit is left
     assert any(q.startswith("SAVEPOINT") for q in seen)  # the second, careful attempt
+
+
+def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) -> None:
+    """A unit is a transaction body: it writes through its connection. One that calls the
+    store again (a transaction inside a transaction) fails alone, in words."""
+    store = sqlite_store
+    sid = store.create_session().session_id
+    holder, release = _hold_the_writer(store)
+    threads, results = _in_threads(
+        [
+            lambda: store._writer.submit(lambda _c: store.add_step(sid, user()), durable=False),
+            lambda: store.add_step(sid, user("kept")),
+        ]
+    )
+    _wait_queued(store, 2)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(10)
+    assert isinstance(results[0], RuntimeError) and "inside a write" in str(results[0])
+    assert [s.input_data for s in store.steps(sid)] == ["kept"]
 
 
 def test_a_batch_with_one_durable_operation_commits_with_full_sync(

@@ -411,3 +411,34 @@ def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
         attrs["xclaw.usage.estimated_output_tokens"],
     ) == (80, 3)
     assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", 8080)
+
+
+def test_spans_name_the_user_who_sent_the_message_and_who_approved(store: SQLiteStore) -> None:
+    """A team server (docs/teams.md): the turn's spans carry `enduser.id`, the sender; the
+    approval event the user who answered it. The server's own token names nobody."""
+    sid = store.create_session().session_id
+    by_alice = {"by": {"kind": "person", "via": "websocket", "user": "alice"}}
+    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"), output_data=by_alice)
+    ask = store.begin_step(
+        sid, NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "shell"}, user.step_id)
+    )
+    answer = {
+        "approved": True,
+        "why": "approved by bob (web page)",
+        "by": {"kind": "person", "client": "web", "via": "websocket", "user": "bob"},
+    }
+    store.complete_step(sid, ask.seq, output_data=answer)
+    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    store.complete_step(sid, llm.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    (turn,) = split_turns(store.steps(sid))
+    spans = turn_spans(sid, turn)
+    assert {s.attributes.get("enduser.id") for s in spans} == {"alice"}
+    (approval,) = [e for s in spans for e in s.events if e.name == "xclaw.approval"]
+    assert approval.attributes["enduser.id"] == "bob"
+    # Without users: no enduser.id at all.
+    plain = store.create_session().session_id
+    u = store.add_step(plain, NewStep(StepType.USER_INPUT, "user", "go"))
+    m = store.begin_step(plain, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+    store.complete_step(plain, m.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    (turn,) = split_turns(store.steps(plain))
+    assert all("enduser.id" not in s.attributes for s in turn_spans(plain, turn))

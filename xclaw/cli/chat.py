@@ -28,6 +28,23 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
+from xclaw.frames import (
+    ApprovalRequestFrame,
+    DeltaFrame,
+    ErrorFrame,
+    ForkedFrame,
+    HistoryFrame,
+    NoticeFrame,
+    ReplyFrame,
+    ServerFrame,
+    SessionFrame,
+    StatusFrame,
+    StepFrame,
+    StepsFrame,
+    ToolFrame,
+    ToolResultMessage,
+    decode_frame,
+)
 from xclaw.invocation import xclaw_command
 from xclaw.outside_effects import describe_outside, outside_marks_json
 from xclaw.private_files import private_dir, private_file
@@ -234,8 +251,9 @@ class ChatClient:
         # turn's reply. "command": waiting for a slash command's notice.
         self.turn: str | None = "attach"
         self._fail_seen = False
-        self.approvals: list[dict[str, Any]] = []
-        self._asking: dict[str, Any] | None = None  # the approval the prompt asks about now
+        # Approvals waiting for an answer here: the typed request and the frame as received.
+        self.approvals: list[tuple[ApprovalRequestFrame, dict[str, Any]]] = []
+        self._asking: tuple[ApprovalRequestFrame, dict[str, Any]] | None = None
         self._interrupts = 0
         self._eof = False
         self._help_asked = False  # the next notice answers /help
@@ -262,16 +280,14 @@ class ChatClient:
         self._fail_seen = False
         self._changed.set()
 
-    def _time_step(self, f: dict[str, Any]) -> None:
+    def _time_step(self, f: ServerFrame) -> None:
         """The spinner times the step in flight: a tool from its `running` frame (after any
         approval), a model call from its `running` step."""
-        kind = f.get("type")
-        step = f.get("step") or {}
-        if kind == "tool" and f.get("state") == "running":
-            self.spinner.step(f"running {f.get('name')}", str(f.get("stepId") or "") or None)
-        elif kind == "step" and step.get("type") == "llm_call" and step.get("status") == "running":
-            self.spinner.step("thinking", str(step.get("id") or "") or None)
-        elif kind == "delta":
+        if isinstance(f, ToolFrame) and f.state == "running":
+            self.spinner.step(f"running {f.name}", f.step_id or None)
+        elif isinstance(f, StepFrame) and f.step.type == "llm_call" and f.step.status == "running":
+            self.spinner.step("thinking", f.step.id or None)
+        elif isinstance(f, DeltaFrame):
             self.spinner.label = "thinking"
 
     def _say(self, text: str, style: str | None = None) -> None:
@@ -290,50 +306,63 @@ class ChatClient:
         self._changed.set()
 
     # --- frames in --------------------------------------------------------------------------
-    def on_frame(self, f: dict[str, Any]) -> None:
-        kind = f.get("type")
-        sid = f.get("sessionId")
+    # Every frame is read into its typed class (xclaw/frames.py) before the client acts on
+    # it; the renderer, shared with `xclaw run` and the demo, shows the frame as received.
+    def receive(self, raw: str | bytes) -> None:
+        """One frame off the socket: decoded, then acted on. A type this client does not know
+        is ignored (docs/protocol.md); one that does not follow its declaration is named."""
+        try:
+            data = json.loads(raw)
+            frame = decode_frame(data)
+        except ValueError as e:  # not JSON, or BadServerFrame
+            self._say(f"[warning] ignored a frame this client cannot read: {e}", "yellow")
+            return
+        if frame is not None:
+            self.on_frame(frame, data)
+
+    def on_frame(self, f: ServerFrame, raw: dict[str, Any]) -> None:
+        sid = getattr(f, "session_id", None)
         if (
             sid
             and self.session_id
             and sid != self.session_id
-            and kind not in ("session", "forked", "error")
+            and not isinstance(f, SessionFrame | ForkedFrame | ErrorFrame)
         ):
             return  # a late frame of the session we just switched away from
         self.spinner.clear()
         self._learn_ids(f)
         self._time_step(f)
-        if kind == "error" and f.get("code") == "unauthorized":
+        if isinstance(f, ErrorFrame) and f.code == "unauthorized":
             self._unauthorized()  # the close that follows says the same: one line for both
             return
-        if kind == "approval_request":
-            if not any(a.get("stepId") == f.get("stepId") for a in self.approvals):
-                self.out.approval(f)
-                self.approvals.append(f)
+        if isinstance(f, ApprovalRequestFrame):
+            if not any(a.step_id == f.step_id for a, _ in self.approvals):
+                self.out.approval(raw)
+                self.approvals.append((f, raw))
                 self._changed.set()
             return
-        if self._resolve_frame(f):
+        if self._resolve_frame(f, raw):
             return
-        self.out.frame(f)
-        if kind == "notice" and self._help_asked:
+        self.out.frame(raw)
+        if isinstance(f, NoticeFrame) and self._help_asked:
             self._help_asked = False
             self.out.line(CLIENT_HELP)  # the gateway's list, and what only this client does
-        if kind == "session":
-            self.session_id = self._attached = str(f["sessionId"])
+        if isinstance(f, SessionFrame):
+            self.session_id = self._attached = f.session_id
             try:
                 write_session_file(self.opts.session_file, self.session_id)
             except OSError as e:
                 self._say(f"warning: cannot save {self.opts.session_file}: {e}", "yellow")
-        elif kind == "status":
-            if "busy" in f:  # the gateway's word after attaching: is a run in flight?
-                self._set_turn("run" if f["busy"] else None)
-            elif f.get("status") == "Failed" and self.turn == "run":
+        elif isinstance(f, StatusFrame):
+            if f.busy is not None:  # the gateway's word after attaching: is a run in flight?
+                self._set_turn("run" if f.busy else None)
+            elif f.status == "Failed" and self.turn == "run":
                 self._fail_seen = True  # the error or notice explaining it follows
-        elif kind == "reply":
+        elif isinstance(f, ReplyFrame):
             if self.turn == "run":
                 self._set_turn(None)
-        elif kind == "error":
-            if self.turn == "attach" and f.get("code") in (
+        elif isinstance(f, ErrorFrame):
+            if self.turn == "attach" and f.code in (
                 "bad_frame",
                 "bad_command",
                 "unknown_session",
@@ -344,26 +373,23 @@ class ChatClient:
                 self._set_turn(None)
             elif self.turn in ("run", "command"):
                 self._set_turn(None)
-        elif kind == "notice":
+        elif isinstance(f, NoticeFrame):
             if self.turn == "command" or (self.turn == "run" and self._fail_seen):
                 self._set_turn(None)
-        elif kind == "step":
-            step = f.get("step") or {}
-            if step.get("status") != "running":
-                # an approval answered (here or by another client) is no longer pending
-                self.approvals = [a for a in self.approvals if a.get("stepId") != step.get("id")]
-                if self._asking is not None and self._asking not in self.approvals:
-                    self.input.abandon()  # its "Approve?" question no longer stands
+        elif isinstance(f, StepFrame) and f.step.status != "running":
+            # an approval answered (here or by another client) is no longer pending
+            self.approvals = [a for a in self.approvals if a[0].step_id != f.step.id]
+            if self._asking is not None and self._asking not in self.approvals:
+                self.input.abandon()  # its "Approve?" question no longer stands
 
-    def _resolve_frame(self, f: dict[str, Any]) -> bool:
+    def _resolve_frame(self, f: ServerFrame, raw: dict[str, Any]) -> bool:
         """`--session ID` names an existing session: when the gateway attached a new one under
         that id instead, ask it to resolve the id as /switch does (unique prefixes); when it
         cannot, say so and start a new session rather than one named after a typo. True: the
         frame was handled here (not shown)."""
-        kind = f.get("type")
-        if kind == "session" and self._resolve is not None:
+        if isinstance(f, SessionFrame) and self._resolve is not None:
             wanted, self._resolve = self._resolve, None
-            if f.get("created") and f.get("sessionId") == wanted:
+            if f.created and f.session_id == wanted:
                 self._resolving = wanted
                 asyncio.get_running_loop().create_task(
                     self.send(
@@ -374,40 +400,37 @@ class ChatClient:
             return False
         if self._resolving is None:
             return False
-        if kind in ("history", "status") and f.get("sessionId") == self._resolving:
+        if isinstance(f, HistoryFrame | StatusFrame) and f.session_id == self._resolving:
             return True  # of the placeholder session: the resolved one's frames follow
-        if kind == "error":
+        if isinstance(f, ErrorFrame):
             wanted, self._resolving = self._resolving, None
-            self.out.frame(f)
+            self.out.frame(raw)
             self._say(f"no session matches {wanted!r}: starting a new session instead", "yellow")
             self.session_id = None
             asyncio.get_running_loop().create_task(
                 self.send({"type": "reconnect", "sessionId": None})
             )
             return True
-        if kind == "session":
+        if isinstance(f, SessionFrame):
             self._resolving = None
         return False
 
-    def _learn_ids(self, f: dict[str, Any]) -> None:
-        kind = f.get("type")
-        if kind == "step":
-            sid = (f.get("step") or {}).get("id")
-            if isinstance(sid, str):
-                self.step_ids.add(sid)
-        elif kind == "steps":
-            self.step_ids.update(
-                s["id"] for s in f.get("steps") or () if isinstance(s, dict) and "id" in s
-            )
-        elif kind == "history":
+    def _learn_ids(self, f: ServerFrame) -> None:
+        if isinstance(f, StepFrame):
+            self.step_ids.add(f.step.id)
+        elif isinstance(f, StepsFrame):
+            self.step_ids.update(s.id for s in f.steps)
+        elif isinstance(f, HistoryFrame):
             self.step_ids.clear()
-            for m in f.get("messages") or ():
-                if isinstance(m, dict) and isinstance(m.get("stepId"), str):
-                    self.step_ids.add(m["stepId"])
-        elif kind in ("session", "forked") and isinstance(f.get("sessionId"), str):
-            self.session_ids.add(f["sessionId"])
-        elif kind == "notice" and str(f.get("content", "")).startswith("SESSION "):
-            for row in str(f["content"]).splitlines()[1:]:
+            self.step_ids.update(
+                m.step_id
+                for m in f.messages
+                if isinstance(m, ToolResultMessage) and m.step_id is not None
+            )
+        elif isinstance(f, SessionFrame | ForkedFrame):
+            self.session_ids.add(f.session_id)
+        elif isinstance(f, NoticeFrame) and f.content.startswith("SESSION "):
+            for row in f.content.splitlines()[1:]:
                 word = row.split(" ", 1)[0]
                 if word and not word.startswith(("this", "use")):
                     self.session_ids.add(word)
@@ -440,12 +463,7 @@ class ChatClient:
                     self._ws = ws
                     self._changed.set()
                     async for raw in ws:
-                        try:
-                            frame = json.loads(raw)
-                        except ValueError:
-                            continue
-                        if isinstance(frame, dict):
-                            self.on_frame(frame)
+                        self.receive(raw)
                 code = ws.close_code
             except ConnectionClosed as e:
                 code = e.rcvd.code if e.rcvd else None
@@ -579,7 +597,7 @@ class ChatClient:
                     {
                         "type": "approval",
                         "sessionId": self.session_id,
-                        "stepId": approval.get("stepId"),
+                        "stepId": approval[0].step_id,
                         "approve": line.strip().lower() in YES,
                         "client": "chat",  # the record says who answered, and where
                     }

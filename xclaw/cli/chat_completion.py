@@ -18,6 +18,7 @@ COMMANDS = (
     "/switch",
     "/new",
     "/title",
+    "/share",
     "/tools",
     "/help",
     "/quit",

@@ -11,7 +11,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 from rich.console import Console
@@ -23,10 +23,14 @@ from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store import Access, open_store
-from xclaw.store.base import Store
+from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
 from xclaw.store.common import build_tree
 from xclaw.store.leases import LeaseInfo, new_worker_id
-from xclaw.store.model import Status, display_id, session_state
+from xclaw.store.model import Status, Step, display_id, session_state
+from xclaw.store.teams_sql import SessionAction
+
+if TYPE_CHECKING:
+    from xclaw.store.transfer import ExportSource
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views import format_sessions, format_steps, format_tree, session_cost
 
@@ -177,6 +181,10 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
 STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
 
 
+class _Listing(RecordReader, LeaseStore, Protocol):
+    """`xclaw sessions`: the sessions, and which of them a live lease drives."""
+
+
 @click.command("sessions", short_help="List sessions, most recently updated first.")
 @click.argument("search", required=False, default=None, metavar="[WORD]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
@@ -197,7 +205,7 @@ STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "fail
 )
 @with_store(Access.READ)
 def sessions_cmd(
-    store: Store, search: str | None, as_json: bool, state: str | None, limit: int | None
+    store: _Listing, search: str | None, as_json: bool, state: str | None, limit: int | None
 ) -> None:
     """List the sessions of a database, most recently updated first; WORD keeps those whose
     title or id contains it (case-insensitive)."""
@@ -229,7 +237,7 @@ def sessions_cmd(
         _out().print(format_sessions(found, costs, busy=busy))
 
 
-def running_now(store: Store) -> Callable[[str], bool]:
+def running_now(store: LeaseStore) -> Callable[[str], bool]:
     """Is a run of this session in flight right now, anywhere? The `busy` of session_state
     for commands that run without a server: a run holds a live lease on its session."""
     statuses = (Status.RUNNING, Status.PAUSED)
@@ -249,7 +257,7 @@ def running_now(store: Store) -> Callable[[str], bool]:
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
 @with_store(Access.READ)
-def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
+def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     _use_prices()
     r = output_redactor()
@@ -258,14 +266,15 @@ def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     if as_json:
         click.echo(_dump([step_json(s) for s in steps]))
     else:
-        _out().print(format_steps(steps, session, offline=True))
+        acts = [(a.kind, a.user, a.created_at, a.detail) for a in actions_of(store, session_id)]
+        _out().print(format_steps(steps, session, offline=True, actions=r(acts)))
 
 
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
 @with_store(Access.READ)
-def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
+def trace_cmd(store: RecordReader, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     _use_prices()
     store.get_session(session_id)
@@ -313,6 +322,13 @@ def rollback_cmd(
     # Held while the steps go: no server starts a run of the session meanwhile (one driver).
     with holding_lease(store, session_id, "roll it back"):
         result = workspaces.rollback(session_id, target.seq)
+    # Who did it: the admin, whoever may open the database (docs/teams.md).
+    teams_of(store).record_action(
+        session_id,
+        "rollback",
+        None,
+        {"stepId": display_id(result.target_seq), "deleted": result.deleted},
+    )
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
@@ -350,6 +366,12 @@ def fork_cmd(
     outside = r.text(outside_note(outside_steps(store.steps(session_id), target.seq + 1)))
     title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
+    teams_of(store).record_action(
+        forked.session_id,
+        "fork",
+        None,
+        {"fromSessionId": session_id, "fromStepId": target.display_id},
+    )
     if as_json:
         click.echo(_dump(r(session_json(forked))))
         return
@@ -362,6 +384,29 @@ def fork_cmd(
     out.print(f"original session {session_id} is unchanged.")
     if outside:
         out.print(f"[fork] in the original session after that step, {outside}")
+
+
+def who_did(store: object, session_id: str) -> dict[str, Any]:
+    """The export's `owner` (absent: the admin's) and `actions` (absent: none) of a session,
+    as the HTTP API's export gives them (docs/teams.md)."""
+    teams = teams_of(store)
+    out: dict[str, Any] = {}
+    if not teams.users():
+        return out  # alone, everything is the admin's doing: the export stays as it was
+    owner = teams.session_owner(session_id)
+    if owner is not None:
+        out["owner"] = owner
+    acts = teams.session_actions(session_id)
+    if acts:
+        out["actions"] = [a.to_json() for a in acts]
+    return out
+
+
+def actions_of(store: object, session_id: str) -> list[SessionAction]:
+    """What people did to the session that no step records (docs/teams.md); listed once
+    the database has users (alone, everything is the admin's doing)."""
+    teams = teams_of(store)
+    return teams.session_actions(session_id) if teams.users() else []
 
 
 def _one_or_all(args: dict[str, Any]) -> None:
@@ -379,7 +424,9 @@ def _one_or_all(args: dict[str, Any]) -> None:
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
 @with_store(Access.READ, before=_one_or_all)
-def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
+def export_cmd(
+    store: ExportSource, session_id: str | None, everything: bool, as_json: bool
+) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
@@ -393,14 +440,22 @@ def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: 
         docs = []
         for session in sessions:
             steps = store.steps(session.session_id)
-            head = {**session_json(session), **session_cost(steps).to_json()}
+            head = {
+                **session_json(session),
+                **session_cost(steps).to_json(),
+                **who_did(store, session.session_id),
+            }
             docs.append(r({"session": head, "steps": [step_json(s) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
-    for line in export_lines(
-        store, sessions, totals=lambda steps: session_cost(steps).to_json(), redact=r
-    ):
-        click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
+    for session in sessions:
+        extra = who_did(store, session.session_id)
+
+        def totals(steps: list[Step], extra: dict[str, Any] = extra) -> dict[str, Any]:
+            return {**session_cost(steps).to_json(), **extra}
+
+        for line in export_lines(store, [session], totals=totals, redact=r):
+            click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 
 def register(cli: click.Group) -> None:

@@ -19,7 +19,7 @@ from xclaw.cli.redaction import output_redactor
 from xclaw.errors import WorkspaceError
 from xclaw.recorder.redact import Redactor
 from xclaw.store import Access
-from xclaw.store.base import Store
+from xclaw.store.base import SnapshotStore, Store
 from xclaw.store.snapshot_model import Entry, SnapshotInfo
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 from xclaw.workspace.diff import State, change_json, compare, describe, unified
@@ -67,7 +67,7 @@ def workspace_root(given: str | None) -> Path:
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of snapshots.")
 @with_store(Access.READ)
-def snapshots_cmd(store: Store, session_id: str, as_json: bool) -> None:
+def snapshots_cmd(store: SnapshotStore, session_id: str, as_json: bool) -> None:
     """The workspace snapshots of SESSION: one before each step that could change files
     (shell, write_file, edit_file). NEW is what the snapshot added to the database; files
     unchanged since an earlier snapshot, of any session, cost nothing."""

@@ -30,9 +30,11 @@ def _register() -> None:
         commands_ops,
         commands_retention,
         commands_run,
+        commands_schema,
         commands_serve,
         commands_store,
         commands_tools,
+        commands_users,
         commands_workers,
         commands_workspace,
     )
@@ -47,6 +49,8 @@ def _register() -> None:
     commands_demo.register(cli)
     commands_ops.register(cli)
     commands_tools.register(cli)
+    commands_schema.register(cli)
+    commands_users.register(cli)
 
 
 def main() -> None:

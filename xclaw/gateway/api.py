@@ -3,7 +3,13 @@ dashboards and the web page's trace view. Described by `/api/openapi.json` (open
 
 Errors are `{"code": CODE, "error": TEXT}` with the WebSocket's error codes, mapped onto HTTP
 statuses: unknown_session 404, bad_step/bad_request 400, busy 409, unauthorized 401,
-forbidden_origin 403.
+forbidden_origin and forbidden 403, too_many_attempts 429.
+
+Who asks, and what they may do to a session, is decided before any handler runs: ApiGuard
+signs the request in (xclaw/gateway/identity.py), and every route naming a session declares
+what it needs of the person (`Need`, docs/teams.md), checked by `_endpoint` — a route under
+`/sessions/{sid}` without one is refused when the routes are built, so none can be added
+unguarded. Another's session answers 404, as an id nobody has.
 
 Every answer is redacted as it leaves (`_json`, the export's lines): the record holds no
 credential it knew of when it was written, and this also keeps out one learned since (an MCP
@@ -23,12 +29,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.answered_by import AnsweredBy
-from xclaw.errors import StepNotFound, XclawError
-from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
+from xclaw.errors import BadRequest, BadStep, XclawError
+from xclaw.frames import STATES
+from xclaw.gateway.auth import origin_allowed, token_from_request
+from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.openapi import openapi_spec
 from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
+from xclaw.teams import Actor, Identity, Need
 from xclaw.views import session_cost
 
 STATUS_OF_CODE = {
@@ -40,17 +49,11 @@ STATUS_OF_CODE = {
     "config_mismatch": 409,
     "unauthorized": 401,
     "forbidden_origin": 403,
+    "forbidden": 403,
+    "too_many_attempts": 429,
     "illegal_transition": 409,
 }
 MAX_BODY_BYTES = 64_000
-
-
-class BadRequest(XclawError):
-    code = "bad_request"
-
-
-class BadStep(XclawError):
-    code = "bad_step"
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -83,24 +86,54 @@ class ApiGuard:
                 scope, receive, send
             )
             return
-        if not token_matches(token_from_request(request.headers, request.query_params), gw.token):
+        auth = gw.auth
+        peer = request.client.host if request.client else None
+        address = auth.client_address(peer, request.headers)
+        if auth.throttle.blocked(address):
+            await error_response(
+                "too_many_attempts", "too many failed sign-ins from this address; wait a minute"
+            )(scope, receive, send)
+            return
+        given = token_from_request(request.headers, request.query_params)
+        signed = await auth.identify(given, peer, request.headers)
+        if signed is None:
+            auth.throttle.failed(address)
             await error_response(
                 "unauthorized",
                 "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)",
             )(scope, receive, send)
             return
+        scope.setdefault("state", {})["signed"] = signed
         await self.app(scope, receive, send)
 
 
 Handler = Callable[[Request, Gateway], Awaitable[Response]]
 
 
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Give the handler the gateway and turn XclawErrors into JSON error responses."""
+def identity(request: Request) -> Identity:
+    """Who signed the request in (ApiGuard)."""
+    signed: SignedIn = request.state.signed
+    return signed.identity
+
+
+def actor(request: Request) -> Actor:
+    """Who does it, as the record says: a person through the HTTP API."""
+    return Actor(identity(request), "http", "api")
+
+
+def _endpoint(
+    handler: Handler, need: Need | None = None
+) -> Callable[[Request], Awaitable[Response]]:
+    """Give the handler the gateway, check what the person may do to the session the path
+    names (`need`), and turn XclawErrors into JSON error responses."""
 
     async def endpoint(request: Request) -> Response:
         gw: Gateway = request.app.state.gateway
         try:
+            sid = request.path_params.get("sid")
+            if sid is not None:
+                assert need is not None  # api_routes refuses such a route
+                await gw.access.require(identity(request), sid, need)
             return await handler(request, gw)
         except XclawError as e:
             return error_response(e.code, gw.runtime.redact.text(e.message))
@@ -158,21 +191,80 @@ async def health(request: Request, gw: Gateway) -> Response:
             # Which worker this is, among several on one database (docs/postgres.md).
             "worker": rt.worker_id,
             "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
-            "sessionsDriven": rt.driven_sessions(),
+            # Only those the person may see: ids reveal nothing (docs/teams.md).
+            "sessionsDriven": await gw.access.visible(identity(request), rt.driven_sessions()),
             # Write transactions this process has committed: with the steps it recorded,
             # how well writes share commits (bench/gateway_bench.py prints steps per commit).
             "commits": gw.store.commits,
             # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
             "writerBusyMs": _ms(gw.store.writer_busy_s),
+            # Who this request is signed in as (docs/teams.md): a user's name, or null for
+            # the server's token (the admin); and their role.
+            "user": identity(request).user,
+            "role": identity(request).role.value,
         },
     )
 
 
 async def list_sessions(request: Request, gw: Gateway) -> Response:
+    """`?limit=N`; `?q=WORD` (title or id contains it, as `xclaw sessions WORD`), `?state=S`
+    (docs/protocol.md, Session state) and `?prefix=P` (the id starts with it) narrow it."""
     limit = _int_param(request, "limit", 100, lo=1, hi=10_000)
-    sessions = await asyncio.to_thread(gw.store.list_sessions, limit=limit)
+    word = (request.query_params.get("q") or "").lower()
+    state = request.query_params.get("state")
+    prefix = request.query_params.get("prefix")
+    if state is not None and state not in STATES:
+        raise BadRequest(f"query parameter 'state' must be one of {', '.join(STATES)}")
+    narrowed = bool(word or state or prefix)
+    # Only what the person may see (docs/teams.md): another's session is never found.
+    sessions = await gw.access.sessions(identity(request), limit=None if narrowed else limit)
+    redact = gw.runtime.redact
+    busy = gw.runtime.is_busy
+    found = []
+    for s in sessions:
+        if prefix and not s.session_id.startswith(prefix):
+            continue
+        shown = session_json(s, busy=busy(s.session_id))
+        if word:
+            # Redacted before the search: a word must not find what the answer would not show.
+            title = str(redact(shown)["title"]).lower()
+            if word not in title and word not in s.session_id.lower():
+                continue
+        if state is not None and shown["state"] != state:
+            continue
+        found.append(shown)
+        if len(found) >= limit:
+            break
+    return _json(gw, {"sessions": found})
+
+
+async def create_session(request: Request, gw: Gateway) -> Response:
+    """A session written now, titled as `/new TITLE` titles it (redacted, at most 200
+    characters), so a client can name it before its first message; it belongs to whoever
+    asked (docs/teams.md)."""
+    title = _str_field(await _body(request), "title", required=False) or ""
+    title = gw.runtime.title_of(session_title(title))
+    fresh, _ = await gw.runtime.peek(None)
+    created = await asyncio.to_thread(
+        gw.store.create_session, session_id=fresh.session_id, title=title
+    )
+    user = identity(request).user
+    if user is not None and gw.teams is not None:
+        await asyncio.to_thread(gw.teams.claim_session, created.session_id, user)
+    return _json(gw, session_json(created, busy=False), status_code=201)
+
+
+async def list_tools(request: Request, gw: Gateway) -> Response:
+    """The tools and their policies, as `xclaw tools --json` lists them (the MCP servers
+    started first, as /tools starts them)."""
+    from xclaw.tools.approval import ApprovalPolicy
+    from xclaw.tools.listing import tool_rows
+
+    rt = gw.runtime
+    await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
+    policy = ApprovalPolicy.from_settings(rt.settings)
     return _json(
-        gw, {"sessions": [session_json(s, busy=gw.runtime.is_busy(s.session_id)) for s in sessions]}
+        gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
     )
 
 
@@ -246,7 +338,7 @@ async def rollback(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     ref = _str_field(await _body(request), "stepId", required=True)
     assert ref is not None
-    result = await gw.commands.rollback(sid, ref)
+    result = await gw.commands.rollback(sid, ref, actor(request))
     for frame in result.frames.broadcast:
         gw.hub.broadcast(sid, frame)
     return _json(
@@ -269,9 +361,9 @@ async def approve(request: Request, gw: Gateway) -> Response:
         raise BadRequest("field 'approve' must be true or false")
     await asyncio.to_thread(gw.store.get_session, sid)
     try:
-        gw.runtime.answer_approval(sid, ref, approve_, AnsweredBy.person("api", "http"))
-    except StepNotFound:
-        raise BadStep(f"no approval is waiting for step {ref!r} in session {sid}") from None
+        gw.runtime.answer_approval(sid, ref, approve_, actor(request).by())
+    except BadStep:
+        raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
@@ -281,7 +373,7 @@ async def fork(request: Request, gw: Gateway) -> Response:
     ref = _str_field(data, "stepId", required=True)
     title = _str_field(data, "title", required=False)
     assert ref is not None
-    new = await gw.runtime.fork(sid, ref, title)
+    new = await gw.commands.fork(sid, ref, title, actor(request))  # the maker's
     return _json(gw, {"session": session_json(new), "fromSessionId": sid}, status_code=201)
 
 
@@ -291,6 +383,7 @@ async def export(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     session = await asyncio.to_thread(gw.store.get_session, sid)
     steps = await asyncio.to_thread(gw.store.steps, sid)
+    who_did = await _who_did(gw, sid)
 
     redact = gw.runtime.redact
 
@@ -298,7 +391,14 @@ async def export(request: Request, gw: Gateway) -> Response:
         return json.dumps(redact(data), ensure_ascii=False, default=str) + "\n"
 
     async def lines() -> AsyncIterator[str]:
-        yield line({"kind": "session", **session_json(session), **session_cost(steps).to_json()})
+        yield line(
+            {
+                "kind": "session",
+                **session_json(session),
+                **session_cost(steps).to_json(),
+                **who_did,
+            }
+        )
         for st in steps:
             yield line({"kind": "step", **step_json(st)})
 
@@ -309,24 +409,50 @@ async def export(request: Request, gw: Gateway) -> Response:
     )
 
 
+async def _who_did(gw: Gateway, sid: str) -> dict[str, Any]:
+    """The session's owner and what people did to it that no step records (docs/teams.md):
+    `owner` (absent: the admin's) and `actions` (absent: none) on the export's session line."""
+    teams = gw.teams
+    if teams is None or not await asyncio.to_thread(teams.users):
+        return {}  # alone, everything is the admin's doing: the export stays as it was
+    owner = await asyncio.to_thread(teams.session_owner, sid)
+    actions = await asyncio.to_thread(teams.session_actions, sid)
+    out: dict[str, Any] = {}
+    if owner is not None:
+        out["owner"] = owner
+    if actions:
+        out["actions"] = [a.to_json() for a in actions]
+    return out
+
+
 async def openapi(request: Request, gw: Gateway) -> Response:
     return JSONResponse(openapi_spec(__version__))  # no data of anyone's
 
 
+# Every route: (path, method, handler, what it needs of the person on the session it names).
+ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
+    ("/health", "GET", health, None),
+    ("/openapi.json", "GET", openapi, None),
+    ("/tools", "GET", list_tools, None),
+    ("/sessions", "GET", list_sessions, None),  # only what the person may see
+    ("/sessions", "POST", create_session, None),  # the new session is the caller's
+    ("/sessions/{sid}", "GET", get_session, Need.READ),
+    ("/sessions/{sid}", "PATCH", patch_session, Need.ACT),
+    ("/sessions/{sid}", "DELETE", delete_session, Need.OWN),
+    ("/sessions/{sid}/steps", "GET", list_steps, Need.READ),
+    ("/sessions/{sid}/tree", "GET", step_tree, Need.READ),
+    ("/sessions/{sid}/history", "GET", history, Need.READ),
+    ("/sessions/{sid}/rollback", "POST", rollback, Need.ACT),
+    ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
+    ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
+    ("/sessions/{sid}/export", "GET", export, Need.READ),
+)
+
+
 def api_routes() -> list[Route]:
-    e = _endpoint
-    return [
-        Route("/health", e(health), methods=["GET"]),
-        Route("/openapi.json", e(openapi), methods=["GET"]),
-        Route("/sessions", e(list_sessions), methods=["GET"]),
-        Route("/sessions/{sid}", e(get_session), methods=["GET"]),
-        Route("/sessions/{sid}", e(patch_session), methods=["PATCH"]),
-        Route("/sessions/{sid}", e(delete_session), methods=["DELETE"]),
-        Route("/sessions/{sid}/steps", e(list_steps), methods=["GET"]),
-        Route("/sessions/{sid}/tree", e(step_tree), methods=["GET"]),
-        Route("/sessions/{sid}/history", e(history), methods=["GET"]),
-        Route("/sessions/{sid}/rollback", e(rollback), methods=["POST"]),
-        Route("/sessions/{sid}/fork", e(fork), methods=["POST"]),
-        Route("/sessions/{sid}/approvals/{step}", e(approve), methods=["POST"]),
-        Route("/sessions/{sid}/export", e(export), methods=["GET"]),
-    ]
+    routes = []
+    for path, method, handler, need in ROUTES:
+        if "{sid}" in path and need is None:
+            raise ValueError(f"{method} {path} names a session but says nothing of access")
+        routes.append(Route(path, _endpoint(handler, need), methods=[method]))
+    return routes

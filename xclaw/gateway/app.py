@@ -23,7 +23,7 @@ from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.gateway.ws import websocket_endpoint
-from xclaw.store.base import Store
+from xclaw.store.base import Store, TeamStore
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 
@@ -78,11 +78,14 @@ def create_app(
         store=store,
         runtime=runtime,
         token=token or load_or_create_token(settings.home, settings.token),
+        # Users and who sees which session (docs/teams.md): both backends keep them.
+        teams=store if isinstance(store, TeamStore) else None,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        async with gateway.watching():
+            yield
         # Runs stop; steps in flight end as interrupted, never half-written (nothing lost).
         await runtime.shutdown()
 

@@ -11,17 +11,22 @@ session must see (a rollback rewrote its history) go in `broadcast`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from xclaw import views
-from xclaw.errors import XclawError
+from xclaw.errors import BadCommand, XclawError
+from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import Command, step_json
-from xclaw.store.base import Store
+from xclaw.store.base import Store, TeamStore
 from xclaw.store.model import Session, Step, display_id
+from xclaw.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
+
+log = logging.getLogger("xclaw.gateway")
 
 DEFAULT_STEPS = 10
 MAX_STEPS = 500
@@ -42,13 +47,26 @@ commands:
   /switch ID            attach to an existing session (a unique prefix of its id is enough)
   /new [title]          start a new session (saved at once with a title, else with its first message)
   /title TEXT           rename this session
+  /share [USER ROLE]    share this session: ROLE viewer, approver, collaborator or remove;
+                        alone: who it is shared with
   /help                 this text"""
 
+# What each command needs of the person on the session it addresses (docs/teams.md); the
+# rest (/sessions, /tools, /help, /new, /switch) only show or choose their own sessions.
+COMMAND_NEEDS = {
+    "steps": Need.READ,
+    "rollback": Need.ACT,
+    "fork": Need.ACT,
+    "compact": Need.ACT,
+    "title": Need.ACT,
+    "share": Need.OWN,
+}
+# Who acts when a command is run without saying (a test, the runtime's own use).
+_ADMIN = Actor(SERVER_TOKEN, "websocket")
 
-class CommandError(XclawError):
+
+class CommandError(BadCommand):
     """A slash command that cannot run as typed (unknown name, missing argument)."""
-
-    code = "bad_command"
 
 
 def session_title(text: str) -> str:
@@ -79,9 +97,14 @@ def _notice(session_id: str, text: str) -> dict[str, Any]:
     return {"type": "notice", "sessionId": session_id, "content": text}
 
 
-def steps_text(session_id: str, steps: list[Step]) -> str:
-    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it."""
-    return views.format_steps(steps, session_id)
+def steps_text(
+    session_id: str,
+    steps: list[Step],
+    actions: list[tuple[str, str | None, int, dict[str, Any]]] | None = None,
+) -> str:
+    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it
+    (with what people did that no step shows, docs/teams.md)."""
+    return views.format_steps(steps, session_id, actions=actions or ())
 
 
 def sessions_text(
@@ -96,21 +119,32 @@ def sessions_text(
 class CommandRunner:
     """Runs slash commands against the runtime (time travel) and the store (listings)."""
 
-    def __init__(self, runtime: GatewayRuntime, store: Store) -> None:
+    def __init__(
+        self,
+        runtime: GatewayRuntime,
+        store: Store,
+        access: SessionAccess | None = None,
+        teams: TeamStore | None = None,
+    ) -> None:
         self.runtime = runtime
         self.store = store
+        self.access = access or SessionAccess(store, teams)
+        self.teams = teams
 
-    async def run(self, session_id: str, cmd: Command) -> CommandResult:
-        """Raises XclawError subclasses (bad_command, bad_step, busy, unknown_session): the
-        caller turns them into `error` frames."""
+    async def run(self, session_id: str, cmd: Command, who: Actor = _ADMIN) -> CommandResult:
+        """Raises XclawError subclasses (bad_command, bad_step, busy, unknown_session,
+        forbidden): the caller turns them into `error` frames. The caller has checked that
+        `who` may do COMMAND_NEEDS[cmd.name] to the session."""
         if cmd.name == "steps":
             return await self._steps(session_id, cmd)
         if cmd.name == "rollback":
-            return await self._rollback(session_id, cmd)
+            return await self._rollback(session_id, cmd, who)
         if cmd.name == "fork":
-            return await self._fork(session_id, cmd)
+            return await self._fork(session_id, cmd, who)
         if cmd.name == "sessions":
-            return await self._sessions(session_id)
+            return await self._sessions(session_id, who)
+        if cmd.name == "share":
+            return await self._share(session_id, cmd, who)
         if cmd.name == "tools":
             return await self._tools(session_id)
         if cmd.name == "compact":
@@ -144,22 +178,25 @@ class CommandRunner:
         steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
         return CommandResult(
             reply=[
-                _notice(session_id, steps_text(session_id, steps)),
+                _notice(session_id, steps_text(session_id, steps, await self._actions(session_id))),
                 {"type": "steps", "sessionId": session_id, "steps": [step_json(s) for s in steps]},
             ]
         )
 
-    async def _rollback(self, session_id: str, cmd: Command) -> CommandResult:
+    async def _rollback(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
         if len(cmd.args) != 1:
             raise CommandError("usage: /rollback sNNNN — a step id shown by /steps")
-        return (await self.rollback(session_id, cmd.args[0])).frames
+        return (await self.rollback(session_id, cmd.args[0], who)).frames
 
-    async def rollback(self, session_id: str, ref: str) -> RollbackOutcome:
+    async def rollback(self, session_id: str, ref: str, who: Actor = _ADMIN) -> RollbackOutcome:
         """Rollback, shared by `/rollback` and the HTTP API: rewind, then tell every attached
-        client (the deleted steps are gone from the history they show)."""
+        client (the deleted steps are gone from the history they show). Logged with who."""
         outside = await asyncio.to_thread(self._outside, session_id, ref, after=False)
         result = await self.runtime.rollback(session_id, ref)
         target = display_id(result.target_seq)
+        await self.record(
+            session_id, "rollback", who, {"stepId": target, "deleted": result.deleted}
+        )
         text = f"[rollback] session reset to before step {target} — send your new instruction"
         if outside:
             text += f"\n[rollback] {outside}"
@@ -175,13 +212,48 @@ class CommandRunner:
         )
         return RollbackOutcome(result.session, target, result.deleted, frames)
 
-    async def _fork(self, session_id: str, cmd: Command) -> CommandResult:
+    async def fork(
+        self, session_id: str, ref: str, title: str | None, who: Actor = _ADMIN
+    ) -> Session:
+        """Fork, shared by `/fork` and the HTTP API: the new session belongs to whoever made
+        it, and says so (a `fork` action naming where it came from)."""
+        new = await self.runtime.fork(session_id, ref, title)
+        if self.teams is not None and who.user is not None:
+            await asyncio.to_thread(self.teams.claim_session, new.session_id, who.user)
+        step = display_id(new.forked_from_seq) if new.forked_from_seq else ref
+        await self.record(
+            new.session_id, "fork", who, {"fromSessionId": session_id, "fromStepId": step}
+        )
+        return new
+
+    async def _actions(self, session_id: str) -> list[tuple[str, str | None, int, dict[str, Any]]]:
+        """Shown once the server has users: alone, everything is the admin's doing."""
+        if self.teams is None or not await asyncio.to_thread(self.teams.users):
+            return []
+        found = await asyncio.to_thread(self.teams.session_actions, session_id)
+        return [(a.kind, a.user, a.created_at, a.detail) for a in found]
+
+    async def record(
+        self, session_id: str, kind: str, who: Actor, detail: dict[str, Any] | None = None
+    ) -> None:
+        """Log who did it (xclaw/store/teams_sql.py); a log that cannot be written (a full
+        disk) does not undo what was done."""
+        if self.teams is None:
+            return
+        try:
+            await asyncio.to_thread(self.teams.record_action, session_id, kind, who.user, detail)
+        except XclawError as e:
+            log.warning(
+                "event=action_not_logged session=%s kind=%s error=%r", session_id, kind, e.message
+            )
+
+    async def _fork(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
         if not cmd.args:
             raise CommandError("usage: /fork sNNNN [title] — a step id shown by /steps")
         ref = cmd.args[0]
         title = cmd.rest[len(ref) :].strip() or None
         outside = await asyncio.to_thread(self._outside, session_id, ref, after=True)
-        new = await self.runtime.fork(session_id, ref, title)
+        new = await self.fork(session_id, ref, title, who)
         step_ref = display_id(new.forked_from_seq) if new.forked_from_seq else ref
         text = (
             f"[fork] new session created: {new.session_id}\n"
@@ -236,7 +308,41 @@ class CommandRunner:
             return ""
         return outside_note(marks)
 
-    async def _sessions(self, session_id: str) -> CommandResult:
-        sessions = await asyncio.to_thread(self.store.list_sessions, limit=SESSIONS_LISTED)
+    async def _sessions(self, session_id: str, who: Actor) -> CommandResult:
+        sessions = await self.access.sessions(who.identity, limit=SESSIONS_LISTED)
         text = sessions_text(sessions, session_id, busy=self.runtime.is_busy)
+        return CommandResult(reply=[_notice(session_id, text)])
+
+    async def _share(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
+        """`/share USER ROLE`, `/share USER remove`, or `/share` alone: who has which part."""
+        if self.teams is None:
+            raise CommandError("this server keeps no users: nothing to share with")
+        teams = self.teams
+        if not cmd.args:
+            shares = await asyncio.to_thread(teams.shares, session_id)
+            lines = [f"  {s.user:<20} {s.role.value}" for s in shares]
+            owner = "" if any(s.role is ShareRole.OWNER for s in shares) else "  (owner: admin)\n"
+            text = f"[share] session {session_id}:\n{owner}" + (
+                "\n".join(lines) if lines else "  shared with nobody"
+            )
+            return CommandResult(reply=[_notice(session_id, text)])
+        words = [r.value for r in SHARE_ROLES]
+        if len(cmd.args) != 2 or cmd.args[1] not in (*words, "remove"):
+            raise CommandError(f"usage: /share USER {'|'.join(words)}|remove")
+        user, role = cmd.args
+        try:
+            if role == "remove":
+                gone = await asyncio.to_thread(teams.unshare_session, session_id, user, by=who.user)
+                text = (
+                    f"[share] {user} {'no longer has' if gone else 'had no'} part in this session"
+                )
+            else:
+                had = await asyncio.to_thread(
+                    teams.share_session, session_id, user, ShareRole(role), by=who.user
+                )
+                was = f" (was {had.value})" if had is not None else ""
+                text = f"[share] this session is shared with {user} as {role}{was}"
+        except TeamError as e:
+            raise CommandError(e.message) from None
+        self.access.forget(session_id)
         return CommandResult(reply=[_notice(session_id, text)])

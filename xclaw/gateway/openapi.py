@@ -1,9 +1,34 @@
-"""The OpenAPI 3.1 description of `/api/`, written by hand so it says exactly what api.py does
-(a generator would need framework annotations the handlers do not otherwise want)."""
+"""The OpenAPI 3.1 description of `/api/`: the paths as api.py routes them, every body's schema
+generated from the class that declares it (xclaw/http_bodies.py, xclaw/frames.py) — the same
+classes the Python API's remote client reads the answers with."""
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from xclaw.frames import STATES, SessionInfo, Step, TreeNode
+from xclaw.http_bodies import (
+    ApiError,
+    ApprovalAnswer,
+    ApprovalBody,
+    ForkAnswer,
+    ForkBody,
+    Health,
+    HistoryAnswer,
+    NewSessionBody,
+    RenameBody,
+    RollbackAnswer,
+    RollbackBody,
+    SessionList,
+    StepList,
+    StepTree,
+    ToolList,
+)
 
 _REF = "#/components/schemas/"
 _SID = {
@@ -25,9 +50,18 @@ def _err(description: str) -> dict[str, Any]:
 
 _COMMON_ERRORS = {
     "401": _err("missing or wrong access token (code `unauthorized`)"),
-    "403": _err("browser Origin not allowed (code `forbidden_origin`)"),
+    "403": _err(
+        "browser Origin not allowed (code `forbidden_origin`), or the signed-in user may "
+        "not do this to the session (code `forbidden`: a viewer's rollback, docs/teams.md)"
+    ),
+    "429": _err("too many failed sign-ins from this address (code `too_many_attempts`)"),
 }
-_SESSION_ERRORS = {**_COMMON_ERRORS, "404": _err("no such session (code `unknown_session`)")}
+_SESSION_ERRORS = {
+    **_COMMON_ERRORS,
+    "404": _err(
+        "no such session, or one the signed-in user has no part in (code `unknown_session`)"
+    ),
+}
 
 
 def _op(
@@ -49,104 +83,58 @@ def _op(
     return op
 
 
-_SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["code", "error"],
-        "properties": {
-            "code": {
-                "type": "string",
-                "description": "stable machine-readable word, as in the WebSocket `error` frame",
-            },
-            "error": {"type": "string", "description": "human-readable explanation"},
-        },
-    },
-    "Session": {
-        "type": "object",
-        "required": ["sessionId", "title", "status", "createdAt", "updatedAt", "isForked"],
-        "properties": {
-            "sessionId": {"type": "string"},
-            "title": {"type": "string"},
-            "status": {
-                "type": "string",
-                "enum": ["Init", "Running", "Paused", "Success", "Failed"],
-            },
-            "createdAt": {"type": "integer", "description": "milliseconds since the epoch"},
-            "updatedAt": {"type": "integer"},
-            "isForked": {"type": "boolean"},
-            "parentSessionId": {"type": ["string", "null"]},
-            "forkedFromSeq": {"type": ["integer", "null"]},
-            "forkedFrom": {
-                "type": ["string", "null"],
-                "description": "display id of the fork point",
-            },
-            "awaitingInput": {
-                "type": "boolean",
-                "description": "rolled back: waits for a new instruction",
-            },
-            "metadata": {"type": "object"},
-            "busy": {"type": "boolean", "description": "a run is in flight in this gateway"},
-        },
-    },
-    "Step": {
-        "type": "object",
-        "required": ["id", "stepId", "seq", "type", "name", "status"],
-        "properties": {
-            "id": {"type": "string", "description": "display id, e.g. s0005"},
-            "stepId": {"type": "string", "description": "primary key: SESSION:s0005"},
-            "seq": {"type": "integer"},
-            "parent": {"type": ["string", "null"], "description": "display id of the parent step"},
-            "type": {
-                "type": "string",
-                "enum": ["llm_call", "tool_call", "user_input", "system_alert"],
-            },
-            "name": {"type": "string"},
-            "status": {"type": "string", "enum": ["running", "completed", "failed"]},
-            "agent": {"type": "string"},
-            "input": {},
-            "output": {},
-            "error": {"type": ["string", "null"]},
-            "startTime": {"type": "integer"},
-            "endTime": {"type": ["integer", "null"]},
-            "durationMs": {"type": ["integer", "null"]},
-            "tokens": {
-                "type": "object",
-                # null: the server reported no count (unknown; `output.usage` holds xclaw's
-                # estimate, flagged `estimated`).
-                "properties": {
-                    "prompt": {"type": ["integer", "null"]},
-                    "completion": {"type": ["integer", "null"]},
-                },
-            },
-        },
-    },
-    "TreeNode": {
-        "allOf": [
-            {"$ref": _REF + "Step"},
-            {
-                "type": "object",
-                "properties": {"children": {"type": "array", "items": {"$ref": _REF + "TreeNode"}}},
-            },
-        ]
-    },
-}
+# Each component is generated from the class that declares it (xclaw/frames.py,
+# xclaw/http_bodies.py), under the names this document has always given the first four.
+_COMPONENTS: tuple[type[BaseModel], ...] = (
+    ApiError,
+    SessionInfo,
+    Step,
+    TreeNode,
+    SessionList,
+    StepList,
+    StepTree,
+    HistoryAnswer,
+    RollbackAnswer,
+    ForkAnswer,
+    ApprovalAnswer,
+    Health,
+    ToolList,
+    NewSessionBody,
+    RenameBody,
+    RollbackBody,
+    ForkBody,
+    ApprovalBody,
+)
+_NAMES = {"ApiError": "Error", "SessionInfo": "Session"}
 
 
+def _name(model: type[BaseModel]) -> str:
+    return _NAMES.get(model.__name__, model.__name__)
+
+
+def _schemas() -> dict[str, Any]:
+    """Every component's JSON Schema, $refs pointing into `components/schemas`."""
+    _, top = models_json_schema(
+        [(m, "validation") for m in _COMPONENTS], ref_template=_REF + "{model}"
+    )
+    defs: dict[str, Any] = top.get("$defs", {})
+    text = json.dumps(defs)
+    for old, new in _NAMES.items():
+        text = text.replace(f'"{_REF}{old}"', f'"{_REF}{new}"')
+    renamed: dict[str, Any] = json.loads(text)
+    return {_NAMES.get(k, k): v for k, v in renamed.items()}
+
+
+def _ref(model: type[BaseModel]) -> dict[str, Any]:
+    return {"$ref": _REF + _name(model)}
+
+
+@cache
 def openapi_spec(version: str) -> dict[str, Any]:
-    session = {"$ref": _REF + "Session"}
-    steps = {
-        "type": "object",
-        "properties": {
-            "sessionId": {"type": "string"},
-            "steps": {"type": "array", "items": {"$ref": _REF + "Step"}},
-        },
-    }
-    step_ref = {
-        "type": "string",
-        "description": "a step id shown by /steps: s0005, 5, or SESSION:s0005",
-    }
+    session = _ref(SessionInfo)
     busy = {"409": _err("a run is in flight (code `busy`)")}
     bad_step = {"400": _err("bad step id or request body (code `bad_step` / `bad_request`)")}
+    step_ref = {"type": "string", "description": RollbackBody.model_fields["step_id"].description}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -154,11 +142,11 @@ def openapi_spec(version: str) -> dict[str, Any]:
             "version": version,
             "description": "Sessions and their trace steps. Every request carries the access token "
             "(Authorization: Bearer TOKEN, or ?token=TOKEN). The WebSocket protocol at /ws is "
-            "described in docs/protocol.md.",
+            "described in docs/protocol.md, its frames in docs/frames.schema.json.",
         },
         "servers": [{"url": "/api"}],
         "components": {
-            "schemas": _SCHEMAS,
+            "schemas": _schemas(),
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "query": {"type": "apiKey", "in": "query", "name": "token"},
@@ -169,38 +157,7 @@ def openapi_spec(version: str) -> dict[str, Any]:
             "/health": {
                 "get": _op(
                     "liveness, version, database, model, this worker and the sessions it drives",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "status": {"const": "ok"},
-                                    "version": {"type": "string"},
-                                    "database": {"type": "string"},
-                                    "model": {"type": ["string", "null"]},
-                                    "sockets": {"type": "integer"},
-                                    "worker": {"type": ["string", "null"]},
-                                    "backend": {"enum": ["sqlite", "postgresql"]},
-                                    "sessionsDriven": {
-                                        "type": "array",
-                                        "items": {"type": "string"},
-                                    },
-                                    "commits": {
-                                        "type": ["integer", "null"],
-                                        "description": "write transactions committed by this "
-                                        "process since it started",
-                                    },
-                                    "writerBusyMs": {
-                                        "type": ["integer", "null"],
-                                        "description": "SQLite: milliseconds this process's "
-                                        "one writer thread has spent running transactions "
-                                        "since it started (over wall time: how saturated it "
-                                        "is); null on PostgreSQL",
-                                    },
-                                },
-                            }
-                        )
-                    },
+                    {"200": _json(_ref(Health))},
                     errors=_COMMON_ERRORS,
                 )
             },
@@ -209,26 +166,53 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     "this document", {"200": _json({"type": "object"})}, errors=_COMMON_ERRORS
                 )
             },
+            "/tools": {
+                "get": _op(
+                    "every tool a session's agent may call (built-in, Python, MCP) with its "
+                    "approval and resume policies, as `xclaw tools --json` lists them",
+                    {"200": _json(_ref(ToolList))},
+                    errors=_COMMON_ERRORS,
+                )
+            },
             "/sessions": {
                 "get": _op(
                     "sessions, most recently updated first",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {"sessions": {"type": "array", "items": session}},
-                            }
-                        )
-                    },
+                    {"200": _json(_ref(SessionList))},
                     params=[
                         {
                             "name": "limit",
                             "in": "query",
                             "schema": {"type": "integer", "minimum": 1, "default": 100},
-                        }
+                        },
+                        {
+                            "name": "q",
+                            "in": "query",
+                            "schema": {"type": "string"},
+                            "description": "only sessions whose title or id contains this "
+                            "word (case-insensitive), as `xclaw sessions WORD`",
+                        },
+                        {
+                            "name": "state",
+                            "in": "query",
+                            "schema": {"enum": list(STATES)},
+                            "description": "only sessions in this state (docs/protocol.md, "
+                            "Session state)",
+                        },
+                        {
+                            "name": "prefix",
+                            "in": "query",
+                            "schema": {"type": "string"},
+                            "description": "only sessions whose id starts with this",
+                        },
                     ],
-                    errors={**_COMMON_ERRORS, "400": _err("bad limit")},
-                )
+                    errors={**_COMMON_ERRORS, "400": _err("bad limit or state")},
+                ),
+                "post": _op(
+                    "a new session, written now (with its title, as `/new TITLE`)",
+                    {"201": _json(session)},
+                    body=_ref(NewSessionBody),
+                    errors={**_COMMON_ERRORS, "400": _err("bad body")},
+                ),
             },
             "/sessions/{sid}": {
                 "parameters": [_SID],
@@ -236,11 +220,7 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "patch": _op(
                     "rename",
                     {"200": _json(session)},
-                    body={
-                        "type": "object",
-                        "required": ["title"],
-                        "properties": {"title": {"type": "string"}},
-                    },
+                    body=_ref(RenameBody),
                     errors={**_SESSION_ERRORS, "400": _err("bad body")},
                 ),
                 "delete": _op(
@@ -253,7 +233,7 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "parameters": [_SID],
                 "get": _op(
                     "the latest N steps, oldest first",
-                    {"200": _json(steps)},
+                    {"200": _json(_ref(StepList))},
                     params=[
                         {
                             "name": "n",
@@ -269,39 +249,14 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "parameters": [_SID],
                 "get": _op(
                     "the step tree (parent_step_id links): roots with their descendants",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "sessionId": {"type": "string"},
-                                    "tree": {"type": "array", "items": {"$ref": _REF + "TreeNode"}},
-                                },
-                            }
-                        )
-                    },
+                    {"200": _json(_ref(StepTree))},
                 ),
             },
             "/sessions/{sid}/history": {
                 "parameters": [_SID],
                 "get": _op(
                     "the conversation as the `history` frame carries it",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "sessionId": {"type": "string"},
-                                    "content": {
-                                        "type": "string",
-                                        "description": "JSON string of [{role, content}] "
-                                        "(the format of the original tutorial's clients)",
-                                    },
-                                    "messages": {"type": "array", "items": {"type": "object"}},
-                                },
-                            }
-                        )
-                    },
+                    {"200": _json(_ref(HistoryAnswer))},
                 ),
             },
             "/sessions/{sid}/rollback": {
@@ -309,23 +264,8 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "post": _op(
                     "rewind the session to just before the step "
                     "(it and every later step are deleted)",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "session": session,
-                                    "stepId": {"type": "string"},
-                                    "deleted": {"type": "integer"},
-                                },
-                            }
-                        )
-                    },
-                    body={
-                        "type": "object",
-                        "required": ["stepId"],
-                        "properties": {"stepId": step_ref},
-                    },
+                    {"200": _json(_ref(RollbackAnswer))},
+                    body=_ref(RollbackBody),
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
                 ),
             },
@@ -333,22 +273,8 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "parameters": [_SID],
                 "post": _op(
                     "a new session whose history is a copy up to and including the step",
-                    {
-                        "201": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "session": session,
-                                    "fromSessionId": {"type": "string"},
-                                },
-                            }
-                        )
-                    },
-                    body={
-                        "type": "object",
-                        "required": ["stepId"],
-                        "properties": {"stepId": step_ref, "title": {"type": "string"}},
-                    },
+                    {"201": _json(_ref(ForkAnswer))},
+                    body=_ref(ForkBody),
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
                 ),
             },
@@ -360,23 +286,8 @@ def openapi_spec(version: str) -> dict[str, Any]:
                 "post": _op(
                     "answer an approval the run waits for (as an `approval` frame does); the "
                     "approval step records that a person answered through the HTTP API",
-                    {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "sessionId": {"type": "string"},
-                                    "stepId": {"type": "string"},
-                                    "approved": {"type": "boolean"},
-                                },
-                            }
-                        )
-                    },
-                    body={
-                        "type": "object",
-                        "required": ["approve"],
-                        "properties": {"approve": {"type": "boolean"}},
-                    },
+                    {"200": _json(_ref(ApprovalAnswer))},
+                    body=_ref(ApprovalBody),
                     errors={**_SESSION_ERRORS, **bad_step},
                 ),
             },

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from xclaw.runtime.wiring import Toolbox
     from xclaw.store.base import RollbackResult
     from xclaw.store.model import Session, Step
+    from xclaw.teams import Actor
 
 FrameSink = Callable[[dict[str, Any]], None]
 
@@ -47,7 +48,9 @@ class GatewayRuntime(Protocol):
     async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool: ...
 
     # --- driving
-    async def send(self, session_id: str, text: str, *, create: bool = False) -> None: ...
+    async def send(
+        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+    ) -> None: ...
     def answer_approval(
         self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
     ) -> None: ...

@@ -1,12 +1,45 @@
-"""What the gateway listens on and whom it lets in (docs/security.md)."""
+"""What the gateway listens on and whom it lets in (docs/security.md, docs/teams.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import ipaddress
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
-from xclaw.section import Env, NotInYaml, Section, Strings, Whole, Wording
+from xclaw.section import (
+    Env,
+    Flag,
+    NotInYaml,
+    Section,
+    Strings,
+    Text,
+    Whole,
+    Wording,
+)
+
+
+def _networks(value: Any) -> Any:
+    """Each entry an address or a network (`10.0.0.0/8`), checked when the file is read."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            try:
+                ipaddress.ip_network(str(item), strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network") from None
+    return value
+
+
+class TeamSettings(Section):
+    """A server shared by a team (docs/teams.md): sign-on through a reverse proxy that has
+    already authenticated the person."""
+
+    # The header the proxy names the signed-in person in; trusted only from `trusted_proxies`.
+    proxy_user_header: Text = "X-Forwarded-User"
+    # Addresses (or networks) of the reverse proxies whose header is believed. Empty: none.
+    trusted_proxies: Annotated[Strings, BeforeValidator(_networks)] = ()
+    # A name the proxy vouches for that is no user yet becomes a member (else: refused).
+    proxy_adds_users: Flag = False
 
 
 class GatewaySettings(Section):
@@ -18,3 +51,4 @@ class GatewaySettings(Section):
     token: Annotated[str | None, Env("XCLAW_TOKEN"), NotInYaml("XCLAW_TOKEN")] = None
     # Origins allowed to call /api/ from a browser (CORS); "*" allows any.
     allowed_origins: Strings = ()
+    teams: TeamSettings = TeamSettings()

@@ -8,7 +8,6 @@ A bad frame costs the sender an `error` frame, never the connection or the sessi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import logging
@@ -20,11 +19,11 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from xclaw.answered_by import AnsweredBy
-from xclaw.errors import SessionNotFound, StepNotFound, StoreError, XclawError
-from xclaw.gateway.auth import origin_allowed, token_from_request, token_matches
-from xclaw.gateway.commands import CommandError, session_title
+from xclaw.errors import NotAttached, SessionNotFound, StepNotFound, StoreError, XclawError
+from xclaw.gateway.auth import origin_allowed, token_from_request
+from xclaw.gateway.commands import COMMAND_NEEDS, CommandError, session_title
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.identity import SignedIn
 from xclaw.protocol import (
     PROTOCOL_VERSION,
     ApprovalFrame,
@@ -39,6 +38,7 @@ from xclaw.protocol import (
     parse_command,
     session_frame,
 )
+from xclaw.teams import Actor, Need
 
 log = logging.getLogger("xclaw.gateway.ws")
 
@@ -51,13 +51,12 @@ MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_QUEUED_FRAMES = 10_000
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
+CLOSE_TOO_MANY_ATTEMPTS = 4429
+# Typed without their argument these answer their usage line, whoever asks.
+USAGE_WHEN_BARE = ("rollback", "fork", "title")
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)
-
-
-class NotAttached(XclawError):
-    code = "not_attached"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +113,18 @@ async def _refuse(ws: WebSocket, code: str, text: str, close_code: int) -> None:
 class Connection:
     """One client socket: its attachment to (at most) one session and its outgoing queue."""
 
-    def __init__(self, ws: WebSocket, gw: Gateway) -> None:
+    def __init__(self, ws: WebSocket, gw: Gateway, signed: SignedIn) -> None:
         self.ws = ws
         self.gw = gw
+        self.signed = signed
         self.id = next(_ids)
         self.session_id: str | None = None
+        # The attached session is a new one nobody has written yet: the socket's own to
+        # start (its first message writes it, as this person's).
+        self._pending = False
+        # A member's frames of such a session, held until it is written as theirs: under an
+        # id a client chose, someone else may write it first, and then none may reach here.
+        self._quarantine: list[dict[str, Any]] = []
         self._unsubscribe: Any = None
         # Frames are serialised when queued, so what is counted is what is held. A plain
         # deque drained by write_loop, woken through one future when it was empty.
@@ -131,12 +137,28 @@ class Connection:
     # --- outgoing ---------------------------------------------------------------------------
     # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
     # by the runtime (Runtime.emit), every other frame here (`push`, the hub's).
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
     def _from_runtime(self, frame: dict[str, Any]) -> None:
-        """The sink given to the runtime: held back while an attach reads the history."""
+        """The sink given to the runtime: held back while an attach reads the history, and a
+        member's while their new session is not written yet (as theirs)."""
         if self._held is not None:
             self._held.append(frame)
+        elif self._pending and not self.signed.identity.admin:
+            self._quarantine.append(frame)
         else:
             self._queue(frame)
+
+    def _written(self, ours: bool) -> None:
+        """The pending session is written now: as this person's (its held frames go out), or
+        by someone else (they are dropped)."""
+        self._pending = False
+        held, self._quarantine = self._quarantine, []
+        if ours:
+            for frame in held:
+                self._queue(frame)
 
     def _from_hub(self, frame: dict[str, Any]) -> None:
         """The sink given to the hub (frames the gateway made for every socket of a session,
@@ -197,6 +219,40 @@ class Connection:
     def error(self, text: str, code: str) -> None:
         self.push(error_frame(text, code, self.session_id))
 
+    # --- the watch (xclaw/gateway/context.py Gateway.watch) ---------------------------------
+    def sign_out(self) -> None:
+        """The user was removed or given a new token: refused from now on, and told why."""
+        log.info("event=signed_out conn=%s", self.id)
+        self.detach()
+        self.push(
+            error_frame(
+                "your access token no longer works (the user was removed or given a new one)",
+                "unauthorized",
+            )
+        )
+        self._closing_with(CLOSE_UNAUTHORIZED, "unauthorized")
+
+    def lose_session(self) -> None:
+        """Their part in the attached session was taken away: detached, told as for an id
+        that does not exist."""
+        sid = self.session_id
+        if sid is None:
+            return
+        log.info("event=access_lost conn=%s session=%s", self.id, sid)
+        self._written(ours=False)
+        self.detach()
+        self.session_id = None
+        self.push(error_frame(SessionNotFound(sid).message, "unknown_session", sid))
+
+    def keep_session(self) -> None:
+        """Another socket of this person wrote the new session: its held frames go out."""
+        self._written(ours=True)
+
+    def _closing_with(self, code: int, reason: str) -> None:
+        if not self._closing:
+            self._enqueue(_Close(code, reason))
+            self._closing = True
+
     # --- attachment -------------------------------------------------------------------------
     def detach(self) -> None:
         if self._unsubscribe is not None:
@@ -216,8 +272,12 @@ class Connection:
         except ValueError as e:
             raise BadFrame(f"reconnect frame: sessionId: {e}") from None
         sid = session.session_id
+        if not created:  # another's session answers as an id nobody has (docs/teams.md)
+            await self.gw.access.require(self.signed.identity, sid, Need.READ)
         self.detach()
         self.session_id = sid
+        self._pending = created
+        self._quarantine = []
         # Subscribe first, then read the history in a worker thread (a long session must not
         # stall the event loop); frames a run in flight emits meanwhile are held back and sent
         # after the history they continue, so none is lost and none arrives out of order.
@@ -231,7 +291,10 @@ class Connection:
                 history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
             held, self._held = self._held, None
-        self.push(session_frame(session, created=created, busy=rt.is_busy(sid)))
+        attached = session_frame(session, created=created, busy=rt.is_busy(sid))
+        if self.signed.identity.user is not None:
+            attached["user"] = self.signed.identity.user  # whom the client is signed in as
+        self.push(attached)
         self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
         for frame in held:
             self._queue(frame)
@@ -268,9 +331,20 @@ class Connection:
         found = await asyncio.to_thread(self.gw.store.find_session, requested)
         if found is None:
             raise SessionNotFound(requested)
+        await self.gw.access.require(self.signed.identity, requested, Need.READ)
         if attach:
             return await self.attach(requested)
         return requested
+
+    async def _need(self, sid: str, need: Need) -> None:
+        """What this person must be to `sid` to do this (a new session of this socket,
+        not written yet, is theirs)."""
+        if sid == self.session_id and self._pending:
+            return
+        await self.gw.access.require(self.signed.identity, sid, need)
+
+    def actor(self, client: str | None = None) -> Actor:
+        return Actor(self.signed.identity, "websocket", client)
 
     async def _switch(self, sid: str, cmd: Command) -> None:
         """/switch PREFIX attaches to an existing session only; /new [title] to a new one."""
@@ -285,23 +359,46 @@ class Connection:
             created = await asyncio.to_thread(
                 self.gw.store.create_session, session_id=fresh.session_id, title=title
             )
+            await self._claim(created.session_id)
             await self.attach(created.session_id)
             return
         if len(cmd.args) != 1:
             raise CommandError(
                 "usage: /switch ID — a session id or a unique prefix of one (see /sessions); /new [title] starts a new session"
             )
-        target = await asyncio.to_thread(self.gw.store.resolve_session, cmd.args[0])
+        # Among the sessions this person may see only: another's is neither found nor
+        # makes a prefix ambiguous.
+        target = await self.gw.access.resolve(self.signed.identity, cmd.args[0])
         await self.attach(target.session_id)
+
+    async def _claim(self, sid: str) -> None:
+        """A session this socket wrote is its user's."""
+        user = self.signed.identity.user
+        if user is not None and self.gw.teams is not None:
+            await asyncio.to_thread(self.gw.teams.claim_session, sid, user)
+        if sid == self.session_id:
+            self._written(ours=True)
 
     async def _create_pending(self, sid: str) -> None:
         """A session attached but never written (no message yet) is written now."""
         if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
-            with contextlib.suppress(StoreError):  # another socket wrote it first
+            try:
                 await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
+            except StoreError:  # another socket wrote it first: whose is it?
+                try:
+                    await self.gw.access.require(self.signed.identity, sid, Need.ACT)
+                except XclawError:
+                    self._written(ours=False)
+                    raise
+                self._written(ours=True)
+                return
+            await self._claim(sid)
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
+        if not await self.gw.auth.still(self.signed):
+            self.sign_out()
+            return
         try:
             frame = parse_client_frame(raw)
             if frame.v != PROTOCOL_VERSION:
@@ -332,13 +429,19 @@ class Connection:
             sid = await self._target(frame.session_id, attach=True)
             cmd = parse_command(frame.content)
             if cmd is None:
+                await self._need(sid, Need.ACT)
                 # SessionBusy -> `busy`: one driver. The session this socket is
-                # attached to is written now if this is its first message.
-                await rt.send(sid, frame.content, create=sid == self.session_id)
+                # attached to is written now if this is its first message, as its sender's.
+                await rt.send(sid, frame.content, create=sid == self.session_id, actor=self.actor())
+                if sid == self.session_id:
+                    self._pending = False
                 return
             if cmd.name in ("switch", "new"):
                 await self._switch(sid, cmd)
                 return
+            need = COMMAND_NEEDS.get(cmd.name)
+            if need is not None and (cmd.args or cmd.name not in USAGE_WHEN_BARE):
+                await self._need(sid, need)
             if cmd.name == "title" and sid == self.session_id and cmd.rest:
                 await self._create_pending(sid)  # naming it is the first thing said to it
             elif (
@@ -355,14 +458,15 @@ class Connection:
                     }
                 )
                 return
-            result = await self.gw.commands.run(sid, cmd)
+            result = await self.gw.commands.run(sid, cmd, self.actor())
             for out in result.reply:
                 self.push(out)
             for out in result.broadcast:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
-            by = AnsweredBy.person(frame.client, "websocket")
+            await self._need(sid, Need.APPROVE)
+            by = self.actor(frame.client).by()
             try:
                 rt.answer_approval(sid, frame.step_id, frame.approve, by)
             except StepNotFound:
@@ -375,10 +479,13 @@ class Connection:
                 )
         elif isinstance(frame, CancelFrame):
             sid = await self._target(frame.session_id, attach=False)
+            await self._need(sid, Need.ACT)
             if not rt.cancel(sid):
                 self.push(
                     {"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"}
                 )
+            else:
+                await self.gw.commands.record(sid, "cancel", self.actor())
 
 
 async def websocket_endpoint(ws: WebSocket) -> None:
@@ -396,17 +503,34 @@ async def websocket_endpoint(ws: WebSocket) -> None:
             CLOSE_FORBIDDEN_ORIGIN,
         )
         return
+    peer = ws.client.host if ws.client else None
+    address = gw.auth.client_address(peer, ws.headers)
+    if gw.auth.throttle.blocked(address):
+        log.warning("event=refused reason=too_many_attempts client=%s", address)
+        await _refuse(
+            ws,
+            "too_many_attempts",
+            "too many failed sign-ins from this address; wait a minute",
+            CLOSE_TOO_MANY_ATTEMPTS,
+        )
+        return
     given = token_from_request(ws.headers, ws.query_params)
     first: str | bytes | None = None
-    if given is None:
-        # No header or query token: the first frame must carry it.
+    signed = await gw.auth.identify(given, peer, ws.headers)
+    if signed is None and given is None:
+        # No header, query token or proxy sign-on: the first frame must carry the token.
         try:
             first = _raw(await asyncio.wait_for(ws.receive(), FIRST_FRAME_TIMEOUT_S))
         except (TimeoutError, WebSocketDisconnect, RuntimeError):
             first = None
         given = _first_frame_token(first) if first is not None else None
-    if not token_matches(given, gw.token):
-        log.warning("event=refused reason=token given=%s", "yes" if given else "no")
+        signed = await gw.auth.identify(given, peer, ws.headers) if given else None
+    if signed is None:
+        gw.auth.throttle.failed(address)
+        # Never the token itself: only whether one was given (docs/security.md).
+        log.warning(
+            "event=refused reason=token given=%s client=%s", "yes" if given else "no", address
+        )
         await _refuse(
             ws,
             "unauthorized",
@@ -414,9 +538,12 @@ async def websocket_endpoint(ws: WebSocket) -> None:
             CLOSE_UNAUTHORIZED,
         )
         return
-    conn = Connection(ws, gw)
-    log.info("event=connect conn=%s client=%s", conn.id, ws.client.host if ws.client else "?")
+    conn = Connection(ws, gw, signed)
+    user = signed.identity.user
+    log.info("event=connect conn=%s client=%s user=%s", conn.id, address, user or "-")
     writer = asyncio.create_task(conn.write_loop())
+    if user is not None:
+        gw.users_online.add(conn)
     try:
         if first is not None:
             await conn.handle(first)
@@ -429,6 +556,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
                 break
             await conn.handle(raw)
     finally:
+        gw.users_online.discard(conn)
         conn.detach()
         writer.cancel()
         log.info("event=disconnect conn=%s session=%s", conn.id, conn.session_id)

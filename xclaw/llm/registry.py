@@ -27,6 +27,20 @@ GROUP = "xclaw.providers"
 MODEL_VARIABLE = "XCLAW_MODEL"
 
 _BUILTIN: dict[str, Provider[Any]] = {p.kind: p for p in BUILTIN_PROVIDERS}
+# Kinds a program added for itself (the Python API's `xclaw.open(provider_kinds=[...])`).
+_REGISTERED: dict[str, Provider[Any]] = {}
+
+
+def register(provider: Provider[Any]) -> None:
+    """Add a kind of model for this process, as a provider package's entry point adds one
+    for every program: its specs (`<kind>:<model>`) work in XCLAW_MODEL, xclaw.yaml and the
+    Python API. A built-in kind, or one a package claims, is refused."""
+    if not isinstance(provider, Provider):
+        raise ConfigError(f"{provider!r} is not an xclaw.llm.provider.Provider")
+    kind = provider.kind
+    if kind in _BUILTIN or kind in _installed():
+        raise ConfigError(f"provider kind {kind!r} exists already (built in or installed)")
+    _REGISTERED[kind] = provider
 
 
 @functools.cache
@@ -58,13 +72,15 @@ def provider(kind: str) -> Provider[Any] | None:
     """The provider of `kind`, built in or installed; None when there is none."""
     if kind in _BUILTIN:
         return _BUILTIN[kind]
+    if kind in _REGISTERED:
+        return _REGISTERED[kind]
     return _load(kind) if kind in _installed() else None
 
 
 def providers() -> list[Provider[Any]]:
     """Every provider: the built-in ones first, then the installed ones by kind. A package
     that would replace a built-in kind is refused."""
-    out = list(_BUILTIN.values())
+    out = list(_BUILTIN.values()) + list(_REGISTERED.values())
     for kind in sorted(_installed()):
         if kind in _BUILTIN:
             ep = _installed()[kind]
@@ -94,7 +110,9 @@ def price_hosts() -> dict[str, frozenset[str]]:
 
 
 def _unknown_kind(spec: str) -> ConfigError:
-    known = [p.form() for p in _BUILTIN.values()] + sorted(f"{k}:<model>" for k in _installed())
+    known = [p.form() for p in (*_BUILTIN.values(), *_REGISTERED.values())] + sorted(
+        f"{k}:<model>" for k in _installed()
+    )
     return ConfigError(
         f"model {spec!r}: expected {', '.join(known[:-1])} or {known[-1]} (a provider package "
         "adds its own kind: docs/llm-providers.md)"

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from xclaw.store.base import Store
 from xclaw.threads import BlockingCalls, run_blocking
 
 T = TypeVar("T")
+# The role of the store the caller holds (store/base.py): a reader, a run's step writer, ...
+S = TypeVar("S", covariant=True)
 
 
-class StoreCaller:
+class StoreCaller(Generic[S]):
     """Runs store calls on a worker thread (conventions: never block the loop): the given
-    pool's, or the process's shared one."""
+    pool's, or the process's shared one. `store` is the role its holder needs."""
 
-    def __init__(self, store: Store, threads: BlockingCalls | None = None) -> None:
+    def __init__(self, store: S, threads: BlockingCalls | None = None) -> None:
         self.store = store
         self._threads = threads
 

@@ -2,17 +2,18 @@
 the trace tree: docs/architecture.md). Live events are typed (xclaw/recorder/events.py); the
 runtime turns them into wire frames.
 
-Every event becomes one store write, put on the run's WriteStream (xclaw/store/stream.py) in
-event order, so the order on disk is the order of events. The write-ahead rule is one
-function, `before_tool`: it awaits the tool's `running` row, put durable, and the stream
-resolves it only once that row and every earlier write of the run are committed and synced.
+Every event becomes one write — a value of xclaw/store/writes.py, built here — put on the
+run's WriteStream (xclaw/store/stream.py) in event order, so the order on disk is the order of
+events. Whether a write is synced is the table's business (writes.SYNC), not the recorder's:
+`before_tool` puts the tool's `running` row and awaits it, and the table makes that a synced
+commit of it and of every earlier write of the run (the proof: xclaw/store/writes.py).
 The loop also waits for a tool's result (durable before any client hears of it), approvals
 and the final answer; the other writes (an LLM call starting, its answer when tool calls
 follow) are put without waiting and share a commit with the next one.
 A sub-agent interrupted mid-run is continued from its own steps (`resume_child`).
 
-Every value a model, a tool or a user can fill is redacted here, once, before it is written or
-put in an event (docs/security.md): a step's name (a tool name the model chose), input,
+Every value a model, a tool or a user can fill is redacted here, once, on the event loop,
+before the write is built or an event made (docs/security.md): a step's name (a tool name the model chose), input,
 output, error message and call id (`Redactor.ident`), the agent id, an approval's reason, an
 image's media type — and the streamed answer text as a stream (`StreamRedactor`), so that
 the deltas a client joins never hold a secret split across two of them. Events are built
@@ -45,9 +46,11 @@ from xclaw.recorder.events import (
 )
 from xclaw.recorder.history import History
 from xclaw.recorder.redact import Redactor, StreamRedactor
+from xclaw.store.base import RecordReader
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
-from xclaw.store.model import MAIN_AGENT, NewStep, Status, Step, StepStatus, StepType
+from xclaw.store.model import MAIN_AGENT, Completion, NewStep, Status, Step, StepStatus, StepType
 from xclaw.store.stream import WriteStream
+from xclaw.store.writes import AddStep, BeginStep, FinishStep
 from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller"]
@@ -62,41 +65,10 @@ Rebuild = Callable[[Iterable[Step]], History]
 _ERROR_SUMMARY_CHARS = 500
 
 
-class Pending:
-    """A write put on the stream: its step is set on the writer's thread the moment it runs,
-    so a later write can refer to it (complete the step this one began, hang under it)."""
-
-    __slots__ = ("fn", "future", "step")
-
-    def __init__(self, fn: Callable[[], Step]) -> None:
-        self.fn: Callable[[], Step] | None = fn
-        self.step: Step | None = None
-        self.future: asyncio.Future[Step] | None = None
-
-    def run(self) -> Step:
-        assert self.fn is not None, "a committed write does not run again"
-        self.step = self.fn()
-        return self.step
-
-    def resolved(self) -> Step:
-        """The step (called on the writer's thread, after this write ran)."""
-        if self.step is None:
-            raise RuntimeError("a write was used before it was committed")
-        return self.step
-
-    def committed(self, future: asyncio.Future[Step]) -> None:
-        """Once the write is settled its closure goes: it holds the recorder, which holds
-        this write (a parent reference), and that cycle would wait for the garbage collector."""
-        self.fn = None
-
-
-# A parent step: its id, or a queued write that will begin it.
-ParentRef = str | Pending | None
-
-
-def step_id_of(ref: ParentRef) -> str | None:
-    """A parent reference that may still be queued: resolved on the writer's thread."""
-    return ref.resolved().step_id if isinstance(ref, Pending) else ref
+# A step still being written, or written: a queued write whose slot will hold its step.
+Queued = BeginStep | AddStep | FinishStep
+# A parent step: its id, or the queued write that makes it (resolved on the writer's thread).
+ParentRef = str | Queued | None
 
 
 def _provider_ids(response: LLMResponse) -> dict[str, str]:
@@ -121,7 +93,8 @@ class Recorder:
     def __init__(
         self,
         *,
-        db: StoreCaller,
+        db: StoreCaller[RecordReader],
+        writes: WriteStream,
         session_id: str,
         emit: Emit,
         redact: Redactor,
@@ -131,14 +104,15 @@ class Recorder:
         pending_approvals: dict[str, Step] | None = None,
         turn_root: str | None = None,
         before_side_effect: BeforeSideEffect | None = None,
-        writes: WriteStream | None = None,
         resumable_calls: dict[str, str] | None = None,
         rebuild: Rebuild | None = None,
     ) -> None:
+        # Reads (the session's status, a sub-agent's steps) on a thread; the writes go on
+        # the run's stream (fenced by its lease), shared with sub-agents' recorders: one
+        # ordered stream of writes per run.
         self.db = db
         self.store = db.store
-        # Shared with sub-agents' recorders: one ordered stream of writes per run.
-        self.writes = writes or self.store.write_stream()
+        self.writes = writes
         self.before_side_effect = before_side_effect
         self.session_id = session_id
         self.emit = emit
@@ -149,7 +123,7 @@ class Recorder:
         self._call_parents: dict[str, ParentRef] = dict(call_parents or {})
         self._approvals: dict[str, Step] = dict(pending_approvals or {})
         self._tool_steps: dict[str, Step] = {}
-        self._llm: Pending | None = None
+        self._llm: BeginStep | None = None
         # Interrupted sub-agents to continue: call id -> their branch's agent id.
         self._resumable = dict(resumable_calls or {})
         self._rebuild = rebuild
@@ -164,48 +138,34 @@ class Recorder:
     def is_main(self) -> bool:
         return self.agent == MAIN_AGENT
 
-    def _new(
-        self, kind: StepType, name: str, data: Any, parent: ParentRef, call_id: str | None = None
-    ) -> NewStep:
-        """Built in the store thread, when a queued parent has its id."""
+    def _new(self, kind: StepType, name: str, data: Any, call_id: str | None = None) -> NewStep:
+        """A step as it is recorded: redacted here, on the loop (its parent goes on the write,
+        resolved when the write is applied)."""
         return NewStep(
             step_type=kind,
             # A tool's name goes back to the provider in the rebuilt history: a stand-in that
             # is still a valid tool name (letters, digits, `_`), not `[REDACTED]`.
             name=self.redact.ident(name) if kind is StepType.TOOL_CALL else self.redact.text(name),
             input_data=self.redact(data),
-            parent_step_id=step_id_of(parent),
             agent=self.agent,
             call_id=None if call_id is None else self.redact.ident(call_id),
         )
 
     def _put(
-        self,
-        fn: Callable[[], Step],
-        on_done: Callable[[Step], Any] | None = None,
-        *,
-        durable: bool = False,
-        lazy: bool = True,
-    ) -> Pending:
+        self, write: Queued, on_done: Callable[[Step], Any] | None = None
+    ) -> asyncio.Future[Step]:
         """Put a write on the stream without waiting; `on_done` runs on the loop once it is
-        committed (live events, in commit order)."""
-        pending = Pending(fn)
-        future = self.writes.put(pending.run, durable=durable, lazy=lazy)
+        committed (live events, in commit order). How it commits is writes.SYNC's say."""
+        future: asyncio.Future[Step] = self.writes.put(write)
         future.add_done_callback(_retrieve)
-        future.add_done_callback(pending.committed)
         if on_done is not None:
             future.add_done_callback(partial(_when_committed, on_done))
-        pending.future = future
-        return pending
+        return future
 
-    async def _write(
-        self, fn: Callable[[], Step], on_done: Callable[[Step], Any] | None = None
-    ) -> Step:
+    async def _write(self, write: Queued, on_done: Callable[[Step], Any] | None = None) -> Step:
         """Put a write and wait until it, and every earlier write of the run, is committed
-        and synced (someone is told of it next: durable, as every awaited write)."""
-        future = self._put(fn, on_done, durable=True, lazy=False).future
-        assert future is not None
-        return await future
+        (synced, for the kinds of write someone is told of next: writes.SYNC)."""
+        return await self._put(write, on_done)
 
     async def settle(self) -> None:
         """Wait until every write put so far is committed (errors are their waiters')."""
@@ -239,13 +199,13 @@ class Recorder:
         parent = self._root_parent
         # Not awaited, but not held for company either: it moves the session to Running,
         # which clients are told of as the run starts (one relaxed commit per turn).
-        self._turn_root = self._put(
-            lambda: self.store.add_step(
-                self.session_id, self._new(StepType.USER_INPUT, "user", text, parent)
-            ),
-            self._step_event,
-            lazy=False,
+        write = AddStep(
+            session_id=self.session_id,
+            step=self._new(StepType.USER_INPUT, "user", text),
+            parent=parent,
         )
+        self._put(write, self._step_event)
+        self._turn_root = write
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
         # Not the prompt itself: the messages are rebuilt from the steps (linear storage).
@@ -255,12 +215,12 @@ class Recorder:
             self._stream = self.redact.stream()
         parent = self._turn_root
         # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
-        self._llm = self._put(
-            lambda: self.store.begin_step(
-                self.session_id, self._new(StepType.LLM_CALL, model, data, parent)
-            ),
-            self._step_event,
+        self._llm = BeginStep(
+            session_id=self.session_id,
+            step=self._new(StepType.LLM_CALL, model, data),
+            parent=parent,
         )
+        self._put(self._llm, self._step_event)
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
@@ -313,26 +273,24 @@ class Recorder:
             output["thinking"] = thinking
         llm = self._llm
         self._llm = None
-        done = self._put(
-            lambda: self.store.complete_step(
-                self.session_id,
-                llm.resolved().seq,
+        done = FinishStep(
+            session_id=self.session_id,
+            step=llm,
+            done=Completion(
+                status=StepStatus.COMPLETED,
                 output_data=output,
                 token_usage_prompt=_counted(response.usage.prompt_tokens, response),
                 token_usage_completion=_counted(response.usage.completion_tokens, response),
-                session_status=Status.SUCCESS if final else None,
             ),
-            self._step_event,
-            durable=final,
-            lazy=not final,
+            session_status=Status.SUCCESS if final else None,
         )
+        committed = self._put(done, self._step_event)
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
 
         if final:
             # The final answer and Success commit together, durably, before anyone hears of it.
-            assert done.future is not None
-            await done.future
+            await committed
             self.answered = True
             self.emit(StatusChanged(Status.SUCCESS))
 
@@ -361,16 +319,13 @@ class Recorder:
         output["compaction"] = {"messages": summarised}
         llm = self._llm
         self._llm = None
-        self._put(
-            lambda: self.store.complete_step(
-                self.session_id,
-                llm.resolved().seq,
-                output_data=output,
-                token_usage_prompt=_counted(response.usage.prompt_tokens, response),
-                token_usage_completion=_counted(response.usage.completion_tokens, response),
-            ),
-            self._step_event,
+        done = Completion(
+            status=StepStatus.COMPLETED,
+            output_data=output,
+            token_usage_prompt=_counted(response.usage.prompt_tokens, response),
+            token_usage_completion=_counted(response.usage.completion_tokens, response),
         )
+        self._put(FinishStep(session_id=self.session_id, step=llm, done=done), self._step_event)
         who = "" if self.is_main else f"sub-agent {self.agent}: "
         self.emit(
             Notice(
@@ -385,11 +340,9 @@ class Recorder:
         if llm is None:
             return
         self._llm = None
-        message = self.redact.text(error)
+        failed = Completion(status=StepStatus.FAILED, error_message=self.redact.text(error))
         await self._write(
-            lambda: self.store.fail_step(
-                self.session_id, llm.resolved().seq, error_message=message
-            ),
+            FinishStep(session_id=self.session_id, step=llm, done=failed, told=True),
             self._step_event,
         )
 
@@ -405,13 +358,12 @@ class Recorder:
             "reason": reason,
             "maybeRepeated": maybe_repeated,
         }
-        parent = self._parent_of(call)
-        step = await self._write(
-            lambda: self.store.begin_step(
-                self.session_id, self._new(StepType.SYSTEM_ALERT, APPROVAL, data, parent, call.id)
-            ),
-            self._step_event,
+        asked = BeginStep(
+            session_id=self.session_id,
+            step=self._new(StepType.SYSTEM_ALERT, APPROVAL, data, call.id),
+            parent=self._parent_of(call),
         )
+        step = await self._write(asked, self._step_event)
         self._approvals[call.id] = step
         await self._status_changed()
         return step.display_id
@@ -424,8 +376,9 @@ class Recorder:
             return
         # `why` may quote what the model asked for (a denial's reason): redacted as any text.
         output = self.redact(answer_output(approved, by, why))
+        answer = Completion(status=StepStatus.COMPLETED, output_data=output)
         await self._write(
-            lambda: self.store.complete_step(self.session_id, pending.seq, output_data=output),
+            FinishStep(session_id=self.session_id, step=pending, done=answer, told=True),
             self._step_event,
         )
         await self._status_changed()
@@ -442,14 +395,13 @@ class Recorder:
         """Write-ahead: returns only once the tool's `running` row — and every write of this
         run put before it, in event order — is committed and synced to disk. The loop starts
         the tool only after this returns, so no side effect runs without a durable record."""
-        parent = self._parent_of(call)  # maybe a write still queued: resolved when this runs
-        return await self.writes.put(
-            lambda: self.store.begin_step(
-                self.session_id,
-                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
-            ),
-            durable=True,
+        begun = BeginStep(
+            session_id=self.session_id,
+            step=self._new(StepType.TOOL_CALL, call.name, call.input, call.id),
+            parent=self._parent_of(call),  # maybe a write still queued: resolved when applied
         )
+        # Kind TOOL_BEGINS: a synced commit before the future resolves (writes.SYNC).
+        return await self._write(begun)
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         running = self._tool_steps.pop(call.id)
@@ -468,41 +420,36 @@ class Recorder:
                 ],
             }
 
-        def write() -> Step:
-            if blobs:
-                self.store.put_blobs(blobs)
-            if result.is_error:
-                return self.store.fail_step(
-                    self.session_id,
-                    running.seq,
-                    error_message=content[:_ERROR_SUMMARY_CHARS] or "tool failed",
-                    output_data=output,
-                    durable=True,
-                )
-            return self.store.complete_step(
-                self.session_id, running.seq, output_data=output, durable=True
-            )
-
-        # Clients hear "completed" only once the row is durable (synced): a kill — or a power
-        # loss — right after clients hear of it cannot leave the step `interrupted` in the record.
-        # Awaited, so the events still come before the next model answer's.
-        step = await self._write(write)
+        done = Completion(
+            status=StepStatus.FAILED if result.is_error else StepStatus.COMPLETED,
+            output_data=output,
+            error_message=(content[:_ERROR_SUMMARY_CHARS] or "tool failed")
+            if result.is_error
+            else None,
+        )
+        # Clients hear "completed" only once the row is durable (synced: told, writes.SYNC):
+        # a kill — or a power loss — right after clients hear of it cannot leave the step
+        # `interrupted` in the record. Awaited, so the events still come before the next
+        # model answer's.
+        finished = FinishStep(
+            session_id=self.session_id, step=running, done=done, told=True, blobs=blobs
+        )
+        step = await self._write(finished)
         self._tool_event(running, call, state, content)
         self._step_event(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
-        parent = self._parent_of(call)
         reason = self.redact.text(reason)  # "unknown tool X" names what the model wrote
         output = f"Not run: {reason}"
-        step = await self._write(
-            lambda: self.store.add_step(
-                self.session_id,
-                self._new(StepType.TOOL_CALL, call.name, call.input, parent, call.id),
-                status=StepStatus.FAILED,
-                output_data=output,
-                error_message=reason,
-            )
+        refused = AddStep(
+            session_id=self.session_id,
+            step=self._new(StepType.TOOL_CALL, call.name, call.input, call.id),
+            status=StepStatus.FAILED,
+            output_data=output,
+            error_message=reason,
+            parent=self._parent_of(call),
         )
+        step = await self._write(refused)
         self._tool_event(step, call, "failed", output)
         self._step_event(step)
 
@@ -512,12 +459,12 @@ class Recorder:
         parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
         if call_id:  # the same stand-in as the call's own steps (redacted as an id)
             detail = {**detail, "callId": self.redact.ident(call_id)}
-        await self._write(
-            lambda: self.store.add_step(
-                self.session_id, self._new(StepType.SYSTEM_ALERT, name, detail, parent, call_id)
-            ),
-            self._step_event,
+        said = AddStep(
+            session_id=self.session_id,
+            step=self._new(StepType.SYSTEM_ALERT, name, detail, call_id),
+            parent=parent,
         )
+        await self._write(said, self._step_event)
 
     async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:
         agent = self._resumable.pop(call.id, None)
@@ -538,7 +485,7 @@ class Recorder:
             parent_step_id=spawn.step_id if spawn else None,
             agent=agent,
         )
-        self._put(lambda: self.store.add_step(self.session_id, alert), self._step_event)
+        self._put(AddStep(session_id=self.session_id, step=alert), self._step_event)
         for ref in hist.interrupted_unsafe:
             self.emit(
                 Notice(
@@ -595,9 +542,9 @@ def _retrieve(f: asyncio.Future[Any]) -> None:
 
 def step_id_of_now(ref: ParentRef) -> str | None:
     """A parent reference whose write is already committed (it was awaited before)."""
-    if isinstance(ref, Pending):
-        return ref.step.step_id if ref.step is not None else None
-    return ref
+    if ref is None or isinstance(ref, str):
+        return ref
+    return ref.slot.step.step_id if ref.slot.step is not None else None
 
 
 def _counted(tokens: int, response: LLMResponse) -> int | None:

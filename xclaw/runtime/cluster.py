@@ -21,12 +21,13 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
 from xclaw.runtime.changes import ChangeWatcher
 from xclaw.runtime.peers import BusStore, FrameBus
+from xclaw.store.base import LeaseStore, RecordReader
 from xclaw.store.leases import LeaseInfo
 from xclaw.store.model import MAIN_AGENT, StepStatus, StepType, parse_step_ref
 
@@ -44,10 +45,15 @@ class _Remote:
     approvals: dict[str, dict[str, Any]] = field(default_factory=dict)  # stepId -> frame
 
 
+class ClusterStore(LeaseStore, RecordReader, Protocol):
+    """What the cluster needs of the store: workers and leases, and the steps of a session
+    it takes over."""
+
+
 class Cluster:
     def __init__(self, runtime: Runtime, *, info: dict[str, Any] | None = None) -> None:
         self.rt = runtime
-        self.store = runtime.store
+        self.store: ClusterStore = runtime.store
         self.worker_id = runtime.worker_id
         ttl = runtime.leases.ttl_s
         self.heartbeat_s = ttl / 3

@@ -39,8 +39,10 @@ class TurnDrive:
         self.run = run
         self.turn = turn
         self.worker_id = runtime.worker_id
-        # Every write of this run carries the lease's fencing token (one driver).
+        # Every write of this run carries the lease's fencing token (one driver); its reads
+        # need none.
         self.db = runtime.caller(run.lease)
+        self.reader = runtime.db
 
     async def drive(self, opened: Opened | None) -> None:
         """`opened`: what the write that opened a message's turn did (Runtime.send)."""
@@ -149,7 +151,8 @@ class TurnDrive:
     def _recorder(self, hist: History) -> Recorder:
         rt, sid = self.rt, self.sid
         return Recorder(
-            db=self.db,
+            db=rt.db,
+            writes=self.db.store.write_stream(),
             session_id=sid,
             emit=lambda event: rt.emit(sid, event_frame(event), redacted=True),
             redact=rt.redact,
@@ -215,8 +218,7 @@ class TurnDrive:
             await recorder.settle()
         if plan.compaction_ends is not None:
             await self._end_as(plan.compaction_ends)
-        db = self.db
-        status = (await db(db.store.get_session, self.sid)).status
+        status = (await self.reader(self.rt.store.get_session, self.sid)).status
         self.emit({"type": "status", "status": status.value})
         if not done:
             self.emit(
@@ -228,7 +230,7 @@ class TurnDrive:
 
     async def _end_as(self, target: Status) -> None:
         db = self.db
-        session = await db(db.store.get_session, self.sid)
+        session = await self.reader(self.rt.store.get_session, self.sid)
         if session.status is not target:
             await db(db.store.transition, self.sid, target)
 

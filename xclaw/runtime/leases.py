@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from xclaw import __version__
 from xclaw.errors import LeaseLost, SessionBusy
 from xclaw.recorder.caller import StoreCaller
-from xclaw.store.base import Store
+from xclaw.store.base import LeaseStore
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.stream import WriteStream
+from xclaw.store.writes import ReleaseLease, RenewLease
 
 log = logging.getLogger("xclaw.leases")
 
@@ -32,10 +33,22 @@ def busy_message(info: LeaseInfo) -> str:
     )
 
 
+class LeaseWriter(LeaseStore, Protocol):
+    """What the keeper needs of the store: the lease role, and a write stream for renewals
+    and releases (batched with the runs' writes), where it is (for the log)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def write_stream(self, lease: Lease | None = None) -> WriteStream: ...
+
+
 class LeaseKeeper:
     """Acquires, renews and releases the leases of one worker's runs."""
 
-    def __init__(self, store: Store, db: StoreCaller, worker_id: str, ttl_s: float) -> None:
+    def __init__(
+        self, store: LeaseWriter, db: StoreCaller[LeaseStore], worker_id: str, ttl_s: float
+    ) -> None:
         self.store = store
         self.db = db
         self.worker_id = worker_id
@@ -94,8 +107,7 @@ class LeaseKeeper:
                     # Straight to the writer, batched with the runs' writes (a stream of its
                     # own each time: a failed renewal must not break the next one's).
                     renewed = await self.store.write_stream().put(
-                        lambda: self.store.renew_lease(lease, self.ttl_s),  # noqa: B023 - awaited here
-                        durable=False,
+                        RenewLease(lease=lease, ttl_s=self.ttl_s)
                     )
                     put(renewed)
                 except LeaseLost as e:
@@ -116,7 +128,7 @@ class LeaseKeeper:
         straight, batched with other sessions' writes, instead of through a thread."""
         try:
             if writes is not None:
-                await writes.put(lambda: self.store.release_lease(lease), durable=False)
+                await writes.put(ReleaseLease(lease=lease))
             else:
                 await self.db(self.store.release_lease, lease)
         except Exception as e:  # noqa: BLE001 - the lease then simply expires

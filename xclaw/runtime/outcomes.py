@@ -20,6 +20,7 @@ from xclaw.errors import Cancelled, LeaseLost, LimitsExceeded, LLMError, StoreEr
 from xclaw.protocol import error_frame, notice_frame
 from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.session_frames import status_frame
+from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.model import Status
 
 log = logging.getLogger("xclaw.runtime")
@@ -85,8 +86,17 @@ class Ending(Protocol):
     """What writing an outcome works with: the turn's drive (xclaw/runtime/drive.py)."""
 
     sid: str
-    db: StoreCaller  # carries the run's lease (one driver)
     worker_id: str
+
+    @property
+    def db(self) -> StoreCaller[StepWriter]:
+        """The run's writes: each carries its lease (one driver)."""
+        ...
+
+    @property
+    def reader(self) -> StoreCaller[RecordReader]:
+        """Reads, which need no lease."""
+        ...
 
     @property
     def lost(self) -> str | None:
@@ -144,7 +154,7 @@ async def _fail(run: Ending, error: dict[str, Any]) -> None:
     db, sid = run.db, run.sid
     try:
         await db(db.store.mark_interrupted, sid, keep_approvals=False, approval_output=ENDED)
-        session = await db(db.store.get_session, sid)
+        session = await run.reader(run.reader.store.get_session, sid)
         if session.status is not Status.FAILED:
             await db(db.store.transition, sid, Status.FAILED)
     except LeaseLost as e:

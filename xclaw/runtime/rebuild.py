@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from xclaw.errors import MissingBlobs
 from xclaw.recorder.history import History, build_history, with_image_bytes
 from xclaw.runtime.wiring import Toolbox
-from xclaw.store.base import Store
+from xclaw.store.base import SnapshotStore
 from xclaw.store.model import Step
 
 
 @dataclass(frozen=True)
 class Rebuilder:
-    store: Store
+    store: SnapshotStore
     toolbox: Toolbox
 
     def __call__(self, steps: Iterable[Step], *, new_input: bool = False) -> History:

@@ -41,10 +41,11 @@ from xclaw.runtime.session_frames import history_frame, status_frame
 from xclaw.runtime.subscribers import FrameSink, Subscribers
 from xclaw.runtime.turn_start import TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
-from xclaw.store.base import RollbackResult, Store
+from xclaw.store.base import RollbackResult, StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
+from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
 from xclaw.workspace.timetravel import Workspaces
@@ -123,8 +124,8 @@ class Runtime:
         except ConfigError:
             return None
 
-    def caller(self, lease: Lease | None) -> StoreCaller:
-        """Store calls of a run: with its lease, every write carries the fencing token."""
+    def caller(self, lease: Lease | None) -> StoreCaller[StepWriter]:
+        """The writes of a run: with its lease, every one carries the fencing token."""
         return StoreCaller(self.store.driven(lease), self._threads) if lease else self.db
 
     # --- attaching ----------------------------------------------------------------------------
@@ -172,7 +173,11 @@ class Runtime:
                 return found, False
             check_session_id(session_id)  # ValueError: a malformed id is refused now
         now = now_ms()
-        return Session(session_id or new_session_id(), "", Status.INIT, now, now), True
+        sid = session_id or new_session_id()
+        unsaved = Session(
+            session_id=sid, title="", status=Status.INIT, created_at=now, updated_at=now
+        )
+        return unsaved, True
 
     def history_frame(self, session_id: str) -> dict[str, Any]:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)
@@ -215,10 +220,13 @@ class Runtime:
         Failed session does not retry a failing provider behind the user's back."""
         return await self._starts.resume(session_id, failed=failed)
 
-    async def send(self, session_id: str, text: str, *, create: bool = False) -> None:
+    async def send(
+        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+    ) -> None:
         """Start a run with the user's `text`. With `create`, an unknown session is created
-        here, at its first message (only once a model is configured)."""
-        await self._starts.message(session_id, text, create=create)
+        here, at its first message (only once a model is configured). `actor`: who sent it,
+        recorded with the message when it is a user of a shared server (docs/teams.md)."""
+        await self._starts.message(session_id, text, create=create, actor=actor)
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as

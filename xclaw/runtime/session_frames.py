@@ -11,7 +11,8 @@ from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import AssistantMessage, message_to_json
 from xclaw.recorder.history import History, seed_history
 from xclaw.recorder.redact import Redactor
-from xclaw.store.model import Session, Step, StepStatus, session_state
+from xclaw.store.model import Session, Step, StepStatus, StepType, session_state
+from xclaw.views import sent_by
 
 
 def status_frame(session: Session, *, busy: bool) -> dict[str, Any]:
@@ -25,6 +26,21 @@ def status_frame(session: Session, *, busy: bool) -> dict[str, Any]:
         "state": state.key,
         "stateText": state.text,
     }
+
+
+def _name_senders(items: list[dict[str, Any]], steps: Sequence[Step]) -> None:
+    """A user message a team member sent says who (`"user"`, docs/teams.md). The history's
+    user messages are the last of the session's messages (compaction summarises the oldest
+    ones away), so they pair with its message steps counted from the end."""
+    senders = [
+        sent_by(s)
+        for s in steps
+        if s.step_type is StepType.USER_INPUT and s.status is StepStatus.COMPLETED
+    ]
+    users = [i for i in items if i["kind"] == "user"]
+    for item, sender in zip(reversed(users), reversed(senders), strict=False):
+        if sender is not None:
+            item["user"] = sender
 
 
 def history_frame(
@@ -61,6 +77,7 @@ def history_frame(
                 # Still running or waiting (a refresh is not a crash): no result yet.
                 item.update(running=True, content="", is_error=False)
         structured.append(item)
+    _name_senders(structured, steps)
 
     return {
         "type": "history",

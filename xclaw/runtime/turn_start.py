@@ -12,6 +12,7 @@ from xclaw.runtime.leases import busy_message
 from xclaw.runtime.opening import open_turn
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.model import MAIN_AGENT, Session, Status, StepType
+from xclaw.teams import Actor
 from xclaw.views import title_from_message
 
 if TYPE_CHECKING:
@@ -30,9 +31,12 @@ class TurnStarts:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
 
-    async def message(self, session_id: str, text: str, *, create: bool) -> None:
+    async def message(
+        self, session_id: str, text: str, *, create: bool, actor: Actor | None = None
+    ) -> None:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
-        its first message (only once a model is configured)."""
+        its first message (only once a model is configured). `actor`: the user who sent it
+        (recorded; a session created here is theirs)."""
         rt, runs = self.rt, self.rt.runs
         if session_id in runs or session_id in runs.resuming:
             raise SessionBusy(
@@ -65,6 +69,7 @@ class TurnStarts:
                 create=found is None,
                 title=title,
                 record=agreement.record,
+                actor=actor,
             )
         except BaseException:
             runs.unclaim(session_id, run)

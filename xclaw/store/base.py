@@ -1,14 +1,21 @@
-"""The Store protocol: the seam between the recorder/gateway and a database backend,
-composed of three smaller ones: RecordStore (sessions, steps, time travel, import, write streams),
-SnapshotStore (blobs, snapshots, the restore journal) and LeaseStore (workers, leases).
+"""The Store protocol: the seam between the layers above and a database backend, made of the
+roles its callers take (each asks for the narrowest it needs: tests/test_layering.py checks):
+
+- RecordReader: sessions and steps read (read-only commands, views, history rebuilds);
+- StepWriter: a run's writes to a session's record (the recorder's write stream, a run's
+  outcome, rollback) — the only methods that carry a fencing token (`lease=`);
+- RecordStore: sessions as wholes (create, rename, delete, fork, import, retention);
+- SnapshotStore: blobs, snapshots, the restore journal (the workspaces);
+- LeaseStore: workers and leases (the cluster), `driven(lease)`: the StepWriter of one lease
+  holder (leases.DrivenStore), every write fenced.
 
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
 `write_stream` hands a run's writes to the backend's writer in order, each still its own
 all-or-nothing unit, and says when each is committed.
-The write-ahead rule (docs/architecture.md) lives in `begin_step`, once. The methods that
-write a session's record take an optional `lease=`: its fencing token is checked in the same
-transaction (LeaseLost, nothing written), so a worker that lost the session cannot write it
-(one driver; `driven(lease)` binds a lease to every such write).
+Why write-ahead holds (docs/architecture.md) is told in store/writes.py. The StepWriter's
+methods take an optional `lease=`: its fencing token is checked in the same transaction
+(LeaseLost, nothing written), so a worker that lost the session cannot write it (one driver;
+`driven(lease)` binds a lease to every such write).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, W
 from xclaw.store.stream import WriteStream
 
 if TYPE_CHECKING:
+    from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
+    from xclaw.teams import ShareRole, UserRole
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,36 +47,13 @@ class RollbackResult:
 
 
 @runtime_checkable
-class RecordStore(Protocol):
-    """The durable record of sessions and their steps (the original tutorial's two tables):
-    sessions, steps, time travel, import and retention, a run's ordered writes."""
+class RecordReader(Protocol):
+    """The record read: sessions and their steps, never a write (read-only commands, views,
+    history rebuilds, telemetry)."""
 
     @property
     def url(self) -> str:
         """Where the data lives, for banners and messages (a path or a redacted URL)."""
-        ...
-
-    @property
-    def commits(self) -> int:
-        """Write transactions this process has committed (group commit makes it fewer than
-        the writes): GET /api/health, bench/gateway_bench.py."""
-        ...
-
-    @property
-    def writer_busy_s(self) -> float | None:
-        """Seconds SQLite's one writer has spent running transactions (how close it is to
-        saturation); None where there is no single writer (PostgreSQL's pool)."""
-        ...
-
-    # --- sessions ---------------------------------------------------------------------
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        title: str = "",
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        """A new session in Init. Generated ids carry >= 96 random bits."""
         ...
 
     def get_session(self, session_id: str) -> Session:
@@ -84,20 +70,36 @@ class RecordStore(Protocol):
         """Most recently updated first."""
         ...
 
-    def update_session(
+    def get_step(self, session_id: str, ref: str | int) -> Step:
+        """`s0005`, `5` or the full step id. Raises StepNotFound (`bad_step`)."""
+        ...
+
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
+        """The last n steps, oldest first (for /steps)."""
+        ...
+
+    def steps(
         self,
         session_id: str,
         *,
-        title: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        """Rename, or replace metadata. Raises SessionNotFound."""
+        agent: str | None = None,
+        statuses: Iterable[StepStatus] | None = None,
+        after_seq: int = 0,
+    ) -> list[Step]:
+        """Steps in sequence order (never by timestamp), optionally of one agent only."""
         ...
 
-    def delete_session(self, session_id: str) -> None:
-        """Deletes the session and (cascade) its steps; forks keep living, their
-        parent_session_id set to NULL. Raises SessionNotFound."""
+    def step_tree(self, session_id: str) -> list[StepTreeNode]:
+        """Roots (steps without a parent) with their descendants, in sequence order."""
         ...
+
+
+@runtime_checkable
+class StepWriter(Protocol):
+    """A run's writes to one session's record: its write stream (store/writes.py), the step
+    methods (the same writes applied one at a time), its status, marking, rollback. These are
+    the methods that carry a fencing token; `LeaseStore.driven(lease)` is this role of one
+    lease holder (leases.DrivenStore)."""
 
     def transition(
         self,
@@ -113,7 +115,6 @@ class RecordStore(Protocol):
         waits for the user's next instruction, as after a rollback, and is not resumed."""
         ...
 
-    # --- steps ------------------------------------------------------------------------
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
         """Insert the step as `running` and set the session Running (Paused when the step is
         an approval request) in one transaction that is durable when this returns: the
@@ -168,29 +169,6 @@ class RecordStore(Protocol):
         for complete_step."""
         ...
 
-    def get_step(self, session_id: str, ref: str | int) -> Step:
-        """`s0005`, `5` or the full step id. Raises StepNotFound (`bad_step`)."""
-        ...
-
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
-        """The last n steps, oldest first (for /steps)."""
-        ...
-
-    def steps(
-        self,
-        session_id: str,
-        *,
-        agent: str | None = None,
-        statuses: Iterable[StepStatus] | None = None,
-        after_seq: int = 0,
-    ) -> list[Step]:
-        """Steps in sequence order (never by timestamp), optionally of one agent only."""
-        ...
-
-    def step_tree(self, session_id: str) -> list[StepTreeNode]:
-        """Roots (steps without a parent) with their descendants, in sequence order."""
-        ...
-
     def mark_interrupted(
         self,
         session_id: str,
@@ -205,7 +183,6 @@ class RecordStore(Protocol):
         step's `{"approved", "why", "by"}`) says what ended their wait."""
         ...
 
-    # --- time travel ------------------------------------------------------------------
     def rollback(
         self,
         session_id: str,
@@ -219,6 +196,57 @@ class RecordStore(Protocol):
         nothing refers to any more are swept. With `workspace`, the workspace state before
         the target (the first snapshot at or after it) is journaled as a pending restore
         (result.restore). One transaction."""
+        ...
+
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """A stream for one run's writes: values of store/writes.py put on it commit in the
+        order put, each all-or-nothing; a write's future resolves once it and every earlier
+        one are committed — synced to disk when its kind must be (writes.SYNC). With `lease`,
+        every step write on it is fenced by it. The one store call under the write-ahead
+        rule (xclaw/store/stream.py)."""
+        ...
+
+
+@runtime_checkable
+class RecordStore(RecordReader, Protocol):
+    """Sessions as wholes (the original tutorial's two tables): created, renamed, deleted,
+    forked, imported; retention; the process's commit counters."""
+
+    @property
+    def commits(self) -> int:
+        """Write transactions this process has committed (group commit makes it fewer than
+        the writes): GET /api/health, bench/gateway_bench.py."""
+        ...
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        """Seconds SQLite's one writer has spent running transactions (how close it is to
+        saturation); None where there is no single writer (PostgreSQL's pool)."""
+        ...
+
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """A new session in Init. Generated ids carry >= 96 random bits."""
+        ...
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        """Rename, or replace metadata. Raises SessionNotFound."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Deletes the session and (cascade) its steps; forks keep living, their
+        parent_session_id set to NULL. Raises SessionNotFound."""
         ...
 
     def fork(
@@ -246,13 +274,6 @@ class RecordStore(Protocol):
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
-        ...
-
-    def write_stream(self) -> WriteStream:
-        """A stream for one run's writes: units (callables writing through this store) put
-        on it commit in the order put, each all-or-nothing; a unit's future resolves once it
-        and every earlier unit are committed — synced to disk when put `durable`. The one
-        store call under the write-ahead rule (xclaw/store/stream.py)."""
         ...
 
     def close(self) -> None: ...
@@ -353,12 +374,89 @@ class LeaseStore(Protocol):
         it may forget; in SQL, so its cost does not grow with the sessions at rest."""
         ...
 
-    def driven(self, lease: Lease) -> Store:
-        """This store as the lease holder writes it: every write of its session fenced."""
+    def driven(self, lease: Lease) -> StepWriter:
+        """The step writer of the lease holder: every write of its session fenced."""
         ...
 
 
 @runtime_checkable
-class Store(RecordStore, SnapshotStore, LeaseStore, Protocol):
-    """The whole seam: the record, its workspace snapshots, its leases. Callers that need
-    one part only may ask for that protocol."""
+class TeamStore(Protocol):
+    """Users, who may see each session, and who did what (xclaw/store/teams_sql.py,
+    docs/teams.md). Only hashes of tokens are stored. Both backends implement it beside
+    Store; `teams_of(store)` gives it typed. Not part of `Store`: a run's writes (a
+    DrivenStore) never touch it."""
+
+    def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
+        """TeamError if the name is taken."""
+        ...
+
+    def get_user(self, name: str) -> User | None: ...
+
+    def user_by_token_hash(self, token_hash: str) -> User | None: ...
+
+    def users(self) -> list[User]: ...
+
+    def remove_user(self, name: str) -> None:
+        """The user and every share of theirs; their sessions become the admin's."""
+        ...
+
+    def set_user_token(self, name: str, token_hash: str | None) -> None:
+        """The old token stops working with this commit."""
+        ...
+
+    def set_user_role(self, name: str, role: UserRole) -> None: ...
+
+    def session_role(self, session_id: str, user: str) -> ShareRole | None:
+        """owner, a shared role, or None (no access)."""
+        ...
+
+    def session_owner(self, session_id: str) -> str | None:
+        """None: the admin's."""
+        ...
+
+    def claim_session(self, session_id: str, user: str, *, granted_by: str | None = None) -> None:
+        """Make `user` the owner of a session nobody owns yet (its creator, a fork's maker)."""
+        ...
+
+    def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
+        """(session, user, role) of every part in these sessions, in one query."""
+        ...
+
+    def shares(self, session_id: str) -> list[Share]: ...
+
+    def share_session(
+        self, session_id: str, user: str, role: ShareRole, *, by: str | None
+    ) -> ShareRole | None:
+        """Give `user` a role in the session, logged as a `share` action; the role they had."""
+        ...
+
+    def unshare_session(self, session_id: str, user: str, *, by: str | None) -> bool: ...
+
+    def sessions_of(self, user: str, *, limit: int | None = None) -> list[Session]:
+        """What the user owns or is shared, most recently updated first."""
+        ...
+
+    def record_action(
+        self,
+        session_id: str,
+        kind: str,
+        user: str | None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Log a cancel, rollback or fork and who did it."""
+        ...
+
+    def session_actions(self, session_id: str) -> list[SessionAction]: ...
+
+
+@runtime_checkable
+class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
+    """The whole seam, for what wires the layers together (the runtime, the gateway, the
+    commands that open a database). Every other caller asks for the role it needs."""
+
+
+def teams_of(store: object) -> TeamStore:
+    """The team side of a store (both backends have one)."""
+    if not isinstance(store, TeamStore):
+        raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
+    return store

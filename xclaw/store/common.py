@@ -1,17 +1,19 @@
 """StoreBase: what both store backends share, written once.
 
-The public step and time-travel methods live here: argument normalisation, the durability
-policy (which commits must survive a crash before the caller hears of them, docs/storage.md),
-the status decisions around steps and approvals, and the step tree. A backend subclasses
+The public step and time-travel methods live here: argument normalisation, the step methods as
+the write values of store/writes.py applied one at a time (their durability is that module's
+table), the opening of a turn, the status decisions around steps and approvals, and the step
+tree. A backend subclasses
 StoreBase and supplies only its SQL and connection handling, through a few private primitives
-(`_insert_step`, `_finish_step`, `_rollback`, `_fork`, plus `find_session` and `steps`).
+(`_insert_step_tx`, `_finish_step_tx`, `_rollback`, `_fork`, plus `find_session` and `steps`).
 The contract stays the `Store` Protocol in xclaw.store.base; this class holds no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, SessionNotFound
@@ -19,6 +21,7 @@ from xclaw.store.base import RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
+    Completion,
     NewStep,
     Session,
     SessionEvent,
@@ -36,27 +39,31 @@ from xclaw.store.rows import new_session_id
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
+from xclaw.store.teams_sql import CLAIM_SQL, ROLE_SQL
 from xclaw.store.timetravel import fork_tx, rollback_tx
+from xclaw.store.writes import (
+    AddStep,
+    BeginStep,
+    FinishStep,
+    OpenTurn,
+    Sync,
+    Write,
+    normalise_step,
+    prepare,
+    sync_of,
+)
+from xclaw.teams import Need, ShareRole, allows
 
 T = TypeVar("T")
 
-# Commits that must be durable (fsynced / synchronous_commit on) before they return:
-# a status the client will hear about as final or waiting.
-DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
+
+# The columns a caller gives a new step (NewStep's fields named as Step columns, but the
+# parent, which the store checks and writes in full).
+_GIVEN = tuple(f.name for f in fields(NewStep) if f.name != "parent_step_id")
+_given = attrgetter(*_GIVEN)
 
 
-def normalise_step(step: NewStep) -> NewStep:
-    """Accept plain strings for the enum field; reject what the schema would refuse."""
-    if not isinstance(step, NewStep):
-        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
-    if not isinstance(step.step_type, StepType):
-        step = replace(step, step_type=StepType(step.step_type))
-    if not step.name:
-        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
-    return step
-
-
-def inserted_step(
+def new_step(
     session_id: str,
     seq: int,
     parent: str | None,
@@ -65,24 +72,19 @@ def inserted_step(
     output_data: Any,
     error_message: str | None,
     now: int,
-    end: int | None,
 ) -> Step:
-    """The value a backend returns for a step it has just inserted."""
+    """The row a backend inserts for a new step (and returns once it is inserted)."""
     return Step(
-        full_step_id(session_id, seq),
-        session_id,
-        seq,
-        parent,
-        step.step_type,
-        step.name,
-        status,
-        step.agent,
-        step.call_id,
-        step.input_data,
-        output_data,
-        error_message,
-        now,
-        end,
+        step_id=full_step_id(session_id, seq),
+        session_id=session_id,
+        seq=seq,
+        parent_step_id=parent,
+        status=status,
+        output_data=output_data,
+        error_message=error_message,
+        start_time=now,
+        end_time=None if status is StepStatus.RUNNING else now,
+        **dict(zip(_GIVEN, _given(step), strict=True)),
     )
 
 
@@ -158,9 +160,34 @@ class StoreBase:
     _clock: Callable[[], int]
     _dialect: ClassVar[Dialect]
 
-    if TYPE_CHECKING:  # each backend's own SQL and transactions
+    if TYPE_CHECKING:  # each backend's own SQL and transactions, and its mixins' bodies
 
         def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+
+        def _create_session_tx(
+            self, sid: str, title: str, metadata: Mapping[str, Any] | None
+        ) -> Callable[[Any], Session | None]: ...
+
+        def _update_session_tx(
+            self,
+            session_id: str,
+            title: str | None,
+            metadata: Mapping[str, Any] | None,
+            *,
+            merge: bool = False,
+        ) -> Callable[[Any], Session]: ...
+
+        def _mark_interrupted_tx(
+            self,
+            session_id: str,
+            keep_approvals: bool,
+            approval_output: Mapping[str, Any] | None,
+            lease: Lease | None,
+        ) -> Callable[[Any], list[Step]]: ...
+
+        def _acquire_lease_tx(
+            self, session_id: str, owner: str, ttl_s: float
+        ) -> Callable[[Any], Lease | None]: ...
 
         def list_sessions(self, *, limit: int | None = None) -> list[Session]: ...
 
@@ -181,38 +208,84 @@ class StoreBase:
             raise AmbiguousSession(ref, [s.session_id for s in matches])
         raise SessionNotFound(ref)
 
-    # --- primitives a backend implements ----------------------------------------------------
-    def _insert_step(
+    # --- primitives a backend implements: transaction bodies (writes.TxBodies) ----------------
+    def _insert_step_tx(
         self,
         session_id: str,
         step: NewStep,
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
-        *,
-        durable: bool,
         lease: Lease | None,
-    ) -> Step:
+    ) -> Callable[[Any], Step]:
         """Insert a normalised step (moving the session as `moves_session` says)."""
         raise NotImplementedError
 
-    def _finish_step(
+    def _finish_step_tx(
         self,
         session_id: str,
         seq: int,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
         wanted: Status | None,
         lease: Lease | None,
-        *,
-        durable: bool,
-    ) -> Step:
-        """running -> status, then the session as `event_of_answer` says."""
+    ) -> Callable[[Any], Step]:
+        """running -> `done.status`, then the session as `event_of_answer` says."""
         raise NotImplementedError
+
+    def _open_turn_tx(
+        self, w: OpenTurn
+    ) -> Callable[[Any], tuple[Lease | None, list[Step], Step | None]]:
+        """writes.OpenTurn's transaction, made of the bodies of the store calls it stands for
+        (create_session, update_session, acquire_lease, mark_interrupted, add_step)."""
+        sid, message = w.session_id, normalise_step(w.message)
+        create = self._create_session_tx(sid, w.title or "", w.metadata) if w.create else None
+        retitle = None if w.title is None else self._update_session_tx(sid, w.title, None)
+        merge = (
+            None
+            if w.metadata is None
+            else self._update_session_tx(sid, None, w.metadata, merge=True)
+        )
+        acquire = self._acquire_lease_tx(sid, w.worker_id, w.ttl_s)
+
+        d, now = self._dialect, self._now()
+
+        def tx(conn: Any) -> tuple[Lease | None, list[Step], Step | None]:
+            # Created by another socket a moment ago: retitled instead.
+            created = create is not None and create(conn) is not None
+            if created and w.owner is not None:
+                conn.execute(d.sql(CLAIM_SQL), (sid, w.owner, None, now))
+            elif not created and w.member:
+                row = conn.execute(d.sql(ROLE_SQL), (sid, w.owner or "")).fetchone()
+                if row is None or not allows(ShareRole(row[0]), Need.ACT):
+                    raise SessionNotFound(sid)  # nothing written: the transaction rolls back
+            if not created and retitle is not None:
+                retitle(conn)
+            lease = acquire(conn)
+            if lease is None:  # another live worker drives it
+                return None, [], None
+            if not created and merge is not None:
+                merge(conn)
+            # A session this very transaction created has no step to settle.
+            interrupted = (
+                []
+                if created
+                else self._mark_interrupted_tx(sid, w.keep_approvals, w.approval_output, lease)(
+                    conn
+                )
+            )
+            added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, w.sent_by, None, lease)
+            return lease, interrupted, added(conn)
+
+        return tx
+
+    def _apply(self, w: Write, lease: Lease | None) -> Any:
+        """One write as its own transaction, committed as the table says (writes.SYNC); its
+        values encoded here, before the transaction."""
+        return self._write(
+            prepare(self, w, lease),  # type: ignore[arg-type]
+            durable=sync_of(w) is Sync.DURABLE,
+        )
 
     def _rollback(
         self,
@@ -281,14 +354,11 @@ class StoreBase:
             raise SessionNotFound(session_id)
         return found
 
+    # The step methods are the run's writes applied one at a time (store/writes.py): the same
+    # values, the same table of durability, the same transaction bodies.
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        step = normalise_step(step)
-        # Write-ahead (docs/architecture.md): a tool call's running row, and a pending approval, are
-        # durable before this returns, so no side effect can happen without a durable record.
-        durable = step.step_type is StepType.TOOL_CALL or is_approval(step.step_type, step.name)
-        return self._insert_step(
-            session_id, step, StepStatus.RUNNING, None, None, durable=durable, lease=lease
-        )
+        w = BeginStep(session_id=session_id, step=normalise_step(step))
+        return self._apply(w, lease)  # type: ignore[no-any-return]
 
     def add_step(
         self,
@@ -303,15 +373,14 @@ class StoreBase:
         status = StepStatus(status)
         if status is StepStatus.RUNNING:
             raise ValueError("add_step records a finished step; use begin_step for a running one")
-        return self._insert_step(
-            session_id,
-            normalise_step(step),
-            status,
-            output_data,
-            error_message,
-            durable=False,
-            lease=lease,
+        w = AddStep(
+            session_id=session_id,
+            step=normalise_step(step),
+            status=status,
+            output_data=output_data,
+            error_message=error_message,
         )
+        return self._apply(w, lease)  # type: ignore[no-any-return]
 
     def complete_step(
         self,
@@ -325,18 +394,13 @@ class StoreBase:
         lease: Lease | None = None,
         durable: bool = False,
     ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.COMPLETED,
-            None,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-            durable,
+        done = Completion(
+            status=StepStatus.COMPLETED,
+            output_data=output_data,
+            token_usage_prompt=token_usage_prompt,
+            token_usage_completion=token_usage_completion,
         )
+        return self._finish(session_id, seq, done, session_status, lease=lease, told=durable)
 
     def fail_step(
         self,
@@ -351,50 +415,34 @@ class StoreBase:
         lease: Lease | None = None,
         durable: bool = False,
     ) -> Step:
-        return self._finish(
-            session_id,
-            seq,
-            StepStatus.FAILED,
-            error_message,
-            output_data,
-            token_usage_prompt,
-            token_usage_completion,
-            session_status,
-            lease,
-            durable,
+        done = Completion(
+            status=StepStatus.FAILED,
+            output_data=output_data,
+            error_message=error_message,
+            token_usage_prompt=token_usage_prompt,
+            token_usage_completion=token_usage_completion,
         )
+        return self._finish(session_id, seq, done, session_status, lease=lease, told=durable)
 
     def _finish(
         self,
         session_id: str,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
         session_status: Status | None,
+        *,
         lease: Lease | None,
-        durable: bool = False,
+        told: bool,
     ) -> Step:
-        seq = parse_step_ref(ref, session_id)
-        wanted = None if session_status is None else Status(session_status)
-        # A final status must be durable before the client hears of it; a plain completion
-        # may ride on the next durable commit (docs/storage.md) unless the caller is about to
-        # tell a client of it (a tool's result: `durable`).
-        return self._finish_step(
-            session_id,
-            seq,
-            ref,
-            status,
-            error_message,
-            output_data,
-            prompt_tokens,
-            completion_tokens,
-            wanted,
-            lease,
-            durable=durable or wanted in DURABLE_STATUSES,
+        parse_step_ref(ref, session_id)  # a bad reference is refused before any write
+        w = FinishStep(
+            session_id=session_id,
+            step=ref,
+            done=done,
+            session_status=None if session_status is None else Status(session_status),
+            told=told,
         )
+        return self._apply(w, lease)  # type: ignore[no-any-return]
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
         return build_tree(self.steps(session_id))

@@ -26,33 +26,12 @@ from xclaw.errors import LeaseLost
 from xclaw.store.model import SessionState, Status, StepStatus, state_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping
 
-    from xclaw.store.base import RollbackResult, Store
-    from xclaw.store.changes import SessionChange
-    from xclaw.store.model import NewStep, Session, Step, StepTreeNode
-    from xclaw.store.snapshot_model import (
-        Manifest,
-        PendingRestore,
-        SnapshotInfo,
-        WorkspaceRestore,
-    )
+    from xclaw.store.base import RollbackResult, StepWriter
+    from xclaw.store.model import NewStep, Session, Step
+    from xclaw.store.snapshot_model import WorkspaceRestore
     from xclaw.store.stream import WriteStream
-    from xclaw.store.transfer import Exported, Imported
-
-# Store methods that write a session's record: through a DrivenStore each one carries the
-# lease, and the backend checks its token in the same transaction as the write.
-FENCED_METHODS = frozenset(
-    {
-        "begin_step",
-        "add_step",
-        "complete_step",
-        "fail_step",
-        "transition",
-        "mark_interrupted",
-        "rollback",
-    }
-)
 
 
 def new_worker_id() -> str:
@@ -151,13 +130,13 @@ def lease_lost(session_id: str, lease: Lease, token: int | None, owner: str | No
 
 
 class DrivenStore:
-    """A store as one lease holder sees it: every write of the leased session carries the
-    fencing token (the methods in FENCED_METHODS); reads and everything else pass through.
-    The recorder writes through it without knowing leases exist. Each method is written
-    out, so the type checker sees the whole Store protocol here and a method added to it
-    without a decision on fencing fails the check (DrivenStore must stay a Store)."""
+    """The step writer of one lease holder (base.StepWriter): every write of the leased
+    session carries the fencing token, and the backend checks it in the same transaction
+    (LeaseLost, nothing written). Only the writes: reads and the rest of the store need no
+    token and are asked of the store itself. Each method is written out, so the type checker
+    sees the whole role here (a method added to StepWriter without one here fails it)."""
 
-    def __init__(self, store: Store, lease: Lease) -> None:
+    def __init__(self, store: StepWriter, lease: Lease) -> None:
         self.store = store
         self.lease = lease
 
@@ -165,63 +144,20 @@ class DrivenStore:
         return f"DrivenStore({self.store!r}, {self.lease.owner} #{self.lease.token})"
 
     def _fence(self, lease: Lease | None) -> Lease:
-        """The lease a fenced write carries: this view's, unless the caller names one."""
+        """The lease a write carries: this view's, unless the caller names one."""
         return self.lease if lease is None else lease
 
-    @property
-    def url(self) -> str:
-        return self.store.url
-
-    @property
-    def commits(self) -> int:
-        return self.store.commits
-
-    @property
-    def writer_busy_s(self) -> float | None:
-        return self.store.writer_busy_s
-
-    def driven(self, lease: Lease) -> Store:
-        return self.store.driven(lease)
-
-    def close(self) -> None:
-        self.store.close()
-
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        title: str = "",
-        metadata: dict[str, Any] | None = None,
-    ) -> Session:
-        return self.store.create_session(session_id=session_id, title=title, metadata=metadata)
-
-    def get_session(self, session_id: str) -> Session:
-        return self.store.get_session(session_id)
-
-    def find_session(self, session_id: str) -> Session | None:
-        return self.store.find_session(session_id)
-
-    def resolve_session(self, ref: str) -> Session:
-        return self.store.resolve_session(ref)
-
-    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        return self.store.list_sessions(limit=limit)
-
-    def update_session(
-        self, session_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None
-    ) -> Session:
-        return self.store.update_session(session_id, title=title, metadata=metadata)
-
-    def delete_session(self, session_id: str) -> None:
-        return self.store.delete_session(session_id)
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        # The backend's stream, every step write on it fenced by this lease.
+        return self.store.write_stream(self._fence(lease))
 
     def transition(
         self,
         session_id: str,
         target: Status,
         *,
-        awaiting_input: bool = False,
         lease: Lease | None = None,
+        awaiting_input: bool = False,
     ) -> Session:
         return self.store.transition(
             session_id, target, awaiting_input=awaiting_input, lease=self._fence(lease)
@@ -258,8 +194,8 @@ class DrivenStore:
         token_usage_prompt: int | None = 0,
         token_usage_completion: int | None = 0,
         session_status: Status | None = None,
-        durable: bool = False,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self.store.complete_step(
             session_id,
@@ -282,8 +218,8 @@ class DrivenStore:
         token_usage_prompt: int | None = 0,
         token_usage_completion: int | None = 0,
         session_status: Status | None = None,
-        durable: bool = False,
         lease: Lease | None = None,
+        durable: bool = False,
     ) -> Step:
         return self.store.fail_step(
             session_id,
@@ -296,25 +232,6 @@ class DrivenStore:
             durable=durable,
             lease=self._fence(lease),
         )
-
-    def get_step(self, session_id: str, ref: str | int) -> Step:
-        return self.store.get_step(session_id, ref)
-
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]:
-        return self.store.latest_steps(session_id, n)
-
-    def steps(
-        self,
-        session_id: str,
-        *,
-        agent: str | None = None,
-        statuses: Iterable[StepStatus] | None = None,
-        after_seq: int = 0,
-    ) -> list[Step]:
-        return self.store.steps(session_id, agent=agent, statuses=statuses, after_seq=after_seq)
-
-    def step_tree(self, session_id: str) -> list[StepTreeNode]:
-        return self.store.step_tree(session_id)
 
     def mark_interrupted(
         self,
@@ -340,91 +257,3 @@ class DrivenStore:
         lease: Lease | None = None,
     ) -> RollbackResult:
         return self.store.rollback(session_id, ref, workspace=workspace, lease=self._fence(lease))
-
-    def fork(
-        self,
-        session_id: str,
-        ref: str | int,
-        *,
-        title: str | None = None,
-        workspace: WorkspaceRestore | None = None,
-    ) -> Session:
-        return self.store.fork(session_id, ref, title=title, workspace=workspace)
-
-    def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
-        return self.store.import_sessions(exported)
-
-    def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
-        return self.store.retention_preview(session_ids)
-
-    def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
-        return self.store.missing_blobs(hashes)
-
-    def put_blobs(self, blobs: Mapping[str, bytes]) -> int:
-        return self.store.put_blobs(blobs)
-
-    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
-        return self.store.get_blobs(hashes)
-
-    def gc_blobs(self) -> int:
-        return self.store.gc_blobs()
-
-    def save_snapshot(
-        self, session_id: str, seq: int, manifest: Mapping[str, Any], *, new_bytes: int = 0
-    ) -> SnapshotInfo:
-        return self.store.save_snapshot(session_id, seq, manifest, new_bytes=new_bytes)
-
-    def list_snapshots(self, session_id: str) -> list[SnapshotInfo]:
-        return self.store.list_snapshots(session_id)
-
-    def get_snapshot(self, session_id: str, seq: int) -> Manifest | None:
-        return self.store.get_snapshot(session_id, seq)
-
-    def snapshot_from(self, session_id: str, seq: int) -> tuple[int, Manifest] | None:
-        return self.store.snapshot_from(session_id, seq)
-
-    def pending_restores(self, session_id: str | None = None) -> list[PendingRestore]:
-        return self.store.pending_restores(session_id)
-
-    def finish_restore(self, session_id: str, restore_id: str) -> bool:
-        return self.store.finish_restore(session_id, restore_id)
-
-    def register_worker(self, worker_id: str, info: dict[str, Any] | None = None) -> None:
-        return self.store.register_worker(worker_id, info)
-
-    def heartbeat(self, worker_id: str) -> None:
-        return self.store.heartbeat(worker_id)
-
-    def unregister_worker(self, worker_id: str) -> None:
-        return self.store.unregister_worker(worker_id)
-
-    def workers(self) -> list[WorkerInfo]:
-        return self.store.workers()
-
-    def changes_since(self, since_ms: int) -> list[SessionChange]:
-        return self.store.changes_since(since_ms)
-
-    def forget_worker(self, worker_id: str) -> bool:
-        return self.store.forget_worker(worker_id)
-
-    def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
-        return self.store.acquire_lease(session_id, owner, ttl_s)
-
-    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
-        return self.store.renew_lease(lease, ttl_s)
-
-    def release_lease(self, lease: Lease) -> bool:
-        return self.store.release_lease(lease)
-
-    def lease_info(self, session_id: str) -> LeaseInfo:
-        return self.store.lease_info(session_id)
-
-    def leases(self, *, statuses: Iterable[Status] | None = None) -> list[LeaseInfo]:
-        return self.store.leases(statuses=statuses)
-
-    def sweep_targets(self, grace_ms: int) -> SweepTargets:
-        return self.store.sweep_targets(grace_ms)
-
-    def write_stream(self) -> WriteStream:
-        # The backend's stream; its units write through this store, so they are fenced.
-        return self.store.write_stream()

@@ -325,6 +325,89 @@ M004_POSTGRES = (
     "CREATE INDEX idx_session_changes_created ON session_changes(created_at)",
 )
 
+# Migration 5, `teams`: people with their own tokens, the sessions they own or that are shared
+# with them, and a log of who did what to a session that no step records (a cancel, a rollback,
+# a fork, a share) — so one server can serve a team (docs/teams.md). Only a hash of each token is
+# stored. A session with no `owner` row is the admin's (every session before this migration).
+# A user's rows go with the user: a name given again later inherits nothing. PostgreSQL:
+# M005_POSTGRES, below.
+M005_SQLITE = (
+    """
+    CREATE TABLE users (
+        name             TEXT PRIMARY KEY,
+        role             TEXT NOT NULL CHECK (role IN ('admin', 'member')),
+        -- sha256 hex of the user's token; NULL: signs in only through a trusted proxy
+        token_hash       TEXT UNIQUE,
+        created_at       INTEGER NOT NULL,
+        token_created_at INTEGER
+    )
+    """,
+    """
+    CREATE TABLE session_access (
+        session_id TEXT NOT NULL,
+        user_name  TEXT NOT NULL,
+        role       TEXT NOT NULL
+                   CHECK (role IN ('owner', 'collaborator', 'approver', 'viewer')),
+        granted_by TEXT,              -- who shared it (NULL: the server's token)
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session_id, user_name),
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE,
+        FOREIGN KEY (user_name)  REFERENCES users(name) ON DELETE CASCADE
+    )
+    """,
+    "CREATE INDEX idx_session_access_user ON session_access(user_name)",
+    "CREATE UNIQUE INDEX idx_session_owner ON session_access(session_id) WHERE role = 'owner'",
+    """
+    CREATE TABLE session_actions (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        kind       TEXT NOT NULL
+                   CHECK (kind IN ('cancel', 'rollback', 'fork', 'share', 'unshare')),
+        user_name  TEXT,              -- who did it (NULL: the server's token)
+        detail     TEXT,              -- JSON: rollback {"stepId", "deleted"}, share {"user", ...}
+        created_at INTEGER NOT NULL,
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE
+    )
+    """,
+    "CREATE INDEX idx_session_actions_session ON session_actions(session_id, id)",
+)
+M005_POSTGRES = (
+    """
+    CREATE TABLE users (
+        name             text PRIMARY KEY,
+        role             text NOT NULL CHECK (role IN ('admin', 'member')),
+        token_hash       text UNIQUE,
+        created_at       bigint NOT NULL,
+        token_created_at bigint
+    )
+    """,
+    """
+    CREATE TABLE session_access (
+        session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        user_name  text NOT NULL REFERENCES users(name) ON DELETE CASCADE,
+        role       text NOT NULL
+                   CHECK (role IN ('owner', 'collaborator', 'approver', 'viewer')),
+        granted_by text,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (session_id, user_name)
+    )
+    """,
+    "CREATE INDEX idx_session_access_user ON session_access(user_name)",
+    "CREATE UNIQUE INDEX idx_session_owner ON session_access(session_id) WHERE role = 'owner'",
+    """
+    CREATE TABLE session_actions (
+        id         bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        kind       text NOT NULL
+                   CHECK (kind IN ('cancel', 'rollback', 'fork', 'share', 'unshare')),
+        user_name  text,
+        detail     jsonb,
+        created_at bigint NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_session_actions_session ON session_actions(session_id, id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -360,6 +443,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "history to the clients it serves",
         M004_SQLITE,
         M004_POSTGRES,
+    ),
+    Migration(
+        5,
+        "teams",
+        "users with hashed tokens, who owns each session and with whom it is shared, and a "
+        "log of who cancelled, rolled back, forked or shared a session, so one server serves "
+        "a team",
+        M005_SQLITE,
+        M005_POSTGRES,
     ),
 )
 

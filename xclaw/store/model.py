@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from xclaw.errors import IllegalTransition, StepNotFound
+from xclaw.store.columns import Kind, column
 
 
 class Status(enum.StrEnum):
@@ -195,21 +196,24 @@ def parse_step_ref(ref: str | int, session_id: str) -> int:
     return int(m.group(1))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
-    session_id: str
-    title: str
-    status: Status
-    created_at: int
-    updated_at: int
-    metadata: dict[str, Any] = field(default_factory=dict)
-    is_forked: bool = False
-    parent_session_id: str | None = None
+    """A row of `sessions`: each field declared with `column()` is a column of it
+    (store/columns.py; docs/storage.md, "Adding a column")."""
+
+    session_id: str = column(Kind.TEXT, export="sessionId")
+    title: str = column(Kind.TEXT, export="title")
+    status: Status = column(Kind.ENUM, name="current_status", export="status", enum=Status)
+    created_at: int = column(export="createdAt")
+    updated_at: int = column(export="updatedAt")
+    metadata: dict[str, Any] = column(Kind.JSON, default_factory=dict, export="metadata")
+    is_forked: bool = column(Kind.FLAG, default=False, export="isForked")
+    parent_session_id: str | None = column(Kind.TEXT, default=None, export="parentSessionId")
     # Set by rollback: the session is Running but waits for a new instruction, so a
     # reconnect must not auto-resume it.
-    awaiting_input: bool = False
+    awaiting_input: bool = column(Kind.FLAG, default=False, export="awaitingInput")
     # The fork point in the parent session (sequence number), for branch comparison.
-    forked_from_seq: int | None = None
+    forked_from_seq: int | None = column(default=None, export="forkedFromSeq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,24 +259,29 @@ def state_of(
     return SessionState("failed", "Failed")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    step_id: str
-    session_id: str
-    seq: int
-    parent_step_id: str | None
-    step_type: StepType
-    name: str
-    status: StepStatus
-    agent: str = MAIN_AGENT
-    call_id: str | None = None
-    input_data: Any = None
-    output_data: Any = None
-    error_message: str | None = None
-    start_time: int = 0
-    end_time: int | None = None
-    token_usage_prompt: int | None = 0
-    token_usage_completion: int | None = 0
+    """A row of `traces`: each field declared with `column()` is a column of it
+    (store/columns.py; docs/storage.md, "Adding a column"). The session is implied by the
+    export line's session, the parent written as its display id (protocol.step_json)."""
+
+    step_id: str = column(Kind.TEXT, export="stepId")
+    session_id: str = column(Kind.TEXT)
+    seq: int = column(export="seq")
+    parent_step_id: str | None = column(Kind.TEXT)
+    step_type: StepType = column(Kind.ENUM, export="type", enum=StepType)
+    name: str = column(Kind.TEXT, export="name")
+    status: StepStatus = column(Kind.ENUM, export="status", enum=StepStatus)
+    agent: str = column(Kind.TEXT, default=MAIN_AGENT, export="agent")
+    call_id: str | None = column(Kind.TEXT, default=None, export="callId")
+    input_data: Any = column(Kind.JSON, default=None, export="input")
+    output_data: Any = column(Kind.JSON, default=None, export="output")
+    error_message: str | None = column(Kind.TEXT, default=None, export="error")
+    start_time: int = column(default=0, export="startTime")
+    end_time: int | None = column(default=None, export="endTime")
+    # NULL: the provider reported no count (unknown, never 0)
+    token_usage_prompt: int | None = column(default=0, export="tokens.prompt")
+    token_usage_completion: int | None = column(default=0, export="tokens.completion")
 
     @property
     def display_id(self) -> str:
@@ -306,6 +315,18 @@ class NewStep:
     # The provider's tool-call id, linking a tool_call / approval step to the assistant
     # message that asked for it (pairs calls with results when messages are rebuilt).
     call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """What finishing a running step writes: each field is the `Step` column of that name
+    (store/columns.py makes the UPDATE from them; the store adds end_time)."""
+
+    status: StepStatus
+    output_data: Any = None
+    error_message: str | None = None
+    token_usage_prompt: int | None = 0
+    token_usage_completion: int | None = 0
 
 
 @dataclass(frozen=True, slots=True)

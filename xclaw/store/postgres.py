@@ -19,21 +19,23 @@ import psycopg
 from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
 from xclaw.store.changes import ChangeMethods
+from xclaw.store.columns import Table
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
     event_of_new_step,
-    inserted_step,
     moves_session,
+    new_step,
 )
+from xclaw.store.dialect import to_postgres
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
+    Completion,
     NewStep,
     Status,
     Step,
     StepStatus,
     StepType,
-    full_step_id,
 )
 from xclaw.store.postgres_conn import Pool, connect, migrate_postgres, parse_url, postgres_history
 from xclaw.store.postgres_leases import PgLeases
@@ -45,13 +47,17 @@ from xclaw.store.postgres_rows import (
     write_status,
 )
 from xclaw.store.rows import (
+    FINISH_COLUMNS,
+    FINISH_STEP,
     STEP_COLS_NO_OUTPUT,
+    STEPS,
     now_ms,
-    row_to_step,
+    row_to_finished_step,
 )
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
+from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -61,21 +67,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-# The step's row, inserted in the same statement as the session's move (postgres_rows.
-# write_status): fewer round trips per step.
-_INSERT_STEP_CTE = """
-WITH step AS (
-    INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,
-                        agent, call_id, input_data, output_data, error_message, start_time,
-                        end_time, worker)
-    VALUES (%(step_id)s, %(sid)s, %(seq)s, %(parent)s, %(type)s, %(name)s, %(status)s,
-            %(agent)s, %(call_id)s, %(input)s::jsonb, %(output)s::jsonb, %(error)s, %(now)s,
-            %(end)s, %(worker)s)
-)"""
+# The step's row (every column as model.Step declares it, and the writing worker), inserted in
+# the same statement as the session's move (postgres_rows.write_status): fewer round trips.
+_INSERT_STEP_CTE = (
+    f"WITH step AS (INSERT INTO traces ({STEPS.names('worker')}) "
+    f"VALUES ({STEPS.named_placeholders('worker')}))"
+)
+_STEP_NAMES = [c.name for c in STEPS.columns]
+_FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
 
 
 class PostgresStore(
-    PgLeases, SessionMethods, SnapshotMethods, TransferMethods, ChangeMethods, StoreBase
+    PgLeases,
+    SessionMethods,
+    SnapshotMethods,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
 
@@ -151,8 +160,8 @@ class PostgresStore(
 
         return PgBus(self.target, self.schema, on_message, wants)
 
-    def write_stream(self) -> WriteStream:
-        """Ordered writes for one run: its queued units as one transaction of the pool at a
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """Ordered writes for one run: its queued writes as one transaction of the pool at a
         time, on a worker thread (stream.SerialBatches); other runs commit in parallel."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
@@ -160,7 +169,9 @@ class PostgresStore(
         return WriteStream(
             SerialBatches(
                 lambda units, durable: pool.run_units(units, durable=durable), self._streams
-            )
+            ),
+            self,
+            lease,
         )
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -181,23 +192,31 @@ class PostgresStore(
     # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
-    def _insert_step(
+    def _insert_step_tx(
         self,
         session_id: str,
         step: NewStep,
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
-        *,
-        durable: bool,
         lease: Lease | None,
-    ) -> Step:
-        input_json = pg_json(step.input_data, "input_data")
-        output_json = pg_json(output_data, "output_data")
-        error_message = pg_text(error_message)
-        name, agent, call_id = pg_text(step.name), pg_text(step.agent), pg_text(step.call_id)
-        running = status is StepStatus.RUNNING
+    ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
+        error_message = pg_text(error_message)
+        # The row's columns, JSON encoded here; its number, parent and times are set in the
+        # transaction (the columns as model.Step declares them: store/columns.py).
+        params = dict(
+            zip(
+                _STEP_NAMES,
+                STEPS.params(
+                    new_step(session_id, 0, None, step, status, output_data, error_message, 0),
+                    pg_json,
+                    pg_text,
+                ),
+                strict=True,
+            )
+        )
+        params["worker"] = None if lease is None else lease.owner
 
         def tx(conn: psycopg.Connection) -> Step:
             current, seq, _ = lock_session(conn, session_id, lease)
@@ -210,25 +229,15 @@ class PostgresStore(
                 else None
             )
             now = self._now()
-            step_id = full_step_id(session_id, seq)
-            end = None if running else now
-            # A user_input step is the new instruction a cancel or rollback was waiting for.
-            step_row = {
-                "step_id": step_id,
-                "sid": session_id,
+            row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
+            step_row = params | {
+                "step_id": row.step_id,
                 "seq": seq,
-                "parent": parent,
-                "type": step.step_type.value,
-                "name": name,
-                "status": status.value,
-                "agent": agent,
-                "call_id": call_id,
-                "input": input_json,
-                "output": output_json,
-                "error": error_message,
-                "end": end,
-                "worker": None if lease is None else lease.owner,
+                "parent_step_id": parent,
+                "start_time": now,
+                "end_time": row.end_time,
             }
+            # A user_input step is the new instruction a cancel or rollback was waiting for.
             write_status(
                 conn,
                 session_id,
@@ -239,53 +248,30 @@ class PostgresStore(
                 instruction=step.step_type is StepType.USER_INPUT,
                 with_step=(_INSERT_STEP_CTE, step_row),
             )
-            return inserted_step(
-                session_id, seq, parent, step, status, output_data, error_message, now, end
-            )
+            return row
 
-        return self._write(tx, durable=durable)
+        return tx
 
-    def _finish_step(
+    def _finish_step_tx(
         self,
         session_id: str,
         seq: int,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
         wanted: Status | None,
         lease: Lease | None,
-        *,
-        durable: bool,
-    ) -> Step:
-        output_json = pg_json(output_data, "output_data")
-        error_message = pg_text(error_message)
+    ) -> Callable[[Any], Step]:
+        values = Table.values(done, FINISH_COLUMNS, pg_json, pg_text)
+        output_data = done.output_data
 
         def tx(conn: psycopg.Connection) -> Step:
             # The session row first: two approvals answered at once must not both see the
             # other one still pending (and the fence is checked here).
             current, _, _ = lock_session(conn, session_id, lease)
-            row = conn.execute(
-                "UPDATE traces SET status=%s, output_data=%s::jsonb, error_message=%s, "
-                "end_time=%s, token_usage_prompt=%s, token_usage_completion=%s "
-                "WHERE session_id=%s AND seq=%s AND status='running' "
-                f"RETURNING {STEP_COLS_NO_OUTPUT}",
-                (
-                    status.value,
-                    output_json,
-                    error_message,
-                    self._now(),
-                    prompt_tokens,
-                    completion_tokens,
-                    session_id,
-                    seq,
-                ),
-            ).fetchone()
+            row = conn.execute(_FINISH_STEP, (*values, self._now(), session_id, seq)).fetchone()
             if row is None:
                 raise not_running(self._dialect, conn, session_id, seq, ref)
-            step = row_to_step(row, output_data)
+            step = row_to_finished_step(row, output_data)
             event = event_of_answer(
                 wanted,
                 step,
@@ -296,4 +282,4 @@ class PostgresStore(
                 write_status(conn, session_id, current, event, self._now())
             return step
 
-        return self._write(tx, durable=durable)
+        return tx

@@ -12,7 +12,6 @@ WAL up to itself, earlier commits included.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -157,16 +156,6 @@ class _UnitFailed(Exception):
         self.error = error
 
 
-class _UnitsTx:
-    """The transaction units share on this thread: every `run` of the thread joins it."""
-
-    __slots__ = ("conn", "durable")
-
-    def __init__(self, conn: psycopg.Connection, durable: bool) -> None:
-        self.conn = conn
-        self.durable = durable
-
-
 class Pool:
     """Two connection pools, one per durability (so no transaction spends a round trip on
     `SET LOCAL synchronous_commit`); `run` executes one function in one transaction,
@@ -188,7 +177,6 @@ class Pool:
                 self._durable.close()
                 raise
         self.commits = 0
-        self._local = threading.local()  # .tx: the units transaction of this thread
 
     @staticmethod
     def _open(
@@ -228,9 +216,6 @@ class Pool:
         asks for one REPEATABLE READ transaction (several statements, one view). A deadlock
         or serialisation failure (everything rolled back) runs it again; other errors reach
         the caller in words."""
-        units: _UnitsTx | None = getattr(self._local, "tx", None)
-        if units is not None:
-            return self._in_units(units, fn, durable=write and durable)
         pool = self._durable if write and durable else self._relaxed
 
         def attempt() -> T:
@@ -264,14 +249,13 @@ class Pool:
         raise AssertionError("unreachable")
 
     def run_units(
-        self, units: Sequence[Callable[[], Any]], *, durable: bool
+        self, units: Sequence[Callable[[psycopg.Connection], Any]], *, durable: bool
     ) -> list[tuple[bool, Any]]:
-        """Callables that write through the store, in one transaction; one outcome per unit
-        run, up to and including the first failure. PostgreSQL aborts a transaction at its
-        first error, so a failing unit rolls the whole run back and the units before it run
-        again in a new transaction (a unit may run twice: it only writes through the store).
-        The transaction starts relaxed unless `durable`, and turns durable (SET LOCAL
-        synchronous_commit) at the first write that must be."""
+        """Transaction bodies of the store (a stream's writes applied, store/writes.py) in one
+        transaction, committed durably if `durable`; one outcome per unit run, up to and
+        including the first failure. PostgreSQL aborts a transaction at its first error, so a
+        failing unit rolls the whole run back and the units before it run again in a new
+        transaction (running a unit twice is running it once: store/writes.py, point 6)."""
         pool = self._durable if durable else self._relaxed
 
         def attempt() -> tuple[list[tuple[bool, Any]], BaseException | None]:
@@ -279,17 +263,13 @@ class Pool:
             with pool.connection(timeout=POOL_WAIT_S) as conn:
                 try:
                     with conn.transaction():
-                        self._local.tx = _UnitsTx(conn, durable)
-                        try:
-                            for unit in units:
-                                try:
-                                    out.append((True, unit()))
-                                except _RETRYABLE:
-                                    raise
-                                except Exception as e:  # noqa: BLE001 - this unit's outcome
-                                    raise _UnitFailed(wrap(e, self.target.display)) from None
-                        finally:
-                            self._local.tx = None
+                        for unit in units:
+                            try:
+                                out.append((True, unit(conn)))
+                            except _RETRYABLE:
+                                raise
+                            except Exception as e:  # noqa: BLE001 - this unit's outcome
+                                raise _UnitFailed(wrap(e, self.target.display)) from None
                 except _UnitFailed as f:
                     return out, f.error
             self.commits += 1
@@ -303,14 +283,6 @@ class Pool:
         if len(head) < done or (head and not head[-1][0]):
             return head  # failed earlier this time
         return [*head, (False, failed)]
-
-    @staticmethod
-    def _in_units(tx: _UnitsTx, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
-        if durable and not tx.durable:
-            # Applies to this transaction's commit: it must be durable now.
-            tx.conn.execute("SET LOCAL synchronous_commit TO on")
-            tx.durable = True
-        return fn(tx.conn)
 
 
 # --- migrations --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -32,7 +32,7 @@ from xclaw.store.postgres_rows import NOW_MS
 from xclaw.store.rows import load_json
 
 if TYPE_CHECKING:
-    from xclaw.store.base import Store
+    from xclaw.store.base import StepWriter
     from xclaw.store.postgres_conn import Pool
 
 _STATUS = {s.value: s for s in Status}
@@ -159,6 +159,12 @@ class PgLeases:
     def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
         """Take the session's lease (token + 1) unless another owner's lease is live;
         None then. A dead registered owner's lease is taken at once."""
+        # Durable: a takeover is on disk before the new driver acts on the session.
+        return self._pool.run(self._acquire_lease_tx(session_id, owner, ttl_s), durable=True)
+
+    def _acquire_lease_tx(
+        self, session_id: str, owner: str, ttl_s: float
+    ) -> Callable[[psycopg.Connection], Lease | None]:
         ttl_ms = max(1, int(ttl_s * 1000))
 
         def tx(conn: psycopg.Connection) -> Lease | None:
@@ -178,11 +184,13 @@ class PgLeases:
             ).fetchone()  # type: ignore[misc]
             return Lease(session_id, owner, token, expires)
 
-        # Durable: a takeover is on disk before the new driver acts on the session.
-        return self._pool.run(tx, durable=True)
+        return tx
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend a lease still ours (same token); LeaseLost once another worker took it."""
+        return self._pool.run(self._renew_lease_tx(lease, ttl_s), durable=False)
+
+    def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[psycopg.Connection], Lease]:
         ttl_ms = max(1, int(ttl_s * 1000))
 
         def tx(conn: psycopg.Connection) -> Lease:
@@ -202,11 +210,13 @@ class PgLeases:
                 raise lease_lost(lease.session_id, lease, now[0], now[1])
             return Lease(lease.session_id, lease.owner, lease.token, row[0])
 
-        return self._pool.run(tx, durable=False)
+        return tx
 
     def release_lease(self, lease: Lease) -> bool:
         """Expire the lease now (the owner stays on record); False if it was not ours."""
+        return self._pool.run(self._release_lease_tx(lease), durable=False)
 
+    def _release_lease_tx(self, lease: Lease) -> Callable[[psycopg.Connection], bool]:
         def tx(conn: psycopg.Connection) -> bool:
             cur = conn.execute(
                 f"UPDATE sessions SET lease_expires_at = {NOW_MS} "
@@ -215,7 +225,7 @@ class PgLeases:
             )
             return cur.rowcount == 1
 
-        return self._pool.run(tx, durable=False)
+        return tx
 
     def lease_info(self, session_id: str) -> LeaseInfo:
         row = self._pool.run(
@@ -253,8 +263,8 @@ class PgLeases:
         due, dead = self._pool.run(q, durable=True, write=False)
         return SweepTargets([_info(r) for r in due], [owner for (owner,) in dead])
 
-    def driven(self: Store, lease: Lease) -> Store:
-        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+    def driven(self: StepWriter, lease: Lease) -> StepWriter:
+        # `self: StepWriter`: this mixin is only ever part of a whole store.
         return DrivenStore(self, lease)
 
 

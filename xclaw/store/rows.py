@@ -1,7 +1,8 @@
-"""Row <-> value conversion shared by both backends: column lists, JSON text, enum lookups.
+"""Row <-> value conversion shared by both backends: the two tables as their row values
+declare them (`SESSIONS`, `STEPS`: store/columns.py), JSON text, in-transaction lookups.
 
-The column lists follow the field order of Session and Step so a row converts with one call
-and no per-column dictionary work (resume loads 100,000 rows).
+The select lists follow the declaration so a row converts with one generated call and no
+per-column dictionary work (resume loads 100,000 rows).
 """
 
 from __future__ import annotations
@@ -16,30 +17,18 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from xclaw.errors import SessionNotFound, StepNotFound
+from xclaw.store.columns import Table
 from xclaw.store.model import (
+    Completion,
     Session,
     SessionEvent,
     Status,
     Step,
-    StepStatus,
-    StepType,
     next_status,
     waiting_after,
 )
 
-SESSION_COLS = (
-    "session_id, title, current_status, created_at, updated_at, metadata, is_forked, "
-    "parent_session_id, awaiting_input, forked_from_seq"
-)
-STEP_COLS = (
-    "step_id, session_id, seq, parent_step_id, step_type, name, status, agent, call_id, "
-    "input_data, output_data, error_message, start_time, end_time, token_usage_prompt, "
-    "token_usage_completion"
-)
-
 STATUS_BY_VALUE = {s.value: s for s in Status}
-_STEP_TYPE = {t.value: t for t in StepType}
-_STEP_STATUS = {s.value: s for s in StepStatus}
 _loads = json.loads
 # typeshed leaves out the decoder attribute json itself uses (set in JSONDecoder.__init__).
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -121,46 +110,23 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def row_to_session(r: tuple[Any, ...]) -> Session:
-    meta = load_json(r[5])
-    return Session(
-        r[0],
-        r[1],
-        STATUS_BY_VALUE[r[2]],
-        r[3],
-        r[4],
-        meta if isinstance(meta, dict) else {},
-        bool(r[6]),
-        r[7],
-        bool(r[8]),
-        r[9],
-    )
-
-
-# STEP_COLS with output_data left out: for a completion, whose output the caller just gave us.
-STEP_COLS_NO_OUTPUT = STEP_COLS.replace("output_data", "NULL")
-
-
-def row_to_step(r: tuple[Any, ...], output: Any = None) -> Step:
-    """`output` stands in for a NULL output column (see STEP_COLS_NO_OUTPUT)."""
-    return Step(
-        r[0],
-        r[1],
-        r[2],
-        r[3],
-        _STEP_TYPE[r[4]],
-        r[5],
-        _STEP_STATUS[r[6]],
-        r[7],
-        r[8],
-        load_json(r[9]),
-        output if r[10] is None else load_json(r[10]),
-        r[11],
-        r[12],
-        r[13],
-        r[14],  # NULL: the provider reported no count (unknown, never 0)
-        r[15],
-    )
+# The two tables of the record, as Session and Step declare their columns.
+SESSIONS = Table("sessions", Session, load=load_json)
+STEPS = Table("traces", Step, load=load_json)
+SESSION_COLS = SESSIONS.select
+STEP_COLS = STEPS.select
+row_to_session = SESSIONS.from_row
+row_to_step = STEPS.from_row
+# STEP_COLS with output_data read as NULL: for a completion, whose output the caller just
+# gave us (row_to_finished_step(row, output)).
+STEP_COLS_NO_OUTPUT = STEPS.select_without("output_data")
+row_to_finished_step = STEPS.from_row_given("output_data")
+# A completion: the columns model.Completion names, and the end time (shared `?` style; each
+# backend adds its fence and RETURNING).
+FINISH_COLUMNS, _FINISH_SET = STEPS.assignments(Completion)
+FINISH_STEP = (
+    f"UPDATE traces SET {_FINISH_SET}, end_time=? WHERE session_id=? AND seq=? AND status='running'"
+)
 
 
 # --- lookups used inside transactions ---------------------------------------------------------

@@ -6,7 +6,7 @@ transition; get_step, latest_steps, steps, mark_interrupted), one SQL text for b
 and which commits are synced is decided here, per method, as before the move: a new or
 deleted session and a move to a status in DURABLE_STATUSES are synced; a title or metadata
 edit is not; mark_interrupted is synced (resume decisions depend on it). The one insert and
-the one completion of a step (`_insert_step`, `_finish_step`) stay with each backend: they are
+the one completion of a step (`_insert_step_tx`, `_finish_step_tx`) stay with each backend: they are
 the write path, shaped per backend (PostgreSQL inserts the step in the status statement).
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.changes import record_change_tx
-from xclaw.store.common import DURABLE_STATUSES, cancel_event
+from xclaw.store.common import cancel_event
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -33,6 +33,7 @@ from xclaw.store.model import (
 )
 from xclaw.store.rows import (
     SESSION_COLS,
+    SESSIONS,
     STEP_COLS,
     check_session_id,
     new_session_id,
@@ -40,14 +41,12 @@ from xclaw.store.rows import (
     row_to_step,
 )
 from xclaw.store.snapshots import sweep_blobs_tx
+from xclaw.store.writes import DURABLE_STATUSES
 
 T = TypeVar("T")
 
-_INSERT_SESSION = (
-    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, metadata,"
-    " is_forked) VALUES (?, ?, 'Init', ?, ?, ?::jsonb, 0)"
-    " ON CONFLICT (session_id) DO NOTHING RETURNING 1"
-)
+# Every column from the Session value (store/columns.py).
+_INSERT_SESSION = SESSIONS.insert() + " ON CONFLICT (session_id) DO NOTHING RETURNING 1"
 _FIND_SESSION = f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?"
 _UPDATE_SESSION = (
     "UPDATE sessions SET title=coalesce(?, title), metadata=coalesce(?::jsonb, metadata),"
@@ -111,24 +110,44 @@ class SessionMethods:
         title: str = "",
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        d = self._dialect
         # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        tx = self._create_session_tx(sid, title, metadata)
+
+        def created(conn: Any) -> Session:
+            session = tx(conn)
+            if session is None:
+                raise StoreError(f"a session with id {sid!r} already exists")
+            return session
+
+        return self._write(created, durable=True)
+
+    def _create_session_tx(
+        self, sid: str, title: str, metadata: Mapping[str, Any] | None
+    ) -> Callable[[Any], Session | None]:
+        """The insert of a new session in Init; None: the id is taken."""
+        d = self._dialect
         meta = dict(metadata or {})
-        meta_json = d.json(meta, "metadata")
+        d.json(meta, "metadata")  # refused here, before the transaction, if it is not JSON
         title = d.text(title) or ""
 
-        def tx(conn: Any) -> Session:
+        def tx(conn: Any) -> Session | None:
             now = self._now()
+            session = Session(
+                session_id=sid,
+                title=title,
+                status=Status.INIT,
+                created_at=now,
+                updated_at=now,
+                metadata=meta,
+            )
             # fetchall: SQLite finishes a RETURNING statement only once its rows are read.
             rows = conn.execute(
-                d.sql(_INSERT_SESSION), (sid, title, now, now, meta_json)
+                d.sql(_INSERT_SESSION), SESSIONS.params(session, d.json, d.text)
             ).fetchall()
-            if not rows:
-                raise StoreError(f"a session with id {sid!r} already exists")
-            return Session(sid, title, Status.INIT, now, now, meta)
+            return session if rows else None
 
-        return self._write(tx, durable=True)
+        return tx
 
     def find_session(self, session_id: str) -> Session | None:
         sql = self._dialect.sql(_FIND_SESSION)
@@ -156,18 +175,35 @@ class SessionMethods:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Session:
+        return self._write(self._update_session_tx(session_id, title, metadata), durable=False)
+
+    def _update_session_tx(
+        self,
+        session_id: str,
+        title: str | None,
+        metadata: Mapping[str, Any] | None,
+        *,
+        merge: bool = False,
+    ) -> Callable[[Any], Session]:
+        """Rename, or replace the metadata (`merge`: these keys set, the others kept)."""
         d = self._dialect
         meta_json = None if metadata is None else d.json(dict(metadata), "metadata")
 
         def tx(conn: Any) -> Session:
+            given = meta_json
+            if merge and metadata is not None:
+                row = conn.execute(d.sql(_FIND_SESSION), (session_id,)).fetchone()
+                if row is None:
+                    raise SessionNotFound(session_id)
+                given = d.json({**row_to_session(row).metadata, **metadata}, "metadata")
             rows = conn.execute(
-                d.sql(_UPDATE_SESSION), (d.text(title), meta_json, self._now(), session_id)
+                d.sql(_UPDATE_SESSION), (d.text(title), given, self._now(), session_id)
             ).fetchall()
             if not rows:
                 raise SessionNotFound(session_id)
             return row_to_session(rows[0])
 
-        return self._write(tx, durable=False)
+        return tx
 
     def delete_session(self, session_id: str) -> None:
         d = self._dialect
@@ -277,6 +313,19 @@ class SessionMethods:
         approval_output: Mapping[str, Any] | None = None,
         lease: Lease | None = None,
     ) -> list[Step]:
+        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
+        return self._write(
+            self._mark_interrupted_tx(session_id, keep_approvals, approval_output, lease),
+            durable=True,
+        )
+
+    def _mark_interrupted_tx(
+        self,
+        session_id: str,
+        keep_approvals: bool,
+        approval_output: Mapping[str, Any] | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], list[Step]]:
         d = self._dialect
         answering = approval_output is not None and not keep_approvals
         head = _INTERRUPT_ANSWERING if answering else _INTERRUPT
@@ -291,5 +340,4 @@ class SessionMethods:
             rows = conn.execute(sql, (*params, self._now(), session_id)).fetchall()
             return sorted(map(row_to_step, rows), key=lambda s: s.seq)
 
-        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
-        return self._write(tx, durable=True)
+        return tx

@@ -305,14 +305,17 @@ class SnapshotMethods:
     def put_blobs(self, blobs: Mapping[str, bytes]) -> int:
         """Store contents not stored yet; returns the bytes this added to the database.
         Hashing and compression happen here, in the caller's thread, not in the writer."""
-        rows = blob_rows(blobs)
-        if not rows:
+        if not blobs:
             return 0
-        d = self._dialect
-
         # Not durable on its own: the snapshot that names these blobs commits durably, and a
         # durable commit makes every earlier commit durable too (SQLite WAL, PostgreSQL WAL).
-        return self._write(lambda conn: insert_blobs(d, conn, rows, self._now()), durable=False)
+        return self._write(self._put_blobs_tx(blobs), durable=False)
+
+    def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]:
+        """The insert of `blobs` (hashed and compressed now, in the caller's thread)."""
+        rows = blob_rows(blobs)
+        d = self._dialect
+        return lambda conn: insert_blobs(d, conn, rows, self._now()) if rows else 0
 
     def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
         """Contents by hash; a hash the store does not hold raises MissingBlobs."""

@@ -18,17 +18,19 @@ from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
 from xclaw.store.changes import ChangeMethods
+from xclaw.store.columns import Table
 from xclaw.store.common import (
     StoreBase,
     event_of_answer,
     event_of_new_step,
-    inserted_step,
     moves_session,
+    new_step,
 )
 from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite, sqlite_history
 from xclaw.store.model import (
+    Completion,
     NewStep,
     Status,
     Step,
@@ -40,10 +42,13 @@ from xclaw.store.model import (
     parse_step_ref,
 )
 from xclaw.store.rows import (
+    FINISH_COLUMNS,
+    FINISH_STEP,
     STEP_COLS_NO_OUTPUT,
+    STEPS,
     dump_json,
     now_ms,
-    row_to_step,
+    row_to_finished_step,
     session_state,
     write_status,
 )
@@ -57,7 +62,8 @@ from xclaw.store.sqlite_leases import (
 )
 from xclaw.store.sqlite_probe import probe_sqlite
 from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
-from xclaw.store.stream import Ticket, Unit, WriteStream
+from xclaw.store.stream import WriteStream
+from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
 
 if TYPE_CHECKING:
@@ -67,7 +73,13 @@ T = TypeVar("T")
 
 
 class SQLiteStore(
-    SessionMethods, SnapshotMethods, SqliteLeases, TransferMethods, ChangeMethods, StoreBase
+    SessionMethods,
+    SnapshotMethods,
+    SqliteLeases,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    StoreBase,
 ):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
     Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots;
@@ -170,18 +182,11 @@ class SQLiteStore(
 
         return SqliteFsck(self)
 
-    def write_stream(self) -> WriteStream:
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite_writer)."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        writer = self._writable()
-
-        def send(unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket) -> None:
-            writer.send(
-                lambda _conn: unit(), durable=durable, lazy=lazy, chain=chain, ticket=ticket
-            )
-
-        return WriteStream(send)
+        return WriteStream(self._writable().send, self, lease)
 
     @property
     def writer_thread(self) -> threading.Thread:
@@ -234,19 +239,15 @@ class SQLiteStore(
     # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------
 
     # --- the write path of a step -----------------------------------------------------------
-    def _insert_step(
+    def _insert_step_tx(
         self,
         session_id: str,
         step: NewStep,
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
-        *,
-        durable: bool,
-        lease: Lease | None = None,
-    ) -> Step:
-        input_json = dump_json(step.input_data, "input_data")
-        output_json = dump_json(output_data, "output_data")
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
         running = status is StepStatus.RUNNING
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
@@ -255,6 +256,19 @@ class SQLiteStore(
             None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
         )
         parent = None if parent_seq is None else full_step_id(session_id, parent_seq)
+        # The row's parameters, JSON encoded here; its number and times are set in the
+        # transaction (the columns as model.Step declares them: store/columns.py).
+        params = STEPS.params(
+            new_step(session_id, 0, parent, step, status, output_data, error_message, 0),
+            dump_json,
+            SQLITE.text,
+        )
+        params += [
+            None if lease is None else lease.owner,  # who wrote it, under its lease
+            parent_seq is None,
+            session_id,
+            parent_seq,
+        ]
 
         # Nearly every step leaves the status as it is: a running LLM or tool call of a
         # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
@@ -291,80 +305,48 @@ class SQLiteStore(
                     next_seq=seq + 1,
                     instruction=step.step_type is StepType.USER_INPUT,
                 )
-            end = None if running else now
-            inserted = conn.execute(
-                _INSERT_STEP,
-                (
-                    full_step_id(session_id, seq),
-                    session_id,
-                    seq,
-                    parent,
-                    step.step_type.value,
-                    step.name,
-                    status.value,
-                    step.agent,
-                    step.call_id,
-                    input_json,
-                    output_json,
-                    error_message,
-                    now,
-                    end,
-                    None if lease is None else lease.owner,  # who wrote it, under its lease
-                    parent_seq is None,
-                    session_id,
-                    parent_seq,
-                ),
-            )
+            row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
+            params[_STEP_ID], params[_SEQ] = row.step_id, seq
+            params[_START], params[_END] = now, None if running else now
+            inserted = conn.execute(_INSERT_STEP, params)
             if inserted.rowcount != 1:
                 assert parent_seq is not None and step.parent_step_id is not None
                 self._dialect.require_step(conn, session_id, parent_seq, step.parent_step_id)
                 raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
-            return inserted_step(
-                session_id, seq, parent, step, status, output_data, error_message, now, end
-            )
+            return row
 
-        return self._write(tx, durable=durable)
+        return tx
 
-    def _finish_step(
+    def _finish_step_tx(
         self,
         session_id: str,
         seq: int,
         ref: int | str,
-        status: StepStatus,
-        error_message: str | None,
-        output_data: Any,
-        prompt_tokens: int | None,
-        completion_tokens: int | None,
+        done: Completion,
         wanted: Status | None,
         lease: Lease | None,
-        *,
-        durable: bool,
-    ) -> Step:
-        output_json = dump_json(output_data, "output_data")
+    ) -> Callable[[Any], Step]:
         check_lease_for(lease, session_id)
-        values: tuple[Any, ...] = (
-            status.value,
-            output_json,
-            error_message,
+        values = [
+            *Table.values(done, FINISH_COLUMNS, dump_json, SQLITE.text),
             self._now(),
-            prompt_tokens,
-            completion_tokens,
             session_id,
             seq,
-        )
+        ]
         # The fence rides on the UPDATE (one statement per completion); no row: find out why.
         sql, params = (
             (_FINISH_STEP, values)
             if lease is None
-            else (_FINISH_STEP_FENCED, (*values, session_id, lease.token))
+            else (_FINISH_STEP_FENCED, [*values, session_id, lease.token])
         )
+        output_data = done.output_data
 
         def tx(conn: sqlite3.Connection) -> Step:
             rows = conn.execute(sql, params).fetchall()
             if not rows:
                 check_fence(conn, session_id, lease)
                 raise not_running(self._dialect, conn, session_id, seq, ref)
-            step = row_to_step(rows[0], output_data)
+            step = row_to_finished_step(rows[0], output_data)
             event = event_of_answer(
                 wanted,
                 step,
@@ -376,22 +358,19 @@ class SQLiteStore(
                 write_status(conn, session_id, current, event, self._now())
             return step
 
-        return self._write(tx, durable=durable)
+        return tx
 
 
-_INSERT_STEP = (
-    "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, "
-    "agent, call_id, input_data, output_data, error_message, start_time, end_time, worker) "
-    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+# The step's row, every column as model.Step declares it, and the writing worker; inserted
+# only if its parent exists (or it has none).
+_INSERT_STEP = SQLITE.sql(
+    f"INSERT INTO traces ({STEPS.names('worker')}) SELECT {STEPS.placeholders('?')} "
     "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
 )
-_FINISH = (
-    "UPDATE traces SET status=?, output_data=?, error_message=?, end_time=?, "
-    "token_usage_prompt=?, token_usage_completion=? "
-    "WHERE session_id=? AND seq=? AND status='running'"
-)
-_FINISH_STEP = f"{_FINISH} RETURNING {STEP_COLS_NO_OUTPUT}"
-_FINISH_STEP_FENCED = (
-    f"{_FINISH} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
+_STEP_ID, _SEQ = STEPS.index("step_id"), STEPS.index("seq")
+_START, _END = STEPS.index("start_time"), STEPS.index("end_time")
+_FINISH_STEP = SQLITE.sql(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+_FINISH_STEP_FENCED = SQLITE.sql(
+    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
     f"RETURNING {STEP_COLS_NO_OUTPUT}"
 )

@@ -36,7 +36,7 @@ from xclaw.store.model import Status
 from xclaw.store.rows import STATUS_BY_VALUE, load_json
 
 if TYPE_CHECKING:
-    from xclaw.store.base import Store
+    from xclaw.store.base import StepWriter
 
 T = TypeVar("T")
 
@@ -238,6 +238,11 @@ class SqliteLeases:
     def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
         """Take the session's lease (token + 1) unless another owner's lease is live;
         None then. A dead registered owner's lease is taken at once."""
+        return self._write(self._acquire_lease_tx(session_id, owner, ttl_s), durable=True)
+
+    def _acquire_lease_tx(
+        self, session_id: str, owner: str, ttl_s: float
+    ) -> Callable[[sqlite3.Connection], Lease | None]:
         ttl_ms = max(1, int(ttl_s * 1000))
 
         def tx(conn: sqlite3.Connection) -> Lease | None:
@@ -253,13 +258,15 @@ class SqliteLeases:
             ).fetchone()
             return Lease(session_id, owner, token, expires)
 
-        return self._write(tx, durable=True)
+        return tx
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend a lease still ours (same token); LeaseLost once another worker took it."""
-        expires = lease_now() + max(1, int(ttl_s * 1000))
+        return self._write(self._renew_lease_tx(lease, ttl_s), durable=False)
 
+    def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[sqlite3.Connection], Lease]:
         def tx(conn: sqlite3.Connection) -> Lease:
+            expires = lease_now() + max(1, int(ttl_s * 1000))
             check_fence(conn, lease.session_id, lease)
             conn.execute(
                 "UPDATE sessions SET lease_expires_at=? WHERE session_id=?",
@@ -267,22 +274,23 @@ class SqliteLeases:
             )
             return Lease(lease.session_id, lease.owner, lease.token, expires)
 
-        return self._write(tx, durable=False)
+        return tx
 
     def release_lease(self, lease: Lease) -> bool:
         """Expire the lease now (the owner stays on record); False if it was not ours."""
-        return bool(
-            self._write(
-                lambda c: (
-                    c.execute(
-                        "UPDATE sessions SET lease_expires_at=? "
-                        "WHERE session_id=? AND lease_token=? AND lease_owner=?",
-                        (lease_now(), lease.session_id, lease.token, lease.owner),
-                    ).rowcount
-                ),
-                durable=False,
+        return self._write(self._release_lease_tx(lease), durable=False)
+
+    def _release_lease_tx(self, lease: Lease) -> Callable[[sqlite3.Connection], bool]:
+        def tx(conn: sqlite3.Connection) -> bool:
+            return bool(
+                conn.execute(
+                    "UPDATE sessions SET lease_expires_at=? "
+                    "WHERE session_id=? AND lease_token=? AND lease_owner=?",
+                    (lease_now(), lease.session_id, lease.token, lease.owner),
+                ).rowcount
             )
-        )
+
+        return tx
 
     def lease_info(self, session_id: str) -> LeaseInfo:
         info = self._read(lambda c: self._lease_row(c, session_id))
@@ -312,8 +320,8 @@ class SqliteLeases:
         dead = [owner for (owner,) in idle if self._alive(owner, True) is False]
         return SweepTargets([self._info(r) for r in due], dead)
 
-    def driven(self: Store, lease: Lease) -> Store:
-        # `self: Store`: this mixin is only ever part of a whole store (SQLiteStore, PostgresStore).
+    def driven(self: StepWriter, lease: Lease) -> StepWriter:
+        # `self: StepWriter`: this mixin is only ever part of a whole store.
         return DrivenStore(self, lease)
 
 

@@ -2,12 +2,13 @@
 
 One thread per database writes: SQLite allows one writer at a time anyway, so every write of
 the process is a unit in one queue, and the writer thread takes whatever is queued into one
-transaction (group commit across sessions). A unit that fails rolls back alone and only its
-caller sees the exception: the batch runs first without savepoints (the common case, two
-statements fewer per unit and per store write) and, if any unit or write of it failed, the
-whole transaction is rolled back and the batch runs again with each unit, and each store write
-inside it, in its own SAVEPOINT. Units only write through the store, so running one twice is
-running it once. No SQLite write ever runs on an event loop's thread. (One shortcut, for
+transaction (group commit across sessions). A unit is a transaction body of the store: a store
+method's own, or a stream write applied by store/writes.py `apply`; none calls the store
+again. A unit that fails rolls back alone and only its caller sees the exception: the batch
+runs first without savepoints (the common case, two statements fewer per unit) and, if any
+unit failed, the whole transaction is rolled back and the batch runs again with each unit in
+its own SAVEPOINT (running a unit twice is running it once: store/writes.py, point 6). No
+SQLite write ever runs on an event loop's thread. (One shortcut, for
 synchronous callers off any event loop: one that finds the writer idle and nothing queued runs
 its own transaction, sparing two thread wake-ups; the connection is still used by one thread at
 a time, and nothing queued is overtaken.)
@@ -15,9 +16,8 @@ a time, and nothing queued is overtaken.)
 Durability is chosen per commit (see docs/storage.md): a transaction holding any unit marked
 `durable` commits with synchronous=FULL (the WAL is fsynced, which also makes every earlier
 commit durable); any other commits with synchronous=NORMAL (in the OS page cache before the
-commit returns: survives a process kill, not necessarily a power loss). A store write nested
-in a unit that turns out to need a sync sends the batch round again with FULL (the level is
-set between transactions, never inside one).
+commit returns: survives a process kill, not necessarily a power loss). The level is known from
+the queued units before the transaction begins (SQLite sets it between transactions only).
 
 Every unit's outcome is delivered once its transaction is committed, in queue order, so a
 caller awaiting one unit knows every unit queued before it is committed too. Stream units
@@ -163,27 +163,9 @@ class _Op:
             self.future.set_running_or_notify_cancel()
 
 
-class _NeedsDurable(Exception):
-    """In a relaxed transaction: a write that must be synced (the batch runs again, FULL)."""
-
-
 class _Undo(Exception):
-    """In a batch run without savepoints: a unit or one of its writes failed (the batch runs
-    again, each unit and write in its own savepoint, so the failure is undone alone)."""
-
-
-class _Tx:
-    """The writer's open transaction: whether it commits with FULL, whether units and their
-    writes run in savepoints (`safe`), and whether a write failed outside one."""
-
-    __slots__ = ("durable", "failed", "needs_durable", "safe")
-
-    def __init__(self, durable: bool, safe: bool) -> None:
-        self.durable = durable
-        self.safe = safe
-        self.failed = False
-        # Set with _NeedsDurable: a unit that catches that exception cannot hide it.
-        self.needs_durable = False
+    """In a batch run without savepoints: a unit failed (the batch runs again, each unit in
+    its own savepoint, so the failure is undone alone)."""
 
 
 class Writer:
@@ -200,7 +182,6 @@ class Writer:
         self._sleeping = False  # the writer thread waits on the condition
         self._closed = False
         self._sync: str | None = None
-        self._tx: _Tx | None = None  # the open transaction (touched by the writer thread only)
         self.commits = 0  # for tests and the benchmark: how many transactions were committed
         # Seconds spent running batches (SQL, commits, syncs, and waiting for the GIL between
         # statements): over wall time, how close the one writer is to saturation.
@@ -247,17 +228,15 @@ class Writer:
                 self._cond.notify()
 
     def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
-        """Run fn(conn) in the writer's next transaction and wait for its commit. Called by a
-        unit (on the writer thread), it joins the unit's transaction instead.
+        """Run fn(conn) in the writer's next transaction and wait for its commit.
 
         A synchronous caller that finds the writer idle and nothing queued — and is not an
         event loop's thread — runs its transaction itself: nothing is waiting to go before
         it, and it saves the two thread wake-ups of a round trip through the writer thread
         (~0.1 ms each on a small VM, as much as the SQL of a step)."""
         if threading.current_thread() is self._thread:
-            if self._tx is None:
-                raise RuntimeError("a store write on the writer thread outside any unit")
-            return self._nested(self._tx, fn, durable)
+            # A unit is a transaction body: it writes through its connection, never the store.
+            raise RuntimeError("a store write from inside a write transaction")
         if not _on_event_loop():
             with self._cond:
                 free = not (self._queue or self._running or self._closed)
@@ -320,17 +299,14 @@ class Writer:
             self.busy_s += time.perf_counter() - started
 
     def _commit_batch(self, batch: list[_Op]) -> None:
+        # The sync level comes from the queued units (writes.SYNC for a stream's): a batch
+        # holding one durable unit commits with FULL.
         durable = any(op.durable for op in batch)
-        safe = False
         try:
-            while True:
-                try:
-                    outcomes = self._transaction(batch, durable, safe)
-                    break
-                except _NeedsDurable:
-                    durable = True  # a unit put relaxed made a write that must be synced
-                except _Undo:
-                    safe = True  # a unit failed: again, each one undone alone if it fails
+            try:
+                outcomes = self._transaction(batch, durable, safe=False)
+            except _Undo:  # a unit failed: again, each one undone alone if it fails
+                outcomes = self._transaction(batch, durable, safe=True)
         except BaseException as e:  # nothing of the batch is committed: every caller hears why
             err = _wrap(e, self._where)
             _resolve(batch, [(False, err)] * len(batch))
@@ -348,9 +324,8 @@ class Writer:
             first_pause=WRITE_LOCK_FIRST_PAUSE_S,
             max_pause=WRITE_LOCK_MAX_PAUSE_S,
         )
-        tx = self._tx = _Tx(durable, safe)
         try:
-            outcomes = self._units(batch, tx) if safe else self._units_at_once(batch, tx)
+            outcomes = self._units(batch) if safe else self._units_at_once(batch)
             if any(ok for ok, _ in outcomes):
                 conn.execute("COMMIT")
                 self.commits += 1
@@ -360,32 +335,20 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        finally:
-            self._tx = None
         return outcomes
 
-    def _units_at_once(self, batch: list[_Op], tx: _Tx) -> list[tuple[bool, Any]]:
-        """Every unit straight in the transaction; the first failure (raised, or a write of
-        it that failed and was caught) undoes the attempt (_Undo)."""
+    def _units_at_once(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
+        """Every unit straight in the transaction; the first failure undoes the attempt."""
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         for op in batch:
             try:
-                value = op.fn(conn)
-            except _NeedsDurable:
-                raise
+                outcomes.append((True, op.fn(conn)))
             except Exception:  # noqa: BLE001 - run again in savepoints, where it fails alone
-                if tx.needs_durable:
-                    raise _NeedsDurable from None
                 raise _Undo from None
-            if tx.needs_durable:
-                raise _NeedsDurable
-            if tx.failed:
-                raise _Undo
-            outcomes.append((True, value))
         return outcomes
 
-    def _units(self, batch: list[_Op], tx: _Tx) -> list[tuple[bool, Any]]:
+    def _units(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
         """Each unit in its own savepoint; a chain that failed runs no further units."""
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
@@ -399,39 +362,14 @@ class Writer:
                     value = op.fn(conn)
                 else:
                     value = self._in_savepoint("xclaw_unit", lambda: op.fn(conn))  # noqa: B023 - called at once
-            except _NeedsDurable:
-                raise
             except Exception as e:  # noqa: BLE001 - this unit's caller's error
-                if tx.needs_durable:
-                    raise _NeedsDurable from None
                 err = _wrap(e, self._where)
                 outcomes.append((False, err))
                 if op.chain is not None:
                     failed[id(op.chain)] = err
                 continue
-            if tx.needs_durable:
-                raise _NeedsDurable
             outcomes.append((True, value))
         return outcomes
-
-    def _nested(self, tx: _Tx, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
-        """A store write made by a unit. In a safe run, a savepoint of the open transaction,
-        undone alone if it fails; otherwise straight, a failure marking the attempt undone.
-        One that must be synced in a relaxed transaction sends the whole batch round again,
-        FULL (SQLite refuses to change the sync level inside a transaction)."""
-        if durable and not tx.durable:
-            tx.needs_durable = True
-            raise _NeedsDurable
-        if not tx.safe:
-            try:
-                return fn(self._conn)
-            except Exception as e:  # noqa: BLE001 - the unit may catch it; the attempt is void
-                tx.failed = True
-                raise _wrap(e, self._where) from None
-        try:
-            return self._in_savepoint("xclaw_write", lambda: fn(self._conn))
-        except Exception as e:  # noqa: BLE001 - this write alone is undone; its caller hears why
-            raise _wrap(e, self._where) from None
 
     def _in_savepoint(self, name: str, fn: Callable[[], T]) -> T:
         """fn() inside SAVEPOINT `name` of the open transaction: undone alone if it raises

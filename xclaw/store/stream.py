@@ -1,18 +1,20 @@
 """WriteStream: one run's writes, handed to the store's writer in event order.
 
-This is the store call under the write-ahead rule (docs/architecture.md). `put(unit,
-durable=...)`, called on the run's event loop, hands a unit — a callable that writes through
-the store, e.g. `lambda: store.begin_step(...)` — to the backend's writer and returns an
-asyncio future that resolves once that unit, and every unit put before it on the same stream,
-is committed; synced to disk when `durable` (a synced commit makes every earlier commit of the
-log durable too). The caller never blocks: it awaits the future only when it must know —
-before a tool starts, before a client hears of a result — and lets the other writes go.
+This is the store call under the write-ahead rule (docs/architecture.md). `put(write)`,
+called on the run's event loop, hands a write — a value of store/writes.py (`BeginStep`,
+`FinishStep`, ...), never code — to the backend's writer and returns an asyncio future that
+resolves once that write, and every write put before it on the same stream, is committed;
+synced to disk when the table of store/writes.py (`SYNC`) says its kind must be (a synced
+commit makes every earlier commit of the log durable too). The caller never blocks: it
+awaits the future only when it must know — before a tool starts, before a client hears of a
+result — and lets the other writes go. A stream opened with a lease (`write_stream(lease)`)
+fences every step write put on it with that lease's token.
 
-How the units become transactions is the backend's business, invisible here: SQLite's one
-writer thread commits whatever is queued as one transaction (store/sqlite_writer.py);
-PostgreSQL runs each stream's queued units as one transaction of its pool, on a worker thread
-(`SerialBatches`). Either way the order on disk is the order of `put`, and a unit that fails
-breaks the stream: the units after it fail with the same error, unrun, since each may depend
+How writes become transactions is the backend's business, invisible here: SQLite's one writer
+thread commits whatever is queued as one transaction (store/sqlite_writer.py); PostgreSQL runs
+each stream's queued writes as one transaction of its pool, on a worker thread
+(`SerialBatches`). Either way the order on disk is the order of `put`, and a write that fails
+breaks the stream: the writes after it fail with the same error, unrun, since each may depend
 on the ones before (the step an answer completes, the parent a step hangs under).
 
 Outcomes come back through `deliver`, once per transaction, on the writer's thread: each
@@ -30,11 +32,13 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-T = TypeVar("T")
+from xclaw.store.leases import Lease
+from xclaw.store.writes import Sync, TxBodies, Write, apply, sync_of
 
-Unit = Callable[[], Any]
+# What a writer runs for one write: a function of its open transaction's connection.
+Unit = Callable[[Any], Any]
 
 
 class Ticket:
@@ -85,38 +89,46 @@ class Send(Protocol):
     `lazy`: nobody waits for it yet, it may wait a moment for company. Never blocks."""
 
     def __call__(
-        self, unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
+        self, unit: Unit, /, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
     ) -> None: ...
 
 
 class WriteStream:
     """Ordered writes of one run (a main agent and its sub-agents share one)."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, bodies: TxBodies, lease: Lease | None = None) -> None:
         self._send = send
+        self._bodies = bodies
+        self.lease = lease
         self._broken: BaseException | None = None
         self._last: asyncio.Future[Any] | None = None
 
-    def put(self, unit: Callable[[], T], *, durable: bool, lazy: bool = False) -> asyncio.Future[T]:
-        """Hand `unit` to the writer; the future resolves once it and every earlier unit of
-        this stream are committed (and synced, if `durable`). Call it on the run's event
-        loop; never blocks. The write is handed over for good: cancelling the future only
-        stops the waiting."""
+    def put(self, write: Write) -> asyncio.Future[Any]:
+        """Hand `write` to the writer; the future resolves once it and every earlier write of
+        this stream are committed (and synced, if its kind must be: writes.SYNC). Call it on
+        the run's event loop; never blocks. The write is handed over for good: cancelling the
+        future only stops the waiting."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._last = future
         if self._broken is not None:
             future.set_exception(self._broken)
             return future
+        bodies, lease = self._bodies, self.lease
 
-        def guarded() -> T:
-            # Put before an earlier unit's failure was known: it depended on that unit.
+        def unit(conn: Any) -> Any:
+            # Put before an earlier write's failure was known: it depended on that write.
             if self._broken is not None:
                 raise self._broken
-            return unit()
+            return apply(bodies, conn, write, lease)
 
+        sync = sync_of(write)
         self._send(
-            guarded, durable=durable, lazy=lazy, chain=self, ticket=Ticket(loop, future, self)
+            unit,
+            durable=sync is Sync.DURABLE,
+            lazy=sync is Sync.LAZY,
+            chain=self,
+            ticket=Ticket(loop, future, self),
         )
         return future
 

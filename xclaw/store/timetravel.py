@@ -18,7 +18,7 @@ from xclaw.store.changes import record_change_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import INTERRUPTED, Session, SessionEvent, Status, display_id
-from xclaw.store.rows import SESSION_COLS, row_to_session
+from xclaw.store.rows import SESSION_COLS, SESSIONS, STEPS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import fork_snapshots_tx, rollback_snapshots_tx
 
@@ -27,37 +27,42 @@ from xclaw.store.snapshots import fork_snapshots_tx, rollback_snapshots_tx
 # running in the source is copied as interrupted: a fork never inherits a run in flight.
 # A parent link to a step after the fork point (possible only in data written by other tools)
 # is dropped rather than left dangling.
-_FORK_STEPS_SQL = """
-INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status, agent,
-                    call_id, input_data, output_data, error_message, start_time, end_time,
-                    token_usage_prompt, token_usage_completion)
-SELECT :new::text || substr(step_id, :cut::int), :new::text, seq,
-       CASE WHEN parent_step_id IS NULL
-                 OR CAST(substr(parent_step_id, :cut::int + 2) AS BIGINT) > :seq::bigint
-            THEN NULL
-            ELSE :new::text || substr(parent_step_id, :cut::int) END,
-       step_type, name,
-       CASE status WHEN 'running' THEN 'failed' ELSE status END,
-       agent, call_id, input_data, output_data,
-       CASE status WHEN 'running' THEN :interrupted::text ELSE error_message END,
-       start_time,
-       CASE status WHEN 'running' THEN :now::bigint ELSE end_time END,
-       token_usage_prompt, token_usage_completion
-FROM traces WHERE session_id = :old AND seq <= :seq ORDER BY seq
-"""
-_SESSION_SQL = f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?"
-_FORK_SESSION_SQL = (
-    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at,"
-    " metadata, is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
-    " VALUES (?, ?, 'Init', ?, ?, ?::jsonb, 1, ?, ?, 0, ?)"
+_FORK_COPY = {
+    "step_id": ":new::text || substr(step_id, :cut::int)",
+    "session_id": ":new::text",
+    "parent_step_id": (
+        "CASE WHEN parent_step_id IS NULL"
+        " OR CAST(substr(parent_step_id, :cut::int + 2) AS BIGINT) > :seq::bigint"
+        " THEN NULL ELSE :new::text || substr(parent_step_id, :cut::int) END"
+    ),
+    "status": "CASE status WHEN 'running' THEN 'failed' ELSE status END",
+    "error_message": "CASE status WHEN 'running' THEN :interrupted::text ELSE error_message END",
+    "end_time": "CASE status WHEN 'running' THEN :now::bigint ELSE end_time END",
+}
+# Every other column of model.Step is copied as it is (store/columns.py).
+_FORK_STEPS_SQL = (
+    f"INSERT INTO traces ({STEPS.names()})\nSELECT {STEPS.copied(_FORK_COPY)}\n"
+    "FROM traces WHERE session_id = :old AND seq <= :seq ORDER BY seq"
 )
+_SESSION_SQL = f"SELECT {SESSION_COLS} FROM sessions WHERE session_id=?"
+# The fork's session row: every column from the Session value, and its step counter.
+_FORK_SESSION_SQL = SESSIONS.insert("next_seq")
 
 
 def forked_session(new_sid: str, source: Session, seq: int, title: str | None, now: int) -> Session:
     """The new session a fork at `seq` creates: Init, is_forked, its parent and fork point."""
     name = title or f"fork of {source.title or source.session_id} at {display_id(seq)}"
     return Session(
-        new_sid, name, Status.INIT, now, now, source.metadata, True, source.session_id, False, seq
+        session_id=new_sid,
+        title=name,
+        status=Status.INIT,
+        created_at=now,
+        updated_at=now,
+        metadata=source.metadata,
+        is_forked=True,
+        parent_session_id=source.session_id,
+        awaiting_input=False,
+        forked_from_seq=seq,
     )
 
 
@@ -111,10 +116,7 @@ def fork_tx(
     d.require_step(conn, session_id, seq, ref)
     source = row_to_session(src)
     forked = forked_session(new_sid, source, seq, d.text(title), now)
-    conn.execute(
-        d.sql(_FORK_SESSION_SQL),
-        (new_sid, forked.title, now, now, src[5], session_id, seq + 1, seq),
-    )
+    conn.execute(d.sql(_FORK_SESSION_SQL), (*SESSIONS.params(forked, d.json, d.text), seq + 1))
     conn.execute(
         d.sql(_FORK_STEPS_SQL),
         {

@@ -18,22 +18,20 @@ import enum
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import MISSING, dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import EXIT_USAGE, MissingBlobs, XclawError
 from xclaw.protocol import session_json, step_json, valid_unicode
-from xclaw.store.base import Store
+from xclaw.store.base import RecordReader, RecordStore
+from xclaw.store.columns import Column, Kind, Table
 from xclaw.store.model import (
     Session,
-    Status,
     Step,
-    StepStatus,
-    StepType,
     display_id,
     full_step_id,
 )
-from xclaw.store.rows import check_session_id, new_session_id
+from xclaw.store.rows import SESSIONS, STEPS, check_session_id, new_session_id
 from xclaw.store.snapshot_model import content_hash
 
 
@@ -44,8 +42,14 @@ class BadExport(XclawError):
     exit_code = EXIT_USAGE
 
 
+class ExportSource(RecordReader, Protocol):
+    """What an export reads: the record, and the images its steps name."""
+
+    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]: ...
+
+
 def export_lines(
-    store: Store,
+    store: ExportSource,
     sessions: Iterable[Session],
     totals: Callable[[list[Step]], dict[str, Any]] | None = None,
     redact: Callable[[Any], Any] | None = None,
@@ -58,9 +62,11 @@ def export_lines(
     for session in sessions:
         steps = store.steps(session.session_id)
         extra = totals(steps) if totals is not None else {}
-        yield _dump(clean({"kind": "session", **session_json(session), **extra}))
+        line = {"kind": "session", **session_json(session), **SESSIONS.exported(session)}
+        yield _dump(clean({**line, **extra}))
         for st in steps:
-            yield _dump(clean({"kind": "step", **step_json(st), "callId": st.call_id}))
+            # As clients see it, and every column as model.Step declares it (store/columns.py).
+            yield _dump(clean({"kind": "step", **step_json(st), **STEPS.exported(st)}))
         # Images a tool returned live in the blob store; the steps name them by hash.
         hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
         if hashes:
@@ -159,7 +165,7 @@ def parse_export(lines: Iterable[bytes | str], where: str = "the file") -> list[
     return out
 
 
-def import_sessions(store: Store, exported: list[Exported]) -> list[Imported]:
+def import_sessions(store: RecordStore, exported: list[Exported]) -> list[Imported]:
     """Every session of the file in one durable transaction (Store.import_sessions): all of
     them are imported, or none."""
     return store.import_sessions(exported)
@@ -301,37 +307,77 @@ def _moved(st: Step, old: str, new: str) -> Step:
     return replace(st, step_id=full_step_id(new, st.seq), session_id=new, parent_step_id=parent)
 
 
+# What an import accepts of a number column beyond a whole number in [0, MAX_BIGINT] (a
+# column not named here takes that); fields an export line must have although the value has
+# a default.
+_BOUNDS = {
+    "seq": (1, MAX_SEQ),
+    "forked_from_seq": (1, MAX_SEQ),
+    "token_usage_prompt": (0, MAX_TOKENS),
+    "token_usage_completion": (0, MAX_TOKENS),
+}
+_REQUIRED = frozenset({"start_time"})
+
+
+def _columns(table: Table[Any], o: dict[str, Any], special: Iterable[str] = ()) -> dict[str, Any]:
+    """Every exported column of a line (store/columns.py) but `special`, checked by its kind:
+    a field left out takes its default (a line without a field that has none is refused), a
+    null is None where the field allows None, else its default."""
+    skip = set(special)
+    values: dict[str, Any] = {}
+    for c in table.columns:
+        if c.export is None or c.field in skip:
+            continue
+        head, _, tail = c.export.partition(".")
+        v: Any = o.get(head)
+        present = head in o
+        if tail:
+            if v is None:
+                v = {}
+            if not isinstance(v, dict):
+                raise TypeError(f"{head} must be an object, not {_shown(v)}")
+            present, v = tail in v, v.get(tail)
+        if v is None:
+            if c.default is MISSING or (c.field in _REQUIRED and not present):
+                raise KeyError(c.export)
+            values[c.field] = None if c.nullable and present else c.default
+            continue
+        values[c.field] = _READ[c.kind](c, v)
+    return values
+
+
+def _read_value(c: Column, v: Any) -> int:
+    low, high = _BOUNDS.get(c.field, (0, MAX_BIGINT))
+    return _int(v, c.export or c.field, low, high)
+
+
+def _read_enum(c: Column, v: Any) -> Any:
+    assert c.enum is not None
+    return _enum(c.enum, v, c.export or c.field)
+
+
+_READ: dict[Kind, Callable[[Column, Any], Any]] = {
+    Kind.VALUE: _read_value,
+    Kind.TEXT: lambda c, v: _str(v, c.export or c.field),
+    Kind.JSON: lambda c, v: v,
+    Kind.FLAG: lambda c, v: _bool(v, c.export or c.field),
+    Kind.ENUM: _read_enum,
+}
+
+
 def _session(o: dict[str, Any]) -> Session:
     sid = check_session_id(o["sessionId"])
-    meta = o.get("metadata")
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
-        raise TypeError(f"metadata must be an object, not {_shown(meta)}")
-    parent = o.get("parentSessionId")
-    if parent is not None:
-        check_session_id(parent)
-    created = _int(o["createdAt"], "createdAt", 0, MAX_BIGINT)
-    updated = _int(o["updatedAt"], "updatedAt", 0, MAX_BIGINT)
-    forked_from = o.get("forkedFromSeq")
-    return Session(
-        session_id=sid,
-        title=_str(_or(o.get("title"), ""), "title"),
-        status=_enum(Status, o["status"], "status"),
-        created_at=created,
-        updated_at=updated,
-        metadata=meta,
-        is_forked=_bool(o.get("isForked"), "isForked"),
-        parent_session_id=parent,
-        awaiting_input=_bool(o.get("awaitingInput"), "awaitingInput"),
-        forked_from_seq=None
-        if forked_from is None
-        else _int(forked_from, "forkedFromSeq", 1, MAX_SEQ),
-    )
+    values = _columns(SESSIONS, o, special=("session_id", "title"))
+    if not isinstance(values["metadata"], dict):
+        raise TypeError(f"metadata must be an object, not {_shown(values['metadata'])}")
+    if values["parent_session_id"] is not None:
+        check_session_id(values["parent_session_id"])
+    return Session(session_id=sid, title=_str(_or(o.get("title"), ""), "title"), **values)
 
 
 def _step(o: dict[str, Any], sid: str) -> Step:
-    seq = _int(o["seq"], "seq", 1, MAX_SEQ)
+    values = _columns(STEPS, o, special=("step_id",))
+    seq = values["seq"]
     step_id = o.get("stepId")
     if step_id is not None:
         owner, _, tail = _str(step_id, "stepId").rpartition(":")
@@ -349,41 +395,13 @@ def _step(o: dict[str, Any], sid: str) -> Step:
         if not (p.startswith("s") and p[1:].isdigit() and len(p) <= 20):
             raise ValueError(f"parent {_shown(p)} is not a step id like s0003")
         parent_id = full_step_id(sid, int(p[1:]))
-    tokens = o.get("tokens")
-    if tokens is None:
-        tokens = {}
-    if not isinstance(tokens, dict):
-        raise TypeError(f"tokens must be an object, not {_shown(tokens)}")
-    start = _int(o["startTime"], "startTime", 0, MAX_BIGINT)
-    end = o.get("endTime")
-    end_time = None if end is None else _int(end, "endTime", start, MAX_BIGINT)
-    call_id = o.get("callId")
+    end = values["end_time"]
+    if end is not None:
+        _int(end, "endTime", values["start_time"], MAX_BIGINT)
     return Step(
-        step_id=full_step_id(sid, seq),
-        session_id=sid,
-        seq=seq,
-        parent_step_id=parent_id,
-        step_type=_enum(StepType, o["type"], "type"),
-        name=_str(o["name"], "name"),
-        status=_enum(StepStatus, o["status"], "status"),
-        agent=_str(_or(o.get("agent"), "main"), "agent"),
-        call_id=None if call_id is None else _str(call_id, "callId"),
-        input_data=o.get("input"),
-        output_data=o.get("output"),
-        error_message=None if o.get("error") is None else _str(o["error"], "error"),
-        start_time=start,
-        end_time=end_time,
-        token_usage_prompt=_count(tokens, "prompt"),
-        token_usage_completion=_count(tokens, "completion"),
+        **values
+        | {"step_id": full_step_id(sid, seq), "session_id": sid, "parent_step_id": parent_id}
     )
-
-
-def _count(tokens: dict[str, Any], key: str) -> int | None:
-    """A token column: a whole number, or null (the provider reported none) kept as NULL;
-    absent means 0, as exports written before NULLs existed did."""
-    if key in tokens and tokens[key] is None:
-        return None
-    return _int(tokens.get(key, 0), f"tokens.{key}", 0, MAX_TOKENS)
 
 
 E = TypeVar("E", bound=enum.Enum)

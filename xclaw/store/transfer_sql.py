@@ -11,51 +11,24 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from xclaw.errors import StoreError
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import Session, Step
+from xclaw.store.rows import SESSIONS, STEPS
 from xclaw.store.snapshots import blob_rows, insert_blobs
 from xclaw.store.transfer import Exported, Imported, placed
 
 T = TypeVar("T")
 
-_INSERT_SESSION = (
-    "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at, metadata,"
-    " is_forked, parent_session_id, next_seq, awaiting_input, forked_from_seq)"
-    " VALUES (?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?)"
-)
-_INSERT_STEP = (
-    "INSERT INTO traces (step_id, session_id, seq, parent_step_id, step_type, name, status,"
-    " agent, call_id, input_data, output_data, error_message, start_time, end_time,"
-    " token_usage_prompt, token_usage_completion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,"
-    " ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?)"
-)
+# Every column of the Session and Step values as they were exported (store/columns.py).
+_INSERT_SESSION = SESSIONS.insert("next_seq")
+_INSERT_STEP = STEPS.insert()
 _SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id=?"
 
 
-def _step_rows(d: Dialect, steps: Sequence[Step]) -> list[tuple[Any, ...]]:
-    return [
-        (
-            st.step_id,
-            st.session_id,
-            st.seq,
-            st.parent_step_id,
-            st.step_type.value,
-            d.text(st.name),
-            st.status.value,
-            d.text(st.agent),
-            d.text(st.call_id),
-            d.json(st.input_data, "input_data"),
-            d.json(st.output_data, "output_data"),
-            d.text(st.error_message),
-            st.start_time,
-            st.end_time,
-            st.token_usage_prompt,
-            st.token_usage_completion,
-        )
-        for st in sorted(steps, key=lambda s: s.seq)
-    ]
+def _step_rows(d: Dialect, steps: Sequence[Step]) -> list[list[Any]]:
+    return [STEPS.params(st, d.json, d.text) for st in sorted(steps, key=lambda s: s.seq)]
 
 
 def _insert(
-    d: Dialect, conn: Any, session: Session, steps: Sequence[Step], rows: list[tuple[Any, ...]]
+    d: Dialect, conn: Any, session: Session, steps: Sequence[Step], rows: list[list[Any]]
 ) -> Session:
     """One session and its steps, in the caller's transaction."""
     sid = session.session_id
@@ -65,24 +38,10 @@ def _insert(
     if parent and not conn.execute(d.sql(_SESSION_EXISTS), (parent,)).fetchone():
         parent = None
     next_seq = max((s.seq for s in steps), default=0) + 1
-    conn.execute(
-        d.sql(_INSERT_SESSION),
-        (
-            sid,
-            d.text(session.title),
-            session.status.value,
-            session.created_at,
-            session.updated_at,
-            d.json(session.metadata, "metadata"),
-            int(session.is_forked),
-            parent,
-            next_seq,
-            int(session.awaiting_input),
-            session.forked_from_seq,
-        ),
-    )
+    session = replace(session, parent_session_id=parent, metadata=dict(session.metadata))
+    conn.execute(d.sql(_INSERT_SESSION), (*SESSIONS.params(session, d.json, d.text), next_seq))
     d.executemany(conn, d.sql(_INSERT_STEP), rows)
-    return replace(session, parent_session_id=parent, metadata=dict(session.metadata))
+    return session
 
 
 class TransferMethods:

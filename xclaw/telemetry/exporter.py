@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xclaw import __version__
-from xclaw.store.base import Store
+from xclaw.store.base import RecordReader
 from xclaw.store.model import MAIN_AGENT, Step, StepType
 from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.spans import SpanData, split_turns, turn_spans
@@ -28,7 +28,11 @@ _STOP = object()
 
 class TurnExporter:
     def __init__(
-        self, store: Store, config: OtelSettings, *, redact: Callable[[str], str] = lambda t: t
+        self,
+        store: RecordReader,
+        config: OtelSettings,
+        *,
+        redact: Callable[[str], str] = lambda t: t,
     ) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -136,7 +140,9 @@ def _touched(step: Step, started_ms: int) -> bool:
     )
 
 
-def recent_steps(store: Store, session_id: str, started_ms: int, first: int = 256) -> list[Step]:
+def recent_steps(
+    store: RecordReader, session_id: str, started_ms: int, first: int = 256
+) -> list[Step]:
     """The session's last steps, from the start of the first turn the run touched: read
     from the end, doubling, until that turn's user message and an untouched step before it
     are in view (a long session is not read whole at the end of each run)."""
@@ -202,7 +208,7 @@ def _span_exporter(config: OtelSettings) -> Any:
 
 
 def start_exporter(
-    store: Store, config: OtelSettings | None, *, redact: Callable[[str], str] = lambda t: t
+    store: RecordReader, config: OtelSettings | None, *, redact: Callable[[str], str] = lambda t: t
 ) -> TurnExporter | None:
     """A TurnExporter when export is switched on (`Settings.otel`, read with the OTEL_*
     variables and checked when the settings were read), else None. Export that is asked for

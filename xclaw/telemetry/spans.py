@@ -94,6 +94,9 @@ def turn_spans(
     user = turn[0]
     trace_id = _id(f"trace:{user.step_id}", 128)
     common = {"gen_ai.conversation.id": session_id}
+    sender = _user_of(user)
+    if sender is not None:  # who sent the turn's message (docs/teams.md)
+        common["enduser.id"] = sender
 
     def content(value: Any) -> str:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -161,6 +164,9 @@ def turn_spans(
             attrs = {"xclaw.step.id": s.display_id, "xclaw.alert": s.name}
             if s.call_id:
                 attrs["gen_ai.tool.call.id"] = s.call_id
+            answerer = _user_of(s)
+            if answerer is not None:  # who answered the approval
+                attrs["enduser.id"] = answerer
             owner.events.append(SpanEvent(f"xclaw.{s.name}", _ns(s.start_time), attrs))
             continue
         if s.step_type is StepType.LLM_CALL:
@@ -367,6 +373,15 @@ def _first_int(sources: Sequence[dict[str, Any]], keys: Sequence[str]) -> int | 
             if isinstance(v, int) and not isinstance(v, bool):
                 return v
     return None
+
+
+def _user_of(s: Step) -> str | None:
+    """The user of a shared server named in a step's `by` (a message's sender, an approval's
+    answerer); None: the server's token, or nobody."""
+    out = s.output_data if isinstance(s.output_data, dict) else {}
+    by = out.get("by")
+    user = by.get("user") if isinstance(by, dict) else None
+    return user if isinstance(user, str) else None
 
 
 def _text(value: Any) -> str:

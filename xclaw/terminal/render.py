@@ -80,6 +80,9 @@ class Renderer:
         # Thinking lines wait for the next frame of their model call: a call retried after
         # its thinking went out says so (thinking_discarded) and they are dropped unseen.
         self._thinking: list[dict[str, Any]] = []
+        # The team member this client is signed in as (the `session` frame says; None: the
+        # server's token): messages others sent are shown with their name (docs/teams.md).
+        self.me: str | None = None
         # On a terminal a final answer with Markdown is shown rendered (rich's renderer);
         # a pipe keeps the plain text (transcripts, the tutorial's format).
         self.markdown = console.is_terminal if markdown is None else markdown
@@ -92,6 +95,7 @@ class Renderer:
             "tool": self._on_tool,
             "notice": self._on_notice,
             "error": self._on_error,
+            "step": self._on_step,
         }
 
     @property
@@ -131,6 +135,8 @@ class Renderer:
             handler(f)
 
     def _on_session(self, f: dict[str, Any]) -> None:
+        user = f.get("user")
+        self.me = user if isinstance(user, str) else None
         parts = [f"[session] {f.get('sessionId')}"]
         if f.get("created"):
             parts.append("new (saved with its first message)")
@@ -143,7 +149,7 @@ class Renderer:
         self.line(" · ".join(parts), "dim")
 
     def _on_history(self, f: dict[str, Any]) -> None:
-        lines = history_lines(f)
+        lines = history_lines(f, me=self.me)
         if not lines:
             return
         self.line(HISTORY_START, "dim")
@@ -161,7 +167,7 @@ class Renderer:
     def _history_message(self, m: dict[str, Any]) -> None:
         text = printable(str(m.get("text") or ""))
         if m.get("kind") != "assistant" or not looks_like_markdown(text):
-            for line in history_lines({"messages": [m]}):
+            for line in history_lines({"messages": [m]}, me=self.me):
                 self.line(HISTORY_PREFIX + line, "dim")
             return
         for line in history_lines({"messages": [{**m, "text": "", "tool_calls": []}]}):
@@ -184,6 +190,26 @@ class Renderer:
         calls = m.get("tool_calls") or []
         for line in history_lines({"messages": [{"kind": "assistant", "tool_calls": calls}]}):
             self.line(HISTORY_PREFIX + line, "dim")
+
+    def _on_step(self, f: dict[str, Any]) -> None:
+        """A message another team member sent to this session (a shared one), shown as theirs,
+        and an approval they answered. What this client's person did is on the screen."""
+        step = f.get("step")
+        if not isinstance(step, dict):
+            return
+        given = step.get("output")
+        out: dict[str, Any] = given if isinstance(given, dict) else {}
+        by = out.get("by")
+        who = by.get("user") if isinstance(by, dict) else None
+        if not isinstance(who, str) or who == self.me:
+            return
+        if step.get("type") == "user_input" and step.get("agent") == "main":
+            self.end_stream()
+            for line in _prefixed(f"{printable(who)}: ", printable(str(step.get("input") or ""))):
+                self.line(line, "cyan")
+        elif step.get("name") == "approval" and step.get("status") != "running":
+            self.end_stream()  # another member answered it: `approved by bob (web page)`
+            self.line(f"[approval] {printable(str(out.get('why') or ''))}", "dim")
 
     def _on_delta(self, f: dict[str, Any]) -> None:
         text = printable(str(f.get("content", "")))
@@ -261,10 +287,11 @@ class Renderer:
             self.line(f"  {MAYBE_REPEATED_WARNING}", "bold red")
 
 
-def history_lines(f: dict[str, Any]) -> list[str]:
+def history_lines(f: dict[str, Any], *, me: str | None = None) -> list[str]:
     """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
     `messages` show tool calls; a server written for the tutorial sends only `content`, a JSON
-    string of [{role, content}], and that works too."""
+    string of [{role, content}], and that works too. A message another team member sent (its
+    `user` is not `me`) is shown as `NAME: …` (docs/teams.md)."""
     out: list[str] = []
     messages = f.get("messages")
     if isinstance(messages, list):
@@ -273,7 +300,13 @@ def history_lines(f: dict[str, Any]) -> list[str]:
                 continue
             kind = m.get("kind")
             if kind == "user":
-                out += _prefixed("You: ", str(m.get("text", "")))
+                sender = m.get("user")
+                who = (
+                    f"{printable(sender)}: "
+                    if isinstance(sender, str) and sender != me
+                    else "You: "
+                )
+                out += _prefixed(who, str(m.get("text", "")))
             elif kind == "summary":
                 # compaction's summary of the older turns (the full text: `xclaw steps`)
                 out.append(

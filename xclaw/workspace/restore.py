@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xclaw.errors import MissingBlobs, WorkspaceError
-from xclaw.store.base import Store
+from xclaw.store.base import SnapshotStore
 from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import IgnoreRules, walk
@@ -94,7 +94,10 @@ def restore_lock(root: Path) -> Iterator[None]:
 
 
 def complete_restore(
-    store: Store, root: Path, pending: PendingRestore, crash_point: CrashPoint = no_crash_point
+    store: SnapshotStore,
+    root: Path,
+    pending: PendingRestore,
+    crash_point: CrashPoint = no_crash_point,
 ) -> RestoreReport:
     """Bring the workspace of `pending.session_id` to the journaled state and drop the
     journal row. The caller holds restore_lock. `crash_point` is told each moment a crash
@@ -141,7 +144,7 @@ def complete_restore(
 
 
 def _build(
-    store: Store,
+    store: SnapshotStore,
     root: Path,
     pending: PendingRestore,
     tmp: Path,
@@ -167,7 +170,7 @@ def _build(
 
 
 def materialise(
-    store: Store, target: Path, manifest: Manifest, crash_point: CrashPoint = no_crash_point
+    store: SnapshotStore, target: Path, manifest: Manifest, crash_point: CrashPoint = no_crash_point
 ) -> int:
     """Create the manifest's directories, files and links inside the empty directory
     `target`. Returns the number of files and links written."""
@@ -203,7 +206,7 @@ def materialise(
 
 
 def _write_batch(
-    store: Store,
+    store: SnapshotStore,
     target: Path,
     batch: list[str],
     by_hash: dict[str, list[tuple[str, int]]],

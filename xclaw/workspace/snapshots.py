@@ -28,7 +28,7 @@ from typing import Any
 
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
-from xclaw.store.base import Store
+from xclaw.store.base import SnapshotStore
 from xclaw.store.snapshot_model import Manifest, SnapshotInfo
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import Found, IgnoreRules, walk
@@ -125,7 +125,9 @@ class Snapshotter:
             self._caches.pop(str(workspace), None)
 
     # --- the whole operation ------------------------------------------------------------------
-    def snapshot(self, store: Store, session_id: str, seq: int, workspace: Path) -> SnapshotInfo:
+    def snapshot(
+        self, store: SnapshotStore, session_id: str, seq: int, workspace: Path
+    ) -> SnapshotInfo:
         """Capture `workspace` and save it as the snapshot before step `seq`. Blocking: call
         it from a worker thread. Contents are stored first, then the manifest (durable)."""
         ws = str(workspace)
@@ -172,7 +174,9 @@ class Snapshotter:
             return manifest
 
     # --- capture --------------------------------------------------------------------------------
-    def _capture(self, store: Store | None, workspace: Path) -> tuple[Manifest, CaptureStats]:
+    def _capture(
+        self, store: SnapshotStore | None, workspace: Path
+    ) -> tuple[Manifest, CaptureStats]:
         cfg = self.config
         cache = self._cache(str(workspace))
         seen: dict[str, tuple[_Key, str]] = {}
@@ -266,7 +270,7 @@ def _read(found: Found) -> tuple[str, bytes, _Key]:
         os.close(fd)
 
 
-def _flush(store: Store, pending: _Pending) -> int:
+def _flush(store: SnapshotStore, pending: _Pending) -> int:
     if not pending.blobs:
         return 0
     missing = store.missing_blobs(pending.blobs)

@@ -14,9 +14,10 @@ next `recover`, which runs before any run of the session, rollback or fork: nobo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from xclaw.store.base import RollbackResult, Store
+from xclaw.store.base import RollbackResult, SnapshotStore
+from xclaw.store.leases import Lease
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import SnapshotInfo, WorkspaceRestore
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
@@ -29,12 +30,37 @@ if TYPE_CHECKING:
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
 
 
+class TimeTravelStore(SnapshotStore, Protocol):
+    """What the workspaces need of the store: its snapshots (SnapshotStore), and the three
+    record changes whose files they put back or take away in the same transaction."""
+
+    def rollback(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        workspace: WorkspaceRestore | None = None,
+        lease: Lease | None = None,
+    ) -> RollbackResult: ...
+
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        *,
+        title: str | None = None,
+        workspace: WorkspaceRestore | None = None,
+    ) -> Session: ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+
 class Workspaces:
     """Per-session workspaces under `root`, with snapshots and restores through `store`."""
 
     def __init__(
         self,
-        store: Store,
+        store: TimeTravelStore,
         root: Path,
         config: SnapshotConfig | None = None,
         snapshotter: Snapshotter | None = None,
@@ -46,7 +72,7 @@ class Workspaces:
 
     @classmethod
     def from_settings(
-        cls, store: Store, settings: Settings, root: Path | None = None
+        cls, store: TimeTravelStore, settings: Settings, root: Path | None = None
     ) -> Workspaces:
         snapshots = SnapshotConfig.from_settings(settings.sandbox)
         return cls(store, root or settings.workspace_root, snapshots)

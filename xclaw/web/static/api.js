@@ -52,13 +52,16 @@ export function storeSessionId(id) {
 
 export function wsUrl() {
   const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-  return `${scheme}//${window.location.host}/ws?token=${encodeURIComponent(getToken())}`;
+  const token = getToken();
+  return `${scheme}//${window.location.host}/ws${token ? `?token=${encodeURIComponent(token)}` : ""}`;
 }
 
 /** fetch /api/PATH with the token; JSON in, JSON out. Raises Unauthorized on 401 and
  * ApiError (with the server's code and text) on any other failure. */
 export async function api(path, { method = "GET", body, raw = false } = {}) {
-  const headers = { Authorization: `Bearer ${getToken()}` };
+  // No token (signed in by a proxy in front, docs/teams.md): no header, or it would replace
+  // the browser's own credentials for that proxy.
+  const headers = getToken() ? { Authorization: `Bearer ${getToken()}` } : {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {

@@ -31,6 +31,7 @@ const state = {
   historyReason: "restored",
   rollbackNotice: null,
   sessions: [],
+  me: null, // the user this page is signed in as (null: the server's own token)
 };
 
 let socket;
@@ -203,6 +204,11 @@ function onFrame(frame) {
     case "step":
       if (foreign) return;
       trace.upsert(frame.step);
+      {
+        // Another person's message in a shared session (docs/teams.md): shown as theirs.
+        const sender = frame.step.type === "user_input" ? frame.step.output?.by?.user : null;
+        if (sender && sender !== state.me && frame.step.agent === "main") transcript.user(String(frame.step.input ?? ""), sender);
+      }
       if (state.approval && frame.step.id === state.approval.stepId && frame.step.status !== "running") {
         state.approval.handle.close(); // answered here or by another client
         state.approval = null;
@@ -557,24 +563,32 @@ async function exportSession() {
 async function boot() {
   adoptUrlParams();
   setupAccessForm();
-  if (!getToken()) return showAccess("missing");
   let health = null;
   try {
     health = await api("/health");
   } catch (e) {
-    if (e instanceof Unauthorized) return showAccess("wrong");
+    // No token: the access screen, unless a sign-on proxy in front vouched for the person
+    // (docs/teams.md) and the server let the request in without one.
+    if (e instanceof Unauthorized) return showAccess(getToken() ? "wrong" : "missing");
+    if (!getToken()) return showAccess("missing");
     // Server down right now: show the app anyway; the socket keeps trying.
   }
   $("access").hidden = true;
   $("app").hidden = false;
   fillIcons(document);
   if (health) {
+    state.me = health.user || null;
+    if (state.me) {
+      $("whoami").hidden = false;
+      $("whoami").textContent = `signed in as ${state.me} · ${health.role}`;
+    }
     $("version").textContent = health.version ? `v${health.version}` : "";
     $("model").textContent = health.model ? `model · ${health.model}` : "no model configured";
     $("model").title = health.model || "set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env, or XCLAW_MODEL";
   }
 
   transcript = new Transcript($("transcript"), $("messages"));
+  transcript.me = state.me;
   transcript.reset();
   composer = new Composer($("composer"), {
     onSend: sendMessage,

@@ -74,7 +74,7 @@ export class Transcript {
     this.add(h("div.divider.restored-start", h("span", { text: `${label} · ${count} message${count === 1 ? "" : "s"}` })));
     const byCall = new Map();
     for (const m of items) {
-      if (m.kind === "user") this.add(userBubble(m.text, true));
+      if (m.kind === "user") this.add(userBubble(m.text, true, m.user && m.user !== this.me ? m.user : null));
       else if (m.kind === "summary") this.add(summaryFold(m.text));
       else if (m.kind === "assistant") {
         if ((m.thinking || []).length) this.add(thinkingFold(thinkingOf(m.thinking), true));
@@ -101,10 +101,10 @@ export class Transcript {
     this.add(h("div.divider.restored-end", h("span", { text: "live from here" })), { force: true });
   }
 
-  user(text) {
+  user(text, sender = null) {
     this.endLive();
     this.list.querySelector(".empty-state")?.remove();
-    this.add(userBubble(text, false), { force: true });
+    this.add(userBubble(text, false, sender), { force: true });
   }
 
   delta(text) {
@@ -224,9 +224,12 @@ function emptyState(title) {
       " new line · ", h("code", { text: "/help" }), " lists commands"));
 }
 
-function userBubble(text, restored) {
-  return h(`div.msg.user${restored ? ".restored" : ""}`,
-    h("div.bubble", h("div.bubble-text", { text })));
+/** A user's message; `sender`: the team member who sent it, when it was not this page's
+ * person (docs/teams.md). Text only, never markup. */
+function userBubble(text, restored, sender = null) {
+  const bubble = h("div.bubble", h("div.bubble-text", { text }));
+  if (sender) bubble.prepend(h("span.sender", { text: sender }));
+  return h(`div.msg.user${restored ? ".restored" : ""}`, bubble);
 }
 
 function assistantBubble(text, restored) {

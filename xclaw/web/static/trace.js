@@ -184,7 +184,8 @@ export class TraceTree {
         isEstimated(step)
           ? fact("tokens", `~${step.usage.input || 0} prompt · ~${step.usage.output || 0} completion (estimated: the server reported no counts)`)
           : tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null,
-        step.name === "approval" && step.output && step.output.by ? fact("answered by", answeredBy(step.output.by)) : null),
+        step.name === "approval" && step.output && step.output.by ? fact("answered by", answeredBy(step.output.by)) : null,
+        step.type === "user_input" && step.output && step.output.by ? fact("sent by", answeredBy(step.output.by)) : null),
       h("div.io", h("div.io-label", { text: "input" }), prettyValue(step.input)),
       h("div.io", h("div.io-label", { text: "output" }), prettyValue(step.output)),
       step.error ? h("div.io.io-error", h("div.io-label", { text: "error" }), prettyValue(step.error)) : null,
@@ -246,6 +247,9 @@ export class TraceTree {
 /** Model names can be long paths (script:/tmp/…/script.json): show the last part. */
 export function displayName(step) {
   const name = String(step.name ?? "");
+  // A message a team member sent: their name (docs/teams.md).
+  const sender = step.type === "user_input" ? step.output?.by?.user : null;
+  if (sender) return String(sender);
   if (step.type === "llm_call" && name.includes("/")) {
     const [kind, rest] = name.includes(":") ? [name.slice(0, name.indexOf(":") + 1), name.slice(name.indexOf(":") + 1)] : ["", name];
     return kind + rest.split("/").filter(Boolean).pop();
@@ -260,7 +264,8 @@ export function answeredBy(by) {
   switch (by.kind) {
     case "person": {
       const client = by.client ? CLIENTS[by.client] || by.client : "a client that gave no name";
-      return `a person · ${client}${by.via ? ` (${by.via})` : ""}`;
+      const who = by.user ? String(by.user) : "a person";
+      return `${who} · ${client}${by.via ? ` (${by.via})` : ""}`;
     }
     case "no_terminal": return "nobody: no terminal to ask";
     case "timeout": return `nobody: timed out${by.detail ? ` after ${by.detail}` : ""}`;

@@ -1,0 +1,193 @@
+"""The programs of examples/ run as a user runs them (real processes, a real SQLite file, the
+scripted model), and type-check under mypy --strict as a user's code would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.gateway.harness import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+pytestmark = pytest.mark.slow
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
+    }
+    env.update(XCLAW_HOME=str(tmp / "home"), PYTHONPATH=str(ROOT), NO_COLOR="1", **extra)
+    return env
+
+
+def _run(tmp: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp,
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_script(tmp_path: Path) -> None:
+    out = _run(tmp_path, str(EXAMPLES / "script.py"), str(tmp_path / "notes.db"))
+    assert "reply: The release notes are in NOTES.md" in out
+    assert "s0004 tool_call    shell      completed" in out
+    assert "Shorter: 1.2 fixes the crash" in out
+    assert "rolled back to before s0003: 3 steps deleted" in out
+
+
+def test_the_notebook_style_program(tmp_path: Path) -> None:
+    out = _run(tmp_path, str(EXAMPLES / "notebook.py"), str(tmp_path / "notes.db"))
+    assert "reply: The release notes are in NOTES.md" in out
+    assert "Shorter: 1.2" in out and "Success notebook notes" in out
+
+
+def test_own_tools(tmp_path: Path) -> None:
+    out = _run(tmp_path, str(EXAMPLES / "my_tools.py"), str(tmp_path / "orders.db"))
+    assert "order_status: runs; after a crash: retried" in out
+    assert "orders: {'A-1': 'shipped', 'A-2': 'shipped'}" in out
+
+
+def test_the_remote_program_against_a_gateway(tmp_path: Path, gateway: Any) -> None:
+    turns = json.loads((EXAMPLES / "scripts" / "notes.json").read_text())
+    server = gateway(turns["turns"], approval="ask")
+    # The gateway's script has no branches: the fork's answer is the script finished.
+    out = _run(tmp_path, str(EXAMPLES / "remote.py"), server.http, server.token)
+    assert "reply: The release notes are in NOTES.md" in out
+    assert "s0004 tool_call shell completed" in out and "fork:" in out
+
+
+def _start_app(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+    env = _env(tmp, NOTES_DB=str(tmp / "web.db"))
+    with (tmp / "app.log").open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "examples.web_app:app", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def test_the_web_app_serves_a_session_to_its_users(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _start_app(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            for _ in range(200):
+                try:
+                    made = await http.post("/conversations", json={"title": "web notes"})
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+            assert made.status_code == 201
+            cid = made.json()["id"]
+            events: list[dict[str, Any]] = []
+            async with http.stream(
+                "POST", f"/conversations/{cid}/messages", json={"text": "the notes"}
+            ) as r:
+                assert r.status_code == 200
+                async for line in r.aiter_lines():
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    events.append(event)
+                    if event["type"] == "approval_request":
+                        # A second user of the app (another connection) answers it.
+                        async with httpx.AsyncClient(base_url=base) as other:
+                            answer = await other.post(
+                                f"/conversations/{cid}/approvals/{event['stepId']}",
+                                json={"approve": True},
+                            )
+                            assert answer.json() == {"approved": True}
+            assert events[-1]["type"] == "reply"
+            shown = (await http.get(f"/conversations/{cid}")).json()
+            assert shown["title"] == "web notes" and shown["state"] == "Success"
+            assert [s["type"] for s in shown["steps"]][:4] == [
+                "user_input",
+                "llm_call",
+                "system_alert",
+                "tool_call",
+            ]
+            missing = await http.get("/conversations/nope")
+            assert missing.status_code == 404 and missing.json()["code"] == "unknown_session"
+            rolled = await http.post(f"/conversations/{cid}/rollback", json={"step": "s0002"})
+            assert rolled.json() == {"deleted": 4}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None:
+    """A notebook cell interrupted (SIGINT) while a run streams: the run is cancelled, the
+    session waits for the next instruction, and the program goes on."""
+    script = tmp_path / "slow.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "Slow.",
+                        "tool_calls": [{"name": "shell", "input": {"command": "sleep 30"}}],
+                    },
+                    {"text": "x"},
+                ]
+            }
+        )
+    )
+    program = tmp_path / "cell.py"
+    program.write_text(
+        "import os, signal, threading, xclaw\n"
+        f"agent = xclaw.open_sync(db='cell.db', model='script:{script}', approval='yolo')\n"
+        "session = agent.new_session(title='cell')\n"
+        "try:\n"
+        "    for event in session.send('wait'):\n"
+        "        if event.type == 'tool' and event.state == 'running':\n"
+        "            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "session.wait()\n"
+        "print(session.info().state, session.steps()[-1].error)\n"
+        "agent.close()\n"
+    )
+    began = time.monotonic()
+    out = _run(tmp_path, str(program))
+    assert out.splitlines() == ["interrupted", "waiting cancelled by the user"]
+    assert time.monotonic() - began < 25  # the sleep did not run to its end
+
+
+def test_the_examples_type_check_strictly() -> None:
+    """What a user's code meets: `py.typed`, and every public name typed."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            *map(str, sorted(EXAMPLES.glob("*.py"))),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,393 @@
+"""The in-process API: `xclaw.open(...)` drives sessions with the same Runtime `xclaw serve`
+runs (xclaw/runtime), on the same database and workspaces, so every promise holds as it does
+behind the gateway (write-ahead, completed once, no blind repeat, one driver — another
+process serving the same database is another worker, docs/postgres.md).
+
+Reads go through the runtime's store calls (the Store protocol the gateway reads with,
+off the event loop); everything that changes a session goes through the Runtime's methods.
+The events are the runtime's frames, read into their typed classes (xclaw/frames.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xclaw.answered_by import AnsweredBy
+from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands
+from xclaw.api.options import build_settings
+from xclaw.errors import ConfigError, UnknownSession
+from xclaw.frames import (
+    BY_TYPE,
+    SERVER_FRAME,
+    CostSummary,
+    HistoryFrame,
+    HistoryMessage,
+    SessionInfo,
+    Step,
+    TreeNode,
+)
+from xclaw.http_bodies import RollbackAnswer, ToolInfo
+from xclaw.protocol import session_json, step_json, tree_json
+
+if TYPE_CHECKING:
+    from xclaw.llm.base import Model
+    from xclaw.llm.provider import Provider
+    from xclaw.runtime.runtime import Runtime
+    from xclaw.store import Store
+
+# Who answered an approval given through this API, as the record says it (docs/approval.md).
+ANSWERED_BY = AnsweredBy.person("python", "in-process")
+MAX_TITLE = 200
+
+
+class LocalEvents(Events):
+    """A run in this process: the runtime's frames for the session, from the moment it is
+    asked to start to the moment its run task ends."""
+
+    def __init__(
+        self,
+        session: LocalSession,
+        start: Callable[[], Any],
+        approve: Approve | None = None,
+    ) -> None:
+        super().__init__(session.id, approve)
+        self._session = session
+        self._begin = start
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def _sink(self, frame: dict[str, Any]) -> None:
+        # Read into its class; a frame of a type this version does not know is ignored.
+        if frame.get("type") in _KNOWN:
+            self._push(SERVER_FRAME.validate_python(frame))
+
+    async def _start(self) -> None:
+        rt = self._session._rt
+        sid = self.session_id
+        self._unsubscribe = rt.subscribe(sid, self._sink)
+        try:
+            started = await self._begin()
+        except BaseException:
+            self._done()
+            raise
+        run = rt.runs.get(sid)
+        if started is False or run is None or run.task is None or run.task.done():
+            self._done()
+            return
+        run.task.add_done_callback(lambda _task: self._done())
+
+    def _done(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._finish()
+
+    def _stop(self) -> None:
+        self._session._rt.cancel(self.session_id)
+
+    async def _answer(self, step_id: str, approve: bool) -> None:
+        await self._session.approve(step_id, approve)
+
+
+class LocalSession(Session):
+    def __init__(self, agent: LocalAgent, session_id: str, title: str, *, unwritten: bool) -> None:
+        super().__init__(session_id, title)
+        self._agent = agent
+        self._rt = agent.runtime
+        # A new session without a title: written by its first message (Runtime.send create).
+        self._unwritten = unwritten
+
+    @property
+    def agent(self) -> LocalAgent:
+        return self._agent
+
+    # --- a run --------------------------------------------------------------------------------
+    def send(self, text: str, *, approve: Approve | None = None) -> Events:
+        refuse_commands(text)
+
+        async def start() -> bool:
+            await self._rt.send(self.id, text, create=self._unwritten)
+            self._unwritten = False
+            return True
+
+        return LocalEvents(self, start, approve)
+
+    def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
+        async def start() -> bool:
+            if not await self._exists():
+                return False  # a new session nothing was said to yet
+            return await self._rt.resume_if_needed(self.id, failed=failed)
+
+        return LocalEvents(self, start, approve)
+
+    def compact(self) -> Events:
+        async def start() -> bool:
+            await self._rt.compact(self.id)
+            return True
+
+        return LocalEvents(self, start)
+
+    async def approve(self, step_id: str, approve: bool = True) -> None:
+        from xclaw.errors import BadStep
+
+        try:
+            self._rt.answer_approval(self.id, step_id, approve, ANSWERED_BY)
+        except BadStep:
+            raise BadStep.not_waiting(step_id, self.id) from None
+
+    async def cancel(self) -> bool:
+        stopped = self._rt.cancel(self.id)
+        await self.wait()
+        return stopped
+
+    async def wait(self) -> None:
+        await self._rt.wait_idle(self.id)
+
+    # --- the record ---------------------------------------------------------------------------
+    async def info(self) -> SessionInfo:
+        rt = self._rt
+        found = await rt.db(rt.store.find_session, self.id)
+        if found is None:
+            if not self._unwritten:
+                raise UnknownSession(self.id)
+            found, _ = await rt.peek(self.id)
+        shown = SessionInfo.model_validate(rt.redact(session_json(found, busy=rt.is_busy(self.id))))
+        self._title = shown.title
+        return shown
+
+    async def steps(self, n: int | None = None) -> list[Step]:
+        rt = self._rt
+        await self._exists()
+        if n is None:
+            rows = await rt.db(rt.store.steps, self.id)
+        else:
+            rows = await rt.db(rt.store.latest_steps, self.id, n)
+        return [Step.model_validate(rt.redact(step_json(st))) for st in rows]
+
+    async def trace(self) -> list[TreeNode]:
+        rt = self._rt
+        await self._exists()
+        roots = await rt.db(rt.store.step_tree, self.id)
+        return [TreeNode.model_validate(rt.redact(tree_json(r))) for r in roots]
+
+    async def history(self) -> list[HistoryMessage]:
+        if not await self._exists():
+            return []
+        frame = await asyncio.to_thread(self._rt.history_frame, self.id)
+        return HistoryFrame.model_validate(frame).messages
+
+    async def usage(self) -> CostSummary:
+        from xclaw.views import session_cost
+
+        rt = self._rt
+        await self._exists()
+        rows = await rt.db(rt.store.steps, self.id)
+        return CostSummary.model_validate(session_cost(rows).to_json())
+
+    async def _exists(self) -> bool:
+        """False for a new session not written yet (no steps); UnknownSession when gone."""
+        rt = self._rt
+        if await rt.db(rt.store.find_session, self.id) is not None:
+            return True
+        if self._unwritten:
+            return False
+        raise UnknownSession(self.id)
+
+    async def rename(self, title: str) -> None:
+        clean = _title(title)
+        rt = self._rt
+        if self._unwritten:  # naming it is the first thing said to it: written now
+            await rt.db(rt.store.create_session, session_id=self.id, title=rt.title_of(clean))
+            self._unwritten = False
+        session = await rt.rename(self.id, clean)
+        self._title = session.title
+
+    async def rollback(self, step_id: str) -> RollbackAnswer:
+        from xclaw.store.model import display_id
+
+        result = await self._rt.rollback(self.id, step_id)
+        return RollbackAnswer.model_validate(
+            {
+                "session": self._rt.redact(session_json(result.session, busy=False)),
+                "stepId": display_id(result.target_seq),
+                "deleted": result.deleted,
+            }
+        )
+
+    async def fork(self, step_id: str, title: str | None = None) -> LocalSession:
+        new = await self._rt.fork(self.id, step_id, None if title is None else _title(title))
+        return LocalSession(self._agent, new.session_id, new.title, unwritten=False)
+
+    async def delete(self) -> None:
+        await self._rt.delete(self.id)
+
+
+class LocalAgent(Agent):
+    """Sessions driven in this process (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime, store: Store) -> None:
+        self.runtime = runtime
+        self._store = store
+        self._closed = False
+
+    async def new_session(self, title: str | None = None) -> LocalSession:
+        rt = self.runtime
+        fresh, _ = await rt.peek(None)
+        if title is None:
+            return LocalSession(self, fresh.session_id, "", unwritten=True)
+        clean = rt.title_of(_title(title))
+        made = await rt.db(rt.store.create_session, session_id=fresh.session_id, title=clean)
+        return LocalSession(self, made.session_id, made.title, unwritten=False)
+
+    async def session(self, ref: str) -> LocalSession:
+        rt = self.runtime
+        found = await rt.db(rt.store.resolve_session, ref)
+        return LocalSession(self, found.session_id, rt.title_of(found.title), unwritten=False)
+
+    async def sessions(
+        self, *, limit: int = 100, search: str | None = None, state: str | None = None
+    ) -> list[SessionInfo]:
+        rt = self.runtime
+        narrowed = bool(search or state)
+        rows = await rt.db(rt.store.list_sessions, limit=None if narrowed else limit)
+        word = (search or "").lower()
+        out = []
+        for s in rows:
+            shown = rt.redact(session_json(s, busy=rt.is_busy(s.session_id)))
+            if word and word not in shown["title"].lower() and word not in s.session_id.lower():
+                continue
+            if state is not None and shown["state"] != state:
+                continue
+            out.append(SessionInfo.model_validate(shown))
+            if len(out) >= limit:
+                break
+        return out
+
+    async def tools(self) -> list[ToolInfo]:
+        from xclaw.tools.approval import ApprovalPolicy
+        from xclaw.tools.listing import tool_rows
+
+        rt = self.runtime
+        await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
+        rows = tool_rows(rt.toolbox.tools, ApprovalPolicy.from_settings(rt.settings))
+        return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.runtime.shutdown()
+        finally:
+            self._store.close()
+
+    async def __aenter__(self) -> LocalAgent:
+        return self
+
+
+def _title(title: str) -> str:
+    from xclaw.errors import BadCommand
+
+    clean = " ".join(title.split())
+    if len(clean) > MAX_TITLE:
+        raise BadCommand(f"a title has at most {MAX_TITLE} characters (this one has {len(clean)})")
+    return clean
+
+
+_KNOWN = frozenset(BY_TYPE)
+
+
+class Opening:
+    """What `xclaw.open(...)` returns: awaitable (the agent) and an async context manager
+    (the agent, closed when the block ends)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._agent: LocalAgent | None = None
+
+    async def _open(self) -> LocalAgent:
+        from xclaw.runtime.runtime import Runtime
+        from xclaw.store import Access, open_store
+
+        o = dict(self._options)
+        model: Model | None = o.pop("model_object", None)
+        settings, toolbox_extra = build_settings(**o)
+        store = open_store(settings.database, access=Access.CREATE)
+        try:
+            runtime = Runtime(store, settings, model=model)
+            for tool in toolbox_extra:
+                if tool.name in runtime.toolbox.tools:
+                    raise ConfigError(
+                        f"tools: {tool.ref!r}: a tool named {tool.name!r} exists already"
+                    )
+                runtime.toolbox.tools[tool.name] = tool
+        except BaseException:
+            store.close()
+            raise
+        self._agent = LocalAgent(runtime, store)
+        return self._agent
+
+    def __await__(self) -> Generator[Any, None, LocalAgent]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> LocalAgent:
+        return await self._open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._agent is not None:
+            await self._agent.close()
+
+
+def open(
+    db: str | Path | None = None,
+    *,
+    model: str | Model | None = None,
+    approval: str | None = None,
+    workspace: str | Path | None = None,
+    home: str | Path | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+    tools: Iterable[Callable[..., Any] | str] = (),
+    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
+    providers: Sequence[str | Mapping[str, Any]] | None = None,
+    provider_kinds: Sequence[Provider[Any]] = (),
+    cwd: str | Path | None = None,
+) -> Opening:
+    """An agent in this process, on the database `db` (a SQLite path or a postgresql://
+    URL; default: as `xclaw serve` finds it — XCLAW_DB, xclaw.yaml, ~/.xclaw/xclaw.db).
+
+    Settings are read as every xclaw command reads them (the environment, `.env` and
+    xclaw.yaml in `cwd`, docs/configuration.md); the arguments win over them:
+
+    - model: a provider spec (`openai:gpt-4o-mini`, `script:path.json`, comma-separated
+      for a fallback chain), or an object implementing xclaw.llm.base.Model
+    - approval: `ask`, `auto-edits` or `yolo`; workspace, home: directories
+    - config: another xclaw.yaml (a path), or its content (a mapping) instead of the file
+    - tools: Python functions (marked with @xclaw.tool, or plain typed functions) or
+      `module:function` references, added to the built-in tools
+    - mcp_servers: MCP servers by name, as xclaw.yaml's `mcp_servers:`
+    - providers: the provider chain, as xclaw.yaml's `providers:` (specs or mappings)
+    - provider_kinds: kinds of model of your own (xclaw.llm.provider.Provider objects), as a
+      provider package adds them: their `<kind>:<model>` specs work in model and providers
+
+    `async with xclaw.open(...) as agent:` closes it at the end of the block;
+    `agent = await xclaw.open(...)` leaves that to `await agent.close()`.
+    """
+    options: dict[str, Any] = {
+        "db": db,
+        "approval": approval,
+        "workspace": workspace,
+        "home": home,
+        "config": config,
+        "tools": tuple(tools),
+        "mcp_servers": mcp_servers,
+        "providers": providers,
+        "provider_kinds": tuple(provider_kinds),
+        "cwd": cwd,
+    }
+    if isinstance(model, str) or model is None:
+        options["model"] = model
+    else:
+        options["model_object"] = model
+    return Opening(**options)

@@ -1,0 +1,270 @@
+"""The Python API without `async`: for scripts, notebooks and other code without an event
+loop of its own (a notebook has one already running, which is why this does not use it).
+
+The agent lives on an event loop of its own, in a daemon thread; each call hands it a
+coroutine and waits for the answer. A run's events come back as a plain iterator. Ctrl+C
+(KeyboardInterrupt) while a call waits cancels that call — for a run, the run itself, as
+Session.cancel does — and the interrupt goes on up.
+
+    with xclaw.open_sync(db="app.db", model="script:demo.json") as agent:
+        session = agent.new_session(title="notes")
+        for event in session.send("hello"):
+            print(event.type)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+from xclaw.api.local import open as open_async
+from xclaw.api.remote import connect
+from xclaw.frames import (
+    ApprovalRequestFrame,
+    CostSummary,
+    HistoryMessage,
+    SessionInfo,
+    Step,
+    TreeNode,
+)
+from xclaw.http_bodies import RollbackAnswer, ToolInfo
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _Loop:
+    """An event loop running in a daemon thread; `call` runs a coroutine there and waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="xclaw-api", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()  # the task is cancelled where it waits: a run is cancelled
+            # Its clean-up (the run told to stop) finishes before the interrupt goes on up;
+            # how the call ended is of no interest any more.
+            with contextlib.suppress(BaseException):
+                future.result(timeout=10)
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class SyncEvents:
+    """A run's events as a plain iterator (`for event in session.send(...)`), or its result
+    (`.result()`). As the async Events: the run starts when the iteration begins."""
+
+    def __init__(self, loop: _Loop, events: Events) -> None:
+        self._loop = loop
+        self._events = events
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        try:
+            return self._loop.call(self._events.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def result(self) -> RunResult:
+        """Run to the end: every event, the reply or the error."""
+        return self._loop.call(self._events.result())
+
+
+class SyncSession:
+    """Session, without `await` (see xclaw.api.base.Session for what each method does)."""
+
+    def __init__(self, loop: _Loop, session: Session, agent: SyncAgent) -> None:
+        self._loop = loop
+        self.session = session
+        self._agent = agent
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    @property
+    def title(self) -> str:
+        return self.session.title
+
+    @property
+    def agent(self) -> SyncAgent:
+        return self._agent
+
+    def __repr__(self) -> str:
+        return f"<SyncSession {self.id} {self.title!r}>"
+
+    def _approve(self, approve: Approve | None) -> Approve | None:
+        """A plain function asked for approvals runs off the agent's loop (it may block,
+        e.g. on input())."""
+        if approve is None or isinstance(approve, bool):
+            return approve
+        rule = approve
+
+        async def decide(request: ApprovalRequestFrame) -> bool:
+            if inspect.iscoroutinefunction(rule):
+                return bool(await rule(request))
+            answer = await asyncio.to_thread(rule, request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            return bool(answer)
+
+        return decide
+
+    def send(self, text: str, *, approve: Approve | None = None) -> SyncEvents:
+        return SyncEvents(self._loop, self.session.send(text, approve=self._approve(approve)))
+
+    def run(self, text: str, *, approve: Approve | None = None) -> RunResult:
+        """send(...).result(): the run to its end."""
+        return self.send(text, approve=approve).result()
+
+    def resume(self, *, approve: Approve | None = None, failed: bool = False) -> SyncEvents:
+        return SyncEvents(
+            self._loop, self.session.resume(approve=self._approve(approve), failed=failed)
+        )
+
+    def compact(self) -> SyncEvents:
+        return SyncEvents(self._loop, self.session.compact())
+
+    def approve(self, step_id: str, approve: bool = True) -> None:
+        self._loop.call(self.session.approve(step_id, approve))
+
+    def cancel(self) -> bool:
+        return self._loop.call(self.session.cancel())
+
+    def wait(self) -> None:
+        self._loop.call(self.session.wait())
+
+    def info(self) -> SessionInfo:
+        return self._loop.call(self.session.info())
+
+    def steps(self, n: int | None = None) -> list[Step]:
+        return self._loop.call(self.session.steps(n))
+
+    def trace(self) -> list[TreeNode]:
+        return self._loop.call(self.session.trace())
+
+    def history(self) -> list[HistoryMessage]:
+        return self._loop.call(self.session.history())
+
+    def usage(self) -> CostSummary:
+        return self._loop.call(self.session.usage())
+
+    def rename(self, title: str) -> None:
+        self._loop.call(self.session.rename(title))
+
+    def rollback(self, step_id: str) -> RollbackAnswer:
+        return self._loop.call(self.session.rollback(step_id))
+
+    def fork(self, step_id: str, title: str | None = None) -> SyncSession:
+        return SyncSession(
+            self._loop, self._loop.call(self.session.fork(step_id, title)), self._agent
+        )
+
+    def delete(self) -> None:
+        self._loop.call(self.session.delete())
+
+    def tools(self) -> list[ToolInfo]:
+        return self._loop.call(self.session.tools())
+
+
+class SyncAgent:
+    """Agent, without `await`; a context manager (`with`) that closes it at the end."""
+
+    def __init__(self, loop: _Loop, agent: Agent) -> None:
+        self._loop = loop
+        self.agent = agent
+
+    def new_session(self, title: str | None = None) -> SyncSession:
+        return SyncSession(self._loop, self._loop.call(self.agent.new_session(title)), self)
+
+    def session(self, ref: str) -> SyncSession:
+        return SyncSession(self._loop, self._loop.call(self.agent.session(ref)), self)
+
+    def sessions(
+        self, *, limit: int = 100, search: str | None = None, state: str | None = None
+    ) -> list[SessionInfo]:
+        return self._loop.call(self.agent.sessions(limit=limit, search=search, state=state))
+
+    def search(self, word: str, *, limit: int = 100) -> list[SessionInfo]:
+        return self._loop.call(self.agent.search(word, limit=limit))
+
+    def tools(self) -> list[ToolInfo]:
+        return self._loop.call(self.agent.tools())
+
+    def close(self) -> None:
+        try:
+            self._loop.call(self.agent.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> SyncAgent:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _synchronous(opener: Callable[P, Awaitable[Agent]]) -> Callable[P, SyncAgent]:
+    """`opener` (xclaw.open, xclaw.connect) without an event loop: the same arguments, the
+    agent on a loop of its own."""
+
+    def start(*args: P.args, **kwargs: P.kwargs) -> SyncAgent:
+        loop = _Loop()
+
+        async def opened() -> Agent:
+            return await opener(*args, **kwargs)
+
+        try:
+            return SyncAgent(loop, loop.call(opened()))
+        except BaseException:
+            loop.stop()
+            raise
+
+    start.__name__ = f"{opener.__name__}_sync"
+    start.__doc__ = (
+        f"xclaw.{opener.__name__}(...) without an event loop: the same arguments, a SyncAgent."
+        f"\n\n{opener.__doc__ or ''}"
+    )
+    return start
+
+
+open_sync = _synchronous(open_async)
+connect_sync = _synchronous(connect)
+
+
+def _same_words() -> None:
+    """Each method here does what the async method of the same name does: it says so in
+    the same words (help(), an editor's hover)."""
+    for sync, base in ((SyncSession, Session), (SyncAgent, Agent)):
+        for name, member in vars(sync).items():
+            if name.startswith("_") or not callable(member) or member.__doc__:
+                continue
+            member.__doc__ = getattr(base, name).__doc__
+
+
+_same_words()

@@ -1,0 +1,178 @@
+"""The HTTP API's request and answer bodies (docs/protocol.md, HTTP API) as typed classes.
+
+`/api/openapi.json` is generated from them (xclaw/gateway/openapi.py) and the Python API's
+remote client (xclaw/api/remote.py) reads the answers with them; the objects they hold — a
+session, a step, a tree node — are the frames' (xclaw/frames.py), declared once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from xclaw.frames import CostSummary, HistoryMessage, SessionInfo, Step, TreeNode, Wire
+
+__all__ = [
+    "ApiError",
+    "ApprovalAnswer",
+    "ApprovalBody",
+    "ForkAnswer",
+    "ForkBody",
+    "Health",
+    "HistoryAnswer",
+    "NewSessionBody",
+    "RenameBody",
+    "RollbackAnswer",
+    "RollbackBody",
+    "SessionList",
+    "SessionWithCost",
+    "StepList",
+    "StepTree",
+    "ToolInfo",
+    "ToolList",
+]
+
+STEP_REF = "a step id shown by /steps: s0005, 5, or SESSION:s0005"
+
+
+class ApiError(Wire):
+    """Every error answer: `code` is the WebSocket `error` frame's."""
+
+    code: str = Field(description="stable machine-readable word, as in the `error` frame")
+    error: str = Field(description="human-readable explanation")
+
+
+class Health(Wire):
+    status: Literal["ok"]
+    version: str
+    database: str
+    model: str | None
+    sockets: int
+    worker: str | None
+    backend: Literal["sqlite", "postgresql"]
+    sessions_driven: list[str] = Field(alias="sessionsDriven")
+    commits: int | None = Field(
+        description="write transactions committed by this process since it started"
+    )
+    writer_busy_ms: int | None = Field(
+        alias="writerBusyMs",
+        description="SQLite: milliseconds this process's one writer thread has spent running "
+        "transactions since it started (over wall time: how saturated it is); null on "
+        "PostgreSQL",
+    )
+    user: str | None = Field(
+        default=None,
+        description="the user this request is signed in as; null: the server's own token "
+        "(the admin)",
+    )
+    role: Literal["admin", "member"] = "admin"
+
+
+class SessionWithCost(SessionInfo):
+    """A session with its tokens and estimated cost (`?cost=1`, `xclaw sessions --json`)."""
+
+    usage: dict[str, Any] | None = None
+    cost: float | None = None
+    llm_calls: int | None = Field(default=None, alias="llmCalls")
+    unpriced_calls: int | None = Field(default=None, alias="unpricedCalls")
+
+    def cost_summary(self) -> CostSummary | None:
+        if self.usage is None or self.llm_calls is None:
+            return None
+        return CostSummary.model_validate(
+            {
+                "usage": self.usage,
+                "cost": self.cost,
+                "llmCalls": self.llm_calls,
+                "unpricedCalls": self.unpriced_calls or 0,
+            }
+        )
+
+
+class SessionList(Wire):
+    sessions: list[SessionInfo]
+
+
+class StepList(Wire):
+    session_id: str = Field(alias="sessionId")
+    steps: list[Step]
+
+
+class StepTree(Wire):
+    session_id: str = Field(alias="sessionId")
+    tree: list[TreeNode] = Field(description="roots (one per user input) with their descendants")
+
+
+class HistoryAnswer(Wire):
+    session_id: str = Field(alias="sessionId")
+    content: str = Field(
+        description="JSON string of [{role, content}] (the format of the original tutorial's "
+        "clients)"
+    )
+    messages: list[HistoryMessage]
+
+
+class RollbackAnswer(Wire):
+    session: SessionInfo
+    step_id: str = Field(alias="stepId", description="the session now ends just before it")
+    deleted: int = Field(description="how many steps were deleted")
+
+
+class ForkAnswer(Wire):
+    session: SessionInfo
+    from_session_id: str = Field(alias="fromSessionId")
+
+
+class ApprovalAnswer(Wire):
+    session_id: str = Field(alias="sessionId")
+    step_id: str = Field(alias="stepId")
+    approved: bool
+
+
+class ToolInfo(Wire):
+    """One tool a session's agent may call, and its policies: a row of `xclaw tools --json`
+    (xclaw/tools/listing.py)."""
+
+    name: str
+    source: str = Field(description="built-in, `Python tool module:function`, or an MCP server")
+    description: str
+    read_only: bool = Field(alias="readOnly")
+    approval: str = Field(description="how a call is decided under the approval mode in force")
+    resume: str = Field(description="what happens to a call a crash interrupted")
+    outside_effects: bool = Field(
+        alias="outsideEffects", description="effects rollback and fork cannot undo"
+    )
+    traits: dict[str, Any] | None = Field(description="what a Python or MCP tool declares")
+    input_schema: dict[str, Any] = Field(alias="inputSchema")
+
+
+class ToolList(Wire):
+    approval: str = Field(description="the approval mode in force")
+    tools: list[ToolInfo]
+
+
+# --- request bodies ---------------------------------------------------------------------------
+
+
+class NewSessionBody(Wire):
+    """POST /api/sessions: a session written now (with its title, if any), as `/new TITLE`."""
+
+    title: str | None = None
+
+
+class RenameBody(Wire):
+    title: str
+
+
+class RollbackBody(Wire):
+    step_id: str = Field(alias="stepId", description=STEP_REF)
+
+
+class ForkBody(Wire):
+    step_id: str = Field(alias="stepId", description=STEP_REF)
+    title: str | None = None
+
+
+class ApprovalBody(Wire):
+    approve: bool

@@ -1,0 +1,333 @@
+"""A run's writes as values, the one table of their durability, and the function that
+applies them: why write-ahead holds, in one place.
+
+**The writes.** Everything a run writes goes on its `WriteStream` (store/stream.py) as one
+of the frozen values below — `BeginStep`, `AddStep`, `FinishStep`, `OpenTurn`, `RenewLease`,
+`ReleaseLease` — built on the caller's side with every value a model, a tool or a user can fill
+already redacted (xclaw/recorder/recorder.py). A value holds no code: the writer applies it
+with `apply`, below, which runs the store's own transaction bodies (fixed SQL, one per
+backend) and nothing else.
+
+**The table.** `SYNC` says, for each kind of write, whether its commit must be synced to disk
+before the effect that follows it, and names that effect. A value's kind is read from the value
+itself (`kind_of`): a begun `tool_call` is `TOOL_BEGINS` whoever puts it. `WriteStream.put`
+looks the kind up, and the store's own step methods (`begin_step`, `add_step`,
+`complete_step`, `fail_step`) apply the same values through the same table: durability is
+decided here and nowhere else. A batch holding one durable write commits synced (SQLite
+`synchronous=FULL`, an fsync of the WAL; PostgreSQL `synchronous_commit on`), which makes every
+earlier commit durable too; that level is fixed from the queued values before the transaction
+begins, since no write runs inside another.
+
+**Why write-ahead holds** (docs/architecture.md, "write-ahead"):
+
+1. The agent loop starts a tool only after `observer.tool_started` returns
+   (`agent/loop.py` `Agent._run_one`), which awaits `Recorder.before_tool`.
+2. `before_tool` puts `BeginStep(step=<the tool_call>)` and awaits its future.
+3. Its kind is `TOOL_BEGINS`, whose row in `SYNC` is `DURABLE`: the stream hands it to the
+   writer as durable, and the writer commits its batch synced (above).
+4. A future resolves only after its transaction has committed (and synced, when durable), and
+   a stream's writes commit in the order put (`stream.deliver`, after COMMIT): when
+   `before_tool` returns, the `running` row and every earlier write of the run — the LLM call's
+   begin and answer — are on disk.
+5. `apply` inserts the row and moves the session to Running in one transaction (the backend's
+   `_insert_step_tx`): the record says "recorded, not run" from then on, whatever crashes.
+6. A write that runs twice writes once. A batch in which a write fails is rolled back whole and
+   run again (SQLite: each write in its own savepoint; PostgreSQL: the writes before the
+   failure, in a new transaction); nothing of the first attempt is left, and `apply` is a
+   function of the value and the database only — no closure over the recorder, no redaction,
+   no clock but the store's — so the second run writes what the first would have. A value's
+   only trace outside the transaction is its `Slot`, set again by each run. A completion is
+   keyed by (session, seq, `running`): applied to a step already finished it is refused
+   (StepNotRunning), never applied twice. After a failure the stream is broken: the writes put
+   after it fail unrun, so none refers to a step that was not written.
+7. The same argument gives "a tool's result is durable before any client hears of it":
+   `Recorder.tool_finished` awaits `FinishStep(told=True)`, kind `RESULT`, `DURABLE`, and only
+   then emits its events; and "a final or waiting status is durable before a client hears of
+   it": kinds `FINAL` and `APPROVAL_ASKED`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Protocol
+
+from xclaw.store.leases import Lease
+from xclaw.store.model import (
+    Completion,
+    NewStep,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+    is_approval,
+    parse_step_ref,
+)
+
+
+class Sync(enum.Enum):
+    """How a write commits."""
+
+    DURABLE = "durable"  # synced before its future resolves
+    RELAXED = "relaxed"  # survives a kill at once, a power loss with the next synced commit
+    LAZY = "lazy"  # relaxed, and nobody waits for it: held up to 2 ms to share a commit
+
+
+class Kind(enum.Enum):
+    """What a write is, read from the value (`kind_of`): the rows of SYNC."""
+
+    TOOL_BEGINS = "tool_begins"
+    APPROVAL_ASKED = "approval_asked"
+    STEP_BEGINS = "step_begins"
+    MESSAGE = "message"
+    STEP_ADDED = "step_added"
+    RESULT = "result"
+    FINAL = "final"
+    ANSWER = "answer"
+    TURN_OPENED = "turn_opened"
+    LEASE_RENEWED = "lease_renewed"
+    LEASE_RELEASED = "lease_released"
+
+
+# kind -> (how it commits, the effect its commit precedes). The only durability decision of a
+# step's or a run's write (docs/storage.md, "Durability").
+SYNC: dict[Kind, tuple[Sync, str]] = {
+    Kind.TOOL_BEGINS: (Sync.DURABLE, "the tool runs: write-ahead"),
+    Kind.APPROVAL_ASKED: (Sync.DURABLE, "a person is asked; clients see Paused"),
+    Kind.STEP_BEGINS: (Sync.LAZY, "the model is called: no effect outside, a lost row re-issued"),
+    Kind.MESSAGE: (Sync.RELAXED, "the run starts: clients see Running"),
+    Kind.STEP_ADDED: (Sync.DURABLE, "a refusal or alert is shown, a tool may follow"),
+    Kind.RESULT: (Sync.DURABLE, "a client hears of it: a tool's result, an answer, a failure"),
+    Kind.FINAL: (Sync.DURABLE, "a client hears the session is Paused, Success or Failed"),
+    Kind.ANSWER: (Sync.LAZY, "the tools it asked for, whose own rows sync it"),
+    Kind.TURN_OPENED: (Sync.DURABLE, "the run starts under the lease it took"),
+    Kind.LEASE_RENEWED: (Sync.RELAXED, "the run goes on; a lost renewal only shortens it"),
+    Kind.LEASE_RELEASED: (Sync.RELAXED, "another worker may drive; a lost one expires"),
+}
+
+# Statuses a client must only hear of once they are on disk.
+DURABLE_STATUSES = frozenset({Status.PAUSED, Status.SUCCESS, Status.FAILED})
+
+
+class Slot:
+    """Where the step a write made is set when it is applied (on the writer's thread), so a
+    later write of the same stream can name it: complete the step it began, hang under it."""
+
+    __slots__ = ("step",)
+
+    def __init__(self) -> None:
+        self.step: Step | None = None
+
+    def resolved(self) -> Step:
+        if self.step is None:
+            raise RuntimeError("a write was used before it was committed")
+        return self.step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeginStep:
+    """A step starting, `running` (a tool call, an approval asked, an LLM call)."""
+
+    session_id: str
+    step: NewStep  # redacted; its parent is `parent`
+    parent: str | BeginStep | AddStep | FinishStep | None = None
+    slot: Slot = field(default_factory=Slot, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddStep:
+    """A step already finished when written: the user's message, a refusal, an alert."""
+
+    session_id: str
+    step: NewStep
+    status: StepStatus = StepStatus.COMPLETED
+    output_data: Any = None
+    error_message: str | None = None
+    parent: str | BeginStep | AddStep | FinishStep | None = None
+    slot: Slot = field(default_factory=Slot, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishStep:
+    """A running step finished: `done` (model.Completion), the session moved to
+    `session_status` in the same transaction if given. `told`: a client (or the loop) hears
+    of it before anything else happens; `blobs`: images its output names, stored with it."""
+
+    session_id: str
+    step: int | str | Step | BeginStep  # the step it finishes: a reference, or the write
+    done: Completion
+    session_status: Status | None = None
+    told: bool = False
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
+    slot: Slot = field(default_factory=Slot, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenTurn:
+    """What opens a message's turn, in one transaction: the session created if `create` (with
+    `title` and `metadata`; else retitled and `metadata` merged in), its lease taken, what
+    the last run left running marked interrupted (as `Store.mark_interrupted` with
+    `keep_approvals` and `approval_output`), the user's `message` recorded. Applied: (lease, interrupted,
+    message step), or (None, [], None) when another live worker drives the session."""
+
+    session_id: str
+    message: NewStep
+    worker_id: str
+    ttl_s: float
+    create: bool
+    title: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    keep_approvals: bool = True
+    approval_output: Mapping[str, Any] | None = None
+    # A user of a shared server (docs/teams.md): `sent_by` is the message step's output (who
+    # sent it); a session this write creates is `owner`'s; when `member`, a session that
+    # already existed (another socket's, created a moment before) must give `owner` a part
+    # that lets them act, else the write is refused as SessionNotFound with nothing written.
+    sent_by: Mapping[str, Any] | None = None
+    owner: str | None = None
+    member: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenewLease:
+    lease: Lease
+    ttl_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseLease:
+    lease: Lease
+
+
+Write = BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease
+
+
+def kind_of(w: Write) -> Kind:
+    """A write's kind, read from the value (the row of SYNC it commits by)."""
+    if isinstance(w, BeginStep):
+        if w.step.step_type is StepType.TOOL_CALL:
+            return Kind.TOOL_BEGINS
+        return (
+            Kind.APPROVAL_ASKED if is_approval(w.step.step_type, w.step.name) else Kind.STEP_BEGINS
+        )
+    if isinstance(w, AddStep):
+        return Kind.MESSAGE if w.step.step_type is StepType.USER_INPUT else Kind.STEP_ADDED
+    if isinstance(w, FinishStep):
+        if w.session_status is not None and Status(w.session_status) in DURABLE_STATUSES:
+            return Kind.FINAL
+        return Kind.RESULT if w.told else Kind.ANSWER
+    if isinstance(w, OpenTurn):
+        return Kind.TURN_OPENED
+    return Kind.LEASE_RENEWED if isinstance(w, RenewLease) else Kind.LEASE_RELEASED
+
+
+def sync_of(w: Write) -> Sync:
+    return SYNC[kind_of(w)][0]
+
+
+def normalise_step(step: NewStep) -> NewStep:
+    """Accept plain strings for the enum field; reject what the schema would refuse."""
+    if not isinstance(step, NewStep):
+        raise TypeError(f"expected a NewStep, got {type(step).__name__}")
+    if not isinstance(step.step_type, StepType):
+        step = replace(step, step_type=StepType(step.step_type))
+    if not step.name:
+        raise ValueError("a step needs a name (a tool name, a model name, 'user', ...)")
+    return step
+
+
+def step_id_of(parent: str | BeginStep | AddStep | FinishStep | None) -> str | None:
+    """A parent named by id, or by the write queued before that makes it (resolved when
+    this write is applied, on the writer's thread)."""
+    if parent is None or isinstance(parent, str):
+        return parent
+    return parent.slot.resolved().step_id
+
+
+class TxBodies(Protocol):
+    """The backend's transaction bodies `apply` runs (SQLiteStore, PostgresStore): each
+    returns a function of the open transaction's connection."""
+
+    def _insert_step_tx(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]: ...
+
+    def _finish_step_tx(
+        self,
+        session_id: str,
+        seq: int,
+        ref: int | str,
+        done: Completion,
+        wanted: Status | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]: ...
+
+    def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
+
+    def _open_turn_tx(self, w: OpenTurn) -> Callable[[Any], Any]: ...
+
+    def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[Any], Lease]: ...
+
+    def _release_lease_tx(self, lease: Lease) -> Callable[[Any], bool]: ...
+
+
+def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
+    """Apply one write in the open transaction of `conn` (the writer's), the lease of the
+    stream it came on fencing a step's write; a step write's step goes in its slot."""
+    return prepare(store, w, lease)(conn)
+
+
+def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], Any]:
+    """The transaction body of one write, its values encoded now: `apply` makes it in the
+    transaction (a parent or a step that is a queued write resolves only then); the store's
+    own step methods make it before, on the caller's thread."""
+    if isinstance(w, BeginStep | AddStep):
+        new, parent = normalise_step(w.step), step_id_of(w.parent)
+        if parent is not None:
+            new = replace(new, parent_step_id=parent)
+        if isinstance(w, BeginStep):
+            tx = store._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
+        else:
+            tx = store._insert_step_tx(
+                w.session_id, new, w.status, w.output_data, w.error_message, lease
+            )
+        return partial(_into_slot, w.slot, tx)
+    if isinstance(w, FinishStep):
+        target = w.step
+        ref = (
+            target.seq
+            if isinstance(target, Step)
+            else target.slot.resolved().seq
+            if isinstance(target, BeginStep)
+            else target
+        )
+        seq = parse_step_ref(ref, w.session_id)
+        wanted = None if w.session_status is None else Status(w.session_status)
+        finish = store._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
+        if not w.blobs:
+            return partial(_into_slot, w.slot, finish)
+        blobs = store._put_blobs_tx(w.blobs)
+
+        def with_images(conn: Any) -> Step:  # the images first, in the same transaction
+            blobs(conn)
+            return _into_slot(w.slot, finish, conn)
+
+        return with_images
+    if isinstance(w, OpenTurn):
+        return store._open_turn_tx(w)
+    if isinstance(w, RenewLease):
+        return store._renew_lease_tx(w.lease, w.ttl_s)
+    return store._release_lease_tx(w.lease)
+
+
+def _into_slot(slot: Slot, tx: Callable[[Any], Step], conn: Any) -> Step:
+    slot.step = tx(conn)
+    return slot.step
