@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway.harness import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

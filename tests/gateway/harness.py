@@ -96,15 +96,19 @@ class Server:
                 stderr=stderr,
             )
         deadline = time.monotonic() + BANNER_TIMEOUT_S
-        while time.monotonic() < deadline:
-            text = out.read_text(errors="replace")
-            if "listening on" in text and "Ctrl+C stops" in text:
-                self.banner = text
-                self.token = text.split("?token=", 1)[1].split()[0]
-                return self
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline:
+                text = out.read_text(errors="replace")
+                if "listening on" in text and "Ctrl+C stops" in text:
+                    self.banner = text
+                    self.token = text.split("?token=", 1)[1].split()[0]
+                    return self
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        except BaseException:  # stopped meanwhile (pytest-timeout, Ctrl+C): leave no server
+            self.kill()
+            raise
         self.kill()
         raise AssertionError(f"server did not start:\n{out.read_text()}\n{err.read_text()}")
 

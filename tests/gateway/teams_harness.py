@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway.harness import Server, clean_env, free_port, xclaw_cmd
+from tests.gateway.harness import Server, clean_env, xclaw_cmd
+from tests.ports import free_port
 
 
 def sh(command: str) -> dict[str, Any]:

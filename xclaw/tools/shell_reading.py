@@ -22,9 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import bashlex
-import bashlex.errors
-
 
 class NotSafe(Exception):
     """A shell command that cannot run without asking; the message says why."""
@@ -48,6 +45,11 @@ def simple_commands(command: str) -> list[list[str]]:
         raise NotSafe("contains control characters")
     if not command.strip():
         return []
+    # Here, not at the top: bashlex builds its parser tables as it is imported (a noticeable
+    # part of every xclaw process's start), and most processes never read a command.
+    import bashlex
+    import bashlex.errors
+
     try:
         trees = bashlex.parse(command)
     except (
