@@ -88,6 +88,18 @@ def new_step(
     )
 
 
+def encoded_json(
+    step: NewStep, output_data: Any, dump: Callable[[Any, str], str | None]
+) -> Callable[[Any, str], str | None]:
+    """A new step's JSON columns encoded now, outside its transaction: the `json(value,
+    field)` its row's parameters are made with (columns.Table.params) in the transaction."""
+    texts = {
+        "input_data": dump(step.input_data, "input_data"),
+        "output_data": dump(output_data, "output_data"),
+    }
+    return lambda _value, field: texts[field]
+
+
 def moves_session(step: NewStep, status: StepStatus) -> bool:
     """begin_step moves the session; add_step only does for user input."""
     return status is StepStatus.RUNNING or step.step_type is StepType.USER_INPUT

@@ -22,6 +22,7 @@ from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
     StoreBase,
+    encoded_json,
     event_of_answer,
     event_of_new_step,
     moves_session,
@@ -203,20 +204,10 @@ class PostgresStore(
     ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
         error_message = pg_text(error_message)
-        # The row's columns, JSON encoded here; its number, parent and times are set in the
-        # transaction (the columns as model.Step declares them: store/columns.py).
-        params = dict(
-            zip(
-                _STEP_NAMES,
-                STEPS.params(
-                    new_step(session_id, 0, None, step, status, output_data, error_message, 0),
-                    pg_json,
-                    pg_text,
-                ),
-                strict=True,
-            )
-        )
-        params["worker"] = None if lease is None else lease.owner
+        # The JSON columns encoded here; the row (number, parent, times) made in the
+        # transaction, its columns as model.Step declares them (store/columns.py).
+        encoded = encoded_json(step, output_data, pg_json)
+        worker = None if lease is None else lease.owner
 
         def tx(conn: psycopg.Connection) -> Step:
             current, seq, _ = lock_session(conn, session_id, lease)
@@ -230,13 +221,8 @@ class PostgresStore(
             )
             now = self._now()
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
-            step_row = params | {
-                "step_id": row.step_id,
-                "seq": seq,
-                "parent_step_id": parent,
-                "start_time": now,
-                "end_time": row.end_time,
-            }
+            step_row = dict(zip(_STEP_NAMES, STEPS.params(row, encoded, pg_text), strict=True))
+            step_row["worker"] = worker
             # A user_input step is the new instruction a cancel or rollback was waiting for.
             write_status(
                 conn,

@@ -21,6 +21,7 @@ from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
     StoreBase,
+    encoded_json,
     event_of_answer,
     event_of_new_step,
     moves_session,
@@ -248,7 +249,6 @@ class SQLiteStore(
         error_message: str | None,
         lease: Lease | None,
     ) -> Callable[[Any], Step]:
-        running = status is StepStatus.RUNNING
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
         # INSERT itself (no row inserted: the parent is missing), one statement fewer per step.
@@ -256,19 +256,15 @@ class SQLiteStore(
             None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
         )
         parent = None if parent_seq is None else full_step_id(session_id, parent_seq)
-        # The row's parameters, JSON encoded here; its number and times are set in the
-        # transaction (the columns as model.Step declares them: store/columns.py).
-        params = STEPS.params(
-            new_step(session_id, 0, parent, step, status, output_data, error_message, 0),
-            dump_json,
-            SQLITE.text,
-        )
-        params += [
+        # The JSON columns encoded here; the row (number, times) made in the transaction, its
+        # columns as model.Step declares them (store/columns.py).
+        encoded = encoded_json(step, output_data, dump_json)
+        after = (
             None if lease is None else lease.owner,  # who wrote it, under its lease
             parent_seq is None,
             session_id,
             parent_seq,
-        ]
+        )
 
         # Nearly every step leaves the status as it is: a running LLM or tool call of a
         # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
@@ -306,8 +302,8 @@ class SQLiteStore(
                     instruction=step.step_type is StepType.USER_INPUT,
                 )
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
-            params[_STEP_ID], params[_SEQ] = row.step_id, seq
-            params[_START], params[_END] = now, None if running else now
+            params = STEPS.params(row, encoded, SQLITE.text)
+            params.extend(after)
             inserted = conn.execute(_INSERT_STEP, params)
             if inserted.rowcount != 1:
                 assert parent_seq is not None and step.parent_step_id is not None
@@ -367,8 +363,7 @@ _INSERT_STEP = SQLITE.sql(
     f"INSERT INTO traces ({STEPS.names('worker')}) SELECT {STEPS.placeholders('?')} "
     "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
 )
-_STEP_ID, _SEQ = STEPS.index("step_id"), STEPS.index("seq")
-_START, _END = STEPS.index("start_time"), STEPS.index("end_time")
+
 _FINISH_STEP = SQLITE.sql(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
 _FINISH_STEP_FENCED = SQLITE.sql(
     f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "

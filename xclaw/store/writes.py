@@ -6,7 +6,8 @@ of the frozen values below — `BeginStep`, `AddStep`, `FinishStep`, `OpenTurn`,
 `ReleaseLease` — built on the caller's side with every value a model, a tool or a user can fill
 already redacted (xclaw/recorder/recorder.py). A value holds no code: the writer applies it
 with `apply`, below, which runs the store's own transaction bodies (fixed SQL, one per
-backend) and nothing else.
+backend) and nothing else (`prepare` makes that body; the store's own step methods make it
+before the transaction, so its JSON is encoded on the caller's thread).
 
 **The table.** `SYNC` says, for each kind of write, whether its commit must be synced to disk
 before the effect that follows it, and names that effect. A value's kind is read from the value
