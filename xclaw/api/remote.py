@@ -26,7 +26,7 @@ import secrets
 import time
 from collections.abc import Callable, Generator
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -429,7 +429,10 @@ class RemoteEvents(Events):
         self._finish()
 
     def _stop(self) -> None:
-        asyncio.get_running_loop().create_task(self._session._send_cancel())
+        task = asyncio.get_running_loop().create_task(self._session._send_cancel())
+        background = self._session._agent._background
+        background.add(task)  # held until done (the loop keeps only a weak reference)
+        task.add_done_callback(background.discard)
         self._done()
 
     async def _answer(self, step_id: str, approve: bool) -> None:
@@ -649,6 +652,7 @@ class RemoteAgent(Agent):
             base_url=self.http_url + "/api", headers=headers, timeout=timeout
         )
         self._sockets: dict[str, SessionSocket] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def _socket(self, session_id: str) -> SessionSocket:
         socket = self._sockets.get(session_id)
@@ -685,7 +689,7 @@ class RemoteAgent(Agent):
 
     async def session(self, ref: str) -> RemoteSession:
         try:
-            data = await self._http("GET", f"/sessions/{ref}")
+            data = await self._http("GET", f"/sessions/{quote(ref, safe='')}")
             found = SessionInfo.model_validate(data)
             return RemoteSession(self, found.session_id, found.title)
         except XclawError as e:
