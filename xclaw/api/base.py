@@ -141,7 +141,11 @@ class Events(ABC):
     async def __anext__(self) -> Event:
         if not self._started:
             self._started = True
-            await self._start()
+            try:
+                await self._start()
+            except asyncio.CancelledError:
+                self._stop()  # cancelled while it started: the run, if it began, too
+                raise
         while True:
             if self._pending:
                 return self._pending.popleft()

@@ -23,11 +23,13 @@ import contextlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Generator
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
+import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -73,7 +75,14 @@ CLOSE_FORBIDDEN_ORIGIN = 4403
 REFUSALS = frozenset(
     {"busy", "config_error", "config_mismatch", "unknown_session", "bad_frame", "bad_command"}
 )
+# Error codes a run that started ends with, after its `status` Failed (docs/protocol.md).
+RUN_FAILURES = frozenset(
+    {"llm_error", "max_iterations", "internal_error", "disk_full", "store_error", "config_error"}
+)
 MAX_TITLE = 200
+# How far the gateway's clock may be behind this one's, for the rare catch-up that has no
+# step of the run to go by.
+CLOCK_SLACK_MS = 2000
 
 
 def _urls(url: str, token: str | None) -> tuple[str, str, str | None]:
@@ -114,6 +123,7 @@ class SessionSocket:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._fatal: XclawError | None = None
+        self._refused: XclawError | None = None  # the last attach's refusal
 
     async def ensure(self) -> None:
         """Connected and attached (the first time: waits for it)."""
@@ -131,6 +141,10 @@ class SessionSocket:
             waiter.cancel()
         if self._fatal is not None:
             raise self._fatal
+        if self._refused is not None:
+            refused, self._refused = self._refused, None
+            self.attached.clear()
+            raise refused
 
     async def send(self, frame: dict[str, Any]) -> None:
         """A frame, once connected (waiting through a reconnect)."""
@@ -191,6 +205,12 @@ class SessionSocket:
                             continue
                         if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
                             continue  # what the socket attached to: not a run's event
+                        if self.attaching and isinstance(frame, ErrorFrame):
+                            # The attach was refused (a malformed id): said to `ensure`.
+                            self.attaching = False
+                            self._refused = from_code(frame.code, frame.content)
+                            self.attached.set()
+                            continue
                         if self.listener is not None:
                             self.listener(frame)
                     code = ws.close_code
@@ -216,7 +236,7 @@ class SessionSocket:
 
     def _decode(self, raw: str | bytes) -> ServerFrame | None:
         try:
-            return decode_frame(json.loads(raw))
+            return decode_frame(orjson.loads(raw))
         except (ValueError, BadServerFrame) as e:
             log.warning("event=bad_server_frame reason=%r", str(e))
             return None
@@ -248,7 +268,10 @@ class RemoteEvents(Events):
         self._session = session
         self._frame = frame  # what starts it: a message; None: attaching (a resume)
         self._compaction = compaction
-        self._baseline = 0  # the last step's seq before the run: older steps are not its
+        # The first step this run wrote (its message, or the first it began): a catch-up
+        # after a reconnect gives the steps from there on. None: none seen yet.
+        self._first_seq: int | None = None
+        self._started_ms = 0
         self._seen: set[tuple[str, str]] = set()  # (step id, status) given already
         self._asked: set[str] = set()  # approval requests given and not answered since
         self._answered: set[str] = set()
@@ -261,6 +284,7 @@ class RemoteEvents(Events):
 
     async def _start(self) -> None:
         s = self._session
+        self._started_ms = int(time.time() * 1000)
         socket = s._socket()
         # One driver: a run in flight (streamed here, or driven for another client) refuses
         # a message, and has nothing to resume.
@@ -273,7 +297,6 @@ class RemoteEvents(Events):
             )
         if self._frame is not None:
             await socket.ensure()  # attached first: what attaching sends is not this run's
-        self._baseline = await s._last_seq()
         socket.listener = self._on_frame
         socket.on_reattach = self._reattached
         if self._frame is None:  # a resume: (re)attaching is what resumes a session
@@ -314,6 +337,10 @@ class RemoteEvents(Events):
             if key in self._seen:
                 return
             self._seen.add(key)
+            if self._first_seq is None and (
+                frame.step.status == "running" or frame.step.type == "user_input"
+            ):
+                self._first_seq = frame.step.seq  # (an older step marked interrupted is not)
             if frame.step.status != "running":
                 self._asked.discard(frame.step.id)
         elif isinstance(frame, ApprovalRequestFrame):
@@ -323,18 +350,20 @@ class RemoteEvents(Events):
         elif isinstance(frame, ReplyFrame):
             self._replied = True
         self._push(frame)
-        if self._may_end(frame):
+        if isinstance(frame, ReplyFrame) or (
+            isinstance(frame, ErrorFrame) and frame.code in RUN_FAILURES
+        ):
+            self._done()  # the last frame of a run (xclaw/runtime/drive.py, outcomes.py)
+        elif self._may_end(frame):
             self._check()
 
     def _may_end(self, frame: ServerFrame) -> bool:
-        if isinstance(frame, ReplyFrame | ErrorFrame | NoticeFrame):
+        """A frame after which the run may be over: the gateway is asked (`_ended`). A reply
+        and a run's failure are its last frames: no need to ask (`_take` ends there)."""
+        if isinstance(frame, NoticeFrame):
             return True
         if isinstance(frame, StatusFrame):
-            return (
-                self._compaction
-                or frame.busy is not None
-                or frame.status not in ("Running", "Paused")
-            )
+            return self._compaction or frame.busy is not None
         return False
 
     def _check(self) -> None:
@@ -372,7 +401,13 @@ class RemoteEvents(Events):
         except (XclawError, httpx.HTTPError, OSError):
             steps = []
         for step in steps:
-            if step.seq > self._baseline and (step.id, step.status) not in self._seen:
+            if (step.id, step.status) in self._seen:
+                continue
+            if self._first_seq is not None:
+                ours = step.seq >= self._first_seq
+            else:  # the socket dropped before any of its steps came: by when it began
+                ours = step.start_time >= self._started_ms - CLOCK_SLACK_MS
+            if ours:
                 self._take(StepFrame.model_validate({"sessionId": s.id, "step": step.wire()}))
         if attach.busy or self._finished:
             return
@@ -394,12 +429,23 @@ class RemoteEvents(Events):
         self._finish()
 
     def _stop(self) -> None:
-        asyncio.get_running_loop().create_task(self._session._send_cancel())
+        task = asyncio.get_running_loop().create_task(self._session._send_cancel())
+        background = self._session._agent._background
+        background.add(task)  # held until done (the loop keeps only a weak reference)
+        task.add_done_callback(background.discard)
         self._done()
 
     async def _answer(self, step_id: str, approve: bool) -> None:
         await self._session.approve(step_id, approve)
         self._asked.discard(step_id)
+
+
+def _new_id() -> str:
+    """As random as the gateway's own ids, and as valid: starting with a letter or digit."""
+    while True:
+        sid = secrets.token_urlsafe(16)
+        if sid[0].isalnum():
+            return sid
 
 
 def _final_answer(steps: list[Step]) -> str | None:
@@ -444,13 +490,6 @@ class RemoteSession(Session):
         socket.attaching = True
         await socket.send_now({"type": "reconnect", "sessionId": self.id})
         await socket.ensure()
-
-    async def _last_seq(self) -> int:
-        try:
-            latest = await self.steps(1)
-        except XclawError:
-            return 0  # not written yet
-        return latest[-1].seq if latest else 0
 
     # --- a run --------------------------------------------------------------------------------
     def send(self, text: str, *, approve: Approve | None = None) -> Events:
@@ -613,6 +652,7 @@ class RemoteAgent(Agent):
             base_url=self.http_url + "/api", headers=headers, timeout=timeout
         )
         self._sockets: dict[str, SessionSocket] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def _socket(self, session_id: str) -> SessionSocket:
         socket = self._sockets.get(session_id)
@@ -642,14 +682,14 @@ class RemoteAgent(Agent):
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:
             # a client may bring its own; this one is as random as the gateway's).
-            return RemoteSession(self, secrets.token_urlsafe(16), unwritten=True)
+            return RemoteSession(self, _new_id(), unwritten=True)
         data = await self._http("POST", "/sessions", json={"title": title})
         made = SessionInfo.model_validate(data)
         return RemoteSession(self, made.session_id, made.title)
 
     async def session(self, ref: str) -> RemoteSession:
         try:
-            data = await self._http("GET", f"/sessions/{ref}")
+            data = await self._http("GET", f"/sessions/{quote(ref, safe='')}")
             found = SessionInfo.model_validate(data)
             return RemoteSession(self, found.session_id, found.title)
         except XclawError as e:
