@@ -219,6 +219,7 @@ async def test_every_http_route_refuses_another_users_session(
     body = {"stepId": "s0001", "title": "pwned", "approve": True}
     headers = {"Authorization": f"Bearer {tokens['mallory']}"}
     tried = 0
+    made: list[str] = []
     async with httpx.AsyncClient(base_url=server.http, timeout=15) as http:
         for method, path in api:
             for sid in (victim.done, victim.waiting, victim.done[:5]):
@@ -230,7 +231,10 @@ async def test_every_http_route_refuses_another_users_session(
                     assert r.status_code == 404, (method, url, r.text)
                     assert r.json()["code"] == "unknown_session", (method, url, r.text)
                 else:
-                    assert r.status_code in (200, 400, 405), (method, url, r.text)
+                    # His own doing (a list, the health, a session he creates: his own).
+                    assert r.status_code in (200, 201, 400, 405), (method, url, r.text)
+                    if r.status_code == 201:
+                        made.append(r.json()["sessionId"])
                 assert not leaks(r.text.replace(sid, "") if "{sid}" in path else r.text, victim), (
                     method,
                     url,
@@ -256,6 +260,12 @@ async def test_every_http_route_refuses_another_users_session(
         )
         assert r.status_code == 404
     assert tried >= 36
+    # What his token created is his, and hers never sees it.
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    async with httpx.AsyncClient(base_url=f"{server.http}/api", timeout=15) as http:
+        for sid in made:
+            assert (await http.get(f"/sessions/{sid}", headers=headers)).status_code == 200
+            assert (await http.get(f"/sessions/{sid}", headers=alice)).status_code == 404
     assert victim.record() == before  # nothing renamed, rolled back, forked, answered, deleted
 
 
