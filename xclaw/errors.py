@@ -270,6 +270,21 @@ class ForbiddenOrigin(XclawError):
     exit_code = EXIT_USAGE
 
 
+class Forbidden(XclawError):
+    """On a server shared by a team, an action the signed-in user's part in the session does
+    not allow (a viewer's message; docs/teams.md)."""
+
+    code = "forbidden"
+    exit_code = EXIT_USAGE
+
+
+class TooManyAttempts(XclawError):
+    """Too many failed sign-ins from this address: refused for the rest of the minute."""
+
+    code = "too_many_attempts"
+    exit_code = EXIT_USAGE
+
+
 def _by_code() -> dict[str, type[XclawError]]:
     found: dict[str, type[XclawError]] = {}
     stack: list[type[XclawError]] = [XclawError]

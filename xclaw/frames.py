@@ -194,6 +194,9 @@ class ImageRef(Wire):
 class UserMessage(Wire):
     kind: Literal["user"]
     text: str
+    user: str | None = Field(
+        default=None, description="the team member who sent it (docs/teams.md); absent: the admin"
+    )
 
 
 class SummaryMessage(Wire):
@@ -262,6 +265,10 @@ class SessionFrame(Frame):
     state: StateWord
     state_text: str = Field(alias="stateText")
     created: bool = Field(description="a new session, written at its first message")
+    user: str | None = Field(
+        default=None,
+        description="on a server with users (docs/teams.md): whom this socket is signed in as",
+    )
 
 
 class HistoryFrame(Frame):

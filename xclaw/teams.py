@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xclaw.answered_by import AnsweredBy
-from xclaw.errors import EXIT_USAGE, XclawError
+from xclaw.errors import EXIT_USAGE, BadRequest
 
 
 class UserRole(enum.StrEnum):
@@ -67,17 +67,9 @@ NEED_WORDS = {
 }
 
 
-class Forbidden(XclawError):
-    """An action on a session the user may see but not do this to (a viewer's message)."""
-
-    code = "forbidden"
-    exit_code = EXIT_USAGE
-
-
-class TeamError(XclawError):
+class TeamError(BadRequest):
     """A users or share command given something wrong (an unknown or taken name)."""
 
-    code = "bad_request"
     exit_code = EXIT_USAGE
 
 

@@ -18,10 +18,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from xclaw.errors import AmbiguousSession, SessionNotFound
+from xclaw.errors import AmbiguousSession, Forbidden, SessionNotFound
 from xclaw.store.base import Store, TeamStore
 from xclaw.store.model import Session
-from xclaw.teams import NEED_WORDS, Forbidden, Identity, Need, ShareRole, allows
+from xclaw.teams import NEED_WORDS, Identity, Need, ShareRole, allows
 
 CACHE_S = 1.0
 _MAX_CACHED = 50_000
