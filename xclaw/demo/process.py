@@ -167,10 +167,17 @@ class Client:
         await self.send({"type": "message", "sessionId": self.session_id, "content": text})
 
     async def until(
-        self, pred: Callable[[Frame], bool], within_s: float = 30.0, since: int = 0
+        self,
+        pred: Callable[[Frame], bool],
+        within_s: float = 30.0,
+        since: int = 0,
+        *,
+        quiet: bool = False,
     ) -> Frame:
         """The first frame (from index `since`) satisfying pred, or TimeoutError naming how
-        long it waited after `within_s`."""
+        long it waited after `within_s`. With `quiet`, `within_s` is how long the server may
+        stay silent: a real model streaming a long answer on a slow machine is progress, not a
+        hang (its length is bounded by max_tokens and max_iterations anyway)."""
         deadline = time.monotonic() + within_s
         seen = since
         while True:
@@ -179,11 +186,14 @@ class Client:
                 seen += 1
                 if pred(frame):
                     return frame
+                if quiet:
+                    deadline = time.monotonic() + within_s
             if self._reader.done():
                 raise RuntimeError("the connection to the server closed")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no expected frame within {within_s:.0f} s")
+                what = "nothing from the server for" if quiet else "no expected frame within"
+                raise TimeoutError(f"{what} {within_s:.0f} s")
             self._new.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._new.wait(), left)

@@ -38,6 +38,12 @@ TASK = (
 )
 
 
+# A real model's replies in this walk are short; the cap keeps one that rambles (a small local
+# model repeating itself) from holding a stage for its whole default 4096 tokens per call.
+REAL_MODEL_MAX_TOKENS = 512
+REAL_MODEL_LIMITS = f"max_tokens: {REAL_MODEL_MAX_TOKENS}\n"
+
+
 class DemoFailure(Exception):
     """A stage did not behave as the demo says it does."""
 
@@ -68,7 +74,9 @@ class Walkthrough:
         config = self.home / "xclaw.yaml"
         # yolo: tools run without asking — except a call that may already have run, which
         # always needs a human (no blind repeat). That is the approval this demo shows.
-        config.write_text("approval:\n  mode: yolo\n")
+        config.write_text(
+            "approval:\n  mode: yolo\n" + ("" if self.scripted else REAL_MODEL_LIMITS)
+        )
         if self.scripted:
             script = self.home / "demo-script.json"
             script.write_text(resources.files("xclaw.demo").joinpath("script.json").read_text())
@@ -110,7 +118,11 @@ class Walkthrough:
 
     # --- the walk -----------------------------------------------------------------------------
     async def run(self) -> None:
-        what = "scripted model, no API key" if self.scripted else f"model {self.opts.model}"
+        what = (
+            "scripted model, no API key"
+            if self.scripted
+            else f"model {self.opts.model}, replies capped at {REAL_MODEL_MAX_TOKENS} tokens"
+        )
         self.say(f"Starting a real `xclaw serve` (SQLite database, {what}).")
         self.server.start()
         self.note(
@@ -211,6 +223,7 @@ class Walkthrough:
                 lambda f: f.get("type") in ("reply", "error", "approval_request"),
                 within_s=within_s,
                 since=since,
+                quiet=not self.scripted,
             )
             since = client.frames.index(frame) + 1
             if frame.get("type") != "approval_request":
