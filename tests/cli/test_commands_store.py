@@ -322,3 +322,31 @@ def test_session_ids_take_a_unique_prefix_and_export_has_json(cli, db: Path) -> 
     assert doc["session"]["sessionId"] == "clipper-2" and doc["steps"] == []
     r = run(cli, "trace", "--db", db, "nope")
     assert r.exit_code == 2 and "no session with id 'nope'" in r.output
+
+
+def test_a_command_killed_holding_the_lease_does_not_block_the_next_run(db: Path) -> None:
+    """`xclaw rollback` (or fork) SIGKILLed while it holds the session's lease: the next run
+    takes the lease at once, as it does a dead server's, instead of waiting out its expiry."""
+    code = (
+        "import sys, time; from xclaw.cli.commands_store import holding_lease; "
+        "from xclaw.store.sqlite import SQLiteStore; s = SQLiteStore(sys.argv[1]); "
+        "cm = holding_lease(s, 'cli', 'roll it back'); cm.__enter__(); "
+        "print('held', flush=True); time.sleep(120)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with SQLiteStore(db) as store:
+            assert store.lease_info("cli").live  # a live command holds it: others are refused
+            assert store.acquire_lease("cli", "server:x", 60) is None
+            child.kill()
+            child.communicate(timeout=30)
+            lease = store.acquire_lease("cli", "server:x", 60)
+            assert lease is not None, store.lease_info("cli")
+            dead = [w for w in store.workers() if w.worker_id.startswith("cli:")]
+            assert [w.alive for w in dead] == [False]  # `xclaw workers` shows it dead
+    finally:
+        child.kill()
+        child.communicate(timeout=30)

@@ -169,13 +169,20 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
     from xclaw.config import load_settings
 
     ttl = load_settings().lease_ttl_s
-    lease = store.acquire_lease(session_id, f"cli:{new_worker_id()}", ttl)
-    if lease is None:
-        raise _busy(store.lease_info(session_id), what)
+    worker = f"cli:{new_worker_id()}"
+    # Registered like a server's worker, so a command killed half-way (SIGKILL, power) leaves
+    # a lease the next run takes at once, not one that blocks the session until it expires.
+    store.register_worker(worker, {"command": what})
     try:
-        yield
+        lease = store.acquire_lease(session_id, worker, ttl)
+        if lease is None:
+            raise _busy(store.lease_info(session_id), what)
+        try:
+            yield
+        finally:
+            store.release_lease(lease)
     finally:
-        store.release_lease(lease)
+        store.unregister_worker(worker)
 
 
 STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
