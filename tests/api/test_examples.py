@@ -156,6 +156,9 @@ def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None
     program = tmp_path / "cell.py"
     program.write_text(
         "import os, signal, threading, xclaw\n"
+        # As in a terminal or a notebook kernel, whatever the test runner's own disposition
+        # (a job started in the background by a shell inherits SIGINT ignored).
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"agent = xclaw.open_sync(db='cell.db', model='script:{script}', approval='yolo')\n"
         "session = agent.new_session(title='cell')\n"
         "try:\n"

@@ -186,7 +186,12 @@ def test_a_turn_killed_mid_tool_is_exported_after_its_resume(
     sid = _session(tmp_path)
     r = _run(tmp_path, env, "--session", sid)  # resume: the interrupted call is settled
     assert r.returncode == 0, r.stdout + r.stderr
-    spans = phoenix.wait_for(sid, lambda s: any(x["name"] == "invoke_agent xclaw" for x in s), 30)
+    # Every span expected, not just the root: Phoenix may make one export batch queryable
+    # before another.
+    wanted = ["chat script.json", "chat script.json", "execute_tool shell", "invoke_agent xclaw"]
+    spans = phoenix.wait_for(
+        sid, lambda s: sorted(x["name"] for x in s if x["name"] in wanted) == wanted, 60
+    )
     names = _by_name(spans)
     [root] = names["invoke_agent xclaw"]
     [shell] = names["execute_tool shell"]

@@ -151,6 +151,9 @@ def test_opening_the_page_makes_no_session_and_switch_title_rollback_read_right(
 
     first.send("/new")
     expect(page.locator("#session-title")).to_have_text("New session")
+    # The new session's (empty) history replaces the old one's messages: only then does
+    # counting the answers start from the new session.
+    expect(page.locator("#messages .msg.assistant.final")).to_have_count(0)
     first.send_and_wait("beta task", "Done.")
     beta = first.session_id()
     assert beta != alpha and len(listed()) == 2
