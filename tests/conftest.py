@@ -39,10 +39,10 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest first. The suite runs on pytest-xdist workers (`--dist loadgroup`,
-    pyproject.toml): each test goes to whichever worker is free, except the tests of one
-    costly server that a module shares (a model server, Phoenix: `xdist_group`), which stay
-    together on one worker. Work is handed out in this order, so the real-model tier, then
+    """The longest first. The suite runs on pytest-xdist workers (`--dist loadfile
+    --no-loadscope-reorder`, pyproject.toml): each test file goes whole to whichever worker is
+    free, so a costly server its module shares (a model server, Phoenix, a browser) starts
+    once. Files are handed out in the order of their first test here, so the real-model tier, then
     the tests that start real processes, go first and the many quick ones fill the end:
     no worker is left with a long test while the others have finished. A stable sort: the
     order within each kind is the files' own."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.caches import mypy_cache
+
 REPO = Path(__file__).resolve().parents[1]
 CHECKED = ["xclaw", "tests", "bench"]
 
@@ -27,7 +29,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_mypy_strict_finds_nothing() -> None:
     # The files, strictness and per-module exceptions all come from [tool.mypy].
-    done = _run("mypy")
+    done = _run("mypy", "--cache-dir", mypy_cache("xclaw"))
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "Success: no issues found" in out, out

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.caches import mypy_cache
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,7 +186,8 @@ def test_the_examples_type_check_strictly() -> None:
             "-m",
             "mypy",
             "--strict",
-            "--no-incremental",
+            "--cache-dir",
+            mypy_cache("examples"),
             *map(str, sorted(EXAMPLES.glob("*.py"))),
         ],
         cwd=ROOT,

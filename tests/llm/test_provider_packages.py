@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 # One pytest-xdist worker runs them all: the package is built once (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("provider-package")]
+pytestmark = pytest.mark.slow
 
 PYPROJECT = """\
 [build-system]

@@ -29,12 +29,11 @@ from tests.local_model.relay import Relay
 from tests.ports import free_port
 from xclaw.demo.process import Client, Frame, ServerProcess
 
-# One pytest-xdist worker runs them all: one model server for the module (tests/conftest.py).
+# One pytest-xdist worker runs the whole file (`--dist loadfile`): one model server for it.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.local_model,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("llama"),
 ]
 
 TOKEN = "local-model-test-token-123456"

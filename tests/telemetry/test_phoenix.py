@@ -22,7 +22,7 @@ from tests.ports import free_port
 from .conftest import Phoenix
 
 # One pytest-xdist worker runs them all: one Phoenix for the module (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("phoenix")]
+pytestmark = pytest.mark.slow
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:

@@ -54,6 +54,6 @@ os.register_at_fork(after_in_child=_forget_in_child)
 # `exit 130` reads as SIGINT: a shell cannot tell them apart).
 WRAPPER = (
     'trap "kill -KILL 0" TERM; { read _ <&"$2"; kill -KILL 0; } & w=$!; '
-    '"$0" -c "$1" & wait $! 2>/dev/null; s=$?; kill $w 2>/dev/null; wait $w 2>/dev/null; '
+    '"$0" -c "$1" & wait $! 2>/dev/null; s=$?; kill -KILL $w 2>/dev/null; wait $w 2>/dev/null; '
     "if [ $s -gt 128 ]; then trap - TERM; kill -$((s-128)) $$; fi; exit $s"
 )
