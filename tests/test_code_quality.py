@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.caches import mypy_cache
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED = ["xclaw", "tests", "bench"]
+CHECKED = ["xclaw", "tests", "bench", "examples"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
