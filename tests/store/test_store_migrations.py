@@ -104,6 +104,13 @@ SAMPLE_ROWS[5] = [
     ),
 ]
 
+SAMPLE_ROWS[6] = [
+    *SAMPLE_ROWS[5],
+    "INSERT INTO object_blobs (hash, size, marked_at, stored) VALUES ('"
+    + "ab" * 32
+    + "', 5, 2900, 1)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

@@ -15,11 +15,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
+from xclaw.store.blob_store import sweep_blobs_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import INTERRUPTED, Status, Step, event_for_target
 from xclaw.store.rows import STEP_COLS, load_json, row_to_step
 from xclaw.store.snapshot_model import PendingRestore
-from xclaw.store.snapshots import row_to_restore, sweep_blobs_tx
+from xclaw.store.snapshots import row_to_restore
 
 T = TypeVar("T")
 

@@ -408,6 +408,36 @@ M005_POSTGRES = (
     "CREATE INDEX idx_session_actions_session ON session_actions(session_id, id)",
 )
 
+# Migration 6: where file contents live when an object store holds them (blob_store: s3://…,
+# docs/storage.md "Contents in an object store"). One row per content the object store holds
+# or is being given: no bytes, only the mark that keeps the garbage collector off it. A save
+# marks (marked_at = now, stored false) before uploading and sets stored once the upload is
+# confirmed; a snapshot may add only contents marked stored within the grace period; the
+# sweep deletes only objects unreferenced and marked longer ago than that.
+M006_SQLITE = (
+    """
+    CREATE TABLE object_blobs (
+        hash      TEXT PRIMARY KEY,
+        size      INTEGER NOT NULL,
+        marked_at INTEGER NOT NULL,
+        stored    INTEGER NOT NULL DEFAULT 0 CHECK (stored IN (0, 1))
+    )
+    """,
+    "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
+)
+
+M006_POSTGRES = (
+    """
+    CREATE TABLE object_blobs (
+        hash      TEXT PRIMARY KEY,
+        size      BIGINT NOT NULL,
+        marked_at BIGINT NOT NULL,
+        stored    INTEGER NOT NULL DEFAULT 0 CHECK (stored IN (0, 1))
+    )
+    """,
+    "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -452,6 +482,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a team",
         M005_SQLITE,
         M005_POSTGRES,
+    ),
+    Migration(
+        6,
+        "object_blobs",
+        "the marks of file contents kept in an object store (blob_store: s3://...), so the "
+        "database holds manifests and references only and the sweep of unreferenced objects "
+        "never races a snapshot being saved",
+        M006_SQLITE,
+        M006_POSTGRES,
     ),
 )
 

@@ -1,0 +1,249 @@
+"""File contents in a real S3-compatible object store (SeaweedFS), on both backends: the
+database keeps marks only, uploads are conditional and incremental, the sweep never races a
+snapshot, a fenced-out worker's uploads are never referenced, and a store that is down gives
+a clear error and works again once it is back (store/object_blobs.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.seaweed import Seaweed, aws_env, running_seaweed
+from tests.store.builders import tool
+from tests.store.conftest import Backend
+from xclaw.errors import BlobStoreUnavailable, LeaseLost, MissingBlobs
+from xclaw.store.base import Store
+from xclaw.store.snapshot_model import content_hash
+from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
+    with running_seaweed(tmp_path_factory.mktemp("s3")) as w, aws_env(w):
+        yield w
+
+
+def open_objects(backend: Backend, weed: Seaweed, url: str, grace_s: float = 3600.0) -> Store:
+    store = backend.open()
+    store.use_blob_store(url, grace_s=grace_s)
+    return store
+
+
+@pytest.fixture
+def objects(backend: Backend, weed: Seaweed) -> Iterator[tuple[Store, str]]:
+    url = weed.url()
+    store = open_objects(backend, weed, url, grace_s=0.5)
+    yield store, url
+    store.close()
+
+
+def blob(text: str | bytes) -> tuple[str, bytes]:
+    data = text.encode() if isinstance(text, str) else text
+    return content_hash(data), data
+
+
+def entry(h: str, data: bytes) -> dict[str, Any]:
+    return {"hash": h, "size": len(data), "mode": 0o644}
+
+
+def no_contents_in_db(backend: Backend) -> None:
+    assert backend.query("SELECT count(*) FROM blobs") == [(0,)]
+
+
+def test_contents_go_to_the_bucket_and_the_database_keeps_marks_only(
+    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+) -> None:
+    store, url = objects
+    h, data = blob(b"hello object store")
+    assert store.missing_blobs([h]) == {h}
+    assert store.put_blobs({h: data}) == len(data)
+    assert store.missing_blobs([h]) == set()
+    assert store.put_blobs({h: data}) == 0  # written once: the conditional PUT says 412
+    assert store.get_blobs([h]) == {h: data}
+    assert weed.objects(url) == {h}
+    assert backend.query("SELECT hash, size, stored FROM object_blobs") == [(h, len(data), 1)]
+    sid = store.create_session().session_id
+    seq = store.begin_step(sid, tool()).seq
+    store.save_snapshot(sid, seq, {"a.txt": entry(h, data)})
+    assert store.get_snapshot(sid, seq) == {"a.txt": entry(h, data)}
+    no_contents_in_db(backend)
+    with pytest.raises(ValueError, match="does not match"):
+        store.put_blobs({h: b"other"})
+    other, _ = blob("never stored")
+    with pytest.raises(MissingBlobs) as e:
+        store.get_blobs([h, other])
+    assert e.value.hashes == {other}
+
+
+def test_the_workspace_snapshotter_uploads_only_what_changed(
+    objects: tuple[Store, str], backend: Backend, tmp_path: Path, weed: Seaweed
+) -> None:
+    store, url = objects
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(50):
+        (ws / f"f{i}.txt").write_bytes(f"file {i} ".encode() * 200)
+    snap = Snapshotter(SnapshotConfig(ignore=()))
+    sid = store.create_session().session_id
+    first = snap.snapshot(store, sid, store.begin_step(sid, tool()).seq, ws)
+    assert first.new_bytes == sum(p.stat().st_size for p in ws.iterdir())
+    (ws / "f7.txt").write_bytes(b"x" * 1024)
+    time.sleep(0.03)
+    second = snap.snapshot(store, sid, store.begin_step(sid, tool()).seq, ws)
+    assert second.new_bytes == 1024  # one changed file: its bytes, nothing else
+    assert len(weed.objects(url)) == 51
+    no_contents_in_db(backend)
+
+
+def test_a_sweep_deletes_unreferenced_objects_only_after_the_grace_period(
+    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+) -> None:
+    store, url = objects
+    sid = store.create_session().session_id
+    (hk, dk), (hg, dg) = blob("kept"), blob("gone after rollback")
+    store.put_blobs({hk: dk, hg: dg})
+    s1 = store.begin_step(sid, tool()).seq
+    store.save_snapshot(sid, s1, {"a": entry(hk, dk)})
+    s2 = store.begin_step(sid, tool()).seq
+    store.save_snapshot(sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg)})
+    store.rollback(sid, s2)
+    assert store.gc_blobs() == 0  # unreferenced, but its mark is younger than the grace
+    time.sleep(0.6)
+    assert store.gc_blobs() == 1
+    assert weed.objects(url) == {hk}
+    assert backend.query("SELECT hash FROM object_blobs") == [(hk,)]
+    assert store.get_blobs([hk]) == {hk: dk}
+
+
+def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
+    backend: Backend, weed: Seaweed, tmp_path: Path
+) -> None:
+    """The race: a snapshotter stores its contents, then stalls past the grace period; a
+    sweep deletes them (unreferenced, mark expired); the save must notice (MissingBlobs),
+    upload again and reference only objects that exist."""
+    url = weed.url()
+    store = open_objects(backend, weed, url, grace_s=0.3)
+    sweeper = open_objects(backend, weed, url, grace_s=0.3)
+    try:
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "a.txt").write_text("the content under race")
+        h = content_hash(b"the content under race")
+        swept: list[int] = []
+
+        def stall_then_sweep(name: str) -> None:
+            if name == "snapshot.stored" and not swept:
+                time.sleep(0.4)  # past the grace: the mark has expired
+                swept.append(sweeper.gc_blobs())
+
+        snap = Snapshotter(SnapshotConfig(ignore=(), crash_point=stall_then_sweep))
+        sid = store.create_session().session_id
+        seq = store.begin_step(sid, tool()).seq
+        snap.snapshot(store, sid, seq, ws)
+        assert swept == [1]  # the sweep did delete the object meanwhile
+        assert weed.objects(url) == {h}  # ... and the snapshotter uploaded it again
+        assert store.get_blobs([h]) == {h: b"the content under race"}
+        time.sleep(0.4)
+        assert sweeper.gc_blobs() == 0  # referenced now: kept whatever its mark's age
+        assert weed.objects(url) == {h}
+
+        # With a fresh mark the sweep leaves the object alone and the save goes through.
+        (hf, df) = blob("fresh")
+        store.put_blobs({hf: df})
+        assert sweeper.gc_blobs() == 0
+        store.save_snapshot(sid, store.begin_step(sid, tool()).seq, {"f": entry(hf, df)})
+        assert hf in weed.objects(url)
+    finally:
+        store.close()
+        sweeper.close()
+
+
+def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
+    backend: Backend, weed: Seaweed
+) -> None:
+    url = weed.url()
+    zombie = open_objects(backend, weed, url, grace_s=0.3)
+    heir = open_objects(backend, weed, url, grace_s=0.3)
+    try:
+        sid = zombie.create_session().session_id
+        old = zombie.acquire_lease(sid, "zombie", 0.2)
+        assert old is not None
+        time.sleep(0.3)
+        new = heir.acquire_lease(sid, "heir", 30)
+        assert new is not None and new.token != old.token
+        seq = heir.begin_step(sid, tool(), lease=new).seq
+        h, data = blob("written by the zombie after it lost its lease")
+        zombie.put_blobs({h: data})  # the upload itself cannot be stopped...
+        with pytest.raises(LeaseLost):
+            zombie.save_snapshot(sid, seq, {"z.txt": entry(h, data)}, lease=old)
+        assert heir.list_snapshots(sid) == []  # ... but nothing references it
+        time.sleep(0.4)
+        assert heir.gc_blobs() == 1
+        assert h not in weed.objects(url)
+        hh, dh = blob("the heir's")
+        heir.put_blobs({hh: dh})
+        heir.save_snapshot(sid, seq, {"h.txt": entry(hh, dh)}, lease=new)
+        assert heir.get_snapshot(sid, seq) == {"h.txt": entry(hh, dh)}
+    finally:
+        zombie.close()
+        heir.close()
+
+
+def test_an_upload_killed_after_its_mark_is_never_trusted(
+    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+) -> None:
+    """A worker killed between marking and uploading leaves a mark with `stored` unset:
+    nobody takes the content as stored, a snapshot naming it is refused, and the next
+    upload of it completes it."""
+    store, _url = objects
+    h, data = blob("marked, never uploaded")
+    backend.query(
+        "INSERT INTO object_blobs (hash, size, marked_at, stored) VALUES (?, ?, ?, 0)",
+        (h, len(data), int(time.time() * 1000)),
+    )
+    assert store.missing_blobs([h]) == {h}
+    sid = store.create_session().session_id
+    seq = store.begin_step(sid, tool()).seq
+    with pytest.raises(MissingBlobs):
+        store.save_snapshot(sid, seq, {"a": entry(h, data)})
+    assert store.put_blobs({h: data}) == len(data)
+    store.save_snapshot(sid, seq, {"a": entry(h, data)})
+    assert store.get_blobs([h]) == {h: data}
+
+
+def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
+    backend: Backend, tmp_path: Path
+) -> None:
+    with running_seaweed(tmp_path) as weed, aws_env(weed):
+        url = weed.url()
+        store = backend.open()
+        try:
+            from xclaw.store.object_blobs import ObjectBlobs
+            from xclaw.store.s3 import Bucket, Location
+
+            # Short timeouts: the test waits seconds, not the production defaults.
+            store._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
+                store._dialect,  # type: ignore[attr-defined]
+                store.blobs._access,  # type: ignore[attr-defined]
+                Bucket(Location.parse(url), connect_timeout_s=1, read_timeout_s=1),
+            )
+            h, data = blob("before the outage")
+            store.put_blobs({h: data})
+            weed.stop()
+            h2, d2 = blob("during the outage")
+            with pytest.raises(BlobStoreUnavailable, match="could not store"):
+                store.put_blobs({h2: d2})
+            with pytest.raises(BlobStoreUnavailable, match="could not read"):
+                store.get_blobs([h])
+            assert store.missing_blobs([h2]) == {h2}  # nothing half-stored was trusted
+            weed.start()
+            assert store.put_blobs({h2: d2}) == len(d2)
+            assert store.get_blobs([h, h2]) == {h: data, h2: d2}
+        finally:
+            store.close()
