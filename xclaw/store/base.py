@@ -319,10 +319,12 @@ class SnapshotStore(Protocol):
         *,
         new_bytes: int = 0,
         lease: Lease | None = None,
+        replace: bool = False,
     ) -> SnapshotInfo:
         """Record the whole workspace manifest as it is just before step `seq` (durable).
         Raises MissingBlobs when a content it adds is not stored (put it and save again);
-        LeaseLost when `lease` is no longer the session's (the fence)."""
+        LeaseLost when `lease` is no longer the session's (the fence). `replace` lets it
+        take the place of the session's latest snapshot if that one has the same seq."""
         ...
 
     def list_snapshots(self, session_id: str) -> list[SnapshotInfo]: ...

@@ -196,8 +196,12 @@ def rollback_snapshots_tx(
             restore = _journal_tx(
                 d, conn, session_id, "rollback", None, target, state, request, now
             )
+    keep = -1  # no snapshot has this seq
+    if restore is not None and request is not None and request.keep_state:
+        keep = restore.snapshot_seq if restore.snapshot_seq is not None else -1
     dropped = conn.execute(
-        d.sql("DELETE FROM snapshots WHERE session_id=? AND seq>=?"), (session_id, seq)
+        d.sql("DELETE FROM snapshots WHERE session_id=? AND seq>=? AND seq<>?"),
+        (session_id, seq, keep),
     ).rowcount
     if dropped:
         sweep_blobs_tx(d, conn)
@@ -227,6 +231,18 @@ def fork_snapshots_tx(
         return None
     target = first_snapshot_from_tx(d, conn, session_id, seq + 1)
     state = None if target is None else state_tx(d, conn, session_id, target)
+    if target is not None and request.keep_state:
+        # The state just after the fork point, as the new session's state before its next
+        # step (seq + 1): its base is at or before the fork point, copied above.
+        conn.execute(
+            d.sql(
+                "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, "
+                "files, bytes, new_bytes, skipped, created_at) SELECT ?, ?, base_seq, manifest, "
+                "removed, depth, files, bytes, new_bytes, skipped, created_at FROM snapshots "
+                "WHERE session_id=? AND seq=?"
+            ),
+            (new_sid, seq + 1, session_id, target),
+        )
     return _journal_tx(d, conn, new_sid, "fork", session_id, target, state, request, now)
 
 
@@ -319,11 +335,14 @@ class SnapshotMethods:
         *,
         new_bytes: int = 0,
         lease: Lease | None = None,
+        replace: bool = False,
     ) -> SnapshotInfo:
         """Record the workspace as it is before step `seq` (one per step). Every content
         the snapshot adds must be stored already (put_blobs): else MissingBlobs. With a
         lease, the snapshot is fenced like a step: a worker that lost it gets LeaseLost and
-        nothing it uploaded is referenced."""
+        nothing it uploaded is referenced. `replace`: a snapshot already saved before `seq`
+        (the state recorded after the previous step, docs/workspace.md "The workspace follows
+        the session") gives way to this one, if it is the session's latest."""
         d = self._dialect
         blobs = self.blobs
         state = dict(manifest)
@@ -341,7 +360,15 @@ class SnapshotMethods:
             else:
                 d.lock_session(conn, session_id, lease)  # the fence (LeaseLost)
             if conn.execute(d.sql(_HAS_SNAPSHOT_SQL), (session_id, seq)).fetchone():
-                raise duplicate()
+                later = conn.execute(
+                    d.sql("SELECT 1 FROM snapshots WHERE session_id=? AND seq>? LIMIT 1"),
+                    (session_id, seq),
+                ).fetchone()
+                if not replace or later:
+                    raise duplicate()
+                conn.execute(
+                    d.sql("DELETE FROM snapshots WHERE session_id=? AND seq=?"), (session_id, seq)
+                )
             d.lock_blobs(conn, False)
             prev = conn.execute(
                 d.sql(
