@@ -260,3 +260,53 @@ async def test_a_session_moves_between_workers_with_its_files(
             lb.stop()
         for w in workers:
             w.kill()
+
+
+async def test_an_object_store_that_is_down_makes_the_session_wait_not_fail(
+    tmp_path: Path, pg: PostgresBackend, weed: Seaweed
+) -> None:
+    script = write_script(
+        tmp_path / "script.json",
+        [{"text": "", "tool_calls": [sh("echo hi > a.txt")]}, {"text": "done"}],
+    )
+    w = Worker(
+        root=tmp_path / "worker",
+        script=script,
+        approval="yolo",
+        db=pg.url,
+        blob_store=weed.url(),
+        s3_env=weed.env,
+    )
+    try:
+        w.start()
+        c = await Client.open(w, token=TOKEN)
+        await c.attach(None)
+        sid = c.session_id
+        weed.stop()  # the store is down before the step's snapshot
+        await c.send({"type": "message", "sessionId": sid, "content": "go"})
+        error = await c.until_type("error", timeout=90)
+        assert error["code"] == "blob_store_unavailable"
+        assert "could not store" in error["content"] and "s3://" in error["content"]
+        await c.until(lambda f: f.get("type") == "notice" and "[store]" in f.get("content", ""))
+        assert pg.query("SELECT current_status FROM sessions WHERE session_id=?", (sid,)) == [
+            ("Running",)
+        ]
+        # The store was down after the tool ran (its empty workspace's snapshot needed no
+        # upload): its file is on this worker's disk, not yet in the store.
+        a_txt = hashlib.sha256(b"hi\n").hexdigest()
+        weed.start()  # back: a reconnect resumes the session where it stopped
+        c2 = await Client.open(w, token=TOKEN)
+        await c2.attach(sid)
+        reply = await c2.until_type("reply", timeout=90)
+        assert reply["content"] == "done"
+        assert (w.workspace(sid) / "a.txt").read_text() == "hi\n"
+        # ... and recorded once the store was back (the resume's catch-up snapshot).
+        assert a_txt in weed.objects(w.blob_store)
+        assert pg.query("SELECT current_status FROM sessions WHERE session_id=?", (sid,)) == [
+            ("Success",)
+        ]
+        assert pg.query("SELECT count(*) FROM blobs") == [(0,)]
+        await c.close()
+        await c2.close()
+    finally:
+        w.kill()

@@ -85,7 +85,7 @@ class TurnDrive:
             emit({"type": "step", "step": step_json(opened.message)})
         else:
             # A restore cut short by a crash is completed before anything touches the files.
-            await rt.db(rt.workspaces.recover, sid)
+            await rt.db(rt.workspaces.recover, sid, self.run.lease)
         await self._prepare_tools()
         if opened is not None:
             status, interrupted = Status.RUNNING, opened.interrupted
@@ -126,7 +126,7 @@ class TurnDrive:
         0700: a new directory is a few hundred µs of disk work)."""
         rt = self.rt
         if recover:
-            rt.workspaces.recover(self.sid)
+            rt.workspaces.recover(self.sid, self.run.lease)
         return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.toolbox.workspace(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:

@@ -56,6 +56,8 @@ class TimeTravelStore(SnapshotStore, Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
+
 
 class Workspaces:
     """Per-session workspaces under `root`, with snapshots and restores through `store`."""
@@ -130,7 +132,21 @@ class Workspaces:
         self._synced[session_id] = info.seq
         return info
 
-    def sync(self, session_id: str) -> RestoreReport | None:
+    def _catch_up(
+        self, session_id: str, latest: int, manifest: Manifest, lease: Lease | None
+    ) -> None:
+        """This worker's directory holds writes no snapshot recorded (the upload after a
+        step failed: the store was down): record them now, as the state before the next
+        step, so they are not lost if the session moves."""
+        ws = self.path(session_id)
+        if _versioned(self.snapshotter.capture(ws)) == _versioned(manifest):
+            return
+        last = self.store.latest_steps(session_id, 1)
+        seq = max([latest, *(s.seq for s in last)]) + 1
+        info = self.snapshotter.snapshot(self.store, session_id, seq, ws, lease=lease)
+        self._synced[session_id] = info.seq
+
+    def sync(self, session_id: str, lease: Lease | None = None) -> RestoreReport | None:
         """When the workspace follows the session: make the local directory the session's
         latest committed state, unless this process last synced it with that very state
         (then it holds at least that, maybe this worker's own newer writes). Called before
@@ -140,10 +156,11 @@ class Workspaces:
             return None
         latest = infos[-1].seq
         ws = self.path(session_id)
-        if self._synced.get(session_id) == latest and ws.is_dir():
-            return None
         manifest = self.store.get_snapshot(session_id, latest)
         if manifest is None:  # rolled back meanwhile: the next run syncs again
+            return None
+        if self._synced.get(session_id) == latest and ws.is_dir():
+            self._catch_up(session_id, latest, manifest, lease)
             return None
         if ws.is_dir() and _versioned(self.snapshotter.capture(ws)) == _versioned(manifest):
             self._synced[session_id] = latest
@@ -166,9 +183,12 @@ class Workspaces:
         return report
 
     # --- restores -----------------------------------------------------------------------------
-    def recover(self, session_id: str | None = None) -> list[RestoreReport]:
+    def recover(
+        self, session_id: str | None = None, lease: Lease | None = None
+    ) -> list[RestoreReport]:
         """Complete the pending restores of one session (or of all): after this, its
-        workspace is the state its record says."""
+        workspace is the state its record says. When the workspace follows the session,
+        also sync it with the latest committed snapshot (`sync`, fenced by `lease`)."""
         if session_id is None:
             ids = sorted({p.session_id for p in self.store.pending_restores()})
         else:
@@ -189,7 +209,7 @@ class Workspaces:
                 # The files are that snapshot's: trusted without reading them again.
                 self.snapshotter.prime(self.path(sid), last.manifest)
         if session_id is not None and self.follows:
-            synced = self.sync(session_id)
+            synced = self.sync(session_id, lease)
             if synced is not None:
                 reports.append(synced)
         return reports
