@@ -211,3 +211,10 @@ def aws_env(weed: Seaweed) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def held(weed: Seaweed, url: str, rows: list[tuple[Any, ...]]) -> set[str]:
+    """The content hashes among `rows` (hash, pack) of `object_blobs` whose pack is in the
+    bucket under `url`: what the object store really holds."""
+    packs = weed.objects(url)
+    return {h for h, pack in rows if pack in packs}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.seaweed import Seaweed, aws_env, running_seaweed
+from tests.seaweed import Seaweed, aws_env, held, running_seaweed
 from tests.store.builders import tool
 from tests.store.conftest import Backend
 from xclaw.errors import BlobStoreUnavailable, LeaseLost, MissingBlobs
@@ -52,6 +52,11 @@ def entry(h: str, data: bytes) -> dict[str, Any]:
     return {"hash": h, "size": len(data), "mode": 0o644}
 
 
+def contents(weed: Seaweed, url: str, backend: Backend) -> set[str]:
+    """The contents the bucket holds, as object_blobs says where."""
+    return held(weed, url, backend.query("SELECT hash, pack FROM object_blobs"))
+
+
 def no_contents_in_db(backend: Backend) -> None:
     assert backend.query("SELECT count(*) FROM blobs") == [(0,)]
 
@@ -66,8 +71,8 @@ def test_contents_go_to_the_bucket_and_the_database_keeps_marks_only(
     assert store.missing_blobs([h]) == set()
     assert store.put_blobs({h: data}) == 0  # written once: the conditional PUT says 412
     assert store.get_blobs([h]) == {h: data}
-    assert weed.objects(url) == {h}
-    assert backend.query("SELECT hash, size, stored FROM object_blobs") == [(h, len(data), 1)]
+    assert contents(weed, url, backend) == {h}
+    assert backend.query("SELECT hash, pos, size FROM object_blobs") == [(h, 0, len(data))]
     sid = store.create_session().session_id
     seq = store.begin_step(sid, tool()).seq
     store.save_snapshot(sid, seq, {"a.txt": entry(h, data)})
@@ -97,7 +102,8 @@ def test_the_workspace_snapshotter_uploads_only_what_changed(
     time.sleep(0.03)
     second = snap.snapshot(store, sid, store.begin_step(sid, tool()).seq, ws)
     assert second.new_bytes == 1024  # one changed file: its bytes, nothing else
-    assert len(weed.objects(url)) == 51
+    assert len(contents(weed, url, backend)) == 51
+    assert len(weed.objects(url)) == 2  # two uploads, one pack each
     no_contents_in_db(backend)
 
 
@@ -106,19 +112,23 @@ def test_a_sweep_deletes_unreferenced_objects_only_after_the_grace_period(
 ) -> None:
     store, url = objects
     sid = store.create_session().session_id
-    (hk, dk), (hg, dg) = blob("kept"), blob("gone after rollback")
-    store.put_blobs({hk: dk, hg: dg})
+    (hk, dk), (hg, dg), (hs, ds) = blob("kept"), blob("gone after rollback"), blob("shared")
+    store.put_blobs({hk: dk})
+    store.put_blobs({hg: dg})  # a pack of its own: deleted whole once unreferenced
+    store.put_blobs({content_hash(b"x" + ds): b"x" + ds, hs: ds})  # a pack of two
     s1 = store.begin_step(sid, tool()).seq
-    store.save_snapshot(sid, s1, {"a": entry(hk, dk)})
+    store.save_snapshot(sid, s1, {"a": entry(hk, dk), "s": entry(hs, ds)})
     s2 = store.begin_step(sid, tool()).seq
-    store.save_snapshot(sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg)})
+    store.save_snapshot(sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg), "s": entry(hs, ds)})
     store.rollback(sid, s2)
-    assert store.gc_blobs() == 0  # unreferenced, but its mark is younger than the grace
+    assert len(weed.objects(url)) == 3
+    assert store.gc_blobs() == 0  # unreferenced, but marked more recently than the grace
     time.sleep(0.6)
-    assert store.gc_blobs() == 1
-    assert weed.objects(url) == {hk}
-    assert backend.query("SELECT hash FROM object_blobs") == [(hk,)]
-    assert store.get_blobs([hk]) == {hk: dk}
+    assert store.gc_blobs() == 2  # the rolled-back content, the never-referenced one
+    assert contents(weed, url, backend) == {hk, hs}
+    assert len(weed.objects(url)) == 2  # the pack of two stays: one content is referenced
+    assert sorted(backend.query("SELECT hash FROM object_blobs")) == sorted([(hk,), (hs,)])
+    assert store.get_blobs([hk, hs]) == {hk: dk, hs: ds}
 
 
 def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
@@ -147,18 +157,18 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
         seq = store.begin_step(sid, tool()).seq
         snap.snapshot(store, sid, seq, ws)
         assert swept == [1]  # the sweep did delete the object meanwhile
-        assert weed.objects(url) == {h}  # ... and the snapshotter uploaded it again
+        assert contents(weed, url, backend) == {h}  # ... and the snapshotter uploaded it again
         assert store.get_blobs([h]) == {h: b"the content under race"}
         time.sleep(0.4)
         assert sweeper.gc_blobs() == 0  # referenced now: kept whatever its mark's age
-        assert weed.objects(url) == {h}
+        assert contents(weed, url, backend) == {h}
 
         # With a fresh mark the sweep leaves the object alone and the save goes through.
         (hf, df) = blob("fresh")
         store.put_blobs({hf: df})
         assert sweeper.gc_blobs() == 0
         store.save_snapshot(sid, store.begin_step(sid, tool()).seq, {"f": entry(hf, df)})
-        assert hf in weed.objects(url)
+        assert hf in contents(weed, url, backend)
     finally:
         store.close()
         sweeper.close()
@@ -183,9 +193,10 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
         with pytest.raises(LeaseLost):
             zombie.save_snapshot(sid, seq, {"z.txt": entry(h, data)}, lease=old)
         assert heir.list_snapshots(sid) == []  # ... but nothing references it
+        (pack,) = backend.query("SELECT pack FROM object_blobs WHERE hash=?", (h,))[0]
         time.sleep(0.4)
         assert heir.gc_blobs() == 1
-        assert h not in weed.objects(url)
+        assert pack not in weed.objects(url)
         hh, dh = blob("the heir's")
         heir.put_blobs({hh: dh})
         heir.save_snapshot(sid, seq, {"h.txt": entry(hh, dh)}, lease=new)
@@ -195,24 +206,31 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
         heir.close()
 
 
-def test_an_upload_killed_after_its_mark_is_never_trusted(
+def test_an_upload_killed_before_its_rows_is_never_trusted_and_swept_later(
     objects: tuple[Store, str], backend: Backend, weed: Seaweed
 ) -> None:
-    """A worker killed between marking and uploading leaves a mark with `stored` unset:
-    nobody takes the content as stored, a snapshot naming it is refused, and the next
-    upload of it completes it."""
-    store, _url = objects
-    h, data = blob("marked, never uploaded")
-    backend.query(
-        "INSERT INTO object_blobs (hash, size, marked_at, stored) VALUES (?, ?, ?, 0)",
-        (h, len(data), int(time.time() * 1000)),
-    )
+    """A worker killed between uploading a pack and writing its rows leaves a pack nothing
+    names: nobody takes its contents as stored, a snapshot naming them is refused, and the
+    sweep deletes the pack once it is older than the grace period."""
+    from xclaw.store.object_blobs import ObjectBlobs, make_packs
+
+    store, url = objects
+    h, data = blob("uploaded, never marked")
+    [(name, pack, _)] = make_packs({h: data})
+    blobs = store.blobs
+    assert isinstance(blobs, ObjectBlobs)
+    blobs.bucket.put_many({name: pack})  # ... and the worker dies here
     assert store.missing_blobs([h]) == {h}
     sid = store.create_session().session_id
     seq = store.begin_step(sid, tool()).seq
     with pytest.raises(MissingBlobs):
         store.save_snapshot(sid, seq, {"a": entry(h, data)})
-    assert store.put_blobs({h: data}) == len(data)
+    assert store.gc_blobs() == 0
+    assert name in weed.objects(url)  # younger than the grace: maybe an upload in flight
+    time.sleep(0.6)
+    store.gc_blobs()
+    assert name not in weed.objects(url)
+    assert store.put_blobs({h: data}) == len(data)  # uploaded again, in full
     store.save_snapshot(sid, seq, {"a": entry(h, data)})
     assert store.get_blobs([h]) == {h: data}
 

@@ -106,9 +106,8 @@ SAMPLE_ROWS[5] = [
 
 SAMPLE_ROWS[6] = [
     *SAMPLE_ROWS[5],
-    "INSERT INTO object_blobs (hash, size, marked_at, stored) VALUES ('"
-    + "ab" * 32
-    + "', 5, 2900, 1)",
+    "INSERT INTO object_blobs (hash, pack, pos, size, marked_at) "
+    f"VALUES ('{'ab' * 32}', '{'cd' * 32}', 0, 5, 2900)",
 ]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.seaweed import aws_env, running_seaweed
+from tests.seaweed import aws_env, held, running_seaweed
 from tests.store.conftest import PostgresBackend, postgres_url
 from xclaw.store.base import Store
 
@@ -70,7 +70,7 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
             child.write_text(CHILD)
             env = {**os.environ, **weed.env}
             saved = 0
-            orphans = 0  # objects uploaded by a round the kill cut short
+            orphans = 0  # packs no snapshot needs: uploads of a round the kill cut short
             for delay in (0.3, 0.6, 0.9, 1.2, 1.6, 2.0):
                 log = tmp_path / f"child-{delay}.txt"
                 with log.open("wb") as out:
@@ -86,10 +86,11 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
                 saved += log.read_text().count("saved")
                 # Every reference resolves to an object that is there, byte-exact.
                 refs = referenced(store, sid)
-                stored = weed.objects(url)
-                assert refs <= stored
+                rows = pg.query("SELECT hash, pack FROM object_blobs")
+                assert refs <= held(weed, url, rows)
                 assert set(store.get_blobs(refs)) == refs
-                orphans = max(orphans, len(stored - refs))
+                needed = {pack for h, pack in rows if h in refs}
+                orphans = max(orphans, len(weed.objects(url) - needed))
             assert saved > 0, "the child never saved a snapshot: the kills proved nothing"
             assert orphans > 0, "no kill landed between an upload and its snapshot"
             assert pg.query("SELECT count(*) FROM blobs") == [(0,)]
@@ -97,7 +98,9 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
             # committed) and nothing else.
             store.gc_blobs()
             refs = referenced(store, sid)
-            assert weed.objects(url) == refs
+            rows = pg.query("SELECT hash, pack FROM object_blobs")
+            assert {h for h, _ in rows} == refs  # every expired, unreferenced mark went
+            assert weed.objects(url) == {pack for _, pack in rows}  # and every pack unnamed
             assert set(store.get_blobs(refs)) == refs
         finally:
             store.close()

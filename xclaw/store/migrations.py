@@ -409,20 +409,22 @@ M005_POSTGRES = (
 )
 
 # Migration 6: where file contents live when an object store holds them (blob_store: s3://…,
-# docs/storage.md "Contents in an object store"). One row per content the object store holds
-# or is being given: no bytes, only the mark that keeps the garbage collector off it. A save
-# marks (marked_at = now, stored false) before uploading and sets stored once the upload is
-# confirmed; a snapshot may add only contents marked stored within the grace period; the
-# sweep deletes only objects unreferenced and marked longer ago than that.
+# docs/storage.md "Contents in an object store"). Contents are uploaded in packs (one object
+# of up to 8 MB, named by the sha256 of its bytes); a row says which pack holds a content
+# and where. No bytes: `marked_at` is the mark that keeps the sweep off it. A snapshot may add
+# only contents marked within the grace period; the sweep deletes a pack only once every row
+# naming it is older than that and unreferenced.
 M006_SQLITE = (
     """
     CREATE TABLE object_blobs (
         hash      TEXT PRIMARY KEY,
+        pack      TEXT NOT NULL,
+        pos       INTEGER NOT NULL,
         size      INTEGER NOT NULL,
-        marked_at INTEGER NOT NULL,
-        stored    INTEGER NOT NULL DEFAULT 0 CHECK (stored IN (0, 1))
+        marked_at INTEGER NOT NULL
     )
     """,
+    "CREATE INDEX idx_object_blobs_pack ON object_blobs(pack)",
     "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
 )
 
@@ -430,11 +432,13 @@ M006_POSTGRES = (
     """
     CREATE TABLE object_blobs (
         hash      TEXT PRIMARY KEY,
+        pack      TEXT NOT NULL,
+        pos       BIGINT NOT NULL,
         size      BIGINT NOT NULL,
-        marked_at BIGINT NOT NULL,
-        stored    INTEGER NOT NULL DEFAULT 0 CHECK (stored IN (0, 1))
+        marked_at BIGINT NOT NULL
     )
     """,
+    "CREATE INDEX idx_object_blobs_pack ON object_blobs(pack)",
     "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
 )
 
@@ -486,9 +490,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         6,
         "object_blobs",
-        "the marks of file contents kept in an object store (blob_store: s3://...), so the "
-        "database holds manifests and references only and the sweep of unreferenced objects "
-        "never races a snapshot being saved",
+        "where each file content kept in an object store (blob_store: s3://...) is: its pack "
+        "and offset, and the mark that keeps the sweep off it, so the database holds "
+        "manifests and references only and the sweep never races a snapshot being saved",
         M006_SQLITE,
         M006_POSTGRES,
     ),

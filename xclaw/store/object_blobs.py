@@ -1,29 +1,36 @@
-"""File contents in an S3-compatible object store; the database keeps marks only.
+"""File contents in an S3-compatible object store; the database keeps where and marks only.
 
-`blob_store: s3://BUCKET/PREFIX` (docs/storage.md, "Contents in an object store"). One object
-per content, key = its sha256, written once (If-None-Match). The `object_blobs` table holds
-no bytes: a row (hash, size, marked_at, stored) is the mark that keeps the sweep off an object.
+`blob_store: s3://BUCKET/PREFIX` (docs/storage.md, "Contents in an object store"). Contents
+are uploaded in *packs*: one object of up to PACK_BYTES holding several contents end to end,
+named by the sha256 of its bytes and written once (If-None-Match). A row of `object_blobs`
+(hash, pack, pos, size, marked_at) says where a content is; no bytes. Packs make a takeover a
+few large GETs instead of one per file (ranged where only part of a pack is wanted), and an
+edit of one small file a pack of that file alone.
 
 The rule that makes the sweep safe against a snapshot being saved at the same moment:
 
-1. before uploading, a saver marks the hashes (marked_at = now; `stored` reset if the old mark
-   had expired), under the dialect's blob lock held shared; after every upload is confirmed it
-   sets `stored`;
-2. a snapshot may add a content only if its mark is `stored` and younger than the grace period
-   (checked in the snapshot's transaction, the blob lock shared);
-3. the sweep (blob lock exclusive) deletes only objects that nothing references AND whose mark
-   is older than the grace period, deleting the objects before its transaction commits.
+1. a saver uploads its pack first, then writes its rows (`marked_at` = now) in one
+   transaction holding the dialect's blob lock shared, and only if the upload began less
+   than half the grace period ago; until then nothing in the database names the pack;
+2. a snapshot may add a content only if its row was marked within the grace period (checked
+   in the snapshot's transaction, the blob lock shared);
+3. the sweep (blob lock exclusive) deletes the rows older than the grace period that nothing
+   references, then the packs no row names any more, and packs no row has ever named (an
+   upload whose rows never came: a killed worker) once they are older than the grace period,
+   deleting the objects before its transaction commits.
 
-So an object a committed snapshot names is never deleted (referenced), an object a snapshot
-is about to name is never deleted (its mark is fresh), and a sweep that died between deleting
-objects and committing leaves expired marks, which no snapshot accepts (rule 2): the saver
-uploads again. Uploads from a worker that lost its lease, or that was killed mid-upload, are
-never referenced (the snapshot row is written in the fenced transaction) and are swept once
-their mark expires.
+So a pack a committed snapshot depends on is never deleted (its rows are referenced), one a
+snapshot is about to depend on is not either (fresh rows, or too young to be an orphan), and a
+sweep that died between deleting objects and committing leaves expired rows, which rule 2
+refuses: the saver uploads them again in a new pack. Uploads from a worker that lost its
+lease, or that was killed mid-upload, are never referenced (the snapshot row is written in the
+fenced transaction) and are swept once their rows or their pack expire.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,17 +41,49 @@ from xclaw.store.s3 import Bucket, Location
 from xclaw.store.snapshot_model import content_hash
 
 DEFAULT_GRACE_S = 3600.0
+# A pack holds contents up to this size (a larger content is a pack of its own): large enough
+# that a takeover is a few dozen GETs, small enough that the packs of one batch upload in
+# parallel.
+PACK_BYTES = 8 * 1024 * 1024
+# Ranges of one pack closer than this are read in one GET.
+_RANGE_GAP = 1024 * 1024
 
 _MARK = (
-    "INSERT INTO object_blobs (hash, size, marked_at, stored) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (hash) DO UPDATE SET marked_at = excluded.marked_at, "
-    "stored = CASE WHEN object_blobs.marked_at >= ? THEN object_blobs.stored "
-    "ELSE excluded.stored END"
+    "INSERT INTO object_blobs (hash, pack, pos, size, marked_at) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (hash) DO UPDATE SET pack = excluded.pack, pos = excluded.pos, "
+    "size = excluded.size, marked_at = excluded.marked_at"
 )
+
+Pack = tuple[str, bytes, list[tuple[str, int, int]]]  # name, bytes, (hash, pos, size)
+
+
+def make_packs(blobs: Mapping[str, bytes]) -> list[Pack]:
+    """The contents laid end to end in packs of up to PACK_BYTES, in hash order (the same
+    contents make the same packs, so a repeated upload meets a 412)."""
+    packs: list[Pack] = []
+    parts: list[bytes] = []
+    rows: list[tuple[str, int, int]] = []
+    size = 0
+
+    def close() -> None:
+        data = b"".join(parts)
+        packs.append((hashlib.sha256(data).hexdigest(), data, list(rows)))
+
+    for h in sorted(blobs):
+        data = blobs[h]
+        if rows and size + len(data) > PACK_BYTES:
+            close()
+            parts, rows, size = [], [], 0
+        rows.append((h, size, len(data)))
+        parts.append(data)
+        size += len(data)
+    if rows:
+        close()
+    return packs
 
 
 class ObjectBlobs:
-    """The BlobStore of an object store: bytes in the bucket, marks in the database."""
+    """The BlobStore of an object store: packs in the bucket, where and marks in the database."""
 
     in_database = False
 
@@ -65,111 +104,142 @@ class ObjectBlobs:
     def description(self) -> str:
         return f"the object store {self.bucket.location}"
 
-    def _fresh_rows(self, conn: Any, hashes: Sequence[str], cutoff: int) -> set[str]:
+    def _rows(self, conn: Any, hashes: Sequence[str], cols: str, cutoff: int) -> list[Any]:
         d = self._d
-        found: set[str] = set()
+        found: list[Any] = []
         for cond, params in d.any_of("hash", list(hashes)):
-            sql = d.sql(f"SELECT hash FROM object_blobs WHERE {cond} AND stored=1 AND marked_at>=?")
-            found.update(r[0] for r in conn.execute(sql, (*params, cutoff)))
+            sql = d.sql(f"SELECT {cols} FROM object_blobs WHERE {cond} AND marked_at>=?")
+            found.extend(conn.execute(sql, (*params, cutoff)))
         return found
 
     # --- reads --------------------------------------------------------------------------------
     def missing(self, hashes: Sequence[str]) -> set[str]:
-        """Hashes without a stored mark with at least half the grace period left: the save
-        that follows must find them fresh (rule 2), so an older mark is renewed by putting."""
+        """Hashes without a mark with at least half the grace period left: the save that
+        follows must find them fresh (rule 2), so an older mark is renewed by putting."""
         cutoff = self._access.now() - self.grace_ms // 2
-        fresh = self._access.read(lambda conn: self._fresh_rows(conn, hashes, cutoff))
-        return set(hashes) - fresh
+        rows = self._access.read(lambda conn: self._rows(conn, hashes, "hash", cutoff))
+        return set(hashes) - {r[0] for r in rows}
 
     def get(self, hashes: Sequence[str]) -> dict[str, bytes]:
-        got = self.bucket.get_many(hashes)
-        absent = {h for h, data in got.items() if data is None}
+        """Contents by hash: their packs' ranges fetched in parallel, each content checked."""
+        rows = self._access.read(lambda conn: self._rows(conn, hashes, "hash, pack, pos, size", 0))
+        absent = set(hashes) - {r[0] for r in rows}
+        by_pack: dict[str, list[tuple[str, int, int]]] = {}
+        for h, pack, pos, size in rows:
+            by_pack.setdefault(pack, []).append((h, int(pos), int(size)))
+        ranges: list[tuple[str, int, int]] = []
+        members: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
+        for pack, items in by_pack.items():
+            items.sort(key=lambda x: x[1])
+            first, last = items[0][1], -1
+            group: list[tuple[str, int, int]] = []
+            for h, pos, size in items:
+                if group and pos - last > _RANGE_GAP:
+                    ranges.append((pack, first, last))
+                    members[(pack, first)] = group
+                    first, group = pos, []
+                group.append((h, pos, size))
+                last = max(last, pos + size - 1)
+            ranges.append((pack, first, last))
+            members[(pack, first)] = group
+        found: dict[str, bytes] = {}
+        for pack, first, data in self.bucket.get_ranges(
+            [(p, a, b) for p, a, b in ranges if b >= a]
+        ):
+            for h, pos, size in members[(pack, first)]:
+                if data is None:
+                    absent.add(h)
+                    continue
+                content = data[pos - first : pos - first + size]
+                if content_hash(content) != h:
+                    raise StoreError(
+                        f"the object store {self.bucket.location} returned other bytes for "
+                        f"{h[:12]}... than were stored (damaged pack {pack[:12]}...)"
+                    )
+                found[h] = content
+        for pack, first, last in ranges:
+            if last < first:  # empty contents only: nothing to fetch
+                for h, _, _ in members[(pack, first)]:
+                    found[h] = b""
         if absent:
             raise MissingBlobs(absent)
-        found: dict[str, bytes] = {}
-        for h, data in got.items():
-            assert data is not None
-            if content_hash(data) != h:
-                raise StoreError(
-                    f"the object store {self.bucket.location} returned other bytes for "
-                    f"{h[:12]}... than were stored (damaged object)"
-                )
-            found[h] = data
         return found
 
     # --- writes -------------------------------------------------------------------------------
-    def _mark_tx(self, rows: list[tuple[str, int]], stored: int) -> Callable[[Any], None]:
+    def _mark_tx(self, packs: list[Pack], started: float | None) -> Callable[[Any], None]:
         d = self._d
 
         def tx(conn: Any) -> None:
             d.lock_blobs(conn, False)
+            if started is not None and time.monotonic() - started > self.grace_ms / 2000:
+                # Rule 1: a sweep may have taken this pack for an orphan meanwhile.
+                raise StoreError(
+                    f"uploading to {self.description} took longer than half of blob_grace_s; "
+                    "the upload is not used (raise blob_grace_s for stores this slow)"
+                )
             now = self._access.now()
-            cutoff = now - self.grace_ms
-            d.executemany(conn, d.sql(_MARK), [(h, size, now, stored, cutoff) for h, size in rows])
+            rows = [(h, name, pos, size, now) for name, _, items in packs for h, pos, size in items]
+            d.executemany(conn, d.sql(_MARK), rows)
 
         return tx
 
     def put(self, blobs: Mapping[str, bytes]) -> int:
-        """Mark, upload (in parallel, conditionally), then set `stored` (rule 1)."""
-        checked = _checked(blobs)
-        if not checked:
+        """Upload the packs (in parallel, conditionally), then mark their contents (rule 1)."""
+        packs = make_packs(_checked(blobs))
+        if not packs:
             return 0
-        rows = [(h, len(b)) for h, b in checked.items()]
-        self._access.write(self._mark_tx(rows, 0), durable=False)
-        sent = self.bucket.put_many(checked)
-        d = self._d
-        hashes = list(checked)
-
-        def confirm(conn: Any) -> None:
-            for cond, params in d.any_of("hash", hashes):
-                conn.execute(d.sql(f"UPDATE object_blobs SET stored=1 WHERE {cond}"), params)
-
-        self._access.write(confirm, durable=False)
+        started = time.monotonic()
+        sent = self.bucket.put_many({name: data for name, data, _ in packs})
+        self._access.write(self._mark_tx(packs, started), durable=False)
         return sent
 
     def put_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]:
         """A tool step's images, uploaded inside the step's own transaction (the blob lock
         held shared meanwhile, so no sweep can pass between the upload and the commit)."""
-        checked = _checked(blobs)
-        rows = [(h, len(b)) for h, b in checked.items()]
-        mark = self._mark_tx(rows, 1)
+        packs = make_packs(_checked(blobs))
+        mark = self._mark_tx(packs, None)
 
         def tx(conn: Any) -> int:
-            if not checked:
+            if not packs:
                 return 0
-            sent = self.bucket.put_many(checked)
+            self._d.lock_blobs(conn, False)
+            sent = self.bucket.put_many({name: data for name, data, _ in packs})
             mark(conn)
             return sent
 
         return tx
 
     def stored_tx(self, d: Dialect, conn: Any, hashes: list[str]) -> set[str]:
-        """Rule 2: stored and younger than the grace period."""
-        return self._fresh_rows(conn, hashes, self._access.now() - self.grace_ms)
+        """Rule 2: marked within the grace period."""
+        return {r[0] for r in self._rows(conn, hashes, "hash", self._access.now() - self.grace_ms)}
 
     def gc(self) -> int:
-        """Rule 3: delete the objects of expired, unreferenced marks, then the marks."""
+        """Rule 3: the expired unreferenced rows, the packs nobody names, expired orphans."""
         d = self._d
 
         def tx(conn: Any) -> int:
             d.lock_blobs(conn, True)
             marked = d.referenced_hashes.format(snapshots="", restores="", steps="")
-            cutoff = self._access.now() - self.grace_ms
-            dead = [
-                r[0]
-                for r in conn.execute(
-                    d.sql(
-                        f"SELECT hash FROM object_blobs WHERE marked_at < ? "
-                        f"AND hash NOT IN ({marked})"
-                    ),
-                    (cutoff,),
-                )
-            ]
-            if not dead:
-                return 0
-            self.bucket.delete_many(dead)  # before the commit: see rule 3
-            for cond, params in d.any_of("hash", dead):
+            now = self._access.now()
+            cutoff = now - self.grace_ms
+            dead = conn.execute(
+                d.sql(
+                    f"SELECT hash, pack FROM object_blobs WHERE marked_at < ? "
+                    f"AND hash NOT IN ({marked})"
+                ),
+                (cutoff,),
+            ).fetchall()
+            for cond, params in d.any_of("hash", [h for h, _ in dead]):
                 conn.execute(d.sql(f"DELETE FROM object_blobs WHERE {cond}"), params)
+            named = {r[0] for r in conn.execute(d.sql("SELECT DISTINCT pack FROM object_blobs"))}
+            doomed = {p for _, p in dead} - named
+            doomed |= {
+                name
+                for name, modified in self.bucket.listing()
+                if name not in named and modified * 1000 < cutoff
+            }
+            if doomed:
+                self.bucket.delete_many(sorted(doomed))  # before the commit: see rule 3
             return len(dead)
 
         return self._access.write(tx, durable=False)

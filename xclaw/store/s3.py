@@ -40,8 +40,12 @@ class Location:
         return cls(bucket, prefix.strip("/"))
 
     def key(self, digest: str) -> str:
-        """The object key of a content: fanned out by its first two hex digits."""
-        return f"{self.prefix}/{digest[:2]}/{digest}" if self.prefix else f"{digest[:2]}/{digest}"
+        """The object key of a pack: under `packs/`, named by the sha256 of its bytes."""
+        return f"{self.prefix}/packs/{digest}" if self.prefix else f"packs/{digest}"
+
+    @property
+    def packs(self) -> str:
+        return f"{self.prefix}/packs/" if self.prefix else "packs/"
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
@@ -110,10 +114,14 @@ class Bucket:
             raise self._fail(f"store {digest[:12]}...", e) from e
         return True
 
-    def get(self, digest: str) -> bytes | None:
-        """The object's bytes; None if there is no such object."""
+    def get(self, digest: str, first: int = 0, last: int | None = None) -> bytes | None:
+        """The object's bytes (`first`..`last` inclusive when `last` is given); None if
+        there is no such object."""
+        extra = {} if last is None else {"Range": f"bytes={first}-{last}"}
         try:
-            got = self._s3.get_object(Bucket=self.location.bucket, Key=self.location.key(digest))
+            got = self._s3.get_object(
+                Bucket=self.location.bucket, Key=self.location.key(digest), **extra
+            )
             data: bytes = got["Body"].read()
         except self._errors as e:
             if self._status(e) == 404:
@@ -121,14 +129,17 @@ class Bucket:
             raise self._fail(f"read {digest[:12]}...", e) from e
         return data
 
-    def put_many(self, blobs: dict[str, bytes]) -> int:
-        """Every blob written (in parallel); the bytes actually sent as new objects."""
-        sizes = {h: len(b) for h, b in blobs.items()}
-        done = self._pool.map(lambda h: (h, self.put_if_absent(h, blobs[h])), list(blobs))
+    def put_many(self, objects: dict[str, bytes]) -> int:
+        """Every object written (in parallel); the bytes actually sent as new objects."""
+        sizes = {h: len(b) for h, b in objects.items()}
+        done = self._pool.map(lambda h: (h, self.put_if_absent(h, objects[h])), list(objects))
         return sum(sizes[h] for h, wrote in done if wrote)
 
-    def get_many(self, digests: Sequence[str]) -> dict[str, bytes | None]:
-        return dict(self._pool.map(lambda h: (h, self.get(h)), list(digests)))
+    def get_ranges(
+        self, ranges: Sequence[tuple[str, int, int]]
+    ) -> list[tuple[str, int, bytes | None]]:
+        """(pack, first, bytes or None) of each (pack, first, last) range, in parallel."""
+        return list(self._pool.map(lambda r: (r[0], r[1], self.get(r[0], r[1], r[2])), ranges))
 
     def delete_many(self, digests: Sequence[str]) -> None:
         keys = [{"Key": self.location.key(h)} for h in digests]
@@ -147,15 +158,16 @@ class Bucket:
                     f"{len(errors)} object(s): {errors[0].get('Message', errors[0])}"
                 )
 
-    def keys(self) -> Iterator[str]:
-        """Every content hash under the prefix (for checks and tests)."""
+    def listing(self) -> Iterator[tuple[str, float]]:
+        """(pack name, last modified as a Unix time) of every pack under the prefix."""
         pages = self._s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.location.bucket, Prefix=self.location.prefix
+            Bucket=self.location.bucket, Prefix=self.location.packs
         )
         try:
             for page in pages:
                 for item in page.get("Contents", []):
-                    yield str(item["Key"]).rsplit("/", 1)[-1]
+                    name = str(item["Key"]).rsplit("/", 1)[-1]
+                    yield name, item["LastModified"].timestamp()
         except self._errors as e:
             raise self._fail("list its objects", e) from e
 

@@ -182,24 +182,35 @@ class Snapshotter:
                 "its file contents kept disappearing from the store"
             )
 
-    def prime(self, workspace: Path, manifest: Manifest) -> None:
+    def prime(
+        self,
+        workspace: Path,
+        manifest: Manifest,
+        written: dict[str, os.stat_result] | None = None,
+    ) -> None:
         """Trust the files just written from `manifest` (a restore) without reading them:
         each regular file whose size matches its entry gets the entry's hash in the stat
-        cache, so the next capture after a takeover reads only what changes after it."""
+        cache, so the next capture after a takeover reads only what changes after it.
+        `written`: their stats as the restore left them (else the workspace is walked)."""
         ws = str(workspace)
         # Past the racy margin first: a later write then stamps a newer time (see _RACY_NS).
         time.sleep(_RACY_NS / 1e9)
         racy_after = time.time_ns() - _RACY_NS
+        if written is None:
+            written = {
+                f.rel: f.st
+                for f in walk(workspace, self.rules)
+                if not f.ignored and stat.S_ISREG(f.st.st_mode)
+            }
         with self._lock(ws):
             cache = self._cache(ws)
             cache.clear()
-            for found in walk(workspace, self.rules):
-                e = manifest.get(found.rel)
-                st = found.st
-                if found.ignored or e is None or "hash" not in e or not stat.S_ISREG(st.st_mode):
+            for rel, st in written.items():
+                e = manifest.get(rel)
+                if e is None or "hash" not in e or not stat.S_ISREG(st.st_mode):
                     continue
                 if st.st_size == e["size"] and max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
-                    cache[found.rel] = (_key(st), e["hash"])
+                    cache[rel] = (_key(st), e["hash"])
 
     def capture(self, workspace: Path) -> Manifest:
         """The manifest of a workspace as it is now, without storing anything (for diffs)."""

@@ -13,6 +13,7 @@ next `recover`, which runs before any run of the session, rollback or fork: nobo
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -175,10 +176,13 @@ class Workspaces:
             tuple(self.config.ignore),
             0,
         )
+        written: dict[str, os.stat_result] = {}
         with restore_lock(self.root):
-            report = complete_restore(self.store, self.root, pending, self.config.crash_point)
+            report = complete_restore(
+                self.store, self.root, pending, self.config.crash_point, written
+            )
         self.snapshotter.forget(ws)
-        self.snapshotter.prime(ws, manifest)
+        self.snapshotter.prime(ws, manifest, written)
         self._synced[session_id] = latest
         return report
 
