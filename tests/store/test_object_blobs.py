@@ -20,7 +20,11 @@ from xclaw.store.base import Store
 from xclaw.store.snapshot_model import content_hash
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("seaweed_store")]
+
+# Short for a test, long enough that a loaded machine's pauses between a put and the next
+# call do not outlast it.
+GRACE = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,7 @@ def open_objects(backend: Backend, weed: Seaweed, url: str, grace_s: float = 360
 @pytest.fixture
 def objects(backend: Backend, weed: Seaweed) -> Iterator[tuple[Store, str]]:
     url = weed.url()
-    store = open_objects(backend, weed, url, grace_s=0.5)
+    store = open_objects(backend, weed, url, grace_s=GRACE)
     yield store, url
     store.close()
 
@@ -123,7 +127,7 @@ def test_a_sweep_deletes_unreferenced_objects_only_after_the_grace_period(
     store.rollback(sid, s2)
     assert len(weed.objects(url)) == 3
     assert store.gc_blobs() == 0  # unreferenced, but marked more recently than the grace
-    time.sleep(0.6)
+    time.sleep(GRACE + 0.2)
     assert store.gc_blobs() == 2  # the rolled-back content, the never-referenced one
     assert contents(weed, url, backend) == {hk, hs}
     assert len(weed.objects(url)) == 2  # the pack of two stays: one content is referenced
@@ -138,8 +142,8 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
     sweep deletes them (unreferenced, mark expired); the save must notice (MissingBlobs),
     upload again and reference only objects that exist."""
     url = weed.url()
-    store = open_objects(backend, weed, url, grace_s=0.3)
-    sweeper = open_objects(backend, weed, url, grace_s=0.3)
+    store = open_objects(backend, weed, url, grace_s=GRACE)
+    sweeper = open_objects(backend, weed, url, grace_s=GRACE)
     try:
         ws = tmp_path / "ws"
         ws.mkdir()
@@ -149,7 +153,7 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
 
         def stall_then_sweep(name: str) -> None:
             if name == "snapshot.stored" and not swept:
-                time.sleep(0.4)  # past the grace: the mark has expired
+                time.sleep(GRACE + 0.2)  # past the grace: the mark has expired
                 swept.append(sweeper.gc_blobs())
 
         snap = Snapshotter(SnapshotConfig(ignore=(), crash_point=stall_then_sweep))
@@ -159,7 +163,7 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
         assert swept == [1]  # the sweep did delete the object meanwhile
         assert contents(weed, url, backend) == {h}  # ... and the snapshotter uploaded it again
         assert store.get_blobs([h]) == {h: b"the content under race"}
-        time.sleep(0.4)
+        time.sleep(GRACE + 0.2)
         assert sweeper.gc_blobs() == 0  # referenced now: kept whatever its mark's age
         assert contents(weed, url, backend) == {h}
 
@@ -178,8 +182,8 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
     backend: Backend, weed: Seaweed
 ) -> None:
     url = weed.url()
-    zombie = open_objects(backend, weed, url, grace_s=0.3)
-    heir = open_objects(backend, weed, url, grace_s=0.3)
+    zombie = open_objects(backend, weed, url, grace_s=GRACE)
+    heir = open_objects(backend, weed, url, grace_s=GRACE)
     try:
         sid = zombie.create_session().session_id
         old = zombie.acquire_lease(sid, "zombie", 0.2)
@@ -194,7 +198,7 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
             zombie.save_snapshot(sid, seq, {"z.txt": entry(h, data)}, lease=old)
         assert heir.list_snapshots(sid) == []  # ... but nothing references it
         (pack,) = backend.query("SELECT pack FROM object_blobs WHERE hash=?", (h,))[0]
-        time.sleep(0.4)
+        time.sleep(GRACE + 0.2)
         assert heir.gc_blobs() == 1
         assert pack not in weed.objects(url)
         hh, dh = blob("the heir's")
@@ -207,32 +211,37 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
 
 
 def test_an_upload_killed_before_its_rows_is_never_trusted_and_swept_later(
-    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+    backend: Backend, weed: Seaweed
 ) -> None:
     """A worker killed between uploading a pack and writing its rows leaves a pack nothing
     names: nobody takes its contents as stored, a snapshot naming them is refused, and the
-    sweep deletes the pack once it is older than the grace period."""
+    sweep deletes the pack once it is older than the grace period (an object's time is the
+    store's, in whole seconds: the grace here is longer than that)."""
     from xclaw.store.object_blobs import ObjectBlobs, make_packs
 
-    store, url = objects
-    h, data = blob("uploaded, never marked")
-    [(name, pack, _)] = make_packs({h: data})
-    blobs = store.blobs
-    assert isinstance(blobs, ObjectBlobs)
-    blobs.bucket.put_many({name: pack})  # ... and the worker dies here
-    assert store.missing_blobs([h]) == {h}
-    sid = store.create_session().session_id
-    seq = store.begin_step(sid, tool()).seq
-    with pytest.raises(MissingBlobs):
+    url = weed.url()
+    store = open_objects(backend, weed, url, grace_s=GRACE)
+    try:
+        h, data = blob("uploaded, never marked")
+        [(name, pack, _)] = make_packs({h: data})
+        blobs = store.blobs
+        assert isinstance(blobs, ObjectBlobs)
+        blobs.bucket.put_many({name: pack})  # ... and the worker dies here
+        assert store.missing_blobs([h]) == {h}
+        sid = store.create_session().session_id
+        seq = store.begin_step(sid, tool()).seq
+        with pytest.raises(MissingBlobs):
+            store.save_snapshot(sid, seq, {"a": entry(h, data)})
+        assert store.gc_blobs() == 0
+        assert name in weed.objects(url)  # younger than the grace: maybe an upload in flight
+        time.sleep(GRACE + 1.2)  # and the second of the store's clock
+        store.gc_blobs()
+        assert name not in weed.objects(url)
+        assert store.put_blobs({h: data}) == len(data)  # uploaded again, in full
         store.save_snapshot(sid, seq, {"a": entry(h, data)})
-    assert store.gc_blobs() == 0
-    assert name in weed.objects(url)  # younger than the grace: maybe an upload in flight
-    time.sleep(0.6)
-    store.gc_blobs()
-    assert name not in weed.objects(url)
-    assert store.put_blobs({h: data}) == len(data)  # uploaded again, in full
-    store.save_snapshot(sid, seq, {"a": entry(h, data)})
-    assert store.get_blobs([h]) == {h: data}
+        assert store.get_blobs([h]) == {h: data}
+    finally:
+        store.close()
 
 
 def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(

@@ -18,7 +18,7 @@ from xclaw.store.base import Store
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group("seaweed_follow")]
 
 
 @pytest.fixture(scope="module")

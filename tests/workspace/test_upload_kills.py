@@ -96,6 +96,7 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
             assert pg.query("SELECT count(*) FROM blobs") == [(0,)]
             # The sweep takes what no snapshot names (uploads cut short, rounds never
             # committed) and nothing else.
+            time.sleep(1.2)  # an object's time is the store's, in whole seconds
             store.gc_blobs()
             refs = referenced(store, sid)
             rows = pg.query("SELECT hash, pack FROM object_blobs")

@@ -233,10 +233,11 @@ class ObjectBlobs:
                 conn.execute(d.sql(f"DELETE FROM object_blobs WHERE {cond}"), params)
             named = {r[0] for r in conn.execute(d.sql("SELECT DISTINCT pack FROM object_blobs"))}
             doomed = {p for _, p in dead} - named
+            # An object's time is the store's, in whole seconds: one more second of margin.
             doomed |= {
                 name
                 for name, modified in self.bucket.listing()
-                if name not in named and modified * 1000 < cutoff
+                if name not in named and modified * 1000 < cutoff - 1000
             }
             if doomed:
                 self.bucket.delete_many(sorted(doomed))  # before the commit: see rule 3
