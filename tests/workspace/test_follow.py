@@ -14,6 +14,7 @@ import pytest
 from tests.seaweed import Seaweed, aws_env, running_seaweed
 from tests.store.builders import tool
 from tests.store.conftest import PostgresBackend, postgres_url
+from xclaw.ops import fsck
 from xclaw.store.base import Store
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
@@ -91,6 +92,8 @@ def test_the_files_one_worker_wrote_are_there_on_the_other(
     assert b.ws.snapshotter.last.files_read == 1
     assert b.ws.snapshotter.last.new_bytes == 1000
     assert pg.query("SELECT count(*) FROM blobs") == [(0,)]
+    # fsck counts what the object store holds as stored (object_blobs says where).
+    assert [f.code for f in fsck.check(b.store).findings] == []
 
 
 def test_rollback_and_fork_work_from_either_worker(two: tuple[Worker, Worker]) -> None:
@@ -114,6 +117,7 @@ def test_rollback_and_fork_work_from_either_worker(two: tuple[Worker, Worker]) -
     a.run_tool(sid, {"w.txt": b"after rollback"})
     b.ws.recover(sid)
     assert b.files(sid) == {"v.txt": b"one", "w.txt": b"after rollback"}
+    assert [f.code for f in fsck.check(b.store).findings] == []
 
 
 def test_unversioned_paths_stay_where_they_are_and_local_writes_are_not_thrown_away(

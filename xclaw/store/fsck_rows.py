@@ -143,7 +143,11 @@ class FsckReader:
         )
 
     def blob_hashes(self) -> set[str]:
-        return {r[0] for r in self._all("SELECT hash FROM blobs")}
+        """Every content stored: in the `blobs` table, or in an object store (where
+        `object_blobs` says; the object store itself is not read)."""
+        return {
+            r[0] for r in self._all("SELECT hash FROM blobs UNION SELECT hash FROM object_blobs")
+        }
 
     def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
         """Every blob, a page at a time (contents are checked against their hash)."""
