@@ -14,6 +14,7 @@ file contents.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -54,6 +55,7 @@ class Worker(Server):
     db: str = ""
     blob_store: str = ""
     s3_env: dict[str, str] = field(default_factory=dict)
+    lease_ttl_s: float = 10.0
 
     @property
     def workspace_root(self) -> Path:
@@ -77,7 +79,7 @@ class Worker(Server):
             NO_COLOR="1",
             XCLAW_MODEL=f"script:{self.script}",
             XCLAW_TOKEN=TOKEN,
-            XCLAW_LEASE_TTL_S="10",
+            XCLAW_LEASE_TTL_S=str(self.lease_ttl_s),
             XCLAW_SWEEP_GRACE_S="30",
             **self.s3_env,
         )
@@ -310,3 +312,80 @@ async def test_an_object_store_that_is_down_makes_the_session_wait_not_fail(
         await c2.close()
     finally:
         w.kill()
+
+
+async def test_a_zombie_worker_uploads_nothing_anyone_uses(
+    tmp_path: Path, pg: PostgresBackend, weed: Seaweed
+) -> None:
+    """The driver is paused (SIGSTOP) mid-tool past its lease; the other worker takes the
+    session over and finishes it; the zombie wakes, its tool writes a file: its writes are
+    refused (fencing) and no snapshot of the session ever names what it wrote."""
+    url = weed.url()
+    script = write_script(
+        tmp_path / "script.json",
+        [
+            {"text": "", "tool_calls": [sh("echo before > b.txt; sleep 4; echo zombie > z.txt")]},
+            {"text": "finished after the takeover"},
+        ],
+    )
+    workers = [
+        Worker(
+            root=tmp_path / f"worker{i}",
+            script=script,
+            approval="yolo",
+            db=pg.url,
+            blob_store=url,
+            s3_env=weed.env,
+            lease_ttl_s=2.0,
+        )
+        for i in range(2)
+    ]
+    a, b = workers
+    try:
+        for w in workers:
+            w.start()
+        c = await Client.open(a, token=TOKEN)
+        await c.attach(None)
+        sid = c.session_id
+        await c.send({"type": "message", "sessionId": sid, "content": "go"})
+        await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+        # The command itself has started (its snapshot before is committed): A is between
+        # transactions. (Paused inside one, it would hold its row locks until its connection
+        # died: docs/deploy.md, "When a part fails".)
+        deadline = time.monotonic() + 30
+        while not (a.workspace(sid) / "b.txt").exists():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert a.proc is not None
+        os.kill(a.proc.pid, signal.SIGSTOP)  # alive, connected, silent
+        try:
+            c2 = await Client.open(b, token=TOKEN)
+            await c2.attach(sid)
+            reply = await c2.until_type("reply", timeout=60)
+            assert reply["content"] == "finished after the takeover"
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        # It learns it lost the session at its first write (its tool is then stopped, or it
+        # finishes and its completion is refused): nothing after is written by it.
+        while "event=lease_lost" not in a.logs():
+            assert time.monotonic() < deadline, a.logs()[-3000:]
+            await asyncio.sleep(0.2)
+        while health(a.http)["sessionsDriven"]:
+            assert time.monotonic() < deadline, a.logs()[-3000:]
+            await asyncio.sleep(0.1)
+        zombie = hashlib.sha256(b"zombie\n").hexdigest()
+        manifests = pg.query("SELECT manifest::text FROM snapshots WHERE session_id=?", (sid,))
+        assert manifests and not any(zombie in m for (m,) in manifests)
+        rows = pg.query("SELECT hash, pack FROM object_blobs")
+        assert zombie not in held(weed, url, rows)
+        assert pg.query("SELECT current_status FROM sessions WHERE session_id=?", (sid,)) == [
+            ("Success",)
+        ]
+        await c.close()
+        await c2.close()
+    finally:
+        for w in workers:
+            if w.proc is not None and w.proc.poll() is None:
+                os.kill(w.proc.pid, signal.SIGCONT)
+            w.kill()
