@@ -274,3 +274,18 @@ def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
             assert store.get_blobs([h, h2]) == {h: data, h2: d2}
         finally:
             store.close()
+
+
+def test_a_tool_steps_images_are_uploaded_within_its_transaction(
+    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+) -> None:
+    """What the recorder's FinishStep with images runs (store/writes.py): the upload and its
+    rows in the step's own transaction."""
+    store, url = objects
+    h, data = blob(b"\x89PNG not really an image, but bytes")
+    write = store._write  # type: ignore[attr-defined]
+    assert write(store._put_blobs_tx({h: data}), durable=True) == len(data)  # type: ignore[attr-defined]
+    assert store.missing_blobs([h]) == set()
+    assert store.get_blobs([h]) == {h: data}
+    assert h in contents(weed, url, backend)
+    no_contents_in_db(backend)
