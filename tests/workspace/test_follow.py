@@ -5,9 +5,11 @@ uploads are incremental; the database holds no file contents."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,3 +151,28 @@ def test_a_fresh_worker_replaces_a_stale_directory_but_keeps_ignored_paths(
     assert time.perf_counter() - started < 10
     assert b.files(sid) == {"x.txt": b"new"}
     assert (stale / "cache" / "keep.bin").read_bytes() == b"k"
+
+
+def test_a_worker_coming_back_fetches_only_what_changed(
+    two: tuple[Worker, Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two
+    sid = a.store.create_session().session_id
+    a.run_tool(sid, {f"f{i}.txt": f"file {i}".encode() * 100 for i in range(20)})
+    b.ws.recover(sid)  # B serves it once: its cache holds every file
+    a.run_tool(sid, {"f3.txt": b"changed on a", "new.txt": b"new on a"})
+    asked: list[str] = []
+    real = b.store.get_blobs
+
+    def spy(hashes: Any) -> dict[str, bytes]:
+        asked.extend(hashes)
+        return real(hashes)
+
+    monkeypatch.setattr(b.store, "get_blobs", spy)
+    b.ws.recover(sid)  # B's cache is stale: rebuilt, from its own files where they are right
+    assert sorted(asked) == sorted(
+        hashlib.sha256(x).hexdigest() for x in (b"changed on a", b"new on a")
+    )
+    expected = {f"f{i}.txt": f"file {i}".encode() * 100 for i in range(20)}
+    expected.update({"f3.txt": b"changed on a", "new.txt": b"new on a"})
+    assert b.files(sid) == expected

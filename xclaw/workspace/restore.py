@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +42,8 @@ log = logging.getLogger("xclaw.workspace")
 
 _FETCH_BYTES = 32 * 1024 * 1024  # blob contents fetched per store read
 _WRITERS = 4  # threads writing the files of one batch
+# Contents by hash (the store's get_blobs, or one that reads some from local files first).
+Fetch = Callable[[list[str]], dict[str, bytes]]
 
 
 def _load_syncfs() -> object | None:
@@ -102,11 +104,13 @@ def complete_restore(
     pending: PendingRestore,
     crash_point: CrashPoint = no_crash_point,
     written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> RestoreReport:
     """Bring the workspace of `pending.session_id` to the journaled state and drop the
     journal row. The caller holds restore_lock. `crash_point` is told each moment a crash
     test may stop at (xclaw.workspace.crash_points). `written`, when given, gets the stat
-    of each file written, by path (the snapshotter's cache trusts them without reading)."""
+    of each file written, by path (the snapshotter's cache trusts them without reading).
+    `fetch` replaces `store.get_blobs` (a sync reusing the files already there)."""
     ws, tmp, old = side_paths(root, pending.session_id)
     rules = IgnoreRules(pending.ignore)
     manifest = pending.manifest
@@ -116,11 +120,13 @@ def complete_restore(
             # Crashed after the first rename: the new state was complete before it.
             if not ws.exists():
                 if not tmp.is_dir():
-                    files, kept = _build(store, root, pending, tmp, rules, crash_point, written)
+                    files, kept = _build(
+                        store, root, pending, tmp, rules, crash_point, written, fetch
+                    )
                 os.rename(tmp, ws)
         else:
             _remove(tmp)
-            files, kept = _build(store, root, pending, tmp, rules, crash_point, written)
+            files, kept = _build(store, root, pending, tmp, rules, crash_point, written, fetch)
             crash_point("restore.materialised")
             if ws.exists() or ws.is_symlink():
                 os.rename(ws, old)
@@ -156,6 +162,7 @@ def _build(
     rules: IgnoreRules,
     crash_point: CrashPoint,
     written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> tuple[int, int]:
     """Write the new state into `tmp` (private, 0700). Returns (files written, kept)."""
     source = root / pending.source_session_id if pending.source_session_id else None
@@ -168,7 +175,7 @@ def _build(
         os.chmod(tmp, 0o700)
         return 0, 0
     tmp.mkdir(mode=0o700)
-    files = materialise(store, tmp, pending.manifest, crash_point, written)
+    files = materialise(store, tmp, pending.manifest, crash_point, written, fetch)
     kept = 0
     if pending.kind == "fork" and source is not None and source.is_dir():
         kept = _copy_unversioned(source, tmp, pending.manifest, rules)
@@ -181,6 +188,7 @@ def materialise(
     manifest: Manifest,
     crash_point: CrashPoint = no_crash_point,
     written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> int:
     """Create the manifest's directories, files and links inside the empty directory
     `target`. Returns the number of files and links written; `written` gets each file's
@@ -217,13 +225,12 @@ def materialise(
         ThreadPoolExecutor(1, thread_name_prefix="xclaw-fetch") as fetcher,
         ThreadPoolExecutor(_WRITERS, thread_name_prefix="xclaw-write") as writers,
     ):
-        ahead = fetcher.submit(store.get_blobs, batches[0]) if batches else None
+        get = fetch or store.get_blobs
+        ahead = fetcher.submit(get, batches[0]) if batches else None
         for i, batch in enumerate(batches):
             assert ahead is not None
             contents = ahead.result()
-            ahead = (
-                fetcher.submit(store.get_blobs, batches[i + 1]) if i + 1 < len(batches) else None
-            )
+            ahead = fetcher.submit(get, batches[i + 1]) if i + 1 < len(batches) else None
             # The writes of one batch on a few threads (os.write and open release the GIL):
             # creating ten thousand files is the disk's work more than the network's.
             parts = [batch[k::_WRITERS] for k in range(_WRITERS)]

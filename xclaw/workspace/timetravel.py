@@ -13,8 +13,10 @@ next `recover`, which runs before any run of the session, rollback or fork: nobo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -163,7 +165,8 @@ class Workspaces:
         if self._synced.get(session_id) == latest and ws.is_dir():
             self._catch_up(session_id, latest, manifest, lease)
             return None
-        if ws.is_dir() and _versioned(self.snapshotter.capture(ws)) == _versioned(manifest):
+        here = self.snapshotter.capture(ws) if ws.is_dir() else {}
+        if ws.is_dir() and _versioned(here) == _versioned(manifest):
             self._synced[session_id] = latest
             return None
         pending = PendingRestore(
@@ -178,8 +181,16 @@ class Workspaces:
         )
         written: dict[str, os.stat_result] = {}
         with restore_lock(self.root):
+            # Contents the stale directory already holds are read from it, not fetched: a
+            # worker coming back to a session downloads what changed since, not everything.
+            local = {e["hash"]: ws / p for p, e in here.items() if "hash" in e}
             report = complete_restore(
-                self.store, self.root, pending, self.config.crash_point, written
+                self.store,
+                self.root,
+                pending,
+                self.config.crash_point,
+                written,
+                partial(_local_first, self.store, local),
             )
         self.snapshotter.forget(ws)
         self.snapshotter.prime(ws, manifest, written)
@@ -266,3 +277,30 @@ class Workspaces:
 def _versioned(manifest: Manifest) -> Manifest:
     """What a snapshot versions: every entry but the skipped ones (left as they are)."""
     return {p: e for p, e in manifest.items() if "skipped" not in e}
+
+
+def _local_first(
+    store: SnapshotStore, local: dict[str, Path], hashes: list[str]
+) -> dict[str, bytes]:
+    """Contents read from the files of a stale workspace where it has them (each checked
+    against its hash, read without following links), the rest from the store."""
+    found: dict[str, bytes] = {}
+    for h in hashes:
+        path = local.get(h)
+        if path is None:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read()
+        finally:
+            os.close(fd)
+        if hashlib.sha256(data).hexdigest() == h:
+            found[h] = data
+    rest = [h for h in hashes if h not in found]
+    if rest:
+        found.update(store.get_blobs(rest))
+    return found
