@@ -159,6 +159,13 @@ class MissingBlobs(StoreError):
         self.hashes = frozenset(hashes)
 
 
+class BlobStoreUnavailable(StoreError):
+    """The object store holding file contents (blob_store: s3://...) did not answer, or
+    refused: nothing was referenced, the session waits and goes on once it is back."""
+
+    code = "blob_store_unavailable"
+
+
 class WorkspaceError(XclawError):
     """A workspace could not be captured or restored (the message says which and why)."""
 

@@ -104,6 +104,12 @@ SAMPLE_ROWS[5] = [
     ),
 ]
 
+SAMPLE_ROWS[6] = [
+    *SAMPLE_ROWS[5],
+    "INSERT INTO object_blobs (hash, pack, pos, size, marked_at) "
+    f"VALUES ('{'ab' * 32}', '{'cd' * 32}', 0, 5, 2900)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

@@ -314,7 +314,12 @@ class Opening:
         o = dict(self._options)
         model: Model | None = o.pop("model_object", None)
         settings, toolbox_extra = build_settings(**o)
-        store = open_store(settings.database, access=Access.CREATE)
+        store = open_store(
+            settings.database,
+            access=Access.CREATE,
+            blob_store=settings.blob_store,
+            blob_grace_s=settings.blob_grace_s,
+        )
         try:
             runtime = Runtime(store, settings, model=model)
             for tool in toolbox_extra:

@@ -113,7 +113,12 @@ async def _run(
         settings = load_settings(
             database=db, approval=approval, workspace_root=Path(workspace) if workspace else None
         )
-        store = open_store(settings.database, access=Access.CREATE)
+        store = open_store(
+            settings.database,
+            access=Access.CREATE,
+            blob_store=settings.blob_store,
+            blob_grace_s=settings.blob_grace_s,
+        )
     except XclawError as e:  # a bad XCLAW_MODEL, .env or database: one line, no traceback
         click.secho(f"error: {e.message}", fg="red", err=True)
         return e.exit_code

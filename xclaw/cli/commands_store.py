@@ -102,7 +102,10 @@ def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]],
             # same way (exit 2), before anything is opened.
             settings = load_settings()
             store = open_store(
-                db or settings.database, access=access(kwargs) if callable(access) else access
+                db or settings.database,
+                access=access(kwargs) if callable(access) else access,
+                blob_store=settings.blob_store,
+                blob_grace_s=settings.blob_grace_s,
             )
         except XclawError as e:
             fail_on(e)

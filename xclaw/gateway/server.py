@@ -180,7 +180,9 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
     configure_logging(token, log_level, redactor=redactor)
     model, model_error = _model(settings)
     private_dir(settings.workspace_root)
-    store = open_store(settings.database)
+    store = open_store(
+        settings.database, blob_store=settings.blob_store, blob_grace_s=settings.blob_grace_s
+    )
     try:
         specs = [p.model for p in settings.providers]
         runtime = Runtime(store, settings, model=model, redactor=redactor, model_specs=specs)

@@ -468,7 +468,9 @@ def _check_snapshots(
     states: dict[int, Manifest] = {}
     for snap in snaps:
         at = display_id(snap.seq)
-        if snap.seq >= row.next_seq:
+        # At next_seq itself: the state before the next step, recorded after a side effect
+        # when the workspace follows the session (docs/workspace.md); beyond it, never.
+        if snap.seq > row.next_seq:
             yield Finding(
                 "snapshot_beyond_next_seq",
                 f"a snapshot before step {at}, which was never allocated",

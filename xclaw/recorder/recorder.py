@@ -106,6 +106,7 @@ class Recorder:
         before_side_effect: BeforeSideEffect | None = None,
         resumable_calls: dict[str, str] | None = None,
         rebuild: Rebuild | None = None,
+        after_side_effect: BeforeSideEffect | None = None,
     ) -> None:
         # Reads (the session's status, a sub-agent's steps) on a thread; the writes go on
         # the run's stream (fenced by its lease), shared with sub-agents' recorders: one
@@ -114,6 +115,10 @@ class Recorder:
         self.store = db.store
         self.writes = writes
         self.before_side_effect = before_side_effect
+        # Given when the workspace follows the session: what a side effect changed is
+        # recorded once its step is (xclaw.workspace.timetravel.Workspaces.snapshot_after).
+        self.after_side_effect = after_side_effect
+        self._side_effects: set[str] = set()  # call ids whose tool may have changed files
         self.session_id = session_id
         self.emit = emit
         self.redact = redact
@@ -389,6 +394,7 @@ class Recorder:
         self._tool_event(step, call, "running")
         self._step_event(step)
         if not read_only and self.before_side_effect is not None:
+            self._side_effects.add(call.id)
             await self.before_side_effect(step)  # committed row first, then the snapshot
 
     async def before_tool(self, call: ToolCall) -> Step:
@@ -437,6 +443,10 @@ class Recorder:
         step = await self._write(finished)
         self._tool_event(running, call, state, content)
         self._step_event(step)
+        if call.id in self._side_effects:
+            self._side_effects.discard(call.id)
+            if self.after_side_effect is not None:
+                await self.after_side_effect(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         reason = self.redact.text(reason)  # "unknown tool X" names what the model wrote
@@ -517,6 +527,7 @@ class Recorder:
             call_parents=hist.call_parents if hist else None,
             pending_approvals=hist.pending_approvals if hist else None,
             before_side_effect=self.before_side_effect,
+            after_side_effect=self.after_side_effect,
             writes=self.writes,
             resumable_calls=hist.resumable_calls if hist else None,
             rebuild=self._rebuild,

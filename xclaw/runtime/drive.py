@@ -85,7 +85,7 @@ class TurnDrive:
             emit({"type": "step", "step": step_json(opened.message)})
         else:
             # A restore cut short by a crash is completed before anything touches the files.
-            await rt.db(rt.workspaces.recover, sid)
+            await rt.db(rt.workspaces.recover, sid, self.run.lease)
         await self._prepare_tools()
         if opened is not None:
             status, interrupted = Status.RUNNING, opened.interrupted
@@ -126,7 +126,7 @@ class TurnDrive:
         0700: a new directory is a few hundred µs of disk work)."""
         rt = self.rt
         if recover:
-            rt.workspaces.recover(self.sid)
+            rt.workspaces.recover(self.sid, self.run.lease)
         return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.toolbox.workspace(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
@@ -149,7 +149,7 @@ class TurnDrive:
         return settled, rt.rebuild(steps)
 
     def _recorder(self, hist: History) -> Recorder:
-        rt, sid = self.rt, self.sid
+        rt, sid, lease = self.rt, self.sid, self.run.lease
         return Recorder(
             db=rt.db,
             writes=self.db.store.write_stream(),
@@ -159,7 +159,14 @@ class TurnDrive:
             call_parents=hist.call_parents,
             pending_approvals=hist.pending_approvals,
             turn_root=hist.last_user_step,
-            before_side_effect=lambda step: rt.db(rt.workspaces.snapshot, sid, step),
+            # Fenced by the run's lease: a worker that lost the session references no
+            # snapshot (and so none of the contents it uploaded).
+            before_side_effect=lambda step: rt.db(rt.workspaces.snapshot, sid, step, lease),
+            after_side_effect=(
+                (lambda step: rt.db(rt.workspaces.snapshot_after, sid, step, lease))
+                if rt.workspaces.follows
+                else None
+            ),
             resumable_calls=hist.resumable_calls,
             rebuild=rt.rebuild,
         )

@@ -16,7 +16,15 @@ from enum import Enum
 from typing import Any, Protocol
 
 from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
-from xclaw.errors import Cancelled, LeaseLost, LimitsExceeded, LLMError, StoreError, XclawError
+from xclaw.errors import (
+    BlobStoreUnavailable,
+    Cancelled,
+    LeaseLost,
+    LimitsExceeded,
+    LLMError,
+    StoreError,
+    XclawError,
+)
 from xclaw.protocol import error_frame, notice_frame
 from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.session_frames import status_frame
@@ -26,6 +34,10 @@ from xclaw.store.model import Status
 log = logging.getLogger("xclaw.runtime")
 
 CANCEL_NOTICE = "[cancel] run stopped; the session waits for your next instruction"
+WAITING_NOTICE = (
+    "[store] the session waits for the object store; it goes on where it stopped once the "
+    "store answers (reconnect, or send a message)"
+)
 # What an approval still waiting records when the run ends without its answer.
 CANCELLED = answer_output(False, AnsweredBy(CANCEL))
 ENDED = answer_output(False, AnsweredBy(RUN_ENDED))
@@ -36,6 +48,9 @@ class Event(Enum):
     FAILED = "failed"  # Failed, and an error frame; waiting approvals: `run ended`
     LEASE_LOST = "lease lost"  # nothing written: another worker drives the session now
     SHUTDOWN = "shutdown"  # nothing written here; the shutdown goes on (re-raised)
+    # Running, not awaiting input (a client's reconnect or the sweep resumes it); an error
+    # frame says why: the object store holding the files did not answer (nothing lost).
+    WAITING = "waiting for a store"
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,13 @@ OUTCOMES: tuple[Outcome, ...] = (
     Outcome(LimitsExceeded, Event.FAILED),  # max_iterations
     Outcome(LLMError, Event.FAILED, text="LLM call failed: {message}"),  # llm_error
     Outcome(LeaseLost, Event.LEASE_LOST),  # a write was refused: another worker drives it
+    # The object store is down or slow: the session waits for it, it is not Failed.
+    Outcome(
+        BlobStoreUnavailable,
+        Event.WAITING,
+        text="{message}",
+        log="event=blob_store_unavailable session=%(session)s error=%(message)r",
+    ),
     # e.g. the disk is full: the record refused a write, whole (its code: disk_full, ...)
     Outcome(
         StoreError, Event.FAILED, log="event=store_error session=%(session)s error=%(message)r"
@@ -126,6 +148,8 @@ async def end_with(e: BaseException, run: Ending) -> bool:
         await _fail(run, row.error_frame(e))
     elif row.event is Event.LEASE_LOST:
         run.lose_lease(_fields(e)["message"])
+    elif row.event is Event.WAITING:
+        await _wait(run, row.error_frame(e))
     elif row.event is Event.SHUTDOWN:
         # Stopped because the lease was lost: nothing more to write. Else a shutdown: what
         # was running stays `running` and is marked interrupted by it.
@@ -166,6 +190,22 @@ async def _fail(run: Ending, error: dict[str, Any]) -> None:
         log.exception("could not mark session %s failed", sid)
     run.emit({"type": "status", "status": Status.FAILED.value})
     run.emit(error)
+
+
+async def _wait(run: Ending, error: dict[str, Any]) -> None:
+    """A store the run needs did not answer: what was running is marked interrupted (to be
+    settled on resume, as after a crash) and the session stays Running, not awaiting input,
+    so the next reconnect or sweep resumes it once the store is back."""
+    db, sid = run.db, run.sid
+    try:
+        await db(db.store.mark_interrupted, sid, keep_approvals=True)
+    except LeaseLost as e:
+        _lost_meanwhile(run, e)
+        return
+    except StoreError as e:
+        log.error("could not mark the steps of session %s interrupted: %s", sid, e.message)
+    run.emit(error)
+    run.emit(notice_frame(WAITING_NOTICE))
 
 
 def _lost_meanwhile(run: Ending, e: LeaseLost) -> None:

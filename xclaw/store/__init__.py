@@ -11,12 +11,30 @@ from xclaw.store.base import RollbackResult, Store
 __all__ = ["Access", "RollbackResult", "Store", "open_store"]
 
 
-def open_store(url_or_path: str | Path, *, access: Access = Access.CREATE) -> Store:
+def open_store(
+    url_or_path: str | Path,
+    *,
+    access: Access = Access.CREATE,
+    blob_store: str | None = None,
+    blob_grace_s: float | None = None,
+) -> Store:
     """A path (or sqlite:///path) opens the embedded SQLite store, a postgresql:// URL the
     PostgreSQL store (several workers on one database). `access` says what may be done with
     what is there (store/access.py): READ opens an existing xclaw database and writes
     nothing; WRITE upgrades an existing one; CREATE also creates one where there is none.
-    A file or database that is not xclaw's is refused (DatabaseRefused) under any access."""
+    A file or database that is not xclaw's is refused (DatabaseRefused) under any access.
+    `blob_store` (s3://BUCKET/PREFIX) keeps file contents in an object store instead of the
+    database (store/object_blobs.py)."""
+    store = _open(url_or_path, access)
+    try:
+        store.use_blob_store(blob_store, grace_s=blob_grace_s)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _open(url_or_path: str | Path, access: Access) -> Store:
     text = str(url_or_path).strip()
     if text.startswith(("postgresql://", "postgres://")):
         try:

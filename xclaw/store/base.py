@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from xclaw.store.blob_store import BlobStore
 from xclaw.store.changes import SessionChange
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
 from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
@@ -284,6 +285,15 @@ class SnapshotStore(Protocol):
     """Workspace snapshots (files follow memory): content-addressed blobs, snapshot rows
     and the restore journal (docs/storage.md "Workspace snapshots")."""
 
+    @property
+    def blobs(self) -> BlobStore:
+        """Where the contents are (store/blob_store.py): the database or an object store."""
+        ...
+
+    def use_blob_store(self, url: str | None, *, grace_s: float | None = None) -> None:
+        """Keep contents in the object store at `url` (None: the database), once, at open."""
+        ...
+
     def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
         """Which of these content hashes the store does not hold."""
         ...
@@ -302,10 +312,19 @@ class SnapshotStore(Protocol):
         ...
 
     def save_snapshot(
-        self, session_id: str, seq: int, manifest: Mapping[str, Any], *, new_bytes: int = 0
+        self,
+        session_id: str,
+        seq: int,
+        manifest: Mapping[str, Any],
+        *,
+        new_bytes: int = 0,
+        lease: Lease | None = None,
+        replace: bool = False,
     ) -> SnapshotInfo:
         """Record the whole workspace manifest as it is just before step `seq` (durable).
-        Raises MissingBlobs when a content it adds is not stored (put it and save again)."""
+        Raises MissingBlobs when a content it adds is not stored (put it and save again);
+        LeaseLost when `lease` is no longer the session's (the fence). `replace` lets it
+        take the place of the session's latest snapshot if that one has the same seq."""
         ...
 
     def list_snapshots(self, session_id: str) -> list[SnapshotInfo]: ...

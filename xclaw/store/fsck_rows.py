@@ -15,11 +15,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
+from xclaw.store.blob_store import sweep_blobs_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import INTERRUPTED, Status, Step, event_for_target
 from xclaw.store.rows import STEP_COLS, load_json, row_to_step
 from xclaw.store.snapshot_model import PendingRestore
-from xclaw.store.snapshots import row_to_restore, sweep_blobs_tx
+from xclaw.store.snapshots import row_to_restore
 
 T = TypeVar("T")
 
@@ -142,7 +143,11 @@ class FsckReader:
         )
 
     def blob_hashes(self) -> set[str]:
-        return {r[0] for r in self._all("SELECT hash FROM blobs")}
+        """Every content stored: in the `blobs` table, or in an object store (where
+        `object_blobs` says; the object store itself is not read)."""
+        return {
+            r[0] for r in self._all("SELECT hash FROM blobs UNION SELECT hash FROM object_blobs")
+        }
 
     def blobs(self, batch: int = 64) -> Iterator[BlobRow]:
         """Every blob, a page at a time (contents are checked against their hash)."""

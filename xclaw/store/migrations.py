@@ -408,6 +408,40 @@ M005_POSTGRES = (
     "CREATE INDEX idx_session_actions_session ON session_actions(session_id, id)",
 )
 
+# Migration 6: where file contents live when an object store holds them (blob_store: s3://…,
+# docs/storage.md "Contents in an object store"). Contents are uploaded in packs (one object
+# of up to 8 MB, named by the sha256 of its bytes); a row says which pack holds a content
+# and where. No bytes: `marked_at` is the mark that keeps the sweep off it. A snapshot may add
+# only contents marked within the grace period; the sweep deletes a pack only once every row
+# naming it is older than that and unreferenced.
+M006_SQLITE = (
+    """
+    CREATE TABLE object_blobs (
+        hash      TEXT PRIMARY KEY,
+        pack      TEXT NOT NULL,
+        pos       INTEGER NOT NULL,
+        size      INTEGER NOT NULL,
+        marked_at INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_object_blobs_pack ON object_blobs(pack)",
+    "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
+)
+
+M006_POSTGRES = (
+    """
+    CREATE TABLE object_blobs (
+        hash      TEXT PRIMARY KEY,
+        pack      TEXT NOT NULL,
+        pos       BIGINT NOT NULL,
+        size      BIGINT NOT NULL,
+        marked_at BIGINT NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_object_blobs_pack ON object_blobs(pack)",
+    "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -452,6 +486,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "a team",
         M005_SQLITE,
         M005_POSTGRES,
+    ),
+    Migration(
+        6,
+        "object_blobs",
+        "where each file content kept in an object store (blob_store: s3://...) is: its pack "
+        "and offset, and the mark that keeps the sweep off it, so the database holds "
+        "manifests and references only and the sweep never races a snapshot being saved",
+        M006_SQLITE,
+        M006_POSTGRES,
     ),
 )
 

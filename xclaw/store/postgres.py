@@ -135,6 +135,7 @@ class PostgresStore(
             return
         self._closed = True
         self._close_leases()
+        self._close_blobs()
         self._streams.shutdown(wait=True)
         self._pool.close()
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
+from xclaw.store.blob_store import sweep_blobs_tx
 from xclaw.store.changes import record_change_tx
 from xclaw.store.common import cancel_event
 from xclaw.store.dialect import Dialect
@@ -40,7 +41,6 @@ from xclaw.store.rows import (
     row_to_session,
     row_to_step,
 )
-from xclaw.store.snapshots import sweep_blobs_tx
 from xclaw.store.writes import DURABLE_STATUSES
 
 T = TypeVar("T")

@@ -23,3 +23,9 @@ class StoreSettings(Section):
     sweep_every_s: Annotated[
         Annotated[Number, Field(gt=0)] | None, Env("XCLAW_SWEEP_EVERY_S"), Default("the lease TTL")
     ] = None
+    # Where file contents (workspace snapshots, tool images) live: s3://BUCKET/PREFIX for an
+    # S3-compatible object store (endpoint and credentials from the AWS_* variables), None for
+    # the database (docs/deploy.md).
+    blob_store: Annotated[Text | None, Env("XCLAW_BLOB_STORE"), Default("the database")] = None
+    # How long an uploaded content's mark keeps the sweep off it before a snapshot names it.
+    blob_grace_s: Annotated[Number, Field(gt=0), Env("XCLAW_BLOB_GRACE_S")] = 3600.0

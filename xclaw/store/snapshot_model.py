@@ -55,6 +55,10 @@ class WorkspaceRestore:
     restore keeps (rollback) or copies (fork) whatever matches them."""
 
     ignore: tuple[str, ...] = ()
+    # The workspace follows the session (an object store holds the contents): the snapshot
+    # restored stays as the session's latest state (rollback keeps its row; fork copies it
+    # as the state before its next step), so another worker syncs to it (docs/workspace.md).
+    keep_state: bool = False
 
 
 @dataclass(frozen=True, slots=True)

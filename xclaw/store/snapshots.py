@@ -22,11 +22,13 @@ is stored" check and its commit, and its DELETE sees every snapshot committed be
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import MissingBlobs, StoreError
+from xclaw.store.blob_store import BlobStore, DatabaseBlobs, sweep_blobs_tx
 from xclaw.store.dialect import Dialect
+from xclaw.store.leases import Lease
 from xclaw.store.model import display_id
 from xclaw.store.rows import load_json
 from xclaw.store.snapshot_model import (
@@ -37,10 +39,7 @@ from xclaw.store.snapshot_model import (
     apply_delta,
     check_entry,
     check_path,
-    content_hash,
-    decode_blob,
     diff_manifests,
-    encode_blob,
     manifest_stats,
 )
 
@@ -149,15 +148,6 @@ def first_snapshot_from_tx(d: Dialect, conn: Any, session_id: str, seq: int) -> 
     return None if row is None else row[0]
 
 
-def sweep_blobs_tx(d: Dialect, conn: Any) -> int:
-    """Delete every blob no snapshot, no pending restore and no tool step's image refers
-    to; returns how many (mark and sweep in one statement)."""
-    d.lock_blobs(conn, True)
-    marked = d.referenced_hashes.format(snapshots="", restores="", steps="")
-    rowcount: int = conn.execute(d.sql(f"DELETE FROM blobs WHERE hash NOT IN ({marked})")).rowcount
-    return rowcount
-
-
 def _journal_tx(
     d: Dialect,
     conn: Any,
@@ -206,8 +196,12 @@ def rollback_snapshots_tx(
             restore = _journal_tx(
                 d, conn, session_id, "rollback", None, target, state, request, now
             )
+    keep = -1  # no snapshot has this seq
+    if restore is not None and request is not None and request.keep_state:
+        keep = restore.snapshot_seq if restore.snapshot_seq is not None else -1
     dropped = conn.execute(
-        d.sql("DELETE FROM snapshots WHERE session_id=? AND seq>=?"), (session_id, seq)
+        d.sql("DELETE FROM snapshots WHERE session_id=? AND seq>=? AND seq<>?"),
+        (session_id, seq, keep),
     ).rowcount
     if dropped:
         sweep_blobs_tx(d, conn)
@@ -237,46 +231,38 @@ def fork_snapshots_tx(
         return None
     target = first_snapshot_from_tx(d, conn, session_id, seq + 1)
     state = None if target is None else state_tx(d, conn, session_id, target)
+    if target is not None and request.keep_state:
+        # The state just after the fork point, as the new session's state before its next
+        # step (seq + 1): its base is at or before the fork point, copied above.
+        conn.execute(
+            d.sql(
+                "INSERT INTO snapshots (session_id, seq, base_seq, manifest, removed, depth, "
+                "files, bytes, new_bytes, skipped, created_at) SELECT ?, ?, base_seq, manifest, "
+                "removed, depth, files, bytes, new_bytes, skipped, created_at FROM snapshots "
+                "WHERE session_id=? AND seq=?"
+            ),
+            (new_sid, seq + 1, session_id, target),
+        )
     return _journal_tx(d, conn, new_sid, "fork", session_id, target, state, request, now)
-
-
-def _stored_hashes(d: Dialect, conn: Any, hashes: list[str], cols: str = "hash") -> list[Any]:
-    """Rows (`cols`) of the blobs among `hashes` that are stored."""
-    rows: list[Any] = []
-    for cond, params in d.any_of("hash", hashes):
-        rows.extend(conn.execute(d.sql(f"SELECT {cols} FROM blobs WHERE {cond}"), params))
-    return rows
 
 
 # --- the store methods ------------------------------------------------------------------------
 
 
-BlobRow = tuple[str, int, str, bytes]  # hash, raw size, encoding, stored payload
-_INSERT_BLOB = (
-    "INSERT INTO blobs (hash, size, encoding, data, created_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
-)
+class _Access:
+    """The store's transactions and clock as a blob store sees them (blob_store.StoreAccess)."""
 
+    def __init__(self, store: SnapshotMethods) -> None:
+        self._store = store
 
-def blob_rows(blobs: Mapping[str, bytes]) -> list[BlobRow]:
-    """Contents checked against their hash and encoded for the blobs table (off the writer)."""
-    rows = []
-    for h, data in blobs.items():
-        if content_hash(data) != h:
-            raise ValueError(f"blob {h[:12]}... does not match its content")
-        encoding, payload = encode_blob(data)
-        rows.append((h, len(data), encoding, payload))
-    return rows
+    def read(self, fn: Callable[[Any], T]) -> T:
+        return self._store._read(fn, snapshot=self._store._dialect.free_read_snapshots)
 
+    def write(self, fn: Callable[[Any], T], *, durable: bool) -> T:
+        return self._store._write(fn, durable=durable)
 
-def insert_blobs(d: Dialect, conn: Any, rows: Sequence[BlobRow], now: int) -> int:
-    """In the caller's transaction: the contents not stored yet; the bytes this added."""
-    sql = d.sql(_INSERT_BLOB)
-    added = 0
-    for h, size, encoding, payload in rows:
-        if conn.execute(sql, (h, size, encoding, payload, now)).rowcount:
-            added += len(payload)
-    return added
+    def now(self) -> int:
+        return self._store._now()
 
 
 class SnapshotMethods:
@@ -291,58 +277,74 @@ class SnapshotMethods:
 
     _now: Callable[[], int]
 
-    # --- blobs ------------------------------------------------------------------------------
-    def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
-        d = self._dialect
-        wanted = sorted(set(hashes))
-        if not wanted:
-            return set()
-        rows = self._read(
-            lambda conn: _stored_hashes(d, conn, wanted), snapshot=d.free_read_snapshots
+    # --- blobs: through the blob store (store/blob_store.py) ------------------------------
+    _blob_store: BlobStore | None = None
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Where file contents live: the database unless `use_blob_store` said otherwise."""
+        if self._blob_store is None:
+            self._blob_store = DatabaseBlobs(self._dialect, _Access(self))
+        return self._blob_store
+
+    def use_blob_store(self, url: str | None, *, grace_s: float | None = None) -> None:
+        """Keep file contents in the object store at `url` (s3://BUCKET/PREFIX; None: the
+        database). Called once, right after opening."""
+        if not url:
+            return
+        from xclaw.store.object_blobs import DEFAULT_GRACE_S, open_object_blobs
+
+        self._blob_store = open_object_blobs(
+            url,
+            self._dialect,
+            _Access(self),
+            grace_s=DEFAULT_GRACE_S if grace_s is None else grace_s,
         )
-        return set(wanted) - {r[0] for r in rows}
+
+    def _close_blobs(self) -> None:
+        if self._blob_store is not None:
+            self._blob_store.close()
+
+    def missing_blobs(self, hashes: Iterable[str]) -> set[str]:
+        wanted = sorted(set(hashes))
+        return self.blobs.missing(wanted) if wanted else set()
 
     def put_blobs(self, blobs: Mapping[str, bytes]) -> int:
-        """Store contents not stored yet; returns the bytes this added to the database.
-        Hashing and compression happen here, in the caller's thread, not in the writer."""
-        if not blobs:
-            return 0
-        # Not durable on its own: the snapshot that names these blobs commits durably, and a
-        # durable commit makes every earlier commit durable too (SQLite WAL, PostgreSQL WAL).
-        return self._write(self._put_blobs_tx(blobs), durable=False)
+        """Store contents not stored yet; returns the bytes this added. Hashing and
+        compression happen here, in the caller's thread, not in the writer."""
+        return self.blobs.put(blobs) if blobs else 0
 
     def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]:
-        """The insert of `blobs` (hashed and compressed now, in the caller's thread)."""
-        rows = blob_rows(blobs)
-        d = self._dialect
-        return lambda conn: insert_blobs(d, conn, rows, self._now()) if rows else 0
+        """The storing of `blobs` inside a step's transaction (its images)."""
+        return self.blobs.put_tx(blobs)
 
     def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
         """Contents by hash; a hash the store does not hold raises MissingBlobs."""
-        d = self._dialect
-        wanted = sorted(set(hashes))
-        rows = self._read(
-            lambda conn: _stored_hashes(d, conn, wanted, "hash, encoding, data"),
-            snapshot=d.free_read_snapshots,
-        )
-        found = {h: decode_blob(enc, data) for h, enc, data in rows}
-        missing = set(wanted) - set(found)
-        if missing:
-            raise MissingBlobs(missing)
-        return found
+        return self.blobs.get(sorted(set(hashes)))
 
     def gc_blobs(self) -> int:
         """Delete the blobs no snapshot, no pending restore and no tool step's image refers to."""
-        d = self._dialect
-        return self._write(lambda conn: sweep_blobs_tx(d, conn), durable=False)
+        return self.blobs.gc()
 
     # --- snapshots --------------------------------------------------------------------------
     def save_snapshot(
-        self, session_id: str, seq: int, manifest: Mapping[str, Any], *, new_bytes: int = 0
+        self,
+        session_id: str,
+        seq: int,
+        manifest: Mapping[str, Any],
+        *,
+        new_bytes: int = 0,
+        lease: Lease | None = None,
+        replace: bool = False,
     ) -> SnapshotInfo:
         """Record the workspace as it is before step `seq` (one per step). Every content
-        the snapshot adds must be stored already (put_blobs): else MissingBlobs."""
+        the snapshot adds must be stored already (put_blobs): else MissingBlobs. With a
+        lease, the snapshot is fenced like a step: a worker that lost it gets LeaseLost and
+        nothing it uploaded is referenced. `replace`: a snapshot already saved before `seq`
+        (the state recorded after the previous step, docs/workspace.md "The workspace follows
+        the session") gives way to this one, if it is the session's latest."""
         d = self._dialect
+        blobs = self.blobs
         state = dict(manifest)
         files, size, skipped = manifest_stats(state)
 
@@ -353,9 +355,20 @@ class SnapshotMethods:
 
         def tx(conn: Any) -> SnapshotInfo:
             # The session row before the blobs lock: the order rollback and delete take too.
-            d.share_session(conn, session_id)
+            if lease is None:
+                d.share_session(conn, session_id)
+            else:
+                d.lock_session(conn, session_id, lease)  # the fence (LeaseLost)
             if conn.execute(d.sql(_HAS_SNAPSHOT_SQL), (session_id, seq)).fetchone():
-                raise duplicate()
+                later = conn.execute(
+                    d.sql("SELECT 1 FROM snapshots WHERE session_id=? AND seq>? LIMIT 1"),
+                    (session_id, seq),
+                ).fetchone()
+                if not replace or later:
+                    raise duplicate()
+                conn.execute(
+                    d.sql("DELETE FROM snapshots WHERE session_id=? AND seq=?"), (session_id, seq)
+                )
             d.lock_blobs(conn, False)
             prev = conn.execute(
                 d.sql(
@@ -366,7 +379,7 @@ class SnapshotMethods:
             ).fetchone()
             base = {} if prev is None else state_tx(d, conn, session_id, prev[0])
             changed, removed, added = snapshot_delta(base, state)
-            check_blobs_stored(added, {r[0] for r in _stored_hashes(d, conn, added)})
+            check_blobs_stored(added, blobs.stored_tx(d, conn, added))
             whole = store_whole(prev, state, changed, removed)
             now = self._now()
             try:

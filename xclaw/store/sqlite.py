@@ -160,6 +160,7 @@ class SQLiteStore(
             return
         self._closed = True
         self._close_leases()
+        self._close_blobs()
         if self._writer is not None:
             self._writer.close()
         with self._readers_lock:

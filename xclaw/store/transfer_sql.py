@@ -4,7 +4,7 @@ provide `_dialect`, `_write` and `_read`; the export format itself is store/tran
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -12,7 +12,6 @@ from xclaw.errors import StoreError
 from xclaw.store.dialect import Dialect
 from xclaw.store.model import Session, Step
 from xclaw.store.rows import SESSIONS, STEPS
-from xclaw.store.snapshots import blob_rows, insert_blobs
 from xclaw.store.transfer import Exported, Imported, placed
 
 T = TypeVar("T")
@@ -53,6 +52,7 @@ class TransferMethods:
         def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
+        def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
 
     def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
         """Insert the sessions of an export with their steps and blobs exactly as given (ids,
@@ -60,7 +60,9 @@ class TransferMethods:
         whose id is taken here gets a new one (transfer.placed); a parent session absent
         here is unlinked."""
         d = self._dialect
-        blobs = blob_rows({h: b for ex in exported for h, b in ex.blobs.items()})
+        # Through the blob store (the database's table or the object store), in this
+        # transaction.
+        put_blobs = self._put_blobs_tx({h: b for ex in exported for h, b in ex.blobs.items()})
         # Converted before the transaction (no JSON encoding on the writer thread).
         prepared = [(ex, _step_rows(d, ex.steps)) for ex in exported]
         prepared.sort(key=lambda p: p[0].session.created_at)  # parents before their forks
@@ -69,8 +71,7 @@ class TransferMethods:
             def taken(sid: str) -> bool:
                 return conn.execute(d.sql(_SESSION_EXISTS), (sid,)).fetchone() is not None
 
-            if blobs:
-                insert_blobs(d, conn, blobs, self._now())
+            put_blobs(conn)
             renamed: dict[str, str] = {}
             done = []
             for ex, rows in prepared:

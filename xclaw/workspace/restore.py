@@ -25,9 +25,11 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from xclaw.errors import MissingBlobs, WorkspaceError
@@ -39,6 +41,9 @@ from xclaw.workspace.walk import IgnoreRules, walk
 log = logging.getLogger("xclaw.workspace")
 
 _FETCH_BYTES = 32 * 1024 * 1024  # blob contents fetched per store read
+_WRITERS = 4  # threads writing the files of one batch
+# Contents by hash (the store's get_blobs, or one that reads some from local files first).
+Fetch = Callable[[list[str]], dict[str, bytes]]
 
 
 def _load_syncfs() -> object | None:
@@ -98,10 +103,14 @@ def complete_restore(
     root: Path,
     pending: PendingRestore,
     crash_point: CrashPoint = no_crash_point,
+    written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> RestoreReport:
     """Bring the workspace of `pending.session_id` to the journaled state and drop the
     journal row. The caller holds restore_lock. `crash_point` is told each moment a crash
-    test may stop at (xclaw.workspace.crash_points)."""
+    test may stop at (xclaw.workspace.crash_points). `written`, when given, gets the stat
+    of each file written, by path (the snapshotter's cache trusts them without reading).
+    `fetch` replaces `store.get_blobs` (a sync reusing the files already there)."""
     ws, tmp, old = side_paths(root, pending.session_id)
     rules = IgnoreRules(pending.ignore)
     manifest = pending.manifest
@@ -111,11 +120,13 @@ def complete_restore(
             # Crashed after the first rename: the new state was complete before it.
             if not ws.exists():
                 if not tmp.is_dir():
-                    files, kept = _build(store, root, pending, tmp, rules, crash_point)
+                    files, kept = _build(
+                        store, root, pending, tmp, rules, crash_point, written, fetch
+                    )
                 os.rename(tmp, ws)
         else:
             _remove(tmp)
-            files, kept = _build(store, root, pending, tmp, rules, crash_point)
+            files, kept = _build(store, root, pending, tmp, rules, crash_point, written, fetch)
             crash_point("restore.materialised")
             if ws.exists() or ws.is_symlink():
                 os.rename(ws, old)
@@ -150,6 +161,8 @@ def _build(
     tmp: Path,
     rules: IgnoreRules,
     crash_point: CrashPoint,
+    written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> tuple[int, int]:
     """Write the new state into `tmp` (private, 0700). Returns (files written, kept)."""
     source = root / pending.source_session_id if pending.source_session_id else None
@@ -162,7 +175,7 @@ def _build(
         os.chmod(tmp, 0o700)
         return 0, 0
     tmp.mkdir(mode=0o700)
-    files = materialise(store, tmp, pending.manifest, crash_point)
+    files = materialise(store, tmp, pending.manifest, crash_point, written, fetch)
     kept = 0
     if pending.kind == "fork" and source is not None and source.is_dir():
         kept = _copy_unversioned(source, tmp, pending.manifest, rules)
@@ -170,60 +183,90 @@ def _build(
 
 
 def materialise(
-    store: SnapshotStore, target: Path, manifest: Manifest, crash_point: CrashPoint = no_crash_point
+    store: SnapshotStore,
+    target: Path,
+    manifest: Manifest,
+    crash_point: CrashPoint = no_crash_point,
+    written: dict[str, os.stat_result] | None = None,
+    fetch: Fetch | None = None,
 ) -> int:
     """Create the manifest's directories, files and links inside the empty directory
-    `target`. Returns the number of files and links written."""
+    `target`. Returns the number of files and links written; `written` gets each file's
+    stat as it was left."""
     entries = sorted((check_path(p), e) for p, e in manifest.items())
     dirs = [(p, e) for p, e in entries if "dir" in e]
     files = [(p, e) for p, e in entries if "hash" in e]
     links = [(p, e) for p, e in entries if "link" in e]
     for path, _ in dirs:
         _make_dirs(target, path)
-    # Contents in batches: each blob fetched once, written to every path that has it.
+    # Contents in batches: each blob fetched once, written to every path that has it; the
+    # next batch is fetched while this one is written (an object store's GETs overlap the
+    # disk's work).
     by_hash: dict[str, list[tuple[str, int]]] = {}
     for path, e in files:
         by_hash.setdefault(e["hash"], []).append((path, e["mode"]))
     sizes = {e["hash"]: e["size"] for _, e in files}
-    batch: list[str] = []
+    batches: list[list[str]] = [[]]
     size = 0
-    written = 0
     for h in by_hash:
-        batch.append(h)
+        batches[-1].append(h)
         size += sizes[h]
         if size >= _FETCH_BYTES:
-            written += _write_batch(store, target, batch, by_hash, crash_point)
-            batch, size = [], 0
-    written += _write_batch(store, target, batch, by_hash, crash_point)
+            batches.append([])
+            size = 0
+    batches = [b for b in batches if b]
+    # Every directory first (files then never race to create one), in path order.
+    made: dict[str, Path] = {"": target}  # directories made or checked in this target
+    for folder in sorted({p.rpartition("/")[0] for p, _ in files} - {""}):
+        made[folder] = _make_dirs(target, folder)
+    stats: dict[str, os.stat_result] = {} if written is None else written
+    count = 0
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="xclaw-fetch") as fetcher,
+        ThreadPoolExecutor(_WRITERS, thread_name_prefix="xclaw-write") as writers,
+    ):
+        get = fetch or store.get_blobs
+        ahead = fetcher.submit(get, batches[0]) if batches else None
+        for i, batch in enumerate(batches):
+            assert ahead is not None
+            contents = ahead.result()
+            ahead = fetcher.submit(get, batches[i + 1]) if i + 1 < len(batches) else None
+            # The writes of one batch on a few threads (os.write and open release the GIL):
+            # creating ten thousand files is the disk's work more than the network's.
+            parts = [batch[k::_WRITERS] for k in range(_WRITERS)]
+            write = partial(
+                _write_batch, contents=contents, by_hash=by_hash, made=made, stats=stats
+            )
+            count += sum(writers.map(write, parts))
+            if i == 0:
+                crash_point("restore.materialising")
+    written_n = count
     for path, e in links:
         parent = _make_dirs(target, path.rpartition("/")[0]) if "/" in path else target
         os.symlink(e["link"], parent / path.rpartition("/")[2])
-        written += 1
+        written_n += 1
     # Directory modes last: a read-only directory must not stop its own files being written.
     for path, e in reversed(dirs):
         os.chmod(target / path, stat.S_IMODE(e["mode"]), follow_symlinks=False)
-    return written
+    return written_n
 
 
 def _write_batch(
-    store: SnapshotStore,
-    target: Path,
     batch: list[str],
+    contents: dict[str, bytes],
     by_hash: dict[str, list[tuple[str, int]]],
-    crash_point: CrashPoint,
+    made: dict[str, Path],
+    stats: dict[str, os.stat_result],
 ) -> int:
-    if not batch:
-        return 0
-    contents = store.get_blobs(batch)
+    """Write every path of the contents in `batch`; their directories exist (`made`)."""
     n = 0
     for h in batch:
         for path, mode in by_hash[h]:
-            parent = _make_dirs(target, path.rpartition("/")[0]) if "/" in path else target
-            name = path.rpartition("/")[2]
+            folder, _, name = path.rpartition("/")
             # O_EXCL: never reuse what is there (a link planted under this name), and never
             # follow one; the mode is set exactly, whatever the umask.
             fd = os.open(
-                parent / name,
+                made[folder] / name,
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                 0o600,
             )
@@ -232,11 +275,10 @@ def _write_batch(
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fchmod(fd, stat.S_IMODE(mode))
+                stats[path] = os.fstat(fd)
             finally:
                 os.close(fd)
             n += 1
-            if n == 1:
-                crash_point("restore.materialising")
     return n
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
 from xclaw.store.base import SnapshotStore
+from xclaw.store.leases import Lease
 from xclaw.store.snapshot_model import Manifest, SnapshotInfo
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import Found, IgnoreRules, walk
@@ -126,10 +127,18 @@ class Snapshotter:
 
     # --- the whole operation ------------------------------------------------------------------
     def snapshot(
-        self, store: SnapshotStore, session_id: str, seq: int, workspace: Path
+        self,
+        store: SnapshotStore,
+        session_id: str,
+        seq: int,
+        workspace: Path,
+        *,
+        lease: Lease | None = None,
+        replace: bool = False,
     ) -> SnapshotInfo:
         """Capture `workspace` and save it as the snapshot before step `seq`. Blocking: call
-        it from a worker thread. Contents are stored first, then the manifest (durable)."""
+        it from a worker thread. Contents are stored first, then the manifest (durable), in
+        the transaction fenced by `lease` when given (store.save_snapshot)."""
         ws = str(workspace)
         with self._lock(ws):
             started = time.perf_counter()
@@ -137,7 +146,14 @@ class Snapshotter:
                 manifest, stats = self._capture(store, workspace)
                 self.config.crash_point("snapshot.stored")
                 try:
-                    info = store.save_snapshot(session_id, seq, manifest, new_bytes=stats.new_bytes)
+                    info = store.save_snapshot(
+                        session_id,
+                        seq,
+                        manifest,
+                        new_bytes=stats.new_bytes,
+                        lease=lease,
+                        replace=replace,
+                    )
                 except MissingBlobs as e:
                     # Swept meanwhile (a rollback elsewhere), or a cached hash whose content
                     # never reached this store: read those files again and store them.
@@ -165,6 +181,36 @@ class Snapshotter:
                 f"could not snapshot the workspace of session {session_id} before s{seq:04d}: "
                 "its file contents kept disappearing from the store"
             )
+
+    def prime(
+        self,
+        workspace: Path,
+        manifest: Manifest,
+        written: dict[str, os.stat_result] | None = None,
+    ) -> None:
+        """Trust the files just written from `manifest` (a restore) without reading them:
+        each regular file whose size matches its entry gets the entry's hash in the stat
+        cache, so the next capture after a takeover reads only what changes after it.
+        `written`: their stats as the restore left them (else the workspace is walked)."""
+        ws = str(workspace)
+        # Past the racy margin first: a later write then stamps a newer time (see _RACY_NS).
+        time.sleep(_RACY_NS / 1e9)
+        racy_after = time.time_ns() - _RACY_NS
+        if written is None:
+            written = {
+                f.rel: f.st
+                for f in walk(workspace, self.rules)
+                if not f.ignored and stat.S_ISREG(f.st.st_mode)
+            }
+        with self._lock(ws):
+            cache = self._cache(ws)
+            cache.clear()
+            for rel, st in written.items():
+                e = manifest.get(rel)
+                if e is None or "hash" not in e or not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_size == e["size"] and max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
+                    cache[rel] = (_key(st), e["hash"])
 
     def capture(self, workspace: Path) -> Manifest:
         """The manifest of a workspace as it is now, without storing anything (for diffs)."""

@@ -13,13 +13,18 @@ next `recover`, which runs before any run of the session, rollback or fork: nobo
 
 from __future__ import annotations
 
+import hashlib
+import os
+import secrets
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from xclaw.errors import StoreError
 from xclaw.store.base import RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease
 from xclaw.store.model import Session, Step
-from xclaw.store.snapshot_model import SnapshotInfo, WorkspaceRestore
+from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
@@ -54,6 +59,8 @@ class TimeTravelStore(SnapshotStore, Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
+    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
+
 
 class Workspaces:
     """Per-session workspaces under `root`, with snapshots and restores through `store`."""
@@ -69,6 +76,9 @@ class Workspaces:
         self.root = Path(root)
         self.config = config = config or SnapshotConfig()
         self.snapshotter = snapshotter or Snapshotter(config)
+        # Per session: the snapshot this process last saw its local directory match. A
+        # directory is trusted as the session's state only while that is the latest one.
+        self._synced: dict[str, int] = {}
 
     @classmethod
     def from_settings(
@@ -81,21 +91,119 @@ class Workspaces:
     def enabled(self) -> bool:
         return self.config.enabled
 
+    @property
+    def follows(self) -> bool:
+        """Whether the workspace follows the session between workers: with an object store
+        (blob_store) the root is a local cache of the session's committed state."""
+        return self.enabled and not self.store.blobs.in_database
+
     def path(self, session_id: str) -> Path:
         return self.root / session_id
 
     # --- before a side effect -----------------------------------------------------------------
-    def snapshot(self, session_id: str, step: Step) -> SnapshotInfo | None:
+    def snapshot(
+        self, session_id: str, step: Step, lease: Lease | None = None
+    ) -> SnapshotInfo | None:
         """The workspace as it is before `step` runs, saved under the step's seq. Called after
-        the step's write-ahead row is committed and before the tool starts."""
+        the step's write-ahead row is committed and before the tool starts. Fenced by
+        `lease` (the run's): a worker that lost the session references nothing."""
         if not self.enabled or step.name in NO_SNAPSHOT_TOOLS:
             return None
-        return self.snapshotter.snapshot(self.store, session_id, step.seq, self.path(session_id))
+        info = self.snapshotter.snapshot(
+            self.store, session_id, step.seq, self.path(session_id), lease=lease, replace=True
+        )
+        self._synced[session_id] = info.seq
+        return info
+
+    def snapshot_after(
+        self, session_id: str, step: Step, lease: Lease | None = None
+    ) -> SnapshotInfo | None:
+        """When the workspace follows the session: what `step` changed, recorded as the
+        state before the step after it (seq + 1), so a worker taking the session over finds
+        the files this one wrote. Incremental: only contents the store lacks are sent. A
+        snapshot a sibling's next step saved there first is left as it is (it saw this
+        step's effects: the step had ended)."""
+        if not self.follows or step.name in NO_SNAPSHOT_TOOLS:
+            return None
+        ws = self.path(session_id)
+        try:
+            info = self.snapshotter.snapshot(self.store, session_id, step.seq + 1, ws, lease=lease)
+        except StoreError as e:
+            if "already has a snapshot" not in e.message:
+                raise
+            return None
+        self._synced[session_id] = info.seq
+        return info
+
+    def _catch_up(
+        self, session_id: str, latest: int, manifest: Manifest, lease: Lease | None
+    ) -> None:
+        """This worker's directory holds writes no snapshot recorded (the upload after a
+        step failed: the store was down): record them now, as the state before the next
+        step, so they are not lost if the session moves."""
+        ws = self.path(session_id)
+        if _versioned(self.snapshotter.capture(ws)) == _versioned(manifest):
+            return
+        last = self.store.latest_steps(session_id, 1)
+        seq = max([latest, *(s.seq for s in last)]) + 1
+        info = self.snapshotter.snapshot(self.store, session_id, seq, ws, lease=lease)
+        self._synced[session_id] = info.seq
+
+    def sync(self, session_id: str, lease: Lease | None = None) -> RestoreReport | None:
+        """When the workspace follows the session: make the local directory the session's
+        latest committed state, unless this process last synced it with that very state
+        (then it holds at least that, maybe this worker's own newer writes). Called before
+        anything uses the workspace (`recover`)."""
+        infos = self.store.list_snapshots(session_id)
+        if not infos:
+            return None
+        latest = infos[-1].seq
+        ws = self.path(session_id)
+        manifest = self.store.get_snapshot(session_id, latest)
+        if manifest is None:  # rolled back meanwhile: the next run syncs again
+            return None
+        if self._synced.get(session_id) == latest and ws.is_dir():
+            self._catch_up(session_id, latest, manifest, lease)
+            return None
+        here = self.snapshotter.capture(ws) if ws.is_dir() else {}
+        if ws.is_dir() and _versioned(here) == _versioned(manifest):
+            self._synced[session_id] = latest
+            return None
+        pending = PendingRestore(
+            session_id,
+            f"sync-{secrets.token_hex(8)}",  # journaled nowhere: finishing it is a no-op
+            "rollback",  # unversioned paths (ignored, skipped) stay, as on a rollback
+            None,
+            latest,
+            manifest,
+            tuple(self.config.ignore),
+            0,
+        )
+        written: dict[str, os.stat_result] = {}
+        with restore_lock(self.root):
+            # Contents the stale directory already holds are read from it, not fetched: a
+            # worker coming back to a session downloads what changed since, not everything.
+            local = {e["hash"]: ws / p for p, e in here.items() if "hash" in e}
+            report = complete_restore(
+                self.store,
+                self.root,
+                pending,
+                self.config.crash_point,
+                written,
+                partial(_local_first, self.store, local),
+            )
+        self.snapshotter.forget(ws)
+        self.snapshotter.prime(ws, manifest, written)
+        self._synced[session_id] = latest
+        return report
 
     # --- restores -----------------------------------------------------------------------------
-    def recover(self, session_id: str | None = None) -> list[RestoreReport]:
+    def recover(
+        self, session_id: str | None = None, lease: Lease | None = None
+    ) -> list[RestoreReport]:
         """Complete the pending restores of one session (or of all): after this, its
-        workspace is the state its record says."""
+        workspace is the state its record says. When the workspace follows the session,
+        also sync it with the latest committed snapshot (`sync`, fenced by `lease`)."""
         if session_id is None:
             ids = sorted({p.session_id for p in self.store.pending_restores()})
         else:
@@ -106,10 +214,19 @@ class Workspaces:
                 continue
             with restore_lock(self.root):
                 # Read again under the lock: another process may have completed it meanwhile.
-                for pending in self.store.pending_restores(sid):
+                pendings = self.store.pending_restores(sid)
+                for pending in pendings:
                     done = complete_restore(self.store, self.root, pending, self.config.crash_point)
                     reports.append(done)
             self.snapshotter.forget(self.path(sid))
+            last = pendings[-1] if pendings else None
+            if self.follows and last is not None and last.manifest is not None:
+                # The files are that snapshot's: trusted without reading them again.
+                self.snapshotter.prime(self.path(sid), last.manifest)
+        if session_id is not None and self.follows:
+            synced = self.sync(session_id, lease)
+            if synced is not None:
+                reports.append(synced)
         return reports
 
     def _nothing_to_copy(self, session_id: str) -> bool:
@@ -129,7 +246,9 @@ class Workspaces:
         return True
 
     def _request(self) -> WorkspaceRestore | None:
-        return WorkspaceRestore(tuple(self.config.ignore)) if self.enabled else None
+        if not self.enabled:
+            return None
+        return WorkspaceRestore(tuple(self.config.ignore), keep_state=self.follows)
 
     def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
         """Rollback with the files: the steps from `ref` on are deleted and the workspace goes
@@ -153,3 +272,35 @@ class Workspaces:
         self.store.delete_session(session_id)
         with restore_lock(self.root):
             remove_tree(self.path(session_id))
+
+
+def _versioned(manifest: Manifest) -> Manifest:
+    """What a snapshot versions: every entry but the skipped ones (left as they are)."""
+    return {p: e for p, e in manifest.items() if "skipped" not in e}
+
+
+def _local_first(
+    store: SnapshotStore, local: dict[str, Path], hashes: list[str]
+) -> dict[str, bytes]:
+    """Contents read from the files of a stale workspace where it has them (each checked
+    against its hash, read without following links), the rest from the store."""
+    found: dict[str, bytes] = {}
+    for h in hashes:
+        path = local.get(h)
+        if path is None:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read()
+        finally:
+            os.close(fd)
+        if hashlib.sha256(data).hexdigest() == h:
+            found[h] = data
+    rest = [h for h in hashes if h not in found]
+    if rest:
+        found.update(store.get_blobs(rest))
+    return found
