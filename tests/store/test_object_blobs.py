@@ -20,7 +20,7 @@ from xclaw.store.base import Store
 from xclaw.store.snapshot_model import content_hash
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("seaweed_store")]
+pytestmark = pytest.mark.slow
 
 # Short for a test, long enough that a loaded machine's pauses between a put and the next
 # call do not outlast it.

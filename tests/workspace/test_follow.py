@@ -21,7 +21,7 @@ from xclaw.store.base import Store
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group("seaweed_follow")]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 @pytest.fixture(scope="module")
