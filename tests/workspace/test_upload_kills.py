@@ -32,8 +32,16 @@ CHILD = textwrap.dedent(
     from xclaw.store.model import NewStep, StepType
     from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
+    import time
     db, url, ws, sid = sys.argv[1:5]
     store = open_store(db, blob_store=url, blob_grace_s=3600)
+    if sys.argv[5:] == ["pause-before-save"]:  # the contents are up, the snapshot not yet
+        save = store.save_snapshot
+        def paused(*args, **kwargs):
+            print("uploaded", flush=True)
+            time.sleep(60)
+            return save(*args, **kwargs)
+        store.save_snapshot = paused
     snap = Snapshotter(SnapshotConfig(ignore=()))
     ws = Path(ws)
     n = 0
@@ -91,6 +99,22 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
                 assert set(store.get_blobs(refs)) == refs
                 needed = {pack for h, pack in rows if h in refs}
                 orphans = max(orphans, len(weed.objects(url) - needed))
+            # And one kill placed exactly between the uploads and the snapshot's commit, where
+            # timed kills land only by chance on a loaded machine.
+            proc = subprocess.Popen(
+                [sys.executable, str(child), pg.url, url, str(ws), sid, "pause-before-save"],
+                stdout=subprocess.PIPE,
+                env=env,
+                text=True,
+            )
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "uploaded"
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=30)
+            refs = referenced(store, sid)
+            rows = pg.query("SELECT hash, pack FROM object_blobs")
+            assert refs <= held(weed, url, rows)
+            needed = {pack for h, pack in rows if h in refs}
+            orphans = max(orphans, len(weed.objects(url) - needed))
             assert saved > 0, "the child never saved a snapshot: the kills proved nothing"
             assert orphans > 0, "no kill landed between an upload and its snapshot"
             assert pg.query("SELECT count(*) FROM blobs") == [(0,)]

@@ -68,9 +68,10 @@ def _client(connect_timeout_s: float, read_timeout_s: float) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return boto3.session.Session().client(
-        "s3", region_name=os.environ.get("AWS_REGION") or "us-east-1", config=config
-    )
+    # boto3 itself reads AWS_DEFAULT_REGION only; AWS_REGION is the name the other AWS SDKs
+    # and most S3-compatible servers' docs use. S3-compatible servers ignore the region.
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return boto3.session.Session().client("s3", region_name=region, config=config)
 
 
 class Bucket:
