@@ -553,8 +553,12 @@ def headless_run(
 
 
 class Gateway:
-    def __init__(self, w: World) -> None:
+    """`xclaw serve` of a world (`args`: more options; `name` tells several apart)."""
+
+    def __init__(self, w: World, args: list[str] | None = None, name: str = "") -> None:
         self.w = w
+        self.args = args or []
+        self.name = name
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.token = ""
@@ -567,10 +571,10 @@ class Gateway:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.starts += 1
-        out = self.w.dir / f"serve-{self.starts}.txt"
+        out = self.w.dir / f"serve-{self.name}{self.starts}.txt"
         with out.open("w") as f:
             self.proc = subprocess.Popen(
-                [*XCLAW, "serve", "--port", str(self.port)],
+                [*XCLAW, "serve", "--port", str(self.port), *self.args],
                 cwd=self.w.dir,
                 env=self.w.env,
                 stdout=f,

@@ -116,7 +116,8 @@ class Recorder:
         self.writes = writes
         self.before_side_effect = before_side_effect
         # Given when the workspace follows the session: what a side effect changed is
-        # recorded once its step is (xclaw.workspace.timetravel.Workspaces.snapshot_after).
+        # recorded before its step's completion (xclaw.workspace.timetravel.Workspaces.
+        # snapshot_after).
         self.after_side_effect = after_side_effect
         self._side_effects: set[str] = set()  # call ids whose tool may have changed files
         self.session_id = session_id
@@ -440,13 +441,18 @@ class Recorder:
         finished = FinishStep(
             session_id=self.session_id, step=running, done=done, told=True, blobs=blobs
         )
-        step = await self._write(finished)
-        self._tool_event(running, call, state, content)
-        self._step_event(step)
+        # When the workspace follows the session, what the tool changed is stored before its
+        # completion is written: a worker killed in between leaves the step interrupted, and
+        # the next worker settles it from files the object store holds. The other way round,
+        # the record said `completed` while the files died with the worker (found by
+        # bench/torture_deployment.py).
         if call.id in self._side_effects:
             self._side_effects.discard(call.id)
             if self.after_side_effect is not None:
-                await self.after_side_effect(step)
+                await self.after_side_effect(running)
+        step = await self._write(finished)
+        self._tool_event(running, call, state, content)
+        self._step_event(step)
 
     async def tool_refused(self, call: ToolCall, reason: str) -> None:
         reason = self.redact.text(reason)  # "unknown tool X" names what the model wrote
