@@ -286,9 +286,10 @@ class RemoteEvents(Events):
         s = self._session
         self._started_ms = int(time.time() * 1000)
         socket = s._socket()
-        # One driver: a run in flight (streamed here, or driven for another client) refuses
-        # a message, and has nothing to resume.
-        if socket.listener is not None or (await s.info()).busy:
+        # One driver: a run in flight refuses a message — one streamed here is known here; one
+        # driven for another client, the gateway refuses (`busy`, below) — and a resume has
+        # nothing to resume then (asked: one HTTP request a resume, none a message).
+        if socket.listener is not None or (self._frame is None and (await s.info()).busy):
             if self._frame is None:
                 self._finish()
                 return
@@ -363,7 +364,9 @@ class RemoteEvents(Events):
         if isinstance(frame, NoticeFrame):
             return True
         if isinstance(frame, StatusFrame):
-            return self._compaction or frame.busy is not None
+            # A run that just started (busy) is not over: only a status saying the session
+            # is idle may be the last frame.
+            return self._compaction or frame.busy is False
         return False
 
     def _check(self) -> None:
