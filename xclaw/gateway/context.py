@@ -131,6 +131,9 @@ class Gateway:
                     and (user.token_hash is None or not hashes_match(proof, user.token_hash))
                 )
             ):
+                # What this process remembers of who signed in is stale too: the HTTP API
+                # refuses the gone token from now on, not up to CACHE_S later.
+                self.auth.forget()
                 conn.sign_out()
                 continue
             if who.admin or sid is None:
