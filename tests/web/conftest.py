@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -99,6 +99,28 @@ def page_errors() -> PageErrors:
     return PageErrors()
 
 
+S = TypeVar("S", bound=Server)
+
+
+def adopted(server: S, page_errors: PageErrors) -> S:
+    """`server`, whose kill tells `page_errors` that requests the page makes from then on
+    may be cut off (Chromium logs them refused): `serve`'s servers, and one a test built."""
+    real_kill = server.kill
+
+    def kill(*args: Any, **kwargs: Any) -> int | None:
+        page_errors.server_killed = True
+        return real_kill(*args, **kwargs)
+
+    server.kill = kill  # type: ignore[method-assign]
+    return server
+
+
+@pytest.fixture
+def adopt(page_errors: PageErrors) -> Callable[[S], S]:
+    """adopt(server): a server the test built itself, killed as `serve`'s are."""
+    return lambda server: adopted(server, page_errors)
+
+
 @pytest.fixture
 def new_page(browser: Any, page_errors: PageErrors) -> Iterator[Callable[..., Any]]:
     """new_page(color_scheme="light") -> a Playwright page in its own context (own storage)."""
@@ -138,14 +160,7 @@ def serve(tmp_path: Path, page_errors: PageErrors) -> Iterator[Callable[..., Ser
         script = write_script(root / "script.json", turns)
         if subagent is not None:
             script.write_text(json.dumps({"turns": turns, "subagent": {"turns": subagent}}))
-        s = Server(root=root, script=script, approval=approval)
-        real_kill = s.kill
-
-        def kill(*args: Any, **kwargs: Any) -> int | None:
-            page_errors.server_killed = True  # the page may now see requests cut off
-            return real_kill(*args, **kwargs)
-
-        s.kill = kill  # type: ignore[method-assign]
+        s = adopted(Server(root=root, script=script, approval=approval), page_errors)
         servers.append(s)
         return s.start()
 

@@ -15,7 +15,9 @@ from tests.web.app_page import App
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_rollback_dialog_lists_outside_effects_and_tools_command(tmp_path: Path, new_page, shot):
+def test_rollback_dialog_lists_outside_effects_and_tools_command(
+    tmp_path: Path, new_page, shot, adopt
+):
     root = tmp_path / "srv"
     root.mkdir()
     script = write_script(
@@ -31,7 +33,7 @@ def test_rollback_dialog_lists_outside_effects_and_tools_command(tmp_path: Path,
             {"text": "Toggled logging."},
         ],
     )
-    server = McpServe(root=root, script=script, approval="yolo")
+    server = adopt(McpServe(root=root, script=script, approval="yolo"))
     # Trusted, so that echo's read-only hint counts (an untrusted server's does not).
     server.server_extra = "    trusted: true\n"
     server.start()

@@ -51,7 +51,7 @@ def test_thinking_is_folded_live_and_after_refresh(serve, new_page, shot):
     expect(restored.locator("summary")).to_have_text("Thinking · 15 words")
 
 
-def test_the_thinking_of_a_retried_call_is_shown_once(tmp_path, new_page, shot):
+def test_the_thinking_of_a_retried_call_is_shown_once(tmp_path, new_page, shot, adopt):
     """The provider's stream breaks off after its thinking was shown; the call is retried and
     thinks again: the page drops the failed attempt's box (`thinking_discarded`) and shows
     the new one, once."""
@@ -63,7 +63,7 @@ def test_the_thinking_of_a_retried_call_is_shown_once(tmp_path, new_page, shot):
             Reply.cut(1 + len(first.split()), thinking=[first]),
             Reply(thinking=[second], text="Hello."),
         )
-        server = Server(root=tmp_path / "srv", script=None, approval="yolo")
+        server = adopt(Server(root=tmp_path / "srv", script=None, approval="yolo"))
         base_env = server.env
         server.env = lambda: {  # type: ignore[method-assign]
             **base_env(),

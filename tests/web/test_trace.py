@@ -186,7 +186,7 @@ def test_an_approval_cancelled_from_another_client_closes_the_dialog_and_reads_c
     shot(page, "approval-cancelled-elsewhere")
 
 
-def test_tokens_a_server_did_not_report_read_as_estimated(tmp_path, new_page, shot):
+def test_tokens_a_server_did_not_report_read_as_estimated(tmp_path, new_page, shot, adopt):
     """A local server that streams no usage (llama-cpp-python): the trace row, its detail
     and the header say `~N` and "estimated", never `0`, and no cost is shown."""
     from dataclasses import dataclass
@@ -206,7 +206,8 @@ def test_tokens_a_server_did_not_report_read_as_estimated(tmp_path, new_page, sh
                     "OPENAI_BASE_URL": model.url,
                 }
 
-        server = LocalModelServer(root=tmp_path / "srv", script=None, approval="yolo").start()
+        server = adopt(LocalModelServer(root=tmp_path / "srv", script=None, approval="yolo"))
+        server.start()
         try:
             app = App(new_page(), server).open()
             app.send_and_wait("hi", "Hello from a small local model.")
