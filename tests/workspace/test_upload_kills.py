@@ -42,6 +42,7 @@ CHILD = textwrap.dedent(
             time.sleep(60)
             return save(*args, **kwargs)
         store.save_snapshot = paused
+    print("ready", flush=True)
     snap = Snapshotter(SnapshotConfig(ignore=()))
     ws = Path(ws)
     n = 0
@@ -79,19 +80,27 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
             env = {**os.environ, **weed.env}
             saved = 0
             orphans = 0  # packs no snapshot needs: uploads of a round the kill cut short
-            for delay in (0.3, 0.6, 0.9, 1.2, 1.6, 2.0):
-                log = tmp_path / f"child-{delay}.txt"
-                with log.open("wb") as out:
-                    proc = subprocess.Popen(
-                        [sys.executable, str(child), pg.url, url, str(ws), sid],
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                    )
+            # Timed from the moment the child is ready (its imports take seconds on a loaded
+            # machine), and once right after a save it reported.
+            for delay in (0.0, 0.3, 0.6, 0.9, 1.2, 1.6, 2.0, None):
+                proc = subprocess.Popen(
+                    [sys.executable, str(child), pg.url, url, str(ws), sid],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    text=True,
+                )
+                assert proc.stdout is not None
+                first = proc.stdout.readline().strip()
+                assert first == "ready", first + proc.communicate(timeout=30)[0]
+                if delay is None:
+                    line = proc.stdout.readline()
+                    assert line.startswith("saved"), line + proc.communicate(timeout=30)[0]
+                    saved += 1
+                else:
                     time.sleep(delay)
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait(timeout=30)
-                saved += log.read_text().count("saved")
+                proc.send_signal(signal.SIGKILL)
+                saved += proc.communicate(timeout=30)[0].count("saved")
                 # Every reference resolves to an object that is there, byte-exact.
                 refs = referenced(store, sid)
                 rows = pg.query("SELECT hash, pack FROM object_blobs")
@@ -107,7 +116,8 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
                 env=env,
                 text=True,
             )
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "uploaded"
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            assert proc.stdout.readline().strip() == "uploaded"
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=30)
             refs = referenced(store, sid)
