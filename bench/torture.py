@@ -313,7 +313,23 @@ def check_integrity(w: World, fig: Figures, where: str) -> None:
         fig.integrity_failures += 1
         fig.fail("integrity", f"{where} {w.dir.name}: {rows[:3]} {fk[:3]}")
         return
-    # Requested calls: at most one completed tool step each; nothing running once finished.
+    check_record_rules(w, fig, where)
+    if FSCK:
+        p = subprocess.run(
+            [*XCLAW, "fsck", "--db", str(w.db)],
+            capture_output=True,
+            check=False,
+            text=True,
+            env=w.env,
+        )  # through the file layer too
+        if p.returncode != 0:
+            fig.integrity_failures += 1
+            fig.fail("fsck", f"{where} {w.dir.name}: {(p.stdout + p.stderr)[-300:]}")
+
+
+def check_record_rules(w: World, fig: Figures, where: str) -> None:
+    """The record's own rules, in SQL both backends run: at most one completed tool step per
+    requested call; nothing running once the session finished."""
     multi = w.query(
         "SELECT call_id, count(*) FROM traces WHERE step_type='tool_call' AND status='completed' "
         "GROUP BY session_id, call_id HAVING count(*) > 1"
@@ -328,17 +344,6 @@ def check_integrity(w: World, fig: Figures, where: str) -> None:
             "integrity",
             f"{where} {w.dir.name}: twice completed {multi[:3]}, running in finished {running[:3]}",
         )
-    if FSCK:
-        p = subprocess.run(
-            [*XCLAW, "fsck", "--db", str(w.db)],
-            capture_output=True,
-            check=False,
-            text=True,
-            env=w.env,
-        )  # through the file layer too
-        if p.returncode != 0:
-            fig.integrity_failures += 1
-            fig.fail("fsck", f"{where} {w.dir.name}: {(p.stdout + p.stderr)[-300:]}")
 
 
 def check_effects(w: World, fig: Figures, where: str) -> None:

@@ -81,17 +81,7 @@ class DeploymentWorld(T.World):
 def check_record(w: DeploymentWorld, fig: T.Figures, where: str) -> None:
     """torture.check_integrity's rules of the record (PostgreSQL has no PRAGMA), `xclaw fsck`
     on the database, and no file contents in it."""
-    multi = w.query(
-        "SELECT call_id, count(*) FROM traces WHERE step_type='tool_call' AND status='completed' "
-        "GROUP BY session_id, call_id HAVING count(*) > 1"
-    )
-    running = w.query(
-        "SELECT t.step_id FROM traces t JOIN sessions s USING (session_id) "
-        "WHERE t.status='running' AND s.current_status IN ('Success', 'Failed')"
-    )
-    if multi or running:
-        fig.integrity_failures += 1
-        fig.fail("integrity", f"{where} {w.dir.name}: twice {multi[:3]}, running {running[:3]}")
+    T.check_record_rules(w, fig, where)
     blobs = w.query("SELECT count(*) FROM blobs")
     if blobs and blobs[0][0]:
         fig.integrity_failures += 1
