@@ -8,8 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from tests import caches
+
 # `make`: an in-process runtime on a real SQLite store with the scripted model.
 pytest_plugins = ["tests.runtime.harness"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode cached outside the checkout when the environment forbids writing it beside the
+    sources (tests/caches.py): set before pytest-xdist starts its workers, so they and every
+    process a test starts inherit it."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        os.environ["PYTHONPYCACHEPREFIX"] = caches.bytecode()
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
 
 
 @pytest.fixture(scope="session", autouse=True)
