@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.gateway.harness import Server
 
@@ -75,6 +76,18 @@ class App:
                 "els => els.map(e => e.dataset.step)"
             )
         )
+
+    def expect_step_ids(self, ids: list[str], timeout: float = 15_000) -> None:
+        """The trace shows exactly these steps, waited for: the tree is drawn from its own
+        frames, after the chat's messages a test usually waits on."""
+        with contextlib.suppress(PlaywrightTimeout):
+            self.page.wait_for_function(
+                "ids => JSON.stringify([...document.querySelectorAll('#trace .trace-node')]"
+                ".map(e => e.dataset.step)) === JSON.stringify(ids)",
+                arg=ids,
+                timeout=timeout,
+            )
+        assert self.step_ids() == ids
 
     def frames_of(self, kind: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("type") == kind]

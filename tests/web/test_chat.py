@@ -70,7 +70,7 @@ def test_streamed_reply_tool_lines_locked_input_and_history_after_refresh(serve,
     assert deltas.endswith(FINAL)
     # The trace shows user input -> LLM call -> tool call, then the second LLM call.
     expect(page.locator("#trace .trace-node")).to_have_count(4)
-    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
+    app.expect_step_ids(["s0001", "s0002", "s0003", "s0004"])
     expect(app.step("s0003").locator(":scope > .trace-row")).to_contain_text("shell")
     app.open_step("s0003")
     expect(app.step("s0003").locator(".trace-detail")).to_contain_text(

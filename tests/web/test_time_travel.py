@@ -29,7 +29,7 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
     page = app.page
     app.send_and_wait("first task", "First answer.")
     app.send_and_wait("second task", "File written.")
-    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"]
+    app.expect_step_ids(["s0001", "s0002", "s0003", "s0004", "s0005", "s0006"])
 
     node = app.open_step("s0003")
     expect(node.locator(".trace-detail")).to_contain_text("second task")
@@ -44,7 +44,7 @@ def test_rollback_from_the_tree_deletes_the_later_steps(serve, new_page, shot):
 
     # At once: the later steps are gone from the tree and the conversation.
     expect(page.locator("#trace .trace-node")).to_have_count(2)
-    assert app.step_ids() == ["s0001", "s0002"]
+    app.expect_step_ids(["s0001", "s0002"])
     expect(app.messages).not_to_contain_text("second task")
     expect(app.messages).not_to_contain_text("File written.")
     expect(app.messages).to_contain_text("First answer.")
@@ -109,7 +109,7 @@ def test_fork_switch_continue_and_compare(serve, new_page, shot):
     expect(page.locator(".restored-start")).to_be_visible()
     expect(app.messages).to_contain_text("The plan is ready.")
     expect(app.messages).not_to_contain_text("carry on with path A")
-    assert app.step_ids() == ["s0001", "s0002", "s0003", "s0004"]
+    app.expect_step_ids(["s0001", "s0002", "s0003", "s0004"])
 
     app.send_and_wait("carry on with path B", "Finished this branch.")
     shot(page, "12-fork-continued")
