@@ -62,9 +62,10 @@ def test_a_result_the_client_saw_is_committed_when_the_kill_lands(tmp_path: Path
     effects = sc.effects()
     assert len(effects) == len(set(effects))  # none repeated
     # A step the next one raced past the kill may be interrupted (and not re-issued by the
-    # script); every completed one left exactly its effect.
+    # script), its effect left or not as the kill fell; every completed one left exactly its
+    # effect.
     assert {f"e{i:02d}" for i in range(0, steps, 3)} <= set(effects)
-    sc.check_record()
+    sc.check_record(interrupted_may_have_run=True)
 
 
 def _many_files() -> dict[str, object]:
