@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.torture import FAILURE_FIGURES
 from tests.seaweed import weed_binary
 from tests.store.conftest import postgres_url
 
@@ -46,12 +47,5 @@ def test_kills_of_the_driving_worker_lose_no_file_and_repeat_nothing() -> None:
     assert p.returncode == 0, (seed, p.stdout[-3000:] + p.stderr[-3000:])
     fig = json.loads(p.stdout.strip().splitlines()[-1])
     assert fig["kills"] >= 6 and fig["sideEffects"] > 0, fig
-    zero = (
-        "lostCompletedSteps",
-        "toldCompletedNotCommitted",
-        "repeatedCompletedSideEffects",
-        "sideEffectsWithoutRecord",
-        "integrityFailures",
-        "stuckSessions",
-    )
+    zero = FAILURE_FIGURES
     assert {k: fig[k] for k in zero} == dict.fromkeys(zero, 0), (seed, fig["problems"])
