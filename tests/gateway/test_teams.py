@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -110,6 +111,39 @@ async def test_a_viewer_reads_and_follows_but_cannot_act(
     assert (await c.until_type("reply", timeout=30))["content"] == "hi there"
     await a.close()
     await c.close()
+
+
+async def test_a_token_quoted_in_a_shared_session_reaches_no_one(
+    team: Server, tokens: dict[str, str]
+) -> None:
+    """Alice pastes her own token (and the admin's) into a session she shares: whoever the
+    session is shared with, by any route, and the record itself, see it masked — else a
+    viewer could sign in as her."""
+    quoted = (tokens["alice"], team.token)
+    text = f"hello, my token is {quoted[0]} and the admin's {quoted[1]}"
+    a, sid = await own_session(team, tokens["alice"], text)
+    share(team, sid, "dave", "viewer")
+    d = await Client.open(team, token=tokens["dave"])
+    await d.attach(sid)
+    await d.send({"type": "message", "sessionId": sid, "content": "/steps"})
+    await d.until_type("steps")
+    seen = {"dave's frames": "\n".join(json.dumps(f) for f in d.seen)}
+    async with api(team, tokens["dave"]) as dave:
+        for route in ("", "/steps", "/history", "/export", "/tree"):
+            r = await dave.get(f"/sessions/{sid}{route}")
+            assert r.status_code == 200, (route, r.text)
+            seen[f"GET /api/sessions/ID{route}"] = r.text
+    seen["xclaw steps"] = xclaw(team, "steps", sid, "--json").stdout
+    seen["xclaw export"] = xclaw(team, "export", sid).stdout
+    db = team.home / "xclaw.db"
+    seen["the database"] = "".join(
+        p.read_bytes().decode("latin-1") for p in (db, Path(f"{db}-wal")) if p.exists()
+    )
+    assert "[REDACTED]" in seen["dave's frames"] and "[REDACTED]" in seen["xclaw export"]
+    leaks = [where for where, what in seen.items() if any(t in what for t in quoted)]
+    assert not leaks
+    await a.close()
+    await d.close()
 
 
 async def test_an_approver_answers_and_the_record_names_them(
