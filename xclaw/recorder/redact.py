@@ -351,7 +351,7 @@ class _TokenStream:
             self._inside, text = False, text[run:]
         buf = self._pending + text if self._pending else text
         self._pending = ""
-        if "x" not in buf:  # no prefix can begin here: the common case
+        if buf[-1:] != "x" and "xc" not in buf:  # no prefix can begin here: the common case
             return buf
         tail = _token_tail(buf)
         out = _issued_tokens(buf[:tail])
