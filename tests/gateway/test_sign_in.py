@@ -6,6 +6,7 @@ tests/gateway/test_teams.py, test_proxy_signon.py, test_balancer.py."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,29 @@ async def test_the_scheme_is_taken_from_listed_proxies_and_loopback_only() -> No
         await middleware(scope, None, None)
         assert scope["client"] == (peer, 1)  # who it is stays the socket's peer
     assert seen == ["https", "wss", "https", "http"]
+
+
+async def test_a_user_an_older_version_named_against_the_rule_cannot_sign_in(
+    tmp_path: Path,
+) -> None:
+    """`admin` and a newline, made before names were matched whole, shows as the admin: its
+    token signs nobody in until the person is added again under a proper name."""
+    db = tmp_path / "x.db"
+    store = SQLiteStore(db)
+    try:
+        token, fine = new_token(), new_token()
+        with sqlite3.connect(db) as conn:  # as an older version wrote it
+            conn.execute(
+                "INSERT INTO users (name, role, created_at, token_hash, token_created_at)"
+                " VALUES (?, 'admin', 0, ?, 0)",
+                ("admin\n", token_hash(token)),
+            )
+        teams_of(store).add_user("alice", UserRole.MEMBER, token_hash(fine))
+        auth = Authenticator("s" * 32, store, TeamSettings())
+        assert await auth.sign_in(token, "10.0.0.9", NO_HEADERS, via="http") == (
+            Refusal.UNAUTHORIZED
+        )
+        signed = await auth.sign_in(fine, "10.0.0.9", NO_HEADERS, via="http")
+        assert isinstance(signed, SignedIn) and signed.identity.user == "alice"
+    finally:
+        store.close()
