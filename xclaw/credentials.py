@@ -9,7 +9,10 @@ processes get an environment without them. A credential is:
 - a password inside any URL-valued variable (`postgresql://user:PW@host/db`, a proxy URL) and
   in the database URL itself (also `?password=`);
 - every `secret_env` name's value, from the environment or `.env`;
-- the gateway token (added by the server once it is generated or read).
+- the gateway token (added by the server once it is generated or read);
+- every token xclaw issues, known or not (a user's, another server's): each carries a prefix
+  of `ISSUED_TOKEN_PREFIXES`, so it is found by its form (`ISSUED_TOKEN_RE`) wherever it is
+  quoted, though the server holds only its hash.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import ctypes
 import os
 import re
 from collections.abc import Iterable, Mapping
+from secrets import token_urlsafe
 from urllib.parse import parse_qs, unquote, urlsplit
 
 # Whole words of a name (split on "_"): GITHUB_PAT, SENTRY_DSN (its key is the URL's user part),
@@ -45,7 +49,31 @@ _SECRET_PARTS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET", "PASSWORD", "
 SECRET_NAMES = frozenset({"XCLAW_TOKEN", "PGPASSWORD"})
 # Not secret as a whole (a path is no credential) but never given to a tool: the database.
 PRIVATE_NAMES = frozenset({"XCLAW_DB", "DATABASE_URL"})
+# The tokens xclaw issues: a prefix saying what each is (a person, a log filter, a secret
+# scanner can tell one) and 256 random bits, base64url (43 characters).
+USER_TOKEN_PREFIX = "xcu_"  # a user's (`xclaw users add`, docs/teams.md)
+SERVER_TOKEN_PREFIX = "xcs_"  # the server's own, when xclaw generates it ($XCLAW_HOME/token)
+ISSUED_TOKEN_PREFIXES = (USER_TOKEN_PREFIX, SERVER_TOKEN_PREFIX)
+_TOKEN_BYTES = 32
+_TOKEN_CHARS = "[A-Za-z0-9_-]"
+_PREFIXES = "(?:" + "|".join(map(re.escape, ISSUED_TOKEN_PREFIXES)) + ")"
+# Masked wherever quoted, whole or cut: 20 characters after the prefix tell one (a piece
+# shorter than that leaves over 130 bits unknown).
+ISSUED_TOKEN_RE = re.compile(f"{_PREFIXES}{_TOKEN_CHARS}{{20,}}")
+_ISSUED_FORM = re.compile(f"{_PREFIXES}{_TOKEN_CHARS}{{43}}")
 _URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s]*:([^/@\s]+)@")
+
+
+def issue_token(prefix: str) -> str:
+    """A new token of the form xclaw issues (256 random bits after `prefix`)."""
+    assert prefix in ISSUED_TOKEN_PREFIXES, prefix
+    return prefix + token_urlsafe(_TOKEN_BYTES)
+
+
+def has_issued_form(token: str | None) -> bool:
+    """Whether `token` has exactly the form of one xclaw issues: whoever sends such a token is
+    not guessing anything a number of tries could find (256 bits)."""
+    return token is not None and _ISSUED_FORM.fullmatch(token) is not None
 
 
 def is_secret_name(name: str) -> bool:

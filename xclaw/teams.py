@@ -15,11 +15,11 @@ import enum
 import hashlib
 import hmac
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from xclaw.answered_by import AnsweredBy
+from xclaw.credentials import USER_TOKEN_PREFIX, issue_token
 from xclaw.errors import EXIT_USAGE, BadRequest
 
 
@@ -74,22 +74,33 @@ class TeamError(BadRequest):
 
 
 # A user's name: what the record says, what `xclaw share` and `/share` take. No spaces, no
-# characters a terminal or a log line could misread.
-USER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+# characters a terminal or a log line could misread. Always matched whole (`fullmatch`: a
+# `$` alone lets a trailing newline through, and `admin\n` shows as `admin`).
+USER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 # The server's token holder, as messages and listings name them (never a user's name).
 ADMIN_WORD = "admin"
+# Names no user may take, in any case (`Admin` reads as the admin too).
+RESERVED_NAMES = frozenset({ADMIN_WORD})
 
 
-def check_user_name(name: str) -> str:
-    if not USER_NAME_RE.match(name):
-        raise TeamError(
+def user_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a user's, or None: the one rule for every way a user is made
+    (`xclaw users add`, a name a trusted proxy vouches for) and every name signed in with."""
+    if USER_NAME_RE.fullmatch(name) is None:
+        return (
             f"{name!r} is not a user name: 1-64 characters of letters, digits and . _ @ -, "
             "starting with a letter or a digit"
         )
-    if name == ADMIN_WORD:
-        raise TeamError(
-            f"{ADMIN_WORD!r} is the server's own token (XCLAW_TOKEN); give the user another name"
-        )
+    if name.lower() in RESERVED_NAMES:
+        return f"{name!r} is the server's own token (XCLAW_TOKEN); give the user another name"
+    return None
+
+
+def check_user_name(name: str) -> str:
+    """`name`, or a TeamError saying why it cannot be a user's."""
+    problem = user_name_problem(name)
+    if problem is not None:
+        raise TeamError(problem)
     return name
 
 
@@ -115,15 +126,13 @@ SERVER_TOKEN = Identity(None, UserRole.ADMIN)
 
 # --- tokens ---------------------------------------------------------------------------------
 
-# A user's token: a recognisable prefix (so a log filter, a secret scanner or a person can tell
-# one when they see it) and 256 random bits. Only its SHA-256 is stored: it is high-entropy,
-# so a hash needs no salt or stretching to be useless to whoever reads the database.
-TOKEN_PREFIX = "xcu_"
-TOKEN_RE = re.compile(r"xcu_[A-Za-z0-9_-]{20,}")
-
 
 def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+    """A user's token: a recognisable prefix and 256 random bits (xclaw/credentials.py, where
+    the redactor learns the form of every token xclaw issues). Only its SHA-256 is stored: it
+    is high-entropy, so a hash needs no salt or stretching to be useless to whoever reads the
+    database."""
+    return issue_token(USER_TOKEN_PREFIX)
 
 
 def token_hash(token: str) -> str:

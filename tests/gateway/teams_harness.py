@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -76,6 +78,7 @@ def share(server: Server, session_id: str, user: str, role: str) -> None:
 # --- a real reverse proxy (tests/gateway/test_proxy_signon.py, tests/web) -------------------
 
 PROXY_ADDRESS = "127.0.0.2"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "deploy"
 
 
 def nginx_binary() -> str:
@@ -91,12 +94,14 @@ def nginx_binary() -> str:
 
 
 class ProxiedServer(Server):
-    """An xclaw server that trusts the proxy's address."""
+    """An xclaw server with a `teams:` section: by default, trusting the proxy's address."""
+
+    teams: str = f"  trusted_proxies: [{PROXY_ADDRESS}]\n"
 
     def env(self) -> dict[str, str]:
         env = super().env()
         config = Path(env["XCLAW_CONFIG"])
-        config.write_text(config.read_text() + f"teams:\n  trusted_proxies: [{PROXY_ADDRESS}]\n")
+        config.write_text(config.read_text() + "teams:\n" + self.teams)
         return env
 
 
@@ -182,3 +187,57 @@ class Nginx:
 def basic(user: str, password: str) -> dict[str, str]:
     raw = base64.b64encode(f"{user}:{password}".encode()).decode()
     return {"Authorization": f"Basic {raw}"}
+
+
+class LoadBalancer:
+    """nginx running the shipped examples/deploy/nginx.conf, on the test's ports and paths. It
+    listens on 127.0.0.1 and reaches the workers from 127.0.0.1."""
+
+    def __init__(self, root: Path, upstreams: list[int]) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        text = (EXAMPLES / "nginx.conf").read_text()
+        servers = "".join(
+            f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;\n" for p in upstreams
+        )
+        text = re.sub(r"(?m)^        server 127\.0\.0\.1:300\d[^\n]*\n", "", text)
+        text = text.replace("upstream xclaw_workers {\n", "upstream xclaw_workers {\n" + servers)
+        text = text.replace("listen 127.0.0.1:8080;", f"listen 127.0.0.1:{self.port};")
+        text = text.replace("/tmp/xclaw-nginx.pid", str(root / "nginx.pid"))
+        text = text.replace("/tmp/xclaw-nginx-error.log", str(root / "error.log"))
+        conf = root / "nginx.conf"
+        conf.write_text(text)
+        self.root = root
+        self.proc = subprocess.Popen(
+            [nginx_binary(), "-c", str(conf), "-p", str(root), "-e", str(root / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{self.http}/api/health", timeout=2)  # any answer: nginx is up
+                return
+            except httpx.TransportError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise AssertionError("nginx did not start: " + (root / "error.log").read_text())
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()

@@ -21,7 +21,6 @@ import os
 import re
 import secrets
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,8 +31,7 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, clean_env, write_script
-from tests.gateway.teams_harness import nginx_binary
-from tests.ports import free_port
+from tests.gateway.teams_harness import LoadBalancer
 from tests.seaweed import Seaweed, held, running_seaweed
 from tests.store.conftest import PostgresBackend, postgres_url
 
@@ -83,59 +81,6 @@ class Worker(Server):
             XCLAW_SWEEP_GRACE_S="30",
             **self.s3_env,
         )
-
-
-class LoadBalancer:
-    """nginx running examples/deploy/nginx.conf, on the test's ports and paths."""
-
-    def __init__(self, root: Path, upstreams: list[int]) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        text = (EXAMPLES / "nginx.conf").read_text()
-        servers = "".join(
-            f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;\n" for p in upstreams
-        )
-        text = re.sub(r"(?m)^        server 127\.0\.0\.1:300\d[^\n]*\n", "", text)
-        text = text.replace("upstream xclaw_workers {\n", "upstream xclaw_workers {\n" + servers)
-        text = text.replace("listen 127.0.0.1:8080;", f"listen 127.0.0.1:{self.port};")
-        text = text.replace("/tmp/xclaw-nginx.pid", str(root / "nginx.pid"))
-        text = text.replace("/tmp/xclaw-nginx-error.log", str(root / "error.log"))
-        conf = root / "nginx.conf"
-        conf.write_text(text)
-        self.root = root
-        self.proc = subprocess.Popen(
-            [nginx_binary(), "-c", str(conf), "-p", str(root), "-e", str(root / "error.log")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{self.http}/api/health", params={"token": TOKEN}, timeout=2)
-                return
-            except httpx.TransportError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-        raise AssertionError("nginx did not start: " + (root / "error.log").read_text())
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ address (`teams.trusted_proxies`). The WebSocket upgrade goes through nginx too.
 
 nginx runs as a non-daemon process with its own configuration file on a free port; it
 connects to xclaw from 127.0.0.2 (`proxy_bind`), so the test's own direct connections, from
-127.0.0.1, are not the proxy's. Without nginx the tests are skipped with the reason, unless
-XCLAW_TEST_REQUIRE_NGINX=1 (CI: .ci/run installs it), which makes that a failure."""
+127.0.0.1, are not the proxy's — even when they name 127.0.0.2 in X-Forwarded-For. Without
+nginx the tests that need it are skipped with the reason, unless XCLAW_TEST_REQUIRE_NGINX=1
+(CI: .ci/run installs it), which makes that a failure."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from websockets.asyncio.client import connect
 
 from tests.gateway.harness import Client, Server
 from tests.gateway.teams_harness import (
+    PROXY_ADDRESS,
     SCRIPT,
     Nginx,
     ProxiedServer,
@@ -37,23 +39,30 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Nginx]]:
-    nginx_binary()
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """xclaw trusting the proxy's address, with alice, bob and boss (an admin)."""
     root = tmp_path_factory.mktemp("proxy")
     script = root / "xclaw" / "script.json"
     script.parent.mkdir()
     script.write_text(json.dumps(SCRIPT))
     server = ProxiedServer(root=root / "xclaw", script=script, approval="ask").start()
-    proxy = None
     try:
         add_user(server, "alice")
         add_user(server, "bob")
-        proxy = Nginx(root / "nginx", server.port)
-        yield server, proxy
+        add_user(server, "boss", "admin")
+        yield server
     finally:
-        if proxy is not None:
-            proxy.stop()
         server.kill()
+
+
+@pytest.fixture(scope="module")
+def stack(proxied: Server) -> Iterator[tuple[Server, Nginx]]:
+    nginx_binary()
+    proxy = Nginx(proxied.root.parent / "nginx", proxied.port)
+    try:
+        yield proxied, proxy
+    finally:
+        proxy.stop()
 
 
 async def test_the_proxy_signs_people_in_over_http_and_websocket(
@@ -92,18 +101,37 @@ async def test_the_proxy_signs_people_in_over_http_and_websocket(
         assert r.status_code == 200
 
 
-async def test_the_header_is_believed_from_the_proxy_only(stack: tuple[Server, Nginx]) -> None:
+async def test_the_header_is_believed_from_the_proxy_only(proxied: Server) -> None:
     """Straight to xclaw, not through nginx: the header signs nobody in."""
-    server, _ = stack
-    async with httpx.AsyncClient(base_url=server.http, timeout=15) as http:
+    async with httpx.AsyncClient(base_url=proxied.http, timeout=15) as http:
         r = await http.get("/api/health", headers={"X-Forwarded-User": "alice"})
         assert r.status_code == 401
     with pytest.raises(Exception):  # noqa: B017 - refused: 4401 after the error frame
-        async with connect(server.ws_url, additional_headers={"X-Forwarded-User": "alice"}) as ws:
+        async with connect(proxied.ws_url, additional_headers={"X-Forwarded-User": "alice"}) as ws:
             await ws.send(json.dumps({"type": "reconnect", "sessionId": None}))
             frame = json.loads(await asyncio.wait_for(ws.recv(), 15))
             assert frame["code"] == "unauthorized"
             await asyncio.wait_for(ws.recv(), 15)
+
+
+async def test_a_local_process_cannot_pass_for_the_proxy(proxied: Server) -> None:
+    """The address checked is the socket's peer: a process on the machine that names the
+    proxy's address in X-Forwarded-For (which the ASGI server would believe from loopback)
+    signs in as nobody, over HTTP and WebSocket — least of all as an admin."""
+    spoof = {"X-Forwarded-For": PROXY_ADDRESS, "X-Forwarded-User": "boss"}
+    async with httpx.AsyncClient(base_url=proxied.http, timeout=15) as http:
+        r = await http.get("/api/health", headers=spoof)
+        assert r.status_code == 401, r.text
+        r = await http.get("/api/sessions", headers={**spoof, "X-Real-IP": PROXY_ADDRESS})
+        assert r.status_code == 401, r.text
+    async with connect(proxied.ws_url, additional_headers=spoof) as ws:
+        # Had the header been believed, this would attach as boss; it is the token frame.
+        await ws.send(json.dumps({"type": "reconnect", "sessionId": None}))
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 15))
+        assert frame.get("code") == "unauthorized", frame
+    logs = proxied.logs()
+    assert "client=127.0.0.1 via=http" in logs and "client=127.0.0.1 via=websocket" in logs
+    assert f"client={PROXY_ADDRESS}" not in logs
 
 
 async def test_proxy_adds_users_makes_a_member_of_a_name_it_vouches_for(tmp_path: Path) -> None:

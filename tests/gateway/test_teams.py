@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -110,6 +111,39 @@ async def test_a_viewer_reads_and_follows_but_cannot_act(
     assert (await c.until_type("reply", timeout=30))["content"] == "hi there"
     await a.close()
     await c.close()
+
+
+async def test_a_token_quoted_in_a_shared_session_reaches_no_one(
+    team: Server, tokens: dict[str, str]
+) -> None:
+    """Alice pastes her own token (and the admin's) into a session she shares: whoever the
+    session is shared with, by any route, and the record itself, see it masked — else a
+    viewer could sign in as her."""
+    quoted = (tokens["alice"], team.token)
+    text = f"hello, my token is {quoted[0]} and the admin's {quoted[1]}"
+    a, sid = await own_session(team, tokens["alice"], text)
+    share(team, sid, "dave", "viewer")
+    d = await Client.open(team, token=tokens["dave"])
+    await d.attach(sid)
+    await d.send({"type": "message", "sessionId": sid, "content": "/steps"})
+    await d.until_type("steps")
+    seen = {"dave's frames": "\n".join(json.dumps(f) for f in d.seen)}
+    async with api(team, tokens["dave"]) as dave:
+        for route in ("", "/steps", "/history", "/export", "/tree"):
+            r = await dave.get(f"/sessions/{sid}{route}")
+            assert r.status_code == 200, (route, r.text)
+            seen[f"GET /api/sessions/ID{route}"] = r.text
+    seen["xclaw steps"] = xclaw(team, "steps", sid, "--json").stdout
+    seen["xclaw export"] = xclaw(team, "export", sid).stdout
+    db = team.home / "xclaw.db"
+    seen["the database"] = "".join(
+        p.read_bytes().decode("latin-1") for p in (db, Path(f"{db}-wal")) if p.exists()
+    )
+    assert "[REDACTED]" in seen["dave's frames"] and "[REDACTED]" in seen["xclaw export"]
+    leaks = [where for where, what in seen.items() if any(t in what for t in quoted)]
+    assert not leaks
+    await a.close()
+    await d.close()
 
 
 async def test_an_approver_answers_and_the_record_names_them(
@@ -273,19 +307,36 @@ async def test_removing_a_user_or_replacing_a_token_ends_access_at_once(
 
 
 async def test_failed_sign_ins_are_throttled_per_address(server_factory: Any) -> None:
+    """Thirty wrong tokens from one address: its further guesses are refused unchecked, over
+    HTTP and WebSocket; a token of the form xclaw issues is still checked, so a valid one —
+    the server's, a member's — is never locked out by the failures; each refusal is logged
+    once, HTTP like WebSocket, and the block in one line."""
     server = team_server(server_factory, name="throttle")
+    alice = add_user(server, "alice")
+    assert server.token.startswith("xcs_")  # generated: the issued form
     async with httpx.AsyncClient(base_url=f"{server.http}/api", timeout=15) as http:
-        codes = [
-            (
-                await http.get("/health", headers={"Authorization": f"Bearer xcu_guess{i:040d}"})
-            ).status_code
-            for i in range(30)
-        ]
+
+        async def health(token: str) -> httpx.Response:
+            return await http.get("/health", headers={"Authorization": f"Bearer {token}"})
+
+        codes = [(await health(f"xcu_guess{i:040d}")).status_code for i in range(30)]
         assert set(codes) == {401}
-        blocked = await http.get("/health", headers={"Authorization": f"Bearer {server.token}"})
+        blocked = await health("xcu_guess-31")
         assert blocked.status_code == 429 and blocked.json()["code"] == "too_many_attempts"
+        assert (await http.get("/health")).status_code == 429  # no token at all: the same
+        assert (await health(server.token)).json()["user"] is None  # the admin, signed in
+        assert (await health(alice)).json()["user"] == "alice"
+        wrong = "xcu_" + "A" * 43  # the form, checked, wrong: refused as such
+        assert (await health(wrong)).status_code == 401
     c = None
     with pytest.raises(Exception):  # noqa: B017 - the socket is refused at once
-        c = await Client.open(server)
+        c = await Client.open(server, token="not-a-token-of-ours")
         await c.until(lambda f: False, timeout=5)
     assert c is None or any(f.get("code") == "too_many_attempts" for f in c.seen)
+    ok = await Client.open(server, token=alice)
+    await ok.attach(None)
+    assert ok.session_id is not None
+    logs = server.logs()
+    assert logs.count("event=refused reason=token given=yes client=127.0.0.1 via=http") == 30
+    assert logs.count("event=throttled client=127.0.0.1 via=http failures=30") == 1
+    assert logs.count("event=refused") == 30  # the refused guesses after it: not one line each

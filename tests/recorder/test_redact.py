@@ -7,7 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.recorder.redact import MASK, Redactor
+from xclaw.teams import new_token
 
 KEY = "sk-ant-0123456789"
 ODD = 'pa"ss\\word-9'
@@ -117,3 +119,71 @@ def test_whole_texts_with_few_and_many_secrets() -> None:
         assert r.text(f"x {last} y {last}") == f"x {MASK} y {MASK}"
         assert r.text("x secret-number-999 y") == "x secret-number-999 y"
     assert Redactor().text("anything at all") == "anything at all"
+
+
+def test_every_token_xclaw_issues_is_masked_by_its_form_though_nobody_told_it() -> None:
+    """A user's token is known to the server only by its hash, another server's not at all:
+    their form is enough, whole, cut, quoted, in data and in ids."""
+    member, server = new_token(), issue_token(SERVER_TOKEN_PREFIX)
+    for r in (Redactor(), Redactor([KEY])):
+        for token in (member, server, member[:30]):
+            assert r.text(f"use {token}, now") == f"use {MASK}, now"
+            assert r.text(json.dumps({"t": token})) == json.dumps({"t": MASK})
+            assert r({"k": [f"a {token}"], token: 1}) == {"k": [f"a {MASK}"], MASK: 1}
+            assert token not in r.ident(token) and r.ident(token).startswith("redacted_")
+        assert r.text(f"{member}{server}") == MASK  # one run of token characters
+        # Shorter than the form, or not a prefix of ours: left alone.
+        for plain in ("xcu_short", "the xcs_ prefix", "abc_" + "a" * 40, "XCU_" + "a" * 40):
+            assert r.text(plain) == plain
+    assert Redactor([KEY]).text(f"{KEY} {member}") == f"{MASK} {MASK}"
+
+
+def test_an_issued_token_split_at_every_position_never_leaves_whole() -> None:
+    r = Redactor([KEY])
+    token = new_token()
+    text = f"my token is {token}, see {KEY}x"
+    for cut in range(len(text) + 1):
+        out = stream_of(r, [text[:cut], text[cut:]])
+        assert "".join(out) == f"my token is {MASK}, see {MASK}x" == r.text(text)
+        assert not any(token[:24] in piece for piece in out)
+    out = stream_of(r, list(text))  # one character per delta
+    assert "".join(out) == r.text(text)
+    assert max(map(len, out)) <= len(MASK) + 1 and not any(token[:24] in p for p in out)
+    # At the end of the stream: a token running to the end is masked, a prefix alone is not.
+    assert "".join(stream_of(r, ["end: ", token[:10], token[10:]])) == f"end: {MASK}"
+    assert "".join(stream_of(r, ["end: xc", "u_abc"])) == "end: xcu_abc"
+
+
+def test_a_long_run_after_a_prefix_is_swallowed_as_it_comes() -> None:
+    """Once the form is met the mask goes out; the run's characters that follow are dropped
+    as they arrive (nothing held grows with them)."""
+    s = Redactor().stream()
+    assert s.feed("ok xcu_" + "a" * 19) == "ok "
+    assert s.feed("b") == MASK
+    assert all(s.feed("c" * 1000) == "" for _ in range(100))
+    assert s.feed("d. done") == ". done"
+    assert s.flush() == ""
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    secrets=st.lists(st.text("xcu_s-", min_size=6, max_size=9), max_size=3),
+    text=st.text("xcus_a- ", max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+)
+def test_with_tokens_too_the_joined_stream_is_the_redacted_whole(
+    secrets: list[str], text: str, cuts: list[int]
+) -> None:
+    """Secrets made of the tokens' own characters, texts dense with their prefixes: the
+    deltas still join to exactly what redacting the whole gives, at every moment a beginning
+    of it."""
+    r = Redactor(secrets)
+    points = sorted({min(c, len(text)) for c in cuts})
+    chunks = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    out = stream_of(r, chunks)
+    whole = r.text(text)
+    assert "".join(out) == whole
+    sent = ""
+    for piece in out:
+        sent += piece
+        assert whole.startswith(sent)

@@ -5,7 +5,9 @@ database file, its WAL, the server's logs, the frames, the API answers and the e
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -14,8 +16,19 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, write_script
+from xclaw.cli.redaction import RedactLogs
 from xclaw.config import load_settings
-from xclaw.credentials import child_env, is_secret_name, known_secrets, url_passwords
+from xclaw.credentials import (
+    SERVER_TOKEN_PREFIX,
+    child_env,
+    is_secret_name,
+    issue_token,
+    known_secrets,
+    url_passwords,
+)
+from xclaw.gateway.server import KeyValueFormatter, RedactToken
+from xclaw.recorder.redact import Redactor
+from xclaw.teams import new_token
 
 pytestmark = pytest.mark.slow
 
@@ -257,3 +270,29 @@ def test_common_credential_names_beyond_keys_and_tokens() -> None:
         assert not is_secret_name(name), name
     env = child_env({n: "value-123456" for n in secret} | {"PATH": "/usr/bin"}, {})
     assert env == {"PATH": "/usr/bin"}
+
+
+def test_issued_tokens_stay_out_of_the_logs_by_their_form() -> None:
+    """The server's log filter and the commands' (`xclaw run`, `replay`) mask a token of the
+    issued form that nobody told them of, in the message and in a traceback."""
+    own = issue_token(SERVER_TOKEN_PREFIX)
+    member, other = new_token(), issue_token(SERVER_TOKEN_PREFIX)
+    for log_filter in (RedactToken(own, Redactor([own])), RedactLogs(Redactor())):
+        out = io.StringIO()
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(KeyValueFormatter())
+        handler.addFilter(log_filter)
+        log = logging.getLogger(f"test.issued.{type(log_filter).__name__}")
+        log.propagate = False
+        log.addHandler(handler)
+        try:
+            log.warning("event=x member=%s other=%s", member, other)
+            try:
+                raise ValueError(f"bad token {member}")
+            except ValueError:
+                log.exception("event=failed")
+        finally:
+            log.removeHandler(handler)
+        text = out.getvalue()
+        assert "[REDACTED]" in text and "ValueError" in text
+        assert member not in text and other not in text and member[:24] not in text

@@ -1,12 +1,14 @@
 """Every field a model, a tool or a user can fill, filled with a credential, and every route
 out of xclaw searched for it.
 
-A scripted (prompt-injected) model puts the secret in the session's first message (its
-title), in tool names (one unknown tool is named after it, so "unknown tool X" echoes it),
-tool inputs and outputs, errors, thinking, a sub-agent's task and tool names, a file name and
-a file's contents in the workspace, a provider error, and streams it split across deltas at
-every position (`chunks`, docs/scripted-model.md). The owner then names a session after it
-(`/title`, `/fork`, the API). Then: no database row (and no byte of the SQLite file or its
+The secrets: two credentials the server is told of, and two tokens of the form xclaw issues
+that it is not told of (a member's, another server's). A scripted (prompt-injected) model
+puts them in the session's first message (its title), in tool names (one unknown tool is
+named after a secret, so "unknown tool X" echoes it), tool inputs and outputs, errors,
+thinking, a sub-agent's task and tool names, a file name and a file's contents in the
+workspace, a provider error, and streams them split across deltas at every position
+(`chunks`, docs/scripted-model.md). The owner then names a session after them (`/title`,
+`/fork`, the API). Then: no database row (and no byte of the SQLite file or its
 WAL), no frame two real WebSocket clients received (each frame, and the concatenation of the
 deltas), no API answer, no export, no OTLP span, no log line and no CLI output (listings,
 export, workspace diff, fsck, replay) holds it, raw or JSON-escaped.
@@ -31,12 +33,18 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, write_script, xclaw_cmd
+from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
+from xclaw.teams import new_token
 
 pytestmark = pytest.mark.slow
 
 SECRET = "corpus-key-5e1b7a93c40d"  # CORPUS_API_KEY: a credential by its name
 ODD = 'odd"pass\\word-2718'  # ODD_SECRET: JSON and repr escape its `"` and `\`
-SECRETS = (SECRET, ODD)
+# Tokens xclaw issues that this server was never told of, found by their form: a member's (the
+# server keeps only its hash) and another server's.
+MEMBER = new_token()
+FOREIGN = issue_token(SERVER_TOKEN_PREFIX)
+SECRETS = (SECRET, ODD, MEMBER, FOREIGN)
 
 
 def forms(secret: str) -> set[str]:
@@ -61,14 +69,16 @@ def every_split(secret: str) -> list[str]:
 def turns() -> list[dict[str, Any]]:
     return [
         {
-            "thinking": f"I remember the key {SECRET} and {ODD}",
-            "chunks": ["Keys: ", *every_split(SECRET), *every_split(ODD)],
+            "thinking": f"I remember the key {SECRET} and {ODD} and {MEMBER}",
+            "chunks": ["Keys: ", *every_split(SECRET), *every_split(ODD), *every_split(MEMBER)],
             "tool_calls": [
                 {"name": SECRET, "input": {"why": SECRET}},  # unknown tool named after it
                 {"name": f"tool_{SECRET}", "input": {}},
                 {
                     "name": "shell",
-                    "input": {"command": f"echo out {SECRET}; echo err {SECRET} >&2; exit 3"},
+                    "input": {
+                        "command": f"echo out {SECRET} {MEMBER}; echo err {SECRET} >&2; exit 3"
+                    },
                 },
                 {
                     "name": "write_file",
@@ -79,18 +89,23 @@ def turns() -> list[dict[str, Any]]:
                     "name": "read_file",
                     "input": {"_error": f"bad {SECRET}", "_raw_arguments": f"{{{ODD}"},
                 },
-                {"name": "spawn_agent", "input": {"task": f"sub task {SECRET}"}},
+                {"name": "spawn_agent", "input": {"task": f"sub task {SECRET} {FOREIGN}"}},
             ],
         },
-        {"chunks": ["Done: ", SECRET[:3], SECRET[3:9], SECRET[9:], " and ", ODD[:4], ODD[4:], "."]},
-        {"fail": f"provider exploded with {SECRET} {ODD}"},
+        {
+            "chunks": [
+                *("Done: ", SECRET[:3], SECRET[3:9], SECRET[9:], " and ", ODD[:4], ODD[4:]),
+                *(" and ", FOREIGN[:6], FOREIGN[6:30], FOREIGN[30:], "."),
+            ]
+        },
+        {"fail": f"provider exploded with {SECRET} {ODD} {MEMBER}"},
     ]
 
 
 SUBAGENT = {
     "turns": [
         {
-            "text": f"sub {SECRET}",
+            "text": f"sub {SECRET} {FOREIGN}",
             "tool_calls": [{"name": f"sub_{SECRET}", "input": {"k": SECRET}}],
         },
         {"text": f"sub done {SECRET}"},
@@ -211,7 +226,11 @@ async def test_no_secret_in_any_field_reaches_any_route(tmp_path: Path, otlp) ->
     try:
         c = await Client.open(server)
         await c.attach()
-        reply = await c.turn(f"please use {SECRET} and {ODD} for this", approve=True, timeout=90)
+        reply = await c.turn(
+            f"please use {SECRET} and {ODD} for this, {MEMBER} {FOREIGN} too",
+            approve=True,
+            timeout=90,
+        )
         assert reply["type"] == "reply", reply
         sid = c.session_id
         assert sid is not None
@@ -220,7 +239,7 @@ async def test_no_secret_in_any_field_reaches_any_route(tmp_path: Path, otlp) ->
         failed = await c.turn(f"again {SECRET}", approve=True, timeout=60)
         assert failed["type"] == "error", failed
         for command, answer in (
-            (f"/title name {SECRET}", "renamed"),
+            (f"/title name {SECRET} {MEMBER}", "renamed"),
             ("/steps 100", "steps"),
             ("/sessions", "notice"),
             (f"/fork s0002 f {SECRET}", "forked"),
@@ -239,7 +258,7 @@ async def test_no_secret_in_any_field_reaches_any_route(tmp_path: Path, otlp) ->
         async with httpx.AsyncClient(
             base_url=f"{server.http}/api", headers={"Authorization": f"Bearer {server.token}"}
         ) as h:
-            patched = await h.patch(f"/sessions/{sid}", json={"title": f"api {SECRET}"})
+            patched = await h.patch(f"/sessions/{sid}", json={"title": f"api {SECRET} {FOREIGN}"})
             forked = await h.post(f"/sessions/{sid}/fork", json={"stepId": "s0002", "title": ODD})
             answers = [patched, forked]
             for path in (

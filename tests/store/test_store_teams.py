@@ -36,6 +36,16 @@ def test_users_are_added_listed_found_by_token_hash_and_removed(store: Store) ->
         t.set_user_token("nobody", None)
 
 
+def test_no_user_is_made_under_a_name_the_rule_refuses(store: Store) -> None:
+    """The store holds the one name rule (xclaw.teams.check_user_name) for whoever adds a
+    user: the command line and a trusted proxy alike (tests/cli/test_user_names.py)."""
+    t = teams_of(store)
+    for name in ("admin\n", "alice\n", "Admin", "ADMIN", " alice", "a b", ""):
+        with pytest.raises(TeamError):
+            t.add_user(name, UserRole.MEMBER, None)
+    assert t.users() == []
+
+
 def test_no_token_is_stored_only_its_hash(store: Store, backend: Backend) -> None:
     token = new_token()
     teams_of(store).add_user("alice", UserRole.MEMBER, token_hash(token))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import shutil
 import signal
 import sys
@@ -24,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xclaw.branch_diff import MARKS, align, describe
+from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.demo.process import Client, Frame, ServerProcess
 from xclaw.store import open_store
 from xclaw.store.model import Step, StepStatus, StepType
@@ -63,7 +63,7 @@ class Walkthrough:
         self.home = opts.home or Path(tempfile.mkdtemp(prefix="xclaw-demo-"))
         self.home.mkdir(parents=True, exist_ok=True)
         self.db = self.home / "xclaw.db"
-        self.token = secrets.token_urlsafe(24)
+        self.token = issue_token(SERVER_TOKEN_PREFIX)  # the form xclaw's own tokens have
         self.server = ServerProcess(self.home, self._env(), self.token)
         self.stage = 0
         self.started = time.monotonic()

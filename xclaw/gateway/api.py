@@ -34,7 +34,7 @@ from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
-from xclaw.gateway.identity import SignedIn
+from xclaw.gateway.identity import Refusal, SignedIn
 from xclaw.gateway.openapi import openapi_spec
 from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
 from xclaw.teams import Actor, Identity, Need
@@ -54,6 +54,10 @@ STATUS_OF_CODE = {
     "illegal_transition": 409,
 }
 MAX_BODY_BYTES = 64_000
+SIGN_IN_REFUSED = {
+    Refusal.UNAUTHORIZED: "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)",
+    Refusal.TOO_MANY_ATTEMPTS: "too many failed sign-ins from this address; wait a minute",
+}
 
 
 def error_response(code: str, text: str) -> JSONResponse:
@@ -86,22 +90,11 @@ class ApiGuard:
                 scope, receive, send
             )
             return
-        auth = gw.auth
-        peer = request.client.host if request.client else None
-        address = auth.client_address(peer, request.headers)
-        if auth.throttle.blocked(address):
-            await error_response(
-                "too_many_attempts", "too many failed sign-ins from this address; wait a minute"
-            )(scope, receive, send)
-            return
+        peer = request.client.host if request.client else None  # the socket's (forwarded.py)
         given = token_from_request(request.headers, request.query_params)
-        signed = await auth.identify(given, peer, request.headers)
-        if signed is None:
-            auth.throttle.failed(address)
-            await error_response(
-                "unauthorized",
-                "missing or wrong access token (Authorization: Bearer TOKEN or ?token=)",
-            )(scope, receive, send)
+        signed = await gw.auth.sign_in(given, peer, request.headers, via="http")
+        if isinstance(signed, Refusal):
+            await error_response(signed.value, SIGN_IN_REFUSED[signed])(scope, receive, send)
             return
         scope.setdefault("state", {})["signed"] = signed
         await self.app(scope, receive, send)

@@ -21,6 +21,7 @@ from xclaw.config import Settings
 from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.forwarded import Addresses, ForwardedScheme
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.gateway.ws import websocket_endpoint
 from xclaw.store.base import Store, TeamStore
@@ -106,6 +107,13 @@ def create_app(
         Mount("/api", routes=api_routes(), middleware=api_middleware),
     ]
     routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Whether the page was served over https, as a listed proxy says (never who the client is).
+    teams = settings.teams
+    proxies = Addresses((*teams.trusted_proxies, *teams.client_address_from))
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(ForwardedScheme, proxies=proxies)],
+    )
     app.state.gateway = gateway
     return app

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import hmac
 import os
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.private_files import private_dir, private_file
 from xclaw.protocol import read_token, token_path
 
 
 def load_or_create_token(home: Path, configured: str | None = None) -> str:
     """XCLAW_TOKEN when set; else the token stored in $XCLAW_HOME/token; else a new one
+    (`xcs_` and 256 random bits: a form the redactor and the throttle know, xclaw/credentials.py)
     written there with mode 0600 so the next start (and `xclaw chat`) reuses it."""
     if configured:
         return configured
@@ -29,7 +30,7 @@ def load_or_create_token(home: Path, configured: str | None = None) -> str:
         private_file(path)  # a token file left readable by an older version
         return existing
     private_dir(home)
-    token = secrets.token_urlsafe(24)
+    token = issue_token(SERVER_TOKEN_PREFIX)
     # O_EXCL: two servers starting at once must not overwrite each other's token.
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

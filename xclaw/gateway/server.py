@@ -208,6 +208,10 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
             port=port,
             log_config=None,
             access_log=False,  # our own logs never carry the ?token= query
+            # The client address stays the socket's peer: uvicorn would take it from
+            # X-Forwarded-For on any loopback connection, so any local process could pass for
+            # a trusted proxy. The deployment says whose headers count (gateway/forwarded.py).
+            proxy_headers=False,
             ws_max_size=WS_MAX_SIZE,
             # Frames are small JSON: compressing each one cost more CPU than the whole step
             # (measured with bench/gateway_bench.py), and loopback/LAN links do not need it.

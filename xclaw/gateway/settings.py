@@ -32,7 +32,9 @@ def _networks(value: Any) -> Any:
 
 class TeamSettings(Section):
     """A server shared by a team (docs/teams.md): sign-on through a reverse proxy that has
-    already authenticated the person."""
+    already authenticated the person, and whom failed sign-ins are counted against behind a
+    load balancer. A proxy's headers are believed only from the addresses listed here
+    (xclaw/gateway/forwarded.py)."""
 
     # The header the proxy names the signed-in person in; trusted only from `trusted_proxies`.
     proxy_user_header: Text = "X-Forwarded-User"
@@ -40,6 +42,12 @@ class TeamSettings(Section):
     trusted_proxies: Annotated[Strings, BeforeValidator(_networks)] = ()
     # A name the proxy vouches for that is no user yet becomes a member (else: refused).
     proxy_adds_users: Flag = False
+    # Addresses (or networks) of load balancers whose client-address header names the client
+    # (failed sign-ins are counted per client, the logs name it); their sign-on header is not
+    # believed (that is `trusted_proxies`). `trusted_proxies` name the client too.
+    client_address_from: Annotated[Strings, BeforeValidator(_networks)] = ()
+    # The header such a balancer names the client in; its last address is the one used.
+    client_address_header: Text = "X-Forwarded-For"
 
 
 class GatewaySettings(Section):

@@ -23,7 +23,7 @@ from xclaw.errors import NotAttached, SessionNotFound, StepNotFound, StoreError,
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import COMMAND_NEEDS, CommandError, session_title
 from xclaw.gateway.context import Gateway
-from xclaw.gateway.identity import SignedIn
+from xclaw.gateway.identity import Refusal, SignedIn
 from xclaw.protocol import (
     PROTOCOL_VERSION,
     ApprovalFrame,
@@ -52,6 +52,16 @@ MAX_QUEUED_FRAMES = 10_000
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
 CLOSE_TOO_MANY_ATTEMPTS = 4429
+SIGN_IN_REFUSED = {
+    Refusal.UNAUTHORIZED: (
+        "missing or wrong access token (see the server's start-up banner)",
+        CLOSE_UNAUTHORIZED,
+    ),
+    Refusal.TOO_MANY_ATTEMPTS: (
+        "too many failed sign-ins from this address; wait a minute",
+        CLOSE_TOO_MANY_ATTEMPTS,
+    ),
+}
 # Typed without their argument these answer their usage line, whoever asks.
 USAGE_WHEN_BARE = ("rollback", "fork", "title")
 CLOSE_TOO_SLOW = 1013
@@ -503,41 +513,22 @@ async def websocket_endpoint(ws: WebSocket) -> None:
             CLOSE_FORBIDDEN_ORIGIN,
         )
         return
-    peer = ws.client.host if ws.client else None
-    address = gw.auth.client_address(peer, ws.headers)
-    if gw.auth.throttle.blocked(address):
-        log.warning("event=refused reason=too_many_attempts client=%s", address)
-        await _refuse(
-            ws,
-            "too_many_attempts",
-            "too many failed sign-ins from this address; wait a minute",
-            CLOSE_TOO_MANY_ATTEMPTS,
-        )
-        return
+    peer = ws.client.host if ws.client else None  # the socket's (forwarded.py)
     given = token_from_request(ws.headers, ws.query_params)
     first: str | bytes | None = None
-    signed = await gw.auth.identify(given, peer, ws.headers)
-    if signed is None and given is None:
+    if given is None and not gw.auth.proxy_names(peer, ws.headers):
         # No header, query token or proxy sign-on: the first frame must carry the token.
         try:
             first = _raw(await asyncio.wait_for(ws.receive(), FIRST_FRAME_TIMEOUT_S))
         except (TimeoutError, WebSocketDisconnect, RuntimeError):
             first = None
         given = _first_frame_token(first) if first is not None else None
-        signed = await gw.auth.identify(given, peer, ws.headers) if given else None
-    if signed is None:
-        gw.auth.throttle.failed(address)
-        # Never the token itself: only whether one was given (docs/security.md).
-        log.warning(
-            "event=refused reason=token given=%s client=%s", "yes" if given else "no", address
-        )
-        await _refuse(
-            ws,
-            "unauthorized",
-            "missing or wrong access token (see the server's start-up banner)",
-            CLOSE_UNAUTHORIZED,
-        )
+    signed = await gw.auth.sign_in(given, peer, ws.headers, via="websocket")
+    if isinstance(signed, Refusal):  # logged by sign_in, without the token
+        text, close_code = SIGN_IN_REFUSED[signed]
+        await _refuse(ws, signed.value, text, close_code)
         return
+    address = gw.auth.client_address(peer, ws.headers)
     conn = Connection(ws, gw, signed)
     user = signed.identity.user
     log.info("event=connect conn=%s client=%s user=%s", conn.id, address, user or "-")

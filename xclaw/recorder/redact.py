@@ -1,5 +1,7 @@
 """Secrets stay out of the record: API keys and configured secret values are replaced before
-anything is written to the database, the logs or a client frame.
+anything is written to the database, the logs or a client frame — and so is every token xclaw
+issues (a user's `xcu_…`, a server's `xcs_…`), known or not, found by its form: the server
+holds only a hash of a user's token, yet a message may quote it.
 
 Everything written or sent passes through here, so it is also where text that cannot be
 stored is made valid: a lone surrogate (a hostile model or tool can produce `\\ud800`, legal in
@@ -24,18 +26,29 @@ import hmac
 import json
 import re
 import secrets as _random
+import string
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from xclaw.credentials import ISSUED_TOKEN_PREFIXES, ISSUED_TOKEN_RE
 from xclaw.store.model import Session, Step
 
 MASK = "[REDACTED]"
 # Shorter values would mask ordinary words; a real credential is longer.
 MIN_SECRET_LEN = 6
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The shortest text an issued token's form matches (a prefix and 20 characters).
+_TOKEN_SHORTEST = min(map(len, ISSUED_TOKEN_PREFIXES)) + 20
+# The characters a token is made of after its prefix (base64url), and the prefixes' beginnings
+# a stream's end may hold (`x`, `xc`, `xcu`: longest first, so the earliest start is found).
+_TOKEN_CHARS = string.ascii_letters + string.digits + "_-"
+_PREFIX_STARTS = sorted(
+    {p[:i] for p in ISSUED_TOKEN_PREFIXES for i in range(1, len(p))}, key=len, reverse=True
+)
 
 
 def written_forms(secret: str) -> set[str]:
@@ -160,7 +173,7 @@ class _Compiled:
         return any(map(text.__contains__, self.values))
 
 
-_EMPTY = _Compiled((), None, 0, None)
+_EMPTY = _Compiled((), None, sys.maxsize, None)  # no secret: no text is long enough
 
 
 class Redactor:
@@ -194,8 +207,12 @@ class Redactor:
         return value in self._secrets
 
     def text(self, value: str) -> str:
+        return _issued_tokens(self._values(value))
+
+    def _values(self, value: str) -> str:
+        """`value` with the known secrets masked (and lone surrogates replaced)."""
         c = self._c
-        if len(value) < c.shortest and value.isascii():
+        if len(value) < c.shortest and len(value) < _TOKEN_SHORTEST and value.isascii():
             return value  # too short to hold a secret, and no surrogate to replace
         if not value:
             return value
@@ -254,20 +271,38 @@ class Redactor:
         return value
 
 
+def _issued_tokens(text: str) -> str:
+    """`text` with every issued token's form masked."""
+    if ISSUED_TOKEN_RE.search(text) is None:  # the common case (sre finds the `xc` fast)
+        return text
+    return ISSUED_TOKEN_RE.sub(MASK, text)
+
+
 class StreamRedactor:
     """Redacts a stream of deltas so that their concatenation is exactly `Redactor.text` of
     the whole: a delta goes out up to where a secret could still begin — a tail that is a
     proper prefix of some secret (rarely more than a character or two) is held back until
-    the next delta decides it, or `flush` at the end of the stream."""
+    the next delta decides it, or `flush` at the end of the stream. Then the same for the
+    issued tokens' form (`_TokenStream`), on what the first stage let out."""
 
-    __slots__ = ("_held", "_redactor")
+    __slots__ = ("_held", "_redactor", "_tokens")
 
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
         self._held = ""
+        self._tokens = _TokenStream()
 
     def feed(self, text: str) -> str:
         """The part of the stream so far that is safe to send (maybe "")."""
+        return self._tokens.feed(self._values(text))
+
+    def flush(self) -> str:
+        """The end of the stream: what was held back, redacted."""
+        held, self._held = self._held, ""
+        rest = self._redactor._values(held) if held else ""
+        return self._tokens.feed(rest) + self._tokens.flush()
+
+    def _values(self, text: str) -> str:
         c = self._redactor._c
         if not text.isascii():
             text = _LONE_SURROGATE.sub("\ufffd", text)
@@ -294,7 +329,54 @@ class StreamRedactor:
         self._held = buf[hold:]
         return out + buf[pos:hold]
 
+
+class _TokenStream:
+    """The issued tokens' form in a stream. A token runs for as long as its characters do, so
+    its end is known only when another character (or the end of the stream) comes: a tail
+    that may still begin one is held (a prefix's beginning, or a prefix and fewer than 20
+    characters: at most 23); once the form is met, the mask goes out at once and the rest of
+    the token's characters are swallowed as they come."""
+
+    __slots__ = ("_inside", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._inside = False  # within a token already masked
+
+    def feed(self, text: str) -> str:
+        if self._inside:
+            run = len(text) - len(text.lstrip(_TOKEN_CHARS))
+            if run == len(text):
+                return ""
+            self._inside, text = False, text[run:]
+        buf = self._pending + text if self._pending else text
+        self._pending = ""
+        if buf[-1:] != "x" and "xc" not in buf:  # no prefix can begin here: the common case
+            return buf
+        tail = _token_tail(buf)
+        out = _issued_tokens(buf[:tail])
+        rest = buf[tail:]
+        if rest and ISSUED_TOKEN_RE.fullmatch(rest):
+            self._inside = True
+            return out + MASK
+        self._pending = rest
+        return out
+
     def flush(self) -> str:
-        """The end of the stream: what was held back, redacted."""
-        held, self._held = self._held, ""
-        return self._redactor.text(held) if held else ""
+        pending, self._pending = self._pending, ""
+        self._inside = False
+        return pending  # less than the form: no token
+
+
+def _token_tail(buf: str) -> int:
+    """Where the tail of `buf` that may still be or become an issued token begins (len(buf)
+    when none): the earliest prefix within the last run of token characters, else the
+    beginning of a prefix at the very end."""
+    run = len(buf.rstrip(_TOKEN_CHARS))
+    starts = [i for i in (buf.find(p, run) for p in ISSUED_TOKEN_PREFIXES) if i >= 0]
+    if starts:
+        return min(starts)
+    for start in _PREFIX_STARTS:
+        if buf.endswith(start):
+            return len(buf) - len(start)
+    return len(buf)

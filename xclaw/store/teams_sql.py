@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from xclaw.errors import SessionNotFound
 from xclaw.store.model import Session
 from xclaw.store.rows import SESSION_COLS, load_json, row_to_session
-from xclaw.teams import ShareRole, TeamError, UserRole
+from xclaw.teams import ShareRole, TeamError, UserRole, check_user_name
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -120,6 +120,7 @@ class TeamMethods:
 
     # --- users ------------------------------------------------------------------------------
     def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
+        check_user_name(name)  # the one rule, whoever makes the user
         d = self._dialect
 
         def tx(conn: Any) -> User:
