@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,7 +36,8 @@ from tests.store.conftest import PostgresBackend, postgres_url
 pytestmark = pytest.mark.slow
 
 # What the owner writes the session with, per kind of frame fired: what gives the frame
-# something to act on (an approval waiting, a run to cancel, a finished turn to rewind).
+# something to act on (an approval waiting, a run to cancel, a finished turn to rewind; the
+# attacker's messages meet a run the owner must still be able to answer).
 OWNER_TEXT = {
     "share": "hello",
     "steps": "hello",
@@ -47,8 +47,10 @@ OWNER_TEXT = {
     "fork": "hello",
     "title": "hello",
     "compact": "hello",
-    "message": "hello",
+    "message": "write f",
 }
+# Kinds whose try ends with the owner answering their own approval.
+OWNER_APPROVES = ("approval", "message")
 KINDS = tuple(OWNER_TEXT)
 TRIES = int(os.environ.get("XCLAW_TEST_PENDING_TRIES", "3"))
 FIRE_EVERY_S = 0.002
@@ -59,7 +61,10 @@ FIRE_AFTER_S = 0.3
 
 def attack_frames(kind: str, sid: str, attacker: str) -> list[dict[str, Any]]:
     """The frames fired, in turn, for one kind (approvals: each step id one might be)."""
-    msg = lambda text: {"type": "message", "sessionId": sid, "content": text}  # noqa: E731
+
+    def msg(text: str) -> dict[str, Any]:
+        return {"type": "message", "sessionId": sid, "content": text}
+
     return {
         "share": [msg(f"/share {attacker} collaborator")],
         "steps": [msg("/steps")],
@@ -85,13 +90,24 @@ PENDING_NOTICES = (
 )
 
 
-def leaked(frames: list[dict[str, Any]], sid: str) -> list[dict[str, Any]]:
-    """Frames the loser's socket got that an id nobody has would not give."""
+def leaked(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Frames the loser's socket got that an id nobody has would not give. Before the
+    session is written: the answers about a session with nothing in it; from the first
+    `unknown_session` on (it is written, and someone else's), nothing but that."""
     out = []
+    refused = False
     for f in frames:
         kind = f.get("type")
-        if kind in ("session", "status"):
-            if kind == "session" and not f.get("created"):
+        if refused and kind != "pong" and f.get("code") != "unknown_session":
+            out.append(f)
+            continue
+        refused = refused or f.get("code") == "unknown_session"
+        if kind in ("session", "status"):  # its own attach: a new session, nothing running
+            if (
+                f.get("busy")
+                or f.get("status") != "Init"
+                or (kind == "session") != bool(f.get("created"))
+            ):
                 out.append(f)
             continue
         if kind == "history":
@@ -183,7 +199,8 @@ async def run_try(
     assert m.seen[0]["created"] and a.seen[0]["created"]
     attacker = Attacker(m, attack_frames(t.kind, t.sid, t.attacker))
     reader = asyncio.create_task(attacker.read())
-    wanted = {"approval": "approval_request", "cancel": "status"}.get(t.kind, "reply")
+    wanted = {"approval": "approval_request", "message": "approval_request", "cancel": "status"}
+    wanted = wanted.get(t.kind, "reply")
 
     def outcome(f: dict[str, Any]) -> bool:
         return f.get("type") in (wanted, "error") and (
@@ -202,15 +219,22 @@ async def run_try(
     t.fired = attacker.fired
     t.attacker_frames = attacker.got
     owner_won = first.get("type") != "error"
-    # The owner ends what they started (an approval answered, a slow run cancelled).
-    if owner_won and t.kind == "approval":
+    # The owner ends what they started, and still can: their approval answered by them, their
+    # slow run cancelled by them.
+    kept: list[str] = []
+    if owner_won and t.kind in OWNER_APPROVES:
         await a.send(
             {"type": "approval", "sessionId": t.sid, "stepId": first["stepId"], "approve": True}
         )
-        await a.until(lambda f: f.get("type") in ("reply", "error"), timeout=30)
+        ended = await a.until(lambda f: f.get("type") in ("reply", "error"), timeout=30)
+        if ended != {"type": "reply", "content": "done", "sessionId": t.sid}:
+            kept.append(f"the owner's approval: {ended}")
     if owner_won and t.kind == "cancel":
         await a.send({"type": "cancel", "sessionId": t.sid})
-        await a.until(lambda f: f.get("type") == "notice" and "[cancel]" in f["content"])
+        said = await a.until(lambda f: f.get("type") == "notice" and "[cancel]" in f["content"])
+        if "nothing is running" in said["content"]:
+            kept.append("the owner's run was cancelled before the owner cancelled it")
+    kept += [f"the owner was told {f['content']!r}" for f in a.seen if "[lease]" in str(f)]
     t.owner_frames = a.seen
     await m.close()
     await a.close()
@@ -226,7 +250,7 @@ async def run_try(
             loser_frames=a.seen,
             fired_by=t.attacker,
         )
-    return check(
+    return kept + check(
         owner_server,
         admin,
         tokens,
@@ -275,7 +299,7 @@ def check(
             got.append(f"fork {s['sessionId']}")
     if admin_get(server, f"/sessions/{sid}", tokens[loser]).status_code != 404:
         got.append("a part in it")
-    for f in leaked(loser_frames, sid):
+    for f in leaked(loser_frames):
         got.append(f"told {json.dumps(f)[:160]}")
     return got
 
@@ -390,7 +414,6 @@ async def test_two_workers_the_attacker_on_one_the_owner_on_the_other(
 ) -> None:
     a, b, pg = two_workers
     tokens = pg_users(pg, tmp_path, "alice", "mallory")
-    tag = "pg" + secrets.token_hex(2)
     await race(
-        b, a, TOKEN, tokens, owner="alice", attacker="mallory", tries=max(1, TRIES // 2), tag=tag
+        b, a, TOKEN, tokens, owner="alice", attacker="mallory", tries=max(1, TRIES // 2), tag="pg"
     )
