@@ -77,6 +77,24 @@ async def test_each_user_sees_only_their_own_sessions(team: Server, tokens: dict
     await b.close()
 
 
+async def test_a_members_new_session_tells_them_everything_its_first_message_does(
+    team: Server, tokens: dict[str, str]
+) -> None:
+    """Frames of a session nobody has written are held back from a member's socket until it
+    is written as theirs; then every one goes out, the title it got from the first message
+    included (none kept back: docs/teams.md, how a new id is decided)."""
+    c = await Client.open(team, token=tokens["carol"])
+    await c.attach("carol-chose-this-id")
+    await c.send({"type": "message", "sessionId": c.session_id, "content": "hello there"})
+    await c.until_type("reply", timeout=30)
+    if not c.of_type("renamed"):  # it comes before the reply; waited for, to say so if not
+        await c.until_type("renamed", timeout=5)
+    assert [f["title"] for f in c.of_type("renamed")] == ["hello there"]
+    steps = [f["step"]["type"] for f in c.of_type("step")]
+    assert steps[0] == "user_input", steps
+    await c.close()
+
+
 async def test_a_viewer_reads_and_follows_but_cannot_act(
     team: Server, tokens: dict[str, str]
 ) -> None:

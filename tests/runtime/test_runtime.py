@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from tests.runtime.harness import sh
-from xclaw.errors import SessionBusy, StepNotFound
+from xclaw.errors import SessionBusy, SessionNotFound, StepNotFound
+from xclaw.store.base import teams_of
 from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
+from xclaw.teams import Actor, Identity, UserRole
+
+
+def member(name: str) -> Actor:
+    return Actor(Identity(name, UserRole.MEMBER), "websocket")
 
 
 async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) -> None:
@@ -112,6 +119,39 @@ async def test_one_driver_per_session(make) -> None:
         await h.runtime.rollback(sid, "s0001")
     await h.runtime.wait_idle(sid)
     assert len([s for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]) == 1
+
+
+async def test_two_first_messages_at_once_leave_one_driver_holding_its_place(make) -> None:
+    """Two people send the first message to one new id at the same moment (a client-chosen
+    id): one writes it; the other is refused and takes nothing with it — before, its refusal
+    unclaimed the place the winner's run held, so the winner's approval was no longer found
+    and a later message started a second driver."""
+    h = make(
+        [{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask"
+    )
+    teams = teams_of(h.store)
+    for name in ("alice", "bob"):
+        teams.add_user(name, UserRole.MEMBER, None)
+    sid = "cli"
+    h.runtime.subscribe(sid, h.frames.append)
+    sent = await asyncio.gather(
+        *(
+            h.runtime.send(sid, f"make it, {name}", create=True, actor=member(name))
+            for name in ("alice", "bob")
+        ),
+        return_exceptions=True,
+    )
+    refused = [r for r in sent if isinstance(r, BaseException)]
+    assert len(refused) == 1 and isinstance(refused[0], SessionBusy | SessionNotFound), sent
+    winner = teams.session_owner(sid)
+    assert winner in ("alice", "bob")
+    req = await h.first("approval_request")
+    assert h.runtime.runs.get(sid) is not None  # the winner's run holds its place
+    h.runtime.answer_approval(sid, req["stepId"], True)
+    await h.runtime.wait_idle(sid)
+    assert h.of("reply")[-1]["content"] == "made it"
+    users = [s.output_data for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]
+    assert [u["by"]["user"] for u in users] == [winner]
 
 
 async def test_llm_failure_fails_the_session_which_can_continue_later(make) -> None:

@@ -22,6 +22,7 @@ from websockets.asyncio.client import connect
 
 from tests.gateway.harness import Client, Server
 from tests.gateway.teams_harness import add_user, team_server, xclaw
+from tests.security.existence_probe import KINDS, probe_pairs
 from xclaw.config import Settings
 from xclaw.gateway.app import create_app
 from xclaw.gateway.identity import Authenticator
@@ -176,6 +177,23 @@ async def test_an_id_taken_by_another_cannot_be_started_or_joined(
     assert "mallory" not in xclaw(server, "steps", victim.done, "--json").stdout
     assert victim.record() == before
     await m.close()
+
+
+async def test_another_users_session_is_refused_as_fast_as_an_unknown_id(
+    server: Server, tokens: dict[str, str], victim: Victim
+) -> None:
+    """Existence by timing: `message`, `approval` and `cancel` naming her session and naming
+    an id nobody has take one lookup (existence and part together), the same path, the same
+    time. Before, hers took a second lookup: ~50-100 µs slower, told apart from one probe in
+    65-95 % of tries (bench/existence_bench.py gives the figures)."""
+    async with connect(
+        server.ws_url, additional_headers={"Authorization": f"Bearer {tokens['mallory']}"}
+    ) as ws:
+        for kind in KINDS:
+            t = await probe_pairs(ws, victim.done, kind, pairs=1000)
+            seen = (kind, t.medians, t.paired_difference_us, t.accuracy())
+            assert abs(t.paired_difference_us) < 20, seen
+            assert t.accuracy() < 0.6, seen
 
 
 def _app_routes(tmp: Path) -> list[tuple[str, str, bool]]:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.store.builders import user
 from tests.store.conftest import Backend
-from xclaw.errors import SessionNotFound
+from xclaw.errors import Forbidden, SessionNotFound
 from xclaw.store.base import Store, teams_of
 from xclaw.teams import ShareRole, TeamError, UserRole, new_token, token_hash
 
@@ -150,3 +150,69 @@ def test_sessions_of_orders_and_limits_like_list_sessions(store: Store) -> None:
     mine = [s.session_id for s in t.sessions_of("alice")]
     assert mine == [s.session_id for s in store.list_sessions()]
     assert [s.session_id for s in t.sessions_of("alice", limit=2)] == mine[:2]
+
+
+def test_existence_and_part_are_one_lookup(store: Store) -> None:
+    """What the gateway decides a frame by: whether the session exists and the user's part,
+    the same query for another's session as for an id nobody has."""
+    t = teams_of(store)
+    t.add_user("alice", UserRole.MEMBER, None)
+    t.add_user("bob", UserRole.MEMBER, None)
+    a = store.create_session().session_id
+    t.claim_session(a, "alice")
+    assert t.session_part(a, "alice") == (True, ShareRole.OWNER)
+    assert t.session_part(a, "bob") == (True, None)
+    assert t.session_part("nobody-has-this", "bob") == (False, None)
+    t.share_session(a, "bob", ShareRole.VIEWER, by="alice")
+    assert t.session_part(a, "bob") == (True, ShareRole.VIEWER)
+
+
+def test_a_new_session_is_written_and_owned_in_one_transaction(store: Store) -> None:
+    """create_session_as: an id nobody has becomes the writer's; one already written is
+    refused as unknown to a member with no part that lets them act, nothing written."""
+    t = teams_of(store)
+    for name in ("alice", "bob", "carol"):
+        t.add_user(name, UserRole.MEMBER, None)
+    made = t.create_session_as("cli", "alice", title="hers", member=True)
+    assert made is not None and made.title == "hers"
+    assert t.session_owner("cli") == "alice"
+    assert t.create_session_as("cli", "alice", member=True) is None  # hers already
+    with pytest.raises(SessionNotFound):
+        t.create_session_as("cli", "bob", title="his", member=True)
+    t.share_session("cli", "carol", ShareRole.VIEWER, by="alice")
+    with pytest.raises(SessionNotFound):  # a viewer may not write it either
+        t.create_session_as("cli", "carol", member=True)
+    t.share_session("cli", "carol", ShareRole.COLLABORATOR, by="alice")
+    assert t.create_session_as("cli", "carol", member=True) is None
+    assert t.create_session_as("cli", "boss", member=False) is None  # an admin's: any
+    assert store.get_session("cli").title == "hers" and t.session_owner("cli") == "alice"
+    admins = t.create_session_as("admins-own", None, member=False)
+    assert admins is not None and t.session_owner("admins-own") is None
+
+
+def test_sharing_needs_the_owners_part_in_the_shares_own_transaction(store: Store) -> None:
+    """Whoever shares (`by`) is checked where the share is written: the owner, an admin
+    user or the server's token (None) may; anyone else is refused, nothing written."""
+    t = teams_of(store)
+    for name in ("alice", "bob", "carol"):
+        t.add_user(name, UserRole.MEMBER, None)
+    t.add_user("boss", UserRole.ADMIN, None)
+    a = store.create_session().session_id
+    t.claim_session(a, "alice")
+    t.share_session(a, "bob", ShareRole.COLLABORATOR, by="alice")
+    with pytest.raises(Forbidden):  # a collaborator may not share on
+        t.share_session(a, "carol", ShareRole.VIEWER, by="bob")
+    with pytest.raises(Forbidden):
+        t.unshare_session(a, "bob", by="bob")
+    with pytest.raises(SessionNotFound):  # no part: as for an id nobody has
+        t.share_session(a, "carol", ShareRole.COLLABORATOR, by="carol")
+    with pytest.raises(SessionNotFound):
+        t.share_session(a, "carol", ShareRole.COLLABORATOR, by="gone")
+    assert t.session_role(a, "carol") is None
+    assert t.share_session(a, "carol", ShareRole.VIEWER, by="boss") is None
+    assert t.unshare_session(a, "carol", by=None) is True
+    assert [(x.kind, x.user) for x in t.session_actions(a)] == [
+        ("share", "alice"),
+        ("share", "boss"),
+        ("unshare", None),
+    ]

@@ -10,6 +10,10 @@ A member's part in a session is read from the database and kept for at most `CAC
 share taken away stops working on every worker within a second (open sockets are detached
 by `Gateway.watch`). Only a part found is kept; "none" is asked again every time, so a
 session a member has just created is theirs at once.
+
+Where existence matters too (a WebSocket frame naming a session, a socket's new session that
+someone may have written since), `lookup` answers both in one query: another's session and an
+id nobody has take the same path and the same time, so the answer's timing says nothing.
 """
 
 from __future__ import annotations
@@ -59,6 +63,30 @@ class SessionAccess:
                 self._roles.clear()
             self._roles[key] = (now + CACHE_S, role)
         return role
+
+    async def lookup(
+        self, who: Identity, session_id: str, *, fresh: bool = False
+    ) -> tuple[bool, ShareRole | None]:
+        """Whether the session exists and the person's part in it (an admin: owner of every
+        one that exists), in one lookup; `fresh`: from the database, not the cache (what a
+        socket's new session is decided by, at the moment it acts)."""
+        user = who.user
+        if not fresh and not who.admin and user is not None:
+            hit = self._roles.get((session_id, user))
+            if hit is not None and hit[0] > self._clock():
+                return True, hit[1]
+        if self._teams is None:
+            found = await asyncio.to_thread(self._store.find_session, session_id)
+            return found is not None, ShareRole.OWNER if found and who.admin else None
+        exists, role = await asyncio.to_thread(self._teams.session_part, session_id, user or "")
+        if who.admin:
+            return exists, ShareRole.OWNER if exists else None
+        if user is not None:
+            if role is None:
+                self._roles.pop((session_id, user), None)
+            else:
+                self.remember(who, session_id, role)
+        return exists, role
 
     def remember(self, who: Identity, session_id: str, role: ShareRole) -> None:
         """A part just read by someone else (the watch's one query for every socket)."""

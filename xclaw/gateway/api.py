@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.errors import BadRequest, BadStep, XclawError
+from xclaw.errors import BadRequest, BadStep, StoreError, XclawError
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
@@ -238,12 +238,17 @@ async def create_session(request: Request, gw: Gateway) -> Response:
     title = _str_field(await _body(request), "title", required=False) or ""
     title = gw.runtime.title_of(session_title(title))
     fresh, _ = await gw.runtime.peek(None)
-    created = await asyncio.to_thread(
-        gw.store.create_session, session_id=fresh.session_id, title=title
-    )
-    user = identity(request).user
-    if user is not None and gw.teams is not None:
-        await asyncio.to_thread(gw.teams.claim_session, created.session_id, user)
+    who = identity(request)
+    if gw.teams is not None:  # written and made theirs in one transaction
+        created = await asyncio.to_thread(
+            gw.teams.create_session_as, fresh.session_id, who.user, title=title, member=False
+        )
+    else:
+        created = await asyncio.to_thread(
+            gw.store.create_session, session_id=fresh.session_id, title=title
+        )
+    if created is None:  # 128 random bits taken: never seen, but no other's session is given
+        raise StoreError(f"a session with id {fresh.session_id!r} already exists")
     return _json(gw, session_json(created, busy=False), status_code=201)
 
 

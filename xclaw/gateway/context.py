@@ -139,20 +139,19 @@ class Gateway:
             if who.admin or sid is None:
                 continue
             if pending:
-                # Nobody's yet, the socket's own to start; written since by someone else, it
-                # is lost to it (its frames were held back meanwhile: ws.py).
-                if await asyncio.to_thread(self.store.find_session, sid) is None:
+                # Nobody's until written (its frames are held back meanwhile: ws.py); then
+                # only its writer's: kept if that is them, lost to it if someone else.
+                exists, role = await self.access.lookup(who, sid, fresh=True)
+                if not exists:
                     continue
             elif (sid, user.name) in roles:
                 self.access.remember(who, sid, roles[(sid, user.name)])
                 continue
-            # Asked once more before acting: a share given since the query above, or their
-            # own session (another socket of theirs wrote it).
+            else:
+                # Asked once more before acting: a share given since the query above.
+                role = await self.access.role(who, sid)
             if conn.session_id != sid or conn.pending != pending:
-                continue
-            role = await self.access.role(who, sid)
-            if conn.session_id != sid:
-                continue
+                continue  # it moved on meanwhile (its own frame decided it)
             if role is None:
                 conn.lose_session()
             elif conn.pending:

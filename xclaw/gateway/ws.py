@@ -19,7 +19,14 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from xclaw.errors import NotAttached, SessionNotFound, StepNotFound, StoreError, XclawError
+from xclaw.errors import (
+    NotAttached,
+    SessionBusy,
+    SessionNotFound,
+    StepNotFound,
+    StoreError,
+    XclawError,
+)
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import COMMAND_NEEDS, CommandError, session_title
 from xclaw.gateway.context import Gateway
@@ -64,6 +71,10 @@ SIGN_IN_REFUSED = {
 }
 # Typed without their argument these answer their usage line, whoever asks.
 USAGE_WHEN_BARE = ("rollback", "fork", "title")
+# What these answer on a new session nobody has written yet (docs/protocol.md), without
+# touching the record: there is nothing in it to list, rewind or branch from.
+NO_STEPS_YET = "No steps yet: this session starts with your first message."
+NOTHING_YET = ("steps", "rollback", "fork")
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)
@@ -129,11 +140,14 @@ class Connection:
         self.signed = signed
         self.id = next(_ids)
         self.session_id: str | None = None
-        # The attached session is a new one nobody has written yet: the socket's own to
-        # start (its first message writes it, as this person's).
+        # The attached session is a new one nobody had written when it attached. It is
+        # nobody's until written, then only its writer's: every frame decides it from the
+        # record at the moment it acts (`_need`), and only a write that claims it in its own
+        # transaction (a first message, /title) may write it.
         self._pending = False
-        # A member's frames of such a session, held until it is written as theirs: under an
-        # id a client chose, someone else may write it first, and then none may reach here.
+        # A member's frames of such a session (the runtime's, the hub's), held until it is
+        # written as theirs: under an id a client chose, someone else may write it first,
+        # and then none may reach here.
         self._quarantine: list[dict[str, Any]] = []
         self._unsubscribe: Any = None
         # Frames are serialised when queued, so what is counted is what is held. A plain
@@ -161,14 +175,12 @@ class Connection:
         else:
             self._queue(frame)
 
-    def _written(self, ours: bool) -> None:
-        """The pending session is written now: as this person's (its held frames go out), or
-        by someone else (they are dropped)."""
+    def _written(self) -> None:
+        """The pending session is written now, as this person's: its held frames go out."""
         self._pending = False
         held, self._quarantine = self._quarantine, []
-        if ours:
-            for frame in held:
-                self._queue(frame)
+        for frame in held:
+            self._queue(frame)
 
     def _from_hub(self, frame: dict[str, Any]) -> None:
         """The sink given to the hub (frames the gateway made for every socket of a session,
@@ -242,21 +254,24 @@ class Connection:
         )
         self._closing_with(CLOSE_UNAUTHORIZED, "unauthorized")
 
-    def lose_session(self) -> None:
-        """Their part in the attached session was taken away: detached, told as for an id
-        that does not exist."""
+    def lose_session(self, *, tell: bool = True) -> None:
+        """Their part in the attached session was taken away, or its new session was written
+        by someone else: detached (what was held back of it dropped), told as for an id that
+        does not exist (`tell`: here; else by the frame that found out)."""
         sid = self.session_id
         if sid is None:
             return
         log.info("event=access_lost conn=%s session=%s", self.id, sid)
-        self._written(ours=False)
+        self._pending = False
+        self._quarantine = []
         self.detach()
         self.session_id = None
-        self.push(error_frame(SessionNotFound(sid).message, "unknown_session", sid))
+        if tell:
+            self.push(error_frame(SessionNotFound(sid).message, "unknown_session", sid))
 
     def keep_session(self) -> None:
         """Another socket of this person wrote the new session: its held frames go out."""
-        self._written(ours=True)
+        self._written()
 
     def _closing_with(self, code: int, reason: str) -> None:
         if not self._closing:
@@ -301,21 +316,24 @@ class Connection:
                 history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
             held, self._held = self._held, None
-        attached = session_frame(session, created=created, busy=rt.is_busy(sid))
+        # A new session nobody had written: whatever runs under its id is someone else's
+        # first message (frames of it are held back, below), not this socket's to be told.
+        hidden = created and not self.signed.identity.admin
+        attached = session_frame(session, created=created, busy=rt.is_busy(sid) and not hidden)
         if self.signed.identity.user is not None:
             attached["user"] = self.signed.identity.user  # whom the client is signed in as
         self.push(attached)
         self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
         for frame in held:
-            self._queue(frame)
+            self._from_runtime(frame)
         for frame in rt.pending_approval_frames(sid):
             if frame not in held:
-                self.push(frame)
+                self._from_hub(frame)
         current = session
         if not created:
             await rt.resume_if_needed(sid)
             current = await asyncio.to_thread(self.gw.store.get_session, sid)
-        busy = rt.is_busy(sid)
+        busy = rt.is_busy(sid) and not hidden
         self.push({**rt.status_frame(current, busy=busy), "sessionId": sid, "busy": busy})
         log.info(
             "event=attach conn=%s session=%s created=%s status=%s",
@@ -338,20 +356,35 @@ class Connection:
                 "this socket is not attached to a session: "
                 'send {"type":"reconnect","sessionId":ID} first'
             )
-        found = await asyncio.to_thread(self.gw.store.find_session, requested)
-        if found is None:
+        # Existence and the person's part in one lookup: another's session answers as an id
+        # nobody has, by the same path in the same time.
+        _, role = await self.gw.access.lookup(self.signed.identity, requested)
+        if role is None:
             raise SessionNotFound(requested)
-        await self.gw.access.require(self.signed.identity, requested, Need.READ)
         if attach:
             return await self.attach(requested)
         return requested
 
-    async def _need(self, sid: str, need: Need) -> None:
-        """What this person must be to `sid` to do this (a new session of this socket,
-        not written yet, is theirs)."""
+    async def _need(self, sid: str, need: Need) -> bool:
+        """Refuse unless this person may do `need` to `sid`. True: `sid` is this socket's new
+        session and nobody has written it yet, read from the record now — the frame then
+        does nothing to it, or writes it as theirs in the transaction that creates it. Written
+        since, it is decided as any session: theirs (another socket of theirs wrote it), or
+        not (the socket is detached, and answered as for an id nobody has). The last await
+        before the frame acts: approvals and cancels act with no await after it."""
+        who = self.signed.identity
         if sid == self.session_id and self._pending:
-            return
-        await self.gw.access.require(self.signed.identity, sid, need)
+            exists, role = await self.gw.access.lookup(who, sid, fresh=True)
+            if sid != self.session_id or not self._pending:
+                return await self._need(sid, need)  # the watch decided it meanwhile
+            if not exists:
+                return True
+            if role is None:
+                self.lose_session(tell=False)
+                raise SessionNotFound(sid)
+            self._written()
+        await self.gw.access.require(who, sid, need)
+        return False
 
     def actor(self, client: str | None = None) -> Actor:
         return Actor(self.signed.identity, "websocket", client)
@@ -366,11 +399,8 @@ class Connection:
             # Named: written now, as /title writes a session nothing was said to yet, so the
             # name survives the client leaving (or reconnecting) before the first message.
             fresh, _ = await self.gw.runtime.peek(None)
-            created = await asyncio.to_thread(
-                self.gw.store.create_session, session_id=fresh.session_id, title=title
-            )
-            await self._claim(created.session_id)
-            await self.attach(created.session_id)
+            await self._write_new(fresh.session_id, title)
+            await self.attach(fresh.session_id)
             return
         if len(cmd.args) != 1:
             raise CommandError(
@@ -381,28 +411,48 @@ class Connection:
         target = await self.gw.access.resolve(self.signed.identity, cmd.args[0])
         await self.attach(target.session_id)
 
-    async def _claim(self, sid: str) -> None:
-        """A session this socket wrote is its user's."""
-        user = self.signed.identity.user
-        if user is not None and self.gw.teams is not None:
-            await asyncio.to_thread(self.gw.teams.claim_session, sid, user)
-        if sid == self.session_id:
-            self._written(ours=True)
+    async def _write_new(self, sid: str, title: str = "") -> None:
+        """Write a new session as this person's, its ownership in the same transaction. An id
+        written meanwhile by someone else is refused there (SessionNotFound: this socket,
+        attached to it, is detached), nothing written; by this person, or one they may act
+        on, it is simply theirs."""
+        who, teams = self.signed.identity, self.gw.teams
+        try:
+            if teams is not None:
+                await asyncio.to_thread(
+                    teams.create_session_as, sid, who.user, title=title, member=not who.admin
+                )
+            else:  # a store without users: everything is the admin's
+                await asyncio.to_thread(self.gw.store.create_session, session_id=sid, title=title)
+        except SessionNotFound:
+            if sid == self.session_id:
+                self.lose_session(tell=False)
+            raise
+        except StoreError:
+            if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
+                raise
+        if sid == self.session_id and self._pending:
+            self._written()
 
-    async def _create_pending(self, sid: str) -> None:
-        """A session attached but never written (no message yet) is written now."""
-        if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
-            try:
-                await asyncio.to_thread(self.gw.store.create_session, session_id=sid)
-            except StoreError:  # another socket wrote it first: whose is it?
-                try:
-                    await self.gw.access.require(self.signed.identity, sid, Need.ACT)
-                except XclawError:
-                    self._written(ours=False)
-                    raise
-                self._written(ours=True)
-                return
-            await self._claim(sid)
+    async def _send(self, sid: str, text: str) -> None:
+        """A message. On this socket's new session, its first: the session is written in the
+        transaction that records it, as its sender's — refused there if someone else wrote
+        the id first (the socket is then detached, answered as for an unknown id)."""
+        pending = sid == self.session_id and self._pending
+        try:
+            await self.gw.runtime.send(sid, text, create=sid == self.session_id, actor=self.actor())
+        except (SessionNotFound, SessionBusy):
+            if not pending or sid != self.session_id or not self._pending:
+                raise
+            # Refused in the transaction, or another's first message is being written:
+            # whose is it now?
+            exists, role = await self.gw.access.lookup(self.signed.identity, sid, fresh=True)
+            if exists and role is None and sid == self.session_id:
+                self.lose_session(tell=False)
+                raise SessionNotFound(sid) from None
+            raise
+        if pending and sid == self.session_id and self._pending:
+            self._written()
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
@@ -440,34 +490,23 @@ class Connection:
             cmd = parse_command(frame.content)
             if cmd is None:
                 await self._need(sid, Need.ACT)
-                # SessionBusy -> `busy`: one driver. The session this socket is
-                # attached to is written now if this is its first message, as its sender's.
-                await rt.send(sid, frame.content, create=sid == self.session_id, actor=self.actor())
-                if sid == self.session_id:
-                    self._pending = False
+                await self._send(sid, frame.content)  # SessionBusy -> `busy`: one driver
                 return
             if cmd.name in ("switch", "new"):
                 await self._switch(sid, cmd)
                 return
             need = COMMAND_NEEDS.get(cmd.name)
+            unwritten = False
             if need is not None and (cmd.args or cmd.name not in USAGE_WHEN_BARE):
-                await self._need(sid, need)
-            if cmd.name == "title" and sid == self.session_id and cmd.rest:
-                await self._create_pending(sid)  # naming it is the first thing said to it
-            elif (
-                cmd.name in ("steps", "rollback", "fork")
-                and (cmd.name == "steps" or cmd.args)  # bare: its usage line, as elsewhere
-                and sid == self.session_id
-                and await asyncio.to_thread(self.gw.store.find_session, sid) is None
-            ):
-                self.push(
-                    {
-                        "type": "notice",
-                        "sessionId": sid,
-                        "content": "No steps yet: this session starts with your first message.",
-                    }
-                )
-                return
+                unwritten = await self._need(sid, need)
+            if unwritten:  # nothing in it yet; only naming it writes it (as theirs)
+                if cmd.name == "title":
+                    await self._write_new(sid)
+                elif cmd.name in NOTHING_YET:
+                    self.push({"type": "notice", "sessionId": sid, "content": NO_STEPS_YET})
+                    return
+                else:  # /share, /compact: there is no session to share or compact yet
+                    raise SessionNotFound(sid)
             result = await self.gw.commands.run(sid, cmd, self.actor())
             for out in result.reply:
                 self.push(out)
@@ -475,9 +514,11 @@ class Connection:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
-            await self._need(sid, Need.APPROVE)
+            unwritten = await self._need(sid, Need.APPROVE)
             by = self.actor(frame.client).by()
             try:
+                if unwritten:  # nothing can wait in a session nobody has written
+                    raise StepNotFound(frame.step_id, sid)
                 rt.answer_approval(sid, frame.step_id, frame.approve, by)
             except StepNotFound:
                 self.push(
@@ -489,8 +530,8 @@ class Connection:
                 )
         elif isinstance(frame, CancelFrame):
             sid = await self._target(frame.session_id, attach=False)
-            await self._need(sid, Need.ACT)
-            if not rt.cancel(sid):
+            unwritten = await self._need(sid, Need.ACT)
+            if unwritten or not rt.cancel(sid):
                 self.push(
                     {"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"}
                 )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Policy
 from xclaw.answered_by import Answer
-from xclaw.errors import LeaseLost, StoreError
+from xclaw.errors import LeaseLost, SessionBusy, StoreError
 from xclaw.llm.base import Model
 from xclaw.protocol import notice_frame
 from xclaw.runtime.agreement import Agreement
@@ -69,8 +69,16 @@ class Runs:
         return sorted(sid for sid, run in self._runs.items() if run.lease is not None)
 
     def claim(self, session_id: str) -> Run:
+        """The session's one place here, taken synchronously: no second driver can slip in.
+        SessionBusy if it is taken: a caller that checked before an await (a message, a
+        compaction) must not take another's place, whose unclaim would then orphan the run
+        that holds it (one driver)."""
+        if session_id in self._runs:
+            raise SessionBusy(
+                "a run is in flight for this session; wait for its reply or cancel it"
+            )
         run = Run()
-        self._runs[session_id] = run  # claimed synchronously: no second driver can slip in
+        self._runs[session_id] = run
         return run
 
     def unclaim(self, session_id: str, run: Run) -> None:

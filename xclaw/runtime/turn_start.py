@@ -122,6 +122,8 @@ class TurnStarts:
             if (words := agreement.notice()) is not None:
                 rt.deliver(session_id, {**notice_frame(words), "sessionId": session_id})
             return False
+        if session_id in runs:  # a message started a run meanwhile
+            return False
         run = runs.claim(session_id)
         try:
             lease, holder = await rt.leases.try_acquire(session_id)

@@ -429,8 +429,20 @@ class TeamStore(Protocol):
         """owner, a shared role, or None (no access)."""
         ...
 
+    def session_part(self, session_id: str, user: str) -> tuple[bool, ShareRole | None]:
+        """Whether the session exists and the user's part in it, in one query (the same
+        work for another's session as for an id nobody has)."""
+        ...
+
     def session_owner(self, session_id: str) -> str | None:
         """None: the admin's."""
+        ...
+
+    def create_session_as(
+        self, session_id: str, user: str | None, *, title: str = "", member: bool
+    ) -> Session | None:
+        """A new session and its ownership in one transaction; an id already written: None
+        if `user` may act on it (or is not a `member`), else SessionNotFound."""
         ...
 
     def claim_session(self, session_id: str, user: str, *, granted_by: str | None = None) -> None:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from xclaw.errors import SessionNotFound
+from xclaw.errors import Forbidden, SessionNotFound
 from xclaw.store.model import Session
-from xclaw.store.rows import SESSION_COLS, load_json, row_to_session
-from xclaw.teams import ShareRole, TeamError, UserRole, check_user_name
+from xclaw.store.rows import SESSION_COLS, check_session_id, load_json, row_to_session
+from xclaw.teams import Need, ShareRole, TeamError, UserRole, allows, check_user_name
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -77,6 +77,12 @@ _SET_TOKEN = "UPDATE users SET token_hash=?, token_created_at=? WHERE name=?"
 _SET_ROLE = "UPDATE users SET role=? WHERE name=?"
 
 ROLE_SQL = "SELECT role FROM session_access WHERE session_id=? AND user_name=?"
+# Whether the session exists and the user's part in it: both looked up whatever the answer,
+# so another's session and an id nobody has cost the same (docs/teams.md).
+_PART = (
+    "SELECT (SELECT 1 FROM sessions WHERE session_id=?),"
+    " (SELECT role FROM session_access WHERE session_id=? AND user_name=?)"
+)
 _OWNER = "SELECT user_name FROM session_access WHERE session_id=? AND role='owner'"
 _SHARES = (
     "SELECT user_name, role, granted_by, created_at FROM session_access"
@@ -117,6 +123,9 @@ class TeamMethods:
         def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
+        def _create_session_tx(
+            self, sid: str, title: str, metadata: Any
+        ) -> Callable[[Any], Session | None]: ...
 
     # --- users ------------------------------------------------------------------------------
     def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
@@ -186,6 +195,13 @@ class TeamMethods:
         row = self._read(lambda c: c.execute(sql, (session_id, user)).fetchone())
         return None if row is None else ShareRole(row[0])
 
+    def session_part(self, session_id: str, user: str) -> tuple[bool, ShareRole | None]:
+        """Whether the session exists, and the user's part in it, in one query."""
+        sql = self._dialect.sql(_PART)
+        row = self._read(lambda c: c.execute(sql, (session_id, session_id, user)).fetchone())
+        exists = row is not None and row[0] is not None
+        return exists, None if row is None or row[1] is None else ShareRole(row[1])
+
     def session_owner(self, session_id: str) -> str | None:
         """The user who owns it; None: the admin's (no owner row)."""
         sql = self._dialect.sql(_OWNER)
@@ -201,6 +217,30 @@ class TeamMethods:
             conn.execute(d.sql(CLAIM_SQL), (session_id, user, d.text(granted_by), self._now()))
 
         self._write(tx, durable=True)
+
+    def create_session_as(
+        self, session_id: str, user: str | None, *, title: str = "", member: bool
+    ) -> Session | None:
+        """A new session written as `user`'s (None: the server's token, the admin's) in one
+        transaction with its ownership. An id already written: None when `user` may act on
+        that session (theirs, written by another socket of theirs; shared; or not `member`),
+        else SessionNotFound with nothing written, as for an id nobody has."""
+        d = self._dialect
+        create = self._create_session_tx(check_session_id(session_id), title, None)
+
+        def tx(conn: Any) -> Session | None:
+            session = create(conn)
+            if session is not None:
+                if user is not None:
+                    conn.execute(d.sql(CLAIM_SQL), (session_id, user, None, self._now()))
+                return session
+            if member:
+                row = conn.execute(d.sql(ROLE_SQL), (session_id, user or "")).fetchone()
+                if row is None or not allows(ShareRole(row[0]), Need.ACT):
+                    raise SessionNotFound(session_id)
+            return None
+
+        return self._write(tx, durable=True)
 
     def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
         """(session, user, role) of every part anyone has in these sessions: one query for
@@ -230,8 +270,7 @@ class TeamMethods:
             raise TeamError("a session's owner is whoever made it; share a role below it")
 
         def tx(conn: Any) -> ShareRole | None:
-            if conn.execute(d.sql(_SESSION_EXISTS), (session_id,)).fetchone() is None:
-                raise SessionNotFound(session_id)
+            self._may_share_tx(conn, session_id, by)
             if conn.execute(d.sql(_GET_USER), (user,)).fetchone() is None:
                 raise TeamError(f"no user named {user!r} (see xclaw users list)")
             had = conn.execute(d.sql(ROLE_SQL), (session_id, user)).fetchone()
@@ -250,14 +289,33 @@ class TeamMethods:
         d = self._dialect
 
         def tx(conn: Any) -> bool:
-            if conn.execute(d.sql(_SESSION_EXISTS), (session_id,)).fetchone() is None:
-                raise SessionNotFound(session_id)
+            self._may_share_tx(conn, session_id, by)
             gone = bool(conn.execute(d.sql(_UNSHARE), (session_id, user)).rowcount > 0)
             if gone:
                 self._action_tx(conn, session_id, "unshare", by, {"user": user}, self._now())
             return gone
 
         return self._write(tx, durable=True)
+
+    def _may_share_tx(self, conn: Any, session_id: str, by: str | None) -> None:
+        """The session exists and `by` may share it — its owner, an admin user, or the
+        server's token (None) — read in the share's own transaction, so no share is written
+        on a session that became someone else's after the gateway asked."""
+        d = self._dialect
+        if conn.execute(d.sql(_SESSION_EXISTS), (session_id,)).fetchone() is None:
+            raise SessionNotFound(session_id)
+        if by is None:
+            return
+        granter = conn.execute(d.sql(_GET_USER), (by,)).fetchone()
+        if granter is not None and granter[1] == UserRole.ADMIN.value:
+            return
+        part = (
+            None if granter is None else conn.execute(d.sql(ROLE_SQL), (session_id, by)).fetchone()
+        )
+        if part is None:
+            raise SessionNotFound(session_id)
+        if part[0] != ShareRole.OWNER.value:
+            raise Forbidden(f"only the owner of session {session_id} may share it")
 
     def sessions_of(self, user: str, *, limit: int | None = None) -> list[Session]:
         """The sessions the user owns or that are shared with them, most recently updated
