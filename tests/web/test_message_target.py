@@ -6,6 +6,7 @@ message landed."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.gateway.harness import Server
+from tests.gateway.teams_harness import SCRIPT, add_user, share, xclaw
 from tests.web.app_page import App
 from tests.web.frame_gate import FrameGate
 
@@ -162,3 +164,47 @@ def test_switch_typed_then_a_message_at_once_goes_where_switch_leads(serve, new_
     expect(page.locator("#input")).to_have_value("third task")
     assert said_in(server, "third task") == []
     expect(page.locator("#session-id")).to_have_text(alpha)
+
+
+def test_a_refused_switch_sends_nothing_and_the_page_goes_back(serve, new_page):
+    """Bob clicks a session Alice stopped sharing a moment ago (his list still shows it): the
+    gateway refuses the switch, his message is sent nowhere and comes back to the box, and
+    the page returns to his own session."""
+    server = serve([])
+    server.kill()
+    assert server.script is not None
+    server.script.write_text(json.dumps(SCRIPT))
+    server.start()
+    alice_token = add_user(server, "alice")
+    bob_token = add_user(server, "bob")
+    made = httpx.post(
+        f"{server.http}/api/sessions",
+        headers={"Authorization": f"Bearer {alice_token}"},
+        json={"title": "alice's plans"},
+    )
+    theirs = made.json()["sessionId"]
+    share(server, theirs, "bob", "collaborator")
+
+    page = new_page()
+    gate = FrameGate(page)
+    bob = App(page, server).open(bob_token)
+    bob.send_and_wait("hello", "hi there")
+    his = bob.session_id()
+    item = page.locator(f'.session-item[data-session="{theirs}"] .session-main')
+    expect(item).to_be_visible()
+    xclaw(server, "share", theirs, "bob", "--remove")
+
+    gate.hold()
+    item.click()
+    bob.send("hello again")
+    gate.wait_for(
+        "the gateway's refusal",
+        lambda: any(f.get("code") == "unknown_session" for f in gate.held_frames()),
+    )
+    gate.release()
+    expect(page.locator("#input")).to_have_value("hello again")
+    expect(page.locator("#session-id")).to_have_text(his)
+    expect(page.locator(".toast")).to_contain_text("Could not open session")
+    expect(bob.messages).to_contain_text("hi there")  # his own conversation, back
+    assert said_in(server, "hello again") == []
+    assert [m for m in gate.sent if m.get("content") == "hello again"] == []

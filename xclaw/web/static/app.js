@@ -399,8 +399,7 @@ function attachSettled(target) {
   state.attaching = null;
   if (target.answered) return sendOutbox();
   withdrawOutbox();
-  refreshBusy();
-  if (target.id === null) return; // a typed /switch: the page never left; the error is shown
+  if (target.id === null) return refreshBusy(); // a typed /switch: the page never left; the error is shown
   const why = target.error?.content || "the server did not open it";
   toast(`Could not open session ${shortId(target.id)}: ${why}`, { kind: "error", timeout: 9000 });
   if (target.from) openSession(target.from, { from: null });
