@@ -21,6 +21,7 @@ from xclaw.runtime.turn_plan import (
     Turn,
     plan_turn,
     settled_notice,
+    safe_retry_notice,
     unsafe_retry_notice,
     worth_looking,
 )
@@ -168,7 +169,7 @@ CASES = {
         Status.RUNNING,
         [user(1), llm(2, READ), tool(3, READ)],
         interrupted=["s0003"],
-        notices=[RESUME_NOTICE],
+        notices=[RESUME_NOTICE, safe_retry_notice("read_file", "s0003")],
         alert=alert(interrupted=["s0003"], retrying=["s0003"]),
         note=True,
     ),
