@@ -199,8 +199,14 @@ async def test_a_scripts_branches_answer_what_people_say_not_the_resume_note(
         json.dumps(
             {
                 "turns": [
-                    {"text": "The slow part.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
-                    {"text": "Again.", "tool_calls": [{"name": "shell", "input": {"command": SLOW}}]},
+                    {
+                        "text": "The slow part.",
+                        "tool_calls": [{"name": "shell", "input": {"command": SLOW}}],
+                    },
+                    {
+                        "text": "Again.",
+                        "tool_calls": [{"name": "shell", "input": {"command": SLOW}}],
+                    },
                     {"text": "All done."},
                 ],
                 "branches": [{"when": "start over", "turns": [{"text": "Starting over."}]}],

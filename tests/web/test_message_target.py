@@ -34,7 +34,9 @@ def said_in(server: Server, text: str) -> list[str]:
         steps: list[dict[str, Any]] = httpx.get(
             f"{server.http}/api/sessions/{s['sessionId']}/steps?n=0", headers=headers
         ).json()["steps"]
-        found += [s["sessionId"] for st in steps if st["type"] == "user_input" and st["input"] == text]
+        found += [
+            s["sessionId"] for st in steps if st["type"] == "user_input" and st["input"] == text
+        ]
     return found
 
 
