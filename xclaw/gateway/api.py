@@ -52,6 +52,10 @@ STATUS_OF_CODE = {
     "forbidden": 403,
     "too_many_attempts": 429,
     "illegal_transition": 409,
+    # The object store behind the files: down or slow (try again), or it lost contents the
+    # record names (an answer no client can fix by retrying alone; docs/deploy.md).
+    "blob_store_unavailable": 503,
+    "blob_store_lost": 502,
 }
 MAX_BODY_BYTES = 64_000
 
