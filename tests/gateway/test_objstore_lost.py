@@ -90,12 +90,12 @@ async def test_a_pack_gone_from_the_bucket_is_said_as_such_with_its_own_code(
     assert delete_every_pack(weed, server.blob_store) > 0
 
     # The HTTP API: a fork needs the files of s0003 from the bucket.
-    r = httpx.post(
-        f"{server.http}/api/sessions/{sid}/fork",
-        json={"stepId": "s0003"},
-        headers={"Authorization": f"Bearer {server.token}"},
-        timeout=60,
-    )
+    async with httpx.AsyncClient(timeout=60) as http:
+        r = await http.post(
+            f"{server.http}/api/sessions/{sid}/fork",
+            json={"stepId": "s0003"},
+            headers={"Authorization": f"Bearer {server.token}"},
+        )
     assert r.status_code == 502, r.text
     body = r.json()
     assert body["code"] == "blob_store_lost", body

@@ -20,8 +20,8 @@ from xclaw.runtime.turn_plan import (
     Record,
     Turn,
     plan_turn,
-    settled_notice,
     safe_retry_notice,
+    settled_notice,
     unsafe_retry_notice,
     worth_looking,
 )
