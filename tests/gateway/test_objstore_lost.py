@@ -8,6 +8,7 @@ Real components: one `xclaw serve` on SQLite with `blob_store: s3://…` on a re
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+import xclaw
+import xclaw.errors
 from tests.gateway.harness import Client, Server, write_script
 from tests.seaweed import BUCKET, Seaweed, running_seaweed
 
@@ -119,3 +122,11 @@ async def test_a_pack_gone_from_the_bucket_is_said_as_such_with_its_own_code(
     assert err["type"] == "error" and err["code"] == "blob_store_lost", err
     assert "no longer holds" in err["content"]
     await c.close()
+
+    # The Python API through the gateway: the run ends with that error (it does not wait on).
+    shutil.rmtree(server.workspace(sid), ignore_errors=True)
+    async with xclaw.connect(server.http, token=server.token) as agent:
+        session = await agent.session(sid)
+        result = await asyncio.wait_for(session.send("once more", approve=True), 60)
+        assert result.error is not None and result.error.code == "blob_store_lost"
+        assert isinstance(xclaw.errors.from_code(result.error.code, ""), xclaw.BlobStoreLost)
