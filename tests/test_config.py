@@ -396,3 +396,48 @@ def test_no_module_reads_a_setting_from_the_environment_itself() -> None:
                 found.add(str(path.relative_to(root)))
     assert found - set(ENVIRONMENT_USERS) == set()
     assert set(ENVIRONMENT_USERS) - found == set(), "an allowance no longer needed"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3://bucket/../x", r"blob_store .*'\.\.'"),
+        ("s3://bucket/a/./b", r"blob_store .*'\.'"),
+        ("s3://bucket/a//b", r"blob_store .*empty segment"),
+        ("s3://bucket/" + "p" * 1100, r"blob_store .*1100 characters.* at most 512"),
+        ("s3://bucket/a b", r"blob_store .*' '"),
+        ("s3://bucket/a?b", r"blob_store .*'\?'"),
+        ("s3://bucket/caf\u00e9", r"blob_store .*'\u00e9'"),
+        ("s3://bu cket/x", r"blob_store .*bucket 'bu cket'"),
+        ("s3:///x", r"blob_store .*names no bucket"),
+        ("file:///tmp/x", r"blob_store .*s3://BUCKET/PREFIX"),
+    ],
+)
+def test_a_blob_store_that_names_no_place_in_a_bucket_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str
+) -> None:
+    """Refused when the settings are read, in words: not accepted and then waited for as an
+    object store that never answers."""
+    monkeypatch.delenv("XCLAW_BLOB_STORE", raising=False)
+    with pytest.raises(ConfigError, match=message):
+        settings_from(tmp_path, f"blob_store: {url!r}\n")
+    monkeypatch.setenv("XCLAW_BLOB_STORE", url)
+    with pytest.raises(ConfigError, match=message.replace("blob_store", "XCLAW_BLOB_STORE")):
+        load_settings(cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://bucket",
+        "s3://bucket/",
+        "s3://my.bucket-1/xclaw",
+        "s3://bucket/team-a/xclaw_prod/2026.06/env=prod",
+        "s3://bucket/" + "p" * 512,
+    ],
+)
+def test_a_blob_store_that_names_a_place_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.delenv("XCLAW_BLOB_STORE", raising=False)
+    assert settings_from(tmp_path, f"blob_store: {url!r}\n").blob_store == url

@@ -166,6 +166,33 @@ class BlobStoreUnavailable(StoreError):
     code = "blob_store_unavailable"
 
 
+class BlobStoreLost(MissingBlobs):
+    """File contents the record names are gone from the object store (blob_store: s3://...):
+    deleted outside xclaw, or blob_store points at another bucket or prefix than the one that
+    stored them. The record is intact; what needs those contents fails, in words, until
+    they are back."""
+
+    code = "blob_store_lost"
+
+    def __init__(self, hashes: set[str], where: str = "the object store") -> None:
+        XclawError.__init__(
+            self,
+            f"{where} no longer holds {len(hashes)} file content(s) the record names: they "
+            "were deleted outside xclaw (a lifecycle or expiry rule on the bucket, by hand), "
+            "or blob_store points at another bucket or prefix than the one that stored them. "
+            "The record itself is intact: restore the objects (bucket versioning, a backup) "
+            "or point blob_store back at them, then try again",
+        )
+        self.hashes = frozenset(hashes)
+        self.where = where
+
+    def during(self, doing: str) -> BlobStoreLost:
+        """The same loss, said as what it stopped: `doing: <this message>`."""
+        lost = BlobStoreLost(set(self.hashes), self.where)
+        XclawError.__init__(lost, f"{doing}: {self.message}")
+        return lost
+
+
 class WorkspaceError(XclawError):
     """A workspace could not be captured or restored (the message says which and why)."""
 

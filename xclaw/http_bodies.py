@@ -43,23 +43,29 @@ class ApiError(Wire):
     error: str = Field(description="human-readable explanation")
 
 
+# The deployment's fields are the admin's to see: null for a member (docs/teams.md).
+_ADMIN_ONLY = "; null for a member (the admin's to see, docs/teams.md)"
+
+
 class Health(Wire):
     status: Literal["ok"]
     version: str
-    database: str
+    database: str | None = Field(description="the database URL" + _ADMIN_ONLY)
     model: str | None
-    sockets: int
-    worker: str | None
-    backend: Literal["sqlite", "postgresql"]
+    sockets: int | None = Field(description="open WebSockets" + _ADMIN_ONLY)
+    worker: str | None = Field(description="this worker's id (named after its host)" + _ADMIN_ONLY)
+    backend: Literal["sqlite", "postgresql"] | None = Field(
+        description="the database" + _ADMIN_ONLY
+    )
     sessions_driven: list[str] = Field(alias="sessionsDriven")
     commits: int | None = Field(
-        description="write transactions committed by this process since it started"
+        description="write transactions committed by this process since it started" + _ADMIN_ONLY
     )
     writer_busy_ms: int | None = Field(
         alias="writerBusyMs",
         description="SQLite: milliseconds this process's one writer thread has spent running "
         "transactions since it started (over wall time: how saturated it is); null on "
-        "PostgreSQL",
+        "PostgreSQL" + _ADMIN_ONLY,
     )
     user: str | None = Field(
         default=None,

@@ -331,3 +331,18 @@ def test_the_hint_for_a_denied_call_names_what_would_allow_it(
     )
     assert r.returncode == 3, r.stdout + r.stderr
     assert f"no terminal to ask: denied ({hint})" in r.stdout, r.stdout
+
+
+def test_the_last_line_names_the_state_the_run_ended_in(tmp_path: Path) -> None:
+    """The first line names the session as it was (a new one: New); the last one, once the
+    run is over, as it is now — a run that answered: Success, never New."""
+    r = xclaw(tmp_path, "hello", script=[{"text": "hi"}])
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.strip().splitlines()
+    sid = lines[0].split()[1]
+    assert lines[0] == f"session {sid} (New)"
+    assert lines[-1] == f"session {sid} ended: Success"
+    # A run that failed says so last too.
+    r = xclaw(tmp_path, "--continue", "again", script=[{"text": "hi"}, {"fail": "the model broke"}])
+    assert r.returncode == 1
+    assert f"session {sid} ended: Failed" in r.stderr.strip().splitlines()

@@ -183,3 +183,53 @@ async def test_a_call_holding_a_secret_is_still_known_again_after_a_crash(tmp_pa
         assert (await c2.until_type("reply", timeout=20))["content"] == "Done."
     finally:
         server.kill()
+
+
+async def test_a_scripts_branches_answer_what_people_say_not_the_resume_note(
+    server_factory,
+) -> None:
+    """The runtime's resume note goes to the model as the last user message of the resumed
+    call ("… do not start over …"); a branch whose `when` it happens to contain must not
+    answer it (docs/scripted-model.md, Branches): the script goes on where the conversation
+    left it, and the branch still answers a person who says it."""
+    server = server_factory([], approval="yolo")
+    server.kill()
+    assert server.script is not None
+    server.script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "text": "The slow part.",
+                        "tool_calls": [{"name": "shell", "input": {"command": SLOW}}],
+                    },
+                    {
+                        "text": "Again.",
+                        "tool_calls": [{"name": "shell", "input": {"command": SLOW}}],
+                    },
+                    {"text": "All done."},
+                ],
+                "branches": [{"when": "start over", "turns": [{"text": "Starting over."}]}],
+            }
+        )
+    )
+    server.start()
+    c = await Client.open(server)
+    await c.attach(None)
+    sid = c.session_id
+    await c.send({"type": "message", "sessionId": sid, "content": "run the slow part"})
+    await c.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+    server.kill()
+    server.start()
+
+    c2 = await Client.open(server)
+    await c2.send({"type": "reconnect", "sessionId": sid})
+    ask = await c2.until_type("approval_request")  # the model asked for the call again
+    assert ask["maybeRepeated"] is True
+    await c2.send({"type": "approval", "sessionId": sid, "stepId": ask["stepId"], "approve": True})
+    assert (await c2.until_type("reply", timeout=30))["content"] == "All done."
+    # Said by a person, the branch answers.
+    await c2.send({"type": "message", "sessionId": sid, "content": "start over, please"})
+    assert (await c2.until_type("reply", timeout=30))["content"] == "Starting over."
+    for c_ in (c, c2):
+        await c_.close()

@@ -205,3 +205,43 @@ def test_the_banner_names_a_chat_command_a_fresh_shell_can_run(tmp_path, on_path
     argv = [*shlex.split(command)[:-1], "--version"]
     done = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "xclaw" in done.stdout, done
+
+
+@pytest.mark.parametrize("host", ["::", "0.0.0.0"])
+def test_the_banner_link_of_a_wildcard_host_works(tmp_path, host: str) -> None:
+    """Listening on every address of one family, the banner's link must reach the server:
+    `--host ::` binds IPv6 only, where 127.0.0.1 is refused."""
+    server = Server(root=tmp_path, script=None)
+    try:
+        server.start("--host", host)
+        link = next(
+            line.split("listening on ", 1)[1].strip()
+            for line in server.banner.splitlines()
+            if "listening on " in line
+        )
+        origin = link.split("/?token=", 1)[0]
+        r = httpx.get(f"{origin}/api/health", params={"token": server.token}, timeout=15)
+        assert r.status_code == 200 and r.json()["status"] == "ok", link
+        assert httpx.get(link, timeout=15).status_code == 200  # the page itself
+    finally:
+        server.kill()
+
+
+def test_a_blob_store_that_names_no_place_in_a_bucket_stops_the_start(tmp_path) -> None:
+    """`../x` would reach the object store and be refused there again and again (the
+    session waiting for a store that never answers): refused at start instead, in one line."""
+    server = Server(root=tmp_path, script=None)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*xclaw_cmd(), "serve", "--port", str(server.port)],
+        cwd=tmp_path,
+        env={**server.env(), "XCLAW_BLOB_STORE": "s3://bucket/../x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: XCLAW_BLOB_STORE"), done.stderr
+    assert "'..'" in lines[0]
+    assert not (tmp_path / "home" / "xclaw.db").exists()  # nothing was opened or written

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.gateway.harness import Client, Server
 from tests.gateway.teams_harness import add_user, share, team_server, xclaw
+from xclaw.http_bodies import Health
 
 pytestmark = pytest.mark.slow
 
@@ -93,6 +94,34 @@ async def test_a_members_new_session_tells_them_everything_its_first_message_doe
     steps = [f["step"]["type"] for f in c.of_type("step")]
     assert steps[0] == "user_input", steps
     await c.close()
+
+
+# What /api/health says of the deployment — where its database is, which worker answered (its
+# host), how many sockets and commits — is for whoever runs it, not for a member.
+DEPLOYMENT = ("database", "worker", "sockets", "backend", "commits", "writerBusyMs")
+
+
+async def test_health_shows_a_member_their_own_part_and_nothing_of_the_deployment(
+    team: Server, tokens: dict[str, str]
+) -> None:
+    erin = add_user(team, "erin", role="admin")
+    async with api(team, tokens["carol"]) as carol, api(team, erin) as admin_user:
+        member = (await carol.get("/health")).json()
+        Health.model_validate(member)  # the same document, as its declaration says
+        assert {k: member[k] for k in DEPLOYMENT} == dict.fromkeys(DEPLOYMENT)
+        assert member["status"] == "ok" and member["version"]
+        assert member["user"] == "carol" and member["role"] == "member"
+        assert member["sessionsDriven"] == []
+        for everything in ((await admin_user.get("/health")).json(), await _admin_health(team)):
+            assert everything["database"] and everything["worker"]
+            assert everything["backend"] == "sqlite" and isinstance(everything["sockets"], int)
+            assert isinstance(everything["commits"], int)
+
+
+async def _admin_health(server: Server) -> dict[str, Any]:
+    async with api(server, server.token) as admin:
+        answer: dict[str, Any] = (await admin.get("/health")).json()
+        return answer
 
 
 async def test_a_viewer_reads_and_follows_but_cannot_act(

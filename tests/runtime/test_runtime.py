@@ -330,13 +330,17 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     await h.runtime.wait_idle(sid)
 
     notices = [f["content"] for f in h.of("notice")]
-    assert notices[0] == "[resume] detected interrupted tool_call, retrying..."
-    # The line after it goes on from it (which call is retried how), never against it.
+    # The seed's line, then one per call saying how it is retried: the read-only one now,
+    # the shell command only by the model and with the person's approval — each reads on
+    # from "retrying...", none against it.
+    read_step = next(s for s in st.steps(sid) if s.name == "read_file").display_id
     shell_step = next(s for s in st.steps(sid) if s.name == "shell").display_id
-    assert notices[1] == (
-        f"[resume] shell {shell_step} may or may not have run, so the model decides whether "
-        "to retry it, and a retry waits for your approval"
-    )
+    assert notices[:3] == [
+        "[resume] detected interrupted tool_call, retrying...",
+        f"[resume] read_file {read_step} is retried now, automatically: repeating it is safe",
+        f"[resume] shell {shell_step} may or may not have run: it is retried only if the model "
+        "asks for it again, and only once you approve",
+    ]
     marked = [f["step"] for f in h.of("step") if f["step"]["error"] == "interrupted"]
     assert {m["name"] for m in marked} == {"read_file", "shell"}
     assert h.of("reply")[-1]["content"] == "resumed and finished"

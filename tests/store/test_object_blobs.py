@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.seaweed import Seaweed, aws_env, held, running_seaweed
+from tests.seaweed import BUCKET, Seaweed, aws_env, held, running_seaweed
 from tests.store.builders import tool
 from tests.store.conftest import Backend
-from xclaw.errors import BlobStoreUnavailable, LeaseLost, MissingBlobs
+from xclaw.errors import BlobStoreLost, BlobStoreUnavailable, LeaseLost, MissingBlobs
 from xclaw.store.base import Store
+from xclaw.store.s3 import Location
 from xclaw.store.snapshot_model import content_hash
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
@@ -274,6 +275,27 @@ def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
             assert store.get_blobs([h, h2]) == {h: data, h2: d2}
         finally:
             store.close()
+
+
+def test_a_pack_gone_from_the_bucket_is_lost_and_said_so_not_missing_from_the_database(
+    objects: tuple[Store, str], backend: Backend, weed: Seaweed
+) -> None:
+    """Marked in the database, gone from the bucket (a lifecycle rule, a delete by hand):
+    BlobStoreLost, naming the store and what to do — not "not stored" (MissingBlobs alone,
+    which a saver answers by storing again)."""
+    store, url = objects
+    h, data = blob(b"soon gone from the bucket")
+    kept, kept_data = blob(b"stays")
+    store.put_blobs({h: data})
+    ((pack,),) = backend.query("SELECT pack FROM object_blobs WHERE hash = ?", (h,))
+    weed.client().delete_object(Bucket=BUCKET, Key=Location.parse(url).key(pack))
+    store.put_blobs({kept: kept_data})
+    with pytest.raises(BlobStoreLost) as e:
+        store.get_blobs([h, kept])
+    assert e.value.code == "blob_store_lost" and e.value.hashes == {h}
+    assert isinstance(e.value, MissingBlobs)  # what tolerates a missing image still does
+    assert str(Location.parse(url)) in e.value.message and "restore the objects" in e.value.message
+    assert store.get_blobs([kept]) == {kept: kept_data}
 
 
 def test_a_tool_steps_images_are_uploaded_within_its_transaction(

@@ -281,6 +281,7 @@ class Agent:
             temperature=self.config.temperature,
             agent=self.agent_id,
             turn_start=turn_start,
+            resumed=resumed,
         )
         params = {
             "max_tokens": self.config.max_tokens,

@@ -78,6 +78,7 @@ REFUSALS = frozenset(
 # Error codes a run that started ends with, after its `status` Failed (docs/protocol.md).
 RUN_FAILURES = frozenset(
     {"llm_error", "max_iterations", "internal_error", "disk_full", "store_error", "config_error"}
+    | {"blob_store_lost"}  # the object store lost files the run needed (docs/deploy.md)
 )
 MAX_TITLE = 200
 # How far the gateway's clock may be behind this one's, for the rare catch-up that has no

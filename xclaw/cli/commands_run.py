@@ -164,6 +164,9 @@ async def _run(
             click.echo(_nothing_to_resume(sid, session_state(now, busy=running_now(store)(sid))))
             return 0
         await runtime.wait_idle(sid)
+        # The first line named the session as it was; this one, as the run left it.
+        ended = session_state(store.get_session(sid), busy=running_now(store)(sid))
+        click.secho(f"session {sid} ended: {ended.text}", fg="bright_black", err=True)
         if printer.denied_unasked:
             click.secho(
                 f"error: {printer.denied_unasked} tool call(s) needed approval and were denied: "

@@ -52,6 +52,10 @@ STATUS_OF_CODE = {
     "forbidden": 403,
     "too_many_attempts": 429,
     "illegal_transition": 409,
+    # The object store behind the files: down or slow (try again), or it lost contents the
+    # record names (an answer no client can fix by retrying alone; docs/deploy.md).
+    "blob_store_unavailable": 503,
+    "blob_store_lost": 502,
 }
 MAX_BODY_BYTES = 64_000
 SIGN_IN_REFUSED = {
@@ -173,28 +177,36 @@ def _ms(seconds: float | None) -> int | None:
 
 async def health(request: Request, gw: Gateway) -> Response:
     rt = gw.runtime
+    who = identity(request)
+    # What the deployment is — its database, which worker answered (named after its host),
+    # its sockets and counters — is the admin's to see; a member gets null (docs/teams.md).
+    deployment: dict[str, Any] = {
+        "database": gw.store.url,
+        "sockets": gw.hub.sockets(),
+        # Which worker this is, among several on one database (docs/postgres.md).
+        "worker": rt.worker_id,
+        "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
+        # Write transactions this process has committed: with the steps it recorded,
+        # how well writes share commits (bench/gateway_bench.py prints steps per commit).
+        "commits": gw.store.commits,
+        # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
+        "writerBusyMs": _ms(gw.store.writer_busy_s),
+    }
+    if not who.admin:
+        deployment = dict.fromkeys(deployment)
     return _json(
         gw,
         {
             "status": "ok",
             "version": __version__,
-            "database": gw.store.url,
             "model": rt.model_name(),
-            "sockets": gw.hub.sockets(),
-            # Which worker this is, among several on one database (docs/postgres.md).
-            "worker": rt.worker_id,
-            "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
+            **deployment,
             # Only those the person may see: ids reveal nothing (docs/teams.md).
-            "sessionsDriven": await gw.access.visible(identity(request), rt.driven_sessions()),
-            # Write transactions this process has committed: with the steps it recorded,
-            # how well writes share commits (bench/gateway_bench.py prints steps per commit).
-            "commits": gw.store.commits,
-            # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
-            "writerBusyMs": _ms(gw.store.writer_busy_s),
+            "sessionsDriven": await gw.access.visible(who, rt.driven_sessions()),
             # Who this request is signed in as (docs/teams.md): a user's name, or null for
             # the server's token (the admin); and their role.
-            "user": identity(request).user,
-            "role": identity(request).role.value,
+            "user": who.user,
+            "role": who.role.value,
         },
     )
 

@@ -8,7 +8,9 @@ error, with nothing registered, opened or logged before it.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
+from collections.abc import Sequence
 
 from xclaw.errors import CannotListen
 
@@ -61,3 +63,18 @@ def bind_listeners(host: str, port: int) -> list[socket.socket]:
             sock.close()
         raise
     return bound
+
+
+def link_host(host: str, sockets: Sequence[socket.socket]) -> str:
+    """The host of a link to this server that works from this machine (the banner's): the
+    name or address asked for, or, for every address of a family (`0.0.0.0`, `::`, none),
+    the loopback address of a family it listens on — `::` binds IPv6 only, where
+    127.0.0.1 is refused."""
+    addresses = [ipaddress.ip_address(str(s.getsockname()[0]).split("%", 1)[0]) for s in sockets]
+    if addresses and all(a.is_unspecified for a in addresses):
+        return "127.0.0.1" if any(a.version == 4 for a in addresses) else "[::1]"
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host  # a name: it resolved to the addresses bound
+    return f"[{host}]" if address.version == 6 else host

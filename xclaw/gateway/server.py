@@ -21,7 +21,7 @@ from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
-from xclaw.gateway.listen import bind_listeners
+from xclaw.gateway.listen import bind_listeners, link_host
 from xclaw.invocation import xclaw_command
 from xclaw.llm.base import Model
 from xclaw.private_files import private_dir
@@ -151,12 +151,6 @@ def _model(settings: Settings) -> tuple[Model | None, str | None]:
         return None, e.message
 
 
-def _display_host(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
-
-
 async def _serve(settings: Settings, log_level: str) -> int:
     # Bound first: a taken port is one error with nothing opened, registered or logged.
     sockets = bind_listeners(settings.host, settings.port)
@@ -222,7 +216,15 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         server = uvicorn.Server(config)
         banner_task = asyncio.create_task(
             _print_banner_when_up(
-                server, settings, port, store.url, token, model, model_error, tuple(warnings)
+                server,
+                settings,
+                link_host(settings.host, sockets),
+                port,
+                store.url,
+                token,
+                model,
+                model_error,
+                tuple(warnings),
             )
         )
         try:
@@ -241,6 +243,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
 async def _print_banner_when_up(
     server: uvicorn.Server,
     settings: Settings,
+    host: str,  # of a link that works from this machine (listen.link_host)
     port: int,
     db: str,
     token: str,
@@ -251,7 +254,7 @@ async def _print_banner_when_up(
     while not server.started:  # noqa: ASYNC110 - uvicorn sets a plain flag, it has no event
         await asyncio.sleep(0.02)
     settle_heap()  # everything it serves with is imported by now
-    url = f"http://{_display_host(settings.host)}:{port}/?token={token}"
+    url = f"http://{host}:{port}/?token={token}"
     banner = Banner(
         url=url,
         database=db,

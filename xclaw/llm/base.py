@@ -114,6 +114,10 @@ class LLMRequest:
     # tool result or a summary request. A provider's `first_tool_choice` forces a tool call
     # on this call only (forcing every call, the model could never give its final answer).
     turn_start: bool = False
+    # The last message is the runtime's resume note (the run was interrupted: continue, do
+    # not repeat), not what a person said. The scripted model's branches skip it; real
+    # providers send it as it is.
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -249,7 +249,9 @@ class ScriptedModel:
         history = request.messages if request.history is None else request.history
         start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
         if main:
-            start, branch = self._branch(history)
+            # The resume note is the runtime's, not a person's: no branch answers it.
+            said = history[:-1] if request.resumed else history
+            start, branch = self._branch(said)
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
         played = _played_before_summary(history) if start == 0 else 0
@@ -308,7 +310,8 @@ class ScriptedModel:
         )
 
     def _branch(self, messages: tuple[Message, ...]) -> tuple[int, Branch | None]:
-        """The branch whose `when` matches the latest user message, and where it starts."""
+        """The branch whose `when` the latest user message holding one contains, and where
+        it starts."""
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
             if isinstance(m, UserMessage):

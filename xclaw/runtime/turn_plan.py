@@ -28,13 +28,22 @@ RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
 SUPERSEDED = answer_output(False, AnsweredBy(NEW_INPUT))
 
 
+# After RESUME_NOTICE (a fixed line of the seed's), one line per interrupted call says how
+# that call is retried: at once, or only once the model asks again and the person approves.
+# They read on from "retrying...", never against it.
+
+
+def safe_retry_notice(name: str, step: str) -> str:
+    """A call that is safe to repeat (read-only, idempotent): the runtime runs it again."""
+    return f"[resume] {name} {step} is retried now, automatically: repeating it is safe"
+
+
 def unsafe_retry_notice(name: str, step: str) -> str:
-    """The line after RESUME_NOTICE for a call that may or may not have run (no blind
-    repeat): how it is retried — by the model, with the user's approval — in words that read
-    on from "retrying...", not against it."""
+    """A call that may or may not have run (no blind repeat): retried only by the model, and
+    only with the person's approval."""
     return (
-        f"[resume] {name} {step} may or may not have run, so the model decides whether to "
-        "retry it, and a retry waits for your approval"
+        f"[resume] {name} {step} may or may not have run: it is retried only if the model asks "
+        "for it again, and only once you approve"
     )
 
 
@@ -155,6 +164,7 @@ def plan_turn(turn: Turn, record: Record) -> TurnPlan:
         notices.append(RESUME_NOTICE)
     names = {s.display_id: s.name for s in record.steps}
     # Each goes on from RESUME_NOTICE (how this call is retried), never against it.
+    notices += [safe_retry_notice(names.get(ref, "tool"), ref) for ref in hist.interrupted_retry]
     notices += [unsafe_retry_notice(names.get(ref, "tool"), ref) for ref in unsafe]
     after_failed = record.status is Status.FAILED
     alert = None

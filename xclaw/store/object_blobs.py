@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from xclaw.errors import MissingBlobs, StoreError
+from xclaw.errors import BlobStoreLost, MissingBlobs, StoreError
 from xclaw.store.blob_store import StoreAccess
 from xclaw.store.dialect import Dialect
 from xclaw.store.s3 import Bucket, Location
@@ -143,12 +143,13 @@ class ObjectBlobs:
             ranges.append((pack, first, last))
             members[(pack, first)] = group
         found: dict[str, bytes] = {}
+        lost: set[str] = set()  # marked here, but their pack is gone from the bucket
         for pack, first, data in self.bucket.get_ranges(
             [(p, a, b) for p, a, b in ranges if b >= a]
         ):
             for h, pos, size in members[(pack, first)]:
                 if data is None:
-                    absent.add(h)
+                    lost.add(h)
                     continue
                 content = data[pos - first : pos - first + size]
                 if content_hash(content) != h:
@@ -161,6 +162,8 @@ class ObjectBlobs:
             if last < first:  # empty contents only: nothing to fetch
                 for h, _, _ in members[(pack, first)]:
                     found[h] = b""
+        if lost:
+            raise BlobStoreLost(lost | absent, self.description)
         if absent:
             raise MissingBlobs(absent)
         return found

@@ -10,6 +10,7 @@ failure to reach the server becomes BlobStoreUnavailable, in words.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +23,50 @@ _THREADS = 16
 _DELETE_BATCH = 1000  # DeleteObjects takes at most this many keys
 
 
+# A bucket name as boto3 itself accepts one (new buckets are stricter: lowercase, 3-63).
+_BUCKET = re.compile(r"[A-Za-z0-9._-]{1,255}")
+# The characters of a prefix: S3's "safe" ones (letters, digits, ! - _ . * ' ( )) and those
+# that need no escaping in a key or in the s3:// URL (= + , @ : ; & $). Others — a space,
+# ? and # (a URL's query and fragment), %, \, quotes, braces, non-ASCII — are what S3's
+# guidelines say to avoid, and some S3-compatible servers refuse them.
+_PREFIX_CHARS = "A-Za-z0-9!_.*'()=+,@:;&$-"
+_PREFIX_CHAR = re.compile(f"[{_PREFIX_CHARS}]")
+# A key is at most 1024 bytes; the pack's own part is 71 (`/packs/` and 64 hex digits).
+MAX_PREFIX = 512
+
+
+def location_problem(url: str) -> str | None:
+    """Why `url` names no place in a bucket (None: it does), found before anything reaches
+    the store: a key with `..` or `//` in it, or one too long, is refused or rewritten by some
+    servers, and the store would then look unavailable for ever."""
+    text = url.strip()
+    if not text.startswith("s3://"):
+        return "is not an s3:// URL: use s3://BUCKET/PREFIX"
+    bucket, _, prefix = text[len("s3://") :].partition("/")
+    if not bucket:
+        return "names no bucket: use s3://BUCKET/PREFIX"
+    if not _BUCKET.fullmatch(bucket):
+        return f"names the bucket {bucket!r}: a bucket is 1-255 of A-Z a-z 0-9 . _ -"
+    prefix = prefix.strip("/")
+    if len(prefix) > MAX_PREFIX:
+        return f"has a prefix of {len(prefix)} characters: at most {MAX_PREFIX}"
+    for segment in prefix.split("/") if prefix else ():
+        if not segment:
+            return f"has an empty segment in its prefix {prefix!r} (two slashes in a row)"
+        if segment in (".", ".."):
+            return (
+                f"has a {segment!r} segment in its prefix {prefix!r}: S3 keys are not paths, "
+                "and some servers refuse or rewrite them"
+            )
+        bad = next((c for c in segment if not _PREFIX_CHAR.fullmatch(c)), None)
+        if bad is not None:
+            return (
+                f"has {bad!r} in its prefix {prefix!r}: use letters, digits, / between "
+                "names and ! - _ . * ' ( ) = + , @ : ; & $"
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class Location:
     """s3://BUCKET/PREFIX, parsed."""
@@ -31,12 +76,10 @@ class Location:
 
     @classmethod
     def parse(cls, url: str) -> Location:
-        text = url.strip()
-        if not text.startswith("s3://"):
-            raise StoreError(f"unsupported blob_store {url!r}: use s3://BUCKET/PREFIX")
-        bucket, _, prefix = text[len("s3://") :].partition("/")
-        if not bucket:
-            raise StoreError(f"blob_store {url!r} names no bucket: use s3://BUCKET/PREFIX")
+        problem = location_problem(url)
+        if problem is not None:
+            raise StoreError(f"blob_store {url!r} {problem}")
+        bucket, _, prefix = url.strip()[len("s3://") :].partition("/")
         return cls(bucket, prefix.strip("/"))
 
     def key(self, digest: str) -> str:

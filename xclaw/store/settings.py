@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from xclaw.section import Default, Env, Number, Section, Text
+from xclaw.store.s3 import location_problem
 
 
 class StoreSettings(Section):
@@ -29,3 +30,12 @@ class StoreSettings(Section):
     blob_store: Annotated[Text | None, Env("XCLAW_BLOB_STORE"), Default("the database")] = None
     # How long an uploaded content's mark keeps the sweep off it before a snapshot names it.
     blob_grace_s: Annotated[Number, Field(gt=0), Env("XCLAW_BLOB_GRACE_S")] = 3600.0
+
+    @field_validator("blob_store")
+    @classmethod
+    def _a_place_in_a_bucket(cls, url: str | None) -> str | None:
+        """Refused at start, in words: never waited for as a store that does not answer."""
+        problem = None if url is None else location_problem(url)
+        if problem is not None:
+            raise ValueError(f"{url!r} {problem}")
+        return url

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from xclaw.errors import MissingBlobs, WorkspaceError
+from xclaw.errors import BlobStoreLost, MissingBlobs, WorkspaceError
 from xclaw.store.base import SnapshotStore
 from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
@@ -140,6 +140,11 @@ def complete_restore(
         # crash of the machine could leave a half-written workspace with no restore pending.
         flush_to_disk(root)
         crash_point("restore.done")
+    except BlobStoreLost as e:  # its own words and code (blob_store_lost): what to do
+        raise e.during(
+            f"could not restore the workspace of session {pending.session_id} ({ws}); the "
+            "restore is journaled and is retried before the session runs again"
+        ) from e
     except (OSError, MissingBlobs) as e:
         why = (
             f"the database lacks {len(e.hashes)} file content(s) of the target state"

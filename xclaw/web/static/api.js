@@ -50,6 +50,17 @@ export function storeSessionId(id) {
   else localStorage.removeItem(SESSION_KEY);
 }
 
+/** A new session's id, made here so the page is on it at once (docs/web.md): 128 random bits,
+ * URL-safe base64 without padding, starting with a letter or digit — as the server makes them
+ * (xclaw/store/rows.py new_session_id; an id may not start with - or _). */
+export function newSessionId() {
+  for (;;) {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    const id = btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    if (/^[A-Za-z0-9]/.test(id)) return id;
+  }
+}
+
 export function wsUrl() {
   const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
   const token = getToken();

@@ -6,7 +6,8 @@
 // docs/protocol.md — `history` on every (re)connect — so a refresh or a server restart loses nothing.
 
 import {
-  ApiError, Unauthorized, adoptUrlParams, api, getToken, sessionsApi, setToken, storeSessionId, storedSessionId, wsUrl,
+  ApiError, Unauthorized, adoptUrlParams, api, getToken, newSessionId, sessionsApi, setToken, storeSessionId,
+  storedSessionId, wsUrl,
 } from "./api.js";
 import { Composer, Transcript } from "./chat.js";
 import { CompareView } from "./compare.js";
@@ -32,6 +33,11 @@ const state = {
   rollbackNotice: null,
   sessions: [],
   me: null, // the user this page is signed in as (null: the server's own token)
+  // The attach this page asked for that the gateway has not finished: {id, from, fresh,
+  // answered, error}; id null for a typed /switch or /new TITLE, whose session only the
+  // gateway's answer names. See "which session" below.
+  attaching: null,
+  outbox: [], // [{text, el}]: typed while attaching; sent once attached, to that session
 };
 
 let socket;
@@ -158,6 +164,7 @@ function onFrame(frame) {
     case "history":
       if (foreign) return;
       transcript.renderHistory(frame.messages || [], { sessionTitle: state.session?.title, reason: state.historyReason });
+      for (const m of state.outbox) transcript.again(m.el); // typed before the history came
       // The rollback notice came just before the new history: keep it visible below it.
       if (state.historyReason === "rollback" && state.rollbackNotice) transcript.notice(state.rollbackNotice);
       state.historyReason = "restored";
@@ -242,6 +249,8 @@ function onFrame(frame) {
       return;
     case "error":
       if (frame.code === "unauthorized") return showAccess("wrong");
+      // Why the gateway refused the session asked for (it names the one left, if any).
+      if (state.attaching && !state.attaching.error && ATTACH_REFUSALS.has(frame.code)) state.attaching.error = frame;
       if (foreign) return;
       transcript.error(frame.content || "error", frame.code);
       if (frame.code === "busy") setBusy(true);
@@ -253,6 +262,11 @@ function onFrame(frame) {
 }
 
 function onSession(frame) {
+  const asked = state.attaching;
+  if (asked) {
+    if (asked.id !== null && frame.sessionId !== asked.id) return; // an earlier switch's answer
+    asked.answered = true;
+  }
   const changed = frame.sessionId !== state.sessionId;
   state.sessionId = frame.sessionId;
   state.session = frame;
@@ -261,14 +275,7 @@ function onSession(frame) {
   // `created`: attached to a session that is written with its first message (docs/protocol.md).
   state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
-  if (changed) {
-    if (state.approval) state.approval.handle.close();
-    state.approval = null;
-    clearApprovalReminder();
-    trace.clearAll();
-    compare.close();
-    showWorkspace();
-  }
+  if (changed) leaveSession();
   renderHeader();
   setStatus(frame.status);
   sidebar.setCurrent(frame.sessionId);
@@ -355,23 +362,130 @@ async function refreshSessions() {
   }
 }
 
+// --- which session: the one the person chose, at once -------------------------------------------
+// New session, a click in the list, a fork's "switch": the page is on the chosen session the
+// moment it is chosen (a new one gets its id here) and tells the gateway with `reconnect`.
+// Whatever is typed before the gateway has finished that attach (socket.settled()) waits in
+// state.outbox and goes once it has, naming the session it opened — never to the session left
+// behind, however slow the answer. A /switch or /new TITLE typed in the composer is the
+// gateway's to resolve: what is typed after it waits the same way. If the gateway refuses,
+// nothing waiting is sent: it goes back into the composer.
+
+// The codes with which the gateway refuses an attach (docs/protocol.md, Errors).
+const ATTACH_REFUSALS = new Set(["unknown_session", "ambiguous_session", "bad_command", "bad_frame", "forbidden"]);
+
+function leaveSession() {
+  if (state.approval) state.approval.handle.close();
+  state.approval = null;
+  clearApprovalReminder();
+  trace.clearAll();
+  compare.close();
+  showWorkspace();
+}
+
+/** Send `frame` (a reconnect, or a command that re-attaches) and hold what is typed until the
+ * gateway has answered it. False when offline: the socket's onOpen attaches again. */
+function attach(target, frame) {
+  state.attaching = target;
+  if (!socket.send(frame)) return false;
+  socket.settled().then((done) => {
+    if (done) attachSettled(target);
+  });
+  return true;
+}
+
+function attachSettled(target) {
+  if (state.attaching !== target) return; // a later switch took over
+  state.attaching = null;
+  if (target.answered) return sendOutbox();
+  withdrawOutbox();
+  if (target.id === null) return refreshBusy(); // a typed /switch: the page never left; the error is shown
+  const why = target.error?.content || "the server did not open it";
+  toast(`Could not open session ${shortId(target.id)}: ${why}`, { kind: "error", timeout: 9000 });
+  if (target.from) openSession(target.from, { from: null });
+  else if (!target.fresh) newSession();
+}
+
+/** Show session `id` now (`fresh`: a new one, made here) and attach this socket to it. */
+function openSession(id, { fresh = false, from = state.sessionId, keepOutbox = false } = {}) {
+  if (!keepOutbox) withdrawOutbox(); // typed for the session being left: not sent after all
+  storeSessionId(id);
+  leaveSession();
+  state.sessionId = id;
+  state.session = fresh ? { sessionId: id, status: "Init", title: "", created: true } : { ...(sidebar.get(id) || {}), sessionId: id };
+  state.status = state.session.status || "Init";
+  state.awaitingInput = Boolean(state.session.awaitingInput);
+  state.unsaved = fresh;
+  state.historyReason = "restored";
+  if (fresh) transcript.renderHistory([]);
+  else transcript.reset(); // its history follows
+  for (const m of state.outbox) transcript.again(m.el); // kept: typed after a /new
+  setBusy(false);
+  renderHeader();
+  sidebar.setCurrent(id);
+  const target = { id, from: from === id ? null : from, fresh, answered: false, error: null };
+  return attach(target, { type: "reconnect", sessionId: id });
+}
+
+function onSocketOpen() {
+  const asked = state.attaching;
+  if (asked && asked.id === null) {
+    // The answer to a typed /switch went with the old socket: where it led is unknown.
+    state.attaching = null;
+    withdrawOutbox();
+  }
+  let id = storedSessionId();
+  const fresh = !id;
+  if (fresh) {
+    id = newSessionId();
+    storeSessionId(id);
+  }
+  const target = asked && asked.id === id ? asked : { id, from: null, fresh, answered: false, error: null };
+  attach(target, { type: "reconnect", sessionId: id });
+}
+
 function switchTo(id) {
   if (!id) return;
-  storeSessionId(id);
   compare.close();
   showWorkspace();
   if (id === state.sessionId) return;
-  if (!socket.send({ type: "reconnect", sessionId: id })) {
-    toast("Not connected: the page switches as soon as the server is back.", { kind: "warn" });
-  }
+  if (!openSession(id)) toast("Not connected: the page switches as soon as the server is back.", { kind: "warn" });
 }
 
-function newSession() {
-  storeSessionId(null);
+function newSession({ keepOutbox = false } = {}) {
   compare.close();
   showWorkspace();
-  socket.send({ type: "reconnect", sessionId: null });
+  openSession(newSessionId(), { fresh: true, keepOutbox });
   composer.focus();
+}
+
+/** Typed while attaching: shown now (marked waiting), sent once attached. */
+function holdMessage(text, cmd) {
+  const el = cmd ? commandLine(text) : transcript.user(text);
+  el.classList.add("waiting");
+  state.outbox.push({ text, el });
+  if (!cmd) setBusy(true);
+}
+
+function sendOutbox() {
+  while (state.outbox.length && !state.attaching) {
+    const { text, el } = state.outbox[0];
+    // A run in flight here (resumed on attach) would refuse it as `busy`: back to the box.
+    if (!command(text) && state.busy) break;
+    state.outbox.shift();
+    el.classList.remove("waiting");
+    deliver(text, el);
+    if (!command(text)) break; // one run at a time: anything after it goes back to the box
+  }
+  if (!state.attaching) withdrawOutbox(); // else it waits for the attach a command began
+}
+
+function withdrawOutbox() {
+  const back = state.outbox;
+  if (!back.length) return;
+  state.outbox = [];
+  for (const m of back) m.el.remove();
+  composer.putBack(back.map((m) => m.text).join("\n"));
 }
 
 async function renameSession(s) {
@@ -460,27 +574,47 @@ function handleApiError(e, { quiet = false } = {}) {
 
 // --- wiring -------------------------------------------------------------------------------------
 
-function sendMessage(text) {
+/** A slash command's word and the rest ("/new Title" -> ["new", "Title"]), or null. */
+function command(text) {
   const cmd = /^\/(\w+)(?:\s+(.*))?$/s.exec(text);
-  // /switch ID (existing sessions, unique prefixes) and /new [title] are the gateway's: it
-  // re-attaches this socket and its `session` frame switches the page.
-  if (cmd && (cmd[1] === "switch" || cmd[1] === "new")) {
-    compare.close();
-    showWorkspace();
-  }
+  return cmd ? [cmd[1], (cmd[2] || "").trim()] : null;
+}
+
+function commandLine(text) {
+  return transcript.add(h("div.command-line", h("span.prompt", { text: "›" }), h("code", { text })), { force: true });
+}
+
+function sendMessage(text) {
   if (!socket.open) {
     toast("Not connected yet — try again in a moment.", { kind: "warn" });
     return false;
   }
-  socket.send({ type: "message", sessionId: state.sessionId, content: text });
-  if (cmd) {
-    transcript.add(h("div.command-line", h("span.prompt", { text: "›" }), h("code", { text })), { force: true });
-    return true;
-  }
-  transcript.user(text);
-  setBusy(true);
-  // The gateway names a session after its first message (a `renamed` frame follows).
+  const cmd = command(text);
+  if (state.attaching) holdMessage(text, cmd);
+  else deliver(text, cmd ? commandLine(text) : transcript.user(text));
   return true;
+}
+
+/** Send what was typed (already shown as `el`) to the session the page is on. */
+function deliver(text, el) {
+  const cmd = command(text);
+  if (cmd && cmd[0] === "new" && !cmd[1]) {
+    el.remove();
+    newSession({ keepOutbox: true }); // the New session button's, at once
+    return;
+  }
+  const frame = { type: "message", sessionId: state.sessionId, content: text };
+  // /switch ID (existing sessions, unique prefixes) and /new TITLE are the gateway's: it
+  // re-attaches this socket and its `session` frame switches the page.
+  if (cmd && (cmd[0] === "switch" || cmd[0] === "new")) {
+    compare.close();
+    showWorkspace();
+    attach({ id: null, from: null, fresh: false, answered: false, error: null }, frame);
+    return;
+  }
+  socket.send(frame);
+  // The gateway names a session after its first message (a `renamed` frame follows).
+  if (!cmd) setBusy(true);
 }
 
 function fillIcons(root) {
@@ -592,7 +726,11 @@ async function boot() {
   transcript.reset();
   composer = new Composer($("composer"), {
     onSend: sendMessage,
-    onCancel: () => socket.send({ type: "cancel", sessionId: state.sessionId }),
+    onCancel: () => {
+      if (!state.outbox.length) return socket.send({ type: "cancel", sessionId: state.sessionId });
+      withdrawOutbox(); // not sent yet: Stop takes it back
+      setBusy(false);
+    },
   });
   trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: (step) => rollbackTo(app, step), onFork: (step) => forkFrom(app, step) });
   sidebar = new Sidebar($("session-list"), $("session-filter"), {
@@ -623,7 +761,7 @@ async function boot() {
   window.addEventListener("online", () => socket.retryNow());
 
   socket = new Socket(wsUrl, {
-    onOpen: () => socket.send({ type: "reconnect", sessionId: storedSessionId() }),
+    onOpen: onSocketOpen,
     onFrame,
     onState: setConnection,
     onUnauthorized: () => showAccess("wrong"),

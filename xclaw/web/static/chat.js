@@ -104,7 +104,13 @@ export class Transcript {
   user(text, sender = null) {
     this.endLive();
     this.list.querySelector(".empty-state")?.remove();
-    this.add(userBubble(text, false, sender), { force: true });
+    return this.add(userBubble(text, false, sender), { force: true });
+  }
+
+  /** Show again what the page sent (or holds) after the conversation was drawn anew. */
+  again(el) {
+    this.list.querySelector(".empty-state")?.remove();
+    this.add(el, { force: true });
   }
 
   delta(text) {
@@ -363,6 +369,13 @@ export class Composer {
     if (this.offline) text = "Not connected — your message can be sent once xclaw is back";
     else if (this.locked) text = why || "xclaw is working — input is locked until the reply (Stop ends it now)";
     this.state.textContent = text;
+  }
+
+  /** Text that was not sent after all goes back into the box (before what is there now). */
+  putBack(text) {
+    const now = this.input.value;
+    this.input.value = now.trim() ? `${text}\n${now}` : text;
+    this.autosize();
   }
 
   focus() {

@@ -4,6 +4,10 @@
 // dropped socket is normal: wait (250 ms, doubling to 8 s, with jitter so many tabs do not
 // reconnect in lock-step), open again, and let the owner send `reconnect` from onOpen. Close
 // code 4401 means the token is wrong: retrying cannot help, so it stops and says so.
+//
+// settled() tells when the gateway has finished with everything sent so far: it handles a
+// socket's frames one after another and answers each `ping` in turn, so the `pong` of a ping
+// sent now comes after every answer to what was sent before it.
 
 const CLOSE_UNAUTHORIZED = 4401;
 const FIRST_DELAY_MS = 250;
@@ -24,6 +28,9 @@ export class Socket {
     this.pinger = null;
     this.stopped = false;
     this.retryAt = 0;
+    this.pings = 0; // pings sent on the open socket
+    this.pongs = 0; // pongs received on it
+    this.waiters = []; // {n, resolve}: settled() calls waiting for the pong of ping n
   }
 
   get open() {
@@ -45,6 +52,8 @@ export class Socket {
     let unauthorized = false;
     ws.addEventListener("open", () => {
       this.attempt = 0;
+      this.pings = 0;
+      this.pongs = 0;
       this.handlers.onState?.("open", 0);
       clearInterval(this.pinger);
       this.pinger = setInterval(() => this.send({ type: "ping" }), PING_EVERY_MS);
@@ -59,11 +68,13 @@ export class Socket {
       }
       if (frame && frame.type === "error" && frame.code === "unauthorized") unauthorized = true;
       this.handlers.onFrame?.(frame);
+      if (frame && frame.type === "pong") this.ponged();
     });
     ws.addEventListener("close", (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
       clearInterval(this.pinger);
+      this.dropWaiters();
       if (event.code === CLOSE_UNAUTHORIZED || unauthorized) {
         this.stopped = true;
         this.handlers.onState?.("unauthorized", 0);
@@ -94,13 +105,36 @@ export class Socket {
   send(frame) {
     if (!this.open) return false;
     this.ws.send(JSON.stringify(frame));
+    if (frame.type === "ping") this.pings += 1;
     return true;
+  }
+
+  /** Resolves true once the gateway has answered everything sent on this socket before the
+   * call, false if the socket closes first (its answers may then never come). */
+  settled() {
+    if (!this.send({ type: "ping" })) return Promise.resolve(false);
+    const n = this.pings;
+    return new Promise((resolve) => this.waiters.push({ n, resolve }));
+  }
+
+  ponged() {
+    this.pongs += 1;
+    const done = this.waiters.filter((w) => w.n <= this.pongs);
+    this.waiters = this.waiters.filter((w) => w.n > this.pongs);
+    for (const w of done) w.resolve(true);
+  }
+
+  dropWaiters() {
+    const dropped = this.waiters;
+    this.waiters = [];
+    for (const w of dropped) w.resolve(false);
   }
 
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
     clearInterval(this.pinger);
+    this.dropWaiters();
     if (this.ws) this.ws.close(1000, "bye");
     this.ws = null;
   }
