@@ -31,6 +31,7 @@ from xclaw.frames import (
 )
 from xclaw.http_bodies import RollbackAnswer, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
     from xclaw.llm.base import Model
@@ -58,7 +59,7 @@ class LocalEvents(Events):
         self._begin = start
         self._unsubscribe: Callable[[], None] | None = None
 
-    def _sink(self, frame: dict[str, Any]) -> None:
+    def _sink(self, frame: Frame) -> None:
         # Read into its class; a frame of a type this version does not know is ignored.
         if frame.get("type") in _KNOWN:
             self._push(SERVER_FRAME.validate_python(frame))
