@@ -27,7 +27,9 @@ from pydantic import (
 
 from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
+from xclaw.llm.prices import PriceTable
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
+from xclaw.store.rows import valid_unicode
 from xclaw.views import step_cost, step_usage
 from xclaw.wire.shapes import StepJson
 
@@ -76,22 +78,6 @@ ClientFrame = Annotated[
     Field(discriminator="type"),
 ]
 _client_frame = TypeAdapter(ClientFrame)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_unicode(value: Any) -> Any:
-    """JSON-like data with every lone surrogate (legal in JSON as `\\ud800`, not encodable as
-    UTF-8) replaced by U+FFFD, so that what the store keeps and what clients are sent agree.
-    json.loads already joins a valid escaped pair into one character."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [valid_unicode(v) for v in value]
-    return value
 
 
 def parse_client_frame(
@@ -147,21 +133,22 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
     return out
 
 
-def tree_json(node: StepTreeNode) -> dict[str, Any]:
+def tree_json(node: StepTreeNode, table: PriceTable) -> dict[str, Any]:
     """A step with its descendants. Iterative: a tree can be deeper than the recursion limit."""
-    root: dict[str, Any] = {**step_json(node.step), "children": []}
+    root: dict[str, Any] = {**step_json(node.step, table), "children": []}
     stack = [(node, root)]
     while stack:
         n, out = stack.pop()
         for child in n.children:
-            c: dict[str, Any] = {**step_json(child.step), "children": []}
+            c: dict[str, Any] = {**step_json(child.step, table), "children": []}
             out["children"].append(c)
             stack.append((child, c))
     return root
 
 
-def step_json(st: Step) -> StepJson:
-    """A trace row as the clients see it (the live trace view, /steps, the HTTP API)."""
+def step_json(st: Step, table: PriceTable) -> StepJson:
+    """A trace row as the clients see it (the live trace view, /steps, the HTTP API); an
+    llm_call's cost at `table`'s prices."""
     out: StepJson = {
         "id": st.display_id,
         "stepId": st.step_id,
@@ -179,14 +166,20 @@ def step_json(st: Step) -> StepJson:
         "durationMs": st.duration_ms,
         "tokens": {"prompt": st.token_usage_prompt, "completion": st.token_usage_completion},
     }
-    # An llm_call's token breakdown (cache reads/writes, reasoning) and estimated cost in
-    # dollars (null: a model without a price); nothing for other steps.
-    usage = step_usage(st)
-    if usage is not None:
-        cost = step_cost(st, usage)
-        out["usage"] = usage.to_json()
-        out["cost"] = None if cost is None else round(cost, 6)
+    priced = llm_usage(st, table)
+    if priced:
+        out["usage"], out["cost"] = priced["usage"], priced["cost"]
     return out
+
+
+def llm_usage(st: Step, table: PriceTable) -> dict[str, Any]:
+    """An llm_call's token breakdown (cache reads/writes, reasoning) and estimated cost in
+    dollars at `table`'s prices (null: a model without a price); nothing for other steps."""
+    usage = step_usage(st)
+    if usage is None:
+        return {}
+    cost = step_cost(st, table, usage)
+    return {"usage": usage.to_json(), "cost": None if cost is None else round(cost, 6)}
 
 
 # Slash commands: the gateway runs them (xclaw.gateway.commands); clients parse them only to

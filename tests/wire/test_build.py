@@ -11,6 +11,7 @@ from typing import Any, get_type_hints
 import pytest
 
 from xclaw.frames import BY_TYPE, undeclared, wire_fields
+from xclaw.llm.prices import PriceTable
 from xclaw.store.model import Session, Status, Step, StepStatus, StepType
 from xclaw.wire import build, shapes
 
@@ -78,6 +79,7 @@ def test_step_shape_has_exactly_the_declared_steps_keys() -> None:
     assert keys == set(wire_fields(DeclaredStep))
 
 
+PRICES = PriceTable.with_overrides(None)
 SESSION = Session(session_id="s-1", title="t", status=Status.RUNNING, created_at=1, updated_at=2)
 STEP = Step(
     step_id="s-1:s0001",
@@ -108,10 +110,10 @@ FRAMES: list[Any] = [
     build.tool_frame("s0002", "shell", {}, "completed", output="x", agent="s0001"),
     build.approval_request_frame("s0003", "shell", {}, "asks", maybe_repeated=True),
     build.approval_request_frame("s0003", "shell", {}, "asks", maybe_repeated=False, agent="s0002"),
-    build.step_frame(STEP),
+    build.step_frame(STEP, PRICES),
     build.notice_frame("[x] y", "s-1"),
     build.notice_frame("[x] y"),
-    build.steps_frame("s-1", [STEP]),
+    build.steps_frame("s-1", [STEP], PRICES),
     build.forked_frame("s-2", "s-1", "s0001", "t"),
     build.rolledback_frame("s0001", 3, "s-1"),
     build.error_frame("bad", "bad_frame", "s-1"),

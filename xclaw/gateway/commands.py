@@ -23,7 +23,7 @@ from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps
 from xclaw.protocol import Command
 from xclaw.store.base import Store, TeamStore
-from xclaw.store.model import Session, Step, display_id
+from xclaw.store.model import Session, display_id
 from xclaw.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
 from xclaw.wire.build import (
     for_session,
@@ -102,16 +102,6 @@ class RollbackOutcome:
     frames: CommandResult
 
 
-def steps_text(
-    session_id: str,
-    steps: list[Step],
-    actions: list[tuple[str, str | None, int, dict[str, Any]]] | None = None,
-) -> str:
-    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it
-    (with what people did that no step shows, docs/teams.md)."""
-    return views.format_steps(steps, session_id, actions=actions or ())
-
-
 def sessions_text(
     sessions: list[Session], current: str, busy: Callable[[str], bool] = lambda _sid: False
 ) -> str:
@@ -183,10 +173,18 @@ class CommandRunner:
         steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
         return CommandResult(
             reply=[
+                # The original tutorial's /steps listing with usage hints, as `xclaw steps`
+                # prints it (with what people did that no step shows, docs/teams.md).
                 notice_frame(
-                    steps_text(session_id, steps, await self._actions(session_id)), session_id
+                    views.format_steps(
+                        steps,
+                        session_id,
+                        self.runtime.prices,
+                        actions=await self._actions(session_id),
+                    ),
+                    session_id,
                 ),
-                steps_frame(session_id, steps),
+                steps_frame(session_id, steps, self.runtime.prices),
             ]
         )
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from xclaw.answered_by import AnsweredBy
     from xclaw.config import Settings
+    from xclaw.llm.prices import PriceTable
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import Toolbox
     from xclaw.store.base import RollbackResult
@@ -30,6 +31,8 @@ class GatewayRuntime(Protocol):
     def toolbox(self) -> Toolbox: ...
     @property
     def worker_id(self) -> str: ...
+    @property
+    def prices(self) -> PriceTable: ...
     @property
     def redact(self) -> Redactor:
         """What every frame and API answer passes before it leaves (docs/security.md)."""

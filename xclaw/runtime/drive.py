@@ -81,9 +81,9 @@ class TurnDrive:
         if opened is not None:
             # Told at once: the turn is open, the message recorded.
             for step in opened.interrupted:  # the dangling steps marked (nothing lost)
-                emit(step_frame(step))
+                emit(step_frame(step, self.rt.prices))
             emit(status_frame(Status.RUNNING))
-            emit(step_frame(opened.message))
+            emit(step_frame(opened.message, rt.prices))
         else:
             # A restore cut short by a crash is completed before anything touches the files.
             await rt.db(rt.workspaces.recover, sid, self.run.lease)
@@ -103,7 +103,7 @@ class TurnDrive:
                 approval_output=marking.approval_output,
             )
             for step in interrupted:  # live views see the dangling steps marked
-                emit(step_frame(step))
+                emit(step_frame(step, self.rt.prices))
             steps, workspace = await rt.db(self._read_steps, recover=False)
         hist = rt.rebuild(steps)
         context = ToolContext(workspace=workspace, session_id=sid)
@@ -155,7 +155,7 @@ class TurnDrive:
             db=rt.db,
             writes=self.db.store.write_stream(),
             session_id=sid,
-            emit=lambda event: rt.emit(sid, event_frame(event), redacted=True),
+            emit=lambda event: rt.emit(sid, event_frame(event, rt.prices), redacted=True),
             redact=rt.redact,
             call_parents=hist.call_parents,
             pending_approvals=hist.pending_approvals,
@@ -181,7 +181,7 @@ class TurnDrive:
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
         for step in settled:
-            self.emit(step_frame(step))
+            self.emit(step_frame(step, self.rt.prices))
             self.emit(notice_frame(settled_notice(step)))
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:

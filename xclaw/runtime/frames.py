@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from xclaw.llm.prices import PriceTable
 from xclaw.recorder.events import (
     Notice,
     RecorderEvent,
@@ -30,10 +31,11 @@ from xclaw.wire.build import (
 from xclaw.wire.shapes import FrameJson
 
 
-def event_frame(event: RecorderEvent) -> FrameJson:
-    """The frame (without `sessionId`, added by the runtime) that tells clients of `event`."""
+def event_frame(event: RecorderEvent, prices: PriceTable) -> FrameJson:
+    """The frame (without `sessionId`, added by the runtime) that tells clients of `event`;
+    an llm_call's step priced with `prices`."""
     if isinstance(event, StepCommitted):
-        return step_frame(event.step)
+        return step_frame(event.step, prices)
     if isinstance(event, ToolChanged):
         return tool_frame(
             event.step_id,

@@ -25,8 +25,8 @@ from xclaw.errors import (
     StepNotFound,
     StoreError,
 )
-from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
@@ -71,8 +71,9 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
-        # Every step frame and listing prices llm_calls with the providers' prices + xclaw.yaml.
-        prices.configure(settings.prices)
+        # What every step frame and listing of this runtime prices llm_calls with: the
+        # providers' prices, then xclaw.yaml's.
+        self.prices = PriceTable.with_overrides(settings.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)

@@ -120,7 +120,7 @@ class SessionConfigs:
             if details is not None:
                 step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
                 added = await rt.db(rt.store.add_step, sid, step, lease=lease)
-                rt.emit(sid, step_frame(added))
+                rt.emit(sid, step_frame(added, rt.prices))
         finally:
             await rt.leases.release(lease)
         if agreement.session is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+from xclaw.llm.prices import PriceTable
 from xclaw.protocol import step_json
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, session_state
 from xclaw.wire.shapes import (
@@ -180,9 +181,10 @@ def approval_request_frame(
     return frame
 
 
-def step_frame(step: Step) -> StepFrameJson:
-    """A trace row was written or changed (the live trace view)."""
-    return {"type": "step", "step": step_json(step)}
+def step_frame(step: Step, prices: PriceTable) -> StepFrameJson:
+    """A trace row was written or changed (the live trace view); an llm_call priced with
+    `prices`."""
+    return {"type": "step", "step": step_json(step, prices)}
 
 
 # --- commands and notices --------------------------------------------------------------------
@@ -196,9 +198,13 @@ def notice_frame(content: str, session_id: str | None = None) -> NoticeJson:
     return frame
 
 
-def steps_frame(session_id: str, steps: Sequence[Step]) -> StepsJson:
+def steps_frame(session_id: str, steps: Sequence[Step], prices: PriceTable) -> StepsJson:
     """The structured result of `/steps`."""
-    return {"type": "steps", "sessionId": session_id, "steps": [step_json(s) for s in steps]}
+    return {
+        "type": "steps",
+        "sessionId": session_id,
+        "steps": [step_json(s, prices) for s in steps],
+    }
 
 
 def forked_frame(new_id: str, from_session_id: str, from_step_id: str, title: str) -> ForkedJson:
