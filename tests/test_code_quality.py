@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.caches import mypy_cache
+from tests.caches import mypy_lock
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKED = ["xclaw", "tests", "bench", "examples"]
@@ -29,7 +29,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_mypy_strict_finds_nothing() -> None:
     # The files, strictness and per-module exceptions all come from [tool.mypy].
-    done = _run("mypy", "--cache-dir", mypy_cache("xclaw"))
+    with mypy_lock("xclaw") as cache:
+        done = _run("mypy", "--cache-dir", cache)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "Success: no issues found" in out, out

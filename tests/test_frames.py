@@ -159,7 +159,9 @@ def test_every_frame_class_is_in_the_union() -> None:
 def test_the_runtime_builders_follow_the_declaration() -> None:
     """The frames a real gateway sends are checked in tests/gateway/test_frames_declared.py;
     this one comes only from a model call retried after its thinking went out."""
+    from xclaw.llm.prices import PriceTable
     from xclaw.recorder.events import ThinkingDiscarded
     from xclaw.runtime.frames import event_frame
 
-    assert undeclared({**event_frame(ThinkingDiscarded()), "sessionId": "S"}) == []
+    frame = event_frame(ThinkingDiscarded(), PriceTable.with_overrides(None))
+    assert undeclared({**frame, "sessionId": "S"}) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from xclaw.llm.prices import PriceTable
 from xclaw.store.model import (
     INTERRUPTED,
     Session,
@@ -15,6 +16,8 @@ from xclaw.store.model import (
     StepType,
 )
 from xclaw.views import format_sessions, format_steps, format_tree
+
+PRICES = PriceTable.with_overrides(None)
 
 SID = "cli"
 
@@ -71,7 +74,7 @@ SEED_STEPS = [
 
 
 def test_steps_listing_has_the_tutorials_layout() -> None:
-    assert format_steps(SEED_STEPS, SID) == text(
+    assert format_steps(SEED_STEPS, SID, PRICES) == text(
         [
             "Steps (session: cli):",
             '  s0001  user_input    user        "帮我分析日志"',
@@ -121,7 +124,7 @@ def test_steps_listing_marks_unfinished_and_sub_agent_steps() -> None:
         step(6, StepType.SYSTEM_ALERT, "approval", None, status=StepStatus.RUNNING, end=None),
     ]
     session = Session(session_id=SID, title="t", status=Status.RUNNING, created_at=0, updated_at=0)
-    lines = format_steps(steps, session).splitlines()
+    lines = format_steps(steps, session, PRICES).splitlines()
     assert lines[1:7] == [
         '  s0001  tool_call     shell       {"command":"sleep 10"} [running]',
         '  s0002  tool_call     shell       {"command":"x"} [interrupted]',
@@ -134,7 +137,7 @@ def test_steps_listing_marks_unfinished_and_sub_agent_steps() -> None:
 
 
 def test_steps_listing_when_empty() -> None:
-    assert format_steps([], SID) == "Steps (session: cli):\n  (no steps yet)"
+    assert format_steps([], SID, PRICES) == "Steps (session: cli):\n  (no steps yet)"
 
 
 def test_tree_with_durations_and_tokens() -> None:
@@ -160,7 +163,7 @@ def test_tree_with_durations_and_tokens() -> None:
         ),
         StepTreeNode(u2),
     ]
-    assert format_tree(tree) == text(
+    assert format_tree(tree, PRICES) == text(
         [
             's0001  user_input  user  "hi"  (0 ms)',
             "└─ s0002  llm_call  model-x  (1250 ms, 1200+80 tok)",
@@ -170,7 +173,7 @@ def test_tree_with_durations_and_tokens() -> None:
             's0006  user_input  user  "next"  (0 ms)',
         ]
     )
-    assert format_tree([]) == "(no steps yet)"
+    assert format_tree([], PRICES) == "(no steps yet)"
 
 
 def test_sessions_table() -> None:
@@ -237,18 +240,13 @@ def test_steps_listing_shows_what_llm_calls_said_and_hints_at_a_main_instruction
     # LLM rows show their text (or the tools they called) and their time; the usage
     # hint names the latest main-agent instruction, never a sub-agent's task.
     said = step(2, StepType.LLM_CALL, "m", None, start=1000, end=2300)
-    said = Step(
-        **{
-            **{f: getattr(said, f) for f in said.__dataclass_fields__},
-            "output_data": {"text": "Let me look.", "tool_calls": [{"name": "shell"}]},
-        }
-    )
+    said = replace(said, output_data={"text": "Let me look.", "tool_calls": [{"name": "shell"}]})
     steps = [
         step(1, StepType.USER_INPUT, "user", "go"),
         said,
         step(3, StepType.USER_INPUT, "user", "sub task", agent="s0002"),
     ]
-    lines = format_steps(steps, SID).splitlines()
+    lines = format_steps(steps, SID, PRICES).splitlines()
     assert lines[2] == '  s0002  llm_call      llm         "Let me look." → shell (1.3 s)'
     assert lines[-2].startswith("  /rollback s0001")
 
@@ -290,7 +288,7 @@ def test_steps_listing_says_approvals_and_resumes_in_words() -> None:
         },
     )
     lines = format_steps(
-        [step(1, StepType.USER_INPUT, "user", "go"), approved, denied, waiting, resume], SID
+        [step(1, StepType.USER_INPUT, "user", "go"), approved, denied, waiting, resume], SID, PRICES
     ).splitlines()
     assert lines[2:6] == [
         "  s0002  system_alert  approval    asked to run shell: rm -f notes.txt — approved",

@@ -1,9 +1,10 @@
-"""The client <-> gateway contract (docs/protocol.md): frame parsing and frame builders, the
-slash-command syntax, and where a local client finds the server's access token.
+"""The client <-> gateway contract (docs/protocol.md): client frame parsing, the objects
+server frames carry (a step, a session, a tree of steps), the slash-command syntax, and where
+a local client finds the server's access token.
 
-Client frames are validated with pydantic at the edge; server frames are plain dicts built
-here, so every producer (runtime, gateway, CLI) shapes them the same way. Both sides import
-this module; the terminal client imports nothing from the gateway.
+Client frames are validated with pydantic at the edge; server frames are built in one place,
+xclaw/wire/build.py. Both sides import this module; the terminal client imports nothing from
+the gateway.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from pydantic import (
 
 from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
+from xclaw.llm.prices import PriceTable
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
+from xclaw.store.rows import valid_unicode
 from xclaw.views import step_cost, step_usage
+from xclaw.wire.shapes import StepJson
 
 MAX_FRAME_BYTES = 1_000_000
 PROTOCOL_VERSION = 1
@@ -76,22 +80,6 @@ ClientFrame = Annotated[
 _client_frame = TypeAdapter(ClientFrame)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_unicode(value: Any) -> Any:
-    """JSON-like data with every lone surrogate (legal in JSON as `\\ud800`, not encodable as
-    UTF-8) replaced by U+FFFD, so that what the store keeps and what clients are sent agree.
-    json.loads already joins a valid escaped pair into one character."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [valid_unicode(v) for v in value]
-    return value
-
-
 def parse_client_frame(
     raw: str | bytes,
 ) -> ReconnectFrame | MessageFrame | ApprovalFrame | CancelFrame | PingFrame:
@@ -122,22 +110,6 @@ def parse_client_frame(
 # --- server frames ------------------------------------------------------------------------
 
 
-def session_frame(s: Session, *, created: bool, busy: bool = False) -> dict[str, Any]:
-    state = session_state(s, busy=busy)
-    return {
-        "type": "session",
-        "sessionId": s.session_id,
-        "status": s.status.value,
-        "title": s.title,
-        "isForked": s.is_forked,
-        "parentSessionId": s.parent_session_id,
-        "awaitingInput": s.awaiting_input,
-        "state": state.key,
-        "stateText": state.text,
-        "created": created,
-    }
-
-
 def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
     """A session as every listing, export and API response shows it (camelCase, as on the wire)."""
     out: dict[str, Any] = {
@@ -161,22 +133,23 @@ def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:
     return out
 
 
-def tree_json(node: StepTreeNode) -> dict[str, Any]:
+def tree_json(node: StepTreeNode, table: PriceTable) -> dict[str, Any]:
     """A step with its descendants. Iterative: a tree can be deeper than the recursion limit."""
-    root: dict[str, Any] = {**step_json(node.step), "children": []}
+    root: dict[str, Any] = {**step_json(node.step, table), "children": []}
     stack = [(node, root)]
     while stack:
         n, out = stack.pop()
         for child in n.children:
-            c: dict[str, Any] = {**step_json(child.step), "children": []}
+            c: dict[str, Any] = {**step_json(child.step, table), "children": []}
             out["children"].append(c)
             stack.append((child, c))
     return root
 
 
-def step_json(st: Step) -> dict[str, Any]:
-    """A trace row as the clients see it (the live trace view, /steps, the HTTP API)."""
-    return {
+def step_json(st: Step, table: PriceTable) -> StepJson:
+    """A trace row as the clients see it (the live trace view, /steps, the HTTP API); an
+    llm_call's cost at `table`'s prices."""
+    out: StepJson = {
         "id": st.display_id,
         "stepId": st.step_id,
         "seq": st.seq,
@@ -192,40 +165,21 @@ def step_json(st: Step) -> dict[str, Any]:
         "endTime": st.end_time,
         "durationMs": st.duration_ms,
         "tokens": {"prompt": st.token_usage_prompt, "completion": st.token_usage_completion},
-        **_llm_usage(st),
     }
+    priced = llm_usage(st, table)
+    if priced:
+        out["usage"], out["cost"] = priced["usage"], priced["cost"]
+    return out
 
 
-def _llm_usage(st: Step) -> dict[str, Any]:
+def llm_usage(st: Step, table: PriceTable) -> dict[str, Any]:
     """An llm_call's token breakdown (cache reads/writes, reasoning) and estimated cost in
-    dollars (null: a model without a price); nothing for other steps."""
+    dollars at `table`'s prices (null: a model without a price); nothing for other steps."""
     usage = step_usage(st)
     if usage is None:
         return {}
-    cost = step_cost(st, usage)
+    cost = step_cost(st, table, usage)
     return {"usage": usage.to_json(), "cost": None if cost is None else round(cost, 6)}
-
-
-def error_frame(content: str, code: str, session_id: str | None = None) -> dict[str, Any]:
-    frame: dict[str, Any] = {"type": "error", "content": content, "code": code}
-    if session_id:
-        frame["sessionId"] = session_id
-    return frame
-
-
-def notice_frame(content: str) -> dict[str, Any]:
-    return {"type": "notice", "content": content}
-
-
-def thinking_frame(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The model's reasoning before its answer (docs/protocol.md `thinking`): the text of its
-    thinking blocks (already redacted), and how many were redacted_thinking blocks, whose
-    content the provider keeps encrypted. Clients show it folded."""
-    return {
-        "type": "thinking",
-        "content": "\n\n".join(str(b.get("thinking") or "") for b in blocks if b.get("thinking")),
-        "redacted": sum(1 for b in blocks if b.get("type") == "redacted_thinking"),
-    }
 
 
 # Slash commands: the gateway runs them (xclaw.gateway.commands); clients parse them only to

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from xclaw.llm import prices
+from xclaw.llm.prices import PriceTable
 from xclaw.messages import Usage
 from xclaw.store.model import Session, Step, StepStatus, StepTreeNode, StepType, session_state
 
@@ -69,14 +70,14 @@ def step_model(step: Step) -> str:
     return model if isinstance(model, str) and model else step.name
 
 
-def step_cost(step: Step, usage: Usage | None = None) -> float | None:
-    """Estimated dollars of an llm_call at the prices in force; None: unknown model.
+def step_cost(step: Step, table: PriceTable, usage: Usage | None = None) -> float | None:
+    """Estimated dollars of an llm_call at `table`'s prices; None: unknown model.
     `usage`: step_usage(step), when the caller has it already."""
     if usage is None:
         usage = step_usage(step)
     if usage is None or not (usage.prompt_tokens or usage.completion_tokens):
         return None
-    return prices.active().cost(step_model(step), usage, endpoint=step_endpoint(step))
+    return table.cost(step_model(step), usage, endpoint=step_endpoint(step))
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class SessionCost:
         }
 
 
-def session_cost(steps: Iterable[Step]) -> SessionCost:
+def session_cost(steps: Iterable[Step], table: PriceTable) -> SessionCost:
     usage = Usage()
     cost: float | None = None
     calls = unpriced = 0
@@ -108,7 +109,7 @@ def session_cost(steps: Iterable[Step]) -> SessionCost:
             continue
         calls += 1
         usage = usage + u
-        c = step_cost(st)
+        c = step_cost(st, table)
         if c is None:
             if u.prompt_tokens or u.completion_tokens:
                 unpriced += 1
@@ -304,7 +305,7 @@ def _session_label(session: Session | str) -> str:
     return session.session_id if isinstance(session, Session) else str(session)
 
 
-def format_step_line(step: Step) -> str:
+def format_step_line(step: Step, table: PriceTable) -> str:
     """One row of /steps: id, type, name, input summary, and a state mark when not done."""
     name = _shown_name(step)
     if step.agent != "main":
@@ -312,7 +313,7 @@ def format_step_line(step: Step) -> str:
     parts = [f"  {step.display_id:<5}  {step.step_type.value:<12}  {name:<10}"]
     summary = _llm_summary(step) if step.step_type is StepType.LLM_CALL else _summary(step)
     usage = step_usage(step)
-    spent = format_usage(usage, step_cost(step)) if usage is not None else ""
+    spent = format_usage(usage, step_cost(step, table)) if usage is not None else ""
     extra = " ".join(p for p in (summary, spent, _state(step)) if p)
     if extra:
         parts.append("  " + extra)
@@ -341,6 +342,7 @@ def action_line(kind: str, user: str | None, at: int, detail: dict[str, Any]) ->
 def format_steps(
     steps: Sequence[Step],
     session: Session | str,
+    table: PriceTable,
     *,
     offline: bool = False,
     actions: Sequence[tuple[str, str | None, int, dict[str, Any]]] = (),
@@ -355,7 +357,7 @@ def format_steps(
             "\n" + "\n".join(done) if actions else ""
         )
     lines = [f"Steps (session: {label}):"]
-    lines.extend(format_step_line(s) for s in steps)
+    lines.extend(format_step_line(s, table) for s in steps)
     if actions:
         lines += done
     # The example id is the latest instruction shown: the usual place to rewind or branch.
@@ -380,7 +382,7 @@ def format_steps(
     return "\n".join(lines)
 
 
-def _tree_label(step: Step) -> str:
+def _tree_label(step: Step, table: PriceTable) -> str:
     bits = [step.display_id, step.step_type.value, sent_by(step) or step.name]
     summary = _summary(step)
     if summary:
@@ -394,7 +396,7 @@ def _tree_label(step: Step) -> str:
         tail.append(f"{about}{usage.prompt_tokens}+{about}{usage.completion_tokens} tok")
         if usage.cache_read_tokens:
             tail.append(f"{usage.cache_read_tokens} cached")
-        cost = step_cost(step, usage)
+        cost = step_cost(step, table, usage)
         if cost is not None:
             tail.append(about + prices.format_cost(cost))
     state = _state_word(step)
@@ -405,7 +407,7 @@ def _tree_label(step: Step) -> str:
     return "  ".join(bits) + (f"  ({', '.join(tail)})" if tail else "")
 
 
-def format_tree(nodes: Sequence[StepTreeNode]) -> str:
+def format_tree(nodes: Sequence[StepTreeNode], table: PriceTable) -> str:
     """The trace tree: which decision caused which step, with durations and tokens."""
     if not nodes:
         return "(no steps yet)"
@@ -414,7 +416,7 @@ def format_tree(nodes: Sequence[StepTreeNode]) -> str:
     stack: list[tuple[StepTreeNode, str, str]] = [(n, "", "") for n in reversed(nodes)]
     while stack:
         node, lead, child_lead = stack.pop()
-        lines.append(lead + _tree_label(node.step))
+        lines.append(lead + _tree_label(node.step, table))
         kids = node.children
         for i in range(len(kids) - 1, -1, -1):
             last = i == len(kids) - 1

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.caches import mypy_cache
+from tests.caches import mypy_lock
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,19 +180,20 @@ def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None
 
 def test_the_examples_type_check_strictly() -> None:
     """What a user's code meets: `py.typed`, and every public name typed."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--cache-dir",
-            mypy_cache("examples"),
-            *map(str, sorted(EXAMPLES.glob("*.py"))),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    with mypy_lock("examples") as cache:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--strict",
+                "--cache-dir",
+                cache,
+                *map(str, sorted(EXAMPLES.glob("*.py"))),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert done.returncode == 0, done.stdout + done.stderr

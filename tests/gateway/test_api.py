@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from tests.gateway.harness import Client, Server
+from tests.gateway.harness import Client, Server, xclaw_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -156,6 +157,18 @@ async def test_sessions_steps_tree_history_export(server: Server, aapi: httpx.As
     assert lines[0]["llmCalls"] >= 1 and lines[0]["usage"]["input"] > 0 and lines[0]["cost"] is None
     assert {line["kind"] for line in lines[1:]} == {"step"}
     assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
+    # The same lines `xclaw export` writes from the database (callId included: what a
+    # resume pairs results by), so the download imports back elsewhere.
+    offline = subprocess.run(
+        [*xclaw_cmd(), "export", sid],
+        env=server.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert lines == [json.loads(line) for line in offline.stdout.splitlines()]
+    assert any(x.get("callId") for x in lines[1:])
 
 
 async def test_fork_rollback_delete(server: Server, aapi: httpx.AsyncClient) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from xclaw.llm.prices import PriceTable
 from xclaw.protocol import tree_json
 from xclaw.store.model import Step, StepStatus, StepTreeNode, StepType
 
@@ -23,7 +24,7 @@ def test_a_tree_deeper_than_the_recursion_limit() -> None:
         )
         node = StepTreeNode(step, (node,) if node else ())
     assert node is not None
-    out = tree_json(node)
+    out = tree_json(node, PriceTable.with_overrides(None))
     seen = 0
     while out["children"]:
         assert out["children"][0]["parent"] == out["id"]

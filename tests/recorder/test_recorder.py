@@ -19,6 +19,7 @@ import pytest
 from xclaw.agent.loop import Agent
 from xclaw.errors import StoreError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.prices import PriceTable
 from xclaw.messages import ThinkingBlock, ToolCall, Usage
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import RecorderEvent, StatusChanged, StepCommitted, ToolChanged
@@ -29,6 +30,7 @@ from xclaw.store.model import Status, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
+PRICES = PriceTable.with_overrides(None)
 SECRET = "sk-test-0123456789abcdef"
 
 
@@ -74,7 +76,7 @@ def recorder(store: SQLiteStore, sid: str, frames: list[dict[str, Any]], **kw: A
         db=StoreCaller(store),
         writes=store.write_stream(),
         session_id=sid,
-        emit=lambda event: frames.append(event_frame(event)),
+        emit=lambda event: frames.append(event_frame(event, PRICES)),
         redact=Redactor([SECRET]),
         **kw,
     )
@@ -243,7 +245,7 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
         db=StoreCaller(store),
         writes=store.write_stream(),
         session_id=sid,
-        emit=lambda e: emit(event_frame(e)),
+        emit=lambda e: emit(event_frame(e, PRICES)),
         redact=Redactor([SECRET]),
     )
     ok, bad = (
@@ -387,7 +389,7 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     tools = [e for e in events if isinstance(e, ToolChanged)]
     assert [t.state for t in tools] == ["running", "completed"]
     assert SECRET not in json.dumps(tools[0].input)
-    assert event_frame(tools[1]) == {
+    assert event_frame(tools[1], PRICES) == {
         "type": "tool",
         "stepId": tools[1].step_id,
         "name": "shell",
@@ -396,8 +398,11 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
         "output": "ok",
     }
     steps = [e for e in events if isinstance(e, StepCommitted)]
-    assert event_frame(steps[-1])["step"]["status"] == "completed"
-    assert event_frame(StatusChanged(Status.SUCCESS)) == {"type": "status", "status": "Success"}
+    assert event_frame(steps[-1], PRICES)["step"]["status"] == "completed"
+    assert event_frame(StatusChanged(Status.SUCCESS), PRICES) == {
+        "type": "status",
+        "status": "Success",
+    }
 
 
 async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(db: Any) -> None:
@@ -415,7 +420,7 @@ async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(d
         db=StoreCaller(store),
         writes=store.write_stream(),
         session_id=sid,
-        emit=lambda event: frames.append(event_frame(event)),
+        emit=lambda event: frames.append(event_frame(event, PRICES)),
         redact=Redactor([SECRET, other]),
     )
     calls = (

@@ -40,7 +40,7 @@ async def test_anthropic_cache_tokens_are_recorded_on_every_llm_call(tmp_path: P
         assert second["cache_read"] >= first["cache_write"]  # the first call's prefix
         for s in llm:  # the prompt column counts every input token, cached or not
             assert s.token_usage_prompt == s.output_data["usage"]["input"]
-        totals = session_cost(runtime.store.steps(sid))
+        totals = session_cost(runtime.store.steps(sid), runtime.prices)
         assert totals.usage.cache_read_tokens == second["cache_read"] and totals.calls == 2
         await runtime.shutdown()
         runtime.store.close()
@@ -135,6 +135,7 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
         steps = runtime.store.steps(sid)
         sessions = runtime.store.list_sessions()
         tree = runtime.store.step_tree(sid)
+        table = runtime.prices
         await runtime.shutdown()
         runtime.store.close()
 
@@ -151,16 +152,16 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
     assert first.output_data["endpoint"] == srv.url
     assert "estimated" not in second.output_data["usage"]
 
-    frame = step_json(first)
+    frame = step_json(first, table)
     assert frame["tokens"] == {"prompt": None, "completion": None}
     assert frame["usage"]["estimated"] is True and frame["cost"] is None
-    assert step_json(second)["cost"] is None  # counted, but a local server has no price
+    assert step_json(second, table)["cost"] is None  # counted, but a local server has no price
 
-    totals = session_cost(steps)
+    totals = session_cost(steps, table)
     assert totals.cost is None and totals.unpriced == 2 and totals.usage.estimated
     assert totals.to_json()["usage"]["estimated"] is True
-    listing = format_steps(steps, sid)
+    listing = format_steps(steps, sid, table)
     assert f"~{usage['input']} in → ~{usage['output']} out (estimated)" in listing
     assert "$" not in listing
     assert "~" in format_sessions(sessions, costs={sid: totals})
-    assert f"~{usage['input']}+~{usage['output']} tok" in format_tree(tree)
+    assert f"~{usage['input']}+~{usage['output']} tok" in format_tree(tree, table)

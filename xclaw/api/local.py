@@ -31,6 +31,7 @@ from xclaw.frames import (
 )
 from xclaw.http_bodies import RollbackAnswer, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
     from xclaw.llm.base import Model
@@ -58,7 +59,7 @@ class LocalEvents(Events):
         self._begin = start
         self._unsubscribe: Callable[[], None] | None = None
 
-    def _sink(self, frame: dict[str, Any]) -> None:
+    def _sink(self, frame: Frame) -> None:
         # Read into its class; a frame of a type this version does not know is ignored.
         if frame.get("type") in _KNOWN:
             self._push(SERVER_FRAME.validate_python(frame))
@@ -164,13 +165,13 @@ class LocalSession(Session):
             rows = await rt.db(rt.store.steps, self.id)
         else:
             rows = await rt.db(rt.store.latest_steps, self.id, n)
-        return [Step.model_validate(rt.redact(step_json(st))) for st in rows]
+        return [Step.model_validate(rt.redact(step_json(st, rt.prices))) for st in rows]
 
     async def trace(self) -> list[TreeNode]:
         rt = self._rt
         await self._exists()
         roots = await rt.db(rt.store.step_tree, self.id)
-        return [TreeNode.model_validate(rt.redact(tree_json(r))) for r in roots]
+        return [TreeNode.model_validate(rt.redact(tree_json(r, rt.prices))) for r in roots]
 
     async def history(self) -> list[HistoryMessage]:
         if not await self._exists():
@@ -184,7 +185,7 @@ class LocalSession(Session):
         rt = self._rt
         await self._exists()
         rows = await rt.db(rt.store.steps, self.id)
-        return CostSummary.model_validate(session_cost(rows).to_json())
+        return CostSummary.model_validate(session_cost(rows, rt.prices).to_json())
 
     async def _exists(self) -> bool:
         """False for a new session not written yet (no steps); UnknownSession when gone."""

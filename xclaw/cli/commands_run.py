@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +14,7 @@ from xclaw.cli.commands_store import running_now
 from xclaw.config import load_settings
 from xclaw.errors import EXIT_USAGE, AmbiguousSession, SessionNotFound, XclawError
 from xclaw.store.model import SessionState, session_state
+from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -33,7 +34,7 @@ class TerminalFrames:
         self.failed = False
         self.denied_unasked = 0  # approvals denied because nobody could be asked
 
-    def __call__(self, frame: dict[str, Any]) -> None:
+    def __call__(self, frame: Frame) -> None:
         if frame.get("type") == "approval_request":
             self.render.approval(frame)
             asyncio.get_running_loop().create_task(self._approve(frame))
@@ -42,7 +43,7 @@ class TerminalFrames:
             self.failed = True
         self.render.frame(frame)
 
-    async def _approve(self, frame: dict[str, Any]) -> None:
+    async def _approve(self, frame: Frame) -> None:
         from xclaw.answered_by import NO_TERMINAL, AnsweredBy
 
         if self.interactive:

@@ -20,8 +20,9 @@ from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
 from xclaw.cli.redaction import output_redactor
 from xclaw.config import load_settings
 from xclaw.errors import SessionBusy, StepNotFound, XclawError
+from xclaw.llm.prices import PriceTable
 from xclaw.outside_effects import outside_note, outside_steps
-from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.protocol import llm_usage, session_json, step_json, tree_json
 from xclaw.store import Access, open_store
 from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
 from xclaw.store.common import build_tree
@@ -54,11 +55,9 @@ def _dump(data: Any) -> str:
     return json_for_terminal(data)
 
 
-def _use_prices() -> None:
+def _prices() -> PriceTable:
     """Prices for the cost columns: the providers' prices plus xclaw.yaml's `prices:`."""
-    from xclaw.llm import prices
-
-    prices.configure(load_settings().prices)
+    return PriceTable.with_overrides(load_settings().prices)
 
 
 _DB_HELP = {
@@ -219,7 +218,7 @@ def sessions_cmd(
 ) -> None:
     """List the sessions of a database, most recently updated first; WORD keeps those whose
     title or id contains it (case-insensitive)."""
-    _use_prices()
+    table = _prices()
     r = output_redactor()
     # Redacted before the search: a WORD must not find what the listing would not show.
     found = [r.session(s) for s in store.list_sessions(limit=None if (search or state) else limit)]
@@ -231,7 +230,7 @@ def sessions_cmd(
         found = [s for s in found if session_state(s, busy=busy(s.session_id)).key == state.lower()]
     if limit is not None:
         found = found[:limit]
-    costs = {s.session_id: session_cost(store.steps(s.session_id)) for s in found}
+    costs = {s.session_id: session_cost(store.steps(s.session_id), table) for s in found}
     if as_json:
         click.echo(
             _dump(
@@ -269,15 +268,15 @@ def running_now(store: LeaseStore) -> Callable[[str], bool]:
 @with_store(Access.READ)
 def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
-    _use_prices()
+    table = _prices()
     r = output_redactor()
     session = r.session(store.get_session(session_id))
     steps = [r.step(s) for s in store.latest_steps(session_id, n)]
     if as_json:
-        click.echo(_dump([step_json(s) for s in steps]))
+        click.echo(_dump([step_json(s, table) for s in steps]))
     else:
         acts = [(a.kind, a.user, a.created_at, a.detail) for a in actions_of(store, session_id)]
-        _out().print(format_steps(steps, session, offline=True, actions=r(acts)))
+        _out().print(format_steps(steps, session, table, offline=True, actions=r(acts)))
 
 
 @click.command("trace", short_help="The step tree of a session, with times and tokens.")
@@ -286,13 +285,13 @@ def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> No
 @with_store(Access.READ)
 def trace_cmd(store: RecordReader, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
-    _use_prices()
+    table = _prices()
     store.get_session(session_id)
     tree = build_tree([output_redactor().step(s) for s in store.steps(session_id)])
     if as_json:
-        click.echo(_dump([tree_json(n) for n in tree]))
+        click.echo(_dump([tree_json(n, table) for n in tree]))
     else:
-        _out().print(format_tree(tree))
+        _out().print(format_tree(tree, table))
 
 
 @click.command("rollback", short_help="Rewind a session to just before a step.")
@@ -443,7 +442,7 @@ def export_cmd(
     here or into another database. Credentials (docs/security.md) show as [REDACTED]."""
     from xclaw.store.transfer import export_lines
 
-    _use_prices()
+    table = _prices()
     r = output_redactor()
     sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:
@@ -452,19 +451,26 @@ def export_cmd(
             steps = store.steps(session.session_id)
             head = {
                 **session_json(session),
-                **session_cost(steps).to_json(),
+                **session_cost(steps, table).to_json(),
                 **who_did(store, session.session_id),
             }
-            docs.append(r({"session": head, "steps": [step_json(s) for s in steps]}))
+            docs.append(r({"session": head, "steps": [step_json(s, table) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
     for session in sessions:
         extra = who_did(store, session.session_id)
 
         def totals(steps: list[Step], extra: dict[str, Any] = extra) -> dict[str, Any]:
-            return {**session_cost(steps).to_json(), **extra}
+            return {**session_cost(steps, table).to_json(), **extra}
 
-        for line in export_lines(store, [session], totals=totals, redact=r):
+        lines = export_lines(
+            store,
+            [session],
+            totals=totals,
+            redact=r,
+            step_extra=lambda st: llm_usage(st, table),
+        )
+        for line in lines:
             click.echo(json_text_for_terminal(line))  # hostile titles and outputs: inert
 
 

@@ -25,6 +25,7 @@ from rich.text import Text
 from xclaw.branch_diff import MARKS, align, describe
 from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.demo.process import Client, Frame, ServerProcess
+from xclaw.llm.prices import PriceTable
 from xclaw.store import open_store
 from xclaw.store.model import Step, StepStatus, StepType
 from xclaw.terminal.render import Renderer, make_console
@@ -274,7 +275,8 @@ class Walkthrough:
         await client.close()
         store = open_store(str(self.db))
         try:
-            self.console.print(Text(format_tree(store.step_tree(sid)), style="white"))
+            tree = format_tree(store.step_tree(sid), PriceTable.with_overrides(None))
+            self.console.print(Text(tree, style="white"))
         finally:
             store.close()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -36,7 +36,10 @@ from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import Refusal, SignedIn
 from xclaw.gateway.openapi import openapi_spec
-from xclaw.protocol import session_json, step_json, tree_json, valid_unicode
+from xclaw.protocol import llm_usage, session_json, step_json, tree_json
+from xclaw.store.model import Step
+from xclaw.store.rows import valid_unicode
+from xclaw.store.transfer import export_lines
 from xclaw.teams import Actor, Identity, Need
 from xclaw.views import session_cost
 
@@ -325,14 +328,14 @@ async def list_steps(request: Request, gw: Gateway) -> Response:
         steps = await asyncio.to_thread(gw.store.steps, sid)
     else:
         steps = await asyncio.to_thread(gw.store.latest_steps, sid, n)
-    return _json(gw, {"sessionId": sid, "steps": [step_json(s) for s in steps]})
+    return _json(gw, {"sessionId": sid, "steps": [step_json(s, gw.runtime.prices) for s in steps]})
 
 
 async def step_tree(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     await asyncio.to_thread(gw.store.get_session, sid)
     roots = await asyncio.to_thread(gw.store.step_tree, sid)
-    return _json(gw, {"sessionId": sid, "tree": [tree_json(r) for r in roots]})
+    return _json(gw, {"sessionId": sid, "tree": [tree_json(r, gw.runtime.prices) for r in roots]})
 
 
 async def history(request: Request, gw: Gateway) -> Response:
@@ -388,32 +391,29 @@ async def fork(request: Request, gw: Gateway) -> Response:
 
 
 async def export(request: Request, gw: Gateway) -> Response:
-    """JSON Lines: the session, then every step in sequence order (the same lines as
-    `xclaw export`)."""
+    """JSON Lines: the session, then every step in sequence order, then the images its steps
+    name: the lines `xclaw export` writes (`export_lines`), which `xclaw import` reads."""
     sid = request.path_params["sid"]
     session = await asyncio.to_thread(gw.store.get_session, sid)
-    steps = await asyncio.to_thread(gw.store.steps, sid)
     who_did = await _who_did(gw, sid)
+    table = gw.runtime.prices
 
-    redact = gw.runtime.redact
+    def totals(steps: list[Step]) -> dict[str, Any]:
+        return {**session_cost(steps, table).to_json(), **who_did}
 
-    def line(data: dict[str, Any]) -> str:
-        return json.dumps(redact(data), ensure_ascii=False, default=str) + "\n"
-
-    async def lines() -> AsyncIterator[str]:
-        yield line(
-            {
-                "kind": "session",
-                **session_json(session),
-                **session_cost(steps).to_json(),
-                **who_did,
-            }
+    def read() -> list[str]:
+        found = export_lines(
+            gw.store,
+            [session],
+            totals=totals,
+            redact=gw.runtime.redact,
+            step_extra=lambda st: llm_usage(st, table),
         )
-        for st in steps:
-            yield line({"kind": "step", **step_json(st)})
+        return [line + "\n" for line in found]
 
+    lines = await asyncio.to_thread(read)
     return StreamingResponse(
-        lines(),
+        iter(lines),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="xclaw-{sid}.jsonl"'},
     )

@@ -21,10 +21,19 @@ from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps
-from xclaw.protocol import Command, step_json
+from xclaw.protocol import Command
 from xclaw.store.base import Store, TeamStore
-from xclaw.store.model import Session, Step, display_id
+from xclaw.store.model import Session, display_id
 from xclaw.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
+from xclaw.wire.build import (
+    for_session,
+    forked_frame,
+    notice_frame,
+    rollback_notice,
+    rolledback_frame,
+    steps_frame,
+)
+from xclaw.wire.shapes import FrameJson
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -81,8 +90,8 @@ def session_title(text: str) -> str:
 
 @dataclass
 class CommandResult:
-    reply: list[dict[str, Any]] = field(default_factory=list)
-    broadcast: list[dict[str, Any]] = field(default_factory=list)
+    reply: list[FrameJson] = field(default_factory=list)
+    broadcast: list[FrameJson] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,20 +100,6 @@ class RollbackOutcome:
     step_id: str  # display id of the target step: the session now ends just before it
     deleted: int
     frames: CommandResult
-
-
-def _notice(session_id: str, text: str) -> dict[str, Any]:
-    return {"type": "notice", "sessionId": session_id, "content": text}
-
-
-def steps_text(
-    session_id: str,
-    steps: list[Step],
-    actions: list[tuple[str, str | None, int, dict[str, Any]]] | None = None,
-) -> str:
-    """The original tutorial's /steps listing with usage hints: as `xclaw steps` prints it
-    (with what people did that no step shows, docs/teams.md)."""
-    return views.format_steps(steps, session_id, actions=actions or ())
 
 
 def sessions_text(
@@ -152,7 +147,7 @@ class CommandRunner:
             await self.runtime.compact(session_id)
             return CommandResult()
         if cmd.name == "help":
-            return CommandResult(reply=[_notice(session_id, HELP_TEXT)])
+            return CommandResult(reply=[notice_frame(HELP_TEXT, session_id)])
         if cmd.name == "title":
             return await self._title(session_id, cmd)
         if cmd.name in ATTACH_COMMANDS:
@@ -178,8 +173,18 @@ class CommandRunner:
         steps = await asyncio.to_thread(self.runtime.steps, session_id, n)
         return CommandResult(
             reply=[
-                _notice(session_id, steps_text(session_id, steps, await self._actions(session_id))),
-                {"type": "steps", "sessionId": session_id, "steps": [step_json(s) for s in steps]},
+                # The original tutorial's /steps listing with usage hints, as `xclaw steps`
+                # prints it (with what people did that no step shows, docs/teams.md).
+                notice_frame(
+                    views.format_steps(
+                        steps,
+                        session_id,
+                        self.runtime.prices,
+                        actions=await self._actions(session_id),
+                    ),
+                    session_id,
+                ),
+                steps_frame(session_id, steps, self.runtime.prices),
             ]
         )
 
@@ -197,18 +202,16 @@ class CommandRunner:
         await self.record(
             session_id, "rollback", who, {"stepId": target, "deleted": result.deleted}
         )
-        text = f"[rollback] session reset to before step {target} — send your new instruction"
+        text = rollback_notice(target)
         if outside:
             text += f"\n[rollback] {outside}"
         history = await asyncio.to_thread(self.runtime.history_frame, session_id)
-        rolled = {
-            "type": "rolledback",
-            "sessionId": session_id,
-            "stepId": target,
-            "deleted": result.deleted,
-        }
         frames = CommandResult(
-            broadcast=[_notice(session_id, text), rolled, {**history, "sessionId": session_id}]
+            broadcast=[
+                notice_frame(text, session_id),
+                rolledback_frame(target, result.deleted, session_id),
+                for_session(history, session_id),
+            ]
         )
         return RollbackOutcome(result.session, target, result.deleted, frames)
 
@@ -265,14 +268,8 @@ class CommandRunner:
             text += f"\n[fork] in the original session after that step, {outside}"
         return CommandResult(
             reply=[
-                _notice(session_id, text),
-                {
-                    "type": "forked",
-                    "sessionId": new.session_id,
-                    "fromSessionId": session_id,
-                    "fromStepId": step_ref,
-                    "title": new.title,
-                },
+                notice_frame(text, session_id),
+                forked_frame(new.session_id, session_id, step_ref, new.title),
             ]
         )
 
@@ -283,7 +280,7 @@ class CommandRunner:
         # Every attached client gets `renamed`; the title as stored (redacted).
         session = await self.runtime.rename(session_id, title)
         return CommandResult(
-            reply=[_notice(session_id, f"[title] this session is now “{session.title}”")]
+            reply=[notice_frame(f"[title] this session is now “{session.title}”", session_id)]
         )
 
     async def _tools(self, session_id: str) -> CommandResult:
@@ -296,7 +293,7 @@ class CommandRunner:
         tools = tool_rows(toolbox.tools, policy)
         servers = await server_rows(toolbox.mcp, start=False)
         text = format_listing(tools, servers, self.runtime.settings.approval.mode)
-        return CommandResult(reply=[_notice(session_id, text)])
+        return CommandResult(reply=[notice_frame(text, session_id)])
 
     def _outside(self, session_id: str, ref: str, *, after: bool) -> str:
         """The note on steps at (rollback) or after (fork) `ref` with effects outside the
@@ -311,7 +308,7 @@ class CommandRunner:
     async def _sessions(self, session_id: str, who: Actor) -> CommandResult:
         sessions = await self.access.sessions(who.identity, limit=SESSIONS_LISTED)
         text = sessions_text(sessions, session_id, busy=self.runtime.is_busy)
-        return CommandResult(reply=[_notice(session_id, text)])
+        return CommandResult(reply=[notice_frame(text, session_id)])
 
     async def _share(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
         """`/share USER ROLE`, `/share USER remove`, or `/share` alone: who has which part."""
@@ -325,7 +322,7 @@ class CommandRunner:
             text = f"[share] session {session_id}:\n{owner}" + (
                 "\n".join(lines) if lines else "  shared with nobody"
             )
-            return CommandResult(reply=[_notice(session_id, text)])
+            return CommandResult(reply=[notice_frame(text, session_id)])
         words = [r.value for r in SHARE_ROLES]
         if len(cmd.args) != 2 or cmd.args[1] not in (*words, "remove"):
             raise CommandError(f"usage: /share USER {'|'.join(words)}|remove")
@@ -345,4 +342,4 @@ class CommandRunner:
         except TeamError as e:
             raise CommandError(e.message) from None
         self.access.forget(session_id)
-        return CommandResult(reply=[_notice(session_id, text)])
+        return CommandResult(reply=[notice_frame(text, session_id)])

@@ -18,10 +18,11 @@ from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.store.base import Store, TeamStore
 from xclaw.teams import hashes_match
+from xclaw.wire.shapes import Frame
 
 log = logging.getLogger("xclaw.gateway")
 
-Sink = Callable[[dict[str, Any]], None]
+Sink = Callable[[Frame], None]
 # How often open sockets of users are checked against the database (a user removed, a
 # token replaced, a share taken away): what "at once" means across workers.
 WATCH_EVERY_S = 1.0
@@ -46,7 +47,7 @@ class Hub:
         if not sinks:
             del self._sinks[session_id]
 
-    def broadcast(self, session_id: str, frame: dict[str, Any]) -> None:
+    def broadcast(self, session_id: str, frame: Frame) -> None:
         for sink in list(self._sinks.get(session_id, ())):
             sink(frame)
 

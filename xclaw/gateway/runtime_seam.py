@@ -7,18 +7,21 @@ hand it any object with these members."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from xclaw.answered_by import AnsweredBy
     from xclaw.config import Settings
+    from xclaw.llm.prices import PriceTable
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import Toolbox
     from xclaw.store.base import RollbackResult
     from xclaw.store.model import Session, Step
     from xclaw.teams import Actor
 
-FrameSink = Callable[[dict[str, Any]], None]
+from xclaw.wire.shapes import Frame, HistoryJson, StatusJson
+
+FrameSink = Callable[[Frame], None]
 
 
 class GatewayRuntime(Protocol):
@@ -28,6 +31,8 @@ class GatewayRuntime(Protocol):
     def toolbox(self) -> Toolbox: ...
     @property
     def worker_id(self) -> str: ...
+    @property
+    def prices(self) -> PriceTable: ...
     @property
     def redact(self) -> Redactor:
         """What every frame and API answer passes before it leaves (docs/security.md)."""
@@ -41,9 +46,9 @@ class GatewayRuntime(Protocol):
     # --- attaching and watching
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]: ...
     async def peek(self, session_id: str | None) -> tuple[Session, bool]: ...
-    def history_frame(self, session_id: str) -> dict[str, Any]: ...
-    def status_frame(self, session: Session, *, busy: bool | None = None) -> dict[str, Any]: ...
-    def pending_approval_frames(self, session_id: str) -> list[dict[str, Any]]: ...
+    def history_frame(self, session_id: str) -> HistoryJson: ...
+    def status_frame(self, session: Session, *, busy: bool | None = None) -> StatusJson: ...
+    def pending_approval_frames(self, session_id: str) -> list[Frame]: ...
     def is_busy(self, session_id: str) -> bool: ...
     async def resume_if_needed(self, session_id: str, *, failed: bool = False) -> bool: ...
 

@@ -40,12 +40,19 @@ from xclaw.protocol import (
     MessageFrame,
     PingFrame,
     ReconnectFrame,
-    error_frame,
     parse_client_frame,
     parse_command,
-    session_frame,
 )
 from xclaw.teams import Actor, Need
+from xclaw.wire.build import (
+    error_frame,
+    for_session,
+    history_frame,
+    notice_frame,
+    pong_frame,
+    session_frame,
+)
+from xclaw.wire.shapes import Frame, FrameJson
 
 log = logging.getLogger("xclaw.gateway.ws")
 
@@ -115,7 +122,7 @@ _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 _ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, default=str).encode
 
 
-def encode_frame(frame: dict[str, Any]) -> str:
+def encode_frame(frame: Frame) -> str:
     """A server frame as JSON text that encodes as UTF-8."""
     try:
         return orjson.dumps(frame, default=str, option=_ORJSON_OPTIONS).decode()
@@ -148,7 +155,7 @@ class Connection:
         # A member's frames of such a session (the runtime's, the hub's), held until it is
         # written as theirs: under an id a client chose, someone else may write it first,
         # and then none may reach here.
-        self._quarantine: list[dict[str, Any]] = []
+        self._quarantine: list[Frame] = []
         self._unsubscribe: Any = None
         # Frames are serialised when queued, so what is counted is what is held. A plain
         # deque drained by write_loop, woken through one future when it was empty.
@@ -156,7 +163,7 @@ class Connection:
         self._wake: asyncio.Future[None] | None = None
         self._queued_bytes = 0
         self._closing = False
-        self._held: list[dict[str, Any]] | None = None
+        self._held: list[Frame] | None = None
 
     # --- outgoing ---------------------------------------------------------------------------
     # No frame leaves without redaction (docs/security.md): the runtime's frames are redacted
@@ -165,7 +172,7 @@ class Connection:
     def pending(self) -> bool:
         return self._pending
 
-    def _from_runtime(self, frame: dict[str, Any]) -> None:
+    def _from_runtime(self, frame: Frame) -> None:
         """The sink given to the runtime: held back while an attach reads the history, and a
         member's while their new session is not written yet (as theirs)."""
         if self._held is not None:
@@ -182,17 +189,17 @@ class Connection:
         for frame in held:
             self._queue(frame)
 
-    def _from_hub(self, frame: dict[str, Any]) -> None:
+    def _from_hub(self, frame: Frame) -> None:
         """The sink given to the hub (frames the gateway made for every socket of a session,
         e.g. a rollback's new history)."""
         self._from_runtime(self.gw.runtime.redact(frame))
 
-    def push(self, frame: dict[str, Any]) -> None:
+    def push(self, frame: FrameJson) -> None:
         """Queue a frame the gateway made for this socket, redacted: never blocks, never
         raises."""
         self._queue(self.gw.runtime.redact(frame))
 
-    def _queue(self, frame: dict[str, Any]) -> None:
+    def _queue(self, frame: Frame) -> None:
         """Queue a frame that is already redacted."""
         if self._closing:
             return
@@ -311,7 +318,7 @@ class Connection:
         self.gw.hub.add(sid, self._from_hub)
         try:
             if created:
-                history = {"type": "history", "content": "[]", "messages": []}
+                history = history_frame("[]", [])
             else:
                 history = await asyncio.to_thread(rt.history_frame, sid)
         finally:
@@ -319,11 +326,14 @@ class Connection:
         # A new session nobody had written: whatever runs under its id is someone else's
         # first message (frames of it are held back, below), not this socket's to be told.
         hidden = created and not self.signed.identity.admin
-        attached = session_frame(session, created=created, busy=rt.is_busy(sid) and not hidden)
-        if self.signed.identity.user is not None:
-            attached["user"] = self.signed.identity.user  # whom the client is signed in as
+        attached = session_frame(
+            session,
+            created=created,
+            busy=rt.is_busy(sid) and not hidden,
+            user=self.signed.identity.user,  # whom the client is signed in as
+        )
         self.push(attached)
-        self._queue({**history, "sessionId": sid})  # redacted by the runtime (it may be long)
+        self._queue(for_session(history, sid))  # redacted by the runtime (it may be long)
         for frame in held:
             self._from_runtime(frame)
         for frame in rt.pending_approval_frames(sid):
@@ -334,7 +344,7 @@ class Connection:
             await rt.resume_if_needed(sid)
             current = await asyncio.to_thread(self.gw.store.get_session, sid)
         busy = rt.is_busy(sid) and not hidden
-        self.push({**rt.status_frame(current, busy=busy), "sessionId": sid, "busy": busy})
+        self.push(for_session(rt.status_frame(current, busy=busy), sid))
         log.info(
             "event=attach conn=%s session=%s created=%s status=%s",
             self.id,
@@ -480,7 +490,7 @@ class Connection:
     async def _dispatch(self, frame: Any) -> None:
         rt = self.gw.runtime
         if isinstance(frame, PingFrame):
-            self.push({"type": "pong"})
+            self.push(pong_frame())
         elif isinstance(frame, ReconnectFrame):
             await self.attach(frame.session_id or None)
         elif isinstance(frame, MessageFrame):
@@ -503,7 +513,7 @@ class Connection:
                 if cmd.name == "title":
                     await self._write_new(sid)
                 elif cmd.name in NOTHING_YET:
-                    self.push({"type": "notice", "sessionId": sid, "content": NO_STEPS_YET})
+                    self.push(notice_frame(NO_STEPS_YET, sid))
                     return
                 else:  # /share, /compact: there is no session to share or compact yet
                     raise SessionNotFound(sid)
@@ -532,9 +542,7 @@ class Connection:
             sid = await self._target(frame.session_id, attach=False)
             unwritten = await self._need(sid, Need.ACT)
             if unwritten or not rt.cancel(sid):
-                self.push(
-                    {"type": "notice", "sessionId": sid, "content": "[cancel] nothing is running"}
-                )
+                self.push(notice_frame("[cancel] nothing is running", sid))
             else:
                 await self.gw.commands.record(sid, "cancel", self.actor())
 

@@ -123,22 +123,6 @@ def _bare(model: str) -> str:
     return first.partition(":")[2] if ":" in first else first
 
 
-_active: PriceTable | None = None
-
-
-def configure(overrides: Mapping[str, Price] | None) -> PriceTable:
-    """Make the providers' prices plus xclaw.yaml's `prices:` the table every view uses."""
-    global _active
-    _active = PriceTable.with_overrides(overrides)
-    return _active
-
-
-def active() -> PriceTable:
-    """The table in force (the providers' own until `configure`; built on first use, not at
-    import: the providers' packages are found then)."""
-    return _active if _active is not None else configure(None)
-
-
 def format_cost(dollars: float | None) -> str:
     """$0.0042, $1.23; empty when the model has no price."""
     if dollars is None:

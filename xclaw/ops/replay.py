@@ -38,6 +38,7 @@ from xclaw.store.model import (
     StepType,
     display_id,
 )
+from xclaw.wire.shapes import Frame
 
 _SHOWN = 400  # characters of a differing result kept in a divergence
 # How the loop words a call that never ran (xclaw/agent/loop.py `Agent._refuse`).
@@ -256,13 +257,13 @@ async def replay(
         store.update_session(sid, title=None if first else title, metadata=meta)
         failed: list[str] = []
 
-        def on_frame(frame: dict[str, Any]) -> None:
+        def on_frame(frame: Frame) -> None:
             if frame.get("type") == "approval_request":
                 asyncio.get_running_loop().create_task(_answer(frame))
             elif frame.get("type") == "error":
                 failed.append(str(frame.get("message") or frame.get("content") or frame))
 
-        async def _answer(frame: dict[str, Any]) -> None:
+        async def _answer(frame: Frame) -> None:
             step = await asyncio.to_thread(store.get_step, sid, str(frame["stepId"]))
             path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(
                 step.agent, step.agent

@@ -5,33 +5,56 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.messages import ToolCall
 from xclaw.recorder.redact import Redactor
-from xclaw.store.model import MAIN_AGENT, parse_step_ref
+from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
+from xclaw.store.model import Step, StepType, parse_step_ref
+from xclaw.wire.build import approval_request_frame
+from xclaw.wire.shapes import ApprovalRequestJson
 
 if TYPE_CHECKING:
     from xclaw.runtime.runs import Run
 
 
-def approval_frame(req: ApprovalRequest, redact: Redactor) -> dict[str, Any]:
+def approval_frame(req: ApprovalRequest, redact: Redactor) -> ApprovalRequestJson:
     """The `approval_request` frame (without `sessionId`), redacted: the model's tool name,
     its input and a reason."""
-    frame: dict[str, Any] = {
-        "type": "approval_request",
-        "stepId": req.step_id,
-        "name": req.call.name,
-        "input": req.call.input,
-        "reason": req.reason,
-        "maybeRepeated": req.maybe_repeated,
-    }
-    if req.agent != MAIN_AGENT:
-        frame["agent"] = req.agent
-    clean: dict[str, Any] = redact(frame)
+    frame = approval_request_frame(
+        req.step_id or req.call.id,
+        req.call.name,
+        req.call.input,
+        req.reason,
+        maybe_repeated=req.maybe_repeated,
+        agent=req.agent,
+    )
+    clean: ApprovalRequestJson = redact(frame)
     return clean
+
+
+def recorded_request(step: Step) -> ApprovalRequest | None:
+    """The request an approval step still `running` in the record waits on (what a worker
+    that does not drive the session knows of it), or None for another kind of step."""
+    if step.step_type is not StepType.SYSTEM_ALERT or step.name != APPROVAL:
+        return None
+    data = step.input_data if isinstance(step.input_data, dict) else {}
+    args = data.get("args")
+    call = ToolCall(
+        id=step.call_id or "",
+        name=str(data.get("tool") or ""),
+        input=args if isinstance(args, dict) else {},
+    )
+    return ApprovalRequest(
+        step.display_id,
+        call,
+        str(data.get("reason", "")),
+        bool(data.get("maybeRepeated")),
+        step.agent,
+    )
 
 
 class WireApprover:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xclaw.errors import SessionNotFound
-from xclaw.protocol import notice_frame
 from xclaw.store.changes import ORIGIN, SessionChange
 from xclaw.store.rows import now_ms
+from xclaw.wire.build import for_session, notice_frame, rollback_notice, rolledback_frame
+from xclaw.wire.shapes import FrameJson
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -75,10 +76,11 @@ class ChangeWatcher:
 
     async def _tell(self, change: SessionChange) -> None:
         sid = change.session_id
-        frames: list[dict[str, Any]]
+        frames: list[FrameJson]
         if change.kind == "rollback":
             step = str(change.detail.get("stepId", "?"))
             deleted = change.detail.get("deleted")
+            deleted = deleted if isinstance(deleted, int) else 0
             try:
                 session = await self.rt.db(self.rt.store.get_session, sid)
                 history = await self.rt.db(self.rt.history_frame, sid)
@@ -87,11 +89,8 @@ class ChangeWatcher:
             if self.rt.cluster is not None:
                 self.rt.cluster.forget(sid)  # approvals it remembered were rolled back
             frames = [
-                notice_frame(
-                    f"[rollback] session reset to before step {step} — send your new "
-                    f"instruction (rolled back outside this server, by {change.origin})"
-                ),
-                {"type": "rolledback", "stepId": step, "deleted": deleted},
+                notice_frame(rollback_notice(step, by=change.origin)),
+                rolledback_frame(step, deleted),
                 history,
                 self.rt.status_frame(session),
             ]
@@ -105,4 +104,4 @@ class ChangeWatcher:
         else:
             return
         for frame in frames:
-            self.rt.deliver(sid, {**frame, "sessionId": sid})
+            self.rt.deliver(sid, for_session(frame, sid))

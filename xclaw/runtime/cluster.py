@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.runtime.approvals import approval_frame, recorded_request
 from xclaw.runtime.changes import ChangeWatcher
 from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.store.base import LeaseStore, RecordReader
 from xclaw.store.leases import LeaseInfo
-from xclaw.store.model import MAIN_AGENT, StepStatus, StepType, parse_step_ref
+from xclaw.store.model import StepStatus, parse_step_ref
+from xclaw.wire.build import for_session, state_frame
+from xclaw.wire.shapes import ApprovalRequestJson, Frame
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -42,7 +45,7 @@ class _Remote:
     """A session another worker drives, as far as this worker knows."""
 
     owner: str
-    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)  # stepId -> frame
+    approvals: dict[str, Frame] = field(default_factory=dict)  # stepId -> frame
 
 
 class ClusterStore(LeaseStore, RecordReader, Protocol):
@@ -121,7 +124,7 @@ class Cluster:
             log.exception("event=unregister_failed worker=%s", self.worker_id)
 
     # --- frames between workers ---------------------------------------------------------------
-    def publish(self, session_id: str, frame: dict[str, Any]) -> None:
+    def publish(self, session_id: str, frame: Frame) -> None:
         """A frame of a run this worker drives, for the clients attached elsewhere."""
         if self.bus is not None and self.others:
             message = {"w": self.worker_id, "k": "frame", "s": session_id, "f": frame}
@@ -151,7 +154,7 @@ class Cluster:
             elif kind == "cancel":
                 self.rt.cancel(sid)
 
-    def _track(self, sid: str, owner: str, frame: dict[str, Any]) -> None:
+    def _track(self, sid: str, owner: str, frame: Frame) -> None:
         kind = frame.get("type")
         status = frame.get("status")
         if kind == "reply" or (kind == "status" and status in ("Success", "Failed")):
@@ -180,7 +183,7 @@ class Cluster:
             return None
         return remote.owner if remote else None
 
-    def remote_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
+    def remote_approval_frames(self, session_id: str) -> list[Frame]:
         remote = self._remote.get(session_id)
         return list(remote.approvals.values()) if remote else []
 
@@ -234,25 +237,12 @@ class Cluster:
     def forget(self, session_id: str) -> None:
         self._remote.pop(session_id, None)
 
-    async def _recorded_approvals(self, sid: str) -> list[dict[str, Any]]:
+    async def _recorded_approvals(self, sid: str) -> list[ApprovalRequestJson]:
         steps = await self.rt.db(self.store.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
-        frames = []
-        for s in steps:
-            if s.step_type is StepType.SYSTEM_ALERT and s.name == "approval":
-                data = s.input_data if isinstance(s.input_data, dict) else {}
-                frame: dict[str, Any] = {
-                    "type": "approval_request",
-                    "sessionId": sid,
-                    "stepId": s.display_id,
-                    "name": data.get("tool"),
-                    "input": data.get("args"),
-                    "reason": data.get("reason", ""),
-                    "maybeRepeated": bool(data.get("maybeRepeated")),
-                }
-                if s.agent != MAIN_AGENT:
-                    frame["agent"] = s.agent
-                frames.append(frame)
-        return frames
+        requests = (recorded_request(s) for s in steps)
+        return [
+            for_session(approval_frame(r, self.rt.redact), sid) for r in requests if r is not None
+        ]
 
     def _watch(self, sid: str, wait_s: float) -> None:
         old = self._watchers.get(sid)
@@ -295,7 +285,7 @@ class Cluster:
             return
         session = await self.rt.db(self.store.get_session, sid)
         if not self.rt.is_busy(sid):
-            self.rt.deliver(sid, {**self.rt.status_frame(session, busy=False), "sessionId": sid})
+            self.rt.deliver(sid, for_session(state_frame(session, busy=False), sid))
 
     # --- presence and the sweep -----------------------------------------------------------------
     async def _refresh_others(self) -> None:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.config import Settings
-from xclaw.protocol import notice_frame, step_json
 from xclaw.recorder.history import History
 from xclaw.recorder.recorder import Recorder
 from xclaw.runtime.approvals import WireApprover, approval_frame
@@ -22,6 +21,8 @@ from xclaw.runtime.settle import look_at_workspace
 from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_notice, worth_looking
 from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus
 from xclaw.tools.base import ToolContext
+from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
+from xclaw.wire.shapes import FrameJson
 
 if TYPE_CHECKING:
     from xclaw.runtime.runs import Run
@@ -66,7 +67,7 @@ class TurnDrive:
     def lost(self) -> str | None:
         return self.run.lost
 
-    def emit(self, frame: dict[str, Any]) -> None:
+    def emit(self, frame: FrameJson) -> None:
         self.rt.emit(self.sid, frame)
 
     def lose_lease(self, why: str) -> None:
@@ -80,9 +81,9 @@ class TurnDrive:
         if opened is not None:
             # Told at once: the turn is open, the message recorded.
             for step in opened.interrupted:  # the dangling steps marked (nothing lost)
-                emit({"type": "step", "step": step_json(step)})
-            emit({"type": "status", "status": Status.RUNNING.value})
-            emit({"type": "step", "step": step_json(opened.message)})
+                emit(step_frame(step, self.rt.prices))
+            emit(status_frame(Status.RUNNING))
+            emit(step_frame(opened.message, rt.prices))
         else:
             # A restore cut short by a crash is completed before anything touches the files.
             await rt.db(rt.workspaces.recover, sid, self.run.lease)
@@ -102,7 +103,7 @@ class TurnDrive:
                 approval_output=marking.approval_output,
             )
             for step in interrupted:  # live views see the dangling steps marked
-                emit({"type": "step", "step": step_json(step)})
+                emit(step_frame(step, self.rt.prices))
             steps, workspace = await rt.db(self._read_steps, recover=False)
         hist = rt.rebuild(steps)
         context = ToolContext(workspace=workspace, session_id=sid)
@@ -154,7 +155,7 @@ class TurnDrive:
             db=rt.db,
             writes=self.db.store.write_stream(),
             session_id=sid,
-            emit=lambda event: rt.emit(sid, event_frame(event), redacted=True),
+            emit=lambda event: rt.emit(sid, event_frame(event, rt.prices), redacted=True),
             redact=rt.redact,
             call_parents=hist.call_parents,
             pending_approvals=hist.pending_approvals,
@@ -180,7 +181,7 @@ class TurnDrive:
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
         for step in settled:
-            self.emit({"type": "step", "step": step_json(step)})
+            self.emit(step_frame(step, self.rt.prices))
             self.emit(notice_frame(settled_notice(step)))
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
@@ -201,7 +202,7 @@ class TurnDrive:
     ) -> None:
         """The agent runs to its final answer; the session ends Success."""
         if self.turn is Turn.RESUME:  # (a message's turn said Running as it opened)
-            self.emit({"type": "status", "status": Status.RUNNING.value})
+            self.emit(status_frame(Status.RUNNING))
         try:
             answer = await agent.run(
                 hist.messages, resume=hist.resume_state(with_note=plan.resume_note)
@@ -211,14 +212,13 @@ class TurnDrive:
             await recorder.settle()
         if not recorder.answered:  # else Success was committed with the final answer
             await self._end_as(Status.SUCCESS)
-        reply = {"type": "reply", "content": self.rt.redact.text(answer)}
-        self.rt.emit(self.sid, reply, redacted=True)
+        self.rt.emit(self.sid, reply_frame(self.rt.redact.text(answer)), redacted=True)
 
     async def _compact(
         self, plan: TurnPlan, agent: Agent, recorder: Recorder, hist: History
     ) -> None:
         """/compact: one summary call; the session ends as it was."""
-        self.emit({"type": "status", "status": Status.RUNNING.value})
+        self.emit(status_frame(Status.RUNNING))
         try:
             done = await agent.compact(hist.messages)
         finally:
@@ -226,7 +226,7 @@ class TurnDrive:
         if plan.compaction_ends is not None:
             await self._end_as(plan.compaction_ends)
         status = (await self.reader(self.rt.store.get_session, self.sid)).status
-        self.emit({"type": "status", "status": status.value})
+        self.emit(status_frame(status))
         if not done:
             self.emit(
                 notice_frame(

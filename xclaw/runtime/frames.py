@@ -1,14 +1,14 @@
 """The recorder's typed events as the server frames of docs/protocol.md.
 
 The recorder knows nothing of the wire (xclaw/recorder/events.py); the runtime, which sends
-frames to a session's subscribers, shapes them here with the builders of xclaw/protocol.py.
+frames to a session's subscribers, has them built here by xclaw/wire/build.py.
 """
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import assert_never
 
-from xclaw.protocol import notice_frame, step_json, thinking_frame
+from xclaw.llm.prices import PriceTable
 from xclaw.recorder.events import (
     Notice,
     RecorderEvent,
@@ -19,33 +19,40 @@ from xclaw.recorder.events import (
     ThinkingShown,
     ToolChanged,
 )
+from xclaw.wire.build import (
+    delta_frame,
+    notice_frame,
+    status_frame,
+    step_frame,
+    thinking_discarded_frame,
+    thinking_frame,
+    tool_frame,
+)
+from xclaw.wire.shapes import FrameJson
 
 
-def event_frame(event: RecorderEvent) -> dict[str, Any]:
-    """The frame (without `sessionId`, added by the runtime) that tells clients of `event`."""
+def event_frame(event: RecorderEvent, prices: PriceTable) -> FrameJson:
+    """The frame (without `sessionId`, added by the runtime) that tells clients of `event`;
+    an llm_call's step priced with `prices`."""
     if isinstance(event, StepCommitted):
-        return {"type": "step", "step": step_json(event.step)}
+        return step_frame(event.step, prices)
     if isinstance(event, ToolChanged):
-        frame: dict[str, Any] = {
-            "type": "tool",
-            "stepId": event.step_id,
-            "name": event.name,
-            "input": event.input,
-            "state": event.state,
-        }
-        if event.output is not None:
-            frame["output"] = event.output
-        if event.agent is not None:
-            frame["agent"] = event.agent
-        return frame
+        return tool_frame(
+            event.step_id,
+            event.name,
+            event.input,
+            event.state,
+            output=event.output,
+            agent=event.agent,
+        )
     if isinstance(event, StatusChanged):
-        return {"type": "status", "status": event.status.value}
+        return status_frame(event.status)
     if isinstance(event, TextDelta):
-        return {"type": "delta", "content": event.content}
+        return delta_frame(event.content)
     if isinstance(event, ThinkingShown):
         return thinking_frame([event.block])
     if isinstance(event, ThinkingDiscarded):
-        return {"type": "thinking_discarded"}
+        return thinking_discarded_frame()
     if isinstance(event, Notice):
         return notice_frame(event.content)
     assert_never(event)

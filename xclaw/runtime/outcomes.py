@@ -13,7 +13,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
 from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
 from xclaw.errors import (
@@ -25,11 +25,11 @@ from xclaw.errors import (
     StoreError,
     XclawError,
 )
-from xclaw.protocol import error_frame, notice_frame
 from xclaw.recorder.caller import StoreCaller
-from xclaw.runtime.session_frames import status_frame
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.model import Status
+from xclaw.wire.build import error_frame, notice_frame, state_frame, status_frame
+from xclaw.wire.shapes import ErrorJson, FrameJson
 
 log = logging.getLogger("xclaw.runtime")
 
@@ -64,7 +64,7 @@ class Outcome:
     log: str | None = None  # logged at ERROR, with %(session)s and %(message)s
     traceback: bool = False  # the log line carries the traceback
 
-    def error_frame(self, e: BaseException) -> dict[str, Any]:
+    def error_frame(self, e: BaseException) -> ErrorJson:
         """The error frame a FAILED outcome sends (redacted whole as it is sent)."""
         code = self.code or (e.code if isinstance(e, XclawError) else "internal_error")
         return error_frame(self.text.format(**_fields(e)), code)
@@ -125,7 +125,7 @@ class Ending(Protocol):
         """Why the run's lease was lost, once it was."""
         ...
 
-    def emit(self, frame: dict[str, Any]) -> None:
+    def emit(self, frame: FrameJson) -> None:
         """To every client of the session, redacted whole."""
         ...
 
@@ -168,11 +168,11 @@ async def _stop(run: Ending) -> None:
     except LeaseLost as e:
         _lost_meanwhile(run, e)
         return
-    run.emit(status_frame(session, busy=False))
+    run.emit(state_frame(session, busy=False))
     run.emit(notice_frame(CANCEL_NOTICE))
 
 
-async def _fail(run: Ending, error: dict[str, Any]) -> None:
+async def _fail(run: Ending, error: ErrorJson) -> None:
     """Failed: what was running is marked interrupted, waiting approvals answered `run
     ended`; the status is said even when it could not be written (a full disk)."""
     db, sid = run.db, run.sid
@@ -188,11 +188,11 @@ async def _fail(run: Ending, error: dict[str, Any]) -> None:
         log.error("could not mark session %s failed: %s", sid, e.message)
     except Exception:
         log.exception("could not mark session %s failed", sid)
-    run.emit({"type": "status", "status": Status.FAILED.value})
+    run.emit(status_frame(Status.FAILED))
     run.emit(error)
 
 
-async def _wait(run: Ending, error: dict[str, Any]) -> None:
+async def _wait(run: Ending, error: ErrorJson) -> None:
     """A store the run needs did not answer: what was running is marked interrupted (to be
     settled on resume, as after a crash) and the session stays Running, not awaiting input,
     so the next reconnect or sweep resumes it once the store is back."""

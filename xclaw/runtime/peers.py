@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.store.leases import LeaseInfo
+from xclaw.wire.shapes import Frame
 
 
 class FrameBus(Protocol):
@@ -32,9 +33,9 @@ class BusStore(Protocol):
 class Peers(Protocol):
     """What the runtime asks of the other workers (xclaw.runtime.cluster.Cluster)."""
 
-    def publish(self, session_id: str, frame: dict[str, Any]) -> None: ...
+    def publish(self, session_id: str, frame: Frame) -> None: ...
     def driven_elsewhere(self, session_id: str) -> str | None: ...
-    def remote_approval_frames(self, session_id: str) -> list[dict[str, Any]]: ...
+    def remote_approval_frames(self, session_id: str) -> list[Frame]: ...
     def forward_approval(
         self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy
     ) -> bool: ...

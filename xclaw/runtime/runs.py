@@ -13,11 +13,11 @@ from xclaw.agent.loop import Policy
 from xclaw.answered_by import Answer
 from xclaw.errors import LeaseLost, SessionBusy, StoreError
 from xclaw.llm.base import Model
-from xclaw.protocol import notice_frame
 from xclaw.runtime.agreement import Agreement
 from xclaw.runtime.drive import TurnDrive
 from xclaw.store.leases import Lease
 from xclaw.store.rows import now_ms
+from xclaw.wire.build import notice_frame
 
 if TYPE_CHECKING:
     from xclaw.runtime.opening import Opened

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
@@ -26,8 +25,8 @@ from xclaw.errors import (
     StepNotFound,
     StoreError,
 )
-from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
@@ -37,7 +36,7 @@ from xclaw.runtime.peers import Peers
 from xclaw.runtime.rebuild import Rebuilder
 from xclaw.runtime.runs import Runs
 from xclaw.runtime.session_configs import SessionConfigs
-from xclaw.runtime.session_frames import history_frame, status_frame
+from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import FrameSink, Subscribers
 from xclaw.runtime.turn_start import TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
@@ -48,6 +47,8 @@ from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
+from xclaw.wire.build import for_session, renamed_frame, state_frame
+from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, StatusJson
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
@@ -70,8 +71,9 @@ class Runtime:
         self.store = store
         self.settings = settings
         self._model = model
-        # Every step frame and listing prices llm_calls with the providers' prices + xclaw.yaml.
-        prices.configure(settings.prices)
+        # What every step frame and listing of this runtime prices llm_calls with: the
+        # providers' prices, then xclaw.yaml's.
+        self.prices = PriceTable.with_overrides(settings.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
@@ -132,19 +134,19 @@ class Runtime:
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]:
         return self._subs.subscribe(session_id, sink)
 
-    def emit(self, session_id: str, frame: dict[str, Any], *, redacted: bool = False) -> None:
+    def emit(self, session_id: str, frame: FrameJson, *, redacted: bool = False) -> None:
         """A frame to every client of the session, here and on other workers. Redacted whole
         here unless `redacted`: the recorder's events (every value in them redacted where it
         was recorded, xclaw/recorder/recorder.py) and the reply are, and they are most of
         the frames of a run."""
         if not redacted:
             frame = self.redact(frame)
-        frame = {**frame, "sessionId": session_id}
-        self._subs.deliver(session_id, frame)
+        sent = for_session(frame, session_id)
+        self._subs.deliver(session_id, sent)
         if self.cluster is not None:
-            self.cluster.publish(session_id, frame)  # to clients attached to other workers
+            self.cluster.publish(session_id, sent)  # to clients attached to other workers
 
-    def deliver(self, session_id: str, frame: dict[str, Any]) -> None:
+    def deliver(self, session_id: str, frame: Frame) -> None:
         """A frame to the sockets attached to this worker only."""
         self._subs.deliver(session_id, frame)
 
@@ -179,17 +181,17 @@ class Runtime:
         )
         return unsaved, True
 
-    def history_frame(self, session_id: str) -> dict[str, Any]:
+    def history_frame(self, session_id: str) -> HistoryJson:
         steps = self.store.steps(session_id, agent=MAIN_AGENT)
         hist = self.rebuild(steps, new_input=True)
         busy = self.is_busy(session_id)
-        return history_frame(session_id, steps, hist, busy=busy, redact=self.redact)
+        return session_history(session_id, steps, hist, busy=busy, redact=self.redact)
 
-    def status_frame(self, session: Session, *, busy: bool | None = None) -> dict[str, Any]:
+    def status_frame(self, session: Session, *, busy: bool | None = None) -> StatusJson:
         """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
         if busy is None:
             busy = self.is_busy(session.session_id)
-        return status_frame(session, busy=busy)
+        return state_frame(session, busy=busy)
 
     def is_busy(self, session_id: str) -> bool:
         """A run is in flight here, or (as far as this worker knows) on another worker."""
@@ -197,7 +199,7 @@ class Runtime:
             self.cluster is not None and self.cluster.driven_elsewhere(session_id) is not None
         )
 
-    def pending_approval_frames(self, session_id: str) -> list[dict[str, Any]]:
+    def pending_approval_frames(self, session_id: str) -> list[Frame]:
         run = self.runs.get(session_id)
         if run is None:  # driven by another worker: the requests it sent over the bus
             if self.cluster is None:
@@ -207,7 +209,7 @@ class Runtime:
                 for f in self.cluster.remote_approval_frames(session_id)
             ]
         return [
-            {**approvals.approval_frame(req, self.redact), "sessionId": session_id}
+            for_session(approvals.approval_frame(req, self.redact), session_id)
             for req in approvals.waiting(run)
         ]
 
@@ -242,7 +244,7 @@ class Runtime:
         """Set the title and tell every attached client (a `renamed` frame)."""
         title = self.title_of(title)
         session = await self.db(self.store.update_session, session_id, title=title)
-        self.emit(session_id, {"type": "renamed", "title": session.title})
+        self.emit(session_id, renamed_frame(session.title))
         return session
 
     # --- the runs in flight (xclaw/runtime/runs.py) ------------------------------------------

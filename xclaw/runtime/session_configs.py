@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Policy
 from xclaw.llm.base import Model
-from xclaw.protocol import notice_frame, step_json
 from xclaw.recorder.recorder import Recorder
 from xclaw.runtime.agreement import ALERT, Agreement, RunConfig, agree, recorded_config, with_config
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Session, StepType
+from xclaw.wire.build import notice_frame, step_frame
 
 if TYPE_CHECKING:
     from xclaw.runtime.runs import Run
@@ -120,7 +120,7 @@ class SessionConfigs:
             if details is not None:
                 step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
                 added = await rt.db(rt.store.add_step, sid, step, lease=lease)
-                rt.emit(sid, {"type": "step", "step": step_json(added)})
+                rt.emit(sid, step_frame(added, rt.prices))
         finally:
             await rt.leases.release(lease)
         if agreement.session is not None:

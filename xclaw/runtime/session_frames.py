@@ -1,5 +1,5 @@
-"""What a client is shown of a session's state: the `status` frame and the `history` frame
-(docs/protocol.md), built from values (the runtime reads them)."""
+"""What a client is shown of a session's conversation: the `history` frame (docs/protocol.md),
+made from values (the runtime reads them)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,10 @@ from xclaw.llm.context import SUMMARY_PREFIX
 from xclaw.messages import AssistantMessage, message_to_json
 from xclaw.recorder.history import History, seed_history
 from xclaw.recorder.redact import Redactor
-from xclaw.store.model import Session, Step, StepStatus, StepType, session_state
+from xclaw.store.model import Step, StepStatus, StepType
 from xclaw.views import sent_by
-
-
-def status_frame(session: Session, *, busy: bool) -> dict[str, Any]:
-    """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
-    state = session_state(session, busy=busy)
-    return {
-        "type": "status",
-        "status": session.status.value,
-        "awaitingInput": session.awaiting_input,
-        "busy": busy,
-        "state": state.key,
-        "stateText": state.text,
-    }
+from xclaw.wire.build import history_frame
+from xclaw.wire.shapes import HistoryJson
 
 
 def _name_senders(items: list[dict[str, Any]], steps: Sequence[Step]) -> None:
@@ -43,9 +32,9 @@ def _name_senders(items: list[dict[str, Any]], steps: Sequence[Step]) -> None:
             item["user"] = sender
 
 
-def history_frame(
+def session_history(
     session_id: str, steps: Sequence[Step], hist: History, *, busy: bool, redact: Redactor
-) -> dict[str, Any]:
+) -> HistoryJson:
     """The `history` frame: `hist` (rebuilt from `steps` with new_input) as the original
     tutorial's `content` (*the seed*, docs/architecture.md glossary) and as structured
     messages, the calls of a run in flight shown running."""
@@ -79,10 +68,9 @@ def history_frame(
         structured.append(item)
     _name_senders(structured, steps)
 
-    return {
-        "type": "history",
-        "sessionId": session_id,
+    return history_frame(
         # Redacted before it is JSON text (a secret with `"` in it is escaped there).
-        "content": json.dumps(redact(seed_history(hist.messages)), ensure_ascii=False),
-        "messages": redact(structured),
-    }
+        json.dumps(redact(seed_history(hist.messages)), ensure_ascii=False),
+        redact(structured),
+        session_id,
+    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+
+from xclaw.wire.shapes import Frame
 
 log = logging.getLogger("xclaw.runtime")
 
-FrameSink = Callable[[dict[str, Any]], None]
+FrameSink = Callable[[Frame], None]
 
 
 class Subscribers:
@@ -28,7 +29,7 @@ class Subscribers:
 
         return unsubscribe
 
-    def deliver(self, session_id: str, frame: dict[str, Any]) -> None:
+    def deliver(self, session_id: str, frame: Frame) -> None:
         for sink in list(self._sinks.get(session_id, ())):
             try:
                 sink(frame)

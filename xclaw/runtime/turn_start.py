@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
-from xclaw.protocol import error_frame, notice_frame
 from xclaw.runtime.leases import busy_message
 from xclaw.runtime.opening import open_turn
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.model import MAIN_AGENT, Session, Status, StepType
 from xclaw.teams import Actor
 from xclaw.views import title_from_message
+from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
@@ -75,7 +75,7 @@ class TurnStarts:
             runs.unclaim(session_id, run)
             raise
         if title is not None:
-            rt.emit(session_id, {"type": "renamed", "title": title})
+            rt.emit(session_id, renamed_frame(title))
         if lease is None:
             runs.unclaim(session_id, run)
             raise SessionBusy(busy_message(await rt.db(rt.store.lease_info, session_id)))
@@ -120,7 +120,7 @@ class TurnStarts:
         agreement = await rt.configs.agreement(session, explicit=failed)
         if rt.configs.declined_before(session_id, agreement):
             if (words := agreement.notice()) is not None:
-                rt.deliver(session_id, {**notice_frame(words), "sessionId": session_id})
+                rt.deliver(session_id, for_session(notice_frame(words), session_id))
             return False
         if session_id in runs:  # a message started a run meanwhile
             return False

@@ -106,6 +106,9 @@ class Table(Generic[R]):
                 )
             )
         self.columns: tuple[Column, ...] = tuple(cols)
+        # (export key, attribute) of each value the row computes from its columns and
+        # declares for export lines (its `EXPORTED` class variable: key -> property).
+        self.derived: tuple[tuple[str, str], ...] = tuple(getattr(row, "EXPORTED", {}).items())
         self.by_field = {c.field: c for c in self.columns}
         # The select list, in declaration order: what `from_row` reads.
         self.select = ", ".join(c.name for c in self.columns)
@@ -188,7 +191,9 @@ class Table(Generic[R]):
         return ",\n       ".join(overrides.get(c.name, c.name) for c in self.columns)
 
     def exported(self, value: R) -> dict[str, Any]:
-        """The export line's fields of every column with an export key (nested at `.`)."""
+        """The export line's fields of every column with an export key (nested at `.`), then
+        the values the row computes from them (its `EXPORTED`): what an export line says of
+        a row, declared with the row."""
         out: dict[str, Any] = {}
         for c in self.columns:
             if c.export is None:
@@ -201,6 +206,8 @@ class Table(Generic[R]):
                 out.setdefault(head, {})[tail] = v
             else:
                 out[head] = v
+        for key, name in self.derived:
+            out[key] = getattr(value, name)
         return out
 
 

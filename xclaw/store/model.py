@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from xclaw.errors import IllegalTransition, StepNotFound
 from xclaw.store.columns import Kind, column
@@ -215,6 +215,28 @@ class Session:
     # The fork point in the parent session (sequence number), for branch comparison.
     forked_from_seq: int | None = column(default=None, export="forkedFromSeq")
 
+    # What export lines carry besides the columns: values computed from them (columns.py).
+    EXPORTED: ClassVar[dict[str, str]] = {
+        "forkedFrom": "forked_from",
+        "state": "state_key",
+        "stateText": "state_text",
+    }
+
+    @property
+    def forked_from(self) -> str | None:
+        """The fork point's display id (s0005)."""
+        return display_id(self.forked_from_seq) if self.forked_from_seq else None
+
+    @property
+    def state_key(self) -> str:
+        """What the session is doing, for code (no run in flight: `session_state`)."""
+        return session_state(self, busy=False).key
+
+    @property
+    def state_text(self) -> str:
+        """The same in words."""
+        return session_state(self, busy=False).text
+
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
@@ -263,7 +285,14 @@ def state_of(
 class Step:
     """A row of `traces`: each field declared with `column()` is a column of it
     (store/columns.py; docs/storage.md, "Adding a column"). The session is implied by the
-    export line's session, the parent written as its display id (protocol.step_json)."""
+    export line's session; the parent is written as its display id (`EXPORTED`)."""
+
+    # What export lines carry besides the columns: values computed from them (columns.py).
+    EXPORTED: ClassVar[dict[str, str]] = {
+        "id": "display_id",
+        "parent": "parent_display_id",
+        "durationMs": "duration_ms",
+    }
 
     step_id: str = column(Kind.TEXT, export="stepId")
     session_id: str = column(Kind.TEXT)

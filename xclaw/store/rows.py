@@ -77,6 +77,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(value: Any) -> Any:
+    """JSON-like data with every lone surrogate (legal in JSON as `\\ud800`, not encodable as
+    UTF-8) replaced by U+FFFD, so that what the store keeps and what clients are sent agree.
+    json.loads already joins a valid escaped pair into one character."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
+    return value
+
+
 def load_json(text: str | None) -> Any:
     """Decode a JSON column. Our own compact text goes straight to the C scanner (2-3x faster
     than json.loads on small values, which matters when resume loads 100,000 rows); anything

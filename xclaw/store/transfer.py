@@ -22,7 +22,6 @@ from dataclasses import MISSING, dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import EXIT_USAGE, MissingBlobs, XclawError
-from xclaw.protocol import session_json, step_json, valid_unicode
 from xclaw.store.base import RecordReader, RecordStore
 from xclaw.store.columns import Column, Kind, Table
 from xclaw.store.model import (
@@ -31,7 +30,7 @@ from xclaw.store.model import (
     display_id,
     full_step_id,
 )
-from xclaw.store.rows import SESSIONS, STEPS, check_session_id, new_session_id
+from xclaw.store.rows import SESSIONS, STEPS, check_session_id, new_session_id, valid_unicode
 from xclaw.store.snapshot_model import content_hash
 
 
@@ -53,20 +52,24 @@ def export_lines(
     sessions: Iterable[Session],
     totals: Callable[[list[Step]], dict[str, Any]] | None = None,
     redact: Callable[[Any], Any] | None = None,
+    *,
+    step_extra: Callable[[Step], dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """The session line (with `totals` of its steps, e.g. tokens and cost), then one line per
-    step (with its call id, which pairs tool results with the model's calls on resume).
-    Import reads only the fields it needs from the session line. `redact` (a Redactor) is
-    applied to every session and step line; images go as they are (like workspace files)."""
+    step (with its call id, which pairs tool results with the model's calls on resume):
+    each what its row declares for export (store/columns.py: the columns' export keys and
+    the derived values), plus what the caller adds (`totals`; `step_extra` of each step, e.g.
+    an llm_call's priced usage). Import reads only the fields it needs. `redact` (a Redactor)
+    is applied to every session and step line; images go as they are (like workspace
+    files)."""
     clean = redact or (lambda data: data)
     for session in sessions:
         steps = store.steps(session.session_id)
         extra = totals(steps) if totals is not None else {}
-        line = {"kind": "session", **session_json(session), **SESSIONS.exported(session)}
-        yield _dump(clean({**line, **extra}))
+        yield _dump(clean({"kind": "session", **SESSIONS.exported(session), **extra}))
         for st in steps:
-            # As clients see it, and every column as model.Step declares it (store/columns.py).
-            yield _dump(clean({"kind": "step", **step_json(st), **STEPS.exported(st)}))
+            more = step_extra(st) if step_extra is not None else {}
+            yield _dump(clean({"kind": "step", **STEPS.exported(st), **more}))
         # Images a tool returned live in the blob store; the steps name them by hash.
         hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
         if hashes:

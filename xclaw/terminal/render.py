@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.cells import cell_len
@@ -79,7 +79,7 @@ class Renderer:
         self._streamed = ""
         # Thinking lines wait for the next frame of their model call: a call retried after
         # its thinking went out says so (thinking_discarded) and they are dropped unseen.
-        self._thinking: list[dict[str, Any]] = []
+        self._thinking: list[Mapping[str, Any]] = []
         # The team member this client is signed in as (the `session` frame says; None: the
         # server's token): messages others sent are shown with their name (docs/teams.md).
         self.me: str | None = None
@@ -87,7 +87,7 @@ class Renderer:
         # a pipe keeps the plain text (transcripts, the tutorial's format).
         self.markdown = console.is_terminal if markdown is None else markdown
         # The frames shown, by type (any other type is not for a terminal).
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], None]] = {
             "session": self._on_session,
             "history": self._on_history,
             "delta": self._on_delta,
@@ -121,7 +121,7 @@ class Renderer:
             self._stream_open = False
 
     # --- frames -----------------------------------------------------------------------------
-    def frame(self, f: dict[str, Any]) -> None:
+    def frame(self, f: Mapping[str, Any]) -> None:
         kind = f.get("type")
         if kind == "thinking":
             self._thinking.append(f)  # printed with the call's next frame (flush_thinking)
@@ -134,7 +134,7 @@ class Renderer:
         if handler is not None:
             handler(f)
 
-    def _on_session(self, f: dict[str, Any]) -> None:
+    def _on_session(self, f: Mapping[str, Any]) -> None:
         user = f.get("user")
         self.me = user if isinstance(user, str) else None
         parts = [f"[session] {f.get('sessionId')}"]
@@ -148,7 +148,7 @@ class Renderer:
             parts.append(f"fork of {f.get('parentSessionId')}")
         self.line(" · ".join(parts), "dim")
 
-    def _on_history(self, f: dict[str, Any]) -> None:
+    def _on_history(self, f: Mapping[str, Any]) -> None:
         lines = history_lines(f, me=self.me)
         if not lines:
             return
@@ -191,7 +191,7 @@ class Renderer:
         for line in history_lines({"messages": [{"kind": "assistant", "tool_calls": calls}]}):
             self.line(HISTORY_PREFIX + line, "dim")
 
-    def _on_step(self, f: dict[str, Any]) -> None:
+    def _on_step(self, f: Mapping[str, Any]) -> None:
         """A message another team member sent to this session (a shared one), shown as theirs,
         and an approval they answered. What this client's person did is on the screen."""
         step = f.get("step")
@@ -211,7 +211,7 @@ class Renderer:
             self.end_stream()  # another member answered it: `approved by bob (web page)`
             self.line(f"[approval] {printable(str(out.get('why') or ''))}", "dim")
 
-    def _on_delta(self, f: dict[str, Any]) -> None:
+    def _on_delta(self, f: Mapping[str, Any]) -> None:
         text = printable(str(f.get("content", "")))
         if not text:
             return
@@ -222,7 +222,7 @@ class Renderer:
         self.console.print(Text(text), end="")
         self._streamed += text
 
-    def _on_reply(self, f: dict[str, Any]) -> None:
+    def _on_reply(self, f: Mapping[str, Any]) -> None:
         content = printable(str(f.get("content", "")))
         if self.markdown and looks_like_markdown(content):
             streamed = self._stream_open and self._streamed.strip() == content.strip()
@@ -255,7 +255,7 @@ class Renderer:
         self._stream_open = False
         return True
 
-    def _on_tool(self, f: dict[str, Any]) -> None:
+    def _on_tool(self, f: Mapping[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""
         state = f.get("state")
         if state == "running":
@@ -265,17 +265,17 @@ class Renderer:
         elif state == "failed":
             self.line(f"  ✗ [{f.get('name')}] {_preview(str(f.get('output') or ''))}", "yellow")
 
-    def _on_notice(self, f: dict[str, Any]) -> None:
+    def _on_notice(self, f: Mapping[str, Any]) -> None:
         self.line(str(f.get("content", "")), "bold cyan")
 
-    def _on_error(self, f: dict[str, Any]) -> None:
+    def _on_error(self, f: Mapping[str, Any]) -> None:
         if self._stream_open:
             # The text shown so far was no finished answer: say so on its own line.
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
         self.line(f"error ({f.get('code', 'error')}): {f.get('content', '')}", "bold red")
 
-    def approval(self, f: dict[str, Any]) -> None:
+    def approval(self, f: Mapping[str, Any]) -> None:
         who = f"({f['agent']}) " if f.get("agent") else ""
         self.line(
             f"{who}xclaw wants to run [{f.get('name')}]: {compact_json(f.get('input'))}",
@@ -287,7 +287,7 @@ class Renderer:
             self.line(f"  {MAYBE_REPEATED_WARNING}", "bold red")
 
 
-def history_lines(f: dict[str, Any], *, me: str | None = None) -> list[str]:
+def history_lines(f: Mapping[str, Any], *, me: str | None = None) -> list[str]:
     """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
     `messages` show tool calls; a server written for the tutorial sends only `content`, a JSON
     string of [{role, content}], and that works too. A message another team member sent (its
@@ -351,7 +351,7 @@ def history_lines(f: dict[str, Any], *, me: str | None = None) -> list[str]:
 THINKING_PREVIEW_CHARS = 80
 
 
-def thinking_line(f: dict[str, Any]) -> str:
+def thinking_line(f: Mapping[str, Any]) -> str:
     """A thinking frame folded to one line: its size and the start of its first line (the
     whole text is in the llm_call step: `xclaw steps`, the trace view)."""
     text = str(f.get("content") or "").strip()
