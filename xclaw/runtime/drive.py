@@ -164,7 +164,7 @@ class TurnDrive:
             before_side_effect=lambda step: rt.db(rt.workspaces.snapshot, sid, step, lease),
             after_side_effect=(
                 (lambda step: rt.db(rt.workspaces.snapshot_after, sid, step, lease))
-                if rt.workspaces.follows
+                if rt.workspaces.records_after
                 else None
             ),
             resumable_calls=hist.resumable_calls,

@@ -28,6 +28,7 @@ from xclaw.errors import (
 )
 from xclaw.llm import prices
 from xclaw.llm.base import Model
+from xclaw.protocol import notice_frame
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
@@ -288,6 +289,8 @@ class Runtime:
         finally:
             self.runs.unclaim(session_id, run)
         self.emit(session_id, self.status_frame(result.session, busy=False))
+        if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
+            self.emit(session_id, notice_frame(f"[rollback] {note}"))  # its processes
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -25,11 +26,13 @@ from xclaw.store.base import RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.workspace.env_layer import ENV_PREFIX, EnvLayer, env_part, prefixed, workspace_part
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
+    from xclaw.sandbox.container.lifecycle import ContainerInfo, Containers
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
@@ -71,6 +74,7 @@ class Workspaces:
         root: Path,
         config: SnapshotConfig | None = None,
         snapshotter: Snapshotter | None = None,
+        containers: Containers | None = None,
     ) -> None:
         self.store = store
         self.root = Path(root)
@@ -79,13 +83,30 @@ class Workspaces:
         # Per session: the snapshot this process last saw its local directory match. A
         # directory is trusted as the session's state only while that is the latest one.
         self._synced: dict[str, int] = {}
+        # `sandbox.isolation: container`: each session's container, whose own file-system
+        # changes are captured with every snapshot and rewound with the workspace
+        # (env_layer.py, docs/containers.md); the snapshot its layer last matched; what the
+        # last rollback did to its processes, for the announcement.
+        self.containers = containers
+        self.env = EnvLayer(config.max_file_bytes, config.max_total_bytes)
+        self._env_synced: dict[str, int] = {}
+        self.env_notes: dict[str, str] = {}
+        self._rewound: dict[str, bool] = {}
+        if containers is not None:
+            self.snapshotter.reserved = ENV_PREFIX
+            containers.layer_for = self._layer_for
 
     @classmethod
     def from_settings(
         cls, store: TimeTravelStore, settings: Settings, root: Path | None = None
     ) -> Workspaces:
         snapshots = SnapshotConfig.from_settings(settings.sandbox)
-        return cls(store, root or settings.workspace_root, snapshots)
+        containers = None
+        if settings.sandbox.isolation == "container":
+            from xclaw.sandbox.container.shared import containers_for
+
+            containers = containers_for(settings, root)
+        return cls(store, root or settings.workspace_root, snapshots, containers=containers)
 
     @property
     def enabled(self) -> bool:
@@ -96,6 +117,13 @@ class Workspaces:
         """Whether the workspace follows the session between workers: with an object store
         (blob_store) the root is a local cache of the session's committed state."""
         return self.enabled and not self.store.blobs.in_database
+
+    @property
+    def records_after(self) -> bool:
+        """Whether what each side-effecting step changed is recorded once it ends
+        (`snapshot_after`): when the workspace follows the session, and for a session's
+        container, whose layer a worker starting again must find as the last step left it."""
+        return self.follows or (self.enabled and self.containers is not None)
 
     def path(self, session_id: str) -> Path:
         return self.root / session_id
@@ -109,10 +137,21 @@ class Workspaces:
         `lease` (the run's): a worker that lost the session references nothing."""
         if not self.enabled or step.name in NO_SNAPSHOT_TOOLS:
             return None
+        if self.containers is not None:
+            self.containers.note_step(session_id, step.seq)
+            if lease is not None:
+                self.containers.note_epoch(session_id, lease.token)
         info = self.snapshotter.snapshot(
-            self.store, session_id, step.seq, self.path(session_id), lease=lease, replace=True
+            self.store,
+            session_id,
+            step.seq,
+            self.path(session_id),
+            lease=lease,
+            replace=True,
+            extra=self._env_extra(session_id),
         )
         self._synced[session_id] = info.seq
+        self._env_synced[session_id] = info.seq
         return info
 
     def snapshot_after(
@@ -123,17 +162,100 @@ class Workspaces:
         the files this one wrote. Incremental: only contents the store lacks are sent. A
         snapshot a sibling's next step saved there first is left as it is (it saw this
         step's effects: the step had ended)."""
-        if not self.follows or step.name in NO_SNAPSHOT_TOOLS:
+        if not self.records_after or step.name in NO_SNAPSHOT_TOOLS:
             return None
         ws = self.path(session_id)
         try:
-            info = self.snapshotter.snapshot(self.store, session_id, step.seq + 1, ws, lease=lease)
+            info = self.snapshotter.snapshot(
+                self.store,
+                session_id,
+                step.seq + 1,
+                ws,
+                lease=lease,
+                extra=self._env_extra(session_id),
+            )
         except StoreError as e:
             if "already has a snapshot" not in e.message:
                 raise
             return None
         self._synced[session_id] = info.seq
+        self._env_synced[session_id] = info.seq
         return info
+
+    # --- a session's container (docs/containers.md) ----------------------------------------------
+    def _env_extra(
+        self, session_id: str
+    ) -> Callable[[SnapshotStore, bool], tuple[Manifest, int]] | None:
+        """The container layer's entries for a snapshot: captured from the container when it
+        runs here, else carried over from the session's latest snapshot (nothing ran in it
+        since: it is not running)."""
+        containers = self.containers
+        if containers is None:
+            return None
+
+        def extra(store: SnapshotStore, retrying: bool) -> tuple[Manifest, int]:
+            info = containers.running_info(session_id)
+            if info is None:
+                return prefixed(self._latest_env(session_id)), 0
+            if retrying:
+                self.env.forget(info.upper)
+            entries, added = self.env.capture(store, info.upper)
+            return prefixed(entries), added
+
+        return extra
+
+    def _latest_env(self, session_id: str) -> Manifest:
+        infos = self.store.list_snapshots(session_id)
+        if not infos:
+            return {}
+        return env_part(self.store.get_snapshot(session_id, infos[-1].seq))
+
+    def _layer_for(self, session_id: str) -> Callable[[ContainerInfo], None] | None:
+        """What a container made anew for the session starts with: the layer of its latest
+        snapshot (a fork's, a session that moved here, one whose container was removed)."""
+        target = self._latest_env(session_id)
+        if not target:
+            return None
+
+        def write(info: ContainerInfo) -> None:
+            self.env.write(info.upper, target, self.store.get_blobs)
+
+        return write
+
+    def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
+        """Before a run (or after a restore): the session's container, if it has one here,
+        adopted under the run's epoch (older epochs' processes killed: fencing) and its layer
+        made the session's latest recorded one unless this process recorded that very state
+        (then the container may be ahead: its own newer writes). True: rewound (its
+        processes were stopped)."""
+        containers = self.containers
+        if containers is None:
+            return False
+        info = containers.inspect(session_id)
+        if info is None:
+            return False
+        from xclaw.sandbox.paths import workspace_dir
+
+        ws = workspace_dir(self.root, session_id)
+        containers.ensure(session_id, ws, None if lease is None else lease.token)
+        infos = self.store.list_snapshots(session_id)
+        if not infos:
+            return False
+        latest = infos[-1].seq
+        if self._env_synced.get(session_id) == latest:
+            return False
+        target = env_part(self.store.get_snapshot(session_id, latest))
+        here, _ = self.env.capture(None, info.upper)
+        self._env_synced[session_id] = latest
+        if _layer_view(here) == _layer_view(target):
+            return False
+
+        def write(now: ContainerInfo) -> None:
+            self.env.write(now.upper, target, self.store.get_blobs)
+
+        containers.rewind(session_id, ws, write)
+        self._rewound[session_id] = True
+        return True
 
     def _catch_up(
         self, session_id: str, latest: int, manifest: Manifest, lease: Lease | None
@@ -227,6 +349,10 @@ class Workspaces:
             synced = self.sync(session_id, lease)
             if synced is not None:
                 reports.append(synced)
+        if session_id is not None and self.containers is not None:
+            if reports:  # the workspace was replaced: the container's layer is checked too
+                self._env_synced.pop(session_id, None)
+            self._env_sync(session_id, lease)
         return reports
 
     def _nothing_to_copy(self, session_id: str) -> bool:
@@ -248,16 +374,46 @@ class Workspaces:
     def _request(self) -> WorkspaceRestore | None:
         if not self.enabled:
             return None
-        return WorkspaceRestore(tuple(self.config.ignore), keep_state=self.follows)
+        # A container's layer is synced to the session's latest snapshot: the restored state
+        # must stay as that (as when the workspace follows the session).
+        keep = self.follows or self.containers is not None
+        return WorkspaceRestore(tuple(self.config.ignore), keep_state=keep)
 
     def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
         """Rollback with the files: the steps from `ref` on are deleted and the workspace goes
         back to its state just before `ref`."""
         self.recover(session_id)
+        self._rewound.pop(session_id, None)
         result = self.store.rollback(session_id, ref, workspace=self._request())
         if result.restore is not None:
+            self._env_synced.pop(session_id, None)
             self.recover(session_id)
+        if self.containers is not None:
+            self._after_rollback(session_id, result)
         return result
+
+    def _after_rollback(self, session_id: str, result: RollbackResult) -> None:
+        """The container's processes after a rollback, said once (`env_notes`): rewound with
+        its file system (all stopped), or those the removed steps started stopped."""
+        assert self.containers is not None
+        step = f"s{result.target_seq:04d}"
+        if self.containers.inspect(session_id) is None:
+            self.env_notes.pop(session_id, None)
+            return
+        if self._rewound.pop(session_id, False):
+            note = (
+                f"the session's container: its file system is back as it was before {step}; it was "
+                "restarted to get there, so every process in it stopped (processes are not "
+                "restored by a rollback)"
+            )
+        else:
+            stopped = self.containers.stop_from(session_id, result.target_seq)
+            note = (
+                f"the session's container: {stopped} process(es) started at or after {step} stopped; "
+                "processes started before it keep running (processes are not restored by a "
+                "rollback)"
+            )
+        self.env_notes[session_id] = note
 
     def fork(self, session_id: str, ref: str | int, title: str | None = None) -> Session:
         """Fork with the files: the new session's workspace is the source's just after `ref`."""
@@ -270,13 +426,27 @@ class Workspaces:
         """The session and its steps go (snapshots and unreferenced blobs with them, in the
         store's transaction), then its files: nothing of a deleted session stays on disk."""
         self.store.delete_session(session_id)
+        if self.containers is not None:
+            self.containers.remove(session_id)
         with restore_lock(self.root):
             remove_tree(self.path(session_id))
 
 
 def _versioned(manifest: Manifest) -> Manifest:
-    """What a snapshot versions: every entry but the skipped ones (left as they are)."""
-    return {p: e for p, e in manifest.items() if "skipped" not in e}
+    """What a snapshot versions of the workspace: every entry but the skipped ones (left as
+    they are) and a container's layer (env_layer.py)."""
+    return {p: e for p, e in workspace_part(manifest).items() if "skipped" not in e}
+
+
+def _layer_view(layer: Manifest) -> Manifest:
+    """What of a container layer two captures must share to show the same file system: its
+    files, links, whiteouts and opaque directories (a plain directory copied up only to
+    hold them, podman's own included, changes nothing seen)."""
+    return {
+        p: e
+        for p, e in layer.items()
+        if not ("dir" in e and not e.get("opaque")) and ("skipped" not in e or e.get("whiteout"))
+    }
 
 
 def _local_first(

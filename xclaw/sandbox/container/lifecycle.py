@@ -80,12 +80,11 @@ class Containers:
         # Sessions whose container this process saw running (ready() then only checks the
         # workspace's mount); and the OOM kills counted when each was last looked at.
         self._running: set[str] = set()
+        self._info: dict[str, ContainerInfo] = {}
         self._ooms: dict[str, int] = {}
         # Set by the workspaces (xclaw/workspace/timetravel.py): the session's captured changes
         # to put into a container made anew.
-        self.layer_for: Callable[[str], Callable[[Path, ContainerInfo], None] | None] = (
-            lambda _sid: None
-        )
+        self.layer_for: Callable[[str], Callable[[ContainerInfo], None] | None] = lambda _sid: None
 
     # --- names ------------------------------------------------------------------------------
     @staticmethod
@@ -148,19 +147,20 @@ class Containers:
         self,
         session_id: str,
         workspace: Path,
-        epoch: int,
-        layer: Callable[[Path, ContainerInfo], None] | None = None,
+        epoch: int | None,
+        layer: Callable[[ContainerInfo], None] | None = None,
     ) -> Adopted:
         """The session's container, running, with its workspace shown, driven under `epoch`:
-        made from the image (then `layer`, given the container's root file system, puts the
-        session's captured changes in before its first process starts), started if it was
-        stopped, or adopted as it runs. Processes of older epochs are killed before this
-        returns: a worker that took the session over is alone in it."""
-        self.note_epoch(session_id, epoch)
+        made from the image (then `layer` writes the session's captured changes into its
+        overlay layer before its first process starts), started if it was stopped, or
+        adopted as it runs. Processes of older epochs are killed before this returns: a
+        worker that took the session over is alone in it (`epoch` None: none are)."""
+        if epoch is not None:
+            self.note_epoch(session_id, epoch)
         info = self.inspect(session_id)
         how = "adopted"
         if info is None:
-            info = self._create(session_id, epoch, layer)
+            info = self._create(session_id, self.epoch(session_id), layer)
             how = "created"
         if not info.running:
             self._start(session_id, workspace)
@@ -170,13 +170,38 @@ class Containers:
             how = "started" if how == "adopted" else how
         mounts.follow(self.root, session_id, workspace)
         older = [
-            p.pid for p in procs.processes_in(info.pid) if p.epoch is not None and p.epoch < epoch
+            p.pid
+            for p in procs.processes_in(info.pid)
+            if p.epoch is not None and epoch is not None and p.epoch < epoch
         ]
         procs.kill(older)
         with self._lock:
             self._running.add(session_id)
+            self._info[session_id] = info
             self._ooms[session_id] = _oom_kills(info.pid)
         return Adopted(how, info, len(older))
+
+    def running_info(self, session_id: str) -> ContainerInfo | None:
+        """The container as this process last made sure it runs; None: not since (then its
+        layer is what the record last captured)."""
+        with self._lock:
+            return self._info.get(session_id) if session_id in self._running else None
+
+    def rewind(
+        self, session_id: str, workspace: Path, write: Callable[[ContainerInfo], None]
+    ) -> None:
+        """Stop the container, let `write` rewrite its overlay layer (unmounted now), start it
+        again: its file system rewound, every process in it stopped."""
+        info = self.inspect(session_id)
+        if info is None:
+            return
+        self.stop(session_id)
+        info = self.inspect(session_id)
+        if info is None or info.running:
+            raise WorkspaceError(f"the container of session {session_id} did not stop")
+        write(info)
+        self._start(session_id, workspace)
+        self.ensure(session_id, workspace, None)
 
     def ready(self, session_id: str, workspace: Path) -> None:
         """Before a command: the container runs and shows the workspace as it is now (two
@@ -218,7 +243,7 @@ class Containers:
         self,
         session_id: str,
         epoch: int,
-        layer: Callable[[Path, ContainerInfo], None] | None,
+        layer: Callable[[ContainerInfo], None] | None,
     ) -> ContainerInfo:
         p = self.policy
         point = mounts.prepare(self.root, session_id)
@@ -267,11 +292,7 @@ class Containers:
         if info is None:
             raise WorkspaceError(f"the container of session {session_id} vanished once made")
         if layer is not None:
-            merged = self.podman.run("mount", self.name(session_id)).stdout.strip()
-            try:
-                layer(Path(merged), info)
-            finally:
-                self.podman.run("umount", self.name(session_id), check=False)
+            layer(info)  # made, not started: its overlay is not mounted
         return info
 
     def _start(self, session_id: str, workspace: Path) -> None:

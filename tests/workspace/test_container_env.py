@@ -1,0 +1,145 @@
+"""The environment rewinds with memory (docs/containers.md): what a step changed in its
+session's container outside the workspace — a file installed under /usr/local, one deleted
+from the image, /opt — is captured with the step's snapshot and put back by /rollback and
+/fork; processes are not restored: those the removed steps started are stopped.
+
+Real podman with runc and the test image (tests/containers.py), through the runtime and the
+scripted model in process, on a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.containers import remove_containers, test_image
+from tests.runtime.harness import sh
+from xclaw.sandbox.container.lifecycle import Containers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cleanup(tmp_path: Path) -> Iterator[None]:
+    yield
+    remove_containers(tmp_path / "ws")
+
+
+def in_container(sid: str, command: str) -> str:
+    done = subprocess.run(
+        ["podman", "exec", Containers.name(sid), "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return (done.stdout + done.stderr).strip()
+
+
+def servers(containers: Containers, sid: str) -> list[str]:
+    return sorted(p.command for p in containers.processes(sid) if p.command.startswith("httpd"))
+
+
+INSTALL_TURNS: list[dict[str, Any]] = [
+    {"text": "", "tool_calls": [sh("mkdir -p /opt/tool && echo v1 > /opt/tool/version")]},
+    {"text": "", "tool_calls": [sh("httpd -p 127.0.0.1:8081 -h /opt/tool")]},
+    {
+        "text": "",
+        "tool_calls": [
+            sh(
+                "echo installed > /usr/local/bin/newtool && rm /bin/yes && "
+                "echo v2 > /opt/tool/version && httpd -p 127.0.0.1:8082 -h /opt"
+            )
+        ],
+    },
+    {"text": "done"},
+]
+
+
+def make_container_harness(make: Any) -> Any:
+    return make(INSTALL_TURNS, sandbox={"isolation": "container", "image": test_image()})
+
+
+async def test_rollback_removes_what_was_installed_after_the_step_and_its_processes(
+    make: Any, cleanup: None
+) -> None:
+    h = make_container_harness(make)
+    sid = await h.ask("install things")
+    containers = h.runtime.workspaces.containers
+    assert in_container(sid, "cat /usr/local/bin/newtool /opt/tool/version") == "installed\nv2"
+    assert in_container(sid, "test -e /bin/yes || echo gone") == "gone"
+    assert len(servers(containers, sid)) == 2
+
+    await h.runtime.rollback(sid, h.step_of(sid, "shell", 2))
+
+    assert in_container(sid, "test -e /usr/local/bin/newtool || echo gone") == "gone"
+    assert in_container(sid, "test -e /bin/yes && echo back") == "back"  # a whiteout undone
+    assert in_container(sid, "cat /opt/tool/version") == "v1"
+    notices = [f["content"] for f in h.frames if f.get("type") == "notice"]
+    assert any("processes are not restored" in n for n in notices), notices
+    # The container was restarted to rewind its layer: every process stopped, and said so.
+    assert servers(containers, sid) == []
+    assert any("every process in it stopped" in n for n in notices), notices
+
+
+async def test_rollback_that_changes_nothing_outside_stops_only_the_later_processes(
+    make: Any, cleanup: None
+) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [sh("httpd -p 127.0.0.1:8081 -h /opt")]},
+            {"text": "", "tool_calls": [sh("httpd -p 127.0.0.1:8082 -h /opt")]},
+            {"text": "done"},
+        ],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("start two servers")
+    containers = h.runtime.workspaces.containers
+    assert len(servers(containers, sid)) == 2
+    await h.runtime.rollback(sid, h.step_of(sid, "shell", 1))
+    assert servers(containers, sid) == ["httpd -p 127.0.0.1:8081 -h /opt"]
+    notices = [f["content"] for f in h.frames if f.get("type") == "notice"]
+    assert any("1 process(es) started at or after" in n for n in notices), notices
+
+
+async def test_a_fork_after_the_install_gets_its_own_container_with_it(
+    make: Any, cleanup: None
+) -> None:
+    h = make_container_harness(make)
+    sid = await h.ask("install things")
+    containers = h.runtime.workspaces.containers
+    before = await h.runtime.fork(sid, h.step_of(sid, "shell", 1), "before the install")
+    after = await h.runtime.fork(sid, h.step_of(sid, "shell", 2), "after the install")
+    for fork in (before, after):  # made as a command would make it: from the fork's layer
+        ws = h.root / fork.session_id
+        await asyncio.to_thread(containers.ready, fork.session_id, ws)
+    assert in_container(after.session_id, "cat /usr/local/bin/newtool") == "installed"
+    assert in_container(after.session_id, "test -e /bin/yes || echo gone") == "gone"
+    assert in_container(before.session_id, "test -e /usr/local/bin/newtool || echo no") == "no"
+    assert in_container(before.session_id, "cat /opt/tool/version") == "v1"
+    # The source keeps its own container and state; the forks run none of its processes.
+    assert in_container(sid, "cat /usr/local/bin/newtool") == "installed"
+    assert servers(containers, after.session_id) == []
+
+
+async def test_the_layer_is_stored_incrementally(make: Any, cleanup: None) -> None:
+    """Bytes stored grow with bytes changed: a 1 MB file installed costs ~1 MB once; a step
+    that changes nothing outside the workspace adds nothing and reads no file of the layer."""
+    h = make(
+        [
+            {"text": "", "tool_calls": [sh("head -c 1000000 /dev/urandom > /opt/blob")]},
+            {"text": "", "tool_calls": [sh("echo hi > in-workspace.txt")]},
+            {"text": "done"},
+        ],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("go")
+    snaps = h.store.list_snapshots(sid)
+    added = [s.new_bytes for s in snaps]
+    # before s1 (nothing), after the install, before/after the workspace-only step
+    assert max(added) >= 1_000_000 and max(added) < 1_100_000, added
+    assert sum(added) < 1_100_000, added
+    assert h.runtime.workspaces.env.last_read == 0  # the last capture trusted its stat cache
