@@ -29,9 +29,9 @@ def cleanup(tmp_path: Path) -> Iterator[None]:
     remove_containers(tmp_path / "ws")
 
 
-def in_container(sid: str, command: str) -> str:
+def in_container(h: Any, sid: str, command: str) -> str:
     done = subprocess.run(
-        ["podman", "exec", Containers.name(sid), "sh", "-c", command],
+        ["podman", "exec", h.runtime.workspaces.containers.name(sid), "sh", "-c", command],
         capture_output=True,
         text=True,
         check=False,
@@ -69,15 +69,15 @@ async def test_rollback_removes_what_was_installed_after_the_step_and_its_proces
     h = make_container_harness(make)
     sid = await h.ask("install things")
     containers = h.runtime.workspaces.containers
-    assert in_container(sid, "cat /usr/local/bin/newtool /opt/tool/version") == "installed\nv2"
-    assert in_container(sid, "test -e /bin/yes || echo gone") == "gone"
+    assert in_container(h, sid, "cat /usr/local/bin/newtool /opt/tool/version") == "installed\nv2"
+    assert in_container(h, sid, "test -e /bin/yes || echo gone") == "gone"
     assert len(servers(containers, sid)) == 2
 
     await h.runtime.rollback(sid, h.step_of(sid, "shell", 2))
 
-    assert in_container(sid, "test -e /usr/local/bin/newtool || echo gone") == "gone"
-    assert in_container(sid, "test -e /bin/yes && echo back") == "back"  # a whiteout undone
-    assert in_container(sid, "cat /opt/tool/version") == "v1"
+    assert in_container(h, sid, "test -e /usr/local/bin/newtool || echo gone") == "gone"
+    assert in_container(h, sid, "test -e /bin/yes && echo back") == "back"  # a whiteout undone
+    assert in_container(h, sid, "cat /opt/tool/version") == "v1"
     notices = [f["content"] for f in h.frames if f.get("type") == "notice"]
     assert any("processes are not restored" in n for n in notices), notices
     # The container was restarted to rewind its layer: every process stopped, and said so.
@@ -116,12 +116,12 @@ async def test_a_fork_after_the_install_gets_its_own_container_with_it(
     for fork in (before, after):  # made as a command would make it: from the fork's layer
         ws = h.root / fork.session_id
         await asyncio.to_thread(containers.ready, fork.session_id, ws)
-    assert in_container(after.session_id, "cat /usr/local/bin/newtool") == "installed"
-    assert in_container(after.session_id, "test -e /bin/yes || echo gone") == "gone"
-    assert in_container(before.session_id, "test -e /usr/local/bin/newtool || echo no") == "no"
-    assert in_container(before.session_id, "cat /opt/tool/version") == "v1"
+    assert in_container(h, after.session_id, "cat /usr/local/bin/newtool") == "installed"
+    assert in_container(h, after.session_id, "test -e /bin/yes || echo gone") == "gone"
+    assert in_container(h, before.session_id, "test -e /usr/local/bin/newtool || echo no") == "no"
+    assert in_container(h, before.session_id, "cat /opt/tool/version") == "v1"
     # The source keeps its own container and state; the forks run none of its processes.
-    assert in_container(sid, "cat /usr/local/bin/newtool") == "installed"
+    assert in_container(h, sid, "cat /usr/local/bin/newtool") == "installed"
     assert servers(containers, after.session_id) == []
 
 
@@ -143,3 +143,23 @@ async def test_the_layer_is_stored_incrementally(make: Any, cleanup: None) -> No
     assert max(added) >= 1_000_000 and max(added) < 1_100_000, added
     assert sum(added) < 1_100_000, added
     assert h.runtime.workspaces.env.last_read == 0  # the last capture trusted its stat cache
+
+
+async def test_a_background_process_started_in_one_turn_answers_in_the_next(
+    make: Any, cleanup: None
+) -> None:
+    """Each turn runs under a new lease (a new epoch): the worker's own earlier processes
+    are not fenced out, only another worker's."""
+    h = make(
+        [
+            {"text": "", "tool_calls": [sh("echo pong > ping && httpd -p 127.0.0.1:8083 -h .")]},
+            {"text": "started"},
+            {"text": "", "tool_calls": [sh("wget -qO- http://127.0.0.1:8083/ping")]},
+            {"text": "answered"},
+        ],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("start a server")
+    await h.turn(sid, "ask it")
+    [_, ask] = [s for s in h.store.steps(sid) if s.name == "shell"]
+    assert ask.output_data == "pong", ask.output_data

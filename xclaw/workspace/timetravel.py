@@ -140,7 +140,7 @@ class Workspaces:
         if self.containers is not None:
             self.containers.note_step(session_id, step.seq)
             if lease is not None:
-                self.containers.note_epoch(session_id, lease.token)
+                self.containers.note_epoch(session_id, lease.token, lease.owner)
         info = self.snapshotter.snapshot(
             self.store,
             session_id,
@@ -237,7 +237,10 @@ class Workspaces:
         from xclaw.sandbox.paths import workspace_dir
 
         ws = workspace_dir(self.root, session_id)
-        containers.ensure(session_id, ws, None if lease is None else lease.token)
+        if lease is None:
+            containers.ensure(session_id, ws, None)
+        else:
+            containers.ensure(session_id, ws, lease.token, owner=lease.owner)
         infos = self.store.list_snapshots(session_id)
         if not infos:
             return False

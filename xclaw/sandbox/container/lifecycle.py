@@ -15,6 +15,7 @@ Every method blocks (podman, /proc): call them from a worker thread, except `exe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable
@@ -72,10 +73,12 @@ class Containers:
         self.podman = podman
         self.policy = policy
         self.root = Path(root).expanduser().resolve()
+        self._root_tag = hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
         self._lock = threading.Lock()
         # Per session, in this process: the lease epoch of the run that drives it here and
         # the step running now (set before each side-effecting step's snapshot).
         self._epochs: dict[str, int] = {}
+        self._owners: dict[str, str] = {}
         self._steps: dict[str, int] = {}
         # Sessions whose container this process saw running (ready() then only checks the
         # workspace's mount); and the OOM kills counted when each was last looked at.
@@ -87,13 +90,17 @@ class Containers:
         self.layer_for: Callable[[str], Callable[[ContainerInfo], None] | None] = lambda _sid: None
 
     # --- names ------------------------------------------------------------------------------
-    @staticmethod
-    def name(session_id: str) -> str:
-        return NAME_PREFIX + session_id
+    def name(self, session_id: str) -> str:
+        """`xclaw-<root>-<session>`: `<root>` a short hash of the workspace root, so that two
+        installations (or two workers with their own roots, as on two hosts) sharing one
+        podman never take each other's containers."""
+        return f"{NAME_PREFIX}{self._root_tag}-{session_id}"
 
-    def note_epoch(self, session_id: str, epoch: int) -> None:
+    def note_epoch(self, session_id: str, epoch: int, owner: str | None = None) -> None:
         with self._lock:
             self._epochs[session_id] = epoch
+            if owner is not None:
+                self._owners[session_id] = owner
 
     def note_step(self, session_id: str, seq: int) -> None:
         with self._lock:
@@ -149,14 +156,18 @@ class Containers:
         workspace: Path,
         epoch: int | None,
         layer: Callable[[ContainerInfo], None] | None = None,
+        owner: str | None = None,
     ) -> Adopted:
         """The session's container, running, with its workspace shown, driven under `epoch`:
         made from the image (then `layer` writes the session's captured changes into its
         overlay layer before its first process starts), started if it was stopped, or
-        adopted as it runs. Processes of older epochs are killed before this returns: a
-        worker that took the session over is alone in it (`epoch` None: none are)."""
+        adopted as it runs. Processes another worker started under an older epoch are killed
+        before this returns: a worker that took the session over (`owner`, its lease's) is
+        alone in it, while what its own earlier turns started lives on (`epoch` None: nothing
+        is killed)."""
         if epoch is not None:
-            self.note_epoch(session_id, epoch)
+            self.note_epoch(session_id, epoch, owner)
+        owner = self._owners.get(session_id) if owner is None else owner
         info = self.inspect(session_id)
         how = "adopted"
         if info is None:
@@ -172,7 +183,7 @@ class Containers:
         older = [
             p.pid
             for p in procs.processes_in(info.pid)
-            if p.epoch is not None and epoch is not None and p.epoch < epoch
+            if p.epoch is not None and epoch is not None and p.epoch < epoch and p.owner != owner
         ]
         procs.kill(older)
         with self._lock:
@@ -350,6 +361,7 @@ class Containers:
         marks = {
             **env,
             procs.EPOCH_VAR: str(self._epochs.get(session_id, 0)),
+            procs.OWNER_VAR: self._owners.get(session_id, ""),
             procs.SEQ_VAR: str(self._steps.get(session_id, 0)),
         }
         flags: list[str] = []

@@ -2,10 +2,11 @@
 
 Every command xclaw runs in a container carries, in its environment, the lease epoch of the
 run that started it (`XCLAW_LEASE_EPOCH`, the session's fencing token), the step it belongs to
-(`XCLAW_STEP_SEQ`) and the step's tag (`XCLAW_STEP_TAG`, xclaw/tools/step_processes.py); what
+(`XCLAW_STEP_SEQ`), the worker whose run it was (`XCLAW_WORKER`) and the step's tag (`XCLAW_STEP_TAG`, xclaw/tools/step_processes.py); what
 it starts inherits them. From the host (root) every process of the container is found by its
 PID namespace, and those variables are read from `/proc/PID/environ`: a takeover kills the
-processes of older epochs, a rollback those of the steps it removed.
+processes another worker started under an older epoch, a rollback those of the steps it
+removed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 EPOCH_VAR = "XCLAW_LEASE_EPOCH"
 SEQ_VAR = "XCLAW_STEP_SEQ"
+OWNER_VAR = "XCLAW_WORKER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +27,16 @@ class ContainerProcess:
     epoch: int | None  # None: not started by xclaw (the container's own keeper, a person)
     seq: int | None
     command: str
+    owner: str | None = None  # the worker whose run started it
 
     def to_json(self) -> dict[str, object]:
-        return {"pid": self.pid, "epoch": self.epoch, "step": self.seq, "command": self.command}
+        return {
+            "pid": self.pid,
+            "epoch": self.epoch,
+            "step": self.seq,
+            "worker": self.owner,
+            "command": self.command,
+        }
 
 
 def _ns(pid: int | str) -> str | None:
@@ -37,15 +46,20 @@ def _ns(pid: int | str) -> str | None:
         return None
 
 
-def _number(environ: list[bytes], name: str) -> int | None:
+def _value(environ: list[bytes], name: str) -> str | None:
     prefix = f"{name}=".encode()
     for item in environ:
         if item.startswith(prefix):
-            try:
-                return int(item[len(prefix) :])
-            except ValueError:
-                return None
+            return item[len(prefix) :].decode("utf-8", "replace")
     return None
+
+
+def _number(environ: list[bytes], name: str) -> int | None:
+    value = _value(environ, name)
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 def processes_in(init_pid: int) -> list[ContainerProcess]:
@@ -71,7 +85,11 @@ def processes_in(init_pid: int) -> list[ContainerProcess]:
             continue
         out.append(
             ContainerProcess(
-                int(entry), _number(environ, EPOCH_VAR), _number(environ, SEQ_VAR), command
+                int(entry),
+                _number(environ, EPOCH_VAR),
+                _number(environ, SEQ_VAR),
+                command,
+                _value(environ, OWNER_VAR),
             )
         )
     return sorted(out, key=lambda p: p.pid)
