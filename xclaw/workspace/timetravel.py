@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from xclaw.errors import StoreError
 from xclaw.store.base import RollbackResult, SnapshotStore
-from xclaw.store.leases import Lease
+from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.workspace.container_reaper import Reaped, reap
 from xclaw.workspace.env_layer import ENV_PREFIX, EnvLayer, env_part, prefixed, workspace_part
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
@@ -64,6 +65,10 @@ class TimeTravelStore(SnapshotStore, Protocol):
 
     def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
 
+    def find_session(self, session_id: str) -> Session | None: ...
+
+    def lease_info(self, session_id: str) -> LeaseInfo: ...
+
 
 class Workspaces:
     """Per-session workspaces under `root`, with snapshots and restores through `store`."""
@@ -92,6 +97,7 @@ class Workspaces:
         self._env_synced: dict[str, int] = {}
         self.env_notes: dict[str, str] = {}
         self._rewound: dict[str, bool] = {}
+        self.container_grace_s = 900.0  # sandbox.container_grace_s (from_settings)
         if containers is not None:
             self.snapshotter.reserved = ENV_PREFIX
             containers.layer_for = self._layer_for
@@ -106,7 +112,9 @@ class Workspaces:
             from xclaw.sandbox.container.shared import containers_for
 
             containers = containers_for(settings, root)
-        return cls(store, root or settings.workspace_root, snapshots, containers=containers)
+        made = cls(store, root or settings.workspace_root, snapshots, containers=containers)
+        made.container_grace_s = settings.sandbox.container_grace_s
+        return made
 
     @property
     def enabled(self) -> bool:
@@ -222,18 +230,13 @@ class Workspaces:
 
         return write
 
-    def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
-        """Before a run (or after a restore): the session's container, if it has one here,
-        adopted under the run's epoch (older epochs' processes killed: fencing) and its layer
-        made the session's latest recorded one unless this process recorded that very state
-        (then the container may be ahead: its own newer writes). True: rewound (its
-        processes were stopped)."""
+    def _fence(self, session_id: str, lease: Lease | None) -> None:
+        """The session's container, if it has one here, adopted under the run's epoch: what
+        another worker started in it under an older one is killed (started again if it was
+        stopped)."""
         containers = self.containers
-        if containers is None:
-            return False
-        info = containers.inspect(session_id)
-        if info is None:
-            return False
+        if containers is None or containers.inspect(session_id) is None:
+            return
         from xclaw.sandbox.paths import workspace_dir
 
         ws = workspace_dir(self.root, session_id)
@@ -241,6 +244,20 @@ class Workspaces:
             containers.ensure(session_id, ws, None)
         else:
             containers.ensure(session_id, ws, lease.token, owner=lease.owner)
+
+    def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
+        """After the workspace is right: the session's container layer made its latest
+        recorded one, unless this process recorded that very state (then the container may
+        be ahead: its own newer writes). True: rewound (its processes were stopped)."""
+        containers = self.containers
+        if containers is None:
+            return False
+        info = containers.running_info(session_id)
+        if info is None:
+            return False
+        from xclaw.sandbox.paths import workspace_dir
+
+        ws = workspace_dir(self.root, session_id)
         infos = self.store.list_snapshots(session_id)
         if not infos:
             return False
@@ -328,7 +345,12 @@ class Workspaces:
     ) -> list[RestoreReport]:
         """Complete the pending restores of one session (or of all): after this, its
         workspace is the state its record says. When the workspace follows the session,
-        also sync it with the latest committed snapshot (`sync`, fenced by `lease`)."""
+        also sync it with the latest committed snapshot (`sync`, fenced by `lease`). A
+        session's container, if it has one here, is adopted first, before any file is
+        touched: the processes another worker started in it under an older epoch are killed
+        (fencing); its layer is made the session's latest recorded one last (`_env_sync`)."""
+        if session_id is not None and self.containers is not None:
+            self._fence(session_id, lease)
         if session_id is None:
             ids = sorted({p.session_id for p in self.store.pending_restores()})
         else:
@@ -424,6 +446,12 @@ class Workspaces:
         new = self.store.fork(session_id, ref, title=title, workspace=self._request())
         self.recover(new.session_id)
         return new
+
+    def reap_containers(self, *, dry_run: bool = False) -> list[Reaped]:
+        """The containers of this root that nobody runs, stopped or removed (container_reaper)."""
+        if self.containers is None:
+            return []
+        return reap(self.store, self.containers, self.container_grace_s, dry_run=dry_run)
 
     def delete(self, session_id: str) -> None:
         """The session and its steps go (snapshots and unreferenced blobs with them, in the
