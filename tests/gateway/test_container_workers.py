@@ -224,7 +224,7 @@ async def test_another_host_rebuilds_the_container_from_the_recorded_layers(
         for i in range(2)
     ]
     try:
-        sid, driver, other, c2 = await run_and_take_over(workers, pg)
+        sid, _, other, c2 = await run_and_take_over(workers, pg)
         final = str(shell_outputs(pg, sid)[FINAL])
         assert final.startswith("installed"), final  # rebuilt from the layers it recorded
         assert "no-server" in final, final  # processes do not move between hosts
