@@ -39,7 +39,12 @@ def reap(
     """Stop or remove the containers of this workspace root that nobody runs (see the module's
     docstring); with `dry_run`, only say which."""
     out = []
-    for sid, state, _epoch in containers.listed():
+    for sid, state, name in containers.listed():
+        if name != containers.name(sid):
+            out.append(Reaped(sid, "removed", "a creation a crash cut short"))
+            if not dry_run:
+                containers.podman.run("rm", "-f", "-t", "0", name, check=False)
+            continue
         session = store.find_session(sid)
         if session is None:
             out.append(Reaped(sid, "removed", "its session does not exist in this database"))

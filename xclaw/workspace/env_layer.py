@@ -180,9 +180,17 @@ class EnvLayer:
         return out, new_bytes
 
     # --- write back ---------------------------------------------------------------------------
-    def write(self, upper: str, target: Mapping[str, Any], fetch: Fetch) -> int:
+    def write(
+        self,
+        upper: str,
+        target: Mapping[str, Any],
+        fetch: Fetch,
+        crash_point: Callable[[str], None] | None = None,
+    ) -> int:
         """Make the upper directory `upper` (its container stopped) hold exactly `target`;
-        returns the entries written. Contents come from `fetch` in bounded batches."""
+        returns the entries written. Contents come from `fetch` in bounded batches. Done
+        again from the start by whoever finds the layer unlike the record (a crash half-way
+        leaves a container whose layer the next run rewrites)."""
         current, _ = self.capture(None, upper)
         self.forget(upper)
         base = os.path.realpath(upper)
@@ -202,6 +210,8 @@ class EnvLayer:
             and (rel in removed or rel not in current or current[rel] != target[rel])
         ]
         files = [rel for rel in todo if "hash" in target[rel]]
+        if crash_point is not None:
+            crash_point("env.half-written")
         for rel in todo:
             e = target[rel]
             path = _inside(base, rel)

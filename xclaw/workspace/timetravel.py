@@ -101,6 +101,7 @@ class Workspaces:
         if containers is not None:
             self.snapshotter.reserved = ENV_PREFIX
             containers.layer_for = self._layer_for
+            containers.crash_point = config.crash_point
 
     @classmethod
     def from_settings(
@@ -266,14 +267,16 @@ class Workspaces:
             return False
         target = env_part(self.store.get_snapshot(session_id, latest))
         here, _ = self.env.capture(None, info.upper)
-        self._env_synced[session_id] = latest
         if _layer_view(here) == _layer_view(target):
+            self._env_synced[session_id] = latest
             return False
 
         def write(now: ContainerInfo) -> None:
-            self.env.write(now.upper, target, self.store.get_blobs)
+            self.config.crash_point("env.stopped")
+            self.env.write(now.upper, target, self.store.get_blobs, self.config.crash_point)
 
         containers.rewind(session_id, ws, write)
+        self._env_synced[session_id] = latest
         self._rewound[session_id] = True
         return True
 

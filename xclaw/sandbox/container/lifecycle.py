@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ class Containers:
         self._running: set[str] = set()
         self._info: dict[str, ContainerInfo] = {}
         self._ooms: dict[str, int] = {}
+        # The crash tests' hook (xclaw/workspace/crash_points.py): a no-op in production.
+        self.crash_point: Callable[[str], None] = _no_crash_point
         # Set by the workspaces (xclaw/workspace/timetravel.py): the session's captured changes
         # to put into a container made anew.
         self.layer_for: Callable[[str], Callable[[ContainerInfo], None] | None] = lambda _sid: None
@@ -111,7 +114,10 @@ class Containers:
 
     # --- what podman knows --------------------------------------------------------------------
     def inspect(self, session_id: str) -> ContainerInfo | None:
-        done = self.podman.run("container", "inspect", self.name(session_id), check=False)
+        return self._inspect(self.name(session_id))
+
+    def _inspect(self, name: str) -> ContainerInfo | None:
+        done = self.podman.run("container", "inspect", name, check=False)
         if done.returncode != 0:
             if "no such container" in done.stderr.lower():
                 return None
@@ -132,7 +138,8 @@ class Containers:
             raise WorkspaceError(f"podman container inspect said something unexpected: {e}") from e
 
     def listed(self) -> list[tuple[str, str, str]]:
-        """(session id, status, epoch label) of every container of this workspace root."""
+        """(session id, status, name) of every container of this workspace root (a name
+        other than the session's: a creation a crash interrupted)."""
         done = self.podman.run(
             "ps",
             "-a",
@@ -145,8 +152,9 @@ class Containers:
         for c in json.loads(done.stdout or "[]"):
             labels = c.get("Labels") or {}
             sid = labels.get(LABEL_SESSION)
+            names = c.get("Names") or [""]
             if sid:
-                out.append((str(sid), str(c.get("State", "")), str(labels.get(LABEL_EPOCH, ""))))
+                out.append((str(sid), str(c.get("State", "")), str(names[0])))
         return out
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -175,6 +183,7 @@ class Containers:
             how = "created"
         if not info.running:
             self._start(session_id, workspace)
+            self.crash_point("container.started")
             info = self.inspect(session_id)
             if info is None or not info.running:
                 raise WorkspaceError(f"the container of session {session_id} did not start")
@@ -256,12 +265,20 @@ class Containers:
         epoch: int,
         layer: Callable[[ContainerInfo], None] | None,
     ) -> ContainerInfo:
+        """Made under a name of its own, its layer written, then renamed to the session's:
+        a crash half-way leaves no container under the session's name with a missing layer
+        (what it leaves is removed by the next creation, or by the reaper)."""
         p = self.policy
+        final = self.name(session_id)
+        for sid, _state, name in self.listed():
+            if sid == session_id and name != final:  # an earlier creation a crash cut short
+                self.podman.run("rm", "-f", "-t", "0", name, check=False)
         point = mounts.prepare(self.root, session_id)
+        making = f"{final}-new-{secrets.token_hex(4)}"
         args = [
             "create",
             "--name",
-            self.name(session_id),
+            making,
             "--label",
             f"{LABEL_SESSION}={session_id}",
             "--label",
@@ -299,12 +316,18 @@ class Containers:
                 f"could not create the container of session {session_id} from image "
                 f"{p.image}: {last_line(done.stderr)}"
             )
-        info = self.inspect(session_id)
+        info = self._inspect(making)
         if info is None:
             raise WorkspaceError(f"the container of session {session_id} vanished once made")
+        self.crash_point("container.created")
         if layer is not None:
             layer(info)  # made, not started: its overlay is not mounted
-        return info
+            self.crash_point("container.layer-written")
+        self.podman.run("rename", making, final)
+        done_info = self.inspect(session_id)
+        if done_info is None:
+            raise WorkspaceError(f"the container of session {session_id} vanished once renamed")
+        return done_info
 
     def _start(self, session_id: str, workspace: Path) -> None:
         # The container binds the bare point: the workspace is bound onto it afterwards, and
@@ -403,3 +426,7 @@ def _oom_kills(pid: int) -> int:
         except (OSError, ValueError):
             continue
     return 0
+
+
+def _no_crash_point(point: str) -> None:
+    """Production: every moment passes straight through."""
