@@ -9,7 +9,10 @@ scripted model in process, on a real SQLite store."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,3 +166,41 @@ async def test_a_background_process_started_in_one_turn_answers_in_the_next(
     await h.turn(sid, "ask it")
     [_, ask] = [s for s in h.store.steps(sid) if s.name == "shell"]
     assert ask.output_data == "pong", ask.output_data
+
+
+def container_cli(h: Any, sid: str) -> dict[str, Any]:
+    config = h.tmp / "xclaw.yaml"
+    config.write_text(
+        f"database: {h.settings.database}\nworkspace_root: {h.root.resolve()}\n"
+        f"sandbox:\n  isolation: container\n  image: {test_image()}\n"
+    )
+    env = {**os.environ, "XCLAW_HOME": str(h.tmp), "XCLAW_CONFIG": str(config)}
+    done = subprocess.run(
+        [sys.executable, "-m", "xclaw", "container", sid, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+async def test_the_sessions_view_lists_the_processes_its_commands_left_running(
+    make: Any, cleanup: None
+) -> None:
+    h = make(
+        [
+            {"text": "", "tool_calls": [sh("httpd -p 127.0.0.1:8085 -h /opt")]},
+            {"text": "started"},
+        ],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("start a server")
+    seq = int(h.step_of(sid, "shell", 0)[1:])
+    view = await asyncio.to_thread(container_cli, h, sid)
+    assert view["state"] == "running"
+    assert view["policy"]["kind"] == "container" and view["policy"]["image"] == test_image()
+    [server] = view["processes"]
+    assert server["command"] == "httpd -p 127.0.0.1:8085 -h /opt"
+    assert server["step"] == seq and server["epoch"] >= 1
