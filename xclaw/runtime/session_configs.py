@@ -148,9 +148,12 @@ class SessionConfigs:
         return SandboxPolicy.from_settings(self.rt.settings.sandbox)
 
     async def pin_sandbox(self, sid: str) -> None:
-        """Record this worker's sandbox policy as the session's when it has none yet (its
-        first run here: the check before the run let it through)."""
+        """Record this worker's container policy as the session's when it has none yet (its
+        first run here: the check before the run let it through). A host policy is not
+        written: nothing recorded reads as one, and the default path costs no write."""
         rt = self.rt
+        if self.sandbox.kind != "container":
+            return
         session = await rt.db(rt.store.get_session, sid)
         if recorded_policy(session.metadata) is None:
             await rt.db(
