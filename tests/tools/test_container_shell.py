@@ -143,3 +143,19 @@ async def test_output_is_capped_as_on_the_host(tmp_path: Path, root: Path) -> No
     r = await shell.run({"command": "seq 100000"}, c)
     assert "bytes truncated" in r.content
     assert r.data["output_bytes"] > 500_000
+
+
+async def test_a_container_stopped_behind_the_tools_back_is_started_again(
+    tmp_path: Path, root: Path
+) -> None:
+    s = container_settings(tmp_path)
+    shell, c = shell_for(s), ctx(s)
+    r = await shell.run({"command": "echo kept > /opt/kept"}, c)
+    assert not r.is_error, r.content
+    container = shell.isolation.container  # type: ignore[union-attr]
+    assert container is not None
+    await asyncio.to_thread(
+        container.podman.run, "stop", "-t", "0", container.name("sess1")
+    )  # as `xclaw gc` in another process does
+    r = await shell.run({"command": "cat /opt/kept"}, c)
+    assert r.content == "kept", r.content

@@ -226,9 +226,12 @@ class Containers:
     def ready(self, session_id: str, workspace: Path) -> None:
         """Before a command: the container runs and shows the workspace as it is now (two
         stats when this process saw it running; else `ensure`, under the epoch noted)."""
-        if session_id in self._running:
+        info = self.running_info(session_id)
+        if info is not None and _alive(info.pid):
             mounts.follow(self.root, session_id, workspace)
             return
+        with self._lock:  # stopped behind this process's back (xclaw gc, podman stop)
+            self._running.discard(session_id)
         self.ensure(session_id, workspace, self.epoch(session_id), self.layer_for(session_id))
 
     def limit_reached(self, session_id: str, code: int | None, output: str) -> str | None:
@@ -430,3 +433,13 @@ def _oom_kills(pid: int) -> int:
 
 def _no_crash_point(point: str) -> None:
     """Production: every moment passes straight through."""
+
+
+def _alive(pid: int) -> bool:
+    """The container's first process still runs (it stops with the container)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[:1] not in ([b"Z"], [b"X"])
