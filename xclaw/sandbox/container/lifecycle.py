@@ -344,10 +344,6 @@ class Containers:
                 f"could not start the container of session {session_id}: {last_line(done.stderr)}"
             )
 
-    def mount(self, session_id: str) -> Path:
-        """The container's root file system as the host sees it (running or not)."""
-        return Path(self.podman.run("mount", self.name(session_id)).stdout.strip())
-
     def stop(self, session_id: str) -> None:
         with self._lock:
             self._running.discard(session_id)
