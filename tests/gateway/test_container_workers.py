@@ -18,6 +18,7 @@ import json
 import secrets
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +119,27 @@ def shell_outputs(pg: PostgresBackend, sid: str) -> dict[str, Any]:
     return {r[0]: json.loads(r[1]) if isinstance(r[1], str) and r[1] else r[1] for r in rows}
 
 
+def gc(worker: Worker, root: Path) -> dict[str, Any]:
+    """`xclaw gc` on the worker's host, its containers' grace 0."""
+    config = worker.root / "gc.yaml"
+    config.write_text(
+        f"database: {worker.db}\nworkspace_root: {root}\nsandbox:\n  isolation: container\n"
+        f"  image: {test_image()}\n  container_grace_s: 0\n"
+    )
+    env = clean_env(XCLAW_HOME=str(worker.home), XCLAW_CONFIG=str(config), **worker.s3_env)
+    if worker.blob_store:
+        config.write_text(config.read_text() + f"blob_store: {worker.blob_store}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "xclaw", "gc", "--yes", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
 def ps(container: str) -> str:
     done = subprocess.run(
         ["podman", "exec", container, "ps", "-o", "args"], capture_output=True, text=True
@@ -155,6 +177,13 @@ async def run_and_take_over(
     await c2.attach(sid)
     reply = await c2.until_type("reply", timeout=120)
     assert reply["content"] == "done"
+    # No step lost, the interrupted command not repeated blindly: recorded once, interrupted.
+    slept = pg.query(
+        "SELECT status, error_message FROM traces WHERE session_id=? "
+        "AND input_data->>'command' = 'sleep 8'",
+        (sid,),
+    )
+    assert slept == [("failed", "interrupted")], slept
     await c.close()
     return sid, driver, other, c2
 
@@ -224,12 +253,20 @@ async def test_another_host_rebuilds_the_container_from_the_recorded_layers(
         for i in range(2)
     ]
     try:
-        sid, _, other, c2 = await run_and_take_over(workers, pg)
+        sid, driver, other, c2 = await run_and_take_over(workers, pg)
         final = str(shell_outputs(pg, sid)[FINAL])
         assert final.startswith("installed"), final  # rebuilt from the layers it recorded
         assert "no-server" in final, final  # processes do not move between hosts
         [rebuilt] = containers_of(roots[workers.index(other)])
         assert rebuilt["State"] == "running"
+        # The dead worker's host still holds its container, its server running (another
+        # host's takeover cannot reach it): that host's gc stops it, the session unrun.
+        dead_root = roots[workers.index(driver)]
+        [left] = containers_of(dead_root)
+        assert "httpd" in ps(str(left["Names"][0]))  # type: ignore[index]
+        report = gc(driver, dead_root)
+        assert [(r["sessionId"], r["action"]) for r in report["containers"]] == [(sid, "stopped")]
+        assert [c["State"] for c in containers_of(dead_root)] == ["exited"]
         # The database holds no content of the layer either: the object store has it.
         assert pg.query("SELECT count(*) FROM blobs") == [(0,)]
         await c2.close()
