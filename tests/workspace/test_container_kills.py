@@ -31,6 +31,7 @@ from xclaw.store.model import NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
+from xclaw.workspace.crash_points import CONTAINER_POINTS
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
@@ -201,7 +202,12 @@ def fresh(world: World) -> None:
     world.containers.remove(world.sid)
 
 
-@pytest.mark.parametrize("point", ["container.created", "container.layer-written"])
+MAKING = ["container.created", "container.layer-written"]
+STARTING = "container.started"
+REWINDING = ["env.stopped", "env.half-written"]
+
+
+@pytest.mark.parametrize("point", MAKING)
 def test_killed_while_making_the_container(world: World, point: str) -> None:
     fresh(world)
     world.kill_at(world.run("start", 2, point), point)
@@ -211,7 +217,7 @@ def test_killed_while_making_the_container(world: World, point: str) -> None:
 
 def test_killed_while_starting_a_stopped_container(world: World) -> None:
     world.containers.stop(world.sid)
-    world.kill_at(world.run("start", 2, "container.started"), "container.started")
+    world.kill_at(world.run("start", 2, STARTING), STARTING)
     world.go_on(3)
     world.check_one_container_as_recorded(3)
 
@@ -239,9 +245,13 @@ def test_killed_while_capturing_the_layer(world: World) -> None:
     assert world.sh("cat /opt/after") == "after"
 
 
-@pytest.mark.parametrize("point", ["env.stopped", "env.half-written"])
+@pytest.mark.parametrize("point", REWINDING)
 def test_killed_while_taking_over(world: World, point: str) -> None:
     world.sh("echo v2 > /usr/local/bin/tool && touch /bin/yes")  # unrecorded drift
     world.kill_at(world.run("takeover", 2, point), point)
     world.go_on(3)
     world.check_one_container_as_recorded(3)
+
+
+def test_every_container_crash_point_is_exercised() -> None:
+    assert list(CONTAINER_POINTS) == [*MAKING, STARTING, *REWINDING]

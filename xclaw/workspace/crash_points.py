@@ -23,7 +23,11 @@ POINTS = (
     "restore.swapped",  # the new state in place, the old one beside it
     "restore.moving",  # the first unversioned file moved back from the old state
     "restore.done",  # files durable, the journal row not yet dropped
-    # A session's container (docs/containers.md):
+)
+
+# The moments of a session container's life (docs/containers.md), exercised by
+# tests/workspace/test_container_kills.py.
+CONTAINER_POINTS = (
     "container.created",  # made under a name of its own, its layer not yet written
     "container.layer-written",  # its layer written, not yet renamed to the session's
     "container.started",  # a stopped or new container started, not yet adopted
