@@ -137,8 +137,8 @@ class Isolation:
         if self.container is not None:
             return (
                 f"a container per session ({self.container.policy.words()}; "
-                f"{self.container.podman.describe()}); every shell command is asked unless "
-                "the approval mode runs it"
+                f"{self.container.podman.describe()}); no command is confined per command "
+                "there, so every shell command is asked unless the approval mode is yolo"
             )
         if self.active:
             net = "network allowed" if self.network else "network off"
