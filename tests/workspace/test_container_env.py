@@ -204,3 +204,28 @@ async def test_the_sessions_view_lists_the_processes_its_commands_left_running(
     [server] = view["processes"]
     assert server["command"] == "httpd -p 127.0.0.1:8085 -h /opt"
     assert server["step"] == seq and server["epoch"] >= 1
+
+
+async def test_processes_of_steps_another_worker_rolled_back_stop_at_the_next_run(
+    make: Any, cleanup: None
+) -> None:
+    """A rollback made where the container is not (another host's worker: the store alone)
+    leaves the process the removed step started running here; the next run here stops it."""
+    start = (
+        "wget -qO- http://127.0.0.1:8086/ping || echo none; "
+        "echo pong > ping && httpd -p 127.0.0.1:8086 -h ."
+    )
+    h = make(
+        [{"text": "ready"}, {"text": "", "tool_calls": [sh(start)]}, {"text": "started"}],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("prepare")
+    await h.turn(sid, "start a server")
+    containers = h.runtime.workspaces.containers
+    assert len(servers(containers, sid)) == 1
+    second = [s for s in h.store.steps(sid) if s.name == "user"][1]
+    await asyncio.to_thread(h.store.rollback, sid, second.seq)  # the turn that started it
+    await h.turn(sid, "start it again")  # the same command: is the old server still there?
+    again = [s for s in h.store.steps(sid) if s.name == "shell"][-1]
+    assert "pong" not in str(again.output_data), again.output_data
+    assert len(servers(containers, sid)) == 1  # the new one only

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from xclaw.errors import StoreError
+from xclaw.errors import StepNotFound, StoreError
 from xclaw.store.base import RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.model import Session, Step
@@ -66,6 +66,8 @@ class TimeTravelStore(SnapshotStore, Protocol):
     def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
 
     def find_session(self, session_id: str) -> Session | None: ...
+
+    def get_step(self, session_id: str, ref: str | int) -> Step: ...
 
     def lease_info(self, session_id: str) -> LeaseInfo: ...
 
@@ -245,6 +247,16 @@ class Workspaces:
             containers.ensure(session_id, ws, None)
         else:
             containers.ensure(session_id, ws, lease.token, owner=lease.owner)
+        # Started by steps the record no longer has (a rollback another worker made while
+        # the container stayed here): stopped, as that rollback would have.
+        gone = set()
+        for seq in {p.seq for p in containers.processes(session_id) if p.seq is not None}:
+            try:
+                self.store.get_step(session_id, seq)
+            except StepNotFound:
+                gone.add(seq)
+        if gone:
+            containers.stop_steps(session_id, gone)
 
     def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
         """After the workspace is right: the session's container layer made its latest

@@ -367,6 +367,12 @@ class Containers:
             return []
         return [p for p in procs.processes_in(info.pid) if p.epoch is not None]
 
+    def stop_steps(self, session_id: str, seqs: set[int]) -> int:
+        """Kill the processes started by the steps `seqs`."""
+        found = [p.pid for p in self.processes(session_id) if p.seq in seqs]
+        procs.kill(found)
+        return len(found)
+
     def stop_from(self, session_id: str, seq: int) -> int:
         """Kill the processes started by step `seq` or later (a rollback to `seq`)."""
         found = [p.pid for p in self.processes(session_id) if p.seq is not None and p.seq >= seq]
