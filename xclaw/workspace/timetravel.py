@@ -99,6 +99,7 @@ class Workspaces:
         self._env_synced: dict[str, int] = {}
         self.env_notes: dict[str, str] = {}
         self._rewound: dict[str, bool] = {}
+        self._gone_stopped: dict[str, int] = {}  # processes of removed steps stopped (rollback)
         self.container_grace_s = 900.0  # sandbox.container_grace_s (from_settings)
         if containers is not None:
             self.snapshotter.reserved = ENV_PREFIX
@@ -256,7 +257,8 @@ class Workspaces:
             except StepNotFound:
                 gone.add(seq)
         if gone:
-            containers.stop_steps(session_id, gone)
+            stopped = containers.stop_steps(session_id, gone)
+            self._gone_stopped[session_id] = self._gone_stopped.get(session_id, 0) + stopped
 
     def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
         """After the workspace is right: the session's container layer made its latest
@@ -424,6 +426,7 @@ class Workspaces:
         back to its state just before `ref`."""
         self.recover(session_id)
         self._rewound.pop(session_id, None)
+        self._gone_stopped.pop(session_id, None)
         result = self.store.rollback(session_id, ref, workspace=self._request())
         if result.restore is not None:
             self._env_synced.pop(session_id, None)
@@ -448,6 +451,7 @@ class Workspaces:
             )
         else:
             stopped = self.containers.stop_from(session_id, result.target_seq)
+            stopped += self._gone_stopped.pop(session_id, 0)
             note = (
                 f"the session's container: {stopped} process(es) started at or after {step} stopped; "
                 "processes started before it keep running (processes are not restored by a "
