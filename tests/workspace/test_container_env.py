@@ -229,3 +229,26 @@ async def test_processes_of_steps_another_worker_rolled_back_stop_at_the_next_ru
     again = [s for s in h.store.steps(sid) if s.name == "shell"][-1]
     assert "pong" not in str(again.output_data), again.output_data
     assert len(servers(containers, sid)) == 1  # the new one only
+
+
+async def test_a_workspace_entry_of_the_reserved_name_is_kept_and_never_taken_for_the_layer(
+    make: Any, cleanup: None
+) -> None:
+    wf = {"name": "write_file", "input": {"path": ".xclaw-container/usr/x", "content": "mine"}}
+    h = make(
+        [
+            {"text": "", "tool_calls": [wf]},
+            {"text": "", "tool_calls": [sh("echo layer > /opt/y")]},
+            {"text": "done"},
+        ],
+        sandbox={"isolation": "container", "image": test_image()},
+    )
+    sid = await h.ask("go")
+    latest = h.store.list_snapshots(sid)[-1].seq
+    manifest = h.store.get_snapshot(sid, latest)
+    assert manifest is not None
+    assert ".xclaw-container/usr/x" not in manifest  # not the layer's, not versioned
+    assert manifest[".xclaw-container/opt/y"]["size"] == 6
+    await h.runtime.rollback(sid, h.step_of(sid, "write_file", 0))
+    assert (h.root / sid / ".xclaw-container" / "usr" / "x").read_text() == "mine"  # kept
+    assert in_container(h, sid, "test -e /usr/x || echo absent") == "absent"

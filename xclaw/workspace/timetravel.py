@@ -17,6 +17,7 @@ import hashlib
 import os
 import secrets
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -85,7 +86,12 @@ class Workspaces:
     ) -> None:
         self.store = store
         self.root = Path(root)
-        self.config = config = config or SnapshotConfig()
+        config = config or SnapshotConfig()
+        if containers is not None and f"/{ENV_PREFIX}" not in config.ignore:
+            # The name the container's layer is recorded under: a workspace's own entry of
+            # that name is not versioned (kept as it is by a rollback, as ignored paths are).
+            config = replace(config, ignore=(*config.ignore, f"/{ENV_PREFIX}"))
+        self.config = config
         self.snapshotter = snapshotter or Snapshotter(config)
         # Per session: the snapshot this process last saw its local directory match. A
         # directory is trusted as the session's state only while that is the latest one.
