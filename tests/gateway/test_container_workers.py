@@ -14,6 +14,7 @@ it; a rollback through the second worker removes what was installed after the st
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import signal
@@ -31,6 +32,13 @@ from tests.containers import containers_of, remove_containers, test_image
 from tests.gateway.harness import Client, Server, clean_env, write_script
 from tests.seaweed import Seaweed, running_seaweed
 from tests.store.conftest import PostgresBackend, postgres_url
+from xclaw.sandbox.container.lifecycle import Containers
+from xclaw.sandbox.container.podman import find_podman
+from xclaw.sandbox.container.policy import SandboxPolicy
+from xclaw.sandbox.paths import workspace_dir
+from xclaw.store import open_store
+from xclaw.workspace.snapshots import SnapshotConfig
+from xclaw.workspace.timetravel import Workspaces
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -117,6 +125,17 @@ def shell_outputs(pg: PostgresBackend, sid: str) -> dict[str, Any]:
         (sid,),
     )
     return {r[0]: json.loads(r[1]) if isinstance(r[1], str) and r[1] else r[1] for r in rows}
+
+
+def make_container(pg: PostgresBackend, root: Path, session_id: str) -> str:
+    """The session's container made on this host from its recorded layer, as a worker's
+    first command for it would; its name."""
+    with open_store(pg.url) as store:
+        policy = SandboxPolicy("container", test_image(), 2048, 2.0, 512, False)
+        containers = Containers(find_podman(), policy, root)
+        Workspaces(store, root, SnapshotConfig(), containers=containers)  # sets its layers
+        containers.ready(session_id, workspace_dir(root, session_id))
+        return containers.name(session_id)
 
 
 def gc(worker: Worker, root: Path) -> dict[str, Any]:
@@ -207,11 +226,25 @@ async def test_one_host_the_other_worker_adopts_the_container_and_fences_the_dea
         running = ps(name)
         assert "httpd" not in running and "sleep 8" not in running, running
 
-        # Rollback through the second worker to the install: the file is gone.
         seq = pg.query(
             "SELECT seq FROM traces WHERE session_id=? AND step_type='tool_call' ORDER BY seq",
             (sid,),
         )[0][0]
+        # A fork taken just after the install has it: its own container, made (as its first
+        # command would make it) from the fork's recorded layer.
+        async with httpx.AsyncClient(timeout=60) as http:
+            forked = await http.post(
+                f"{other.http}/api/sessions/{sid}/fork",
+                json={"stepId": f"s{seq:04d}", "title": "after the install"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+        assert forked.status_code == 201, forked.text
+        fork_id = forked.json()["session"]["sessionId"]
+        fork_name = await asyncio.to_thread(make_container, pg, root, fork_id)
+        assert in_container(fork_name, "cat /usr/local/bin/tool") == "installed"
+        assert "httpd" not in ps(fork_name)  # no process of the source's
+
+        # Rollback through the second worker to the install: the file is gone.
         async with httpx.AsyncClient(timeout=60) as http:
             answer = await http.post(
                 f"{other.http}/api/sessions/{sid}/rollback",
@@ -222,11 +255,12 @@ async def test_one_host_the_other_worker_adopts_the_container_and_fences_the_dea
         assert in_container(name, "test -e /usr/local/bin/tool || echo gone") == "gone"
         await c2.close()
         async with httpx.AsyncClient(timeout=60) as http:
-            gone = await http.delete(
-                f"{other.http}/api/sessions/{sid}",
-                headers={"Authorization": f"Bearer {TOKEN}"},
-            )
-        assert gone.status_code in (200, 204), gone.text
+            for session in (sid, fork_id):
+                gone = await http.delete(
+                    f"{other.http}/api/sessions/{session}",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                )
+                assert gone.status_code in (200, 204), gone.text
         assert containers_of(root) == []  # no container leaks
     finally:
         for w in workers:
