@@ -47,8 +47,6 @@ class ContainerInfo:
     status: str  # running, exited, created, ...
     pid: int  # its first process on the host (0 when not running)
     upper: str  # the overlay directory its changes are written to
-    lower: tuple[str, ...]  # the image's layers, topmost first
-    labels: dict[str, str]
 
     @property
     def running(self) -> bool:
@@ -125,14 +123,11 @@ class Containers:
         try:
             data = json.loads(done.stdout)[0]
             graph = data.get("GraphDriver", {}).get("Data", {})
-            lower = str(graph.get("LowerDir", "") or "")
             return ContainerInfo(
                 str(data["Id"]),
                 str(data["State"]["Status"]),
                 int(data["State"].get("Pid", 0) or 0),
                 str(graph.get("UpperDir", "")),
-                tuple(p for p in lower.split(":") if p),
-                dict(data.get("Config", {}).get("Labels", {}) or {}),
             )
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise WorkspaceError(f"podman container inspect said something unexpected: {e}") from e
