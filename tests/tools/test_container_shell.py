@@ -116,7 +116,12 @@ async def test_the_pids_limit_is_a_clear_error(tmp_path: Path, root: Path) -> No
     assert "the container's process limit was reached (sandbox.pids = 20)" in r.content, r.content
 
 
-async def test_the_memory_limit_is_a_clear_error(tmp_path: Path, root: Path) -> None:
+async def test_the_memory_limit_is_a_clear_error(
+    tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)  # xclaw's working directory
     s = container_settings(tmp_path, memory_mb=32)
     shell, c = shell_for(s), ctx(s)
     r = await shell.run(
@@ -128,6 +133,9 @@ async def test_the_memory_limit_is_a_clear_error(tmp_path: Path, root: Path) -> 
     # The session goes on: the next command runs.
     r = await shell.run({"command": "echo still-here"}, c)
     assert r.content == "still-here", r.content
+    # conmon's OOM marker lands in neither xclaw's working directory nor the workspace.
+    assert list(here.iterdir()) == []
+    assert not (c.workspace / "oom").exists()
 
 
 async def test_the_network_is_off_by_default(tmp_path: Path, root: Path) -> None:

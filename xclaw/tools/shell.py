@@ -277,7 +277,8 @@ class ShellTool(Tool):
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *step.wrap(argv),
-                cwd=ctx.workspace,
+                # (podman's conmon writes into its working directory: not the workspace)
+                cwd=container.quiet_dir if container is not None else ctx.workspace,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,

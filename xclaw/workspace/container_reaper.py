@@ -43,7 +43,7 @@ def reap(
         if name != containers.name(sid):
             out.append(Reaped(sid, "removed", "a creation a crash cut short"))
             if not dry_run:
-                containers.podman.run("rm", "-f", "-t", "0", name, check=False)
+                containers.discard(name)
             continue
         session = store.find_session(sid)
         if session is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,6 +91,24 @@ class Containers:
         # to put into a container made anew.
         self.layer_for: Callable[[str], Callable[[ContainerInfo], None] | None] = lambda _sid: None
 
+    @property
+    def quiet_dir(self) -> str:
+        """Where podman (and the conmon it starts, which drops an `oom` file into its working
+        directory when the OOM killer strikes) runs: the private directory of the mount
+        points, never a workspace or xclaw's own working directory."""
+        d = self.root / mounts.MOUNTS_DIR
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return str(d)
+
+    def _podman(
+        self, *args: str, timeout: float = 60.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return self.podman.run(*args, timeout=timeout, check=check, cwd=self.quiet_dir)
+
+    def discard(self, name: str) -> None:
+        """Remove a container by name (one a crash left half-made)."""
+        self._podman("rm", "-f", "-t", "0", name, check=False)
+
     # --- names ------------------------------------------------------------------------------
     def name(self, session_id: str) -> str:
         """`xclaw-<root>-<session>`: `<root>` a short hash of the workspace root, so that two
@@ -115,7 +134,7 @@ class Containers:
         return self._inspect(self.name(session_id))
 
     def _inspect(self, name: str) -> ContainerInfo | None:
-        done = self.podman.run("container", "inspect", name, check=False)
+        done = self._podman("container", "inspect", name, check=False)
         if done.returncode != 0:
             if "no such container" in done.stderr.lower():
                 return None
@@ -135,7 +154,7 @@ class Containers:
     def listed(self) -> list[tuple[str, str, str]]:
         """(session id, status, name) of every container of this workspace root (a name
         other than the session's: a creation a crash interrupted)."""
-        done = self.podman.run(
+        done = self._podman(
             "ps",
             "-a",
             "--filter",
@@ -270,7 +289,7 @@ class Containers:
         final = self.name(session_id)
         for sid, _state, name in self.listed():
             if sid == session_id and name != final:  # an earlier creation a crash cut short
-                self.podman.run("rm", "-f", "-t", "0", name, check=False)
+                self._podman("rm", "-f", "-t", "0", name, check=False)
         point = mounts.prepare(self.root, session_id)
         making = f"{final}-new-{secrets.token_hex(4)}"
         args = [
@@ -308,7 +327,7 @@ class Containers:
             "-c",
             _KEEPER,
         ]
-        done = self.podman.run(*args, timeout=_START_TIMEOUT_S, check=False)
+        done = self._podman(*args, timeout=_START_TIMEOUT_S, check=False)
         if done.returncode != 0:
             raise WorkspaceError(
                 f"could not create the container of session {session_id} from image "
@@ -321,7 +340,7 @@ class Containers:
         if layer is not None:
             layer(info)  # made, not started: its overlay is not mounted
             self.crash_point("container.layer-written")
-        self.podman.run("rename", making, final)
+        self._podman("rename", making, final)
         done_info = self.inspect(session_id)
         if done_info is None:
             raise WorkspaceError(f"the container of session {session_id} vanished once renamed")
@@ -331,9 +350,7 @@ class Containers:
         # The container binds the bare point: the workspace is bound onto it afterwards, and
         # that binding (and every later one) propagates into the container (mounts.py).
         mounts.release_binding(self.root, session_id)
-        done = self.podman.run(
-            "start", self.name(session_id), timeout=_START_TIMEOUT_S, check=False
-        )
+        done = self._podman("start", self.name(session_id), timeout=_START_TIMEOUT_S, check=False)
         if done.returncode != 0:
             raise WorkspaceError(
                 f"could not start the container of session {session_id}: {last_line(done.stderr)}"
@@ -342,13 +359,13 @@ class Containers:
     def stop(self, session_id: str) -> None:
         with self._lock:
             self._running.discard(session_id)
-        self.podman.run("stop", "-t", str(_STOP_GRACE_S), self.name(session_id), check=False)
+        self._podman("stop", "-t", str(_STOP_GRACE_S), self.name(session_id), check=False)
 
     def remove(self, session_id: str) -> None:
         """The container and its changes go, and the session's mount point."""
         with self._lock:
             self._running.discard(session_id)
-        self.podman.run("rm", "-f", "-t", "0", self.name(session_id), check=False)
+        self._podman("rm", "-f", "-t", "0", self.name(session_id), check=False)
         mounts.release(self.root, session_id)
         with self._lock:
             self._epochs.pop(session_id, None)

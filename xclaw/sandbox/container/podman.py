@@ -43,13 +43,15 @@ class Podman:
         return [self.path, "--runtime", self.runtime, *args]
 
     def run(
-        self, *args: str, timeout: float = 60.0, check: bool = True
+        self, *args: str, timeout: float = 60.0, check: bool = True, cwd: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """podman ARGS, its output as text; a failure raises WorkspaceError with podman's own
-        last line (`check`), or is returned."""
+        last line (`check`), or is returned. `cwd`: where conmon, which podman starts and
+        which inherits it, writes its `oom` marker when the kernel's OOM killer strikes."""
         try:
             done = subprocess.run(
                 self.argv(*args),
+                cwd=cwd,
                 check=False,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
