@@ -41,6 +41,7 @@ ARGS: dict[str, list[str]] = {
     "import": ["{export}"],
     "gc": ["--yes", "--older-than", "0s"],
     "snapshots": ["s1"],
+    "container": ["s1"],
     "diff": ["s1", "s0001", "s0002"],
     "workers": [],
     "fsck": [],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
@@ -159,7 +160,8 @@ async def test_sessions_steps_tree_history_export(server: Server, aapi: httpx.As
     assert [x["id"] for x in lines[1:]] == [s["id"] for s in every]
     # The same lines `xclaw export` writes from the database (callId included: what a
     # resume pairs results by), so the download imports back elsewhere.
-    offline = subprocess.run(
+    offline = await asyncio.to_thread(
+        subprocess.run,
         [*xclaw_cmd(), "export", sid],
         env=server.env(),
         capture_output=True,

@@ -85,6 +85,10 @@ def gc_cmd(
     A session another process is driving right now (its lease is live) is kept and named.
     Snapshots of the sessions that stay are kept: rolling back to any of their steps still
     restores the files.
+
+    With `sandbox.isolation: container`, the session containers of this workspace root that
+    nobody runs are handled too: one whose session is gone is removed, one no worker has
+    run for `sandbox.container_grace_s` is stopped (docs/containers.md).
     """
     try:
         age_s = parse_age(older_than)
@@ -103,11 +107,13 @@ def gc_cmd(
         busy = [sid for sid in old if store.acquire_lease(sid, owner, 300.0) is None]
         old = [sid for sid in old if sid not in busy]
     snaps, blobs, size = store.retention_preview(old)
+    workspaces = workspaces_for(store, workspace)
     if not dry_run:
-        workspaces = workspaces_for(store, workspace)
         for sid in old:
             workspaces.delete(sid)
         store.gc_blobs()  # contents left unreferenced before (e.g. by an interrupted sweep)
+    # Session containers nobody runs, whatever their age (docs/containers.md, "Reaping").
+    reaped = workspaces.reap_containers(dry_run=dry_run)
     report = {
         "dryRun": dry_run,
         "olderThan": older_than,
@@ -116,6 +122,9 @@ def gc_cmd(
         "snapshots": snaps,
         "blobs": blobs,
         "blobBytes": size,
+        "containers": [
+            {"sessionId": r.session_id, "action": r.action, "why": r.why} for r in reaped
+        ],
     }
     if as_json:
         click.echo(json.dumps(report))
@@ -131,6 +140,9 @@ def gc_cmd(
         out.print(f"  {sid}")
     for sid in busy:
         out.print(f"[gc] kept {sid}: another process is driving it right now")
+    for r in reaped:
+        verb = f"would be {r.action}" if dry_run else r.action
+        out.print(f"[gc] the container of {r.session_id} {verb}: {r.why}")
 
 
 def _read_export(args: dict[str, Any]) -> None:

@@ -351,6 +351,8 @@ def rollback_cmd(
         )
     if outside:
         out.print(f"[rollback] {outside}")
+    if (note := workspaces.env_notes.pop(session_id, None)) is not None:
+        out.print(f"[rollback] {note}")
 
 
 @click.command("fork", short_help="Branch a new session off a step.")

@@ -26,6 +26,7 @@ def _register() -> None:
     # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
     from xclaw.cli import (
         commands_chat,
+        commands_container,
         commands_demo,
         commands_ops,
         commands_retention,
@@ -42,6 +43,7 @@ def _register() -> None:
     commands_store.register(cli)
     commands_retention.register(cli)
     commands_workspace.register(cli)
+    commands_container.register(cli)
     commands_run.register(cli)
     commands_serve.register(cli)
     commands_workers.register(cli)

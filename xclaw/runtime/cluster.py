@@ -333,4 +333,13 @@ class Cluster:
         for owner in due.dead_workers:
             await self.rt.db(self.store.forget_worker, owner)
         self.swept.extend(resumed)
+        if self.rt.workspaces.containers is not None:  # the session containers nobody runs
+            for reaped in await self.rt.db(self.rt.workspaces.reap_containers):
+                log.info(
+                    "event=container_%s session=%s why=%r worker=%s",
+                    reaped.action,
+                    reaped.session_id,
+                    reaped.why,
+                    self.worker_id,
+                )
         return resumed

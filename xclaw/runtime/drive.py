@@ -88,6 +88,7 @@ class TurnDrive:
             # A restore cut short by a crash is completed before anything touches the files.
             await rt.db(rt.workspaces.recover, sid, self.run.lease)
         await self._prepare_tools()
+        await rt.configs.pin_sandbox(sid)  # the policy it runs under, from its first run
         if opened is not None:
             status, interrupted = Status.RUNNING, opened.interrupted
             # Read in one trip: the steps to continue from (the message is the last) and the
@@ -165,7 +166,7 @@ class TurnDrive:
             before_side_effect=lambda step: rt.db(rt.workspaces.snapshot, sid, step, lease),
             after_side_effect=(
                 (lambda step: rt.db(rt.workspaces.snapshot_after, sid, step, lease))
-                if rt.workspaces.follows
+                if rt.workspaces.records_after
                 else None
             ),
             resumable_calls=hist.resumable_calls,

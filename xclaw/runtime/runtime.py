@@ -47,7 +47,7 @@ from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
-from xclaw.wire.build import for_session, renamed_frame, state_frame
+from xclaw.wire.build import for_session, notice_frame, renamed_frame, state_frame
 from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, StatusJson
 from xclaw.workspace.timetravel import Workspaces
 
@@ -290,6 +290,8 @@ class Runtime:
         finally:
             self.runs.unclaim(session_id, run)
         self.emit(session_id, self.status_frame(result.session, busy=False))
+        if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
+            self.emit(session_id, notice_frame(f"[rollback] {note}"))  # its processes
         return result
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:

@@ -12,6 +12,8 @@ from xclaw.agent.loop import Policy
 from xclaw.llm.base import Model
 from xclaw.recorder.recorder import Recorder
 from xclaw.runtime.agreement import ALERT, Agreement, RunConfig, agree, recorded_config, with_config
+from xclaw.runtime.sandbox_pin import recorded_policy, refusal, with_policy
+from xclaw.sandbox.container.policy import SandboxPolicy
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Session, StepType
 from xclaw.wire.build import notice_frame, step_frame
@@ -134,6 +136,45 @@ class SessionConfigs:
         )
         if (words := agreement.notice()) is not None:
             rt.emit(sid, notice_frame(words))
+
+    # --- the session's pinned sandbox policy (xclaw/runtime/sandbox_pin.py) -------------------
+    def sandbox_refusal(self, session: Session) -> str | None:
+        """Why this worker may not run `session` under its recorded sandbox policy; None: it
+        may."""
+        return refusal(recorded_policy(session.metadata), self.sandbox, self.rt.worker_id)
+
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        return SandboxPolicy.from_settings(self.rt.settings.sandbox)
+
+    async def pin_sandbox(self, sid: str) -> None:
+        """Record this worker's container policy as the session's when it has none yet (its
+        first run here: the check before the run let it through). A host policy is not
+        written: nothing recorded reads as one, and the default path costs no write."""
+        rt = self.rt
+        if self.sandbox.kind != "container":
+            return
+        session = await rt.db(rt.store.get_session, sid)
+        if recorded_policy(session.metadata) is None:
+            await rt.db(
+                rt.store.update_session, sid, metadata=with_policy(session.metadata, self.sandbox)
+            )
+
+    async def decline_sandbox(self, sid: str, lease: Lease, why: str) -> None:
+        """A takeover this worker may not drive (the session's sandbox policy is not its
+        own): said, and the lease let go at once for a worker that has the policy."""
+        try:
+            step = NewStep(
+                step_type=StepType.SYSTEM_ALERT,
+                name=ALERT,
+                input_data={"decision": "refused", "sandbox": why, "worker": self.rt.worker_id},
+            )
+            added = await self.rt.db(self.rt.store.add_step, sid, step, lease=lease)
+            self.rt.emit(sid, step_frame(added, self.rt.prices))
+        finally:
+            await self.rt.leases.release(lease)
+        log.warning("event=sandbox_mismatch session=%s worker=%s", sid, self.rt.worker_id)
+        self.rt.emit(sid, notice_frame(why))
 
     async def announce(self, sid: str, run: Run, recorder: Recorder) -> None:
         """Driven with the session's configuration, not this worker's (or changed by the

@@ -52,6 +52,8 @@ class TurnStarts:
         agreement = await rt.configs.agreement(found, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
+        if found is not None and (why := rt.configs.sandbox_refusal(found)) is not None:
+            raise ConfigMismatch(why)  # its pinned sandbox policy is not this worker's
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
@@ -137,6 +139,9 @@ class TurnStarts:
                     if agreement.refused:
                         await rt.configs.decline(session_id, lease, agreement)
                         lease = holder = None
+                    elif (why := rt.configs.sandbox_refusal(now)) is not None:
+                        await rt.configs.decline_sandbox(session_id, lease, why)
+                        lease = holder = None
                     else:
                         await rt.configs.equip(session_id, run, agreement, lease)
         except BaseException:
@@ -167,6 +172,8 @@ class TurnStarts:
         agreement = await rt.configs.agreement(session, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
+        if (why := rt.configs.sandbox_refusal(session)) is not None:
+            raise ConfigMismatch(why)
         run = runs.claim(session_id)
         try:
             lease = await rt.leases.acquire(session_id)

@@ -32,6 +32,7 @@ from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
+    from xclaw.sandbox.container.lifecycle import Containers
 
 # Where the owner's credentials usually live, beneath $HOME: hidden from a confined command
 # (one run without asking), which has no business reading them. An approved command still
@@ -75,6 +76,8 @@ class Isolation:
     # Without bubblewrap: whether Landlock can still confine commands run without asking
     # (xclaw/sandbox/landlock.py). Approved commands then run as plain processes.
     landlock: bool = False
+    # `container`: each session's commands run in its own podman container (docs/containers.md).
+    container: Containers | None = None
 
     @property
     def active(self) -> bool:
@@ -119,14 +122,24 @@ class Isolation:
         return out + argv
 
     def exit_status(self, code: int | None) -> int | None:
-        """bwrap reports a command killed by signal N as exit status 128+N; give it back as
-        -N, as a plain subprocess reports it (an `exit 130` reads the same: as with the
-        plain wrapper, the shell cannot tell the two apart)."""
-        if self.active and code is not None and 128 < code < 128 + 65:
+        """bwrap (and podman exec) report a command killed by signal N as exit status 128+N;
+        give it back as -N, as a plain subprocess reports it (an `exit 130` reads the same:
+        as with the plain wrapper, the shell cannot tell the two apart)."""
+        if (
+            (self.active or self.container is not None)
+            and code is not None
+            and 128 < code < 128 + 65
+        ):
             return -(code - 128)
         return code
 
     def describe(self) -> str:
+        if self.container is not None:
+            return (
+                f"a container per session ({self.container.policy.words()}; "
+                f"{self.container.podman.describe()}); no command is confined per command "
+                "there, so every shell command is asked unless the approval mode is yolo"
+            )
         if self.active:
             net = "network allowed" if self.network else "network off"
             return (
@@ -220,6 +233,16 @@ def isolation_from_settings(settings: Settings | None) -> Isolation:
     mode, network = sandbox.isolation, sandbox.network
     if mode == "none":
         return Isolation("none", "sandbox.isolation is none", network)
+    if mode == "container":
+        from xclaw.sandbox.container.shared import containers_for
+
+        assert settings is not None  # the default is auto
+        return Isolation(
+            "container",
+            "sandbox.isolation is container",
+            network,
+            container=containers_for(settings),
+        )
     bwrap = shutil.which("bwrap")
     why = "bubblewrap (bwrap) is not installed" if bwrap is None else None
     if bwrap is not None:

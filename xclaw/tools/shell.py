@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.credentials import child_env
-from xclaw.errors import ToolError
+from xclaw.errors import ToolError, XclawError
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
@@ -168,6 +168,15 @@ class ShellTool(Tool):
         self.shell = shell
         # OS isolation (bubblewrap) around the lifeline wrapper; None: a plain process.
         self.isolation = isolation
+        if isolation is not None and isolation.container is not None:
+            self.description = (
+                "Run a bash command in the session's own container (the workspace is its "
+                "working directory, /workspace) and return its combined stdout/stderr and exit "
+                "status. Non-interactive (stdin is empty). Use `timeout` (seconds) for long "
+                "commands. What a command starts in the background (`server &`) keeps running "
+                "across steps and turns; what it installs outside the workspace is kept with "
+                "the session and rewound by a rollback."
+            )
         # Processes a killed xclaw left in its steps' cgroup scopes are stopped now.
         sweep_stale_scopes()
         self.input_schema: dict[str, Any] = {
@@ -253,10 +262,23 @@ class ShellTool(Tool):
         started = time.monotonic()
         env = child_env(os.environ, {**ctx.env, **step.env}, self.secret_env, self.secret_values)
         env.update(git_env(env, Path(ctx.workspace), confined=ctx.confined))
+        container = self.isolation.container if self.isolation is not None else None
+        if container is not None:
+            # The session's own container: made, started or adopted first (blocking work).
+            try:
+                await asyncio.to_thread(container.ready, ctx.session_id, Path(ctx.workspace))
+            except XclawError as e:
+                return ToolResult(f"Not run: {e.message}", is_error=True)
+            inner = [self.shell, "-c", lifeline.WRAPPER, self.shell, command, "3"]
+            marks = {**ctx.env, **step.env}
+            argv = container.exec_argv(ctx.session_id, inner, marks, lifeline.read_end())
+        else:
+            argv = self._argv(command, Path(ctx.workspace), ctx.confined, scratch)
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *step.wrap(self._argv(command, Path(ctx.workspace), ctx.confined, scratch)),
-                cwd=ctx.workspace,
+                *step.wrap(argv),
+                # (podman's conmon writes into its working directory: not the workspace)
+                cwd=container.quiet_dir if container is not None else ctx.workspace,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -289,10 +311,11 @@ class ShellTool(Tool):
             timed_out = not await _wait_exit(proc, limit_s)
             if self.isolation is not None and self.isolation.active:
                 await _sandbox_gone(pgid)
-            if step.live():
+            if (timed_out or container is None) and step.live():
                 # After a timeout: the command itself. After a normal exit: background jobs it
                 # left behind (in its group, or detached with setsid but still tagged), which
-                # nobody could otherwise track or stop.
+                # nobody could otherwise track or stop — except in a session's container,
+                # where they live on until the session ends (docs/containers.md).
                 stopped_leftovers = not timed_out
                 await step.stop(self.kill_grace_s)
             await self._reap(proc, reader)
@@ -306,6 +329,10 @@ class ShellTool(Tool):
         if self.isolation is not None:
             code = self.isolation.exit_status(code)
         result = self._result(code, out, timed_out, limit_s, stopped_leftovers, started)
+        if container is not None and result.is_error and not timed_out:
+            why = await asyncio.to_thread(container.limit_reached, ctx.session_id, code, out.text())
+            if why is not None:
+                result = ToolResult(f"{result.content}\n[{why}]", is_error=True, data=result.data)
         if ctx.confined:
             result.data["confined"] = True
             if result.is_error:

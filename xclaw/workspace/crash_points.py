@@ -1,4 +1,4 @@
-"""Named moments inside a snapshot or a restore at which a SIGKILL must leave a state that
+"""Named moments inside a snapshot, a restore or a session container's life at which a SIGKILL must leave a state that
 reopening completes (the workspace is the old state or the new one, never a mix).
 
 The workspace code announces each moment to a hook, `SnapshotConfig.crash_point`. In
@@ -23,6 +23,16 @@ POINTS = (
     "restore.swapped",  # the new state in place, the old one beside it
     "restore.moving",  # the first unversioned file moved back from the old state
     "restore.done",  # files durable, the journal row not yet dropped
+)
+
+# The moments of a session container's life (docs/containers.md), exercised by
+# tests/workspace/test_container_kills.py.
+CONTAINER_POINTS = (
+    "container.created",  # made under a name of its own, its layer not yet written
+    "container.layer-written",  # its layer written, not yet renamed to the session's
+    "container.started",  # a stopped or new container started, not yet adopted
+    "env.stopped",  # a rewind: the container stopped, its layer not yet rewritten
+    "env.half-written",  # a rewind: the layer's old entries removed, the new ones not all in
 )
 
 

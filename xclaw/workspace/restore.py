@@ -36,6 +36,7 @@ from xclaw.errors import BlobStoreLost, MissingBlobs, WorkspaceError
 from xclaw.store.base import SnapshotStore
 from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
+from xclaw.workspace.env_layer import without_env
 from xclaw.workspace.walk import IgnoreRules, walk
 
 log = logging.getLogger("xclaw.workspace")
@@ -111,6 +112,7 @@ def complete_restore(
     test may stop at (xclaw.workspace.crash_points). `written`, when given, gets the stat
     of each file written, by path (the snapshotter's cache trusts them without reading).
     `fetch` replaces `store.get_blobs` (a sync reusing the files already there)."""
+    pending = without_env(pending)  # a container's layer is written back elsewhere
     ws, tmp, old = side_paths(root, pending.session_id)
     rules = IgnoreRules(pending.ignore)
     manifest = pending.manifest

@@ -22,6 +22,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,8 @@ class _Pending:
 
 
 _Key = tuple[int, int, int, int, int, int]
+# Entries captured beside the workspace: (entries, bytes stored) from (store, retrying).
+Extra = Callable[[SnapshotStore, bool], tuple[Manifest, int]]
 
 
 def _key(st: os.stat_result) -> _Key:
@@ -107,6 +110,9 @@ class Snapshotter:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self.last = CaptureStats()  # of the latest capture, for logs, tests and the benchmark
+        # A top-level name the workspace's own entries may not use (set when a session's
+        # container layer is recorded under it in the same manifest).
+        self.reserved: str | None = None
 
     def _lock(self, ws: str) -> threading.Lock:
         with self._guard:
@@ -135,15 +141,22 @@ class Snapshotter:
         *,
         lease: Lease | None = None,
         replace: bool = False,
+        extra: Extra | None = None,
     ) -> SnapshotInfo:
         """Capture `workspace` and save it as the snapshot before step `seq`. Blocking: call
         it from a worker thread. Contents are stored first, then the manifest (durable), in
-        the transaction fenced by `lease` when given (store.save_snapshot)."""
+        the transaction fenced by `lease` when given (store.save_snapshot). `extra` adds
+        entries captured elsewhere (a session container's layer, env_layer.py): called with
+        the store and whether an earlier attempt found contents missing."""
         ws = str(workspace)
         with self._lock(ws):
             started = time.perf_counter()
-            for _ in range(_SAVE_ATTEMPTS):
+            for attempt in range(_SAVE_ATTEMPTS):
                 manifest, stats = self._capture(store, workspace)
+                if extra is not None:
+                    entries, added = extra(store, attempt > 0)
+                    manifest.update(entries)
+                    stats.new_bytes += added
                 self.config.crash_point("snapshot.stored")
                 try:
                     info = store.save_snapshot(
@@ -231,10 +244,13 @@ class Snapshotter:
         pending = _Pending()
         racy_after = time.time_ns() - _RACY_NS
         total = 0
+        reserved = self.reserved
         for found in walk(workspace, self.rules):
             if found.ignored:
                 continue
             st, rel = found.st, found.rel
+            if reserved is not None and (rel == reserved or rel.startswith(reserved + "/")):
+                continue  # the name a container's layer is recorded under (env_layer.py)
             mode = stat.S_IMODE(st.st_mode)
             if stat.S_ISDIR(st.st_mode):
                 manifest[rel] = {"dir": True, "mode": mode}

@@ -16,20 +16,25 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from xclaw.errors import StoreError
+from xclaw.errors import StepNotFound, StoreError
 from xclaw.store.base import RollbackResult, SnapshotStore
-from xclaw.store.leases import Lease
+from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.workspace.container_reaper import Reaped, reap
+from xclaw.workspace.env_layer import ENV_PREFIX, EnvLayer, env_part, prefixed, workspace_part
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 if TYPE_CHECKING:
     from xclaw.config import Settings
+    from xclaw.sandbox.container.lifecycle import ContainerInfo, Containers
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
@@ -61,6 +66,12 @@ class TimeTravelStore(SnapshotStore, Protocol):
 
     def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
 
+    def find_session(self, session_id: str) -> Session | None: ...
+
+    def get_step(self, session_id: str, ref: str | int) -> Step: ...
+
+    def lease_info(self, session_id: str) -> LeaseInfo: ...
+
 
 class Workspaces:
     """Per-session workspaces under `root`, with snapshots and restores through `store`."""
@@ -71,21 +82,49 @@ class Workspaces:
         root: Path,
         config: SnapshotConfig | None = None,
         snapshotter: Snapshotter | None = None,
+        containers: Containers | None = None,
     ) -> None:
         self.store = store
         self.root = Path(root)
-        self.config = config = config or SnapshotConfig()
+        config = config or SnapshotConfig()
+        if containers is not None and f"/{ENV_PREFIX}" not in config.ignore:
+            # The name the container's layer is recorded under: a workspace's own entry of
+            # that name is not versioned (kept as it is by a rollback, as ignored paths are).
+            config = replace(config, ignore=(*config.ignore, f"/{ENV_PREFIX}"))
+        self.config = config
         self.snapshotter = snapshotter or Snapshotter(config)
         # Per session: the snapshot this process last saw its local directory match. A
         # directory is trusted as the session's state only while that is the latest one.
         self._synced: dict[str, int] = {}
+        # `sandbox.isolation: container`: each session's container, whose own file-system
+        # changes are captured with every snapshot and rewound with the workspace
+        # (env_layer.py, docs/containers.md); the snapshot its layer last matched; what the
+        # last rollback did to its processes, for the announcement.
+        self.containers = containers
+        self.env = EnvLayer(config.max_file_bytes, config.max_total_bytes)
+        self._env_synced: dict[str, int] = {}
+        self.env_notes: dict[str, str] = {}
+        self._rewound: dict[str, bool] = {}
+        self._gone_stopped: dict[str, int] = {}  # processes of removed steps stopped (rollback)
+        self.container_grace_s = 900.0  # sandbox.container_grace_s (from_settings)
+        if containers is not None:
+            self.snapshotter.reserved = ENV_PREFIX
+            containers.layer_for = self._layer_for
+            containers.crash_point = config.crash_point
 
     @classmethod
     def from_settings(
         cls, store: TimeTravelStore, settings: Settings, root: Path | None = None
     ) -> Workspaces:
         snapshots = SnapshotConfig.from_settings(settings.sandbox)
-        return cls(store, root or settings.workspace_root, snapshots)
+        containers = None
+        if settings.sandbox.isolation == "container":
+            from xclaw.sandbox.container.shared import containers_for
+
+            containers = containers_for(settings, root)
+        made = cls(store, root or settings.workspace_root, snapshots, containers=containers)
+        made.container_grace_s = settings.sandbox.container_grace_s
+        return made
 
     @property
     def enabled(self) -> bool:
@@ -96,6 +135,13 @@ class Workspaces:
         """Whether the workspace follows the session between workers: with an object store
         (blob_store) the root is a local cache of the session's committed state."""
         return self.enabled and not self.store.blobs.in_database
+
+    @property
+    def records_after(self) -> bool:
+        """Whether what each side-effecting step changed is recorded once it ends
+        (`snapshot_after`): when the workspace follows the session, and for a session's
+        container, whose layer a worker starting again must find as the last step left it."""
+        return self.follows or (self.enabled and self.containers is not None)
 
     def path(self, session_id: str) -> Path:
         return self.root / session_id
@@ -109,10 +155,21 @@ class Workspaces:
         `lease` (the run's): a worker that lost the session references nothing."""
         if not self.enabled or step.name in NO_SNAPSHOT_TOOLS:
             return None
+        if self.containers is not None:
+            self.containers.note_step(session_id, step.seq)
+            if lease is not None:
+                self.containers.note_epoch(session_id, lease.token, lease.owner)
         info = self.snapshotter.snapshot(
-            self.store, session_id, step.seq, self.path(session_id), lease=lease, replace=True
+            self.store,
+            session_id,
+            step.seq,
+            self.path(session_id),
+            lease=lease,
+            replace=True,
+            extra=self._env_extra(session_id),
         )
         self._synced[session_id] = info.seq
+        self._env_synced[session_id] = info.seq
         return info
 
     def snapshot_after(
@@ -123,17 +180,125 @@ class Workspaces:
         the files this one wrote. Incremental: only contents the store lacks are sent. A
         snapshot a sibling's next step saved there first is left as it is (it saw this
         step's effects: the step had ended)."""
-        if not self.follows or step.name in NO_SNAPSHOT_TOOLS:
+        if not self.records_after or step.name in NO_SNAPSHOT_TOOLS:
             return None
         ws = self.path(session_id)
         try:
-            info = self.snapshotter.snapshot(self.store, session_id, step.seq + 1, ws, lease=lease)
+            info = self.snapshotter.snapshot(
+                self.store,
+                session_id,
+                step.seq + 1,
+                ws,
+                lease=lease,
+                extra=self._env_extra(session_id),
+            )
         except StoreError as e:
             if "already has a snapshot" not in e.message:
                 raise
             return None
         self._synced[session_id] = info.seq
+        self._env_synced[session_id] = info.seq
         return info
+
+    # --- a session's container (docs/containers.md) ----------------------------------------------
+    def _env_extra(
+        self, session_id: str
+    ) -> Callable[[SnapshotStore, bool], tuple[Manifest, int]] | None:
+        """The container layer's entries for a snapshot: captured from the container when it
+        runs here, else carried over from the session's latest snapshot (nothing ran in it
+        since: it is not running)."""
+        containers = self.containers
+        if containers is None:
+            return None
+
+        def extra(store: SnapshotStore, retrying: bool) -> tuple[Manifest, int]:
+            info = containers.running_info(session_id)
+            if info is None:
+                return prefixed(self._latest_env(session_id)), 0
+            if retrying:
+                self.env.forget(info.upper)
+            entries, added = self.env.capture(store, info.upper)
+            return prefixed(entries), added
+
+        return extra
+
+    def _latest_env(self, session_id: str) -> Manifest:
+        infos = self.store.list_snapshots(session_id)
+        if not infos:
+            return {}
+        return env_part(self.store.get_snapshot(session_id, infos[-1].seq))
+
+    def _layer_for(self, session_id: str) -> Callable[[ContainerInfo], None] | None:
+        """What a container made anew for the session starts with: the layer of its latest
+        snapshot (a fork's, a session that moved here, one whose container was removed)."""
+        target = self._latest_env(session_id)
+        if not target:
+            return None
+
+        def write(info: ContainerInfo) -> None:
+            self.env.write(info.upper, target, self.store.get_blobs)
+
+        return write
+
+    def _fence(self, session_id: str, lease: Lease | None) -> None:
+        """The session's container, if it has one here, adopted under the run's epoch: what
+        another worker started in it under an older one is killed (started again if it was
+        stopped)."""
+        containers = self.containers
+        if containers is None or containers.inspect(session_id) is None:
+            return
+        from xclaw.sandbox.paths import workspace_dir
+
+        ws = workspace_dir(self.root, session_id)
+        if lease is None:
+            containers.ensure(session_id, ws, None)
+        else:
+            containers.ensure(session_id, ws, lease.token, owner=lease.owner)
+        # Started by steps the record no longer has (a rollback another worker made while
+        # the container stayed here): stopped, as that rollback would have.
+        gone = set()
+        for seq in {p.seq for p in containers.processes(session_id) if p.seq is not None}:
+            try:
+                self.store.get_step(session_id, seq)
+            except StepNotFound:
+                gone.add(seq)
+        if gone:
+            stopped = containers.stop_steps(session_id, gone)
+            self._gone_stopped[session_id] = self._gone_stopped.get(session_id, 0) + stopped
+
+    def _env_sync(self, session_id: str, lease: Lease | None) -> bool:
+        """After the workspace is right: the session's container layer made its latest
+        recorded one, unless this process recorded that very state (then the container may
+        be ahead: its own newer writes). True: rewound (its processes were stopped)."""
+        containers = self.containers
+        if containers is None:
+            return False
+        info = containers.running_info(session_id)
+        if info is None:
+            return False
+        from xclaw.sandbox.paths import workspace_dir
+
+        ws = workspace_dir(self.root, session_id)
+        infos = self.store.list_snapshots(session_id)
+        if not infos:
+            return False
+        latest = infos[-1].seq
+        if self._env_synced.get(session_id) == latest:
+            return False
+        target = env_part(self.store.get_snapshot(session_id, latest))
+        here, _ = self.env.capture(None, info.upper)
+        if _layer_view(here) == _layer_view(target):
+            self._env_synced[session_id] = latest
+            return False
+
+        def write(now: ContainerInfo) -> None:
+            self.config.crash_point("env.stopped")
+            self.env.write(now.upper, target, self.store.get_blobs, self.config.crash_point)
+
+        containers.rewind(session_id, ws, write)
+        self._env_synced[session_id] = latest
+        self._rewound[session_id] = True
+        return True
 
     def _catch_up(
         self, session_id: str, latest: int, manifest: Manifest, lease: Lease | None
@@ -203,7 +368,12 @@ class Workspaces:
     ) -> list[RestoreReport]:
         """Complete the pending restores of one session (or of all): after this, its
         workspace is the state its record says. When the workspace follows the session,
-        also sync it with the latest committed snapshot (`sync`, fenced by `lease`)."""
+        also sync it with the latest committed snapshot (`sync`, fenced by `lease`). A
+        session's container, if it has one here, is adopted first, before any file is
+        touched: the processes another worker started in it under an older epoch are killed
+        (fencing); its layer is made the session's latest recorded one last (`_env_sync`)."""
+        if session_id is not None and self.containers is not None:
+            self._fence(session_id, lease)
         if session_id is None:
             ids = sorted({p.session_id for p in self.store.pending_restores()})
         else:
@@ -227,6 +397,10 @@ class Workspaces:
             synced = self.sync(session_id, lease)
             if synced is not None:
                 reports.append(synced)
+        if session_id is not None and self.containers is not None:
+            if reports:  # the workspace was replaced: the container's layer is checked too
+                self._env_synced.pop(session_id, None)
+            self._env_sync(session_id, lease)
         return reports
 
     def _nothing_to_copy(self, session_id: str) -> bool:
@@ -248,16 +422,48 @@ class Workspaces:
     def _request(self) -> WorkspaceRestore | None:
         if not self.enabled:
             return None
-        return WorkspaceRestore(tuple(self.config.ignore), keep_state=self.follows)
+        # A container's layer is synced to the session's latest snapshot: the restored state
+        # must stay as that (as when the workspace follows the session).
+        keep = self.follows or self.containers is not None
+        return WorkspaceRestore(tuple(self.config.ignore), keep_state=keep)
 
     def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
         """Rollback with the files: the steps from `ref` on are deleted and the workspace goes
         back to its state just before `ref`."""
         self.recover(session_id)
+        self._rewound.pop(session_id, None)
+        self._gone_stopped.pop(session_id, None)
         result = self.store.rollback(session_id, ref, workspace=self._request())
         if result.restore is not None:
+            self._env_synced.pop(session_id, None)
             self.recover(session_id)
+        if self.containers is not None:
+            self._after_rollback(session_id, result)
         return result
+
+    def _after_rollback(self, session_id: str, result: RollbackResult) -> None:
+        """The container's processes after a rollback, said once (`env_notes`): rewound with
+        its file system (all stopped), or those the removed steps started stopped."""
+        assert self.containers is not None
+        step = f"s{result.target_seq:04d}"
+        if self.containers.inspect(session_id) is None:
+            self.env_notes.pop(session_id, None)
+            return
+        if self._rewound.pop(session_id, False):
+            note = (
+                f"the session's container: its file system is back as it was before {step}; it was "
+                "restarted to get there, so every process in it stopped (processes are not "
+                "restored by a rollback)"
+            )
+        else:
+            stopped = self.containers.stop_from(session_id, result.target_seq)
+            stopped += self._gone_stopped.pop(session_id, 0)
+            note = (
+                f"the session's container: {stopped} process(es) started at or after {step} stopped; "
+                "processes started before it keep running (processes are not restored by a "
+                "rollback)"
+            )
+        self.env_notes[session_id] = note
 
     def fork(self, session_id: str, ref: str | int, title: str | None = None) -> Session:
         """Fork with the files: the new session's workspace is the source's just after `ref`."""
@@ -266,17 +472,37 @@ class Workspaces:
         self.recover(new.session_id)
         return new
 
+    def reap_containers(self, *, dry_run: bool = False) -> list[Reaped]:
+        """The containers of this root that nobody runs, stopped or removed (container_reaper)."""
+        if self.containers is None:
+            return []
+        return reap(self.store, self.containers, self.container_grace_s, dry_run=dry_run)
+
     def delete(self, session_id: str) -> None:
         """The session and its steps go (snapshots and unreferenced blobs with them, in the
         store's transaction), then its files: nothing of a deleted session stays on disk."""
         self.store.delete_session(session_id)
+        if self.containers is not None:
+            self.containers.remove(session_id)
         with restore_lock(self.root):
             remove_tree(self.path(session_id))
 
 
 def _versioned(manifest: Manifest) -> Manifest:
-    """What a snapshot versions: every entry but the skipped ones (left as they are)."""
-    return {p: e for p, e in manifest.items() if "skipped" not in e}
+    """What a snapshot versions of the workspace: every entry but the skipped ones (left as
+    they are) and a container's layer (env_layer.py)."""
+    return {p: e for p, e in workspace_part(manifest).items() if "skipped" not in e}
+
+
+def _layer_view(layer: Manifest) -> Manifest:
+    """What of a container layer two captures must share to show the same file system: its
+    files, links, whiteouts and opaque directories (a plain directory copied up only to
+    hold them, podman's own included, changes nothing seen)."""
+    return {
+        p: e
+        for p, e in layer.items()
+        if not ("dir" in e and not e.get("opaque")) and ("skipped" not in e or e.get("whiteout"))
+    }
 
 
 def _local_first(
