@@ -27,6 +27,7 @@ def approval_frame(req: ApprovalRequest, redact: Redactor) -> dict[str, Any]:
         "input": req.call.input,
         "reason": req.reason,
         "maybeRepeated": req.maybe_repeated,
+        "callId": redact.ident(req.call.id),  # as the record holds it
     }
     if req.agent != MAIN_AGENT:
         frame["agent"] = req.agent

@@ -37,6 +37,8 @@ def event_frame(event: RecorderEvent) -> dict[str, Any]:
             frame["output"] = event.output
         if event.agent is not None:
             frame["agent"] = event.agent
+        if event.call_id is not None:
+            frame["callId"] = event.call_id
         return frame
     if isinstance(event, StatusChanged):
         return {"type": "status", "status": event.status.value}

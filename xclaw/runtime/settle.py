@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from xclaw.recorder.history import tool_args
@@ -46,7 +47,8 @@ async def look_at_workspace(
         if tool is None:
             continue
         args: dict[str, Any] = tool_args(step)
-        result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, ctx)
+        looking = replace(ctx, call_id=step.call_id)  # (what a tool finds its effect by)
+        result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, looking)
         if result is not None and not result.is_error:
             seen[step.display_id] = result
     return seen
