@@ -114,6 +114,7 @@ class Served:
         self._unsubscribe: Any = None
         self._asked: dict[str, asyncio.Event] = {}  # approvals asked since subscribing
         self._answered: set[str] = set()  # approvals this request answered
+        self._delivered: set[str] = set()  # front-end tool calls this request answered
         self._exists = False  # the session existed before this request
 
     # --- frames in --------------------------------------------------------------------------
@@ -261,6 +262,7 @@ class Served:
         self.rt.toolbox.client.calls.deliver(
             self.sid, result.call_id, ToolResult(result.content, is_error=result.is_error)
         )
+        self._delivered.add(result.call_id)
 
     # --- events out -------------------------------------------------------------------------
     def _sse(self, event: BaseEvent) -> str:
@@ -271,6 +273,8 @@ class Served:
         rt, sid, run = self.rt, self.sid, self.run
         client = rt.toolbox.client
         t = Translator(run.run_id, lambda name: client.is_client_tool(sid, name))
+        t.approved = self._answered
+        t.answered |= self._delivered  # the client holds these results: it sent them
         try:
             yield self._sse(
                 RunStartedEvent(thread_id=sid, run_id=run.run_id, protocol_version=PROTOCOL_VERSION)
@@ -279,6 +283,7 @@ class Served:
                 for event in await self._snapshot(t):
                     yield self._sse(event)
             t.ended = self._waiting_already(t)
+            said = t.ended is not None and not self.sent  # the state just sent holds
             while t.ended is None:
                 frame = await self._next(t)
                 if frame is None:
@@ -290,7 +295,7 @@ class Served:
                             yield self._sse(again)
                         continue
                     yield self._sse(event)
-            for event in await self._finish(t, t.ended):
+            for event in await self._finish(t, t.ended, state=not said):
                 yield self._sse(event)
         finally:
             self.close()
@@ -355,12 +360,13 @@ class Served:
                 t.ended = Ended("success")
         return None
 
-    async def _finish(self, t: Translator, ended: Ended) -> list[BaseEvent]:
+    async def _finish(self, t: Translator, ended: Ended, *, state: bool) -> list[BaseEvent]:
         sid, run_id = self.sid, self.run.run_id
         if ended.kind == "error":
             return [RunErrorEvent(message=self.rt.redact.text(ended.error), code=ended.code)]
         out = t.closing()
-        out.append(await self._state())
+        if state:
+            out.append(await self._state())
         if ended.kind == "interrupt":
             known = {i.id for i in ended.interrupts}
             more = [

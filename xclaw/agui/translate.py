@@ -100,6 +100,8 @@ class Translator:
     # What the client holds already (a MESSAGES_SNAPSHOT this stream began with).
     asked: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
+    # Approvals the request being served answered (their requests may still be queued).
+    approved: set[str] = field(default_factory=set)
     # Joined while a model call was under way: its deltas are partial here.
     skip_deltas: bool = False
     ended: Ended | None = None
@@ -129,6 +131,8 @@ class Translator:
         if kind == "tool":
             return self._tool(frame)
         if kind == "approval_request":
+            if frame.get("stepId") in self.approved:
+                return []  # asked again after a restart, and answered by this very request
             self.ended = Ended("interrupt", interrupts=(interrupt_of(frame),))
             return []
         if kind == "reply":
@@ -248,7 +252,7 @@ class Translator:
         state = frame.get("state")
         name = str(frame.get("name"))
         if state == "running":
-            if not self.is_client_tool(name):
+            if not self.is_client_tool(name) or call_id in self.answered:
                 return []
             # A front-end tool's call (a sub-agent's, perhaps, never announced): the client
             # runs it; the AG-UI run ends, naming the calls it is to answer.
