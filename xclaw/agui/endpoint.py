@@ -155,9 +155,7 @@ class Served:
         steps: list[Step] = []
         if session is not None:
             steps = await asyncio.to_thread(store.steps, sid, agent=MAIN_AGENT)
-        new = run.message_id is not None and not (
-            session is not None and already_sent(session.metadata, run.message_id, steps)
-        )
+        new = run.message_id is not None and not self._recorded(session, steps)
         if new:
             await self._need(Need.ACT)
             if rt.is_busy(sid):
@@ -183,11 +181,21 @@ class Served:
         if not rt.is_busy(sid):
             await rt.resume_if_needed(sid)  # interrupted work goes on (after a restart)
 
+    def _recorded(self, session: Session | None, steps: list[Step]) -> bool:
+        """The client's last message is one the record holds already (xclaw/gateway/
+        message_ids.py): the record's own (`xclaw:` ids), or one this thread sent before."""
+        mid = self.run.message_id
+        assert mid is not None
+        if mid.startswith(RECORD_ID_PREFIX):
+            return True
+        return session is not None and message_step(session.metadata, _key(mid), steps) is not None
+
     async def _send(self, session: Session | None, steps: list[Step]) -> None:
-        """The new message, its intent recorded first (sent.py), then handed to the runtime."""
+        """The new message: its id recorded first (write-ahead), then handed to the runtime."""
         rt, store, run, sid = self.rt, self.gw.store, self.run, self.sid
         assert run.message_id is not None and run.text is not None
-        meta = with_intent({} if session is None else session.metadata, run.message_id, steps)
+        key = _key(run.message_id)
+        meta = with_intent({} if session is None else session.metadata, key, steps)
         if run.tools is not None:
             meta = metadata_with(meta, run.tools)
         if session is None:
@@ -199,7 +207,13 @@ class Served:
             await asyncio.to_thread(store.update_session, sid, metadata=meta)
         if run.tools is not None:
             rt.toolbox.client.declare(sid, run.tools)
-        await rt.send(sid, run.text, actor=self.actor)
+        try:
+            await rt.send(sid, run.text, actor=self.actor)
+        except XclawError:
+            # Not sent (busy, say): its entry goes, so sending it again is not "sent".
+            now = await asyncio.to_thread(store.get_session, sid)
+            await asyncio.to_thread(store.update_session, sid, metadata=without(now.metadata, key))
+            raise
         self.sent = True
 
     async def _declare(self, session: Session) -> None:
@@ -393,3 +407,7 @@ class Served:
                 )
             )
         return out
+
+
+def _key(message_id: str) -> str:
+    return f"agui:{message_id}"
