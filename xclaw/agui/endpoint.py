@@ -37,13 +37,20 @@ from ag_ui.encoder import EventEncoder
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from xclaw.agui.request import MAX_BODY_BYTES, Answer, RunRequest, ToolAnswer, read_request
-from xclaw.agui.sent import already_sent, with_intent
+from xclaw.agui.request import (
+    MAX_BODY_BYTES,
+    RECORD_ID_PREFIX,
+    Answer,
+    RunRequest,
+    ToolAnswer,
+    read_request,
+)
 from xclaw.agui.snapshot import answered_calls, asked_calls, messages_snapshot, state_of
 from xclaw.agui.translate import RESYNC, Ended, Translator, interrupt_of
 from xclaw.errors import BadRequest, BadStep, SessionBusy, SessionNotFound, XclawError
 from xclaw.gateway.api import error_response, identity
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.message_ids import message_step, with_intent, without
 from xclaw.store.model import APPROVAL_STEP_NAME, MAIN_AGENT, Session, Step, StepStatus, StepType
 from xclaw.teams import Actor, Identity, Need
 from xclaw.tools.base import ToolResult
