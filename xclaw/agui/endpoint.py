@@ -50,6 +50,7 @@ from xclaw.agui.translate import RESYNC, Ended, Translator, interrupt_of
 from xclaw.errors import BadRequest, BadStep, SessionBusy, SessionNotFound, XclawError
 from xclaw.gateway.api import error_response, identity
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.following import Following
 from xclaw.gateway.message_ids import message_step, with_intent, without
 from xclaw.store.model import APPROVAL_STEP_NAME, MAIN_AGENT, Session, Step, StepStatus, StepType
 from xclaw.teams import Actor, Identity, Need
@@ -61,10 +62,6 @@ log = logging.getLogger("xclaw.agui")
 # Silence on the stream longer than this gets an SSE comment (proxies close idle streams),
 # and a look at whether the run is still going.
 KEEPALIVE_S = 15.0
-# A client that stops reading is cut off (it reconnects and gets a snapshot).
-MAX_QUEUED_FRAMES = 10_000
-# An answer sent after a restart waits this long for its approval to be asked again.
-ANSWER_WAIT_S = 30.0
 _ENCODER = EventEncoder()
 
 
@@ -116,28 +113,12 @@ class Served:
         self.who = who
         self.actor = Actor(who, "http", "ag-ui")
         self.sent = False  # this request sent the user's message
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._overflow = False
-        self._unsubscribe: Any = None
-        self._asked: dict[str, asyncio.Event] = {}  # approvals asked since subscribing
-        self._answered: set[str] = set()  # approvals this request answered
+        self.follow = Following(self.rt, self.sid)
         self._delivered: set[str] = set()  # front-end tool calls this request answered
         self._exists = False  # the session existed before this request
 
-    # --- frames in --------------------------------------------------------------------------
-    def _sink(self, frame: dict[str, Any]) -> None:
-        """The runtime's sink: never blocks (the queue is drained by `events`)."""
-        if frame.get("type") == "approval_request":
-            self._asked.setdefault(str(frame.get("stepId")), asyncio.Event()).set()
-        if self._queue.qsize() >= MAX_QUEUED_FRAMES:
-            self._overflow = True
-            return
-        self._queue.put_nowait(frame)
-
     def close(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self.follow.close()
 
     # --- acting -----------------------------------------------------------------------------
     async def _need(self, need: Need) -> None:
@@ -150,7 +131,7 @@ class Served:
         if session is not None:  # another's session answers as an id nobody has
             await self.gw.access.require(self.who, self.sid, Need.READ)
             self._exists = True
-        self._unsubscribe = self.rt.subscribe(self.sid, self._sink)
+        self.follow.start()
         try:
             await self._act(session)
         except BaseException:
@@ -237,7 +218,7 @@ class Served:
     async def _answer(self, answer: Answer) -> None:
         """An approval answered; one the record holds answered already is left (nothing
         twice); one not asked since a restart is asked again first (the run resumes)."""
-        rt, sid = self.rt, self.sid
+        sid = self.sid
         try:
             step = await asyncio.to_thread(self.gw.store.get_step, sid, answer.step_id)
         except XclawError:
@@ -246,26 +227,8 @@ class Served:
             raise BadRequest(f"{answer.step_id} is not an approval (an interruptId names one)")
         if step.status is not StepStatus.RUNNING:
             return
-        ref = step.display_id
-        if self._answer_now(ref, answer.approve):
-            return
-        asked = self._asked.setdefault(ref, asyncio.Event())
-        if not rt.is_busy(sid) and not await rt.resume_if_needed(sid):
-            raise BadStep.not_waiting(ref, sid)
-        try:
-            await asyncio.wait_for(asked.wait(), ANSWER_WAIT_S)
-        except TimeoutError:
-            raise BadStep.not_waiting(ref, sid) from None
-        if not self._answer_now(ref, answer.approve):
-            raise BadStep.not_waiting(ref, sid)
-
-    def _answer_now(self, ref: str, approve: bool) -> bool:
-        try:
-            self.rt.answer_approval(self.sid, ref, approve, self.actor.by())
-        except XclawError:
-            return False
-        self._answered.add(ref)
-        return True
+        if not await self.follow.answer(step.display_id, answer.approve, self.actor):
+            raise BadStep.not_waiting(step.display_id, sid)
 
     def _deliver(self, result: ToolAnswer, steps: list[Step]) -> None:
         """A front-end tool's result to its call; a call the record answers already keeps
@@ -294,7 +257,7 @@ class Served:
         rt, sid, run = self.rt, self.sid, self.run
         client = rt.toolbox.client
         t = Translator(run.run_id, lambda name: client.is_client_tool(sid, name))
-        t.approved = self._answered
+        t.approved = self.follow.answered
         t.answered |= self._delivered  # the client holds these results: it sent them
         try:
             yield self._sse(
@@ -346,30 +309,31 @@ class Served:
         that this request did not answer: the run ends at once, saying so."""
         rt, sid = self.rt, self.sid
         asked = [
-            f for f in rt.pending_approval_frames(sid) if f.get("stepId") not in self._answered
+            f
+            for f in rt.pending_approval_frames(sid)
+            if f.get("stepId") not in self.follow.answered
         ]
         if asked:
             return Ended("interrupt", interrupts=tuple(interrupt_of(f) for f in asked))
         waiting = [c for c in rt.toolbox.client.calls.waiting(sid) if c not in t.answered]
         if waiting:
             return Ended("pending_tools", pending=tuple(waiting))
-        if not rt.is_busy(sid) and self._queue.empty():
+        if not rt.is_busy(sid) and self.follow.queue.empty():
             return Ended("success")  # nothing running: the run is what the record says
         return None
 
     async def _next(self, t: Translator) -> dict[str, Any] | None:
         """The next frame; None after KEEPALIVE_S of silence, or when the run is gone
         without saying how it ended (then `t.ended` says it)."""
-        if self._overflow:
+        if self.follow.overflow:
             t.ended = Ended(
                 "error", error="the client read too slowly; reconnect", code="slow_client"
             )
             return None
-        try:
-            return await asyncio.wait_for(self._queue.get(), KEEPALIVE_S)
-        except TimeoutError:
-            pass
-        if not self.rt.is_busy(self.sid) and self._queue.empty():
+        frame = await self.follow.next(wait_s=KEEPALIVE_S)
+        if frame is not None:
+            return frame
+        if not self.rt.is_busy(self.sid) and self.follow.queue.empty():
             session = await asyncio.to_thread(self.gw.store.get_session, self.sid)
             if session.status.value in ("Running", "Paused") and not session.awaiting_input:
                 t.ended = Ended(
@@ -393,7 +357,7 @@ class Served:
             more = [
                 interrupt_of(f)
                 for f in self.rt.pending_approval_frames(sid)
-                if f.get("stepId") not in known and f.get("stepId") not in self._answered
+                if f.get("stepId") not in known and f.get("stepId") not in self.follow.answered
             ]
             outcome: Any = RunFinishedInterruptOutcome(interrupts=[*ended.interrupts, *more])
             out.append(RunFinishedEvent(thread_id=sid, run_id=run_id, outcome=outcome))

@@ -1,0 +1,81 @@
+"""One session's frames followed by a protocol adapter (AG-UI, A2A): subscribed before the
+request acts, queued without blocking the runtime, and the approvals asked since noted, so
+an answer given after a restart can wait until its approval is asked again.
+
+The adapters translate what comes out (xclaw/agui/translate.py, xclaw/a2a/stream.py); this
+is only the plumbing both need, the same way: subscribe first, then act, then read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from xclaw.errors import XclawError
+from xclaw.gateway.runtime_seam import GatewayRuntime
+from xclaw.teams import Actor
+
+# A client that stops reading is cut off (it comes back and is served from the record).
+MAX_QUEUED_FRAMES = 10_000
+# An answer sent after a restart waits this long for its approval to be asked again.
+ANSWER_WAIT_S = 30.0
+
+
+class Following:
+    """Frames of one session, from `start` on, until `close`."""
+
+    def __init__(self, runtime: GatewayRuntime, session_id: str) -> None:
+        self.rt = runtime
+        self.sid = session_id
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.overflow = False
+        self.answered: set[str] = set()  # approvals answered through this follower
+        self._asked: dict[str, asyncio.Event] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        self._unsubscribe = self.rt.subscribe(self.sid, self._sink)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _sink(self, frame: dict[str, Any]) -> None:
+        """The runtime's sink: never blocks (the queue is read by the adapter)."""
+        if frame.get("type") == "approval_request":
+            self._asked.setdefault(str(frame.get("stepId")), asyncio.Event()).set()
+        if self.queue.qsize() >= MAX_QUEUED_FRAMES:
+            self.overflow = True
+            return
+        self.queue.put_nowait(frame)
+
+    async def next(self, *, wait_s: float) -> dict[str, Any] | None:
+        """The next frame, or None after `wait_s` seconds of silence."""
+        try:
+            return await asyncio.wait_for(self.queue.get(), wait_s)
+        except TimeoutError:
+            return None
+
+    def answer_now(self, ref: str, approve: bool, actor: Actor) -> bool:
+        try:
+            self.rt.answer_approval(self.sid, ref, approve, actor.by())
+        except XclawError:
+            return False
+        self.answered.add(ref)
+        return True
+
+    async def answer(self, ref: str, approve: bool, actor: Actor) -> bool:
+        """Answer the approval `ref` (a step the record holds waiting); one not asked since a
+        restart is asked again first (the run resumes). False: it was not asked in time."""
+        if self.answer_now(ref, approve, actor):
+            return True
+        asked = self._asked.setdefault(ref, asyncio.Event())
+        if not self.rt.is_busy(self.sid) and not await self.rt.resume_if_needed(self.sid):
+            return False
+        try:
+            await asyncio.wait_for(asked.wait(), ANSWER_WAIT_S)
+        except TimeoutError:
+            return False
+        return self.answer_now(ref, approve, actor)
