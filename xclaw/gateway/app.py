@@ -17,6 +17,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from xclaw.a2a.route import a2a_routes
 from xclaw.agui.route import agui_route
 from xclaw.config import Settings
 from xclaw.gateway.api import ApiGuard, api_routes
@@ -106,6 +107,7 @@ def create_app(
         WebSocketRoute("/ws", websocket_endpoint),
         Mount("/api", routes=api_routes(), middleware=api_middleware),
         agui_route(api_middleware),  # AG-UI (docs/ag-ui.md), guarded as the API is
+        *a2a_routes(api_middleware),  # A2A (docs/a2a.md): the card, JSON-RPC guarded
     ]
     routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     app = Starlette(routes=routes, lifespan=lifespan)
