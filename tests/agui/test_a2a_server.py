@@ -187,10 +187,12 @@ async def test_a_gateway_killed_mid_task_is_restarted_and_the_task_completes_onc
     stream = client.send_message(message("go", "m-kill", context="ctx-k"))
     first = await anext(stream)
     tid = first.task.id
-    async for event in stream:  # until the slow command runs
-        if event.HasField("status_update") and "sleep 3" in str(event.status_update.status.message):
-            break
-    server.kill()  # SIGKILL mid-task
+    deadline = asyncio.get_running_loop().time() + 60
+    while not any(s["input"] == {"command": "sleep 3"} for s in steps(server, "ctx-k")):
+        assert asyncio.get_running_loop().time() < deadline, "the slow command never ran"
+        await asyncio.sleep(0.05)
+    server.kill()  # SIGKILL mid-task, the slow command running
+    await stream.aclose()
     await http.aclose()
     server.start()
 

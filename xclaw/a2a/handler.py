@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
@@ -37,6 +39,7 @@ from a2a.types.a2a_pb2 import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Part,
     Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -59,6 +62,7 @@ from a2a.utils.task import apply_history_length
 
 from xclaw.a2a.files import changed_files
 from xclaw.a2a.tasks import (
+    ANSWER_ARTIFACT,
     STREAM_ENDS,
     TERMINAL,
     Turn,
@@ -72,10 +76,9 @@ from xclaw.errors import Forbidden, SessionNotFound, XclawError
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.following import Following
 from xclaw.gateway.identity import SignedIn
-from xclaw.gateway.message_ids import message_ids, message_step, with_intent, without
+from xclaw.gateway.message_ids import intent, message_ids, message_step
 from xclaw.protocol import MAX_FRAME_BYTES
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
-from xclaw.store.rows import check_session_id
 from xclaw.teams import Actor, Identity, Need
 
 log = logging.getLogger("xclaw.a2a")
@@ -85,6 +88,13 @@ KEEPALIVE_S = 15.0
 MAX_PAGE = 100
 DEFAULT_PAGE = 50
 CANCEL_WAIT_S = 15.0
+SENT_WAIT_S = 30.0
+# A working task's stream says which tool it runs at most this often (a status update with
+# the tool and its input): progress for people, not a copy of every step (the task and its
+# artifacts hold the outcome; GetTask and the session's steps hold the rest).
+PROGRESS_EVERY_S = 0.5
+# The frames a task's stream may end at (the rest only go on).
+ENDING_FRAMES = frozenset({"reply", "approval_request", "error", "status", "idle"})
 MAX_CACHED_FILES = 1_000
 YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
 NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected", "refuse"})
@@ -97,6 +107,10 @@ class Started:
     session_id: str
     task_id: str
     follow: Following
+    # The task as the stream opens, when known without reading the record (a new task).
+    first: Task | None = None
+    # A tool that may change files ran in it (only then are the changed files looked for).
+    side_effects: bool = False
 
 
 def _who(context: ServerCallContext) -> Identity:
@@ -280,12 +294,12 @@ class XclawRequestHandler(RequestHandler):
         rt, store = self.rt, self.gw.store
         if not text.strip():
             raise InvalidParamsError(message="the message has no text")
-        sid = message.context_id or (await rt.peek(None))[0].session_id
         try:
-            check_session_id(sid)
+            found, new = await rt.peek(message.context_id or None)
         except ValueError as e:
             raise InvalidParamsError(message=f"contextId: {e}") from None
-        session = await asyncio.to_thread(store.find_session, sid)
+        sid = found.session_id
+        session = None if new else found
         if session is not None:
             try:
                 await self.gw.access.require(who, sid, Need.ACT)
@@ -308,27 +322,29 @@ class XclawRequestHandler(RequestHandler):
                         message=f"a task of context {sid} is working; wait for it (or cancel "
                         "it) before the next message"
                     )
-            meta = with_intent({} if session is None else session.metadata, key, steps)
-            if session is None:
-                await asyncio.to_thread(store.create_session, session_id=sid, metadata=meta)
-                if who.user is not None and self.gw.teams is not None:
-                    await asyncio.to_thread(self.gw.teams.claim_session, sid, who.user)
-            else:
-                await asyncio.to_thread(store.update_session, sid, metadata=meta)
+            # The message's id is written with the message (one transaction): sent again,
+            # it is found, and its task answers.
+            meta = intent({} if session is None else session.metadata, key, steps)
             try:
-                await rt.send(sid, text, actor=actor)
+                await rt.send(sid, text, create=session is None, actor=actor, metadata=meta)
             except XclawError as e:
-                now = await asyncio.to_thread(store.get_session, sid)
-                await asyncio.to_thread(
-                    store.update_session, sid, metadata=without(now.metadata, key)
-                )
                 raise InvalidRequestError(message=rt.redact.text(e.message)) from None
-            now = await asyncio.to_thread(store.get_session, sid)
-            steps = await asyncio.to_thread(store.steps, sid, agent=MAIN_AGENT)
-            step = message_step(now.metadata, key, steps)
-            if step is None:  # (its step is written before send returns)
-                raise InvalidRequestError(message="the message was not recorded")
-            return Started(sid, step.step_id, follow)
+            step_id = await follow.sent_message(wait_s=SENT_WAIT_S)
+            if step_id is None:  # (its step frame comes as the run starts)
+                raise InvalidRequestError(message="the message was not recorded in time")
+            started = Started(sid, step_id, follow)
+            started.first = Task(id=step_id, context_id=sid)
+            started.first.status.state = TaskState.TASK_STATE_WORKING
+            started.first.history.append(
+                text_message(
+                    text,
+                    context_id=sid,
+                    task_id=step_id,
+                    message_id=message.message_id,
+                    role=Role.ROLE_USER,
+                )
+            )
+            return started
         except BaseException:
             follow.close()
             raise
@@ -339,12 +355,16 @@ class XclawRequestHandler(RequestHandler):
         return await self._task(session, steps, turn, answered=started.follow.answered)
 
     async def _stream(self, started: Started, who: Identity) -> AsyncIterator[Event]:
-        """The task, then its updates until it ends or waits for someone."""
+        """The task, then its updates until it ends or waits for someone. Built from the
+        frames as they come (the record is read only for a task it did not start, and for
+        the files a turn with side effects changed)."""
         sid, tid, follow = started.session_id, started.task_id, started.follow
-        task = await self._now(started, who)
+        task = started.first or await self._now(started, who)
         yield task
         if task.status.state in STREAM_ENDS:
             return
+        tools = self.rt.toolbox.tools_for(sid)
+        said = time.monotonic()  # when the stream last said something
         while True:
             if follow.overflow:
                 raise InvalidRequestError(message="the client read too slowly; subscribe again")
@@ -354,7 +374,13 @@ class XclawRequestHandler(RequestHandler):
                     continue
                 frame = {"type": "idle"}
             kind = frame.get("type")
-            if kind == "tool" and frame.get("state") == "running" and not frame.get("agent"):
+            if kind == "tool" and frame.get("state") == "running":
+                tool = tools.get(str(frame.get("name")))
+                started.side_effects |= tool is None or not tool.read_only
+                now = time.monotonic()
+                if frame.get("agent") or now - said < PROGRESS_EVERY_S:
+                    continue
+                said = now
                 words = f"{frame.get('name')}: {frame.get('input')}"
                 note = text_message(
                     words,
@@ -366,21 +392,67 @@ class XclawRequestHandler(RequestHandler):
                 status.message.CopyFrom(note)
                 yield TaskStatusUpdateEvent(task_id=tid, context_id=sid, status=status)
                 continue
-            if kind == "approval_request" and frame.get("stepId") in follow.answered:
-                continue  # asked again after a restart, answered by this very request
-            if kind not in ("approval_request", "reply", "error", "status", "idle"):
+            end = await self._ending(started, frame, who)
+            if end is None:
                 continue
-            if kind == "status" and not (frame.get("busy") is False and frame.get("awaitingInput")):
-                continue
-            task = await self._now(started, who)
-            if task.status.state not in STREAM_ENDS and kind != "idle":
-                continue
-            for artifact in task.artifacts:
+            status, artifacts = end
+            for artifact in artifacts:
                 yield TaskArtifactUpdateEvent(
                     task_id=tid, context_id=sid, artifact=artifact, last_chunk=True
                 )
-            yield TaskStatusUpdateEvent(task_id=tid, context_id=sid, status=task.status)
+            yield TaskStatusUpdateEvent(task_id=tid, context_id=sid, status=status)
             return
+
+    async def _ending(
+        self, started: Started, frame: dict[str, Any], who: Identity
+    ) -> tuple[TaskStatus, list[Artifact]] | None:
+        """How the task's stream ends with `frame` (None: it does not): its last status and
+        the artifacts that go before it."""
+        sid, tid = started.session_id, started.task_id
+        kind = frame.get("type")
+        if kind not in ENDING_FRAMES:
+            return None  # (most frames: a step, a delta)
+        status = TaskStatus()
+        status.timestamp.GetCurrentTime()
+        if kind == "reply":
+            answer = str(frame.get("content", ""))
+            status.state = TaskState.TASK_STATE_COMPLETED
+            status.message.CopyFrom(
+                text_message(answer, context_id=sid, task_id=tid, message_id=f"xclaw:{tid}:answer")
+            )
+            artifacts = [
+                Artifact(artifact_id=ANSWER_ARTIFACT, name="answer", parts=[Part(text=answer)])
+            ]
+            if started.side_effects:
+                session, _steps, turn = await self._turn(tid, who)
+                artifacts += await self._changed_files(turn)
+            return status, artifacts
+        if kind == "approval_request":
+            if frame.get("stepId") in started.follow.answered:
+                return None  # asked again after a restart, answered by this very request
+            session, steps, turn = await self._turn(tid, who)
+            task = await self._task(session, steps, turn, files=False)
+            if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+                return None
+            return task.status, []
+        if kind == "error":
+            status.state = TaskState.TASK_STATE_FAILED
+            status.message.CopyFrom(
+                text_message(
+                    self.rt.redact.text(str(frame.get("content", ""))),
+                    context_id=sid,
+                    task_id=tid,
+                    message_id=f"xclaw:{tid}:error",
+                )
+            )
+            return status, []
+        if kind == "status" and frame.get("busy") is False and frame.get("awaitingInput"):
+            status.state = TaskState.TASK_STATE_CANCELED
+            return status, []
+        if kind == "idle":  # the run is gone without saying how: the record does
+            task = await self._now(started, who)
+            return task.status, list(task.artifacts)
+        return None
 
     # --- the methods --------------------------------------------------------------------------
     async def on_message_send(

@@ -19,6 +19,9 @@ RPC_PATH = "/a2a"
 # A JSON-RPC request larger than this is refused before it is parsed (the SDK would read it
 # whole): messages carry text here, and parts of files at most.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+# Above this many brackets a body is parsed once here first: nested deeper than the parser
+# goes, it is refused with words instead of failing inside the SDK.
+NESTING_LOOKED_AT = 500
 NOT_INSTALLED = (
     "A2A is not installed on this gateway: pip install 'xclaw[a2a]' (the a2a-sdk package), "
     "then restart it"
@@ -64,12 +67,13 @@ async def _rpc(request: Request) -> Response:
         body += chunk
         if len(body) > MAX_BODY_BYTES:
             return _rpc_error(-32600, f"Payload too large (limit {MAX_BODY_BYTES} bytes)")
-    try:
-        json.loads(body)
-    except RecursionError:
-        return _rpc_error(-32700, "request body is nested too deeply")
-    except ValueError:
-        pass  # the SDK answers a parse error itself
+    if body.count(b"[") + body.count(b"{") > NESTING_LOOKED_AT:
+        try:  # a body the SDK's parser would hit the recursion limit on
+            json.loads(body)
+        except RecursionError:
+            return _rpc_error(-32700, "request body is nested too deeply")
+        except ValueError:
+            pass  # the SDK answers a parse error itself
     gw = request.app.state.gateway
     dispatcher = _served.get(id(gw))
     if dispatcher is None:
@@ -84,11 +88,18 @@ async def _rpc(request: Request) -> Response:
 
 
 def _dispatcher(gw: Any) -> Any:
+    from collections.abc import AsyncGenerator
+
     from a2a.server.context import ServerCallContext
+    from a2a.server.jsonrpc_models import InternalError
+    from a2a.server.request_handlers.response_helpers import build_error_response
     from a2a.server.routes.common import DefaultServerCallContextBuilder
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+    from a2a.utils import json_utils
+    from a2a.utils.errors import A2AError
 
     from xclaw.a2a.handler import XclawRequestHandler
+    from xclaw.gateway.event_stream import EventStream
 
     class SignedInContext(DefaultServerCallContextBuilder):
         """Who ApiGuard signed the request in as, for the handler's access checks."""
@@ -98,7 +109,33 @@ def _dispatcher(gw: Any) -> Any:
             context.state["signed"] = request.state.signed
             return context
 
-    return JsonRpcDispatcher(XclawRequestHandler(gw), context_builder=SignedInContext())
+    class Dispatcher(JsonRpcDispatcher):
+        """The SDK's JSON-RPC dispatcher, its streams written as the SDK writes them
+        (`data: JSON`, `event: error` for an error) through the gateway's lean SSE response
+        instead of sse-starlette's (xclaw/gateway/event_stream.py)."""
+
+        def _create_response(self, context: ServerCallContext, handler_result: Any) -> Response:
+            if not isinstance(handler_result, AsyncGenerator):
+                response: Response = super()._create_response(context, handler_result)
+                return response
+
+            async def chunks() -> AsyncGenerator[bytes]:
+                try:
+                    async for item in handler_result:
+                        kind = "event: error\r\n" if "error" in item else ""
+                        yield f"{kind}data: {json_utils.dumps(item)}\r\n\r\n".encode()
+                except Exception as e:  # noqa: BLE001 - the SDK's own answer to it
+                    error = e if isinstance(e, A2AError) else InternalError(message=str(e))
+                    answer = build_error_response(context.state.get("request_id"), error)
+                    yield f"event: error\r\ndata: {json_utils.dumps(answer)}\r\n\r\n".encode()
+
+            return EventStream(
+                chunks(),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            )
+
+    return Dispatcher(XclawRequestHandler(gw), context_builder=SignedInContext())
 
 
 def a2a_routes(middleware: Sequence[Middleware]) -> list[Route]:

@@ -12,6 +12,11 @@ in the queue, so nothing is lost; a stream that did not send a message starts fr
 record (MESSAGES_SNAPSHOT), so a client whose stream dropped — or whose gateway was
 killed — gets the conversation and the rest of the run, nothing twice (translate.py).
 Every answer is redacted as it leaves, as the HTTP API's are.
+
+A run that sends a message reads the record once, before (nothing for a new thread), and
+writes nothing of its own: the message's id and the client's tools are written with the
+message (Runtime.send's `metadata`), and the state it ends with is counted from the frames.
+The frames queued at a moment go out as one write (bench/README.md: the adapter's cost).
 """
 
 from __future__ import annotations
@@ -21,21 +26,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ag_ui.core import (
-    PROTOCOL_VERSION,
-    BaseEvent,
-    CustomEvent,
-    RunErrorEvent,
-    RunFinishedCancelledOutcome,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StateSnapshotEvent,
-)
-from ag_ui.encoder import EventEncoder
+import orjson
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from xclaw.agui.request import (
     MAX_BODY_BYTES,
@@ -45,24 +38,50 @@ from xclaw.agui.request import (
     ToolAnswer,
     read_request,
 )
-from xclaw.agui.snapshot import answered_calls, asked_calls, messages_snapshot, state_of
-from xclaw.agui.translate import RESYNC, Ended, Translator, interrupt_of
+from xclaw.agui.snapshot import (
+    answered_calls,
+    asked_calls,
+    messages_snapshot,
+    state_from_record,
+    state_value,
+)
+from xclaw.agui.translate import RESYNC, Ended, Event, Translator, interrupt_of
 from xclaw.errors import BadRequest, BadStep, SessionBusy, SessionNotFound, XclawError
 from xclaw.gateway.api import error_response, identity
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.event_stream import EventStream
 from xclaw.gateway.following import Following
-from xclaw.gateway.message_ids import message_step, with_intent, without
-from xclaw.store.model import APPROVAL_STEP_NAME, MAIN_AGENT, Session, Step, StepStatus, StepType
+from xclaw.gateway.message_ids import intent, message_step
+from xclaw.gateway.ws import encode_frame
+from xclaw.store.model import (
+    APPROVAL_STEP_NAME,
+    MAIN_AGENT,
+    Session,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+)
 from xclaw.teams import Actor, Identity, Need
 from xclaw.tools.base import ToolResult
-from xclaw.tools.client import metadata_with, specs_from_metadata
+from xclaw.tools.client import CLIENT_TOOLS_KEY, metadata_with, specs_from_metadata
+from xclaw.views import session_cost
 
 log = logging.getLogger("xclaw.agui")
 
 # Silence on the stream longer than this gets an SSE comment (proxies close idle streams),
 # and a look at whether the run is still going.
 KEEPALIVE_S = 15.0
-_ENCODER = EventEncoder()
+# AG-UI 1.0 (ag_ui.core.PROTOCOL_VERSION): what RUN_STARTED declares this producer speaks.
+PROTOCOL_VERSION = "1.0"
+# What each outcome leaves the session in, said by the last STATE_SNAPSHOT without reading
+# the record: (status, busy, awaiting input).
+AFTER: dict[str, tuple[Status, bool, bool]] = {
+    "success": (Status.SUCCESS, False, False),
+    "interrupt": (Status.PAUSED, True, False),
+    "pending_tools": (Status.RUNNING, True, False),
+    "cancelled": (Status.RUNNING, False, True),
+}
 
 
 async def agui_endpoint(request: Request) -> Response:
@@ -79,9 +98,9 @@ async def agui_endpoint(request: Request) -> Response:
             served.close()
         log.info("event=agui_refused code=%s", e.code)
         return error_response(e.code, gw.runtime.redact.text(e.message))
-    return StreamingResponse(
+    return EventStream(
         served.events(),
-        media_type=_ENCODER.get_content_type(),
+        media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
@@ -101,9 +120,26 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+def sse(events: list[Event]) -> bytes:
+    """Events as Server-Sent Events, as the package's EventEncoder writes them (`data: JSON`
+    and a blank line each), in one piece."""
+    parts: list[bytes] = []
+    for e in events:
+        try:
+            data = orjson.dumps(e)
+        except TypeError:  # what orjson refuses (a lone surrogate): the standard encoder's
+            data = encode_frame(e).encode()
+        parts += (b"data: ", data, b"\n\n")
+    return b"".join(parts)
+
+
+def _key(message_id: str) -> str:
+    return f"agui:{message_id}"
+
+
 class Served:
-    """One AG-UI run being served: the session's frames queued from `open` on, translated
-    by `events`."""
+    """One AG-UI run being served: the session's frames followed from `open` on,
+    translated by `events`."""
 
     def __init__(self, gw: Gateway, run: RunRequest, who: Identity) -> None:
         self.gw = gw
@@ -112,25 +148,26 @@ class Served:
         self.sid = run.thread_id
         self.who = who
         self.actor = Actor(who, "http", "ag-ui")
-        self.sent = False  # this request sent the user's message
         self.follow = Following(self.rt, self.sid)
+        self.sent = False  # this request sent the user's message
+        self.session: Session | None = None  # as it was before the request acted
+        self._before: dict[str, Any] = {}  # the session's costs before the message sent
         self._delivered: set[str] = set()  # front-end tool calls this request answered
-        self._exists = False  # the session existed before this request
 
     def close(self) -> None:
         self.follow.close()
 
     # --- acting -----------------------------------------------------------------------------
     async def _need(self, need: Need) -> None:
-        if self._exists:  # (a session this request creates is the person's own)
+        if self.session is not None:  # (a thread this request makes is the person's own)
             await self.gw.access.require(self.who, self.sid, need)
 
     async def open(self) -> None:
-        store = self.gw.store
-        session = await asyncio.to_thread(store.find_session, self.sid)
+        found, new = await self.rt.peek(self.sid)  # (its id checked before: request.py)
+        session = None if new else found
         if session is not None:  # another's session answers as an id nobody has
             await self.gw.access.require(self.who, self.sid, Need.READ)
-            self._exists = True
+        self.session = session
         self.follow.start()
         try:
             await self._act(session)
@@ -141,17 +178,18 @@ class Served:
     async def _act(self, session: Session | None) -> None:
         rt, store, run, sid = self.rt, self.gw.store, self.run, self.sid
         steps: list[Step] = []
-        if session is not None:
-            steps = await asyncio.to_thread(store.steps, sid, agent=MAIN_AGENT)
-        new = run.message_id is not None and not self._recorded(session, steps)
-        if new:
+        if session is not None and (run.message_id is not None or run.tool_answers):
+            steps = await asyncio.to_thread(store.steps, sid)
+        main = [s for s in steps if s.agent == MAIN_AGENT]
+        if run.message_id is not None and not self._recorded(session, main):
             await self._need(Need.ACT)
             if rt.is_busy(sid):
                 raise SessionBusy(
                     "a run is in flight for this thread: answer what it waits for, or "
                     "reconnect (a run with no new message) to follow it"
                 )
-            await self._send(session, steps)
+            self._before = session_cost(steps).to_json()
+            await self._send(session, main)
             return
         if session is None:
             raise SessionNotFound(sid)
@@ -165,7 +203,7 @@ class Served:
         if run.tool_answers:
             await self._need(Need.ACT)
             for result in run.tool_answers:
-                self._deliver(result, steps)
+                self._deliver(result, main)
         if not rt.is_busy(sid):
             await rt.resume_if_needed(sid)  # interrupted work goes on (after a restart)
 
@@ -179,29 +217,14 @@ class Served:
         return session is not None and message_step(session.metadata, _key(mid), steps) is not None
 
     async def _send(self, session: Session | None, steps: list[Step]) -> None:
-        """The new message: its id recorded first (write-ahead), then handed to the runtime."""
-        rt, store, run, sid = self.rt, self.gw.store, self.run, self.sid
+        """The new message, its id (and the client's tools) written with it."""
+        rt, run, sid = self.rt, self.run, self.sid
         assert run.message_id is not None and run.text is not None
-        key = _key(run.message_id)
-        meta = with_intent({} if session is None else session.metadata, key, steps)
+        meta = intent({} if session is None else session.metadata, _key(run.message_id), steps)
         if run.tools is not None:
-            meta = metadata_with(meta, run.tools)
-        if session is None:
-            await asyncio.to_thread(store.create_session, session_id=sid, metadata=meta)
-            user = self.who.user
-            if user is not None and self.gw.teams is not None:
-                await asyncio.to_thread(self.gw.teams.claim_session, sid, user)
-        else:
-            await asyncio.to_thread(store.update_session, sid, metadata=meta)
-        if run.tools is not None:
+            meta[CLIENT_TOOLS_KEY] = [s.to_json() for s in run.tools]
             rt.toolbox.client.declare(sid, run.tools)
-        try:
-            await rt.send(sid, run.text, actor=self.actor)
-        except XclawError:
-            # Not sent (busy, say): its entry goes, so sending it again is not "sent".
-            now = await asyncio.to_thread(store.get_session, sid)
-            await asyncio.to_thread(store.update_session, sid, metadata=without(now.metadata, key))
-            raise
+        await rt.send(sid, run.text, create=session is None, actor=self.actor, metadata=meta)
         self.sent = True
 
     async def _declare(self, session: Session) -> None:
@@ -249,10 +272,7 @@ class Served:
         self._delivered.add(result.call_id)
 
     # --- events out -------------------------------------------------------------------------
-    def _sse(self, event: BaseEvent) -> str:
-        return _ENCODER.encode(event)
-
-    async def events(self) -> AsyncIterator[str]:
+    async def events(self) -> AsyncIterator[bytes]:
         """The AG-UI run, as SSE."""
         rt, sid, run = self.rt, self.sid, self.run
         client = rt.toolbox.client
@@ -260,31 +280,43 @@ class Served:
         t.approved = self.follow.answered
         t.answered |= self._delivered  # the client holds these results: it sent them
         try:
-            yield self._sse(
-                RunStartedEvent(thread_id=sid, run_id=run.run_id, protocol_version=PROTOCOL_VERSION)
-            )
+            started: list[Event] = [
+                {
+                    "type": "RUN_STARTED",
+                    "threadId": sid,
+                    "runId": run.run_id,
+                    "protocolVersion": PROTOCOL_VERSION,
+                }
+            ]
+            fresh = False
             if not self.sent:
-                for event in await self._snapshot(t):
-                    yield self._sse(event)
+                started += await self._snapshot(t)
+                fresh = True
+            yield sse(started)
             t.ended = self._waiting_already(t)
-            said = t.ended is not None and not self.sent  # the state just sent holds
+            said = t.ended is not None and fresh  # the state just sent holds
             while t.ended is None:
                 frame = await self._next(t)
                 if frame is None:
-                    yield ": keepalive\n\n"
+                    if t.ended is None:
+                        yield b": keepalive\n\n"
                     continue
-                for event in t.frame(frame):
-                    if isinstance(event, CustomEvent) and event.name == RESYNC:
-                        for again in await self._snapshot(t, state=False):
-                            yield self._sse(again)
-                        continue
-                    yield self._sse(event)
-            for event in await self._finish(t, t.ended, state=not said):
-                yield self._sse(event)
+                out: list[Event] = []
+                for f in (frame, *self.follow.ready()):
+                    for event in t.frame(f):
+                        if event.get("name") == RESYNC and event["type"] == "CUSTOM":
+                            out += await self._snapshot(t, state=False)
+                        else:
+                            out.append(event)
+                    if t.ended is not None:
+                        break
+                if out:
+                    yield sse(out)
+            yield sse(await self._finish(t, t.ended, state=not said))
         finally:
             self.close()
 
-    async def _snapshot(self, t: Translator, *, state: bool = True) -> list[BaseEvent]:
+    async def _snapshot(self, t: Translator, *, state: bool = True) -> list[Event]:
         """The record's conversation (and state): what the client holds from here on."""
         rt, sid = self.rt, self.sid
         history = await asyncio.to_thread(rt.history_frame, sid)
@@ -292,17 +324,34 @@ class Served:
         t.asked |= asked_calls(items)
         t.answered |= answered_calls(items)
         t.skip_deltas = rt.is_busy(sid)
-        out: list[BaseEvent] = [messages_snapshot(items)]
+        out: list[Event] = [messages_snapshot(items)]
         if state:
-            out.append(await self._state())
+            out.append(await self._state_from_record())
         return out
 
-    async def _state(self) -> StateSnapshotEvent:
+    async def _state_from_record(self) -> Event:
         store, sid = self.gw.store, self.sid
         session = await asyncio.to_thread(store.get_session, sid)
         steps = await asyncio.to_thread(store.steps, sid)
-        value = state_of(session, steps, busy=self.rt.is_busy(sid))
-        return StateSnapshotEvent(snapshot=self.rt.redact(value))
+        value = state_from_record(session, steps, busy=self.rt.is_busy(sid))
+        return {"type": "STATE_SNAPSHOT", "snapshot": self.rt.redact(value)}
+
+    def _state_from_stream(self, t: Translator, ended: Ended) -> Event:
+        """The state a run that sent a message ends in: its outcome, and its costs over the
+        session's before it (what the record would say, counted without reading it)."""
+        status, busy, awaiting = AFTER[ended.kind]
+        before = self.session
+        title = t.title if t.title is not None else (before.title if before else "")
+        value = state_value(
+            self.sid,
+            title,
+            status,
+            busy=busy,
+            awaiting_input=awaiting,
+            forked=before.is_forked if before else False,
+            cost=t.spent.plus(self._before),
+        )
+        return {"type": "STATE_SNAPSHOT", "snapshot": self.rt.redact(value)}
 
     def _waiting_already(self, t: Translator) -> Ended | None:
         """What the session already waits for (an approval, a front-end tool's result)
@@ -318,7 +367,7 @@ class Served:
         waiting = [c for c in rt.toolbox.client.calls.waiting(sid) if c not in t.answered]
         if waiting:
             return Ended("pending_tools", pending=tuple(waiting))
-        if not rt.is_busy(sid) and self.follow.queue.empty():
+        if not rt.is_busy(sid) and not self.follow.queue:
             return Ended("success")  # nothing running: the run is what the record says
         return None
 
@@ -333,9 +382,9 @@ class Served:
         frame = await self.follow.next(wait_s=KEEPALIVE_S)
         if frame is not None:
             return frame
-        if not self.rt.is_busy(self.sid) and self.follow.queue.empty():
+        if not self.rt.is_busy(self.sid) and not self.follow.queue:
             session = await asyncio.to_thread(self.gw.store.get_session, self.sid)
-            if session.status.value in ("Running", "Paused") and not session.awaiting_input:
+            if session.status in (Status.RUNNING, Status.PAUSED) and not session.awaiting_input:
                 t.ended = Ended(
                     "error",
                     error="the run stopped on this gateway; reconnect to go on with it",
@@ -345,40 +394,39 @@ class Served:
                 t.ended = Ended("success")
         return None
 
-    async def _finish(self, t: Translator, ended: Ended, *, state: bool) -> list[BaseEvent]:
+    async def _finish(self, t: Translator, ended: Ended, *, state: bool) -> list[Event]:
         sid, run_id = self.sid, self.run.run_id
         if ended.kind == "error":
-            return [RunErrorEvent(message=self.rt.redact.text(ended.error), code=ended.code)]
+            error: Event = {"type": "RUN_ERROR", "message": self.rt.redact.text(ended.error)}
+            if ended.code:
+                error["code"] = ended.code
+            return [error]
         out = t.closing()
         if state:
-            out.append(await self._state())
+            if self.sent:
+                out.append(self._state_from_stream(t, ended))
+            else:
+                out.append(await self._state_from_record())
+        finished: Event = {"type": "RUN_FINISHED", "threadId": sid, "runId": run_id}
         if ended.kind == "interrupt":
-            known = {i.id for i in ended.interrupts}
+            known = {i["id"] for i in ended.interrupts}
             more = [
                 interrupt_of(f)
                 for f in self.rt.pending_approval_frames(sid)
                 if f.get("stepId") not in known and f.get("stepId") not in self.follow.answered
             ]
-            outcome: Any = RunFinishedInterruptOutcome(interrupts=[*ended.interrupts, *more])
-            out.append(RunFinishedEvent(thread_id=sid, run_id=run_id, outcome=outcome))
+            finished["outcome"] = {
+                "type": "interrupt",
+                "interrupts": self.rt.redact([*ended.interrupts, *more]),
+            }
         elif ended.kind == "cancelled":
-            out.append(
-                RunFinishedEvent(
-                    thread_id=sid, run_id=run_id, outcome=RunFinishedCancelledOutcome()
-                )
-            )
+            finished["outcome"] = {"type": "cancelled"}
         else:
-            pending = list(ended.pending) or None
-            out.append(
-                RunFinishedEvent(
-                    thread_id=sid,
-                    run_id=run_id,
-                    result=ended.result,
-                    outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending),
-                )
-            )
+            outcome: dict[str, Any] = {"type": "success"}
+            if ended.pending:
+                outcome["pendingToolCallIds"] = list(ended.pending)
+            finished["outcome"] = outcome
+            if ended.result is not None:
+                finished["result"] = ended.result
+        out.append(finished)
         return out
-
-
-def _key(message_id: str) -> str:
-    return f"agui:{message_id}"

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import MessagesSnapshotEvent
-
 from xclaw.agui.request import RECORD_ID_PREFIX
-from xclaw.store.model import Session, Step, session_state
+from xclaw.store.model import Session, Status, Step, state_of
 from xclaw.views import session_cost
 
 
@@ -83,11 +81,9 @@ def snapshot_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def messages_snapshot(items: Sequence[dict[str, Any]]) -> MessagesSnapshotEvent:
-    """The MESSAGES_SNAPSHOT of a history frame's `messages`."""
-    return MessagesSnapshotEvent.model_validate(
-        {"type": "MESSAGES_SNAPSHOT", "messages": snapshot_messages(items)}
-    )
+def messages_snapshot(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The MESSAGES_SNAPSHOT event of a history frame's `messages`."""
+    return {"type": "MESSAGES_SNAPSHOT", "messages": snapshot_messages(items)}
 
 
 def answered_calls(items: Sequence[dict[str, Any]]) -> set[str]:
@@ -110,15 +106,37 @@ def asked_calls(items: Sequence[dict[str, Any]]) -> set[str]:
     }
 
 
-def state_of(session: Session, steps: Sequence[Step], *, busy: bool) -> dict[str, Any]:
-    """The STATE_SNAPSHOT's value: where the session is, and what its model calls cost."""
-    state = session_state(session, busy=busy)
+def state_value(
+    session_id: str,
+    title: str,
+    status: Status,
+    *,
+    busy: bool,
+    awaiting_input: bool = False,
+    forked: bool = False,
+    cost: dict[str, Any],
+) -> dict[str, Any]:
+    """The STATE_SNAPSHOT's value: where the session is, and what its model calls cost
+    (views.SessionCost.to_json's figures)."""
+    state = state_of(status, busy=busy, awaiting_input=awaiting_input, forked=forked)
     return {
-        "sessionId": session.session_id,
-        "title": session.title,
-        "status": session.status.value,
+        "sessionId": session_id,
+        "title": title,
+        "status": status.value,
         "state": state.key,
         "stateText": state.text,
         "busy": busy,
-        **session_cost(steps).to_json(),
+        **cost,
     }
+
+
+def state_from_record(session: Session, steps: Sequence[Step], *, busy: bool) -> dict[str, Any]:
+    return state_value(
+        session.session_id,
+        session.title,
+        session.status,
+        busy=busy,
+        awaiting_input=session.awaiting_input,
+        forked=session.is_forked,
+        cost=session_cost(steps).to_json(),
+    )

@@ -9,6 +9,7 @@ is only the plumbing both need, the same way: subscribe first, then act, then re
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,17 @@ class Following:
     def __init__(self, runtime: GatewayRuntime, session_id: str) -> None:
         self.rt = runtime
         self.sid = session_id
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # A deque and one future to wake the reader, not an asyncio.Queue read through
+        # wait_for: that made a task and a timer per frame, which cost more than the frame
+        # (bench/README.md, the adapters).
+        self.queue: deque[dict[str, Any]] = deque()
+        self._wake: asyncio.Future[None] | None = None
         self.overflow = False
         self.answered: set[str] = set()  # approvals answered through this follower
+        # The main agent's user_input steps written since (their step ids): the message a
+        # request sent is the first (xclaw/a2a: its task).
+        self.messages: list[str] = []
+        self._message = asyncio.Event()
         self._asked: dict[str, asyncio.Event] = {}
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -44,19 +53,57 @@ class Following:
 
     def _sink(self, frame: dict[str, Any]) -> None:
         """The runtime's sink: never blocks (the queue is read by the adapter)."""
-        if frame.get("type") == "approval_request":
+        kind = frame.get("type")
+        if kind == "approval_request":
             self._asked.setdefault(str(frame.get("stepId")), asyncio.Event()).set()
-        if self.queue.qsize() >= MAX_QUEUED_FRAMES:
+        elif kind == "step":
+            step = frame.get("step")
+            if (
+                isinstance(step, dict)
+                and step.get("type") == "user_input"
+                and step.get("agent") == "main"
+                and step.get("status") == "completed"
+            ):
+                self.messages.append(str(step.get("stepId")))
+                self._message.set()
+        if len(self.queue) >= MAX_QUEUED_FRAMES:
             self.overflow = True
             return
-        self.queue.put_nowait(frame)
+        self.queue.append(frame)
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     async def next(self, *, wait_s: float) -> dict[str, Any] | None:
         """The next frame, or None after `wait_s` seconds of silence."""
-        try:
-            return await asyncio.wait_for(self.queue.get(), wait_s)
-        except TimeoutError:
-            return None
+        if not self.queue:
+            loop = asyncio.get_running_loop()
+            wake = self._wake = loop.create_future()
+            timer = loop.call_later(wait_s, _timeout, wake)
+            try:
+                await wake
+            finally:
+                timer.cancel()
+                self._wake = None
+            if not self.queue:
+                return None
+        return self.queue.popleft()
+
+    def ready(self) -> list[dict[str, Any]]:
+        """The frames queued now (without waiting): an adapter writes them in one go."""
+        out = list(self.queue)
+        self.queue.clear()
+        return out
+
+    async def sent_message(self, *, wait_s: float) -> str | None:
+        """The step id of the first user_input step written since the start (the message a
+        request just sent), once its frame came; None after `wait_s`."""
+        if not self.messages:
+            try:
+                await asyncio.wait_for(self._message.wait(), wait_s)
+            except TimeoutError:
+                return None
+        return self.messages[0]
 
     def answer_now(self, ref: str, approve: bool, actor: Actor) -> bool:
         try:
@@ -79,3 +126,8 @@ class Following:
         except TimeoutError:
             return False
         return self.answer_now(ref, approve, actor)
+
+
+def _timeout(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)

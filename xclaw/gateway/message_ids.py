@@ -2,12 +2,12 @@
 message id: so a client sending its request again — its stream dropped, the gateway was
 killed — never has its message run twice, and an A2A task shows the message id it came with.
 
-Write-ahead, as every effect in xclaw: before a client's message is handed to the runtime,
-the session's metadata records its id and the last step the session had then
-(`CLIENT_MESSAGES_KEY`: `{"agui:ID": {"after": SEQ}}`). Step ids are never reused, so the
-message's own step is the first `user_input` step after that one: found, the message was
-sent (the request is answered from the record); not found, the write that sends it never
-happened, and it is sent now. A send refused (the session is busy) takes its entry back.
+Recorded with the message itself: the write that opens the message's turn also sets, in the
+session's metadata, the client's id and the last step the session had before
+(`CLIENT_MESSAGES_KEY`: `{"agui:ID": {"after": SEQ}}`; Runtime.send's `metadata`). Step ids
+are never reused, so the message's own step is the first `user_input` step after that one:
+found, the message was sent (the request is answered from the record); not found, it never
+was, and it is sent now.
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ def with_intent(metadata: Mapping[str, Any], key: str, steps: Sequence[Step]) ->
     return {**metadata, CLIENT_MESSAGES_KEY: entries}
 
 
-def without(metadata: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """`metadata` without the entry `key` (its send was refused)."""
-    entries = {k: v for k, v in _entries(metadata).items() if k != key}
-    return {**metadata, CLIENT_MESSAGES_KEY: entries}
+def intent(metadata: Mapping[str, Any], key: str, steps: Sequence[Step]) -> dict[str, Any]:
+    """The metadata keys to write with message `key` (Runtime.send's `metadata`: in the
+    same transaction as the message itself)."""
+    return {CLIENT_MESSAGES_KEY: with_intent(metadata, key, steps)[CLIENT_MESSAGES_KEY]}
 
 
 def _after(entry: Any) -> int:
