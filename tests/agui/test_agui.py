@@ -6,6 +6,7 @@ gateway that was killed — is picked up from the record with nothing lost and n
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,59 @@ async def test_a_message_whose_run_was_cut_before_any_answer_is_not_sent_twice(
     assert again.result == "Thinking slowly."
     assert [s["type"] for s in record(server, "thread-once")].count("user_input") == 1
     assert [m["content"] for m in again.messages if m["role"] == "user"] == ["hello"]
+
+
+def sse_events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_every_event_is_the_packages_own(server_factory: Any) -> None:
+    """The events are built as dicts on the hot path: each must be exactly what the
+    `ag-ui-protocol` package's models validate and its encoder writes."""
+    from ag_ui.core import Event
+    from ag_ui.encoder import EventEncoder
+    from pydantic import TypeAdapter
+
+    server = server_factory(
+        [
+            {"text": "Looking first.", "thinking": "plan", "tool_calls": [sh("echo x > f")]},
+            {"text": "Done — ünïcode ✓."},
+        ],
+        approval="ask",
+    )
+    headers = {"Authorization": f"Bearer {server.token}"}
+    body = {
+        "threadId": "thread-pkg",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "go"}],
+    }
+    first = httpx.post(f"{server.http}/agui", json=body, headers=headers, timeout=60)
+    (interrupt,) = sse_events(first.text)[-1]["outcome"]["interrupts"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]
+    second = httpx.post(
+        f"{server.http}/agui",
+        json={**body, "runId": "r2", "resume": resume},
+        headers=headers,
+        timeout=60,
+    )
+    again = httpx.post(
+        f"{server.http}/agui", json={**body, "runId": "r3"}, headers=headers, timeout=60
+    )
+    events = sse_events(first.text) + sse_events(second.text) + sse_events(again.text)
+    kinds = {e["type"] for e in events}
+    assert {
+        "RUN_STARTED",
+        "TEXT_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "TOOL_CALL_START",
+        "TOOL_CALL_RESULT",
+        "STEP_FINISHED",
+        "STATE_SNAPSHOT",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    } <= kinds
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    encoder = EventEncoder()
+    for event in events:
+        typed = adapter.validate_python(event)
+        assert json.loads(encoder.encode(typed)[6:]) == event, event
