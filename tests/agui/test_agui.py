@@ -321,3 +321,32 @@ def test_every_event_is_the_packages_own(server_factory: Any) -> None:
     for event in events:
         typed = adapter.validate_python(event)
         assert json.loads(encoder.encode(typed)[6:]) == event, event
+
+
+def test_the_example_chat_works(server_factory: Any, tmp_path: Path) -> None:
+    """examples/ag-ui/chat.mjs (docs/ag-ui.md) against a real gateway: streams the answer and
+    answers the approval interrupt (--yes)."""
+    import shutil
+    import subprocess
+
+    from tests.agui.harness import NODE_MODULES, node
+
+    runner = node()
+    server = server_factory(WRITE, approval="ask")
+    example = Path(__file__).resolve().parents[2] / "examples" / "ag-ui" / "chat.mjs"
+    here = tmp_path / "example"
+    here.mkdir()
+    shutil.copy(example, here / "chat.mjs")
+    (here / "node_modules").symlink_to(NODE_MODULES)  # (ES modules ignore NODE_PATH)
+    done = subprocess.run(
+        [runner, "chat.mjs", server.http, server.token, "thread-example", "--yes"],
+        input="write it\n",
+        capture_output=True,
+        text=True,
+        cwd=here,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[tool] shell" in done.stdout and "Wrote it." in done.stdout, done.stdout
+    assert server.workspace("thread-example").joinpath("effects.txt").read_text() == "once\n"
