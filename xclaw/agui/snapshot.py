@@ -8,12 +8,24 @@ to be sending what the record already holds.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from xclaw.agui.request import RECORD_ID_PREFIX
 from xclaw.store.model import Session, Status, Step, state_of
 from xclaw.views import session_cost
+
+
+def args_json(value: Any) -> str:
+    """A tool call's arguments as JSON text, alike in snapshots and live events (orjson; the
+    standard encoder for what it refuses)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def result_id(call_id: str) -> str:
@@ -24,8 +36,6 @@ def result_id(call_id: str) -> str:
 def snapshot_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """AG-UI messages (camelCase JSON) from a history frame's `messages`; the calls of a run
     in flight (`running`) have no result yet, so no tool message."""
-    import json
-
     out: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         mid = f"{RECORD_ID_PREFIX}{i}"
@@ -58,7 +68,7 @@ def snapshot_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "type": "function",
                     "function": {
                         "name": str(c.get("name")),
-                        "arguments": json.dumps(c.get("input") or {}, ensure_ascii=False),
+                        "arguments": args_json(c.get("input") or {}),
                     },
                 }
                 for c in item.get("tool_calls") or ()

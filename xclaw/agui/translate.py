@@ -31,12 +31,11 @@ are their declaration: the tests validate every event a real gateway streams aga
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from xclaw.agui.snapshot import messages_snapshot, result_id
+from xclaw.agui.snapshot import args_json, messages_snapshot, result_id
 
 Event = dict[str, Any]
 # The marker of a stream to bring back in line with the record (a MESSAGES_SNAPSHOT).
@@ -289,11 +288,7 @@ class Translator:
                 "toolCallName": name,
                 "parentMessageId": parent,
             },
-            {
-                "type": "TOOL_CALL_ARGS",
-                "toolCallId": call_id,
-                "delta": json.dumps(args or {}, ensure_ascii=False),
-            },
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args_json(args or {})},
             {"type": "TOOL_CALL_END", "toolCallId": call_id},
         ]
 
