@@ -26,9 +26,17 @@ ANSWER_WAIT_S = 30.0
 class Following:
     """Frames of one session, from `start` on, until `close`."""
 
-    def __init__(self, runtime: GatewayRuntime, session_id: str) -> None:
+    def __init__(
+        self,
+        runtime: GatewayRuntime,
+        session_id: str,
+        wanted: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """`wanted`: the frames the adapter reads (None: all); the others are not queued, so
+        its task is not woken for them."""
         self.rt = runtime
         self.sid = session_id
+        self.wanted = wanted
         # A deque and one future to wake the reader, not an asyncio.Queue read through
         # wait_for: that made a task and a timer per frame, which cost more than the frame
         # (bench/README.md, the adapters).
@@ -66,6 +74,8 @@ class Following:
             ):
                 self.messages.append(str(step.get("stepId")))
                 self._message.set()
+        if self.wanted is not None and not self.wanted(frame):
+            return
         if len(self.queue) >= MAX_QUEUED_FRAMES:
             self.overflow = True
             return
