@@ -62,7 +62,7 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         # The protocol adapters (AG-UI, A2A) stand on the gateway's seams: the runtime only
         # through GatewayRuntime, never its internals, nor the recorder's or the loop's.
         (
-            ["agui"],
+            ["agui", "a2a"],
             ["xclaw.runtime", "xclaw.recorder", "xclaw.agent", "xclaw.store.sqlite"],
         ),
         # The tools' file-system side knows nothing of the store-backed time travel.
