@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.agui.harness import AguiClient
 from tests.gateway.harness import Server
+from tests.protocols.harness import AguiClient
 
 pytestmark = pytest.mark.slow
 
@@ -329,7 +329,7 @@ def test_the_example_chat_works(server_factory: Any, tmp_path: Path) -> None:
     import shutil
     import subprocess
 
-    from tests.agui.harness import NODE_MODULES, node
+    from tests.protocols.harness import NODE_MODULES, node
 
     runner = node()
     server = server_factory(WRITE, approval="ask")

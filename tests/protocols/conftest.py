@@ -1,4 +1,5 @@
-"""Real gateways for the AG-UI tests, as the gateway tests have them (tests/gateway)."""
+"""Real gateways for the protocol tests (AG-UI, A2A), as the gateway tests have them
+(tests/gateway)."""
 
 from __future__ import annotations
 
