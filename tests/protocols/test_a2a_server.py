@@ -174,7 +174,7 @@ async def test_a_message_sent_twice_runs_once(server_factory: Any) -> None:
 
 SLOW = [
     {"text": "Step one.", "tool_calls": [sh("echo one >> effects.txt")]},
-    {"text": "Slow part.", "tool_calls": [sh("sleep 3")]},
+    {"text": "Slow part.", "tool_calls": [sh("sleep 8")]},  # killed in it, not run again
     {"text": "All done."},
 ]
 
@@ -188,7 +188,7 @@ async def test_a_gateway_killed_mid_task_is_restarted_and_the_task_completes_onc
     first = await anext(stream)
     tid = first.task.id
     deadline = asyncio.get_running_loop().time() + 60
-    while not any(s["input"] == {"command": "sleep 3"} for s in steps(server, "ctx-k")):
+    while not any(s["input"] == {"command": "sleep 8"} for s in steps(server, "ctx-k")):
         assert asyncio.get_running_loop().time() < deadline, "the slow command never ran"
         await asyncio.sleep(0.05)
     server.kill()  # SIGKILL mid-task, the slow command running

@@ -225,13 +225,18 @@ async def test_a_dropped_stream_is_picked_up_with_nothing_lost_and_nothing_twice
     assert server.workspace("thread-drop").joinpath("effects.txt").read_text() == "one\n"
 
 
+# Killed during the slow command: long enough that the kill lands in it on a loaded machine
+# (the command is not run again after the restart: it may have run, so the model is told).
+KILLED = [*SLOW[:1], {"text": "Now the slow part.", "tool_calls": [sh("sleep 8")]}, SLOW[2]]
+
+
 async def test_a_gateway_killed_mid_run_is_restarted_and_the_run_completes_once(
     server_factory: Any, tmp_path: Path
 ) -> None:
-    server = server_factory(SLOW, approval="yolo")
+    server = server_factory(KILLED, approval="yolo")
     client = AguiClient(server, "thread-kill", tmp_path / "client.json")
     proc = await client.start({"say": "do the steps"})
-    await until_step(server, "thread-kill", lambda s: s["input"] == {"command": "sleep 3"})
+    await until_step(server, "thread-kill", lambda s: s["input"] == {"command": "sleep 8"})
     server.kill()  # SIGKILL mid-run, the slow command running
     cut = await client.finish(proc)
     assert cut.outcome is None and cut.error is not None
