@@ -93,6 +93,9 @@ SENT_WAIT_S = 30.0
 # the tool and its input): progress for people, not a copy of every step (the task and its
 # artifacts hold the outcome; GetTask and the session's steps hold the rest).
 PROGRESS_EVERY_S = 0.5
+MAX_CACHED_FILES = 1_000
+YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected", "refuse"})
 # The frames a task's stream may end at (the rest only go on).
 ENDING_FRAMES = frozenset({"reply", "approval_request", "error", "status", "idle"})
 
@@ -102,9 +105,6 @@ def _read(frame: dict[str, Any]) -> bool:
     steps wake nobody: a paced run's stream woke ~70 times a task for ~12)."""
     kind = frame.get("type")
     return kind in ENDING_FRAMES or (kind == "tool" and frame.get("state") == "running")
-MAX_CACHED_FILES = 1_000
-YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
-NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected", "refuse"})
 
 
 @dataclass
