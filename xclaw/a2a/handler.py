@@ -220,9 +220,12 @@ class XclawRequestHandler(RequestHandler):
         return task
 
     async def _changed_files(self, turn: Turn) -> list[Artifact]:
-        """What the (finished) turn changed in the workspace; read once, then kept."""
-        cached = self._files.get(turn.task_id)
-        if cached is not None and not turn.latest:
+        """What the (finished) turn changed in the workspace; read once, then kept: an
+        earlier turn's for good, the latest's until the session has a step more."""
+        last = max(s.seq for s in (turn.message, *turn.steps))
+        key = f"{turn.task_id}@{last}"
+        cached = self._files.get(key)
+        if cached is not None:
             return cached
         from xclaw.workspace.snapshots import SnapshotConfig
 
@@ -234,7 +237,7 @@ class XclawRequestHandler(RequestHandler):
         except (OSError, XclawError) as e:
             log.warning("event=a2a_files_unread task=%s error=%r", turn.task_id, str(e))
             return []
-        self._files[turn.task_id] = found
+        self._files[key] = found
         while len(self._files) > MAX_CACHED_FILES:
             self._files.popitem(last=False)
         return found
