@@ -9,6 +9,11 @@ tool_call step with the same call id (the interrupted attempt stays, failed: int
 nothing lost) and the model gets that result. If it is not there, nothing changes: the call is
 reported as interrupted, as before. Which calls are settled is the turn plan's decision
 (xclaw/runtime/turn_plan.py); this module looks, and says what the settling step is.
+
+The same seam takes evidence from another side: `a2a_call`'s `check_effect` asks the remote
+agent about the task its message made (its ids derived from the step: the context handed to
+`check_effect` carries the step's call id), and what it answers is recorded the same way
+(docs/a2a.md, "The pattern").
 """
 
 from __future__ import annotations
