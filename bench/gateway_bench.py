@@ -56,6 +56,13 @@ last (an HTTP request and a ping), which the benchmark's client does not.
 "server ms/step" is the server process's CPU time (user + system, all threads) per finished
 step: what each step costs the machine, whatever the concurrency.
 
+`--protocols ws agui a2a` runs the same tasks through each protocol's front door against one
+gateway of this checkout, alternated, and prints the server's CPU per step of each over the
+native WebSocket's (the adapters' cost, docs/ag-ui.md and docs/a2a.md): `agui` posts each
+task to `/agui` and reads its SSE stream (a step finishes at its STEP_FINISHED event), `a2a`
+sends it with SendStreamingMessage to `/a2a` and reads the task's stream to its final status
+(A2A says nothing per step: its latency columns are the task's end only).
+
 `--members` signs every session of this checkout's server in as a member of a team, each with
 a user and token of its own (docs/teams.md), made in its database before the first round: every
 frame, attach and the watch over open sockets then go through the team checks (a `--compare`
@@ -309,6 +316,104 @@ async def one_api_session(
     return run
 
 
+def _http_of(gw: Gateway) -> str:
+    return gw.url.replace("ws://", "http://").rsplit("/ws", 1)[0]
+
+
+async def one_agui_session(
+    gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None], i: int, http: Any
+) -> SessionRun:
+    """one_session through AG-UI: POST /agui, the task's events read off its SSE stream."""
+    run = SessionRun()
+    thread = f"agui-{os.getpid()}-{i}-{random.getrandbits(48):x}"
+    body = {
+        "threadId": thread,
+        "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": "run the 20-step task"}],
+    }
+    ready.put_nowait(None)
+    await go.wait()
+    if gw.stagger_ms:
+        await asyncio.sleep(random.uniform(0, gw.stagger_ms) / 1000)
+    last = time.perf_counter()
+    headers = {"Authorization": f"Bearer {gw.token_of(i)}", "Accept": "text/event-stream"}
+    async with http.stream("POST", f"{_http_of(gw)}/agui", json=body, headers=headers) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"thread {thread}: {r.status_code} {await r.aread()!r}")
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            now = time.perf_counter()
+            event = orjson.loads(line[6:])
+            run.frames += 1
+            kind = event["type"]
+            if kind == "STEP_FINISHED":
+                step_type = event["stepName"].split(" ")[1]
+                run.latencies_ms.append((now - last) * 1000)
+                model_ms = gw.llm_ms if step_type == "llm_call" else 0.0
+                run.added_ms.append((now - last) * 1000 - model_ms)
+                run.timeline.append((step_type, now, run.added_ms[-1]))
+                run.steps += 1
+                last = now
+            elif kind == "RUN_FINISHED":
+                run.finished_at = time.perf_counter()
+                break
+            elif kind == "RUN_ERROR":
+                raise RuntimeError(f"thread {thread}: {event}")
+    return run
+
+
+async def one_a2a_session(
+    gw: Gateway, go: asyncio.Event, ready: asyncio.Queue[None], i: int, http: Any
+) -> SessionRun:
+    """one_session through A2A: SendStreamingMessage, the task's stream read to its end (A2A
+    reports no steps: the task's 20 count as finished when it is)."""
+    run = SessionRun()
+    context = f"a2a-{os.getpid()}-{i}-{random.getrandbits(48):x}"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {
+            "message": {
+                "messageId": f"{context}-m",
+                "contextId": context,
+                "role": "ROLE_USER",
+                "parts": [{"text": "run the 20-step task"}],
+            }
+        },
+    }
+    ready.put_nowait(None)
+    await go.wait()
+    if gw.stagger_ms:
+        await asyncio.sleep(random.uniform(0, gw.stagger_ms) / 1000)
+    start = time.perf_counter()
+    headers = {
+        "Authorization": f"Bearer {gw.token_of(i)}",
+        "Accept": "text/event-stream",
+        "A2A-Version": "1.0",
+    }
+    async with http.stream("POST", f"{_http_of(gw)}/a2a", json=call, headers=headers) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = orjson.loads(line[5:])
+            run.frames += 1
+            result = event.get("result") or {}
+            if "error" in event:
+                raise RuntimeError(f"context {context}: {event}")
+            state = (result.get("statusUpdate") or result.get("task") or {}).get("status", {})
+            if state.get("state") == "TASK_STATE_COMPLETED":
+                run.finished_at = time.perf_counter()
+                per_step = (run.finished_at - start) * 1000 / STEPS_PER_TASK
+                for _ in range(STEPS_PER_TASK):
+                    run.latencies_ms.append(per_step)
+                    run.added_ms.append(per_step)
+                run.steps = STEPS_PER_TASK
+                break
+    return run
+
+
 def machine_speed_ms() -> float:
     """A fixed piece of pure-Python work (best of 3, ms), printed with every run: the same
     code's figures here moved 2-3x between half hours of one day, and this says which kind of
@@ -363,20 +468,32 @@ def _delta(before: int | None, after: int | None) -> int | None:
 
 
 async def one_round(
-    gw: Gateway, sessions: int, agent: Any = None
+    gw: Gateway, sessions: int, agent: Any = None, protocol: str = "ws"
 ) -> tuple[list[SessionRun], float, float, float]:
     """All sessions attach, then send their message at the same instant. `agent`: through
-    the Python API's remote client instead of the benchmark's own."""
+    the Python API's remote client instead of the benchmark's own; `protocol`: through
+    AG-UI or A2A instead of the WebSocket."""
     go = asyncio.Event()
     ready: asyncio.Queue[None] = asyncio.Queue()
-    tasks = [
-        asyncio.create_task(
-            one_session(gw, go, ready, i)
-            if agent is None
-            else one_api_session(gw, go, ready, agent)
+    http = None
+    if protocol != "ws":
+        import httpx
+
+        http = httpx.AsyncClient(
+            timeout=httpx.Timeout(600.0),
+            limits=httpx.Limits(max_connections=sessions + 10),
         )
-        for i in range(sessions)
-    ]
+
+    def start(i: int) -> Any:
+        if agent is not None:
+            return one_api_session(gw, go, ready, agent)
+        if protocol == "agui":
+            return one_agui_session(gw, go, ready, i, http)
+        if protocol == "a2a":
+            return one_a2a_session(gw, go, ready, i, http)
+        return one_session(gw, go, ready, i)
+
+    tasks = [asyncio.create_task(start(i)) for i in range(sessions)]
     for _ in range(sessions):
         await ready.get()
     # The client's own collector pauses are not the server's latency (a full collection of a
@@ -394,6 +511,8 @@ async def one_round(
         )
     finally:
         gc.enable()
+        if http is not None:
+            await http.aclose()
     wall = max(r.finished_at for r in runs) - start
     return runs, wall, cpu_server, cpu_client
 
@@ -429,6 +548,7 @@ async def bench(
     min_seconds: float = 2.0,
     detail: bool = False,
     agent: Any = None,
+    protocol: str = "ws",
 ) -> dict[str, float]:
     """Rounds of `sessions` concurrent tasks until at least min_rounds and min_seconds of
     measurement: one 20-step task alone is over in milliseconds, too short to time once."""
@@ -437,7 +557,7 @@ async def bench(
     rounds = 0
     commits_before, busy_before = await asyncio.to_thread(server_health, gw)
     while rounds < min_rounds or (wall < min_seconds and rounds < 50):
-        r, w, cs, cc = await one_round(gw, sessions, agent)
+        r, w, cs, cc = await one_round(gw, sessions, agent, protocol)
         runs += r
         wall, cpu_server, cpu_client, rounds = (
             wall + w,
@@ -564,6 +684,61 @@ async def api_client_bench(args: argparse.Namespace) -> None:
                         f"{'ratio':>7} {'':>8} "
                         f"{med['api']['steps_per_s'] / med['own']['steps_per_s']:>8.2f}x "
                         f"{med['api']['frames_per_s'] / med['own']['frames_per_s']:>8.2f}x",
+                        flush=True,
+                    )
+        finally:
+            gw.proc.send_signal(signal.SIGTERM)
+            gw.proc.wait(timeout=30)
+
+
+async def protocols_bench(args: argparse.Namespace) -> None:
+    """--protocols: the same tasks through the WebSocket, AG-UI and A2A against one gateway
+    of this checkout, alternated; the server's CPU per step of each over the WebSocket's."""
+    with tempfile.TemporaryDirectory(prefix="xclaw-gw-bench-") as tmp:
+        gw = start_gateway(Path(tmp) / "this", args.tool, args.llm_ms, core=args.server_core)
+        gw.stagger_ms = 0.0 if args.together else args.llm_ms
+        try:
+            print(
+                f"protocols side by side: {STEPS_PER_TASK}-step tasks, tool={args.tool}, model "
+                f"{f'{args.llm_ms:g} ms' if args.llm_ms else 'instant'}; machine: a 1M-step "
+                f"Python loop takes {machine_speed_ms():.0f} ms"
+            )
+            for protocol in args.protocols:  # warm-up: imports (the adapters load lazily)
+                await bench(gw, 2, min_rounds=1, min_seconds=0, protocol=protocol)
+            min_rounds, min_seconds = (1, 0.0) if args.llm_ms else (3, 2.0)
+            print(
+                f"{'protocol':>8} {'sessions':>8} {'steps/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                f"{'server ms/step':>14} {'server cpu':>10} {'vs ws':>7}"
+            )
+            for n in args.sessions:
+                results: dict[str, list[dict[str, float]]] = {p: [] for p in args.protocols}
+                for k in range(args.repeat):
+                    order = list(args.protocols)
+                    if k % 2:
+                        order.reverse()
+                    for protocol in order:
+                        results[protocol].append(
+                            await bench(
+                                gw,
+                                n,
+                                min_rounds=min_rounds,
+                                min_seconds=min_seconds,
+                                protocol=protocol,
+                            )
+                        )
+                med = {p: _median_row(rs) for p, rs in results.items()}
+                base = med.get("ws")
+                for protocol in args.protocols:
+                    r = med[protocol]
+                    versus = (
+                        f"{r['server_ms_per_step'] / base['server_ms_per_step']:.3f}x"
+                        if base
+                        else "-"
+                    )
+                    print(
+                        f"{protocol:>8} {n:>8} {r['steps_per_s']:>9.0f} {r['p50_ms']:>8.1f} "
+                        f"{r['p99_ms']:>8.1f} {r['server_ms_per_step']:>14.3f} "
+                        f"{r['server_cpu']:>10.0%} {versus:>7}",
                         flush=True,
                     )
         finally:
@@ -703,6 +878,14 @@ def main() -> None:
         "benchmark's own client against one gateway (steps/s, events/s, client CPU per step)",
     )
     parser.add_argument(
+        "--protocols",
+        nargs="+",
+        choices=["ws", "agui", "a2a"],
+        metavar="P",
+        help="instead: the same tasks through each of these front doors (ws agui a2a) against "
+        "one gateway, alternated: the server's CPU per step over the WebSocket's",
+    )
+    parser.add_argument(
         "--members",
         action="store_true",
         help="this checkout's sessions sign in as team members, one user each (docs/teams.md)",
@@ -725,6 +908,9 @@ def main() -> None:
                 f"--server-core {args.server_core}: this machine's CPUs are {sorted(cpus)}"
             )
         os.sched_setaffinity(0, others)  # before any thread of the client starts
+    if args.protocols:
+        asyncio.run(protocols_bench(args))
+        return
     asyncio.run(api_client_bench(args) if args.api_client else main_async(args))
 
 

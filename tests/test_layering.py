@@ -59,6 +59,12 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         (["cli/commands_chat.py"], ["xclaw.gateway"]),
         # cli starts the demo; the demo and the shared terminal code never import cli.
         (["demo", "terminal"], ["xclaw.cli"]),
+        # The protocol adapters (AG-UI, A2A) stand on the gateway's seams: the runtime only
+        # through GatewayRuntime, never its internals, nor the recorder's or the loop's.
+        (
+            ["agui", "a2a"],
+            ["xclaw.runtime", "xclaw.recorder", "xclaw.agent", "xclaw.store.sqlite"],
+        ),
         # The tools' file-system side knows nothing of the store-backed time travel.
         (["sandbox"], ["xclaw.store", "xclaw.workspace"]),
         (["tools"], ["xclaw.workspace"]),

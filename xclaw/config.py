@@ -13,6 +13,7 @@ declared once, with its one default, its variable if it has one; xclaw/section.p
     providers, max_*, llm_*, prices, ...  xclaw/llm/settings.py       LlmSettings
     approval, tools, tool_policies        xclaw/tools/settings.py     ToolSettings
     mcp_servers                           xclaw/tools/mcp/config.py   McpSettings
+    a2a (the card, remote agents)         xclaw/tools/a2a_settings.py A2aSettings
     sandbox                               xclaw/sandbox/settings.py   SandboxSettings
     otel                                  xclaw/telemetry/config.py   OtelSettings
 
@@ -41,6 +42,7 @@ from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
 from xclaw.section import Default, Env, NotInYaml, Strings, Wording, WrongType
 from xclaw.store.settings import StoreSettings
 from xclaw.telemetry.config import OtelSettings
+from xclaw.tools.a2a_settings import A2aSettings
 from xclaw.tools.mcp.config import McpSettings
 from xclaw.tools.settings import ToolSettings
 
@@ -57,7 +59,7 @@ def _path(value: Any) -> Any:
 PathSetting = Annotated[Path, BeforeValidator(_path), Wording("a path", bounds=False)]
 
 
-class Settings(GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSettings):
+class Settings(GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSettings, A2aSettings):
     """Everything xclaw is configured with; built by `load_settings` when a command starts."""
 
     # xclaw's home directory: database, access token, workspaces.
@@ -103,6 +105,8 @@ class Settings(GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSet
                 values.append(v)
         for server in self.mcp_servers.values():  # values substituted from ${VAR}
             values.extend(server.secrets)
+        for agent in self.a2a.agents.values():  # a2a_call's remote agents: ${VAR}, tokens
+            values.extend(agent.secrets)
         return list(dict.fromkeys(v for v in values if len(v) >= 6))
 
 

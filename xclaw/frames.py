@@ -342,6 +342,9 @@ class ToolFrame(Frame):
     state: StepStatusWord
     output: Any = None
     agent: str | None = Field(default=None, description="a sub-agent's tool: its spawn step")
+    call_id: str | None = Field(
+        default=None, alias="callId", description="the assistant tool call it answers"
+    )
 
 
 class ApprovalRequestFrame(Frame):
@@ -357,6 +360,9 @@ class ApprovalRequestFrame(Frame):
         alias="maybeRepeated", description="interrupted before: it may already have happened"
     )
     agent: str | None = None
+    call_id: str | None = Field(
+        default=None, alias="callId", description="the assistant tool call it asks about"
+    )
 
 
 class StepFrame(Frame):

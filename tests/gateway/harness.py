@@ -58,6 +58,8 @@ class Server:
     token: str = ""
     banner: str = ""
     starts: int = 0
+    # More of xclaw.yaml (YAML text appended to what env() writes), e.g. `a2a:` agents.
+    config_extra: str = ""
 
     @property
     def home(self) -> Path:
@@ -76,7 +78,9 @@ class Server:
 
     def env(self) -> dict[str, str]:
         config = self.root / "xclaw.yaml"
-        config.write_text(f"approval:\n  mode: {self.approval}\nllm_retry_base_delay: 0.01\n")
+        config.write_text(
+            f"approval:\n  mode: {self.approval}\nllm_retry_base_delay: 0.01\n{self.config_extra}"
+        )
         extra = {"XCLAW_HOME": str(self.home), "XCLAW_CONFIG": str(config), "NO_COLOR": "1"}
         if self.script is not None:
             extra["XCLAW_MODEL"] = f"script:{self.script}"

@@ -396,6 +396,7 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
         "input": tools[1].input,
         "state": "completed",
         "output": "ok",
+        "callId": "c1",  # the assistant tool call it answers, as recorded
     }
     steps = [e for e in events if isinstance(e, StepCommitted)]
     assert event_frame(steps[-1], PRICES)["step"]["status"] == "completed"

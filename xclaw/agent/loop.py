@@ -507,6 +507,7 @@ class Agent:
                 spawn_agent=partial(self._spawn, call),
                 env=base.env,
                 confined=confined,
+                call_id=call.id,
             )
             try:
                 result = await self._until_cancelled(tool.run(call.input, context))

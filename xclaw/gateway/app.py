@@ -17,6 +17,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from xclaw.a2a.route import a2a_routes
+from xclaw.agui.route import agui_route
 from xclaw.config import Settings
 from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
@@ -98,13 +100,15 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(settings.allowed_origins),
                 allow_methods=["GET", "POST", "PATCH", "DELETE"],
-                allow_headers=["Authorization", "Content-Type"],
+                allow_headers=["Authorization", "Content-Type", "Accept"],
             ),
         )
     routes: list[Any] = [
         Route("/", index, methods=["GET"]),
         WebSocketRoute("/ws", websocket_endpoint),
         Mount("/api", routes=api_routes(), middleware=api_middleware),
+        agui_route(api_middleware),  # AG-UI (docs/ag-ui.md), guarded as the API is
+        *a2a_routes(api_middleware),  # A2A (docs/a2a.md): the card, JSON-RPC guarded
     ]
     routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     # Whether the page was served over https, as a listed proxy says (never who the client is).

@@ -6,8 +6,8 @@ hand it any object with these members."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from xclaw.answered_by import AnsweredBy
@@ -54,7 +54,13 @@ class GatewayRuntime(Protocol):
 
     # --- driving
     async def send(
-        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool = False,
+        actor: Actor | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None: ...
     def answer_approval(
         self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None

@@ -34,6 +34,7 @@ class ToolChanged:
     state: ToolState
     output: str | None = None
     agent: str | None = None
+    call_id: str | None = None  # the assistant tool call it answers (as recorded)
 
 
 @dataclass(frozen=True, slots=True)

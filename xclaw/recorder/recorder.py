@@ -193,6 +193,7 @@ class Recorder:
                 state=state,
                 output=output,
                 agent=None if self.is_main else self.agent,
+                call_id=step.call_id,
             )
         )
 

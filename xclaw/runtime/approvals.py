@@ -31,6 +31,7 @@ def approval_frame(req: ApprovalRequest, redact: Redactor) -> ApprovalRequestJso
         req.reason,
         maybe_repeated=req.maybe_repeated,
         agent=req.agent,
+        call_id=redact.ident(req.call.id),  # as the record holds it
     )
     clean: ApprovalRequestJson = redact(frame)
     return clean

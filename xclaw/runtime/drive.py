@@ -95,7 +95,11 @@ class TurnDrive:
             # workspace (made 0700), a restore cut short by a crash completed first.
             steps, workspace = await rt.db(self._read_steps, recover=True)
         else:
-            status = (await rt.db(rt.store.get_session, sid)).status
+            session = await rt.db(rt.store.get_session, sid)
+            status = session.status
+            # The tools its client declared (docs/ag-ui.md), for a run resumed before any
+            # client is back (after a restart).
+            rt.toolbox.client.load(sid, session.metadata)
             marking = self.turn.marking
             interrupted = await db(
                 db.store.mark_interrupted,
@@ -109,7 +113,7 @@ class TurnDrive:
         hist = rt.rebuild(steps)
         context = ToolContext(workspace=workspace, session_id=sid)
         looking = worth_looking(self.turn, hist)
-        seen = await look_at_workspace(steps, looking, rt.toolbox.tools, context)
+        seen = await look_at_workspace(steps, looking, rt.toolbox.tools_for(sid), context)
         return Record(status, steps, interrupted, hist, seen), context
 
     async def _prepare_tools(self) -> None:
@@ -189,7 +193,7 @@ class TurnDrive:
         rt, run = self.rt, self.run
         return Agent(
             model=run.model or rt.model,
-            tools=rt.toolbox.tools,
+            tools=rt.toolbox.tools_for(self.sid),
             policy=run.policy or rt.toolbox.policy,
             approver=WireApprover(run, lambda req: self.emit(approval_frame(req, rt.redact))),
             observer=recorder,

@@ -44,6 +44,7 @@ def event_frame(event: RecorderEvent, prices: PriceTable) -> FrameJson:
             event.state,
             output=event.output,
             agent=event.agent,
+            call_id=event.call_id,
         )
     if isinstance(event, StatusChanged):
         return status_frame(event.status)

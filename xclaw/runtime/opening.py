@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ async def open_turn(
     title: str | None,
     record: RunConfig | None = None,
     actor: Actor | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
@@ -44,7 +46,10 @@ async def open_turn(
     `actor`, a user of a shared server (docs/teams.md): the message records who sent it, and
     a session this write creates is theirs, in the same transaction. A member whose new
     session's id was taken by someone else a moment before is refused as for an id that
-    does not exist (unknown_session), never let into it."""
+    does not exist (unknown_session), never let into it.
+
+    `metadata`: keys of the session's metadata set in the same transaction (merged over
+    what it holds), so what they say of the message holds exactly when the message does."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
     # What it runs with is recorded with it (xclaw/runtime/agreement.py).
@@ -55,7 +60,7 @@ async def open_turn(
         ttl_s=ttl_s,
         create=create,
         title=title,
-        metadata=None if record is None else with_config({}, record),
+        metadata=_merged(metadata, record),
         keep_approvals=marking.keep_approvals,
         approval_output=marking.approval_output,
         sent_by=None if actor is None else actor.recorded(),
@@ -66,3 +71,11 @@ async def open_turn(
     if lease is None:  # another live worker drives it
         return None, None
     return lease, Opened(interrupted, added)
+
+
+def _merged(given: Mapping[str, Any] | None, record: RunConfig | None) -> Mapping[str, Any] | None:
+    """The metadata keys the opening writes: the caller's, and the configuration it runs
+    with (xclaw/runtime/agreement.py)."""
+    if record is None:
+        return None if given is None else dict(given)
+    return with_config(dict(given or {}), record)

@@ -20,10 +20,12 @@ class Rebuilder:
 
     def __call__(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
         """Blocking when a step holds images (their bytes come from the blob store)."""
+        steps = list(steps)
+        sid = steps[0].session_id if steps else None  # (its client's tools count too)
         hist = build_history(
             steps,
-            read_only=self.toolbox.is_retry_safe,
-            resumable=self.toolbox.is_resumable,
+            read_only=lambda name: self.toolbox.is_retry_safe(name, sid),
+            resumable=lambda name: self.toolbox.is_resumable(name, sid),
             new_input=new_input,
         )
         hist.messages = with_image_bytes(hist.messages, self._image_blobs)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
@@ -223,12 +224,20 @@ class Runtime:
         return await self._starts.resume(session_id, failed=failed)
 
     async def send(
-        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool = False,
+        actor: Actor | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured). `actor`: who sent it,
-        recorded with the message when it is a user of a shared server (docs/teams.md)."""
-        await self._starts.message(session_id, text, create=create, actor=actor)
+        recorded with the message when it is a user of a shared server (docs/teams.md).
+        `metadata`: keys of the session's metadata written in the same transaction as the
+        message (a protocol client's message id, recorded with the message it names)."""
+        await self._starts.message(session_id, text, create=create, actor=actor, metadata=metadata)
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as

@@ -9,12 +9,18 @@ tool_call step with the same call id (the interrupted attempt stays, failed: int
 nothing lost) and the model gets that result. If it is not there, nothing changes: the call is
 reported as interrupted, as before. Which calls are settled is the turn plan's decision
 (xclaw/runtime/turn_plan.py); this module looks, and says what the settling step is.
+
+The same seam takes evidence from another side: `a2a_call`'s `check_effect` asks the remote
+agent about the task its message made (its ids derived from the step: the context handed to
+`check_effect` carries the step's call id), and what it answers is recorded the same way
+(docs/a2a.md, "The pattern").
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from xclaw.recorder.history import tool_args
@@ -46,7 +52,8 @@ async def look_at_workspace(
         if tool is None:
             continue
         args: dict[str, Any] = tool_args(step)
-        result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, ctx)
+        looking = replace(ctx, call_id=step.call_id)  # (what a tool finds its effect by)
+        result: ToolResult | None = await asyncio.to_thread(tool.check_effect, args, looking)
         if result is not None and not result.is_error:
             seen[step.display_id] = result
     return seen

@@ -4,7 +4,8 @@ compaction: what it checks first, the session's lease (one driver) and configura
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
 from xclaw.runtime.leases import busy_message
@@ -32,7 +33,13 @@ class TurnStarts:
         self.rt = runtime
 
     async def message(
-        self, session_id: str, text: str, *, create: bool, actor: Actor | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool,
+        actor: Actor | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
@@ -72,6 +79,7 @@ class TurnStarts:
                 title=title,
                 record=agreement.record,
                 actor=actor,
+                metadata=metadata,
             )
         except BaseException:
             runs.unclaim(session_id, run)

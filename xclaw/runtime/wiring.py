@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from dataclasses import dataclass
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Policy
 from xclaw.config import Settings
 from xclaw.tools.base import Tool, retries_on_resume
+from xclaw.tools.client import ClientTools
 
 if TYPE_CHECKING:
     from xclaw.tools.mcp.hub import McpHub
@@ -23,15 +24,31 @@ class Toolbox:
     workspace_root: Path
     # When xclaw.yaml configures MCP servers.
     mcp: McpHub | None = None
+    # The front-end tools each session's client declared (docs/ag-ui.md): offered to that
+    # session's runs only.
+    client: ClientTools = field(default_factory=ClientTools)
 
-    def is_retry_safe(self, name: str) -> bool:
+    def tools_for(self, session_id: str) -> Mapping[str, Tool]:
+        """What a run of the session is offered: the server's tools, and its client's."""
+        extra = self.client.tools(session_id)
+        if not extra:
+            return self.tools
+        return {**extra, **self.tools}  # a server tool's name is never a client's
+
+    def _tool(self, name: str, session_id: str | None) -> Tool | None:
+        tool = self.tools.get(name)
+        if tool is None and session_id is not None:
+            tool = self.client.tools(session_id).get(name)
+        return tool
+
+    def is_retry_safe(self, name: str, session_id: str | None = None) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""
-        tool = self.tools.get(name)
+        tool = self._tool(name, session_id)
         return tool is not None and retries_on_resume(tool)
 
-    def is_resumable(self, name: str) -> bool:
-        tool = self.tools.get(name)
+    def is_resumable(self, name: str, session_id: str | None = None) -> bool:
+        tool = self._tool(name, session_id)
         return tool is not None and tool.resumable
 
     def workspace(self, session_id: str) -> Path:

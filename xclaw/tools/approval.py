@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from xclaw.errors import ConfigError
+from xclaw.tools.a2a_call import NAME as A2A_CALL
+from xclaw.tools.a2a_call import answers_remote
 from xclaw.tools.base import Tool
 from xclaw.tools.command_rules import check_arguments, rule_for
 from xclaw.tools.git_programs import describe, mentions_git, program_sources, runs_git
@@ -192,6 +194,15 @@ class ApprovalPolicy:
         if tool.name in SHELL_TOOLS:
             command = args.get("command") if isinstance(args, dict) else None
             return self._shell(command, _Sources(workspace, git_sources))
+        if tool.name == A2A_CALL and isinstance(args, dict) and not args.get("message"):
+            return ALLOW  # waits for a task's outcome: sends nothing
+        if tool.name == A2A_CALL and answers_remote(args):
+            # The remote agent asked for input (its own approval, say): a person answers,
+            # whatever the mode (docs/a2a.md).
+            return ASK(
+                f"answers remote task {args.get('task_id')!r} of {args.get('agent')!r}, which "
+                f"asked for input, with {str(args.get('message'))[:200]!r} (asked in every mode)"
+            )
         if self.mode == "yolo" or tool.read_only or tool.name in DELEGATING_TOOLS:
             return ALLOW
         if tool.name in EDIT_TOOLS:

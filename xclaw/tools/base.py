@@ -50,6 +50,9 @@ class ToolContext:
     # Runs without a human's approval because the policy read it as safe: a tool that can
     # confine itself (the shell: read-only workspace, no network) must, or refuse.
     confined: bool = False
+    # The id of the call being run (as the model gave it): what a tool whose result or
+    # effect is found again by it keys on (front-end tools, a2a_call's idempotency key).
+    call_id: str | None = None
 
 
 @runtime_checkable

@@ -41,4 +41,21 @@ def default_tools(settings: Settings | None = None) -> dict[str, Tool]:
         ListDirTool(),
         SpawnAgentTool(),
     ]
+    if settings is not None and settings.a2a.agents:
+        tools.append(_a2a_call(settings))
     return {t.name: t for t in tools}
+
+
+def _a2a_call(settings: Settings) -> Tool:
+    """a2a_call, for the remote agents xclaw.yaml names (docs/a2a.md): needs a2a-sdk."""
+    from xclaw.errors import ConfigError
+    from xclaw.tools.a2a_call import A2aCallTool
+
+    try:
+        import a2a.client  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "xclaw.yaml: a2a.agents names remote agents, and calling them needs the a2a "
+            "extra: pip install 'xclaw[a2a]'"
+        ) from None
+    return A2aCallTool(settings.a2a.agents)

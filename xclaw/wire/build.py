@@ -142,8 +142,10 @@ def tool_frame(
     *,
     output: Any = None,
     agent: str | None = None,
+    call_id: str | None = None,
 ) -> ToolJson:
-    """Tool progress; `agent`: a sub-agent's tool (its spawn step)."""
+    """Tool progress; `agent`: a sub-agent's tool (its spawn step); `call_id`: the model's id
+    of the call, as the record holds it."""
     frame: ToolJson = {
         "type": "tool",
         "stepId": step_id,
@@ -155,6 +157,8 @@ def tool_frame(
         frame["output"] = output
     if agent is not None:
         frame["agent"] = agent
+    if call_id is not None:
+        frame["callId"] = call_id
     return frame
 
 
@@ -166,6 +170,7 @@ def approval_request_frame(
     *,
     maybe_repeated: bool,
     agent: str = MAIN_AGENT,
+    call_id: str | None = None,
 ) -> ApprovalRequestJson:
     """A call a person must allow; `agent`: whose call it is (the main agent's carries none)."""
     frame: ApprovalRequestJson = {
@@ -178,6 +183,8 @@ def approval_request_frame(
     }
     if agent != MAIN_AGENT:
         frame["agent"] = agent
+    if call_id is not None:
+        frame["callId"] = call_id
     return frame
 
 

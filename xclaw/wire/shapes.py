@@ -112,6 +112,7 @@ class ToolJson(TypedDict):
     state: str
     output: NotRequired[Any]
     agent: NotRequired[str]
+    callId: NotRequired[str]
 
 
 class ApprovalRequestJson(TypedDict):
@@ -123,6 +124,7 @@ class ApprovalRequestJson(TypedDict):
     reason: str
     maybeRepeated: bool
     agent: NotRequired[str]
+    callId: NotRequired[str]
 
 
 class StepFrameJson(TypedDict):
