@@ -171,3 +171,43 @@ def test_the_role_check_sees_a_whole_store_taken() -> None:
     assert offenders(files("runtime/runtime.py"), "xclaw.store.base.Store") == [
         "runtime/runtime.py imports xclaw.store.base.Store"
     ]
+
+
+def test_only_the_assembly_imports_the_runtime_facade() -> None:
+    """The runtime's parts receive what they use (their `*Parts` values), never the facade
+    that wires them (xclaw/runtime/runtime.py): no part reaches back into the hub."""
+    parts = [p for p in files("runtime") if p.name != "runtime.py"]
+    assert offenders(parts, "xclaw.runtime.runtime") == []
+
+
+def runtime_cycles() -> list[list[str]]:
+    """Import cycles among the runtime package's modules (every import, lazy and
+    TYPE_CHECKING ones too)."""
+    graph: dict[str, set[str]] = {}
+    for file, names in imports_of(files("runtime")).items():
+        module = "xclaw." + file.removesuffix(".py").replace("/", ".")
+        graph[module] = {n for n in names if n.startswith("xclaw.runtime.")}
+    graph = {m: {n for n in deps if n in graph and n != m} for m, deps in graph.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append([*path[path.index(n) :], n])
+            elif n not in state:
+                visit(n)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return cycles
+
+
+def test_the_runtime_package_has_no_import_cycle() -> None:
+    assert runtime_cycles() == []

@@ -21,8 +21,6 @@ from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
 from xclaw.llm import registry
 from xclaw.llm.scripted import ScriptedModel
-from xclaw.runtime.agreement import RunConfig
-from xclaw.runtime.cluster import Cluster
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import Status
@@ -44,13 +42,32 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 class Node:
     """A runtime with its cluster, as `xclaw serve` wires them."""
 
-    def __init__(self, backend: Backend, tmp: Path, script: Path, approval: str = "yolo") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        tmp: Path,
+        script: Path,
+        approval: str = "yolo",
+        *,
+        models: tuple[str, ...] = (),
+    ) -> None:
+        """`models`: the provider chain this worker says it runs (its settings' providers)
+        besides the script it answers with."""
         settings = Settings(
-            home=tmp, database=backend.url, workspace_root=tmp / "ws", approval={"mode": approval}
+            home=tmp,
+            database=backend.url,
+            workspace_root=tmp / "ws",
+            approval={"mode": approval},
+            providers=tuple(registry.entry(m) for m in models),
         )
         self.store = open_store(backend.url)
-        self.runtime = Runtime(self.store, settings, model=ScriptedModel(script))
-        self.cluster = Cluster(self.runtime)
+        self.runtime = Runtime(
+            self.store,
+            settings,
+            model=ScriptedModel(script),
+            model_specs=models or None,
+        )
+        self.cluster = self.runtime.new_cluster()
         self.frames: list[dict[str, Any]] = []
 
     async def close(self) -> None:
@@ -200,17 +217,13 @@ async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiti
     assert not other.store.lease_info(sid).live  # let go: another worker may take it
 
     # A worker whose chain holds the session's model too drives it with that model.
-    both = Node(backend, tmp_path, tmp_path / "other.json")
     dead_model = f"script:{tmp_path / 'dead-script.json'}"
-    both.runtime.settings = both.runtime.settings.model_copy(
-        update={
-            "providers": (
-                registry.entry(f"script:{tmp_path / 'other.json'}"),
-                registry.entry(dead_model),
-            )
-        }
+    both = Node(
+        backend,
+        tmp_path,
+        tmp_path / "other.json",
+        models=(f"script:{tmp_path / 'other.json'}", dead_model),
     )
-    both.runtime.run_config = RunConfig((f"script:{tmp_path / 'other.json'}", dead_model), "yolo")
     both.cluster.grace_s = 0.0
     await both.cluster.start()
     try:

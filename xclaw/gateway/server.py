@@ -163,7 +163,6 @@ async def _serve(settings: Settings, log_level: str) -> int:
 
 async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.socket]) -> int:
     from xclaw.runtime.agreement import disagreeing
-    from xclaw.runtime.cluster import Cluster
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
 
@@ -185,7 +184,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         drop_from_environ(settings.secret_env)
         make_undumpable()
         # Presence, failover and frames across the workers sharing this database.
-        cluster = Cluster(runtime, info={"port": port})
+        cluster = runtime.new_cluster(info={"port": port})
         await cluster.start()
         # Workers that run sessions with another model or approval mode: said at start.
         warnings = disagreeing(

@@ -18,7 +18,7 @@ from xclaw.wire.build import approval_request_frame
 from xclaw.wire.shapes import ApprovalRequestJson
 
 if TYPE_CHECKING:
-    from xclaw.runtime.runs import Run
+    from xclaw.runtime.run import Run
 
 
 def approval_frame(req: ApprovalRequest, redact: Redactor) -> ApprovalRequestJson:

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from xclaw.errors import SessionNotFound
+from xclaw.recorder.caller import StoreCaller
+from xclaw.runtime.subscribers import Broadcast
+from xclaw.store.base import LeaseStore, RecordReader
 from xclaw.store.changes import ORIGIN, SessionChange
+from xclaw.store.model import Session
 from xclaw.store.rows import now_ms
 from xclaw.wire.build import for_session, notice_frame, rollback_notice, rolledback_frame
-from xclaw.wire.shapes import FrameJson
-
-if TYPE_CHECKING:
-    from xclaw.runtime.runtime import Runtime
+from xclaw.wire.shapes import FrameJson, HistoryJson, StatusJson
 
 log = logging.getLogger("xclaw.changes")
 
@@ -34,9 +37,24 @@ POLL_S = 0.5
 WINDOW_MS = 30_000
 
 
+class ChangeReader(RecordReader, LeaseStore, Protocol):
+    """The sessions, and the change log (a role of the lease store: what workers tell each
+    other)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeParts:
+    """What the watch over outside changes works with (wired by the runtime's assembly)."""
+
+    db: StoreCaller[ChangeReader]  # the change log and the sessions
+    broadcast: Broadcast
+    history: Callable[[str], HistoryJson]  # a session's history frame (on a worker thread)
+    status: Callable[[Session], StatusJson]  # its state in words, for its clients here
+
+
 class ChangeWatcher:
-    def __init__(self, runtime: Runtime, *, poll_s: float = POLL_S) -> None:
-        self.rt = runtime
+    def __init__(self, parts: ChangeParts, *, poll_s: float = POLL_S) -> None:
+        self.parts = parts
         self.poll_s = poll_s
         self._seen: dict[int, int] = {}  # change id -> its time, while inside the window
 
@@ -54,7 +72,8 @@ class ChangeWatcher:
                 log.warning("event=changes_poll_failed error=%r", str(e)[:200])
 
     async def _read(self) -> list[SessionChange]:
-        return await self.rt.db(self.rt.store.changes_since, now_ms() - WINDOW_MS)
+        db = self.parts.db
+        return await db(db.store.changes_since, now_ms() - WINDOW_MS)
 
     async def poll(self) -> list[SessionChange]:
         """Tell the clients here of each change not seen yet; returns those changes."""
@@ -64,7 +83,7 @@ class ChangeWatcher:
             self._seen[change.id] = change.created_at
         self._seen = {i: at for i, at in self._seen.items() if at >= since}
         for change in fresh:
-            if change.origin != ORIGIN and self.rt.has_subscribers(change.session_id):
+            if change.origin != ORIGIN and self.parts.broadcast.watched(change.session_id):
                 log.info(
                     "event=outside_change session=%s kind=%s origin=%s",
                     change.session_id,
@@ -75,24 +94,24 @@ class ChangeWatcher:
         return fresh
 
     async def _tell(self, change: SessionChange) -> None:
-        sid = change.session_id
+        sid, p = change.session_id, self.parts
         frames: list[FrameJson]
         if change.kind == "rollback":
             step = str(change.detail.get("stepId", "?"))
             deleted = change.detail.get("deleted")
             deleted = deleted if isinstance(deleted, int) else 0
             try:
-                session = await self.rt.db(self.rt.store.get_session, sid)
-                history = await self.rt.db(self.rt.history_frame, sid)
+                session = await p.db(p.db.store.get_session, sid)
+                history = await p.db(p.history, sid)
             except SessionNotFound:
                 return  # deleted since: its own entry says so
-            if self.rt.cluster is not None:
-                self.rt.cluster.forget(sid)  # approvals it remembered were rolled back
+            if p.broadcast.peers is not None:
+                p.broadcast.peers.forget(sid)  # approvals it remembered were rolled back
             frames = [
                 notice_frame(rollback_notice(step, by=change.origin)),
                 rolledback_frame(step, deleted),
                 history,
-                self.rt.status_frame(session),
+                p.status(session),
             ]
         elif change.kind == "delete":
             frames = [
@@ -104,4 +123,4 @@ class ChangeWatcher:
         else:
             return
         for frame in frames:
-            self.rt.deliver(sid, for_session(frame, sid))
+            p.broadcast.deliver(sid, for_session(frame, sid))

@@ -20,22 +20,25 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.recorder.caller import StoreCaller
+from xclaw.recorder.redact import Redactor
 from xclaw.runtime.approvals import approval_frame, recorded_request
-from xclaw.runtime.changes import ChangeWatcher
+from xclaw.runtime.changes import ChangeParts, ChangeWatcher
+from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.peers import BusStore, FrameBus
+from xclaw.runtime.subscribers import Broadcast
 from xclaw.store.base import LeaseStore, RecordReader
 from xclaw.store.leases import LeaseInfo
 from xclaw.store.model import StepStatus, parse_step_ref
 from xclaw.wire.build import for_session, state_frame
 from xclaw.wire.shapes import ApprovalRequestJson, Frame
-
-if TYPE_CHECKING:
-    from xclaw.runtime.runtime import Runtime
+from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.cluster")
 
@@ -53,16 +56,38 @@ class ClusterStore(LeaseStore, RecordReader, Protocol):
     it takes over."""
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterParts:
+    """What the cluster works with, wired once by the runtime's assembly: this worker's
+    leases and frames, and what it asks of the runs here."""
+
+    store: ClusterStore
+    db: StoreCaller[ClusterStore]
+    broadcast: Broadcast
+    leases: LeaseKeeper
+    redact: Redactor
+    workspaces: Workspaces  # (the session containers nobody runs are reaped by the sweep)
+    worker_id: str
+    grace_s: float | None  # settings: sweep_grace_s (None: the lease's TTL)
+    sweep_every_s: float | None  # settings: sweep_every_s (None: the lease's TTL)
+    # What it asks of the runs of this worker.
+    resume: Callable[[str], Awaitable[bool]]  # interrupted work continued here, if any
+    answer: Callable[[str, str, bool, AnsweredBy], None]  # a forwarded approval
+    cancel: Callable[[str], bool]  # a forwarded cancel
+    driven: Callable[[], list[str]]  # the sessions driven here
+    busy: Callable[[str], bool]  # a run in flight, here or elsewhere
+    changes: ChangeParts
+
+
 class Cluster:
-    def __init__(self, runtime: Runtime, *, info: dict[str, Any] | None = None) -> None:
-        self.rt = runtime
-        self.store: ClusterStore = runtime.store
-        self.worker_id = runtime.worker_id
-        ttl = runtime.leases.ttl_s
+    def __init__(self, parts: ClusterParts, *, info: dict[str, Any] | None = None) -> None:
+        self.parts = parts
+        self.store: ClusterStore = parts.store
+        self.worker_id = parts.worker_id
+        ttl = parts.leases.ttl_s
         self.heartbeat_s = ttl / 3
-        settings = runtime.settings
-        self.grace_s = ttl if settings.sweep_grace_s is None else settings.sweep_grace_s
-        self.sweep_s = ttl if settings.sweep_every_s is None else settings.sweep_every_s
+        self.grace_s = ttl if parts.grace_s is None else parts.grace_s
+        self.sweep_s = ttl if parts.sweep_every_s is None else parts.sweep_every_s
         self.info = {"host": socket.gethostname(), "pid": os.getpid(), **(info or {})}
         self.bus: FrameBus | None = None
         self.others = False  # is any other worker alive? (else publishing is wasted)
@@ -71,22 +96,22 @@ class Cluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.swept: list[str] = []  # sessions this worker resumed in sweeps (for health/tests)
-        self.changes = ChangeWatcher(runtime)
+        self.changes = ChangeWatcher(parts.changes)
         self._stopped = False
 
     # --- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.rt.leases.info.update(self.info)
-        await self.rt.leases.register()
+        self.parts.leases.info.update(self.info)
+        await self.parts.leases.register()
         if isinstance(self.store, BusStore):
             # Frames of sessions nobody here watches are dropped undecoded (keyed by session).
             bus = await asyncio.to_thread(
-                self.store.open_bus, self._from_bus, self.rt.has_subscribers
+                self.store.open_bus, self._from_bus, self.parts.broadcast.watched
             )
             bus.publish({"w": self.worker_id, "k": "hello"})
             self.bus = bus
-        self.rt.cluster = self
+        self.parts.broadcast.peers = self  # frames of runs here reach the other workers
         await self._refresh_others()
         await self.changes.start()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="xclaw-heartbeat"))
@@ -97,7 +122,7 @@ class Cluster:
             self.worker_id,
             "yes" if self.bus else "no",
             self.grace_s,
-            self.rt.leases.ttl_s,
+            self.parts.leases.ttl_s,
         )
 
     async def stop(self) -> None:
@@ -119,7 +144,7 @@ class Cluster:
         if self.bus is not None:
             await asyncio.to_thread(self.bus.close)
         try:
-            await self.rt.leases.unregister()
+            await self.parts.leases.unregister()
         except Exception:
             log.exception("event=unregister_failed worker=%s", self.worker_id)
 
@@ -142,17 +167,17 @@ class Cluster:
         elif kind == "frame" and isinstance(sid, str) and isinstance(m.get("f"), dict):
             self.others = True
             self._track(sid, str(m.get("w")), m["f"])
-            self.rt.deliver(sid, m["f"])
+            self.parts.broadcast.deliver(sid, m["f"])
         elif m.get("to") == self.worker_id and isinstance(sid, str):
             if kind == "approval":
                 # Who answered, as the worker the client is attached to saw it.
                 by = AnsweredBy.from_json(m.get("by")) or AnsweredBy.person(None, "unknown")
                 try:
-                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")), by)
+                    self.parts.answer(sid, str(m.get("step")), bool(m.get("approve")), by)
                 except StepNotFound:
                     log.info("event=forwarded_approval_stale session=%s", sid)
             elif kind == "cancel":
-                self.rt.cancel(sid)
+                self.parts.cancel(sid)
 
     def _track(self, sid: str, owner: str, frame: Frame) -> None:
         kind = frame.get("type")
@@ -164,7 +189,7 @@ class Cluster:
         if remote is None:
             if kind not in ("status", "approval_request", "tool", "delta", "step"):
                 return  # notices and errors do not say who drives
-            if sid in self.rt.driven_sessions():
+            if sid in self.parts.driven():
                 return  # driven here (a late frame of the worker that lost it)
             remote = self._remote[sid] = _Remote(owner)
         remote.owner = owner
@@ -178,7 +203,7 @@ class Cluster:
     def driven_elsewhere(self, session_id: str) -> str | None:
         """Who drives it, as told by its frames; known only while a client here watches."""
         remote = self._remote.get(session_id)
-        if remote is not None and not self.rt.has_subscribers(session_id):
+        if remote is not None and not self.parts.broadcast.watched(session_id):
             del self._remote[session_id]  # its frames are not listened to any more
             return None
         return remote.owner if remote else None
@@ -231,17 +256,20 @@ class Cluster:
             for frame in await self._recorded_approvals(sid):
                 if frame["stepId"] not in remote.approvals:
                     remote.approvals[frame["stepId"]] = frame
-                    self.rt.deliver(sid, frame)
+                    self.parts.broadcast.deliver(sid, frame)
         self._watch(sid, info.expires_in_s)
 
     def forget(self, session_id: str) -> None:
         self._remote.pop(session_id, None)
 
     async def _recorded_approvals(self, sid: str) -> list[ApprovalRequestJson]:
-        steps = await self.rt.db(self.store.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
+        db = self.parts.db
+        steps = await db(self.store.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
         requests = (recorded_request(s) for s in steps)
         return [
-            for_session(approval_frame(r, self.rt.redact), sid) for r in requests if r is not None
+            for_session(approval_frame(r, self.parts.redact), sid)
+            for r in requests
+            if r is not None
         ]
 
     def _watch(self, sid: str, wait_s: float) -> None:
@@ -251,12 +279,12 @@ class Cluster:
 
         async def watch() -> None:
             delay, idle = wait_s, 0
-            while self.rt.has_subscribers(sid):
+            while self.parts.broadcast.watched(sid):
                 await asyncio.sleep(delay + 0.05)
                 try:
-                    if await self.rt.resume_if_needed(sid):
+                    if await self.parts.resume(sid):
                         return  # taken over: this worker drives it now
-                    info = await self.rt.db(self.store.lease_info, sid)
+                    info = await self.parts.db(self.store.lease_info, sid)
                 except Exception as e:  # noqa: BLE001 - the database is away: try later
                     log.warning("event=watch_failed session=%s error=%r", sid, str(e)[:200])
                     delay = 1.0
@@ -281,22 +309,22 @@ class Cluster:
         """The clients here were told `busy` while another worker drove the session; that
         worker is gone and nobody drives it now (this one declined it, or it was left at
         rest): say so, or their input stays locked on a run that no longer exists."""
-        if self.rt.is_busy(sid) or not self.rt.has_subscribers(sid):
+        if self.parts.busy(sid) or not self.parts.broadcast.watched(sid):
             return
-        session = await self.rt.db(self.store.get_session, sid)
-        if not self.rt.is_busy(sid):
-            self.rt.deliver(sid, for_session(state_frame(session, busy=False), sid))
+        session = await self.parts.db(self.store.get_session, sid)
+        if not self.parts.busy(sid):
+            self.parts.broadcast.deliver(sid, for_session(state_frame(session, busy=False), sid))
 
     # --- presence and the sweep -----------------------------------------------------------------
     async def _refresh_others(self) -> None:
-        workers = await self.rt.db(self.store.workers)
+        workers = await self.parts.db(self.store.workers)
         self.others = any(w.worker_id != self.worker_id and w.alive is not False for w in workers)
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             try:
-                await self.rt.db(self.store.heartbeat, self.worker_id)
+                await self.parts.db(self.store.heartbeat, self.worker_id)
                 await self._refresh_others()
             except Exception as e:  # noqa: BLE001 - the database is away: try later
                 log.warning(
@@ -317,9 +345,9 @@ class Cluster:
         resumed: list[str] = []
         # Asked of the store in SQL: the sessions at rest (thousands, waiting for their next
         # instruction) are never loaded, so a sweep costs the same on a server a year old.
-        due = await self.rt.db(self.store.sweep_targets, round(self.grace_s * 1000))
+        due = await self.parts.db(self.store.sweep_targets, round(self.grace_s * 1000))
         for info in due.sessions:
-            if not self.rt.has_subscribers(info.session_id) and await self.rt.resume_if_needed(
+            if not self.parts.broadcast.watched(info.session_id) and await self.parts.resume(
                 info.session_id
             ):
                 log.info(
@@ -331,10 +359,11 @@ class Cluster:
                 resumed.append(info.session_id)
         # A dead worker's row goes once none of its leases can still be taken early.
         for owner in due.dead_workers:
-            await self.rt.db(self.store.forget_worker, owner)
+            await self.parts.db(self.store.forget_worker, owner)
         self.swept.extend(resumed)
-        if self.rt.workspaces.containers is not None:  # the session containers nobody runs
-            for reaped in await self.rt.db(self.rt.workspaces.reap_containers):
+        spaces = self.parts.workspaces
+        if spaces.containers is not None:  # the session containers nobody runs
+            for reaped in await self.parts.db(spaces.reap_containers):
                 log.info(
                     "event=container_%s session=%s why=%r worker=%s",
                     reaped.action,

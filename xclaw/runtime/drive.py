@@ -1,49 +1,92 @@
 """The drive: one turn of a session carried out. It reads the record, asks the turn plan
 (xclaw/runtime/turn_plan.py) what to do, does it — settles, says, runs the agent (or the
 compaction) — and writes how the run ended, one row of xclaw/runtime/outcomes.py. The lease
-and the run's place on this worker are the runtime's (`Runtime._turn`)."""
+and the run's place on this worker are the runs' (xclaw/runtime/runs.py)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.config import Settings
+from xclaw.llm.base import Model
+from xclaw.llm.prices import PriceTable
+from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import History
 from xclaw.recorder.recorder import Recorder
+from xclaw.recorder.redact import Redactor
 from xclaw.runtime.approvals import WireApprover, approval_frame
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
+from xclaw.runtime.rebuild import Rebuilder
+from xclaw.runtime.run import Run
+from xclaw.runtime.session_configs import SessionConfigs
 from xclaw.runtime.settle import look_at_workspace
+from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_notice, worth_looking
+from xclaw.runtime.wiring import Toolbox
+from xclaw.store.base import RecordReader, StepWriter
+from xclaw.store.leases import Lease
 from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus
 from xclaw.tools.base import ToolContext
 from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
 from xclaw.wire.shapes import FrameJson
-
-if TYPE_CHECKING:
-    from xclaw.runtime.runs import Run
-    from xclaw.runtime.runtime import Runtime
+from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class DriveParts:
+    """What a turn's drive works with, wired once by the runtime's assembly."""
+
+    reader: StoreCaller[RecordReader]  # reads, which need no lease
+    # A run's writes: with its lease, every one carries the fencing token (one driver).
+    writer: Callable[[Lease | None], StoreCaller[StepWriter]]
+    broadcast: Broadcast
+    toolbox: Toolbox
+    workspaces: Workspaces
+    rebuild: Rebuilder
+    redact: Redactor
+    prices: PriceTable
+    model: Callable[[], Model]  # this worker's model chain (built on first use)
+    agent_config: AgentConfig
+    configs: SessionConfigs
+    # Another worker took the session: the run stops (xclaw/runtime/runs.py).
+    lose_lease: Callable[[str, Run, str], None]
+    worker_id: str
+
+
+Drive = Callable[[str, Run, Turn, Opened | None], Awaitable[None]]
+"""A turn driven: (session, its run, the kind of turn, what opened it)."""
+
+
+def drive_with(parts: DriveParts) -> Drive:
+    """The drive the runs launch (xclaw/runtime/runs.py), each turn with these parts."""
+
+    async def drive(sid: str, run: Run, turn: Turn, opened: Opened | None) -> None:
+        await TurnDrive(parts, sid, run, turn).drive(opened)
+
+    return drive
 
 
 class TurnDrive:
     """One turn of session `sid`, driven by `run` (which holds its lease: one driver)."""
 
-    def __init__(self, runtime: Runtime, sid: str, run: Run, turn: Turn) -> None:
-        self.rt = runtime
+    def __init__(self, parts: DriveParts, sid: str, run: Run, turn: Turn) -> None:
+        self.parts = parts
         self.sid = sid
         self.run = run
         self.turn = turn
-        self.worker_id = runtime.worker_id
+        self.worker_id = parts.worker_id
         # Every write of this run carries the lease's fencing token (one driver); its reads
         # need none.
-        self.db = runtime.caller(run.lease)
-        self.reader = runtime.db
+        self.db = parts.writer(run.lease)
+        self.reader = parts.reader
 
     async def drive(self, opened: Opened | None) -> None:
         """`opened`: what the write that opened a message's turn did (Runtime.send)."""
@@ -68,38 +111,38 @@ class TurnDrive:
         return self.run.lost
 
     def emit(self, frame: FrameJson) -> None:
-        self.rt.emit(self.sid, frame)
+        self.parts.broadcast.emit(self.sid, frame)
 
     def lose_lease(self, why: str) -> None:
-        self.rt.runs.lose_lease(self.sid, self.run, why)
+        self.parts.lose_lease(self.sid, self.run, why)
 
     # --- the steps of a turn ---------------------------------------------------------------
     async def _read(self, opened: Opened | None) -> tuple[Record, ToolContext]:
         """The record the turn is planned from; what the last run left `running` marked as
         the turn marks it (`Turn.marking`, nothing lost) first."""
-        rt, db, sid, emit = self.rt, self.db, self.sid, self.emit
+        p, db, reader, sid, emit = self.parts, self.db, self.reader, self.sid, self.emit
         if opened is not None:
             # Told at once: the turn is open, the message recorded.
             for step in opened.interrupted:  # the dangling steps marked (nothing lost)
-                emit(step_frame(step, self.rt.prices))
+                emit(step_frame(step, p.prices))
             emit(status_frame(Status.RUNNING))
-            emit(step_frame(opened.message, rt.prices))
+            emit(step_frame(opened.message, p.prices))
         else:
             # A restore cut short by a crash is completed before anything touches the files.
-            await rt.db(rt.workspaces.recover, sid, self.run.lease)
+            await reader(p.workspaces.recover, sid, self.run.lease)
         await self._prepare_tools()
-        await rt.configs.pin_sandbox(sid)  # the policy it runs under, from its first run
+        await p.configs.pin_sandbox(sid)  # the policy it runs under, from its first run
         if opened is not None:
             status, interrupted = Status.RUNNING, opened.interrupted
             # Read in one trip: the steps to continue from (the message is the last) and the
             # workspace (made 0700), a restore cut short by a crash completed first.
-            steps, workspace = await rt.db(self._read_steps, recover=True)
+            steps, workspace = await reader(self._read_steps, recover=True)
         else:
-            session = await rt.db(rt.store.get_session, sid)
+            session = await reader(reader.store.get_session, sid)
             status = session.status
             # The tools its client declared (docs/ag-ui.md), for a run resumed before any
             # client is back (after a restart).
-            rt.toolbox.client.load(sid, session.metadata)
+            p.toolbox.client.load(sid, session.metadata)
             marking = self.turn.marking
             interrupted = await db(
                 db.store.mark_interrupted,
@@ -108,17 +151,17 @@ class TurnDrive:
                 approval_output=marking.approval_output,
             )
             for step in interrupted:  # live views see the dangling steps marked
-                emit(step_frame(step, self.rt.prices))
-            steps, workspace = await rt.db(self._read_steps, recover=False)
-        hist = rt.rebuild(steps)
+                emit(step_frame(step, p.prices))
+            steps, workspace = await reader(self._read_steps, recover=False)
+        hist = p.rebuild(steps)
         context = ToolContext(workspace=workspace, session_id=sid)
         looking = worth_looking(self.turn, hist)
-        seen = await look_at_workspace(steps, looking, rt.toolbox.tools_for(sid), context)
+        seen = await look_at_workspace(steps, looking, p.toolbox.tools_for(sid), context)
         return Record(status, steps, interrupted, hist, seen), context
 
     async def _prepare_tools(self) -> None:
         """MCP servers start on first use; one that cannot start is named, the rest work."""
-        toolbox = self.rt.toolbox
+        toolbox = self.parts.toolbox
         for server, why in (await toolbox.prepare()).items():
             log.warning("event=mcp_unavailable server=%s reason=%r", server, why)
             self.emit(notice_frame(f"[tools] {why}; its tools are unavailable in this run"))
@@ -130,51 +173,53 @@ class TurnDrive:
         """On a worker thread, in one hop: (with `recover`) a restore cut short by a crash
         completed, then the main agent's steps and the session's workspace directory (made
         0700: a new directory is a few hundred µs of disk work)."""
-        rt = self.rt
+        p = self.parts
         if recover:
-            rt.workspaces.recover(self.sid, self.run.lease)
-        return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.toolbox.workspace(self.sid)
+            p.workspaces.recover(self.sid, self.run.lease)
+        steps = self.reader.store.steps(self.sid, agent=MAIN_AGENT)
+        return steps, p.toolbox.workspace(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
         """The calls the workspace shows ran, recorded completed (no blind repeat); the
         history the agent goes on from."""
-        rt, db = self.rt, self.db
+        p, db, reader = self.parts, self.db, self.reader
         settled = [
             await db(
                 db.store.add_step,
                 self.sid,
                 s.step,
                 status=StepStatus.COMPLETED,
-                output_data=rt.redact.text(s.output),  # as every tool output is
+                output_data=p.redact.text(s.output),  # as every tool output is
             )
             for s in plan.settle
         ]
         if not settled:
             return settled, record.history
-        steps = await rt.db(rt.store.steps, self.sid, agent=MAIN_AGENT)
-        return settled, rt.rebuild(steps)
+        steps = await reader(reader.store.steps, self.sid, agent=MAIN_AGENT)
+        return settled, p.rebuild(steps)
 
     def _recorder(self, hist: History) -> Recorder:
-        rt, sid, lease = self.rt, self.sid, self.run.lease
+        p, sid, lease, reader = self.parts, self.sid, self.run.lease, self.reader
+        spaces = p.workspaces
         return Recorder(
-            db=rt.db,
+            db=reader,
             writes=self.db.store.write_stream(),
             session_id=sid,
-            emit=lambda event: rt.emit(sid, event_frame(event, rt.prices), redacted=True),
-            redact=rt.redact,
+            emit=lambda event: p.broadcast.emit(sid, event_frame(event, p.prices), redacted=True),
+            redact=p.redact,
             call_parents=hist.call_parents,
             pending_approvals=hist.pending_approvals,
             turn_root=hist.last_user_step,
             # Fenced by the run's lease: a worker that lost the session references no
             # snapshot (and so none of the contents it uploaded).
-            before_side_effect=lambda step: rt.db(rt.workspaces.snapshot, sid, step, lease),
+            before_side_effect=lambda step: reader(spaces.snapshot, sid, step, lease),
             after_side_effect=(
-                (lambda step: rt.db(rt.workspaces.snapshot_after, sid, step, lease))
-                if rt.workspaces.records_after
+                (lambda step: reader(spaces.snapshot_after, sid, step, lease))
+                if spaces.records_after
                 else None
             ),
             resumable_calls=hist.resumable_calls,
-            rebuild=rt.rebuild,
+            rebuild=p.rebuild,
         )
 
     async def _say(self, plan: TurnPlan, recorder: Recorder, settled: list[Step]) -> None:
@@ -182,23 +227,23 @@ class TurnDrive:
         the settled calls (told only now: the alert's durable commit carries them too)."""
         for notice in plan.notices:
             self.emit(notice_frame(notice))
-        await self.rt.configs.announce(self.sid, self.run, recorder)
+        await self.parts.configs.announce(self.sid, self.run, recorder)
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
         for step in settled:
-            self.emit(step_frame(step, self.rt.prices))
+            self.emit(step_frame(step, self.parts.prices))
             self.emit(notice_frame(settled_notice(step)))
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
-        rt, run = self.rt, self.run
+        p, run = self.parts, self.run
         return Agent(
-            model=run.model or rt.model,
-            tools=rt.toolbox.tools_for(self.sid),
-            policy=run.policy or rt.toolbox.policy,
-            approver=WireApprover(run, lambda req: self.emit(approval_frame(req, rt.redact))),
+            model=run.model or p.model(),
+            tools=p.toolbox.tools_for(self.sid),
+            policy=run.policy or p.toolbox.policy,
+            approver=WireApprover(run, lambda req: self.emit(approval_frame(req, p.redact))),
             observer=recorder,
             context=context,
-            config=agent_config(rt.settings),
+            config=p.agent_config,
             cancel_event=run.cancel,
         )
 
@@ -217,7 +262,8 @@ class TurnDrive:
             await recorder.settle()
         if not recorder.answered:  # else Success was committed with the final answer
             await self._end_as(Status.SUCCESS)
-        self.rt.emit(self.sid, reply_frame(self.rt.redact.text(answer)), redacted=True)
+        reply = reply_frame(self.parts.redact.text(answer))
+        self.parts.broadcast.emit(self.sid, reply, redacted=True)
 
     async def _compact(
         self, plan: TurnPlan, agent: Agent, recorder: Recorder, hist: History
@@ -230,7 +276,7 @@ class TurnDrive:
             await recorder.settle()
         if plan.compaction_ends is not None:
             await self._end_as(plan.compaction_ends)
-        status = (await self.reader(self.rt.store.get_session, self.sid)).status
+        status = (await self.reader(self.reader.store.get_session, self.sid)).status
         self.emit(status_frame(status))
         if not done:
             self.emit(
@@ -242,7 +288,7 @@ class TurnDrive:
 
     async def _end_as(self, target: Status) -> None:
         db = self.db
-        session = await self.reader(self.rt.store.get_session, self.sid)
+        session = await self.reader(self.reader.store.get_session, self.sid)
         if session.status is not target:
             await db(db.store.transition, self.sid, target)
 

@@ -5,55 +5,47 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from xclaw.agent.hooks import ApprovalRequest
-from xclaw.agent.loop import Policy
-from xclaw.answered_by import Answer
 from xclaw.errors import LeaseLost, SessionBusy, StoreError
-from xclaw.llm.base import Model
-from xclaw.runtime.agreement import Agreement
-from xclaw.runtime.drive import TurnDrive
+from xclaw.recorder.caller import StoreCaller
+from xclaw.runtime.drive import Drive
+from xclaw.runtime.leases import LeaseKeeper
+from xclaw.runtime.opening import Opened
+from xclaw.runtime.run import Run
+from xclaw.runtime.subscribers import Broadcast
+from xclaw.runtime.turn_plan import Turn
+from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.rows import now_ms
+from xclaw.store.stream import WriteStream
+from xclaw.telemetry.exporter import TurnExporter
 from xclaw.wire.build import notice_frame
-
-if TYPE_CHECKING:
-    from xclaw.runtime.opening import Opened
-    from xclaw.runtime.runtime import Runtime
-    from xclaw.runtime.turn_plan import Turn
 
 log = logging.getLogger("xclaw.runtime")
 
 LEASE_LOST_NOTICE = "[lease] another worker took over this session; this one stopped driving it"
 
 
-@dataclass
-class Run:
-    """One run in flight: the single driver of its session."""
+@dataclass(frozen=True, slots=True)
+class RunsParts:
+    """What the runs work with, wired once by the runtime's assembly."""
 
-    task: asyncio.Task[None] | None = None
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    # The session's lease while this worker drives it, renewed in the background; `lost`
-    # says why once another worker took it (the run then stops without writing).
-    lease: Lease | None = None
-    renewer: asyncio.Task[None] | None = None
-    lost: str | None = None
-    # What this run drives with, when the session's configuration is not this worker's
-    # (xclaw/runtime/agreement.py): said in a notice and a session_config alert as it starts.
-    agreement: Agreement | None = None
-    model: Model | None = None
-    policy: Policy | None = None
-    # display step id -> (request, future answered by answer_approval)
-    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[Answer]]] = field(
-        default_factory=dict
-    )
+    drive: Drive  # a turn carried out (xclaw/runtime/drive.py)
+    leases: LeaseKeeper
+    broadcast: Broadcast
+    # A run's writes under its lease (the marks a shutdown leaves).
+    writer: Callable[[Lease | None], StoreCaller[StepWriter]]
+    # Straight to the writer, batched with other sessions' writes (a lease's release).
+    write_stream: Callable[[], WriteStream]
+    telemetry: TurnExporter | None
+    worker_id: str
 
 
 class Runs:
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
+    def __init__(self, parts: RunsParts) -> None:
+        self.parts = parts
         self._runs: dict[str, Run] = {}
         self.resuming: set[str] = set()  # sessions whose resume is being decided
         self.stopping = False  # shutting down: no run starts
@@ -88,11 +80,11 @@ class Runs:
     def launch(
         self, session_id: str, run: Run, lease: Lease, turn: Turn, opened: Opened | None = None
     ) -> None:
-        rt = self.rt
+        p = self.parts
         run.lease = lease
-        if rt.cluster is not None:
-            rt.cluster.forget(session_id)  # driven here now
-        run.renewer = rt.leases.keep_alive(
+        if p.broadcast.peers is not None:
+            p.broadcast.peers.forget(session_id)  # driven here now
+        run.renewer = p.leases.keep_alive(
             lambda: run.lease,  # type: ignore[arg-type,return-value]
             lambda renewed: setattr(run, "lease", renewed),
             lambda why: self.lose_lease(session_id, run, why),
@@ -102,13 +94,13 @@ class Runs:
     async def _turn(self, sid: str, run: Run, turn: Turn, opened: Opened | None) -> None:
         """The turn driven (xclaw/runtime/drive.py), then what it held let go: its place here
         and its lease."""
-        rt = self.rt
+        p = self.parts
         started = now_ms()
         try:
-            await TurnDrive(rt, sid, run, turn).drive(opened)
+            await p.drive(sid, run, turn, opened)
         finally:
-            if rt.telemetry is not None:  # spans from what this run committed (never blocks)
-                rt.telemetry.run_ended(sid, started)
+            if p.telemetry is not None:  # spans from what this run committed (never blocks)
+                p.telemetry.run_ended(sid, started)
             if run.renewer is not None:
                 # Cancelled, and let go: the renewer's frame holds this run (a cycle through
                 # its CancelledError's traceback would otherwise wait for a full collection).
@@ -118,16 +110,16 @@ class Runs:
             if run.lease is not None and run.lost is None and not self.stopping:
                 # The next run may start at once, here or anywhere. (One that starts here
                 # first takes a newer token, and this release of the old one is a no-op.)
-                await rt.leases.release(run.lease, rt.store.write_stream())
+                await p.leases.release(run.lease, p.write_stream())
 
     def lose_lease(self, sid: str, run: Run, why: str) -> None:
         """Another worker took the session: stop at once; every later write is refused."""
         if run.lost is None:
             run.lost = why
             log.warning(
-                "event=lease_lost session=%s worker=%s reason=%r", sid, self.rt.worker_id, why
+                "event=lease_lost session=%s worker=%s reason=%r", sid, self.parts.worker_id, why
             )
-            self.rt.deliver(sid, notice_frame(LEASE_LOST_NOTICE))
+            self.parts.broadcast.deliver(sid, notice_frame(LEASE_LOST_NOTICE))
         task = run.task
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()  # the renewer noticed: stop the run where it waits
@@ -139,7 +131,7 @@ class Runs:
 
     async def stop(self) -> None:
         """Every run stopped where it is; what was running stays for the next start."""
-        rt = self.rt
+        p = self.parts
         self.stopping = True
         runs = list(self._runs.items())
         for _, run in runs:
@@ -155,9 +147,10 @@ class Runs:
                 # Nothing lost: in-flight steps end as interrupted (kept, not deleted); a
                 # pending approval stays pending so it is asked again after restart.
                 if run.lost is None:
-                    await rt.db(rt.store.mark_interrupted, sid, lease=run.lease)
+                    db = p.writer(run.lease)
+                    await db(db.store.mark_interrupted, sid)
             except LeaseLost:
-                log.warning("event=lease_lost session=%s worker=%s", sid, rt.worker_id)
+                log.warning("event=lease_lost session=%s worker=%s", sid, p.worker_id)
             except StoreError as e:  # the next start marks them (nothing lost holds on resume)
                 log.warning("could not mark steps of %s interrupted: %s", sid, e.message)
             except Exception:
@@ -165,4 +158,4 @@ class Runs:
             if run.renewer is not None:
                 run.renewer.cancel()
             if run.lease is not None and run.lost is None:
-                await rt.leases.release(run.lease)  # another worker may resume it at once
+                await p.leases.release(run.lease)  # another worker may resume it at once

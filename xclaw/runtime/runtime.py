@@ -1,13 +1,17 @@
-"""The runtime facade the gateway and the headless CLI drive: one object that owns the
-per-session runs, their subscribers and their pending approvals.
+"""The runtime's assembly and its facade: the one place the runtime's parts are wired
+together, and the object the gateway, the CLI and the Python API drive.
+
+Each part receives the few things it uses as a small frozen value (`DriveParts`,
+`RunsParts`, `StartParts`, `ConfigParts`, `ClusterParts`, `ChangeParts`), built here; no
+other module of the runtime imports this one (tests/test_layering.py).
 
 Frames emitted to subscribers are the server frames of docs/protocol.md (dicts), each carrying
 `sessionId`. Every method is safe to call for an unknown session (SessionNotFound) or a bad
 step reference (StepNotFound); none of them can crash the caller's event loop.
 
 What a turn does is the turn plan's (turn_plan.py), carried out by drive.py; how a run ends,
-outcomes.py. Here: whether and how a turn starts (its lease, the session's configuration),
-the runs in flight, attaching, time travel and shutdown.
+outcomes.py; whether and how it starts, turn_start.py; the runs in flight, runs.py. Here:
+attaching, time travel, shutdown, and the facade over the parts.
 """
 
 from __future__ import annotations
@@ -32,14 +36,18 @@ from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
 from xclaw.runtime.agreement import RunConfig
+from xclaw.runtime.changes import ChangeParts
+from xclaw.runtime.cluster import Cluster, ClusterParts
+from xclaw.runtime.drive import DriveParts, agent_config, drive_with
 from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.peers import Peers
 from xclaw.runtime.rebuild import Rebuilder
-from xclaw.runtime.runs import Runs
-from xclaw.runtime.session_configs import SessionConfigs
+from xclaw.runtime.run import Run
+from xclaw.runtime.runs import Runs, RunsParts
+from xclaw.runtime.session_configs import ConfigParts, SessionConfigs
 from xclaw.runtime.session_frames import session_history
-from xclaw.runtime.subscribers import FrameSink, Subscribers
-from xclaw.runtime.turn_start import TurnStarts
+from xclaw.runtime.subscribers import Broadcast, FrameSink
+from xclaw.runtime.turn_start import StartParts, TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.store.base import RollbackResult, StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
@@ -87,12 +95,12 @@ class Runtime:
         self.db = StoreCaller(store, self._threads)
         # An agent's messages from its steps, as this worker runs them.
         self.rebuild = Rebuilder(store, self.toolbox)
-        self._subs = Subscribers()
+        # Every session's frames: to its clients here, and (when serving among other
+        # workers) to theirs: the cluster puts itself in `peers` as it starts.
+        self.broadcast = Broadcast(self.redact)
         # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
         self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
-        # xclaw.runtime.cluster.Cluster when serving: frames and failover across workers.
-        self.cluster: Peers | None = None
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
         self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
         # What this worker runs sessions with, registered for the others and `xclaw workers`;
@@ -101,11 +109,106 @@ class Runtime:
             model_specs = [p.model for p in settings.providers] if model is None else [model.name]
         self.run_config = RunConfig(tuple(model_specs), settings.approval.mode)
         self.leases.info.update(self.run_config.to_json())
-        # `xclaw run --approval MODE`: the user chose this run's mode (it is recorded).
-        self.explicit_approval = False
-        self.configs = SessionConfigs(self)
-        self.runs = Runs(self)
-        self._starts = TurnStarts(self)
+        self._assemble()
+
+    def _assemble(self) -> None:
+        """The parts wired: each receives what it uses, nothing of the facade."""
+        self.configs = SessionConfigs(
+            ConfigParts(
+                db=self.db,
+                run_config=self.run_config,
+                settings=self.settings,
+                leases=self.leases,
+                broadcast=self.broadcast,
+                prices=self.prices,
+                worker_id=self.worker_id,
+            )
+        )
+        drive = drive_with(
+            DriveParts(
+                reader=self.db,
+                writer=self.caller,
+                broadcast=self.broadcast,
+                toolbox=self.toolbox,
+                workspaces=self.workspaces,
+                rebuild=self.rebuild,
+                redact=self.redact,
+                prices=self.prices,
+                model=lambda: self.model,
+                agent_config=agent_config(self.settings),
+                configs=self.configs,
+                lose_lease=self._lose_lease,
+                worker_id=self.worker_id,
+            )
+        )
+        self.runs = Runs(
+            RunsParts(
+                drive=drive,
+                leases=self.leases,
+                broadcast=self.broadcast,
+                writer=self.caller,
+                write_stream=self.store.write_stream,
+                telemetry=self.telemetry,
+                worker_id=self.worker_id,
+            )
+        )
+        self._starts = TurnStarts(
+            StartParts(
+                runs=self.runs,
+                reader=self.db,
+                writer=self.store,
+                leases=self.leases,
+                configs=self.configs,
+                broadcast=self.broadcast,
+                redact=self.redact,
+                require_model=self.require_model,
+                worker_id=self.worker_id,
+            )
+        )
+
+    def _lose_lease(self, session_id: str, run: Run, why: str) -> None:
+        self.runs.lose_lease(session_id, run, why)
+
+    def new_cluster(self, info: dict[str, Any] | None = None) -> Cluster:
+        """This worker among others on its database (xclaw/runtime/cluster.py): started by
+        the server (`await cluster.start()`), it failovers, sweeps, and carries frames."""
+        parts = ClusterParts(
+            store=self.store,
+            db=self.db,
+            broadcast=self.broadcast,
+            leases=self.leases,
+            redact=self.redact,
+            workspaces=self.workspaces,
+            worker_id=self.worker_id,
+            grace_s=self.settings.sweep_grace_s,
+            sweep_every_s=self.settings.sweep_every_s,
+            resume=self.resume_if_needed,
+            answer=self.answer_approval,
+            cancel=self.cancel,
+            driven=self.driven_sessions,
+            busy=self.is_busy,
+            changes=ChangeParts(
+                db=self.db,
+                broadcast=self.broadcast,
+                history=self.history_frame,
+                status=self.status_frame,
+            ),
+        )
+        return Cluster(parts, info=info)
+
+    @property
+    def cluster(self) -> Peers | None:
+        """The other workers, once this one serves among them (its cluster started)."""
+        return self.broadcast.peers
+
+    @property
+    def explicit_approval(self) -> bool:
+        """`xclaw run --approval MODE`: the user chose this run's mode (it is recorded)."""
+        return self.configs.explicit_approval
+
+    @explicit_approval.setter
+    def explicit_approval(self, chosen: bool) -> None:
+        self.configs.explicit_approval = chosen
 
     # --- model ----------------------------------------------------------------------------
     @property
@@ -133,26 +236,21 @@ class Runtime:
 
     # --- attaching ----------------------------------------------------------------------------
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]:
-        return self._subs.subscribe(session_id, sink)
+        return self.broadcast.subscribers.subscribe(session_id, sink)
 
     def emit(self, session_id: str, frame: FrameJson, *, redacted: bool = False) -> None:
         """A frame to every client of the session, here and on other workers. Redacted whole
         here unless `redacted`: the recorder's events (every value in them redacted where it
         was recorded, xclaw/recorder/recorder.py) and the reply are, and they are most of
         the frames of a run."""
-        if not redacted:
-            frame = self.redact(frame)
-        sent = for_session(frame, session_id)
-        self._subs.deliver(session_id, sent)
-        if self.cluster is not None:
-            self.cluster.publish(session_id, sent)  # to clients attached to other workers
+        self.broadcast.emit(session_id, frame, redacted=redacted)
 
     def deliver(self, session_id: str, frame: Frame) -> None:
         """A frame to the sockets attached to this worker only."""
-        self._subs.deliver(session_id, frame)
+        self.broadcast.deliver(session_id, frame)
 
     def has_subscribers(self, session_id: str) -> bool:
-        return self._subs.has(session_id)
+        return self.broadcast.watched(session_id)
 
     def driven_sessions(self) -> list[str]:
         """Sessions this worker drives right now (under its lease)."""

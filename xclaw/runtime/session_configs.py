@@ -6,28 +6,53 @@ the configuration said once per session (docs/postgres.md, "What a session runs 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from xclaw.agent.loop import Policy
+from xclaw.config import Settings
 from xclaw.llm.base import Model
+from xclaw.llm.prices import PriceTable
+from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.recorder import Recorder
 from xclaw.runtime.agreement import ALERT, Agreement, RunConfig, agree, recorded_config, with_config
+from xclaw.runtime.leases import LeaseKeeper
+from xclaw.runtime.run import Run
 from xclaw.runtime.sandbox_pin import recorded_policy, refusal, with_policy
+from xclaw.runtime.subscribers import Broadcast
 from xclaw.sandbox.container.policy import SandboxPolicy
+from xclaw.store.base import LeaseStore, RecordStore, StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Session, StepType
 from xclaw.wire.build import notice_frame, step_frame
 
-if TYPE_CHECKING:
-    from xclaw.runtime.runs import Run
-    from xclaw.runtime.runtime import Runtime
-
 log = logging.getLogger("xclaw.runtime")
 
 
+class ConfigStore(RecordStore, StepWriter, LeaseStore, Protocol):
+    """What the configurations read and write: sessions' metadata, an alert under a lease
+    taken, the live workers."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigParts:
+    """What the session configurations work with, wired once by the runtime's assembly."""
+
+    db: StoreCaller[ConfigStore]
+    run_config: RunConfig  # what this worker runs sessions with
+    # The settings a session's own model chain and approval rules are built from.
+    settings: Settings
+    leases: LeaseKeeper
+    broadcast: Broadcast
+    prices: PriceTable
+    worker_id: str
+
+
 class SessionConfigs:
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
+    def __init__(self, parts: ConfigParts) -> None:
+        self.parts = parts
+        # `xclaw run --approval MODE`: the user chose this run's mode (it is recorded).
+        self.explicit_approval = False
         self._chains: dict[tuple[str, ...], Model] = {}
         self._policies: dict[str, Policy] = {}
         self._refused: dict[str, RunConfig] = {}  # session -> the configuration refused (said)
@@ -36,28 +61,28 @@ class SessionConfigs:
     async def agreement(self, session: Session | None, *, explicit: bool) -> Agreement:
         """What a run of `session` drives with here; `explicit`: asked by the user (a message,
         `xclaw run --session`), not a takeover."""
-        rt = self.rt
+        p = self.parts
         recorded = None if session is None else recorded_config(session.metadata)
-        mine = rt.run_config
+        mine = p.run_config
         live: list[tuple[str, RunConfig]] = []
         if recorded is not None and not set(recorded.models) <= set(mine.models):
-            live = await rt.db(self._live_configs)  # who else could run it
+            live = await p.db(self._live_configs)  # who else could run it
         return agree(
             recorded,
             mine,
             available=mine.models,
             explicit=explicit,
-            explicit_approval=rt.explicit_approval,
+            explicit_approval=self.explicit_approval,
             live=live,
-            worker=rt.worker_id,
+            worker=p.worker_id,
         )
 
     def _live_configs(self) -> list[tuple[str, RunConfig]]:
         """The other live workers on this database and what they run with."""
         out = []
-        for w in self.rt.store.workers():
+        for w in self.parts.db.store.workers():
             config = RunConfig.from_json(w.info)
-            if w.alive and w.worker_id != self.rt.worker_id and config is not None:
+            if w.alive and w.worker_id != self.parts.worker_id and config is not None:
                 out.append((w.worker_id, config))
         return out
 
@@ -71,18 +96,18 @@ class SessionConfigs:
         """Give the run the session's model chain and approval policy where they are not this
         worker's, and record the configuration when it is new (with `lease`: the write of a
         resume; a message records it in the write that opens its turn)."""
-        rt = self.rt
+        p = self.parts
         use = agreement.use
         assert use is not None
         run.agreement = agreement
-        if use.models != rt.run_config.models:
+        if use.models != p.run_config.models:
             run.model = self._chain(use.models)
-        if use.approval != rt.settings.approval.mode:
+        if use.approval != p.settings.approval.mode:
             run.policy = self._policy(use.approval)
         if lease is not None and agreement.record is not None:
-            session = await rt.db(rt.store.get_session, sid)
-            await rt.db(
-                rt.store.update_session,
+            session = await p.db(p.db.store.get_session, sid)
+            await p.db(
+                p.db.store.update_session,
                 sid,
                 metadata=with_config(session.metadata, agreement.record),
             )
@@ -93,7 +118,7 @@ class SessionConfigs:
         if chain is None:
             from xclaw.llm.factory import build_model
 
-            settings = self.rt.settings
+            settings = self.parts.settings
             by_spec = {p.model: p for p in settings.providers}
             providers = tuple(by_spec[m] for m in models)
             chain = self._chains[models] = build_model(
@@ -107,8 +132,8 @@ class SessionConfigs:
         if policy is None:
             from xclaw.tools.approval import ApprovalPolicy
 
-            approval = self.rt.settings.approval.model_copy(update={"mode": mode})
-            settings = self.rt.settings.model_copy(update={"approval": approval})
+            approval = self.parts.settings.approval.model_copy(update={"mode": mode})
+            settings = self.parts.settings.model_copy(update={"approval": approval})
             policy = self._policies[mode] = ApprovalPolicy.from_settings(settings)
         return policy
 
@@ -116,48 +141,48 @@ class SessionConfigs:
         """This worker does not drive the session: it says so (a notice, a session_config
         alert written under the lease it took) and lets the lease go at once, so the worker
         that has the session's model takes it (its sweep, or a client's reconnect)."""
-        rt = self.rt
+        p = self.parts
         details = agreement.alert()
         try:
             if details is not None:
                 step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
-                added = await rt.db(rt.store.add_step, sid, step, lease=lease)
-                rt.emit(sid, step_frame(added, rt.prices))
+                added = await p.db(p.db.store.add_step, sid, step, lease=lease)
+                p.broadcast.emit(sid, step_frame(added, p.prices))
         finally:
-            await rt.leases.release(lease)
+            await p.leases.release(lease)
         if agreement.session is not None:
             self._refused[sid] = agreement.session
         log.warning(
             "event=config_mismatch session=%s worker=%s session_models=%s worker_models=%s",
             sid,
-            rt.worker_id,
+            p.worker_id,
             ",".join(agreement.session.models if agreement.session else ()),
-            ",".join(rt.run_config.models),
+            ",".join(p.run_config.models),
         )
         if (words := agreement.notice()) is not None:
-            rt.emit(sid, notice_frame(words))
+            p.broadcast.emit(sid, notice_frame(words))
 
     # --- the session's pinned sandbox policy (xclaw/runtime/sandbox_pin.py) -------------------
     def sandbox_refusal(self, session: Session) -> str | None:
         """Why this worker may not run `session` under its recorded sandbox policy; None: it
         may."""
-        return refusal(recorded_policy(session.metadata), self.sandbox, self.rt.worker_id)
+        return refusal(recorded_policy(session.metadata), self.sandbox, self.parts.worker_id)
 
     @property
     def sandbox(self) -> SandboxPolicy:
-        return SandboxPolicy.from_settings(self.rt.settings.sandbox)
+        return SandboxPolicy.from_settings(self.parts.settings.sandbox)
 
     async def pin_sandbox(self, sid: str) -> None:
         """Record this worker's container policy as the session's when it has none yet (its
         first run here: the check before the run let it through). A host policy is not
         written: nothing recorded reads as one, and the default path costs no write."""
-        rt = self.rt
+        p = self.parts
         if self.sandbox.kind != "container":
             return
-        session = await rt.db(rt.store.get_session, sid)
+        session = await p.db(p.db.store.get_session, sid)
         if recorded_policy(session.metadata) is None:
-            await rt.db(
-                rt.store.update_session, sid, metadata=with_policy(session.metadata, self.sandbox)
+            await p.db(
+                p.db.store.update_session, sid, metadata=with_policy(session.metadata, self.sandbox)
             )
 
     async def decline_sandbox(self, sid: str, lease: Lease, why: str) -> None:
@@ -167,14 +192,14 @@ class SessionConfigs:
             step = NewStep(
                 step_type=StepType.SYSTEM_ALERT,
                 name=ALERT,
-                input_data={"decision": "refused", "sandbox": why, "worker": self.rt.worker_id},
+                input_data={"decision": "refused", "sandbox": why, "worker": self.parts.worker_id},
             )
-            added = await self.rt.db(self.rt.store.add_step, sid, step, lease=lease)
-            self.rt.emit(sid, step_frame(added, self.rt.prices))
+            added = await self.parts.db(self.parts.db.store.add_step, sid, step, lease=lease)
+            self.parts.broadcast.emit(sid, step_frame(added, self.parts.prices))
         finally:
-            await self.rt.leases.release(lease)
-        log.warning("event=sandbox_mismatch session=%s worker=%s", sid, self.rt.worker_id)
-        self.rt.emit(sid, notice_frame(why))
+            await self.parts.leases.release(lease)
+        log.warning("event=sandbox_mismatch session=%s worker=%s", sid, self.parts.worker_id)
+        self.parts.broadcast.emit(sid, notice_frame(why))
 
     async def announce(self, sid: str, run: Run, recorder: Recorder) -> None:
         """Driven with the session's configuration, not this worker's (or changed by the
@@ -186,6 +211,6 @@ class SessionConfigs:
         if agreed is None or said is None or self._said.get(sid) == said:
             return
         if (words := agreed.notice()) is not None:
-            self.rt.emit(sid, notice_frame(words))
+            self.parts.broadcast.emit(sid, notice_frame(words))
         await recorder.alert(ALERT, said)
         self._said[sid] = said

@@ -1,11 +1,15 @@
-"""The clients attached to each session on this worker: where its frames go."""
+"""Where a session's frames go: the clients attached to it on this worker (`Subscribers`),
+and, when this worker serves among others, theirs (`Broadcast.peers`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from xclaw.wire.shapes import Frame
+from xclaw.recorder.redact import Redactor
+from xclaw.runtime.peers import Peers
+from xclaw.wire.build import for_session
+from xclaw.wire.shapes import Frame, FrameJson
 
 log = logging.getLogger("xclaw.runtime")
 
@@ -38,3 +42,34 @@ class Subscribers:
 
     def has(self, session_id: str) -> bool:
         return bool(self._sinks.get(session_id))
+
+
+class Broadcast:
+    """Frames to every client of a session, redacted. The cluster, when it starts, puts
+    itself in `peers`: frames of runs driven here then reach the clients attached to the
+    other workers too (xclaw/runtime/cluster.py)."""
+
+    def __init__(self, redact: Redactor) -> None:
+        self.redact = redact
+        self.subscribers = Subscribers()
+        self.peers: Peers | None = None
+
+    def emit(self, session_id: str, frame: FrameJson, *, redacted: bool = False) -> None:
+        """A frame to every client of the session, here and on other workers. Redacted whole
+        here unless `redacted`: the recorder's events (every value in them redacted where it
+        was recorded, xclaw/recorder/recorder.py) and the reply are, and they are most of
+        the frames of a run."""
+        if not redacted:
+            frame = self.redact(frame)
+        sent = for_session(frame, session_id)
+        self.subscribers.deliver(session_id, sent)
+        if self.peers is not None:
+            self.peers.publish(session_id, sent)  # to clients attached to other workers
+
+    def deliver(self, session_id: str, frame: Frame) -> None:
+        """A frame to the sockets attached to this worker only."""
+        self.subscribers.deliver(session_id, frame)
+
+    def watched(self, session_id: str) -> bool:
+        """Is any client attached to the session here?"""
+        return self.subscribers.has(session_id)

@@ -4,20 +4,44 @@ compaction: what it checks first, the session's lease (one driver) and configura
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
-from xclaw.runtime.leases import busy_message
+from xclaw.recorder.caller import StoreCaller
+from xclaw.recorder.redact import Redactor
+from xclaw.runtime.leases import LeaseKeeper, busy_message
 from xclaw.runtime.opening import open_turn
+from xclaw.runtime.runs import Runs
+from xclaw.runtime.session_configs import SessionConfigs
+from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
+from xclaw.store.base import LeaseStore, RecordReader, StepWriter
 from xclaw.store.model import MAIN_AGENT, Session, Status, StepType
 from xclaw.teams import Actor
 from xclaw.views import title_from_message
 from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
 
-if TYPE_CHECKING:
-    from xclaw.runtime.runtime import Runtime
+
+class StartReader(RecordReader, LeaseStore, Protocol):
+    """What deciding a start reads: the record, and who holds a session's lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartParts:
+    """What starting turns works with, wired once by the runtime's assembly."""
+
+    runs: Runs
+    reader: StoreCaller[StartReader]
+    writer: StepWriter  # the write that opens a message's turn (xclaw/runtime/opening.py)
+    leases: LeaseKeeper
+    configs: SessionConfigs
+    broadcast: Broadcast
+    redact: Redactor
+    # Raises ConfigError saying how to configure a model, when this worker has none.
+    require_model: Callable[[], None]
+    worker_id: str
 
 
 def resumable(session: Session) -> bool:
@@ -29,8 +53,8 @@ def resumable(session: Session) -> bool:
 
 
 class TurnStarts:
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
+    def __init__(self, parts: StartParts) -> None:
+        self.parts = parts
 
     async def message(
         self,
@@ -44,37 +68,37 @@ class TurnStarts:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
         (recorded; a session created here is theirs)."""
-        rt, runs = self.rt, self.rt.runs
+        p, runs = self.parts, self.parts.runs
         if session_id in runs or session_id in runs.resuming:
             raise SessionBusy(
                 "a run is in flight for this session; wait for its reply or cancel it"
             )
         if runs.stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
-        found = await rt.db(rt.store.find_session, session_id)
+        found = await p.reader(p.reader.store.find_session, session_id)
         if found is None and not create:
             raise SessionNotFound(session_id)
-        rt.require_model()  # before recording anything: say how to configure one
+        p.require_model()  # before recording anything: say how to configure one
         # Another worker's session: with its model chain and approval mode, or refused.
-        agreement = await rt.configs.agreement(found, explicit=True)
+        agreement = await p.configs.agreement(found, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
-        if found is not None and (why := rt.configs.sandbox_refusal(found)) is not None:
+        if found is not None and (why := p.configs.sandbox_refusal(found)) is not None:
             raise ConfigMismatch(why)  # its pinned sandbox policy is not this worker's
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
-            title = rt.title_of(title_from_message(rt.redact.text(text)))
+            title = p.redact.text(title_from_message(p.redact.text(text)))
         run = runs.claim(session_id)
         try:
-            await rt.configs.equip(session_id, run, agreement)
-            await rt.leases.register()
+            await p.configs.equip(session_id, run, agreement)
+            await p.leases.register()
             lease, opened = await open_turn(
-                rt.store,
+                p.writer,
                 session_id,
-                rt.redact(text),
-                worker_id=rt.worker_id,
-                ttl_s=rt.leases.ttl_s,
+                p.redact(text),
+                worker_id=p.worker_id,
+                ttl_s=p.leases.ttl_s,
                 create=found is None,
                 title=title,
                 record=agreement.record,
@@ -85,21 +109,21 @@ class TurnStarts:
             runs.unclaim(session_id, run)
             raise
         if title is not None:
-            rt.emit(session_id, renamed_frame(title))
+            p.broadcast.emit(session_id, renamed_frame(title))
         if lease is None:
             runs.unclaim(session_id, run)
-            raise SessionBusy(busy_message(await rt.db(rt.store.lease_info, session_id)))
-        rt.leases.acquired(lease)
+            raise SessionBusy(busy_message(await p.reader(p.reader.store.lease_info, session_id)))
+        p.leases.acquired(lease)
         runs.launch(session_id, run, lease, Turn.MESSAGE, opened)
 
     async def _has_user_input(self, session_id: str) -> bool:
-        steps = await self.rt.db(self.rt.store.steps, session_id, agent=MAIN_AGENT)
+        steps = await self.parts.reader(self.parts.reader.store.steps, session_id, agent=MAIN_AGENT)
         return any(st.step_type is StepType.USER_INPUT for st in steps)
 
     async def resume(self, session_id: str, *, failed: bool) -> bool:
         """Interrupted work continued, when there is some and no run is in flight; with
         `failed`, a Failed session too. True: a run started here."""
-        runs = self.rt.runs
+        runs = self.parts.runs
         if session_id in runs or session_id in runs.resuming or runs.stopping:
             return False
         # One decision at a time per session (the sweep, a watcher and an attaching client
@@ -111,81 +135,81 @@ class TurnStarts:
             runs.resuming.discard(session_id)
 
     async def _resume(self, session_id: str, *, failed: bool) -> bool:
-        rt, runs = self.rt, self.rt.runs
+        p, runs = self.parts, self.parts.runs
 
         def wanted(session: Session) -> bool:
             return resumable(session) or (failed and session.status is Status.FAILED)
 
-        session = await rt.db(rt.store.get_session, session_id)
+        session = await p.reader(p.reader.store.get_session, session_id)
         if not wanted(session):
             return False
         try:
-            rt.require_model()
+            p.require_model()
         except ConfigError as e:
-            rt.emit(session_id, error_frame(e.message, e.code))
+            p.broadcast.emit(session_id, error_frame(e.message, e.code))
             return False
         # A session this worker already declined (its model chain is not this worker's):
         # said again to whoever attaches, without taking its lease again (the sweep asks
         # every round).
-        agreement = await rt.configs.agreement(session, explicit=failed)
-        if rt.configs.declined_before(session_id, agreement):
+        agreement = await p.configs.agreement(session, explicit=failed)
+        if p.configs.declined_before(session_id, agreement):
             if (words := agreement.notice()) is not None:
-                rt.deliver(session_id, for_session(notice_frame(words), session_id))
+                p.broadcast.deliver(session_id, for_session(notice_frame(words), session_id))
             return False
         if session_id in runs:  # a message started a run meanwhile
             return False
         run = runs.claim(session_id)
         try:
-            lease, holder = await rt.leases.try_acquire(session_id)
+            lease, holder = await p.leases.try_acquire(session_id)
             if lease is not None:
-                now = await rt.db(rt.store.get_session, session_id)
+                now = await p.reader(p.reader.store.get_session, session_id)
                 if not wanted(now):
-                    await rt.leases.release(lease)  # its driver finished it meanwhile
+                    await p.leases.release(lease)  # its driver finished it meanwhile
                     lease = holder = None
                 else:
-                    agreement = await rt.configs.agreement(now, explicit=failed)
+                    agreement = await p.configs.agreement(now, explicit=failed)
                     if agreement.refused:
-                        await rt.configs.decline(session_id, lease, agreement)
+                        await p.configs.decline(session_id, lease, agreement)
                         lease = holder = None
-                    elif (why := rt.configs.sandbox_refusal(now)) is not None:
-                        await rt.configs.decline_sandbox(session_id, lease, why)
+                    elif (why := p.configs.sandbox_refusal(now)) is not None:
+                        await p.configs.decline_sandbox(session_id, lease, why)
                         lease = holder = None
                     else:
-                        await rt.configs.equip(session_id, run, agreement, lease)
+                        await p.configs.equip(session_id, run, agreement, lease)
         except BaseException:
             runs.unclaim(session_id, run)
             raise
         if lease is None:
             # Another live worker drives it: observe, and take over if its lease lapses.
             runs.unclaim(session_id, run)
-            if holder is not None and rt.cluster is not None:
-                await rt.cluster.observe(holder)
+            if holder is not None and p.broadcast.peers is not None:
+                await p.broadcast.peers.observe(holder)
             return False
         runs.launch(session_id, run, lease, Turn.RESUME)
         return True
 
     async def compaction(self, session_id: str) -> None:
         """/compact, between turns only."""
-        rt, runs = self.rt, self.rt.runs
+        p, runs = self.parts, self.parts.runs
         if session_id in runs:
             raise SessionBusy("a run is in flight for this session; compact after its reply")
         if runs.stopping:
             raise SessionBusy("this server is shutting down; try again in a moment")
-        session = await rt.db(rt.store.get_session, session_id)
+        session = await p.reader(p.reader.store.get_session, session_id)
         if resumable(session):
             raise SessionBusy(
                 "this session has interrupted work: resume it (or send a message) first"
             )
-        rt.require_model()
-        agreement = await rt.configs.agreement(session, explicit=True)
+        p.require_model()
+        agreement = await p.configs.agreement(session, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
-        if (why := rt.configs.sandbox_refusal(session)) is not None:
+        if (why := p.configs.sandbox_refusal(session)) is not None:
             raise ConfigMismatch(why)
         run = runs.claim(session_id)
         try:
-            lease = await rt.leases.acquire(session_id)
-            await rt.configs.equip(session_id, run, agreement, lease)
+            lease = await p.leases.acquire(session_id)
+            await p.configs.equip(session_id, run, agreement, lease)
         except BaseException:
             runs.unclaim(session_id, run)
             raise
