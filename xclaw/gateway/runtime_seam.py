@@ -49,8 +49,14 @@ class GatewayRuntime(Protocol):
 
     # --- driving
     async def send(
-        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
-    ) -> None: ...
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool = False,
+        actor: Actor | None = None,
+        message_id: str | None = None,
+    ) -> tuple[Step, bool]: ...
     def answer_approval(
         self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
     ) -> None: ...

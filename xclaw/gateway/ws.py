@@ -216,8 +216,9 @@ class Connection:
         except (WebSocketDisconnect, RuntimeError, OSError):
             return  # the reader sees the disconnect and cleans up
 
-    def error(self, text: str, code: str) -> None:
-        self.push(error_frame(text, code, self.session_id))
+    def error(self, text: str, code: str, message_id: str | None = None) -> None:
+        frame = error_frame(text, code, self.session_id)
+        self.push(frame if message_id is None else {**frame, "messageId": message_id})
 
     # --- the watch (xclaw/gateway/context.py Gateway.watch) ---------------------------------
     def sign_out(self) -> None:
@@ -412,7 +413,8 @@ class Connection:
             self.error(str(e), "bad_frame")
         except XclawError as e:
             log.info("event=error conn=%s session=%s code=%s", self.id, self.session_id, e.code)
-            self.error(e.message, e.code)
+            # A refused message names the client's id for it, if it gave one (protocol.md).
+            self.error(e.message, e.code, getattr(frame, "message_id", None))
         except Exception:  # a bug must not take the connection (or the server) down
             log.exception("event=internal_error conn=%s session=%s", self.id, self.session_id)
             self.error("internal error in the gateway; see the server log", "internal_error")
@@ -432,9 +434,18 @@ class Connection:
                 await self._need(sid, Need.ACT)
                 # SessionBusy -> `busy`: one driver. The session this socket is
                 # attached to is written now if this is its first message, as its sender's.
-                await rt.send(sid, frame.content, create=sid == self.session_id, actor=self.actor())
+                step, again = await rt.send(
+                    sid,
+                    frame.content,
+                    create=sid == self.session_id,
+                    actor=self.actor(),
+                    message_id=frame.message_id,
+                )
                 if sid == self.session_id:
                     self._pending = False
+                if frame.message_id is not None:  # recorded (durably): said to the sender
+                    ack = {"type": "ack", "sessionId": sid, "messageId": frame.message_id}
+                    self.push({**ack, "stepId": step.display_id, "duplicate": again})
                 return
             if cmd.name in ("switch", "new"):
                 await self._switch(sid, cmd)

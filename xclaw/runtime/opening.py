@@ -34,6 +34,7 @@ async def open_turn(
     title: str | None,
     record: RunConfig | None = None,
     actor: Actor | None = None,
+    message_id: str | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
@@ -44,7 +45,10 @@ async def open_turn(
     `actor`, a user of a shared server (docs/teams.md): the message records who sent it, and
     a session this write creates is theirs, in the same transaction. A member whose new
     session's id was taken by someone else a moment before is refused as for an id that
-    does not exist (unknown_session), never let into it."""
+    does not exist (unknown_session), never let into it.
+
+    `message_id`, the client's id for the message (docs/protocol.md): recorded with it; one
+    the session holds already is refused as MessageRecorded, nothing written."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
     # What it runs with is recorded with it (xclaw/runtime/agreement.py).
@@ -61,6 +65,7 @@ async def open_turn(
         sent_by=None if actor is None else actor.recorded(),
         owner=None if actor is None else actor.user,
         member=actor is not None and not actor.identity.admin,
+        message_id=message_id,
     )
     lease, interrupted, added = await store.write_stream().put(opening)
     if lease is None:  # another live worker drives it

@@ -221,12 +221,25 @@ class Runtime:
         return await self._starts.resume(session_id, failed=failed)
 
     async def send(
-        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
-    ) -> None:
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool = False,
+        actor: Actor | None = None,
+        message_id: str | None = None,
+    ) -> tuple[Step, bool]:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured). `actor`: who sent it,
-        recorded with the message when it is a user of a shared server (docs/teams.md)."""
-        await self._starts.message(session_id, text, create=create, actor=actor)
+        recorded with the message when it is a user of a shared server (docs/teams.md).
+        `message_id`: the client's id for it (docs/protocol.md), recorded with it.
+
+        Returns the message's step once it is recorded, and whether it was recorded before:
+        a resend of a `message_id` the session holds already starts nothing (never run
+        twice)."""
+        return await self._starts.message(
+            session_id, text, create=create, actor=actor, message_id=message_id
+        )
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
