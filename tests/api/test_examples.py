@@ -141,8 +141,9 @@ async def test_the_web_app_serves_a_session_to_its_users(tmp_path: Path) -> None
 
 
 def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None:
-    """A notebook cell interrupted (SIGINT) while a run streams: the run is cancelled, the
-    session waits for the next instruction, and the program goes on."""
+    """A notebook cell interrupted (SIGINT) while a run streams: the run is cancelled — and
+    stopped by the time the interrupt reaches the program —, the session waits for the next
+    instruction, and the program goes on."""
     script = tmp_path / "slow.json"
     script.write_text(
         json.dumps(
@@ -171,13 +172,15 @@ def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None
         "            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted')\n"
+        # The interrupt went up once the run had stopped: nothing in flight any more.
+        "print('busy' if session.info().busy else 'stopped')\n"
         "session.wait()\n"
         "print(session.info().state, session.steps()[-1].error)\n"
         "agent.close()\n"
     )
     began = time.monotonic()
     out = _run(tmp_path, str(program))
-    assert out.splitlines() == ["interrupted", "waiting cancelled by the user"]
+    assert out.splitlines() == ["interrupted", "stopped", "waiting cancelled by the user"]
     assert time.monotonic() - began < 25  # the sleep did not run to its end
 
 
