@@ -198,23 +198,31 @@ async def test_a_send_right_after_a_restart_is_delivered_exactly_once(gateway: A
 
 
 async def test_a_send_given_up_during_an_outage_is_not_run_later(gateway: Any) -> None:
-    """While the gateway is down a send times out: the caller gave up, and the message is
-    not delivered when the gateway comes back — neither by the client's reconnect nor
-    later; the next message is."""
+    """While the gateway is down two sends are given up — one by its caller's own bound, one
+    by the agent's `timeout` — and neither is delivered when the gateway comes back, by the
+    clients' reconnects or later; the next message is."""
     server = gateway([{"text": "first"}, {"text": "second"}], approval="yolo")
-    async with xclaw.connect(server.http, token=server.token, timeout=2) as agent:
+    async with (
+        xclaw.connect(server.http, token=server.token, timeout=60) as agent,
+        xclaw.connect(server.http, token=server.token, timeout=3) as impatient,
+    ):
         session = await agent.new_session(title="outage")
         assert (await session.send("before")).reply == "first"
+        other = await impatient.session(session.id)
+        await other.info()
         server.kill()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(1):
+                await session.send("given up").result()
         with pytest.raises(xclaw.GatewayUnavailable):
-            await session.send("given up").result()
+            await other.send("timed out").result()
         await asyncio.to_thread(server.start)
-        socket = session._socket()
-        for _ in range(400):  # the client's own reconnect, with its backoff
-            if socket.attached.is_set():
+        sockets = [session._socket(), other._socket()]
+        for _ in range(1200):  # the clients' own reconnects, with their backoff
+            if all(s.attached.is_set() for s in sockets):
                 break
             await asyncio.sleep(0.05)
-        assert socket.attached.is_set()
+        assert all(s.attached.is_set() for s in sockets)
         await asyncio.sleep(1.0)  # an absence: nothing arrives late
         assert [s.input for s in await session.steps() if s.type == "user_input"] == ["before"]
         assert (await session.send("after")).reply == "second"
