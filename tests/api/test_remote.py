@@ -137,7 +137,8 @@ async def test_the_stream_goes_on_across_a_gateway_restart(gateway: Any) -> None
         {"text": "All done."},
     ]
     server = gateway(turns, approval="yolo")
-    async with xclaw.connect(server.http, token=server.token) as agent:
+    # A restart on a loaded machine may take longer than the default bound on an outage.
+    async with xclaw.connect(server.http, token=server.token, timeout=120) as agent:
         session = await agent.new_session(title="restart")
         marker = server.workspace(session.id) / "marker.txt"
         seen = []
