@@ -159,8 +159,8 @@ class Events(ABC):
         # As Python says of a coroutine never awaited: a send nobody started sent nothing.
         if not getattr(self, "_started", True):
             warnings.warn(
-                f"{self._what} (session {self.session_id}) was never awaited or iterated: "
-                "nothing was sent (`await` it, or `async for` over it)",
+                f"{self._what} (session {self.session_id}) was never awaited or iterated, "
+                "so it did nothing: `await` it, or `async for` over it",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -419,6 +419,11 @@ class Agent(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def quoted_start(text: str) -> str:
+    """A message as a warning names it: its start, quoted."""
+    return repr(text if len(text) <= 40 else text[:37] + "…")
 
 
 async def within(bound: float | None, waiting: Awaitable[None], what: str) -> None:

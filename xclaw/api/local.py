@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.answered_by import AnsweredBy
-from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands, within
+from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
 from xclaw.api.options import build_settings
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.frames import (
@@ -124,7 +124,7 @@ class LocalSession(Session):
             self._written()
             return True
 
-        return LocalEvents(self, start, approve, what=f"session.send({_shown(text)})")
+        return LocalEvents(self, start, approve, what=f"session.send({quoted_start(text)})")
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         async def start() -> bool:
@@ -316,11 +316,6 @@ class LocalAgent(Agent):
 
     async def __aenter__(self) -> LocalAgent:
         return self
-
-
-def _shown(text: str) -> str:
-    """A message as a warning names it: its start."""
-    return repr(text if len(text) <= 40 else text[:37] + "…")
 
 
 def _title(title: str) -> str:

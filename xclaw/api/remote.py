@@ -47,7 +47,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands, within
+from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
 from xclaw.errors import (
     AgentClosed,
     BadCommand,
@@ -760,7 +760,7 @@ class RemoteSession(Session):
             raise BadCommand(
                 f"a message is at most {MAX_FRAME_BYTES:,} bytes on the wire (this one: {size:,})"
             )
-        return RemoteEvents(self, frame, approve, what=f"session.send({_shown(text)})")
+        return RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:
@@ -911,11 +911,6 @@ class RemoteSession(Session):
 
     async def delete(self) -> None:
         await self._agent._http("DELETE", f"/sessions/{self.id}")
-
-
-def _shown(text: str) -> str:
-    """A message as a warning names it: its start."""
-    return repr(text if len(text) <= 40 else text[:37] + "…")
 
 
 class RemoteAgent(Agent):
