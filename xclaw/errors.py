@@ -319,6 +319,44 @@ class TooManyAttempts(XclawError):
     exit_code = EXIT_USAGE
 
 
+class MessageRecorded(XclawError):
+    """A message whose client-made id (`messageId`, docs/protocol.md) is recorded already, as
+    step `seq`: a client's resend, acknowledged again and never run twice. The runtime's
+    control flow; a client meets it as an `ack` with `duplicate` set."""
+
+    code = "message_recorded"
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(f"this message is recorded already (step {seq})")
+        self.seq = seq
+
+
+# --- the Python API's own: what a program meets besides the wire's codes --------------------
+
+
+class GatewayUnavailable(XclawError):
+    """`connect`: no xclaw gateway answered as one at the URL within the time allowed —
+    nothing listens there, the connection dropped and did not come back, it fell silent, or
+    what answered does not speak xclaw's protocol (not JSON, an answer or a frame that is
+    not as declared, one over the size limit). The message says which."""
+
+    code = "gateway_unavailable"
+
+
+class Timeout(XclawError, TimeoutError):
+    """A wait given a bound (`Session.wait(timeout=...)`) ran out; what it waited for goes
+    on. Also a TimeoutError."""
+
+    code = "timeout"
+
+
+class AgentClosed(XclawError):
+    """The agent was closed (`agent.close()`, the end of its `async with`): its sessions
+    can do nothing more through it; open another."""
+
+    code = "agent_closed"
+
+
 def _by_code() -> dict[str, type[XclawError]]:
     found: dict[str, type[XclawError]] = {}
     stack: list[type[XclawError]] = [XclawError]

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal, TypeAlias, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "AckFrame",
     "ApprovalRequestFrame",
     "AssistantMessage",
     "BadServerFrame",
@@ -415,6 +416,22 @@ class ErrorFrame(Frame):
     content: str
     code: str
     session_id: str | None = Field(default=None, alias="sessionId")
+    message_id: str | None = Field(
+        default=None,
+        alias="messageId",
+        description="the refusal of the `message` frame that carried this id",
+    )
+
+
+class AckFrame(Frame):
+    """A `message` frame that carried `messageId` is recorded (durably) as step `stepId`:
+    its run goes on. `duplicate`: it was recorded before (a resend), not run again."""
+
+    type: Literal["ack"] = "ack"
+    session_id: str = Field(alias="sessionId")
+    message_id: str = Field(alias="messageId")
+    step_id: str = Field(alias="stepId", description="the message's user_input step, e.g. s0007")
+    duplicate: bool = Field(description="recorded before this frame: acknowledged again only")
 
 
 class PongFrame(Frame):
@@ -439,6 +456,7 @@ FRAME_CLASSES: tuple[type[Frame], ...] = (
     RolledBackFrame,
     ErrorFrame,
     PongFrame,
+    AckFrame,
 )
 BY_TYPE: dict[str, type[Frame]] = {c.model_fields["type"].default: c for c in FRAME_CLASSES}
 
@@ -459,7 +477,8 @@ ServerFrame: TypeAlias = Annotated[
     | ForkedFrame
     | RolledBackFrame
     | ErrorFrame
-    | PongFrame,
+    | PongFrame
+    | AckFrame,
     Field(discriminator="type"),
 ]
 SERVER_FRAME: TypeAdapter[ServerFrame] = TypeAdapter(ServerFrame)

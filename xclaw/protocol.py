@@ -35,6 +35,9 @@ from xclaw.wire.shapes import StepJson
 
 MAX_FRAME_BYTES = 1_000_000
 PROTOCOL_VERSION = 1
+# A message's client-made id (`messageId`): 1-128 characters of A-Z a-z 0-9 . _ -, as a
+# session id.
+MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 
 class _Frame(BaseModel):
@@ -52,6 +55,12 @@ class MessageFrame(_Frame):
     type: Literal["message"]
     session_id: StrictStr | None = Field(default=None, alias="sessionId")
     content: StrictStr
+    # The client's own id for this message: the gateway acknowledges it (`ack`) once the
+    # message is recorded, and a resend of an id already recorded is acknowledged again,
+    # never run twice (docs/protocol.md, "Sending a message exactly once").
+    message_id: StrictStr | None = Field(
+        default=None, alias="messageId", pattern=MESSAGE_ID_PATTERN
+    )
 
 
 class ApprovalFrame(_Frame):

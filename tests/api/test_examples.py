@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,8 +141,9 @@ async def test_the_web_app_serves_a_session_to_its_users(tmp_path: Path) -> None
 
 
 def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None:
-    """A notebook cell interrupted (SIGINT) while a run streams: the run is cancelled, the
-    session waits for the next instruction, and the program goes on."""
+    """A notebook cell interrupted (SIGINT) while a run streams: the run is cancelled — and
+    stopped by the time the interrupt reaches the program —, the session waits for the next
+    instruction, and the program goes on."""
     script = tmp_path / "slow.json"
     script.write_text(
         json.dumps(
@@ -168,13 +172,15 @@ def test_ctrl_c_in_a_synchronous_program_cancels_the_run(tmp_path: Path) -> None
         "            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted')\n"
+        # The interrupt went up once the run had stopped: nothing in flight any more.
+        "print('busy' if session.info().busy else 'stopped')\n"
         "session.wait()\n"
         "print(session.info().state, session.steps()[-1].error)\n"
         "agent.close()\n"
     )
     began = time.monotonic()
     out = _run(tmp_path, str(program))
-    assert out.splitlines() == ["interrupted", "waiting cancelled by the user"]
+    assert out.splitlines() == ["interrupted", "stopped", "waiting cancelled by the user"]
     assert time.monotonic() - began < 25  # the sleep did not run to its end
 
 
@@ -196,4 +202,54 @@ def test_the_examples_type_check_strictly() -> None:
             text=True,
             timeout=600,
         )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _readme_install() -> list[list[str]]:
+    """The README's first command line up to the install: `python3 -m venv .venv` and
+    `.venv/bin/pip install …`, each as its words."""
+    first = re.search(r"```bash\n(.*?)\n", (ROOT / "README.md").read_text())
+    assert first is not None
+    steps = [shlex.split(part) for part in first.group(1).split("&&")]
+    assert steps[0][:3] == ["python3", "-m", "venv"], steps
+    assert steps[1][0] == ".venv/bin/pip" and "install" in steps[1], steps
+    return steps[:2]
+
+
+def test_the_documented_install_is_type_checkable(tmp_path: Path) -> None:
+    """After the README's `pip install -e .` in a fresh venv, a type checker finds `xclaw`
+    there: mypy, run from outside the repository on the examples, with that venv's
+    interpreter. (setuptools' default editable install of a flat layout is an import hook,
+    which static tools cannot follow; a plain path in a `.pth` file they can.)"""
+    venv = tmp_path / "venv"
+    make, install = _readme_install()
+    for words in (make, install):
+        words = [str(venv) if w == ".venv" else w.replace(".venv/", f"{venv}/") for w in words]
+        if words[0] == "python3":
+            words[0] = shutil.which("python3") or sys.executable
+        done = subprocess.run(words, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    mine = tmp_path / "mine"  # a user's program, nowhere near the checkout
+    mine.mkdir()
+    for example in EXAMPLES.glob("*.py"):
+        shutil.copy(example, mine / example.name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--python-executable",
+            str(venv / "bin" / "python"),
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            *sorted(p.name for p in mine.glob("*.py")),
+        ],
+        cwd=mine,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -4,6 +4,7 @@ SQLite file, with the scripted model."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 
 import pytest
@@ -168,10 +169,12 @@ async def test_cancelling_the_consuming_task_cancels_the_run(open_agent: AgentFa
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.wait_for(session.wait(), 20)
+    # The cancellation ended once the run had stopped: nothing is in flight any more.
+    info = await session.info()
+    assert info.busy is False and info.state == "waiting"
     steps = await session.steps()
     assert steps[-1].type == "tool_call" and steps[-1].error == "cancelled by the user"
-    assert (await session.info()).state == "waiting"
+    assert (await session.send("again")).reply == "x"  # not `busy`
 
 
 async def test_resume_with_nothing_to_resume_yields_nothing(open_agent: AgentFactory) -> None:
@@ -222,3 +225,80 @@ async def test_step_events_carry_step_objects(open_agent: AgentFactory) -> None:
     assert steps[0].id == "s0001" and steps[0].type == "user_input"
     llm = [s for s in steps if s.type == "llm_call" and s.status == "completed"]
     assert llm and llm[0].usage is not None and llm[0].tokens.prompt == llm[0].usage.input
+
+
+async def test_a_wait_may_be_bounded(open_agent: AgentFactory) -> None:
+    agent = await open_agent([{"text": "Waiting.", "tool_calls": [sh("sleep 30")]}, {"text": "x"}])
+    session = await agent.new_session()
+    async for event in session.send("wait"):
+        if isinstance(event, ToolFrame) and event.state == "running":
+            with pytest.raises(xclaw.Timeout) as waited:
+                await session.wait(timeout=0.2)
+            assert isinstance(waited.value, TimeoutError) and waited.value.code == "timeout"
+            assert (await session.info()).busy  # the run goes on
+            await session.cancel()
+    await session.wait(timeout=20)
+
+
+async def test_a_session_of_a_closed_agent_says_so(open_agent: AgentFactory) -> None:
+    agent = await open_agent([{"text": "ok"}])
+    session = await agent.new_session(title="t")
+    untitled = await agent.new_session()
+    await agent.close()
+    calls = [
+        session.info(),
+        session.steps(),
+        session.history(),
+        session.send("hi").result(),
+        session.rollback("s0001"),
+        untitled.rename("x"),
+        agent.new_session(),
+        agent.session(session.id),
+        agent.sessions(),
+        agent.tools(),
+    ]
+    for call in calls:
+        with pytest.raises(xclaw.AgentClosed) as closed:
+            await call
+        assert closed.value.code == "agent_closed" and "closed" in closed.value.message
+    with pytest.raises(xclaw.AgentClosed):
+        await session.approve("s0001")
+
+
+async def test_a_run_neither_awaited_nor_iterated_warns(open_agent: AgentFactory) -> None:
+    agent = await open_agent([{"text": "ok"}])
+    session = await agent.new_session(title="t")
+    with pytest.warns(RuntimeWarning, match=r"session.send\('forgotten'\).*never awaited"):
+        session.send("forgotten")
+        gc.collect()
+    assert await session.steps() == []  # and nothing was sent
+    with pytest.warns(RuntimeWarning, match=r"session.resume\(\) .*never awaited"):
+        session.resume()
+        gc.collect()
+
+
+async def test_a_new_untitled_session_is_found_by_its_id(open_agent: AgentFactory) -> None:
+    agent = await open_agent([{"text": "one"}, {"text": "two"}])
+    fresh = await agent.new_session()
+    found = await agent.session(fresh.id)
+    assert found.id == fresh.id and (await found.info()).state == "new"
+    assert await found.steps() == [] and await found.history() == []
+    assert (await found.send("hello")).reply == "one"
+    again = await agent.session(fresh.id)
+    assert again.title == "hello" and (await fresh.send("more")).reply == "two"
+    with pytest.raises(xclaw.UnknownSession):
+        await agent.session("never-handed-out")
+
+
+async def test_a_database_path_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    """As with the command line: a misspelt directory creates nothing."""
+    where = tmp_path / "no" / "such" / "dir" / "app.db"
+    with pytest.raises(xclaw.DatabaseRefused) as refused:
+        await xclaw.open(db=where, home=tmp_path / "home", model="script:x.json")
+    assert refused.value.code == "database_refused" and str(where.parent) in refused.value.message
+    assert not (tmp_path / "no").exists()
+    # xclaw's own home is made for its default database.
+    home = tmp_path / "new-home"
+    async with xclaw.open(home=home, model="script:x.json", cwd=tmp_path) as agent:
+        await agent.new_session(title="t")
+    assert (home / "xclaw.db").exists()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import pytest
+from pydantic import BaseModel, Field
 
 import xclaw
 from tests.api.conftest import AgentFactory, write_script
@@ -45,6 +46,53 @@ async def test_python_functions_are_tools(open_agent: AgentFactory) -> None:
     assert result.reply == "Clear in Oslo." and CALLS == ["Oslo"]
     done = [e for e in result.of_type("tool") if e.wire()["state"] == "completed"]
     assert '"sky": "clear"' in done[0].wire()["output"]
+
+
+@xclaw.tool(read_only=True)
+def forecast(
+    city: Annotated[str, Field(description="the city, as its people write it")],
+    days: Annotated[int, Field(ge=1, le=14, description="how many days ahead")] = 3,
+) -> str:
+    """Weather forecast."""
+    return f"{city}: clear for {days} days"
+
+
+class Ticket(BaseModel):
+    title: Annotated[str, Field(description="one line")]
+
+
+@xclaw.tool
+def open_ticket(ticket: Annotated[Ticket, Field(description="the ticket to open")]) -> str:
+    """Open a ticket."""
+    return ticket.title
+
+
+async def test_annotated_descriptions_reach_the_schema_the_model_sees(
+    open_agent: AgentFactory,
+) -> None:
+    agent = await open_agent(
+        [
+            {"tool_calls": [{"name": "forecast", "input": {"city": "Oslo", "days": 99}}]},
+            {"tool_calls": [{"name": "forecast", "input": {"city": "Oslo"}}]},
+            {"text": "done"},
+        ],
+        tools=[forecast, open_ticket],
+    )
+    tools = {t.name: t for t in await agent.tools()}
+    schema = tools["forecast"].input_schema
+    assert schema["properties"]["city"] == {
+        "type": "string",
+        "description": "the city, as its people write it",
+    }
+    days = schema["properties"]["days"]
+    assert days["description"] == "how many days ahead" and days["maximum"] == 14
+    assert schema["required"] == ["city"]
+    ticket = tools["open_ticket"].input_schema["properties"]["ticket"]
+    assert ticket["description"] == "the ticket to open"
+    # The constraints are the function's own checks too.
+    result = await (await agent.new_session()).send("weather?")
+    outputs = [e.output for e in result.of_type("tool") if e.state != "running"]
+    assert "less than or equal to 14" in outputs[0] and outputs[1] == "Oslo: clear for 3 days"
 
 
 async def test_a_tool_named_as_a_built_in_is_refused(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 import xclaw
 import xclaw.frames
+from tests.caches import mypy_cache
 from xclaw import errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +91,58 @@ def test_the_old_names_are_the_same_classes() -> None:
     assert errors.SessionBusy is errors.Busy
     assert errors.LLMError is errors.LlmError
     assert errors.LimitsExceeded is errors.MaxIterations
+
+
+def _error_table() -> dict[str, str]:
+    """class -> code, from the rows of docs/python-api.md's Errors table."""
+    section = DOC[DOC.index("\n## Errors\n") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| ((?:`\w+`(?:, )?)+) \|", section, re.M)
+    table: dict[str, str] = {}
+    for names, codes in rows:
+        table.update(zip(re.findall(r"`(\w+)`", names), re.findall(r"`(\w+)`", codes), strict=True))
+    return table
+
+
+def test_every_error_the_api_raises_is_public_and_in_the_table() -> None:
+    table = _error_table()
+    for name, code in table.items():
+        cls = getattr(xclaw, name)
+        assert issubclass(cls, xclaw.XclawError) and cls.code == code, name
+    public = {n for n in xclaw.__all__ if isinstance(getattr(xclaw, n), type)}
+    raised = {n for n in public if issubclass(getattr(xclaw, n), xclaw.XclawError)}
+    assert raised - {"XclawError"} == set(table)
+    for name in ("GatewayUnavailable", "Timeout", "AgentClosed", "DatabaseRefused"):
+        assert name in table, name
+    assert issubclass(xclaw.Timeout, TimeoutError)
+    assert issubclass(xclaw.DatabaseRefused, xclaw.StoreError)
+
+
+def test_a_run_s_events_are_typed_by_the_word_asked_for(tmp_path: Path) -> None:
+    """`result.of_type("tool")` is a list[ToolFrame] to a type checker, as at run time."""
+    program = tmp_path / "typed.py"
+    program.write_text(
+        "import xclaw\n"
+        "from xclaw.frames import ToolFrame\n\n\n"
+        "def names(result: xclaw.RunResult) -> list[str]:\n"
+        "    tools = [t.name for t in result.of_type('tool')]\n"
+        "    return tools + [s.step.id for s in result.of_type('step')]\n\n\n"
+        "def by_class(result: xclaw.RunResult) -> list[ToolFrame]:\n"
+        "    return result.of_type(ToolFrame)\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            mypy_cache("examples"),
+            str(program),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

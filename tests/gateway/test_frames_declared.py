@@ -60,6 +60,11 @@ async def test_every_frame_of_a_conversation_follows_its_declaration(
     await c.until_type("pong")
     reply = await c.turn("write a file", approve=True)
     assert reply["type"] == "reply"
+    # A message with the client's id: acknowledged, then its run (docs/protocol.md).
+    once = {"type": "message", "sessionId": c.session_id, "content": "once", "messageId": "m1"}
+    await c.send(once)
+    await c.until_type("ack")
+    await c.until_type("reply")
     for command in ("/steps 5", "/title frames", "/help", "/sessions", "/tools"):
         await c.send({"type": "message", "sessionId": c.session_id, "content": command})
         await c.until_type("notice")

@@ -276,3 +276,27 @@ async def test_a_zombie_driver_cannot_write_after_a_takeover(cluster, pg: Postgr
     assert health(a)["sessionsDriven"] == []  # the zombie drives nothing any more
     await za.close()
     await c.close()
+
+
+async def test_a_message_id_recorded_through_one_worker_is_known_to_another(
+    cluster, pg: PostgresBackend
+) -> None:
+    """A client that sent a message through one worker and lost it resends it through
+    another (a load balancer's choice): acknowledged again, never run twice
+    (docs/protocol.md, "Sending a message exactly once")."""
+    first, second = cluster([{"text": "one"}, {"text": "two"}], 2)
+    a = await Client.open(first, token=TOKEN)
+    await a.attach(None)
+    sid = a.session_id
+    frame = {"type": "message", "sessionId": sid, "content": "hello", "messageId": "m-pg"}
+    await a.send(frame)
+    ack = await a.until(lambda f: f.get("type") == "ack")
+    assert ack["duplicate"] is False and ack["stepId"] == "s0001"
+    await a.until_type("reply")
+    b = await Client.open(second, token=TOKEN)
+    await b.attach(sid)
+    await b.send(frame)
+    again = await b.until(lambda f: f.get("messageId") == "m-pg")
+    assert again["type"] == "ack" and again["duplicate"] is True and again["stepId"] == "s0001"
+    rows = pg.query("SELECT seq FROM traces WHERE session_id=? AND step_type='user_input'", (sid,))
+    assert [r[0] for r in rows] == [1]

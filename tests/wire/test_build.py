@@ -117,6 +117,8 @@ FRAMES: list[Any] = [
     build.forked_frame("s-2", "s-1", "s0001", "t"),
     build.rolledback_frame("s0001", 3, "s-1"),
     build.error_frame("bad", "bad_frame", "s-1"),
+    build.error_frame("busy", "busy", "s-1", message_id="m-1"),
+    build.ack_frame("s-1", "m-1", "s0004", False),
     build.pong_frame(),
 ]
 
@@ -124,7 +126,9 @@ FRAMES: list[Any] = [
 @pytest.mark.parametrize("frame", FRAMES, ids=lambda f: str(f["type"]))
 def test_each_builder_makes_its_declared_frame(frame: dict[str, Any]) -> None:
     sent = (
-        frame if frame["type"] in ("pong", "error", "forked") else build.for_session(frame, "s-1")
+        frame
+        if frame["type"] in ("pong", "error", "forked", "ack")
+        else build.for_session(frame, "s-1")
     )
     assert undeclared(sent) == []
 

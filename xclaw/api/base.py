@@ -11,27 +11,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import warnings
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
+from xclaw.errors import XclawError
 from xclaw.frames import (
+    AckFrame,
     ApprovalRequestFrame,
     CostSummary,
+    DeltaFrame,
     ErrorFrame,
+    ForkedFrame,
+    HistoryFrame,
     HistoryMessage,
+    NoticeFrame,
+    PongFrame,
+    RenamedFrame,
     ReplyFrame,
+    RolledBackFrame,
     ServerFrame,
+    SessionFrame,
     SessionInfo,
+    StatusFrame,
     Step,
+    StepFrame,
+    StepsFrame,
+    ThinkingDiscardedFrame,
+    ThinkingFrame,
+    ToolFrame,
     TreeNode,
 )
 from xclaw.http_bodies import RollbackAnswer, ToolInfo
 
 Event: TypeAlias = ServerFrame
 """One event of a run: a server frame of docs/protocol.md, typed (`event.type`)."""
+
+F = TypeVar("F")
 
 Approve: TypeAlias = (
     bool
@@ -65,9 +84,53 @@ class RunResult:
     def ok(self) -> bool:
         return self.reply is not None
 
-    def of_type(self, kind: str) -> list[Event]:
-        """The events of one type (`"tool"`, `"step"`, …), in order."""
-        return [e for e in self.events if e.type == kind]
+    # Typed by the word: `result.of_type("tool")` is a list[ToolFrame].
+    @overload
+    def of_type(self, kind: Literal["ack"]) -> list[AckFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["approval_request"]) -> list[ApprovalRequestFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["delta"]) -> list[DeltaFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["error"]) -> list[ErrorFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["forked"]) -> list[ForkedFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["history"]) -> list[HistoryFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["notice"]) -> list[NoticeFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["pong"]) -> list[PongFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["renamed"]) -> list[RenamedFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["reply"]) -> list[ReplyFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["rolledback"]) -> list[RolledBackFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["session"]) -> list[SessionFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["status"]) -> list[StatusFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["step"]) -> list[StepFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["steps"]) -> list[StepsFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["thinking"]) -> list[ThinkingFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["thinking_discarded"]) -> list[ThinkingDiscardedFrame]: ...
+    @overload
+    def of_type(self, kind: Literal["tool"]) -> list[ToolFrame]: ...
+    @overload
+    def of_type(self, kind: str) -> list[Event]: ...
+    @overload
+    def of_type(self, kind: type[F]) -> list[F]: ...
+    def of_type(self, kind: str | type[Any]) -> list[Any]:
+        """The events of one type, in order: by its word (`"tool"`, `"step"`, …) or its class
+        (`ToolFrame`); either way typed (`of_type("tool")` is a `list[ToolFrame]`)."""
+        if isinstance(kind, str):
+            return [e for e in self.events if e.type == kind]
+        return [e for e in self.events if isinstance(e, kind)]
 
 
 class Events(ABC):
@@ -79,14 +142,28 @@ class Events(ABC):
     Leaving the loop early (`break`) only stops listening: the run goes on
     (Session.wait, Session.cancel)."""
 
-    def __init__(self, session_id: str, approve: Approve | None = None) -> None:
+    def __init__(
+        self, session_id: str, approve: Approve | None = None, *, what: str = "a run"
+    ) -> None:
         self.session_id = session_id
         self._approve = approve
+        self._what = what  # what made it (`session.send('…')`): said if it is never started
         self._pending: deque[Event] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._started = False
         self._finished = False
+        self._failed: BaseException | None = None
         self._answering: set[asyncio.Task[None]] = set()
+
+    def __del__(self) -> None:
+        # As Python says of a coroutine never awaited: a send nobody started sent nothing.
+        if not getattr(self, "_started", True):
+            warnings.warn(
+                f"{self._what} (session {self.session_id}) was never awaited or iterated, "
+                "so it did nothing: `await` it, or `async for` over it",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     # --- what an implementation provides ----------------------------------------------------
     @abstractmethod
@@ -95,8 +172,9 @@ class Events(ABC):
         with its events and `_finish` once it has ended."""
 
     @abstractmethod
-    def _stop(self) -> None:
-        """The consumer was cancelled: cancel the run, stop listening."""
+    async def _stop(self) -> None:
+        """The consumer was cancelled: cancel the run, stop listening, and return once the
+        run has stopped."""
 
     @abstractmethod
     async def _answer(self, step_id: str, approve: bool) -> None:
@@ -114,6 +192,13 @@ class Events(ABC):
     def _finish(self) -> None:
         self._finished = True
         self._wake()
+
+    def _fail(self, error: BaseException) -> None:
+        """The stream cannot go on (the gateway went away for good): the consumer gets
+        `error` once the events before it are taken."""
+        if not self._finished:
+            self._failed = error
+            self._finish()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -144,22 +229,32 @@ class Events(ABC):
             try:
                 await self._start()
             except asyncio.CancelledError:
-                self._stop()  # cancelled while it started: the run, if it began, too
+                await self._cancelled()  # cancelled while it started: the run, if it began
                 raise
         while True:
             if self._pending:
                 return self._pending.popleft()
             if self._finished:
+                if self._failed is not None:
+                    failed, self._failed = self._failed, None
+                    raise failed
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             except asyncio.CancelledError:
                 if not self._finished:
-                    self._stop()
+                    await self._cancelled()
                 raise
             finally:
                 self._waiter = None
+
+    async def _cancelled(self) -> None:
+        """The consumer's task was cancelled (task.cancel(), Ctrl+C): the run is stopped and
+        waited for, so that the cancellation ends once it has stopped (a second cancel ends
+        the waiting only). How the stopping went is of no interest to a cancelled task."""
+        with contextlib.suppress(XclawError):
+            await asyncio.shield(self._stop())
 
     async def result(self) -> RunResult:
         """Run to the end; every event, the reply or the error."""
@@ -224,8 +319,11 @@ class Session(ABC):
         then waits for the next instruction."""
 
     @abstractmethod
-    async def wait(self) -> None:
-        """Return when no run of this session is in flight here."""
+    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Return when no run of this session is in flight here; Timeout (also a
+        TimeoutError) after `timeout` seconds if one still is. (A bound as an argument, as
+        asyncio.wait_for takes one: the same call without `async`, SyncSession.wait, has no
+        asyncio.timeout to put around it.)"""
 
     # --- the record ---------------------------------------------------------------------------
     @abstractmethod
@@ -321,6 +419,27 @@ class Agent(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def quoted_start(text: str) -> str:
+    """A message as a warning names it: its start, quoted."""
+    return repr(text if len(text) <= 40 else text[:37] + "…")
+
+
+async def within(bound: float | None, waiting: Awaitable[None], what: str) -> None:
+    """`waiting`, bounded by `bound` seconds (None: unbounded): Timeout when it runs out."""
+    if bound is None:
+        await waiting
+        return
+    from xclaw.errors import Timeout
+
+    try:
+        async with asyncio.timeout(bound):
+            await waiting
+    except TimeoutError as e:
+        if isinstance(e, XclawError):
+            raise
+        raise Timeout(f"{what}: still not done after {bound:g} s") from None
 
 
 def cost_of(steps: Sequence[Step]) -> CostSummary:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.answered_by import AnsweredBy
-from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands
+from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
 from xclaw.api.options import build_settings
-from xclaw.errors import ConfigError, UnknownSession
+from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.frames import (
     BY_TYPE,
     SERVER_FRAME,
@@ -53,8 +53,10 @@ class LocalEvents(Events):
         session: LocalSession,
         start: Callable[[], Any],
         approve: Approve | None = None,
+        *,
+        what: str,
     ) -> None:
-        super().__init__(session.id, approve)
+        super().__init__(session.id, approve, what=what)
         self._session = session
         self._begin = start
         self._unsubscribe: Callable[[], None] | None = None
@@ -85,8 +87,10 @@ class LocalEvents(Events):
             self._unsubscribe = None
         self._finish()
 
-    def _stop(self) -> None:
-        self._session._rt.cancel(self.session_id)
+    async def _stop(self) -> None:
+        rt = self._session._rt
+        rt.cancel(self.session_id)
+        await rt.wait_idle(self.session_id)  # its tool's processes killed, its steps written
 
     async def _answer(self, step_id: str, approve: bool) -> None:
         await self._session.approve(step_id, approve)
@@ -96,7 +100,6 @@ class LocalSession(Session):
     def __init__(self, agent: LocalAgent, session_id: str, title: str, *, unwritten: bool) -> None:
         super().__init__(session_id, title)
         self._agent = agent
-        self._rt = agent.runtime
         # A new session without a title: written by its first message (Runtime.send create).
         self._unwritten = unwritten
 
@@ -104,16 +107,25 @@ class LocalSession(Session):
     def agent(self) -> LocalAgent:
         return self._agent
 
+    @property
+    def _rt(self) -> Runtime:
+        """The agent's runtime; AgentClosed once the agent is closed."""
+        return self._agent._live()
+
+    def _written(self) -> None:
+        self._unwritten = False
+        self._agent._unwritten.discard(self.id)
+
     # --- a run --------------------------------------------------------------------------------
     def send(self, text: str, *, approve: Approve | None = None) -> Events:
         refuse_commands(text)
 
         async def start() -> bool:
             await self._rt.send(self.id, text, create=self._unwritten)
-            self._unwritten = False
+            self._written()
             return True
 
-        return LocalEvents(self, start, approve)
+        return LocalEvents(self, start, approve, what=f"session.send({quoted_start(text)})")
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         async def start() -> bool:
@@ -121,14 +133,14 @@ class LocalSession(Session):
                 return False  # a new session nothing was said to yet
             return await self._rt.resume_if_needed(self.id, failed=failed)
 
-        return LocalEvents(self, start, approve)
+        return LocalEvents(self, start, approve, what="session.resume()")
 
     def compact(self) -> Events:
         async def start() -> bool:
             await self._rt.compact(self.id)
             return True
 
-        return LocalEvents(self, start)
+        return LocalEvents(self, start, what="session.compact()")
 
     async def approve(self, step_id: str, approve: bool = True) -> None:
         from xclaw.errors import BadStep
@@ -143,8 +155,8 @@ class LocalSession(Session):
         await self.wait()
         return stopped
 
-    async def wait(self) -> None:
-        await self._rt.wait_idle(self.id)
+    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        await within(timeout, self._rt.wait_idle(self.id), f"the run of session {self.id}")
 
     # --- the record ---------------------------------------------------------------------------
     async def info(self) -> SessionInfo:
@@ -160,7 +172,8 @@ class LocalSession(Session):
 
     async def steps(self, n: int | None = None) -> list[Step]:
         rt = self._rt
-        await self._exists()
+        if not await self._exists():
+            return []  # a new session nothing was said to yet
         if n is None:
             rows = await rt.db(rt.store.steps, self.id)
         else:
@@ -169,7 +182,8 @@ class LocalSession(Session):
 
     async def trace(self) -> list[TreeNode]:
         rt = self._rt
-        await self._exists()
+        if not await self._exists():
+            return []
         roots = await rt.db(rt.store.step_tree, self.id)
         return [TreeNode.model_validate(rt.redact(tree_json(r, rt.prices))) for r in roots]
 
@@ -183,8 +197,7 @@ class LocalSession(Session):
         from xclaw.views import session_cost
 
         rt = self._rt
-        await self._exists()
-        rows = await rt.db(rt.store.steps, self.id)
+        rows = await rt.db(rt.store.steps, self.id) if await self._exists() else []
         return CostSummary.model_validate(session_cost(rows, rt.prices).to_json())
 
     async def _exists(self) -> bool:
@@ -201,7 +214,7 @@ class LocalSession(Session):
         rt = self._rt
         if self._unwritten:  # naming it is the first thing said to it: written now
             await rt.db(rt.store.create_session, session_id=self.id, title=rt.title_of(clean))
-            self._unwritten = False
+            self._written()
         session = await rt.rename(self.id, clean)
         self._title = session.title
 
@@ -232,25 +245,43 @@ class LocalAgent(Agent):
         self.runtime = runtime
         self._store = store
         self._closed = False
+        # New sessions handed out without a title, not written yet: found by their id.
+        self._unwritten: set[str] = set()
+
+    def _live(self) -> Runtime:
+        if self._closed:
+            raise AgentClosed(
+                "this agent is closed (agent.close(), or the end of its `async with`); "
+                "open another with xclaw.open(...)"
+            )
+        return self.runtime
 
     async def new_session(self, title: str | None = None) -> LocalSession:
-        rt = self.runtime
+        rt = self._live()
         fresh, _ = await rt.peek(None)
         if title is None:
+            self._unwritten.add(fresh.session_id)
             return LocalSession(self, fresh.session_id, "", unwritten=True)
         clean = rt.title_of(_title(title))
         made = await rt.db(rt.store.create_session, session_id=fresh.session_id, title=clean)
         return LocalSession(self, made.session_id, made.title, unwritten=False)
 
     async def session(self, ref: str) -> LocalSession:
-        rt = self.runtime
-        found = await rt.db(rt.store.resolve_session, ref)
+        rt = self._live()
+        try:
+            found = await rt.db(rt.store.resolve_session, ref)
+        except UnknownSession:
+            if ref not in self._unwritten:
+                raise
+            if await rt.db(rt.store.find_session, ref) is None:  # written meanwhile?
+                return LocalSession(self, ref, "", unwritten=True)
+            found = await rt.db(rt.store.get_session, ref)
         return LocalSession(self, found.session_id, rt.title_of(found.title), unwritten=False)
 
     async def sessions(
         self, *, limit: int = 100, search: str | None = None, state: str | None = None
     ) -> list[SessionInfo]:
-        rt = self.runtime
+        rt = self._live()
         narrowed = bool(search or state)
         rows = await rt.db(rt.store.list_sessions, limit=None if narrowed else limit)
         word = (search or "").lower()
@@ -270,7 +301,7 @@ class LocalAgent(Agent):
         from xclaw.tools.approval import ApprovalPolicy
         from xclaw.tools.listing import tool_rows
 
-        rt = self.runtime
+        rt = self._live()
         await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
         rows = tool_rows(rt.toolbox.tools, ApprovalPolicy.from_settings(rt.settings))
         return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
@@ -315,6 +346,7 @@ class Opening:
         o = dict(self._options)
         model: Model | None = o.pop("model_object", None)
         settings, toolbox_extra = build_settings(**o)
+        _refuse_missing_directory(settings.database, settings.home)
         store = open_store(
             settings.database,
             access=Access.CREATE,
@@ -344,6 +376,20 @@ class Opening:
     async def __aexit__(self, *exc: object) -> None:
         if self._agent is not None:
             await self._agent.close()
+
+
+def _refuse_missing_directory(database: str, home: Path) -> None:
+    """A SQLite file goes in a directory that exists (a misspelt path creates nothing, as
+    with the command line); only xclaw's own home is made when missing."""
+    text = database.removeprefix("sqlite:///")
+    if "://" in text or not text.strip():
+        return  # PostgreSQL, or what open_store refuses with its own words
+    parent = Path(text).expanduser().parent
+    if parent.is_dir() or parent == Path(home).expanduser():
+        return
+    raise DatabaseRefused(
+        f"no directory {parent} for the database {text}: create it first, or check the path"
+    )
 
 
 def open(

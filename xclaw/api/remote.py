@@ -12,6 +12,19 @@ state once), an approval asked again is not given twice, and a run that ended me
 ends its stream with the reply the record holds. Text streamed while the socket was down
 (`delta`s) is not replayed: the llm_call step carries it.
 
+A message carries an id of the client's (`messageId`): it is settled only by the gateway's
+answer naming it — `ack` once it is recorded (durably), or an `error` refusing it — and
+sent again, the same id, after every reconnect until then; the gateway runs an id once
+(docs/protocol.md, "Sending a message exactly once"). A send its caller gave up on is never
+sent again.
+
+Nothing waits on the gateway without a bound (`connect(timeout=...)`): a request's answer,
+connecting and attaching, a message's acknowledgement, the gateway's coming back while a
+run streams. Past it: GatewayUnavailable, as for anything that is not an xclaw gateway
+speaking its protocol — an answer or frame that is not JSON, not as declared
+(xclaw/frames.py, xclaw/http_bodies.py), or over `max_size`. Frames of another session are
+not this socket's and are dropped.
+
 When a run has ended is asked of the gateway (`busy` of GET /api/sessions/ID) whenever a
 frame may be its last; a `ping` then marks the end of its frames.
 """
@@ -20,23 +33,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 import orjson
+from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands
-from xclaw.errors import BadCommand, BadStep, XclawError, from_code
+from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
+from xclaw.errors import (
+    AgentClosed,
+    BadCommand,
+    BadStep,
+    GatewayUnavailable,
+    XclawError,
+    from_code,
+)
 from xclaw.frames import (
+    AckFrame,
     ApprovalRequestFrame,
     BadServerFrame,
     ErrorFrame,
@@ -56,6 +77,7 @@ from xclaw.frames import (
 )
 from xclaw.http_bodies import (
     ForkAnswer,
+    Health,
     HistoryAnswer,
     RollbackAnswer,
     SessionList,
@@ -64,13 +86,27 @@ from xclaw.http_bodies import (
     ToolInfo,
     ToolList,
 )
+from xclaw.protocol import MAX_FRAME_BYTES
 
 log = logging.getLogger("xclaw.api")
 
+M = TypeVar("M", bound=BaseModel)
+
 BACKOFF_START_S = 0.2
 BACKOFF_MAX_S = 5.0
+# The default bound on every wait for the gateway (connect(timeout=...)).
+TIMEOUT_S = 30.0
+# The largest frame or HTTP answer taken from a gateway (connect(max_size=...)): above a long
+# session's history frame, far below what would exhaust memory.
+MAX_SIZE = 64 * 1024 * 1024
+# The WebSocket's own liveness check: a gateway that stops answering pings is left and
+# connected to again (at most every 20 s; more often when the caller's bound is shorter).
+PING_S = 20.0
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
+CLOSE_TOO_MANY_ATTEMPTS = 4429
+# What a refused WebSocket handshake or an HTTP error answer without xclaw's body means.
+REFUSED_BY_STATUS = {401: "unauthorized", 429: "too_many_attempts"}
 # Error codes with which the gateway refuses a run before it starts (docs/protocol.md).
 REFUSALS = frozenset(
     {"busy", "config_error", "config_mismatch", "unknown_session", "bad_frame", "bad_command"}
@@ -82,7 +118,7 @@ RUN_FAILURES = frozenset(
 )
 MAX_TITLE = 200
 # How far the gateway's clock may be behind this one's, for the rare catch-up that has no
-# step of the run to go by.
+# step of the run to go by (a resume whose socket dropped before any of its steps came).
 CLOCK_SLACK_MS = 2000
 
 
@@ -105,10 +141,40 @@ def _urls(url: str, token: str | None) -> tuple[str, str, str | None]:
     return http, ws, token or found
 
 
+def _json(body: bytes, where: str) -> Any:
+    """A gateway's JSON; GatewayUnavailable for anything else (orjson: no recursion limit
+    to hit, a nesting limit of its own)."""
+    try:
+        return orjson.loads(body)
+    except (ValueError, RecursionError):
+        raise GatewayUnavailable(
+            f"{where}: the answer is not JSON ({_start_of(body)}): not an xclaw gateway?"
+        ) from None
+
+
+def _start_of(body: bytes) -> str:
+    text = body[:80].decode("utf-8", "replace")
+    return repr(text + ("…" if len(body) > 80 else ""))
+
+
+def answer_as(cls: type[M], data: Any, where: str) -> M:
+    """An answer read into its declaration (xclaw/http_bodies.py); GatewayUnavailable when
+    it is not one."""
+    try:
+        return cls.model_validate(data)
+    except (ValidationError, RecursionError) as e:
+        first = e.errors()[0] if isinstance(e, ValidationError) else {"loc": (), "msg": str(e)}
+        at = ".".join(str(p) for p in first["loc"]) or "the answer"
+        raise GatewayUnavailable(
+            f"{where}: not the answer of an xclaw gateway ({at}: {first['msg']})"
+        ) from None
+
+
 class SessionSocket:
     """One WebSocket attached to one session, reconnecting by itself until closed. Frames go
     to `listener` (the run being streamed, if any); `attached` is set after each attach's
-    closing `status` frame."""
+    closing `status` frame; `lost` is a future of the connection of the moment, done once it
+    is gone."""
 
     def __init__(self, agent: RemoteAgent, session_id: str) -> None:
         self.agent = agent
@@ -120,26 +186,44 @@ class SessionSocket:
         self.reconnects = 0  # attaches after the first: the run stream reconciles
         self.attaching = False  # a reconnect frame sent: its frames until `status` with busy
         self.on_reattach: Callable[[StatusFrame], None] | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.lost.set_result(None)  # no connection yet
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._fatal: XclawError | None = None
         self._refused: XclawError | None = None  # the last attach's refusal
+        self._why = "not connected yet"  # why the last connection failed, for the error
 
-    async def ensure(self) -> None:
-        """Connected and attached (the first time: waits for it)."""
+    async def ensure(self, within: float | None = None) -> None:
+        """Connected and attached, waiting through a reconnect up to the agent's timeout (or
+        `within` seconds, when less is left of a wait that began earlier):
+        GatewayUnavailable."""
+        if self._closed:
+            raise AgentClosed("this agent is closed; open another with xclaw.connect(...)")
         if self._task is None:
             self._task = asyncio.create_task(self._loop())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.agent.timeout if within is None else within)
         while not self.attached.is_set():
             if self._fatal is not None:
                 raise self._fatal
             if self._task.done():
                 self._task.result()
+                raise AgentClosed("this agent is closed; open another with xclaw.connect(...)")
+            left = deadline - loop.time()
+            if left <= 0:
+                raise GatewayUnavailable(
+                    f"{self.agent.ws_url}: no xclaw gateway attached the session within "
+                    f"{self.agent.timeout:g} s ({self._why})"
+                )
             waiter = asyncio.create_task(self.attached.wait())
-            await asyncio.wait(
-                {waiter, self._task}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED
-            )
-            waiter.cancel()
+            try:
+                await asyncio.wait(
+                    {waiter, self._task}, timeout=min(left, 1.0), return_when="FIRST_COMPLETED"
+                )
+            finally:
+                waiter.cancel()
         if self._fatal is not None:
             raise self._fatal
         if self._refused is not None:
@@ -147,45 +231,61 @@ class SessionSocket:
             self.attached.clear()
             raise refused
 
-    async def send(self, frame: dict[str, Any]) -> None:
-        """A frame, once connected (waiting through a reconnect)."""
+    async def send(
+        self, frame: dict[str, Any], within: float | None = None
+    ) -> asyncio.Future[None]:
+        """A frame, once attached (waiting through a reconnect, within the timeout or
+        `within`); the `lost` future of the connection it went on."""
+        text = orjson.dumps(frame).decode()
         while True:
-            await self.ensure()
-            ws = self._ws
-            if ws is None:
-                self.attached.clear()
+            await self.ensure(within)
+            ws, lost = self._ws, self.lost
+            if ws is None or lost.done():
+                await asyncio.sleep(0.01)  # that connection is ending: the next one
                 continue
             try:
-                await ws.send(json.dumps(frame))
-                return
+                async with asyncio.timeout(self.agent.timeout):
+                    await ws.send(text)
+                return lost
             except ConnectionClosed:
-                self.attached.clear()
+                continue  # the loop sees it too, and connects again
+            except TimeoutError:
+                raise GatewayUnavailable(
+                    f"{self.agent.ws_url}: the gateway took no frame for {self.agent.timeout:g} s"
+                ) from None
 
     async def send_now(self, frame: dict[str, Any]) -> None:
         """A frame on the socket as it is (a re-attach: its answer is awaited by `ensure`)."""
         ws = self._ws
         if ws is not None:
-            with contextlib.suppress(ConnectionClosed):
-                await ws.send(json.dumps(frame))
+            with contextlib.suppress(ConnectionClosed, TimeoutError):
+                async with asyncio.timeout(self.agent.timeout):
+                    await ws.send(orjson.dumps(frame).decode())
 
     async def _loop(self) -> None:
         delay = BACKOFF_START_S
         headers = {"Authorization": f"Bearer {self.agent.token}"} if self.agent.token else {}
         reconnected = False  # the connection was lost and is made again
+        ping = min(PING_S, self.agent.timeout)
         while not self._closed:
+            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            code: int | None = None
             try:
                 async with ws_connect(
                     self.agent.ws_url,
                     additional_headers=headers,
-                    open_timeout=10,
-                    max_size=None,
-                    ping_interval=20,
-                    ping_timeout=20,
+                    open_timeout=self.agent.timeout,
+                    close_timeout=min(self.agent.timeout, 10.0),
+                    max_size=self.agent.max_size,
+                    ping_interval=ping,
+                    ping_timeout=ping,
                 ) as ws:
-                    self._ws = ws
+                    self._ws, self.lost = ws, lost
                     delay = BACKOFF_START_S
                     self.attaching = True
-                    await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
+                    await ws.send(
+                        orjson.dumps({"type": "reconnect", "sessionId": self.session_id}).decode()
+                    )
                     async for raw in ws:
                         frame = self._decode(raw)
                         if frame is None:
@@ -206,7 +306,11 @@ class SessionSocket:
                             continue
                         if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
                             continue  # what the socket attached to: not a run's event
-                        if self.attaching and isinstance(frame, ErrorFrame):
+                        if (
+                            self.attaching
+                            and isinstance(frame, ErrorFrame)
+                            and not frame.message_id
+                        ):
                             # The attach was refused (a malformed id): said to `ensure`.
                             self.attaching = False
                             self._refused = from_code(frame.code, frame.content)
@@ -217,17 +321,32 @@ class SessionSocket:
                     code = ws.close_code
             except ConnectionClosed as e:
                 code = e.rcvd.code if e.rcvd else None
-            except (OSError, InvalidHandshake, InvalidStatus, TimeoutError) as e:
-                log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, str(e))
-                code = None
+                self._why = f"the connection closed: {e}"
+            except InvalidStatus as e:
+                status = e.response.status_code
+                refused = REFUSED_BY_STATUS.get(status)
+                if refused is not None:
+                    self._fatal = from_code(refused, f"the gateway answered HTTP {status}")
+                    return
+                self._why = f"the WebSocket was refused with HTTP {status}"
+            except (OSError, TimeoutError, WebSocketException) as e:
+                self._why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, self._why)
             finally:
                 self._ws = None
                 self.attached.clear()
+                if not lost.done():
+                    lost.set_result(None)
             if code == CLOSE_UNAUTHORIZED:
                 self._fatal = from_code("unauthorized", "the gateway refused the access token")
                 return
             if code == CLOSE_FORBIDDEN_ORIGIN:
                 self._fatal = from_code("forbidden_origin", "the gateway refused this Origin")
+                return
+            if code == CLOSE_TOO_MANY_ATTEMPTS:
+                self._fatal = from_code(
+                    "too_many_attempts", "too many failed sign-ins from this address"
+                )
                 return
             if self._closed:
                 return
@@ -236,11 +355,18 @@ class SessionSocket:
             delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _decode(self, raw: str | bytes) -> ServerFrame | None:
+        """A frame of this socket's session, typed; None for what is not one (not JSON, not
+        as declared, of a type this version does not know, of another session)."""
         try:
-            return decode_frame(orjson.loads(raw))
-        except (ValueError, BadServerFrame) as e:
-            log.warning("event=bad_server_frame reason=%r", str(e))
+            frame = decode_frame(orjson.loads(raw))
+        except (ValueError, RecursionError, BadServerFrame) as e:
+            log.warning("event=bad_server_frame reason=%r", str(e)[:200])
             return None
+        sid = getattr(frame, "session_id", None)
+        if frame is not None and sid is not None and sid != self.session_id:
+            log.warning("event=foreign_frame type=%s session=%s", frame.type, sid)
+            return None
+        return frame
 
     async def close(self) -> None:
         self._closed = True
@@ -263,11 +389,15 @@ class RemoteEvents(Events):
         frame: dict[str, Any] | None,
         approve: Approve | None = None,
         *,
+        what: str,
         compaction: bool = False,
     ) -> None:
-        super().__init__(session.id, approve)
+        super().__init__(session.id, approve, what=what)
         self._session = session
-        self._frame = frame  # what starts it: a message; None: attaching (a resume)
+        # What starts it: a message (with its messageId, or /compact); None: attaching (a
+        # resume).
+        self._frame = frame
+        self._message_id: str | None = None if frame is None else frame.get("messageId")
         self._compaction = compaction
         # The first step this run wrote (its message, or the first it began): a catch-up
         # after a reconnect gives the steps from there on. None: none seen yet.
@@ -275,13 +405,16 @@ class RemoteEvents(Events):
         self._started_ms = 0
         self._seen: set[tuple[str, str]] = set()  # (step id, status) given already
         self._asked: set[str] = set()  # approval requests given and not answered since
-        self._answered: set[str] = set()
         self._replied = False
-        self._first: asyncio.Future[ServerFrame] | None = None
+        # While the message waits for the gateway's answer (ack, or an error naming it).
+        self._settling: asyncio.Future[AckFrame | ErrorFrame] | None = None
+        self._first: asyncio.Future[ServerFrame] | None = None  # /compact: refused?
+        self._early: list[ServerFrame] = []  # frames that came before that answer
+        self._running = False  # a run of this stream is known to be in flight
         self._checking: asyncio.Task[None] | None = None
         self._barrier = False  # a ping sent: its pong ends the stream
         self._catching: set[asyncio.Task[None]] = set()
-        self._early: list[ServerFrame] = []
+        self._watch: asyncio.Task[None] | None = None
 
     async def _start(self) -> None:
         s = self._session
@@ -301,35 +434,113 @@ class RemoteEvents(Events):
             await socket.ensure()  # attached first: what attaching sends is not this run's
         socket.listener = self._on_frame
         socket.on_reattach = self._reattached
-        if self._frame is None:  # a resume: (re)attaching is what resumes a session
-            await s._reattach()
-            attach = socket.last_attach
-            if attach is None or not attach.busy:
-                self._done()
-            return
-        self._first = asyncio.get_running_loop().create_future()
-        await socket.send(self._frame)
-        first = await self._first
-        self._first = None
-        early, self._early = self._early, []
-        if isinstance(first, ErrorFrame) and first.code in REFUSALS:
+        try:
+            if self._frame is None:  # a resume: (re)attaching is what resumes a session
+                await s._reattach()
+                attach = socket.last_attach
+                if attach is None or not attach.busy:
+                    self._done()
+                    return
+            elif self._message_id is None:
+                await self._send_command(socket, self._frame)
+            else:
+                await self._deliver(socket, self._frame)
+        except BaseException:
             self._done()
-            raise from_code(first.code, first.content, session_id=s.id)
-        for frame in (first, *early):
-            self._take(frame)
+            raise
+        self._running = True
+        if not self._finished:
+            self._watch = asyncio.get_running_loop().create_task(self._watching(socket))
+
+    async def _deliver(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
+        """The message sent until the gateway answers for it — again, with the same id, on
+        each new connection (the gateway runs an id once) — and that answer taken."""
+        agent = self._session._agent
+        loop = asyncio.get_running_loop()
+        self._settling = answer = loop.create_future()
+        # One bound for it all, reconnects included: a gateway that takes the frame and
+        # drops the connection every time is not waited for forever.
+        deadline = loop.time() + agent.timeout
+        while True:
+            left = deadline - loop.time()
+            if left > 0:
+                lost = await socket.send(frame, within=left)
+                left = deadline - loop.time()
+                await asyncio.wait({answer, lost}, timeout=left, return_when="FIRST_COMPLETED")
+            if answer.done():
+                break
+            if loop.time() >= deadline:
+                raise GatewayUnavailable(
+                    f"{agent.ws_url}: the gateway did not answer for the message within "
+                    f"{agent.timeout:g} s"
+                )
+        self._settling = None
+        early, self._early = self._early, []
+        got = answer.result()
+        if isinstance(got, ErrorFrame):
+            raise from_code(got.code, got.content, session_id=self.session_id)
+        self._session._written()
+        self._first_seq = _seq(got.step_id)
+        for early_frame in early:
+            self._take(early_frame)
+        if got.duplicate and socket.last_attach is not None:
+            # Recorded before the connection was lost: what its run did meanwhile (or all of
+            # it, if it ended) is in the record.
+            self._catch(socket.last_attach)
+
+    async def _send_command(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
+        """A command's frame (/compact): the first frame after it says whether it runs."""
+        agent = self._session._agent
+        self._first = first = asyncio.get_running_loop().create_future()
+        await socket.send(frame)
+        try:
+            async with asyncio.timeout(agent.timeout):
+                got = await first
+        except TimeoutError:
+            raise GatewayUnavailable(
+                f"{agent.ws_url}: no answer to {frame['content']} within {agent.timeout:g} s"
+            ) from None
+        finally:
+            self._first = None
+        early, self._early = self._early, []
+        if isinstance(got, ErrorFrame) and got.code in REFUSALS:
+            raise from_code(got.code, got.content, session_id=self.session_id)
+        for frame_ in (got, *early):
+            self._take(frame_)
 
     def _on_frame(self, frame: ServerFrame) -> None:
-        if self._first is not None:  # the message is on its way: is it refused?
+        answer = self._settling
+        if answer is not None:  # the message waits for its answer
+            if self._answers(frame):
+                if not answer.done():
+                    answer.set_result(frame)  # type: ignore[arg-type]
+            else:
+                self._early.append(frame)  # in order, after the answer
+            return
+        if self._first is not None:  # the command is on its way: is it refused?
             if not self._first.done():
                 self._first.set_result(frame)
             else:
-                self._early.append(frame)  # after the first, in order
+                self._early.append(frame)
             return
         if not self._finished:
             self._take(frame)
 
+    def _answers(self, frame: ServerFrame) -> bool:
+        """The gateway's answer for this stream's message: its ack, an error naming it, or a
+        bad_frame (which names no message: the frame could not be read)."""
+        if isinstance(frame, AckFrame):
+            return frame.message_id == self._message_id
+        if isinstance(frame, ErrorFrame):
+            if frame.message_id is None:
+                return frame.code == "bad_frame"
+            return frame.message_id == self._message_id
+        return False
+
     def _take(self, frame: ServerFrame) -> None:
         """A live frame: given unless it repeats one given already; and is it the end?"""
+        if isinstance(frame, AckFrame) or (isinstance(frame, ErrorFrame) and frame.message_id):
+            return  # the answer for a message (this one's was taken): not a run's event
         if isinstance(frame, PongFrame):
             if self._barrier:
                 self._done()
@@ -379,10 +590,10 @@ class RemoteEvents(Events):
         frames."""
         try:
             busy = (await self._session.info()).busy
+        except GatewayUnavailable:
+            return  # the gateway is away: the reconnect says how the run stands
         except XclawError:
             busy = False  # the session is gone (deleted): nothing more will come
-        except (httpx.HTTPError, OSError):
-            return  # the gateway is away: the reconnect says how the run stands
         if busy or self._finished:
             return
         self._barrier = True
@@ -390,9 +601,17 @@ class RemoteEvents(Events):
             await self._session._socket().send({"type": "ping"})
 
     def _reattached(self, attach: StatusFrame) -> None:
-        """The socket came back: what was committed meanwhile, from the record."""
+        """The socket came back: a message still unanswered is sent again (`_deliver`); a
+        command's answer is the record's; what a run committed meanwhile is read from it."""
+        if self._settling is not None:
+            return
         if self._first is not None and not self._first.done():
-            self._first.set_result(attach)  # whether the message got there: the record says
+            self._first.set_result(attach)  # whether the command got there: the record says
+            return
+        if self._running:
+            self._catch(attach)
+
+    def _catch(self, attach: StatusFrame) -> None:
         if not self._finished:
             task = asyncio.get_running_loop().create_task(self._catch_up(attach))
             self._catching.add(task)
@@ -402,46 +621,80 @@ class RemoteEvents(Events):
         s = self._session
         try:
             steps = await s.steps()
-        except (XclawError, httpx.HTTPError, OSError):
+        except XclawError:
             steps = []
-        for step in steps:
-            if (step.id, step.status) in self._seen:
-                continue
-            if self._first_seq is not None:
-                ours = step.seq >= self._first_seq
-            else:  # the socket dropped before any of its steps came: by when it began
-                ours = step.start_time >= self._started_ms - CLOCK_SLACK_MS
-            if ours:
+        first = self._first_seq
+        # The steps of this run: from its first, up to the next message (another run's).
+        later = [
+            st.seq
+            for st in steps
+            if first is not None and st.seq > first and st.type == "user_input"
+        ]
+        end = min(later) if later else None
+        ours = [
+            st
+            for st in steps
+            if (
+                first <= st.seq and (end is None or st.seq < end)
+                if first is not None  # else: the socket dropped before any of its steps came
+                else st.start_time >= self._started_ms - CLOCK_SLACK_MS
+            )
+        ]
+        for step in ours:
+            if (step.id, step.status) not in self._seen:
                 self._take(StepFrame.model_validate({"sessionId": s.id, "step": step.wire()}))
-        if attach.busy or self._finished:
+        if (attach.busy and end is None) or self._finished:
             return
         # The run ended while the socket was down: its end, from the record.
-        if not self._replied and attach.status == "Success":
-            text = _final_answer(steps)
-            if text is not None:
-                self._replied = True
-                self._push(ReplyFrame.model_validate({"sessionId": s.id, "content": text}))
+        text = None if self._replied else _final_answer(ours)
+        if text is not None and (end is not None or attach.status == "Success"):
+            self._replied = True
+            self._push(ReplyFrame.model_validate({"sessionId": s.id, "content": text}))
         else:
             self._push(attach)
         self._done()
 
-    def _done(self) -> None:
+    async def _watching(self, socket: SessionSocket) -> None:
+        """While the run streams: a socket lost and not attached again within the timeout
+        ends the stream with GatewayUnavailable (the run may go on in the gateway: resume
+        it later)."""
+        while not self._finished:
+            await asyncio.shield(socket.lost)  # (shared: cancelling this must not end it)
+            if self._finished:
+                return
+            try:
+                await socket.ensure()
+            except XclawError as e:
+                self._done(e)
+                return
+
+    def _done(self, error: XclawError | None = None) -> None:
         socket = self._session._sock
         if socket is not None and socket.listener == self._on_frame:
             socket.listener = None
             socket.on_reattach = None
+        watch = self._watch
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
+        if error is not None:
+            self._fail(error)
         self._finish()
 
-    def _stop(self) -> None:
-        task = asyncio.get_running_loop().create_task(self._session._send_cancel())
-        background = self._session._agent._background
-        background.add(task)  # held until done (the loop keeps only a weak reference)
-        task.add_done_callback(background.discard)
+    async def _stop(self) -> None:
+        running = self._running
         self._done()
+        # A message never answered is not sent again, and nothing of it is known to run.
+        if running:
+            await self._session._cancel_now()
 
     async def _answer(self, step_id: str, approve: bool) -> None:
         await self._session.approve(step_id, approve)
         self._asked.discard(step_id)
+
+
+def _seq(step_id: str) -> int:
+    """5 of `s0005`."""
+    return int(step_id.rsplit(":", 1)[-1].lstrip("s") or 0)
 
 
 def _new_id() -> str:
@@ -483,6 +736,10 @@ class RemoteSession(Session):
             self._sock = self._agent._socket(self.id)
         return self._sock
 
+    def _written(self) -> None:
+        self._new = False
+        self._agent._unwritten.discard(self.id)
+
     async def _reattach(self) -> None:
         """Attach (again) now: what resumes an interrupted session on the gateway."""
         socket = self._socket()
@@ -498,8 +755,13 @@ class RemoteSession(Session):
     # --- a run --------------------------------------------------------------------------------
     def send(self, text: str, *, approve: Approve | None = None) -> Events:
         refuse_commands(text)
-        frame = {"type": "message", "sessionId": self.id, "content": text}
-        return RemoteEvents(self, frame, approve)
+        frame = {"type": "message", "sessionId": self.id, "content": text, "messageId": _new_id()}
+        size = len(orjson.dumps(frame))
+        if size > MAX_FRAME_BYTES:
+            raise BadCommand(
+                f"a message is at most {MAX_FRAME_BYTES:,} bytes on the wire (this one: {size:,})"
+            )
+        return RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:
@@ -508,11 +770,11 @@ class RemoteSession(Session):
                 "send a message, or use xclaw.open (resume(failed=True)) or `xclaw run "
                 "--session ID`"
             )
-        return RemoteEvents(self, None, approve)
+        return RemoteEvents(self, None, approve, what="session.resume()")
 
     def compact(self) -> Events:
         frame = {"type": "message", "sessionId": self.id, "content": "/compact"}
-        return RemoteEvents(self, frame, compaction=True)
+        return RemoteEvents(self, frame, what="session.compact()", compaction=True)
 
     async def approve(self, step_id: str, approve: bool = True) -> None:
         try:
@@ -525,33 +787,40 @@ class RemoteSession(Session):
     async def cancel(self) -> bool:
         if not (await self.info()).busy:
             return False
-        await self._send_cancel()
+        await self._socket().send({"type": "cancel", "sessionId": self.id})
         await self.wait()
         return True
 
-    async def _send_cancel(self) -> None:
+    async def _cancel_now(self) -> None:
+        """Stop the run in flight and wait for it, each within the agent's timeout: a cancel
+        that cannot be sent now is not sent later."""
         await self._socket().send({"type": "cancel", "sessionId": self.id})
+        await self.wait(self._agent.timeout)
 
-    async def wait(self) -> None:
+    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        await within(timeout, self._until_idle(), f"the run of session {self.id}")
+
+    async def _until_idle(self) -> None:
         delay = 0.02
         while True:
             try:
                 if not (await self.info()).busy:
                     return
-            except XclawError:
-                return
+            except XclawError as e:
+                if e.code == "unknown_session":
+                    return  # deleted: nothing runs
+                raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
     # --- the record ---------------------------------------------------------------------------
     async def info(self) -> SessionInfo:
         try:
-            data = await self._agent._http("GET", f"/sessions/{self.id}")
+            found = await self._agent._as(SessionInfo, "GET", f"/sessions/{self.id}")
         except XclawError as e:
             if e.code != "unknown_session":
                 raise
             return await self._unwritten()
-        found = SessionInfo.model_validate(data)
         self._title = found.title
         return found
 
@@ -580,27 +849,26 @@ class RemoteSession(Session):
 
     async def steps(self, n: int | None = None) -> list[Step]:
         try:
-            data = await self._agent._http(
-                "GET", f"/sessions/{self.id}/steps", params={"n": 0 if n is None else n}
+            found = await self._agent._as(
+                StepList, "GET", f"/sessions/{self.id}/steps", params={"n": 0 if n is None else n}
             )
         except XclawError as e:
             if e.code == "unknown_session" and self._new:
                 return []
             raise
-        return StepList.model_validate(data).steps
+        return found.steps
 
     async def trace(self) -> list[TreeNode]:
-        data = await self._agent._http("GET", f"/sessions/{self.id}/tree")
-        return StepTree.model_validate(data).tree
+        return (await self._agent._as(StepTree, "GET", f"/sessions/{self.id}/tree")).tree
 
     async def history(self) -> list[HistoryMessage]:
         try:
-            data = await self._agent._http("GET", f"/sessions/{self.id}/history")
+            found = await self._agent._as(HistoryAnswer, "GET", f"/sessions/{self.id}/history")
         except XclawError as e:
             if e.code == "unknown_session" and self._new:
                 return []
             raise
-        return HistoryAnswer.model_validate(data).messages
+        return found.messages
 
     async def rename(self, title: str) -> None:
         clean = " ".join(title.split())
@@ -613,10 +881,12 @@ class RemoteSession(Session):
             await self._socket().send(
                 {"type": "message", "sessionId": self.id, "content": f"/title {clean}"}
             )
-            self._new = False
+            self._written()
             await self._until_written()
-        data = await self._agent._http("PATCH", f"/sessions/{self.id}", json={"title": clean})
-        self._title = SessionInfo.model_validate(data).title
+        found = await self._agent._as(
+            SessionInfo, "PATCH", f"/sessions/{self.id}", json={"title": clean}
+        )
+        self._title = found.title
 
     async def _until_written(self) -> None:
         for _ in range(200):
@@ -629,18 +899,16 @@ class RemoteSession(Session):
             await asyncio.sleep(0.025)
 
     async def rollback(self, step_id: str) -> RollbackAnswer:
-        data = await self._agent._http(
-            "POST", f"/sessions/{self.id}/rollback", json={"stepId": step_id}
+        return await self._agent._as(
+            RollbackAnswer, "POST", f"/sessions/{self.id}/rollback", json={"stepId": step_id}
         )
-        return RollbackAnswer.model_validate(data)
 
     async def fork(self, step_id: str, title: str | None = None) -> RemoteSession:
         body: dict[str, Any] = {"stepId": step_id}
         if title is not None:
             body["title"] = title
-        data = await self._agent._http("POST", f"/sessions/{self.id}/fork", json=body)
-        new = ForkAnswer.model_validate(data).session
-        return RemoteSession(self._agent, new.session_id, new.title)
+        made = await self._agent._as(ForkAnswer, "POST", f"/sessions/{self.id}/fork", json=body)
+        return RemoteSession(self._agent, made.session.session_id, made.session.title)
 
     async def delete(self) -> None:
         await self._agent._http("DELETE", f"/sessions/{self.id}")
@@ -649,62 +917,130 @@ class RemoteSession(Session):
 class RemoteAgent(Agent):
     """Sessions of a running gateway (see the module docstring)."""
 
-    def __init__(self, url: str, token: str | None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float = TIMEOUT_S,
+        max_size: int = MAX_SIZE,
+    ) -> None:
         self.http_url, self.ws_url, self.token = _urls(url, token)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self.timeout = float(timeout)
+        self.max_size = max_size
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self._client = httpx.AsyncClient(
             base_url=self.http_url + "/api", headers=headers, timeout=timeout
         )
         self._sockets: dict[str, SessionSocket] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+        # New sessions handed out without a title, not written yet: found by their id.
+        self._unwritten: set[str] = set()
 
     def _socket(self, session_id: str) -> SessionSocket:
+        if self._closed:
+            raise AgentClosed("this agent is closed; open another with xclaw.connect(...)")
         socket = self._sockets.get(session_id)
         if socket is None:
             socket = self._sockets[session_id] = SessionSocket(self, session_id)
         return socket
 
     async def _http(self, method: str, path: str, **kwargs: Any) -> Any:
-        """An API call's JSON answer; its error answer raised as the error its code names."""
-        r = await self._client.request(method, path, **kwargs)
-        if r.status_code >= 400:
-            try:
-                body = r.json()
-                code, text = str(body["code"]), str(body["error"])
-            except (ValueError, KeyError, TypeError):
-                code, text = "internal_error", f"HTTP {r.status_code}: {r.text[:200]}"
-            raise from_code(code, text)
-        if r.status_code == 204:
+        """An API call's JSON answer, within the timeout and the size limit; its error answer
+        raised as the error its code names; GatewayUnavailable for no answer, or one that is
+        not the gateway's."""
+        if self._closed:
+            raise AgentClosed("this agent is closed; open another with xclaw.connect(...)")
+        where = f"{method} {self.http_url}/api{path}"
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self._client.stream(method, path, **kwargs) as r:
+                    body = await self._body(r, where)
+        except TimeoutError:
+            raise GatewayUnavailable(f"{where}: no answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as e:
+            why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            raise GatewayUnavailable(f"{where}: {why}") from None
+        status = r.status_code
+        if status >= 400:
+            raise self._refusal(status, body, where)
+        if status == 204:
             return None
-        return r.json()
+        if status >= 300:
+            raise GatewayUnavailable(f"{where}: HTTP {status}, not an answer of an xclaw gateway")
+        return _json(body, where)
+
+    async def _body(self, r: httpx.Response, where: str) -> bytes:
+        """The answer's bytes, refused past max_size before they are all read."""
+        declared = r.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_size:
+            raise GatewayUnavailable(
+                f"{where}: an answer of {int(declared):,} bytes, over the limit of "
+                f"{self.max_size:,} (connect(max_size=...))"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in r.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_size:
+                raise GatewayUnavailable(
+                    f"{where}: an answer over the limit of {self.max_size:,} bytes "
+                    "(connect(max_size=...))"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _refusal(self, status: int, body: bytes, where: str) -> XclawError:
+        """An HTTP error answer as the error its code names (xclaw's `{"code","error"}`), or
+        as its status says when it has none (401, 429); else not the gateway's."""
+        try:
+            data = orjson.loads(body)
+            code, text = str(data["code"]), str(data["error"])
+        except (ValueError, RecursionError, KeyError, TypeError):
+            refused = REFUSED_BY_STATUS.get(status)
+            if refused is not None:
+                return from_code(refused, f"{where}: HTTP {status}")
+            return GatewayUnavailable(
+                f"{where}: HTTP {status} ({_start_of(body)}), not an answer of an xclaw gateway"
+            )
+        return from_code(code, text)
+
+    async def _as(self, cls: type[M], method: str, path: str, **kwargs: Any) -> M:
+        """An API call's answer read into its declaration."""
+        return answer_as(cls, await self._http(method, path, **kwargs), f"{method} /api{path}")
 
     async def check(self) -> None:
-        """The gateway answers and takes the token (Unauthorized, or the connection error)."""
-        await self._http("GET", "/health")
+        """The gateway answers, as one, and takes the token (Unauthorized,
+        GatewayUnavailable)."""
+        await self._as(Health, "GET", "/health")
 
     async def new_session(self, title: str | None = None) -> RemoteSession:
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:
             # a client may bring its own; this one is as random as the gateway's).
-            return RemoteSession(self, _new_id(), unwritten=True)
-        data = await self._http("POST", "/sessions", json={"title": title})
-        made = SessionInfo.model_validate(data)
+            fresh = RemoteSession(self, _new_id(), unwritten=True)
+            self._unwritten.add(fresh.id)
+            return fresh
+        made = await self._as(SessionInfo, "POST", "/sessions", json={"title": title})
         return RemoteSession(self, made.session_id, made.title)
 
     async def session(self, ref: str) -> RemoteSession:
         try:
-            data = await self._http("GET", f"/sessions/{quote(ref, safe='')}")
-            found = SessionInfo.model_validate(data)
+            found = await self._as(SessionInfo, "GET", f"/sessions/{quote(ref, safe='')}")
             return RemoteSession(self, found.session_id, found.title)
         except XclawError as e:
             if e.code != "unknown_session":
                 raise
-        listed = SessionList.model_validate(
-            await self._http("GET", "/sessions", params={"prefix": ref, "limit": 10_000})
+        listed = (
+            await self._as(SessionList, "GET", "/sessions", params={"prefix": ref, "limit": 10_000})
         ).sessions
         if len(listed) == 1:
             return RemoteSession(self, listed[0].session_id, listed[0].title)
         if not listed:
+            if ref in self._unwritten:  # handed out by new_session, nothing said to it yet
+                return RemoteSession(self, ref, unwritten=True)
             raise from_code("unknown_session", f"no session with id {ref!r}", session_id=ref)
         from xclaw.errors import AmbiguousSession
 
@@ -718,14 +1054,16 @@ class RemoteAgent(Agent):
             params["q"] = search
         if state:
             params["state"] = state
-        data = await self._http("GET", "/sessions", params=params)
-        return SessionList.model_validate(data).sessions
+        return (await self._as(SessionList, "GET", "/sessions", params=params)).sessions
 
     async def tools(self) -> list[ToolInfo]:
-        return ToolList.model_validate(await self._http("GET", "/tools")).tools
+        return (await self._as(ToolList, "GET", "/tools")).tools
 
     async def close(self) -> None:
+        if self._closed:
+            return
         sockets, self._sockets = list(self._sockets.values()), {}
+        self._closed = True
         for socket in sockets:
             await socket.close()
         await self._client.aclose()
@@ -737,13 +1075,15 @@ class RemoteAgent(Agent):
 class Connecting:
     """What `xclaw.connect(...)` returns: awaitable, and an async context manager."""
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, timeout: float, max_size: int) -> None:
         self._url = url
         self._token = token
+        self._timeout = timeout
+        self._max_size = max_size
         self._agent: RemoteAgent | None = None
 
     async def _open(self) -> RemoteAgent:
-        agent = RemoteAgent(self._url, self._token)
+        agent = RemoteAgent(self._url, self._token, timeout=self._timeout, max_size=self._max_size)
         try:
             await agent.check()
         except BaseException:
@@ -763,12 +1103,23 @@ class Connecting:
             await self._agent.close()
 
 
-def connect(url: str, *, token: str | None = None) -> Connecting:
+def connect(
+    url: str,
+    *,
+    token: str | None = None,
+    timeout: float = TIMEOUT_S,
+    max_size: int = MAX_SIZE,
+) -> Connecting:
     """An agent of the gateway at `url` (`http://127.0.0.1:3000`, or the `?token=` link its
     banner prints): the same interface as xclaw.open, through its WebSocket and HTTP API.
     `token`: the gateway's access token (XCLAW_TOKEN, or `$XCLAW_HOME/token` on its
-    machine), unless the URL carries it. Unauthorized when it is refused."""
-    return Connecting(url, token)
+    machine), unless the URL carries it. Unauthorized when it is refused.
+
+    `timeout`: how long any one wait on the gateway may last, in seconds — a request's
+    answer, connecting and attaching, a message's acknowledgement, the gateway coming back
+    while a run streams; past it, GatewayUnavailable. `max_size`: the largest frame or
+    answer taken from it, in bytes (GatewayUnavailable above)."""
+    return Connecting(url, token, timeout, max_size)
 
 
 __all__ = ["RemoteAgent", "RemoteSession", "connect"]

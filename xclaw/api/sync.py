@@ -15,7 +15,6 @@ Session.cancel does — and the interrupt goes on up.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -38,6 +37,10 @@ from xclaw.http_bodies import RollbackAnswer, ToolInfo
 T = TypeVar("T")
 P = ParamSpec("P")
 
+# How long Ctrl+C waits for the run it cancels to stop (a tool's processes get SIGTERM, then
+# SIGKILL after the shell's grace): a bound, not a pause — it ends once the run has stopped.
+STOP_WAIT_S = 60.0
+
 
 class _Loop:
     """An event loop running in a daemon thread; `call` runs a coroutine there and waits."""
@@ -48,16 +51,28 @@ class _Loop:
         self.thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        ended = threading.Event()
+        tasks: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = self.loop.create_task(coro)
+            task.add_done_callback(lambda _task: ended.set())
+            tasks.append(task)
+
+        def cancel() -> None:
+            tasks[0].cancel()  # (queued after `start`: the task is there)
+
+        self.loop.call_soon_threadsafe(start)
         try:
-            return future.result()
+            ended.wait()
         except KeyboardInterrupt:
-            future.cancel()  # the task is cancelled where it waits: a run is cancelled
-            # Its clean-up (the run told to stop) finishes before the interrupt goes on up;
-            # how the call ended is of no interest any more.
-            with contextlib.suppress(BaseException):
-                future.result(timeout=10)
+            # The task is cancelled where it waits — a run is cancelled — and the interrupt
+            # goes on up once it has ended: the run stopped, its tool's processes killed
+            # (Events._cancelled). A second Ctrl+C stops the waiting.
+            self.loop.call_soon_threadsafe(cancel)
+            ended.wait(timeout=STOP_WAIT_S)
             raise
+        return tasks[0].result()
 
     def stop(self) -> None:
         if self.loop.is_closed():
@@ -151,8 +166,8 @@ class SyncSession:
     def cancel(self) -> bool:
         return self._loop.call(self.session.cancel())
 
-    def wait(self) -> None:
-        self._loop.call(self.session.wait())
+    def wait(self, timeout: float | None = None) -> None:
+        self._loop.call(self.session.wait(timeout))
 
     def info(self) -> SessionInfo:
         return self._loop.call(self.session.info())

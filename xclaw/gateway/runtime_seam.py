@@ -61,7 +61,8 @@ class GatewayRuntime(Protocol):
         create: bool = False,
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None: ...
+        message_id: str | None = None,
+    ) -> tuple[Step, bool]: ...
     def answer_approval(
         self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
     ) -> None: ...

@@ -43,8 +43,10 @@ from xclaw.protocol import (
     parse_client_frame,
     parse_command,
 )
+from xclaw.store.model import Step
 from xclaw.teams import Actor, Need
 from xclaw.wire.build import (
+    ack_frame,
     error_frame,
     for_session,
     history_frame,
@@ -245,8 +247,8 @@ class Connection:
         except (WebSocketDisconnect, RuntimeError, OSError):
             return  # the reader sees the disconnect and cleans up
 
-    def error(self, text: str, code: str) -> None:
-        self.push(error_frame(text, code, self.session_id))
+    def error(self, text: str, code: str, message_id: str | None = None) -> None:
+        self.push(error_frame(text, code, self.session_id, message_id=message_id))
 
     # --- the watch (xclaw/gateway/context.py Gateway.watch) ---------------------------------
     def sign_out(self) -> None:
@@ -444,13 +446,16 @@ class Connection:
         if sid == self.session_id and self._pending:
             self._written()
 
-    async def _send(self, sid: str, text: str) -> None:
-        """A message. On this socket's new session, its first: the session is written in the
-        transaction that records it, as its sender's — refused there if someone else wrote
-        the id first (the socket is then detached, answered as for an unknown id)."""
+    async def _send(self, sid: str, text: str, message_id: str | None) -> tuple[Step, bool]:
+        """A message (its step, and whether `message_id` had it recorded before). On this
+        socket's new session, its first: the session is written in the transaction that
+        records it, as its sender's — refused there if someone else wrote the id first (the
+        socket is then detached, answered as for an unknown id)."""
         pending = sid == self.session_id and self._pending
         try:
-            await self.gw.runtime.send(sid, text, create=sid == self.session_id, actor=self.actor())
+            sent = await self.gw.runtime.send(
+                sid, text, create=sid == self.session_id, actor=self.actor(), message_id=message_id
+            )
         except (SessionNotFound, SessionBusy):
             if not pending or sid != self.session_id or not self._pending:
                 raise
@@ -463,6 +468,7 @@ class Connection:
             raise
         if pending and sid == self.session_id and self._pending:
             self._written()
+        return sent
 
     # --- incoming ---------------------------------------------------------------------------
     async def handle(self, raw: str | bytes) -> None:
@@ -482,7 +488,8 @@ class Connection:
             self.error(str(e), "bad_frame")
         except XclawError as e:
             log.info("event=error conn=%s session=%s code=%s", self.id, self.session_id, e.code)
-            self.error(e.message, e.code)
+            # A refused message names the client's id for it, if it gave one (protocol.md).
+            self.error(e.message, e.code, getattr(frame, "message_id", None))
         except Exception:  # a bug must not take the connection (or the server) down
             log.exception("event=internal_error conn=%s session=%s", self.id, self.session_id)
             self.error("internal error in the gateway; see the server log", "internal_error")
@@ -500,7 +507,10 @@ class Connection:
             cmd = parse_command(frame.content)
             if cmd is None:
                 await self._need(sid, Need.ACT)
-                await self._send(sid, frame.content)  # SessionBusy -> `busy`: one driver
+                # SessionBusy -> `busy`: one driver.
+                step, again = await self._send(sid, frame.content, frame.message_id)
+                if frame.message_id is not None:  # recorded (durably): said to the sender
+                    self.push(ack_frame(sid, frame.message_id, step.display_id, again))
                 return
             if cmd.name in ("switch", "new"):
                 await self._switch(sid, cmd)

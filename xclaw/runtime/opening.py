@@ -36,6 +36,7 @@ async def open_turn(
     record: RunConfig | None = None,
     actor: Actor | None = None,
     metadata: Mapping[str, Any] | None = None,
+    message_id: str | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
@@ -49,7 +50,10 @@ async def open_turn(
     does not exist (unknown_session), never let into it.
 
     `metadata`: keys of the session's metadata set in the same transaction (merged over
-    what it holds), so what they say of the message holds exactly when the message does."""
+    what it holds), so what they say of the message holds exactly when the message does.
+
+    `message_id`, the client's id for the message (docs/protocol.md): recorded with it; one
+    the session holds already is refused as MessageRecorded, nothing written."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
     # What it runs with is recorded with it (xclaw/runtime/agreement.py).
@@ -66,6 +70,7 @@ async def open_turn(
         sent_by=None if actor is None else actor.recorded(),
         owner=None if actor is None else actor.user,
         member=actor is not None and not actor.identity.admin,
+        message_id=message_id,
     )
     lease, interrupted, added = await store.write_stream().put(opening)
     if lease is None:  # another live worker drives it

@@ -329,13 +329,20 @@ class Runtime:
         create: bool = False,
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None:
+        message_id: str | None = None,
+    ) -> tuple[Step, bool]:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured). `actor`: who sent it,
         recorded with the message when it is a user of a shared server (docs/teams.md).
         `metadata`: keys of the session's metadata written in the same transaction as the
-        message (a protocol client's message id, recorded with the message it names)."""
-        await self._starts.message(session_id, text, create=create, actor=actor, metadata=metadata)
+        message. `message_id`: the client's id for it (docs/protocol.md), recorded with it.
+
+        Returns the message's step once it is recorded, and whether it was recorded before:
+        a resend of a `message_id` the session holds already starts nothing (never run
+        twice)."""
+        return await self._starts.message(
+            session_id, text, create=create, actor=actor, metadata=metadata, message_id=message_id
+        )
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as

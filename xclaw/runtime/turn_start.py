@@ -8,7 +8,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
+from xclaw.errors import (
+    ConfigError,
+    ConfigMismatch,
+    MessageRecorded,
+    SessionBusy,
+    SessionNotFound,
+)
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, busy_message
@@ -18,7 +24,7 @@ from xclaw.runtime.session_configs import SessionConfigs
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import LeaseStore, RecordReader, StepWriter
-from xclaw.store.model import MAIN_AGENT, Session, Status, StepType
+from xclaw.store.model import MAIN_AGENT, Session, Status, Step, StepType
 from xclaw.teams import Actor
 from xclaw.views import title_from_message
 from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
@@ -64,11 +70,19 @@ class TurnStarts:
         create: bool,
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> None:
+        message_id: str | None = None,
+    ) -> tuple[Step, bool]:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
-        (recorded; a session created here is theirs)."""
+        (recorded; a session created here is theirs). Returns the message's step, and True
+        when `message_id` (the client's id for it) was recorded before: a resend, which
+        starts nothing — asked before anything else, a run in flight included (it may be
+        this message's own)."""
         p, runs = self.parts, self.parts.runs
+        if message_id is not None:
+            earlier = await p.reader(p.reader.store.message_step, session_id, message_id)
+            if earlier is not None:
+                return earlier, True
         if session_id in runs or session_id in runs.resuming:
             raise SessionBusy(
                 "a run is in flight for this session; wait for its reply or cancel it"
@@ -104,7 +118,11 @@ class TurnStarts:
                 record=agreement.record,
                 actor=actor,
                 metadata=metadata,
+                message_id=message_id,
             )
+        except MessageRecorded as e:  # recorded between the look above and this write
+            runs.unclaim(session_id, run)
+            return await p.reader(p.reader.store.get_step, session_id, e.seq), True
         except BaseException:
             runs.unclaim(session_id, run)
             raise
@@ -115,6 +133,8 @@ class TurnStarts:
             raise SessionBusy(busy_message(await p.reader(p.reader.store.lease_info, session_id)))
         p.leases.acquired(lease)
         runs.launch(session_id, run, lease, Turn.MESSAGE, opened)
+        assert opened is not None  # a lease taken: the message was recorded with it
+        return opened.message, False
 
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.parts.reader(self.parts.reader.store.steps, session_id, agent=MAIN_AGENT)

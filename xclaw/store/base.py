@@ -94,6 +94,11 @@ class RecordReader(Protocol):
         """Roots (steps without a parent) with their descendants, in sequence order."""
         ...
 
+    def message_step(self, session_id: str, message_id: str) -> Step | None:
+        """The user_input step that recorded the message a client sent with this id
+        (`messageId`, docs/protocol.md); None when there is none (or no such session)."""
+        ...
+
 
 @runtime_checkable
 class StepWriter(Protocol):

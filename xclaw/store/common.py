@@ -16,7 +16,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from xclaw.errors import AmbiguousSession, SessionNotFound
+from xclaw.errors import AmbiguousSession, MessageRecorded, SessionNotFound
 from xclaw.store.base import RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
@@ -35,7 +35,7 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
-from xclaw.store.rows import new_session_id
+from xclaw.store.rows import STEP_COLS, new_session_id, row_to_step
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
@@ -144,6 +144,38 @@ def event_of_answer(
         and not approval_pending()
     ):
         return SessionEvent.APPROVAL_ANSWERED
+    return None
+
+
+# The user_input steps that may hold a message id (the LIKE only narrows; the id is compared
+# once decoded): such a step's output is {"messageId": ID, "by"?: …} (docs/protocol.md).
+_MESSAGE_STEPS = (
+    f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND step_type='user_input'"
+    " AND CAST(output_data AS TEXT) LIKE ? ORDER BY seq DESC"
+)
+# The session's latest message: what a write that opens a turn checks (a few rows back).
+_LATEST_MESSAGE = (
+    f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND step_type='user_input'"
+    " ORDER BY seq DESC LIMIT 1"
+)
+
+
+def message_step_tx(
+    d: Dialect, conn: Any, session_id: str, message_id: str, *, latest: bool = False
+) -> Step | None:
+    """The user_input step of `session_id` recorded with the client's `message_id`, read in
+    the open transaction of `conn`: among all its messages, or (`latest`) its last one only —
+    what the write opening a turn checks, after the runtime looked at them all (a resend
+    recorded in between is the last message: its run holds the lease until it ends)."""
+    if latest:
+        rows = conn.execute(d.sql(_LATEST_MESSAGE), (session_id,))
+    else:
+        rows = conn.execute(d.sql(_MESSAGE_STEPS), (session_id, f"%{message_id}%"))
+    for row in rows:
+        step = row_to_step(row)
+        out = step.output_data
+        if isinstance(out, dict) and out.get("messageId") == message_id:
+            return step
     return None
 
 
@@ -261,6 +293,10 @@ class StoreBase:
         acquire = self._acquire_lease_tx(sid, w.worker_id, w.ttl_s)
 
         d, now = self._dialect, self._now()
+        # The message step's output: who sent it (a team member), the client's id for it.
+        output = (
+            w.sent_by if w.message_id is None else {**(w.sent_by or {}), "messageId": w.message_id}
+        )
 
         def tx(conn: Any) -> tuple[Lease | None, list[Step], Step | None]:
             # Created by another socket a moment ago: retitled instead.
@@ -276,6 +312,12 @@ class StoreBase:
             lease = acquire(conn)
             if lease is None:  # another live worker drives it
                 return None, [], None
+            if w.message_id is not None and not created:
+                # A resend of a message recorded already: nothing written (the lease taken
+                # above rolls back with the rest), never run twice.
+                earlier = message_step_tx(d, conn, sid, w.message_id, latest=True)
+                if earlier is not None:
+                    raise MessageRecorded(earlier.seq)
             if not created and merge is not None:
                 merge(conn)
             # A session this very transaction created has no step to settle.
@@ -286,7 +328,7 @@ class StoreBase:
                     conn
                 )
             )
-            added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, w.sent_by, None, lease)
+            added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, output, None, lease)
             return lease, interrupted, added(conn)
 
         return tx

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.blob_store import sweep_blobs_tx
 from xclaw.store.changes import record_change_tx
-from xclaw.store.common import cancel_event
+from xclaw.store.common import cancel_event, message_step_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -304,6 +304,13 @@ class SessionMethods:
             return steps
 
         return self._read(q, snapshot=d.free_read_snapshots)
+
+    def message_step(self, session_id: str, message_id: str) -> Step | None:
+        d = self._dialect
+        return self._read(
+            lambda conn: message_step_tx(d, conn, session_id, message_id),
+            snapshot=d.free_read_snapshots,
+        )
 
     def mark_interrupted(
         self,

@@ -189,6 +189,10 @@ class OpenTurn:
     sent_by: Mapping[str, Any] | None = None
     owner: str | None = None
     member: bool = False
+    # The client's id for the message (docs/protocol.md `messageId`), kept in its step's
+    # output; one already recorded in the session is refused as MessageRecorded, nothing
+    # written (a resend is never run twice).
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

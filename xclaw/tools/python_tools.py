@@ -142,7 +142,9 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
     """A pydantic model of the arguments. A single parameter that is a pydantic model stands
     for the whole input (its fields are the tool's arguments)."""
     try:
-        hints = get_type_hints(fn)
+        # With their Annotated metadata: `Annotated[str, Field(description=...)]` is what
+        # the model is told about the argument.
+        hints = get_type_hints(fn, include_extras=True)
     except Exception as e:
         raise ConfigError(f"tools: {ref}: cannot read its type hints: {e}") from e
     params = [

@@ -19,6 +19,7 @@ from xclaw.llm.prices import PriceTable
 from xclaw.protocol import step_json
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, session_state
 from xclaw.wire.shapes import (
+    AckJson,
     ApprovalRequestJson,
     DeltaJson,
     ErrorJson,
@@ -240,12 +241,29 @@ def rolledback_frame(step_id: str, deleted: int, session_id: str | None = None) 
     return frame
 
 
-def error_frame(content: str, code: str, session_id: str | None = None) -> ErrorJson:
-    """A human-readable error with a stable code (docs/protocol.md, Errors)."""
+def error_frame(
+    content: str, code: str, session_id: str | None = None, *, message_id: str | None = None
+) -> ErrorJson:
+    """A human-readable error with a stable code (docs/protocol.md, Errors); `message_id`:
+    the refusal of the `message` frame that carried it."""
     frame: ErrorJson = {"type": "error", "content": content, "code": code}
     if session_id:
         frame["sessionId"] = session_id
+    if message_id is not None:
+        frame["messageId"] = message_id
     return frame
+
+
+def ack_frame(session_id: str, message_id: str, step_id: str, duplicate: bool) -> AckJson:
+    """A `message` frame that carried `message_id` is recorded (durably) as `step_id`;
+    `duplicate`: it was recorded before (a resend), not run again."""
+    return {
+        "type": "ack",
+        "sessionId": session_id,
+        "messageId": message_id,
+        "stepId": step_id,
+        "duplicate": duplicate,
+    }
 
 
 def pong_frame() -> PongJson:

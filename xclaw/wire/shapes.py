@@ -165,6 +165,15 @@ class ErrorJson(TypedDict):
     content: str
     code: str
     sessionId: NotRequired[str]
+    messageId: NotRequired[str]
+
+
+class AckJson(TypedDict):
+    type: Literal["ack"]
+    sessionId: str
+    messageId: str
+    stepId: str
+    duplicate: bool
 
 
 class PongJson(TypedDict):
@@ -188,6 +197,7 @@ FrameJson = (
     | ForkedJson
     | RolledBackJson
     | ErrorJson
+    | AckJson
     | PongJson
 )
 """Any server frame as built (xclaw/wire/build.py)."""
