@@ -8,7 +8,7 @@ a restart GetTask shows a task where the record has it, and SubscribeToTask (or 
 lets interrupted work go on, as a client attaching does. Another person's task or context
 answers as one nobody has.
 
-A message is recorded write-ahead by its `messageId` (xclaw/gateway/message_ids.py): the
+A message is recorded write-ahead with its `messageId` (xclaw/gateway/message_ids.py): the
 same message sent again — a caller that crashed, or `a2a_call` settling a call — gets the
 task it made, and never runs twice.
 """
@@ -76,7 +76,7 @@ from xclaw.errors import Forbidden, SessionNotFound, XclawError
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.following import Following
 from xclaw.gateway.identity import SignedIn
-from xclaw.gateway.message_ids import intent, message_ids, message_step
+from xclaw.gateway.message_ids import client_ids, protocol_id
 from xclaw.protocol import MAX_FRAME_BYTES
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
 from xclaw.teams import Actor, Identity, Need
@@ -208,7 +208,7 @@ class XclawRequestHandler(RequestHandler):
             artifacts = answer_artifact(turn)
             if files:
                 artifacts += await self._changed_files(turn)
-        ids = message_ids(session.metadata, KEY_PREFIX, steps)
+        ids = client_ids(steps, KEY_PREFIX)
         task = task_of(
             turn,
             session,
@@ -317,14 +317,12 @@ class XclawRequestHandler(RequestHandler):
                 raise InvalidParamsError(message=f"no context {sid!r}") from None
             except Forbidden as e:
                 raise InvalidRequestError(message=e.message) from None
-        key = KEY_PREFIX + message.message_id
+        key = protocol_id(KEY_PREFIX, message.message_id)
         follow = Following(rt, sid, _read)
         follow.start()
         try:
-            steps: list[Step] = []
             if session is not None:
-                steps = await asyncio.to_thread(store.steps, sid, agent=MAIN_AGENT)
-                sent = message_step(session.metadata, key, steps)
+                sent = await asyncio.to_thread(store.message_step, sid, key)
                 if sent is not None:  # the same message again: the task it made
                     return Started(sid, sent.step_id, follow)
                 if rt.is_busy(sid):
@@ -332,11 +330,10 @@ class XclawRequestHandler(RequestHandler):
                         message=f"a task of context {sid} is working; wait for it (or cancel "
                         "it) before the next message"
                     )
-            # The message's id is written with the message (one transaction): sent again,
+            # The message's id is recorded with the message (one transaction): sent again,
             # it is found, and its task answers.
-            meta = intent({} if session is None else session.metadata, key, steps)
             try:
-                await rt.send(sid, text, create=session is None, actor=actor, metadata=meta)
+                await rt.send(sid, text, create=session is None, actor=actor, message_id=key)
             except XclawError as e:
                 raise InvalidRequestError(message=rt.redact.text(e.message)) from None
             step_id = await follow.sent_message(wait_s=SENT_WAIT_S)

@@ -51,7 +51,7 @@ from xclaw.gateway.api import error_response, identity
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.event_stream import EventStream
 from xclaw.gateway.following import Following
-from xclaw.gateway.message_ids import intent, message_step
+from xclaw.gateway.message_ids import protocol_id
 from xclaw.gateway.ws import encode_frame
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
@@ -134,7 +134,7 @@ def sse(events: list[Event]) -> bytes:
 
 
 def _key(message_id: str) -> str:
-    return f"agui:{message_id}"
+    return protocol_id("agui:", message_id)
 
 
 class Served:
@@ -181,7 +181,7 @@ class Served:
         if session is not None and (run.message_id is not None or run.tool_answers):
             steps = await asyncio.to_thread(store.steps, sid)
         main = [s for s in steps if s.agent == MAIN_AGENT]
-        if run.message_id is not None and not self._recorded(session, main):
+        if run.message_id is not None and not await self._recorded(session):
             await self._need(Need.ACT)
             if rt.is_busy(sid):
                 raise SessionBusy(
@@ -189,7 +189,7 @@ class Served:
                     "reconnect (a run with no new message) to follow it"
                 )
             self._before = session_cost(steps, rt.prices).to_json()
-            await self._send(session, main)
+            await self._send(session)
             return
         if session is None:
             raise SessionNotFound(sid)
@@ -207,24 +207,34 @@ class Served:
         if not rt.is_busy(sid):
             await rt.resume_if_needed(sid)  # interrupted work goes on (after a restart)
 
-    def _recorded(self, session: Session | None, steps: list[Step]) -> bool:
+    async def _recorded(self, session: Session | None) -> bool:
         """The client's last message is one the record holds already (xclaw/gateway/
         message_ids.py): the record's own (`xclaw:` ids), or one this thread sent before."""
         mid = self.run.message_id
         assert mid is not None
         if mid.startswith(RECORD_ID_PREFIX):
             return True
-        return session is not None and message_step(session.metadata, _key(mid), steps) is not None
+        if session is None:
+            return False
+        found = await asyncio.to_thread(self.gw.store.message_step, self.sid, _key(mid))
+        return found is not None
 
-    async def _send(self, session: Session | None, steps: list[Step]) -> None:
+    async def _send(self, session: Session | None) -> None:
         """The new message, its id (and the client's tools) written with it."""
         rt, run, sid = self.rt, self.run, self.sid
         assert run.message_id is not None and run.text is not None
-        meta = intent({} if session is None else session.metadata, _key(run.message_id), steps)
+        meta = None
         if run.tools is not None:
-            meta[CLIENT_TOOLS_KEY] = [s.to_json() for s in run.tools]
+            meta = {CLIENT_TOOLS_KEY: [s.to_json() for s in run.tools]}
             rt.toolbox.client.declare(sid, run.tools)
-        await rt.send(sid, run.text, create=session is None, actor=self.actor, metadata=meta)
+        await rt.send(
+            sid,
+            run.text,
+            create=session is None,
+            actor=self.actor,
+            metadata=meta,
+            message_id=_key(run.message_id),
+        )
         self.sent = True
 
     async def _declare(self, session: Session) -> None:
