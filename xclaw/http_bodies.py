@@ -147,7 +147,12 @@ class ToolInfo(Wire):
     approval: str = Field(description="how a call is decided under the approval mode in force")
     resume: str = Field(description="what happens to a call a crash interrupted")
     outside_effects: bool = Field(
-        alias="outsideEffects", description="effects rollback and fork cannot undo"
+        alias="outsideEffects", description="effects beyond the workspace (marked in the record)"
+    )
+    effect: str = Field(
+        default="workspace",
+        description="read_only, workspace (undone by snapshots), compensable (undone on "
+        "rollback by its compensation) or irreversible",
     )
     traits: dict[str, Any] | None = Field(description="what a Python or MCP tool declares")
     input_schema: dict[str, Any] = Field(alias="inputSchema")
