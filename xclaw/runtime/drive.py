@@ -6,6 +6,7 @@ and the run's place on this worker are the runtime's (`Runtime._turn`)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from xclaw.runtime.approvals import WireApprover, approval_frame
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
-from xclaw.runtime.settle import look_at_workspace
+from xclaw.runtime.settle import ask_the_tools, evidence_step, look_at_workspace
 from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_notice, worth_looking
 from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus
 from xclaw.tools.base import ToolContext
@@ -108,7 +109,10 @@ class TurnDrive:
         context = ToolContext(workspace=workspace, session_id=sid)
         looking = worth_looking(self.turn, hist)
         seen = await look_at_workspace(steps, looking, rt.toolbox.tools, context)
-        return Record(status, steps, interrupted, hist, seen), context
+        # What the workspace cannot show, the tools' settle checks are asked (evidence).
+        asking = [ref for ref in looking if ref not in seen]
+        evidence = await ask_the_tools(steps, asking, rt.toolbox.tools, context)
+        return Record(status, steps, interrupted, hist, seen, evidence), context
 
     async def _prepare_tools(self) -> None:
         """MCP servers start on first use; one that cannot start is named, the rest work."""
@@ -130,9 +134,15 @@ class TurnDrive:
         return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.toolbox.workspace(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
-        """The calls the workspace shows ran, recorded completed (no blind repeat); the
-        history the agent goes on from."""
+        """Each settle check's answer recorded, then the calls the evidence shows ran,
+        recorded completed (no blind repeat); the history the agent goes on from, in which
+        the calls found not done run again at once."""
         rt, db = self.rt, self.db
+        for step, evidence in plan.checks:  # recorded before anything acts on it
+            said = evidence_step(step, evidence)
+            said = replace(said, input_data=rt.redact(said.input_data))
+            check = await db(db.store.add_step, self.sid, said, status=StepStatus.COMPLETED)
+            self.emit({"type": "step", "step": step_json(check)})
         settled = [
             await db(
                 db.store.add_step,
@@ -143,10 +153,11 @@ class TurnDrive:
             )
             for s in plan.settle
         ]
-        if not settled:
+        if not settled and not plan.rerun:
             return settled, record.history
         steps = await rt.db(rt.store.steps, self.sid, agent=MAIN_AGENT)
-        return settled, rt.rebuild(steps)
+        rerun = {s.call_id for s in plan.rerun if s.call_id}
+        return settled, rt.rebuild(steps, rerun=rerun)
 
     def _recorder(self, hist: History) -> Recorder:
         rt, sid, lease = self.rt, self.sid, self.run.lease
@@ -179,9 +190,9 @@ class TurnDrive:
         await self.rt.configs.announce(self.sid, self.run, recorder)
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
-        for step in settled:
+        for step, how in zip(settled, plan.settle, strict=True):
             self.emit({"type": "step", "step": step_json(step)})
-            self.emit(notice_frame(settled_notice(step)))
+            self.emit(notice_frame(settled_notice(step, by_check=how.by_check)))
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
         rt, run = self.rt, self.run

@@ -3,7 +3,7 @@ tool kinds (which interrupted calls run again) and the bytes of the images tools
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from xclaw.errors import MissingBlobs
@@ -18,13 +18,17 @@ class Rebuilder:
     store: SnapshotStore
     toolbox: Toolbox
 
-    def __call__(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
-        """Blocking when a step holds images (their bytes come from the blob store)."""
+    def __call__(
+        self, steps: Iterable[Step], *, new_input: bool = False, rerun: Collection[str] = ()
+    ) -> History:
+        """Blocking when a step holds images (their bytes come from the blob store).
+        `rerun`: interrupted calls a settle check found not done (build_history)."""
         hist = build_history(
             steps,
             read_only=self.toolbox.is_retry_safe,
             resumable=self.toolbox.is_resumable,
             new_input=new_input,
+            rerun=rerun,
         )
         hist.messages = with_image_bytes(hist.messages, self._image_blobs)
         return hist

@@ -107,7 +107,8 @@ def tool(
     compensable, irreversible), `compensate=undo` (`undo(input, output)` undoes a call on
     rollback: the tool is compensable; `compensate_idempotent`: undo may run twice),
     `settle=check` (`check(input)` says whether an interrupted call's effect is there: True /
-    "done", False / "not_done", None / "unknown"), `idempotency_key="param"` (that parameter
+    "done", False / "not_done", None / "unknown", or `{"done": …, "output": …}` with what the
+    call returned), `idempotency_key="param"` (that parameter
     receives a key the same for every attempt of one call: the remote side deduplicates)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -208,6 +209,9 @@ class PythonTool(Tool):
             raise
         except Exception as e:  # noqa: BLE001 - a failing check knows nothing
             return Evidence(Outcome.UNKNOWN, f"{who} raised {type(e).__name__}: {e}")
+        output = None
+        if isinstance(answer, Mapping) and "done" in answer:  # {"done": …, "output": …}
+            answer, output = answer["done"], answer.get("output")
         outcome = outcome_of(answer)
         if outcome is None:
             return Evidence(
@@ -217,8 +221,12 @@ class PythonTool(Tool):
         said = {Outcome.DONE: "done", Outcome.NOT_DONE: "not done", Outcome.UNKNOWN: "unknown"}
         detail = f"{who} says {said[outcome]}"
         result = None
-        if outcome is Outcome.DONE:
-            result = f"[settled] {self.name} was interrupted by a crash; {detail}: it ran"
+        if outcome is Outcome.DONE:  # what the call returned, when the check can tell
+            result = (
+                f"[settled] {self.name} was interrupted by a crash; {detail}: it ran"
+                if output is None
+                else cap_result_text(_as_text(output))
+            )
         return Evidence(outcome, detail, result)
 
     def compensation(self, args: dict[str, Any], output: Any) -> Compensation | None:
