@@ -64,11 +64,13 @@ async def main():
     ) as agent:
         if os.path.exists(sid_file):
             session = await agent.session(open(sid_file).read())
-            await session.resume(approve=yes)
         else:
             session = await agent.new_session(title="payments")
             with open(sid_file, "w") as f:
                 f.write(session.id)
+        if any(s.type == "user_input" for s in await session.steps()):
+            await session.resume(approve=yes)
+        else:  # killed before the task's message was recorded: it is sent (again)
             await session.send("record the ten payments", approve=yes)
         print("DONE", flush=True)
 
@@ -128,20 +130,6 @@ class Run:
         finally:
             conn.close()
 
-    def completed_calls(self) -> int:
-        db = self.base / "xclaw.db"
-        if not db.exists():
-            return 0
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-        try:
-            return conn.execute(
-                "SELECT count(*) FROM traces WHERE step_type='tool_call' AND status='completed'"
-            ).fetchone()[0]
-        except sqlite3.Error:
-            return 0
-        finally:
-            conn.close()
-
     def questions(self) -> int:
         path = self.base / "questions.log"
         return len(path.read_text().split()) if path.exists() else 0
@@ -165,11 +153,13 @@ def random_kill(run: Run, rng: random.Random, span: float) -> bool:
 
 
 def aimed_kill(run: Run) -> bool:
-    """Killed the instant the ledger holds more rows than the record has completed calls."""
+    """Killed the instant this process's first effect is in the ledger: the tool pauses
+    after its insert, so its step is still `running` (not yet recorded completed)."""
+    before = len(run.refs())
     proc = run.start(pause_after=0.4)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(run.refs()) > run.completed_calls():
+        if len(run.refs()) > before:
             return kill(proc)
         time.sleep(0.002)
     return kill(proc)

@@ -5,8 +5,11 @@ compensation and `payment_recorded` (a lookup by reference) as its settle check.
 
 The tool pauses where the environment says (`PAY_PAUSE_BEFORE`, `PAY_PAUSE_AFTER`, seconds),
 so a test can SIGKILL the process before the effect, or between the effect and its recording;
-`UNDO_PAUSE` does the same inside the compensation. Every effect and undo is appended to the
-file `PAY_LOG` names, so a test counts how often each really ran."""
+`UNDO_PAUSE` pauses inside the compensation, after its delete (the delete by id is
+idempotent: declared so on `record_payment`, not on `record_payment_strict`), and
+`UNDO_FAIL=REF` makes the compensation of that payment fail. Every payment made and every row
+a compensation deleted is appended to the file `PAY_LOG` names, so a test counts how often
+each really happened."""
 
 from __future__ import annotations
 
@@ -56,13 +59,16 @@ def _pause(name):
 
 
 def undo_payment(input, output):
-    _pause("UNDO_PAUSE")
+    if os.environ.get("UNDO_FAIL") == input["ref"]:
+        raise RuntimeError("the ledger refuses: payment is locked by an audit")
     conn = _connect()
     try:
         gone = conn.execute(_sql(f"DELETE FROM {TABLE} WHERE id = ?"), (output["id"],)).rowcount
     finally:
         conn.close()
-    _log(f"undo {input['ref']}")
+    if gone:
+        _log(f"undo {input['ref']}")
+    _pause("UNDO_PAUSE")
     return f"payment {output['id']} ({input['ref']}) reversed: {gone} row(s) deleted"
 
 
@@ -77,7 +83,7 @@ def payment_recorded(input):
     return {"done": True, "output": {"id": row[0], "ref": input["ref"]}}
 
 
-@xclaw.tool(compensate=undo_payment, settle=payment_recorded)
+@xclaw.tool(compensate=undo_payment, compensate_idempotent=True, settle=payment_recorded)
 def record_payment(ref: str, amount: int) -> dict:
     """Record a payment in the ledger."""
     _pause("PAY_PAUSE_BEFORE")
@@ -101,6 +107,12 @@ def record_payment(ref: str, amount: int) -> dict:
 @xclaw.tool
 def record_payment_unchecked(ref: str, amount: int) -> dict:
     """The same effect with nothing declared: irreversible, its outcome unknown after a crash."""
+    return record_payment(ref, amount)
+
+
+@xclaw.tool(compensate=undo_payment)
+def record_payment_strict(ref: str, amount: int) -> dict:
+    """The same, its compensation not declared idempotent: one cut short goes to a person."""
     return record_payment(ref, amount)
 '''
 
@@ -148,7 +160,8 @@ class Ledger:
         name = f"ledger_tools_{secrets.token_hex(4)}"
         (directory / f"{name}.py").write_text(textwrap.dedent(TOOL_MODULE))
         (directory / "xclaw.yaml").write_text(
-            f"tools: ['{name}:record_payment', '{name}:record_payment_unchecked']\n" + extra_yaml
+            f"tools: ['{name}:record_payment', '{name}:record_payment_unchecked', "
+            f"'{name}:record_payment_strict']\n" + extra_yaml
         )
         return name
 

@@ -35,7 +35,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands
-from xclaw.errors import BadCommand, BadStep, XclawError, from_code
+from xclaw.errors import BadCommand, BadStep, IrreversibleEffects, XclawError, from_code
 from xclaw.frames import (
     ApprovalRequestFrame,
     BadServerFrame,
@@ -58,6 +58,7 @@ from xclaw.http_bodies import (
     ForkAnswer,
     HistoryAnswer,
     RollbackAnswer,
+    RollbackPreview,
     SessionList,
     StepList,
     StepTree,
@@ -628,11 +629,23 @@ class RemoteSession(Session):
                     raise
             await asyncio.sleep(0.025)
 
-    async def rollback(self, step_id: str) -> RollbackAnswer:
-        data = await self._agent._http(
-            "POST", f"/sessions/{self.id}/rollback", json={"stepId": step_id}
-        )
+    async def rollback(
+        self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
+    ) -> RollbackAnswer:
+        body: dict[str, Any] = {"stepId": step_id}
+        if accept_irreversible:
+            body["acceptIrreversible"] = True
+        if retry:
+            body["retry"] = True
+        data = await self._agent._http("POST", f"/sessions/{self.id}/rollback", json=body)
         return RollbackAnswer.model_validate(data)
+
+    async def rollback_preview(self, step_id: str) -> RollbackPreview:
+        path = f"/sessions/{self.id}/rollback/{quote(step_id, safe='')}"
+        return RollbackPreview.model_validate(await self._agent._http("GET", path))
+
+    async def abandon_rollback(self) -> None:
+        await self._agent._http("POST", f"/sessions/{self.id}/rollback/abandon")
 
     async def fork(self, step_id: str, title: str | None = None) -> RemoteSession:
         body: dict[str, Any] = {"stepId": step_id}
@@ -668,12 +681,17 @@ class RemoteAgent(Agent):
         """An API call's JSON answer; its error answer raised as the error its code names."""
         r = await self._client.request(method, path, **kwargs)
         if r.status_code >= 400:
+            effects = None
             try:
                 body = r.json()
                 code, text = str(body["code"]), str(body["error"])
-            except (ValueError, KeyError, TypeError):
+                effects = body.get("effects")  # irreversible_effects: the preview
+            except (ValueError, KeyError, TypeError, AttributeError):
                 code, text = "internal_error", f"HTTP {r.status_code}: {r.text[:200]}"
-            raise from_code(code, text)
+            error = from_code(code, text)
+            if isinstance(error, IrreversibleEffects) and isinstance(effects, dict):
+                error.effects = effects
+            raise error
         if r.status_code == 204:
             return None
         return r.json()

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
+from xclaw.errors import (
+    ConfigError,
+    ConfigMismatch,
+    RollbackPending,
+    SessionBusy,
+    SessionNotFound,
+    XclawError,
+)
 from xclaw.protocol import error_frame, notice_frame
 from xclaw.runtime.leases import busy_message
 from xclaw.runtime.opening import open_turn
@@ -47,6 +54,8 @@ class TurnStarts:
         found = await rt.db(rt.store.find_session, session_id)
         if found is None and not create:
             raise SessionNotFound(session_id)
+        if found is not None:
+            await self._no_rollback_pending(found)
         rt.require_model()  # before recording anything: say how to configure one
         # Another worker's session: with its model chain and approval mode, or refused.
         agreement = await rt.configs.agreement(found, explicit=True)
@@ -82,6 +91,28 @@ class TurnStarts:
         rt.leases.acquired(lease)
         runs.launch(session_id, run, lease, Turn.MESSAGE, opened)
 
+    async def _no_rollback_pending(self, session: Session) -> None:
+        """A rollback a crash cut short is finished first (xclaw/runtime/rollbacks.py); one
+        that stopped for a person refuses the turn (RollbackPending) until it is retried or
+        abandoned. (Only a Running session can have one: its plan's step ran it.)"""
+        rt = self.rt
+        if session.status is not Status.RUNNING:
+            return
+        plan = await rt.db(rt.rollbacks.pending, session.session_id)
+        if plan is None:
+            return
+        if not session.awaiting_input:
+            await rt.finish_rollback(session.session_id)
+            return
+        target = (
+            (plan.input_data or {}).get("stepId") if isinstance(plan.input_data, dict) else None
+        )
+        raise RollbackPending(
+            f"a rollback to before {target} stopped half-way ({plan.display_id}): retry it "
+            f"(/rollback {target} --retry), rewind leaving the rest done (/rollback {target} "
+            "--accept-irreversible), or abandon it (/rollback --abandon) before anything else"
+        )
+
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.rt.db(self.rt.store.steps, session_id, agent=MAIN_AGENT)
         return any(st.step_type is StepType.USER_INPUT for st in steps)
@@ -108,6 +139,13 @@ class TurnStarts:
 
         session = await rt.db(rt.store.get_session, session_id)
         if not wanted(session):
+            return False
+        if resumable(session) and await rt.db(rt.rollbacks.pending, session_id) is not None:
+            # A rollback cut short by a crash: finished now, instead of a turn.
+            try:
+                await rt.finish_rollback(session_id)
+            except XclawError as e:
+                rt.emit(session_id, error_frame(e.message, e.code))
             return False
         try:
             rt.require_model()
@@ -163,6 +201,7 @@ class TurnStarts:
             raise SessionBusy(
                 "this session has interrupted work: resume it (or send a message) first"
             )
+        await self._no_rollback_pending(session)
         rt.require_model()
         agreement = await rt.configs.agreement(session, explicit=True)
         if agreement.refused:
