@@ -5,7 +5,8 @@ compensation and `payment_recorded` (a lookup by reference) as its settle check.
 
 The tool pauses where the environment says (`PAY_PAUSE_BEFORE`, `PAY_PAUSE_AFTER`, seconds),
 so a test can SIGKILL the process before the effect, or between the effect and its recording;
-`UNDO_PAUSE` pauses inside the compensation, after its delete (the delete by id is
+`UNDO_PAUSE` pauses inside the compensation (of the payment `UNDO_PAUSE_REF` names, or each),
+after its delete (the delete by id is
 idempotent: declared so on `record_payment`, not on `record_payment_strict`), and
 `UNDO_FAIL=REF` makes the compensation of that payment fail. Every payment made and every row
 a compensation deleted is appended to the file `PAY_LOG` names, so a test counts how often
@@ -68,7 +69,8 @@ def undo_payment(input, output):
         conn.close()
     if gone:
         _log(f"undo {input['ref']}")
-    _pause("UNDO_PAUSE")
+    if os.environ.get("UNDO_PAUSE_REF", input["ref"]) == input["ref"]:
+        _pause("UNDO_PAUSE")
     return f"payment {output['id']} ({input['ref']}) reversed: {gone} row(s) deleted"
 
 

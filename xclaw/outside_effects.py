@@ -10,7 +10,7 @@ copies stay the original session's. Every client says so, listing these steps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xclaw.store.model import Step, StepType
@@ -84,3 +84,34 @@ def owned_note(steps: Iterable[Step], fork_seq: int, original: str) -> str:
         f"{'them' if n != 1 else 'it'} in place, rolling back the original undoes what can be "
         "undone"
     )
+
+
+def describe_effect(effect: Mapping[str, Any]) -> str:
+    """One effect of a rollback's preview (`OutsideEffectInfo`'s JSON) in words."""
+    head = f"{effect.get('stepId', '?')} {effect.get('tool', '?')}"
+    comp = effect.get("compensation")
+    if effect.get("undoneBy"):
+        return f"{head}: undone already ({effect['undoneBy']})"
+    if isinstance(comp, Mapping):
+        given = comp.get("args")
+        args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        shown = ", ".join(f"{k}={v!r}" for k, v in list(args.items())[:6])
+        return f"{head}: undone by {comp.get('action', '?')}({shown})"
+    return f"{head}: not undone ({effect.get('why') or 'irreversible'})"
+
+
+def describe_preview(preview: Mapping[str, Any]) -> str:
+    """A rollback's preview (`rollback_preview`, GET …/rollback/{step}) in words: what it
+    undoes, in order, and what it leaves done."""
+    undo = [e for e in preview.get("compensable") or () if isinstance(e, Mapping)]
+    stay = [e for e in preview.get("irreversible") or () if isinstance(e, Mapping)]
+    done = [e for e in preview.get("undoneAlready") or () if isinstance(e, Mapping)]
+    lines = [f"[rollback] to before {preview.get('stepId', '?')}: outside effects after it"]
+    if undo:
+        lines.append(f"  undone, in this order ({len(undo)}):")
+        lines += [f"    {describe_effect(e)}" for e in undo]
+    if stay:
+        lines.append(f"  NOT undone — they stay done ({len(stay)}):")
+        lines += [f"    {describe_effect(e)}" for e in stay]
+    lines += [f"  {describe_effect(e)}" for e in done]
+    return "\n".join(lines)

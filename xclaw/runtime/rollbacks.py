@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from xclaw.errors import BadCommand, CompensationFailed, IrreversibleEffects, RollbackPending
-from xclaw.outside_effects import outside_steps
+from xclaw.outside_effects import describe_preview, outside_steps
 from xclaw.protocol import step_json
 from xclaw.recorder.redact import Redactor
 from xclaw.store.base import PlanDone, RollbackResult, Store
@@ -108,13 +108,6 @@ class OutsideEffect:
             out["undoneBy"] = self.undone_by
         return out
 
-    def describe(self) -> str:
-        if self.undone_by:
-            return f"{self.step_id} {self.tool}: undone already ({self.undone_by})"
-        if self.compensation is not None:
-            return f"{self.step_id} {self.tool}: undone by {self.compensation.describe()}"
-        return f"{self.step_id} {self.tool}: not undone ({self.why})"
-
 
 @dataclass(frozen=True)
 class Preview:
@@ -155,17 +148,7 @@ class Preview:
 
     def text(self) -> str:
         """The preview in words (the `/rollback` notice, `xclaw rollback`'s question)."""
-        lines = [f"[rollback] to before {self.target}: outside effects after it"]
-        if self.to_undo:
-            lines.append(f"  undone, in this order ({len(self.to_undo)}):")
-            lines += [f"    {e.describe()}" for e in self.to_undo]
-        if self.not_undone:
-            lines.append(f"  NOT undone — they stay done ({len(self.not_undone)}):")
-            lines += [f"    {e.describe()}" for e in self.not_undone]
-        done = [e for e in self.effects if e.undone_by]
-        if done:
-            lines += [f"  {e.describe()}" for e in done]
-        return "\n".join(lines)
+        return describe_preview(self.as_json())
 
 
 @dataclass

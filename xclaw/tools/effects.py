@@ -87,10 +87,6 @@ class Compensation:
             bool(data.get("idempotent")),
         )
 
-    def describe(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in list(self.args.items())[:6])
-        return f"{self.action}({shown})"
-
 
 class CompensationUnavailable(Exception):
     """The tool declares a compensation, but it cannot be built for this call (the recorded
