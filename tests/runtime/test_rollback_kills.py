@@ -178,7 +178,6 @@ def test_a_rollback_killed_at_random_moments_is_finished_and_undoes_each_row_onc
 ) -> None:
     rng = random.Random()
     sc = Scene(tmp_path, backend)
-    kills = 0
     for _ in range(4):  # killed again and again, 0-1.2 s in, then finished
         proc = sc.rollback(UNDO_PAUSE="0.3")
         time.sleep(rng.uniform(0.0, 1.2))
@@ -186,7 +185,6 @@ def test_a_rollback_killed_at_random_moments_is_finished_and_undoes_each_row_onc
             proc.communicate(timeout=10)
             break
         kill(proc)
-        kills += 1
     final = sc.xclaw("rollback", sc.sid, "s0001", "--yes")
     # Finished now, or (the last kill came after the rewind) nothing left to do but the
     # session's own rollback again: either way the rows are gone exactly once.
