@@ -1,7 +1,8 @@
 """A small MCP server (the official SDK, stdio) keeping a ledger of payments in a SQLite file
 (`LEDGER_DB`): `record_payment` inserts a row and answers its id, `delete_payment` removes one
 by id (the compensation xclaw.yaml configures), `find_payment` says whether a reference is
-recorded (the settle check). `delete_payment` with `fail: true` fails, as a compensation
+recorded (the settle check). With `--pause-file PATH`, while that file exists,
+`record_payment` waits after recording (a test kills xclaw in between). `delete_payment` with `fail: true` fails, as a compensation
 the remote side refuses. Every call is appended to `CALL_LOG` when set.
 
 Run: `python ledger_server.py` (as an `mcp_servers` command)."""
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("ledger")
+# `--pause-file PATH`: while that file exists, record_payment waits a minute after recording.
+PAUSE_FILE = sys.argv[sys.argv.index("--pause-file") + 1] if "--pause-file" in sys.argv else None
 
 
 def _db() -> sqlite3.Connection:
@@ -37,7 +42,10 @@ def record_payment(ref: str, amount: int) -> dict[str, object]:
     _log(f"record_payment {ref}")
     with _db() as conn:
         cur = conn.execute("INSERT INTO payments (ref, amount) VALUES (?, ?)", (ref, amount))
-        return {"id": cur.lastrowid, "ref": ref}
+        new = cur.lastrowid
+    if PAUSE_FILE and os.path.exists(PAUSE_FILE):  # a test kills xclaw in this window
+        time.sleep(60)
+    return {"id": new, "ref": ref}
 
 
 @server.tool()
