@@ -94,7 +94,12 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
     assert all(c.parent_step_id is None for c in comps)  # the effect's step is deleted
     assert comps[0].input_data["by"]["kind"] == "person"
     assert "reversed: 1 row(s) deleted" in comps[0].output_data
-    assert [s.display_id for s in after if s.seq < plan.seq] == [target][:0] or True
+    # `xclaw steps` / `/steps` say it in words: what undid what, who asked.
+    from xclaw.views import format_steps
+
+    listing = format_steps(after, sid)
+    assert f"rollback to before {target}: 2 to undo · asked by" in listing
+    assert f"undoes {comps[0].input_data['effect']} record_payment by" in listing
     session = h.store.get_session(sid)
     assert session.awaiting_input
     # The conversation (memory) is rewound: nothing of the payments is in it.
