@@ -268,6 +268,13 @@ async def test_the_gateway_command_previews_first_and_runs_on_confirmation(
         result = await runner.run(sid, cmd)
         return result.reply + result.broadcast
 
+    # Forking past the effects says they stay the original's.
+    last = h.store.steps(sid)[-1].display_id
+    forked = await run(f"/fork {last}")
+    fork_note = next(f["content"] for f in forked if f["type"] == "notice")
+    assert "the new session holds 2 outside effects of the original" in fork_note
+    assert f"the original session {sid} still owns them" in fork_note
+
     shown = await run(f"/rollback {target}")
     notice = next(f["content"] for f in shown if f["type"] == "notice")
     assert "undone by" in notice and "record_payment" in notice
