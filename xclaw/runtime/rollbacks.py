@@ -301,7 +301,9 @@ def effects_after(
 
 
 def _seq(display: str) -> int:
-    return int(display.lstrip("s") or 0)
+    """`s0007` -> 7; 0 for anything else (a plan read from an imported record may hold it)."""
+    digits = display[1:] if display.startswith("s") else ""
+    return int(digits) if digits.isascii() and digits.isdigit() else 0
 
 
 class Rollbacks:
@@ -336,9 +338,10 @@ class Rollbacks:
         session, target, steps = await asyncio.to_thread(self._read, session_id, ref)
         pending = pending_plan(steps)
         tools: Mapping[str, Tool] = {}
+        effects: list[OutsideEffect] = []
         if outside_steps(steps, target.seq):
             tools = await self.tools()
-        effects = effects_after(session, steps, target.seq, tools) if tools else []
+            effects = effects_after(session, steps, target.seq, tools)
         preview = Preview(
             session_id,
             target.display_id,
@@ -527,7 +530,10 @@ class Rollbacks:
     ) -> Step:
         """One compensation: its step written (durably) first, then run, then finished."""
         effect = str(entry.get("stepId"))
-        comp = Compensation.from_json(entry.get("compensation"))
+        try:
+            comp = Compensation.from_json(entry.get("compensation"))
+        except ValueError:  # a plan not written by this xclaw: nothing it can run
+            comp = Compensation("(unreadable)", {}, False)
         by = (plan.input_data or {}).get("by") if isinstance(plan.input_data, dict) else None
         step = NewStep(
             step_type=StepType.SYSTEM_ALERT,
@@ -544,14 +550,18 @@ class Rollbacks:
                 }
             ),
             # Beside the effect it undoes, while that step exists (the rewind deletes it).
-            parent_step_id=full_step_id(session_id, _seq(effect)) if beside else None,
+            parent_step_id=full_step_id(session_id, _seq(effect))
+            if beside and _seq(effect)
+            else None,
         )
         running = await asyncio.to_thread(db.begin_step, session_id, step)
         self._tell(session_id, running)
         tool = tools.get(str(entry.get("tool")))
         args = entry.get("input")
         args = dict(args) if isinstance(args, dict) else {}
-        if tool is None:
+        if comp.action == "(unreadable)":
+            result = ToolResult("the plan does not say what undoes this effect", is_error=True)
+        elif tool is None:
             result = ToolResult(
                 f"its tool {entry.get('tool')} is not configured here: the compensation cannot "
                 "run (configure it, then retry)",
