@@ -374,6 +374,7 @@ ENVIRONMENT_USERS = {
     "sandbox/landlock.py": "sets TMPDIR in the confined child it is about to exec",
     "sandbox/isolation.py": "$HOME: where the owner's credential files are, to hide them",
     "demo/walkthrough.py": "the demo's server process gets this one's environment",
+    "demo/ledger.py": "the demo's ledger tool (a Python tool: it gets no settings) finds its file",
     "store/s3.py": "AWS_REGION: an AWS variable boto3 does not read itself (the others it does)",
 }
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         BlobStoreLost,
         BlobStoreUnavailable,
         Busy,
+        CompensationFailed,
         ConfigError,
         ConfigMismatch,
         DatabaseRefused,
@@ -43,9 +44,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         ForbiddenOrigin,
         GatewayUnavailable,
         InternalError,
+        IrreversibleEffects,
         LlmError,
         MaxIterations,
         NotAttached,
+        RollbackPending,
         StoreError,
         Timeout,
         TooManyAttempts,
@@ -54,7 +57,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         XclawError,
     )
     from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
-    from xclaw.http_bodies import RollbackAnswer, ToolInfo
+    from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
     from xclaw.tools.python_tools import tool
 
 _WHERE = {
@@ -76,6 +79,7 @@ _WHERE = {
     "Step": "xclaw.frames",
     "TreeNode": "xclaw.frames",
     "RollbackAnswer": "xclaw.http_bodies",
+    "RollbackPreview": "xclaw.http_bodies",
     "ToolInfo": "xclaw.http_bodies",
     "tool": "xclaw.tools.python_tools",
     **dict.fromkeys(
@@ -89,6 +93,7 @@ _WHERE = {
             "BlobStoreLost",
             "BlobStoreUnavailable",
             "Busy",
+            "CompensationFailed",
             "ConfigError",
             "ConfigMismatch",
             "DatabaseRefused",
@@ -97,9 +102,11 @@ _WHERE = {
             "ForbiddenOrigin",
             "GatewayUnavailable",
             "InternalError",
+            "IrreversibleEffects",
             "LlmError",
             "MaxIterations",
             "NotAttached",
+            "RollbackPending",
             "StoreError",
             "Timeout",
             "TooManyAttempts",
@@ -123,6 +130,7 @@ __all__ = [
     "BlobStoreLost",
     "BlobStoreUnavailable",
     "Busy",
+    "CompensationFailed",
     "ConfigError",
     "ConfigMismatch",
     "CostSummary",
@@ -134,10 +142,13 @@ __all__ = [
     "ForbiddenOrigin",
     "GatewayUnavailable",
     "InternalError",
+    "IrreversibleEffects",
     "LlmError",
     "MaxIterations",
     "NotAttached",
     "RollbackAnswer",
+    "RollbackPending",
+    "RollbackPreview",
     "RunResult",
     "Session",
     "SessionInfo",

@@ -13,6 +13,8 @@ docs/python-api.md, Errors). The names the code used before (`SessionNotFound`,
 
 from __future__ import annotations
 
+from typing import Any
+
 # What went wrong was what the command was given — arguments, configuration (xclaw.yaml,
 # .env, the environment), a database it may not use as it is, an unknown session or step,
 # an input file — and nothing was done: fix the input and run it again.
@@ -116,6 +118,32 @@ class Busy(XclawError):
 
 
 SessionBusy = Busy
+
+
+class IrreversibleEffects(XclawError):
+    """A rollback past outside effects nothing undoes, not accepted explicitly: nothing was
+    done. `effects` is the rollback's preview (what would be undone, what would not)."""
+
+    code = "irreversible_effects"
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, effects: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.effects: dict[str, Any] = effects or {}
+
+
+class CompensationFailed(XclawError):
+    """A rollback stopped: a compensation failed, or one cut short by a crash may have run.
+    The session waits, memory and files not rewound, until the rollback is retried, carried
+    on with the rest accepted as done, or abandoned (the message says how)."""
+
+    code = "compensation_failed"
+
+
+class RollbackPending(XclawError):
+    """The session has a rollback stopped half-way: finish it or abandon it first."""
+
+    code = "rollback_pending"
 
 
 class ConfigMismatch(XclawError):
@@ -382,6 +410,7 @@ def from_code(code: str, message: str, *, session_id: str | None = None) -> Xcla
         ("retryable", False),
         ("provider", ""),
         ("request_id", ""),
+        ("effects", {}),
     ):
         if name in _ATTRIBUTES.get(cls.__name__, ()):
             setattr(error, name, value)
@@ -394,4 +423,5 @@ _ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "AmbiguousSession": ("session_id", "matches"),
     "BadStep": ("ref", "session_id"),
     "LlmError": ("retryable", "provider", "request_id"),
+    "IrreversibleEffects": ("effects",),
 }

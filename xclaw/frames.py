@@ -400,13 +400,70 @@ class ForkedFrame(Frame):
     title: str
 
 
+class CompensationInfo(Wire):
+    """What undoes one outside effect (xclaw/tools/effects.py `Compensation`)."""
+
+    action: str = Field(description="the compensation's function, or its MCP server's tool")
+    args: dict[str, Any] = Field(description="what it is called with")
+    idempotent: bool = Field(description="may run again when a crash cut it short")
+
+
+class OutsideEffectInfo(Wire):
+    """One call after a rollback point whose effects reach outside the workspace."""
+
+    step_id: str = Field(alias="stepId", description="the call's step")
+    tool: str
+    call_id: str = Field(alias="callId")
+    agent: str
+    compensation: CompensationInfo | None = Field(
+        default=None, description="what undoes it; absent: nothing here does"
+    )
+    why: str | None = Field(default=None, description="why nothing undoes it")
+    undone_by: str | None = Field(
+        default=None, alias="undoneBy", description="an earlier rollback's compensation step"
+    )
+
+
+class PendingRollback(Wire):
+    """A rollback of the session that stopped half-way (its plan step)."""
+
+    plan_step_id: str = Field(alias="planStepId")
+    step_id: str | None = Field(alias="stepId", description="the step it rolls back to")
+
+
+class CompensatedInfo(Wire):
+    """A compensation a rollback ran: its step, and the effect it undid."""
+
+    step_id: str = Field(alias="stepId", description="the compensation's own step")
+    effect: str = Field(description="the step of the effect it undid (deleted by the rewind)")
+    tool: str
+    action: str
+
+
+class RollbackPreviewFrame(Frame):
+    """`/rollback sNNNN` of a session with outside effects after that step: what the rollback
+    would undo (compensable) and what it would leave done (irreversible). Nothing is done
+    until `/rollback sNNNN --confirm` (or `--accept-irreversible`) (docs/protocol.md)."""
+
+    type: Literal["rollback_preview"] = "rollback_preview"
+    session_id: str = Field(alias="sessionId")
+    step_id: str = Field(alias="stepId")
+    compensable: list[OutsideEffectInfo]
+    irreversible: list[OutsideEffectInfo]
+    undone_already: list[OutsideEffectInfo] = Field(alias="undoneAlready")
+    pending: PendingRollback | None = None
+
+
 class RolledBackFrame(Frame):
-    """A rollback happened: the session now ends just before `stepId`."""
+    """A rollback happened: the session now ends just before `stepId`. After undoing outside
+    effects, also which compensations ran and which effects stay done."""
 
     type: Literal["rolledback"] = "rolledback"
     session_id: str = Field(alias="sessionId")
     step_id: str = Field(alias="stepId")
     deleted: int
+    compensated: list[CompensatedInfo] | None = None
+    not_undone: list[OutsideEffectInfo] | None = Field(default=None, alias="notUndone")
 
 
 class ErrorFrame(Frame):
@@ -454,6 +511,7 @@ FRAME_CLASSES: tuple[type[Frame], ...] = (
     StepsFrame,
     ForkedFrame,
     RolledBackFrame,
+    RollbackPreviewFrame,
     ErrorFrame,
     PongFrame,
     AckFrame,
@@ -476,6 +534,7 @@ ServerFrame: TypeAlias = Annotated[
     | StepsFrame
     | ForkedFrame
     | RolledBackFrame
+    | RollbackPreviewFrame
     | ErrorFrame
     | PongFrame
     | AckFrame,

@@ -11,7 +11,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from xclaw.frames import CostSummary, HistoryMessage, SessionInfo, Step, TreeNode, Wire
+from xclaw.frames import (
+    CompensatedInfo,
+    CostSummary,
+    HistoryMessage,
+    OutsideEffectInfo,
+    PendingRollback,
+    SessionInfo,
+    Step,
+    TreeNode,
+    Wire,
+)
 
 __all__ = [
     "ApiError",
@@ -25,6 +35,7 @@ __all__ = [
     "RenameBody",
     "RollbackAnswer",
     "RollbackBody",
+    "RollbackPreview",
     "SessionList",
     "SessionWithCost",
     "StepList",
@@ -123,6 +134,29 @@ class RollbackAnswer(Wire):
     session: SessionInfo
     step_id: str = Field(alias="stepId", description="the session now ends just before it")
     deleted: int = Field(description="how many steps were deleted")
+    compensated: list[CompensatedInfo] = Field(
+        default_factory=list, description="the compensations that undid outside effects"
+    )
+    not_undone: list[OutsideEffectInfo] = Field(
+        default_factory=list, alias="notUndone", description="outside effects left done"
+    )
+
+
+class RollbackPreview(Wire):
+    """What rolling back to `stepId` would do outside the workspace (nothing is done)."""
+
+    session_id: str = Field(alias="sessionId")
+    step_id: str = Field(alias="stepId")
+    compensable: list[OutsideEffectInfo] = Field(description="undone, in this order")
+    irreversible: list[OutsideEffectInfo] = Field(
+        description="left done: the rollback needs acceptIrreversible"
+    )
+    undone_already: list[OutsideEffectInfo] = Field(
+        alias="undoneAlready", description="undone by an earlier rollback"
+    )
+    pending: PendingRollback | None = Field(
+        default=None, description="a rollback of this session stopped half-way"
+    )
 
 
 class ForkAnswer(Wire):
@@ -147,7 +181,12 @@ class ToolInfo(Wire):
     approval: str = Field(description="how a call is decided under the approval mode in force")
     resume: str = Field(description="what happens to a call a crash interrupted")
     outside_effects: bool = Field(
-        alias="outsideEffects", description="effects rollback and fork cannot undo"
+        alias="outsideEffects", description="effects beyond the workspace (marked in the record)"
+    )
+    effect: str = Field(
+        default="workspace",
+        description="read_only, workspace (undone by snapshots), compensable (undone on "
+        "rollback by its compensation) or irreversible",
     )
     traits: dict[str, Any] | None = Field(description="what a Python or MCP tool declares")
     input_schema: dict[str, Any] = Field(alias="inputSchema")
@@ -173,6 +212,18 @@ class RenameBody(Wire):
 
 class RollbackBody(Wire):
     step_id: str = Field(alias="stepId", description=STEP_REF)
+    accept_irreversible: bool = Field(
+        default=False,
+        alias="acceptIrreversible",
+        description="go on although outside effects nothing undoes stay done (named by the "
+        "preview, GET …/rollback/{step}); without it such a rollback is refused "
+        "(irreversible_effects)",
+    )
+    retry: bool = Field(
+        default=False,
+        description="a rollback to this step stopped half-way: run its failed or interrupted "
+        "compensations again",
+    )
 
 
 class ForkBody(Wire):

@@ -234,6 +234,8 @@ def _alert_words(step: Step) -> str | None:
         return f"asked to run {data.get('tool')}{what} — {verdict}"
     if step.name == "session_config":  # xclaw/runtime/agreement.py
         return _config_words(data)
+    if step.name in ("compensation", "rollback", "settle_check", "outside_effects"):
+        return _effect_words(step, data)
     if step.name == "resume":
         parts = [
             f"{label} {', '.join(str(i) for i in data.get(key) or ())}"
@@ -246,6 +248,27 @@ def _alert_words(step: Step) -> str | None:
         ]
         return " · ".join(parts) or "resumed after a restart"
     return None
+
+
+def _effect_words(step: Step, data: dict[str, Any]) -> str:
+    """Outside effects in words (xclaw/runtime/rollbacks.py, runtime/settle.py): what a call
+    reaches, a rollback's plan, the compensation that undid an effect and who asked, a settle
+    check's answer."""
+    if step.name == "outside_effects":
+        effect = f" ({data['effect']})" if data.get("effect") else ""
+        return f"{data.get('tool')} reaches outside the workspace{effect}"
+    if step.name == "settle_check":
+        outcome = str(data.get("outcome") or "?").replace("_", " ")
+        return f"{data.get('stepId')} {data.get('tool')}: {outcome} — {_one_line(str(data.get('detail') or ''), 60)}"
+    given = data.get("by")
+    by: dict[str, Any] = given if isinstance(given, dict) else {}
+    who = f" · asked by {by.get('user') or 'the user'} ({by.get('client') or by.get('via') or '?'})"
+    if step.name == "rollback":
+        undo = len(data.get("compensations") or ())
+        stay = len(data.get("notUndone") or ())
+        left = f", {stay} left done" if stay else ""
+        return f"rollback to before {data.get('stepId')}: {undo} to undo{left}{who}"
+    return f"undoes {data.get('effect')} {data.get('tool')} by {data.get('action')}{who}"
 
 
 def _config_words(data: dict[str, Any]) -> str:

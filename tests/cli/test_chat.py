@@ -720,8 +720,9 @@ def notify(message: str) -> str:
 
 
 def test_rollback_and_fork_list_outside_effects_and_ask_first(tmp_path: Path) -> None:
-    """A step whose effects reached outside the workspace (a Python tool that is not read-only)
-    cannot be undone: /rollback and /fork across it name it and ask before doing anything."""
+    """A step whose effects reached outside the workspace (a Python tool that is not read-only,
+    with no compensation) cannot be undone: /rollback and /fork across it name it and ask before
+    doing anything."""
     root = tmp_path / "srv"
     root.mkdir()
     (root / "notify.py").write_text(NOTIFY_TOOL)
@@ -750,10 +751,10 @@ def test_rollback_and_fork_list_outside_effects_and_ask_first(tmp_path: Path) ->
         t.expect(r"xclaw: Sent\.")
         t.prompt()
         t.line("/rollback s0001")
-        t.expect(
-            r"\[rollback\] 1 step had effects outside the workspace; it is not undone: s\d{4} notify"
-        )
-        t.expect(r"Roll back anyway\? \[y/N\]")
+        t.expect(r"\[rollback\] to before s0001: outside effects after it")
+        t.expect(r"NOT undone — they stay done \(1\)")
+        t.expect(r"s\d{4} notify: not undone \(irreversible\)")
+        t.expect(r"1 outside effect\(s\) stay done\. Roll back anyway\? \[y/N\]")
         t.line("n")
         t.expect(r"\(no rollback: nothing was changed\)")
         t.prompt()

@@ -42,11 +42,17 @@ def test_demo_walks_crash_resume_rollback_fork(tmp_path: Path) -> None:
         "CHANGELOG.md is gone too",
         "the two branches now hold different draft.txt files",
         "the original session is untouched",
+        # The payment in the ledger database, reversed by the rollback's compensation.
+        "xclaw uses [record_payment]",
+        "/rollback first shows the outside effect it will undo",
+        "the payment is reversed: the ledger is empty again",
+        "the trace keeps the compensation",
         "xclaw serve --db",
     ):
         assert expected in out, expected
     assert elapsed < 60, f"the demo took {elapsed:.0f} s"
     assert (tmp_path / "home" / "xclaw.db").exists()
+    assert (tmp_path / "home" / "ledger.db").exists()
     # /steps reaches back to the interrupted step it explains; the fork is announced
     # once; the main session ends waiting for an instruction, not "Running"; titles everywhere.
     steps = out[out.index("Steps (session:") : out.index("Usage:")]

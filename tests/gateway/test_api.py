@@ -87,6 +87,8 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/tree",
         "/sessions/{sid}/history",
         "/sessions/{sid}/rollback",
+        "/sessions/{sid}/rollback/{step}",
+        "/sessions/{sid}/rollback/abandon",
         "/sessions/{sid}/fork",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",

@@ -303,3 +303,50 @@ def test_how_each_turn_marks_what_the_last_run_left_running() -> None:
     assert Turn.MESSAGE.marking == Marking(keep_approvals=False, approval_output=SUPERSEDED)
     assert Turn.COMPACTION.marking == Turn.MESSAGE.marking
     assert SUPERSEDED["approved"] is False and SUPERSEDED["by"]["kind"] == "new_input"
+
+
+def test_settle_checks_decide_before_anyone_is_asked() -> None:
+    """Evidence from the tools' settle checks: done is settled, not done runs again at once,
+    unknown is the only one reported as "may or may not have run" (and every answer is in
+    the plan, to be recorded as a step)."""
+    from xclaw.tools.effects import Evidence, Outcome
+
+    a, b, c = (
+        ("p1", "pay", {"ref": "A"}),
+        ("p2", "pay", {"ref": "B"}),
+        ("p3", "pay", {"ref": "C"}),
+    )
+    steps = [user(1), llm(2, a, b, c), tool(3, a), tool(4, b), tool(5, c)]
+    hist = history(steps, Turn.RESUME)
+    assert hist.interrupted_unsafe == ["s0003", "s0004", "s0005"]
+    evidence = {
+        "s0003": Evidence(Outcome.DONE, "check says done", '{"id": 1}'),
+        "s0004": Evidence(Outcome.NOT_DONE, "check says not done"),
+        "s0005": Evidence(Outcome.UNKNOWN, "check raised"),
+    }
+    record = Record(Status.RUNNING, steps, steps[2:], hist, {}, evidence)
+    plan = plan_turn(Turn.RESUME, record)
+    assert [(s.interrupted.display_id, s.output, s.by_check) for s in plan.settle] == [
+        ("s0003", '{"id": 1}', True)
+    ]
+    assert [s.display_id for s in plan.rerun] == ["s0004"]
+    assert [(s.display_id, e.outcome) for s, e in plan.checks] == [
+        ("s0003", Outcome.DONE),
+        ("s0004", Outcome.NOT_DONE),
+        ("s0005", Outcome.UNKNOWN),
+    ]
+    assert list(plan.notices) == [
+        RESUME_NOTICE,
+        "[resume] pay s0004 was interrupted before it took effect (its settle check says not "
+        "done): it runs now",
+        unsafe_retry_notice("pay", "s0005"),
+    ]
+    assert plan.resume_alert is not None
+    written = replace(steps[2], seq=6, step_id=f"{SID}:s0006")
+    details = plan.resume_alert.details([written])
+    assert details["mayHaveRun"] == ["s0005"] and details["retrying"] == ["s0004"]
+    assert details["settledByCheck"] == ["s0006"] and details["notDone"] == ["s0004"]
+    assert details["settledByWorkspace"] == []
+    # Rebuilt with the not-done call to run again: it is pending, not a suspect.
+    again = build_history(steps, read_only=lambda n: False, rerun={"p2"})
+    assert again.interrupted_retry == ["s0004"] and "s0004" not in again.interrupted_unsafe

@@ -250,3 +250,48 @@ def test_fork_bad_refs(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         store.fork("ghost", 1)
     assert len(store.list_sessions()) == 1
+
+
+# --- the records of a rollback that undid outside effects (xclaw/runtime/rollbacks.py) -----
+
+
+def test_rollback_keeps_the_records_of_compensations_and_completes_their_plan(
+    store: Store,
+) -> None:
+    """A plan (`rollback`) and a compensation written after the effects are kept by the
+    rewind that follows, which completes the plan in its own transaction; the compensation's
+    link to the deleted effect becomes empty. A pending plan is no interrupted step."""
+    from xclaw.store.base import PlanDone
+    from xclaw.store.model import NewStep, StepType
+
+    sid = store.create_session(session_id="u").session_id
+    conversation(store, sid, turns=2)  # s0001..s0008; s0007 is the second tool call
+    plan = store.begin_step(
+        sid,
+        NewStep(step_type=StepType.SYSTEM_ALERT, name="rollback", input_data={"stepId": "s0005"}),
+    )
+    comp = store.begin_step(
+        sid,
+        NewStep(
+            step_type=StepType.SYSTEM_ALERT,
+            name="compensation",
+            input_data={"effect": "s0007"},
+            parent_step_id=f"{sid}:s0007",
+        ),
+    )
+    # A crash here: what a run's start marks leaves the plan pending, the compensation not.
+    marked = store.mark_interrupted(sid)
+    assert [s.display_id for s in marked] == [comp.display_id]
+    assert store.get_step(sid, plan.seq).status is StepStatus.RUNNING
+
+    result = store.rollback(sid, "s0005", plan=PlanDone(plan.seq, {"compensated": []}))
+    assert result.deleted == 4  # s0005..s0008, not the records
+    kept = {s.display_id: s for s in store.steps(sid)}
+    assert list(kept) == ["s0001", "s0002", "s0003", "s0004", plan.display_id, comp.display_id]
+    assert kept[plan.display_id].status is StepStatus.COMPLETED
+    assert kept[plan.display_id].output_data == {"compensated": []}
+    assert kept[comp.display_id].parent_step_id is None
+    assert kept[comp.display_id].input_data == {"effect": "s0007"}
+    # A later rollback keeps them too: the record of what was undone outlives it.
+    store.rollback(sid, "s0002")
+    assert [s.name for s in store.steps(sid)] == ["user", "rollback", "compensation"]

@@ -1,5 +1,5 @@
-"""MCP tools seen from the web page: the rollback dialog lists the steps whose effects
-outside the workspace it does not undo, and /tools lists the server's tools."""
+"""MCP tools seen from the web page: the rollback dialog lists the effects outside the
+workspace it does not undo, and /tools lists the server's tools."""
 
 from __future__ import annotations
 
@@ -46,11 +46,12 @@ def test_rollback_dialog_lists_outside_effects_and_tools_command(
         node.get_by_role("button", name="Roll back to before").click()
         dialog = app.dialog()
         outside = dialog.locator(".outside-effects")
-        expect(outside).to_contain_text(
-            "1 step had effects outside the workspace; it is not undone"
-        )
+        expect(outside).to_contain_text("1 outside effect stays done — nothing undoes it")
         expect(outside).to_contain_text("mcp__ev__toggle-simulated-logging")
+        expect(outside).to_contain_text("not undone: irreversible")
         expect(outside).not_to_contain_text("mcp__ev__echo")  # read-only: nothing to undo
+        # Leaving it done is an explicit word, not a click: the button waits for the tick.
+        expect(dialog.get_by_role("button", name="Delete")).to_be_disabled()
         shot(page, "mcp-rollback-outside-effects")
         dialog.get_by_role("button", name="Cancel").click()
 

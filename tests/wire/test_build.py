@@ -116,6 +116,23 @@ FRAMES: list[Any] = [
     build.steps_frame("s-1", [STEP], PRICES),
     build.forked_frame("s-2", "s-1", "s0001", "t"),
     build.rolledback_frame("s0001", 3, "s-1"),
+    build.rolledback_frame(
+        "s0001",
+        3,
+        "s-1",
+        compensated=[{"stepId": "s0009", "effect": "s0004", "tool": "pay", "action": "refund"}],
+        not_undone=[{"stepId": "s0005", "tool": "mail", "callId": "c5", "agent": "main"}],
+    ),
+    build.rollback_preview_frame(
+        {
+            "sessionId": "s-1",
+            "stepId": "s0003",
+            "compensable": [],
+            "irreversible": [{"stepId": "s0005", "tool": "mail", "callId": "c5", "agent": "main"}],
+            "undoneAlready": [],
+            "pending": {"planStepId": "s0010", "stepId": "s0003"},
+        }
+    ),
     build.error_frame("bad", "bad_frame", "s-1"),
     build.error_frame("busy", "busy", "s-1", message_id="m-1"),
     build.ack_frame("s-1", "m-1", "s0004", False),

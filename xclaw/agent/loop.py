@@ -50,7 +50,8 @@ from xclaw.messages import (
     ToolSpec,
     UserMessage,
 )
-from xclaw.tools.base import Tool, ToolContext, ToolResult, spec_of
+from xclaw.tools.base import CURRENT_CALL, Tool, ToolContext, ToolResult, spec_of
+from xclaw.tools.effects import effect_of
 
 T = TypeVar("T")
 
@@ -488,10 +489,18 @@ class Agent:
             await turn.acquire()
         try:
             self._check_cancelled()  # the run may have been stopped while this call waited
-            if tool.outside_effects:
-                # Marked in the record before it runs: rollback and fork cannot undo it.
+            effect = effect_of(tool)
+            if effect.outside:
+                # Marked in the record before it runs: files are undone by snapshots, this
+                # only by its compensation (if it has one) or not at all.
                 await self.observer.alert(
-                    OUTSIDE_EFFECTS, {"tool": call.name, "callId": call.id, "agent": self.agent_id}
+                    OUTSIDE_EFFECTS,
+                    {
+                        "tool": call.name,
+                        "callId": call.id,
+                        "agent": self.agent_id,
+                        "effect": effect.value,
+                    },
                 )
             # Write-ahead: the running row is durable before the tool starts.
             await self.observer.tool_started(call, tool.read_only)
@@ -509,6 +518,7 @@ class Agent:
                 confined=confined,
                 call_id=call.id,
             )
+            running = CURRENT_CALL.set(call.id)  # an idempotency key's part (tools/base.py)
             try:
                 result = await self._until_cancelled(tool.run(call.input, context))
             except Cancelled:
@@ -520,6 +530,8 @@ class Agent:
                 raise
             except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
                 result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
+            finally:
+                CURRENT_CALL.reset(running)
         finally:
             if turn is not None:
                 turn.release()

@@ -45,7 +45,7 @@ from xclaw.frames import (
     ToolFrame,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, ToolInfo
+from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
 
 Event: TypeAlias = ServerFrame
 """One event of a run: a server frame of docs/protocol.md, typed (`event.type`)."""
@@ -353,9 +353,27 @@ class Session(ABC):
         """A new title (redacted, at most 200 characters: BadCommand otherwise)."""
 
     @abstractmethod
-    async def rollback(self, step_id: str) -> RollbackAnswer:
-        """Rewind to just before `step_id` (it and every later step are deleted; the
-        workspace files too). Busy while a run is in flight; BadStep for a bad id."""
+    async def rollback(
+        self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
+    ) -> RollbackAnswer:
+        """Undo the outside effects after `step_id` (their compensations, the latest first),
+        then rewind to just before it (it and every later step are deleted; the workspace
+        files too). Effects nothing undoes (irreversible ones) must be accepted:
+        `accept_irreversible=True`, else IrreversibleEffects names them (its `effects`, the
+        preview) and nothing is done. CompensationFailed: a compensation failed and the
+        rollback waits, nothing rewound — call again with `retry=True` (run it again) or
+        `accept_irreversible=True` (leave it done), or `abandon_rollback()`. Busy while a run
+        is in flight; BadStep for a bad id."""
+
+    @abstractmethod
+    async def rollback_preview(self, step_id: str) -> RollbackPreview:
+        """What `rollback(step_id)` would undo outside the workspace, and what it would leave
+        done (nothing is done)."""
+
+    @abstractmethod
+    async def abandon_rollback(self) -> None:
+        """Stop a rollback that stopped half-way: nothing more is undone, memory and files
+        stay as they are."""
 
     @abstractmethod
     async def fork(self, step_id: str, title: str | None = None) -> Session:

@@ -29,7 +29,7 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, ToolInfo
+from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.wire.shapes import Frame
 
@@ -218,17 +218,36 @@ class LocalSession(Session):
         session = await rt.rename(self.id, clean)
         self._title = session.title
 
-    async def rollback(self, step_id: str) -> RollbackAnswer:
+    async def rollback(
+        self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
+    ) -> RollbackAnswer:
         from xclaw.store.model import display_id
 
-        result = await self._rt.rollback(self.id, step_id)
-        return RollbackAnswer.model_validate(
-            {
-                "session": self._rt.redact(session_json(result.session, busy=False)),
-                "stepId": display_id(result.target_seq),
-                "deleted": result.deleted,
-            }
+        result = await self._rt.rollback(
+            self.id,
+            step_id,
+            accept_irreversible=accept_irreversible,
+            retry=retry,
+            by=ANSWERED_BY,
         )
+        return RollbackAnswer.model_validate(
+            self._rt.redact(
+                {
+                    "session": session_json(result.session, busy=False),
+                    "stepId": display_id(result.target_seq),
+                    "deleted": result.deleted,
+                    "compensated": result.compensated_json(),
+                    "notUndone": result.not_undone_json(),
+                }
+            )
+        )
+
+    async def rollback_preview(self, step_id: str) -> RollbackPreview:
+        preview = await self._rt.rollback_preview(self.id, step_id)
+        return RollbackPreview.model_validate(self._rt.redact(preview.as_json()))
+
+    async def abandon_rollback(self) -> None:
+        await self._rt.abandon_rollback(self.id, by=ANSWERED_BY)
 
     async def fork(self, step_id: str, title: str | None = None) -> LocalSession:
         new = await self._rt.fork(self.id, step_id, None if title is None else _title(title))

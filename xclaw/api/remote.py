@@ -53,6 +53,7 @@ from xclaw.errors import (
     BadCommand,
     BadStep,
     GatewayUnavailable,
+    IrreversibleEffects,
     XclawError,
     from_code,
 )
@@ -80,6 +81,7 @@ from xclaw.http_bodies import (
     Health,
     HistoryAnswer,
     RollbackAnswer,
+    RollbackPreview,
     SessionList,
     StepList,
     StepTree,
@@ -898,10 +900,24 @@ class RemoteSession(Session):
                     raise
             await asyncio.sleep(0.025)
 
-    async def rollback(self, step_id: str) -> RollbackAnswer:
+    async def rollback(
+        self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
+    ) -> RollbackAnswer:
+        body: dict[str, Any] = {"stepId": step_id}
+        if accept_irreversible:
+            body["acceptIrreversible"] = True
+        if retry:
+            body["retry"] = True
         return await self._agent._as(
-            RollbackAnswer, "POST", f"/sessions/{self.id}/rollback", json={"stepId": step_id}
+            RollbackAnswer, "POST", f"/sessions/{self.id}/rollback", json=body
         )
+
+    async def rollback_preview(self, step_id: str) -> RollbackPreview:
+        path = f"/sessions/{self.id}/rollback/{quote(step_id, safe='')}"
+        return RollbackPreview.model_validate(await self._agent._http("GET", path))
+
+    async def abandon_rollback(self) -> None:
+        await self._agent._http("POST", f"/sessions/{self.id}/rollback/abandon")
 
     async def fork(self, step_id: str, title: str | None = None) -> RemoteSession:
         body: dict[str, Any] = {"stepId": step_id}
@@ -1005,7 +1021,11 @@ class RemoteAgent(Agent):
             return GatewayUnavailable(
                 f"{where}: HTTP {status} ({_start_of(body)}), not an answer of an xclaw gateway"
             )
-        return from_code(code, text)
+        error = from_code(code, text)
+        effects = data.get("effects")  # irreversible_effects: what the rollback would leave
+        if isinstance(error, IrreversibleEffects) and isinstance(effects, dict):
+            error.effects = effects
+        return error
 
     async def _as(self, cls: type[M], method: str, path: str, **kwargs: Any) -> M:
         """An API call's answer read into its declaration."""

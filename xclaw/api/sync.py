@@ -32,7 +32,7 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, ToolInfo
+from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -187,8 +187,18 @@ class SyncSession:
     def rename(self, title: str) -> None:
         self._loop.call(self.session.rename(title))
 
-    def rollback(self, step_id: str) -> RollbackAnswer:
-        return self._loop.call(self.session.rollback(step_id))
+    def rollback(
+        self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
+    ) -> RollbackAnswer:
+        return self._loop.call(
+            self.session.rollback(step_id, accept_irreversible=accept_irreversible, retry=retry)
+        )
+
+    def rollback_preview(self, step_id: str) -> RollbackPreview:
+        return self._loop.call(self.session.rollback_preview(step_id))
+
+    def abandon_rollback(self) -> None:
+        self._loop.call(self.session.abandon_rollback())
 
     def fork(self, step_id: str, title: str | None = None) -> SyncSession:
         return SyncSession(

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
@@ -46,7 +46,7 @@ from xclaw.frames import (
     decode_frame,
 )
 from xclaw.invocation import xclaw_command
-from xclaw.outside_effects import describe_outside, outside_marks_json
+from xclaw.outside_effects import describe_outside, describe_preview, outside_marks_json
 from xclaw.private_files import private_dir, private_file
 from xclaw.protocol import parse_command
 from xclaw.store.model import parse_step_ref
@@ -622,7 +622,12 @@ class ChatClient:
             ):
                 self._set_turn(None)
         elif parse_command(text) is not None:
-            if word in ("/rollback", "/fork") and not await self._confirm_time_travel(word, rest):
+            if word == "/rollback":
+                confirmed = await self._confirm_rollback(rest)
+                if confirmed is None:
+                    return
+                text = confirmed
+            elif word == "/fork" and not await self._confirm_time_travel(word, rest):
                 return
             self._help_asked = word == "/help"
             self._set_turn("command")
@@ -637,9 +642,65 @@ class ChatClient:
             ):
                 self._set_turn(None)
 
+    async def _confirm_rollback(self, rest: str) -> str | None:
+        """A rollback past outside effects first shows what it undoes and what it leaves
+        done (the gateway's preview), and asks; a yes sends the confirmed command (`--confirm`,
+        or `--accept-irreversible` when some stay done). None: not sent. Anything that stops
+        the check (no terminal, flags already given, the API out of reach) sends the command
+        as typed: the gateway then answers with the preview and does nothing."""
+        args = rest.split()
+        plain = f"/rollback {rest}".strip()
+        if len(args) != 1 or not self.session_id or not self.input.interactive:
+            return plain
+        preview = await self._fetch_preview(self.session_id, args[0])
+        if preview is None:
+            return plain
+        undo, stay = preview.get("compensable") or [], preview.get("irreversible") or []
+        if not undo and not stay and not preview.get("pending"):
+            return plain  # nothing outside: the tutorial's rollback, as it always was
+        self._say(describe_preview(preview), "yellow")
+        if preview.get("pending"):
+            return plain  # the gateway says how to finish or abandon it
+        if stay:
+            question = (
+                f"{len(stay)} outside effect(s) stay done"
+                + (f"; {len(undo)} are undone first" if undo else "")
+                + ". Roll back anyway? [y/N] "
+            )
+        else:
+            question = f"Undo {len(undo)} outside effect(s) and roll back? [y/N] "
+        try:
+            answer = await self.input.read(question, answer=True)
+        except (KeyboardInterrupt, PromptAbandoned):
+            answer = None
+        if (answer or "").strip().lower() not in YES:
+            self._say("(no rollback: nothing was changed)", "dim")
+            return None
+        return f"/rollback {args[0]} " + ("--accept-irreversible" if stay else "--confirm")
+
+    async def _fetch_preview(self, session_id: str, step: str) -> dict[str, Any] | None:
+        """The gateway's rollback preview (GET …/rollback/{step}); None when it cannot be had
+        (a bad step id: the gateway answers it in words)."""
+        found = await self._api_get(f"/api/sessions/{session_id}/rollback/{quote(step, safe='')}")
+        return found if isinstance(found, dict) and "compensable" in found else None
+
+    async def _api_get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """A GET of the gateway's HTTP API; None when it cannot be had."""
+        parts = urlsplit(self.opts.url)
+        scheme = "https" if parts.scheme == "wss" else "http"
+        base = urlunsplit((scheme, parts.netloc, "", "", ""))
+        headers = {"Authorization": f"Bearer {self.opts.token}"} if self.opts.token else {}
+        try:
+            async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as http:
+                r = await http.get(path, params=params)
+            r.raise_for_status()
+            return r.json()
+        except (httpx.HTTPError, ValueError):
+            return None
+
     async def _confirm_time_travel(self, word: str, rest: str) -> bool:
-        """Rollback and fork cannot undo effects outside the workspace (an MCP call, a Python
-        tool): when the steps they cross hold such effects, list them and ask first, as the
+        """A fork copies none of the world: when the steps after the fork point hold effects
+        outside the workspace (an MCP call, a Python tool), list them and ask first, as the
         page's dialog does. Anything that stops the check (no terminal, a bad step id, the
         API out of reach) leaves the decision to the gateway, which names them afterwards."""
         args = rest.split()
@@ -668,17 +729,8 @@ class ChatClient:
 
     async def _fetch_steps(self, session_id: str) -> list[dict[str, Any]]:
         """Every step of the session from the HTTP API; [] when it cannot be had."""
-        parts = urlsplit(self.opts.url)
-        scheme = "https" if parts.scheme == "wss" else "http"
-        base = urlunsplit((scheme, parts.netloc, "", "", ""))
-        headers = {"Authorization": f"Bearer {self.opts.token}"} if self.opts.token else {}
-        try:
-            async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as http:
-                r = await http.get(f"/api/sessions/{session_id}/steps", params={"n": 0})
-            r.raise_for_status()
-            steps = r.json().get("steps")
-        except (httpx.HTTPError, ValueError):
-            return []
+        found = await self._api_get(f"/api/sessions/{session_id}/steps", {"n": 0})
+        steps = found.get("steps") if isinstance(found, dict) else None
         return steps if isinstance(steps, list) else []
 
     def _interrupt(self) -> None:

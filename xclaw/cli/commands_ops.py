@@ -169,6 +169,19 @@ def replay_cmd(
             f"[replay] {result.model_calls} model call(s) answered from the record"
             + (f", {result.live_calls} by {live.name}" if live is not None else "")
         )
+        if result.outside:
+            undo = [e for e in result.outside if e["effect"] == "compensable"]
+            out.print(
+                f"[replay] the replay ran {len(result.outside)} call(s) with effects outside "
+                "the workspace, for real: "
+                + ", ".join(f"{e['stepId']} {e['tool']} ({e['effect']})" for e in result.outside)
+                + (
+                    f"; undo the {len(undo)} compensable one(s) with: xclaw rollback "
+                    f"{result.session_id} {result.start or 's0001'}"
+                    if undo
+                    else ""
+                )
+            )
         first = result.first
         if first is None:
             out.print("[replay] reproduced: every tool result matches the record")

@@ -7,6 +7,7 @@ they print from the record is redacted first (xclaw/cli/redaction.py), as a fram
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
@@ -21,12 +22,12 @@ from xclaw.cli.redaction import output_redactor
 from xclaw.config import load_settings
 from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.llm.prices import PriceTable
-from xclaw.outside_effects import outside_note, outside_steps
+from xclaw.outside_effects import outside_note, outside_steps, owned_note
 from xclaw.protocol import llm_usage, session_json, step_json, tree_json
 from xclaw.store import Access, open_store
 from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
 from xclaw.store.common import build_tree
-from xclaw.store.leases import LeaseInfo, new_worker_id
+from xclaw.store.leases import Lease, LeaseInfo, new_worker_id
 from xclaw.store.model import Status, Step, display_id, session_state
 from xclaw.store.teams_sql import SessionAction
 
@@ -165,7 +166,7 @@ def refuse_while_driven(store: Store, session_id: str, what: str) -> None:
 
 
 @contextlib.contextmanager
-def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
+def holding_lease(store: Store, session_id: str, what: str) -> Iterator[Lease]:
     """The session's lease, held by this command while it changes the session (one driver):
     SessionBusy, naming the worker, when a live run holds it."""
     from xclaw.config import load_settings
@@ -180,7 +181,7 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[None]:
         if lease is None:
             raise _busy(store.lease_info(session_id), what)
         try:
-            yield
+            yield lease
         finally:
             store.release_lease(lease)
     finally:
@@ -296,48 +297,102 @@ def trace_cmd(store: RecordReader, session_id: str, as_json: bool) -> None:
 
 @click.command("rollback", short_help="Rewind a session to just before a step.")
 @click.argument("session_id", metavar="SESSION")
-@click.argument("step", metavar="STEP")
+@click.argument("step", metavar="STEP", required=False)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--accept-irreversible",
+    is_flag=True,
+    help="Go on although outside effects nothing undoes stay done (they are named first).",
+)
+@click.option(
+    "--retry", is_flag=True, help="A rollback that stopped half-way: run what failed again."
+)
+@click.option("--abandon", is_flag=True, help="Stop a rollback that stopped half-way (no STEP).")
 @workspace_option
 @with_store(Access.WRITE)
 def rollback_cmd(
-    store: Store, session_id: str, step: str, yes: bool, workspace: str | None
+    store: Store,
+    session_id: str,
+    step: str | None,
+    yes: bool,
+    accept_irreversible: bool,
+    retry: bool,
+    abandon: bool,
+    workspace: str | None,
 ) -> None:
     """Delete STEP and every later step of SESSION; it then waits for a new instruction.
 
     STEP is s0005, 5 or the full step id. The session's workspace files go back to their
     state just before STEP as well (from its snapshots). What the deleted steps did outside
-    the workspace (emails, network calls) stays done.
+    the workspace is undone first by each tool's declared compensation (the row deleted,
+    the object removed), the latest first; what nothing undoes (an email sent) is named and
+    needs --accept-irreversible. A rollback cut short (killed) is finished by running the
+    same command again; one whose compensation failed waits for --retry,
+    --accept-irreversible or --abandon.
 
     Refused while a server runs the session (its lease is live): a rollback never races a
     run. A server serving the session tells its clients, who get the new history at once.
     """
-    workspaces = workspaces_for(store, workspace)
-    target = store.get_step(session_id, step)
-    outside = output_redactor().text(
-        outside_note(outside_steps(store.steps(session_id), target.seq))
-    )
+    if abandon == (step is not None):
+        _fail("give STEP, or --abandon alone (see xclaw rollback --help)", EXIT_USAGE)
     refuse_while_driven(store, session_id, "roll it back")
-    if not yes:
-        later = len(store.steps(session_id, after_seq=target.seq - 1))
-        if outside:
-            click.secho(outside, fg="yellow", err=True)
-        click.confirm(
-            f"Delete {target.display_id} and everything after it ({later} step(s)) "
-            f"from session {session_id}?",
-            abort=True,
-            err=True,
-        )
-    # Held while the steps go: no server starts a run of the session meanwhile (one driver).
-    with holding_lease(store, session_id, "roll it back"):
-        result = workspaces.rollback(session_id, target.seq)
+    workspaces = workspaces_for(store, workspace)
+    undoing = _Undoing(store, workspaces)
+    try:
+        if abandon:
+            with holding_lease(store, session_id, "abandon its rollback") as lease:
+                plan = undoing.run(undoing.rollbacks.abandon(session_id, lease, _CLI_BY))
+            teams_of(store).record_action(
+                session_id, "rollback", None, {"abandoned": plan.display_id}
+            )
+            _out().print(
+                f"[rollback] the rollback {plan.display_id} is abandoned: nothing more is "
+                "undone, memory and files stay as they are"
+            )
+            return
+        assert step is not None
+        target = store.get_step(session_id, step)
+        preview = undoing.run(undoing.rollbacks.preview(session_id, target.seq))
+        shown = output_redactor().text(preview.text()) if not preview.plain else ""
+        if not yes:
+            later = len(store.steps(session_id, after_seq=target.seq - 1))
+            if shown:
+                click.secho(shown, fg="yellow", err=True)
+            click.confirm(
+                f"Delete {target.display_id} and everything after it ({later} step(s)) "
+                f"from session {session_id}"
+                + (", undoing what is listed above?" if preview.to_undo else "?"),
+                abort=True,
+                err=True,
+            )
+            if preview.not_undone and not accept_irreversible:
+                accept_irreversible = click.confirm(
+                    f"{len(preview.not_undone)} outside effect(s) stay done (listed above); "
+                    "roll back anyway, leaving them done?",
+                    abort=True,
+                    err=True,
+                )
+        # Held while it runs: no server starts a run of the session meanwhile (one driver).
+        with holding_lease(store, session_id, "roll it back") as lease:
+            outcome = undoing.run(
+                undoing.rollbacks.rollback(
+                    session_id,
+                    target.seq,
+                    lease=lease,
+                    by=_CLI_BY,
+                    accept_irreversible=accept_irreversible,
+                    retry=retry,
+                ),
+                renew=lease,
+            )
+    finally:
+        undoing.close()
+    result = outcome.result
+    detail: dict[str, Any] = {"stepId": display_id(result.target_seq), "deleted": result.deleted}
+    if outcome.compensated:
+        detail["compensated"] = [c.display_id for c in outcome.compensated]
     # Who did it: the admin, whoever may open the database (docs/teams.md).
-    teams_of(store).record_action(
-        session_id,
-        "rollback",
-        None,
-        {"stepId": display_id(result.target_seq), "deleted": result.deleted},
-    )
+    teams_of(store).record_action(session_id, "rollback", None, detail)
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
@@ -349,10 +404,69 @@ def rollback_cmd(
             f"[rollback] workspace restored to its state before {display_id(result.target_seq)}"
             f" ({files} file(s))"
         )
-    if outside:
-        out.print(f"[rollback] {outside}")
+    if outcome.text():
+        out.print(output_redactor().text(outcome.text()))
     if (note := workspaces.env_notes.pop(session_id, None)) is not None:
         out.print(f"[rollback] {note}")
+
+
+# Who asks for a rollback from the command line, as its plan records it.
+_CLI_BY = {"kind": "person", "client": "cli", "via": "terminal"}
+
+
+class _Undoing:
+    """What `xclaw rollback` undoes outside effects with: the tools of xclaw.yaml (its MCP
+    servers started on first need), on an event loop of its own."""
+
+    def __init__(self, store: Store, workspaces: Any) -> None:
+        from xclaw.runtime.rollbacks import Rollbacks
+        from xclaw.runtime.wiring import default_toolbox
+
+        settings = load_settings()
+        self.store = store
+        self.ttl = settings.lease_ttl_s
+        self.toolbox = default_toolbox(settings)
+        self.loop = asyncio.new_event_loop()
+        self.rollbacks = Rollbacks(
+            store,
+            self._tools,
+            workspaces,
+            output_redactor(),
+            workspace_of=self.toolbox.workspace,
+        )
+
+    async def _tools(self) -> Any:
+        for server, why in (await self.toolbox.prepare()).items():
+            click.secho(f"[tools] MCP server {server}: {why}", fg="yellow", err=True)
+        return self.toolbox.tools
+
+    def run(self, work: Any, renew: Any = None) -> Any:
+        """`work` to its end; with `renew` (the command's lease), the lease renewed while it
+        runs (a compensation may take longer than the lease lasts)."""
+
+        async def renewing() -> Any:
+            if renew is None:
+                return await work
+            lease = [renew]
+
+            async def keep() -> None:
+                while True:
+                    await asyncio.sleep(self.ttl / 3)
+                    lease[0] = await asyncio.to_thread(self.store.renew_lease, lease[0], self.ttl)
+
+            keeper = asyncio.ensure_future(keep())
+            try:
+                return await work
+            finally:
+                keeper.cancel()
+
+        return self.loop.run_until_complete(renewing())
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.toolbox.close())
+        finally:
+            self.loop.close()
 
 
 @click.command("fork", short_help="Branch a new session off a step.")
@@ -374,7 +488,9 @@ def fork_cmd(
     The new session's workspace holds the files as they were just after STEP."""
     r = output_redactor()
     target = store.get_step(session_id, step)
-    outside = r.text(outside_note(outside_steps(store.steps(session_id), target.seq + 1)))
+    steps = store.steps(session_id)
+    outside = r.text(outside_note(outside_steps(steps, target.seq + 1)))
+    owned = r.text(owned_note(steps, target.seq, session_id))
     title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
     teams_of(store).record_action(
@@ -395,6 +511,8 @@ def fork_cmd(
     out.print(f"original session {session_id} is unchanged.")
     if outside:
         out.print(f"[fork] in the original session after that step, {outside}")
+    if owned:
+        out.print(f"[fork] {owned}")
 
 
 def who_did(store: object, session_id: str) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """`xclaw demo`: the original tutorial's "try it" walk (*the seed*, docs/architecture.md
 glossary), done for real in one command — a server killed with SIGKILL mid-tool, restarted,
 resumed without repeating anything; /steps and the trace tree; rollback and fork with the
-workspace following the memory. Every stage checks what it claims and the demo fails loudly
-(exit 1) if anything does not behave as described."""
+workspace following the memory; a payment recorded in a ledger database outside the workspace,
+reversed by the rollback's compensation. Every stage checks what it claims and the demo fails
+loudly (exit 1) if anything does not behave as described."""
 
 from __future__ import annotations
 
@@ -75,8 +76,11 @@ class Walkthrough:
         config = self.home / "xclaw.yaml"
         # yolo: tools run without asking — except a call that may already have run, which
         # always needs a human (no blind repeat). That is the approval this demo shows.
+        # The ledger tool: a Python tool with a compensation (xclaw/demo/ledger.py).
         config.write_text(
-            "approval:\n  mode: yolo\n" + ("" if self.scripted else REAL_MODEL_LIMITS)
+            "approval:\n  mode: yolo\n"
+            "tools: ['xclaw.demo.ledger:record_payment']\n"
+            + ("" if self.scripted else REAL_MODEL_LIMITS)
         )
         if self.scripted:
             script = self.home / "demo-script.json"
@@ -91,6 +95,7 @@ class Walkthrough:
                 "XCLAW_MODEL": model,
                 "XCLAW_TOKEN": self.token,
                 "XCLAW_CONFIG": str(config),
+                "XCLAW_DEMO_LEDGER": str(self.home / "ledger.db"),
                 "NO_COLOR": "1",
             }
         )
@@ -137,6 +142,7 @@ class Walkthrough:
         await self.rollback(sid)
         fork_id = await self.fork(sid)
         self.compare(sid, fork_id)
+        await self.payment_reversed(sid)
         self.finish()
 
     async def first_run_and_crash(self) -> str:
@@ -386,6 +392,59 @@ class Walkthrough:
             "= same · ≠ changed · ◀ ▶ only on one side; `xclaw diff` shows the same for any two sessions"
         )
 
+    async def payment_reversed(self, sid: str) -> None:
+        self.say(
+            "Outside the workspace: the agent records a payment in a ledger database; "
+            "/rollback reverses it."
+        )
+        ledger = self.home / "ledger.db"
+        client = await Client.attach(self.server, sid, self.show)
+        mark = client.mark()
+        ask = "Record the payment of 120 to ACME Hosting in the ledger."
+        self.console.print(Text(f"You: {ask}", style="bold"))
+        await client.say(ask)
+        await self._answer_until_done(client, mark, within_s=60 if self.scripted else 300)
+        recorded = _ledger_rows(ledger)
+        self.note(f"ledger.db (outside the workspace): {recorded}")
+        if not recorded:
+            if self.scripted:
+                raise DemoFailure("the payment was not recorded in the ledger")
+            self.note("The model did not call record_payment: nothing outside to reverse here.")
+            await client.close()
+            return
+        target = [s for s in self._steps(sid) if s.step_type is StepType.USER_INPUT][-1]
+        mark = client.mark()
+        await client.say(f"/rollback {target.display_id}")
+        preview = await client.until(
+            lambda f: f.get("type") in ("rollback_preview", "error"), since=mark
+        )
+        self.check(
+            preview.get("type") == "rollback_preview"
+            and [e.get("tool") for e in preview.get("compensable") or ()] == ["record_payment"],
+            "/rollback first shows the outside effect it will undo, and by what (nothing is done yet)",
+        )
+        self.note(f"You confirm: /rollback {target.display_id} --confirm")
+        mark = client.mark()
+        await client.say(f"/rollback {target.display_id} --confirm")
+        rolled = await client.until(lambda f: f.get("type") in ("rolledback", "error"), since=mark)
+        if rolled.get("type") == "error":
+            raise DemoFailure(f"the rollback failed: {rolled.get('content')}")
+        await client.close()
+        self.check(not _ledger_rows(ledger), "the payment is reversed: the ledger is empty again")
+        comps = [s for s in self._steps(sid) if s.name == "compensation"]
+        self.check(
+            len(comps) == 1 and comps[0].status is StepStatus.COMPLETED,
+            f"the trace keeps the compensation ({comps[0].display_id if comps else '-'}): what "
+            "undid the payment, who asked, when",
+        )
+        store = open_store(str(self.db))
+        try:
+            tree = format_tree(store.step_tree(sid), PriceTable.with_overrides(None))
+        finally:
+            store.close()
+        shown = [line for line in tree.splitlines() if "rollback" in line or "compensation" in line]
+        self.console.print(Text("\n".join(shown), style="white"))
+
     def finish(self) -> None:
         self.server.kill(signal.SIGTERM)
         elapsed = time.monotonic() - self.started
@@ -464,3 +523,18 @@ def _describe_plain(s: Step) -> str:
     if s.name == "approval":
         return describe(s, 40)  # in words: what was asked, what was answered
     return f"{s.display_id} {s.name}"
+
+
+def _ledger_rows(path: Path) -> list[tuple[Any, ...]]:
+    """The demo ledger's payments (none before its first)."""
+    if not path.exists():
+        return []
+    import sqlite3
+
+    conn = sqlite3.connect(path, timeout=10)
+    try:
+        return conn.execute("SELECT id, payee, amount FROM payments").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()

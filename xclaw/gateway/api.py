@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.errors import BadRequest, BadStep, StoreError, XclawError
+from xclaw.errors import BadRequest, BadStep, IrreversibleEffects, StoreError, XclawError
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
@@ -59,6 +59,10 @@ STATUS_OF_CODE = {
     # record names (an answer no client can fix by retrying alone; docs/deploy.md).
     "blob_store_unavailable": 503,
     "blob_store_lost": 502,
+    # A rollback past outside effects: not accepted, stopped half-way, or one pending.
+    "irreversible_effects": 409,
+    "compensation_failed": 409,
+    "rollback_pending": 409,
 }
 MAX_BODY_BYTES = 64_000
 SIGN_IN_REFUSED = {
@@ -135,6 +139,10 @@ def _endpoint(
                 assert need is not None  # api_routes refuses such a route
                 await gw.access.require(identity(request), sid, need)
             return await handler(request, gw)
+        except IrreversibleEffects as e:  # with the preview that names them
+            answer = error_response(e.code, gw.runtime.redact.text(e.message))
+            body = {"code": e.code, "error": e.message, "effects": e.effects}
+            return JSONResponse(gw.runtime.redact(body), status_code=answer.status_code)
         except XclawError as e:
             return error_response(e.code, gw.runtime.redact.text(e.message))
 
@@ -171,6 +179,13 @@ def _str_field(data: dict[str, Any], name: str, *, required: bool) -> str | None
         return None
     if not isinstance(value, str):
         raise BadRequest(f"field {name!r} must be a string")
+    return value
+
+
+def _bool_field(data: dict[str, Any], name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"field {name!r} must be true or false")
     return value
 
 
@@ -348,20 +363,48 @@ async def history(request: Request, gw: Gateway) -> Response:
 
 
 async def rollback(request: Request, gw: Gateway) -> Response:
+    """The call is the confirmation: outside effects after the step are undone by their
+    compensations; effects nothing undoes need `acceptIrreversible` (the preview, GET
+    …/rollback/{step}, names them), else 409 irreversible_effects with the preview."""
     sid = request.path_params["sid"]
-    ref = _str_field(await _body(request), "stepId", required=True)
+    body = await _body(request)
+    ref = _str_field(body, "stepId", required=True)
     assert ref is not None
-    result = await gw.commands.rollback(sid, ref, actor(request))
+    result = await gw.commands.rollback(
+        sid,
+        ref,
+        actor(request),
+        accept=_bool_field(body, "acceptIrreversible"),
+        retry=_bool_field(body, "retry"),
+    )
     for frame in result.frames.broadcast:
         gw.hub.broadcast(sid, frame)
-    return _json(
-        gw,
-        {
-            "session": session_json(result.session),
-            "stepId": result.step_id,
-            "deleted": result.deleted,
-        },
-    )
+    answer: dict[str, Any] = {
+        "session": session_json(result.session),
+        "stepId": result.step_id,
+        "deleted": result.deleted,
+    }
+    if result.compensated or result.not_undone:
+        answer |= {"compensated": result.compensated, "notUndone": result.not_undone}
+    return _json(gw, answer)
+
+
+async def rollback_preview(request: Request, gw: Gateway) -> Response:
+    """What rolling back to {step} would undo outside the workspace, and what it would not:
+    nothing is done."""
+    sid = request.path_params["sid"]
+    preview = await gw.runtime.rollback_preview(sid, request.path_params["step"])
+    return _json(gw, preview.as_json())
+
+
+async def abandon_rollback(request: Request, gw: Gateway) -> Response:
+    """A rollback that stopped half-way stops for good (nothing more is undone)."""
+    sid = request.path_params["sid"]
+    result = await gw.commands.abandon(sid, actor(request))
+    for frame in result.broadcast:
+        gw.hub.broadcast(sid, frame)
+    session = await asyncio.to_thread(gw.store.get_session, sid)
+    return _json(gw, session_json(session))
 
 
 async def approve(request: Request, gw: Gateway) -> Response:
@@ -453,6 +496,8 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/tree", "GET", step_tree, Need.READ),
     ("/sessions/{sid}/history", "GET", history, Need.READ),
     ("/sessions/{sid}/rollback", "POST", rollback, Need.ACT),
+    ("/sessions/{sid}/rollback/abandon", "POST", abandon_rollback, Need.ACT),
+    ("/sessions/{sid}/rollback/{step}", "GET", rollback_preview, Need.READ),
     ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),

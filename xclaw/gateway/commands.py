@@ -14,13 +14,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xclaw import views
 from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
-from xclaw.outside_effects import outside_note, outside_steps
+from xclaw.outside_effects import outside_note, outside_steps, owned_note
 from xclaw.protocol import Command
 from xclaw.store.base import Store, TeamStore
 from xclaw.store.model import Session, display_id
@@ -30,10 +30,14 @@ from xclaw.wire.build import (
     forked_frame,
     notice_frame,
     rollback_notice,
+    rollback_preview_frame,
     rolledback_frame,
     steps_frame,
 )
-from xclaw.wire.shapes import FrameJson
+from xclaw.wire.shapes import FrameJson, RollbackPreviewJson
+
+if TYPE_CHECKING:
+    from xclaw.runtime.rollbacks import Preview
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -48,7 +52,11 @@ ATTACH_COMMANDS = ("switch", "new")
 HELP_TEXT = """\
 commands:
   /steps [N]            list the session's latest N steps (default 10)
-  /rollback sNNNN       rewind this session to just before that step (later steps are deleted)
+  /rollback sNNNN       rewind this session to just before that step (later steps are deleted);
+                        past outside effects it first shows what it undoes and what not:
+                        --confirm to go on, --accept-irreversible if some stay done
+  /rollback sNNNN --retry   a rollback that stopped half-way: run its compensations again
+  /rollback --abandon   stop a rollback that stopped half-way (nothing more is undone)
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
   /tools                list the tools (built-in, Python, MCP) and their policies
@@ -100,6 +108,45 @@ class RollbackOutcome:
     step_id: str  # display id of the target step: the session now ends just before it
     deleted: int
     frames: CommandResult
+    # After undoing outside effects: the compensations run, the effects left done.
+    compensated: list[dict[str, Any]] = field(default_factory=list)
+    not_undone: list[dict[str, Any]] = field(default_factory=list)
+
+
+ROLLBACK_USAGE = (
+    "usage: /rollback sNNNN [--confirm | --accept-irreversible | --retry], or /rollback "
+    "--abandon — a step id shown by /steps"
+)
+ROLLBACK_FLAGS = frozenset({"--confirm", "--accept-irreversible", "--retry", "--abandon"})
+
+
+def preview_frame(session_id: str, preview: Preview) -> RollbackPreviewJson:
+    """The `rollback_preview` frame: what `/rollback sNNNN --confirm` would undo, and not."""
+    return rollback_preview_frame({**preview.as_json(), "sessionId": session_id})
+
+
+def preview_text(preview: Preview) -> str:
+    """The preview in words, with the command that goes on."""
+    text = preview.text()
+    if preview.pending is not None and preview.pending_target != preview.target:
+        return text + (
+            f"\n[rollback] a rollback to before {preview.pending_target} stopped half-way "
+            f"({preview.pending}): finish it (/rollback {preview.pending_target} --retry) or "
+            "abandon it (/rollback --abandon) first"
+        )
+    if preview.pending is not None:
+        return text + (
+            f"\n[rollback] this rollback stopped half-way ({preview.pending}): "
+            f"/rollback {preview.target} --retry runs what failed again, "
+            f"/rollback {preview.target} --accept-irreversible rewinds leaving it done, "
+            "/rollback --abandon stops it"
+        )
+    if preview.not_undone:
+        return text + (
+            f"\n[rollback] to roll back anyway, leaving those done: /rollback "
+            f"{preview.target} --accept-irreversible"
+        )
+    return text + f"\n[rollback] to undo them and roll back: /rollback {preview.target} --confirm"
 
 
 def sessions_text(
@@ -189,31 +236,83 @@ class CommandRunner:
         )
 
     async def _rollback(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
-        if len(cmd.args) != 1:
-            raise CommandError("usage: /rollback sNNNN — a step id shown by /steps")
-        return (await self.rollback(session_id, cmd.args[0], who)).frames
+        flags = [a for a in cmd.args if a.startswith("--")]
+        refs = [a for a in cmd.args if not a.startswith("--")]
+        if any(f not in ROLLBACK_FLAGS for f in flags):
+            raise CommandError(ROLLBACK_USAGE)
+        if "--abandon" in flags:
+            if refs or len(flags) != 1:
+                raise CommandError(ROLLBACK_USAGE)
+            return await self.abandon(session_id, who)
+        if len(refs) != 1:
+            raise CommandError(ROLLBACK_USAGE)
+        if not flags:
+            # Past outside effects, the rollback first says what it would undo and what not.
+            preview = await self.runtime.rollback_preview(session_id, refs[0])
+            if not preview.plain:
+                return CommandResult(
+                    reply=[
+                        notice_frame(preview_text(preview), session_id),
+                        preview_frame(session_id, preview),
+                    ]
+                )
+        accept = "--accept-irreversible" in flags
+        retry = "--retry" in flags
+        done = await self.rollback(session_id, refs[0], who, accept=accept, retry=retry)
+        return done.frames
 
-    async def rollback(self, session_id: str, ref: str, who: Actor = _ADMIN) -> RollbackOutcome:
-        """Rollback, shared by `/rollback` and the HTTP API: rewind, then tell every attached
-        client (the deleted steps are gone from the history they show). Logged with who."""
-        outside = await asyncio.to_thread(self._outside, session_id, ref, after=False)
-        result = await self.runtime.rollback(session_id, ref)
-        target = display_id(result.target_seq)
-        await self.record(
-            session_id, "rollback", who, {"stepId": target, "deleted": result.deleted}
+    async def rollback(
+        self,
+        session_id: str,
+        ref: str,
+        who: Actor = _ADMIN,
+        *,
+        accept: bool = False,
+        retry: bool = False,
+    ) -> RollbackOutcome:
+        """Rollback, shared by `/rollback` and the HTTP API: undo the outside effects after
+        `ref` (their compensations), rewind, then tell every attached client (the deleted
+        steps are gone from the history they show). Logged with who."""
+        result = await self.runtime.rollback(
+            session_id, ref, accept_irreversible=accept, retry=retry, by=who.by()
         )
+        target = display_id(result.target_seq)
+        compensated, not_undone = result.compensated_json(), result.not_undone_json()
+        detail: dict[str, Any] = {"stepId": target, "deleted": result.deleted}
+        if compensated:
+            detail["compensated"] = [c["stepId"] for c in compensated]
+        await self.record(session_id, "rollback", who, detail)
         text = rollback_notice(target)
-        if outside:
-            text += f"\n[rollback] {outside}"
+        if result.text():
+            text += "\n" + result.text()
         history = await asyncio.to_thread(self.runtime.history_frame, session_id)
+        undone = result.plan is not None  # outside effects were undone (or accepted as done)
         frames = CommandResult(
             broadcast=[
                 notice_frame(text, session_id),
-                rolledback_frame(target, result.deleted, session_id),
+                rolledback_frame(
+                    target,
+                    result.deleted,
+                    session_id,
+                    compensated=compensated if undone else None,
+                    not_undone=not_undone if undone else None,
+                ),
                 for_session(history, session_id),
             ]
         )
-        return RollbackOutcome(result.session, target, result.deleted, frames)
+        return RollbackOutcome(
+            result.session, target, result.deleted, frames, compensated, not_undone
+        )
+
+    async def abandon(self, session_id: str, who: Actor = _ADMIN) -> CommandResult:
+        """`/rollback --abandon`: a rollback that stopped half-way stops for good."""
+        plan = await self.runtime.abandon_rollback(session_id, by=who.by())
+        await self.record(session_id, "rollback", who, {"abandoned": plan.display_id})
+        text = (
+            f"[rollback] the rollback {plan.display_id} is abandoned: nothing more is undone, "
+            "memory and files stay as they are (what was undone is in /steps)"
+        )
+        return CommandResult(broadcast=[notice_frame(text, session_id)])
 
     async def fork(
         self, session_id: str, ref: str, title: str | None, who: Actor = _ADMIN
@@ -256,6 +355,7 @@ class CommandRunner:
         ref = cmd.args[0]
         title = cmd.rest[len(ref) :].strip() or None
         outside = await asyncio.to_thread(self._outside, session_id, ref, after=True)
+        owned = await asyncio.to_thread(self._owned, session_id, ref)
         new = await self.fork(session_id, ref, title, who)
         step_ref = display_id(new.forked_from_seq) if new.forked_from_seq else ref
         text = (
@@ -266,6 +366,8 @@ class CommandRunner:
         )
         if outside:
             text += f"\n[fork] in the original session after that step, {outside}"
+        if owned:
+            text += f"\n[fork] {owned}"
         return CommandResult(
             reply=[
                 notice_frame(text, session_id),
@@ -304,6 +406,14 @@ class CommandRunner:
         except XclawError:
             return ""
         return outside_note(marks)
+
+    def _owned(self, session_id: str, ref: str) -> str:
+        """The note on outside effects the fork copies (up to `ref`): the original owns them."""
+        try:
+            target = self.store.get_step(session_id, ref)
+            return owned_note(self.store.steps(session_id), target.seq, session_id)
+        except XclawError:
+            return ""
 
     async def _sessions(self, session_id: str, who: Actor) -> CommandResult:
         sessions = await self.access.sessions(who.identity, limit=SESSIONS_LISTED)

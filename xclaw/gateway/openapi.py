@@ -24,6 +24,7 @@ from xclaw.http_bodies import (
     RenameBody,
     RollbackAnswer,
     RollbackBody,
+    RollbackPreview,
     SessionList,
     StepList,
     StepTree,
@@ -95,6 +96,7 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     StepTree,
     HistoryAnswer,
     RollbackAnswer,
+    RollbackPreview,
     ForkAnswer,
     ApprovalAnswer,
     Health,
@@ -262,11 +264,42 @@ def openapi_spec(version: str) -> dict[str, Any]:
             "/sessions/{sid}/rollback": {
                 "parameters": [_SID],
                 "post": _op(
-                    "rewind the session to just before the step "
-                    "(it and every later step are deleted)",
+                    "undo the outside effects after the step (their compensations, latest "
+                    "first), then rewind the session to just before it (it and every later "
+                    "step are deleted, the files restored)",
                     {"200": _json(_ref(RollbackAnswer))},
                     body=_ref(RollbackBody),
-                    errors={**_SESSION_ERRORS, **busy, **bad_step},
+                    errors={
+                        **_SESSION_ERRORS,
+                        **bad_step,
+                        "409": _err(
+                            "a run is in flight (`busy`); outside effects nothing undoes, not "
+                            "accepted (`irreversible_effects`, with `effects`: the preview); a "
+                            "compensation failed and the rollback waits (`compensation_failed`); "
+                            "another rollback stopped half-way (`rollback_pending`)"
+                        ),
+                    },
+                ),
+            },
+            "/sessions/{sid}/rollback/{step}": {
+                "parameters": [
+                    _SID,
+                    {"name": "step", "in": "path", "required": True, "schema": step_ref},
+                ],
+                "get": _op(
+                    "what a rollback to just before the step would undo outside the "
+                    "workspace, and what it would leave done; nothing is done",
+                    {"200": _json(_ref(RollbackPreview))},
+                    errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/rollback/abandon": {
+                "parameters": [_SID],
+                "post": _op(
+                    "stop a rollback that stopped half-way: nothing more is undone, memory and "
+                    "files stay as they are",
+                    {"200": _json(session)},
+                    errors={**_SESSION_ERRORS, **busy, "400": _err("no rollback is pending")},
                 ),
             },
             "/sessions/{sid}/fork": {

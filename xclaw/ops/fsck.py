@@ -31,6 +31,7 @@ from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     INTERRUPTED,
     MAIN_AGENT,
+    ROLLBACK_PLAN,
     Status,
     Step,
     StepStatus,
@@ -241,7 +242,14 @@ def _check_session(row: SessionRow, steps: list[Step], now: int) -> Iterable[Fin
     sid = row.session_id
     max_seq = 0
     seqs = {s.seq for s in steps}
-    running = [s for s in steps if s.status is StepStatus.RUNNING]
+    # A rollback's pending plan runs until the rollback is finished or abandoned: no step
+    # left running by a dead process (xclaw/runtime/rollbacks.py).
+    running = [
+        s
+        for s in steps
+        if s.status is StepStatus.RUNNING
+        and not (s.step_type is StepType.SYSTEM_ALERT and s.name == ROLLBACK_PLAN)
+    ]
     for s in steps:
         max_seq = max(max_seq, s.seq)
         if s.step_id != full_step_id(sid, s.seq):

@@ -27,6 +27,7 @@ from xclaw.config import Settings
 from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
 from xclaw.messages import AssistantMessage, ToolCall, Usage
+from xclaw.outside_effects import outside_steps
 from xclaw.recorder.history import recorded_thinking, tool_output_text
 from xclaw.store.base import Store
 from xclaw.store.model import (
@@ -94,6 +95,10 @@ class ReplayResult:
     divergences: list[Divergence] = field(default_factory=list)
     # The record stops mid-turn (interrupted or waiting): replayed up to its last answer.
     record_ended: bool = False
+    # The calls of the replay whose effects reached outside the workspace (tools run for
+    # real): the replay's own, undone as any session's by rolling it back (compensable
+    # ones), or not at all (irreversible): [{"stepId", "tool", "effect"}].
+    outside: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def first(self) -> Divergence | None:
@@ -112,6 +117,7 @@ class ReplayResult:
             "recordEndsMidTurn": self.record_ended,
             "firstDivergence": self.first.to_json() if self.first else None,
             "divergences": [d.to_json() for d in self.divergences],
+            "outsideEffects": self.outside,
         }
 
 
@@ -308,6 +314,12 @@ async def replay(
         live_calls=model.live_calls,
     )
     after = first or 0
+    mine = store.steps(sid) if sid else []
+    result.outside = [
+        {"stepId": m.display_id, "tool": d.get("tool"), "effect": d.get("effect", "irreversible")}
+        for m in outside_steps(mine, after)
+        if isinstance(d := m.input_data, dict)
+    ]
     result.divergences = compare(
         [s for s in steps if s.seq >= after],
         [s for s in (store.steps(sid) if sid else []) if s.seq >= after],

@@ -7,7 +7,7 @@ none to give.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -133,10 +133,13 @@ def build_history(
     read_only: Callable[[str], bool],
     resumable: Callable[[str], bool] = lambda name: False,
     new_input: bool = False,
+    rerun: Collection[str] = (),
 ) -> History:
     """Messages of one agent from its steps (seq order). `new_input`: a user message is about
     to follow, so calls still unanswered are settled as not run rather than left pending.
-    `resumable`: tools whose interrupted call runs again and continues (spawn_agent)."""
+    `resumable`: tools whose interrupted call runs again and continues (spawn_agent).
+    `rerun`: call ids whose interrupted attempt a settle check found never took effect: run
+    again at once, like a read-only call (xclaw/runtime/settle.py)."""
     hist = History(messages=[])
     # Latest result per call id (a retried call supersedes its interrupted attempt).
     results: dict[str, Step] = {}
@@ -195,9 +198,9 @@ def build_history(
                     hist.interrupted_retry.append(step.display_id)
                     hist.resumable_calls[call.id] = first_attempt[call.id]
                     continue  # runs again and continues from its own record
-                if open_turn and read_only(call.name):
+                if open_turn and (read_only(call.name) or call.id in rerun):
                     hist.interrupted_retry.append(step.display_id)
-                    continue  # read-only: re-run automatically
+                    continue  # read-only, or found not done: re-run automatically
                 if open_turn:
                     hist.interrupted_unsafe.append(step.display_id)
                 hist.suspect_calls.add(call_signature(call.name, call.input))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from xclaw.agent.loop import Agent, AgentConfig
@@ -25,7 +25,7 @@ from xclaw.runtime.outcomes import end_with
 from xclaw.runtime.rebuild import Rebuilder
 from xclaw.runtime.run import Run
 from xclaw.runtime.session_configs import SessionConfigs
-from xclaw.runtime.settle import look_at_workspace
+from xclaw.runtime.settle import ask_the_tools, evidence_step, look_at_workspace
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_notice, worth_looking
 from xclaw.runtime.wiring import Toolbox
@@ -156,8 +156,12 @@ class TurnDrive:
         hist = p.rebuild(steps)
         context = ToolContext(workspace=workspace, session_id=sid)
         looking = worth_looking(self.turn, hist)
-        seen = await look_at_workspace(steps, looking, p.toolbox.tools_for(sid), context)
-        return Record(status, steps, interrupted, hist, seen), context
+        tools = p.toolbox.tools_for(sid)
+        seen = await look_at_workspace(steps, looking, tools, context)
+        # What the workspace cannot show, the tools' settle checks are asked (evidence).
+        asking = [ref for ref in looking if ref not in seen]
+        evidence = await ask_the_tools(steps, asking, tools, context)
+        return Record(status, steps, interrupted, hist, seen, evidence), context
 
     async def _prepare_tools(self) -> None:
         """MCP servers start on first use; one that cannot start is named, the rest work."""
@@ -180,9 +184,15 @@ class TurnDrive:
         return steps, p.toolbox.workspace(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
-        """The calls the workspace shows ran, recorded completed (no blind repeat); the
-        history the agent goes on from."""
+        """Each settle check's answer recorded, then the calls the evidence shows ran,
+        recorded completed (no blind repeat); the history the agent goes on from, in which
+        the calls found not done run again at once."""
         p, db, reader = self.parts, self.db, self.reader
+        for step, evidence in plan.checks:  # recorded before anything acts on it
+            said = evidence_step(step, evidence)
+            said = replace(said, input_data=p.redact(said.input_data))
+            check = await db(db.store.add_step, self.sid, said, status=StepStatus.COMPLETED)
+            self.emit(step_frame(check, p.prices))
         settled = [
             await db(
                 db.store.add_step,
@@ -193,10 +203,11 @@ class TurnDrive:
             )
             for s in plan.settle
         ]
-        if not settled:
+        if not settled and not plan.rerun:
             return settled, record.history
         steps = await reader(reader.store.steps, self.sid, agent=MAIN_AGENT)
-        return settled, p.rebuild(steps)
+        rerun = {s.call_id for s in plan.rerun if s.call_id}
+        return settled, p.rebuild(steps, rerun=rerun)
 
     def _recorder(self, hist: History) -> Recorder:
         p, sid, lease, reader = self.parts, self.sid, self.run.lease, self.reader
@@ -230,9 +241,9 @@ class TurnDrive:
         await self.parts.configs.announce(self.sid, self.run, recorder)
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
-        for step in settled:
+        for step, how in zip(settled, plan.settle, strict=True):
             self.emit(step_frame(step, self.parts.prices))
-            self.emit(notice_frame(settled_notice(step)))
+            self.emit(notice_frame(settled_notice(step, by_check=how.by_check)))
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
         p, run = self.parts, self.run

@@ -3,7 +3,7 @@ tool kinds (which interrupted calls run again) and the bytes of the images tools
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from xclaw.errors import MissingBlobs
@@ -18,8 +18,11 @@ class Rebuilder:
     store: SnapshotStore
     toolbox: Toolbox
 
-    def __call__(self, steps: Iterable[Step], *, new_input: bool = False) -> History:
-        """Blocking when a step holds images (their bytes come from the blob store)."""
+    def __call__(
+        self, steps: Iterable[Step], *, new_input: bool = False, rerun: Collection[str] = ()
+    ) -> History:
+        """Blocking when a step holds images (their bytes come from the blob store).
+        `rerun`: interrupted calls a settle check found not done (build_history)."""
         steps = list(steps)
         sid = steps[0].session_id if steps else None  # (its client's tools count too)
         hist = build_history(
@@ -27,6 +30,7 @@ class Rebuilder:
             read_only=lambda name: self.toolbox.is_retry_safe(name, sid),
             resumable=lambda name: self.toolbox.is_resumable(name, sid),
             new_input=new_input,
+            rerun=rerun,
         )
         hist.messages = with_image_bytes(hist.messages, self._image_blobs)
         return hist

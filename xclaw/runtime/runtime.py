@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
@@ -42,6 +42,7 @@ from xclaw.runtime.drive import DriveParts, agent_config, drive_with
 from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.peers import Peers
 from xclaw.runtime.rebuild import Rebuilder
+from xclaw.runtime.rollbacks import Outcome, Preview, Rollbacks
 from xclaw.runtime.run import Run
 from xclaw.runtime.runs import Runs, RunsParts
 from xclaw.runtime.session_configs import ConfigParts, SessionConfigs
@@ -49,18 +50,28 @@ from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
-from xclaw.store.base import RollbackResult, StepWriter, Store
+from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step
+from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
-from xclaw.wire.build import for_session, notice_frame, renamed_frame, state_frame
+from xclaw.tools.base import Tool
+from xclaw.wire.build import (
+    for_session,
+    notice_frame,
+    renamed_frame,
+    rolledback_frame,
+    state_frame,
+    step_frame,
+)
 from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, StatusJson
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
+
+T = TypeVar("T")
 
 
 class Runtime:
@@ -152,6 +163,15 @@ class Runtime:
                 worker_id=self.worker_id,
             )
         )
+        # Rollback that undoes outside effects: a durable process of its own (rollbacks.py).
+        self.rollbacks = Rollbacks(
+            self.store,
+            self._tools_now,
+            self.workspaces,
+            self.redact,
+            told=lambda sid, step: self.broadcast.emit(sid, step_frame(step, self.prices)),
+            workspace_of=self.toolbox.workspace,
+        )
         self._starts = TurnStarts(
             StartParts(
                 runs=self.runs,
@@ -163,6 +183,8 @@ class Runtime:
                 redact=self.redact,
                 require_model=self.require_model,
                 worker_id=self.worker_id,
+                rollbacks=self.rollbacks,
+                finish_rollback=self.finish_rollback,
             )
         )
 
@@ -392,21 +414,96 @@ class Runtime:
     def steps(self, session_id: str, n: int = 10) -> list[Step]:
         return self.store.latest_steps(session_id, n)
 
-    async def rollback(self, session_id: str, step_ref: str) -> RollbackResult:
-        self._refuse_if_busy(session_id, "roll back")
-        run = self.runs.claim(session_id)  # nothing starts here meanwhile
+    async def _tools_now(self) -> Mapping[str, Tool]:
+        """The tools compensations run with: an MCP server's join once it has started."""
+        await self.toolbox.prepare()
+        return self.toolbox.tools
+
+    async def rollback_preview(self, session_id: str, step_ref: str) -> Preview:
+        """What rolling back to `step_ref` would undo outside the workspace, and what not."""
+        return await self.rollbacks.preview(session_id, step_ref)
+
+    async def rollback(
+        self,
+        session_id: str,
+        step_ref: str,
+        *,
+        accept_irreversible: bool = False,
+        retry: bool = False,
+        by: AnsweredBy | None = None,
+    ) -> Outcome:
+        """Undo the outside effects after `step_ref` (their compensations, in reverse order),
+        then rewind memory and files to just before it (xclaw/runtime/rollbacks.py).
+        IrreversibleEffects unless effects nothing undoes are accepted; CompensationFailed
+        when a compensation fails (the rollback then waits: retry, accept, or abandon)."""
+        who = (by or AnsweredBy.person(None, "unknown")).to_json()
+        return await self._undoing(
+            session_id,
+            "roll back",
+            lambda lease: self.rollbacks.rollback(
+                session_id,
+                step_ref,
+                lease=lease,
+                by=who,
+                accept_irreversible=accept_irreversible,
+                retry=retry,
+            ),
+        )
+
+    async def abandon_rollback(self, session_id: str, by: AnsweredBy | None = None) -> Step:
+        """Stop a rollback that stopped half-way: nothing more is undone, nothing rewound."""
+        who = (by or AnsweredBy.person(None, "unknown")).to_json()
+        return await self._undoing(
+            session_id,
+            "abandon a rollback",
+            lambda lease: self.rollbacks.abandon(session_id, lease, who),
+        )
+
+    async def finish_rollback(self, session_id: str) -> Outcome | None:
+        """A rollback a crash cut short, carried on (at the next start: a reconnect, a
+        resume, a message); its clients are told as after any rollback. None: none
+        pending. CompensationFailed when it stops for a person."""
+        outcome = await self._undoing(
+            session_id,
+            "finish a rollback",
+            lambda lease: self.rollbacks.finish_pending(session_id, lease),
+        )
+        if outcome is not None:
+            target = display_id(outcome.result.target_seq)
+            text = f"[rollback] a rollback cut short by a crash is finished: session reset to before {target}"
+            if outcome.text():
+                text += "\n" + outcome.text()
+            self.emit(session_id, notice_frame(text))
+            self.emit(session_id, rolledback_frame(target, outcome.result.deleted))
+            self.emit(session_id, await self.db(self.history_frame, session_id))
+        return outcome
+
+    async def _undoing(self, session_id: str, what: str, act: Callable[[Lease], Awaitable[T]]) -> T:
+        """`act` under the session's lease (kept alive: compensations may take a while) and
+        its place on this worker: nothing starts here or elsewhere meanwhile (one driver)."""
+        self._refuse_if_busy(session_id, what)
+        run = self.runs.claim(session_id)
         try:
-            lease = await self.leases.acquire(session_id)  # nor on another worker
+            lease = await self.leases.acquire(session_id)
+            holder = [lease]
+            renewer = self.leases.keep_alive(
+                lambda: holder[0], lambda renewed: holder.__setitem__(0, renewed), lambda _why: None
+            )
             try:
-                result = await self.db(self.workspaces.rollback, session_id, step_ref)  # files too
+                return await act(lease)
             finally:
-                await self.leases.release(lease)
+                renewer.cancel()
+                await self.leases.release(holder[0])
         finally:
             self.runs.unclaim(session_id, run)
-        self.emit(session_id, self.status_frame(result.session, busy=False))
-        if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
-            self.emit(session_id, notice_frame(f"[rollback] {note}"))  # its processes
-        return result
+            try:
+                session = await self.db(self.store.get_session, session_id)
+                self.emit(session_id, self.status_frame(session, busy=False))
+            except SessionNotFound:
+                pass
+            # The session's container (docs/containers.md): its processes are not restored.
+            if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
+                self.emit(session_id, notice_frame(f"[rollback] {note}"))
 
     async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
         title = None if title is None else self.title_of(title)

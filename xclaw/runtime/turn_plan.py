@@ -22,6 +22,7 @@ from xclaw.recorder.history import History
 from xclaw.runtime.settle import settling_step
 from xclaw.store.model import NewStep, Status, Step
 from xclaw.tools.base import ToolResult
+from xclaw.tools.effects import Evidence, Outcome
 
 RESUME_NOTICE = "[resume] detected interrupted tool_call, retrying..."
 # What an approval still waiting records when new input (a message, /compact) ends the wait.
@@ -47,11 +48,21 @@ def unsafe_retry_notice(name: str, step: str) -> str:
     )
 
 
-def settled_notice(step: Step) -> str:
-    """Said once `step`, the completed record of a call the workspace shows ran, is written."""
+def settled_notice(step: Step, by_check: bool = False) -> str:
+    """Said once `step`, the completed record of a call the workspace (or the tool's settle
+    check) shows ran, is written."""
+    shown = "its settle check shows" if by_check else "the workspace shows"
     return (
-        f"[resume] {step.name} {step.call_id} was interrupted; the workspace shows it ran, "
+        f"[resume] {step.name} {step.call_id} was interrupted; {shown} it ran, "
         f"recorded as {step.display_id}"
+    )
+
+
+def not_done_notice(name: str, step: str) -> str:
+    """A call its settle check says never took effect: run now, nothing repeats."""
+    return (
+        f"[resume] {name} {step} was interrupted before it took effect (its settle check "
+        "says not done): it runs now"
     )
 
 
@@ -90,6 +101,8 @@ class Record:
     # What the workspace shows: display id -> the result of each interrupted call (among
     # `worth_looking`) whose effect is there.
     seen: Mapping[str, ToolResult] = field(default_factory=dict)
+    # What the tools' settle checks answered of the others: display id -> evidence.
+    evidence: Mapping[str, Evidence] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ class Settlement:
     interrupted: Step
     step: NewStep
     output: str
+    by_check: bool = False  # the tool's settle check said done (else the workspace shows it)
 
 
 @dataclass(frozen=True)
@@ -111,22 +125,34 @@ class ResumeAlert:
     interrupted: tuple[str, ...]  # display ids the marking marked
     retrying: tuple[str, ...]  # calls run again automatically
     may_have_run: tuple[str, ...]  # calls reported to the model as interrupted
+    not_done: tuple[str, ...] = ()  # calls their settle check says never took effect: rerun
+    checked_calls: frozenset[str] = frozenset()  # call ids a settle check settled as done
 
     def details(self, settled: Sequence[Step]) -> dict[str, Any]:
         """The alert's details, with the ids the settling steps got (known once written)."""
         details: dict[str, Any] = {"after": Status.FAILED.value} if self.after_failed else {}
-        return details | {
+        by_check = [s.display_id for s in settled if s.call_id in self.checked_calls]
+        details |= {
             "interrupted": list(self.interrupted),
             "retrying": list(self.retrying),
             "mayHaveRun": list(self.may_have_run),
-            "settledByWorkspace": [s.display_id for s in settled],
+            "settledByWorkspace": [
+                s.display_id for s in settled if s.call_id not in self.checked_calls
+            ],
         }
+        if by_check or self.not_done:  # settled by evidence (a tool's settle check)
+            details |= {"settledByCheck": by_check, "notDone": list(self.not_done)}
+        return details
 
 
 @dataclass(frozen=True)
 class TurnPlan:
     turn: Turn
     settle: tuple[Settlement, ...] = ()
+    # Each settle check's answer, recorded as a step before anything acts on it.
+    checks: tuple[tuple[Step, Evidence], ...] = ()
+    # Interrupted calls whose check says not done: the history runs them again at once.
+    rerun: tuple[Step, ...] = ()
     notices: tuple[str, ...] = ()  # said before the run starts
     resume_alert: ResumeAlert | None = None
     resume_note: bool = False  # the resume note goes with the next LLM request
@@ -152,19 +178,34 @@ def plan_turn(turn: Turn, record: Record) -> TurnPlan:
         return TurnPlan(turn)
     hist = record.history
     wanted = set(worth_looking(turn, hist))
-    settle = tuple(  # in the record's order
-        Settlement(step, settling_step(step), record.seen[step.display_id].content)
-        for step in record.steps
-        if step.display_id in wanted and step.display_id in record.seen
-    )
-    settled = {s.interrupted.display_id for s in settle}
-    unsafe = tuple(ref for ref in hist.interrupted_unsafe if ref not in settled)
+    settle: list[Settlement] = []
+    checks: list[tuple[Step, Evidence]] = []
+    rerun: list[Step] = []
+    for step in record.steps:  # in the record's order
+        ref = step.display_id
+        if ref not in wanted:
+            continue
+        if ref in record.seen:  # the workspace shows it: no check needs asking
+            settle.append(Settlement(step, settling_step(step), record.seen[ref].content))
+            continue
+        evidence = record.evidence.get(ref)
+        if evidence is None:
+            continue
+        checks.append((step, evidence))
+        if evidence.outcome is Outcome.DONE:
+            output = evidence.result or f"[settled] {step.name}: {evidence.detail}"
+            settle.append(Settlement(step, settling_step(step), output, by_check=True))
+        elif evidence.outcome is Outcome.NOT_DONE:
+            rerun.append(step)
+    decided = {s.interrupted.display_id for s in settle} | {s.display_id for s in rerun}
+    unsafe = tuple(ref for ref in hist.interrupted_unsafe if ref not in decided)
     notices: list[str] = []
-    if hist.interrupted_retry or unsafe:
+    if hist.interrupted_retry or unsafe or rerun:
         notices.append(RESUME_NOTICE)
     names = {s.display_id: s.name for s in record.steps}
     # Each goes on from RESUME_NOTICE (how this call is retried), never against it.
     notices += [safe_retry_notice(names.get(ref, "tool"), ref) for ref in hist.interrupted_retry]
+    notices += [not_done_notice(s.name, s.display_id) for s in rerun]
     notices += [unsafe_retry_notice(names.get(ref, "tool"), ref) for ref in unsafe]
     after_failed = record.status is Status.FAILED
     alert = None
@@ -172,7 +213,13 @@ def plan_turn(turn: Turn, record: Record) -> TurnPlan:
         alert = ResumeAlert(
             after_failed,
             tuple(s.display_id for s in record.interrupted),
-            tuple(hist.interrupted_retry),
+            (*hist.interrupted_retry, *(s.display_id for s in rerun)),
             unsafe,
+            tuple(s.display_id for s in rerun),
+            frozenset(
+                s.interrupted.call_id for s in settle if s.by_check and s.interrupted.call_id
+            ),
         )
-    return TurnPlan(turn, settle, tuple(notices), alert, resume_note=True)
+    return TurnPlan(
+        turn, tuple(settle), tuple(checks), tuple(rerun), tuple(notices), alert, resume_note=True
+    )

@@ -4,7 +4,7 @@ compaction: what it checks first, the session's lease (one driver) and configura
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -12,13 +12,16 @@ from xclaw.errors import (
     ConfigError,
     ConfigMismatch,
     MessageRecorded,
+    RollbackPending,
     SessionBusy,
     SessionNotFound,
+    XclawError,
 )
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.leases import LeaseKeeper, busy_message
 from xclaw.runtime.opening import open_turn
+from xclaw.runtime.rollbacks import Rollbacks
 from xclaw.runtime.runs import Runs
 from xclaw.runtime.session_configs import SessionConfigs
 from xclaw.runtime.subscribers import Broadcast
@@ -48,6 +51,9 @@ class StartParts:
     # Raises ConfigError saying how to configure a model, when this worker has none.
     require_model: Callable[[], None]
     worker_id: str
+    # A rollback a crash cut short (xclaw/runtime/rollbacks.py): finished before a turn.
+    rollbacks: Rollbacks
+    finish_rollback: Callable[[str], Awaitable[object]]
 
 
 def resumable(session: Session) -> bool:
@@ -92,6 +98,8 @@ class TurnStarts:
         found = await p.reader(p.reader.store.find_session, session_id)
         if found is None and not create:
             raise SessionNotFound(session_id)
+        if found is not None:
+            await self._no_rollback_pending(found)
         p.require_model()  # before recording anything: say how to configure one
         # Another worker's session: with its model chain and approval mode, or refused.
         agreement = await p.configs.agreement(found, explicit=True)
@@ -136,6 +144,28 @@ class TurnStarts:
         assert opened is not None  # a lease taken: the message was recorded with it
         return opened.message, False
 
+    async def _no_rollback_pending(self, session: Session) -> None:
+        """A rollback a crash cut short is finished first (xclaw/runtime/rollbacks.py); one
+        that stopped for a person refuses the turn (RollbackPending) until it is retried or
+        abandoned. (Only a Running session can have one: its plan's step ran it.)"""
+        p = self.parts
+        if session.status is not Status.RUNNING:
+            return
+        plan = await p.reader(p.rollbacks.pending, session.session_id)
+        if plan is None:
+            return
+        if not session.awaiting_input:
+            await p.finish_rollback(session.session_id)
+            return
+        target = (
+            (plan.input_data or {}).get("stepId") if isinstance(plan.input_data, dict) else None
+        )
+        raise RollbackPending(
+            f"a rollback to before {target} stopped half-way ({plan.display_id}): retry it "
+            f"(/rollback {target} --retry), rewind leaving the rest done (/rollback {target} "
+            "--accept-irreversible), or abandon it (/rollback --abandon) before anything else"
+        )
+
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.parts.reader(self.parts.reader.store.steps, session_id, agent=MAIN_AGENT)
         return any(st.step_type is StepType.USER_INPUT for st in steps)
@@ -162,6 +192,13 @@ class TurnStarts:
 
         session = await p.reader(p.reader.store.get_session, session_id)
         if not wanted(session):
+            return False
+        if resumable(session) and await p.reader(p.rollbacks.pending, session_id) is not None:
+            # A rollback cut short by a crash: finished now, instead of a turn.
+            try:
+                await p.finish_rollback(session_id)
+            except XclawError as e:
+                p.broadcast.emit(session_id, error_frame(e.message, e.code))
             return False
         try:
             p.require_model()
@@ -220,6 +257,7 @@ class TurnStarts:
             raise SessionBusy(
                 "this session has interrupted work: resume it (or send a message) first"
             )
+        await self._no_rollback_pending(session)
         p.require_model()
         agreement = await p.configs.agreement(session, explicit=True)
         if agreement.refused:

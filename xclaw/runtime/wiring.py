@@ -123,10 +123,15 @@ def _check_policy_names(
     from xclaw.tools.mcp.names import PREFIX, tool_name
 
     prefixes = {tool_name(server, ""): server for server in servers}
-    for name in policies:
+    for name, policy in policies.items():
         if name in tools:
             continue
         if name.startswith(PREFIX):
+            if policy.effect == "compensable" and policy.compensate is None:
+                raise ConfigError(
+                    f"xclaw.yaml: tool_policies.{name}: effect compensable needs a "
+                    "`compensate: {tool, args}` (the server's tool that undoes a call)"
+                )
             if any(name.startswith(p) for p in prefixes):
                 continue
             server = name[len(PREFIX) :].split("__", 1)[0]

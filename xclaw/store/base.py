@@ -47,6 +47,16 @@ class RollbackResult:
     restore: PendingRestore | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PlanDone:
+    """The plan of a rollback that undid outside effects (a running `system_alert`
+    `rollback`, model.ROLLBACK_PLAN): completed with `output` in the rollback's own
+    transaction, so the rewind and the plan's end are one (xclaw/runtime/rollbacks.py)."""
+
+    seq: int
+    output: Any = None
+
+
 @runtime_checkable
 class RecordReader(Protocol):
     """The record read: sessions and their steps, never a write (read-only commands, views,
@@ -196,12 +206,15 @@ class StepWriter(Protocol):
         *,
         workspace: WorkspaceRestore | None = None,
         lease: Lease | None = None,
+        plan: PlanDone | None = None,
     ) -> RollbackResult:
-        """Delete the target step and every later one; the session goes Running and waits
-        for a new instruction. The snapshots of the deleted steps go too, and blobs
-        nothing refers to any more are swept. With `workspace`, the workspace state before
-        the target (the first snapshot at or after it) is journaled as a pending restore
-        (result.restore). One transaction."""
+        """Delete the target step and every later one — but the records of rollbacks and
+        their compensations (model.UNDO_STEPS), which say what was undone; the session goes
+        Running and waits for a new instruction. The snapshots of the deleted steps go too,
+        and blobs nothing refers to any more are swept. With `workspace`, the workspace state
+        before the target (the first snapshot at or after it) is journaled as a pending
+        restore (result.restore); with `plan`, that rollback plan is completed. One
+        transaction."""
         ...
 
     def write_stream(self, lease: Lease | None = None) -> WriteStream:

@@ -17,7 +17,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, MessageRecorded, SessionNotFound
-from xclaw.store.base import RollbackResult
+from xclaw.store.base import PlanDone, RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
@@ -348,12 +348,13 @@ class StoreBase:
         ref: str | int,
         workspace: WorkspaceRestore | None,
         lease: Lease | None,
+        plan: PlanDone | None = None,
     ) -> RollbackResult:
         """One durable write transaction of the backend, the body shared (timetravel.py)."""
         d = self._dialect
         return self._write(
             lambda conn: rollback_tx(
-                d, conn, session_id, seq, ref, self._now(), workspace, lease=lease
+                d, conn, session_id, seq, ref, self._now(), workspace, lease=lease, plan=plan
             ),
             durable=True,
         )
@@ -509,9 +510,10 @@ class StoreBase:
         *,
         workspace: WorkspaceRestore | None = None,
         lease: Lease | None = None,
+        plan: PlanDone | None = None,
     ) -> RollbackResult:
         seq = parse_step_ref(ref, session_id)
-        return self._rollback(session_id, seq, ref, workspace, lease)
+        return self._rollback(session_id, seq, ref, workspace, lease, plan)
 
     def fork(
         self,

@@ -28,7 +28,7 @@ from xclaw.store.model import SessionState, Status, StepStatus, state_of
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from xclaw.store.base import RollbackResult, StepWriter
+    from xclaw.store.base import PlanDone, RollbackResult, StepWriter
     from xclaw.store.model import NewStep, Session, Step
     from xclaw.store.snapshot_model import WorkspaceRestore
     from xclaw.store.stream import WriteStream
@@ -255,5 +255,8 @@ class DrivenStore:
         *,
         workspace: WorkspaceRestore | None = None,
         lease: Lease | None = None,
+        plan: PlanDone | None = None,
     ) -> RollbackResult:
-        return self.store.rollback(session_id, ref, workspace=workspace, lease=self._fence(lease))
+        return self.store.rollback(
+            session_id, ref, workspace=workspace, lease=self._fence(lease), plan=plan
+        )

@@ -157,6 +157,21 @@ def is_approval(step_type: StepType | str, name: str) -> bool:
     return name == APPROVAL_STEP_NAME and step_type == "system_alert"
 
 
+# A rollback that undoes outside effects (xclaw/runtime/rollbacks.py) is a durable process
+# recorded as steps: its plan, a `system_alert` `rollback` (running until the rewind
+# completes it, or a person abandons it), and one `system_alert` `compensation` per effect
+# undone (write-ahead, like a tool call). Rollback keeps both kinds (they are the record of
+# what was undone, by whom and when); `mark_interrupted` leaves a pending plan running.
+ROLLBACK_PLAN = "rollback"
+COMPENSATION = "compensation"
+UNDO_STEPS = (ROLLBACK_PLAN, COMPENSATION)
+
+
+def is_undo_step(step_type: StepType | str, name: str) -> bool:
+    """A rollback's plan or one of its compensations (kept by every rollback)."""
+    return step_type == "system_alert" and name in UNDO_STEPS
+
+
 # ASCII digits only: `\d` would read "\u0661" (Arabic-Indic one) as step 1.
 _DISPLAY_RE = re.compile(r"^[sS]?([0-9]{1,12})$")
 

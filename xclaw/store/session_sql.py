@@ -55,9 +55,12 @@ _UPDATE_SESSION = (
 _DELETE_SESSION = "DELETE FROM sessions WHERE session_id=?"
 _GET_STEP = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND seq=?"
 _LATEST_STEPS = f"SELECT {STEP_COLS} FROM traces WHERE session_id=? ORDER BY seq DESC LIMIT ?"
+# A rollback's pending plan is no interrupted step: it stays running until the rollback is
+# finished or abandoned (xclaw/runtime/rollbacks.py).
+_NOT_PLAN = " AND NOT (step_type='system_alert' AND name='rollback')"
 _INTERRUPT = (
     "UPDATE traces SET status='failed', error_message=?, end_time=?"
-    " WHERE session_id=? AND status='running'"
+    " WHERE session_id=? AND status='running'" + _NOT_PLAN
 )
 # A pending approval is asked again after a restart, so mark_interrupted leaves it running.
 _NOT_APPROVAL = " AND NOT (step_type='system_alert' AND name='approval')"
@@ -65,7 +68,7 @@ _NOT_APPROVAL = " AND NOT (step_type='system_alert' AND name='approval')"
 _INTERRUPT_ANSWERING = (
     "UPDATE traces SET output_data = CASE WHEN step_type='system_alert' AND name='approval'"
     " THEN ?::jsonb ELSE output_data END, status='failed', error_message=?, end_time=?"
-    " WHERE session_id=? AND status='running'"
+    " WHERE session_id=? AND status='running'" + _NOT_PLAN
 )
 _RUNNING_APPROVAL = (
     "SELECT 1 FROM traces WHERE session_id=? AND status='running'"

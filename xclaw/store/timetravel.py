@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xclaw.errors import SessionNotFound
-from xclaw.store.base import RollbackResult
+from xclaw.errors import SessionNotFound, StoreError
+from xclaw.store.base import PlanDone, RollbackResult
 from xclaw.store.changes import record_change_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
@@ -66,6 +66,21 @@ def forked_session(new_sid: str, source: Session, seq: int, title: str | None, n
     )
 
 
+# What a rollback deletes: the target step and every later one, but the records of rollbacks
+# and their compensations (model.UNDO_STEPS): they say what was undone, by whom and when, and
+# outlive the steps of the effects they undid (their parent links to them become NULL).
+_ROLLBACK_DELETE = (
+    "DELETE FROM traces WHERE session_id=? AND seq>=?"
+    " AND NOT (step_type='system_alert' AND name IN ('rollback', 'compensation'))"
+)
+# The plan of a compensating rollback, completed in the rollback's transaction.
+_PLAN_DONE = (
+    "UPDATE traces SET status='completed', output_data=?::jsonb, end_time=?"
+    " WHERE session_id=? AND seq=? AND status='running'"
+    " AND step_type='system_alert' AND name='rollback'"
+)
+
+
 def rollback_tx(
     d: Dialect,
     conn: Any,
@@ -76,15 +91,24 @@ def rollback_tx(
     workspace: WorkspaceRestore | None = None,
     *,
     lease: Lease | None = None,
+    plan: PlanDone | None = None,
 ) -> RollbackResult:
-    """Delete the target step and every later one; the session goes Running, waiting.
-    With `workspace`, the restore of its files is journaled in the same transaction."""
+    """Delete the target step and every later one (not the records of rollbacks and their
+    compensations); the session goes Running, waiting. With `workspace`, the restore of its
+    files is journaled in the same transaction; with `plan`, that rollback plan completed."""
     current, _, _ = d.lock_session(conn, session_id, lease)
     d.require_step(conn, session_id, seq, ref)
+    if plan is not None:
+        done = conn.execute(
+            d.sql(_PLAN_DONE), (d.json(plan.output, "output_data"), now, session_id, plan.seq)
+        ).rowcount
+        if done != 1:
+            raise StoreError(
+                f"the rollback plan {display_id(plan.seq)} of session {session_id} is not "
+                "pending: another process finished or abandoned it"
+            )
     # next_seq is left alone, so ids are never reused: after s0005..s0010 comes s0011.
-    deleted = conn.execute(
-        d.sql("DELETE FROM traces WHERE session_id=? AND seq>=?"), (session_id, seq)
-    ).rowcount
+    deleted = conn.execute(d.sql(_ROLLBACK_DELETE), (session_id, seq)).rowcount
     # Rollback lands in Running, waiting for a new instruction (model.next_status).
     d.write_status(conn, session_id, current, SessionEvent.ROLLED_BACK, now)
     row = conn.execute(d.sql(_SESSION_SQL), (session_id,)).fetchone()

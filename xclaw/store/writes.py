@@ -64,6 +64,7 @@ from xclaw.store.model import (
     StepStatus,
     StepType,
     is_approval,
+    is_undo_step,
     parse_step_ref,
 )
 
@@ -80,6 +81,7 @@ class Kind(enum.Enum):
     """What a write is, read from the value (`kind_of`): the rows of SYNC."""
 
     TOOL_BEGINS = "tool_begins"
+    UNDO_BEGINS = "undo_begins"
     APPROVAL_ASKED = "approval_asked"
     STEP_BEGINS = "step_begins"
     MESSAGE = "message"
@@ -96,6 +98,7 @@ class Kind(enum.Enum):
 # step's or a run's write (docs/storage.md, "Durability").
 SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TOOL_BEGINS: (Sync.DURABLE, "the tool runs: write-ahead"),
+    Kind.UNDO_BEGINS: (Sync.DURABLE, "a compensation runs, or a rollback's plan starts"),
     Kind.APPROVAL_ASKED: (Sync.DURABLE, "a person is asked; clients see Paused"),
     Kind.STEP_BEGINS: (Sync.LAZY, "the model is called: no effect outside, a lost row re-issued"),
     Kind.MESSAGE: (Sync.RELAXED, "the run starts: clients see Running"),
@@ -214,6 +217,8 @@ def kind_of(w: Write) -> Kind:
     if isinstance(w, BeginStep):
         if w.step.step_type is StepType.TOOL_CALL:
             return Kind.TOOL_BEGINS
+        if is_undo_step(w.step.step_type, w.step.name):
+            return Kind.UNDO_BEGINS
         return (
             Kind.APPROVAL_ASKED if is_approval(w.step.step_type, w.step.name) else Kind.STEP_BEGINS
         )

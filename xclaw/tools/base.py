@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -11,6 +14,7 @@ from xclaw.messages import ImageBlock, ToolSpec
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 
 if TYPE_CHECKING:
+    from xclaw.tools.effects import Compensation, EffectClass, Evidence
     from xclaw.tools.traits import ToolTraits
 
 
@@ -79,6 +83,9 @@ class Tool(Protocol):
     retry_on_resume: bool | None = None
     # An MCP or Python tool's declared traits (approval, resume, listing); None: built-in.
     traits: ToolTraits | None = None
+    # Its effect class (xclaw/tools/effects.py): read_only, workspace, compensable,
+    # irreversible; None: derived from `read_only` and `outside_effects` (`effect_of`).
+    effect: EffectClass | None = None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
@@ -88,6 +95,40 @@ class Tool(Protocol):
         there is settled with the returned result instead of being reported to the model as
         "may or may not have run". None: not known (the default)."""
         return None
+
+    async def find_outcome(self, args: dict[str, Any], ctx: ToolContext) -> Evidence | None:
+        """A settle check: after a crash cut a call short, whether its effect happened (done,
+        not done, unknown), asked before anyone is (xclaw/runtime/settle.py). None: the tool
+        declares no check (the default)."""
+        return None
+
+    def compensation(self, args: dict[str, Any], output: Any) -> Compensation | None:
+        """What undoes the recorded call (`args`, `output` as xclaw.tools.effects.
+        recorded_output gives it), known before it runs; None: nothing (the default).
+        Raises CompensationUnavailable when one is declared but cannot be built."""
+        return None
+
+    async def compensate(
+        self, comp: Compensation, args: dict[str, Any], output: Any, ctx: ToolContext
+    ) -> ToolResult:
+        """Run `comp` (what `compensation` gave for this call); an error result: it failed."""
+        return ToolResult(f"{self.name} declares no compensation", is_error=True)
+
+
+# The id of the tool call being run, set by the agent loop around `Tool.run`: what an
+# idempotency key is made of, the same for every attempt of one call (a re-run after a crash
+# rebuilds the call with its recorded id).
+CURRENT_CALL: ContextVar[str | None] = ContextVar("xclaw_current_call", default=None)
+
+
+def idempotency_key(session_id: str, args: Any) -> str:
+    """The key a tool declaring one sends with a call (the remote side deduplicates by it):
+    the session and the call's id; outside a loop, the call's arguments stand for the id."""
+    call = CURRENT_CALL.get()
+    if call is None:
+        text = json.dumps(args, sort_keys=True, default=str)
+        call = "args-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"xclaw-{session_id}-{call}"
 
 
 def retries_on_resume(tool: Tool) -> bool:

@@ -23,6 +23,7 @@ from xclaw.sandbox.paths import resolve_in_workspace
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.threads import run_blocking
 from xclaw.tools.base import Tool, ToolContext, ToolResult
+from xclaw.tools.effects import EffectClass
 from xclaw.tools.schema import check_args
 
 # A NUL byte among the first bytes is how `grep` and `git` tell binary from text, too.
@@ -131,6 +132,7 @@ class ReadFileTool(Tool):
     """Shows a text file with line numbers, a window of it at a time. Read-only."""
 
     read_only = True
+    effect = EffectClass.READ_ONLY
     parallel_safe = False
 
     def __init__(
@@ -269,6 +271,7 @@ class WriteFileTool(Tool):
         "Parent directories are created. For small changes to an existing file use edit_file."
     )
     read_only = False
+    effect = EffectClass.WORKSPACE
     idempotent = True  # same args, same result; informative only, not used to skip approval
     parallel_safe = False
 
@@ -351,6 +354,7 @@ class EditFileTool(Tool):
         "Whitespace and indentation must match the file exactly."
     )
     read_only = False
+    effect = EffectClass.WORKSPACE
     parallel_safe = False
 
     def __init__(self) -> None:
@@ -459,6 +463,7 @@ class ListDirTool(Tool):
 
     name = "list_dir"
     read_only = True
+    effect = EffectClass.READ_ONLY
     parallel_safe = False
 
     def __init__(self, max_entries: int = 500, max_depth: int = 5) -> None:

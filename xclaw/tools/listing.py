@@ -9,6 +9,17 @@ from typing import Any
 
 from xclaw.tools.approval import SHELL_TOOLS, ApprovalPolicy
 from xclaw.tools.base import Tool, retries_on_resume
+from xclaw.tools.effects import EffectClass, effect_of
+
+# How the listing says each effect class.
+EFFECT_WORDS = {
+    EffectClass.READ_ONLY: "",
+    EffectClass.WORKSPACE: "",
+    EffectClass.COMPENSABLE: "effects outside the workspace, undone on rollback by its "
+    "compensation",
+    EffectClass.IRREVERSIBLE: "effects outside the workspace, irreversible (rollback cannot "
+    "undo them)",
+}
 
 
 def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
@@ -18,14 +29,21 @@ def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
     else:
         decision = policy.decide(tool, {})
         approval = "runs" if decision.kind == "allow" else f"asked ({decision.reason})"
+    settles = traits is not None and traits.settle_check
     if tool.resumable:
         resume = "continues from its record"
+    elif traits is not None and traits.idempotency_key:
+        resume = "retried with the same idempotency key (the remote side deduplicates)"
     elif retries_on_resume(tool):
         resume = "retried"
     elif traits is not None and traits.resume_note:
         resume = f"asked again (may have run; {traits.resume_note})"
     else:
         resume = "asked again (may have run)"
+    if settles and not retries_on_resume(tool):
+        resume = (
+            f"its settle check decides (done: settled, not done: retried); if unknown, {resume}"
+        )
     return {
         "name": tool.name,
         "source": traits.source if traits is not None else "built-in",
@@ -34,6 +52,7 @@ def tool_row(tool: Tool, policy: ApprovalPolicy) -> dict[str, Any]:
         "approval": approval,
         "resume": resume,
         "outsideEffects": tool.outside_effects,
+        "effect": effect_of(tool).value,
         "traits": traits.as_json() if traits is not None else None,
         "inputSchema": tool.input_schema,
     }
@@ -81,7 +100,7 @@ def format_listing(tools: list[dict[str, Any]], servers: list[dict[str, Any]], m
             f
             for f in (
                 "read-only" if t["readOnly"] else "",
-                "effects outside the workspace" if t["outsideEffects"] else "",
+                EFFECT_WORDS.get(EffectClass(t.get("effect") or "workspace"), ""),
             )
             if f
         )

@@ -8,7 +8,10 @@
         ...
 
 The JSON schema the model sees comes from the type hints (or from a single pydantic model
-parameter), the description from the docstring. Sync functions run in a worker thread, async
+parameter), the description from the docstring. A tool may also declare its effect class,
+the compensation that undoes a call (`compensate=undo`, `undo(input, output)`), a settle
+check (`settle=check`, `check(input)` -> done / not done / unknown) and a parameter that
+receives an idempotency key (docs/tools.md, "Effects outside the workspace"). Sync functions run in a worker thread, async
 ones on the loop. The same write-ahead, approval and resume rules apply as to every tool:
 the declared traits feed xclaw/tools/traits.py (your own code is trusted: a read-only tool is
 not asked about; anything else is).
@@ -29,7 +32,14 @@ from typing import Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from xclaw.errors import ConfigError
-from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
+from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text, idempotency_key
+from xclaw.tools.effects import (
+    Compensation,
+    EffectClass,
+    Evidence,
+    Outcome,
+    outcome_of,
+)
 from xclaw.tools.traits import NO_OVERRIDE, ToolPolicy, ToolTraits
 
 _MARK = "__xclaw_tool__"
@@ -43,6 +53,11 @@ class Declared:
     idempotent: bool
     open_world: bool
     destructive: bool
+    effect: str | None = None
+    compensate: Any = None
+    compensate_idempotent: bool = False
+    settle: Any = None
+    idempotency_key: str | None = None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,6 +77,11 @@ def tool(
     idempotent: bool = False,
     open_world: bool = False,
     destructive: bool = False,
+    effect: str | None = None,
+    compensate: Callable[[Any, Any], Any] | None = None,
+    compensate_idempotent: bool = False,
+    settle: Callable[[Any], Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -74,15 +94,40 @@ def tool(
     idempotent: bool = False,
     open_world: bool = False,
     destructive: bool = False,
+    effect: str | None = None,
+    compensate: Callable[[Any, Any], Any] | None = None,
+    compensate_idempotent: bool = False,
+    settle: Callable[[Any], Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Any:
     """Marks a function as an xclaw tool and says how it may be retried and approved:
     read_only (no side effects: not asked, retried after a crash), idempotent (safe to run
     twice: retried after a crash), open_world (reaches outside this machine), destructive
-    (always asked)."""
+    (always asked); and what its effects are (docs/tools.md): `effect` (read_only, workspace,
+    compensable, irreversible), `compensate=undo` (`undo(input, output)` undoes a call on
+    rollback: the tool is compensable; `compensate_idempotent`: undo may run twice),
+    `settle=check` (`check(input)` says whether an interrupted call's effect is there: True /
+    "done", False / "not_done", None / "unknown", or `{"done": …, "output": …}` with what the
+    call returned), `idempotency_key="param"` (that parameter
+    receives a key the same for every attempt of one call: the remote side deduplicates)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(
-            f, _MARK, Declared(name, description, read_only, idempotent, open_world, destructive)
+            f,
+            _MARK,
+            Declared(
+                name,
+                description,
+                read_only,
+                idempotent,
+                open_world,
+                destructive,
+                effect,
+                compensate,
+                compensate_idempotent,
+                settle,
+                idempotency_key,
+            ),
         )
         return f
 
@@ -98,19 +143,31 @@ class PythonTool(Tool):
         self.fn = fn
         self.name = declared.name or fn.__name__
         self.description = (declared.description or inspect.getdoc(fn) or self.name).strip()
-        self._model, self._single = _args_model(fn, ref)
+        effect = _declared_effect(declared, ref, policy)
+        read_only = declared.read_only or effect is EffectClass.READ_ONLY
+        self._key = _key_parameter(fn, declared.idempotency_key, ref)
+        self._model, self._single = _args_model(fn, ref, skip=self._key)
         self.input_schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
+        self._undo = _hook(declared.compensate, ref, "compensate", 2)
+        self._undo_idempotent = declared.compensate_idempotent
+        self._check = _hook(declared.settle, ref, "settle", 1)
+        self._timeout = policy.effect_timeout_s
         self.traits = ToolTraits(
             source=f"Python tool {ref}",
-            read_only=declared.read_only,
+            read_only=read_only,
             idempotent=declared.idempotent,
-            destructive=declared.destructive and not declared.read_only,
+            destructive=declared.destructive and not read_only,
             open_world=declared.open_world,
             trusted=True,
             policy=policy,
+            declared_effect=effect,
+            compensable=self._undo is not None,
+            settle_check=self._check is not None,
+            idempotency_key=self._key is not None,
         )
-        self.read_only = declared.read_only
+        self.read_only = read_only
         self.retry_on_resume = self.traits.retry_on_resume
+        self.effect = self.traits.effect
         self.outside_effects = self.traits.outside_effects
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -126,21 +183,150 @@ class PythonTool(Tool):
             kwargs: dict[str, Any] = {self._single: parsed}
         else:
             kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        if self._key is not None:
+            kwargs[self._key] = idempotency_key(ctx.session_id, args)
         try:
-            if inspect.iscoroutinefunction(self.fn):
-                value = await self.fn(**kwargs)
-            else:
-                value = await asyncio.to_thread(self.fn, **kwargs)
+            value = await _call(self.fn, **kwargs)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the model reads what went wrong
             return ToolResult(f"{self.name} raised {type(e).__name__}: {e}", is_error=True)
         return ToolResult(cap_result_text(_as_text(value)))
 
+    # --- effects (xclaw/tools/effects.py) ------------------------------------------------------
+    async def find_outcome(self, args: dict[str, Any], ctx: ToolContext) -> Evidence | None:
+        """The declared settle check, asked with the call's recorded input: its answer, or
+        unknown when it raises, hangs past `effect_timeout_s` or answers something else."""
+        check = self._check
+        if check is None:
+            return None
+        who = _qualname(check)
+        try:
+            answer = await asyncio.wait_for(_call(check, dict(args)), self._timeout)
+        except TimeoutError:
+            return Evidence(Outcome.UNKNOWN, f"{who} did not answer within {self._timeout:g} s")
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - a failing check knows nothing
+            return Evidence(Outcome.UNKNOWN, f"{who} raised {type(e).__name__}: {e}")
+        output = None
+        if isinstance(answer, Mapping) and "done" in answer:  # {"done": …, "output": …}
+            answer, output = answer["done"], answer.get("output")
+        outcome = outcome_of(answer)
+        if outcome is None:
+            return Evidence(
+                Outcome.UNKNOWN,
+                f"{who} answered {answer!r:.80}, not done / not_done / unknown (True/False/None)",
+            )
+        said = {Outcome.DONE: "done", Outcome.NOT_DONE: "not done", Outcome.UNKNOWN: "unknown"}
+        detail = f"{who} says {said[outcome]}"
+        result = None
+        if outcome is Outcome.DONE:  # what the call returned, when the check can tell
+            result = (
+                f"[settled] {self.name} was interrupted by a crash; {detail}: it ran"
+                if output is None
+                else cap_result_text(_as_text(output))
+            )
+        return Evidence(outcome, detail, result)
 
-def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str | None]:
+    def compensation(self, args: dict[str, Any], output: Any) -> Compensation | None:
+        if self._undo is None:
+            return None
+        return Compensation(
+            _qualname(self._undo), {"input": args, "output": output}, self._undo_idempotent
+        )
+
+    async def compensate(
+        self, comp: Compensation, args: dict[str, Any], output: Any, ctx: ToolContext
+    ) -> ToolResult:
+        """`undo(input, output)`; an exception, or no answer within `effect_timeout_s`, is a
+        failed compensation (a sync one left running in its thread cannot be stopped)."""
+        undo = self._undo
+        if undo is None:
+            return ToolResult(f"{self.name} declares no compensation", is_error=True)
+        who = _qualname(undo)
+        try:
+            value = await asyncio.wait_for(_call(undo, dict(args), output), self._timeout)
+        except TimeoutError:
+            return ToolResult(f"{who} did not finish within {self._timeout:g} s", is_error=True)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the person reads what went wrong
+            return ToolResult(f"{who} raised {type(e).__name__}: {e}", is_error=True)
+        return ToolResult(cap_result_text(_as_text(value)))
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Sync functions in a worker thread, async ones on the loop."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _declared_effect(declared: Declared, ref: str, policy: ToolPolicy) -> EffectClass | None:
+    """The `effect=` a function declares, checked against its other declarations."""
+    where = f"xclaw.yaml: tools: {ref!r}"
+    try:
+        effect = None if declared.effect is None else EffectClass(declared.effect)
+    except ValueError:
+        words = ", ".join(e.value for e in EffectClass)
+        raise ConfigError(f"{where}: effect={declared.effect!r} is not one of {words}") from None
+    undo = declared.compensate is not None
+    if undo and effect not in (None, EffectClass.COMPENSABLE):
+        raise ConfigError(f"{where}: compensate= makes it compensable, not {effect}")
+    if undo and declared.read_only:
+        raise ConfigError(f"{where}: a read-only tool has nothing to compensate")
+    wanted = EffectClass(policy.effect) if policy.effect is not None else effect
+    if wanted is EffectClass.COMPENSABLE and not undo:
+        raise ConfigError(
+            f"{where}: effect compensable needs a compensation: @xclaw.tool(compensate=undo)"
+        )
+    if policy.compensate is not None or policy.settle is not None:
+        raise ConfigError(
+            f"xclaw.yaml: tool_policies: {ref!r}: compensate and settle policies are for MCP "
+            "tools; a Python tool declares them with @xclaw.tool(compensate=…, settle=…)"
+        )
+    return effect
+
+
+def _hook(fn: Any, ref: str, what: str, arity: int) -> Callable[..., Any] | None:
+    """A declared compensation or settle check: a function taking `arity` arguments."""
+    if fn is None:
+        return None
+    where = f"xclaw.yaml: tools: {ref!r}: {what}="
+    if not callable(fn):
+        raise ConfigError(f"{where}{fn!r} is not a function")
+    try:
+        inspect.signature(fn).bind(*range(arity))
+    except TypeError as e:
+        names = "(input, output)" if arity == 2 else "(input)"
+        raise ConfigError(f"{where}{_qualname(fn)} cannot be called as {names}: {e}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): called as declared
+    return fn  # type: ignore[no-any-return]
+
+
+def _key_parameter(fn: Callable[..., Any], name: str | None, ref: str) -> str | None:
+    if name is None:
+        return None
+    if name not in inspect.signature(fn).parameters:
+        raise ConfigError(
+            f"xclaw.yaml: tools: {ref!r}: idempotency_key={name!r} names no parameter of "
+            f"{fn.__name__}"
+        )
+    return name
+
+
+def _args_model(
+    fn: Callable[..., Any], ref: str, skip: str | None = None
+) -> tuple[type[BaseModel], str | None]:
     """A pydantic model of the arguments. A single parameter that is a pydantic model stands
-    for the whole input (its fields are the tool's arguments)."""
+    for the whole input (its fields are the tool's arguments). `skip`: a parameter xclaw
+    fills (the idempotency key), not the model's."""
     try:
         # With their Annotated metadata: `Annotated[str, Field(description=...)]` is what
         # the model is told about the argument.
@@ -150,7 +336,7 @@ def _args_model(fn: Callable[..., Any], ref: str) -> tuple[type[BaseModel], str 
     params = [
         p
         for p in inspect.signature(fn).parameters.values()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != skip
     ]
     if len(params) == 1:
         only = hints.get(params[0].name)

@@ -25,6 +25,7 @@ from xclaw.sandbox.isolation import Isolation
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
+from xclaw.tools.effects import EffectClass
 from xclaw.tools.git_programs import describe, git_env, program_sources, runs_git
 from xclaw.tools.schema import check_args
 from xclaw.tools.shell_reading import NotSafe, simple_commands
@@ -144,6 +145,7 @@ class ShellTool(Tool):
         "for long commands. Background processes are stopped when the command ends."
     )
     read_only = False
+    effect = EffectClass.WORKSPACE
     parallel_safe = False
 
     def __init__(

@@ -11,6 +11,7 @@ from typing import Any
 
 from xclaw.errors import ToolError, XclawError
 from xclaw.tools.base import Tool, ToolContext, ToolResult
+from xclaw.tools.effects import EffectClass
 from xclaw.tools.schema import check_args
 
 
@@ -24,6 +25,8 @@ class SpawnAgentTool(Tool):
     # Not read-only: the sub-agent may change things; its own steps are recorded and checked
     # one by one, like the main agent's.
     read_only = False
+    # Itself only the sub-agent's work; each of the sub-agent's calls has its own tool's class.
+    effect = EffectClass.WORKSPACE
     parallel_safe = True
     # Interrupted mid-run, the call is run again on resume and the sub-agent continues from
     # its own recorded steps (its completed tool calls are not repeated).

@@ -19,6 +19,11 @@ again automatically; anything else gets the "may or may not have run" result and
 again if re-issued. An untrusted MCP server's `readOnlyHint` and `idempotentHint` do not
 count here either: running a call twice is as much a loosening as running it unasked.
 A per-tool `resume: retry | ask` overrides that.
+
+Effects (xclaw/tools/effects.py): a tool's effect class is declared (`effect`, a per-tool
+`effect:` override) or follows from the rest: read-only from a trusted source reads; one
+with a compensation (a Python tool's `compensate=`, an MCP tool's `compensate:` policy) is
+compensable; any other is irreversible — an MCP tool nobody configured included.
 """
 
 from __future__ import annotations
@@ -26,17 +31,53 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from xclaw.section import Default, Section
+from pydantic import Field
+
+from xclaw.section import Default, Number, Section
+from xclaw.tools.effects import DEFAULT_EFFECT_TIMEOUT_S, EffectClass
 
 ApprovalRule = Literal["ask", "allow"]
 ResumeRule = Literal["retry", "ask"]
+EffectRule = Literal["read_only", "workspace", "compensable", "irreversible"]
+
+
+class ServerCall(Section):
+    """A call of another tool of the same MCP server, its arguments built from the recorded
+    call: `{input.PATH}` and `{output.PATH}` (xclaw.tools.effects.fill_template)."""
+
+    tool: Annotated[str, Field(min_length=1)]
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class CompensatePolicy(ServerCall):
+    """`tool_policies.<tool>.compensate`: the server's tool that undoes a call."""
+
+    # Safe to run again when a crash cut it short (else a person decides).
+    idempotent: bool = False
+
+
+class SettlePolicy(ServerCall):
+    """`tool_policies.<tool>.settle`: the server's lookup that says whether an interrupted
+    call's effect is there."""
+
+    # Where in the lookup's (JSON) answer the yes or no is; none: the whole answer (empty,
+    # false, null: not done; anything else: done; an error: unknown).
+    done_field: str | None = None
 
 
 class ToolPolicy(Section):
-    """A per-tool override from xclaw.yaml (`tool_policies: {<tool>: {approval, resume}}`)."""
+    """A per-tool override from xclaw.yaml (`tool_policies: {<tool>: {approval, resume,
+    effect, compensate, settle, idempotency_key, effect_timeout_s}}`)."""
 
     approval: Annotated[ApprovalRule | None, Default("the tool's traits")] = None
     resume: Annotated[ResumeRule | None, Default("the tool's traits")] = None
+    effect: Annotated[EffectRule | None, Default("the tool's traits")] = None
+    compensate: CompensatePolicy | None = None
+    settle: SettlePolicy | None = None
+    # The argument an MCP tool receives the call's idempotency key in (the remote side
+    # deduplicates): an interrupted call is then run again automatically.
+    idempotency_key: str | None = None
+    effect_timeout_s: Annotated[Number, Field(gt=0)] = DEFAULT_EFFECT_TIMEOUT_S
 
 
 NO_OVERRIDE = ToolPolicy()
@@ -52,12 +93,34 @@ class ToolTraits:
     # The source's hints may loosen approval (Python tools: your own code; MCP: trusted: true).
     trusted: bool = False
     policy: ToolPolicy = NO_OVERRIDE
+    # Declared by the source (a Python tool's `effect=`); None: follows from the rest.
+    declared_effect: EffectClass | None = None
+    # A compensation is declared (a Python tool's `compensate=`, an MCP `compensate:` policy).
+    compensable: bool = False
+    # A settle check is declared (`settle=`, an MCP `settle:` policy).
+    settle_check: bool = False
+    # The tool receives an idempotency key the remote side deduplicates by.
+    idempotency_key: bool = False
 
     @property
     def retry_on_resume(self) -> bool:
         if self.policy.resume is not None:
             return self.policy.resume == "retry"
+        if self.idempotency_key:
+            return True  # run again with the same key: the remote side deduplicates
         return self.trusted and (self.read_only or self.idempotent)
+
+    @property
+    def effect(self) -> EffectClass:
+        """The effect class (xclaw/tools/effects.py): the policy's, the source's, or read-only
+        (trusted), compensable (a compensation declared), else irreversible."""
+        if self.policy.effect is not None:
+            return EffectClass(self.policy.effect)
+        if self.declared_effect is not None:
+            return self.declared_effect
+        if self.trusted_read_only:
+            return EffectClass.READ_ONLY
+        return EffectClass.COMPENSABLE if self.compensable else EffectClass.IRREVERSIBLE
 
     @property
     def resume_note(self) -> str:
@@ -80,10 +143,10 @@ class ToolTraits:
 
     @property
     def outside_effects(self) -> bool:
-        """Effects that rollback and fork cannot undo: an MCP tool that is not (trusted)
-        read-only, or one that reaches the open world. (A Python tool runs in-process: it is
-        marked only when it says it is not read-only.)"""
-        return not self.trusted_read_only or self.open_world
+        """Effects beyond the workspace, marked in the record before each call: a compensable
+        or irreversible tool (an MCP tool that is not trusted read-only, a Python tool that is
+        not read-only, unless declared `workspace`)."""
+        return self.effect.outside
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +159,9 @@ class ToolTraits:
             "approval": self.policy.approval,
             "resume": "retry" if self.retry_on_resume else "ask",
             "outsideEffects": self.outside_effects,
+            "effect": self.effect.value,
+            "settleCheck": self.settle_check,
+            "idempotencyKey": self.idempotency_key,
         }
 
 

@@ -30,6 +30,7 @@ from xclaw.wire.shapes import (
     PongJson,
     RenamedJson,
     ReplyJson,
+    RollbackPreviewJson,
     RolledBackJson,
     SessionJson,
     StatusJson,
@@ -233,11 +234,40 @@ def rollback_notice(step_id: str, *, by: str | None = None) -> str:
     return text if by is None else f"{text} (rolled back outside this server, by {by})"
 
 
-def rolledback_frame(step_id: str, deleted: int, session_id: str | None = None) -> RolledBackJson:
-    """A rollback happened: the session now ends just before `step_id`."""
+def rolledback_frame(
+    step_id: str,
+    deleted: int,
+    session_id: str | None = None,
+    *,
+    compensated: list[dict[str, Any]] | None = None,
+    not_undone: list[dict[str, Any]] | None = None,
+) -> RolledBackJson:
+    """A rollback happened: the session now ends just before `step_id`. After a rollback
+    past outside effects: the compensations that ran, and the effects left done."""
     frame: RolledBackJson = {"type": "rolledback", "stepId": step_id, "deleted": deleted}
     if session_id is not None:
         frame["sessionId"] = session_id
+    if compensated is not None:
+        frame["compensated"] = compensated
+    if not_undone is not None:
+        frame["notUndone"] = not_undone
+    return frame
+
+
+def rollback_preview_frame(preview: Mapping[str, Any]) -> RollbackPreviewJson:
+    """What `/rollback sNNNN --confirm` would undo and leave done (`preview`: the runtime's
+    `Preview.as_json()`: sessionId, stepId, compensable, irreversible, undoneAlready and a
+    pending rollback): nothing is done yet."""
+    frame: RollbackPreviewJson = {
+        "type": "rollback_preview",
+        "sessionId": str(preview["sessionId"]),
+        "stepId": str(preview["stepId"]),
+        "compensable": list(preview["compensable"]),
+        "irreversible": list(preview["irreversible"]),
+        "undoneAlready": list(preview["undoneAlready"]),
+    }
+    if "pending" in preview:
+        frame["pending"] = preview["pending"]
     return frame
 
 

@@ -158,6 +158,19 @@ class RolledBackJson(TypedDict):
     sessionId: NotRequired[str]
     stepId: str
     deleted: int
+    # After a rollback past outside effects (xclaw.frames.CompensatedInfo, OutsideEffectInfo).
+    compensated: NotRequired[list[dict[str, Any]]]
+    notUndone: NotRequired[list[dict[str, Any]]]
+
+
+class RollbackPreviewJson(TypedDict):
+    type: Literal["rollback_preview"]
+    sessionId: str
+    stepId: str
+    compensable: list[dict[str, Any]]
+    irreversible: list[dict[str, Any]]
+    undoneAlready: list[dict[str, Any]]
+    pending: NotRequired[dict[str, Any] | None]
 
 
 class ErrorJson(TypedDict):
@@ -196,6 +209,7 @@ FrameJson = (
     | StepsJson
     | ForkedJson
     | RolledBackJson
+    | RollbackPreviewJson
     | ErrorJson
     | AckJson
     | PongJson

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from xclaw.errors import StepNotFound, StoreError
-from xclaw.store.base import RollbackResult, SnapshotStore
+from xclaw.store.base import PlanDone, RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
@@ -51,6 +51,7 @@ class TimeTravelStore(SnapshotStore, Protocol):
         *,
         workspace: WorkspaceRestore | None = None,
         lease: Lease | None = None,
+        plan: PlanDone | None = None,
     ) -> RollbackResult: ...
 
     def fork(
@@ -427,13 +428,16 @@ class Workspaces:
         keep = self.follows or self.containers is not None
         return WorkspaceRestore(tuple(self.config.ignore), keep_state=keep)
 
-    def rollback(self, session_id: str, ref: str | int) -> RollbackResult:
+    def rollback(
+        self, session_id: str, ref: str | int, plan: PlanDone | None = None
+    ) -> RollbackResult:
         """Rollback with the files: the steps from `ref` on are deleted and the workspace goes
-        back to its state just before `ref`."""
+        back to its state just before `ref`; `plan`, the compensating rollback's plan this
+        rewind completes (xclaw/runtime/rollbacks.py)."""
         self.recover(session_id)
         self._rewound.pop(session_id, None)
         self._gone_stopped.pop(session_id, None)
-        result = self.store.rollback(session_id, ref, workspace=self._request())
+        result = self.store.rollback(session_id, ref, workspace=self._request(), plan=plan)
         if result.restore is not None:
             self._env_synced.pop(session_id, None)
             self.recover(session_id)

@@ -109,10 +109,17 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
     assert "1 step had effects outside the workspace; it is not undone" in fork_text
     assert "mcp__ev__toggle-subscriber-updates" in fork_text
 
+    assert "the original session" in fork_text and "still owns it" in fork_text
+
+    # Nothing undoes an unconfigured MCP tool's effects: the rollback names them and waits
+    # for the explicit word, then rewinds leaving them done, and says so.
     first_user = next(s for s in steps if s.step_type.value == "user_input")
-    rolled = await run(f"/rollback {first_user.display_id}")
-    assert "2 steps had effects outside the workspace; they are not undone" in rolled
-    assert f"{marks[0].display_id} mcp__ev__toggle-simulated-logging" in rolled
+    shown = await run(f"/rollback {first_user.display_id}")
+    assert "NOT undone — they stay done (2)" in shown
+    assert f"{first_call.display_id} mcp__ev__toggle-simulated-logging: not undone" in shown
+    assert h.store.steps(sid) == steps  # a preview does nothing
+    rolled = await run(f"/rollback {first_user.display_id} --accept-irreversible")
+    assert "2 outside effect(s) NOT undone (they stay done)" in rolled
 
 
 def test_the_outside_check_through_xclaw_run_shows_the_servers_answer(tmp_path: Path) -> None:

@@ -64,14 +64,25 @@ class McpHub:
                 continue  # not known yet
             prefix = tool_name(conn.name, "")
             names = [tool_name(conn.name, t.name) for t in conn.tools]
-            for policy in self.policies:
-                if policy.startswith(prefix) and policy not in names:
+            own = [t.name for t in conn.tools]
+            for policy, rule in self.policies.items():
+                if not policy.startswith(prefix):
+                    continue
+                if policy not in names:
                     close = difflib.get_close_matches(policy, names, n=1)
                     hint = f" (did you mean {close[0]!r}?)" if close else ""
                     out.append(
                         f"tool_policies.{policy}: MCP server {conn.name!r} has no such tool"
                         f"{hint}; this policy applies to nothing"
                     )
+                    continue
+                # The compensation and the lookup are tools of the same server.
+                for key, call in (("compensate", rule.compensate), ("settle", rule.settle)):
+                    if call is not None and call.tool not in own:
+                        out.append(
+                            f"tool_policies.{policy}.{key}.tool: MCP server {conn.name!r} has "
+                            f"no tool {call.tool!r} (its tools: {', '.join(own) or 'none'})"
+                        )
         return out
 
     async def close(self) -> None:

@@ -3,6 +3,7 @@ input schema as the server gives it, its annotations as traits, its results as t
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -20,7 +21,15 @@ from mcp.types import (
 from mcp.types import Tool as McpToolSpec
 
 from xclaw.messages import ImageBlock
-from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text
+from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text, idempotency_key
+from xclaw.tools.effects import (
+    Compensation,
+    CompensationUnavailable,
+    Evidence,
+    Outcome,
+    fill_template,
+    recorded_output,
+)
 from xclaw.tools.files import IMAGE_MAX_BYTES
 from xclaw.tools.mcp.client import McpConnection, McpServerError
 from xclaw.tools.mcp.names import tool_name
@@ -63,15 +72,26 @@ class McpTool(Tool):
             open_world=open_world is None or bool(open_world),
             trusted=trusted,
             policy=policy,
+            compensable=policy.compensate is not None,
+            settle_check=policy.settle is not None,
+            idempotency_key=policy.idempotency_key is not None,
         )
+        self.policy = policy
         # What the loop acts on (no snapshot before it, no side-effect turn): trusted only.
         self.read_only = self.traits.trusted_read_only
         self.retry_on_resume = self.traits.retry_on_resume
+        self.effect = self.traits.effect
         self.outside_effects = self.traits.outside_effects
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        key = self.policy.idempotency_key
+        if key is not None:  # the same for every attempt of this call: the server deduplicates
+            args = {**args, key: idempotency_key(ctx.session_id, args)}
+        return await self._call(self.remote_name, args)
+
+    async def _call(self, remote: str, args: dict[str, Any]) -> ToolResult:
         try:
-            result = await self.connection.call(self.remote_name, args)
+            result = await self.connection.call(remote, args)
         except McpServerError as e:
             return ToolResult(str(e), is_error=True, data={"server": self.connection.name})
         except Exception as e:  # noqa: BLE001 - a protocol error is the model's to read
@@ -79,6 +99,70 @@ class McpTool(Tool):
                 f"MCP server {self.connection.name!r}: {type(e).__name__}: {e}", is_error=True
             )
         return result_to_tool_result(result)
+
+    # --- effects (tool_policies: compensate, settle; xclaw/tools/effects.py) -----------------
+    async def find_outcome(self, args: dict[str, Any], ctx: ToolContext) -> Evidence | None:
+        """The configured lookup, a tool of the same server, called with arguments built from
+        the call's input: an error is unknown; its answer (or `done_field` of it) empty,
+        false or null is not done, anything else done."""
+        settle = self.policy.settle
+        if settle is None:
+            return None
+        who = f"{settle.tool} on MCP server {self.connection.name!r}"
+        try:
+            lookup = fill_template(settle.args, args, None)
+        except KeyError as e:
+            return Evidence(Outcome.UNKNOWN, f"{who}: its argument names {e.args[0]}, absent")
+        try:
+            found = await asyncio.wait_for(
+                self._call(settle.tool, lookup), self.policy.effect_timeout_s
+            )
+        except TimeoutError:
+            return Evidence(
+                Outcome.UNKNOWN, f"{who} did not answer within {self.policy.effect_timeout_s:g} s"
+            )
+        if found.is_error:
+            return Evidence(Outcome.UNKNOWN, f"{who} failed: {found.content[:200]}")
+        answer = recorded_output(found.content)
+        if settle.done_field is not None:
+            try:
+                answer = fill_template(f"{{output.{settle.done_field}}}", None, answer)
+            except KeyError:
+                return Evidence(Outcome.UNKNOWN, f"{who} answered without {settle.done_field!r}")
+        done = answer not in (None, False, "", [], {}, "null", "false", "0", 0)
+        detail = f"{who} says {'done' if done else 'not done'}"
+        if not done:
+            return Evidence(Outcome.NOT_DONE, detail)
+        result = f"[settled] {self.name} was interrupted by a crash; {detail}: it ran"
+        return Evidence(Outcome.DONE, detail, result)
+
+    def compensation(self, args: dict[str, Any], output: Any) -> Compensation | None:
+        comp = self.policy.compensate
+        if comp is None:
+            return None
+        try:
+            built = fill_template(comp.args, args, output)
+        except KeyError as e:
+            raise CompensationUnavailable(
+                f"its compensation {comp.tool} needs {e.args[0]}, which the recorded call "
+                "does not hold"
+            ) from None
+        return Compensation(comp.tool, built, comp.idempotent)
+
+    async def compensate(
+        self, comp: Compensation, args: dict[str, Any], output: Any, ctx: ToolContext
+    ) -> ToolResult:
+        """The compensating tool of the same server, with the arguments `comp` holds."""
+        try:
+            return await asyncio.wait_for(
+                self._call(comp.action, dict(comp.args)), self.policy.effect_timeout_s
+            )
+        except TimeoutError:
+            return ToolResult(
+                f"{comp.action} on MCP server {self.connection.name!r} did not finish within "
+                f"{self.policy.effect_timeout_s:g} s",
+                is_error=True,
+            )
 
 
 def result_to_tool_result(result: CallToolResult) -> ToolResult:

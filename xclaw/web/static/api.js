@@ -109,7 +109,9 @@ export const sessionsApi = {
   remove: (sid) => api(`/sessions/${encodeURIComponent(sid)}`, { method: "DELETE" }),
   steps: (sid) => api(`/sessions/${encodeURIComponent(sid)}/steps?n=0`).then((d) => d.steps),
   tree: (sid) => api(`/sessions/${encodeURIComponent(sid)}/tree`).then((d) => d.tree),
-  rollback: (sid, stepId) => api(`/sessions/${encodeURIComponent(sid)}/rollback`, { method: "POST", body: { stepId } }),
+  rollback: (sid, stepId, opts = {}) => api(`/sessions/${encodeURIComponent(sid)}/rollback`, { method: "POST", body: { stepId, ...opts } }),
+  rollbackPreview: (sid, stepId) => api(`/sessions/${encodeURIComponent(sid)}/rollback/${encodeURIComponent(stepId)}`),
+  abandonRollback: (sid) => api(`/sessions/${encodeURIComponent(sid)}/rollback/abandon`, { method: "POST" }),
   fork: (sid, stepId, title) => api(`/sessions/${encodeURIComponent(sid)}/fork`, { method: "POST", body: { stepId, title } }),
   exportLines: (sid) => api(`/sessions/${encodeURIComponent(sid)}/export`, { raw: true }),
 };

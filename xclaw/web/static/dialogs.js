@@ -31,16 +31,25 @@ function modal(build, { cls = "", dismissValue = null, label = "dialog" } = {}) 
   });
 }
 
-/** Yes/no question. Resolves true when confirmed. */
-export function confirmDialog({ title, body, confirmLabel = "OK", danger = false, cancelLabel = "Cancel" }) {
+/** Yes/no question. Resolves true when confirmed. With `acknowledge` (a sentence), a checkbox
+ * saying it must be ticked before the confirm button works: an explicit word, not a click. */
+export function confirmDialog({ title, body, confirmLabel = "OK", danger = false, cancelLabel = "Cancel", acknowledge = null }) {
   return modal(
-    (close) =>
-      h("form.dialog-body", { method: "dialog", onsubmit: (e) => { e.preventDefault(); close(true); } },
+    (close) => {
+      const confirm = h(`button.primary${danger ? ".danger" : ""}`, { type: "submit", autofocus: true, text: confirmLabel });
+      let tick = null;
+      if (acknowledge) {
+        confirm.disabled = true;
+        tick = h("input", { type: "checkbox", name: "acknowledge", onchange: () => { confirm.disabled = !tick.checked; } });
+      }
+      return h("form.dialog-body", { method: "dialog", onsubmit: (e) => { e.preventDefault(); if (!confirm.disabled) close(true); } },
         h("h2", { text: title }),
         h("div.dialog-text", body),
+        tick ? h("label.acknowledge", tick, " ", h("span", { text: acknowledge })) : null,
         h("div.dialog-actions",
           h("button.ghost", { type: "button", onclick: () => close(false), text: cancelLabel }),
-          h(`button.primary${danger ? ".danger" : ""}`, { type: "submit", autofocus: true, text: confirmLabel }))),
+          confirm));
+    },
     { dismissValue: false, label: title },
   );
 }

@@ -185,6 +185,9 @@ export class TraceTree {
           ? fact("tokens", `~${step.usage.input || 0} prompt · ~${step.usage.output || 0} completion (estimated: the server reported no counts)`)
           : tokens.prompt || tokens.completion ? fact("tokens", `${tokens.prompt || 0} prompt · ${tokens.completion || 0} completion`) : null,
         step.name === "approval" && step.output && step.output.by ? fact("answered by", answeredBy(step.output.by)) : null,
+        (step.name === "compensation" || step.name === "rollback") && step.input && step.input.by
+          ? fact("asked by", answeredBy(step.input.by)) : null,
+        step.type === "tool_call" ? this.undoneBy(step) : null,
         step.type === "user_input" && step.output && step.output.by ? fact("sent by", answeredBy(step.output.by)) : null),
       h("div.io", h("div.io-label", { text: "input" }), prettyValue(step.input)),
       h("div.io", h("div.io-label", { text: "output" }), prettyValue(step.output)),
@@ -201,6 +204,14 @@ export class TraceTree {
           title: `a new session with the history up to and including ${step.id}; this one stays as it is`,
           onclick: () => this.actions.onFork(step),
         }, icon("fork", { size: 14 }), "Fork from here")));
+  }
+
+  /** For a call whose outside effect a rollback's compensation undid (or tried to): which. */
+  undoneBy(step) {
+    const comps = [...this.steps.values()].filter((s) => s.type === "system_alert" && s.name === "compensation"
+      && s.input && s.input.effect === step.id);
+    if (!comps.length) return null;
+    return fact("undone by", comps.map((c) => `${c.id} (${c.error === "interrupted" ? "interrupted" : c.status})`).join(", "));
   }
 
   toggleOpen(id) {
@@ -319,6 +330,22 @@ export function summary(step) {
         const worker = input.worker || {};
         const used = input.decision !== "refused" && input.used ? ` → ran with ${runs(input.used)}` : "";
         return `${input.decision}: session ${runs(input.session)}; worker ${worker.id} ${runs(worker)}${used}`;
+      }
+      if (step.name === "compensation") {  // a rollback undoing an outside effect (docs/workspace.md)
+        const state = step.status === "running" ? "undoing…" : step.status === "completed" ? "undone"
+          : step.error === "interrupted" ? "cut short" : "FAILED";
+        return `${state}: ${input.effect || "?"} ${input.tool || "tool"} by ${input.action || "?"}`;
+      }
+      if (step.name === "rollback") {  // a rollback's plan: what it undoes, what it leaves done
+        const undo = (input.compensations || []).length, stay = (input.notUndone || []).length;
+        const state = step.status === "running" ? "in progress" : step.status === "completed" ? "done" : "abandoned";
+        return `to before ${input.stepId || "?"} (${state}): ${undo} to undo${stay ? `, ${stay} left done` : ""}`;
+      }
+      if (step.name === "settle_check") {  // an interrupted call's outcome, found by evidence
+        return `${input.stepId || "?"} ${input.tool || "tool"}: ${String(input.outcome || "?").replace("_", " ")} — ${input.detail || ""}`;
+      }
+      if (step.name === "outside_effects") {
+        return `${input.tool || "tool"} reaches outside the workspace${input.effect ? ` (${input.effect})` : ""}`;
       }
       if (step.name === "resume") {
         const parts = [];
