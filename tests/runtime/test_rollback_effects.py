@@ -16,6 +16,7 @@ import pytest
 
 from tests.ledger import Ledger, pay, pg_url
 from xclaw.errors import CompensationFailed, IrreversibleEffects, RollbackPending
+from xclaw.llm.prices import PriceTable
 from xclaw.store.model import Step, StepStatus, StepType
 
 
@@ -97,7 +98,7 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
     # `xclaw steps` / `/steps` say it in words: what undid what, who asked.
     from xclaw.views import format_steps
 
-    listing = format_steps(after, sid)
+    listing = format_steps(after, sid, PriceTable.with_overrides(None))
     assert f"rollback to before {target}: 2 to undo · asked by" in listing
     assert f"undoes {comps[0].input_data['effect']} record_payment by" in listing
     session = h.store.get_session(sid)
