@@ -20,7 +20,12 @@ from xclaw.llm.registry import MODEL_VARIABLE
 from xclaw.section import Default, Env, NotInYaml
 
 # How the page names one entry of a mapping section.
-PLACEHOLDERS = {"mcp_servers": "<name>", "prices": "<model>", "tool_policies": "<tool>"}
+PLACEHOLDERS = {
+    "mcp_servers": "<name>",
+    "prices": "<model>",
+    "tool_policies": "<tool>",
+    "agents": "<name>",
+}
 
 
 def _bare(annotation: Any) -> Any:

@@ -21,11 +21,25 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
-    from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+    from xclaw.agents.definition import ModelSettings
+    from xclaw.agents.hooks import (
+        AfterTool,
+        BeforeModel,
+        BeforeTool,
+        HookDecision,
+        Hooks,
+        allow,
+        ask,
+        deny,
+        rewrite,
+    )
+    from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
     from xclaw.api.local import open
     from xclaw.api.remote import connect
     from xclaw.api.sync import SyncAgent, SyncEvents, SyncSession, connect_sync, open_sync
     from xclaw.errors import (
+        AgentMismatch,
+        AgentNotOpen,
         AmbiguousSession,
         BadCommand,
         BadFrame,
@@ -39,23 +53,45 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         DiskFull,
         Forbidden,
         ForbiddenOrigin,
+        HookDenied,
         InternalError,
         LlmError,
         MaxIterations,
         NotAttached,
+        OutputInvalid,
         StoreError,
         TooManyAttempts,
         Unauthorized,
+        UnknownAgent,
         UnknownSession,
         XclawError,
     )
     from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
-    from xclaw.http_bodies import RollbackAnswer, ToolInfo
+    from xclaw.http_bodies import AgentInfo, RollbackAnswer, ToolInfo
+    from xclaw.tools.base import ToolContext
     from xclaw.tools.python_tools import tool
 
 _WHERE = {
     "Agent": "xclaw.api.base",
+    "Approval": "xclaw.api.base",
     "Approve": "xclaw.api.base",
+    "ModelSettings": "xclaw.agents.definition",
+    "ToolContext": "xclaw.tools.base",
+    "AgentInfo": "xclaw.http_bodies",
+    **dict.fromkeys(
+        (
+            "AfterTool",
+            "BeforeModel",
+            "BeforeTool",
+            "HookDecision",
+            "Hooks",
+            "allow",
+            "ask",
+            "deny",
+            "rewrite",
+        ),
+        "xclaw.agents.hooks",
+    ),
     "Event": "xclaw.api.base",
     "Events": "xclaw.api.base",
     "RunResult": "xclaw.api.base",
@@ -76,6 +112,8 @@ _WHERE = {
     "tool": "xclaw.tools.python_tools",
     **dict.fromkeys(
         (
+            "AgentMismatch",
+            "AgentNotOpen",
             "AmbiguousSession",
             "BadCommand",
             "BadFrame",
@@ -89,13 +127,16 @@ _WHERE = {
             "DiskFull",
             "Forbidden",
             "ForbiddenOrigin",
+            "HookDenied",
             "InternalError",
             "LlmError",
             "MaxIterations",
             "NotAttached",
+            "OutputInvalid",
             "StoreError",
             "TooManyAttempts",
             "Unauthorized",
+            "UnknownAgent",
             "UnknownSession",
             "XclawError",
         ),
@@ -104,13 +145,20 @@ _WHERE = {
 }
 
 __all__ = [
+    "AfterTool",
     "Agent",
+    "AgentInfo",
+    "AgentMismatch",
+    "AgentNotOpen",
     "AmbiguousSession",
+    "Approval",
     "Approve",
     "BadCommand",
     "BadFrame",
     "BadRequest",
     "BadStep",
+    "BeforeModel",
+    "BeforeTool",
     "BlobStoreLost",
     "BlobStoreUnavailable",
     "Busy",
@@ -122,10 +170,15 @@ __all__ = [
     "Events",
     "Forbidden",
     "ForbiddenOrigin",
+    "HookDecision",
+    "HookDenied",
+    "Hooks",
     "InternalError",
     "LlmError",
     "MaxIterations",
+    "ModelSettings",
     "NotAttached",
+    "OutputInvalid",
     "RollbackAnswer",
     "RunResult",
     "Session",
@@ -136,15 +189,21 @@ __all__ = [
     "SyncEvents",
     "SyncSession",
     "TooManyAttempts",
+    "ToolContext",
     "ToolInfo",
     "TreeNode",
     "Unauthorized",
+    "UnknownAgent",
     "UnknownSession",
     "XclawError",
+    "allow",
+    "ask",
     "connect",
     "connect_sync",
+    "deny",
     "open",
     "open_sync",
+    "rewrite",
     "tool",
 ]
 

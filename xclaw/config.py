@@ -15,6 +15,7 @@ declared once, with its one default, its variable if it has one; xclaw/section.p
     mcp_servers                           xclaw/tools/mcp/config.py   McpSettings
     sandbox                               xclaw/sandbox/settings.py   SandboxSettings
     otel                                  xclaw/telemetry/config.py   OtelSettings
+    agents                                xclaw/agents/settings.py    AgentSettings
 
 The provider chain is read with the providers' own variables (xclaw/llm/registry.py).
 """
@@ -30,6 +31,7 @@ import yaml
 from dotenv import dotenv_values
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
+from xclaw.agents.settings import AgentSettings
 from xclaw.config_errors import Loc, explain
 from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
@@ -57,7 +59,9 @@ def _path(value: Any) -> Any:
 PathSetting = Annotated[Path, BeforeValidator(_path), Wording("a path", bounds=False)]
 
 
-class Settings(GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSettings):
+class Settings(
+    GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSettings, AgentSettings
+):
     """Everything xclaw is configured with; built by `load_settings` when a command starts."""
 
     # xclaw's home directory: database, access token, workspaces.

@@ -24,7 +24,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
@@ -34,7 +34,8 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from xclaw.api.base import Agent, Approve, Events, Session, refuse_commands
+from xclaw.agents.definition import AgentDefinition
+from xclaw.api.base import Agent, Approval, Approve, Events, Session, refuse_commands
 from xclaw.errors import BadCommand, BadStep, XclawError, from_code
 from xclaw.frames import (
     ApprovalRequestFrame,
@@ -55,6 +56,8 @@ from xclaw.frames import (
     decode_frame,
 )
 from xclaw.http_bodies import (
+    AgentInfo,
+    AgentList,
     ForkAnswer,
     HistoryAnswer,
     RollbackAnswer,
@@ -439,8 +442,10 @@ class RemoteEvents(Events):
         task.add_done_callback(background.discard)
         self._done()
 
-    async def _answer(self, step_id: str, approve: bool) -> None:
-        await self._session.approve(step_id, approve)
+    async def _answer(self, step_id: str, answer: Approval) -> None:
+        await self._session.approve(
+            step_id, answer.approved, message=answer.message, input=answer.input
+        )
         self._asked.discard(step_id)
 
 
@@ -466,13 +471,21 @@ def _final_answer(steps: list[Step]) -> str | None:
 
 class RemoteSession(Session):
     def __init__(
-        self, agent: RemoteAgent, session_id: str, title: str = "", *, unwritten: bool = False
+        self,
+        agent: RemoteAgent,
+        session_id: str,
+        title: str = "",
+        *,
+        unwritten: bool = False,
+        runs: str | None = None,
     ) -> None:
         super().__init__(session_id, title)
         self._agent = agent
         self._sock: SessionSocket | None = None
         # A new session without a title: the gateway writes it with its first message.
         self._new = unwritten
+        # The declared agent a new session runs, named in its first message (docs/agents.md).
+        self._runs = runs
 
     @property
     def agent(self) -> RemoteAgent:
@@ -496,10 +509,19 @@ class RemoteSession(Session):
         await socket.ensure()
 
     # --- a run --------------------------------------------------------------------------------
-    def send(self, text: str, *, approve: Approve | None = None) -> Events:
+    def send(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> Events:
         refuse_commands(text)
         frame = {"type": "message", "sessionId": self.id, "content": text}
-        return RemoteEvents(self, frame, approve)
+        named = (
+            self._agent._named(agent) if agent is not None else (self._runs if self._new else None)
+        )
+        if named is not None:
+            frame["agent"] = named
+        events = RemoteEvents(self, frame, approve)
+        events._load = self._agent._load_output
+        return events
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:
@@ -514,11 +536,21 @@ class RemoteSession(Session):
         frame = {"type": "message", "sessionId": self.id, "content": "/compact"}
         return RemoteEvents(self, frame, compaction=True)
 
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self,
+        step_id: str,
+        approve: bool = True,
+        *,
+        message: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
+        body: dict[str, Any] = {"approve": approve}
+        if message is not None:
+            body["message"] = message
+        if input is not None:
+            body["input"] = dict(input)
         try:
-            await self._agent._http(
-                "POST", f"/sessions/{self.id}/approvals/{step_id}", json={"approve": approve}
-            )
+            await self._agent._http("POST", f"/sessions/{self.id}/approvals/{step_id}", json=body)
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -682,14 +714,64 @@ class RemoteAgent(Agent):
         """The gateway answers and takes the token (Unauthorized, or the connection error)."""
         await self._http("GET", "/health")
 
-    async def new_session(self, title: str | None = None) -> RemoteSession:
+    async def new_session(
+        self, title: str | None = None, *, agent: Agent | str | None = None
+    ) -> RemoteSession:
+        named = self._named(agent) if agent is not None else self._runs
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:
             # a client may bring its own; this one is as random as the gateway's).
-            return RemoteSession(self, _new_id(), unwritten=True)
-        data = await self._http("POST", "/sessions", json={"title": title})
+            return RemoteSession(self, _new_id(), unwritten=True, runs=named)
+        body = {"title": title, **({"agent": named} if named else {})}
+        data = await self._http("POST", "/sessions", json=body)
         made = SessionInfo.model_validate(data)
         return RemoteSession(self, made.session_id, made.title)
+
+    # --- declared agents (docs/agents.md) ---------------------------------------------------
+    # The agent new sessions run (None: the gateway's default), and definitions this program
+    # gave, whose structured answers it reads into their types.
+    _runs: str | None = None
+    _known: dict[str, AgentDefinition] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._runs or super().name
+
+    def _named(self, agent: Agent | str) -> str:
+        if isinstance(agent, str):
+            return agent
+        self._known = {**(self._known or {}), agent.name: agent.definition}
+        return agent.name
+
+    def _load_output(self, agent: str | None, value: Any) -> Any:
+        definition = (self._known or {}).get(agent or "")
+        if definition is None or definition.output is None:
+            return value
+        try:
+            return definition.output.load(value)
+        except ValueError:
+            return value
+
+    async def agents(self) -> list[AgentInfo]:
+        return AgentList.model_validate(await self._http("GET", "/agents")).agents
+
+    async def _choose(self, agent: Agent | str) -> None:
+        """The agent new sessions run: declared by the gateway (UnknownAgent), and — given
+        as a definition — the same definition (AgentMismatch: the gateway runs its own)."""
+        from xclaw.errors import AgentMismatch, UnknownAgent
+
+        name = self._named(agent)
+        served = {a.name: a for a in await self.agents()}
+        if name not in served:
+            raise UnknownAgent(
+                f"the gateway declares no agent {name!r} (it has: {', '.join(served)})"
+            )
+        if not isinstance(agent, str) and served[name].digest != agent.digest:
+            raise AgentMismatch(
+                f"the gateway's agent {name!r} has definition {served[name].digest}, this "
+                f"program's {agent.digest}: the gateway runs its own (xclaw.yaml's agents:)"
+            )
+        self._runs = name
 
     async def session(self, ref: str) -> RemoteSession:
         try:
@@ -737,15 +819,18 @@ class RemoteAgent(Agent):
 class Connecting:
     """What `xclaw.connect(...)` returns: awaitable, and an async context manager."""
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, agent: Agent | str | None = None) -> None:
         self._url = url
         self._token = token
         self._agent: RemoteAgent | None = None
+        self._runs = agent
 
     async def _open(self) -> RemoteAgent:
         agent = RemoteAgent(self._url, self._token)
         try:
             await agent.check()
+            if self._runs is not None:
+                await agent._choose(self._runs)
         except BaseException:
             await agent.close()
             raise
@@ -763,12 +848,13 @@ class Connecting:
             await self._agent.close()
 
 
-def connect(url: str, *, token: str | None = None) -> Connecting:
+def connect(url: str, *, token: str | None = None, agent: Agent | str | None = None) -> Connecting:
     """An agent of the gateway at `url` (`http://127.0.0.1:3000`, or the `?token=` link its
     banner prints): the same interface as xclaw.open, through its WebSocket and HTTP API.
     `token`: the gateway's access token (XCLAW_TOKEN, or `$XCLAW_HOME/token` on its
-    machine), unless the URL carries it. Unauthorized when it is refused."""
-    return Connecting(url, token)
+    machine), unless the URL carries it. Unauthorized when it is refused. `agent`: the
+    declared agent its new sessions run (the gateway's xclaw.yaml declares it)."""
+    return Connecting(url, token, agent)
 
 
 __all__ = ["RemoteAgent", "RemoteSession", "connect"]

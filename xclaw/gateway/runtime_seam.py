@@ -6,10 +6,12 @@ hand it any object with these members."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from xclaw.agents.catalog import AgentCatalog
+    from xclaw.agents.definition import AgentDefinition
     from xclaw.answered_by import AnsweredBy
     from xclaw.config import Settings
     from xclaw.recorder.redact import Redactor
@@ -49,11 +51,30 @@ class GatewayRuntime(Protocol):
 
     # --- driving
     async def send(
-        self, session_id: str, text: str, *, create: bool = False, actor: Actor | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool = False,
+        actor: Actor | None = None,
+        agent: str | None = None,
     ) -> None: ...
     def answer_approval(
-        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy | None = None,
+        *,
+        message: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> None: ...
+
+    # --- declared agents (docs/agents.md)
+    @property
+    def agents(self) -> AgentCatalog: ...
+    def agent_named(self, name: str) -> AgentDefinition: ...
+    async def choose_agent(self, session_id: str, name: str) -> Session: ...
     def cancel(self, session_id: str) -> bool: ...
     async def compact(self, session_id: str) -> None: ...
 

@@ -145,7 +145,14 @@ class Cluster:
                 # Who answered, as the worker the client is attached to saw it.
                 by = AnsweredBy.from_json(m.get("by")) or AnsweredBy.person(None, "unknown")
                 try:
-                    self.rt.answer_approval(sid, str(m.get("step")), bool(m.get("approve")), by)
+                    self.rt.answer_approval(
+                        sid,
+                        str(m.get("step")),
+                        bool(m.get("approve")),
+                        by,
+                        message=m.get("message"),
+                        edited=m.get("input"),
+                    )
                 except StepNotFound:
                     log.info("event=forwarded_approval_stale session=%s", sid)
             elif kind == "cancel":
@@ -185,7 +192,14 @@ class Cluster:
         return list(remote.approvals.values()) if remote else []
 
     def forward_approval(
-        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy,
+        *,
+        message: str | None = None,
+        edited: dict[str, Any] | None = None,
     ) -> bool:
         remote = self._remote.get(session_id)
         if remote is None or self.bus is None:
@@ -205,6 +219,8 @@ class Cluster:
                 "step": key,
                 "approve": approve,
                 "by": by.to_json(),
+                **({"message": message} if message is not None else {}),
+                **({"input": edited} if edited is not None else {}),
             }
         )
         return True

@@ -10,17 +10,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
 from xclaw.config import Settings
 from xclaw.protocol import notice_frame, step_json
 from xclaw.recorder.history import History
 from xclaw.recorder.recorder import Recorder
+from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
 from xclaw.runtime.approvals import WireApprover, approval_frame
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
 from xclaw.runtime.settle import look_at_workspace
 from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_notice, worth_looking
-from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus
+from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus, StepType
 from xclaw.tools.base import ToolContext
 
 if TYPE_CHECKING:
@@ -105,7 +107,16 @@ class TurnDrive:
                 emit({"type": "step", "step": step_json(step)})
             steps, workspace = await rt.db(self._read_steps, recover=False)
         hist = rt.rebuild(steps)
-        context = ToolContext(workspace=workspace, session_id=sid)
+        chosen = self.run.agent
+        context = ToolContext(
+            workspace=workspace,
+            session_id=sid,
+            user=sent_by(steps),
+            agent=DEFAULT_NAME
+            if chosen is None or chosen.definition is None
+            else chosen.definition.name,
+            deps=rt.deps,
+        )
         looking = worth_looking(self.turn, hist)
         seen = await look_at_workspace(steps, looking, rt.toolbox.tools, context)
         return Record(status, steps, interrupted, hist, seen), context
@@ -119,6 +130,22 @@ class TurnDrive:
         for why in toolbox.policy_warnings():
             log.warning("event=tool_policy_unmatched reason=%r", why)
             self.emit(notice_frame(f"[tools] {why}"))
+        definition = self._definition()
+        if definition is not None:
+            for name in self.rt.agent_setups.missing_tools(definition):
+                self.emit(
+                    notice_frame(
+                        f"[tools] agent {definition.name!r} names {name!r}, "
+                        "which no tool here matches"
+                    )
+                )
+
+    def _definition(self) -> AgentDefinition | None:
+        """The declared agent this run runs (None: xclaw's own)."""
+        chosen = self.run.agent
+        if chosen is None or chosen.definition is None or chosen.definition.is_default:
+            return None
+        return chosen.definition
 
     def _read_steps(self, *, recover: bool) -> tuple[list[Step], Path]:
         """On a worker thread, in one hop: (with `recover`) a restore cut short by a crash
@@ -177,6 +204,11 @@ class TurnDrive:
         for notice in plan.notices:
             self.emit(notice_frame(notice))
         await self.rt.configs.announce(self.sid, self.run, recorder)
+        chosen = self.run.agent
+        if chosen is not None and (said := chosen.alert()) is not None:
+            if (words := chosen.notice()) is not None:
+                self.emit(notice_frame(words))
+            await recorder.alert(AGENT_ALERT, said)
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
         for step in settled:
@@ -185,15 +217,19 @@ class TurnDrive:
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
         rt, run = self.rt, self.run
+        config = agent_config(rt.settings)
+        definition = self._definition()
+        parts = None if definition is None else rt.agent_setups.parts(definition, config)
         return Agent(
-            model=run.model or rt.model,
-            tools=rt.toolbox.tools,
+            model=(parts.model if parts and parts.model else None) or run.model or rt.model,
+            tools=rt.toolbox.tools if parts is None else parts.tools,
             policy=run.policy or rt.toolbox.policy,
             approver=WireApprover(run, lambda req: self.emit(approval_frame(req, rt.redact))),
             observer=recorder,
             context=context,
-            config=agent_config(rt.settings),
+            config=config if parts is None else parts.config,
             cancel_event=run.cancel,
+            steering=None if parts is None else parts.steering,
         )
 
     async def _answer(
@@ -211,7 +247,11 @@ class TurnDrive:
             await recorder.settle()
         if not recorder.answered:  # else Success was committed with the final answer
             await self._end_as(Status.SUCCESS)
-        reply = {"type": "reply", "content": self.rt.redact.text(answer)}
+        reply: dict[str, Any] = {"type": "reply", "content": self.rt.redact.text(answer)}
+        if agent.output is not None:  # the structured answer, as the final step holds it
+            reply["output"] = self.rt.redact(agent.output)
+        if (definition := self._definition()) is not None:
+            reply["agent"] = definition.name
         self.rt.emit(self.sid, reply, redacted=True)
 
     async def _compact(
@@ -240,6 +280,17 @@ class TurnDrive:
         session = await self.reader(self.rt.store.get_session, self.sid)
         if session.status is not target:
             await db(db.store.transition, self.sid, target)
+
+
+def sent_by(steps: list[Step]) -> str | None:
+    """The user of a shared server who sent the turn's message (its step's `by`), if one did."""
+    for st in reversed(steps):
+        if st.step_type is StepType.USER_INPUT:
+            out = st.output_data
+            by = out.get("by") if isinstance(out, dict) else None
+            user = by.get("user") if isinstance(by, dict) else None
+            return user if isinstance(user, str) else None
+    return None
 
 
 def agent_config(s: Settings) -> AgentConfig:

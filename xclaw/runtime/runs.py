@@ -14,6 +14,7 @@ from xclaw.answered_by import Answer
 from xclaw.errors import LeaseLost, SessionBusy, StoreError
 from xclaw.llm.base import Model
 from xclaw.protocol import notice_frame
+from xclaw.runtime.agent_choice import AgentChoice
 from xclaw.runtime.agreement import Agreement
 from xclaw.runtime.drive import TurnDrive
 from xclaw.store.leases import Lease
@@ -45,6 +46,8 @@ class Run:
     agreement: Agreement | None = None
     model: Model | None = None
     policy: Policy | None = None
+    # The declared agent the run runs (xclaw/runtime/agent_choice.py); None: xclaw's own.
+    agent: AgentChoice | None = None
     # display step id -> (request, future answered by answer_approval)
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[Answer]]] = field(
         default_factory=dict

@@ -4,10 +4,19 @@ compaction: what it checks first, the session's lease (one driver) and configura
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
-from xclaw.errors import ConfigError, ConfigMismatch, SessionBusy, SessionNotFound
+from xclaw.errors import (
+    AgentMismatch,
+    ConfigError,
+    ConfigMismatch,
+    SessionBusy,
+    SessionNotFound,
+    UnknownAgent,
+)
 from xclaw.protocol import error_frame, notice_frame
+from xclaw.runtime.agent_choice import AgentChoice, choose, recorded_agent
 from xclaw.runtime.leases import busy_message
 from xclaw.runtime.opening import open_turn
 from xclaw.runtime.turn_plan import Turn
@@ -17,6 +26,8 @@ from xclaw.views import title_from_message
 
 if TYPE_CHECKING:
     from xclaw.runtime.runtime import Runtime
+
+log = logging.getLogger("xclaw.runtime")
 
 
 def resumable(session: Session) -> bool:
@@ -30,13 +41,21 @@ def resumable(session: Session) -> bool:
 class TurnStarts:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
+        self._refused: dict[str, str] = {}  # session -> the agent refusal logged last
 
     async def message(
-        self, session_id: str, text: str, *, create: bool, actor: Actor | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        create: bool,
+        actor: Actor | None = None,
+        agent: str | None = None,
     ) -> None:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
-        (recorded; a session created here is theirs)."""
+        (recorded; a session created here is theirs). `agent`: the declared agent it runs
+        (xclaw/runtime/agent_choice.py)."""
         rt, runs = self.rt, self.rt.runs
         if session_id in runs or session_id in runs.resuming:
             raise SessionBusy(
@@ -52,11 +71,13 @@ class TurnStarts:
         agreement = await rt.configs.agreement(found, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
+        chosen = self._agent(found, agent, new_turn=True)
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
             title = rt.title_of(title_from_message(rt.redact.text(text)))
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             await rt.configs.equip(session_id, run, agreement)
             await rt.leases.register()
@@ -70,6 +91,7 @@ class TurnStarts:
                 title=title,
                 record=agreement.record,
                 actor=actor,
+                agent=chosen.record,
             )
         except BaseException:
             runs.unclaim(session_id, run)
@@ -81,6 +103,20 @@ class TurnStarts:
             raise SessionBusy(busy_message(await rt.db(rt.store.lease_info, session_id)))
         rt.leases.acquired(lease)
         runs.launch(session_id, run, lease, Turn.MESSAGE, opened)
+
+    def _agent(
+        self, session: Session | None, requested: str | None, *, new_turn: bool
+    ) -> AgentChoice:
+        """The declared agent a run of `session` runs (xclaw/runtime/agent_choice.py), or the
+        refusal as its error: UnknownAgent for a name nobody declared, AgentMismatch for a
+        turn whose recorded definition is not this one."""
+        recorded = None if session is None else recorded_agent(session.metadata)
+        chosen = choose(recorded, self.rt.agents, requested=requested, new_turn=new_turn)
+        if chosen.refused:
+            if requested is not None and requested not in self.rt.agents:
+                raise UnknownAgent(chosen.reason)
+            raise AgentMismatch(chosen.reason)
+        return chosen
 
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.rt.db(self.rt.store.steps, session_id, agent=MAIN_AGENT)
@@ -122,9 +158,16 @@ class TurnStarts:
             if (words := agreement.notice()) is not None:
                 rt.deliver(session_id, {**notice_frame(words), "sessionId": session_id})
             return False
+        # Only the definition that ran the unfinished turn finishes it (agent_choice.py).
+        try:
+            chosen = self._agent(session, None, new_turn=False)
+        except AgentMismatch as e:
+            self._refuse_agent(session_id, e)
+            return False
         if session_id in runs:  # a message started a run meanwhile
             return False
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             lease, holder = await rt.leases.try_acquire(session_id)
             if lease is not None:
@@ -134,6 +177,13 @@ class TurnStarts:
                     lease = holder = None
                 else:
                     agreement = await rt.configs.agreement(now, explicit=failed)
+                    try:
+                        run.agent = self._agent(now, None, new_turn=False)
+                    except AgentMismatch as e:  # switched by a message elsewhere meanwhile
+                        await rt.leases.release(lease)
+                        self._refuse_agent(session_id, e)
+                        runs.unclaim(session_id, run)
+                        return False
                     if agreement.refused:
                         await rt.configs.decline(session_id, lease, agreement)
                         lease = holder = None
@@ -151,6 +201,15 @@ class TurnStarts:
         runs.launch(session_id, run, lease, Turn.RESUME)
         return True
 
+    def _refuse_agent(self, session_id: str, e: AgentMismatch) -> None:
+        """A resume refused for its agent: said to whoever watches the session (an `error`
+        frame, `agent_mismatch`) each time one is asked; logged once per session."""
+        rt = self.rt
+        rt.emit(session_id, error_frame(e.message, e.code))
+        if self._refused.get(session_id) != e.message:
+            self._refused[session_id] = e.message
+            log.warning("event=agent_mismatch session=%s reason=%r", session_id, e.message)
+
     async def compaction(self, session_id: str) -> None:
         """/compact, between turns only."""
         rt, runs = self.rt, self.rt.runs
@@ -167,7 +226,9 @@ class TurnStarts:
         agreement = await rt.configs.agreement(session, explicit=True)
         if agreement.refused:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
+        chosen = self._agent(session, None, new_turn=False)
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             lease = await rt.leases.acquire(session_id)
             await rt.configs.equip(session_id, run, agreement, lease)

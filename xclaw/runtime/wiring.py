@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +23,22 @@ class Toolbox:
     workspace_root: Path
     # When xclaw.yaml configures MCP servers.
     mcp: McpHub | None = None
+    # Tools of declared agents, not offered to xclaw's own agent: known here for the resume
+    # rules (whether an interrupted call runs again), by name (xclaw/runtime/agent_setup.py).
+    kinds: dict[str, Tool] = field(default_factory=dict)
+
+    def _kind(self, name: str) -> Tool | None:
+        tool = self.tools.get(name)
+        return tool if tool is not None else self.kinds.get(name)
 
     def is_retry_safe(self, name: str) -> bool:
         """Run again automatically when a crash interrupted it: read-only tools, and tools
         whose declared traits say so (idempotent, or `resume: retry`)."""
-        tool = self.tools.get(name)
+        tool = self._kind(name)
         return tool is not None and retries_on_resume(tool)
 
     def is_resumable(self, name: str) -> bool:
-        tool = self.tools.get(name)
+        tool = self._kind(name)
         return tool is not None and tool.resumable
 
     def workspace(self, session_id: str) -> Path:
