@@ -6,6 +6,8 @@ resume the session — with the same definition, or (VARIANT v2) a changed one.
 
     python agent_child.py send    DB HOME SCRIPT VARIANT TEXT
     python agent_child.py resume  DB HOME SCRIPT VARIANT ID yes|no
+
+VARIANT: v1, v2 (v1 with other instructions), lead (a lead whose sub-agent does the slow part).
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def no_secrets(event: xclaw.BeforeTool) -> xclaw.HookDecision | None:
 
 
 def support(variant: str) -> xclaw.Agent:
+    if variant == "lead":  # the slow work is a declared sub-agent's
+        reviewer = xclaw.Agent(
+            "reviewer",
+            description="does the slow part",
+            instructions="You do the slow part.",
+            builtin_tools=[],
+            tools=[slow],
+            output_type=Ticket,
+        )
+        return xclaw.Agent("lead", builtin_tools=[], tools=[note], sub_agents=[reviewer])
     return xclaw.Agent(
         "support",
         instructions="You answer support requests." + (" Be brief." if variant == "v2" else ""),

@@ -27,6 +27,34 @@ class Child(ProgramChild):
         super().__init__(tmp, *args, program=CHILD)
 
 
+def _lead_script(tmp: Path) -> Path:
+    path = tmp / "lead.json"
+    call = lambda name, **args: {"name": name, "input": args}  # noqa: E731
+    path.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [call("spawn_agent", task="do it", agent="reviewer")]},
+                    {"text": "The reviewer is done."},
+                ],
+                "agents": {
+                    "reviewer": {
+                        "turns": [
+                            {"tool_calls": [call("slow")]},
+                            {
+                                "after_interruption": True,
+                                "output": {"title": "interrupted", "priority": 1},
+                            },
+                            {"output": {"title": "done", "priority": 3}},
+                        ]
+                    }
+                },
+            }
+        )
+    )
+    return path
+
+
 def _script(tmp: Path) -> Path:
     path = tmp / "script.json"
     call = lambda name, **args: {"name": name, "input": args}  # noqa: E731
@@ -108,3 +136,28 @@ def test_a_changed_definition_is_refused_and_runs_nothing(tmp_path: Path) -> Non
     # The same definition still can.
     again = Child(tmp_path, "resume", *args, "v1", sid, "no")
     assert again.finish()[-1]["end"] == "success"
+
+
+def test_a_named_sub_agent_killed_mid_tool_continues_from_its_record(tmp_path: Path) -> None:
+    script = _lead_script(tmp_path)
+    db, home = str(tmp_path / "app.db"), str(tmp_path / "home")
+    first = Child(tmp_path, "send", db, home, str(script), "lead", "get it done")
+    sid = first.wait_for(lambda line: "session" in line)["session"]
+    ws = tmp_path / "home" / "workspaces" / sid
+    deadline = time.monotonic() + 30
+    while not _lines(ws / "marker.txt"):  # the sub-agent's slow call is running
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.lines()
+        time.sleep(0.02)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+
+    second = Child(tmp_path, "resume", db, home, str(script), "lead", sid, "no")
+    lines = second.finish()
+    assert lines[-1]["end"] == "success", lines
+    replies = [e for e in lines if e.get("type") == "reply"]
+    assert [r["content"] for r in replies] == ["The reviewer is done."]
+    # The sub-agent went on from its own record with its own definition: its interrupted
+    # call not repeated, its answer the Ticket of its output type.
+    assert len(_lines(ws / "marker.txt")) == 1
+    spawned = [e for e in lines if e.get("type") == "tool" and e["name"] == "spawn_agent"]
+    assert json.loads(spawned[-1]["output"]) == {"title": "interrupted", "priority": 1}

@@ -319,3 +319,79 @@ def test_annotated_and_docstring_descriptions_reach_the_schema() -> None:
     assert props["order_id"]["description"] == "the order's id, like A-1"
     assert props["days"]["description"] == "how many days of history, counting today."
     assert "ctx" not in props and tool.input_schema["required"] == ["order_id"]
+
+
+# --- named sub-agents ----------------------------------------------------------------------
+
+
+class Review(BaseModel):
+    verdict: str
+    issues: list[str]
+
+
+@xclaw.tool(read_only=True)
+def read_diff() -> str:
+    """The change under review."""
+    return "- x = 1\n+ x = 2"
+
+
+async def test_a_named_sub_agent_runs_with_its_own_definition(opened: Opener) -> None:
+    reviewer = xclaw.Agent(
+        "reviewer",
+        description="reviews a change",
+        instructions="You review changes.",
+        builtin_tools=[],
+        tools=[read_diff],
+        output_type=Review,
+        model_settings={"temperature": 0.0},
+    )
+    lead = xclaw.Agent("lead", builtin_tools=["read_file"], sub_agents=[reviewer])
+    agent, spy = await opened(
+        [call("spawn_agent", task="review the change", agent="reviewer"), {"text": "Approved."}],
+        agent=lead,
+        script={
+            "agents": {
+                "reviewer": {
+                    "turns": [
+                        call("read_diff"),
+                        {"output": {"verdict": "ok", "issues": []}},
+                    ]
+                }
+            }
+        },
+    )
+    session = await agent.new_session()
+    result = await session.send("get the change reviewed")
+    assert result.reply == "Approved."
+    lead_tools = {t.name: t for t in spy.requests[0].tools}
+    assert list(lead_tools) == ["read_file", "spawn_agent"]
+    assert lead_tools["spawn_agent"].input_schema["properties"]["agent"]["enum"] == ["reviewer"]
+    asked = [r for r in spy.requests if r.agent_name == "reviewer"]
+    assert [r.system for r in asked] == ["You review changes."] * 2
+    assert [t.name for t in asked[0].tools] == ["read_diff", "final_answer"]
+    assert asked[0].temperature == 0.0
+    # The sub-agent's answer reaches the lead as its validated JSON.
+    spawned = next(s for s in await session.steps() if s.name == "spawn_agent")
+    assert json.loads(spawned.output) == {"verdict": "ok", "issues": []}
+    # Its steps hang under the spawn_agent call in the trace.
+    (root,) = await session.trace()
+    spawn = next(c for n in root.children for c in n.children if c.name == "spawn_agent")
+    below: list[xclaw.TreeNode] = []
+    stack = list(spawn.children)
+    while stack:
+        node = stack.pop()
+        below.append(node)
+        stack.extend(node.children)
+    assert {"user", "read_diff"} <= {n.name for n in below}
+    assert {n.agent for n in below} == {spawn.id}
+
+
+async def test_a_sub_agent_name_it_was_not_given_is_refused(opened: Opener) -> None:
+    reviewer = xclaw.Agent("reviewer", builtin_tools=[])
+    lead = xclaw.Agent("lead", builtin_tools=[], sub_agents=[reviewer])
+    agent, _ = await opened(
+        [call("spawn_agent", task="x", agent="hacker"), {"text": "no"}], agent=lead
+    )
+    result = await (await agent.new_session()).send("go")
+    (failed,) = [e for e in result.of_type("tool") if e.wire()["state"] == "failed"]
+    assert "no sub-agent 'hacker'" in failed.wire()["output"]

@@ -514,12 +514,20 @@ class Connection:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
-            unwritten = await self._need(sid, Need.APPROVE)
+            # An edited call is the editor's own act: what a collaborator may do.
+            unwritten = await self._need(sid, Need.APPROVE if frame.input is None else Need.ACT)
             by = self.actor(frame.client).by()
             try:
                 if unwritten:  # nothing can wait in a session nobody has written
                     raise StepNotFound(frame.step_id, sid)
-                rt.answer_approval(sid, frame.step_id, frame.approve, by)
+                rt.answer_approval(
+                    sid,
+                    frame.step_id,
+                    frame.approve,
+                    by,
+                    message=frame.message,
+                    edited=frame.input,
+                )
             except StepNotFound:
                 self.push(
                     error_frame(
