@@ -59,14 +59,18 @@ class OutputSpec:
         return self.check(value)
 
     def feedback(self, errors: list[str], *, tool: bool) -> str:
-        """What the model is told when its answer did not validate."""
-        how = (
-            f"call {FINAL_ANSWER} again with a corrected value"
-            if tool
-            else f"answer again with one JSON object of the {self.name} schema"
-        )
+        """What the model is told when its answer did not validate: the final-answer call's
+        result, or (an answer in text) a message of the runtime's after it."""
         listed = "; ".join(errors[:_MAX_ERRORS])
-        return f"[System: the final answer did not validate: {listed}. {how}.]"
+        if tool:
+            return (
+                f"the final answer did not validate: {listed}; call {FINAL_ANSWER} again "
+                "with a corrected value"
+            )
+        return (
+            f"[System: the final answer did not validate: {listed}. Answer again with one "
+            f"JSON object of the {self.name} schema.]"
+        )
 
 
 def output_spec(output_type: Any, where: str) -> OutputSpec:
