@@ -7,7 +7,8 @@ resume the session — with the same definition, or (VARIANT v2) a changed one.
     python agent_child.py send    DB HOME SCRIPT VARIANT TEXT
     python agent_child.py resume  DB HOME SCRIPT VARIANT ID yes|no
 
-VARIANT: v1, v2 (v1 with other instructions), lead (a lead whose sub-agent does the slow part).
+VARIANT: v1, v2 (v1 with other instructions), lead (a lead whose sub-agent does the slow part),
+replay (a read-only slow tool, and a hook that denies when asked a second time).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -46,6 +48,27 @@ def slow(ctx: xclaw.ToolContext) -> str:
     return "slow part done"
 
 
+@xclaw.tool(read_only=True)
+def slow_read(ctx: xclaw.ToolContext) -> str:
+    """Read the slow part (read-only: run again after a crash; a second run returns at once)."""
+    marker = ctx.workspace / "reads.txt"
+    with marker.open("a") as f:
+        f.write(f"{ctx.step_id}\n")
+    if len(marker.read_text().splitlines()) == 1:
+        time.sleep(30)
+    return "read"
+
+
+def counting(event: xclaw.BeforeTool) -> xclaw.HookDecision | None:
+    """Allows the first time it is asked, denies after: asked again, it would answer otherwise."""
+    asked = Path("hook-asked.txt")
+    with asked.open("a") as f:
+        f.write(f"{event.call_id}\n")
+    if len(asked.read_text().splitlines()) > 1:
+        return xclaw.deny("asked a second time")
+    return None
+
+
 def no_secrets(event: xclaw.BeforeTool) -> xclaw.HookDecision | None:
     if "secret" in str(event.input.get("text", "")):
         return xclaw.deny("notes must not hold secrets")
@@ -53,6 +76,14 @@ def no_secrets(event: xclaw.BeforeTool) -> xclaw.HookDecision | None:
 
 
 def support(variant: str) -> xclaw.Agent:
+    if variant == "replay":  # a hook that would answer otherwise if it were asked again
+        return xclaw.Agent(
+            "support",
+            builtin_tools=[],
+            tools=[slow_read],
+            output_type=Ticket,
+            hooks=xclaw.Hooks(before_tool=counting),
+        )
     if variant == "lead":  # the slow work is a declared sub-agent's
         reviewer = xclaw.Agent(
             "reviewer",

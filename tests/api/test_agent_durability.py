@@ -161,3 +161,32 @@ def test_a_named_sub_agent_killed_mid_tool_continues_from_its_record(tmp_path: P
     assert len(_lines(ws / "marker.txt")) == 1
     spawned = [e for e in lines if e.get("type") == "tool" and e["name"] == "spawn_agent"]
     assert json.loads(spawned[-1]["output"]) == {"title": "interrupted", "priority": 1}
+
+
+def test_a_hooks_decision_is_replayed_after_a_crash_not_asked_again(tmp_path: Path) -> None:
+    script = tmp_path / "replay.json"
+    call = {"name": "slow_read", "input": {}}
+    script.write_text(
+        json.dumps(
+            {"turns": [{"tool_calls": [call]}, {"output": {"title": "read", "priority": 2}}]}
+        )
+    )
+    db, home = str(tmp_path / "app.db"), str(tmp_path / "home")
+    first = Child(tmp_path, "send", db, home, str(script), "replay", "read it")
+    sid = first.wait_for(lambda line: "session" in line)["session"]
+    ws = tmp_path / "home" / "workspaces" / sid
+    deadline = time.monotonic() + 30
+    while not _lines(ws / "reads.txt"):  # the read-only call is running, the hook allowed it
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.lines()
+        time.sleep(0.02)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    assert _lines(tmp_path / "hook-asked.txt") == ["call_0_0"]
+
+    second = Child(tmp_path, "resume", db, home, str(script), "replay", sid, "no")
+    lines = second.finish()
+    # Read-only, so run again after the crash — under the decision the record holds: the
+    # hook, which would deny now, was not asked again.
+    assert lines[-1] == {"end": "success", "output": {"title": "read", "priority": 2}}, lines
+    assert _lines(tmp_path / "hook-asked.txt") == ["call_0_0"]
+    assert len(_lines(ws / "reads.txt")) == 2

@@ -650,13 +650,18 @@ class Agent:
                 # need the turn while it runs.
                 turn.release()
                 turn = None
-            context = replace(
-                self.context,
+            base = self.context  # (built whole: dataclasses.replace is slow, and this is per call)
+            context = ToolContext(
+                workspace=base.workspace,
+                session_id=base.session_id,
                 spawn_agent=partial(self._spawn, call),
+                env=base.env,
                 confined=confined,
                 step_id=step_id,
                 call_id=call.id,
-                agent=self.context.agent if steering is None else steering.name,
+                user=base.user,
+                agent=base.agent if steering is None else steering.name,
+                deps=base.deps,
             )
             try:
                 result = await self._until_cancelled(tool.run(call.input, context))

@@ -132,6 +132,9 @@ class TurnDrive:
             self.emit(notice_frame(f"[tools] {why}"))
         definition = self._definition()
         if definition is not None:
+            # Built now, before the record is read back: its own tools (and its sub-agents')
+            # are then known to the resume rules (an interrupted read-only one is retried).
+            self.rt.agent_setups.parts(definition, agent_config(self.rt.settings))
             for name in self.rt.agent_setups.missing_tools(definition):
                 self.emit(
                     notice_frame(
