@@ -395,3 +395,39 @@ async def test_a_sub_agent_name_it_was_not_given_is_refused(opened: Opener) -> N
     result = await (await agent.new_session()).send("go")
     (failed,) = [e for e in result.of_type("tool") if e.wire()["state"] == "failed"]
     assert "no sub-agent 'hacker'" in failed.wire()["output"]
+
+
+async def test_a_message_continues_with_a_changed_definition_and_says_so(
+    opened: Opener, tmp_path: Path
+) -> None:
+    first = xclaw.Agent("writer", instructions="Write.", builtin_tools=[])
+    agent, _ = await opened([{"text": "one"}, {"text": "two"}, {"text": "three"}], agent=first)
+    session = await agent.new_session()
+    await session.send("first")
+    await agent.close()
+    # Another process declares `writer` otherwise: a new message runs it, recorded and said.
+    changed = xclaw.Agent("writer", instructions="Write tersely.", builtin_tools=[])
+    root = tmp_path / "a"
+    again = await xclaw.open(
+        db=root / "app.db", home=root / "home", model=Spy(root / "script.json"), agent=changed
+    )
+    try:
+        resumed = await again.session(session.id)
+        result = await resumed.send("second")
+        notices = [e.wire()["content"] for e in result.of_type("notice")]
+        assert any("changed here to definition" in n for n in notices), notices
+        said = [s for s in await resumed.steps() if s.name == "session_agent"]
+        assert said[-1].input["decision"] == "changed"
+        assert said[-1].input["was"]["digest"] == first.digest
+        assert (await resumed.info()).metadata["agent"]["digest"] == changed.digest
+        # Naming another agent switches the session to it, from this message on.
+        other = xclaw.Agent("other", builtin_tools=[])
+        result = await resumed.send("third", agent=other)
+        assert result.reply == "three"
+        assert (await resumed.info()).agent == "other"
+        said = [s for s in await resumed.steps() if s.name == "session_agent"]
+        assert said[-1].input["decision"] == "switched"
+        with pytest.raises(xclaw.UnknownAgent):
+            resumed.send("x", agent="nobody")
+    finally:
+        await again.close()

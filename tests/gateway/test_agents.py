@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 import xclaw
 from tests.gateway.harness import Client, Server, clean_env, xclaw_cmd
+from tests.gateway.test_workers import TOKEN, PgServer
 
 pytestmark = pytest.mark.slow
 
@@ -236,3 +238,84 @@ def test_xclaw_chat_new_agent_shows_the_agent(server: AgentServer, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "agent support" in done.stdout
     assert 'xclaw: {"title": "A-1 shipped", "priority": 3}' in done.stdout
+
+
+SLOW = '''
+import time
+
+import xclaw
+
+
+@xclaw.tool
+def slow(ctx: xclaw.ToolContext) -> str:
+    """The slow part."""
+    (ctx.workspace / "slow.txt").write_text("started")
+    time.sleep(30)
+    return "done"
+'''
+
+
+@dataclass
+class Worker(PgServer):
+    """A worker on a shared SQLite file whose xclaw.yaml declares `support` with these
+    instructions (two workers with different ones declare two definitions)."""
+
+    instructions: str = "v1"
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        config = Path(env["XCLAW_CONFIG"])
+        config.write_text(
+            config.read_text()
+            + "agents:\n  support:\n"
+            + f"    instructions: {self.instructions}\n"
+            + '    builtin_tools: []\n    tools: ["slow_tools:slow"]\n'
+        )
+        (self.root / "slow_tools.py").write_text(SLOW)
+        return env
+
+
+async def test_a_worker_with_another_definition_does_not_take_the_session_over(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [_call("slow"), {"text": "done"}]}))
+    workers = []
+    try:
+        for name, instructions in (("a", "v1"), ("b", "v2")):
+            root = tmp_path / name
+            root.mkdir()
+            w = Worker(
+                root=root,
+                script=script,
+                approval="yolo",
+                db=str(tmp_path / "shared.db"),
+                shared_workspace=tmp_path / "workspaces",
+                instructions=instructions,
+            )
+            workers.append(w)
+            w.start()
+        a, b = workers
+        ca = await Client.open(a, token=TOKEN)
+        await ca.attach(None)
+        sid = ca.session_id
+        await ca.send({"type": "message", "content": "go", "agent": "support"})
+        await ca.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+        a.kill()  # SIGKILL mid-tool
+        cb = await Client.open(b, token=TOKEN)
+        await cb.send({"type": "reconnect", "sessionId": sid})
+        refused = await cb.until_type("error")
+        assert refused["code"] == "agent_mismatch", refused
+        assert "agent 'support' (definition" in refused["content"]
+        status = await cb.until(lambda f: f.get("type") == "status" and "busy" in f)
+        assert status["busy"] is False and status["state"] == "interrupted"
+        assert [f for f in cb.seen if f.get("type") == "tool"] == []  # nothing ran on b
+        # The worker with the recorded definition takes it up again.
+        a.start()
+        ca = await Client.open(a, token=TOKEN)
+        await ca.send({"type": "reconnect", "sessionId": sid})
+        reply = await ca.until(lambda f: f.get("type") in ("reply", "error"), timeout=90)
+        assert reply == {"type": "reply", "sessionId": sid, "content": "done", "agent": "support"}
+    finally:
+        for w in workers:
+            w.kill()
