@@ -431,3 +431,20 @@ async def test_a_message_continues_with_a_changed_definition_and_says_so(
             resumed.send("x", agent="nobody")
     finally:
         await again.close()
+
+
+def test_an_answer_that_does_not_validate_is_said_briefly() -> None:
+    """The model's answer is hostile: what is said back of it is bounded."""
+    from xclaw.agents.output import OutputErrors, output_spec
+
+    spec = output_spec({"type": "object", "properties": {"n": {"type": "integer"}}}, "test")
+    with pytest.raises(OutputErrors) as caught:
+        spec.check({"n": "x" * 100_000})
+    assert len(caught.value.errors) == 1 and len(caught.value.errors[0]) <= 300
+    with pytest.raises(xclaw.ConfigError, match="'final_answer' is the name of a tool"):
+
+        def final_answer(x: int) -> str:
+            """mine"""
+            return ""
+
+        xclaw.Agent("x", tools=[final_answer], output_type=Ticket)

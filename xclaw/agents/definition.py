@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from xclaw.agents.hooks import NO_HOOKS, Hooks
-from xclaw.agents.output import OutputSpec, output_spec
+from xclaw.agents.output import FINAL_ANSWER, OutputSpec, output_spec
 from xclaw.agents.refs import function_ref, import_ref
 from xclaw.errors import ConfigError
 
@@ -241,9 +241,11 @@ def define(
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ConfigError(f"{at}: tools: two tools named {twice[0]!r}")
-    clash = sorted(set(names) & set(BUILTIN_TOOLS))
+    clash = sorted(set(names) & {*BUILTIN_TOOLS, *([FINAL_ANSWER] if output_type else [])})
     if clash:
-        raise ConfigError(f"{at}: tools: {clash[0]!r} is the name of a built-in tool")
+        raise ConfigError(
+            f"{at}: tools: {clash[0]!r} is the name of a tool xclaw gives the agent itself"
+        )
     builtins = _builtins(builtin_tools, at)
     allowed = None
     if allowed_tools is not None:

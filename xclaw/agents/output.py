@@ -19,6 +19,13 @@ from xclaw.errors import ConfigError
 # The final-answer tool a model without structured output is given.
 FINAL_ANSWER = "final_answer"
 _MAX_ERRORS = 10
+# One error as the model and the record get it: a validator may quote the value, and the
+# value is the model's (hostile, maybe huge).
+_MAX_ERROR_CHARS = 300
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 1] + "…"
 
 
 class OutputErrors(ValueError):
@@ -105,8 +112,8 @@ def _of_model(model: type[Any]) -> OutputSpec:
         except ValidationError as e:
             raise OutputErrors(
                 [
-                    f"'{'.'.join(str(p) for p in err['loc']) or 'answer'}': {err['msg']}"
-                    for err in e.errors()
+                    _short(f"'{'.'.join(str(p) for p in err['loc']) or 'answer'}': {err['msg']}")
+                    for err in e.errors()[:_MAX_ERRORS]
                 ]
             ) from None
 
@@ -135,7 +142,10 @@ def _of_schema(schema: dict[str, Any], where: str) -> OutputSpec:
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
         if errors:
             raise OutputErrors(
-                [f"'{'.'.join(str(p) for p in e.path) or 'answer'}': {e.message}" for e in errors]
+                [
+                    _short(f"'{'.'.join(str(p) for p in e.path) or 'answer'}': {e.message}")
+                    for e in errors[:_MAX_ERRORS]
+                ]
             )
         return value
 
