@@ -8,6 +8,14 @@ recording on and off, side by side in one run, next to the store's own durable-c
 `xclaw.open`'s Session.send (every event read into its typed class) side by side with the same
 Runtime driven directly (send + wait_idle, frames dropped). Goal: the API adds <= 5 %.
 
+    python bench/runtime_bench.py --agent [--iterations N] [--rounds R]
+
+`--agent` measures declared agents (docs/agents.md), through the runtime, side by side:
+xclaw's own agent, a declared agent that uses none of the features (the same tools), and one
+with a before_tool and an after_tool hook (each deciding on every call, each decision a
+recorded step) and a structured answer. Goals: a declared agent without features costs what
+xclaw's own does (<= 2 %); hooks and output validation add <= 5 % per step.
+
 One iteration = one LLM call + one tool call (two steps recorded, one write-ahead commit).
 "Store alone" replays exactly the writes the recorder made (same rows, order, durability)
 directly on a fresh database. Goal: recording costs no more than the store's
@@ -277,6 +285,104 @@ def api_bench(n: int, rounds: int) -> None:
     )
 
 
+# --- --agent: declared agents' own cost ------------------------------------------------------
+
+
+AGENT_VARIANTS = ("default", "declared", "hooks+output")
+
+
+async def agent_round(
+    tmp: Path, iterations: int, k: int, variant: str, llm_s: float = 0.0
+) -> tuple[float, float]:
+    """(wall s, CPU s) of one turn of `iterations` iterations, driven through the runtime,
+    by xclaw's own agent or a declared one (see the module docstring)."""
+    from pydantic import BaseModel
+
+    import xclaw
+
+    @xclaw.tool
+    async def noop(payload: str) -> str:
+        """does nothing"""
+        return "ok"
+
+    class Done(BaseModel):
+        done: bool
+
+    def allow(event: Any) -> None:
+        return None
+
+    script = tmp / f"agent-script{k}-{variant}.json"
+    make_script(script, iterations, llm_s)
+    if variant == "hooks+output":  # the final answer is a Done, validated
+        turns = json.loads(script.read_text())
+        turns["turns"][-1] = {"output": {"done": True}}
+        script.write_text(json.dumps(turns))
+    declared = None
+    if variant == "declared":
+        declared = xclaw.Agent("plain", tools=[noop])
+    elif variant == "hooks+output":
+        declared = xclaw.Agent(
+            "checked",
+            tools=[noop],
+            output_type=Done,
+            hooks=xclaw.Hooks(before_tool=allow, after_tool=allow),
+        )
+    agent = await xclaw.open(
+        db=tmp / f"agent{k}-{variant}.db",
+        home=tmp / "home",
+        model=f"script:{script}",
+        approval="yolo",
+        config={"max_iterations": iterations + 5},
+        tools=[noop] if declared is None else [],
+        agent=declared,
+    )
+    try:
+        session = await agent.new_session(title="bench")
+        rt = agent.runtime  # type: ignore[attr-defined]
+        unsubscribe = rt.subscribe(session.id, lambda frame: None)
+        w0, c0 = time.perf_counter(), time.process_time()
+        await rt.send(session.id, "go", agent=None if declared is None else declared.name)
+        await rt.wait_idle(session.id)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        unsubscribe()
+        hooks = 2 * iterations if variant == "hooks+output" else 0
+        assert len(await session.steps()) == 3 * iterations + 2 + hooks
+        return wall, cpu
+    finally:
+        await agent.close()
+
+
+def agent_bench(n: int, rounds: int, llm_ms: float = 0.0) -> None:
+    print(
+        f"declared agents: {n} iterations (1 LLM call + 1 tool call each, the model answers "
+        f"in {llm_ms:g} ms), median of {rounds} rounds, the variants alternated"
+    )
+    runs: dict[str, list[tuple[float, float]]] = {v: [] for v in AGENT_VARIANTS}
+    with tempfile.TemporaryDirectory() as d:
+        for variant in AGENT_VARIANTS:  # warm-up: imports, first-use caches; not counted
+            asyncio.run(agent_round(Path(d), 20, -1, variant))
+        for k in range(rounds):
+            order = AGENT_VARIANTS[k % 3 :] + AGENT_VARIANTS[: k % 3]
+            for variant in order:
+                runs[variant].append(
+                    asyncio.run(agent_round(Path(d), n, k, variant, llm_ms / 1000))
+                )
+    print(f"{'':48}{'wall ms/it':>12}{'CPU ms/it':>12}")
+    med: dict[str, tuple[float, float]] = {}
+    for variant in AGENT_VARIANTS:
+        wall = statistics.median(r[0] for r in runs[variant]) / n * 1000
+        cpu = statistics.median(r[1] for r in runs[variant]) / n * 1000
+        med[variant] = (wall, cpu)
+        print(f"{variant:48}{wall:12.3f}{cpu:12.3f}")
+    for variant, goal in (("declared", 0.02), ("hooks+output", 0.05)):
+        wall = med[variant][0] / med["default"][0] - 1
+        cpu = med[variant][1] / med["default"][1] - 1
+        print(
+            f"{variant} adds {wall:+.1%} wall time and {cpu:+.1%} CPU per iteration "
+            f"(goal <= +{goal:.0%}: {'met' if max(wall, cpu) <= goal else 'not met'})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -295,10 +401,20 @@ def main() -> None:
         action="store_true",
         help="instead: the Python API (xclaw.open) side by side with the Runtime it drives",
     )
+    ap.add_argument(
+        "--agent",
+        action="store_true",
+        help="instead: declared agents (none of their features, hooks and output) side by "
+        "side with xclaw's own agent",
+    )
     args = ap.parse_args()
     n = args.iterations
     if args.api:
         api_bench(n, args.rounds)
+        return
+    if args.agent:
+        for llm_ms in args.llm_ms:
+            agent_bench(n, args.rounds, llm_ms)
         return
     print(
         f"runtime benchmark: {n} iterations (1 LLM call + 1 tool call each), median of {args.rounds} rounds"

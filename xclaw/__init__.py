@@ -21,12 +21,26 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
-    from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+    from xclaw.agents.definition import ModelSettings
+    from xclaw.agents.hooks import (
+        AfterTool,
+        BeforeModel,
+        BeforeTool,
+        HookDecision,
+        Hooks,
+        allow,
+        ask,
+        deny,
+        rewrite,
+    )
+    from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
     from xclaw.api.local import open
     from xclaw.api.remote import connect
     from xclaw.api.sync import SyncAgent, SyncEvents, SyncSession, connect_sync, open_sync
     from xclaw.errors import (
         AgentClosed,
+        AgentMismatch,
+        AgentNotOpen,
         AmbiguousSession,
         BadCommand,
         BadFrame,
@@ -43,26 +57,48 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         Forbidden,
         ForbiddenOrigin,
         GatewayUnavailable,
+        HookDenied,
         InternalError,
         IrreversibleEffects,
         LlmError,
         MaxIterations,
         NotAttached,
+        OutputInvalid,
         RollbackPending,
         StoreError,
         Timeout,
         TooManyAttempts,
         Unauthorized,
+        UnknownAgent,
         UnknownSession,
         XclawError,
     )
     from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
-    from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
+    from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+    from xclaw.tools.base import ToolContext
     from xclaw.tools.python_tools import tool
 
 _WHERE = {
     "Agent": "xclaw.api.base",
+    "Approval": "xclaw.api.base",
     "Approve": "xclaw.api.base",
+    "ModelSettings": "xclaw.agents.definition",
+    "ToolContext": "xclaw.tools.base",
+    "AgentInfo": "xclaw.http_bodies",
+    **dict.fromkeys(
+        (
+            "AfterTool",
+            "BeforeModel",
+            "BeforeTool",
+            "HookDecision",
+            "Hooks",
+            "allow",
+            "ask",
+            "deny",
+            "rewrite",
+        ),
+        "xclaw.agents.hooks",
+    ),
     "Event": "xclaw.api.base",
     "Events": "xclaw.api.base",
     "RunResult": "xclaw.api.base",
@@ -85,6 +121,8 @@ _WHERE = {
     **dict.fromkeys(
         (
             "AgentClosed",
+            "AgentMismatch",
+            "AgentNotOpen",
             "AmbiguousSession",
             "BadCommand",
             "BadFrame",
@@ -101,16 +139,19 @@ _WHERE = {
             "Forbidden",
             "ForbiddenOrigin",
             "GatewayUnavailable",
+            "HookDenied",
             "InternalError",
             "IrreversibleEffects",
             "LlmError",
             "MaxIterations",
             "NotAttached",
             "RollbackPending",
+            "OutputInvalid",
             "StoreError",
             "Timeout",
             "TooManyAttempts",
             "Unauthorized",
+            "UnknownAgent",
             "UnknownSession",
             "XclawError",
         ),
@@ -119,14 +160,21 @@ _WHERE = {
 }
 
 __all__ = [
+    "AfterTool",
     "Agent",
     "AgentClosed",
+    "AgentInfo",
+    "AgentMismatch",
+    "AgentNotOpen",
     "AmbiguousSession",
+    "Approval",
     "Approve",
     "BadCommand",
     "BadFrame",
     "BadRequest",
     "BadStep",
+    "BeforeModel",
+    "BeforeTool",
     "BlobStoreLost",
     "BlobStoreUnavailable",
     "Busy",
@@ -141,11 +189,16 @@ __all__ = [
     "Forbidden",
     "ForbiddenOrigin",
     "GatewayUnavailable",
+    "HookDecision",
+    "HookDenied",
+    "Hooks",
     "InternalError",
     "IrreversibleEffects",
     "LlmError",
     "MaxIterations",
+    "ModelSettings",
     "NotAttached",
+    "OutputInvalid",
     "RollbackAnswer",
     "RollbackPending",
     "RollbackPreview",
@@ -159,15 +212,21 @@ __all__ = [
     "SyncSession",
     "Timeout",
     "TooManyAttempts",
+    "ToolContext",
     "ToolInfo",
     "TreeNode",
     "Unauthorized",
+    "UnknownAgent",
     "UnknownSession",
     "XclawError",
+    "allow",
+    "ask",
     "connect",
     "connect_sync",
+    "deny",
     "open",
     "open_sync",
+    "rewrite",
     "tool",
 ]
 

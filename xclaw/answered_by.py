@@ -117,6 +117,15 @@ class Answer:
 
     approved: bool
     by: AnsweredBy
+    # What the person said with it: the model is told (a denial's reason, docs/approval.md).
+    message: str | None = None
+    # The input the person gave instead of the model's, where the policy allows edits.
+    input: dict[str, Any] | None = None
+
+    def why(self) -> str:
+        """The tutorial's `why`, with what the person said."""
+        said = self.by.why(self.approved)
+        return f"{said}: {self.message}" if self.message else said
 
 
 def answer_output(approved: bool, by: AnsweredBy, why: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ declared once, with its one default, its variable if it has one; xclaw/section.p
     a2a (the card, remote agents)         xclaw/tools/a2a_settings.py A2aSettings
     sandbox                               xclaw/sandbox/settings.py   SandboxSettings
     otel                                  xclaw/telemetry/config.py   OtelSettings
+    agents                                xclaw/agents/settings.py    AgentSettings
 
 The provider chain is read with the providers' own variables (xclaw/llm/registry.py).
 """
@@ -31,6 +32,7 @@ import yaml
 from dotenv import dotenv_values
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
+from xclaw.agents.settings import AgentSettings
 from xclaw.config_errors import Loc, explain
 from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
@@ -59,7 +61,15 @@ def _path(value: Any) -> Any:
 PathSetting = Annotated[Path, BeforeValidator(_path), Wording("a path", bounds=False)]
 
 
-class Settings(GatewaySettings, StoreSettings, LlmSettings, ToolSettings, McpSettings, A2aSettings):
+class Settings(
+    GatewaySettings,
+    StoreSettings,
+    LlmSettings,
+    ToolSettings,
+    McpSettings,
+    A2aSettings,
+    AgentSettings,
+):
     """Everything xclaw is configured with; built by `load_settings` when a command starts."""
 
     # xclaw's home directory: database, access token, workspaces.

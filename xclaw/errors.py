@@ -153,6 +153,29 @@ class ConfigMismatch(XclawError):
     code = "config_mismatch"
 
 
+class UnknownAgent(XclawError):
+    """No agent of that name is declared here (xclaw.yaml's `agents:`, or given to
+    `xclaw.open`)."""
+
+    code = "unknown_agent"
+    exit_code = EXIT_USAGE
+
+
+class AgentMismatch(XclawError):
+    """A session's unfinished turn was run by another definition of its agent than this
+    process has (or by an agent it does not know): resumed or taken over, it would run
+    something else (xclaw/runtime/agent_choice.py)."""
+
+    code = "agent_mismatch"
+
+
+class AgentNotOpen(XclawError):
+    """A session method of an `xclaw.Agent` that is only a definition: open it first."""
+
+    code = "agent_not_open"
+    exit_code = EXIT_USAGE
+
+
 class StoreError(XclawError):
     code = "store_error"
 
@@ -244,6 +267,20 @@ class MaxIterations(XclawError):
 
 
 LimitsExceeded = MaxIterations
+
+
+class OutputInvalid(MaxIterations):
+    """The turn of an agent with an output type ran out of iterations without a final answer
+    that validates; the message lists what was wrong with the last one."""
+
+    code = "output_invalid"
+
+
+class HookDenied(XclawError):
+    """A declared agent's before_model hook stopped the turn (the message says why); the
+    session waits for the next instruction."""
+
+    code = "hook_denied"
 
 
 class LlmError(XclawError):

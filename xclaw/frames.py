@@ -159,6 +159,13 @@ class SessionInfo(Wire):
     state: StateWord
     state_text: str = Field(alias="stateText")
 
+    @property
+    def agent(self) -> str:
+        """The agent the session runs, as its metadata records it (`default`: xclaw's own)."""
+        recorded = self.metadata.get("agent")
+        name = recorded.get("name") if isinstance(recorded, dict) else None
+        return name if isinstance(name, str) else "default"
+
 
 class CostSummary(Wire):
     """Tokens and estimated cost of a session's LLM calls (`cost` null: no call had a price;
@@ -270,6 +277,10 @@ class SessionFrame(Frame):
         default=None,
         description="on a server with users (docs/teams.md): whom this socket is signed in as",
     )
+    agent: str | None = Field(
+        default=None,
+        description="the declared agent the session runs (none: xclaw's own; docs/agents.md)",
+    )
 
 
 class HistoryFrame(Frame):
@@ -330,6 +341,13 @@ class ReplyFrame(Frame):
     type: Literal["reply"] = "reply"
     session_id: str = Field(alias="sessionId")
     content: str
+    output: Any = Field(
+        default=None,
+        description="an agent with an output type: its answer, validated (docs/agents.md)",
+    )
+    agent: str | None = Field(
+        default=None, description="the declared agent that answered (none: xclaw's own)"
+    )
 
 
 class ToolFrame(Frame):

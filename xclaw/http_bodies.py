@@ -192,6 +192,22 @@ class ToolInfo(Wire):
     input_schema: dict[str, Any] = Field(alias="inputSchema")
 
 
+class AgentInfo(Wire):
+    """An agent a session may run on this server (docs/agents.md): xclaw's own (`default`)
+    and those xclaw.yaml declares."""
+
+    name: str
+    description: str
+    digest: str = Field(description="names this exact definition (what a session records)")
+    model: str | None = Field(description="its own model; none: the session's")
+    output: str | None = Field(description="its output type's name; none: text answers")
+    sub_agents: list[str] = Field(alias="subAgents")
+
+
+class AgentList(Wire):
+    agents: list[AgentInfo]
+
+
 class ToolList(Wire):
     approval: str = Field(description="the approval mode in force")
     tools: list[ToolInfo]
@@ -204,6 +220,9 @@ class NewSessionBody(Wire):
     """POST /api/sessions: a session written now (with its title, if any), as `/new TITLE`."""
 
     title: str | None = None
+    agent: str | None = Field(
+        default=None, description="the declared agent it runs (docs/agents.md)"
+    )
 
 
 class RenameBody(Wire):
@@ -233,3 +252,11 @@ class ForkBody(Wire):
 
 class ApprovalBody(Wire):
     approve: bool
+    message: str | None = Field(
+        default=None, description="what the model is told with the answer (docs/approval.md)"
+    )
+    input: dict[str, Any] | None = Field(
+        default=None,
+        description="the input the call runs with instead of the model's (needs a "
+        "collaborator's part, and approval.allow_edits)",
+    )

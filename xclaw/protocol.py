@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +26,7 @@ from pydantic import (
     ValidationError,
 )
 
+from xclaw.agents.definition import NAME_RE
 from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
 from xclaw.llm.prices import PriceTable
@@ -51,6 +53,9 @@ class ReconnectFrame(_Frame):
     session_id: StrictStr | None = Field(default=None, alias="sessionId")
 
 
+AGENT_NAME = NAME_RE.pattern
+
+
 class MessageFrame(_Frame):
     type: Literal["message"]
     session_id: StrictStr | None = Field(default=None, alias="sessionId")
@@ -61,6 +66,8 @@ class MessageFrame(_Frame):
     message_id: StrictStr | None = Field(
         default=None, alias="messageId", pattern=MESSAGE_ID_PATTERN
     )
+    # The declared agent that runs it and the session's turns after it (docs/agents.md).
+    agent: StrictStr | None = Field(default=None, pattern=AGENT_NAME)
 
 
 class ApprovalFrame(_Frame):
@@ -71,6 +78,10 @@ class ApprovalFrame(_Frame):
     # Which client answers (`chat`, `web`, ...): a hint the record keeps beside the route
     # the answer came by (xclaw/answered_by.py). Lowercase letters, digits, `-`, `_`.
     client: StrictStr | None = Field(default=None, pattern=CLIENT_RE.pattern)
+    # What the model is told with the answer, and the input the call runs with instead of
+    # the model's (docs/approval.md).
+    message: StrictStr | None = None
+    input: dict[str, Any] | None = None
 
 
 class CancelFrame(_Frame):
@@ -117,6 +128,13 @@ def parse_client_frame(
 
 
 # --- server frames ------------------------------------------------------------------------
+
+
+def session_agent(metadata: Mapping[str, Any]) -> str | None:
+    """The declared agent a session records it runs (None: xclaw's own, docs/agents.md)."""
+    recorded = metadata.get("agent")
+    name = recorded.get("name") if isinstance(recorded, Mapping) else None
+    return name if isinstance(name, str) and name != "default" else None
 
 
 def session_json(s: Session, *, busy: bool | None = None) -> dict[str, Any]:

@@ -33,12 +33,12 @@ def _env() -> dict[str, str]:
 
 
 class Child:
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, program: Path = CHILD) -> None:
         self.out = tmp / f"child-{time.monotonic_ns()}.jsonl"
         self.err = self.out.with_suffix(".err")
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, str(CHILD), *args],
+                [sys.executable, str(program), *args],
                 cwd=tmp,
                 env=_env(),
                 stdout=out,

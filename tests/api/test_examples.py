@@ -69,6 +69,41 @@ def test_own_tools(tmp_path: Path) -> None:
     assert "orders: {'A-1': 'shipped', 'A-2': 'shipped'}" in out
 
 
+def test_the_support_bot(tmp_path: Path) -> None:
+    here = _copy_examples(tmp_path)
+    out = _run(here, str(here / "examples" / "support_bot.py"), str(tmp_path / "s.db"))
+    assert "tools: ['order_status']" in out
+    assert "[shell] failed: Not run: unknown tool 'shell'" in out  # it has no shell
+    assert "[order_status] completed: A-1: shipped on Monday (asked in " in out
+    assert "ticket: A-1 shipped but is late (order A-1, priority 2)" in out
+    assert "recorded: support" in out
+
+
+def test_the_reviewer_sub_agent(tmp_path: Path) -> None:
+    here = _copy_examples(tmp_path)
+    out = _run(here, str(here / "examples" / "reviewer.py"), str(tmp_path / "r.db"))
+    assert "review: approved=False issues=['add() returns a - b, not a + b']" in out
+    # The reviewer's steps: a subtree under the lead's spawn_agent call (s0005).
+    assert "    s0005 tool_call spawn_agent" in out.splitlines()
+    assert "          s0008 tool_call read_file  [sub-agent of s0005]" in out.splitlines()
+
+
+def test_the_deny_hook(tmp_path: Path) -> None:
+    here = _copy_examples(tmp_path)
+    out = _run(here, str(here / "examples" / "deny_hook.py"), str(tmp_path / "g.db"))
+    assert "[shell] Not run: denied by a hook: this agent never deletes files" in out
+    assert "s0003 hook: deny by __main__:no_deletes" in out
+
+
+def _copy_examples(tmp: Path) -> Path:
+    """A copy of the examples, run from beside them as docs/agents.md runs them."""
+    import shutil
+
+    here = tmp / "run"
+    shutil.copytree(EXAMPLES, here / "examples")
+    return here
+
+
 def test_the_remote_program_against_a_gateway(tmp_path: Path, gateway: Any) -> None:
     turns = json.loads((EXAMPLES / "scripts" / "notes.json").read_text())
     server = gateway(turns["turns"], approval="ask")

@@ -464,3 +464,41 @@ def test_a_tool_that_fails_only_in_the_replay_says_why(tmp_path: Path) -> None:
     assert first["recordedOutput"] == "hi" and "unknown tool 'echo'" in first["replayedOutput"]
     r = xclaw(tmp_path, "replay", sid)
     assert "replayed: failed: Not run: unknown tool 'echo'" in r.stdout, r.stdout
+
+
+def test_replay_runs_the_declared_agent_the_session_ran(tmp_path: Path) -> None:
+    (tmp_path / "replay_tools.py").write_text(
+        "import xclaw\n\n\n@xclaw.tool(read_only=True)\n"
+        "def lookup(order_id: str) -> str:\n"
+        '    """An order\'s status."""\n'
+        '    return f"{order_id} shipped"\n'
+    )
+    (tmp_path / "xclaw.yaml").write_text(
+        "agents:\n  support:\n    builtin_tools: []\n"
+        '    tools: ["replay_tools:lookup"]\n    instructions: Answer about orders.\n'
+    )
+    script = [
+        {"text": "", "tool_calls": [{"name": "lookup", "input": {"order_id": "A-1"}}]},
+        {"text": "A-1 shipped."},
+    ]
+    (tmp_path / "script.json").write_text(json.dumps({"turns": script}))
+    ran = xclaw(tmp_path, "run", "--agent", "support", "where is A-1?")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    sid = _only_session(tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "xclaw", "replay", sid, "--json"],
+        check=False,
+        cwd=tmp_path,
+        env=_no_model_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["reproduced"] is True and out["divergences"] == [], out
+    replayed = json.loads(xclaw(tmp_path, "steps", out["sessionId"], "--json").stdout)
+    (tool,) = [s for s in replayed if s["type"] == "tool_call"]
+    assert tool["name"] == "lookup" and tool["output"] == "A-1 shipped"
+    assert xclaw(tmp_path, "fsck").returncode == 0

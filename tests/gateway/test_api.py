@@ -80,6 +80,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
     assert set(spec["paths"]) == {
         "/health",
         "/openapi.json",
+        "/agents",
         "/tools",
         "/sessions",
         "/sessions/{sid}",

@@ -207,6 +207,15 @@ async def test_an_approver_answers_and_the_record_names_them(
     await d.attach(sid)
     err = await error_of(d, {"type": "message", "sessionId": sid, "content": "hello"})
     assert err["code"] == "forbidden"  # an approver sends no messages
+    edited = {
+        "type": "approval",
+        "sessionId": sid,
+        "stepId": ask["stepId"],
+        "approve": True,
+        "input": {"command": "echo mine > f"},
+    }
+    err = await error_of(d, edited)
+    assert err["code"] == "forbidden"  # an edited call is the editor's act: a collaborator's
     await d.send(
         {
             "type": "approval",

@@ -391,3 +391,26 @@ async def test_calls_share_one_tls_context(
     for _ in range(3):
         await m.complete(REQ)
     assert loads == []
+
+
+async def test_structured_output_is_asked_with_response_format(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """An agent with an output type (docs/agents.md): the schema goes as `response_format`
+    (OpenAI's own structured output), and the answer is its JSON text."""
+    from dataclasses import replace
+
+    from xclaw.llm.base import OutputFormat, structured
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    openai_server.push(Reply(text='{"ok": true}', usage=(10, 3)))
+    m = model(openai_server)
+    assert structured(m) and structured(fast_retries(m))
+    request = replace(REQ, output=OutputFormat("Verdict check", schema))
+    r = await m.complete(request)
+    assert json.loads(r.text) == {"ok": True}
+    assert openai_server.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Verdict_check", "schema": schema},
+    }
+    assert "response_format" not in openai_request("m", REQ)

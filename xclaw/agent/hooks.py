@@ -34,6 +34,14 @@ class ResumeState:
     suspect_calls: set[str] = field(default_factory=set)
     # Tool-call ids whose approval was pending when the process died: approval asked again.
     pending_approvals: set[str] = field(default_factory=set)
+    # The turn's instructions as they were recorded when it began (a declared agent's
+    # function is not asked again: docs/agents.md).
+    instructions: str | None = None
+    # Hook decisions recorded before the crash, by key (`before_tool:<call id>`,
+    # `after_tool:<call id>`, `before_model:<n>`): replayed, never asked again.
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Inputs a person edited as they approved, by call id (the call runs with them).
+    edited: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class Approver(Protocol):
@@ -74,7 +82,13 @@ class AgentObserver(Protocol):
         repeat). An observer that records calls as they are returns `call_signature`."""
         ...
 
-    async def llm_finished(self, response: LLMResponse) -> None: ...
+    async def llm_finished(
+        self, response: LLMResponse, *, output: Any = None, rejected: str | None = None
+    ) -> None:
+        """`output`: the turn's structured answer, validated (its final step holds it);
+        `rejected`: what the model is told because its answer did not validate (the call is
+        then no final answer). Both passed only for an agent with an output type."""
+        ...
 
     async def llm_failed(self, error: str) -> None: ...
 
@@ -90,10 +104,21 @@ class AgentObserver(Protocol):
         ...
 
     async def approval_decided(
-        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
-    ) -> None: ...
+        self,
+        call: ToolCall,
+        approved: bool,
+        why: str,
+        by: AnsweredBy,
+        edited: dict[str, Any] | None = None,
+    ) -> None:
+        """`edited`: the input the person gave instead of the model's (recorded beside the
+        original); passed only when there is one."""
+        ...
 
-    async def tool_started(self, call: ToolCall, read_only: bool) -> None: ...
+    async def tool_started(self, call: ToolCall, read_only: bool) -> str | None:
+        """The write-ahead point; returns the tool_call step's display id (s0007), if
+        recorded (what the call's ToolContext.step_id says)."""
+        ...
 
     async def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...
 
@@ -103,6 +128,14 @@ class AgentObserver(Protocol):
 
     async def alert(self, name: str, detail: dict[str, Any]) -> None:
         """A system_alert step: max iterations, cancellation, resume."""
+        ...
+
+    async def note(self, name: str, detail: dict[str, Any]) -> None:
+        """A system_alert step not waited for: a hook's decision (`hook`), the instructions
+        a turn runs with (`instructions`), recorded before they are acted on and committed
+        with the next write that is waited for (a tool's write-ahead row, a refusal, a
+        result, the final answer). Called only for agents that declare hooks or
+        instructions."""
         ...
 
     async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:

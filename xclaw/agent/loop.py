@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeState
+from xclaw.agent.steering import BeforeModel, Steering, context_for
+from xclaw.agents.hooks import WITHHELD, AfterTool, BeforeTool
+from xclaw.agents.output import FINAL_ANSWER
 from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
-from xclaw.errors import Cancelled, LimitsExceeded
+from xclaw.errors import Cancelled, HookDenied, LimitsExceeded, OutputInvalid, ToolError
 from xclaw.llm.base import (
     DEFAULT_MAX_TOKENS,
     LLMRequest,
     LLMResponse,
     Model,
+    OutputFormat,
     WindowReporting,
     notice_sink,
     thinking_discard,
@@ -74,6 +79,17 @@ DEFAULT_SYSTEM_PROMPT = (
 
 # What a step stopped by the user's cancel records as its error (docs/protocol.md `cancel`).
 CANCELLED = "cancelled by the user"
+
+
+def _input_problem(tool: Tool, args: dict[str, Any]) -> str | None:
+    check = getattr(tool, "check_input", None)  # (a tool may implement the protocol alone)
+    return None if check is None else check(args)
+
+
+def withheld(reason: str) -> str:
+    """What the model is told of a result an after_tool hook withheld (the record keeps the
+    result, and the rebuilt history says the same: xclaw/recorder/history.py)."""
+    return WITHHELD.format(reason=reason)
 
 
 class Decision(Protocol):
@@ -138,6 +154,19 @@ def _answers_the_user(messages: list[Message]) -> bool:
     return isinstance(last, UserMessage) and not last.text.startswith(SUMMARY_PREFIX)
 
 
+def _turn_calls(messages: list[Message]) -> int:
+    """How many model calls this turn made before the next one (from the conversation alone,
+    so a resumed turn counts as the crashed one did): the assistant messages since the
+    person's last message (a summary, the resume note and output feedback are not theirs)."""
+    k = 0
+    for m in reversed(messages):
+        if isinstance(m, AssistantMessage):
+            k += 1
+        elif isinstance(m, UserMessage) and not m.text.startswith((SUMMARY_PREFIX, "[System:")):
+            break
+    return k
+
+
 # The specs of a tool set and the tokens its schemas cost, shared by every agent of the
 # process: a run starts a new Agent, and measuring each schema (json.dumps) per run was a
 # visible share of a busy server's CPU. Keyed by the tools' identities; the entry keeps the
@@ -172,6 +201,7 @@ class Agent:
         agent_id: str = "main",
         cancel_event: asyncio.Event | None = None,
         side_effects: asyncio.Lock | None = None,
+        steering: Steering | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -199,6 +229,18 @@ class Agent:
         self._compacted_len = 0
         # The context window in force (_learn_window): None until the first run asks.
         self._window: int | None = None
+        # A declared agent's instructions, hooks, output and sub-agents (None: xclaw's own
+        # agent, whose loop is unchanged: xclaw/agent/steering.py).
+        self.steering = steering
+        # This turn's system prompt when the agent's instructions are made per turn.
+        self._system: str | None = None
+        # The final-answer tool offered to a model without structured output of its own.
+        self._final_spec = None if steering is None else steering.output_tool(model)
+        # The turn's structured answer, validated (the agent declares an output type).
+        self.output: Any = None
+        # Why the last answer did not validate (what the turn fails with if it was the last).
+        self._output_errors: list[str] | None = None
+        self._feedback: str | None = None
 
     # --- the loop ---------------------------------------------------------------------------
     async def run(
@@ -230,6 +272,11 @@ class Agent:
         if user_text is not None:
             await self.observer.user_input(user_text)
             messages.append(UserMessage(user_text))
+        steering = self.steering
+        if steering is not None:
+            self._system = await steering.instructions_for(
+                self._hook_context(), resume, self.observer
+            )
         note = resume.note
         llm_calls = 0
         while True:
@@ -239,11 +286,18 @@ class Agent:
                 messages.extend(await self._run_tools(pending, resume))
                 continue
             if messages and isinstance(messages[-1], AssistantMessage):
+                if steering is not None and steering.output is not None and self.output is None:
+                    self.output = steering.output.check(json.loads(messages[-1].text))
                 return messages[-1].text
             if llm_calls >= self.config.max_iterations:
                 await self.observer.alert(
                     "max_iterations", {"limit": self.config.max_iterations, "agent": self.agent_id}
                 )
+                if self._output_errors:
+                    raise OutputInvalid(
+                        f"no valid final answer after {self.config.max_iterations} LLM calls "
+                        f"(max_iterations): {'; '.join(self._output_errors)}"
+                    )
                 raise LimitsExceeded(
                     f"stopped after {self.config.max_iterations} LLM calls in one turn "
                     "(max_iterations); send a message to continue"
@@ -257,7 +311,7 @@ class Agent:
                 context.append(UserMessage(note))
                 tokens += self._estimate(context[-1])
             response = await self._call_llm(
-                context, tokens, resumed=note is not None, turn_start=turn_start
+                context, tokens, resumed=note is not None, turn_start=turn_start, resume=resume
             )
             note = None
             messages.append(
@@ -265,16 +319,33 @@ class Agent:
                     text=response.text, tool_calls=response.tool_calls, thinking=response.thinking
                 )
             )
+            if self._feedback is not None:  # an answer that did not validate: said, again
+                messages.append(UserMessage(self._feedback))
 
     async def _call_llm(
-        self, context: list[Message], tokens: int, *, resumed: bool, turn_start: bool = False
+        self,
+        context: list[Message],
+        tokens: int,
+        *,
+        resumed: bool,
+        turn_start: bool = False,
+        resume: ResumeState | None = None,
     ) -> LLMResponse:
         tools, budget = self._tool_specs()
         history = tuple(context)
         fitted = fit_context(history, budget, self._estimate, total=tokens)
         whole = (*self._compacted_away, *history) if self._compacted_away else history
+        system = self._system or self.config.system_prompt
+        steering = self.steering
+        self._feedback = None
+        output = None
+        if steering is not None:
+            if steering.has("before_model"):
+                system = await self._before_model(context, system, resume or ResumeState())
+            if steering.output is not None and self._final_spec is None:
+                output = OutputFormat(steering.output.name, steering.output.schema)
         request = LLMRequest(
-            system=self.config.system_prompt,
+            system=system,
             messages=fitted,
             history=None if fitted is whole else whole,
             tools=tools,
@@ -283,6 +354,8 @@ class Agent:
             agent=self.agent_id,
             turn_start=turn_start,
             resumed=resumed,
+            agent_name="default" if steering is None else steering.name,
+            output=output,
         )
         params = {
             "max_tokens": self.config.max_tokens,
@@ -309,8 +382,39 @@ class Agent:
             thinking_sink.reset(shown)
             thinking_discard.reset(voided)
             notice_sink.reset(told)
-        await self.observer.llm_finished(response)
+        if steering is None or steering.output is None:
+            await self.observer.llm_finished(response)
+            return response
+        response, value, self._feedback = steering.judge(response)
+        await self.observer.llm_finished(response, output=value, rejected=self._feedback)
+        if value is not None:
+            self.output = value
+        elif self._feedback is not None:
+            self._output_errors = [self._feedback]
         return response
+
+    async def _before_model(self, context: list[Message], system: str, resume: ResumeState) -> str:
+        """The before_model hooks' decision on this call (recorded; replayed on resume): the
+        instructions it is made with, or HookDenied."""
+        steering = self.steering
+        assert steering is not None
+        k = _turn_calls(context)
+        last = context[-1] if context else None
+        said = ""
+        if isinstance(last, (UserMessage, ToolResultMessage)):
+            said = last.text if isinstance(last, UserMessage) else last.content
+        event = BeforeModel(self._hook_context(), system, k, said, len(context))
+        decision = await steering.decide(
+            "before_model", str(k), event, resume, self.observer, {"iteration": k}
+        )
+        if decision.kind == "deny":
+            raise HookDenied(f"a hook stopped the model call: {decision.reason}")
+        if decision.kind == "rewrite":
+            return str(decision.value)
+        return system
+
+    def _hook_context(self) -> ToolContext:
+        return context_for(self.context, self.steering)
 
     # --- compaction ---------------------------------------------------------------------------
     async def _compact_if_full(self, messages: list[Message]) -> None:
@@ -335,7 +439,7 @@ class Agent:
         asked = (*messages, UserMessage(COMPACT_INSTRUCTION))
         fitted = fit_context(asked, budget, self._estimate)
         request = LLMRequest(
-            system=self.config.system_prompt,
+            system=self._system or self.config.system_prompt,
             messages=fitted,
             history=None if fitted is asked else asked,
             tools=tools,
@@ -421,6 +525,8 @@ class Agent:
             or any(a is not b for a, b in zip(cached[0], current, strict=True))
         ):
             specs, fixed = _specs_of(current)
+            if self._final_spec is not None:
+                specs, fixed = (*specs, self._final_spec), fixed + tool_tokens((self._final_spec,))
             budget = max(
                 1_000,
                 (self._window or self.config.context_window_tokens)
@@ -461,27 +567,71 @@ class Agent:
     async def _run_one(self, call: ToolCall, resume: ResumeState) -> ToolResultMessage:
         tool = self.tools.get(call.name)
         if tool is None:
+            if self._final_spec is not None and call.name == FINAL_ANSWER:
+                return await self._refuse_final(call)
             known = ", ".join(sorted(self.tools)) or "none"
             return await self._refuse(call, f"unknown tool {call.name!r}; available tools: {known}")
         if "_error" in call.input:
             return await self._refuse(
                 call, f"{call.input['_error']}: {call.input.get('_raw_arguments', '')!r}"
             )
+        if resume.edited:  # a person edited it as they approved, before a crash
+            edited = resume.edited.pop(call.id, None)
+            if edited is not None:
+                call = replace(call, input=edited)
+        # Checked before anyone is asked: a call that cannot run is refused, not put to a person.
+        problem = _input_problem(tool, call.input)
+        if problem is not None:
+            return await self._refuse(call, problem)
+        steering = self.steering
+        hook_asks: str | None = None
+        if steering is not None and steering.has("before_tool"):
+            event = BeforeTool(self._hook_context(), call.name, call.input, call.id)
+            verdict = await steering.decide(
+                "before_tool",
+                call.id,
+                event,
+                resume,
+                self.observer,
+                {"callId": call.id, "tool": call.name},
+            )
+            if verdict.kind == "deny":
+                return await self._refuse(call, f"denied by a hook: {verdict.reason}")
+            if verdict.kind == "ask":
+                hook_asks = verdict.reason or "a hook asks a person to decide"
+            if verdict.kind == "rewrite":
+                call = replace(call, input=dict(verdict.value))
+                problem = _input_problem(tool, call.input)
+                if problem is not None:
+                    return await self._refuse(call, f"as a hook rewrote it: {problem}")
         decision = await self.policy.review(tool, call.input, self.context.workspace)
         if decision.kind == "deny":
             return await self._refuse(call, decision.reason)
         signature = self._signature(call)
         maybe_repeated = signature in resume.suspect_calls
         confined = decision.confine
-        if decision.kind == "ask" or maybe_repeated or call.id in resume.pending_approvals:
+        if (
+            decision.kind == "ask"
+            or maybe_repeated
+            or call.id in resume.pending_approvals
+            or hook_asks is not None
+        ):
             confined = False  # a human said yes to this very call
             reason = decision.reason if decision.kind == "ask" else "approval required"
+            if hook_asks is not None:
+                reason = hook_asks
             if maybe_repeated:
                 reason = "the model re-issued a call that was interrupted by a crash"
-            approved, why = await self._ask(call, reason, maybe_repeated)
+            answer = await self._ask(call, reason, maybe_repeated)
             resume.pending_approvals.discard(call.id)
-            if not approved:
-                return await self._refuse(call, why)
+            if not answer.approved:
+                return await self._refuse(call, answer.why())
+            if answer.input is not None:  # the person's input runs instead, checked as any
+                call = replace(call, input=answer.input)
+                problem = _input_problem(tool, call.input)
+                again = await self.policy.review(tool, call.input, self.context.workspace)
+                if problem is not None or again.kind == "deny":
+                    return await self._refuse(call, f"as edited: {problem or again.reason}")
         resume.suspect_calls.discard(signature)
         self._check_cancelled()
         turn = None if tool.read_only or self.config.parallel_side_effects else self.side_effects
@@ -503,20 +653,24 @@ class Agent:
                     },
                 )
             # Write-ahead: the running row is durable before the tool starts.
-            await self.observer.tool_started(call, tool.read_only)
+            step_id = await self.observer.tool_started(call, tool.read_only)
             if turn is not None and tool.parallel_safe:
                 # A sub-agent spawner: its own step starts alone, but its sub-agents' tools
                 # need the turn while it runs.
                 turn.release()
                 turn = None
-            base = self.context
+            base = self.context  # (built whole: dataclasses.replace is slow, and this is per call)
             context = ToolContext(
                 workspace=base.workspace,
                 session_id=base.session_id,
                 spawn_agent=partial(self._spawn, call),
                 env=base.env,
                 confined=confined,
+                step_id=step_id,
                 call_id=call.id,
+                user=base.user,
+                agent=base.agent if steering is None else steering.name,
+                deps=base.deps,
             )
             running = CURRENT_CALL.set(call.id)  # an idempotency key's part (tools/base.py)
             try:
@@ -535,10 +689,43 @@ class Agent:
         finally:
             if turn is not None:
                 turn.release()
+        content = result.content
+        if steering is not None and steering.has("after_tool"):
+            # Decided before the result is written, which commits the decision with it: the
+            # record never holds one without the other (xclaw/agent/steering.py).
+            content = await self._after_tool(call, result, context, resume)
         await self.observer.tool_finished(call, result)
-        return ToolResultMessage(
-            call.id, call.name, result.content, result.is_error, images=result.images
+        return ToolResultMessage(call.id, call.name, content, result.is_error, images=result.images)
+
+    async def _after_tool(
+        self, call: ToolCall, result: ToolResult, context: ToolContext, resume: ResumeState
+    ) -> str:
+        """What the model is told of a call's result: the after_tool hooks' say."""
+        steering = self.steering
+        assert steering is not None
+        event = AfterTool(context, call.name, call.input, call.id, result.content, result.is_error)
+        verdict = await steering.decide(
+            "after_tool",
+            call.id,
+            event,
+            resume,
+            self.observer,
+            {"callId": call.id, "tool": call.name},
         )
+        if verdict.kind == "deny":
+            return withheld(verdict.reason)
+        if verdict.kind == "rewrite":
+            return str(verdict.value)
+        return result.content
+
+    async def _refuse_final(self, call: ToolCall) -> ToolResultMessage:
+        """A final-answer call that is not the answer: the model is told why (and tries
+        again, within the turn's iterations)."""
+        assert self.steering is not None
+        told, why = self.steering.refuse_final(call)
+        self._output_errors = why
+        await self.observer.tool_refused(call, told)
+        return ToolResultMessage(call.id, call.name, f"Not run: {told}", is_error=True)
 
     def _signature(self, call: ToolCall) -> str:
         """The call as the record holds it: the interrupted calls it is matched against (no
@@ -546,7 +733,7 @@ class Agent:
         redacted; the observer says how."""
         return self.observer.recorded_signature(call)
 
-    async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> tuple[bool, str]:
+    async def _ask(self, call: ToolCall, reason: str, maybe_repeated: bool) -> Answer:
         step_id = await self.observer.approval_requested(call, reason, maybe_repeated)
         request = ApprovalRequest(step_id, call, reason, maybe_repeated, self.agent_id)
         decide = self.approver.decide(request)
@@ -561,34 +748,55 @@ class Agent:
         except Cancelled:
             await self.observer.approval_decided(call, False, CANCELLED, AnsweredBy(CANCEL))
             raise
-        approved, why = answer.approved, answer.by.why(answer.approved)
-        await self.observer.approval_decided(call, approved, why, answer.by)
-        return approved, why
+        if not answer.approved and answer.input is not None:
+            answer = replace(answer, input=None)  # nothing runs: nothing was edited
+        if answer.input is not None:
+            await self.observer.approval_decided(
+                call, answer.approved, answer.why(), answer.by, edited=answer.input
+            )
+        else:
+            await self.observer.approval_decided(call, answer.approved, answer.why(), answer.by)
+        return answer
 
     async def _refuse(self, call: ToolCall, reason: str) -> ToolResultMessage:
         await self.observer.tool_refused(call, reason)
         return ToolResultMessage(call.id, call.name, f"Not run: {reason}", is_error=True)
 
-    async def _spawn(self, call: ToolCall, task: str) -> str:
+    async def _spawn(self, call: ToolCall, task: str, agent: str | None = None) -> str:
         # A sub-agent interrupted mid-run continues from its own record (messages rebuilt
         # behind the glass), so what it completed is not done again.
+        steering = self.steering
+        model, tools, config = self.model, self.tools, self.config
+        if agent is not None:  # a declared sub-agent: its own model, tools and settings
+            sub = None if steering is None else steering.sub_agents.get(agent)
+            if sub is None:
+                known = ", ".join(sorted(steering.sub_agents)) if steering else ""
+                raise ToolError(f"no sub-agent named {agent!r} (declared: {known or 'none'})")
+            model, tools, config, steering = sub.model or model, sub.tools, sub.config, sub.steering
+        elif steering is not None and steering.output is not None:
+            steering = replace(steering, output=None)  # its answer goes to the agent, as text
         resumed = await self.observer.resume_child(call)
         child = Agent(
-            model=self.model,
-            tools={n: t for n, t in self.tools.items()},
+            model=model,
+            tools={n: t for n, t in tools.items()},
             policy=self.policy,
             approver=self.approver,
             observer=self.observer.child(call),
             context=self.context,
-            config=self.config,
+            config=config,
             agent_id=f"{self.agent_id}/{call.id}",
             cancel_event=self.cancel_event,
             side_effects=self.side_effects,
+            steering=steering,
         )
         if resumed is not None:
             messages, state = resumed
-            return await child.run(messages, resume=state)
-        return await child.run([], user_text=task)
+            answer = await child.run(messages, resume=state)
+        else:
+            answer = await child.run([], user_text=task)
+        if child.output is not None:
+            return json.dumps(child.output, ensure_ascii=False)
+        return answer
 
     # --- cancellation -------------------------------------------------------------------------
     def _check_cancelled(self) -> None:

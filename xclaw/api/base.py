@@ -14,10 +14,20 @@ import inspect
 import warnings
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
+from xclaw.agents.definition import DEFAULT_AGENT, AgentDefinition, ModelSettings, define
+from xclaw.agents.hooks import Hooks
 from xclaw.errors import XclawError
 from xclaw.frames import (
     AckFrame,
@@ -45,29 +55,75 @@ from xclaw.frames import (
     ToolFrame,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+
+if TYPE_CHECKING:
+    from xclaw.tools.base import ToolContext
 
 Event: TypeAlias = ServerFrame
 """One event of a run: a server frame of docs/protocol.md, typed (`event.type`)."""
 
 F = TypeVar("F")
 
+
+@dataclass(frozen=True)
+class Approval:
+    """An answer to an approval request with more than yes or no: what the model is told
+    (`message`), and the input the call runs with instead of the model's (`input`)."""
+
+    approved: bool
+    message: str | None = None
+    input: Mapping[str, Any] | None = None
+
+
 Approve: TypeAlias = (
     bool
-    | Callable[[ApprovalRequestFrame], bool]
-    | Callable[[ApprovalRequestFrame], Awaitable[bool]]
+    | Callable[[ApprovalRequestFrame], bool | Approval]
+    | Callable[[ApprovalRequestFrame], Awaitable[bool | Approval]]
 )
 """How a run answers its approval requests by itself: always yes (True), always no (False),
-or what a function (sync or async) decides for each request."""
+or what a function (sync or async) decides for each request (a bool, or an Approval)."""
+
+
+# Reads a structured answer into the program's type: (agent name, the answer as JSON) -> value.
+OutputLoader: TypeAlias = Callable[[str | None, Any], Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a run came to: its final answer (`reply`), or the error that ended it, and every
-    event it sent (in order)."""
+    """What a run came to: its final answer (`reply`) — for an agent with an output type,
+    also as a validated value (`output`) — or the error that ended it, and every event it
+    sent (in order)."""
 
     session_id: str
     events: list[Event] = field(default_factory=list)
+    load: OutputLoader | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def output(self) -> Any:
+        """The structured answer of an agent with an `output_type` (docs/agents.md): an
+        instance of its pydantic model (a dict for a JSON schema, or when this program does
+        not know the agent's definition); None when the run gave none."""
+        last = next((e for e in reversed(self.events) if isinstance(e, ReplyFrame)), None)
+        if last is None or last.output is None:
+            return None
+        return last.output if self.load is None else self.load(last.agent, last.output)
+
+    def output_as(self, cls: type[T]) -> T:
+        """`output` as an instance of `cls` (a pydantic model: validated into it), typed for
+        the type checker. ValueError when the run gave no structured answer."""
+        from pydantic import BaseModel
+
+        value = self.output
+        if value is None:
+            raise ValueError(f"the run gave no structured answer ({self.error or 'no reply'})")
+        if isinstance(value, cls):
+            return value
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            return cls.model_validate(data)
+        raise TypeError(f"the structured answer is a {type(value).__name__}, not a {cls.__name__}")
 
     @property
     def reply(self) -> str | None:
@@ -177,7 +233,7 @@ class Events(ABC):
         run has stopped."""
 
     @abstractmethod
-    async def _answer(self, step_id: str, approve: bool) -> None:
+    async def _answer(self, step_id: str, answer: Approval) -> None:
         """Answer an approval request of this run."""
 
     # --- what implementations call --------------------------------------------------------
@@ -207,17 +263,20 @@ class Events(ABC):
 
     async def _decide(self, request: ApprovalRequestFrame) -> None:
         rule = self._approve
+        decided: Any
         if isinstance(rule, bool):
-            yes = rule
+            decided = rule
         else:
             assert rule is not None
-            answer = rule(request)
-            yes = bool(await answer) if inspect.isawaitable(answer) else bool(answer)
+            decided = rule(request)
+            if inspect.isawaitable(decided):
+                decided = await decided
+        answer = decided if isinstance(decided, Approval) else Approval(bool(decided))
         from xclaw.errors import BadStep
 
         # Answered meanwhile (another client, a cancel): nothing waits for it any more.
         with contextlib.suppress(BadStep):
-            await self._answer(request.step_id, yes)
+            await self._answer(request.step_id, answer)
 
     # --- the consumer's side ----------------------------------------------------------------
     def __aiter__(self) -> Events:
@@ -259,7 +318,11 @@ class Events(ABC):
     async def result(self) -> RunResult:
         """Run to the end; every event, the reply or the error."""
         events = [event async for event in self]
-        return RunResult(self.session_id, events)
+        return RunResult(self.session_id, events, self._load)
+
+    # Reads structured answers into the program's types (set by an implementation that
+    # knows the agents' definitions).
+    _load: OutputLoader | None = None
 
     def __await__(self) -> Generator[Any, None, RunResult]:
         return self.result().__await__()
@@ -288,11 +351,14 @@ class Session(ABC):
 
     # --- a run --------------------------------------------------------------------------------
     @abstractmethod
-    def send(self, text: str, *, approve: Approve | None = None) -> Events:
+    def send(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> Events:
         """Send the user's `text`: the run's events (async for), or its RunResult (await).
         `approve` answers its approval requests by itself; otherwise answer each
-        `approval_request` event with Session.approve. Raises Busy while a run is in flight
-        (one driver), ConfigError without a model."""
+        `approval_request` event with Session.approve. `agent`: the declared agent that runs
+        it and the session's turns after it (recorded; default: the one it runs). Raises Busy
+        while a run is in flight (one driver), ConfigError without a model, UnknownAgent."""
 
     @abstractmethod
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
@@ -308,9 +374,19 @@ class Session(ABC):
         turns start from the summary. Between turns only (Busy otherwise)."""
 
     @abstractmethod
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self,
+        step_id: str,
+        approve: bool = True,
+        *,
+        message: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
         """Answer the approval request of step `step_id` (an `approval_request` event's
-        step_id). BadStep when no approval is waiting for it."""
+        step_id). `message`: what the model is told with the answer (a denial's reason);
+        `input`: the call runs with this input instead of the model's (recorded as edited,
+        the original kept; where the approval policy allows edits: docs/approval.md).
+        BadStep when no approval is waiting for it."""
 
     @abstractmethod
     async def cancel(self) -> bool:
@@ -394,46 +470,137 @@ class Session(ABC):
         """The agent this session belongs to."""
 
 
-class Agent(ABC):
-    """The entry point: sessions of one xclaw database, in this process (`xclaw.open`) or
-    through a running gateway (`xclaw.connect`). An async context manager: leaving it
-    stops what this object runs (an in-process agent stops its runs, marking what was
-    running interrupted, to be resumed later)."""
+class Agent:
+    """An agent, as a value and as the way to its sessions (docs/agents.md,
+    docs/python-api.md).
 
-    @abstractmethod
-    async def new_session(self, title: str | None = None) -> Session:
+    `xclaw.Agent("support", instructions=..., tools=[...], output_type=Ticket, ...)` is a
+    definition: what the agent is made of. It runs once opened — `xclaw.open(agent=support)`
+    (in this process) or `xclaw.connect(url, agent="support")` (a gateway that declares it) —
+    which give an `Agent` too: the same definition with the session methods working. The
+    session methods of a definition that was not opened raise AgentNotOpen, saying how.
+    `xclaw.open()` without an agent gives xclaw's own (`name == "default"`)."""
+
+    _definition: AgentDefinition = DEFAULT_AGENT
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        instructions: str | Callable[[ToolContext], str | Awaitable[str]] | None = None,
+        extend_default: bool = False,
+        description: str = "",
+        tools: Iterable[Callable[..., Any] | str] = (),
+        builtin_tools: Iterable[str] | Literal["all"] | None = "all",
+        allowed_tools: Iterable[str] | None = None,
+        model: str | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        sub_agents: Iterable[Agent] = (),
+        hooks: Hooks | None = None,
+    ) -> None:
+        """`instructions`: the system prompt (text, or a function of the run's ToolContext
+        made once per turn and recorded), replacing xclaw's default or, with
+        `extend_default`, after it. `tools`: its own Python functions (or `module:function`),
+        and tools of the server by name or pattern (`mcp__time__*`). `builtin_tools`: which
+        built-ins it is offered (`"all"`, a list, or `[]`/None: none). `allowed_tools`: only
+        tools matching these names or patterns are offered at all. `model`: a provider spec
+        of its own (None: the session's). `model_settings`: `temperature`, `max_tokens`,
+        `max_iterations`. `output_type`: a pydantic model or a JSON schema its answers must
+        be. `sub_agents`: agents it may hand a task to (spawn_agent's `agent`). `hooks`:
+        xclaw.Hooks(before_tool=..., after_tool=..., before_model=...)."""
+        self._definition = define(
+            name,
+            instructions=instructions,
+            extend_default=extend_default,
+            description=description,
+            tools=tools,
+            builtin_tools=builtin_tools,
+            allowed_tools=allowed_tools,
+            model=model,
+            model_settings=model_settings,
+            output_type=output_type,
+            sub_agents=[_definition_of(a) for a in sub_agents],
+            hooks=hooks,
+        )
+
+    # --- the definition -----------------------------------------------------------------
+    @property
+    def definition(self) -> AgentDefinition:
+        return self._definition
+
+    @property
+    def name(self) -> str:
+        """The agent's name (`default`: xclaw's own)."""
+        return self._definition.name
+
+    @property
+    def digest(self) -> str:
+        """What names this exact definition in the record (a session resumed or taken over
+        runs only the definition it recorded)."""
+        return self._definition.digest
+
+    @property
+    def output_type(self) -> Any:
+        """What its answers are read into (None: text only)."""
+        spec = self._definition.output
+        return None if spec is None else spec.load
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.digest}>"
+
+    def _not_open(self, what: str) -> XclawError:
+        from xclaw.errors import AgentNotOpen
+
+        return AgentNotOpen(
+            f"agent {self.name!r} is a definition, not opened: {what} needs "
+            f"`async with xclaw.open(agent=agent) as opened:` (in this process) or "
+            f"`xclaw.connect(url, agent={self.name!r})` (a gateway that declares it), then "
+            f"opened.{what}(...)"
+        )
+
+    # --- sessions (an opened agent) ---------------------------------------------------------
+    async def new_session(
+        self, title: str | None = None, *, agent: Agent | str | None = None
+    ) -> Session:
         """A new session. With a title it is written now; without one it is written with its
-        first message (and titled after it), as a client's new session is."""
+        first message (and titled after it), as a client's new session is. `agent`: the
+        declared agent it runs (default: this one)."""
+        raise self._not_open("new_session")
 
-    @abstractmethod
     async def session(self, ref: str) -> Session:
         """An existing session by its id or a unique prefix of it. UnknownSession,
         AmbiguousSession (the error lists the candidates)."""
+        raise self._not_open("session")
 
-    @abstractmethod
     async def sessions(
         self, *, limit: int = 100, search: str | None = None, state: str | None = None
     ) -> list[SessionInfo]:
         """Sessions, most recently updated first: `search` keeps those whose title or id
         contains it (case-insensitive), `state` those in that state (running, paused,
         waiting, interrupted, new, success, failed)."""
+        raise self._not_open("sessions")
 
     async def search(self, word: str, *, limit: int = 100) -> list[SessionInfo]:
         """Sessions whose title or id contains `word` (case-insensitive)."""
         return await self.sessions(search=word, limit=limit)
 
-    @abstractmethod
     async def tools(self) -> list[ToolInfo]:
         """Every tool a session's agent may call here (built-in, Python, MCP), with its
         approval and resume policies."""
+        raise self._not_open("tools")
 
-    @abstractmethod
+    async def agents(self) -> list[AgentInfo]:
+        """The agents a session may run here: xclaw's own (`default`) and the declared ones."""
+        raise self._not_open("agents")
+
     async def close(self) -> None:
         """Stop: in-process runs are stopped and marked interrupted (resumed by the next
         process that resumes them); a remote agent closes its connections."""
+        raise self._not_open("close")
 
     async def __aenter__(self) -> Agent:
-        return self
+        raise self._not_open("__aenter__")
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
@@ -458,6 +625,10 @@ async def within(bound: float | None, waiting: Awaitable[None], what: str) -> No
         if isinstance(e, XclawError):
             raise
         raise Timeout(f"{what}: still not done after {bound:g} s") from None
+
+
+def _definition_of(agent: Agent | AgentDefinition) -> AgentDefinition:
+    return agent if isinstance(agent, AgentDefinition) else agent.definition
 
 
 def cost_of(steps: Sequence[Step]) -> CostSummary:

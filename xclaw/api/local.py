@@ -15,8 +15,18 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
 from xclaw.answered_by import AnsweredBy
-from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
+from xclaw.api.base import (
+    Agent,
+    Approval,
+    Approve,
+    Events,
+    Session,
+    quoted_start,
+    refuse_commands,
+    within,
+)
 from xclaw.api.options import build_settings
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.frames import (
@@ -29,7 +39,7 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.wire.shapes import Frame
 
@@ -60,6 +70,7 @@ class LocalEvents(Events):
         self._session = session
         self._begin = start
         self._unsubscribe: Callable[[], None] | None = None
+        self._load = session.agent.load_output
 
     def _sink(self, frame: Frame) -> None:
         # Read into its class; a frame of a type this version does not know is ignored.
@@ -92,16 +103,28 @@ class LocalEvents(Events):
         rt.cancel(self.session_id)
         await rt.wait_idle(self.session_id)  # its tool's processes killed, its steps written
 
-    async def _answer(self, step_id: str, approve: bool) -> None:
-        await self._session.approve(step_id, approve)
+    async def _answer(self, step_id: str, answer: Approval) -> None:
+        await self._session.approve(
+            step_id, answer.approved, message=answer.message, input=answer.input
+        )
 
 
 class LocalSession(Session):
-    def __init__(self, agent: LocalAgent, session_id: str, title: str, *, unwritten: bool) -> None:
+    def __init__(
+        self,
+        agent: LocalAgent,
+        session_id: str,
+        title: str,
+        *,
+        unwritten: bool,
+        runs: str | None = None,
+    ) -> None:
         super().__init__(session_id, title)
         self._agent = agent
         # A new session without a title: written by its first message (Runtime.send create).
         self._unwritten = unwritten
+        # The declared agent a new session runs, said with its first message (recorded).
+        self._runs = runs
 
     @property
     def agent(self) -> LocalAgent:
@@ -117,11 +140,15 @@ class LocalSession(Session):
         self._agent._unwritten.discard(self.id)
 
     # --- a run --------------------------------------------------------------------------------
-    def send(self, text: str, *, approve: Approve | None = None) -> Events:
+    def send(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> Events:
         refuse_commands(text)
+        named = self._agent.register(agent) if agent is not None else None
 
         async def start() -> bool:
-            await self._rt.send(self.id, text, create=self._unwritten)
+            runs = named or (self._runs if self._unwritten else None)
+            await self._rt.send(self.id, text, create=self._unwritten, agent=runs)
             self._written()
             return True
 
@@ -142,11 +169,20 @@ class LocalSession(Session):
 
         return LocalEvents(self, start, what="session.compact()")
 
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self,
+        step_id: str,
+        approve: bool = True,
+        *,
+        message: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
         from xclaw.errors import BadStep
 
         try:
-            self._rt.answer_approval(self.id, step_id, approve, ANSWERED_BY)
+            self._rt.answer_approval(
+                self.id, step_id, approve, ANSWERED_BY, message=message, edited=input
+            )
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -258,14 +294,19 @@ class LocalSession(Session):
 
 
 class LocalAgent(Agent):
-    """Sessions driven in this process (see the module docstring)."""
+    """Sessions driven in this process (see the module docstring), by the agent it was
+    opened with (`xclaw.open(agent=...)`; xclaw's own without one)."""
 
-    def __init__(self, runtime: Runtime, store: Store) -> None:
+    def __init__(
+        self, runtime: Runtime, store: Store, definition: AgentDefinition | None = None
+    ) -> None:
         self.runtime = runtime
         self._store = store
         self._closed = False
         # New sessions handed out without a title, not written yet: found by their id.
         self._unwritten: set[str] = set()
+        if definition is not None:
+            self._definition = runtime.agents.add(definition, replace=True)
 
     def _live(self) -> Runtime:
         if self._closed:
@@ -275,15 +316,42 @@ class LocalAgent(Agent):
             )
         return self.runtime
 
-    async def new_session(self, title: str | None = None) -> LocalSession:
+    def register(self, agent: Agent | str) -> str:
+        """The name a session's run gives the runtime: a definition given here is known to
+        it from now on; a name must be declared (UnknownAgent otherwise)."""
+        from xclaw.errors import UnknownAgent
+
+        if isinstance(agent, str):
+            if agent not in self.runtime.agents:
+                known = ", ".join(d.name for d in self.runtime.agents.named()) or "none"
+                raise UnknownAgent(f"no agent named {agent!r} is declared here (declared: {known})")
+            return agent
+        return self.runtime.agents.add(agent.definition, replace=True).name
+
+    def load_output(self, agent: str | None, value: Any) -> Any:
+        """A structured answer read into the type its agent declares (RunResult.output)."""
+        definition = self.runtime.agents.get(agent or "")
+        if definition is None or definition.output is None:
+            return value
+        try:
+            return definition.output.load(value)
+        except ValueError:
+            return value  # declared otherwise now: the answer as it was given
+
+    async def new_session(
+        self, title: str | None = None, *, agent: Agent | str | None = None
+    ) -> LocalSession:
         rt = self._live()
+        runs = self.register(agent if agent is not None else self)
         fresh, _ = await rt.peek(None)
         if title is None:
             self._unwritten.add(fresh.session_id)
-            return LocalSession(self, fresh.session_id, "", unwritten=True)
+            return LocalSession(self, fresh.session_id, "", unwritten=True, runs=runs)
         clean = rt.title_of(_title(title))
         made = await rt.db(rt.store.create_session, session_id=fresh.session_id, title=clean)
-        return LocalSession(self, made.session_id, made.title, unwritten=False)
+        if runs != DEFAULT_NAME:  # recorded now, as its title: its first message runs it
+            made = await rt.choose_agent(made.session_id, runs)
+        return LocalSession(self, made.session_id, made.title, unwritten=False, runs=runs)
 
     async def session(self, ref: str) -> LocalSession:
         rt = self._live()
@@ -317,13 +385,20 @@ class LocalAgent(Agent):
         return out
 
     async def tools(self) -> list[ToolInfo]:
+        """The tools this agent is offered (xclaw's own: every tool here)."""
+        from xclaw.runtime.drive import agent_config
         from xclaw.tools.approval import ApprovalPolicy
         from xclaw.tools.listing import tool_rows
 
         rt = self._live()
         await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
-        rows = tool_rows(rt.toolbox.tools, ApprovalPolicy.from_settings(rt.settings))
+        parts = rt.agent_setups.parts(self._definition, agent_config(rt.settings))
+        tools = rt.toolbox.tools if parts is None else parts.tools
+        rows = tool_rows(tools, ApprovalPolicy.from_settings(rt.settings))
         return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
+
+    async def agents(self) -> list[AgentInfo]:
+        return [AgentInfo.model_validate(a) for a in self.runtime.agents.listing()]
 
     async def close(self) -> None:
         if self._closed:
@@ -364,6 +439,9 @@ class Opening:
 
         o = dict(self._options)
         model: Model | None = o.pop("model_object", None)
+        agent: Agent | str | None = o.pop("agent", None)
+        agents: tuple[Agent, ...] = o.pop("agents", ())
+        deps: Any = o.pop("deps", None)
         settings, toolbox_extra = build_settings(**o)
         _refuse_missing_directory(settings.database, settings.home)
         store = open_store(
@@ -380,10 +458,26 @@ class Opening:
                         f"tools: {tool.ref!r}: a tool named {tool.name!r} exists already"
                     )
                 runtime.toolbox.tools[tool.name] = tool
+            runtime.deps = deps
+            for other in agents:
+                runtime.agents.add(other.definition, replace=True)
+            definition = None
+            if isinstance(agent, str):
+                definition = runtime.agents.get(agent)
+                if definition is None:
+                    from xclaw.errors import UnknownAgent
+
+                    known = ", ".join(d.name for d in runtime.agents.named()) or "none"
+                    raise UnknownAgent(
+                        f"open(agent={agent!r}): no agent of that name is declared "
+                        f"(xclaw.yaml's agents: declares {known})"
+                    )
+            elif agent is not None:
+                definition = agent.definition
+            self._agent = LocalAgent(runtime, store, definition)
         except BaseException:
             store.close()
             raise
-        self._agent = LocalAgent(runtime, store)
         return self._agent
 
     def __await__(self) -> Generator[Any, None, LocalAgent]:
@@ -424,6 +518,9 @@ def open(
     providers: Sequence[str | Mapping[str, Any]] | None = None,
     provider_kinds: Sequence[Provider[Any]] = (),
     cwd: str | Path | None = None,
+    agent: Agent | str | None = None,
+    agents: Iterable[Agent] = (),
+    deps: Any = None,
 ) -> Opening:
     """An agent in this process, on the database `db` (a SQLite path or a postgresql://
     URL; default: as `xclaw serve` finds it — XCLAW_DB, xclaw.yaml, ~/.xclaw/xclaw.db).
@@ -441,6 +538,11 @@ def open(
     - providers: the provider chain, as xclaw.yaml's `providers:` (specs or mappings)
     - provider_kinds: kinds of model of your own (xclaw.llm.provider.Provider objects), as a
       provider package adds them: their `<kind>:<model>` specs work in model and providers
+    - agent: the agent its new sessions run (an `xclaw.Agent`, or the name of one of
+      xclaw.yaml's `agents:`); without one, xclaw's own (docs/agents.md)
+    - agents: more agents a session may run (`send(..., agent=...)`, sub-agents' names)
+    - deps: your program's own object, given to every tool, hook and instructions
+      function as `ctx.deps` (never recorded)
 
     `async with xclaw.open(...) as agent:` closes it at the end of the block;
     `agent = await xclaw.open(...)` leaves that to `await agent.close()`.
@@ -456,6 +558,9 @@ def open(
         "providers": providers,
         "provider_kinds": tuple(provider_kinds),
         "cwd": cwd,
+        "agent": agent,
+        "agents": tuple(agents),
+        "deps": deps,
     }
     if isinstance(model, str) or model is None:
         options["model"] = model

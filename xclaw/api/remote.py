@@ -36,7 +36,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
@@ -47,7 +47,17 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from xclaw.api.base import Agent, Approve, Events, Session, quoted_start, refuse_commands, within
+from xclaw.agents.definition import AgentDefinition
+from xclaw.api.base import (
+    Agent,
+    Approval,
+    Approve,
+    Events,
+    Session,
+    quoted_start,
+    refuse_commands,
+    within,
+)
 from xclaw.errors import (
     AgentClosed,
     BadCommand,
@@ -77,6 +87,8 @@ from xclaw.frames import (
     decode_frame,
 )
 from xclaw.http_bodies import (
+    AgentInfo,
+    AgentList,
     ForkAnswer,
     Health,
     HistoryAnswer,
@@ -689,8 +701,10 @@ class RemoteEvents(Events):
         if running:
             await self._session._cancel_now()
 
-    async def _answer(self, step_id: str, approve: bool) -> None:
-        await self._session.approve(step_id, approve)
+    async def _answer(self, step_id: str, answer: Approval) -> None:
+        await self._session.approve(
+            step_id, answer.approved, message=answer.message, input=answer.input
+        )
         self._asked.discard(step_id)
 
 
@@ -721,13 +735,21 @@ def _final_answer(steps: list[Step]) -> str | None:
 
 class RemoteSession(Session):
     def __init__(
-        self, agent: RemoteAgent, session_id: str, title: str = "", *, unwritten: bool = False
+        self,
+        agent: RemoteAgent,
+        session_id: str,
+        title: str = "",
+        *,
+        unwritten: bool = False,
+        runs: str | None = None,
     ) -> None:
         super().__init__(session_id, title)
         self._agent = agent
         self._sock: SessionSocket | None = None
         # A new session without a title: the gateway writes it with its first message.
         self._new = unwritten
+        # The declared agent a new session runs, named in its first message (docs/agents.md).
+        self._runs = runs
 
     @property
     def agent(self) -> RemoteAgent:
@@ -755,15 +777,24 @@ class RemoteSession(Session):
         await socket.ensure()
 
     # --- a run --------------------------------------------------------------------------------
-    def send(self, text: str, *, approve: Approve | None = None) -> Events:
+    def send(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> Events:
         refuse_commands(text)
         frame = {"type": "message", "sessionId": self.id, "content": text, "messageId": _new_id()}
+        named = (
+            self._agent._named(agent) if agent is not None else (self._runs if self._new else None)
+        )
+        if named is not None:
+            frame["agent"] = named
         size = len(orjson.dumps(frame))
         if size > MAX_FRAME_BYTES:
             raise BadCommand(
                 f"a message is at most {MAX_FRAME_BYTES:,} bytes on the wire (this one: {size:,})"
             )
-        return RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
+        events = RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
+        events._load = self._agent._load_output
+        return events
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:
@@ -778,11 +809,21 @@ class RemoteSession(Session):
         frame = {"type": "message", "sessionId": self.id, "content": "/compact"}
         return RemoteEvents(self, frame, what="session.compact()", compaction=True)
 
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self,
+        step_id: str,
+        approve: bool = True,
+        *,
+        message: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
+        body: dict[str, Any] = {"approve": approve}
+        if message is not None:
+            body["message"] = message
+        if input is not None:
+            body["input"] = dict(input)
         try:
-            await self._agent._http(
-                "POST", f"/sessions/{self.id}/approvals/{step_id}", json={"approve": approve}
-            )
+            await self._agent._http("POST", f"/sessions/{self.id}/approvals/{step_id}", json=body)
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -1036,15 +1077,65 @@ class RemoteAgent(Agent):
         GatewayUnavailable)."""
         await self._as(Health, "GET", "/health")
 
-    async def new_session(self, title: str | None = None) -> RemoteSession:
+    async def new_session(
+        self, title: str | None = None, *, agent: Agent | str | None = None
+    ) -> RemoteSession:
+        named = self._named(agent) if agent is not None else self._runs
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:
             # a client may bring its own; this one is as random as the gateway's).
-            fresh = RemoteSession(self, _new_id(), unwritten=True)
+            fresh = RemoteSession(self, _new_id(), unwritten=True, runs=named)
             self._unwritten.add(fresh.id)
             return fresh
-        made = await self._as(SessionInfo, "POST", "/sessions", json={"title": title})
+        body = {"title": title, **({"agent": named} if named else {})}
+        made = await self._as(SessionInfo, "POST", "/sessions", json=body)
         return RemoteSession(self, made.session_id, made.title)
+
+    # --- declared agents (docs/agents.md) ---------------------------------------------------
+    # The agent new sessions run (None: the gateway's default), and definitions this program
+    # gave, whose structured answers it reads into their types.
+    _runs: str | None = None
+    _known: dict[str, AgentDefinition] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._runs or super().name
+
+    def _named(self, agent: Agent | str) -> str:
+        if isinstance(agent, str):
+            return agent
+        self._known = {**(self._known or {}), agent.name: agent.definition}
+        return agent.name
+
+    def _load_output(self, agent: str | None, value: Any) -> Any:
+        definition = (self._known or {}).get(agent or "")
+        if definition is None or definition.output is None:
+            return value
+        try:
+            return definition.output.load(value)
+        except ValueError:
+            return value
+
+    async def agents(self) -> list[AgentInfo]:
+        return AgentList.model_validate(await self._http("GET", "/agents")).agents
+
+    async def _choose(self, agent: Agent | str) -> None:
+        """The agent new sessions run: declared by the gateway (UnknownAgent), and — given
+        as a definition — the same definition (AgentMismatch: the gateway runs its own)."""
+        from xclaw.errors import AgentMismatch, UnknownAgent
+
+        name = self._named(agent)
+        served = {a.name: a for a in await self.agents()}
+        if name not in served:
+            raise UnknownAgent(
+                f"the gateway declares no agent {name!r} (it has: {', '.join(served)})"
+            )
+        if not isinstance(agent, str) and served[name].digest != agent.digest:
+            raise AgentMismatch(
+                f"the gateway's agent {name!r} has definition {served[name].digest}, this "
+                f"program's {agent.digest}: the gateway runs its own (xclaw.yaml's agents:)"
+            )
+        self._runs = name
 
     async def session(self, ref: str) -> RemoteSession:
         try:
@@ -1095,17 +1186,27 @@ class RemoteAgent(Agent):
 class Connecting:
     """What `xclaw.connect(...)` returns: awaitable, and an async context manager."""
 
-    def __init__(self, url: str, token: str | None, timeout: float, max_size: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        timeout: float,
+        max_size: int,
+        agent: Agent | str | None = None,
+    ) -> None:
         self._url = url
         self._token = token
         self._timeout = timeout
         self._max_size = max_size
         self._agent: RemoteAgent | None = None
+        self._runs = agent
 
     async def _open(self) -> RemoteAgent:
         agent = RemoteAgent(self._url, self._token, timeout=self._timeout, max_size=self._max_size)
         try:
             await agent.check()
+            if self._runs is not None:
+                await agent._choose(self._runs)
         except BaseException:
             await agent.close()
             raise
@@ -1129,17 +1230,19 @@ def connect(
     token: str | None = None,
     timeout: float = TIMEOUT_S,
     max_size: int = MAX_SIZE,
+    agent: Agent | str | None = None,
 ) -> Connecting:
     """An agent of the gateway at `url` (`http://127.0.0.1:3000`, or the `?token=` link its
     banner prints): the same interface as xclaw.open, through its WebSocket and HTTP API.
     `token`: the gateway's access token (XCLAW_TOKEN, or `$XCLAW_HOME/token` on its
-    machine), unless the URL carries it. Unauthorized when it is refused.
+    machine), unless the URL carries it. Unauthorized when it is refused. `agent`: the
+    declared agent its new sessions run (the gateway's xclaw.yaml declares it).
 
     `timeout`: how long any one wait on the gateway may last, in seconds — a request's
     answer, connecting and attaching, a message's acknowledgement, the gateway coming back
     while a run streams; past it, GatewayUnavailable. `max_size`: the largest frame or
     answer taken from it, in bytes (GatewayUnavailable above)."""
-    return Connecting(url, token, timeout, max_size)
+    return Connecting(url, token, timeout, max_size, agent)
 
 
 __all__ = ["RemoteAgent", "RemoteSession", "connect"]

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from xclaw.api.base import Agent, Approve, Event, Events, RunResult, Session
+from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
 from xclaw.api.local import open as open_async
 from xclaw.api.remote import connect
 from xclaw.frames import (
@@ -32,7 +32,7 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -135,22 +135,29 @@ class SyncSession:
             return approve
         rule = approve
 
-        async def decide(request: ApprovalRequestFrame) -> bool:
+        async def decide(request: ApprovalRequestFrame) -> bool | Approval:
             if inspect.iscoroutinefunction(rule):
-                return bool(await rule(request))
-            answer = await asyncio.to_thread(rule, request)
-            if inspect.isawaitable(answer):
-                answer = await answer
-            return bool(answer)
+                answer: Any = await rule(request)
+            else:
+                answer = await asyncio.to_thread(rule, request)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+            return answer if isinstance(answer, Approval) else bool(answer)
 
         return decide
 
-    def send(self, text: str, *, approve: Approve | None = None) -> SyncEvents:
-        return SyncEvents(self._loop, self.session.send(text, approve=self._approve(approve)))
+    def send(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> SyncEvents:
+        return SyncEvents(
+            self._loop, self.session.send(text, approve=self._approve(approve), agent=agent)
+        )
 
-    def run(self, text: str, *, approve: Approve | None = None) -> RunResult:
+    def run(
+        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+    ) -> RunResult:
         """send(...).result(): the run to its end."""
-        return self.send(text, approve=approve).result()
+        return self.send(text, approve=approve, agent=agent).result()
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> SyncEvents:
         return SyncEvents(
@@ -160,8 +167,15 @@ class SyncSession:
     def compact(self) -> SyncEvents:
         return SyncEvents(self._loop, self.session.compact())
 
-    def approve(self, step_id: str, approve: bool = True) -> None:
-        self._loop.call(self.session.approve(step_id, approve))
+    def approve(
+        self,
+        step_id: str,
+        approve: bool = True,
+        *,
+        message: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._loop.call(self.session.approve(step_id, approve, message=message, input=input))
 
     def cancel(self) -> bool:
         return self._loop.call(self.session.cancel())
@@ -219,8 +233,17 @@ class SyncAgent:
         self._loop = loop
         self.agent = agent
 
-    def new_session(self, title: str | None = None) -> SyncSession:
-        return SyncSession(self._loop, self._loop.call(self.agent.new_session(title)), self)
+    @property
+    def name(self) -> str:
+        """The agent's name (`default`: xclaw's own)."""
+        return self.agent.name
+
+    def new_session(
+        self, title: str | None = None, *, agent: Agent | str | None = None
+    ) -> SyncSession:
+        return SyncSession(
+            self._loop, self._loop.call(self.agent.new_session(title, agent=agent)), self
+        )
 
     def session(self, ref: str) -> SyncSession:
         return SyncSession(self._loop, self._loop.call(self.agent.session(ref)), self)
@@ -235,6 +258,9 @@ class SyncAgent:
 
     def tools(self) -> list[ToolInfo]:
         return self._loop.call(self.agent.tools())
+
+    def agents(self) -> list[AgentInfo]:
+        return self._loop.call(self.agent.agents())
 
     def close(self) -> None:
         try:

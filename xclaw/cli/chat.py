@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -64,6 +65,16 @@ CLOSE_UNAUTHORIZED = 4401
 CLIENT_HELP = "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
 CLOSE_FORBIDDEN_ORIGIN = 4403
 YES = ("y", "yes")
+# `n <reason>` / `no: <reason>` at an approval prompt: a denial the model is told why of.
+_DENIAL = re.compile(r"^\s*no?\s*[:,-]?\s+(\S.*)$|^\s*no?\s*:\s*(\S.*)$", re.IGNORECASE)
+
+
+def denial_reason(line: str) -> str | None:
+    """The reason given with a denial at the approval prompt (`n use the staging db`)."""
+    found = _DENIAL.match(line)
+    return None if found is None else (found.group(1) or found.group(2)).strip()
+
+
 OFFLINE_REMINDER_S = 30.0
 SPIN_INTERVAL_S = 0.12
 
@@ -593,15 +604,16 @@ class ChatClient:
             if approval is not None:
                 if self.approvals and self.approvals[0] is approval:
                     self.approvals.pop(0)
-                await self.send(
-                    {
-                        "type": "approval",
-                        "sessionId": self.session_id,
-                        "stepId": approval[0].step_id,
-                        "approve": line.strip().lower() in YES,
-                        "client": "chat",  # the record says who answered, and where
-                    }
-                )
+                answer: dict[str, Any] = {
+                    "type": "approval",
+                    "sessionId": self.session_id,
+                    "stepId": approval[0].step_id,
+                    "approve": line.strip().lower() in YES,
+                    "client": "chat",  # the record says who answered, and where
+                }
+                if (why := denial_reason(line)) is not None:
+                    answer["message"] = why  # what the model is told (docs/approval.md)
+                await self.send(answer)
                 continue
             await self.handle_line(line)
 

@@ -105,6 +105,7 @@ async def _run(
     text: str,
     approval: str | None,
     workspace: str | None,
+    agent: str | None = None,
 ) -> int:
     from xclaw.cli.redaction import redact_logs
     from xclaw.runtime.runtime import Runtime
@@ -147,10 +148,13 @@ async def _run(
         printer = TerminalFrames(runtime, sid, interactive=interactive)
         runtime.subscribe(sid, printer)
         state = session_state(sess, busy=not created and running_now(store)(sid))
+        if agent is not None:
+            runtime.agent_named(agent)  # an unknown one refused before anything is written
         if text:
             runtime.require_model()
-            click.secho(f"session {sid} ({state.text})", fg="bright_black", err=True)
-            await runtime.send(sid, text, create=True)
+            runs = f", agent {agent}" if agent else ""
+            click.secho(f"session {sid} ({state.text}{runs})", fg="bright_black", err=True)
+            await runtime.send(sid, text, create=True, agent=agent)
         elif not created and await runtime.resume_if_needed(sid, failed=True):
             if sess.status.value == "Failed":
                 click.secho(
@@ -225,6 +229,13 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--workspace", default=None, help="Workspace root (default: $XCLAW_HOME/workspaces)."
     )
+    @click.option(
+        "--agent",
+        metavar="NAME",
+        default=None,
+        help="Run the message with this agent of xclaw.yaml's `agents:` (recorded: the "
+        "session's turns after it run it too; docs/agents.md).",
+    )
     def run_cmd(
         text: str,
         session: str | None,
@@ -232,6 +243,7 @@ def register(cli: click.Group) -> None:
         approval: str | None,
         db: str | None,
         workspace: str | None,
+        agent: str | None,
     ) -> None:
         """Run a task headless, in this process, printing the conversation.
 
@@ -239,13 +251,16 @@ def register(cli: click.Group) -> None:
         xclaw run "list the files and count the lines"      new session
         xclaw run --continue "now sort them"                 most recent session
         xclaw run --session ID                               resume an interrupted or Failed session
+        xclaw run --agent support "my order is late"         a declared agent (xclaw.yaml)
         """
         if text and text.startswith("/"):
             raise click.UsageError(
                 "slash commands work in `xclaw chat`; offline use `xclaw steps/rollback/fork`"
             )
         try:
-            code = asyncio.run(_run(db, session, cont, text, approval, workspace))
+            if agent is not None and not text:
+                raise click.UsageError("--agent runs a message: give TEXT too")
+            code = asyncio.run(_run(db, session, cont, text, approval, workspace, agent))
         except XclawError as e:  # e.g. a bad xclaw.yaml, found before anything started
             click.secho(f"error: {e.message}", fg="red", err=True)
             code = e.exit_code

@@ -50,6 +50,8 @@ STATUS_OF_CODE = {
     "bad_command": 400,
     "busy": 409,
     "config_mismatch": 409,
+    "agent_mismatch": 409,
+    "unknown_agent": 404,
     "unauthorized": 401,
     "forbidden_origin": 403,
     "forbidden": 403,
@@ -265,8 +267,12 @@ async def create_session(request: Request, gw: Gateway) -> Response:
     """A session written now, titled as `/new TITLE` titles it (redacted, at most 200
     characters), so a client can name it before its first message; it belongs to whoever
     asked (docs/teams.md)."""
-    title = _str_field(await _body(request), "title", required=False) or ""
+    body = await _body(request)
+    title = _str_field(body, "title", required=False) or ""
     title = gw.runtime.title_of(session_title(title))
+    agent = _str_field(body, "agent", required=False)
+    if agent is not None:
+        gw.runtime.agent_named(agent)  # before anything is written: unknown_agent
     fresh, _ = await gw.runtime.peek(None)
     who = identity(request)
     if gw.teams is not None:  # written and made theirs in one transaction
@@ -279,7 +285,14 @@ async def create_session(request: Request, gw: Gateway) -> Response:
         )
     if created is None:  # 128 random bits taken: never seen, but no other's session is given
         raise StoreError(f"a session with id {fresh.session_id!r} already exists")
+    if agent is not None:
+        created = await gw.runtime.choose_agent(created.session_id, agent)
     return _json(gw, session_json(created, busy=False), status_code=201)
+
+
+async def list_agents(request: Request, gw: Gateway) -> Response:
+    """The agents a session may run here (docs/agents.md): xclaw's own first."""
+    return _json(gw, {"agents": gw.runtime.agents.listing()})
 
 
 async def list_tools(request: Request, gw: Gateway) -> Response:
@@ -412,12 +425,23 @@ async def approve(request: Request, gw: Gateway) -> Response:
     The record says a person answered through the HTTP API."""
     sid = request.path_params["sid"]
     ref = request.path_params["step"]
-    approve_ = (await _body(request)).get("approve")
+    body = await _body(request)
+    approve_ = body.get("approve")
     if not isinstance(approve_, bool):
         raise BadRequest("field 'approve' must be true or false")
+    message, edited = body.get("message"), body.get("input")
+    if message is not None and not isinstance(message, str):
+        raise BadRequest("field 'message' must be text")
+    if edited is not None:
+        if not isinstance(edited, dict):
+            raise BadRequest("field 'input' must be an object")
+        # An edited call is the editor's own act: what a collaborator may do (docs/teams.md).
+        await gw.access.require(identity(request), sid, Need.ACT)
     await asyncio.to_thread(gw.store.get_session, sid)
     try:
-        gw.runtime.answer_approval(sid, ref, approve_, actor(request).by())
+        gw.runtime.answer_approval(
+            sid, ref, approve_, actor(request).by(), message=message, edited=edited
+        )
     except BadStep:
         raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
@@ -487,6 +511,7 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/health", "GET", health, None),
     ("/openapi.json", "GET", openapi, None),
     ("/tools", "GET", list_tools, None),
+    ("/agents", "GET", list_agents, None),
     ("/sessions", "GET", list_sessions, None),  # only what the person may see
     ("/sessions", "POST", create_session, None),  # the new session is the caller's
     ("/sessions/{sid}", "GET", get_session, Need.READ),

@@ -63,6 +63,9 @@ commands:
   /compact              summarise the conversation so far (later turns start from it)
   /switch ID            attach to an existing session (a unique prefix of its id is enough)
   /new [title]          start a new session (saved at once with a title, else with its first message)
+  /new --agent NAME [title]
+                        the same, running a declared agent (see /agents)
+  /agents               list the agents a session may run here
   /title TEXT           rename this session
   /share [USER ROLE]    share this session: ROLE viewer, approver, collaborator or remove;
                         alone: who it is shared with
@@ -189,6 +192,8 @@ class CommandRunner:
             return await self._share(session_id, cmd, who)
         if cmd.name == "tools":
             return await self._tools(session_id)
+        if cmd.name == "agents":
+            return CommandResult(reply=[notice_frame(self._agents(), session_id)])
         if cmd.name == "compact":
             # Runs like a turn; its `[compact]` notice (to every client) says how it went.
             await self.runtime.compact(session_id)
@@ -396,6 +401,23 @@ class CommandRunner:
         servers = await server_rows(toolbox.mcp, start=False)
         text = format_listing(tools, servers, self.runtime.settings.approval.mode)
         return CommandResult(reply=[notice_frame(text, session_id)])
+
+    def _agents(self) -> str:
+        """The agents a session may run here (docs/agents.md), as /agents lists them."""
+        rows = self.runtime.agents.listing()
+        width = max(len(a["name"]) for a in rows)
+        lines = []
+        for a in rows:
+            extra = [f"output {a['output']}"] if a["output"] else []
+            extra += [f"model {a['model']}"] if a["model"] else []
+            extra += [f"sub-agents {', '.join(a['subAgents'])}"] if a["subAgents"] else []
+            said = a["description"] + (f" ({'; '.join(extra)})" if extra else "")
+            lines.append(f"  {a['name']:<{width}}  {said}".rstrip())
+        return (
+            "[agents] a session runs one of these (default: xclaw's own):\n"
+            + "\n".join(lines)
+            + "\nstart a session with one: /new --agent NAME [title]"
+        )
 
     def _outside(self, session_id: str, ref: str, *, after: bool) -> str:
         """The note on steps at (rollback) or after (fork) `ref` with effects outside the

@@ -13,6 +13,7 @@ from pydantic.json_schema import models_json_schema
 
 from xclaw.frames import STATES, SessionInfo, Step, TreeNode
 from xclaw.http_bodies import (
+    AgentList,
     ApiError,
     ApprovalAnswer,
     ApprovalBody,
@@ -101,6 +102,7 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     ApprovalAnswer,
     Health,
     ToolList,
+    AgentList,
     NewSessionBody,
     RenameBody,
     RollbackBody,
@@ -166,6 +168,14 @@ def openapi_spec(version: str) -> dict[str, Any]:
             "/openapi.json": {
                 "get": _op(
                     "this document", {"200": _json({"type": "object"})}, errors=_COMMON_ERRORS
+                )
+            },
+            "/agents": {
+                "get": _op(
+                    "the agents a session may run here: xclaw's own (`default`) first, then "
+                    "the ones xclaw.yaml declares (docs/agents.md)",
+                    {"200": _json(_ref(AgentList))},
+                    errors=_COMMON_ERRORS,
                 )
             },
             "/tools": {

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from xclaw.agents.catalog import AgentCatalog
+    from xclaw.agents.definition import AgentDefinition
     from xclaw.answered_by import AnsweredBy
     from xclaw.config import Settings
     from xclaw.llm.prices import PriceTable
@@ -62,10 +64,24 @@ class GatewayRuntime(Protocol):
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
         message_id: str | None = None,
+        agent: str | None = None,
     ) -> tuple[Step, bool]: ...
     def answer_approval(
-        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy | None = None,
+        *,
+        message: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> None: ...
+
+    # --- declared agents (docs/agents.md)
+    @property
+    def agents(self) -> AgentCatalog: ...
+    def agent_named(self, name: str) -> AgentDefinition: ...
+    async def choose_agent(self, session_id: str, name: str) -> Session: ...
     def cancel(self, session_id: str) -> bool: ...
     async def compact(self, session_id: str) -> None: ...
 

@@ -158,6 +158,8 @@ class Connection:
         # written as theirs: under an id a client chose, someone else may write it first,
         # and then none may reach here.
         self._quarantine: list[Frame] = []
+        # The declared agent that new session runs, given with its first message.
+        self._new_agent: str | None = None
         self._unsubscribe: Any = None
         # Frames are serialised when queued, so what is counted is what is held. A plain
         # deque drained by write_loop, woken through one future when it was empty.
@@ -272,6 +274,7 @@ class Connection:
             return
         log.info("event=access_lost conn=%s session=%s", self.id, sid)
         self._pending = False
+        self._new_agent = None
         self._quarantine = []
         self.detach()
         self.session_id = None
@@ -295,7 +298,7 @@ class Connection:
         if self.session_id is not None:
             self.gw.hub.remove(self.session_id, self._from_hub)
 
-    async def attach(self, requested: str | None) -> str:
+    async def attach(self, requested: str | None, *, agent: str | None = None) -> str:
         """Resume on reconnect: attach to the session, send `session`, `history` and any approval
         still waiting, let the runtime resume what was interrupted, then send `status` with
         `busy` so a client knows whether to wait for a reply. An unknown (or null) id is attached
@@ -311,6 +314,8 @@ class Connection:
         self.detach()
         self.session_id = sid
         self._pending = created
+        # The declared agent a new session runs: given with its first message (/new --agent).
+        self._new_agent = agent if created else None
         self._quarantine = []
         # Subscribe first, then read the history in a worker thread (a long session must not
         # stall the event loop); frames a run in flight emits meanwhile are held back and sent
@@ -333,6 +338,7 @@ class Connection:
             created=created,
             busy=rt.is_busy(sid) and not hidden,
             user=self.signed.identity.user,  # whom the client is signed in as
+            agent=self._new_agent,
         )
         self.push(attached)
         self._queue(for_session(history, sid))  # redacted by the runtime (it may be long)
@@ -404,14 +410,19 @@ class Connection:
     async def _switch(self, sid: str, cmd: Command) -> None:
         """/switch PREFIX attaches to an existing session only; /new [title] to a new one."""
         if cmd.name == "new":
-            title = self.gw.runtime.title_of(session_title(cmd.rest))
+            agent, rest = new_agent(cmd.rest)
+            if agent is not None:
+                self.gw.runtime.agent_named(agent)  # unknown_agent before anything changes
+            title = self.gw.runtime.title_of(session_title(rest))
             if not title:  # written with its first message, as a session opened anywhere
-                await self.attach(None)
+                await self.attach(None, agent=agent)
                 return
             # Named: written now, as /title writes a session nothing was said to yet, so the
             # name survives the client leaving (or reconnecting) before the first message.
             fresh, _ = await self.gw.runtime.peek(None)
             await self._write_new(fresh.session_id, title)
+            if agent is not None:  # recorded with it, for whichever socket sends first
+                await self.gw.runtime.choose_agent(fresh.session_id, agent)
             await self.attach(fresh.session_id)
             return
         if len(cmd.args) != 1:
@@ -446,15 +457,25 @@ class Connection:
         if sid == self.session_id and self._pending:
             self._written()
 
-    async def _send(self, sid: str, text: str, message_id: str | None) -> tuple[Step, bool]:
-        """A message (its step, and whether `message_id` had it recorded before). On this
-        socket's new session, its first: the session is written in the transaction that
-        records it, as its sender's — refused there if someone else wrote the id first (the
-        socket is then detached, answered as for an unknown id)."""
+    async def _send(
+        self, sid: str, text: str, message_id: str | None, agent: str | None = None
+    ) -> tuple[Step, bool]:
+        """A message (its step, and whether `message_id` had it recorded before), run by the
+        declared `agent` (None: the session's). On this socket's new session, its first: the
+        session is written in the transaction that records it, as its sender's — refused
+        there if someone else wrote the id first (the socket is then detached, answered as
+        for an unknown id)."""
         pending = sid == self.session_id and self._pending
+        if agent is None and pending:
+            agent = self._new_agent
         try:
             sent = await self.gw.runtime.send(
-                sid, text, create=sid == self.session_id, actor=self.actor(), message_id=message_id
+                sid,
+                text,
+                create=sid == self.session_id,
+                actor=self.actor(),
+                message_id=message_id,
+                agent=agent,
             )
         except (SessionNotFound, SessionBusy):
             if not pending or sid != self.session_id or not self._pending:
@@ -508,7 +529,7 @@ class Connection:
             if cmd is None:
                 await self._need(sid, Need.ACT)
                 # SessionBusy -> `busy`: one driver.
-                step, again = await self._send(sid, frame.content, frame.message_id)
+                step, again = await self._send(sid, frame.content, frame.message_id, frame.agent)
                 if frame.message_id is not None:  # recorded (durably): said to the sender
                     self.push(ack_frame(sid, frame.message_id, step.display_id, again))
                 return
@@ -534,12 +555,20 @@ class Connection:
                 self.gw.hub.broadcast(sid, out)
         elif isinstance(frame, ApprovalFrame):
             sid = await self._target(frame.session_id, attach=False)
-            unwritten = await self._need(sid, Need.APPROVE)
+            # An edited call is the editor's own act: what a collaborator may do.
+            unwritten = await self._need(sid, Need.APPROVE if frame.input is None else Need.ACT)
             by = self.actor(frame.client).by()
             try:
                 if unwritten:  # nothing can wait in a session nobody has written
                     raise StepNotFound(frame.step_id, sid)
-                rt.answer_approval(sid, frame.step_id, frame.approve, by)
+                rt.answer_approval(
+                    sid,
+                    frame.step_id,
+                    frame.approve,
+                    by,
+                    message=frame.message,
+                    edited=frame.input,
+                )
             except StepNotFound:
                 self.push(
                     error_frame(
@@ -555,6 +584,16 @@ class Connection:
                 self.push(notice_frame("[cancel] nothing is running", sid))
             else:
                 await self.gw.commands.record(sid, "cancel", self.actor())
+
+
+def new_agent(rest: str) -> tuple[str | None, str]:
+    """`/new --agent NAME [title]`: (NAME, the title); without `--agent`, (None, rest)."""
+    words = rest.split(maxsplit=2)
+    if not words or words[0] != "--agent":
+        return None, rest
+    if len(words) < 2:
+        raise CommandError("usage: /new --agent NAME [title] — an agent /agents lists")
+    return words[1], words[2] if len(words) > 2 else ""
 
 
 async def websocket_endpoint(ws: WebSocket) -> None:

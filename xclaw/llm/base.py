@@ -97,6 +97,22 @@ class ThinkingWatch:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """The final answer's JSON schema, for a provider with structured output of its own
+    (a Model with `structured_output = True`: OpenAI's `response_format`). `name`: letters,
+    digits, `_` and `-`."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+def structured(model: Any) -> bool:
+    """The model gives structured output itself when asked (`LLMRequest.output`); else the
+    loop offers a final-answer tool (xclaw/agents/output.py)."""
+    return getattr(model, "structured_output", False) is True
+
+
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
     system: str
     messages: tuple[Message, ...]
@@ -118,6 +134,12 @@ class LLMRequest:
     # not repeat), not what a person said. The scripted model's branches skip it; real
     # providers send it as it is.
     resumed: bool = False
+    # The declared agent that asks (docs/agents.md); the scripted model picks a named
+    # sub-agent's script by it. "default": xclaw's own.
+    agent_name: str = "default"
+    # Set only for a model with structured output of its own: the answer must be a JSON
+    # object of this schema.
+    output: OutputFormat | None = None
 
 
 @dataclass(frozen=True, slots=True)

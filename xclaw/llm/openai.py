@@ -161,6 +161,14 @@ def openai_request(
             body["tool_choice"] = tool_choice(first_tool_choice, request.tools)
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.output is not None:  # the answer is a JSON object of this schema
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": re.sub(r"[^A-Za-z0-9_-]", "_", request.output.name)[:64] or "output",
+                "schema": dict(request.output.schema),
+            },
+        }
     return body
 
 
@@ -210,6 +218,8 @@ class OpenAIModel:
     ) -> None:
         self.model = model
         self.name = f"openai:{model}"
+        # Asked for structured output, it answers with `response_format` (docs/agents.md).
+        self.structured_output = True
         self._api_key = api_key or NO_KEY
         self._base_url = base_url
         self._timeout_s = timeout_s

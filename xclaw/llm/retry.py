@@ -28,6 +28,7 @@ from xclaw.llm.base import (
     ThinkingWatch,
     WindowReporting,
     show_notice,
+    structured,
 )
 
 log = logging.getLogger("xclaw.llm")
@@ -93,6 +94,8 @@ class RetryingModel:
     ) -> None:
         self.inner = inner
         self.name = inner.name
+        # The provider's own structured output, when it has one (xclaw.llm.base.structured).
+        self.structured_output = structured(inner)
         self.retries = max(0, retries)
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -195,6 +198,8 @@ class FallbackChain:
             raise ValueError("FallbackChain needs at least one model")
         self.models = tuple(models)
         self.name = ",".join(m.name for m in self.models)
+        # Whichever answers must give it: only when every link has structured output.
+        self.structured_output = all(structured(m) for m in self.models)
 
     async def context_window(self) -> int | None:
         """The smallest window any link reports: the conversation must fit whichever answers."""

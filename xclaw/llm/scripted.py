@@ -12,10 +12,11 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from xclaw.agents.output import FINAL_ANSWER
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
@@ -51,6 +52,9 @@ class Turn:
     # Played only when a tool call of the turn before was interrupted (its result is the
     # `[interrupted]` one after a crash); skipped otherwise.
     after_interruption: bool = False
+    # A structured final answer (docs/agents.md): the JSON text of it for a request that asks
+    # for structured output, else a call of the final-answer tool with it.
+    output: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,10 @@ class Script:
     turns: tuple[Turn, ...]
     subagent_turns: tuple[Turn, ...] | None = None
     branches: tuple[Branch, ...] = ()
+    # The turns of declared sub-agents, by the agent's name (`agents`).
+    agents: dict[str, tuple[Turn, ...]] | None = None
+    # Answer as a provider with structured output of its own does (`structured_output`).
+    structured_output: bool = False
 
 
 def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
@@ -85,6 +93,7 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
             "thinking",
             "chunks",
             "after_interruption",
+            "output",
         }
         if unknown:
             raise _BadScript(f"{at} has unknown keys {sorted(unknown)}")
@@ -122,6 +131,9 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
         after_interruption = t.get("after_interruption", False)
         if not isinstance(after_interruption, bool):
             raise _BadScript(f"{at}.after_interruption must be true or false")
+        output = t.get("output")
+        if output is not None and (calls or not isinstance(output, dict)):
+            raise _BadScript(f"{at}.output must be an object, in a turn without tool_calls")
         out.append(
             Turn(
                 text=text,
@@ -131,6 +143,7 @@ def _turns(raw: Any, where: str) -> tuple[Turn, ...]:
                 thinking=thinking,
                 chunks=None if chunks is None else tuple(chunks),
                 after_interruption=after_interruption,
+                output=output,
             )
         )
     return tuple(out)
@@ -166,9 +179,28 @@ def load_script(path: Path) -> Script:
             if not isinstance(b, dict) or not isinstance(b.get("when"), str) or not b["when"]:
                 raise _BadScript(f'branches[{i}] needs a non-empty "when" string')
             branches.append(Branch(b["when"], _turns(b.get("turns"), f"branches[{i}].turns")))
+        agents = None
+        raw_agents = data.get("agents")
+        if raw_agents is not None:
+            if not isinstance(raw_agents, dict):
+                raise _BadScript('"agents" must be an object like {"reviewer": {"turns": [...]}}')
+            agents = {}
+            for name, sub in raw_agents.items():
+                if not isinstance(sub, dict) or "turns" not in sub:
+                    raise _BadScript(f'agents.{name} must be an object like {{"turns": [...]}}')
+                agents[str(name)] = _turns(sub["turns"], f"agents.{name}.turns")
+        native = data.get("structured_output", False)
+        if not isinstance(native, bool):
+            raise _BadScript('"structured_output" must be true or false')
     except _BadScript as e:
         raise ConfigError(f"scripted model: {path}: {e}") from e
-    return Script(turns=turns, subagent_turns=sub_turns, branches=tuple(branches))
+    return Script(
+        turns=turns,
+        subagent_turns=sub_turns,
+        branches=tuple(branches),
+        agents=agents,
+        structured_output=native,
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -239,6 +271,8 @@ class ScriptedModel:
         self.path = Path(path)
         self.name = name or f"script:{path}"
         self.script = load_script(self.path)
+        # Answers as a provider with structured output of its own (`structured_output`).
+        self.structured_output = self.script.structured_output
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         last = request.messages[-1] if request.messages else None
@@ -248,6 +282,8 @@ class ScriptedModel:
         # Turns are counted over the whole conversation, not the part that fits the window.
         history = request.messages if request.history is None else request.history
         start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
+        if not main and self.script.agents and request.agent_name in self.script.agents:
+            turns = self.script.agents[request.agent_name]  # a declared sub-agent's own
         if main:
             # The resume note is the runtime's, not a person's: no branch answers it.
             said = history[:-1] if request.resumed else history
@@ -269,6 +305,8 @@ class ScriptedModel:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
         if turn.thinking:
             await show_thinking(ThinkingBlock("reasoning", turn.thinking))
+        if turn.output is not None and request.output is not None:
+            turn = replace(turn, text=json.dumps(turn.output))  # structured output: its text
         if on_delta is not None:
             for piece in _chunks(turn.text) if turn.chunks is None else turn.chunks:
                 if piece:
@@ -276,9 +314,12 @@ class ScriptedModel:
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
             prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
+        planned = turn.tool_calls
+        if turn.output is not None and request.output is None:
+            planned = ((FINAL_ANSWER, turn.output),)  # no structured output: the tool
         calls = tuple(
             ToolCall(id=f"{prefix}_{k}_{i}", name=name, input=dict(args))
-            for i, (name, args) in enumerate(turn.tool_calls)
+            for i, (name, args) in enumerate(planned)
         )
         completion = turn.text + "".join(json.dumps(c.input) + c.name for c in calls)
         return LLMResponse(

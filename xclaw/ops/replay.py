@@ -232,6 +232,7 @@ async def replay(
     that step (its record and its files), and only the rest re-runs. `live`: the model that
     answers every call the replay makes (from `start`, or from the beginning)."""
 
+    from xclaw.runtime.agent_choice import recorded_agent
     from xclaw.runtime.runtime import Runtime
 
     source = store.get_session(source_id)
@@ -244,6 +245,10 @@ async def replay(
     )
     runtime = Runtime(store, asked, model=model)
     decisions = _recorded_decisions(steps)
+    # A session that ran a declared agent is replayed by it, when it is declared here
+    # (docs/agents.md); else by xclaw's own, and the tools it lacks show as divergences.
+    recorded = recorded_agent(source.metadata)
+    agent = recorded.name if recorded is not None and recorded.name in runtime.agents else None
     sid = ""
     failure: str | None = None
     title = runtime.title_of(f"replay of {source.title or source_id}")
@@ -297,7 +302,7 @@ async def replay(
         ]
         for user in users if failure is None else []:
             text = user.input_data if isinstance(user.input_data, str) else str(user.input_data)
-            await runtime.send(sid, text)
+            await runtime.send(sid, text, agent=agent)
             await runtime.wait_idle(sid)
             if failed:
                 failure = failed[0]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xclaw.agent.hooks import ResumeState
+from xclaw.agents.hooks import WITHHELD
 from xclaw.llm.context import compacted_message
 from xclaw.messages import (
     INTERRUPTED_RESULT,
@@ -28,6 +29,14 @@ from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import Step, StepStatus, StepType
 
 NOT_RUN_RESULT = "[not run] This tool call was never executed: {why}."
+
+# What a declared agent's steps add to an llm_call's output or an approval's (docs/agents.md):
+# what the model was told when its answer did not validate, an input a person edited.
+OUTPUT_FEEDBACK = "outputFeedback"
+EDITED = "edited"
+# The system_alert steps of a declared agent's decisions (xclaw/agent/steering.py).
+HOOK_ALERT = "hook"
+INSTRUCTIONS_ALERT = "instructions"
 
 RESUME_NOTE = (
     "[System: the previous run was interrupted (the agent process stopped). Continue the task "
@@ -52,12 +61,20 @@ class History:
     # id -> the agent id of their branch (the display id of the call's first tool_call step,
     # kept across several interruptions).
     resumable_calls: dict[str, str] = field(default_factory=dict)
+    # A declared agent's record of its last turn: the instructions it began with, the hook
+    # decisions taken before the calls still to run (by key), inputs a person edited.
+    instructions: str | None = None
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
+    edited: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def resume_state(self, *, with_note: bool) -> ResumeState:
         return ResumeState(
             note=RESUME_NOTE if with_note else None,
             suspect_calls=set(self.suspect_calls),
             pending_approvals=set(self.pending_approvals),
+            instructions=self.instructions,
+            decided=dict(self.decided),
+            edited=dict(self.edited),
         )
 
 
@@ -145,12 +162,20 @@ def build_history(
     results: dict[str, Step] = {}
     first_attempt: dict[str, str] = {}  # call id -> display id of its first tool_call step
     approvals: dict[str, Step] = {}
+    # After-tool hooks that changed what the model was told of a result, by call id.
+    told: dict[str, str] = {}
     order: list[tuple[str, Any]] = []  # ("user", text) | ("assistant", (AssistantMessage, step))
     for st in steps:
         if st.step_type is StepType.USER_INPUT and st.status is StepStatus.COMPLETED:
             text = st.input_data if isinstance(st.input_data, str) else str(st.input_data)
             order.append(("user", text))
             hist.last_user_step = st.step_id
+            # A new turn: what the last one decided does not carry over.
+            hist.instructions = None
+            hist.decided.clear()
+            hist.edited.clear()
+        elif st.step_type is StepType.SYSTEM_ALERT and st.name in (HOOK_ALERT, INSTRUCTIONS_ALERT):
+            _declared(st, hist, told)
         elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:
             out = st.output_data if isinstance(st.output_data, dict) else {}
             if out.get("compaction"):
@@ -164,16 +189,21 @@ def build_history(
             order.append(("assistant", msg))
             for c in calls:
                 hist.call_parents[c.id] = st.step_id
+            feedback = out.get(OUTPUT_FEEDBACK)
+            if isinstance(feedback, str):  # the answer did not validate: the model was told
+                order.append(("user", feedback))
         elif st.step_type is StepType.TOOL_CALL and st.call_id:
             results[st.call_id] = st
             first_attempt.setdefault(st.call_id, st.display_id)
-        elif (
-            st.step_type is StepType.SYSTEM_ALERT
-            and st.name == APPROVAL
-            and st.call_id
-            and st.status is StepStatus.RUNNING
-        ):
-            approvals[st.call_id] = st
+        elif st.step_type is StepType.SYSTEM_ALERT and st.name == APPROVAL and st.call_id:
+            if st.status is StepStatus.RUNNING:
+                approvals[st.call_id] = st
+            elif (
+                isinstance(st.output_data, dict)
+                and isinstance((edited := st.output_data.get(EDITED)), dict)
+                and isinstance(edited.get("input"), dict)
+            ):
+                hist.edited[st.call_id] = edited["input"]
 
     last = len(order) - 1
     for i, (kind, value) in enumerate(order):
@@ -207,12 +237,37 @@ def build_history(
                 hist.messages.append(_result(call, INTERRUPTED_RESULT, True))
             else:
                 failed = step.status is StepStatus.FAILED
-                result = _result(call, tool_output_text(step), failed)
+                content = tool_output_text(step)
+                if not failed and call.id in told:  # an after_tool hook's say
+                    content = told[call.id]
+                result = _result(call, content, failed)
                 images = tool_output_images(step)
                 if images:
                     result = replace(result, images=images)
                 hist.messages.append(result)
     return hist
+
+
+def _declared(st: Step, hist: History, told: dict[str, str]) -> None:
+    """A declared agent's recorded decision (xclaw/agent/steering.py): the instructions its
+    turn began with; a hook's decision, replayed for the call (or model call) it was taken
+    for; what an after_tool hook told the model instead of a result."""
+    data = st.input_data if isinstance(st.input_data, dict) else {}
+    if st.name == INSTRUCTIONS_ALERT:
+        if isinstance(data.get("text"), str):
+            hist.instructions = data["text"]
+        return
+    phase, key = data.get("hook"), data.get("key")
+    if not isinstance(key, str):
+        return
+    if phase == "after_tool":
+        if data.get("decision") == "deny":
+            told[key] = WITHHELD.format(reason=data.get("reason") or "")
+        elif data.get("decision") == "rewrite" and isinstance(data.get("value"), str):
+            told[key] = data["value"]
+        return
+    if phase in ("before_tool", "before_model"):
+        hist.decided[f"{phase}:{key}"] = data
 
 
 def recorded_thinking(output: dict[str, Any]) -> tuple[ThinkingBlock, ...]:

@@ -44,7 +44,7 @@ from xclaw.recorder.events import (
     ToolChanged,
     ToolState,
 )
-from xclaw.recorder.history import History
+from xclaw.recorder.history import EDITED, OUTPUT_FEEDBACK, History
 from xclaw.recorder.redact import Redactor, StreamRedactor
 from xclaw.store.base import RecordReader
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
@@ -259,10 +259,13 @@ class Recorder:
         if self.is_main:
             self.emit(ThinkingDiscarded())
 
-    async def llm_finished(self, response: LLMResponse) -> None:
+    async def llm_finished(
+        self, response: LLMResponse, *, output: Any = None, rejected: str | None = None
+    ) -> None:
         assert self._llm is not None
         self._end_stream()
-        final = self.is_main and not response.tool_calls
+        # An answer that did not validate is no final answer: the feedback follows it.
+        final = self.is_main and not response.tool_calls and rejected is None
         data: dict[str, Any] = {
             "text": response.text,
             "tool_calls": [
@@ -273,6 +276,10 @@ class Recorder:
             "stop_reason": response.stop_reason,
         }
         data |= _provider_ids(response) | _endpoint(response)
+        if output is not None:  # the structured answer, validated: RunResult.output
+            data["output"] = output
+        if rejected is not None:  # what the model was told (the rebuilt history says it again)
+            data[OUTPUT_FEEDBACK] = rejected
         output = self.redact(data)
         output["usage"] = response.usage.to_json()  # an estimate says so
         thinking = [self._redacted_thinking(b) for b in response.thinking]
@@ -376,13 +383,21 @@ class Recorder:
         return step.display_id
 
     async def approval_decided(
-        self, call: ToolCall, approved: bool, why: str, by: AnsweredBy
+        self,
+        call: ToolCall,
+        approved: bool,
+        why: str,
+        by: AnsweredBy,
+        edited: dict[str, Any] | None = None,
     ) -> None:
         pending = self._approvals.pop(call.id, None)
         if pending is None:
             return
+        answered = answer_output(approved, by, why)
+        if edited is not None:  # the person's input runs; the model's is kept beside it
+            answered[EDITED] = {"input": edited, "original": call.input}
         # `why` may quote what the model asked for (a denial's reason): redacted as any text.
-        output = self.redact(answer_output(approved, by, why))
+        output = self.redact(answered)
         answer = Completion(status=StepStatus.COMPLETED, output_data=output)
         await self._write(
             FinishStep(session_id=self.session_id, step=pending, done=answer, told=True),
@@ -390,7 +405,7 @@ class Recorder:
         )
         await self._status_changed()
 
-    async def tool_started(self, call: ToolCall, read_only: bool) -> None:
+    async def tool_started(self, call: ToolCall, read_only: bool) -> str | None:
         step = await self.before_tool(call)
         self._tool_steps[call.id] = step
         self._tool_event(step, call, "running")
@@ -398,6 +413,7 @@ class Recorder:
         if not read_only and self.before_side_effect is not None:
             self._side_effects.add(call.id)
             await self.before_side_effect(step)  # committed row first, then the snapshot
+        return step.display_id
 
     async def before_tool(self, call: ToolCall) -> Step:
         """Write-ahead: returns only once the tool's `running` row — and every write of this
@@ -482,6 +498,43 @@ class Recorder:
             parent=parent,
         )
         await self._write(said, self._step_event)
+
+    async def note(self, name: str, detail: dict[str, Any]) -> None:
+        """A hook's decision, a turn's instructions: put, not waited for; committed with the
+        next write that is (before anything acts on it)."""
+        call_id = detail.get("callId") if isinstance(detail.get("callId"), str) else None
+        parent = self._call_parents.get(call_id, self._turn_root) if call_id else self._turn_root
+        redact = self.redact
+        # Redacted value by value: the keys are the loop's own words (one of these per hook
+        # decision: walking the keys too was half its cost, bench/runtime_bench.py --agent).
+        data: dict[str, Any] = {}
+        for key, value in detail.items():
+            if type(value) is str:
+                data[key] = redact.text(value)
+            elif value is None or isinstance(value, (bool, int, float)):
+                data[key] = value
+            else:
+                data[key] = redact(value)
+        ident = None
+        if call_id:  # the same stand-in as the call's own steps (and its key: the call's id)
+            ident = redact.ident(call_id)
+            data["callId"] = ident
+            if "key" in data:
+                data["key"] = ident
+        step = NewStep(
+            step_type=StepType.SYSTEM_ALERT,
+            name=name,
+            input_data=data,
+            agent=self.agent,
+            call_id=ident,
+        )
+        said = AddStep(
+            session_id=self.session_id,
+            step=step,
+            parent=parent,
+            note=True,  # committed with the next write that is waited for (writes.SYNC)
+        )
+        self._put(said, self._step_event)
 
     async def resume_child(self, call: ToolCall) -> tuple[list[Message], ResumeState] | None:
         agent = self._resumable.pop(call.id, None)

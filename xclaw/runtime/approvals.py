@@ -4,8 +4,9 @@ them (docs/approval.md)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.answered_by import Answer, AnsweredBy
@@ -82,7 +83,47 @@ def waiting(run: Run) -> list[ApprovalRequest]:
     return [req for req, fut in run.approvals.values() if not fut.done()]
 
 
-def answer(run: Run, session_id: str, step_ref: str, approve: bool, by: AnsweredBy) -> bool:
+# What a person may say with an answer (the model reads it; the record keeps it).
+MAX_MESSAGE = 2000
+
+
+def checked_extras(
+    message: Any, edited: Any, allow_edits: bool
+) -> tuple[str | None, dict[str, Any] | None]:
+    """An answer's message and edited input as they may be given: a message is text (at
+    most MAX_MESSAGE characters), an edited input a JSON object, and edits only where the
+    approval policy allows them (BadCommand, saying which, otherwise)."""
+    from xclaw.errors import BadCommand
+
+    if message is not None:
+        if not isinstance(message, str):
+            raise BadCommand("an approval's message must be text")
+        message = " ".join(message.split())[:MAX_MESSAGE] or None
+    if edited is None:
+        return message, None
+    if not allow_edits:
+        raise BadCommand(
+            "this server does not let an approval change a call's input "
+            "(xclaw.yaml: approval.allow_edits is false)"
+        )
+    if not isinstance(edited, Mapping):
+        raise BadCommand("an approval's edited input must be a JSON object")
+    try:
+        clean = json.loads(json.dumps(dict(edited)))
+    except (TypeError, ValueError) as e:
+        raise BadCommand(f"an approval's edited input is not JSON: {e}") from None
+    return message, clean
+
+
+def answer(
+    run: Run,
+    session_id: str,
+    step_ref: str,
+    approve: bool,
+    by: AnsweredBy,
+    message: str | None = None,
+    edited: dict[str, Any] | None = None,
+) -> bool:
     """Answer the request `step_ref` (a step id, or the call id of a request without a step)
     of `run`; False: none such is waiting."""
     try:
@@ -92,5 +133,5 @@ def answer(run: Run, session_id: str, step_ref: str, approve: bool, by: Answered
     entry = run.approvals.get(key)
     if entry is None or entry[1].done():
         return False
-    entry[1].set_result(Answer(bool(approve), by))
+    entry[1].set_result(Answer(bool(approve), by, message, edited if approve else None))
     return True

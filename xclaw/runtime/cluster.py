@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +56,21 @@ class ClusterStore(LeaseStore, RecordReader, Protocol):
     it takes over."""
 
 
+class Answering(Protocol):
+    """An approval answered on this worker (Runtime.answer_approval): a forwarded one."""
+
+    def __call__(
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy | None = None,
+        *,
+        message: str | None = None,
+        edited: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterParts:
     """What the cluster works with, wired once by the runtime's assembly: this worker's
@@ -72,7 +87,7 @@ class ClusterParts:
     sweep_every_s: float | None  # settings: sweep_every_s (None: the lease's TTL)
     # What it asks of the runs of this worker.
     resume: Callable[[str], Awaitable[bool]]  # interrupted work continued here, if any
-    answer: Callable[[str, str, bool, AnsweredBy], None]  # a forwarded approval
+    answer: Answering  # a forwarded approval
     cancel: Callable[[str], bool]  # a forwarded cancel
     driven: Callable[[], list[str]]  # the sessions driven here
     busy: Callable[[str], bool]  # a run in flight, here or elsewhere
@@ -173,7 +188,14 @@ class Cluster:
                 # Who answered, as the worker the client is attached to saw it.
                 by = AnsweredBy.from_json(m.get("by")) or AnsweredBy.person(None, "unknown")
                 try:
-                    self.parts.answer(sid, str(m.get("step")), bool(m.get("approve")), by)
+                    self.parts.answer(
+                        sid,
+                        str(m.get("step")),
+                        bool(m.get("approve")),
+                        by,
+                        message=m.get("message"),
+                        edited=m.get("input"),
+                    )
                 except StepNotFound:
                     log.info("event=forwarded_approval_stale session=%s", sid)
             elif kind == "cancel":
@@ -213,7 +235,14 @@ class Cluster:
         return list(remote.approvals.values()) if remote else []
 
     def forward_approval(
-        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy,
+        *,
+        message: str | None = None,
+        edited: dict[str, Any] | None = None,
     ) -> bool:
         remote = self._remote.get(session_id)
         if remote is None or self.bus is None:
@@ -233,6 +262,8 @@ class Cluster:
                 "step": key,
                 "approve": approve,
                 "by": by.to_json(),
+                **({"message": message} if message is not None else {}),
+                **({"input": edited} if edited is not None else {}),
             }
         )
         return True

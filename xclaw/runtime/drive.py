@@ -9,8 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
@@ -18,6 +20,8 @@ from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import History
 from xclaw.recorder.recorder import Recorder
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
+from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.approvals import WireApprover, approval_frame
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
@@ -31,7 +35,7 @@ from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_n
 from xclaw.runtime.wiring import Toolbox
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus
+from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus, StepType
 from xclaw.tools.base import ToolContext
 from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
 from xclaw.wire.shapes import FrameJson
@@ -59,6 +63,10 @@ class DriveParts:
     # Another worker took the session: the run stops (xclaw/runtime/runs.py).
     lose_lease: Callable[[str, Run, str], None]
     worker_id: str
+    # How each declared agent runs here (docs/agents.md), and the program's own object its
+    # tools get (`xclaw.open(deps=...)`, set after the runtime is made).
+    agent_setups: AgentSetups
+    deps: Callable[[], Any]
 
 
 Drive = Callable[[str, Run, Turn, Opened | None], Awaitable[None]]
@@ -154,7 +162,16 @@ class TurnDrive:
                 emit(step_frame(step, p.prices))
             steps, workspace = await reader(self._read_steps, recover=False)
         hist = p.rebuild(steps)
-        context = ToolContext(workspace=workspace, session_id=sid)
+        chosen = self.run.agent
+        context = ToolContext(
+            workspace=workspace,
+            session_id=sid,
+            user=sent_by(steps),
+            agent=DEFAULT_NAME
+            if chosen is None or chosen.definition is None
+            else chosen.definition.name,
+            deps=p.deps(),
+        )
         looking = worth_looking(self.turn, hist)
         tools = p.toolbox.tools_for(sid)
         seen = await look_at_workspace(steps, looking, tools, context)
@@ -172,6 +189,25 @@ class TurnDrive:
         for why in toolbox.policy_warnings():
             log.warning("event=tool_policy_unmatched reason=%r", why)
             self.emit(notice_frame(f"[tools] {why}"))
+        definition = self._definition()
+        if definition is not None:
+            # Built now, before the record is read back: its own tools (and its sub-agents')
+            # are then known to the resume rules (an interrupted read-only one is retried).
+            self.parts.agent_setups.parts(definition, self.parts.agent_config)
+            for name in self.parts.agent_setups.missing_tools(definition):
+                self.emit(
+                    notice_frame(
+                        f"[tools] agent {definition.name!r} names {name!r}, "
+                        "which no tool here matches"
+                    )
+                )
+
+    def _definition(self) -> AgentDefinition | None:
+        """The declared agent this run runs (None: xclaw's own)."""
+        chosen = self.run.agent
+        if chosen is None or chosen.definition is None or chosen.definition.is_default:
+            return None
+        return chosen.definition
 
     def _read_steps(self, *, recover: bool) -> tuple[list[Step], Path]:
         """On a worker thread, in one hop: (with `recover`) a restore cut short by a crash
@@ -239,6 +275,11 @@ class TurnDrive:
         for notice in plan.notices:
             self.emit(notice_frame(notice))
         await self.parts.configs.announce(self.sid, self.run, recorder)
+        chosen = self.run.agent
+        if chosen is not None and (said := chosen.alert()) is not None:
+            if (words := chosen.notice()) is not None:
+                self.emit(notice_frame(words))
+            await recorder.alert(AGENT_ALERT, said)
         if plan.resume_alert is not None:
             await recorder.alert("resume", plan.resume_alert.details(settled))
         for step, how in zip(settled, plan.settle, strict=True):
@@ -247,15 +288,19 @@ class TurnDrive:
 
     def _agent(self, recorder: Recorder, context: ToolContext) -> Agent:
         p, run = self.parts, self.run
+        config = p.agent_config
+        definition = self._definition()
+        parts = None if definition is None else p.agent_setups.parts(definition, config)
         return Agent(
-            model=run.model or p.model(),
-            tools=p.toolbox.tools_for(self.sid),
+            model=(parts.model if parts and parts.model else None) or run.model or p.model(),
+            tools=p.toolbox.tools_for(self.sid) if parts is None else parts.tools,
             policy=run.policy or p.toolbox.policy,
             approver=WireApprover(run, lambda req: self.emit(approval_frame(req, p.redact))),
             observer=recorder,
             context=context,
-            config=p.agent_config,
+            config=config if parts is None else parts.config,
             cancel_event=run.cancel,
+            steering=None if parts is None else parts.steering,
         )
 
     async def _answer(
@@ -273,7 +318,13 @@ class TurnDrive:
             await recorder.settle()
         if not recorder.answered:  # else Success was committed with the final answer
             await self._end_as(Status.SUCCESS)
-        reply = reply_frame(self.parts.redact.text(answer))
+        definition = self._definition()
+        output = None if agent.output is None else self.parts.redact(agent.output)
+        reply = reply_frame(
+            self.parts.redact.text(answer),
+            output=output,  # the structured answer, as the final step holds it
+            agent=None if definition is None else definition.name,
+        )
         self.parts.broadcast.emit(self.sid, reply, redacted=True)
 
     async def _compact(
@@ -302,6 +353,17 @@ class TurnDrive:
         session = await self.reader(self.reader.store.get_session, self.sid)
         if session.status is not target:
             await db(db.store.transition, self.sid, target)
+
+
+def sent_by(steps: list[Step]) -> str | None:
+    """The user of a shared server who sent the turn's message (its step's `by`), if one did."""
+    for st in reversed(steps):
+        if st.step_type is StepType.USER_INPUT:
+            out = st.output_data
+            by = out.get("by") if isinstance(out, dict) else None
+            user = by.get("user") if isinstance(by, dict) else None
+            return user if isinstance(user, str) else None
+    return None
 
 
 def agent_config(s: Settings) -> AgentConfig:

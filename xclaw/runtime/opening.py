@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from xclaw.runtime.agent_choice import AgentRecord, with_agent
 from xclaw.runtime.agreement import RunConfig, with_config
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import StepWriter
@@ -37,6 +38,7 @@ async def open_turn(
     actor: Actor | None = None,
     metadata: Mapping[str, Any] | None = None,
     message_id: str | None = None,
+    agent: AgentRecord | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
@@ -47,7 +49,8 @@ async def open_turn(
     `actor`, a user of a shared server (docs/teams.md): the message records who sent it, and
     a session this write creates is theirs, in the same transaction. A member whose new
     session's id was taken by someone else a moment before is refused as for an id that
-    does not exist (unknown_session), never let into it.
+    does not exist (unknown_session), never let into it. `agent`: the declared agent the
+    session runs from this message on, recorded with it (xclaw/runtime/agent_choice.py).
 
     `metadata`: keys of the session's metadata set in the same transaction (merged over
     what it holds), so what they say of the message holds exactly when the message does.
@@ -56,7 +59,10 @@ async def open_turn(
     the session holds already is refused as MessageRecorded, nothing written."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
-    # What it runs with is recorded with it (xclaw/runtime/agreement.py).
+    # What it runs with is recorded with it (xclaw/runtime/agreement.py, agent_choice.py).
+    merged = _merged(metadata, record)
+    if agent is not None:
+        merged = with_agent(dict(merged or {}), agent)
     opening = OpenTurn(
         session_id=session_id,
         message=message,
@@ -64,7 +70,7 @@ async def open_turn(
         ttl_s=ttl_s,
         create=create,
         title=title,
-        metadata=_merged(metadata, record),
+        metadata=merged,
         keep_approvals=marking.keep_approvals,
         approval_output=marking.approval_output,
         sent_by=None if actor is None else actor.recorded(),

@@ -19,6 +19,7 @@ from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
 from xclaw.errors import (
     BlobStoreUnavailable,
     Cancelled,
+    HookDenied,
     LeaseLost,
     LimitsExceeded,
     LLMError,
@@ -45,6 +46,8 @@ ENDED = answer_output(False, AnsweredBy(RUN_ENDED))
 
 class Event(Enum):
     STOPPED = "stopped by the user"  # Running, awaiting input; waiting approvals: `cancel`
+    # As STOPPED, said with an error frame: a declared agent's hook stopped the turn.
+    HELD = "stopped by a hook"
     FAILED = "failed"  # Failed, and an error frame; waiting approvals: `run ended`
     LEASE_LOST = "lease lost"  # nothing written: another worker drives the session now
     SHUTDOWN = "shutdown"  # nothing written here; the shutdown goes on (re-raised)
@@ -73,6 +76,7 @@ class Outcome:
 # First match wins: a row names a class before its base classes (Exception last).
 OUTCOMES: tuple[Outcome, ...] = (
     Outcome(Cancelled, Event.STOPPED),
+    Outcome(HookDenied, Event.HELD),  # hook_denied: the session waits, not Failed
     Outcome(LimitsExceeded, Event.FAILED),  # max_iterations
     Outcome(LLMError, Event.FAILED, text="LLM call failed: {message}"),  # llm_error
     Outcome(LeaseLost, Event.LEASE_LOST),  # a write was refused: another worker drives it
@@ -144,6 +148,8 @@ async def end_with(e: BaseException, run: Ending) -> bool:
         log.error(row.log, fields, exc_info=e if row.traceback else None)
     if row.event is Event.STOPPED:
         await _stop(run)
+    elif row.event is Event.HELD:
+        await _stop(run, said=row.error_frame(e))
     elif row.event is Event.FAILED:
         await _fail(run, row.error_frame(e))
     elif row.event is Event.LEASE_LOST:
@@ -157,8 +163,9 @@ async def end_with(e: BaseException, run: Ending) -> bool:
     return True
 
 
-async def _stop(run: Ending) -> None:
-    """Stopped by the user: the session waits for the next instruction (not Failed)."""
+async def _stop(run: Ending, said: ErrorJson | None = None) -> None:
+    """Stopped by the user (or, `said`, by a hook): the session waits for the next
+    instruction (not Failed)."""
     db = run.db
     try:
         await db(
@@ -169,7 +176,7 @@ async def _stop(run: Ending) -> None:
         _lost_meanwhile(run, e)
         return
     run.emit(state_frame(session, busy=False))
-    run.emit(notice_frame(CANCEL_NOTICE))
+    run.emit(notice_frame(CANCEL_NOTICE) if said is None else said)
 
 
 async def _fail(run: Ending, error: ErrorJson) -> None:

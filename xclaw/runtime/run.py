@@ -9,6 +9,7 @@ from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Policy
 from xclaw.answered_by import Answer
 from xclaw.llm.base import Model
+from xclaw.runtime.agent_choice import AgentChoice
 from xclaw.runtime.agreement import Agreement
 from xclaw.store.leases import Lease
 
@@ -29,6 +30,8 @@ class Run:
     agreement: Agreement | None = None
     model: Model | None = None
     policy: Policy | None = None
+    # The declared agent the run runs (xclaw/runtime/agent_choice.py); None: xclaw's own.
+    agent: AgentChoice | None = None
     # display step id -> (request, future answered by answer_approval)
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[Answer]]] = field(
         default_factory=dict

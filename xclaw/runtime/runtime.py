@@ -21,6 +21,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from xclaw.agents.catalog import AgentCatalog, declared_agents
+from xclaw.agents.definition import AgentDefinition
 from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
 from xclaw.errors import (
@@ -29,12 +31,15 @@ from xclaw.errors import (
     SessionNotFound,
     StepNotFound,
     StoreError,
+    UnknownAgent,
 )
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
+from xclaw.runtime.agent_choice import AgentRecord, with_agent
+from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.agreement import RunConfig
 from xclaw.runtime.changes import ChangeParts
 from xclaw.runtime.cluster import Cluster, ClusterParts
@@ -124,6 +129,11 @@ class Runtime:
 
     def _assemble(self) -> None:
         """The parts wired: each receives what it uses, nothing of the facade."""
+        # The declared agents (xclaw.yaml's `agents:`, and a program's: xclaw.open) and how
+        # each runs here (docs/agents.md); `deps`: a program's own object for their tools.
+        self.agents = AgentCatalog(declared_agents(self.settings.agents))
+        self.agent_setups = AgentSetups(self.settings, self.toolbox)
+        self.deps: Any = None
         self.configs = SessionConfigs(
             ConfigParts(
                 db=self.db,
@@ -150,6 +160,8 @@ class Runtime:
                 configs=self.configs,
                 lose_lease=self._lose_lease,
                 worker_id=self.worker_id,
+                agent_setups=self.agent_setups,
+                deps=lambda: self.deps,
             )
         )
         self.runs = Runs(
@@ -185,6 +197,7 @@ class Runtime:
                 worker_id=self.worker_id,
                 rollbacks=self.rollbacks,
                 finish_rollback=self.finish_rollback,
+                agents=self.agents,
             )
         )
 
@@ -352,24 +365,50 @@ class Runtime:
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
         message_id: str | None = None,
+        agent: str | None = None,
     ) -> tuple[Step, bool]:
         """Start a run with the user's `text`. With `create`, an unknown session is created
         here, at its first message (only once a model is configured). `actor`: who sent it,
         recorded with the message when it is a user of a shared server (docs/teams.md).
         `metadata`: keys of the session's metadata written in the same transaction as the
         message. `message_id`: the client's id for it (docs/protocol.md), recorded with it.
+        `agent`: the declared agent to run it with (recorded as the session's from then on;
+        None: the one it recorded, xclaw's own if none: docs/agents.md).
 
         Returns the message's step once it is recorded, and whether it was recorded before:
         a resend of a `message_id` the session holds already starts nothing (never run
         twice)."""
         return await self._starts.message(
-            session_id, text, create=create, actor=actor, metadata=metadata, message_id=message_id
+            session_id,
+            text,
+            create=create,
+            actor=actor,
+            metadata=metadata,
+            message_id=message_id,
+            agent=agent,
         )
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
         its own step), so later turns start from the summary. Between turns only."""
         await self._starts.compaction(session_id)
+
+    # --- declared agents (docs/agents.md) -------------------------------------------------
+    def agent_named(self, name: str) -> AgentDefinition:
+        """The declared agent `name`; UnknownAgent, listing those declared, otherwise."""
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(d.name for d in self.agents.named()) or "none"
+            raise UnknownAgent(f"no agent named {name!r} is declared here (declared: {known})")
+        return found
+
+    async def choose_agent(self, session_id: str, name: str) -> Session:
+        """Record that a new session runs the declared agent `name` (`/new --agent`, a titled
+        session of the Python API or the HTTP API): its first message runs it."""
+        found = self.agent_named(name)
+        session = await self.db(self.store.get_session, session_id)
+        meta = with_agent(session.metadata, AgentRecord.of(found))
+        return await self.db(self.store.update_session, session_id, metadata=meta)
 
     def title_of(self, title: str) -> str:
         """A title as it may be stored and shown: redacted (whoever gave it: the first
@@ -385,17 +424,29 @@ class Runtime:
 
     # --- the runs in flight (xclaw/runtime/runs.py) ------------------------------------------
     def answer_approval(
-        self, session_id: str, step_ref: str, approve: bool, by: AnsweredBy | None = None
+        self,
+        session_id: str,
+        step_ref: str,
+        approve: bool,
+        by: AnsweredBy | None = None,
+        *,
+        message: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> None:
         """`by`: who answered, as the record will say (xclaw/answered_by.py); None: a person
-        through a client that did not say which."""
+        through a client that did not say which. `message`: what the model is told with the
+        answer; `edited`: the input the call runs with instead of the model's (refused
+        unless xclaw.yaml's approval.allow_edits: docs/approval.md)."""
         by = by or AnsweredBy.person(None, "unknown")
+        message, edit = approvals.checked_extras(
+            message, edited, self.settings.approval.allow_edits
+        )
         run = self.runs.get(session_id)
         if run is not None:
-            if approvals.answer(run, session_id, step_ref, approve, by):
+            if approvals.answer(run, session_id, step_ref, approve, by, message, edit):
                 return
         elif self.cluster is not None and self.cluster.forward_approval(
-            session_id, step_ref, approve, by
+            session_id, step_ref, approve, by, message=message, edited=edit
         ):
             return  # the worker that drives the session asked; it gets the answer
         raise StepNotFound(str(step_ref), session_id)

@@ -4,21 +4,26 @@ compaction: what it checks first, the session's lease (one driver) and configura
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from xclaw.agents.catalog import AgentCatalog
 from xclaw.errors import (
+    AgentMismatch,
     ConfigError,
     ConfigMismatch,
     MessageRecorded,
     RollbackPending,
     SessionBusy,
     SessionNotFound,
+    UnknownAgent,
     XclawError,
 )
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
+from xclaw.runtime.agent_choice import AgentChoice, choose, recorded_agent
 from xclaw.runtime.leases import LeaseKeeper, busy_message
 from xclaw.runtime.opening import open_turn
 from xclaw.runtime.rollbacks import Rollbacks
@@ -54,6 +59,10 @@ class StartParts:
     # A rollback a crash cut short (xclaw/runtime/rollbacks.py): finished before a turn.
     rollbacks: Rollbacks
     finish_rollback: Callable[[str], Awaitable[object]]
+    agents: AgentCatalog  # the declared agents (docs/agents.md)
+
+
+log = logging.getLogger("xclaw.runtime")
 
 
 def resumable(session: Session) -> bool:
@@ -67,6 +76,7 @@ def resumable(session: Session) -> bool:
 class TurnStarts:
     def __init__(self, parts: StartParts) -> None:
         self.parts = parts
+        self._refused: dict[str, str] = {}  # session -> the agent refusal logged last
 
     async def message(
         self,
@@ -77,13 +87,15 @@ class TurnStarts:
         actor: Actor | None = None,
         metadata: Mapping[str, Any] | None = None,
         message_id: str | None = None,
+        agent: str | None = None,
     ) -> tuple[Step, bool]:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
-        (recorded; a session created here is theirs). Returns the message's step, and True
-        when `message_id` (the client's id for it) was recorded before: a resend, which
-        starts nothing — asked before anything else, a run in flight included (it may be
-        this message's own)."""
+        (recorded; a session created here is theirs). `agent`: the declared agent it runs
+        (xclaw/runtime/agent_choice.py). Returns the message's step, and True when
+        `message_id` (the client's id for it) was recorded before: a resend, which starts
+        nothing — asked before anything else, a run in flight included (it may be this
+        message's own)."""
         p, runs = self.parts, self.parts.runs
         if message_id is not None:
             earlier = await p.reader(p.reader.store.message_step, session_id, message_id)
@@ -107,11 +119,13 @@ class TurnStarts:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
         if found is not None and (why := p.configs.sandbox_refusal(found)) is not None:
             raise ConfigMismatch(why)  # its pinned sandbox policy is not this worker's
+        chosen = self._agent(found, agent, new_turn=True)
         # A session is titled after its first message, in the write that opens the turn.
         title = None
         if found is None or (not found.title and not await self._has_user_input(session_id)):
             title = p.redact.text(title_from_message(p.redact.text(text)))
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             await p.configs.equip(session_id, run, agreement)
             await p.leases.register()
@@ -127,6 +141,7 @@ class TurnStarts:
                 actor=actor,
                 metadata=metadata,
                 message_id=message_id,
+                agent=chosen.record,
             )
         except MessageRecorded as e:  # recorded between the look above and this write
             runs.unclaim(session_id, run)
@@ -165,6 +180,21 @@ class TurnStarts:
             f"(/rollback {target} --retry), rewind leaving the rest done (/rollback {target} "
             "--accept-irreversible), or abandon it (/rollback --abandon) before anything else"
         )
+
+    def _agent(
+        self, session: Session | None, requested: str | None, *, new_turn: bool
+    ) -> AgentChoice:
+        """The declared agent a run of `session` runs (xclaw/runtime/agent_choice.py), or the
+        refusal as its error: UnknownAgent for a name nobody declared, AgentMismatch for a
+        turn whose recorded definition is not this one."""
+        recorded = None if session is None else recorded_agent(session.metadata)
+        agents = self.parts.agents
+        chosen = choose(recorded, agents, requested=requested, new_turn=new_turn)
+        if chosen.refused:
+            if requested is not None and requested not in agents:
+                raise UnknownAgent(chosen.reason)
+            raise AgentMismatch(chosen.reason)
+        return chosen
 
     async def _has_user_input(self, session_id: str) -> bool:
         steps = await self.parts.reader(self.parts.reader.store.steps, session_id, agent=MAIN_AGENT)
@@ -213,9 +243,16 @@ class TurnStarts:
             if (words := agreement.notice()) is not None:
                 p.broadcast.deliver(session_id, for_session(notice_frame(words), session_id))
             return False
+        # Only the definition that ran the unfinished turn finishes it (agent_choice.py).
+        try:
+            chosen = self._agent(session, None, new_turn=False)
+        except AgentMismatch as e:
+            self._refuse_agent(session_id, e)
+            return False
         if session_id in runs:  # a message started a run meanwhile
             return False
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             lease, holder = await p.leases.try_acquire(session_id)
             if lease is not None:
@@ -225,6 +262,13 @@ class TurnStarts:
                     lease = holder = None
                 else:
                     agreement = await p.configs.agreement(now, explicit=failed)
+                    try:
+                        run.agent = self._agent(now, None, new_turn=False)
+                    except AgentMismatch as e:  # switched by a message elsewhere meanwhile
+                        await p.leases.release(lease)
+                        self._refuse_agent(session_id, e)
+                        runs.unclaim(session_id, run)
+                        return False
                     if agreement.refused:
                         await p.configs.decline(session_id, lease, agreement)
                         lease = holder = None
@@ -245,6 +289,14 @@ class TurnStarts:
         runs.launch(session_id, run, lease, Turn.RESUME)
         return True
 
+    def _refuse_agent(self, session_id: str, e: AgentMismatch) -> None:
+        """A resume refused for its agent: said to whoever watches the session (an `error`
+        frame, `agent_mismatch`) each time one is asked; logged once per session."""
+        self.parts.broadcast.emit(session_id, error_frame(e.message, e.code))
+        if self._refused.get(session_id) != e.message:
+            self._refused[session_id] = e.message
+            log.warning("event=agent_mismatch session=%s reason=%r", session_id, e.message)
+
     async def compaction(self, session_id: str) -> None:
         """/compact, between turns only."""
         p, runs = self.parts, self.parts.runs
@@ -264,7 +316,9 @@ class TurnStarts:
             raise ConfigMismatch(agreement.notice() or "this worker cannot drive this session")
         if (why := p.configs.sandbox_refusal(session)) is not None:
             raise ConfigMismatch(why)
+        chosen = self._agent(session, None, new_turn=False)
         run = runs.claim(session_id)
+        run.agent = chosen
         try:
             lease = await p.leases.acquire(session_id)
             await p.configs.equip(session_id, run, agreement, lease)

@@ -27,6 +27,9 @@ class Toolbox:
     # The front-end tools each session's client declared (docs/ag-ui.md): offered to that
     # session's runs only.
     client: ClientTools = field(default_factory=ClientTools)
+    # Tools of declared agents, not offered to xclaw's own agent: known here for the resume
+    # rules (whether an interrupted call runs again), by name (xclaw/runtime/agent_setup.py).
+    kinds: dict[str, Tool] = field(default_factory=dict)
 
     def tools_for(self, session_id: str) -> Mapping[str, Tool]:
         """What a run of the session is offered: the server's tools, and its client's."""
@@ -36,7 +39,9 @@ class Toolbox:
         return {**extra, **self.tools}  # a server tool's name is never a client's
 
     def _tool(self, name: str, session_id: str | None) -> Tool | None:
-        tool = self.tools.get(name)
+        """The tool a recorded call names: the server's, a declared agent's, or the
+        session's client's."""
+        tool = self.tools.get(name) or self.kinds.get(name)
         if tool is None and session_id is not None:
             tool = self.client.tools(session_id).get(name)
         return tool

@@ -86,6 +86,7 @@ class Kind(enum.Enum):
     STEP_BEGINS = "step_begins"
     MESSAGE = "message"
     STEP_ADDED = "step_added"
+    NOTE = "note"
     RESULT = "result"
     FINAL = "final"
     ANSWER = "answer"
@@ -103,6 +104,7 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.STEP_BEGINS: (Sync.LAZY, "the model is called: no effect outside, a lost row re-issued"),
     Kind.MESSAGE: (Sync.RELAXED, "the run starts: clients see Running"),
     Kind.STEP_ADDED: (Sync.DURABLE, "a refusal or alert is shown, a tool may follow"),
+    Kind.NOTE: (Sync.LAZY, "what acts on the decision waits for a later write that syncs it"),
     Kind.RESULT: (Sync.DURABLE, "a client hears of it: a tool's result, an answer, a failure"),
     Kind.FINAL: (Sync.DURABLE, "a client hears the session is Paused, Success or Failed"),
     Kind.ANSWER: (Sync.LAZY, "the tools it asked for, whose own rows sync it"),
@@ -150,6 +152,9 @@ class AddStep:
     output_data: Any = None
     error_message: str | None = None
     parent: str | BeginStep | AddStep | FinishStep | None = None
+    # A decision recorded before anything acts on it (a declared agent's hook, the turn's
+    # instructions): whatever acts on it waits for a later write, whose commit carries it.
+    note: bool = False
     slot: Slot = field(default_factory=Slot, compare=False, repr=False)
 
 
@@ -223,7 +228,9 @@ def kind_of(w: Write) -> Kind:
             Kind.APPROVAL_ASKED if is_approval(w.step.step_type, w.step.name) else Kind.STEP_BEGINS
         )
     if isinstance(w, AddStep):
-        return Kind.MESSAGE if w.step.step_type is StepType.USER_INPUT else Kind.STEP_ADDED
+        if w.step.step_type is StepType.USER_INPUT:
+            return Kind.MESSAGE
+        return Kind.NOTE if w.note else Kind.STEP_ADDED
     if isinstance(w, FinishStep):
         if w.session_status is not None and Status(w.session_status) in DURABLE_STATUSES:
             return Kind.FINAL

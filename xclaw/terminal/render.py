@@ -146,6 +146,8 @@ class Renderer:
             parts.append(repr(f["title"]))
         if f.get("isForked"):
             parts.append(f"fork of {f.get('parentSessionId')}")
+        if isinstance(f.get("agent"), str):  # a declared agent (docs/agents.md)
+            parts.append(f"agent {f['agent']}")
         self.line(" · ".join(parts), "dim")
 
     def _on_history(self, f: Mapping[str, Any]) -> None:

@@ -41,12 +41,17 @@ def cap_result_text(text: str, limit: int = RESULT_CAP_CHARS) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
-# Runs a sub-agent on a task and returns its final answer; provided by the runtime.
-SpawnAgent = Callable[[str], Awaitable[str]]
+# Runs a sub-agent on a task and returns its final answer; provided by the runtime. `agent`:
+# the declared sub-agent to hand it to (None: one like the agent itself).
+SpawnAgent = Callable[..., Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
+    """What a tool call runs in (`xclaw.ToolContext`, docs/agents.md): a Python tool that
+    takes a parameter of this type gets it (it is no argument the model gives); an agent's
+    instructions function and its hooks get it too (`step_id` and `call_id` None there)."""
+
     workspace: Path
     session_id: str
     spawn_agent: SpawnAgent | None = None
@@ -54,9 +59,17 @@ class ToolContext:
     # Runs without a human's approval because the policy read it as safe: a tool that can
     # confine itself (the shell: read-only workspace, no network) must, or refuse.
     confined: bool = False
-    # The id of the call being run (as the model gave it): what a tool whose result or
-    # effect is found again by it keys on (front-end tools, a2a_call's idempotency key).
+    # The tool_call step of this call (s0007) and the model's id of the call.
+    step_id: str | None = None
     call_id: str | None = None
+    # The user of a shared server who sent the turn's message (None: the server's token, or
+    # a program of its own through the Python API).
+    user: str | None = None
+    # The name of the declared agent that makes the call ("default": xclaw's own).
+    agent: str = "default"
+    # The program's own object, given to `xclaw.open(deps=...)`: a database handle, a
+    # client, settings. Never recorded.
+    deps: Any = None
 
 
 @runtime_checkable
@@ -88,6 +101,12 @@ class Tool(Protocol):
     effect: EffectClass | None = None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+    def check_input(self, args: dict[str, Any]) -> str | None:
+        """What is wrong with a call's arguments, said for the model (None: nothing, or not
+        known before it runs: the default). Asked before any person is asked to approve the
+        call: a call that cannot run is refused, not put to anyone."""
+        return None
 
     def check_effect(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Blocking (run in a thread), for a side-effecting tool whose effect can be seen

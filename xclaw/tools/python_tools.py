@@ -20,16 +20,26 @@ not asked about; anything else is).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
-import sys
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints, overload
+from types import UnionType
+from typing import (
+    Annotated,
+    Any,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from xclaw.errors import ConfigError
 from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text, idempotency_key
@@ -142,11 +152,12 @@ class PythonTool(Tool):
         self.ref = ref
         self.fn = fn
         self.name = declared.name or fn.__name__
-        self.description = (declared.description or inspect.getdoc(fn) or self.name).strip()
+        doc = parse_docstring(inspect.getdoc(fn) or "")
+        self.description = (declared.description or doc.summary or self.name).strip()
         effect = _declared_effect(declared, ref, policy)
         read_only = declared.read_only or effect is EffectClass.READ_ONLY
         self._key = _key_parameter(fn, declared.idempotency_key, ref)
-        self._model, self._single = _args_model(fn, ref, skip=self._key)
+        self._model, self._single, self._context = _args_model(fn, ref, doc.args, skip=self._key)
         self.input_schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
         self._undo = _hook(declared.compensate, ref, "compensate", 2)
         self._undo_idempotent = declared.compensate_idempotent
@@ -170,19 +181,26 @@ class PythonTool(Tool):
         self.effect = self.traits.effect
         self.outside_effects = self.traits.outside_effects
 
+    def check_input(self, args: dict[str, Any]) -> str | None:
+        """What is wrong with `args` (None: nothing): checked before anyone is asked to
+        approve the call, and again as it runs."""
+        try:
+            self._model.model_validate(args if isinstance(args, dict) else {})
+        except ValidationError as e:
+            return _problems(self.name, e)
+        return None
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
             parsed = self._model.model_validate(args if isinstance(args, dict) else {})
         except ValidationError as e:
-            problems = "; ".join(
-                f"'{'.'.join(str(p) for p in err['loc']) or 'input'}': {err['msg']}"
-                for err in e.errors()
-            )
-            return ToolResult(f"{self.name}: bad arguments: {problems}", is_error=True)
+            return ToolResult(_problems(self.name, e), is_error=True)
         if self._single is not None:
             kwargs: dict[str, Any] = {self._single: parsed}
         else:
             kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        if self._context is not None:
+            kwargs[self._context] = ctx
         if self._key is not None:
             kwargs[self._key] = idempotency_key(ctx.session_id, args)
         try:
@@ -321,15 +339,26 @@ def _key_parameter(fn: Callable[..., Any], name: str | None, ref: str) -> str | 
     return name
 
 
+def _problems(name: str, e: ValidationError) -> str:
+    problems = "; ".join(
+        f"'{'.'.join(str(p) for p in err['loc']) or 'input'}': {err['msg']}" for err in e.errors()
+    )
+    return f"{name}: bad arguments: {problems}"
+
+
 def _args_model(
-    fn: Callable[..., Any], ref: str, skip: str | None = None
-) -> tuple[type[BaseModel], str | None]:
-    """A pydantic model of the arguments. A single parameter that is a pydantic model stands
-    for the whole input (its fields are the tool's arguments). `skip`: a parameter xclaw
-    fills (the idempotency key), not the model's."""
+    fn: Callable[..., Any],
+    ref: str,
+    described: Mapping[str, str] | None = None,
+    *,
+    skip: str | None = None,
+) -> tuple[type[BaseModel], str | None, str | None]:
+    """A pydantic model of the arguments, the parameter standing for the whole input (a
+    single pydantic model parameter: its fields are the tool's arguments), and the parameter
+    that takes the call's ToolContext (not an argument the model gives). `described`: the
+    docstring's words for each parameter (an `Annotated` description wins). `skip`: a
+    parameter xclaw fills (the idempotency key), not the model's."""
     try:
-        # With their Annotated metadata: `Annotated[str, Field(description=...)]` is what
-        # the model is told about the argument.
         hints = get_type_hints(fn, include_extras=True)
     except Exception as e:
         raise ConfigError(f"tools: {ref}: cannot read its type hints: {e}") from e
@@ -338,18 +367,89 @@ def _args_model(
         for p in inspect.signature(fn).parameters.values()
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != skip
     ]
+    context = next((p.name for p in params if _is_context(hints.get(p.name))), None)
+    params = [p for p in params if p.name != context]
     if len(params) == 1:
-        only = hints.get(params[0].name)
+        only = _bare(hints.get(params[0].name))
         if isinstance(only, type) and issubclass(only, BaseModel):
-            return only, params[0].name
+            return only, params[0].name, context
     fields: dict[str, Any] = {}
     for p in params:
         if p.name not in hints:
             raise ConfigError(f"tools: {ref}: parameter {p.name!r} needs a type hint")
         default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (hints[p.name], default)
+        hint = hints[p.name]
+        words = (described or {}).get(p.name)
+        if words and not _has_description(hint):
+            hint = Annotated[hint, Field(description=words)]
+        fields[p.name] = (hint, default)
     model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
-    return model, None
+    return model, None, context
+
+
+def _bare(hint: Any) -> Any:
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def _is_context(hint: Any) -> bool:
+    """A parameter for the call's ToolContext (`ctx: ToolContext`, or `| None`)."""
+    bare = _bare(hint)
+    options = get_args(bare) if get_origin(bare) in (Union, UnionType) else (bare,)
+    return any(isinstance(o, type) and issubclass(o, ToolContext) for o in options)
+
+
+def _has_description(hint: Any) -> bool:
+    if get_origin(hint) is not Annotated:
+        return False
+    return any(isinstance(m, FieldInfo) and m.description for m in get_args(hint)[1:])
+
+
+@dataclass(frozen=True)
+class Docstring:
+    summary: str
+    args: dict[str, str]
+
+
+# The section headers of a Google-style docstring: the summary ends at the first of them.
+_SECTIONS = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$"
+)
+_ARG = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str) -> Docstring:
+    """The summary (the text before the first section) and each parameter's words from a
+    Google-style `Args:` section:
+
+        Args:
+            order_id: The order's id, like A-1.
+            days (int): How many days ahead; continued
+                on an indented line.
+    """
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    indent: int | None = None
+    for line in doc.splitlines():
+        header = _SECTIONS.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        if header:
+            section, current, indent = header.group(1), None, None
+            continue
+        if section is None:
+            summary.append(line)
+            continue
+        if section not in ("Args", "Arguments", "Parameters", "Params") or not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        found = _ARG.match(line.strip())
+        if found and (indent is None or depth <= indent):
+            indent = depth
+            current = found.group(1).lstrip("*")
+            args[current] = found.group(2).strip()
+        elif current is not None:
+            args[current] = f"{args[current]} {line.strip()}".strip()
+    return Docstring("\n".join(summary).strip(), args)
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -380,29 +480,12 @@ def load_python_tools(
     refs: Iterable[Any], policies: Mapping[str, ToolPolicy] | None = None, cwd: Path | None = None
 ) -> list[PythonTool]:
     """Import each `module:function`; ConfigError naming the entry when it cannot be used."""
+    from xclaw.agents.refs import import_ref
+
     policies = policies or {}
-    base = str((cwd or Path.cwd()).resolve())
-    if base not in sys.path:
-        sys.path.insert(0, base)  # importable from the working directory
     out = []
     for ref in refs:
-        if not isinstance(ref, str) or ":" not in ref:
-            raise ConfigError(f"xclaw.yaml: tools: entries are 'module:function', got {ref!r}")
-        module_name, _, attr = ref.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except SystemExit as e:  # a script-style module (argparse at top level) exits on import
-            raise ConfigError(
-                f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: it called "
-                f"sys.exit({e.code!r}) while being imported"
-            ) from None
-        except Exception as e:
-            raise ConfigError(
-                f"xclaw.yaml: tools: {ref!r}: cannot import {module_name!r}: {type(e).__name__}: {e}"
-            ) from e
-        fn = getattr(module, attr, None)
-        if not callable(fn):
-            raise ConfigError(f"xclaw.yaml: tools: {ref!r}: {module_name} has no function {attr!r}")
+        fn = import_ref(ref, "tools", cwd=cwd)
         declared = getattr(fn, _MARK, None)
         name = (declared.name if declared else None) or fn.__name__
         out.append(PythonTool(ref, fn, policies.get(name, ToolPolicy())))

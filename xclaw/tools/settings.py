@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from xclaw.section import Default, Number, Section, Strings
+from xclaw.section import Default, Flag, Number, Section, Strings
 from xclaw.tools.traits import ToolPolicy
 
 ApprovalMode = Literal["ask", "auto-edits", "yolo"]
@@ -51,6 +51,9 @@ class ApprovalSettings(Section):
     mode: ApprovalMode = "ask"
     # An unanswered approval counts as a denial after this long (None: wait).
     timeout_s: Annotated[Number, Field(gt=0)] | None = None
+    # A person who approves a call may give the input it runs with instead of the model's
+    # (recorded as edited, the original kept; docs/approval.md).
+    allow_edits: Flag = True
     safe_commands: Annotated[Strings, Default("`ls`, `cat`, `grep`, …")] = DEFAULT_SAFE_COMMANDS
     deny: Annotated[Strings, Default("`mkfs`, `rm -rf /`, …")] = DEFAULT_DENY
 

@@ -7,6 +7,7 @@ hang under this call in the trace tree. Several spawn_agent calls in a row run c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from xclaw.errors import ToolError, XclawError
@@ -32,16 +33,38 @@ class SpawnAgentTool(Tool):
     # its own recorded steps (its completed tool calls are not repeated).
     resumable = True
 
-    def __init__(self) -> None:
+    def __init__(self, agents: Mapping[str, str] | None = None, *, anonymous: bool = True) -> None:
+        """`agents`: the declared sub-agents the task may go to, by name, with what each is
+        for (docs/agents.md); `anonymous`: a sub-agent like the agent itself too."""
+        self.agents = dict(agents or {})
+        self.anonymous = anonymous
+        properties: dict[str, Any] = {
+            "task": {
+                "type": "string",
+                "description": "What the sub-agent should do and report.",
+            }
+        }
+        required = ["task"]
+        if self.agents:
+            listed = "; ".join(f"{n}: {d}" if d else n for n, d in self.agents.items())
+            properties["agent"] = {
+                "type": "string",
+                "enum": list(self.agents),
+                "description": f"The sub-agent to hand the task to ({listed}).",
+            }
+            if not anonymous:
+                required.append("agent")
+            self.description = (
+                "Hand a self-contained task to a sub-agent and get back its final answer. "
+                f"Sub-agents: {listed}. "
+                + ("Without 'agent', one like you. " if anonymous else "")
+                + "It does not see this conversation, so describe the task completely. Several "
+                "spawn_agent calls in one turn run in parallel."
+            )
         self.input_schema: dict[str, Any] = {
             "type": "object",
-            "properties": {
-                "task": {
-                    "type": "string",
-                    "description": "What the sub-agent should do and report.",
-                }
-            },
-            "required": ["task"],
+            "properties": properties,
+            "required": required,
         }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -51,10 +74,16 @@ class SpawnAgentTool(Tool):
                 raise ToolError("spawn_agent needs a non-empty 'task'")
         except ToolError as e:
             return ToolResult(e.message, is_error=True)
+        agent = args.get("agent")
+        if agent is not None and (not isinstance(agent, str) or agent not in self.agents):
+            known = ", ".join(self.agents) or "none"
+            return ToolResult(f"spawn_agent: no sub-agent {agent!r} (declared: {known})", True)
+        if agent is None and not self.anonymous:
+            return ToolResult(f"spawn_agent needs 'agent', one of {', '.join(self.agents)}", True)
         if ctx.spawn_agent is None:
             return ToolResult("sub-agents are not available here", is_error=True)
         try:
-            answer = await ctx.spawn_agent(task)
+            answer = await (ctx.spawn_agent(task, agent) if agent else ctx.spawn_agent(task))
         except Exception as e:  # noqa: BLE001 - any failure becomes a result; CancelledError propagates
             said = e.message if isinstance(e, XclawError) else str(e)
             message = said or type(e).__name__

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from xclaw.llm.prices import PriceTable
-from xclaw.protocol import step_json
+from xclaw.protocol import session_agent, step_json
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, session_state
 from xclaw.wire.shapes import (
     AckJson,
@@ -53,9 +53,15 @@ def for_session(frame: F, session_id: str) -> F:
 
 
 def session_frame(
-    s: Session, *, created: bool, busy: bool = False, user: str | None = None
+    s: Session,
+    *,
+    created: bool,
+    busy: bool = False,
+    user: str | None = None,
+    agent: str | None = None,
 ) -> SessionJson:
-    """What a socket is attached to; `user`: whom it is signed in as (docs/teams.md)."""
+    """What a socket is attached to; `user`: whom it is signed in as (docs/teams.md);
+    `agent`: the declared agent it runs (docs/agents.md; by default the one it records)."""
     state = session_state(s, busy=busy)
     frame: SessionJson = {
         "type": "session",
@@ -69,6 +75,9 @@ def session_frame(
         "stateText": state.text,
         "created": created,
     }
+    agent = agent or session_agent(s.metadata)
+    if agent is not None:
+        frame["agent"] = agent
     if user is not None:
         frame["user"] = user
     return frame
@@ -115,9 +124,15 @@ def delta_frame(content: str) -> DeltaJson:
     return {"type": "delta", "content": content}
 
 
-def reply_frame(content: str) -> ReplyJson:
-    """The final answer of a turn (its text redacted by the caller)."""
-    return {"type": "reply", "content": content}
+def reply_frame(content: str, *, output: Any = None, agent: str | None = None) -> ReplyJson:
+    """The final answer of a turn (its text redacted by the caller); `output`: a declared
+    agent's validated answer (docs/agents.md); `agent`: the declared agent that answered."""
+    frame: ReplyJson = {"type": "reply", "content": content}
+    if output is not None:
+        frame["output"] = output
+    if agent is not None:
+        frame["agent"] = agent
+    return frame
 
 
 def thinking_frame(blocks: Iterable[Mapping[str, Any]]) -> ThinkingJson:

@@ -53,6 +53,7 @@ class SessionJson(TypedDict):
     state: str
     stateText: str
     created: bool
+    agent: NotRequired[str]
     user: NotRequired[str]
 
 
@@ -101,6 +102,8 @@ class ReplyJson(TypedDict):
     type: Literal["reply"]
     sessionId: NotRequired[str]
     content: str
+    output: NotRequired[Any]
+    agent: NotRequired[str]
 
 
 class ToolJson(TypedDict):

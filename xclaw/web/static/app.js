@@ -38,6 +38,8 @@ const state = {
   // gateway's answer names. See "which session" below.
   attaching: null,
   outbox: [], // [{text, el}]: typed while attaching; sent once attached, to that session
+  agents: [], // the agents a session may run here (GET /api/agents; docs/agents.md)
+  newAgent: null, // the declared agent the current new session runs (its first message says it)
 };
 
 let socket;
@@ -290,6 +292,11 @@ function renderHeader() {
   // A session not written yet (no message) has no title until its first message.
   $("session-title").textContent = s.sessionId && (s.title || !state.session?.created) ? sessionTitle(s) : "New session";
   $("session-id").textContent = s.sessionId || "";
+  const agent = s.agent || s.metadata?.agent?.name || state.newAgent;
+  const agentEl = $("session-agent");
+  agentEl.hidden = !agent || agent === "default";
+  agentEl.textContent = agentEl.hidden ? "" : `agent · ${agent}`;
+  agentEl.title = agentEl.hidden ? "" : "the declared agent this session runs (xclaw.yaml agents:)";
   const forkInfo = $("fork-info");
   forkInfo.replaceChildren();
   if (s.isForked && s.parentSessionId) {
@@ -325,8 +332,12 @@ async function showApproval(frame) {
   if (answer === true || answer === false) {
     state.approval = null;
     // client: the record says a person answered on the web page (docs/approval.md).
-    socket.send({ type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer, client: "web" });
-    transcript.notice(`[approval] ${answer ? "approved" : "denied"}: ${frame.name} (${frame.stepId})`);
+    const reply = { type: "approval", sessionId: state.sessionId, stepId: frame.stepId, approve: answer, client: "web" };
+    if (handle.extras.message) reply.message = handle.extras.message; // the model reads it
+    if (answer && handle.extras.input) reply.input = handle.extras.input; // runs instead
+    socket.send(reply);
+    const how = answer ? (reply.input ? "approved as edited" : "approved") : "denied";
+    transcript.notice(`[approval] ${how}: ${frame.name} (${frame.stepId})${reply.message ? ` — ${reply.message}` : ""}`);
     transcript.setWorking(true);
   } else {
     // Dismissed without an answer: the run stays Paused; keep a way back to the question.
@@ -412,6 +423,7 @@ function openSession(id, { fresh = false, from = state.sessionId, keepOutbox = f
   storeSessionId(id);
   leaveSession();
   state.sessionId = id;
+  state.newAgent = null;
   state.session = fresh ? { sessionId: id, status: "Init", title: "", created: true } : { ...(sidebar.get(id) || {}), sessionId: id };
   state.status = state.session.status || "Init";
   state.awaitingInput = Boolean(state.session.awaitingInput);
@@ -455,8 +467,29 @@ function switchTo(id) {
 function newSession({ keepOutbox = false } = {}) {
   compare.close();
   showWorkspace();
+  // The agent chosen in the sidebar runs it: its first message names it (recorded then).
+  const chosen = $("new-agent").value;
   openSession(newSessionId(), { fresh: true, keepOutbox });
+  state.newAgent = chosen && chosen !== "default" ? chosen : null;
+  renderHeader();
   composer.focus();
+}
+
+/** The agents a session may run here: the sidebar's choice for a new session, shown only when
+ * the server declares some (docs/agents.md). */
+async function loadAgents() {
+  let agents = [];
+  try {
+    agents = (await api("/agents")).agents || [];
+  } catch (e) {
+    return; // an older server, or offline: xclaw's own agent only
+  }
+  state.agents = agents;
+  const select = $("new-agent");
+  select.replaceChildren(...agents.map((a) => h("option", {
+    value: a.name, text: a.name, title: a.description || "",
+  })));
+  $("agent-choice").hidden = agents.length < 2;
 }
 
 /** Typed while attaching: shown now (marked waiting), sent once attached. */
@@ -604,6 +637,8 @@ function deliver(text, el) {
     return;
   }
   const frame = { type: "message", sessionId: state.sessionId, content: text };
+  // A new session's first message names the agent chosen for it (recorded with it).
+  if (!cmd && state.unsaved && state.newAgent) frame.agent = state.newAgent;
   // /switch ID (existing sessions, unique prefixes) and /new TITLE are the gateway's: it
   // re-attaches this socket and its `session` frame switches the page.
   if (cmd && (cmd[0] === "switch" || cmd[0] === "new")) {
@@ -769,6 +804,7 @@ async function boot() {
   composer.render();
   socket.connect();
   refreshSessions();
+  loadAgents();
   composer.focus();
 }
 

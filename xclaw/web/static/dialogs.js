@@ -88,13 +88,39 @@ export function choiceDialog({ title, body, buttons, dismissValue = null }) {
  * true/false (approve/deny); close() takes the dialog away when another client answered. */
 export function approvalDialog(frame) {
   let dialogClose = null;
+  // What the person adds to the answer (docs/approval.md): a reason the model reads, and an
+  // input the call runs with instead of the model's (when approving).
+  const said = h("input.text-input.approval-message", {
+    type: "text", placeholder: "a reason the model reads (optional)", "aria-label": "Reason told to the model",
+  });
+  const original = JSON.stringify(frame.input ?? {}, null, 2);
+  const edit = h("textarea.text-input.approval-edit", { rows: 6, spellcheck: "false", "aria-label": "Edited input" });
+  edit.value = original;
+  const problem = h("p.approval-problem", { role: "alert", hidden: true });
+  const extras = { message: null, input: null };
+  const answer = (close, yes) => {
+    extras.message = said.value.trim() || null;
+    extras.input = null;
+    if (yes && edit.value.trim() !== original.trim()) {
+      try {
+        const parsed = JSON.parse(edit.value);
+        if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("not an object");
+        extras.input = parsed;
+      } catch (e) {
+        problem.textContent = `The edited input is not a JSON object: ${e.message}`;
+        problem.hidden = false;
+        return;
+      }
+    }
+    close(yes);
+  };
   const promise = modal((close) => {
     dialogClose = close;
     const keys = (e) => {
       if (e.target instanceof HTMLInputElement || e.target instanceof HTMLTextAreaElement) return;
       if (e.key !== "y" && e.key !== "n") return;
       e.preventDefault(); // the key must not land in the message box once the dialog is gone
-      close(e.key === "y");
+      answer(close, e.key === "y");
     };
     const body = h("div.dialog-body.approval", { onkeydown: keys },
       h("div.approval-head",
@@ -113,14 +139,17 @@ export function approvalDialog(frame) {
             "Approving runs it again.")
         : null,
       h("details.approval-json", h("summary", { text: "full input" }), prettyValue(frame.input)),
+      said,
+      h("details.approval-edit-box", h("summary", { text: "edit the input before approving" }), edit),
+      problem,
       h("div.dialog-actions",
         h("span.hint", { text: "y / n" }),
         // Focus starts on Deny: a stray Enter must not run a command nobody read.
-        h("button.ghost.deny", { type: "button", autofocus: true, onclick: () => close(false), text: "Deny" }),
-        h("button.primary.approve", { type: "button", onclick: () => close(true), text: "Approve" })));
+        h("button.ghost.deny", { type: "button", autofocus: true, onclick: () => answer(close, false), text: "Deny" }),
+        h("button.primary.approve", { type: "button", onclick: () => answer(close, true), text: "Approve" })));
     return body;
   }, { cls: "approval-dialog", dismissValue: undefined, label: "Approve this tool call?" });
-  return { promise, close: () => dialogClose?.(undefined) };
+  return { promise, close: () => dialogClose?.(undefined), extras };
 }
 
 let toastHost = null;
