@@ -370,7 +370,9 @@ def _args_model(
     context = next((p.name for p in params if _is_context(hints.get(p.name))), None)
     params = [p for p in params if p.name != context]
     if len(params) == 1:
-        only = _bare(hints.get(params[0].name))
+        # A bare model stands for the whole input; one described (`Annotated[Model,
+        # Field(description=...)]`) is an argument of its own, described.
+        only = hints.get(params[0].name)
         if isinstance(only, type) and issubclass(only, BaseModel):
             return only, params[0].name, context
     fields: dict[str, Any] = {}
