@@ -176,3 +176,8 @@ class ForkBody(Wire):
 
 class ApprovalBody(Wire):
     approve: bool
+    client: str | None = Field(
+        default=None,
+        description="the client the person answered through, as the record's `by` names it "
+        "(`acp`, `mcp`, …; default `api`)",
+    )

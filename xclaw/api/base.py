@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from xclaw.frames import (
@@ -213,9 +214,13 @@ class Session(ABC):
         turns start from the summary. Between turns only (Busy otherwise)."""
 
     @abstractmethod
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self, step_id: str, approve: bool = True, *, client: str | None = None
+    ) -> None:
         """Answer the approval request of step `step_id` (an `approval_request` event's
-        step_id). BadStep when no approval is waiting for it."""
+        step_id). BadStep when no approval is waiting for it. `client`: which client the
+        person answered through, as the record's `by` names it (`acp`, `mcp`, or a word of
+        your own: lowercase letters, digits, `-`, `_`); default the API itself."""
 
     @abstractmethod
     async def cancel(self) -> bool:
@@ -285,9 +290,15 @@ class Agent(ABC):
     running interrupted, to be resumed later)."""
 
     @abstractmethod
-    async def new_session(self, title: str | None = None) -> Session:
+    async def new_session(
+        self, title: str | None = None, *, workspace: str | Path | None = None
+    ) -> Session:
         """A new session. With a title it is written now; without one it is written with its
-        first message (and titled after it), as a client's new session is."""
+        first message (and titled after it), as a client's new session is. `workspace`: a
+        directory of your own for it to work in — a project — instead of its default
+        workspace (written now; rollback rewinds it in place, a fork gets a workspace of its
+        own; docs/workspace.md). In-process only: a gateway's sessions work in the gateway's
+        workspaces (BadCommand)."""
 
     @abstractmethod
     async def session(self, ref: str) -> Session:

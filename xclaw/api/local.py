@@ -31,6 +31,7 @@ from xclaw.frames import (
 )
 from xclaw.http_bodies import RollbackAnswer, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.store.model import OWN_WORKSPACE_KEY
 
 if TYPE_CHECKING:
     from xclaw.llm.base import Model
@@ -129,11 +130,14 @@ class LocalSession(Session):
 
         return LocalEvents(self, start)
 
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self, step_id: str, approve: bool = True, *, client: str | None = None
+    ) -> None:
         from xclaw.errors import BadStep
 
+        by = ANSWERED_BY if client is None else AnsweredBy.person(_client(client), "in-process")
         try:
-            self._rt.answer_approval(self.id, step_id, approve, ANSWERED_BY)
+            self._rt.answer_approval(self.id, step_id, approve, by)
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -232,9 +236,21 @@ class LocalAgent(Agent):
         self._store = store
         self._closed = False
 
-    async def new_session(self, title: str | None = None) -> LocalSession:
+    async def new_session(
+        self, title: str | None = None, *, workspace: str | Path | None = None
+    ) -> LocalSession:
         rt = self.runtime
         fresh, _ = await rt.peek(None)
+        if workspace is not None:
+            # Written now, with its directory: every process resolves its workspace from it.
+            own = rt.own_directory(workspace)
+            made = await rt.db(
+                rt.store.create_session,
+                session_id=fresh.session_id,
+                title=rt.title_of(_title(title or "")),
+                metadata={OWN_WORKSPACE_KEY: str(own)},
+            )
+            return LocalSession(self, made.session_id, made.title, unwritten=False)
         if title is None:
             return LocalSession(self, fresh.session_id, "", unwritten=True)
         clean = rt.title_of(_title(title))
@@ -285,6 +301,15 @@ class LocalAgent(Agent):
 
     async def __aenter__(self) -> LocalAgent:
         return self
+
+
+def _client(word: str) -> str:
+    from xclaw.answered_by import CLIENT_RE
+    from xclaw.errors import BadCommand
+
+    if not CLIENT_RE.match(word):
+        raise BadCommand(f"client {word!r}: lowercase letters, digits, '-', '_' (at most 32)")
+    return word
 
 
 def _title(title: str) -> str:

@@ -25,6 +25,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
@@ -513,11 +514,14 @@ class RemoteSession(Session):
         frame = {"type": "message", "sessionId": self.id, "content": "/compact"}
         return RemoteEvents(self, frame, compaction=True)
 
-    async def approve(self, step_id: str, approve: bool = True) -> None:
+    async def approve(
+        self, step_id: str, approve: bool = True, *, client: str | None = None
+    ) -> None:
+        body: dict[str, Any] = {"approve": approve}
+        if client is not None:
+            body["client"] = client  # recorded as the client the person answered through
         try:
-            await self._agent._http(
-                "POST", f"/sessions/{self.id}/approvals/{step_id}", json={"approve": approve}
-            )
+            await self._agent._http("POST", f"/sessions/{self.id}/approvals/{step_id}", json=body)
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -681,7 +685,14 @@ class RemoteAgent(Agent):
         """The gateway answers and takes the token (Unauthorized, or the connection error)."""
         await self._http("GET", "/health")
 
-    async def new_session(self, title: str | None = None) -> RemoteSession:
+    async def new_session(
+        self, title: str | None = None, *, workspace: str | Path | None = None
+    ) -> RemoteSession:
+        if workspace is not None:
+            raise BadCommand(
+                "a gateway's sessions work in the gateway's own workspaces: a directory of "
+                "your own (workspace=) is for xclaw.open"
+            )
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:
             # a client may bring its own; this one is as random as the gateway's).

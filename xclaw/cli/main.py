@@ -25,6 +25,7 @@ def cli() -> None:
 def _register() -> None:
     # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
     from xclaw.cli import (
+        commands_acp,
         commands_chat,
         commands_demo,
         commands_ops,
@@ -51,6 +52,7 @@ def _register() -> None:
     commands_tools.register(cli)
     commands_schema.register(cli)
     commands_users.register(cli)
+    commands_acp.register(cli)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
+from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import BadRequest, BadStep, XclawError
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
@@ -356,12 +357,18 @@ async def approve(request: Request, gw: Gateway) -> Response:
     The record says a person answered through the HTTP API."""
     sid = request.path_params["sid"]
     ref = request.path_params["step"]
-    approve_ = (await _body(request)).get("approve")
+    body = await _body(request)
+    approve_ = body.get("approve")
     if not isinstance(approve_, bool):
         raise BadRequest("field 'approve' must be true or false")
+    # A client may name itself, as in a WebSocket approval frame (the `by` of the record).
+    client = body.get("client", "api")
+    if not isinstance(client, str) or not CLIENT_RE.match(client):
+        raise BadRequest("field 'client' must be a lowercase word (letters, digits, '-', '_')")
     await asyncio.to_thread(gw.store.get_session, sid)
+    by = Actor(identity(request), "http", client).by()
     try:
-        gw.runtime.answer_approval(sid, ref, approve_, actor(request).by())
+        gw.runtime.answer_approval(sid, ref, approve_, by)
     except BadStep:
         raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})

@@ -127,7 +127,7 @@ class TurnDrive:
         rt = self.rt
         if recover:
             rt.workspaces.recover(self.sid, self.run.lease)
-        return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.toolbox.workspace(self.sid)
+        return rt.store.steps(self.sid, agent=MAIN_AGENT), rt.workspaces.directory(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
         """The calls the workspace shows ran, recorded completed (no blind repeat); the

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from xclaw.answered_by import AnsweredBy
@@ -232,6 +233,17 @@ class Runtime:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
         its own step), so later turns start from the summary. Between turns only."""
         await self._starts.compaction(session_id)
+
+    def own_directory(self, given: str | Path) -> Path:
+        """A directory a new session may work in instead of its default workspace (an
+        editor's project, xclaw/workspace/own_dir.py): resolved, or ConfigError saying why
+        it is refused (/, the home directory, xclaw's home, …)."""
+        from xclaw.workspace.own_dir import check_own_dir
+
+        s = self.settings
+        return check_own_dir(
+            given, home=s.home, workspace_root=self.workspaces.root, database=s.database
+        )
 
     def title_of(self, title: str) -> str:
         """A title as it may be stored and shown: redacted (whoever gave it: the first
