@@ -89,14 +89,16 @@ def _local(db: str | None, model: str | None, approval: str | None) -> Any:
 
 def _remote(url: str, token: str | None) -> Any:
     async def opener(servers: dict[str, dict[str, Any]]) -> Agent:
+        from urllib.parse import parse_qs, urlsplit
+
         import xclaw
-        from xclaw.api.remote import _urls
         from xclaw.config import load_settings
         from xclaw.protocol import read_token
 
         settings = load_settings()
-        in_url = _urls(url, None)[2]
-        found = token or in_url or settings.token or read_token(settings.home)
+        in_url = parse_qs(urlsplit(url if "://" in url else "http://" + url).query).get("token")
+        found = token or (in_url[0] if in_url else None) or settings.token
+        found = found or read_token(settings.home)
         return await xclaw.connect(url, token=found)
 
     return opener
