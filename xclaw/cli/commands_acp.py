@@ -62,7 +62,10 @@ def register(cli: click.Group) -> None:
         while the editor is closed. Setup per editor: docs/editors.md.
         """
         from xclaw.acp.serve import run
+        from xclaw.config import load_settings
 
+        # A bad configuration is said now, on stderr, before the editor is answered.
+        load_settings(database=db, approval=approval)
         if url is None:
             run(_local(db, model, approval), remote=False)
         else:
