@@ -130,13 +130,13 @@ def test_the_python_api_keeps_to_the_runtime_and_the_contract() -> None:
 # The protocol adapters are clients of the Python API, as a program using xclaw is: they
 # reach sessions through it (one code path in process and through a gateway), never through
 # the runtime, the store, the recorder or the gateway.
-ABOVE_THE_API = ["acp", "cli/commands_acp.py"]
+ABOVE_THE_API = ["acp", "cli/commands_acp.py", "cli/commands_mcp.py", "mcp_server/over_api.py"]
 
 
 def test_the_protocol_adapters_stand_on_the_python_api() -> None:
     assert (
         offenders(
-            files("acp"),
+            files("acp", "mcp_server"),
             "xclaw.runtime",
             "xclaw.store.sqlite",
             "xclaw.store.postgres",
@@ -147,6 +147,8 @@ def test_the_protocol_adapters_stand_on_the_python_api() -> None:
         )
         == []
     )
+    # The MCP tools themselves lean on no way in: the API's implementation is one of them.
+    assert offenders(files("mcp_server/tools.py"), "xclaw.api") == []
 
 
 def test_the_check_sees_lazy_imports() -> None:

@@ -27,8 +27,12 @@ log = logging.getLogger("xclaw.acp")
 class OneLine(logging.Formatter):
     """A log record on one line of stderr, without a traceback (the editor shows stderr)."""
 
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
     def format(self, record: logging.LogRecord) -> str:
-        text = f"xclaw acp: {record.levelname.lower()}: {record.getMessage()}"
+        text = f"{self.name}: {record.levelname.lower()}: {record.getMessage()}"
         if record.exc_info and record.exc_info[1] is not None:
             text += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
         record.exc_info = None
@@ -36,9 +40,9 @@ class OneLine(logging.Formatter):
         return " ".join(text.split())
 
 
-def quiet_logging() -> None:
+def quiet_logging(name: str = "xclaw acp") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLine())
+    handler.setFormatter(OneLine(name))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

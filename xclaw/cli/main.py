@@ -28,6 +28,7 @@ def _register() -> None:
         commands_acp,
         commands_chat,
         commands_demo,
+        commands_mcp,
         commands_ops,
         commands_retention,
         commands_run,
@@ -53,6 +54,7 @@ def _register() -> None:
     commands_schema.register(cli)
     commands_users.register(cli)
     commands_acp.register(cli)
+    commands_mcp.register(cli)
 
 
 def main() -> None:
