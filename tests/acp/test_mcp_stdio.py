@@ -6,6 +6,7 @@ the interrupted call blindly."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -120,12 +121,11 @@ async def test_killed_mid_tool_the_next_call_continues_without_a_blind_repeat(
     async with _mcp(tmp_path, turns, "--approval", "yolo") as s:
         sent = await _call(s, "send_message", text="count", wait_s=0)
         sid = sent["session_id"]
-        for _ in range(200):
-            found = _count_file(sid)
-            if found:
-                break
-            status = await _call(s, "session_status", session_id=sid, wait_s=0.1)
-            assert status["running"]
+        deadline = asyncio.get_running_loop().time() + 90
+        while not (found := _count_file(sid)):
+            assert asyncio.get_running_loop().time() < deadline, "the command never started"
+            status = await _call(s, "session_status", session_id=sid, wait_s=0.2)
+            assert status["running"], status
         assert found
         # The host's server process dies here (the context exits: stdin closed, killed).
     async with _mcp(tmp_path, turns, "--approval", "ask") as s:
