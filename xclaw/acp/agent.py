@@ -82,6 +82,7 @@ class Followed:
     cancelled: bool = False
     prompting: bool = False
     background: asyncio.Task[str] | None = None  # a resumed run followed outside a prompt
+    replayed: int = 0  # history messages shown by session/load
     answering: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -269,6 +270,9 @@ class XclawAcpAgent:
             raise rpc_error(e) from None
         for update in history_updates(history, st.calls.root):
             await self._send(session_id, update)
+        # Where the record may still change: a call of the run in flight (no result yet).
+        running = [i for i, m in enumerate(history) if getattr(m, "running", False)]
+        st.replayed = running[0] if running else len(history)
         await self._send(session_id, update_available_commands(COMMANDS))
         self._continue(st)
         return LoadSessionResponse()
@@ -295,7 +299,16 @@ class XclawAcpAgent:
         async def go() -> str:
             await asyncio.sleep(0)  # after the load's answer
             try:
-                return await self._run(st, st.session.resume())
+                stop = await self._run(st, st.session.resume())
+                if (await st.session.info()).busy:
+                    # Driven by another process (a gateway's run, the editor having left):
+                    # followed to its end, then what it added is shown from the record.
+                    await st.session.wait()
+                    history = await st.session.history()
+                    for update in history_updates(history[st.replayed :], st.calls.root):
+                        await self._send(st.session.id, update)
+                    st.replayed = len(history)
+                return stop
             except XclawError as e:
                 await self._send(st.session.id, update_agent_message_text(f"[error] {e.message}"))
                 return FAILED
