@@ -41,7 +41,8 @@ def register(cli: click.Group) -> None:
 async def _serve(db: str | None, model: str | None, approval: str | None) -> None:
     import xclaw
     from xclaw.mcp_server.over_api import ApiSessions
+    from xclaw.mcp_server.stdio import serve_stdio
     from xclaw.mcp_server.tools import build_server
 
     async with xclaw.open(db=db, model=model, approval=approval) as agent:
-        await build_server(ApiSessions(agent)).run_stdio_async()
+        await serve_stdio(build_server(ApiSessions(agent)))

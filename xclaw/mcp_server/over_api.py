@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xclaw.api.base import Agent, Events, Session
-from xclaw.errors import BadCommand
+from xclaw.errors import BadCommand, XclawError
 from xclaw.frames import ApprovalRequestFrame, ErrorFrame, ReplyFrame, StepFrame
 
 CLIENT = "mcp"
@@ -26,6 +26,9 @@ class Run:
     reply: str | None = None
     error: str | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once the run has begun (its first event) or could not (`refused`).
+    begun: asyncio.Event = field(default_factory=asyncio.Event)
+    refused: XclawError | None = None
 
     @property
     def done(self) -> bool:
@@ -43,23 +46,38 @@ class ApiSessions:
             raise BadCommand(f"no session with id {session_id!r} (give the whole id)")
         return session
 
-    def _follow(self, session_id: str, events: Events) -> Run:
+    async def _follow(self, session_id: str, events: Events) -> Run:
+        """The run followed from here on, once it has begun: its message is recorded (the
+        session exists) before the call answers, and a run refused at its start (busy,
+        driven elsewhere) is said by the call, not found later."""
         run = Run()
 
         async def consume() -> None:
-            async for ev in events:
-                if isinstance(ev, ApprovalRequestFrame):
-                    run.pending[ev.step_id] = ev
-                elif isinstance(ev, StepFrame) and ev.step.status != "running":
-                    run.pending.pop(ev.step.id, None)
-                elif isinstance(ev, ReplyFrame):
-                    run.reply = ev.content
-                elif isinstance(ev, ErrorFrame):
-                    run.error = f"{ev.code}: {ev.content}"
+            try:
+                async for ev in events:
+                    if isinstance(ev, ApprovalRequestFrame):
+                        run.pending[ev.step_id] = ev
+                    elif isinstance(ev, StepFrame) and ev.step.status != "running":
+                        run.pending.pop(ev.step.id, None)
+                    elif isinstance(ev, ReplyFrame):
+                        run.reply = ev.content
+                    elif isinstance(ev, ErrorFrame):
+                        run.error = f"{ev.code}: {ev.content}"
+                    run.begun.set()
+                    run.changed.set()
+            except XclawError as e:  # the run could not start, or its events stopped coming
+                if run.begun.is_set():
+                    run.error = f"{e.code}: {e.message}"
+                else:
+                    run.refused = e
+            finally:
+                run.begun.set()
                 run.changed.set()
 
         run.task = asyncio.get_running_loop().create_task(consume())
-        run.task.add_done_callback(lambda _t: run.changed.set())
+        await run.begun.wait()
+        if run.refused is not None:
+            raise run.refused
         self._runs[session_id] = run
         return run
 
@@ -110,8 +128,7 @@ class ApiSessions:
                 raise BadCommand(
                     "a run of this session is in flight: session_status follows it, cancel stops it"
                 )
-        events = session.send(text)
-        run = self._follow(session.id, events)
+        run = await self._follow(session.id, session.send(text))
         await self._wait(run, wait_s)
         return await self._answer(session, run)
 
@@ -122,7 +139,7 @@ class ApiSessions:
             state = (await session.info()).state
             if state in ("running", "paused", "interrupted"):
                 # Interrupted here (this process restarted): continued under the resume rules.
-                run = self._follow(session.id, session.resume())
+                run = await self._follow(session.id, session.resume())
         if run is not None:
             await self._wait(run, wait_s)
         return await self._answer(session, run)
