@@ -19,6 +19,7 @@ import contextlib
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
@@ -145,8 +146,8 @@ class SyncSession:
     def compact(self) -> SyncEvents:
         return SyncEvents(self._loop, self.session.compact())
 
-    def approve(self, step_id: str, approve: bool = True) -> None:
-        self._loop.call(self.session.approve(step_id, approve))
+    def approve(self, step_id: str, approve: bool = True, *, client: str | None = None) -> None:
+        self._loop.call(self.session.approve(step_id, approve, client=client))
 
     def cancel(self) -> bool:
         return self._loop.call(self.session.cancel())
@@ -194,8 +195,11 @@ class SyncAgent:
         self._loop = loop
         self.agent = agent
 
-    def new_session(self, title: str | None = None) -> SyncSession:
-        return SyncSession(self._loop, self._loop.call(self.agent.new_session(title)), self)
+    def new_session(
+        self, title: str | None = None, *, workspace: str | Path | None = None
+    ) -> SyncSession:
+        made = self._loop.call(self.agent.new_session(title, workspace=workspace))
+        return SyncSession(self._loop, made, self)
 
     def session(self, ref: str) -> SyncSession:
         return SyncSession(self._loop, self._loop.call(self.agent.session(ref)), self)
