@@ -174,7 +174,10 @@ class ToolCalls:
     def tool(self, frame: ToolFrame) -> Update:
         self.seen.add(frame.step_id)
         if frame.state == "running":
-            call_id = self.asked.pop(self._signature(frame.name, frame.input), None)
+            # Paired with the approval request that asked about it, if any was asked (the
+            # signature is a JSON dump of the input: not made for every call of a run).
+            asked = self.asked
+            call_id = asked.pop(self._signature(frame.name, frame.input), None) if asked else None
             if call_id is not None:
                 self.running[frame.step_id] = call_id
                 return update_tool_call(call_id, status="in_progress")
