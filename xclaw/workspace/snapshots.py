@@ -267,8 +267,7 @@ class Snapshotter:
                         continue
                     if size > max_file:
                         manifest[rel] = _skipped(
-                            f"larger than the {_mb(max_file)} per-file limit "
-                            "(sandbox.max_file_mb)",
+                            f"larger than the {_mb(max_file)} per-file limit (sandbox.max_file_mb)",
                             size,
                         )
                         skipped += 1
