@@ -18,7 +18,7 @@ from mcp.types import ElicitResult
 
 from tests.gateway.harness import Client, Server
 from tests.gateway.mcp_http import RawMcp, call, mcp_host, messages, refused
-from tests.gateway.teams_harness import add_user, sh, share, team_server
+from tests.gateway.teams_harness import add_user, sh, share, team_server, xclaw
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -182,6 +182,24 @@ async def until_exists(path: Path, timeout: float = 60.0) -> None:
     while not await asyncio.to_thread(path.exists):
         assert asyncio.get_running_loop().time() < deadline, f"{path} never appeared"
         await asyncio.sleep(0.02)
+
+
+async def test_a_call_in_flight_ends_when_its_user_is_removed(
+    team: Server, tokens: dict[str, str]
+) -> None:
+    """As a removed user's sockets are closed at once: a call waiting on a run is not left
+    to go on answering them (nor to approve for them) until its wait is over."""
+    carol = add_user(team, "carol")
+    async with mcp_host(team, carol) as s:
+        sent = await call(s, "send_message", text="slow", wait_s=0)
+        started = asyncio.get_running_loop().time()
+        waiting = asyncio.ensure_future(
+            s.call_tool("session_status", {"session_id": sent["session_id"], "wait_s": 120})
+        )
+        await asyncio.to_thread(xclaw, team, "users", "remove", "carol")
+        ended = await asyncio.wait_for(waiting, 60)
+        assert asyncio.get_running_loop().time() - started < 30  # not the 30 s run, not 120 s
+        assert ended.is_error and "unauthorized" in ended.content[0].text
 
 
 # --- the gateway killed while a host waits --------------------------------------------------

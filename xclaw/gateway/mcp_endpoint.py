@@ -68,7 +68,7 @@ async def signed_in(ctx: ServerRequestContext[Any, Any], call_next: CallNext) ->
     signed = _signed(request.scope) if request is not None and hasattr(request, "scope") else None
     if signed is None:
         raise MCPError(code=INVALID_REQUEST, message="unauthorized: no one is signed in")
-    token = ASKING.set(signed.identity)
+    token = ASKING.set(signed)
     try:
         return await call_next(ctx)
     finally:

@@ -10,18 +10,22 @@ meanwhile too — sees the same answer. `session_status` continues interrupted w
 attaching over the WebSocket does (resume on reconnect).
 
 Who asks is set per message by `signed_in` (xclaw/gateway/mcp_endpoint.py), in `ASKING`:
-one server answers every person.
+one server answers every person. What signed them in is asked again before each access and
+while a call waits, as for a socket: a user removed (or given a new token) is refused within
+about a second, a call in flight included.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
 from xclaw.branch_diff import final_answer
 from xclaw.errors import BadStep, SessionNotFound, Unauthorized
 from xclaw.gateway.context import Gateway
+from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.protocol import session_json, step_json
 from xclaw.store.model import StepStatus
@@ -30,7 +34,8 @@ from xclaw.teams import Actor, Identity, Need
 
 CLIENT = "mcp"
 # Who the message being handled comes from (set by the endpoint's middleware).
-ASKING: ContextVar[Identity] = ContextVar("xclaw_mcp_asking")
+ASKING: ContextVar[SignedIn] = ContextVar("xclaw_mcp_asking")
+GONE = "your access token no longer works (the user was removed or given a new one)"
 # How often a wait looks again at a run driven by another worker (its frames wake it sooner).
 RECHECK_S = 1.0
 # The latest steps a finished run's reply or error is looked for in.
@@ -39,11 +44,15 @@ LAST_STEPS = 50
 
 class RunWatch:
     """A session's frames while a call waits on its run: any frame wakes the wait; an error
-    frame is kept to be said."""
+    frame is kept to be said. `still`: whether the person may still wait (asked at least
+    every RECHECK_S)."""
 
-    def __init__(self, rt: GatewayRuntime, session_id: str) -> None:
+    def __init__(
+        self, rt: GatewayRuntime, session_id: str, still: Callable[[], Awaitable[None]]
+    ) -> None:
         self.rt = rt
         self.sid = session_id
+        self.still = still
         self.error: str | None = None
         self._changed = asyncio.Event()
         self._off = rt.subscribe(session_id, self._frame)
@@ -68,6 +77,7 @@ class RunWatch:
         idle: asyncio.Future[None] | None = asyncio.ensure_future(self.rt.wait_idle(self.sid))
         try:
             while not self._settled():
+                await self.still()
                 left = deadline - loop.time()
                 if left <= 0:
                     return
@@ -92,18 +102,31 @@ class GatewaySessions:
 
     # --- who asks, and what they may do -------------------------------------------------------
     @staticmethod
-    def _who() -> Identity:
+    def _signed() -> SignedIn:
         try:
             return ASKING.get()
         except LookupError:  # a message the endpoint did not sign in: never served
             raise Unauthorized("no one is signed in to this request") from None
 
+    def _who(self) -> Identity:
+        return self._signed().identity
+
+    async def _still(self) -> None:
+        """What signed the person in still holds (their user, their token): else refused."""
+        if not await self.gw.auth.still(self._signed()):
+            self.gw.auth.forget()
+            raise Unauthorized(GONE)
+
     def _actor(self) -> Actor:
         return Actor(self._who(), "http", CLIENT)
+
+    def _watch(self, session_id: str) -> RunWatch:
+        return RunWatch(self.gw.runtime, session_id, self._still)
 
     async def _require(self, session_id: str, need: Need) -> str:
         """The session, if the person may do `need` to it; another's, or one nobody has (an
         id not even well formed too), is unknown."""
+        await self._still()
         if not SESSION_ID_RE.match(session_id):
             raise SessionNotFound(session_id[:200])
         await self.gw.access.require(self._who(), session_id, need)
@@ -151,11 +174,12 @@ class GatewaySessions:
     async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
         rt = self.gw.runtime
         if session_id is None:
+            await self._still()
             fresh, _ = await rt.peek(None)
             sid = fresh.session_id
         else:
             sid = await self._require(session_id, Need.ACT)
-        watch = RunWatch(rt, sid)
+        watch = self._watch(sid)
         try:
             # A new session is written with its message, as its sender's (docs/teams.md).
             await rt.send(sid, text, create=session_id is None, actor=self._actor())
@@ -167,7 +191,7 @@ class GatewaySessions:
     async def status(self, session_id: str, wait_s: float) -> dict[str, Any]:
         rt = self.gw.runtime
         sid = await self._require(session_id, Need.READ)
-        watch = RunWatch(rt, sid)
+        watch = self._watch(sid)
         try:
             # Interrupted work continues, as when a client attaches (resume on reconnect).
             await rt.resume_if_needed(sid)
@@ -177,6 +201,7 @@ class GatewaySessions:
             watch.close()
 
     async def sessions(self, limit: int, search: str | None) -> list[dict[str, Any]]:
+        await self._still()
         rt = self.gw.runtime
         word = (search or "").lower()
         found = []
