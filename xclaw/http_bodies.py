@@ -260,3 +260,8 @@ class ApprovalBody(Wire):
         description="the input the call runs with instead of the model's (needs a "
         "collaborator's part, and approval.allow_edits)",
     )
+    client: str | None = Field(
+        default=None,
+        description="the client the person answered through, as the record's `by` names it "
+        "(`acp`, `mcp`, …; default `api`)",
+    )

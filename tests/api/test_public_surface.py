@@ -146,3 +146,18 @@ def test_a_run_s_events_are_typed_by_the_word_asked_for(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("sync", "base"), [("SyncSession", "Session"), ("SyncAgent", "Agent")])
+def test_the_sync_facade_takes_every_argument_the_async_api_takes(sync: str, base: str) -> None:
+    """An argument added to the async API reaches plain code too: same names, kinds and
+    defaults, method by method."""
+
+    def shape(method: object) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(method).parameters.values()]
+
+    facade, api = getattr(xclaw, sync), getattr(xclaw, base)
+    for name, member in vars(facade).items():
+        if name.startswith("_") or not callable(member) or not hasattr(api, name):
+            continue  # `run`: the sync facade's own
+        assert shape(member) == shape(getattr(api, name)), f"{sync}.{name}"

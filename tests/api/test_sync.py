@@ -94,3 +94,22 @@ async def test_usable_from_code_that_runs_its_own_loop(tmp_path: Path) -> None:
     finally:
         agent.close()
     assert asyncio.get_running_loop() is mine and not mine.is_closed()
+
+
+def test_a_session_of_its_own_directory_and_a_named_client(tmp_path: Path) -> None:
+    """The async API's `workspace=` and `client=` from plain code: the files land in the
+    project, the approval records the client the person answered through."""
+    script = write_script(tmp_path / "script.json", TWO_STEPS)
+    project = tmp_path / "project"
+    project.mkdir()
+    with xclaw.open_sync(
+        db=tmp_path / "app.db", home=tmp_path / "home", model=f"script:{script}", approval="ask"
+    ) as agent:
+        session = agent.new_session(workspace=project)
+        for event in session.send("write a.txt"):
+            if isinstance(event, ApprovalRequestFrame):
+                session.approve(event.step_id, True, client="notebook")
+        assert project.joinpath("a.txt").read_text() == "hi\n"
+        approval = next(s for s in session.steps() if s.name == "approval")
+        assert isinstance(approval.output, dict)
+        assert approval.output["by"]["client"] == "notebook"

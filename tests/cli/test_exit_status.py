@@ -54,6 +54,8 @@ ARGS: dict[str, list[str]] = {
     "demo": [],
     "users": ["list"],
     "share": ["s1", "bob", "--role", "viewer"],
+    "acp": [],
+    "mcp": [],
 }
 # The demo runs on a configuration of its own (its own home and xclaw.yaml): the working
 # directory's xclaw.yaml is not read; the environment is (its server inherits it).

@@ -283,3 +283,52 @@ def test_sweep_keeps_images_a_tool_step_refers_to_until_the_step_goes(snap_store
     snap_store.gc_blobs()
     with pytest.raises(MissingBlobs):
         snap_store.get_blobs([h])
+
+
+def test_the_next_save_starts_from_the_state_this_store_saved(
+    snap_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save after a delta this store wrote does not rebuild the previous state from its
+    rows (the last whole manifest and every delta: the cost of a snapshot of a big tree)."""
+    from xclaw.store import snapshots as snapshots_module
+
+    sid = snap_store.create_session().session_id
+    e = put(snap_store, *(f"v{i}" for i in range(5)))
+    state = {f"f{i}": e["v0"] for i in range(1000)}
+    rebuilt: list[int] = []
+    real = snapshots_module.state_tx
+
+    def counting(d: Any, conn: Any, session_id: str, seq: int) -> Any:
+        rebuilt.append(seq)
+        return real(d, conn, session_id, seq)
+
+    monkeypatch.setattr(snapshots_module, "state_tx", counting)
+    s1, s2, s3, s4 = steps(snap_store, sid, 4)
+    snap_store.save_snapshot(sid, s1, state)  # whole
+    snap_store.save_snapshot(sid, s2, {**state, "f1": e["v1"]})  # on the whole one: rebuilt
+    snap_store.save_snapshot(sid, s3, {**state, "f1": e["v2"]})  # on the delta: remembered
+    snap_store.save_snapshot(sid, s4, {**state, "f1": e["v2"], "new": e["v3"]})
+    assert rebuilt == [s1]
+    monkeypatch.undo()
+    assert snap_store.get_snapshot(sid, s3) == {**state, "f1": e["v2"]}
+    assert snap_store.get_snapshot(sid, s4) == {**state, "f1": e["v2"], "new": e["v3"]}
+
+
+def test_a_snapshot_replaced_by_another_process_is_never_taken_as_remembered(
+    store_factory: Any,
+) -> None:
+    """Two stores on one database: the second replaces the first's latest snapshot; the
+    first's next save is a delta against what the database holds, not what it remembers."""
+    mine, theirs = store_factory(), store_factory()
+    if not hasattr(mine, "save_snapshot"):
+        pytest.skip("no workspace snapshots")
+    sid = mine.create_session().session_id
+    e = put(mine, "a", "b", "c", "d")
+    rest = {f"f{i}": e["d"] for i in range(10)}  # so that the saves below are deltas
+    s1, s2, s3 = steps(mine, sid, 3)
+    mine.save_snapshot(sid, s1, {**rest, "x": e["a"], "y": e["a"]})
+    mine.save_snapshot(sid, s2, {**rest, "x": e["b"], "y": e["a"]})  # remembered by `mine`
+    theirs.save_snapshot(sid, s2, {**rest, "x": e["c"], "y": e["c"]}, replace=True)
+    mine.save_snapshot(sid, s3, {**rest, "x": e["b"], "y": e["c"]})
+    assert mine.get_snapshot(sid, s3) == {**rest, "x": e["b"], "y": e["c"]}
+    assert theirs.get_snapshot(sid, s3) == {**rest, "x": e["b"], "y": e["c"]}

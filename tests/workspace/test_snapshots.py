@@ -237,9 +237,9 @@ def test_the_walk_does_not_follow_a_directory_swapped_for_a_symlink(store, ws, t
     real_list = walkmod._list
     swapped = []
 
-    def list_then_swap(fd):
-        out = real_list(fd)
-        if not swapped and any(name == "d" for name, _ in out):
+    def list_then_swap(fd, prefix, rules):
+        out = real_list(fd, prefix, rules)
+        if not swapped and any(name == "d" for name, _, _ in out):
             swapped.append(1)  # between listing the root and descending into d
             os.rename(ws / "d", tmp_path / "d.moved")
             os.symlink(outside, ws / "d")

@@ -24,6 +24,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 from xclaw.agents.definition import DEFAULT_AGENT, AgentDefinition, ModelSettings, define
@@ -381,12 +382,15 @@ class Session(ABC):
         *,
         message: str | None = None,
         input: Mapping[str, Any] | None = None,
+        client: str | None = None,
     ) -> None:
         """Answer the approval request of step `step_id` (an `approval_request` event's
         step_id). `message`: what the model is told with the answer (a denial's reason);
         `input`: the call runs with this input instead of the model's (recorded as edited,
         the original kept; where the approval policy allows edits: docs/approval.md).
-        BadStep when no approval is waiting for it."""
+        `client`: which client the person answered through, as the record's `by` names it
+        (`acp`, `mcp`, or a word of your own: lowercase letters, digits, `-`, `_`); default
+        the API itself. BadStep when no approval is waiting for it."""
 
     @abstractmethod
     async def cancel(self) -> bool:
@@ -561,11 +565,18 @@ class Agent:
 
     # --- sessions (an opened agent) ---------------------------------------------------------
     async def new_session(
-        self, title: str | None = None, *, agent: Agent | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        agent: Agent | str | None = None,
+        workspace: str | Path | None = None,
     ) -> Session:
         """A new session. With a title it is written now; without one it is written with its
         first message (and titled after it), as a client's new session is. `agent`: the
-        declared agent it runs (default: this one)."""
+        declared agent it runs (default: this one). `workspace`: a directory of your own for
+        it to work in — a project — instead of its default workspace (written now; rollback
+        rewinds it in place, a fork gets a workspace of its own; docs/workspace.md).
+        In-process only: a gateway's sessions work in the gateway's workspaces (BadCommand)."""
         raise self._not_open("new_session")
 
     async def session(self, ref: str) -> Session:

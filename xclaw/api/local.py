@@ -41,6 +41,7 @@ from xclaw.frames import (
 )
 from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
 from xclaw.protocol import session_json, step_json, tree_json
+from xclaw.store.model import OWN_WORKSPACE_KEY
 from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
@@ -176,13 +177,13 @@ class LocalSession(Session):
         *,
         message: str | None = None,
         input: Mapping[str, Any] | None = None,
+        client: str | None = None,
     ) -> None:
         from xclaw.errors import BadStep
 
+        by = ANSWERED_BY if client is None else AnsweredBy.person(_client(client), "in-process")
         try:
-            self._rt.answer_approval(
-                self.id, step_id, approve, ANSWERED_BY, message=message, edited=input
-            )
+            self._rt.answer_approval(self.id, step_id, approve, by, message=message, edited=input)
         except BadStep:
             raise BadStep.not_waiting(step_id, self.id) from None
 
@@ -339,11 +340,27 @@ class LocalAgent(Agent):
             return value  # declared otherwise now: the answer as it was given
 
     async def new_session(
-        self, title: str | None = None, *, agent: Agent | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        agent: Agent | str | None = None,
+        workspace: str | Path | None = None,
     ) -> LocalSession:
         rt = self._live()
         runs = self.register(agent if agent is not None else self)
         fresh, _ = await rt.peek(None)
+        if workspace is not None:
+            # Written now, with its directory: every process resolves its workspace from it.
+            own = rt.own_directory(workspace)
+            made = await rt.db(
+                rt.store.create_session,
+                session_id=fresh.session_id,
+                title=rt.title_of(_title(title or "")),
+                metadata={OWN_WORKSPACE_KEY: str(own)},
+            )
+            if runs != DEFAULT_NAME:  # recorded now too: its first message runs it
+                made = await rt.choose_agent(made.session_id, runs)
+            return LocalSession(self, made.session_id, made.title, unwritten=False, runs=runs)
         if title is None:
             self._unwritten.add(fresh.session_id)
             return LocalSession(self, fresh.session_id, "", unwritten=True, runs=runs)
@@ -411,6 +428,15 @@ class LocalAgent(Agent):
 
     async def __aenter__(self) -> LocalAgent:
         return self
+
+
+def _client(word: str) -> str:
+    from xclaw.answered_by import CLIENT_RE
+    from xclaw.errors import BadCommand
+
+    if not CLIENT_RE.match(word):
+        raise BadCommand(f"client {word!r}: lowercase letters, digits, '-', '_' (at most 32)")
+    return word
 
 
 def _title(title: str) -> str:

@@ -37,6 +37,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Generator, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
@@ -816,12 +817,15 @@ class RemoteSession(Session):
         *,
         message: str | None = None,
         input: Mapping[str, Any] | None = None,
+        client: str | None = None,
     ) -> None:
         body: dict[str, Any] = {"approve": approve}
         if message is not None:
             body["message"] = message
         if input is not None:
             body["input"] = dict(input)
+        if client is not None:
+            body["client"] = client  # recorded as the client the person answered through
         try:
             await self._agent._http("POST", f"/sessions/{self.id}/approvals/{step_id}", json=body)
         except BadStep:
@@ -1078,8 +1082,17 @@ class RemoteAgent(Agent):
         await self._as(Health, "GET", "/health")
 
     async def new_session(
-        self, title: str | None = None, *, agent: Agent | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        agent: Agent | str | None = None,
+        workspace: str | Path | None = None,
     ) -> RemoteSession:
+        if workspace is not None:
+            raise BadCommand(
+                "a gateway's sessions work in the gateway's own workspaces: a directory of "
+                "your own (workspace=) is for xclaw.open"
+            )
         named = self._named(agent) if agent is not None else self._runs
         if title is None:
             # Written by the gateway with its first message, under this id (docs/protocol.md:

@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
@@ -174,8 +175,11 @@ class SyncSession:
         *,
         message: str | None = None,
         input: Mapping[str, Any] | None = None,
+        client: str | None = None,
     ) -> None:
-        self._loop.call(self.session.approve(step_id, approve, message=message, input=input))
+        self._loop.call(
+            self.session.approve(step_id, approve, message=message, input=input, client=client)
+        )
 
     def cancel(self) -> bool:
         return self._loop.call(self.session.cancel())
@@ -239,11 +243,14 @@ class SyncAgent:
         return self.agent.name
 
     def new_session(
-        self, title: str | None = None, *, agent: Agent | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        agent: Agent | str | None = None,
+        workspace: str | Path | None = None,
     ) -> SyncSession:
-        return SyncSession(
-            self._loop, self._loop.call(self.agent.new_session(title, agent=agent)), self
-        )
+        made = self._loop.call(self.agent.new_session(title, agent=agent, workspace=workspace))
+        return SyncSession(self._loop, made, self)
 
     def session(self, ref: str) -> SyncSession:
         return SyncSession(self._loop, self._loop.call(self.agent.session(ref)), self)

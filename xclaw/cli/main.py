@@ -25,9 +25,11 @@ def cli() -> None:
 def _register() -> None:
     # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
     from xclaw.cli import (
+        commands_acp,
         commands_chat,
         commands_container,
         commands_demo,
+        commands_mcp,
         commands_ops,
         commands_retention,
         commands_run,
@@ -53,6 +55,8 @@ def _register() -> None:
     commands_tools.register(cli)
     commands_schema.register(cli)
     commands_users.register(cli)
+    commands_acp.register(cli)
+    commands_mcp.register(cli)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
+from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import BadRequest, BadStep, IrreversibleEffects, StoreError, XclawError
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
@@ -437,11 +438,14 @@ async def approve(request: Request, gw: Gateway) -> Response:
             raise BadRequest("field 'input' must be an object")
         # An edited call is the editor's own act: what a collaborator may do (docs/teams.md).
         await gw.access.require(identity(request), sid, Need.ACT)
+    # A client may name itself, as in a WebSocket approval frame (the `by` of the record).
+    client = body.get("client", "api")
+    if not isinstance(client, str) or not CLIENT_RE.match(client):
+        raise BadRequest("field 'client' must be a lowercase word (letters, digits, '-', '_')")
     await asyncio.to_thread(gw.store.get_session, sid)
+    by = Actor(identity(request), "http", client).by()
     try:
-        gw.runtime.answer_approval(
-            sid, ref, approve_, actor(request).by(), message=message, edited=edited
-        )
+        gw.runtime.answer_approval(sid, ref, approve_, by, message=message, edited=edited)
     except BadStep:
         raise BadStep.not_waiting(ref, sid) from None
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})

@@ -1,6 +1,7 @@
-"""The gateway as one Starlette app: `/ws` (the protocol), `/api/` (JSON), `/` and `/static/`
-(the web page). The app owns no resources; whoever builds it (server.py, tests) owns the store
-and the runtime and gets `runtime.shutdown()` called when the app's lifespan ends."""
+"""The gateway as one Starlette app: `/ws` (the protocol), `/api/` (JSON), `/mcp` (MCP), `/`
+and `/static/` (the web page). The app owns no resources; whoever builds it (server.py, tests)
+owns the store and the runtime and gets `runtime.shutdown()` called when the app's lifespan
+ends."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.forwarded import Addresses, ForwardedScheme
+from xclaw.gateway.mcp_endpoint import PATH as MCP_PATH
+from xclaw.gateway.mcp_endpoint import McpEndpoint
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.gateway.ws import websocket_endpoint
 from xclaw.store.base import Store, TeamStore
@@ -85,9 +88,11 @@ def create_app(
         teams=store if isinstance(store, TeamStore) else None,
     )
 
+    mcp = McpEndpoint(gateway)  # /mcp: the MCP server (docs/mcp-server.md)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway.watching():
+        async with gateway.watching(), mcp.running():
             yield
         # Runs stop; steps in flight end as interrupted, never half-written (nothing lost).
         await runtime.shutdown()
@@ -109,6 +114,7 @@ def create_app(
         Mount("/api", routes=api_routes(), middleware=api_middleware),
         agui_route(api_middleware),  # AG-UI (docs/ag-ui.md), guarded as the API is
         *a2a_routes(api_middleware),  # A2A (docs/a2a.md): the card, JSON-RPC guarded
+        Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"]),
     ]
     routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     # Whether the page was served over https, as a listed proxy says (never who the client is).

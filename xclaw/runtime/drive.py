@@ -217,7 +217,7 @@ class TurnDrive:
         if recover:
             p.workspaces.recover(self.sid, self.run.lease)
         steps = self.reader.store.steps(self.sid, agent=MAIN_AGENT)
-        return steps, p.toolbox.workspace(self.sid)
+        return steps, p.workspaces.directory(self.sid)
 
     async def _settle(self, plan: TurnPlan, record: Record) -> tuple[list[Step], History]:
         """Each settle check's answer recorded, then the calls the evidence shows ran,

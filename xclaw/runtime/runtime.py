@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from xclaw.agents.catalog import AgentCatalog, declared_agents
@@ -409,6 +410,17 @@ class Runtime:
         session = await self.db(self.store.get_session, session_id)
         meta = with_agent(session.metadata, AgentRecord.of(found))
         return await self.db(self.store.update_session, session_id, metadata=meta)
+
+    def own_directory(self, given: str | Path) -> Path:
+        """A directory a new session may work in instead of its default workspace (an
+        editor's project, xclaw/workspace/own_dir.py): resolved, or ConfigError saying why
+        it is refused (/, the home directory, xclaw's home, …)."""
+        from xclaw.workspace.own_dir import check_own_dir
+
+        s = self.settings
+        return check_own_dir(
+            given, home=s.home, workspace_root=self.workspaces.root, database=s.database
+        )
 
     def title_of(self, title: str) -> str:
         """A title as it may be stored and shown: redacted (whoever gave it: the first

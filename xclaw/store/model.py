@@ -211,6 +211,12 @@ def parse_step_ref(ref: str | int, session_id: str) -> int:
     return int(m.group(1))
 
 
+# sessions.metadata key: the directory a session works in when it is not the default
+# `<workspace root>/<session id>/` — an editor's project (`xclaw acp`, docs/workspace.md).
+# Absent for every other session. A fork does not inherit it (xclaw/store/timetravel.py).
+OWN_WORKSPACE_KEY = "workspace"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """A row of `sessions`: each field declared with `column()` is a column of it

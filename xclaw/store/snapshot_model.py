@@ -112,9 +112,11 @@ def check_entry(path: str, entry: Any) -> Entry:
 def diff_manifests(
     base: Mapping[str, Entry], new: Mapping[str, Entry]
 ) -> tuple[Manifest, list[str]]:
-    """(entries added or changed, paths removed) turning `base` into `new`."""
-    changed = {p: e for p, e in new.items() if base.get(p) != e}
-    removed = sorted(p for p in base if p not in new)
+    """(entries added or changed, paths removed) turning `base` into `new`. An entry that is
+    the very object of `base` is equal without a look (a capture shares unchanged ones)."""
+    get = base.get
+    changed = {p: e for p, e in new.items() if (b := get(p)) is not e and b != e}
+    removed = sorted(base.keys() - new.keys())
     return changed, removed
 
 

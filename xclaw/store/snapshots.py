@@ -31,6 +31,7 @@ from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.model import display_id
 from xclaw.store.rows import load_json
+from xclaw.store.snapshot_memo import PREVIOUS_SQL, Saved, SavedStates
 from xclaw.store.snapshot_model import (
     Manifest,
     PendingRestore,
@@ -327,6 +328,15 @@ class SnapshotMethods:
         return self.blobs.gc()
 
     # --- snapshots --------------------------------------------------------------------------
+    __saved_states: SavedStates | None = None
+
+    @property
+    def _saved_states(self) -> SavedStates:
+        """The snapshots this store saved last (store/snapshot_memo.py)."""
+        if self.__saved_states is None:
+            self.__saved_states = SavedStates()
+        return self.__saved_states
+
     def save_snapshot(
         self,
         session_id: str,
@@ -370,14 +380,10 @@ class SnapshotMethods:
                     d.sql("DELETE FROM snapshots WHERE session_id=? AND seq=?"), (session_id, seq)
                 )
             d.lock_blobs(conn, False)
-            prev = conn.execute(
-                d.sql(
-                    "SELECT seq, depth FROM snapshots WHERE session_id=? AND seq<? "
-                    "ORDER BY seq DESC LIMIT 1"
-                ),
-                (session_id, seq),
-            ).fetchone()
-            base = {} if prev is None else state_tx(d, conn, session_id, prev[0])
+            prev = conn.execute(d.sql(PREVIOUS_SQL), (session_id, seq)).fetchone()
+            base = self._saved_states.state_of(session_id, prev)
+            if base is None:
+                base = {} if prev is None else state_tx(d, conn, session_id, prev[0])
             changed, removed, added = snapshot_delta(base, state)
             check_blobs_stored(added, blobs.stored_tx(d, conn, added))
             whole = store_whole(prev, state, changed, removed)
@@ -407,11 +413,15 @@ class SnapshotMethods:
                     )
             except d.unique_violation:
                 raise duplicate() from None
+            written.append(Saved(seq, None if whole else prev[0], now, changed, removed, state))
             return SnapshotInfo(session_id, seq, files, size, new_bytes, skipped, now, whole)
 
         # Durable like the write-ahead row it belongs to: the tool runs right after this, so
         # the state to roll back to must survive whatever the tool's writes survive.
-        return self._write(tx, durable=True)
+        written: list[Saved] = []
+        info = self._write(tx, durable=True)
+        self._saved_states.remember(session_id, written[-1])  # committed: the next save's base
+        return info
 
     def list_snapshots(self, session_id: str) -> list[SnapshotInfo]:
         d = self._dialect

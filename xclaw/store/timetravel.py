@@ -17,7 +17,14 @@ from xclaw.store.base import PlanDone, RollbackResult
 from xclaw.store.changes import record_change_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
-from xclaw.store.model import INTERRUPTED, Session, SessionEvent, Status, display_id
+from xclaw.store.model import (
+    INTERRUPTED,
+    OWN_WORKSPACE_KEY,
+    Session,
+    SessionEvent,
+    Status,
+    display_id,
+)
 from xclaw.store.rows import SESSION_COLS, SESSIONS, STEPS, row_to_session
 from xclaw.store.snapshot_model import WorkspaceRestore
 from xclaw.store.snapshots import fork_snapshots_tx, rollback_snapshots_tx
@@ -58,7 +65,9 @@ def forked_session(new_sid: str, source: Session, seq: int, title: str | None, n
         status=Status.INIT,
         created_at=now,
         updated_at=now,
-        metadata=source.metadata,
+        # A fork works in a workspace of its own, never in its source's own directory (an
+        # editor's project): that one stays the source's (docs/workspace.md).
+        metadata={k: v for k, v in source.metadata.items() if k != OWN_WORKSPACE_KEY},
         is_forked=True,
         parent_session_id=source.session_id,
         awaiting_input=False,

@@ -106,12 +106,15 @@ def complete_restore(
     crash_point: CrashPoint = no_crash_point,
     written: dict[str, os.stat_result] | None = None,
     fetch: Fetch | None = None,
+    source_dir: Path | None = None,
 ) -> RestoreReport:
     """Bring the workspace of `pending.session_id` to the journaled state and drop the
     journal row. The caller holds restore_lock. `crash_point` is told each moment a crash
     test may stop at (xclaw.workspace.crash_points). `written`, when given, gets the stat
     of each file written, by path (the snapshotter's cache trusts them without reading).
-    `fetch` replaces `store.get_blobs` (a sync reusing the files already there)."""
+    `fetch` replaces `store.get_blobs` (a sync reusing the files already there).
+    `source_dir`: a fork's source workspace when it is not `root/<source id>` (a session
+    working in a directory of its own, xclaw/workspace/own_dir.py)."""
     pending = without_env(pending)  # a container's layer is written back elsewhere
     ws, tmp, old = side_paths(root, pending.session_id)
     rules = IgnoreRules(pending.ignore)
@@ -123,12 +126,14 @@ def complete_restore(
             if not ws.exists():
                 if not tmp.is_dir():
                     files, kept = _build(
-                        store, root, pending, tmp, rules, crash_point, written, fetch
+                        store, root, pending, tmp, rules, crash_point, written, fetch, source_dir
                     )
                 os.rename(tmp, ws)
         else:
             _remove(tmp)
-            files, kept = _build(store, root, pending, tmp, rules, crash_point, written, fetch)
+            files, kept = _build(
+                store, root, pending, tmp, rules, crash_point, written, fetch, source_dir
+            )
             crash_point("restore.materialised")
             if ws.exists() or ws.is_symlink():
                 os.rename(ws, old)
@@ -170,9 +175,12 @@ def _build(
     crash_point: CrashPoint,
     written: dict[str, os.stat_result] | None = None,
     fetch: Fetch | None = None,
+    source_dir: Path | None = None,
 ) -> tuple[int, int]:
     """Write the new state into `tmp` (private, 0700). Returns (files written, kept)."""
     source = root / pending.source_session_id if pending.source_session_id else None
+    if source is not None and source_dir is not None:
+        source = source_dir
     if pending.manifest is None:
         # A fork after the last snapshot: the source's files as they are now.
         if source is not None and source.is_dir():

@@ -18,22 +18,23 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
+from stat import S_IMODE, S_ISDIR, S_ISLNK, S_ISREG
 from typing import Any
 
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
 from xclaw.store.base import SnapshotStore
 from xclaw.store.leases import Lease
-from xclaw.store.snapshot_model import Manifest, SnapshotInfo
+from xclaw.store.snapshot_model import Entry, Manifest, SnapshotInfo
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
-from xclaw.workspace.walk import Found, IgnoreRules, walk
+from xclaw.workspace.walk import IgnoreRules, walk, walk_dirs
 
 log = logging.getLogger("xclaw.workspace")
 
@@ -95,9 +96,10 @@ _Key = tuple[int, int, int, int, int, int]
 # Entries captured beside the workspace: (entries, bytes stored) from (store, retrying).
 Extra = Callable[[SnapshotStore, bool], tuple[Manifest, int]]
 
-
-def _key(st: os.stat_result) -> _Key:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode)
+# A file's identity in the stat cache (in C: it runs once per file of the tree).
+_key: Callable[[os.stat_result], _Key] = attrgetter(
+    "st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev", "st_mode"
+)
 
 
 class Snapshotter:
@@ -106,7 +108,8 @@ class Snapshotter:
     def __init__(self, config: SnapshotConfig | None = None) -> None:
         self.config = config = config or SnapshotConfig()
         self.rules = IgnoreRules(config.ignore)
-        self._caches: OrderedDict[str, dict[str, tuple[_Key, str]]] = OrderedDict()
+        # Per workspace: path -> (the stat it had when hashed, its manifest entry).
+        self._caches: OrderedDict[str, dict[str, tuple[_Key, Entry]]] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self.last = CaptureStats()  # of the latest capture, for logs, tests and the benchmark
@@ -118,13 +121,19 @@ class Snapshotter:
         with self._guard:
             return self._locks.setdefault(ws, threading.Lock())
 
-    def _cache(self, ws: str) -> dict[str, tuple[_Key, str]]:
+    def _cache(self, ws: str) -> dict[str, tuple[_Key, Entry]]:
         with self._guard:
             cache = self._caches.pop(ws, None) or {}
             self._caches[ws] = cache
             while len(self._caches) > _MAX_CACHED_WORKSPACES:
                 self._caches.popitem(last=False)
             return cache
+
+    def _keep(self, ws: str, cache: dict[str, tuple[_Key, Entry]]) -> None:
+        """`cache` is the workspace's stat cache from now on."""
+        with self._guard:
+            self._caches.pop(ws, None)
+            self._caches[ws] = cache
 
     def forget(self, workspace: Path) -> None:
         """Drop the stat cache of a workspace (its files were replaced wholesale)."""
@@ -171,8 +180,8 @@ class Snapshotter:
                     # Swept meanwhile (a rollback elsewhere), or a cached hash whose content
                     # never reached this store: read those files again and store them.
                     cache = self._cache(ws)
-                    for path, (_, h) in list(cache.items()):
-                        if h in e.hashes:
+                    for path, (_, entry) in list(cache.items()):
+                        if entry["hash"] in e.hashes:
                             del cache[path]
                     continue
                 stats.seconds = time.perf_counter() - started
@@ -213,17 +222,17 @@ class Snapshotter:
             written = {
                 f.rel: f.st
                 for f in walk(workspace, self.rules)
-                if not f.ignored and stat.S_ISREG(f.st.st_mode)
+                if not f.ignored and S_ISREG(f.st.st_mode)
             }
         with self._lock(ws):
             cache = self._cache(ws)
             cache.clear()
             for rel, st in written.items():
                 e = manifest.get(rel)
-                if e is None or "hash" not in e or not stat.S_ISREG(st.st_mode):
+                if e is None or "hash" not in e or not S_ISREG(st.st_mode):
                     continue
                 if st.st_size == e["size"] and max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
-                    cache[rel] = (_key(st), e["hash"])
+                    cache[rel] = (_key(st), e)
 
     def capture(self, workspace: Path) -> Manifest:
         """The manifest of a workspace as it is now, without storing anything (for diffs)."""
@@ -236,87 +245,115 @@ class Snapshotter:
     def _capture(
         self, store: SnapshotStore | None, workspace: Path
     ) -> tuple[Manifest, CaptureStats]:
+        """The manifest of `workspace` now. The loop below runs once per file of the tree, so
+        it does as little as it can for a file whose stat matches the cache: no read, no new
+        entry (the cached one is shared, entries are never changed in place), no new key."""
         cfg = self.config
-        cache = self._cache(str(workspace))
-        seen: dict[str, tuple[_Key, str]] = {}
+        ws = str(workspace)
+        cache = self._cache(ws)
+        cached = cache.get
+        seen: dict[str, tuple[_Key, Entry]] = {}
         manifest: Manifest = {}
         stats = CaptureStats()
         pending = _Pending()
         racy_after = time.time_ns() - _RACY_NS
-        total = 0
+        total = files = skipped = 0
+        max_file, max_total = cfg.max_file_bytes, cfg.max_total_bytes
         reserved = self.reserved
-        for found in walk(workspace, self.rules):
-            if found.ignored:
-                continue
-            st, rel = found.st, found.rel
-            if reserved is not None and (rel == reserved or rel.startswith(reserved + "/")):
-                continue  # the name a container's layer is recorded under (env_layer.py)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISDIR(st.st_mode):
-                manifest[rel] = {"dir": True, "mode": mode}
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    manifest[rel] = {"link": os.readlink(found.name, dir_fd=found.dir_fd)}
-                except OSError as e:
-                    manifest[rel] = _skipped(f"unreadable link: {e.strerror}", 0)
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                manifest[rel] = _skipped("not a regular file (fifo, socket or device)", 0)
-                continue
-            if st.st_size > cfg.max_file_bytes:
-                manifest[rel] = _skipped(
-                    f"larger than the {_mb(cfg.max_file_bytes)} per-file limit "
-                    "(sandbox.max_file_mb)",
-                    st.st_size,
-                )
-                continue
-            if total + st.st_size > cfg.max_total_bytes:
-                manifest[rel] = _skipped(
-                    f"the snapshot reached its {_mb(cfg.max_total_bytes)} total limit "
-                    "(sandbox.max_snapshot_mb)",
-                    st.st_size,
-                )
-                continue
-            key = _key(st)
-            hit = cache.get(rel)
-            if hit is not None and hit[0] == key:
-                digest = hit[1]  # unchanged: not read
-            else:
-                try:
-                    digest, data, key = _read(found)
-                except OSError as e:
-                    manifest[rel] = _skipped(f"unreadable: {e.strerror or e}", st.st_size)
+        for listing in walk_dirs(workspace, self.rules):
+            pre = listing.prefix
+            for name, st, ignored in listing.entries:
+                if ignored:
                     continue
-                stats.files_read += 1
-                stats.bytes_read += len(data)
-                if store is not None:
-                    pending.blobs[digest] = data
-                    pending.size += len(data)
-                    if pending.size >= _BATCH_BYTES:
-                        stats.new_bytes += _flush(store, pending)
-            if max(key[1], key[2]) < racy_after:
-                seen[rel] = (key, digest)
-            total += key[0]
-            manifest[rel] = {"hash": digest, "size": key[0], "mode": stat.S_IMODE(key[5])}
+                rel = pre + name
+                if reserved is not None and (rel == reserved or rel.startswith(reserved + "/")):
+                    continue  # the name a container's layer is recorded under (env_layer.py)
+                key = _key(st)
+                mode = key[5]
+                if S_ISREG(mode):
+                    size = key[0]
+                    hit = cached(rel)
+                    if hit is not None and hit[0] == key and total + size <= max_total:
+                        # Unchanged (so within the per-file limit, and not racy when it was
+                        # cached: still not racy). The common case: nothing else to do.
+                        seen[rel] = hit
+                        manifest[rel] = hit[1]
+                        total += size
+                        files += 1
+                        continue
+                    if size > max_file:
+                        manifest[rel] = _skipped(
+                            f"larger than the {_mb(max_file)} per-file limit (sandbox.max_file_mb)",
+                            size,
+                        )
+                        skipped += 1
+                        continue
+                    if total + size > max_total:
+                        manifest[rel] = _skipped(
+                            f"the snapshot reached its {_mb(max_total)} total limit "
+                            "(sandbox.max_snapshot_mb)",
+                            size,
+                        )
+                        skipped += 1
+                        continue
+                    try:
+                        digest, data, key = _read(listing.dir_fd, name)
+                    except OSError as e:
+                        manifest[rel] = _skipped(f"unreadable: {e.strerror or e}", size)
+                        skipped += 1
+                        continue
+                    stats.files_read += 1
+                    stats.bytes_read += len(data)
+                    if store is not None:
+                        pending.blobs[digest] = data
+                        pending.size += len(data)
+                        if pending.size >= _BATCH_BYTES:
+                            stats.new_bytes += _flush(store, pending)
+                    entry: Entry = {"hash": digest, "size": key[0], "mode": S_IMODE(key[5])}
+                    if max(key[1], key[2]) < racy_after:
+                        seen[rel] = (key, entry)
+                    total += key[0]
+                    files += 1
+                    manifest[rel] = entry
+                elif S_ISDIR(mode):
+                    manifest[rel] = _dir_entry(S_IMODE(mode))
+                elif S_ISLNK(mode):
+                    try:
+                        manifest[rel] = {"link": os.readlink(name, dir_fd=listing.dir_fd)}
+                        files += 1
+                    except OSError as e:
+                        manifest[rel] = _skipped(f"unreadable link: {e.strerror}", 0)
+                        skipped += 1
+                else:
+                    manifest[rel] = _skipped("not a regular file (fifo, socket or device)", 0)
+                    skipped += 1
         if store is not None:
             stats.new_bytes += _flush(store, pending)
         # The cache now describes exactly this capture: deleted paths drop out.
-        cache.clear()
-        cache.update(seen)
-        stats.files = sum(1 for e in manifest.values() if "hash" in e or "link" in e)
-        stats.skipped = sum(1 for e in manifest.values() if "skipped" in e)
+        self._keep(ws, seen)
+        stats.files, stats.skipped = files, skipped
         return manifest, stats
 
 
-def _read(found: Found) -> tuple[str, bytes, _Key]:
+_DIR_ENTRIES: dict[int, Entry] = {}
+
+
+def _dir_entry(mode: int) -> Entry:
+    """A directory's entry, one shared object per mode (entries are never changed)."""
+    entry = _DIR_ENTRIES.get(mode)
+    if entry is None:
+        entry = _DIR_ENTRIES[mode] = {"dir": True, "mode": mode}
+    return entry
+
+
+def _read(dir_fd: int, name: str) -> tuple[str, bytes, _Key]:
     """Hash and content of a regular file, read through its parent's descriptor without
     following links; the key is taken from the open file, so it describes what was read."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(found.name, flags, dir_fd=found.dir_fd)
+    fd = os.open(name, flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not S_ISREG(st.st_mode):
             raise OSError(0, "replaced by something that is not a regular file")
         h = hashlib.sha256()
         parts = []

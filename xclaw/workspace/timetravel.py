@@ -22,13 +22,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from xclaw.errors import StepNotFound, StoreError
+from xclaw.errors import StepNotFound, StoreError, WorkspaceError
+from xclaw.sandbox.paths import workspace_dir
 from xclaw.store.base import PlanDone, RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.model import Session, Step
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.workspace.container_reaper import Reaped, reap
 from xclaw.workspace.env_layer import ENV_PREFIX, EnvLayer, env_part, prefixed, workspace_part
+from xclaw.workspace.in_place import restore_in_place
+from xclaw.workspace.own_dir import recorded_dir
 from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree, restore_lock
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
@@ -112,6 +115,9 @@ class Workspaces:
             self.snapshotter.reserved = ENV_PREFIX
             containers.layer_for = self._layer_for
             containers.crash_point = config.crash_point
+        # Per session: its own directory (xclaw/workspace/own_dir.py), or None for the
+        # default one. Recorded when the session is created and never changed: read once.
+        self._own: dict[str, Path | None] = {}
 
     @classmethod
     def from_settings(
@@ -145,7 +151,34 @@ class Workspaces:
         return self.follows or (self.enabled and self.containers is not None)
 
     def path(self, session_id: str) -> Path:
-        return self.root / session_id
+        """Where the session's files are: its own directory (an editor's project), or
+        `root/<session id>`."""
+        own = self.own_dir(session_id)
+        return own if own is not None else self.root / session_id
+
+    def own_dir(self, session_id: str) -> Path | None:
+        """The directory of its own the session works in, as its record says; None for the
+        default workspace (and for a session not written yet)."""
+        if session_id in self._own:
+            return self._own[session_id]
+        session = self.store.find_session(session_id)
+        if session is None:
+            return None
+        own = self._own[session_id] = recorded_dir(session.metadata)
+        return own
+
+    def directory(self, session_id: str) -> Path:
+        """The directory the session's tools work in: its own one, which must still exist,
+        or the default one, created private (0700) when missing."""
+        own = self.own_dir(session_id)
+        if own is None:
+            return workspace_dir(self.root, session_id)
+        if not own.is_dir():
+            raise WorkspaceError(
+                f"the directory of session {session_id} ({own}) does not exist any more; "
+                "restore it, or fork the session (a fork has a workspace of its own)"
+            )
+        return own
 
     # --- before a side effect -----------------------------------------------------------------
     def snapshot(
@@ -320,6 +353,8 @@ class Workspaces:
         latest committed state, unless this process last synced it with that very state
         (then it holds at least that, maybe this worker's own newer writes). Called before
         anything uses the workspace (`recover`)."""
+        if self.own_dir(session_id) is not None:
+            return None  # an editor's project is on this machine; it follows no session
         infos = self.store.list_snapshots(session_id)
         if not infos:
             return None
@@ -387,9 +422,9 @@ class Workspaces:
                 # Read again under the lock: another process may have completed it meanwhile.
                 pendings = self.store.pending_restores(sid)
                 for pending in pendings:
-                    done = complete_restore(self.store, self.root, pending, self.config.crash_point)
-                    reports.append(done)
-            self.snapshotter.forget(self.path(sid))
+                    reports.append(self._complete(pending))
+            if self.own_dir(sid) is None:  # (rewound in place: unchanged files kept their stat)
+                self.snapshotter.forget(self.path(sid))
             last = pendings[-1] if pendings else None
             if self.follows and last is not None and last.manifest is not None:
                 # The files are that snapshot's: trusted without reading them again.
@@ -403,6 +438,22 @@ class Workspaces:
                 self._env_synced.pop(session_id, None)
             self._env_sync(session_id, lease)
         return reports
+
+    def _complete(self, pending: PendingRestore) -> RestoreReport:
+        """One journaled restore: in place for a session's own directory, else built beside
+        the workspace and swapped in (a fork's source may be a session's own directory)."""
+        own = self.own_dir(pending.session_id)
+        if own is not None:
+            current = self.snapshotter.capture(own) if own.is_dir() else {}
+            return restore_in_place(self.store, own, pending, current, self.config.crash_point)
+        source = pending.source_session_id
+        return complete_restore(
+            self.store,
+            self.root,
+            pending,
+            self.config.crash_point,
+            source_dir=None if source is None else self.path(source),
+        )
 
     def _nothing_to_copy(self, session_id: str) -> bool:
         """A fork of a session that never had files: finish its journal without creating
@@ -485,9 +536,15 @@ class Workspaces:
     def delete(self, session_id: str) -> None:
         """The session and its steps go (snapshots and unreferenced blobs with them, in the
         store's transaction), then its files: nothing of a deleted session stays on disk."""
+        own = self.own_dir(session_id)
         self.store.delete_session(session_id)
         if self.containers is not None:
             self.containers.remove(session_id)
+        self._own.pop(session_id, None)
+        if own is not None:
+            # An editor's project is the user's, not xclaw's: it stays, files and all.
+            self.snapshotter.forget(own)
+            return
         with restore_lock(self.root):
             remove_tree(self.path(session_id))
 
