@@ -7,7 +7,8 @@
 // `do`: {"say": TEXT} adds a user message; {"answer": {ID: true|false}} answers the pending
 // interrupts; {"toolResult": {"callId": ID, "content": TEXT}} adds a tool message; {} just
 // runs again (a reconnect). `tools`: front-end tools to declare. `abortAfter`: abort the run
-// (a dropped stream) once that many events came. Prints one JSON object on stdout.
+// (a dropped stream) once that many events came. `touch`: a file written as the first event
+// comes (the stream is open: a test's gate). Prints one JSON object on stdout.
 const fs = require("fs");
 const { HttpAgent, buildResumeArray } = require("@ag-ui/client");
 const { randomUUID } = require("crypto");
@@ -50,6 +51,9 @@ async function main() {
     const run = await agent.runAgent(params, {
       onEvent: ({ event }) => {
         events.push(event);
+        if (a.touch !== undefined && events.length === 1) {
+          fs.writeFileSync(a.touch, "");
+        }
         if (a.abortAfter !== undefined && events.length >= a.abortAfter) {
           agent.abortRun();
         }

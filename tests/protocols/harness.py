@@ -57,7 +57,7 @@ class AguiClient:
     token: str | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
 
-    def _args(self, do: dict[str, Any], abort_after: int | None) -> str:
+    def _args(self, do: dict[str, Any], abort_after: int | None, touch: Path | None = None) -> str:
         args: dict[str, Any] = {
             "url": f"{self.server.http}/agui",
             "token": self.token or self.server.token,
@@ -68,16 +68,23 @@ class AguiClient:
         }
         if abort_after is not None:
             args["abortAfter"] = abort_after
+        if touch is not None:
+            args["touch"] = str(touch)
         return json.dumps(args)
 
     async def start(
-        self, do: dict[str, Any] | None = None, *, abort_after: int | None = None
+        self,
+        do: dict[str, Any] | None = None,
+        *,
+        abort_after: int | None = None,
+        touch: Path | None = None,
     ) -> asyncio.subprocess.Process:
-        """A run started in the background (a test kills the gateway under it)."""
+        """A run started in the background (a test kills the gateway under it). `touch`: a
+        file the client writes once its stream is open (its first event)."""
         return await asyncio.create_subprocess_exec(
             node(),
             str(SCRIPT),
-            self._args(do or {}, abort_after),
+            self._args(do or {}, abort_after, touch),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "NODE_PATH": str(NODE_MODULES)},
@@ -99,6 +106,10 @@ class AguiClient:
         )
 
     async def run(
-        self, do: dict[str, Any] | None = None, *, abort_after: int | None = None
+        self,
+        do: dict[str, Any] | None = None,
+        *,
+        abort_after: int | None = None,
+        touch: Path | None = None,
     ) -> RunResult:
-        return await self.finish(await self.start(do, abort_after=abort_after))
+        return await self.finish(await self.start(do, abort_after=abort_after, touch=touch))

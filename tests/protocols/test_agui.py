@@ -202,18 +202,30 @@ SLOW = [
     {"text": "Now the slow part.", "tool_calls": [sh("sleep 3")]},
     {"text": "All done."},
 ]
+# The slow part waits for its gate (at most a minute): the client that picks the dropped
+# stream up opens it as its own stream opens, so the run is still going when it comes back,
+# however slowly a loaded machine starts its process.
+GATED = [
+    SLOW[0],
+    {
+        "text": "Now the slow part.",
+        "tool_calls": [sh("for i in $(seq 600); do [ -e gate ] && break; sleep 0.1; done")],
+    },
+    SLOW[2],
+]
 
 
 async def test_a_dropped_stream_is_picked_up_with_nothing_lost_and_nothing_twice(
     server_factory: Any, tmp_path: Path
 ) -> None:
-    server = server_factory(SLOW, approval="yolo")
+    server = server_factory(GATED, approval="yolo")
     client = AguiClient(server, "thread-drop", tmp_path / "client.json")
     dropped = await client.run({"say": "do the steps"}, abort_after=6)
     assert dropped.outcome is None  # the stream went before the run ended
-    await until_step(server, "thread-drop", lambda s: s["input"] == {"command": "sleep 3"})
+    gated = GATED[1]["tool_calls"][0]["input"]
+    await until_step(server, "thread-drop", lambda s: s["input"] == gated)
 
-    again = await client.run()
+    again = await client.run(touch=server.workspace("thread-drop") / "gate")
     assert again.error is None, again.error
     assert again.types()[:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
     assert again.outcome == {"type": "success"} and again.result == "All done."
