@@ -3,6 +3,8 @@ approvals, and the access page."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -267,7 +269,7 @@ def test_a_command_listing_that_wraps_keeps_its_columns(serve, new_page, shot):
     expect(notice).to_have_count(1)
     expect(notice).to_contain_text("/steps [N]")
     lines = notice.locator(".notice-line")
-    row = lines.filter(has_text="/rollback")
+    row = lines.filter(has_text=re.compile(r"/rollback sNNNN\s+rewind"))  # not --retry's
     # The row wraps (the column is narrower than it); its second line starts where the
     # description starts.
     geometry = row.evaluate(

@@ -237,7 +237,8 @@ class ShellTool(Tool):
         return self.isolation.wrap(inner, workspace, confined=confined)
 
     async def _execute(self, command: str, limit_s: float, ctx: ToolContext) -> ToolResult:
-        step = StepProcesses.start(ctx.session_id)
+        in_container = self.isolation is not None and self.isolation.container is not None
+        step = StepProcesses.start(ctx.session_id, scoped=not in_container)
         register(step)
         # Landlock confinement (no bubblewrap): the only place the command may write.
         scratch = (

@@ -143,9 +143,14 @@ class StepProcesses:
     cgroup: CgroupScope | None = None
 
     @classmethod
-    def start(cls, session_id: str) -> StepProcesses:
+    def start(cls, session_id: str, *, scoped: bool = True) -> StepProcesses:
+        """`scoped`: in a cgroup scope of its own. Not for a command run in the session's
+        container: its processes live in the container's cgroup, and the scope would hold
+        only podman's client and conmon, which outlive the step by a moment (an empty scope
+        left behind for every command)."""
         step = cls(session_id)
-        step.cgroup = CgroupScope.create(step.tag)
+        if scoped:
+            step.cgroup = CgroupScope.create(step.tag)
         return step
 
     @property
