@@ -107,12 +107,15 @@ class Scene:
 
 
 def _running_compensation(sc: Scene, done: int) -> bool:
-    """The (done+1)-th compensation is running and has deleted its row (it pauses after)."""
+    """The (done+1)-th compensation is running, has deleted its row and logged it (it pauses
+    after): the log line is written just after the delete commits, so a kill between the two
+    would lose the line, not the deletion."""
     states = sc.compensations()
     return (
         len(states) == done + 1
         and states[-1][0] == "running"
         and len(sc.ledger.refs()) == len(REFS) - done - 1
+        and sum(c.startswith("undo") for c in sc.ledger.calls()) == done + 1
     )
 
 
