@@ -27,6 +27,7 @@ from xclaw.errors import BadStep, SessionNotFound, Unauthorized
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
+from xclaw.mcp_server.rollback_answers import preview_answer, rolled_back_answer
 from xclaw.protocol import session_json, step_json
 from xclaw.store.model import StepStatus
 from xclaw.store.rows import SESSION_ID_RE
@@ -242,12 +243,22 @@ class GatewaySessions:
             raise BadStep.not_waiting(step_id[:200], sid) from None
         return {"session_id": sid, "step_id": step_id, "approved": approve}
 
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]:
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]:
         sid = await self._require(session_id, Need.ACT)
-        result = await self.gw.commands.rollback(sid, step_id, self._actor())
+        if not confirm:
+            preview = await self.gw.runtime.rollback_preview(sid, step_id)
+            if not preview.plain:
+                return preview_answer(sid, preview.as_json())
+        result = await self.gw.commands.rollback(
+            sid, step_id, self._actor(), accept=accept_irreversible
+        )
         for frame in result.frames.broadcast:
             self.gw.hub.broadcast(sid, frame)  # the sockets attached see the new history
-        return {"session_id": sid, "step_id": result.step_id, "deleted": result.deleted}
+        return rolled_back_answer(
+            sid, result.step_id, result.deleted, result.compensated, result.not_undone
+        )
 
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]:
         sid = await self._require(session_id, Need.ACT)

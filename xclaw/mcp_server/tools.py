@@ -42,7 +42,9 @@ class Sessions(Protocol):
     async def sessions(self, limit: int, search: str | None) -> list[dict[str, Any]]: ...
     async def steps(self, session_id: str, n: int | None) -> list[dict[str, Any]]: ...
     async def approve(self, session_id: str, step_id: str, approve: bool) -> dict[str, Any]: ...
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]: ...
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]: ...
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]: ...
     async def cancel(self, session_id: str) -> dict[str, Any]: ...
     async def transcript(self, session_id: str) -> list[dict[str, Any]]: ...
@@ -88,9 +90,13 @@ class Checked:
         sid = self._sid(session_id)
         return await self.inner.approve(sid, self._step(sid, step_id), approve)
 
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]:
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]:
         sid = self._sid(session_id)
-        return await self.inner.rollback(sid, self._step(sid, step_id))
+        return await self.inner.rollback(
+            sid, self._step(sid, step_id), confirm, accept_irreversible
+        )
 
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]:
         sid = self._sid(session_id)
@@ -240,9 +246,20 @@ def build_server(given: Sessions) -> MCPServer[Any]:
         return await _said(sessions.approve(session_id, step_id, approve))
 
     @server.tool(structured_output=True)
-    async def rollback(session_id: str, step_id: str) -> dict[str, Any]:
-        """Rewind a session to just before step_id: its memory and its workspace files."""
-        return await _said(sessions.rollback(session_id, step_id))
+    async def rollback(
+        session_id: str, step_id: str, confirm: bool = False, accept_irreversible: bool = False
+    ) -> dict[str, Any]:
+        """Rewind a session to just before step_id: its memory and its workspace files. When
+        tools after that step had effects outside the workspace, nothing is done at first:
+        the answer (`rolled_back: false`, `preview`) says which effects would be undone
+        (their compensations, latest first) and which would stay done; call again with
+        confirm=true to undo them and rewind, or accept_irreversible=true to rewind leaving
+        the irreversible ones done. The answer lists the compensations that ran."""
+        return await _said(
+            sessions.rollback(
+                session_id, step_id, confirm or accept_irreversible, accept_irreversible
+            )
+        )
 
     @server.tool(structured_output=True)
     async def fork(session_id: str, step_id: str, title: str | None = None) -> dict[str, Any]:
