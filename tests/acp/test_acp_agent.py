@@ -226,3 +226,32 @@ async def test_hostile_input_gets_json_rpc_errors_and_the_agent_goes_on(
         await proc.stdin.drain()
         done = await conn.prompt(session_id=sid, prompt=[text_block("still there?")])
         assert done.stop_reason == "end_turn" and editor.text() == "fine"
+
+
+async def test_a_new_session_runs_the_declared_agent_its_meta_names(
+    tmp_path: Path, project: Path
+) -> None:
+    """`session/new` with `_meta: {"xclaw": {"agent": NAME}}` starts a session running that
+    agent of xclaw.yaml's `agents:`; a name not declared is an invalid-params error that
+    lists the declared ones, and no session is made."""
+    (project / "xclaw.yaml").write_text(
+        "agents:\n  quiet:\n    instructions: Answer in one word.\n    builtin_tools: []\n"
+    )
+    editor = Editor()
+    env = _env(tmp_path, _script(tmp_path, [{"text": "Fine."}]))
+    async with spawned(editor, project, env=env) as (conn, _):
+        sid = (
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": "quiet"})
+        ).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("how are you?")])
+        assert "Fine." in editor.text()
+        with pytest.raises(RequestError) as refused:
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": "loud"})
+        assert refused.value.code == -32602
+        assert "loud" in str(refused.value) and "quiet" in str(refused.value)
+        with pytest.raises(RequestError):
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": 7})
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        sessions = await agent.sessions()
+        assert [s.session_id for s in sessions] == [sid]
+        assert (await (await agent.session(sid)).info()).agent == "quiet"

@@ -86,11 +86,28 @@ class Followed:
     answering: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+def _agent_named(meta: dict[str, Any]) -> str | None:
+    """The declared agent a `session/new` asks for: `_meta: {"xclaw": {"agent": NAME}}`
+    (absent: xclaw's own). A value that is not a name is refused, not ignored."""
+    ours = meta.get("xclaw")
+    if ours is None:
+        return None
+    name = ours.get("agent") if isinstance(ours, dict) else None
+    if ours and not (isinstance(name, str) and 0 < len(name) <= 200):
+        raise RequestError(
+            -32602,
+            "Invalid params: _meta.xclaw.agent must be the name of an agent declared in "
+            "xclaw.yaml's agents:",
+            {"code": "bad_command"},
+        )
+    return name
+
+
 def rpc_error(e: XclawError) -> RequestError:
     data = {"code": e.code, "details": e.message}
     if e.code in ("unknown_session", "ambiguous_session"):
         return RequestError(-32002, f"Resource not found: {e.message}", data)
-    if e.code in ("bad_command", "bad_step", "config_error", "busy", "forbidden"):
+    if e.code in ("bad_command", "bad_step", "config_error", "busy", "forbidden", "unknown_agent"):
         return RequestError(-32602, f"Invalid params: {e.message}", data)
     return RequestError(-32603, f"Internal error: {e.message}", data)
 
@@ -214,12 +231,13 @@ class XclawAcpAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         agent = await self._ensure(mcp_servers)
+        named = _agent_named(kwargs)
         try:
             if self._remote:
-                session = await agent.new_session()
+                session = await agent.new_session(agent=named)
                 root = None
             else:
-                session = await agent.new_session(workspace=cwd)
+                session = await agent.new_session(agent=named, workspace=cwd)
                 info = await session.info()
                 root = Path(str(info.metadata.get("workspace") or cwd))
         except XclawError as e:

@@ -173,8 +173,12 @@ class GatewaySessions:
         return clean
 
     # --- Sessions -----------------------------------------------------------------------------
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]:
         rt = self.gw.runtime
+        if agent is not None:
+            rt.agent_named(agent)  # unknown_agent before anything is written
         if session_id is None:
             await self._still()
             fresh, _ = await rt.peek(None)
@@ -184,7 +188,7 @@ class GatewaySessions:
         watch = self._watch(sid)
         try:
             # A new session is written with its message, as its sender's (docs/teams.md).
-            await rt.send(sid, text, create=session_id is None, actor=self._actor())
+            await rt.send(sid, text, create=session_id is None, actor=self._actor(), agent=agent)
             await watch.wait(wait_s)
             return await self._answer(sid, watch)
         finally:

@@ -123,9 +123,11 @@ class ApiSessions:
                 out["error"] = run.error
         return out
 
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]:
         if session_id is None:
-            session = await self.agent.new_session()
+            session = await self.agent.new_session(agent=agent)
         else:
             session = await self._session(session_id)
             run = self._runs.get(session.id)
@@ -133,7 +135,7 @@ class ApiSessions:
                 raise BadCommand(
                     "a run of this session is in flight: session_status follows it, cancel stops it"
                 )
-        run = await self._follow(session.id, session.send(text))
+        run = await self._follow(session.id, session.send(text, agent=agent))
         await self._wait(run, wait_s)
         return await self._answer(session, run)
 
