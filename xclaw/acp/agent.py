@@ -67,6 +67,8 @@ log = logging.getLogger("xclaw.acp")
 
 # Opens the xclaw agent, with the client's MCP servers (name -> xclaw.yaml entry) added.
 Opener = Callable[[dict[str, dict[str, Any]]], Awaitable[Agent]]
+# The states of a session whose run did not end: loading or resuming it goes on with it.
+UNFINISHED = frozenset({"running", "paused", "interrupted"})
 # The stop reason of a run that ended on an error: the agent cannot go on with this turn.
 FAILED = "refusal"
 
@@ -292,7 +294,7 @@ class XclawAcpAgent:
         running = [i for i, m in enumerate(history) if getattr(m, "running", False)]
         st.replayed = running[0] if running else len(history)
         await self._send(session_id, update_available_commands(COMMANDS))
-        self._continue(st)
+        await self._continue(st)
         return LoadSessionResponse()
 
     async def resume_session(
@@ -305,13 +307,20 @@ class XclawAcpAgent:
     ) -> ResumeSessionResponse:
         st = await self._open(session_id, cwd, mcp_servers)
         self._later(session_id, [update_available_commands(COMMANDS)])
-        self._continue(st)
+        await self._continue(st)
         return ResumeSessionResponse()
 
-    def _continue(self, st: Followed) -> None:
+    async def _continue(self, st: Followed) -> None:
         """Go on with an interrupted run (or follow one the gateway is running), its events
-        sent as updates outside any prompt."""
+        sent as updates outside any prompt. A session with nothing to go on with starts
+        nothing: the editor's next prompt is not refused as "in flight"."""
         if st.background is not None and not st.background.done():
+            return
+        try:
+            info = await st.session.info()
+        except XclawError as e:
+            raise rpc_error(e) from None
+        if not info.busy and info.state not in UNFINISHED:
             return
 
         async def go() -> str:
