@@ -226,3 +226,76 @@ async def test_hostile_input_gets_json_rpc_errors_and_the_agent_goes_on(
         await proc.stdin.drain()
         done = await conn.prompt(session_id=sid, prompt=[text_block("still there?")])
         assert done.stop_reason == "end_turn" and editor.text() == "fine"
+
+
+async def test_a_new_session_runs_the_declared_agent_its_meta_names(
+    tmp_path: Path, project: Path
+) -> None:
+    """`session/new` with `_meta: {"xclaw": {"agent": NAME}}` starts a session running that
+    agent of xclaw.yaml's `agents:`; a name not declared is an invalid-params error that
+    lists the declared ones, and no session is made."""
+    (project / "xclaw.yaml").write_text(
+        "agents:\n  quiet:\n    instructions: Answer in one word.\n    builtin_tools: []\n"
+    )
+    editor = Editor()
+    env = _env(tmp_path, _script(tmp_path, [{"text": "Fine."}]))
+    async with spawned(editor, project, env=env) as (conn, _):
+        sid = (
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": "quiet"})
+        ).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("how are you?")])
+        assert "Fine." in editor.text()
+        with pytest.raises(RequestError) as refused:
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": "loud"})
+        assert refused.value.code == -32602
+        assert "loud" in str(refused.value) and "quiet" in str(refused.value)
+        with pytest.raises(RequestError):
+            await conn.new_session(cwd=str(project), mcp_servers=[], xclaw={"agent": 7})
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        sessions = await agent.sessions()
+        assert [s.session_id for s in sessions] == [sid]
+        assert (await (await agent.session(sid)).info()).agent == "quiet"
+
+
+async def test_resume_continues_without_the_replay_and_close_forgets_the_session(
+    tmp_path: Path, project: Path
+) -> None:
+    """`session/resume` (a new agent process, as an editor reopening a thread it still
+    shows) goes on from the record without replaying it; `session/close` ends the editor's
+    hold on the session: a prompt to it afterwards is refused, the record stays."""
+    turns = [{"text": "First."}, {"text": "Second."}]
+    env = _env(tmp_path, _script(tmp_path, turns))
+    first = Editor()
+    async with spawned(first, project, env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        done = await conn.prompt(session_id=sid, prompt=[text_block("one")])
+        assert done.stop_reason == "end_turn" and "First." in first.text()
+    second = Editor()
+    async with spawned(second, project, env=env) as (conn, _):
+        await conn.resume_session(cwd=str(project), session_id=sid, mcp_servers=[])
+        assert "user_message_chunk" not in second.kinds(sid)  # no replay
+        assert "First." not in second.text()
+        done = await conn.prompt(session_id=sid, prompt=[text_block("two")])
+        assert done.stop_reason == "end_turn" and second.text() == "Second."
+        await conn.close_session(session_id=sid)
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=sid, prompt=[text_block("three")])
+        assert refused.value.code == -32002
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        steps = await (await agent.session(sid)).steps()
+    said = [s.input for s in steps if s.type == "user_input"]
+    assert said == ["one", "two"]
+
+
+async def test_a_turn_that_reaches_max_iterations_stops_with_max_turn_requests(
+    tmp_path: Path, project: Path
+) -> None:
+    (project / "xclaw.yaml").write_text("max_iterations: 2\n")
+    loop = [{"text": "Again.", "tool_calls": [_sh("echo again >> loop.txt")]}] * 3
+    editor = Editor()
+    env = _env(tmp_path, _script(tmp_path, loop))
+    async with spawned(editor, project, *YOLO, env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        done = await conn.prompt(session_id=sid, prompt=[text_block("loop")])
+        assert done.stop_reason == "max_turn_requests"
+        assert "[error]" in editor.text()

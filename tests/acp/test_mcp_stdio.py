@@ -22,6 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult
 
+import xclaw
 from tests.acp.client import agent_env
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -260,3 +261,24 @@ async def test_hostile_lines_get_an_error_never_a_traceback_or_a_hang(tmp_path: 
         err = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
         await proc.wait()
     assert "Traceback" not in err, err
+
+
+async def test_send_message_names_a_declared_agent_and_an_unknown_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    """`agent` on send_message runs an agent of xclaw.yaml's `agents:`; a name not declared
+    is an `unknown_agent` error listing the declared ones, and starts nothing."""
+    (tmp_path / "xclaw.yaml").write_text(
+        "agents:\n  quiet:\n    instructions: Answer in one word.\n    builtin_tools: []\n"
+    )
+    async with _mcp(tmp_path, [{"text": "Fine."}]) as s:
+        refused = await s.call_tool("send_message", {"text": "hi", "agent": "loud"})
+        assert refused.is_error
+        said = refused.content[0].text
+        assert "unknown_agent" in said and "loud" in said and "quiet" in said
+        assert (await _call(s, "list_sessions"))["sessions"] == []
+        done = await _call(s, "send_message", text="how are you?", agent="quiet", wait_s=60)
+        assert done["reply"] == "Fine."
+        sid = done["session_id"]
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        assert (await (await agent.session(sid)).info()).agent == "quiet"

@@ -19,6 +19,7 @@ import pytest
 
 import xclaw
 from tests.gateway.harness import Client, Server, clean_env, xclaw_cmd
+from tests.gateway.mcp_http import call, mcp_host
 from tests.gateway.test_workers import TOKEN, PgServer
 
 pytestmark = pytest.mark.slow
@@ -319,3 +320,19 @@ async def test_a_worker_with_another_definition_does_not_take_the_session_over(
     finally:
         for w in workers:
             w.kill()
+
+
+async def test_an_mcp_host_starts_a_session_with_a_declared_agent(server: AgentServer) -> None:
+    """`/mcp`'s send_message names the agent: an unknown one is refused before anything is
+    written; a declared one runs, and the session records it."""
+    async with mcp_host(server) as host:
+        refused = await host.call_tool("send_message", {"text": "hi", "agent": "nobody"})
+        assert refused.is_error
+        assert "unknown_agent" in refused.content[0].text
+        assert "declared: support" in refused.content[0].text
+        done = await call(host, "send_message", text="order A-1?", agent="support", wait_s=60)
+        assert done["state"] == "success", done
+        sid = done["session_id"]
+    with _api(server) as api:
+        meta = api.get(f"/sessions/{sid}").json()["metadata"]
+    assert meta["agent"]["name"] == "support"

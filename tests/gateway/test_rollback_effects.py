@@ -15,6 +15,7 @@ import pytest
 import xclaw
 from tests.cli.test_chat import spawn_chat
 from tests.gateway.harness import Client, Server, write_script
+from tests.gateway.mcp_http import call, mcp_host
 from tests.ledger import Ledger, pay
 from tests.runtime.test_crash import wait_until
 from xclaw.errors import IrreversibleEffects
@@ -174,3 +175,34 @@ async def test_a_gateway_killed_mid_compensation_finishes_the_rollback_on_reconn
     assert srv.ledger.refs() == ["M"]
     assert srv.ledger.calls().count("undo A") == 1  # removed once
     await c.close()
+
+
+async def test_the_mcp_rollback_tool_on_the_gateway_previews_then_needs_acceptance(
+    server: Any,
+) -> None:
+    """`/mcp` on the gateway: the rollback tool shows what it would undo and what would stay
+    done; confirm alone is refused past an irreversible effect; accept_irreversible undoes
+    the payment and names what stays done."""
+    s = server()
+    async with mcp_host(s) as host:
+        sid = (await call(host, "send_message", text="pay and mail", wait_s=60))["session_id"]
+        assert s.ledger.refs() == ["A", "M"]
+        preview = await call(host, "rollback", session_id=sid, step_id="s0001")
+        assert preview["rolled_back"] is False
+        assert [e["tool"] for e in preview["preview"]["compensable"]] == ["record_payment"]
+        assert [e["tool"] for e in preview["preview"]["irreversible"]] == [
+            "record_payment_unchecked"
+        ]
+        assert "accept_irreversible=true" in preview["text"]
+        refused = await host.call_tool(
+            "rollback", {"session_id": sid, "step_id": "s0001", "confirm": True}
+        )
+        assert refused.is_error and "irreversible" in refused.content[0].text
+        assert s.ledger.refs() == ["A", "M"]  # nothing done
+        done = await call(
+            host, "rollback", session_id=sid, step_id="s0001", accept_irreversible=True
+        )
+        assert done["rolled_back"] is True
+        assert [c["tool"] for c in done["compensated"]] == ["record_payment"]
+        assert [e["tool"] for e in done["not_undone"]] == ["record_payment_unchecked"]
+        assert s.ledger.refs() == ["M"]

@@ -25,6 +25,9 @@ async function main() {
   agent.pendingInterrupts = saved.pendingInterrupts || [];
   const act = a.do || {};
   const params = { tools: a.tools || [] };
+  if (act.forwardedProps !== undefined) {
+    params.forwardedProps = act.forwardedProps;
+  }
   if (act.say !== undefined) {
     agent.addMessage({ id: randomUUID(), role: "user", content: act.say });
   }

@@ -304,6 +304,12 @@ class XclawRequestHandler(RequestHandler):
         rt, store = self.rt, self.gw.store
         if not text.strip():
             raise InvalidParamsError(message="the message has no text")
+        agent = _agent_named(message)
+        if agent is not None:
+            try:
+                rt.agent_named(agent)  # before anything is written
+            except XclawError as e:
+                raise InvalidParamsError(message=e.message) from None
         try:
             found, new = await rt.peek(message.context_id or None)
         except ValueError as e:
@@ -333,7 +339,9 @@ class XclawRequestHandler(RequestHandler):
             # The message's id is recorded with the message (one transaction): sent again,
             # it is found, and its task answers.
             try:
-                await rt.send(sid, text, create=session is None, actor=actor, message_id=key)
+                await rt.send(
+                    sid, text, create=session is None, actor=actor, message_id=key, agent=agent
+                )
             except XclawError as e:
                 raise InvalidRequestError(message=rt.redact.text(e.message)) from None
             step_id = await follow.sent_message(wait_s=SENT_WAIT_S)
@@ -607,3 +615,15 @@ class XclawRequestHandler(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise UnsupportedOperationError(message="this agent has no extended card")
+
+
+def _agent_named(message: Message) -> str | None:
+    """`metadata.agent` of a message: the declared agent (xclaw.yaml's `agents:`) its task
+    runs (absent: the one the context runs, xclaw's own for a new one)."""
+    if not message.HasField("metadata") or "agent" not in message.metadata.fields:
+        return None
+    value = message.metadata.fields["agent"]
+    name = value.string_value if value.WhichOneof("kind") == "string_value" else ""
+    if not 0 < len(name) <= 200:
+        raise InvalidParamsError(message="metadata.agent must be the name of a declared agent")
+    return name

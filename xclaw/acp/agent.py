@@ -67,6 +67,8 @@ log = logging.getLogger("xclaw.acp")
 
 # Opens the xclaw agent, with the client's MCP servers (name -> xclaw.yaml entry) added.
 Opener = Callable[[dict[str, dict[str, Any]]], Awaitable[Agent]]
+# The states of a session whose run did not end: loading or resuming it goes on with it.
+UNFINISHED = frozenset({"running", "paused", "interrupted"})
 # The stop reason of a run that ended on an error: the agent cannot go on with this turn.
 FAILED = "refusal"
 
@@ -86,11 +88,28 @@ class Followed:
     answering: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+def _agent_named(meta: dict[str, Any]) -> str | None:
+    """The declared agent a `session/new` asks for: `_meta: {"xclaw": {"agent": NAME}}`
+    (absent: xclaw's own). A value that is not a name is refused, not ignored."""
+    ours = meta.get("xclaw")
+    if ours is None:
+        return None
+    name = ours.get("agent") if isinstance(ours, dict) else None
+    if ours and not (isinstance(name, str) and 0 < len(name) <= 200):
+        raise RequestError(
+            -32602,
+            "Invalid params: _meta.xclaw.agent must be the name of an agent declared in "
+            "xclaw.yaml's agents:",
+            {"code": "bad_command"},
+        )
+    return name
+
+
 def rpc_error(e: XclawError) -> RequestError:
     data = {"code": e.code, "details": e.message}
     if e.code in ("unknown_session", "ambiguous_session"):
         return RequestError(-32002, f"Resource not found: {e.message}", data)
-    if e.code in ("bad_command", "bad_step", "config_error", "busy", "forbidden"):
+    if e.code in ("bad_command", "bad_step", "config_error", "busy", "forbidden", "unknown_agent"):
         return RequestError(-32602, f"Invalid params: {e.message}", data)
     return RequestError(-32603, f"Internal error: {e.message}", data)
 
@@ -214,12 +233,13 @@ class XclawAcpAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         agent = await self._ensure(mcp_servers)
+        named = _agent_named(kwargs)
         try:
             if self._remote:
-                session = await agent.new_session()
+                session = await agent.new_session(agent=named)
                 root = None
             else:
-                session = await agent.new_session(workspace=cwd)
+                session = await agent.new_session(agent=named, workspace=cwd)
                 info = await session.info()
                 root = Path(str(info.metadata.get("workspace") or cwd))
         except XclawError as e:
@@ -274,7 +294,7 @@ class XclawAcpAgent:
         running = [i for i, m in enumerate(history) if getattr(m, "running", False)]
         st.replayed = running[0] if running else len(history)
         await self._send(session_id, update_available_commands(COMMANDS))
-        self._continue(st)
+        await self._continue(st)
         return LoadSessionResponse()
 
     async def resume_session(
@@ -287,13 +307,20 @@ class XclawAcpAgent:
     ) -> ResumeSessionResponse:
         st = await self._open(session_id, cwd, mcp_servers)
         self._later(session_id, [update_available_commands(COMMANDS)])
-        self._continue(st)
+        await self._continue(st)
         return ResumeSessionResponse()
 
-    def _continue(self, st: Followed) -> None:
+    async def _continue(self, st: Followed) -> None:
         """Go on with an interrupted run (or follow one the gateway is running), its events
-        sent as updates outside any prompt."""
+        sent as updates outside any prompt. A session with nothing to go on with starts
+        nothing: the editor's next prompt is not refused as "in flight"."""
         if st.background is not None and not st.background.done():
+            return
+        try:
+            info = await st.session.info()
+        except XclawError as e:
+            raise rpc_error(e) from None
+        if not info.busy and info.state not in UNFINISHED:
             return
 
         async def go() -> str:

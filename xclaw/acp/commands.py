@@ -1,6 +1,9 @@
 """The session's slash commands as an editor offers them (`available_commands_update`):
-`/steps [N]`, `/rollback sNNNN`, `/fork sNNNN [title]` — the same as in `xclaw chat`, through
-the Python API's methods (Session.steps, rollback, fork). Each answers with text."""
+`/steps [N]`, `/rollback sNNNN [--confirm | --accept-irreversible | --retry]`, `/rollback
+--abandon`, `/fork sNNNN [title]` — the same as in `xclaw chat`, through the Python API's
+methods (Session.steps, rollback_preview, rollback, fork). Each answers with text. A rollback
+past outside effects says first what it would undo and what it would leave done, and waits
+for `--confirm`, as the gateway's `/rollback` does."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredComm
 from xclaw.api.base import Session
 from xclaw.errors import XclawError
 from xclaw.frames import Step
+from xclaw.http_bodies import RollbackAnswer, RollbackPreview
+from xclaw.outside_effects import describe_effect, describe_preview
 from xclaw.protocol import parse_command
 
 COMMANDS = [
@@ -21,8 +26,13 @@ COMMANDS = [
     ),
     AvailableCommand(
         name="rollback",
-        description="rewind the session to just before a step: its memory and the files",
-        input=AvailableCommandInput(UnstructuredCommandInput(hint="sNNNN")),
+        description=(
+            "rewind the session to just before a step: its memory and the files; outside "
+            "effects after it are shown first and undone on --confirm"
+        ),
+        input=AvailableCommandInput(
+            UnstructuredCommandInput(hint="sNNNN [--confirm | --accept-irreversible | --retry]")
+        ),
     ),
     AvailableCommand(
         name="fork",
@@ -31,6 +41,11 @@ COMMANDS = [
     ),
 ]
 NAMES = frozenset(c.name for c in COMMANDS)
+ROLLBACK_USAGE = (
+    "usage: /rollback sNNNN [--confirm | --accept-irreversible | --retry], or /rollback "
+    "--abandon — a step id shown by /steps"
+)
+ROLLBACK_FLAGS = frozenset({"--confirm", "--accept-irreversible", "--retry", "--abandon"})
 
 
 def is_command(text: str) -> bool:
@@ -51,6 +66,73 @@ def _line(step: Step) -> str:
     return f"{step.id}  {step.type:<12} {step.name:<14} {step.status:<9}{sub} {text}"
 
 
+def _is_plain(preview: RollbackPreview) -> bool:
+    """Nothing outside the workspace after the step: the rollback is the plain rewind."""
+    return not (
+        preview.compensable or preview.irreversible or preview.undone_already or preview.pending
+    )
+
+
+def _preview_text(preview: RollbackPreview) -> str:
+    wire = preview.model_dump(by_alias=True, mode="json")
+    step = preview.step_id
+    lines = [describe_preview(wire)]
+    if preview.pending is not None:
+        lines.append(
+            "[rollback] a rollback of this session stopped half-way: finish it "
+            f"(/rollback {step} --retry) or abandon it (/rollback --abandon)"
+        )
+    elif preview.irreversible:
+        lines.append(
+            f"Nothing is done yet. To roll back and leave those done: /rollback {step} "
+            "--accept-irreversible"
+        )
+    else:
+        lines.append(f"Nothing is done yet. To roll back: /rollback {step} --confirm")
+    return "\n".join(lines)
+
+
+def _rolled_back_text(answer: RollbackAnswer) -> str:
+    lines = [
+        f"Rolled back to just before {answer.step_id}: {answer.deleted} step(s) deleted, "
+        "the files restored. The session waits for your next message."
+    ]
+    if answer.compensated:
+        lines.append(f"Undone outside the workspace ({len(answer.compensated)}):")
+        lines += [f"  {c.step_id} {c.action} undid {c.effect} {c.tool}" for c in answer.compensated]
+    if answer.not_undone:
+        lines.append(f"Left done ({len(answer.not_undone)}):")
+        lines += [
+            f"  {describe_effect(e.model_dump(by_alias=True, mode='json'))}"
+            for e in answer.not_undone
+        ]
+    return "\n".join(lines)
+
+
+async def _rollback(session: Session, args: tuple[str, ...]) -> str:
+    flags = [a for a in args if a.startswith("--")]
+    refs = [a for a in args if not a.startswith("--")]
+    if any(f not in ROLLBACK_FLAGS for f in flags):
+        return ROLLBACK_USAGE
+    if "--abandon" in flags:
+        if refs or len(flags) != 1:
+            return ROLLBACK_USAGE
+        await session.abandon_rollback()
+        return "The rollback that stopped half-way is abandoned: nothing more is undone."
+    if len(refs) != 1:
+        return ROLLBACK_USAGE
+    if not flags:
+        preview = await session.rollback_preview(refs[0])
+        if not _is_plain(preview):
+            return _preview_text(preview)
+    answer = await session.rollback(
+        refs[0],
+        accept_irreversible="--accept-irreversible" in flags,
+        retry="--retry" in flags,
+    )
+    return _rolled_back_text(answer)
+
+
 async def run_command(session: Session, text: str) -> str:
     """Carry out a command; its answer (an error is said, not raised)."""
     command = parse_command(text)
@@ -66,13 +148,7 @@ async def run_command(session: Session, text: str) -> str:
                 return "No steps yet: this session starts with your first message."
             return "\n".join(_line(s) for s in steps)
         if command.name == "rollback":
-            if len(args) != 1:
-                return "usage: /rollback sNNNN"
-            answer = await session.rollback(args[0])
-            return (
-                f"Rolled back to just before {answer.step_id}: {answer.deleted} step(s) deleted, "
-                "the files restored. The session waits for your next message."
-            )
+            return await _rollback(session, args)
         if command.name == "fork":
             if not args:
                 return "usage: /fork sNNNN [title]"

@@ -188,6 +188,8 @@ class Served:
                     "a run is in flight for this thread: answer what it waits for, or "
                     "reconnect (a run with no new message) to follow it"
                 )
+            if run.agent is not None:
+                rt.agent_named(run.agent)  # unknown_agent before anything is written
             self._before = session_cost(steps, rt.prices).to_json()
             await self._send(session)
             return
@@ -234,6 +236,7 @@ class Served:
             actor=self.actor,
             metadata=meta,
             message_id=_key(run.message_id),
+            agent=run.agent,
         )
         self.sent = True
 

@@ -55,6 +55,8 @@ class RunRequest:
     tool_answers: list[ToolAnswer] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
     tools: list[ClientToolSpec] | None = None  # None: the client said nothing of them
+    # `forwardedProps.agent`: the declared agent (xclaw.yaml's `agents:`) the message runs.
+    agent: str | None = None
 
 
 def read_request(raw: bytes, *, server_tools: list[str]) -> RunRequest:
@@ -94,7 +96,19 @@ def read_request(raw: bytes, *, server_tools: list[str]) -> RunRequest:
         tool_answers=tool_answers,
         answers=[_answer(e) for e in run.resume or ()],
         tools=None if run.tools is None else _tools(run.tools, server_tools),
+        agent=_agent(run.forwarded_props),
     )
+
+
+def _agent(props: Any) -> str | None:
+    """`forwardedProps.agent`, the declared agent the message runs (absent: the one the
+    thread runs, xclaw's own for a new one)."""
+    if not isinstance(props, dict) or props.get("agent") is None:
+        return None
+    name = props["agent"]
+    if not isinstance(name, str) or not 0 < len(name) <= 200:
+        raise BadRequest("forwardedProps.agent must be the name of a declared agent")
+    return name
 
 
 def _conversation_end(messages: list[Any]) -> tuple[str | None, str | None, list[ToolAnswer]]:

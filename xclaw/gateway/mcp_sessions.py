@@ -27,6 +27,7 @@ from xclaw.errors import BadStep, SessionNotFound, Unauthorized
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
+from xclaw.mcp_server.rollback_answers import preview_answer, rolled_back_answer
 from xclaw.protocol import session_json, step_json
 from xclaw.store.model import StepStatus
 from xclaw.store.rows import SESSION_ID_RE
@@ -172,8 +173,12 @@ class GatewaySessions:
         return clean
 
     # --- Sessions -----------------------------------------------------------------------------
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]:
         rt = self.gw.runtime
+        if agent is not None:
+            rt.agent_named(agent)  # unknown_agent before anything is written
         if session_id is None:
             await self._still()
             fresh, _ = await rt.peek(None)
@@ -183,7 +188,7 @@ class GatewaySessions:
         watch = self._watch(sid)
         try:
             # A new session is written with its message, as its sender's (docs/teams.md).
-            await rt.send(sid, text, create=session_id is None, actor=self._actor())
+            await rt.send(sid, text, create=session_id is None, actor=self._actor(), agent=agent)
             await watch.wait(wait_s)
             return await self._answer(sid, watch)
         finally:
@@ -242,12 +247,22 @@ class GatewaySessions:
             raise BadStep.not_waiting(step_id[:200], sid) from None
         return {"session_id": sid, "step_id": step_id, "approved": approve}
 
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]:
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]:
         sid = await self._require(session_id, Need.ACT)
-        result = await self.gw.commands.rollback(sid, step_id, self._actor())
+        if not confirm:
+            preview = await self.gw.runtime.rollback_preview(sid, step_id)
+            if not preview.plain:
+                return preview_answer(sid, preview.as_json())
+        result = await self.gw.commands.rollback(
+            sid, step_id, self._actor(), accept=accept_irreversible
+        )
         for frame in result.frames.broadcast:
             self.gw.hub.broadcast(sid, frame)  # the sockets attached see the new history
-        return {"session_id": sid, "step_id": result.step_id, "deleted": result.deleted}
+        return rolled_back_answer(
+            sid, result.step_id, result.deleted, result.compensated, result.not_undone
+        )
 
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]:
         sid = await self._require(session_id, Need.ACT)

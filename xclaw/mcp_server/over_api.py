@@ -15,6 +15,11 @@ from typing import Any
 from xclaw.api.base import Agent, Events, Session
 from xclaw.errors import BadCommand, XclawError
 from xclaw.frames import ApprovalRequestFrame, ErrorFrame, ReplyFrame, StepFrame
+from xclaw.mcp_server.rollback_answers import (
+    preview_answer,
+    preview_needs_confirmation,
+    rolled_back_answer,
+)
 
 CLIENT = "mcp"
 
@@ -118,9 +123,11 @@ class ApiSessions:
                 out["error"] = run.error
         return out
 
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]:
         if session_id is None:
-            session = await self.agent.new_session()
+            session = await self.agent.new_session(agent=agent)
         else:
             session = await self._session(session_id)
             run = self._runs.get(session.id)
@@ -128,7 +135,7 @@ class ApiSessions:
                 raise BadCommand(
                     "a run of this session is in flight: session_status follows it, cancel stops it"
                 )
-        run = await self._follow(session.id, session.send(text))
+        run = await self._follow(session.id, session.send(text, agent=agent))
         await self._wait(run, wait_s)
         return await self._answer(session, run)
 
@@ -166,9 +173,23 @@ class ApiSessions:
             run.pending.pop(step_id, None)
         return {"session_id": session.id, "step_id": step_id, "approved": approve}
 
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]:
-        answer = await (await self._session(session_id)).rollback(step_id)
-        return {"session_id": session_id, "step_id": answer.step_id, "deleted": answer.deleted}
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]:
+        session = await self._session(session_id)
+        if not confirm:
+            preview = await session.rollback_preview(step_id)
+            shown = preview.model_dump(by_alias=True, mode="json")
+            if preview_needs_confirmation(shown):
+                return preview_answer(session_id, shown)
+        answer = await session.rollback(step_id, accept_irreversible=accept_irreversible)
+        return rolled_back_answer(
+            session_id,
+            answer.step_id,
+            answer.deleted,
+            [c.model_dump(by_alias=True, mode="json") for c in answer.compensated],
+            [e.model_dump(by_alias=True, mode="json") for e in answer.not_undone],
+        )
 
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]:
         new = await (await self._session(session_id)).fork(step_id, title)

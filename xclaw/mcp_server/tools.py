@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from pydantic import BaseModel, Field
 
 from xclaw import __version__
-from xclaw.errors import BadCommand, BadStep, UnknownSession, XclawError
+from xclaw.errors import BadCommand, BadStep, UnknownAgent, UnknownSession, XclawError
 from xclaw.protocol import parse_command
 from xclaw.store.rows import SESSION_ID_RE
 
@@ -37,12 +37,16 @@ QUOTED = 80  # characters of a bad argument an error quotes
 
 
 class Sessions(Protocol):
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]: ...
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]: ...
     async def status(self, session_id: str, wait_s: float) -> dict[str, Any]: ...
     async def sessions(self, limit: int, search: str | None) -> list[dict[str, Any]]: ...
     async def steps(self, session_id: str, n: int | None) -> list[dict[str, Any]]: ...
     async def approve(self, session_id: str, step_id: str, approve: bool) -> dict[str, Any]: ...
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]: ...
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]: ...
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]: ...
     async def cancel(self, session_id: str) -> dict[str, Any]: ...
     async def transcript(self, session_id: str) -> list[dict[str, Any]]: ...
@@ -69,9 +73,13 @@ class Checked:
             raise BadStep(_quoted(step_id), session_id)
         return step_id
 
-    async def send(self, text: str, session_id: str | None, wait_s: float) -> dict[str, Any]:
+    async def send(
+        self, text: str, session_id: str | None, wait_s: float, agent: str | None
+    ) -> dict[str, Any]:
         sid = None if session_id is None else self._sid(session_id)
-        return await self.inner.send(text, sid, wait_s)
+        if agent is not None and not 0 < len(agent) <= MAX_TITLE:
+            raise UnknownAgent(f"no agent named {_quoted(agent)!r} is declared here")
+        return await self.inner.send(text, sid, wait_s, agent)
 
     async def status(self, session_id: str, wait_s: float) -> dict[str, Any]:
         return await self.inner.status(self._sid(session_id), wait_s)
@@ -88,9 +96,13 @@ class Checked:
         sid = self._sid(session_id)
         return await self.inner.approve(sid, self._step(sid, step_id), approve)
 
-    async def rollback(self, session_id: str, step_id: str) -> dict[str, Any]:
+    async def rollback(
+        self, session_id: str, step_id: str, confirm: bool, accept_irreversible: bool
+    ) -> dict[str, Any]:
         sid = self._sid(session_id)
-        return await self.inner.rollback(sid, self._step(sid, step_id))
+        return await self.inner.rollback(
+            sid, self._step(sid, step_id), confirm, accept_irreversible
+        )
 
     async def fork(self, session_id: str, step_id: str, title: str | None) -> dict[str, Any]:
         sid = self._sid(session_id)
@@ -197,12 +209,18 @@ def build_server(given: Sessions) -> MCPServer[Any]:
 
     @server.tool(structured_output=True)
     async def send_message(
-        text: str, ctx: Context, session_id: str | None = None, wait_s: float = 30.0
+        text: str,
+        ctx: Context,
+        session_id: str | None = None,
+        wait_s: float = 30.0,
+        agent: str | None = None,
     ) -> dict[str, Any]:
         """Send a message to an xclaw session (a new one when session_id is absent). Waits up
         to wait_s seconds (at most 300) for the run: the reply once it has finished, else
         that it is still running (session_status follows it) or which approvals it waits for
-        (approve answers them)."""
+        (approve answers them). agent: an agent declared in the server's xclaw.yaml
+        (`agents:`) to run this message and the session's next ones (absent: the one the
+        session runs; xclaw's own for a new session)."""
         if not text.strip() or len(text) > MAX_TEXT:
             raise ToolError(f"bad_command: text must be 1 to {MAX_TEXT} characters")
         command = parse_command(text)
@@ -211,7 +229,7 @@ def build_server(given: Sessions) -> MCPServer[Any]:
                 f"bad_command: /{command.name} is a slash command of xclaw's chat clients; "
                 "here each has its tool (steps, rollback, fork, cancel)"
             )
-        answer = await _said(sessions.send(text, session_id, _bounded(wait_s)))
+        answer = await _said(sessions.send(text, session_id, _bounded(wait_s), agent))
         return await _said(_elicit_pending(sessions, ctx, answer, _bounded(wait_s)))
 
     @server.tool(structured_output=True)
@@ -240,9 +258,20 @@ def build_server(given: Sessions) -> MCPServer[Any]:
         return await _said(sessions.approve(session_id, step_id, approve))
 
     @server.tool(structured_output=True)
-    async def rollback(session_id: str, step_id: str) -> dict[str, Any]:
-        """Rewind a session to just before step_id: its memory and its workspace files."""
-        return await _said(sessions.rollback(session_id, step_id))
+    async def rollback(
+        session_id: str, step_id: str, confirm: bool = False, accept_irreversible: bool = False
+    ) -> dict[str, Any]:
+        """Rewind a session to just before step_id: its memory and its workspace files. When
+        tools after that step had effects outside the workspace, nothing is done at first:
+        the answer (`rolled_back: false`, `preview`) says which effects would be undone
+        (their compensations, latest first) and which would stay done; call again with
+        confirm=true to undo them and rewind, or accept_irreversible=true to rewind leaving
+        the irreversible ones done. The answer lists the compensations that ran."""
+        return await _said(
+            sessions.rollback(
+                session_id, step_id, confirm or accept_irreversible, accept_irreversible
+            )
+        )
 
     @server.tool(structured_output=True)
     async def fork(session_id: str, step_id: str, title: str | None = None) -> dict[str, Any]:
