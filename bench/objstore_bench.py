@@ -1,4 +1,4 @@
-"""Benchmark of the workspace following the session through an object store (issue 27).
+"""Benchmark of the workspace following the session through an object store.
 
     python bench/objstore_bench.py            # 10,000 files, 100 MB (~1-3 min)
     python bench/objstore_bench.py --quick    # 1,000 files, 10 MB: a smoke test, not figures
