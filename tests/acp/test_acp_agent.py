@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acp import RequestError, text_block
+from acp.schema import EnvVariable, McpServerStdio
 
 import xclaw
 from tests.acp.client import Editor, agent_env, spawned
@@ -299,3 +301,34 @@ async def test_a_turn_that_reaches_max_iterations_stops_with_max_turn_requests(
         done = await conn.prompt(session_id=sid, prompt=[text_block("loop")])
         assert done.stop_reason == "max_turn_requests"
         assert "[error]" in editor.text()
+
+
+async def test_the_editors_mcp_server_is_started_untrusted_and_its_tool_runs(
+    tmp_path: Path, project: Path
+) -> None:
+    """An MCP server the editor passes with `session/new` (`mcpServers`, stdio) is started
+    by xclaw; its tool is offered to the model and, the server being untrusted, its call is
+    asked about although the server claims it idempotent — then runs once."""
+    server = Path(__file__).parents[1] / "tools" / "mcp_servers" / "idempotent_server.py"
+    log = tmp_path / "calls.log"
+    turns = [
+        {"tool_calls": [{"name": "mcp__slow__slow_add", "input": {"a": 2, "b": 3}}]},
+        {"text": "It is 5."},
+    ]
+    editor = Editor(lambda call: "allow")
+    env = _env(tmp_path, _script(tmp_path, turns))
+    servers = [
+        McpServerStdio(
+            name="slow",
+            command=sys.executable,
+            args=[str(server)],
+            env=[EnvVariable(name="CALL_LOG", value=str(log))],
+        )
+    ]
+    async with spawned(editor, project, env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=servers)).session_id
+        done = await conn.prompt(session_id=sid, prompt=[text_block("add 2 and 3")])
+        assert done.stop_reason == "end_turn"
+        assert len(editor.asked) == 1  # untrusted: its idempotent claim loosens nothing
+        assert "It is 5." in editor.text()
+    assert log.read_text() == "slow_add 2 3\n"  # reached the server once
