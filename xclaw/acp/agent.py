@@ -85,6 +85,7 @@ class Followed:
     prompting: bool = False
     background: asyncio.Task[str] | None = None  # a resumed run followed outside a prompt
     replayed: int = 0  # history messages shown by session/load
+    relayed: int = 0  # events of runs relayed live
     answering: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -294,7 +295,7 @@ class XclawAcpAgent:
         running = [i for i, m in enumerate(history) if getattr(m, "running", False)]
         st.replayed = running[0] if running else len(history)
         await self._send(session_id, update_available_commands(COMMANDS))
-        await self._continue(st)
+        await self._continue(st, loaded=True)
         return LoadSessionResponse()
 
     async def resume_session(
@@ -310,7 +311,7 @@ class XclawAcpAgent:
         await self._continue(st)
         return ResumeSessionResponse()
 
-    async def _continue(self, st: Followed) -> None:
+    async def _continue(self, st: Followed, loaded: bool = False) -> None:
         """Go on with an interrupted run (or follow one the gateway is running), its events
         sent as updates outside any prompt. A session with nothing to go on with starts
         nothing: the editor's next prompt is not refused as "in flight"."""
@@ -321,26 +322,40 @@ class XclawAcpAgent:
         except XclawError as e:
             raise rpc_error(e) from None
         if not info.busy and info.state not in UNFINISHED:
+            # A run driven elsewhere may have ended since the load read the record: what it
+            # added after the call the load stopped at is shown now.
+            if loaded:
+                try:
+                    await self._catch_up(st)
+                except XclawError as e:
+                    raise rpc_error(e) from None
             return
 
         async def go() -> str:
             await asyncio.sleep(0)  # after the load's answer
             try:
+                before = st.relayed
                 stop = await self._run(st, st.session.resume())
                 if (await st.session.info()).busy:
                     # Driven by another process (a gateway's run, the editor having left):
                     # followed to its end, then what it added is shown from the record.
                     await st.session.wait()
-                    history = await st.session.history()
-                    for update in history_updates(history[st.replayed :], st.calls.root):
-                        await self._send(st.session.id, update)
-                    st.replayed = len(history)
+                    await self._catch_up(st)
+                elif loaded and st.relayed == before:
+                    await self._catch_up(st)  # it ended elsewhere before we could follow it
                 return stop
             except XclawError as e:
                 await self._send(st.session.id, update_agent_message_text(f"[error] {e.message}"))
                 return FAILED
 
         st.background = asyncio.get_running_loop().create_task(go())
+
+    async def _catch_up(self, st: Followed) -> None:
+        """Show from the record what was added after what the load replayed."""
+        history = await st.session.history()
+        for update in history_updates(history[st.replayed :], st.calls.root):
+            await self._send(st.session.id, update)
+        st.replayed = len(history)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -415,6 +430,7 @@ class XclawAcpAgent:
         stop = "end_turn"
         said = False  # answer text streamed since the last tool call
         async for ev in events:
+            st.relayed += 1
             update: Update | None = None
             if isinstance(ev, DeltaFrame):
                 said = True
