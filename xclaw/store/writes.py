@@ -53,12 +53,13 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from xclaw.store.leases import Lease
 from xclaw.store.model import (
     Completion,
     NewStep,
+    Session,
     Status,
     Step,
     StepStatus,
@@ -67,6 +68,12 @@ from xclaw.store.model import (
     is_undo_step,
     parse_step_ref,
 )
+from xclaw.store.rows import check_session_id, new_session_id
+
+if TYPE_CHECKING:
+    from xclaw.store.snapshot_model import PendingRestore, WorkspaceRestore
+
+R = TypeVar("R", covariant=True)
 
 
 class Sync(enum.Enum):
@@ -93,6 +100,25 @@ class Kind(enum.Enum):
     TURN_OPENED = "turn_opened"
     LEASE_RENEWED = "lease_renewed"
     LEASE_RELEASED = "lease_released"
+    STATUS_MOVED = "status_moved"
+    INTERRUPTED = "interrupted"
+    LEASE_TAKEN = "lease_taken"
+    ROLLED_BACK = "rolled_back"
+    FORKED = "forked"
+    SESSION_CREATED = "session_created"
+    SESSION_EDITED = "session_edited"
+    SESSION_DELETED = "session_deleted"
+    # Kinds of the store's housekeeping writes, which are no values (a body of the store's
+    # own, run by `_write(body, kind)`): their durability is decided here all the same.
+    WORKER_SEEN = "worker_seen"
+    BLOBS_PUT = "blobs_put"
+    BLOBS_SWEPT = "blobs_swept"
+    SNAPSHOT_SAVED = "snapshot_saved"
+    RESTORE_DONE = "restore_done"
+    IMPORTED = "imported"
+    TEAM_CHANGED = "team_changed"
+    ACTION_LOGGED = "action_logged"
+    REPAIRED = "repaired"
 
 
 # kind -> (how it commits, the effect its commit precedes). The only durability decision of a
@@ -111,6 +137,23 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TURN_OPENED: (Sync.DURABLE, "the run starts under the lease it took"),
     Kind.LEASE_RENEWED: (Sync.RELAXED, "the run goes on; a lost renewal only shortens it"),
     Kind.LEASE_RELEASED: (Sync.RELAXED, "another worker may drive; a lost one expires"),
+    Kind.STATUS_MOVED: (Sync.RELAXED, "the run goes on (Running): a lost move is redone"),
+    Kind.INTERRUPTED: (Sync.DURABLE, "a resume decides from what was left running"),
+    Kind.LEASE_TAKEN: (Sync.DURABLE, "the new driver acts on the session: a takeover"),
+    Kind.ROLLED_BACK: (Sync.DURABLE, "a client hears of the rewind; the workspace is restored"),
+    Kind.FORKED: (Sync.DURABLE, "a client is given the new session's id"),
+    Kind.SESSION_CREATED: (Sync.DURABLE, "a client is given the session's id"),
+    Kind.SESSION_EDITED: (Sync.RELAXED, "a title or metadata shown: a lost edit is redone"),
+    Kind.SESSION_DELETED: (Sync.DURABLE, "a client hears it is gone"),
+    Kind.WORKER_SEEN: (Sync.RELAXED, "presence: the lock says who lives, the row who it was"),
+    Kind.BLOBS_PUT: (Sync.RELAXED, "the snapshot naming them, whose durable commit syncs them"),
+    Kind.BLOBS_SWEPT: (Sync.RELAXED, "nothing: a lost sweep is swept again"),
+    Kind.SNAPSHOT_SAVED: (Sync.DURABLE, "the step it precedes runs: files follow memory"),
+    Kind.RESTORE_DONE: (Sync.DURABLE, "the workspace is used as restored"),
+    Kind.IMPORTED: (Sync.DURABLE, "the import is reported done"),
+    Kind.TEAM_CHANGED: (Sync.DURABLE, "a user, token or share takes effect"),
+    Kind.ACTION_LOGGED: (Sync.RELAXED, "the audit line; the action's own write synced"),
+    Kind.REPAIRED: (Sync.DURABLE, "fsck reports the repair"),
 }
 
 # Statuses a client must only hear of once they are on disk.
@@ -132,8 +175,34 @@ class Slot:
         return self.step
 
 
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    session: Session
+    target_seq: int
+    deleted: int
+    # The workspace restore journaled with the rollback (None: none asked, or the workspace
+    # is already as it was before the target step).
+    restore: PendingRestore | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDone:
+    """The plan of a rollback that undid outside effects (a running `system_alert`
+    `rollback`, model.ROLLBACK_PLAN): completed with `output` in the rollback's own
+    transaction, so the rewind and the plan's end are one (xclaw/runtime/rollbacks.py)."""
+
+    seq: int
+    output: Any = None
+
+
+class Writes(Generic[R]):
+    """A write value whose application returns an `R` (what `Store.write` returns)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BeginStep:
+class BeginStep(Writes[Step]):
     """A step starting, `running` (a tool call, an approval asked, an LLM call)."""
 
     session_id: str
@@ -143,7 +212,7 @@ class BeginStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AddStep:
+class AddStep(Writes[Step]):
     """A step already finished when written: the user's message, a refusal, an alert."""
 
     session_id: str
@@ -159,7 +228,7 @@ class AddStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FinishStep:
+class FinishStep(Writes[Step]):
     """A running step finished: `done` (model.Completion), the session moved to
     `session_status` in the same transaction if given. `told`: a client (or the loop) hears
     of it before anything else happens; `blobs`: images its output names, stored with it."""
@@ -174,7 +243,7 @@ class FinishStep:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OpenTurn:
+class OpenTurn(Writes[tuple[Lease | None, list[Step], Step | None]]):
     """What opens a message's turn, in one transaction: the session created if `create` (with
     `title` and `metadata`; else retitled and `metadata` merged in), its lease taken, what
     the last run left running marked interrupted (as `Store.mark_interrupted` with
@@ -204,20 +273,120 @@ class OpenTurn:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RenewLease:
+class RenewLease(Writes[Lease]):
+    """Extend a lease still ours (same token); LeaseLost once another worker took it."""
+
     lease: Lease
     ttl_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseLease:
+class ReleaseLease(Writes[bool]):
+    """Expire the lease now (the owner stays on record); False if it was not ours."""
+
     lease: Lease
 
 
-Write = BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcquireLease(Writes[Lease | None]):
+    """Take the session's lease (token + 1) unless another owner's lease is live: None then.
+    A dead registered owner's lease is taken at once."""
+
+    session_id: str
+    owner: str
+    ttl_s: float
 
 
-def kind_of(w: Write) -> Kind:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transition(Writes[Session]):
+    """A direct move of the session to `target` (model.EVENT_FOR_TARGET); `awaiting_input`
+    (Running only): a cancelled run, waiting for the user's next instruction."""
+
+    session_id: str
+    target: Status
+    awaiting_input: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MarkInterrupted(Writes[list[Step]]):
+    """Dangling `running` steps -> failed "interrupted" (Store.mark_interrupted)."""
+
+    session_id: str
+    keep_approvals: bool = True
+    approval_output: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rollback(Writes[RollbackResult]):
+    """Delete the target step and every later one but the records of undoing
+    (Store.rollback); `workspace`: journal its restore; `plan`: complete that plan."""
+
+    session_id: str
+    ref: str | int
+    workspace: WorkspaceRestore | None = None
+    plan: PlanDone | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fork(Writes[Session]):
+    """A new session `new_session_id` whose steps copy the source's up to the target
+    (Store.fork). The new id is in the value, so a write run twice makes one session."""
+
+    session_id: str
+    ref: str | int
+    title: str | None = None
+    workspace: WorkspaceRestore | None = None
+    new_session_id: str = field(default_factory=new_session_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateSession(Writes[Session]):
+    """A new session in Init (StoreError if the id is taken). Generated ids carry 128
+    random bits."""
+
+    session_id: str = field(default_factory=new_session_id)
+    title: str = ""
+    metadata: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_session_id(self.session_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateSession(Writes[Session]):
+    """Rename, or replace the metadata. SessionNotFound."""
+
+    session_id: str
+    title: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteSession(Writes[None]):
+    """The session and (cascade) its steps; forks live on unlinked. SessionNotFound."""
+
+    session_id: str
+
+
+Write = (
+    BeginStep
+    | AddStep
+    | FinishStep
+    | OpenTurn
+    | RenewLease
+    | ReleaseLease
+    | AcquireLease
+    | Transition
+    | MarkInterrupted
+    | Rollback
+    | Fork
+    | CreateSession
+    | UpdateSession
+    | DeleteSession
+)
+
+
+def kind_of(w: Writes[Any]) -> Kind:
     """A write's kind, read from the value (the row of SYNC it commits by)."""
     if isinstance(w, BeginStep):
         if w.step.step_type is StepType.TOOL_CALL:
@@ -235,13 +404,32 @@ def kind_of(w: Write) -> Kind:
         if w.session_status is not None and Status(w.session_status) in DURABLE_STATUSES:
             return Kind.FINAL
         return Kind.RESULT if w.told else Kind.ANSWER
-    if isinstance(w, OpenTurn):
-        return Kind.TURN_OPENED
-    return Kind.LEASE_RENEWED if isinstance(w, RenewLease) else Kind.LEASE_RELEASED
+    if isinstance(w, Transition):
+        return Kind.FINAL if Status(w.target) in DURABLE_STATUSES else Kind.STATUS_MOVED
+    return _KIND_OF_TYPE[type(w)]
 
 
-def sync_of(w: Write) -> Sync:
+_KIND_OF_TYPE: dict[type[Writes[Any]], Kind] = {
+    OpenTurn: Kind.TURN_OPENED,
+    RenewLease: Kind.LEASE_RENEWED,
+    ReleaseLease: Kind.LEASE_RELEASED,
+    AcquireLease: Kind.LEASE_TAKEN,
+    MarkInterrupted: Kind.INTERRUPTED,
+    Rollback: Kind.ROLLED_BACK,
+    Fork: Kind.FORKED,
+    CreateSession: Kind.SESSION_CREATED,
+    UpdateSession: Kind.SESSION_EDITED,
+    DeleteSession: Kind.SESSION_DELETED,
+}
+
+
+def sync_of(w: Writes[Any]) -> Sync:
     return SYNC[kind_of(w)][0]
+
+
+def sync_for(kind: Kind) -> Sync:
+    """How a write of this kind commits (its row of SYNC)."""
+    return SYNC[kind][0]
 
 
 def normalise_step(step: NewStep) -> NewStep:
@@ -295,14 +483,49 @@ class TxBodies(Protocol):
 
     def _release_lease_tx(self, lease: Lease) -> Callable[[Any], bool]: ...
 
+    def _acquire_lease_tx(
+        self, session_id: str, owner: str, ttl_s: float
+    ) -> Callable[[Any], Lease | None]: ...
 
-def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
+    def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]: ...
+
+    def _mark_interrupted_tx(
+        self,
+        session_id: str,
+        keep_approvals: bool,
+        approval_output: Mapping[str, Any] | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], list[Step]]: ...
+
+    def _rollback_tx(self, w: Rollback, lease: Lease | None) -> Callable[[Any], Any]: ...
+
+    def _fork_tx(self, w: Fork) -> Callable[[Any], Session]: ...
+
+    def _create_session_tx(
+        self, sid: str, title: str, metadata: Mapping[str, Any] | None
+    ) -> Callable[[Any], Session | None]: ...
+
+    def _created_session_tx(self, w: CreateSession) -> Callable[[Any], Session]: ...
+
+    def _update_session_tx(
+        self,
+        session_id: str,
+        title: str | None,
+        metadata: Mapping[str, Any] | None,
+        *,
+        merge: bool = False,
+    ) -> Callable[[Any], Session]: ...
+
+    def _delete_session_tx(self, session_id: str) -> Callable[[Any], None]: ...
+
+
+def apply(store: TxBodies, conn: Any, w: Writes[Any], lease: Lease | None) -> Any:
     """Apply one write in the open transaction of `conn` (the writer's), the lease of the
     stream it came on fencing a step's write; a step write's step goes in its slot."""
     return prepare(store, w, lease)(conn)
 
 
-def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], Any]:
+def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any], Any]:
     """The transaction body of one write, its values encoded now: `apply` makes it in the
     transaction (a parent or a step that is a queued write resolves only then); the store's
     own step methods make it before, on the caller's thread."""
@@ -313,8 +536,11 @@ def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], A
         if isinstance(w, BeginStep):
             tx = store._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
         else:
+            status = StepStatus(w.status)
+            if status is StepStatus.RUNNING:
+                raise ValueError("AddStep records a finished step; BeginStep a running one")
             tx = store._insert_step_tx(
-                w.session_id, new, w.status, w.output_data, w.error_message, lease
+                w.session_id, new, status, w.output_data, w.error_message, lease
             )
         return partial(_into_slot, w.slot, tx)
     if isinstance(w, FinishStep):
@@ -342,7 +568,25 @@ def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], A
         return store._open_turn_tx(w)
     if isinstance(w, RenewLease):
         return store._renew_lease_tx(w.lease, w.ttl_s)
-    return store._release_lease_tx(w.lease)
+    if isinstance(w, ReleaseLease):
+        return store._release_lease_tx(w.lease)
+    if isinstance(w, AcquireLease):
+        return store._acquire_lease_tx(w.session_id, w.owner, w.ttl_s)
+    if isinstance(w, Transition):
+        return store._transition_tx(w, lease)
+    if isinstance(w, MarkInterrupted):
+        return store._mark_interrupted_tx(w.session_id, w.keep_approvals, w.approval_output, lease)
+    if isinstance(w, Rollback):
+        return store._rollback_tx(w, lease)
+    if isinstance(w, Fork):
+        return store._fork_tx(w)
+    if isinstance(w, CreateSession):
+        return store._created_session_tx(w)
+    if isinstance(w, UpdateSession):
+        return store._update_session_tx(w.session_id, w.title, w.metadata)
+    if isinstance(w, DeleteSession):
+        return store._delete_session_tx(w.session_id)
+    raise TypeError(f"not a write value: {type(w).__name__}")
 
 
 def _into_slot(slot: Slot, tx: Callable[[Any], Step], conn: Any) -> Step:
