@@ -17,9 +17,9 @@ from tests.store.conftest import Backend
 from xclaw.errors import StoreError
 from xclaw.store import sqlite_writer
 from xclaw.store.base import Store
+from xclaw.store.leases import Lease
 from xclaw.store.model import Status
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.leases import Lease
 from xclaw.store.writes import Sync
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous values

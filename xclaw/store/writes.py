@@ -4,17 +4,23 @@ applies them: why write-ahead holds, in one place.
 **The writes.** Everything a run writes goes on its `WriteStream` (store/stream.py) as one
 of the frozen values below — `BeginStep`, `AddStep`, `FinishStep`, `OpenTurn`, `RenewLease`,
 `ReleaseLease` — built on the caller's side with every value a model, a tool or a user can fill
-already redacted (xclaw/recorder/recorder.py). A value holds no code: the writer applies it
-with `apply`, below, which runs the store's own transaction bodies (fixed SQL, one per
-backend) and nothing else (`prepare` makes that body; the store's own step methods make it
-before the transaction, so its JSON is encoded on the caller's thread).
+already redacted (xclaw/recorder/recorder.py). Every other write of the store is a value too,
+applied alone by `Store.write(value, lease=None)` as its own transaction: a session's
+`Transition`, `MarkInterrupted`, `AcquireLease`, `Rollback`, `Fork`, `CreateSession`,
+`UpdateSession`, `DeleteSession` (the store's methods of those names build the value and apply
+it). A value holds no code: the writer applies it with `apply`, below, which runs the store's
+own transaction bodies (fixed SQL, one per backend) and nothing else (`prepare` makes that
+body; `Store.write` makes it before the transaction, so its JSON is encoded on the caller's
+thread). A value's type says what applying it returns (`Writes[R]`), so `store.write(v)` is
+typed.
 
 **The table.** `SYNC` says, for each kind of write, whether its commit must be synced to disk
 before the effect that follows it, and names that effect. A value's kind is read from the value
-itself (`kind_of`): a begun `tool_call` is `TOOL_BEGINS` whoever puts it. `WriteStream.put`
-looks the kind up, and the store's own step methods (`begin_step`, `add_step`,
-`complete_step`, `fail_step`) apply the same values through the same table: durability is
-decided here and nowhere else. A batch holding one durable write commits synced (SQLite
+itself (`kind_of`): a begun `tool_call` is `TOOL_BEGINS` whoever puts it. `WriteStream.put` and
+`Store.write` look the kind up; the store's housekeeping writes, which are no values (worker
+presence, blobs, snapshots, restores, imports, users, repairs), name their kind to the store's
+`_write(body, kind)`, and the table decides theirs too: durability is decided here and nowhere
+else. A batch holding one durable write commits synced (SQLite
 `synchronous=FULL`, an fsync of the WAL; PostgreSQL `synchronous_commit on`), which makes every
 earlier commit durable too; that level is fixed from the queued values before the transaction
 begins, since no write runs inside another.
