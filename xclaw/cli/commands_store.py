@@ -147,7 +147,8 @@ def workspaces_for(store: Store, root: str | None) -> Any:
 
     settings = load_settings()
     return Workspaces.from_settings(
-        store, settings.sandbox_setup(), Path(root).expanduser() if root else None)
+        store, settings.sandbox_setup(), Path(root).expanduser() if root else None
+    )
 
 
 def _busy(info: LeaseInfo, what: str) -> SessionBusy:

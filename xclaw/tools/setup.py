@@ -10,6 +10,9 @@ from xclaw.sandbox.setup import SANDBOX_SETUP_DEFAULTS, SandboxSetup
 from xclaw.tools.a2a_settings import RemoteAgent
 from xclaw.tools.settings import ApprovalSettings
 
+# `approval:` as xclaw.yaml leaves it.
+APPROVAL_DEFAULTS = ApprovalSettings()
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSetup:
@@ -17,7 +20,7 @@ class ToolSetup:
     (`secret_env` names, `secret_values` scrubbed), and a2a_call's remote agents."""
 
     sandbox: SandboxSetup = SANDBOX_SETUP_DEFAULTS
-    approval: ApprovalSettings = ApprovalSettings()
+    approval: ApprovalSettings = APPROVAL_DEFAULTS
     secret_env: tuple[str, ...] = ()
     secret_values: tuple[str, ...] = ()
     a2a_agents: Mapping[str, RemoteAgent] = field(default_factory=dict)

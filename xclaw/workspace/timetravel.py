@@ -36,8 +36,8 @@ from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 if TYPE_CHECKING:
-    from xclaw.sandbox.setup import SandboxSetup
     from xclaw.sandbox.container.lifecycle import ContainerInfo, Containers
+    from xclaw.sandbox.setup import SandboxSetup
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
