@@ -260,7 +260,7 @@ async def _print_banner_when_up(
         workspace=str(settings.workspace_root),
         model=model.name if model is not None else None,
         model_error=model_error,
-        sandbox=sandbox_mode(settings),
+        sandbox=sandbox_mode(settings.sandbox_setup()),
         command=xclaw_command(),
         warnings=warnings,
     )

@@ -103,7 +103,9 @@ class Runtime:
         self.prices = PriceTable.with_overrides(settings.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
-        self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
+        self.workspaces = Workspaces.from_settings(
+            store, settings.sandbox_setup(), self.toolbox.workspace_root
+        )
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
