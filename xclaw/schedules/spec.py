@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from xclaw.errors import EXIT_USAGE, XclawError
+from xclaw.errors import EXIT_USAGE, BadRequest
 from xclaw.schedules.cron import Cron, CronError
 
 # Ticks handed out for one schedule in one check at most (catch-up `all` after a long
@@ -27,11 +27,10 @@ _UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _EVERY = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 
 
-class ScheduleError(XclawError):
+class ScheduleError(BadRequest):
     """A schedule or webhook that cannot be: a bad expression, period, time, policy or name
     (a wrong call: exit 2 on the command line, 400 on the HTTP API)."""
 
-    code = "bad_request"
     exit_code = EXIT_USAGE
 
 
