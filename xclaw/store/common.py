@@ -12,7 +12,7 @@ The contract stays the `Store` Protocol in xclaw.store.base; this class holds no
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -526,5 +526,10 @@ class StoreBase:
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session:
-        return self.write(Fork(session_id=session_id, ref=ref, title=title, workspace=workspace))
+        w = Fork(session_id=session_id, ref=ref, title=title, workspace=workspace)
+        if new_session_id is not None:
+            # A schedule's fork gives its own, as unguessable (derived from its secret seed).
+            w = replace(w, new_session_id=new_session_id)
+        return self.write(w)

@@ -75,6 +75,7 @@ from xclaw.store.model import (
     parse_step_ref,
 )
 from xclaw.store.rows import check_session_id, new_session_id
+from xclaw.store.schedules_sql import Hook, NewFire, Schedule
 
 if TYPE_CHECKING:
     from xclaw.store.snapshot_model import PendingRestore, WorkspaceRestore
@@ -125,6 +126,11 @@ class Kind(enum.Enum):
     TEAM_CHANGED = "team_changed"
     ACTION_LOGGED = "action_logged"
     REPAIRED = "repaired"
+    SCHEDULE_CHANGED = "schedule_changed"
+    TICK_CLAIMED = "tick_claimed"
+    DELIVERY_RECORDED = "delivery_recorded"
+    FIRE_TAKEN = "fire_taken"
+    FIRE_SETTLED = "fire_settled"
 
 
 # kind -> (how it commits, the effect its commit precedes). The only durability decision of a
@@ -160,6 +166,12 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TEAM_CHANGED: (Sync.DURABLE, "a user, token or share takes effect"),
     Kind.ACTION_LOGGED: (Sync.RELAXED, "the audit line; the action's own write synced"),
     Kind.REPAIRED: (Sync.DURABLE, "fsck reports the repair"),
+    # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
+    Kind.SCHEDULE_CHANGED: (Sync.DURABLE, "the person is told a schedule or webhook is saved"),
+    Kind.TICK_CLAIMED: (Sync.DURABLE, "the fire is delivered: a lost claim would fire again"),
+    Kind.DELIVERY_RECORDED: (Sync.DURABLE, "the webhook's sender is answered 202"),
+    Kind.FIRE_TAKEN: (Sync.RELAXED, "a delivery is retried: its message id runs it once"),
+    Kind.FIRE_SETTLED: (Sync.RELAXED, "a lost one is delivered again: its message id dedups"),
 }
 
 # Statuses a client must only hear of once they are on disk.
@@ -374,6 +386,101 @@ class DeleteSession(Writes[None]):
     session_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddSchedule(Writes[Any]):
+    """A new schedule, as made (its target session must exist)."""
+
+    schedule: Schedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSchedule(Writes[Any]):
+    """A schedule paused (`paused`), resumed, or removed (`remove`)."""
+
+    schedule_id: str
+    paused: bool | None = None
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTicks(Writes[Any]):
+    """A worker's claim of a schedule's due ticks: `next_fire` moved on from `expected` only
+    if no one else moved it (applied: False then, nothing written), with `fires` written
+    pending and held by `worker_id` until `claimed_until`; `skipped` ticks counted."""
+
+    schedule_id: str
+    expected: int
+    next_fire: int | None
+    fires: tuple[NewFire, ...]
+    skipped: int
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordDelivery(Writes[Any]):
+    """A webhook's delivery written as a pending fire; applied: False when its id (the
+    delivery id) was recorded before."""
+
+    fire: NewFire
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakeFire(Writes[Any]):
+    """A worker takes a pending fire nobody holds at `now` (applied: whether it got it)."""
+
+    fire_id: str
+    worker_id: str
+    now: int
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettleFire(Writes[Any]):
+    """A pending fire delivered (`seq`: its message's step), refused (`note` says why), or
+    left pending (`deferred`: counted, retried from `retry_at`)."""
+
+    fire_id: str
+    state: str  # delivered | refused | pending
+    note: str | None = None
+    seq: int | None = None
+    deferred: bool = False
+    retry_at: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddHook(Writes[Any]):
+    hook: Hook
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveHook(Writes[Any]):
+    name: str
+
+
+ScheduleWrite = (
+    AddSchedule
+    | ChangeSchedule
+    | ClaimTicks
+    | RecordDelivery
+    | TakeFire
+    | SettleFire
+    | AddHook
+    | RemoveHook
+)
+_SCHEDULE_KINDS: dict[type, Kind] = {
+    AddSchedule: Kind.SCHEDULE_CHANGED,
+    ChangeSchedule: Kind.SCHEDULE_CHANGED,
+    AddHook: Kind.SCHEDULE_CHANGED,
+    RemoveHook: Kind.SCHEDULE_CHANGED,
+    ClaimTicks: Kind.TICK_CLAIMED,
+    RecordDelivery: Kind.DELIVERY_RECORDED,
+    TakeFire: Kind.FIRE_TAKEN,
+    SettleFire: Kind.FIRE_SETTLED,
+}
+
 Write = (
     BeginStep
     | AddStep
@@ -389,6 +496,7 @@ Write = (
     | CreateSession
     | UpdateSession
     | DeleteSession
+    | ScheduleWrite
 )
 
 
@@ -426,6 +534,7 @@ _KIND_OF_TYPE: dict[type[Writes[Any]], Kind] = {
     CreateSession: Kind.SESSION_CREATED,
     UpdateSession: Kind.SESSION_EDITED,
     DeleteSession: Kind.SESSION_DELETED,
+    **_SCHEDULE_KINDS,
 }
 
 
@@ -492,6 +601,8 @@ class TxBodies(Protocol):
     def _acquire_lease_tx(
         self, session_id: str, owner: str, ttl_s: float
     ) -> Callable[[Any], Lease | None]: ...
+
+    def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
 
     def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]: ...
 
@@ -592,6 +703,8 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         return store._update_session_tx(w.session_id, w.title, w.metadata)
     if isinstance(w, DeleteSession):
         return store._delete_session_tx(w.session_id)
+    if isinstance(w, ScheduleWrite):
+        return store._schedule_tx(w)
     raise TypeError(f"not a write value: {type(w).__name__}")
 
 
