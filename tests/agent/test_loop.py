@@ -18,6 +18,7 @@ from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
 from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink, TextDelta
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import (
     AssistantMessage,
@@ -39,13 +40,13 @@ class FunctionModel:
         self.fn = fn
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.requests.append(request)
         resp = self.fn(request)
         if isinstance(resp, Exception):
             raise resp
-        if on_delta and resp.text:
-            await on_delta(resp.text)
+        if on_event and resp.text:
+            await on_event(TextDelta(resp.text))
         return resp
 
 
@@ -472,7 +473,9 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     gate = asyncio.Event()
 
     class SubAwareModel(FunctionModel):
-        async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+        async def complete(
+            self, request: LLMRequest, on_event: EventSink | None = None
+        ) -> LLMResponse:
             self.requests.append(request)
             if request.agent == "main":
                 if len(request.messages) == 1:

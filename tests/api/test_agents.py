@@ -17,7 +17,8 @@ import xclaw
 from tests.api.conftest import write_script
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.api.local import LocalAgent
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink
 from xclaw.llm.scripted import ScriptedModel
 
 
@@ -30,9 +31,9 @@ class Spy:
         self.structured_output = self.inner.structured_output
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.requests.append(request)
-        return await self.inner.complete(request, on_delta)
+        return await self.inner.complete(request, on_event)
 
 
 Opener = Callable[..., Any]

@@ -15,6 +15,7 @@ from tests.llm.samples import Deltas
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import ModelEvent, TextDelta
 from xclaw.llm.openai import openai_request
 from xclaw.llm.scripted import FINISHED, ScriptedModel
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
@@ -203,8 +204,9 @@ async def test_chunks_are_streamed_exactly_as_written(tmp_path: Path) -> None:
     m = ScriptedModel(write(tmp_path, script))
     seen: list[str] = []
 
-    async def sink(text: str) -> None:
-        seen.append(text)
+    async def sink(event: ModelEvent) -> None:
+        assert isinstance(event, TextDelta)
+        seen.append(event.text)
 
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("go"),)), sink)
     assert seen == ["sk-a", "n", "t-key rest", "."]  # an empty chunk sends nothing

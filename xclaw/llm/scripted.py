@@ -18,8 +18,9 @@ from typing import Any
 
 from xclaw.agents.output import FINAL_ANSWER
 from xclaw.errors import ConfigError, LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
+from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
+from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -274,7 +275,7 @@ class ScriptedModel:
         # Answers as a provider with structured output of its own (`structured_output`).
         self.structured_output = self.script.structured_output
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         last = request.messages[-1] if request.messages else None
         if isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION:
             return self._summary(request)
@@ -304,13 +305,13 @@ class ScriptedModel:
         if turn.fail is not None:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
         if turn.thinking:
-            await show_thinking(ThinkingBlock("reasoning", turn.thinking))
+            await emit(on_event, Thinking(ThinkingBlock("reasoning", turn.thinking)))
         if turn.output is not None and request.output is not None:
             turn = replace(turn, text=json.dumps(turn.output))  # structured output: its text
-        if on_delta is not None:
+        if on_event is not None:
             for piece in _chunks(turn.text) if turn.chunks is None else turn.chunks:
                 if piece:
-                    await on_delta(piece)
+                    await on_event(TextDelta(piece))
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
             prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
