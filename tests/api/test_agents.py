@@ -367,7 +367,7 @@ async def test_a_named_sub_agent_runs_with_its_own_definition(opened: Opener) ->
     lead_tools = {t.name: t for t in spy.requests[0].tools}
     assert list(lead_tools) == ["read_file", "spawn_agent"]
     assert lead_tools["spawn_agent"].input_schema["properties"]["agent"]["enum"] == ["reviewer"]
-    asked = [r for r in spy.requests if r.agent_name == "reviewer"]
+    asked = [r for r in spy.requests if r.playback.agent_name == "reviewer"]
     assert [r.system for r in asked] == ["You review changes."] * 2
     assert [t.name for t in asked[0].tools] == ["read_diff", "final_answer"]
     assert asked[0].temperature == 0.0

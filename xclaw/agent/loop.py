@@ -41,6 +41,7 @@ from xclaw.llm.context import (
 )
 from xclaw.llm.events import CallNotice, ModelEvent, TextDelta, Thinking, ThinkingDiscarded
 from xclaw.llm.legacy import event_model
+from xclaw.llm.playback import Playback
 from xclaw.llm.settings import (
     DEFAULT_COMPACT_AT,
     DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -346,15 +347,17 @@ class Agent:
         request = LLMRequest(
             system=system,
             messages=fitted,
-            history=None if fitted is whole else whole,
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
-            agent=self.agent_id,
             turn_start=turn_start,
-            resumed=resumed,
-            agent_name="default" if steering is None else steering.name,
             output=output,
+            playback=Playback(
+                agent=self.agent_id,
+                agent_name="default" if steering is None else steering.name,
+                history=None if fitted is whole else whole,
+                resumed=resumed,
+            ),
         )
         params = {
             "max_tokens": self.config.max_tokens,
@@ -447,10 +450,9 @@ class Agent:
         request = LLMRequest(
             system=self._system or self.config.system_prompt,
             messages=fitted,
-            history=None if fitted is asked else asked,
             tools=tools,
             max_tokens=self.config.max_tokens,
-            agent=self.agent_id,
+            playback=Playback(agent=self.agent_id, history=None if fitted is asked else asked),
         )
         params = {
             "purpose": "compaction",

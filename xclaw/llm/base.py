@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.llm.events import EventSink
+from xclaw.llm.playback import MAIN, Playback
 from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
 # The model's output limit per call (`max_tokens` in xclaw.yaml: xclaw/llm/settings.py).
@@ -44,27 +45,16 @@ class LLMRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
-    # "main" for the session's main agent, otherwise the sub-agent's id. The scripted model
-    # uses it to pick its script; real providers ignore it.
-    agent: str = "main"
-    # The whole conversation before it was trimmed to fit the window (None: `messages` is
-    # all of it). The scripted model counts its turns here, so that a long session whose
-    # oldest turns were trimmed does not replay its script; real providers ignore it.
-    history: tuple[Message, ...] | None = None
     # The first call of a turn: it answers the user's message (or a sub-agent's task), not a
     # tool result or a summary request. A provider's `first_tool_choice` forces a tool call
     # on this call only (forcing every call, the model could never give its final answer).
     turn_start: bool = False
-    # The last message is the runtime's resume note (the run was interrupted: continue, do
-    # not repeat), not what a person said. The scripted model's branches skip it; real
-    # providers send it as it is.
-    resumed: bool = False
-    # The declared agent that asks (docs/agents.md); the scripted model picks a named
-    # sub-agent's script by it. "default": xclaw's own.
-    agent_name: str = "default"
     # Set only for a model with structured output of its own: the answer must be a JSON
     # object of this schema.
     output: OutputFormat | None = None
+    # Who asks and the whole conversation, for the models that play answers back (the
+    # scripted model, a record's replay: xclaw/llm/playback.py); real providers ignore it.
+    playback: Playback = MAIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,15 +279,16 @@ class ScriptedModel:
         last = request.messages[-1] if request.messages else None
         if isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION:
             return self._summary(request)
-        main = request.agent == "main"
+        asked = request.playback
+        main = asked.agent == "main"
         # Turns are counted over the whole conversation, not the part that fits the window.
-        history = request.messages if request.history is None else request.history
+        history = asked.conversation(request.messages)
         start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
-        if not main and self.script.agents and request.agent_name in self.script.agents:
-            turns = self.script.agents[request.agent_name]  # a declared sub-agent's own
+        if not main and self.script.agents and asked.agent_name in self.script.agents:
+            turns = self.script.agents[asked.agent_name]  # a declared sub-agent's own
         if main:
             # The resume note is the runtime's, not a person's: no branch answers it.
-            said = history[:-1] if request.resumed else history
+            said = history[:-1] if asked.resumed else history
             start, branch = self._branch(said)
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
@@ -314,7 +315,7 @@ class ScriptedModel:
                     await on_event(TextDelta(piece))
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
-            prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
+            prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', asked.agent)}"
         planned = turn.tool_calls
         if turn.output is not None and request.output is None:
             planned = ((FINAL_ANSWER, turn.output),)  # no structured output: the tool
@@ -335,7 +336,7 @@ class ScriptedModel:
     def _summary(self, request: LLMRequest) -> LLMResponse:
         """A compaction request: a deterministic summary (the user's messages and how many
         tool results there were), which consumes no turn of the script."""
-        history = request.messages if request.history is None else request.history
+        history = request.playback.conversation(request.messages)
         asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
         results = sum(1 for m in history if isinstance(m, ToolResultMessage))
         played = next_turn(self.script.turns, history, _played_before_summary(history))

@@ -173,9 +173,10 @@ class RecordedModel:
         self.exhausted = False  # asked for an answer past the end of the record
 
     async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
-        history = request.history if request.history is not None else request.messages
+        asked = request.playback
+        history = asked.conversation(request.messages)
         k = sum(1 for m in history if isinstance(m, AssistantMessage))
-        recorded = self.answers.get(_request_path(request.agent), [])
+        recorded = self.answers.get(_request_path(asked.agent), [])
         step = recorded[k] if k < len(recorded) else None
         if self.live is not None:
             self.live_calls += 1
@@ -183,7 +184,7 @@ class RecordedModel:
         if step is None:
             self.exhausted = True
             raise LLMError(
-                f"the record has no model answer #{k + 1} for agent {request.agent}: the replay "
+                f"the record has no model answer #{k + 1} for agent {asked.agent}: the replay "
                 "went past what was recorded (pass --model to go on with a live model)",
                 retryable=False,
                 provider="replay",
