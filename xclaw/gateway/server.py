@@ -194,7 +194,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         )
         for line in warnings:
             log.warning("event=config_disagreement worker=%s %s", runtime.worker_id, line)
-        app = create_app(settings, store, runtime, token=token)
+        app = create_app(settings, store, runtime, token=token, fire_schedules=True)
         config = uvicorn.Config(
             app,
             host=settings.host,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -570,9 +571,23 @@ class Runtime:
             if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
                 self.emit(session_id, notice_frame(f"[rollback] {note}"))
 
-    async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
+    async def fork(
+        self,
+        session_id: str,
+        step_ref: str,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
+        """A new session from `session_id` up to `step_ref`, files too; `new_session_id`: its
+        id (a schedule's fork, derived so that a retried fire finds it), else a random one."""
         title = None if title is None else self.title_of(title)
-        return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
+        return await self.db(
+            partial(self.workspaces.fork, new_session_id=new_session_id),
+            session_id,
+            step_ref,
+            title,
+        )
 
     async def delete(self, session_id: str) -> None:
         """The session, its steps, snapshots and workspace files. Refused during a run."""

@@ -64,6 +64,7 @@ class TimeTravelStore(SnapshotStore, Protocol):
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session: ...
 
     def delete_session(self, session_id: str) -> None: ...
@@ -525,10 +526,19 @@ class Workspaces:
             )
         self.env_notes[session_id] = note
 
-    def fork(self, session_id: str, ref: str | int, title: str | None = None) -> Session:
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
         """Fork with the files: the new session's workspace is the source's just after `ref`."""
         self.recover(session_id)  # the source's files must be what its record says
-        new = self.store.fork(session_id, ref, title=title, workspace=self._request())
+        new = self.store.fork(
+            session_id, ref, title=title, workspace=self._request(), new_session_id=new_session_id
+        )
         self.recover(new.session_id)
         return new
 
