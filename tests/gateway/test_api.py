@@ -93,6 +93,8 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/fork",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
+        "/budgets/{target}",
+        "/budgets/{target}/grant",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves

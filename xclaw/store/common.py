@@ -333,6 +333,11 @@ class StoreBase:
 
         return tx
 
+    def write(self, w: Write, *, lease: Lease | None = None) -> Any:
+        """One write value (xclaw/store/writes.py) as its own transaction, committed as
+        writes.SYNC says; what `apply` returns for it."""
+        return self._apply(w, lease)
+
     def _apply(self, w: Write, lease: Lease | None) -> Any:
         """One write as its own transaction, committed as the table says (writes.SYNC); its
         values encoded here, before the transaction."""
