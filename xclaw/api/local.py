@@ -411,7 +411,7 @@ class LocalAgent(Agent):
         await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
         parts = rt.agent_setups.parts(self._definition, agent_config(rt.settings))
         tools = rt.toolbox.tools if parts is None else parts.tools
-        rows = tool_rows(tools, ApprovalPolicy.from_settings(rt.settings))
+        rows = tool_rows(tools, ApprovalPolicy.from_settings(rt.settings.tool_setup()))
         return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
 
     async def agents(self) -> list[AgentInfo]:

@@ -36,7 +36,7 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
     if settings.sandbox.isolation != "container":
         _fail("sandbox.isolation is not container here: sessions run no container", EXIT_USAGE)
     try:
-        containers = containers_for(settings, workspace_root(workspace))
+        containers = containers_for(settings.sandbox_setup(), workspace_root(workspace))
     except ConfigError as e:
         _fail(e.message, EXIT_USAGE)
     pinned = recorded_policy(session.metadata)

@@ -34,6 +34,7 @@ def _register() -> None:
         commands_ops,
         commands_retention,
         commands_run,
+        commands_schedules,
         commands_schema,
         commands_serve,
         commands_store,
@@ -57,6 +58,7 @@ def _register() -> None:
     commands_schema.register(cli)
     commands_users.register(cli)
     commands_budget.register(cli)
+    commands_schedules.register(cli)
     commands_acp.register(cli)
     commands_mcp.register(cli)
 

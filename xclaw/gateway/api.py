@@ -311,7 +311,7 @@ async def list_tools(request: Request, gw: Gateway) -> Response:
 
     rt = gw.runtime
     await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
-    policy = ApprovalPolicy.from_settings(rt.settings)
+    policy = ApprovalPolicy.from_settings(rt.settings.tool_setup())
     return _json(
         gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
     )

@@ -396,7 +396,7 @@ class CommandRunner:
 
         toolbox = self.runtime.toolbox
         await toolbox.prepare()  # MCP servers start here if no run has started them yet
-        policy = ApprovalPolicy.from_settings(self.runtime.settings)
+        policy = ApprovalPolicy.from_settings(self.runtime.settings.tool_setup())
         tools = tool_rows(toolbox.tools, policy)
         servers = await server_rows(toolbox.mcp, start=False)
         text = format_listing(tools, servers, self.runtime.settings.approval.mode)

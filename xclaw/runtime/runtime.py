@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,7 +110,9 @@ class Runtime:
         self.budgets = Budgets(settings.budgets.caps(), self.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
-        self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
+        self.workspaces = Workspaces.from_settings(
+            store, settings.sandbox_setup(), self.toolbox.workspace_root
+        )
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
@@ -629,9 +632,23 @@ class Runtime:
             if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
                 self.emit(session_id, notice_frame(f"[rollback] {note}"))
 
-    async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
+    async def fork(
+        self,
+        session_id: str,
+        step_ref: str,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
+        """A new session from `session_id` up to `step_ref`, files too; `new_session_id`: its
+        id (a schedule's fork, derived so that a retried fire finds it), else a random one."""
         title = None if title is None else self.title_of(title)
-        return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
+        return await self.db(
+            partial(self.workspaces.fork, new_session_id=new_session_id),
+            session_id,
+            step_ref,
+            title,
+        )
 
     async def delete(self, session_id: str) -> None:
         """The session, its steps, snapshots and workspace files. Refused during a run."""

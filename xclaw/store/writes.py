@@ -67,6 +67,7 @@ from xclaw.store.model import (
     is_undo_step,
     parse_step_ref,
 )
+from xclaw.store.schedules_sql import Hook, NewFire, Schedule
 
 
 class Sync(enum.Enum):
@@ -96,6 +97,11 @@ class Kind(enum.Enum):
     BUDGET_HELD = "budget_held"
     BUDGET_SET = "budget_set"
     BUDGET_STOPPED = "budget_stopped"
+    SCHEDULE_CHANGED = "schedule_changed"
+    TICK_CLAIMED = "tick_claimed"
+    DELIVERY_RECORDED = "delivery_recorded"
+    FIRE_TAKEN = "fire_taken"
+    FIRE_SETTLED = "fire_settled"
 
 
 # kind -> (how it commits, the effect its commit precedes). The only durability decision of a
@@ -120,6 +126,12 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.BUDGET_HELD: (Sync.RELAXED, "the model is called: its reservation is counted"),
     Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
     Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
+    # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
+    Kind.SCHEDULE_CHANGED: (Sync.DURABLE, "the person is told a schedule or webhook is saved"),
+    Kind.TICK_CLAIMED: (Sync.DURABLE, "the fire is delivered: a lost claim would fire again"),
+    Kind.DELIVERY_RECORDED: (Sync.DURABLE, "the webhook's sender is answered 202"),
+    Kind.FIRE_TAKEN: (Sync.RELAXED, "a delivery is retried: its message id runs it once"),
+    Kind.FIRE_SETTLED: (Sync.RELAXED, "a lost one is delivered again: its message id dedups"),
 }
 
 # Statuses a client must only hear of once they are on disk.
@@ -270,8 +282,111 @@ class BudgetStop:
     detail: Mapping[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddSchedule:
+    """A new schedule, as made (its target session must exist)."""
+
+    schedule: Schedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSchedule:
+    """A schedule paused (`paused`), resumed, or removed (`remove`)."""
+
+    schedule_id: str
+    paused: bool | None = None
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTicks:
+    """A worker's claim of a schedule's due ticks: `next_fire` moved on from `expected` only
+    if no one else moved it (applied: False then, nothing written), with `fires` written
+    pending and held by `worker_id` until `claimed_until`; `skipped` ticks counted."""
+
+    schedule_id: str
+    expected: int
+    next_fire: int | None
+    fires: tuple[NewFire, ...]
+    skipped: int
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordDelivery:
+    """A webhook's delivery written as a pending fire; applied: False when its id (the
+    delivery id) was recorded before."""
+
+    fire: NewFire
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakeFire:
+    """A worker takes a pending fire nobody holds at `now` (applied: whether it got it)."""
+
+    fire_id: str
+    worker_id: str
+    now: int
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettleFire:
+    """A pending fire delivered (`seq`: its message's step), refused (`note` says why), or
+    left pending (`deferred`: counted, retried from `retry_at`)."""
+
+    fire_id: str
+    state: str  # delivered | refused | pending
+    note: str | None = None
+    seq: int | None = None
+    deferred: bool = False
+    retry_at: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddHook:
+    hook: Hook
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveHook:
+    name: str
+
+
+ScheduleWrite = (
+    AddSchedule
+    | ChangeSchedule
+    | ClaimTicks
+    | RecordDelivery
+    | TakeFire
+    | SettleFire
+    | AddHook
+    | RemoveHook
+)
+_SCHEDULE_KINDS: dict[type, Kind] = {
+    AddSchedule: Kind.SCHEDULE_CHANGED,
+    ChangeSchedule: Kind.SCHEDULE_CHANGED,
+    AddHook: Kind.SCHEDULE_CHANGED,
+    RemoveHook: Kind.SCHEDULE_CHANGED,
+    ClaimTicks: Kind.TICK_CLAIMED,
+    RecordDelivery: Kind.DELIVERY_RECORDED,
+    TakeFire: Kind.FIRE_TAKEN,
+    SettleFire: Kind.FIRE_SETTLED,
+}
+
 Write = (
-    BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease | SetBudget | BudgetStop
+    BeginStep
+    | AddStep
+    | FinishStep
+    | OpenTurn
+    | RenewLease
+    | ReleaseLease
+    | SetBudget
+    | BudgetStop
+    | ScheduleWrite
 )
 
 
@@ -301,6 +416,8 @@ def kind_of(w: Write) -> Kind:
         return Kind.BUDGET_SET
     if isinstance(w, BudgetStop):
         return Kind.BUDGET_STOPPED
+    if (kind := _SCHEDULE_KINDS.get(type(w))) is not None:
+        return kind
     return Kind.LEASE_RENEWED if isinstance(w, RenewLease) else Kind.LEASE_RELEASED
 
 
@@ -366,6 +483,7 @@ class TxBodies(Protocol):
     def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
 
     def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], Any]: ...
+    def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
 
 
 def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
@@ -422,7 +540,9 @@ def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], A
         return store._set_budget_tx(w)
     if isinstance(w, BudgetStop):
         return store._budget_stop_tx(w, lease)
-    return store._release_lease_tx(w.lease)
+    if isinstance(w, ReleaseLease):
+        return store._release_lease_tx(w.lease)
+    return store._schedule_tx(w)
 
 
 def _with_budget(
