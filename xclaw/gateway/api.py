@@ -428,6 +428,13 @@ async def abandon_rollback(request: Request, gw: Gateway) -> Response:
     return _json(gw, session_json(session))
 
 
+async def processes(request: Request, gw: Gateway) -> Response:
+    """What the session's commands left running in its container (docs/containers.md): a
+    session without one answers an empty list and the reason, not an error."""
+    listing = await gw.runtime.processes(request.path_params["sid"])
+    return _json(gw, listing.to_json())
+
+
 async def approve(request: Request, gw: Gateway) -> Response:
     """The answer to an approval_request, as a WebSocket client gives it: `{"approve": BOOL}`.
     The record says a person answered through the HTTP API."""
@@ -583,6 +590,7 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/rollback/abandon", "POST", abandon_rollback, Need.ACT),
     ("/sessions/{sid}/rollback/{step}", "GET", rollback_preview, Need.READ),
     ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
+    ("/sessions/{sid}/processes", "GET", processes, Need.READ),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
     # Budgets (docs/budgets.md): a member sees their own; an admin sets caps and grants.

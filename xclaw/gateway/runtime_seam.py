@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.rollbacks import Outcome, Preview
     from xclaw.runtime.wiring import Toolbox
+    from xclaw.sandbox.container.listing import SessionProcesses
     from xclaw.store.model import Session, Step
     from xclaw.teams import Actor
 
@@ -113,6 +114,10 @@ class GatewayRuntime(Protocol):
         by: AnsweredBy | None = None,
     ) -> Outcome: ...
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview: ...
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running between steps (docs/containers.md)."""
+        ...
+
     async def abandon_rollback(self, session_id: str, by: AnsweredBy | None = None) -> Step: ...
     async def fork(
         self,

@@ -61,6 +61,7 @@ from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
+from xclaw.sandbox.container.listing import SessionProcesses, session_processes
 from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
@@ -545,6 +546,18 @@ class Runtime:
         """The tools compensations run with: an MCP server's join once it has started."""
         await self.toolbox.prepare()
         return self.toolbox.tools
+
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running in its container on this host, each
+        with the step that started it; an empty list with the reason for a session without
+        one (docs/containers.md). SessionNotFound for an unknown id."""
+        await self.db(self.store.get_session, session_id)
+        return await self.db(
+            session_processes,
+            self.workspaces.containers,
+            session_id,
+            self.settings.sandbox.isolation,
+        )
 
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview:
         """What rolling back to `step_ref` would undo outside the workspace, and what not."""
