@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from xclaw.frames import (
+    BudgetInfo,
     CompensatedInfo,
     CostSummary,
     HistoryMessage,
@@ -27,6 +28,9 @@ __all__ = [
     "ApiError",
     "ApprovalAnswer",
     "ApprovalBody",
+    "BudgetCapsBody",
+    "BudgetGrantBody",
+    "BudgetReport",
     "FireInfo",
     "FireList",
     "ForkAnswer",
@@ -388,3 +392,30 @@ class NewHookBody(Wire):
     name: str
     session_id: str = Field(alias="sessionId")
     template: str = Field(description="{body}: the request's body; {a.b}: a field of its JSON")
+
+
+class BudgetReport(Wire):
+    """A budget target's caps (docs/budgets.md): each that applies, with what its scope
+    spent and what is left; a session's own spend; what an admin set and granted."""
+
+    target: str = Field(description="session:<id>, user:<name> or total")
+    caps: list[BudgetInfo]
+    day: str = Field(description="the UTC day the daily caps count")
+    month: str = Field(description="the UTC month the monthly caps count")
+    spent: dict[str, float] | None = Field(
+        default=None, description="a session's: {tokens, usd} its calls counted"
+    )
+    set: dict[str, Any] | None = Field(
+        default=None, description="what an admin set: {target, caps, grantedTokens, grantedUsd}"
+    )
+
+
+class BudgetCapsBody(Wire):
+    caps: dict[str, float | None] = Field(
+        description="cap key -> amount (null: no cap, over xclaw.yaml's); the others kept"
+    )
+
+
+class BudgetGrantBody(Wire):
+    tokens: int | None = Field(default=None, ge=0, description="tokens added to the session")
+    usd: float | None = Field(default=None, ge=0, description="dollars added to the session")

@@ -101,6 +101,8 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/schedules/{schedule}/fires",
         "/hooks",
         "/hooks/{name}",
+        "/budgets/{target}",
+        "/budgets/{target}/grant",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves

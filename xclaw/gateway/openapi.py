@@ -17,6 +17,9 @@ from xclaw.http_bodies import (
     ApiError,
     ApprovalAnswer,
     ApprovalBody,
+    BudgetCapsBody,
+    BudgetGrantBody,
+    BudgetReport,
     FireList,
     ForkAnswer,
     ForkBody,
@@ -50,6 +53,15 @@ _SID = {
 }
 
 
+_TARGET = {
+    "name": "target",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "session:<id> (or a session id), user:<name> or total",
+}
+
+
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -71,6 +83,11 @@ _SESSION_ERRORS = {
     "404": _err(
         "no such session, or one the signed-in user has no part in (code `unknown_session`)"
     ),
+}
+
+_BUDGET_ERRORS = {
+    **_SESSION_ERRORS,
+    "400": _err("no such target or cap, or a bad amount (code `bad_request`)"),
 }
 
 
@@ -124,6 +141,9 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     HookMade,
     NewScheduleBody,
     NewHookBody,
+    BudgetReport,
+    BudgetCapsBody,
+    BudgetGrantBody,
 )
 _NAMES = {"ApiError": "Error", "SessionInfo": "Session"}
 
@@ -359,6 +379,32 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"200": _json(_ref(ApprovalAnswer))},
                     body=_ref(ApprovalBody),
                     errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
+            "/budgets/{target}": {
+                "parameters": [_TARGET],
+                "get": _op(
+                    "the caps on a session, a person or the deployment, what was spent and "
+                    "what is left (docs/budgets.md); a member sees their own only",
+                    {"200": _json(_ref(BudgetReport))},
+                    errors=_BUDGET_ERRORS,
+                ),
+                "put": _op(
+                    "an admin sets the target's caps over xclaw.yaml's; a session waiting "
+                    "for a budget it now has goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetCapsBody),
+                    errors=_BUDGET_ERRORS,
+                ),
+            },
+            "/budgets/{target}/grant": {
+                "parameters": [_TARGET],
+                "post": _op(
+                    "an admin adds tokens or dollars to a session's allowance; if it waits "
+                    "for a budget, it goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetGrantBody),
+                    errors=_BUDGET_ERRORS,
                 ),
             },
             "/sessions/{sid}/export": {
