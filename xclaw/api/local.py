@@ -39,7 +39,13 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import (
+    AgentInfo,
+    RollbackAnswer,
+    RollbackPreview,
+    SessionProcesses,
+    ToolInfo,
+)
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store.model import OWN_WORKSPACE_KEY
 from xclaw.wire.shapes import Frame
@@ -278,6 +284,10 @@ class LocalSession(Session):
                 }
             )
         )
+
+    async def processes(self) -> SessionProcesses:
+        listing = await self._rt.processes(self.id)
+        return SessionProcesses.model_validate(self._rt.redact(listing.to_json()))
 
     async def rollback_preview(self, step_id: str) -> RollbackPreview:
         preview = await self._rt.rollback_preview(self.id, step_id)

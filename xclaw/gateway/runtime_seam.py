@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.rollbacks import Outcome, Preview
     from xclaw.runtime.wiring import Toolbox
+    from xclaw.sandbox.container.listing import SessionProcesses
     from xclaw.store.model import Session, Step
     from xclaw.teams import Actor
 
@@ -44,6 +45,17 @@ class GatewayRuntime(Protocol):
     def require_model(self) -> None: ...
     def model_name(self) -> str | None: ...
     def driven_sessions(self) -> list[str]: ...
+
+    # --- budgets (docs/budgets.md)
+    async def budget(self, target: str) -> dict[str, Any]: ...
+    async def set_budget(
+        self,
+        target: str,
+        caps: Mapping[str, float | None] | None = None,
+        *,
+        grant_tokens: int = 0,
+        grant_usd: float = 0.0,
+    ) -> dict[str, Any]: ...
 
     # --- attaching and watching
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]: ...
@@ -102,6 +114,10 @@ class GatewayRuntime(Protocol):
         by: AnsweredBy | None = None,
     ) -> Outcome: ...
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview: ...
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running between steps (docs/containers.md)."""
+        ...
+
     async def abandon_rollback(self, session_id: str, by: AnsweredBy | None = None) -> Step: ...
     async def fork(
         self,

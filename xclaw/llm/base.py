@@ -52,6 +52,9 @@ class LLMRequest:
     # Set only for a model with structured output of its own: the answer must be a JSON
     # object of this schema.
     output: OutputFormat | None = None
+    # The loop's estimate of the prompt's tokens (the messages and instructions): with
+    # `max_tokens`, the request's maximum cost, which a budget reserves (docs/budgets.md).
+    prompt_estimate: int = 0
     # Who asks and the whole conversation, for the models that play answers back (the
     # scripted model, a record's replay: xclaw/llm/playback.py); real providers ignore it.
     playback: Playback = MAIN
