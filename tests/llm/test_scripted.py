@@ -309,6 +309,7 @@ def test_the_general_request_holds_what_a_provider_sends_and_one_playback_value(
         "temperature",
         "turn_start",
         "output",
+        "prompt_estimate",
         "playback",
     ]
     assert {f.name for f in fields(Playback)} == {"agent", "agent_name", "history", "resumed"}
