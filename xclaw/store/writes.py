@@ -126,6 +126,9 @@ class Kind(enum.Enum):
     TEAM_CHANGED = "team_changed"
     ACTION_LOGGED = "action_logged"
     REPAIRED = "repaired"
+    BUDGET_HELD = "budget_held"
+    BUDGET_SET = "budget_set"
+    BUDGET_STOPPED = "budget_stopped"
     SCHEDULE_CHANGED = "schedule_changed"
     TICK_CLAIMED = "tick_claimed"
     DELIVERY_RECORDED = "delivery_recorded"
@@ -166,6 +169,12 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TEAM_CHANGED: (Sync.DURABLE, "a user, token or share takes effect"),
     Kind.ACTION_LOGGED: (Sync.RELAXED, "the audit line; the action's own write synced"),
     Kind.REPAIRED: (Sync.DURABLE, "fsck reports the repair"),
+    # An LLM call begun with its budget reservation (docs/budgets.md): awaited before the
+    # model is called, so a call is never made without its hold on the record (a kill
+    # keeps it; a lost settlement leaves the reservation counted, never nothing).
+    Kind.BUDGET_HELD: (Sync.RELAXED, "the model is called: its reservation is counted"),
+    Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
+    Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
     # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
     Kind.SCHEDULE_CHANGED: (Sync.DURABLE, "the person is told a schedule or webhook is saved"),
     Kind.TICK_CLAIMED: (Sync.DURABLE, "the fire is delivered: a lost claim would fire again"),
@@ -220,12 +229,35 @@ class Writes(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    """An LLM call's budget reservation (docs/budgets.md): the request's maximum cost, whose
+    spend it counts (the session's `owner`, the UTC `day` and `month`), recorded with the
+    call's `running` step in one transaction."""
+
+    tokens: int
+    usd: float
+    owner: str | None
+    day: str  # 2026-12-06
+    month: str  # 2026-12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spent:
+    """What a call cost, its hold settled with the step's finish in one transaction."""
+
+    tokens: int
+    usd: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BeginStep(Writes[Step]):
-    """A step starting, `running` (a tool call, an approval asked, an LLM call)."""
+    """A step starting, `running` (a tool call, an approval asked, an LLM call); an LLM
+    call under a budget carries its `hold`."""
 
     session_id: str
     step: NewStep  # redacted; its parent is `parent`
     parent: str | BeginStep | AddStep | FinishStep | None = None
+    hold: Hold | None = None
     slot: Slot = field(default_factory=Slot, compare=False, repr=False)
 
 
@@ -257,6 +289,8 @@ class FinishStep(Writes[Step]):
     session_status: Status | None = None
     told: bool = False
     blobs: Mapping[str, bytes] = field(default_factory=dict)
+    # An LLM call's hold settled at what it cost (None: no hold, or left at its reservation).
+    spent: Spent | None = None
     slot: Slot = field(default_factory=Slot, compare=False, repr=False)
 
 
@@ -387,6 +421,28 @@ class DeleteSession(Writes[None]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SetBudget(Writes[Any]):
+    """An admin's caps for `target` (`session:<id>`, `user:<name>`, `total`): each key of
+    `caps` set (None: no cap, over xclaw.yaml's), the others kept; a grant adds to a
+    session's allowance. Durable before the admin hears of it."""
+
+    target: str
+    caps: Mapping[str, float | None] = field(default_factory=dict)
+    grant_tokens: int = 0
+    grant_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetStop(Writes[Any]):
+    """The session stops for a budget (`detail`: which cap, spent, left; Running, awaiting
+    input, `metadata.budget`), or (`detail` None) goes on: not awaiting input, so the next
+    reconnect, the runtime or another worker's sweep resumes it where it stopped."""
+
+    session_id: str
+    detail: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddSchedule(Writes[Any]):
     """A new schedule, as made (its target session must exist)."""
 
@@ -496,6 +552,8 @@ Write = (
     | CreateSession
     | UpdateSession
     | DeleteSession
+    | SetBudget
+    | BudgetStop
     | ScheduleWrite
 )
 
@@ -503,6 +561,8 @@ Write = (
 def kind_of(w: Writes[Any]) -> Kind:
     """A write's kind, read from the value (the row of SYNC it commits by)."""
     if isinstance(w, BeginStep):
+        if w.hold is not None:
+            return Kind.BUDGET_HELD
         if w.step.step_type is StepType.TOOL_CALL:
             return Kind.TOOL_BEGINS
         if is_undo_step(w.step.step_type, w.step.name):
@@ -534,6 +594,8 @@ _KIND_OF_TYPE: dict[type[Writes[Any]], Kind] = {
     CreateSession: Kind.SESSION_CREATED,
     UpdateSession: Kind.SESSION_EDITED,
     DeleteSession: Kind.SESSION_DELETED,
+    SetBudget: Kind.BUDGET_SET,
+    BudgetStop: Kind.BUDGET_STOPPED,
     **_SCHEDULE_KINDS,
 }
 
@@ -602,6 +664,13 @@ class TxBodies(Protocol):
         self, session_id: str, owner: str, ttl_s: float
     ) -> Callable[[Any], Lease | None]: ...
 
+    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]: ...
+
+    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]: ...
+
+    def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
+
+    def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], Any]: ...
     def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
 
     def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]: ...
@@ -652,6 +721,8 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
             new = replace(new, parent_step_id=parent)
         if isinstance(w, BeginStep):
             tx = store._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
+            if w.hold is not None:
+                return partial(_with_budget, w.slot, tx, store._hold_tx(w.session_id, w.hold))
         else:
             status = StepStatus(w.status)
             if status is StepStatus.RUNNING:
@@ -672,6 +743,8 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         seq = parse_step_ref(ref, w.session_id)
         wanted = None if w.session_status is None else Status(w.session_status)
         finish = store._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
+        if w.spent is not None:
+            finish = partial(_with_budget, None, finish, store._settle_tx(w.session_id, w.spent))
         if not w.blobs:
             return partial(_into_slot, w.slot, finish)
         blobs = store._put_blobs_tx(w.blobs)
@@ -685,6 +758,10 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         return store._open_turn_tx(w)
     if isinstance(w, RenewLease):
         return store._renew_lease_tx(w.lease, w.ttl_s)
+    if isinstance(w, SetBudget):
+        return store._set_budget_tx(w)
+    if isinstance(w, BudgetStop):
+        return store._budget_stop_tx(w, lease)
     if isinstance(w, ReleaseLease):
         return store._release_lease_tx(w.lease)
     if isinstance(w, AcquireLease):
@@ -706,6 +783,21 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
     if isinstance(w, ScheduleWrite):
         return store._schedule_tx(w)
     raise TypeError(f"not a write value: {type(w).__name__}")
+
+
+def _with_budget(
+    slot: Slot | None,
+    step_tx: Callable[[Any], Step],
+    budget_tx: Callable[[Any, int], None],
+    conn: Any,
+) -> Step:
+    """A step's write and its hold (or settlement) in the same transaction: the hold keyed
+    by the step's (session, seq), so it is written, and settled, once."""
+    step = step_tx(conn)
+    budget_tx(conn, step.seq)
+    if slot is not None:
+        slot.step = step
+    return step
 
 
 def _into_slot(slot: Slot, tx: Callable[[Any], Step], conn: Any) -> Step:
