@@ -13,6 +13,9 @@ record (MESSAGES_SNAPSHOT), so a client whose stream dropped — or whose gatewa
 killed — gets the conversation and the rest of the run, nothing twice (translate.py).
 Every answer is redacted as it leaves, as the HTTP API's are.
 
+A user message that is a command (`/steps`, `/rollback …`, `/fork`) is answered as one, by
+the gateway's commands, never sent to the model (xclaw/agui/commands.py).
+
 A run that sends a message reads the record once, before (nothing for a new thread), and
 writes nothing of its own: the message's id and the client's tools are written with the
 message (Runtime.send's `metadata`), and the state it ends with is counted from the frames.
