@@ -180,6 +180,13 @@ class StoreError(XclawError):
     code = "store_error"
 
 
+class UnknownSchedule(StoreError):
+    """No schedule by that id, or no webhook by that name (docs/schedules.md)."""
+
+    code = "unknown_schedule"
+    exit_code = EXIT_USAGE
+
+
 class DiskFull(StoreError):
     """The database's disk (or quota) is full: the transaction was rolled back whole."""
 
@@ -274,6 +281,18 @@ class OutputInvalid(MaxIterations):
     that validates; the message lists what was wrong with the last one."""
 
     code = "output_invalid"
+
+
+class BudgetReached(XclawError):
+    """A model call would go past a budget cap (docs/budgets.md): it is not made, and the
+    session waits in state `budget` — not Failed — until a grant or a raised cap lets it go
+    on. `detail`: which cap, what was spent, what is left, what the call needed."""
+
+    code = "budget"
+
+    def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.detail = dict(detail or {})
 
 
 class HookDenied(XclawError):

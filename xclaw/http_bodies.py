@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from xclaw.frames import (
+    BudgetInfo,
     CompensatedInfo,
     CostSummary,
     HistoryMessage,
@@ -27,16 +28,21 @@ __all__ = [
     "ApiError",
     "ApprovalAnswer",
     "ApprovalBody",
+    "BudgetCapsBody",
+    "BudgetGrantBody",
+    "BudgetReport",
     "ForkAnswer",
     "ForkBody",
     "Health",
     "HistoryAnswer",
     "NewSessionBody",
+    "ProcessInfo",
     "RenameBody",
     "RollbackAnswer",
     "RollbackBody",
     "RollbackPreview",
     "SessionList",
+    "SessionProcesses",
     "SessionWithCost",
     "StepList",
     "StepTree",
@@ -159,6 +165,33 @@ class RollbackPreview(Wire):
     )
 
 
+class ProcessInfo(Wire):
+    """One process a session's command left running in its container."""
+
+    pid: int = Field(description="its process id on the worker's host")
+    step_id: str | None = Field(
+        alias="stepId", description="the step whose command started it (s0005)"
+    )
+    epoch: int | None = Field(description="the lease epoch (fencing token) of the run")
+    command: str = Field(description="its command line")
+
+
+class SessionProcesses(Wire):
+    """What a session's commands left running between steps (docs/containers.md): only a
+    session's container keeps processes; an empty list says why in `reason`."""
+
+    session_id: str = Field(alias="sessionId")
+    isolation: str = Field(description="sandbox.isolation on the worker that answered")
+    container: str | None = Field(
+        description="the session's container's name; null: sessions run no container here"
+    )
+    state: str | None = Field(
+        description="podman's word for the container (running, exited, …); null: none on this host"
+    )
+    processes: list[ProcessInfo] = Field(description="oldest first")
+    reason: str | None = Field(description="why the list is empty; null when it is not")
+
+
 class ForkAnswer(Wire):
     session: SessionInfo
     from_session_id: str = Field(alias="fromSessionId")
@@ -265,3 +298,30 @@ class ApprovalBody(Wire):
         description="the client the person answered through, as the record's `by` names it "
         "(`acp`, `mcp`, …; default `api`)",
     )
+
+
+class BudgetReport(Wire):
+    """A budget target's caps (docs/budgets.md): each that applies, with what its scope
+    spent and what is left; a session's own spend; what an admin set and granted."""
+
+    target: str = Field(description="session:<id>, user:<name> or total")
+    caps: list[BudgetInfo]
+    day: str = Field(description="the UTC day the daily caps count")
+    month: str = Field(description="the UTC month the monthly caps count")
+    spent: dict[str, float] | None = Field(
+        default=None, description="a session's: {tokens, usd} its calls counted"
+    )
+    set: dict[str, Any] | None = Field(
+        default=None, description="what an admin set: {target, caps, grantedTokens, grantedUsd}"
+    )
+
+
+class BudgetCapsBody(Wire):
+    caps: dict[str, float | None] = Field(
+        description="cap key -> amount (null: no cap, over xclaw.yaml's); the others kept"
+    )
+
+
+class BudgetGrantBody(Wire):
+    tokens: int | None = Field(default=None, ge=0, description="tokens added to the session")
+    usd: float | None = Field(default=None, ge=0, description="dollars added to the session")

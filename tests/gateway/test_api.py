@@ -91,8 +91,11 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/rollback/{step}",
         "/sessions/{sid}/rollback/abandon",
         "/sessions/{sid}/fork",
+        "/sessions/{sid}/processes",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
+        "/budgets/{target}",
+        "/budgets/{target}/grant",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves

@@ -33,6 +33,7 @@ from xclaw.errors import XclawError
 from xclaw.frames import (
     AckFrame,
     ApprovalRequestFrame,
+    BudgetInfo,
     CostSummary,
     DeltaFrame,
     ErrorFrame,
@@ -56,7 +57,13 @@ from xclaw.frames import (
     ToolFrame,
     TreeNode,
 )
-from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import (
+    AgentInfo,
+    RollbackAnswer,
+    RollbackPreview,
+    SessionProcesses,
+    ToolInfo,
+)
 
 if TYPE_CHECKING:
     from xclaw.tools.base import ToolContext
@@ -136,6 +143,14 @@ class RunResult:
     def error(self) -> ErrorFrame | None:
         """The error the run ended with (llm_error, max_iterations, …), if it did."""
         return next((e for e in reversed(self.events) if isinstance(e, ErrorFrame)), None)
+
+    @property
+    def budget(self) -> BudgetInfo | None:
+        """The run stopped before a model call that would have gone past a budget cap (the
+        session waits in state `budget`, docs/budgets.md): which cap, what was spent, what
+        is left, what the call needed. None otherwise."""
+        last = next((e for e in reversed(self.events) if isinstance(e, StatusFrame)), None)
+        return None if last is None else last.budget
 
     @property
     def ok(self) -> bool:
@@ -427,6 +442,13 @@ class Session(ABC):
     async def usage(self) -> CostSummary:
         """Tokens and estimated dollars of its LLM calls."""
         return cost_of(await self.steps())
+
+    @abstractmethod
+    async def processes(self) -> SessionProcesses:
+        """What its commands left running in the background between steps (a dev server, a
+        database), each with the step that started it. Only a session's container keeps
+        processes (`sandbox.isolation: container`, docs/containers.md): a session without
+        one answers an empty list and the reason (`reason`), not an error."""
 
     @abstractmethod
     async def rename(self, title: str) -> None:

@@ -30,7 +30,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
 from xclaw.answered_by import CLIENT_RE
-from xclaw.errors import BadRequest, BadStep, IrreversibleEffects, StoreError, XclawError
+from xclaw.errors import (
+    BadRequest,
+    BadStep,
+    Forbidden,
+    IrreversibleEffects,
+    StoreError,
+    XclawError,
+)
 from xclaw.frames import STATES
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
@@ -304,7 +311,7 @@ async def list_tools(request: Request, gw: Gateway) -> Response:
 
     rt = gw.runtime
     await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
-    policy = ApprovalPolicy.from_settings(rt.settings)
+    policy = ApprovalPolicy.from_settings(rt.settings.tool_setup())
     return _json(
         gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
     )
@@ -421,6 +428,13 @@ async def abandon_rollback(request: Request, gw: Gateway) -> Response:
     return _json(gw, session_json(session))
 
 
+async def processes(request: Request, gw: Gateway) -> Response:
+    """What the session's commands left running in its container (docs/containers.md): a
+    session without one answers an empty list and the reason, not an error."""
+    listing = await gw.runtime.processes(request.path_params["sid"])
+    return _json(gw, listing.to_json())
+
+
 async def approve(request: Request, gw: Gateway) -> Response:
     """The answer to an approval_request, as a WebSocket client gives it: `{"approve": BOOL}`.
     The record says a person answered through the HTTP API."""
@@ -506,6 +520,54 @@ async def _who_did(gw: Gateway, sid: str) -> dict[str, Any]:
     return out
 
 
+def _admin(request: Request) -> Identity:
+    who = identity(request)
+    if not who.admin:
+        raise Forbidden("only an admin sets caps and grants (docs/budgets.md)")
+    return who
+
+
+async def get_budget(request: Request, gw: Gateway) -> Response:
+    """A target's caps, spend and what is left: an admin's to see, or a member's own (a
+    session they may read, `user:<their name>`)."""
+    target = request.path_params["target"]
+    who = identity(request)
+    if not who.admin:
+        if target.startswith("user:"):
+            if target != f"user:{who.user}":
+                raise Forbidden("a member sees their own budget only")
+        elif target == "total":
+            raise Forbidden("the deployment's budget is the admin's to see")
+        else:
+            await gw.access.require(who, target.removeprefix("session:"), Need.READ)
+    return _json(gw, await gw.runtime.budget(target))
+
+
+async def put_budget(request: Request, gw: Gateway) -> Response:
+    _admin(request)
+    caps = (await _body(request)).get("caps")
+    if not isinstance(caps, dict) or not all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in caps.values()
+    ):
+        raise BadRequest("field 'caps' must be an object of cap key -> number or null")
+    return _json(gw, await gw.runtime.set_budget(request.path_params["target"], caps))
+
+
+async def grant_budget(request: Request, gw: Gateway) -> Response:
+    _admin(request)
+    body = await _body(request)
+    tokens, usd = body.get("tokens", 0) or 0, body.get("usd", 0) or 0
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        raise BadRequest("field 'tokens' must be a whole number")
+    if not isinstance(usd, int | float) or isinstance(usd, bool):
+        raise BadRequest("field 'usd' must be a number")
+    if not tokens and not usd:
+        raise BadRequest("give 'tokens' or 'usd'")
+    target = request.path_params["target"]
+    answer = await gw.runtime.set_budget(target, grant_tokens=tokens, grant_usd=float(usd))
+    return _json(gw, answer)
+
+
 async def openapi(request: Request, gw: Gateway) -> Response:
     return JSONResponse(openapi_spec(__version__))  # no data of anyone's
 
@@ -528,8 +590,13 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/rollback/abandon", "POST", abandon_rollback, Need.ACT),
     ("/sessions/{sid}/rollback/{step}", "GET", rollback_preview, Need.READ),
     ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
+    ("/sessions/{sid}/processes", "GET", processes, Need.READ),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
+    # Budgets (docs/budgets.md): a member sees their own; an admin sets caps and grants.
+    ("/budgets/{target}", "GET", get_budget, None),
+    ("/budgets/{target}", "PUT", put_budget, None),
+    ("/budgets/{target}/grant", "POST", grant_budget, None),
 )
 
 

@@ -17,6 +17,9 @@ from xclaw.http_bodies import (
     ApiError,
     ApprovalAnswer,
     ApprovalBody,
+    BudgetCapsBody,
+    BudgetGrantBody,
+    BudgetReport,
     ForkAnswer,
     ForkBody,
     Health,
@@ -27,6 +30,7 @@ from xclaw.http_bodies import (
     RollbackBody,
     RollbackPreview,
     SessionList,
+    SessionProcesses,
     StepList,
     StepTree,
     ToolList,
@@ -39,6 +43,15 @@ _SID = {
     "required": True,
     "schema": {"type": "string"},
     "description": "session id",
+}
+
+
+_TARGET = {
+    "name": "target",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "session:<id> (or a session id), user:<name> or total",
 }
 
 
@@ -63,6 +76,11 @@ _SESSION_ERRORS = {
     "404": _err(
         "no such session, or one the signed-in user has no part in (code `unknown_session`)"
     ),
+}
+
+_BUDGET_ERRORS = {
+    **_SESSION_ERRORS,
+    "400": _err("no such target or cap, or a bad amount (code `bad_request`)"),
 }
 
 
@@ -100,6 +118,7 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackPreview,
     ForkAnswer,
     ApprovalAnswer,
+    SessionProcesses,
     Health,
     ToolList,
     AgentList,
@@ -108,6 +127,9 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackBody,
     ForkBody,
     ApprovalBody,
+    BudgetReport,
+    BudgetCapsBody,
+    BudgetGrantBody,
 )
 _NAMES = {"ApiError": "Error", "SessionInfo": "Session"}
 
@@ -321,6 +343,17 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
                 ),
             },
+            "/sessions/{sid}/processes": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the processes the session's commands left running between steps in its "
+                    "container on the answering worker's host, each with the step that "
+                    "started it; a session without a container answers an empty list and "
+                    "the reason",
+                    {"200": _json(_ref(SessionProcesses))},
+                    errors=_SESSION_ERRORS,
+                ),
+            },
             "/sessions/{sid}/approvals/{step}": {
                 "parameters": [
                     _SID,
@@ -332,6 +365,32 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"200": _json(_ref(ApprovalAnswer))},
                     body=_ref(ApprovalBody),
                     errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
+            "/budgets/{target}": {
+                "parameters": [_TARGET],
+                "get": _op(
+                    "the caps on a session, a person or the deployment, what was spent and "
+                    "what is left (docs/budgets.md); a member sees their own only",
+                    {"200": _json(_ref(BudgetReport))},
+                    errors=_BUDGET_ERRORS,
+                ),
+                "put": _op(
+                    "an admin sets the target's caps over xclaw.yaml's; a session waiting "
+                    "for a budget it now has goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetCapsBody),
+                    errors=_BUDGET_ERRORS,
+                ),
+            },
+            "/budgets/{target}/grant": {
+                "parameters": [_TARGET],
+                "post": _op(
+                    "an admin adds tokens or dollars to a session's allowance; if it waits "
+                    "for a budget, it goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetGrantBody),
+                    errors=_BUDGET_ERRORS,
                 ),
             },
             "/sessions/{sid}/export": {

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +29,7 @@ from xclaw.agents.definition import AgentDefinition
 from xclaw.answered_by import AnsweredBy
 from xclaw.config import Settings
 from xclaw.errors import (
+    BadRequest,
     ConfigError,
     SessionBusy,
     SessionNotFound,
@@ -42,6 +45,8 @@ from xclaw.runtime import approvals
 from xclaw.runtime.agent_choice import AgentRecord, with_agent
 from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.agreement import RunConfig
+from xclaw.runtime.budgets import Budgets, check_caps, parse_target
+from xclaw.runtime.budgets import report as budget_report
 from xclaw.runtime.changes import ChangeParts
 from xclaw.runtime.cluster import Cluster, ClusterParts
 from xclaw.runtime.drive import DriveParts, agent_config, drive_with
@@ -56,10 +61,12 @@ from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts
 from xclaw.runtime.wiring import Toolbox, default_toolbox
+from xclaw.sandbox.container.listing import SessionProcesses, session_processes
 from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
+from xclaw.store.writes import BudgetStop, SetBudget
 from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
@@ -100,9 +107,13 @@ class Runtime:
         # What every step frame and listing of this runtime prices llm_calls with: the
         # providers' prices, then xclaw.yaml's.
         self.prices = PriceTable.with_overrides(settings.prices)
+        # The caps on model spend and this worker's running totals (docs/budgets.md).
+        self.budgets = Budgets(settings.budgets.caps(), self.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
-        self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
+        self.workspaces = Workspaces.from_settings(
+            store, settings.sandbox_setup(), self.toolbox.workspace_root
+        )
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
@@ -163,6 +174,7 @@ class Runtime:
                 worker_id=self.worker_id,
                 agent_setups=self.agent_setups,
                 deps=lambda: self.deps,
+                budgets=self.budgets,
             )
         )
         self.runs = Runs(
@@ -389,6 +401,59 @@ class Runtime:
             agent=agent,
         )
 
+    async def budget(self, target: str) -> dict[str, Any]:
+        """A budget target's caps, spend and what is left (docs/budgets.md): `session:<id>`
+        (or a bare session id), `user:<name>`, `total`."""
+        try:
+            target = parse_target(target)
+        except ValueError as e:
+            raise BadRequest(str(e)) from e
+        if target.startswith("session:"):
+            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            target = f"session:{session.session_id}"
+        configured = self.budgets.configured
+        return await self.db(budget_report, self.store, configured, target, time.time())
+
+    async def set_budget(
+        self,
+        target: str,
+        caps: Mapping[str, float | None] | None = None,
+        *,
+        grant_tokens: int = 0,
+        grant_usd: float = 0.0,
+    ) -> dict[str, Any]:
+        """An admin's caps for a target (each key set; None: no cap), or a grant to a
+        session; durable, then every session it let go on that waits for a budget resumes
+        where it stopped (its run checks the caps again before each call)."""
+        try:
+            target = parse_target(target)
+            check_caps(target, caps or {})
+        except ValueError as e:
+            raise BadRequest(str(e)) from e
+        if (grant_tokens or grant_usd) and not target.startswith("session:"):
+            raise BadRequest("a grant goes to a session (session:<id>)")
+        if grant_tokens < 0 or grant_usd < 0:
+            raise BadRequest("a grant is 0 or more")
+        sessions: list[Session]
+        if target.startswith("session:"):
+            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            target, sessions = f"session:{session.session_id}", [session]
+        else:
+            sessions = await self.db(self.store.list_sessions)
+        write = SetBudget(
+            target=target, caps=dict(caps or {}), grant_tokens=grant_tokens, grant_usd=grant_usd
+        )
+        await self.db(self.store.write, write)
+        self.budgets.forget_rows()
+        for s in sessions:
+            if s.state_key != "budget" or s.session_id in self.runs:
+                continue
+            # Goes on: not awaiting input (another worker's sweep may take it too).
+            go_on = BudgetStop(session_id=s.session_id, detail=None)
+            if await self.db(self.store.write, go_on):
+                await self.resume_if_needed(s.session_id)
+        return await self.budget(target)
+
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
         its own step), so later turns start from the summary. Between turns only."""
@@ -482,6 +547,18 @@ class Runtime:
         await self.toolbox.prepare()
         return self.toolbox.tools
 
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running in its container on this host, each
+        with the step that started it; an empty list with the reason for a session without
+        one (docs/containers.md). SessionNotFound for an unknown id."""
+        await self.db(self.store.get_session, session_id)
+        return await self.db(
+            session_processes,
+            self.workspaces.containers,
+            session_id,
+            self.settings.sandbox.isolation,
+        )
+
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview:
         """What rolling back to `step_ref` would undo outside the workspace, and what not."""
         return await self.rollbacks.preview(session_id, step_ref)
@@ -568,9 +645,23 @@ class Runtime:
             if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
                 self.emit(session_id, notice_frame(f"[rollback] {note}"))
 
-    async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
+    async def fork(
+        self,
+        session_id: str,
+        step_ref: str,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
+        """A new session from `session_id` up to `step_ref`, files too; `new_session_id`: its
+        id (a schedule's fork, derived so that a retried fire finds it), else a random one."""
         title = None if title is None else self.title_of(title)
-        return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
+        return await self.db(
+            partial(self.workspaces.fork, new_session_id=new_session_id),
+            session_id,
+            step_ref,
+            title,
+        )
 
     async def delete(self, session_id: str) -> None:
         """The session, its steps, snapshots and workspace files. Refused during a run."""

@@ -32,8 +32,11 @@ from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, W
 from xclaw.store.stream import WriteStream
 
 if TYPE_CHECKING:
+    from xclaw.store.budgets_sql import BudgetRow
+    from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
+    from xclaw.store.writes import Write
     from xclaw.teams import ShareRole, UserRole
 
 
@@ -225,6 +228,11 @@ class StepWriter(Protocol):
         rule (xclaw/store/stream.py)."""
         ...
 
+    def write(self, w: Write, *, lease: Lease | None = None) -> Any:
+        """One write value of store/writes.py as its own transaction, committed as
+        writes.SYNC says (with `lease`, fenced by it); what it applied."""
+        ...
+
 
 @runtime_checkable
 class RecordStore(RecordReader, Protocol):
@@ -275,13 +283,14 @@ class RecordStore(RecordReader, Protocol):
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session:
         """A new session (is_forked, parent_session_id) whose steps are a copy of the source
         up to and including the target, ids and parent links remapped, with the
         snapshots up to the target. With `workspace`, the new session's workspace is
         journaled (pending_restores): the first snapshot after the target, or (manifest
         None) a copy of the source's current workspace. One transaction; the source is
-        untouched."""
+        untouched. `new_session_id`: the new session's id (else a random one)."""
         ...
 
     # --- moving sessions, retention (xclaw import / gc) --------------------------------
@@ -499,13 +508,56 @@ class TeamStore(Protocol):
 
 
 @runtime_checkable
+class BudgetStore(Protocol):
+    """Budgets in the record (store/budgets_sql.py, docs/budgets.md): the caps an admin set
+    (written with `write(SetBudget(...))`) and what the holds of each scope count."""
+
+    def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]: ...
+
+    def budget_totals(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]: ...
+
+    def budget_holds(self, session_id: str) -> list[tuple[int, int, int, bool]]: ...
+
+
+@runtime_checkable
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
     """The whole seam, for what wires the layers together (the runtime, the gateway, the
     commands that open a database). Every other caller asks for the role it needs."""
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Schedules, webhooks and their fires (store/schedules_sql.py, docs/schedules.md): the
+    reads; the writes are values (`write(AddSchedule(...))`, store/writes.py)."""
+
+    def write(self, w: Write, lease: Lease | None = None) -> Any: ...
+    def get_schedule(self, schedule_id: str) -> Schedule: ...
+    def schedules(self, *, created_by: str | None = None) -> list[Schedule]: ...
+    def due_schedules(self, now_ms: int, limit: int = 500) -> list[Schedule]: ...
+    def next_due(self) -> int | None: ...
+    def get_fire(self, fire_id: str) -> Fire | None: ...
+    def pending_fires(self, now_ms: int, limit: int = 100) -> list[Fire]: ...
+    def fires_of(self, source_id: str, limit: int = 50) -> list[Fire]: ...
+    def get_hook(self, name: str) -> Hook | None: ...
+    def hooks(self) -> list[Hook]: ...
+
+
+def schedules_of(store: object) -> ScheduleStore:
+    """The schedule side of a store (both backends have one)."""
+    if not isinstance(store, ScheduleStore):
+        raise TypeError(f"{type(store).__name__} keeps no schedules (not a ScheduleStore)")
+    return store
 
 
 def teams_of(store: object) -> TeamStore:
     """The team side of a store (both backends have one)."""
     if not isinstance(store, TeamStore):
         raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
+    return store
+
+
+def budgets_of(store: object) -> BudgetStore:
+    """The budget side of a store (both backends have one)."""
+    if not isinstance(store, BudgetStore):
+        raise TypeError(f"{type(store).__name__} keeps no budgets (not a BudgetStore)")
     return store

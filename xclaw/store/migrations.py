@@ -442,6 +442,143 @@ M006_POSTGRES = (
     "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
 )
 
+# Migration 7, `schedules`: work that starts by itself (docs/schedules.md). A schedule sends
+# its message to a session, or to a new fork of a template session, at each tick (cron, a
+# period, or one moment); `next_fire` is the tick no worker has claimed yet, and a worker
+# claims it by moving it on (compare-and-set), writing the fire in the same transaction. A
+# webhook (`hooks`) sends its templated message when a signed request arrives. Each fire is a
+# row of `fires` under its deterministic id (the schedule's and the tick's, or the hook's and
+# the delivery's): the id the message is recorded with in its session, so however many workers
+# and kills, it runs once. `claimed_until` keeps other workers off a fire being delivered.
+M007_SQLITE = (
+    """
+    CREATE TABLE schedules (
+        schedule_id  TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL CHECK (kind IN ('cron', 'every', 'at')),
+        spec         TEXT NOT NULL,
+        tz           TEXT NOT NULL,
+        anchor       INTEGER NOT NULL,
+        session_id   TEXT REFERENCES sessions(session_id) ON DELETE CASCADE,
+        fork_of      TEXT REFERENCES sessions(session_id) ON DELETE CASCADE,
+        message      TEXT NOT NULL,
+        catch_up     TEXT NOT NULL CHECK (catch_up IN ('skip', 'once', 'all')),
+        paused       INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+        created_by   TEXT,
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL,
+        next_fire    INTEGER,
+        last_fire    INTEGER,
+        fired        INTEGER NOT NULL DEFAULT 0,
+        skipped      INTEGER NOT NULL DEFAULT 0,
+        seed         TEXT NOT NULL,
+        CHECK ((session_id IS NULL) <> (fork_of IS NULL))
+    )
+    """,
+    "CREATE INDEX idx_schedules_due ON schedules(next_fire) WHERE paused = 0",
+    """
+    CREATE TABLE hooks (
+        name       TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        template   TEXT NOT NULL,
+        secret     TEXT NOT NULL,
+        created_by TEXT,
+        created_at INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE fires (
+        fire_id       TEXT PRIMARY KEY,
+        source        TEXT NOT NULL CHECK (source IN ('schedule', 'hook')),
+        source_id     TEXT NOT NULL,
+        tick          INTEGER,
+        session_id    TEXT NOT NULL,
+        fork_of       TEXT,
+        message       TEXT NOT NULL,
+        created_by    TEXT,
+        state         TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'refused')),
+        note          TEXT,
+        deferrals     INTEGER NOT NULL DEFAULT 0,
+        seq           INTEGER,
+        worker_id     TEXT,
+        claimed_until INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_fires_pending ON fires(claimed_until) WHERE state = 'pending'",
+    "CREATE INDEX idx_fires_source ON fires(source_id, created_at)",
+)
+
+M007_POSTGRES = tuple(s.replace("INTEGER", "BIGINT").replace("TEXT", "text") for s in M007_SQLITE)
+
+# Migration 8, `budgets` (docs/budgets.md): each LLM call's hold on the budgets — its
+# reservation, written with the call's `running` step, and what it cost, written with its
+# finish — keyed by the step (written and settled once), with whose spend it counts and when
+# (UTC day and month); and the caps and grants an admin set per session, user or the whole
+# deployment over xclaw.yaml's. No foreign key: spend outlives a rollback or a deletion.
+M008_SQLITE = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,             -- the session's owner (NULL: the admin's)
+        day          TEXT NOT NULL,    -- 2026-12-06 (UTC)
+        month        TEXT NOT NULL,    -- 2026-12
+        held_tokens  INTEGER NOT NULL, -- the reservation: prompt estimate + max output
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         TEXT PRIMARY KEY,  -- session:<id> | user:<name> | total
+        caps           TEXT NOT NULL,     -- JSON: cap key -> number, or null (no cap)
+        granted_tokens INTEGER NOT NULL,
+        granted_usd    REAL NOT NULL,
+        updated_at     INTEGER NOT NULL
+    )
+    """,
+)
+M008_POSTGRES = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   text NOT NULL,
+        seq          bigint NOT NULL,
+        owner        text,
+        day          text NOT NULL,
+        month        text NOT NULL,
+        held_tokens  bigint NOT NULL,
+        held_usd     double precision NOT NULL,
+        spent_tokens bigint NOT NULL,
+        spent_usd    double precision NOT NULL,
+        settled      smallint NOT NULL CHECK (settled IN (0, 1)),
+        created_at   bigint NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         text PRIMARY KEY,
+        caps           jsonb NOT NULL,
+        granted_tokens bigint NOT NULL,
+        granted_usd    double precision NOT NULL,
+        updated_at     bigint NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -495,6 +632,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         "manifests and references only and the sweep never races a snapshot being saved",
         M006_SQLITE,
         M006_POSTGRES,
+    ),
+    Migration(
+        7,
+        "schedules",
+        "schedules (cron, period, moment) and webhooks that send a message to a session or "
+        "a fork of a template, and each fire under its deterministic id, so work starts by "
+        "itself exactly once across workers and kills",
+        M007_SQLITE,
+        M007_POSTGRES,
+    ),
+    Migration(
+        8,
+        "budgets",
+        "each LLM call's hold on the budgets (its reservation, written with the call's "
+        "step, and what it cost, written with its finish) and the caps and grants an admin "
+        "set, so spend is capped and counted once across kills and workers",
+        M008_SQLITE,
+        M008_POSTGRES,
     ),
 )
 

@@ -18,6 +18,7 @@ import psycopg
 
 from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -55,6 +56,7 @@ from xclaw.store.rows import (
     now_ms,
     row_to_finished_step,
 )
+from xclaw.store.schedules_sql import ScheduleMethods
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
@@ -85,6 +87,8 @@ class PostgresStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
+    ScheduleMethods,
     StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -53,6 +54,7 @@ from xclaw.store.rows import (
     session_state,
     write_status,
 )
+from xclaw.store.schedules_sql import ScheduleMethods
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import (
@@ -80,6 +82,8 @@ class SQLiteStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
+    ScheduleMethods,
     StoreBase,
 ):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
