@@ -134,6 +134,16 @@ SAMPLE_ROWS[7] = [
     ),
 ]
 
+# A budgets database: alice's call of s0002 held 500 tokens and cost 120; a grant to the session.
+SAMPLE_ROWS[8] = [
+    *SAMPLE_ROWS[7],
+    "INSERT INTO budget_holds (session_id, seq, owner, day, month, held_tokens, held_usd, "
+    "spent_tokens, spent_usd, settled, created_at) VALUES ('old', 2, 'alice', '2026-12-06', "
+    "'2026-12', 500, 0.01, 120, 0.002, 1, 3000)",
+    "INSERT INTO budget_caps (target, caps, granted_tokens, granted_usd, updated_at) VALUES "
+    "('session:old', '{\"session_tokens\":1000}', 200, 0, 3000)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

@@ -22,7 +22,14 @@ from xclaw.agent.steering import BeforeModel, Steering, context_for
 from xclaw.agents.hooks import WITHHELD, AfterTool, BeforeTool
 from xclaw.agents.output import FINAL_ANSWER
 from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
-from xclaw.errors import Cancelled, HookDenied, LimitsExceeded, OutputInvalid, ToolError
+from xclaw.errors import (
+    BudgetReached,
+    Cancelled,
+    HookDenied,
+    LimitsExceeded,
+    OutputInvalid,
+    ToolError,
+)
 from xclaw.llm.base import (
     DEFAULT_MAX_TOKENS,
     LLMRequest,
@@ -356,6 +363,7 @@ class Agent:
             resumed=resumed,
             agent_name="default" if steering is None else steering.name,
             output=output,
+            prompt_estimate=tokens + len(system) // 4,
         )
         params = {
             "max_tokens": self.config.max_tokens,
@@ -445,6 +453,7 @@ class Agent:
             tools=tools,
             max_tokens=self.config.max_tokens,
             agent=self.agent_id,
+            prompt_estimate=sum(map(self._estimate, fitted)),
         )
         params = {
             "purpose": "compaction",
@@ -680,8 +689,8 @@ class Agent:
                 # grace, SIGKILL); its step ends failed and the run ends here.
                 await self.observer.tool_finished(call, ToolResult(CANCELLED, is_error=True))
                 raise
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, BudgetReached):
+                raise  # a sub-agent's call past a budget stops the whole run, resumably
             except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
                 result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
             finally:

@@ -140,6 +140,9 @@ class LLMRequest:
     # Set only for a model with structured output of its own: the answer must be a JSON
     # object of this schema.
     output: OutputFormat | None = None
+    # The loop's estimate of the prompt's tokens (the messages and instructions): with
+    # `max_tokens`, the request's maximum cost, which a budget reserves (docs/budgets.md).
+    prompt_estimate: int = 0
 
 
 @dataclass(frozen=True, slots=True)

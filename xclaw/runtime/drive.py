@@ -13,6 +13,7 @@ from typing import Any
 
 from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
+from xclaw.budgets.ledger import Gate
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
@@ -23,6 +24,7 @@ from xclaw.recorder.redact import Redactor
 from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
 from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.approvals import WireApprover, approval_frame
+from xclaw.runtime.budgets import Budgets
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
@@ -67,6 +69,7 @@ class DriveParts:
     # tools get (`xclaw.open(deps=...)`, set after the runtime is made).
     agent_setups: AgentSetups
     deps: Callable[[], Any]
+    budgets: Budgets  # the caps and running totals of this worker's runs (docs/budgets.md)
 
 
 Drive = Callable[[str, Run, Turn, Opened | None], Awaitable[None]]
@@ -102,7 +105,8 @@ class TurnDrive:
             record, context = await self._read(opened)
             plan = plan_turn(self.turn, record)
             settled, hist = await self._settle(plan, record)
-            recorder = self._recorder(hist)
+            gate = await self.parts.budgets.gate_for(self.reader, self.sid)
+            recorder = self._recorder(hist, gate)
             await self._say(plan, recorder, settled)
             agent = self._agent(recorder, context)
             if self.turn is Turn.COMPACTION:
@@ -245,7 +249,7 @@ class TurnDrive:
         rerun = {s.call_id for s in plan.rerun if s.call_id}
         return settled, p.rebuild(steps, rerun=rerun)
 
-    def _recorder(self, hist: History) -> Recorder:
+    def _recorder(self, hist: History, gate: Gate | None) -> Recorder:
         p, sid, lease, reader = self.parts, self.sid, self.run.lease, self.reader
         spaces = p.workspaces
         return Recorder(
@@ -267,6 +271,7 @@ class TurnDrive:
             ),
             resumable_calls=hist.resumable_calls,
             rebuild=p.rebuild,
+            budget=gate,
         )
 
     async def _say(self, plan: TurnPlan, recorder: Recorder, settled: list[Step]) -> None:

@@ -32,6 +32,7 @@ from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, W
 from xclaw.store.stream import WriteStream
 
 if TYPE_CHECKING:
+    from xclaw.store.budgets_sql import BudgetRow
     from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
@@ -225,6 +226,11 @@ class StepWriter(Protocol):
         one are committed — synced to disk when its kind must be (writes.SYNC). With `lease`,
         every step write on it is fenced by it. The one store call under the write-ahead
         rule (xclaw/store/stream.py)."""
+        ...
+
+    def write(self, w: Write, *, lease: Lease | None = None) -> Any:
+        """One write value of store/writes.py as its own transaction, committed as
+        writes.SYNC says (with `lease`, fenced by it); what it applied."""
         ...
 
 
@@ -502,6 +508,18 @@ class TeamStore(Protocol):
 
 
 @runtime_checkable
+class BudgetStore(Protocol):
+    """Budgets in the record (store/budgets_sql.py, docs/budgets.md): the caps an admin set
+    (written with `write(SetBudget(...))`) and what the holds of each scope count."""
+
+    def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]: ...
+
+    def budget_totals(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]: ...
+
+    def budget_holds(self, session_id: str) -> list[tuple[int, int, int, bool]]: ...
+
+
+@runtime_checkable
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
     """The whole seam, for what wires the layers together (the runtime, the gateway, the
     commands that open a database). Every other caller asks for the role it needs."""
@@ -535,4 +553,11 @@ def teams_of(store: object) -> TeamStore:
     """The team side of a store (both backends have one)."""
     if not isinstance(store, TeamStore):
         raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
+    return store
+
+
+def budgets_of(store: object) -> BudgetStore:
+    """The budget side of a store (both backends have one)."""
+    if not isinstance(store, BudgetStore):
+        raise TypeError(f"{type(store).__name__} keeps no budgets (not a BudgetStore)")
     return store

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from xclaw.store.model import NewStep, Session, Step
     from xclaw.store.snapshot_model import WorkspaceRestore
     from xclaw.store.stream import WriteStream
+    from xclaw.store.writes import Write
 
 
 def new_worker_id() -> str:
@@ -146,6 +147,9 @@ class DrivenStore:
     def _fence(self, lease: Lease | None) -> Lease:
         """The lease a write carries: this view's, unless the caller names one."""
         return self.lease if lease is None else lease
+
+    def write(self, w: Write, *, lease: Lease | None = None) -> Any:
+        return self.store.write(w, lease=self._fence(lease))
 
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
         # The backend's stream, every step write on it fenced by this lease.

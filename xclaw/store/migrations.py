@@ -511,6 +511,74 @@ M007_SQLITE = (
 
 M007_POSTGRES = tuple(s.replace("INTEGER", "BIGINT").replace("TEXT", "text") for s in M007_SQLITE)
 
+# Migration 8, `budgets` (docs/budgets.md): each LLM call's hold on the budgets — its
+# reservation, written with the call's `running` step, and what it cost, written with its
+# finish — keyed by the step (written and settled once), with whose spend it counts and when
+# (UTC day and month); and the caps and grants an admin set per session, user or the whole
+# deployment over xclaw.yaml's. No foreign key: spend outlives a rollback or a deletion.
+M008_SQLITE = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,             -- the session's owner (NULL: the admin's)
+        day          TEXT NOT NULL,    -- 2026-12-06 (UTC)
+        month        TEXT NOT NULL,    -- 2026-12
+        held_tokens  INTEGER NOT NULL, -- the reservation: prompt estimate + max output
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         TEXT PRIMARY KEY,  -- session:<id> | user:<name> | total
+        caps           TEXT NOT NULL,     -- JSON: cap key -> number, or null (no cap)
+        granted_tokens INTEGER NOT NULL,
+        granted_usd    REAL NOT NULL,
+        updated_at     INTEGER NOT NULL
+    )
+    """,
+)
+M008_POSTGRES = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   text NOT NULL,
+        seq          bigint NOT NULL,
+        owner        text,
+        day          text NOT NULL,
+        month        text NOT NULL,
+        held_tokens  bigint NOT NULL,
+        held_usd     double precision NOT NULL,
+        spent_tokens bigint NOT NULL,
+        spent_usd    double precision NOT NULL,
+        settled      smallint NOT NULL CHECK (settled IN (0, 1)),
+        created_at   bigint NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         text PRIMARY KEY,
+        caps           jsonb NOT NULL,
+        granted_tokens bigint NOT NULL,
+        granted_usd    double precision NOT NULL,
+        updated_at     bigint NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -573,6 +641,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "itself exactly once across workers and kills",
         M007_SQLITE,
         M007_POSTGRES,
+    ),
+    Migration(
+        8,
+        "budgets",
+        "each LLM call's hold on the budgets (its reservation, written with the call's "
+        "step, and what it cost, written with its finish) and the caps and grants an admin "
+        "set, so spend is capped and counted once across kills and workers",
+        M008_SQLITE,
+        M008_POSTGRES,
     ),
 )
 

@@ -18,6 +18,7 @@ import psycopg
 
 from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -86,6 +87,7 @@ class PostgresStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
     ScheduleMethods,
     StoreBase,
 ):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -81,6 +82,7 @@ class SQLiteStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
     ScheduleMethods,
     StoreBase,
 ):

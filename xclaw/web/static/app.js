@@ -86,16 +86,25 @@ function setupAccessForm() {
 
 // --- status, busy, connection -------------------------------------------------------------------
 
+/** The words of a session that waits for a budget (state `budget`: which cap, spent, left). */
+function budgetText(s) {
+  return s && s.state === "budget" ? s.stateText : null;
+}
+
 function setStatus(status) {
   if (!status) return;
   state.status = status;
   const pill = $("status-pill");
   // One rule with the server (sessionState): Running only while a run is in flight.
-  const st = sessionState({ ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput });
+  const st = sessionState({
+    ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput, budgetText: state.budgetText,
+  });
   pill.className = `status-pill st-${st.key}`;
   pill.dataset.state = st.key;
   pill.textContent = st.text;
-  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput });
+  if (state.sessionId) {
+    sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput, budgetText: state.budgetText });
+  }
 }
 
 function setBusy(busy) {
@@ -120,6 +129,7 @@ async function refreshBusy() {
     if (s.sessionId !== state.sessionId || state.busyEpoch !== epoch) return;
     state.status = s.status;
     state.awaitingInput = Boolean(s.awaitingInput);
+    state.budgetText = budgetText(s);
     setBusy(Boolean(s.busy));
   } catch (e) {
     handleApiError(e, { quiet: true });
@@ -179,6 +189,7 @@ function onFrame(frame) {
       if (foreign) return;
       state.status = frame.status;
       if ("awaitingInput" in frame) state.awaitingInput = Boolean(frame.awaitingInput);
+      if ("state" in frame) state.budgetText = budgetText(frame);
       if ("busy" in frame) setBusy(Boolean(frame.busy));
       else if (frame.status === "Success" || frame.status === "Failed") refreshBusy();
       else setStatus(frame.status);
@@ -276,6 +287,7 @@ function onSession(frame) {
   state.session = frame;
   state.status = frame.status;
   state.awaitingInput = Boolean(frame.awaitingInput);
+  state.budgetText = budgetText(frame);
   // `created`: attached to a session that is written with its first message (docs/protocol.md).
   state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
