@@ -18,6 +18,7 @@ from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
 from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink, TextDelta
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import (
     AssistantMessage,
@@ -39,13 +40,13 @@ class FunctionModel:
         self.fn = fn
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.requests.append(request)
         resp = self.fn(request)
         if isinstance(resp, Exception):
             raise resp
-        if on_delta and resp.text:
-            await on_delta(resp.text)
+        if on_event and resp.text:
+            await on_event(TextDelta(resp.text))
         return resp
 
 
@@ -472,9 +473,11 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     gate = asyncio.Event()
 
     class SubAwareModel(FunctionModel):
-        async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+        async def complete(
+            self, request: LLMRequest, on_event: EventSink | None = None
+        ) -> LLMResponse:
             self.requests.append(request)
-            if request.agent == "main":
+            if request.playback.agent == "main":
                 if len(request.messages) == 1:
                     return LLMResponse(
                         "",
@@ -498,7 +501,7 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     results = [m.content for m in messages if isinstance(m, ToolResultMessage)]
     assert results == ["sub A ok", "sub B ok"]
     assert "[s1] user A" in events and "[s2] user B" in events
-    sub_requests = [r for r in model.requests if r.agent != "main"]
+    sub_requests = [r for r in model.requests if r.playback.agent != "main"]
     assert all(len(r.messages) == 1 for r in sub_requests)  # sub-agents see only their task
 
 
@@ -533,7 +536,7 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
     events: list[str] = []
 
     def answer(req: LLMRequest) -> LLMResponse:
-        if req.agent == "main":
+        if req.playback.agent == "main":
             if len(req.messages) == 1:
                 return LLMResponse(
                     "",
@@ -610,7 +613,9 @@ async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(
     answered = {m.tool_call_id for m in sent if isinstance(m, ToolResultMessage)}
     assert asked == answered
     assert len(messages) == 403  # the conversation itself keeps everything
-    assert model.requests[0].history == tuple(messages[:402])  # what was trimmed, for scripts
+    assert model.requests[0].playback.history == tuple(
+        messages[:402]
+    )  # what was trimmed, for scripts
 
 
 async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(
