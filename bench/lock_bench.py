@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xclaw.store.model import Completion, StepStatus
+from xclaw.store.writes import BeginStep, FinishStep
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -75,8 +78,18 @@ def child(
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
-            step = store.begin_step(sid, NewStep(step_type=StepType.TOOL_CALL, name="list_dir"))
-            store.complete_step(sid, step.seq, output_data="ok")
+            step = store.write(
+                BeginStep(
+                    session_id=sid, step=NewStep(step_type=StepType.TOOL_CALL, name="list_dir")
+                )
+            )
+            store.write(
+                FinishStep(
+                    session_id=sid,
+                    step=step.seq,
+                    done=Completion(status=StepStatus.COMPLETED, output_data="ok"),
+                )
+            )
             lat.append((time.perf_counter() - t0) * 1000)
             time.sleep(pause_s)
 

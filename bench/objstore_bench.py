@@ -35,6 +35,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from xclaw.store.model import Completion, StepStatus
+from xclaw.store.writes import BeginStep, FinishStep
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.seaweed import Seaweed, aws_env, running_seaweed
@@ -97,12 +100,18 @@ def database(tmp: Path, name: str) -> Iterator[tuple[str, Any]]:
 
 def step(store: Store, ws: Workspaces, sid: str, change: Path, follow: bool) -> float:
     """One side-effecting step as the runtime takes its snapshots; seconds of snapshot work."""
-    s = store.begin_step(sid, TOOL)
+    s = store.write(BeginStep(session_id=sid, step=TOOL))
     t = time.perf_counter()
     ws.snapshot(sid, s)
     spent = time.perf_counter() - t
     change.write_bytes(os.urandom(KB))  # the tool: one 1 KB file edited
-    store.complete_step(sid, s.seq, output_data="ok")
+    store.write(
+        FinishStep(
+            session_id=sid,
+            step=s.seq,
+            done=Completion(status=StepStatus.COMPLETED, output_data="ok"),
+        )
+    )
     if follow:
         t = time.perf_counter()
         ws.snapshot_after(sid, s)
@@ -180,10 +189,16 @@ def run(tmp: Path, weed: Seaweed, files: int, total: int, steps: int) -> None:
             step(a_store, a, sid, a.path(sid) / f"pkg{i % 100:02d}" / "edited.txt", True)
             for i in range(steps)
         ]
-        s = a_store.begin_step(sid, TOOL)
+        s = a_store.write(BeginStep(session_id=sid, step=TOOL))
         a.snapshot(sid, s)
         (a.path(sid) / "pkg05" / "one-kb.txt").write_bytes(os.urandom(KB))
-        a_store.complete_step(sid, s.seq, output_data="ok")
+        a_store.write(
+            FinishStep(
+                session_id=sid,
+                step=s.seq,
+                done=Completion(status=StepStatus.COMPLETED, output_data="ok"),
+            )
+        )
         info = a.snapshot_after(sid, s)
         assert info is not None
         s3_bytes = info.new_bytes

@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from xclaw.store.model import Completion, StepStatus
+from xclaw.store.writes import BeginStep, FinishStep
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xclaw.store.model import NewStep, StepType
@@ -106,12 +109,18 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     cpu: list[float] = []
 
     def snapshot() -> float:
-        step = store.begin_step(sid, TOOL)
+        step = store.write(BeginStep(session_id=sid, step=TOOL))
         t, c = time.perf_counter(), time.process_time()
         workspaces.snapshot(sid, step)
         elapsed = time.perf_counter() - t
         cpu.append(time.process_time() - c)  # this process's threads: the writer's too
-        store.complete_step(sid, step.seq, output_data="ok")
+        store.write(
+            FinishStep(
+                session_id=sid,
+                step=step.seq,
+                done=Completion(status=StepStatus.COMPLETED, output_data="ok"),
+            )
+        )
         return elapsed
 
     print(f"workspace: {files} files, {total / 2**20:.0f} MB of random bytes, 40 directories")

@@ -29,6 +29,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from xclaw.store.model import Completion, StepStatus
+from xclaw.store.writes import BeginStep, FinishStep
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xclaw.store.migrations import M001_SQLITE
@@ -142,8 +145,16 @@ def steps_store(path: Path, n: int, inp: dict, out: dict) -> float:
         sid = store.create_session(title="bench").session_id
         t = time.perf_counter()
         for _ in range(n):
-            st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", inp))
-            store.complete_step(sid, st.seq, output_data=out)
+            st = store.write(
+                BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
+            )
+            store.write(
+                FinishStep(
+                    session_id=sid,
+                    step=st.seq,
+                    done=Completion(status=StepStatus.COMPLETED, output_data=out),
+                )
+            )
         return (time.perf_counter() - t) / n
 
 
@@ -154,8 +165,16 @@ def steps_store_threads(path: Path, threads: int, n: int, inp: dict, out: dict) 
 
         def drive(sid: str) -> None:
             for _ in range(n):
-                st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", inp))
-                store.complete_step(sid, st.seq, output_data=out)
+                st = store.write(
+                    BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
+                )
+                store.write(
+                    FinishStep(
+                        session_id=sid,
+                        step=st.seq,
+                        done=Completion(status=StepStatus.COMPLETED, output_data=out),
+                    )
+                )
 
         workers = [threading.Thread(target=drive, args=(s,)) for s in sids]
         t = time.perf_counter()
@@ -193,8 +212,16 @@ def bench_bytes(scratch: Scratch, sizes: list[int]) -> list[tuple]:
         with SQLiteStore(path) as store:
             sid = store.create_session().session_id
             for _ in range(n):
-                st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", inp))
-                store.complete_step(sid, st.seq, output_data=out)
+                st = store.write(
+                    BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
+                )
+                store.write(
+                    FinishStep(
+                        session_id=sid,
+                        step=st.seq,
+                        done=Completion(status=StepStatus.COMPLETED, output_data=out),
+                    )
+                )
         size = db_bytes(path)
         rows.append((n, size / n, per_step_payload, size / n / per_step_payload))
     return rows

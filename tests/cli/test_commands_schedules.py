@@ -13,6 +13,7 @@ from tests.store.builders import user
 from xclaw.cli.main import _register, cli
 from xclaw.store import open_store
 from xclaw.store.base import schedules_of, teams_of
+from xclaw.store.writes import AddStep
 from xclaw.teams import ShareRole, UserRole
 
 
@@ -25,7 +26,7 @@ def test_add_list_pause_resume_remove(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     store = open_store(db)
     sid = store.create_session(title="target").session_id
-    store.add_step(sid, user("hello"))
+    store.write(AddStep(session_id=sid, step=user("hello")))
     store.close()
     made = run(
         db, "schedule", "add", "--cron", "0 9 * * 1-5", "--session", sid[:8], "-m", "standup"

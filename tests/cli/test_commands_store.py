@@ -11,9 +11,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from tests.writes import finish
 from xclaw.cli import commands_store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 
 
 @pytest.fixture
@@ -29,20 +31,37 @@ def db(tmp_path: Path) -> Path:
     path = tmp_path / "x.db"
     with SQLiteStore(path) as store:
         store.create_session(session_id="cli", title="log analysis", metadata={"t": 1})
-        u = store.add_step("cli", NewStep(StepType.USER_INPUT, "user", "帮我分析日志"))
-        lm = store.begin_step("cli", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-        store.complete_step(
-            "cli", lm.seq, output_data={"text": ""}, token_usage_prompt=10, token_usage_completion=3
+        u = store.write(
+            AddStep(session_id="cli", step=NewStep(StepType.USER_INPUT, "user", "帮我分析日志"))
         )
-        t = store.begin_step(
-            "cli", NewStep(StepType.TOOL_CALL, "shell", {"command": "cat app.log"}, lm.step_id)
+        lm = store.write(
+            BeginStep(session_id="cli", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
-        store.complete_step("cli", t.seq, output_data="ERROR x")
-        l2 = store.begin_step("cli", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-        store.complete_step(
-            "cli", l2.seq, output_data={"text": "done"}, session_status=Status.SUCCESS
+        store.write(
+            finish(
+                "cli",
+                lm.seq,
+                output_data={"text": ""},
+                token_usage_prompt=10,
+                token_usage_completion=3,
+            )
         )
-        store.add_step("cli", NewStep(StepType.USER_INPUT, "user", "统计 ERROR 行数"))
+        t = store.write(
+            BeginStep(
+                session_id="cli",
+                step=NewStep(StepType.TOOL_CALL, "shell", {"command": "cat app.log"}, lm.step_id),
+            )
+        )
+        store.write(finish("cli", t.seq, output_data="ERROR x"))
+        l2 = store.write(
+            BeginStep(session_id="cli", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        )
+        store.write(
+            finish("cli", l2.seq, output_data={"text": "done"}, session_status=Status.SUCCESS)
+        )
+        store.write(
+            AddStep(session_id="cli", step=NewStep(StepType.USER_INPUT, "user", "统计 ERROR 行数"))
+        )
     return path
 
 
@@ -72,7 +91,9 @@ def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
     with SQLiteStore(db) as store:
         store.create_session(session_id="alpha", title="Refactor the Parser")
         done = store.create_session(session_id="beta", title="write docs")
-        store.add_step(done.session_id, NewStep(StepType.USER_INPUT, "user", "x"))
+        store.write(
+            AddStep(session_id=done.session_id, step=NewStep(StepType.USER_INPUT, "user", "x"))
+        )
         store.transition("beta", Status.SUCCESS)
 
     def ids(r):
@@ -91,16 +112,20 @@ def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
 def _priced_db(path: Path) -> None:
     with SQLiteStore(path) as store:
         store.create_session(session_id="p", title="priced")
-        u = store.add_step("p", NewStep(StepType.USER_INPUT, "user", "go"))
+        u = store.write(AddStep(session_id="p", step=NewStep(StepType.USER_INPUT, "user", "go")))
         for model in ("anthropic:claude-sonnet-4-5-20250929", "openai:my-local-model"):
-            lm = store.begin_step("p", NewStep(StepType.LLM_CALL, model, {}, u.step_id))
+            lm = store.write(
+                BeginStep(session_id="p", step=NewStep(StepType.LLM_CALL, model, {}, u.step_id))
+            )
             usage = {"input": 100_000, "output": 1_000, "cache_read": 90_000, "cache_write": 5_000}
-            store.complete_step(
-                "p",
-                lm.seq,
-                output_data={"text": "", "model": model, "usage": usage},
-                token_usage_prompt=100_000,
-                token_usage_completion=1_000,
+            store.write(
+                finish(
+                    "p",
+                    lm.seq,
+                    output_data={"text": "", "model": model, "usage": usage},
+                    token_usage_prompt=100_000,
+                    token_usage_completion=1_000,
+                )
             )
 
 

@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.workspace.helpers import Driver, remove, settle, tree, write
+from tests.writes import finish
 from xclaw.cli import commands_store, commands_workspace
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 from xclaw.workspace.timetravel import Workspaces
 
 
@@ -140,33 +142,48 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
         store.create_session(session_id="left")
-        u = store.add_step("left", NewStep(StepType.USER_INPUT, "user", "base"))
-        done = store.begin_step("left", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-        store.complete_step(
-            "left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS
+        u = store.write(
+            AddStep(session_id="left", step=NewStep(StepType.USER_INPUT, "user", "base"))
+        )
+        done = store.write(
+            BeginStep(session_id="left", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        )
+        store.write(
+            finish("left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
         )
         store.fork("left", 2, title="right")
         right = next(s.session_id for s in store.list_sessions() if s.session_id != "left")
 
         def turn(sid: str, text: str, commands: list[str], answer: str) -> None:
-            u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", text))
+            u = store.write(
+                AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", text))
+            )
             for c in commands:
-                lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-                store.complete_step(
-                    sid,
-                    lm.seq,
-                    output_data={
-                        "text": "",
-                        "tool_calls": [{"name": "shell", "input": {"command": c}}],
-                    },
+                lm = store.write(
+                    BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
                 )
-                t = store.begin_step(
-                    sid, NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id)
+                store.write(
+                    finish(
+                        sid,
+                        lm.seq,
+                        output_data={
+                            "text": "",
+                            "tool_calls": [{"name": "shell", "input": {"command": c}}],
+                        },
+                    )
                 )
-                store.complete_step(sid, t.seq, output_data="x")
-            lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-            store.complete_step(
-                sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS
+                t = store.write(
+                    BeginStep(
+                        session_id=sid,
+                        step=NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id),
+                    )
+                )
+                store.write(finish(sid, t.seq, output_data="x"))
+            lm = store.write(
+                BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+            )
+            store.write(
+                finish(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
             )
 
         turn("left", "go a", ["echo shared"], "Result\nA")

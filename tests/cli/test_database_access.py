@@ -22,6 +22,7 @@ from xclaw.cli.main import _register, cli
 from xclaw.store.migrations import LATEST_VERSION, migrate_sqlite
 from xclaw.store.model import NewStep, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep
 
 _register()
 
@@ -66,8 +67,8 @@ def _empty(p: Path) -> None:
 def _xclaw(p: Path) -> None:
     with SQLiteStore(p) as store:
         store.create_session(session_id="s1", title="mine")
-        store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "hi"))
-        store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "again"))
+        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi")))
+        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "again")))
     os.chmod(p, 0o644)
 
 
@@ -291,8 +292,10 @@ def test_postgres_reading_commands_run_on_read_only_connections(tmp_path: Path) 
         store = backend.open()
         try:
             store.create_session(session_id="s1", title="mine")
-            store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "hi"))
-            store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "again"))
+            store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi")))
+            store.write(
+                AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "again"))
+            )
         finally:
             store.close()
         (tmp_path / "home" / "workspaces" / "s1").mkdir(parents=True)

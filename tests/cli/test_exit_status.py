@@ -27,6 +27,7 @@ from xclaw.errors import (
 from xclaw.store.model import NewStep, StepType
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.transfer import BadExport
+from xclaw.store.writes import AddStep
 
 _register()
 
@@ -77,8 +78,8 @@ def db(tmp_path: Path) -> Path:
     path = tmp_path / "x.db"
     with SQLiteStore(path) as store:
         store.create_session(session_id="s1", title="t")
-        store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "one"))
-        store.add_step("s1", NewStep(StepType.USER_INPUT, "user", "two"))
+        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "one")))
+        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "two")))
     (tmp_path / "export.jsonl").write_text(
         '{"kind": "session", "sessionId": "e", "status": "Init", "createdAt": 1, "updatedAt": 1}\n'
     )

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import PostgresBackend
+from tests.writes import finish
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 
 STEP_COLUMNS = (
     "step_id, seq, parent_step_id, step_type, name, status, agent, call_id, input_data, "
@@ -221,22 +223,32 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
     src = tmp_path / "src.db"
     with SQLiteStore(src) as store:
         store.create_session(session_id="pics")
-        u = store.add_step("pics", NewStep(StepType.USER_INPUT, "user", "look"))
-        llm = store.begin_step("pics", NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        u = store.write(
+            AddStep(session_id="pics", step=NewStep(StepType.USER_INPUT, "user", "look"))
+        )
+        llm = store.write(
+            BeginStep(session_id="pics", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        )
         call = {"id": "c1", "name": "view_file", "input": {"path": "a.png"}}
-        store.complete_step("pics", llm.seq, output_data={"text": "", "tool_calls": [call]})
-        step = store.begin_step(
-            "pics",
-            NewStep(StepType.TOOL_CALL, "view_file", {"path": "a.png"}, llm.step_id, call_id="c1"),
+        store.write(finish("pics", llm.seq, output_data={"text": "", "tool_calls": [call]}))
+        step = store.write(
+            BeginStep(
+                session_id="pics",
+                step=NewStep(
+                    StepType.TOOL_CALL, "view_file", {"path": "a.png"}, llm.step_id, call_id="c1"
+                ),
+            )
         )
         store.put_blobs({h: png})
-        store.complete_step(
-            "pics",
-            step.seq,
-            output_data={
-                "content": "an image",
-                "images": [{"hash": h, "media_type": "image/png", "size": len(png)}],
-            },
+        store.write(
+            finish(
+                "pics",
+                step.seq,
+                output_data={
+                    "content": "an image",
+                    "images": [{"hash": h, "media_type": "image/png", "size": len(png)}],
+                },
+            )
         )
     env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
     dump = xclaw("export", "pics", "--db", src, env=env, cwd=tmp_path).stdout
@@ -278,7 +290,11 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
         ):
             now[0] = real - age_days * DAY_MS
             store.create_session(session_id=sid)
-            step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+            step = store.write(
+                BeginStep(
+                    session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})
+                )
+            )
             from xclaw.store.snapshot_model import content_hash
 
             h = content_hash(content)
@@ -292,7 +308,7 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
                     "s.txt": {"hash": content_hash(b"shared"), "size": 6, "mode": 0o644},
                 },
             )
-            store.complete_step(sid, step.seq, output_data="ok", session_status=Status.SUCCESS)
+            store.write(finish(sid, step.seq, output_data="ok", session_status=Status.SUCCESS))
             (ws / sid).mkdir(parents=True)
             (ws / sid / "f.txt").write_bytes(content)
         now[0] = real
@@ -342,7 +358,11 @@ def test_gc_on_postgres(tmp_path: Path) -> None:
         try:
             for sid, content in (("gone", b"only here"), ("kept", b"kept here")):
                 store.create_session(session_id=sid)
-                step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+                step = store.write(
+                    BeginStep(
+                        session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})
+                    )
+                )
                 h = content_hash(content)
                 store.put_blobs({h: content})
                 store.save_snapshot(
@@ -383,7 +403,7 @@ def _old_sessions(db: Path, ws: Path, *ids_and_days: tuple[str, int]) -> None:
         for sid, days in ids_and_days:
             now[0] = real - days * DAY_MS
             store.create_session(session_id=sid, title=f"title of {sid}")
-            store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "x"))
+            store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x")))
             (ws / sid).mkdir(parents=True)
 
 

@@ -25,6 +25,7 @@ from xclaw.runtime.outcomes import CANCEL_NOTICE, OUTCOMES, Event, end_with, out
 from xclaw.store import open_store
 from xclaw.store.base import RecordReader, StepWriter, Store
 from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
+from xclaw.store.writes import AddStep, BeginStep
 
 
 @dataclass
@@ -57,11 +58,16 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def waiting_run(store: Store) -> FakeRun:
     """A session Paused on an approval, a tool call of the same turn still running."""
     sid = store.create_session().session_id
-    store.add_step(sid, NewStep(step_type=StepType.USER_INPUT, name="user", input_data="go"))
+    store.write(
+        AddStep(
+            session_id=sid,
+            step=NewStep(step_type=StepType.USER_INPUT, name="user", input_data="go"),
+        )
+    )
     tool = NewStep(step_type=StepType.TOOL_CALL, name="shell", input_data={}, call_id="c0")
-    store.begin_step(sid, tool)
+    store.write(BeginStep(session_id=sid, step=tool))
     ask = NewStep(step_type=StepType.SYSTEM_ALERT, name="approval", input_data={}, call_id="c1")
-    store.begin_step(sid, ask)
+    store.write(BeginStep(session_id=sid, step=ask))
     assert store.get_session(sid).status is Status.PAUSED
     return FakeRun(sid, StoreCaller(store), StoreCaller(store))
 

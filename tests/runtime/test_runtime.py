@@ -8,9 +8,11 @@ import json
 import pytest
 
 from tests.runtime.harness import sh
+from tests.writes import finish
 from xclaw.errors import SessionBusy, SessionNotFound, StepNotFound
 from xclaw.store.base import teams_of
 from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
+from xclaw.store.writes import AddStep, BeginStep
 from xclaw.teams import Actor, Identity, UserRole
 
 
@@ -306,23 +308,30 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     st = h.store
     (h.settings.workspace_root / sid).mkdir(parents=True, exist_ok=True)
     (h.settings.workspace_root / sid / "a.txt").write_text("alpha")
-    user = st.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
-    llm = st.begin_step(sid, NewStep(StepType.LLM_CALL, "script", {}, parent_step_id=user.step_id))
+    user = st.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
+    llm = st.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.LLM_CALL, "script", {}, parent_step_id=user.step_id),
+        )
+    )
     calls = [
         {"id": "call_0_0", "name": "read_file", "input": {"path": "a.txt"}},
         {"id": "call_0_1", "name": "shell", "input": {"command": "echo once >> fx"}},
     ]
-    st.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
+    st.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
     for c in calls:
-        st.begin_step(
-            sid,
-            NewStep(
-                StepType.TOOL_CALL,
-                c["name"],
-                c["input"],
-                parent_step_id=llm.step_id,
-                call_id=c["id"],
-            ),
+        st.write(
+            BeginStep(
+                session_id=sid,
+                step=NewStep(
+                    StepType.TOOL_CALL,
+                    c["name"],
+                    c["input"],
+                    parent_step_id=llm.step_id,
+                    call_id=c["id"],
+                ),
+            )
         )
     assert st.get_session(sid).status is Status.RUNNING
 
@@ -382,10 +391,12 @@ async def test_a_new_message_settles_what_a_dead_run_left_pending(make) -> None:
 
     h = make([{"text": "answered"}])
     sid = h.store.create_session().session_id
-    h.store.add_step(sid, user("clean up"))
-    asked = h.store.begin_step(sid, llm())
-    h.store.complete_step(sid, asked.seq, output_data={"text": "", "tool_calls": []})
-    pending = h.store.begin_step(sid, approval())  # the process died while it waited
+    h.store.write(AddStep(session_id=sid, step=user("clean up")))
+    asked = h.store.write(BeginStep(session_id=sid, step=llm()))
+    h.store.write(finish(sid, asked.seq, output_data={"text": "", "tool_calls": []}))
+    pending = h.store.write(
+        BeginStep(session_id=sid, step=approval())
+    )  # the process died while it waited
     assert h.store.get_session(sid).status is Status.PAUSED
     await h.session(sid)
     await h.turn(sid, "never mind, just answer")

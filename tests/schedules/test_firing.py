@@ -25,7 +25,7 @@ from xclaw.schedules.spec import Kind, fire_id
 from xclaw.store import open_store
 from xclaw.store.base import Store, schedules_of, teams_of
 from xclaw.store.model import StepType
-from xclaw.store.writes import AddSchedule, ClaimTicks
+from xclaw.store.writes import AddSchedule, AddStep, ClaimTicks
 from xclaw.teams import ShareRole, UserRole
 
 
@@ -250,7 +250,7 @@ async def test_each_fire_forks_the_template_once(workers: Any) -> None:
     clock = Clock(0)
     a, b = await workers(clock), await workers(clock)
     tpl = await session(a.store)
-    a.store.add_step(tpl, user("you are the nightly checker"))
+    a.store.write(AddStep(session_id=tpl, step=user("you are the nightly checker")))
     sch = add(a.store, fork_of=tpl)
     clock.ms = 2_000
     await a.scheduler.check()

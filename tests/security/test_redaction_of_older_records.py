@@ -13,8 +13,10 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, clean_env, write_script, xclaw_cmd
+from tests.writes import finish
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 
 pytestmark = pytest.mark.slow
 
@@ -25,26 +27,40 @@ def old_record(db: Path) -> str:
     """A session as a version without this redaction could have written it."""
     with SQLiteStore(db) as store:
         sid = store.create_session(title=f"about {KEY}").session_id
-        user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", f"use {KEY}"))
-        llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
-        store.complete_step(
-            sid,
-            llm.seq,
-            output_data={
-                "text": f"sure {KEY}",
-                "tool_calls": [{"id": f"c_{KEY}", "name": f"t_{KEY}", "input": {"k": KEY}}],
-            },
+        user = store.write(
+            AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", f"use {KEY}"))
         )
-        tool = store.add_step(
-            sid,
-            NewStep(StepType.TOOL_CALL, f"t_{KEY}", {"k": KEY}, llm.step_id, call_id=f"c_{KEY}"),
-            output_data=f"Not run: unknown tool 't_{KEY}'",
-            error_message=f"unknown tool 't_{KEY}'",
+        llm = store.write(
+            BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+        )
+        store.write(
+            finish(
+                sid,
+                llm.seq,
+                output_data={
+                    "text": f"sure {KEY}",
+                    "tool_calls": [{"id": f"c_{KEY}", "name": f"t_{KEY}", "input": {"k": KEY}}],
+                },
+            )
+        )
+        tool = store.write(
+            AddStep(
+                session_id=sid,
+                step=NewStep(
+                    StepType.TOOL_CALL, f"t_{KEY}", {"k": KEY}, llm.step_id, call_id=f"c_{KEY}"
+                ),
+                output_data=f"Not run: unknown tool 't_{KEY}'",
+                error_message=f"unknown tool 't_{KEY}'",
+            )
         )
         assert tool.name == f"t_{KEY}"
-        last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
-        store.complete_step(
-            sid, last.seq, output_data={"text": f"done {KEY}"}, session_status=Status.SUCCESS
+        last = store.write(
+            BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+        )
+        store.write(
+            finish(
+                sid, last.seq, output_data={"text": f"done {KEY}"}, session_status=Status.SUCCESS
+            )
         )
     return sid
 

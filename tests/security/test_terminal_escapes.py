@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+from tests.writes import finish
+from xclaw.store.writes import AddStep, BeginStep
 from xclaw.terminal.render import Renderer
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 
@@ -164,10 +166,14 @@ def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> 
     with SQLiteStore(db) as store:
         for sid, answer in (("left", "plain"), ("right", "".join(HOSTILE))):
             store.create_session(session_id=sid)
-            u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
-            lm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-            store.complete_step(
-                sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS
+            u = store.write(
+                AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"))
+            )
+            lm = store.write(
+                BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+            )
+            store.write(
+                finish(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
             )
     group = click.Group("xclaw")
     commands_store.register(group)

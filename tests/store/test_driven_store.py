@@ -12,6 +12,7 @@ import pytest
 
 from xclaw.store.base import StepWriter
 from xclaw.store.leases import DrivenStore, Lease
+from xclaw.store.writes import BeginStep
 
 
 class _Recording:
@@ -71,7 +72,7 @@ def test_every_write_passes_through_with_the_lease() -> None:
 def test_a_lease_named_by_the_caller_wins() -> None:
     mine, other = Lease("sid", "a", 7, 0), Lease("sid", "b", 8, 0)
     fake = _Recording()
-    DrivenStore(fake, mine).begin_step("sid", object(), lease=other)
+    DrivenStore(fake, mine).write(BeginStep(session_id="sid", step=object()), other)
     assert fake.calls[0][2]["lease"] is other
 
 

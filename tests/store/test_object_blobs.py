@@ -19,7 +19,7 @@ from xclaw.errors import BlobStoreLost, BlobStoreUnavailable, LeaseLost, Missing
 from xclaw.store.base import Store
 from xclaw.store.s3 import Location
 from xclaw.store.snapshot_model import content_hash
-from xclaw.store.writes import Kind
+from xclaw.store.writes import BeginStep, Kind
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 pytestmark = pytest.mark.slow
@@ -80,7 +80,7 @@ def test_contents_go_to_the_bucket_and_the_database_keeps_marks_only(
     assert contents(weed, url, backend) == {h}
     assert backend.query("SELECT hash, pos, size FROM object_blobs") == [(h, 0, len(data))]
     sid = store.create_session().session_id
-    seq = store.begin_step(sid, tool()).seq
+    seq = store.write(BeginStep(session_id=sid, step=tool())).seq
     store.save_snapshot(sid, seq, {"a.txt": entry(h, data)})
     assert store.get_snapshot(sid, seq) == {"a.txt": entry(h, data)}
     no_contents_in_db(backend)
@@ -102,11 +102,11 @@ def test_the_workspace_snapshotter_uploads_only_what_changed(
         (ws / f"f{i}.txt").write_bytes(f"file {i} ".encode() * 200)
     snap = Snapshotter(SnapshotConfig(ignore=()))
     sid = store.create_session().session_id
-    first = snap.snapshot(store, sid, store.begin_step(sid, tool()).seq, ws)
+    first = snap.snapshot(store, sid, store.write(BeginStep(session_id=sid, step=tool())).seq, ws)
     assert first.new_bytes == sum(p.stat().st_size for p in ws.iterdir())
     (ws / "f7.txt").write_bytes(b"x" * 1024)
     time.sleep(0.03)
-    second = snap.snapshot(store, sid, store.begin_step(sid, tool()).seq, ws)
+    second = snap.snapshot(store, sid, store.write(BeginStep(session_id=sid, step=tool())).seq, ws)
     assert second.new_bytes == 1024  # one changed file: its bytes, nothing else
     assert len(contents(weed, url, backend)) == 51
     assert len(weed.objects(url)) == 2  # two uploads, one pack each
@@ -122,9 +122,9 @@ def test_a_sweep_deletes_unreferenced_objects_only_after_the_grace_period(
     store.put_blobs({hk: dk})
     store.put_blobs({hg: dg})  # a pack of its own: deleted whole once unreferenced
     store.put_blobs({content_hash(b"x" + ds): b"x" + ds, hs: ds})  # a pack of two
-    s1 = store.begin_step(sid, tool()).seq
+    s1 = store.write(BeginStep(session_id=sid, step=tool())).seq
     store.save_snapshot(sid, s1, {"a": entry(hk, dk), "s": entry(hs, ds)})
-    s2 = store.begin_step(sid, tool()).seq
+    s2 = store.write(BeginStep(session_id=sid, step=tool())).seq
     store.save_snapshot(sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg), "s": entry(hs, ds)})
     store.rollback(sid, s2)
     assert len(weed.objects(url)) == 3
@@ -160,7 +160,7 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
 
         snap = Snapshotter(SnapshotConfig(ignore=(), crash_point=stall_then_sweep))
         sid = store.create_session().session_id
-        seq = store.begin_step(sid, tool()).seq
+        seq = store.write(BeginStep(session_id=sid, step=tool())).seq
         snap.snapshot(store, sid, seq, ws)
         assert swept == [1]  # the sweep did delete the object meanwhile
         assert contents(weed, url, backend) == {h}  # ... and the snapshotter uploaded it again
@@ -173,7 +173,9 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
         (hf, df) = blob("fresh")
         store.put_blobs({hf: df})
         assert sweeper.gc_blobs() == 0
-        store.save_snapshot(sid, store.begin_step(sid, tool()).seq, {"f": entry(hf, df)})
+        store.save_snapshot(
+            sid, store.write(BeginStep(session_id=sid, step=tool())).seq, {"f": entry(hf, df)}
+        )
         assert hf in contents(weed, url, backend)
     finally:
         store.close()
@@ -193,7 +195,7 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
         time.sleep(0.3)
         new = heir.acquire_lease(sid, "heir", 30)
         assert new is not None and new.token != old.token
-        seq = heir.begin_step(sid, tool(), lease=new).seq
+        seq = heir.write(BeginStep(session_id=sid, step=tool()), new).seq
         h, data = blob("written by the zombie after it lost its lease")
         zombie.put_blobs({h: data})  # the upload itself cannot be stopped...
         with pytest.raises(LeaseLost):
@@ -231,7 +233,7 @@ def test_an_upload_killed_before_its_rows_is_never_trusted_and_swept_later(
         blobs.bucket.put_many({name: pack})  # ... and the worker dies here
         assert store.missing_blobs([h]) == {h}
         sid = store.create_session().session_id
-        seq = store.begin_step(sid, tool()).seq
+        seq = store.write(BeginStep(session_id=sid, step=tool())).seq
         with pytest.raises(MissingBlobs):
             store.save_snapshot(sid, seq, {"a": entry(h, data)})
         assert store.gc_blobs() == 0

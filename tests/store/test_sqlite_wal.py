@@ -19,6 +19,7 @@ from xclaw.ops import fsck
 from xclaw.store import Access, open_store
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_wal import FRAME_HEADER, HEADER
+from xclaw.store.writes import AddStep
 
 INSERT = (
     "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at) "
@@ -143,7 +144,7 @@ def test_a_corrupt_index_page_is_reported(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         for i in range(50):
             sid = store.create_session(session_id=f"s{i}").session_id
-            store.add_step(sid, user())
+            store.write(AddStep(session_id=sid, step=user()))
     conn = sqlite3.connect(db)
     (root,) = conn.execute(
         "SELECT rootpage FROM sqlite_master WHERE name='idx_traces_session_time'"

@@ -11,10 +11,12 @@ import pytest
 
 from tests.store.builders import llm, tool, user
 from tests.store.conftest import Backend
+from tests.writes import finish
 from xclaw.store.base import Store
 from xclaw.store.model import Completion, NewStep, Session, Status, Step
 from xclaw.store.rows import SESSIONS, STEPS
 from xclaw.store.transfer import export_lines, parse_export
+from xclaw.store.writes import AddStep, BeginStep
 
 # Columns the store writes itself, not part of the row values (leases, the step counter, the
 # worker that wrote a step).
@@ -48,14 +50,22 @@ def test_the_declaration_is_the_schema(store: Store, backend: Backend) -> None:
 
 def _record(store: Store) -> tuple[str, list[Step]]:
     sid = store.create_session(title="t", metadata={"k": [1, "é"]}).session_id
-    u = store.add_step(sid, user("go"))
-    call = store.begin_step(sid, llm(u.step_id))
-    store.complete_step(
-        sid, call.seq, output_data={"text": "x"}, token_usage_prompt=7, token_usage_completion=None
+    u = store.write(AddStep(session_id=sid, step=user("go")))
+    call = store.write(BeginStep(session_id=sid, step=llm(u.step_id)))
+    store.write(
+        finish(
+            sid,
+            call.seq,
+            output_data={"text": "x"},
+            token_usage_prompt=7,
+            token_usage_completion=None,
+        )
     )
-    t = store.begin_step(sid, tool("ls", call.step_id, call_id="c1"))
-    store.fail_step(sid, t.seq, error_message="boom", output_data="partial")
-    store.begin_step(sid, tool("pwd", call.step_id, call_id="c2"))  # left running
+    t = store.write(BeginStep(session_id=sid, step=tool("ls", call.step_id, call_id="c1")))
+    store.write(finish(sid, t.seq, error_message="boom", output_data="partial"))
+    store.write(
+        BeginStep(session_id=sid, step=tool("pwd", call.step_id, call_id="c2"))
+    )  # left running
     return sid, store.steps(sid)
 
 

@@ -12,10 +12,11 @@ import time
 
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
+from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
 from xclaw.store.model import Status, StepStatus
-from xclaw.store.writes import Sync
+from xclaw.store.writes import AddStep, BeginStep, Sync
 
 THREADS, SESSIONS_PER_THREAD, STEPS = 12, 3, 25
 
@@ -47,8 +48,8 @@ def test_many_threads_many_sessions(store: Store, backend: Backend) -> None:
     def work(i: int) -> None:
         for k in range(STEPS):
             for sid in sids[i]:
-                st = store.begin_step(sid, tool(f"{i}-{k}"))
-                store.complete_step(sid, st.seq, output_data={"k": k})
+                st = store.write(BeginStep(session_id=sid, step=tool(f"{i}-{k}")))
+                store.write(finish(sid, st.seq, output_data={"k": k}))
                 assert store.get_step(sid, st.seq).status is StepStatus.COMPLETED  # read-your-write
 
     assert _run_threads(work, THREADS) == []
@@ -72,11 +73,11 @@ def test_a_failing_operation_in_a_shared_commit_fails_alone(store: Store) -> Non
         for _ in range(20):
             if i == 0:
                 try:
-                    store.begin_step(bad, approval())
+                    store.write(BeginStep(session_id=bad, step=approval()))
                 except IllegalTransition:
                     outcomes["illegal"].append(1)
             else:
-                store.add_step(good[i - 1], user())
+                store.write(AddStep(session_id=good[i - 1], step=user()))
                 outcomes["ok"].append(1)
 
     assert _run_threads(work, 9) == []
@@ -88,7 +89,7 @@ def test_a_failing_operation_in_a_shared_commit_fails_alone(store: Store) -> Non
 def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend) -> None:
     sid = store.create_session().session_id
     for _ in range(3):
-        store.add_step(sid, user())
+        store.write(AddStep(session_id=sid, step=user()))
     holding = threading.Event()
     release = threading.Event()
     mark = "?" if backend.name == "sqlite" else "%s"
@@ -123,12 +124,14 @@ CHILD = textwrap.dedent(
     """
     import sys
     from xclaw.store import open_store
-    from xclaw.store.model import NewStep, StepType
+    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.writes import BeginStep, FinishStep
     store = open_store(sys.argv[1])
     sid = store.create_session(session_id="child").session_id
+    done = Completion(status=StepStatus.COMPLETED, output_data="x" * 500)
     for k in range(int(sys.argv[2])):
-        st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"k": k}))
-        store.complete_step(sid, st.seq, output_data="x" * 500)
+        st = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"k": k})))
+        store.write(FinishStep(session_id=sid, step=st.seq, done=done))
     store.close()
     print("done", flush=True)
     """
@@ -147,9 +150,9 @@ def test_another_process_writing_the_same_database(store_factory, backend: Backe
 
     def work(i: int) -> None:
         for _ in range(40):
-            u = store.add_step(sids[i], user())
-            st = store.begin_step(sids[i], llm(parent=u.step_id))
-            store.complete_step(sids[i], st.seq, output_data={})
+            u = store.write(AddStep(session_id=sids[i], step=user()))
+            st = store.write(BeginStep(session_id=sids[i], step=llm(parent=u.step_id)))
+            store.write(finish(sids[i], st.seq, output_data={}))
 
     assert _run_threads(work, 4) == []
     out, err = child.communicate(timeout=60)
@@ -164,14 +167,14 @@ def test_cli_rollback_while_a_server_writes(store_factory, backend: Backend) -> 
     store = store_factory()
     target = store.create_session(session_id="target").session_id
     for _ in range(30):
-        store.add_step(target, user())
+        store.write(AddStep(session_id=target, step=user()))
     busy = [store.create_session().session_id for _ in range(3)]
     stop = threading.Event()
 
     def work(i: int) -> None:
         while not stop.is_set():
-            st = store.begin_step(busy[i], tool())
-            store.complete_step(busy[i], st.seq, output_data="ok")
+            st = store.write(BeginStep(session_id=busy[i], step=tool()))
+            store.write(finish(busy[i], st.seq, output_data="ok"))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
     for t in threads:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.store.conftest import Backend
 from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
+from xclaw.store.writes import AddStep
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 
@@ -20,15 +21,17 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from xclaw.store import open_store
-    from xclaw.store.model import NewStep, StepType
+    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.writes import AddStep, BeginStep, FinishStep
     store = open_store(sys.argv[1])
     sid = store.create_session(session_id="crash", title="kill me").session_id
-    u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "send the report"))
-    l = store.begin_step(sid, NewStep(StepType.LLM_CALL, "model", {}, u.step_id))
+    u = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "send the report")))
+    l = store.write(BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "model", {}, u.step_id)))
     # a completion commits without an fsync: it must still survive a process kill
-    store.complete_step(sid, l.seq, output_data={"text": "", "tool_calls": ["c1"]})
-    t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "sleep 10"},
-                                      l.step_id, call_id="c1"))
+    answer = Completion(status=StepStatus.COMPLETED, output_data={"text": "", "tool_calls": ["c1"]})
+    store.write(FinishStep(session_id=sid, step=l.seq, done=answer))
+    t = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "sleep 10"},
+                                      l.step_id, call_id="c1")))
     print(t.step_id, flush=True)   # the side effect would start now
     time.sleep(60)
     """
@@ -38,17 +41,19 @@ LOOP = textwrap.dedent(
     """
     import sys, threading
     from xclaw.store import open_store
-    from xclaw.store.model import NewStep, StepType
+    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.writes import BeginStep, FinishStep
     store = open_store(sys.argv[1])
     out = threading.Lock()
+    done = Completion(status=StepStatus.COMPLETED, output_data="y" * 300)
     def work(i):
         sid = store.create_session(session_id=f"w{i}").session_id
         k = 0
         while True:
-            st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"k": k}))
+            st = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"k": k})))
             with out:
                 print(f"w{i} {st.seq}", flush=True)
-            store.complete_step(sid, st.seq, output_data="y" * 300)
+            store.write(FinishStep(session_id=sid, step=st.seq, done=done))
             k += 1
     for i in range(4):
         threading.Thread(target=work, args=(i,), daemon=True).start()
@@ -94,7 +99,7 @@ def test_killed_between_begin_and_complete(backend: Backend) -> None:
         assert kept.call_id == "c1" and kept.input_data == {"command": "sleep 10"}
         assert len(store.steps("crash")) == 3  # kept, not deleted
         retry = NewStep(StepType.USER_INPUT, "user", "retry")
-        assert store.add_step("crash", retry).display_id == "s0004"
+        assert store.write(AddStep(session_id="crash", step=retry)).display_id == "s0004"
 
 
 def test_killed_in_the_middle_of_busy_writing(backend: Backend) -> None:

@@ -6,29 +6,41 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.writes import finish
 from xclaw.ops import fsck
 from xclaw.store.base import Store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.snapshot_model import content_hash
+from xclaw.store.writes import AddStep, BeginStep
 
 from .conftest import Backend
 
 
 def _turn(store: Store, sid: str, calls: list[tuple[str, str]], *, final: bool = True) -> None:
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "do it"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "do it")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    )
     tool_calls = [{"id": cid, "name": name, "input": {}} for cid, name in calls]
-    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": tool_calls})
+    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": tool_calls}))
     for cid, name in calls:
-        t = store.begin_step(sid, NewStep(StepType.TOOL_CALL, name, {}, llm.step_id, call_id=cid))
-        store.complete_step(sid, t.seq, output_data="ok")
+        t = store.write(
+            BeginStep(
+                session_id=sid, step=NewStep(StepType.TOOL_CALL, name, {}, llm.step_id, call_id=cid)
+            )
+        )
+        store.write(finish(sid, t.seq, output_data="ok"))
     if final:
-        last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
-        store.complete_step(
-            sid,
-            last.seq,
-            output_data={"text": "done", "tool_calls": []},
-            session_status=Status.SUCCESS,
+        last = store.write(
+            BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+        )
+        store.write(
+            finish(
+                sid,
+                last.seq,
+                output_data={"text": "done", "tool_calls": []},
+                session_status=Status.SUCCESS,
+            )
         )
 
 
@@ -56,11 +68,13 @@ def test_a_run_that_stopped_after_the_model_call_is_not_a_finding(store: Store) 
     """Cancel/crash between the answer and the tool: no later model call, nothing missing."""
     sid = store.create_session().session_id
     _turn(store, sid, [("c1", "shell")], final=False)
-    store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "again"))
+    store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "again")))
     sid2 = store.create_session().session_id
-    user = store.add_step(sid2, NewStep(StepType.USER_INPUT, "user", "x"))
-    llm = store.begin_step(sid2, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid2, llm.seq, output_data={"tool_calls": [{"id": "k", "name": "shell"}]})
+    user = store.write(AddStep(session_id=sid2, step=NewStep(StepType.USER_INPUT, "user", "x")))
+    llm = store.write(
+        BeginStep(session_id=sid2, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    )
+    store.write(finish(sid2, llm.seq, output_data={"tool_calls": [{"id": "k", "name": "shell"}]}))
     assert fsck.check(store).ok
 
 
@@ -76,11 +90,18 @@ def test_a_requested_tool_call_without_its_tool_step_fails(store: Store, backend
 
 def test_a_duplicated_and_an_unrequested_tool_step_fail(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
-    t = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "shell", {}, f"{sid}:s0002", call_id="c2")
+    t = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "shell", {}, f"{sid}:s0002", call_id="c2"),
+        )
     )
-    store.complete_step(sid, t.seq, output_data="again")
-    store.add_step(sid, NewStep(StepType.TOOL_CALL, "shell", {}, None, call_id="nobody"))
+    store.write(finish(sid, t.seq, output_data="again"))
+    store.write(
+        AddStep(
+            session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {}, None, call_id="nobody")
+        )
+    )
     assert {"tool_step_duplicate", "tool_step_unrequested"} <= _codes(fsck.check(store))
 
 
@@ -88,28 +109,40 @@ def test_an_interrupted_attempt_then_a_retry_is_one_tool_step(
     store: Store, backend: Backend
 ) -> None:
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "x"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(
-        sid, llm.seq, output_data={"tool_calls": [{"id": "r", "name": "read_file"}]}
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.begin_step(sid, NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"))
+    store.write(
+        finish(sid, llm.seq, output_data={"tool_calls": [{"id": "r", "name": "read_file"}]})
+    )
+    store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"),
+        )
+    )
     store.mark_interrupted(sid)
-    again = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r")
+    again = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"),
+        )
     )
-    store.complete_step(sid, again.seq, output_data="text")
-    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    store.write(finish(sid, again.seq, output_data="text"))
+    last = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    )
+    store.write(finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
     assert fsck.check(store).findings == []
 
 
 def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
     other = store.create_session().session_id
-    store.add_step(other, NewStep(StepType.USER_INPUT, "user", "x"))
+    store.write(AddStep(session_id=other, step=NewStep(StepType.USER_INPUT, "user", "x")))
     paused = store.create_session().session_id
-    store.add_step(paused, NewStep(StepType.USER_INPUT, "user", "x"))
+    store.write(AddStep(session_id=paused, step=NewStep(StepType.USER_INPUT, "user", "x")))
     q = backend.query
     # A running step in a finished session, next_seq below a step, a parent in another
     # session, a Paused session with no approval pending, a lease expiry with no owner,
@@ -222,29 +255,53 @@ def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
     """A sub-agent's task is recorded as its own user message inside the turn: the main
     agent's turn goes on past it, so its missing tool step is still found."""
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(
-        sid,
-        llm.seq,
-        output_data={
-            "tool_calls": [{"id": "w", "name": "write_file"}, {"id": "s", "name": "spawn_agent"}]
-        },
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    w = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w")
+    store.write(
+        finish(
+            sid,
+            llm.seq,
+            output_data={
+                "tool_calls": [
+                    {"id": "w", "name": "write_file"},
+                    {"id": "s", "name": "spawn_agent"},
+                ]
+            },
+        )
     )
-    store.complete_step(sid, w.seq, output_data="ok")
-    spawn = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s")
+    w = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w"),
+        )
+    )
+    store.write(finish(sid, w.seq, output_data="ok"))
+    spawn = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s"),
+        )
     )
     agent = spawn.display_id
-    store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "task", spawn.step_id, agent=agent))
-    sub = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, spawn.step_id, agent=agent))
-    store.complete_step(sid, sub.seq, output_data={"text": "sub done"})
-    store.complete_step(sid, spawn.seq, output_data="sub done")
-    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    store.write(
+        AddStep(
+            session_id=sid,
+            step=NewStep(StepType.USER_INPUT, "user", "task", spawn.step_id, agent=agent),
+        )
+    )
+    sub = store.write(
+        BeginStep(
+            session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, spawn.step_id, agent=agent)
+        )
+    )
+    store.write(finish(sid, sub.seq, output_data={"text": "sub done"}))
+    store.write(finish(sid, spawn.seq, output_data="sub done"))
+    last = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    )
+    store.write(finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
     assert fsck.check(store).findings == []
     backend.query("DELETE FROM traces WHERE session_id=? AND seq=?", (sid, w.seq))
     assert [f.code for f in fsck.check(store).findings] == ["tool_step_missing"]
@@ -291,20 +348,32 @@ def test_a_database_being_written_is_never_reported_broken(store_factory: Any) -
 def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> None:
     """view_file keeps its images as blobs named by the tool step: no unreferenced finding."""
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "look"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    )
     calls = [{"id": "c1", "name": "view_file", "input": {"path": "p.png"}}]
-    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": calls})
+    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
     image = b"\x89PNG image bytes"
     store.put_blobs({content_hash(image): image})
-    t = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1")
+    t = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1"),
+        )
     )
     refs = [{"hash": content_hash(image), "media_type": "image/png", "size": len(image)}]
-    store.complete_step(sid, t.seq, output_data={"content": "[image p.png]", "images": refs})
-    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
-    store.complete_step(
-        sid, last.seq, output_data={"text": "red", "tool_calls": []}, session_status=Status.SUCCESS
+    store.write(finish(sid, t.seq, output_data={"content": "[image p.png]", "images": refs}))
+    last = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
+    )
+    store.write(
+        finish(
+            sid,
+            last.seq,
+            output_data={"text": "red", "tool_calls": []},
+            session_status=Status.SUCCESS,
+        )
     )
     report = fsck.check(store)
     assert "blob_unreferenced" not in _codes(report), [f.to_json() for f in report.findings]
@@ -312,13 +381,15 @@ def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> Non
 
 def test_an_image_that_is_gone_is_found(store: Store, backend: Backend) -> None:
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "look"))
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look")))
     image = b"\x89PNG other bytes"
     store.put_blobs({content_hash(image): image})
-    t = store.add_step(
-        sid,
-        NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),
-        output_data={"content": "[image]", "images": [{"hash": content_hash(image)}]},
+    t = store.write(
+        AddStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),
+            output_data={"content": "[image]", "images": [{"hash": content_hash(image)}]},
+        )
     )
     assert t.seq == 2
     assert "image_blob_missing" not in _codes(fsck.check(store))

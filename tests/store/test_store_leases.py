@@ -10,10 +10,12 @@ import pytest
 
 from tests.store.builders import approval, llm, tool, user
 from tests.waiting import wait_until
+from tests.writes import finish
 from xclaw.errors import LeaseLost, SessionNotFound
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import Status, StepStatus
+from xclaw.store.writes import AddStep, BeginStep
 
 
 def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:
@@ -34,18 +36,18 @@ def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store)
     old = store.acquire_lease(sid, "A", 1.0)
     assert old is not None
     zombie = store.driven(old)
-    u = zombie.add_step(sid, user("go"))
-    running = zombie.begin_step(sid, tool(parent=u.step_id))
+    u = zombie.write(AddStep(session_id=sid, step=user("go")))
+    running = zombie.write(BeginStep(session_id=sid, step=tool(parent=u.step_id)))
     wait_until(lambda: not store.lease_info(sid).live, "the lease never expired")
     new = store.acquire_lease(sid, "B", 30)
     assert new is not None and new.token == old.token + 1
     before = store.steps(sid)
     # Every write of the old holder is refused, in its own transaction: nothing changes.
     for write in (
-        lambda: zombie.begin_step(sid, llm()),
-        lambda: zombie.add_step(sid, user()),
-        lambda: zombie.complete_step(sid, running.seq, output_data="late"),
-        lambda: zombie.fail_step(sid, running.seq, error_message="late"),
+        lambda: zombie.write(BeginStep(session_id=sid, step=llm())),
+        lambda: zombie.write(AddStep(session_id=sid, step=user())),
+        lambda: zombie.write(finish(sid, running.seq, output_data="late")),
+        lambda: zombie.write(finish(sid, running.seq, error_message="late")),
         lambda: zombie.transition(sid, Status.SUCCESS),
         lambda: zombie.mark_interrupted(sid),
         lambda: zombie.rollback(sid, 1),
@@ -59,7 +61,7 @@ def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store)
     # The new holder writes normally.
     driven = store.driven(new)
     assert [s.seq for s in driven.mark_interrupted(sid)] == [running.seq]
-    assert driven.add_step(sid, user("again")).seq == 3
+    assert driven.write(AddStep(session_id=sid, step=user("again"))).seq == 3
 
 
 def test_renew_extends_and_release_expires_now(store: Store) -> None:
@@ -84,11 +86,11 @@ def test_a_lease_only_fences_its_own_session(store: Store) -> None:
     lease = store.acquire_lease(one, "A", 30)
     assert lease is not None
     with pytest.raises(LeaseLost, match="cannot write session"):
-        store.driven(lease).add_step(two, user())
+        store.driven(lease).write(AddStep(session_id=two, step=user()))
     assert store.steps(two) == []
     # Unleased writes (offline commands, tests) are not fenced.
-    store.add_step(one, user())
-    assert store.driven(lease).begin_step(one, approval()).seq == 2
+    store.write(AddStep(session_id=one, step=user()))
+    assert store.driven(lease).write(BeginStep(session_id=one, step=approval())).seq == 2
     assert store.get_session(one).status is Status.PAUSED
 
 
@@ -173,9 +175,9 @@ def test_fenced_completion_and_takeover_never_interleave(store_factory) -> None:
         view = a_store.driven(a)
         while True:
             try:
-                st = view.begin_step(sid, tool("a"))
+                st = view.write(BeginStep(session_id=sid, step=tool("a")))
                 written.append(st.seq)
-                view.complete_step(sid, st.seq, output_data="a")
+                view.write(finish(sid, st.seq, output_data="a"))
             except LeaseLost:
                 refused.set()
                 return
@@ -191,7 +193,7 @@ def test_fenced_completion_and_takeover_never_interleave(store_factory) -> None:
         b = b_store.acquire_lease(sid, "B", 30)
     b_view = b_store.driven(b)
     b_view.mark_interrupted(sid)
-    step = b_view.begin_step(sid, tool("b"))
+    step = b_view.write(BeginStep(session_id=sid, step=tool("b")))
     assert refused.wait(10)
     t.join(10)
     steps = b_store.steps(sid)
@@ -203,27 +205,27 @@ def test_fenced_completion_and_takeover_never_interleave(store_factory) -> None:
 
 def test_each_step_records_the_worker_that_wrote_it(store: Store, backend) -> None:
     sid = store.create_session().session_id
-    store.add_step(sid, user("unleased"))
+    store.write(AddStep(session_id=sid, step=user("unleased")))
     a = store.acquire_lease(sid, "A", 30)
     assert a is not None
-    store.driven(a).add_step(sid, user("by A"))
-    store.driven(a).begin_step(sid, llm())
+    store.driven(a).write(AddStep(session_id=sid, step=user("by A")))
+    store.driven(a).write(BeginStep(session_id=sid, step=llm()))
     store.release_lease(a)
     b = store.acquire_lease(sid, "B", 30)
     assert b is not None
-    store.driven(b).add_step(sid, user("by B"))
+    store.driven(b).write(AddStep(session_id=sid, step=user("by B")))
     rows = backend.query("SELECT seq, worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
     assert rows == [(1, None), (2, "A"), (3, "A"), (4, "B")]
 
 
 def test_leases_by_status(store: Store) -> None:
     running = store.create_session().session_id
-    store.add_step(running, user())
+    store.write(AddStep(session_id=running, step=user()))
     done = store.create_session().session_id
     store.transition(done, Status.RUNNING)
     store.transition(done, Status.SUCCESS)
     never = store.create_session().session_id
-    store.add_step(never, user())
+    store.write(AddStep(session_id=never, step=user()))
     for sid in (running, done):
         lease = store.acquire_lease(sid, "A", 30)
         assert lease is not None

@@ -11,11 +11,13 @@ import pytest
 
 from tests.store.builders import llm, tool, user
 from tests.store.conftest import Backend
+from tests.writes import finish
 from xclaw.errors import SchemaTooNew, StoreError
 from xclaw.store.base import Store
 from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
 from xclaw.store.model import StepStatus
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 
 # Rows a database of each version holds, written with that version's SQL. When migration N+1
 # is added, the upgrade test below runs from every version 1..N with these rows automatically;
@@ -287,7 +289,9 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
         lease = store.acquire_lease("old", "new:2:def", 5)
         assert lease is not None  # never leased (v1, v2) or the old lease long expired (v3)
         assert lease.token == (5 if start >= 3 else 1)  # tokens only ever grow
-        assert store.driven(lease).add_step("old", user()).display_id == "s0003"
+        assert (
+            store.driven(lease).write(AddStep(session_id="old", step=user())).display_id == "s0003"
+        )
         if start >= 7:  # a schedule, a webhook and their fires written by a version-7 one
             from xclaw.store.base import schedules_of
 
@@ -303,7 +307,7 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
             hook = st.get_hook("ci")
             assert hook is not None and hook.secret == "whsec_x"
     sid = store.create_session().session_id
-    store.begin_step(sid, tool())
+    store.write(BeginStep(session_id=sid, step=tool()))
 
 
 def test_failed_migration_leaves_the_previous_version(
@@ -365,10 +369,12 @@ def test_a_tutorial_style_database_is_not_silently_adopted(store_factory, backen
 
 def test_the_tutorials_own_queries_read_our_data(store: Store, backend: Backend) -> None:
     sid = store.create_session(title="seed").session_id
-    u = store.add_step(sid, user("hi"))
-    t = store.begin_step(sid, llm(parent=u.step_id))
-    store.complete_step(
-        sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
+    u = store.write(AddStep(session_id=sid, step=user("hi")))
+    t = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+    store.write(
+        finish(
+            sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
+        )
     )
     # the tutorial's resume query, and its trace-tree query
     rows = backend.query(

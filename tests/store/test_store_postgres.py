@@ -8,8 +8,9 @@ import pytest
 
 from tests.store.builders import llm, tool
 from tests.store.conftest import PostgresBackend, postgres_url
+from tests.writes import finish
 from xclaw.store.postgres import PostgresStore
-from xclaw.store.writes import Sync
+from xclaw.store.writes import BeginStep, Sync
 
 pytestmark = pytest.mark.postgres
 
@@ -48,9 +49,9 @@ def test_durable_commits_wait_for_the_wal_and_others_do_not(pg_store: PostgresSt
 
     pg_store._pool.run = spy  # type: ignore[method-assign]
     sid = pg_store.create_session().session_id
-    step = pg_store.begin_step(sid, tool())  # write-ahead
-    pg_store.complete_step(sid, step.seq, output_data="ok")
-    pg_store.begin_step(sid, llm())
+    step = pg_store.write(BeginStep(session_id=sid, step=tool()))  # write-ahead
+    pg_store.write(finish(sid, step.seq, output_data="ok"))
+    pg_store.write(BeginStep(session_id=sid, step=llm()))
     assert [s for s in seen if s[0] or s[1] == "off"] == seen  # the level matches the policy
     assert [d for d, _ in seen] == [True, True, False, False]
 

@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
+from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
 from xclaw.store.model import NewStep, Status, StepStatus, StepType
+from xclaw.store.writes import AddStep, BeginStep
 
 
 @dataclass
@@ -123,9 +125,15 @@ def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> No
             new = NewStep(kind, step_name, {"b": b}, None if parent is None else f"s{parent:04d}")
             if moves and not _legal(m.status, target):
                 with pytest.raises(IllegalTransition):
-                    store.begin_step(m.sid, new) if running else store.add_step(m.sid, new)
+                    store.write(BeginStep(session_id=m.sid, step=new)) if running else store.write(
+                        AddStep(session_id=m.sid, step=new)
+                    )
             else:
-                step = store.begin_step(m.sid, new) if running else store.add_step(m.sid, new)
+                step = (
+                    store.write(BeginStep(session_id=m.sid, step=new))
+                    if running
+                    else store.write(AddStep(session_id=m.sid, step=new))
+                )
                 assert step.seq == m.next_seq
                 m.steps.append(
                     ModelStep(
@@ -149,15 +157,13 @@ def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> No
             target = final
             if target is None and s.name == "approval" and m.status is Status.PAUSED and not others:
                 target = Status.RUNNING
-            kwargs = {"session_status": final}
-            call = store.complete_step if name == "complete" else store.fail_step
-            if name == "fail":
-                kwargs["error_message"] = "boom"
+            error = "boom" if name == "fail" else None
+            done = finish(m.sid, s.seq, error_message=error, session_status=final)
             if target is not None and not _legal(m.status, target):
                 with pytest.raises(IllegalTransition):
-                    call(m.sid, s.seq, **kwargs)
+                    store.write(done)
                 continue
-            call(m.sid, s.seq, **kwargs)
+            store.write(done)
             s.status = StepStatus.COMPLETED if name == "complete" else StepStatus.FAILED
             s.error = None if name == "complete" else "boom"
             if target is not None:

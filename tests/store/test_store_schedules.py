@@ -18,6 +18,7 @@ from xclaw.store.writes import (
     SYNC,
     AddHook,
     AddSchedule,
+    AddStep,
     ChangeSchedule,
     ClaimTicks,
     RecordDelivery,
@@ -185,7 +186,7 @@ def test_every_schedule_write_has_its_row_of_sync(store: Store) -> None:
 
 def test_a_fork_under_a_given_id(store: Store, backend: Backend) -> None:
     sid = store.create_session(title="template").session_id
-    store.add_step(sid, user("hello"))
+    store.write(AddStep(session_id=sid, step=user("hello")))
     made = store.fork(sid, 1, new_session_id="fixed0123")
     assert made.session_id == "fixed0123" and made.parent_session_id == sid
     with pytest.raises(Exception):  # noqa: B017 - the id is taken: the backend's own error

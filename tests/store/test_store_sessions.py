@@ -10,6 +10,7 @@ from tests.store.builders import tool, user
 from xclaw.errors import SessionNotFound, StoreError
 from xclaw.store.base import Store
 from xclaw.store.model import Session, Status
+from xclaw.store.writes import AddStep, BeginStep
 
 
 def test_create_generates_unguessable_ids(store: Store) -> None:
@@ -58,7 +59,7 @@ def test_list_most_recently_updated_first(store_factory) -> None:
     a = store.create_session(title="a")
     store.create_session(title="b")
     store.create_session(title="c")
-    store.add_step(a.session_id, user())  # touches a
+    store.write(AddStep(session_id=a.session_id, step=user()))  # touches a
     assert [s.title for s in store.list_sessions()] == ["a", "c", "b"]
     assert [s.title for s in store.list_sessions(limit=2)] == ["a", "c"]
     assert store.list_sessions(limit=0) == []
@@ -78,8 +79,8 @@ def test_update_session(store: Store) -> None:
 
 def test_delete_cascades_steps_and_keeps_forks(store: Store) -> None:
     s = store.create_session(session_id="src")
-    store.add_step("src", user())
-    store.begin_step("src", tool())
+    store.write(AddStep(session_id="src", step=user()))
+    store.write(BeginStep(session_id="src", step=tool()))
     fork = store.fork("src", "s0001")
     store.delete_session("src")
     assert store.find_session("src") is None

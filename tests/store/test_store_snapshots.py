@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from tests.store.builders import llm, tool, user
+from tests.writes import finish
 from xclaw.errors import MissingBlobs, SessionNotFound, StoreError
 from xclaw.store.base import Store
 from xclaw.store.snapshot_model import WorkspaceRestore, content_hash
+from xclaw.store.writes import AddStep, BeginStep
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def put(store: Store, *contents: str | bytes) -> dict[str, dict[str, Any]]:
 
 
 def steps(store: Store, sid: str, n: int) -> list[int]:
-    return [store.begin_step(sid, tool()).seq for _ in range(n)]
+    return [store.write(BeginStep(session_id=sid, step=tool())).seq for _ in range(n)]
 
 
 def test_blobs_are_content_addressed_checked_and_deduplicated(snap_store: Store) -> None:
@@ -130,15 +132,15 @@ def _session_with_history(store: Store) -> tuple[str, list[int], dict[str, Any]]
     (snapshot: a, b, c)."""
     sid = store.create_session(title="t").session_id
     e = put(store, "A", "B", "C")
-    store.add_step(sid, user())
-    store.begin_step(sid, llm())
+    store.write(AddStep(session_id=sid, step=user()))
+    store.write(BeginStep(session_id=sid, step=llm()))
     seqs = []
     state: dict[str, Any] = {}
     for name in ("a", "b", "c"):
         state = {**state, f"{name}.txt": e[name.upper()]}
         if name == "c":
-            store.begin_step(sid, llm())
-        seq = store.begin_step(sid, tool()).seq
+            store.write(BeginStep(session_id=sid, step=llm()))
+        seq = store.write(BeginStep(session_id=sid, step=tool())).seq
         # the snapshot before this step holds the files of the steps before it
         store.save_snapshot(sid, seq, {k: v for k, v in state.items() if k != f"{name}.txt"})
         seqs.append(seq)
@@ -161,7 +163,7 @@ def test_rollback_journals_the_first_snapshot_at_or_after_the_target(snap_store:
 
 def test_rollback_after_the_last_snapshot_needs_no_restore(snap_store: Store) -> None:
     sid, _, _ = _session_with_history(snap_store)
-    snap_store.begin_step(sid, llm())  # s7, no snapshot
+    snap_store.write(BeginStep(session_id=sid, step=llm()))  # s7, no snapshot
     result = snap_store.rollback(sid, 7, workspace=WorkspaceRestore())
     assert result.restore is None and snap_store.pending_restores(sid) == []
     assert len(snap_store.list_snapshots(sid)) == 3
@@ -266,17 +268,23 @@ def test_sweep_keeps_images_a_tool_step_refers_to_until_the_step_goes(snap_store
     h, data = blob(b"\x89PNG fake image bytes")
     other_h, other = blob(b"an unreferenced blob")
     snap_store.put_blobs({h: data, other_h: other})
-    step = snap_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "view_file", {"path": "p.png"}))
-    snap_store.complete_step(
-        sid,
-        step.seq,
-        output_data={
-            "content": "[image p.png]",
-            "images": [{"hash": h, "media_type": "image/png"}],
-        },
+    step = snap_store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "view_file", {"path": "p.png"}))
     )
-    plain = snap_store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "ls"}))
-    snap_store.complete_step(sid, plain.seq, output_data='{"images": "just text"}')
+    snap_store.write(
+        finish(
+            sid,
+            step.seq,
+            output_data={
+                "content": "[image p.png]",
+                "images": [{"hash": h, "media_type": "image/png"}],
+            },
+        )
+    )
+    plain = snap_store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "ls"}))
+    )
+    snap_store.write(finish(sid, plain.seq, output_data='{"images": "just text"}'))
     assert snap_store.gc_blobs() == 1  # only the unreferenced one
     assert snap_store.get_blobs([h]) == {h: data}
     snap_store.rollback(sid, step.seq)

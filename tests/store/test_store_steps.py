@@ -8,15 +8,17 @@ import pytest
 
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
+from tests.writes import finish
 from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
 from xclaw.store.base import Store
 from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
 from xclaw.store.rows import STEP_COLS, load_json
+from xclaw.store.writes import AddStep, BeginStep
 
 
 def test_begin_step_returns_the_running_row(store: Store) -> None:
     sid = store.create_session(session_id="s1").session_id
-    st = store.begin_step(sid, tool("cat app.log", call_id="toolu_1"))
+    st = store.write(BeginStep(session_id=sid, step=tool("cat app.log", call_id="toolu_1")))
     assert (st.step_id, st.seq, st.display_id) == ("s1:s0001", 1, "s0001")
     assert st.status is StepStatus.RUNNING and st.end_time is None
     assert st.input_data == {"command": "cat app.log"} and st.call_id == "toolu_1"
@@ -27,19 +29,21 @@ def test_begin_step_returns_the_running_row(store: Store) -> None:
 def test_seq_counts_up_per_session(store: Store) -> None:
     a = store.create_session().session_id
     b = store.create_session().session_id
-    assert [store.add_step(a, user()).seq for _ in range(3)] == [1, 2, 3]
-    assert store.add_step(b, user()).seq == 1
+    assert [store.write(AddStep(session_id=a, step=user())).seq for _ in range(3)] == [1, 2, 3]
+    assert store.write(AddStep(session_id=b, step=user())).seq == 1
 
 
 def test_complete_step(store: Store) -> None:
     sid = store.create_session().session_id
-    st = store.begin_step(sid, llm())
-    done = store.complete_step(
-        sid,
-        st.seq,
-        output_data={"text": "hi", "tool_calls": []},
-        token_usage_prompt=120,
-        token_usage_completion=7,
+    st = store.write(BeginStep(session_id=sid, step=llm()))
+    done = store.write(
+        finish(
+            sid,
+            st.seq,
+            output_data={"text": "hi", "tool_calls": []},
+            token_usage_prompt=120,
+            token_usage_completion=7,
+        )
     )
     assert done.status is StepStatus.COMPLETED
     assert done.output_data == {"text": "hi", "tool_calls": []}
@@ -51,8 +55,8 @@ def test_complete_step(store: Store) -> None:
 
 def test_fail_step(store: Store) -> None:
     sid = store.create_session().session_id
-    st = store.begin_step(sid, tool())
-    failed = store.fail_step(sid, st.step_id, error_message="exit 1", output_data="boom")
+    st = store.write(BeginStep(session_id=sid, step=tool()))
+    failed = store.write(finish(sid, st.step_id, error_message="exit 1", output_data="boom"))
     assert failed.status is StepStatus.FAILED
     assert failed.error_message == "exit 1" and failed.output_data == "boom"
     assert store.get_step(sid, "s0001") == failed
@@ -60,75 +64,82 @@ def test_fail_step(store: Store) -> None:
 
 def test_finishing_twice_is_a_clear_error(store: Store) -> None:
     sid = store.create_session().session_id
-    st = store.begin_step(sid, tool())
-    store.complete_step(sid, st.seq, output_data="ok")
+    st = store.write(BeginStep(session_id=sid, step=tool()))
+    store.write(finish(sid, st.seq, output_data="ok"))
     with pytest.raises(StepNotRunning, match="already completed"):
-        store.complete_step(sid, st.seq, output_data="again")
+        store.write(finish(sid, st.seq, output_data="again"))
     with pytest.raises(StepNotRunning):
-        store.fail_step(sid, st.seq, error_message="late")
+        store.write(finish(sid, st.seq, error_message="late"))
     assert store.get_step(sid, st.seq).output_data == "ok"
 
 
 def test_finishing_an_interrupted_step_says_so(store: Store) -> None:
     sid = store.create_session().session_id
-    st = store.begin_step(sid, tool())
+    st = store.write(BeginStep(session_id=sid, step=tool()))
     store.mark_interrupted(sid)
     with pytest.raises(StepNotRunning, match="already interrupted"):
-        store.complete_step(sid, st.seq, output_data="late result")
+        store.write(finish(sid, st.seq, output_data="late result"))
 
 
 def test_finishing_unknown_steps_and_sessions(store: Store) -> None:
     sid = store.create_session().session_id
     with pytest.raises(StepNotFound):
-        store.complete_step(sid, 7, output_data=None)
+        store.write(finish(sid, 7, output_data=None))
     with pytest.raises(SessionNotFound):
-        store.complete_step("nope", 1, output_data=None)
+        store.write(finish("nope", 1, output_data=None))
     with pytest.raises(SessionNotFound):
-        store.begin_step("nope", llm())
+        store.write(BeginStep(session_id="nope", step=llm()))
     with pytest.raises(SessionNotFound):
-        store.add_step("nope", user())
+        store.write(AddStep(session_id="nope", step=user()))
 
 
 def test_add_step_records_finished_steps(store: Store) -> None:
     sid = store.create_session().session_id
-    u = store.add_step(sid, user("帮我分析日志"))
+    u = store.write(AddStep(session_id=sid, step=user("帮我分析日志")))
     assert u.status is StepStatus.COMPLETED and u.end_time == u.start_time
-    denied = store.add_step(
-        sid,
-        tool("rm -rf x"),
-        status=StepStatus.FAILED,
-        output_data="Not run: denied",
-        error_message="denied",
+    denied = store.write(
+        AddStep(
+            session_id=sid,
+            step=tool("rm -rf x"),
+            status=StepStatus.FAILED,
+            output_data="Not run: denied",
+            error_message="denied",
+        )
     )
     assert denied.status is StepStatus.FAILED and denied.error_message == "denied"
     assert store.steps(sid) == [u, denied]
     with pytest.raises(ValueError, match="BeginStep"):
-        store.add_step(sid, user(), status=StepStatus.RUNNING)
+        store.write(AddStep(session_id=sid, step=user(), status=StepStatus.RUNNING))
 
 
 def test_values_must_be_json(store: Store) -> None:
     sid = store.create_session().session_id
     with pytest.raises(ValueError, match="input_data must be JSON"):
-        store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"x": object()}))
-    st = store.begin_step(sid, tool())
+        store.write(
+            BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"x": object()}))
+        )
+    st = store.write(BeginStep(session_id=sid, step=tool()))
     with pytest.raises(ValueError, match="output_data must be JSON"):
-        store.complete_step(sid, st.seq, output_data={1, 2})
+        store.write(finish(sid, st.seq, output_data={1, 2}))
     assert [s.seq for s in store.steps(sid)] == [1]
     with pytest.raises(ValueError, match="needs a name"):
-        store.begin_step(sid, NewStep(StepType.TOOL_CALL, "", None))
+        store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "", None)))
     # plain strings are accepted for the step type
-    assert store.begin_step(sid, NewStep("llm_call", "m")).step_type is StepType.LLM_CALL  # type: ignore[arg-type]
+    assert (
+        store.write(BeginStep(session_id=sid, step=NewStep("llm_call", "m"))).step_type
+        is StepType.LLM_CALL
+    )  # type: ignore[arg-type]
 
 
 def test_addressing(store: Store) -> None:
     sid = store.create_session(session_id="main-session").session_id
     for _ in range(6):
-        store.add_step(sid, user())
+        store.write(AddStep(session_id=sid, step=user()))
     want = store.get_step(sid, 5)
     for ref in ("s0005", "S0005", "5", 5, "main-session:s0005", " s0005 ", "s5", "0005"):
         assert store.get_step(sid, ref) == want, ref
     other = store.create_session(session_id="other").session_id
-    store.add_step(other, user())
+    store.write(AddStep(session_id=other, step=user()))
     for bad in ("s0007", 7, "s0000", 0, -1, "sx", "", "step5", "other:s0001", True):
         with pytest.raises(StepNotFound) as e:
             store.get_step(sid, bad)  # type: ignore[arg-type]
@@ -142,21 +153,23 @@ def test_addressing(store: Store) -> None:
 def test_parent_links_stay_inside_the_session(store: Store) -> None:
     a = store.create_session(session_id="a").session_id
     b = store.create_session(session_id="b").session_id
-    root = store.add_step(a, user())
-    store.add_step(b, user())
+    root = store.write(AddStep(session_id=a, step=user()))
+    store.write(AddStep(session_id=b, step=user()))
     for ref in ("s0001", 1, root.step_id):
-        assert store.begin_step(a, llm(parent=ref)).parent_step_id == "a:s0001"  # type: ignore[arg-type]
+        assert (
+            store.write(BeginStep(session_id=a, step=llm(parent=ref))).parent_step_id == "a:s0001"
+        )  # type: ignore[arg-type]
     with pytest.raises(StepNotFound, match="another session"):
-        store.begin_step(a, llm(parent="b:s0001"))
+        store.write(BeginStep(session_id=a, step=llm(parent="b:s0001")))
     with pytest.raises(StepNotFound):
-        store.begin_step(a, llm(parent="s0099"))
+        store.write(BeginStep(session_id=a, step=llm(parent="s0099")))
     assert len(store.steps(a)) == 4
 
 
 def test_latest_steps(store: Store) -> None:
     sid = store.create_session().session_id
     for i in range(15):
-        store.add_step(sid, user(f"m{i}"))
+        store.write(AddStep(session_id=sid, step=user(f"m{i}")))
     latest = store.latest_steps(sid)
     assert [s.seq for s in latest] == list(range(6, 16))  # oldest first
     assert [s.seq for s in store.latest_steps(sid, 3)] == [13, 14, 15]
@@ -169,12 +182,12 @@ def test_latest_steps(store: Store) -> None:
 
 def test_steps_filters(store: Store) -> None:
     sid = store.create_session().session_id
-    u = store.add_step(sid, user())
-    l1 = store.begin_step(sid, llm(parent=u.step_id))
-    sub = store.begin_step(sid, llm(parent=l1.step_id, agent="s0002"))
-    store.complete_step(sid, sub.seq, output_data={})
-    t = store.begin_step(sid, tool(parent=l1.step_id))
-    store.fail_step(sid, t.seq, error_message="x")
+    u = store.write(AddStep(session_id=sid, step=user()))
+    l1 = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+    sub = store.write(BeginStep(session_id=sid, step=llm(parent=l1.step_id, agent="s0002")))
+    store.write(finish(sid, sub.seq, output_data={}))
+    t = store.write(BeginStep(session_id=sid, step=tool(parent=l1.step_id)))
+    store.write(finish(sid, t.seq, error_message="x"))
     assert [s.seq for s in store.steps(sid)] == [1, 2, 3, 4]
     assert [s.seq for s in store.steps(sid, agent="main")] == [1, 2, 4]
     assert [s.seq for s in store.steps(sid, agent="s0002")] == [3]
@@ -190,13 +203,15 @@ def test_steps_filters(store: Store) -> None:
 
 def test_step_tree(store: Store) -> None:
     sid = store.create_session(session_id="t").session_id
-    u = store.add_step(sid, user())
-    l1 = store.begin_step(sid, llm(parent=u.step_id))
-    t1 = store.begin_step(sid, tool("a", parent=l1.step_id))
-    spawn = store.begin_step(sid, tool("spawn", parent=l1.step_id))
-    sub = store.begin_step(sid, llm(parent=spawn.step_id, agent=spawn.display_id))
-    sub_tool = store.begin_step(sid, tool("write", parent=sub.step_id))
-    u2 = store.add_step(sid, user("next"))
+    u = store.write(AddStep(session_id=sid, step=user()))
+    l1 = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+    t1 = store.write(BeginStep(session_id=sid, step=tool("a", parent=l1.step_id)))
+    spawn = store.write(BeginStep(session_id=sid, step=tool("spawn", parent=l1.step_id)))
+    sub = store.write(
+        BeginStep(session_id=sid, step=llm(parent=spawn.step_id, agent=spawn.display_id))
+    )
+    sub_tool = store.write(BeginStep(session_id=sid, step=tool("write", parent=sub.step_id)))
+    u2 = store.write(AddStep(session_id=sid, step=user("next")))
     tree = store.step_tree(sid)
     assert [n.step for n in tree] == [store.get_step(sid, u.seq), store.get_step(sid, u2.seq)]
     (llm_node,) = tree[0].children
@@ -213,7 +228,7 @@ def test_deep_tree_does_not_recurse(store: Store) -> None:
     sid = store.create_session().session_id
     parent = None
     for _ in range(1200):
-        parent = store.add_step(sid, user(parent=parent)).step_id
+        parent = store.write(AddStep(session_id=sid, step=user(parent=parent))).step_id
     tree = store.step_tree(sid)
     depth, node = 1, tree[0]
     while node.children:
@@ -223,10 +238,10 @@ def test_deep_tree_does_not_recurse(store: Store) -> None:
 
 def test_mark_interrupted(store: Store) -> None:
     sid = store.create_session().session_id
-    done = store.begin_step(sid, llm())
-    store.complete_step(sid, done.seq, output_data={})
-    t = store.begin_step(sid, tool("sleep 10"))
-    ask = store.begin_step(sid, approval())
+    done = store.write(BeginStep(session_id=sid, step=llm()))
+    store.write(finish(sid, done.seq, output_data={}))
+    t = store.write(BeginStep(session_id=sid, step=tool("sleep 10")))
+    ask = store.write(BeginStep(session_id=sid, step=approval()))
     marked = store.mark_interrupted(sid)
     assert [s.seq for s in marked] == [t.seq]
     got = store.get_step(sid, t.seq)
@@ -249,10 +264,13 @@ def test_step_columns_follow_the_step_fields() -> None:
 def test_json_columns_are_json_the_database_reads(store: Store, backend: Backend) -> None:
     """SQLite: compact UTF-8 text; PostgreSQL: jsonb the database itself can query."""
     sid = store.create_session().session_id
-    st = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]})
+    st = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "shell", {"cmd": "统计 ERROR", "n": [1, 2]}),
+        )
     )
-    store.complete_step(sid, st.seq, output_data=None)
+    store.write(finish(sid, st.seq, output_data=None))
     if backend.name == "sqlite":
         row = backend.query(
             "SELECT input_data, output_data, typeof(input_data) FROM traces WHERE step_id=?",
@@ -273,10 +291,13 @@ def test_non_finite_floats_are_stored_as_null(store: Store, backend: Backend) ->
     PostgreSQL refuses the row. A tool's computed infinity must not fail the write."""
     sid = store.create_session().session_id
     nan, inf = float("nan"), float("inf")
-    st = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "python", {"x": nan, "ys": [1.5, -inf, (inf,)]})
+    st = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, "python", {"x": nan, "ys": [1.5, -inf, (inf,)]}),
+        )
     )
-    store.complete_step(sid, st.seq, output_data={"mean": nan, nan: "key"})
+    store.write(finish(sid, st.seq, output_data={"mean": nan, nan: "key"}))
     got = store.get_step(sid, st.seq)
     assert got.input_data == {"x": None, "ys": [1.5, None, [None]]}
     assert got.output_data == {"mean": None, "NaN": "key"}
@@ -292,8 +313,10 @@ def test_nul_characters_are_stored(store: Store, backend: Backend) -> None:
     """Binary junk in a tool's output must not fail the write (PostgreSQL text cannot hold
     NUL: it becomes U+FFFD there; SQLite keeps it)."""
     sid = store.create_session(title="a\x00b").session_id
-    st = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"cmd": "cat bin\x00"}))
-    done = store.fail_step(sid, st.seq, error_message="bad\x00", output_data="x\x00y\\u0000")
+    st = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"cmd": "cat bin\x00"}))
+    )
+    done = store.write(finish(sid, st.seq, error_message="bad\x00", output_data="x\x00y\\u0000"))
     kept = "\x00" if backend.name == "sqlite" else "\ufffd"
     got = store.get_step(sid, st.seq)
     assert got.input_data == {"cmd": "cat bin" + kept}

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS
 from tests.store.test_store_writer import FULL, NORMAL, _hold_the_writer, _wait_queued
+from tests.writes import finish
 from xclaw.errors import StepNotFound
 from xclaw.store.base import Store
 from xclaw.store.model import Completion, Status, Step, StepStatus, StepType
@@ -259,7 +260,9 @@ def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> Non
     sid = store.create_session().session_id
 
     async def on_the_loop() -> None:
-        store.add_step(sid, user())  # blocking the loop is wrong, but still not written on it
+        store.write(
+            AddStep(session_id=sid, step=user())
+        )  # blocking the loop is wrong, but still not written on it
         stream = store.write_stream()
         await stream.put(BeginStep(session_id=sid, step=tool()))
         store.transition(sid, Status.SUCCESS)
@@ -269,7 +272,7 @@ def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> Non
     assert threads == {store.writer_thread}
     # Off any loop, with the writer idle: the caller's own thread, one transaction.
     threads.clear()
-    store.add_step(sid, user())
+    store.write(AddStep(session_id=sid, step=user()))
     assert threads == {threading.current_thread()}
 
 
@@ -278,7 +281,9 @@ def test_a_caller_finding_the_writer_busy_queues_behind_it(sqlite_store: SQLiteS
     sid = store.create_session().session_id
     holder, release = _hold_the_writer(store)
     done: list[Step] = []
-    t = threading.Thread(target=lambda: done.append(store.add_step(sid, user())))
+    t = threading.Thread(
+        target=lambda: done.append(store.write(AddStep(session_id=sid, step=user())))
+    )
     t.start()
     _wait_queued(store, 1)
     assert not done
@@ -322,14 +327,14 @@ _NEW = {"llm": llm, "tool": tool, "approval": approval, "user": user}
 def _call(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
     kind, arg = op
     if kind == "begin":
-        return lambda: store.begin_step(sid, _NEW[arg]())
+        return lambda: store.write(BeginStep(session_id=sid, step=_NEW[arg]()))
     if kind == "add":
-        return lambda: store.add_step(sid, _NEW[arg]())
+        return lambda: store.write(AddStep(session_id=sid, step=_NEW[arg]()))
     if kind == "complete":
-        return lambda: store.complete_step(sid, arg, output_data="ok")
+        return lambda: store.write(finish(sid, arg, output_data="ok"))
     if kind == "fail":
-        return lambda: store.fail_step(sid, arg, error_message="boom")
-    return lambda: store.complete_step(sid, arg, output_data="done", session_status=Status.SUCCESS)
+        return lambda: store.write(finish(sid, arg, error_message="boom"))
+    return lambda: store.write(finish(sid, arg, output_data="done", session_status=Status.SUCCESS))
 
 
 def _write(sid: str, op: tuple[str, Any]) -> Write:

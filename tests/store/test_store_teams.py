@@ -8,6 +8,7 @@ from tests.store.builders import user
 from tests.store.conftest import Backend
 from xclaw.errors import Forbidden, SessionNotFound
 from xclaw.store.base import Store, teams_of
+from xclaw.store.writes import AddStep
 from xclaw.teams import ShareRole, TeamError, UserRole, new_token, token_hash
 
 
@@ -122,8 +123,8 @@ def test_actions_are_kept_through_rollback_and_go_with_the_session(store: Store)
     t = teams_of(store)
     t.add_user("alice", UserRole.MEMBER, None)
     sid = store.create_session().session_id
-    store.add_step(sid, user("one"))
-    store.add_step(sid, user("two"))
+    store.write(AddStep(session_id=sid, step=user("one")))
+    store.write(AddStep(session_id=sid, step=user("two")))
     t.record_action(sid, "cancel", "alice")
     store.rollback(sid, 2)
     t.record_action(sid, "rollback", None, {"stepId": "s0002", "deleted": 1})

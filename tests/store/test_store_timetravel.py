@@ -5,21 +5,23 @@ from __future__ import annotations
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
+from tests.writes import finish
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.base import RollbackResult, Store
 from xclaw.store.model import INTERRUPTED, Status, StepStatus
+from xclaw.store.writes import AddStep, BeginStep
 
 
 def conversation(store: Store, sid: str, turns: int = 2) -> None:
     """user -> llm -> tool (child of llm) -> llm, per turn: 4 steps a turn."""
     for i in range(turns):
-        u = store.add_step(sid, user(f"turn {i}"))
-        l1 = store.begin_step(sid, llm(parent=u.step_id))
-        store.complete_step(sid, l1.seq, output_data={"text": "", "tool_calls": [i]})
-        t = store.begin_step(sid, tool(f"cmd {i}", parent=l1.step_id))
-        store.complete_step(sid, t.seq, output_data=f"out {i}")
-        l2 = store.begin_step(sid, llm(parent=u.step_id))
-        store.complete_step(sid, l2.seq, output_data={"text": f"answer {i}"})
+        u = store.write(AddStep(session_id=sid, step=user(f"turn {i}")))
+        l1 = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+        store.write(finish(sid, l1.seq, output_data={"text": "", "tool_calls": [i]}))
+        t = store.write(BeginStep(session_id=sid, step=tool(f"cmd {i}", parent=l1.step_id)))
+        store.write(finish(sid, t.seq, output_data=f"out {i}"))
+        l2 = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+        store.write(finish(sid, l2.seq, output_data={"text": f"answer {i}"}))
 
 
 def history(store: Store, sid: str) -> list[tuple]:
@@ -66,18 +68,18 @@ def test_rollback_deletes_the_target_and_everything_after(store: Store) -> None:
 def test_ids_are_never_reused_after_rollback(store: Store) -> None:
     sid = store.create_session().session_id
     for _ in range(10):
-        store.add_step(sid, user())
+        store.write(AddStep(session_id=sid, step=user()))
     store.rollback(sid, 5)
-    assert store.add_step(sid, user()).display_id == "s0011"
+    assert store.write(AddStep(session_id=sid, step=user())).display_id == "s0011"
     store.rollback(sid, "s0011")
-    assert store.add_step(sid, user()).display_id == "s0012"
+    assert store.write(AddStep(session_id=sid, step=user())).display_id == "s0012"
 
 
 def test_rollback_orders_by_seq_not_time(store_factory) -> None:
     store = store_factory(clock=lambda: 1_700_000_000_000)  # every step in one millisecond
     sid = store.create_session().session_id
     for i in range(6):
-        store.add_step(sid, user(f"m{i}"))
+        store.write(AddStep(session_id=sid, step=user(f"m{i}")))
     assert len({s.start_time for s in store.steps(sid)}) == 1
     assert store.rollback(sid, 4).deleted == 3
     assert [s.input_data for s in store.steps(sid)] == ["m0", "m1", "m2"]
@@ -88,16 +90,20 @@ def test_rollback_orders_by_seq_not_time(store_factory) -> None:
 @pytest.mark.parametrize("status", [Status.INIT, Status.PAUSED, Status.SUCCESS, Status.FAILED])
 def test_rollback_from_any_state_lands_in_running(store: Store, status: Status) -> None:
     sid = store.create_session().session_id
-    store.add_step(sid, user())
-    store.add_step(sid, user())
+    store.write(AddStep(session_id=sid, step=user()))
+    store.write(AddStep(session_id=sid, step=user()))
     if status is Status.PAUSED:
-        store.begin_step(sid, approval())
+        store.write(BeginStep(session_id=sid, step=approval()))
     elif status is not Status.INIT:
         store.transition(sid, status)
-    else:  # Init with steps: only possible through add_step of a non-user step
+    else:  # Init with steps: only possible through an AddStep of a non-user step
         sid = store.create_session().session_id
-        store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="x")
-        store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="x")
+        store.write(
+            AddStep(session_id=sid, step=tool(), status=StepStatus.FAILED, error_message="x")
+        )
+        store.write(
+            AddStep(session_id=sid, step=tool(), status=StepStatus.FAILED, error_message="x")
+        )
     assert store.get_session(sid).status is status
     result = store.rollback(sid, 2)
     assert result.session.status is Status.RUNNING and result.session.awaiting_input
@@ -106,8 +112,8 @@ def test_rollback_from_any_state_lands_in_running(store: Store, status: Status) 
 def test_rollback_bad_refs(store: Store) -> None:
     sid = store.create_session(session_id="x").session_id
     store.create_session(session_id="y")
-    store.add_step("y", user())
-    store.add_step(sid, user())
+    store.write(AddStep(session_id="y", step=user()))
+    store.write(AddStep(session_id=sid, step=user()))
     for bad in ("s0002", 2, "y:s0001", "nonsense", 0):
         with pytest.raises(StepNotFound):
             store.rollback(sid, bad)
@@ -152,7 +158,10 @@ def test_fork_copies_the_prefix_and_leaves_the_source(store: Store) -> None:
         assert s.step_id == f"{fork.session_id}:{s.display_id}"
         assert s.parent_step_id is None or s.parent_step_id.startswith(fork.session_id + ":")
     # the fork continues after the copied prefix: its s0005 is the source's s0005
-    assert store.add_step(fork.session_id, user("other way")).display_id == "s0007"
+    assert (
+        store.write(AddStep(session_id=fork.session_id, step=user("other way"))).display_id
+        == "s0007"
+    )
 
 
 def test_fork_tree_is_remapped(store: Store) -> None:
@@ -168,10 +177,10 @@ def test_fork_tree_is_remapped(store: Store) -> None:
 
 def test_default_fork_title(store: Store) -> None:
     named = store.create_session(title="log analysis").session_id
-    store.add_step(named, user())
+    store.write(AddStep(session_id=named, step=user()))
     assert store.fork(named, 1).title == "fork of log analysis at s0001"
     anon = store.create_session(session_id="anon").session_id
-    store.add_step(anon, user())
+    store.write(AddStep(session_id=anon, step=user()))
     assert store.fork(anon, 1).title == "fork of anon at s0001"
 
 
@@ -182,7 +191,7 @@ def test_fork_twice_at_one_point(store: Store) -> None:
     b = store.fork(sid, 5)
     assert a.session_id != b.session_id
     assert history(store, a.session_id) == history(store, b.session_id) == history(store, sid)[:5]
-    store.add_step(a.session_id, user("only in a"))
+    store.write(AddStep(session_id=a.session_id, step=user("only in a")))
     assert len(store.steps(b.session_id)) == 5
 
 
@@ -190,7 +199,7 @@ def test_fork_of_a_fork(store: Store) -> None:
     sid = store.create_session(title="root").session_id
     conversation(store, sid, turns=2)
     first = store.fork(sid, 6)
-    store.add_step(first.session_id, user("branch"))  # s0007 in the fork
+    store.write(AddStep(session_id=first.session_id, step=user("branch")))  # s0007 in the fork
     second = store.fork(first.session_id, "s0007")
     assert second.parent_session_id == first.session_id and second.forked_from_seq == 7
     assert second.title == f"fork of {first.title} at s0007"
@@ -208,7 +217,7 @@ def test_rollback_and_fork_inside_a_fork(store: Store) -> None:
     fork = store.fork(sid, 10).session_id
     assert store.rollback(fork, 6).deleted == 5
     assert history(store, fork) == source[:5]
-    assert store.add_step(fork, user("new")).display_id == "s0011"
+    assert store.write(AddStep(session_id=fork, step=user("new"))).display_id == "s0011"
     nested = store.fork(fork, "s0011").session_id
     assert [s.display_id for s in store.steps(nested)] == [
         "s0001",
@@ -226,9 +235,9 @@ def test_rollback_and_fork_inside_a_fork(store: Store) -> None:
 
 def test_fork_never_inherits_a_run_in_flight(store: Store) -> None:
     sid = store.create_session().session_id
-    u = store.add_step(sid, user())
-    running_tool = store.begin_step(sid, tool("sleep 10", parent=u.step_id))
-    pending = store.begin_step(sid, approval(parent=u.step_id))
+    u = store.write(AddStep(session_id=sid, step=user()))
+    running_tool = store.write(BeginStep(session_id=sid, step=tool("sleep 10", parent=u.step_id)))
+    pending = store.write(BeginStep(session_id=sid, step=approval(parent=u.step_id)))
     fork = store.fork(sid, pending.seq)
     copied = store.steps(fork.session_id)
     assert [s.status for s in copied] == [
@@ -244,7 +253,7 @@ def test_fork_never_inherits_a_run_in_flight(store: Store) -> None:
 
 def test_fork_bad_refs(store: Store) -> None:
     sid = store.create_session().session_id
-    store.add_step(sid, user())
+    store.write(AddStep(session_id=sid, step=user()))
     with pytest.raises(StepNotFound):
         store.fork(sid, "s0002")
     with pytest.raises(SessionNotFound):
@@ -266,18 +275,24 @@ def test_rollback_keeps_the_records_of_compensations_and_completes_their_plan(
 
     sid = store.create_session(session_id="u").session_id
     conversation(store, sid, turns=2)  # s0001..s0008; s0007 is the second tool call
-    plan = store.begin_step(
-        sid,
-        NewStep(step_type=StepType.SYSTEM_ALERT, name="rollback", input_data={"stepId": "s0005"}),
+    plan = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                step_type=StepType.SYSTEM_ALERT, name="rollback", input_data={"stepId": "s0005"}
+            ),
+        )
     )
-    comp = store.begin_step(
-        sid,
-        NewStep(
-            step_type=StepType.SYSTEM_ALERT,
-            name="compensation",
-            input_data={"effect": "s0007"},
-            parent_step_id=f"{sid}:s0007",
-        ),
+    comp = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                step_type=StepType.SYSTEM_ALERT,
+                name="compensation",
+                input_data={"effect": "s0007"},
+                parent_step_id=f"{sid}:s0007",
+            ),
+        )
     )
     # A crash here: what a run's start marks leaves the plan pending, the compensation not.
     marked = store.mark_interrupted(sid)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
+from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
 from xclaw.store.model import (
@@ -19,6 +20,7 @@ from xclaw.store.model import (
     StepStatus,
     next_status,
 )
+from xclaw.store.writes import AddStep, BeginStep
 
 # A legal path from Init to each state.
 PATHS = {
@@ -62,10 +64,10 @@ def test_a_running_step_moves_the_session_as_next_status_says(
     # SQLite takes a Running session's next number in one statement and every other case
     # the general way: from every status, the outcome is the state machine's.
     sid = session_in(store, start)
-    first = store.begin_step(sid, make())
+    first = store.write(BeginStep(session_id=sid, step=make()))
     expected = next_status(start, SessionEvent.RUN_STARTED)
     assert store.get_session(sid).status is expected
-    second = store.begin_step(sid, make())
+    second = store.write(BeginStep(session_id=sid, step=make()))
     assert (first.seq, second.seq) == (1, 2)
     assert store.get_session(sid).status is next_status(expected, SessionEvent.RUN_STARTED)
     assert [s.seq for s in store.steps(sid)] == [1, 2]
@@ -73,7 +75,7 @@ def test_a_running_step_moves_the_session_as_next_status_says(
 
 def test_begin_step_runs_the_session(store: Store) -> None:
     sid = store.create_session().session_id
-    st = store.begin_step(sid, llm())
+    st = store.write(BeginStep(session_id=sid, step=llm()))
     assert st.status is StepStatus.RUNNING
     assert store.get_session(sid).status is Status.RUNNING
 
@@ -81,47 +83,49 @@ def test_begin_step_runs_the_session(store: Store) -> None:
 @pytest.mark.parametrize("start", [Status.SUCCESS, Status.FAILED])
 def test_new_user_input_reopens_finished_sessions(store: Store, start: Status) -> None:
     sid = session_in(store, start)
-    store.add_step(sid, user("again"))
+    store.write(AddStep(session_id=sid, step=user("again")))
     assert store.get_session(sid).status is Status.RUNNING
 
 
 def test_user_input_runs_an_init_session(store: Store) -> None:
     sid = store.create_session().session_id
-    store.add_step(sid, user())
+    store.write(AddStep(session_id=sid, step=user()))
     assert store.get_session(sid).status is Status.RUNNING
 
 
 def test_other_finished_steps_do_not_move_the_session(store: Store) -> None:
     sid = session_in(store, Status.SUCCESS)
-    store.add_step(sid, tool(), status=StepStatus.FAILED, error_message="denied")
+    store.write(
+        AddStep(session_id=sid, step=tool(), status=StepStatus.FAILED, error_message="denied")
+    )
     assert store.get_session(sid).status is Status.SUCCESS
 
 
 def test_approval_pauses_and_its_answer_resumes(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    ask = store.begin_step(sid, approval())
+    ask = store.write(BeginStep(session_id=sid, step=approval()))
     assert store.get_session(sid).status is Status.PAUSED
-    store.complete_step(sid, ask.seq, output_data={"approved": True})
+    store.write(finish(sid, ask.seq, output_data={"approved": True}))
     assert store.get_session(sid).status is Status.RUNNING
 
 
 def test_denied_approval_also_resumes(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    ask = store.begin_step(sid, approval())
-    store.fail_step(sid, ask.seq, error_message="denied by the user")
+    ask = store.write(BeginStep(session_id=sid, step=approval()))
+    store.write(finish(sid, ask.seq, error_message="denied by the user"))
     assert store.get_session(sid).status is Status.RUNNING
 
 
 def test_two_pending_approvals_keep_the_session_paused(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    a = store.begin_step(sid, approval())
-    b = store.begin_step(sid, approval())
+    a = store.write(BeginStep(session_id=sid, step=approval()))
+    b = store.write(BeginStep(session_id=sid, step=approval()))
     # a sub-agent's step while an approval is pending does not unpause the session
-    store.begin_step(sid, llm(agent="s0002"))
+    store.write(BeginStep(session_id=sid, step=llm(agent="s0002")))
     assert store.get_session(sid).status is Status.PAUSED
-    store.complete_step(sid, a.seq, output_data={"approved": True})
+    store.write(finish(sid, a.seq, output_data={"approved": True}))
     assert store.get_session(sid).status is Status.PAUSED
-    store.complete_step(sid, b.seq, output_data={"approved": False})
+    store.write(finish(sid, b.seq, output_data={"approved": False}))
     assert store.get_session(sid).status is Status.RUNNING
 
 
@@ -132,18 +136,18 @@ def test_approval_from_a_non_running_state_is_illegal_and_writes_nothing(
     sid = session_in(store, start)
     before = store.get_session(sid)
     with pytest.raises(IllegalTransition):
-        store.begin_step(sid, approval())
+        store.write(BeginStep(session_id=sid, step=approval()))
     assert store.steps(sid) == []
     assert store.get_session(sid) == before
     # the step counter did not move either: the next step is s0001
-    assert store.begin_step(sid, llm()).display_id == "s0001"
+    assert store.write(BeginStep(session_id=sid, step=llm())).display_id == "s0001"
 
 
 def test_complete_with_session_status_moves_both_in_one_transaction(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    st = store.begin_step(sid, llm())
-    done = store.complete_step(
-        sid, st.seq, output_data={"text": "answer"}, session_status=Status.SUCCESS
+    st = store.write(BeginStep(session_id=sid, step=llm()))
+    done = store.write(
+        finish(sid, st.seq, output_data={"text": "answer"}, session_status=Status.SUCCESS)
     )
     assert done.status is StepStatus.COMPLETED
     assert store.get_session(sid).status is Status.SUCCESS
@@ -151,18 +155,20 @@ def test_complete_with_session_status_moves_both_in_one_transaction(store: Store
 
 def test_fail_with_session_status(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    st = store.begin_step(sid, llm())
-    store.fail_step(sid, st.seq, error_message="max iterations", session_status=Status.FAILED)
+    st = store.write(BeginStep(session_id=sid, step=llm()))
+    store.write(finish(sid, st.seq, error_message="max iterations", session_status=Status.FAILED))
     assert store.get_session(sid).status is Status.FAILED
     assert store.get_step(sid, st.seq).error_message == "max iterations"
 
 
 def test_illegal_session_status_on_completion_rolls_back_the_step_too(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    ask = store.begin_step(sid, approval())
-    other = store.begin_step(sid, llm())  # stays Paused: an approval is pending
+    ask = store.write(BeginStep(session_id=sid, step=approval()))
+    other = store.write(
+        BeginStep(session_id=sid, step=llm())
+    )  # stays Paused: an approval is pending
     with pytest.raises(IllegalTransition):  # Paused -> Success is never allowed
-        store.complete_step(sid, other.seq, output_data={}, session_status=Status.SUCCESS)
+        store.write(finish(sid, other.seq, output_data={}, session_status=Status.SUCCESS))
     assert store.get_step(sid, other.seq).status is StepStatus.RUNNING
     assert store.get_session(sid).status is Status.PAUSED
     assert store.get_step(sid, ask.seq).status is StepStatus.RUNNING
@@ -170,13 +176,13 @@ def test_illegal_session_status_on_completion_rolls_back_the_step_too(store: Sto
 
 def test_user_input_clears_awaiting_input_after_rollback(store: Store) -> None:
     sid = session_in(store, Status.RUNNING)
-    store.add_step(sid, user("one"))
-    store.add_step(sid, user("two"))
+    store.write(AddStep(session_id=sid, step=user("one")))
+    store.write(AddStep(session_id=sid, step=user("two")))
     assert store.rollback(sid, "s0002").session.awaiting_input
     assert store.get_session(sid).awaiting_input
-    store.begin_step(sid, llm())  # not an instruction: still waiting
+    store.write(BeginStep(session_id=sid, step=llm()))  # not an instruction: still waiting
     assert store.get_session(sid).awaiting_input
-    store.add_step(sid, user("three"))
+    store.write(AddStep(session_id=sid, step=user("three")))
     assert not store.get_session(sid).awaiting_input
 
 
@@ -188,7 +194,7 @@ def test_a_cancelled_run_leaves_the_session_waiting_for_input(store: Store, star
     after = store.transition(sid, Status.RUNNING, awaiting_input=True)
     assert after.status is Status.RUNNING and after.awaiting_input
     assert store.get_session(sid).awaiting_input
-    store.add_step(sid, user("next"))
+    store.write(AddStep(session_id=sid, step=user("next")))
     assert not store.get_session(sid).awaiting_input
 
 

@@ -14,13 +14,14 @@ import pytest
 
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
+from tests.writes import finish
 from xclaw.errors import StoreError
 from xclaw.store import sqlite_writer
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease
 from xclaw.store.model import Status
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import Sync
+from xclaw.store.writes import AddStep, BeginStep, Sync
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous values
 
@@ -68,8 +69,12 @@ def test_queued_operations_share_one_commit_and_fail_alone(sqlite_store: SQLiteS
     sids = [store.create_session().session_id for _ in range(5)]
     init = store.create_session().session_id
     holder, release = _hold_the_writer(store)
-    calls: list[Callable[[], Any]] = [lambda s=s: store.add_step(s, user()) for s in sids]
-    calls.append(lambda: store.begin_step(init, approval()))  # illegal from Init
+    calls: list[Callable[[], Any]] = [
+        lambda s=s: store.write(AddStep(session_id=s, step=user())) for s in sids
+    ]
+    calls.append(
+        lambda: store.write(BeginStep(session_id=init, step=approval()))
+    )  # illegal from Init
     threads, results = _in_threads(calls)
     _wait_queued(store, len(calls))
     before = store.commits
@@ -133,7 +138,7 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
     )
     started = time.monotonic()
     try:
-        step = store.add_step(sid, user())
+        step = store.write(AddStep(session_id=sid, step=user()))
     finally:
         other.close()
     assert step.seq == 1 and len(pauses) == 12  # one immediate try per pause, none waited in SQLite
@@ -150,7 +155,9 @@ def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) 
     store = sqlite_store
     sids = [store.create_session().session_id for _ in range(3)]
     holder, release = _hold_the_writer(store)
-    threads, results = _in_threads([lambda s=s: store.add_step(s, user()) for s in sids])
+    threads, results = _in_threads(
+        [lambda s=s: store.write(AddStep(session_id=s, step=user())) for s in sids]
+    )
     _wait_queued(store, 3)
     seen = _statements(store)
     release.set()
@@ -172,7 +179,10 @@ def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> No
 
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
-        [lambda: store._writer.submit(unit, Sync.RELAXED), lambda: store.add_step(other, user())]
+        [
+            lambda: store._writer.submit(unit, Sync.RELAXED),
+            lambda: store.write(AddStep(session_id=other, step=user())),
+        ]
     )
     _wait_queued(store, 2)
     seen = _statements(store)
@@ -192,8 +202,10 @@ def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) 
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
-            lambda: store._writer.submit(lambda _c: store.add_step(sid, user()), Sync.RELAXED),
-            lambda: store.add_step(sid, user("kept")),
+            lambda: store._writer.submit(
+                lambda _c: store.write(AddStep(session_id=sid, step=user())), Sync.RELAXED
+            ),
+            lambda: store.write(AddStep(session_id=sid, step=user("kept"))),
         ]
     )
     _wait_queued(store, 2)
@@ -249,16 +261,16 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
         return flag
 
     assert durable(lambda: store.create_session(session_id="d"))
-    assert not durable(lambda: store.add_step("d", user()))
-    assert not durable(lambda: store.begin_step("d", llm()))
-    assert not durable(lambda: store.complete_step("d", 2, output_data={}))
-    assert durable(lambda: store.begin_step("d", tool()))  # write-ahead
-    assert not durable(lambda: store.complete_step("d", 3, output_data="ok"))
-    assert durable(lambda: store.begin_step("d", approval()))  # Paused
-    assert not durable(lambda: store.complete_step("d", 4, output_data={"approved": True}))
-    assert not durable(lambda: store.begin_step("d", llm()))
+    assert not durable(lambda: store.write(AddStep(session_id="d", step=user())))
+    assert not durable(lambda: store.write(BeginStep(session_id="d", step=llm())))
+    assert not durable(lambda: store.write(finish("d", 2, output_data={})))
+    assert durable(lambda: store.write(BeginStep(session_id="d", step=tool())))  # write-ahead
+    assert not durable(lambda: store.write(finish("d", 3, output_data="ok")))
+    assert durable(lambda: store.write(BeginStep(session_id="d", step=approval())))  # Paused
+    assert not durable(lambda: store.write(finish("d", 4, output_data={"approved": True})))
+    assert not durable(lambda: store.write(BeginStep(session_id="d", step=llm())))
     assert durable(
-        lambda: store.complete_step("d", 5, output_data={}, session_status=Status.SUCCESS)
+        lambda: store.write(finish("d", 5, output_data={}, session_status=Status.SUCCESS))
     )
     assert durable(lambda: store.transition("d", Status.RUNNING)) is False
     assert durable(lambda: store.transition("d", Status.FAILED))
@@ -278,10 +290,10 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
 def test_close_refuses_more_and_keeps_what_was_written(store_factory) -> None:
     store = store_factory()
     sid = store.create_session().session_id
-    store.add_step(sid, user())
+    store.write(AddStep(session_id=sid, step=user()))
     store.close()
     with pytest.raises(StoreError, match="closed"):
-        store.add_step(sid, user())
+        store.write(AddStep(session_id=sid, step=user()))
     with pytest.raises(StoreError, match="closed"):
         store.steps(sid)
     store.close()  # idempotent
@@ -292,7 +304,9 @@ def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
     store = SQLiteStore(sqlite_path)
     sid = store.create_session().session_id
     holder, release = _hold_the_writer(store)
-    threads, results = _in_threads([lambda: store.add_step(sid, user()) for _ in range(5)])
+    threads, results = _in_threads(
+        [lambda: store.write(AddStep(session_id=sid, step=user())) for _ in range(5)]
+    )
     _wait_queued(store, 5)
     closer = threading.Thread(target=store.close)
     closer.start()
@@ -301,7 +315,7 @@ def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
         t.join(10)
     assert sorted(r.seq for r in results.values()) == [1, 2, 3, 4, 5]
     with pytest.raises(StoreError, match="closed"):
-        store.add_step(sid, user())
+        store.write(AddStep(session_id=sid, step=user()))
     with pytest.raises(StoreError, match="closed"):
         store.steps(sid)
     store.close()  # idempotent
@@ -318,7 +332,7 @@ def test_every_caller_is_served_under_contention(sqlite_store: SQLiteStore) -> N
 
     def loop(i: int) -> None:
         while not stop.is_set():
-            store.add_step(sid, user())
+            store.write(AddStep(session_id=sid, step=user()))
             counts[i] += 1
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(4)]

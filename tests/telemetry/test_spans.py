@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
+from tests.writes import finish
 from xclaw.config import Settings, read_settings
 from xclaw.errors import ConfigError
 from xclaw.llm.registry import entry
@@ -15,6 +16,7 @@ from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.store.model import NewStep, Status, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import AddStep, BeginStep
 from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.exporter import recent_steps, turns_of_run
 from xclaw.telemetry.spans import split_turns, turn_spans
@@ -31,81 +33,122 @@ def _session(store: SQLiteStore) -> str:
     """A turn: model asks for a file write and a sub-agent; the sub-agent calls the model
     and a tool; the main agent answers. An approval alert on the way."""
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "build it, key sk-SECRET123"))
-    llm = store.begin_step(
-        sid,
-        NewStep(
-            StepType.LLM_CALL,
-            "anthropic:claude-x",
-            {"model": "anthropic:claude-x", "params": {"max_tokens": 99}},
-            user.step_id,
-        ),
+    user = store.write(
+        AddStep(
+            session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "build it, key sk-SECRET123")
+        )
     )
-    store.complete_step(
-        sid,
-        llm.seq,
-        output_data={
-            "text": "",
-            "model": "anthropic:claude-x-2024",
-            "stop_reason": "tool_use",
-            "tool_calls": [
-                {"id": "t1", "name": "write_file", "input": {"path": "a"}},
-                {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}},
-            ],
-            "usage": {
-                "input": 120,
-                "output": 30,
-                "cache_read": 40,
-                "cache_write": 7,
-                "reasoning": 12,
+    llm = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.LLM_CALL,
+                "anthropic:claude-x",
+                {"model": "anthropic:claude-x", "params": {"max_tokens": 99}},
+                user.step_id,
+            ),
+        )
+    )
+    store.write(
+        finish(
+            sid,
+            llm.seq,
+            output_data={
+                "text": "",
+                "model": "anthropic:claude-x-2024",
+                "stop_reason": "tool_use",
+                "tool_calls": [
+                    {"id": "t1", "name": "write_file", "input": {"path": "a"}},
+                    {"id": "t2", "name": "spawn_agent", "input": {"task": "sub"}},
+                ],
+                "usage": {
+                    "input": 120,
+                    "output": 30,
+                    "cache_read": 40,
+                    "cache_write": 7,
+                    "reasoning": 12,
+                },
+                "request_id": "req_1",
+                "response_id": "msg_01abc",
             },
-            "request_id": "req_1",
-            "response_id": "msg_01abc",
-        },
-        token_usage_prompt=120,
-        token_usage_completion=30,
+            token_usage_prompt=120,
+            token_usage_completion=30,
+        )
     )
-    store.add_step(
-        sid,
-        NewStep(
-            StepType.SYSTEM_ALERT, "approval", {"tool": "write_file"}, user.step_id, call_id="t1"
-        ),
+    store.write(
+        AddStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.SYSTEM_ALERT,
+                "approval",
+                {"tool": "write_file"},
+                user.step_id,
+                call_id="t1",
+            ),
+        )
     )
-    w = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "write_file", {"path": "a"}, llm.step_id, call_id="t1")
+    w = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.TOOL_CALL, "write_file", {"path": "a"}, llm.step_id, call_id="t1"
+            ),
+        )
     )
-    store.complete_step(sid, w.seq, output_data="wrote sk-SECRET123")
-    spawn = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, "spawn_agent", {"task": "sub"}, llm.step_id, call_id="t2")
+    store.write(finish(sid, w.seq, output_data="wrote sk-SECRET123"))
+    spawn = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.TOOL_CALL, "spawn_agent", {"task": "sub"}, llm.step_id, call_id="t2"
+            ),
+        )
     )
-    sub_llm = store.begin_step(
-        sid,
-        NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, spawn.step_id, agent=spawn.display_id),
+    sub_llm = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.LLM_CALL, "anthropic:claude-x", {}, spawn.step_id, agent=spawn.display_id
+            ),
+        )
     )
-    store.complete_step(
-        sid,
-        sub_llm.seq,
-        output_data={"text": "", "tool_calls": [{"id": "u1", "name": "read_file", "input": {}}]},
+    store.write(
+        finish(
+            sid,
+            sub_llm.seq,
+            output_data={
+                "text": "",
+                "tool_calls": [{"id": "u1", "name": "read_file", "input": {}}],
+            },
+        )
     )
-    r = store.begin_step(
-        sid,
-        NewStep(
-            StepType.TOOL_CALL,
-            "read_file",
-            {},
-            sub_llm.step_id,
-            agent=spawn.display_id,
-            call_id="u1",
-        ),
+    r = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.TOOL_CALL,
+                "read_file",
+                {},
+                sub_llm.step_id,
+                agent=spawn.display_id,
+                call_id="u1",
+            ),
+        )
     )
-    store.fail_step(sid, r.seq, error_message="interrupted")
-    store.complete_step(sid, spawn.seq, output_data="sub done")
-    last = store.begin_step(sid, NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, user.step_id))
-    store.complete_step(
-        sid,
-        last.seq,
-        output_data={"text": "all built", "stop_reason": "end_turn"},
-        session_status=Status.SUCCESS,
+    store.write(finish(sid, r.seq, error_message="interrupted"))
+    store.write(finish(sid, spawn.seq, output_data="sub done"))
+    last = store.write(
+        BeginStep(
+            session_id=sid, step=NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, user.step_id)
+        )
+    )
+    store.write(
+        finish(
+            sid,
+            last.seq,
+            output_data={"text": "all built", "stop_reason": "end_turn"},
+            session_status=Status.SUCCESS,
+        )
     )
     return sid
 
@@ -181,8 +224,10 @@ def test_a_turn_without_an_answer_is_an_error_and_only_touched_turns_go_out(
     store: SQLiteStore,
 ) -> None:
     sid = _session(store)
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "more"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "more")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    )
     store.close()  # killed mid-call; the next run starts a moment later and settles it
     started = llm.start_time + 10
     later = SQLiteStore(store.path, clock=lambda: started + 5)
@@ -266,9 +311,13 @@ def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "long.db", clock=lambda: next(ticks))
     sid = store.create_session().session_id
     for i in range(40):
-        u = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", f"turn {i}"))
-        llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-        store.complete_step(sid, llm.seq, output_data={"text": "ok"})
+        u = store.write(
+            AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", f"turn {i}"))
+        )
+        llm = store.write(
+            BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+        )
+        store.write(finish(sid, llm.seq, output_data={"text": "ok"}))
     last_user = store.latest_steps(sid, 2)[0]
     got = recent_steps(store, sid, last_user.start_time, first=4)
     assert got[0].seq <= last_user.seq and len(got) <= 8
@@ -284,16 +333,24 @@ def test_every_text_of_a_span_is_redacted_names_and_errors_too(store: SQLiteStor
     same, with or without captured content."""
     key = "sk-SECRET123"
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"))
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, llm.seq, output_data={"text": "", "tool_calls": []})
-    store.add_step(
-        sid, NewStep(StepType.SYSTEM_ALERT, "approval", {}, user.step_id, call_id=f"c_{key}")
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    t = store.begin_step(
-        sid, NewStep(StepType.TOOL_CALL, f"tool_{key}", {}, llm.step_id, call_id=f"c_{key}")
+    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": []}))
+    store.write(
+        AddStep(
+            session_id=sid,
+            step=NewStep(StepType.SYSTEM_ALERT, "approval", {}, user.step_id, call_id=f"c_{key}"),
+        )
     )
-    store.fail_step(sid, t.seq, error_message=f"unknown tool 'tool_{key}'")
+    t = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.TOOL_CALL, f"tool_{key}", {}, llm.step_id, call_id=f"c_{key}"),
+        )
+    )
+    store.write(finish(sid, t.seq, error_message=f"unknown tool 'tool_{key}'"))
     [turn] = split_turns(store.steps(sid))
     for capture in (False, True):
         spans = turn_spans(
@@ -320,15 +377,20 @@ def test_a_record_without_a_response_id_gives_none_rather_than_the_request_id(
     """Steps recorded before response ids were kept hold only `request_id`: that is no
     response id, so gen_ai.response.id is left out."""
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
-    llm = store.begin_step(
-        sid, NewStep(StepType.LLM_CALL, "openai:m", {"model": "openai:m"}, user.step_id)
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi")))
+    llm = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.LLM_CALL, "openai:m", {"model": "openai:m"}, user.step_id),
+        )
     )
-    store.complete_step(
-        sid,
-        llm.seq,
-        output_data={"text": "hello", "stop_reason": "stop", "request_id": "req_old"},
-        session_status=Status.SUCCESS,
+    store.write(
+        finish(
+            sid,
+            llm.seq,
+            output_data={"text": "hello", "stop_reason": "stop", "request_id": "req_old"},
+            session_status=Status.SUCCESS,
+        )
     )
     [turn] = split_turns(store.steps(sid))
     [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
@@ -375,31 +437,38 @@ def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
     """A server that reported no usage: no gen_ai.usage.* counts (they are facts in the
     GenAI conventions); xclaw's estimate goes in its own, marked attributes."""
     sid = store.create_session().session_id
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "hi"))
-    llm = store.begin_step(
-        sid, NewStep(StepType.LLM_CALL, "openai:gemma", {"model": "openai:gemma"}, user.step_id)
+    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi")))
+    llm = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(
+                StepType.LLM_CALL, "openai:gemma", {"model": "openai:gemma"}, user.step_id
+            ),
+        )
     )
-    store.complete_step(
-        sid,
-        llm.seq,
-        output_data={
-            "text": "hello",
-            "model": "openai:gemma",
-            "stop_reason": "stop",
-            "tool_calls": [],
-            "usage": {
-                "input": 80,
-                "output": 3,
-                "cache_read": 0,
-                "cache_write": 0,
-                "reasoning": 0,
-                "estimated": True,
+    store.write(
+        finish(
+            sid,
+            llm.seq,
+            output_data={
+                "text": "hello",
+                "model": "openai:gemma",
+                "stop_reason": "stop",
+                "tool_calls": [],
+                "usage": {
+                    "input": 80,
+                    "output": 3,
+                    "cache_read": 0,
+                    "cache_write": 0,
+                    "reasoning": 0,
+                    "estimated": True,
+                },
+                "endpoint": "http://127.0.0.1:8080/v1",
             },
-            "endpoint": "http://127.0.0.1:8080/v1",
-        },
-        token_usage_prompt=None,
-        token_usage_completion=None,
-        session_status=Status.SUCCESS,
+            token_usage_prompt=None,
+            token_usage_completion=None,
+            session_status=Status.SUCCESS,
+        )
     )
     [turn] = split_turns(store.steps(sid))
     (chat,) = [s for s in turn_spans(sid, turn) if s.name == "chat gemma"]
@@ -418,18 +487,27 @@ def test_spans_name_the_user_who_sent_the_message_and_who_approved(store: SQLite
     approval event the user who answered it. The server's own token names nobody."""
     sid = store.create_session().session_id
     by_alice = {"by": {"kind": "person", "via": "websocket", "user": "alice"}}
-    user = store.add_step(sid, NewStep(StepType.USER_INPUT, "user", "go"), output_data=by_alice)
-    ask = store.begin_step(
-        sid, NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "shell"}, user.step_id)
+    user = store.write(
+        AddStep(
+            session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"), output_data=by_alice
+        )
+    )
+    ask = store.write(
+        BeginStep(
+            session_id=sid,
+            step=NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "shell"}, user.step_id),
+        )
     )
     answer = {
         "approved": True,
         "why": "approved by bob (web page)",
         "by": {"kind": "person", "client": "web", "via": "websocket", "user": "bob"},
     }
-    store.complete_step(sid, ask.seq, output_data=answer)
-    llm = store.begin_step(sid, NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
-    store.complete_step(sid, llm.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    store.write(finish(sid, ask.seq, output_data=answer))
+    llm = store.write(
+        BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
+    )
+    store.write(finish(sid, llm.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
     (turn,) = split_turns(store.steps(sid))
     spans = turn_spans(sid, turn)
     assert {s.attributes.get("enduser.id") for s in spans} == {"alice"}
@@ -437,8 +515,10 @@ def test_spans_name_the_user_who_sent_the_message_and_who_approved(store: SQLite
     assert approval.attributes["enduser.id"] == "bob"
     # Without users: no enduser.id at all.
     plain = store.create_session().session_id
-    u = store.add_step(plain, NewStep(StepType.USER_INPUT, "user", "go"))
-    m = store.begin_step(plain, NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
-    store.complete_step(plain, m.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    u = store.write(AddStep(session_id=plain, step=NewStep(StepType.USER_INPUT, "user", "go")))
+    m = store.write(
+        BeginStep(session_id=plain, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
+    )
+    store.write(finish(plain, m.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
     (turn,) = split_turns(store.steps(plain))
     assert all("enduser.id" not in s.attributes for s in turn_spans(plain, turn))

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.store.builders import llm, tool
+from tests.writes import finish
 from xclaw.store.base import Store
+from xclaw.store.writes import BeginStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.timetravel import Workspaces
 
@@ -57,16 +59,16 @@ class Driver:
         os.chmod(self.ws, 0o700)
 
     def step(self, change: Callable[[Path], Any]) -> int:
-        step = self.store.begin_step(self.sid, tool())
+        step = self.store.write(BeginStep(session_id=self.sid, step=tool()))
         self.workspaces.snapshot(self.sid, step)
         change(self.ws)
-        self.store.complete_step(self.sid, step.seq, output_data="ok")
+        self.store.write(finish(self.sid, step.seq, output_data="ok"))
         return step.seq
 
     def think(self) -> int:
         """A step that changes nothing (no snapshot), like an LLM call."""
-        step = self.store.begin_step(self.sid, llm())
-        self.store.complete_step(self.sid, step.seq, output_data={"text": ""})
+        step = self.store.write(BeginStep(session_id=self.sid, step=llm()))
+        self.store.write(finish(self.sid, step.seq, output_data={"text": ""}))
         return step.seq
 
 

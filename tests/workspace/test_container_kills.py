@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.containers import remove_containers, test_image
+from tests.writes import finish
 from xclaw.sandbox.container.lifecycle import Containers
 from xclaw.sandbox.container.podman import find_podman
 from xclaw.sandbox.container.policy import SandboxPolicy
@@ -29,6 +30,7 @@ from xclaw.sandbox.isolation import Isolation
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 from xclaw.workspace.crash_points import CONTAINER_POINTS
@@ -50,6 +52,7 @@ from xclaw.sandbox.isolation import Isolation
 from xclaw.store import open_store
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, StepType
+from xclaw.store.writes import BeginStep
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 from xclaw.workspace.snapshots import SnapshotConfig
@@ -77,7 +80,7 @@ elif op == "command":
 elif op == "capture":
     ws.recover(sid)
     containers.ready(sid, Path(root) / sid)
-    step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+    step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
     ws.snapshot(sid, step)
 elif op == "takeover":
     ws.recover(sid, lease)
@@ -110,14 +113,16 @@ class World:
     async def step(self, command: str, epoch: int = 1) -> int:
         """A shell step as the recorder takes it: snapshot before, run, completed, after."""
         self.containers.note_epoch(self.sid, epoch, f"worker-{epoch}")
-        step = self.store.begin_step(
-            self.sid, NewStep(StepType.TOOL_CALL, "shell", {"command": command})
+        step = self.store.write(
+            BeginStep(
+                session_id=self.sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": command})
+            )
         )
         await asyncio.to_thread(self.workspaces.snapshot, self.sid, step, None)
         ctx = ToolContext(self.root / self.sid, self.sid)
         result = await self.shell.run({"command": command}, ctx)
         assert not result.is_error, result.content
-        self.store.complete_step(self.sid, step.seq, output_data=result.content)
+        self.store.write(finish(self.sid, step.seq, output_data=result.content))
         await asyncio.to_thread(self.workspaces.snapshot_after, self.sid, step, None)
         return step.seq
 

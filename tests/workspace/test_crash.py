@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from xclaw.store import open_store
 from xclaw.store.model import NewStep, StepType
+from xclaw.store.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
@@ -47,7 +48,7 @@ if op == "rollback":
 elif op == "fork":
     print(ws.fork(sid, int(ref)).session_id, flush=True)
 elif op == "snapshot":
-    step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+    step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
     ws.snapshot(sid, step)
 store.close()
 print("finished", flush=True)

@@ -16,8 +16,10 @@ import pytest
 from tests.seaweed import Seaweed, aws_env, running_seaweed
 from tests.store.builders import tool
 from tests.store.conftest import PostgresBackend, postgres_url
+from tests.writes import finish
 from xclaw.ops import fsck
 from xclaw.store.base import Store
+from xclaw.store.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
@@ -47,7 +49,7 @@ class Worker:
         """One side-effecting step as the runtime makes it: its row, the snapshot before,
         the change, the snapshot after. Returns the step's seq."""
         self.ws.recover(sid)
-        step = self.store.begin_step(sid, tool())
+        step = self.store.write(BeginStep(session_id=sid, step=tool()))
         self.ws.snapshot(sid, step)
         d = self.ws.path(sid)
         d.mkdir(parents=True, exist_ok=True)
@@ -57,7 +59,7 @@ class Worker:
             else:
                 (d / name).parent.mkdir(parents=True, exist_ok=True)
                 (d / name).write_bytes(data)
-        self.store.complete_step(sid, step.seq, output_data="ok")
+        self.store.write(finish(sid, step.seq, output_data="ok"))
         self.ws.snapshot_after(sid, step)
         return step.seq
 

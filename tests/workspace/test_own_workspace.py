@@ -14,9 +14,11 @@ import pytest
 import xclaw
 from tests.store.builders import tool
 from tests.workspace.helpers import settle, tree
+from tests.writes import finish
 from xclaw.errors import ConfigError, WorkspaceError
 from xclaw.store import Access, open_store
 from xclaw.store.model import OWN_WORKSPACE_KEY
+from xclaw.store.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
@@ -158,11 +160,11 @@ async def test_an_in_place_rollback_cut_short_is_completed_by_the_next_recover(
         broken = Workspaces(store, tmp_path / "root", SnapshotConfig(crash_point=crash))
         steps = []
         for i in range(3):
-            step = store.begin_step(sid, tool())
+            step = store.write(BeginStep(session_id=sid, step=tool()))
             broken.snapshot(sid, step)
             (project / f"f{i}.txt").write_text(f"{i}\n")
             (project / "keep.txt").write_text(f"changed {i}\n")
-            store.complete_step(sid, step.seq, output_data="ok")
+            store.write(finish(sid, step.seq, output_data="ok"))
             steps.append(step)
             settle()
         with pytest.raises(Crash):

@@ -14,6 +14,7 @@ from tests.workspace.helpers import Driver, remove, settle, tree, write
 from xclaw.errors import WorkspaceError
 from xclaw.store.snapshot_model import WorkspaceRestore, content_hash
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep
 from xclaw.workspace.restore import materialise
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
@@ -91,7 +92,7 @@ def test_fork_gets_the_files_just_after_the_fork_point(store, workspaces) -> Non
 
 def test_a_fork_of_a_session_without_files_creates_nothing(store, workspaces) -> None:
     sid = store.create_session().session_id
-    step = store.begin_step(sid, llm())
+    step = store.write(BeginStep(session_id=sid, step=llm()))
     fork = workspaces.fork(sid, step.seq)
     assert not workspaces.root.exists() or not workspaces.path(fork.session_id).exists()
     assert store.pending_restores() == []

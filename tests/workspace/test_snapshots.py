@@ -14,6 +14,7 @@ from xclaw.config import load_settings
 from xclaw.errors import ConfigError
 from xclaw.store.snapshot_model import content_hash
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.snapshots import MB, SnapshotConfig, Snapshotter
 from xclaw.workspace.walk import IgnoreRules
@@ -45,7 +46,7 @@ def settle() -> None:
 
 
 def snap(s: Snapshotter, store: SQLiteStore, sid: str, ws: Path):
-    seq = store.begin_step(sid, tool()).seq
+    seq = store.write(BeginStep(session_id=sid, step=tool())).seq
     info = s.snapshot(store, sid, seq, ws)
     return info, store.get_snapshot(sid, seq)
 

@@ -30,6 +30,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from xclaw.store import open_store
     from xclaw.store.model import NewStep, StepType
+    from xclaw.store.writes import BeginStep
     from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
     import time
@@ -50,7 +51,7 @@ CHILD = textwrap.dedent(
         n += 1
         for i in range(20):  # 20 new contents of 40 KB per round
             (ws / f"f{(n * 20 + i) % 300}.bin").write_bytes(os.urandom(40_000))
-        step = store.begin_step(sid, NewStep(StepType.TOOL_CALL, "shell", {"command": "x"}))
+        step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
         snap.snapshot(store, sid, step.seq, ws)
         print("saved", step.seq, flush=True)
     """

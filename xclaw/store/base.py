@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from xclaw.store.blob_store import BlobStore
 from xclaw.store.changes import SessionChange
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
-from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTreeNode
+from xclaw.store.model import Session, Status, Step, StepStatus, StepTreeNode
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
 
@@ -100,10 +100,10 @@ class RecordReader(Protocol):
 
 @runtime_checkable
 class StepWriter(Protocol):
-    """A run's writes to one session's record: its write stream (store/writes.py), the step
-    methods (the same writes applied one at a time), its status, marking, rollback. These are
-    the methods that carry a fencing token; `LeaseStore.driven(lease)` is this role of one
-    lease holder (leases.DrivenStore)."""
+    """A run's writes to one session's record: its write stream (store/writes.py), `write`
+    (the same values applied one at a time: a step begun, added, finished), its status,
+    marking, rollback. These are the methods that carry a fencing token;
+    `LeaseStore.driven(lease)` is this role of one lease holder (leases.DrivenStore)."""
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R:
         """Apply one write value of store/writes.py as its own transaction, fenced by
@@ -124,60 +124,6 @@ class StepWriter(Protocol):
         transitions: `model.next_status`). Raises IllegalTransition. With `awaiting_input`
         (only to Running, else ValueError: a cancelled run, `RUN_CANCELLED`) the session then
         waits for the user's next instruction, as after a rollback, and is not resumed."""
-        ...
-
-    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        """Insert the step as `running` and set the session Running (Paused when the step is
-        an approval request) in one transaction that is durable when this returns: the
-        caller may perform the side effect only afterwards (write-ahead)."""
-        ...
-
-    def add_step(
-        self,
-        session_id: str,
-        step: NewStep,
-        *,
-        status: StepStatus = StepStatus.COMPLETED,
-        output_data: Any = None,
-        error_message: str | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        """Insert an already finished step (user input, a denied call) in one transaction."""
-        ...
-
-    def complete_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        """running -> completed (end_time set); optionally move the session in the same
-        transaction (e.g. the final answer -> Success). Raises StepNotRunning.
-        `durable`: synced before it returns (a client is about to be told of it), instead
-        of riding on the next durable commit."""
-        ...
-
-    def fail_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        error_message: str,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        """running -> failed with an error message. Raises StepNotRunning. `durable`: as
-        for complete_step."""
         ...
 
     def mark_interrupted(

@@ -42,9 +42,6 @@ from xclaw.store.snapshot_model import (
 from xclaw.store.teams_sql import CLAIM_SQL, ROLE_SQL
 from xclaw.store.timetravel import fork_tx, rollback_tx
 from xclaw.store.writes import (
-    AddStep,
-    BeginStep,
-    FinishStep,
     Fork,
     Kind,
     MarkInterrupted,
@@ -106,7 +103,7 @@ def encoded_json(
 
 
 def moves_session(step: NewStep, status: StepStatus) -> bool:
-    """begin_step moves the session; add_step only does for user input."""
+    """A BeginStep moves the session; an AddStep only does for user input."""
     return status is StepStatus.RUNNING or step.step_type is StepType.USER_INPUT
 
 
@@ -286,7 +283,7 @@ class StoreBase:
         self, w: OpenTurn
     ) -> Callable[[Any], tuple[Lease | None, list[Step], Step | None]]:
         """writes.OpenTurn's transaction, made of the bodies of the store calls it stands for
-        (create_session, update_session, acquire_lease, mark_interrupted, add_step)."""
+        (CreateSession, UpdateSession, AcquireLease, MarkInterrupted, AddStep)."""
         sid, message = w.session_id, normalise_step(w.message)
         create = self._create_session_tx(sid, w.title or "", w.metadata) if w.create else None
         retitle = None if w.title is None else self._update_session_tx(sid, w.title, None)
@@ -392,92 +389,6 @@ class StoreBase:
         if found is None:
             raise SessionNotFound(session_id)
         return found
-
-    # The step methods are the run's writes applied one at a time (store/writes.py): the same
-    # values, the same table of durability, the same transaction bodies.
-    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        return self.write(BeginStep(session_id=session_id, step=normalise_step(step)), lease)
-
-    def add_step(
-        self,
-        session_id: str,
-        step: NewStep,
-        *,
-        status: StepStatus = StepStatus.COMPLETED,
-        output_data: Any = None,
-        error_message: str | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        w = AddStep(
-            session_id=session_id,
-            step=normalise_step(step),
-            status=status,
-            output_data=output_data,
-            error_message=error_message,
-        )
-        return self.write(w, lease)
-
-    def complete_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        done = Completion(
-            status=StepStatus.COMPLETED,
-            output_data=output_data,
-            token_usage_prompt=token_usage_prompt,
-            token_usage_completion=token_usage_completion,
-        )
-        return self._finish(session_id, seq, done, session_status, lease=lease, told=durable)
-
-    def fail_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        error_message: str,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        done = Completion(
-            status=StepStatus.FAILED,
-            output_data=output_data,
-            error_message=error_message,
-            token_usage_prompt=token_usage_prompt,
-            token_usage_completion=token_usage_completion,
-        )
-        return self._finish(session_id, seq, done, session_status, lease=lease, told=durable)
-
-    def _finish(
-        self,
-        session_id: str,
-        ref: int | str,
-        done: Completion,
-        session_status: Status | None,
-        *,
-        lease: Lease | None,
-        told: bool,
-    ) -> Step:
-        parse_step_ref(ref, session_id)  # a bad reference is refused before any write
-        w = FinishStep(
-            session_id=session_id,
-            step=ref,
-            done=done,
-            session_status=None if session_status is None else Status(session_status),
-            told=told,
-        )
-        return self.write(w, lease)
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
         return build_tree(self.steps(session_id))

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import LeaseLost
-from xclaw.store.model import SessionState, Status, StepStatus, state_of
+from xclaw.store.model import SessionState, Status, state_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from xclaw.store.base import PlanDone, RollbackResult, StepWriter
-    from xclaw.store.model import NewStep, Session, Step
+    from xclaw.store.model import Session, Step
     from xclaw.store.snapshot_model import WorkspaceRestore
     from xclaw.store.stream import WriteStream
     from xclaw.store.writes import Writes
@@ -155,7 +155,7 @@ class DrivenStore:
         return self.store.write_stream(self._fence(lease))
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R:
-        return self.store.write(w, self._fence(lease))
+        return self.store.write(w, lease=self._fence(lease))
 
     def transition(
         self,
@@ -167,76 +167,6 @@ class DrivenStore:
     ) -> Session:
         return self.store.transition(
             session_id, target, awaiting_input=awaiting_input, lease=self._fence(lease)
-        )
-
-    def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        return self.store.begin_step(session_id, step, lease=self._fence(lease))
-
-    def add_step(
-        self,
-        session_id: str,
-        step: NewStep,
-        *,
-        status: StepStatus = StepStatus.COMPLETED,
-        output_data: Any = None,
-        error_message: str | None = None,
-        lease: Lease | None = None,
-    ) -> Step:
-        return self.store.add_step(
-            session_id,
-            step,
-            status=status,
-            output_data=output_data,
-            error_message=error_message,
-            lease=self._fence(lease),
-        )
-
-    def complete_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        return self.store.complete_step(
-            session_id,
-            seq,
-            output_data=output_data,
-            token_usage_prompt=token_usage_prompt,
-            token_usage_completion=token_usage_completion,
-            session_status=session_status,
-            durable=durable,
-            lease=self._fence(lease),
-        )
-
-    def fail_step(
-        self,
-        session_id: str,
-        seq: int,
-        *,
-        error_message: str,
-        output_data: Any = None,
-        token_usage_prompt: int | None = 0,
-        token_usage_completion: int | None = 0,
-        session_status: Status | None = None,
-        lease: Lease | None = None,
-        durable: bool = False,
-    ) -> Step:
-        return self.store.fail_step(
-            session_id,
-            seq,
-            error_message=error_message,
-            output_data=output_data,
-            token_usage_prompt=token_usage_prompt,
-            token_usage_completion=token_usage_completion,
-            session_status=session_status,
-            durable=durable,
-            lease=self._fence(lease),
         )
 
     def mark_interrupted(

@@ -31,7 +31,7 @@ class Status(enum.StrEnum):
 # documented extensions ("checked transitions", docs/architecture.md):
 #   Failed -> Running   an explicit resume or a new user message after an error
 #   Success -> Running  a new user message after a final answer
-#   Running -> Running  begin_step while already running (a no-op, not a write)
+#   Running -> Running  a BeginStep while already running (a no-op, not a write)
 #   Paused -> Paused    a second approval request while paused (parallel sub-agents)
 #   Init -> Failed      a session that could not even start (e.g. no model configured)
 #   Paused -> Success   never: a pending approval must be answered first
