@@ -243,3 +243,19 @@ def runtime_cycles() -> list[list[str]]:
 
 def test_the_runtime_package_has_no_import_cycle() -> None:
     assert runtime_cycles() == []
+
+
+def test_the_model_seam_passes_its_events_not_context_variables() -> None:
+    """A model call's events go through the one sink `complete(request, on_event)` is given
+    (xclaw/llm/events.py): nothing of the model seam or the loop is found through the task's
+    context."""
+    found = []
+    for path in files("llm", "agent"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.relative_to(XCLAW)} imports {n}" for n in names if n == "contextvars"]
+    assert found == []

@@ -8,10 +8,8 @@ billed stays within cap + the largest reservation), and no tool ran twice."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from tests.gateway.harness import Client, Server, write_script
 from tests.gateway.test_workers import PgServer
 from tests.runtime.harness import sh
 from tests.store.conftest import PostgresBackend, postgres_url
+from tests.waiting import until
 
 CAP = 1300
 # Each call sleeps in the model (a window with its hold unsettled), then its tool sleeps (a
@@ -80,15 +79,6 @@ def _j(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _until(what: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"not within {timeout} s")
-
-
 async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements(
     served: tuple[Server, Query],
 ) -> None:
@@ -141,11 +131,11 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
                 return not settled and status == "running"
             return bool(settled) and tool_running_after(seq)
 
-        try:
-            await asyncio.to_thread(_until, reached)
-        except AssertionError as e:
+        def said(point: str = point) -> str:
             state = query("SELECT current_status, awaiting_input, lease_owner FROM sessions", ())
-            raise AssertionError(f"{point}: {holds()} {state}\n{server.logs()[-3000:]}") from e
+            return f"{point}: {holds()} {state}\n{server.logs()[-3000:]}"
+
+        await until(reached, said, 60.0, in_thread=True)
         if ended():
             break
         server.kill()  # SIGKILL
@@ -154,7 +144,7 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
         server.start()  # its sweep resumes the session (the dead worker's lease lapses)
 
     assert kills >= 3, kills
-    await asyncio.to_thread(_until, ended, 120.0)
+    await until(ended, "the session's answer or its stop at the cap", 120.0, in_thread=True)
 
     rows = holds()
     calls = query(

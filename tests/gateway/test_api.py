@@ -94,6 +94,13 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/processes",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
+        "/schedules",
+        "/schedules/{schedule}",
+        "/schedules/{schedule}/pause",
+        "/schedules/{schedule}/resume",
+        "/schedules/{schedule}/fires",
+        "/hooks",
+        "/hooks/{name}",
         "/budgets/{target}",
         "/budgets/{target}/grant",
     }

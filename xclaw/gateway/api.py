@@ -39,6 +39,7 @@ from xclaw.errors import (
     XclawError,
 )
 from xclaw.frames import STATES
+from xclaw.gateway import schedules_api as sa
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
@@ -73,6 +74,7 @@ STATUS_OF_CODE = {
     "irreversible_effects": 409,
     "compensation_failed": 409,
     "rollback_pending": 409,
+    "unknown_schedule": 404,
 }
 MAX_BODY_BYTES = 64_000
 SIGN_IN_REFUSED = {
@@ -593,6 +595,17 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/processes", "GET", processes, Need.READ),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
+    # Schedules and webhooks (docs/schedules.md): their own checks (schedules_api.py).
+    ("/schedules", "GET", sa.list_schedules, None),
+    ("/schedules", "POST", sa.add_schedule, None),
+    ("/schedules/{schedule}", "GET", sa.get_schedule, None),
+    ("/schedules/{schedule}", "DELETE", sa.remove_schedule, None),
+    ("/schedules/{schedule}/pause", "POST", sa.pause_schedule, None),
+    ("/schedules/{schedule}/resume", "POST", sa.resume_schedule, None),
+    ("/schedules/{schedule}/fires", "GET", sa.schedule_fires, None),
+    ("/hooks", "GET", sa.list_hooks, None),
+    ("/hooks", "POST", sa.add_hook, None),
+    ("/hooks/{name}", "DELETE", sa.remove_hook, None),
     # Budgets (docs/budgets.md): a member sees their own; an admin sets caps and grants.
     ("/budgets/{target}", "GET", get_budget, None),
     ("/budgets/{target}", "PUT", put_budget, None),

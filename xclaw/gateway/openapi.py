@@ -20,15 +20,22 @@ from xclaw.http_bodies import (
     BudgetCapsBody,
     BudgetGrantBody,
     BudgetReport,
+    FireList,
     ForkAnswer,
     ForkBody,
     Health,
     HistoryAnswer,
+    HookList,
+    HookMade,
+    NewHookBody,
+    NewScheduleBody,
     NewSessionBody,
     RenameBody,
     RollbackAnswer,
     RollbackBody,
     RollbackPreview,
+    ScheduleInfo,
+    ScheduleList,
     SessionList,
     SessionProcesses,
     StepList,
@@ -127,6 +134,13 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackBody,
     ForkBody,
     ApprovalBody,
+    ScheduleList,
+    ScheduleInfo,
+    FireList,
+    HookList,
+    HookMade,
+    NewScheduleBody,
+    NewHookBody,
     BudgetReport,
     BudgetCapsBody,
     BudgetGrantBody,
@@ -406,5 +420,99 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     },
                 ),
             },
+            **_schedule_paths(),
+        },
+    }
+
+
+_SCHEDULE_ERRORS = {
+    **_COMMON_ERRORS,
+    "404": _err(
+        "no such schedule or webhook, or one the signed-in member did not make (code "
+        "`unknown_schedule`)"
+    ),
+}
+_SCHEDULE = {
+    "name": "schedule",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "schedule id",
+}
+
+
+def _schedule_paths() -> dict[str, Any]:
+    """Schedules and webhooks (docs/schedules.md)."""
+    made = {
+        **_SESSION_ERRORS,
+        "400": _err("a wrong schedule or webhook: its field named (code `bad_request`)"),
+    }
+    one = _json(_ref(ScheduleInfo))
+    return {
+        "/schedules": {
+            "get": _op(
+                "the schedules (a member: those they made)",
+                {"200": _json(_ref(ScheduleList))},
+                errors=_COMMON_ERRORS,
+            ),
+            "post": _op(
+                "a schedule: a message sent to a session, or to a fork of a template, at "
+                "each tick; the signed-in person is its creator",
+                {"201": one},
+                body=_ref(NewScheduleBody),
+                errors=made,
+            ),
+        },
+        "/schedules/{schedule}": {
+            "parameters": [_SCHEDULE],
+            "get": _op("one schedule", {"200": one}, errors=_SCHEDULE_ERRORS),
+            "delete": _op(
+                "remove it (its fires stay recorded)",
+                {"204": {"description": "removed"}},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/schedules/{schedule}/pause": {
+            "parameters": [_SCHEDULE],
+            "post": _op("stop it firing", {"200": one}, errors=_SCHEDULE_ERRORS),
+        },
+        "/schedules/{schedule}/resume": {
+            "parameters": [_SCHEDULE],
+            "post": _op(
+                "fire it again (the ticks of the pause: its catch-up policy)",
+                {"200": one},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/schedules/{schedule}/fires": {
+            "parameters": [_SCHEDULE],
+            "get": _op(
+                "its latest fires, newest first",
+                {"200": _json(_ref(FireList))},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/hooks": {
+            "get": _op(
+                "the webhooks, never their secrets (a member: those they made)",
+                {"200": _json(_ref(HookList))},
+                errors=_COMMON_ERRORS,
+            ),
+            "post": _op(
+                "a webhook: POST /hooks/NAME, signed with the secret this answer shows once",
+                {"201": _json(_ref(HookMade))},
+                body=_ref(NewHookBody),
+                errors=made,
+            ),
+        },
+        "/hooks/{name}": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "delete": _op(
+                "remove it: its URL answers 401 from then on",
+                {"204": {"description": "removed"}},
+                errors=_SCHEDULE_ERRORS,
+            ),
         },
     }

@@ -15,6 +15,7 @@ import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js
 import { h, icon, shortId } from "./dom.js";
 import { Sidebar, familyOf, sessionState, sessionTitle } from "./sessions.js";
 import { ProcessList } from "./processes.js";
+import { ScheduleList } from "./schedules.js";
 import { Socket } from "./socket.js";
 import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
 import { TraceTree } from "./trace.js";
@@ -50,6 +51,7 @@ let trace;
 let sidebar;
 let compare;
 let processes;
+let schedules;
 
 // What the time-travel actions (timetravel.js) may use of this page.
 const app = {
@@ -405,6 +407,7 @@ function leaveSession() {
   clearApprovalReminder();
   trace.clearAll();
   processes.clearAll();
+  schedules.clearAll();
   compare.close();
   showWorkspace();
 }
@@ -598,6 +601,11 @@ async function reloadTrace() {
 async function reloadProcesses(sid) {
   try {
     await processes.reload(sid, () => sid === state.sessionId);
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+  try {
+    await schedules.reload(sid, () => sid === state.sessionId);
   } catch (e) {
     handleApiError(e, { quiet: true });
   }
@@ -795,6 +803,7 @@ async function boot() {
   });
   trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: (step) => rollbackTo(app, step), onFork: (step) => forkFrom(app, step) });
   processes = new ProcessList($("processes"));
+  schedules = new ScheduleList($("schedules"));
   sidebar = new Sidebar($("session-list"), $("session-filter"), {
     onSwitch: switchTo, onRename: renameSession, onDelete: deleteSession,
   });
