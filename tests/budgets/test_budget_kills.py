@@ -191,7 +191,9 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
             assert status == "failed" and error == "interrupted", (seq, status, error)
             assert not settled and spent == 0, seq
             killed += 1
-    assert killed == (kills + 1) // 2  # each kill while a model call was in flight
+    # A kill aimed at a call in flight lands there unless, on a loaded machine, the call
+    # finished first (then it lands in its tool): at least one did, none counted otherwise.
+    assert 1 <= killed <= (kills + 1) // 2
     counted = sum(spent if settled else held for _, held, spent, settled, _ in rows)
     largest = max(held for _, held, _, _, _ in rows)
     assert counted <= CAP  # what was billed is at most this: within cap + `largest`
