@@ -18,7 +18,7 @@ from xclaw.errors import SessionNotFound
 from xclaw.store.leases import Lease
 from xclaw.store.model import BUDGET_KEY, Status
 from xclaw.store.rows import load_json
-from xclaw.store.writes import BudgetStop, Hold, SetBudget, Spent
+from xclaw.store.writes import BudgetStop, Hold, Kind, SetBudget, Spent
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -40,12 +40,13 @@ _COUNTED = (
 )
 # Scope -> the holds it sums: `s:<session>`, `ud:<user>:<day>`, `um:<user>:<month>`,
 # `td:<day>`, `tm:<month>` (xclaw/budgets/ledger.py names them).
+# A month is read as a range of days (the day indexes serve it).
 _SCOPE_WHERE = {
     "s": "session_id=?",
     "ud": "owner=? AND day=?",
-    "um": "owner=? AND month=?",
+    "um": "owner=? AND day BETWEEN ? AND ?",
     "td": "day=?",
-    "tm": "month=?",
+    "tm": "day BETWEEN ? AND ?",
 }
 _GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
 _UPSERT_CAPS = (
@@ -88,7 +89,11 @@ def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
         where = _SCOPE_WHERE[kind]
         # A user name may hold ':': the period is the last part.
         user, _, period = rest.rpartition(":")
-        values = [user, period] if kind in ("ud", "um") else [rest]
+        values: list[Any] = [user, period] if kind == "ud" else [rest]
+        if kind == "um":
+            values = [user, f"{period}-01", f"{period}-31"]
+        elif kind == "tm":
+            values = [f"{rest}-01", f"{rest}-31"]
         parts.append(f"SELECT {_COUNTED} FROM budget_holds WHERE {where}")
         params += values
         order.append(scope)
@@ -101,7 +106,7 @@ class BudgetMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
 
