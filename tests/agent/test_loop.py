@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import until
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
 from xclaw.answered_by import Answer, AnsweredBy
@@ -507,10 +508,13 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
 
 @dataclass
 class SlowTool(Tool):
-    """Takes a while and logs when it starts and ends."""
+    """Logs when it starts and ends. Where the sub-agents' tools may overlap (`meet`), each
+    waits until the other has started too; where they must not, it takes a while, in which
+    the other must not start."""
 
     events: list[str]
     read_only: bool
+    meet: bool = False
     name: str = "slow"
     description: str = "slow"
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
@@ -518,7 +522,11 @@ class SlowTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         self.events.append(f"enter {args['n']}")
-        await asyncio.sleep(0.3)  # far longer than the other sub-agent needs to get here
+        if self.meet:
+            entered = lambda: sum(e.startswith("enter ") for e in self.events) == 2  # noqa: E731
+            await until(entered, "the other sub-agent's tool starts too")
+        else:
+            await asyncio.sleep(0.3)  # an absence: the other does not start meanwhile
         self.events.append(f"exit {args['n']}")
         return ToolResult("slept")
 
@@ -554,7 +562,7 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
 
     agent = Agent(
         model=FunctionModel(answer),
-        tools={"slow": SlowTool(events, read_only), "spawn_agent": SpawnTool()},
+        tools={"slow": SlowTool(events, read_only, overlap), "spawn_agent": SpawnTool()},
         policy=Policy(),
         approver=Approver(),
         observer=Observer(events),

@@ -14,6 +14,7 @@ import pytest
 
 from tests.gateway.harness import Server
 from tests.gateway.teams_harness import add_user, share, team_server
+from tests.waiting import wait_until
 from xclaw.schedules.signing import sign
 
 pytestmark = pytest.mark.slow
@@ -40,15 +41,6 @@ def client(server: Server, token: str) -> httpx.Client:
     )
     _OPEN.append(c)
     return c
-
-
-def wait_for(what, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def test_schedules_over_http_with_the_owners_rights(server: Server) -> None:
@@ -103,7 +95,7 @@ def test_a_schedule_made_over_http_fires_on_the_server(server: Server) -> None:
     def fired() -> list[dict]:  # type: ignore[type-arg]
         return [f for f in api.get(f"/schedules/{sch['id']}/fires").json()["fires"] if f["step"]]
 
-    wait_for(lambda: len(fired()) == 1)
+    wait_until(lambda: len(fired()) == 1, "the schedule fires once", every=0.1)
     [f] = fired()
     assert f["state"] == "delivered" and f["id"] == f"schedule.{sch['id']}.{sch['nextFire']}"
     steps = api.get(f"/sessions/{sid}/steps").json()["steps"]
