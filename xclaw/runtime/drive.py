@@ -37,7 +37,8 @@ from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_n
 from xclaw.runtime.wiring import Toolbox
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus, StepType
+from xclaw.store.model import MAIN_AGENT, Status, Step, StepType
+from xclaw.store.writes import AddStep
 from xclaw.tools.base import ToolContext
 from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
 from xclaw.wire.shapes import FrameJson
@@ -231,15 +232,16 @@ class TurnDrive:
         for step, evidence in plan.checks:  # recorded before anything acts on it
             said = evidence_step(step, evidence)
             said = replace(said, input_data=p.redact(said.input_data))
-            check = await db(db.store.add_step, self.sid, said, status=StepStatus.COMPLETED)
+            check = await db(db.store.write, AddStep(session_id=self.sid, step=said))
             self.emit(step_frame(check, p.prices))
         settled = [
             await db(
-                db.store.add_step,
-                self.sid,
-                s.step,
-                status=StepStatus.COMPLETED,
-                output_data=p.redact.text(s.output),  # as every tool output is
+                db.store.write,
+                AddStep(
+                    session_id=self.sid,
+                    step=s.step,
+                    output_data=p.redact.text(s.output),  # as every tool output is
+                ),
             )
             for s in plan.settle
         ]

@@ -21,8 +21,7 @@ methods take an optional `lease=`: its fencing token is checked in the same tran
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.store.blob_store import BlobStore
 from xclaw.store.changes import SessionChange
@@ -31,33 +30,19 @@ from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTr
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
 
+# Defined beside the write values that return them, kept importable from here.
+from xclaw.store.writes import PlanDone as PlanDone
+from xclaw.store.writes import RollbackResult as RollbackResult
+from xclaw.store.writes import Writes
+
 if TYPE_CHECKING:
     from xclaw.store.budgets_sql import BudgetRow
     from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
-    from xclaw.store.writes import Write
     from xclaw.teams import ShareRole, UserRole
 
-
-@dataclass(frozen=True, slots=True)
-class RollbackResult:
-    session: Session
-    target_seq: int
-    deleted: int
-    # The workspace restore journaled with the rollback (None: none asked, or the workspace
-    # is already as it was before the target step).
-    restore: PendingRestore | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlanDone:
-    """The plan of a rollback that undid outside effects (a running `system_alert`
-    `rollback`, model.ROLLBACK_PLAN): completed with `output` in the rollback's own
-    transaction, so the rewind and the plan's end are one (xclaw/runtime/rollbacks.py)."""
-
-    seq: int
-    output: Any = None
+R = TypeVar("R")
 
 
 @runtime_checkable
@@ -119,6 +104,13 @@ class StepWriter(Protocol):
     methods (the same writes applied one at a time), its status, marking, rollback. These are
     the methods that carry a fencing token; `LeaseStore.driven(lease)` is this role of one
     lease holder (leases.DrivenStore)."""
+
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
+        """Apply one write value of store/writes.py as its own transaction, fenced by
+        `lease`, committed as its kind's row of writes.SYNC says (a durable one is synced
+        when this returns); what the value's type says it returns. The store's one way to
+        write: its other write methods build a value and apply it here."""
+        ...
 
     def transition(
         self,
@@ -226,11 +218,6 @@ class StepWriter(Protocol):
         one are committed — synced to disk when its kind must be (writes.SYNC). With `lease`,
         every step write on it is fenced by it. The one store call under the write-ahead
         rule (xclaw/store/stream.py)."""
-        ...
-
-    def write(self, w: Write, *, lease: Lease | None = None) -> Any:
-        """One write value of store/writes.py as its own transaction, committed as
-        writes.SYNC says (with `lease`, fenced by it); what it applied."""
         ...
 
 
@@ -530,7 +517,7 @@ class ScheduleStore(Protocol):
     """Schedules, webhooks and their fires (store/schedules_sql.py, docs/schedules.md): the
     reads; the writes are values (`write(AddSchedule(...))`, store/writes.py)."""
 
-    def write(self, w: Write, lease: Lease | None = None) -> Any: ...
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
     def get_schedule(self, schedule_id: str) -> Schedule: ...
     def schedules(self, *, created_by: str | None = None) -> list[Schedule]: ...
     def due_schedules(self, now_ms: int, limit: int = 500) -> list[Schedule]: ...

@@ -18,7 +18,7 @@ from xclaw.errors import SessionNotFound
 from xclaw.store.leases import Lease
 from xclaw.store.model import BUDGET_KEY, Status
 from xclaw.store.rows import load_json
-from xclaw.store.writes import BudgetStop, Hold, SetBudget, Spent
+from xclaw.store.writes import BudgetStop, Hold, Kind, SetBudget, Spent
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -101,7 +101,7 @@ class BudgetMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
 
