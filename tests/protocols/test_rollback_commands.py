@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from a2a.client import A2ACardResolver
 from a2a.types.a2a_pb2 import Message, StreamResponse
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
@@ -207,6 +208,10 @@ async def test_a2a_rollback_previews_then_compensates_once_on_confirm(
     server = ledger_server(PAYMENTS)
     client, http = await open_client(server)
     try:
+        # The commands are on the card, beside the tools (as the SDK's resolver reads it).
+        card = await A2ACardResolver(http, server.http).get_agent_card()
+        commands = next(s for s in card.skills if s.id == "xclaw.commands")
+        assert "/rollback s0004 --confirm" in commands.examples
         await collect(client.send_message(message("pay A then B", "m-1", context="ctx-pay")))
         assert server.ledger.refs() == ["A", "B"]
         recorded = steps(server, "ctx-pay")

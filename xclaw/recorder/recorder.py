@@ -244,13 +244,9 @@ class Recorder:
             parent=parent,
             hold=hold,
         )
-        if hold is None:
-            # Not awaited: the LLM call is no side effect; the row commits while the model
-            # thinks.
-            self._put(self._llm, self._step_event)
-        else:
-            # Its hold is on the record before the model is called (writes.SYNC: relaxed).
-            await self._write(self._llm, self._step_event)
+        # Not awaited: the LLM call is no side effect; the row (and its hold, in the same
+        # transaction) commits while the model thinks (writes.SYNC).
+        self._put(self._llm, self._step_event)
 
     def _spent(self, response: LLMResponse | None) -> Spent | None:
         """The call's hold settled: at what it cost, or (`response` None: a failed call, not

@@ -579,6 +579,38 @@ M008_POSTGRES = (
     """,
 )
 
+# Migration 9, `budget_holds_lean`: a hold is written with every LLM call under a cap, so its
+# row costs what the step's own write does: SQLite keeps it in its key's b-tree alone (WITHOUT
+# ROWID), and the month's sums read the day's indexes by range (the month indexes go).
+M009_SQLITE = (
+    """
+    CREATE TABLE budget_holds_lean (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,
+        day          TEXT NOT NULL,
+        month        TEXT NOT NULL,
+        held_tokens  INTEGER NOT NULL,
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO budget_holds_lean SELECT session_id, seq, owner, day, month, held_tokens, "
+    "held_usd, spent_tokens, spent_usd, settled, created_at FROM budget_holds",
+    "DROP TABLE budget_holds",
+    "ALTER TABLE budget_holds_lean RENAME TO budget_holds",
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+)
+M009_POSTGRES = (
+    "DROP INDEX idx_budget_holds_owner_month",
+    "DROP INDEX idx_budget_holds_month",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -650,6 +682,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "set, so spend is capped and counted once across kills and workers",
         M008_SQLITE,
         M008_POSTGRES,
+    ),
+    Migration(
+        9,
+        "budget_holds_lean",
+        "a hold's row as cheap to write as its step's: SQLite keeps it in its key's b-tree "
+        "(WITHOUT ROWID), and a month's sums read the day indexes by range",
+        M009_SQLITE,
+        M009_POSTGRES,
     ),
 )
 

@@ -169,10 +169,11 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TEAM_CHANGED: (Sync.DURABLE, "a user, token or share takes effect"),
     Kind.ACTION_LOGGED: (Sync.RELAXED, "the audit line; the action's own write synced"),
     Kind.REPAIRED: (Sync.DURABLE, "fsck reports the repair"),
-    # An LLM call begun with its budget reservation (docs/budgets.md): awaited before the
-    # model is called, so a call is never made without its hold on the record (a kill
-    # keeps it; a lost settlement leaves the reservation counted, never nothing).
-    Kind.BUDGET_HELD: (Sync.RELAXED, "the model is called: its reservation is counted"),
+    # An LLM call begun with its budget reservation (docs/budgets.md): as the call's begin,
+    # it shares a commit with the call's answer or the next write (within 2 ms); a lost one
+    # goes with its step, and the call is made again under a hold of its own. A settlement
+    # rides in the finish, and a lost one leaves the reservation counted, never nothing.
+    Kind.BUDGET_HELD: (Sync.LAZY, "the model is called: its reservation is counted"),
     Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
     Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
     # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
