@@ -354,6 +354,9 @@ async def test_agui_and_a2a_answer_ps_as_every_client_does(
         )
         assert shown.context_id == "thread-ps" and not shown.task_id
         assert shown.parts[0].text == said(ps)
+        card = await A2ACardResolver(http, server.http).get_agent_card()
+        commands = next(s for s in card.skills if s.id == "xclaw.commands")
+        assert "/ps" in commands.examples  # said on the card with the other commands
     finally:
         await http.aclose()
     assert steps(server, "thread-ps") == recorded  # neither reached the model
