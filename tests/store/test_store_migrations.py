@@ -110,6 +110,13 @@ SAMPLE_ROWS[6] = [
     f"VALUES ('{'ab' * 32}', '{'cd' * 32}', 0, 5, 2900)",
 ]
 
+# A version-7 database: a message waits for the session's run to end.
+SAMPLE_ROWS[7] = [
+    *SAMPLE_ROWS[6],
+    "INSERT INTO queued_inputs (session_id, id, mode, content, created_at) "
+    "VALUES ('old', 'm-2', 'queue', 'and then this', 3000)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

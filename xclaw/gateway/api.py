@@ -451,6 +451,22 @@ async def approve(request: Request, gw: Gateway) -> Response:
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
+async def list_queue(request: Request, gw: Gateway) -> Response:
+    """The messages waiting for the session's run, in the order they run."""
+    sid = request.path_params["sid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    entries = await gw.runtime.queued(sid)
+    return _json(gw, {"sessionId": sid, "queued": [e.to_json() for e in entries]})
+
+
+async def unqueue(request: Request, gw: Gateway) -> Response:
+    """A waiting message cancelled; every client of the session gets the new `queue`."""
+    sid, mid = request.path_params["sid"], request.path_params["mid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    gone = await gw.runtime.unqueue(sid, mid)
+    return _json(gw, {"sessionId": sid, "id": mid, "cancelled": gone is not None})
+
+
 async def fork(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     data = await _body(request)
@@ -530,6 +546,8 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
+    ("/sessions/{sid}/queue", "GET", list_queue, Need.READ),
+    ("/sessions/{sid}/queue/{mid}", "DELETE", unqueue, Need.ACT),
 )
 
 

@@ -22,6 +22,7 @@ from xclaw.http_bodies import (
     Health,
     HistoryAnswer,
     NewSessionBody,
+    QueueAnswer,
     RenameBody,
     RollbackAnswer,
     RollbackBody,
@@ -30,6 +31,7 @@ from xclaw.http_bodies import (
     StepList,
     StepTree,
     ToolList,
+    UnqueueAnswer,
 )
 
 _REF = "#/components/schemas/"
@@ -100,6 +102,8 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackPreview,
     ForkAnswer,
     ApprovalAnswer,
+    QueueAnswer,
+    UnqueueAnswer,
     Health,
     ToolList,
     AgentList,
@@ -332,6 +336,25 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"200": _json(_ref(ApprovalAnswer))},
                     body=_ref(ApprovalBody),
                     errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/queue": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the messages waiting for the session's run (sent while it was busy with "
+                    "`busy` queue, steer or interrupt), in the order they run",
+                    {"200": _json(_ref(QueueAnswer))},
+                ),
+            },
+            "/sessions/{sid}/queue/{mid}": {
+                "parameters": [
+                    _SID,
+                    {"name": "mid", "in": "path", "required": True, "schema": {"type": "string"}},
+                ],
+                "delete": _op(
+                    "cancel a waiting message (its id: the `messageId` it was sent with, or "
+                    "the one the `queue` frame shows)",
+                    {"200": _json(_ref(UnqueueAnswer))},
                 ),
             },
             "/sessions/{sid}/export": {

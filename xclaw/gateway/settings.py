@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from xclaw.busy import BusyPolicy
 from xclaw.section import (
     Env,
     Flag,
@@ -50,6 +51,13 @@ class TeamSettings(Section):
     client_address_header: Text = "X-Forwarded-For"
 
 
+class InputSettings(Section):
+    """What a message does when it arrives while its session's run is busy (xclaw/busy.py):
+    the deployment's policy; a session's own and a message's own come before it."""
+
+    busy: BusyPolicy = "reject"
+
+
 class GatewaySettings(Section):
     port: Annotated[
         Whole, Field(ge=1, le=65535), Env("WEB_PORT"), Wording("a TCP port (1-65535)", False)
@@ -60,3 +68,4 @@ class GatewaySettings(Section):
     # Origins allowed to call /api/ from a browser (CORS); "*" allows any.
     allowed_origins: Strings = ()
     teams: TeamSettings = TeamSettings()
+    input: InputSettings = InputSettings()

@@ -47,6 +47,7 @@ from xclaw.store.postgres_rows import (
     pg_text,
     write_status,
 )
+from xclaw.store.queue_sql import QueueMethods
 from xclaw.store.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -85,6 +86,7 @@ class PostgresStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    QueueMethods,
     StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""

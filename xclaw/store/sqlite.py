@@ -42,6 +42,7 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
+from xclaw.store.queue_sql import QueueMethods
 from xclaw.store.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -80,6 +81,7 @@ class SQLiteStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    QueueMethods,
     StoreBase,
 ):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.

@@ -3,8 +3,8 @@ applies them: why write-ahead holds, in one place.
 
 **The writes.** Everything a run writes goes on its `WriteStream` (store/stream.py) as one
 of the frozen values below — `BeginStep`, `AddStep`, `FinishStep`, `OpenTurn`, `RenewLease`,
-`ReleaseLease` — built on the caller's side with every value a model, a tool or a user can fill
-already redacted (xclaw/recorder/recorder.py). A value holds no code: the writer applies it
+`ReleaseLease`; a session's waiting messages, `QueueInput` and `Unqueue` — built on the
+caller's side with every value a model, a tool or a user can fill already redacted (xclaw/recorder/recorder.py). A value holds no code: the writer applies it
 with `apply`, below, which runs the store's own transaction bodies (fixed SQL, one per
 backend) and nothing else (`prepare` makes that body; the store's own step methods make it
 before the transaction, so its JSON is encoded on the caller's thread).
@@ -93,6 +93,8 @@ class Kind(enum.Enum):
     TURN_OPENED = "turn_opened"
     LEASE_RENEWED = "lease_renewed"
     LEASE_RELEASED = "lease_released"
+    QUEUED = "queued"
+    UNQUEUED = "unqueued"
 
 
 # kind -> (how it commits, the effect its commit precedes). The only durability decision of a
@@ -111,6 +113,8 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TURN_OPENED: (Sync.DURABLE, "the run starts under the lease it took"),
     Kind.LEASE_RENEWED: (Sync.RELAXED, "the run goes on; a lost renewal only shortens it"),
     Kind.LEASE_RELEASED: (Sync.RELAXED, "another worker may drive; a lost one expires"),
+    Kind.QUEUED: (Sync.DURABLE, "the sender is told its message waits its turn"),
+    Kind.UNQUEUED: (Sync.DURABLE, "clients are told a waiting message will not run"),
 }
 
 # Statuses a client must only hear of once they are on disk.
@@ -201,6 +205,9 @@ class OpenTurn:
     # output; one already recorded in the session is refused as MessageRecorded, nothing
     # written (a resend is never run twice).
     message_id: str | None = None
+    # The queued message (xclaw/store/queue_sql.py, its id `message_id`) this turn runs:
+    # removed from the queue in this transaction, so it is either waiting or recorded.
+    dequeue: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +221,33 @@ class ReleaseLease:
     lease: Lease
 
 
-Write = BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInput:
+    """A message sent while the session's run is busy, kept to run after it (`mode`
+    `queue`, `interrupt`) or to be given to the model at its next tool boundary (`steer`):
+    xclaw/store/queue_sql.py. `id`: the message id its turn will record; `content`
+    redacted. Applied: (the entry, whether this write added it: False for a resend)."""
+
+    session_id: str
+    id: str
+    mode: str
+    content: str
+    sent_by: Mapping[str, Any] | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unqueue:
+    """A waiting message removed: cancelled by a person. Applied: the entry, or None when
+    it was not waiting (it ran, or was cancelled, already)."""
+
+    session_id: str
+    id: str
+
+
+Write = (
+    BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease | QueueInput | Unqueue
+)
 
 
 def kind_of(w: Write) -> Kind:
@@ -237,6 +270,10 @@ def kind_of(w: Write) -> Kind:
         return Kind.RESULT if w.told else Kind.ANSWER
     if isinstance(w, OpenTurn):
         return Kind.TURN_OPENED
+    if isinstance(w, QueueInput):
+        return Kind.QUEUED
+    if isinstance(w, Unqueue):
+        return Kind.UNQUEUED
     return Kind.LEASE_RENEWED if isinstance(w, RenewLease) else Kind.LEASE_RELEASED
 
 
@@ -295,6 +332,10 @@ class TxBodies(Protocol):
 
     def _release_lease_tx(self, lease: Lease) -> Callable[[Any], bool]: ...
 
+    def _queue_input_tx(self, w: QueueInput) -> Callable[[Any], Any]: ...
+
+    def _unqueue_tx(self, w: Unqueue) -> Callable[[Any], Any]: ...
+
 
 def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
     """Apply one write in the open transaction of `conn` (the writer's), the lease of the
@@ -342,6 +383,10 @@ def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], A
         return store._open_turn_tx(w)
     if isinstance(w, RenewLease):
         return store._renew_lease_tx(w.lease, w.ttl_s)
+    if isinstance(w, QueueInput):
+        return store._queue_input_tx(w)
+    if isinstance(w, Unqueue):
+        return store._unqueue_tx(w)
     return store._release_lease_tx(w.lease)
 
 
