@@ -6,6 +6,7 @@ protocol, checked against the record."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -48,6 +49,13 @@ def _inputs(server: Server, sid: str) -> list[tuple[str, Any]]:
             for s in store.steps(sid)
             if s.step_type.value == "user_input"
         ]
+
+
+def _steps(server: Server, sid: str) -> list[Any]:
+    from xclaw.store import Access, open_store
+
+    with open_store(server.home / "xclaw.db", access=Access.READ) as store:
+        return store.steps(sid)
 
 
 def _queued(server: Server, sid: str) -> list[str]:
@@ -108,9 +116,7 @@ async def test_two_messages_queued_while_busy_run_in_order_after_the_run(
     refused = await _answer(client, "m-x")
     assert refused["type"] == "error" and refused["code"] == "busy"
 
-    listing = await watcher.until(
-        lambda f: f.get("type") == "queue" and len(f["queued"]) == 2
-    )
+    listing = await watcher.until(lambda f: f.get("type") == "queue" and len(f["queued"]) == 2)
     assert [(q["id"], q["content"], q["busy"]) for q in listing["queued"]] == [
         ("m-2", "second", "queue"),
         ("m-3", "third", "queue"),
@@ -151,7 +157,9 @@ async def test_a_waiting_message_is_cancelled_and_a_client_without_ids_is_told(
     assert "1. [queue] “drop me”" in listing["content"]
     await _message(client, "/unqueue 1")
     await client.until(
-        lambda f: f.get("type") == "notice" and f["content"] == "[queue] cancelled 1 waiting message"
+        lambda f: (
+            f.get("type") == "notice" and f["content"] == "[queue] cancelled 1 waiting message"
+        )
     )
     assert await _replies(client, 2) == ["done", "next"]
     assert [text for text, _ in _inputs(server, sid)] == ["first", "keep me"]
@@ -189,4 +197,79 @@ async def test_queued_messages_survive_a_sigkill_and_run_once_each_in_order(
     assert again["type"] == "queued" and again["duplicate"] is True
     assert await _replies(client, 3) == ["first done", "second done", "third done"]
     assert _inputs(server, sid) == [("first", "m-1"), ("second", "m-2"), ("third", "m-3")]
+    assert _queued(server, sid) == []
+
+
+async def test_a_steering_message_reaches_the_model_at_the_next_tool_boundary(
+    server_factory: ServerFactory,
+) -> None:
+    server = server_factory([], approval="yolo")
+    assert server.script is not None  # a script with a branch the steer's words take
+    server.script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "Working.", "tool_calls": [sh("sleep 2")]},
+                    {"text": "not steered"},
+                ],
+                "branches": [{"when": "use python", "turns": [{"text": "Steered to python."}]}],
+            }
+        )
+    )
+    server.restart()
+    client = await Client.open(server)
+    await client.attach()
+    sid = client.session_id or ""
+    await _message(client, "first", "m-1")
+    await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+    await _message(client, "use python instead", "s-1", busy="steer")
+    kept = await _answer(client, "s-1")
+    assert kept["type"] == "queued" and kept["busy"] == "steer"
+    # The same run answers, having read it after the tool's result.
+    assert await _replies(client, 1) == ["Steered to python."]
+    steps = _steps(server, sid)
+    kinds = [(s.step_type.value, s.status.value) for s in steps]
+    assert kinds == [
+        ("user_input", "completed"),
+        ("llm_call", "completed"),
+        ("tool_call", "completed"),
+        ("user_input", "completed"),  # delivered here: after the result, before the call
+        ("llm_call", "completed"),
+    ], kinds
+    steer = steps[3]
+    assert steer.input_data == "use python instead"
+    assert steer.output_data == {"messageId": "s-1", "steer": True}
+    assert _queued(server, sid) == []
+    # Its id is recorded: a resend is acknowledged, not run.
+    await _message(client, "use python instead", "s-1", busy="steer")
+    again = await _answer(client, "s-1")
+    assert again["type"] == "ack" and again["duplicate"] is True
+
+
+async def test_an_interrupting_message_stops_the_run_and_runs_next(
+    server_factory: ServerFactory,
+) -> None:
+    server = server_factory(
+        [
+            {"text": "Working.", "tool_calls": [sh("sleep 60")]},
+            {"text": "done the new thing"},
+        ],
+        approval="yolo",
+    )
+    client = await Client.open(server)
+    await client.attach()
+    sid = client.session_id or ""
+    await _message(client, "first", "m-1")
+    await client.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
+    await _message(client, "do this instead", "i-1", busy="interrupt")
+    assert (await _answer(client, "i-1"))["busy"] == "interrupt"
+    await client.until(
+        lambda f: f.get("type") == "notice" and f["content"].startswith("[cancel] run stopped"),
+        timeout=20,
+    )
+    assert await _replies(client, 1) == ["done the new thing"]
+    steps = _steps(server, sid)
+    tool = next(s for s in steps if s.step_type.value == "tool_call")
+    assert tool.status.value == "failed" and tool.error_message == "cancelled by the user"
+    assert _inputs(server, sid) == [("first", "m-1"), ("do this instead", "i-1")]
     assert _queued(server, sid) == []

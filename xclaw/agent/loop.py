@@ -284,6 +284,9 @@ class Agent:
             pending = pending_tool_calls(messages)
             if pending:
                 messages.extend(await self._run_tools(pending, resume))
+                # A tool boundary: what a person sent meanwhile to steer the run goes in
+                # after the results, as their words, before the next model call.
+                messages.extend(UserMessage(text) for text in await self.observer.steered())
                 continue
             if messages and isinstance(messages[-1], AssistantMessage):
                 if steering is not None and steering.output is not None and self.output is None:

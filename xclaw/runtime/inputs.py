@@ -14,6 +14,7 @@ left waiting, the sweep and an attaching client (`kick`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -68,10 +69,44 @@ def new_entry_id() -> str:
     return "q-" + new_session_id()
 
 
+class Inbox:
+    """A run's steering messages (xclaw/recorder/recorder.py `SteerInbox`): asked at each
+    tool boundary, read only when this worker knows messages wait for the session."""
+
+    def __init__(self, inputs: Inputs, session_id: str) -> None:
+        self.inputs = inputs
+        self.session_id = session_id
+
+    async def take(self) -> list[QueuedInput]:
+        p, sid = self.inputs.parts, self.session_id
+        if sid not in p.runs.queued:
+            return []
+        out = []
+        for entry in await self.inputs.waiting(sid):
+            if entry.mode != "steer":
+                continue
+            if await p.db(p.store.message_step, sid, entry.id) is not None:
+                # Recorded where it was delivered, then a kill: only its entry was left.
+                await p.store.write_stream().put(Unqueue(session_id=sid, id=entry.id))
+                continue
+            out.append(entry)
+        return out
+
+    def delivered(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.inputs.tell(self.session_id))
+        self.inputs.telling.add(task)
+        task.add_done_callback(self.inputs.telling.discard)
+
+
 class Inputs:
     def __init__(self, parts: InputParts) -> None:
         self.parts = parts
         self._starting: set[str] = set()  # sessions whose next message is being started
+        self.telling: set[asyncio.Task[None]] = set()
+
+    def inbox(self, session_id: str) -> Inbox:
+        """What a run of the session asks for steering messages at each tool boundary."""
+        return Inbox(self, session_id)
 
     async def waiting(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""

@@ -169,6 +169,7 @@ class Runtime:
                 worker_id=self.worker_id,
                 agent_setups=self.agent_setups,
                 deps=lambda: self.deps,
+                steers=lambda sid: self.inputs.inbox(sid),
             )
         )
         self.runs = Runs(
