@@ -71,9 +71,7 @@ def test_the_page_queues_lists_and_cancels_waiting_messages(serve, new_page, sho
 
     # The run ends; the waiting message runs, shown as said, and the list empties.
     expect(page.locator("#messages .msg.assistant.final")).to_have_count(2, timeout=30_000)
-    expect(page.locator("#messages .msg.assistant.final").last).to_contain_text(
-        "Second task done."
-    )
+    expect(page.locator("#messages .msg.assistant.final").last).to_contain_text("Second task done.")
     expect(page.locator("#queue")).to_be_hidden()
     expect(page.locator("#messages .msg.user")).to_have_text(["first task", "second task"])
     app.wait_idle()
