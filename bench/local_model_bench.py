@@ -206,7 +206,7 @@ async def latency(url: str, rounds: int, log: Path | None) -> None:
     )
     runtime = Runtime(open_store(settings.database), settings)
     runtime._model = Timed(runtime.model)
-    tools = tuple(spec_of(t) for t in default_tools(load_settings(cwd=home)).values())
+    tools = tuple(spec_of(t) for t in default_tools(load_settings(cwd=home).tool_setup()).values())
     rows: list[tuple[Direct, float, float, bool]] = []
     firsts: list[tuple[float, float]] = []  # time to the first token: (httpx, xclaw's call)
     tails: list[tuple[float, float]] = []  # last token to the end: (httpx, xclaw's call)
@@ -288,7 +288,7 @@ async def latency(url: str, rounds: int, log: Path | None) -> None:
 async def tool_calls(url: str, tries: int) -> None:
     """How often xclaw's request gets a tool call back, per tool_choice."""
     home = Path(tempfile.mkdtemp(prefix="xclaw-local-bench-"))
-    tools = tuple(spec_of(t) for t in default_tools(load_settings(cwd=home)).values())
+    tools = tuple(spec_of(t) for t in default_tools(load_settings(cwd=home).tool_setup()).values())
     asks = [
         "Run the command: date",
         "List the files in the workspace.",

@@ -93,6 +93,13 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         (["store"], ["xclaw.protocol", "xclaw.frames", "xclaw.wire", "xclaw.views"]),
         # The builders of server frames make them from values: no store access, no runtime.
         (["wire"], ["xclaw.gateway", "xclaw.runtime", "xclaw.recorder", "xclaw.store.base"]),
+        # The components receive their own setup or settings section (the sandbox's and the
+        # tools' setups are made from Settings in xclaw/config.py), never the whole Settings:
+        # none of them reaches up into the configuration.
+        (
+            ["tools", "sandbox", "workspace", "llm", "agent", "recorder", "telemetry"],
+            ["xclaw.config"],
+        ),
     ],
 )
 def test_layer_boundaries(where: list[str], forbidden: list[str]) -> None:

@@ -74,7 +74,14 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         XclawError,
     )
     from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
-    from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+    from xclaw.http_bodies import (
+        AgentInfo,
+        ProcessInfo,
+        RollbackAnswer,
+        RollbackPreview,
+        SessionProcesses,
+        ToolInfo,
+    )
     from xclaw.tools.base import ToolContext
     from xclaw.tools.python_tools import tool
 
@@ -116,6 +123,8 @@ _WHERE = {
     "TreeNode": "xclaw.frames",
     "RollbackAnswer": "xclaw.http_bodies",
     "RollbackPreview": "xclaw.http_bodies",
+    "ProcessInfo": "xclaw.http_bodies",
+    "SessionProcesses": "xclaw.http_bodies",
     "ToolInfo": "xclaw.http_bodies",
     "tool": "xclaw.tools.python_tools",
     **dict.fromkeys(
@@ -199,12 +208,14 @@ __all__ = [
     "ModelSettings",
     "NotAttached",
     "OutputInvalid",
+    "ProcessInfo",
     "RollbackAnswer",
     "RollbackPending",
     "RollbackPreview",
     "RunResult",
     "Session",
     "SessionInfo",
+    "SessionProcesses",
     "Step",
     "StoreError",
     "SyncAgent",

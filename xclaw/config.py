@@ -2,7 +2,9 @@
 
 Precedence (highest first): explicit arguments (command-line flags) > environment variables >
 `.env` in the working directory > `xclaw.yaml` > defaults. Nothing is read at import time,
-and no other module reads the environment for a setting: they receive `Settings`.
+and no other module reads the environment for a setting: they receive `Settings`, or (the
+sandbox, the tools, the workspaces) the setup of their own made from it here
+(`Settings.sandbox_setup()`, `Settings.tool_setup()`).
 
 `Settings` is composed of the sections the packages declare for what they read (each key
 declared once, with its one default, its variable if it has one; xclaw/section.py):
@@ -41,12 +43,14 @@ from xclaw.llm import registry
 from xclaw.llm.provider import ProviderEntry
 from xclaw.llm.settings import LlmSettings
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
+from xclaw.sandbox.setup import SandboxSetup
 from xclaw.section import Default, Env, NotInYaml, Strings, Wording, WrongType
 from xclaw.store.settings import StoreSettings
 from xclaw.telemetry.config import OtelSettings
 from xclaw.tools.a2a_settings import A2aSettings
 from xclaw.tools.mcp.config import McpSettings
 from xclaw.tools.settings import ToolSettings
+from xclaw.tools.setup import ToolSetup
 
 # The file's path, when it is not ./xclaw.yaml.
 CONFIG_VARIABLE = "XCLAW_CONFIG"
@@ -118,6 +122,23 @@ class Settings(
         for agent in self.a2a.agents.values():  # a2a_call's remote agents: ${VAR}, tokens
             values.extend(agent.secrets)
         return list(dict.fromkeys(v for v in values if len(v) >= 6))
+
+    # The one place the components' own setups are made from the settings: the sandbox, the
+    # tools and the workspaces receive these, never `Settings` (tests/test_layering.py).
+    def sandbox_setup(self) -> SandboxSetup:
+        """What the isolation, the containers and the workspaces are built from."""
+        return SandboxSetup(self.sandbox, self.home, self.workspace_root, self.database)
+
+    def tool_setup(self) -> ToolSetup:
+        """What the built-in tools and the approval policy are built from (the secret values
+        as they are now: `secret_values`)."""
+        return ToolSetup(
+            sandbox=self.sandbox_setup(),
+            approval=self.approval,
+            secret_env=tuple(self.secret_env),
+            secret_values=tuple(self.secret_values()),
+            a2a_agents=dict(self.a2a.agents),
+        )
 
 
 def environment(cwd: Path) -> dict[str, str]:

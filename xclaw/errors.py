@@ -180,6 +180,13 @@ class StoreError(XclawError):
     code = "store_error"
 
 
+class UnknownSchedule(StoreError):
+    """No schedule by that id, or no webhook by that name (docs/schedules.md)."""
+
+    code = "unknown_schedule"
+    exit_code = EXIT_USAGE
+
+
 class DiskFull(StoreError):
     """The database's disk (or quota) is full: the transaction was rolled back whole."""
 

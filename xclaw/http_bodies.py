@@ -33,11 +33,13 @@ __all__ = [
     "Health",
     "HistoryAnswer",
     "NewSessionBody",
+    "ProcessInfo",
     "RenameBody",
     "RollbackAnswer",
     "RollbackBody",
     "RollbackPreview",
     "SessionList",
+    "SessionProcesses",
     "SessionWithCost",
     "StepList",
     "StepTree",
@@ -158,6 +160,33 @@ class RollbackPreview(Wire):
     pending: PendingRollback | None = Field(
         default=None, description="a rollback of this session stopped half-way"
     )
+
+
+class ProcessInfo(Wire):
+    """One process a session's command left running in its container."""
+
+    pid: int = Field(description="its process id on the worker's host")
+    step_id: str | None = Field(
+        alias="stepId", description="the step whose command started it (s0005)"
+    )
+    epoch: int | None = Field(description="the lease epoch (fencing token) of the run")
+    command: str = Field(description="its command line")
+
+
+class SessionProcesses(Wire):
+    """What a session's commands left running between steps (docs/containers.md): only a
+    session's container keeps processes; an empty list says why in `reason`."""
+
+    session_id: str = Field(alias="sessionId")
+    isolation: str = Field(description="sandbox.isolation on the worker that answered")
+    container: str | None = Field(
+        description="the session's container's name; null: sessions run no container here"
+    )
+    state: str | None = Field(
+        description="podman's word for the container (running, exited, …); null: none on this host"
+    )
+    processes: list[ProcessInfo] = Field(description="oldest first")
+    reason: str | None = Field(description="why the list is empty; null when it is not")
 
 
 class ForkAnswer(Wire):

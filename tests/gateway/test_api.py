@@ -91,6 +91,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/rollback/{step}",
         "/sessions/{sid}/rollback/abandon",
         "/sessions/{sid}/fork",
+        "/sessions/{sid}/processes",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
     }

@@ -31,8 +31,8 @@ def test_tokens_and_substituted_values_are_secrets() -> None:
 
 
 def test_a2a_call_is_a_tool_only_when_agents_are_named() -> None:
-    assert "a2a_call" not in default_tools(read_settings({}, {}))
-    tool = default_tools(read_settings(AGENTS, {"REVIEW_KEY": "k"}))["a2a_call"]
+    assert "a2a_call" not in default_tools(read_settings({}, {}).tool_setup())
+    tool = default_tools(read_settings(AGENTS, {"REVIEW_KEY": "k"}).tool_setup())["a2a_call"]
     assert isinstance(tool, A2aCallTool) and tool.input_schema["properties"]["agent"]["enum"] == [
         "reviewer"
     ]

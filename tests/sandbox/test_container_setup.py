@@ -15,6 +15,7 @@ from xclaw.config import Settings
 from xclaw.errors import ConfigError
 from xclaw.sandbox.container import podman as podman_mod
 from xclaw.sandbox.isolation import isolation_from_settings, sandbox_mode
+from xclaw.sandbox.setup import SandboxSetup
 
 
 @pytest.fixture
@@ -47,13 +48,13 @@ def info(cgroups: str, runtime: str, rootless: bool = False) -> dict[str, object
     }
 
 
-def settings(tmp: Path, image: str | None = "img:1") -> Settings:
+def settings(tmp: Path, image: str | None = "img:1") -> SandboxSetup:
     return Settings(
         home=tmp / "home",
         database=str(tmp / "home" / "x.db"),
         workspace_root=tmp / "home" / "ws",
         sandbox={"isolation": "container", "image": image},
-    )
+    ).sandbox_setup()
 
 
 def test_without_podman_the_error_names_the_packages(bindir: Path) -> None:

@@ -26,19 +26,20 @@ from xclaw.config import Settings, read_settings
 from xclaw.errors import ConfigError
 from xclaw.sandbox import isolation as sandbox
 from xclaw.sandbox.isolation import Isolation, isolation_from_settings, sandbox_mode
+from xclaw.sandbox.setup import SandboxSetup
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def settings(tmp: Path, isolation: str = "auto", network: bool = False) -> Settings:
+def settings(tmp: Path, isolation: str = "auto", network: bool = False) -> SandboxSetup:
     return Settings(
         home=tmp / "home",
         database=str(tmp / "home" / "xclaw.db"),
         workspace_root=tmp / "home" / "workspaces",
         sandbox={"isolation": isolation, "network": network},
-    )
+    ).sandbox_setup()
 
 
 @pytest.fixture
@@ -111,7 +112,7 @@ def _bwrap_usable() -> str | None:
 
 
 @pytest.fixture
-def real(tmp_path: Path) -> tuple[Isolation, ToolContext, Settings]:
+def real(tmp_path: Path) -> tuple[Isolation, ToolContext, SandboxSetup]:
     why = _bwrap_usable()
     if why is not None:
         if os.environ.get("XCLAW_TEST_REQUIRE_BWRAP"):
@@ -261,7 +262,7 @@ def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
         "from xclaw.tools.shell import ShellTool\n"
         "from xclaw.sandbox.isolation import isolation_from_settings\n"
         "from xclaw.config import Settings\n"
-        f"s = Settings(home=Path({str(s.home)!r}), database='x.db', workspace_root=Path({str(s.workspace_root)!r}))\n"
+        f"s = Settings(home=Path({str(s.home)!r}), database='x.db', workspace_root=Path({str(s.workspace_root)!r})).sandbox_setup()\n"
         "ctx = ToolContext(workspace=Path(sys.argv[1]), session_id='sess')\n"
         "asyncio.run(ShellTool(isolation=isolation_from_settings(s)).run("
         f"{{'command': {bg + ' & ' + fg!r}}}, ctx))\n"

@@ -105,7 +105,7 @@ def _isolation(kind: str, tmp_path: Path) -> Isolation:
         workspace_root=tmp_path / "ws",
     )
     (tmp_path / "home").mkdir()
-    iso = isolation_from_settings(settings)
+    iso = isolation_from_settings(settings.sandbox_setup())
     assert iso.active
     return iso
 

@@ -61,7 +61,7 @@ def tool(request, tmp_path: Path) -> ShellTool:  # type: ignore[no-untyped-def]
         workspace_root=tmp_path / "ws",
     )
     (tmp_path / "home").mkdir()
-    return ShellTool(kill_grace_s=0.5, isolation=isolation_from_settings(settings))
+    return ShellTool(kill_grace_s=0.5, isolation=isolation_from_settings(settings.sandbox_setup()))
 
 
 @pytest.fixture

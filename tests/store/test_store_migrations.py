@@ -110,9 +110,33 @@ SAMPLE_ROWS[6] = [
     f"VALUES ('{'ab' * 32}', '{'cd' * 32}', 0, 5, 2900)",
 ]
 
-# A version-7 database: a message waits for the session's run to end.
+# A version-7 database: a schedule sending to the session (one tick fired, delivered), and a
+# webhook with a delivery still pending.
 SAMPLE_ROWS[7] = [
     *SAMPLE_ROWS[6],
+    (
+        "INSERT INTO schedules (schedule_id, kind, spec, tz, anchor, session_id, fork_of, "
+        "message, catch_up, paused, created_by, created_at, updated_at, next_fire, last_fire, "
+        "fired, skipped, seed) VALUES ('sch1', 'every', '60000', 'UTC', 3000, 'old', NULL, "
+        "'tick', 'skip', 0, 'alice', 3000, 3000, 123000, 63000, 1, 0, 'seed')"
+    ),
+    (
+        "INSERT INTO hooks (name, session_id, template, secret, created_by, created_at) "
+        "VALUES ('ci', 'old', 'build {status}', 'whsec_x', NULL, 3000)"
+    ),
+    (
+        "INSERT INTO fires (fire_id, source, source_id, tick, session_id, fork_of, message, "
+        "created_by, state, note, deferrals, seq, worker_id, claimed_until, created_at, "
+        "updated_at) VALUES ('schedule.sch1.63000', 'schedule', 'sch1', 63000, 'old', NULL, "
+        "'tick', 'alice', 'delivered', NULL, 0, 1, 'gone:1:abc', 0, 63000, 63000), "
+        "('hook.ci.d1', 'hook', 'ci', NULL, 'old', NULL, 'build ok', NULL, 'pending', NULL, "
+        "1, NULL, 'gone:1:abc', 64000, 63500, 63500)"
+    ),
+]
+
+# A version-8 database: a message waits for the session's run to end.
+SAMPLE_ROWS[8] = [
+    *SAMPLE_ROWS[7],
     "INSERT INTO queued_inputs (session_id, id, mode, content, created_at) "
     "VALUES ('old', 'm-2', 'queue', 'and then this', 3000)",
 ]
@@ -261,6 +285,20 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
         assert lease is not None  # never leased (v1, v2) or the old lease long expired (v3)
         assert lease.token == (5 if start >= 3 else 1)  # tokens only ever grow
         assert store.driven(lease).add_step("old", user()).display_id == "s0003"
+        if start >= 7:  # a schedule, a webhook and their fires written by a version-7 one
+            from xclaw.store.base import schedules_of
+
+            st = schedules_of(store)
+            got = st.get_schedule("sch1")
+            assert (got.session_id, got.next_fire, got.fired, got.created_by) == (
+                "old",
+                123000,
+                1,
+                "alice",
+            )
+            assert [f.fire_id for f in st.pending_fires(10**6)] == ["hook.ci.d1"]
+            hook = st.get_hook("ci")
+            assert hook is not None and hook.secret == "whsec_x"
     sid = store.create_session().session_id
     store.begin_step(sid, tool())
 

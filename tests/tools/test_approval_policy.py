@@ -185,7 +185,7 @@ def test_from_settings(tmp_path: Path) -> None:
         workspace_root=tmp_path,
         approval={"mode": "auto-edits", "safe_commands": ("make",), "deny": ("forbidden",)},
     )
-    policy = ApprovalPolicy.from_settings(settings)
+    policy = ApprovalPolicy.from_settings(settings.tool_setup())
     assert policy.mode == "auto-edits"
     assert policy.decide(TOOLS["write_file"], WRITE) == ALLOW
     assert policy.decide(TOOLS["shell"], {"command": "make all"}).kind == (

@@ -41,7 +41,7 @@ def root(tmp_path: Path) -> Iterator[Path]:
 
 
 def shell_for(s: Settings, **kw: object) -> ShellTool:
-    return ShellTool(isolation=isolation_from_settings(s), **kw)  # type: ignore[arg-type]
+    return ShellTool(isolation=isolation_from_settings(s.sandbox_setup()), **kw)  # type: ignore[arg-type]
 
 
 def ctx(s: Settings, sid: str = "sess1") -> ToolContext:

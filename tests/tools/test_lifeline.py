@@ -36,7 +36,7 @@ CHILD = textwrap.dedent(
     home, ws, command, mode, delay = sys.argv[1:6]
     settings = Settings(home=Path(home), database=f"{home}/x.db", workspace_root=Path(ws).parent,
                         sandbox={"isolation": mode})
-    tool = ShellTool(isolation=isolation_from_settings(settings))
+    tool = ShellTool(isolation=isolation_from_settings(settings.sandbox_setup()))
     argv = tool._argv(command, Path(ws))
     subprocess.Popen(argv, cwd=ws, start_new_session=True, stdin=subprocess.DEVNULL,
                      pass_fds=(lifeline.read_end(),))

@@ -20,7 +20,7 @@ def test_default_tools_has_every_tool_once_and_follows_settings(tmp_path: Path) 
         sandbox={"shell_timeout_s": 7.0, "output_cap": 1234},
         secret_env=("MY_CRED",),
     )
-    tools = default_tools(settings)
+    tools = default_tools(settings.tool_setup())
     assert list(tools) == NAMES
     for name, tool in tools.items():
         assert isinstance(tool, Tool) and tool.name == name

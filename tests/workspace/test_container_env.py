@@ -206,6 +206,47 @@ async def test_the_sessions_view_lists_the_processes_its_commands_left_running(
     assert server["step"] == seq and server["epoch"] >= 1
 
 
+async def test_the_python_api_lists_them_in_process_and_none_after_a_rollback(
+    tmp_path: Path, cleanup: None
+) -> None:
+    """`session.processes()` of `xclaw.open`: the runtime's one list, typed; a rollback past
+    the step that started the server stops it, and the list then says why it is empty."""
+    import xclaw
+
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"text": "", "tool_calls": [sh("httpd -p 127.0.0.1:8086 -h /opt")]},
+                    {"text": "started"},
+                ]
+            }
+        )
+    )
+    async with xclaw.open(
+        tmp_path / "x.db",
+        model=f"script:{script}",
+        approval="yolo",
+        workspace=tmp_path / "ws",
+        home=tmp_path / "home",
+        config={"sandbox": {"isolation": "container", "image": test_image()}},
+    ) as agent:
+        session = await agent.new_session()
+        assert (await session.send("start a server")).reply == "started"
+        [shell] = [s for s in await session.steps() if s.name == "shell"]
+        listing = await session.processes()
+        assert isinstance(listing, xclaw.SessionProcesses)
+        assert [(p.command, p.step_id) for p in listing.processes] == [
+            ("httpd -p 127.0.0.1:8086 -h /opt", shell.id)
+        ]
+        assert listing.state == "running" and listing.reason is None
+        await session.rollback(shell.id)
+        after = await session.processes()
+        assert after.processes == [] and after.state == "running"
+        assert after.reason == "nothing its commands started runs in its container now"
+
+
 async def test_processes_of_steps_another_worker_rolled_back_stop_at_the_next_run(
     make: Any, cleanup: None
 ) -> None:

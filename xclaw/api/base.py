@@ -59,7 +59,13 @@ from xclaw.frames import (
     ToolFrame,
     TreeNode,
 )
-from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import (
+    AgentInfo,
+    RollbackAnswer,
+    RollbackPreview,
+    SessionProcesses,
+    ToolInfo,
+)
 
 if TYPE_CHECKING:
     from xclaw.tools.base import ToolContext
@@ -456,6 +462,13 @@ class Session(ABC):
     async def usage(self) -> CostSummary:
         """Tokens and estimated dollars of its LLM calls."""
         return cost_of(await self.steps())
+
+    @abstractmethod
+    async def processes(self) -> SessionProcesses:
+        """What its commands left running in the background between steps (a dev server, a
+        database), each with the step that started it. Only a session's container keeps
+        processes (`sandbox.isolation: container`, docs/containers.md): a session without
+        one answers an empty list and the reason (`reason`), not an error."""
 
     @abstractmethod
     async def rename(self, title: str) -> None:

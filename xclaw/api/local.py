@@ -42,7 +42,13 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import (
+    AgentInfo,
+    RollbackAnswer,
+    RollbackPreview,
+    SessionProcesses,
+    ToolInfo,
+)
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store.model import OWN_WORKSPACE_KEY
 from xclaw.wire.build import queued_frame
@@ -308,6 +314,10 @@ class LocalSession(Session):
             )
         )
 
+    async def processes(self) -> SessionProcesses:
+        listing = await self._rt.processes(self.id)
+        return SessionProcesses.model_validate(self._rt.redact(listing.to_json()))
+
     async def rollback_preview(self, step_id: str) -> RollbackPreview:
         preview = await self._rt.rollback_preview(self.id, step_id)
         return RollbackPreview.model_validate(self._rt.redact(preview.as_json()))
@@ -440,7 +450,7 @@ class LocalAgent(Agent):
         await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
         parts = rt.agent_setups.parts(self._definition, agent_config(rt.settings))
         tools = rt.toolbox.tools if parts is None else parts.tools
-        rows = tool_rows(tools, ApprovalPolicy.from_settings(rt.settings))
+        rows = tool_rows(tools, ApprovalPolicy.from_settings(rt.settings.tool_setup()))
         return [ToolInfo.model_validate(r) for r in rt.redact(rows)]
 
     async def agents(self) -> list[AgentInfo]:

@@ -100,6 +100,7 @@ from xclaw.http_bodies import (
     RollbackAnswer,
     RollbackPreview,
     SessionList,
+    SessionProcesses,
     StepList,
     StepTree,
     ToolInfo,
@@ -1024,6 +1025,9 @@ class RemoteSession(Session):
         return await self._agent._as(
             RollbackAnswer, "POST", f"/sessions/{self.id}/rollback", json=body
         )
+
+    async def processes(self) -> SessionProcesses:
+        return await self._agent._as(SessionProcesses, "GET", f"/sessions/{self.id}/processes")
 
     async def rollback_preview(self, step_id: str) -> RollbackPreview:
         path = f"/sessions/{self.id}/rollback/{quote(step_id, safe='')}"

@@ -35,7 +35,13 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import AgentInfo, RollbackAnswer, RollbackPreview, ToolInfo
+from xclaw.http_bodies import (
+    AgentInfo,
+    RollbackAnswer,
+    RollbackPreview,
+    SessionProcesses,
+    ToolInfo,
+)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -233,6 +239,9 @@ class SyncSession:
 
     def rollback_preview(self, step_id: str) -> RollbackPreview:
         return self._loop.call(self.session.rollback_preview(step_id))
+
+    def processes(self) -> SessionProcesses:
+        return self._loop.call(self.session.processes())
 
     def abandon_rollback(self) -> None:
         self._loop.call(self.session.abandon_rollback())

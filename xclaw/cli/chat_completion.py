@@ -20,6 +20,7 @@ COMMANDS = (
     "/title",
     "/share",
     "/tools",
+    "/ps",
     "/agents",
     "/help",
     "/quit",

@@ -29,6 +29,7 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
     from xclaw.config import load_settings
     from xclaw.errors import ConfigError
     from xclaw.runtime.sandbox_pin import recorded_policy
+    from xclaw.sandbox.container.listing import session_processes
     from xclaw.sandbox.container.shared import containers_for
 
     session = store.get_session(session_id)
@@ -36,16 +37,17 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
     if settings.sandbox.isolation != "container":
         _fail("sandbox.isolation is not container here: sessions run no container", EXIT_USAGE)
     try:
-        containers = containers_for(settings, workspace_root(workspace))
+        containers = containers_for(settings.sandbox_setup(), workspace_root(workspace))
     except ConfigError as e:
         _fail(e.message, EXIT_USAGE)
     pinned = recorded_policy(session.metadata)
-    info = containers.inspect(session_id)
-    processes = containers.processes(session_id) if info is not None else []
+    # The list every client shows (the HTTP API, the Python API, /ps): one function.
+    listing = session_processes(containers, session_id, settings.sandbox.isolation)
+    processes = listing.processes
     report: dict[str, Any] = {
         "sessionId": session_id,
         "container": containers.name(session_id),
-        "state": None if info is None else info.status,
+        "state": listing.state,
         "policy": None if pinned is None else pinned.to_json(),
         "processes": [p.to_json() for p in processes],
     }
@@ -53,7 +55,7 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
         click.echo(json.dumps(report))
         return
     out = out_console()
-    state = "not on this host" if info is None else info.status
+    state = "not on this host" if listing.state is None else listing.state
     out.print(f"container {report['container']}: {state}")
     if pinned is not None:
         out.print(f"policy: {pinned.words()}")

@@ -146,7 +146,9 @@ def workspaces_for(store: Store, root: str | None) -> Any:
     from xclaw.workspace.timetravel import Workspaces
 
     settings = load_settings()
-    return Workspaces.from_settings(store, settings, Path(root).expanduser() if root else None)
+    return Workspaces.from_settings(
+        store, settings.sandbox_setup(), Path(root).expanduser() if root else None
+    )
 
 
 def _busy(info: LeaseInfo, what: str) -> SessionBusy:

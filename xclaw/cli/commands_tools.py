@@ -24,7 +24,7 @@ async def _listing(as_json: bool, check: bool) -> int:
         servers = await server_rows(toolbox.mcp, start=check)
         if check:
             await toolbox.prepare()  # adds the started servers' tools to the listing
-        policy = ApprovalPolicy.from_settings(settings)
+        policy = ApprovalPolicy.from_settings(settings.tool_setup())
         tools = tool_rows(toolbox.tools, policy)
         warnings = toolbox.policy_warnings()
     finally:

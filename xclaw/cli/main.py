@@ -33,6 +33,7 @@ def _register() -> None:
         commands_ops,
         commands_retention,
         commands_run,
+        commands_schedules,
         commands_schema,
         commands_serve,
         commands_store,
@@ -55,6 +56,7 @@ def _register() -> None:
     commands_tools.register(cli)
     commands_schema.register(cli)
     commands_users.register(cli)
+    commands_schedules.register(cli)
     commands_acp.register(cli)
     commands_mcp.register(cli)
 

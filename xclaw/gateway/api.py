@@ -304,7 +304,7 @@ async def list_tools(request: Request, gw: Gateway) -> Response:
 
     rt = gw.runtime
     await rt.toolbox.prepare()  # MCP servers start here if no run has started them yet
-    policy = ApprovalPolicy.from_settings(rt.settings)
+    policy = ApprovalPolicy.from_settings(rt.settings.tool_setup())
     return _json(
         gw, {"approval": rt.settings.approval.mode, "tools": tool_rows(rt.toolbox.tools, policy)}
     )
@@ -419,6 +419,13 @@ async def abandon_rollback(request: Request, gw: Gateway) -> Response:
         gw.hub.broadcast(sid, frame)
     session = await asyncio.to_thread(gw.store.get_session, sid)
     return _json(gw, session_json(session))
+
+
+async def processes(request: Request, gw: Gateway) -> Response:
+    """What the session's commands left running in its container (docs/containers.md): a
+    session without one answers an empty list and the reason, not an error."""
+    listing = await gw.runtime.processes(request.path_params["sid"])
+    return _json(gw, listing.to_json())
 
 
 async def approve(request: Request, gw: Gateway) -> Response:
@@ -544,6 +551,7 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/rollback/abandon", "POST", abandon_rollback, Need.ACT),
     ("/sessions/{sid}/rollback/{step}", "GET", rollback_preview, Need.READ),
     ("/sessions/{sid}/fork", "POST", fork, Need.ACT),
+    ("/sessions/{sid}/processes", "GET", processes, Need.READ),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
     ("/sessions/{sid}/queue", "GET", list_queue, Need.READ),

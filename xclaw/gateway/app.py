@@ -25,6 +25,7 @@ from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.forwarded import Addresses, ForwardedScheme
+from xclaw.gateway.hooks import hook_routes
 from xclaw.gateway.mcp_endpoint import PATH as MCP_PATH
 from xclaw.gateway.mcp_endpoint import McpEndpoint
 from xclaw.gateway.runtime_seam import GatewayRuntime
@@ -76,9 +77,16 @@ async def index(request: Request) -> Response:
 
 
 def create_app(
-    settings: Settings, store: Store, runtime: GatewayRuntime, *, token: str | None = None
+    settings: Settings,
+    store: Store,
+    runtime: GatewayRuntime,
+    *,
+    token: str | None = None,
+    fire_schedules: bool = False,
 ) -> Starlette:
-    """The ASGI app. `token` defaults to XCLAW_TOKEN / $XCLAW_HOME/token (created on first use)."""
+    """The ASGI app. `token` defaults to XCLAW_TOKEN / $XCLAW_HOME/token (created on first use).
+    `fire_schedules`: check the schedules and deliver pending fires while it runs (what
+    `xclaw serve` does, as `schedules.enabled` says); webhooks are taken either way."""
     gateway = Gateway(
         settings=settings,
         store=store,
@@ -89,11 +97,19 @@ def create_app(
     )
 
     mcp = McpEndpoint(gateway)  # /mcp: the MCP server (docs/mcp-server.md)
+    # Schedules and webhooks (docs/schedules.md): fired and delivered by every worker.
+    scheduler = gateway.scheduler
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway.watching(), mcp.running():
-            yield
+        if scheduler is not None and fire_schedules and settings.schedules.enabled:
+            scheduler.start()
+        try:
+            async with gateway.watching(), mcp.running():
+                yield
+        finally:
+            if scheduler is not None:
+                await scheduler.stop()
         # Runs stop; steps in flight end as interrupted, never half-written (nothing lost).
         await runtime.shutdown()
 
@@ -115,6 +131,7 @@ def create_app(
         agui_route(api_middleware),  # AG-UI (docs/ag-ui.md), guarded as the API is
         *a2a_routes(api_middleware),  # A2A (docs/a2a.md): the card, JSON-RPC guarded
         Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"]),
+        *hook_routes(),  # POST /hooks/NAME: signed, not behind the API's token
     ]
     routes.append(Mount("/static", app=RevalidatedStatic(directory=STATIC_DIR), name="static"))
     # Whether the page was served over https, as a listed proxy says (never who the client is).

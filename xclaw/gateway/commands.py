@@ -63,6 +63,7 @@ commands:
   /fork sNNNN [title]   branch a new session from that step; this session stays as it is
   /sessions             list recent sessions
   /tools                list the tools (built-in, Python, MCP) and their policies
+  /ps                   the processes this session's commands left running in its container
   /compact              summarise the conversation so far (later turns start from it)
   /switch ID            attach to an existing session (a unique prefix of its id is enough)
   /new [title]          start a new session (saved at once with a title, else with its first message)
@@ -82,6 +83,7 @@ commands:
 # rest (/sessions, /tools, /help, /new, /switch) only show or choose their own sessions.
 COMMAND_NEEDS = {
     "steps": Need.READ,
+    "ps": Need.READ,
     "rollback": Need.ACT,
     "fork": Need.ACT,
     "compact": Need.ACT,
@@ -217,6 +219,11 @@ class CommandRunner:
             return await self._share(session_id, cmd, who)
         if cmd.name == "tools":
             return await self._tools(session_id)
+        if cmd.name == "ps":
+            if cmd.args:
+                raise CommandError("usage: /ps — it takes no argument")
+            listing = await self.runtime.processes(session_id)
+            return CommandResult(reply=[notice_frame(listing.text(), session_id)])
         if cmd.name == "agents":
             return CommandResult(reply=[notice_frame(self._agents(), session_id)])
         if cmd.name == "compact":
@@ -469,7 +476,7 @@ class CommandRunner:
 
         toolbox = self.runtime.toolbox
         await toolbox.prepare()  # MCP servers start here if no run has started them yet
-        policy = ApprovalPolicy.from_settings(self.runtime.settings)
+        policy = ApprovalPolicy.from_settings(self.runtime.settings.tool_setup())
         tools = tool_rows(toolbox.tools, policy)
         servers = await server_rows(toolbox.mcp, start=False)
         text = format_listing(tools, servers, self.runtime.settings.approval.mode)

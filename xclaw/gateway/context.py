@@ -16,7 +16,8 @@ from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.commands import CommandRunner
 from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
-from xclaw.store.base import Store, TeamStore
+from xclaw.schedules.firing import Scheduler
+from xclaw.store.base import ScheduleStore, Store, TeamStore
 from xclaw.teams import hashes_match
 from xclaw.wire.shapes import Frame
 
@@ -92,8 +93,20 @@ class Gateway:
     access: SessionAccess = field(init=False)
     # Sockets signed in as a user (not the server's token), checked by `watch`.
     users_online: set[Watched] = field(default_factory=set)
+    # Schedules and webhooks (docs/schedules.md); None on a store that keeps none.
+    scheduler: Scheduler | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        if isinstance(self.store, ScheduleStore):
+            s = self.settings.schedules
+            self.scheduler = Scheduler(
+                self.store,  # a whole Store: its reads too
+                self.teams,
+                self.runtime,
+                self.runtime.worker_id,
+                grace_ms=int(s.grace_s * 1000),
+                poll_s=s.poll_s,
+            )
         self.auth = Authenticator(self.token, self.teams, self.settings.teams)
         self.access = SessionAccess(self.store, self.teams)
         self.commands = CommandRunner(self.runtime, self.store, self.access, self.teams)

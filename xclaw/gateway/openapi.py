@@ -28,6 +28,7 @@ from xclaw.http_bodies import (
     RollbackBody,
     RollbackPreview,
     SessionList,
+    SessionProcesses,
     StepList,
     StepTree,
     ToolList,
@@ -104,6 +105,7 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     ApprovalAnswer,
     QueueAnswer,
     UnqueueAnswer,
+    SessionProcesses,
     Health,
     ToolList,
     AgentList,
@@ -323,6 +325,17 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"201": _json(_ref(ForkAnswer))},
                     body=_ref(ForkBody),
                     errors={**_SESSION_ERRORS, **busy, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/processes": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the processes the session's commands left running between steps in its "
+                    "container on the answering worker's host, each with the step that "
+                    "started it; a session without a container answers an empty list and "
+                    "the reason",
+                    {"200": _json(_ref(SessionProcesses))},
+                    errors=_SESSION_ERRORS,
                 ),
             },
             "/sessions/{sid}/approvals/{step}": {

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from xclaw.runtime.inputs import Submitted
     from xclaw.runtime.rollbacks import Outcome, Preview
     from xclaw.runtime.wiring import Toolbox
+    from xclaw.sandbox.container.listing import SessionProcesses
     from xclaw.store.model import Session, Step
     from xclaw.store.queue_sql import QueuedInput
     from xclaw.teams import Actor
@@ -127,7 +128,18 @@ class GatewayRuntime(Protocol):
         by: AnsweredBy | None = None,
     ) -> Outcome: ...
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview: ...
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running between steps (docs/containers.md)."""
+        ...
+
     async def abandon_rollback(self, session_id: str, by: AnsweredBy | None = None) -> Step: ...
-    async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session: ...
+    async def fork(
+        self,
+        session_id: str,
+        step_ref: str,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session: ...
     async def delete(self, session_id: str) -> None: ...
     async def shutdown(self) -> None: ...

@@ -194,7 +194,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         )
         for line in warnings:
             log.warning("event=config_disagreement worker=%s %s", runtime.worker_id, line)
-        app = create_app(settings, store, runtime, token=token)
+        app = create_app(settings, store, runtime, token=token, fire_schedules=True)
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -260,7 +260,7 @@ async def _print_banner_when_up(
         workspace=str(settings.workspace_root),
         model=model.name if model is not None else None,
         model_error=model_error,
-        sandbox=sandbox_mode(settings),
+        sandbox=sandbox_mode(settings.sandbox_setup()),
         command=xclaw_command(),
         warnings=warnings,
     )

@@ -12,6 +12,7 @@ from xclaw.section import (
     Env,
     Flag,
     NotInYaml,
+    Number,
     Section,
     Strings,
     Text,
@@ -51,6 +52,21 @@ class TeamSettings(Section):
     client_address_header: Text = "X-Forwarded-For"
 
 
+class ScheduleSettings(Section):
+    """Schedules and webhooks (docs/schedules.md): how each `xclaw serve` checks them."""
+
+    # Whether this server fires schedules and delivers pending fires (webhooks are taken
+    # either way; another worker on the database delivers what this one does not).
+    enabled: Flag = True
+    # The longest wait between two checks (sooner when a tick is due sooner), in seconds.
+    poll_s: Annotated[Number, Field(gt=0, le=60)] = 1.0
+    # How late a tick may be found and still be on time, in seconds: older ones were missed
+    # (no server ran) and the schedule's catch-up policy decides.
+    grace_s: Annotated[Number, Field(ge=0)] = 60.0
+    # How far a webhook's X-Xclaw-Timestamp may be from the server's clock, in seconds.
+    hook_window_s: Annotated[Number, Field(gt=0)] = 300.0
+
+
 class InputSettings(Section):
     """What a message does when it arrives while its session's run is busy (xclaw/busy.py):
     the deployment's policy; a session's own and a message's own come before it."""
@@ -68,4 +84,5 @@ class GatewaySettings(Section):
     # Origins allowed to call /api/ from a browser (CORS); "*" allows any.
     allowed_origins: Strings = ()
     teams: TeamSettings = TeamSettings()
+    schedules: ScheduleSettings = ScheduleSettings()
     input: InputSettings = InputSettings()

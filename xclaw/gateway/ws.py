@@ -86,7 +86,7 @@ USAGE_WHEN_BARE = ("rollback", "fork", "title")
 # What these answer on a new session nobody has written yet (docs/protocol.md), without
 # touching the record: there is nothing in it to list, rewind or branch from.
 NO_STEPS_YET = "No steps yet: this session starts with your first message."
-NOTHING_YET = ("steps", "rollback", "fork", "queue", "unqueue")
+NOTHING_YET = ("steps", "rollback", "fork", "ps", "queue", "unqueue")
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)

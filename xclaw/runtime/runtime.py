@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +61,7 @@ from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts, resumable
 from xclaw.runtime.wiring import Toolbox, default_toolbox
+from xclaw.sandbox.container.listing import SessionProcesses, session_processes
 from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
@@ -108,7 +110,9 @@ class Runtime:
         self.prices = PriceTable.with_overrides(settings.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
-        self.workspaces = Workspaces.from_settings(store, settings, self.toolbox.workspace_root)
+        self.workspaces = Workspaces.from_settings(
+            store, settings.sandbox_setup(), self.toolbox.workspace_root
+        )
         # What is scrubbed from every record and frame; `self.redact.add(values)` adds more
         # (the server adds the token it generated; tool servers add their env values).
         self.redact = redactor or Redactor(settings.secret_values())
@@ -614,6 +618,18 @@ class Runtime:
         await self.toolbox.prepare()
         return self.toolbox.tools
 
+    async def processes(self, session_id: str) -> SessionProcesses:
+        """What the session's commands left running in its container on this host, each
+        with the step that started it; an empty list with the reason for a session without
+        one (docs/containers.md). SessionNotFound for an unknown id."""
+        await self.db(self.store.get_session, session_id)
+        return await self.db(
+            session_processes,
+            self.workspaces.containers,
+            session_id,
+            self.settings.sandbox.isolation,
+        )
+
     async def rollback_preview(self, session_id: str, step_ref: str) -> Preview:
         """What rolling back to `step_ref` would undo outside the workspace, and what not."""
         return await self.rollbacks.preview(session_id, step_ref)
@@ -700,9 +716,23 @@ class Runtime:
             if (note := self.workspaces.env_notes.pop(session_id, None)) is not None:
                 self.emit(session_id, notice_frame(f"[rollback] {note}"))
 
-    async def fork(self, session_id: str, step_ref: str, title: str | None = None) -> Session:
+    async def fork(
+        self,
+        session_id: str,
+        step_ref: str,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
+        """A new session from `session_id` up to `step_ref`, files too; `new_session_id`: its
+        id (a schedule's fork, derived so that a retried fire finds it), else a random one."""
         title = None if title is None else self.title_of(title)
-        return await self.db(self.workspaces.fork, session_id, step_ref, title)  # files too
+        return await self.db(
+            partial(self.workspaces.fork, new_session_id=new_session_id),
+            session_id,
+            step_ref,
+            title,
+        )
 
     async def delete(self, session_id: str) -> None:
         """The session, its steps, snapshots and workspace files. Refused during a run."""

@@ -6,7 +6,7 @@ the configuration said once per session (docs/postgres.md, "What a session runs 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from xclaw.agent.loop import Policy
@@ -132,9 +132,10 @@ class SessionConfigs:
         if policy is None:
             from xclaw.tools.approval import ApprovalPolicy
 
-            approval = self.parts.settings.approval.model_copy(update={"mode": mode})
-            settings = self.parts.settings.model_copy(update={"approval": approval})
-            policy = self._policies[mode] = ApprovalPolicy.from_settings(settings)
+            setup = self.parts.settings.tool_setup()
+            approval = setup.approval.model_copy(update={"mode": mode})
+            policy = ApprovalPolicy.from_settings(replace(setup, approval=approval))
+            self._policies[mode] = policy
         return policy
 
     async def decline(self, sid: str, lease: Lease, agreement: Agreement) -> None:

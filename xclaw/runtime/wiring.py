@@ -88,7 +88,7 @@ def default_toolbox(settings: Settings) -> Toolbox:
     from xclaw.tools.python_tools import load_python_tools
     from xclaw.tools.registry import default_tools
 
-    tools = default_tools(settings)
+    tools = default_tools(settings.tool_setup())
     policies = settings.tool_policies
     for name in policies:
         if name in tools:
@@ -111,7 +111,7 @@ def default_toolbox(settings: Settings) -> Toolbox:
         hub = McpHub(settings.mcp_servers, policies)
     return Toolbox(
         tools=tools,
-        policy=ApprovalPolicy.from_settings(settings),
+        policy=ApprovalPolicy.from_settings(settings.tool_setup()),
         workspace_root=settings.workspace_root,
         mcp=hub,
     )

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING
 
 from xclaw.errors import ConfigError
 from xclaw.sandbox import landlock, socket_filter
-from xclaw.sandbox.settings import SANDBOX_DEFAULTS
+from xclaw.sandbox.setup import SANDBOX_SETUP_DEFAULTS, SandboxSetup
 
 if TYPE_CHECKING:
-    from xclaw.config import Settings
     from xclaw.sandbox.container.lifecycle import Containers
 
 # Where the owner's credentials usually live, beneath $HOME: hidden from a confined command
@@ -226,22 +225,22 @@ def probe_bwrap(bwrap: str) -> str | None:
     return text[-1] if text else f"exit status {done.returncode}"
 
 
-def isolation_from_settings(settings: Settings | None) -> Isolation:
-    """Decide the isolation for this process from `sandbox:` in the settings (checked when
-    xclaw.yaml was read; None: the defaults)."""
-    sandbox = settings.sandbox if settings is not None else SANDBOX_DEFAULTS
+def isolation_from_settings(setup: SandboxSetup | None) -> Isolation:
+    """Decide the isolation for this process from the sandbox's setup (`sandbox:` of
+    xclaw.yaml, checked when it was read: `Settings.sandbox_setup()`; None: the defaults)."""
+    setup = setup or SANDBOX_SETUP_DEFAULTS
+    sandbox = setup.sandbox
     mode, network = sandbox.isolation, sandbox.network
     if mode == "none":
         return Isolation("none", "sandbox.isolation is none", network)
     if mode == "container":
         from xclaw.sandbox.container.shared import containers_for
 
-        assert settings is not None  # the default is auto
         return Isolation(
             "container",
             "sandbox.isolation is container",
             network,
-            container=containers_for(settings),
+            container=containers_for(setup),
         )
     bwrap = shutil.which("bwrap")
     why = "bubblewrap (bwrap) is not installed" if bwrap is None else None
@@ -253,19 +252,18 @@ def isolation_from_settings(settings: Settings | None) -> Isolation:
         if mode == "bwrap":
             raise ConfigError(f"sandbox.isolation is bwrap, but {why}")
         return Isolation("none", why, network, landlock=landlock.available())
-    hide_dirs, hide_files = _hidden(settings)
+    hide_dirs, hide_files = _hidden(setup)
     return Isolation("bwrap", "available", network, bwrap, hide_dirs, hide_files)
 
 
-def _hidden(settings: Settings | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _hidden(setup: SandboxSetup) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What a sandboxed command must not read: xclaw's home (token, database), every
     workspace (its own is bound back), the database's directory, and `.env`."""
     dirs: list[str] = []
-    places = (settings.home, settings.workspace_root) if settings is not None else ()
-    for p in places:
-        if p.expanduser().is_dir():
+    for p in (setup.home, setup.workspace_root):
+        if p is not None and p.expanduser().is_dir():
             dirs.append(str(p.expanduser().resolve()))
-    db = settings.database if settings is not None else ""
+    db = setup.database
     if db and "://" not in db:
         parent = Path(db).expanduser().resolve().parent
         if parent.is_dir() and parent != Path("/"):
@@ -279,10 +277,10 @@ def _hidden(settings: Settings | None) -> tuple[tuple[str, ...], tuple[str, ...]
     return tuple(dirs), tuple(files)
 
 
-def sandbox_mode(settings: Settings | None = None) -> str:
+def sandbox_mode(setup: SandboxSetup | None = None) -> str:
     """One line for the start-up banner: how shell commands are isolated, and why."""
     try:
-        return isolation_from_settings(settings).describe()
+        return isolation_from_settings(setup).describe()
     except ConfigError as e:
         return f"error: {e.message}"
 

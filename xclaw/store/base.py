@@ -33,8 +33,10 @@ from xclaw.store.stream import WriteStream
 
 if TYPE_CHECKING:
     from xclaw.store.queue_sql import QueuedInput
+    from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
+    from xclaw.store.writes import Write
     from xclaw.teams import ShareRole, UserRole
 
 
@@ -285,13 +287,14 @@ class RecordStore(RecordReader, Protocol):
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session:
         """A new session (is_forked, parent_session_id) whose steps are a copy of the source
         up to and including the target, ids and parent links remapped, with the
         snapshots up to the target. With `workspace`, the new session's workspace is
         journaled (pending_restores): the first snapshot after the target, or (manifest
         None) a copy of the source's current workspace. One transaction; the source is
-        untouched."""
+        untouched. `new_session_id`: the new session's id (else a random one)."""
         ...
 
     # --- moving sessions, retention (xclaw import / gc) --------------------------------
@@ -512,6 +515,30 @@ class TeamStore(Protocol):
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
     """The whole seam, for what wires the layers together (the runtime, the gateway, the
     commands that open a database). Every other caller asks for the role it needs."""
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Schedules, webhooks and their fires (store/schedules_sql.py, docs/schedules.md): the
+    reads; the writes are values (`write(AddSchedule(...))`, store/writes.py)."""
+
+    def write(self, w: Write, lease: Lease | None = None) -> Any: ...
+    def get_schedule(self, schedule_id: str) -> Schedule: ...
+    def schedules(self, *, created_by: str | None = None) -> list[Schedule]: ...
+    def due_schedules(self, now_ms: int, limit: int = 500) -> list[Schedule]: ...
+    def next_due(self) -> int | None: ...
+    def get_fire(self, fire_id: str) -> Fire | None: ...
+    def pending_fires(self, now_ms: int, limit: int = 100) -> list[Fire]: ...
+    def fires_of(self, source_id: str, limit: int = 50) -> list[Fire]: ...
+    def get_hook(self, name: str) -> Hook | None: ...
+    def hooks(self) -> list[Hook]: ...
+
+
+def schedules_of(store: object) -> ScheduleStore:
+    """The schedule side of a store (both backends have one)."""
+    if not isinstance(store, ScheduleStore):
+        raise TypeError(f"{type(store).__name__} keeps no schedules (not a ScheduleStore)")
+    return store
 
 
 def teams_of(store: object) -> TeamStore:

@@ -36,7 +36,8 @@ from xclaw.store.model import (
     parse_step_ref,
 )
 from xclaw.store.queue_sql import dequeue_tx
-from xclaw.store.rows import STEP_COLS, new_session_id, row_to_step
+from xclaw.store.rows import STEP_COLS, row_to_step
+from xclaw.store.rows import new_session_id as _new_session_id
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
@@ -344,6 +345,11 @@ class StoreBase:
             durable=sync_of(w) is Sync.DURABLE,
         )
 
+    def write(self, w: Write, lease: Lease | None = None) -> Any:
+        """One write value (store/writes.py) as its own transaction, committed as its kind's
+        row of writes.SYNC says; returns what applying it returns."""
+        return self._apply(w, lease)
+
     def _rollback(
         self,
         session_id: str,
@@ -525,8 +531,10 @@ class StoreBase:
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session:
         seq = parse_step_ref(ref, session_id)
-        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
-        new_sid = new_session_id()
+        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked). A
+        # schedule's fork gives its own, as unguessable (derived from its secret seed).
+        new_sid = new_session_id or _new_session_id()
         return self._fork(session_id, seq, ref, new_sid, title, workspace)

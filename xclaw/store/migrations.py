@@ -442,12 +442,81 @@ M006_POSTGRES = (
     "CREATE INDEX idx_object_blobs_marked ON object_blobs(marked_at)",
 )
 
-# Migration 7: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
+# Migration 7, `schedules`: work that starts by itself (docs/schedules.md). A schedule sends
+# its message to a session, or to a new fork of a template session, at each tick (cron, a
+# period, or one moment); `next_fire` is the tick no worker has claimed yet, and a worker
+# claims it by moving it on (compare-and-set), writing the fire in the same transaction. A
+# webhook (`hooks`) sends its templated message when a signed request arrives. Each fire is a
+# row of `fires` under its deterministic id (the schedule's and the tick's, or the hook's and
+# the delivery's): the id the message is recorded with in its session, so however many workers
+# and kills, it runs once. `claimed_until` keeps other workers off a fire being delivered.
+M007_SQLITE = (
+    """
+    CREATE TABLE schedules (
+        schedule_id  TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL CHECK (kind IN ('cron', 'every', 'at')),
+        spec         TEXT NOT NULL,
+        tz           TEXT NOT NULL,
+        anchor       INTEGER NOT NULL,
+        session_id   TEXT REFERENCES sessions(session_id) ON DELETE CASCADE,
+        fork_of      TEXT REFERENCES sessions(session_id) ON DELETE CASCADE,
+        message      TEXT NOT NULL,
+        catch_up     TEXT NOT NULL CHECK (catch_up IN ('skip', 'once', 'all')),
+        paused       INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+        created_by   TEXT,
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL,
+        next_fire    INTEGER,
+        last_fire    INTEGER,
+        fired        INTEGER NOT NULL DEFAULT 0,
+        skipped      INTEGER NOT NULL DEFAULT 0,
+        seed         TEXT NOT NULL,
+        CHECK ((session_id IS NULL) <> (fork_of IS NULL))
+    )
+    """,
+    "CREATE INDEX idx_schedules_due ON schedules(next_fire) WHERE paused = 0",
+    """
+    CREATE TABLE hooks (
+        name       TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        template   TEXT NOT NULL,
+        secret     TEXT NOT NULL,
+        created_by TEXT,
+        created_at INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE fires (
+        fire_id       TEXT PRIMARY KEY,
+        source        TEXT NOT NULL CHECK (source IN ('schedule', 'hook')),
+        source_id     TEXT NOT NULL,
+        tick          INTEGER,
+        session_id    TEXT NOT NULL,
+        fork_of       TEXT,
+        message       TEXT NOT NULL,
+        created_by    TEXT,
+        state         TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'refused')),
+        note          TEXT,
+        deferrals     INTEGER NOT NULL DEFAULT 0,
+        seq           INTEGER,
+        worker_id     TEXT,
+        claimed_until INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX idx_fires_pending ON fires(claimed_until) WHERE state = 'pending'",
+    "CREATE INDEX idx_fires_source ON fires(source_id, created_at)",
+)
+
+M007_POSTGRES = tuple(s.replace("INTEGER", "BIGINT").replace("TEXT", "text") for s in M007_SQLITE)
+
+# Migration 8: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
 # "Input while a run is busy"): a durable FIFO per session, in `seq` order (an `interrupt`
 # first). `id` is the message id its run will record (the client's `messageId`, or one the
 # server made), unique in the session: a resend is queued once, and the write that opens its
 # turn deletes it, so kills and takeovers never drop, reorder or repeat one.
-M007_SQLITE = (
+M008_SQLITE = (
     """
     CREATE TABLE queued_inputs (
         seq        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -465,7 +534,7 @@ M007_SQLITE = (
     "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
 )
 
-M007_POSTGRES = (
+M008_POSTGRES = (
     """
     CREATE TABLE queued_inputs (
         seq        bigserial PRIMARY KEY,
@@ -538,12 +607,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         7,
+        "schedules",
+        "schedules (cron, period, moment) and webhooks that send a message to a session or "
+        "a fork of a template, and each fire under its deterministic id, so work starts by "
+        "itself exactly once across workers and kills",
+        M007_SQLITE,
+        M007_POSTGRES,
+    ),
+    Migration(
+        8,
         "queued_inputs",
         "messages sent while a run is busy that wait their turn (the queue, steering and "
         "interrupting policies), each under the message id its run records, so a kill or a "
         "takeover never drops, reorders or repeats one",
-        M007_SQLITE,
-        M007_POSTGRES,
+        M008_SQLITE,
+        M008_POSTGRES,
     ),
 )
 

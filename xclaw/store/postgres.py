@@ -56,6 +56,7 @@ from xclaw.store.rows import (
     now_ms,
     row_to_finished_step,
 )
+from xclaw.store.schedules_sql import ScheduleMethods
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
@@ -86,6 +87,7 @@ class PostgresStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    ScheduleMethods,
     QueueMethods,
     StoreBase,
 ):

@@ -54,6 +54,7 @@ from xclaw.store.rows import (
     session_state,
     write_status,
 )
+from xclaw.store.schedules_sql import ScheduleMethods
 from xclaw.store.session_sql import SessionMethods, approval_pending, not_running
 from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.sqlite_leases import (
@@ -81,6 +82,7 @@ class SQLiteStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    ScheduleMethods,
     QueueMethods,
     StoreBase,
 ):

@@ -67,6 +67,7 @@ from xclaw.store.model import (
     is_undo_step,
     parse_step_ref,
 )
+from xclaw.store.schedules_sql import Hook, NewFire, Schedule
 
 
 class Sync(enum.Enum):
@@ -95,6 +96,11 @@ class Kind(enum.Enum):
     LEASE_RELEASED = "lease_released"
     QUEUED = "queued"
     UNQUEUED = "unqueued"
+    SCHEDULE_CHANGED = "schedule_changed"
+    TICK_CLAIMED = "tick_claimed"
+    DELIVERY_RECORDED = "delivery_recorded"
+    FIRE_TAKEN = "fire_taken"
+    FIRE_SETTLED = "fire_settled"
 
 
 # kind -> (how it commits, the effect its commit precedes). The only durability decision of a
@@ -115,6 +121,12 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.LEASE_RELEASED: (Sync.RELAXED, "another worker may drive; a lost one expires"),
     Kind.QUEUED: (Sync.DURABLE, "the sender is told its message waits its turn"),
     Kind.UNQUEUED: (Sync.DURABLE, "clients are told a waiting message will not run"),
+    # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
+    Kind.SCHEDULE_CHANGED: (Sync.DURABLE, "the person is told a schedule or webhook is saved"),
+    Kind.TICK_CLAIMED: (Sync.DURABLE, "the fire is delivered: a lost claim would fire again"),
+    Kind.DELIVERY_RECORDED: (Sync.DURABLE, "the webhook's sender is answered 202"),
+    Kind.FIRE_TAKEN: (Sync.RELAXED, "a delivery is retried: its message id runs it once"),
+    Kind.FIRE_SETTLED: (Sync.RELAXED, "a lost one is delivered again: its message id dedups"),
 }
 
 # Statuses a client must only hear of once they are on disk.
@@ -245,8 +257,111 @@ class Unqueue:
     id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddSchedule:
+    """A new schedule, as made (its target session must exist)."""
+
+    schedule: Schedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeSchedule:
+    """A schedule paused (`paused`), resumed, or removed (`remove`)."""
+
+    schedule_id: str
+    paused: bool | None = None
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimTicks:
+    """A worker's claim of a schedule's due ticks: `next_fire` moved on from `expected` only
+    if no one else moved it (applied: False then, nothing written), with `fires` written
+    pending and held by `worker_id` until `claimed_until`; `skipped` ticks counted."""
+
+    schedule_id: str
+    expected: int
+    next_fire: int | None
+    fires: tuple[NewFire, ...]
+    skipped: int
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordDelivery:
+    """A webhook's delivery written as a pending fire; applied: False when its id (the
+    delivery id) was recorded before."""
+
+    fire: NewFire
+    worker_id: str
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakeFire:
+    """A worker takes a pending fire nobody holds at `now` (applied: whether it got it)."""
+
+    fire_id: str
+    worker_id: str
+    now: int
+    claimed_until: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettleFire:
+    """A pending fire delivered (`seq`: its message's step), refused (`note` says why), or
+    left pending (`deferred`: counted, retried from `retry_at`)."""
+
+    fire_id: str
+    state: str  # delivered | refused | pending
+    note: str | None = None
+    seq: int | None = None
+    deferred: bool = False
+    retry_at: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddHook:
+    hook: Hook
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveHook:
+    name: str
+
+
+ScheduleWrite = (
+    AddSchedule
+    | ChangeSchedule
+    | ClaimTicks
+    | RecordDelivery
+    | TakeFire
+    | SettleFire
+    | AddHook
+    | RemoveHook
+)
+_SCHEDULE_KINDS: dict[type, Kind] = {
+    AddSchedule: Kind.SCHEDULE_CHANGED,
+    ChangeSchedule: Kind.SCHEDULE_CHANGED,
+    AddHook: Kind.SCHEDULE_CHANGED,
+    RemoveHook: Kind.SCHEDULE_CHANGED,
+    ClaimTicks: Kind.TICK_CLAIMED,
+    RecordDelivery: Kind.DELIVERY_RECORDED,
+    TakeFire: Kind.FIRE_TAKEN,
+    SettleFire: Kind.FIRE_SETTLED,
+}
+
 Write = (
-    BeginStep | AddStep | FinishStep | OpenTurn | RenewLease | ReleaseLease | QueueInput | Unqueue
+    BeginStep
+    | AddStep
+    | FinishStep
+    | OpenTurn
+    | RenewLease
+    | ReleaseLease
+    | QueueInput
+    | Unqueue
+    | ScheduleWrite
 )
 
 
@@ -274,6 +389,8 @@ def kind_of(w: Write) -> Kind:
         return Kind.QUEUED
     if isinstance(w, Unqueue):
         return Kind.UNQUEUED
+    if (kind := _SCHEDULE_KINDS.get(type(w))) is not None:
+        return kind
     return Kind.LEASE_RENEWED if isinstance(w, RenewLease) else Kind.LEASE_RELEASED
 
 
@@ -336,6 +453,8 @@ class TxBodies(Protocol):
 
     def _unqueue_tx(self, w: Unqueue) -> Callable[[Any], Any]: ...
 
+    def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
+
 
 def apply(store: TxBodies, conn: Any, w: Write, lease: Lease | None) -> Any:
     """Apply one write in the open transaction of `conn` (the writer's), the lease of the
@@ -387,7 +506,9 @@ def prepare(store: TxBodies, w: Write, lease: Lease | None) -> Callable[[Any], A
         return store._queue_input_tx(w)
     if isinstance(w, Unqueue):
         return store._unqueue_tx(w)
-    return store._release_lease_tx(w.lease)
+    if isinstance(w, ReleaseLease):
+        return store._release_lease_tx(w.lease)
+    return store._schedule_tx(w)
 
 
 def _into_slot(slot: Slot, tx: Callable[[Any], Step], conn: Any) -> Step:

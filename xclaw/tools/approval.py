@@ -38,7 +38,7 @@ from xclaw.tools.shell_reading import NotSafe, simple_commands
 from xclaw.tools.traits import approval_for
 
 if TYPE_CHECKING:
-    from xclaw.config import Settings
+    from xclaw.tools.setup import ToolSetup
 
 __all__ = [
     "ALLOW",
@@ -153,11 +153,12 @@ class ApprovalPolicy:
                 raise ConfigError(f"approval deny pattern {pattern!r} is not a regex: {e}") from e
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ApprovalPolicy:
+    def from_settings(cls, setup: ToolSetup) -> ApprovalPolicy:
+        """`approval:` of the tools' setup, confining where its sandbox can."""
         from xclaw.sandbox.isolation import isolation_from_settings
 
-        confined = isolation_from_settings(settings).can_confine
-        approval = settings.approval
+        confined = isolation_from_settings(setup.sandbox).can_confine
+        approval = setup.approval
         return cls(approval.mode, approval.safe_commands, approval.deny, confined)
 
     async def review(self, tool: Tool, args: dict[str, Any], workspace: Path | None) -> Decision:

@@ -7,32 +7,27 @@ that mapping).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from xclaw.sandbox.isolation import isolation_from_settings
-from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.tools.base import Tool
 from xclaw.tools.files import EditFileTool, ListDirTool, ReadFileTool, WriteFileTool
+from xclaw.tools.setup import ToolSetup
 from xclaw.tools.shell import ShellTool
 from xclaw.tools.spawn import SpawnAgentTool
 
-if TYPE_CHECKING:
-    from xclaw.config import Settings
 
-
-def default_tools(settings: Settings | None = None) -> dict[str, Tool]:
-    """Every built-in tool, configured from the settings (or the defaults)."""
-    sandbox = settings.sandbox if settings else SANDBOX_DEFAULTS
+def default_tools(setup: ToolSetup | None = None) -> dict[str, Tool]:
+    """Every built-in tool, configured from the tools' setup (`Settings.tool_setup()`; None:
+    the defaults, and the shell's isolation decided when it first runs)."""
+    sandbox = (setup or ToolSetup()).sandbox.sandbox
     timeout, cap = sandbox.shell_timeout_s, sandbox.output_cap
-    secret_env = settings.secret_env if settings else ()
     tools: list[Tool] = [
         ShellTool(
             default_timeout_s=timeout,
             max_timeout_s=max(600.0, timeout),
             output_cap=cap,
-            secret_env=secret_env,
-            secret_values=settings.secret_values() if settings else (),
-            isolation=isolation_from_settings(settings) if settings else None,
+            secret_env=setup.secret_env if setup else (),
+            secret_values=setup.secret_values if setup else (),
+            isolation=isolation_from_settings(setup.sandbox) if setup else None,
         ),
         ReadFileTool("read_file", output_cap=cap),
         ReadFileTool("view_file", output_cap=cap, images=True),
@@ -41,12 +36,12 @@ def default_tools(settings: Settings | None = None) -> dict[str, Tool]:
         ListDirTool(),
         SpawnAgentTool(),
     ]
-    if settings is not None and settings.a2a.agents:
-        tools.append(_a2a_call(settings))
+    if setup is not None and setup.a2a_agents:
+        tools.append(_a2a_call(setup))
     return {t.name: t for t in tools}
 
 
-def _a2a_call(settings: Settings) -> Tool:
+def _a2a_call(setup: ToolSetup) -> Tool:
     """a2a_call, for the remote agents xclaw.yaml names (docs/a2a.md): needs a2a-sdk."""
     from xclaw.errors import ConfigError
     from xclaw.tools.a2a_call import A2aCallTool
@@ -58,4 +53,4 @@ def _a2a_call(settings: Settings) -> Tool:
             "xclaw.yaml: a2a.agents names remote agents, and calling them needs the a2a "
             "extra: pip install 'xclaw[a2a]'"
         ) from None
-    return A2aCallTool(settings.a2a.agents)
+    return A2aCallTool(setup.a2a_agents)

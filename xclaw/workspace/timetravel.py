@@ -36,8 +36,8 @@ from xclaw.workspace.restore import RestoreReport, complete_restore, remove_tree
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 if TYPE_CHECKING:
-    from xclaw.config import Settings
     from xclaw.sandbox.container.lifecycle import ContainerInfo, Containers
+    from xclaw.sandbox.setup import SandboxSetup
 
 # Side-effecting tools whose step is not snapshotted: a sub-agent's own tool steps are.
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
@@ -64,6 +64,7 @@ class TimeTravelStore(SnapshotStore, Protocol):
         *,
         title: str | None = None,
         workspace: WorkspaceRestore | None = None,
+        new_session_id: str | None = None,
     ) -> Session: ...
 
     def delete_session(self, session_id: str) -> None: ...
@@ -121,16 +122,21 @@ class Workspaces:
 
     @classmethod
     def from_settings(
-        cls, store: TimeTravelStore, settings: Settings, root: Path | None = None
+        cls, store: TimeTravelStore, setup: SandboxSetup, root: Path | None = None
     ) -> Workspaces:
-        snapshots = SnapshotConfig.from_settings(settings.sandbox)
+        """The workspaces under `root` (by default the setup's workspace root), snapshotted
+        and contained as the sandbox's setup says (`Settings.sandbox_setup()`)."""
+        snapshots = SnapshotConfig.from_settings(setup.sandbox)
         containers = None
-        if settings.sandbox.isolation == "container":
+        if setup.sandbox.isolation == "container":
             from xclaw.sandbox.container.shared import containers_for
 
-            containers = containers_for(settings, root)
-        made = cls(store, root or settings.workspace_root, snapshots, containers=containers)
-        made.container_grace_s = settings.sandbox.container_grace_s
+            containers = containers_for(setup, root)
+        where = root or setup.workspace_root
+        if where is None:
+            raise WorkspaceError("no workspace root: the sandbox's setup names none")
+        made = cls(store, where, snapshots, containers=containers)
+        made.container_grace_s = setup.sandbox.container_grace_s
         return made
 
     @property
@@ -520,10 +526,19 @@ class Workspaces:
             )
         self.env_notes[session_id] = note
 
-    def fork(self, session_id: str, ref: str | int, title: str | None = None) -> Session:
+    def fork(
+        self,
+        session_id: str,
+        ref: str | int,
+        title: str | None = None,
+        *,
+        new_session_id: str | None = None,
+    ) -> Session:
         """Fork with the files: the new session's workspace is the source's just after `ref`."""
         self.recover(session_id)  # the source's files must be what its record says
-        new = self.store.fork(session_id, ref, title=title, workspace=self._request())
+        new = self.store.fork(
+            session_id, ref, title=title, workspace=self._request(), new_session_id=new_session_id
+        )
         self.recover(new.session_id)
         return new
 

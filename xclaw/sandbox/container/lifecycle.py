@@ -372,9 +372,12 @@ class Containers:
             self._steps.pop(session_id, None)
 
     # --- processes ----------------------------------------------------------------------------
-    def processes(self, session_id: str) -> list[procs.ContainerProcess]:
-        """What runs in the session's container that xclaw's commands started."""
-        info = self.inspect(session_id)
+    def processes(
+        self, session_id: str, info: ContainerInfo | None = None
+    ) -> list[procs.ContainerProcess]:
+        """What runs in the session's container that xclaw's commands started (`info`: what
+        podman just said of it, else asked now)."""
+        info = info or self.inspect(session_id)
         if info is None or not info.running:
             return []
         return [p for p in procs.processes_in(info.pid) if p.epoch is not None]

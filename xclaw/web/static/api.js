@@ -112,6 +112,7 @@ export const sessionsApi = {
   rollback: (sid, stepId, opts = {}) => api(`/sessions/${encodeURIComponent(sid)}/rollback`, { method: "POST", body: { stepId, ...opts } }),
   rollbackPreview: (sid, stepId) => api(`/sessions/${encodeURIComponent(sid)}/rollback/${encodeURIComponent(stepId)}`),
   abandonRollback: (sid) => api(`/sessions/${encodeURIComponent(sid)}/rollback/abandon`, { method: "POST" }),
+  processes: (sid) => api(`/sessions/${encodeURIComponent(sid)}/processes`),
   fork: (sid, stepId, title) => api(`/sessions/${encodeURIComponent(sid)}/fork`, { method: "POST", body: { stepId, title } }),
   exportLines: (sid) => api(`/sessions/${encodeURIComponent(sid)}/export`, { raw: true }),
 };

@@ -14,6 +14,7 @@ import { CompareView } from "./compare.js";
 import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
 import { h, icon, shortId } from "./dom.js";
 import { Sidebar, familyOf, sessionState, sessionTitle } from "./sessions.js";
+import { ProcessList } from "./processes.js";
 import { Socket } from "./socket.js";
 import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
 import { TraceTree } from "./trace.js";
@@ -49,6 +50,7 @@ let queueList;
 let trace;
 let sidebar;
 let compare;
+let processes;
 
 // What the time-travel actions (timetravel.js) may use of this page.
 const app = {
@@ -404,6 +406,7 @@ function leaveSession() {
   state.approval = null;
   clearApprovalReminder();
   trace.clearAll();
+  processes.clearAll();
   compare.close();
   showWorkspace();
 }
@@ -582,10 +585,21 @@ async function deleteSession(s) {
 async function reloadTrace() {
   const sid = state.sessionId;
   if (!sid || state.unsaved) return; // a session not written yet has no trace to fetch
+  reloadProcesses(sid);
   const since = performance.now();
   try {
     const tree = await sessionsApi.tree(sid);
     if (sid === state.sessionId) trace.load(tree, since);
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+}
+
+/** The processes its commands left running: asked again whenever the trace is (an attach,
+ * the end of a run, a rollback). */
+async function reloadProcesses(sid) {
+  try {
+    await processes.reload(sid, () => sid === state.sessionId);
   } catch (e) {
     handleApiError(e, { quiet: true });
   }
@@ -797,6 +811,7 @@ async function boot() {
     },
   });
   trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: (step) => rollbackTo(app, step), onFork: (step) => forkFrom(app, step) });
+  processes = new ProcessList($("processes"));
   sidebar = new Sidebar($("session-list"), $("session-filter"), {
     onSwitch: switchTo, onRename: renameSession, onDelete: deleteSession,
   });

@@ -1,0 +1,1 @@
+"""Schedules and webhooks: work that starts by itself, exactly once (docs/schedules.md)."""
