@@ -94,6 +94,8 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/sessions/{sid}/processes",
         "/sessions/{sid}/approvals/{step}",
         "/sessions/{sid}/export",
+        "/sessions/{sid}/queue",
+        "/sessions/{sid}/queue/{mid}",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves
