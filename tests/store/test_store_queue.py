@@ -5,7 +5,6 @@ queue in its own transaction."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -17,10 +16,7 @@ from xclaw.store.writes import OpenTurn, QueueInput, Unqueue, Write
 
 
 def _put(store: Store, w: Write) -> Any:
-    async def put() -> Any:
-        return await store.write_stream().put(w)
-
-    return asyncio.run(put())
+    return store.write(w)
 
 
 def _queue(store: Store, sid: str, mid: str, mode: str = "queue", text: str = "") -> Any:

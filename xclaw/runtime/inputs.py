@@ -87,7 +87,7 @@ class Inbox:
                 continue
             if await p.db(p.store.message_step, sid, entry.id) is not None:
                 # Recorded where it was delivered, then a kill: only its entry was left.
-                await p.store.write_stream().put(Unqueue(session_id=sid, id=entry.id))
+                await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
                 continue
             out.append(entry)
         return out
@@ -128,7 +128,8 @@ class Inputs:
         (entry, False) for a resend of an id queued before. MessageRecorded when the id
         ran already."""
         p = self.parts
-        entry, added = await p.store.write_stream().put(
+        entry, added = await p.db(
+            p.store.write,
             QueueInput(
                 session_id=session_id,
                 id=message_id or new_entry_id(),
@@ -136,7 +137,7 @@ class Inputs:
                 content=p.redact.text(text),
                 sent_by=None if actor is None else actor.recorded(),
                 agent=agent,
-            )
+            ),
         )
         p.runs.queued.add(session_id)
         if added:
@@ -149,7 +150,7 @@ class Inputs:
     async def drop(self, session_id: str, entry_id: str) -> QueuedInput | None:
         """A waiting message cancelled (None: it was not waiting), every client told."""
         p = self.parts
-        gone = await p.store.write_stream().put(Unqueue(session_id=session_id, id=entry_id))
+        gone = await p.db(p.store.write, Unqueue(session_id=session_id, id=entry_id))
         if gone is not None:
             await self.tell(session_id)
         return gone  # type: ignore[no-any-return]
@@ -212,11 +213,11 @@ class Inputs:
         except XclawError as e:  # it cannot run here (its agent, the model): said, dropped
             log.warning("event=queued_refused session=%s id=%s code=%s", sid, entry.id, e.code)
             p.broadcast.emit(sid, error_frame(f"a queued message cannot run: {e.message}", e.code))
-            await p.store.write_stream().put(Unqueue(session_id=sid, id=entry.id))
+            await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
             await self.tell(sid)
             return True
         if again:  # it was recorded (and run) before: only its entry was left
-            await p.store.write_stream().put(Unqueue(session_id=sid, id=entry.id))
+            await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
             await self.tell(sid)
             return True
         await self.tell(sid)

@@ -255,6 +255,11 @@ class RecordStore(RecordReader, Protocol):
         saturation); None where there is no single writer (PostgreSQL's pool)."""
         ...
 
+    def write(self, w: Write, lease: Lease | None = None) -> Any:
+        """One write value (store/writes.py) as its own transaction, committed as its kind's
+        row of writes.SYNC says; what applying it returns."""
+        ...
+
     def create_session(
         self,
         *,
