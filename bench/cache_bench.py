@@ -125,12 +125,12 @@ class _Calls:
         self.name = inner.name
         self.log: list[tuple[bool, Usage]] = []
 
-    async def complete(self, request: LLMRequest, on_delta: object = None) -> object:
+    async def complete(self, request: LLMRequest, on_event: object = None) -> object:
         from xclaw.llm.context import COMPACT_INSTRUCTION
 
         last = request.messages[-1]
         summary = isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION
-        response = await self.inner.complete(request, on_delta)  # type: ignore[arg-type]
+        response = await self.inner.complete(request, on_event)  # type: ignore[arg-type]
         self.log.append((summary, response.usage))
         return response
 

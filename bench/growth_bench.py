@@ -28,7 +28,7 @@ from pathlib import Path
 
 from xclaw.store.model import Completion, NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep, FinishStep
+from xclaw.store.writes import AddStep, BeginStep, FinishStep, Sync
 
 TOOL_TURNS = 9
 
@@ -81,7 +81,7 @@ async def main_async(args: argparse.Namespace) -> None:
         ours, cached = stores.values()
         cached._writer.submit(
             lambda conn: conn.execute(f"PRAGMA cache_size=-{args.cache_mib * 1024}"),
-            durable=False,
+            Sync.RELAXED,
         )
         print(
             f"xclaw growth benchmark: {args.rounds} rounds of {args.sessions} sessions x "

@@ -136,17 +136,20 @@ class Timed:
         self.first = 0.0  # its first delta, from its start
         self.tail = 0.0  # from its last delta to its return
 
-    async def complete(self, request: LLMRequest, on_delta: Any = None) -> Any:
+    async def complete(self, request: LLMRequest, on_event: Any = None) -> Any:
+        from xclaw.llm.events import ModelEvent, TextDelta
+
         t0 = time.perf_counter()
         seen: list[float] = []
 
-        async def timed_delta(text: str) -> None:
-            seen.append(time.perf_counter())
-            if on_delta is not None:
-                await on_delta(text)
+        async def timed(event: ModelEvent) -> None:
+            if isinstance(event, TextDelta):
+                seen.append(time.perf_counter())
+            if on_event is not None:
+                await on_event(event)
 
         try:
-            return await self.inner.complete(request, timed_delta)
+            return await self.inner.complete(request, timed)
         finally:
             end = time.perf_counter()
             self.last = end - t0

@@ -33,6 +33,7 @@ from xclaw.schedules.spec import Kind
 from xclaw.store import open_store
 from xclaw.store.base import Store, schedules_of
 from xclaw.store.model import Session, Step
+from xclaw.store.writes import Kind as WriteKind
 
 
 class NoTarget:
@@ -78,7 +79,7 @@ def build(store: Store, n: int) -> None:
                 ),
             )  # fmt: skip
 
-    store._write(tx, durable=True)  # type: ignore[attr-defined]
+    store._write(tx, WriteKind.IMPORTED)  # type: ignore[attr-defined]
     assert len(schedules_of(store).schedules()) == n
 
 
@@ -147,7 +148,7 @@ def main() -> None:
         if args.db is not None:  # the benchmark's schemas go with it
             schema = store.url.split("schema=")[1].split("&")[0]  # type: ignore[attr-defined]
             store._write(  # type: ignore[attr-defined]
-                lambda c, s=schema: c.execute(f"DROP SCHEMA {s} CASCADE"), durable=False
+                lambda c, s=schema: c.execute(f"DROP SCHEMA {s} CASCADE"), WriteKind.REPAIRED
             )
         store.close()
 

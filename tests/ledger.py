@@ -8,9 +8,10 @@ so a test can SIGKILL the process before the effect, or between the effect and i
 `UNDO_PAUSE` pauses inside the compensation (of the payment `UNDO_PAUSE_REF` names, or each),
 after its delete (the delete by id is
 idempotent: declared so on `record_payment`, not on `record_payment_strict`), and
-`UNDO_FAIL=REF` makes the compensation of that payment fail. Every payment made and every row
-a compensation deleted is appended to the file `PAY_LOG` names, so a test counts how often
-each really happened."""
+`UNDO_FAIL=REF` makes the compensation of that payment fail (only while the file
+`UNDO_FAIL_WHILE` names exists, when that is set: a process outliving the failure retries).
+Every payment made and every row a compensation deleted is appended to the file `PAY_LOG`
+names, so a test counts how often each really happened."""
 
 from __future__ import annotations
 
@@ -59,8 +60,13 @@ def _pause(name):
         time.sleep(seconds)
 
 
+def _refuses(ref):
+    locked = os.environ.get("UNDO_FAIL_WHILE")
+    return os.environ.get("UNDO_FAIL") == ref and (not locked or os.path.exists(locked))
+
+
 def undo_payment(input, output):
-    if os.environ.get("UNDO_FAIL") == input["ref"]:
+    if _refuses(input["ref"]):
         raise RuntimeError("the ledger refuses: payment is locked by an audit")
     conn = _connect()
     try:

@@ -90,3 +90,35 @@ async def test_a_shut_down_pool_refuses_new_calls() -> None:
 
 async def test_the_shared_pool() -> None:
     assert await run_blocking(threading.current_thread) is not threading.current_thread()
+
+
+def test_mypy_checks_the_arguments_of_a_call_handed_to_a_thread(tmp_path) -> None:
+    """The thread hops (BlockingCalls.call, run_blocking, the store's StoreCaller) are typed
+    with ParamSpec: a call into the store's threads with a wrong argument fails the type check,
+    as the direct call would."""
+    import subprocess
+    import sys
+
+    from tests.caches import mypy_lock
+
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from xclaw.recorder.caller import StoreCaller\n"
+        "from xclaw.threads import BlockingCalls, run_blocking\n\n\n"
+        "def f(a: int, *, b: str = '') -> int:\n    return a\n\n\n"
+        "async def g(pool: BlockingCalls, db: StoreCaller[object]) -> None:\n"
+        "    await pool.call(f, 'one')\n"
+        "    await run_blocking(f, 1, b=2)\n"
+        "    await db(f)\n"
+        "    await db(f, 1, b='fine')\n"
+    )
+    with mypy_lock("threads") as cache:
+        done = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache, str(planted)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+    found = [line for line in done.stdout.splitlines() if "planted.py:" in line]
+    assert [line.split(":")[1] for line in found] == ["10", "11", "12"], done.stdout

@@ -19,6 +19,7 @@ declared once, with its one default, its variable if it has one; xclaw/section.p
     sandbox                               xclaw/sandbox/settings.py   SandboxSettings
     otel                                  xclaw/telemetry/config.py   OtelSettings
     agents                                xclaw/agents/settings.py    AgentSettings
+    budgets                               xclaw/budgets/settings.py   BudgetSettings
 
 The provider chain is read with the providers' own variables (xclaw/llm/registry.py).
 """
@@ -35,6 +36,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
 from xclaw.agents.settings import AgentSettings
+from xclaw.budgets.settings import BudgetSettings
 from xclaw.config_errors import Loc, explain
 from xclaw.credentials import known_secrets, url_passwords
 from xclaw.errors import ConfigError
@@ -83,6 +85,7 @@ class Settings(
     secret_env: Strings = ()
     sandbox: SandboxSettings = SANDBOX_DEFAULTS
     otel: OtelSettings = OtelSettings()
+    budgets: BudgetSettings = BudgetSettings()
     # Every credential value found when the settings were read (environment, .env, database
     # URL): see xclaw/credentials.py. The process may drop them from its environment after.
     known_secrets: Annotated[

@@ -283,6 +283,18 @@ class OutputInvalid(MaxIterations):
     code = "output_invalid"
 
 
+class BudgetReached(XclawError):
+    """A model call would go past a budget cap (docs/budgets.md): it is not made, and the
+    session waits in state `budget` — not Failed — until a grant or a raised cap lets it go
+    on. `detail`: which cap, what was spent, what is left, what the call needed."""
+
+    code = "budget"
+
+    def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.detail = dict(detail or {})
+
+
 class HookDenied(XclawError):
     """A declared agent's before_model hook stopped the turn (the message says why); the
     session waits for the next instruction."""

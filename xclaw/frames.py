@@ -66,7 +66,9 @@ __all__ = [
 ]
 
 StatusWord = Literal["Init", "Running", "Paused", "Success", "Failed"]
-StateWord = Literal["running", "paused", "waiting", "interrupted", "new", "success", "failed"]
+StateWord = Literal[
+    "running", "paused", "waiting", "budget", "interrupted", "new", "success", "failed"
+]
 STATES: tuple[str, ...] = get_args(StateWord)
 StepTypeWord = Literal["llm_call", "tool_call", "user_input", "system_alert"]
 StepStatusWord = Literal["running", "completed", "failed"]
@@ -85,6 +87,18 @@ class Wire(BaseModel):
 
 
 # --- the objects frames carry ----------------------------------------------------------------
+
+
+class BudgetInfo(Wire):
+    """The cap a session waits at (state `budget`, docs/budgets.md): which, in what unit,
+    its amount, what its scope spent, what is left, and what the call not made needed."""
+
+    cap: str
+    unit: Literal["tokens", "usd"]
+    limit: float
+    spent: float
+    left: float
+    needed: float | None = None
 
 
 class Tokens(Wire):
@@ -303,6 +317,9 @@ class StatusFrame(Frame):
     awaiting_input: bool | None = Field(default=None, alias="awaitingInput")
     state: StateWord | None = None
     state_text: str | None = Field(default=None, alias="stateText")
+    budget: BudgetInfo | None = Field(
+        default=None, description="state `budget`: which cap, spent, left (docs/budgets.md)"
+    )
 
 
 class RenamedFrame(Frame):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from xclaw.frames import (
+    BudgetInfo,
     CompensatedInfo,
     CostSummary,
     HistoryMessage,
@@ -28,16 +29,28 @@ __all__ = [
     "ApiError",
     "ApprovalAnswer",
     "ApprovalBody",
+    "BudgetCapsBody",
+    "BudgetGrantBody",
+    "BudgetReport",
+    "FireInfo",
+    "FireList",
     "ForkAnswer",
     "ForkBody",
     "Health",
     "HistoryAnswer",
+    "HookInfo",
+    "HookList",
+    "HookMade",
+    "NewHookBody",
+    "NewScheduleBody",
     "NewSessionBody",
     "ProcessInfo",
     "RenameBody",
     "RollbackAnswer",
     "RollbackBody",
     "RollbackPreview",
+    "ScheduleInfo",
+    "ScheduleList",
     "SessionList",
     "SessionProcesses",
     "SessionWithCost",
@@ -309,3 +322,115 @@ class ApprovalBody(Wire):
         description="the client the person answered through, as the record's `by` names it "
         "(`acp`, `mcp`, …; default `api`)",
     )
+
+
+# --- schedules and webhooks (docs/schedules.md) -----------------------------------------------
+
+
+class ScheduleInfo(Wire):
+    """A schedule: what it sends where, when it fires next, what it fired and skipped."""
+
+    id: str
+    kind: Literal["cron", "every", "at"]
+    spec: str = Field(description="the cron expression, the period in ms, or the moment in ms")
+    tz: str
+    session_id: str | None = Field(alias="sessionId", description="the session it sends to")
+    fork_of: str | None = Field(
+        alias="forkOf", description="or the template session each fire forks"
+    )
+    message: str
+    catch_up: Literal["skip", "once", "all"] = Field(alias="catchUp")
+    paused: bool
+    created_by: str | None = Field(alias="createdBy", description="null: the admin")
+    created_at: int = Field(alias="createdAt")
+    next_fire: int | None = Field(alias="nextFire", description="ms; null: no more ticks")
+    last_fire: int | None = Field(alias="lastFire")
+    fired: int
+    skipped: int = Field(description="ticks missed and not fired (the catch-up policy)")
+
+
+class ScheduleList(Wire):
+    schedules: list[ScheduleInfo]
+
+
+class FireInfo(Wire):
+    """One fire: its deterministic id (the message id it ran as), where it went, its state."""
+
+    id: str
+    source: Literal["schedule", "hook"]
+    source_id: str = Field(alias="sourceId")
+    tick: int | None
+    session_id: str = Field(alias="sessionId")
+    state: Literal["pending", "delivered", "refused"]
+    note: str | None = Field(description="why it waits (a busy session) or was refused")
+    deferrals: int
+    step: str | None = Field(description="the message's step once delivered")
+    created_at: int = Field(alias="createdAt")
+    updated_at: int = Field(alias="updatedAt")
+
+
+class FireList(Wire):
+    fires: list[FireInfo]
+
+
+class HookInfo(Wire):
+    name: str
+    session_id: str = Field(alias="sessionId")
+    template: str
+    created_by: str | None = Field(alias="createdBy")
+    created_at: int = Field(alias="createdAt")
+    url: str = Field(description="the path a signed POST goes to: /hooks/NAME")
+
+
+class HookList(Wire):
+    hooks: list[HookInfo]
+
+
+class HookMade(HookInfo):
+    secret: str = Field(description="the secret requests are signed with: shown this once")
+
+
+class NewScheduleBody(Wire):
+    """POST /api/schedules: one of cron, every, at; one of sessionId, forkOf."""
+
+    cron: str | None = Field(default=None, description='five fields: "0 9 * * 1-5"')
+    every: str | None = Field(default=None, description="a period: 30s, 30m, 2h, 1d")
+    at: str | None = Field(default=None, description="once, an ISO 8601 time")
+    session_id: str | None = Field(default=None, alias="sessionId")
+    fork_of: str | None = Field(default=None, alias="forkOf")
+    message: str
+    catch_up: Literal["skip", "once", "all"] = Field(default="skip", alias="catchUp")
+    tz: str = "UTC"
+
+
+class NewHookBody(Wire):
+    name: str
+    session_id: str = Field(alias="sessionId")
+    template: str = Field(description="{body}: the request's body; {a.b}: a field of its JSON")
+
+
+class BudgetReport(Wire):
+    """A budget target's caps (docs/budgets.md): each that applies, with what its scope
+    spent and what is left; a session's own spend; what an admin set and granted."""
+
+    target: str = Field(description="session:<id>, user:<name> or total")
+    caps: list[BudgetInfo]
+    day: str = Field(description="the UTC day the daily caps count")
+    month: str = Field(description="the UTC month the monthly caps count")
+    spent: dict[str, float] | None = Field(
+        default=None, description="a session's: {tokens, usd} its calls counted"
+    )
+    set: dict[str, Any] | None = Field(
+        default=None, description="what an admin set: {target, caps, grantedTokens, grantedUsd}"
+    )
+
+
+class BudgetCapsBody(Wire):
+    caps: dict[str, float | None] = Field(
+        description="cap key -> amount (null: no cap, over xclaw.yaml's); the others kept"
+    )
+
+
+class BudgetGrantBody(Wire):
+    tokens: int | None = Field(default=None, ge=0, description="tokens added to the session")
+    usd: float | None = Field(default=None, ge=0, description="dollars added to the session")

@@ -20,9 +20,10 @@ import queue
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _Item = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
@@ -43,7 +44,7 @@ class BlockingCalls:
         self._finished_counter = itertools.count(1)
         self._finished = 0
 
-    async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """fn(*args, **kwargs) on one of the pool's threads. Cancelling the caller stops
         the waiting, not the call (as with run_in_executor)."""
         loop = asyncio.get_running_loop()
@@ -120,7 +121,7 @@ _default: BlockingCalls | None = None
 _default_lock = threading.Lock()
 
 
-async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+async def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """fn(*args, **kwargs) on the process's shared pool (made on first use)."""
     global _default
     pool = _default

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acp import text_block
+from acp.exceptions import RequestError
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -160,3 +161,76 @@ async def test_mcp_rollback_without_outside_effects_is_the_plain_rewind(tmp_path
         done = await _mcp_call(s, "rollback", session_id=sid, step_id="s0001")
         assert done["rolled_back"] is True and done["deleted"] >= 2
         assert done["compensated"] == [] and done["not_undone"] == []
+
+
+async def test_acp_rollback_retry_finishes_what_a_failed_compensation_stopped(
+    tmp_path: Path, project: Path
+) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.install(project)
+    audit = tmp_path / "audit.lock"  # while it exists, A's payment cannot be reversed
+    audit.touch()
+    editor = Editor()
+    env = {**_env(tmp_path, ledger, PAYMENTS), "UNDO_FAIL": "A", "UNDO_FAIL_WHILE": str(audit)}
+    async with spawned(editor, project, "--approval", "yolo", env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("pay A then B")])
+
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001 --confirm")])
+        stopped = editor.text()[before:]
+        assert "/rollback:" in stopped and "the ledger refuses" in stopped, stopped
+        assert "--retry" in stopped and "Rolled back" not in stopped
+        assert ledger.refs() == ["A"]  # B undone, A not; nothing rewound yet
+        # Until it is retried or abandoned, the session takes no message: the editor is told
+        # how to go on (invalid params, not an internal error).
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=sid, prompt=[text_block("pay C")])
+        assert refused.value.code == -32602 and "/rollback s0001 --retry" in str(refused.value)
+        assert (refused.value.data or {}).get("code") == "rollback_pending"
+
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001")])
+        shown = editor.text()[before:]
+        assert "stopped half-way" in shown and "/rollback s0001 --retry" in shown, shown
+        assert ledger.refs() == ["A"]  # the preview does nothing
+
+        audit.unlink()
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001 --retry")])
+        done = editor.text()[before:]
+        assert "Rolled back to just before s0001" in done, done
+        assert "Undone outside the workspace (2)" in done
+        assert ledger.refs() == []
+        # The compensation that completed is not run again; the failed one ran once more.
+        assert ledger.calls() == ["pay A", "pay B", "undo B", "undo A"]
+
+
+async def test_acp_rollback_abandon_undoes_nothing_more_and_the_session_goes_on(
+    tmp_path: Path, project: Path
+) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.install(project)
+    editor = Editor()
+    turns = [*PAYMENTS, {"text": "Carrying on."}]
+    env = {**_env(tmp_path, ledger, turns), "UNDO_FAIL": "A"}
+    async with spawned(editor, project, "--approval", "yolo", env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("pay A then B")])
+        await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001 --confirm")])
+        assert ledger.refs() == ["A"]
+
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("/rollback --abandon")])
+        abandoned = editor.text()[before:]
+        assert "abandoned: nothing more is undone" in abandoned, abandoned
+        assert ledger.refs() == ["A"]  # B stays undone, A stays done
+        assert ledger.calls() == ["pay A", "pay B", "undo B"]
+
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("carry on")])
+        assert "Carrying on." in editor.text()[before:]  # the session takes messages again
+        before = len(editor.text())
+        await conn.prompt(session_id=sid, prompt=[text_block("/steps 50")])
+        listing = editor.text()[before:]
+        assert "compensation" in listing and "record_payment" in listing, listing

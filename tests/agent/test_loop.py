@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import until
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
 from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink, TextDelta
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.messages import (
     AssistantMessage,
@@ -39,13 +41,13 @@ class FunctionModel:
         self.fn = fn
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.requests.append(request)
         resp = self.fn(request)
         if isinstance(resp, Exception):
             raise resp
-        if on_delta and resp.text:
-            await on_delta(resp.text)
+        if on_event and resp.text:
+            await on_event(TextDelta(resp.text))
         return resp
 
 
@@ -475,9 +477,11 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     gate = asyncio.Event()
 
     class SubAwareModel(FunctionModel):
-        async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+        async def complete(
+            self, request: LLMRequest, on_event: EventSink | None = None
+        ) -> LLMResponse:
             self.requests.append(request)
-            if request.agent == "main":
+            if request.playback.agent == "main":
                 if len(request.messages) == 1:
                     return LLMResponse(
                         "",
@@ -501,16 +505,19 @@ async def test_sub_agents_run_in_parallel_with_their_own_messages(tmp_path: Path
     results = [m.content for m in messages if isinstance(m, ToolResultMessage)]
     assert results == ["sub A ok", "sub B ok"]
     assert "[s1] user A" in events and "[s2] user B" in events
-    sub_requests = [r for r in model.requests if r.agent != "main"]
+    sub_requests = [r for r in model.requests if r.playback.agent != "main"]
     assert all(len(r.messages) == 1 for r in sub_requests)  # sub-agents see only their task
 
 
 @dataclass
 class SlowTool(Tool):
-    """Takes a while and logs when it starts and ends."""
+    """Logs when it starts and ends. Where the sub-agents' tools may overlap (`meet`), each
+    waits until the other has started too; where they must not, it takes a while, in which
+    the other must not start."""
 
     events: list[str]
     read_only: bool
+    meet: bool = False
     name: str = "slow"
     description: str = "slow"
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
@@ -518,7 +525,11 @@ class SlowTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         self.events.append(f"enter {args['n']}")
-        await asyncio.sleep(0.3)  # far longer than the other sub-agent needs to get here
+        if self.meet:
+            entered = lambda: sum(e.startswith("enter ") for e in self.events) == 2  # noqa: E731
+            await until(entered, "the other sub-agent's tool starts too")
+        else:
+            await asyncio.sleep(0.3)  # an absence: the other does not start meanwhile
         self.events.append(f"exit {args['n']}")
         return ToolResult("slept")
 
@@ -536,7 +547,7 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
     events: list[str] = []
 
     def answer(req: LLMRequest) -> LLMResponse:
-        if req.agent == "main":
+        if req.playback.agent == "main":
             if len(req.messages) == 1:
                 return LLMResponse(
                     "",
@@ -554,7 +565,7 @@ async def test_parallel_sub_agents_take_turns_for_side_effects(
 
     agent = Agent(
         model=FunctionModel(answer),
-        tools={"slow": SlowTool(events, read_only), "spawn_agent": SpawnTool()},
+        tools={"slow": SlowTool(events, read_only, overlap), "spawn_agent": SpawnTool()},
         policy=Policy(),
         approver=Approver(),
         observer=Observer(events),
@@ -613,7 +624,9 @@ async def test_context_outgrowing_the_window_is_trimmed_without_breaking_pairs(
     answered = {m.tool_call_id for m in sent if isinstance(m, ToolResultMessage)}
     assert asked == answered
     assert len(messages) == 403  # the conversation itself keeps everything
-    assert model.requests[0].history == tuple(messages[:402])  # what was trimmed, for scripts
+    assert model.requests[0].playback.history == tuple(
+        messages[:402]
+    )  # what was trimmed, for scripts
 
 
 async def test_a_scripted_session_longer_than_the_window_plays_its_script_once(

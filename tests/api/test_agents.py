@@ -17,7 +17,8 @@ import xclaw
 from tests.api.conftest import write_script
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.api.local import LocalAgent
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink
 from xclaw.llm.scripted import ScriptedModel
 
 
@@ -30,9 +31,9 @@ class Spy:
         self.structured_output = self.inner.structured_output
         self.requests: list[LLMRequest] = []
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.requests.append(request)
-        return await self.inner.complete(request, on_delta)
+        return await self.inner.complete(request, on_event)
 
 
 Opener = Callable[..., Any]
@@ -366,7 +367,7 @@ async def test_a_named_sub_agent_runs_with_its_own_definition(opened: Opener) ->
     lead_tools = {t.name: t for t in spy.requests[0].tools}
     assert list(lead_tools) == ["read_file", "spawn_agent"]
     assert lead_tools["spawn_agent"].input_schema["properties"]["agent"]["enum"] == ["reviewer"]
-    asked = [r for r in spy.requests if r.agent_name == "reviewer"]
+    asked = [r for r in spy.requests if r.playback.agent_name == "reviewer"]
     assert [r.system for r in asked] == ["You review changes."] * 2
     assert [t.name for t in asked[0].tools] == ["read_diff", "final_answer"]
     assert asked[0].temperature == 0.0

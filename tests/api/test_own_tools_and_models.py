@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 import xclaw
 from tests.api.conftest import AgentFactory, write_script
 from xclaw.errors import ConfigError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.llm.events import EventSink, TextDelta
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import KeyedEntry, Provider
 from xclaw.messages import Usage, UserMessage
@@ -122,11 +123,11 @@ class EchoModel:
     def __init__(self, name: str, shout: bool = False) -> None:
         self.name, self.shout = name, shout
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         said = next(m.text for m in reversed(request.messages) if isinstance(m, UserMessage))
         text = "echo: " + (said.upper() if self.shout else said)
-        if on_delta is not None:
-            await on_delta(text)
+        if on_event is not None:
+            await on_event(TextDelta(text))
         return LLMResponse(
             text, usage=Usage(prompt_tokens=1000, completion_tokens=10), model=self.name
         )

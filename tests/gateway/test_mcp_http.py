@@ -8,7 +8,6 @@ host waits on a run: the host's next calls see the run continue and finish, noth
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +18,7 @@ from mcp.types import ElicitResult
 from tests.gateway.harness import Client, Server
 from tests.gateway.mcp_http import RawMcp, call, mcp_host, messages, refused
 from tests.gateway.teams_harness import add_user, sh, share, team_server, xclaw
+from tests.waiting import until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -177,13 +177,6 @@ async def test_a_wrong_token_is_refused(team: Server) -> None:
         assert (await plain.post(f"{team.http}/mcp", json={})).status_code == 401
 
 
-async def until_exists(path: Path, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(path.exists):
-        assert asyncio.get_running_loop().time() < deadline, f"{path} never appeared"
-        await asyncio.sleep(0.02)
-
-
 async def test_a_call_in_flight_ends_when_its_user_is_removed(
     team: Server, tokens: dict[str, str]
 ) -> None:
@@ -236,7 +229,8 @@ async def test_the_gateway_killed_mid_run_the_hosts_next_calls_see_it_finish(
             args = {"text": "count", "session_id": sid, "wait_s": 120}
             waiting = asyncio.ensure_future(s.call_tool("send_message", args))
             await watch.until(lambda f: f.get("type") == "tool" and f.get("state") == "running")
-            await until_exists(count)  # the command has begun: it has written its line
+            # The command has begun: it has written its line.
+            await until(count.exists, f"{count} appears", 60, in_thread=True)
             server.kill()  # SIGKILL
             await asyncio.wait_for(waiting, 60)
     assert ended.group_contains(MCPError)  # the host hears its call end with the connection

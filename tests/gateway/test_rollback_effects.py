@@ -17,7 +17,7 @@ from tests.cli.test_chat import spawn_chat
 from tests.gateway.harness import Client, Server, write_script
 from tests.gateway.mcp_http import call, mcp_host
 from tests.ledger import Ledger, pay
-from tests.runtime.test_crash import wait_until
+from tests.waiting import wait_until
 from xclaw.errors import IrreversibleEffects
 
 pytestmark = pytest.mark.slow

@@ -23,6 +23,7 @@ import pytest
 from tests.gateway.harness import clean_env, write_script, xclaw_cmd
 from tests.gateway.test_workers import TOKEN, PgServer
 from tests.store.conftest import PostgresBackend, postgres_url
+from tests.waiting import wait_until
 from xclaw.schedules.signing import sign
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -95,40 +96,35 @@ def fires(pg: PostgresBackend, source: str) -> list[tuple[Any, ...]]:
     )
 
 
-def wait_for(what: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s")
-
-
 def test_every_two_seconds_on_two_workers_once_per_tick_across_a_kill(
     two: list[PgServer], pg: PostgresBackend
 ) -> None:
     sid = new_session(two[0])
     sch = xclaw(pg, "schedule", "add", "--every", "2s", "--session", sid, "-m", "tick")
     assert sch in xclaw(pg, "schedule", "list")
-    wait_for(lambda: len([f for f in fires(pg, sch) if f[2] == "delivered"]) >= 3, 30)
+    wait_until(
+        lambda: len([f for f in fires(pg, sch) if f[2] == "delivered"]) >= 3, "3 fires", 30, 0.2
+    )
     # The worker that fired the latest tick is killed, in the middle of its work.
     by_worker = {s.proc.pid: s for s in two if s.proc is not None}
     last = fires(pg, sch)[-1]
     killed = next(s for pid, s in by_worker.items() if f":{pid}:" in str(last[3]))
     killed.kill(signal.SIGKILL)
     ticks_at_kill = len(fires(pg, sch))
-    wait_for(lambda: len(fires(pg, sch)) >= ticks_at_kill + 4, 40)
+    wait_until(lambda: len(fires(pg, sch)) >= ticks_at_kill + 4, "4 more ticks", 40, 0.2)
     xclaw(pg, "schedule", "pause", sch)
     # Whatever the dead worker had claimed and not delivered is delivered once its claim
     # runs out (15 s), by the living one.
-    wait_for(lambda: all(f[2] == "delivered" for f in fires(pg, sch)), 60)
-    wait_for(
+    wait_until(lambda: all(f[2] == "delivered" for f in fires(pg, sch)), "all delivered", 60, 0.2)
+    wait_until(
         lambda: (
             not pg.query(
                 "SELECT 1 FROM sessions WHERE session_id=? AND current_status='Running'", (sid,)
             )
         ),
+        "the session's run ends",
         30,
+        0.2,
     )
     got = fires(pg, sch)
     ticks = [int(f[1]) for f in got]
@@ -169,13 +165,15 @@ def test_a_webhook_refuses_a_bad_signature_and_runs_a_redelivery_once(
     assert first.json()["fire"]["state"] == "delivered"
     again = post_hook(two[1], "ci", body, good)  # the sender's retry, to the other worker
     assert again.status_code == 200 and again.json()["duplicate"] is True
-    wait_for(
+    wait_until(
         lambda: (
             not pg.query(
                 "SELECT 1 FROM sessions WHERE session_id=? AND current_status='Running'", (sid,)
             )
         ),
+        "the session's run ends",
         30,
+        0.2,
     )
     assert message_ids(pg, sid) == [f"hook.ci.{good['X-Xclaw-Delivery']}"]
     text = pg.query(

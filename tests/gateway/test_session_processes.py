@@ -26,9 +26,18 @@ from tests.gateway.teams_harness import add_user
 
 pytestmark = pytest.mark.slow
 
-SERVER_CMD = "httpd -p 127.0.0.1:8097 -h /opt"
+# The server's command line quotes a token of xclaw's form: every answer masks it as it
+# leaves (docs/security.md), as it does the record's copy of the command.
+QUOTED = "xcu_" + "Q" * 24
+SERVER = f"httpd -p 127.0.0.1:8097 -h /opt/{QUOTED}"
+SERVER_CMD = "httpd -p 127.0.0.1:8097 -h /opt/[REDACTED]"  # as every client shows it
 TURNS: list[dict[str, Any]] = [
-    {"text": "", "tool_calls": [{"name": "shell", "input": {"command": SERVER_CMD}}]},
+    {
+        "text": "",
+        "tool_calls": [
+            {"name": "shell", "input": {"command": f"mkdir -p /opt/{QUOTED} && {SERVER}"}}
+        ],
+    },
     {"text": "started"},
 ]
 
@@ -113,6 +122,8 @@ async def test_every_client_lists_what_a_container_sessions_commands_left_runnin
         out = chat_ps(server, session.id, tmp_path)
         assert "[ps] 1 background process(es)" in out, out
         assert SERVER_CMD in out and shell.id in out
+        seen = [listing.model_dump_json(), answer.text, notice["content"], out]
+        assert not [text for text in seen if QUOTED in text]
 
     # Another member's session answers as an id nobody has (docs/teams.md).
     bob = add_user(server, "bob")

@@ -29,6 +29,7 @@ import pytest
 
 from tests.gateway.harness import Client, Server, clean_env, write_script, xclaw_cmd
 from tests.store.conftest import PostgresBackend, postgres_url
+from tests.waiting import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -251,14 +252,10 @@ async def test_a_zombie_driver_cannot_write_after_a_takeover(cluster, pg: Postgr
     finally:
         os.kill(a.proc.pid, signal.SIGCONT)
     # The zombie wakes: its shell command finishes, its completion write is refused.
-    deadline = asyncio.get_running_loop().time() + 20
-    while "event=lease_lost" not in a.logs():
-        assert asyncio.get_running_loop().time() < deadline, a.logs()[-3000:]
-        await asyncio.sleep(0.2)
+    log = lambda: a.logs()[-3000:]  # noqa: E731
+    await until(lambda: "event=lease_lost" in a.logs(), log, 20, 0.2, in_thread=True)
     # The zombie's run is over once it drives nothing: no late write of it can still come.
-    while (await asyncio.to_thread(health, a))["sessionsDriven"]:
-        assert asyncio.get_running_loop().time() < deadline, a.logs()[-3000:]
-        await asyncio.sleep(0.1)
+    await until(lambda: not health(a)["sessionsDriven"], log, 20, 0.1, in_thread=True)
     after = pg.query(
         "SELECT seq, status, error_message, worker, end_time FROM traces "
         "WHERE session_id=? ORDER BY seq",

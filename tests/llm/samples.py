@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from xclaw.llm.events import ModelEvent, TextDelta
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -28,8 +29,17 @@ READ = ToolSpec(
 
 
 class Deltas(list[str]):
-    async def __call__(self, text: str) -> None:
-        self.append(text)
+    """A model call's event sink keeping the streamed text pieces (every event in
+    `events`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[ModelEvent] = []
+
+    async def __call__(self, event: ModelEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, TextDelta):
+            self.append(event.text)
 
 
 def tool_history() -> tuple[Message, ...]:

@@ -11,6 +11,7 @@ from tests.llm.samples import READ, SHELL, Deltas, tool_history
 from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.anthropic import AnthropicModel, anthropic_messages
 from xclaw.llm.base import LLMRequest
+from xclaw.llm.events import ModelEvent
 from xclaw.llm.retry import PartialReplyError, RetryingModel
 from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
@@ -246,7 +247,7 @@ async def test_cancellation_from_the_delta_sink_is_not_a_provider_error(
 ) -> None:
     anthropic_server.push(Reply(text="one two three"))
 
-    async def stop(_: str) -> None:
+    async def stop(_: ModelEvent) -> None:
         raise Cancelled()
 
     with pytest.raises(Cancelled):

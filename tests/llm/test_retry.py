@@ -9,15 +9,14 @@ from tests.llm.samples import Deltas
 from tests.ports import free_port
 from xclaw.errors import LLMError
 from xclaw.llm.anthropic import AnthropicModel
-from xclaw.llm.base import (
-    DeltaSink,
-    LLMRequest,
-    LLMResponse,
-    ProviderError,
-    retry_after_seconds,
-    show_thinking,
-    thinking_discard,
-    thinking_sink,
+from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError, retry_after_seconds
+from xclaw.llm.events import (
+    CallNotice,
+    EventSink,
+    ModelEvent,
+    TextDelta,
+    Thinking,
+    ThinkingDiscarded,
 )
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.retry import FallbackChain, PartialReplyError, RetryingModel
@@ -37,14 +36,14 @@ class Flaky:
         self.calls = 0
         self.stream_before_failing = stream_before_failing
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.calls += 1
         if self.errors:
-            if self.stream_before_failing and on_delta is not None:
-                await on_delta("half an ans")
+            if self.stream_before_failing and on_event is not None:
+                await on_event(TextDelta("half an ans"))
             raise self.errors.pop(0)
-        if on_delta is not None:
-            await on_delta("answer")
+        if on_event is not None:
+            await on_event(TextDelta("answer"))
         return LLMResponse(text="answer", model=self.name)
 
 
@@ -178,9 +177,10 @@ class Thinker:
         self.errors = list(errors)
         self.calls = 0
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         self.calls += 1
-        await show_thinking(ThinkingBlock("reasoning", f"{self.name} thought {self.calls}"))
+        assert on_event is not None
+        await on_event(Thinking(ThinkingBlock("reasoning", f"{self.name} thought {self.calls}")))
         if self.errors:
             raise self.errors.pop(0)
         return LLMResponse(text="answer", model=self.name)
@@ -190,18 +190,13 @@ async def _seen(model: object) -> list[str]:
     """What a client is told about thinking while `model` answers: shown, and taken back."""
     seen: list[str] = []
 
-    async def show(block: ThinkingBlock) -> None:
-        seen.append(block.thinking)
+    async def sink(event: ModelEvent) -> None:
+        if isinstance(event, Thinking):
+            seen.append(event.block.thinking)
+        elif isinstance(event, ThinkingDiscarded):
+            seen.append("<discarded>")
 
-    async def discard() -> None:
-        seen.append("<discarded>")
-
-    shown, voided = thinking_sink.set(show), thinking_discard.set(discard)
-    try:
-        await model.complete(REQ)  # type: ignore[attr-defined]
-    finally:
-        thinking_sink.reset(shown)
-        thinking_discard.reset(voided)
+    await model.complete(REQ, sink)  # type: ignore[attr-defined]
     return seen
 
 
@@ -241,19 +236,14 @@ def starting(msg: str = "connection failed: [Errno 111] Connection refused") -> 
     return ProviderError(msg, retryable=True, provider="p", starting=True)
 
 
-async def collect_notices(coro):
-    from xclaw.llm.base import notice_sink
-
+async def collect_notices(model, request=REQ):
     notices: list[str] = []
 
-    async def sink(text: str) -> None:
-        notices.append(text)
+    async def sink(event: ModelEvent) -> None:
+        if isinstance(event, CallNotice):
+            notices.append(event.text)
 
-    token = notice_sink.set(sink)
-    try:
-        return await coro, notices
-    finally:
-        notice_sink.reset(token)
+    return await model.complete(request, sink), notices
 
 
 async def test_a_server_still_starting_is_waited_for_with_one_notice() -> None:
@@ -264,7 +254,7 @@ async def test_a_server_still_starting_is_waited_for_with_one_notice() -> None:
     inner = Flaky("openai:gemma", [starting() for _ in range(12)])
     inner.endpoint = "http://127.0.0.1:8080/v1"  # type: ignore[attr-defined]
     m = RetryingModel(inner, retries=0, sleep=clock.sleep, clock=clock, startup_wait=60)
-    response, notices = await collect_notices(m.complete(REQ))
+    response, notices = await collect_notices(m)
     assert response.text == "answer" and inner.calls == 13
     assert len(notices) == 1
     assert "http://127.0.0.1:8080/v1" in notices[0] and "60 s" in notices[0]
@@ -312,7 +302,7 @@ async def test_a_real_server_that_starts_late_and_says_loading_is_waited_for() -
 
     late = asyncio.create_task(start_late())
     try:
-        response, notices = await collect_notices(m.complete(REQ))
+        response, notices = await collect_notices(m)
     finally:
         await late
         srv.__exit__(None, None, None)

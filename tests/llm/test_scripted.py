@@ -15,7 +15,9 @@ from tests.llm.samples import Deltas
 from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import ModelEvent, TextDelta
 from xclaw.llm.openai import openai_request
+from xclaw.llm.playback import Playback
 from xclaw.llm.scripted import FINISHED, ScriptedModel
 from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
@@ -154,18 +156,22 @@ async def test_subagents_use_their_own_script_and_count(tmp_path: Path) -> None:
         )
     )
     # The sub-agent's own list has no assistant message yet, whatever the main agent did.
-    r = await m.complete(LLMRequest(system="", messages=(UserMessage("subtask"),), agent="a1"))
+    r = await m.complete(
+        LLMRequest(system="", messages=(UserMessage("subtask"),), playback=Playback(agent="a1"))
+    )
     assert r.text == "sub step" and r.tool_calls[0].id == "call_a1_0_0"
     sub: list[Message] = [UserMessage("subtask")]
     follow(sub, r)
-    r2 = await m.complete(LLMRequest(system="", messages=tuple(sub), agent="a1"))
+    r2 = await m.complete(LLMRequest(system="", messages=tuple(sub), playback=Playback(agent="a1")))
     assert r2.text == "sub finished"
 
 
 async def test_subagent_without_script_echoes_its_task(tmp_path: Path) -> None:
     m = ScriptedModel(write(tmp_path, SCRIPT))
     r = await m.complete(
-        LLMRequest(system="", messages=(UserMessage("count the lines"),), agent="sub-7")
+        LLMRequest(
+            system="", messages=(UserMessage("count the lines"),), playback=Playback(agent="sub-7")
+        )
     )
     assert r.text == "Sub-agent done: count the lines" and r.tool_calls == ()
 
@@ -203,8 +209,9 @@ async def test_chunks_are_streamed_exactly_as_written(tmp_path: Path) -> None:
     m = ScriptedModel(write(tmp_path, script))
     seen: list[str] = []
 
-    async def sink(text: str) -> None:
-        seen.append(text)
+    async def sink(event: ModelEvent) -> None:
+        assert isinstance(event, TextDelta)
+        seen.append(event.text)
 
     r = await m.complete(LLMRequest(system="", messages=(UserMessage("go"),)), sink)
     assert seen == ["sk-a", "n", "t-key rest", "."]  # an empty chunk sends nothing
@@ -286,3 +293,23 @@ def test_a_bad_branch_is_a_clear_config_error(tmp_path) -> None:
     path.write_text('{"turns": [], "branches": [{"turns": []}]}')
     with pytest.raises(ConfigError, match='branches\\[0\\] needs a non-empty "when"'):
         ScriptedModel(path)
+
+
+def test_the_general_request_holds_what_a_provider_sends_and_one_playback_value() -> None:
+    """What only the models that play answers back read (who asks, the untrimmed history,
+    the resume note) is one value of theirs, not fields of the request every provider
+    gets."""
+    from dataclasses import fields
+
+    assert [f.name for f in fields(LLMRequest)] == [
+        "system",
+        "messages",
+        "tools",
+        "max_tokens",
+        "temperature",
+        "turn_start",
+        "output",
+        "prompt_estimate",
+        "playback",
+    ]
+    assert {f.name for f in fields(Playback)} == {"agent", "agent_name", "history", "resumed"}

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, write_script
+from tests.waiting import until
 from xclaw.tools.a2a_call import A2aCallTool
 from xclaw.tools.a2a_remote import call_ids
 from xclaw.tools.a2a_settings import RemoteAgent
@@ -52,14 +53,9 @@ def sessions(server: Server) -> list[str]:
     return [s["sessionId"] for s in r.json()["sessions"]]
 
 
-async def until(pred: Any, what: str, timeout: float = 90) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        got = await asyncio.to_thread(pred)
-        if got:
-            return got
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
+def b_has(pred: Any, what: str) -> Any:
+    """Until `pred` (a read of the record, in a thread) holds: B is slow under load."""
+    return until(pred, what, 90, 0.1, in_thread=True)
 
 
 def pair(
@@ -137,8 +133,8 @@ async def test_the_called_gateway_killed_mid_task_is_followed_to_the_end(
     c = await Client.open(a)
     await c.attach("caller")
     await c.send({"type": "message", "sessionId": "caller", "content": "get it reviewed"})
-    sid = await until(lambda: sessions(b) and b_session(b), "b has the task")
-    await until(
+    sid = await b_has(lambda: sessions(b) and b_session(b), "b has the task")
+    await b_has(
         lambda: any(s["input"] == {"command": "sleep 4"} for s in steps(b, sid)), "b sleeps"
     )
     b.kill()  # SIGKILL the serving gateway mid-task
@@ -159,8 +155,8 @@ async def test_the_calling_gateway_killed_mid_call_settles_it_by_asking(
     c = await Client.open(a)
     await c.attach("caller")
     await c.send({"type": "message", "sessionId": "caller", "content": "get it reviewed"})
-    sid = await until(lambda: sessions(b) and b_session(b), "b has the task")
-    await until(
+    sid = await b_has(lambda: sessions(b) and b_session(b), "b has the task")
+    await b_has(
         lambda: any(s["input"] == {"command": "sleep 4"} for s in steps(b, sid)), "b sleeps"
     )
     a.kill()  # SIGKILL the caller while its a2a_call waits

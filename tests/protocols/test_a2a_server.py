@@ -31,6 +31,7 @@ from a2a.types.a2a_pb2 import (
 
 from tests.gateway.harness import Server
 from tests.gateway.teams_harness import add_user
+from tests.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -217,12 +218,14 @@ async def test_a_working_task_is_canceled(server_factory: Any) -> None:
         stream = client.send_message(message("wait", "m-c", context="ctx-cancel"))
         tid = (await anext(stream)).task.id
         await stream.aclose()
-        deadline = asyncio.get_running_loop().time() + 60
-        while (await client.get_task(GetTaskRequest(id=tid))).status.state != (
-            TaskState.TASK_STATE_WORKING
-        ) or not any(s["type"] == "tool_call" for s in steps(server, "ctx-cancel")):
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.1)
+
+        async def working() -> bool:
+            state = (await client.get_task(GetTaskRequest(id=tid))).status.state
+            return state == TaskState.TASK_STATE_WORKING and any(
+                s["type"] == "tool_call" for s in steps(server, "ctx-cancel")
+            )
+
+        await until(working, "the task works on a tool call", 60, 0.1)
         canceled = await client.cancel_task(CancelTaskRequest(id=tid))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     finally:

@@ -19,6 +19,7 @@ import pytest
 from xclaw.agent.loop import Agent
 from xclaw.errors import StoreError
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.events import EventSink
 from xclaw.llm.prices import PriceTable
 from xclaw.messages import ThinkingBlock, ToolCall, Usage
 from xclaw.recorder.caller import StoreCaller
@@ -142,7 +143,7 @@ class ScriptModel:
     def __init__(self, *turns: LLMResponse | Exception) -> None:
         self.turns = list(turns)
 
-    async def complete(self, request: LLMRequest, on_delta: Any = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         turn = self.turns.pop(0)
         if isinstance(turn, Exception):
             raise turn

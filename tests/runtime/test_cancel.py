@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.runtime.harness import sh
+from tests.waiting import until
 from xclaw.store.model import Status, StepStatus, StepType, session_state
 
 
@@ -33,13 +34,6 @@ def _running(marker: str) -> list[int]:
     return found
 
 
-async def _until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 async def test_cancel_kills_a_running_command_now_and_the_session_waits(make) -> None:
     # The command ignores SIGTERM, so only the SIGKILL after the grace stops it; its child
     # (a second sleep) must go too. Without cancel it would run for 60 s.
@@ -55,13 +49,13 @@ async def test_cancel_kills_a_running_command_now_and_the_session_waits(make) ->
     sid = await h.session()
     ws: Path = h.settings.workspace_root / sid
     await h.runtime.send(sid, "run something long")
-    await _until(lambda: (ws / "started").exists() and bool(_running("61.25")))
+    await until(lambda: (ws / "started").exists() and bool(_running("61.25")), "the command runs")
     t0 = time.monotonic()
     assert h.runtime.cancel(sid)
     await asyncio.wait_for(h.runtime.wait_idle(sid), 30)
     took = time.monotonic() - t0
     assert took < 15, f"cancel took {took:.1f} s"
-    await _until(lambda: not _running("61.25"), 5)
+    await until(lambda: not _running("61.25"), "the command is gone", 5)
 
     session = h.store.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
@@ -83,7 +77,9 @@ async def test_cancel_aborts_an_llm_request_in_flight(make) -> None:
     h = make([{"text": "too late", "sleep": 60}, {"text": "next answer"}])
     sid = await h.session()
     await h.runtime.send(sid, "think hard")
-    await _until(lambda: any(s.step_type is StepType.LLM_CALL for s in h.store.steps(sid)))
+    await until(
+        lambda: any(s.step_type is StepType.LLM_CALL for s in h.store.steps(sid)), "a model call"
+    )
     t0 = time.monotonic()
     assert h.runtime.cancel(sid)
     await asyncio.wait_for(h.runtime.wait_idle(sid), 30)

@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pexpect
 import pytest
 
 from tests.llm.fakes import validate_anthropic_request, validate_openai_request
+from tests.waiting import wait_until
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.openai import openai_request
@@ -70,12 +70,7 @@ class Scenario:
             conn.close()
 
     def wait_for(self, sql: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.query(sql):
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"timed out waiting for: {sql}")
+        wait_until(lambda: self.query(sql), sql, timeout, every=0.005)
 
     def session_id(self) -> str:
         return self.query("SELECT session_id FROM sessions")[0][0]
@@ -143,14 +138,6 @@ def command_alive(marker: str) -> bool:
             except OSError:
                 continue  # gone meanwhile
     return False
-
-
-def wait_until(check: Any, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.01)
 
 
 def kill(proc: subprocess.Popen[str]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
+from tests.waiting import until
 from xclaw.config import Settings
 from xclaw.errors import SessionBusy
 from xclaw.llm.scripted import ScriptedModel
@@ -67,15 +68,6 @@ async def workers(
     backend.drop()
 
 
-async def until(check: Callable[[], bool], timeout: float = 30) -> None:
-    """Poll `check` (a store read, in a thread) until it holds; fail at the deadline."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not true within {timeout} s")
-        await asyncio.sleep(0.02)
-
-
 def writers(w: Worker, sid: str) -> list[str | None]:
     """traces.worker of each step, in order: who wrote it under its lease."""
     rows = w.backend.query("SELECT worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
@@ -86,7 +78,7 @@ async def test_a_second_worker_is_told_who_drives(workers) -> None:
     a, b = workers([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "slept"}])
     sid = (await a.runtime.open(None))[0].session_id
     await a.runtime.send(sid, "sleep")
-    await until(lambda: b.store.lease_info(sid).live)  # A's run holds the lease
+    await until(lambda: b.store.lease_info(sid).live, "A's run holds the lease", in_thread=True)
     with pytest.raises(SessionBusy) as e:
         await b.runtime.send(sid, "me too")
     assert a.id in e.value.message and e.value.code == "busy"
@@ -119,8 +111,12 @@ async def test_a_run_that_lost_its_lease_stops_without_writing(workers, caplog) 
     caplog.set_level(logging.WARNING, logger="xclaw.runtime")
     await a.runtime.send(sid, "work")
     # A's tool runs (its write-ahead row is there), then its lease lapses by the lease clock.
-    await until(lambda: any(s.step_type is StepType.TOOL_CALL for s in b.store.steps(sid)))
-    await until(lambda: not b.store.lease_info(sid).live)
+    await until(
+        lambda: any(s.step_type is StepType.TOOL_CALL for s in b.store.steps(sid)),
+        "a tool call is recorded",
+        in_thread=True,
+    )
+    await until(lambda: not b.store.lease_info(sid).live, "the lease lapses", in_thread=True)
     assert await b.runtime.resume_if_needed(sid) is True
     await b.runtime.wait_idle(sid)
     assert b.store.get_session(sid).status is Status.SUCCESS

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from tests.ports import free_port
-from tests.runtime.test_crash import kill, wait_until
+from tests.runtime.test_crash import kill
 from tests.seaweed import BUCKET, Seaweed, aws_env, running_seaweed
 from tests.tools.mcp_servers.servers import ROOT
+from tests.waiting import wait_until
 from xclaw.errors import IrreversibleEffects
 from xclaw.store.model import StepStatus, StepType
 from xclaw.tools.mcp.config import parse_servers

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.ledger import Ledger, pay
-from tests.runtime.test_crash import kill, wait_until
+from tests.runtime.test_crash import kill
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.ledger import Ledger, pay
-from tests.runtime.test_crash import Scenario, kill, wait_until
+from tests.runtime.test_crash import Scenario, kill
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -26,6 +24,7 @@ from tests.llm.fakes import (
     thinking_signature,
     validate_anthropic_request,
 )
+from tests.waiting import wait_until
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest
 from xclaw.messages import AssistantMessage, ThinkingBlock, ToolCall, ToolResultMessage, UserMessage
@@ -76,15 +75,6 @@ def _run(tmp: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait(cond: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError("timed out")
-
-
 def test_thinking_round_trip_across_kill_and_resume(tmp_path: Path) -> None:
     with FakeAnthropicServer() as srv:
         srv.push(
@@ -107,7 +97,7 @@ def test_thinking_round_trip_across_kill_and_resume(tmp_path: Path) -> None:
         )
         env = _env(tmp_path, _write_config(tmp_path, srv.url))
         proc = _run(tmp_path, env, "write two lines")
-        _wait(lambda: len(srv.requests) >= 2)  # the tool ran; the second call is in flight
+        wait_until(lambda: len(srv.requests) >= 2, "the tool ran; the second call is in flight", 60)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=10)
 

@@ -71,9 +71,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 @pytest.fixture
 async def workers(backend: Backend, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     made: list[Worker] = []
-    script = tmp_path / "script.json"
 
-    async def make(clock: Clock, turns: list[dict[str, Any]] | None = None) -> Worker:
+    async def make(
+        clock: Clock, turns: list[dict[str, Any]] | None = None, script_name: str = "script.json"
+    ) -> Worker:
+        """`script_name`: its scripted model's file, whose path is the model's name (a session
+        is driven only with the model it runs with: xclaw/runtime/agreement.py)."""
+        script = tmp_path / script_name
         script.write_text(json.dumps({"turns": turns or [{"text": "done"}] * 50}))
         w = Worker(backend, tmp_path, script, clock)
         await w.cluster.start()
@@ -293,3 +297,25 @@ async def test_the_creators_rights_are_asked_at_each_fire(workers: Any) -> None:
     f = schedules_of(a.store).get_fire(fire_id(sch, 6_000))
     assert f is not None and "gone" in (f.note or "")
     assert messages(a.store, sid) == [fire_id(sch, 2_000)]
+
+
+async def test_a_worker_that_may_not_drive_the_session_leaves_the_fire_to_one_that_may(
+    workers: Any,
+) -> None:
+    clock = Clock(0)
+    a = await workers(clock)
+    b = await workers(clock, script_name="other.json")  # another model: may not drive it
+    sid = await session(a.store)
+    await a.runtime.send(sid, "hello")  # the session now runs with a's model
+    await idle(a, b)
+    sch = add(a.store, session_id=sid)
+    clock.ms = 2_000
+    got = await b.scheduler.check()
+    assert (got.claimed, got.deferred, got.delivered, got.refused) == (1, 1, 0, 0)
+    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    assert f is not None and f.state == "pending" and "deferred" in (f.note or "")
+    assert (await a.scheduler.check()).delivered == 0  # held for a while: not retried at once
+    clock.ms = 2_000 + CLAIM_MS
+    assert (await a.scheduler.check()).delivered >= 1
+    await idle(a, b)
+    assert messages(a.store, sid)[1] == fire_id(sch, 2_000)

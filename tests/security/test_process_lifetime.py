@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import until
 from xclaw.config import Settings
 from xclaw.sandbox.isolation import confinement_available, isolation_from_settings
 from xclaw.tools.base import ToolContext
@@ -34,13 +35,6 @@ def running_with(arg: str) -> list[int]:
         if arg.encode() in cmd and stat[stat.rfind(")") + 2] not in "ZX":
             out.append(int(entry))
     return out
-
-
-async def wait_for(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 def _unique() -> str:
@@ -96,7 +90,7 @@ async def test_detached_processes_are_gone_when_the_step_is_cancelled(
     task = asyncio.create_task(
         tool.run({"command": f"setsid sleep {n} > /dev/null 2>&1 & sleep 60"}, ctx)
     )
-    await wait_for(lambda: bool(running_with(n)))
+    await until(lambda: running_with(n), "the command runs")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -110,7 +104,9 @@ async def test_stop_session_processes_stops_a_running_step(
     task = asyncio.create_task(
         tool.run({"command": f"setsid sleep {n} > /dev/null 2>&1 & sleep {n}1"}, ctx)
     )
-    await wait_for(lambda: len(running_with(n)) == 1 and len(running_with(n + "1")) == 1)
+    await until(
+        lambda: len(running_with(n)) == 1 and len(running_with(n + "1")) == 1, "both commands run"
+    )
     assert await stop_session_processes("s1", grace_s=0.5) == 1
     result = await asyncio.wait_for(task, 30)
     assert result.is_error  # killed by a signal

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server
+from tests.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -135,10 +136,7 @@ async def test_a_reader_that_stops_is_cut_off_by_bytes_not_frames(module_server_
             await conn.send(json.dumps({"type": "reconnect", "sessionId": sid}))
         await asyncio.sleep(0)
         # wait until the server has given up on us (its log says so), then drain
-        until = asyncio.get_running_loop().time() + 60
-        while "event=slow_client" not in big.logs():
-            assert asyncio.get_running_loop().time() < until, "never cut off"
-            await asyncio.sleep(0.1)
+        await until(lambda: "event=slow_client" in big.logs(), "cut off", 60, 0.1)
         conn.transport.resume_reading()
         # now drain: the socket must end with 1013 "client too slow", well before 120 MB.
         deadline = asyncio.get_running_loop().time() + 60

@@ -19,6 +19,7 @@ from xclaw.errors import BlobStoreLost, BlobStoreUnavailable, LeaseLost, Missing
 from xclaw.store.base import Store
 from xclaw.store.s3 import Location
 from xclaw.store.snapshot_model import content_hash
+from xclaw.store.writes import Kind
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 pytestmark = pytest.mark.slow
@@ -306,7 +307,7 @@ def test_a_tool_steps_images_are_uploaded_within_its_transaction(
     store, url = objects
     h, data = blob(b"\x89PNG not really an image, but bytes")
     write = store._write  # type: ignore[attr-defined]
-    assert write(store._put_blobs_tx({h: data}), durable=True) == len(data)  # type: ignore[attr-defined]
+    assert write(store._put_blobs_tx({h: data}), Kind.RESULT) == len(data)  # type: ignore[attr-defined]
     assert store.missing_blobs([h]) == set()
     assert store.get_blobs([h]) == {h: data}
     assert h in contents(weed, url, backend)

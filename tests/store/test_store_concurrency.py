@@ -15,6 +15,7 @@ from tests.store.conftest import Backend
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
 from xclaw.store.model import Status, StepStatus
+from xclaw.store.writes import Sync
 
 THREADS, SESSIONS_PER_THREAD, STEPS = 12, 3, 25
 
@@ -100,11 +101,11 @@ def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend)
     if backend.name == "sqlite":
 
         def write():
-            return store._writer.submit(slow, durable=False)  # type: ignore[attr-defined]
+            return store._writer.submit(slow, Sync.RELAXED)  # type: ignore[attr-defined]
     else:
 
         def write():
-            return store._pool.run(slow, durable=False)  # type: ignore[attr-defined]
+            return store._pool.run(slow, Sync.RELAXED)  # type: ignore[attr-defined]
 
     t = threading.Thread(target=write)
     t.start()

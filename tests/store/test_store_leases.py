@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
 from tests.store.builders import approval, llm, tool, user
+from tests.waiting import wait_until
 from xclaw.errors import LeaseLost, SessionNotFound
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import Status, StepStatus
-
-
-def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:
@@ -43,7 +36,7 @@ def test_an_expired_lease_is_taken_over_and_its_writes_are_refused(store: Store)
     zombie = store.driven(old)
     u = zombie.add_step(sid, user("go"))
     running = zombie.begin_step(sid, tool(parent=u.step_id))
-    _wait_until(lambda: not store.lease_info(sid).live, "the lease never expired")
+    wait_until(lambda: not store.lease_info(sid).live, "the lease never expired")
     new = store.acquire_lease(sid, "B", 30)
     assert new is not None and new.token == old.token + 1
     before = store.steps(sid)
@@ -76,7 +69,7 @@ def test_renew_extends_and_release_expires_now(store: Store) -> None:
     renewed = store.renew_lease(lease, 3.0)
     assert renewed.token == lease.token and renewed.expires_at > lease.expires_at
     # Past the first expiry by the lease clock, ~2 s before the renewed one.
-    _wait_until(lambda: store.lease_info(sid).now > lease.expires_at, "the clock stood still")
+    wait_until(lambda: store.lease_info(sid).now > lease.expires_at, "the clock stood still")
     assert store.lease_info(sid).live  # renewal kept it alive past the first expiry
     assert store.release_lease(renewed) is True
     info = store.lease_info(sid)
@@ -297,11 +290,11 @@ def test_sweep_targets_are_what_the_sweep_acts_on(store_factory) -> None:
     session(Status.SUCCESS, ids["finished"], 0.001)
     for other in (gone, holding, finished):
         other.close()
-    _wait_until(
+    wait_until(
         lambda: all(w.alive is False for w in store.workers() if w.worker_id != me),
         "the closed stores' workers are dead",
     )
-    _wait_until(
+    wait_until(
         lambda: not any(store.lease_info(s).live for s in (expired, waiting, paused, gone_sid)),
         "the 1 ms leases expired",
     )

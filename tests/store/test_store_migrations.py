@@ -134,9 +134,22 @@ SAMPLE_ROWS[7] = [
     ),
 ]
 
-# A version-8 database: a message waits for the session's run to end.
+# A budgets database: alice's call of s0002 held 500 tokens and cost 120; a grant to the session.
 SAMPLE_ROWS[8] = [
     *SAMPLE_ROWS[7],
+    "INSERT INTO budget_holds (session_id, seq, owner, day, month, held_tokens, held_usd, "
+    "spent_tokens, spent_usd, settled, created_at) VALUES ('old', 2, 'alice', '2026-12-06', "
+    "'2026-12', 500, 0.01, 120, 0.002, 1, 3000)",
+    "INSERT INTO budget_caps (target, caps, granted_tokens, granted_usd, updated_at) VALUES "
+    "('session:old', '{\"session_tokens\":1000}', 200, 0, 3000)",
+]
+
+# The holds kept in their key's b-tree (SQLite), the month indexes gone: the same rows.
+SAMPLE_ROWS[9] = [*SAMPLE_ROWS[8]]
+
+# A version-10 database: a message waits for the session's run to end.
+SAMPLE_ROWS[10] = [
+    *SAMPLE_ROWS[9],
     "INSERT INTO queued_inputs (session_id, id, mode, content, created_at) "
     "VALUES ('old', 'm-2', 'queue', 'and then this', 3000)",
 ]

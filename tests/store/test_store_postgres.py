@@ -9,6 +9,7 @@ import pytest
 from tests.store.builders import llm, tool
 from tests.store.conftest import PostgresBackend, postgres_url
 from xclaw.store.postgres import PostgresStore
+from xclaw.store.writes import Sync
 
 pytestmark = pytest.mark.postgres
 
@@ -28,19 +29,22 @@ def test_durable_commits_wait_for_the_wal_and_others_do_not(pg_store: PostgresSt
 
     def level(durable: bool) -> str:
         return pg_store._pool.run(
-            lambda c: c.execute("SHOW synchronous_commit").fetchone()[0], durable=durable
+            lambda c: c.execute("SHOW synchronous_commit").fetchone()[0],
+            Sync.DURABLE if durable else Sync.RELAXED,
         )
 
     assert level(True) == "on" and level(False) == "off"
     seen: list[tuple[bool, str]] = []
     real = pg_store._pool.run
 
-    def spy(fn, *, durable: bool, **kw):
+    def spy(fn, sync: Sync):
         def probe(conn):
-            seen.append((durable, conn.execute("SHOW synchronous_commit").fetchone()[0]))
+            seen.append(
+                (sync is Sync.DURABLE, conn.execute("SHOW synchronous_commit").fetchone()[0])
+            )
             return fn(conn)
 
-        return real(probe, durable=durable, **kw)
+        return real(probe, sync)
 
     pg_store._pool.run = spy  # type: ignore[method-assign]
     sid = pg_store.create_session().session_id
@@ -52,12 +56,10 @@ def test_durable_commits_wait_for_the_wal_and_others_do_not(pg_store: PostgresSt
 
 
 def test_tables_live_in_the_schema_of_the_url(pg_store: PostgresStore) -> None:
-    rows = pg_store._pool.run(
+    rows = pg_store._pool.read(
         lambda c: c.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
             (pg_store.schema,),
-        ).fetchall(),
-        durable=False,
-        write=False,
+        ).fetchall()
     )
     assert {"sessions", "traces", "schema_version", "workers", "blobs"} <= {r[0] for r in rows}

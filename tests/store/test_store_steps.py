@@ -102,7 +102,7 @@ def test_add_step_records_finished_steps(store: Store) -> None:
     )
     assert denied.status is StepStatus.FAILED and denied.error_message == "denied"
     assert store.steps(sid) == [u, denied]
-    with pytest.raises(ValueError, match="begin_step"):
+    with pytest.raises(ValueError, match="BeginStep"):
         store.add_step(sid, user(), status=StepStatus.RUNNING)
 
 

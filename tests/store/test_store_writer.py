@@ -17,8 +17,10 @@ from tests.store.conftest import Backend
 from xclaw.errors import StoreError
 from xclaw.store import sqlite_writer
 from xclaw.store.base import Store
+from xclaw.store.leases import Lease
 from xclaw.store.model import Status
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import Sync
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous values
 
@@ -31,7 +33,7 @@ def _hold_the_writer(store: SQLiteStore) -> tuple[threading.Thread, threading.Ev
         holding.set()
         release.wait(10)
 
-    t = threading.Thread(target=store._writer.submit, args=(slow,), kwargs={"durable": False})
+    t = threading.Thread(target=store._writer.submit, args=(slow, Sync.RELAXED))
     t.start()
     assert holding.wait(10)
     return t, release
@@ -170,7 +172,7 @@ def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> No
 
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
-        [lambda: store._writer.submit(unit, durable=False), lambda: store.add_step(other, user())]
+        [lambda: store._writer.submit(unit, Sync.RELAXED), lambda: store.add_step(other, user())]
     )
     _wait_queued(store, 2)
     seen = _statements(store)
@@ -190,7 +192,7 @@ def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) 
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
-            lambda: store._writer.submit(lambda _c: store.add_step(sid, user()), durable=False),
+            lambda: store._writer.submit(lambda _c: store.add_step(sid, user()), Sync.RELAXED),
             lambda: store.add_step(sid, user("kept")),
         ]
     )
@@ -210,13 +212,13 @@ def test_a_batch_with_one_durable_operation_commits_with_full_sync(
     def probe(conn):
         return conn.execute("PRAGMA synchronous").fetchone()[0]
 
-    assert store._writer.submit(probe, durable=False) == NORMAL
-    assert store._writer.submit(probe, durable=True) == FULL
+    assert store._writer.submit(probe, Sync.RELAXED) == NORMAL
+    assert store._writer.submit(probe, Sync.DURABLE) == FULL
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
-            lambda: store._writer.submit(probe, durable=False),
-            lambda: store._writer.submit(probe, durable=True),
+            lambda: store._writer.submit(probe, Sync.RELAXED),
+            lambda: store._writer.submit(probe, Sync.DURABLE),
         ]
     )
     _wait_queued(store, 2)
@@ -234,9 +236,9 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
     name = "submit" if backend.name == "sqlite" else "run"
     real = getattr(owner, name)
 
-    def spy(fn, *, durable: bool, **kw):
-        seen.append(durable)
-        return real(fn, durable=durable, **kw)
+    def spy(fn, sync: Sync, **kw):
+        seen.append(sync is Sync.DURABLE)
+        return real(fn, sync, **kw)
 
     monkeypatch.setattr(owner, name, spy)
 
@@ -261,6 +263,12 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
     assert durable(lambda: store.transition("d", Status.RUNNING)) is False
     assert durable(lambda: store.transition("d", Status.FAILED))
     assert durable(lambda: store.mark_interrupted("d"))
+    assert durable(lambda: store.acquire_lease("d", "w", 30))  # a takeover
+    lease = store.lease_info("d")
+    lease = Lease("d", "w", lease.token, lease.expires_at or 0)
+    assert not durable(lambda: store.renew_lease(lease, 30))
+    assert not durable(lambda: store.release_lease(lease))
+    assert not durable(lambda: store.heartbeat("w"))
     assert durable(lambda: store.fork("d", 2))
     assert durable(lambda: store.rollback("d", 2))
     assert not durable(lambda: store.update_session("d", title="x"))

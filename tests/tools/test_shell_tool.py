@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import until
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import HeadTail, ShellTool, child_env
 
@@ -27,14 +28,9 @@ def _text_of(path: Path) -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
-async def wait_for_file(path: Path, timeout: float = 5.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = await asyncio.to_thread(_text_of, path)
-        if text:
-            return text
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{path} never appeared")
+async def wait_for_file(path: Path) -> str:
+    """The file's text, once it has some."""
+    return await until(lambda: _text_of(path), f"{path} is written", in_thread=True)
 
 
 @pytest.fixture
@@ -256,5 +252,5 @@ async def test_cancelling_while_the_command_starts_still_kills_the_group(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.05)  # a process forked just before the kill must be dead too
-    assert running_with_argument(marker) == []
+    # A process forked just before the kill must be dead too (once the kill has reached it).
+    await until(lambda: running_with_argument(marker) == [], "no command is left", 10)

@@ -67,17 +67,20 @@ from xclaw.a2a.tasks import (
     TERMINAL,
     Turn,
     answer_artifact,
+    metadata_struct,
     state_of,
     task_of,
     text_message,
     turns_of,
 )
 from xclaw.errors import Forbidden, SessionNotFound, XclawError
+from xclaw.gateway.adapter_commands import may_run, run_command
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.following import Following
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.message_ids import client_ids, protocol_id
-from xclaw.protocol import MAX_FRAME_BYTES
+from xclaw.protocol import MAX_FRAME_BYTES, Command
+from xclaw.session_commands import protocol_command
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step
 from xclaw.teams import Actor, Identity, Need
 
@@ -364,6 +367,56 @@ class XclawRequestHandler(RequestHandler):
             follow.close()
             raise
 
+    # --- commands ---------------------------------------------------------------------------
+    async def _command(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | None:
+        """A message that is a command (`/steps`, `/rollback …`, `/fork` in its text, or
+        `metadata.rollback`), answered with a message — its words, and the WebSocket's
+        frame of it as a data part — and no task: a command is no turn of the session.
+        None: the message is not one."""
+        message = params.message
+        if message.task_id:
+            return None  # (the answer to what a task waits for)
+        command = _rollback_asked(message)
+        if command is None:
+            command = protocol_command(_parts(message)[0])
+        if command is None:
+            return None
+        if not message.message_id:
+            raise InvalidParamsError(message="message.messageId is required")
+        if message.role != Role.ROLE_USER:
+            raise InvalidParamsError(message="message.role must be ROLE_USER")
+        sid = message.context_id
+        if not sid:
+            raise InvalidParamsError(
+                message=f"/{command.name} acts on a context: the message needs its contextId"
+            )
+        actor = Actor(_who(context), "http", "a2a")
+        try:
+            await may_run(self.gw, sid, command, actor)
+        except SessionNotFound:
+            raise InvalidParamsError(message=f"no context {sid!r}") from None
+        except Forbidden as e:
+            raise InvalidRequestError(message=e.message) from None
+        try:
+            answered = await run_command(self.gw, sid, command, actor)
+        except XclawError as e:
+            raise InvalidRequestError(
+                message=f"/{command.name}: {self.rt.redact.text(e.message)}", data={"code": e.code}
+            ) from None
+        reply = Message(
+            message_id=f"xclaw:{sid}:command:{message.message_id}",
+            context_id=sid,
+            role=Role.ROLE_AGENT,
+            parts=[Part(text=self.rt.redact.text(answered.text))],
+        )
+        for frame in answered.frames:
+            part = Part()
+            part.data.struct_value.CopyFrom(metadata_struct(self.rt.redact(dict(frame))))
+            reply.parts.append(part)
+        return reply
+
     # --- following a task -------------------------------------------------------------------
     async def _now(self, started: Started, who: Identity) -> Task:
         session, steps, turn = await self._turn(started.task_id, who)
@@ -474,6 +527,9 @@ class XclawRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         who = _who(context)
+        answer = await self._command(params, context)
+        if answer is not None:
+            return answer
         started = await self._start(params, context)
         try:
             if not params.configuration.return_immediately:
@@ -488,6 +544,10 @@ class XclawRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         who = _who(context)
+        answer = await self._command(params, context)
+        if answer is not None:
+            yield answer
+            return
         started = await self._start(params, context)
         try:
             async for event in self._stream(started, who):
@@ -627,3 +687,37 @@ def _agent_named(message: Message) -> str | None:
     if not 0 < len(name) <= 200:
         raise InvalidParamsError(message="metadata.agent must be the name of a declared agent")
     return name
+
+
+# `metadata.rollback` of a message: a rollback asked with structure instead of words.
+ROLLBACK_FLAGS = {
+    "confirm": "--confirm",
+    "acceptIrreversible": "--accept-irreversible",
+    "retry": "--retry",
+    "abandon": "--abandon",
+}
+
+
+def _rollback_asked(message: Message) -> Command | None:
+    """`metadata.rollback` — `{"stepId": "s0004"}` (the preview), with `confirm`,
+    `acceptIrreversible` or `retry` true, or `{"abandon": true}` — as the `/rollback`
+    command it is (read by the same code: xclaw/session_commands.py)."""
+    if not message.HasField("metadata") or "rollback" not in message.metadata.fields:
+        return None
+    value = message.metadata.fields["rollback"]
+    if value.WhichOneof("kind") != "struct_value":
+        raise InvalidParamsError(message="metadata.rollback must be an object")
+    args: list[str] = []
+    for key, field in value.struct_value.fields.items():
+        kind = field.WhichOneof("kind")
+        if key == "stepId" and kind == "string_value" and 0 < len(field.string_value) <= 200:
+            args.insert(0, field.string_value)
+        elif key in ROLLBACK_FLAGS and kind == "bool_value":
+            if field.bool_value:
+                args.append(ROLLBACK_FLAGS[key])
+        else:
+            raise InvalidParamsError(
+                message="metadata.rollback: stepId (a step id) and confirm, acceptIrreversible, "
+                f"retry or abandon (booleans) only; not {key!r} as given"
+            )
+    return Command("rollback", tuple(args), " ".join(args))

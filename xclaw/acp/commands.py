@@ -3,7 +3,8 @@
 --abandon`, `/fork sNNNN [title]` — the same as in `xclaw chat`, through the Python API's
 methods (Session.steps, rollback_preview, rollback, fork). Each answers with text. A rollback
 past outside effects says first what it would undo and what it would leave done, and waits
-for `--confirm`, as the gateway's `/rollback` does."""
+for `--confirm`, in the words the gateway's `/rollback` says it (xclaw/session_commands.py:
+the commands' reading and the preview's words, shared by every protocol)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,17 @@ from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredComm
 from xclaw.api.base import Session
 from xclaw.errors import XclawError
 from xclaw.frames import Step
-from xclaw.http_bodies import RollbackAnswer, RollbackPreview
-from xclaw.outside_effects import describe_effect, describe_preview
+from xclaw.http_bodies import RollbackAnswer
+from xclaw.outside_effects import describe_effect
 from xclaw.protocol import parse_command
+from xclaw.session_commands import (
+    PROTOCOL_COMMANDS,
+    ROLLBACK_USAGE,
+    needs_confirmation,
+    preview_text,
+    protocol_command,
+    rollback_ask,
+)
 
 COMMANDS = [
     AvailableCommand(
@@ -41,16 +50,11 @@ COMMANDS = [
     ),
 ]
 NAMES = frozenset(c.name for c in COMMANDS)
-ROLLBACK_USAGE = (
-    "usage: /rollback sNNNN [--confirm | --accept-irreversible | --retry], or /rollback "
-    "--abandon — a step id shown by /steps"
-)
-ROLLBACK_FLAGS = frozenset({"--confirm", "--accept-irreversible", "--retry", "--abandon"})
+assert NAMES == PROTOCOL_COMMANDS  # the editor offers what every protocol answers
 
 
 def is_command(text: str) -> bool:
-    command = parse_command(text)
-    return command is not None and command.name in NAMES
+    return protocol_command(text) is not None
 
 
 def _line(step: Step) -> str:
@@ -64,32 +68,6 @@ def _line(step: Step) -> str:
     text = text if len(text) <= 80 else text[:79] + "…"
     sub = "" if step.agent == "main" else f" [{step.agent}]"
     return f"{step.id}  {step.type:<12} {step.name:<14} {step.status:<9}{sub} {text}"
-
-
-def _is_plain(preview: RollbackPreview) -> bool:
-    """Nothing outside the workspace after the step: the rollback is the plain rewind."""
-    return not (
-        preview.compensable or preview.irreversible or preview.undone_already or preview.pending
-    )
-
-
-def _preview_text(preview: RollbackPreview) -> str:
-    wire = preview.model_dump(by_alias=True, mode="json")
-    step = preview.step_id
-    lines = [describe_preview(wire)]
-    if preview.pending is not None:
-        lines.append(
-            "[rollback] a rollback of this session stopped half-way: finish it "
-            f"(/rollback {step} --retry) or abandon it (/rollback --abandon)"
-        )
-    elif preview.irreversible:
-        lines.append(
-            f"Nothing is done yet. To roll back and leave those done: /rollback {step} "
-            "--accept-irreversible"
-        )
-    else:
-        lines.append(f"Nothing is done yet. To roll back: /rollback {step} --confirm")
-    return "\n".join(lines)
 
 
 def _rolled_back_text(answer: RollbackAnswer) -> str:
@@ -110,25 +88,18 @@ def _rolled_back_text(answer: RollbackAnswer) -> str:
 
 
 async def _rollback(session: Session, args: tuple[str, ...]) -> str:
-    flags = [a for a in args if a.startswith("--")]
-    refs = [a for a in args if not a.startswith("--")]
-    if any(f not in ROLLBACK_FLAGS for f in flags):
+    ask = rollback_ask(args)
+    if ask is None:
         return ROLLBACK_USAGE
-    if "--abandon" in flags:
-        if refs or len(flags) != 1:
-            return ROLLBACK_USAGE
+    if ask.step is None:
         await session.abandon_rollback()
         return "The rollback that stopped half-way is abandoned: nothing more is undone."
-    if len(refs) != 1:
-        return ROLLBACK_USAGE
-    if not flags:
-        preview = await session.rollback_preview(refs[0])
-        if not _is_plain(preview):
-            return _preview_text(preview)
+    if ask.previews:
+        preview = (await session.rollback_preview(ask.step)).model_dump(by_alias=True, mode="json")
+        if needs_confirmation(preview):
+            return preview_text(preview)
     answer = await session.rollback(
-        refs[0],
-        accept_irreversible="--accept-irreversible" in flags,
-        retry="--retry" in flags,
+        ask.step, accept_irreversible=ask.accept_irreversible, retry=ask.retry
     )
     return _rolled_back_text(answer)
 

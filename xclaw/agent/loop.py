@@ -22,7 +22,14 @@ from xclaw.agent.steering import BeforeModel, Steering, context_for
 from xclaw.agents.hooks import WITHHELD, AfterTool, BeforeTool
 from xclaw.agents.output import FINAL_ANSWER
 from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
-from xclaw.errors import Cancelled, HookDenied, LimitsExceeded, OutputInvalid, ToolError
+from xclaw.errors import (
+    BudgetReached,
+    Cancelled,
+    HookDenied,
+    LimitsExceeded,
+    OutputInvalid,
+    ToolError,
+)
 from xclaw.llm.base import (
     DEFAULT_MAX_TOKENS,
     LLMRequest,
@@ -30,9 +37,6 @@ from xclaw.llm.base import (
     Model,
     OutputFormat,
     WindowReporting,
-    notice_sink,
-    thinking_discard,
-    thinking_sink,
 )
 from xclaw.llm.context import (
     COMPACT_INSTRUCTION,
@@ -42,6 +46,9 @@ from xclaw.llm.context import (
     fit_context,
     tool_tokens,
 )
+from xclaw.llm.events import CallNotice, ModelEvent, TextDelta, Thinking, ThinkingDiscarded
+from xclaw.llm.legacy import event_model
+from xclaw.llm.playback import Playback
 from xclaw.llm.settings import (
     DEFAULT_COMPACT_AT,
     DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -203,7 +210,7 @@ class Agent:
         side_effects: asyncio.Lock | None = None,
         steering: Steering | None = None,
     ) -> None:
-        self.model = model
+        self.model = event_model(model)  # one of the earlier seam's is adapted
         self.tools = tools
         self.policy = policy
         self.approver = approver
@@ -352,15 +359,18 @@ class Agent:
         request = LLMRequest(
             system=system,
             messages=fitted,
-            history=None if fitted is whole else whole,
             tools=tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
-            agent=self.agent_id,
             turn_start=turn_start,
-            resumed=resumed,
-            agent_name="default" if steering is None else steering.name,
             output=output,
+            prompt_estimate=tokens + len(system) // 4,
+            playback=Playback(
+                agent=self.agent_id,
+                agent_name="default" if steering is None else steering.name,
+                history=None if fitted is whole else whole,
+                resumed=resumed,
+            ),
         )
         params = {
             "max_tokens": self.config.max_tokens,
@@ -369,24 +379,14 @@ class Agent:
             "resumed": resumed,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        # The provider (and the retry wrapper), awaited in this task, see the sinks.
-        shown = thinking_sink.set(self.observer.llm_thinking)
-        voided = thinking_discard.set(self.observer.llm_thinking_discarded)
-        told = notice_sink.set(self.observer.llm_notice)
         try:
-            response = await self._until_cancelled(
-                self.model.complete(request, self.observer.llm_delta)
-            )
+            response = await self._until_cancelled(self.model.complete(request, self._model_event))
         except Cancelled:
             await self.observer.llm_failed(CANCELLED)
             raise
         except Exception as e:  # LLMError, or a provider bug: the step fails, then we stop
             await self.observer.llm_failed(str(e) or type(e).__name__)
             raise
-        finally:
-            thinking_sink.reset(shown)
-            thinking_discard.reset(voided)
-            notice_sink.reset(told)
         if steering is None or steering.output is None:
             await self.observer.llm_finished(response)
             return response
@@ -397,6 +397,23 @@ class Agent:
         elif self._feedback is not None:
             self._output_errors = [self._feedback]
         return response
+
+    async def _model_event(self, event: ModelEvent) -> None:
+        """What the model call in flight tells: each kind to the observer's hook for it."""
+        observer = self.observer
+        if isinstance(event, TextDelta):
+            await observer.llm_delta(event.text)
+        elif isinstance(event, Thinking):
+            await observer.llm_thinking(event.block)
+        elif isinstance(event, ThinkingDiscarded):
+            await observer.llm_thinking_discarded()
+        elif isinstance(event, CallNotice):
+            await observer.llm_notice(event.text)
+
+    async def _summary_event(self, event: ModelEvent) -> None:
+        """A summary call's events: its text and thinking are not shown, only its notices."""
+        if isinstance(event, CallNotice):
+            await self.observer.llm_notice(event.text)
 
     async def _before_model(self, context: list[Message], system: str, resume: ResumeState) -> str:
         """The before_model hooks' decision on this call (recorded; replayed on resume): the
@@ -446,10 +463,10 @@ class Agent:
         request = LLMRequest(
             system=self._system or self.config.system_prompt,
             messages=fitted,
-            history=None if fitted is asked else asked,
             tools=tools,
             max_tokens=self.config.max_tokens,
-            agent=self.agent_id,
+            prompt_estimate=sum(map(self._estimate, fitted)),
+            playback=Playback(agent=self.agent_id, history=None if fitted is asked else asked),
         )
         params = {
             "purpose": "compaction",
@@ -457,17 +474,16 @@ class Agent:
             "max_tokens": self.config.max_tokens,
         }
         await self.observer.llm_started(request, self.model.name, params)
-        told = notice_sink.set(self.observer.llm_notice)
         try:
-            response = await self._until_cancelled(self.model.complete(request, None))
+            response = await self._until_cancelled(
+                self.model.complete(request, self._summary_event)
+            )
         except Cancelled:
             await self.observer.llm_failed("cancelled by the user")
             raise
         except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
             await self.observer.llm_failed(f"compaction failed: {e}")
             return False
-        finally:
-            notice_sink.reset(told)
         await self.observer.compaction_finished(response, len(messages))
         summary = compacted_message(response.text)
         self._compacted_away.extend(messages)
@@ -685,8 +701,8 @@ class Agent:
                 # grace, SIGKILL); its step ends failed and the run ends here.
                 await self.observer.tool_finished(call, ToolResult(CANCELLED, is_error=True))
                 raise
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, BudgetReached):
+                raise  # a sub-agent's call past a budget stops the whole run, resumably
             except Exception as e:  # noqa: BLE001 - a tool bug must reach the model, not crash the loop
                 result = ToolResult(f"{call.name} crashed: {type(e).__name__}: {e}", is_error=True)
             finally:

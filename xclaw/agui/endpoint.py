@@ -13,6 +13,9 @@ record (MESSAGES_SNAPSHOT), so a client whose stream dropped — or whose gatewa
 killed — gets the conversation and the rest of the run, nothing twice (translate.py).
 Every answer is redacted as it leaves, as the HTTP API's are.
 
+A user message that is a command (`/steps`, `/rollback …`, `/fork`) is answered as one, by
+the gateway's commands, never sent to the model (xclaw/agui/commands.py).
+
 A run that sends a message reads the record once, before (nothing for a new thread), and
 writes nothing of its own: the message's id and the client's tools are written with the
 message (Runtime.send's `metadata`), and the state it ends with is counted from the frames.
@@ -30,6 +33,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from xclaw.agui.commands import command_events
 from xclaw.agui.request import (
     MAX_BODY_BYTES,
     RECORD_ID_PREFIX,
@@ -47,12 +51,15 @@ from xclaw.agui.snapshot import (
 )
 from xclaw.agui.translate import RESYNC, Ended, Event, Translator, interrupt_of
 from xclaw.errors import BadRequest, BadStep, SessionBusy, SessionNotFound, XclawError
+from xclaw.gateway.adapter_commands import Answered, may_run, run_command
 from xclaw.gateway.api import error_response, identity
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.event_stream import EventStream
 from xclaw.gateway.following import Following
 from xclaw.gateway.message_ids import protocol_id
 from xclaw.gateway.ws import encode_frame
+from xclaw.protocol import Command
+from xclaw.session_commands import protocol_command
 from xclaw.store.model import (
     APPROVAL_STEP_NAME,
     MAIN_AGENT,
@@ -153,6 +160,9 @@ class Served:
         self.session: Session | None = None  # as it was before the request acted
         self._before: dict[str, Any] = {}  # the session's costs before the message sent
         self._delivered: set[str] = set()  # front-end tool calls this request answered
+        # The message was a command (xclaw/agui/commands.py): its answer, or why it failed.
+        self.answered: Answered | None = None
+        self.refused: XclawError | None = None
 
     def close(self) -> None:
         self.follow.close()
@@ -168,12 +178,35 @@ class Served:
         if session is not None:  # another's session answers as an id nobody has
             await self.gw.access.require(self.who, self.sid, Need.READ)
         self.session = session
+        command = self._command()
+        if command is not None:
+            await self._run_command(command)
+            return
         self.follow.start()
         try:
             await self._act(session)
         except BaseException:
             self.close()
             raise
+
+    def _command(self) -> Command | None:
+        """The new user message is a command (`/steps`, `/rollback …`, `/fork`): it is
+        answered here, never sent to the model."""
+        mid, text = self.run.message_id, self.run.text
+        if mid is None or text is None or mid.startswith(RECORD_ID_PREFIX):
+            return None
+        return protocol_command(text)
+
+    async def _run_command(self, command: Command) -> None:
+        """Checked as the HTTP API checks (errors before the stream: a thread nobody has,
+        a part too small), then run; a command refused ends the stream with RUN_ERROR."""
+        if self.session is None:
+            raise SessionNotFound(self.sid)
+        await may_run(self.gw, self.sid, command, self.actor)
+        try:
+            self.answered = await run_command(self.gw, self.sid, command, self.actor)
+        except XclawError as e:
+            self.refused = e
 
     async def _act(self, session: Session | None) -> None:
         rt, store, run, sid = self.rt, self.gw.store, self.run, self.sid
@@ -293,6 +326,9 @@ class Served:
         t.approved = self.follow.answered
         t.answered |= self._delivered  # the client holds these results: it sent them
         try:
+            if self.answered is not None or self.refused is not None:
+                yield sse(await self._command_answer())
+                return
             started: list[Event] = [
                 {
                     "type": "RUN_STARTED",
@@ -328,6 +364,31 @@ class Served:
             yield sse(await self._finish(t, t.ended, state=not said))
         finally:
             self.close()
+
+    async def _command_answer(self) -> list[Event]:
+        """The whole run of a command: started, its answer, the state, finished."""
+        sid, run_id = self.sid, self.run.run_id
+        out: list[Event] = [
+            {
+                "type": "RUN_STARTED",
+                "threadId": sid,
+                "runId": run_id,
+                "protocolVersion": PROTOCOL_VERSION,
+            }
+        ]
+        if self.refused is not None:
+            message = self.rt.redact.text(self.refused.message)
+            return [*out, {"type": "RUN_ERROR", "message": message, "code": self.refused.code}]
+        assert self.answered is not None
+        events, text = command_events(run_id, self.answered, self.rt.redact)
+        finished: Event = {
+            "type": "RUN_FINISHED",
+            "threadId": sid,
+            "runId": run_id,
+            "outcome": {"type": "success"},
+            "result": text,
+        }
+        return [*out, *events, await self._state_from_record(), finished]
 
     async def _snapshot(self, t: Translator, *, state: bool = True) -> list[Event]:
         """The record's conversation (and state): what the client holds from here on."""

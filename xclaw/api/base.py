@@ -34,6 +34,7 @@ from xclaw.errors import XclawError
 from xclaw.frames import (
     AckFrame,
     ApprovalRequestFrame,
+    BudgetInfo,
     CostSummary,
     DeltaFrame,
     ErrorFrame,
@@ -151,6 +152,14 @@ class RunResult:
     def error(self) -> ErrorFrame | None:
         """The error the run ended with (llm_error, max_iterations, …), if it did."""
         return next((e for e in reversed(self.events) if isinstance(e, ErrorFrame)), None)
+
+    @property
+    def budget(self) -> BudgetInfo | None:
+        """The run stopped before a model call that would have gone past a budget cap (the
+        session waits in state `budget`, docs/budgets.md): which cap, what was spent, what
+        is left, what the call needed. None otherwise."""
+        last = next((e for e in reversed(self.events) if isinstance(e, StatusFrame)), None)
+        return None if last is None else last.budget
 
     @property
     def ok(self) -> bool:

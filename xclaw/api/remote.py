@@ -45,8 +45,7 @@ import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
-from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed
 
 from xclaw.agents.definition import AgentDefinition
 from xclaw.api.base import (
@@ -58,6 +57,14 @@ from xclaw.api.base import (
     quoted_start,
     refuse_commands,
     within,
+)
+from xclaw.api.connection import (
+    CLOSE_FORBIDDEN_ORIGIN,
+    CLOSE_TOO_MANY_ATTEMPTS,
+    CLOSE_UNAUTHORIZED,
+    PING_S,
+    Drop,
+    Reconnecting,
 )
 from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import (
@@ -113,19 +120,13 @@ log = logging.getLogger("xclaw.api")
 
 M = TypeVar("M", bound=BaseModel)
 
-BACKOFF_START_S = 0.2
-BACKOFF_MAX_S = 5.0
+# The backoff, the pings and the close codes are the one reconnect loop's
+# (xclaw/api/connection.py), shared with the terminal client.
 # The default bound on every wait for the gateway (connect(timeout=...)).
 TIMEOUT_S = 30.0
 # The largest frame or HTTP answer taken from a gateway (connect(max_size=...)): above a long
 # session's history frame, far below what would exhaust memory.
 MAX_SIZE = 64 * 1024 * 1024
-# The WebSocket's own liveness check: a gateway that stops answering pings is left and
-# connected to again (at most every 20 s; more often when the caller's bound is shorter).
-PING_S = 20.0
-CLOSE_UNAUTHORIZED = 4401
-CLOSE_FORBIDDEN_ORIGIN = 4403
-CLOSE_TOO_MANY_ATTEMPTS = 4429
 # What a refused WebSocket handshake or an HTTP error answer without xclaw's body means.
 REFUSED_BY_STATUS = {401: "unauthorized", 429: "too_many_attempts"}
 # Error codes with which the gateway refuses a run before it starts (docs/protocol.md).
@@ -214,6 +215,8 @@ class SessionSocket:
         self.lost.set_result(None)  # no connection yet
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._conn: Reconnecting | None = None
+        self._reconnected = False  # the connection was lost and is made again
         self._closed = False
         self._fatal: XclawError | None = None
         self._refused: XclawError | None = None  # the last attach's refusal
@@ -287,104 +290,94 @@ class SessionSocket:
                     await ws.send(orjson.dumps(frame).decode())
 
     async def _loop(self) -> None:
-        delay = BACKOFF_START_S
-        headers = {"Authorization": f"Bearer {self.agent.token}"} if self.agent.token else {}
-        reconnected = False  # the connection was lost and is made again
-        ping = min(PING_S, self.agent.timeout)
-        while not self._closed:
-            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            code: int | None = None
-            try:
-                async with ws_connect(
-                    self.agent.ws_url,
-                    additional_headers=headers,
-                    open_timeout=self.agent.timeout,
-                    close_timeout=min(self.agent.timeout, 10.0),
-                    max_size=self.agent.max_size,
-                    ping_interval=ping,
-                    ping_timeout=ping,
-                ) as ws:
-                    self._ws, self.lost = ws, lost
-                    delay = BACKOFF_START_S
-                    self.attaching = True
-                    await ws.send(
-                        orjson.dumps({"type": "reconnect", "sessionId": self.session_id}).decode()
-                    )
-                    async for raw in ws:
-                        frame = self._decode(raw)
-                        if frame is None:
-                            continue
-                        if (
-                            self.attaching
-                            and isinstance(frame, StatusFrame)
-                            and frame.busy is not None
-                        ):
-                            self.attaching = False
-                            self.last_attach = frame
-                            if reconnected:
-                                reconnected = False
-                                self.reconnects += 1
-                                if self.on_reattach is not None:
-                                    self.on_reattach(frame)
-                            self.attached.set()
-                            continue
-                        if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
-                            continue  # what the socket attached to: not a run's event
-                        if (
-                            self.attaching
-                            and isinstance(frame, ErrorFrame)
-                            and not frame.message_id
-                        ):
-                            # The attach was refused (a malformed id): said to `ensure`.
-                            self.attaching = False
-                            self._refused = from_code(frame.code, frame.content)
-                            self.attached.set()
-                            continue
-                        mid = getattr(frame, "message_id", None)
-                        waiter = self.answers.get(mid) if isinstance(mid, str) else None
-                        if waiter is not None and isinstance(
-                            frame, AckFrame | QueuedFrame | ErrorFrame
-                        ):
-                            if not waiter.done():
-                                waiter.set_result(frame)
-                            continue
-                        if self.listener is not None:
-                            self.listener(frame)
-                    code = ws.close_code
-            except ConnectionClosed as e:
-                code = e.rcvd.code if e.rcvd else None
-                self._why = f"the connection closed: {e}"
-            except InvalidStatus as e:
-                status = e.response.status_code
-                refused = REFUSED_BY_STATUS.get(status)
-                if refused is not None:
-                    self._fatal = from_code(refused, f"the gateway answered HTTP {status}")
-                    return
-                self._why = f"the WebSocket was refused with HTTP {status}"
-            except (OSError, TimeoutError, WebSocketException) as e:
-                self._why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, self._why)
-            finally:
-                self._ws = None
-                self.attached.clear()
-                if not lost.done():
-                    lost.set_result(None)
-            if code == CLOSE_UNAUTHORIZED:
-                self._fatal = from_code("unauthorized", "the gateway refused the access token")
-                return
-            if code == CLOSE_FORBIDDEN_ORIGIN:
-                self._fatal = from_code("forbidden_origin", "the gateway refused this Origin")
-                return
-            if code == CLOSE_TOO_MANY_ATTEMPTS:
-                self._fatal = from_code(
-                    "too_many_attempts", "too many failed sign-ins from this address"
-                )
-                return
-            if self._closed:
-                return
-            reconnected = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX_S)
+        """The one reconnect loop (xclaw/api/connection.py), attaching this session on each
+        connection."""
+        agent = self.agent
+        self._conn = Reconnecting(
+            agent.ws_url,
+            agent.token,
+            on_open=self._opened,
+            on_frame=self._frame,
+            on_drop=self._dropped,
+            open_timeout=agent.timeout,
+            max_size=agent.max_size,
+            ping=min(PING_S, agent.timeout),
+        )
+        if self._closed:
+            return
+        await self._conn.run()
+
+    async def _opened(self, ws: ClientConnection) -> None:
+        self._ws, self.lost = ws, asyncio.get_running_loop().create_future()
+        self.attaching = True
+        await ws.send(orjson.dumps({"type": "reconnect", "sessionId": self.session_id}).decode())
+
+    def _frame(self, raw: str | bytes) -> None:
+        frame = self._decode(raw)
+        if frame is None:
+            return
+        if self.attaching and isinstance(frame, StatusFrame) and frame.busy is not None:
+            self.attaching = False
+            self.last_attach = frame
+            if self._reconnected:
+                self._reconnected = False
+                self.reconnects += 1
+                if self.on_reattach is not None:
+                    self.on_reattach(frame)
+            self.attached.set()
+            return
+        if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
+            return  # what the socket attached to: not a run's event
+        if self.attaching and isinstance(frame, ErrorFrame) and not frame.message_id:
+            # The attach was refused (a malformed id): said to `ensure`.
+            self.attaching = False
+            self._refused = from_code(frame.code, frame.content)
+            self.attached.set()
+            return
+        mid = getattr(frame, "message_id", None)
+        waiter = self.answers.get(mid) if isinstance(mid, str) else None
+        if waiter is not None and isinstance(frame, AckFrame | QueuedFrame | ErrorFrame):
+            if not waiter.done():
+                waiter.set_result(frame)  # a message sent beside the run being streamed
+            return
+        if self.listener is not None:
+            self.listener(frame)
+
+    def _dropped(self, drop: Drop, delay: float) -> bool:
+        """The connection ended (or none was made): why, for `ensure`'s error; whether to
+        connect again (not when the gateway refused this client for good)."""
+        self._ws = None
+        self.attached.clear()
+        if not self.lost.done():
+            self.lost.set_result(None)
+        error, code = drop.error, drop.code
+        status = drop.refused_status
+        if status is not None:
+            refused = REFUSED_BY_STATUS.get(status)
+            if refused is not None:
+                self._fatal = from_code(refused, f"the gateway answered HTTP {status}")
+                return False
+            self._why = f"the WebSocket was refused with HTTP {status}"
+        elif isinstance(error, ConnectionClosed):
+            self._why = f"the connection closed: {error}"
+        elif error is not None:
+            self._why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, self._why)
+        if code == CLOSE_UNAUTHORIZED:
+            self._fatal = from_code("unauthorized", "the gateway refused the access token")
+            return False
+        if code == CLOSE_FORBIDDEN_ORIGIN:
+            self._fatal = from_code("forbidden_origin", "the gateway refused this Origin")
+            return False
+        if code == CLOSE_TOO_MANY_ATTEMPTS:
+            self._fatal = from_code(
+                "too_many_attempts", "too many failed sign-ins from this address"
+            )
+            return False
+        if self._closed:
+            return False
+        self._reconnected = True
+        return True
 
     def _decode(self, raw: str | bytes) -> ServerFrame | None:
         """A frame of this socket's session, typed; None for what is not one (not JSON, not
@@ -402,6 +395,8 @@ class SessionSocket:
 
     async def close(self) -> None:
         self._closed = True
+        if self._conn is not None:
+            self._conn.stop.set()
         ws = self._ws
         if ws is not None:
             with contextlib.suppress(Exception):

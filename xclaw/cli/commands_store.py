@@ -190,7 +190,7 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[Lease]:
         store.unregister_worker(worker)
 
 
-STATES = ("running", "paused", "waiting", "interrupted", "new", "success", "failed")
+STATES = ("running", "paused", "waiting", "budget", "interrupted", "new", "success", "failed")
 
 
 class _Listing(RecordReader, LeaseStore, Protocol):

@@ -26,6 +26,7 @@ def _register() -> None:
     # Imported here, not at module top, so `xclaw --help` stays fast and import-side-effect free.
     from xclaw.cli import (
         commands_acp,
+        commands_budget,
         commands_chat,
         commands_container,
         commands_demo,
@@ -56,6 +57,7 @@ def _register() -> None:
     commands_tools.register(cli)
     commands_schema.register(cli)
     commands_users.register(cli)
+    commands_budget.register(cli)
     commands_schedules.register(cli)
     commands_acp.register(cli)
     commands_mcp.register(cli)

@@ -30,8 +30,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
 from xclaw.answered_by import CLIENT_RE
-from xclaw.errors import BadRequest, BadStep, IrreversibleEffects, StoreError, XclawError
+from xclaw.errors import (
+    BadRequest,
+    BadStep,
+    Forbidden,
+    IrreversibleEffects,
+    StoreError,
+    XclawError,
+)
 from xclaw.frames import STATES
+from xclaw.gateway import schedules_api as sa
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
@@ -66,6 +74,7 @@ STATUS_OF_CODE = {
     "irreversible_effects": 409,
     "compensation_failed": 409,
     "rollback_pending": 409,
+    "unknown_schedule": 404,
 }
 MAX_BODY_BYTES = 64_000
 SIGN_IN_REFUSED = {
@@ -529,6 +538,54 @@ async def _who_did(gw: Gateway, sid: str) -> dict[str, Any]:
     return out
 
 
+def _admin(request: Request) -> Identity:
+    who = identity(request)
+    if not who.admin:
+        raise Forbidden("only an admin sets caps and grants (docs/budgets.md)")
+    return who
+
+
+async def get_budget(request: Request, gw: Gateway) -> Response:
+    """A target's caps, spend and what is left: an admin's to see, or a member's own (a
+    session they may read, `user:<their name>`)."""
+    target = request.path_params["target"]
+    who = identity(request)
+    if not who.admin:
+        if target.startswith("user:"):
+            if target != f"user:{who.user}":
+                raise Forbidden("a member sees their own budget only")
+        elif target == "total":
+            raise Forbidden("the deployment's budget is the admin's to see")
+        else:
+            await gw.access.require(who, target.removeprefix("session:"), Need.READ)
+    return _json(gw, await gw.runtime.budget(target))
+
+
+async def put_budget(request: Request, gw: Gateway) -> Response:
+    _admin(request)
+    caps = (await _body(request)).get("caps")
+    if not isinstance(caps, dict) or not all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in caps.values()
+    ):
+        raise BadRequest("field 'caps' must be an object of cap key -> number or null")
+    return _json(gw, await gw.runtime.set_budget(request.path_params["target"], caps))
+
+
+async def grant_budget(request: Request, gw: Gateway) -> Response:
+    _admin(request)
+    body = await _body(request)
+    tokens, usd = body.get("tokens", 0) or 0, body.get("usd", 0) or 0
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        raise BadRequest("field 'tokens' must be a whole number")
+    if not isinstance(usd, int | float) or isinstance(usd, bool):
+        raise BadRequest("field 'usd' must be a number")
+    if not tokens and not usd:
+        raise BadRequest("give 'tokens' or 'usd'")
+    target = request.path_params["target"]
+    answer = await gw.runtime.set_budget(target, grant_tokens=tokens, grant_usd=float(usd))
+    return _json(gw, answer)
+
+
 async def openapi(request: Request, gw: Gateway) -> Response:
     return JSONResponse(openapi_spec(__version__))  # no data of anyone's
 
@@ -556,6 +613,21 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/export", "GET", export, Need.READ),
     ("/sessions/{sid}/queue", "GET", list_queue, Need.READ),
     ("/sessions/{sid}/queue/{mid}", "DELETE", unqueue, Need.ACT),
+    # Schedules and webhooks (docs/schedules.md): their own checks (schedules_api.py).
+    ("/schedules", "GET", sa.list_schedules, None),
+    ("/schedules", "POST", sa.add_schedule, None),
+    ("/schedules/{schedule}", "GET", sa.get_schedule, None),
+    ("/schedules/{schedule}", "DELETE", sa.remove_schedule, None),
+    ("/schedules/{schedule}/pause", "POST", sa.pause_schedule, None),
+    ("/schedules/{schedule}/resume", "POST", sa.resume_schedule, None),
+    ("/schedules/{schedule}/fires", "GET", sa.schedule_fires, None),
+    ("/hooks", "GET", sa.list_hooks, None),
+    ("/hooks", "POST", sa.add_hook, None),
+    ("/hooks/{name}", "DELETE", sa.remove_hook, None),
+    # Budgets (docs/budgets.md): a member sees their own; an admin sets caps and grants.
+    ("/budgets/{target}", "GET", get_budget, None),
+    ("/budgets/{target}", "PUT", put_budget, None),
+    ("/budgets/{target}/grant", "POST", grant_budget, None),
 )
 
 

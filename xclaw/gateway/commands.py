@@ -16,13 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xclaw import views
+from xclaw import session_commands, views
 from xclaw.busy import BUSY_POLICIES, check_policy, session_policy
 from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.outside_effects import outside_note, outside_steps, owned_note
 from xclaw.protocol import Command
+from xclaw.session_commands import ROLLBACK_USAGE, rollback_ask
 from xclaw.store.base import Store, TeamStore
 from xclaw.store.model import Session, display_id
 from xclaw.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
@@ -143,40 +144,14 @@ class RollbackOutcome:
     not_undone: list[dict[str, Any]] = field(default_factory=list)
 
 
-ROLLBACK_USAGE = (
-    "usage: /rollback sNNNN [--confirm | --accept-irreversible | --retry], or /rollback "
-    "--abandon — a step id shown by /steps"
-)
-ROLLBACK_FLAGS = frozenset({"--confirm", "--accept-irreversible", "--retry", "--abandon"})
-
-
 def preview_frame(session_id: str, preview: Preview) -> RollbackPreviewJson:
     """The `rollback_preview` frame: what `/rollback sNNNN --confirm` would undo, and not."""
     return rollback_preview_frame({**preview.as_json(), "sessionId": session_id})
 
 
 def preview_text(preview: Preview) -> str:
-    """The preview in words, with the command that goes on."""
-    text = preview.text()
-    if preview.pending is not None and preview.pending_target != preview.target:
-        return text + (
-            f"\n[rollback] a rollback to before {preview.pending_target} stopped half-way "
-            f"({preview.pending}): finish it (/rollback {preview.pending_target} --retry) or "
-            "abandon it (/rollback --abandon) first"
-        )
-    if preview.pending is not None:
-        return text + (
-            f"\n[rollback] this rollback stopped half-way ({preview.pending}): "
-            f"/rollback {preview.target} --retry runs what failed again, "
-            f"/rollback {preview.target} --accept-irreversible rewinds leaving it done, "
-            "/rollback --abandon stops it"
-        )
-    if preview.not_undone:
-        return text + (
-            f"\n[rollback] to roll back anyway, leaving those done: /rollback "
-            f"{preview.target} --accept-irreversible"
-        )
-    return text + f"\n[rollback] to undo them and roll back: /rollback {preview.target} --confirm"
+    """The preview in words, with the command that goes on (xclaw/session_commands.py)."""
+    return session_commands.preview_text(preview.as_json())
 
 
 def sessions_text(
@@ -279,19 +254,14 @@ class CommandRunner:
         )
 
     async def _rollback(self, session_id: str, cmd: Command, who: Actor) -> CommandResult:
-        flags = [a for a in cmd.args if a.startswith("--")]
-        refs = [a for a in cmd.args if not a.startswith("--")]
-        if any(f not in ROLLBACK_FLAGS for f in flags):
+        ask = rollback_ask(cmd.args)
+        if ask is None:
             raise CommandError(ROLLBACK_USAGE)
-        if "--abandon" in flags:
-            if refs or len(flags) != 1:
-                raise CommandError(ROLLBACK_USAGE)
+        if ask.step is None:
             return await self.abandon(session_id, who)
-        if len(refs) != 1:
-            raise CommandError(ROLLBACK_USAGE)
-        if not flags:
+        if ask.previews:
             # Past outside effects, the rollback first says what it would undo and what not.
-            preview = await self.runtime.rollback_preview(session_id, refs[0])
+            preview = await self.runtime.rollback_preview(session_id, ask.step)
             if not preview.plain:
                 return CommandResult(
                     reply=[
@@ -299,9 +269,9 @@ class CommandRunner:
                         preview_frame(session_id, preview),
                     ]
                 )
-        accept = "--accept-irreversible" in flags
-        retry = "--retry" in flags
-        done = await self.rollback(session_id, refs[0], who, accept=accept, retry=retry)
+        done = await self.rollback(
+            session_id, ask.step, who, accept=ask.accept_irreversible, retry=ask.retry
+        )
         return done.frames
 
     async def rollback(

@@ -17,16 +17,26 @@ from xclaw.http_bodies import (
     ApiError,
     ApprovalAnswer,
     ApprovalBody,
+    BudgetCapsBody,
+    BudgetGrantBody,
+    BudgetReport,
+    FireList,
     ForkAnswer,
     ForkBody,
     Health,
     HistoryAnswer,
+    HookList,
+    HookMade,
+    NewHookBody,
+    NewScheduleBody,
     NewSessionBody,
     QueueAnswer,
     RenameBody,
     RollbackAnswer,
     RollbackBody,
     RollbackPreview,
+    ScheduleInfo,
+    ScheduleList,
     SessionList,
     SessionProcesses,
     StepList,
@@ -42,6 +52,15 @@ _SID = {
     "required": True,
     "schema": {"type": "string"},
     "description": "session id",
+}
+
+
+_TARGET = {
+    "name": "target",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "session:<id> (or a session id), user:<name> or total",
 }
 
 
@@ -66,6 +85,11 @@ _SESSION_ERRORS = {
     "404": _err(
         "no such session, or one the signed-in user has no part in (code `unknown_session`)"
     ),
+}
+
+_BUDGET_ERRORS = {
+    **_SESSION_ERRORS,
+    "400": _err("no such target or cap, or a bad amount (code `bad_request`)"),
 }
 
 
@@ -114,6 +138,16 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackBody,
     ForkBody,
     ApprovalBody,
+    ScheduleList,
+    ScheduleInfo,
+    FireList,
+    HookList,
+    HookMade,
+    NewScheduleBody,
+    NewHookBody,
+    BudgetReport,
+    BudgetCapsBody,
+    BudgetGrantBody,
 )
 _NAMES = {"ApiError": "Error", "SessionInfo": "Session"}
 
@@ -370,6 +404,32 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"200": _json(_ref(UnqueueAnswer))},
                 ),
             },
+            "/budgets/{target}": {
+                "parameters": [_TARGET],
+                "get": _op(
+                    "the caps on a session, a person or the deployment, what was spent and "
+                    "what is left (docs/budgets.md); a member sees their own only",
+                    {"200": _json(_ref(BudgetReport))},
+                    errors=_BUDGET_ERRORS,
+                ),
+                "put": _op(
+                    "an admin sets the target's caps over xclaw.yaml's; a session waiting "
+                    "for a budget it now has goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetCapsBody),
+                    errors=_BUDGET_ERRORS,
+                ),
+            },
+            "/budgets/{target}/grant": {
+                "parameters": [_TARGET],
+                "post": _op(
+                    "an admin adds tokens or dollars to a session's allowance; if it waits "
+                    "for a budget, it goes on where it stopped",
+                    {"200": _json(_ref(BudgetReport))},
+                    body=_ref(BudgetGrantBody),
+                    errors=_BUDGET_ERRORS,
+                ),
+            },
             "/sessions/{sid}/export": {
                 "parameters": [_SID],
                 "get": _op(
@@ -383,5 +443,99 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     },
                 ),
             },
+            **_schedule_paths(),
+        },
+    }
+
+
+_SCHEDULE_ERRORS = {
+    **_COMMON_ERRORS,
+    "404": _err(
+        "no such schedule or webhook, or one the signed-in member did not make (code "
+        "`unknown_schedule`)"
+    ),
+}
+_SCHEDULE = {
+    "name": "schedule",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "schedule id",
+}
+
+
+def _schedule_paths() -> dict[str, Any]:
+    """Schedules and webhooks (docs/schedules.md)."""
+    made = {
+        **_SESSION_ERRORS,
+        "400": _err("a wrong schedule or webhook: its field named (code `bad_request`)"),
+    }
+    one = _json(_ref(ScheduleInfo))
+    return {
+        "/schedules": {
+            "get": _op(
+                "the schedules (a member: those they made)",
+                {"200": _json(_ref(ScheduleList))},
+                errors=_COMMON_ERRORS,
+            ),
+            "post": _op(
+                "a schedule: a message sent to a session, or to a fork of a template, at "
+                "each tick; the signed-in person is its creator",
+                {"201": one},
+                body=_ref(NewScheduleBody),
+                errors=made,
+            ),
+        },
+        "/schedules/{schedule}": {
+            "parameters": [_SCHEDULE],
+            "get": _op("one schedule", {"200": one}, errors=_SCHEDULE_ERRORS),
+            "delete": _op(
+                "remove it (its fires stay recorded)",
+                {"204": {"description": "removed"}},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/schedules/{schedule}/pause": {
+            "parameters": [_SCHEDULE],
+            "post": _op("stop it firing", {"200": one}, errors=_SCHEDULE_ERRORS),
+        },
+        "/schedules/{schedule}/resume": {
+            "parameters": [_SCHEDULE],
+            "post": _op(
+                "fire it again (the ticks of the pause: its catch-up policy)",
+                {"200": one},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/schedules/{schedule}/fires": {
+            "parameters": [_SCHEDULE],
+            "get": _op(
+                "its latest fires, newest first",
+                {"200": _json(_ref(FireList))},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/hooks": {
+            "get": _op(
+                "the webhooks, never their secrets (a member: those they made)",
+                {"200": _json(_ref(HookList))},
+                errors=_COMMON_ERRORS,
+            ),
+            "post": _op(
+                "a webhook: POST /hooks/NAME, signed with the secret this answer shows once",
+                {"201": _json(_ref(HookMade))},
+                body=_ref(NewHookBody),
+                errors=made,
+            ),
+        },
+        "/hooks/{name}": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "delete": _op(
+                "remove it: its URL answers 401 from then on",
+                {"204": {"description": "removed"}},
+                errors=_SCHEDULE_ERRORS,
+            ),
         },
     }

@@ -16,7 +16,8 @@ from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
 from anthropic.types import Usage as AnthropicUsage
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError
+from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
 from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
 from xclaw.llm.wire import (
@@ -208,7 +209,7 @@ class AnthropicModel:
         self._thinking_budget = thinking_budget
         self._cache = cache
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         body = anthropic_request(
             self.model, request, thinking_budget=self._thinking_budget, cache=self._cache
         )
@@ -225,18 +226,18 @@ class AnthropicModel:
             ) as client:
                 stream = await client.messages.create(**body, stream=True, extra_body=extra)
                 request_id = request_id_of(stream.response.headers)
-                response = await self._read(stream, on_delta)
+                response = await self._read(stream, on_event)
                 return replace(response, request_id=request_id, endpoint=self.endpoint)
         except ProviderError as e:  # found reading the stream (a cut-off reply)
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise
         except (asyncio.CancelledError, XclawError):
-            raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
+            raise  # cancellation, or an error from on_event (e.g. Cancelled): not the provider's
         except Exception as e:
             raise provider_error(e, self.name, request_id=request_id) from e
 
     async def _read(
-        self, stream: AsyncStream[RawMessageStreamEvent], on_delta: DeltaSink | None
+        self, stream: AsyncStream[RawMessageStreamEvent], on_event: EventSink | None
     ) -> LLMResponse:
         """The streamed events, as the SDK types them. The SDK builds them without checking
         the server's JSON, so a field a server left out reads as None: each is read with a
@@ -285,14 +286,12 @@ class AnthropicModel:
                     order.append(event.index)
                 elif block.type == "text" and block.text:
                     text.append(block.text)
-                    if on_delta is not None:
-                        await on_delta(block.text)
+                    await emit(on_event, TextDelta(block.text))
             elif event.type == "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta" and delta.text:
                     text.append(delta.text)
-                    if on_delta is not None:
-                        await on_delta(delta.text)
+                    await emit(on_event, TextDelta(delta.text))
                 elif delta.type == "input_json_delta" and event.index in calls:
                     calls[event.index]["json"] += delta.partial_json or ""
                 elif delta.type == "thinking_delta" and event.index in thinking:
@@ -300,7 +299,7 @@ class AnthropicModel:
                 elif delta.type == "signature_delta" and event.index in thinking:
                     thinking[event.index]["signature"] += delta.signature or ""
             elif event.type == "content_block_stop" and event.index in thinking:
-                await show_thinking(_block(thinking[event.index]))
+                await emit(on_event, Thinking(_block(thinking[event.index])))
             elif event.type == "message_delta":
                 said = event.delta.stop_reason if event.delta is not None else None
                 stop_reason = said or stop_reason

@@ -6,17 +6,19 @@ from __future__ import annotations
 from xclaw.errors import ConfigError
 from xclaw.llm import registry
 from xclaw.llm.base import Model
+from xclaw.llm.legacy import event_model
 from xclaw.llm.provider import ProviderEntry
 from xclaw.llm.retry import FallbackChain, RetryingModel
 from xclaw.llm.settings import LlmSettings
 
 
 def build_provider(entry: ProviderEntry, llm: LlmSettings) -> Model:
-    """One bare provider (no retries) for one link of the chain."""
+    """One bare provider (no retries) for one link of the chain (a provider package's model
+    of the earlier seam adapted: xclaw/llm/legacy.py)."""
     provider = registry.provider(entry.kind)
     if provider is None:  # an entry made by hand, not read by the settings
         raise ConfigError(f"model {entry.model!r}: no provider of kind {entry.kind!r}")
-    return provider.build(entry, llm)
+    return event_model(provider.build(entry, llm))
 
 
 def build_model(llm: LlmSettings) -> Model:

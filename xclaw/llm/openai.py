@@ -19,9 +19,10 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 
 from xclaw.errors import XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, ProviderError, show_thinking
+from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError
 from xclaw.llm.builtin_providers import OpenAIProvider
 from xclaw.llm.context import estimated_usage
+from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
 from xclaw.llm.server_info import ServerDown, reported_context_window
 from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
@@ -244,7 +245,7 @@ class OpenAIModel:
             self._window_known = True
         return self._window
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         try:
             body = openai_request(
                 self.model,
@@ -268,7 +269,7 @@ class OpenAIModel:
                 )
                 request_id = request_id_of(stream.response.headers)
                 events: list[int] = [0]
-                response = await self._read(stream, on_delta, request, events)
+                response = await self._read(stream, on_event, request, events)
                 if not response.stop_reason and not client.saw_done():
                     # Nothing of this reply may run or be recorded: a tool call may be cut.
                     got = (
@@ -284,7 +285,7 @@ class OpenAIModel:
             stamp_request_id(e, request_id)  # in place: the same error goes on
             raise
         except (asyncio.CancelledError, XclawError):
-            raise  # cancellation, or an error from on_delta (e.g. Cancelled): not the provider's
+            raise  # cancellation, or an error from on_event (e.g. Cancelled): not the provider's
         except Exception as e:
             error = provider_error(e, self.name, request_id=request_id)
             self._learn_window_from(error)
@@ -301,7 +302,7 @@ class OpenAIModel:
     async def _read(
         self,
         stream: AsyncStream[ChatCompletionChunk],
-        on_delta: DeltaSink | None,
+        on_event: EventSink | None,
         request: LLMRequest,
         events: list[int],
     ) -> LLMResponse:
@@ -339,11 +340,10 @@ class OpenAIModel:
                 content = delta.content
                 if reasoning and not shown and (content or delta.tool_calls):
                     shown = True  # the reasoning is over: show it before the answer
-                    await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
+                    await emit(on_event, Thinking(ThinkingBlock("reasoning", "".join(reasoning))))
                 if content:
                     text.append(content)
-                    if on_delta is not None:
-                        await on_delta(content)
+                    await emit(on_event, TextDelta(content))
                 for frag in delta.tool_calls or ():
                     index, fid = frag.index, frag.id
                     key = index if index is not None else (fid or len(calls))
@@ -357,7 +357,7 @@ class OpenAIModel:
                         if fn.arguments:
                             entry["arguments"] += fn.arguments
         if reasoning and not shown:
-            await show_thinking(ThinkingBlock("reasoning", "".join(reasoning)))
+            await emit(on_event, Thinking(ThinkingBlock("reasoning", "".join(reasoning))))
         tool_calls = tuple(
             ToolCall(
                 id=c["id"] or f"call_{uuid.uuid4().hex[:24]}",

@@ -1,11 +1,11 @@
 """Retries with backoff, and a fallback chain of providers: the two ways a call survives a
 flaky network or a provider outage. Both wrap any Model and are Models themselves.
 
-Streamed text cannot be taken back. So a retry (or a fallback) happens only while nothing of
-the failed attempt has reached `on_delta`; once text went out, the failure is final for this
-call (PartialReplyError) and the session can be resumed, which re-issues the call. Thinking
-shown by a failed attempt is taken back (`thinking_discard`: clients drop it) before the next
-attempt thinks again, so it is never shown twice.
+Streamed text cannot be taken back. So a retry (or a fallback) happens only while no text of
+the failed attempt has gone to the caller's event sink; once text went out, the failure is
+final for this call (PartialReplyError) and the session can be resumed, which re-issues the
+call. Thinking shown by a failed attempt is taken back (a `ThinkingDiscarded` event: clients
+drop it) before the next attempt thinks again, so it is never shown twice.
 """
 
 from __future__ import annotations
@@ -19,34 +19,61 @@ from dataclasses import replace
 
 from xclaw.errors import LLMError
 from xclaw.llm.base import (
-    DeltaSink,
     LLMRequest,
     LLMResponse,
     Model,
     ProviderError,
     Served,
-    ThinkingWatch,
     WindowReporting,
-    show_notice,
     structured,
 )
+from xclaw.llm.events import (
+    CallNotice,
+    EventSink,
+    ModelEvent,
+    TextDelta,
+    Thinking,
+    ThinkingDiscarded,
+    emit,
+)
+from xclaw.llm.legacy import event_model
 
 log = logging.getLogger("xclaw.llm")
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class _CountingSink:
-    """Passes deltas through and remembers whether any went out."""
+class _Watch:
+    """Passes a call's events on to the caller's sink, counting what went out: the text of
+    the current attempt (never taken back) and the thinking shown since the call began or
+    was last taken back. Watches nest (a fallback chain of retrying models): a discard from
+    inside passes through the outer watch, which then has nothing left to take back, so each
+    block is taken back once."""
 
-    def __init__(self, inner: DeltaSink | None) -> None:
-        self.inner = inner
-        self.sent = 0
+    def __init__(self, outer: EventSink | None) -> None:
+        self.outer = outer
+        self.text = 0
+        self.thinking = 0
 
-    async def __call__(self, text: str) -> None:
-        self.sent += 1
-        if self.inner is not None:
-            await self.inner(text)
+    async def __call__(self, event: ModelEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.text += 1
+        elif isinstance(event, Thinking):
+            self.thinking += 1
+        elif isinstance(event, ThinkingDiscarded):
+            self.thinking = 0
+        await emit(self.outer, event)
+
+    def attempt(self) -> _Watch:
+        """A new attempt begins: none of its text went out yet."""
+        self.text = 0
+        return self
+
+    async def discard(self) -> None:
+        """The attempt failed and another follows: take back what it showed, if anything."""
+        if self.thinking:
+            self.thinking = 0
+            await emit(self.outer, ThinkingDiscarded())
 
 
 class PartialReplyError(LLMError):
@@ -92,7 +119,7 @@ class RetryingModel:
         jitter: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.inner = inner
+        self.inner = event_model(inner)
         self.name = inner.name
         # The provider's own structured output, when it has one (xclaw.llm.base.structured).
         self.structured_output = structured(inner)
@@ -113,22 +140,16 @@ class RetryingModel:
         ceiling = min(self.max_delay, self.base_delay * (2.0**retry))
         return ceiling / 2 + self._jitter() * ceiling / 2  # "equal jitter": never near zero
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        with ThinkingWatch() as thinking:
-            return await self._attempts(request, on_delta, thinking)
-
-    async def _attempts(
-        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
-    ) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         attempts = self.retries + 1
         attempt = 0
         waiting_since: float | None = None  # when the server was first found still starting
+        watch = _Watch(on_event)
         while True:
-            sink = _CountingSink(on_delta)
             try:
-                return await self.inner.complete(request, sink)
+                return await self.inner.complete(request, watch.attempt())
             except LLMError as err:
-                if sink.sent:
+                if watch.text:
                     raise _final(
                         err,
                         self.name,
@@ -141,7 +162,7 @@ class RetryingModel:
                     now = self._clock()
                     if waiting_since is None:
                         waiting_since = now
-                        await show_notice(self._starting_notice(err))
+                        await emit(on_event, CallNotice(self._starting_notice(err)))
                     if now - waiting_since < self.startup_wait:
                         wait = min(STARTUP_POLL_S, waiting_since + self.startup_wait - now)
                         log.info("%s: server not up yet (%s)", self.name, err.message)
@@ -167,7 +188,7 @@ class RetryingModel:
                     self.retries,
                     wait,
                 )
-                await thinking.discard()  # the next attempt thinks again
+                await watch.discard()  # the next attempt thinks again
                 await self._sleep(wait)
 
     async def context_window(self) -> int | None:
@@ -196,7 +217,7 @@ class FallbackChain:
     def __init__(self, models: Sequence[Model]) -> None:
         if not models:
             raise ValueError("FallbackChain needs at least one model")
-        self.models = tuple(models)
+        self.models = tuple(event_model(m) for m in models)
         self.name = ",".join(m.name for m in self.models)
         # Whichever answers must give it: only when every link has structured output.
         self.structured_output = all(structured(m) for m in self.models)
@@ -206,23 +227,17 @@ class FallbackChain:
         known = [w for w in [await context_window_of(m) for m in self.models] if w]
         return min(known) if known else None
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        with ThinkingWatch() as thinking:
-            return await self._chain(request, on_delta, thinking)
-
-    async def _chain(
-        self, request: LLMRequest, on_delta: DeltaSink | None, thinking: ThinkingWatch
-    ) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         failures: list[str] = []
         last: LLMError | None = None
+        watch = _Watch(on_event)
         for i, model in enumerate(self.models):
-            sink = _CountingSink(on_delta)
             try:
-                response = await model.complete(request, sink)
+                response = await model.complete(request, watch.attempt())
             except LLMError as err:
                 last = err
                 failures.append(f"{model.name}: {err.message}")
-                if sink.sent or isinstance(err, PartialReplyError):
+                if watch.text or isinstance(err, PartialReplyError):
                     raise
                 if i + 1 < len(self.models):
                     log.warning(
@@ -231,7 +246,7 @@ class FallbackChain:
                         err.message,
                         self.models[i + 1].name,
                     )
-                    await thinking.discard()  # the next provider thinks again
+                    await watch.discard()  # the next provider thinks again
                 continue
             return response if response.model else replace(response, model=model.name)
         assert last is not None

@@ -18,8 +18,9 @@ from typing import Any
 
 from xclaw.agents.output import FINAL_ANSWER
 from xclaw.errors import ConfigError, LLMError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, show_thinking
+from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
+from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.messages import (
     AssistantMessage,
     Message,
@@ -274,19 +275,20 @@ class ScriptedModel:
         # Answers as a provider with structured output of its own (`structured_output`).
         self.structured_output = self.script.structured_output
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
         last = request.messages[-1] if request.messages else None
         if isinstance(last, UserMessage) and last.text == COMPACT_INSTRUCTION:
             return self._summary(request)
-        main = request.agent == "main"
+        asked = request.playback
+        main = asked.agent == "main"
         # Turns are counted over the whole conversation, not the part that fits the window.
-        history = request.messages if request.history is None else request.history
+        history = asked.conversation(request.messages)
         start, turns, prefix = 0, self.script.turns if main else self.script.subagent_turns, "call"
-        if not main and self.script.agents and request.agent_name in self.script.agents:
-            turns = self.script.agents[request.agent_name]  # a declared sub-agent's own
+        if not main and self.script.agents and asked.agent_name in self.script.agents:
+            turns = self.script.agents[asked.agent_name]  # a declared sub-agent's own
         if main:
             # The resume note is the runtime's, not a person's: no branch answers it.
-            said = history[:-1] if request.resumed else history
+            said = history[:-1] if asked.resumed else history
             start, branch = self._branch(said)
             if branch is not None:
                 turns, prefix = branch.turns, f"call_u{start}"
@@ -304,16 +306,16 @@ class ScriptedModel:
         if turn.fail is not None:
             raise LLMError(turn.fail, retryable=False, provider=self.name)
         if turn.thinking:
-            await show_thinking(ThinkingBlock("reasoning", turn.thinking))
+            await emit(on_event, Thinking(ThinkingBlock("reasoning", turn.thinking)))
         if turn.output is not None and request.output is not None:
             turn = replace(turn, text=json.dumps(turn.output))  # structured output: its text
-        if on_delta is not None:
+        if on_event is not None:
             for piece in _chunks(turn.text) if turn.chunks is None else turn.chunks:
                 if piece:
-                    await on_delta(piece)
+                    await on_event(TextDelta(piece))
         # Ids depend only on the turn, so a replayed turn after a restart has the same ids.
         if not main:
-            prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', request.agent)}"
+            prefix = f"call_{re.sub(r'[^A-Za-z0-9_-]', '_', asked.agent)}"
         planned = turn.tool_calls
         if turn.output is not None and request.output is None:
             planned = ((FINAL_ANSWER, turn.output),)  # no structured output: the tool
@@ -334,7 +336,7 @@ class ScriptedModel:
     def _summary(self, request: LLMRequest) -> LLMResponse:
         """A compaction request: a deterministic summary (the user's messages and how many
         tool results there were), which consumes no turn of the script."""
-        history = request.messages if request.history is None else request.history
+        history = request.playback.conversation(request.messages)
         asked = [m.text for m in history if isinstance(m, UserMessage)][:-1]
         results = sum(1 for m in history if isinstance(m, ToolResultMessage))
         played = next_turn(self.script.turns, history, _played_before_summary(history))

@@ -9,17 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from xclaw.outside_effects import describe_preview
+from xclaw.session_commands import needs_confirmation
 
 
 def preview_needs_confirmation(preview: Mapping[str, Any]) -> bool:
     """Effects outside the workspace after the step (or a rollback stopped half-way): the
     rollback waits for `confirm`. Without any, it is the plain rewind, done at once."""
-    return bool(
-        preview.get("compensable")
-        or preview.get("irreversible")
-        or preview.get("undoneAlready")
-        or preview.get("pending")
-    )
+    return needs_confirmation(preview)
 
 
 def preview_answer(session_id: str, preview: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,9 @@ from typing import Any
 from xclaw.answered_by import REPLAY, AnsweredBy
 from xclaw.config import Settings
 from xclaw.errors import LLMError, XclawError
-from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
+from xclaw.llm.base import LLMRequest, LLMResponse, Model
+from xclaw.llm.events import EventSink, TextDelta, emit
+from xclaw.llm.legacy import event_model
 from xclaw.messages import AssistantMessage, ToolCall, Usage
 from xclaw.outside_effects import outside_steps
 from xclaw.recorder.history import recorded_thinking, tool_output_text
@@ -165,23 +167,24 @@ class RecordedModel:
     ) -> None:
         self.name = f"replay:{source}" if live is None else f"replay:{source}+{live.name}"
         self.answers = answers
-        self.live = live
+        self.live = None if live is None else event_model(live)
         self.from_record = 0
         self.live_calls = 0
         self.exhausted = False  # asked for an answer past the end of the record
 
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        history = request.history if request.history is not None else request.messages
+    async def complete(self, request: LLMRequest, on_event: EventSink | None = None) -> LLMResponse:
+        asked = request.playback
+        history = asked.conversation(request.messages)
         k = sum(1 for m in history if isinstance(m, AssistantMessage))
-        recorded = self.answers.get(_request_path(request.agent), [])
+        recorded = self.answers.get(_request_path(asked.agent), [])
         step = recorded[k] if k < len(recorded) else None
         if self.live is not None:
             self.live_calls += 1
-            return await self.live.complete(request, on_delta)
+            return await self.live.complete(request, on_event)
         if step is None:
             self.exhausted = True
             raise LLMError(
-                f"the record has no model answer #{k + 1} for agent {request.agent}: the replay "
+                f"the record has no model answer #{k + 1} for agent {asked.agent}: the replay "
                 "went past what was recorded (pass --model to go on with a live model)",
                 retryable=False,
                 provider="replay",
@@ -189,8 +192,8 @@ class RecordedModel:
         self.from_record += 1
         out = step.output_data if isinstance(step.output_data, dict) else {}
         text = str(out.get("text") or "")
-        if text and on_delta is not None:
-            await on_delta(text)
+        if text:
+            await emit(on_event, TextDelta(text))
         usage = (
             Usage.from_json(out["usage"])
             if isinstance(out.get("usage"), dict)

@@ -30,6 +30,8 @@ from typing import Any, Protocol
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.answered_by import AnsweredBy, answer_output
+from xclaw.budgets.ledger import Gate, Reached
+from xclaw.errors import BudgetReached
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
 from xclaw.recorder.caller import StoreCaller
@@ -51,7 +53,7 @@ from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, Completion, NewStep, Status, Step, StepStatus, StepType
 from xclaw.store.queue_sql import QueuedInput
 from xclaw.store.stream import WriteStream
-from xclaw.store.writes import AddStep, BeginStep, FinishStep, Unqueue
+from xclaw.store.writes import AddStep, BeginStep, FinishStep, Hold, Spent, Unqueue
 from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller"]
@@ -64,6 +66,7 @@ BeforeSideEffect = Callable[[Step], Awaitable[Any]]
 Rebuild = Callable[[Iterable[Step]], History]
 
 _ERROR_SUMMARY_CHARS = 500
+_CANCELLED = "cancelled by the user"
 
 
 # A step still being written, or written: a queued write whose slot will hold its step.
@@ -122,6 +125,7 @@ class Recorder:
         resumable_calls: dict[str, str] | None = None,
         rebuild: Rebuild | None = None,
         after_side_effect: BeforeSideEffect | None = None,
+        budget: Gate | None = None,
         steers: SteerInbox | None = None,
     ) -> None:
         # Reads (the session's status, a sub-agent's steps) on a thread; the writes go on
@@ -147,6 +151,11 @@ class Recorder:
         self._approvals: dict[str, Step] = dict(pending_approvals or {})
         self._tool_steps: dict[str, Step] = {}
         self._llm: BeginStep | None = None
+        # The run's budget check (docs/budgets.md), shared with its sub-agents; None: no cap
+        # applies, and a call costs nothing more than its row.
+        self.budget = budget
+        self._hold: Hold | None = None
+        self._model = ""
         # Interrupted sub-agents to continue: call id -> their branch's agent id.
         self._resumable = dict(resumable_calls or {})
         self._rebuild = rebuild
@@ -261,13 +270,33 @@ class Recorder:
             self._end_stream()  # (a call that never finished: nothing more comes of it)
             self._stream = self.redact.stream()
         parent = self._turn_root
-        # Not awaited: the LLM call is no side effect; the row commits while the model thinks.
+        hold = None
+        if self.budget is not None:
+            got = self.budget.reserve_call(request, model)
+            if isinstance(got, Reached):  # not made: nothing written, the run waits
+                self._end_stream()
+                raise BudgetReached(f"budget reached: {got.words()}", got.to_json())
+            hold = got
+        self._hold, self._model = hold, model
         self._llm = BeginStep(
             session_id=self.session_id,
             step=self._new(StepType.LLM_CALL, model, data),
             parent=parent,
+            hold=hold,
         )
+        # Not awaited: the LLM call is no side effect; the row (and its hold, in the same
+        # transaction) commits while the model thinks (writes.SYNC).
         self._put(self._llm, self._step_event)
+
+    def _spent(self, response: LLMResponse | None) -> Spent | None:
+        """The call's hold settled: at what it cost, or (`response` None: a failed call, not
+        billed) at nothing."""
+        hold, self._hold = self._hold, None
+        if hold is None or self.budget is None:
+            return None
+        if response is None:
+            return self.budget.settle(hold, 0, 0.0)
+        return self.budget.settle_call(hold, response, self._model)
 
     async def llm_delta(self, text: str) -> None:
         if self.is_main and text:
@@ -337,6 +366,7 @@ class Recorder:
                 token_usage_completion=_counted(response.usage.completion_tokens, response),
             ),
             session_status=Status.SUCCESS if final else None,
+            spent=self._spent(response),
         )
         committed = self._put(done, self._step_event)
         for call in response.tool_calls:
@@ -379,7 +409,11 @@ class Recorder:
             token_usage_prompt=_counted(response.usage.prompt_tokens, response),
             token_usage_completion=_counted(response.usage.completion_tokens, response),
         )
-        self._put(FinishStep(session_id=self.session_id, step=llm, done=done), self._step_event)
+        spent = self._spent(response)
+        self._put(
+            FinishStep(session_id=self.session_id, step=llm, done=done, spent=spent),
+            self._step_event,
+        )
         who = "" if self.is_main else f"sub-agent {self.agent}: "
         self.emit(
             Notice(
@@ -395,8 +429,13 @@ class Recorder:
             return
         self._llm = None
         failed = Completion(status=StepStatus.FAILED, error_message=self.redact.text(error))
+        # A provider's error is not billed: its hold settles at nothing. A call cut short by
+        # the user may have been: its hold stays at its reservation.
+        cancelled = error == _CANCELLED  # (the loop's words for it: agent/loop.py)
+        spent = None if cancelled else self._spent(None)
+        self._hold = None
         await self._write(
-            FinishStep(session_id=self.session_id, step=llm, done=failed, told=True),
+            FinishStep(session_id=self.session_id, step=llm, done=failed, told=True, spent=spent),
             self._step_event,
         )
 
@@ -631,6 +670,7 @@ class Recorder:
             writes=self.writes,
             resumable_calls=hist.resumable_calls if hist else None,
             rebuild=self._rebuild,
+            budget=self.budget,  # a sub-agent draws on its parent's remainder
         )
 
     def _parent_of(self, call: ToolCall) -> ParentRef:

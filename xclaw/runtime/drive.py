@@ -13,6 +13,7 @@ from typing import Any
 
 from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
+from xclaw.budgets.ledger import Gate
 from xclaw.config import Settings
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
@@ -23,6 +24,7 @@ from xclaw.recorder.redact import Redactor
 from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
 from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.approvals import WireApprover, approval_frame
+from xclaw.runtime.budgets import Budgets
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
@@ -35,7 +37,8 @@ from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_n
 from xclaw.runtime.wiring import Toolbox
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import MAIN_AGENT, Status, Step, StepStatus, StepType
+from xclaw.store.model import MAIN_AGENT, Status, Step, StepType
+from xclaw.store.writes import AddStep
 from xclaw.tools.base import ToolContext
 from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
 from xclaw.wire.shapes import FrameJson
@@ -67,6 +70,7 @@ class DriveParts:
     # tools get (`xclaw.open(deps=...)`, set after the runtime is made).
     agent_setups: AgentSetups
     deps: Callable[[], Any]
+    budgets: Budgets  # the caps and running totals of this worker's runs (docs/budgets.md)
     # The messages sent to steer a run of the session (xclaw/runtime/inputs.py).
     steers: Callable[[str], SteerInbox] | None = None
 
@@ -104,7 +108,8 @@ class TurnDrive:
             record, context = await self._read(opened)
             plan = plan_turn(self.turn, record)
             settled, hist = await self._settle(plan, record)
-            recorder = self._recorder(hist)
+            gate = await self.parts.budgets.gate_for(self.reader, self.sid)
+            recorder = self._recorder(hist, gate)
             await self._say(plan, recorder, settled)
             agent = self._agent(recorder, context)
             if self.turn is Turn.COMPACTION:
@@ -229,15 +234,16 @@ class TurnDrive:
         for step, evidence in plan.checks:  # recorded before anything acts on it
             said = evidence_step(step, evidence)
             said = replace(said, input_data=p.redact(said.input_data))
-            check = await db(db.store.add_step, self.sid, said, status=StepStatus.COMPLETED)
+            check = await db(db.store.write, AddStep(session_id=self.sid, step=said))
             self.emit(step_frame(check, p.prices))
         settled = [
             await db(
-                db.store.add_step,
-                self.sid,
-                s.step,
-                status=StepStatus.COMPLETED,
-                output_data=p.redact.text(s.output),  # as every tool output is
+                db.store.write,
+                AddStep(
+                    session_id=self.sid,
+                    step=s.step,
+                    output_data=p.redact.text(s.output),  # as every tool output is
+                ),
             )
             for s in plan.settle
         ]
@@ -247,7 +253,7 @@ class TurnDrive:
         rerun = {s.call_id for s in plan.rerun if s.call_id}
         return settled, p.rebuild(steps, rerun=rerun)
 
-    def _recorder(self, hist: History) -> Recorder:
+    def _recorder(self, hist: History, gate: Gate | None) -> Recorder:
         p, sid, lease, reader = self.parts, self.sid, self.run.lease, self.reader
         spaces = p.workspaces
         return Recorder(
@@ -269,6 +275,7 @@ class TurnDrive:
             ),
             resumable_calls=hist.resumable_calls,
             rebuild=p.rebuild,
+            budget=gate,
             steers=None if p.steers is None else p.steers(sid),
         )
 

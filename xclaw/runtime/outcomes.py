@@ -13,11 +13,13 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
+from xclaw.budgets.words import words
 from xclaw.errors import (
     BlobStoreUnavailable,
+    BudgetReached,
     Cancelled,
     HookDenied,
     LeaseLost,
@@ -29,6 +31,7 @@ from xclaw.errors import (
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.model import Status
+from xclaw.store.writes import BudgetStop
 from xclaw.wire.build import error_frame, notice_frame, state_frame, status_frame
 from xclaw.wire.shapes import ErrorJson, FrameJson
 
@@ -54,6 +57,9 @@ class Event(Enum):
     # Running, not awaiting input (a client's reconnect or the sweep resumes it); an error
     # frame says why: the object store holding the files did not answer (nothing lost).
     WAITING = "waiting for a store"
+    # Running, awaiting input, `metadata.budget` (state `budget`, not Failed): a model call
+    # would have gone past a cap and was not made; a grant or a raised cap resumes it.
+    BUDGET = "waiting for a budget"
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class Outcome:
 OUTCOMES: tuple[Outcome, ...] = (
     Outcome(Cancelled, Event.STOPPED),
     Outcome(HookDenied, Event.HELD),  # hook_denied: the session waits, not Failed
+    Outcome(BudgetReached, Event.BUDGET),  # budget: the session waits, not Failed
     Outcome(LimitsExceeded, Event.FAILED),  # max_iterations
     Outcome(LLMError, Event.FAILED, text="LLM call failed: {message}"),  # llm_error
     Outcome(LeaseLost, Event.LEASE_LOST),  # a write was refused: another worker drives it
@@ -156,6 +163,9 @@ async def end_with(e: BaseException, run: Ending) -> bool:
         run.lose_lease(_fields(e)["message"])
     elif row.event is Event.WAITING:
         await _wait(run, row.error_frame(e))
+    elif row.event is Event.BUDGET:
+        assert isinstance(e, BudgetReached)
+        await _budget(run, e)
     elif row.event is Event.SHUTDOWN:
         # Stopped because the lease was lost: nothing more to write. Else a shutdown: what
         # was running stays `running` and is marked interrupted by it.
@@ -213,6 +223,29 @@ async def _wait(run: Ending, error: ErrorJson) -> None:
         log.error("could not mark the steps of session %s interrupted: %s", sid, e.message)
     run.emit(error)
     run.emit(notice_frame(WAITING_NOTICE))
+
+
+async def _budget(run: Ending, e: BudgetReached) -> None:
+    """A call would have gone past a cap: what was running (a sub-agent's spawn_agent) is
+    marked interrupted, to be continued, and the session waits in state `budget` with
+    which cap, what was spent and what is left — durably before anyone is told."""
+    db, sid = run.db, run.sid
+    try:
+        await db(db.store.mark_interrupted, sid, keep_approvals=True)
+        await db(db.store.write, BudgetStop(session_id=sid, detail=e.detail))
+        session = await run.reader(run.reader.store.get_session, sid)
+    except LeaseLost as lost:
+        _lost_meanwhile(run, lost)
+        return
+    run.emit(state_frame(session, busy=False))
+    run.emit(notice_frame(budget_notice(e.detail)))
+
+
+def budget_notice(detail: dict[str, Any]) -> str:
+    return (
+        f"[budget] stopped before a model call: {words(detail)}; the session goes on where it "
+        "stopped after a grant or a raised cap (xclaw budget grant)"
+    )
 
 
 def _lost_meanwhile(run: Ending, e: LeaseLost) -> None:

@@ -49,6 +49,7 @@ from xclaw.store.model import (
     COMPENSATION,
     INTERRUPTED,
     ROLLBACK_PLAN,
+    Completion,
     NewStep,
     Session,
     Status,
@@ -57,6 +58,7 @@ from xclaw.store.model import (
     StepType,
     full_step_id,
 )
+from xclaw.store.writes import BeginStep, FinishStep
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.effects import (
     Compensation,
@@ -413,14 +415,14 @@ class Rollbacks:
             raise BadCommand(f"session {session_id} has no pending rollback to abandon")
         db = self.store.driven(lease) if lease is not None else self.store
         who = self.redact(dict(by))
-        ended = await asyncio.to_thread(
-            db.fail_step,
-            session_id,
-            plan.seq,
+        abandoned = Completion(
+            status=StepStatus.FAILED,
             error_message=f"abandoned by {_who_words(who)}: nothing more is undone, memory and "
             "files were not rewound",
             output_data={"abandonedBy": who},
-            durable=True,
+        )
+        ended = await asyncio.to_thread(
+            db.write, FinishStep(session_id=session_id, step=plan.seq, done=abandoned, told=True)
         )
         self._tell(session_id, ended)
         return ended
@@ -452,7 +454,7 @@ class Rollbacks:
             ),
         )
         db = self.store.driven(lease) if lease is not None else self.store
-        step = await asyncio.to_thread(db.begin_step, session_id, plan)
+        step = await asyncio.to_thread(db.write, BeginStep(session_id=session_id, step=plan))
         self._tell(session_id, step)
         return step
 
@@ -488,8 +490,10 @@ class Rollbacks:
                 cut_short = last.status is StepStatus.RUNNING or last.interrupted
                 if last.status is StepStatus.RUNNING:
                     # Its process died (this one holds the lease now): kept, marked.
+                    cut = Completion(status=StepStatus.FAILED, error_message=INTERRUPTED)
                     marked = await asyncio.to_thread(
-                        db.fail_step, session_id, last.seq, error_message=INTERRUPTED, durable=True
+                        db.write,
+                        FinishStep(session_id=session_id, step=last.seq, done=cut, told=True),
                     )
                     self._tell(session_id, marked)
                 again = retry or (
@@ -555,7 +559,7 @@ class Rollbacks:
             if beside and _seq(effect)
             else None,
         )
-        running = await asyncio.to_thread(db.begin_step, session_id, step)
+        running = await asyncio.to_thread(db.write, BeginStep(session_id=session_id, step=step))
         self._tell(session_id, running)
         tool = tools.get(str(entry.get("tool")))
         args = entry.get("input")
@@ -577,21 +581,20 @@ class Rollbacks:
             except Exception as e:  # noqa: BLE001 - a failing compensation stops the rollback
                 result = ToolResult(f"{type(e).__name__}: {e}", is_error=True)
         text = self.redact.text(result.content)
-        if result.is_error:
-            done = await asyncio.to_thread(
-                db.fail_step,
-                session_id,
-                running.seq,
-                error_message=text[:500] or "the compensation failed",
+        outcome = (
+            Completion(
+                status=StepStatus.FAILED,
                 output_data=text,
-                durable=True,
+                error_message=text[:500] or "the compensation failed",
             )
-        else:
-            done = await asyncio.to_thread(
-                db.complete_step, session_id, running.seq, output_data=text, durable=True
-            )
+            if result.is_error
+            else Completion(status=StepStatus.COMPLETED, output_data=text)
+        )
+        done: Step = await asyncio.to_thread(
+            db.write, FinishStep(session_id=session_id, step=running.seq, done=outcome, told=True)
+        )
         self._tell(session_id, done)
-        return done  # type: ignore[no-any-return]
+        return done
 
     async def _stop(
         self,

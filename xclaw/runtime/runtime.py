@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -30,6 +31,7 @@ from xclaw.busy import SESSION_KEY as BUSY_KEY
 from xclaw.busy import BusyPolicy, check_policy, policy_for
 from xclaw.config import Settings
 from xclaw.errors import (
+    BadRequest,
     ConfigError,
     MessageRecorded,
     SessionBusy,
@@ -46,6 +48,8 @@ from xclaw.runtime import approvals
 from xclaw.runtime.agent_choice import AgentRecord, with_agent
 from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.agreement import RunConfig
+from xclaw.runtime.budgets import Budgets, check_caps, parse_target
+from xclaw.runtime.budgets import report as budget_report
 from xclaw.runtime.changes import ChangeParts
 from xclaw.runtime.cluster import Cluster, ClusterParts
 from xclaw.runtime.drive import DriveParts, agent_config, drive_with
@@ -67,6 +71,7 @@ from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
 from xclaw.store.queue_sql import QueuedInput
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
+from xclaw.store.writes import BudgetStop, SetBudget
 from xclaw.teams import Actor
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
@@ -108,6 +113,8 @@ class Runtime:
         # What every step frame and listing of this runtime prices llm_calls with: the
         # providers' prices, then xclaw.yaml's.
         self.prices = PriceTable.with_overrides(settings.prices)
+        # The caps on model spend and this worker's running totals (docs/budgets.md).
+        self.budgets = Budgets(settings.budgets.caps(), self.prices)
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(
@@ -173,6 +180,7 @@ class Runtime:
                 worker_id=self.worker_id,
                 agent_setups=self.agent_setups,
                 deps=lambda: self.deps,
+                budgets=self.budgets,
                 steers=lambda sid: self.inputs.inbox(sid),
             )
         )
@@ -419,6 +427,59 @@ class Runtime:
             message_id=message_id,
             agent=agent,
         )
+
+    async def budget(self, target: str) -> dict[str, Any]:
+        """A budget target's caps, spend and what is left (docs/budgets.md): `session:<id>`
+        (or a bare session id), `user:<name>`, `total`."""
+        try:
+            target = parse_target(target)
+        except ValueError as e:
+            raise BadRequest(str(e)) from e
+        if target.startswith("session:"):
+            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            target = f"session:{session.session_id}"
+        configured = self.budgets.configured
+        return await self.db(budget_report, self.store, configured, target, time.time())
+
+    async def set_budget(
+        self,
+        target: str,
+        caps: Mapping[str, float | None] | None = None,
+        *,
+        grant_tokens: int = 0,
+        grant_usd: float = 0.0,
+    ) -> dict[str, Any]:
+        """An admin's caps for a target (each key set; None: no cap), or a grant to a
+        session; durable, then every session it let go on that waits for a budget resumes
+        where it stopped (its run checks the caps again before each call)."""
+        try:
+            target = parse_target(target)
+            check_caps(target, caps or {})
+        except ValueError as e:
+            raise BadRequest(str(e)) from e
+        if (grant_tokens or grant_usd) and not target.startswith("session:"):
+            raise BadRequest("a grant goes to a session (session:<id>)")
+        if grant_tokens < 0 or grant_usd < 0:
+            raise BadRequest("a grant is 0 or more")
+        sessions: list[Session]
+        if target.startswith("session:"):
+            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            target, sessions = f"session:{session.session_id}", [session]
+        else:
+            sessions = await self.db(self.store.list_sessions)
+        write = SetBudget(
+            target=target, caps=dict(caps or {}), grant_tokens=grant_tokens, grant_usd=grant_usd
+        )
+        await self.db(self.store.write, write)
+        self.budgets.forget_rows()
+        for s in sessions:
+            if s.state_key != "budget" or s.session_id in self.runs:
+                continue
+            # Goes on: not awaiting input (another worker's sweep may take it too).
+            go_on = BudgetStop(session_id=s.session_id, detail=None)
+            if await self.db(self.store.write, go_on):
+                await self.resume_if_needed(s.session_id)
+        return await self.budget(target)
 
     async def submit(
         self,

@@ -24,6 +24,7 @@ from xclaw.sandbox.container.policy import SandboxPolicy
 from xclaw.store.base import LeaseStore, RecordStore, StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Session, StepType
+from xclaw.store.writes import AddStep
 from xclaw.wire.build import notice_frame, step_frame
 
 log = logging.getLogger("xclaw.runtime")
@@ -147,7 +148,7 @@ class SessionConfigs:
         try:
             if details is not None:
                 step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
-                added = await p.db(p.db.store.add_step, sid, step, lease=lease)
+                added = await p.db(p.db.store.write, AddStep(session_id=sid, step=step), lease)
                 p.broadcast.emit(sid, step_frame(added, p.prices))
         finally:
             await p.leases.release(lease)
@@ -195,7 +196,8 @@ class SessionConfigs:
                 name=ALERT,
                 input_data={"decision": "refused", "sandbox": why, "worker": self.parts.worker_id},
             )
-            added = await self.parts.db(self.parts.db.store.add_step, sid, step, lease=lease)
+            db = self.parts.db
+            added = await db(db.store.write, AddStep(session_id=sid, step=step), lease)
             self.parts.broadcast.emit(sid, step_frame(added, self.parts.prices))
         finally:
             await self.parts.leases.release(lease)

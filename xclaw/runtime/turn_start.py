@@ -32,7 +32,7 @@ from xclaw.runtime.session_configs import SessionConfigs
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import LeaseStore, RecordReader, StepWriter
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, StepType
+from xclaw.store.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, StepType
 from xclaw.store.queue_sql import QueuedInput
 from xclaw.teams import Actor
 from xclaw.views import title_from_message
@@ -116,6 +116,10 @@ class TurnStarts:
             raise SessionNotFound(session_id)
         if found is not None:
             await self._no_rollback_pending(found)
+            if isinstance(found.metadata.get(BUDGET_KEY), dict):
+                # A new instruction: the session no longer waits for a budget (its run checks
+                # the caps again before each call).
+                metadata = {**(metadata or {}), BUDGET_KEY: None}
         p.require_model()  # before recording anything: say how to configure one
         # Another worker's session: with its model chain and approval mode, or refused.
         agreement = await p.configs.agreement(found, explicit=True)

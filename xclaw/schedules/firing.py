@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from xclaw.errors import SessionBusy, SessionNotFound, XclawError
+from xclaw.errors import ConfigMismatch, SessionBusy, SessionNotFound, XclawError
 from xclaw.schedules.spec import (
     CatchUp,
     Kind,
@@ -230,6 +230,15 @@ class Scheduler:
             if fire.session_id in busy:
                 raise SessionBusy("an earlier fire of this session is waiting")
             step = await self._send(fire)
+        except ConfigMismatch as e:
+            # This worker may not drive the session (another model chain, approval mode or
+            # sandbox): left for a worker that may, tried again here after a while.
+            done.deferred += 1
+            await self._settle(
+                fire, "pending", note=f"deferred: {e}", deferred=True,
+                retry_at=self.clock() + CLAIM_MS,
+            )  # fmt: skip
+            return
         except SessionBusy as e:
             busy.add(fire.session_id)
             # A run is in flight: the fire waits for the next check (counted, with why).

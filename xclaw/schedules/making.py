@@ -43,6 +43,8 @@ def new_schedule(
     first = spec.first()
     if first is None:
         raise ScheduleError(f"{when!r} never fires")
+    if kind is Kind.AT:
+        first = max(first, now_ms)  # a moment already past: fires at once (on time, now)
     return Schedule(
         schedule_id="sch" + secrets.token_hex(6),
         kind=kind.value,

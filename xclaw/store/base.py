@@ -21,8 +21,7 @@ methods take an optional `lease=`: its fencing token is checked in the same tran
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.store.blob_store import BlobStore
 from xclaw.store.changes import SessionChange
@@ -31,33 +30,20 @@ from xclaw.store.model import NewStep, Session, Status, Step, StepStatus, StepTr
 from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.stream import WriteStream
 
+# Defined beside the write values that return them, kept importable from here.
+from xclaw.store.writes import PlanDone as PlanDone
+from xclaw.store.writes import RollbackResult as RollbackResult
+from xclaw.store.writes import Writes
+
 if TYPE_CHECKING:
+    from xclaw.store.budgets_sql import BudgetRow
     from xclaw.store.queue_sql import QueuedInput
     from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
-    from xclaw.store.writes import Write
     from xclaw.teams import ShareRole, UserRole
 
-
-@dataclass(frozen=True, slots=True)
-class RollbackResult:
-    session: Session
-    target_seq: int
-    deleted: int
-    # The workspace restore journaled with the rollback (None: none asked, or the workspace
-    # is already as it was before the target step).
-    restore: PendingRestore | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlanDone:
-    """The plan of a rollback that undid outside effects (a running `system_alert`
-    `rollback`, model.ROLLBACK_PLAN): completed with `output` in the rollback's own
-    transaction, so the rewind and the plan's end are one (xclaw/runtime/rollbacks.py)."""
-
-    seq: int
-    output: Any = None
+R = TypeVar("R")
 
 
 @runtime_checkable
@@ -128,6 +114,13 @@ class StepWriter(Protocol):
     methods (the same writes applied one at a time), its status, marking, rollback. These are
     the methods that carry a fencing token; `LeaseStore.driven(lease)` is this role of one
     lease holder (leases.DrivenStore)."""
+
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
+        """Apply one write value of store/writes.py as its own transaction, fenced by
+        `lease`, committed as its kind's row of writes.SYNC says (a durable one is synced
+        when this returns); what the value's type says it returns. The store's one way to
+        write: its other write methods build a value and apply it here."""
+        ...
 
     def transition(
         self,
@@ -253,11 +246,6 @@ class RecordStore(RecordReader, Protocol):
     def writer_busy_s(self) -> float | None:
         """Seconds SQLite's one writer has spent running transactions (how close it is to
         saturation); None where there is no single writer (PostgreSQL's pool)."""
-        ...
-
-    def write(self, w: Write, lease: Lease | None = None) -> Any:
-        """One write value (store/writes.py) as its own transaction, committed as its kind's
-        row of writes.SYNC says; what applying it returns."""
         ...
 
     def create_session(
@@ -517,6 +505,18 @@ class TeamStore(Protocol):
 
 
 @runtime_checkable
+class BudgetStore(Protocol):
+    """Budgets in the record (store/budgets_sql.py, docs/budgets.md): the caps an admin set
+    (written with `write(SetBudget(...))`) and what the holds of each scope count."""
+
+    def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]: ...
+
+    def budget_totals(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]: ...
+
+    def budget_holds(self, session_id: str) -> list[tuple[int, int, int, bool]]: ...
+
+
+@runtime_checkable
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
     """The whole seam, for what wires the layers together (the runtime, the gateway, the
     commands that open a database). Every other caller asks for the role it needs."""
@@ -527,7 +527,7 @@ class ScheduleStore(Protocol):
     """Schedules, webhooks and their fires (store/schedules_sql.py, docs/schedules.md): the
     reads; the writes are values (`write(AddSchedule(...))`, store/writes.py)."""
 
-    def write(self, w: Write, lease: Lease | None = None) -> Any: ...
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
     def get_schedule(self, schedule_id: str) -> Schedule: ...
     def schedules(self, *, created_by: str | None = None) -> list[Schedule]: ...
     def due_schedules(self, now_ms: int, limit: int = 500) -> list[Schedule]: ...
@@ -550,4 +550,11 @@ def teams_of(store: object) -> TeamStore:
     """The team side of a store (both backends have one)."""
     if not isinstance(store, TeamStore):
         raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
+    return store
+
+
+def budgets_of(store: object) -> BudgetStore:
+    """The budget side of a store (both backends have one)."""
+    if not isinstance(store, BudgetStore):
+        raise TypeError(f"{type(store).__name__} keeps no budgets (not a BudgetStore)")
     return store

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from xclaw.errors import MissingBlobs
 from xclaw.store.dialect import Dialect
 from xclaw.store.snapshot_model import content_hash, decode_blob, encode_blob
+from xclaw.store.writes import Kind
 
 T = TypeVar("T")
 
@@ -27,7 +28,7 @@ class StoreAccess(Protocol):
 
     def read(self, fn: Callable[[Any], T]) -> T: ...
 
-    def write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+    def write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
 
     def now(self) -> int: ...
 
@@ -129,9 +130,9 @@ class DatabaseBlobs:
         return set(hashes) - {r[0] for r in rows}
 
     def put(self, blobs: Mapping[str, bytes]) -> int:
-        # Not durable on its own: the snapshot that names these blobs commits durably, and a
+        # Relaxed (writes.SYNC): the snapshot that names these blobs commits durably, and a
         # durable commit makes every earlier commit durable too (SQLite WAL, PostgreSQL WAL).
-        return self._access.write(self.put_tx(blobs), durable=False)
+        return self._access.write(self.put_tx(blobs), Kind.BLOBS_PUT)
 
     def put_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]:
         rows = blob_rows(blobs)  # hashed and compressed now, in the caller's thread
@@ -154,7 +155,7 @@ class DatabaseBlobs:
 
     def gc(self) -> int:
         d = self._d
-        return self._access.write(lambda conn: sweep_blobs_tx(d, conn), durable=False)
+        return self._access.write(lambda conn: sweep_blobs_tx(d, conn), Kind.BLOBS_SWEPT)
 
     def close(self) -> None:
         return None

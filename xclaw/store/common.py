@@ -12,7 +12,7 @@ The contract stays the `Store` Protocol in xclaw.store.base; this class holds no
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -37,7 +37,6 @@ from xclaw.store.model import (
 )
 from xclaw.store.queue_sql import dequeue_tx
 from xclaw.store.rows import STEP_COLS, row_to_step
-from xclaw.store.rows import new_session_id as _new_session_id
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
 )
@@ -47,16 +46,21 @@ from xclaw.store.writes import (
     AddStep,
     BeginStep,
     FinishStep,
+    Fork,
+    Kind,
+    MarkInterrupted,
     OpenTurn,
-    Sync,
-    Write,
+    Rollback,
+    Transition,
+    Writes,
+    kind_of,
     normalise_step,
     prepare,
-    sync_of,
 )
 from xclaw.teams import Need, ShareRole, allows
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 # The columns a caller gives a new step (NewStep's fields named as Step columns, but the
@@ -208,7 +212,7 @@ class StoreBase:
 
     if TYPE_CHECKING:  # each backend's own SQL and transactions, and its mixins' bodies
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
 
         def _create_session_tx(
             self, sid: str, title: str, metadata: Mapping[str, Any] | None
@@ -337,53 +341,27 @@ class StoreBase:
 
         return tx
 
-    def _apply(self, w: Write, lease: Lease | None) -> Any:
-        """One write as its own transaction, committed as the table says (writes.SYNC); its
-        values encoded here, before the transaction."""
-        return self._write(
-            prepare(self, w, lease),  # type: ignore[arg-type]
-            durable=sync_of(w) is Sync.DURABLE,
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
+        """Apply one write value (store/writes.py) as its own transaction, fenced by `lease`
+        when given, committed as its kind's row of writes.SYNC says; its values encoded
+        here, before the transaction. The one way the store is written."""
+        body: Callable[[Any], R] = prepare(self, w, lease)  # type: ignore[arg-type]
+        return self._write(body, kind_of(w))
+
+    def _rollback_tx(self, w: Rollback, lease: Lease | None) -> Callable[[Any], RollbackResult]:
+        """writes.Rollback's transaction, the body shared (timetravel.py)."""
+        d, sid, ref = self._dialect, w.session_id, w.ref
+        seq = parse_step_ref(ref, sid)
+        return lambda conn: rollback_tx(
+            d, conn, sid, seq, ref, self._now(), w.workspace, lease=lease, plan=w.plan
         )
 
-    def write(self, w: Write, lease: Lease | None = None) -> Any:
-        """One write value (store/writes.py) as its own transaction, committed as its kind's
-        row of writes.SYNC says; returns what applying it returns."""
-        return self._apply(w, lease)
-
-    def _rollback(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        workspace: WorkspaceRestore | None,
-        lease: Lease | None,
-        plan: PlanDone | None = None,
-    ) -> RollbackResult:
-        """One durable write transaction of the backend, the body shared (timetravel.py)."""
-        d = self._dialect
-        return self._write(
-            lambda conn: rollback_tx(
-                d, conn, session_id, seq, ref, self._now(), workspace, lease=lease, plan=plan
-            ),
-            durable=True,
-        )
-
-    def _fork(
-        self,
-        session_id: str,
-        seq: int,
-        ref: str | int,
-        new_sid: str,
-        title: str | None,
-        workspace: WorkspaceRestore | None,
-    ) -> Session:
-        """One durable write transaction of the backend, the body shared (timetravel.py)."""
-        d = self._dialect
-        return self._write(
-            lambda conn: fork_tx(
-                d, conn, session_id, seq, ref, new_sid, title, self._now(), workspace
-            ),
-            durable=True,
+    def _fork_tx(self, w: Fork) -> Callable[[Any], Session]:
+        """writes.Fork's transaction, the body shared (timetravel.py)."""
+        d, sid, ref = self._dialect, w.session_id, w.ref
+        seq = parse_step_ref(ref, sid)
+        return lambda conn: fork_tx(
+            d, conn, sid, seq, ref, w.new_session_id, w.title, self._now(), w.workspace
         )
 
     def find_session(self, session_id: str) -> Session | None:
@@ -421,8 +399,7 @@ class StoreBase:
     # The step methods are the run's writes applied one at a time (store/writes.py): the same
     # values, the same table of durability, the same transaction bodies.
     def begin_step(self, session_id: str, step: NewStep, *, lease: Lease | None = None) -> Step:
-        w = BeginStep(session_id=session_id, step=normalise_step(step))
-        return self._apply(w, lease)  # type: ignore[no-any-return]
+        return self.write(BeginStep(session_id=session_id, step=normalise_step(step)), lease)
 
     def add_step(
         self,
@@ -434,9 +411,6 @@ class StoreBase:
         error_message: str | None = None,
         lease: Lease | None = None,
     ) -> Step:
-        status = StepStatus(status)
-        if status is StepStatus.RUNNING:
-            raise ValueError("add_step records a finished step; use begin_step for a running one")
         w = AddStep(
             session_id=session_id,
             step=normalise_step(step),
@@ -444,7 +418,7 @@ class StoreBase:
             output_data=output_data,
             error_message=error_message,
         )
-        return self._apply(w, lease)  # type: ignore[no-any-return]
+        return self.write(w, lease)
 
     def complete_step(
         self,
@@ -506,12 +480,36 @@ class StoreBase:
             session_status=None if session_status is None else Status(session_status),
             told=told,
         )
-        return self._apply(w, lease)  # type: ignore[no-any-return]
+        return self.write(w, lease)
 
     def step_tree(self, session_id: str) -> list[StepTreeNode]:
         return build_tree(self.steps(session_id))
 
-    # --- time travel ------------------------------------------------------------------------
+    # --- the store's writes as methods: each builds its value and applies it (write) -----
+    def transition(
+        self,
+        session_id: str,
+        target: Status,
+        *,
+        lease: Lease | None = None,
+        awaiting_input: bool = False,
+    ) -> Session:
+        w = Transition(session_id=session_id, target=Status(target), awaiting_input=awaiting_input)
+        return self.write(w, lease)
+
+    def mark_interrupted(
+        self,
+        session_id: str,
+        *,
+        keep_approvals: bool = True,
+        approval_output: Mapping[str, Any] | None = None,
+        lease: Lease | None = None,
+    ) -> list[Step]:
+        w = MarkInterrupted(
+            session_id=session_id, keep_approvals=keep_approvals, approval_output=approval_output
+        )
+        return self.write(w, lease)
+
     def rollback(
         self,
         session_id: str,
@@ -521,8 +519,8 @@ class StoreBase:
         lease: Lease | None = None,
         plan: PlanDone | None = None,
     ) -> RollbackResult:
-        seq = parse_step_ref(ref, session_id)
-        return self._rollback(session_id, seq, ref, workspace, lease, plan)
+        w = Rollback(session_id=session_id, ref=ref, workspace=workspace, plan=plan)
+        return self.write(w, lease)
 
     def fork(
         self,
@@ -533,8 +531,8 @@ class StoreBase:
         workspace: WorkspaceRestore | None = None,
         new_session_id: str | None = None,
     ) -> Session:
-        seq = parse_step_ref(ref, session_id)
-        # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked). A
-        # schedule's fork gives its own, as unguessable (derived from its secret seed).
-        new_sid = new_session_id or _new_session_id()
-        return self._fork(session_id, seq, ref, new_sid, title, workspace)
+        w = Fork(session_id=session_id, ref=ref, title=title, workspace=workspace)
+        if new_session_id is not None:
+            # A schedule's fork gives its own, as unguessable (derived from its secret seed).
+            w = replace(w, new_session_id=new_session_id)
+        return self.write(w)

@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import LeaseLost
 from xclaw.store.model import SessionState, Status, StepStatus, state_of
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from xclaw.store.model import NewStep, Session, Step
     from xclaw.store.snapshot_model import WorkspaceRestore
     from xclaw.store.stream import WriteStream
+    from xclaw.store.writes import Writes
+
+R = TypeVar("R")
 
 
 def new_worker_id() -> str:
@@ -150,6 +153,9 @@ class DrivenStore:
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
         # The backend's stream, every step write on it fenced by this lease.
         return self.store.write_stream(self._fence(lease))
+
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
+        return self.store.write(w, self._fence(lease))
 
     def transition(
         self,

@@ -511,12 +511,112 @@ M007_SQLITE = (
 
 M007_POSTGRES = tuple(s.replace("INTEGER", "BIGINT").replace("TEXT", "text") for s in M007_SQLITE)
 
-# Migration 8: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
+# Migration 8, `budgets` (docs/budgets.md): each LLM call's hold on the budgets — its
+# reservation, written with the call's `running` step, and what it cost, written with its
+# finish — keyed by the step (written and settled once), with whose spend it counts and when
+# (UTC day and month); and the caps and grants an admin set per session, user or the whole
+# deployment over xclaw.yaml's. No foreign key: spend outlives a rollback or a deletion.
+M008_SQLITE = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,             -- the session's owner (NULL: the admin's)
+        day          TEXT NOT NULL,    -- 2026-12-06 (UTC)
+        month        TEXT NOT NULL,    -- 2026-12
+        held_tokens  INTEGER NOT NULL, -- the reservation: prompt estimate + max output
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         TEXT PRIMARY KEY,  -- session:<id> | user:<name> | total
+        caps           TEXT NOT NULL,     -- JSON: cap key -> number, or null (no cap)
+        granted_tokens INTEGER NOT NULL,
+        granted_usd    REAL NOT NULL,
+        updated_at     INTEGER NOT NULL
+    )
+    """,
+)
+M008_POSTGRES = (
+    """
+    CREATE TABLE budget_holds (
+        session_id   text NOT NULL,
+        seq          bigint NOT NULL,
+        owner        text,
+        day          text NOT NULL,
+        month        text NOT NULL,
+        held_tokens  bigint NOT NULL,
+        held_usd     double precision NOT NULL,
+        spent_tokens bigint NOT NULL,
+        spent_usd    double precision NOT NULL,
+        settled      smallint NOT NULL CHECK (settled IN (0, 1)),
+        created_at   bigint NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )
+    """,
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_owner_month ON budget_holds(owner, month)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+    "CREATE INDEX idx_budget_holds_month ON budget_holds(month)",
+    """
+    CREATE TABLE budget_caps (
+        target         text PRIMARY KEY,
+        caps           jsonb NOT NULL,
+        granted_tokens bigint NOT NULL,
+        granted_usd    double precision NOT NULL,
+        updated_at     bigint NOT NULL
+    )
+    """,
+)
+
+# Migration 9, `budget_holds_lean`: a hold is written with every LLM call under a cap, so its
+# row costs what the step's own write does: SQLite keeps it in its key's b-tree alone (WITHOUT
+# ROWID), and the month's sums read the day's indexes by range (the month indexes go).
+M009_SQLITE = (
+    """
+    CREATE TABLE budget_holds_lean (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,
+        day          TEXT NOT NULL,
+        month        TEXT NOT NULL,
+        held_tokens  INTEGER NOT NULL,
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO budget_holds_lean SELECT session_id, seq, owner, day, month, held_tokens, "
+    "held_usd, spent_tokens, spent_usd, settled, created_at FROM budget_holds",
+    "DROP TABLE budget_holds",
+    "ALTER TABLE budget_holds_lean RENAME TO budget_holds",
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+)
+M009_POSTGRES = (
+    "DROP INDEX idx_budget_holds_owner_month",
+    "DROP INDEX idx_budget_holds_month",
+)
+
+# Migration 10: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
 # "Input while a run is busy"): a durable FIFO per session, in `seq` order (an `interrupt`
 # first). `id` is the message id its run will record (the client's `messageId`, or one the
 # server made), unique in the session: a resend is queued once, and the write that opens its
 # turn deletes it, so kills and takeovers never drop, reorder or repeat one.
-M008_SQLITE = (
+M010_SQLITE = (
     """
     CREATE TABLE queued_inputs (
         seq        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -534,7 +634,7 @@ M008_SQLITE = (
     "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
 )
 
-M008_POSTGRES = (
+M010_POSTGRES = (
     """
     CREATE TABLE queued_inputs (
         seq        bigserial PRIMARY KEY,
@@ -616,12 +716,29 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         8,
+        "budgets",
+        "each LLM call's hold on the budgets (its reservation, written with the call's "
+        "step, and what it cost, written with its finish) and the caps and grants an admin "
+        "set, so spend is capped and counted once across kills and workers",
+        M008_SQLITE,
+        M008_POSTGRES,
+    ),
+    Migration(
+        9,
+        "budget_holds_lean",
+        "a hold's row as cheap to write as its step's: SQLite keeps it in its key's b-tree "
+        "(WITHOUT ROWID), and a month's sums read the day indexes by range",
+        M009_SQLITE,
+        M009_POSTGRES,
+    ),
+    Migration(
+        10,
         "queued_inputs",
         "messages sent while a run is busy that wait their turn (the queue, steering and "
         "interrupting policies), each under the message id its run records, so a kill or a "
         "takeover never drops, reorders or repeats one",
-        M008_SQLITE,
-        M008_POSTGRES,
+        M010_SQLITE,
+        M010_POSTGRES,
     ),
 )
 

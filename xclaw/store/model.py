@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from xclaw.budgets.words import words
 from xclaw.errors import IllegalTransition, StepNotFound
 from xclaw.store.columns import Kind, column
 
@@ -263,19 +265,34 @@ class Session:
 class SessionState:
     """What a session is doing, for people: `key` for code and CSS, `text` in words."""
 
-    key: str  # running | paused | waiting | interrupted | new | success | failed
+    key: str  # running | paused | waiting | budget | interrupted | new | success | failed
     text: str
 
 
 def session_state(session: Session, *, busy: bool) -> SessionState:
     """The one rule every client and listing shows (docs/protocol.md, "Session state")."""
+    budget = session.metadata.get(BUDGET_KEY) if session.awaiting_input else None
     return state_of(
-        session.status, busy=busy, awaiting_input=session.awaiting_input, forked=session.is_forked
+        session.status,
+        busy=busy,
+        awaiting_input=session.awaiting_input,
+        forked=session.is_forked,
+        budget=budget if isinstance(budget, dict) else None,
     )
 
 
+# sessions.metadata key: the budget cap a session stopped at (docs/budgets.md), kept while it
+# waits for a grant or a raised cap.
+BUDGET_KEY = "budget"
+
+
 def state_of(
-    status: Status, *, busy: bool, awaiting_input: bool = False, forked: bool = False
+    status: Status,
+    *,
+    busy: bool,
+    awaiting_input: bool = False,
+    forked: bool = False,
+    budget: Mapping[str, Any] | None = None,
 ) -> SessionState:
     """session_state from the fields it reads, for what holds them without a Session (a
     lease in `xclaw workers`).
@@ -290,6 +307,8 @@ def state_of(
     if busy:
         return SessionState("running", "Running")
     if status is Status.RUNNING:
+        if awaiting_input and budget is not None:
+            return SessionState("budget", f"Budget reached · {words(budget)}")
         if awaiting_input:
             return SessionState("waiting", "Waiting for your instruction")
         return SessionState("interrupted", "Interrupted · resumes when opened")

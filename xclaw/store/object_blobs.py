@@ -39,6 +39,7 @@ from xclaw.store.blob_store import StoreAccess
 from xclaw.store.dialect import Dialect
 from xclaw.store.s3 import Bucket, Location
 from xclaw.store.snapshot_model import content_hash
+from xclaw.store.writes import Kind
 
 DEFAULT_GRACE_S = 3600.0
 # A pack holds contents up to this size (a larger content is a pack of its own): large enough
@@ -193,7 +194,7 @@ class ObjectBlobs:
             return 0
         started = time.monotonic()
         sent = self.bucket.put_many({name: data for name, data, _ in packs})
-        self._access.write(self._mark_tx(packs, started), durable=False)
+        self._access.write(self._mark_tx(packs, started), Kind.BLOBS_PUT)
         return sent
 
     def put_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]:
@@ -246,7 +247,7 @@ class ObjectBlobs:
                 self.bucket.delete_many(sorted(doomed))  # before the commit: see rule 3
             return len(dead)
 
-        return self._access.write(tx, durable=False)
+        return self._access.write(tx, Kind.BLOBS_SWEPT)
 
     def close(self) -> None:
         self.bucket.close()

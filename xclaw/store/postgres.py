@@ -18,6 +18,7 @@ import psycopg
 
 from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -62,6 +63,7 @@ from xclaw.store.snapshots import SnapshotMethods
 from xclaw.store.stream import SerialBatches, WriteStream
 from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
+from xclaw.store.writes import Kind, sync_for
 
 if TYPE_CHECKING:
     from xclaw.store.fsck_rows import FsckAccess
@@ -87,6 +89,7 @@ class PostgresStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
     ScheduleMethods,
     QueueMethods,
     StoreBase,
@@ -173,26 +176,24 @@ class PostgresStore(
             raise StoreError(f"the store for {self.url} is closed")
         pool = self._pool
         return WriteStream(
-            SerialBatches(
-                lambda units, durable: pool.run_units(units, durable=durable), self._streams
-            ),
+            SerialBatches(pool.run_units, self._streams),
             self,
             lease,
         )
 
     # --- plumbing ---------------------------------------------------------------------------
-    def _write(self, fn: Callable[[psycopg.Connection], T], *, durable: bool) -> T:
+    def _write(self, fn: Callable[[psycopg.Connection], T], kind: Kind) -> T:
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
         if self.access is Access.READ:
             raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
-        return self._pool.run(fn, durable=durable)
+        return self._pool.run(fn, sync_for(kind))
 
     def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:
         """Single statements run in autocommit; `snapshot` gives several one consistent view."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        return self._pool.run(fn, durable=False, write=False, snapshot=snapshot)
+        return self._pool.read(fn, snapshot=snapshot)
 
     # --- sessions and step reads: xclaw.store.session_sql (SessionMethods); rollback and
     # fork: StoreBase._rollback / _fork over xclaw.store.timetravel ------------------------

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from xclaw.errors import StoreError, XclawError
 from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS, check_history
+from xclaw.store.writes import Sync
 
 T = TypeVar("T")
 
@@ -94,22 +95,23 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def _configure(conn: psycopg.Connection, *, durable: bool = True) -> None:
+def _configure(conn: psycopg.Connection, sync: Sync = Sync.DURABLE) -> None:
     """Every connection: autocommit (we open transactions ourselves), jsonb read back as its
-    text (the shared row converters decode it), and its commit durability."""
+    text (the shared row converters decode it), and its commit durability (a pool's: the
+    durable pool's commits are synced, the other's not)."""
     conn.autocommit = True
     conn.adapters.register_loader("jsonb", TextLoader)
     conn.adapters.register_loader("json", TextLoader)
-    conn.execute(f"SET synchronous_commit TO {'on' if durable else 'off'}")
+    conn.execute(f"SET synchronous_commit TO {'on' if sync is Sync.DURABLE else 'off'}")
 
 
 def _configure_relaxed(conn: psycopg.Connection) -> None:
-    _configure(conn, durable=False)
+    _configure(conn, Sync.RELAXED)
 
 
 def _configure_read_only(conn: psycopg.Connection) -> None:
     """A reading command's connections: the server itself refuses any write on them."""
-    _configure(conn, durable=False)
+    _configure(conn, Sync.RELAXED)
     conn.execute("SET default_transaction_read_only TO on")
 
 
@@ -203,20 +205,27 @@ class Pool:
         if self._relaxed is not self._durable:
             self._relaxed.close()
 
-    def run(
+    def run(self, fn: Callable[[psycopg.Connection], T], sync: Sync) -> T:
+        """fn(conn) inside BEGIN..COMMIT on a connection of the asked durability (synced:
+        Sync.DURABLE, the row of its kind in store/writes.py's SYNC)."""
+        pool = self._durable if sync is Sync.DURABLE else self._relaxed
+        return self._run(pool, fn, write=True, snapshot=False)
+
+    def read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:
+        """fn(conn) in autocommit, one round trip per statement, unless `snapshot` asks for
+        one REPEATABLE READ transaction (several statements, one view)."""
+        return self._run(self._relaxed, fn, write=False, snapshot=snapshot)
+
+    def _run(
         self,
+        pool: ConnectionPool,
         fn: Callable[[psycopg.Connection], T],
         *,
-        durable: bool,
-        write: bool = True,
-        snapshot: bool = False,
+        write: bool,
+        snapshot: bool,
     ) -> T:
-        """fn(conn) inside BEGIN..COMMIT on a connection of the asked durability. A read
-        (write=False) runs in autocommit, one round trip per statement, unless `snapshot`
-        asks for one REPEATABLE READ transaction (several statements, one view). A deadlock
-        or serialisation failure (everything rolled back) runs it again; other errors reach
-        the caller in words."""
-        pool = self._durable if write and durable else self._relaxed
+        """A deadlock or serialisation failure (everything rolled back) runs it again; other
+        errors reach the caller in words."""
 
         def attempt() -> T:
             with pool.connection(timeout=POOL_WAIT_S) as conn:
@@ -249,14 +258,14 @@ class Pool:
         raise AssertionError("unreachable")
 
     def run_units(
-        self, units: Sequence[Callable[[psycopg.Connection], Any]], *, durable: bool
+        self, units: Sequence[Callable[[psycopg.Connection], Any]], sync: Sync
     ) -> list[tuple[bool, Any]]:
         """Transaction bodies of the store (a stream's writes applied, store/writes.py) in one
-        transaction, committed durably if `durable`; one outcome per unit run, up to and
+        transaction, committed as `sync` says; one outcome per unit run, up to and
         including the first failure. PostgreSQL aborts a transaction at its first error, so a
         failing unit rolls the whole run back and the units before it run again in a new
         transaction (running a unit twice is running it once: store/writes.py, point 6)."""
-        pool = self._durable if durable else self._relaxed
+        pool = self._durable if sync is Sync.DURABLE else self._relaxed
 
         def attempt() -> tuple[list[tuple[bool, Any]], BaseException | None]:
             out: list[tuple[bool, Any]] = []
@@ -279,7 +288,7 @@ class Pool:
         if failed is None:
             return out
         done = len(out)
-        head = self.run_units(units[:done], durable=durable) if done else []
+        head = self.run_units(units[:done], sync) if done else []
         if len(head) < done or (head and not head[-1][0]):
             return head  # failed earlier this time
         return [*head, (False, failed)]

@@ -14,6 +14,7 @@ from xclaw.errors import StoreError
 from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.postgres import PostgresStore
 from xclaw.store.postgres_rows import NOW_MS, POSTGRES
+from xclaw.store.writes import Kind
 
 # The tables a backup copies: the whole record (bus_payloads are transient frames, and
 # session_changes a ten-minute log of news for running servers).
@@ -63,7 +64,7 @@ class PgFsck:
                 )
 
         try:
-            self.store._write(tx, durable=True)
+            self.store._write(tx, Kind.REPAIRED)
         except psycopg.Error as e:
             raise StoreError(f"cannot back up {self.store.url} to schema {target}: {e}") from e
         return f"schema {target} of {self.store.url}"
@@ -71,7 +72,7 @@ class PgFsck:
     def repair(self, actions: Sequence[Repair]) -> list[int]:
         now = self.store._now()
         return self.store._write(
-            lambda conn: repair_tx(POSTGRES, conn, actions, now, _server_clock), durable=True
+            lambda conn: repair_tx(POSTGRES, conn, actions, now, _server_clock), Kind.REPAIRED
         )
 
 

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
@@ -30,10 +30,13 @@ from xclaw.store.model import Status
 from xclaw.store.postgres_conn import LOCK_WORKER, PgTarget, connect, wrap
 from xclaw.store.postgres_rows import NOW_MS
 from xclaw.store.rows import load_json
+from xclaw.store.writes import AcquireLease, Kind, ReleaseLease, RenewLease, Writes, sync_for
 
 if TYPE_CHECKING:
     from xclaw.store.base import StepWriter
     from xclaw.store.postgres_conn import Pool
+
+R = TypeVar("R")
 
 _STATUS = {s.value: s for s in Status}
 
@@ -68,6 +71,9 @@ class PgLeases:
     target: PgTarget
     url: str
     _pool: Pool
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
 
     def _init_leases(self) -> None:
         self._presence: dict[str, psycopg.Connection] = {}
@@ -108,7 +114,7 @@ class PgLeases:
                 (worker_id, socket.gethostname(), os.getpid(), data),
             )
 
-        self._pool.run(tx, durable=False)
+        self._pool.run(tx, sync_for(Kind.WORKER_SEEN))
 
     def heartbeat(self, worker_id: str) -> None:
         """Refresh seen_at; take presence again if its connection broke."""
@@ -117,13 +123,13 @@ class PgLeases:
             lambda c: c.execute(
                 f"UPDATE workers SET seen_at = {NOW_MS} WHERE worker_id = %s", (worker_id,)
             ),
-            durable=False,
+            sync_for(Kind.WORKER_SEEN),
         )
 
     def unregister_worker(self, worker_id: str) -> None:
         self._pool.run(
             lambda c: c.execute("DELETE FROM workers WHERE worker_id = %s", (worker_id,)),
-            durable=False,
+            sync_for(Kind.WORKER_SEEN),
         )
         with self._presence_mutex:
             conn = self._presence.pop(worker_id, None)
@@ -131,13 +137,11 @@ class PgLeases:
             conn.close()
 
     def workers(self) -> list[WorkerInfo]:
-        rows = self._pool.run(
+        rows = self._pool.read(
             lambda c: c.execute(
                 f"{_PRESENT} SELECT w.worker_id, w.host, w.pid, w.started_at, w.seen_at, "
                 f"w.info, {_ALIVE} FROM workers w ORDER BY w.started_at, w.worker_id"
             ).fetchall(),
-            durable=True,
-            write=False,
         )
         return [WorkerInfo(r[0], r[1], r[2], r[3], r[4], load_json(r[5]) or {}, r[6]) for r in rows]
 
@@ -151,7 +155,7 @@ class PgLeases:
                         (worker_id,),
                     ).rowcount
                 ),
-                durable=False,
+                sync_for(Kind.WORKER_SEEN),
             )
         )
 
@@ -159,8 +163,8 @@ class PgLeases:
     def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
         """Take the session's lease (token + 1) unless another owner's lease is live;
         None then. A dead registered owner's lease is taken at once."""
-        # Durable: a takeover is on disk before the new driver acts on the session.
-        return self._pool.run(self._acquire_lease_tx(session_id, owner, ttl_s), durable=True)
+        # Durable (writes.SYNC): a takeover is on disk before the new driver acts on it.
+        return self.write(AcquireLease(session_id=session_id, owner=owner, ttl_s=ttl_s))
 
     def _acquire_lease_tx(
         self, session_id: str, owner: str, ttl_s: float
@@ -188,7 +192,7 @@ class PgLeases:
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend a lease still ours (same token); LeaseLost once another worker took it."""
-        return self._pool.run(self._renew_lease_tx(lease, ttl_s), durable=False)
+        return self.write(RenewLease(lease=lease, ttl_s=ttl_s))
 
     def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[psycopg.Connection], Lease]:
         ttl_ms = max(1, int(ttl_s * 1000))
@@ -214,7 +218,7 @@ class PgLeases:
 
     def release_lease(self, lease: Lease) -> bool:
         """Expire the lease now (the owner stays on record); False if it was not ours."""
-        return self._pool.run(self._release_lease_tx(lease), durable=False)
+        return self.write(ReleaseLease(lease=lease))
 
     def _release_lease_tx(self, lease: Lease) -> Callable[[psycopg.Connection], bool]:
         def tx(conn: psycopg.Connection) -> bool:
@@ -228,12 +232,10 @@ class PgLeases:
         return tx
 
     def lease_info(self, session_id: str) -> LeaseInfo:
-        row = self._pool.run(
+        row = self._pool.read(
             lambda c: c.execute(
                 _LEASE_SELECT + "WHERE s.session_id = %s", (session_id,)
             ).fetchone(),
-            durable=True,
-            write=False,
         )
         if row is None:
             raise SessionNotFound(session_id)
@@ -247,10 +249,8 @@ class PgLeases:
             query += " AND s.current_status = ANY(%s)"
             params = ([Status(x).value for x in statuses],)
         query += " ORDER BY s.lease_expires_at DESC NULLS LAST, s.session_id"
-        rows = self._pool.run(
+        rows = self._pool.read(
             lambda c: c.execute(query, params).fetchall(),
-            durable=True,
-            write=False,
         )
         return [_info(r) for r in rows]
 
@@ -260,7 +260,7 @@ class PgLeases:
             return due, c.execute(_SWEEP_DEAD_OWNERS).fetchall()
 
         # Two reads, not one snapshot: a lease renewed between them only waits a round.
-        due, dead = self._pool.run(q, durable=True, write=False)
+        due, dead = self._pool.read(q)
         return SweepTargets([_info(r) for r in due], [owner for (owner,) in dead])
 
     def driven(self: StepWriter, lease: Lease) -> StepWriter:

@@ -36,14 +36,20 @@ from xclaw.store.rows import (
     SESSION_COLS,
     SESSIONS,
     STEP_COLS,
-    check_session_id,
-    new_session_id,
     row_to_session,
     row_to_step,
 )
-from xclaw.store.writes import DURABLE_STATUSES
+from xclaw.store.writes import (
+    CreateSession,
+    DeleteSession,
+    Kind,
+    Transition,
+    UpdateSession,
+    Writes,
+)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Every column from the Session value (store/columns.py).
 _INSERT_SESSION = SESSIONS.insert() + " ON CONFLICT (session_id) DO NOTHING RETURNING 1"
@@ -102,7 +108,8 @@ class SessionMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
+        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
 
@@ -114,8 +121,17 @@ class SessionMethods:
         metadata: dict[str, Any] | None = None,
     ) -> Session:
         # 128 random bits, URL-safe: unguessable (docs/protocol.md; at least 96 asked).
-        sid = check_session_id(session_id) if session_id is not None else new_session_id()
-        tx = self._create_session_tx(sid, title, metadata)
+        w = (
+            CreateSession(title=title, metadata=metadata)
+            if session_id is None
+            else CreateSession(session_id=session_id, title=title, metadata=metadata)
+        )
+        return self.write(w)
+
+    def _created_session_tx(self, w: CreateSession) -> Callable[[Any], Session]:
+        """writes.CreateSession's transaction: StoreError when the id is taken."""
+        sid = w.session_id
+        tx = self._create_session_tx(sid, w.title, w.metadata)
 
         def created(conn: Any) -> Session:
             session = tx(conn)
@@ -123,7 +139,7 @@ class SessionMethods:
                 raise StoreError(f"a session with id {sid!r} already exists")
             return session
 
-        return self._write(created, durable=True)
+        return created
 
     def _create_session_tx(
         self, sid: str, title: str, metadata: Mapping[str, Any] | None
@@ -178,7 +194,7 @@ class SessionMethods:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        return self._write(self._update_session_tx(session_id, title, metadata), durable=False)
+        return self.write(UpdateSession(session_id=session_id, title=title, metadata=metadata))
 
     def _update_session_tx(
         self,
@@ -209,6 +225,9 @@ class SessionMethods:
         return tx
 
     def delete_session(self, session_id: str) -> None:
+        self.write(DeleteSession(session_id=session_id))
+
+    def _delete_session_tx(self, session_id: str) -> Callable[[Any], None]:
         d = self._dialect
 
         def tx(conn: Any) -> None:
@@ -218,19 +237,13 @@ class SessionMethods:
             sweep_blobs_tx(d, conn)  # its snapshots went by cascade: collect their contents
             record_change_tx(d, conn, session_id, "delete", {}, self._now())
 
-        self._write(tx, durable=True)
+        return tx
 
-    def transition(
-        self,
-        session_id: str,
-        target: Status,
-        *,
-        lease: Lease | None = None,
-        awaiting_input: bool = False,
-    ) -> Session:
-        d = self._dialect
-        target = Status(target)
-        cancelled = cancel_event(target, awaiting_input)
+    def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]:
+        """writes.Transition's transaction (checked: model.next_status)."""
+        d, session_id = self._dialect, w.session_id
+        target = Status(w.target)
+        cancelled = cancel_event(target, w.awaiting_input)
 
         def tx(conn: Any) -> Session:
             # PostgreSQL: the row locked FOR UPDATE; SQLite: the single writer (fence checked).
@@ -239,7 +252,7 @@ class SessionMethods:
             d.write_status(conn, session_id, current, event, self._now())
             return row_to_session(conn.execute(d.sql(_FIND_SESSION), (session_id,)).fetchone())
 
-        return self._write(tx, durable=target in DURABLE_STATUSES)
+        return tx
 
     # --- steps ------------------------------------------------------------------------------
     def _parent_id(self, conn: Any, session_id: str, ref: str | None) -> str | None:
@@ -313,20 +326,6 @@ class SessionMethods:
         return self._read(
             lambda conn: message_step_tx(d, conn, session_id, message_id),
             snapshot=d.free_read_snapshots,
-        )
-
-    def mark_interrupted(
-        self,
-        session_id: str,
-        *,
-        keep_approvals: bool = True,
-        approval_output: Mapping[str, Any] | None = None,
-        lease: Lease | None = None,
-    ) -> list[Step]:
-        # Kept, never deleted (nothing lost); durable because resume decisions depend on it.
-        return self._write(
-            self._mark_interrupted_tx(session_id, keep_approvals, approval_output, lease),
-            durable=True,
         )
 
     def _mark_interrupted_tx(

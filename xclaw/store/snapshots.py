@@ -43,6 +43,7 @@ from xclaw.store.snapshot_model import (
     diff_manifests,
     manifest_stats,
 )
+from xclaw.store.writes import Kind
 
 T = TypeVar("T")
 
@@ -259,8 +260,8 @@ class _Access:
     def read(self, fn: Callable[[Any], T]) -> T:
         return self._store._read(fn, snapshot=self._store._dialect.free_read_snapshots)
 
-    def write(self, fn: Callable[[Any], T], *, durable: bool) -> T:
-        return self._store._write(fn, durable=durable)
+    def write(self, fn: Callable[[Any], T], kind: Kind) -> T:
+        return self._store._write(fn, kind)
 
     def now(self) -> int:
         return self._store._now()
@@ -273,7 +274,7 @@ class SnapshotMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
 
     _now: Callable[[], int]
@@ -419,7 +420,7 @@ class SnapshotMethods:
         # Durable like the write-ahead row it belongs to: the tool runs right after this, so
         # the state to roll back to must survive whatever the tool's writes survive.
         written: list[Saved] = []
-        info = self._write(tx, durable=True)
+        info = self._write(tx, Kind.SNAPSHOT_SAVED)
         self._saved_states.remember(session_id, written[-1])  # committed: the next save's base
         return info
 
@@ -482,4 +483,4 @@ class SnapshotMethods:
         def tx(conn: Any) -> bool:
             return bool(conn.execute(sql, (session_id, restore_id)).rowcount)
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.RESTORE_DONE)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from xclaw.errors import StoreError
 from xclaw.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
+from xclaw.store.budgets_sql import BudgetMethods
 from xclaw.store.changes import ChangeMethods
 from xclaw.store.columns import Table
 from xclaw.store.common import (
@@ -68,6 +69,7 @@ from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
 from xclaw.store.stream import WriteStream
 from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
+from xclaw.store.writes import Kind, sync_for
 
 if TYPE_CHECKING:
     from xclaw.store.fsck_rows import FsckAccess
@@ -82,6 +84,7 @@ class SQLiteStore(
     TransferMethods,
     ChangeMethods,
     TeamMethods,
+    BudgetMethods,
     ScheduleMethods,
     QueueMethods,
     StoreBase,
@@ -200,8 +203,8 @@ class SQLiteStore(
         return self._writable().thread
 
     # --- plumbing ---------------------------------------------------------------------------
-    def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
-        return self._writable().submit(fn, durable=durable)
+    def _write(self, fn: Callable[[sqlite3.Connection], T], kind: Kind) -> T:
+        return self._writable().submit(fn, sync_for(kind))
 
     def _writable(self) -> Writer:
         if self._writer is None:

@@ -15,6 +15,7 @@ from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.sqlite import SQLiteStore
 from xclaw.store.sqlite_leases import lease_now
 from xclaw.store.sqlite_wal import wal_problem
+from xclaw.store.writes import Kind
 
 T = TypeVar("T")
 
@@ -74,5 +75,5 @@ class SqliteFsck:
         lease_clock = lease_now()  # the host's wall clock, read once for the whole repair
         return self.store._write(
             lambda conn: repair_tx(SQLITE, conn, actions, now, lambda _: lease_clock),
-            durable=True,
+            Kind.REPAIRED,
         )

@@ -34,11 +34,13 @@ from xclaw.store.leases import (
 )
 from xclaw.store.model import Status
 from xclaw.store.rows import STATUS_BY_VALUE, load_json
+from xclaw.store.writes import AcquireLease, Kind, ReleaseLease, RenewLease, Writes
 
 if TYPE_CHECKING:
     from xclaw.store.base import StepWriter
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _STATUS = {s.value: s for s in Status}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
@@ -115,7 +117,8 @@ class SqliteLeases:
     url: str
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[sqlite3.Connection], T], kind: Kind) -> T: ...
+        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
         def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
 
     def _init_leases(self) -> None:
@@ -173,20 +176,20 @@ class SqliteLeases:
                 (worker_id, socket.gethostname(), os.getpid(), now, now, data),
             )
 
-        self._write(tx, durable=False)
+        self._write(tx, Kind.WORKER_SEEN)
 
     def heartbeat(self, worker_id: str) -> None:
         self._write(
             lambda c: c.execute(
                 "UPDATE workers SET seen_at=? WHERE worker_id=?", (lease_now(), worker_id)
             ),
-            durable=False,
+            Kind.WORKER_SEEN,
         )
 
     def unregister_worker(self, worker_id: str) -> None:
         self._write(
             lambda c: c.execute("DELETE FROM workers WHERE worker_id=?", (worker_id,)),
-            durable=False,
+            Kind.WORKER_SEEN,
         )
         with self._presence_mutex:
             fd = self._presence.pop(worker_id, None)
@@ -214,7 +217,7 @@ class SqliteLeases:
         return bool(
             self._write(
                 lambda c: c.execute("DELETE FROM workers WHERE worker_id=?", (worker_id,)).rowcount,
-                durable=False,
+                Kind.WORKER_SEEN,
             )
         )
 
@@ -238,7 +241,7 @@ class SqliteLeases:
     def acquire_lease(self, session_id: str, owner: str, ttl_s: float) -> Lease | None:
         """Take the session's lease (token + 1) unless another owner's lease is live;
         None then. A dead registered owner's lease is taken at once."""
-        return self._write(self._acquire_lease_tx(session_id, owner, ttl_s), durable=True)
+        return self.write(AcquireLease(session_id=session_id, owner=owner, ttl_s=ttl_s))
 
     def _acquire_lease_tx(
         self, session_id: str, owner: str, ttl_s: float
@@ -262,7 +265,7 @@ class SqliteLeases:
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend a lease still ours (same token); LeaseLost once another worker took it."""
-        return self._write(self._renew_lease_tx(lease, ttl_s), durable=False)
+        return self.write(RenewLease(lease=lease, ttl_s=ttl_s))
 
     def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[sqlite3.Connection], Lease]:
         def tx(conn: sqlite3.Connection) -> Lease:
@@ -278,7 +281,7 @@ class SqliteLeases:
 
     def release_lease(self, lease: Lease) -> bool:
         """Expire the lease now (the owner stays on record); False if it was not ours."""
-        return self._write(self._release_lease_tx(lease), durable=False)
+        return self.write(ReleaseLease(lease=lease))
 
     def _release_lease_tx(self, lease: Lease) -> Callable[[sqlite3.Connection], bool]:
         def tx(conn: sqlite3.Connection) -> bool:

@@ -45,6 +45,7 @@ from urllib.parse import quote
 
 from xclaw.errors import DiskFull, StoreError, XclawError
 from xclaw.store.stream import Ticket, deliver
+from xclaw.store.writes import Sync
 
 T = TypeVar("T")
 
@@ -197,20 +198,21 @@ class Writer:
     def send(
         self,
         fn: Callable[[sqlite3.Connection], Any],
+        sync: Sync,
+        /,
         *,
-        durable: bool,
-        lazy: bool,
         chain: object | None,
         ticket: Ticket,
     ) -> None:
         """Queue fn(conn) for a stream: its outcome is delivered to `ticket` once fn's
         transaction — and so every unit queued before it — is committed (and synced, when
-        `durable`). Never blocks."""
-        self._enqueue(_Op(fn, durable, lazy, chain, ticket))
+        `sync` is DURABLE; a LAZY one may wait a moment for company). Never blocks."""
+        self._enqueue(_Op(fn, sync is Sync.DURABLE, sync is Sync.LAZY, chain, ticket))
 
-    def put(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> Future[T]:
-        """Queue fn(conn); the future resolves once it is committed. Never blocks."""
-        op = _Op(fn, durable, False, None)
+    def put(self, fn: Callable[[sqlite3.Connection], T], sync: Sync) -> Future[T]:
+        """Queue fn(conn); the future resolves once it is committed (synced when `sync` is
+        DURABLE). Never blocks."""
+        op = _Op(fn, sync is Sync.DURABLE, False, None)
         self._enqueue(op)
         assert op.future is not None
         return op.future
@@ -227,7 +229,7 @@ class Writer:
             if self._sleeping and (not op.lazy or len(self._queue) == 1):
                 self._cond.notify()
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+    def submit(self, fn: Callable[[sqlite3.Connection], T], sync: Sync) -> T:
         """Run fn(conn) in the writer's next transaction and wait for its commit.
 
         A synchronous caller that finds the writer idle and nothing queued — and is not an
@@ -242,7 +244,7 @@ class Writer:
                 free = not (self._queue or self._running or self._closed)
                 self._running = self._running or free
             if free:
-                op = _Op(fn, durable, False, None)
+                op = _Op(fn, sync is Sync.DURABLE, False, None)
                 try:
                     self._run_batch([op])
                 finally:
@@ -252,7 +254,7 @@ class Writer:
                             self._cond.notify()
                 assert op.future is not None
                 return op.future.result()  # type: ignore[no-any-return]
-        return self.put(fn, durable=durable).result()
+        return self.put(fn, sync).result()
 
     def close(self) -> None:
         """Refuse new writes, commit every queued one, stop the thread, close the connection."""

@@ -85,12 +85,10 @@ def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
 
 class Send(Protocol):
     """A backend's writer: commit `unit` after every unit sent before it with the same
-    `chain`, then `deliver` its outcome to `ticket` (after the commit, synced if `durable`).
-    `lazy`: nobody waits for it yet, it may wait a moment for company. Never blocks."""
+    `chain`, then `deliver` its outcome to `ticket` (after the commit, synced if `sync` is
+    DURABLE; LAZY: nobody waits for it yet, it may wait a moment for company). Never blocks."""
 
-    def __call__(
-        self, unit: Unit, /, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
-    ) -> None: ...
+    def __call__(self, unit: Unit, sync: Sync, /, *, chain: object, ticket: Ticket) -> None: ...
 
 
 class WriteStream:
@@ -122,14 +120,7 @@ class WriteStream:
                 raise self._broken
             return apply(bodies, conn, write, lease)
 
-        sync = sync_of(write)
-        self._send(
-            unit,
-            durable=sync is Sync.DURABLE,
-            lazy=sync is Sync.LAZY,
-            chain=self,
-            ticket=Ticket(loop, future, self),
-        )
+        self._send(unit, sync_of(write), chain=self, ticket=Ticket(loop, future, self))
         return future
 
     def last(self) -> asyncio.Future[Any] | None:
@@ -150,20 +141,18 @@ class SerialBatches:
 
     def __init__(
         self,
-        run_units: Callable[[Sequence[Unit], bool], list[tuple[bool, Any]]],
+        run_units: Callable[[Sequence[Unit], Sync], list[tuple[bool, Any]]],
         executor: Executor,
     ) -> None:
         self._run_units = run_units
         self._executor = executor
         self._lock = threading.Lock()
-        self._queue: list[tuple[Unit, bool, Ticket]] = []
+        self._queue: list[tuple[Unit, bool, Ticket]] = []  # (unit, synced, ticket)
         self._running = False
 
-    def __call__(
-        self, unit: Unit, *, durable: bool, lazy: bool, chain: object, ticket: Ticket
-    ) -> None:
+    def __call__(self, unit: Unit, sync: Sync, /, *, chain: object, ticket: Ticket) -> None:
         with self._lock:
-            self._queue.append((unit, durable, ticket))
+            self._queue.append((unit, sync is Sync.DURABLE, ticket))
             start = not self._running
             self._running = True
         if start:
@@ -177,7 +166,10 @@ class SerialBatches:
                     return
                 batch, self._queue = self._queue, []
             try:
-                out = self._run_units([u for u, _, _ in batch], any(d for _, d, _ in batch))
+                synced = any(d for _, d, _ in batch)
+                out = self._run_units(
+                    [u for u, _, _ in batch], Sync.DURABLE if synced else Sync.RELAXED
+                )
             except BaseException as e:  # noqa: BLE001 - the commit failed: the whole batch with it
                 out = [(False, e)]
             outcomes: list[tuple[Ticket, bool, Any]] = []

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from xclaw.errors import Forbidden, SessionNotFound
 from xclaw.store.model import Session
 from xclaw.store.rows import SESSION_COLS, check_session_id, load_json, row_to_session
+from xclaw.store.writes import Kind
 from xclaw.teams import Need, ShareRole, TeamError, UserRole, allows, check_user_name
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class TeamMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
         def _create_session_tx(
@@ -142,7 +143,7 @@ class TeamMethods:
                 raise TeamError(f"there is already a user named {name!r}")
             return User(name, UserRole(role), now, token_hash, stamp)
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.TEAM_CHANGED)
 
     def get_user(self, name: str) -> User | None:
         sql = self._dialect.sql(_GET_USER)
@@ -167,7 +168,7 @@ class TeamMethods:
             if conn.execute(sql, (name,)).rowcount == 0:
                 raise TeamError(f"no user named {name!r}")
 
-        self._write(tx, durable=True)
+        self._write(tx, Kind.TEAM_CHANGED)
 
     def set_user_token(self, name: str, token_hash: str | None) -> None:
         """A new token for the user: the old one stops working with this commit."""
@@ -177,7 +178,7 @@ class TeamMethods:
             if conn.execute(sql, (token_hash, self._now(), name)).rowcount == 0:
                 raise TeamError(f"no user named {name!r}")
 
-        self._write(tx, durable=True)
+        self._write(tx, Kind.TEAM_CHANGED)
 
     def set_user_role(self, name: str, role: UserRole) -> None:
         sql = self._dialect.sql(_SET_ROLE)
@@ -186,7 +187,7 @@ class TeamMethods:
             if conn.execute(sql, (UserRole(role).value, name)).rowcount == 0:
                 raise TeamError(f"no user named {name!r}")
 
-        self._write(tx, durable=True)
+        self._write(tx, Kind.TEAM_CHANGED)
 
     # --- who may see a session --------------------------------------------------------------
     def session_role(self, session_id: str, user: str) -> ShareRole | None:
@@ -216,7 +217,7 @@ class TeamMethods:
         def tx(conn: Any) -> None:
             conn.execute(d.sql(CLAIM_SQL), (session_id, user, d.text(granted_by), self._now()))
 
-        self._write(tx, durable=True)
+        self._write(tx, Kind.TEAM_CHANGED)
 
     def create_session_as(
         self, session_id: str, user: str | None, *, title: str = "", member: bool
@@ -240,7 +241,7 @@ class TeamMethods:
                     raise SessionNotFound(session_id)
             return None
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.SESSION_CREATED)
 
     def session_roles(self, session_ids: list[str]) -> list[tuple[str, str, ShareRole]]:
         """(session, user, role) of every part anyone has in these sessions: one query for
@@ -282,7 +283,7 @@ class TeamMethods:
             self._action_tx(conn, session_id, "share", by, detail, now)
             return None if had is None else ShareRole(had[0])
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.TEAM_CHANGED)
 
     def unshare_session(self, session_id: str, user: str, *, by: str | None) -> bool:
         """Take the user's shared role away (logged); False if they had none."""
@@ -295,7 +296,7 @@ class TeamMethods:
                 self._action_tx(conn, session_id, "unshare", by, {"user": user}, self._now())
             return gone
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.TEAM_CHANGED)
 
     def _may_share_tx(self, conn: Any, session_id: str, by: str | None) -> None:
         """The session exists and `by` may share it — its owner, an admin user, or the
@@ -345,7 +346,7 @@ class TeamMethods:
         def tx(conn: Any) -> None:
             self._action_tx(conn, session_id, kind, user, detail or {}, self._now())
 
-        self._write(tx, durable=False)
+        self._write(tx, Kind.ACTION_LOGGED)
 
     def _action_tx(
         self,

@@ -13,6 +13,7 @@ from xclaw.store.dialect import Dialect
 from xclaw.store.model import Session, Step
 from xclaw.store.rows import SESSIONS, STEPS
 from xclaw.store.transfer import Exported, Imported, placed
+from xclaw.store.writes import Kind
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ class TransferMethods:
     _dialect: ClassVar[Dialect]
     if TYPE_CHECKING:  # provided by the store this is mixed into
 
-        def _write(self, fn: Callable[[Any], T], *, durable: bool) -> T: ...
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
         def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
         def _now(self) -> int: ...
         def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
@@ -85,7 +86,7 @@ class TransferMethods:
                 )
             return done
 
-        return self._write(tx, durable=True)
+        return self._write(tx, Kind.IMPORTED)
 
     def retention_preview(self, session_ids: Sequence[str]) -> tuple[int, int, int]:
         """(snapshots, blobs, blob bytes) that deleting these sessions would free: their

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xclaw.errors import ToolError, XclawError
+from xclaw.errors import BudgetReached, ToolError, XclawError
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.effects import EffectClass
 from xclaw.tools.schema import check_args
@@ -84,6 +84,8 @@ class SpawnAgentTool(Tool):
             return ToolResult("sub-agents are not available here", is_error=True)
         try:
             answer = await (ctx.spawn_agent(task, agent) if agent else ctx.spawn_agent(task))
+        except BudgetReached:
+            raise  # the run waits for a budget; the sub-agent continues after it
         except Exception as e:  # noqa: BLE001 - any failure becomes a result; CancelledError propagates
             said = e.message if isinstance(e, XclawError) else str(e)
             message = said or type(e).__name__

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 
 from xclaw.llm.prices import PriceTable
 from xclaw.protocol import session_agent, step_json
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, session_state
+from xclaw.store.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, session_state
 from xclaw.wire.shapes import (
     AckJson,
     ApprovalRequestJson,
@@ -106,7 +106,7 @@ def state_frame(session: Session, *, busy: bool) -> StatusJson:
     """A `status` frame with the session's state in words (xclaw.store.model.session_state):
     the last frame of an attach, and after a rollback or a cancel."""
     state = session_state(session, busy=busy)
-    return {
+    frame: StatusJson = {
         "type": "status",
         "status": session.status.value,
         "awaitingInput": session.awaiting_input,
@@ -114,6 +114,9 @@ def state_frame(session: Session, *, busy: bool) -> StatusJson:
         "state": state.key,
         "stateText": state.text,
     }
+    if state.key == "budget":  # which cap, what was spent, what is left (docs/budgets.md)
+        frame["budget"] = dict(session.metadata[BUDGET_KEY])
+    return frame
 
 
 def renamed_frame(title: str) -> RenamedJson:

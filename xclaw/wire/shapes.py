@@ -72,6 +72,7 @@ class StatusJson(TypedDict):
     awaitingInput: NotRequired[bool]
     state: NotRequired[str]
     stateText: NotRequired[str]
+    budget: NotRequired[dict[str, Any]]
 
 
 class RenamedJson(TypedDict):

@@ -102,6 +102,10 @@ export async function api(path, { method = "GET", body, raw = false } = {}) {
   return response.json();
 }
 
+export const schedulesApi = {
+  list: () => api("/schedules").then((d) => d.schedules),
+};
+
 export const sessionsApi = {
   list: () => api("/sessions?limit=500").then((d) => d.sessions),
   get: (sid) => api(`/sessions/${encodeURIComponent(sid)}`),

@@ -15,6 +15,7 @@ import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js
 import { h, icon, shortId } from "./dom.js";
 import { Sidebar, familyOf, sessionState, sessionTitle } from "./sessions.js";
 import { ProcessList } from "./processes.js";
+import { ScheduleList } from "./schedules.js";
 import { Socket } from "./socket.js";
 import { forkFrom, offerSwitch, rollbackTo } from "./timetravel.js";
 import { TraceTree } from "./trace.js";
@@ -51,6 +52,7 @@ let trace;
 let sidebar;
 let compare;
 let processes;
+let schedules;
 
 // What the time-travel actions (timetravel.js) may use of this page.
 const app = {
@@ -87,16 +89,25 @@ function setupAccessForm() {
 
 // --- status, busy, connection -------------------------------------------------------------------
 
+/** The words of a session that waits for a budget (state `budget`: which cap, spent, left). */
+function budgetText(s) {
+  return s && s.state === "budget" ? s.stateText : null;
+}
+
 function setStatus(status) {
   if (!status) return;
   state.status = status;
   const pill = $("status-pill");
   // One rule with the server (sessionState): Running only while a run is in flight.
-  const st = sessionState({ ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput });
+  const st = sessionState({
+    ...(state.session || {}), status, busy: state.busy, awaitingInput: state.awaitingInput, budgetText: state.budgetText,
+  });
   pill.className = `status-pill st-${st.key}`;
   pill.dataset.state = st.key;
   pill.textContent = st.text;
-  if (state.sessionId) sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput });
+  if (state.sessionId) {
+    sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput, budgetText: state.budgetText });
+  }
 }
 
 function setBusy(busy) {
@@ -122,6 +133,7 @@ async function refreshBusy() {
     if (s.sessionId !== state.sessionId || state.busyEpoch !== epoch) return;
     state.status = s.status;
     state.awaitingInput = Boolean(s.awaitingInput);
+    state.budgetText = budgetText(s);
     setBusy(Boolean(s.busy));
   } catch (e) {
     handleApiError(e, { quiet: true });
@@ -181,6 +193,7 @@ function onFrame(frame) {
       if (foreign) return;
       state.status = frame.status;
       if ("awaitingInput" in frame) state.awaitingInput = Boolean(frame.awaitingInput);
+      if ("state" in frame) state.budgetText = budgetText(frame);
       if ("busy" in frame) setBusy(Boolean(frame.busy));
       else if (frame.status === "Success" || frame.status === "Failed") refreshBusy();
       else setStatus(frame.status);
@@ -289,6 +302,7 @@ function onSession(frame) {
   state.session = frame;
   state.status = frame.status;
   state.awaitingInput = Boolean(frame.awaitingInput);
+  state.budgetText = budgetText(frame);
   // `created`: attached to a session that is written with its first message (docs/protocol.md).
   state.unsaved = Boolean(frame.created);
   storeSessionId(frame.sessionId);
@@ -407,6 +421,7 @@ function leaveSession() {
   clearApprovalReminder();
   trace.clearAll();
   processes.clearAll();
+  schedules.clearAll();
   compare.close();
   showWorkspace();
 }
@@ -600,6 +615,11 @@ async function reloadTrace() {
 async function reloadProcesses(sid) {
   try {
     await processes.reload(sid, () => sid === state.sessionId);
+  } catch (e) {
+    handleApiError(e, { quiet: true });
+  }
+  try {
+    await schedules.reload(sid, () => sid === state.sessionId);
   } catch (e) {
     handleApiError(e, { quiet: true });
   }
@@ -812,6 +832,7 @@ async function boot() {
   });
   trace = new TraceTree($("trace"), $("trace-stats"), { onRollback: (step) => rollbackTo(app, step), onFork: (step) => forkFrom(app, step) });
   processes = new ProcessList($("processes"));
+  schedules = new ScheduleList($("schedules"));
   sidebar = new Sidebar($("session-list"), $("session-filter"), {
     onSwitch: switchTo, onRename: renameSession, onDelete: deleteSession,
   });

@@ -14,6 +14,9 @@ export function sessionState(s) {
   if (status === "Paused") return { key: "paused", text: "Paused · waiting for your approval" };
   if (s && s.busy) return { key: "running", text: "Running" };
   if (status === "Running") {
+    // Waiting for a budget (docs/budgets.md): the server's words say which cap, spent, left.
+    const budget = s.budgetText || (s.state === "budget" && s.stateText);
+    if (s.awaitingInput && budget) return { key: "budget", text: budget };
     return s.awaitingInput
       ? { key: "waiting", text: "Waiting for your instruction" }
       : { key: "interrupted", text: "Interrupted · resumes when opened" };
