@@ -63,6 +63,10 @@ task to `/agui` and reads its SSE stream (a step finishes at its STEP_FINISHED e
 sends it with SendStreamingMessage to `/a2a` and reads the task's stream to its final status
 (A2A says nothing per step: its latency columns are the task's end only).
 
+`--budgets` runs this checkout twice, alternated: without budgets (base) and with caps no
+task reaches on the session and the deployment (this, docs/budgets.md), so every model call is
+reserved, checked and settled: the ratio row's server CPU per step is what budgets cost.
+
 `--members` signs every session of this checkout's server in as a member of a team, each with
 a user and token of its own (docs/teams.md), made in its database before the first round: every
 frame, attach and the watch over open sockets then go through the team checks (a `--compare`
@@ -135,6 +139,15 @@ class Gateway:
         return self.tokens[i % len(self.tokens)] if self.tokens else self.token
 
 
+# --budgets: caps no task reaches, on every scope a session without an owner has (the session,
+# the deployment's day and month; the scripted model has no price, so dollars count 0): every
+# model call is reserved, checked and settled (docs/budgets.md).
+BUDGETS = (
+    "budgets:\n  session_tokens: 1000000000\n  total_daily_tokens: 1000000000000\n"
+    "  total_monthly_usd: 1000000\n"
+)
+
+
 def spawn_serve(
     home: Path,
     tool: str,
@@ -143,6 +156,7 @@ def spawn_serve(
     llm_ms: float = 0.0,
     python: str = sys.executable,
     core: int | None = None,
+    config_extra: str = "",
     **env_extra: str,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A real `xclaw serve` with the scripted 20-step task (approval yolo) in `home`, started
@@ -150,7 +164,7 @@ def spawn_serve(
     serves that checkout's code. Shared with workers_bench.py."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "script.json").write_text(json.dumps(script(tool, llm_ms)))
-    (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n")
+    (home / "xclaw.yaml").write_text("approval:\n  mode: yolo\nmax_iterations: 50\n" + config_extra)
     port = free_port()
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "XCLAW_"))
@@ -199,9 +213,12 @@ def start_gateway(
     python: str = sys.executable,
     core: int | None = None,
     members: int = 0,
+    config_extra: str = "",
 ) -> Gateway:
     token = "bench-token-0123456789"
-    proc, port = spawn_serve(home, tool, token, llm_ms=llm_ms, python=python, core=core)
+    proc, port = spawn_serve(
+        home, tool, token, llm_ms=llm_ms, python=python, core=core, config_extra=config_extra
+    )
     gw = Gateway(proc, f"ws://127.0.0.1:{port}/ws", token, home, llm_ms)
     if members:
         gw.tokens = add_members(home / "xclaw.db", members)
@@ -751,6 +768,8 @@ async def main_async(args: argparse.Namespace) -> None:
         servers = [("this", sys.executable)]
         if args.compare:
             servers.insert(0, ("base", args.compare))
+        elif args.budgets:  # base: this checkout without budgets; this: with them
+            servers.insert(0, ("base", sys.executable))
         gateways: list[tuple[str, Gateway]] = []
         try:
             for label, python in servers:
@@ -761,6 +780,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     python,
                     core=args.server_core,
                     members=max(args.sessions) if args.members and label == "this" else 0,
+                    config_extra=BUDGETS if args.budgets and label == "this" else "",
                 )
                 gw.stagger_ms = 0.0 if args.together else args.llm_ms
                 gateways.append((label, gw))
@@ -889,6 +909,12 @@ def main() -> None:
         "--members",
         action="store_true",
         help="this checkout's sessions sign in as team members, one user each (docs/teams.md)",
+    )
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="this checkout twice, alternated: without budgets (base) and with caps no "
+        "session reaches (this): the ratio row is what the budget check costs per step",
     )
     parser.add_argument(
         "--server-core",

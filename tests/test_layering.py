@@ -147,8 +147,15 @@ def test_the_python_api_keeps_to_the_runtime_and_the_contract() -> None:
 
 # The protocol adapters are clients of the Python API, as a program using xclaw is: they
 # reach sessions through it (one code path in process and through a gateway), never through
-# the runtime, the store, the recorder or the gateway.
-ABOVE_THE_API = ["acp", "cli/commands_acp.py", "cli/commands_mcp.py", "mcp_server/over_api.py"]
+# the runtime, the store, the recorder or the gateway. The terminal client stands on the
+# API's reconnect loop (xclaw/api/connection.py): one loop, one set of constants.
+ABOVE_THE_API = [
+    "acp",
+    "cli/commands_acp.py",
+    "cli/commands_mcp.py",
+    "mcp_server/over_api.py",
+    "cli/chat.py",
+]
 
 
 def test_the_protocol_adapters_stand_on_the_python_api() -> None:
@@ -259,3 +266,20 @@ def test_the_model_seam_passes_its_events_not_context_variables() -> None:
                 names = [node.module]
             found += [f"{path.relative_to(XCLAW)} imports {n}" for n in names if n == "contextvars"]
     assert found == []
+
+
+def test_the_terminal_client_reconnects_with_the_python_apis_loop() -> None:
+    """One reconnect loop for the clients: the terminal client and the Python API's sessions
+    both run xclaw/api/connection.py's, and neither opens a WebSocket of its own."""
+    for where in ("cli/chat.py", "api/remote.py"):
+        assert "xclaw.api.connection.Reconnecting" in imports_of(files(where))[where], where
+        tree = ast.parse((XCLAW / where).read_text())
+        connects = [
+            a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "websockets.asyncio.client"
+            for a in node.names
+            if a.name == "connect"
+        ]
+        assert connects == [], where
+        assert "BACKOFF_" not in (XCLAW / where).read_text(), where

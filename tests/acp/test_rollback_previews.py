@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acp import text_block
+from acp.exceptions import RequestError
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -181,6 +182,12 @@ async def test_acp_rollback_retry_finishes_what_a_failed_compensation_stopped(
         assert "/rollback:" in stopped and "the ledger refuses" in stopped, stopped
         assert "--retry" in stopped and "Rolled back" not in stopped
         assert ledger.refs() == ["A"]  # B undone, A not; nothing rewound yet
+        # Until it is retried or abandoned, the session takes no message: the editor is told
+        # how to go on (invalid params, not an internal error).
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=sid, prompt=[text_block("pay C")])
+        assert refused.value.code == -32602 and "/rollback s0001 --retry" in str(refused.value)
+        assert (refused.value.data or {}).get("code") == "rollback_pending"
 
         before = len(editor.text())
         await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001")])

@@ -5,7 +5,6 @@ HTTP resumes it where it stopped, to its answer."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -13,6 +12,7 @@ import httpx
 import xclaw
 from tests.gateway.harness import Server, write_script
 from tests.runtime.harness import sh
+from tests.waiting import until
 
 TURNS = [
     {"tool_calls": [sh("echo one")]},
@@ -60,12 +60,12 @@ async def test_a_capped_session_waits_in_budget_and_a_grant_over_http_resumes_it
             granted = await api.post(f"/budgets/session:{session.id}/grant", json={"tokens": 5000})
             assert granted.status_code == 200, granted.text
             assert granted.json()["set"]["grantedTokens"] == 5000
-            for _ in range(300):
+
+            async def answered() -> bool:
                 info = (await api.get(f"/sessions/{session.id}")).json()
-                if info["status"] == "Success":
-                    break
-                await asyncio.sleep(0.05)
-            assert info["status"] == "Success", info
+                return bool(info["status"] == "Success")
+
+            await until(answered, "the run's answer after the grant")
             steps = (await api.get(f"/sessions/{session.id}/steps?limit=100")).json()["steps"]
             shell = [s["input"]["command"] for s in steps if s["type"] == "tool_call"]
             assert shell == ["echo one", "echo two", "echo three"]  # each once, in order

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.runtime.harness import sh
+from tests.waiting import until
 from xclaw.store.base import budgets_of
 from xclaw.store.model import Status, StepType
 
@@ -57,12 +58,11 @@ async def test_a_token_cap_stops_the_session_in_budget_and_a_grant_resumes_it(ma
     # A grant: the run goes on where it stopped, to its answer.
     shown = await h.runtime.set_budget(sid, grant_tokens=2000)
     assert shown["set"]["grantedTokens"] == 2000
-    await h.runtime.wait_idle(sid)
-    for _ in range(200):
-        if h.store.get_session(sid).status is Status.SUCCESS:
-            break
-        await h.runtime.wait_idle(sid)
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    await until(
+        lambda: h.store.get_session(sid).status is Status.SUCCESS,
+        "the run's answer after the grant",
+        in_thread=True,
+    )
     spent_after, holds_after = counted(h, sid)
     made = [s for s in h.store.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert len(made) == 4 and len(holds_after) == 4  # nothing called or counted twice

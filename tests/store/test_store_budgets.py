@@ -35,10 +35,18 @@ def test_a_hold_is_written_with_its_step_and_settled_with_its_finish_once(store:
     assert step.status is StepStatus.RUNNING
     assert b.budget_holds(sid) == [(step.seq, 500, 0, False), (step.seq + 1, 300, 0, False)]
     # Until settled, a hold counts its reservation.
-    assert b.budget_totals([f"s:{sid}", "ud:alice:2026-12-06", "tm:2026-12"]) == {
+    assert b.budget_totals(
+        [f"s:{sid}", "ud:alice:2026-12-06", "um:alice:2026-12", "tm:2026-12", "td:2026-12-07"]
+    ) == {
         f"s:{sid}": (800, pytest.approx(0.0008)),
         "ud:alice:2026-12-06": (800, pytest.approx(0.0008)),
+        "um:alice:2026-12": (800, pytest.approx(0.0008)),
         "tm:2026-12": (800, pytest.approx(0.0008)),
+        "td:2026-12-07": (0, 0.0),
+    }
+    assert b.budget_totals(["um:bob:2026-12", "tm:2026-11"]) == {
+        "um:bob:2026-12": (0, 0.0),
+        "tm:2026-11": (0, 0.0),
     }
     done = Completion(status=StepStatus.COMPLETED, output_data={"text": "ok"})
     store.write(FinishStep(session_id=sid, step=first, done=done, spent=Spent(tokens=120, usd=0.5)))

@@ -110,7 +110,15 @@ def rpc_error(e: XclawError) -> RequestError:
     data = {"code": e.code, "details": e.message}
     if e.code in ("unknown_session", "ambiguous_session"):
         return RequestError(-32002, f"Resource not found: {e.message}", data)
-    if e.code in ("bad_command", "bad_step", "config_error", "busy", "forbidden", "unknown_agent"):
+    if e.code in (
+        "bad_command",
+        "bad_step",
+        "config_error",
+        "busy",
+        "forbidden",
+        "unknown_agent",
+        "rollback_pending",  # a prompt while a rollback waits for --retry or --abandon
+    ):
         return RequestError(-32602, f"Invalid params: {e.message}", data)
     return RequestError(-32603, f"Internal error: {e.message}", data)
 

@@ -45,8 +45,7 @@ import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 from websockets.asyncio.client import ClientConnection
-from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed
 
 from xclaw.agents.definition import AgentDefinition
 from xclaw.api.base import (
@@ -59,6 +58,15 @@ from xclaw.api.base import (
     refuse_commands,
     within,
 )
+from xclaw.api.connection import (
+    CLOSE_FORBIDDEN_ORIGIN,
+    CLOSE_TOO_MANY_ATTEMPTS,
+    CLOSE_UNAUTHORIZED,
+    PING_S,
+    Drop,
+    Reconnecting,
+)
+from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import (
     AgentClosed,
     BadCommand,
@@ -77,6 +85,8 @@ from xclaw.frames import (
     HistoryMessage,
     NoticeFrame,
     PongFrame,
+    QueuedFrame,
+    QueuedMessage,
     ReplyFrame,
     ServerFrame,
     SessionFrame,
@@ -93,6 +103,7 @@ from xclaw.http_bodies import (
     ForkAnswer,
     Health,
     HistoryAnswer,
+    QueueAnswer,
     RollbackAnswer,
     RollbackPreview,
     SessionList,
@@ -101,6 +112,7 @@ from xclaw.http_bodies import (
     StepTree,
     ToolInfo,
     ToolList,
+    UnqueueAnswer,
 )
 from xclaw.protocol import MAX_FRAME_BYTES
 
@@ -108,19 +120,13 @@ log = logging.getLogger("xclaw.api")
 
 M = TypeVar("M", bound=BaseModel)
 
-BACKOFF_START_S = 0.2
-BACKOFF_MAX_S = 5.0
+# The backoff, the pings and the close codes are the one reconnect loop's
+# (xclaw/api/connection.py), shared with the terminal client.
 # The default bound on every wait for the gateway (connect(timeout=...)).
 TIMEOUT_S = 30.0
 # The largest frame or HTTP answer taken from a gateway (connect(max_size=...)): above a long
 # session's history frame, far below what would exhaust memory.
 MAX_SIZE = 64 * 1024 * 1024
-# The WebSocket's own liveness check: a gateway that stops answering pings is left and
-# connected to again (at most every 20 s; more often when the caller's bound is shorter).
-PING_S = 20.0
-CLOSE_UNAUTHORIZED = 4401
-CLOSE_FORBIDDEN_ORIGIN = 4403
-CLOSE_TOO_MANY_ATTEMPTS = 4429
 # What a refused WebSocket handshake or an HTTP error answer without xclaw's body means.
 REFUSED_BY_STATUS = {401: "unauthorized", 429: "too_many_attempts"}
 # Error codes with which the gateway refuses a run before it starts (docs/protocol.md).
@@ -202,10 +208,15 @@ class SessionSocket:
         self.reconnects = 0  # attaches after the first: the run stream reconciles
         self.attaching = False  # a reconnect frame sent: its frames until `status` with busy
         self.on_reattach: Callable[[StatusFrame], None] | None = None
+        # Messages sent beside the run being streamed (`send(..., busy=...)` while it is
+        # in flight): their answers (ack, queued, an error naming them), by message id.
+        self.answers: dict[str, asyncio.Future[ServerFrame]] = {}
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost.set_result(None)  # no connection yet
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._conn: Reconnecting | None = None
+        self._reconnected = False  # the connection was lost and is made again
         self._closed = False
         self._fatal: XclawError | None = None
         self._refused: XclawError | None = None  # the last attach's refusal
@@ -279,96 +290,94 @@ class SessionSocket:
                     await ws.send(orjson.dumps(frame).decode())
 
     async def _loop(self) -> None:
-        delay = BACKOFF_START_S
-        headers = {"Authorization": f"Bearer {self.agent.token}"} if self.agent.token else {}
-        reconnected = False  # the connection was lost and is made again
-        ping = min(PING_S, self.agent.timeout)
-        while not self._closed:
-            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            code: int | None = None
-            try:
-                async with ws_connect(
-                    self.agent.ws_url,
-                    additional_headers=headers,
-                    open_timeout=self.agent.timeout,
-                    close_timeout=min(self.agent.timeout, 10.0),
-                    max_size=self.agent.max_size,
-                    ping_interval=ping,
-                    ping_timeout=ping,
-                ) as ws:
-                    self._ws, self.lost = ws, lost
-                    delay = BACKOFF_START_S
-                    self.attaching = True
-                    await ws.send(
-                        orjson.dumps({"type": "reconnect", "sessionId": self.session_id}).decode()
-                    )
-                    async for raw in ws:
-                        frame = self._decode(raw)
-                        if frame is None:
-                            continue
-                        if (
-                            self.attaching
-                            and isinstance(frame, StatusFrame)
-                            and frame.busy is not None
-                        ):
-                            self.attaching = False
-                            self.last_attach = frame
-                            if reconnected:
-                                reconnected = False
-                                self.reconnects += 1
-                                if self.on_reattach is not None:
-                                    self.on_reattach(frame)
-                            self.attached.set()
-                            continue
-                        if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
-                            continue  # what the socket attached to: not a run's event
-                        if (
-                            self.attaching
-                            and isinstance(frame, ErrorFrame)
-                            and not frame.message_id
-                        ):
-                            # The attach was refused (a malformed id): said to `ensure`.
-                            self.attaching = False
-                            self._refused = from_code(frame.code, frame.content)
-                            self.attached.set()
-                            continue
-                        if self.listener is not None:
-                            self.listener(frame)
-                    code = ws.close_code
-            except ConnectionClosed as e:
-                code = e.rcvd.code if e.rcvd else None
-                self._why = f"the connection closed: {e}"
-            except InvalidStatus as e:
-                status = e.response.status_code
-                refused = REFUSED_BY_STATUS.get(status)
-                if refused is not None:
-                    self._fatal = from_code(refused, f"the gateway answered HTTP {status}")
-                    return
-                self._why = f"the WebSocket was refused with HTTP {status}"
-            except (OSError, TimeoutError, WebSocketException) as e:
-                self._why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, self._why)
-            finally:
-                self._ws = None
-                self.attached.clear()
-                if not lost.done():
-                    lost.set_result(None)
-            if code == CLOSE_UNAUTHORIZED:
-                self._fatal = from_code("unauthorized", "the gateway refused the access token")
-                return
-            if code == CLOSE_FORBIDDEN_ORIGIN:
-                self._fatal = from_code("forbidden_origin", "the gateway refused this Origin")
-                return
-            if code == CLOSE_TOO_MANY_ATTEMPTS:
-                self._fatal = from_code(
-                    "too_many_attempts", "too many failed sign-ins from this address"
-                )
-                return
-            if self._closed:
-                return
-            reconnected = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX_S)
+        """The one reconnect loop (xclaw/api/connection.py), attaching this session on each
+        connection."""
+        agent = self.agent
+        self._conn = Reconnecting(
+            agent.ws_url,
+            agent.token,
+            on_open=self._opened,
+            on_frame=self._frame,
+            on_drop=self._dropped,
+            open_timeout=agent.timeout,
+            max_size=agent.max_size,
+            ping=min(PING_S, agent.timeout),
+        )
+        if self._closed:
+            return
+        await self._conn.run()
+
+    async def _opened(self, ws: ClientConnection) -> None:
+        self._ws, self.lost = ws, asyncio.get_running_loop().create_future()
+        self.attaching = True
+        await ws.send(orjson.dumps({"type": "reconnect", "sessionId": self.session_id}).decode())
+
+    def _frame(self, raw: str | bytes) -> None:
+        frame = self._decode(raw)
+        if frame is None:
+            return
+        if self.attaching and isinstance(frame, StatusFrame) and frame.busy is not None:
+            self.attaching = False
+            self.last_attach = frame
+            if self._reconnected:
+                self._reconnected = False
+                self.reconnects += 1
+                if self.on_reattach is not None:
+                    self.on_reattach(frame)
+            self.attached.set()
+            return
+        if self.attaching and isinstance(frame, SessionFrame | HistoryFrame):
+            return  # what the socket attached to: not a run's event
+        if self.attaching and isinstance(frame, ErrorFrame) and not frame.message_id:
+            # The attach was refused (a malformed id): said to `ensure`.
+            self.attaching = False
+            self._refused = from_code(frame.code, frame.content)
+            self.attached.set()
+            return
+        mid = getattr(frame, "message_id", None)
+        waiter = self.answers.get(mid) if isinstance(mid, str) else None
+        if waiter is not None and isinstance(frame, AckFrame | QueuedFrame | ErrorFrame):
+            if not waiter.done():
+                waiter.set_result(frame)  # a message sent beside the run being streamed
+            return
+        if self.listener is not None:
+            self.listener(frame)
+
+    def _dropped(self, drop: Drop, delay: float) -> bool:
+        """The connection ended (or none was made): why, for `ensure`'s error; whether to
+        connect again (not when the gateway refused this client for good)."""
+        self._ws = None
+        self.attached.clear()
+        if not self.lost.done():
+            self.lost.set_result(None)
+        error, code = drop.error, drop.code
+        status = drop.refused_status
+        if status is not None:
+            refused = REFUSED_BY_STATUS.get(status)
+            if refused is not None:
+                self._fatal = from_code(refused, f"the gateway answered HTTP {status}")
+                return False
+            self._why = f"the WebSocket was refused with HTTP {status}"
+        elif isinstance(error, ConnectionClosed):
+            self._why = f"the connection closed: {error}"
+        elif error is not None:
+            self._why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            log.info("event=connect_failed url=%s reason=%r", self.agent.ws_url, self._why)
+        if code == CLOSE_UNAUTHORIZED:
+            self._fatal = from_code("unauthorized", "the gateway refused the access token")
+            return False
+        if code == CLOSE_FORBIDDEN_ORIGIN:
+            self._fatal = from_code("forbidden_origin", "the gateway refused this Origin")
+            return False
+        if code == CLOSE_TOO_MANY_ATTEMPTS:
+            self._fatal = from_code(
+                "too_many_attempts", "too many failed sign-ins from this address"
+            )
+            return False
+        if self._closed:
+            return False
+        self._reconnected = True
+        return True
 
     def _decode(self, raw: str | bytes) -> ServerFrame | None:
         """A frame of this socket's session, typed; None for what is not one (not JSON, not
@@ -386,6 +395,8 @@ class SessionSocket:
 
     async def close(self) -> None:
         self._closed = True
+        if self._conn is not None:
+            self._conn.stop.set()
         ws = self._ws
         if ws is not None:
             with contextlib.suppress(Exception):
@@ -423,7 +434,7 @@ class RemoteEvents(Events):
         self._asked: set[str] = set()  # approval requests given and not answered since
         self._replied = False
         # While the message waits for the gateway's answer (ack, or an error naming it).
-        self._settling: asyncio.Future[AckFrame | ErrorFrame] | None = None
+        self._settling: asyncio.Future[AckFrame | QueuedFrame | ErrorFrame] | None = None
         self._first: asyncio.Future[ServerFrame] | None = None  # /compact: refused?
         self._early: list[ServerFrame] = []  # frames that came before that answer
         self._running = False  # a run of this stream is known to be in flight
@@ -442,6 +453,9 @@ class RemoteEvents(Events):
         if socket.listener is not None or (self._frame is None and (await s.info()).busy):
             if self._frame is None:
                 self._finish()
+                return
+            if self._frame.get("busy") not in (None, "reject") and self._message_id:
+                await self._beside(socket, self._frame)  # this stream's run is in flight
                 return
             raise from_code(
                 "busy", "a run is in flight for this session; wait for its reply or cancel it"
@@ -496,6 +510,10 @@ class RemoteEvents(Events):
         if isinstance(got, ErrorFrame):
             raise from_code(got.code, got.content, session_id=self.session_id)
         self._session._written()
+        if isinstance(got, QueuedFrame):  # kept for later: its one event, and the end
+            self._push(got)
+            self._done()
+            return
         self._first_seq = _seq(got.step_id)
         for early_frame in early:
             self._take(early_frame)
@@ -503,6 +521,29 @@ class RemoteEvents(Events):
             # Recorded before the connection was lost: what its run did meanwhile (or all of
             # it, if it ended) is in the record.
             self._catch(socket.last_attach)
+
+    async def _beside(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
+        """A message sent while another stream of this session's runs: its answer is its
+        only event (`queued`; an `ack` if that run ended meanwhile: its run is not streamed
+        here — Session.wait)."""
+        mid = frame["messageId"]
+        answer: asyncio.Future[ServerFrame] = asyncio.get_running_loop().create_future()
+        socket.answers[mid] = answer
+        try:
+            await socket.send(frame)
+            async with asyncio.timeout(self._session._agent.timeout):
+                got = await answer
+        except TimeoutError:
+            raise GatewayUnavailable(
+                f"{self._session._agent.ws_url}: the gateway did not answer for the message "
+                f"within {self._session._agent.timeout:g} s"
+            ) from None
+        finally:
+            socket.answers.pop(mid, None)
+        if isinstance(got, ErrorFrame):
+            raise from_code(got.code, got.content, session_id=self.session_id)
+        self._push(got)
+        self._finish()
 
     async def _send_command(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
         """A command's frame (/compact): the first frame after it says whether it runs."""
@@ -545,7 +586,7 @@ class RemoteEvents(Events):
     def _answers(self, frame: ServerFrame) -> bool:
         """The gateway's answer for this stream's message: its ack, an error naming it, or a
         bad_frame (which names no message: the frame could not be read)."""
-        if isinstance(frame, AckFrame):
+        if isinstance(frame, AckFrame | QueuedFrame):
             return frame.message_id == self._message_id
         if isinstance(frame, ErrorFrame):
             if frame.message_id is None:
@@ -555,7 +596,9 @@ class RemoteEvents(Events):
 
     def _take(self, frame: ServerFrame) -> None:
         """A live frame: given unless it repeats one given already; and is it the end?"""
-        if isinstance(frame, AckFrame) or (isinstance(frame, ErrorFrame) and frame.message_id):
+        if isinstance(frame, AckFrame | QueuedFrame) or (
+            isinstance(frame, ErrorFrame) and frame.message_id
+        ):
             return  # the answer for a message (this one's was taken): not a run's event
         if isinstance(frame, PongFrame):
             if self._barrier:
@@ -780,10 +823,17 @@ class RemoteSession(Session):
 
     # --- a run --------------------------------------------------------------------------------
     def send(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> Events:
         refuse_commands(text)
         frame = {"type": "message", "sessionId": self.id, "content": text, "messageId": _new_id()}
+        if busy is not None:
+            frame["busy"] = check_policy(busy)
         named = (
             self._agent._named(agent) if agent is not None else (self._runs if self._new else None)
         )
@@ -797,6 +847,19 @@ class RemoteSession(Session):
         events = RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
         events._load = self._agent._load_output
         return events
+
+    async def queued(self) -> list[QueuedMessage]:
+        try:
+            found = await self._agent._as(QueueAnswer, "GET", f"/sessions/{self.id}/queue")
+        except XclawError as e:
+            if e.code == "unknown_session" and self._new:
+                return []
+            raise
+        return found.queued
+
+    async def unqueue(self, message_id: str) -> bool:
+        path = f"/sessions/{self.id}/queue/{quote(message_id, safe='')}"
+        return (await self._agent._as(UnqueueAnswer, "DELETE", path)).cancelled
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:

@@ -1,7 +1,8 @@
 """`xclaw chat`: the terminal client of the gateway.
 
 Two activities share one event loop: the connection (connect, `reconnect`, read frames,
-reconnect with backoff when the server goes away) and the input (a prompt_toolkit line editor
+reconnect with backoff when the server goes away: the Python API's own reconnect loop,
+xclaw/api/connection.py, with its constants) and the input (a prompt_toolkit line editor
 on a terminal; plain lines from stdin otherwise). Input is read only when the client is ready
 for it — attached, and no reply pending unless an approval needs an answer — so piped lines
 are sent one turn at a time, exactly like a person typing after each answer.
@@ -23,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidURI
 
+from xclaw.api.connection import CLOSE_FORBIDDEN_ORIGIN, CLOSE_UNAUTHORIZED, Drop, Reconnecting
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
@@ -57,13 +59,11 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
 SESSION_FILE = ".cli_session"
-BACKOFF_START_S = 0.5
-BACKOFF_MAX_S = 5.0
-CLOSE_UNAUTHORIZED = 4401
+# How long one attempt to connect may take: a person is waiting for the offline line.
+OPEN_TIMEOUT_S = 5.0
 # Under the gateway's /help list (xclaw.gateway.commands.HELP_TEXT): what only this client
 # handles itself, in the same columns.
 CLIENT_HELP = "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
-CLOSE_FORBIDDEN_ORIGIN = 4403
 YES = ("y", "yes")
 # `n <reason>` / `no: <reason>` at an approval prompt: a denial the model is told why of.
 _DENIAL = re.compile(r"^\s*no?\s*[:,-]?\s+(\S.*)$|^\s*no?\s*:\s*(\S.*)$", re.IGNORECASE)
@@ -448,60 +448,55 @@ class ChatClient:
 
     # --- connection -------------------------------------------------------------------------
     async def connection_loop(self) -> None:
-        delay = BACKOFF_START_S
-        headers = {"Authorization": f"Bearer {self.opts.token}"} if self.opts.token else {}
-        while not self._quit.is_set():
-            reason = ""
-            try:
-                async with connect(
-                    self.opts.url,
-                    additional_headers=headers,
-                    open_timeout=5,
-                    max_size=None,
-                    ping_interval=20,
-                    ping_timeout=20,
-                ) as ws:
-                    delay = BACKOFF_START_S
-                    self._ever_connected = True
-                    self._offline_since = None
-                    self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
-                    if self.approvals:
-                        # The server says again what still waits (after the history): ask
-                        # it afresh there, not as an orphan prompt above the history.
-                        self.approvals = []
-                        self.input.abandon()
-                    await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
-                    self._ws = ws
-                    self._changed.set()
-                    async for raw in ws:
-                        self.receive(raw)
-                code = ws.close_code
-            except ConnectionClosed as e:
-                code = e.rcvd.code if e.rcvd else None
-                reason = e.rcvd.reason if e.rcvd else "connection lost"
-            except InvalidURI as e:
-                self._say(f"error: bad URL: {e}", "bold red")
-                self.quit(2)
-                return
-            except (OSError, InvalidHandshake, InvalidStatus, TimeoutError) as e:
-                code, reason = None, str(e) or type(e).__name__
-            finally:
-                self._ws = None
-            if code == CLOSE_UNAUTHORIZED:
-                self._unauthorized()
-                return
-            if code == CLOSE_FORBIDDEN_ORIGIN:
-                self.quit(2)
-                return
-            if self._quit.is_set():
-                return
-            self._offline(reason or f"closed ({code})", delay)
-            try:
-                await asyncio.wait_for(self._quit.wait(), delay)
-                return
-            except TimeoutError:
-                pass
-            delay = min(delay * 2, BACKOFF_MAX_S)
+        """The Python API's reconnect loop (xclaw/api/connection.py), attaching the session of
+        the moment on each connection, until the client quits."""
+        await Reconnecting(
+            self.opts.url,
+            self.opts.token,
+            on_open=self._connected,
+            on_frame=self.receive,
+            on_drop=self._dropped,
+            open_timeout=OPEN_TIMEOUT_S,
+            max_size=None,
+            stop=self._quit,
+        ).run()
+
+    async def _connected(self, ws: ClientConnection) -> None:
+        self._ever_connected = True
+        self._offline_since = None
+        self.turn = "attach" if self.turn in (None, "attach", "command") else self.turn
+        if self.approvals:
+            # The server says again what still waits (after the history): ask it afresh
+            # there, not as an orphan prompt above the history.
+            self.approvals = []
+            self.input.abandon()
+        await ws.send(json.dumps({"type": "reconnect", "sessionId": self.session_id}))
+        self._ws = ws
+        self._changed.set()
+
+    def _dropped(self, drop: Drop, delay: float) -> bool:
+        """The connection ended (or none was made): quit when the gateway refused this client
+        or the URL is wrong; otherwise say so (once per outage) and connect again."""
+        self._ws = None
+        code, error, reason = drop.code, drop.error, ""
+        if isinstance(error, ConnectionClosed):
+            reason = error.rcvd.reason if error.rcvd else "connection lost"
+        elif isinstance(error, InvalidURI):
+            self._say(f"error: bad URL: {error}", "bold red")
+            self.quit(2)
+            return False
+        elif error is not None:
+            reason = str(error) or type(error).__name__
+        if code == CLOSE_UNAUTHORIZED:
+            self._unauthorized()
+            return False
+        if code == CLOSE_FORBIDDEN_ORIGIN:
+            self.quit(2)
+            return False
+        if self._quit.is_set():
+            return False
+        self._offline(reason or f"closed ({code})", delay)
+        return True
 
     def _unauthorized(self) -> None:
         """The token was refused: said once (the gateway's error frame and its close both

@@ -4,7 +4,8 @@ waits for a budget let go on once a grant or a raised cap makes room.
 
 The caps are xclaw.yaml's `budgets:` under the admin's (`budget_caps`, read again at most
 every `REFRESH_S`, so a cap set by the command line or another worker is seen without a
-query per turn). A turn under no cap gets no gate: nothing more is read or written.
+query per turn), and so are the totals of the scopes several sessions share (what other
+workers spent). A turn under no cap gets no gate: nothing more is read or written.
 """
 
 from __future__ import annotations
@@ -83,35 +84,40 @@ class Budgets:
         self.ledger = Ledger()
         self._rows: dict[str, BudgetRow] = {}
         self._read_at: float | None = None
+        # When each shared scope's total was last read from the record.
+        self._loaded: dict[str, float] = {}
 
     def forget_rows(self) -> None:
         """The admin changed a cap here: read them again at the next turn."""
         self._read_at = None
 
     async def gate_for(self, reader: StoreCaller[Any], session_id: str) -> Gate | None:
-        """The gate of a run of `session_id`, its totals read from the record (one trip to
-        a thread); None when no cap applies (then nothing is read, but the admin's caps
-        every REFRESH_S)."""
+        """The gate of a run of `session_id`; None when no cap applies (then nothing is
+        read, but the admin's caps every REFRESH_S). One trip to a thread: the session's
+        own total (exact: one driver), and the shared scopes' (a person's, the
+        deployment's) when not read for REFRESH_S — between reads this worker counts its
+        own holds as it puts them, so a turn costs one indexed sum."""
         now = self.clock()
         refresh = self._read_at is None or now - self._read_at >= REFRESH_S
         if not refresh and not self.configured and not self._rows:
             return None
         day, month = periods(now)
-        store = reader.store
-        read = partial(self._read, store, session_id, day, month, refresh)
+        read = partial(self._read, reader.store, session_id, day, month, refresh, now)
         rows, owner, limits, sums = await reader(read)
         if refresh:
             self._rows, self._read_at = rows, now
         if not limits:
             return None
+        for scope in sums:
+            self._loaded[scope] = now
         self.ledger.load(sums, exact=frozenset({f"s:{session_id}"}))
         return Gate(self.ledger, limits, owner=owner, day=day, month=month, prices=self.prices)
 
     def _read(
-        self, store: Any, session_id: str, day: str, month: str, refresh: bool
+        self, store: Any, session_id: str, day: str, month: str, refresh: bool, now: float
     ) -> tuple[dict[str, BudgetRow], str | None, tuple[Limit, ...], dict[str, tuple[int, float]]]:
         """On a thread: the admin's caps (when due), the session's owner (when a person's
-        cap may apply), the caps on the session and their scopes' totals."""
+        cap may apply), the caps on the session and the totals of their scopes to read."""
         rows = budgets_of(store).budget_rows() if refresh else self._rows
         per_user = any(k in self.configured for k in USER_KEYS) or any(
             t.startswith("user:") for t in rows
@@ -120,8 +126,13 @@ class Budgets:
         limits = limits_for(self.configured, rows, session_id, owner, day, month)
         if not limits:
             return rows, owner, limits, {}
-        scopes = tuple(dict.fromkeys(lim.scope for lim in limits))
-        return rows, owner, limits, budgets_of(store).budget_totals(scopes)
+        mine = f"s:{session_id}"
+        stale = [
+            lim.scope
+            for lim in limits
+            if lim.scope == mine or now - self._loaded.get(lim.scope, -REFRESH_S) >= REFRESH_S
+        ]
+        return rows, owner, limits, budgets_of(store).budget_totals(tuple(dict.fromkeys(stale)))
 
 
 def parse_target(ref: str) -> str:

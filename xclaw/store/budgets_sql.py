@@ -40,12 +40,13 @@ _COUNTED = (
 )
 # Scope -> the holds it sums: `s:<session>`, `ud:<user>:<day>`, `um:<user>:<month>`,
 # `td:<day>`, `tm:<month>` (xclaw/budgets/ledger.py names them).
+# A month is read as a range of days (the day indexes serve it).
 _SCOPE_WHERE = {
     "s": "session_id=?",
     "ud": "owner=? AND day=?",
-    "um": "owner=? AND month=?",
+    "um": "owner=? AND day BETWEEN ? AND ?",
     "td": "day=?",
-    "tm": "month=?",
+    "tm": "day BETWEEN ? AND ?",
 }
 _GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
 _UPSERT_CAPS = (
@@ -88,7 +89,11 @@ def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
         where = _SCOPE_WHERE[kind]
         # A user name may hold ':': the period is the last part.
         user, _, period = rest.rpartition(":")
-        values = [user, period] if kind in ("ud", "um") else [rest]
+        values: list[Any] = [user, period] if kind == "ud" else [rest]
+        if kind == "um":
+            values = [user, f"{period}-01", f"{period}-31"]
+        elif kind == "tm":
+            values = [f"{rest}-01", f"{rest}-31"]
         parts.append(f"SELECT {_COUNTED} FROM budget_holds WHERE {where}")
         params += values
         order.append(scope)

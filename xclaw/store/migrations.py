@@ -579,6 +579,78 @@ M008_POSTGRES = (
     """,
 )
 
+# Migration 9, `budget_holds_lean`: a hold is written with every LLM call under a cap, so its
+# row costs what the step's own write does: SQLite keeps it in its key's b-tree alone (WITHOUT
+# ROWID), and the month's sums read the day's indexes by range (the month indexes go).
+M009_SQLITE = (
+    """
+    CREATE TABLE budget_holds_lean (
+        session_id   TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        owner        TEXT,
+        day          TEXT NOT NULL,
+        month        TEXT NOT NULL,
+        held_tokens  INTEGER NOT NULL,
+        held_usd     REAL NOT NULL,
+        spent_tokens INTEGER NOT NULL,
+        spent_usd    REAL NOT NULL,
+        settled      INTEGER NOT NULL CHECK (settled IN (0, 1)),
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO budget_holds_lean SELECT session_id, seq, owner, day, month, held_tokens, "
+    "held_usd, spent_tokens, spent_usd, settled, created_at FROM budget_holds",
+    "DROP TABLE budget_holds",
+    "ALTER TABLE budget_holds_lean RENAME TO budget_holds",
+    "CREATE INDEX idx_budget_holds_owner_day ON budget_holds(owner, day)",
+    "CREATE INDEX idx_budget_holds_day ON budget_holds(day)",
+)
+M009_POSTGRES = (
+    "DROP INDEX idx_budget_holds_owner_month",
+    "DROP INDEX idx_budget_holds_month",
+)
+
+# Migration 10: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
+# "Input while a run is busy"): a durable FIFO per session, in `seq` order (an `interrupt`
+# first). `id` is the message id its run will record (the client's `messageId`, or one the
+# server made), unique in the session: a resend is queued once, and the write that opens its
+# turn deletes it, so kills and takeovers never drop, reorder or repeat one.
+M010_SQLITE = (
+    """
+    CREATE TABLE queued_inputs (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        mode       TEXT NOT NULL CHECK (mode IN ('queue', 'steer', 'interrupt')),
+        content    TEXT NOT NULL,
+        sent_by    TEXT,              -- JSON: who sent it (a team member), as the message records
+        agent      TEXT,              -- the declared agent it asked for
+        created_at INTEGER NOT NULL,
+        UNIQUE (session_id, id),
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE
+    )
+    """,
+    "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
+)
+
+M010_POSTGRES = (
+    """
+    CREATE TABLE queued_inputs (
+        seq        bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        id         text NOT NULL,
+        mode       text NOT NULL CHECK (mode IN ('queue', 'steer', 'interrupt')),
+        content    text NOT NULL,
+        sent_by    jsonb,
+        agent      text,
+        created_at bigint NOT NULL,
+        UNIQUE (session_id, id)
+    )
+    """,
+    "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -650,6 +722,23 @@ MIGRATIONS: tuple[Migration, ...] = (
         "set, so spend is capped and counted once across kills and workers",
         M008_SQLITE,
         M008_POSTGRES,
+    ),
+    Migration(
+        9,
+        "budget_holds_lean",
+        "a hold's row as cheap to write as its step's: SQLite keeps it in its key's b-tree "
+        "(WITHOUT ROWID), and a month's sums read the day indexes by range",
+        M009_SQLITE,
+        M009_POSTGRES,
+    ),
+    Migration(
+        10,
+        "queued_inputs",
+        "messages sent while a run is busy that wait their turn (the queue, steering and "
+        "interrupting policies), each under the message id its run records, so a kill or a "
+        "takeover never drops, reorders or repeats one",
+        M010_SQLITE,
+        M010_POSTGRES,
     ),
 )
 
