@@ -29,17 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xclaw.store.model import Completion, StepStatus
-from xclaw.store.writes import BeginStep, FinishStep
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gateway_bench import pct
 
 from xclaw.store import sqlite_writer
-from xclaw.store.model import NewStep, StepType
+from xclaw.store.model import Completion, NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep, FinishStep
 
 MODES = ("busy handler", "own pauses")
 

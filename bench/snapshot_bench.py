@@ -28,13 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from xclaw.store.model import Completion, StepStatus
-from xclaw.store.writes import BeginStep, FinishStep
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xclaw.store.model import NewStep, StepType
+from xclaw.store.model import Completion, NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep, FinishStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 from xclaw.workspace.timetravel import Workspaces

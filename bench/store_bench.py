@@ -29,14 +29,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from xclaw.store.model import Completion, StepStatus
-from xclaw.store.writes import BeginStep, FinishStep
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xclaw.store.migrations import M001_SQLITE
-from xclaw.store.model import NewStep, StepType
+from xclaw.store.model import Completion, NewStep, StepStatus, StepType
 from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.writes import BeginStep, FinishStep
 
 SID = "benchSessionId0123456789"[:22]  # the length of a generated id (token_urlsafe(16))
 _rng = random.Random(6)
