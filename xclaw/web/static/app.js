@@ -228,10 +228,15 @@ function onFrame(frame) {
     case "step":
       if (foreign) return;
       trace.upsert(frame.step);
-      {
+      if (frame.step.type === "user_input" && frame.step.agent === "main") {
+        const out = frame.step.output || {};
+        // A schedule's or a webhook's fire (docs/schedules.md): its id is the message's.
+        const fired = /^(schedule|hook)\./.exec(String(out.messageId || ""));
         // Another person's message in a shared session (docs/teams.md): shown as theirs.
-        const sender = frame.step.type === "user_input" ? frame.step.output?.by?.user : null;
-        if (sender && sender !== state.me && frame.step.agent === "main") transcript.user(String(frame.step.input ?? ""), sender);
+        const sender = out.by?.user;
+        const text = String(frame.step.input ?? "");
+        if (fired) transcript.user(text, fired[1] === "hook" ? "webhook" : "schedule");
+        else if (sender && sender !== state.me) transcript.user(text, sender);
       }
       if (state.approval && frame.step.id === state.approval.stepId && frame.step.status !== "running") {
         state.approval.handle.close(); // answered here or by another client
