@@ -526,6 +526,39 @@ class AckFrame(Frame):
     duplicate: bool = Field(description="recorded before this frame: acknowledged again only")
 
 
+class QueuedMessage(Wire):
+    """A message waiting for the session's run (docs/protocol.md, "Input while a run is
+    busy")."""
+
+    id: str = Field(description="the message id its user_input step will record")
+    busy: Literal["queue", "steer", "interrupt"] = Field(description="what it asked for")
+    content: str
+    at: int = Field(description="when it was queued, milliseconds since the epoch")
+    user: str | None = Field(default=None, description="the team member who sent it")
+    agent: str | None = Field(default=None, description="the declared agent it asked for")
+
+
+class QueueFrame(Frame):
+    """The session's waiting messages, in the order they run: to every client whenever the
+    queue changes, and on attach when it is not empty."""
+
+    type: Literal["queue"] = "queue"
+    session_id: str = Field(alias="sessionId")
+    queued: list[QueuedMessage]
+
+
+class QueuedFrame(Frame):
+    """The answer to a `message` frame that carried `messageId` and was kept to run later
+    (`busy` queue or interrupt) or to steer the run: written durably; `duplicate`: it was
+    queued before (a resend)."""
+
+    type: Literal["queued"] = "queued"
+    session_id: str = Field(alias="sessionId")
+    message_id: str = Field(alias="messageId")
+    busy: Literal["queue", "steer", "interrupt"]
+    duplicate: bool
+
+
 class PongFrame(Frame):
     type: Literal["pong"] = "pong"
 
@@ -550,6 +583,8 @@ FRAME_CLASSES: tuple[type[Frame], ...] = (
     ErrorFrame,
     PongFrame,
     AckFrame,
+    QueueFrame,
+    QueuedFrame,
 )
 BY_TYPE: dict[str, type[Frame]] = {c.model_fields["type"].default: c for c in FRAME_CLASSES}
 
@@ -572,7 +607,9 @@ ServerFrame: TypeAlias = Annotated[
     | RollbackPreviewFrame
     | ErrorFrame
     | PongFrame
-    | AckFrame,
+    | AckFrame
+    | QueueFrame
+    | QueuedFrame,
     Field(discriminator="type"),
 ]
 SERVER_FRAME: TypeAdapter[ServerFrame] = TypeAdapter(ServerFrame)

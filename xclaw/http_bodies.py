@@ -18,6 +18,7 @@ from xclaw.frames import (
     HistoryMessage,
     OutsideEffectInfo,
     PendingRollback,
+    QueuedMessage,
     SessionInfo,
     Step,
     TreeNode,
@@ -210,6 +211,20 @@ class ApprovalAnswer(Wire):
     session_id: str = Field(alias="sessionId")
     step_id: str = Field(alias="stepId")
     approved: bool
+
+
+class QueueAnswer(Wire):
+    """The session's waiting messages, in the order they run (docs/protocol.md, "Input
+    while a run is busy")."""
+
+    session_id: str = Field(alias="sessionId")
+    queued: list[QueuedMessage]
+
+
+class UnqueueAnswer(Wire):
+    session_id: str = Field(alias="sessionId")
+    id: str
+    cancelled: bool = Field(description="false: it was not waiting (it ran, or was cancelled)")
 
 
 class ToolInfo(Wire):

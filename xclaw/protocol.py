@@ -28,6 +28,7 @@ from pydantic import (
 
 from xclaw.agents.definition import NAME_RE
 from xclaw.answered_by import CLIENT_RE
+from xclaw.busy import BusyPolicy
 from xclaw.errors import BadFrame as BadFrame  # raised here; clients import it from here
 from xclaw.llm.prices import PriceTable
 from xclaw.store.model import Session, Step, StepTreeNode, display_id, session_state
@@ -68,6 +69,9 @@ class MessageFrame(_Frame):
     )
     # The declared agent that runs it and the session's turns after it (docs/agents.md).
     agent: StrictStr | None = Field(default=None, pattern=AGENT_NAME)
+    # What it does if the session's run is busy (xclaw/busy.py); absent: the session's
+    # policy, else the deployment's (`reject` unless xclaw.yaml says otherwise).
+    busy: BusyPolicy | None = None
 
 
 class ApprovalFrame(_Frame):

@@ -1,7 +1,7 @@
 """The session's slash commands as the protocols answer them — `/steps [N]`, `/rollback sNNNN
-[--confirm | --accept-irreversible | --retry]`, `/rollback --abandon`, `/fork sNNNN [title]` —
-read once for every client: the gateway's `/rollback` (the WebSocket, the page, AG-UI, A2A)
-and the editor's (`xclaw acp`, over the Python API). A rollback past outside effects says
+[--confirm | --accept-irreversible | --retry]`, `/rollback --abandon`, `/fork sNNNN [title]`,
+`/ps` — read once for every client: the gateway's `/rollback` (the WebSocket, the page,
+AG-UI, A2A) and the editor's (`xclaw acp`, over the Python API). A rollback past outside effects says
 first what it would undo and what it would leave done, with the command that goes on
 (`preview_text`), and waits for `--confirm` (or `--accept-irreversible` when some stay done).
 
@@ -20,7 +20,8 @@ from xclaw.protocol import Command, parse_command
 # What a message to an agent through a protocol (ACP, AG-UI, A2A) may carry instead of words
 # for the model: time travel. The rest of the gateway's commands (/sessions, /share, …) are
 # the terminal's and the page's.
-PROTOCOL_COMMANDS = frozenset({"steps", "rollback", "fork"})
+# `/ps` only shows: the processes the session's commands left running (docs/containers.md).
+PROTOCOL_COMMANDS = frozenset({"steps", "rollback", "fork", "ps"})
 ROLLBACK_USAGE = (
     "usage: /rollback sNNNN [--confirm | --accept-irreversible | --retry], or /rollback "
     "--abandon — a step id shown by /steps"

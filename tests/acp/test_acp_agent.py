@@ -3,7 +3,7 @@ editor drives it: a real `xclaw acp` process on stdio, a real SQLite file, the s
 
 The editor's project is the session's workspace; a prompt streams message, thought and tool
 updates and ends with its stop reason; approvals are `session/request_permission`; cancel
-stops the running command; `/steps`, `/rollback`, `/fork` work; and the agent killed mid-tool
+stops the running command; `/steps`, `/rollback`, `/fork`, `/ps` work; and the agent killed mid-tool
 is started again, `session/load` replays the history, and the interrupted call is not run
 twice."""
 
@@ -95,7 +95,7 @@ async def test_a_prompt_streams_tools_with_diffs_and_approvals_and_ends_the_turn
         sid = new.session_id
         await editor.until(lambda: "available_commands_update" in editor.kinds(sid))
         cmds = next(u for _, u in editor.updates if u.session_update == "available_commands_update")
-        assert {c.name for c in cmds.available_commands} == {"steps", "rollback", "fork"}
+        assert {c.name for c in cmds.available_commands} == {"steps", "rollback", "fork", "ps"}
         done = await conn.prompt(session_id=sid, prompt=[text_block("write a file")])
         assert done.stop_reason == "end_turn"
     # The files are in the editor's project.
@@ -332,3 +332,31 @@ async def test_the_editors_mcp_server_is_started_untrusted_and_its_tool_runs(
         assert len(editor.asked) == 1  # untrusted: its idempotent claim loosens nothing
         assert "It is 5." in editor.text()
     assert log.read_text() == "slow_add 2 3\n"  # reached the server once
+
+
+async def test_ps_lists_what_the_sessions_container_keeps_running(
+    tmp_path: Path, project: Path
+) -> None:
+    """`/ps` in the editor: the list every client shows (docs/containers.md), here of a
+    container session (real podman with runc; under XCLAW_TEST_REQUIRE_PODMAN it fails
+    rather than skips without them)."""
+    from tests.containers import remove_containers, test_image
+
+    config = tmp_path / "xclaw.yaml"
+    config.write_text(
+        f"workspace_root: {tmp_path / 'ws'}\n"
+        f"sandbox:\n  isolation: container\n  image: {test_image()}\n"
+    )
+    turns = [{"tool_calls": [_sh("httpd -p 127.0.0.1:8096 -h /opt")]}, {"text": "started"}]
+    editor = Editor()
+    env = {**_env(tmp_path, _script(tmp_path, turns)), "XCLAW_CONFIG": str(config)}
+    try:
+        async with spawned(editor, project, *YOLO, env=env) as (conn, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("start a server")])
+            await conn.prompt(session_id=sid, prompt=[text_block("/ps")])
+            text = editor.text()
+            assert "[ps] 1 background process(es) in the session's container" in text, text
+            assert "pid" in text and "httpd -p 127.0.0.1:8096 -h /opt" in text
+    finally:
+        remove_containers(tmp_path / "ws")

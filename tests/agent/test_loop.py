@@ -152,6 +152,9 @@ class Observer:
     async def compaction_finished(self, response: LLMResponse, summarised: int) -> None:
         self.events.append(f"{self.prefix}llm_finished")
 
+    async def steered(self) -> list[str]:
+        return []
+
     async def llm_failed(self, error: str) -> None:
         self.events.append(f"{self.prefix}llm_failed {error}")
 

@@ -328,3 +328,23 @@ def test_a_shared_session_shows_who_sent_what() -> None:
     assert "[history] alice: first" in out and "[history] You: second" in out
     assert "alice: third" in out and "\x1b" not in out
     assert "mine" not in out  # what this client typed is on the screen already
+
+
+def test_the_queue_is_a_line_per_waiting_message_numbered_for_unqueue() -> None:
+    waiting = {
+        "type": "queue",
+        "sessionId": "s",
+        "queued": [
+            {"id": "m-2", "busy": "queue", "content": "then   this", "at": 1},
+            {"id": "m-3", "busy": "steer", "content": "x" * 80, "at": 2, "user": "ann"},
+        ],
+    }
+    out = render(
+        {"type": "queue", "sessionId": "s", "queued": []}, waiting, {**waiting, "queued": []}
+    )
+    assert out.splitlines() == [
+        "[queue] 2 waiting (/unqueue N cancels one):",
+        "  1. [queue] “then this”",
+        "  2. [steer] “" + "x" * 69 + "…” · ann",
+        "[queue] nothing waits any more",
+    ]

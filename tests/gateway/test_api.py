@@ -103,6 +103,8 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/hooks/{name}",
         "/budgets/{target}",
         "/budgets/{target}/grant",
+        "/sessions/{sid}/queue",
+        "/sessions/{sid}/queue/{mid}",
     }
     assert set(spec["paths"]["/sessions/{sid}"]) == {"parameters", "get", "patch", "delete"}
     # every $ref resolves

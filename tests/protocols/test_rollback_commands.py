@@ -332,3 +332,31 @@ async def test_a2a_another_member_cannot_roll_back_the_context(ledger_server: An
     assert server.ledger.refs() == ["A", "B"]
     assert server.ledger.calls() == ["pay A", "pay B"]
     assert len(user_inputs(server, "ctx-own")) == 1
+
+
+async def test_agui_and_a2a_answer_ps_as_every_client_does(
+    ledger_server: Any, tmp_path: Path
+) -> None:
+    """`/ps` (docs/containers.md) is one of the session's commands on both protocols: answered
+    by the gateway's list, never sent to the model. Here a session without a container: an
+    empty list, and why."""
+    server = ledger_server(PAYMENTS)
+    agui = AguiClient(server, "thread-ps", tmp_path / "client.json")
+    assert (await agui.run({"say": "pay A then B"})).result == "Paid."
+    recorded = steps(server, "thread-ps")
+    ps = await agui.run({"say": "/ps"})
+    assert ps.error is None and ps.outcome == {"type": "success"}, ps.error
+    assert said(ps).startswith("[ps] no background process: this session runs no container")
+    client, http = await open_client(server)
+    try:
+        shown = answer_of(
+            await collect(client.send_message(message("/ps", "m-ps", context="thread-ps")))
+        )
+        assert shown.context_id == "thread-ps" and not shown.task_id
+        assert shown.parts[0].text == said(ps)
+        card = await A2ACardResolver(http, server.http).get_agent_card()
+        commands = next(s for s in card.skills if s.id == "xclaw.commands")
+        assert "/ps" in commands.examples  # said on the card with the other commands
+    finally:
+        await http.aclose()
+    assert steps(server, "thread-ps") == recorded  # neither reached the model

@@ -147,6 +147,13 @@ SAMPLE_ROWS[8] = [
 # The holds kept in their key's b-tree (SQLite), the month indexes gone: the same rows.
 SAMPLE_ROWS[9] = [*SAMPLE_ROWS[8]]
 
+# A version-10 database: a message waits for the session's run to end.
+SAMPLE_ROWS[10] = [
+    *SAMPLE_ROWS[9],
+    "INSERT INTO queued_inputs (session_id, id, mode, content, created_at) "
+    "VALUES ('old', 'm-2', 'queue', 'and then this', 3000)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

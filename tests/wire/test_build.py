@@ -136,6 +136,8 @@ FRAMES: list[Any] = [
     build.error_frame("bad", "bad_frame", "s-1"),
     build.error_frame("busy", "busy", "s-1", message_id="m-1"),
     build.ack_frame("s-1", "m-1", "s0004", False),
+    build.queue_frame([{"id": "m-2", "busy": "queue", "content": "next", "at": 5, "user": "ann"}]),
+    build.queued_frame("s-1", "m-2", "queue", False),
     build.pong_frame(),
 ]
 

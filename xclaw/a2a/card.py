@@ -65,7 +65,7 @@ def agent_card(section: A2aSection, tools: Iterable[Tool], base_url: str) -> Age
 # card, as an editor is told them (ACP's available commands).
 COMMANDS_SKILL = AgentSkill(
     id="xclaw.commands",
-    name="steps, rollback, fork",
+    name="steps, rollback, fork, ps",
     description=(
         "A message (with its contextId) that is a command is answered without the model: "
         "/steps [N] lists the context's steps; /rollback sNNNN shows what rewinding to just "
@@ -73,8 +73,15 @@ COMMANDS_SKILL = AgentSkill(
         "does nothing; /rollback sNNNN --confirm runs the compensations and rewinds "
         "(--accept-irreversible when some effects stay done; --retry or /rollback --abandon "
         "for one stopped half-way; metadata.rollback says the same with structure); "
-        "/fork sNNNN [title] branches a new context after that step."
+        "/fork sNNNN [title] branches a new context after that step; /ps lists the "
+        "processes the context's commands left running in its container."
     ),
     tags=["command", "time-travel"],
-    examples=["/steps 20", "/rollback s0004", "/rollback s0004 --confirm", "/fork s0004 retry"],
+    examples=[
+        "/steps 20",
+        "/rollback s0004",
+        "/rollback s0004 --confirm",
+        "/fork s0004 retry",
+        "/ps",
+    ],
 )

@@ -1,10 +1,11 @@
 """The session's slash commands as an editor offers them (`available_commands_update`):
 `/steps [N]`, `/rollback sNNNN [--confirm | --accept-irreversible | --retry]`, `/rollback
---abandon`, `/fork sNNNN [title]` — the same as in `xclaw chat`, through the Python API's
-methods (Session.steps, rollback_preview, rollback, fork). Each answers with text. A rollback
-past outside effects says first what it would undo and what it would leave done, and waits
-for `--confirm`, in the words the gateway's `/rollback` says it (xclaw/session_commands.py:
-the commands' reading and the preview's words, shared by every protocol)."""
+--abandon`, `/fork sNNNN [title]`, `/ps` — the same as in `xclaw chat`, through the Python
+API's methods (Session.steps, rollback_preview, rollback, fork, processes). Each answers with
+text. A rollback past outside effects says first what it would undo and what it would leave
+done, and waits for `--confirm`, in the words the gateway's `/rollback` says it
+(xclaw/session_commands.py: the commands' reading and the preview's words, shared by every
+protocol)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from xclaw.frames import Step
 from xclaw.http_bodies import RollbackAnswer
 from xclaw.outside_effects import describe_effect
 from xclaw.protocol import parse_command
+from xclaw.sandbox.container.listing import processes_text
 from xclaw.session_commands import (
     PROTOCOL_COMMANDS,
     ROLLBACK_USAGE,
@@ -47,6 +49,13 @@ COMMANDS = [
         name="fork",
         description="a new session branching after a step (files too); this one is unchanged",
         input=AvailableCommandInput(UnstructuredCommandInput(hint="sNNNN [title]")),
+    ),
+    AvailableCommand(
+        name="ps",
+        description=(
+            "the processes the session's commands left running in the background (its "
+            "container's), each with the step that started it"
+        ),
     ),
 ]
 NAMES = frozenset(c.name for c in COMMANDS)
@@ -120,6 +129,10 @@ async def run_command(session: Session, text: str) -> str:
             return "\n".join(_line(s) for s in steps)
         if command.name == "rollback":
             return await _rollback(session, args)
+        if command.name == "ps":
+            if args:
+                return "usage: /ps — it takes no argument"
+            return processes_text((await session.processes()).wire())
         if command.name == "fork":
             if not args:
                 return "usage: /fork sNNNN [title]"

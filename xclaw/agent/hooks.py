@@ -130,6 +130,12 @@ class AgentObserver(Protocol):
         """A system_alert step: max iterations, cancellation, resume."""
         ...
 
+    async def steered(self) -> list[str]:
+        """What people sent to steer the run since the last tool boundary (docs/protocol.md,
+        "Input while a run is busy"), each recorded before it is returned: the loop gives
+        them to the model as the user's words after the tools' results. [] for most."""
+        ...
+
     async def note(self, name: str, detail: dict[str, Any]) -> None:
         """A system_alert step not waited for: a hook's decision (`hook`), the instructions
         a turn runs with (`instructions`), recorded before they are acted on and committed

@@ -291,6 +291,11 @@ class Agent:
             pending = pending_tool_calls(messages)
             if pending:
                 messages.extend(await self._run_tools(pending, resume))
+                # A tool boundary: what a person sent meanwhile to steer the run goes in
+                # after the results, as their words, before the next model call (an
+                # observer that answers nothing steers nothing).
+                steered = await self.observer.steered()
+                messages.extend(UserMessage(text) for text in steered or ())
                 continue
             if messages and isinstance(messages[-1], AssistantMessage):
                 if steering is not None and steering.output is not None and self.output is None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 from xclaw.agents.definition import DEFAULT_AGENT, AgentDefinition, ModelSettings, define
 from xclaw.agents.hooks import Hooks
+from xclaw.busy import BusyPolicy
 from xclaw.errors import XclawError
 from xclaw.frames import (
     AckFrame,
@@ -42,6 +43,8 @@ from xclaw.frames import (
     HistoryMessage,
     NoticeFrame,
     PongFrame,
+    QueuedFrame,
+    QueuedMessage,
     RenamedFrame,
     ReplyFrame,
     RolledBackFrame,
@@ -132,6 +135,12 @@ class RunResult:
             data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
             return cls.model_validate(data)
         raise TypeError(f"the structured answer is a {type(value).__name__}, not a {cls.__name__}")
+
+    @property
+    def queued(self) -> QueuedFrame | None:
+        """The message was kept to run later or to steer the run (`send(..., busy=...)`
+        while a run was in flight): its `queued` event; None when it ran now."""
+        return next((e for e in self.events if isinstance(e, QueuedFrame)), None)
 
     @property
     def reply(self) -> str | None:
@@ -368,13 +377,33 @@ class Session(ABC):
     # --- a run --------------------------------------------------------------------------------
     @abstractmethod
     def send(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> Events:
         """Send the user's `text`: the run's events (async for), or its RunResult (await).
         `approve` answers its approval requests by itself; otherwise answer each
         `approval_request` event with Session.approve. `agent`: the declared agent that runs
         it and the session's turns after it (recorded; default: the one it runs). Raises Busy
-        while a run is in flight (one driver), ConfigError without a model, UnknownAgent."""
+        while a run is in flight (one driver), ConfigError without a model, UnknownAgent.
+
+        `busy`: what it does if a run is in flight (docs/protocol.md, "Input while a run is
+        busy"): `reject` (Busy), `queue`, `steer` or `interrupt` — kept, durably, in the
+        session's queue; the events then end with one `queued` event (RunResult.queued) and
+        its own run comes later (Session.wait, Session.queued). None: the session's policy,
+        else the server's (`reject` unless xclaw.yaml's `input.busy` says otherwise)."""
+
+    @abstractmethod
+    async def queued(self) -> list[QueuedMessage]:
+        """The messages waiting for the session's run, in the order they run."""
+
+    @abstractmethod
+    async def unqueue(self, message_id: str) -> bool:
+        """Cancel a waiting message (its id: `QueuedMessage.id`, the `message_id` of its
+        `queued` event). False when it was not waiting (it ran, or was cancelled)."""
 
     @abstractmethod
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:

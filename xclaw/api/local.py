@@ -28,6 +28,7 @@ from xclaw.api.base import (
     within,
 )
 from xclaw.api.options import build_settings
+from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.frames import (
     BY_TYPE,
@@ -35,6 +36,8 @@ from xclaw.frames import (
     CostSummary,
     HistoryFrame,
     HistoryMessage,
+    QueuedFrame,
+    QueuedMessage,
     SessionInfo,
     Step,
     TreeNode,
@@ -48,6 +51,7 @@ from xclaw.http_bodies import (
 )
 from xclaw.protocol import session_json, step_json, tree_json
 from xclaw.store.model import OWN_WORKSPACE_KEY
+from xclaw.wire.build import queued_frame
 from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
@@ -93,6 +97,11 @@ class LocalEvents(Events):
         except BaseException:
             self._done()
             raise
+        if isinstance(started, QueuedFrame):  # kept for later: its one event, and the end
+            self._pending.clear()  # (the run in flight's frames are not this one's)
+            self._push(started)
+            self._done()
+            return
         run = rt.runs.get(sid)
         if started is False or run is None or run.task is None or run.task.done():
             self._done()
@@ -108,7 +117,8 @@ class LocalEvents(Events):
     async def _stop(self) -> None:
         rt = self._session._rt
         rt.cancel(self.session_id)
-        await rt.wait_idle(self.session_id)  # its tool's processes killed, its steps written
+        # Its tool's processes killed, its steps written (not the queued runs after it).
+        await rt.wait_idle(self.session_id, following=False)
 
     async def _answer(self, step_id: str, answer: Approval) -> None:
         await self._session.approve(
@@ -148,18 +158,37 @@ class LocalSession(Session):
 
     # --- a run --------------------------------------------------------------------------------
     def send(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> Events:
         refuse_commands(text)
+        if busy is not None:
+            check_policy(busy)  # ValueError now, not when it is started
         named = self._agent.register(agent) if agent is not None else None
 
-        async def start() -> bool:
+        async def start() -> bool | QueuedFrame:
             runs = named or (self._runs if self._unwritten else None)
-            await self._rt.send(self.id, text, create=self._unwritten, agent=runs)
+            sent = await self._rt.submit(
+                self.id, text, busy=busy, create=self._unwritten, agent=runs
+            )
             self._written()
+            if sent.queued is not None:
+                return QueuedFrame.model_validate(
+                    queued_frame(self.id, sent.queued.id, sent.queued.mode, sent.duplicate)
+                )
             return True
 
         return LocalEvents(self, start, approve, what=f"session.send({quoted_start(text)})")
+
+    async def queued(self) -> list[QueuedMessage]:
+        return [QueuedMessage.model_validate(e.to_json()) for e in await self._rt.queued(self.id)]
+
+    async def unqueue(self, message_id: str) -> bool:
+        return await self._rt.unqueue(self.id, message_id) is not None
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         async def start() -> bool:
@@ -195,7 +224,7 @@ class LocalSession(Session):
 
     async def cancel(self) -> bool:
         stopped = self._rt.cancel(self.id)
-        await self.wait()
+        await self._rt.wait_idle(self.id, following=False)
         return stopped
 
     async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109

@@ -66,6 +66,7 @@ from xclaw.api.connection import (
     Drop,
     Reconnecting,
 )
+from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import (
     AgentClosed,
     BadCommand,
@@ -84,6 +85,8 @@ from xclaw.frames import (
     HistoryMessage,
     NoticeFrame,
     PongFrame,
+    QueuedFrame,
+    QueuedMessage,
     ReplyFrame,
     ServerFrame,
     SessionFrame,
@@ -100,6 +103,7 @@ from xclaw.http_bodies import (
     ForkAnswer,
     Health,
     HistoryAnswer,
+    QueueAnswer,
     RollbackAnswer,
     RollbackPreview,
     SessionList,
@@ -108,6 +112,7 @@ from xclaw.http_bodies import (
     StepTree,
     ToolInfo,
     ToolList,
+    UnqueueAnswer,
 )
 from xclaw.protocol import MAX_FRAME_BYTES
 
@@ -203,6 +208,9 @@ class SessionSocket:
         self.reconnects = 0  # attaches after the first: the run stream reconciles
         self.attaching = False  # a reconnect frame sent: its frames until `status` with busy
         self.on_reattach: Callable[[StatusFrame], None] | None = None
+        # Messages sent beside the run being streamed (`send(..., busy=...)` while it is
+        # in flight): their answers (ack, queued, an error naming them), by message id.
+        self.answers: dict[str, asyncio.Future[ServerFrame]] = {}
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost.set_result(None)  # no connection yet
         self._ws: ClientConnection | None = None
@@ -326,6 +334,12 @@ class SessionSocket:
             self._refused = from_code(frame.code, frame.content)
             self.attached.set()
             return
+        mid = getattr(frame, "message_id", None)
+        waiter = self.answers.get(mid) if isinstance(mid, str) else None
+        if waiter is not None and isinstance(frame, AckFrame | QueuedFrame | ErrorFrame):
+            if not waiter.done():
+                waiter.set_result(frame)  # a message sent beside the run being streamed
+            return
         if self.listener is not None:
             self.listener(frame)
 
@@ -420,7 +434,7 @@ class RemoteEvents(Events):
         self._asked: set[str] = set()  # approval requests given and not answered since
         self._replied = False
         # While the message waits for the gateway's answer (ack, or an error naming it).
-        self._settling: asyncio.Future[AckFrame | ErrorFrame] | None = None
+        self._settling: asyncio.Future[AckFrame | QueuedFrame | ErrorFrame] | None = None
         self._first: asyncio.Future[ServerFrame] | None = None  # /compact: refused?
         self._early: list[ServerFrame] = []  # frames that came before that answer
         self._running = False  # a run of this stream is known to be in flight
@@ -439,6 +453,9 @@ class RemoteEvents(Events):
         if socket.listener is not None or (self._frame is None and (await s.info()).busy):
             if self._frame is None:
                 self._finish()
+                return
+            if self._frame.get("busy") not in (None, "reject") and self._message_id:
+                await self._beside(socket, self._frame)  # this stream's run is in flight
                 return
             raise from_code(
                 "busy", "a run is in flight for this session; wait for its reply or cancel it"
@@ -493,6 +510,10 @@ class RemoteEvents(Events):
         if isinstance(got, ErrorFrame):
             raise from_code(got.code, got.content, session_id=self.session_id)
         self._session._written()
+        if isinstance(got, QueuedFrame):  # kept for later: its one event, and the end
+            self._push(got)
+            self._done()
+            return
         self._first_seq = _seq(got.step_id)
         for early_frame in early:
             self._take(early_frame)
@@ -500,6 +521,29 @@ class RemoteEvents(Events):
             # Recorded before the connection was lost: what its run did meanwhile (or all of
             # it, if it ended) is in the record.
             self._catch(socket.last_attach)
+
+    async def _beside(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
+        """A message sent while another stream of this session's runs: its answer is its
+        only event (`queued`; an `ack` if that run ended meanwhile: its run is not streamed
+        here — Session.wait)."""
+        mid = frame["messageId"]
+        answer: asyncio.Future[ServerFrame] = asyncio.get_running_loop().create_future()
+        socket.answers[mid] = answer
+        try:
+            await socket.send(frame)
+            async with asyncio.timeout(self._session._agent.timeout):
+                got = await answer
+        except TimeoutError:
+            raise GatewayUnavailable(
+                f"{self._session._agent.ws_url}: the gateway did not answer for the message "
+                f"within {self._session._agent.timeout:g} s"
+            ) from None
+        finally:
+            socket.answers.pop(mid, None)
+        if isinstance(got, ErrorFrame):
+            raise from_code(got.code, got.content, session_id=self.session_id)
+        self._push(got)
+        self._finish()
 
     async def _send_command(self, socket: SessionSocket, frame: dict[str, Any]) -> None:
         """A command's frame (/compact): the first frame after it says whether it runs."""
@@ -542,7 +586,7 @@ class RemoteEvents(Events):
     def _answers(self, frame: ServerFrame) -> bool:
         """The gateway's answer for this stream's message: its ack, an error naming it, or a
         bad_frame (which names no message: the frame could not be read)."""
-        if isinstance(frame, AckFrame):
+        if isinstance(frame, AckFrame | QueuedFrame):
             return frame.message_id == self._message_id
         if isinstance(frame, ErrorFrame):
             if frame.message_id is None:
@@ -552,7 +596,9 @@ class RemoteEvents(Events):
 
     def _take(self, frame: ServerFrame) -> None:
         """A live frame: given unless it repeats one given already; and is it the end?"""
-        if isinstance(frame, AckFrame) or (isinstance(frame, ErrorFrame) and frame.message_id):
+        if isinstance(frame, AckFrame | QueuedFrame) or (
+            isinstance(frame, ErrorFrame) and frame.message_id
+        ):
             return  # the answer for a message (this one's was taken): not a run's event
         if isinstance(frame, PongFrame):
             if self._barrier:
@@ -777,10 +823,17 @@ class RemoteSession(Session):
 
     # --- a run --------------------------------------------------------------------------------
     def send(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> Events:
         refuse_commands(text)
         frame = {"type": "message", "sessionId": self.id, "content": text, "messageId": _new_id()}
+        if busy is not None:
+            frame["busy"] = check_policy(busy)
         named = (
             self._agent._named(agent) if agent is not None else (self._runs if self._new else None)
         )
@@ -794,6 +847,19 @@ class RemoteSession(Session):
         events = RemoteEvents(self, frame, approve, what=f"session.send({quoted_start(text)})")
         events._load = self._agent._load_output
         return events
+
+    async def queued(self) -> list[QueuedMessage]:
+        try:
+            found = await self._agent._as(QueueAnswer, "GET", f"/sessions/{self.id}/queue")
+        except XclawError as e:
+            if e.code == "unknown_session" and self._new:
+                return []
+            raise
+        return found.queued
+
+    async def unqueue(self, message_id: str) -> bool:
+        path = f"/sessions/{self.id}/queue/{quote(message_id, safe='')}"
+        return (await self._agent._as(UnqueueAnswer, "DELETE", path)).cancelled
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> Events:
         if failed:

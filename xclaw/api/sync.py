@@ -25,10 +25,12 @@ from typing import Any, ParamSpec, TypeVar
 from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
 from xclaw.api.local import open as open_async
 from xclaw.api.remote import connect
+from xclaw.busy import BusyPolicy
 from xclaw.frames import (
     ApprovalRequestFrame,
     CostSummary,
     HistoryMessage,
+    QueuedMessage,
     SessionInfo,
     Step,
     TreeNode,
@@ -154,17 +156,34 @@ class SyncSession:
         return decide
 
     def send(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> SyncEvents:
         return SyncEvents(
-            self._loop, self.session.send(text, approve=self._approve(approve), agent=agent)
+            self._loop,
+            self.session.send(text, approve=self._approve(approve), agent=agent, busy=busy),
         )
 
     def run(
-        self, text: str, *, approve: Approve | None = None, agent: Agent | str | None = None
+        self,
+        text: str,
+        *,
+        approve: Approve | None = None,
+        agent: Agent | str | None = None,
+        busy: BusyPolicy | None = None,
     ) -> RunResult:
-        """send(...).result(): the run to its end."""
-        return self.send(text, approve=approve, agent=agent).result()
+        """send(...).result(): the run to its end (or, kept for later, its `queued`)."""
+        return self.send(text, approve=approve, agent=agent, busy=busy).result()
+
+    def queued(self) -> list[QueuedMessage]:
+        return self._loop.call(self.session.queued())
+
+    def unqueue(self, message_id: str) -> bool:
+        return self._loop.call(self.session.unqueue(message_id))
 
     def resume(self, *, approve: Approve | None = None, failed: bool = False) -> SyncEvents:
         return SyncEvents(

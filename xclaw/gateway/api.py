@@ -467,6 +467,22 @@ async def approve(request: Request, gw: Gateway) -> Response:
     return JSONResponse({"sessionId": sid, "stepId": ref, "approved": approve_})
 
 
+async def list_queue(request: Request, gw: Gateway) -> Response:
+    """The messages waiting for the session's run, in the order they run."""
+    sid = request.path_params["sid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    entries = await gw.runtime.queued(sid)
+    return _json(gw, {"sessionId": sid, "queued": [e.to_json() for e in entries]})
+
+
+async def unqueue(request: Request, gw: Gateway) -> Response:
+    """A waiting message cancelled; every client of the session gets the new `queue`."""
+    sid, mid = request.path_params["sid"], request.path_params["mid"]
+    await asyncio.to_thread(gw.store.get_session, sid)
+    gone = await gw.runtime.unqueue(sid, mid)
+    return _json(gw, {"sessionId": sid, "id": mid, "cancelled": gone is not None})
+
+
 async def fork(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
     data = await _body(request)
@@ -595,6 +611,8 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/sessions/{sid}/processes", "GET", processes, Need.READ),
     ("/sessions/{sid}/approvals/{step}", "POST", approve, Need.APPROVE),
     ("/sessions/{sid}/export", "GET", export, Need.READ),
+    ("/sessions/{sid}/queue", "GET", list_queue, Need.READ),
+    ("/sessions/{sid}/queue/{mid}", "DELETE", unqueue, Need.ACT),
     # Schedules and webhooks (docs/schedules.md): their own checks (schedules_api.py).
     ("/schedules", "GET", sa.list_schedules, None),
     ("/schedules", "POST", sa.add_schedule, None),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xclaw import session_commands, views
+from xclaw.busy import BUSY_POLICIES, check_policy, session_policy
 from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
@@ -30,6 +31,7 @@ from xclaw.wire.build import (
     for_session,
     forked_frame,
     notice_frame,
+    queue_frame,
     rollback_notice,
     rollback_preview_frame,
     rolledback_frame,
@@ -39,6 +41,7 @@ from xclaw.wire.shapes import FrameJson, RollbackPreviewJson
 
 if TYPE_CHECKING:
     from xclaw.runtime.rollbacks import Preview
+    from xclaw.store.queue_sql import QueuedInput
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -69,6 +72,10 @@ commands:
                         the same, running a declared agent (see /agents)
   /agents               list the agents a session may run here
   /title TEXT           rename this session
+  /queue                list the messages waiting for the run in flight
+  /unqueue N|ID|all     cancel a waiting message (its number in /queue, or its id), or all
+  /busy [POLICY]        what a message sent while the agent works does in this session:
+                        reject, queue, steer or interrupt; `default`: the server's; alone: show
   /share [USER ROLE]    share this session: ROLE viewer, approver, collaborator or remove;
                         alone: who it is shared with
   /help                 this text"""
@@ -83,6 +90,9 @@ COMMAND_NEEDS = {
     "compact": Need.ACT,
     "title": Need.ACT,
     "share": Need.OWN,
+    "queue": Need.READ,
+    "unqueue": Need.ACT,
+    "busy": Need.ACT,
 }
 # Who acts when a command is run without saying (a test, the runtime's own use).
 _ADMIN = Actor(SERVER_TOKEN, "websocket")
@@ -90,6 +100,21 @@ _ADMIN = Actor(SERVER_TOKEN, "websocket")
 
 class CommandError(BadCommand):
     """A slash command that cannot run as typed (unknown name, missing argument)."""
+
+
+UNQUEUE_USAGE = "usage: /unqueue N|ID|all — N: a number /queue shows"
+
+
+def queue_text(entries: list[QueuedInput]) -> str:
+    """`/queue`'s listing: a line per waiting message, in the order they run."""
+    if not entries:
+        return "[queue] no message is waiting"
+    lines = [f"[queue] {len(entries)} waiting (cancel one with /unqueue N):"]
+    for n, e in enumerate(entries, 1):
+        text = " ".join(e.content.split())
+        short = text if len(text) <= 60 else text[:59] + "…"
+        lines.append(f"  {n}. [{e.mode}] “{short}”  ({e.id})")
+    return "\n".join(lines)
 
 
 def session_title(text: str) -> str:
@@ -184,6 +209,12 @@ class CommandRunner:
             return CommandResult(reply=[notice_frame(HELP_TEXT, session_id)])
         if cmd.name == "title":
             return await self._title(session_id, cmd)
+        if cmd.name == "queue":
+            return await self._queue(session_id)
+        if cmd.name == "unqueue":
+            return await self._unqueue(session_id, cmd)
+        if cmd.name == "busy":
+            return await self._busy(session_id, cmd)
         if cmd.name in ATTACH_COMMANDS:
             raise CommandError(
                 f"/{cmd.name} re-attaches a socket: send it on the socket itself, or send "
@@ -366,6 +397,48 @@ class CommandRunner:
         return CommandResult(
             reply=[notice_frame(f"[title] this session is now “{session.title}”", session_id)]
         )
+
+    # --- input while a run is busy (xclaw/busy.py) -----------------------------------------
+    async def _queue(self, session_id: str) -> CommandResult:
+        entries = await self.runtime.queued(session_id)
+        frame = for_session(queue_frame([e.to_json() for e in entries]), session_id)
+        return CommandResult(reply=[notice_frame(queue_text(entries), session_id), frame])
+
+    async def _unqueue(self, session_id: str, cmd: Command) -> CommandResult:
+        if len(cmd.args) != 1:
+            raise CommandError(UNQUEUE_USAGE)
+        entries = await self.runtime.queued(session_id)
+        which = cmd.args[0]
+        if which == "all":
+            chosen = entries
+        elif which.isdigit() and 1 <= int(which) <= len(entries):
+            chosen = [entries[int(which) - 1]]
+        else:
+            chosen = [e for e in entries if e.id == which]
+        if not chosen:
+            raise CommandError(f"no waiting message {which!r} (see /queue); {UNQUEUE_USAGE}")
+        gone = [e for e in chosen if await self.runtime.unqueue(session_id, e.id) is not None]
+        words = f"[queue] cancelled {len(gone)} waiting message{'s' if len(gone) != 1 else ''}"
+        return CommandResult(reply=[notice_frame(words, session_id)])
+
+    async def _busy(self, session_id: str, cmd: Command) -> CommandResult:
+        deployment = self.runtime.settings.input.busy
+        if not cmd.args:
+            session = await asyncio.to_thread(self.store.get_session, session_id)
+            own = session_policy(session.metadata)
+            text = (
+                f"[busy] {own} (this session's own; the server's is {deployment})"
+                if own is not None
+                else f"[busy] {deployment} (the server's)"
+            )
+            return CommandResult(reply=[notice_frame(text, session_id)])
+        word = cmd.args[0]
+        if len(cmd.args) != 1 or (word != "default" and word not in BUSY_POLICIES):
+            raise CommandError(f"usage: /busy [{' | '.join(BUSY_POLICIES)} | default]")
+        policy = None if word == "default" else check_policy(word)
+        await self.runtime.set_busy_policy(session_id, policy)
+        text = f"[busy] {policy or deployment}" + (" (the server's)" if policy is None else "")
+        return CommandResult(reply=[notice_frame(text, session_id)])
 
     async def _tools(self, session_id: str) -> CommandResult:
         from xclaw.tools.approval import ApprovalPolicy

@@ -30,6 +30,7 @@ from xclaw.http_bodies import (
     NewHookBody,
     NewScheduleBody,
     NewSessionBody,
+    QueueAnswer,
     RenameBody,
     RollbackAnswer,
     RollbackBody,
@@ -41,6 +42,7 @@ from xclaw.http_bodies import (
     StepList,
     StepTree,
     ToolList,
+    UnqueueAnswer,
 )
 
 _REF = "#/components/schemas/"
@@ -125,6 +127,8 @@ _COMPONENTS: tuple[type[BaseModel], ...] = (
     RollbackPreview,
     ForkAnswer,
     ApprovalAnswer,
+    QueueAnswer,
+    UnqueueAnswer,
     SessionProcesses,
     Health,
     ToolList,
@@ -379,6 +383,25 @@ def openapi_spec(version: str) -> dict[str, Any]:
                     {"200": _json(_ref(ApprovalAnswer))},
                     body=_ref(ApprovalBody),
                     errors={**_SESSION_ERRORS, **bad_step},
+                ),
+            },
+            "/sessions/{sid}/queue": {
+                "parameters": [_SID],
+                "get": _op(
+                    "the messages waiting for the session's run (sent while it was busy with "
+                    "`busy` queue, steer or interrupt), in the order they run",
+                    {"200": _json(_ref(QueueAnswer))},
+                ),
+            },
+            "/sessions/{sid}/queue/{mid}": {
+                "parameters": [
+                    _SID,
+                    {"name": "mid", "in": "path", "required": True, "schema": {"type": "string"}},
+                ],
+                "delete": _op(
+                    "cancel a waiting message (its id: the `messageId` it was sent with, or "
+                    "the one the `queue` frame shows)",
+                    {"200": _json(_ref(UnqueueAnswer))},
                 ),
             },
             "/budgets/{target}": {

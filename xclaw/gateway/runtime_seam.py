@@ -13,16 +13,19 @@ if TYPE_CHECKING:
     from xclaw.agents.catalog import AgentCatalog
     from xclaw.agents.definition import AgentDefinition
     from xclaw.answered_by import AnsweredBy
+    from xclaw.busy import BusyPolicy
     from xclaw.config import Settings
     from xclaw.llm.prices import PriceTable
     from xclaw.recorder.redact import Redactor
+    from xclaw.runtime.inputs import Submitted
     from xclaw.runtime.rollbacks import Outcome, Preview
     from xclaw.runtime.wiring import Toolbox
     from xclaw.sandbox.container.listing import SessionProcesses
     from xclaw.store.model import Session, Step
+    from xclaw.store.queue_sql import QueuedInput
     from xclaw.teams import Actor
 
-from xclaw.wire.shapes import Frame, HistoryJson, StatusJson
+from xclaw.wire.shapes import Frame, HistoryJson, QueueJson, StatusJson
 
 FrameSink = Callable[[Frame], None]
 
@@ -81,6 +84,28 @@ class GatewayRuntime(Protocol):
         message_id: str | None = None,
         agent: str | None = None,
     ) -> tuple[Step, bool]: ...
+    async def submit(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        busy: BusyPolicy | None = None,
+        create: bool = False,
+        actor: Actor | None = None,
+        message_id: str | None = None,
+        agent: str | None = None,
+    ) -> Submitted:
+        """`send`, and what the message does while the run is busy (xclaw/busy.py)."""
+        ...
+
+    async def queued(self, session_id: str) -> list[QueuedInput]: ...
+    async def unqueue(self, session_id: str, entry_id: str) -> QueuedInput | None: ...
+    async def set_busy_policy(self, session_id: str, policy: BusyPolicy | None) -> Session: ...
+    async def queue_on_attach(self, session_id: str) -> QueueJson | None:
+        """The session's queue for a client attaching (None: empty); what waits with no
+        run to wait for starts."""
+        ...
+
     def answer_approval(
         self,
         session_id: str,

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from xclaw.busy import BusyPolicy
 from xclaw.section import (
     Env,
     Flag,
@@ -66,6 +67,13 @@ class ScheduleSettings(Section):
     hook_window_s: Annotated[Number, Field(gt=0)] = 300.0
 
 
+class InputSettings(Section):
+    """What a message does when it arrives while its session's run is busy (xclaw/busy.py):
+    the deployment's policy; a session's own and a message's own come before it."""
+
+    busy: BusyPolicy = "reject"
+
+
 class GatewaySettings(Section):
     port: Annotated[
         Whole, Field(ge=1, le=65535), Env("WEB_PORT"), Wording("a TCP port (1-65535)", False)
@@ -77,3 +85,4 @@ class GatewaySettings(Section):
     allowed_origins: Strings = ()
     teams: TeamSettings = TeamSettings()
     schedules: ScheduleSettings = ScheduleSettings()
+    input: InputSettings = InputSettings()

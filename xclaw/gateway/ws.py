@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from xclaw.busy import BusyPolicy
 from xclaw.errors import (
     NotAttached,
     SessionBusy,
@@ -43,7 +44,7 @@ from xclaw.protocol import (
     parse_client_frame,
     parse_command,
 )
-from xclaw.store.model import Step
+from xclaw.runtime.inputs import Submitted
 from xclaw.teams import Actor, Need
 from xclaw.wire.build import (
     ack_frame,
@@ -52,6 +53,8 @@ from xclaw.wire.build import (
     history_frame,
     notice_frame,
     pong_frame,
+    queued_frame,
+    queued_notice,
     session_frame,
 )
 from xclaw.wire.shapes import Frame, FrameJson
@@ -83,7 +86,7 @@ USAGE_WHEN_BARE = ("rollback", "fork", "title")
 # What these answer on a new session nobody has written yet (docs/protocol.md), without
 # touching the record: there is nothing in it to list, rewind or branch from.
 NO_STEPS_YET = "No steps yet: this session starts with your first message."
-NOTHING_YET = ("steps", "rollback", "fork", "ps")
+NOTHING_YET = ("steps", "rollback", "fork", "ps", "queue", "unqueue")
 CLOSE_TOO_SLOW = 1013
 
 _ids = itertools.count(1)
@@ -350,6 +353,9 @@ class Connection:
         current = session
         if not created:
             await rt.resume_if_needed(sid)
+            # Messages waiting for the run (docs/protocol.md, "Input while a run is busy").
+            if (queue := await rt.queue_on_attach(sid)) is not None:
+                self.push(queue)
             current = await asyncio.to_thread(self.gw.store.get_session, sid)
         busy = rt.is_busy(sid) and not hidden
         self.push(for_session(rt.status_frame(current, busy=busy), sid))
@@ -458,8 +464,13 @@ class Connection:
             self._written()
 
     async def _send(
-        self, sid: str, text: str, message_id: str | None, agent: str | None = None
-    ) -> tuple[Step, bool]:
+        self,
+        sid: str,
+        text: str,
+        message_id: str | None,
+        agent: str | None = None,
+        busy: BusyPolicy | None = None,
+    ) -> Submitted:
         """A message (its step, and whether `message_id` had it recorded before), run by the
         declared `agent` (None: the session's). On this socket's new session, its first: the
         session is written in the transaction that records it, as its sender's — refused
@@ -469,9 +480,10 @@ class Connection:
         if agent is None and pending:
             agent = self._new_agent
         try:
-            sent = await self.gw.runtime.send(
+            sent = await self.gw.runtime.submit(
                 sid,
                 text,
+                busy=busy,
                 create=sid == self.session_id,
                 actor=self.actor(),
                 message_id=message_id,
@@ -528,10 +540,23 @@ class Connection:
             cmd = parse_command(frame.content)
             if cmd is None:
                 await self._need(sid, Need.ACT)
-                # SessionBusy -> `busy`: one driver.
-                step, again = await self._send(sid, frame.content, frame.message_id, frame.agent)
+                # SessionBusy -> `busy`: one driver (unless the message asks to wait).
+                sent = await self._send(
+                    sid, frame.content, frame.message_id, frame.agent, frame.busy
+                )
+                if sent.queued is not None:  # kept (durably) for later: said to the sender
+                    if frame.message_id is not None:
+                        self.push(
+                            queued_frame(sid, frame.message_id, sent.queued.mode, sent.duplicate)
+                        )
+                    else:
+                        self.push(queued_notice(sent.queued.mode, sid))
+                    return
+                assert sent.step is not None
                 if frame.message_id is not None:  # recorded (durably): said to the sender
-                    self.push(ack_frame(sid, frame.message_id, step.display_id, again))
+                    self.push(
+                        ack_frame(sid, frame.message_id, sent.step.display_id, sent.duplicate)
+                    )
                 return
             if cmd.name in ("switch", "new"):
                 await self._switch(sid, cmd)

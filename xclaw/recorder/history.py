@@ -170,10 +170,12 @@ def build_history(
             text = st.input_data if isinstance(st.input_data, str) else str(st.input_data)
             order.append(("user", text))
             hist.last_user_step = st.step_id
-            # A new turn: what the last one decided does not carry over.
-            hist.instructions = None
-            hist.decided.clear()
-            hist.edited.clear()
+            out = st.output_data if isinstance(st.output_data, dict) else {}
+            if not out.get("steer"):  # (a message that steered a run is no new turn)
+                # A new turn: what the last one decided does not carry over.
+                hist.instructions = None
+                hist.decided.clear()
+                hist.edited.clear()
         elif st.step_type is StepType.SYSTEM_ALERT and st.name in (HOOK_ALERT, INSTRUCTIONS_ALERT):
             _declared(st, hist, told)
         elif st.step_type is StepType.LLM_CALL and st.status is StepStatus.COMPLETED:

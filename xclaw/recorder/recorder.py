@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from xclaw.agent.hooks import ResumeState
 from xclaw.answered_by import AnsweredBy, answer_output
@@ -51,8 +51,9 @@ from xclaw.recorder.redact import Redactor, StreamRedactor
 from xclaw.store.base import RecordReader
 from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
 from xclaw.store.model import MAIN_AGENT, Completion, NewStep, Status, Step, StepStatus, StepType
+from xclaw.store.queue_sql import QueuedInput
 from xclaw.store.stream import WriteStream
-from xclaw.store.writes import AddStep, BeginStep, FinishStep, Hold, Spent
+from xclaw.store.writes import AddStep, BeginStep, FinishStep, Hold, Spent, Unqueue
 from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller"]
@@ -70,6 +71,20 @@ _CANCELLED = "cancelled by the user"
 
 # A step still being written, or written: a queued write whose slot will hold its step.
 Queued = BeginStep | AddStep | FinishStep
+
+
+class SteerInbox(Protocol):
+    """Where a run finds the messages sent to steer it (xclaw/runtime/inputs.py)."""
+
+    async def take(self) -> list[QueuedInput]:
+        """The steering messages waiting (not yet recorded), in the order sent."""
+        ...
+
+    def delivered(self) -> None:
+        """They are recorded and off the queue: its clients are told."""
+        ...
+
+
 # A parent step: its id, or the queued write that makes it (resolved on the writer's thread).
 ParentRef = str | Queued | None
 
@@ -111,6 +126,7 @@ class Recorder:
         rebuild: Rebuild | None = None,
         after_side_effect: BeforeSideEffect | None = None,
         budget: Gate | None = None,
+        steers: SteerInbox | None = None,
     ) -> None:
         # Reads (the session's status, a sub-agent's steps) on a thread; the writes go on
         # the run's stream (fenced by its lease), shared with sub-agents' recorders: one
@@ -125,6 +141,7 @@ class Recorder:
         self.after_side_effect = after_side_effect
         self._side_effects: set[str] = set()  # call ids whose tool may have changed files
         self.session_id = session_id
+        self.steers = steers  # the main agent's only: messages that steer the run
         self.emit = emit
         self.redact = redact
         self.agent = agent
@@ -222,6 +239,29 @@ class Recorder:
         )
         self._put(write, self._step_event)
         self._turn_root = write
+
+    async def steered(self) -> list[str]:
+        """The messages sent to steer the run, each recorded here — where it is delivered,
+        at this tool boundary — as a `user_input` step whose output says `steer` (and the
+        message id it was sent with), then taken off the queue. A kill between the two
+        leaves it recorded and queued: its id, recorded, keeps it from being given twice."""
+        if self.steers is None or not self.is_main:
+            return []
+        entries = await self.steers.take()
+        for entry in entries:
+            output = {**(entry.sent_by or {}), "messageId": entry.id, "steer": True}
+            write = AddStep(
+                session_id=self.session_id,
+                step=self._new(StepType.USER_INPUT, "user", entry.content),
+                parent=self._root_parent,
+                output_data=output,
+            )
+            self._put(write, self._step_event)
+            self._turn_root = write
+            await self.writes.put(Unqueue(session_id=self.session_id, id=entry.id))
+        if entries:
+            self.steers.delivered()
+        return [e.content for e in entries]
 
     async def llm_started(self, request: LLMRequest, model: str, params: dict[str, Any]) -> None:
         # Not the prompt itself: the messages are rebuilt from the steps (linear storage).

@@ -92,6 +92,8 @@ class ClusterParts:
     driven: Callable[[], list[str]]  # the sessions driven here
     busy: Callable[[str], bool]  # a run in flight, here or elsewhere
     changes: ChangeParts
+    # The messages left waiting in idle sessions (a kill, another worker's queue) started.
+    drain_queues: Callable[[], Awaitable[None]] | None = None
 
 
 class Cluster:
@@ -388,6 +390,8 @@ class Cluster:
                     self.worker_id,
                 )
                 resumed.append(info.session_id)
+        if self.parts.drain_queues is not None:  # what waits with no run to wait for
+            await self.parts.drain_queues()
         # A dead worker's row goes once none of its leases can still be taken early.
         for owner in due.dead_workers:
             await self.parts.db(self.store.forget_worker, owner)

@@ -19,7 +19,7 @@ from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.history import History
-from xclaw.recorder.recorder import Recorder
+from xclaw.recorder.recorder import Recorder, SteerInbox
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
 from xclaw.runtime.agent_setup import AgentSetups
@@ -71,6 +71,8 @@ class DriveParts:
     agent_setups: AgentSetups
     deps: Callable[[], Any]
     budgets: Budgets  # the caps and running totals of this worker's runs (docs/budgets.md)
+    # The messages sent to steer a run of the session (xclaw/runtime/inputs.py).
+    steers: Callable[[str], SteerInbox] | None = None
 
 
 Drive = Callable[[str, Run, Turn, Opened | None], Awaitable[None]]
@@ -274,6 +276,7 @@ class TurnDrive:
             resumable_calls=hist.resumable_calls,
             rebuild=p.rebuild,
             budget=gate,
+            steers=None if p.steers is None else p.steers(sid),
         )
 
     async def _say(self, plan: TurnPlan, recorder: Recorder, settled: list[Step]) -> None:

@@ -13,6 +13,7 @@ from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
 from xclaw.store.model import NewStep, Step, StepType
+from xclaw.store.queue_sql import QueuedInput
 from xclaw.store.writes import OpenTurn
 from xclaw.teams import Actor
 
@@ -39,6 +40,7 @@ async def open_turn(
     metadata: Mapping[str, Any] | None = None,
     message_id: str | None = None,
     agent: AgentRecord | None = None,
+    queued: QueuedInput | None = None,
 ) -> tuple[Lease | None, Opened | None]:
     """The session written if it is new (or titled), its lease taken, what the last run left
     unanswered marked as a message marks it (`Turn.MESSAGE.marking`: approvals included, new
@@ -56,7 +58,11 @@ async def open_turn(
     what it holds), so what they say of the message holds exactly when the message does.
 
     `message_id`, the client's id for the message (docs/protocol.md): recorded with it; one
-    the session holds already is refused as MessageRecorded, nothing written."""
+    the session holds already is refused as MessageRecorded, nothing written.
+
+    `queued`: the waiting message (xclaw/store/queue_sql.py) this turn runs, its id
+    `message_id`: recorded as its sender sent it, and taken off the queue in the same
+    transaction (a kill leaves it waiting or recorded, never both)."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)
     marking = Turn.MESSAGE.marking
     # What it runs with is recorded with it (xclaw/runtime/agreement.py, agent_choice.py).
@@ -73,10 +79,15 @@ async def open_turn(
         metadata=merged,
         keep_approvals=marking.keep_approvals,
         approval_output=marking.approval_output,
-        sent_by=None if actor is None else actor.recorded(),
+        sent_by=queued.sent_by
+        if queued is not None
+        else None
+        if actor is None
+        else actor.recorded(),
         owner=None if actor is None else actor.user,
         member=actor is not None and not actor.identity.admin,
         message_id=message_id,
+        dequeue=queued is not None,
     )
     lease, interrupted, added = await store.write_stream().put(opening)
     if lease is None:  # another live worker drives it

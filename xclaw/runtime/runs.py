@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from xclaw.errors import LeaseLost, SessionBusy, StoreError
@@ -49,6 +49,12 @@ class Runs:
         self._runs: dict[str, Run] = {}
         self.resuming: set[str] = set()  # sessions whose resume is being decided
         self.stopping = False  # shutting down: no run starts
+        # Sessions this worker knows have messages waiting (xclaw/runtime/inputs.py), and
+        # those whose run just ended and hands over to the first of them: busy meanwhile,
+        # so no new message slips in ahead of the queue.
+        self.queued: set[str] = set()
+        self.handing_over: dict[str, asyncio.Task[None]] = {}
+        self.after_run: Callable[[str], Awaitable[None]] | None = None
 
     def get(self, session_id: str) -> Run | None:
         return self._runs.get(session_id)
@@ -106,11 +112,31 @@ class Runs:
                 # its CancelledError's traceback would otherwise wait for a full collection).
                 run.renewer.cancel()
                 run.renewer = None
+            hand_over = (
+                sid in self.queued
+                and run.lost is None
+                and not self.stopping
+                and self.after_run is not None
+            )
+            if hand_over:
+                # The first waiting message starts, in a task of its own (this run's
+                # watchers see this run end first); the session stays busy meanwhile.
+                self.handing_over[sid] = asyncio.create_task(self._hand_over(sid))
             self.unclaim(sid, run)
             if run.lease is not None and run.lost is None and not self.stopping:
                 # The next run may start at once, here or anywhere. (One that starts here
                 # first takes a newer token, and this release of the old one is a no-op.)
                 await p.leases.release(run.lease, p.write_stream())
+
+    async def _hand_over(self, sid: str) -> None:
+        try:
+            if self.after_run is not None:
+                await self.after_run(sid)
+        except Exception:
+            log.exception("event=hand_over_failed session=%s", sid)
+        finally:
+            if self.handing_over.get(sid) is asyncio.current_task():
+                del self.handing_over[sid]
 
     def lose_lease(self, sid: str, run: Run, why: str) -> None:
         """Another worker took the session: stop at once; every later write is refused."""
@@ -124,15 +150,26 @@ class Runs:
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()  # the renewer noticed: stop the run where it waits
 
-    async def wait_idle(self, session_id: str) -> None:
-        run = self._runs.get(session_id)
-        if run is not None and run.task is not None:
-            await asyncio.shield(run.task)
+    async def wait_idle(self, session_id: str, *, following: bool = True) -> None:
+        """Until no run of the session is in flight here — with `following`, the runs of
+        the queued messages that follow it included (xclaw/runtime/inputs.py)."""
+        while True:
+            run = self._runs.get(session_id)
+            if run is not None and run.task is not None:
+                await asyncio.shield(run.task)
+                if not following:
+                    return
+            elif following and (hand := self.handing_over.get(session_id)) is not None:
+                await asyncio.shield(hand)
+            else:
+                return
 
     async def stop(self) -> None:
         """Every run stopped where it is; what was running stays for the next start."""
         p = self.parts
         self.stopping = True
+        for hand in list(self.handing_over.values()):
+            hand.cancel()  # the next start finds its message still waiting
         runs = list(self._runs.items())
         for _, run in runs:
             if run.task is not None:

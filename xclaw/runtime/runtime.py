@@ -27,10 +27,13 @@ from typing import Any, TypeVar
 from xclaw.agents.catalog import AgentCatalog, declared_agents
 from xclaw.agents.definition import AgentDefinition
 from xclaw.answered_by import AnsweredBy
+from xclaw.busy import SESSION_KEY as BUSY_KEY
+from xclaw.busy import BusyPolicy, check_policy, policy_for
 from xclaw.config import Settings
 from xclaw.errors import (
     BadRequest,
     ConfigError,
+    MessageRecorded,
     SessionBusy,
     SessionNotFound,
     StepNotFound,
@@ -50,6 +53,7 @@ from xclaw.runtime.budgets import report as budget_report
 from xclaw.runtime.changes import ChangeParts
 from xclaw.runtime.cluster import Cluster, ClusterParts
 from xclaw.runtime.drive import DriveParts, agent_config, drive_with
+from xclaw.runtime.inputs import InputParts, Inputs, Submitted
 from xclaw.runtime.leases import LeaseKeeper
 from xclaw.runtime.peers import Peers
 from xclaw.runtime.rebuild import Rebuilder
@@ -59,12 +63,13 @@ from xclaw.runtime.runs import Runs, RunsParts
 from xclaw.runtime.session_configs import ConfigParts, SessionConfigs
 from xclaw.runtime.session_frames import session_history
 from xclaw.runtime.subscribers import Broadcast, FrameSink
-from xclaw.runtime.turn_start import StartParts, TurnStarts
+from xclaw.runtime.turn_start import StartParts, TurnStarts, resumable
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.sandbox.container.listing import SessionProcesses, session_processes
 from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
+from xclaw.store.queue_sql import QueuedInput
 from xclaw.store.rows import check_session_id, new_session_id, now_ms
 from xclaw.store.writes import BudgetStop, SetBudget
 from xclaw.teams import Actor
@@ -74,12 +79,13 @@ from xclaw.tools.base import Tool
 from xclaw.wire.build import (
     for_session,
     notice_frame,
+    queue_frame,
     renamed_frame,
     rolledback_frame,
     state_frame,
     step_frame,
 )
-from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, StatusJson
+from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, QueueJson, StatusJson
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")
@@ -175,6 +181,7 @@ class Runtime:
                 agent_setups=self.agent_setups,
                 deps=lambda: self.deps,
                 budgets=self.budgets,
+                steers=lambda sid: self.inputs.inbox(sid),
             )
         )
         self.runs = Runs(
@@ -213,6 +220,22 @@ class Runtime:
                 agents=self.agents,
             )
         )
+        # Messages that arrive while a run is busy (xclaw/runtime/inputs.py): the queue in
+        # the record, and the hand-over from each run to the next waiting message.
+        self.inputs = Inputs(
+            InputParts(
+                store=self.store,
+                db=self.db,
+                runs=self.runs,
+                starts=self._starts,
+                broadcast=self.broadcast,
+                redact=self.redact,
+                busy=self.is_busy,
+                cancel=self.cancel,
+                resume=self.resume_if_needed,
+            )
+        )
+        self.runs.after_run = self.inputs.after_run
 
     def _lose_lease(self, session_id: str, run: Run, why: str) -> None:
         self.runs.lose_lease(session_id, run, why)
@@ -235,6 +258,7 @@ class Runtime:
             cancel=self.cancel,
             driven=self.driven_sessions,
             busy=self.is_busy,
+            drain_queues=self.drain_queues,
             changes=ChangeParts(
                 db=self.db,
                 broadcast=self.broadcast,
@@ -341,9 +365,12 @@ class Runtime:
         return state_frame(session, busy=busy)
 
     def is_busy(self, session_id: str) -> bool:
-        """A run is in flight here, or (as far as this worker knows) on another worker."""
-        return session_id in self.runs or (
-            self.cluster is not None and self.cluster.driven_elsewhere(session_id) is not None
+        """A run is in flight here (or hands over to the session's next queued message), or
+        (as far as this worker knows) on another worker."""
+        return (
+            session_id in self.runs
+            or session_id in self.runs.handing_over
+            or (self.cluster is not None and self.cluster.driven_elsewhere(session_id) is not None)
         )
 
     def pending_approval_frames(self, session_id: str) -> list[Frame]:
@@ -454,6 +481,109 @@ class Runtime:
                 await self.resume_if_needed(s.session_id)
         return await self.budget(target)
 
+    async def submit(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        busy: BusyPolicy | None = None,
+        create: bool = False,
+        actor: Actor | None = None,
+        message_id: str | None = None,
+        agent: str | None = None,
+    ) -> Submitted:
+        """A message as `send` takes it, and what it does when the session's run is busy
+        (xclaw/busy.py): `busy`, the message's own policy; else the session's, else the
+        deployment's (xclaw.yaml `input.busy`). `reject` raises SessionBusy as `send` does;
+        `queue`, `steer` and `interrupt` keep it in the session's queue (durably, before
+        this returns) — `Submitted.queued` — to run after the run, to be given to the model
+        at its next tool boundary, or to run once the run is stopped."""
+        if session_id in self.runs.queued:  # messages wait: a new one goes behind them
+            policy = await self._busy_policy(session_id, busy)
+            if policy not in (None, "reject"):
+                return await self._keep(session_id, text, policy, message_id, actor, agent)
+        try:
+            step, again = await self._starts.message(
+                session_id, text, create=create, actor=actor, message_id=message_id, agent=agent
+            )
+            return Submitted(step=step, duplicate=again)
+        except SessionBusy:
+            policy = await self._busy_policy(session_id, busy)
+            if policy in (None, "reject"):
+                raise
+        return await self._keep(session_id, text, policy, message_id, actor, agent)
+
+    async def _busy_policy(self, session_id: str, busy: BusyPolicy | None) -> BusyPolicy | None:
+        """The policy a message to the session follows (None: no such session)."""
+        session = await self.db(self.store.find_session, session_id)
+        if session is None:
+            return None
+        return policy_for(busy, session.metadata, self.settings.input.busy)
+
+    async def _keep(
+        self,
+        session_id: str,
+        text: str,
+        policy: BusyPolicy | None,
+        message_id: str | None,
+        actor: Actor | None,
+        agent: str | None,
+    ) -> Submitted:
+        assert policy is not None
+        if agent is not None:
+            self.agent_named(agent)  # UnknownAgent now, not when its turn comes
+        try:
+            entry, added = await self.inputs.keep(
+                session_id, text, policy, message_id=message_id, actor=actor, agent=agent
+            )
+        except MessageRecorded as e:  # its id ran already: a resend
+            step = await self.db(self.store.get_step, session_id, e.seq)
+            return Submitted(step=step, duplicate=True)
+        return Submitted(queued=entry, duplicate=not added)
+
+    async def queued(self, session_id: str) -> list[QueuedInput]:
+        """The session's waiting messages, in the order they run."""
+        return await self.inputs.waiting(session_id)
+
+    async def unqueue(self, session_id: str, entry_id: str) -> QueuedInput | None:
+        """A waiting message cancelled (None: it was not waiting: it ran, or was
+        cancelled already); every client is told."""
+        return await self.inputs.drop(session_id, entry_id)
+
+    async def drain_queues(self) -> None:
+        """Each idle session with messages waiting starts the first (the sweep asks: a kill
+        between a run's end and the next start, a message queued on another worker). One
+        left with interrupted work is the sweep's to resume; its run's end hands over."""
+        for sid in await self.db(self.store.queued_sessions):
+            self.runs.queued.add(sid)
+            if self.is_busy(sid):
+                continue
+            session = await self.db(self.store.find_session, sid)
+            if session is not None and not resumable(session):
+                await self.inputs.kick(sid)
+
+    async def queue_on_attach(self, session_id: str) -> QueueJson | None:
+        """The session's queue for a client attaching (None: empty). What waits with no run
+        to wait for (a kill between a run's end and the next start) starts now."""
+        entries = await self.inputs.waiting(session_id)
+        if not entries:
+            return None
+        self.runs.queued.add(session_id)
+        if not self.is_busy(session_id):
+            await self.inputs.kick(session_id)
+            entries = await self.inputs.waiting(session_id)
+        return for_session(queue_frame([e.to_json() for e in entries]), session_id)
+
+    async def set_busy_policy(self, session_id: str, policy: BusyPolicy | None) -> Session:
+        """The session's own busy policy (None: the deployment's), kept in its metadata."""
+        session = await self.db(self.store.get_session, session_id)
+        meta = dict(session.metadata or {})
+        if policy is None:
+            meta.pop(BUSY_KEY, None)
+        else:
+            meta[BUSY_KEY] = check_policy(policy)
+        return await self.db(self.store.update_session, session_id, metadata=meta)
+
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
         its own step), so later turns start from the summary. Between turns only."""
@@ -535,8 +665,10 @@ class Runtime:
         run.cancel.set()
         return True
 
-    async def wait_idle(self, session_id: str) -> None:
-        await self.runs.wait_idle(session_id)
+    async def wait_idle(self, session_id: str, *, following: bool = True) -> None:
+        """Until no run of the session is in flight here; with `following`, nor the runs of
+        its queued messages that follow (a cancel waits for the run it stopped only)."""
+        await self.runs.wait_idle(session_id, following=following)
 
     # --- time travel and views --------------------------------------------------------------
     def steps(self, session_id: str, n: int = 10) -> list[Step]:

@@ -33,6 +33,7 @@ from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import LeaseStore, RecordReader, StepWriter
 from xclaw.store.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, StepType
+from xclaw.store.queue_sql import QueuedInput
 from xclaw.teams import Actor
 from xclaw.views import title_from_message
 from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
@@ -88,6 +89,7 @@ class TurnStarts:
         metadata: Mapping[str, Any] | None = None,
         message_id: str | None = None,
         agent: str | None = None,
+        queued: QueuedInput | None = None,
     ) -> tuple[Step, bool]:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
@@ -95,13 +97,15 @@ class TurnStarts:
         (xclaw/runtime/agent_choice.py). Returns the message's step, and True when
         `message_id` (the client's id for it) was recorded before: a resend, which starts
         nothing — asked before anything else, a run in flight included (it may be this
-        message's own)."""
+        message's own). `queued`: the waiting message this is (xclaw/runtime/inputs.py),
+        the only kind that may start while a run hands over to the session's queue."""
         p, runs = self.parts, self.parts.runs
         if message_id is not None:
             earlier = await p.reader(p.reader.store.message_step, session_id, message_id)
             if earlier is not None:
                 return earlier, True
-        if session_id in runs or session_id in runs.resuming:
+        handing_over = session_id in runs.handing_over and queued is None
+        if session_id in runs or session_id in runs.resuming or handing_over:
             raise SessionBusy(
                 "a run is in flight for this session; wait for its reply or cancel it"
             )
@@ -146,6 +150,7 @@ class TurnStarts:
                 metadata=metadata,
                 message_id=message_id,
                 agent=chosen.record,
+                queued=queued,
             )
         except MessageRecorded as e:  # recorded between the look above and this write
             runs.unclaim(session_id, run)

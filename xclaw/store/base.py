@@ -37,6 +37,7 @@ from xclaw.store.writes import Writes
 
 if TYPE_CHECKING:
     from xclaw.store.budgets_sql import BudgetRow
+    from xclaw.store.queue_sql import QueuedInput
     from xclaw.store.schedules_sql import Fire, Hook, Schedule
     from xclaw.store.teams_sql import SessionAction, Share, User
     from xclaw.store.transfer import Exported, Imported
@@ -95,6 +96,15 @@ class RecordReader(Protocol):
     def message_step(self, session_id: str, message_id: str) -> Step | None:
         """The user_input step that recorded the message a client sent with this id
         (`messageId`, docs/protocol.md); None when there is none (or no such session)."""
+        ...
+
+    def queued(self, session_id: str) -> list[QueuedInput]:
+        """The messages waiting for the session's run to end, in the order they run
+        (xclaw/store/queue_sql.py)."""
+        ...
+
+    def queued_sessions(self) -> list[str]:
+        """Sessions with a message waiting."""
         ...
 
 

@@ -35,6 +35,7 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
+from xclaw.store.queue_sql import dequeue_tx
 from xclaw.store.rows import STEP_COLS, row_to_step
 from xclaw.store.snapshot_model import (
     WorkspaceRestore,
@@ -334,6 +335,8 @@ class StoreBase:
                 )
             )
             added = self._insert_step_tx(sid, message, StepStatus.COMPLETED, output, None, lease)
+            if w.dequeue and w.message_id is not None:  # it leaves the queue as it is recorded
+                dequeue_tx(d, conn, sid, w.message_id)
             return lease, interrupted, added(conn)
 
         return tx

@@ -611,6 +611,46 @@ M009_POSTGRES = (
     "DROP INDEX idx_budget_holds_month",
 )
 
+# Migration 10: messages that arrived while a run was busy and wait their turn (docs/protocol.md,
+# "Input while a run is busy"): a durable FIFO per session, in `seq` order (an `interrupt`
+# first). `id` is the message id its run will record (the client's `messageId`, or one the
+# server made), unique in the session: a resend is queued once, and the write that opens its
+# turn deletes it, so kills and takeovers never drop, reorder or repeat one.
+M010_SQLITE = (
+    """
+    CREATE TABLE queued_inputs (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        mode       TEXT NOT NULL CHECK (mode IN ('queue', 'steer', 'interrupt')),
+        content    TEXT NOT NULL,
+        sent_by    TEXT,              -- JSON: who sent it (a team member), as the message records
+        agent      TEXT,              -- the declared agent it asked for
+        created_at INTEGER NOT NULL,
+        UNIQUE (session_id, id),
+        FOREIGN KEY (session_id) REFERENCES sessions(session_id) ON DELETE CASCADE
+    )
+    """,
+    "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
+)
+
+M010_POSTGRES = (
+    """
+    CREATE TABLE queued_inputs (
+        seq        bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+        id         text NOT NULL,
+        mode       text NOT NULL CHECK (mode IN ('queue', 'steer', 'interrupt')),
+        content    text NOT NULL,
+        sent_by    jsonb,
+        agent      text,
+        created_at bigint NOT NULL,
+        UNIQUE (session_id, id)
+    )
+    """,
+    "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -690,6 +730,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "(WITHOUT ROWID), and a month's sums read the day indexes by range",
         M009_SQLITE,
         M009_POSTGRES,
+    ),
+    Migration(
+        10,
+        "queued_inputs",
+        "messages sent while a run is busy that wait their turn (the queue, steering and "
+        "interrupting policies), each under the message id its run records, so a kill or a "
+        "takeover never drops, reorders or repeats one",
+        M010_SQLITE,
+        M010_POSTGRES,
     ),
 )
 

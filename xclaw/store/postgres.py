@@ -48,6 +48,7 @@ from xclaw.store.postgres_rows import (
     pg_text,
     write_status,
 )
+from xclaw.store.queue_sql import QueueMethods
 from xclaw.store.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -90,6 +91,7 @@ class PostgresStore(
     TeamMethods,
     BudgetMethods,
     ScheduleMethods,
+    QueueMethods,
     StoreBase,
 ):
     """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""

@@ -43,6 +43,7 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
+from xclaw.store.queue_sql import QueueMethods
 from xclaw.store.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -85,6 +86,7 @@ class SQLiteStore(
     TeamMethods,
     BudgetMethods,
     ScheduleMethods,
+    QueueMethods,
     StoreBase,
 ):
     """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.

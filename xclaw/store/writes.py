@@ -3,7 +3,7 @@ applies them: why write-ahead holds, in one place.
 
 **The writes.** Everything a run writes goes on its `WriteStream` (store/stream.py) as one
 of the frozen values below — `BeginStep`, `AddStep`, `FinishStep`, `OpenTurn`, `RenewLease`,
-`ReleaseLease` — built on the caller's side with every value a model, a tool or a user can fill
+`ReleaseLease`; a session's waiting messages, `QueueInput` and `Unqueue` — built on the caller's side with every value a model, a tool or a user can fill
 already redacted (xclaw/recorder/recorder.py). Every other write of the store is a value too,
 applied alone by `Store.write(value, lease=None)` as its own transaction: a session's
 `Transition`, `MarkInterrupted`, `AcquireLease`, `Rollback`, `Fork`, `CreateSession`,
@@ -129,6 +129,8 @@ class Kind(enum.Enum):
     BUDGET_HELD = "budget_held"
     BUDGET_SET = "budget_set"
     BUDGET_STOPPED = "budget_stopped"
+    QUEUED = "queued"
+    UNQUEUED = "unqueued"
     SCHEDULE_CHANGED = "schedule_changed"
     TICK_CLAIMED = "tick_claimed"
     DELIVERY_RECORDED = "delivery_recorded"
@@ -176,6 +178,8 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.BUDGET_HELD: (Sync.LAZY, "the model is called: its reservation is counted"),
     Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
     Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
+    Kind.QUEUED: (Sync.DURABLE, "the sender is told its message waits its turn"),
+    Kind.UNQUEUED: (Sync.DURABLE, "clients are told a waiting message will not run"),
     # Schedules and webhooks (store/schedules_sql.py, docs/schedules.md).
     Kind.SCHEDULE_CHANGED: (Sync.DURABLE, "the person is told a schedule or webhook is saved"),
     Kind.TICK_CLAIMED: (Sync.DURABLE, "the fire is delivered: a lost claim would fire again"),
@@ -323,6 +327,9 @@ class OpenTurn(Writes[tuple[Lease | None, list[Step], Step | None]]):
     # output; one already recorded in the session is refused as MessageRecorded, nothing
     # written (a resend is never run twice).
     message_id: str | None = None
+    # The queued message (xclaw/store/queue_sql.py, its id `message_id`) this turn runs:
+    # removed from the queue in this transaction, so it is either waiting or recorded.
+    dequeue: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -338,6 +345,30 @@ class ReleaseLease(Writes[bool]):
     """Expire the lease now (the owner stays on record); False if it was not ours."""
 
     lease: Lease
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInput(Writes[tuple[Any, bool]]):
+    """A message sent while the session's run is busy, kept to run after it (`mode`
+    `queue`, `interrupt`) or to be given to the model at its next tool boundary (`steer`):
+    xclaw/store/queue_sql.py. `id`: the message id its turn will record; `content`
+    redacted. Applied: (the entry, whether this write added it: False for a resend)."""
+
+    session_id: str
+    id: str
+    mode: str
+    content: str
+    sent_by: Mapping[str, Any] | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unqueue(Writes[Any]):
+    """A waiting message removed: cancelled by a person. Applied: the entry, or None when
+    it was not waiting (it ran, or was cancelled, already)."""
+
+    session_id: str
+    id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -555,6 +586,8 @@ Write = (
     | DeleteSession
     | SetBudget
     | BudgetStop
+    | QueueInput
+    | Unqueue
     | ScheduleWrite
 )
 
@@ -597,6 +630,8 @@ _KIND_OF_TYPE: dict[type[Writes[Any]], Kind] = {
     DeleteSession: Kind.SESSION_DELETED,
     SetBudget: Kind.BUDGET_SET,
     BudgetStop: Kind.BUDGET_STOPPED,
+    QueueInput: Kind.QUEUED,
+    Unqueue: Kind.UNQUEUED,
     **_SCHEDULE_KINDS,
 }
 
@@ -672,6 +707,11 @@ class TxBodies(Protocol):
     def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
 
     def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], Any]: ...
+
+    def _queue_input_tx(self, w: QueueInput) -> Callable[[Any], Any]: ...
+
+    def _unqueue_tx(self, w: Unqueue) -> Callable[[Any], Any]: ...
+
     def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
 
     def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]: ...
@@ -763,6 +803,10 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         return store._set_budget_tx(w)
     if isinstance(w, BudgetStop):
         return store._budget_stop_tx(w, lease)
+    if isinstance(w, QueueInput):
+        return store._queue_input_tx(w)
+    if isinstance(w, Unqueue):
+        return store._unqueue_tx(w)
     if isinstance(w, ReleaseLease):
         return store._release_lease_tx(w.lease)
     if isinstance(w, AcquireLease):

@@ -96,7 +96,9 @@ class Renderer:
             "notice": self._on_notice,
             "error": self._on_error,
             "step": self._on_step,
+            "queue": self._on_queue,
         }
+        self._queue_shown = 0  # messages the last queue lines listed
 
     @property
     def streaming(self) -> bool:
@@ -266,6 +268,23 @@ class Renderer:
             self.line(f"  ↳ {_preview(str(f['output']))}", "dim")
         elif state == "failed":
             self.line(f"  ✗ [{f.get('name')}] {_preview(str(f.get('output') or ''))}", "yellow")
+
+    def _on_queue(self, f: Mapping[str, Any]) -> None:
+        """The session's waiting messages (docs/protocol.md, "Input while a run is busy"): a
+        line per message, numbered as `/unqueue N` cancels them."""
+        queued = [q for q in f.get("queued") or [] if isinstance(q, Mapping)]
+        if not queued:
+            if self._queue_shown:
+                self.line("[queue] nothing waits any more", "dim")
+            self._queue_shown = 0
+            return
+        self._queue_shown = len(queued)
+        self.line(f"[queue] {len(queued)} waiting (/unqueue N cancels one):", "cyan")
+        for n, q in enumerate(queued, 1):
+            text = " ".join(str(q.get("content", "")).split())
+            short = text if len(text) <= 70 else text[:69] + "…"
+            who = f" · {q['user']}" if isinstance(q.get("user"), str) else ""
+            self.line(f"  {n}. [{q.get('busy', 'queue')}] “{short}”{who}", "cyan")
 
     def _on_notice(self, f: Mapping[str, Any]) -> None:
         self.line(str(f.get("content", "")), "bold cyan")

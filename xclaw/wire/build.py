@@ -28,6 +28,9 @@ from xclaw.wire.shapes import (
     HistoryJson,
     NoticeJson,
     PongJson,
+    QueuedJson,
+    QueuedMessageJson,
+    QueueJson,
     RenamedJson,
     ReplyJson,
     RollbackPreviewJson,
@@ -312,6 +315,36 @@ def ack_frame(session_id: str, message_id: str, step_id: str, duplicate: bool) -
         "stepId": step_id,
         "duplicate": duplicate,
     }
+
+
+def queue_frame(queued: Sequence[Mapping[str, Any]]) -> QueueJson:
+    """The session's waiting messages in the order they run (`QueuedInput.to_json` each)."""
+    return {"type": "queue", "queued": [cast(QueuedMessageJson, dict(q)) for q in queued]}
+
+
+def queued_frame(session_id: str, message_id: str, busy: str, duplicate: bool) -> QueuedJson:
+    """A `message` frame that carried `message_id` was kept (durably) to run later or to
+    steer the run; `duplicate`: it was kept before (a resend)."""
+    return {
+        "type": "queued",
+        "sessionId": session_id,
+        "messageId": message_id,
+        "busy": busy,
+        "duplicate": duplicate,
+    }
+
+
+# What a client that gave its message no id is told when it was kept (a terminal client, the
+# page): they show the session's queue from its `queue` frame.
+QUEUED_NOTICES = {
+    "queue": "[queue] the agent is busy: your message waits and runs after the run in flight",
+    "steer": "[queue] the agent is busy: your message goes to it at its next tool call",
+    "interrupt": "[queue] stopping the run in flight: your message runs next",
+}
+
+
+def queued_notice(mode: str, session_id: str) -> NoticeJson:
+    return notice_frame(QUEUED_NOTICES.get(mode, QUEUED_NOTICES["queue"]), session_id)
 
 
 def pong_frame() -> PongJson:

@@ -197,6 +197,29 @@ class PongJson(TypedDict):
     type: Literal["pong"]
 
 
+class QueuedMessageJson(TypedDict):
+    id: str
+    busy: str
+    content: str
+    at: int
+    user: NotRequired[str]
+    agent: NotRequired[str]
+
+
+class QueueJson(TypedDict):
+    type: Literal["queue"]
+    sessionId: NotRequired[str]
+    queued: list[QueuedMessageJson]
+
+
+class QueuedJson(TypedDict):
+    type: Literal["queued"]
+    sessionId: str
+    messageId: str
+    busy: str
+    duplicate: bool
+
+
 FrameJson = (
     SessionJson
     | HistoryJson
@@ -217,6 +240,8 @@ FrameJson = (
     | ErrorJson
     | AckJson
     | PongJson
+    | QueueJson
+    | QueuedJson
 )
 """Any server frame as built (xclaw/wire/build.py)."""
 

@@ -10,6 +10,7 @@ error. An empty list always comes with its reason; a non-empty one never needs o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,15 +53,22 @@ class SessionProcesses:
 
     def text(self) -> str:
         """The list in words, as `/ps` shows it."""
-        if not self.processes:
-            return f"[ps] no background process: {self.reason}"
-        lines = [
-            f"[ps] {len(self.processes)} background process(es) in the session's container "
-            f"{self.container}, each with the step that started it:"
-        ]
-        for p in self.processes:
-            lines.append(f"  {step_id(p.seq) or '?':<6} pid {p.pid:<8} {p.command}")
-        return "\n".join(lines)
+        return processes_text(self.to_json())
+
+
+def processes_text(listing: Mapping[str, Any]) -> str:
+    """A list in words from the wire's object (`to_json`, or the Python API's
+    `SessionProcesses.wire()`): what `/ps` answers, in any chat client and in an editor."""
+    found = listing.get("processes") or []
+    if not found:
+        return f"[ps] no background process: {listing.get('reason')}"
+    lines = [
+        f"[ps] {len(found)} background process(es) in the session's container "
+        f"{listing.get('container')}, each with the step that started it:"
+    ]
+    for p in found:
+        lines.append(f"  {p.get('stepId') or '?':<6} pid {p.get('pid')!s:<8} {p.get('command')}")
+    return "\n".join(lines)
 
 
 def step_id(seq: int | None) -> str | None:

@@ -9,7 +9,7 @@ import {
   ApiError, Unauthorized, adoptUrlParams, api, getToken, newSessionId, sessionsApi, setToken, storeSessionId,
   storedSessionId, wsUrl,
 } from "./api.js";
-import { Composer, Transcript } from "./chat.js";
+import { Composer, QueueList, Transcript } from "./chat.js";
 import { CompareView } from "./compare.js";
 import { approvalDialog, confirmDialog, promptDialog, toast } from "./dialogs.js";
 import { h, icon, shortId } from "./dom.js";
@@ -47,6 +47,7 @@ const state = {
 let socket;
 let transcript;
 let composer;
+let queueList;
 let trace;
 let sidebar;
 let compare;
@@ -113,7 +114,8 @@ function setBusy(busy) {
   state.busyEpoch += 1;
   state.busy = busy;
   if (busy) state.awaitingInput = false;
-  composer.setLocked(busy, state.status === "Paused" ? "Waiting for your approval — input is locked until the run finishes" : "");
+  const paused = state.status === "Paused";
+  composer.setLocked(busy, paused ? "Waiting for your approval — input is locked until the run finishes" : "", !paused);
   trace.setBusy(busy);
   transcript.setWorking(busy && !state.approval);
   setStatus(state.status);
@@ -234,9 +236,14 @@ function onFrame(frame) {
         const fired = /^(schedule|hook)\./.exec(String(out.messageId || ""));
         // Another person's message in a shared session (docs/teams.md): shown as theirs.
         const sender = out.by?.user;
+        const mid = out.messageId;
         const text = String(frame.step.input ?? "");
+        // A message that waited in the queue runs (or steers the run) now: shown as said.
+        const waited = mid && queueList.waited(mid) !== null;
+        if (waited) queueList.seen.delete(mid);
         if (fired) transcript.user(text, fired[1] === "hook" ? "webhook" : "schedule");
         else if (sender && sender !== state.me) transcript.user(text, sender);
+        else if (waited) transcript.user(text);
       }
       if (state.approval && frame.step.id === state.approval.stepId && frame.step.status !== "running") {
         state.approval.handle.close(); // answered here or by another client
@@ -265,6 +272,11 @@ function onFrame(frame) {
       // The first message just wrote the session: list it now, not after the run.
       if (!sidebar.get(sid)) refreshSessions();
       else scheduleSessionsRefresh();
+      return;
+    case "queue":
+      // The session's waiting messages (docs/protocol.md, "Input while a run is busy").
+      if (foreign) return;
+      queueList.show(frame.queued || []);
       return;
     case "forked":
       refreshSessions().then(() => offerSwitch(app, frame.sessionId, frame.fromStepId));
@@ -407,6 +419,7 @@ async function refreshSessions() {
 const ATTACH_REFUSALS = new Set(["unknown_session", "ambiguous_session", "bad_command", "bad_frame", "forbidden"]);
 
 function leaveSession() {
+  queueList.clear(); // the next session's attach sends its own
   if (state.approval) state.approval.handle.close();
   state.approval = null;
   clearApprovalReminder();
@@ -667,6 +680,17 @@ function sendMessage(text) {
   return true;
 }
 
+/** Send what was typed while a run is in flight, to wait its turn in the session's queue:
+ * the `queue` frame that follows lists it (not the transcript: it is no message yet). */
+function queueMessage(text) {
+  if (!socket.open) {
+    toast("Not connected yet — try again in a moment.", { kind: "warn" });
+    return false;
+  }
+  if (command(text)) return sendMessage(text); // a command runs now, as ever
+  return socket.send({ type: "message", sessionId: state.sessionId, content: text, busy: "queue" });
+}
+
 /** Send what was typed (already shown as `el`) to the session the page is on. */
 function deliver(text, el) {
   const cmd = command(text);
@@ -798,8 +822,12 @@ async function boot() {
   transcript = new Transcript($("transcript"), $("messages"));
   transcript.me = state.me;
   transcript.reset();
+  queueList = new QueueList($("queue"), {
+    onCancel: (id) => socket.send({ type: "message", sessionId: state.sessionId, content: `/unqueue ${id}` }),
+  });
   composer = new Composer($("composer"), {
     onSend: sendMessage,
+    onQueue: queueMessage,
     onCancel: () => {
       if (!state.outbox.length) return socket.send({ type: "cancel", sessionId: state.sessionId });
       withdrawOutbox(); // not sent yet: Stop takes it back

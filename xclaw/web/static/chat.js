@@ -311,21 +311,30 @@ function setToolResult(line, state, output, stepId) {
 
 /** The message box. `onSend(text)` is called with trimmed text; returns false to keep it. */
 export class Composer {
-  constructor(form, { onSend, onCancel }) {
+  constructor(form, { onSend, onCancel, onQueue }) {
     this.form = form;
     this.input = form.querySelector("textarea");
     this.sendButton = form.querySelector(".send");
     this.stopButton = form.querySelector(".stop");
+    this.queueButton = form.querySelector(".queue-send");
     this.state = form.querySelector(".composer-state");
     this.onSend = onSend;
+    this.onQueue = onQueue;
     this.locked = false;
     this.offline = false;
+    // While a run is in flight (not waiting for an approval), a message may still be sent
+    // to wait its turn (docs/protocol.md, "Input while a run is busy").
+    this.queueable = false;
     this.input.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      if (e.key === "Enter" && e.altKey && !e.isComposing) {
+        e.preventDefault();
+        this.queue();
+      } else if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
         e.preventDefault();
         this.submit();
       }
     });
+    if (this.queueButton) this.queueButton.addEventListener("click", () => this.queue());
     this.input.addEventListener("input", () => this.autosize());
     form.addEventListener("submit", (e) => {
       e.preventDefault();
@@ -348,9 +357,21 @@ export class Composer {
     this.autosize();
   }
 
-  /** Locked while a run is in flight: one driver per session (the server would say `busy`). */
-  setLocked(locked, why = "") {
+  /** Queued: the text waits in the session's queue and runs after the run in flight. */
+  queue() {
+    if (!this.locked || !this.queueable || this.offline || !this.onQueue) return;
+    const text = this.input.value.trim();
+    if (!text) return;
+    if (this.onQueue(text) === false) return;
+    this.input.value = "";
+    this.autosize();
+  }
+
+  /** Locked while a run is in flight: one driver per session (the server would say `busy`).
+   * `queueable`: a message may still be queued meanwhile (the Queue button). */
+  setLocked(locked, why = "", queueable = false) {
     this.locked = locked;
+    this.queueable = locked && queueable;
     this.render(why);
   }
 
@@ -364,9 +385,11 @@ export class Composer {
     this.form.classList.toggle("locked", blocked);
     this.sendButton.disabled = blocked;
     this.stopButton.hidden = !this.locked || this.offline;
+    if (this.queueButton) this.queueButton.hidden = !this.queueable || this.offline;
     this.input.setAttribute("aria-busy", this.locked ? "true" : "false");
     let text = "Enter to send · Shift+Enter for a new line · /help lists commands";
     if (this.offline) text = "Not connected — your message can be sent once xclaw is back";
+    else if (this.locked && this.queueable) text = why || "xclaw is working — Queue (Alt+Enter) keeps a message for after this run · Stop ends it now";
     else if (this.locked) text = why || "xclaw is working — input is locked until the reply (Stop ends it now)";
     this.state.textContent = text;
   }
@@ -382,3 +405,47 @@ export class Composer {
     this.input.focus();
   }
 }
+
+
+/** The session's waiting messages (a `queue` frame), a row each with a button that cancels
+ * it (`onCancel(id)`); hidden when nothing waits. */
+export class QueueList {
+  constructor(el, { onCancel }) {
+    this.el = el;
+    this.onCancel = onCancel;
+    this.entries = [];
+    this.seen = new Map(); // id -> text of every message this session's queue listed
+  }
+
+  /** Was this message (its `messageId`) one that waited here? Its text, or null. */
+  waited(id) { return this.seen.get(id) ?? null; }
+
+  show(entries) {
+    this.entries = Array.isArray(entries) ? entries : [];
+    for (const q of this.entries) this.seen.set(q.id, q.content || "");
+    this.el.hidden = this.entries.length === 0;
+    const rows = this.entries.map((q, i) => h("div.queue-item", { role: "listitem", dataset: { id: q.id } },
+      h("span.queue-n", { text: `${i + 1}` }),
+      h("span.queue-mode", { text: q.busy || "queue", title: MODE_TITLES[q.busy] || "" }),
+      h("span.queue-text", { text: q.content || "", title: q.content || "" }),
+      q.user ? h("span.queue-user", { text: q.user }) : null,
+      h("button.queue-cancel.icon", {
+        type: "button", title: "Cancel this queued message", "aria-label": `Cancel queued message ${i + 1}`,
+        text: "×", onclick: () => this.onCancel(q.id),
+      })));
+    this.el.replaceChildren(
+      h("div.queue-head", { text: `Queued · ${this.entries.length} waiting` }), ...rows);
+  }
+
+  clear() {
+    this.seen.clear();
+    this.show([]);
+  }
+}
+
+const MODE_TITLES = {
+  queue: "runs after the run in flight",
+  steer: "goes to the agent at its next tool call",
+  interrupt: "the run is being stopped; this runs next",
+};
+
