@@ -75,7 +75,22 @@ def handovers(stamped: list[tuple[float, Any]], queued: int) -> tuple[list[float
     return to_message[:queued], to_model[:queued]
 
 
-async def in_process(root: Path, queued: int, db: str | None) -> list[tuple[float, Any]]:
+def record_gaps(steps: list[Any]) -> list[float]:
+    """From the record (ms): each queued message's `user_input` start minus the end of the
+    run before it (its last step's end), in seconds."""
+    gaps: list[float] = []
+    last_end: int | None = None
+    for step in steps:
+        if step.type == "user_input" and last_end is not None:
+            gaps.append((step.start_time - last_end) / 1000)
+        if step.end_time is not None:
+            last_end = step.end_time
+    return gaps
+
+
+async def in_process(
+    root: Path, queued: int, db: str | None
+) -> tuple[list[tuple[float, Any]], list[float]]:
     sc = script(root / "script.json", queued)
     agent = await xclaw.open(
         db=db or root / "bench.db",
@@ -103,12 +118,13 @@ async def in_process(root: Path, queued: int, db: str | None) -> list[tuple[floa
             assert kept.queued is not None, kept.events
         await task
         await session.wait(120 + queued)
+        gaps = record_gaps(await session.steps())
     finally:
         await agent.close()
-    return stamped
+    return stamped, gaps
 
 
-async def through_gateway(root: Path, queued: int) -> list[tuple[float, Any]]:
+async def through_gateway(root: Path, queued: int) -> tuple[list[tuple[float, Any]], list[float]]:
     from tests.gateway.harness import Server, write_script  # a real `xclaw serve`
 
     turns = json.loads(script(root / "turns.json", queued).read_text())["turns"]
@@ -151,9 +167,10 @@ async def through_gateway(root: Path, queued: int) -> list[tuple[float, Any]]:
                 await task
                 await asyncio.wait_for(replies.wait(), 120 + queued)
                 watcher.cancel()
+            gaps = record_gaps(await session.steps())
     finally:
         server.kill()
-    return stamped
+    return stamped, gaps
 
 
 def main() -> None:
@@ -167,20 +184,27 @@ def main() -> None:
         root = Path(tmp)
         for where in ("local", "gateway"):
             (root / where).mkdir()
-        stamped = asyncio.run(in_process(root / "local", args.queued, args.pg))
+        stamped, gaps = asyncio.run(in_process(root / "local", args.queued, args.pg))
         to_message, to_model = handovers(stamped, args.queued)
         where = "PostgreSQL" if args.pg else "SQLite"
         print(f"in process ({where}), {args.queued} queued messages:")
         print("  " + figures("reply -> next message recorded (its step frame)", to_message))
         print("  " + figures("reply -> next run's model call (llm_call running)", to_model))
+        print(
+            "  " + figures("in the record: run's last step end -> next user_input (ms clock)", gaps)
+        )
         if args.gateway:
-            stamped = asyncio.run(through_gateway(root / "gateway", args.queued))
+            stamped, gaps = asyncio.run(through_gateway(root / "gateway", args.queued))
             to_message, to_model = handovers(stamped, args.queued)
             print(
                 f"through xclaw serve (SQLite, frames at a WebSocket client), {args.queued} queued:"
             )
             print("  " + figures("reply -> next message recorded (its step frame)", to_message))
             print("  " + figures("reply -> next run's model call (llm_call running)", to_model))
+            print(
+                "  "
+                + figures("in the record: run's last step end -> next user_input (ms clock)", gaps)
+            )
     print("goal: a queued message starts <= 50 ms after the run before it ends")
 
 
