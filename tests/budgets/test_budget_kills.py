@@ -1,7 +1,9 @@
 """A kill matrix over reservations and settlements (docs/budgets.md, "Counted once"): a real
 `xclaw serve` is SIGKILLed while a model call is in flight (its hold written, not settled)
 and while a tool runs (the call before it settled, the next not reserved), again after each
-restart, on SQLite and on PostgreSQL. Whatever the kills, every call made has exactly one
+restart, on SQLite and on PostgreSQL — there also with two workers, the one driving the
+session killed each time (and restarted) and whichever worker's sweep comes first taking it
+over. Whatever the kills, every call made has exactly one
 hold (nothing counted twice), each finished call's hold is settled at what it cost and each
 killed one stays at its reservation, the counted spend stays within the cap (so what was
 billed stays within cap + the largest reservation), and no tool ran twice."""
@@ -45,8 +47,16 @@ class KillablePg(PgServer):
         return env
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Server, Query]]:
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres-2-workers", marks=pytest.mark.postgres),
+    ]
+)
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[list[Server], Query]]:
+    """The servers (one; or two workers on one PostgreSQL database, the one driving the
+    session killed each time and the other taking it over) and a way to read the record."""
     script = write_script(tmp_path / "script.json", TURNS)
     if request.param == "sqlite":
         server = Server(root=tmp_path / "srv", script=script, approval="yolo")
@@ -57,21 +67,32 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ser
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
                 return conn.execute(sql, params).fetchall()
 
-        yield server, query
+        yield [server], query
         server.kill()
         return
     pg = PostgresBackend(postgres_url())
-    server = KillablePg(
-        root=tmp_path / "srv",
-        script=script,
-        approval="yolo",
-        db=pg.url,
-        shared_workspace=tmp_path / "workspaces",
-    )
-    server.config_extra = CONFIG
-    yield server, pg.query
-    server.kill()
+    servers: list[Server] = []
+    for i in range(2 if request.param == "postgres-2-workers" else 1):
+        server = KillablePg(
+            root=tmp_path / f"srv{i}",
+            script=script,
+            approval="yolo",
+            db=pg.url,
+            shared_workspace=tmp_path / "workspaces",
+        )
+        server.config_extra = CONFIG
+        servers.append(server)
+    yield servers, pg.query
+    for server in servers:
+        server.kill()
     pg.drop()
+
+
+def driving(servers: list[Server], query: Query, sid: str) -> Server:
+    """The server whose worker holds the session's lease (`host:pid:…`)."""
+    owner = query("SELECT lease_owner FROM sessions WHERE session_id=?", (sid,))[0][0]
+    pid = int(str(owner).split(":")[1])
+    return next(s for s in servers if s.proc is not None and s.proc.pid == pid)
 
 
 def _j(value: Any) -> Any:
@@ -80,12 +101,13 @@ def _j(value: Any) -> Any:
 
 
 async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements(
-    served: tuple[Server, Query],
+    served: tuple[list[Server], Query],
 ) -> None:
-    server, query = served
-    server.root.mkdir(parents=True, exist_ok=True)
-    server.start()
-    client = await Client.open(server)
+    servers, query = served
+    for server in servers:
+        server.root.mkdir(parents=True, exist_ok=True)
+        server.start()
+    client = await Client.open(servers[0])
     await client.attach(None)
     await client.send({"type": "message", "content": "count"})
     await client.until(lambda f: f.get("type") == "step")
@@ -121,27 +143,31 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
     for point in MATRIX:
 
         def reached(point: str = point, after: int = killed_after) -> bool:
+            if ended():  # it reached the cap (or its answer) first: no more points to hit
+                return True
             rows = [r for r in holds() if r[0] > after]
             if not rows:
                 return False
             seq, _, _, settled, status = rows[-1]
-            if ended():  # it reached the cap (or its answer) first: no more points to hit
-                return True
             if point == "held":
                 return not settled and status == "running"
             return bool(settled) and tool_running_after(seq)
 
         def said(point: str = point) -> str:
             state = query("SELECT current_status, awaiting_input, lease_owner FROM sessions", ())
-            return f"{point}: {holds()} {state}\n{server.logs()[-3000:]}"
+            logs = "".join(s.logs()[-2000:] for s in servers)
+            return f"{point}: {holds()} {state}\n{logs}"
 
         await until(reached, said, 60.0, in_thread=True)
         if ended():
             break
-        server.kill()  # SIGKILL
+        driver = driving(servers, query, sid)
+        driver.kill()  # SIGKILL
         kills += 1
         killed_after = max(r[0] for r in holds())
-        server.start()  # its sweep resumes the session (the dead worker's lease lapses)
+        # A sweep resumes the session once the dead worker's lease lapses: the other
+        # worker's, or this one's once restarted.
+        driver.start()
 
     assert kills >= 3, kills
     await until(ended, "the session's answer or its stop at the cap", 120.0, in_thread=True)
@@ -165,7 +191,9 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
             assert status == "failed" and error == "interrupted", (seq, status, error)
             assert not settled and spent == 0, seq
             killed += 1
-    assert killed == (kills + 1) // 2  # each kill while a model call was in flight
+    # A kill aimed at a call in flight lands there unless, on a loaded machine, the call
+    # finished first (then it lands in its tool): at least one did, none counted otherwise.
+    assert 1 <= killed <= (kills + 1) // 2
     counted = sum(spent if settled else held for _, held, spent, settled, _ in rows)
     largest = max(held for _, held, _, _, _ in rows)
     assert counted <= CAP  # what was billed is at most this: within cap + `largest`

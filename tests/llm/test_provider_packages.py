@@ -29,7 +29,9 @@ version = "0.1.0"
 echo = "xclaw_echo:EchoProvider"
 """
 
-# The package's code: what docs/llm-providers.md shows a provider package writing.
+# The package's code: what docs/llm-providers.md showed a provider package writing before the
+# event sink — its model streams plain strings through `on_delta` — kept so, to show that
+# such a package still works unchanged (xclaw/llm/legacy.py adapts its model).
 MODULE = '''\
 """echo:<voice>: answers with the user's last message."""
 
