@@ -27,19 +27,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xclaw.runtime.inputs import Submitted
 from xclaw.schedules.firing import Scheduler
 from xclaw.schedules.making import new_schedule
 from xclaw.schedules.spec import Kind
 from xclaw.store import open_store
 from xclaw.store.base import Store, schedules_of
-from xclaw.store.model import Session, Step
+from xclaw.store.model import Session
 from xclaw.store.writes import Kind as WriteKind
 
 
 class NoTarget:
     """Nothing is due: a call here would be a bug of the benchmark."""
 
-    async def send(self, *a: Any, **k: Any) -> tuple[Step, bool]:
+    async def submit(self, *a: Any, **k: Any) -> Submitted:
         raise AssertionError("an idle schedule fired")
 
     async def fork(self, *a: Any, **k: Any) -> Session:

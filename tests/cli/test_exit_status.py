@@ -57,6 +57,9 @@ ARGS: dict[str, list[str]] = {
     "share": ["s1", "bob", "--role", "viewer"],
     "acp": [],
     "mcp": [],
+    "budget": ["show", "s1"],
+    "schedule": ["list"],
+    "hook": ["list"],
 }
 # The demo runs on a configuration of its own (its own home and xclaw.yaml): the working
 # directory's xclaw.yaml is not read; the environment is (its server inherits it).

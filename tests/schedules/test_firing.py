@@ -319,3 +319,31 @@ async def test_a_worker_that_may_not_drive_the_session_leaves_the_fire_to_one_th
     assert (await a.scheduler.check()).delivered >= 1
     await idle(a, b)
     assert messages(a.store, sid)[1] == fire_id(sch, 2_000)
+
+
+async def test_a_fire_on_a_busy_session_follows_its_input_policy(workers: Any) -> None:
+    """`queue` (the session's own policy): the fire waits in the session's queue and runs
+    after the run in flight, once, however often it is delivered."""
+    clock = Clock(0)
+    a = await workers(clock, [{"text": "slow", "sleep": 1.0}, {"text": "done"}, {"text": "ok"}])
+    b = await workers(clock, [{"text": "slow", "sleep": 1.0}, {"text": "done"}, {"text": "ok"}])
+    sid = await session(a.store)
+    await a.runtime.set_busy_policy(sid, "queue")
+    sch = add(a.store, session_id=sid)
+    await a.runtime.send(sid, "a long task")  # a run in flight
+    clock.ms = 2_000
+    got = await a.scheduler.check()
+    assert (got.claimed, got.delivered, got.deferred) == (1, 1, 0)
+    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    assert f is not None and f.state == "delivered" and "queued (queue)" in (f.note or "")
+    assert [q.id for q in await a.runtime.queued(sid)] == [fire_id(sch, 2_000)]
+    # Delivered again (a retry after a kill, by another worker): still queued once.
+    assert (await b.scheduler.deliver(f)).delivered == 1
+    assert [q.id for q in await a.runtime.queued(sid)] == [fire_id(sch, 2_000)]
+    await idle(a, b)
+    for _ in range(300):  # the queued message runs after the long task
+        if fire_id(sch, 2_000) in messages(a.store, sid) and not await a.runtime.queued(sid):
+            break
+        await asyncio.sleep(0.02)
+    await idle(a, b)
+    assert messages(a.store, sid) == [None, fire_id(sch, 2_000)]

@@ -32,12 +32,16 @@ def test_the_session_view_lists_its_schedules_and_shows_a_fire(serve, new_page, 
             json={"cron": "0 9 * * 1-5", "sessionId": sid, "message": "standup notes"},
         )
         assert r.status_code == 201, r.text
-        # A moment already past fires at once: its run's answer comes to the page.
+        # A moment already past fires at once: its message comes to the page as the
+        # schedule's, then its run's answer.
         once = api.post(
             "/schedules", json={"at": "2020-01-01T00:00Z", "sessionId": sid, "message": "check"}
         )
         assert once.status_code == 201, once.text
         expect(app.answers().last).to_contain_text("Checked.", timeout=20_000)
+        fired = page.locator("#messages .msg.user").last
+        expect(fired.locator(".bubble-text")).to_have_text("check")
+        expect(fired.locator(".sender")).to_have_text("schedule")
         rows = box.locator(".schedule")
         expect(rows).to_have_count(2)  # asked again at the end of the fire's run
         first = box.locator(f'.schedule[data-id="{r.json()["id"]}"]')

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from xclaw.errors import ConfigMismatch, SessionBusy, SessionNotFound, XclawError
+from xclaw.runtime.inputs import Submitted
 from xclaw.schedules.spec import (
     CatchUp,
     Kind,
@@ -49,14 +50,17 @@ RETRY_MS = 1_000
 class Target(Protocol):
     """What firing needs of the runtime (xclaw/runtime/runtime.py `Runtime`)."""
 
-    async def send(
+    async def submit(
         self,
         session_id: str,
         text: str,
         *,
         actor: Actor | None = None,
         message_id: str | None = None,
-    ) -> tuple[Step, bool]: ...
+    ) -> Submitted:
+        """A message, and what it does while the session's run is busy: the session's
+        input policy (`input.busy`, docs/configuration.md)."""
+        ...
 
     async def fork(
         self,
@@ -229,7 +233,7 @@ class Scheduler:
         try:
             if fire.session_id in busy:
                 raise SessionBusy("an earlier fire of this session is waiting")
-            step = await self._send(fire)
+            done_as = await self._send(fire)
         except ConfigMismatch as e:
             # This worker may not drive the session (another model chain, approval mode or
             # sandbox): left for a worker that may, tried again here after a while.
@@ -254,7 +258,13 @@ class Scheduler:
             await self._settle(fire, "refused", note=str(e))
             return
         done.delivered += 1
-        await self._settle(fire, "delivered", seq=step.seq)
+        if done_as.step is not None:
+            await self._settle(fire, "delivered", seq=done_as.step.seq)
+            return
+        # Kept in the session's queue by its input policy: it runs there, in its turn, as
+        # the message with this fire's id (never twice: the queue keeps an id once).
+        mode = done_as.queued.mode if done_as.queued is not None else "queue"
+        await self._settle(fire, "delivered", note=f"queued ({mode}): the session was busy")
 
     async def _settle(
         self,
@@ -278,17 +288,16 @@ class Scheduler:
             ),
         )
 
-    async def _send(self, fire: Fire) -> Step:
+    async def _send(self, fire: Fire) -> Submitted:
         who = await self._identity(fire.created_by)
         sid = fire.session_id
         if fire.fork_of is not None:
             await self._fork(fire, who)
         else:
             await self._require(who, sid, Need.ACT)
-        step, _again = await self.target.send(
+        return await self.target.submit(
             sid, fire.message, actor=Actor(who, via=fire.source), message_id=fire.fire_id
         )
-        return step
 
     async def _fork(self, fire: Fire, who: Identity) -> None:
         """The fire's own fork of the template, made once (a retry finds it)."""

@@ -230,16 +230,20 @@ function onFrame(frame) {
     case "step":
       if (foreign) return;
       trace.upsert(frame.step);
-      {
+      if (frame.step.type === "user_input" && frame.step.agent === "main") {
+        const out = frame.step.output || {};
+        // A schedule's or a webhook's fire (docs/schedules.md): its id is the message's.
+        const fired = /^(schedule|hook)\./.exec(String(out.messageId || ""));
         // Another person's message in a shared session (docs/teams.md): shown as theirs.
-        const sender = frame.step.type === "user_input" ? frame.step.output?.by?.user : null;
-        const mid = frame.step.type === "user_input" ? frame.step.output?.messageId : null;
-        if (sender && sender !== state.me && frame.step.agent === "main") transcript.user(String(frame.step.input ?? ""), sender);
+        const sender = out.by?.user;
+        const mid = out.messageId;
+        const text = String(frame.step.input ?? "");
         // A message that waited in the queue runs (or steers the run) now: shown as said.
-        else if (mid && queueList.waited(mid) !== null && frame.step.agent === "main") {
-          queueList.seen.delete(mid);
-          transcript.user(String(frame.step.input ?? ""));
-        }
+        const waited = mid && queueList.waited(mid) !== null;
+        if (waited) queueList.seen.delete(mid);
+        if (fired) transcript.user(text, fired[1] === "hook" ? "webhook" : "schedule");
+        else if (sender && sender !== state.me) transcript.user(text, sender);
+        else if (waited) transcript.user(text);
       }
       if (state.approval && frame.step.id === state.approval.stepId && frame.step.status !== "running") {
         state.approval.handle.close(); // answered here or by another client
