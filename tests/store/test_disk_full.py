@@ -71,9 +71,10 @@ def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(
         "XCLAW_MODEL": f"script:{script}",
         "NO_COLOR": "1",
     }
-    # Leave ~400 KB: the task needs more than that.
+    # Leave ~800 KB: room for a new database's tables (~230 KB, twice while the WAL holds
+    # them) and a few steps; the task's 40 outputs of 20 KB need more than that.
     st = os.statvfs(small_disk)
-    (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 400_000))
+    (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 800_000))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -130,3 +131,31 @@ def test_disk_full_is_a_clear_error_and_the_session_resumes_when_space_returns(
     done = Counter(int(x) for x in ledger.read_text().split())
     assert max(done.values()) == 1  # no side effect twice
     assert len(done) >= STEPS - 1  # at most the call cut off by the full disk is missing
+
+
+def test_a_new_database_on_a_full_disk_says_the_disk_is_full(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    st = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 40_000))
+    env = {
+        **os.environ,
+        "XCLAW_HOME": str(tmp_path),
+        "XCLAW_DB": str(small_disk / "x.db"),
+        "XCLAW_CONFIG": "",
+        "XCLAW_MODEL": "script:none.json",
+        "NO_COLOR": "1",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "xclaw", "run", "hello"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "is full" in out and "free some space" in out, out
+    assert "not a usable xclaw database" not in out and "Traceback" not in out

@@ -65,7 +65,7 @@ from xclaw.store.sqlite_leases import (
     take_seq_unmoved,
 )
 from xclaw.store.sqlite_probe import probe_sqlite
-from xclaw.store.sqlite_writer import Writer, connect, retry_while_busy
+from xclaw.store.sqlite_writer import Writer, connect, disk_full, retry_while_busy
 from xclaw.store.stream import WriteStream
 from xclaw.store.teams_sql import TeamMethods
 from xclaw.store.transfer_sql import TransferMethods
@@ -147,6 +147,8 @@ class SQLiteStore(
             retry_while_busy(open_wal_and_migrate, self.url)
         except sqlite3.DatabaseError as e:
             conn.close()
+            if (full := disk_full(e, self.url)) is not None:
+                raise full from e  # a new database's tables, or an upgrade, need room too
             raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
         except BaseException:
             conn.close()

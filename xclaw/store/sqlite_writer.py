@@ -415,19 +415,26 @@ def _resolve(batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
         deliver(streamed)
 
 
+def disk_full(e: BaseException, where: str) -> DiskFull | None:
+    """The words for a write the full disk refused (at any write, opening included)."""
+    if not (isinstance(e, sqlite3.OperationalError) and "full" in str(e)):
+        return None
+    err = DiskFull(
+        f"the disk holding {where} is full: the write was refused and rolled back, nothing "
+        "committed is lost; free some space, then resume the session"
+    )
+    err.__cause__ = e
+    return err
+
+
 def _wrap(e: BaseException, where: str) -> BaseException:
     """Our own errors pass through; raw database errors become a StoreError with words."""
     if isinstance(e, XclawError) or not isinstance(e, sqlite3.Error):
         return e
     if is_busy(e):
         return busy_error(where)
-    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
-        err = DiskFull(
-            f"the disk holding {where} is full: the write was refused and rolled back, nothing "
-            "committed is lost; free some space, then resume the session"
-        )
-        err.__cause__ = e
-        return err
+    if (full := disk_full(e, where)) is not None:
+        return full
     failed = StoreError(f"database error on {where}: {e}")
     failed.__cause__ = e
     return failed
