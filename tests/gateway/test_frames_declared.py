@@ -58,14 +58,22 @@ async def test_every_frame_of_a_conversation_follows_its_declaration(
     await c.attach(None)
     await c.send({"type": "ping"})
     await c.until_type("pong")
-    reply = await c.turn("write a file", approve=True)
-    assert reply["type"] == "reply"
+    await c.send({"type": "message", "sessionId": c.session_id, "content": "write a file"})
+    asked = await c.until_type("approval_request")
+    # A message while the run waits: queued (docs/protocol.md, input while a run is busy).
+    later = {"type": "message", "sessionId": c.session_id, "content": "then this"}
+    await c.send({**later, "messageId": "q1", "busy": "queue"})
+    await c.until_type("queued")
+    approve = {"type": "approval", "sessionId": c.session_id, "approve": True}
+    await c.send({**approve, "stepId": asked["stepId"]})
+    await c.until_type("reply")
+    await c.until_type("reply")  # the queued message's run
     # A message with the client's id: acknowledged, then its run (docs/protocol.md).
     once = {"type": "message", "sessionId": c.session_id, "content": "once", "messageId": "m1"}
     await c.send(once)
     await c.until_type("ack")
     await c.until_type("reply")
-    for command in ("/steps 5", "/title frames", "/help", "/sessions", "/tools"):
+    for command in ("/steps 5", "/title frames", "/help", "/sessions", "/tools", "/queue"):
         await c.send({"type": "message", "sessionId": c.session_id, "content": command})
         await c.until_type("notice")
     await c.send({"type": "message", "sessionId": c.session_id, "content": "/fork s0003 other"})

@@ -385,7 +385,10 @@ export class Composer {
     this.form.classList.toggle("locked", blocked);
     this.sendButton.disabled = blocked;
     this.stopButton.hidden = !this.locked || this.offline;
-    if (this.queueButton) this.queueButton.hidden = !this.queueable || this.offline;
+    const queueing = Boolean(this.queueButton) && this.queueable && !this.offline;
+    if (this.queueButton) this.queueButton.hidden = !queueing;
+    // While a run is in flight Queue takes Send's place (the chat keeps its width).
+    this.sendButton.hidden = queueing;
     this.input.setAttribute("aria-busy", this.locked ? "true" : "false");
     let text = "Enter to send · Shift+Enter for a new line · /help lists commands";
     if (this.offline) text = "Not connected — your message can be sent once xclaw is back";
