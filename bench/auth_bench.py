@@ -23,12 +23,12 @@ from types import SimpleNamespace
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.settings import TeamSettings
+from xclaw.people.teams import Identity, Need, UserRole, new_token, token_hash
 from xclaw.store.base import teams_of
-from xclaw.store.model import NewStep, StepType
-from xclaw.store.rows import new_session_id
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import OpenTurn
-from xclaw.teams import Identity, Need, UserRole, new_token, token_hash
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.rows import new_session_id
+from xclaw.store.steps.writes import OpenTurn
 
 STEPS_PER_TASK = 20
 
@@ -60,7 +60,7 @@ async def per_op_us(fn, n: int) -> float:  # type: ignore[no-untyped-def]
 
 
 async def main_async(members: int, sessions_each: int) -> None:
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.gateway.context import Gateway
 
     with tempfile.TemporaryDirectory(prefix="xclaw-auth-bench-") as tmp:

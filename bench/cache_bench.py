@@ -32,8 +32,7 @@ from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest
-from xclaw.llm.registry import provider_prices
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ToolCall,
@@ -42,6 +41,7 @@ from xclaw.messages import (
     UserMessage,
     call_signature,
 )
+from xclaw.llm.registry import provider_prices
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 

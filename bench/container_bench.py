@@ -95,7 +95,7 @@ def container_figures(tmp: Path, rounds: int, quick: bool) -> None:
     from xclaw.sandbox.container.lifecycle import Containers
     from xclaw.sandbox.container.podman import find_podman
     from xclaw.sandbox.container.policy import SandboxPolicy
-    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.sqlite.store import SQLiteStore
     from xclaw.workspace.env_layer import EnvLayer
 
     root = (tmp / "ws").resolve()

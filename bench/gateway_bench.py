@@ -228,9 +228,9 @@ def start_gateway(
 def add_members(db: Path, n: int) -> list[str]:
     """n members of a team in the server's database (it is running: SQLite's WAL lets this
     process write beside it), one token each (docs/teams.md)."""
+    from xclaw.people.teams import UserRole, new_token, token_hash
     from xclaw.store.base import teams_of
-    from xclaw.store.sqlite import SQLiteStore
-    from xclaw.teams import UserRole, new_token, token_hash
+    from xclaw.store.sqlite.store import SQLiteStore
 
     tokens = [new_token() for _ in range(n)]
     store = SQLiteStore(db)
@@ -306,7 +306,7 @@ async def one_api_session(
 ) -> SessionRun:
     """one_session through the Python API's remote client (`xclaw.connect`): the same task,
     its events read into their typed classes, the same timing."""
-    from xclaw.frames import ErrorFrame, ReplyFrame, StepFrame
+    from xclaw.wire.frames import ErrorFrame, ReplyFrame, StepFrame
 
     run = SessionRun()
     session = await agent.new_session()

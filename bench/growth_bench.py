@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep, FinishStep, Sync
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep, FinishStep, Sync
 
 TOOL_TURNS = 9
 

@@ -57,11 +57,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.local_model.llama import LlamaServer, llama_python, model_file
 from xclaw.agent.loop import DEFAULT_SYSTEM_PROMPT
-from xclaw.config import Settings, load_settings
+from xclaw.config.settings import Settings, load_settings
 from xclaw.llm.base import LLMRequest
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import openai_request
 from xclaw.llm.registry import entry
-from xclaw.messages import UserMessage
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
 from xclaw.tools.base import spec_of

@@ -8,7 +8,7 @@ and again, for a few seconds. Only one connection can hold the write lock at a t
 write that finds it taken waits. "busy handler" is the writer as it was: busy_timeout 10 s,
 SQLite's own handler sleeping 1, 2, 5, 10, 15, 20, 25 ... ms between its tries; "own pauses"
 is the writer today: busy_timeout 0 and BEGIN IMMEDIATE tried again from 0.1 ms up to 5 ms
-apart (xclaw/store/sqlite_writer.py). The rounds alternate (busy handler, own pauses, ...)
+apart (xclaw/store/sqlite/writer.py). The rounds alternate (busy handler, own pauses, ...)
 and the last rows are medians and ratios. "fair" is the fewest steps one process wrote over
 the most: near 0, one process was starved of the lock (`--pause-ms 0` shows it).
 
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gateway_bench import pct
 
-from xclaw.store import sqlite_writer
-from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep, FinishStep
+from xclaw.store.sqlite import writer as sqlite_writer
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep, FinishStep
 
 MODES = ("busy handler", "own pauses")
 

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.seaweed import Seaweed, aws_env, running_seaweed
 from xclaw.store import open_store
 from xclaw.store.base import Store
-from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-from xclaw.store.writes import BeginStep, FinishStep
+from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep, FinishStep
 from xclaw.workspace.restore import flush_to_disk
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import xclaw
-from xclaw.frames import ReplyFrame, StepFrame
+from xclaw.wire.frames import ReplyFrame, StepFrame
 
 SLEEP_S = 3.0  # the first run's tool: long enough to queue every message behind it
 
@@ -103,7 +103,7 @@ async def in_process(
     try:
         session = await agent.new_session(title="queue bench")
         rt = agent._live()  # the runtime's own frames, stamped as they are emitted
-        from xclaw.frames import SERVER_FRAME
+        from xclaw.wire.frames import SERVER_FRAME
 
         def sink(frame: Any) -> None:
             if frame.get("type") in ("reply", "step"):
@@ -136,7 +136,7 @@ async def through_gateway(root: Path, queued: int) -> tuple[list[tuple[float, An
     try:
         from websockets.asyncio.client import connect
 
-        from xclaw.frames import SERVER_FRAME
+        from xclaw.wire.frames import SERVER_FRAME
 
         async with xclaw.connect(server.http, token=server.token) as agent:
             session = await agent.new_session(title="queue bench")  # written now

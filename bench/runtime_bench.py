@@ -37,12 +37,12 @@ from typing import Any, ClassVar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xclaw.agent.loop import Agent, AgentConfig
+from xclaw.llm.messages import ToolCall, call_signature
 from xclaw.llm.scripted import ScriptedModel
-from xclaw.messages import ToolCall, call_signature
 from xclaw.recorder.recorder import Recorder, StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.store import open_store
-from xclaw.store.writes import Write
+from xclaw.store.steps.writes import Write
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 

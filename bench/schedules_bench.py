@@ -33,8 +33,8 @@ from xclaw.schedules.making import new_schedule
 from xclaw.schedules.spec import Kind
 from xclaw.store import open_store
 from xclaw.store.base import Store, schedules_of
-from xclaw.store.model import Session
-from xclaw.store.writes import Kind as WriteKind
+from xclaw.store.steps.model import Session
+from xclaw.store.steps.writes import Kind as WriteKind
 
 
 class NoTarget:
@@ -66,7 +66,7 @@ def build(store: Store, n: int) -> None:
         )
         rows.append(s)
     # Written in batches through the store's own connection, as AddSchedule's SQL does.
-    from xclaw.store.schedules_sql import _INSERT_SCHEDULE
+    from xclaw.store.schedules.sql import _INSERT_SCHEDULE
 
     sql = store._dialect.sql(_INSERT_SCHEDULE)  # type: ignore[attr-defined]
 

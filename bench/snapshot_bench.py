@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep, FinishStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep, FinishStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 from xclaw.workspace.timetravel import Workspaces

@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xclaw.store.migrations import M001_SQLITE
-from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep, FinishStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep, FinishStep
 
 SID = "benchSessionId0123456789"[:22]  # the length of a generated id (token_urlsafe(16))
 _rng = random.Random(6)

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.store.leases import new_worker_id
-from xclaw.store.model import Status
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.sqlite_leases import lease_now
+from xclaw.store.sqlite.leases import lease_now
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Status
 from xclaw.threads import BlockingCalls
 
 GRACE_MS = 15_000

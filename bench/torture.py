@@ -850,7 +850,7 @@ def timetravel_run(root: Path, name: str, kills: int, rng: random.Random, fig: F
 
 _RECOVER = (
     "import sys; from pathlib import Path; from xclaw.store import open_store; "
-    "from xclaw.config import load_settings; from xclaw.workspace.timetravel import Workspaces; "
+    "from xclaw.config.settings import load_settings; from xclaw.workspace.timetravel import Workspaces; "
     "s = open_store(sys.argv[1]); Workspaces.from_settings(s, load_settings().sandbox_setup(), Path(sys.argv[2])).recover(); "
     "assert not s.pending_restores(), s.pending_restores(); s.close()"
 )

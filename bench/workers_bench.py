@@ -116,7 +116,7 @@ def pg_schema_url(base: str) -> tuple[str, str]:
 def drop_schema(base: str, schema: str) -> None:
     import psycopg
 
-    from xclaw.store.postgres_conn import parse_url
+    from xclaw.store.postgres.conn import parse_url
 
     with psycopg.connect(parse_url(base).conninfo, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

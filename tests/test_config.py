@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import ConfigError
 from xclaw.llm.builtin_providers import AnthropicEntry, Thinking
 from xclaw.llm.prices import Price
@@ -368,14 +368,14 @@ def test_first_tool_choice_is_an_openai_provider_option(tmp_path: Path) -> None:
 
 # Modules that touch the process environment for something that is no setting, and why.
 ENVIRONMENT_USERS = {
-    "config.py": "reads the settings (the one place that does)",
-    "credentials.py": "removes credentials from the process environment once they are read",
+    "config/settings.py": "reads the settings (the one place that does)",
+    "security/credentials.py": "removes credentials from the process environment once they are read",
     "tools/shell.py": "a shell command's environment is the process's, credentials removed",
     "sandbox/landlock.py": "sets TMPDIR in the confined child it is about to exec",
     "sandbox/isolation.py": "$HOME: where the owner's credential files are, to hide them",
     "demo/walkthrough.py": "the demo's server process gets this one's environment",
     "demo/ledger.py": "the demo's ledger tool (a Python tool: it gets no settings) finds its file",
-    "store/s3.py": "AWS_REGION: an AWS variable boto3 does not read itself (the others it does)",
+    "store/blobs/s3.py": "AWS_REGION: an AWS variable boto3 does not read itself (the others it does)",
 }
 
 

@@ -13,11 +13,11 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from xclaw.config import CONFIG_VARIABLE, Settings
+from xclaw.config.section import Default, Env, NotInYaml
+from xclaw.config.settings import CONFIG_VARIABLE, Settings
 from xclaw.llm.builtin_providers import BUILTIN_PROVIDERS
 from xclaw.llm.provider import ProviderEntry
 from xclaw.llm.registry import MODEL_VARIABLE
-from xclaw.section import Default, Env, NotInYaml
 
 # How the page names one entry of a mapping section.
 PLACEHOLDERS = {

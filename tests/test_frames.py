@@ -1,4 +1,4 @@
-"""The typed frames (xclaw/frames.py) against what documents and publishes them: docs/protocol.md
+"""The typed frames (xclaw/wire/frames.py) against what documents and publishes them: docs/protocol.md
 names every frame type and every field the classes declare (and nothing they do not), and
 docs/frames.schema.json is exactly what `xclaw schema frames` generates from them."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from xclaw.frames import (
+from xclaw.wire.frames import (
     BY_TYPE,
     AssistantMessage,
     Frame,
@@ -27,7 +27,7 @@ from xclaw.frames import (
     undeclared,
     wire_fields,
 )
-from xclaw.protocol import (
+from xclaw.wire.protocol import (
     ApprovalFrame,
     CancelFrame,
     MessageFrame,

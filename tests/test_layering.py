@@ -50,10 +50,10 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         # The recorder emits typed events; frames are the runtime's business.
         (
             ["recorder"],
-            ["xclaw.protocol", "xclaw.gateway", "xclaw.runtime.runtime", "xclaw.agent.loop"],
+            ["xclaw.wire.protocol", "xclaw.gateway", "xclaw.runtime.runtime", "xclaw.agent.loop"],
         ),
         # The loop knows nothing of storage or of who watches it.
-        (["agent"], ["xclaw.store", "xclaw.recorder", "xclaw.protocol", "xclaw.gateway"]),
+        (["agent"], ["xclaw.store", "xclaw.recorder", "xclaw.wire.protocol", "xclaw.gateway"]),
         # The terminal client talks to the gateway through the shared contract only.
         (["cli/chat*.py"], ["xclaw.gateway"]),
         (["cli/commands_chat.py"], ["xclaw.gateway"]),
@@ -69,11 +69,11 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
         (["sandbox"], ["xclaw.store", "xclaw.workspace"]),
         (["tools"], ["xclaw.workspace"]),
         # The contract both sides import leans on neither side.
-        (["protocol.py"], ["xclaw.gateway", "xclaw.cli", "xclaw.runtime", "xclaw.recorder"]),
+        (["wire/protocol.py"], ["xclaw.gateway", "xclaw.cli", "xclaw.runtime", "xclaw.recorder"]),
         # The typed frames and HTTP bodies are the contract itself: they lean on nothing of
         # xclaw's (a client may import them without the server's code).
         (
-            ["frames.py", "http_bodies.py"],
+            ["wire/frames.py", "wire/http_bodies.py"],
             [
                 "xclaw.gateway",
                 "xclaw.cli",
@@ -83,22 +83,22 @@ def offenders(paths: list[Path], *forbidden: str) -> list[str]:
                 "xclaw.agent",
                 "xclaw.llm",
                 "xclaw.tools",
-                "xclaw.protocol",
+                "xclaw.wire.protocol",
                 "xclaw.views",
-                "xclaw.config",
+                "xclaw.config.settings",
             ],
         ),
         # The record knows nothing of how it is shown or sent: export lines come from the
-        # rows' own declarations (store/columns.py), prices from whoever shows a cost.
-        (["store"], ["xclaw.protocol", "xclaw.frames", "xclaw.wire", "xclaw.views"]),
+        # rows' own declarations (store/steps/columns.py), prices from whoever shows a cost.
+        (["store"], ["xclaw.wire.protocol", "xclaw.wire.frames", "xclaw.wire", "xclaw.views"]),
         # The builders of server frames make them from values: no store access, no runtime.
         (["wire"], ["xclaw.gateway", "xclaw.runtime", "xclaw.recorder", "xclaw.store.base"]),
         # The components receive their own setup or settings section (the sandbox's and the
-        # tools' setups are made from Settings in xclaw/config.py), never the whole Settings:
+        # tools' setups are made from Settings in xclaw/config/settings.py), never the whole Settings:
         # none of them reaches up into the configuration.
         (
             ["tools", "sandbox", "workspace", "llm", "agent", "recorder", "telemetry"],
-            ["xclaw.config"],
+            ["xclaw.config.settings"],
         ),
     ],
 )
@@ -110,7 +110,7 @@ def test_layer_boundaries(where: list[str], forbidden: list[str]) -> None:
 # cli: it drives sessions through the Runtime and reads through the Store protocol the
 # gateway reads with, never through the store's or the recorder's internals (which change
 # under it), and it is no part of the server.
-API_MAY_USE_OF_THE_STORE = {"xclaw.store", "xclaw.store.model", "xclaw.store.base"}
+API_MAY_USE_OF_THE_STORE = {"xclaw.store", "xclaw.store.steps.model", "xclaw.store.base"}
 
 
 def test_the_python_api_keeps_to_the_runtime_and_the_contract() -> None:
@@ -127,7 +127,10 @@ def test_the_python_api_keeps_to_the_runtime_and_the_contract() -> None:
         )
         == []
     )
-    modules = {f"xclaw.store.{p.stem}" for p in (XCLAW / "store").glob("*.py")}
+    modules = {
+        "xclaw." + ".".join(p.relative_to(XCLAW).with_suffix("").parts).removesuffix(".__init__")
+        for p in (XCLAW / "store").rglob("*.py")
+    }
     store = sorted(
         f"{file} imports {name}"
         for file, names in found.items()
@@ -196,7 +199,7 @@ ROLE_TAKERS = [
     "runtime/rebuild.py",
     "runtime/opening.py",
     "runtime/outcomes.py",
-    "store/transfer.py",
+    "store/transfer/format.py",
     "store/leases.py",
 ]
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from xclaw.llm.prices import PriceTable
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     INTERRUPTED,
     Session,
     Status,
@@ -15,7 +15,7 @@ from xclaw.store.model import (
     StepTreeNode,
     StepType,
 )
-from xclaw.views import format_sessions, format_steps, format_tree
+from xclaw.views.record import format_sessions, format_steps, format_tree
 
 PRICES = PriceTable.with_overrides(None)
 

@@ -1,12 +1,12 @@
 """`finish`: the FinishStep value of a running step as tests write it (one line for what the
-store's write values spell as a FinishStep holding a Completion, store/writes.py)."""
+store's write values spell as a FinishStep holding a Completion, store/steps/writes.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from xclaw.store.model import Completion, Status, StepStatus
-from xclaw.store.writes import FinishStep
+from xclaw.store.steps.model import Completion, Status, StepStatus
+from xclaw.store.steps.writes import FinishStep
 
 
 def finish(

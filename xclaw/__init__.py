@@ -1,4 +1,4 @@
-"""xclaw: an agent runtime whose state survives anything — as a library.
+"""[xclaw] xclaw: an agent runtime whose state survives anything — as a library.
 
     import xclaw
 
@@ -73,8 +73,10 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         UnknownSession,
         XclawError,
     )
-    from xclaw.frames import CostSummary, SessionInfo, Step, TreeNode
-    from xclaw.http_bodies import (
+    from xclaw.tools.base import ToolContext
+    from xclaw.tools.python_tools import tool
+    from xclaw.wire.frames import CostSummary, SessionInfo, Step, TreeNode
+    from xclaw.wire.http_bodies import (
         AgentInfo,
         ProcessInfo,
         RollbackAnswer,
@@ -82,8 +84,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
         SessionProcesses,
         ToolInfo,
     )
-    from xclaw.tools.base import ToolContext
-    from xclaw.tools.python_tools import tool
 
 _WHERE = {
     "Agent": "xclaw.api.base",
@@ -91,7 +91,7 @@ _WHERE = {
     "Approve": "xclaw.api.base",
     "ModelSettings": "xclaw.agents.definition",
     "ToolContext": "xclaw.tools.base",
-    "AgentInfo": "xclaw.http_bodies",
+    "AgentInfo": "xclaw.wire.http_bodies",
     **dict.fromkeys(
         (
             "AfterTool",
@@ -117,15 +117,15 @@ _WHERE = {
     "SyncSession": "xclaw.api.sync",
     "connect_sync": "xclaw.api.sync",
     "open_sync": "xclaw.api.sync",
-    "CostSummary": "xclaw.frames",
-    "SessionInfo": "xclaw.frames",
-    "Step": "xclaw.frames",
-    "TreeNode": "xclaw.frames",
-    "RollbackAnswer": "xclaw.http_bodies",
-    "RollbackPreview": "xclaw.http_bodies",
-    "ProcessInfo": "xclaw.http_bodies",
-    "SessionProcesses": "xclaw.http_bodies",
-    "ToolInfo": "xclaw.http_bodies",
+    "CostSummary": "xclaw.wire.frames",
+    "SessionInfo": "xclaw.wire.frames",
+    "Step": "xclaw.wire.frames",
+    "TreeNode": "xclaw.wire.frames",
+    "RollbackAnswer": "xclaw.wire.http_bodies",
+    "RollbackPreview": "xclaw.wire.http_bodies",
+    "ProcessInfo": "xclaw.wire.http_bodies",
+    "SessionProcesses": "xclaw.wire.http_bodies",
+    "ToolInfo": "xclaw.wire.http_bodies",
     "tool": "xclaw.tools.python_tools",
     **dict.fromkeys(
         (

@@ -1,4 +1,4 @@
-"""The small exception tree that carries control flow and user-facing errors.
+"""[xclaw] The small exception tree that carries control flow and user-facing errors.
 
 Every error a user can meet has a stable machine-readable `code` (the wire protocol's error
 codes), a human message, and the exit status a command ends with when it meets it

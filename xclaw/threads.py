@@ -1,4 +1,4 @@
-"""Blocking calls off the event loop: a few threads, and results back as asyncio futures.
+"""[xclaw] Blocking calls off the event loop: a few threads, and results back as asyncio futures.
 
 What `loop.run_in_executor` and `asyncio.to_thread` do, minus concurrent.futures: their Future
 carries a Condition and an RLock, and `wrap_future` chains it to an asyncio future both ways (a

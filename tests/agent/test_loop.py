@@ -16,12 +16,10 @@ import pytest
 from tests.waiting import until
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Agent, AgentConfig, ResumeState, pending_tool_calls
-from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import Cancelled, LimitsExceeded, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.events import EventSink, TextDelta
-from xclaw.llm.scripted import ScriptedModel
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     ThinkingBlock,
     ToolCall,
@@ -29,6 +27,8 @@ from xclaw.messages import (
     UserMessage,
     call_signature,
 )
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.people.answered_by import Answer, AnsweredBy
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 

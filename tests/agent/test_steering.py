@@ -16,9 +16,9 @@ from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.agent.steering import Steering
 from xclaw.agents.hooks import Hooks
 from xclaw.llm.base import LLMResponse
-from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from xclaw.llm.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from xclaw.recorder.history import build_history
-from xclaw.store.model import StepType
+from xclaw.store.steps.model import StepType
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 

@@ -17,7 +17,7 @@ import xclaw
 from tests.api.conftest import write_script
 from tests.api.test_agents import Spy, call
 from xclaw.api.local import LocalAgent
-from xclaw.frames import ApprovalRequestFrame
+from xclaw.wire.frames import ApprovalRequestFrame
 
 Opener = Callable[..., Any]
 

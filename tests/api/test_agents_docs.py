@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from xclaw.agents.catalog import declared_agents
-from xclaw.config import read_settings
+from xclaw.config.settings import read_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "agents.md").read_text()

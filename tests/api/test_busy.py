@@ -14,7 +14,7 @@ import xclaw
 from tests.api.conftest import AgentFactory, sh
 from xclaw.api.base import Session
 from xclaw.errors import Busy
-from xclaw.frames import QueuedFrame, ToolFrame
+from xclaw.wire.frames import QueuedFrame, ToolFrame
 
 TURNS = [
     {"text": "Working.", "tool_calls": [sh("sleep 2")]},

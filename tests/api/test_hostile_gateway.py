@@ -29,7 +29,7 @@ from tests.api.hostile import (
     session_json,
 )
 from tests.ports import free_port
-from xclaw.frames import ReplyFrame
+from xclaw.wire.frames import ReplyFrame
 
 # Every wait on the server is bounded by this (connect(timeout=...)); each case must end
 # well within ten times it on a loaded machine.

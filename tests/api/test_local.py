@@ -11,7 +11,7 @@ import pytest
 
 import xclaw
 from tests.api.conftest import AgentFactory, sh
-from xclaw.frames import (
+from xclaw.wire.frames import (
     ApprovalRequestFrame,
     DeltaFrame,
     NoticeFrame,

@@ -15,9 +15,9 @@ from tests.api.conftest import AgentFactory, write_script
 from xclaw.errors import ConfigError
 from xclaw.llm.base import LLMRequest, LLMResponse, Model
 from xclaw.llm.events import EventSink, TextDelta
+from xclaw.llm.messages import Usage, UserMessage
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import KeyedEntry, Provider
-from xclaw.messages import Usage, UserMessage
 
 CALLS: list[str] = []
 

@@ -12,7 +12,7 @@ import pytest
 import xclaw
 from tests.api.conftest import sh
 from xclaw.api.remote import RemoteAgent
-from xclaw.frames import ApprovalRequestFrame, NoticeFrame, ReplyFrame, StepFrame, ToolFrame
+from xclaw.wire.frames import ApprovalRequestFrame, NoticeFrame, ReplyFrame, StepFrame, ToolFrame
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 import xclaw
 from tests.api.conftest import sh, write_script
 from xclaw.api.sync import SyncAgent
-from xclaw.frames import ApprovalRequestFrame, ReplyFrame, ToolFrame
+from xclaw.wire.frames import ApprovalRequestFrame, ReplyFrame, ToolFrame
 
 TWO_STEPS = [
     {"text": "Writing it.", "tool_calls": [sh("echo hi > a.txt")]},

@@ -10,9 +10,9 @@ from pathlib import Path
 from tests.gateway.harness import clean_env, xclaw_cmd
 from xclaw.errors import EXIT_USAGE
 from xclaw.store.base import budgets_of
-from xclaw.store.model import BUDGET_KEY, Status
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BudgetStop
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import BUDGET_KEY, Status
+from xclaw.store.steps.writes import BudgetStop
 
 DETAIL = {"cap": "session_tokens", "unit": "tokens", "limit": 100, "spent": 90, "left": 10}
 

@@ -9,7 +9,7 @@ from typing import Any
 from tests.runtime.harness import sh
 from tests.waiting import until
 from xclaw.store.base import budgets_of
-from xclaw.store.model import Status, StepType
+from xclaw.store.steps.model import Status, StepType
 
 TURNS = [
     {"tool_calls": [sh("echo one")]},

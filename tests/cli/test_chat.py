@@ -524,7 +524,7 @@ def test_no_server_says_how_to_start_one_then_connects_by_itself(
     server = make_server([{"text": "Hello there."}], approval="yolo")
     server.kill()
     t = spawn_chat(server, tmp_path, "--new")
-    # `xclaw serve` as this machine's shells can type it (xclaw.invocation)
+    # `xclaw serve` as this machine's shells can type it (xclaw.terminal.invocation)
     t.expect(
         r"\[offline\] no xclaw server at http://127\.0\.0\.1:\d+ .*`[^`]*xclaw serve`", timeout=20
     )

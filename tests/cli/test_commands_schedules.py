@@ -11,10 +11,10 @@ from click.testing import CliRunner, Result
 
 from tests.store.builders import user
 from xclaw.cli.main import _register, cli
+from xclaw.people.teams import ShareRole, UserRole
 from xclaw.store import open_store
 from xclaw.store.base import schedules_of, teams_of
-from xclaw.store.writes import AddStep
-from xclaw.teams import ShareRole, UserRole
+from xclaw.store.steps.writes import AddStep
 
 
 def run(db: Path, *args: str) -> Result:

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from tests.writes import finish
 from xclaw.cli import commands_store
-from xclaw.store.model import NewStep, Status, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, Status, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 @pytest.fixture
@@ -354,7 +354,7 @@ def test_a_command_killed_holding_the_lease_does_not_block_the_next_run(db: Path
     takes the lease at once, as it does a dead server's, instead of waiting out its expiry."""
     code = (
         "import sys, time; from xclaw.cli.commands_store import holding_lease; "
-        "from xclaw.store.sqlite import SQLiteStore; s = SQLiteStore(sys.argv[1]); "
+        "from xclaw.store.sqlite.store import SQLiteStore; s = SQLiteStore(sys.argv[1]); "
         "cm = holding_lease(s, 'cli', 'roll it back'); cm.__enter__(); "
         "print('held', flush=True); time.sleep(120)"
     )

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from xclaw.cli.main import _register, cli
 from xclaw.store import open_store
 from xclaw.store.leases import new_worker_id
-from xclaw.store.model import Status
+from xclaw.store.steps.model import Status
 
 
 def test_workers_lists_workers_and_leases(tmp_path: Path) -> None:

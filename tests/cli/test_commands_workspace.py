@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from tests.workspace.helpers import Driver, remove, settle, tree, write
 from tests.writes import finish
 from xclaw.cli import commands_store, commands_workspace
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.writes import AddStep, BeginStep
 from xclaw.workspace.timetravel import Workspaces
 
 
@@ -136,8 +136,8 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from xclaw.cli import commands_store, commands_workspace
-    from xclaw.store.model import NewStep, Status, StepType
-    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.sqlite.store import SQLiteStore
+    from xclaw.store.steps.model import NewStep, Status, StepType
 
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
@@ -210,8 +210,8 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
 
 def test_diff_says_why_an_llm_call_failed() -> None:
     """A cancelled (or failed) LLM call is a row that says so, not an empty "llm:"."""
-    from xclaw.branch_diff import describe
-    from xclaw.store.model import Step, StepStatus, StepType
+    from xclaw.store.steps.model import Step, StepStatus, StepType
+    from xclaw.views.branch_diff import describe
 
     step = Step(
         step_id="s:s0004",

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from tests.store.test_store_access import foreign_sqlite, listing
 from xclaw.cli.main import _register, cli
 from xclaw.store.migrations import LATEST_VERSION, migrate_sqlite
-from xclaw.store.model import NewStep, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.writes import AddStep
 
 _register()
 

@@ -24,10 +24,10 @@ from xclaw.errors import (
     StoreError,
     XclawError,
 )
-from xclaw.store.model import NewStep, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.transfer import BadExport
-from xclaw.store.writes import AddStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.writes import AddStep
+from xclaw.store.transfer.format import BadExport
 
 _register()
 

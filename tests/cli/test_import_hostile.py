@@ -19,8 +19,8 @@ from tests.store.conftest import Backend, PostgresBackend, SqliteBackend, postgr
 from xclaw.cli.main import _register, cli
 from xclaw.errors import StoreError
 from xclaw.store import open_store
-from xclaw.store.model import Session, Status, Step, StepStatus, StepType
-from xclaw.store.transfer import Exported
+from xclaw.store.steps.model import Session, Status, Step, StepStatus, StepType
+from xclaw.store.transfer.format import Exported
 
 _register()
 

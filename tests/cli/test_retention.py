@@ -15,9 +15,9 @@ import pytest
 
 from tests.store.conftest import PostgresBackend
 from tests.writes import finish
-from xclaw.store.model import NewStep, Status, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, Status, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 STEP_COLUMNS = (
     "step_id, seq, parent_step_id, step_type, name, status, agent, call_id, input_data, "
@@ -216,7 +216,7 @@ def test_a_bad_import_file_is_named_and_writes_nothing(tmp_path: Path, text: str
 
 def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
     """A step names its images by hash in the blob store: export carries the contents."""
-    from xclaw.store.snapshot_model import content_hash
+    from xclaw.store.snapshots.model import content_hash
 
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
     h = content_hash(png)
@@ -295,7 +295,7 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
                     session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})
                 )
             )
-            from xclaw.store.snapshot_model import content_hash
+            from xclaw.store.snapshots.model import content_hash
 
             h = content_hash(content)
             store.put_blobs({h: content})
@@ -349,7 +349,7 @@ def test_gc_on_postgres(tmp_path: Path) -> None:
     if not base:
         pytest.skip("XCLAW_TEST_PG_URL is not set: no PostgreSQL to collect")
     from xclaw.store import open_store
-    from xclaw.store.snapshot_model import content_hash
+    from xclaw.store.snapshots.model import content_hash
 
     pg = PostgresBackend(base)
     pg.query("SELECT 1")

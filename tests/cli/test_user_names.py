@@ -14,9 +14,9 @@ from tests.gateway.harness import clean_env, xclaw_cmd
 from xclaw.errors import EXIT_USAGE
 from xclaw.gateway.identity import Authenticator
 from xclaw.gateway.settings import TeamSettings
+from xclaw.people.teams import TeamError, UserRole, check_user_name
 from xclaw.store.base import teams_of
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.teams import TeamError, UserRole, check_user_name
+from xclaw.store.sqlite.store import SQLiteStore
 
 # What shows as a proper name, or as the admin, and is not one.
 NOT_NAMES = ("admin\n", "alice\n", "Admin", "ADMIN", "aDmIn", "\nalice", " alice", "a b", "")

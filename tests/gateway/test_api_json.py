@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from xclaw.llm.prices import PriceTable
-from xclaw.protocol import tree_json
-from xclaw.store.model import Step, StepStatus, StepTreeNode, StepType
+from xclaw.store.steps.model import Step, StepStatus, StepTreeNode, StepType
+from xclaw.wire.protocol import tree_json
 
 
 def test_a_tree_deeper_than_the_recursion_limit() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from xclaw.protocol import Command, parse_command
+from xclaw.wire.protocol import Command, parse_command
 
 
 @pytest.mark.parametrize(

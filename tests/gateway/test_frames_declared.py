@@ -1,5 +1,5 @@
 """Every frame a real gateway sends, and every answer of its HTTP API, follows its declaration
-(xclaw/frames.py, xclaw/http_bodies.py) exactly — no field the class does not declare, none
+(xclaw/wire/frames.py, xclaw/wire/http_bodies.py) exactly — no field the class does not declare, none
 it requires missing — and validates against the published JSON Schema
 (docs/frames.schema.json, /api/openapi.json) with a third-party validator. The gateway builds
 its frames as dicts on the hot path: this is what holds those builders to the declaration."""
@@ -16,8 +16,8 @@ import pytest
 
 from tests.gateway.conftest import ServerFactory
 from tests.gateway.harness import Client
-from xclaw.frames import BY_TYPE, SessionInfo, undeclared, undeclared_in
-from xclaw.http_bodies import (
+from xclaw.wire.frames import BY_TYPE, SessionInfo, undeclared, undeclared_in
+from xclaw.wire.http_bodies import (
     ForkAnswer,
     Health,
     HistoryAnswer,

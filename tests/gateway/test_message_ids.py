@@ -12,7 +12,7 @@ import pytest
 
 from tests.gateway.conftest import ServerFactory
 from tests.gateway.harness import Client, Server
-from xclaw.frames import undeclared
+from xclaw.wire.frames import undeclared
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ from tests.gateway.teams_harness import (
 )
 from xclaw.gateway.identity import Authenticator
 from xclaw.gateway.settings import TeamSettings
-from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.slow
 

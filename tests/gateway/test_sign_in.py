@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from starlette.datastructures import Headers
 
-from xclaw.credentials import SERVER_TOKEN_PREFIX, USER_TOKEN_PREFIX, issue_token
 from xclaw.gateway.forwarded import Addresses, ForwardedScheme
 from xclaw.gateway.identity import MAX_FAILURES, WINDOW_S, Authenticator, Refusal, SignedIn
 from xclaw.gateway.settings import TeamSettings
+from xclaw.people.teams import UserRole, new_token, token_hash
+from xclaw.security.credentials import SERVER_TOKEN_PREFIX, USER_TOKEN_PREFIX, issue_token
 from xclaw.store.base import teams_of
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.teams import UserRole, new_token, token_hash
+from xclaw.store.sqlite.store import SQLiteStore
 
 
 class Clock:

@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.gateway.harness import Client, Server
 from tests.gateway.teams_harness import add_user, share, team_server, xclaw
-from xclaw.http_bodies import Health
+from xclaw.wire.http_bodies import Health
 
 pytestmark = pytest.mark.slow
 

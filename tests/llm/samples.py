@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xclaw.llm.events import ModelEvent, TextDelta
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ToolCall,

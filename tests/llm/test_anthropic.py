@@ -12,8 +12,8 @@ from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.anthropic import AnthropicModel, anthropic_messages
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.events import ModelEvent
+from xclaw.llm.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from xclaw.llm.retry import PartialReplyError, RetryingModel
-from xclaw.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 
 def model(srv: FakeAnthropicServer, timeout_s: float = 5.0) -> AnthropicModel:

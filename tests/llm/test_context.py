@@ -11,8 +11,8 @@ from tests.llm.fakes import validate_anthropic_request, validate_openai_request
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest
 from xclaw.llm.context import estimate_tokens, fit_context, trim_note
+from xclaw.llm.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from xclaw.llm.openai import openai_request
-from xclaw.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 
 TASK = UserMessage("the task " * 10)
 

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from tests.llm.fakes import FakeOpenAIServer, Reply
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import ConfigError
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest, Model
 from xclaw.llm.factory import build_model
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.provider import ProviderEntry
 from xclaw.llm.registry import entry
 from xclaw.llm.retry import FallbackChain, RetryingModel
 from xclaw.llm.scripted import ScriptedModel
-from xclaw.messages import UserMessage
 
 
 def settings(tmp_path: Path, *providers: ProviderEntry, **kw: object) -> Settings:

@@ -15,9 +15,9 @@ from xclaw.errors import LLMError
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest, Model, ProviderError
 from xclaw.llm.faults import in_stream_error, request_id_of
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.retry import PartialReplyError, RetryingModel
-from xclaw.messages import UserMessage
 
 REQ = LLMRequest(system="s", messages=(UserMessage("go"),))
 TOOL = FakeCall.of("shell", {"command": "touch PWNED"})

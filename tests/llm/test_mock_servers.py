@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from tests.llm.mock_servers import Fault, FaultProxy, mock_server
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.anthropic import AnthropicModel
 from xclaw.llm.base import LLMRequest, Model
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.registry import entry
 from xclaw.llm.retry import RetryingModel
-from xclaw.messages import UserMessage
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from xclaw.errors import LLMError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, WindowReporting, structured
 from xclaw.llm.events import EventSink, TextDelta, Thinking
 from xclaw.llm.legacy import LegacyModel, event_model
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.retry import FallbackChain, PartialReplyError, RetryingModel
 from xclaw.llm.scripted import ScriptedModel
-from xclaw.messages import UserMessage
 
 REQ = LLMRequest(system="", messages=(UserMessage("hi"),))
 

@@ -12,10 +12,10 @@ from tests.llm.samples import READ, SHELL, Deltas, tool_history
 from tests.ports import free_port
 from xclaw.errors import Cancelled, LLMError
 from xclaw.llm.base import LLMRequest
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import OpenAIModel, openai_request
 from xclaw.llm.retry import PartialReplyError, RetryingModel
 from xclaw.llm.wire import public_endpoint
-from xclaw.messages import UserMessage
 
 
 def model(srv: FakeOpenAIServer, timeout_s: float = 5.0) -> OpenAIModel:

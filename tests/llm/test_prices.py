@@ -4,8 +4,8 @@ served elsewhere (a local server, a proxy) is priced only by xclaw.yaml's `price
 from __future__ import annotations
 
 from xclaw.llm.builtin_providers import BUILTIN_PROVIDERS
+from xclaw.llm.messages import Usage
 from xclaw.llm.prices import Price, PriceTable
-from xclaw.messages import Usage
 
 MILLION_IN = Usage(prompt_tokens=1_000_000)
 

@@ -43,7 +43,7 @@ from xclaw.errors import ConfigError
 from xclaw.llm.base import DeltaSink, LLMRequest, LLMResponse, Model
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import KeyedEntry, Provider
-from xclaw.messages import Usage, UserMessage
+from xclaw.llm.messages import Usage, UserMessage
 
 
 class EchoEntry(KeyedEntry):

@@ -18,9 +18,9 @@ from xclaw.llm.events import (
     Thinking,
     ThinkingDiscarded,
 )
+from xclaw.llm.messages import ThinkingBlock, UserMessage
 from xclaw.llm.openai import OpenAIModel
 from xclaw.llm.retry import FallbackChain, PartialReplyError, RetryingModel
-from xclaw.messages import ThinkingBlock, UserMessage
 
 REQ = LLMRequest(system="", messages=(UserMessage("hi"),))
 

@@ -16,10 +16,10 @@ from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.events import ModelEvent, TextDelta
+from xclaw.llm.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from xclaw.llm.openai import openai_request
 from xclaw.llm.playback import Playback
 from xclaw.llm.scripted import FINISHED, ScriptedModel
-from xclaw.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 SCRIPT = {
     "turns": [
@@ -116,7 +116,7 @@ async def test_an_after_interruption_turn_is_skipped_when_nothing_was_interrupte
 async def test_an_after_interruption_turn_is_played_after_an_interrupted_call(
     tmp_path: Path,
 ) -> None:
-    from xclaw.messages import INTERRUPTED_RESULT
+    from xclaw.llm.messages import INTERRUPTED_RESULT
 
     m = ScriptedModel(write(tmp_path, INTERRUPTIBLE))
     history: list[Message] = [UserMessage("check")]
@@ -266,8 +266,8 @@ def test_bad_script_files_are_config_errors(tmp_path: Path, content: Any, reason
 
 async def test_branches_take_over_from_the_matching_user_message(tmp_path) -> None:
     from xclaw.llm.base import LLMRequest
+    from xclaw.llm.messages import AssistantMessage, UserMessage
     from xclaw.llm.scripted import ScriptedModel
-    from xclaw.messages import AssistantMessage, UserMessage
 
     path = tmp_path / "s.json"
     path.write_text(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from xclaw.config import read_settings
+from xclaw.config.settings import read_settings
 from xclaw.errors import ConfigError
 from xclaw.tools.a2a_call import A2aCallTool
 from xclaw.tools.registry import default_tools

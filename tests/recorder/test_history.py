@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xclaw.messages import AssistantMessage, ToolResultMessage, UserMessage
+from xclaw.llm.messages import AssistantMessage, ToolResultMessage, UserMessage
 from xclaw.recorder.history import INTERRUPTED_RESULT, build_history, seed_history
-from xclaw.store.model import INTERRUPTED, Step, StepStatus, StepType
+from xclaw.store.steps.model import INTERRUPTED, Step, StepStatus, StepType
 
 SID = "sess"
 
@@ -263,7 +263,7 @@ def test_any_record_rebuilds_into_a_valid_history(events: list[str], new_input: 
 
 
 def test_images_get_their_bytes_back_and_a_lost_blob_becomes_a_note() -> None:
-    from xclaw.messages import ImageBlock, ToolResultMessage
+    from xclaw.llm.messages import ImageBlock, ToolResultMessage
     from xclaw.recorder.history import with_image_bytes
 
     kept, lost = ImageBlock("image/png", hash="a" * 64), ImageBlock("image/gif", hash="b" * 64)

@@ -20,15 +20,15 @@ from xclaw.agent.loop import Agent
 from xclaw.errors import StoreError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.events import EventSink
+from xclaw.llm.messages import ThinkingBlock, ToolCall, Usage
 from xclaw.llm.prices import PriceTable
-from xclaw.messages import ThinkingBlock, ToolCall, Usage
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import RecorderEvent, StatusChanged, StepCommitted, ToolChanged
 from xclaw.recorder.recorder import Recorder
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.frames import event_frame
-from xclaw.store.model import Status, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Status, StepStatus, StepType
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 
 PRICES = PriceTable.with_overrides(None)

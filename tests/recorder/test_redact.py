@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
+from xclaw.people.teams import new_token
 from xclaw.recorder.redact import MASK, Redactor
-from xclaw.teams import new_token
+from xclaw.security.credentials import SERVER_TOKEN_PREFIX, issue_token
 
 KEY = "sk-ant-0123456789"
 ODD = 'pa"ss\\word-9'

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepType
+from xclaw.store.steps.model import StepType
 
 
 def write_script(path: Path, turns: list[dict[str, Any]], **extra: Any) -> Path:

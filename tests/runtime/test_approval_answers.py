@@ -1,4 +1,4 @@
-"""Who answered an approval, as the record keeps it (xclaw/answered_by.py): what ends a wait
+"""Who answered an approval, as the record keeps it (xclaw/people/answered_by.py): what ends a wait
 other than an answer — a new message, the run failing — says so in the approval step."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from tests.runtime.harness import Harness, sh
-from xclaw.store.model import StepStatus
+from xclaw.store.steps.model import StepStatus
 
 
 async def test_a_new_message_instead_of_an_answer_is_recorded_as_such(tmp_path: Path) -> None:

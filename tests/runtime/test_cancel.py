@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.runtime.harness import sh
 from tests.waiting import until
-from xclaw.store.model import Status, StepStatus, StepType, session_state
+from xclaw.store.steps.model import Status, StepStatus, StepType, session_state
 
 
 def _running(marker: str) -> list[int]:

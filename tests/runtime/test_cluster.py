@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend, PostgresBackend, postgres_url
-from xclaw.answered_by import AnsweredBy
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm import registry
 from xclaw.llm.scripted import ScriptedModel
+from xclaw.people.answered_by import AnsweredBy
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import Status
+from xclaw.store.steps.model import Status
 
 pytestmark = pytest.mark.slow
 

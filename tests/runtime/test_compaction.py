@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, Reply
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.gateway.commands import CommandRunner
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
 from xclaw.llm.registry import entry
-from xclaw.protocol import parse_command
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepType
+from xclaw.store.steps.model import StepType
+from xclaw.wire.protocol import parse_command
 
 SUMMARY = "SUMMARY: the user wants part files printed; parts 0-5 were printed; go on."
 

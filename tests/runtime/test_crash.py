@@ -21,11 +21,11 @@ from tests.llm.fakes import validate_anthropic_request, validate_openai_request
 from tests.waiting import wait_until
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest
+from xclaw.llm.messages import UserMessage
 from xclaw.llm.openai import openai_request
-from xclaw.messages import UserMessage
 from xclaw.recorder.history import build_history
 from xclaw.store import open_store
-from xclaw.store.model import MAIN_AGENT, StepStatus, StepType
+from xclaw.store.steps.model import MAIN_AGENT, StepStatus, StepType
 
 pytestmark = pytest.mark.slow
 

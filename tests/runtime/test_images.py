@@ -15,12 +15,12 @@ import pytest
 
 from tests.llm.fakes import FakeCall, Reply
 from tests.runtime.test_real_sdks import provider  # noqa: F401 (fixture)
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import MissingBlobs
 from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepType
+from xclaw.store.steps.model import StepType
 from xclaw.tools.base import ToolContext
 from xclaw.tools.files import IMAGE_MAX_BYTES, ReadFileTool
 

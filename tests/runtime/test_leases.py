@@ -15,12 +15,12 @@ import pytest
 
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
 from tests.waiting import until
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import SessionBusy
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import INTERRUPTED, Status, StepStatus, StepType
+from xclaw.store.steps.model import INTERRUPTED, Status, StepStatus, StepType
 
 
 def sh(command: str) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from typing import Any
 
 from tests.llm.fakes import FakeOpenAIServer, Reply
 from tests.ports import free_port
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import Status
+from xclaw.store.steps.model import Status
 
 
 async def _run(tmp: Path, port: int, wait_s: float) -> tuple[Runtime, str, list[dict[str, Any]]]:

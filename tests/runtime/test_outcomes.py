@@ -24,8 +24,8 @@ from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.outcomes import CANCEL_NOTICE, OUTCOMES, Event, end_with, outcome_of
 from xclaw.store import open_store
 from xclaw.store.base import RecordReader, StepWriter, Store
-from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 @dataclass

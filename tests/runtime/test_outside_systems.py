@@ -23,7 +23,7 @@ from tests.seaweed import BUCKET, Seaweed, aws_env, running_seaweed
 from tests.tools.mcp_servers.servers import ROOT
 from tests.waiting import wait_until
 from xclaw.errors import IrreversibleEffects
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 from xclaw.tools.mcp.config import parse_servers
 from xclaw.tools.traits import ToolPolicy
 

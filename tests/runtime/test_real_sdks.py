@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 
 
 @pytest.fixture(params=["openai", "anthropic"])

@@ -17,7 +17,7 @@ import pytest
 from tests.ledger import Ledger, pay, pg_url
 from xclaw.errors import CompensationFailed, IrreversibleEffects, RollbackPending
 from xclaw.llm.prices import PriceTable
-from xclaw.store.model import Step, StepStatus, StepType
+from xclaw.store.steps.model import Step, StepStatus, StepType
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -96,7 +96,7 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
     assert comps[0].input_data["by"]["kind"] == "person"
     assert "reversed: 1 row(s) deleted" in comps[0].output_data
     # `xclaw steps` / `/steps` say it in words: what undid what, who asked.
-    from xclaw.views import format_steps
+    from xclaw.views.record import format_steps
 
     listing = format_steps(after, sid, PriceTable.with_overrides(None))
     assert f"rollback to before {target}: 2 to undo · asked by" in listing
@@ -249,9 +249,9 @@ async def test_a_fork_leaves_the_originals_effects_to_the_original(
 async def test_the_gateway_command_previews_first_and_runs_on_confirmation(
     make: Any, ledger: Ledger
 ) -> None:
-    from xclaw.frames import undeclared
     from xclaw.gateway.commands import CommandRunner
-    from xclaw.protocol import parse_command
+    from xclaw.wire.frames import undeclared
+    from xclaw.wire.protocol import parse_command
 
     turns = [
         {"tool_calls": [pay("A")]},

@@ -10,10 +10,10 @@ import pytest
 from tests.runtime.harness import sh
 from tests.writes import finish
 from xclaw.errors import SessionBusy, SessionNotFound, StepNotFound
+from xclaw.people.teams import Actor, Identity, UserRole
 from xclaw.store.base import teams_of
-from xclaw.store.model import MAIN_AGENT, Status, StepStatus, StepType
-from xclaw.store.writes import AddStep, BeginStep
-from xclaw.teams import Actor, Identity, UserRole
+from xclaw.store.steps.model import MAIN_AGENT, Status, StepStatus, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 def member(name: str) -> Actor:
@@ -290,7 +290,7 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     """A record left by a dead process: an llm_call that asked for two calls, a read-only one
     interrupted and a shell one interrupted. Resume re-runs the read-only call, gives the
     shell call an 'interrupted' result, and tells every attached client."""
-    from xclaw.store.model import NewStep
+    from xclaw.store.steps.model import NewStep
 
     h = make(
         [

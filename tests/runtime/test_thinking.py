@@ -27,10 +27,16 @@ from tests.llm.fakes import (
 from tests.waiting import wait_until
 from xclaw.llm.anthropic import anthropic_request
 from xclaw.llm.base import LLMRequest
-from xclaw.messages import AssistantMessage, ThinkingBlock, ToolCall, ToolResultMessage, UserMessage
+from xclaw.llm.messages import (
+    AssistantMessage,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from xclaw.recorder.history import build_history
 from xclaw.store import open_store
-from xclaw.store.model import MAIN_AGENT, StepType
+from xclaw.store.steps.model import MAIN_AGENT, StepType
 
 pytestmark = pytest.mark.slow
 

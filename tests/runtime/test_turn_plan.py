@@ -25,7 +25,7 @@ from xclaw.runtime.turn_plan import (
     unsafe_retry_notice,
     worth_looking,
 )
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     APPROVAL_STEP_NAME,
     INTERRUPTED,
     Status,

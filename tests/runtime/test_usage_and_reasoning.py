@@ -8,8 +8,8 @@ from pathlib import Path
 from bench.cache_bench import run_session
 from tests.llm.fakes import FakeAnthropicServer, FakeCall, FakeOpenAIServer, Reply
 from tests.runtime.test_real_sdks import run_task
-from xclaw.store.model import StepType
-from xclaw.views import session_cost
+from xclaw.store.steps.model import StepType
+from xclaw.views.record import session_cost
 
 
 async def test_cache_breakpoints_keep_most_input_in_the_cache() -> None:
@@ -107,12 +107,12 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
     estimate flagged `estimated`, and no view prices it at OpenAI's rates or shows a 0."""
     import sqlite3
 
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.llm.registry import entry
-    from xclaw.protocol import step_json
     from xclaw.runtime.runtime import Runtime
     from xclaw.store import open_store
-    from xclaw.views import format_sessions, format_steps, format_tree
+    from xclaw.views.record import format_sessions, format_steps, format_tree
+    from xclaw.wire.protocol import step_json
 
     with FakeOpenAIServer() as srv:
         srv.push(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import ConfigError
 from xclaw.sandbox.container import podman as podman_mod
 from xclaw.sandbox.isolation import isolation_from_settings, sandbox_mode

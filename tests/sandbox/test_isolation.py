@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from xclaw.config import Settings, read_settings
+from xclaw.config.settings import Settings, read_settings
 from xclaw.errors import ConfigError
 from xclaw.sandbox import isolation as sandbox
 from xclaw.sandbox.isolation import Isolation, isolation_from_settings, sandbox_mode
@@ -261,7 +261,7 @@ def test_the_sandbox_dies_with_xclaw(real, tmp_path: Path) -> None:
         "from xclaw.tools.base import ToolContext\n"
         "from xclaw.tools.shell import ShellTool\n"
         "from xclaw.sandbox.isolation import isolation_from_settings\n"
-        "from xclaw.config import Settings\n"
+        "from xclaw.config.settings import Settings\n"
         f"s = Settings(home=Path({str(s.home)!r}), database='x.db', workspace_root=Path({str(s.workspace_root)!r})).sandbox_setup()\n"
         "ctx = ToolContext(workspace=Path(sys.argv[1]), session_id='sess')\n"
         "asyncio.run(ShellTool(isolation=isolation_from_settings(s)).run("

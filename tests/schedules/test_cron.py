@@ -145,7 +145,7 @@ def test_catch_up_policies() -> None:
 def test_ids_are_deterministic_and_fit_a_message_id() -> None:
     import re
 
-    from xclaw.protocol import MESSAGE_ID_PATTERN
+    from xclaw.wire.protocol import MESSAGE_ID_PATTERN
 
     assert fire_id("sch1", 5) == fire_id("sch1", 5) != fire_id("sch1", 6)
     long = hook_fire_id("ci", "x" * 300 + ":/?")

@@ -16,17 +16,17 @@ import pytest
 
 from tests.store.builders import user
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.scripted import ScriptedModel
+from xclaw.people.teams import ShareRole, UserRole
 from xclaw.runtime.runtime import Runtime
 from xclaw.schedules.firing import CLAIM_MS, Scheduler
 from xclaw.schedules.making import new_schedule
 from xclaw.schedules.spec import Kind, fire_id
 from xclaw.store import open_store
 from xclaw.store.base import Store, schedules_of, teams_of
-from xclaw.store.model import StepType
-from xclaw.store.writes import AddSchedule, AddStep, ClaimTicks
-from xclaw.teams import ShareRole, UserRole
+from xclaw.store.steps.model import StepType
+from xclaw.store.steps.writes import AddSchedule, AddStep, ClaimTicks
 
 
 class Clock:
@@ -156,7 +156,7 @@ async def test_a_fire_whose_worker_died_is_delivered_once_by_another(workers: An
     # Worker "dead" claimed the tick and died before delivering it.
     s = st.get_schedule(sch)
     [due] = st.due_schedules(2_000)
-    from xclaw.store.schedules_sql import NewFire
+    from xclaw.store.schedules.sql import NewFire
 
     fire = NewFire(
         fire_id=fire_id(sch, 2_000), source="schedule", source_id=sch, session_id=sid,

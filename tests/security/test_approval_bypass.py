@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.security.bypass_corpus import CORPUS, HARMLESS_LOOKALIKES, ISSUE
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation, confinement_available, isolation_from_settings
 from xclaw.tools.approval import ApprovalPolicy

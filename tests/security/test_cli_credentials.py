@@ -19,7 +19,7 @@ import pytest
 
 from tests.gateway.harness import Server, clean_env, xclaw_cmd
 from tests.store.conftest import PostgresBackend
-from xclaw.credentials import hide_in_cmdline
+from xclaw.security.credentials import hide_in_cmdline
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def _cmdline(pid: int) -> str:
 
 def test_hide_in_cmdline_overwrites_our_own_command_line() -> None:
     code = (
-        "import sys, time; from xclaw.credentials import hide_in_cmdline; "
+        "import sys, time; from xclaw.security.credentials import hide_in_cmdline; "
         "print(hide_in_cmdline(['pw-secret-777777']), flush=True); time.sleep(30)"
     )
     proc = subprocess.Popen(

@@ -17,8 +17,11 @@ import pytest
 
 from tests.gateway.harness import Client, Server, write_script
 from xclaw.cli.redaction import RedactLogs
-from xclaw.config import load_settings
-from xclaw.credentials import (
+from xclaw.config.settings import load_settings
+from xclaw.gateway.server import KeyValueFormatter, RedactToken
+from xclaw.people.teams import new_token
+from xclaw.recorder.redact import Redactor
+from xclaw.security.credentials import (
     SERVER_TOKEN_PREFIX,
     child_env,
     is_secret_name,
@@ -26,9 +29,6 @@ from xclaw.credentials import (
     known_secrets,
     url_passwords,
 )
-from xclaw.gateway.server import KeyValueFormatter, RedactToken
-from xclaw.recorder.redact import Redactor
-from xclaw.teams import new_token
 
 pytestmark = pytest.mark.slow
 

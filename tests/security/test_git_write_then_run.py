@@ -17,7 +17,7 @@ import pytest
 from tests.runtime.harness import Harness
 from tests.security.bypass_corpus import GIT_CHAINS, PLANTED_PROGRAM
 from xclaw.sandbox.isolation import confinement_available
-from xclaw.store.model import StepType
+from xclaw.store.steps.model import StepType
 from xclaw.tools.base import ToolContext
 from xclaw.tools.settings import DEFAULT_SAFE_COMMANDS
 from xclaw.tools.shell import ShellTool

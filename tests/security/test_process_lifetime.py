@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import until
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.sandbox.isolation import confinement_available, isolation_from_settings
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool

@@ -33,8 +33,8 @@ import httpx
 import pytest
 
 from tests.gateway.harness import Client, Server, write_script, xclaw_cmd
-from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
-from xclaw.teams import new_token
+from xclaw.people.teams import new_token
+from xclaw.security.credentials import SERVER_TOKEN_PREFIX, issue_token
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ import pytest
 
 from tests.gateway.harness import Client, Server, clean_env, write_script, xclaw_cmd
 from tests.writes import finish
-from xclaw.store.model import NewStep, Status, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, Status, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 pytestmark = pytest.mark.slow
 

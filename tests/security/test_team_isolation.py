@@ -23,14 +23,14 @@ from websockets.asyncio.client import connect
 from tests.gateway.harness import Client, Server
 from tests.gateway.teams_harness import add_user, team_server, xclaw
 from tests.security.existence_probe import KINDS, probe_pairs
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.gateway.app import create_app
 from xclaw.gateway.identity import Authenticator
 from xclaw.gateway.settings import TeamSettings
+from xclaw.people.teams import UserRole, new_token, token_hash
 from xclaw.runtime.runtime import Runtime
 from xclaw.store.base import teams_of
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.teams import UserRole, new_token, token_hash
+from xclaw.store.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from tests.writes import finish
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.writes import AddStep, BeginStep
 from xclaw.terminal.render import Renderer
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 
@@ -159,8 +159,8 @@ def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> 
     from click.testing import CliRunner
 
     from xclaw.cli import commands_store, commands_workspace
-    from xclaw.store.model import NewStep, Status, StepType
-    from xclaw.store.sqlite import SQLiteStore
+    from xclaw.store.sqlite.store import SQLiteStore
+    from xclaw.store.steps.model import NewStep, Status, StepType
 
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:

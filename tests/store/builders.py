@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xclaw.store.model import NewStep, StepType
+from xclaw.store.steps.model import NewStep, StepType
 
 
 def user(text: str = "hello", parent: str | None = None) -> NewStep:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from xclaw.store.base import Store
-from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite.store import SQLiteStore
 
 StoreFactory = Callable[..., Store]
 
@@ -138,7 +138,7 @@ class PostgresBackend(Backend):
         self.url = f"{base_url}{sep}schema={self.schema}&pool_max=4"
 
     def _connect(self) -> Any:
-        from xclaw.store.postgres_conn import connect, parse_url
+        from xclaw.store.postgres.conn import connect, parse_url
 
         try:
             return connect(parse_url(self.url))
@@ -148,7 +148,7 @@ class PostgresBackend(Backend):
             pytest.skip(f"PostgreSQL at {self.base_url} is not reachable: {e}")
 
     def open(self, **kwargs: Any) -> Store:
-        from xclaw.store.postgres import PostgresStore
+        from xclaw.store.postgres.store import PostgresStore
 
         return PostgresStore(self.url, **kwargs)
 
@@ -162,7 +162,7 @@ class PostgresBackend(Backend):
             conn.close()
 
     def migrate(self, target: int) -> list[int]:
-        from xclaw.store.postgres_conn import migrate_postgres
+        from xclaw.store.postgres.conn import migrate_postgres
 
         conn = self._connect()
         try:

@@ -12,7 +12,7 @@ import pytest
 
 from xclaw.store.base import StepWriter
 from xclaw.store.leases import DrivenStore, Lease
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.writes import BeginStep
 
 
 class _Recording:

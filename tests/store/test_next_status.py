@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from xclaw.errors import IllegalTransition
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     TRANSITIONS,
     SessionEvent,
     Status,

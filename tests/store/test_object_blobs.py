@@ -1,7 +1,7 @@
 """File contents in a real S3-compatible object store (SeaweedFS), on both backends: the
 database keeps marks only, uploads are conditional and incremental, the sweep never races a
 snapshot, a fenced-out worker's uploads are never referenced, and a store that is down gives
-a clear error and works again once it is back (store/object_blobs.py)."""
+a clear error and works again once it is back (store/blobs/objects.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from tests.store.builders import tool
 from tests.store.conftest import Backend
 from xclaw.errors import BlobStoreLost, BlobStoreUnavailable, LeaseLost, MissingBlobs
 from xclaw.store.base import Store
-from xclaw.store.s3 import Location
-from xclaw.store.snapshot_model import content_hash
-from xclaw.store.writes import BeginStep, Kind
+from xclaw.store.blobs.s3 import Location
+from xclaw.store.snapshots.model import content_hash
+from xclaw.store.steps.writes import BeginStep, Kind
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
 pytestmark = pytest.mark.slow
@@ -221,7 +221,7 @@ def test_an_upload_killed_before_its_rows_is_never_trusted_and_swept_later(
     names: nobody takes its contents as stored, a snapshot naming them is refused, and the
     sweep deletes the pack once it is older than the grace period (an object's time is the
     store's, in whole seconds: the grace here is longer than that)."""
-    from xclaw.store.object_blobs import ObjectBlobs, make_packs
+    from xclaw.store.blobs.objects import ObjectBlobs, make_packs
 
     url = weed.url()
     store = open_objects(backend, weed, url, grace_s=GRACE)
@@ -255,8 +255,8 @@ def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
         url = weed.url()
         store = backend.open()
         try:
-            from xclaw.store.object_blobs import ObjectBlobs
-            from xclaw.store.s3 import Bucket, Location
+            from xclaw.store.blobs.objects import ObjectBlobs
+            from xclaw.store.blobs.s3 import Bucket, Location
 
             # Short timeouts: the test waits seconds, not the production defaults.
             store._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
@@ -304,7 +304,7 @@ def test_a_pack_gone_from_the_bucket_is_lost_and_said_so_not_missing_from_the_da
 def test_a_tool_steps_images_are_uploaded_within_its_transaction(
     objects: tuple[Store, str], backend: Backend, weed: Seaweed
 ) -> None:
-    """What the recorder's FinishStep with images runs (store/writes.py): the upload and its
+    """What the recorder's FinishStep with images runs (store/steps/writes.py): the upload and its
     rows in the step's own transaction."""
     store, url = objects
     h, data = blob(b"\x89PNG not really an image, but bytes")

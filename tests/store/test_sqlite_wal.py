@@ -17,9 +17,9 @@ from tests.store.builders import user
 from xclaw.errors import DatabaseRefused
 from xclaw.ops import fsck
 from xclaw.store import Access, open_store
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.sqlite_wal import FRAME_HEADER, HEADER
-from xclaw.store.writes import AddStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.sqlite.wal import FRAME_HEADER, HEADER
+from xclaw.store.steps.writes import AddStep
 
 INSERT = (
     "INSERT INTO sessions (session_id, title, current_status, created_at, updated_at) "

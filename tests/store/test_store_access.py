@@ -16,7 +16,7 @@ from tests.store.conftest import Backend
 from xclaw.errors import DatabaseRefused, SchemaTooNew, StoreError
 from xclaw.store import Access, open_store
 from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
-from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite.store import SQLiteStore
 
 
 def listing(root: Path) -> dict[str, tuple[int, str]]:

@@ -8,8 +8,8 @@ import pytest
 
 from xclaw.errors import LeaseLost
 from xclaw.store.base import Store, budgets_of
-from xclaw.store.model import BUDGET_KEY, Completion, NewStep, Status, StepStatus, StepType
-from xclaw.store.writes import BeginStep, BudgetStop, FinishStep, Hold, SetBudget, Spent
+from xclaw.store.steps.model import BUDGET_KEY, Completion, NewStep, Status, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep, BudgetStop, FinishStep, Hold, SetBudget, Spent
 
 
 def _hold(tokens: int, owner: str | None = "alice") -> Hold:

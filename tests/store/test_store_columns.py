@@ -1,5 +1,5 @@
 """The columns of `sessions` and `traces` are declared once, on model.Session and model.Step
-(store/columns.py): the schema agrees with the declaration, and every path that writes or
+(store/steps/columns.py): the schema agrees with the declaration, and every path that writes or
 copies a row — a step's write path, completion, fork, export and import — carries every
 declared column (docs/storage.md, "Adding a column")."""
 
@@ -13,10 +13,10 @@ from tests.store.builders import llm, tool, user
 from tests.store.conftest import Backend
 from tests.writes import finish
 from xclaw.store.base import Store
-from xclaw.store.model import Completion, NewStep, Session, Status, Step
-from xclaw.store.rows import SESSIONS, STEPS
-from xclaw.store.transfer import export_lines, parse_export
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import Completion, NewStep, Session, Status, Step
+from xclaw.store.steps.rows import SESSIONS, STEPS
+from xclaw.store.steps.writes import AddStep, BeginStep
+from xclaw.store.transfer.format import export_lines, parse_export
 
 # Columns the store writes itself, not part of the row values (leases, the step counter, the
 # worker that wrote a step).

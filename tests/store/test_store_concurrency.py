@@ -15,8 +15,8 @@ from tests.store.conftest import Backend
 from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
-from xclaw.store.model import Status, StepStatus
-from xclaw.store.writes import AddStep, BeginStep, Sync
+from xclaw.store.steps.model import Status, StepStatus
+from xclaw.store.steps.writes import AddStep, BeginStep, Sync
 
 THREADS, SESSIONS_PER_THREAD, STEPS = 12, 3, 25
 
@@ -124,8 +124,8 @@ CHILD = textwrap.dedent(
     """
     import sys
     from xclaw.store import open_store
-    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-    from xclaw.store.writes import BeginStep, FinishStep
+    from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.steps.writes import BeginStep, FinishStep
     store = open_store(sys.argv[1])
     sid = store.create_session(session_id="child").session_id
     done = Completion(status=StepStatus.COMPLETED, output_data="x" * 500)

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from tests.store.conftest import Backend
-from xclaw.store.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
-from xclaw.store.writes import AddStep
+from xclaw.store.steps.model import INTERRUPTED, NewStep, Status, StepStatus, StepType
+from xclaw.store.steps.writes import AddStep
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 
@@ -21,8 +21,8 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from xclaw.store import open_store
-    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-    from xclaw.store.writes import AddStep, BeginStep, FinishStep
+    from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.steps.writes import AddStep, BeginStep, FinishStep
     store = open_store(sys.argv[1])
     sid = store.create_session(session_id="crash", title="kill me").session_id
     u = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "send the report")))
@@ -41,8 +41,8 @@ LOOP = textwrap.dedent(
     """
     import sys, threading
     from xclaw.store import open_store
-    from xclaw.store.model import Completion, NewStep, StepStatus, StepType
-    from xclaw.store.writes import BeginStep, FinishStep
+    from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
+    from xclaw.store.steps.writes import BeginStep, FinishStep
     store = open_store(sys.argv[1])
     out = threading.Lock()
     done = Completion(status=StepStatus.COMPLETED, output_data="y" * 300)

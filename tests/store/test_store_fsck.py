@@ -9,9 +9,9 @@ from typing import Any
 from tests.writes import finish
 from xclaw.ops import fsck
 from xclaw.store.base import Store
-from xclaw.store.model import NewStep, Status, StepType
-from xclaw.store.snapshot_model import content_hash
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.snapshots.model import content_hash
+from xclaw.store.steps.model import NewStep, Status, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 from .conftest import Backend
 

@@ -14,8 +14,8 @@ from tests.writes import finish
 from xclaw.errors import LeaseLost, SessionNotFound
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import Status, StepStatus
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import Status, StepStatus
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 def test_one_owner_at_a_time_and_tokens_grow(store: Store) -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.store.builders import user
 from xclaw.errors import MessageRecorded
 from xclaw.store.base import Store
-from xclaw.store.writes import OpenTurn
+from xclaw.store.steps.writes import OpenTurn
 
 
 def _open(store: Store, sid: str, text: str, mid: str | None, **kw: Any) -> Any:

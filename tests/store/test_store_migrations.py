@@ -15,9 +15,9 @@ from tests.writes import finish
 from xclaw.errors import SchemaTooNew, StoreError
 from xclaw.store.base import Store
 from xclaw.store.migrations import LATEST_VERSION, MIGRATIONS
-from xclaw.store.model import StepStatus
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import StepStatus
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 # Rows a database of each version holds, written with that version's SQL. When migration N+1
 # is added, the upgrade test below runs from every version 1..N with these rows automatically;
@@ -336,7 +336,7 @@ def test_failed_migration_leaves_the_previous_version(
     monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
     monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
     if backend.name == "postgres":
-        from xclaw.store import postgres_conn
+        from xclaw.store.postgres import conn as postgres_conn
 
         monkeypatch.setattr(postgres_conn, "MIGRATIONS", (*MIGRATIONS, broken))
         monkeypatch.setattr(postgres_conn, "LATEST_VERSION", LATEST_VERSION + 1)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from xclaw.errors import StoreError
-from xclaw.store import Store, open_store, sqlite_writer
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.sqlite_writer import retry_while_busy
+from xclaw.store import Store, open_store
+from xclaw.store.sqlite import writer as sqlite_writer
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.sqlite.writer import retry_while_busy
 
 
 def test_a_path_opens_sqlite_creating_parent_dirs(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_sqlite_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.postgres
 def test_a_postgresql_url_opens_postgres_with_the_password_hidden() -> None:
     from tests.store.conftest import PostgresBackend, postgres_url
-    from xclaw.store.postgres import PostgresStore
+    from xclaw.store.postgres.store import PostgresStore
 
     backend = PostgresBackend(postgres_url())
     try:
@@ -51,7 +52,7 @@ def test_a_postgresql_url_opens_postgres_with_the_password_hidden() -> None:
             store.close()
     finally:
         backend.drop()
-    from xclaw.store.postgres_conn import parse_url, redact_url
+    from xclaw.store.postgres.conn import parse_url, redact_url
 
     assert redact_url("postgresql://u:secret@h:5/db?x=1") == "postgresql://u:***@h:5/db?x=1"
     target = parse_url("postgres://u:pw@h/db?schema=s1&pool_max=3&sslmode=disable")

@@ -9,8 +9,8 @@ import pytest
 from tests.store.builders import llm, tool
 from tests.store.conftest import PostgresBackend, postgres_url
 from tests.writes import finish
-from xclaw.store.postgres import PostgresStore
-from xclaw.store.writes import BeginStep, Sync
+from xclaw.store.postgres.store import PostgresStore
+from xclaw.store.steps.writes import BeginStep, Sync
 
 pytestmark = pytest.mark.postgres
 

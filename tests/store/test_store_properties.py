@@ -18,8 +18,8 @@ from tests.store.conftest import BACKEND_PARAMS, BACKENDS, Backend
 from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
-from xclaw.store.model import NewStep, Status, StepStatus, StepType
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import NewStep, Status, StepStatus, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 @dataclass
@@ -84,7 +84,7 @@ def _after_new(m: ModelSession, kind: StepType, name: str, moves: bool) -> Statu
 
 
 def _legal(current: Status, target: Status) -> bool:
-    from xclaw.store.model import TRANSITIONS
+    from xclaw.store.steps.model import TRANSITIONS
 
     return target in TRANSITIONS[current]
 

@@ -1,4 +1,4 @@
-"""The messages waiting for a session's run (xclaw/store/queue_sql.py), on both backends: in
+"""The messages waiting for a session's run (xclaw/store/queue/sql.py), on both backends: in
 order (an `interrupt` first), a resend of an id queued once, an id already recorded refused,
 a cancel removing one, and the write that opens a queued message's turn taking it off the
 queue in its own transaction."""
@@ -12,7 +12,7 @@ import pytest
 from tests.store.builders import user
 from xclaw.errors import MessageRecorded, SessionNotFound
 from xclaw.store.base import Store
-from xclaw.store.writes import OpenTurn, QueueInput, Unqueue, Write
+from xclaw.store.steps.writes import OpenTurn, QueueInput, Unqueue, Write
 
 
 def _put(store: Store, w: Write) -> Any:

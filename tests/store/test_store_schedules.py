@@ -1,4 +1,4 @@
-"""Schedules, webhooks and fires in the store (store/schedules_sql.py), on both backends:
+"""Schedules, webhooks and fires in the store (store/schedules/sql.py), on both backends:
 written only as write values (`store.write`), a tick claimed by one of two claims, a delivery
 id recorded once, a fire taken by one worker at a time, pause/resume/remove, and a fork made
 under a given id."""
@@ -13,8 +13,8 @@ from xclaw.errors import SessionNotFound, StoreError, UnknownSchedule
 from xclaw.schedules.making import new_hook, new_schedule
 from xclaw.schedules.spec import Kind
 from xclaw.store.base import Store, schedules_of
-from xclaw.store.schedules_sql import NewFire
-from xclaw.store.writes import (
+from xclaw.store.schedules.sql import NewFire
+from xclaw.store.steps.writes import (
     SYNC,
     AddHook,
     AddSchedule,
@@ -27,7 +27,7 @@ from xclaw.store.writes import (
     TakeFire,
     kind_of,
 )
-from xclaw.store.writes import (
+from xclaw.store.steps.writes import (
     Kind as WriteKind,
 )
 

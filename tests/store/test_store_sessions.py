@@ -9,8 +9,8 @@ import pytest
 from tests.store.builders import tool, user
 from xclaw.errors import SessionNotFound, StoreError
 from xclaw.store.base import Store
-from xclaw.store.model import Session, Status
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import Session, Status
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 def test_create_generates_unguessable_ids(store: Store) -> None:

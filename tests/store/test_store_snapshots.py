@@ -12,8 +12,8 @@ from tests.store.builders import llm, tool, user
 from tests.writes import finish
 from xclaw.errors import MissingBlobs, SessionNotFound, StoreError
 from xclaw.store.base import Store
-from xclaw.store.snapshot_model import WorkspaceRestore, content_hash
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.snapshots.model import WorkspaceRestore, content_hash
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 @pytest.fixture
@@ -262,7 +262,7 @@ def test_snapshot_from_is_the_state_just_before_a_step(snap_store: Store) -> Non
 
 def test_sweep_keeps_images_a_tool_step_refers_to_until_the_step_goes(snap_store: Store) -> None:
     """view_file's images live in the blob store; the tool step's output names them by hash."""
-    from xclaw.store.model import NewStep, StepType
+    from xclaw.store.steps.model import NewStep, StepType
 
     sid = snap_store.create_session().session_id
     h, data = blob(b"\x89PNG fake image bytes")
@@ -298,7 +298,7 @@ def test_the_next_save_starts_from_the_state_this_store_saved(
 ) -> None:
     """A save after a delta this store wrote does not rebuild the previous state from its
     rows (the last whole manifest and every delta: the cost of a snapshot of a big tree)."""
-    from xclaw.store import snapshots as snapshots_module
+    from xclaw.store.snapshots import sql as snapshots_module
 
     sid = snap_store.create_session().session_id
     e = put(snap_store, *(f"v{i}" for i in range(5)))

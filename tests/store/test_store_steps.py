@@ -11,9 +11,9 @@ from tests.store.conftest import Backend
 from tests.writes import finish
 from xclaw.errors import SessionNotFound, StepNotFound, StepNotRunning
 from xclaw.store.base import Store
-from xclaw.store.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
-from xclaw.store.rows import STEP_COLS, load_json
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import INTERRUPTED, NewStep, Step, StepStatus, StepType
+from xclaw.store.steps.rows import STEP_COLS, load_json
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 def test_begin_step_returns_the_running_row(store: Store) -> None:

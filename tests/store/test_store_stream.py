@@ -1,4 +1,4 @@
-"""Store.write_stream: one run's writes (values of store/writes.py), in order, each
+"""Store.write_stream: one run's writes (values of store/steps/writes.py), in order, each
 all-or-nothing, a failure breaking the stream. The contract runs on both backends; how SQLite's
 writer thread shares commits and chooses their sync level (the table, writes.SYNC) is tested
 against the writer.
@@ -25,9 +25,9 @@ from tests.store.test_store_writer import FULL, NORMAL, _hold_the_writer, _wait_
 from tests.writes import finish
 from xclaw.errors import StepNotFound
 from xclaw.store.base import Store
-from xclaw.store.model import Completion, Status, Step, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import (
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Completion, Status, Step, StepStatus, StepType
+from xclaw.store.steps.writes import (
     SYNC,
     AddStep,
     BeginStep,

@@ -7,9 +7,9 @@ import pytest
 from tests.store.builders import user
 from tests.store.conftest import Backend
 from xclaw.errors import Forbidden, SessionNotFound
+from xclaw.people.teams import ShareRole, TeamError, UserRole, new_token, token_hash
 from xclaw.store.base import Store, teams_of
-from xclaw.store.writes import AddStep
-from xclaw.teams import ShareRole, TeamError, UserRole, new_token, token_hash
+from xclaw.store.steps.writes import AddStep
 
 
 def test_users_are_added_listed_found_by_token_hash_and_removed(store: Store) -> None:
@@ -38,7 +38,7 @@ def test_users_are_added_listed_found_by_token_hash_and_removed(store: Store) ->
 
 
 def test_no_user_is_made_under_a_name_the_rule_refuses(store: Store) -> None:
-    """The store holds the one name rule (xclaw.teams.check_user_name) for whoever adds a
+    """The store holds the one name rule (xclaw.people.teams.check_user_name) for whoever adds a
     user: the command line and a trusted proxy alike (tests/cli/test_user_names.py)."""
     t = teams_of(store)
     for name in ("admin\n", "alice\n", "Admin", "ADMIN", " alice", "a b", ""):

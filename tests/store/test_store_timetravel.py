@@ -8,8 +8,8 @@ from tests.store.builders import approval, llm, tool, user
 from tests.writes import finish
 from xclaw.errors import SessionNotFound, StepNotFound
 from xclaw.store.base import RollbackResult, Store
-from xclaw.store.model import INTERRUPTED, Status, StepStatus
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.model import INTERRUPTED, Status, StepStatus
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 
 def conversation(store: Store, sid: str, turns: int = 2) -> None:
@@ -271,7 +271,7 @@ def test_rollback_keeps_the_records_of_compensations_and_completes_their_plan(
     rewind that follows, which completes the plan in its own transaction; the compensation's
     link to the deleted effect becomes empty. A pending plan is no interrupted step."""
     from xclaw.store.base import PlanDone
-    from xclaw.store.model import NewStep, StepType
+    from xclaw.store.steps.model import NewStep, StepType
 
     sid = store.create_session(session_id="u").session_id
     conversation(store, sid, turns=2)  # s0001..s0008; s0007 is the second tool call

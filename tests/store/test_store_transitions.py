@@ -12,7 +12,7 @@ from tests.store.builders import approval, llm, tool, user
 from tests.writes import finish
 from xclaw.errors import IllegalTransition
 from xclaw.store.base import Store
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     TRANSITIONS,
     NewStep,
     SessionEvent,
@@ -20,7 +20,7 @@ from xclaw.store.model import (
     StepStatus,
     next_status,
 )
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.steps.writes import AddStep, BeginStep
 
 # A legal path from Init to each state.
 PATHS = {

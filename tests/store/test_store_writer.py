@@ -16,12 +16,12 @@ from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import Backend
 from tests.writes import finish
 from xclaw.errors import StoreError
-from xclaw.store import sqlite_writer
 from xclaw.store.base import Store
 from xclaw.store.leases import Lease
-from xclaw.store.model import Status
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep, Sync
+from xclaw.store.sqlite import writer as sqlite_writer
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import Status
+from xclaw.store.steps.writes import AddStep, BeginStep, Sync
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous values
 

@@ -9,14 +9,14 @@ import pytest
 
 from tests.llm.fakes import FakeAnthropicServer, FakeOpenAIServer, Reply
 from tests.writes import finish
-from xclaw.config import Settings, read_settings
+from xclaw.config.settings import Settings, read_settings
 from xclaw.errors import ConfigError
 from xclaw.llm.registry import entry
 from xclaw.runtime.runtime import Runtime
 from xclaw.store import open_store
-from xclaw.store.model import NewStep, Status, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import AddStep, BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, Status, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
 from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.exporter import recent_steps, turns_of_run
 from xclaw.telemetry.spans import split_turns, turn_spans

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import ConfigError
 from xclaw.tools.approval import (
     ALLOW,

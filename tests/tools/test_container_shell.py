@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.containers import containers_of, remove_containers, test_image
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.sandbox.isolation import isolation_from_settings, sandbox_mode
 from xclaw.sandbox.paths import workspace_dir
 from xclaw.tools.base import ToolContext

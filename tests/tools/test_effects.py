@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.tools.mcp_servers.servers import ROOT
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import ConfigError
 from xclaw.runtime.wiring import default_toolbox
 from xclaw.tools.base import ToolContext

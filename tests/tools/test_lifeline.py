@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
     from pathlib import Path
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.sandbox.isolation import isolation_from_settings
     from xclaw.tools import lifeline
     from xclaw.tools.shell import ShellTool

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import ConfigError
 from xclaw.runtime.wiring import default_toolbox
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 from xclaw.tools.approval import ApprovalPolicy
 from xclaw.tools.base import ToolContext
 from xclaw.tools.python_tools import load_python_tools

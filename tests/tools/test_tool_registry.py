@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.tools.base import Tool, spec_of
 from xclaw.tools.registry import default_tools
 from xclaw.tools.shell import ShellTool

@@ -13,7 +13,7 @@ from typing import Any
 from tests.store.builders import llm, tool
 from tests.writes import finish
 from xclaw.store.base import Store
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.timetravel import Workspaces
 

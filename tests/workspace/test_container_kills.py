@@ -28,9 +28,9 @@ from xclaw.sandbox.container.podman import find_podman
 from xclaw.sandbox.container.policy import SandboxPolicy
 from xclaw.sandbox.isolation import Isolation
 from xclaw.store.leases import Lease
-from xclaw.store.model import NewStep, StepStatus, StepType
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, StepStatus, StepType
+from xclaw.store.steps.writes import BeginStep
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 from xclaw.workspace.crash_points import CONTAINER_POINTS
@@ -51,8 +51,8 @@ from xclaw.sandbox.container.policy import SandboxPolicy
 from xclaw.sandbox.isolation import Isolation
 from xclaw.store import open_store
 from xclaw.store.leases import Lease
-from xclaw.store.model import NewStep, StepType
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.writes import BeginStep
 from xclaw.tools.base import ToolContext
 from xclaw.tools.shell import ShellTool
 from xclaw.workspace.snapshots import SnapshotConfig

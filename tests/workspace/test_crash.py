@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.workspace.helpers import Driver, tree, write
-from xclaw.store.sqlite import SQLiteStore
+from xclaw.store.sqlite.store import SQLiteStore
 from xclaw.workspace import crash_points
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
@@ -28,8 +28,8 @@ import sys
 import threading
 from pathlib import Path
 from xclaw.store import open_store
-from xclaw.store.model import NewStep, StepType
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 
@@ -148,7 +148,7 @@ def test_killed_mid_restore_the_next_run_sees_the_new_files(tmp_path: Path, worl
     import asyncio
     import json
 
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.llm.scripted import ScriptedModel
     from xclaw.runtime.runtime import Runtime
 

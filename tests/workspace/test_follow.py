@@ -19,7 +19,7 @@ from tests.store.conftest import PostgresBackend, postgres_url
 from tests.writes import finish
 from xclaw.ops import fsck
 from xclaw.store.base import Store
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 

@@ -17,8 +17,8 @@ from tests.workspace.helpers import settle, tree
 from tests.writes import finish
 from xclaw.errors import ConfigError, WorkspaceError
 from xclaw.store import Access, open_store
-from xclaw.store.model import OWN_WORKSPACE_KEY
-from xclaw.store.writes import BeginStep
+from xclaw.store.steps.model import OWN_WORKSPACE_KEY
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces
 

@@ -12,9 +12,9 @@ import pytest
 from tests.store.builders import llm
 from tests.workspace.helpers import Driver, remove, settle, tree, write
 from xclaw.errors import WorkspaceError
-from xclaw.store.snapshot_model import WorkspaceRestore, content_hash
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep
+from xclaw.store.snapshots.model import WorkspaceRestore, content_hash
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace.restore import materialise
 from xclaw.workspace.snapshots import SnapshotConfig
 from xclaw.workspace.timetravel import Workspaces

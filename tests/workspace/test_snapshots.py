@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.store.builders import tool
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import ConfigError
-from xclaw.store.snapshot_model import content_hash
-from xclaw.store.sqlite import SQLiteStore
-from xclaw.store.writes import BeginStep
+from xclaw.store.snapshots.model import content_hash
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.writes import BeginStep
 from xclaw.workspace import snapshots as snapmod
 from xclaw.workspace.snapshots import MB, SnapshotConfig, Snapshotter
 from xclaw.workspace.walk import IgnoreRules

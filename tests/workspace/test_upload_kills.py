@@ -1,4 +1,4 @@
-"""A worker killed mid-upload leaves nothing half-referenced (store/object_blobs.py).
+"""A worker killed mid-upload leaves nothing half-referenced (store/blobs/objects.py).
 
 A real process snapshots a changing workspace into PostgreSQL + a real SeaweedFS in a loop
 and is SIGKILLed at growing delays, so kills land before, during and after its uploads and
@@ -29,8 +29,8 @@ CHILD = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from xclaw.store import open_store
-    from xclaw.store.model import NewStep, StepType
-    from xclaw.store.writes import BeginStep
+    from xclaw.store.steps.model import NewStep, StepType
+    from xclaw.store.steps.writes import BeginStep
     from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 
     import time

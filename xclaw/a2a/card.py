@@ -1,4 +1,4 @@
-"""The gateway's A2A agent card (`/.well-known/agent-card.json`): who it is, where its
+"""[a2a] The gateway's A2A agent card (`/.well-known/agent-card.json`): who it is, where its
 JSON-RPC interface is, that it streams, that it wants a bearer token (the gateway's or a
 user's), a skill for each tool it works with, and one for the commands a message may be
 (`/steps`, `/rollback`, `/fork`)."""

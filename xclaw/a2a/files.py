@@ -1,4 +1,4 @@
-"""The files a turn changed, as A2A artifacts: the workspace as the snapshot before the
+"""[a2a] The files a turn changed, as A2A artifacts: the workspace as the snapshot before the
 turn's first side effect kept it, against the workspace as it is after the turn (the next
 turn's first snapshot, or the files now for the latest turn).
 
@@ -17,7 +17,7 @@ from a2a.types.a2a_pb2 import Artifact, Part
 
 from xclaw.a2a.tasks import Turn, metadata_struct
 from xclaw.store.base import SnapshotStore
-from xclaw.store.snapshot_model import Entry, Manifest
+from xclaw.store.snapshots.model import Entry, Manifest
 from xclaw.workspace.diff import compare
 from xclaw.workspace.snapshots import SnapshotConfig, Snapshotter
 

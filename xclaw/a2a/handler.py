@@ -1,4 +1,4 @@
-"""The A2A methods (`a2a-sdk`'s RequestHandler, served by its JSON-RPC dispatcher) over xclaw
+"""[a2a] The A2A methods (`a2a-sdk`'s RequestHandler, served by its JSON-RPC dispatcher) over xclaw
 sessions (docs/a2a.md): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask,
 SubscribeToTask. Push notifications and the extended card are not offered.
 
@@ -79,10 +79,10 @@ from xclaw.gateway.context import Gateway
 from xclaw.gateway.following import Following
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.message_ids import client_ids, protocol_id
-from xclaw.protocol import MAX_FRAME_BYTES, Command
-from xclaw.session_commands import protocol_command
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step
-from xclaw.teams import Actor, Identity, Need
+from xclaw.people.teams import Actor, Identity, Need
+from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step
+from xclaw.wire.protocol import MAX_FRAME_BYTES, Command
+from xclaw.wire.session_commands import protocol_command
 
 log = logging.getLogger("xclaw.a2a")
 
@@ -701,7 +701,7 @@ ROLLBACK_FLAGS = {
 def _rollback_asked(message: Message) -> Command | None:
     """`metadata.rollback` — `{"stepId": "s0004"}` (the preview), with `confirm`,
     `acceptIrreversible` or `retry` true, or `{"abandon": true}` — as the `/rollback`
-    command it is (read by the same code: xclaw/session_commands.py)."""
+    command it is (read by the same code: xclaw/wire/session_commands.py)."""
     if not message.HasField("metadata") or "rollback" not in message.metadata.fields:
         return None
     value = message.metadata.fields["rollback"]

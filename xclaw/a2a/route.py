@@ -1,4 +1,4 @@
-"""The A2A routes: the agent card (public, as A2A clients fetch it before they have
+"""[a2a] The A2A routes: the agent card (public, as A2A clients fetch it before they have
 credentials) and the JSON-RPC endpoint (behind ApiGuard, as the HTTP API). `a2a-sdk` is an
 optional extra, imported by the first request: without it both routes say how to install
 it, and the gateway serves everything else."""

@@ -1,4 +1,4 @@
-"""An xclaw session as A2A tasks, read from the record alone (docs/a2a.md).
+"""[a2a] An xclaw session as A2A tasks, read from the record alone (docs/a2a.md).
 
 The `contextId` is the session; a task is a turn — a user message and what followed it, up to
 the next one — and its id is that message's step id (`SESSION:s0005`), so it is found again
@@ -36,7 +36,7 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from xclaw.store.model import APPROVAL_STEP_NAME, Session, Status, Step, StepStatus, StepType
+from xclaw.store.steps.model import APPROVAL_STEP_NAME, Session, Status, Step, StepStatus, StepType
 
 ANSWER_ARTIFACT = "answer"
 TERMINAL = frozenset(

@@ -1,1 +1,1 @@
-"""xclaw as an Agent Client Protocol agent (`xclaw acp`) for editors (docs/editors.md)."""
+"""[acp] xclaw as an Agent Client Protocol agent (`xclaw acp`) for editors (docs/editors.md)."""

@@ -1,4 +1,4 @@
-"""`xclaw acp`'s agent: the Agent Client Protocol's methods (the `agent-client-protocol`
+"""[acp] `xclaw acp`'s agent: the Agent Client Protocol's methods (the `agent-client-protocol`
 SDK's `Agent` interface) carried out over the Python API (xclaw/api), so one code path serves
 both `xclaw acp` (`xclaw.open`: runs in this process, on the database every command uses)
 and `xclaw acp --connect URL` (`xclaw.connect`: runs in a gateway, which goes on when the
@@ -52,7 +52,7 @@ from xclaw.acp.prompt import prompt_text
 from xclaw.acp.updates import ToolCalls, Update, finished, history_updates, started
 from xclaw.api.base import Agent, Events, Session
 from xclaw.errors import XclawError
-from xclaw.frames import (
+from xclaw.wire.frames import (
     ApprovalRequestFrame,
     DeltaFrame,
     ErrorFrame,

@@ -1,10 +1,10 @@
-"""The session's slash commands as an editor offers them (`available_commands_update`):
+"""[acp] The session's slash commands as an editor offers them (`available_commands_update`):
 `/steps [N]`, `/rollback sNNNN [--confirm | --accept-irreversible | --retry]`, `/rollback
 --abandon`, `/fork sNNNN [title]`, `/ps` — the same as in `xclaw chat`, through the Python
 API's methods (Session.steps, rollback_preview, rollback, fork, processes). Each answers with
 text. A rollback past outside effects says first what it would undo and what it would leave
 done, and waits for `--confirm`, in the words the gateway's `/rollback` says it
-(xclaw/session_commands.py: the commands' reading and the preview's words, shared by every
+(xclaw/wire/session_commands.py: the commands' reading and the preview's words, shared by every
 protocol)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredComm
 
 from xclaw.api.base import Session
 from xclaw.errors import XclawError
-from xclaw.frames import Step
-from xclaw.http_bodies import RollbackAnswer
-from xclaw.outside_effects import describe_effect
-from xclaw.protocol import parse_command
 from xclaw.sandbox.container.listing import processes_text
-from xclaw.session_commands import (
+from xclaw.views.outside_effects import describe_effect
+from xclaw.wire.frames import Step
+from xclaw.wire.http_bodies import RollbackAnswer
+from xclaw.wire.protocol import parse_command
+from xclaw.wire.session_commands import (
     PROTOCOL_COMMANDS,
     ROLLBACK_USAGE,
     needs_confirmation,

@@ -1,4 +1,4 @@
-"""The MCP servers an editor passes with `session/new` (`mcpServers`), as xclaw.yaml's
+"""[acp] The MCP servers an editor passes with `session/new` (`mcpServers`), as xclaw.yaml's
 `mcp_servers:` entries: started by xclaw under its own MCP rules (docs/tools.md) — untrusted
 (their tools' annotations never loosen approval) unless xclaw.yaml configures a server of the
 same name, whose entry then wins as it is."""

@@ -1,4 +1,4 @@
-"""An xclaw approval request as `session/request_permission`, and the answer back.
+"""[acp] An xclaw approval request as `session/request_permission`, and the answer back.
 
 The four ACP options map onto xclaw's approval flow (docs/approval.md) thus:
 
@@ -23,7 +23,7 @@ from acp.interfaces import Client
 from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 
 from xclaw.acp.updates import edit_content, tool_kind, tool_title
-from xclaw.frames import ApprovalRequestFrame
+from xclaw.wire.frames import ApprovalRequestFrame
 
 ALLOW, ALLOW_ALWAYS, REJECT, REJECT_ALWAYS = "allow", "allow-always", "reject", "reject-always"
 MAY_HAVE_RUN = (

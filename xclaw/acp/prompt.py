@@ -1,4 +1,4 @@
-"""An ACP prompt (content blocks) as the text of an xclaw message.
+"""[acp] An ACP prompt (content blocks) as the text of an xclaw message.
 
 xclaw's messages are text: text blocks are joined; embedded context (a file the editor
 attached) is given inline, fenced with its URI; a resource link is named. Images and audio

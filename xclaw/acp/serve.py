@@ -1,4 +1,4 @@
-"""Running the ACP agent on this process's stdin and stdout, as an editor starts it.
+"""[acp] Running the ACP agent on this process's stdin and stdout, as an editor starts it.
 
 stdout carries JSON-RPC only: logging goes to stderr (warnings and errors, one line each,
 redacted as the server's are). The agent stops when the editor closes stdin (or kills it):

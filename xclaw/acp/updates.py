@@ -1,5 +1,5 @@
-"""xclaw's events as ACP `session/update`s: pure functions from the Python API's typed
-frames (xclaw/frames.py) and the session's history to the SDK's update objects.
+"""[acp] xclaw's events as ACP `session/update`s: pure functions from the Python API's typed
+frames (xclaw/wire/frames.py) and the session's history to the SDK's update objects.
 
 A tool call of xclaw is one `tool_call` (kind, title, input, where it works, the diff an edit
 makes) followed by `tool_call_update`s (status, output). Its id is the xclaw step that runs
@@ -33,7 +33,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from xclaw.frames import (
+from xclaw.wire.frames import (
     ApprovalRequestFrame,
     AssistantMessage,
     HistoryMessage,

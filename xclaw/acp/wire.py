@@ -1,4 +1,4 @@
-"""JSON-RPC over stdio, newline-delimited, guarded against what a client may send.
+"""[acp] JSON-RPC over stdio, newline-delimited, guarded against what a client may send.
 
 The SDK's own stdio framing skips a line that is not JSON without answering it, and stops
 the whole connection on a line that is JSON but not an object (`[1]`, `"x"`). Here every

@@ -1,4 +1,4 @@
-"""The seams the agent loop talks through: an observer (the recorder, behind the glass) and
+"""[agent] The seams the agent loop talks through: an observer (the recorder, behind the glass) and
 an approver (a human, over whatever channel). The loop imports neither the store nor the
 gateway; it only awaits these."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ThinkingBlock, ToolCall
+from xclaw.llm.messages import Message, ThinkingBlock, ToolCall
+from xclaw.people.answered_by import Answer, AnsweredBy
 from xclaw.tools.base import ToolResult
 
 

@@ -1,4 +1,4 @@
-"""The agent loop: look at the conversation, do the next thing, until a final answer.
+"""[agent] The agent loop: look at the conversation, do the next thing, until a final answer.
 
 "The next thing" is decided from `messages` alone — run the tool calls of the last assistant
 message that have no result yet, otherwise ask the LLM — so a fresh turn and a resumed one are
@@ -21,7 +21,6 @@ from xclaw.agent.hooks import AgentObserver, ApprovalRequest, Approver, ResumeSt
 from xclaw.agent.steering import BeforeModel, Steering, context_for
 from xclaw.agents.hooks import WITHHELD, AfterTool, BeforeTool
 from xclaw.agents.output import FINAL_ANSWER
-from xclaw.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.errors import (
     BudgetReached,
     Cancelled,
@@ -48,13 +47,7 @@ from xclaw.llm.context import (
 )
 from xclaw.llm.events import CallNotice, ModelEvent, TextDelta, Thinking, ThinkingDiscarded
 from xclaw.llm.legacy import event_model
-from xclaw.llm.playback import Playback
-from xclaw.llm.settings import (
-    DEFAULT_COMPACT_AT,
-    DEFAULT_CONTEXT_WINDOW_TOKENS,
-    DEFAULT_MAX_ITERATIONS,
-)
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ToolCall,
@@ -62,6 +55,13 @@ from xclaw.messages import (
     ToolSpec,
     UserMessage,
 )
+from xclaw.llm.playback import Playback
+from xclaw.llm.settings import (
+    DEFAULT_COMPACT_AT,
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    DEFAULT_MAX_ITERATIONS,
+)
+from xclaw.people.answered_by import CANCEL, TIMEOUT, Answer, AnsweredBy
 from xclaw.tools.base import CURRENT_CALL, Tool, ToolContext, ToolResult, spec_of
 from xclaw.tools.effects import effect_of
 
@@ -73,7 +73,7 @@ MIN_MESSAGES_TO_COMPACT = 4
 
 # The alert recorded before a call whose effects reach outside the workspace (an MCP tool that
 # is not read-only): rollback and fork restore files, not the world; they list these steps
-# (xclaw/outside_effects.py).
+# (xclaw/views/outside_effects.py).
 OUTSIDE_EFFECTS = "outside_effects"
 
 DEFAULT_SYSTEM_PROMPT = (

@@ -1,4 +1,4 @@
-"""What a declared agent adds to the loop (docs/agents.md): instructions made once per turn,
+"""[agent] What a declared agent adds to the loop (docs/agents.md): instructions made once per turn,
 hooks around tool and model calls, a structured final answer, named sub-agents.
 
 Every decision taken here is recorded before it is acted on (the observer's `note`) and
@@ -29,7 +29,7 @@ from xclaw.agents.hooks import (
 )
 from xclaw.agents.output import FINAL_ANSWER, OutputErrors, OutputSpec
 from xclaw.llm.base import LLMResponse, structured
-from xclaw.messages import ToolCall, ToolSpec
+from xclaw.llm.messages import ToolCall, ToolSpec
 from xclaw.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:

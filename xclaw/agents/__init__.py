@@ -1,4 +1,4 @@
-"""Declared agents (docs/agents.md): what an agent is made of — its instructions, the tools
+"""[agents] Declared agents (docs/agents.md): what an agent is made of — its instructions, the tools
 it is offered, its model and settings, its structured output, its sub-agents and hooks — as
 a value (`definition.py`), declared in Python (`xclaw.Agent(...)`) or in xclaw.yaml's
 `agents:` (`settings.py`), found by name (`catalog.py`).

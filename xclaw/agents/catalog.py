@@ -1,4 +1,4 @@
-"""The agents a runtime knows by name: `default` (xclaw's own), xclaw.yaml's `agents:`, and
+"""[agents] The agents a runtime knows by name: `default` (xclaw's own), xclaw.yaml's `agents:`, and
 those a program gives `xclaw.open(agent=..., agents=...)` (which win over xclaw.yaml's of the
 same name, as every argument of `open` wins over the file)."""
 

@@ -1,5 +1,5 @@
-"""An agent as a declared value: everything a session's agent is made of, and the digest that
-names that exact definition in the record (docs/agents.md).
+"""[agents] An agent as a declared value: everything a session's agent is made of, and the digest
+that names that exact definition in the record (docs/agents.md).
 
 A definition is built once (from `xclaw.Agent(...)` or an `agents:` entry of xclaw.yaml) and
 never changes. Its digest covers what is declared — the instructions' text (or the import

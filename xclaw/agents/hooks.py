@@ -1,4 +1,4 @@
-"""What a hook sees and what it may decide (docs/agents.md, "Hooks").
+"""[agents] What a hook sees and what it may decide (docs/agents.md, "Hooks").
 
 A hook is a function (sync or async) the agent calls before a tool call (`before_tool`),
 after one (`after_tool`) or before a model call (`before_model`). It gets the event and

@@ -1,5 +1,5 @@
-"""Structured output (docs/agents.md, "Structured output"): an agent whose `output_type` is a
-pydantic model or a JSON schema ends each turn with a value of it, validated.
+"""[agents] Structured output (docs/agents.md, "Structured output"): an agent whose `output_type` is
+a pydantic model or a JSON schema ends each turn with a value of it, validated.
 
 The loop asks for it the way the model can give it: the provider's own structured output
 where it has one (OpenAI's `response_format`), a final-answer tool otherwise. Either way the

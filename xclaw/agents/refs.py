@@ -1,4 +1,4 @@
-"""Python objects named by import path (`module:function`), as xclaw.yaml names a tool, a
+"""[agents] Python objects named by import path (`module:function`), as xclaw.yaml names a tool, a
 hook or an output type, and the path of a function given as an object: what the record and
 a definition's digest name it by."""
 

@@ -1,7 +1,7 @@
-"""`agents:` of xclaw.yaml: agents declared by name, each as `xclaw.Agent(...)` declares one
-in Python (docs/agents.md). Read with the settings; turned into definitions — their tools,
-hooks and output types imported by path — when a runtime starts (xclaw/agents/catalog.py),
-so that a command that only reads the record imports nothing of yours."""
+"""[agents] `agents:` of xclaw.yaml: agents declared by name, each as `xclaw.Agent(...)` declares
+one in Python (docs/agents.md). Read with the settings; turned into definitions — their tools, hooks
+and output types imported by path — when a runtime starts (xclaw/agents/catalog.py), so that a
+command that only reads the record imports nothing of yours."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from xclaw.section import Default, Flag, Number, Section, Strings, Whole
+from xclaw.config.section import Default, Flag, Number, Section, Strings, Whole
 
 
 class AgentModelSettings(Section):

@@ -1,5 +1,6 @@
-"""A user message that is a command (`/steps`, `/rollback …`, `/fork`: xclaw/session_commands.py)
-answered as AG-UI events instead of going to the model (docs/ag-ui.md):
+"""[agui] A user message that is a command (`/steps`, `/rollback …`, `/fork`:
+xclaw/wire/session_commands.py) answered as AG-UI events instead of going to the model
+(docs/ag-ui.md):
 
 | the command's answer | events |
 |---|---|

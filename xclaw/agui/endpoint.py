@@ -1,4 +1,4 @@
-"""`POST /agui`: one AG-UI run over an xclaw session (docs/ag-ui.md).
+"""[agui] `POST /agui`: one AG-UI run over an xclaw session (docs/ag-ui.md).
 
 Signed in and checked as the HTTP API is (ApiGuard: token, Origin, the throttle; then what
 the person may do to the session, xclaw/gateway/access.py): another's `threadId` answers
@@ -58,9 +58,8 @@ from xclaw.gateway.event_stream import EventStream
 from xclaw.gateway.following import Following
 from xclaw.gateway.message_ids import protocol_id
 from xclaw.gateway.ws import encode_frame
-from xclaw.protocol import Command
-from xclaw.session_commands import protocol_command
-from xclaw.store.model import (
+from xclaw.people.teams import Actor, Identity, Need
+from xclaw.store.steps.model import (
     APPROVAL_STEP_NAME,
     MAIN_AGENT,
     Session,
@@ -69,10 +68,11 @@ from xclaw.store.model import (
     StepStatus,
     StepType,
 )
-from xclaw.teams import Actor, Identity, Need
 from xclaw.tools.base import ToolResult
 from xclaw.tools.client import CLIENT_TOOLS_KEY, metadata_with, specs_from_metadata
-from xclaw.views import session_cost
+from xclaw.views.record import session_cost
+from xclaw.wire.protocol import Command
+from xclaw.wire.session_commands import protocol_command
 
 log = logging.getLogger("xclaw.agui")
 

@@ -1,5 +1,5 @@
-"""What a `POST /agui` asks for, read from its `RunAgentInput` (the `ag-ui-protocol` package's
-model) and checked like every client frame: hostile until proven otherwise, refused with a
+"""[agui] What a `POST /agui` asks for, read from its `RunAgentInput` (the `ag-ui-protocol`
+package's model) and checked like every client frame: hostile until proven otherwise, refused with a
 sentence, never a traceback.
 
 Of the client's conversation only its end counts — a new user message, the results of
@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from xclaw.errors import BadRequest
-from xclaw.protocol import MAX_FRAME_BYTES
-from xclaw.store.rows import check_session_id, valid_unicode
+from xclaw.store.steps.rows import check_session_id, valid_unicode
 from xclaw.tools.client import BadClientTool, ClientToolSpec, client_tool_spec
+from xclaw.wire.protocol import MAX_FRAME_BYTES
 
 # A run carries the client's whole conversation: more than a WebSocket frame, bounded still.
 MAX_BODY_BYTES = 8 * 1024 * 1024

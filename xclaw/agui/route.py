@@ -1,4 +1,4 @@
-"""The `/agui` route, guarded as the HTTP API is. The AG-UI package is imported by the first
+"""[agui] The `/agui` route, guarded as the HTTP API is. The AG-UI package is imported by the first
 request, not by every gateway start."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The record as AG-UI snapshots: the conversation (MESSAGES_SNAPSHOT) from the `history`
+"""[agui] The record as AG-UI snapshots: the conversation (MESSAGES_SNAPSHOT) from the `history`
 frame's messages, and the session's state, usage and cost (STATE_SNAPSHOT).
 
 Message ids come from the record (`xclaw:` + position, `xclaw:result:` + call id), so two
@@ -16,8 +16,8 @@ import orjson
 
 from xclaw.agui.request import RECORD_ID_PREFIX
 from xclaw.llm.prices import PriceTable
-from xclaw.store.model import Session, Status, Step, state_of
-from xclaw.views import session_cost
+from xclaw.store.steps.model import Session, Status, Step, state_of
+from xclaw.views.record import session_cost
 
 
 def args_json(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""The gateway's frames (xclaw/frames.py, docs/protocol.md) as AG-UI events, for one stream.
+"""[agui] The gateway's frames (xclaw/wire/frames.py, docs/protocol.md) as AG-UI events, for one
+stream.
 
 A `Translator` follows one session's frames and says, for each, the AG-UI events it makes
 and whether the AG-UI run ends there:

@@ -1,8 +1,8 @@
-"""What the Python API promises, whichever way it reaches the runtime: `Agent` and `Session`
+"""[api] What the Python API promises, whichever way it reaches the runtime: `Agent` and `Session`
 (abstract: `xclaw.open` gives the in-process ones, `xclaw.connect` the remote ones), the
 stream of a run's events (`Events`) and what a run came to (`RunResult`).
 
-Events are the gateway's frames (xclaw/frames.py): `event.type` is the frame's `type`, and a
+Events are the gateway's frames (xclaw/wire/frames.py): `event.type` is the frame's `type`, and a
 program written against one kind of agent runs against the other.
 """
 
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 from xclaw.agents.definition import DEFAULT_AGENT, AgentDefinition, ModelSettings, define
 from xclaw.agents.hooks import Hooks
-from xclaw.busy import BusyPolicy
 from xclaw.errors import XclawError
-from xclaw.frames import (
+from xclaw.wire.busy import BusyPolicy
+from xclaw.wire.frames import (
     AckFrame,
     ApprovalRequestFrame,
     BudgetInfo,
@@ -60,7 +60,7 @@ from xclaw.frames import (
     ToolFrame,
     TreeNode,
 )
-from xclaw.http_bodies import (
+from xclaw.wire.http_bodies import (
     AgentInfo,
     RollbackAnswer,
     RollbackPreview,
@@ -729,7 +729,7 @@ def refuse_commands(text: str) -> None:
     each has its method here (steps, rollback, fork, compact, rename, …). Empty text is no
     message either."""
     from xclaw.errors import BadCommand
-    from xclaw.protocol import parse_command
+    from xclaw.wire.protocol import parse_command
 
     if not text.strip():
         raise BadCommand("a message must not be empty")

@@ -1,4 +1,4 @@
-"""The one reconnect loop of xclaw's clients: a WebSocket to a gateway, made again with
+"""[api] The one reconnect loop of xclaw's clients: a WebSocket to a gateway, made again with
 backoff whenever it is lost, until stopped.
 
 The Python API's sessions (xclaw/api/remote.py, `SessionSocket`) and the terminal client

@@ -1,11 +1,11 @@
-"""The in-process API: `xclaw.open(...)` drives sessions with the same Runtime `xclaw serve`
+"""[api] The in-process API: `xclaw.open(...)` drives sessions with the same Runtime `xclaw serve`
 runs (xclaw/runtime), on the same database and workspaces, so every promise holds as it does
 behind the gateway (write-ahead, completed once, no blind repeat, one driver — another
 process serving the same database is another worker, docs/postgres.md).
 
 Reads go through the runtime's store calls (the Store protocol the gateway reads with,
 off the event loop); everything that changes a session goes through the Runtime's methods.
-The events are the runtime's frames, read into their typed classes (xclaw/frames.py).
+The events are the runtime's frames, read into their typed classes (xclaw/wire/frames.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
-from xclaw.answered_by import AnsweredBy
 from xclaw.api.base import (
     Agent,
     Approval,
@@ -28,9 +27,12 @@ from xclaw.api.base import (
     within,
 )
 from xclaw.api.options import build_settings
-from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
-from xclaw.frames import (
+from xclaw.people.answered_by import AnsweredBy
+from xclaw.store.steps.model import OWN_WORKSPACE_KEY
+from xclaw.wire.build import queued_frame
+from xclaw.wire.busy import BusyPolicy, check_policy
+from xclaw.wire.frames import (
     BY_TYPE,
     SERVER_FRAME,
     CostSummary,
@@ -42,16 +44,14 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import (
+from xclaw.wire.http_bodies import (
     AgentInfo,
     RollbackAnswer,
     RollbackPreview,
     SessionProcesses,
     ToolInfo,
 )
-from xclaw.protocol import session_json, step_json, tree_json
-from xclaw.store.model import OWN_WORKSPACE_KEY
-from xclaw.wire.build import queued_frame
+from xclaw.wire.protocol import session_json, step_json, tree_json
 from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ class LocalSession(Session):
         return HistoryFrame.model_validate(frame).messages
 
     async def usage(self) -> CostSummary:
-        from xclaw.views import session_cost
+        from xclaw.views.record import session_cost
 
         rt = self._rt
         rows = await rt.db(rt.store.steps, self.id) if await self._exists() else []
@@ -293,7 +293,7 @@ class LocalSession(Session):
     async def rollback(
         self, step_id: str, *, accept_irreversible: bool = False, retry: bool = False
     ) -> RollbackAnswer:
-        from xclaw.store.model import display_id
+        from xclaw.store.steps.model import display_id
 
         result = await self._rt.rollback(
             self.id,
@@ -470,8 +470,8 @@ class LocalAgent(Agent):
 
 
 def _client(word: str) -> str:
-    from xclaw.answered_by import CLIENT_RE
     from xclaw.errors import BadCommand
+    from xclaw.people.answered_by import CLIENT_RE
 
     if not CLIENT_RE.match(word):
         raise BadCommand(f"client {word!r}: lowercase letters, digits, '-', '_' (at most 32)")

@@ -1,4 +1,4 @@
-"""`xclaw.open(...)`'s arguments as the one Settings object every xclaw command starts from:
+"""[api] `xclaw.open(...)`'s arguments as the one Settings object every xclaw command starts from:
 read from the environment, `.env` and xclaw.yaml as `load_settings` reads them
 (docs/configuration.md), the arguments winning as a command's flags do."""
 
@@ -8,12 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xclaw.config import CONFIG_VARIABLE, environment, read_settings, read_yaml
+from xclaw.config.settings import CONFIG_VARIABLE, environment, read_settings, read_yaml
 from xclaw.errors import ConfigError
 from xclaw.llm.registry import MODEL_VARIABLE
 
 if TYPE_CHECKING:
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.llm.provider import Provider
     from xclaw.tools.python_tools import PythonTool
 

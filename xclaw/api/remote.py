@@ -1,4 +1,4 @@
-"""The Python API through a running gateway: `xclaw.connect(url, token=...)` gives the same
+"""[api] The Python API through a running gateway: `xclaw.connect(url, token=...)` gives the same
 Agent and Session as `xclaw.open`, over the gateway's WebSocket (runs, approvals, cancels)
 and HTTP API (everything read, rollback, fork, rename) — docs/protocol.md.
 
@@ -22,7 +22,7 @@ Nothing waits on the gateway without a bound (`connect(timeout=...)`): a request
 connecting and attaching, a message's acknowledgement, the gateway's coming back while a
 run streams. Past it: GatewayUnavailable, as for anything that is not an xclaw gateway
 speaking its protocol — an answer or frame that is not JSON, not as declared
-(xclaw/frames.py, xclaw/http_bodies.py), or over `max_size`. Frames of another session are
+(xclaw/wire/frames.py, xclaw/wire/http_bodies.py), or over `max_size`. Frames of another session are
 not this socket's and are dropped.
 
 When a run has ended is asked of the gateway (`busy` of GET /api/sessions/ID) whenever a
@@ -66,7 +66,6 @@ from xclaw.api.connection import (
     Drop,
     Reconnecting,
 )
-from xclaw.busy import BusyPolicy, check_policy
 from xclaw.errors import (
     AgentClosed,
     BadCommand,
@@ -76,7 +75,8 @@ from xclaw.errors import (
     XclawError,
     from_code,
 )
-from xclaw.frames import (
+from xclaw.wire.busy import BusyPolicy, check_policy
+from xclaw.wire.frames import (
     AckFrame,
     ApprovalRequestFrame,
     BadServerFrame,
@@ -97,7 +97,7 @@ from xclaw.frames import (
     TreeNode,
     decode_frame,
 )
-from xclaw.http_bodies import (
+from xclaw.wire.http_bodies import (
     AgentInfo,
     AgentList,
     ForkAnswer,
@@ -114,7 +114,7 @@ from xclaw.http_bodies import (
     ToolList,
     UnqueueAnswer,
 )
-from xclaw.protocol import MAX_FRAME_BYTES
+from xclaw.wire.protocol import MAX_FRAME_BYTES
 
 log = logging.getLogger("xclaw.api")
 
@@ -180,7 +180,7 @@ def _start_of(body: bytes) -> str:
 
 
 def answer_as(cls: type[M], data: Any, where: str) -> M:
-    """An answer read into its declaration (xclaw/http_bodies.py); GatewayUnavailable when
+    """An answer read into its declaration (xclaw/wire/http_bodies.py); GatewayUnavailable when
     it is not one."""
     try:
         return cls.model_validate(data)

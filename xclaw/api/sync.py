@@ -1,4 +1,4 @@
-"""The Python API without `async`: for scripts, notebooks and other code without an event
+"""[api] The Python API without `async`: for scripts, notebooks and other code without an event
 loop of its own (a notebook has one already running, which is why this does not use it).
 
 The agent lives on an event loop of its own, in a daemon thread; each call hands it a
@@ -25,8 +25,8 @@ from typing import Any, ParamSpec, TypeVar
 from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
 from xclaw.api.local import open as open_async
 from xclaw.api.remote import connect
-from xclaw.busy import BusyPolicy
-from xclaw.frames import (
+from xclaw.wire.busy import BusyPolicy
+from xclaw.wire.frames import (
     ApprovalRequestFrame,
     CostSummary,
     HistoryMessage,
@@ -35,7 +35,7 @@ from xclaw.frames import (
     Step,
     TreeNode,
 )
-from xclaw.http_bodies import (
+from xclaw.wire.http_bodies import (
     AgentInfo,
     RollbackAnswer,
     RollbackPreview,

@@ -1,4 +1,4 @@
-"""The budget check, answered in memory (docs/budgets.md).
+"""[budgets] The budget check, answered in memory (docs/budgets.md).
 
 `Ledger` holds running totals per scope — a session, a person's day or month, the
 deployment's day or month — of what the record's holds count (their cost once settled, their
@@ -18,9 +18,9 @@ from typing import Any
 from xclaw.budgets.settings import CAPS
 from xclaw.budgets.words import words
 from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.messages import Usage
 from xclaw.llm.prices import PriceTable
-from xclaw.messages import Usage
-from xclaw.store.writes import Hold, Spent
+from xclaw.store.steps.writes import Hold, Spent
 
 
 def periods(now_s: float) -> tuple[str, str]:

@@ -1,6 +1,6 @@
-"""The `budgets` section of xclaw.yaml: caps in tokens and, where a model's price is known, in
-dollars (docs/budgets.md). Every cap is off unless set; an admin's caps (`xclaw budget set`,
-the HTTP API) go over these.
+"""[budgets] The `budgets` section of xclaw.yaml: caps in tokens and, where a model's price is
+known, in dollars (docs/budgets.md). Every cap is off unless set; an admin's caps (`xclaw budget
+set`, the HTTP API) go over these.
 
     budgets:
       session_tokens: 200000        # one session, sub-agents included
@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from xclaw.section import Number, Section, Whole
+from xclaw.config.section import Number, Section, Whole
 
 Tokens = Annotated[Whole, Field(ge=0)] | None
 Dollars = Annotated[Number, Field(ge=0)] | None

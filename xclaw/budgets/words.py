@@ -1,5 +1,5 @@
-"""A budget's state in words, the same on every client (docs/budgets.md); no imports, so the
-store's session state can say it."""
+"""[budgets] A budget's state in words, the same on every client (docs/budgets.md); no imports, so
+the store's session state can say it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""[cli] The `xclaw` command, one module per group of subcommands."""

@@ -1,4 +1,4 @@
-"""`xclaw chat`: the terminal client of the gateway.
+"""[cli] `xclaw chat`: the terminal client of the gateway.
 
 Two activities share one event loop: the connection (connect, `reconnect`, read frames,
 reconnect with backoff when the server goes away: the Python API's own reconnect loop,
@@ -31,7 +31,12 @@ from xclaw.api.connection import CLOSE_FORBIDDEN_ORIGIN, CLOSE_UNAUTHORIZED, Dro
 from xclaw.cli.chat_completion import SlashCompleter
 from xclaw.cli.chat_spinner import Spinner
 from xclaw.errors import XclawError
-from xclaw.frames import (
+from xclaw.security.private_files import private_dir, private_file
+from xclaw.store.steps.model import parse_step_ref
+from xclaw.terminal.invocation import xclaw_command
+from xclaw.terminal.render import Renderer
+from xclaw.views.outside_effects import describe_outside, describe_preview, outside_marks_json
+from xclaw.wire.frames import (
     ApprovalRequestFrame,
     DeltaFrame,
     ErrorFrame,
@@ -48,12 +53,7 @@ from xclaw.frames import (
     ToolResultMessage,
     decode_frame,
 )
-from xclaw.invocation import xclaw_command
-from xclaw.outside_effects import describe_outside, describe_preview, outside_marks_json
-from xclaw.private_files import private_dir, private_file
-from xclaw.protocol import parse_command
-from xclaw.store.model import parse_step_ref
-from xclaw.terminal.render import Renderer
+from xclaw.wire.protocol import parse_command
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -317,7 +317,7 @@ class ChatClient:
         self._changed.set()
 
     # --- frames in --------------------------------------------------------------------------
-    # Every frame is read into its typed class (xclaw/frames.py) before the client acts on
+    # Every frame is read into its typed class (xclaw/wire/frames.py) before the client acts on
     # it; the renderer, shared with `xclaw run` and the demo, shows the frame as received.
     def receive(self, raw: str | bytes) -> None:
         """One frame off the socket: decoded, then acted on. A type this client does not know

@@ -1,4 +1,4 @@
-"""Tab completion in `xclaw chat`: slash command names, then the ids they take — step ids for
+"""[cli] Tab completion in `xclaw chat`: slash command names, then the ids they take — step ids for
 /rollback, /fork and /steps' neighbours, session ids for /switch — from what the client has
 seen in frames (the trace's `step` frames, `/steps`, `/sessions`, forks)."""
 

@@ -1,4 +1,4 @@
-"""The "working" line of `xclaw chat`: a spinner with how long the step in flight (a model
+"""[cli] The "working" line of `xclaw chat`: a spinner with how long the step in flight (a model
 call, a tool) has run, while a run is in flight and nothing streams, on a terminal only (a
 pipe gets plain transcript lines). Each step counts from its own start, so a command started
 after a slow model call or a long approval wait starts at 0 s.

@@ -1,4 +1,4 @@
-"""`xclaw acp`: xclaw as an Agent Client Protocol agent on stdin/stdout, for editors (Zed,
+"""[cli] `xclaw acp`: xclaw as an Agent Client Protocol agent on stdin/stdout, for editors (Zed,
 JetBrains, Neovim's CodeCompanion, Emacs agent-shell; docs/editors.md)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def register(cli: click.Group) -> None:
         while the editor is closed. Setup per editor: docs/editors.md.
         """
         from xclaw.acp.serve import run
-        from xclaw.config import load_settings
+        from xclaw.config.settings import load_settings
 
         # A bad configuration is said now, on stderr, before the editor is answered.
         load_settings(database=db, approval=approval)
@@ -79,7 +79,7 @@ def register(cli: click.Group) -> None:
 def _local(db: str | None, model: str | None, approval: str | None) -> Any:
     async def opener(servers: dict[str, dict[str, Any]]) -> Agent:
         import xclaw
-        from xclaw.config import load_settings
+        from xclaw.config.settings import load_settings
 
         configured = load_settings().mcp_servers
         extra = {n: c for n, c in servers.items() if n not in configured}
@@ -95,8 +95,8 @@ def _remote(url: str, token: str | None) -> Any:
         from urllib.parse import parse_qs, urlsplit
 
         import xclaw
-        from xclaw.config import load_settings
-        from xclaw.protocol import read_token
+        from xclaw.config.settings import load_settings
+        from xclaw.wire.protocol import read_token
 
         settings = load_settings()
         in_url = parse_qs(urlsplit(url if "://" in url else "http://" + url).query).get("token")

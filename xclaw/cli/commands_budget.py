@@ -1,4 +1,4 @@
-"""`xclaw budget show|set|grant`: the caps on model spend, what was spent and what is left
+"""[cli] `xclaw budget show|set|grant`: the caps on model spend, what was spent and what is left
 (docs/budgets.md). Run where the database is, by the server's admin; a running server sees a
 change within seconds, and a session that waited for a budget it now has goes on where it
 stopped (the server's sweep, or the next client that opens it, resumes it).
@@ -16,12 +16,12 @@ from xclaw.budgets.settings import CAPS
 from xclaw.budgets.words import words
 from xclaw.cli.commands_store import with_store
 from xclaw.cli.exit_status import EXIT_USAGE, fail
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.runtime.budgets import check_caps, parse_target, report
 from xclaw.store import Access
 from xclaw.store.base import Store
-from xclaw.store.model import Status
-from xclaw.store.writes import BudgetStop, SetBudget
+from xclaw.store.steps.model import Status
+from xclaw.store.steps.writes import BudgetStop, SetBudget
 
 
 def _target(store: Store, ref: str) -> str:

@@ -1,4 +1,4 @@
-"""`xclaw chat`: talk to a running gateway from the terminal (or from a pipe)."""
+"""[cli] `xclaw chat`: talk to a running gateway from the terminal (or from a pipe)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from xclaw.config import Settings, load_settings
+from xclaw.config.settings import Settings, load_settings
 from xclaw.errors import XclawError
-from xclaw.protocol import read_token
+from xclaw.wire.protocol import read_token
 
 if TYPE_CHECKING:
     from xclaw.cli.chat import ChatOptions

@@ -1,4 +1,4 @@
-"""`xclaw container SESSION`: a session's container on this host — whether it runs, its
+"""[cli] `xclaw container SESSION`: a session's container on this host — whether it runs, its
 image and limits, and the processes xclaw's commands left running in it, each with the
 lease epoch, worker and step that started it (docs/containers.md). Offline: it reads the
 database for the session's pinned policy and asks podman, changing nothing."""
@@ -26,7 +26,7 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
     """SESSION's container on this host (sandbox.isolation: container): its state, the policy
     the session is pinned to, and the processes still running in it that its commands
     started (background servers, databases), with the step that started each."""
-    from xclaw.config import load_settings
+    from xclaw.config.settings import load_settings
     from xclaw.errors import ConfigError
     from xclaw.runtime.sandbox_pin import recorded_policy
     from xclaw.sandbox.container.listing import session_processes

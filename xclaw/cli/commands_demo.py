@@ -1,4 +1,4 @@
-"""`xclaw demo`: the offline walkthrough (crash, resume, rollback, fork) in one command."""
+"""[cli] `xclaw demo`: the offline walkthrough (crash, resume, rollback, fork) in one command."""
 
 from __future__ import annotations
 

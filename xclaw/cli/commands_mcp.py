@@ -1,4 +1,4 @@
-"""`xclaw mcp`: xclaw's sessions as an MCP server on stdin/stdout, for MCP hosts (Claude
+"""[cli] `xclaw mcp`: xclaw's sessions as an MCP server on stdin/stdout, for MCP hosts (Claude
 Desktop, Cursor, any MCP client; docs/mcp-server.md)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def register(cli: click.Group) -> None:
         import asyncio
 
         from xclaw.acp.serve import quiet_logging
-        from xclaw.config import load_settings
+        from xclaw.config.settings import load_settings
 
         load_settings(database=db, approval=approval)  # a bad configuration: said now, exit 2
         quiet_logging("xclaw mcp")

@@ -1,4 +1,4 @@
-"""Operator commands: `xclaw fsck` (check, and repair, a database) and `xclaw replay`
+"""[cli] Operator commands: `xclaw fsck` (check, and repair, a database) and `xclaw replay`
 (re-run a recorded session). The logic lives in xclaw/ops; these only parse and print —
 redacted, as every command prints what it read from the record (xclaw/cli/redaction.py)."""
 
@@ -11,7 +11,7 @@ from rich.console import Console
 
 from xclaw.cli.commands_store import _dump, _out, with_store, workspace_option
 from xclaw.cli.redaction import output_redactor, redact_logs
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.base import Model
 from xclaw.store import Access
 from xclaw.store.base import Store
@@ -139,7 +139,7 @@ def replay_cmd(
     import asyncio
     from pathlib import Path
 
-    from xclaw.config import load_settings
+    from xclaw.config.settings import load_settings
     from xclaw.ops.replay import replay
 
     store.get_session(session_id)  # SessionNotFound: exit 2
@@ -207,7 +207,7 @@ def replay_cmd(
 
 def _live_model(spec: str, settings: Settings) -> Model:
     """The model named on the command line, built as XCLAW_MODEL would build it."""
-    from xclaw.config import provider_chain
+    from xclaw.config.settings import provider_chain
     from xclaw.llm.factory import build_model
 
     return build_model(settings.model_copy(update={"providers": provider_chain(spec)}))

@@ -1,4 +1,4 @@
-"""Retention and moving sessions: `xclaw gc` and `xclaw import` (`xclaw export` is in
+"""[cli] Retention and moving sessions: `xclaw gc` and `xclaw import` (`xclaw export` is in
 commands_store). Offline, like the other store commands: they open the database directly."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from xclaw.cli.redaction import output_redactor
 from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.leases import new_worker_id
-from xclaw.store.model import Session
+from xclaw.store.steps.model import Session
 from xclaw.terminal.text import SafeConsole
 
 if TYPE_CHECKING:
-    from xclaw.store.transfer import Exported
+    from xclaw.store.transfer.format import Exported
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "": 86400}
@@ -148,7 +148,7 @@ def gc_cmd(
 def _read_export(args: dict[str, Any]) -> None:
     """The file read and every line checked before any database is opened: a bad file
     leaves the target as it was (not even created). Its sessions go on in args["file"]."""
-    from xclaw.store.transfer import parse_export
+    from xclaw.store.transfer.format import parse_export
 
     file = args["file"]
     try:
@@ -205,7 +205,7 @@ def import_cmd(store: Store, file: tuple[str, list[Exported]], as_json: bool) ->
     Every line is checked first; a bad one is named (`FILE line N: what is wrong`, exit 2)
     and nothing is imported. The whole file is then imported in one transaction.
     """
-    from xclaw.store.transfer import import_sessions
+    from xclaw.store.transfer.format import import_sessions
 
     exported = file[1]
     # Into the record, redacted as a run's steps are: a file from an older version (or one

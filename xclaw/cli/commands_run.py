@@ -1,4 +1,4 @@
-"""`xclaw run`: the headless entry point — the same runtime as the server, no server."""
+"""[cli] `xclaw run`: the headless entry point — the same runtime as the server, no server."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import click
 
 from xclaw.cli.commands_store import running_now
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import EXIT_USAGE, AmbiguousSession, SessionNotFound, XclawError
-from xclaw.store.model import SessionState, session_state
+from xclaw.store.steps.model import SessionState, session_state
 from xclaw.wire.shapes import Frame
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class TerminalFrames:
         self.render.frame(frame)
 
     async def _approve(self, frame: Frame) -> None:
-        from xclaw.answered_by import NO_TERMINAL, AnsweredBy
+        from xclaw.people.answered_by import NO_TERMINAL, AnsweredBy
 
         if self.interactive:
             answer = await asyncio.to_thread(_ask_yes_no, "Approve? [y/N] ")

@@ -1,4 +1,4 @@
-"""`xclaw schedule` and `xclaw hook`: work that starts by itself (docs/schedules.md). Run
+"""[cli] `xclaw schedule` and `xclaw hook`: work that starts by itself (docs/schedules.md). Run
 where the database is; every `xclaw serve` on it fires the schedules and takes the webhooks.
 
 A webhook's secret is printed once, when it is made: the sender signs each request with it.
@@ -14,13 +14,13 @@ import click
 
 from xclaw.cli.commands_store import with_store
 from xclaw.errors import XclawError
+from xclaw.people.teams import SERVER_TOKEN, Identity, Need
 from xclaw.schedules.making import may, may_change, new_hook, new_schedule
 from xclaw.schedules.spec import Kind, When
 from xclaw.store import Access
 from xclaw.store.base import Store, schedules_of
-from xclaw.store.schedules_sql import Schedule
-from xclaw.store.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
-from xclaw.teams import SERVER_TOKEN, Identity, Need
+from xclaw.store.schedules.sql import Schedule
+from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 
 _AS_HELP = (
     "Make it as this user (recorded as its creator; their rights on the session are checked "

@@ -1,4 +1,4 @@
-"""`xclaw schema`: the wire's declarations as JSON Schema, for code generators and checks."""
+"""[cli] `xclaw schema`: the wire's declarations as JSON Schema, for code generators and checks."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ def register(cli: click.Group) -> None:
         xclaw schema openapi    the HTTP API's OpenAPI 3.1 document (/api/openapi.json)
         """
         from xclaw import __version__
-        from xclaw.config import load_settings
+        from xclaw.config.settings import load_settings
 
         # As every subcommand: a bad configuration is said (exit 2) before anything is done.
         load_settings()
         if what == "frames":
-            from xclaw.protocol import frames_schema
+            from xclaw.wire.protocol import frames_schema
 
             doc = frames_schema()
         else:

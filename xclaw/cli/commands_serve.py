@@ -1,4 +1,4 @@
-"""`xclaw serve`: the gateway (WebSocket + HTTP API + web page) in front of the runtime."""
+"""[cli] `xclaw serve`: the gateway (WebSocket + HTTP API + web page) in front of the runtime."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import EXIT_USAGE, XclawError
 
 

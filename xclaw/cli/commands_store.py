@@ -1,4 +1,4 @@
-"""Offline commands over the record: sessions, steps, trace, rollback, fork, export.
+"""[cli] Offline commands over the record: sessions, steps, trace, rollback, fork, export.
 
 They open the database directly (no server needed) and work while a server runs on the same
 file: SQLite's WAL and busy timeout let a CLI rollback and a serving gateway share it. What
@@ -19,22 +19,22 @@ from rich.console import Console
 
 from xclaw.cli.exit_status import EXIT_FAILED, EXIT_USAGE, fail, fail_on
 from xclaw.cli.redaction import output_redactor
-from xclaw.config import load_settings
+from xclaw.config.settings import load_settings
 from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.llm.prices import PriceTable
-from xclaw.outside_effects import outside_note, outside_steps, owned_note
-from xclaw.protocol import llm_usage, session_json, step_json, tree_json
 from xclaw.store import Access, open_store
 from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
 from xclaw.store.common import build_tree
 from xclaw.store.leases import Lease, LeaseInfo, new_worker_id
-from xclaw.store.model import Status, Step, display_id, session_state
-from xclaw.store.teams_sql import SessionAction
+from xclaw.store.steps.model import Status, Step, display_id, session_state
+from xclaw.store.teams.sql import SessionAction
+from xclaw.views.outside_effects import outside_note, outside_steps, owned_note
+from xclaw.wire.protocol import llm_usage, session_json, step_json, tree_json
 
 if TYPE_CHECKING:
-    from xclaw.store.transfer import ExportSource
+    from xclaw.store.transfer.format import ExportSource
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
-from xclaw.views import format_sessions, format_steps, format_tree, session_cost
+from xclaw.views.record import format_sessions, format_steps, format_tree, session_cost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -171,7 +171,7 @@ def refuse_while_driven(store: Store, session_id: str, what: str) -> None:
 def holding_lease(store: Store, session_id: str, what: str) -> Iterator[Lease]:
     """The session's lease, held by this command while it changes the session (one driver):
     SessionBusy, naming the worker, when a live run holds it."""
-    from xclaw.config import load_settings
+    from xclaw.config.settings import load_settings
 
     ttl = load_settings().lease_ttl_s
     worker = f"cli:{new_worker_id()}"
@@ -562,7 +562,7 @@ def export_cmd(
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
     here or into another database. Credentials (docs/security.md) show as [REDACTED]."""
-    from xclaw.store.transfer import export_lines
+    from xclaw.store.transfer.format import export_lines
 
     table = _prices()
     r = output_redactor()

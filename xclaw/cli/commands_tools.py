@@ -1,4 +1,4 @@
-"""`xclaw tools`: every tool an agent would get here, with its source and policies."""
+"""[cli] `xclaw tools`: every tool an agent would get here, with its source and policies."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from xclaw.terminal.text import json_for_terminal, printable
 
 
 async def _listing(as_json: bool, check: bool) -> int:
-    from xclaw.config import load_settings
+    from xclaw.config.settings import load_settings
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.wiring import default_toolbox
     from xclaw.tools.approval import ApprovalPolicy

@@ -1,4 +1,4 @@
-"""`xclaw users` and `xclaw share`: the people of a shared server and who sees which session
+"""[cli] `xclaw users` and `xclaw share`: the people of a shared server and who sees which session
 (docs/teams.md). Run where the database is, by whoever may open it: the server's admin.
 
 A new token is printed once and never stored (only its SHA-256 is): it cannot be shown again,
@@ -13,9 +13,7 @@ import json
 import click
 
 from xclaw.cli.commands_store import with_store
-from xclaw.store import Access
-from xclaw.store.base import Store, teams_of
-from xclaw.teams import (
+from xclaw.people.teams import (
     SHARE_ROLES,
     ShareRole,
     TeamError,
@@ -24,6 +22,8 @@ from xclaw.teams import (
     new_token,
     token_hash,
 )
+from xclaw.store import Access
+from xclaw.store.base import Store, teams_of
 
 
 def _when(ms: int | None) -> str:

@@ -1,4 +1,4 @@
-"""`xclaw workers`: which worker drives which session, and until when (leases)."""
+"""[cli] `xclaw workers`: which worker drives which session, and until when (leases)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from xclaw.runtime.agreement import RunConfig
 from xclaw.store import Access
 from xclaw.store.base import Store
 from xclaw.store.leases import LeaseInfo, WorkerInfo
-from xclaw.store.model import Status
+from xclaw.store.steps.model import Status
 
 
 def _ago(ms: int, now: int) -> str:

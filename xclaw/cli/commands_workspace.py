@@ -1,4 +1,4 @@
-"""Offline workspace commands: `xclaw snapshots` (a session's workspace snapshots) and
+"""[cli] Offline workspace commands: `xclaw snapshots` (a session's workspace snapshots) and
 `xclaw diff` (what changed in the workspace between the states before two steps).
 
 Snapshots keep the workspace's files as they were, names and contents (a rollback must give
@@ -20,7 +20,7 @@ from xclaw.errors import WorkspaceError
 from xclaw.recorder.redact import Redactor
 from xclaw.store import Access
 from xclaw.store.base import SnapshotStore, Store
-from xclaw.store.snapshot_model import Entry, SnapshotInfo
+from xclaw.store.snapshots.model import Entry, SnapshotInfo
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 from xclaw.workspace.diff import State, change_json, compare, describe, unified
 
@@ -58,7 +58,7 @@ def out_console() -> Console:
 def workspace_root(given: str | None) -> Path:
     if given:
         return Path(given).expanduser()
-    from xclaw.config import load_settings
+    from xclaw.config.settings import load_settings
 
     return load_settings().workspace_root
 
@@ -224,7 +224,7 @@ def diff_cmd(
 
 def _branches(store: Store, left: str, right: str) -> None:
     """The two sessions' steps after their common history, aligned by content."""
-    from xclaw.branch_diff import align, answer_diff, final_answer, format_rows
+    from xclaw.views.branch_diff import align, answer_diff, final_answer, format_rows
 
     a, b = store.get_session(left), store.get_session(right)
     fork = 0

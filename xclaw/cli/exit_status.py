@@ -1,4 +1,4 @@
-"""How every `xclaw` subcommand ends on an error: one `error: …` line on stderr and the exit
+"""[cli] How every `xclaw` subcommand ends on an error: one `error: …` line on stderr and the exit
 status the error's kind carries (xclaw.errors: EXIT_USAGE 2 for what the command was given —
 arguments, configuration, a database it may not use, an unknown session, a bad input file —
 EXIT_FAILED 1 for a failure once it ran). The commands call `fail`; `XclawGroup` applies the

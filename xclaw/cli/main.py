@@ -1,4 +1,4 @@
-"""The `xclaw` command: one click group; each subcommand lives in its own module."""
+"""[cli] The `xclaw` command: one click group; each subcommand lives in its own module."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _register() -> None:
 def main() -> None:
     import sys
 
-    from xclaw.credentials import command_line_secrets, hide_in_cmdline
+    from xclaw.security.credentials import command_line_secrets, hide_in_cmdline
 
     # `ps` shows every command line to every local user: no password or token stays there.
     hide_in_cmdline(command_line_secrets(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""What the offline commands print is redacted as the server's frames are (docs/security.md):
+"""[cli] What the offline commands print is redacted as the server's frames are (docs/security.md):
 the record holds no credential it knew of when it was written, but a database written by an
 older version, a secret set since, an imported file, and workspace files (snapshots keep them
 verbatim) may hold one. A redactor from the same sources as the server's, read when a command
@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import sys
 
-from xclaw.credentials import command_line_secrets, known_secrets
 from xclaw.errors import ConfigError
-from xclaw.protocol import read_token
 from xclaw.recorder.redact import Redactor
+from xclaw.security.credentials import command_line_secrets, known_secrets
+from xclaw.wire.protocol import read_token
 
 
 def output_redactor() -> Redactor:
@@ -22,7 +22,7 @@ def output_redactor() -> Redactor:
     listing still works)."""
     from pathlib import Path
 
-    from xclaw.config import environment, load_settings
+    from xclaw.config.settings import environment, load_settings
 
     given = command_line_secrets(sys.argv[1:])  # `--db postgresql://u:PW@…`
     try:

@@ -1,0 +1,1 @@
+"""[demo] `xclaw demo`: the crash, resume, rollback and fork walk."""

@@ -1,4 +1,4 @@
-"""The demo's outside system: a small ledger database (SQLite, outside every workspace), and
+"""[demo] The demo's outside system: a small ledger database (SQLite, outside every workspace), and
 the Python tool that records a payment in it — declaring how a rollback reverses one
 (`reverse_payment`, a delete) and how a crash's outcome is found (`payment_recorded`).
 `xclaw demo` lists it in its xclaw.yaml (`tools: ['xclaw.demo.ledger:record_payment']`); the

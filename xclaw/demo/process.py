@@ -1,4 +1,4 @@
-"""A real `xclaw serve` child process and a small protocol client, for the demo."""
+"""[demo] A real `xclaw serve` child process and a small protocol client, for the demo."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`xclaw demo`: the original tutorial's "try it" walk (*the seed*, docs/architecture.md
+"""[demo] `xclaw demo`: the original tutorial's "try it" walk (*the seed*, docs/architecture.md
 glossary), done for real in one command — a server killed with SIGKILL mid-tool, restarted,
 resumed without repeating anything; /steps and the trace tree; rollback and fork with the
 workspace following the memory; a payment recorded in a ledger database outside the workspace,
@@ -23,14 +23,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from xclaw.branch_diff import MARKS, align, describe
-from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.demo.process import Client, Frame, ServerProcess
 from xclaw.llm.prices import PriceTable
+from xclaw.security.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.store import open_store
-from xclaw.store.model import Step, StepStatus, StepType
+from xclaw.store.steps.model import Step, StepStatus, StepType
 from xclaw.terminal.render import Renderer, make_console
-from xclaw.views import format_sessions, format_tree
+from xclaw.views.branch_diff import MARKS, align, describe
+from xclaw.views.record import format_sessions, format_tree
 
 TASK = (
     "Prepare a release note in this workspace: list the files; record the facts with "

@@ -1,0 +1,1 @@
+"""[gateway] The server: WebSocket, HTTP API, MCP and the protocol adapters' seams."""

@@ -1,7 +1,8 @@
-"""What each person may do to each session (docs/teams.md): the one place the gateway asks.
+"""[gateway] What each person may do to each session (docs/teams.md): the one place the gateway
+asks.
 
 An admin (the server's token, or a user with the admin role) may do everything to every
-session. A member may do to a session what their part in it allows (xclaw/teams.py `Need`):
+session. A member may do to a session what their part in it allows (xclaw/people/teams.py `Need`):
 its owner everything, a viewer only read it, … A session they have no part in answers exactly
 as an id that does not exist — `SessionNotFound`, `unknown_session` on the WebSocket, 404 on
 the HTTP API — so ids reveal nothing; a part too small answers `Forbidden` (`forbidden`).
@@ -23,9 +24,9 @@ import time
 from collections.abc import Callable
 
 from xclaw.errors import AmbiguousSession, Forbidden, SessionNotFound
+from xclaw.people.teams import NEED_WORDS, Identity, Need, ShareRole, allows
 from xclaw.store.base import Store, TeamStore
-from xclaw.store.model import Session
-from xclaw.teams import NEED_WORDS, Identity, Need, ShareRole, allows
+from xclaw.store.steps.model import Session
 
 CACHE_S = 1.0
 _MAX_CACHED = 50_000

@@ -1,5 +1,5 @@
-"""A slash command sent through a protocol adapter (AG-UI's user message, A2A's message):
-`/steps`, `/rollback …`, `/fork` (xclaw/session_commands.py), run by the gateway's
+"""[gateway] A slash command sent through a protocol adapter (AG-UI's user message, A2A's message):
+`/steps`, `/rollback …`, `/fork` (xclaw/wire/session_commands.py), run by the gateway's
 CommandRunner exactly as the WebSocket runs it, so a rollback past outside effects is shown
 first and undone only when confirmed, on every route alike.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from xclaw.errors import SessionNotFound
 from xclaw.gateway.commands import COMMAND_NEEDS
 from xclaw.gateway.context import Gateway
-from xclaw.protocol import Command
-from xclaw.teams import Actor
+from xclaw.people.teams import Actor
+from xclaw.wire.protocol import Command
 from xclaw.wire.shapes import FrameJson
 
 

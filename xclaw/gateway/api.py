@@ -1,5 +1,5 @@
-"""The HTTP JSON API under `/api/`: the same sessions and steps as the WebSocket, for scripts,
-dashboards and the web page's trace view. Described by `/api/openapi.json` (openapi.py).
+"""[gateway] The HTTP JSON API under `/api/`: the same sessions and steps as the WebSocket, for
+scripts, dashboards and the web page's trace view. Described by `/api/openapi.json` (openapi.py).
 
 Errors are `{"code": CODE, "error": TEXT}` with the WebSocket's error codes, mapped onto HTTP
 statuses: unknown_session 404, bad_step/bad_request 400, busy 409, unauthorized 401,
@@ -29,7 +29,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
-from xclaw.answered_by import CLIENT_RE
 from xclaw.errors import (
     BadRequest,
     BadStep,
@@ -38,19 +37,20 @@ from xclaw.errors import (
     StoreError,
     XclawError,
 )
-from xclaw.frames import STATES
 from xclaw.gateway import schedules_api as sa
 from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import Refusal, SignedIn
 from xclaw.gateway.openapi import openapi_spec
-from xclaw.protocol import llm_usage, session_json, step_json, tree_json
-from xclaw.store.model import Step
-from xclaw.store.rows import valid_unicode
-from xclaw.store.transfer import export_lines
-from xclaw.teams import Actor, Identity, Need
-from xclaw.views import session_cost
+from xclaw.people.answered_by import CLIENT_RE
+from xclaw.people.teams import Actor, Identity, Need
+from xclaw.store.steps.model import Step
+from xclaw.store.steps.rows import valid_unicode
+from xclaw.store.transfer.format import export_lines
+from xclaw.views.record import session_cost
+from xclaw.wire.frames import STATES
+from xclaw.wire.protocol import llm_usage, session_json, step_json, tree_json
 
 STATUS_OF_CODE = {
     "unknown_session": 404,

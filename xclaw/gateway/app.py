@@ -1,7 +1,6 @@
-"""The gateway as one Starlette app: `/ws` (the protocol), `/api/` (JSON), `/mcp` (MCP), `/`
-and `/static/` (the web page). The app owns no resources; whoever builds it (server.py, tests)
-owns the store and the runtime and gets `runtime.shutdown()` called when the app's lifespan
-ends."""
+"""[gateway] The gateway as one Starlette app: `/ws` (the protocol), `/api/` (JSON), `/mcp` (MCP),
+`/` and `/static/` (the web page). The app owns no resources; whoever builds it (server.py, tests)
+owns the store and the runtime and gets `runtime.shutdown()` called when the app's lifespan ends."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from xclaw.a2a.route import a2a_routes
 from xclaw.agui.route import agui_route
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.gateway.api import ApiGuard, api_routes
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.context import Gateway

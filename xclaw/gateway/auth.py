@@ -1,4 +1,4 @@
-"""Who may talk to the gateway: the access token and the browser Origin check.
+"""[gateway] Who may talk to the gateway: the access token and the browser Origin check.
 
 The token is what keeps other local users and web pages from driving an agent that can run
 shell commands; the Origin check keeps a foreign web page from even trying with a stolen
@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from xclaw.credentials import SERVER_TOKEN_PREFIX, issue_token
-from xclaw.private_files import private_dir, private_file
-from xclaw.protocol import read_token, token_path
+from xclaw.security.credentials import SERVER_TOKEN_PREFIX, issue_token
+from xclaw.security.private_files import private_dir, private_file
+from xclaw.wire.protocol import read_token, token_path
 
 
 def load_or_create_token(home: Path, configured: str | None = None) -> str:
     """XCLAW_TOKEN when set; else the token stored in $XCLAW_HOME/token; else a new one
-    (`xcs_` and 256 random bits: a form the redactor and the throttle know, xclaw/credentials.py)
+    (`xcs_` and 256 random bits: a form the redactor and the throttle know, xclaw/security/credentials.py)
     written there with mode 0600 so the next start (and `xclaw chat`) reuses it."""
     if configured:
         return configured

@@ -1,4 +1,4 @@
-"""Slash commands, handled in the gateway so every channel (terminal, web page, a client
+"""[gateway] Slash commands, handled in the gateway so every channel (terminal, web page, a client
 written for the original tutorial — *the seed*, docs/architecture.md glossary —, anyone's
 script) gets the same `/steps`, `/rollback`, `/fork`, `/sessions` and `/help`.
 
@@ -16,17 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xclaw import session_commands, views
-from xclaw.busy import BUSY_POLICIES, check_policy, session_policy
 from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
-from xclaw.outside_effects import outside_note, outside_steps, owned_note
-from xclaw.protocol import Command
-from xclaw.session_commands import ROLLBACK_USAGE, rollback_ask
+from xclaw.people.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
 from xclaw.store.base import Store, TeamStore
-from xclaw.store.model import Session, display_id
-from xclaw.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
+from xclaw.store.steps.model import Session, display_id
+from xclaw.views import record as views
+from xclaw.views.outside_effects import outside_note, outside_steps, owned_note
+from xclaw.wire import session_commands
 from xclaw.wire.build import (
     for_session,
     forked_frame,
@@ -37,11 +35,14 @@ from xclaw.wire.build import (
     rolledback_frame,
     steps_frame,
 )
+from xclaw.wire.busy import BUSY_POLICIES, check_policy, session_policy
+from xclaw.wire.protocol import Command
+from xclaw.wire.session_commands import ROLLBACK_USAGE, rollback_ask
 from xclaw.wire.shapes import FrameJson, RollbackPreviewJson
 
 if TYPE_CHECKING:
     from xclaw.runtime.rollbacks import Preview
-    from xclaw.store.queue_sql import QueuedInput
+    from xclaw.store.queue.sql import QueuedInput
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -150,7 +151,7 @@ def preview_frame(session_id: str, preview: Preview) -> RollbackPreviewJson:
 
 
 def preview_text(preview: Preview) -> str:
-    """The preview in words, with the command that goes on (xclaw/session_commands.py)."""
+    """The preview in words, with the command that goes on (xclaw/wire/session_commands.py)."""
     return session_commands.preview_text(preview.as_json())
 
 
@@ -351,7 +352,7 @@ class CommandRunner:
     async def record(
         self, session_id: str, kind: str, who: Actor, detail: dict[str, Any] | None = None
     ) -> None:
-        """Log who did it (xclaw/store/teams_sql.py); a log that cannot be written (a full
+        """Log who did it (xclaw/store/teams/sql.py); a log that cannot be written (a full
         disk) does not undo what was done."""
         if self.teams is None:
             return
@@ -398,7 +399,7 @@ class CommandRunner:
             reply=[notice_frame(f"[title] this session is now “{session.title}”", session_id)]
         )
 
-    # --- input while a run is busy (xclaw/busy.py) -----------------------------------------
+    # --- input while a run is busy (xclaw/wire/busy.py) -----------------------------------------
     async def _queue(self, session_id: str) -> CommandResult:
         entries = await self.runtime.queued(session_id)
         frame = for_session(queue_frame([e.to_json() for e in entries]), session_id)

@@ -1,4 +1,4 @@
-"""What every gateway endpoint shares: settings, store, runtime, the access token, who is
+"""[gateway] What every gateway endpoint shares: settings, store, runtime, the access token, who is
 asking and what they may see (docs/teams.md), and the hub of sockets attached to each
 session."""
 
@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.commands import CommandRunner
 from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
+from xclaw.people.teams import hashes_match
 from xclaw.schedules.firing import Scheduler
 from xclaw.store.base import ScheduleStore, Store, TeamStore
-from xclaw.teams import hashes_match
 from xclaw.wire.shapes import Frame
 
 log = logging.getLogger("xclaw.gateway")

@@ -1,5 +1,5 @@
-"""A streaming response for Server-Sent Events, lean enough for a stream per run (AG-UI) or
-per task (A2A): the chunks are written in the request's own task, and one task waits for the
+"""[gateway] A streaming response for Server-Sent Events, lean enough for a stream per run (AG-UI)
+or per task (A2A): the chunks are written in the request's own task, and one task waits for the
 client to leave (seen between chunks, or at the stream's next keepalive).
 
 Starlette's StreamingResponse, on this server's ASGI version, and sse-starlette's

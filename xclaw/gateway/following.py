@@ -1,8 +1,8 @@
-"""One session's frames followed by a protocol adapter (AG-UI, A2A): subscribed before the
+"""[gateway] One session's frames followed by a protocol adapter (AG-UI, A2A): subscribed before the
 request acts, queued without blocking the runtime, and the approvals asked since noted, so
 an answer given after a restart can wait until its approval is asked again.
 
-The adapters translate what comes out (xclaw/agui/translate.py, xclaw/a2a/stream.py); this
+The adapters translate what comes out (xclaw/agui/translate.py, xclaw/a2a/handler.py); this
 is only the plumbing both need, the same way: subscribe first, then act, then read.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from xclaw.errors import XclawError
 from xclaw.gateway.runtime_seam import GatewayRuntime
-from xclaw.teams import Actor
+from xclaw.people.teams import Actor
 from xclaw.wire.shapes import Frame
 
 # A client that stops reading is cut off (it comes back and is served from the record).

@@ -1,4 +1,5 @@
-"""What a reverse proxy in front of the gateway may tell it, and from where that is believed.
+"""[gateway] What a reverse proxy in front of the gateway may tell it, and from where that is
+believed.
 
 A request comes from the socket's peer: uvicorn's own rewriting of the client address from
 `X-Forwarded-For` is off (server.py), because it believes the header from any loopback

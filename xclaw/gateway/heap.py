@@ -1,4 +1,4 @@
-"""The garbage collector of a server that holds many sessions at once.
+"""[gateway] The garbage collector of a server that holds many sessions at once.
 
 CPython's cycle collector stops the whole process while it runs, and a full collection visits
 every tracked object: measured on this project's 2-CPU VM with 1,000 paced sessions (each

@@ -1,4 +1,4 @@
-"""`POST /hooks/NAME`: a webhook's signed request sends its message (docs/schedules.md).
+"""[gateway] `POST /hooks/NAME`: a webhook's signed request sends its message (docs/schedules.md).
 
 Not behind the API's token: the signature is the proof (xclaw/schedules/signing.py). An
 unknown name and a bad signature answer the same 401 after the same work (a dummy secret),
@@ -29,8 +29,8 @@ from xclaw.schedules.signing import (
 )
 from xclaw.schedules.spec import hook_fire_id
 from xclaw.store.base import schedules_of
-from xclaw.store.schedules_sql import NewFire
-from xclaw.store.writes import RecordDelivery
+from xclaw.store.schedules.sql import NewFire
+from xclaw.store.steps.writes import RecordDelivery
 
 log = logging.getLogger("xclaw.gateway")
 MAX_HOOK_BODY = 256_000

@@ -1,5 +1,5 @@
-"""Who is asking: the server's token (the admin), a user's token, or a person a trusted reverse
-proxy has signed in (docs/teams.md) — and the brake on guessing.
+"""[gateway] Who is asking: the server's token (the admin), a user's token, or a person a trusted
+reverse proxy has signed in (docs/teams.md) — and the brake on guessing.
 
 A user's token is checked against the database on every request and every WebSocket frame,
 through a cache that holds an answer for at most `CACHE_S` (one second): removing a user or
@@ -26,12 +26,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from xclaw.credentials import has_issued_form
 from xclaw.gateway.auth import token_matches
 from xclaw.gateway.forwarded import Addresses, header_values, last_address
 from xclaw.gateway.settings import TeamSettings
-from xclaw.store.base import TeamStore
-from xclaw.teams import (
+from xclaw.people.teams import (
     SERVER_TOKEN,
     Identity,
     TeamError,
@@ -40,6 +38,8 @@ from xclaw.teams import (
     token_hash,
     user_name_problem,
 )
+from xclaw.security.credentials import has_issued_form
+from xclaw.store.base import TeamStore
 
 log = logging.getLogger("xclaw.gateway.identity")
 

@@ -1,4 +1,4 @@
-"""The gateway's listening sockets, bound before anything else happens.
+"""[gateway] The gateway's listening sockets, bound before anything else happens.
 
 `xclaw serve` binds first and only then opens the database, registers as a worker and starts
 the app: a port already in use (or an address this machine does not have) is then one clear

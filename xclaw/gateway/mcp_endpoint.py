@@ -1,4 +1,4 @@
-"""`/mcp`: xclaw's MCP server (xclaw/mcp_server/tools.py, the tools `xclaw mcp` serves on
+"""[gateway] `/mcp`: xclaw's MCP server (xclaw/mcp_server/tools.py, the tools `xclaw mcp` serves on
 stdio) on the gateway, over streamable HTTP — the official `mcp` SDK's session manager —
 under the gateway's tokens and users (docs/mcp-server.md).
 
@@ -29,7 +29,7 @@ from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.mcp_sessions import ASKING, GatewaySessions
 from xclaw.mcp_server.tools import build_server
-from xclaw.protocol import MAX_FRAME_BYTES
+from xclaw.wire.protocol import MAX_FRAME_BYTES
 
 PATH = "/mcp"
 # A request body: a message as large as the WebSocket takes, in JSON-RPC, with room to spare.

@@ -1,7 +1,7 @@
-"""The MCP tools' `Sessions` (xclaw/mcp_server/tools.py) over the gateway's runtime, for `/mcp`:
-what the person signed in to the request may see and do, decided exactly as on the HTTP API
-(xclaw/gateway/access.py: an admin everything, a member their sessions and those shared with
-them; another's session answers as an id nobody has).
+"""[gateway] The MCP tools' `Sessions` (xclaw/mcp_server/tools.py) over the gateway's runtime, for
+`/mcp`: what the person signed in to the request may see and do, decided exactly as on the HTTP API
+(xclaw/gateway/access.py: an admin everything, a member their sessions and those shared with them;
+another's session answers as an id nobody has).
 
 Runs are the gateway's: one started by `send_message` goes on after the call returns, and
 after the MCP host goes away; a call looks at a run through the runtime (busy, the approvals
@@ -22,16 +22,16 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from xclaw.branch_diff import final_answer
 from xclaw.errors import BadStep, SessionNotFound, Unauthorized
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.mcp_server.rollback_answers import preview_answer, rolled_back_answer
-from xclaw.protocol import session_json, step_json
-from xclaw.store.model import StepStatus
-from xclaw.store.rows import SESSION_ID_RE
-from xclaw.teams import Actor, Identity, Need
+from xclaw.people.teams import Actor, Identity, Need
+from xclaw.store.steps.model import StepStatus
+from xclaw.store.steps.rows import SESSION_ID_RE
+from xclaw.views.branch_diff import final_answer
+from xclaw.wire.protocol import session_json, step_json
 from xclaw.wire.shapes import Frame
 
 CLIENT = "mcp"

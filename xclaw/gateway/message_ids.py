@@ -1,4 +1,4 @@
-"""A protocol client's own message ids (AG-UI's, A2A's), recorded as the message's
+"""[gateway] A protocol client's own message ids (AG-UI's, A2A's), recorded as the message's
 `messageId` (docs/protocol.md) — the same record and deduplication as a WebSocket client's
 acknowledged `message` — under a prefix naming the protocol (`agui:ID`, `a2a:ID`), so the
 ids of different protocols never meet. A client sending its request again (its stream
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xclaw.store.model import Step, StepType
+from xclaw.store.steps.model import Step, StepType
 
 
 def protocol_id(prefix: str, client_id: str) -> str:

@@ -1,6 +1,6 @@
-"""The OpenAPI 3.1 description of `/api/`: the paths as api.py routes them, every body's schema
-generated from the class that declares it (xclaw/http_bodies.py, xclaw/frames.py) — the same
-classes the Python API's remote client reads the answers with."""
+"""[gateway] The OpenAPI 3.1 description of `/api/`: the paths as api.py routes them, every body's
+schema generated from the class that declares it (xclaw/wire/http_bodies.py, xclaw/wire/frames.py) —
+the same classes the Python API's remote client reads the answers with."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from xclaw.frames import STATES, SessionInfo, Step, TreeNode
-from xclaw.http_bodies import (
+from xclaw.wire.frames import STATES, SessionInfo, Step, TreeNode
+from xclaw.wire.http_bodies import (
     AgentList,
     ApiError,
     ApprovalAnswer,
@@ -112,8 +112,8 @@ def _op(
     return op
 
 
-# Each component is generated from the class that declares it (xclaw/frames.py,
-# xclaw/http_bodies.py), under the names this document has always given the first four.
+# Each component is generated from the class that declares it (xclaw/wire/frames.py,
+# xclaw/wire/http_bodies.py), under the names this document has always given the first four.
 _COMPONENTS: tuple[type[BaseModel], ...] = (
     ApiError,
     SessionInfo,

@@ -1,4 +1,4 @@
-"""What the gateway needs from the runtime: the one seam between the two layers.
+"""[gateway] What the gateway needs from the runtime: the one seam between the two layers.
 
 xclaw.runtime.Runtime satisfies it (mypy checks this where the server wires them); the gateway
 imports only this Protocol, so it never reaches into the runtime's internals and a test may
@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from xclaw.agents.catalog import AgentCatalog
     from xclaw.agents.definition import AgentDefinition
-    from xclaw.answered_by import AnsweredBy
-    from xclaw.busy import BusyPolicy
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.llm.prices import PriceTable
+    from xclaw.people.answered_by import AnsweredBy
+    from xclaw.people.teams import Actor
     from xclaw.recorder.redact import Redactor
     from xclaw.runtime.inputs import Submitted
     from xclaw.runtime.rollbacks import Outcome, Preview
     from xclaw.runtime.wiring import Toolbox
     from xclaw.sandbox.container.listing import SessionProcesses
-    from xclaw.store.model import Session, Step
-    from xclaw.store.queue_sql import QueuedInput
-    from xclaw.teams import Actor
+    from xclaw.store.queue.sql import QueuedInput
+    from xclaw.store.steps.model import Session, Step
+    from xclaw.wire.busy import BusyPolicy
 
 from xclaw.wire.shapes import Frame, HistoryJson, QueueJson, StatusJson
 
@@ -95,7 +95,7 @@ class GatewayRuntime(Protocol):
         message_id: str | None = None,
         agent: str | None = None,
     ) -> Submitted:
-        """`send`, and what the message does while the run is busy (xclaw/busy.py)."""
+        """`send`, and what the message does while the run is busy (xclaw/wire/busy.py)."""
         ...
 
     async def queued(self, session_id: str) -> list[QueuedInput]: ...

@@ -1,5 +1,6 @@
-"""`/api/schedules` and `/api/hooks`: schedules and webhooks over HTTP (docs/schedules.md),
-as `xclaw schedule` and `xclaw hook` make them, with the signed-in person as their creator.
+"""[gateway] `/api/schedules` and `/api/hooks`: schedules and webhooks over HTTP
+(docs/schedules.md), as `xclaw schedule` and `xclaw hook` make them, with the signed-in person as
+their creator.
 
 A member sees and changes the schedules and webhooks they made (another's answers 404 as an
 unknown one, `unknown_schedule`); an admin every one. Making one needs, on the session, what
@@ -18,13 +19,13 @@ from starlette.responses import Response
 
 from xclaw.errors import BadRequest, UnknownSchedule
 from xclaw.gateway.context import Gateway
-from xclaw.http_bodies import NewHookBody, NewScheduleBody
+from xclaw.people.teams import Identity, Need
 from xclaw.schedules.making import may_change, new_hook, new_schedule
 from xclaw.schedules.spec import Kind
 from xclaw.store.base import ScheduleStore, schedules_of
-from xclaw.store.schedules_sql import Hook, Schedule
-from xclaw.store.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
-from xclaw.teams import Identity, Need
+from xclaw.store.schedules.sql import Hook, Schedule
+from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
+from xclaw.wire.http_bodies import NewHookBody, NewScheduleBody
 
 
 def _store(gw: Gateway) -> ScheduleStore:

@@ -1,5 +1,5 @@
-"""Running the gateway: store + runtime + app on uvicorn, a start-up banner people can act on,
-structured key=value logs on stderr, and a graceful stop on SIGTERM/SIGINT."""
+"""[gateway] Running the gateway: store + runtime + app on uvicorn, a start-up banner people can act
+on, structured key=value logs on stderr, and a graceful stop on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -15,18 +15,18 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from xclaw.config import Settings
-from xclaw.credentials import drop_from_environ, make_undumpable
+from xclaw.config.settings import Settings
 from xclaw.errors import ConfigError
 from xclaw.gateway.app import create_app
 from xclaw.gateway.auth import load_or_create_token
 from xclaw.gateway.heap import settle_heap
 from xclaw.gateway.listen import bind_listeners, link_host
-from xclaw.invocation import xclaw_command
 from xclaw.llm.base import Model
-from xclaw.private_files import private_dir
 from xclaw.recorder.redact import Redactor
 from xclaw.sandbox.isolation import sandbox_mode
+from xclaw.security.credentials import drop_from_environ, make_undumpable
+from xclaw.security.private_files import private_dir
+from xclaw.terminal.invocation import xclaw_command
 
 log = logging.getLogger("xclaw.gateway")
 
@@ -34,7 +34,7 @@ NO_MODEL_LINE = (
     "no model configured: set ANTHROPIC_API_KEY / OPENAI_API_KEY in .env or XCLAW_MODEL=script:path"
 )
 # WebSocket frames above this close the socket (1009); frames above the protocol's own limit
-# (xclaw.protocol.MAX_FRAME_BYTES) but below it get a `bad_frame` error and keep it open.
+# (xclaw.wire.protocol.MAX_FRAME_BYTES) but below it get a `bad_frame` error and keep it open.
 WS_MAX_SIZE = 8 * 1024 * 1024
 GRACEFUL_TIMEOUT_S = 5
 
@@ -116,7 +116,7 @@ class Banner:
     model: str | None
     model_error: str | None
     sandbox: str = ""
-    command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.invocation)
+    command: str = "xclaw"  # how to type xclaw in another terminal (xclaw.terminal.invocation)
     warnings: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""What the gateway listens on and whom it lets in (docs/security.md, docs/teams.md)."""
+"""[gateway] What the gateway listens on and whom it lets in (docs/security.md, docs/teams.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from xclaw.busy import BusyPolicy
-from xclaw.section import (
+from xclaw.config.section import (
     Env,
     Flag,
     NotInYaml,
@@ -19,6 +18,7 @@ from xclaw.section import (
     Whole,
     Wording,
 )
+from xclaw.wire.busy import BusyPolicy
 
 
 def _networks(value: Any) -> Any:
@@ -68,7 +68,7 @@ class ScheduleSettings(Section):
 
 
 class InputSettings(Section):
-    """What a message does when it arrives while its session's run is busy (xclaw/busy.py):
+    """What a message does when it arrives while its session's run is busy (xclaw/wire/busy.py):
     the deployment's policy; a session's own and a message's own come before it."""
 
     busy: BusyPolicy = "reject"

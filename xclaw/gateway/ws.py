@@ -1,4 +1,4 @@
-"""The `/ws` endpoint: one socket per client speaking docs/protocol.md.
+"""[gateway] The `/ws` endpoint: one socket per client speaking docs/protocol.md.
 
 Each socket has one reader (frames in, handled one at a time, in order) and one writer (a
 queue drained onto the wire), so the runtime's sinks never block or await: they only enqueue.
@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from xclaw.busy import BusyPolicy
 from xclaw.errors import (
     NotAttached,
     SessionBusy,
@@ -32,20 +31,8 @@ from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import COMMAND_NEEDS, CommandError, session_title
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import Refusal, SignedIn
-from xclaw.protocol import (
-    PROTOCOL_VERSION,
-    ApprovalFrame,
-    BadFrame,
-    CancelFrame,
-    Command,
-    MessageFrame,
-    PingFrame,
-    ReconnectFrame,
-    parse_client_frame,
-    parse_command,
-)
+from xclaw.people.teams import Actor, Need
 from xclaw.runtime.inputs import Submitted
-from xclaw.teams import Actor, Need
 from xclaw.wire.build import (
     ack_frame,
     error_frame,
@@ -56,6 +43,19 @@ from xclaw.wire.build import (
     queued_frame,
     queued_notice,
     session_frame,
+)
+from xclaw.wire.busy import BusyPolicy
+from xclaw.wire.protocol import (
+    PROTOCOL_VERSION,
+    ApprovalFrame,
+    BadFrame,
+    CancelFrame,
+    Command,
+    MessageFrame,
+    PingFrame,
+    ReconnectFrame,
+    parse_client_frame,
+    parse_command,
 )
 from xclaw.wire.shapes import Frame, FrameJson
 

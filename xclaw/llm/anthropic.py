@@ -1,4 +1,4 @@
-"""Anthropic Messages API through the official `anthropic` SDK, with native tool use.
+"""[llm] Anthropic Messages API through the official `anthropic` SDK, with native tool use.
 
 The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job, so one policy
 covers every provider and every attempt is visible to us.
@@ -19,15 +19,7 @@ from xclaw.errors import XclawError
 from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError
 from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
-from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
-from xclaw.llm.wire import (
-    parse_tool_arguments,
-    portable_id,
-    provider_error,
-    public_endpoint,
-    tls_context,
-)
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ThinkingBlock,
@@ -36,6 +28,14 @@ from xclaw.messages import (
     ToolSpec,
     Usage,
     UserMessage,
+)
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
 )
 
 EMPTY = "(empty)"

@@ -1,4 +1,4 @@
-"""The LLM provider seam: one Protocol that Anthropic, OpenAI-compatible servers and the
+"""[llm] The LLM provider seam: one Protocol that Anthropic, OpenAI-compatible servers and the
 scripted model all implement."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from xclaw.errors import LLMError
 from xclaw.llm.events import EventSink
+from xclaw.llm.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 from xclaw.llm.playback import MAIN, Playback
-from xclaw.messages import Message, ThinkingBlock, ToolCall, ToolSpec, Usage
 
 # The model's output limit per call (`max_tokens` in xclaw.yaml: xclaw/llm/settings.py).
 DEFAULT_MAX_TOKENS = 4096

@@ -1,4 +1,4 @@
-"""The providers xclaw ships: Anthropic, any OpenAI-compatible server, the scripted model.
+"""[llm] The providers xclaw ships: Anthropic, any OpenAI-compatible server, the scripted model.
 Declared here, without their SDKs (imported when a model is built), so that reading the
 settings stays light."""
 
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field
 
+from xclaw.config.section import Flag, Section, Whole, Wording, WrongType
 from xclaw.errors import ConfigError
 from xclaw.llm.base import Model
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import KeyedEntry, Provider, ProviderEntry
-from xclaw.section import Flag, Section, Whole, Wording, WrongType
 
 if TYPE_CHECKING:
     from xclaw.llm.settings import LlmSettings

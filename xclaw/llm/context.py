@@ -1,4 +1,4 @@
-"""Fitting a conversation into the model's context window by dropping its oldest turns.
+"""[llm] Fitting a conversation into the model's context window by dropping its oldest turns.
 
 The result is always a valid provider history: the task (first user message) stays first, a
 short note says how much was dropped, and the cut never falls between an assistant message
@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from xclaw.llm.base import LLMRequest
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ToolCall,

@@ -1,4 +1,4 @@
-"""What a model call tells its caller while it runs: one typed event sink.
+"""[llm] What a model call tells its caller while it runs: one typed event sink.
 
 `Model.complete(request, on_event)` passes every event of the call in flight through the one
 sink it is given: the answer's text as it streams, each reasoning block once complete, "the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from xclaw.messages import ThinkingBlock
+from xclaw.llm.messages import ThinkingBlock
 
 
 @dataclass(frozen=True, slots=True)

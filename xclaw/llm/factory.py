@@ -1,4 +1,4 @@
-"""From settings to one Model: each configured provider (found in the registry by its kind)
+"""[llm] From settings to one Model: each configured provider (found in the registry by its kind)
 wrapped in retries, several of them in a fallback chain (primary first)."""
 
 from __future__ import annotations

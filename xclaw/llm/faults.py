@@ -1,4 +1,4 @@
-"""When is a streamed reply finished, and what kind of failure is it when it is not.
+"""[llm] When is a streamed reply finished, and what kind of failure is it when it is not.
 
 Both providers stream over a 200 response whose end only the stream itself announces:
 Anthropic with `message_stop`, OpenAI-compatible servers with a `finish_reason` (and

@@ -1,4 +1,4 @@
-"""Models written for the earlier seam, `complete(request, on_delta)`, still work.
+"""[llm] Models written for the earlier seam, `complete(request, on_delta)`, still work.
 
 Before the typed event sink (xclaw/llm/events.py) a model streamed its text as plain strings
 through `on_delta` (docs/llm-providers.md kept that form for provider packages). `event_model`

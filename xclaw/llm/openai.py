@@ -1,4 +1,4 @@
-"""OpenAI chat completions, and every OpenAI-compatible server (Ollama, vLLM, llama.cpp,
+"""[llm] OpenAI chat completions, and every OpenAI-compatible server (Ollama, vLLM, llama.cpp,
 DeepSeek...) through `base_url`, with the official `openai` SDK and native function calling.
 
 The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job.
@@ -24,16 +24,7 @@ from xclaw.llm.builtin_providers import OpenAIProvider
 from xclaw.llm.context import estimated_usage
 from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
 from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
-from xclaw.llm.server_info import ServerDown, reported_context_window
-from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
-from xclaw.llm.wire import (
-    parse_tool_arguments,
-    portable_id,
-    provider_error,
-    public_endpoint,
-    tls_context,
-)
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ThinkingBlock,
@@ -42,6 +33,15 @@ from xclaw.messages import (
     ToolSpec,
     Usage,
     UserMessage,
+)
+from xclaw.llm.server_info import ServerDown, reported_context_window
+from xclaw.llm.settings import DEFAULT_LLM_TIMEOUT_S
+from xclaw.llm.wire import (
+    parse_tool_arguments,
+    portable_id,
+    provider_error,
+    public_endpoint,
+    tls_context,
 )
 
 # OpenAI-compatible servers without auth still need a non-empty key for the SDK.

@@ -1,4 +1,4 @@
-"""What the models that play answers back need of a call beyond what any provider is sent.
+"""[llm] What the models that play answers back need of a call beyond what any provider is sent.
 
 The scripted model (xclaw/llm/scripted.py) picks its script and its turn, and a recorded
 session's replay (xclaw/ops/replay.py) its recorded answer, from who asks and from the whole
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xclaw.messages import Message
+from xclaw.llm.messages import Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""What a call cost, estimated from its tokens: the prices each provider declares (dollars
+"""[llm] What a call cost, estimated from its tokens: the prices each provider declares (dollars
 per million tokens, xclaw/llm/builtin_providers.py and provider packages) that xclaw.yaml's
 `prices:` extends or overrides. A model not in the table shows tokens only, never a guess.
 
@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from xclaw.messages import Usage
-from xclaw.section import Default, Number, Section
+from xclaw.config.section import Default, Number, Section
+from xclaw.llm.messages import Usage
 
 Rate = Annotated[Number, Field(ge=0)]
 

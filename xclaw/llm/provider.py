@@ -1,4 +1,4 @@
-"""What a provider is to xclaw: its kind (the `<kind>:` of a model spec), the keys one entry
+"""[llm] What a provider is to xclaw: its kind (the `<kind>:` of a model spec), the keys one entry
 of `providers:` may hold, the variables it reads, its prices, and how it builds a `Model`.
 
 The built-in providers (xclaw/llm/builtin_providers.py) and those a separate package adds
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import Field
 
+from xclaw.config.section import Section
 from xclaw.llm.base import Model
 from xclaw.llm.prices import Price, own_api
-from xclaw.section import Section
 
 if TYPE_CHECKING:
     from xclaw.llm.settings import LlmSettings

@@ -1,6 +1,6 @@
-"""Where providers are found: the built-in ones, then every installed package that declares one
-in the `xclaw.providers` entry point group (as simonw/llm finds its plugins), the entry
-point's name being the provider's kind:
+"""[llm] Where providers are found: the built-in ones, then every installed package that declares
+one in the `xclaw.providers` entry point group (as simonw/llm finds its plugins), the entry point's
+name being the provider's kind:
 
     [project.entry-points."xclaw.providers"]
     echo = "xclaw_echo:EchoProvider"

@@ -1,4 +1,4 @@
-"""Retries with backoff, and a fallback chain of providers: the two ways a call survives a
+"""[llm] Retries with backoff, and a fallback chain of providers: the two ways a call survives a
 flaky network or a provider outage. Both wrap any Model and are Models themselves.
 
 Streamed text cannot be taken back. So a retry (or a fallback) happens only while no text of

@@ -1,4 +1,4 @@
-"""The scripted model: a real provider that replays a JSON script, so the
+"""[llm] The scripted model: a real provider that replays a JSON script, so the
 demo and end-to-end tests are deterministic without a key. See docs/scripted-model.md.
 
 Turn k answers the k-th LLM call of an agent, k counted from the assistant messages already in
@@ -21,7 +21,7 @@ from xclaw.errors import ConfigError, LLMError
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.context import COMPACT_INSTRUCTION, SUMMARY_PREFIX
 from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
-from xclaw.messages import (
+from xclaw.llm.messages import (
     AssistantMessage,
     Message,
     ThinkingBlock,

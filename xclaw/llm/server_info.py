@@ -1,4 +1,4 @@
-"""What an OpenAI-compatible server says about the model it serves: its context window.
+"""[llm] What an OpenAI-compatible server says about the model it serves: its context window.
 
 The chat completions API has no field for it, so each server family is asked where it
 reports it, by what the answer contains (never by guessing the server from its name):

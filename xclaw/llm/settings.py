@@ -1,4 +1,4 @@
-"""What xclaw.yaml says about the model: the provider chain, each call's limits, the retry
+"""[llm] What xclaw.yaml says about the model: the provider chain, each call's limits, the retry
 schedule, the context window and prices (docs/llm-providers.md)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from xclaw.config.section import Default, Number, Section, Whole, Wording
 from xclaw.llm.base import DEFAULT_MAX_TOKENS
 from xclaw.llm.prices import Price
 from xclaw.llm.provider import ProviderEntry
-from xclaw.section import Default, Number, Section, Whole, Wording
 
 DEFAULT_MAX_ITERATIONS = 10
 DEFAULT_CONTEXT_WINDOW_TOKENS = 150_000

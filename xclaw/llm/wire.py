@@ -1,4 +1,4 @@
-"""What the two HTTP providers share: reading tool arguments the model wrote, making ids every
+"""[llm] What the two HTTP providers share: reading tool arguments the model wrote, making ids every
 provider accepts, and turning SDK exceptions into ProviderError with the retry facts."""
 
 from __future__ import annotations

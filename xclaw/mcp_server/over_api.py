@@ -1,9 +1,9 @@
-"""The MCP server's `Sessions` over the Python API (`xclaw mcp`: `xclaw.open`, runs in this
-process on xclaw's database). A run goes on after the tool call that started it returns;
-its approvals are kept until answered (`approve`, or elicitation). A session whose run was
-interrupted (this process was killed) is continued by the next call that looks at it, under
-the resume rules: completed steps never again, an interrupted call only if re-issued and
-approved (`maybe_repeated`)."""
+"""[mcp_server] The MCP server's `Sessions` over the Python API (`xclaw mcp`: `xclaw.open`, runs in
+this process on xclaw's database). A run goes on after the tool call that started it returns; its
+approvals are kept until answered (`approve`, or elicitation). A session whose run was interrupted
+(this process was killed) is continued by the next call that looks at it, under the resume rules:
+completed steps never again, an interrupted call only if re-issued and approved
+(`maybe_repeated`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 
 from xclaw.api.base import Agent, Events, Session
 from xclaw.errors import BadCommand, XclawError
-from xclaw.frames import ApprovalRequestFrame, ErrorFrame, ReplyFrame, StepFrame
 from xclaw.mcp_server.rollback_answers import (
     preview_answer,
     preview_needs_confirmation,
     rolled_back_answer,
 )
+from xclaw.wire.frames import ApprovalRequestFrame, ErrorFrame, ReplyFrame, StepFrame
 
 CLIENT = "mcp"
 

@@ -1,15 +1,15 @@
-"""MCP server, the `rollback` tool's answers: the same for `xclaw mcp` (over the Python API)
-and `/mcp` on the gateway. A rollback past outside effects is shown before it is done —
-what it would undo and what it would leave done — as every other client shows it; the
-answer of a rollback done lists the compensations that ran."""
+"""[mcp_server] MCP server, the `rollback` tool's answers: the same for `xclaw mcp` (over the Python
+API) and `/mcp` on the gateway. A rollback past outside effects is shown before it is done — what it
+would undo and what it would leave done — as every other client shows it; the answer of a rollback
+done lists the compensations that ran."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from xclaw.outside_effects import describe_preview
-from xclaw.session_commands import needs_confirmation
+from xclaw.views.outside_effects import describe_preview
+from xclaw.wire.session_commands import needs_confirmation
 
 
 def preview_needs_confirmation(preview: Mapping[str, Any]) -> bool:

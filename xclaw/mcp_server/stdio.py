@@ -1,8 +1,8 @@
-"""`xclaw mcp`'s stdio transport: the SDK's (`mcp.server.stdio`), plus JSON-RPC's answer to a
-line that is no message. The SDK drops such a line without a word, so a host waiting on it
-would wait for ever; here it gets the error JSON-RPC prescribes — a parse error (not JSON) or
-an invalid request (JSON, but no JSON-RPC message: a wrong shape, nested too deeply), with
-`id` null, as the id could not be read — and the server goes on."""
+"""[mcp_server] `xclaw mcp`'s stdio transport: the SDK's (`mcp.server.stdio`), plus JSON-RPC's
+answer to a line that is no message. The SDK drops such a line without a word, so a host waiting on
+it would wait for ever; here it gets the error JSON-RPC prescribes — a parse error (not JSON) or an
+invalid request (JSON, but no JSON-RPC message: a wrong shape, nested too deeply), with `id` null,
+as the id could not be read — and the server goes on."""
 
 from __future__ import annotations
 

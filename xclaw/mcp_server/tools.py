@@ -1,4 +1,4 @@
-"""xclaw as an MCP server: its tools (these names are the contract: `send_message`,
+"""[mcp_server] xclaw as an MCP server: its tools (these names are the contract: `send_message`,
 `session_status`, `list_sessions`, `steps`, `approve`, `rollback`, `fork`, `cancel`), each
 answering with structured content and its text, and the sessions and transcripts as
 resources. Built on `Sessions`, what the tools need of xclaw, so the same server runs over
@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 
 from xclaw import __version__
 from xclaw.errors import BadCommand, BadStep, UnknownAgent, UnknownSession, XclawError
-from xclaw.protocol import parse_command
-from xclaw.store.rows import SESSION_ID_RE
+from xclaw.store.steps.rows import SESSION_ID_RE
+from xclaw.wire.protocol import parse_command
 
 T = TypeVar("T")
 

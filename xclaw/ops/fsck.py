@@ -1,4 +1,4 @@
-"""`xclaw fsck`: every invariant of a database checked from its rows, and the safe repairs.
+"""[ops] `xclaw fsck`: every invariant of a database checked from its rows, and the safe repairs.
 
 The checks read through the Store protocol and xclaw.store.fsck_rows.FsckAccess (raw rows the
 protocol's values leave out) and know nothing of SQL. A finding names the rule it breaks
@@ -27,7 +27,15 @@ from xclaw.store.fsck_rows import (
     SnapshotRow,
     fsck_access,
 )
-from xclaw.store.model import (
+from xclaw.store.snapshots.model import (
+    Manifest,
+    apply_delta,
+    check_entry,
+    content_hash,
+    decode_blob,
+    hashes_of,
+)
+from xclaw.store.steps.model import (
     APPROVAL_STEP_NAME,
     INTERRUPTED,
     MAIN_AGENT,
@@ -38,14 +46,6 @@ from xclaw.store.model import (
     StepType,
     display_id,
     full_step_id,
-)
-from xclaw.store.snapshot_model import (
-    Manifest,
-    apply_delta,
-    check_entry,
-    content_hash,
-    decode_blob,
-    hashes_of,
 )
 
 ERROR = "error"

@@ -1,4 +1,4 @@
-"""`xclaw replay`: re-run a recorded session into a new one, answering every model call
+"""[ops] `xclaw replay`: re-run a recorded session into a new one, answering every model call
 with the output the record holds (no model needed) while the tools run again, for real, in
 the new session's fresh workspace; then compare each tool result with the recorded one.
 
@@ -22,17 +22,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xclaw.answered_by import REPLAY, AnsweredBy
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import LLMError, XclawError
 from xclaw.llm.base import LLMRequest, LLMResponse, Model
 from xclaw.llm.events import EventSink, TextDelta, emit
 from xclaw.llm.legacy import event_model
-from xclaw.messages import AssistantMessage, ToolCall, Usage
-from xclaw.outside_effects import outside_steps
+from xclaw.llm.messages import AssistantMessage, ToolCall, Usage
+from xclaw.people.answered_by import REPLAY, AnsweredBy
 from xclaw.recorder.history import recorded_thinking, tool_output_text
 from xclaw.store.base import Store
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     APPROVAL_STEP_NAME,
     MAIN_AGENT,
     Status,
@@ -41,6 +40,7 @@ from xclaw.store.model import (
     StepType,
     display_id,
 )
+from xclaw.views.outside_effects import outside_steps
 from xclaw.wire.shapes import Frame
 
 _SHOWN = 400  # characters of a differing result kept in a divergence

@@ -1,0 +1,1 @@
+"""[recorder] The glass: the loop's events as steps, written ahead; steps back as messages."""

@@ -1,4 +1,4 @@
-"""Calling the synchronous store from async code without blocking the event loop."""
+"""[recorder] Calling the synchronous store from async code without blocking the event loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What the recorder tells the layer above while a run goes on: typed events, not wire frames.
+"""[recorder] What the recorder tells the layer above while a run goes on: typed events, not wire
+frames.
 
 The recorder says *what happened* (a step was committed, a tool changed state, text streamed
 in); the runtime turns each event into the server frame of docs/protocol.md
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from xclaw.store.model import Status, Step
+from xclaw.store.steps.model import Status, Step
 
 ToolState = Literal["running", "completed", "failed"]
 

@@ -1,4 +1,5 @@
-"""Reading back through the glass: rebuild the main agent's `messages` from its trace rows.
+"""[recorder] Reading back through the glass: rebuild the main agent's `messages` from its trace
+rows.
 
 The result is always a valid provider history ("valid history", docs/architecture.md): every
 assistant tool call is answered by exactly one tool result, synthetic where the record has
@@ -14,7 +15,7 @@ from typing import Any
 from xclaw.agent.hooks import ResumeState
 from xclaw.agents.hooks import WITHHELD
 from xclaw.llm.context import compacted_message
-from xclaw.messages import (
+from xclaw.llm.messages import (
     INTERRUPTED_RESULT,
     AssistantMessage,
     ImageBlock,
@@ -25,8 +26,8 @@ from xclaw.messages import (
     UserMessage,
     call_signature,
 )
-from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
-from xclaw.store.model import Step, StepStatus, StepType
+from xclaw.store.steps.model import APPROVAL_STEP_NAME as APPROVAL
+from xclaw.store.steps.model import Step, StepStatus, StepType
 
 NOT_RUN_RESULT = "[not run] This tool call was never executed: {why}."
 

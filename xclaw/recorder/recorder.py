@@ -1,12 +1,12 @@
-"""The glass: turns the agent loop's events into trace rows and live events (write-ahead,
+"""[recorder] The glass: turns the agent loop's events into trace rows and live events (write-ahead,
 the trace tree: docs/architecture.md). Live events are typed (xclaw/recorder/events.py); the
 runtime turns them into wire frames.
 
-Every event becomes one write — a value of xclaw/store/writes.py, built here — put on the
-run's WriteStream (xclaw/store/stream.py) in event order, so the order on disk is the order of
+Every event becomes one write — a value of xclaw/store/steps/writes.py, built here — put on the
+run's WriteStream (xclaw/store/steps/stream.py) in event order, so the order on disk is the order of
 events. Whether a write is synced is the table's business (writes.SYNC), not the recorder's:
 `before_tool` puts the tool's `running` row and awaits it, and the table makes that a synced
-commit of it and of every earlier write of the run (the proof: xclaw/store/writes.py).
+commit of it and of every earlier write of the run (the proof: xclaw/store/steps/writes.py).
 The loop also waits for a tool's result (durable before any client hears of it), approvals
 and the final answer; the other writes (an LLM call starting, its answer when tool calls
 follow) are put without waiting and share a commit with the next one.
@@ -29,11 +29,11 @@ from functools import partial
 from typing import Any, Protocol
 
 from xclaw.agent.hooks import ResumeState
-from xclaw.answered_by import AnsweredBy, answer_output
 from xclaw.budgets.ledger import Gate, Reached
 from xclaw.errors import BudgetReached
 from xclaw.llm.base import LLMRequest, LLMResponse
-from xclaw.messages import Message, ThinkingBlock, ToolCall, call_signature
+from xclaw.llm.messages import Message, ThinkingBlock, ToolCall, call_signature
+from xclaw.people.answered_by import AnsweredBy, answer_output
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.events import (
     EventSink,
@@ -49,11 +49,19 @@ from xclaw.recorder.events import (
 from xclaw.recorder.history import EDITED, OUTPUT_FEEDBACK, History
 from xclaw.recorder.redact import Redactor, StreamRedactor
 from xclaw.store.base import RecordReader
-from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
-from xclaw.store.model import MAIN_AGENT, Completion, NewStep, Status, Step, StepStatus, StepType
-from xclaw.store.queue_sql import QueuedInput
-from xclaw.store.stream import WriteStream
-from xclaw.store.writes import AddStep, BeginStep, FinishStep, Hold, Spent, Unqueue
+from xclaw.store.queue.sql import QueuedInput
+from xclaw.store.steps.model import APPROVAL_STEP_NAME as APPROVAL
+from xclaw.store.steps.model import (
+    MAIN_AGENT,
+    Completion,
+    NewStep,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+)
+from xclaw.store.steps.stream import WriteStream
+from xclaw.store.steps.writes import AddStep, BeginStep, FinishStep, Hold, Spent, Unqueue
 from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller"]

@@ -1,7 +1,7 @@
-"""Secrets stay out of the record: API keys and configured secret values are replaced before
-anything is written to the database, the logs or a client frame — and so is every token xclaw
-issues (a user's `xcu_…`, a server's `xcs_…`), known or not, found by its form: the server
-holds only a hash of a user's token, yet a message may quote it.
+"""[recorder] Secrets stay out of the record: API keys and configured secret values are replaced
+before anything is written to the database, the logs or a client frame — and so is every token xclaw
+issues (a user's `xcu_…`, a server's `xcs_…`), known or not, found by its form: the server holds
+only a hash of a user's token, yet a message may quote it.
 
 Everything written or sent passes through here, so it is also where text that cannot be
 stored is made valid: a lone surrogate (a hostile model or tool can produce `\\ud800`, legal in
@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from xclaw.credentials import ISSUED_TOKEN_PREFIXES, ISSUED_TOKEN_RE
-from xclaw.store.model import Session, Step
+from xclaw.security.credentials import ISSUED_TOKEN_PREFIXES, ISSUED_TOKEN_RE
+from xclaw.store.steps.model import Session, Step
 
 MASK = "[REDACTED]"
 # Shorter values would mask ordinary words; a real credential is longer.

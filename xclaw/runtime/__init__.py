@@ -1,0 +1,1 @@
+"""[runtime] Sessions driven: runs, turns, approvals, leases, the assembly."""

@@ -1,4 +1,5 @@
-"""Which declared agent a session runs, recorded with it (docs/agents.md, "In the record").
+"""[runtime] Which declared agent a session runs, recorded with it (docs/agents.md, "In the
+record").
 
 A session records its agent — name and the digest of its definition (xclaw/agents/
 definition.py) — in `sessions.metadata["agent"]`, written with the first message that runs a

@@ -1,7 +1,7 @@
-"""A declared agent as its loop runs on this worker (docs/agents.md): the tools it is offered
-out of the toolbox and its own, its model, its settings and system prompt, and what it adds
-to the loop (`Steering`: instructions made per turn, hooks, structured output, sub-agents).
-Built once per definition and kept; xclaw's own agent needs none of it (`parts` is None).
+"""[runtime] A declared agent as its loop runs on this worker (docs/agents.md): the tools it is
+offered out of the toolbox and its own, its model, its settings and system prompt, and what it adds
+to the loop (`Steering`: instructions made per turn, hooks, structured output, sub-agents). Built
+once per definition and kept; xclaw's own agent needs none of it (`parts` is None).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from xclaw.tools.python_tools import PythonTool
 from xclaw.tools.spawn import SpawnAgentTool
 
 if TYPE_CHECKING:
-    from xclaw.config import Settings
+    from xclaw.config.settings import Settings
     from xclaw.runtime.wiring import Toolbox
 
 
@@ -139,7 +139,7 @@ class AgentSetups:
             return None
         found = self._models.get(d.model)
         if found is None:
-            from xclaw.config import environment
+            from xclaw.config.settings import environment
             from xclaw.llm import registry
             from xclaw.llm.factory import build_model
 

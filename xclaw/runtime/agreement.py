@@ -1,4 +1,5 @@
-"""Workers agree on what a session runs with (docs/postgres.md, "What a session runs with").
+"""[runtime] Workers agree on what a session runs with (docs/postgres.md, "What a session runs
+with").
 
 A session records its configuration — the model chain and the approval mode — in
 `sessions.metadata["config"]` when it is created or first run. A worker that starts a run of

@@ -1,4 +1,4 @@
-"""Approvals while a run waits for one: asked of every attached client, answered by any of
+"""[runtime] Approvals while a run waits for one: asked of every attached client, answered by any of
 them (docs/approval.md)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.hooks import ApprovalRequest
-from xclaw.answered_by import Answer, AnsweredBy
 from xclaw.errors import StepNotFound
-from xclaw.messages import ToolCall
+from xclaw.llm.messages import ToolCall
+from xclaw.people.answered_by import Answer, AnsweredBy
 from xclaw.recorder.redact import Redactor
-from xclaw.store.model import APPROVAL_STEP_NAME as APPROVAL
-from xclaw.store.model import Step, StepType, parse_step_ref
+from xclaw.store.steps.model import APPROVAL_STEP_NAME as APPROVAL
+from xclaw.store.steps.model import Step, StepType, parse_step_ref
 from xclaw.wire.build import approval_request_frame
 from xclaw.wire.shapes import ApprovalRequestJson
 

@@ -1,4 +1,4 @@
-"""Budgets on this worker (docs/budgets.md): which caps apply to a session's run, its gate
+"""[runtime] Budgets on this worker (docs/budgets.md): which caps apply to a session's run, its gate
 (xclaw/budgets/ledger.py) with the running totals the record rebuilds, and a session that
 waits for a budget let go on once a grant or a raised cap makes room.
 
@@ -20,7 +20,7 @@ from xclaw.budgets.settings import CAPS
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import budgets_of, teams_of
-from xclaw.store.budgets_sql import BudgetRow
+from xclaw.store.budgets.sql import BudgetRow
 
 REFRESH_S = 2.0
 

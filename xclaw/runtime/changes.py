@@ -1,8 +1,8 @@
-"""Changes this server did not make, told to the clients it serves (docs/protocol.md,
+"""[runtime] Changes this server did not make, told to the clients it serves (docs/protocol.md,
 "Changes made outside the server").
 
 `xclaw rollback` or `xclaw gc` from the command line — or a rollback through another server
-on the same database — is written with a row of the change log (xclaw/store/changes.py) in
+on the same database — is written with a row of the change log (xclaw/store/steps/changes.py) in
 its own transaction. Every server reads the log twice a second (a handful of rows at most)
 and, for a session with sockets attached here, sends what an online rollback sends: the
 `[rollback]` notice, `rolledback`, the new `history` and `status`; a deletion, a notice. A
@@ -25,9 +25,9 @@ from xclaw.errors import SessionNotFound
 from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.store.base import LeaseStore, RecordReader
-from xclaw.store.changes import ORIGIN, SessionChange
-from xclaw.store.model import Session
-from xclaw.store.rows import now_ms
+from xclaw.store.steps.changes import ORIGIN, SessionChange
+from xclaw.store.steps.model import Session
+from xclaw.store.steps.rows import now_ms
 from xclaw.wire.build import for_session, notice_frame, rollback_notice, rolledback_frame
 from xclaw.wire.shapes import FrameJson, HistoryJson, StatusJson
 

@@ -1,4 +1,4 @@
-"""This worker among others on one database: failover and frames across workers.
+"""[runtime] This worker among others on one database: failover and frames across workers.
 
 - Presence: the worker registers and heartbeats (`xclaw workers` lists it), so the others can
   tell a dead owner's lease from a live one.
@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xclaw.answered_by import AnsweredBy
 from xclaw.errors import StepNotFound
+from xclaw.people.answered_by import AnsweredBy
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.approvals import approval_frame, recorded_request
@@ -35,7 +35,7 @@ from xclaw.runtime.peers import BusStore, FrameBus
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.store.base import LeaseStore, RecordReader
 from xclaw.store.leases import LeaseInfo
-from xclaw.store.model import StepStatus, parse_step_ref
+from xclaw.store.steps.model import StepStatus, parse_step_ref
 from xclaw.wire.build import for_session, state_frame
 from xclaw.wire.shapes import ApprovalRequestJson, Frame
 from xclaw.workspace.timetravel import Workspaces

@@ -1,4 +1,4 @@
-"""The drive: one turn of a session carried out. It reads the record, asks the turn plan
+"""[runtime] The drive: one turn of a session carried out. It reads the record, asks the turn plan
 (xclaw/runtime/turn_plan.py) what to do, does it — settles, says, runs the agent (or the
 compaction) — and writes how the run ended, one row of xclaw/runtime/outcomes.py. The lease
 and the run's place on this worker are the runs' (xclaw/runtime/runs.py)."""
@@ -14,7 +14,7 @@ from typing import Any
 from xclaw.agent.loop import Agent, AgentConfig
 from xclaw.agents.definition import DEFAULT_NAME, AgentDefinition
 from xclaw.budgets.ledger import Gate
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
@@ -37,8 +37,8 @@ from xclaw.runtime.turn_plan import Record, Turn, TurnPlan, plan_turn, settled_n
 from xclaw.runtime.wiring import Toolbox
 from xclaw.store.base import RecordReader, StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import MAIN_AGENT, Status, Step, StepType
-from xclaw.store.writes import AddStep
+from xclaw.store.steps.model import MAIN_AGENT, Status, Step, StepType
+from xclaw.store.steps.writes import AddStep
 from xclaw.tools.base import ToolContext
 from xclaw.wire.build import notice_frame, reply_frame, status_frame, step_frame
 from xclaw.wire.shapes import FrameJson

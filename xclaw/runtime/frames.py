@@ -1,4 +1,4 @@
-"""The recorder's typed events as the server frames of docs/protocol.md.
+"""[runtime] The recorder's typed events as the server frames of docs/protocol.md.
 
 The recorder knows nothing of the wire (xclaw/recorder/events.py); the runtime, which sends
 frames to a session's subscribers, has them built here by xclaw/wire/build.py.

@@ -1,7 +1,7 @@
-"""Input while a run is busy (xclaw/busy.py; docs/protocol.md, "Input while a run is busy"):
-the messages a session keeps waiting, and the hand-over from a run to the next of them.
+"""[runtime] Input while a run is busy (xclaw/wire/busy.py; docs/protocol.md, "Input while a run is
+busy"): the messages a session keeps waiting, and the hand-over from a run to the next of them.
 
-The queue is in the record (xclaw/store/queue_sql.py): a message is written there before its
+The queue is in the record (xclaw/store/queue/sql.py): a message is written there before its
 sender is told (`queued`), and leaves it in the transaction that records it as its turn's
 `user_input` step (`OpenTurn.dequeue`), so a kill or a takeover at any moment leaves it waiting
 or recorded, never both, never neither; its id is the message id that step records, so a
@@ -19,20 +19,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from xclaw.busy import BusyPolicy
 from xclaw.errors import MessageRecorded, SessionBusy, SessionNotFound, XclawError
+from xclaw.people.teams import Actor
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.runs import Runs
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_start import TurnStarts, resumable
 from xclaw.store.base import Store
-from xclaw.store.model import Step
-from xclaw.store.queue_sql import QueuedInput
-from xclaw.store.rows import new_session_id
-from xclaw.store.writes import QueueInput, Unqueue
-from xclaw.teams import Actor
+from xclaw.store.queue.sql import QueuedInput
+from xclaw.store.steps.model import Step
+from xclaw.store.steps.rows import new_session_id
+from xclaw.store.steps.writes import QueueInput, Unqueue
 from xclaw.wire.build import error_frame, queue_frame
+from xclaw.wire.busy import BusyPolicy
 
 log = logging.getLogger("xclaw.runtime")
 

@@ -1,5 +1,5 @@
-"""The runtime's side of session leases ("one driver", docs/architecture.md): take one before
-a run starts, renew it while the run lives, give it back when the run ends.
+"""[runtime] The runtime's side of session leases ("one driver", docs/architecture.md): take one
+before a run starts, renew it while the run lives, give it back when the run ends.
 
 A run whose lease another worker took (this process was paused past its expiry, or lost its
 database connection) is stopped without writing: every write it still attempts carries the
@@ -19,8 +19,8 @@ from xclaw.errors import LeaseLost, SessionBusy
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import LeaseStore
 from xclaw.store.leases import Lease, LeaseInfo
-from xclaw.store.stream import WriteStream
-from xclaw.store.writes import ReleaseLease, RenewLease
+from xclaw.store.steps.stream import WriteStream
+from xclaw.store.steps.writes import ReleaseLease, RenewLease
 
 log = logging.getLogger("xclaw.leases")
 

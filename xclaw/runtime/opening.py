@@ -1,4 +1,4 @@
-"""The write that opens a message's turn: one transaction, one trip to the writer
+"""[runtime] The write that opens a message's turn: one transaction, one trip to the writer
 (docs/storage.md, "A run's writes")."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from xclaw.people.teams import Actor
 from xclaw.runtime.agent_choice import AgentRecord, with_agent
 from xclaw.runtime.agreement import RunConfig, with_config
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import NewStep, Step, StepType
-from xclaw.store.queue_sql import QueuedInput
-from xclaw.store.writes import OpenTurn
-from xclaw.teams import Actor
+from xclaw.store.queue.sql import QueuedInput
+from xclaw.store.steps.model import NewStep, Step, StepType
+from xclaw.store.steps.writes import OpenTurn
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ async def open_turn(
     `message_id`, the client's id for the message (docs/protocol.md): recorded with it; one
     the session holds already is refused as MessageRecorded, nothing written.
 
-    `queued`: the waiting message (xclaw/store/queue_sql.py) this turn runs, its id
+    `queued`: the waiting message (xclaw/store/queue/sql.py) this turn runs, its id
     `message_id`: recorded as its sender sent it, and taken off the queue in the same
     transaction (a kill leaves it waiting or recorded, never both)."""
     message = NewStep(step_type=StepType.USER_INPUT, name="user", input_data=text)

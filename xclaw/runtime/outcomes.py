@@ -1,5 +1,5 @@
-"""How a run ends when it does not answer: one table from what ended it to the session event
-written and what the clients are told. Adding an outcome is adding a row to OUTCOMES.
+"""[runtime] How a run ends when it does not answer: one table from what ended it to the session
+event written and what the clients are told. Adding an outcome is adding a row to OUTCOMES.
 
 The events: stopped by the user (the session waits, Running, for the next instruction; the
 record is not Failed), Failed (with an error frame naming a code of docs/protocol.md), the lease
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from xclaw.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
 from xclaw.budgets.words import words
 from xclaw.errors import (
     BlobStoreUnavailable,
@@ -28,10 +27,11 @@ from xclaw.errors import (
     StoreError,
     XclawError,
 )
+from xclaw.people.answered_by import CANCEL, RUN_ENDED, AnsweredBy, answer_output
 from xclaw.recorder.caller import StoreCaller
 from xclaw.store.base import RecordReader, StepWriter
-from xclaw.store.model import Status
-from xclaw.store.writes import BudgetStop
+from xclaw.store.steps.model import Status
+from xclaw.store.steps.writes import BudgetStop
 from xclaw.wire.build import error_frame, notice_frame, state_frame, status_frame
 from xclaw.wire.shapes import ErrorJson, FrameJson
 

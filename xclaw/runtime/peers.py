@@ -1,4 +1,4 @@
-"""The seams between this worker and the others on one database: what the runtime asks of
+"""[runtime] The seams between this worker and the others on one database: what the runtime asks of
 its Cluster while serving, and the message bus a store may offer (PostgreSQL's LISTEN/NOTIFY).
 Protocols, so the runtime does not import the cluster and the cluster no store backend."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from xclaw.answered_by import AnsweredBy
+from xclaw.people.answered_by import AnsweredBy
 from xclaw.store.leases import LeaseInfo
 from xclaw.wire.shapes import Frame
 

@@ -1,5 +1,6 @@
-"""An agent's messages rebuilt from its steps, as this worker runs them: with its toolbox's
-tool kinds (which interrupted calls run again) and the bytes of the images tools returned."""
+"""[runtime] An agent's messages rebuilt from its steps, as this worker runs them: with its
+toolbox's tool kinds (which interrupted calls run again) and the bytes of the images tools
+returned."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from xclaw.errors import MissingBlobs
 from xclaw.recorder.history import History, build_history, with_image_bytes
 from xclaw.runtime.wiring import Toolbox
 from xclaw.store.base import SnapshotStore
-from xclaw.store.model import Step
+from xclaw.store.steps.model import Step
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Rollback that undoes outside effects (docs/workspace.md, "Rollback and outside effects").
+"""[runtime] Rollback that undoes outside effects (docs/workspace.md, "Rollback and outside
+effects").
 
 Rewinding memory and files is one transaction (files follow memory); undoing what a call did
 outside the workspace — the row it inserted, the object it uploaded — is not: each
@@ -41,11 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from xclaw.errors import BadCommand, CompensationFailed, IrreversibleEffects, RollbackPending
-from xclaw.outside_effects import describe_preview, outside_steps
 from xclaw.recorder.redact import Redactor
 from xclaw.store.base import PlanDone, RollbackResult, Store
 from xclaw.store.leases import Lease
-from xclaw.store.model import (
+from xclaw.store.steps.model import (
     COMPENSATION,
     INTERRUPTED,
     ROLLBACK_PLAN,
@@ -58,7 +58,7 @@ from xclaw.store.model import (
     StepType,
     full_step_id,
 )
-from xclaw.store.writes import BeginStep, FinishStep
+from xclaw.store.steps.writes import BeginStep, FinishStep
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.effects import (
     Compensation,
@@ -67,6 +67,7 @@ from xclaw.tools.effects import (
     effect_of,
     recorded_output,
 )
+from xclaw.views.outside_effects import describe_preview, outside_steps
 from xclaw.workspace.timetravel import Workspaces
 
 log = logging.getLogger("xclaw.runtime")

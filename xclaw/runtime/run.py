@@ -1,4 +1,4 @@
-"""One run in flight on this worker: the single driver of its session (one driver)."""
+"""[runtime] One run in flight on this worker: the single driver of its session (one driver)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from xclaw.agent.hooks import ApprovalRequest
 from xclaw.agent.loop import Policy
-from xclaw.answered_by import Answer
 from xclaw.llm.base import Model
+from xclaw.people.answered_by import Answer
 from xclaw.runtime.agent_choice import AgentChoice
 from xclaw.runtime.agreement import Agreement
 from xclaw.store.leases import Lease

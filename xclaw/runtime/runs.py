@@ -1,5 +1,5 @@
-"""The runs in flight on this worker, at most one per session (one driver): claimed at once,
-launched under the session's lease, let go when they end, stopped at shutdown."""
+"""[runtime] The runs in flight on this worker, at most one per session (one driver): claimed at
+once, launched under the session's lease, let go when they end, stopped at shutdown."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.rows import now_ms
-from xclaw.store.stream import WriteStream
+from xclaw.store.steps.rows import now_ms
+from xclaw.store.steps.stream import WriteStream
 from xclaw.telemetry.exporter import TurnExporter
 from xclaw.wire.build import notice_frame
 

@@ -1,4 +1,4 @@
-"""The runtime's assembly and its facade: the one place the runtime's parts are wired
+"""[runtime] The runtime's assembly and its facade: the one place the runtime's parts are wired
 together, and the object the gateway, the CLI and the Python API drive.
 
 Each part receives the few things it uses as a small frozen value (`DriveParts`,
@@ -26,10 +26,7 @@ from typing import Any, TypeVar
 
 from xclaw.agents.catalog import AgentCatalog, declared_agents
 from xclaw.agents.definition import AgentDefinition
-from xclaw.answered_by import AnsweredBy
-from xclaw.busy import SESSION_KEY as BUSY_KEY
-from xclaw.busy import BusyPolicy, check_policy, policy_for
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.errors import (
     BadRequest,
     ConfigError,
@@ -42,6 +39,8 @@ from xclaw.errors import (
 )
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
+from xclaw.people.answered_by import AnsweredBy
+from xclaw.people.teams import Actor
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime import approvals
@@ -68,11 +67,10 @@ from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.sandbox.container.listing import SessionProcesses, session_processes
 from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
-from xclaw.store.model import MAIN_AGENT, Session, Status, Step, display_id
-from xclaw.store.queue_sql import QueuedInput
-from xclaw.store.rows import check_session_id, new_session_id, now_ms
-from xclaw.store.writes import BudgetStop, SetBudget
-from xclaw.teams import Actor
+from xclaw.store.queue.sql import QueuedInput
+from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step, display_id
+from xclaw.store.steps.rows import check_session_id, new_session_id, now_ms
+from xclaw.store.steps.writes import BudgetStop, SetBudget
 from xclaw.telemetry.exporter import start_exporter
 from xclaw.threads import BlockingCalls
 from xclaw.tools.base import Tool
@@ -85,6 +83,8 @@ from xclaw.wire.build import (
     state_frame,
     step_frame,
 )
+from xclaw.wire.busy import SESSION_KEY as BUSY_KEY
+from xclaw.wire.busy import BusyPolicy, check_policy, policy_for
 from xclaw.wire.shapes import Frame, FrameJson, HistoryJson, QueueJson, StatusJson
 from xclaw.workspace.timetravel import Workspaces
 
@@ -359,7 +359,7 @@ class Runtime:
         return session_history(session_id, steps, hist, busy=busy, redact=self.redact)
 
     def status_frame(self, session: Session, *, busy: bool | None = None) -> StatusJson:
-        """A `status` frame with the session's state in words (xclaw.store.model.session_state)."""
+        """A `status` frame with the session's state in words (xclaw.store.steps.model.session_state)."""
         if busy is None:
             busy = self.is_busy(session.session_id)
         return state_frame(session, busy=busy)
@@ -493,7 +493,7 @@ class Runtime:
         agent: str | None = None,
     ) -> Submitted:
         """A message as `send` takes it, and what it does when the session's run is busy
-        (xclaw/busy.py): `busy`, the message's own policy; else the session's, else the
+        (xclaw/wire/busy.py): `busy`, the message's own policy; else the session's, else the
         deployment's (xclaw.yaml `input.busy`). `reject` raises SessionBusy as `send` does;
         `queue`, `steer` and `interrupt` keep it in the session's queue (durably, before
         this returns) — `Submitted.queued` — to run after the run, to be given to the model
@@ -640,7 +640,7 @@ class Runtime:
         message: str | None = None,
         edited: Mapping[str, Any] | None = None,
     ) -> None:
-        """`by`: who answered, as the record will say (xclaw/answered_by.py); None: a person
+        """`by`: who answered, as the record will say (xclaw/people/answered_by.py); None: a person
         through a client that did not say which. `message`: what the model is told with the
         answer; `edited`: the input the call runs with instead of the model's (refused
         unless xclaw.yaml's approval.allow_edits: docs/approval.md)."""

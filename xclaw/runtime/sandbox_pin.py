@@ -1,13 +1,13 @@
-"""A session runs under the sandbox policy it started with (docs/containers.md, "The pinned
-policy"): where its shell commands run — on the worker's host, or in the session's own
-container — and, for a container, its image, limits and network. A container worker records
-its policy in `sessions.metadata["sandbox"]` at the session's first run there; every later
-run, here or on a worker that takes it over, runs under exactly that policy or refuses with
-the reason: a worker without podman never runs a container session's commands on its host,
-nor under another image or other limits. Host workers record nothing (nothing recorded
-reads as the host, and the default path costs no write); between two host workers nothing
-is refused — which of bubblewrap or a plain process runs a command is the approval policy's
-business there, as before. Pure: the runtime reads the record and acts."""
+"""[runtime] A session runs under the sandbox policy it started with (docs/containers.md, "The
+pinned policy"): where its shell commands run — on the worker's host, or in the session's own
+container — and, for a container, its image, limits and network. A container worker records its
+policy in `sessions.metadata["sandbox"]` at the session's first run there; every later run, here or
+on a worker that takes it over, runs under exactly that policy or refuses with the reason: a worker
+without podman never runs a container session's commands on its host, nor under another image or
+other limits. Host workers record nothing (nothing recorded reads as the host, and the default path
+costs no write); between two host workers nothing is refused — which of bubblewrap or a plain
+process runs a command is the approval policy's business there, as before. Pure: the runtime reads
+the record and acts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What each session's runs drive with on this worker, acted on: the agreement of
+"""[runtime] What each session's runs drive with on this worker, acted on: the agreement of
 xclaw/runtime/agreement.py (pure) asked with what the store knows, the run given the
 session's model chain and approval policy, a session this worker cannot drive declined, and
 the configuration said once per session (docs/postgres.md, "What a session runs with")."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from xclaw.agent.loop import Policy
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.llm.base import Model
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
@@ -23,8 +23,8 @@ from xclaw.runtime.subscribers import Broadcast
 from xclaw.sandbox.container.policy import SandboxPolicy
 from xclaw.store.base import LeaseStore, RecordStore, StepWriter
 from xclaw.store.leases import Lease
-from xclaw.store.model import NewStep, Session, StepType
-from xclaw.store.writes import AddStep
+from xclaw.store.steps.model import NewStep, Session, StepType
+from xclaw.store.steps.writes import AddStep
 from xclaw.wire.build import notice_frame, step_frame
 
 log = logging.getLogger("xclaw.runtime")

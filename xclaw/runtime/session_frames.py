@@ -1,5 +1,5 @@
-"""What a client is shown of a session's conversation: the `history` frame (docs/protocol.md),
-made from values (the runtime reads them)."""
+"""[runtime] What a client is shown of a session's conversation: the `history` frame
+(docs/protocol.md), made from values (the runtime reads them)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from xclaw.llm.context import SUMMARY_PREFIX
-from xclaw.messages import AssistantMessage, message_to_json
+from xclaw.llm.messages import AssistantMessage, message_to_json
 from xclaw.recorder.history import History, seed_history
 from xclaw.recorder.redact import Redactor
-from xclaw.store.model import Step, StepStatus, StepType
-from xclaw.views import sent_by
+from xclaw.store.steps.model import Step, StepStatus, StepType
+from xclaw.views.record import sent_by
 from xclaw.wire.build import history_frame
 from xclaw.wire.shapes import HistoryJson
 

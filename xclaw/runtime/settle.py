@@ -1,4 +1,4 @@
-"""Settling interrupted calls by evidence, on resume (part of "no blind repeat",
+"""[runtime] Settling interrupted calls by evidence, on resume (part of "no blind repeat",
 docs/architecture.md; docs/reliability.md): by looking at the workspace, and by asking the
 tool's own settle check.
 
@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from xclaw.recorder.history import tool_args
-from xclaw.store.model import MAIN_AGENT, NewStep, Step, StepType
+from xclaw.store.steps.model import MAIN_AGENT, NewStep, Step, StepType
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.effects import Evidence, Outcome
 

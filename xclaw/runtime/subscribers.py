@@ -1,4 +1,4 @@
-"""Where a session's frames go: the clients attached to it on this worker (`Subscribers`),
+"""[runtime] Where a session's frames go: the clients attached to it on this worker (`Subscribers`),
 and, when this worker serves among others, theirs (`Broadcast.peers`)."""
 
 from __future__ import annotations

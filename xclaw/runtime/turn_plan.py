@@ -1,4 +1,4 @@
-"""The turn plan: what a turn does, decided from the record before anything runs (docs/
+"""[runtime] The turn plan: what a turn does, decided from the record before anything runs (docs/
 architecture.md, "Resume").
 
 A turn is one of three requests (`Turn`): the user's new message, a resume of interrupted work
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from xclaw.answered_by import NEW_INPUT, AnsweredBy, answer_output
+from xclaw.people.answered_by import NEW_INPUT, AnsweredBy, answer_output
 from xclaw.recorder.history import History
 from xclaw.runtime.settle import settling_step
-from xclaw.store.model import NewStep, Status, Step
+from xclaw.store.steps.model import NewStep, Status, Step
 from xclaw.tools.base import ToolResult
 from xclaw.tools.effects import Evidence, Outcome
 

@@ -1,4 +1,4 @@
-"""Whether, and how, each kind of turn starts on this worker — a message, a resume, a
+"""[runtime] Whether, and how, each kind of turn starts on this worker — a message, a resume, a
 compaction: what it checks first, the session's lease (one driver) and configuration
 (xclaw/runtime/session_configs.py), and the run it launches (xclaw/runtime/runs.py)."""
 
@@ -21,6 +21,7 @@ from xclaw.errors import (
     UnknownAgent,
     XclawError,
 )
+from xclaw.people.teams import Actor
 from xclaw.recorder.caller import StoreCaller
 from xclaw.recorder.redact import Redactor
 from xclaw.runtime.agent_choice import AgentChoice, choose, recorded_agent
@@ -32,10 +33,9 @@ from xclaw.runtime.session_configs import SessionConfigs
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_plan import Turn
 from xclaw.store.base import LeaseStore, RecordReader, StepWriter
-from xclaw.store.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, StepType
-from xclaw.store.queue_sql import QueuedInput
-from xclaw.teams import Actor
-from xclaw.views import title_from_message
+from xclaw.store.queue.sql import QueuedInput
+from xclaw.store.steps.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, StepType
+from xclaw.views.record import title_from_message
 from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
 
 

@@ -1,4 +1,4 @@
-"""What a session's agent works with: its tools, the approval policy and its workspace."""
+"""[runtime] What a session's agent works with: its tools, the approval policy and its workspace."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xclaw.agent.loop import Policy
-from xclaw.config import Settings
+from xclaw.config.settings import Settings
 from xclaw.tools.base import Tool, retries_on_resume
 from xclaw.tools.client import ClientTools
 

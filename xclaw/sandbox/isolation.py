@@ -1,4 +1,5 @@
-"""OS isolation of the shell tool: bubblewrap where the machine allows it, else a plain process.
+"""[sandbox] OS isolation of the shell tool: bubblewrap where the machine allows it, else a plain
+process.
 
 With bubblewrap (`bwrap`), a command sees the whole file system read-only, except its own
 session's workspace (writable) and a private /tmp; xclaw's home (database, token), the other

@@ -1,6 +1,6 @@
-"""Confinement with Landlock, where bubblewrap is missing: a command run without asking may
-write only beneath a scratch directory (and to /dev/null), may not bind or connect TCP
-sockets, and may not signal processes outside its own domain.
+"""[sandbox] Confinement with Landlock, where bubblewrap is missing: a command run without asking
+may write only beneath a scratch directory (and to /dev/null), may not bind or connect TCP sockets,
+and may not signal processes outside its own domain.
 
 Landlock (Linux >= 5.13, network rules >= 6.7 = ABI 4, scoping >= 6.12 = ABI 6) needs no
 privileges: the launcher below (`python -m xclaw.sandbox.landlock SCRATCH -- ARGV…`)

@@ -1,4 +1,5 @@
-"""Workspace confinement: every path a tool touches is resolved here, and must stay inside.
+"""[sandbox] Workspace confinement: every path a tool touches is resolved here, and must stay
+inside.
 
 The model names files relative to its session's workspace. A path may not be absolute, may not
 climb out with `..`, and may not pass through a symlink whose target lies outside the workspace
@@ -16,7 +17,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from xclaw.errors import PathEscape, ToolError
-from xclaw.private_files import private_parent
+from xclaw.security.private_files import private_parent
 
 
 def workspace_dir(root: Path, session_id: str) -> Path:

@@ -1,5 +1,5 @@
-"""`sandbox:` in xclaw.yaml: how the tools run commands and read files (shell timeout, output
-cap, OS isolation, network) and what workspace snapshots take (docs/workspace.md)."""
+"""[sandbox] `sandbox:` in xclaw.yaml: how the tools run commands and read files (shell timeout,
+output cap, OS isolation, network) and what workspace snapshots take (docs/workspace.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from xclaw.section import Default, Flag, Number, Section, Strings, Text, Whole
+from xclaw.config.section import Default, Flag, Number, Section, Strings, Text, Whole
 
 # Patterns left out of workspace snapshots unless `sandbox.ignore` replaces them.
 DEFAULT_IGNORE = (".git/", "node_modules/")

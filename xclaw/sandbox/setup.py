@@ -1,7 +1,8 @@
-"""What the sandbox is built from: its own settings section and the few places it must hide.
+"""[sandbox] What the sandbox is built from: its own settings section and the few places it must
+hide.
 
 The isolation, the containers and the workspaces receive this value, never the whole
-`Settings` (xclaw/config.py builds it: `Settings.sandbox_setup()`), so the sandbox does not
+`Settings` (xclaw/config/settings.py builds it: `Settings.sandbox_setup()`), so the sandbox does not
 reach up into the configuration it is part of.
 """
 

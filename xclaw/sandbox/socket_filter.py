@@ -1,4 +1,5 @@
-"""No sockets for a confined command: a seccomp filter that refuses `socket()`, any family.
+"""[sandbox] No sockets for a confined command: a seccomp filter that refuses `socket()`, any
+family.
 
 A network namespace (bubblewrap) or Landlock's TCP rules keep a confined command off the
 network, but not off *pathname* Unix sockets: they are files, and connecting to one on a

@@ -1,1 +1,2 @@
-"""Schedules and webhooks: work that starts by itself, exactly once (docs/schedules.md)."""
+"""[schedules] Schedules and webhooks: work that starts by itself, exactly once
+(docs/schedules.md)."""

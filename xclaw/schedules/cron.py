@@ -1,8 +1,8 @@
-"""A five-field cron expression (minute hour day-of-month month day-of-week) and the next
-time it matches: ranges (`1-5`), steps (`*/15`, `10-50/10`), lists (`1,15,30`), month and
-day names (`jan`, `mon`), 0 or 7 for Sunday. As in Vixie cron, when both day fields are
-restricted a day matching either one matches. Small on purpose (docs/schedules.md): no
-seconds field, no `L`/`W`/`#`, no `@reboot`."""
+"""[schedules] A five-field cron expression (minute hour day-of-month month day-of-week) and the
+next time it matches: ranges (`1-5`), steps (`*/15`, `10-50/10`), lists (`1,15,30`), month and day
+names (`jan`, `mon`), 0 or 7 for Sunday. As in Vixie cron, when both day fields are restricted a day
+matching either one matches. Small on purpose (docs/schedules.md): no seconds field, no `L`/`W`/`#`,
+no `@reboot`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Firing schedules and delivering fires: each worker's check (docs/schedules.md).
+"""[schedules] Firing schedules and delivering fires: each worker's check (docs/schedules.md).
 
 Every worker of a database runs `Scheduler.run`: at each check it claims the due ticks of the
-schedules (store/schedules_sql.py: one worker wins each tick), then delivers the fires it
+schedules (store/schedules/sql.py: one worker wins each tick), then delivers the fires it
 claimed and the pending ones no worker holds (a worker killed after its claim, a fire
 deferred because its session was busy). A delivery sends the fire's message with the fire's
 id as its message id (`Target.send`), so whoever delivers it, however often, the session
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from xclaw.errors import ConfigMismatch, SessionBusy, SessionNotFound, XclawError
+from xclaw.people.teams import SERVER_TOKEN, Actor, Identity, Need, allows
 from xclaw.runtime.inputs import Submitted
 from xclaw.schedules.spec import (
     CatchUp,
@@ -34,10 +35,9 @@ from xclaw.schedules.spec import (
     fork_session_id,
 )
 from xclaw.store.base import ScheduleStore, TeamStore
-from xclaw.store.model import Session, Step
-from xclaw.store.schedules_sql import Fire, NewFire, Schedule
-from xclaw.store.writes import ClaimTicks, SettleFire, TakeFire
-from xclaw.teams import SERVER_TOKEN, Actor, Identity, Need, allows
+from xclaw.store.schedules.sql import Fire, NewFire, Schedule
+from xclaw.store.steps.model import Session, Step
+from xclaw.store.steps.writes import ClaimTicks, SettleFire, TakeFire
 
 log = logging.getLogger("xclaw.schedules")
 

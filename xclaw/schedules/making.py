@@ -1,4 +1,4 @@
-"""A schedule or a webhook as a person asks for it, checked before anything is written
+"""[schedules] A schedule or a webhook as a person asks for it, checked before anything is written
 (the command line, the HTTP API): the same rules whichever way it comes (docs/schedules.md)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import re
 import secrets
 
 from xclaw.errors import SessionNotFound, XclawError
+from xclaw.people.teams import Identity, Need, allows
 from xclaw.schedules.spec import CatchUp, Kind, ScheduleError, When
 from xclaw.store.base import TeamStore
-from xclaw.store.schedules_sql import Hook, Schedule
-from xclaw.teams import Identity, Need, allows
+from xclaw.store.schedules.sql import Hook, Schedule
 
 HOOK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_MESSAGE = 100_000

@@ -1,4 +1,4 @@
-"""A webhook's request checked and its message made (docs/schedules.md, "Webhooks").
+"""[schedules] A webhook's request checked and its message made (docs/schedules.md, "Webhooks").
 
 The sender signs `<timestamp>.<body>` with HMAC-SHA256 under the hook's secret and sends:
 

@@ -1,4 +1,5 @@
-"""When a schedule fires: a cron expression, a period, or one moment (docs/schedules.md).
+"""[schedules] When a schedule fires: a cron expression, a period, or one moment
+(docs/schedules.md).
 
 Every time here is integer milliseconds since the epoch, UTC, so every worker computes the
 same ticks: a tick is a schedule's own time to fire, and with the schedule's id it names the

@@ -1,4 +1,4 @@
-"""The durable record: the Store protocol, its backends, and `open_store` to pick one."""
+"""[store] The durable record: the Store protocol, its backends, and `open_store` to pick one."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def open_store(
     nothing; WRITE upgrades an existing one; CREATE also creates one where there is none.
     A file or database that is not xclaw's is refused (DatabaseRefused) under any access.
     `blob_store` (s3://BUCKET/PREFIX) keeps file contents in an object store instead of the
-    database (store/object_blobs.py)."""
+    database (store/blobs/objects.py)."""
     store = _open(url_or_path, access)
     try:
         store.use_blob_store(blob_store, grace_s=blob_grace_s)
@@ -38,7 +38,7 @@ def _open(url_or_path: str | Path, access: Access) -> Store:
     text = str(url_or_path).strip()
     if text.startswith(("postgresql://", "postgres://")):
         try:
-            from xclaw.store.postgres import PostgresStore
+            from xclaw.store.postgres.store import PostgresStore
         except ImportError as e:  # psycopg is the optional extra `postgres`
             raise StoreError(
                 "PostgreSQL support needs psycopg: pip install 'xclaw[postgres]' "
@@ -51,6 +51,6 @@ def _open(url_or_path: str | Path, access: Access) -> Store:
         raise StoreError(f"unsupported database URL {text!r}: use a file path or postgresql://")
     if not text:
         raise StoreError("no database given: pass --db PATH or set XCLAW_DB")
-    from xclaw.store.sqlite import SQLiteStore  # imported lazily: no work at import time
+    from xclaw.store.sqlite.store import SQLiteStore  # imported lazily: no work at import time
 
     return SQLiteStore(Path(text), access=access)

@@ -1,4 +1,4 @@
-"""How a command may use the database it is pointed at, and the words for each refusal.
+"""[store] How a command may use the database it is pointed at, and the words for each refusal.
 
 A database is touched only when the user means to write to it: a reading command (sessions,
 steps, fsck without --repair, …) opens an existing xclaw database at this xclaw's schema

@@ -1,4 +1,4 @@
-"""The Store protocol: the seam between the layers above and a database backend, made of the
+"""[store] The Store protocol: the seam between the layers above and a database backend, made of the
 roles its callers take (each asks for the narrowest it needs: tests/test_layering.py checks):
 
 - RecordReader: sessions and steps read (read-only commands, views, history rebuilds);
@@ -12,7 +12,7 @@ roles its callers take (each asks for the narrowest it needs: tests/test_layerin
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
 `write_stream` hands a run's writes to the backend's writer in order, each still its own
 all-or-nothing unit, and says when each is committed.
-Why write-ahead holds (docs/architecture.md) is told in store/writes.py. The StepWriter's
+Why write-ahead holds (docs/architecture.md) is told in store/steps/writes.py. The StepWriter's
 methods take an optional `lease=`: its fencing token is checked in the same transaction
 (LeaseLost, nothing written), so a worker that lost the session cannot write it (one driver;
 `driven(lease)` binds a lease to every such write).
@@ -23,25 +23,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from xclaw.store.blob_store import BlobStore
-from xclaw.store.changes import SessionChange
+from xclaw.store.blobs.store import BlobStore
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
-from xclaw.store.model import Session, Status, Step, StepStatus, StepTreeNode
-from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
-from xclaw.store.stream import WriteStream
+from xclaw.store.snapshots.model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.store.steps.changes import SessionChange
+from xclaw.store.steps.model import Session, Status, Step, StepStatus, StepTreeNode
+from xclaw.store.steps.stream import WriteStream
 
 # Defined beside the write values that return them, kept importable from here.
-from xclaw.store.writes import PlanDone as PlanDone
-from xclaw.store.writes import RollbackResult as RollbackResult
-from xclaw.store.writes import Writes
+from xclaw.store.steps.writes import PlanDone as PlanDone
+from xclaw.store.steps.writes import RollbackResult as RollbackResult
+from xclaw.store.steps.writes import Writes
 
 if TYPE_CHECKING:
-    from xclaw.store.budgets_sql import BudgetRow
-    from xclaw.store.queue_sql import QueuedInput
-    from xclaw.store.schedules_sql import Fire, Hook, Schedule
-    from xclaw.store.teams_sql import SessionAction, Share, User
-    from xclaw.store.transfer import Exported, Imported
-    from xclaw.teams import ShareRole, UserRole
+    from xclaw.people.teams import ShareRole, UserRole
+    from xclaw.store.budgets.sql import BudgetRow
+    from xclaw.store.queue.sql import QueuedInput
+    from xclaw.store.schedules.sql import Fire, Hook, Schedule
+    from xclaw.store.teams.sql import SessionAction, Share, User
+    from xclaw.store.transfer.format import Exported, Imported
 
 R = TypeVar("R")
 
@@ -100,7 +100,7 @@ class RecordReader(Protocol):
 
     def queued(self, session_id: str) -> list[QueuedInput]:
         """The messages waiting for the session's run to end, in the order they run
-        (xclaw/store/queue_sql.py)."""
+        (xclaw/store/queue/sql.py)."""
         ...
 
     def queued_sessions(self) -> list[str]:
@@ -110,13 +110,13 @@ class RecordReader(Protocol):
 
 @runtime_checkable
 class StepWriter(Protocol):
-    """A run's writes to one session's record: its write stream (store/writes.py), `write`
+    """A run's writes to one session's record: its write stream (store/steps/writes.py), `write`
     (the same values applied one at a time: a step begun, added, finished), its status,
     marking, rollback. These are the methods that carry a fencing token;
     `LeaseStore.driven(lease)` is this role of one lease holder (leases.DrivenStore)."""
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R:
-        """Apply one write value of store/writes.py as its own transaction, fenced by
+        """Apply one write value of store/steps/writes.py as its own transaction, fenced by
         `lease`, committed as its kind's row of writes.SYNC says (a durable one is synced
         when this returns); what the value's type says it returns. The store's one way to
         write: its other write methods build a value and apply it here."""
@@ -169,11 +169,11 @@ class StepWriter(Protocol):
         ...
 
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
-        """A stream for one run's writes: values of store/writes.py put on it commit in the
+        """A stream for one run's writes: values of store/steps/writes.py put on it commit in the
         order put, each all-or-nothing; a write's future resolves once it and every earlier
         one are committed — synced to disk when its kind must be (writes.SYNC). With `lease`,
         every step write on it is fenced by it. The one store call under the write-ahead
-        rule (xclaw/store/stream.py)."""
+        rule (xclaw/store/steps/stream.py)."""
         ...
 
 
@@ -238,7 +238,7 @@ class RecordStore(RecordReader, Protocol):
 
     # --- moving sessions, retention (xclaw import / gc) --------------------------------
     def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
-        """Insert the sessions of an export (store/transfer.py), their steps and blobs exactly
+        """Insert the sessions of an export (store/transfer/format.py), their steps and blobs exactly
         as given (ids, seqs, times, statuses) in one durable transaction: all, or none. A
         session whose id is taken gets a new one; a parent session absent is unlinked."""
         ...
@@ -257,7 +257,7 @@ class SnapshotStore(Protocol):
 
     @property
     def blobs(self) -> BlobStore:
-        """Where the contents are (store/blob_store.py): the database or an object store."""
+        """Where the contents are (store/blobs/store.py): the database or an object store."""
         ...
 
     def use_blob_store(self, url: str | None, *, grace_s: float | None = None) -> None:
@@ -331,7 +331,7 @@ class LeaseStore(Protocol):
 
     def changes_since(self, since_ms: int) -> list[SessionChange]:
         """Rollbacks and deletions recorded at or after `since_ms` (ms), oldest first, with
-        the process that made each (xclaw/store/changes.py)."""
+        the process that made each (xclaw/store/steps/changes.py)."""
         ...
 
     def forget_worker(self, worker_id: str) -> bool:
@@ -370,7 +370,7 @@ class LeaseStore(Protocol):
 
 @runtime_checkable
 class TeamStore(Protocol):
-    """Users, who may see each session, and who did what (xclaw/store/teams_sql.py,
+    """Users, who may see each session, and who did what (xclaw/store/teams/sql.py,
     docs/teams.md). Only hashes of tokens are stored. Both backends implement it beside
     Store; `teams_of(store)` gives it typed. Not part of `Store`: a run's writes (a
     DrivenStore) never touch it."""
@@ -452,7 +452,7 @@ class TeamStore(Protocol):
 
 @runtime_checkable
 class BudgetStore(Protocol):
-    """Budgets in the record (store/budgets_sql.py, docs/budgets.md): the caps an admin set
+    """Budgets in the record (store/budgets/sql.py, docs/budgets.md): the caps an admin set
     (written with `write(SetBudget(...))`) and what the holds of each scope count."""
 
     def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]: ...
@@ -470,8 +470,8 @@ class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
 
 @runtime_checkable
 class ScheduleStore(Protocol):
-    """Schedules, webhooks and their fires (store/schedules_sql.py, docs/schedules.md): the
-    reads; the writes are values (`write(AddSchedule(...))`, store/writes.py)."""
+    """Schedules, webhooks and their fires (store/schedules/sql.py, docs/schedules.md): the
+    reads; the writes are values (`write(AddSchedule(...))`, store/steps/writes.py)."""
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
     def get_schedule(self, schedule_id: str) -> Schedule: ...

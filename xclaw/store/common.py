@@ -1,7 +1,7 @@
-"""StoreBase: what both store backends share, written once.
+"""[store] StoreBase: what both store backends share, written once.
 
 The public step and time-travel methods live here: argument normalisation, the step methods as
-the write values of store/writes.py applied one at a time (their durability is that module's
+the write values of store/steps/writes.py applied one at a time (their durability is that module's
 table), the opening of a turn, the status decisions around steps and approvals, and the step
 tree. A backend subclasses
 StoreBase and supplies only its SQL and connection handling, through a few private primitives
@@ -17,10 +17,15 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, MessageRecorded, SessionNotFound
+from xclaw.people.teams import Need, ShareRole, allows
 from xclaw.store.base import PlanDone, RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
-from xclaw.store.model import (
+from xclaw.store.queue.sql import dequeue_tx
+from xclaw.store.snapshots.model import (
+    WorkspaceRestore,
+)
+from xclaw.store.steps.model import (
     Completion,
     NewStep,
     Session,
@@ -35,14 +40,9 @@ from xclaw.store.model import (
     is_approval,
     parse_step_ref,
 )
-from xclaw.store.queue_sql import dequeue_tx
-from xclaw.store.rows import STEP_COLS, row_to_step
-from xclaw.store.snapshot_model import (
-    WorkspaceRestore,
-)
-from xclaw.store.teams_sql import CLAIM_SQL, ROLE_SQL
-from xclaw.store.timetravel import fork_tx, rollback_tx
-from xclaw.store.writes import (
+from xclaw.store.steps.rows import STEP_COLS, row_to_step
+from xclaw.store.steps.timetravel import fork_tx, rollback_tx
+from xclaw.store.steps.writes import (
     Fork,
     Kind,
     MarkInterrupted,
@@ -54,7 +54,7 @@ from xclaw.store.writes import (
     normalise_step,
     prepare,
 )
-from xclaw.teams import Need, ShareRole, allows
+from xclaw.store.teams.sql import CLAIM_SQL, ROLE_SQL
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -339,14 +339,14 @@ class StoreBase:
         return tx
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R:
-        """Apply one write value (store/writes.py) as its own transaction, fenced by `lease`
+        """Apply one write value (store/steps/writes.py) as its own transaction, fenced by `lease`
         when given, committed as its kind's row of writes.SYNC says; its values encoded
         here, before the transaction. The one way the store is written."""
         body: Callable[[Any], R] = prepare(self, w, lease)  # type: ignore[arg-type]
         return self._write(body, kind_of(w))
 
     def _rollback_tx(self, w: Rollback, lease: Lease | None) -> Callable[[Any], RollbackResult]:
-        """writes.Rollback's transaction, the body shared (timetravel.py)."""
+        """writes.Rollback's transaction, the body shared (store/steps/timetravel.py)."""
         d, sid, ref = self._dialect, w.session_id, w.ref
         seq = parse_step_ref(ref, sid)
         return lambda conn: rollback_tx(
@@ -354,7 +354,7 @@ class StoreBase:
         )
 
     def _fork_tx(self, w: Fork) -> Callable[[Any], Session]:
-        """writes.Fork's transaction, the body shared (timetravel.py)."""
+        """writes.Fork's transaction, the body shared (store/steps/timetravel.py)."""
         d, sid, ref = self._dialect, w.session_id, w.ref
         seq = parse_step_ref(ref, sid)
         return lambda conn: fork_tx(

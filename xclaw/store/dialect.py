@@ -1,4 +1,4 @@
-"""What the SQL of the two backends differs in, as one small value: `Dialect`.
+"""[store] What the SQL of the two backends differs in, as one small value: `Dialect`.
 
 The transaction bodies both backends share (time travel, snapshots, import, fsck repairs) are
 written once, in one SQL text, and run on either connection through their dialect. The text
@@ -8,7 +8,7 @@ take, so `Dialect.sql` drops it there. Everything else the backends differ in is
 how a session is locked and fenced (`SELECT ... FOR UPDATE` vs the single SQLite writer), the
 blob lock, the JSON walk of the blob sweep, `IN` lists, values PostgreSQL text cannot hold.
 
-SQLITE is defined here; POSTGRES in postgres_rows.py, so that SQLite-only installs never
+SQLITE is defined here; POSTGRES in store/postgres/rows.py, so that SQLite-only installs never
 import psycopg.
 """
 
@@ -23,9 +23,15 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from xclaw.store.leases import Lease
-from xclaw.store.model import SessionEvent, Status
-from xclaw.store.rows import dump_json, require_session, require_step, session_state, write_status
-from xclaw.store.sqlite_leases import check_fence
+from xclaw.store.sqlite.leases import check_fence
+from xclaw.store.steps.model import SessionEvent, Status
+from xclaw.store.steps.rows import (
+    dump_json,
+    require_session,
+    require_step,
+    session_state,
+    write_status,
+)
 
 
 class Cursor(Protocol):
@@ -45,7 +51,7 @@ class Conn(Protocol):
 
 
 class WriteStatus(Protocol):
-    """rows.write_status / postgres_rows.write_status: the one status write of a backend."""
+    """rows.write_status / postgres.rows.write_status: the one status write of a backend."""
 
     def __call__(
         self,

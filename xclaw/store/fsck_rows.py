@@ -1,5 +1,5 @@
-"""What `xclaw fsck` reads from and writes to a database, as plain values, the seam
-(`FsckAccess`) each backend implements (sqlite_fsck, postgres_fsck: consistent reads, the
+"""[store] What `xclaw fsck` reads from and writes to a database, as plain values, the seam
+(`FsckAccess`) each backend implements (sqlite.fsck, postgres.fsck: consistent reads, the
 clock, the backup), and the one repair transaction both run through their dialect.
 
 The checks themselves live in xclaw/ops/fsck.py and see only these values and the Store
@@ -15,12 +15,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from xclaw.errors import StoreError
 from xclaw.store.base import Store
-from xclaw.store.blob_store import sweep_blobs_tx
+from xclaw.store.blobs.store import sweep_blobs_tx
 from xclaw.store.dialect import Dialect
-from xclaw.store.model import INTERRUPTED, Status, Step, event_for_target
-from xclaw.store.rows import STEP_COLS, load_json, row_to_step
-from xclaw.store.snapshot_model import PendingRestore
-from xclaw.store.snapshots import row_to_restore
+from xclaw.store.snapshots.model import PendingRestore
+from xclaw.store.snapshots.sql import row_to_restore
+from xclaw.store.steps.model import INTERRUPTED, Status, Step, event_for_target
+from xclaw.store.steps.rows import STEP_COLS, load_json, row_to_step
 
 T = TypeVar("T")
 

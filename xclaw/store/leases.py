@@ -1,4 +1,4 @@
-"""Session leases: who drives a session ("one driver", docs/architecture.md), as values,
+"""[store] Session leases: who drives a session ("one driver", docs/architecture.md), as values,
 plus the fenced view of a store that one lease holder writes through.
 
 A lease lives in the session's row (owner, expiry, fencing token). The token increases on
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import LeaseLost
-from xclaw.store.model import SessionState, Status, state_of
+from xclaw.store.steps.model import SessionState, Status, state_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from xclaw.store.base import PlanDone, RollbackResult, StepWriter
-    from xclaw.store.model import Session, Step
-    from xclaw.store.snapshot_model import WorkspaceRestore
-    from xclaw.store.stream import WriteStream
-    from xclaw.store.writes import Writes
+    from xclaw.store.snapshots.model import WorkspaceRestore
+    from xclaw.store.steps.model import Session, Step
+    from xclaw.store.steps.stream import WriteStream
+    from xclaw.store.steps.writes import Writes
 
 R = TypeVar("R")
 

@@ -1,9 +1,9 @@
-"""Numbered, append-only schema migrations, one list (`MIGRATIONS`) for both backends.
+"""[store] Numbered, append-only schema migrations, one list (`MIGRATIONS`) for both backends.
 
 Each migration has a version, a name (recorded in `schema_version`), why it exists, and its SQL
 for each backend, both in this module: `M00N_SQLITE` and `M00N_POSTGRES`, side by side under
 the comment that says what migration N does and why. SQLite's are run by `migrate_sqlite`
-below, PostgreSQL's by `migrate_postgres` in `store/postgres_conn.py`. A migration is applied
+below, PostgreSQL's by `migrate_postgres` in `store/postgres/conn.py`. A migration is applied
 atomically together with its `schema_version` record, so a crash mid-upgrade leaves the
 database at the previous version, never half-way. Never edit an applied migration: append one,
 with both texts.
@@ -296,7 +296,7 @@ M003_POSTGRES = (
 # Migration 4, `session_changes`: a log of the changes to sessions that a server did not make
 # itself — a rollback or a deletion by the command line (or by another server on the database) —
 # written in the transaction that makes them, so every server can tell the clients it serves
-# (xclaw/store/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes. PostgreSQL:
+# (xclaw/store/steps/changes.py, xclaw/runtime/changes.py). Rows are kept ten minutes. PostgreSQL:
 # M004_POSTGRES, below.
 M004_SQLITE = (
     """

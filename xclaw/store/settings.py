@@ -1,4 +1,4 @@
-"""What xclaw.yaml says about the database (docs/storage.md) and the leases several workers
+"""[store] What xclaw.yaml says about the database (docs/storage.md) and the leases several workers
 share it by (docs/postgres.md)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from xclaw.section import Default, Env, Number, Section, Text
-from xclaw.store.s3 import location_problem
+from xclaw.config.section import Default, Env, Number, Section, Text
+from xclaw.store.blobs.s3 import location_problem
 
 
 class StoreSettings(Section):

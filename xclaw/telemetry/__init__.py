@@ -1,4 +1,4 @@
-"""OpenTelemetry export: committed steps become spans by the GenAI semantic conventions.
+"""[telemetry] OpenTelemetry export: committed steps become spans by the GenAI semantic conventions.
 
 `spans.py` turns one user turn's steps into span values (pure, no OpenTelemetry import),
 `config.py` decides from the standard OTEL_* variables and xclaw.yaml whether and where to

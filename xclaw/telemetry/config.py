@@ -1,5 +1,5 @@
-"""Whether and where to export spans: the `otel` section of xclaw.yaml, under the standard
-OpenTelemetry variables (which win, as everywhere the settings read a variable).
+"""[telemetry] Whether and where to export spans: the `otel` section of xclaw.yaml, under the
+standard OpenTelemetry variables (which win, as everywhere the settings read a variable).
 
     otel:
       endpoint: http://127.0.0.1:4318    # OTLP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT)
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
-from xclaw.section import Default, Env, Flag, NotInYaml, Section
+from xclaw.config.section import Default, Env, Flag, NotInYaml, Section
 
 
 def _capture(value: Any) -> Any:

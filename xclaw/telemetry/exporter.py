@@ -1,4 +1,4 @@
-"""TurnExporter: when a run ends, its turn's committed steps go out as OTLP spans.
+"""[telemetry] TurnExporter: when a run ends, its turn's committed steps go out as OTLP spans.
 
 The runtime only enqueues (session id, when the run started); a daemon thread reads the
 steps, builds the spans (spans.py) and hands them to the SDK's BatchSpanProcessor, whose own
@@ -16,7 +16,7 @@ from typing import Any
 
 from xclaw import __version__
 from xclaw.store.base import RecordReader
-from xclaw.store.model import MAIN_AGENT, Step, StepType
+from xclaw.store.steps.model import MAIN_AGENT, Step, StepType
 from xclaw.telemetry.config import OtelSettings
 from xclaw.telemetry.spans import SpanData, split_turns, turn_spans
 

@@ -1,4 +1,4 @@
-"""One user turn's steps -> spans, by the OpenTelemetry GenAI semantic conventions.
+"""[telemetry] One user turn's steps -> spans, by the OpenTelemetry GenAI semantic conventions.
 
     invoke_agent xclaw               the turn: from the user's message to its last step
       chat <model>                   each model call (tokens, finish reasons, cache tokens)
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from xclaw.store.model import INTERRUPTED, MAIN_AGENT, Step, StepStatus, StepType
+from xclaw.store.steps.model import INTERRUPTED, MAIN_AGENT, Step, StepStatus, StepType
 
 AGENT_NAME = "xclaw"
 _CONTENT_CHARS = 8192

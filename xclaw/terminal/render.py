@@ -1,5 +1,5 @@
-"""How `xclaw chat` shows server frames: the original tutorial's terminal format (*the seed*,
-docs/architecture.md glossary: `[history]` lines between markers, `xclaw uses [NAME]: {...}`,
+"""[terminal] How `xclaw chat` shows server frames: the original tutorial's terminal format (*the
+seed*, docs/architecture.md glossary: `[history]` lines between markers, `xclaw uses [NAME]: {...}`,
 `xclaw: <answer>`), in colour when the terminal has it.
 
 Pure presentation: it keeps only what it needs to lay text out (is a streamed line open?), so

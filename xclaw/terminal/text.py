@@ -1,4 +1,4 @@
-"""Text from the model, tools or the server must not drive the user's terminal.
+"""[terminal] Text from the model, tools or the server must not drive the user's terminal.
 
 A reply or a tool's output can hold ESC sequences (recolour, move the cursor, rewrite the
 title, forge an approval prompt, OSC 52 clipboard writes), C1 controls (0x9B is a one-byte

@@ -1,0 +1,1 @@
+"""[tools] The tools the agent calls, their traits, effects and approval policy."""

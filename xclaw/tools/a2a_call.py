@@ -1,4 +1,4 @@
-"""a2a_call: hand a task to another agent over A2A (docs/a2a.md) and get back its outcome.
+"""[tools] a2a_call: hand a task to another agent over A2A (docs/a2a.md) and get back its outcome.
 
 The agents it may call are named in xclaw.yaml (`a2a.agents`). A call is an outside effect
 like any other: its step is written before the message goes (write-ahead), and its ids are

@@ -1,4 +1,4 @@
-"""A remote A2A agent as `a2a_call` talks to it (`a2a-sdk`'s client): send a message and
+"""[tools] A remote A2A agent as `a2a_call` talks to it (`a2a-sdk`'s client): send a message and
 follow its task to the end — through a dropped stream or the remote's restart, by asking
 about the task, never by sending again — and find a task again by the message that made it.
 

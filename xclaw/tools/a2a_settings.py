@@ -1,4 +1,4 @@
-"""`a2a:` in xclaw.yaml: how the gateway's A2A agent card presents it, and the remote agents
+"""[tools] `a2a:` in xclaw.yaml: how the gateway's A2A agent card presents it, and the remote agents
 the `a2a_call` tool may call (docs/a2a.md).
 
     a2a:
@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from xclaw.section import Default, Number, Section, Text
+from xclaw.config.section import Default, Number, Section, Text
 from xclaw.tools.mcp.config import Expanded
 
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -1,4 +1,5 @@
-"""The approval policy: which tool calls run at once, which wait for a human, which never run.
+"""[tools] The approval policy: which tool calls run at once, which wait for a human, which never
+run.
 
 Synchronous: it reads the tool and its arguments and, for a shell command that may run git,
 the git configuration in the call's workspace (git takes programs to run from there:

@@ -1,4 +1,4 @@
-"""The tool seam: what a tool declares and what it gets when it runs."""
+"""[tools] The tool seam: what a tool declares and what it gets when it runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from xclaw.messages import ImageBlock, ToolSpec
+from xclaw.llm.messages import ImageBlock, ToolSpec
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 
 if TYPE_CHECKING:

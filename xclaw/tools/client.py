@@ -1,4 +1,4 @@
-"""Front-end tools: tools a client (an AG-UI web app, docs/ag-ui.md) declares with its run
+"""[tools] Front-end tools: tools a client (an AG-UI web app, docs/ag-ui.md) declares with its run
 and runs itself, in the browser.
 
 The model is offered them beside the server's tools. A call is recorded write-ahead like

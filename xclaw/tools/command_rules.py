@@ -1,4 +1,4 @@
-"""Per-command allowlists of options for the commands that may run without asking.
+"""[tools] Per-command allowlists of options for the commands that may run without asking.
 
 A deny list of "options that write" loses to the next spelling: GNU tools accept any
 unambiguous prefix of a long option (`sort --outp=F` is `--output=F`), options hide in short

@@ -1,4 +1,4 @@
-"""Effect classes, compensations and settle checks: what a tool's call does beyond reading,
+"""[tools] Effect classes, compensations and settle checks: what a tool's call does beyond reading,
 how a rollback undoes it, and how its outcome is found after a crash (docs/tools.md,
 "Effects outside the workspace").
 

@@ -1,4 +1,4 @@
-"""File tools: read_file, view_file (read_file that also shows images), write_file,
+"""[tools] File tools: read_file, view_file (read_file that also shows images), write_file,
 edit_file, list_dir.
 
 Every path goes through resolve_in_workspace, so a tool can only see and change the session's
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ToolError
-from xclaw.messages import ImageBlock
+from xclaw.llm.messages import ImageBlock
 from xclaw.sandbox.paths import resolve_in_workspace
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
 from xclaw.threads import run_blocking

@@ -1,4 +1,4 @@
-"""Reading a repository's git configuration well enough to know that it names no program.
+"""[tools] Reading a repository's git configuration well enough to know that it names no program.
 
 git runs programs named in its configuration, and the keys that do are many and grow with
 git's releases: `core.fsmonitor`, `core.hooksPath`, `core.pager`, `core.sshCommand`,

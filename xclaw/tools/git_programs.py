@@ -1,4 +1,4 @@
-"""Where git, run in a workspace, could take a program to run from — and the configuration
+"""[tools] Where git, run in a workspace, could take a program to run from — and the configuration
 every git the shell tool starts gets on top of the repository's own.
 
 The write-then-run chain: the model writes files that git reads as a repository's

@@ -1,4 +1,4 @@
-"""The lifeline: how a tool's command learns, without a race, that xclaw has died.
+"""[tools] The lifeline: how a tool's command learns, without a race, that xclaw has died.
 
 xclaw holds the only write end of one pipe; every shell command gets the read end. Nobody
 ever writes to it, so a read on it blocks until the last write end closes — which the kernel

@@ -1,4 +1,4 @@
-"""Every tool an agent may call, with where it comes from and the policies it gets: what
+"""[tools] Every tool an agent may call, with where it comes from and the policies it gets: what
 `xclaw tools` prints and `/tools` answers in both clients."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Python functions as tools: `tools: ["mypkg.tools:lookup"]` in xclaw.yaml.
+"""[tools] Python functions as tools: `tools: ["mypkg.tools:lookup"]` in xclaw.yaml.
 
     import xclaw
 

@@ -1,4 +1,4 @@
-"""The built-in tools, by the name the model uses.
+"""[tools] The built-in tools, by the name the model uses.
 
 A tool set is one thing everywhere: a `dict[str, Tool]` in the order the model is shown the
 tools (the agent loop, the approval policy, the runtime's Toolbox and `xclaw tools` all take

@@ -1,4 +1,4 @@
-"""Checks a tool call's arguments against the tool's own JSON schema.
+"""[tools] Checks a tool call's arguments against the tool's own JSON schema.
 
 The schema the model is shown is the one the input is checked against, so they cannot drift.
 Only the small subset our tools use is understood: an object with `properties` of type string,

@@ -1,4 +1,4 @@
-"""What xclaw.yaml says about the tools: `approval:` (docs/approval.md), `tools:` (Python
+"""[tools] What xclaw.yaml says about the tools: `approval:` (docs/approval.md), `tools:` (Python
 tools) and `tool_policies:` (per-tool overrides for MCP and Python tools, docs/tools.md)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from xclaw.section import Default, Flag, Number, Section, Strings
+from xclaw.config.section import Default, Flag, Number, Section, Strings
 from xclaw.tools.traits import ToolPolicy
 
 ApprovalMode = Literal["ask", "auto-edits", "yolo"]

@@ -1,5 +1,5 @@
-"""What the built-in tools and the approval policy are built from: their own settings, not the
-whole `Settings` (xclaw/config.py builds it: `Settings.tool_setup()`)."""
+"""[tools] What the built-in tools and the approval policy are built from: their own settings, not
+the whole `Settings` (xclaw/config/settings.py builds it: `Settings.tool_setup()`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The shell tool: `bash -c COMMAND` in the session's workspace, contained as a process group.
+"""[tools] The shell tool: `bash -c COMMAND` in the session's workspace, contained as a process
+group.
 
 The command gets its own session (process group), so a timeout or a cancelled run can stop the
 command *and everything it started* with one signal. Output is read as it comes and kept within
@@ -18,11 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from xclaw.credentials import child_env
 from xclaw.errors import ToolError, XclawError
 from xclaw.sandbox import landlock
 from xclaw.sandbox.isolation import Isolation
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS
+from xclaw.security.credentials import child_env
 from xclaw.tools import lifeline
 from xclaw.tools.base import Tool, ToolContext, ToolResult
 from xclaw.tools.effects import EffectClass

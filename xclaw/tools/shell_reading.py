@@ -1,4 +1,5 @@
-"""Reading a shell command well enough to know it only runs listed commands with literal words.
+"""[tools] Reading a shell command well enough to know it only runs listed commands with literal
+words.
 
 Two readers must agree, or the command is not safe (which only means a human is asked):
 

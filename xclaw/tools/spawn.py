@@ -1,4 +1,4 @@
-"""spawn_agent: hands a task to a sub-agent and returns its final answer.
+"""[tools] spawn_agent: hands a task to a sub-agent and returns its final answer.
 
 The runtime supplies `ctx.spawn_agent`; the sub-agent has its own message list, and its steps
 hang under this call in the trace tree. Several spawn_agent calls in a row run concurrently

@@ -1,4 +1,4 @@
-"""Everything a tool step started, found and stopped: no process outlives its step.
+"""[tools] Everything a tool step started, found and stopped: no process outlives its step.
 
 Three nets, each catching what the one before may miss:
 1. a cgroup v2 scope per step, where xclaw may create one (a writable cgroup2 hierarchy, as

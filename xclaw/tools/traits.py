@@ -1,4 +1,4 @@
-"""What a tool brought by the user (an MCP server's tool, a Python function) declares about
+"""[tools] What a tool brought by the user (an MCP server's tool, a Python function) declares about
 itself, and the approval and resume policies that follow from it.
 
 Built-in tools keep their own rules (xclaw/tools/approval.py). A declared tool carries a
@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from xclaw.section import Default, Number, Section
+from xclaw.config.section import Default, Number, Section
 from xclaw.tools.effects import DEFAULT_EFFECT_TIMEOUT_S, EffectClass
 
 ApprovalRule = Literal["ask", "allow"]

@@ -1,7 +1,7 @@
-"""The one place a server frame is made (docs/protocol.md).
+"""[wire] The one place a server frame is made (docs/protocol.md).
 
 Each builder returns the frame's JSON object typed by its TypedDict (xclaw/wire/shapes.py), so
-mypy checks its keys against the declaration in xclaw/frames.py; tests/wire/test_build.py
+mypy checks its keys against the declaration in xclaw/wire/frames.py; tests/wire/test_build.py
 holds every builder's output to that declaration, and tests/test_layering.py forbids a frame
 built anywhere else. Builders take values, never a store or a runtime: what a frame says is
 decided by its caller, how it is spelled here.
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from xclaw.llm.prices import PriceTable
-from xclaw.protocol import session_agent, step_json
-from xclaw.store.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, session_state
+from xclaw.store.steps.model import BUDGET_KEY, MAIN_AGENT, Session, Status, Step, session_state
+from xclaw.wire.protocol import session_agent, step_json
 from xclaw.wire.shapes import (
     AckJson,
     ApprovalRequestJson,
@@ -103,7 +103,7 @@ def status_frame(status: Status) -> StatusJson:
 
 
 def state_frame(session: Session, *, busy: bool) -> StatusJson:
-    """A `status` frame with the session's state in words (xclaw.store.model.session_state):
+    """A `status` frame with the session's state in words (xclaw.store.steps.model.session_state):
     the last frame of an attach, and after a rollback or a cancel."""
     state = session_state(session, busy=busy)
     frame: StatusJson = {

@@ -1,6 +1,6 @@
-"""Every server frame's JSON object as a TypedDict: the keys its class in xclaw/frames.py
-declares (by alias), so mypy checks each builder in xclaw/wire/build.py against the
-declaration. tests/wire/test_shapes.py holds each one to its class.
+"""[wire] Every server frame's JSON object as a TypedDict: the keys its class in
+xclaw/wire/frames.py declares (by alias), so mypy checks each builder in xclaw/wire/build.py against
+the declaration. tests/wire/test_build.py holds each one to its class.
 
 `sessionId` is optional in all of them: the runtime's builders make a frame once and the
 runtime adds the session as it sends it to the session's clients (`for_session`).
@@ -21,7 +21,7 @@ class TokensJson(TypedDict):
 
 
 class StepJson(TypedDict):
-    """A step as every client sees it (xclaw.frames.Step)."""
+    """A step as every client sees it (xclaw.wire.frames.Step)."""
 
     id: str
     stepId: str
@@ -162,7 +162,7 @@ class RolledBackJson(TypedDict):
     sessionId: NotRequired[str]
     stepId: str
     deleted: int
-    # After a rollback past outside effects (xclaw.frames.CompensatedInfo, OutsideEffectInfo).
+    # After a rollback past outside effects (xclaw.wire.frames.CompensatedInfo, OutsideEffectInfo).
     compensated: NotRequired[list[dict[str, Any]]]
     notUndone: NotRequired[list[dict[str, Any]]]
 

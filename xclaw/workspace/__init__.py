@@ -1,0 +1,1 @@
+"""[workspace] Time travel over a session's files: snapshots, restores."""

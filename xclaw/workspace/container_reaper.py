@@ -1,4 +1,4 @@
-"""Containers nobody runs: stopped, and removed once their session is gone
+"""[workspace] Containers nobody runs: stopped, and removed once their session is gone
 (docs/containers.md, "Reaping").
 
 A session's container is kept running between turns, so what it started in the background
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from xclaw.sandbox.container.lifecycle import Containers
     from xclaw.store.leases import LeaseInfo
-    from xclaw.store.model import Session
+    from xclaw.store.steps.model import Session
 
 
 class ReapStore(Protocol):

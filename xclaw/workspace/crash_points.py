@@ -1,5 +1,6 @@
-"""Named moments inside a snapshot, a restore or a session container's life at which a SIGKILL must leave a state that
-reopening completes (the workspace is the old state or the new one, never a mix).
+"""[workspace] Named moments inside a snapshot, a restore or a session container's life at which a
+SIGKILL must leave a state that reopening completes (the workspace is the old state or the new one,
+never a mix).
 
 The workspace code announces each moment to a hook, `SnapshotConfig.crash_point`. In
 production the hook is `no_crash_point` and does nothing; the crash tests

@@ -1,5 +1,5 @@
-"""What changed in a workspace between two points: files added, removed and changed, with a
-unified diff for text. A point is a snapshot (the state before a step) or the files now."""
+"""[workspace] What changed in a workspace between two points: files added, removed and changed,
+with a unified diff for text. A point is a snapshot (the state before a step) or the files now."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xclaw.store.snapshot_model import Entry, Manifest
+from xclaw.store.snapshots.model import Entry, Manifest
 
 MAX_TEXT_DIFF_BYTES = 256 * 1024  # larger files are reported as changed, without a diff
 

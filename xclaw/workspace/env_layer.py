@@ -1,4 +1,4 @@
-"""The environment follows memory too: a session container's own file-system changes,
+"""[workspace] The environment follows memory too: a session container's own file-system changes,
 captured with each snapshot and written back on a rollback, a fork or a takeover
 (docs/containers.md).
 
@@ -38,7 +38,7 @@ from typing import Any
 
 from xclaw.errors import WorkspaceError
 from xclaw.store.base import SnapshotStore
-from xclaw.store.snapshot_model import Manifest, PendingRestore
+from xclaw.store.snapshots.model import Manifest, PendingRestore
 from xclaw.workspace.walk import IgnoreRules, walk
 
 ENV_PREFIX = ".xclaw-container"

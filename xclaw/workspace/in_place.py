@@ -1,5 +1,5 @@
-"""Rolling back a session's own directory (an editor's project, xclaw/workspace/own_dir.py)
-in place, instead of building the state beside it and swapping it in.
+"""[workspace] Rolling back a session's own directory (an editor's project,
+xclaw/workspace/own_dir.py) in place, instead of building the state beside it and swapping it in.
 
 The project directory is the editor's: it stays the same directory (same inode, the editor's
 file watchers keep working), it may lie on another file system than xclaw's workspace root,
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.store.base import SnapshotStore
-from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
+from xclaw.store.snapshots.model import Manifest, PendingRestore, check_path
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.restore import RestoreReport, _make_dirs, flush_to_disk, remove_tree
 

@@ -1,5 +1,5 @@
-"""A session that works in a directory of its own choosing — an editor's project, given by
-`xclaw acp`'s `session/new {cwd}` — instead of `<workspace root>/<session id>/`.
+"""[workspace] A session that works in a directory of its own choosing — an editor's project, given
+by `xclaw acp`'s `session/new {cwd}` — instead of `<workspace root>/<session id>/`.
 
 The directory is recorded with the session (`sessions.metadata["workspace"]`, an absolute
 path) when the session is created, and never changes: every process that resolves the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xclaw.errors import ConfigError
-from xclaw.store.model import OWN_WORKSPACE_KEY
+from xclaw.store.steps.model import OWN_WORKSPACE_KEY
 
 
 def recorded_dir(metadata: Mapping[str, Any]) -> Path | None:

@@ -1,4 +1,4 @@
-"""Completing a journaled restore: the workspace becomes the target state, all at once.
+"""[workspace] Completing a journaled restore: the workspace becomes the target state, all at once.
 
 The rollback/fork transaction wrote the target manifest into the journal (workspace_restores).
 Here the files are materialised into a private directory beside the workspace, and swapped in
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from xclaw.errors import BlobStoreLost, MissingBlobs, WorkspaceError
 from xclaw.store.base import SnapshotStore
-from xclaw.store.snapshot_model import Manifest, PendingRestore, check_path
+from xclaw.store.snapshots.model import Manifest, PendingRestore, check_path
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.env_layer import without_env
 from xclaw.workspace.walk import IgnoreRules, walk

@@ -1,6 +1,6 @@
-"""Capturing a workspace before a side effect: cheap when little changed.
+"""[workspace] Capturing a workspace before a side effect: cheap when little changed.
 
-A snapshot is a manifest (xclaw.store.snapshot_model) plus the file contents the store does
+A snapshot is a manifest (xclaw.store.snapshots.model) plus the file contents the store does
 not hold yet. Unchanged files are recognised WITHOUT reading them: per workspace, an in-memory
 cache maps each path to the (size, mtime, ctime, inode, device, mode) it had when it was last
 hashed; a file whose stat still matches keeps its hash. A file modified within the timestamp
@@ -32,7 +32,7 @@ from xclaw.errors import MissingBlobs, WorkspaceError
 from xclaw.sandbox.settings import SANDBOX_DEFAULTS, SandboxSettings
 from xclaw.store.base import SnapshotStore
 from xclaw.store.leases import Lease
-from xclaw.store.snapshot_model import Entry, Manifest, SnapshotInfo
+from xclaw.store.snapshots.model import Entry, Manifest, SnapshotInfo
 from xclaw.workspace.crash_points import CrashPoint, no_crash_point
 from xclaw.workspace.walk import IgnoreRules, walk, walk_dirs
 

@@ -1,5 +1,5 @@
-"""Files follow memory (docs/architecture.md): the one place where a session's workspace is
-snapshotted, rolled back and forked together with its record.
+"""[workspace] Files follow memory (docs/architecture.md): the one place where a session's workspace
+is snapshotted, rolled back and forked together with its record.
 
 Runtime.rollback / Runtime.fork (and so the gateway's /rollback, /fork and the HTTP API) and
 the offline `xclaw rollback` / `xclaw fork` all go through `Workspaces`. Every method blocks
@@ -26,8 +26,8 @@ from xclaw.errors import StepNotFound, StoreError, WorkspaceError
 from xclaw.sandbox.paths import workspace_dir
 from xclaw.store.base import PlanDone, RollbackResult, SnapshotStore
 from xclaw.store.leases import Lease, LeaseInfo
-from xclaw.store.model import Session, Step
-from xclaw.store.snapshot_model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.store.snapshots.model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
+from xclaw.store.steps.model import Session, Step
 from xclaw.workspace.container_reaper import Reaped, reap
 from xclaw.workspace.env_layer import ENV_PREFIX, EnvLayer, env_part, prefixed, workspace_part
 from xclaw.workspace.in_place import restore_in_place

@@ -1,4 +1,5 @@
-"""Walking a workspace without ever leaving it: ignore rules and a symlink-proof directory walk.
+"""[workspace] Walking a workspace without ever leaving it: ignore rules and a symlink-proof
+directory walk.
 
 The walk opens every directory relative to its parent's descriptor with O_NOFOLLOW and checks
 that it is the directory the parent listed (device and inode), so a directory swapped for a

@@ -15,7 +15,7 @@ import pytest
 from tests.gateway.harness import Client, Server, write_script
 from tests.tools.mcp_servers.servers import children_running
 from xclaw.store import open_store
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from tests.tools.mcp_servers.servers import (
     python_server,
     wait_for_pids,
 )
-from xclaw.store.model import StepStatus, StepType
+from xclaw.store.steps.model import StepStatus, StepType
 from xclaw.tools.approval import ApprovalPolicy
 from xclaw.tools.mcp.config import parse_servers
 from xclaw.tools.mcp.hub import McpHub

@@ -14,8 +14,8 @@ import pytest
 from tests.gateway.harness import clean_env
 from tests.tools.mcp_servers.servers import everything, python_server
 from xclaw.gateway.commands import CommandRunner
-from xclaw.protocol import parse_command
 from xclaw.tools.mcp.config import parse_servers
+from xclaw.wire.protocol import parse_command
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
-"""A session's container: made from the session's image, started, adopted by the worker that
-runs the session, and the `podman exec` the shell tool runs each command with.
+"""[sandbox/container] A session's container: made from the session's image, started, adopted by the
+worker that runs the session, and the `podman exec` the shell tool runs each command with.
 
 One container per session, named `xclaw-<session id>` and labelled with the session, the
 workspace root it belongs to (several xclaw installations may share one podman) and the

@@ -1,6 +1,6 @@
-"""The processes a session left running between steps, as every client shows them: the one
-function that computes the list (`session_processes`), whatever asks — the HTTP API, the
-Python API, `/ps` in any chat client, the web page's session view, `xclaw container`.
+"""[sandbox/container] The processes a session left running between steps, as every client shows
+them: the one function that computes the list (`session_processes`), whatever asks — the HTTP API,
+the Python API, `/ps` in any chat client, the web page's session view, `xclaw container`.
 
 Only a session's container keeps processes between steps (docs/containers.md); with
 bubblewrap or no isolation every process a command starts ends with its step
@@ -33,7 +33,7 @@ class SessionProcesses:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The wire's object (xclaw/http_bodies.py `SessionProcesses`)."""
+        """The wire's object (xclaw/wire/http_bodies.py `SessionProcesses`)."""
         return {
             "sessionId": self.session_id,
             "isolation": self.isolation,

@@ -1,4 +1,4 @@
-"""The workspace inside a session's container follows a restore.
+"""[sandbox/container] The workspace inside a session's container follows a restore.
 
 A rollback, a fork or a sync replaces `<root>/<session>/` by renaming another directory into
 its place (xclaw/workspace/restore.py). A container's bind mount holds the directory it was

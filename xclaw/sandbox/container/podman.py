@@ -1,4 +1,4 @@
-"""podman, found and checked once per process, and run.
+"""[sandbox/container] podman, found and checked once per process, and run.
 
 Debian's podman with runc, as root. What this checks, each with the fix in its words:
 - podman is installed (`apt-get install podman runc`);

@@ -1,6 +1,6 @@
-"""The sandbox policy a session runs under, as it is recorded with the session and compared
-by every worker that runs it (xclaw/runtime/sandbox_pin.py): where its shell commands run
-(`host`: this machine's processes, under bubblewrap or not; `container`: the session's own
+"""[sandbox/container] The sandbox policy a session runs under, as it is recorded with the session
+and compared by every worker that runs it (xclaw/runtime/sandbox_pin.py): where its shell commands
+run (`host`: this machine's processes, under bubblewrap or not; `container`: the session's own
 container) and, for a container, its image, limits and network."""
 
 from __future__ import annotations

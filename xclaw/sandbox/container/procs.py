@@ -1,4 +1,4 @@
-"""The processes inside a session's container, seen from the host.
+"""[sandbox/container] The processes inside a session's container, seen from the host.
 
 Every command xclaw runs in a container carries, in its environment, the lease epoch of the
 run that started it (`XCLAW_LEASE_EPOCH`, the session's fencing token), the step it belongs to

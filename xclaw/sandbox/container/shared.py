@@ -1,5 +1,5 @@
-"""One `Containers` per workspace root and policy in a process: the shell tool, the workspace
-snapshots and the runtime's takeover must see the same per-session epoch and step."""
+"""[sandbox/container] One `Containers` per workspace root and policy in a process: the shell tool,
+the workspace snapshots and the runtime's takeover must see the same per-session epoch and step."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""MCP servers as tool sources (docs/tools.md): config, connection, tool adapter, hub."""
+"""[tools/mcp] MCP servers as tool sources (docs/tools.md): config, connection, tool adapter,
+hub."""

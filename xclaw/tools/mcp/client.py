@@ -1,5 +1,5 @@
-"""One MCP server as xclaw uses it: started on first use, restarted when it died, with a call
-timeout, its stderr in the log. Built on the official `mcp` SDK (ClientSession over the stdio
+"""[tools/mcp] One MCP server as xclaw uses it: started on first use, restarted when it died, with a
+call timeout, its stderr in the log. Built on the official `mcp` SDK (ClientSession over the stdio
 or streamable HTTP transport).
 
 One connection per configured server per xclaw process, shared by every session that process

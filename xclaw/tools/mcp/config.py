@@ -1,4 +1,4 @@
-"""`mcp_servers:` in xclaw.yaml: one entry per server, stdio or streamable HTTP.
+"""[tools/mcp] `mcp_servers:` in xclaw.yaml: one entry per server, stdio or streamable HTTP.
 
     mcp_servers:
       time: {command: mcp-server-time}
@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from xclaw.section import Flag, Number, Section
+from xclaw.config.section import Flag, Number, Section
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 # ${VAR}, or ${VAR:-default} (Claude Code's form); any other "${" is refused, never kept as text.

@@ -1,4 +1,4 @@
-"""Every configured MCP server of this process, and the tools they offer."""
+"""[tools/mcp] Every configured MCP server of this process, and the tools they offer."""
 
 from __future__ import annotations
 

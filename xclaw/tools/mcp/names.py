@@ -1,5 +1,6 @@
-"""How an MCP server's tool is named to the model: `mcp__<server>__<tool>` (Claude Code's
-naming). Apart from the tool adapter, so the configuration checks need not import the MCP SDK."""
+"""[tools/mcp] How an MCP server's tool is named to the model: `mcp__<server>__<tool>` (Claude
+Code's naming). Apart from the tool adapter, so the configuration checks need not import the MCP
+SDK."""
 
 from __future__ import annotations
 

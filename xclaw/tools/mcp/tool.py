@@ -1,5 +1,5 @@
-"""An MCP server's tool as an xclaw tool: `mcp__<server>__<tool>` (Claude Code's naming), its
-input schema as the server gives it, its annotations as traits, its results as text."""
+"""[tools/mcp] An MCP server's tool as an xclaw tool: `mcp__<server>__<tool>` (Claude Code's
+naming), its input schema as the server gives it, its annotations as traits, its results as text."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mcp.types import (
 )
 from mcp.types import Tool as McpToolSpec
 
-from xclaw.messages import ImageBlock
+from xclaw.llm.messages import ImageBlock
 from xclaw.tools.base import Tool, ToolContext, ToolResult, cap_result_text, idempotency_key
 from xclaw.tools.effects import (
     Compensation,

@@ -52,7 +52,7 @@ export function storeSessionId(id) {
 
 /** A new session's id, made here so the page is on it at once (docs/web.md): 128 random bits,
  * URL-safe base64 without padding, starting with a letter or digit — as the server makes them
- * (xclaw/store/rows.py new_session_id; an id may not start with - or _). */
+ * (xclaw/store/steps/rows.py new_session_id; an id may not start with - or _). */
 export function newSessionId() {
   for (;;) {
     const bytes = crypto.getRandomValues(new Uint8Array(16));

@@ -7,7 +7,7 @@ export function sessionTitle(s) {
   return (s && s.title) || `Untitled · ${shortId(s && s.sessionId)}`;
 }
 
-/** What a session is doing, in words: the server's rule (xclaw.store.model.session_state,
+/** What a session is doing, in words: the server's rule (xclaw.store.steps.model.session_state,
  * docs/protocol.md "Session state") applied with this page's live knowledge of `busy`. */
 export function sessionState(s) {
   const status = s && s.status;

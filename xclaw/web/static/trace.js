@@ -270,7 +270,7 @@ export function displayName(step) {
 
 const CLIENTS = { chat: "xclaw chat", web: "web page", api: "HTTP API", run: "xclaw run prompt" };
 
-/** Who or what answered an approval, from its recorded `by` (xclaw/answered_by.py). */
+/** Who or what answered an approval, from its recorded `by` (xclaw/people/answered_by.py). */
 export function answeredBy(by) {
   switch (by.kind) {
     case "person": {

@@ -1,0 +1,228 @@
+"""[store/budgets] Budgets in the record (migration `budgets`; docs/budgets.md): each LLM call's
+hold, written with its `running` step and settled with its finish (writes.BeginStep.hold,
+FinishStep.spent), and the caps and grants an admin set (writes.SetBudget).
+
+Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore. A hold is
+keyed by its step (session, seq): written once, settled once, never counted twice. Its spend
+counts what it cost once settled, its reservation until then — a call cut short by a kill
+stays counted at its maximum. Rows outlive rollbacks and deletions: the money was spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from xclaw.errors import SessionNotFound
+from xclaw.store.leases import Lease
+from xclaw.store.steps.model import BUDGET_KEY, Status
+from xclaw.store.steps.rows import load_json
+from xclaw.store.steps.writes import BudgetStop, Hold, Kind, SetBudget, Spent
+
+if TYPE_CHECKING:
+    from xclaw.store.dialect import Dialect
+
+T = TypeVar("T")
+
+_HOLD = (
+    "INSERT INTO budget_holds (session_id, seq, owner, day, month, held_tokens, held_usd,"
+    " spent_tokens, spent_usd, settled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?)"
+)
+_SETTLE = (
+    "UPDATE budget_holds SET spent_tokens=?, spent_usd=?, settled=1"
+    " WHERE session_id=? AND seq=? AND settled=0"
+)
+# What a hold counts: its cost once settled, its reservation until then.
+_COUNTED = (
+    "coalesce(sum(CASE WHEN settled=1 THEN spent_tokens ELSE held_tokens END), 0),"
+    " coalesce(sum(CASE WHEN settled=1 THEN spent_usd ELSE held_usd END), 0)"
+)
+# Scope -> the holds it sums: `s:<session>`, `ud:<user>:<day>`, `um:<user>:<month>`,
+# `td:<day>`, `tm:<month>` (xclaw/budgets/ledger.py names them).
+# A month is read as a range of days (the day indexes serve it).
+_SCOPE_WHERE = {
+    "s": "session_id=?",
+    "ud": "owner=? AND day=?",
+    "um": "owner=? AND day BETWEEN ? AND ?",
+    "td": "day=?",
+    "tm": "day BETWEEN ? AND ?",
+}
+_GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
+_UPSERT_CAPS = (
+    "INSERT INTO budget_caps (target, caps, granted_tokens, granted_usd, updated_at)"
+    " VALUES (?, ?::jsonb, ?, ?, ?) ON CONFLICT (target) DO UPDATE SET caps=excluded.caps,"
+    " granted_tokens=excluded.granted_tokens, granted_usd=excluded.granted_usd,"
+    " updated_at=excluded.updated_at"
+)
+_SESSION_META = "SELECT metadata, current_status FROM sessions WHERE session_id=?"
+_STOP = "UPDATE sessions SET metadata=?::jsonb, awaiting_input=?, updated_at=? WHERE session_id=?"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    """An admin's caps for one target, and what was granted to it (a session's)."""
+
+    target: str
+    caps: dict[str, float | None] = field(default_factory=dict)
+    granted_tokens: int = 0
+    granted_usd: float = 0.0
+    updated_at: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "caps": self.caps,
+            "grantedTokens": self.granted_tokens,
+            "grantedUsd": self.granted_usd,
+        }
+
+
+def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
+    """One statement summing the holds of each scope (UNION ALL), its parameters, and the
+    scopes in row order."""
+    parts: list[str] = []
+    params: list[Any] = []
+    order: list[str] = []
+    for scope in scopes:
+        kind, _, rest = scope.partition(":")
+        where = _SCOPE_WHERE[kind]
+        # A user name may hold ':': the period is the last part.
+        user, _, period = rest.rpartition(":")
+        values: list[Any] = [user, period] if kind == "ud" else [rest]
+        if kind == "um":
+            values = [user, f"{period}-01", f"{period}-31"]
+        elif kind == "tm":
+            values = [f"{rest}-01", f"{rest}-31"]
+        parts.append(f"SELECT {_COUNTED} FROM budget_holds WHERE {where}")
+        params += values
+        order.append(scope)
+    return " UNION ALL ".join(parts), params, order
+
+
+class BudgetMethods:
+    """Budgets' transaction bodies and reads, for both backends."""
+
+    _dialect: ClassVar[Dialect]
+    if TYPE_CHECKING:  # provided by the store this is mixed into
+
+        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
+        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
+        def _now(self) -> int: ...
+
+    # --- transaction bodies (writes.prepare) -----------------------------------------------
+    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:
+        sql, now = self._dialect.sql(_HOLD), self._now()
+
+        def tx(conn: Any, seq: int) -> None:
+            conn.execute(
+                sql,
+                (session_id, seq, hold.owner, hold.day, hold.month, hold.tokens, hold.usd, now),
+            )
+
+        return tx
+
+    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]:
+        sql = self._dialect.sql(_SETTLE)
+
+        def tx(conn: Any, seq: int) -> None:
+            conn.execute(sql, (spent.tokens, spent.usd, session_id, seq))
+
+        return tx
+
+    def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], BudgetRow]:
+        d, now = self._dialect, self._now()
+
+        def tx(conn: Any) -> BudgetRow:
+            row = conn.execute(d.sql(f"{_GET_CAPS} WHERE target=?"), (w.target,)).fetchone()
+            old = _row(row) if row is not None else BudgetRow(w.target)
+            new = BudgetRow(
+                w.target,
+                {**old.caps, **dict(w.caps)},
+                old.granted_tokens + w.grant_tokens,
+                old.granted_usd + w.grant_usd,
+                now,
+            )
+            conn.execute(
+                d.sql(_UPSERT_CAPS),
+                (w.target, d.json(new.caps, "caps"), new.granted_tokens, new.granted_usd, now),
+            )
+            return new
+
+        return tx
+
+    def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], bool]:
+        """Stop (or let go on) a Running session; False when it is not Running (a stop
+        for a budget only ever holds a Running session)."""
+        d, now = self._dialect, self._now()
+
+        def tx(conn: Any) -> bool:
+            d.lock_session(conn, w.session_id, lease)
+            row = conn.execute(d.sql(_SESSION_META), (w.session_id,)).fetchone()
+            if row is None:
+                raise SessionNotFound(w.session_id)
+            meta = load_json(row[0]) or {}
+            if Status(row[1]) is not Status.RUNNING:
+                return False
+            if w.detail is None:
+                if BUDGET_KEY not in meta:
+                    return False
+                meta.pop(BUDGET_KEY, None)
+            else:
+                meta[BUDGET_KEY] = dict(w.detail)
+            conn.execute(
+                d.sql(_STOP),
+                (d.json(meta, "metadata"), 1 if w.detail is not None else 0, now, w.session_id),
+            )
+            return True
+
+        return tx
+
+    # --- reads -----------------------------------------------------------------------------
+    def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]:
+        """The admin's caps (every target's, or these targets')."""
+        d = self._dialect
+        wanted = None if targets is None else list(targets)
+        params: tuple[Any, ...] = ()
+        if wanted is None:
+            sql = d.sql(_GET_CAPS)
+        else:
+            if not wanted:
+                return {}
+            cond, bound = d.in_ids("target", wanted)
+            sql, params = d.sql(f"{_GET_CAPS} WHERE {cond}"), (bound,)
+        rows = self._read(lambda c: c.execute(sql, params).fetchall())
+        return {str(r[0]): _row(r) for r in rows}
+
+    def budget_totals(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]:
+        """What each scope's holds count (tokens, dollars), in one statement."""
+        text, params, order = scope_query(scopes)
+        if not order:
+            return {}
+        sql = self._dialect.sql(text)
+        rows = self._read(lambda c: c.execute(sql, params).fetchall())
+        return {s: (int(r[0]), float(r[1])) for s, r in zip(order, rows, strict=True)}
+
+    def budget_holds(self, session_id: str) -> list[tuple[int, int, int, bool]]:
+        """A session's holds: (seq, held tokens, spent tokens, settled), by seq."""
+        sql = self._dialect.sql(
+            "SELECT seq, held_tokens, spent_tokens, settled FROM budget_holds"
+            " WHERE session_id=? ORDER BY seq"
+        )
+        rows = self._read(lambda c: c.execute(sql, (session_id,)).fetchall())
+        return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in rows]
+
+
+def _row(r: Any) -> BudgetRow:
+    caps = load_json(r[1]) or {}
+    return BudgetRow(
+        str(r[0]),
+        {str(k): (None if v is None else float(v)) for k, v in dict(caps).items()},
+        int(r[2] or 0),
+        float(r[3] or 0.0),
+        int(r[4] or 0),
+    )
+
+
+def caps_of(rows: Mapping[str, BudgetRow], target: str) -> BudgetRow:
+    return rows.get(target) or BudgetRow(target)

@@ -1,0 +1,278 @@
+"""[store/postgres] PostgresStore: the Store protocol on PostgreSQL, for several workers on one
+database.
+
+Every public method is one transaction on a pooled connection (a run's WriteStream: its queued
+units in one). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
+sequence number, move the status or check a lease's fencing token, so concurrent workers and
+threads serialise per session and never across sessions. Every status write is
+postgres.rows.write_status, which asks model.next_status (checked transitions).
+Durability per commit follows the SQLite policy (see postgres.conn and docs/postgres.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+
+from xclaw.errors import StoreError
+from xclaw.store.access import Access, check_found
+from xclaw.store.budgets.sql import BudgetMethods
+from xclaw.store.common import (
+    StoreBase,
+    encoded_json,
+    event_of_answer,
+    event_of_new_step,
+    moves_session,
+    new_step,
+)
+from xclaw.store.dialect import to_postgres
+from xclaw.store.leases import Lease
+from xclaw.store.postgres.conn import Pool, connect, migrate_postgres, parse_url, postgres_history
+from xclaw.store.postgres.leases import PgLeases
+from xclaw.store.postgres.rows import (
+    POSTGRES,
+    lock_session,
+    pg_json,
+    pg_text,
+    write_status,
+)
+from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.schedules.sql import ScheduleMethods
+from xclaw.store.snapshots.sql import SnapshotMethods
+from xclaw.store.steps.changes import ChangeMethods
+from xclaw.store.steps.columns import Table
+from xclaw.store.steps.model import (
+    Completion,
+    NewStep,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+)
+from xclaw.store.steps.rows import (
+    FINISH_COLUMNS,
+    FINISH_STEP,
+    STEP_COLS_NO_OUTPUT,
+    STEPS,
+    now_ms,
+    row_to_finished_step,
+)
+from xclaw.store.steps.sql import SessionMethods, approval_pending, not_running
+from xclaw.store.steps.stream import SerialBatches, WriteStream
+from xclaw.store.steps.writes import Kind, sync_for
+from xclaw.store.teams.sql import TeamMethods
+from xclaw.store.transfer.sql import TransferMethods
+
+if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
+    from xclaw.store.postgres.bus import PgBus
+
+T = TypeVar("T")
+
+
+# The step's row (every column as model.Step declares it, and the writing worker), inserted in
+# the same statement as the session's move (postgres.rows.write_status): fewer round trips.
+_INSERT_STEP_CTE = (
+    f"WITH step AS (INSERT INTO traces ({STEPS.names('worker')}) "
+    f"VALUES ({STEPS.named_placeholders('worker')}))"
+)
+_STEP_NAMES = [c.name for c in STEPS.columns]
+_FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+
+
+class PostgresStore(
+    PgLeases,
+    SessionMethods,
+    SnapshotMethods,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    BudgetMethods,
+    ScheduleMethods,
+    QueueMethods,
+    StoreBase,
+):
+    """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
+
+    _dialect = POSTGRES
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        self.target = parse_url(url)
+        self.url = self.target.display
+        self.access = access
+        # Milliseconds since the epoch for step times; tests pass a fixed clock. Leases use
+        # the database server's clock instead (postgres.rows.NOW_MS).
+        self._clock = clock or now_ms
+        conn = connect(self.target)
+        try:
+            if access is not Access.CREATE:
+                # Looked at first, in a read-only transaction: a reading command creates no
+                # schema and no table (access.py).
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION READ ONLY")
+                    check_found(self.url, postgres_history(conn, self.url), access)
+            if access is not Access.READ:
+                migrate_postgres(conn, where=self.url, schema=self.target.schema)
+            self.schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
+        except psycopg.Error as e:
+            raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
+        finally:
+            conn.close()
+        self._pool = Pool(self.target, read_only=access is Access.READ)
+        # The threads that commit runs' write streams (one batch of one stream each).
+        self._streams = ThreadPoolExecutor(
+            self.target.pool_max, thread_name_prefix="xclaw-pg-stream"
+        )
+        self._closed = False
+        self._init_leases()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_leases()
+        self._close_blobs()
+        self._streams.shutdown(wait=True)
+        self._pool.close()
+
+    @property
+    def commits(self) -> int:
+        return self._pool.commits
+
+    @property
+    def writer_busy_s(self) -> float | None:
+        return None  # a pool of connections: no one writer to saturate
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.postgres.fsck import PgFsck
+
+        return PgFsck(self)
+
+    def open_bus(
+        self,
+        on_message: Callable[[dict[str, Any]], None],
+        wants: Callable[[str], bool] | None = None,
+    ) -> PgBus:
+        """Messages between the workers on this database (LISTEN/NOTIFY); see postgres.bus."""
+        from xclaw.store.postgres.bus import PgBus
+
+        return PgBus(self.target, self.schema, on_message, wants)
+
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """Ordered writes for one run: its queued writes as one transaction of the pool at a
+        time, on a worker thread (stream.SerialBatches); other runs commit in parallel."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        pool = self._pool
+        return WriteStream(
+            SerialBatches(pool.run_units, self._streams),
+            self,
+            lease,
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _write(self, fn: Callable[[psycopg.Connection], T], kind: Kind) -> T:
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        if self.access is Access.READ:
+            raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
+        return self._pool.run(fn, sync_for(kind))
+
+    def _read(self, fn: Callable[[psycopg.Connection], T], *, snapshot: bool = False) -> T:
+        """Single statements run in autocommit; `snapshot` gives several one consistent view."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return self._pool.read(fn, snapshot=snapshot)
+
+    # --- sessions and step reads: xclaw.store.steps.sql (SessionMethods); rollback and
+    # fork: StoreBase._rollback / _fork over xclaw.store.steps.timetravel ------------------------
+
+    # --- the write path of a step -----------------------------------------------------------
+    def _insert_step_tx(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
+        moves = moves_session(step, status)
+        error_message = pg_text(error_message)
+        # The JSON columns encoded here; the row (number, parent, times) made in the
+        # transaction, its columns as model.Step declares them (store/steps/columns.py).
+        encoded = encoded_json(step, output_data, pg_json)
+        worker = None if lease is None else lease.owner
+
+        def tx(conn: psycopg.Connection) -> Step:
+            current, seq, _ = lock_session(conn, session_id, lease)
+            parent = self._parent_id(conn, session_id, step.parent_step_id)
+            event = (
+                event_of_new_step(
+                    current, step, lambda: approval_pending(self._dialect, conn, session_id)
+                )
+                if moves
+                else None
+            )
+            now = self._now()
+            row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
+            step_row = dict(zip(_STEP_NAMES, STEPS.params(row, encoded, pg_text), strict=True))
+            step_row["worker"] = worker
+            # A user_input step is the new instruction a cancel or rollback was waiting for.
+            write_status(
+                conn,
+                session_id,
+                current,
+                event,
+                now,
+                next_seq=seq + 1,
+                instruction=step.step_type is StepType.USER_INPUT,
+                with_step=(_INSERT_STEP_CTE, step_row),
+            )
+            return row
+
+        return tx
+
+    def _finish_step_tx(
+        self,
+        session_id: str,
+        seq: int,
+        ref: int | str,
+        done: Completion,
+        wanted: Status | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
+        values = Table.values(done, FINISH_COLUMNS, pg_json, pg_text)
+        output_data = done.output_data
+
+        def tx(conn: psycopg.Connection) -> Step:
+            # The session row first: two approvals answered at once must not both see the
+            # other one still pending (and the fence is checked here).
+            current, _, _ = lock_session(conn, session_id, lease)
+            row = conn.execute(_FINISH_STEP, (*values, self._now(), session_id, seq)).fetchone()
+            if row is None:
+                raise not_running(self._dialect, conn, session_id, seq, ref)
+            step = row_to_finished_step(row, output_data)
+            event = event_of_answer(
+                wanted,
+                step,
+                lambda: current,
+                lambda: approval_pending(self._dialect, conn, session_id),
+            )
+            if event is not None:
+                write_status(conn, session_id, current, event, self._now())
+            return step
+
+        return tx

@@ -1,0 +1,1 @@
+"""[store/schedules] Schedules, webhooks and their fires, both backends."""

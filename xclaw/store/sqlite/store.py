@@ -1,0 +1,381 @@
+"""[store/sqlite] SQLiteStore: the embedded, default implementation of the Store protocol.
+
+Every write runs on the database's one writer thread (xclaw.store.sqlite.writer), which
+groups whatever is queued into one commit; a run's ordered writes go there as a WriteStream. Every read runs on a per-thread read-only
+connection; in WAL mode readers see the last commit and never wait for the writer.
+Every status write is rows.write_status, which asks model.next_status (checked transitions).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from xclaw.errors import StoreError
+from xclaw.security.private_files import private_sqlite
+from xclaw.store.access import Access, check_found
+from xclaw.store.budgets.sql import BudgetMethods
+from xclaw.store.common import (
+    StoreBase,
+    encoded_json,
+    event_of_answer,
+    event_of_new_step,
+    moves_session,
+    new_step,
+)
+from xclaw.store.dialect import SQLITE
+from xclaw.store.leases import Lease, check_lease_for
+from xclaw.store.migrations import migrate_sqlite, sqlite_history
+from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.schedules.sql import ScheduleMethods
+from xclaw.store.snapshots.sql import SnapshotMethods
+from xclaw.store.sqlite.leases import (
+    SqliteLeases,
+    check_fence,
+    fenced_session_state,
+    take_seq_unmoved,
+)
+from xclaw.store.sqlite.probe import probe_sqlite
+from xclaw.store.sqlite.writer import Writer, connect, disk_full, retry_while_busy
+from xclaw.store.steps.changes import ChangeMethods
+from xclaw.store.steps.columns import Table
+from xclaw.store.steps.model import (
+    Completion,
+    NewStep,
+    Status,
+    Step,
+    StepStatus,
+    StepType,
+    display_id,
+    full_step_id,
+    is_approval,
+    parse_step_ref,
+)
+from xclaw.store.steps.rows import (
+    FINISH_COLUMNS,
+    FINISH_STEP,
+    STEP_COLS_NO_OUTPUT,
+    STEPS,
+    dump_json,
+    now_ms,
+    row_to_finished_step,
+    session_state,
+    write_status,
+)
+from xclaw.store.steps.sql import SessionMethods, approval_pending, not_running
+from xclaw.store.steps.stream import WriteStream
+from xclaw.store.steps.writes import Kind, sync_for
+from xclaw.store.teams.sql import TeamMethods
+from xclaw.store.transfer.sql import TransferMethods
+
+if TYPE_CHECKING:
+    from xclaw.store.fsck_rows import FsckAccess
+
+T = TypeVar("T")
+
+
+class SQLiteStore(
+    SessionMethods,
+    SnapshotMethods,
+    SqliteLeases,
+    TransferMethods,
+    ChangeMethods,
+    TeamMethods,
+    BudgetMethods,
+    ScheduleMethods,
+    QueueMethods,
+    StoreBase,
+):
+    """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
+    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots.sql;
+    leases and worker presence: xclaw.store.sqlite.leases."""
+
+    _dialect = SQLITE
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ValueError("SQLiteStore needs a file path (several connections share it)")
+        self.path = Path(path).expanduser()
+        self.url = str(self.path)
+        self.access = access
+        # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
+        self._clock = clock or now_ms
+        # What is there decides what may be done, before anything is written (access.py).
+        check_found(self.url, probe_sqlite(self.path, self.url), access)
+        self._writer: Writer | None = None
+        if access is not Access.READ:
+            self._writer = self._open_writer()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self._init_leases()
+
+    def _open_writer(self) -> Writer:
+        """The write connection: the file created (or made) 0600 first — it is xclaw's, new
+        or checked by probe_sqlite — then switched to WAL and migrated."""
+        try:
+            # 0600 before SQLite opens it: its WAL and SHM then get the same mode.
+            private_sqlite(self.path)
+        except OSError as e:
+            raise StoreError(f"cannot open database {self.url}: {e}") from e
+        conn = connect(self.url)
+
+        def open_wal_and_migrate() -> None:
+            # Another program's tables are refused under the write lock (migrate_sqlite)
+            # before the WAL switch, which would change its file.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                sqlite_history(conn, self.url)
+            finally:
+                conn.execute("ROLLBACK")
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.url}: cannot switch the database to WAL mode ({mode})")
+            migrate_sqlite(conn, where=self.url)
+
+        try:
+            retry_while_busy(open_wal_and_migrate, self.url)
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            if (full := disk_full(e, self.url)) is not None:
+                raise full from e  # a new database's tables, or an upgrade, need room too
+            raise StoreError(f"{self.url} is not a usable xclaw database: {e}") from e
+        except BaseException:
+            conn.close()
+            raise
+        return Writer(conn, where=self.url)
+
+    @property
+    def read_only(self) -> bool:
+        """Opened by a reading command: nothing is ever written (access.py)."""
+        return self._writer is None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.url!r})"
+
+    def close(self) -> None:
+        """Finish every queued write, then close the write and read connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_leases()
+        self._close_blobs()
+        if self._writer is not None:
+            self._writer.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed by the writer so far (group commit makes it < writes)."""
+        return 0 if self._writer is None else self._writer.commits
+
+    @property
+    def writer_busy_s(self) -> float:
+        """Seconds the writer has spent running transactions: over wall time, how close the
+        one writer is to saturation (GET /api/health, bench/gateway_bench.py)."""
+        return 0.0 if self._writer is None else self._writer.busy_s
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.sqlite.fsck import SqliteFsck
+
+        return SqliteFsck(self)
+
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        """Ordered writes for one run, committed by the writer thread (sqlite.writer)."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        return WriteStream(self._writable().send, self, lease)
+
+    @property
+    def writer_thread(self) -> threading.Thread:
+        """The one thread that writes this database (tests check that nothing else does)."""
+        return self._writable().thread
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _write(self, fn: Callable[[sqlite3.Connection], T], kind: Kind) -> T:
+        return self._writable().submit(fn, sync_for(kind))
+
+    def _writable(self) -> Writer:
+        if self._writer is None:
+            raise StoreError(f"{self.url} was opened read-only: nothing may be written to it")
+        return self._writer
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.url, read_only=True, existing=self.read_only)
+            with self._readers_lock:
+                if self._closed:
+                    conn.close()
+                    raise StoreError(f"the store for {self.url} is closed")
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T:
+        """Run fn on this thread's reader; `snapshot` wraps several statements in one read
+        transaction so they see the same commit."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        conn = self._reader()
+
+        def attempt() -> T:
+            if not snapshot:
+                return fn(conn)
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+
+        try:
+            return retry_while_busy(attempt, self.url)
+        except sqlite3.Error as e:
+            raise StoreError(f"database error on {self.url}: {e}") from e
+
+    # --- sessions and step reads: xclaw.store.steps.sql (SessionMethods); rollback and
+    # fork: StoreBase._rollback / _fork over xclaw.store.steps.timetravel ------------------------
+
+    # --- the write path of a step -----------------------------------------------------------
+    def _insert_step_tx(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
+        moves = moves_session(step, status)
+        # A parent link must name an existing step of the same session: checked by the
+        # INSERT itself (no row inserted: the parent is missing), one statement fewer per step.
+        parent_seq = (
+            None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
+        )
+        parent = None if parent_seq is None else full_step_id(session_id, parent_seq)
+        # The JSON columns encoded here; the row (number, times) made in the transaction, its
+        # columns as model.Step declares them (store/steps/columns.py).
+        encoded = encoded_json(step, output_data, dump_json)
+        after = (
+            None if lease is None else lease.owner,  # who wrote it, under its lease
+            parent_seq is None,
+            session_id,
+            parent_seq,
+        )
+
+        # Nearly every step leaves the status as it is: a running LLM or tool call of a
+        # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
+        # step other than the user's message. Those take their number in one statement.
+        unmoved = not moves or (
+            step.step_type is not StepType.USER_INPUT and not is_approval(step.step_type, step.name)
+        )
+
+        def tx(conn: sqlite3.Connection) -> Step:
+            now = self._now()
+            taken = (
+                take_seq_unmoved(conn, session_id, lease, now, running=moves) if unmoved else None
+            )
+            if taken is not None:
+                seq = taken
+            else:
+                current, seq, _ = fenced_session_state(conn, session_id, lease)
+                event = (
+                    event_of_new_step(
+                        current, step, lambda: approval_pending(self._dialect, conn, session_id)
+                    )
+                    if moves
+                    else None
+                )
+                # Checked before the step row is written; the same transaction, so all or
+                # nothing. A user_input step is the new instruction a cancel or rollback was
+                # waiting for.
+                write_status(
+                    conn,
+                    session_id,
+                    current,
+                    event,
+                    now,
+                    next_seq=seq + 1,
+                    instruction=step.step_type is StepType.USER_INPUT,
+                )
+            row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
+            params = STEPS.params(row, encoded, SQLITE.text)
+            params.extend(after)
+            inserted = conn.execute(_INSERT_STEP, params)
+            if inserted.rowcount != 1:
+                assert parent_seq is not None and step.parent_step_id is not None
+                self._dialect.require_step(conn, session_id, parent_seq, step.parent_step_id)
+                raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
+            return row
+
+        return tx
+
+    def _finish_step_tx(
+        self,
+        session_id: str,
+        seq: int,
+        ref: int | str,
+        done: Completion,
+        wanted: Status | None,
+        lease: Lease | None,
+    ) -> Callable[[Any], Step]:
+        check_lease_for(lease, session_id)
+        values = [
+            *Table.values(done, FINISH_COLUMNS, dump_json, SQLITE.text),
+            self._now(),
+            session_id,
+            seq,
+        ]
+        # The fence rides on the UPDATE (one statement per completion); no row: find out why.
+        sql, params = (
+            (_FINISH_STEP, values)
+            if lease is None
+            else (_FINISH_STEP_FENCED, [*values, session_id, lease.token])
+        )
+        output_data = done.output_data
+
+        def tx(conn: sqlite3.Connection) -> Step:
+            rows = conn.execute(sql, params).fetchall()
+            if not rows:
+                check_fence(conn, session_id, lease)
+                raise not_running(self._dialect, conn, session_id, seq, ref)
+            step = row_to_finished_step(rows[0], output_data)
+            event = event_of_answer(
+                wanted,
+                step,
+                lambda: session_state(conn, session_id)[0],
+                lambda: approval_pending(self._dialect, conn, session_id),
+            )
+            if event is not None:
+                current, _, _ = session_state(conn, session_id)
+                write_status(conn, session_id, current, event, self._now())
+            return step
+
+        return tx
+
+
+# The step's row, every column as model.Step declares it, and the writing worker; inserted
+# only if its parent exists (or it has none).
+_INSERT_STEP = SQLITE.sql(
+    f"INSERT INTO traces ({STEPS.names('worker')}) SELECT {STEPS.placeholders('?')} "
+    "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
+)
+
+_FINISH_STEP = SQLITE.sql(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+_FINISH_STEP_FENCED = SQLITE.sql(
+    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
+    f"RETURNING {STEP_COLS_NO_OUTPUT}"
+)
