@@ -233,7 +233,7 @@ class LocalSession(Session):
     # --- the record ---------------------------------------------------------------------------
     async def info(self) -> SessionInfo:
         rt = self._rt
-        found = await rt.db(rt.store.find_session, self.id)
+        found = await rt.db(rt.store.record.find_session, self.id)
         if found is None:
             if not self._unwritten:
                 raise UnknownSession(self.id)
@@ -247,16 +247,16 @@ class LocalSession(Session):
         if not await self._exists():
             return []  # a new session nothing was said to yet
         if n is None:
-            rows = await rt.db(rt.store.steps, self.id)
+            rows = await rt.db(rt.store.record.steps, self.id)
         else:
-            rows = await rt.db(rt.store.latest_steps, self.id, n)
+            rows = await rt.db(rt.store.record.latest_steps, self.id, n)
         return [Step.model_validate(rt.redact(step_json(st, rt.prices))) for st in rows]
 
     async def trace(self) -> list[TreeNode]:
         rt = self._rt
         if not await self._exists():
             return []
-        roots = await rt.db(rt.store.step_tree, self.id)
+        roots = await rt.db(rt.store.record.step_tree, self.id)
         return [TreeNode.model_validate(rt.redact(tree_json(r, rt.prices))) for r in roots]
 
     async def history(self) -> list[HistoryMessage]:
@@ -269,13 +269,13 @@ class LocalSession(Session):
         from xclaw.views.record import session_cost
 
         rt = self._rt
-        rows = await rt.db(rt.store.steps, self.id) if await self._exists() else []
+        rows = await rt.db(rt.store.record.steps, self.id) if await self._exists() else []
         return CostSummary.model_validate(session_cost(rows, rt.prices).to_json())
 
     async def _exists(self) -> bool:
         """False for a new session not written yet (no steps); UnknownSession when gone."""
         rt = self._rt
-        if await rt.db(rt.store.find_session, self.id) is not None:
+        if await rt.db(rt.store.record.find_session, self.id) is not None:
             return True
         if self._unwritten:
             return False
@@ -285,7 +285,9 @@ class LocalSession(Session):
         clean = _title(title)
         rt = self._rt
         if self._unwritten:  # naming it is the first thing said to it: written now
-            await rt.db(rt.store.create_session, session_id=self.id, title=rt.title_of(clean))
+            await rt.db(
+                rt.store.record.create_session, session_id=self.id, title=rt.title_of(clean)
+            )
             self._written()
         session = await rt.rename(self.id, clean)
         self._title = session.title
@@ -392,7 +394,7 @@ class LocalAgent(Agent):
             # Written now, with its directory: every process resolves its workspace from it.
             own = rt.own_directory(workspace)
             made = await rt.db(
-                rt.store.create_session,
+                rt.store.record.create_session,
                 session_id=fresh.session_id,
                 title=rt.title_of(_title(title or "")),
                 metadata={OWN_WORKSPACE_KEY: str(own)},
@@ -404,7 +406,7 @@ class LocalAgent(Agent):
             self._unwritten.add(fresh.session_id)
             return LocalSession(self, fresh.session_id, "", unwritten=True, runs=runs)
         clean = rt.title_of(_title(title))
-        made = await rt.db(rt.store.create_session, session_id=fresh.session_id, title=clean)
+        made = await rt.db(rt.store.record.create_session, session_id=fresh.session_id, title=clean)
         if runs != DEFAULT_NAME:  # recorded now, as its title: its first message runs it
             made = await rt.choose_agent(made.session_id, runs)
         return LocalSession(self, made.session_id, made.title, unwritten=False, runs=runs)
@@ -412,13 +414,13 @@ class LocalAgent(Agent):
     async def session(self, ref: str) -> LocalSession:
         rt = self._live()
         try:
-            found = await rt.db(rt.store.resolve_session, ref)
+            found = await rt.db(rt.store.record.resolve_session, ref)
         except UnknownSession:
             if ref not in self._unwritten:
                 raise
-            if await rt.db(rt.store.find_session, ref) is None:  # written meanwhile?
+            if await rt.db(rt.store.record.find_session, ref) is None:  # written meanwhile?
                 return LocalSession(self, ref, "", unwritten=True)
-            found = await rt.db(rt.store.get_session, ref)
+            found = await rt.db(rt.store.record.get_session, ref)
         return LocalSession(self, found.session_id, rt.title_of(found.title), unwritten=False)
 
     async def sessions(
@@ -426,7 +428,7 @@ class LocalAgent(Agent):
     ) -> list[SessionInfo]:
         rt = self._live()
         narrowed = bool(search or state)
-        rows = await rt.db(rt.store.list_sessions, limit=None if narrowed else limit)
+        rows = await rt.db(rt.store.record.list_sessions, limit=None if narrowed else limit)
         word = (search or "").lower()
         out = []
         for s in rows:

@@ -18,7 +18,7 @@ from xclaw.people.teams import SERVER_TOKEN, Identity, Need
 from xclaw.schedules.making import may, may_change, new_hook, new_schedule
 from xclaw.schedules.spec import Kind, When
 from xclaw.store import Access
-from xclaw.store.base import Store, schedules_of
+from xclaw.store.base import Store
 from xclaw.store.schedules.sql import Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 
@@ -37,9 +37,8 @@ def _when(ms: int | None) -> str:
 def _who(store: Store, user: str | None) -> Identity:
     if user is None:
         return SERVER_TOKEN
-    from xclaw.store.base import teams_of
 
-    found = teams_of(store).get_user(user)
+    found = store.teams.get_user(user)
     if found is None:
         raise click.UsageError(f"no user named {user!r} (xclaw users list)")
     return Identity(user, found.role)
@@ -96,12 +95,12 @@ def schedule_add(
     if (session is None) == (fork_of is None):
         raise click.UsageError("give one of --session, --fork-of")
     who = _who(store, as_user)
-    target = store.resolve_session(session or fork_of or "").session_id
+    target = store.record.resolve_session(session or fork_of or "").session_id
     from xclaw.store.base import TeamStore
 
     teams = store if isinstance(store, TeamStore) else None
     may(teams, who, target, Need.ACT if session else Need.READ)
-    if fork_of is not None and not store.latest_steps(target, 1):
+    if fork_of is not None and not store.record.latest_steps(target, 1):
         raise click.UsageError(f"the template session {target} has no step to fork from")
     kind, text = given[0]
     s = new_schedule(
@@ -115,7 +114,7 @@ def schedule_add(
         created_by=who.user,
         now_ms=int(time.time() * 1000),
     )
-    made = schedules_of(store).write(AddSchedule(schedule=s))
+    made = store.schedules.write(AddSchedule(schedule=s))
     if as_json:
         click.echo(json.dumps(made.to_json()))
         return
@@ -127,7 +126,7 @@ def schedule_add(
 @click.option("--json", "as_json", is_flag=True, help="A JSON array.")
 @with_store(Access.READ)
 def schedule_list(store: Store, as_json: bool) -> None:
-    rows = schedules_of(store).schedules()
+    rows = store.schedules.schedules()
     if as_json:
         click.echo(json.dumps([s.to_json() for s in rows]))
         return
@@ -145,7 +144,7 @@ def schedule_list(store: Store, as_json: bool) -> None:
 
 
 def _change(store: Store, schedule_id: str, as_user: str | None, **change: bool) -> None:
-    st = schedules_of(store)
+    st = store.schedules
     found = st.get_schedule(schedule_id)
     if not may_change(_who(store, as_user), found.created_by):
         raise XclawError(f"only {found.created_by or 'an admin'} or an admin may change it")
@@ -186,7 +185,7 @@ def schedule_remove(store: Store, schedule_id: str, as_user: str | None) -> None
 @with_store(Access.READ)
 def schedule_fires(store: Store, source: str, as_json: bool) -> None:
     """SOURCE: a schedule id or a webhook name. Newest first: state, note, the step."""
-    fires = schedules_of(store).fires_of(source)
+    fires = store.schedules.fires_of(source)
     if as_json:
         click.echo(json.dumps([f.to_json() for f in fires]))
         return
@@ -217,7 +216,7 @@ def hook_group() -> None:
 @with_store(Access.WRITE)
 def hook_add(store: Store, name: str, session: str, template: str, as_user: str | None) -> None:
     who = _who(store, as_user)
-    target = store.resolve_session(session).session_id
+    target = store.record.resolve_session(session).session_id
     from xclaw.store.base import TeamStore
 
     may(store if isinstance(store, TeamStore) else None, who, target, Need.ACT)
@@ -228,7 +227,7 @@ def hook_add(store: Store, name: str, session: str, template: str, as_user: str 
         created_by=who.user,
         now_ms=int(time.time() * 1000),
     )
-    schedules_of(store).write(AddHook(hook=hook))
+    store.schedules.write(AddHook(hook=hook))
     click.echo(hook.secret)
     click.echo(
         f"this is the secret of webhook {name}, shown once: the sender signs with it. "
@@ -241,7 +240,7 @@ def hook_add(store: Store, name: str, session: str, template: str, as_user: str 
 @click.option("--json", "as_json", is_flag=True, help="A JSON array.")
 @with_store(Access.READ)
 def hook_list(store: Store, as_json: bool) -> None:
-    hooks = schedules_of(store).hooks()
+    hooks = store.schedules.hooks()
     if as_json:
         click.echo(json.dumps([h.to_json() for h in hooks]))
         return
@@ -259,7 +258,7 @@ def hook_list(store: Store, as_json: bool) -> None:
 @click.option("--as", "as_user", metavar="USER", default=None, help="Act as this user.")
 @with_store(Access.WRITE)
 def hook_remove(store: Store, name: str, as_user: str | None) -> None:
-    st = schedules_of(store)
+    st = store.schedules
     found = st.get_hook(name)
     if found is None or not may_change(_who(store, as_user), found.created_by):
         raise XclawError(f"no webhook {name!r} of yours")

@@ -425,7 +425,7 @@ class CommandRunner:
     async def _busy(self, session_id: str, cmd: Command) -> CommandResult:
         deployment = self.runtime.settings.input.busy
         if not cmd.args:
-            session = await asyncio.to_thread(self.store.get_session, session_id)
+            session = await asyncio.to_thread(self.store.record.get_session, session_id)
             own = session_policy(session.metadata)
             text = (
                 f"[busy] {own} (this session's own; the server's is {deployment})"
@@ -474,8 +474,10 @@ class CommandRunner:
         """The note on steps at (rollback) or after (fork) `ref` with effects outside the
         workspace; "" when none (or when the reference is bad: the command says so)."""
         try:
-            target = self.store.get_step(session_id, ref)
-            marks = outside_steps(self.store.steps(session_id), target.seq + (1 if after else 0))
+            target = self.store.record.get_step(session_id, ref)
+            marks = outside_steps(
+                self.store.record.steps(session_id), target.seq + (1 if after else 0)
+            )
         except XclawError:
             return ""
         return outside_note(marks)
@@ -483,8 +485,8 @@ class CommandRunner:
     def _owned(self, session_id: str, ref: str) -> str:
         """The note on outside effects the fork copies (up to `ref`): the original owns them."""
         try:
-            target = self.store.get_step(session_id, ref)
-            return owned_note(self.store.steps(session_id), target.seq, session_id)
+            target = self.store.record.get_step(session_id, ref)
+            return owned_note(self.store.record.steps(session_id), target.seq, session_id)
         except XclawError:
             return ""
 

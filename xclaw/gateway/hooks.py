@@ -28,7 +28,6 @@ from xclaw.schedules.signing import (
     verify,
 )
 from xclaw.schedules.spec import hook_fire_id
-from xclaw.store.base import schedules_of
 from xclaw.store.schedules.sql import NewFire
 from xclaw.store.steps.writes import RecordDelivery
 
@@ -49,7 +48,7 @@ async def receive_hook(request: Request) -> Response:
         return _refuse("bad_request", f"body too large (limit {MAX_HOOK_BODY} bytes)", 413)
     if gw.scheduler is None:
         return _refuse("unauthorized", "no such webhook, or a bad signature", 401)
-    store = schedules_of(gw.store)
+    store = gw.store.schedules
     hook = await asyncio.to_thread(store.get_hook, name)
     why = verify(
         hook.secret if hook is not None else _DUMMY_SECRET,

@@ -356,13 +356,13 @@ class Rollbacks:
         return preview, tools
 
     def _read(self, session_id: str, ref: str | int) -> tuple[Session, Step, list[Step]]:
-        session = self.store.get_session(session_id)
-        target = self.store.get_step(session_id, ref)
-        return session, target, self.store.steps(session_id)
+        session = self.store.record.get_session(session_id)
+        target = self.store.record.get_step(session_id, ref)
+        return session, target, self.store.record.steps(session_id)
 
     def pending(self, session_id: str) -> Step | None:
         """Blocking: the plan of a rollback the session has not finished."""
-        return pending_plan(self.store.steps(session_id, statuses=[StepStatus.RUNNING]))
+        return pending_plan(self.store.record.steps(session_id, statuses=[StepStatus.RUNNING]))
 
     # --- doing --------------------------------------------------------------------------------
     async def rollback(
@@ -385,7 +385,7 @@ class Rollbacks:
             if preview.pending_target != preview.target:
                 raise RollbackPending(_pending_words(preview))
             tools = await self.tools()
-            plan = await asyncio.to_thread(self.store.get_step, session_id, preview.pending)
+            plan = await asyncio.to_thread(self.store.record.get_step, session_id, preview.pending)
             return await self._carry_on(
                 session_id, plan, tools, lease, retry=retry, accept=accept_irreversible
             )
@@ -414,7 +414,7 @@ class Rollbacks:
         plan = await asyncio.to_thread(self.pending, session_id)
         if plan is None:
             raise BadCommand(f"session {session_id} has no pending rollback to abandon")
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         who = self.redact(dict(by))
         abandoned = Completion(
             status=StepStatus.FAILED,
@@ -454,7 +454,7 @@ class Rollbacks:
                 }
             ),
         )
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         step = await asyncio.to_thread(db.write, BeginStep(session_id=session_id, step=plan))
         self._tell(session_id, step)
         return step
@@ -469,10 +469,10 @@ class Rollbacks:
         retry: bool,
         accept: bool,
     ) -> Outcome:
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         data = plan.input_data if isinstance(plan.input_data, dict) else {}
         entries = [e for e in data.get("compensations") or () if isinstance(e, dict)]
-        steps = await asyncio.to_thread(self.store.steps, session_id)
+        steps = await asyncio.to_thread(self.store.record.steps, session_id)
         attempts: dict[str, list[Step]] = {}
         for c in _compensations_of(steps):
             cdata = c.input_data if isinstance(c.input_data, dict) else {}

@@ -40,6 +40,7 @@ from xclaw.store.postgres.rows import (
     write_status,
 )
 from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.roles import StoreRoles
 from xclaw.store.schedules.sql import ScheduleMethods
 from xclaw.store.snapshots.sql import SnapshotMethods
 from xclaw.store.steps.changes import ChangeMethods
@@ -83,7 +84,7 @@ _STEP_NAMES = [c.name for c in STEPS.columns]
 _FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
 
 
-class PostgresStore(
+class PgHub(
     PgLeases,
     SessionMethods,
     SnapshotMethods,
@@ -134,9 +135,6 @@ class PostgresStore(
         )
         self._closed = False
         self._init_leases()
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({self.url!r})"
 
     def close(self) -> None:
         if self._closed:
@@ -276,3 +274,42 @@ class PostgresStore(
             return step
 
         return tx
+
+
+class PostgresStore(StoreRoles[PgHub]):
+    """The shared store: its roles over one PostgreSQL database's pool."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        db = PgHub(url, clock=clock, access=access)
+        super().__init__(
+            db,
+            url=db.url,
+            record=db,
+            snapshots=db,
+            leases=db,
+            teams=db,
+            budgets=db,
+            schedules=db,
+        )
+        self.target = db.target
+        self.schema = db.schema
+
+    def fsck_access(self) -> FsckAccess:
+        return self.db.fsck_access()
+
+    def open_bus(
+        self,
+        on_message: Callable[[dict[str, Any]], None],
+        wants: Callable[[str], bool] | None = None,
+    ) -> PgBus:
+        """Messages between the workers on this database (LISTEN/NOTIFY); see postgres.bus."""
+        return self.db.open_bus(on_message, wants)
+
+    def close(self) -> None:
+        self.db.close()

@@ -30,6 +30,7 @@ from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite, sqlite_history
 from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.roles import StoreRoles
 from xclaw.store.schedules.sql import ScheduleMethods
 from xclaw.store.snapshots.sql import SnapshotMethods
 from xclaw.store.sqlite.leases import (
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class SQLiteStore(
+class SqliteHub(
     SessionMethods,
     SnapshotMethods,
     SqliteLeases,
@@ -159,9 +160,6 @@ class SQLiteStore(
     def read_only(self) -> bool:
         """Opened by a reading command: nothing is ever written (access.py)."""
         return self._writer is None
-
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.url!r})"
 
     def close(self) -> None:
         """Finish every queued write, then close the write and read connections."""
@@ -379,3 +377,43 @@ _FINISH_STEP_FENCED = SQLITE.sql(
     f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
     f"RETURNING {STEP_COLS_NO_OUTPUT}"
 )
+
+
+class SQLiteStore(StoreRoles[SqliteHub]):
+    """The embedded store: its roles over one SQLite file's writer thread and readers."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        db = SqliteHub(path, clock=clock, access=access)
+        super().__init__(
+            db,
+            url=db.url,
+            record=db,
+            snapshots=db,
+            leases=db,
+            teams=db,
+            budgets=db,
+            schedules=db,
+        )
+        self.path = db.path
+
+    @property
+    def read_only(self) -> bool:
+        """Opened by a reading command: nothing is ever written (access.py)."""
+        return self.db.read_only
+
+    @property
+    def writer_thread(self) -> threading.Thread:
+        """The one thread that writes this database (tests check that nothing else does)."""
+        return self.db.writer_thread
+
+    def fsck_access(self) -> FsckAccess:
+        return self.db.fsck_access()
+
+    def close(self) -> None:
+        self.db.close()
