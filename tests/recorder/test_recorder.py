@@ -74,7 +74,7 @@ def db(tmp_path: Path) -> Any:
 
 def recorder(store: SQLiteStore, sid: str, frames: list[dict[str, Any]], **kw: Any) -> Recorder:
     return Recorder(
-        db=StoreCaller(store),
+        db=StoreCaller(store.record),
         writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event, PRICES)),
@@ -243,7 +243,7 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
             )
 
     rec = Recorder(
-        db=StoreCaller(store),
+        db=StoreCaller(store.record),
         writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda e: emit(event_frame(e, PRICES)),
@@ -380,7 +380,7 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     sid = store.record.create_session().session_id
     events: list[RecorderEvent] = []
     rec = Recorder(
-        db=StoreCaller(store),
+        db=StoreCaller(store.record),
         writes=store.record.write_stream(),
         session_id=sid,
         emit=events.append,
@@ -422,7 +422,7 @@ async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(d
     sid = store.record.create_session().session_id
     frames: list[dict[str, Any]] = []
     rec = Recorder(
-        db=StoreCaller(store),
+        db=StoreCaller(store.record),
         writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event, PRICES)),

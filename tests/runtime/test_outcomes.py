@@ -69,7 +69,7 @@ def waiting_run(store: Store) -> FakeRun:
     ask = NewStep(step_type=StepType.SYSTEM_ALERT, name="approval", input_data={}, call_id="c1")
     store.record.write(BeginStep(session_id=sid, step=ask))
     assert store.record.get_session(sid).status is Status.PAUSED
-    return FakeRun(sid, StoreCaller(store), StoreCaller(store))
+    return FakeRun(sid, StoreCaller(store.record), StoreCaller(store.record))
 
 
 FAILED = {"type": "status", "status": "Failed"}

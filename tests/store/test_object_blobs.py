@@ -103,13 +103,13 @@ def test_the_workspace_snapshotter_uploads_only_what_changed(
     snap = Snapshotter(SnapshotConfig(ignore=()))
     sid = store.record.create_session().session_id
     first = snap.snapshot(
-        store, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
+        store.snapshots, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
     )
     assert first.new_bytes == sum(p.stat().st_size for p in ws.iterdir())
     (ws / "f7.txt").write_bytes(b"x" * 1024)
     time.sleep(0.03)
     second = snap.snapshot(
-        store, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
+        store.snapshots, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
     )
     assert second.new_bytes == 1024  # one changed file: its bytes, nothing else
     assert len(contents(weed, url, backend)) == 51

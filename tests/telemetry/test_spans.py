@@ -321,10 +321,10 @@ def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
         )
         store.record.write(finish(sid, llm.seq, output_data={"text": "ok"}))
     last_user = store.record.latest_steps(sid, 2)[0]
-    got = recent_steps(store, sid, last_user.start_time, first=4)
+    got = recent_steps(store.record, sid, last_user.start_time, first=4)
     assert got[0].seq <= last_user.seq and len(got) <= 8
     assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
-    assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
+    assert len(recent_steps(store.record, sid, 0, first=4)) == 80  # everything touched: all of it
     store.close()
 
 

@@ -47,7 +47,7 @@ def settle() -> None:
 
 def snap(s: Snapshotter, store: SQLiteStore, sid: str, ws: Path):
     seq = store.record.write(BeginStep(session_id=sid, step=tool())).seq
-    info = s.snapshot(store, sid, seq, ws)
+    info = s.snapshot(store.snapshots, sid, seq, ws)
     return info, store.snapshots.get_snapshot(sid, seq)
 
 

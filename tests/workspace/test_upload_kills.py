@@ -52,7 +52,7 @@ CHILD = textwrap.dedent(
         for i in range(20):  # 20 new contents of 40 KB per round
             (ws / f"f{(n * 20 + i) % 300}.bin").write_bytes(os.urandom(40_000))
         step = store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
-        snap.snapshot(store, sid, step.seq, ws)
+        snap.snapshot(store.snapshots, sid, step.seq, ws)
         print("saved", step.seq, flush=True)
     """
 )
