@@ -267,7 +267,7 @@ def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
             from xclaw.store.blobs.s3 import Bucket, Location
 
             # Short timeouts: the test waits seconds, not the production defaults.
-            store.db._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
+            store.snapshots._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
                 store.db._dialect,  # type: ignore[attr-defined]
                 store.snapshots.blobs._access,  # type: ignore[attr-defined]
                 Bucket(Location.parse(url), connect_timeout_s=1, read_timeout_s=1),
@@ -317,7 +317,7 @@ def test_a_tool_steps_images_are_uploaded_within_its_transaction(
     store, url = objects
     h, data = blob(b"\x89PNG not really an image, but bytes")
     write = store.db._write  # type: ignore[attr-defined]
-    assert write(store.db._put_blobs_tx({h: data}), Kind.RESULT) == len(data)  # type: ignore[attr-defined]
+    assert write(store.snapshots._put_blobs_tx({h: data}), Kind.RESULT) == len(data)  # type: ignore[attr-defined]
     assert store.snapshots.missing_blobs([h]) == set()
     assert store.snapshots.get_blobs([h]) == {h: data}
     assert h in contents(weed, url, backend)

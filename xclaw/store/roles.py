@@ -8,7 +8,10 @@ and hands on only those (tests/test_layering.py checks)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+
+from xclaw.store.steps.writes import TxBodies, Writes, kind_of, prepare
 
 if TYPE_CHECKING:
     from xclaw.store.base import (
@@ -19,8 +22,36 @@ if TYPE_CHECKING:
         SnapshotStore,
         TeamStore,
     )
+    from xclaw.store.leases import Lease
 
 D = TypeVar("D")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class DbBase:
+    """What both connection layers share: the clock, and the one write path — a write value
+    made into its transaction body by the roles' bodies (`bodies`, set by the store once its
+    roles are made) and run as one transaction of its kind."""
+
+    bodies: TxBodies
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
+        self._clock = clock
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def _write(self, fn: Callable[[Any], T], kind: Any) -> T:
+        raise NotImplementedError
+
+    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
+        """Apply one write value (store/steps/writes.py) as its own transaction, fenced by
+        `lease` when given, committed as its kind's row of writes.SYNC says; its values
+        encoded here, before the transaction. The one way the store is written."""
+        body: Callable[[Any], R] = prepare(self.bodies, w, lease)
+        return self._write(body, kind_of(w))
 
 
 class StoreRoles(Generic[D]):

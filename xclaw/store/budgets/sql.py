@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import SessionNotFound
 from xclaw.store.leases import Lease
+from xclaw.store.role import Role
 from xclaw.store.steps.model import BUDGET_KEY, Status
 from xclaw.store.steps.rows import load_json
-from xclaw.store.steps.writes import BudgetStop, Hold, Kind, SetBudget, Spent
+from xclaw.store.steps.writes import BudgetStop, Hold, SetBudget, Spent
 
 if TYPE_CHECKING:
-    from xclaw.store.dialect import Dialect
+    pass
 
 T = TypeVar("T")
 
@@ -100,15 +101,8 @@ def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
     return " UNION ALL ".join(parts), params, order
 
 
-class BudgetMethods:
+class BudgetMethods(Role):
     """Budgets' transaction bodies and reads, for both backends."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
     def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:

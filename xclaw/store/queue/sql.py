@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import MessageRecorded, SessionNotFound
+from xclaw.store.role import Role
 from xclaw.store.steps.rows import dump_json, load_json
 
 if TYPE_CHECKING:
@@ -90,14 +91,8 @@ def dequeue_tx(d: Dialect, conn: Any, session_id: str, entry_id: str) -> bool:
     return bool(conn.execute(d.sql(_DELETE), (session_id, entry_id)).rowcount)
 
 
-class QueueMethods:
+class QueueMethods(Role):
     """The queue of messages sent while a run is busy, for both backends."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     def queued(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""
