@@ -180,7 +180,9 @@ def test_restore_never_writes_through_a_symlink(store, tmp_path: Path) -> None:
     target.mkdir()
     manifest = {"d": {"link": str(outside)}, "d/evil.txt": {"hash": h, "size": 4, "mode": 0o644}}
     with pytest.raises(FileExistsError):
-        materialise(store.snapshots, target, manifest)  # the file went into a real d/; the link clashes
+        materialise(
+            store.snapshots, target, manifest
+        )  # the file went into a real d/; the link clashes
     assert list(outside.iterdir()) == []
     assert (target / "d").is_dir() and not (target / "d").is_symlink()
     # a link planted where a directory is expected is refused
