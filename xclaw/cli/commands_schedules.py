@@ -96,9 +96,8 @@ def schedule_add(
         raise click.UsageError("give one of --session, --fork-of")
     who = _who(store, as_user)
     target = store.record.resolve_session(session or fork_of or "").session_id
-    from xclaw.store.base import TeamStore
 
-    teams = store if isinstance(store, TeamStore) else None
+    teams = store.teams
     may(teams, who, target, Need.ACT if session else Need.READ)
     if fork_of is not None and not store.record.latest_steps(target, 1):
         raise click.UsageError(f"the template session {target} has no step to fork from")
@@ -217,9 +216,8 @@ def hook_group() -> None:
 def hook_add(store: Store, name: str, session: str, template: str, as_user: str | None) -> None:
     who = _who(store, as_user)
     target = store.record.resolve_session(session).session_id
-    from xclaw.store.base import TeamStore
 
-    may(store if isinstance(store, TeamStore) else None, who, target, Need.ACT)
+    may(store.teams, who, target, Need.ACT)
     hook = new_hook(
         name=name,
         session_id=target,

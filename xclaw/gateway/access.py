@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from xclaw.errors import AmbiguousSession, Forbidden, SessionNotFound
 from xclaw.people.teams import NEED_WORDS, Identity, Need, ShareRole, allows
-from xclaw.store.base import Store, TeamStore
+from xclaw.store.base import RecordReader, TeamStore
 from xclaw.store.steps.model import Session
 
 CACHE_S = 1.0
@@ -35,7 +35,7 @@ _MAX_CACHED = 50_000
 class SessionAccess:
     def __init__(
         self,
-        store: Store,
+        store: RecordReader,
         teams: TeamStore | None,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -77,7 +77,7 @@ class SessionAccess:
             if hit is not None and hit[0] > self._clock():
                 return True, hit[1]
         if self._teams is None:
-            found = await asyncio.to_thread(self._store.record.find_session, session_id)
+            found = await asyncio.to_thread(self._store.find_session, session_id)
             return found is not None, ShareRole.OWNER if found and who.admin else None
         exists, role = await asyncio.to_thread(self._teams.session_part, session_id, user or "")
         if who.admin:
@@ -122,7 +122,7 @@ class SessionAccess:
     async def sessions(self, who: Identity, *, limit: int | None = None) -> list[Session]:
         """What the person may see, most recently updated first."""
         if who.admin:
-            return await asyncio.to_thread(self._store.record.list_sessions, limit=limit)
+            return await asyncio.to_thread(self._store.list_sessions, limit=limit)
         if self._teams is None or who.user is None:
             return []
         return await asyncio.to_thread(self._teams.sessions_of, who.user, limit=limit)
@@ -131,7 +131,7 @@ class SessionAccess:
         """A full id or a unique prefix, among the sessions the person may see only: another's
         session neither matches nor makes a prefix ambiguous."""
         if who.admin:
-            return await asyncio.to_thread(self._store.record.resolve_session, ref)
+            return await asyncio.to_thread(self._store.resolve_session, ref)
         ref = ref.strip()
         mine = await self.sessions(who)
         exact = [s for s in mine if s.session_id == ref]

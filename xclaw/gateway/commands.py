@@ -20,7 +20,7 @@ from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.people.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
-from xclaw.store.base import Store, TeamStore
+from xclaw.store.base import RecordReader, TeamStore
 from xclaw.store.steps.model import Session, display_id
 from xclaw.views import record as views
 from xclaw.views.outside_effects import outside_note, outside_steps, owned_note
@@ -170,7 +170,7 @@ class CommandRunner:
     def __init__(
         self,
         runtime: GatewayRuntime,
-        store: Store,
+        store: RecordReader,
         access: SessionAccess | None = None,
         teams: TeamStore | None = None,
     ) -> None:
@@ -425,7 +425,7 @@ class CommandRunner:
     async def _busy(self, session_id: str, cmd: Command) -> CommandResult:
         deployment = self.runtime.settings.input.busy
         if not cmd.args:
-            session = await asyncio.to_thread(self.store.record.get_session, session_id)
+            session = await asyncio.to_thread(self.store.get_session, session_id)
             own = session_policy(session.metadata)
             text = (
                 f"[busy] {own} (this session's own; the server's is {deployment})"
@@ -474,10 +474,8 @@ class CommandRunner:
         """The note on steps at (rollback) or after (fork) `ref` with effects outside the
         workspace; "" when none (or when the reference is bad: the command says so)."""
         try:
-            target = self.store.record.get_step(session_id, ref)
-            marks = outside_steps(
-                self.store.record.steps(session_id), target.seq + (1 if after else 0)
-            )
+            target = self.store.get_step(session_id, ref)
+            marks = outside_steps(self.store.steps(session_id), target.seq + (1 if after else 0))
         except XclawError:
             return ""
         return outside_note(marks)
@@ -485,8 +483,8 @@ class CommandRunner:
     def _owned(self, session_id: str, ref: str) -> str:
         """The note on outside effects the fork copies (up to `ref`): the original owns them."""
         try:
-            target = self.store.record.get_step(session_id, ref)
-            return owned_note(self.store.record.steps(session_id), target.seq, session_id)
+            target = self.store.get_step(session_id, ref)
+            return owned_note(self.store.steps(session_id), target.seq, session_id)
         except XclawError:
             return ""
 

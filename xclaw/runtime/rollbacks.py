@@ -39,11 +39,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from xclaw.errors import BadCommand, CompensationFailed, IrreversibleEffects, RollbackPending
 from xclaw.recorder.redact import Redactor
-from xclaw.store.base import PlanDone, RollbackResult, Store
+from xclaw.store.base import LeaseStore, PlanDone, Record, RollbackResult
 from xclaw.store.leases import Lease
 from xclaw.store.steps.model import (
     COMPENSATION,
@@ -310,6 +310,16 @@ def _seq(display: str) -> int:
     return int(digits) if digits.isascii() and digits.isdigit() else 0
 
 
+class RollbackRoles(Protocol):
+    """The roles a rollback takes: the record it rewinds, the leases that fence its writes."""
+
+    @property
+    def record(self) -> Record: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
+
+
 class Rollbacks:
     """Rollback with compensations, for the runtime (`Runtime.rollback`) and the command
     line: the store, the tools the compensations run with, the workspaces the rewind
@@ -317,7 +327,7 @@ class Rollbacks:
 
     def __init__(
         self,
-        store: Store,
+        store: RollbackRoles,
         tools: ToolsNow,
         workspaces: Workspaces,
         redact: Redactor,

@@ -229,8 +229,8 @@ class Runtime:
         # the record, and the hand-over from each run to the next waiting message.
         self.inputs = Inputs(
             InputParts(
-                store=self.store,
-                db=self.db,
+                record=self.store.record,
+                db=self.record,
                 runs=self.runs,
                 starts=self._starts,
                 broadcast=self.broadcast,

@@ -1,14 +1,23 @@
-"""[store] The Store protocol: the seam between the layers above and a database backend, made of the
-roles its callers take (each asks for the narrowest it needs: tests/test_layering.py checks):
+"""[store] The Store protocol: the seam between the layers above and a database backend. What
+`open_store` returns (`Store`) is the roles, each an object of its own over the backend's one
+connection layer (store/roles.py, store/role.py), and their closing — no role's methods of its
+own. A caller takes the role it uses and hands on only that (tests/test_layering.py checks):
 
-- RecordReader: sessions and steps read (read-only commands, views, history rebuilds);
-- StepWriter: a run's writes to a session's record (the recorder's write stream, a run's
-  outcome, rollback) — the only methods that carry a fencing token (`lease=`);
-- RecordStore: sessions as wholes (create, rename, delete, fork, import, retention);
-- SnapshotStore: blobs, snapshots, the restore journal (the workspaces);
-- LeaseStore: workers and leases (the cluster), `driven(lease)`: the StepWriter of one lease
-  holder (leases.DrivenStore), every write fenced.
+- `store.record` (Record): sessions and their steps —
+  - RecordReader: read (read-only commands, views, history rebuilds);
+  - StepWriter: a run's writes to a session's record (the recorder's write stream, a run's
+    outcome, rollback) — the only methods that carry a fencing token (`lease=`);
+  - RecordStore: sessions as wholes (create, rename, delete, fork, import, retention);
+- `store.snapshots` (SnapshotStore): blobs, snapshots, the restore journal (the workspaces);
+- `store.leases` (LeaseStore): workers and leases (the cluster), `driven(lease)`: the
+  StepWriter of one lease holder (leases.DrivenStore), every write fenced;
+- `store.teams` (TeamStore), `store.budgets` (BudgetStore), `store.schedules` (ScheduleStore).
 
+A part that uses several roles names them in a protocol of role attributes (e.g.
+runtime/cluster.py ClusterStore: `record` and `leases`), which the Store satisfies.
+
+The one write path, `write(value)` (WritePath), is the connection layer's, reached the same
+from every role that writes (the record, the budgets, the schedules).
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
 `write_stream` hands a run's writes to the backend's writer in order, each still its own
 all-or-nothing unit, and says when each is committed.
@@ -381,8 +390,7 @@ class LeaseStore(Protocol):
 @runtime_checkable
 class TeamStore(Protocol):
     """Users, who may see each session, and who did what (xclaw/store/teams/sql.py,
-    docs/teams.md). Only hashes of tokens are stored. Both backends implement it beside
-    Store; `store.teams` gives it typed. Not part of `Store`: a run's writes (a
+    docs/teams.md), `store.teams`. Only hashes of tokens are stored. A run's writes (a
     DrivenStore) never touch it."""
 
     def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:

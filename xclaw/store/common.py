@@ -1,12 +1,11 @@
-"""[store] StoreBase: what both store backends share, written once.
+"""[store] StoreBase: the half of the record role (store/steps/record.py) both backends share.
 
 The public step and time-travel methods live here: argument normalisation, the step methods as
 the write values of store/steps/writes.py applied one at a time (their durability is that module's
 table), the opening of a turn, the status decisions around steps and approvals, and the step
-tree. A backend subclasses
-StoreBase and supplies only its SQL and connection handling, through a few private primitives
-(`_insert_step_tx`, `_finish_step_tx`, `_rollback`, `_fork`, plus `find_session` and `steps`).
-The contract stays the `Store` Protocol in xclaw.store.base; this class holds no state.
+tree. A backend's record (SqliteRecord, PgRecord) supplies only its SQL, through a few private
+primitives (`_insert_step_tx`, `_finish_step_tx`); the connections are the connection layer's
+(store/role.py). The contract stays the `Record` protocol in xclaw.store.base.
 """
 
 from __future__ import annotations
@@ -225,7 +224,7 @@ class StoreBase(Role):
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
         return self._db.write_stream(lease)
 
-    if TYPE_CHECKING:  # each backend's own SQL and transactions, and its mixins' bodies
+    if TYPE_CHECKING:  # the bodies of the record's other parts (steps/sql.py)
 
         def _create_session_tx(
             self, sid: str, title: str, metadata: Mapping[str, Any] | None

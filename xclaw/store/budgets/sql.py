@@ -2,7 +2,7 @@
 hold, written with its `running` step and settled with its finish (writes.BeginStep.hold,
 FinishStep.spent), and the caps and grants an admin set (writes.SetBudget).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore. A hold is
+Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A hold is
 keyed by its step (session, seq): written once, settled once, never counted twice. Its spend
 counts what it cost once settled, its reservation until then — a call cut short by a kill
 stays counted at its maximum. Rows outlive rollbacks and deletions: the money was spent.

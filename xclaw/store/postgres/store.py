@@ -1,5 +1,5 @@
 """[store/postgres] PostgresStore: the Store protocol on PostgreSQL, for several workers on one
-database.
+database — its roles (store/roles.py) over PgDb, the connection layer of the pool.
 
 Every public method is one transaction on a pooled connection (a run's WriteStream: its queued
 units in one). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a

@@ -1,8 +1,8 @@
 """[store/queue] Messages waiting for a session's run to end (migration 7, `queued_inputs`;
 docs/protocol.md, "Input while a run is busy").
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-team tables. An entry is written by `writes.QueueInput`, removed by `writes.Unqueue` (a
+Both backends, one SQL text (dialect.py), part of the record role (`store.record`,
+store/steps/record.py). An entry is written by `writes.QueueInput`, removed by `writes.Unqueue` (a
 cancel, a steer delivered) or by the `writes.OpenTurn` that starts its turn, in that turn's
 transaction: a message leaves the queue exactly when it is recorded as the turn's
 `user_input` step, so a kill at any moment leaves it in one place or the other, never both

@@ -1,8 +1,8 @@
 """[store/schedules] Schedules, webhooks and their fires (migration 7, `schedules`;
 docs/schedules.md).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-teams' tables. Writes come as values of store/steps/writes.py (`AddSchedule`, `ClaimTicks`, …,
+Both backends, one SQL text (dialect.py): `store.schedules`, a role over the backend's
+connection layer (store/role.py) like the teams'. Writes come as values of store/steps/writes.py (`AddSchedule`, `ClaimTicks`, …,
 each a row of SYNC) whose transaction bodies are here (`_schedule_tx`); reads are methods.
 
 Why a tick fires once: a worker claims it by moving the schedule's `next_fire` on only if it

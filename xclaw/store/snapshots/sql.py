@@ -269,8 +269,8 @@ class _Access:
 
 
 class SnapshotMethods(Role):
-    """The snapshot half of the Store protocol, for both backends (mixed into SQLiteStore
-    and PostgresStore, which provide `_dialect`, `_write`, `_read` and `_now`)."""
+    """`store.snapshots` (base.SnapshotStore), for both backends: a role over the connection
+    layer's `_dialect`, `_write`, `_read` and `_now` (store/role.py)."""
 
     # --- blobs: through the blob store (store/blobs/store.py) ------------------------------
     _blob_store: BlobStore | None = None

@@ -1,4 +1,5 @@
-"""[store/sqlite] SQLiteStore: the embedded, default implementation of the Store protocol.
+"""[store/sqlite] SQLiteStore: the embedded, default implementation of the Store protocol — its
+roles (store/roles.py) over SqliteDb, the connection layer of one SQLite file.
 
 Every write runs on the database's one writer thread (xclaw.store.sqlite.writer), which
 groups whatever is queued into one commit; a run's ordered writes go there as a WriteStream. Every read runs on a per-thread read-only

@@ -57,7 +57,7 @@ def record_change_tx(
 
 
 class ChangeMethods(Role):
-    """Mixed into both stores: reading the log."""
+    """Reading the log: part of the lease role (`store.leases`) of both backends."""
 
     def changes_since(self, since_ms: int) -> list[SessionChange]:
         """The changes recorded at or after `since_ms`, oldest first."""

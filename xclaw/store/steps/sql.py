@@ -1,7 +1,7 @@
 """[store/steps] Sessions and step reads of the Store protocol (create, find, list, update, delete,
 transition; get_step, latest_steps, steps, mark_interrupted), one SQL text for both backends
-(dialect.py). Mixed into SQLiteStore and PostgresStore, which provide
-`_dialect`, `_write` (SQLite: the writer thread; PostgreSQL: a pooled transaction) and `_read`
+(dialect.py). Part of the record role (store/steps/record.py); its connection layer
+(store/role.py) provides `_dialect`, `_write` (SQLite: the writer thread; PostgreSQL: a pooled transaction) and `_read`
 (SQLite: the thread's read-only connection; PostgreSQL: the pool). What is committed together
 and which commits are synced is decided here, per method, as before the move: a new or
 deleted session and a move to a status in DURABLE_STATUSES are synced; a title or metadata

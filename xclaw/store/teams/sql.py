@@ -1,8 +1,8 @@
 """[store/teams] Users, who may see each session, and who did what (migration 5, `teams`;
 docs/teams.md).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-change log. Each method is one transaction. Tokens are never seen here, only their SHA-256
+Both backends, one SQL text (dialect.py): `store.teams`, a role over the backend's connection
+layer (store/role.py). Each method is one transaction. Tokens are never seen here, only their SHA-256
 (xclaw/people/teams.py). A session without an `owner` row is the admin's (every session written
 before users existed); a user's rows go when the user goes (ON DELETE CASCADE), so a name
 given again later inherits nothing.

@@ -1,6 +1,6 @@
 """[store/transfer] Moving sessions into a store, and what retention would free (`xclaw import`,
-`xclaw gc`), one text for both backends (dialect.py). Mixed into SQLiteStore and PostgresStore,
-which provide `_dialect`, `_write` and `_read`; the export format itself is
+`xclaw gc`), one text for both backends (dialect.py). Part of the record role
+(store/steps/record.py), over the connection layer's `_dialect`, `_write` and `_read`; the export format itself is
 store/transfer/format.py."""
 
 from __future__ import annotations
