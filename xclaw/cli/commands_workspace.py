@@ -177,7 +177,7 @@ def diff_cmd(
     store.record.get_session(session_id)
     root = workspace_root(workspace)
     if step_b is None:
-        other = store.resolve_session(step_a).session_id  # a unique prefix will do
+        other = store.record.resolve_session(step_a).session_id  # a unique prefix will do
         if not as_json:
             _branches(store, session_id, other)
         old = _state(store, session_id, "now", root)
