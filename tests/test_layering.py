@@ -283,6 +283,35 @@ def test_the_flat_call_check_sees_a_call_that_skips_the_role(tmp_path: Path) -> 
         bad.unlink()
 
 
+ROLE_PROTOCOLS = {
+    "RecordReader",
+    "StepWriter",
+    "RecordStore",
+    "Record",
+    "SnapshotStore",
+    "LeaseStore",
+    "TeamStore",
+    "BudgetStore",
+    "ScheduleStore",
+}
+
+
+def test_nothing_asks_whether_the_store_is_a_role() -> None:
+    """Every store has every role, as an attribute: `isinstance(store, TeamStore)` is always
+    False of what open_store returns (it once silently turned the teams off)."""
+    found = []
+    for path in sorted(XCLAW.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "isinstance"
+                and len(node.args) == 2
+                and getattr(node.args[1], "id", None) in ROLE_PROTOCOLS
+            ):
+                found.append(f"{path.relative_to(XCLAW)}:{node.lineno}")
+    assert found == []
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_store_is_its_roles_each_an_object_of_its_own(backend: str, tmp_path: Path) -> None:
     """No role's method on what open_store returns (the hub is gone), and each role is an

@@ -471,15 +471,14 @@ class LocalAgent(Agent):
         """Fire the database's schedules in this process while it is open (`open(schedules=
         True)`): one more worker, with the gateway's own checks (xclaw/schedules/firing.py)."""
         from xclaw.schedules.firing import Scheduler
-        from xclaw.store.base import ScheduleStore, TeamStore
 
         rt = self.runtime
-        if not isinstance(rt.store, ScheduleStore) or not rt.settings.schedules.enabled:
+        if not rt.settings.schedules.enabled:
             return
         s = rt.settings.schedules
         self._scheduler = Scheduler(
             rt.store,
-            rt.store if isinstance(rt.store, TeamStore) else None,
+            rt.store.teams,
             rt,
             rt.worker_id,
             grace_ms=int(s.grace_s * 1000),
