@@ -28,7 +28,7 @@ from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_start import TurnStarts, resumable
 from xclaw.store.base import Store
 from xclaw.store.queue.sql import QueuedInput
-from xclaw.store.steps.model import Step
+from xclaw.store.steps.model import Session, Step
 from xclaw.store.steps.rows import new_session_id
 from xclaw.store.steps.writes import QueueInput, Unqueue
 from xclaw.wire.build import error_frame, queue_frame
@@ -205,12 +205,12 @@ class Inputs:
                 if resumable(session):
                     await p.resume(session_id)
                     return
-                if not await self._start(entries[0]):
+                if not await self._start(entries[0], session):
                     return
         finally:
             self._starting.discard(session_id)
 
-    async def _start(self, entry: QueuedInput) -> bool:
+    async def _start(self, entry: QueuedInput, session: Session) -> bool:
         """True: go on with the next (this one ran before, or cannot run: dropped)."""
         p, sid = self.parts, entry.session_id
         try:
@@ -221,6 +221,7 @@ class Inputs:
                 message_id=entry.id,
                 agent=entry.agent,
                 queued=entry,
+                session=session,
             )
         except (SessionBusy, MessageRecorded):
             return False  # another start won: its run's end hands over
