@@ -109,12 +109,16 @@ async def test_a_run_ending_just_as_a_message_is_kept_elsewhere_never_leaves_it_
     try:
         ca, cb = await Client.open(a), await Client.open(b)
         for i in range(12):
-            delay = i * 0.015  # around the end of a run that makes one model call
+            delay = i * 0.02  # around the end of a run that makes one model call
             await ca.send({"type": "reconnect", "sessionId": None})
             sid = (await ca.until_type("session"))["sessionId"]
             await ca.until(lambda f: f.get("type") == "status" and "busy" in f)
             await cb.attach(sid)
-            await ca.send({"type": "message", "sessionId": sid, "content": "first"})
+            first = f"f-{i}"
+            await ca.send(
+                {"type": "message", "sessionId": sid, "content": "first", "messageId": first}
+            )
+            await ca.until(lambda f, first=first: f.get("messageId") == first)  # its run began
             await asyncio.sleep(delay)
             mid = f"m-{i}"
             await cb.send(

@@ -82,7 +82,9 @@ async def test_a_run_sent_while_the_thread_is_busy_is_queued_and_streams_its_own
     await until_step(server, "thread-q", _running_tool)
     opened = tmp_path / "second-open"
     queued = await second.start({"say": "then this"}, touch=opened)
-    while not opened.exists():  # its stream is open: RUN_STARTED came, the run goes on
+    for _ in range(600):  # until its stream is open: RUN_STARTED came, the run goes on
+        if opened.exists():
+            break
         await asyncio.sleep(0.1)
     # Kept in the session's queue while the first run goes on.
     assert await _queue(server, "thread-q") == ["then this"]
