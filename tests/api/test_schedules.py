@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import time
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 import xclaw
+from tests.api.conftest import write_script
 from tests.waiting import until
 from xclaw.api.remote import RemoteSession
 from xclaw.schedules.signing import sign
@@ -190,3 +192,27 @@ async def test_a_member_sees_and_changes_only_their_own(gateway: Any) -> None:
             await theirs.add_schedule("x", every="1h")
         assert made.id in {s.id for s in await admin.schedules()}
         assert (await admin.pause_schedule(made.id)).paused is True
+
+
+def test_without_async(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "script.json", TURNS)
+    with xclaw.open_sync(
+        db=tmp_path / "s.db", home=tmp_path / "home", model=f"script:{script}", cwd=tmp_path
+    ) as agent:
+        session = agent.new_session(title="sync")
+        made = session.add_schedule("Check", every="1h", catch_up="all")
+        assert isinstance(made, xclaw.ScheduleInfo) and made.catch_up == "all"
+        assert [s.id for s in session.schedules()] == [made.id]
+        assert agent.pause_schedule(made.id).paused is True
+        assert agent.resume_schedule(made.id).paused is False
+        assert agent.schedule(made.id).id == made.id
+        assert agent.schedule_fires(made.id) == []
+        hook = session.add_hook("sync-hook", "x {body}")
+        assert hook.secret.startswith("whsec_")
+        assert [h.name for h in session.hooks()] == ["sync-hook"]
+        assert agent.hook_fires("sync-hook") == []
+        agent.remove_hook("sync-hook")
+        agent.remove_schedule(made.id)
+        assert agent.schedules() == [] and agent.hooks() == []
+        with pytest.raises(xclaw.UnknownSchedule):
+            agent.remove_schedule(made.id)

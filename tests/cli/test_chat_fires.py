@@ -72,6 +72,10 @@ def tmux_socket() -> Iterator[str]:
     subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=30)
 
 
+def _lines(screen: str) -> str:
+    return "\n".join(ln.rstrip() for ln in screen.splitlines()) + "\n"
+
+
 def _chat_script(server: Server, root: Path, session_id: str, name: str) -> Path:
     env = clean_env(XCLAW_HOME=str(server.home), TERM="xterm-256color", NO_COLOR="1")
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
@@ -101,6 +105,7 @@ def test_fires_are_labelled_live_and_in_the_history(tmp_path: Path, tmux_socket:
             ).json()
             live = Pane(tmux_socket, "live")
             live.start(_chat_script(server, tmp_path, sid, "live"))
+            live.until(f"[session] {sid}")  # attached: the session's frames come to it
             live.until("You:")
             title_before = live.title()
             sch = api.post(
@@ -121,18 +126,19 @@ def test_fires_are_labelled_live_and_in_the_history(tmp_path: Path, tmux_socket:
             # A moment already past fires at once: its tick is when it was made.
             tick = dt.datetime.fromtimestamp(sch["nextFire"] / 1000, dt.UTC)
             label = f"⏰ schedule {sch['id']} · {tick.strftime('%Y-%m-%d %H:%M:%SZ')}"
-            lines = [ln.rstrip() for ln in screen.splitlines()]
-            at = lines.index(label)
-            assert lines[at + 1] == "  Ping", screen
-            hooked = lines.index("↪ hook ci · delivery build-7")
-            assert hooked > at and lines[hooked + 1] == "  Build green ␛[2J␛]0;pwned␇�evil", screen
+            # Line by line as a person reads them (the prompt may share a line: `You: …`).
+            shown = _lines(screen)
+            fired = f"{label}\n  Ping\n"
+            hooked = "↪ hook ci · delivery build-7\n  Build green ␛[2J␛]0;pwned␇�evil\n"
+            assert fired in shown and hooked in shown, screen
+            assert shown.index(fired) < shown.index(hooked), screen
             # The escape codes did nothing: the screen kept what came before, the title stayed.
             assert live.title() == title_before != "pwned"
             live.send("/quit", "Enter")
             # Started again on the same session: the history shows the same labels.
             again = Pane(tmux_socket, "again")
             again.start(_chat_script(server, tmp_path, sid, "again"))
-            screen = again.until("[history] --- history ends ---")
+            screen = _lines(again.until("[history] --- history ends ---"))
             assert f"[history] {label}\n[history]   Ping\n" in screen, screen
             assert "[history] ↪ hook ci · delivery build-7\n" in screen, screen
             assert "You: Ping" not in screen and "You: Build" not in screen
