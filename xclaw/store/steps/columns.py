@@ -116,6 +116,32 @@ class Table(Generic[R]):
         self.from_row: Callable[[Any], R] = _converter(row, self.columns, load, None)
         self._given: dict[str, Callable[[Any, Any], R]] = {}
 
+    def maker(
+        self, args: str, given: Mapping[str, str], env: Mapping[str, Any]
+    ) -> Callable[..., R]:
+        """`make(<args>)`: a new row value, each column the Python expression `given` names
+        for its field (over `args` and the names of `env`), else the column's default. Generated
+        once, filling the value's slots directly like the converter below: a frozen value's
+        __init__ sets each of a step's sixteen fields through object.__setattr__, as much
+        Python as the rest of a step's write path."""
+        names: dict[str, Any] = {"_new": object.__new__, "_row": self.row, **env}
+        lines = ["    v = _new(_row)"]
+        unknown = set(given) - set(self.by_field)
+        if unknown:
+            raise ValueError(f"no such field in {self.row.__name__}: {sorted(unknown)}")
+        for i, c in enumerate(self.columns):
+            expr = given.get(c.field)
+            if expr is None:
+                if c.default is MISSING or isinstance(c.default, dict | list | set):
+                    raise TypeError(f"{c.field}: no default to fill a new row with; give it")
+                names[f"_d{i}"] = c.default
+                expr = f"_d{i}"
+            names[f"_s{i}"] = getattr(self.row, c.field).__set__
+            lines.append(f"    _s{i}(v, {expr})")
+        source = f"def make({args}):\n" + "\n".join(lines) + "\n    return v\n"
+        exec(source, names)  # generated from the declaration, as dataclasses does
+        return names["make"]  # type: ignore[no-any-return]
+
     def index(self, field_name: str) -> int:
         """Where a field's column is in the select list and in `params`."""
         return self.columns.index(self.by_field[field_name])
