@@ -76,6 +76,12 @@ class Column:
 Encode = Callable[[Any, str], Any]
 
 
+def text_as_is(value: str | None) -> str | None:
+    """A dialect's text converter when its text columns hold any string (SQLite): the
+    encoders below then pass text through without calling it."""
+    return value
+
+
 class Table(Generic[R]):
     """A table of the record as its row value declares it."""
 
@@ -204,9 +210,10 @@ class Table(Generic[R]):
     ) -> list[Any]:
         """`columns` of `value` (a row value, or a partial one naming the same fields) as
         the backend stores them."""
-        encode = _ENCODERS.get(columns)
+        key = (columns, text is text_as_is)
+        encode = _ENCODERS.get(key)
         if encode is None:
-            encode = _ENCODERS[columns] = _encoder(columns)
+            encode = _ENCODERS[key] = _encoder(columns, convert_text=not key[1])
         return encode(value, json, text)
 
     def copied(self, overrides: Mapping[str, str]) -> str:
@@ -239,11 +246,13 @@ class Table(Generic[R]):
 
 
 # One generated encoder per column list (a table's, a completion's).
-_ENCODERS: dict[tuple[Column, ...], Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]] = {}
+_ENCODERS: dict[
+    tuple[tuple[Column, ...], bool], Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]
+] = {}
 
 
 def _encoder(
-    columns: tuple[Column, ...],
+    columns: tuple[Column, ...], *, convert_text: bool = True
 ) -> Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]:
     """`encode(value, json, text)`: the columns' values as stored, in order. Generated as
     one function, like the converter below: a step's write encodes two of them."""
@@ -252,7 +261,7 @@ def _encoder(
         get = f"v.{c.field}"
         if c.kind is Kind.JSON:
             parts.append(f"json({get}, {c.field!r})")
-        elif c.kind is Kind.TEXT:
+        elif c.kind is Kind.TEXT and convert_text:
             parts.append(f"text({get})")
         elif c.kind is Kind.FLAG:
             parts.append(f"int({get})")
