@@ -32,6 +32,7 @@ from xclaw.store.steps.writes import (
     AddStep,
     BeginStep,
     FinishStep,
+    Hold,
     Kind,
     Sync,
     Write,
@@ -169,6 +170,9 @@ def test_every_kind_of_write_has_its_row_in_the_table() -> None:
     assert sync_of(BeginStep(session_id=sid, step=tool())) is Sync.DURABLE  # write-ahead
     assert sync_of(BeginStep(session_id=sid, step=approval())) is Sync.DURABLE
     assert sync_of(BeginStep(session_id=sid, step=llm())) is Sync.LAZY
+    # Under a budget the call waits for its hold: committed, not synced.
+    hold = Hold(tokens=1, usd=0.0, owner=None, day="2026-12-06", month="2026-12")
+    assert sync_of(BeginStep(session_id=sid, step=llm(), hold=hold)) is Sync.RELAXED
     assert sync_of(AddStep(session_id=sid, step=user())) is Sync.RELAXED
     assert (
         sync_of(FinishStep(session_id=sid, step=running, done=_done(), told=True)) is Sync.DURABLE

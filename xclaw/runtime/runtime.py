@@ -65,7 +65,7 @@ from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts, resumable
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.sandbox.container.listing import SessionProcesses, session_processes
-from xclaw.store.base import StepWriter, Store
+from xclaw.store.base import StepWriter, Store, budgets_of
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.queue.sql import QueuedInput
 from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step, display_id
@@ -115,6 +115,8 @@ class Runtime:
         self.prices = PriceTable.with_overrides(settings.prices)
         # The caps on model spend and this worker's running totals (docs/budgets.md).
         self.budgets = Budgets(settings.budgets.caps(), self.prices)
+        if self.budgets.caps_shared():  # their counters may be older than these caps
+            budgets_of(store).drop_budget_counters()
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(

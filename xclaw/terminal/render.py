@@ -8,6 +8,7 @@ it can be tested by rendering frames into a string.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -197,12 +198,20 @@ class Renderer:
 
     def _on_step(self, f: Mapping[str, Any]) -> None:
         """A message another team member sent to this session (a shared one), shown as theirs,
-        and an approval they answered. What this client's person did is on the screen."""
+        one a schedule or webhook sent, under what fired it, and an approval another member
+        answered. What this client's person did is on the screen."""
         step = f.get("step")
         if not isinstance(step, dict):
             return
         given = step.get("output")
         out: dict[str, Any] = given if isinstance(given, dict) else {}
+        label = fire_label(out.get("messageId"))
+        if label is not None and step.get("type") == "user_input" and step.get("agent") == "main":
+            # A schedule's or webhook's fire: nobody typed it here, whoever made it.
+            self.end_stream()
+            for line in fire_lines(label, str(step.get("input") or "")):
+                self.line(line, "cyan")
+            return
         by = out.get("by")
         who = by.get("user") if isinstance(by, dict) else None
         if not isinstance(who, str) or who == self.me:
@@ -312,7 +321,8 @@ def history_lines(f: Mapping[str, Any], *, me: str | None = None) -> list[str]:
     """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
     `messages` show tool calls; a server written for the tutorial sends only `content`, a JSON
     string of [{role, content}], and that works too. A message another team member sent (its
-    `user` is not `me`) is shown as `NAME: …` (docs/teams.md)."""
+    `user` is not `me`) is shown as `NAME: …` (docs/teams.md); one a schedule or webhook sent
+    under what fired it (`fire_label`)."""
     out: list[str] = []
     messages = f.get("messages")
     if isinstance(messages, list):
@@ -320,7 +330,10 @@ def history_lines(f: Mapping[str, Any], *, me: str | None = None) -> list[str]:
             if not isinstance(m, dict):
                 continue
             kind = m.get("kind")
-            if kind == "user":
+            label = fire_label(m.get("fire"))
+            if kind == "user" and label is not None:
+                out += fire_lines(label, str(m.get("text", "")))
+            elif kind == "user":
                 sender = m.get("user")
                 who = (
                     f"{printable(sender)}: "
@@ -392,3 +405,30 @@ def thinking_line(f: Mapping[str, Any]) -> str:
 def _prefixed(who: str, text: str) -> list[str]:
     lines = text.splitlines() or [""]
     return [who + lines[0]] + ["  " + ln for ln in lines[1:]]
+
+
+def fire_label(fire_id: object) -> str | None:
+    """What fired a message, from its id (docs/schedules.md): `⏰ schedule ID · TICK` for a
+    schedule's tick (UTC), `↪ hook NAME · delivery ID` for a webhook's delivery; None for a
+    message a person sent. The parts come from the server; `line` makes them inert."""
+    if not isinstance(fire_id, str):
+        return None
+    source, _, rest = fire_id.partition(".")
+    name, _, part = rest.partition(".")
+    if not name or not part:
+        return None
+    if source == "schedule":
+        if not part.isdigit() or len(part) > 15:
+            return f"⏰ schedule {name} · tick {part}"
+        tick = dt.datetime.fromtimestamp(int(part) / 1000, dt.UTC)
+        return f"⏰ schedule {name} · {tick.strftime('%Y-%m-%d %H:%M:%SZ')}"
+    if source == "hook":
+        return f"↪ hook {name} · delivery {part}"
+    return None
+
+
+def fire_lines(label: str, text: str) -> list[str]:
+    """A fired message: its label, then its text indented (a webhook's is the sender's words,
+    made inert by `printable` where it is printed)."""
+    lines = text.splitlines() or [""]
+    return [label] + ["  " + ln for ln in lines]
