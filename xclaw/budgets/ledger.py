@@ -4,8 +4,10 @@
 deployment's day or month — of what the record's holds count (their cost once settled, their
 reservation until then). The record rebuilds them: each turn that runs under a cap reads
 its scopes' sums once (`Budgets.gate_for`, xclaw/runtime/budgets.py); between reads every
-hold and settlement this worker writes is added here as it is put. A step's check is
-arithmetic on these totals — no query — and a turn under no cap has no gate at all.
+hold and settlement this worker writes is added here as it is put. The session's caps are
+checked by arithmetic on these totals — no query; the caps on scopes sessions share, in the
+hold's own transaction against their counters (store/budgets/sql.py), exact across workers.
+A turn under no cap has no gate at all.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class Gate:
             for lim in limits
             if not lim.scope.startswith("s:")
         )
+        self.shared_scopes = tuple(dict.fromkeys(s.scope for s in self.shared))
 
     def reserve_call(self, request: LLMRequest, model: str) -> Hold | Reached:
         """A model call's hold: its maximum cost, the prompt's estimate and `max_tokens`
@@ -189,9 +192,12 @@ class Gate:
     def settle(self, hold: Hold, tokens: int, usd: float) -> Spent:
         """The call cost `tokens` (`usd`): its hold's reservation replaced by it."""
         self.ledger.add(self.scopes, tokens - hold.tokens, usd - hold.usd)
-        shared = tuple(dict.fromkeys(s.scope for s in hold.shared))
         return Spent(
-            tokens=tokens, usd=usd, held_tokens=hold.tokens, held_usd=hold.usd, shared=shared
+            tokens=tokens,
+            usd=usd,
+            held_tokens=hold.tokens,
+            held_usd=hold.usd,
+            shared=self.shared_scopes if hold.shared else (),
         )
 
     def status(self) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound
@@ -151,14 +152,9 @@ class BudgetMethods:
         are taken back and nothing is written (`Refused`)."""
         d = self._dialect
         scopes = list(dict.fromkeys(s.scope for s in hold.shared))
-        marks = ", ".join("?" * len(scopes))
+        marks = _marks(len(scopes))
         undo = d.sql(_COUNT.format(marks))
         count = d.sql(_COUNT.format(marks) + " RETURNING scope, tokens, usd")
-        rebuild = {
-            scope: (d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
-            for scope in scopes
-            for where, values in [scope_where(scope)]
-        }
 
         def tx(conn: Any) -> Refused | None:
             totals = {
@@ -168,10 +164,9 @@ class BudgetMethods:
             missing = [s for s in scopes if s not in totals]
             if missing:  # a new period, or a cap just set: the holds so far (this one not yet)
                 for scope in missing:
-                    conn.execute(*rebuild[scope])
-                again = d.sql(
-                    _COUNT.format(", ".join("?" * len(missing))) + " RETURNING scope, tokens, usd"
-                )
+                    where, values = scope_where(scope)
+                    conn.execute(d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
+                again = d.sql(_COUNT.format(_marks(len(missing))) + " RETURNING scope, tokens, usd")
                 for r in conn.execute(again, (hold.tokens, hold.usd, *missing)).fetchall():
                     totals[str(r[0])] = (float(r[1]), float(r[2]))
             for s in hold.shared:
@@ -188,7 +183,7 @@ class BudgetMethods:
         d = self._dialect
         sql = d.sql(_SETTLE)
         shared = spent.shared
-        count = d.sql(_COUNT.format(", ".join("?" * len(shared)))) if shared else ""
+        count = d.sql(_COUNT.format(_marks(len(shared)))) if shared else ""
         delta = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd)
 
         def tx(conn: Any, seq: int) -> None:
@@ -304,6 +299,11 @@ class BudgetMethods:
         )
         rows = self._read(lambda c: c.execute(sql, wanted).fetchall())
         return {str(r[0]): (int(r[1]), float(r[2])) for r in rows}
+
+
+@lru_cache(maxsize=8)
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
 
 
 def _row(r: Any) -> BudgetRow:
