@@ -100,11 +100,17 @@ class Renderer:
             "queue": self._on_queue,
         }
         self._queue_shown = 0  # messages the last queue lines listed
+        # Whole lines only: a prompt stays on screen below the output (`xclaw chat` takes
+        # input while a run is in flight), so an answer streams a finished line at a time
+        # and nothing is ever left on an open line or redrawn in place.
+        self.whole_lines = False
+        self._held = ""  # the streamed answer's unfinished line (whole_lines)
+        self._held_shown = False  # its "xclaw: " line is out (whole_lines)
 
     @property
     def streaming(self) -> bool:
         """An answer is being printed on an open line (nothing else may draw there)."""
-        return self._stream_open
+        return self._stream_open and not self.whole_lines
 
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
@@ -119,9 +125,20 @@ class Renderer:
             self.line(thinking_line(f), "dim italic")
 
     def end_stream(self) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            self._stream_open = False
+            if self._held or not self._held_shown:
+                self._held_line(self._held)
+            self._held = ""
+        elif self._stream_open:
             self.console.print()
             self._stream_open = False
+
+    def _held_line(self, text: str) -> None:
+        """One finished line of a streamed answer (whole_lines), the first after "xclaw: "."""
+        head = Text() if self._held_shown else Text("xclaw: ", style="bold green")
+        self._held_shown = True
+        self.console.print(head + Text(text))
 
     # --- frames -----------------------------------------------------------------------------
     def frame(self, f: Mapping[str, Any]) -> None:
@@ -228,6 +245,17 @@ class Renderer:
         text = printable(str(f.get("content", "")))
         if not text:
             return
+        if self.whole_lines:
+            if not self._stream_open:
+                self._stream_open, self._streamed = True, ""
+                self._held, self._held_shown = "", False
+            self._streamed += text
+            self._held += text
+            if "\n" in self._held:
+                done, self._held = self._held.rsplit("\n", 1)
+                for row in done.split("\n"):
+                    self._held_line(row)
+            return
         if not self._stream_open:
             self.console.print(Text("xclaw: ", style="bold green"), end="")
             self._stream_open = True
@@ -239,7 +267,10 @@ class Renderer:
         content = printable(str(f.get("content", "")))
         if self.markdown and looks_like_markdown(content):
             streamed = self._stream_open and self._streamed.strip() == content.strip()
-            if streamed and not self._erase_stream():
+            if streamed and self.whole_lines and not self._held_shown:
+                self._stream_open = False  # nothing of it shown yet: shown rendered instead
+                streamed = False
+            if streamed and (self.whole_lines or not self._erase_stream()):
                 self.end_stream()  # too long to redraw in place: the streamed text stays
                 return
             self.end_stream()
@@ -299,7 +330,10 @@ class Renderer:
         self.line(str(f.get("content", "")), "bold cyan")
 
     def _on_error(self, f: Mapping[str, Any]) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            gap = "" if self._streamed[-1:].isspace() else " "
+            self._held += gap + "[reply cut off]"  # on the line it cut off
+        elif self._stream_open:
             # The text shown so far was no finished answer: say so on its own line.
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
