@@ -312,47 +312,6 @@ def test_nothing_asks_whether_the_store_is_a_role() -> None:
     assert found == []
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_the_store_is_its_roles_each_an_object_of_its_own(backend: str, tmp_path: Path) -> None:
-    """No role's method on what open_store returns (the hub is gone), and each role is an
-    object of its own that carries no other role's methods."""
-    import os
-
-    from xclaw.store import open_store
-
-    url = os.environ.get("XCLAW_TEST_PG_URL") if backend == "postgres" else None
-    if backend == "postgres" and not url:
-        pytest.skip("XCLAW_TEST_PG_URL is not set")
-    store = open_store(url or tmp_path / "xclaw.db")
-    try:
-        names = {"record", "snapshots", "leases", "teams", "budgets", "schedules"}
-        flat = role_methods() - names - {"url"}
-        assert sorted(n for n in flat if hasattr(store, n)) == []
-        roles = {n: getattr(store, n) for n in sorted(names)}
-        assert len({id(r) for r in roles.values()} | {id(store)}) == len(names) + 1
-        from xclaw.store import base
-
-        own = {
-            "record": base.Record,
-            "snapshots": base.SnapshotStore,
-            "leases": base.LeaseStore,
-            "teams": base.TeamStore,
-            "budgets": base.BudgetStore,
-            "schedules": base.ScheduleStore,
-        }
-        for name, role in roles.items():
-            assert isinstance(role, own[name])
-            others = {m for n, p in own.items() if n != name for m in vars(p)} - set(
-                vars(own[name])
-            )
-            others -= {"write", "url", "leases", "schedules"} | {
-                m for m in others if m.startswith("_")
-            }
-            assert sorted(m for m in others if hasattr(role, m)) == [], name
-    finally:
-        store.close()
-
-
 def test_the_role_check_sees_a_whole_store_taken() -> None:
     # Not vacuous: the runtime facade, which wires the layers, does take the whole Store.
     assert offenders(files("runtime/runtime.py"), "xclaw.store.base.Store") == [
