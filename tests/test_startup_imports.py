@@ -1,7 +1,9 @@
 """What the `xclaw` processes the suite (and a user) start do not import: the largest packages
 a command needs only sometimes are loaded when first used. Every start of `xclaw serve` or
 `xclaw run` paid for them before (the MCP SDK was about half of `xclaw serve`'s CPU before it
-listened; rich's Markdown renderer, with markdown-it and Pygments, a fifth of `xclaw run`'s)."""
+listened; rich's Markdown renderer, with markdown-it and Pygments, a fifth of `xclaw run`'s),
+and every test worker importing tests/llm/test_anthropic.py to collect it loaded the Anthropic
+SDK."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ def loaded_by(code: str, packages: tuple[str, ...]) -> list[str]:
         ("import xclaw.gateway.server", ("mcp", "mcp_types")),
         # Markdown: only when an answer is rendered on a terminal (tests/cli/test_terminal_render.py).
         ("import xclaw.terminal.render", ("markdown_it", "pygments")),
+        # The Anthropic SDK (over 2 s of CPU): by the first request (tests/llm/test_anthropic.py).
+        ("import xclaw.llm.anthropic", ("anthropic",)),
         (CLI, ("mcp", "mcp_types", "markdown_it", "pygments")),
     ],
 )
