@@ -88,6 +88,17 @@ def test_without_async(here: Path) -> None:
     assert "The release notes are in NOTES.md" in out and "s0004 tool_call completed" in out
 
 
+def test_schedules_and_webhooks(here: Path) -> None:
+    out = _run(here, _block('title="nightly"')).splitlines()
+    assert out == [
+        "cron 0 18 * * 1-5 Europe/Paris skip",
+        "True",
+        "True",
+        "/hooks/ci True",
+        "['ci'] []",
+    ]
+
+
 def test_resume_after_a_kill(here: Path) -> None:
     """The resume program, given a session whose process was SIGKILLed while an approval
     waited: asked again, approved (it never ran), answered."""

@@ -4,10 +4,14 @@ runtime, real SQLite store, the scripted model."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from tests.runtime.harness import sh
 from tests.waiting import until
+from xclaw.llm.base import LLMRequest, LLMResponse
+from xclaw.llm.scripted import ScriptedModel
+from xclaw.runtime.runtime import Runtime
 from xclaw.store.base import budgets_of
 from xclaw.store.steps.model import Status, StepType
 
@@ -70,3 +74,28 @@ async def test_a_token_cap_stops_the_session_in_budget_and_a_grant_resumes_it(ma
     assert spent_after <= 2400
     shell = [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
     assert [s.input_data["command"] for s in shell] == ["echo one", "echo two", "echo three"]
+
+
+async def test_under_a_cap_the_model_is_called_only_once_its_hold_is_committed(make) -> None:
+    """What another connection reads of the database when the provider receives each call:
+    its hold, and its `running` step, are committed already (a kill then loses neither)."""
+    h = make(TURNS, max_tokens=100, budgets={"session_tokens": 100000})
+    seen: list[tuple[int, int]] = []
+    db = h.settings.database
+
+    class Watching(ScriptedModel):
+        async def complete(self, request: LLMRequest, on_event: Any = None) -> LLMResponse:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                holds = conn.execute("SELECT count(*) FROM budget_holds").fetchone()[0]
+                running = conn.execute(
+                    "SELECT count(*) FROM traces WHERE step_type='llm_call' AND status='running'"
+                ).fetchone()[0]
+            seen.append((int(holds), int(running)))
+            return await super().complete(request, on_event)
+
+    await h.runtime.shutdown()
+    h.runtime = Runtime(h.store, h.settings, model=Watching(h.tmp / "script.json"))
+    sid = await h.ask("count")
+    assert h.store.get_session(sid).status is Status.SUCCESS
+    # The nth call finds n holds committed, its own among them, and its step running.
+    assert seen == [(1, 1), (2, 1), (3, 1), (4, 1)]

@@ -348,3 +348,69 @@ def test_the_queue_is_a_line_per_waiting_message_numbered_for_unqueue() -> None:
         "  2. [steer] “" + "x" * 69 + "…” · ann",
         "[queue] nothing waits any more",
     ]
+
+
+# --- messages a schedule or a webhook sent (docs/schedules.md, "In the clients") -------------
+
+
+def _fired_step(fire_id: str, text: str, by: str | None = None) -> dict:
+    out: dict = {"messageId": fire_id}
+    if by is not None:
+        out["by"] = {"kind": "person", "user": by}
+    step = {"id": "s0003", "type": "user_input", "agent": "main", "status": "completed"}
+    return {"type": "step", "step": {**step, "input": text, "output": out}}
+
+
+def test_a_fired_message_is_shown_under_what_fired_it_live() -> None:
+    out = render(
+        _fired_step("schedule.sch0a1b2c3d4e5.1796720400000", "Summarise the day"),
+        _fired_step("hook.ci.build-7", "Build green\non main", by="alice"),
+        # A person's own message (no fire) stays unshown live: they typed it.
+        {"type": "step", "step": {**_fired_step("m-1", "hi")["step"], "output": {}}},
+    )
+    assert out.splitlines() == [
+        "⏰ schedule sch0a1b2c3d4e5 · 2026-12-08 09:00:00Z",
+        "  Summarise the day",
+        "↪ hook ci · delivery build-7",
+        "  Build green",
+        "  on main",
+    ]
+
+
+def test_a_fired_message_is_labelled_in_the_history_too() -> None:
+    frame = {
+        "type": "history",
+        "messages": [
+            {"kind": "user", "text": "hello"},
+            {"kind": "user", "text": "Ping", "fire": "schedule.sch01.1577836800000"},
+            {"kind": "user", "text": "x", "user": "bob", "fire": "hook.deploy.d1"},
+        ],
+    }
+    assert history_lines(frame) == [
+        "You: hello",
+        "⏰ schedule sch01 · 2020-01-01 00:00:00Z",
+        "  Ping",
+        "↪ hook deploy · delivery d1",
+        "  x",
+    ]
+    shown = render(frame)
+    assert "[history] ⏰ schedule sch01 · 2020-01-01 00:00:00Z\n[history]   Ping\n" in shown
+
+
+def test_a_hostile_webhook_body_cannot_drive_the_terminal() -> None:
+    body = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202eevil\rxclaw: approved"
+    out = render(_fired_step("hook.ci.d\x1b[1m", body))
+    assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out and "\r" not in out
+    assert "\u202e" not in out
+    assert out.splitlines()[0] == "↪ hook ci · delivery d␛[1m"
+    assert "␛[2J␛]0;pwned␇" in out
+    # A carriage return cannot pull "xclaw: approved" over the label's line: it is its own.
+    assert all(line.startswith(("↪", "  ")) for line in out.splitlines())
+
+
+def test_ids_that_are_no_fire_are_not_labelled() -> None:
+    from xclaw.terminal.render import fire_label
+
+    for mid in (None, 7, "", "m-1", "schedule.", "schedule.x", "hook.ci", "other.a.b"):
+        assert fire_label(mid) is None, mid
+    assert fire_label("schedule.s.notanumber") == "⏰ schedule s · tick notanumber"

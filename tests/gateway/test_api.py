@@ -101,6 +101,7 @@ def test_health_and_openapi(api: httpx.Client) -> None:
         "/schedules/{schedule}/fires",
         "/hooks",
         "/hooks/{name}",
+        "/hooks/{name}/fires",
         "/budgets/{target}",
         "/budgets/{target}/grant",
         "/sessions/{sid}/queue",

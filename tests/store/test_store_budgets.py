@@ -9,7 +9,16 @@ import pytest
 from xclaw.errors import LeaseLost
 from xclaw.store.base import Store, budgets_of
 from xclaw.store.steps.model import BUDGET_KEY, Completion, NewStep, Status, StepStatus, StepType
-from xclaw.store.steps.writes import BeginStep, BudgetStop, FinishStep, Hold, SetBudget, Spent
+from xclaw.store.steps.writes import (
+    BeginStep,
+    BudgetStop,
+    FinishStep,
+    Hold,
+    Refused,
+    SetBudget,
+    Shared,
+    Spent,
+)
 
 
 def _hold(tokens: int, owner: str | None = "alice") -> Hold:
@@ -113,3 +122,57 @@ def test_a_session_stops_for_a_budget_and_goes_on(store: Store) -> None:
     assert not s.awaiting_input and BUDGET_KEY not in s.metadata
     assert s.state_key == "interrupted"  # resumable: the next reconnect or sweep goes on
     assert store.write(BudgetStop(session_id=sid, detail=None)) is False  # nothing waited
+
+
+def test_a_shared_cap_is_checked_on_its_counter_in_the_holds_transaction(store: Store) -> None:
+    """A person's cap: the hold counted on the scope's counter (rebuilt from the holds when
+    missing) and checked there, in the transaction that writes it; one with no room is
+    refused whole — no step, no hold, the counter as it was."""
+    sid = store.create_session(title="t").session_id
+    b = budgets_of(store)
+    day = "ud:alice:2026-12-06"
+    cap = Shared("user_daily_tokens", day, "tokens", 1000)
+
+    def counted() -> int | None:
+        got = b.budget_counters([day])
+        return got[day][0] if got else None
+
+    def call(tokens: int) -> tuple[BeginStep, object]:
+        begin = BeginStep(
+            session_id=sid,
+            step=NewStep(step_type=StepType.LLM_CALL, name="script:x", input_data={}),
+            hold=Hold(
+                tokens=tokens,
+                usd=0.0,
+                owner="alice",
+                day="2026-12-06",
+                month="2026-12",
+                shared=(cap,),
+            ),
+        )
+        return begin, store.write(begin)
+
+    _call(store, sid, 300)  # before the cap was set: no counter moved
+    assert counted() is None
+    first, got = call(400)
+    assert not isinstance(got, Refused)
+    assert counted() == 700  # rebuilt (300), then this one
+    _, refused = call(400)
+    assert refused == Refused("user_daily_tokens", "tokens", 1000, 700, 400)
+    assert [h[1] for h in b.budget_holds(sid)] == [300, 400]  # nothing of it written
+    assert len(store.steps(sid)) == 2
+    assert counted() == 700
+    done = Completion(status=StepStatus.COMPLETED, output_data={"text": "ok"})
+    spent = Spent(tokens=100, usd=0.0, held_tokens=400, shared=(day,))
+    store.write(FinishStep(session_id=sid, step=first, done=done, spent=spent))
+    assert counted() == 400  # from its reservation to its cost
+    _, third = call(600)
+    assert not isinstance(third, Refused)
+    assert counted() == 1000 == b.budget_totals([day])[day][0]
+    # The person's caps change: the counters are rebuilt from the holds when next needed.
+    store.write(SetBudget(target="user:alice", caps={"user_daily_tokens": 5000}))
+    assert counted() is None
+    cap = Shared("user_daily_tokens", day, "tokens", 5000)
+    _, fourth = call(50)
+    assert not isinstance(fourth, Refused)
+    assert counted() == 1050 == b.budget_totals([day])[day][0]

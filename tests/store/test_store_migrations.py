@@ -156,6 +156,12 @@ SAMPLE_ROWS[10] = [
     "VALUES ('old', 'm-2', 'queue', 'and then this', 3000)",
 ]
 
+# A version-11 database: alice's day counted on its counter (the hold of s0002, settled).
+SAMPLE_ROWS[11] = [
+    *SAMPLE_ROWS[10],
+    "INSERT INTO budget_counters (scope, tokens, usd) VALUES ('ud:alice:2026-12-06', 120, 0.002)",
+]
+
 
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]

@@ -144,8 +144,9 @@ def new_page(browser: Any, page_errors: PageErrors) -> Iterator[Callable[..., An
 
 @pytest.fixture
 def serve(tmp_path: Path, page_errors: PageErrors) -> Iterator[Callable[..., Server]]:
-    """serve(turns, approval="ask", subagent=None) -> a started `xclaw serve` running the
-    scripted model (`subagent`: the turns every sub-agent plays)."""
+    """serve(turns, approval="ask", subagent=None, config_extra="") -> a started `xclaw serve`
+    running the scripted model (`subagent`: the turns every sub-agent plays; `config_extra`:
+    more of its xclaw.yaml)."""
     servers: list[Server] = []
 
     def make(
@@ -154,6 +155,7 @@ def serve(tmp_path: Path, page_errors: PageErrors) -> Iterator[Callable[..., Ser
         approval: str = "ask",
         name: str = "srv",
         subagent: list[dict[str, Any]] | None = None,
+        config_extra: str = "",
     ) -> Server:
         root = tmp_path / name
         root.mkdir()
@@ -161,6 +163,7 @@ def serve(tmp_path: Path, page_errors: PageErrors) -> Iterator[Callable[..., Ser
         if subagent is not None:
             script.write_text(json.dumps({"turns": turns, "subagent": {"turns": subagent}}))
         s = adopted(Server(root=root, script=script, approval=approval), page_errors)
+        s.config_extra = config_extra
         servers.append(s)
         return s.start()
 

@@ -1,6 +1,7 @@
 """The session view lists the schedules that send to the session (docs/schedules.md): a
 small list above the trace, from GET /api/schedules, asked again when the trace is (an
-attach, the end of a run); a fire of one is a message of the session like any other.
+attach, the end of a run); a fire of one is a message of the session, labelled as the
+schedule's live and when the history is shown again.
 
 Real components: Chromium (Playwright) and an `xclaw serve` with the scripted model."""
 
@@ -51,8 +52,13 @@ def test_the_session_view_lists_its_schedules_and_shows_a_fire(serve, new_page, 
         done = box.locator(f'.schedule[data-id="{once.json()["id"]}"] .schedule-next')
         expect(done).to_have_text("done")
         shot(page, "schedules-list")
-        app.reload()  # the history holds the fire's message, as a person's
+        app.reload()  # the history holds the fire's message, still labelled the schedule's
         expect(app.messages).to_contain_text("check")
+        restored = page.locator("#messages .msg.user")
+        expect(restored).to_have_count(2)
+        expect(restored.first.locator(".sender")).to_have_count(0)  # "hello": typed here
+        expect(restored.last.locator(".bubble-text")).to_have_text("check")
+        expect(restored.last.locator(".sender")).to_have_text("schedule")
         expect(rows).to_have_count(2)
         assert api.delete(f"/schedules/{r.json()['id']}").status_code == 204
         assert api.delete(f"/schedules/{once.json()['id']}").status_code == 204

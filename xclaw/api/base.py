@@ -62,8 +62,12 @@ from xclaw.wire.frames import (
 )
 from xclaw.wire.http_bodies import (
     AgentInfo,
+    FireInfo,
+    HookInfo,
+    HookMade,
     RollbackAnswer,
     RollbackPreview,
+    ScheduleInfo,
     SessionProcesses,
     ToolInfo,
 )
@@ -519,6 +523,53 @@ class Session(ABC):
         """The tools its agent may call, with their approval and resume policies."""
         return await self.agent.tools()
 
+    # --- schedules and webhooks (docs/schedules.md) -----------------------------------------
+    async def add_schedule(
+        self,
+        message: str,
+        *,
+        cron: str | None = None,
+        every: str | None = None,
+        at: str | None = None,
+        tz: str = "UTC",
+        catch_up: Literal["skip", "once", "all"] = "skip",
+        fork: bool = False,
+    ) -> ScheduleInfo:
+        """A schedule sending `message` to this session at each tick of one of: `cron` (five
+        fields, "0 9 * * 1-5"), `every` (a period: "30s", "30m", "2h", "1d"), `at` (once, an
+        ISO 8601 time; without an offset, in `tz`). `fork`: each fire forks this session (a
+        template, never written) into a new session and sends the message there. `catch_up`:
+        what the ticks missed while no worker ran do — none fires (`skip`), one for all
+        (`once`), each (`all`). Every worker on the database fires it, each tick once; its
+        creator's rights apply at each fire. BadRequest for a wrong expression, period, time,
+        zone or policy; UnknownSession for a session not written yet."""
+        return await self.agent._add_schedule(
+            self.id,
+            message,
+            cron=cron,
+            every=every,
+            at=at,
+            tz=tz,
+            catch_up=catch_up,
+            fork=fork,
+        )
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The schedules that send to this session or fork it (of those `agent.schedules()`
+        lists: your own, or every one for an admin)."""
+        return [s for s in await self.agent.schedules() if self.id in (s.session_id, s.fork_of)]
+
+    async def add_hook(self, name: str, template: str) -> HookMade:
+        """A webhook: a signed `POST /hooks/NAME` on the gateway sends `template` to this
+        session, `{body}` replaced by the request's body and `{a.b}` by a field of its JSON.
+        The answer holds its `secret` — the sender signs with it — this once (no later answer
+        has it). `name`: 1-64 of a-z 0-9 _ -. BadRequest for a bad name or template."""
+        return await self.agent._add_hook(self.id, name, template)
+
+    async def hooks(self) -> list[HookInfo]:
+        """The webhooks that send to this session (never their secrets)."""
+        return [h for h in await self.agent.hooks() if h.session_id == self.id]
+
     @property
     @abstractmethod
     def agent(self) -> Agent:
@@ -655,6 +706,65 @@ class Agent:
     async def agents(self) -> list[AgentInfo]:
         """The agents a session may run here: xclaw's own (`default`) and the declared ones."""
         raise self._not_open("agents")
+
+    # --- schedules and webhooks (docs/schedules.md) -----------------------------------------
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The schedules: those you made (a member of a shared gateway), every one (an admin,
+        the server's token, `xclaw.open`), oldest first."""
+        raise self._not_open("schedules")
+
+    async def schedule(self, schedule_id: str) -> ScheduleInfo:
+        """One schedule, as it is now (its next tick, what it fired and skipped).
+        UnknownSchedule: no schedule by that id, or another member's."""
+        raise self._not_open("schedule")
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Stop it firing until resumed (its creator's or an admin's to do). UnknownSchedule."""
+        raise self._not_open("pause_schedule")
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        """Fire it again; the ticks of the pause are missed ones, its catch-up policy decides
+        what they do. UnknownSchedule."""
+        raise self._not_open("resume_schedule")
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        """Remove it (its fires stay recorded). UnknownSchedule."""
+        raise self._not_open("remove_schedule")
+
+    async def schedule_fires(self, schedule_id: str) -> list[FireInfo]:
+        """Its latest fires, newest first: each one's deterministic id (the message id it ran
+        as), its state (`pending`, `delivered`, `refused`), why it waits or was refused, and
+        the message's step. UnknownSchedule."""
+        raise self._not_open("schedule_fires")
+
+    async def hooks(self) -> list[HookInfo]:
+        """The webhooks (never their secrets): yours, or every one for an admin."""
+        raise self._not_open("hooks")
+
+    async def hook_fires(self, name: str) -> list[FireInfo]:
+        """A webhook's latest deliveries, newest first, as `schedule_fires`. UnknownSchedule."""
+        raise self._not_open("hook_fires")
+
+    async def remove_hook(self, name: str) -> None:
+        """Remove a webhook: its URL answers 401 from then on. UnknownSchedule."""
+        raise self._not_open("remove_hook")
+
+    async def _add_schedule(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        cron: str | None,
+        every: str | None,
+        at: str | None,
+        tz: str,
+        catch_up: str,
+        fork: bool,
+    ) -> ScheduleInfo:
+        raise self._not_open("add_schedule")
+
+    async def _add_hook(self, session_id: str, name: str, template: str) -> HookMade:
+        raise self._not_open("add_hook")
 
     async def close(self) -> None:
         """Stop: in-process runs are stopped and marked interrupted (resumed by the next

@@ -29,6 +29,8 @@ from xclaw.api.base import (
 from xclaw.api.options import build_settings
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.people.answered_by import AnsweredBy
+from xclaw.people.teams import SERVER_TOKEN
+from xclaw.store.base import schedules_of
 from xclaw.store.steps.model import OWN_WORKSPACE_KEY
 from xclaw.wire.build import queued_frame
 from xclaw.wire.busy import BusyPolicy, check_policy
@@ -46,8 +48,12 @@ from xclaw.wire.frames import (
 )
 from xclaw.wire.http_bodies import (
     AgentInfo,
+    FireInfo,
+    HookInfo,
+    HookMade,
     RollbackAnswer,
     RollbackPreview,
+    ScheduleInfo,
     SessionProcesses,
     ToolInfo,
 )
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
     from xclaw.llm.base import Model
     from xclaw.llm.provider import Provider
     from xclaw.runtime.runtime import Runtime
+    from xclaw.schedules.firing import Scheduler
     from xclaw.store import Store
 
 # Who answered an approval given through this API, as the record says it (docs/approval.md).
@@ -347,6 +354,7 @@ class LocalAgent(Agent):
         self._unwritten: set[str] = set()
         if definition is not None:
             self._definition = runtime.agents.add(definition, replace=True)
+        self._scheduler: Scheduler | None = None
 
     def _live(self) -> Runtime:
         if self._closed:
@@ -456,11 +464,146 @@ class LocalAgent(Agent):
     async def agents(self) -> list[AgentInfo]:
         return [AgentInfo.model_validate(a) for a in self.runtime.agents.listing()]
 
+    # --- schedules and webhooks: as `xclaw schedule` and `xclaw hook` make them, as the admin
+    # (xclaw/schedules/making.py); every `xclaw serve` on the database fires them.
+    def fire_schedules(self) -> None:
+        """Fire the database's schedules in this process while it is open (`open(schedules=
+        True)`): one more worker, with the gateway's own checks (xclaw/schedules/firing.py)."""
+        from xclaw.schedules.firing import Scheduler
+        from xclaw.store.base import ScheduleStore, TeamStore
+
+        rt = self.runtime
+        if not isinstance(rt.store, ScheduleStore) or not rt.settings.schedules.enabled:
+            return
+        s = rt.settings.schedules
+        self._scheduler = Scheduler(
+            rt.store,
+            rt.store if isinstance(rt.store, TeamStore) else None,
+            rt,
+            rt.worker_id,
+            grace_ms=int(s.grace_s * 1000),
+            poll_s=s.poll_s,
+        )
+        self._scheduler.start()
+
+    async def _schedules_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        rt = self._live()
+        return await rt.db(fn, rt.store, SERVER_TOKEN, *args, **kwargs)
+
+    def _schedule_info(self, row: Any) -> ScheduleInfo:
+        return ScheduleInfo.model_validate(self.runtime.redact(row.to_json()))
+
+    async def _add_schedule(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        cron: str | None,
+        every: str | None,
+        at: str | None,
+        tz: str,
+        catch_up: str,
+        fork: bool,
+    ) -> ScheduleInfo:
+        import time
+
+        from xclaw.schedules.making import add_schedule, kind_of
+
+        kind, when = kind_of(cron, every, at)
+        made = await self._schedules_call(
+            add_schedule,
+            kind=kind,
+            when=when,
+            tz=tz,
+            session=None if fork else session_id,
+            fork_of=session_id if fork else None,
+            message=message,
+            catch_up=catch_up,
+            now_ms=int(time.time() * 1000),
+        )
+        if self._scheduler is not None:
+            self._scheduler.wake()  # a moment already past fires at once
+        return self._schedule_info(made)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        rt = self._live()
+        rows = await rt.db(schedules_of(rt.store).schedules)
+        return [self._schedule_info(r) for r in rows]
+
+    async def schedule(self, schedule_id: str) -> ScheduleInfo:
+        rt = self._live()
+        return self._schedule_info(await rt.db(schedules_of(rt.store).get_schedule, schedule_id))
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        from xclaw.schedules.making import change_schedule
+
+        return self._schedule_info(
+            await self._schedules_call(change_schedule, schedule_id, paused=True)
+        )
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        from xclaw.schedules.making import change_schedule
+
+        return self._schedule_info(
+            await self._schedules_call(change_schedule, schedule_id, paused=False)
+        )
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        from xclaw.schedules.making import change_schedule
+
+        await self._schedules_call(change_schedule, schedule_id, paused=None)
+
+    async def _fires(self, source: str, name: str) -> list[FireInfo]:
+        rt = self._live()
+        rows = await rt.db(schedules_of(rt.store).fires_of, name)
+        return [FireInfo.model_validate(rt.redact(f.to_json())) for f in rows if f.source == source]
+
+    async def schedule_fires(self, schedule_id: str) -> list[FireInfo]:
+        await self.schedule(schedule_id)  # UnknownSchedule
+        return await self._fires("schedule", schedule_id)
+
+    async def _add_hook(self, session_id: str, name: str, template: str) -> HookMade:
+        import time
+
+        from xclaw.schedules.making import add_hook
+
+        made = await self._schedules_call(
+            add_hook,
+            name=name,
+            session=session_id,
+            template=template,
+            now_ms=int(time.time() * 1000),
+        )
+        # Not redacted: the secret is what this answer is for (shown this once).
+        return HookMade.model_validate(
+            {**self.runtime.redact(made.to_json()), "secret": made.secret}
+        )
+
+    async def hooks(self) -> list[HookInfo]:
+        rt = self._live()
+        rows = await rt.db(schedules_of(rt.store).hooks)
+        return [HookInfo.model_validate(rt.redact(h.to_json())) for h in rows]
+
+    async def hook_fires(self, name: str) -> list[FireInfo]:
+        from xclaw.errors import UnknownSchedule
+
+        rt = self._live()
+        if await rt.db(schedules_of(rt.store).get_hook, name) is None:
+            raise UnknownSchedule(f"no webhook {name!r}")
+        return await self._fires("hook", name)
+
+    async def remove_hook(self, name: str) -> None:
+        from xclaw.schedules.making import remove_hook
+
+        await self._schedules_call(remove_hook, name)
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
+            if self._scheduler is not None:
+                await self._scheduler.stop()
             await self.runtime.shutdown()
         finally:
             self._store.close()
@@ -507,6 +650,7 @@ class Opening:
         agent: Agent | str | None = o.pop("agent", None)
         agents: tuple[Agent, ...] = o.pop("agents", ())
         deps: Any = o.pop("deps", None)
+        fire_schedules: bool = o.pop("schedules", False)
         settings, toolbox_extra = build_settings(**o)
         _refuse_missing_directory(settings.database, settings.home)
         store = open_store(
@@ -540,6 +684,8 @@ class Opening:
             elif agent is not None:
                 definition = agent.definition
             self._agent = LocalAgent(runtime, store, definition)
+            if fire_schedules:
+                self._agent.fire_schedules()
         except BaseException:
             store.close()
             raise
@@ -586,6 +732,7 @@ def open(
     agent: Agent | str | None = None,
     agents: Iterable[Agent] = (),
     deps: Any = None,
+    schedules: bool = False,
 ) -> Opening:
     """An agent in this process, on the database `db` (a SQLite path or a postgresql://
     URL; default: as `xclaw serve` finds it — XCLAW_DB, xclaw.yaml, ~/.xclaw/xclaw.db).
@@ -608,6 +755,9 @@ def open(
     - agents: more agents a session may run (`send(..., agent=...)`, sub-agents' names)
     - deps: your program's own object, given to every tool, hook and instructions
       function as `ctx.deps` (never recorded)
+    - schedules: fire the database's schedules here while the agent is open, as one more
+      worker beside any `xclaw serve` on it (each tick once, docs/schedules.md); by default
+      they are made and read here and fired by the servers
 
     `async with xclaw.open(...) as agent:` closes it at the end of the block;
     `agent = await xclaw.open(...)` leaves that to `await agent.close()`.
@@ -626,6 +776,7 @@ def open(
         "agent": agent,
         "agents": tuple(agents),
         "deps": deps,
+        "schedules": schedules,
     }
     if isinstance(model, str) or model is None:
         options["model"] = model

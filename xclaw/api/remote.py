@@ -100,12 +100,19 @@ from xclaw.wire.frames import (
 from xclaw.wire.http_bodies import (
     AgentInfo,
     AgentList,
+    FireInfo,
+    FireList,
     ForkAnswer,
     Health,
     HistoryAnswer,
+    HookInfo,
+    HookList,
+    HookMade,
     QueueAnswer,
     RollbackAnswer,
     RollbackPreview,
+    ScheduleInfo,
+    ScheduleList,
     SessionList,
     SessionProcesses,
     StepList,
@@ -1249,6 +1256,65 @@ class RemoteAgent(Agent):
 
     async def tools(self) -> list[ToolInfo]:
         return (await self._as(ToolList, "GET", "/tools")).tools
+
+    # --- schedules and webhooks: /api/schedules, /api/hooks (docs/schedules.md) -------------
+    async def _add_schedule(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        cron: str | None,
+        every: str | None,
+        at: str | None,
+        tz: str,
+        catch_up: str,
+        fork: bool,
+    ) -> ScheduleInfo:
+        body: dict[str, Any] = {
+            "message": message,
+            "catchUp": catch_up,
+            "tz": tz,
+            ("forkOf" if fork else "sessionId"): session_id,
+        }
+        for key, value in (("cron", cron), ("every", every), ("at", at)):
+            if value:
+                body[key] = value
+        return await self._as(ScheduleInfo, "POST", "/schedules", json=body)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        return (await self._as(ScheduleList, "GET", "/schedules")).schedules
+
+    def _schedule_path(self, schedule_id: str) -> str:
+        return f"/schedules/{quote(schedule_id, safe='')}"
+
+    async def schedule(self, schedule_id: str) -> ScheduleInfo:
+        return await self._as(ScheduleInfo, "GET", self._schedule_path(schedule_id))
+
+    async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        return await self._as(ScheduleInfo, "POST", self._schedule_path(schedule_id) + "/pause")
+
+    async def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        return await self._as(ScheduleInfo, "POST", self._schedule_path(schedule_id) + "/resume")
+
+    async def remove_schedule(self, schedule_id: str) -> None:
+        await self._http("DELETE", self._schedule_path(schedule_id))
+
+    async def schedule_fires(self, schedule_id: str) -> list[FireInfo]:
+        path = self._schedule_path(schedule_id) + "/fires"
+        return (await self._as(FireList, "GET", path)).fires
+
+    async def _add_hook(self, session_id: str, name: str, template: str) -> HookMade:
+        body = {"name": name, "sessionId": session_id, "template": template}
+        return await self._as(HookMade, "POST", "/hooks", json=body)
+
+    async def hooks(self) -> list[HookInfo]:
+        return (await self._as(HookList, "GET", "/hooks")).hooks
+
+    async def hook_fires(self, name: str) -> list[FireInfo]:
+        return (await self._as(FireList, "GET", f"/hooks/{quote(name, safe='')}/fires")).fires
+
+    async def remove_hook(self, name: str) -> None:
+        await self._http("DELETE", f"/hooks/{quote(name, safe='')}")
 
     async def close(self) -> None:
         if self._closed:

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from xclaw.api.base import Agent, Approval, Approve, Event, Events, RunResult, Session
 from xclaw.api.local import open as open_async
@@ -37,8 +37,12 @@ from xclaw.wire.frames import (
 )
 from xclaw.wire.http_bodies import (
     AgentInfo,
+    FireInfo,
+    HookInfo,
+    HookMade,
     RollbackAnswer,
     RollbackPreview,
+    ScheduleInfo,
     SessionProcesses,
     ToolInfo,
 )
@@ -257,6 +261,31 @@ class SyncSession:
     def tools(self) -> list[ToolInfo]:
         return self._loop.call(self.session.tools())
 
+    def add_schedule(
+        self,
+        message: str,
+        *,
+        cron: str | None = None,
+        every: str | None = None,
+        at: str | None = None,
+        tz: str = "UTC",
+        catch_up: Literal["skip", "once", "all"] = "skip",
+        fork: bool = False,
+    ) -> ScheduleInfo:
+        made = self.session.add_schedule(
+            message, cron=cron, every=every, at=at, tz=tz, catch_up=catch_up, fork=fork
+        )
+        return self._loop.call(made)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        return self._loop.call(self.session.schedules())
+
+    def add_hook(self, name: str, template: str) -> HookMade:
+        return self._loop.call(self.session.add_hook(name, template))
+
+    def hooks(self) -> list[HookInfo]:
+        return self._loop.call(self.session.hooks())
+
 
 class SyncAgent:
     """Agent, without `await`; a context manager (`with`) that closes it at the end."""
@@ -296,6 +325,33 @@ class SyncAgent:
 
     def agents(self) -> list[AgentInfo]:
         return self._loop.call(self.agent.agents())
+
+    def schedules(self) -> list[ScheduleInfo]:
+        return self._loop.call(self.agent.schedules())
+
+    def schedule(self, schedule_id: str) -> ScheduleInfo:
+        return self._loop.call(self.agent.schedule(schedule_id))
+
+    def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
+        return self._loop.call(self.agent.pause_schedule(schedule_id))
+
+    def resume_schedule(self, schedule_id: str) -> ScheduleInfo:
+        return self._loop.call(self.agent.resume_schedule(schedule_id))
+
+    def remove_schedule(self, schedule_id: str) -> None:
+        self._loop.call(self.agent.remove_schedule(schedule_id))
+
+    def schedule_fires(self, schedule_id: str) -> list[FireInfo]:
+        return self._loop.call(self.agent.schedule_fires(schedule_id))
+
+    def hooks(self) -> list[HookInfo]:
+        return self._loop.call(self.agent.hooks())
+
+    def hook_fires(self, name: str) -> list[FireInfo]:
+        return self._loop.call(self.agent.hook_fires(name))
+
+    def remove_hook(self, name: str) -> None:
+        self._loop.call(self.agent.remove_hook(name))
 
     def close(self) -> None:
         try:

@@ -4,8 +4,10 @@
 deployment's day or month — of what the record's holds count (their cost once settled, their
 reservation until then). The record rebuilds them: each turn that runs under a cap reads
 its scopes' sums once (`Budgets.gate_for`, xclaw/runtime/budgets.py); between reads every
-hold and settlement this worker writes is added here as it is put. A step's check is
-arithmetic on these totals — no query — and a turn under no cap has no gate at all.
+hold and settlement this worker writes is added here as it is put. The session's caps are
+checked by arithmetic on these totals — no query; the caps on scopes sessions share, in the
+hold's own transaction against their counters (store/budgets/sql.py), exact across workers.
+A turn under no cap has no gate at all.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from xclaw.budgets.words import words
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.messages import Usage
 from xclaw.llm.prices import PriceTable
-from xclaw.store.steps.writes import Hold, Spent
+from xclaw.store.steps.writes import Hold, Refused, Shared, Spent
 
 
 def periods(now_s: float) -> tuple[str, str]:
@@ -93,16 +95,11 @@ class Ledger:
     def __init__(self) -> None:
         self.totals: dict[str, list[float]] = {}
 
-    def load(self, sums: Mapping[str, tuple[int, float]], *, exact: frozenset[str]) -> None:
-        """The record's sums: a scope in `exact` (the session's: one driver) takes them as
-        they are; a shared one keeps what this worker counted if that is more (its writes
-        not yet committed)."""
+    def load(self, sums: Mapping[str, tuple[int, float]]) -> None:
+        """The record's sums, as they are: every hold is committed before its call is made
+        (a settlement not yet committed only leaves a total a little high)."""
         for scope, (tokens, usd) in sums.items():
-            have = self.totals.get(scope)
-            if have is None or scope in exact:
-                self.totals[scope] = [float(tokens), usd]
-            else:
-                have[0], have[1] = max(have[0], float(tokens)), max(have[1], usd)
+            self.totals[scope] = [float(tokens), usd]
 
     def add(self, scopes: tuple[str, ...], tokens: float, usd: float) -> None:
         for scope in scopes:
@@ -136,6 +133,15 @@ class Gate:
         self.day = day
         self.month = month
         self.scopes = tuple(dict.fromkeys(lim.scope for lim in limits))
+        # The session's caps are checked here (one driver: its total is exact); the caps on
+        # scopes sessions share, in the hold's transaction against their counters.
+        self.own = tuple(lim for lim in limits if lim.scope.startswith("s:"))
+        self.shared = tuple(
+            Shared(lim.cap, lim.scope, lim.unit, lim.amount)
+            for lim in limits
+            if not lim.scope.startswith("s:")
+        )
+        self.shared_scopes = tuple(dict.fromkeys(s.scope for s in self.shared))
 
     def reserve_call(self, request: LLMRequest, model: str) -> Hold | Reached:
         """A model call's hold: its maximum cost, the prompt's estimate and `max_tokens`
@@ -154,21 +160,45 @@ class Gate:
         return self.settle(hold, u.prompt_tokens + u.completion_tokens, cost or 0.0)
 
     def reserve(self, tokens: int, usd: float) -> Hold | Reached:
-        """The hold of a call of at most `tokens` (`usd`), counted; or the first cap it
-        would go past, nothing counted."""
+        """The hold of a call of at most `tokens` (`usd`), counted; or the first of the
+        session's caps it would go past, nothing counted. The shared caps are the hold's
+        to check when it is written (`refused` when one has no room)."""
         ledger = self.ledger
-        for lim in self.limits:
+        for lim in self.own:
             need = tokens if lim.unit == "tokens" else usd
             spent = ledger.spent(lim.scope, lim.unit)
             if spent + need > lim.amount:
                 return Reached(lim.cap, lim.unit, lim.amount, spent, need)
         ledger.add(self.scopes, tokens, usd)
-        return Hold(tokens=tokens, usd=usd, owner=self.owner, day=self.day, month=self.month)
+        return Hold(
+            tokens=tokens,
+            usd=usd,
+            owner=self.owner,
+            day=self.day,
+            month=self.month,
+            shared=self.shared,
+        )
+
+    def refused(self, hold: Hold, no: Refused) -> Reached:
+        """The hold's transaction found no room under a shared cap: not counted, and that
+        scope's total is what the record said."""
+        self.ledger.add(self.scopes, -hold.tokens, -hold.usd)
+        for s in self.shared:
+            if s.cap == no.cap:
+                total = self.ledger.totals.setdefault(s.scope, [0.0, 0.0])
+                total[0 if no.unit == "tokens" else 1] = no.spent
+        return Reached(no.cap, no.unit, no.limit, no.spent, no.needed)
 
     def settle(self, hold: Hold, tokens: int, usd: float) -> Spent:
         """The call cost `tokens` (`usd`): its hold's reservation replaced by it."""
         self.ledger.add(self.scopes, tokens - hold.tokens, usd - hold.usd)
-        return Spent(tokens=tokens, usd=usd)
+        return Spent(
+            tokens=tokens,
+            usd=usd,
+            held_tokens=hold.tokens,
+            held_usd=hold.usd,
+            shared=self.shared_scopes if hold.shared else (),
+        )
 
     def status(self) -> list[dict[str, Any]]:
         """Every cap that applies: spent and left (the `budget` of a status frame)."""

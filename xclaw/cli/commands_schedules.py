@@ -13,14 +13,12 @@ import time
 import click
 
 from xclaw.cli.commands_store import with_store
-from xclaw.errors import XclawError
-from xclaw.people.teams import SERVER_TOKEN, Identity, Need
-from xclaw.schedules.making import may, may_change, new_hook, new_schedule
+from xclaw.people.teams import SERVER_TOKEN, Identity
+from xclaw.schedules.making import add_hook, add_schedule, change_schedule, remove_hook
 from xclaw.schedules.spec import Kind, When
 from xclaw.store import Access
 from xclaw.store.base import Store, schedules_of
 from xclaw.store.schedules.sql import Schedule
-from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 
 _AS_HELP = (
     "Make it as this user (recorded as its creator; their rights on the session are checked "
@@ -95,27 +93,19 @@ def schedule_add(
         raise click.UsageError("give one of --cron, --every, --at")
     if (session is None) == (fork_of is None):
         raise click.UsageError("give one of --session, --fork-of")
-    who = _who(store, as_user)
-    target = store.resolve_session(session or fork_of or "").session_id
-    from xclaw.store.base import TeamStore
-
-    teams = store if isinstance(store, TeamStore) else None
-    may(teams, who, target, Need.ACT if session else Need.READ)
-    if fork_of is not None and not store.latest_steps(target, 1):
-        raise click.UsageError(f"the template session {target} has no step to fork from")
     kind, text = given[0]
-    s = new_schedule(
+    made = add_schedule(
+        store,
+        _who(store, as_user),
         kind=kind,
         when=text,
         tz=tz,
-        session_id=target if session else None,
-        fork_of=target if fork_of else None,
+        session=session,
+        fork_of=fork_of,
         message=message,
         catch_up=catch_up,
-        created_by=who.user,
         now_ms=int(time.time() * 1000),
     )
-    made = schedules_of(store).write(AddSchedule(schedule=s))
     if as_json:
         click.echo(json.dumps(made.to_json()))
         return
@@ -144,12 +134,8 @@ def schedule_list(store: Store, as_json: bool) -> None:
         )
 
 
-def _change(store: Store, schedule_id: str, as_user: str | None, **change: bool) -> None:
-    st = schedules_of(store)
-    found = st.get_schedule(schedule_id)
-    if not may_change(_who(store, as_user), found.created_by):
-        raise XclawError(f"only {found.created_by or 'an admin'} or an admin may change it")
-    st.write(ChangeSchedule(schedule_id=schedule_id, **change))
+def _change(store: Store, schedule_id: str, as_user: str | None, paused: bool | None) -> None:
+    change_schedule(store, _who(store, as_user), schedule_id, paused=paused)
 
 
 @schedule_group.command("pause", short_help="Stop a schedule firing (until resumed).")
@@ -157,7 +143,7 @@ def _change(store: Store, schedule_id: str, as_user: str | None, **change: bool)
 @click.option("--as", "as_user", metavar="USER", default=None, help="Act as this user.")
 @with_store(Access.WRITE)
 def schedule_pause(store: Store, schedule_id: str, as_user: str | None) -> None:
-    _change(store, schedule_id, as_user, paused=True)
+    _change(store, schedule_id, as_user, True)
     click.echo(f"paused {schedule_id}")
 
 
@@ -167,7 +153,7 @@ def schedule_pause(store: Store, schedule_id: str, as_user: str | None) -> None:
 @with_store(Access.WRITE)
 def schedule_resume(store: Store, schedule_id: str, as_user: str | None) -> None:
     """Its ticks during the pause are missed ones: its catch-up policy decides."""
-    _change(store, schedule_id, as_user, paused=False)
+    _change(store, schedule_id, as_user, False)
     click.echo(f"resumed {schedule_id}")
 
 
@@ -176,7 +162,7 @@ def schedule_resume(store: Store, schedule_id: str, as_user: str | None) -> None
 @click.option("--as", "as_user", metavar="USER", default=None, help="Act as this user.")
 @with_store(Access.WRITE)
 def schedule_remove(store: Store, schedule_id: str, as_user: str | None) -> None:
-    _change(store, schedule_id, as_user, remove=True)
+    _change(store, schedule_id, as_user, None)
     click.echo(f"removed {schedule_id}")
 
 
@@ -216,19 +202,14 @@ def hook_group() -> None:
 @click.option("--as", "as_user", metavar="USER", default=None, help=_AS_HELP)
 @with_store(Access.WRITE)
 def hook_add(store: Store, name: str, session: str, template: str, as_user: str | None) -> None:
-    who = _who(store, as_user)
-    target = store.resolve_session(session).session_id
-    from xclaw.store.base import TeamStore
-
-    may(store if isinstance(store, TeamStore) else None, who, target, Need.ACT)
-    hook = new_hook(
+    hook = add_hook(
+        store,
+        _who(store, as_user),
         name=name,
-        session_id=target,
+        session=session,
         template=template,
-        created_by=who.user,
         now_ms=int(time.time() * 1000),
     )
-    schedules_of(store).write(AddHook(hook=hook))
     click.echo(hook.secret)
     click.echo(
         f"this is the secret of webhook {name}, shown once: the sender signs with it. "
@@ -259,11 +240,7 @@ def hook_list(store: Store, as_json: bool) -> None:
 @click.option("--as", "as_user", metavar="USER", default=None, help="Act as this user.")
 @with_store(Access.WRITE)
 def hook_remove(store: Store, name: str, as_user: str | None) -> None:
-    st = schedules_of(store)
-    found = st.get_hook(name)
-    if found is None or not may_change(_who(store, as_user), found.created_by):
-        raise XclawError(f"no webhook {name!r} of yours")
-    st.write(RemoveHook(name=name))
+    remove_hook(store, _who(store, as_user), name)
     click.echo(f"removed {name}")
 
 

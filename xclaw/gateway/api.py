@@ -624,6 +624,7 @@ ROUTES: tuple[tuple[str, str, Handler, Need | None], ...] = (
     ("/hooks", "GET", sa.list_hooks, None),
     ("/hooks", "POST", sa.add_hook, None),
     ("/hooks/{name}", "DELETE", sa.remove_hook, None),
+    ("/hooks/{name}/fires", "GET", sa.hook_fires, None),
     # Budgets (docs/budgets.md): a member sees their own; an admin sets caps and grants.
     ("/budgets/{target}", "GET", get_budget, None),
     ("/budgets/{target}", "PUT", put_budget, None),

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from xclaw.config.settings import Settings
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.commands import CommandRunner
-from xclaw.gateway.identity import Authenticator, SignedIn
+from xclaw.gateway.identity import Authenticator, SignedIn, Throttle
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.people.teams import hashes_match
 from xclaw.schedules.firing import Scheduler
@@ -95,6 +95,9 @@ class Gateway:
     users_online: set[Watched] = field(default_factory=set)
     # Schedules and webhooks (docs/schedules.md); None on a store that keeps none.
     scheduler: Scheduler | None = field(init=False, default=None)
+    # Webhook requests refused (bad signature, unknown name, stale timestamp) per client:
+    # counted apart from sign-ins, so a flood of them brakes no person's sign-in.
+    hook_throttle: Throttle = field(default_factory=Throttle)
 
     def __post_init__(self) -> None:
         if isinstance(self.store, ScheduleStore):

@@ -464,6 +464,9 @@ _SCHEDULE = {
 }
 
 
+_HOOK = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
 def _schedule_paths() -> dict[str, Any]:
     """Schedules and webhooks (docs/schedules.md)."""
     made = {
@@ -529,12 +532,18 @@ def _schedule_paths() -> dict[str, Any]:
             ),
         },
         "/hooks/{name}": {
-            "parameters": [
-                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
+            "parameters": [_HOOK],
             "delete": _op(
                 "remove it: its URL answers 401 from then on",
                 {"204": {"description": "removed"}},
+                errors=_SCHEDULE_ERRORS,
+            ),
+        },
+        "/hooks/{name}/fires": {
+            "parameters": [_HOOK],
+            "get": _op(
+                "its latest deliveries' fires, newest first",
+                {"200": _json(_ref(FireList))},
                 errors=_SCHEDULE_ERRORS,
             ),
         },

@@ -138,7 +138,7 @@ async def remove_schedule(request: Request, gw: Gateway) -> Response:
 async def schedule_fires(request: Request, gw: Gateway) -> Response:
     s = await _schedule_of(request, gw)
     fires = await asyncio.to_thread(_store(gw).fires_of, s.schedule_id)
-    return _answer(gw, {"fires": [f.to_json() for f in fires]})
+    return _answer(gw, {"fires": [f.to_json() for f in fires if f.source == "schedule"]})
 
 
 async def list_hooks(request: Request, gw: Gateway) -> Response:
@@ -166,10 +166,21 @@ async def add_hook(request: Request, gw: Gateway) -> Response:
     return JSONResponse({**made.to_json(), "secret": made.secret}, status_code=201)
 
 
-async def remove_hook(request: Request, gw: Gateway) -> Response:
+async def _hook_of(request: Request, gw: Gateway) -> Hook:
     name = request.path_params["name"]
-    found = await asyncio.to_thread(_store(gw).get_hook, name)
+    found: Hook | None = await asyncio.to_thread(_store(gw).get_hook, name)
     if found is None or not _mine(_who(request), found.created_by):
         raise UnknownSchedule(f"no webhook {name!r}")
-    await asyncio.to_thread(_store(gw).write, RemoveHook(name=name))
+    return found
+
+
+async def remove_hook(request: Request, gw: Gateway) -> Response:
+    hook = await _hook_of(request, gw)
+    await asyncio.to_thread(_store(gw).write, RemoveHook(name=hook.name))
     return Response(status_code=204)
+
+
+async def hook_fires(request: Request, gw: Gateway) -> Response:
+    hook = await _hook_of(request, gw)
+    fires = await asyncio.to_thread(_store(gw).fires_of, hook.name)
+    return _answer(gw, {"fires": [f.to_json() for f in fires if f.source == "hook"]})

@@ -61,7 +61,15 @@ from xclaw.store.steps.model import (
     StepType,
 )
 from xclaw.store.steps.stream import WriteStream
-from xclaw.store.steps.writes import AddStep, BeginStep, FinishStep, Hold, Spent, Unqueue
+from xclaw.store.steps.writes import (
+    AddStep,
+    BeginStep,
+    FinishStep,
+    Hold,
+    Refused,
+    Spent,
+    Unqueue,
+)
 from xclaw.tools.base import ToolResult
 
 __all__ = ["Recorder", "StoreCaller"]
@@ -285,16 +293,31 @@ class Recorder:
                 self._end_stream()
                 raise BudgetReached(f"budget reached: {got.words()}", got.to_json())
             hold = got
-        self._hold, self._model = hold, model
-        self._llm = BeginStep(
+        begin = BeginStep(
             session_id=self.session_id,
             step=self._new(StepType.LLM_CALL, model, data),
             parent=parent,
             hold=hold,
         )
-        # Not awaited: the LLM call is no side effect; the row (and its hold, in the same
-        # transaction) commits while the model thinks (writes.SYNC).
-        self._put(self._llm, self._step_event)
+        if hold is None:
+            self._hold, self._model, self._llm = None, model, begin
+            # Not awaited: the LLM call is no side effect; the row commits while the model
+            # thinks (writes.SYNC).
+            self._put(begin, self._step_event)
+            return
+        # Under a cap the call waits for its hold (and step) to commit, which checks the
+        # shared caps: no request is sent whose reservation is not on the record.
+        # (Set first: a cancel while waiting finishes the step as any call's.)
+        self._hold, self._model, self._llm = hold, model, begin
+        written: object = await self._write(begin)
+        if isinstance(written, Refused):  # not made: nothing written, the run waits
+            assert self.budget is not None
+            self._hold = self._llm = None
+            self._end_stream()
+            reached = self.budget.refused(hold, written)
+            raise BudgetReached(f"budget reached: {reached.words()}", reached.to_json())
+        assert isinstance(written, Step)
+        self._step_event(written)
 
     def _spent(self, response: LLMResponse | None) -> Spent | None:
         """The call's hold settled: at what it cost, or (`response` None: a failed call, not

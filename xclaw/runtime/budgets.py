@@ -87,6 +87,10 @@ class Budgets:
         # When each shared scope's total was last read from the record.
         self._loaded: dict[str, float] = {}
 
+    def caps_shared(self) -> bool:
+        """Whether xclaw.yaml caps a person's or the deployment's spend."""
+        return any(k in self.configured for k in (*USER_KEYS, *TOTAL_KEYS))
+
     def forget_rows(self) -> None:
         """The admin changed a cap here: read them again at the next turn."""
         self._read_at = None
@@ -110,7 +114,7 @@ class Budgets:
             return None
         for scope in sums:
             self._loaded[scope] = now
-        self.ledger.load(sums, exact=frozenset({f"s:{session_id}"}))
+        self.ledger.load(sums)
         return Gate(self.ledger, limits, owner=owner, day=day, month=month, prices=self.prices)
 
     def _read(

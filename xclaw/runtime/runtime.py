@@ -65,7 +65,7 @@ from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts, resumable
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.sandbox.container.listing import SessionProcesses, session_processes
-from xclaw.store.base import StepWriter, Store
+from xclaw.store.base import StepWriter, Store, budgets_of
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.queue.sql import QueuedInput
 from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step, display_id
@@ -115,6 +115,8 @@ class Runtime:
         self.prices = PriceTable.with_overrides(settings.prices)
         # The caps on model spend and this worker's running totals (docs/budgets.md).
         self.budgets = Budgets(settings.budgets.caps(), self.prices)
+        if self.budgets.caps_shared():  # their counters may be older than these caps
+            budgets_of(store).drop_budget_counters()
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(
@@ -233,6 +235,7 @@ class Runtime:
                 busy=self.is_busy,
                 cancel=self.cancel,
                 resume=self.resume_if_needed,
+                announce=self._announce_queued,
             )
         )
         self.runs.after_run = self.inputs.after_run
@@ -259,6 +262,7 @@ class Runtime:
             driven=self.driven_sessions,
             busy=self.is_busy,
             drain_queues=self.drain_queues,
+            queued_elsewhere=self.inputs.queued_elsewhere,
             changes=ChangeParts(
                 db=self.db,
                 broadcast=self.broadcast,
@@ -540,6 +544,11 @@ class Runtime:
             step = await self.db(self.store.get_step, session_id, e.seq)
             return Submitted(step=step, duplicate=True)
         return Submitted(queued=entry, duplicate=not added)
+
+    async def _announce_queued(self, session_id: str) -> None:
+        """A message kept here: the worker that drives the session hears of it at once."""
+        if self.cluster is not None:
+            await self.cluster.announce_queued(session_id)
 
     async def queued(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""

@@ -12,24 +12,27 @@ from xclaw.llm.messages import AssistantMessage, message_to_json
 from xclaw.recorder.history import History, seed_history
 from xclaw.recorder.redact import Redactor
 from xclaw.store.steps.model import Step, StepStatus, StepType
-from xclaw.views.record import sent_by
+from xclaw.views.record import fired_as, sent_by
 from xclaw.wire.build import history_frame
 from xclaw.wire.shapes import HistoryJson
 
 
 def _name_senders(items: list[dict[str, Any]], steps: Sequence[Step]) -> None:
-    """A user message a team member sent says who (`"user"`, docs/teams.md). The history's
-    user messages are the last of the session's messages (compaction summarises the oldest
-    ones away), so they pair with its message steps counted from the end."""
-    senders = [
-        sent_by(s)
-        for s in steps
-        if s.step_type is StepType.USER_INPUT and s.status is StepStatus.COMPLETED
+    """A user message a team member sent says who (`"user"`, docs/teams.md), one a schedule
+    or webhook sent the fire it came from (`"fire"`, docs/schedules.md). The history's user
+    messages are the last of the session's messages (compaction summarises the oldest ones
+    away), so they pair with its message steps counted from the end."""
+    inputs = [
+        s for s in steps if s.step_type is StepType.USER_INPUT and s.status is StepStatus.COMPLETED
     ]
     users = [i for i in items if i["kind"] == "user"]
-    for item, sender in zip(reversed(users), reversed(senders), strict=False):
+    for item, step in zip(reversed(users), reversed(inputs), strict=False):
+        sender = sent_by(step)
         if sender is not None:
             item["user"] = sender
+        fire = fired_as(step)
+        if fire is not None:
+            item["fire"] = fire
 
 
 def session_history(

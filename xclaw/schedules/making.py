@@ -1,5 +1,8 @@
 """[schedules] A schedule or a webhook as a person asks for it, checked before anything is written
-(the command line, the HTTP API): the same rules whichever way it comes (docs/schedules.md)."""
+(the command line, the HTTP API, the Python API): the same rules whichever way it comes
+(docs/schedules.md). `add_schedule`, `change_schedule`, `add_hook` and `remove_hook` are the
+whole of it for a caller holding the store (the command line, `xclaw.open`); the HTTP API
+resolves and checks sessions with the gateway's access rules, then makes the rows here."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import secrets
 from xclaw.errors import SessionNotFound, XclawError
 from xclaw.people.teams import Identity, Need, allows
 from xclaw.schedules.spec import CatchUp, Kind, ScheduleError, When
-from xclaw.store.base import TeamStore
+from xclaw.store.base import Store, TeamStore, schedules_of
 from xclaw.store.schedules.sql import Hook, Schedule
+from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 
 HOOK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_MESSAGE = 100_000
@@ -97,3 +101,93 @@ def may(teams: TeamStore | None, who: Identity, session_id: str, need: Need) -> 
 def may_change(who: Identity, created_by: str | None) -> bool:
     """Who may pause, resume or remove a schedule or webhook: its creator, or an admin."""
     return who.admin or (who.user is not None and who.user == created_by)
+
+
+def kind_of(cron: str | None, every: str | None, at: str | None) -> tuple[Kind, str]:
+    """Which of the three ways a schedule's times were given (exactly one)."""
+    given = [(k, v) for k, v in ((Kind.CRON, cron), (Kind.EVERY, every), (Kind.AT, at)) if v]
+    if len(given) != 1:
+        raise ScheduleError("give one of cron, every, at")
+    return given[0]
+
+
+def _teams(store: Store) -> TeamStore | None:
+    return store if isinstance(store, TeamStore) else None
+
+
+def add_schedule(
+    store: Store,
+    who: Identity,
+    *,
+    kind: Kind,
+    when: str,
+    tz: str,
+    session: str | None,
+    fork_of: str | None,
+    message: str,
+    catch_up: str,
+    now_ms: int,
+) -> Schedule:
+    """A schedule made and written: the session resolved (an id or a unique prefix), `who`'s
+    rights on it checked as each fire will check them (collaborator to send to it, reader to
+    fork it), a template's step to fork from there."""
+    if (session is None) == (fork_of is None):
+        raise ScheduleError("a schedule sends to one session (--session) or forks one (--fork-of)")
+    target = store.resolve_session(session or fork_of or "").session_id
+    may(_teams(store), who, target, Need.ACT if session is not None else Need.READ)
+    if fork_of is not None and not store.latest_steps(target, 1):
+        raise ScheduleError(f"the template session {target} has no step to fork from")
+    made = new_schedule(
+        kind=kind,
+        when=when,
+        tz=tz,
+        session_id=target if session is not None else None,
+        fork_of=target if fork_of is not None else None,
+        message=message,
+        catch_up=catch_up,
+        created_by=who.user,
+        now_ms=now_ms,
+    )
+    written: Schedule = schedules_of(store).write(AddSchedule(schedule=made))
+    return written
+
+
+def change_schedule(
+    store: Store, who: Identity, schedule_id: str, *, paused: bool | None = None
+) -> Schedule | None:
+    """Pause (`paused=True`), resume (`False`) or remove (None) a schedule: its creator's or an
+    admin's to do. The schedule as it is now; None once removed. UnknownSchedule."""
+    st = schedules_of(store)
+    found = st.get_schedule(schedule_id)
+    if not may_change(who, found.created_by):
+        raise XclawError(f"only {found.created_by or 'an admin'} or an admin may change it")
+    if paused is None:
+        st.write(ChangeSchedule(schedule_id=schedule_id, remove=True))
+        return None
+    st.write(ChangeSchedule(schedule_id=schedule_id, paused=paused))
+    return st.get_schedule(schedule_id)
+
+
+def add_hook(
+    store: Store, who: Identity, *, name: str, session: str, template: str, now_ms: int
+) -> Hook:
+    """A webhook made and written, its secret fresh (shown once by whoever asked): the
+    session resolved, `who` a collaborator (or owner) of it."""
+    target = store.resolve_session(session).session_id
+    may(_teams(store), who, target, Need.ACT)
+    hook = new_hook(
+        name=name, session_id=target, template=template, created_by=who.user, now_ms=now_ms
+    )
+    made: Hook = schedules_of(store).write(AddHook(hook=hook))
+    return made
+
+
+def remove_hook(store: Store, who: Identity, name: str) -> None:
+    """A webhook removed (its URL answers 401 from then on): its creator's or an admin's."""
+    from xclaw.errors import UnknownSchedule
+
+    st = schedules_of(store)
+    found = st.get_hook(name)
+    if found is None or not may_change(who, found.created_by):
+        raise UnknownSchedule(f"no webhook {name!r} of yours")
+    st.write(RemoveHook(name=name))

@@ -24,6 +24,7 @@ SIGNATURE_HEADER = "X-Xclaw-Signature"
 TIMESTAMP_HEADER = "X-Xclaw-Timestamp"
 DELIVERY_HEADER = "X-Xclaw-Delivery"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+_SIGNATURE_FORM = re.compile(r"^sha256=[0-9a-f]{64}$")
 MAX_DELIVERY_ID = 200
 
 
@@ -54,6 +55,20 @@ def verify(
     if abs(now_s - int(timestamp)) > window_s:
         return "the timestamp is outside the window (a replay, or a clock off)"
     return None
+
+
+def may_be_good(
+    timestamp: str | None, signature: str | None, *, now_s: float, window_s: float
+) -> bool:
+    """Whether a request could pass `verify` at all, judged without the secret: a signature of
+    the form (`sha256=` and 64 hex digits) and a timestamp inside the window. A client braked
+    for its failures still has such requests checked (a good one is never locked out: no
+    number of tries finds the secret); any other is refused unchecked."""
+    if not timestamp or not signature or not timestamp.isdigit() or len(timestamp) > 12:
+        return False
+    if abs(now_s - int(timestamp)) > window_s:
+        return False
+    return _SIGNATURE_FORM.match(signature.strip()) is not None
 
 
 def render(template: str, body: bytes) -> str:

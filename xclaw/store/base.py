@@ -461,6 +461,10 @@ class BudgetStore(Protocol):
 
     def budget_holds(self, session_id: str) -> list[tuple[int, int, int, bool]]: ...
 
+    def budget_counters(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]: ...
+
+    def drop_budget_counters(self) -> None: ...
+
 
 @runtime_checkable
 class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):

@@ -651,6 +651,30 @@ M010_POSTGRES = (
     "CREATE INDEX idx_queued_inputs_session ON queued_inputs(session_id, seq)",
 )
 
+# Migration 11, `budget_counters`: what a person's or the deployment's holds count per period
+# (`ud:<user>:<day>`, `um:<user>:<month>`, `td:<day>`, `tm:<month>`), kept while such a cap is
+# set and updated in the transaction of each hold and settlement, so a shared cap is checked
+# exactly across workers (a row lock on PostgreSQL, the one writer on SQLite). A counter is
+# rebuilt from the holds when missing, and dropped when its target's caps change.
+M011_SQLITE = (
+    """
+    CREATE TABLE budget_counters (
+        scope  TEXT PRIMARY KEY,
+        tokens INTEGER NOT NULL,
+        usd    REAL NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+M011_POSTGRES = (
+    """
+    CREATE TABLE budget_counters (
+        scope  text PRIMARY KEY,
+        tokens bigint NOT NULL,
+        usd    double precision NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -739,6 +763,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "takeover never drops, reorders or repeats one",
         M010_SQLITE,
         M010_POSTGRES,
+    ),
+    Migration(
+        11,
+        "budget_counters",
+        "what a person's or the deployment's holds count per day and month, updated with "
+        "each hold and settlement while such a cap is set, so a shared cap is checked "
+        "exactly across workers",
+        M011_SQLITE,
+        M011_POSTGRES,
     ),
 )
 

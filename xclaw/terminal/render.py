@@ -8,6 +8,7 @@ it can be tested by rendering frames into a string.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -108,11 +109,17 @@ class Renderer:
             "queue": self._on_queue,
         }
         self._queue_shown = 0  # messages the last queue lines listed
+        # Whole lines only: a prompt stays on screen below the output (`xclaw chat` takes
+        # input while a run is in flight), so an answer streams a finished line at a time
+        # and nothing is ever left on an open line or redrawn in place.
+        self.whole_lines = False
+        self._held = ""  # the streamed answer's unfinished line (whole_lines)
+        self._held_shown = False  # its "xclaw: " line is out (whole_lines)
 
     @property
     def streaming(self) -> bool:
         """An answer is being printed on an open line (nothing else may draw there)."""
-        return self._stream_open
+        return self._stream_open and not self.whole_lines
 
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
@@ -127,9 +134,20 @@ class Renderer:
             self.line(thinking_line(f), "dim italic")
 
     def end_stream(self) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            self._stream_open = False
+            if self._held or not self._held_shown:
+                self._held_line(self._held)
+            self._held = ""
+        elif self._stream_open:
             self.console.print()
             self._stream_open = False
+
+    def _held_line(self, text: str) -> None:
+        """One finished line of a streamed answer (whole_lines), the first after "xclaw: "."""
+        head = Text() if self._held_shown else Text("xclaw: ", style="bold green")
+        self._held_shown = True
+        self.console.print(head + Text(text))
 
     # --- frames -----------------------------------------------------------------------------
     def frame(self, f: Mapping[str, Any]) -> None:
@@ -206,12 +224,20 @@ class Renderer:
 
     def _on_step(self, f: Mapping[str, Any]) -> None:
         """A message another team member sent to this session (a shared one), shown as theirs,
-        and an approval they answered. What this client's person did is on the screen."""
+        one a schedule or webhook sent, under what fired it, and an approval another member
+        answered. What this client's person did is on the screen."""
         step = f.get("step")
         if not isinstance(step, dict):
             return
         given = step.get("output")
         out: dict[str, Any] = given if isinstance(given, dict) else {}
+        label = fire_label(out.get("messageId"))
+        if label is not None and step.get("type") == "user_input" and step.get("agent") == "main":
+            # A schedule's or webhook's fire: nobody typed it here, whoever made it.
+            self.end_stream()
+            for line in fire_lines(label, str(step.get("input") or "")):
+                self.line(line, "cyan")
+            return
         by = out.get("by")
         who = by.get("user") if isinstance(by, dict) else None
         if not isinstance(who, str) or who == self.me:
@@ -228,6 +254,17 @@ class Renderer:
         text = printable(str(f.get("content", "")))
         if not text:
             return
+        if self.whole_lines:
+            if not self._stream_open:
+                self._stream_open, self._streamed = True, ""
+                self._held, self._held_shown = "", False
+            self._streamed += text
+            self._held += text
+            if "\n" in self._held:
+                done, self._held = self._held.rsplit("\n", 1)
+                for row in done.split("\n"):
+                    self._held_line(row)
+            return
         if not self._stream_open:
             self.console.print(Text("xclaw: ", style="bold green"), end="")
             self._stream_open = True
@@ -239,7 +276,10 @@ class Renderer:
         content = printable(str(f.get("content", "")))
         if self.markdown and looks_like_markdown(content):
             streamed = self._stream_open and self._streamed.strip() == content.strip()
-            if streamed and not self._erase_stream():
+            if streamed and self.whole_lines and not self._held_shown:
+                self._stream_open = False  # nothing of it shown yet: shown rendered instead
+                streamed = False
+            if streamed and (self.whole_lines or not self._erase_stream()):
                 self.end_stream()  # too long to redraw in place: the streamed text stays
                 return
             self.end_stream()
@@ -299,7 +339,10 @@ class Renderer:
         self.line(str(f.get("content", "")), "bold cyan")
 
     def _on_error(self, f: Mapping[str, Any]) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            gap = "" if self._streamed[-1:].isspace() else " "
+            self._held += gap + "[reply cut off]"  # on the line it cut off
+        elif self._stream_open:
             # The text shown so far was no finished answer: say so on its own line.
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")
@@ -321,7 +364,8 @@ def history_lines(f: Mapping[str, Any], *, me: str | None = None) -> list[str]:
     """`You: …`, `xclaw: …`, `xclaw uses [NAME]: {…}` lines of a history frame. The structured
     `messages` show tool calls; a server written for the tutorial sends only `content`, a JSON
     string of [{role, content}], and that works too. A message another team member sent (its
-    `user` is not `me`) is shown as `NAME: …` (docs/teams.md)."""
+    `user` is not `me`) is shown as `NAME: …` (docs/teams.md); one a schedule or webhook sent
+    under what fired it (`fire_label`)."""
     out: list[str] = []
     messages = f.get("messages")
     if isinstance(messages, list):
@@ -329,7 +373,10 @@ def history_lines(f: Mapping[str, Any], *, me: str | None = None) -> list[str]:
             if not isinstance(m, dict):
                 continue
             kind = m.get("kind")
-            if kind == "user":
+            label = fire_label(m.get("fire"))
+            if kind == "user" and label is not None:
+                out += fire_lines(label, str(m.get("text", "")))
+            elif kind == "user":
                 sender = m.get("user")
                 who = (
                     f"{printable(sender)}: "
@@ -401,3 +448,30 @@ def thinking_line(f: Mapping[str, Any]) -> str:
 def _prefixed(who: str, text: str) -> list[str]:
     lines = text.splitlines() or [""]
     return [who + lines[0]] + ["  " + ln for ln in lines[1:]]
+
+
+def fire_label(fire_id: object) -> str | None:
+    """What fired a message, from its id (docs/schedules.md): `⏰ schedule ID · TICK` for a
+    schedule's tick (UTC), `↪ hook NAME · delivery ID` for a webhook's delivery; None for a
+    message a person sent. The parts come from the server; `line` makes them inert."""
+    if not isinstance(fire_id, str):
+        return None
+    source, _, rest = fire_id.partition(".")
+    name, _, part = rest.partition(".")
+    if not name or not part:
+        return None
+    if source == "schedule":
+        if not part.isdigit() or len(part) > 15:
+            return f"⏰ schedule {name} · tick {part}"
+        tick = dt.datetime.fromtimestamp(int(part) / 1000, dt.UTC)
+        return f"⏰ schedule {name} · {tick.strftime('%Y-%m-%d %H:%M:%SZ')}"
+    if source == "hook":
+        return f"↪ hook {name} · delivery {part}"
+    return None
+
+
+def fire_lines(label: str, text: str) -> list[str]:
+    """A fired message: its label, then its text indented (a webhook's is the sender's words,
+    made inert by `printable` where it is printed)."""
+    lines = text.splitlines() or [""]
+    return [label] + ["  " + ln for ln in lines]

@@ -178,6 +178,20 @@ def sent_by(step: Step) -> str | None:
     return user if isinstance(user, str) else None
 
 
+FIRE_PREFIXES = ("schedule.", "hook.")
+
+
+def fired_as(step: Step) -> str | None:
+    """The fire a message came from — a schedule's tick or a webhook's delivery, its id the
+    message's (`schedule.<id>.<tick ms>`, `hook.<name>.<delivery>`, docs/schedules.md); None
+    for a message a person sent."""
+    out = step.output_data
+    if step.step_type is not StepType.USER_INPUT or not isinstance(out, dict):
+        return None
+    mid = out.get("messageId")
+    return mid if isinstance(mid, str) and mid.startswith(FIRE_PREFIXES) else None
+
+
 def _shown_name(step: Step) -> str:
     # As in the tutorial's listing: the user and the model by role; tools and alerts by name.
     # A message a team member sent shows their name instead of `user`.

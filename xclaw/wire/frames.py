@@ -219,6 +219,12 @@ class UserMessage(Wire):
     user: str | None = Field(
         default=None, description="the team member who sent it (docs/teams.md); absent: the admin"
     )
+    fire: str | None = Field(
+        default=None,
+        description="the schedule's or webhook's fire that sent it, its id the message's: "
+        "schedule.<id>.<tick ms> or hook.<name>.<delivery> (docs/schedules.md); absent: a "
+        "person's message",
+    )
 
 
 class SummaryMessage(Wire):

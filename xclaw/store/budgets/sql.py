@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from xclaw.errors import SessionNotFound
 from xclaw.store.leases import Lease
 from xclaw.store.steps.model import BUDGET_KEY, Status
 from xclaw.store.steps.rows import load_json
-from xclaw.store.steps.writes import BudgetStop, Hold, Kind, SetBudget, Spent
+from xclaw.store.steps.writes import BudgetStop, Hold, Kind, Refused, SetBudget, Spent
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -48,6 +49,13 @@ _SCOPE_WHERE = {
     "td": "day=?",
     "tm": "day BETWEEN ? AND ?",
 }
+# A shared scope's counter (migration `budget_counters`): moved by each hold and settlement
+# while a cap on the scope is set; rebuilt from the holds when missing.
+_COUNT = "UPDATE budget_counters SET tokens=tokens+?, usd=usd+? WHERE scope IN ({})"
+_REBUILD = (
+    "INSERT INTO budget_counters (scope, tokens, usd) SELECT ?, {} FROM budget_holds WHERE {}"
+    " ON CONFLICT (scope) DO NOTHING"
+)
 _GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
 _UPSERT_CAPS = (
     "INSERT INTO budget_caps (target, caps, granted_tokens, granted_usd, updated_at)"
@@ -78,6 +86,20 @@ class BudgetRow:
         }
 
 
+def scope_where(scope: str) -> tuple[str, list[Any]]:
+    """The condition on `budget_holds` of a scope's holds, and its parameters."""
+    kind, _, rest = scope.partition(":")
+    where = _SCOPE_WHERE[kind]
+    # A user name may hold ':': the period is the last part.
+    user, _, period = rest.rpartition(":")
+    values: list[Any] = [user, period] if kind == "ud" else [rest]
+    if kind == "um":
+        values = [user, f"{period}-01", f"{period}-31"]
+    elif kind == "tm":
+        values = [f"{rest}-01", f"{rest}-31"]
+    return where, values
+
+
 def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
     """One statement summing the holds of each scope (UNION ALL), its parameters, and the
     scopes in row order."""
@@ -85,19 +107,19 @@ def scope_query(scopes: Iterable[str]) -> tuple[str, list[Any], list[str]]:
     params: list[Any] = []
     order: list[str] = []
     for scope in scopes:
-        kind, _, rest = scope.partition(":")
-        where = _SCOPE_WHERE[kind]
-        # A user name may hold ':': the period is the last part.
-        user, _, period = rest.rpartition(":")
-        values: list[Any] = [user, period] if kind == "ud" else [rest]
-        if kind == "um":
-            values = [user, f"{period}-01", f"{period}-31"]
-        elif kind == "tm":
-            values = [f"{rest}-01", f"{rest}-31"]
+        where, values = scope_where(scope)
         parts.append(f"SELECT {_COUNTED} FROM budget_holds WHERE {where}")
         params += values
         order.append(scope)
     return " UNION ALL ".join(parts), params, order
+
+
+def counters_of(target: str) -> tuple[str, ...]:
+    """The prefixes of the counters a target's caps limit (dropped when they change)."""
+    if target.startswith("user:"):
+        name = target.removeprefix("user:")
+        return (f"ud:{name}:", f"um:{name}:")
+    return ("td:", "tm:") if target == "total" else ()
 
 
 class BudgetMethods:
@@ -122,11 +144,52 @@ class BudgetMethods:
 
         return tx
 
+    def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]:
+        """Count the hold on its shared scopes' counters and check their caps, before its
+        step is written: the counters' rows are locked until the commit (PostgreSQL; SQLite
+        has one writer), so workers' holds on one scope are checked one after another and a
+        cap is passed by at most the last reservation it let through. Over a cap, the counts
+        are taken back and nothing is written (`Refused`)."""
+        d = self._dialect
+        scopes = list(dict.fromkeys(s.scope for s in hold.shared))
+        marks = _marks(len(scopes))
+        undo = d.sql(_COUNT.format(marks))
+        count = d.sql(_COUNT.format(marks) + " RETURNING scope, tokens, usd")
+
+        def tx(conn: Any) -> Refused | None:
+            totals = {
+                str(r[0]): (float(r[1]), float(r[2]))
+                for r in conn.execute(count, (hold.tokens, hold.usd, *scopes)).fetchall()
+            }
+            missing = [s for s in scopes if s not in totals]
+            if missing:  # a new period, or a cap just set: the holds so far (this one not yet)
+                for scope in missing:
+                    where, values = scope_where(scope)
+                    conn.execute(d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
+                again = d.sql(_COUNT.format(_marks(len(missing))) + " RETURNING scope, tokens, usd")
+                for r in conn.execute(again, (hold.tokens, hold.usd, *missing)).fetchall():
+                    totals[str(r[0])] = (float(r[1]), float(r[2]))
+            for s in hold.shared:
+                need = hold.tokens if s.unit == "tokens" else hold.usd
+                total = totals[s.scope][0 if s.unit == "tokens" else 1]
+                if total > s.limit + (1e-9 if s.unit == "usd" else 0):
+                    conn.execute(undo, (-hold.tokens, -hold.usd, *scopes))
+                    return Refused(s.cap, s.unit, s.limit, total - need, need)
+            return None
+
+        return tx
+
     def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]:
-        sql = self._dialect.sql(_SETTLE)
+        d = self._dialect
+        sql = d.sql(_SETTLE)
+        shared = spent.shared
+        count = d.sql(_COUNT.format(_marks(len(shared)))) if shared else ""
+        delta = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd)
 
         def tx(conn: Any, seq: int) -> None:
-            conn.execute(sql, (spent.tokens, spent.usd, session_id, seq))
+            settled = conn.execute(sql, (spent.tokens, spent.usd, session_id, seq)).rowcount
+            if shared and settled == 1:  # the counters: from the reservation to the cost
+                conn.execute(count, (*delta, *shared))
 
         return tx
 
@@ -147,6 +210,12 @@ class BudgetMethods:
                 d.sql(_UPSERT_CAPS),
                 (w.target, d.json(new.caps, "caps"), new.granted_tokens, new.granted_usd, now),
             )
+            prefixes = counters_of(w.target)
+            if prefixes:  # its caps changed: its counters are rebuilt from the holds when due
+                conn.execute(
+                    d.sql("DELETE FROM budget_counters WHERE substr(scope, 1, ?) IN (?, ?)"),
+                    (len(prefixes[0]), *prefixes),
+                )
             return new
 
         return tx
@@ -177,6 +246,13 @@ class BudgetMethods:
             return True
 
         return tx
+
+    def drop_budget_counters(self) -> None:
+        """Every shared scope's counter dropped, to be rebuilt from the holds when next
+        needed: a worker starting with xclaw.yaml's caps on shared scopes, which may have
+        been off (and their counters not kept) before it."""
+        sql = self._dialect.sql("DELETE FROM budget_counters")
+        self._write(lambda c: c.execute(sql), Kind.BUDGET_SET)
 
     # --- reads -----------------------------------------------------------------------------
     def budget_rows(self, targets: Iterable[str] | None = None) -> dict[str, BudgetRow]:
@@ -211,6 +287,23 @@ class BudgetMethods:
         )
         rows = self._read(lambda c: c.execute(sql, (session_id,)).fetchall())
         return [(int(r[0]), int(r[1]), int(r[2]), bool(r[3])) for r in rows]
+
+    def budget_counters(self, scopes: Iterable[str]) -> dict[str, tuple[int, float]]:
+        """The counters kept of these shared scopes (a scope without one: absent)."""
+        wanted = list(scopes)
+        if not wanted:
+            return {}
+        sql = self._dialect.sql(
+            f"SELECT scope, tokens, usd FROM budget_counters WHERE scope IN "
+            f"({', '.join('?' * len(wanted))})"
+        )
+        rows = self._read(lambda c: c.execute(sql, wanted).fetchall())
+        return {str(r[0]): (int(r[1]), float(r[2])) for r in rows}
+
+
+@lru_cache(maxsize=8)
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
 
 
 def _row(r: Any) -> BudgetRow:

@@ -20,10 +20,12 @@ itself (`kind_of`): a begun `tool_call` is `TOOL_BEGINS` whoever puts it. `Write
 `Store.write` look the kind up; the store's housekeeping writes, which are no values (worker
 presence, blobs, snapshots, restores, imports, users, repairs), name their kind to the store's
 `_write(body, kind)`, and the table decides theirs too: durability is decided here and nowhere
-else. A batch holding one durable write commits synced (SQLite
-`synchronous=FULL`, an fsync of the WAL; PostgreSQL `synchronous_commit on`), which makes every
-earlier commit durable too; that level is fixed from the queued values before the transaction
-begins, since no write runs inside another.
+else. A batch holding one durable write commits synced (SQLite: the writer fsyncs the WAL
+file after the COMMIT and before any caller hears of it — what `synchronous=FULL` does at a
+commit in WAL mode, without switching the connection's level per commit; PostgreSQL:
+`synchronous_commit on`, a connection of the durable pool), which makes every earlier commit
+durable too; whether to sync is known from the queued values before the transaction begins,
+since no write runs inside another.
 
 **Why write-ahead holds** (docs/architecture.md, "write-ahead"):
 
@@ -31,7 +33,7 @@ begins, since no write runs inside another.
    (`agent/loop.py` `Agent._run_one`), which awaits `Recorder.before_tool`.
 2. `before_tool` puts `BeginStep(step=<the tool_call>)` and awaits its future.
 3. Its kind is `TOOL_BEGINS`, whose row in `SYNC` is `DURABLE`: the stream hands it to the
-   writer as durable, and the writer commits its batch synced (above).
+   writer as durable, and the writer commits its batch and syncs it (above).
 4. A future resolves only after its transaction has committed (and synced, when durable), and
    a stream's writes commit in the order put (`stream.deliver`, after COMMIT): when
    `before_tool` returns, the `running` row and every earlier write of the run — the LLM call's
@@ -171,11 +173,13 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.TEAM_CHANGED: (Sync.DURABLE, "a user, token or share takes effect"),
     Kind.ACTION_LOGGED: (Sync.RELAXED, "the audit line; the action's own write synced"),
     Kind.REPAIRED: (Sync.DURABLE, "fsck reports the repair"),
-    # An LLM call begun with its budget reservation (docs/budgets.md): as the call's begin,
-    # it shares a commit with the call's answer or the next write (within 2 ms); a lost one
-    # goes with its step, and the call is made again under a hold of its own. A settlement
-    # rides in the finish, and a lost one leaves the reservation counted, never nothing.
-    Kind.BUDGET_HELD: (Sync.LAZY, "the model is called: its reservation is counted"),
+    # An LLM call begun with its budget reservation (docs/budgets.md): committed before the
+    # model is called (the recorder waits for it), so no request reaches a provider with its
+    # hold not on the record; a shared cap's check is answered by this commit. Not synced: a
+    # power loss takes the hold with its step, and the session with them (nothing after it
+    # is on disk either). A settlement rides in the finish; a lost one leaves the reservation
+    # counted, never nothing.
+    Kind.BUDGET_HELD: (Sync.RELAXED, "the model is called: its reservation is counted"),
     Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
     Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
     Kind.QUEUED: (Sync.DURABLE, "the sender is told its message waits its turn"),
@@ -233,31 +237,61 @@ class Writes(Generic[R]):
     __slots__ = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """A cap on a scope several sessions share (a person's day or month, the deployment's):
+    checked against the scope's counter in the hold's own transaction, exact across workers."""
+
+    cap: str  # user_daily_tokens, ...
+    scope: str  # ud:<user>:<day>, um:<user>:<month>, td:<day>, tm:<month>
+    unit: str  # tokens | usd
+    limit: float
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What a hold's transaction answers when a shared cap has no room for it: the cap, what
+    its scope counted, and the reservation. Nothing of the call is written."""
+
+    cap: str
+    unit: str
+    limit: float
+    spent: float
+    needed: float
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hold:
     """An LLM call's budget reservation (docs/budgets.md): the request's maximum cost, whose
     spend it counts (the session's `owner`, the UTC `day` and `month`), recorded with the
-    call's `running` step in one transaction."""
+    call's `running` step in one transaction; `shared`: the caps on shared scopes it is
+    checked against there (their counters count it)."""
 
     tokens: int
     usd: float
     owner: str | None
     day: str  # 2026-12-06
     month: str  # 2026-12
+    shared: tuple[Shared, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spent:
-    """What a call cost, its hold settled with the step's finish in one transaction."""
+    """What a call cost, its hold settled with the step's finish in one transaction (and the
+    shared scopes' counters moved from the reservation to it)."""
 
     tokens: int
     usd: float
+    held_tokens: int = 0
+    held_usd: float = 0.0
+    shared: tuple[str, ...] = ()  # the scopes whose counters counted the hold
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BeginStep(Writes[Step]):
     """A step starting, `running` (a tool call, an approval asked, an LLM call); an LLM
-    call under a budget carries its `hold`."""
+    call under a budget carries its `hold`. A hold a shared cap refuses applies as `Refused`
+    (nothing written, the slot left empty) instead of the step."""
 
     session_id: str
     step: NewStep  # redacted; its parent is `parent`
@@ -702,6 +736,8 @@ class TxBodies(Protocol):
 
     def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]: ...
 
+    def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]: ...
+
     def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]: ...
 
     def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
@@ -763,7 +799,9 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         if isinstance(w, BeginStep):
             tx = store._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
             if w.hold is not None:
-                return partial(_with_budget, w.slot, tx, store._hold_tx(w.session_id, w.hold))
+                check = store._shared_check_tx(w.hold) if w.hold.shared else None
+                hold = store._hold_tx(w.session_id, w.hold)
+                return partial(_with_hold, w.slot, check, tx, hold)
         else:
             status = StepStatus(w.status)
             if status is StepStatus.RUNNING:
@@ -828,6 +866,22 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
     if isinstance(w, ScheduleWrite):
         return store._schedule_tx(w)
     raise TypeError(f"not a write value: {type(w).__name__}")
+
+
+def _with_hold(
+    slot: Slot,
+    check: Callable[[Any], Refused | None] | None,
+    step_tx: Callable[[Any], Step],
+    hold_tx: Callable[[Any, int], None],
+    conn: Any,
+) -> Step | Refused:
+    """An LLM call's `running` step and its hold in one transaction, the shared caps checked
+    first (their counters row-locked): refused, nothing of the call is written."""
+    if check is not None:
+        refused = check(conn)
+        if refused is not None:
+            return refused
+    return _with_budget(slot, step_tx, hold_tx, conn)
 
 
 def _with_budget(

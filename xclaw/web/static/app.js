@@ -105,6 +105,7 @@ function setStatus(status) {
   pill.className = `status-pill st-${st.key}`;
   pill.dataset.state = st.key;
   pill.textContent = st.text;
+  pill.title = st.text; // the whole of it where the bar cuts it short (a budget's words)
   if (state.sessionId) {
     sidebar.patch(state.sessionId, { status, busy: state.busy, awaitingInput: state.awaitingInput, budgetText: state.budgetText });
   }

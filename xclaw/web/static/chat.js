@@ -74,7 +74,7 @@ export class Transcript {
     this.add(h("div.divider.restored-start", h("span", { text: `${label} · ${count} message${count === 1 ? "" : "s"}` })));
     const byCall = new Map();
     for (const m of items) {
-      if (m.kind === "user") this.add(userBubble(m.text, true, m.user && m.user !== this.me ? m.user : null));
+      if (m.kind === "user") this.add(userBubble(m.text, true, senderOf(m, this.me)));
       else if (m.kind === "summary") this.add(summaryFold(m.text));
       else if (m.kind === "assistant") {
         if ((m.thinking || []).length) this.add(thinkingFold(thinkingOf(m.thinking), true));
@@ -452,3 +452,9 @@ const MODE_TITLES = {
   interrupt: "the run is being stopped; this runs next",
 };
 
+/** Who a restored message is shown from: the schedule or webhook that fired it
+ * (docs/schedules.md), another team member (docs/teams.md), or nobody named (you). */
+function senderOf(m, me) {
+  if (typeof m.fire === "string") return m.fire.startsWith("hook.") ? "webhook" : "schedule";
+  return m.user && m.user !== me ? m.user : null;
+}

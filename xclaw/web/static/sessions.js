@@ -148,7 +148,7 @@ export class Sidebar {
         h("button.session-main", {
           type: "button",
           "aria-current": active ? "true" : undefined,
-          title: `${sessionTitle(s)}\n${s.sessionId}`,
+          title: `${sessionTitle(s)}\n${s.sessionId}\n${st.text}`,
           onclick: () => this.actions.onSwitch(s.sessionId),
         },
         h(`span.status-dot.st-${st.key}`, { "aria-hidden": "true" }),
