@@ -197,27 +197,28 @@ async def test_the_tool_runs_only_after_its_row_is_visible_to_another_connection
 async def test_the_write_ahead_commit_is_synced_and_no_write_runs_on_the_loop(
     db: Any, tmp_path: Path
 ) -> None:
-    """The row the tool saw was committed with synchronous=FULL (on disk, not only in the
-    page cache), and every statement of the write connection, over a whole run, ran on the
+    """The row the tool saw was synced after its commit (on disk, not only in the page
+    cache), and every statement of the write connection, over a whole run, ran on the
     store's writer thread — never on the event loop's."""
     store, outside = db
     sid = store.create_session().session_id
     statements: list[tuple[threading.Thread, str]] = []
     writer_conn = store._writer._conn
-    level_at_start = store._writer._sync  # changes show in the trace as PRAGMA statements
     writer_conn.set_trace_callback(lambda sql: statements.append((threading.current_thread(), sql)))
+    sync_wal = store._writer._sync_wal
+
+    def traced_sync() -> None:  # a durable commit's sync of the WAL shows in the trace too
+        sync_wal()
+        statements.append((threading.current_thread(), "SYNC"))
+
+    store._writer._sync_wal = traced_sync
     synced_before_tool: list[bool] = []
 
     class Peek(PeekingTool):
         async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-            # The last COMMIT before the tool started ran at FULL.
-            level = last = level_at_start
-            for _, sql in statements:
-                if sql.startswith("PRAGMA synchronous="):
-                    level = sql.split("=")[1]
-                if sql == "COMMIT":
-                    last = level
-            synced_before_tool.append(last == "FULL")
+            # The last COMMIT before the tool started was followed by a sync of the WAL.
+            after_commit = [sql for _, sql in statements if sql in ("COMMIT", "SYNC")]
+            synced_before_tool.append(after_commit[-2:] == ["COMMIT", "SYNC"])
             return await super().run(args, ctx)
 
     tool = Peek(outside, sid)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.store.builders import approval, llm, tool, user
 from tests.store.conftest import BACKEND_PARAMS, BACKENDS
-from tests.store.test_store_writer import FULL, NORMAL, _hold_the_writer, _wait_queued
+from tests.store.test_store_writer import _hold_the_writer, _wait_queued
 from tests.writes import finish
 from xclaw.errors import StepNotFound
 from xclaw.store.base import Store
@@ -185,11 +185,13 @@ def test_every_kind_of_write_has_its_row_in_the_table() -> None:
 # --- SQLite: the writer thread, shared commits, durability -----------------------------------
 
 
-def _sync_levels(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The synchronous level of every COMMIT the writer's connection runs."""
-    levels: list[int] = []
+def _synced_commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For every COMMIT the writer's connection runs, whether the writer synced the WAL after
+    it (a durable commit) before running anything else."""
+    synced: list[bool] = []
     writer = store._writer
     real = writer._conn
+    real_sync = writer._sync_wal
 
     class Spy:
         def __getattr__(self, name: str) -> Any:
@@ -197,22 +199,27 @@ def _sync_levels(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[in
 
         def execute(self, sql: str, *args: Any) -> Any:
             if sql == "COMMIT":
-                levels.append(real.execute("PRAGMA synchronous").fetchone()[0])
+                synced.append(False)
             return real.execute(sql, *args)
 
+    def sync() -> None:
+        real_sync()
+        synced[-1] = True
+
     monkeypatch.setattr(writer, "_conn", Spy())
-    return levels
+    monkeypatch.setattr(writer, "_sync_wal", sync)
+    return synced
 
 
 def test_queued_units_share_one_commit_synced_if_one_is_durable(
     sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Group commit across runs: units of two streams queued behind a busy writer go in its
-    next transaction, one FULL commit because one of them is a write-ahead row."""
+    next transaction, one synced commit because one of them is a write-ahead row."""
     store = sqlite_store
     a, b = store.create_session().session_id, store.create_session().session_id
     holder, release = _hold_the_writer(store)
-    levels = _sync_levels(store, monkeypatch)
+    synced = _synced_commits(store, monkeypatch)
     before = store.commits
 
     async def put() -> list[tuple[bool, Any]]:
@@ -229,27 +236,27 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
 
     assert all(ok for ok, _ in _on_loop(put))
     assert store.commits - before == 2  # the held one, then all three together
-    assert levels[-1] == FULL
+    assert synced[-1]
     assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
 
 
 def test_the_table_decides_each_commit_s_sync_level(
     sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write-ahead row commits FULL, an LLM call's begin and a message NORMAL: the kind of
+    """A write-ahead row's commit is synced, an LLM call's begin's and a message's not: the kind of
     the write decides (writes.SYNC), not whoever puts it."""
     store = sqlite_store
     sid = store.create_session().session_id
-    levels = _sync_levels(store, monkeypatch)
+    synced = _synced_commits(store, monkeypatch)
 
     async def put() -> None:
         stream = store.write_stream()
         assert await stream.put(BeginStep(session_id=sid, step=llm()))
-        assert levels == [NORMAL]
+        assert synced == [False]
         assert await stream.put(BeginStep(session_id=sid, step=tool()))
-        assert levels == [NORMAL, FULL]
+        assert synced == [False, True]
         assert await stream.put(AddStep(session_id=sid, step=user()))
-        assert levels == [NORMAL, FULL, NORMAL]
+        assert synced == [False, True, False]
 
     _on_loop(put)
 

@@ -3,10 +3,15 @@ close. The durability policy and close are contract tests run on both backends."
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +28,7 @@ from xclaw.store.sqlite.store import SQLiteStore
 from xclaw.store.steps.model import Status
 from xclaw.store.steps.writes import AddStep, BeginStep, Sync
 
-FULL, NORMAL = 2, 1  # PRAGMA synchronous values
+NORMAL = 1  # PRAGMA synchronous: every commit's level (durable ones are synced after it)
 
 
 def _hold_the_writer(store: SQLiteStore) -> tuple[threading.Thread, threading.Event]:
@@ -216,28 +221,75 @@ def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) 
     assert [s.input_data for s in store.steps(sid)] == ["kept"]
 
 
-def test_a_batch_with_one_durable_operation_commits_with_full_sync(
-    sqlite_store: SQLiteStore,
-) -> None:
-    store = sqlite_store
+def _trace_syncs(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, trace: list[Any]) -> None:
+    """Every sync of the WAL the writer makes goes in `trace` as "sync", once it is done."""
+    writer = store._writer
+    real = writer._sync_wal
 
-    def probe(conn):
+    def spy() -> None:
+        real()
+        trace.append("sync")
+
+    monkeypatch.setattr(writer, "_sync_wal", spy)
+
+
+def test_a_batch_with_one_durable_operation_is_synced_before_any_outcome(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every commit is NORMAL (no `PRAGMA synchronous` switch around it); a transaction
+    holding one durable unit is made durable by a sync of the WAL file, done before any of
+    its units' callers hears of it; a relaxed one is not synced."""
+    store = sqlite_store
+    writer = store._writer
+    trace: list[Any] = []
+    _trace_syncs(store, monkeypatch, trace)
+
+    def probe(conn: sqlite3.Connection) -> int:
         return conn.execute("PRAGMA synchronous").fetchone()[0]
 
-    assert store._writer.submit(probe, Sync.RELAXED) == NORMAL
-    assert store._writer.submit(probe, Sync.DURABLE) == FULL
+    syncs = writer.syncs
+    assert writer.submit(probe, Sync.RELAXED) == NORMAL
+    assert writer.syncs == syncs and trace == []
+    assert writer.submit(probe, Sync.DURABLE) == NORMAL
+    assert writer.syncs == syncs + 1 and trace == ["sync"]
     holder, release = _hold_the_writer(store)
-    threads, results = _in_threads(
-        [
-            lambda: store._writer.submit(probe, Sync.RELAXED),
-            lambda: store._writer.submit(probe, Sync.DURABLE),
-        ]
-    )
+    trace.clear()
+
+    def told(i: int, sync: Sync) -> Callable[[], int]:
+        def call() -> int:
+            value = writer.submit(probe, sync)
+            trace.append(i)
+            return value
+
+        return call
+
+    threads, results = _in_threads([told(0, Sync.RELAXED), told(1, Sync.DURABLE)])
     _wait_queued(store, 2)
     release.set()
     for t in [holder, *threads]:
         t.join(10)
-    assert results == {0: FULL, 1: FULL}
+    assert results == {0: NORMAL, 1: NORMAL}
+    # One sync for the batch, before either caller heard of its commit.
+    assert trace[0] == "sync" and sorted(trace[1:]) == [0, 1]
+    assert writer.syncs == syncs + 2
+
+
+def test_a_failed_sync_fails_every_unit_of_its_batch_in_words(
+    sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk refusing the sync (EIO): the commit is made, but nobody is told it is durable —
+    every unit of the batch gets a StoreError saying so; the writer goes on."""
+    store = sqlite_store
+    sid = store.create_session().session_id
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sqlite_writer, "_datasync", broken)
+    with pytest.raises(StoreError, match="the disk did not confirm it"):
+        store.write(BeginStep(session_id=sid, step=tool()))
+    monkeypatch.undo()
+    assert store.write(BeginStep(session_id=sid, step=tool())).seq == 2
 
 
 def test_durability_policy_per_operation(store: Store, backend: Backend, monkeypatch) -> None:
@@ -344,3 +396,60 @@ def test_every_caller_is_served_under_contention(sqlite_store: SQLiteStore) -> N
         t.join(10)
     assert all(c > 0 for c in counts), counts
     assert len(store.steps(sid)) == sum(counts)
+
+
+_POWER_LOSS_CHILD = """
+import os, signal, sys
+from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.steps.model import NewStep, StepType
+from xclaw.store.steps.writes import AddStep, BeginStep
+
+store = SQLiteStore(sys.argv[1])
+sid = store.create_session(session_id="powerloss").session_id  # durable
+def message(text):  # relaxed: in the page cache, synced by the next durable commit
+    store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", text)))
+message("carried")
+store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {})))  # durable
+message("unsynced")
+os.kill(os.getpid(), signal.SIGKILL)  # the power goes the moment the last call returned
+"""
+
+
+def test_a_durable_write_is_on_disk_when_its_call_returns(tmp_path: Path) -> None:
+    """With a file layer that forgets every write not yet synced (bench/powerloss_shim.c, as
+    the torture campaign uses): what a durable write's call returned survives a power loss
+    at that very moment, with the relaxed write before it, which its sync carried; the
+    relaxed write after it, never synced, is lost."""
+    from bench.torture import build_shim
+
+    shim = build_shim(tmp_path)
+    assert shim is not None, "a C compiler (cc) builds the power-loss layer"
+    home = tmp_path / "disk"
+    home.mkdir()
+    db = home / "xclaw.db"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "LD_PRELOAD": str(shim)}
+    env["POWERLOSS_DIR"] = str(home)
+    child = subprocess.run(
+        [sys.executable, "-c", _POWER_LOSS_CHILD, str(db)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    for f in list(home.iterdir()):  # the power loss: every file as it was last synced
+        if f.name.endswith(".synced") or not f.name.startswith("xclaw.db"):
+            continue
+        synced = f.with_name(f.name + ".synced")
+        if f.name.endswith("-shm") or not synced.exists():
+            f.unlink()
+        else:
+            os.replace(synced, f)
+    with SQLiteStore(db) as store:
+        steps = store.steps("powerloss")
+    assert [(s.step_type.value, s.input_data) for s in steps] == [
+        ("user_input", "carried"),
+        ("tool_call", {}),
+    ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, replace
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from xclaw.errors import AmbiguousSession, MessageRecorded, SessionNotFound
@@ -40,7 +39,7 @@ from xclaw.store.steps.model import (
     is_approval,
     parse_step_ref,
 )
-from xclaw.store.steps.rows import STEP_COLS, row_to_step
+from xclaw.store.steps.rows import STEP_COLS, STEPS, row_to_step
 from xclaw.store.steps.timetravel import fork_tx, rollback_tx
 from xclaw.store.steps.writes import (
     Fork,
@@ -63,7 +62,22 @@ R = TypeVar("R")
 # The columns a caller gives a new step (NewStep's fields named as Step columns, but the
 # parent, which the store checks and writes in full).
 _GIVEN = tuple(f.name for f in fields(NewStep) if f.name != "parent_step_id")
-_given = attrgetter(*_GIVEN)
+_new_step = STEPS.maker(
+    "session_id, seq, parent, step, status, output_data, error_message, now",
+    {
+        "step_id": "_full_step_id(session_id, seq)",
+        "session_id": "session_id",
+        "seq": "seq",
+        "parent_step_id": "parent",
+        "status": "status",
+        "output_data": "output_data",
+        "error_message": "error_message",
+        "start_time": "now",
+        "end_time": "None if status is _RUNNING else now",
+        **{name: f"step.{name}" for name in _GIVEN},
+    },
+    {"_full_step_id": full_step_id, "_RUNNING": StepStatus.RUNNING},
+)
 
 
 def new_step(
@@ -76,19 +90,9 @@ def new_step(
     error_message: str | None,
     now: int,
 ) -> Step:
-    """The row a backend inserts for a new step (and returns once it is inserted)."""
-    return Step(
-        step_id=full_step_id(session_id, seq),
-        session_id=session_id,
-        seq=seq,
-        parent_step_id=parent,
-        status=status,
-        output_data=output_data,
-        error_message=error_message,
-        start_time=now,
-        end_time=None if status is StepStatus.RUNNING else now,
-        **dict(zip(_GIVEN, _given(step), strict=True)),
-    )
+    """The row a backend inserts for a new step (and returns once it is inserted); every
+    other column at its declared default."""
+    return _new_step(session_id, seq, parent, step, status, output_data, error_message, now)
 
 
 def encoded_json(

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from xclaw.store.leases import Lease
 from xclaw.store.sqlite.leases import check_fence
+from xclaw.store.steps.columns import text_as_is
 from xclaw.store.steps.model import SessionEvent, Status
 from xclaw.store.steps.rows import (
     dump_json,
@@ -183,7 +184,7 @@ SQLITE = Dialect(
     name="sqlite",
     sql=to_sqlite,
     json=dump_json,
-    text=lambda value: value,
+    text=text_as_is,
     lock_session=_sqlite_lock_session,
     share_session=require_session,
     require_session=require_session,

@@ -13,11 +13,14 @@ synchronous callers off any event loop: one that finds the writer idle and nothi
 its own transaction, sparing two thread wake-ups; the connection is still used by one thread at
 a time, and nothing queued is overtaken.)
 
-Durability is chosen per commit (see docs/storage.md): a transaction holding any unit marked
-`durable` commits with synchronous=FULL (the WAL is fsynced, which also makes every earlier
-commit durable); any other commits with synchronous=NORMAL (in the OS page cache before the
-commit returns: survives a process kill, not necessarily a power loss). The level is known from
-the queued units before the transaction begins (SQLite sets it between transactions only).
+Durability is chosen per commit (see docs/storage.md): the connection commits with
+synchronous=NORMAL (in the OS page cache before COMMIT returns: survives a process kill, not
+necessarily a power loss), and a transaction holding any unit marked `durable` is then made
+durable by the writer itself: it fsyncs the WAL file (`_sync_wal`) before any outcome is
+delivered — what synchronous=FULL does inside COMMIT in WAL mode (sqlite3WalFrames syncs the WAL
+at a commit only under FULL; the WAL's header is synced at every restart of the log under
+NORMAL too), without two `PRAGMA synchronous` switches around every durable commit. Syncing
+the WAL also makes every earlier commit durable.
 
 Every unit's outcome is delivered once its transaction is committed, in queue order, so a
 caller awaiting one unit knows every unit queued before it is committed too. Stream units
@@ -32,6 +35,7 @@ fails, the later ones of its batch fail with it, unrun.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sqlite3
 import threading
@@ -138,9 +142,9 @@ def connect(path: str, *, read_only: bool = False, existing: bool = False) -> sq
 
 
 class _Op:
-    """One queued unit: fn(conn), whether its commit must be synced, whether anyone waits
-    for it, the chain of units it depends on, and where its outcome goes: a stream's ticket,
-    or (a synchronous caller) a concurrent future."""
+    """One unit: fn(conn), whether its commit must be synced, whether anyone waits for it,
+    the chain of units it depends on, and where its outcome goes: a stream's ticket, a
+    concurrent future (`put`), or neither (a caller running its own batch takes it back)."""
 
     __slots__ = ("chain", "durable", "fn", "future", "lazy", "ticket")
 
@@ -151,17 +155,14 @@ class _Op:
         lazy: bool,
         chain: object | None,
         ticket: Ticket | None = None,
+        future: Future[Any] | None = None,
     ) -> None:
         self.fn = fn
         self.durable = durable
         self.lazy = lazy
         self.chain = chain
         self.ticket = ticket
-        self.future: Future[Any] | None = None
-        if ticket is None:
-            self.future = Future()
-            # Handed over is written: a caller that stops waiting cannot withdraw it.
-            self.future.set_running_or_notify_cancel()
+        self.future = future
 
 
 class _Undo(Exception):
@@ -174,6 +175,12 @@ class Writer:
 
     def __init__(self, conn: sqlite3.Connection, *, where: str) -> None:
         conn.execute("PRAGMA busy_timeout=0")  # the writer waits for the lock itself
+        # Every commit NORMAL; a durable one is synced by `_sync_wal` after it.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        # The WAL is the database's file name (as SQLite resolved it) and "-wal".
+        main = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+        self._wal_path = f"{main}-wal"
+        self._wal_fd: int | None = None
         self._conn = conn
         self._where = where
         self._cond = threading.Condition()
@@ -182,8 +189,8 @@ class Writer:
         self._running = False  # a transaction is open (on the writer thread or inline)
         self._sleeping = False  # the writer thread waits on the condition
         self._closed = False
-        self._sync: str | None = None
         self.commits = 0  # for tests and the benchmark: how many transactions were committed
+        self.syncs = 0  # of them, how many were synced to disk (durable commits)
         # Seconds spent running batches (SQL, commits, syncs, and waiting for the GIL between
         # statements): over wall time, how close the one writer is to saturation.
         self.busy_s = 0.0
@@ -212,10 +219,11 @@ class Writer:
     def put(self, fn: Callable[[sqlite3.Connection], T], sync: Sync) -> Future[T]:
         """Queue fn(conn); the future resolves once it is committed (synced when `sync` is
         DURABLE). Never blocks."""
-        op = _Op(fn, sync is Sync.DURABLE, False, None)
-        self._enqueue(op)
-        assert op.future is not None
-        return op.future
+        future: Future[T] = Future()
+        # Handed over is written: a caller that stops waiting cannot withdraw it.
+        future.set_running_or_notify_cancel()
+        self._enqueue(_Op(fn, sync is Sync.DURABLE, False, None, future=future))
+        return future
 
     def _enqueue(self, op: _Op) -> None:
         with self._cond:
@@ -244,16 +252,16 @@ class Writer:
                 free = not (self._queue or self._running or self._closed)
                 self._running = self._running or free
             if free:
-                op = _Op(fn, sync is Sync.DURABLE, False, None)
                 try:
-                    self._run_batch([op])
+                    ((ok, value),) = self._run_batch([_Op(fn, sync is Sync.DURABLE, False, None)])
                 finally:
                     with self._cond:
                         self._running = False
                         if self._queue or self._closed:
                             self._cond.notify()
-                assert op.future is not None
-                return op.future.result()  # type: ignore[no-any-return]
+                if not ok:
+                    raise value
+                return value  # type: ignore[no-any-return]
         return self.put(fn, sync).result()
 
     def close(self) -> None:
@@ -266,6 +274,9 @@ class Writer:
         if threading.current_thread() is not self._thread:
             self._thread.join()
         self._conn.close()
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
 
     # --- the writer thread ---------------------------------------------------------------
     def _run(self) -> None:
@@ -292,51 +303,61 @@ class Writer:
                 with self._cond:
                     self._running = False
 
-    def _run_batch(self, batch: list[_Op]) -> None:
-        """One transaction for the whole batch; then every unit's outcome, in queue order."""
+    def _run_batch(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
+        """One transaction for the whole batch; then every unit's outcome, in queue order
+        (delivered, and returned)."""
         started = time.perf_counter()
         try:
-            self._commit_batch(batch)
+            return self._commit_batch(batch)
         finally:
             self.busy_s += time.perf_counter() - started
 
-    def _commit_batch(self, batch: list[_Op]) -> None:
-        # The sync level comes from the queued units (writes.SYNC for a stream's): a batch
-        # holding one durable unit commits with FULL.
+    def _commit_batch(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
+        # Whether to sync comes from the queued units (writes.SYNC for a stream's): a batch
+        # holding one durable unit is synced.
         durable = any(op.durable for op in batch)
         try:
             try:
                 outcomes = self._transaction(batch, durable, safe=False)
             except _Undo:  # a unit failed: again, each one undone alone if it fails
                 outcomes = self._transaction(batch, durable, safe=True)
-        except BaseException as e:  # nothing of the batch is committed: every caller hears why
+        except BaseException as e:  # nothing committed (or its sync failed): every caller hears why
             err = _wrap(e, self._where)
-            _resolve(batch, [(False, err)] * len(batch))
+            outcomes = [(False, err)] * len(batch)
+            _resolve(batch, outcomes)
             if not isinstance(e, Exception):
                 raise
-            return
+            return outcomes
         _resolve(batch, outcomes)
+        return outcomes
 
     def _transaction(self, batch: list[_Op], durable: bool, safe: bool) -> list[tuple[bool, Any]]:
         conn = self._conn
-        self._set_sync("FULL" if durable else "NORMAL")
-        retry_while_busy(
-            lambda: conn.execute("BEGIN IMMEDIATE"),
-            self._where,
-            first_pause=WRITE_LOCK_FIRST_PAUSE_S,
-            max_pause=WRITE_LOCK_MAX_PAUSE_S,
-        )
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:  # another process's transaction: wait for it
+            if not is_busy(e):
+                raise
+            retry_while_busy(
+                lambda: conn.execute("BEGIN IMMEDIATE"),
+                self._where,
+                first_pause=WRITE_LOCK_FIRST_PAUSE_S,
+                max_pause=WRITE_LOCK_MAX_PAUSE_S,
+            )
         try:
             outcomes = self._units(batch) if safe else self._units_at_once(batch)
-            if any(ok for ok, _ in outcomes):
+            if not safe or any(ok for ok, _ in outcomes):  # at once: every unit succeeded
                 conn.execute("COMMIT")
                 self.commits += 1
             else:
                 conn.execute("ROLLBACK")
+                return outcomes
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if durable:  # before any outcome is delivered: nobody hears of it unsynced
+            self._sync_wal()
         return outcomes
 
     def _units_at_once(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
@@ -387,18 +408,44 @@ class Writer:
         conn.execute(f"RELEASE {name}")
         return result
 
-    def _set_sync(self, level: str) -> None:
-        if level != self._sync:
-            self._conn.execute(f"PRAGMA synchronous={level}")
-            self._sync = level
+    def _sync_wal(self) -> None:
+        """The WAL file, and so every commit in it, on disk: what synchronous=FULL does at a
+        commit in WAL mode (fdatasync on Linux, as SQLite's unix VFS does).
+
+        Through a descriptor of our own, kept open: SQLite holds no lock on the WAL file (its
+        locks are on the database and -shm files, where closing a second descriptor would drop
+        them), and a sync flushes the file whichever descriptor names it. A WAL deleted
+        meanwhile (no link left) is opened again by name; one that is gone was checkpointed
+        into the database file, synced, by whoever removed it. A failed sync fails the
+        batch's units: their commit is made but the disk did not confirm it."""
+        try:
+            fd = self._wal_fd
+            if fd is None or os.fstat(fd).st_nlink == 0:
+                if fd is not None:
+                    self._wal_fd = None
+                    os.close(fd)
+                try:
+                    fd = self._wal_fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    return
+            _datasync(fd)
+        except OSError as e:
+            raise StoreError(
+                f"{self._where}: the commit was written but the disk did not confirm it "
+                f"(syncing {self._wal_path} failed: {e}); it may be lost in a power loss"
+            ) from e
+        self.syncs += 1
+
+
+# What SQLite's unix VFS syncs with where it exists (Linux); fsync elsewhere (macOS, where
+# SQLite too calls plain fsync unless `PRAGMA fullfsync` is on).
+_datasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
 def _on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    # The non-raising form: a write off any loop is the common case, and a raised and
+    # caught RuntimeError costs more than the look itself.
+    return asyncio._get_running_loop() is not None
 
 
 def _resolve(batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:

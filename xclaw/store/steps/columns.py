@@ -76,6 +76,12 @@ class Column:
 Encode = Callable[[Any, str], Any]
 
 
+def text_as_is(value: str | None) -> str | None:
+    """A dialect's text converter when its text columns hold any string (SQLite): the
+    encoders below then pass text through without calling it."""
+    return value
+
+
 class Table(Generic[R]):
     """A table of the record as its row value declares it."""
 
@@ -115,6 +121,32 @@ class Table(Generic[R]):
         self.select = ", ".join(c.name for c in self.columns)
         self.from_row: Callable[[Any], R] = _converter(row, self.columns, load, None)
         self._given: dict[str, Callable[[Any, Any], R]] = {}
+
+    def maker(
+        self, args: str, given: Mapping[str, str], env: Mapping[str, Any]
+    ) -> Callable[..., R]:
+        """`make(<args>)`: a new row value, each column the Python expression `given` names
+        for its field (over `args` and the names of `env`), else the column's default. Generated
+        once, filling the value's slots directly like the converter below: a frozen value's
+        __init__ sets each of a step's sixteen fields through object.__setattr__, as much
+        Python as the rest of a step's write path."""
+        names: dict[str, Any] = {"_new": object.__new__, "_row": self.row, **env}
+        lines = ["    v = _new(_row)"]
+        unknown = set(given) - set(self.by_field)
+        if unknown:
+            raise ValueError(f"no such field in {self.row.__name__}: {sorted(unknown)}")
+        for i, c in enumerate(self.columns):
+            expr = given.get(c.field)
+            if expr is None:
+                if c.default is MISSING or isinstance(c.default, dict | list | set):
+                    raise TypeError(f"{c.field}: no default to fill a new row with; give it")
+                names[f"_d{i}"] = c.default
+                expr = f"_d{i}"
+            names[f"_s{i}"] = getattr(self.row, c.field).__set__
+            lines.append(f"    _s{i}(v, {expr})")
+        source = f"def make({args}):\n" + "\n".join(lines) + "\n    return v\n"
+        exec(source, names)  # generated from the declaration, as dataclasses does
+        return names["make"]  # type: ignore[no-any-return]
 
     def index(self, field_name: str) -> int:
         """Where a field's column is in the select list and in `params`."""
@@ -178,9 +210,10 @@ class Table(Generic[R]):
     ) -> list[Any]:
         """`columns` of `value` (a row value, or a partial one naming the same fields) as
         the backend stores them."""
-        encode = _ENCODERS.get(columns)
+        key = (columns, text is text_as_is)
+        encode = _ENCODERS.get(key)
         if encode is None:
-            encode = _ENCODERS[columns] = _encoder(columns)
+            encode = _ENCODERS[key] = _encoder(columns, convert_text=not key[1])
         return encode(value, json, text)
 
     def copied(self, overrides: Mapping[str, str]) -> str:
@@ -213,11 +246,13 @@ class Table(Generic[R]):
 
 
 # One generated encoder per column list (a table's, a completion's).
-_ENCODERS: dict[tuple[Column, ...], Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]] = {}
+_ENCODERS: dict[
+    tuple[tuple[Column, ...], bool], Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]
+] = {}
 
 
 def _encoder(
-    columns: tuple[Column, ...],
+    columns: tuple[Column, ...], *, convert_text: bool = True
 ) -> Callable[[Any, Encode, Callable[[Any], Any]], list[Any]]:
     """`encode(value, json, text)`: the columns' values as stored, in order. Generated as
     one function, like the converter below: a step's write encodes two of them."""
@@ -226,7 +261,7 @@ def _encoder(
         get = f"v.{c.field}"
         if c.kind is Kind.JSON:
             parts.append(f"json({get}, {c.field!r})")
-        elif c.kind is Kind.TEXT:
+        elif c.kind is Kind.TEXT and convert_text:
             parts.append(f"text({get})")
         elif c.kind is Kind.FLAG:
             parts.append(f"int({get})")

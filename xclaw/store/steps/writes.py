@@ -20,10 +20,12 @@ itself (`kind_of`): a begun `tool_call` is `TOOL_BEGINS` whoever puts it. `Write
 `Store.write` look the kind up; the store's housekeeping writes, which are no values (worker
 presence, blobs, snapshots, restores, imports, users, repairs), name their kind to the store's
 `_write(body, kind)`, and the table decides theirs too: durability is decided here and nowhere
-else. A batch holding one durable write commits synced (SQLite
-`synchronous=FULL`, an fsync of the WAL; PostgreSQL `synchronous_commit on`), which makes every
-earlier commit durable too; that level is fixed from the queued values before the transaction
-begins, since no write runs inside another.
+else. A batch holding one durable write commits synced (SQLite: the writer fsyncs the WAL
+file after the COMMIT and before any caller hears of it — what `synchronous=FULL` does at a
+commit in WAL mode, without switching the connection's level per commit; PostgreSQL:
+`synchronous_commit on`, a connection of the durable pool), which makes every earlier commit
+durable too; whether to sync is known from the queued values before the transaction begins,
+since no write runs inside another.
 
 **Why write-ahead holds** (docs/architecture.md, "write-ahead"):
 
@@ -31,7 +33,7 @@ begins, since no write runs inside another.
    (`agent/loop.py` `Agent._run_one`), which awaits `Recorder.before_tool`.
 2. `before_tool` puts `BeginStep(step=<the tool_call>)` and awaits its future.
 3. Its kind is `TOOL_BEGINS`, whose row in `SYNC` is `DURABLE`: the stream hands it to the
-   writer as durable, and the writer commits its batch synced (above).
+   writer as durable, and the writer commits its batch and syncs it (above).
 4. A future resolves only after its transaction has committed (and synced, when durable), and
    a stream's writes commit in the order put (`stream.deliver`, after COMMIT): when
    `before_tool` returns, the `running` row and every earlier write of the run — the LLM call's
