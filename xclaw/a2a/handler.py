@@ -81,6 +81,7 @@ from xclaw.gateway.identity import SignedIn
 from xclaw.gateway.message_ids import client_ids, protocol_id
 from xclaw.people.teams import Actor, Identity, Need
 from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step
+from xclaw.wire.busy import policy_for
 from xclaw.wire.protocol import MAX_FRAME_BYTES, Command
 from xclaw.wire.session_commands import protocol_command
 
@@ -92,6 +93,8 @@ MAX_PAGE = 100
 DEFAULT_PAGE = 50
 CANCEL_WAIT_S = 15.0
 SENT_WAIT_S = 30.0
+# How often a message kept in the session's queue is looked for there while it waits.
+QUEUED_CHECK_S = 5.0
 # A working task's stream says which tool it runs at most this often (a status update with
 # the tool and its input): progress for people, not a copy of every step (the task and its
 # artifacts hold the outcome; GetTask and the session's steps hold the rest).
@@ -335,9 +338,8 @@ class XclawRequestHandler(RequestHandler):
                 if sent is not None:  # the same message again: the task it made
                     return Started(sid, sent.step_id, follow)
                 if rt.is_busy(sid):
-                    raise InvalidRequestError(
-                        message=f"a task of context {sid} is working; wait for it (or cancel "
-                        "it) before the next message"
+                    return await self._queued_task(
+                        message, text, session, key, follow, actor, agent
                     )
             # The message's id is recorded with the message (one transaction): sent again,
             # it is found, and its task answers.
@@ -366,6 +368,61 @@ class XclawRequestHandler(RequestHandler):
         except BaseException:
             follow.close()
             raise
+
+    async def _queued_task(
+        self,
+        message: Message,
+        text: str,
+        session: Session,
+        key: str,
+        follow: Following,
+        actor: Actor,
+        agent: str | None,
+    ) -> Started:
+        """A message while a task of the context is working follows the session's busy
+        policy (docs/protocol.md, "Input while a run is busy"): `reject` refuses it as
+        before; `queue` and `interrupt` (and `steer`, which runs as `queue` here: a task is
+        a turn) keep it in the session's queue, and its task — the turn it opens — is
+        answered once that turn starts, followed from its first step."""
+        rt, sid = self.rt, session.session_id
+        policy = policy_for(None, session.metadata, rt.settings.input.busy)
+        if policy == "reject":
+            raise InvalidRequestError(
+                message=f"a task of context {sid} is working; wait for it (or cancel "
+                "it) before the next message"
+            )
+        follow.awaiting = key  # the frames of the task before it are not this task's
+        try:
+            sent = await rt.submit(
+                sid,
+                text,
+                busy="queue" if policy == "steer" else policy,
+                actor=actor,
+                message_id=key,
+                agent=agent,
+            )
+        except XclawError as e:
+            raise InvalidRequestError(message=rt.redact.text(e.message)) from None
+        if sent.queued is None and sent.step is not None:
+            follow.awaiting = None  # it ran at once (the task before ended meanwhile)
+        while (step_id := await follow.sent_message(wait_s=QUEUED_CHECK_S)) is None:
+            if any(e.id == key for e in await rt.queued(sid)):
+                continue  # it waits its turn
+            if await asyncio.to_thread(self.gw.store.message_step, sid, key) is None:
+                raise InvalidRequestError(message="the queued message was cancelled before it ran")
+        started = Started(sid, step_id, follow)
+        started.first = Task(id=step_id, context_id=sid)
+        started.first.status.state = TaskState.TASK_STATE_WORKING
+        started.first.history.append(
+            text_message(
+                text,
+                context_id=sid,
+                task_id=step_id,
+                message_id=message.message_id,
+                role=Role.ROLE_USER,
+            )
+        )
+        return started
 
     # --- commands ---------------------------------------------------------------------------
     async def _command(

@@ -57,6 +57,7 @@ from xclaw.wire.frames import (
     DeltaFrame,
     ErrorFrame,
     NoticeFrame,
+    QueuedFrame,
     ReplyFrame,
     StepFrame,
     ThinkingFrame,
@@ -86,6 +87,7 @@ class Followed:
     background: asyncio.Task[str] | None = None  # a resumed run followed outside a prompt
     replayed: int = 0  # history messages shown by session/load
     relayed: int = 0  # events of runs relayed live
+    kept: QueuedFrame | None = None  # the last prompt was kept in the session's queue
     answering: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -402,6 +404,8 @@ class XclawAcpAgent:
         st = self._followed(session_id)
         text = prompt_text(prompt)
         if st.prompting or (st.background is not None and not st.background.done()):
+            if not is_command(text):
+                return await self._beside(st, text)
             raise RequestError(
                 -32602,
                 "Invalid params: a run of this session is in flight; "
@@ -422,6 +426,43 @@ class XclawAcpAgent:
             st.prompting = False
         return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
 
+    async def _beside(self, st: Followed, text: str) -> PromptResponse:
+        """A prompt while a run of the session is in flight follows the session's busy
+        policy (docs/protocol.md, "Input while a run is busy"): `reject` refuses it (`busy`,
+        as before); `queue` and `interrupt` keep it, and its response comes when its own
+        turn ends, that turn's updates sent from the record; `steer` gives it to the
+        running model at its next tool boundary, and its response comes when that run ends
+        (the prompt in flight relays the run). A prompt cancelled while it waits
+        (`/unqueue`) ends `cancelled`."""
+        sid = st.session.id
+        st.kept = None
+        try:
+            stop = await self._run(st, st.session.send(text))
+        except XclawError as e:
+            raise rpc_error(e) from None
+        kept, st.kept = st.kept, None
+        if kept is None:  # the run before ended meanwhile: this one ran, relayed
+            return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
+        await self._send(
+            sid, update_agent_thought_text(f"[{kept.busy}] kept until the run in flight ends")
+        )
+        try:
+            await st.session.wait()  # the run before, and this prompt's own turn
+            history = await st.session.history()
+        except XclawError as e:
+            raise rpc_error(e) from None
+        at = [
+            i
+            for i, m in enumerate(history)
+            if getattr(m, "kind", None) == "user" and getattr(m, "text", None) == text
+        ]
+        if not at:
+            return PromptResponse(stop_reason="cancelled")  # it left the queue unrun
+        if kept.busy != "steer":  # (a steered run was relayed by the prompt in flight)
+            for update in history_updates(history[at[-1] + 1 :], st.calls.root):
+                await self._send(sid, update)
+        return PromptResponse(stop_reason="end_turn")
+
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         st = self._sessions.get(session_id)
         if st is not None:
@@ -437,6 +478,7 @@ class XclawAcpAgent:
         sid = st.session.id
         stop = "end_turn"
         said = False  # answer text streamed since the last tool call
+        asking: set[asyncio.Task[None]] = set()  # this run's approval questions
         async for ev in events:
             st.relayed += 1
             update: Update | None = None
@@ -467,9 +509,12 @@ class XclawAcpAgent:
             elif isinstance(ev, ApprovalRequestFrame):
                 task = asyncio.get_running_loop().create_task(self._answer(st, ev))
                 st.answering.add(task)
+                asking.add(task)
                 task.add_done_callback(st.answering.discard)
             elif isinstance(ev, NoticeFrame):
                 update = update_agent_thought_text(ev.content)
+            elif isinstance(ev, QueuedFrame):
+                st.kept = ev  # kept in the session's queue (a prompt beside a run)
             elif isinstance(ev, ReplyFrame):
                 if not said and ev.content:
                     update = update_agent_message_text(ev.content)
@@ -478,7 +523,7 @@ class XclawAcpAgent:
                 stop = "max_turn_requests" if ev.code == "max_iterations" else FAILED
             if update is not None:
                 await self._send(sid, update)
-        for task in list(st.answering):
+        for task in asking:  # (a prompt kept beside this run asks nothing of its own)
             task.cancel()
         return "cancelled" if st.cancelled else stop
 

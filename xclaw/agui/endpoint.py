@@ -163,6 +163,9 @@ class Served:
         # The message was a command (xclaw/agui/commands.py): its answer, or why it failed.
         self.answered: Answered | None = None
         self.refused: XclawError | None = None
+        # The id of this run's message while it waits in the session's queue (a run of the
+        # thread was in flight): the stream starts where it is delivered.
+        self.awaiting: str | None = None
 
     def close(self) -> None:
         self.follow.close()
@@ -216,14 +219,12 @@ class Served:
         main = [s for s in steps if s.agent == MAIN_AGENT]
         if run.message_id is not None and not await self._recorded(session):
             await self._need(Need.ACT)
-            if rt.is_busy(sid):
-                raise SessionBusy(
-                    "a run is in flight for this thread: answer what it waits for, or "
-                    "reconnect (a run with no new message) to follow it"
-                )
             if run.agent is not None:
                 rt.agent_named(run.agent)  # unknown_agent before anything is written
             self._before = session_cost(steps, rt.prices).to_json()
+            if session is not None and rt.is_busy(sid):
+                await self._keep(session)
+                return
             await self._send(session)
             return
         if session is None:
@@ -272,6 +273,57 @@ class Served:
             agent=run.agent,
         )
         self.sent = True
+
+    async def _keep(self, session: Session) -> None:
+        """A message while a run of the thread is in flight follows the session's busy
+        policy (docs/protocol.md, "Input while a run is busy"): `reject` refuses it (409
+        busy, as before); `queue`, `steer` and `interrupt` keep it in the session's queue,
+        and this run streams from where it is delivered — its own turn, or the step of the
+        run it steered — to the end of that run."""
+        rt, run, sid = self.rt, self.run, self.sid
+        assert run.message_id is not None and run.text is not None
+        if run.tools is not None:
+            await self._declare(session)
+        try:
+            sent = await rt.submit(
+                sid,
+                run.text,
+                actor=self.actor,
+                message_id=_key(run.message_id),
+                agent=run.agent,
+            )
+        except SessionBusy:
+            raise SessionBusy(
+                "a run is in flight for this thread: answer what it waits for, or "
+                "reconnect (a run with no new message) to follow it"
+            ) from None
+        self.sent = True
+        if sent.queued is not None:
+            self.awaiting = sent.queued.id
+
+    def _delivered_here(self, frame: dict[str, Any]) -> bool | None:
+        """While the message waits (`awaiting`): True at the step that records it (this
+        run's events start there), False for the frames of the run before it (not this
+        run's), None once it left the queue unrun (cancelled)."""
+        kind = frame.get("type")
+        if kind == "step":
+            step = frame.get("step") or {}
+            given = step.get("output")
+            out = given if isinstance(given, dict) else {}
+            if step.get("type") == "user_input" and out.get("messageId") == self.awaiting:
+                self.awaiting = None
+                return True
+        elif kind == "queue":
+            ids = {q.get("id") for q in frame.get("queued") or [] if isinstance(q, dict)}
+            if self.awaiting not in ids:
+                return None  # gone from the queue: run (its step frame follows) or cancelled
+        return False
+
+    async def _cancelled(self) -> bool:
+        """The waiting message left the queue without a step that records it."""
+        assert self.awaiting is not None
+        found = await asyncio.to_thread(self.gw.store.message_step, self.sid, self.awaiting)
+        return found is None
 
     async def _declare(self, session: Session) -> None:
         """The client's tools, recorded when they changed (a run resumed after a restart
@@ -342,7 +394,7 @@ class Served:
                 started += await self._snapshot(t)
                 fresh = True
             yield sse(started)
-            t.ended = self._waiting_already(t)
+            t.ended = None if self.awaiting is not None else self._waiting_already(t)
             said = t.ended is not None and fresh  # the state just sent holds
             while t.ended is None:
                 frame = await self._next(t)
@@ -352,6 +404,17 @@ class Served:
                     continue
                 out: list[Event] = []
                 for f in (frame, *self.follow.ready()):
+                    if self.awaiting is not None:
+                        here = self._delivered_here(f)
+                        if here is None and await self._cancelled():
+                            t.ended = Ended(
+                                "error",
+                                error="the queued message was cancelled before it ran",
+                                code="unqueued",
+                            )
+                            break
+                        if not here:
+                            continue  # the run before this message's
                     for event in t.frame(f):
                         if event.get("name") == RESYNC and event["type"] == "CUSTOM":
                             out += await self._snapshot(t, state=False)
@@ -456,6 +519,20 @@ class Served:
         frame = await self.follow.next(wait_s=KEEPALIVE_S)
         if frame is not None:
             return frame
+        if self.awaiting is not None:
+            if self.rt.is_busy(self.sid) or any(
+                e.id == self.awaiting for e in await self.rt.queued(self.sid)
+            ):
+                return None  # it waits its turn
+            if await self._cancelled():
+                t.ended = Ended(
+                    "error",
+                    error="the queued message was cancelled before it ran",
+                    code="unqueued",
+                )
+            else:  # it ran, and its run ended, unseen here: the record says how
+                t.ended = Ended("success")
+            return None
         if not self.rt.is_busy(self.sid) and not self.follow.queue:
             session = await asyncio.to_thread(self.gw.store.get_session, self.sid)
             if session.status in (Status.RUNNING, Status.PAUSED) and not session.awaiting_input:

@@ -3,9 +3,13 @@
 Two activities share one event loop: the connection (connect, `reconnect`, read frames,
 reconnect with backoff when the server goes away: the Python API's own reconnect loop,
 xclaw/api/connection.py, with its constants) and the input (a prompt_toolkit line editor
-on a terminal; plain lines from stdin otherwise). Input is read only when the client is ready
-for it — attached, and no reply pending unless an approval needs an answer — so piped lines
-are sent one turn at a time, exactly like a person typing after each answer.
+on a terminal; plain lines from stdin otherwise). Piped lines are read only when the client
+is ready for them — attached, and no reply pending unless an approval needs an answer — so
+they are sent one turn at a time, exactly like a person typing after each answer. On a
+terminal the prompt stays while a run is in flight (under the working line): a line typed
+then is sent with the session's busy policy, or the one its command names (`/queue TEXT`,
+`/steer TEXT`, `/interrupt TEXT`; docs/protocol.md, "Input while a run is busy"), and the
+run's output is printed above the prompt, a finished line at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import sys
 import threading
@@ -63,7 +68,15 @@ SESSION_FILE = ".cli_session"
 OPEN_TIMEOUT_S = 5.0
 # Under the gateway's /help list (xclaw.gateway.commands.HELP_TEXT): what only this client
 # handles itself, in the same columns.
-CLIENT_HELP = "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
+CLIENT_HELP = (
+    "  /queue TEXT           while the agent works: TEXT runs after the run (also /steer TEXT:\n"
+    "                        given to the model at its next tool boundary; /interrupt TEXT:\n"
+    "                        the run stops, then TEXT runs); a plain line then follows /busy\n"
+    "  /quit, /exit          leave xclaw chat (also Ctrl+D)"
+)
+# A line typed while a run is in flight that names what it does (docs/protocol.md).
+BUSY_WORDS = {"/queue": "queue", "/steer": "steer", "/interrupt": "interrupt"}
+BUSY_PROMPT = "You (busy): "
 YES = ("y", "yes")
 # `n <reason>` / `no: <reason>` at an approval prompt: a denial the model is told why of.
 _DENIAL = re.compile(r"^\s*no?\s*[:,-]?\s+(\S.*)$|^\s*no?\s*:\s*(\S.*)$", re.IGNORECASE)
@@ -136,10 +149,13 @@ class ChatOptions:
 class LineInput(Protocol):
     interactive: bool
 
-    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
+    async def read(
+        self, prompt: Any, *, answer: bool = False, transient: bool = False
+    ) -> str | None:
         """One line without its newline; None at end of input. A terminal raises
         KeyboardInterrupt on Ctrl+C. `answer`: a y/n approval answer, kept out of the
-        input history."""
+        input history. `prompt`: its text, or a function that gives it at each drawing.
+        `transient`: the prompt is erased once answered (the caller says what was typed)."""
         ...
 
     def abandon(self) -> None:
@@ -149,6 +165,16 @@ class LineInput(Protocol):
 
     def use_completer(self, completer: Any) -> None:
         """Tab completion of what is typed (where there is a line editor)."""
+        ...
+
+    def withdraw(self) -> None:
+        """Withdraw the instruction prompt being shown (the run it was shown beside ended,
+        or one began): the pending `read` raises PromptAbandoned; what was typed is kept
+        for the next one."""
+        ...
+
+    def redraw(self) -> None:
+        """Draw the prompt afresh (its working line changed)."""
         ...
 
 
@@ -186,7 +212,15 @@ class PipeInput:
     def use_completer(self, completer: Any) -> None:
         """Nothing is typed here: nothing to complete."""
 
-    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
+    def withdraw(self) -> None:
+        """Piped lines are read between turns only: no prompt stands beside a run."""
+
+    def redraw(self) -> None:
+        """No prompt is drawn."""
+
+    async def read(
+        self, prompt: Any, *, answer: bool = False, transient: bool = False
+    ) -> str | None:
         if not self._started:
             self._start()
         line = await self._queue.get()
@@ -219,27 +253,48 @@ class TerminalInput:
         )
         # Approval answers (y/n) get a history of their own: Up never brings back a "y".
         self.answers: PromptSession[str] = PromptSession(history=InMemoryHistory())
+        self._kept = ""  # typed at a prompt withdrawn: given to the next one
 
     def abandon(self) -> None:
         app = self.answers.app
         if app.is_running:
             app.exit(exception=PromptAbandoned())
 
+    def withdraw(self) -> None:
+        app = self.session.app
+        if app.is_running and not app.is_done:
+            self._kept = self.session.default_buffer.text
+            app.erase_when_done = True  # a prompt nobody answered leaves no trace
+            app.exit(exception=PromptAbandoned())
+
+    def redraw(self) -> None:
+        """Erased and drawn whole (not only the cells that changed), so that what reaches
+        the terminal reads as the line it shows."""
+        app = self.session.app
+        if app.is_running and not app.is_done:
+            app.renderer.erase(leave_alternate_screen=False)
+            app.invalidate()
+
     def use_completer(self, completer: Any) -> None:
         """Tab completes slash commands, step ids and session ids (SlashCompleter)."""
         self.session.completer = completer
 
-    async def read(self, prompt: str, *, answer: bool = False) -> str | None:
+    async def read(
+        self, prompt: Any, *, answer: bool = False, transient: bool = False
+    ) -> str | None:
         from prompt_toolkit.patch_stdout import patch_stdout
 
         session = self.answers if answer else self.session
+        kept, self._kept = ("", self._kept) if answer else (self._kept, "")
+        session.app.erase_when_done = transient
         # Output is routed around the prompt only while a prompt is shown: frames printed
-        # between prompts (a streamed answer) go straight to the terminal, in order, so a
-        # half-written line can never end up behind the next prompt.
+        # between prompts go straight to the terminal, in order; a streamed answer is
+        # printed a finished line at a time (Renderer.whole_lines), so a half-written line
+        # can never end up behind the prompt.
         try:
             with patch_stdout(raw=True):
                 # handle_sigint=False: our own SIGINT handler (cancel, then quit) stays.
-                return await session.prompt_async(prompt, handle_sigint=False)
+                return await session.prompt_async(prompt, handle_sigint=False, default=kept)
         except EOFError:
             return None
 
@@ -272,7 +327,15 @@ class ChatClient:
         self.step_ids: set[str] = set()
         self.session_ids: set[str] = set()
         console = renderer.console
+        # On a terminal the prompt stays while a run is in flight: a line typed then follows
+        # the session's busy policy; the working line is drawn by that prompt, and the
+        # run's output is printed above it a finished line at a time.
+        self.busy_input = line_input.interactive
+        renderer.whole_lines = self.busy_input
         self.spinner = Spinner(console.file, enabled=line_input.interactive and console.is_terminal)
+        self._prompting: str | None = None  # the prompt shown: "idle", "busy", "approval"
+        self._busy_sent: set[str] = set()  # ids of lines sent while a run was in flight
+        self._commands_due = 0  # commands sent while a run was in flight, not yet answered
         self._offline_since: float | None = None
         self._offline_said = 0.0
         # --session: resolve it like /switch once (existing sessions, unique prefixes).
@@ -287,9 +350,29 @@ class ChatClient:
             self.spinner.start()
         elif turn != "run":
             self.spinner.stop()
+            self._commands_due = 0
         self.turn = turn
         self._fail_seen = False
         self._changed.set()
+        self._reprompt()
+
+    def _reprompt(self) -> None:
+        """The prompt shown is not the one the state asks for (a run began or ended beside
+        it, an approval waits): withdrawn, what was typed kept for the next."""
+        if self._prompting in ("idle", "busy") and self._prompting != self._wanted_prompt():
+            self.input.withdraw()
+
+    def _wanted_prompt(self) -> str | None:
+        if not self.ready:
+            return None
+        if self.approvals and self.turn != "attach":
+            return "approval"
+        return "busy" if self.turn == "run" else "idle"
+
+    def _busy_prompt(self) -> str:
+        """The prompt while a run is in flight: the working line, then where to type."""
+        working = self.spinner.text() if not self.approvals else None
+        return f"{working}\n{BUSY_PROMPT}" if working else BUSY_PROMPT
 
     def _time_step(self, f: ServerFrame) -> None:
         """The spinner times the step in flight: a tool from its `running` frame (after any
@@ -308,7 +391,9 @@ class ChatClient:
     @property
     def ready(self) -> bool:
         return self._ws is not None and (
-            self.turn is None or (bool(self.approvals) and self.turn != "attach")
+            self.turn is None
+            or (bool(self.approvals) and self.turn != "attach")
+            or (self.busy_input and self.turn == "run")
         )
 
     def quit(self, code: int = 0) -> None:
@@ -351,6 +436,7 @@ class ChatClient:
                 self.out.approval(raw)
                 self.approvals.append((f, raw))
                 self._changed.set()
+                self._reprompt()  # the question comes before what was being typed
             return
         if self._resolve_frame(f, raw):
             return
@@ -382,11 +468,26 @@ class ChatClient:
                 # a refused /switch (unknown, ambiguous or malformed id): still where it was
                 self.session_id = self._attached
                 self._set_turn(None)
+            elif f.message_id is not None and f.message_id in self._busy_sent:
+                self._busy_sent.discard(f.message_id)  # a line typed beside the run refused
+            elif self.turn == "run" and self._commands_due and not self._fail_seen:
+                self._commands_due -= 1  # a command typed beside the run refused
             elif self.turn in ("run", "command"):
                 self._set_turn(None)
         elif isinstance(f, NoticeFrame):
-            if self.turn == "command" or (self.turn == "run" and self._fail_seen):
+            if self.turn == "run" and self._commands_due and not self._fail_seen:
+                self._commands_due -= 1  # a command typed beside the run answered
+            elif self.turn == "command" or (self.turn == "run" and self._fail_seen):
                 self._set_turn(None)
+        elif (
+            isinstance(f, StepFrame)
+            and f.step.type == "user_input"
+            and f.step.agent == "main"
+            and self.turn is None
+        ):
+            # A run began without this client's asking: a queued message's, or one another
+            # client of the session sent.
+            self._set_turn("run")
         elif isinstance(f, StepFrame) and f.step.status != "running":
             # an approval answered (here or by another client) is no longer pending
             self.approvals = [a for a in self.approvals if a[0].step_id != f.step.id]
@@ -571,10 +672,16 @@ class ChatClient:
                 self.quit(0)
                 return
             approval = self.approvals[0] if self.approvals else None
-            prompt = "Approve? [y/N] " if approval else "You: "
+            prompt: Any = "You: "
+            if approval:
+                prompt = "Approve? [y/N] "
+            elif self.turn == "run":
+                prompt = self._busy_prompt  # drawn afresh with the working line
             self._asking = approval
+            self._prompting = self._wanted_prompt()
+            beside = self._prompting == "busy"
             try:
-                line = await self.input.read(prompt, answer=approval is not None)
+                line = await self.input.read(prompt, answer=approval is not None, transient=beside)
             except KeyboardInterrupt:
                 self._interrupt()
                 continue
@@ -582,6 +689,9 @@ class ChatClient:
                 continue
             finally:
                 self._asking = None
+                self._prompting = None
+            if beside and line is not None and line.strip():
+                self._say(BUSY_PROMPT + line, "dim")  # the working line is not kept
             if line is None:
                 self._eof = True
                 if not self.input.interactive and self.turn is not None:
@@ -617,7 +727,9 @@ class ChatClient:
         if not text:
             return
         word, _, rest = text.partition(" ")
-        if word in ("/quit", "/exit"):
+        if word in BUSY_WORDS and rest.strip():
+            await self._send_message(rest.strip(), BUSY_WORDS[word])
+        elif word in ("/quit", "/exit"):
             self.quit(0)
         elif word in ("/switch", "/new"):
             # The gateway resolves the id (existing sessions only, unique prefixes) and
@@ -637,17 +749,33 @@ class ChatClient:
             elif word == "/fork" and not await self._confirm_time_travel(word, rest):
                 return
             self._help_asked = word == "/help"
+            frame = {"type": "message", "sessionId": self.session_id, "content": text}
+            if self.turn == "run":  # typed beside the run: it goes on; the answer shows
+                self._commands_due += 1
+                await self.send(frame)
+                return
             self._set_turn("command")
-            if not await self.send(
-                {"type": "message", "sessionId": self.session_id, "content": text}
-            ):
+            if not await self.send(frame):
                 self._set_turn(None)
         else:
-            self._set_turn("run")
-            if not await self.send(
-                {"type": "message", "sessionId": self.session_id, "content": line}
-            ):
-                self._set_turn(None)
+            await self._send_message(line, None)
+
+    async def _send_message(self, text: str, busy: str | None) -> None:
+        """An instruction: a run of its own now; or, typed while a run is in flight, what
+        `busy` says (else the session's policy): kept in the session's queue (the `queue`
+        frames list it), given to the run, or refused `busy` — the run goes on either way."""
+        frame: dict[str, Any] = {"type": "message", "sessionId": self.session_id, "content": text}
+        if busy is not None:
+            frame["busy"] = busy
+        if self.turn == "run":
+            mid = "chat-" + secrets.token_hex(8)
+            frame["messageId"] = mid  # a refusal names it: the run it was typed beside goes on
+            self._busy_sent.add(mid)
+            await self.send(frame)
+            return
+        self._set_turn("run")
+        if not await self.send(frame):
+            self._set_turn(None)
 
     async def _confirm_rollback(self, rest: str) -> str | None:
         """A rollback past outside effects first shows what it undoes and what it leaves
@@ -761,8 +889,11 @@ class ChatClient:
 
     async def _spin(self) -> None:
         while True:
-            if (
-                self.turn == "run"
+            if self._prompting == "busy":
+                self.input.redraw()  # the prompt draws the working line
+            elif (
+                not self.busy_input
+                and self.turn == "run"
                 and not self.approvals
                 and not self.out.streaming
                 and self._ws is not None

@@ -59,9 +59,11 @@ class Spinner:
             self.stream.flush()
             self.shown = False
 
-    def draw(self) -> None:
-        if not self.enabled or self.started is None:
-            return
+    def text(self) -> str | None:
+        """The working line as it reads now (None: no run in flight), fitted to one row:
+        drawn here, or by the prompt shown while a run is in flight (xclaw/cli/chat.py)."""
+        if self.started is None:
+            return None
         self._tick += 1
         elapsed = time.monotonic() - self.started
         frame = FRAMES[self._tick % len(FRAMES)]
@@ -70,6 +72,12 @@ class Spinner:
         room = max(10, self.columns() - 1)  # one line, or "\r" could not erase it
         if len(text) > room:
             text = text[: room - 1] + "…"
+        return text
+
+    def draw(self) -> None:
+        if not self.enabled or self.started is None:
+            return
+        text = self.text()
         self.stream.write(f"\r\x1b[2K\x1b[2m{text}\x1b[0m")
         self.stream.flush()
         self.shown = True

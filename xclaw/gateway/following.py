@@ -51,6 +51,10 @@ class Following:
         self._message = asyncio.Event()
         self._asked: dict[str, asyncio.Event] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        # The message id of a message kept in the session's queue (a run was in flight):
+        # until the step that records it comes, the frames are the run's before it, and
+        # are dropped.
+        self.awaiting: str | None = None
 
     def start(self) -> None:
         self._unsubscribe = self.rt.subscribe(self.sid, self._sink)
@@ -66,6 +70,12 @@ class Following:
         # it is sent: read here as one without a copy per frame.
         frame = cast("dict[str, Any]", sent)
         kind = frame.get("type")
+        if self.awaiting is not None:
+            step = frame.get("step") if kind == "step" else None
+            out = step.get("output") if isinstance(step, dict) else None
+            if not isinstance(out, dict) or out.get("messageId") != self.awaiting:
+                return  # of the run before the awaited message
+            self.awaiting = None
         if kind == "approval_request":
             self._asked.setdefault(str(frame.get("stepId")), asyncio.Event()).set()
         elif kind == "step":

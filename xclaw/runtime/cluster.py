@@ -94,6 +94,9 @@ class ClusterParts:
     changes: ChangeParts
     # The messages left waiting in idle sessions (a kill, another worker's queue) started.
     drain_queues: Callable[[], Awaitable[None]] | None = None
+    # A message kept in a session's queue by another worker: `True` when this worker
+    # drives (or drove, until its run's end) the session, so it starts the message.
+    queued_elsewhere: Callable[[str, bool], None] | None = None
 
 
 class Cluster:
@@ -185,6 +188,10 @@ class Cluster:
             self.others = True
             self._track(sid, str(m.get("w")), m["f"])
             self.parts.broadcast.deliver(sid, m["f"])
+        elif kind == "queued" and isinstance(sid, str) and self.parts.queued_elsewhere:
+            # Every worker learns that messages wait (a run that starts here goes on to
+            # them); the one that drives the session starts the first when its run ends.
+            self.parts.queued_elsewhere(sid, m.get("to") == self.worker_id)
         elif m.get("to") == self.worker_id and isinstance(sid, str):
             if kind == "approval":
                 # Who answered, as the worker the client is attached to saw it.
@@ -269,6 +276,20 @@ class Cluster:
             }
         )
         return True
+
+    async def announce_queued(self, session_id: str) -> None:
+        """A message was kept in the session's queue here: the worker that drives the
+        session (its lease's owner, if not this one) learns of it at once, so its run's end
+        starts it — or, if the run ended meanwhile, it starts it now — instead of the next
+        sweep; the other workers note that messages wait."""
+        if self.bus is None or not self.others:
+            return
+        info = await self.parts.db(self.store.lease_info, session_id)
+        owner = info.owner if info.owner and info.owner != self.worker_id else None
+        message: dict[str, Any] = {"w": self.worker_id, "k": "queued", "s": session_id}
+        if owner is not None:
+            message["to"] = owner
+        self.bus.publish(message)
 
     def forward_cancel(self, session_id: str) -> bool:
         remote = self._remote.get(session_id)

@@ -28,7 +28,7 @@ from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_start import TurnStarts, resumable
 from xclaw.store.base import Store
 from xclaw.store.queue.sql import QueuedInput
-from xclaw.store.steps.model import Step
+from xclaw.store.steps.model import Session, Step
 from xclaw.store.steps.rows import new_session_id
 from xclaw.store.steps.writes import QueueInput, Unqueue
 from xclaw.wire.build import error_frame, queue_frame
@@ -50,6 +50,8 @@ class InputParts:
     busy: Callable[[str], bool]  # a run in flight, here or elsewhere
     cancel: Callable[[str], bool]  # Stop, here or on the worker that drives it
     resume: Callable[[str], Awaitable[bool]]
+    # The other workers told a message waits (the one that drives the session starts it).
+    announce: Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,7 @@ class Inputs:
         )
         p.runs.queued.add(session_id)
         if added:
+            await p.announce(session_id)  # the run may be another worker's
             await self.tell(session_id)
             if mode == "interrupt":
                 p.cancel(session_id)
@@ -163,6 +166,17 @@ class Inputs:
         if not entries:
             p.runs.queued.discard(session_id)
         p.broadcast.emit(session_id, queue_frame([e.to_json() for e in entries]))
+
+    def queued_elsewhere(self, session_id: str, driver: bool) -> None:
+        """Another worker kept a message for the session (xclaw/runtime/cluster.py): a run
+        here goes on to it when it ends; addressed to this worker as the session's driver
+        whose run ended already (its hand-over found nothing), it starts now."""
+        p = self.parts
+        p.runs.queued.add(session_id)
+        if driver and not p.runs.stopping:
+            task = asyncio.get_running_loop().create_task(self.kick(session_id))
+            self.telling.add(task)
+            task.add_done_callback(self.telling.discard)
 
     async def after_run(self, session_id: str) -> None:
         """A run of the session ended here: the first waiting message starts."""
@@ -191,12 +205,12 @@ class Inputs:
                 if resumable(session):
                     await p.resume(session_id)
                     return
-                if not await self._start(entries[0]):
+                if not await self._start(entries[0], session):
                     return
         finally:
             self._starting.discard(session_id)
 
-    async def _start(self, entry: QueuedInput) -> bool:
+    async def _start(self, entry: QueuedInput, session: Session) -> bool:
         """True: go on with the next (this one ran before, or cannot run: dropped)."""
         p, sid = self.parts, entry.session_id
         try:
@@ -207,6 +221,7 @@ class Inputs:
                 message_id=entry.id,
                 agent=entry.agent,
                 queued=entry,
+                session=session,
             )
         except (SessionBusy, MessageRecorded):
             return False  # another start won: its run's end hands over

@@ -118,17 +118,22 @@ class Runs:
                 and not self.stopping
                 and self.after_run is not None
             )
+            lease = run.lease if run.lost is None and not self.stopping else None
             if hand_over:
                 # The first waiting message starts, in a task of its own (this run's
-                # watchers see this run end first); the session stays busy meanwhile.
-                self.handing_over[sid] = asyncio.create_task(self._hand_over(sid))
+                # watchers see this run end first); the session stays busy meanwhile. The
+                # lease is kept for it: the write that opens its turn takes a newer token
+                # of it, instead of waiting on this release's commit (a row lock and a
+                # synced commit on PostgreSQL); it is released only if nothing started.
+                self.handing_over[sid] = asyncio.create_task(self._hand_over(sid, lease))
+                lease = None
             self.unclaim(sid, run)
-            if run.lease is not None and run.lost is None and not self.stopping:
+            if lease is not None:
                 # The next run may start at once, here or anywhere. (One that starts here
                 # first takes a newer token, and this release of the old one is a no-op.)
-                await p.leases.release(run.lease, p.write_stream())
+                await p.leases.release(lease, p.write_stream())
 
-    async def _hand_over(self, sid: str) -> None:
+    async def _hand_over(self, sid: str, lease: Lease | None) -> None:
         try:
             if self.after_run is not None:
                 await self.after_run(sid)
@@ -137,6 +142,14 @@ class Runs:
         finally:
             if self.handing_over.get(sid) is asyncio.current_task():
                 del self.handing_over[sid]
+            started = self._runs.get(sid)
+            if (
+                lease is not None
+                and not self.stopping
+                and (started is None or started.lease is None)
+            ):
+                # Nothing started here with it: the session is free for anyone.
+                await self.parts.leases.release(lease, self.parts.write_stream())
 
     def lose_lease(self, sid: str, run: Run, why: str) -> None:
         """Another worker took the session: stop at once; every later write is refused."""

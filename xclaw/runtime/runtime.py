@@ -235,6 +235,7 @@ class Runtime:
                 busy=self.is_busy,
                 cancel=self.cancel,
                 resume=self.resume_if_needed,
+                announce=self._announce_queued,
             )
         )
         self.runs.after_run = self.inputs.after_run
@@ -261,6 +262,7 @@ class Runtime:
             driven=self.driven_sessions,
             busy=self.is_busy,
             drain_queues=self.drain_queues,
+            queued_elsewhere=self.inputs.queued_elsewhere,
             changes=ChangeParts(
                 db=self.db,
                 broadcast=self.broadcast,
@@ -542,6 +544,11 @@ class Runtime:
             step = await self.db(self.store.get_step, session_id, e.seq)
             return Submitted(step=step, duplicate=True)
         return Submitted(queued=entry, duplicate=not added)
+
+    async def _announce_queued(self, session_id: str) -> None:
+        """A message kept here: the worker that drives the session hears of it at once."""
+        if self.cluster is not None:
+            await self.cluster.announce_queued(session_id)
 
     async def queued(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""

@@ -90,6 +90,7 @@ class TurnStarts:
         message_id: str | None = None,
         agent: str | None = None,
         queued: QueuedInput | None = None,
+        session: Session | None = None,
     ) -> tuple[Step, bool]:
         """A run with the user's `text`; with `create`, an unknown session is created here, at
         its first message (only once a model is configured). `actor`: the user who sent it
@@ -98,9 +99,13 @@ class TurnStarts:
         `message_id` (the client's id for it) was recorded before: a resend, which starts
         nothing — asked before anything else, a run in flight included (it may be this
         message's own). `queued`: the waiting message this is (xclaw/runtime/inputs.py),
-        the only kind that may start while a run hands over to the session's queue."""
+        the only kind that may start while a run hands over to the session's queue;
+        `session`: the session as its caller read it a moment before (the hand-over to a
+        queued message: every read saved is a round trip on PostgreSQL). A queued message's
+        id is not looked up first: the write that opens its turn refuses one recorded
+        before (MessageRecorded, below), and its entry leaves the queue in that write."""
         p, runs = self.parts, self.parts.runs
-        if message_id is not None:
+        if message_id is not None and queued is None:
             earlier = await p.reader(p.reader.store.message_step, session_id, message_id)
             if earlier is not None:
                 return earlier, True
@@ -111,7 +116,9 @@ class TurnStarts:
             )
         if runs.stopping:
             raise SessionBusy("this server is shutting down; send it again in a moment")
-        found = await p.reader(p.reader.store.find_session, session_id)
+        found = session
+        if found is None:
+            found = await p.reader(p.reader.store.find_session, session_id)
         if found is None and not create:
             raise SessionNotFound(session_id)
         if found is not None:

@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.cells import cell_len
-from rich.console import Console
-from rich.markdown import Markdown
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from xclaw.terminal.text import SafeConsole, printable
@@ -38,6 +37,16 @@ def make_console(*, color: bool | None = None) -> Console:
     return SafeConsole(
         highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False
     )
+
+
+def _markdown(text: str) -> RenderableType:
+    """An answer rendered as Markdown (on a terminal only). rich's renderer pulls in
+    markdown-it and Pygments, about a fifth of `xclaw run`'s start-up: imported when first
+    needed, never by a run whose output is a pipe. No OSC 8 hyperlinks: a link's target is
+    shown beside its text, not hidden in it."""
+    from rich.markdown import Markdown
+
+    return Markdown(text, hyperlinks=False, code_theme="ansi_dark")
 
 
 def compact_json(value: Any) -> str:
@@ -100,11 +109,17 @@ class Renderer:
             "queue": self._on_queue,
         }
         self._queue_shown = 0  # messages the last queue lines listed
+        # Whole lines only: a prompt stays on screen below the output (`xclaw chat` takes
+        # input while a run is in flight), so an answer streams a finished line at a time
+        # and nothing is ever left on an open line or redrawn in place.
+        self.whole_lines = False
+        self._held = ""  # the streamed answer's unfinished line (whole_lines)
+        self._held_shown = False  # its "xclaw: " line is out (whole_lines)
 
     @property
     def streaming(self) -> bool:
         """An answer is being printed on an open line (nothing else may draw there)."""
-        return self._stream_open
+        return self._stream_open and not self.whole_lines
 
     # --- low level --------------------------------------------------------------------------
     def line(self, text: str, style: str | None = None) -> None:
@@ -119,9 +134,20 @@ class Renderer:
             self.line(thinking_line(f), "dim italic")
 
     def end_stream(self) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            self._stream_open = False
+            if self._held or not self._held_shown:
+                self._held_line(self._held)
+            self._held = ""
+        elif self._stream_open:
             self.console.print()
             self._stream_open = False
+
+    def _held_line(self, text: str) -> None:
+        """One finished line of a streamed answer (whole_lines), the first after "xclaw: "."""
+        head = Text() if self._held_shown else Text("xclaw: ", style="bold green")
+        self._held_shown = True
+        self.console.print(head + Text(text))
 
     # --- frames -----------------------------------------------------------------------------
     def frame(self, f: Mapping[str, Any]) -> None:
@@ -180,7 +206,7 @@ class Renderer:
         self.line(HISTORY_PREFIX + "xclaw:", "dim")
         indent = HISTORY_PREFIX + "  "
         options = self.console.options.update(width=max(20, self.console.width - len(indent)))
-        rendered = Markdown(text, hyperlinks=False, code_theme="ansi_dark")
+        rendered = _markdown(text)
         blank = True  # no blank row first, and never two in a row
         for segments in self.console.render_lines(rendered, options, pad=False):
             row = Text(indent, style="dim")
@@ -228,6 +254,17 @@ class Renderer:
         text = printable(str(f.get("content", "")))
         if not text:
             return
+        if self.whole_lines:
+            if not self._stream_open:
+                self._stream_open, self._streamed = True, ""
+                self._held, self._held_shown = "", False
+            self._streamed += text
+            self._held += text
+            if "\n" in self._held:
+                done, self._held = self._held.rsplit("\n", 1)
+                for row in done.split("\n"):
+                    self._held_line(row)
+            return
         if not self._stream_open:
             self.console.print(Text("xclaw: ", style="bold green"), end="")
             self._stream_open = True
@@ -239,13 +276,16 @@ class Renderer:
         content = printable(str(f.get("content", "")))
         if self.markdown and looks_like_markdown(content):
             streamed = self._stream_open and self._streamed.strip() == content.strip()
-            if streamed and not self._erase_stream():
+            if streamed and self.whole_lines and not self._held_shown:
+                self._stream_open = False  # nothing of it shown yet: shown rendered instead
+                streamed = False
+            if streamed and (self.whole_lines or not self._erase_stream()):
                 self.end_stream()  # too long to redraw in place: the streamed text stays
                 return
             self.end_stream()
             self.console.print(Text("xclaw:", style="bold green"))
             # No OSC 8 hyperlinks: a link's target is shown beside its text, not hidden in it.
-            self.console.print(Markdown(content, hyperlinks=False, code_theme="ansi_dark"))
+            self.console.print(_markdown(content))
             return
         if self._stream_open and self._streamed.strip() == content.strip():
             self.end_stream()  # the answer was already shown as it streamed
@@ -299,7 +339,10 @@ class Renderer:
         self.line(str(f.get("content", "")), "bold cyan")
 
     def _on_error(self, f: Mapping[str, Any]) -> None:
-        if self._stream_open:
+        if self._stream_open and self.whole_lines:
+            gap = "" if self._streamed[-1:].isspace() else " "
+            self._held += gap + "[reply cut off]"  # on the line it cut off
+        elif self._stream_open:
             # The text shown so far was no finished answer: say so on its own line.
             gap = "" if self._streamed[-1:].isspace() else " "
             self.console.print(Text(gap + "[reply cut off]", style="yellow"), end="")

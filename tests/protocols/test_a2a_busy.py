@@ -1,0 +1,171 @@
+"""A2A while a task of the context is working (docs/a2a.md; docs/protocol.md, "Input while a run
+is busy"), with the official client (`a2a-sdk`'s ClientFactory) against a real gateway and the
+scripted model: under `input.busy: queue` a second message is kept in the session's queue —
+its stream stays open while the task before works and yields its own task, the turn it opens,
+once that task completes, then runs to `completed` with its own answer; under the default it
+is refused as before."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types.a2a_pb2 import TaskState
+
+from tests.gateway.harness import Server, write_script
+from tests.protocols.test_a2a_server import (
+    collect,
+    last_state,
+    message,
+    open_client,
+    sh,
+    steps,
+    task_id,
+)
+
+pytestmark = pytest.mark.slow
+
+TURNS = [
+    {"text": "Working.", "tool_calls": [sh("sleep 12")]},
+    {"text": "First done."},
+    {"text": "Second done."},
+]
+
+
+@pytest.fixture
+def busy_server(tmp_path: Path) -> Iterator[Any]:
+    made: list[Server] = []
+
+    def make(policy: str) -> Server:
+        root = tmp_path / f"srv{len(made)}"
+        root.mkdir()
+        s = Server(
+            root=root,
+            script=write_script(root / "script.json", TURNS),
+            approval="yolo",
+            config_extra=f"input:\n  busy: {policy}\n",
+        )
+        made.append(s)
+        return s.start()
+
+    yield make
+    for s in made:
+        s.kill()
+
+
+async def _tool_running(server: Server, sid: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for _ in range(600):
+            r = await http.get(
+                f"{server.http}/api/sessions/{sid}/steps?n=0",
+                headers={"Authorization": f"Bearer {server.token}"},
+            )
+            if r.status_code == 200 and any(s["type"] == "tool_call" for s in r.json()["steps"]):
+                return
+            await asyncio.sleep(0.1)
+    raise AssertionError("the first task never ran its tool")
+
+
+async def _queued(server: Server, sid: str) -> list[str]:
+    async with httpx.AsyncClient(timeout=30) as http:
+        for _ in range(300):
+            r = await http.get(
+                f"{server.http}/api/sessions/{sid}/queue",
+                headers={"Authorization": f"Bearer {server.token}"},
+            )
+            found = [q["content"] for q in r.json()["queued"]]
+            if found:
+                return found
+            await asyncio.sleep(0.1)
+    return []
+
+
+async def test_a_message_while_a_task_works_is_queued_and_its_task_runs_after(
+    busy_server: Any,
+) -> None:
+    server = busy_server("queue")
+    client, http = await open_client(server)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-queue")))
+        )
+        await _tool_running(server, "ctx-queue")
+        second = asyncio.create_task(
+            collect(client.send_message(message("then this", "m-2", context="ctx-queue")))
+        )
+        assert await _queued(server, "ctx-queue") == ["then this"]
+        assert not second.done()  # its task is the turn it opens: not yet
+        one, two = await first, await second
+        assert last_state(one) == TaskState.TASK_STATE_COMPLETED
+        assert last_state(two) == TaskState.TASK_STATE_COMPLETED
+        assert task_id(one) == "ctx-queue:s0001"
+        second_id = task_id(two)
+        assert second_id != task_id(one)
+        answers = [
+            a.parts[0].text
+            for e in two
+            if e.HasField("artifact_update")
+            for a in [e.artifact_update.artifact]
+            if a.name == "answer"
+        ]
+        assert answers == ["Second done."], two
+        inputs = [s["input"] for s in steps(server, "ctx-queue") if s["type"] == "user_input"]
+        assert inputs == ["go", "then this"]
+    finally:
+        await http.aclose()
+
+
+async def test_by_default_a_message_while_a_task_works_is_refused(busy_server: Any) -> None:
+    server = busy_server("reject")
+    client, http = await open_client(server)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-reject")))
+        )
+        await _tool_running(server, "ctx-reject")
+        with pytest.raises(Exception, match="is working"):
+            await collect(client.send_message(message("then this", "m-2", context="ctx-reject")))
+        assert last_state(await first) == TaskState.TASK_STATE_COMPLETED
+    finally:
+        await http.aclose()
+
+
+async def test_an_interrupting_message_cancels_the_working_task_and_runs_next(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "srv-i"
+    root.mkdir()
+    turns = [
+        {"text": "Working.", "tool_calls": [sh("sleep 60")]},
+        {"text": "Stopped that; on it."},
+    ]
+    server = Server(
+        root=root,
+        script=write_script(root / "script.json", turns),
+        approval="yolo",
+        config_extra="input:\n  busy: interrupt\n",
+    )
+    server.start()
+    client, http = await open_client(server)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-int")))
+        )
+        await _tool_running(server, "ctx-int")
+        began = asyncio.get_running_loop().time()
+        two = await collect(client.send_message(message("instead", "m-2", context="ctx-int")))
+        assert asyncio.get_running_loop().time() - began < 45  # the 60 s command was stopped
+        assert last_state(two) == TaskState.TASK_STATE_COMPLETED
+        one = await first
+        assert last_state(one) != TaskState.TASK_STATE_WORKING
+        (tool,) = [s for s in steps(server, "ctx-int") if s["type"] == "tool_call"]
+        assert tool["status"] == "failed"  # stopped as Stop stops it
+        inputs = [s["input"] for s in steps(server, "ctx-int") if s["type"] == "user_input"]
+        assert inputs == ["go", "instead"]
+    finally:
+        await http.aclose()
+        server.kill()
