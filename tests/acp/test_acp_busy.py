@@ -85,3 +85,28 @@ async def test_by_default_a_prompt_beside_a_run_is_refused_busy(tmp_path: Path) 
         assert (refused.value.data or {}).get("code") == "busy"
         assert (await asyncio.wait_for(first, 90)).stop_reason == "end_turn"
     assert await _inputs(tmp_path / "x.db", sid) == ["go"]
+
+
+async def test_a_steering_prompt_reaches_the_running_model_and_answers_when_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    project, env = _project(tmp_path, "steer")
+    editor = Editor()
+    async with spawned(editor, project, "--approval", "yolo", env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        await editor.until(lambda: "tool_call" in editor.kinds(sid))
+        second = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=[text_block("use the staging db")])
+        )
+        one = await asyncio.wait_for(first, 90)
+        two = await asyncio.wait_for(second, 90)
+    assert one.stop_reason == "end_turn" and two.stop_reason == "end_turn"
+    assert "First done." in editor.text()
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        steps = await (await agent.session(sid)).steps()
+    inputs = [s for s in steps if s.type == "user_input"]
+    assert [s.input for s in inputs] == ["go", "use the staging db"]
+    assert (inputs[1].output or {}).get("steer") is True  # delivered inside the first run
+    kinds = [s.type for s in steps]
+    assert kinds.index("tool_call") < steps.index(inputs[1]) < len(steps) - 1

@@ -26,8 +26,10 @@ from tests.waiting import until
 
 CAP = 1300
 # Each call sleeps in the model (a window with its hold unsettled), then its tool sleeps (a
-# window with the call settled and the next not reserved).
-TURNS = [{"sleep": 0.8, "tool_calls": [sh(f"sleep 0.8; echo {i}")]} for i in range(6)]
+# window with the call settled and the next not reserved): long enough for a poll of the
+# record on a loaded machine to land in it (at 0.8 s, under load, polls missed the windows
+# and the session reached its cap before the third kill).
+TURNS = [{"sleep": 1.5, "tool_calls": [sh(f"sleep 1.5; echo {i}")]} for i in range(6)]
 TURNS.append({"text": "done"})
 CONFIG = (
     "max_tokens: 100\n"

@@ -132,3 +132,40 @@ async def test_by_default_a_message_while_a_task_works_is_refused(busy_server: A
         assert last_state(await first) == TaskState.TASK_STATE_COMPLETED
     finally:
         await http.aclose()
+
+
+async def test_an_interrupting_message_cancels_the_working_task_and_runs_next(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "srv-i"
+    root.mkdir()
+    turns = [
+        {"text": "Working.", "tool_calls": [sh("sleep 60")]},
+        {"text": "Stopped that; on it."},
+    ]
+    server = Server(
+        root=root,
+        script=write_script(root / "script.json", turns),
+        approval="yolo",
+        config_extra="input:\n  busy: interrupt\n",
+    )
+    server.start()
+    client, http = await open_client(server)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-int")))
+        )
+        await _tool_running(server, "ctx-int")
+        began = asyncio.get_running_loop().time()
+        two = await collect(client.send_message(message("instead", "m-2", context="ctx-int")))
+        assert asyncio.get_running_loop().time() - began < 45  # the 60 s command was stopped
+        assert last_state(two) == TaskState.TASK_STATE_COMPLETED
+        one = await first
+        assert last_state(one) != TaskState.TASK_STATE_WORKING
+        (tool,) = [s for s in steps(server, "ctx-int") if s["type"] == "tool_call"]
+        assert tool["status"] == "failed"  # stopped as Stop stops it
+        inputs = [s["input"] for s in steps(server, "ctx-int") if s["type"] == "user_input"]
+        assert inputs == ["go", "instead"]
+    finally:
+        await http.aclose()
+        server.kill()

@@ -136,3 +136,30 @@ async def test_the_default_policy_still_refuses_busy(queue_server: Any, tmp_path
     refused = await second.run({"say": "again"})
     assert refused.error is not None and "409" in str(refused.error), refused.error
     assert (await first.finish(running)).result == "Done."
+
+
+async def test_an_interrupting_run_stops_the_run_in_flight_and_streams_its_own_turn(
+    queue_server: Any, tmp_path: Path
+) -> None:
+    server = queue_server(
+        [
+            {"text": "Working.", "tool_calls": [sh("sleep 60")]},
+            {"text": "Stopped that; on it."},
+        ],
+        policy="interrupt",
+    )
+    first = AguiClient(server, "thread-i", tmp_path / "first.json")
+    second = AguiClient(server, "thread-i", tmp_path / "second.json")
+    running = await first.start({"say": "go"})
+    await until_step(server, "thread-i", _running_tool)
+    began = asyncio.get_running_loop().time()
+    two = await second.run({"say": "stop, do this instead"})
+    assert asyncio.get_running_loop().time() - began < 45  # the 60 s command was stopped
+    assert two.error is None and two.outcome == {"type": "success"}, two.error
+    assert two.result == "Stopped that; on it."
+    await first.finish(running)
+    steps = record(server, "thread-i")
+    (tool,) = [s for s in steps if s["type"] == "tool_call"]
+    assert tool["status"] == "failed"  # cancelled by the user, as Stop does
+    inputs = [s["input"] for s in steps if s["type"] == "user_input"]
+    assert inputs == ["go", "stop, do this instead"]

@@ -7,29 +7,29 @@ the brake on guessing, `Authorization: Bearer TOKEN`; 401 without a valid token)
 signed in is handed to the SDK as the request's user, so an MCP session (its
 `mcp-session-id`) answers only the credential that opened it, and to the tools per message
 (`signed_in`), so each answers as the HTTP API would (xclaw/gateway/mcp_sessions.py).
+
+The SDK (xclaw/gateway/mcp_sdk.py) is loaded, and its session manager started, by the first
+request that passes the guard: importing it is most of a gateway's start-up (about half of
+`xclaw serve`'s CPU before it listens), and most gateways never serve an MCP host. Its
+manager runs in a task of its own until the gateway stops, as it ran for the whole lifespan
+before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw.gateway.api import ApiGuard
 from xclaw.gateway.context import Gateway
-from xclaw.gateway.identity import SignedIn
-from xclaw.gateway.mcp_sessions import ASKING, GatewaySessions
-from xclaw.mcp_server.tools import build_server
 from xclaw.wire.protocol import MAX_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from xclaw.gateway.mcp_sdk import McpSdk
 
 PATH = "/mcp"
 # A request body: a message as large as the WebSocket takes, in JSON-RPC, with room to spare.
@@ -39,62 +39,63 @@ IDLE_S = 30 * 60.0
 MAX_MCP_SESSIONS = 1000
 
 
-def _signed(scope: Scope) -> SignedIn | None:
-    state = scope.get("state") or {}
-    signed = state.get("signed")
-    return signed if isinstance(signed, SignedIn) else None
-
-
-class _AsSdkUser:
-    """Between the guard and the SDK: the person signed in, as the SDK's user (the owner of
-    the MCP sessions they open: another credential is answered as for an unknown session)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        signed = _signed(scope)
-        if signed is not None:
-            who = signed.identity
-            # One credential: the person, and (for a user's token) which token of theirs.
-            client = f"{who.user or 'server-token'}:{signed.proof or ''}"
-            scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=client, scopes=[]))
-        await self.app(scope, receive, send)
-
-
-async def signed_in(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Each MCP message is handled as the person the guard signed its HTTP request in."""
-    request = ctx.request
-    signed = _signed(request.scope) if request is not None and hasattr(request, "scope") else None
-    if signed is None:
-        raise MCPError(code=INVALID_REQUEST, message="unauthorized: no one is signed in")
-    token = ASKING.set(signed)
-    try:
-        return await call_next(ctx)
-    finally:
-        ASKING.reset(token)
-
-
 class McpEndpoint:
-    """The `/mcp` route and what must run while the gateway serves (the session manager)."""
+    """The `/mcp` route and what must run while the gateway serves (the session manager,
+    started on the first request signed in)."""
 
     def __init__(self, gw: Gateway) -> None:
-        server = build_server(GatewaySessions(gw))
-        server.middleware.append(signed_in)
-        # Built by the SDK's own app builder for its settings; the app itself is not used:
-        # the gateway routes and guards /mcp. (The SDK's DNS-rebinding check compares Host
-        # with localhost only; the gateway's Origin check and token stand in for it.)
-        server.streamable_http_app(
-            streamable_http_path=PATH,
-            max_request_body_size=MAX_BODY_BYTES,
-            session_idle_timeout=IDLE_S,
-            max_sessions=MAX_MCP_SESSIONS,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self.manager: StreamableHTTPSessionManager = server.session_manager
-        self.app: ASGIApp = ApiGuard(_AsSdkUser(StreamableHTTPASGIApp(self.manager)))
+        self.gw = gw
+        self.app: ASGIApp = ApiGuard(self._serve)
+        self._sdk: McpSdk | None = None
+        self._starting: asyncio.Lock | None = None
+        self._serving = False
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sdk = self._sdk or await self._start()
+        await sdk.app(scope, receive, send)
+
+    async def _start(self) -> McpSdk:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._sdk is not None:
+                return self._sdk
+            if not self._serving:
+                raise RuntimeError("/mcp is served only while the gateway runs (its lifespan)")
+            # The import takes a CPU for a moment: off the event loop, other clients go on.
+            sdk = (await asyncio.to_thread(_sdk_class))(self.gw)
+            up = asyncio.Event()
+            self._stop = stop = asyncio.Event()
+
+            async def run() -> None:
+                async with sdk.running():
+                    up.set()
+                    await stop.wait()
+
+            self._task = task = asyncio.create_task(run(), name="xclaw-mcp-sessions")
+            waiting = asyncio.create_task(up.wait())
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if task.done():
+                task.result()  # the manager failed to start: its error, to this request
+            self._sdk = sdk
+            return sdk
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
+        self._serving = True
+        try:
             yield
+        finally:
+            self._serving = False
+            if self._task is not None and self._stop is not None:
+                self._stop.set()
+                await self._task
+
+
+def _sdk_class() -> type[McpSdk]:
+    from xclaw.gateway.mcp_sdk import McpSdk
+
+    return McpSdk

@@ -9,7 +9,7 @@ it waits for) and the record (the reply), so a host that reconnects — to a gat
 meanwhile too — sees the same answer. `session_status` continues interrupted work as a client
 attaching over the WebSocket does (resume on reconnect).
 
-Who asks is set per message by `signed_in` (xclaw/gateway/mcp_endpoint.py), in `ASKING`:
+Who asks is set per message by `signed_in` (xclaw/gateway/mcp_sdk.py), in `ASKING`:
 one server answers every person. What signed them in is asked again before each access and
 while a call waits, as for a socket: a user removed (or given a new token) is refused within
 about a second, a call in flight included.

@@ -1,5 +1,8 @@
 """[llm] Anthropic Messages API through the official `anthropic` SDK, with native tool use.
 
+The SDK is imported by the first request: importing it costs over 2 s of CPU (it defines
+thousands of pydantic models), and most processes that import this module never send one
+(each of the test suite's workers collects tests/llm/test_anthropic.py).
 The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job, so one policy
 covers every provider and every attempt is visible to us.
 """
@@ -9,11 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import replace
-from typing import Any
-
-from anthropic import AsyncAnthropic, AsyncStream, DefaultAsyncHttpxClient
-from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
-from anthropic.types import Usage as AnthropicUsage
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError
@@ -37,6 +36,11 @@ from xclaw.llm.wire import (
     public_endpoint,
     tls_context,
 )
+
+if TYPE_CHECKING:
+    from anthropic import AsyncStream
+    from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
+    from anthropic.types import Usage as AnthropicUsage
 
 EMPTY = "(empty)"
 # Anthropic allows at most four cache breakpoints per request.
@@ -217,6 +221,8 @@ class AnthropicModel:
         extra = {"temperature": body.pop("temperature")} if "temperature" in body else None
         request_id = ""
         try:
+            from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+
             async with AsyncAnthropic(
                 api_key=self._api_key,
                 base_url=self._base_url,

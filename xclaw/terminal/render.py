@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.cells import cell_len
-from rich.console import Console
-from rich.markdown import Markdown
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from xclaw.terminal.text import SafeConsole, printable
@@ -38,6 +37,16 @@ def make_console(*, color: bool | None = None) -> Console:
     return SafeConsole(
         highlight=False, soft_wrap=True, no_color=(color is False) or None, emoji=False
     )
+
+
+def _markdown(text: str) -> RenderableType:
+    """An answer rendered as Markdown (on a terminal only). rich's renderer pulls in
+    markdown-it and Pygments, about a fifth of `xclaw run`'s start-up: imported when first
+    needed, never by a run whose output is a pipe. No OSC 8 hyperlinks: a link's target is
+    shown beside its text, not hidden in it."""
+    from rich.markdown import Markdown
+
+    return Markdown(text, hyperlinks=False, code_theme="ansi_dark")
 
 
 def compact_json(value: Any) -> str:
@@ -197,7 +206,7 @@ class Renderer:
         self.line(HISTORY_PREFIX + "xclaw:", "dim")
         indent = HISTORY_PREFIX + "  "
         options = self.console.options.update(width=max(20, self.console.width - len(indent)))
-        rendered = Markdown(text, hyperlinks=False, code_theme="ansi_dark")
+        rendered = _markdown(text)
         blank = True  # no blank row first, and never two in a row
         for segments in self.console.render_lines(rendered, options, pad=False):
             row = Text(indent, style="dim")
@@ -276,7 +285,7 @@ class Renderer:
             self.end_stream()
             self.console.print(Text("xclaw:", style="bold green"))
             # No OSC 8 hyperlinks: a link's target is shown beside its text, not hidden in it.
-            self.console.print(Markdown(content, hyperlinks=False, code_theme="ansi_dark"))
+            self.console.print(_markdown(content))
             return
         if self._stream_open and self._streamed.strip() == content.strip():
             self.end_stream()  # the answer was already shown as it streamed

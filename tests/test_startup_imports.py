@@ -1,0 +1,45 @@
+"""What the `xclaw` processes the suite (and a user) start do not import: the largest packages
+a command needs only sometimes are loaded when first used. Every start of `xclaw serve` or
+`xclaw run` paid for them before (the MCP SDK was about half of `xclaw serve`'s CPU before it
+listened; rich's Markdown renderer, with markdown-it and Pygments, a fifth of `xclaw run`'s),
+and every test worker importing tests/llm/test_anthropic.py to collect it loaded the Anthropic
+SDK."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# The command with every subcommand registered: what `xclaw serve` and `xclaw run` load first.
+CLI = "import xclaw.cli.main\nxclaw.cli.main._register()"
+
+
+def loaded_by(code: str, packages: tuple[str, ...]) -> list[str]:
+    """The modules of `packages` that running `code` loads, in a fresh interpreter."""
+    probe = (
+        f"{code}\nimport sys\nprint(*(m for m in sys.modules if m.split('.')[0] in {packages!r}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("code", "packages"),
+    [
+        # The MCP SDK: loaded by the first request to /mcp (tests/gateway/test_mcp_http.py).
+        ("import xclaw.gateway.server", ("mcp", "mcp_types")),
+        # Markdown: only when an answer is rendered on a terminal (tests/cli/test_terminal_render.py).
+        ("import xclaw.terminal.render", ("markdown_it", "pygments")),
+        # The Anthropic SDK (over 2 s of CPU): by the first request (tests/llm/test_anthropic.py).
+        ("import xclaw.llm.anthropic", ("anthropic",)),
+        # The OpenAI SDK (over 1 s): likewise (tests/llm/test_openai.py).
+        ("import xclaw.llm.openai", ("openai",)),
+        (CLI, ("mcp", "mcp_types", "markdown_it", "pygments")),
+    ],
+)
+def test_a_start_does_not_load_what_it_may_not_use(code: str, packages: tuple[str, ...]) -> None:
+    assert loaded_by(code, packages) == []
