@@ -36,6 +36,8 @@ def loaded_by(code: str, packages: tuple[str, ...]) -> list[str]:
         ("import xclaw.terminal.render", ("markdown_it", "pygments")),
         # The Anthropic SDK (over 2 s of CPU): by the first request (tests/llm/test_anthropic.py).
         ("import xclaw.llm.anthropic", ("anthropic",)),
+        # The OpenAI SDK (over 1 s): likewise (tests/llm/test_openai.py).
+        ("import xclaw.llm.openai", ("openai",)),
         (CLI, ("mcp", "mcp_types", "markdown_it", "pygments")),
     ],
 )

@@ -1,7 +1,9 @@
 """[llm] OpenAI chat completions, and every OpenAI-compatible server (Ollama, vLLM, llama.cpp,
 DeepSeek...) through `base_url`, with the official `openai` SDK and native function calling.
 
-The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job.
+The SDK (xclaw/llm/openai_client.py) is imported by the first request: over 1 s of CPU, which
+most processes that import this module (each test worker collecting the provider's tests)
+never need. The SDK's own retries are off (`max_retries=0`): retrying is RetryingModel's job.
 """
 
 from __future__ import annotations
@@ -12,18 +14,14 @@ import json
 import re
 import uuid
 from dataclasses import replace
-from typing import Any
-
-from openai import AsyncOpenAI, AsyncStream, DefaultAsyncHttpxClient
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletionChunk
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import XclawError
 from xclaw.llm.base import LLMRequest, LLMResponse, ProviderError
 from xclaw.llm.builtin_providers import OpenAIProvider
 from xclaw.llm.context import estimated_usage
 from xclaw.llm.events import EventSink, TextDelta, Thinking, emit
-from xclaw.llm.faults import DoneMarkerSpy, cut_off, request_id_of, stamp_request_id
+from xclaw.llm.faults import cut_off, request_id_of, stamp_request_id
 from xclaw.llm.messages import (
     AssistantMessage,
     Message,
@@ -43,6 +41,11 @@ from xclaw.llm.wire import (
     public_endpoint,
     tls_context,
 )
+
+if TYPE_CHECKING:
+    from openai import AsyncStream
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletionChunk
 
 # OpenAI-compatible servers without auth still need a non-empty key for the SDK.
 NO_KEY = "not-needed"
@@ -191,19 +194,6 @@ def tool_choice(choice: str, tools: tuple[ToolSpec, ...]) -> str | dict[str, Any
     return {"type": "function", "function": {"name": choice}}
 
 
-class _Client(AsyncOpenAI):
-    """The SDK's client, watching for the stream's `data: [DONE]` (see DoneMarkerSpy)."""
-
-    _spy: DoneMarkerSpy | None = None
-
-    def _make_sse_decoder(self) -> Any:
-        self._spy = DoneMarkerSpy(super()._make_sse_decoder())
-        return self._spy
-
-    def saw_done(self) -> bool:
-        return self._spy is not None and self._spy.done
-
-
 class OpenAIModel:
     """`openai:<model>` against api.openai.com or any compatible `base_url`. One SDK client per
     call: no connection outlives the event loop that opened it."""
@@ -257,7 +247,9 @@ class OpenAIModel:
             raise ProviderError(f"{self.name}: {e}", provider=self.name) from e
         request_id = ""
         try:
-            async with _Client(
+            from xclaw.llm.openai_client import Client, DefaultAsyncHttpxClient
+
+            async with Client(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 timeout=self._timeout_s,
