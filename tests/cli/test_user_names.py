@@ -66,7 +66,7 @@ async def test_the_store_and_the_proxy_hold_the_same_rule(tmp_path: Path) -> Non
             with pytest.raises(TeamError):
                 teams.add_user(name, UserRole.MEMBER, None)
         settings = TeamSettings(trusted_proxies=("10.1.0.0/16",), proxy_adds_users=True)
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         for name in ("Admin", "ADMIN", "zoe\n", "a b"):
             assert await auth.identify(None, "10.1.2.3", {"x-forwarded-user": name}) is None
         assert teams.users() == []

@@ -140,7 +140,7 @@ async def test_proxy_adds_users_makes_a_member_of_a_name_it_vouches_for(tmp_path
     store = SQLiteStore(tmp_path / "x.db")
     try:
         settings = TeamSettings(trusted_proxies=("10.1.0.0/16",), proxy_adds_users=True)
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         header = {"x-forwarded-user": "zoe"}
         signed = await auth.identify(None, "10.1.2.3", header)
         assert signed is not None and signed.identity.user == "zoe"

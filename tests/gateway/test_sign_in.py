@@ -127,7 +127,7 @@ async def test_sign_on_headers_are_believed_from_trusted_proxies_only_and_once(
         teams.add_user("boss", UserRole.ADMIN, token_hash(new_token()))
         teams.add_user("alice", UserRole.MEMBER, None)
         settings = TeamSettings(client_address_from=("10.0.0.7",), trusted_proxies=("10.0.1.5",))
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         boss = raw(("X-Forwarded-User", "boss"))
         signed = await auth.sign_in(None, "10.0.1.5", boss, via="http")
         assert isinstance(signed, SignedIn) and signed.identity.user == "boss"
@@ -178,7 +178,7 @@ async def test_a_user_an_older_version_named_against_the_rule_cannot_sign_in(
                 ("admin\n", token_hash(token)),
             )
         store.teams.add_user("alice", UserRole.MEMBER, token_hash(fine))
-        auth = Authenticator("s" * 32, store, TeamSettings())
+        auth = Authenticator("s" * 32, store.teams, TeamSettings())
         assert await auth.sign_in(token, "10.0.0.9", NO_HEADERS, via="http") == (
             Refusal.UNAUTHORIZED
         )

@@ -307,7 +307,7 @@ def test_tokens_are_compared_in_constant_time(tmp_path: Path, monkeypatch: Any) 
     try:
         token = new_token()
         store.teams.add_user("alice", UserRole.MEMBER, token_hash(token))
-        auth = Authenticator("server-token-" + "s" * 20, store, TeamSettings())
+        auth = Authenticator("server-token-" + "s" * 20, store.teams, TeamSettings())
 
         async def sign_in(given: str) -> Any:
             return await auth.identify(given, "127.0.0.1", {})
