@@ -355,6 +355,41 @@ def test_failed_migration_leaves_the_previous_version(
     assert _versions(backend)[-1][0] == LATEST_VERSION
 
 
+def test_a_new_database_whose_migration_fails_is_left_without_xclaw_tables(
+    backend: Backend, monkeypatch
+) -> None:
+    """Every pending migration is one transaction: a crash or power loss while a new database
+    is made leaves none of xclaw's tables (the next open makes it whole), never a schema at a
+    version between that a reading command would refuse as an older xclaw's."""
+    from xclaw.store import migrations
+
+    broken = migrations.Migration(
+        LATEST_VERSION + 1,
+        "broken",
+        "test",
+        ("SELECT nonsense()",),
+        ("SELECT nonsense()",),
+    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
+    monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
+    if backend.name == "postgres":
+        from xclaw.store.postgres import conn as postgres_conn
+
+        monkeypatch.setattr(postgres_conn, "MIGRATIONS", (*MIGRATIONS, broken))
+        monkeypatch.setattr(postgres_conn, "LATEST_VERSION", LATEST_VERSION + 1)
+    with pytest.raises(StoreError, match=r"cannot upgrade .* to schema version"):
+        backend.migrate(LATEST_VERSION + 1)
+    if backend.name == "sqlite":
+        tables = backend.query("SELECT name FROM sqlite_master WHERE type='table'")
+    else:
+        tables = backend.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    assert tables == []
+    backend.migrate(LATEST_VERSION)  # made whole by the next open
+    assert _versions(backend)[-1][0] == LATEST_VERSION
+
+
 def test_newer_database_is_refused_clearly(store_factory, backend: Backend) -> None:
     store_factory().close()
     backend.query(
