@@ -170,7 +170,7 @@ def test_a_worker_coming_back_fetches_only_what_changed(
         asked.extend(hashes)
         return real(hashes)
 
-    monkeypatch.setattr(b.store, "get_blobs", spy)
+    monkeypatch.setattr(b.store.snapshots, "get_blobs", spy)
     b.ws.recover(sid)  # B's cache is stale: rebuilt, from its own files where they are right
     assert sorted(asked) == sorted(
         hashlib.sha256(x).hexdigest() for x in (b"changed on a", b"new on a")

@@ -251,7 +251,7 @@ def test_the_new_files_reach_the_disk_before_the_journal_row_goes(
         return real_finish(sid, rid)
 
     monkeypatch.setattr(restore, "flush_to_disk", flush)
-    monkeypatch.setattr(store, "finish_restore", finish)
+    monkeypatch.setattr(store.snapshots, "finish_restore", finish)
     workspaces.rollback(d.sid, s_a + 1)
     assert tree(d.ws) == {"a.txt": "A"}
     assert order == [f"flush {workspaces.root.name}", "finish_restore"]

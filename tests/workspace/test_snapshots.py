@@ -220,7 +220,7 @@ def test_a_blob_swept_meanwhile_is_stored_again(store, ws: Path, monkeypatch) ->
             assert store.snapshots.gc_blobs() == 1  # the content just stored is not referenced yet
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(store, "save_snapshot", save_after_a_sweep)
+    monkeypatch.setattr(store.snapshots, "save_snapshot", save_after_a_sweep)
     _, manifest = snap(s, store, sid, ws)
     assert len(calls) == 2
     h = manifest["a.txt"]["hash"]
