@@ -130,7 +130,7 @@ async def test_compact_on_demand(tmp_path: Path) -> None:
         )
         settings = _settings(tmp_path, srv.url)
         runtime, sid, frames = await _turn(settings, "what is here?")
-        commands = CommandRunner(runtime, runtime.store)
+        commands = CommandRunner(runtime, runtime.store.record)
         result = await commands.run(sid, parse_command("/compact"))
         assert result.reply == []
         await runtime.wait_idle(sid)

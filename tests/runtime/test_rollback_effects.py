@@ -260,7 +260,7 @@ async def test_the_gateway_command_previews_first_and_runs_on_confirmation(
     ]
     h = harness(make, ledger, turns)
     sid = await h.ask("go")
-    runner = CommandRunner(h.runtime, h.store)
+    runner = CommandRunner(h.runtime, h.store.record)
     target = first_user(h.store.record.steps(sid))
 
     async def run(text: str) -> list[dict[str, Any]]:

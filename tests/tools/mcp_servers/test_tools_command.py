@@ -87,7 +87,7 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
         ),
     )
     sid = await h.ask("go")
-    runner = CommandRunner(h.runtime, h.store)
+    runner = CommandRunner(h.runtime, h.store.record)
 
     async def run(text: str) -> str:
         cmd = parse_command(text)
