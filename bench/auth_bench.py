@@ -24,7 +24,6 @@ from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.identity import Authenticator, SignedIn
 from xclaw.gateway.settings import TeamSettings
 from xclaw.people.teams import Identity, Need, UserRole, new_token, token_hash
-from xclaw.store.base import teams_of
 from xclaw.store.sqlite.store import SQLiteStore
 from xclaw.store.steps.model import NewStep, StepType
 from xclaw.store.steps.rows import new_session_id
@@ -65,13 +64,13 @@ async def main_async(members: int, sessions_each: int) -> None:
 
     with tempfile.TemporaryDirectory(prefix="xclaw-auth-bench-") as tmp:
         store = SQLiteStore(Path(tmp) / "x.db")
-        teams = teams_of(store)
+        teams = store.teams
         tokens = [new_token() for _ in range(members)]
         owned: list[str] = []
         for i, t in enumerate(tokens):
             teams.add_user(f"m{i}", UserRole.MEMBER, token_hash(t))
             for _ in range(sessions_each):
-                sid = store.create_session().session_id
+                sid = store.record.create_session().session_id
                 teams.claim_session(sid, f"m{i}")
                 owned.append(sid)
         auth = Authenticator("s" * 32, teams, TeamSettings())
@@ -115,7 +114,7 @@ async def main_async(members: int, sessions_each: int) -> None:
                     create=True,
                     owner="m0" if claimed else None,
                 )
-                store.write(opening)
+                store.record.write(opening)
             return (time.process_time() - start) / 200 * 1e6
 
         plain = [await creates(False) for _ in range(5)]

@@ -229,13 +229,12 @@ def add_members(db: Path, n: int) -> list[str]:
     """n members of a team in the server's database (it is running: SQLite's WAL lets this
     process write beside it), one token each (docs/teams.md)."""
     from xclaw.people.teams import UserRole, new_token, token_hash
-    from xclaw.store.base import teams_of
     from xclaw.store.sqlite.store import SQLiteStore
 
     tokens = [new_token() for _ in range(n)]
     store = SQLiteStore(db)
     try:
-        teams = teams_of(store)
+        teams = store.teams
         for i, t in enumerate(tokens):
             teams.add_user(f"bench-member-{i}", UserRole.MEMBER, token_hash(t))
     finally:

@@ -40,9 +40,9 @@ def _text(n: int) -> str:
 async def grow(store: SQLiteStore, sessions: int) -> tuple[float, int]:
     """One round on `store`: its writer's busy seconds and the number of writes."""
     tool_input, tool_output = {"path": _text(1000)}, _text(2000)
-    sids = [store.create_session().session_id for _ in range(sessions)]
-    streams = {sid: store.write_stream() for sid in sids}
-    busy = store.writer_busy_s
+    sids = [store.record.create_session().session_id for _ in range(sessions)]
+    streams = {sid: store.record.write_stream() for sid in sids}
+    busy = store.record.writer_busy_s
     await asyncio.gather(
         *(
             streams[sid].put(
@@ -69,7 +69,7 @@ async def grow(store: SQLiteStore, sessions: int) -> tuple[float, int]:
                 for step in steps
             )
         )
-    return store.writer_busy_s - busy, sessions * (1 + 2 * TOOL_TURNS)
+    return store.record.writer_busy_s - busy, sessions * (1 + 2 * TOOL_TURNS)
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -44,7 +44,7 @@ MODES = ("busy handler", "own pauses")
 
 def _as_before(store: SQLiteStore) -> None:
     """The writer of before this change: wait inside SQLite, retry from 1 ms up to 50 ms."""
-    store._writer._conn.execute(f"PRAGMA busy_timeout={sqlite_writer.BUSY_TIMEOUT_MS}")
+    store.db._writer._conn.execute(f"PRAGMA busy_timeout={sqlite_writer.BUSY_TIMEOUT_MS}")
     sqlite_writer.WRITE_LOCK_FIRST_PAUSE_S = 0.001
     sqlite_writer.WRITE_LOCK_MAX_PAUSE_S = 0.05
 
@@ -66,7 +66,7 @@ def child(
             sqlite_writer.WRITE_LOCK_FIRST_PAUSE_S = own[0] / 1000
         if own[1] is not None:
             sqlite_writer.WRITE_LOCK_MAX_PAUSE_S = own[1] / 1000
-    sessions = [store.create_session().session_id for _ in range(threads)]
+    sessions = [store.record.create_session().session_id for _ in range(threads)]
     latencies: list[list[float]] = [[] for _ in range(threads)]
     go = threading.Barrier(threads)
 
@@ -76,12 +76,12 @@ def child(
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
-            step = store.write(
+            step = store.record.write(
                 BeginStep(
                     session_id=sid, step=NewStep(step_type=StepType.TOOL_CALL, name="list_dir")
                 )
             )
-            store.write(
+            store.record.write(
                 FinishStep(
                     session_id=sid,
                     step=step.seq,

@@ -98,12 +98,12 @@ def database(tmp: Path, name: str) -> Iterator[tuple[str, Any]]:
 
 def step(store: Store, ws: Workspaces, sid: str, change: Path, follow: bool) -> float:
     """One side-effecting step as the runtime takes its snapshots; seconds of snapshot work."""
-    s = store.write(BeginStep(session_id=sid, step=TOOL))
+    s = store.record.write(BeginStep(session_id=sid, step=TOOL))
     t = time.perf_counter()
     ws.snapshot(sid, s)
     spent = time.perf_counter() - t
     change.write_bytes(os.urandom(KB))  # the tool: one 1 KB file edited
-    store.write(
+    store.record.write(
         FinishStep(
             session_id=sid,
             step=s.seq,
@@ -142,7 +142,7 @@ def run(tmp: Path, weed: Seaweed, files: int, total: int, steps: int) -> None:
     with database(tmp, "obj") as (db, q):
         a_store = open_store(db, blob_store=url)
         a = Workspaces(a_store, tmp / "a", config)
-        sid = a_store.create_session().session_id
+        sid = a_store.record.create_session().session_id
         build(a.path(sid), files, total)
         t = time.perf_counter()
         step(a_store, a, sid, a.path(sid) / "pkg00" / "edited.txt", follow=True)
@@ -187,10 +187,10 @@ def run(tmp: Path, weed: Seaweed, files: int, total: int, steps: int) -> None:
             step(a_store, a, sid, a.path(sid) / f"pkg{i % 100:02d}" / "edited.txt", True)
             for i in range(steps)
         ]
-        s = a_store.write(BeginStep(session_id=sid, step=TOOL))
+        s = a_store.record.write(BeginStep(session_id=sid, step=TOOL))
         a.snapshot(sid, s)
         (a.path(sid) / "pkg05" / "one-kb.txt").write_bytes(os.urandom(KB))
-        a_store.write(
+        a_store.record.write(
             FinishStep(
                 session_id=sid,
                 step=s.seq,
@@ -211,7 +211,7 @@ def run(tmp: Path, weed: Seaweed, files: int, total: int, steps: int) -> None:
     with database(tmp, "local") as (db, _):
         l_store = open_store(db)
         loc = Workspaces(l_store, tmp / "l", config)
-        lsid = l_store.create_session().session_id
+        lsid = l_store.record.create_session().session_id
         build(loc.path(lsid), files, total)
         step(l_store, loc, lsid, loc.path(lsid) / "pkg00" / "edited.txt", follow=False)
         loc_times = [

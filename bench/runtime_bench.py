@@ -135,7 +135,7 @@ class Capture:
         return getattr(self._store, name)
 
     def write_stream(self, lease: Any = None) -> Any:
-        stream = self._store.write_stream(lease)
+        stream = self._store.record.write_stream(lease)
         writes = self.writes
 
         class Recording:
@@ -159,30 +159,30 @@ async def one_round(tmp: Path, iterations: int, k: int, llm_s: float = 0.0) -> R
     off = await run_agent(model, NullObserver(), tmp, iterations)
 
     store = open_store(tmp / f"on{k}-{llm_s}.db")
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     capture = Capture(store)
     recorder = Recorder(
-        db=StoreCaller(store),
+        db=StoreCaller(store.record),
         writes=capture.write_stream(),
         session_id=sid,
         emit=lambda f: None,
         redact=Redactor(),
     )
-    c0 = store.commits
+    c0 = store.record.commits
     on = await run_agent(model, recorder, tmp, iterations)
-    on_commits = store.commits - c0
+    on_commits = store.record.commits - c0
     store.close()
 
     # The store's own cost for exactly the same writes (same rows, same order, same
     # durability), applied directly: no loop, no thread hop, no recorder.
     store = open_store(tmp / f"raw{k}-{llm_s}.db")
-    store.create_session(session_id=sid)
-    c0 = store.commits
+    store.record.create_session(session_id=sid)
+    c0 = store.record.commits
     t0 = time.perf_counter()
     for write in capture.writes:  # each its own transaction, synced as writes.SYNC says
-        store._apply(write, None)
+        store.record.write(write)
     raw = time.perf_counter() - t0
-    raw_commits = store.commits - c0
+    raw_commits = store.record.commits - c0
     store.close()
     return off, on, raw, on_commits, raw_commits
 

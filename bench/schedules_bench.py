@@ -32,7 +32,7 @@ from xclaw.schedules.firing import Scheduler
 from xclaw.schedules.making import new_schedule
 from xclaw.schedules.spec import Kind
 from xclaw.store import open_store
-from xclaw.store.base import Store, schedules_of
+from xclaw.store.base import Store
 from xclaw.store.steps.model import Session
 from xclaw.store.steps.writes import Kind as WriteKind
 
@@ -48,7 +48,7 @@ class NoTarget:
 
 
 def build(store: Store, n: int) -> None:
-    sids = [store.create_session(title=f"s{i}").session_id for i in range(100)]
+    sids = [store.record.create_session(title=f"s{i}").session_id for i in range(100)]
     now = int(time.time() * 1000)
     rows = []
     for i in range(n):
@@ -68,7 +68,7 @@ def build(store: Store, n: int) -> None:
     # Written in batches through the store's own connection, as AddSchedule's SQL does.
     from xclaw.store.schedules.sql import _INSERT_SCHEDULE
 
-    sql = store._dialect.sql(_INSERT_SCHEDULE)  # type: ignore[attr-defined]
+    sql = store.db._dialect.sql(_INSERT_SCHEDULE)  # type: ignore[attr-defined]
 
     def tx(conn: Any) -> None:
         for s in rows:
@@ -80,8 +80,8 @@ def build(store: Store, n: int) -> None:
                 ),
             )  # fmt: skip
 
-    store._write(tx, WriteKind.IMPORTED)  # type: ignore[attr-defined]
-    assert len(schedules_of(store).schedules()) == n
+    store.db._write(tx, WriteKind.IMPORTED)  # type: ignore[attr-defined]
+    assert len(store.schedules.schedules()) == n
 
 
 async def idle_cpu(store: Store, seconds: float) -> tuple[float, int, float]:
@@ -148,7 +148,7 @@ def main() -> None:
     for store in (full, empty):
         if args.db is not None:  # the benchmark's schemas go with it
             schema = store.url.split("schema=")[1].split("&")[0]  # type: ignore[attr-defined]
-            store._write(  # type: ignore[attr-defined]
+            store.db._write(  # type: ignore[attr-defined]
                 lambda c, s=schema: c.execute(f"DROP SCHEMA {s} CASCADE"), WriteKind.REPAIRED
             )
         store.close()

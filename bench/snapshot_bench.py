@@ -98,7 +98,7 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     db = tmp / "x.db"
     store = SQLiteStore(db)
     workspaces = Workspaces(store, tmp / "ws", SnapshotConfig())
-    sid = store.create_session(title="bench").session_id
+    sid = store.record.create_session(title="bench").session_id
     ws = workspaces.path(sid)
     ws.mkdir(parents=True)
     paths = build_workspace(ws, files, total)
@@ -107,12 +107,12 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     cpu: list[float] = []
 
     def snapshot() -> float:
-        step = store.write(BeginStep(session_id=sid, step=TOOL))
+        step = store.record.write(BeginStep(session_id=sid, step=TOOL))
         t, c = time.perf_counter(), time.process_time()
         workspaces.snapshot(sid, step)
         elapsed = time.perf_counter() - t
         cpu.append(time.process_time() - c)  # this process's threads: the writer's too
-        store.write(
+        store.record.write(
             FinishStep(
                 session_id=sid,
                 step=step.seq,
@@ -190,7 +190,7 @@ def run(tmp: Path, files: int, total: int, rounds: int) -> None:
     assert result.restore is not None
     print(f"{'rollback to before s0002 (in place)':<44}{ms(rollback)}")
     t = time.perf_counter()
-    store.gc_blobs()
+    store.snapshots.gc_blobs()
     print(f"{'blob sweep after the rollback':<44}{ms(time.perf_counter() - t)}")
     store.close()
 

@@ -140,13 +140,13 @@ def steps_bare(path: Path, n: int, inp: dict, out: dict) -> float:
 
 def steps_store(path: Path, n: int, inp: dict, out: dict) -> float:
     with SQLiteStore(path) as store:
-        sid = store.create_session(title="bench").session_id
+        sid = store.record.create_session(title="bench").session_id
         t = time.perf_counter()
         for _ in range(n):
-            st = store.write(
+            st = store.record.write(
                 BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
             )
-            store.write(
+            store.record.write(
                 FinishStep(
                     session_id=sid,
                     step=st.seq,
@@ -159,14 +159,14 @@ def steps_store(path: Path, n: int, inp: dict, out: dict) -> float:
 def steps_store_threads(path: Path, threads: int, n: int, inp: dict, out: dict) -> float:
     """Several sessions driven at once: group commit shares one sync between them."""
     with SQLiteStore(path) as store:
-        sids = [store.create_session().session_id for _ in range(threads)]
+        sids = [store.record.create_session().session_id for _ in range(threads)]
 
         def drive(sid: str) -> None:
             for _ in range(n):
-                st = store.write(
+                st = store.record.write(
                     BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
                 )
-                store.write(
+                store.record.write(
                     FinishStep(
                         session_id=sid,
                         step=st.seq,
@@ -208,12 +208,12 @@ def bench_bytes(scratch: Scratch, sizes: list[int]) -> list[tuple]:
     for n in sizes:
         path = scratch.path(f"bytes-{n}")
         with SQLiteStore(path) as store:
-            sid = store.create_session().session_id
+            sid = store.record.create_session().session_id
             for _ in range(n):
-                st = store.write(
+                st = store.record.write(
                     BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", inp))
                 )
-                store.write(
+                store.record.write(
                     FinishStep(
                         session_id=sid,
                         step=st.seq,
@@ -292,7 +292,7 @@ def load_floor(path: Path) -> float:
 def load_store(path: Path) -> tuple[float, int]:
     with SQLiteStore(path) as store:
         t = time.perf_counter()
-        steps = store.steps(SID, agent="main")
+        steps = store.record.steps(SID, agent="main")
         return time.perf_counter() - t, len(steps)
 
 
@@ -368,8 +368,8 @@ def bench_time_travel(scratch: Scratch, n: int, rounds: int) -> list[tuple]:
         def run(path: Path) -> float:
             with SQLiteStore(path) as store:
                 if op == "rollback":
-                    return timed(lambda: store.rollback(SID, half))
-                return timed(lambda: store.fork(SID, half - 1))
+                    return timed(lambda: store.record.rollback(SID, half))
+                return timed(lambda: store.record.fork(SID, half - 1))
 
         return run
 

@@ -93,7 +93,7 @@ async def run(sessions: int, rounds: int) -> None:
         path = Path(d) / "xclaw.db"
         store = SQLiteStore(path)
         worker = new_worker_id()
-        store.register_worker(worker)
+        store.leases.register_worker(worker)
         build(path, sessions, worker)
         calls = BlockingCalls(2, "xclaw-bench")
         try:
@@ -101,8 +101,10 @@ async def run(sessions: int, rounds: int) -> None:
             new: list[tuple[float, float]] = []
             unfinished = [Status.RUNNING, Status.PAUSED]
             for _ in range(rounds):
-                old.append(await timed(calls, lambda: store.leases(statuses=unfinished), True))
-                new.append(await timed(calls, lambda: store.sweep_targets(GRACE_MS), False))
+                old.append(
+                    await timed(calls, lambda: store.leases.leases(statuses=unfinished), True)
+                )
+                new.append(await timed(calls, lambda: store.leases.sweep_targets(GRACE_MS), False))
         finally:
             calls.shutdown()
             store.close()

@@ -737,7 +737,7 @@ def _manifest_files(w: World, sid: str, seq: int) -> dict[str, str] | None:
 
     store = open_store(str(w.db))
     try:
-        found = store.snapshot_from(sid, seq)
+        found = store.snapshots.snapshot_from(sid, seq)
     finally:
         store.close()
     if found is None:
@@ -852,7 +852,7 @@ _RECOVER = (
     "import sys; from pathlib import Path; from xclaw.store import open_store; "
     "from xclaw.config.settings import load_settings; from xclaw.workspace.timetravel import Workspaces; "
     "s = open_store(sys.argv[1]); Workspaces.from_settings(s, load_settings().sandbox_setup(), Path(sys.argv[2])).recover(); "
-    "assert not s.pending_restores(), s.pending_restores(); s.close()"
+    "assert not s.snapshots.pending_restores(), s.snapshots.pending_restores(); s.close()"
 )
 
 

@@ -208,6 +208,110 @@ def test_callers_take_a_role_of_the_store_not_the_whole_store() -> None:
     assert offenders(files(*ROLE_TAKERS), "xclaw.store.base.Store", "xclaw.store.Store") == []
 
 
+# What `open_store` returns is the roles (store/roles.py), each an object of its own over the
+# backend's connection layer; only these modules hold it — they open a database or wire the
+# layers — and each hands every other part only the roles it uses.
+HOLD_THE_WHOLE_STORE = {
+    "api/local.py",  # the Python API opens the database its runtime runs on, and closes it
+    "gateway/app.py",
+    "gateway/context.py",
+    "ops/fsck.py",  # the whole database, row by row
+    "ops/replay.py",  # runs a Runtime of its own
+    "runtime/runtime.py",
+    "store/__init__.py",
+    "store/fsck_rows.py",
+    *(f"cli/{p.name}" for p in (XCLAW / "cli").glob("commands_*.py")),
+}
+
+
+def role_methods() -> set[str]:
+    """Every method and property of the store's role protocols (store/base.py)."""
+    from xclaw.store import base
+
+    roles = [
+        base.RecordReader,
+        base.StepWriter,
+        base.RecordStore,
+        base.Record,
+        base.SnapshotStore,
+        base.LeaseStore,
+        base.TeamStore,
+        base.BudgetStore,
+        base.ScheduleStore,
+    ]
+    return {n for r in roles for n in vars(r) if not n.startswith("_")}
+
+
+def flat_calls(paths: list[Path]) -> list[str]:
+    """`store.<a role's method>`, where `store` is the whole store (a name or attribute
+    `store`, in a module that holds it): a call that skips the role."""
+    roles = {"record", "snapshots", "leases", "teams", "budgets", "schedules", "db"}
+    flat = role_methods() - roles - {"url"}
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Attribute) and node.attr in flat):
+                continue
+            held = node.value
+            name = held.attr if isinstance(held, ast.Attribute) else getattr(held, "id", "")
+            if name == "store":
+                out.append(f"{path.relative_to(XCLAW)}:{node.lineno} store.{node.attr}")
+    return sorted(out)
+
+
+def test_only_the_assembly_holds_the_whole_store() -> None:
+    found = imports_of(sorted(XCLAW.rglob("*.py")))
+    holders = {
+        f for f, names in found.items() if names & {"xclaw.store.base.Store", "xclaw.store.Store"}
+    }
+    assert holders - HOLD_THE_WHOLE_STORE == set()
+    assert "runtime/runtime.py" in holders  # (the check sees who holds it)
+
+
+def test_the_whole_store_is_asked_through_its_roles() -> None:
+    holders = [XCLAW / f for f in sorted(HOLD_THE_WHOLE_STORE)]
+    assert flat_calls(holders) == []
+
+
+def test_the_flat_call_check_sees_a_call_that_skips_the_role(tmp_path: Path) -> None:
+    # Not vacuous: a module calling a role's method on the whole store is named.
+    bad = XCLAW / "runtime" / "_flat_probe.py"
+    bad.write_text("def f(store):\n    return store.get_session('x'), store.record.steps('x')\n")
+    try:
+        assert flat_calls([bad]) == ["runtime/_flat_probe.py:2 store.get_session"]
+    finally:
+        bad.unlink()
+
+
+ROLE_PROTOCOLS = {
+    "RecordReader",
+    "StepWriter",
+    "RecordStore",
+    "Record",
+    "SnapshotStore",
+    "LeaseStore",
+    "TeamStore",
+    "BudgetStore",
+    "ScheduleStore",
+}
+
+
+def test_nothing_asks_whether_the_store_is_a_role() -> None:
+    """Every store has every role, as an attribute: `isinstance(store, TeamStore)` is always
+    False of what open_store returns (it once silently turned the teams off)."""
+    found = []
+    for path in sorted(XCLAW.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "isinstance"
+                and len(node.args) == 2
+                and getattr(node.args[1], "id", None) in ROLE_PROTOCOLS
+            ):
+                found.append(f"{path.relative_to(XCLAW)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_role_check_sees_a_whole_store_taken() -> None:
     # Not vacuous: the runtime facade, which wires the layers, does take the whole Store.
     assert offenders(files("runtime/runtime.py"), "xclaw.store.base.Store") == [

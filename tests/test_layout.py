@@ -15,7 +15,8 @@ XCLAW = ROOT / "xclaw"
 # pool every layer uses, and the two documented import paths that only re-export.
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "threads.py", "frames.py", "messages.py"}
 SHIMS = {"frames.py": "xclaw.wire.frames", "messages.py": "xclaw.llm.messages"}
-# store/ itself: the protocol and what both backends share; the rest is in rooms.
+# store/ itself: the protocol, what both backends share, and what its roles stand on (role.py)
+# and make up (roles.py); the rest is in rooms.
 STORE_ROOT = {
     "__init__.py",
     "access.py",
@@ -25,6 +26,8 @@ STORE_ROOT = {
     "fsck_rows.py",
     "leases.py",
     "migrations.py",
+    "role.py",
+    "roles.py",
     "settings.py",
 }
 STORE_ROOMS = {

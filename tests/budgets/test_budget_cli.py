@@ -9,7 +9,6 @@ from pathlib import Path
 
 from tests.gateway.harness import clean_env, xclaw_cmd
 from xclaw.errors import EXIT_USAGE
-from xclaw.store.base import budgets_of
 from xclaw.store.sqlite.store import SQLiteStore
 from xclaw.store.steps.model import BUDGET_KEY, Status
 from xclaw.store.steps.writes import BudgetStop
@@ -34,10 +33,10 @@ def _run(tmp: Path, *args: str, yaml: str | None = None) -> subprocess.Completed
 def test_grant_lets_a_session_waiting_for_a_budget_go_on(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
-        sid = store.create_session(title="t").session_id
-        store.transition(sid, Status.RUNNING)
-        store.write(BudgetStop(session_id=sid, detail=DETAIL))
-        assert store.get_session(sid).state_key == "budget"
+        sid = store.record.create_session(title="t").session_id
+        store.record.transition(sid, Status.RUNNING)
+        store.record.write(BudgetStop(session_id=sid, detail=DETAIL))
+        assert store.record.get_session(sid).state_key == "budget"
     yaml = "budgets:\n  session_tokens: 100\n  total_daily_usd: 5\n"
     shown = _run(tmp_path, "show", sid[:8], "--json", "--db", str(db), yaml=yaml)
     assert shown.returncode == 0, shown.stderr
@@ -49,10 +48,10 @@ def test_grant_lets_a_session_waiting_for_a_budget_go_on(tmp_path: Path) -> None
     assert "goes on where it stopped" in granted.stderr
     assert "session_tokens: spent 0 tokens of 600 tokens, 600 tokens left" in granted.stdout
     with SQLiteStore(db) as store:
-        s = store.get_session(sid)
+        s = store.record.get_session(sid)
         assert s.status is Status.RUNNING and not s.awaiting_input  # resumes when opened
         assert BUDGET_KEY not in s.metadata
-        assert budgets_of(store).budget_rows()[f"session:{sid}"].granted_tokens == 500
+        assert store.budgets.budget_rows()[f"session:{sid}"].granted_tokens == 500
 
 
 def test_set_takes_the_caps_of_its_target_and_refuses_the_others(tmp_path: Path) -> None:
@@ -69,7 +68,7 @@ def test_set_takes_the_caps_of_its_target_and_refuses_the_others(tmp_path: Path)
     off = _run(tmp_path, "set", "total", "--total-daily-usd", "none", "--db", str(db))
     assert off.returncode == 0, off.stderr
     with SQLiteStore(db) as store:
-        rows = budgets_of(store).budget_rows()
+        rows = store.budgets.budget_rows()
         assert rows["user:alice"].caps == {"user_daily_tokens": 1000}
         assert rows["total"].caps == {"total_daily_usd": None}
 

@@ -12,7 +12,6 @@ from tests.waiting import until
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.scripted import ScriptedModel
 from xclaw.runtime.runtime import Runtime
-from xclaw.store.base import budgets_of
 from xclaw.store.steps.model import Status, StepType
 
 TURNS = [
@@ -24,7 +23,7 @@ TURNS = [
 
 
 def counted(h: Any, sid: str) -> tuple[int, list[tuple[int, int, int, bool]]]:
-    holds = budgets_of(h.store).budget_holds(sid)
+    holds = h.store.budgets.budget_holds(sid)
     return sum(spent if settled else held for _, held, spent, settled in holds), holds
 
 
@@ -32,16 +31,16 @@ async def test_a_token_cap_stops_the_session_in_budget_and_a_grant_resumes_it(ma
     h = make(TURNS, max_tokens=100)
     # First without a cap: what each call reserves and costs.
     free = await h.ask("count")
-    assert h.store.get_session(free).status is Status.SUCCESS
+    assert h.store.record.get_session(free).status is Status.SUCCESS
     _, holds = counted(h, free)
     assert holds == []  # no cap: no holds written at all
-    calls = [s for s in h.store.steps(free) if s.step_type is StepType.LLM_CALL]
+    calls = [s for s in h.store.record.steps(free) if s.step_type is StepType.LLM_CALL]
     assert len(calls) == 4
     await h.close()
 
     h = make(TURNS, max_tokens=100, budgets={"session_tokens": 400})
     sid = await h.ask("count")
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert session.state_key == "budget", session.state_text
     detail = session.metadata["budget"]
@@ -53,7 +52,7 @@ async def test_a_token_cap_stops_the_session_in_budget_and_a_grant_resumes_it(ma
     assert detail["spent"] == spent and detail["left"] == 400 - spent
     assert spent + detail["needed"] > 400
     assert all(settled for *_, settled in holds)
-    made = [s for s in h.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    made = [s for s in h.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert [s.seq for s in made] == [seq for seq, *_ in holds]  # one hold per call made
     notices = [f["content"] for f in h.of("notice") if f["content"].startswith("[budget]")]
     assert notices and "session_tokens" in notices[0] and "left" in notices[0]
@@ -63,16 +62,16 @@ async def test_a_token_cap_stops_the_session_in_budget_and_a_grant_resumes_it(ma
     shown = await h.runtime.set_budget(sid, grant_tokens=2000)
     assert shown["set"]["grantedTokens"] == 2000
     await until(
-        lambda: h.store.get_session(sid).status is Status.SUCCESS,
+        lambda: h.store.record.get_session(sid).status is Status.SUCCESS,
         "the run's answer after the grant",
         in_thread=True,
     )
     spent_after, holds_after = counted(h, sid)
-    made = [s for s in h.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    made = [s for s in h.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert len(made) == 4 and len(holds_after) == 4  # nothing called or counted twice
     assert [s.seq for s in made] == [seq for seq, *_ in holds_after]
     assert spent_after <= 2400
-    shell = [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    shell = [s for s in h.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
     assert [s.input_data["command"] for s in shell] == ["echo one", "echo two", "echo three"]
 
 
@@ -96,6 +95,6 @@ async def test_under_a_cap_the_model_is_called_only_once_its_hold_is_committed(m
     await h.runtime.shutdown()
     h.runtime = Runtime(h.store, h.settings, model=Watching(h.tmp / "script.json"))
     sid = await h.ask("count")
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS
     # The nth call finds n holds committed, its own among them, and its step running.
     assert seen == [(1, 1), (2, 1), (3, 1), (4, 1)]

@@ -99,10 +99,10 @@ def _inputs(server: Server) -> list[str]:
     from xclaw.store import Access, open_store
 
     with open_store(server.home / "xclaw.db", access=Access.READ) as store:
-        (session,) = store.list_sessions()
+        (session,) = store.record.list_sessions()
         return [
             str(s.input_data)
-            for s in store.steps(session.session_id)
+            for s in store.record.steps(session.session_id)
             if s.step_type.value == "user_input"
         ]
 

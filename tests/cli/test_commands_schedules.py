@@ -13,7 +13,6 @@ from tests.store.builders import user
 from xclaw.cli.main import _register, cli
 from xclaw.people.teams import ShareRole, UserRole
 from xclaw.store import open_store
-from xclaw.store.base import schedules_of, teams_of
 from xclaw.store.steps.writes import AddStep
 
 
@@ -25,8 +24,8 @@ def run(db: Path, *args: str) -> Result:
 def test_add_list_pause_resume_remove(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     store = open_store(db)
-    sid = store.create_session(title="target").session_id
-    store.write(AddStep(session_id=sid, step=user("hello")))
+    sid = store.record.create_session(title="target").session_id
+    store.record.write(AddStep(session_id=sid, step=user("hello")))
     store.close()
     made = run(
         db, "schedule", "add", "--cron", "0 9 * * 1-5", "--session", sid[:8], "-m", "standup"
@@ -57,8 +56,8 @@ def test_add_list_pause_resume_remove(tmp_path: Path) -> None:
 def test_wrong_calls_write_nothing(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     store = open_store(db)
-    sid = store.create_session(title="t").session_id
-    empty = store.create_session(title="no steps").session_id
+    sid = store.record.create_session(title="t").session_id
+    empty = store.record.create_session(title="no steps").session_id
     store.close()
     for args, says in [
         (("--cron", "* * *", "--session", sid), "five fields"),
@@ -73,15 +72,15 @@ def test_wrong_calls_write_nothing(tmp_path: Path) -> None:
         assert out.exit_code == 2, (args, out.output)
         assert says in out.output, (args, out.output)
     store = open_store(db)
-    assert schedules_of(store).schedules() == []
+    assert store.schedules.schedules() == []
     store.close()
 
 
 def test_the_creator_is_recorded_and_their_rights_checked(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     store = open_store(db)
-    sid = store.create_session(title="t").session_id
-    teams = teams_of(store)
+    sid = store.record.create_session(title="t").session_id
+    teams = store.teams
     teams.add_user("bob", UserRole.MEMBER, None)
     teams.add_user("eve", UserRole.MEMBER, None)
     teams.share_session(sid, "bob", ShareRole.COLLABORATOR, by=None)
@@ -103,7 +102,7 @@ def test_the_creator_is_recorded_and_their_rights_checked(tmp_path: Path) -> Non
 def test_hook_add_prints_its_secret_once(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     store = open_store(db)
-    sid = store.create_session(title="t").session_id
+    sid = store.record.create_session(title="t").session_id
     store.close()
     made = run(db, "hook", "add", "ci", "--session", sid, "--template", "build {status}")
     assert made.exit_code == 0, made.output

@@ -30,14 +30,14 @@ def db(tmp_path: Path) -> Path:
     """A database with one session 'cli': user, llm, tool (child of llm), llm, user."""
     path = tmp_path / "x.db"
     with SQLiteStore(path) as store:
-        store.create_session(session_id="cli", title="log analysis", metadata={"t": 1})
-        u = store.write(
+        store.record.create_session(session_id="cli", title="log analysis", metadata={"t": 1})
+        u = store.record.write(
             AddStep(session_id="cli", step=NewStep(StepType.USER_INPUT, "user", "帮我分析日志"))
         )
-        lm = store.write(
+        lm = store.record.write(
             BeginStep(session_id="cli", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
-        store.write(
+        store.record.write(
             finish(
                 "cli",
                 lm.seq,
@@ -46,20 +46,20 @@ def db(tmp_path: Path) -> Path:
                 token_usage_completion=3,
             )
         )
-        t = store.write(
+        t = store.record.write(
             BeginStep(
                 session_id="cli",
                 step=NewStep(StepType.TOOL_CALL, "shell", {"command": "cat app.log"}, lm.step_id),
             )
         )
-        store.write(finish("cli", t.seq, output_data="ERROR x"))
-        l2 = store.write(
+        store.record.write(finish("cli", t.seq, output_data="ERROR x"))
+        l2 = store.record.write(
             BeginStep(session_id="cli", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
-        store.write(
+        store.record.write(
             finish("cli", l2.seq, output_data={"text": "done"}, session_status=Status.SUCCESS)
         )
-        store.write(
+        store.record.write(
             AddStep(session_id="cli", step=NewStep(StepType.USER_INPUT, "user", "统计 ERROR 行数"))
         )
     return path
@@ -89,12 +89,12 @@ def test_sessions_table_and_json(cli, db: Path) -> None:
 
 def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
     with SQLiteStore(db) as store:
-        store.create_session(session_id="alpha", title="Refactor the Parser")
-        done = store.create_session(session_id="beta", title="write docs")
-        store.write(
+        store.record.create_session(session_id="alpha", title="Refactor the Parser")
+        done = store.record.create_session(session_id="beta", title="write docs")
+        store.record.write(
             AddStep(session_id=done.session_id, step=NewStep(StepType.USER_INPUT, "user", "x"))
         )
-        store.transition("beta", Status.SUCCESS)
+        store.record.transition("beta", Status.SUCCESS)
 
     def ids(r):
         return [row["sessionId"] for row in json.loads(r.output)]
@@ -111,14 +111,16 @@ def test_sessions_filtered_by_state_and_a_search_word(cli, db: Path) -> None:
 
 def _priced_db(path: Path) -> None:
     with SQLiteStore(path) as store:
-        store.create_session(session_id="p", title="priced")
-        u = store.write(AddStep(session_id="p", step=NewStep(StepType.USER_INPUT, "user", "go")))
+        store.record.create_session(session_id="p", title="priced")
+        u = store.record.write(
+            AddStep(session_id="p", step=NewStep(StepType.USER_INPUT, "user", "go"))
+        )
         for model in ("anthropic:claude-sonnet-4-5-20250929", "openai:my-local-model"):
-            lm = store.write(
+            lm = store.record.write(
                 BeginStep(session_id="p", step=NewStep(StepType.LLM_CALL, model, {}, u.step_id))
             )
             usage = {"input": 100_000, "output": 1_000, "cache_read": 90_000, "cache_write": 5_000}
-            store.write(
+            store.record.write(
                 finish(
                     "p",
                     lm.seq,
@@ -163,7 +165,7 @@ def test_tokens_and_cost_per_step_and_per_session(cli, tmp_path: Path, monkeypat
 def test_sessions_limit(cli, db: Path) -> None:
     with SQLiteStore(db) as store:
         for _ in range(3):
-            store.create_session()
+            store.record.create_session()
     assert len(json.loads(run(cli, "sessions", "--db", db, "--json").output)) == 4
     assert len(json.loads(run(cli, "sessions", "--db", db, "--json", "-n", "2").output)) == 2
 
@@ -187,7 +189,7 @@ def test_db_defaults_to_xclaw_home(cli, tmp_path: Path, monkeypatch) -> None:
     assert not (tmp_path / "home").exists()
     for path, title in ((tmp_path / "home" / "xclaw.db", "at home"), (tmp_path / "env.db", "env")):
         with SQLiteStore(path) as store:
-            store.create_session(title=title)
+            store.record.create_session(title=title)
     assert "at home" in run(cli, "sessions").output
     monkeypatch.setenv("XCLAW_DB", str(tmp_path / "env.db"))
     r = run(cli, "sessions")
@@ -229,13 +231,13 @@ def test_rollback_asks_first(cli, db: Path) -> None:
     r = run(cli, "rollback", "cli", "s0003", "--db", db, input="n\n")
     assert r.exit_code == 1 and "Delete s0003 and everything after it (3 step(s))" in r.output
     with SQLiteStore(db) as store:
-        assert len(store.steps("cli")) == 5
+        assert len(store.record.steps("cli")) == 5
     r = run(cli, "rollback", "cli", "s0003", "--db", db, input="y\n")
     assert r.exit_code == 0
     assert "[rollback] session reset to before step s0003 — send your new instruction" in r.output
     with SQLiteStore(db) as store:
-        assert [s.seq for s in store.steps("cli")] == [1, 2]
-        assert store.get_session("cli").awaiting_input
+        assert [s.seq for s in store.record.steps("cli")] == [1, 2]
+        assert store.record.get_session("cli").awaiting_input
 
 
 def test_rollback_yes_and_addressing(cli, db: Path) -> None:
@@ -252,9 +254,9 @@ def test_fork(cli, db: Path) -> None:
     new_id = first.rsplit(" ", 1)[1]
     assert "original session cli is unchanged." in r.output
     with SQLiteStore(db) as store:
-        fork = store.get_session(new_id)
+        fork = store.record.get_session(new_id)
         assert fork.title == "方案A" and fork.parent_session_id == "cli"
-        assert len(store.steps(new_id)) == 3 and len(store.steps("cli")) == 5
+        assert len(store.record.steps(new_id)) == 3 and len(store.record.steps("cli")) == 5
     r = run(cli, "fork", "cli", "1", "--db", db, "--json")
     data = json.loads(r.output)
     assert data["isForked"] and data["forkedFrom"] == "s0001"
@@ -297,7 +299,7 @@ def test_bad_step_is_exit_2(cli, db: Path, command: str, step: str) -> None:
     # offline the hint names `xclaw steps SESSION`, not the slash command
     assert "error: step" in r.output and "use an id shown by `xclaw steps cli`" in r.output
     with SQLiteStore(db) as store:
-        assert len(store.steps("cli")) == 5 and len(store.list_sessions()) == 1
+        assert len(store.record.steps("cli")) == 5 and len(store.record.list_sessions()) == 1
 
 
 def test_unusable_database_is_a_message(cli, tmp_path: Path) -> None:
@@ -335,8 +337,8 @@ def test_real_process_end_to_end(db: Path, tmp_path: Path) -> None:
 
 def test_session_ids_take_a_unique_prefix_and_export_has_json(cli, db: Path) -> None:
     with SQLiteStore(db) as store:
-        store.create_session(session_id="clipper-1", title="one")
-        store.create_session(session_id="clipper-2", title="two")
+        store.record.create_session(session_id="clipper-1", title="one")
+        store.record.create_session(session_id="clipper-2", title="two")
     r = run(cli, "steps", "--db", db, "cli")  # exact id wins over the prefix matches
     assert r.exit_code == 0 and "Steps (session: cli)" in r.output
     r = run(cli, "export", "--db", db, "clipper")
@@ -364,13 +366,15 @@ def test_a_command_killed_holding_the_lease_does_not_block_the_next_run(db: Path
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         with SQLiteStore(db) as store:
-            assert store.lease_info("cli").live  # a live command holds it: others are refused
-            assert store.acquire_lease("cli", "server:x", 60) is None
+            assert store.leases.lease_info(
+                "cli"
+            ).live  # a live command holds it: others are refused
+            assert store.leases.acquire_lease("cli", "server:x", 60) is None
             child.kill()
             child.communicate(timeout=30)
-            lease = store.acquire_lease("cli", "server:x", 60)
-            assert lease is not None, store.lease_info("cli")
-            dead = [w for w in store.workers() if w.worker_id.startswith("cli:")]
+            lease = store.leases.acquire_lease("cli", "server:x", 60)
+            assert lease is not None, store.leases.lease_info("cli")
+            dead = [w for w in store.leases.workers() if w.worker_id.startswith("cli:")]
             assert [w.alive for w in dead] == [False]  # `xclaw workers` shows it dead
     finally:
         child.kill()

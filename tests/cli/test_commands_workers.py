@@ -19,23 +19,23 @@ def test_workers_lists_workers_and_leases(tmp_path: Path) -> None:
     other = open_store(db)  # a second process's view: its worker dies below
     try:
         alive, dead = new_worker_id(), new_worker_id()
-        store.register_worker(alive, {"port": 3001})
-        other.register_worker(dead)
-        a = store.create_session(title="driven").session_id
-        store.transition(a, Status.RUNNING)
-        b = store.create_session(title="orphaned").session_id
-        store.transition(b, Status.RUNNING)
+        store.leases.register_worker(alive, {"port": 3001})
+        other.leases.register_worker(dead)
+        a = store.record.create_session(title="driven").session_id
+        store.record.transition(a, Status.RUNNING)
+        b = store.record.create_session(title="orphaned").session_id
+        store.record.transition(b, Status.RUNNING)
         # Stopped for its next instruction (a cancel), its worker's lease run out.
-        waiting = store.create_session(title="waiting").session_id
-        store.transition(waiting, Status.RUNNING)
-        store.transition(waiting, Status.RUNNING, awaiting_input=True)
-        finished = store.create_session().session_id
-        store.transition(finished, Status.RUNNING)
-        store.transition(finished, Status.SUCCESS)
-        assert store.acquire_lease(a, alive, 60) and other.acquire_lease(b, dead, 60)
-        assert store.acquire_lease(finished, alive, 60)
-        waiting_lease = store.acquire_lease(waiting, alive, 60)
-        assert waiting_lease is not None and store.release_lease(waiting_lease)
+        waiting = store.record.create_session(title="waiting").session_id
+        store.record.transition(waiting, Status.RUNNING)
+        store.record.transition(waiting, Status.RUNNING, awaiting_input=True)
+        finished = store.record.create_session().session_id
+        store.record.transition(finished, Status.RUNNING)
+        store.record.transition(finished, Status.SUCCESS)
+        assert store.leases.acquire_lease(a, alive, 60) and other.leases.acquire_lease(b, dead, 60)
+        assert store.leases.acquire_lease(finished, alive, 60)
+        waiting_lease = store.leases.acquire_lease(waiting, alive, 60)
+        assert waiting_lease is not None and store.leases.release_lease(waiting_lease)
         other.close()
         _register()
         runner = CliRunner()

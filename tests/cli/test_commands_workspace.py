@@ -32,7 +32,7 @@ def world(tmp_path: Path) -> tuple[Path, Path, str]:
     s5 removes data.bin and adds a link."""
     db, root = tmp_path / "x.db", tmp_path / "ws"
     with SQLiteStore(db) as store:
-        store.create_session(session_id="w", title="files")
+        store.record.create_session(session_id="w", title="files")
         d = Driver(store, Workspaces(store, root), "w")
         d.step(write("notes.txt", "one\ntwo\nthree\n"))
         d.think()
@@ -126,8 +126,8 @@ def test_cli_rollback_and_fork_move_the_files(cli, world) -> None:
     )
     assert tree(root / sid) == {"notes.txt": "one\ntwo\nthree\n", "data.bin": "\0\1\2" * 1000}
     with SQLiteStore(db) as store:
-        assert [s.seq for s in store.steps(sid)] == [1, 2, 3]
-        assert store.pending_restores() == []
+        assert [s.seq for s in store.record.steps(sid)] == [1, 2, 3]
+        assert store.snapshots.pending_restores() == []
 
 
 def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
@@ -141,28 +141,28 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
 
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
-        store.create_session(session_id="left")
-        u = store.write(
+        store.record.create_session(session_id="left")
+        u = store.record.write(
             AddStep(session_id="left", step=NewStep(StepType.USER_INPUT, "user", "base"))
         )
-        done = store.write(
+        done = store.record.write(
             BeginStep(session_id="left", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
-        store.write(
+        store.record.write(
             finish("left", done.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
         )
-        store.fork("left", 2, title="right")
-        right = next(s.session_id for s in store.list_sessions() if s.session_id != "left")
+        store.record.fork("left", 2, title="right")
+        right = next(s.session_id for s in store.record.list_sessions() if s.session_id != "left")
 
         def turn(sid: str, text: str, commands: list[str], answer: str) -> None:
-            u = store.write(
+            u = store.record.write(
                 AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", text))
             )
             for c in commands:
-                lm = store.write(
+                lm = store.record.write(
                     BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
                 )
-                store.write(
+                store.record.write(
                     finish(
                         sid,
                         lm.seq,
@@ -172,17 +172,17 @@ def test_diff_of_two_sessions_aligns_steps_by_content(tmp_path: Path) -> None:
                         },
                     )
                 )
-                t = store.write(
+                t = store.record.write(
                     BeginStep(
                         session_id=sid,
                         step=NewStep(StepType.TOOL_CALL, "shell", {"command": c}, lm.step_id),
                     )
                 )
-                store.write(finish(sid, t.seq, output_data="x"))
-            lm = store.write(
+                store.record.write(finish(sid, t.seq, output_data="x"))
+            lm = store.record.write(
                 BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
             )
-            store.write(
+            store.record.write(
                 finish(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
             )
 
@@ -267,12 +267,12 @@ def test_diff_shows_workspace_secrets_redacted_and_rollback_keeps_them(
     content = f"token={name}\n{pem}\nend\n"
     db, root = tmp_path / "x.db", tmp_path / "ws"
     with SQLiteStore(db) as store:
-        store.create_session(session_id="k", title="keys")
+        store.record.create_session(session_id="k", title="keys")
         d = Driver(store, Workspaces(store, root), "k")
         d.step(write(f"{name}.txt", content))
         d.step(remove(f"{name}.txt"))
         settle()
-        before_rm = store.get_snapshot("k", 2)
+        before_rm = store.snapshots.get_snapshot("k", 2)
         assert before_rm is not None and f"{name}.txt" in before_rm  # kept verbatim
     for args in (("s0001", "s0002"), ("s0001", "s0002", "--json"), ("s0002", "now")):
         r = run(cli, "diff", "k", *args, "--db", db, "--workspace", root)

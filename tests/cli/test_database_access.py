@@ -66,9 +66,13 @@ def _empty(p: Path) -> None:
 
 def _xclaw(p: Path) -> None:
     with SQLiteStore(p) as store:
-        store.create_session(session_id="s1", title="mine")
-        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi")))
-        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "again")))
+        store.record.create_session(session_id="s1", title="mine")
+        store.record.write(
+            AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi"))
+        )
+        store.record.write(
+            AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "again"))
+        )
     os.chmod(p, 0o644)
 
 
@@ -291,9 +295,11 @@ def test_postgres_reading_commands_run_on_read_only_connections(tmp_path: Path) 
     try:
         store = backend.open()
         try:
-            store.create_session(session_id="s1", title="mine")
-            store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi")))
-            store.write(
+            store.record.create_session(session_id="s1", title="mine")
+            store.record.write(
+                AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "hi"))
+            )
+            store.record.write(
                 AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "again"))
             )
         finally:

@@ -80,9 +80,13 @@ def test_every_subcommand_is_covered() -> None:
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "x.db"
     with SQLiteStore(path) as store:
-        store.create_session(session_id="s1", title="t")
-        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "one")))
-        store.write(AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "two")))
+        store.record.create_session(session_id="s1", title="t")
+        store.record.write(
+            AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "one"))
+        )
+        store.record.write(
+            AddStep(session_id="s1", step=NewStep(StepType.USER_INPUT, "user", "two"))
+        )
     (tmp_path / "export.jsonl").write_text(
         '{"kind": "session", "sessionId": "e", "status": "Init", "createdAt": 1, "updatedAt": 1}\n'
     )

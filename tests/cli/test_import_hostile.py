@@ -82,12 +82,12 @@ def test_the_edges_both_backends_hold_are_imported_and_kept(
     ]
     store = open_store(target.url)
     try:
-        s = store.get_session("edges")
+        s = store.record.get_session("edges")
         # A lone surrogate made U+FFFD; NUL too where a backend cannot hold it (PostgreSQL).
         title = s.title.replace("\u0000", "\ufffd")
         assert title == "nul\ufffd lone\ufffd sep\u2028 bidi\u202e end"
         assert s.updated_at == 2**63 - 1 and s.metadata["big"] == 2**70
-        first, big, last = store.steps("edges")
+        first, big, last = store.record.steps("edges")
         assert big.output_data == "x" * 1_000_000
         assert first.input_data == {"n": 10**30, "text": "a\u2028b"}
         assert (first.start_time, first.end_time) == (2**63 - 2, 2**63 - 1)
@@ -112,7 +112,7 @@ def test_export_then_import_keeps_a_line_separator_inside_a_title(tmp_path: Path
     assert code == 0, out
     store = open_store(db2)
     try:
-        assert store.get_session("sep").title == "one\u2028two\u0085three"
+        assert store.record.get_session("sep").title == "one\u2028two\u0085three"
     finally:
         store.close()
 
@@ -155,10 +155,12 @@ def test_an_import_is_one_transaction(target: Backend) -> None:
             session_id="bad", title="t", status=Status.SUCCESS, created_at=5, updated_at=6
         )
         with pytest.raises(StoreError):
-            store.import_sessions([good, bad])
-        assert store.list_sessions() == []
-        done = store.import_sessions([good])
-        assert [d.session.session_id for d in done] == ["good"] and len(store.steps("good")) == 2
+            store.record.import_sessions([good, bad])
+        assert store.record.list_sessions() == []
+        done = store.record.import_sessions([good])
+        assert [d.session.session_id for d in done] == ["good"] and len(
+            store.record.steps("good")
+        ) == 2
     finally:
         store.close()
 
@@ -179,7 +181,7 @@ def test_ids_taken_in_the_target_are_remapped_in_the_same_transaction(
     assert set(moved) == {"p", "f"}
     store = open_store(target.url)
     try:
-        assert store.get_session(moved["f"]).parent_session_id == moved["p"]
-        assert store.steps(moved["p"])[0].step_id == f"{moved['p']}:s0001"
+        assert store.record.get_session(moved["f"]).parent_session_id == moved["p"]
+        assert store.record.steps(moved["p"])[0].step_id == f"{moved['p']}:s0001"
     finally:
         store.close()

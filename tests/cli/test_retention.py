@@ -130,8 +130,8 @@ def test_export_all_and_import_keep_ids_then_remap_on_conflict(recorded, tmp_pat
     new_parent = next(d["sessionId"] for d in second if d["from"] == sid)
     new_fork = next(d["sessionId"] for d in second if d["from"] != sid)
     with SQLiteStore(target) as store:
-        assert store.get_session(new_fork).parent_session_id == new_parent
-        steps = store.steps(new_parent)
+        assert store.record.get_session(new_fork).parent_session_id == new_parent
+        steps = store.record.steps(new_parent)
         assert all(s.step_id.startswith(new_parent + ":") for s in steps)
         assert all(
             p is None or p.startswith(new_parent + ":") for p in (s.parent_step_id for s in steps)
@@ -222,16 +222,16 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
     h = content_hash(png)
     src = tmp_path / "src.db"
     with SQLiteStore(src) as store:
-        store.create_session(session_id="pics")
-        u = store.write(
+        store.record.create_session(session_id="pics")
+        u = store.record.write(
             AddStep(session_id="pics", step=NewStep(StepType.USER_INPUT, "user", "look"))
         )
-        llm = store.write(
+        llm = store.record.write(
             BeginStep(session_id="pics", step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
         call = {"id": "c1", "name": "view_file", "input": {"path": "a.png"}}
-        store.write(finish("pics", llm.seq, output_data={"text": "", "tool_calls": [call]}))
-        step = store.write(
+        store.record.write(finish("pics", llm.seq, output_data={"text": "", "tool_calls": [call]}))
+        step = store.record.write(
             BeginStep(
                 session_id="pics",
                 step=NewStep(
@@ -239,8 +239,8 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
                 ),
             )
         )
-        store.put_blobs({h: png})
-        store.write(
+        store.snapshots.put_blobs({h: png})
+        store.record.write(
             finish(
                 "pics",
                 step.seq,
@@ -255,8 +255,8 @@ def test_images_a_tool_returned_move_with_the_session(tmp_path: Path) -> None:
     assert any(json.loads(x)["kind"] == "blob" for x in dump.splitlines())
     xclaw("import", "-", "--db", tmp_path / "dst.db", env=env, cwd=tmp_path, stdin=dump)
     with SQLiteStore(tmp_path / "dst.db") as store:
-        assert store.get_blobs([h]) == {h: png}
-        assert store.get_step("pics", 3).call_id == "c1"
+        assert store.snapshots.get_blobs([h]) == {h: png}
+        assert store.record.get_step("pics", 3).call_id == "c1"
     fsck = xclaw("fsck", "--db", tmp_path / "dst.db", env=env, cwd=tmp_path, ok=False)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     tampered = dump.replace('"base64": "', '"base64": "AAAA')
@@ -289,8 +289,8 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
             ("busy", 50, b"busy"),
         ):
             now[0] = real - age_days * DAY_MS
-            store.create_session(session_id=sid)
-            step = store.write(
+            store.record.create_session(session_id=sid)
+            step = store.record.write(
                 BeginStep(
                     session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})
                 )
@@ -298,9 +298,9 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
             from xclaw.store.snapshots.model import content_hash
 
             h = content_hash(content)
-            store.put_blobs({h: content})
-            store.put_blobs({content_hash(b"shared"): b"shared"})
-            store.save_snapshot(
+            store.snapshots.put_blobs({h: content})
+            store.snapshots.put_blobs({content_hash(b"shared"): b"shared"})
+            store.snapshots.save_snapshot(
                 sid,
                 step.seq,
                 {
@@ -308,11 +308,15 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
                     "s.txt": {"hash": content_hash(b"shared"), "size": 6, "mode": 0o644},
                 },
             )
-            store.write(finish(sid, step.seq, output_data="ok", session_status=Status.SUCCESS))
+            store.record.write(
+                finish(sid, step.seq, output_data="ok", session_status=Status.SUCCESS)
+            )
             (ws / sid).mkdir(parents=True)
             (ws / sid / "f.txt").write_bytes(content)
         now[0] = real
-        assert store.acquire_lease("busy", "someone-else", 600) is not None  # driven right now
+        assert (
+            store.leases.acquire_lease("busy", "someone-else", 600) is not None
+        )  # driven right now
     env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
     dry = json.loads(
         xclaw(
@@ -324,7 +328,7 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
     )
     assert (ws / "old").exists()
     with SQLiteStore(db) as store:
-        assert len(store.list_sessions()) == 3  # a dry run deletes nothing
+        assert len(store.record.list_sessions()) == 3  # a dry run deletes nothing
     out = xclaw(
         "gc", "--older-than", "30d", "--yes", "--db", db, "--workspace", ws, env=env, cwd=tmp_path
     ).stdout
@@ -335,9 +339,11 @@ def test_gc_deletes_old_sessions_with_their_snapshots_blobs_and_files(tmp_path: 
     )
     assert "kept busy: another process is driving it right now" in out
     with SQLiteStore(db) as store:
-        assert sorted(s.session_id for s in store.list_sessions()) == ["busy", "new"]
-        assert store.get_snapshot("new", 1) is not None  # the kept session's rollback still works
-        assert store.get_blobs([content_hash(b"new only"), content_hash(b"shared")])
+        assert sorted(s.session_id for s in store.record.list_sessions()) == ["busy", "new"]
+        assert (
+            store.snapshots.get_snapshot("new", 1) is not None
+        )  # the kept session's rollback still works
+        assert store.snapshots.get_blobs([content_hash(b"new only"), content_hash(b"shared")])
     assert not (ws / "old").exists() and (ws / "new" / "f.txt").exists()
     p = xclaw("gc", "--older-than", "soon", "--db", db, env=env, cwd=tmp_path, ok=False)
     assert p.returncode == 2 and "is not an age like 30d" in p.stderr
@@ -357,19 +363,19 @@ def test_gc_on_postgres(tmp_path: Path) -> None:
         store = open_store(pg.url)
         try:
             for sid, content in (("gone", b"only here"), ("kept", b"kept here")):
-                store.create_session(session_id=sid)
-                step = store.write(
+                store.record.create_session(session_id=sid)
+                step = store.record.write(
                     BeginStep(
                         session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})
                     )
                 )
                 h = content_hash(content)
-                store.put_blobs({h: content})
-                store.save_snapshot(
+                store.snapshots.put_blobs({h: content})
+                store.snapshots.save_snapshot(
                     sid, step.seq, {"f.txt": {"hash": h, "size": len(content), "mode": 0o644}}
                 )
-            assert store.retention_preview(["gone"]) == (1, 1, len(b"only here"))
-            assert store.retention_preview([]) == (0, 0, 0)
+            assert store.record.retention_preview(["gone"]) == (1, 1, len(b"only here"))
+            assert store.record.retention_preview([]) == (0, 0, 0)
         finally:
             store.close()
         env = {**os.environ, "XCLAW_HOME": str(tmp_path)}
@@ -402,14 +408,16 @@ def _old_sessions(db: Path, ws: Path, *ids_and_days: tuple[str, int]) -> None:
     with SQLiteStore(db, clock=lambda: now[0]) as store:
         for sid, days in ids_and_days:
             now[0] = real - days * DAY_MS
-            store.create_session(session_id=sid, title=f"title of {sid}")
-            store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x")))
+            store.record.create_session(session_id=sid, title=f"title of {sid}")
+            store.record.write(
+                AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x"))
+            )
             (ws / sid).mkdir(parents=True)
 
 
 def _ids(db: Path) -> list[str]:
     with SQLiteStore(db) as store:
-        return sorted(s.session_id for s in store.list_sessions())
+        return sorted(s.session_id for s in store.record.list_sessions())
 
 
 def test_gc_without_a_terminal_and_without_yes_refuses_and_deletes_nothing(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from xclaw.errors import EXIT_USAGE
 from xclaw.gateway.identity import Authenticator
 from xclaw.gateway.settings import TeamSettings
 from xclaw.people.teams import TeamError, UserRole, check_user_name
-from xclaw.store.base import teams_of
 from xclaw.store.sqlite.store import SQLiteStore
 
 # What shows as a proper name, or as the admin, and is not one.
@@ -54,7 +53,7 @@ def test_the_command_refuses_what_is_not_a_name(tmp_path: Path) -> None:
     assert add("alice").stdout.startswith("xcu_")
     store = SQLiteStore(db)
     try:
-        assert [u.name for u in teams_of(store).users()] == ["alice"]
+        assert [u.name for u in store.teams.users()] == ["alice"]
     finally:
         store.close()
 
@@ -62,12 +61,12 @@ def test_the_command_refuses_what_is_not_a_name(tmp_path: Path) -> None:
 async def test_the_store_and_the_proxy_hold_the_same_rule(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "x.db")
     try:
-        teams = teams_of(store)
+        teams = store.teams
         for name in NOT_NAMES:
             with pytest.raises(TeamError):
                 teams.add_user(name, UserRole.MEMBER, None)
         settings = TeamSettings(trusted_proxies=("10.1.0.0/16",), proxy_adds_users=True)
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         for name in ("Admin", "ADMIN", "zoe\n", "a b"):
             assert await auth.identify(None, "10.1.2.3", {"x-forwarded-user": name}) is None
         assert teams.users() == []

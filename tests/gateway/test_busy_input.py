@@ -46,7 +46,7 @@ def _inputs(server: Server, sid: str) -> list[tuple[str, Any]]:
     with open_store(server.home / "xclaw.db", access=Access.READ) as store:
         return [
             (s.input_data, (s.output_data or {}).get("messageId"))
-            for s in store.steps(sid)
+            for s in store.record.steps(sid)
             if s.step_type.value == "user_input"
         ]
 
@@ -55,14 +55,14 @@ def _steps(server: Server, sid: str) -> list[Any]:
     from xclaw.store import Access, open_store
 
     with open_store(server.home / "xclaw.db", access=Access.READ) as store:
-        return store.steps(sid)
+        return store.record.steps(sid)
 
 
 def _queued(server: Server, sid: str) -> list[str]:
     from xclaw.store import Access, open_store
 
     with open_store(server.home / "xclaw.db", access=Access.READ) as store:
-        return [q.id for q in store.queued(sid)]
+        return [q.id for q in store.record.queued(sid)]
 
 
 async def _replies(client: Client, n: int) -> list[str]:

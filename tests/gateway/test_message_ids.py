@@ -39,7 +39,7 @@ def _inputs(server: Server, sid: str) -> list[str]:
     from xclaw.store import Access, open_store
 
     with open_store(server.home / "xclaw.db", access=Access.READ) as store:
-        return [s.input_data for s in store.steps(sid) if s.step_type.value == "user_input"]
+        return [s.input_data for s in store.record.steps(sid) if s.step_type.value == "user_input"]
 
 
 async def test_a_message_is_acknowledged_once_recorded_and_a_resend_is_not_run_again(

@@ -140,11 +140,11 @@ async def test_proxy_adds_users_makes_a_member_of_a_name_it_vouches_for(tmp_path
     store = SQLiteStore(tmp_path / "x.db")
     try:
         settings = TeamSettings(trusted_proxies=("10.1.0.0/16",), proxy_adds_users=True)
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         header = {"x-forwarded-user": "zoe"}
         signed = await auth.identify(None, "10.1.2.3", header)
         assert signed is not None and signed.identity.user == "zoe"
-        zoe = store.get_user("zoe")
+        zoe = store.teams.get_user("zoe")
         assert zoe is not None and zoe.role.value == "member" and zoe.token_hash is None
         assert await auth.identify(None, "10.2.0.1", header) is None  # not a trusted address
         assert await auth.identify(None, "10.1.2.3", {"x-forwarded-user": "admin"}) is None

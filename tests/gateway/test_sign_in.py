@@ -18,7 +18,6 @@ from xclaw.gateway.identity import MAX_FAILURES, WINDOW_S, Authenticator, Refusa
 from xclaw.gateway.settings import TeamSettings
 from xclaw.people.teams import UserRole, new_token, token_hash
 from xclaw.security.credentials import SERVER_TOKEN_PREFIX, USER_TOKEN_PREFIX, issue_token
-from xclaw.store.base import teams_of
 from xclaw.store.sqlite.store import SQLiteStore
 
 
@@ -124,11 +123,11 @@ async def test_sign_on_headers_are_believed_from_trusted_proxies_only_and_once(
 ) -> None:
     store = SQLiteStore(tmp_path / "x.db")
     try:
-        teams = teams_of(store)
+        teams = store.teams
         teams.add_user("boss", UserRole.ADMIN, token_hash(new_token()))
         teams.add_user("alice", UserRole.MEMBER, None)
         settings = TeamSettings(client_address_from=("10.0.0.7",), trusted_proxies=("10.0.1.5",))
-        auth = Authenticator("s" * 32, store, settings)
+        auth = Authenticator("s" * 32, store.teams, settings)
         boss = raw(("X-Forwarded-User", "boss"))
         signed = await auth.sign_in(None, "10.0.1.5", boss, via="http")
         assert isinstance(signed, SignedIn) and signed.identity.user == "boss"
@@ -178,8 +177,8 @@ async def test_a_user_an_older_version_named_against_the_rule_cannot_sign_in(
                 " VALUES (?, 'admin', 0, ?, 0)",
                 ("admin\n", token_hash(token)),
             )
-        teams_of(store).add_user("alice", UserRole.MEMBER, token_hash(fine))
-        auth = Authenticator("s" * 32, store, TeamSettings())
+        store.teams.add_user("alice", UserRole.MEMBER, token_hash(fine))
+        auth = Authenticator("s" * 32, store.teams, TeamSettings())
         assert await auth.sign_in(token, "10.0.0.9", NO_HEADERS, via="http") == (
             Refusal.UNAUTHORIZED
         )

@@ -131,7 +131,7 @@ async def test_a_takeover_keeps_the_sessions_model_or_waits(tmp_path: Path, data
         # attaching to B then is told the session is busy, which is true as far as anyone
         # can tell, and is told it is not as soon as B finds out.
         ghost = open_store(database)
-        await asyncio.to_thread(ghost.register_worker, a_id, {})
+        await asyncio.to_thread(ghost.leases.register_worker, a_id, {})
         try:
             cb = await Client.open(b, token=TOKEN)
             status = await cb.attach(sid)

@@ -76,8 +76,8 @@ async def test_a_tool_call_round_trip_with_request_ids(tmp_path: Path, upstream,
         runtime, sid, frames = await run_task(tmp_path, kind, proxy.url, "make the file")
     assert (tmp_path / "ws" / sid / "a.txt").read_text() == "hi"
     assert [f["content"] for f in frames if f["type"] == "reply"] == ["Done: wrote a.txt."]
-    assert runtime.store.get_session(sid).status.value == "Success"
-    llm = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    assert runtime.store.record.get_session(sid).status.value == "Success"
+    llm = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert [s.output_data["request_id"] for s in llm] == ["req_proxy_1", "req_proxy_2"]
     await close(runtime)
 
@@ -100,12 +100,12 @@ async def test_a_cut_off_reply_runs_no_tool_and_is_not_success(
         runtime, sid, frames = await run_task(tmp_path, kind, proxy.url, "make the file")
         assert proxy.count == 2  # the first attempt and its retry, both cut
     assert not (tmp_path / "ws" / sid / "a.txt").exists()
-    steps = runtime.store.steps(sid)
+    steps = runtime.store.record.steps(sid)
     assert [s.step_type for s in steps] == [StepType.USER_INPUT, StepType.LLM_CALL]
     assert steps[1].status is StepStatus.FAILED
     assert "cut off" in (steps[1].error_message or "")
     assert "req_proxy_2" in (steps[1].error_message or "")
-    assert runtime.store.get_session(sid).status.value == "Failed"
+    assert runtime.store.record.get_session(sid).status.value == "Failed"
     assert not [f for f in frames if f["type"] in ("tool", "reply")]
     await close(runtime)
 
@@ -123,7 +123,7 @@ async def test_an_error_inside_the_stream_is_retried(
         runtime, sid, frames = await run_task(tmp_path, kind, proxy.url, "just talk")
         assert proxy.count == 2
     assert [f["content"] for f in frames if f["type"] == "reply"] == ["Hello there."]
-    assert runtime.store.get_session(sid).status.value == "Success"
+    assert runtime.store.record.get_session(sid).status.value == "Success"
     await close(runtime)
 
 
@@ -177,7 +177,7 @@ async def test_an_image_round_trip(tmp_path: Path, upstream, kind: str) -> None:
     await runtime.send(sid, "look at pic.png")
     await runtime.wait_idle(sid)
     assert [f["content"] for f in frames if f["type"] == "reply"] == ["A red picture."], frames
-    (tool,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    (tool,) = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
     (ref,) = tool.output_data["images"]
-    assert runtime.store.get_blobs([ref["hash"]]) == {ref["hash"]: png()}
+    assert runtime.store.snapshots.get_blobs([ref["hash"]]) == {ref["hash"]: png()}
     await close(runtime)

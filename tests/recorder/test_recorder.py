@@ -74,8 +74,8 @@ def db(tmp_path: Path) -> Any:
 
 def recorder(store: SQLiteStore, sid: str, frames: list[dict[str, Any]], **kw: Any) -> Recorder:
     return Recorder(
-        db=StoreCaller(store),
-        writes=store.write_stream(),
+        db=StoreCaller(store.record),
+        writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event, PRICES)),
         redact=Redactor([SECRET]),
@@ -93,7 +93,7 @@ def request() -> LLMRequest:
 
 async def test_write_ahead_row_is_committed_before_tool_started_returns(db: Any) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     frames: list[dict[str, Any]] = []
     rec = recorder(store, sid, frames)
     await rec.user_input("go")
@@ -182,7 +182,7 @@ async def test_the_tool_runs_only_after_its_row_is_visible_to_another_connection
     db: Any, tmp_path: Path
 ) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     tool = PeekingTool(outside, sid)
     model = ScriptModel(answer("", ToolCall("c1", "peek", {})), answer("done"))
     frames: list[dict[str, Any]] = []
@@ -201,17 +201,17 @@ async def test_the_write_ahead_commit_is_synced_and_no_write_runs_on_the_loop(
     cache), and every statement of the write connection, over a whole run, ran on the
     store's writer thread — never on the event loop's."""
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     statements: list[tuple[threading.Thread, str]] = []
-    writer_conn = store._writer._conn
+    writer_conn = store.db._writer._conn
     writer_conn.set_trace_callback(lambda sql: statements.append((threading.current_thread(), sql)))
-    sync_wal = store._writer._sync_wal
+    sync_wal = store.db._writer._sync_wal
 
     def traced_sync() -> None:  # a durable commit's sync of the WAL shows in the trace too
         sync_wal()
         statements.append((threading.current_thread(), "SYNC"))
 
-    store._writer._sync_wal = traced_sync
+    store.db._writer._sync_wal = traced_sync
     synced_before_tool: list[bool] = []
 
     class Peek(PeekingTool):
@@ -233,7 +233,7 @@ async def test_the_write_ahead_commit_is_synced_and_no_write_runs_on_the_loop(
 
 async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     seen_at_frame: list[tuple[str, list[tuple[str, str, Any]]]] = []
 
     def emit(frame: dict[str, Any]) -> None:
@@ -244,8 +244,8 @@ async def test_a_tool_result_is_on_disk_before_its_frame_goes_out(db: Any) -> No
             )
 
     rec = Recorder(
-        db=StoreCaller(store),
-        writes=store.write_stream(),
+        db=StoreCaller(store.record),
+        writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda e: emit(event_frame(e, PRICES)),
         redact=Redactor([SECRET]),
@@ -274,7 +274,7 @@ async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_think
     db: Any,
 ) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     frames: list[dict[str, Any]] = []
     rec = recorder(store, sid, frames)
     await rec.user_input("hello")
@@ -310,7 +310,7 @@ async def test_llm_calls_become_a_begin_row_then_its_answer_with_usage_and_think
 
 async def test_a_failed_llm_call_is_kept_as_a_failed_row(db: Any) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     rec = recorder(store, sid, [])
     await rec.llm_started(request(), "fn:test", {})
     await rec.llm_failed(f"HTTP 500 with key {SECRET}")
@@ -331,7 +331,7 @@ async def test_a_failing_write_ahead_row_stops_the_run_before_the_tool(
     db: Any, tmp_path: Path
 ) -> None:
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     refuse_tool_rows(tmp_path / "rec.db")
     tool = PeekingTool(outside, sid)
     model = ScriptModel(answer("", ToolCall("c1", "peek", {})), answer("never"))
@@ -363,10 +363,13 @@ async def test_a_failing_store_write_ends_the_run_failed_with_a_clear_error(make
     assert error["code"] == "store_error"
     assert "database error" in error["content"] and "the disk said no" in error["content"]
     assert h.of("status")[-1]["status"] == "Failed"
-    assert h.store.get_session(sid).status is Status.FAILED
+    assert h.store.record.get_session(sid).status is Status.FAILED
     assert not (h.root / sid / "made").exists()  # the command never ran
-    assert [s.step_type for s in h.store.steps(sid)] == [StepType.USER_INPUT, StepType.LLM_CALL]
-    assert all(s.status is not StepStatus.RUNNING for s in h.store.steps(sid))
+    assert [s.step_type for s in h.store.record.steps(sid)] == [
+        StepType.USER_INPUT,
+        StepType.LLM_CALL,
+    ]
+    assert all(s.status is not StepStatus.RUNNING for s in h.store.record.steps(sid))
 
 
 async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames(
@@ -375,11 +378,11 @@ async def test_the_recorder_emits_typed_events_and_the_runtime_shapes_the_frames
     """No wire frames out of the recorder: typed events, which `event_frame` turns into the
     frames of docs/protocol.md (secrets redacted in both)."""
     store, _ = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     events: list[RecorderEvent] = []
     rec = Recorder(
-        db=StoreCaller(store),
-        writes=store.write_stream(),
+        db=StoreCaller(store.record),
+        writes=store.record.write_stream(),
         session_id=sid,
         emit=events.append,
         redact=Redactor([SECRET]),
@@ -417,11 +420,11 @@ async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(d
 
     other = "another-secret-42"
     store, outside = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     frames: list[dict[str, Any]] = []
     rec = Recorder(
-        db=StoreCaller(store),
-        writes=store.write_stream(),
+        db=StoreCaller(store.record),
+        writes=store.record.write_stream(),
         session_id=sid,
         emit=lambda event: frames.append(event_frame(event, PRICES)),
         redact=Redactor([SECRET, other]),
@@ -437,7 +440,7 @@ async def test_call_ids_holding_secrets_get_distinct_stand_ins_that_still_pair(d
     await rec.tool_started(calls[1], read_only=True)
     await rec.tool_finished(calls[1], ToolResult("ok"))
     await rec.settle()
-    rows = store.steps(sid)
+    rows = store.record.steps(sid)
     llm = next(s for s in rows if s.step_type is StepType.LLM_CALL)
     recorded = [c["id"] for c in llm.output_data["tool_calls"]]
     tools = [s for s in rows if s.step_type is StepType.TOOL_CALL]
@@ -458,7 +461,7 @@ async def test_a_reply_streams_redacted_as_one_text(db: Any) -> None:
     """Deltas of one reply: a secret split across them never reaches a frame, even joined;
     what they held back goes out when the reply ends; sub-agents stream nothing."""
     store, _ = db
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     frames: list[dict[str, Any]] = []
     rec = recorder(store, sid, frames)
     text = f"the key is {SECRET}. Bye"

@@ -67,7 +67,7 @@ class Harness:
 
     def step_of(self, sid: str, name: str, nth: int = 0) -> str:
         """Display id of the nth tool call named `name`."""
-        calls = [s for s in self.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+        calls = [s for s in self.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
         return [s for s in calls if s.name == name][nth].display_id
 
     async def first(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:

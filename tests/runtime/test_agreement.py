@@ -120,11 +120,11 @@ async def test_a_session_keeps_its_stricter_mode_and_says_so_once(tmp_path: Path
         loose.runtime.answer_approval(sid, ask["stepId"], True)
         await asyncio.wait_for(loose.runtime.wait_idle(sid), 30)
         await loose.turn(sid, "three")
-        alerts = [s for s in loose.store.steps(sid) if s.name == "session_config"]
+        alerts = [s for s in loose.store.record.steps(sid) if s.name == "session_config"]
         assert [a.input_data["decision"] for a in alerts] == ["adopted"]
         assert alerts[0].input_data["used"]["approval"] == "ask"
         notices = [f["content"] for f in loose.of("notice") if f["content"].startswith("[worker]")]
         assert len(notices) == 1 and "approval ask" in notices[0]
-        assert loose.store.get_session(sid).metadata["config"]["approval"] == "ask"
+        assert loose.store.record.get_session(sid).metadata["config"]["approval"] == "ask"
     finally:
         await loose.close()

@@ -20,12 +20,12 @@ async def test_a_new_message_instead_of_an_answer_is_recorded_as_such(tmp_path: 
 
     second = Harness(tmp_path, [{"text": "moved on"}], approval="ask")
     try:
-        waiting = [s for s in second.store.steps(sid) if s.name == "approval"]
+        waiting = [s for s in second.store.record.steps(sid) if s.name == "approval"]
         assert [s.status for s in waiting] == [StepStatus.RUNNING]
         await second.session(sid)
         await second.runtime.send(sid, "never mind, just say hi")
         await asyncio.wait_for(second.runtime.wait_idle(sid), 30)
-        (approval,) = [s for s in second.store.steps(sid) if s.name == "approval"]
+        (approval,) = [s for s in second.store.record.steps(sid) if s.name == "approval"]
         assert approval.status is StepStatus.FAILED and approval.error_message == "interrupted"
         assert approval.output_data == {
             "approved": False,

@@ -57,10 +57,10 @@ async def test_cancel_kills_a_running_command_now_and_the_session_waits(make) ->
     assert took < 15, f"cancel took {took:.1f} s"
     await until(lambda: not _running("61.25"), "the command is gone", 5)
 
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert session_state(session, busy=False).key == "waiting"
-    tool = [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL][-1]
+    tool = [s for s in h.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL][-1]
     assert tool.status is StepStatus.FAILED and tool.error_message == "cancelled by the user"
     assert [f["state"] for f in h.of("tool")] == ["running", "failed"]
     assert h.of("status")[-1]["state"] == "waiting"
@@ -70,7 +70,7 @@ async def test_cancel_kills_a_running_command_now_and_the_session_waits(make) ->
     assert await h.runtime.resume_if_needed(sid) is False
     await h.turn(sid, "go on")
     assert h.of("reply")[-1]["content"] == "after the cancel"
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS
 
 
 async def test_cancel_aborts_an_llm_request_in_flight(make) -> None:
@@ -78,15 +78,16 @@ async def test_cancel_aborts_an_llm_request_in_flight(make) -> None:
     sid = await h.session()
     await h.runtime.send(sid, "think hard")
     await until(
-        lambda: any(s.step_type is StepType.LLM_CALL for s in h.store.steps(sid)), "a model call"
+        lambda: any(s.step_type is StepType.LLM_CALL for s in h.store.record.steps(sid)),
+        "a model call",
     )
     t0 = time.monotonic()
     assert h.runtime.cancel(sid)
     await asyncio.wait_for(h.runtime.wait_idle(sid), 30)
     assert time.monotonic() - t0 < 10
-    llm = [s for s in h.store.steps(sid) if s.step_type is StepType.LLM_CALL][-1]
+    llm = [s for s in h.store.record.steps(sid) if s.step_type is StepType.LLM_CALL][-1]
     assert llm.status is StepStatus.FAILED and llm.error_message == "cancelled by the user"
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.status is not Status.FAILED and session.awaiting_input
     assert not h.of("reply")
 
@@ -98,13 +99,13 @@ async def test_cancel_while_an_approval_waits_records_it_cancelled(make) -> None
     await h.first("approval_request", timeout=20)
     assert h.runtime.cancel(sid)
     await asyncio.wait_for(h.runtime.wait_idle(sid), 30)
-    approval = [s for s in h.store.steps(sid) if s.name == "approval"][-1]
+    approval = [s for s in h.store.record.steps(sid) if s.name == "approval"][-1]
     assert approval.status is StepStatus.COMPLETED
     assert approval.output_data == {
         "approved": False,
         "why": "cancelled by the user",
         "by": {"kind": "cancel"},  # the record says what ended the wait
     }
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert not (h.settings.workspace_root / sid / "f").exists()

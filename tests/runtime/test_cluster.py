@@ -159,7 +159,7 @@ async def lease_expired(store: Any, sid: str, timeout: float = 30) -> None:
     server's with PostgreSQL): a deadline, not a guess of how long that takes."""
     deadline = time.monotonic() + timeout
     while True:
-        info = await asyncio.to_thread(store.lease_info, sid)
+        info = await asyncio.to_thread(store.leases.lease_info, sid)
         if info.expires_at is not None and info.expires_at <= info.now:
             return
         if time.monotonic() > deadline:
@@ -175,11 +175,11 @@ async def test_the_sweep_resumes_what_a_dead_worker_left_running(
     await lease_expired(node.store, sid)  # its last lease (1 s) expired: the run is orphaned
     node.cluster.grace_s = 30.0
     assert await node.cluster.sweep() == []  # within the grace period a client may come back
-    assert node.store.get_session(sid).status is Status.RUNNING
+    assert node.store.record.get_session(sid).status is Status.RUNNING
     node.cluster.grace_s = 0.0
     assert await node.cluster.sweep() == [sid]
     await node.runtime.wait_idle(sid)
-    assert node.store.get_session(sid).status is Status.SUCCESS
+    assert node.store.record.get_session(sid).status is Status.SUCCESS
     who = [
         r[0]
         for r in backend.query("SELECT worker FROM traces WHERE session_id=? ORDER BY seq", (sid,))
@@ -189,13 +189,13 @@ async def test_the_sweep_resumes_what_a_dead_worker_left_running(
     assert who.index(node.runtime.worker_id) == len([w for w in who if w == dead])
     # The dead worker's row is forgotten once none of its leases can be taken early.
     await node.cluster.sweep()
-    assert dead not in {w.worker_id for w in node.store.workers()}
+    assert dead not in {w.worker_id for w in node.store.leases.workers()}
 
 
 def adopted(node: Node, sid: str) -> bool:
     return any(
         s.name == "session_config" and s.input_data["decision"] == "adopted"
-        for s in node.store.steps(sid)
+        for s in node.store.record.steps(sid)
     )
 
 
@@ -210,11 +210,11 @@ async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiti
     other.cluster.grace_s = 0.0
     assert await other.cluster.sweep() == []
     assert await other.cluster.sweep() == []  # asked every round: said once
-    alerts = [s for s in other.store.steps(sid) if s.name == "session_config"]
+    alerts = [s for s in other.store.record.steps(sid) if s.name == "session_config"]
     assert [a.input_data["decision"] for a in alerts] == ["refused"]
     assert alerts[0].input_data["session"]["models"] == [f"script:{tmp_path / 'dead-script.json'}"]
-    assert other.store.get_session(sid).status is Status.RUNNING  # waiting, not driven
-    assert not other.store.lease_info(sid).live  # let go: another worker may take it
+    assert other.store.record.get_session(sid).status is Status.RUNNING  # waiting, not driven
+    assert not other.store.leases.lease_info(sid).live  # let go: another worker may take it
 
     # A worker whose chain holds the session's model too drives it with that model.
     dead_model = f"script:{tmp_path / 'dead-script.json'}"
@@ -237,7 +237,7 @@ async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiti
             assert time.monotonic() < deadline, "no worker took the session over"
             await asyncio.sleep(0.02)
         await both.runtime.wait_idle(sid)
-        steps = both.store.steps(sid)
+        steps = both.store.record.steps(sid)
         decisions = [s.input_data["decision"] for s in steps if s.name == "session_config"]
         assert decisions == ["refused", "adopted"]
         answer = [s for s in steps if s.step_type.value == "llm_call"][-1].output_data
@@ -249,11 +249,11 @@ async def test_the_sweep_of_a_worker_with_another_model_leaves_the_session_waiti
 
 async def test_sessions_nobody_drove_are_left_for_a_reconnect(nodes) -> None:
     node = await nodes(TURNS)
-    sid = node.store.create_session().session_id
-    node.store.transition(sid, Status.RUNNING)  # e.g. written by an xclaw before leases
+    sid = node.store.record.create_session().session_id
+    node.store.record.transition(sid, Status.RUNNING)  # e.g. written by an xclaw before leases
     node.cluster.grace_s = 0.0
     assert await node.cluster.sweep() == []
-    assert node.store.get_session(sid).status is Status.RUNNING
+    assert node.store.record.get_session(sid).status is Status.RUNNING
 
 
 @pytest.mark.postgres
@@ -277,8 +277,8 @@ async def test_an_approval_is_answered_on_another_worker(pg_nodes) -> None:
     # Forwarded to the driver, a, with who answered where.
     b.runtime.answer_approval(sid, ask["stepId"], True, AnsweredBy.person("web", "websocket"))
     await asyncio.wait_for(a.runtime.wait_idle(sid), 20)
-    assert a.store.get_session(sid).status is Status.SUCCESS
-    answered = a.store.get_step(sid, ask["stepId"]).output_data
+    assert a.store.record.get_session(sid).status is Status.SUCCESS
+    answered = a.store.record.get_step(sid, ask["stepId"]).output_data
     assert answered["by"] == {"kind": "person", "client": "web", "via": "websocket"}
     for _ in range(100):
         if any(f["type"] == "reply" for f in b.frames):

@@ -88,7 +88,7 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
         assert _first_text(after).startswith(SUMMARY_PREFIX) and SUMMARY in _first_text(after)
         assert len(after["messages"]) == 1  # nothing else was carried over
 
-        steps = runtime.store.steps(sid)
+        steps = runtime.store.record.steps(sid)
         (step,) = [
             s
             for s in steps
@@ -98,7 +98,7 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
         assert step.output_data["text"] == SUMMARY and step.output_data["usage"]["cache_read"] > 0
         notices = [f["content"] for f in frames if f["type"] == "notice"]
         assert any(n.startswith("[compact]") for n in notices), notices
-        assert runtime.store.get_session(sid).status.value == "Success"
+        assert runtime.store.record.get_session(sid).status.value == "Success"
         await runtime.shutdown()
         runtime.store.close()
 
@@ -109,8 +109,8 @@ async def test_a_full_window_is_summarised_once_and_the_conversation_goes_on(
         assert not srv.rejections, srv.rejections
 
         # Rollback to the summary step undoes it: the rebuilt history is the whole conversation.
-        runtime.store.rollback(sid, step.seq)
-        hist = runtime.rebuild(runtime.store.steps(sid, agent="main"))
+        runtime.store.record.rollback(sid, step.seq)
+        hist = runtime.rebuild(runtime.store.record.steps(sid, agent="main"))
         assert len(hist.messages) > 10 and not any(
             SUMMARY_PREFIX in getattr(m, "text", "") for m in hist.messages
         )
@@ -135,7 +135,7 @@ async def test_compact_on_demand(tmp_path: Path) -> None:
         assert result.reply == []
         await runtime.wait_idle(sid)
         assert any(f["type"] == "notice" and f["content"].startswith("[compact]") for f in frames)
-        assert runtime.store.get_session(sid).status.value == "Success"
+        assert runtime.store.record.get_session(sid).status.value == "Success"
         await runtime.send(sid, "and now?")
         await runtime.wait_idle(sid)
         body = srv.requests[-1]

@@ -93,7 +93,7 @@ class Scenario:
         have left its one effect or none."""
         store = open_store(str(self.db))
         try:
-            every = store.steps(self.session_id())  # sub-agents' steps too
+            every = store.record.steps(self.session_id())  # sub-agents' steps too
         finally:
             store.close()
         steps = [s for s in every if s.agent == MAIN_AGENT]

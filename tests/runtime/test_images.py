@@ -99,12 +99,12 @@ async def test_image_round_trip_blob_store_and_rebuilt_history(tmp_path: Path, p
     assert not srv.rejections, srv.rejections
     assert _images_in(srv.requests[1]) == [picture]
 
-    steps = runtime.store.steps(sid)
+    steps = runtime.store.record.steps(sid)
     (tool,) = [s for s in steps if s.step_type is StepType.TOOL_CALL]
     (ref,) = tool.output_data["images"]
     assert ref["media_type"] == "image/png" and ref["size"] == len(picture)
     assert base64.b64encode(picture).decode() not in json.dumps(tool.output_data)
-    assert runtime.store.get_blobs([ref["hash"]]) == {ref["hash"]: picture}
+    assert runtime.store.snapshots.get_blobs([ref["hash"]]) == {ref["hash"]: picture}
     await runtime.shutdown()
     runtime.store.close()
 
@@ -117,10 +117,10 @@ async def test_image_round_trip_blob_store_and_rebuilt_history(tmp_path: Path, p
     assert _images_in(srv.requests[2]) == [picture]
 
     # Rollback to before the tool call: the step goes, and its blob with it.
-    runtime.store.rollback(sid, tool.seq)
-    runtime.store.gc_blobs()
+    runtime.store.record.rollback(sid, tool.seq)
+    runtime.store.snapshots.gc_blobs()
     with pytest.raises(MissingBlobs):
-        runtime.store.get_blobs([ref["hash"]])
+        runtime.store.snapshots.get_blobs([ref["hash"]])
     await runtime.shutdown()
     runtime.store.close()
 

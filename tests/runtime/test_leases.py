@@ -78,7 +78,9 @@ async def test_a_second_worker_is_told_who_drives(workers) -> None:
     a, b = workers([{"text": "", "tool_calls": [sh("sleep 0.5")]}, {"text": "slept"}])
     sid = (await a.runtime.open(None))[0].session_id
     await a.runtime.send(sid, "sleep")
-    await until(lambda: b.store.lease_info(sid).live, "A's run holds the lease", in_thread=True)
+    await until(
+        lambda: b.store.leases.lease_info(sid).live, "A's run holds the lease", in_thread=True
+    )
     with pytest.raises(SessionBusy) as e:
         await b.runtime.send(sid, "me too")
     assert a.id in e.value.message and e.value.code == "busy"
@@ -86,13 +88,13 @@ async def test_a_second_worker_is_told_who_drives(workers) -> None:
     with pytest.raises(SessionBusy):
         await b.runtime.rollback(sid, "s0001")
     await a.runtime.wait_idle(sid)
-    assert b.store.get_session(sid).status is Status.SUCCESS
+    assert b.store.record.get_session(sid).status is Status.SUCCESS
     # The lease was released with the reply: the other worker may drive it at once.
     await b.runtime.send(sid, "again")
     await b.runtime.wait_idle(sid)
     who = writers(b, sid)
     assert who[:4] == [a.id] * 4 and set(who[4:]) == {b.id}
-    assert not b.store.lease_info(sid).live
+    assert not b.store.leases.lease_info(sid).live
 
 
 async def test_a_run_that_lost_its_lease_stops_without_writing(workers, caplog) -> None:
@@ -112,17 +114,17 @@ async def test_a_run_that_lost_its_lease_stops_without_writing(workers, caplog) 
     await a.runtime.send(sid, "work")
     # A's tool runs (its write-ahead row is there), then its lease lapses by the lease clock.
     await until(
-        lambda: any(s.step_type is StepType.TOOL_CALL for s in b.store.steps(sid)),
+        lambda: any(s.step_type is StepType.TOOL_CALL for s in b.store.record.steps(sid)),
         "a tool call is recorded",
         in_thread=True,
     )
-    await until(lambda: not b.store.lease_info(sid).live, "the lease lapses", in_thread=True)
+    await until(lambda: not b.store.leases.lease_info(sid).live, "the lease lapses", in_thread=True)
     assert await b.runtime.resume_if_needed(sid) is True
     await b.runtime.wait_idle(sid)
-    assert b.store.get_session(sid).status is Status.SUCCESS
-    before = b.store.steps(sid)
+    assert b.store.record.get_session(sid).status is Status.SUCCESS
+    before = b.store.record.steps(sid)
     await asyncio.wait_for(a.runtime.wait_idle(sid), 10)  # A's tool finished; A stopped
-    after = b.store.steps(sid)
+    after = b.store.record.steps(sid)
     assert after == before  # not one row written by A after the takeover
     tool = next(s for s in after if s.step_type is StepType.TOOL_CALL)
     assert tool.status is StepStatus.FAILED and tool.error_message == INTERRUPTED

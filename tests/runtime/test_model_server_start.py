@@ -52,7 +52,7 @@ async def test_the_first_call_waits_for_a_model_server_that_starts_late(tmp_path
     assert len(notices) == 1 and f"127.0.0.1:{port}" in notices[0], notices
     assert "waiting up to 30 s" in notices[0]
     assert [f["content"] for f in frames if f["type"] == "reply"] == ["Ready now."]
-    assert runtime.store.get_session(sid).status is Status.SUCCESS
+    assert runtime.store.record.get_session(sid).status is Status.SUCCESS
     await runtime.shutdown()
     runtime.store.close()
 
@@ -61,6 +61,6 @@ async def test_a_model_server_that_never_starts_fails_the_run_in_words(tmp_path:
     runtime, sid, frames = await _run(tmp_path, free_port(), wait_s=2)
     (error,) = [f for f in frames if f["type"] == "error"]
     assert "did not come up within 2 s" in error["content"]
-    assert runtime.store.get_session(sid).status is Status.FAILED
+    assert runtime.store.record.get_session(sid).status is Status.FAILED
     await runtime.shutdown()
     runtime.store.close()

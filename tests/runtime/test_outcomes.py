@@ -57,19 +57,19 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def waiting_run(store: Store) -> FakeRun:
     """A session Paused on an approval, a tool call of the same turn still running."""
-    sid = store.create_session().session_id
-    store.write(
+    sid = store.record.create_session().session_id
+    store.record.write(
         AddStep(
             session_id=sid,
             step=NewStep(step_type=StepType.USER_INPUT, name="user", input_data="go"),
         )
     )
     tool = NewStep(step_type=StepType.TOOL_CALL, name="shell", input_data={}, call_id="c0")
-    store.write(BeginStep(session_id=sid, step=tool))
+    store.record.write(BeginStep(session_id=sid, step=tool))
     ask = NewStep(step_type=StepType.SYSTEM_ALERT, name="approval", input_data={}, call_id="c1")
-    store.write(BeginStep(session_id=sid, step=ask))
-    assert store.get_session(sid).status is Status.PAUSED
-    return FakeRun(sid, StoreCaller(store), StoreCaller(store))
+    store.record.write(BeginStep(session_id=sid, step=ask))
+    assert store.record.get_session(sid).status is Status.PAUSED
+    return FakeRun(sid, StoreCaller(store.record), StoreCaller(store.record))
 
 
 FAILED = {"type": "status", "status": "Failed"}
@@ -159,9 +159,9 @@ async def test_each_outcome_writes_its_event_and_says_it(name: str, store: Store
     row = ROWS[name]
     run = waiting_run(store)
     assert await end_with(row.error, run) is row.handled
-    session = store.get_session(run.sid)
+    session = store.record.get_session(run.sid)
     assert (session.status, session.awaiting_input) == (row.status, row.awaiting_input)
-    steps = {s.call_id: s for s in store.steps(run.sid) if s.call_id}
+    steps = {s.call_id: s for s in store.record.steps(run.sid) if s.call_id}
     approval, call = steps["c1"], steps["c0"]
     if row.answered_by is None:  # nothing written: both still running, for the next start
         assert approval.status is call.status is StepStatus.RUNNING
@@ -179,7 +179,7 @@ async def test_a_shutdown_after_the_lease_was_lost_ends_quietly(store: Store) ->
     run = waiting_run(store)
     run.lost = "taken over"
     assert await end_with(asyncio.CancelledError(), run) is True
-    assert run.frames == [] and store.get_session(run.sid).status is Status.PAUSED
+    assert run.frames == [] and store.record.get_session(run.sid).status is Status.PAUSED
 
 
 def test_every_row_is_reachable() -> None:
@@ -197,17 +197,17 @@ async def test_an_outcome_meets_a_lease_taken_meanwhile_and_writes_nothing(
     """Another worker took the session while the run ended: its writes are refused whole,
     the clients are told nothing by this worker (the new driver speaks), it is logged."""
     run = waiting_run(store)
-    stale = store.acquire_lease(run.sid, "w1", 0.05)
+    stale = store.leases.acquire_lease(run.sid, "w1", 0.05)
     assert stale is not None
     for _ in range(3000):  # until it expired by the store's own clock
-        if not store.lease_info(run.sid).live:
+        if not store.leases.lease_info(run.sid).live:
             break
         await asyncio.sleep(0.01)
-    assert store.acquire_lease(run.sid, "w2", 30) is not None
-    run.db = StoreCaller(store.driven(stale))
+    assert store.leases.acquire_lease(run.sid, "w2", 30) is not None
+    run.db = StoreCaller(store.leases.driven(stale))
     for e in (Cancelled(), LLMError("boom")):
         assert await end_with(e, run) is True
-        assert run.frames == [] and store.get_session(run.sid).status is Status.PAUSED
+        assert run.frames == [] and store.record.get_session(run.sid).status is Status.PAUSED
     assert sum("event=lease_lost" in r.getMessage() for r in caplog.records) == 2
 
 

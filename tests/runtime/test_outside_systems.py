@@ -124,7 +124,9 @@ def mailbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mailbox]:
 
 
 def first_user(h: Any, sid: str) -> str:
-    return next(s.display_id for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT)
+    return next(
+        s.display_id for s in h.store.record.steps(sid) if s.step_type is StepType.USER_INPUT
+    )
 
 
 async def test_an_upload_is_deleted_and_a_sent_mail_stays_sent(
@@ -165,7 +167,7 @@ async def test_an_upload_is_deleted_and_a_sent_mail_stays_sent(
         s3.get_object(Bucket=BUCKET, Key=key)
     assert len(mailbox.delivered) == 1  # the message stays delivered, and the record says so
     assert [e.tool for e in outcome.not_undone] == ["send_mail"]
-    (comp,) = [s for s in h.store.steps(sid) if s.name == "compensation"]
+    (comp,) = [s for s in h.store.record.steps(sid) if s.name == "compensation"]
     assert (
         comp.status is StepStatus.COMPLETED and f"deleted s3://{BUCKET}/{key}" in comp.output_data
     )
@@ -216,7 +218,7 @@ async def test_an_mcp_tools_effect_is_undone_by_the_configured_tool_of_its_serve
     )
     sid = await h.ask("record both")
     assert ledger_rows(db) == ["M-1", "M-2"]
-    marks = [s.input_data for s in h.store.steps(sid) if s.name == "outside_effects"]
+    marks = [s.input_data for s in h.store.record.steps(sid) if s.name == "outside_effects"]
     assert [m["effect"] for m in marks] == ["compensable", "compensable"]
     outcome = await h.runtime.rollback(sid, first_user(h, sid))
     assert ledger_rows(db) == []

@@ -64,7 +64,7 @@ async def test_tool_use_round_trip_with_usage_and_rebuilt_history(tmp_path: Path
     runtime, sid, frames = await run_task(tmp_path, kind, srv, "write a.txt")
     assert [f["content"] for f in frames if f["type"] == "reply"] == ["Done: a.txt written."]
     assert (tmp_path / "ws" / sid / "a.txt").read_text() == "hi"
-    llm = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    llm = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert [(s.token_usage_prompt, s.token_usage_completion) for s in llm] == [(100, 20), (150, 10)]
     assert all(s.name == f"{kind}:test-model" for s in llm)
     await runtime.shutdown()
@@ -93,14 +93,14 @@ async def test_provider_failure_fails_the_session_with_the_providers_message(
         and errors[-1]["code"] == "llm_error"
         and "upstream exploded" in errors[-1]["content"]
     )
-    failed = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    failed = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert (
         failed[-1].status is StepStatus.FAILED and "upstream exploded" in failed[-1].error_message
     )
-    assert runtime.store.get_session(sid).status.value == "Failed"
+    assert runtime.store.record.get_session(sid).status.value == "Failed"
     # the key never reaches the record
     assert "sk-test-123456" not in str(
-        [(s.input_data, s.output_data, s.error_message) for s in runtime.store.steps(sid)]
+        [(s.input_data, s.output_data, s.error_message) for s in runtime.store.record.steps(sid)]
     )
     await runtime.shutdown()
     runtime.store.close()

@@ -69,7 +69,7 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
     h = harness(make, ledger, payments("A", "B"))
     sid = await h.ask("pay A and B")
     assert ledger.refs() == ["A", "B"]
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     target = first_user(steps)
     preview = await h.runtime.rollback_preview(sid, target)
     assert [e.tool for e in preview.to_undo] == ["record_payment", "record_payment"]
@@ -81,7 +81,7 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
 
     assert ledger.refs() == []
     assert ledger.calls() == ["pay A", "pay B", "undo B", "undo A"]
-    after = h.store.steps(sid)
+    after = h.store.record.steps(sid)
     # The effects' own steps are gone; the plan and the compensations stay, as the record.
     assert not effects & {s.display_id for s in after}
     (plan,) = of(after, "rollback")
@@ -101,7 +101,7 @@ async def test_rollback_undoes_the_payments_in_reverse_order_and_keeps_the_recor
     listing = format_steps(after, sid, PriceTable.with_overrides(None))
     assert f"rollback to before {target}: 2 to undo · asked by" in listing
     assert f"undoes {comps[0].input_data['effect']} record_payment by" in listing
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.awaiting_input
     # The conversation (memory) is rewound: nothing of the payments is in it.
     assert h.runtime.history_frame(sid)["messages"] == []
@@ -117,20 +117,20 @@ async def test_an_irreversible_effect_is_named_and_needs_explicit_acceptance(
     ]
     h = harness(make, ledger, turns)
     sid = await h.ask("go")
-    target = first_user(h.store.steps(sid))
-    before = h.store.steps(sid)
+    target = first_user(h.store.record.steps(sid))
+    before = h.store.record.steps(sid)
     with pytest.raises(IrreversibleEffects) as refused:
         await h.runtime.rollback(sid, target)
     assert "record_payment_unchecked (irreversible)" in refused.value.message
     assert refused.value.effects["irreversible"][0]["tool"] == "record_payment_unchecked"
     # Nothing was done: no plan, nothing undone, nothing rewound.
-    assert h.store.steps(sid) == before
+    assert h.store.record.steps(sid) == before
     assert ledger.refs() == ["A", "M"]
 
     outcome = await h.runtime.rollback(sid, target, accept_irreversible=True)
     assert ledger.refs() == ["M"]  # the irreversible one stays, and says so
     assert [e.tool for e in outcome.not_undone] == ["record_payment_unchecked"]
-    (plan,) = of(h.store.steps(sid), "rollback")
+    (plan,) = of(h.store.record.steps(sid), "rollback")
     assert plan.input_data["acceptIrreversible"] is True
     assert len(plan.output_data["notUndone"]) == 1
     assert "NOT undone" in outcome.text()
@@ -141,7 +141,7 @@ async def test_a_failing_compensation_stops_the_rollback_consistently_then_retry
 ) -> None:
     h = harness(make, ledger, payments("A", "B"))
     sid = await h.ask("pay")
-    target = first_user(h.store.steps(sid))
+    target = first_user(h.store.record.steps(sid))
     monkeypatch.setenv("UNDO_FAIL", "A")
     with pytest.raises(CompensationFailed) as stopped:
         await h.runtime.rollback(sid, target)
@@ -150,14 +150,14 @@ async def test_a_failing_compensation_stops_the_rollback_consistently_then_retry
     assert "Memory and files are not rewound" in words and "--retry" in words
     # Consistent: B undone, A not; nothing rewound; the session waits, no turn may start.
     assert ledger.refs() == ["A"]
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     assert [c.status for c in of(steps, "compensation")] == [
         StepStatus.COMPLETED,
         StepStatus.FAILED,
     ]
     assert of(steps, "rollback")[0].status is StepStatus.RUNNING
     assert [s.name for s in steps if s.step_type is StepType.TOOL_CALL] == ["record_payment"] * 2
-    assert h.store.get_session(sid).awaiting_input
+    assert h.store.record.get_session(sid).awaiting_input
     with pytest.raises(RollbackPending, match="--retry"):
         await h.runtime.send(sid, "something else")
     with pytest.raises(RollbackPending):  # another target: this one first
@@ -169,7 +169,7 @@ async def test_a_failing_compensation_stops_the_rollback_consistently_then_retry
     outcome = await h.runtime.rollback(sid, target, retry=True)
     assert ledger.refs() == []
     assert ledger.calls().count("undo B") == 1  # completed ones are not run again
-    comps = of(h.store.steps(sid), "compensation")
+    comps = of(h.store.record.steps(sid), "compensation")
     assert [c.status for c in comps] == [
         StepStatus.COMPLETED,
         StepStatus.FAILED,
@@ -183,7 +183,7 @@ async def test_an_abandoned_rollback_undoes_nothing_more_and_rewinds_nothing(
 ) -> None:
     h = harness(make, ledger, [*payments("A", "B")[:-1], {"text": "paid"}, {"text": "ok"}])
     sid = await h.ask("pay")
-    target = first_user(h.store.steps(sid))
+    target = first_user(h.store.record.steps(sid))
     monkeypatch.setenv("UNDO_FAIL", "A")
     with pytest.raises(CompensationFailed):
         await h.runtime.rollback(sid, target)
@@ -191,7 +191,7 @@ async def test_an_abandoned_rollback_undoes_nothing_more_and_rewinds_nothing(
     assert plan.status is StepStatus.FAILED and "abandoned by" in (plan.error_message or "")
     assert ledger.refs() == ["A"]  # B stays undone, A stays done, both recorded
     await h.turn(sid, "carry on")  # the session is usable again
-    assert h.store.get_session(sid).status.value == "Success"
+    assert h.store.record.get_session(sid).status.value == "Success"
 
 
 async def test_a_hanging_compensation_fails_in_bounded_time(
@@ -208,7 +208,7 @@ async def test_a_hanging_compensation_fails_in_bounded_time(
     sid = await h.ask("pay")
     monkeypatch.setenv("UNDO_PAUSE", "3")
     with pytest.raises(CompensationFailed, match=r"did not finish within 0\.5 s"):
-        await h.runtime.rollback(sid, first_user(h.store.steps(sid)))
+        await h.runtime.rollback(sid, first_user(h.store.record.steps(sid)))
 
 
 async def test_a_missing_compensation_is_an_effect_nothing_undoes(
@@ -219,11 +219,11 @@ async def test_a_missing_compensation_is_an_effect_nothing_undoes(
     h = harness(make, ledger, payments("A"))
     sid = await h.ask("pay")
     del h.runtime.toolbox.tools["record_payment"]
-    preview = await h.runtime.rollback_preview(sid, first_user(h.store.steps(sid)))
+    preview = await h.runtime.rollback_preview(sid, first_user(h.store.record.steps(sid)))
     (gone,) = preview.not_undone
     assert gone.why == "its tool record_payment is not configured here"
     with pytest.raises(IrreversibleEffects):
-        await h.runtime.rollback(sid, first_user(h.store.steps(sid)))
+        await h.runtime.rollback(sid, first_user(h.store.record.steps(sid)))
     assert ledger.refs() == ["A"]
 
 
@@ -232,9 +232,9 @@ async def test_a_fork_leaves_the_originals_effects_to_the_original(
 ) -> None:
     h = harness(make, ledger, [*payments("A")[:-1], {"text": "paid"}, {"text": "next"}])
     sid = await h.ask("pay")
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     fork = await h.runtime.fork(sid, steps[-1].display_id)
-    target = first_user(h.store.steps(fork.session_id))
+    target = first_user(h.store.record.steps(fork.session_id))
     preview = await h.runtime.rollback_preview(fork.session_id, target)
     (owned,) = preview.not_undone
     assert sid in owned.why and "owns it" in owned.why
@@ -261,7 +261,7 @@ async def test_the_gateway_command_previews_first_and_runs_on_confirmation(
     h = harness(make, ledger, turns)
     sid = await h.ask("go")
     runner = CommandRunner(h.runtime, h.store)
-    target = first_user(h.store.steps(sid))
+    target = first_user(h.store.record.steps(sid))
 
     async def run(text: str) -> list[dict[str, Any]]:
         cmd = parse_command(text)
@@ -270,7 +270,7 @@ async def test_the_gateway_command_previews_first_and_runs_on_confirmation(
         return result.reply + result.broadcast
 
     # Forking past the effects says they stay the original's.
-    last = h.store.steps(sid)[-1].display_id
+    last = h.store.record.steps(sid)[-1].display_id
     forked = await run(f"/fork {last}")
     fork_note = next(f["content"] for f in forked if f["type"] == "notice")
     assert "the new session holds 2 outside effects of the original" in fork_note

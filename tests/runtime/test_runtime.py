@@ -11,7 +11,6 @@ from tests.runtime.harness import sh
 from tests.writes import finish
 from xclaw.errors import SessionBusy, SessionNotFound, StepNotFound
 from xclaw.people.teams import Actor, Identity, UserRole
-from xclaw.store.base import teams_of
 from xclaw.store.steps.model import MAIN_AGENT, Status, StepStatus, StepType
 from xclaw.store.steps.writes import AddStep, BeginStep
 
@@ -40,10 +39,10 @@ async def test_multi_step_task_is_recorded_as_a_tree_and_streams_frames(make) ->
     )
     assert last_tool < first_answer_delta
     assert all(f["sessionId"] == sid for f in h.frames)
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS
     assert (h.settings.workspace_root / sid / "effects.log").read_text() == "one\n"
 
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     kinds = [(s.step_type.value, s.name) for s in steps]
     assert kinds[0] == ("user_input", "user")
     assert ("tool_call", "shell") in kinds and ("tool_call", "read_file") in kinds
@@ -82,7 +81,7 @@ async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
     await h.first("approval_request")
     req = h.of("approval_request")[0]
     assert req["name"] == "shell" and req["maybeRepeated"] is False
-    assert h.store.get_session(sid).status is Status.PAUSED
+    assert h.store.record.get_session(sid).status is Status.PAUSED
     assert h.runtime.pending_approval_frames(sid)[0]["stepId"] == req["stepId"]
     with pytest.raises(StepNotFound):
         h.runtime.answer_approval(sid, "s0999", True)
@@ -91,7 +90,7 @@ async def test_approval_over_the_runtime_pauses_and_resumes(make) -> None:
     assert h.of("reply")[-1]["content"] == "made it"
     statuses = [f["status"] for f in h.of("status")]
     assert "Paused" in statuses and statuses[-1] == "Success"
-    approval = h.store.get_step(sid, req["stepId"])
+    approval = h.store.record.get_step(sid, req["stepId"])
     assert approval.status is StepStatus.COMPLETED and approval.output_data["approved"] is True
 
 
@@ -106,7 +105,7 @@ async def test_denial_reaches_the_model_and_nothing_runs(make) -> None:
     h.runtime.answer_approval(sid, h.of("approval_request")[0]["stepId"], False)
     await h.runtime.wait_idle(sid)
     assert not (h.settings.workspace_root / sid / "made.txt").exists()
-    refused = [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    refused = [s for s in h.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
     assert refused[0].status is StepStatus.FAILED and "denied" in refused[0].error_message
 
 
@@ -120,7 +119,7 @@ async def test_one_driver_per_session(make) -> None:
     with pytest.raises(SessionBusy):
         await h.runtime.rollback(sid, "s0001")
     await h.runtime.wait_idle(sid)
-    assert len([s for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]) == 1
+    assert len([s for s in h.store.record.steps(sid) if s.step_type is StepType.USER_INPUT]) == 1
 
 
 async def test_two_first_messages_at_once_leave_one_driver_holding_its_place(make) -> None:
@@ -131,7 +130,7 @@ async def test_two_first_messages_at_once_leave_one_driver_holding_its_place(mak
     h = make(
         [{"text": "", "tool_calls": [sh("echo x > made.txt")]}, {"text": "made it"}], approval="ask"
     )
-    teams = teams_of(h.store)
+    teams = h.store.teams
     for name in ("alice", "bob"):
         teams.add_user(name, UserRole.MEMBER, None)
     sid = "cli"
@@ -152,7 +151,7 @@ async def test_two_first_messages_at_once_leave_one_driver_holding_its_place(mak
     h.runtime.answer_approval(sid, req["stepId"], True)
     await h.runtime.wait_idle(sid)
     assert h.of("reply")[-1]["content"] == "made it"
-    users = [s.output_data for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]
+    users = [s.output_data for s in h.store.record.steps(sid) if s.step_type is StepType.USER_INPUT]
     assert [u["by"]["user"] for u in users] == [winner]
 
 
@@ -162,13 +161,13 @@ async def test_llm_failure_fails_the_session_which_can_continue_later(make) -> N
     await h.turn(sid, "try")
     assert h.of("error")[-1]["code"] == "llm_error"
     assert "provider exploded" in h.of("error")[-1]["content"]
-    assert h.store.get_session(sid).status is Status.FAILED
+    assert h.store.record.get_session(sid).status is Status.FAILED
     # The failed call is not an assistant message, so the script serves turn 0 again; make
     # the next turn succeed by sending a new message (Failed -> Running is allowed).
     h.model.script = type(h.model.script)(turns=h.model.script.turns[1:], subagent_turns=None)
     await h.turn(sid, "try again")
     assert h.of("reply")[-1]["content"] == "back again"
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS
 
 
 async def test_max_iterations_fails_with_a_clear_error(make) -> None:
@@ -176,8 +175,8 @@ async def test_max_iterations_fails_with_a_clear_error(make) -> None:
     sid = await h.session()
     await h.turn(sid, "loop")
     assert h.of("error")[-1]["code"] == "max_iterations"
-    assert h.store.get_session(sid).status is Status.FAILED
-    alerts = [s for s in h.store.steps(sid) if s.step_type is StepType.SYSTEM_ALERT]
+    assert h.store.record.get_session(sid).status is Status.FAILED
+    alerts = [s for s in h.store.record.steps(sid) if s.step_type is StepType.SYSTEM_ALERT]
     assert alerts[-1].name == "max_iterations"
 
 
@@ -197,7 +196,7 @@ async def test_cancel_stops_the_run_and_keeps_the_session_usable(make) -> None:
     assert not (h.settings.workspace_root / sid / "a").exists()
     assert any("[cancel]" in f["content"] for f in h.of("notice"))
     # A cancelled session waits for the next instruction; it is no longer Failed.
-    session = h.store.get_session(sid)
+    session = h.store.record.get_session(sid)
     assert session.status is Status.RUNNING and session.awaiting_input
     assert h.runtime.cancel(sid) is False
 
@@ -213,12 +212,12 @@ async def test_rollback_forgets_deleted_steps(make) -> None:
     sid = await h.session()
     await h.turn(sid, "remember the word BANANA")
     await h.turn(sid, "what word?")
-    second_user = [s for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT][1]
+    second_user = [s for s in h.store.record.steps(sid) if s.step_type is StepType.USER_INPUT][1]
     result = await h.runtime.rollback(sid, second_user.display_id)
     assert result.session.status is Status.RUNNING and result.session.awaiting_input
     assert await h.runtime.resume_if_needed(sid) is False  # waits for a new instruction
     await h.turn(sid, "a new instruction")
-    users = [s.input_data for s in h.store.steps(sid) if s.step_type is StepType.USER_INPUT]
+    users = [s.input_data for s in h.store.record.steps(sid) if s.step_type is StepType.USER_INPUT]
     assert users == ["remember the word BANANA", "a new instruction"]
     assert "what word?" not in json.dumps(h.runtime.history_frame(sid))
     # The script is driven by the history the model sees: with the deleted turn gone, the
@@ -238,7 +237,8 @@ async def test_secrets_never_reach_the_record(make, monkeypatch) -> None:
     sid = await h.session()
     await h.turn(sid, "print it")
     dump = json.dumps(
-        [s.input_data for s in h.store.steps(sid)] + [s.output_data for s in h.store.steps(sid)]
+        [s.input_data for s in h.store.record.steps(sid)]
+        + [s.output_data for s in h.store.record.steps(sid)]
     )
     assert "hunter2-very-secret" not in dump and "[REDACTED]" in dump
     assert "hunter2-very-secret" not in json.dumps(h.frames)
@@ -265,7 +265,7 @@ async def test_parallel_sub_agents_form_branches_of_the_tree(make) -> None:
     sid = await h.session()
     await h.turn(sid, "count fruit")
     assert h.of("reply")[-1]["content"] == "both counted"
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     by_id = {s.step_id: s for s in steps}
     spawns = [s for s in steps if s.name == "spawn_agent"]
     assert len(spawns) == 2 and all(s.status is StepStatus.COMPLETED for s in spawns)
@@ -308,8 +308,8 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     st = h.store
     (h.settings.workspace_root / sid).mkdir(parents=True, exist_ok=True)
     (h.settings.workspace_root / sid / "a.txt").write_text("alpha")
-    user = st.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
-    llm = st.write(
+    user = st.record.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
+    llm = st.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.LLM_CALL, "script", {}, parent_step_id=user.step_id),
@@ -319,9 +319,9 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
         {"id": "call_0_0", "name": "read_file", "input": {"path": "a.txt"}},
         {"id": "call_0_1", "name": "shell", "input": {"command": "echo once >> fx"}},
     ]
-    st.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
+    st.record.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
     for c in calls:
-        st.write(
+        st.record.write(
             BeginStep(
                 session_id=sid,
                 step=NewStep(
@@ -333,7 +333,7 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
                 ),
             )
         )
-    assert st.get_session(sid).status is Status.RUNNING
+    assert st.record.get_session(sid).status is Status.RUNNING
 
     assert await h.runtime.resume_if_needed(sid) is True
     await h.runtime.wait_idle(sid)
@@ -342,8 +342,8 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     # The seed's line, then one per call saying how it is retried: the read-only one now,
     # the shell command only by the model and with the person's approval — each reads on
     # from "retrying...", none against it.
-    read_step = next(s for s in st.steps(sid) if s.name == "read_file").display_id
-    shell_step = next(s for s in st.steps(sid) if s.name == "shell").display_id
+    read_step = next(s for s in st.record.steps(sid) if s.name == "read_file").display_id
+    shell_step = next(s for s in st.record.steps(sid) if s.name == "shell").display_id
     assert notices[:3] == [
         "[resume] detected interrupted tool_call, retrying...",
         f"[resume] read_file {read_step} is retried now, automatically: repeating it is safe",
@@ -353,14 +353,14 @@ async def test_resume_after_a_crash_marks_retries_and_reports(make) -> None:
     marked = [f["step"] for f in h.of("step") if f["step"]["error"] == "interrupted"]
     assert {m["name"] for m in marked} == {"read_file", "shell"}
     assert h.of("reply")[-1]["content"] == "resumed and finished"
-    steps = st.steps(sid)
+    steps = st.record.steps(sid)
     retried = [s for s in steps if s.name == "read_file" and s.status is StepStatus.COMPLETED]
     assert len(retried) == 1 and "alpha" in retried[0].output_data  # re-run automatically
     assert not (
         h.settings.workspace_root / sid / "fx"
     ).exists()  # the shell call was not re-run blindly
     assert [s.name for s in steps if s.step_type is StepType.SYSTEM_ALERT] == ["resume"]
-    assert st.get_session(sid).status is Status.SUCCESS
+    assert st.record.get_session(sid).status is Status.SUCCESS
     # A second reconnect finds nothing to resume: the note does not pile up.
     assert await h.runtime.resume_if_needed(sid) is False
 
@@ -371,17 +371,17 @@ async def test_a_turn_opens_in_one_transaction(make) -> None:
     h = make([{"text": "", "tool_calls": [sh("echo hi")]}, {"text": "done"}])
     await h.runtime.leases.register()
     sid = "turn-in-one-commit-0001"
-    before = h.store.commits
+    before = h.store.record.commits
     await h.runtime.send(sid, "a first message, which names the session", create=True)
-    assert h.store.commits - before == 1
-    session = h.store.get_session(sid)
+    assert h.store.record.commits - before == 1
+    session = h.store.record.get_session(sid)
     assert session.title == "a first message, which names the session"
-    assert h.store.lease_info(sid).owner == h.runtime.worker_id
+    assert h.store.leases.lease_info(sid).owner == h.runtime.worker_id
     h.runtime.subscribe(sid, h.frames.append)
     await h.runtime.wait_idle(sid)
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS
     # The lease was given back when the run ended: another worker may take it at once.
-    assert not h.store.lease_info(sid).live
+    assert not h.store.leases.lease_info(sid).live
 
 
 async def test_a_new_message_settles_what_a_dead_run_left_pending(make) -> None:
@@ -390,17 +390,17 @@ async def test_a_new_message_settles_what_a_dead_run_left_pending(make) -> None:
     from tests.store.builders import approval, llm, user
 
     h = make([{"text": "answered"}])
-    sid = h.store.create_session().session_id
-    h.store.write(AddStep(session_id=sid, step=user("clean up")))
-    asked = h.store.write(BeginStep(session_id=sid, step=llm()))
-    h.store.write(finish(sid, asked.seq, output_data={"text": "", "tool_calls": []}))
-    pending = h.store.write(
+    sid = h.store.record.create_session().session_id
+    h.store.record.write(AddStep(session_id=sid, step=user("clean up")))
+    asked = h.store.record.write(BeginStep(session_id=sid, step=llm()))
+    h.store.record.write(finish(sid, asked.seq, output_data={"text": "", "tool_calls": []}))
+    pending = h.store.record.write(
         BeginStep(session_id=sid, step=approval())
     )  # the process died while it waited
-    assert h.store.get_session(sid).status is Status.PAUSED
+    assert h.store.record.get_session(sid).status is Status.PAUSED
     await h.session(sid)
     await h.turn(sid, "never mind, just answer")
-    again = h.store.get_step(sid, pending.seq)
+    again = h.store.record.get_step(sid, pending.seq)
     assert again.status is StepStatus.FAILED and again.error_message == "interrupted"
     assert h.of("step")[0]["step"]["id"] == pending.display_id  # told first
-    assert h.store.get_session(sid).status is Status.SUCCESS
+    assert h.store.record.get_session(sid).status is Status.SUCCESS

@@ -55,7 +55,7 @@ async def test_a_worker_without_the_sessions_container_policy_refuses_it(
     boxed = Harness(tmp_path, turns, sandbox={"isolation": "container", "image": test_image()})
     sid = await boxed.session()
     await boxed.turn(sid, "one")
-    pinned = recorded_policy(boxed.store.get_session(sid).metadata)
+    pinned = recorded_policy(boxed.store.record.get_session(sid).metadata)
     await boxed.close()
     assert pinned is not None and pinned.kind == "container" and pinned.image == test_image()
 

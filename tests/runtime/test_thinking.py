@@ -142,7 +142,7 @@ def test_thinking_round_trip_across_kill_and_resume(tmp_path: Path) -> None:
     assert effects == ["one", "two"]
     store = open_store(str(tmp_path / "xclaw.db"))
     try:
-        steps = store.steps(sid)
+        steps = store.record.steps(sid)
     finally:
         store.close()
     llm = [s for s in steps if s.step_type is StepType.LLM_CALL and s.output_data]

@@ -70,12 +70,12 @@ async def test_a_cut_off_reply_runs_no_tool_and_fails_the_session(
     await runtime.wait_idle(sid)
 
     assert not (tmp_path / "ws" / sid / "PWNED").exists()
-    steps = runtime.store.steps(sid)
+    steps = runtime.store.record.steps(sid)
     assert [s.step_type for s in steps] == [StepType.USER_INPUT, StepType.LLM_CALL]
     llm = steps[1]
     assert llm.status is StepStatus.FAILED and "cut off" in (llm.error_message or "")
     assert "[request id req_fake_2]" in (llm.error_message or "")  # the last attempt's
-    assert runtime.store.get_session(sid).status.value == "Failed"
+    assert runtime.store.record.get_session(sid).status.value == "Failed"
     assert not [f for f in frames if f["type"] in ("tool", "reply")]
     assert [f["code"] for f in frames if f["type"] == "error"] == ["llm_error"]
 
@@ -85,8 +85,8 @@ async def test_a_cut_off_reply_runs_no_tool_and_fails_the_session(
     assert await runtime.resume_if_needed(sid, failed=True) is True
     await runtime.wait_idle(sid)
     assert (tmp_path / "ws" / sid / "PWNED").exists()
-    assert runtime.store.get_session(sid).status.value == "Success"
-    steps = runtime.store.steps(sid)
+    assert runtime.store.record.get_session(sid).status.value == "Success"
+    steps = runtime.store.record.steps(sid)
     resume = [s for s in steps if s.step_type is StepType.SYSTEM_ALERT]
     assert resume and resume[0].name == "resume" and resume[0].input_data["after"] == "Failed"
     ok = [s for s in steps if s.step_type is StepType.LLM_CALL and s.status is StepStatus.COMPLETED]
@@ -106,7 +106,7 @@ async def test_an_in_stream_error_is_retried_and_the_session_succeeds(
     sid = session.session_id
     await runtime.send(sid, "hello")
     await runtime.wait_idle(sid)
-    assert runtime.store.get_session(sid).status.value == "Success"
+    assert runtime.store.record.get_session(sid).status.value == "Success"
     assert len(srv.requests) == 2
     await runtime.shutdown()
     runtime.store.close()
@@ -199,7 +199,7 @@ async def test_thinking_of_a_retried_attempt_is_taken_back(tmp_path: Path, provi
     ]
     assert told[:3] == [FIRST_THOUGHT, "thinking_discarded", SECOND_THOUGHT], told
     assert told[3:] and set(told[3:]) <= {"delta"}
-    (llm,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+    (llm,) = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
     assert [b["thinking"] for b in llm.output_data["thinking"]] == [SECOND_THOUGHT]
     await runtime.shutdown()
     runtime.store.close()

@@ -34,13 +34,13 @@ async def test_anthropic_cache_tokens_are_recorded_on_every_llm_call(tmp_path: P
         )
         runtime, sid, _ = await run_task(tmp_path, "anthropic", srv, "what is here?")
         assert not srv.rejections, srv.rejections
-        llm = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+        llm = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
         first, second = (s.output_data["usage"] for s in llm)
         assert first["cache_read"] == 0 and first["cache_write"] > 0
         assert second["cache_read"] >= first["cache_write"]  # the first call's prefix
         for s in llm:  # the prompt column counts every input token, cached or not
             assert s.token_usage_prompt == s.output_data["usage"]["input"]
-        totals = session_cost(runtime.store.steps(sid), runtime.prices)
+        totals = session_cost(runtime.store.record.steps(sid), runtime.prices)
         assert totals.usage.cache_read_tokens == second["cache_read"] and totals.calls == 2
         await runtime.shutdown()
         runtime.store.close()
@@ -64,7 +64,7 @@ async def test_openai_reasoning_content_cached_and_reasoning_tokens(tmp_path: Pa
         # Shown before the answer streamed.
         kinds = [f["type"] for f in frames]
         assert kinds.index("thinking") < kinds.index("delta")
-        (llm,) = [s for s in runtime.store.steps(sid) if s.step_type is StepType.LLM_CALL]
+        (llm,) = [s for s in runtime.store.record.steps(sid) if s.step_type is StepType.LLM_CALL]
         assert llm.output_data["usage"] == {
             "input": 500,
             "output": 40,
@@ -132,9 +132,9 @@ async def test_a_local_server_without_usage_records_unknown_tokens_and_no_price(
         for text in ("hi", "again"):
             await runtime.send(sid, text)
             await runtime.wait_idle(sid)
-        steps = runtime.store.steps(sid)
-        sessions = runtime.store.list_sessions()
-        tree = runtime.store.step_tree(sid)
+        steps = runtime.store.record.steps(sid)
+        sessions = runtime.store.record.list_sessions()
+        tree = runtime.store.record.step_tree(sid)
         table = runtime.prices
         await runtime.shutdown()
         runtime.store.close()

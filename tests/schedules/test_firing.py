@@ -24,7 +24,7 @@ from xclaw.schedules.firing import CLAIM_MS, Scheduler
 from xclaw.schedules.making import new_schedule
 from xclaw.schedules.spec import Kind, fire_id
 from xclaw.store import open_store
-from xclaw.store.base import Store, schedules_of, teams_of
+from xclaw.store.base import Store
 from xclaw.store.steps.model import StepType
 from xclaw.store.steps.writes import AddSchedule, AddStep, ClaimTicks
 
@@ -49,7 +49,7 @@ class Worker:
         self.cluster = self.runtime.new_cluster()
         self.scheduler = Scheduler(
             self.store,  # type: ignore[arg-type]
-            teams_of(self.store),
+            self.store.teams,
             self.runtime,
             self.runtime.worker_id,
             clock=clock,
@@ -101,13 +101,13 @@ def add(store: Store, *, every: str = "2s", now: int = 0, **kw: Any) -> str:
         created_by=kw.pop("created_by", None),
         now_ms=now,
     )
-    return str(schedules_of(store).write(AddSchedule(schedule=s)).schedule_id)
+    return str(store.schedules.write(AddSchedule(schedule=s)).schedule_id)
 
 
 def messages(store: Store, sid: str) -> list[str | None]:
     """The message ids of the session's user messages, in order."""
     out = []
-    for s in store.steps(sid):
+    for s in store.record.steps(sid):
         if s.step_type is StepType.USER_INPUT:
             out.append((s.output_data or {}).get("messageId"))
     return out
@@ -122,7 +122,7 @@ async def idle(*ws: Worker) -> None:
 
 
 async def session(store: Store) -> str:
-    sid = store.create_session(title="target").session_id
+    sid = store.record.create_session(title="target").session_id
     return sid
 
 
@@ -142,7 +142,7 @@ async def test_each_tick_runs_once_across_two_workers(workers: Any) -> None:
     await a.scheduler.check()
     await idle(a, b)
     assert messages(a.store, sid) == [fire_id(sch, 2_000), fire_id(sch, 4_000)]
-    st = schedules_of(a.store)
+    st = a.store.schedules
     assert st.get_schedule(sch).fired == 2
     assert {f.state for f in st.fires_of(sch)} == {"delivered"}
 
@@ -152,7 +152,7 @@ async def test_a_fire_whose_worker_died_is_delivered_once_by_another(workers: An
     a, b = await workers(clock), await workers(clock)
     sid = await session(a.store)
     sch = add(a.store, session_id=sid)
-    st = schedules_of(a.store)
+    st = a.store.schedules
     # Worker "dead" claimed the tick and died before delivering it.
     s = st.get_schedule(sch)
     [due] = st.due_schedules(2_000)
@@ -201,7 +201,7 @@ async def test_a_busy_session_defers_the_fire_to_a_later_check(workers: Any) -> 
     clock.ms = 2_000
     got = await a.scheduler.check()
     assert (got.claimed, got.deferred, got.delivered) == (1, 1, 0)
-    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 2_000))
     assert f is not None and f.state == "pending" and f.deferrals == 1
     assert f.note is not None and "deferred" in f.note
     await idle(a)
@@ -229,7 +229,7 @@ async def test_catch_up_after_a_downtime(workers: Any, policy: str, fired: list[
     await idle(a)
     assert got.claimed == len(fired)
     assert messages(a.store, sid) == [fire_id(sch, t) for t in fired]
-    s = schedules_of(a.store).get_schedule(sch)
+    s = a.store.schedules.get_schedule(sch)
     assert (s.fired, s.skipped) == (len(fired), 10 - len(fired))
     assert s.next_fire == 660_000
 
@@ -243,21 +243,21 @@ async def test_a_tick_just_late_fires_under_skip(workers: Any) -> None:
     assert (await a.scheduler.check()).delivered == 1
     await idle(a)
     assert messages(a.store, sid) == [fire_id(sch, 6_000)]
-    assert schedules_of(a.store).get_schedule(sch).skipped == 2
+    assert a.store.schedules.get_schedule(sch).skipped == 2
 
 
 async def test_each_fire_forks_the_template_once(workers: Any) -> None:
     clock = Clock(0)
     a, b = await workers(clock), await workers(clock)
     tpl = await session(a.store)
-    a.store.write(AddStep(session_id=tpl, step=user("you are the nightly checker")))
+    a.store.record.write(AddStep(session_id=tpl, step=user("you are the nightly checker")))
     sch = add(a.store, fork_of=tpl)
     clock.ms = 2_000
     await a.scheduler.check()
     await idle(a, b)
-    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 2_000))
     assert f is not None and f.state == "delivered"
-    fork = a.store.get_session(f.session_id)
+    fork = a.store.record.get_session(f.session_id)
     assert fork.parent_session_id == tpl
     assert messages(a.store, fork.session_id) == [None, fire_id(sch, 2_000)]
     # Delivered again (a retry after a kill): the same fork, the message not run again.
@@ -267,16 +267,16 @@ async def test_each_fire_forks_the_template_once(workers: Any) -> None:
     clock.ms = 4_000
     await b.scheduler.check()
     await idle(a, b)
-    f2 = schedules_of(a.store).get_fire(fire_id(sch, 4_000))
+    f2 = a.store.schedules.get_fire(fire_id(sch, 4_000))
     assert f2 is not None and f2.session_id != f.session_id
-    assert len([s for s in a.store.list_sessions() if s.parent_session_id == tpl]) == 2
+    assert len([s for s in a.store.record.list_sessions() if s.parent_session_id == tpl]) == 2
     assert messages(a.store, tpl) == [None]  # the template itself untouched
 
 
 async def test_the_creators_rights_are_asked_at_each_fire(workers: Any) -> None:
     clock = Clock(0)
     a = await workers(clock)
-    teams = teams_of(a.store)
+    teams = a.store.teams
     teams.add_user("bob", UserRole.MEMBER, None)
     sid = await session(a.store)
     teams.share_session(sid, "bob", ShareRole.COLLABORATOR, by=None)
@@ -284,17 +284,17 @@ async def test_the_creators_rights_are_asked_at_each_fire(workers: Any) -> None:
     clock.ms = 2_000
     assert (await a.scheduler.check()).delivered == 1
     await idle(a)
-    step = [s for s in a.store.steps(sid) if s.step_type is StepType.USER_INPUT][-1]
+    step = [s for s in a.store.record.steps(sid) if s.step_type is StepType.USER_INPUT][-1]
     assert step.output_data["by"]["user"] == "bob"  # who made it, on the message
     teams.share_session(sid, "bob", ShareRole.VIEWER, by=None)  # may read only now
     clock.ms = 4_000
     assert (await a.scheduler.check()).refused == 1
-    f = schedules_of(a.store).get_fire(fire_id(sch, 4_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 4_000))
     assert f is not None and f.state == "refused" and "viewer" in (f.note or "")
     teams.remove_user("bob")
     clock.ms = 6_000
     assert (await a.scheduler.check()).refused == 1
-    f = schedules_of(a.store).get_fire(fire_id(sch, 6_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 6_000))
     assert f is not None and "gone" in (f.note or "")
     assert messages(a.store, sid) == [fire_id(sch, 2_000)]
 
@@ -312,7 +312,7 @@ async def test_a_worker_that_may_not_drive_the_session_leaves_the_fire_to_one_th
     clock.ms = 2_000
     got = await b.scheduler.check()
     assert (got.claimed, got.deferred, got.delivered, got.refused) == (1, 1, 0, 0)
-    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 2_000))
     assert f is not None and f.state == "pending" and "deferred" in (f.note or "")
     assert (await a.scheduler.check()).delivered == 0  # held for a while: not retried at once
     clock.ms = 2_000 + CLAIM_MS
@@ -334,7 +334,7 @@ async def test_a_fire_on_a_busy_session_follows_its_input_policy(workers: Any) -
     clock.ms = 2_000
     got = await a.scheduler.check()
     assert (got.claimed, got.delivered, got.deferred) == (1, 1, 0)
-    f = schedules_of(a.store).get_fire(fire_id(sch, 2_000))
+    f = a.store.schedules.get_fire(fire_id(sch, 2_000))
     assert f is not None and f.state == "delivered" and "queued (queue)" in (f.note or "")
     assert [q.id for q in await a.runtime.queued(sid)] == [fire_id(sch, 2_000)]
     # Delivered again (a retry after a kill, by another worker): still queued once.

@@ -87,12 +87,12 @@ async def _run_chain(
         await h.runtime.wait_idle(sid)
         calls = [
             s
-            for s in h.store.steps(sid)
+            for s in h.store.record.steps(sid)
             if s.step_type is StepType.TOOL_CALL and s.input_data.get("command") == chain["command"]
         ]
         output = "\n".join(str(s.output_data or "") + str(s.error_message or "") for s in calls)
         # The premise: the edits ran without a question, and the set-up worked.
-        writes = [s for s in h.store.steps(sid) if s.name == "write_file"]
+        writes = [s for s in h.store.record.steps(sid) if s.name == "write_file"]
         assert writes and all(s.status.value == "completed" for s in writes), writes
         return h, asked, output
     except BaseException:

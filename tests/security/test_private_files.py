@@ -33,7 +33,7 @@ def test_home_token_database_wal_shm_and_workspaces_are_private(tmp_path: Path, 
     assert mode(home / "token") == 0o600
     store = open_store(str(home / "xclaw.db"))
     try:
-        session = store.create_session(title="t")
+        session = store.record.create_session(title="t")
         assert (home / "xclaw.db-wal").exists() and (home / "xclaw.db-shm").exists()
         for name in ("xclaw.db", "xclaw.db-wal", "xclaw.db-shm"):
             assert mode(home / name) == 0o600, name

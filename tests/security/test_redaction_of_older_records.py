@@ -26,14 +26,14 @@ KEY = "late-secret-0a1b2c3d4e5f"
 def old_record(db: Path) -> str:
     """A session as a version without this redaction could have written it."""
     with SQLiteStore(db) as store:
-        sid = store.create_session(title=f"about {KEY}").session_id
-        user = store.write(
+        sid = store.record.create_session(title=f"about {KEY}").session_id
+        user = store.record.write(
             AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", f"use {KEY}"))
         )
-        llm = store.write(
+        llm = store.record.write(
             BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
         )
-        store.write(
+        store.record.write(
             finish(
                 sid,
                 llm.seq,
@@ -43,7 +43,7 @@ def old_record(db: Path) -> str:
                 },
             )
         )
-        tool = store.write(
+        tool = store.record.write(
             AddStep(
                 session_id=sid,
                 step=NewStep(
@@ -54,10 +54,10 @@ def old_record(db: Path) -> str:
             )
         )
         assert tool.name == f"t_{KEY}"
-        last = store.write(
+        last = store.record.write(
             BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
         )
-        store.write(
+        store.record.write(
             finish(
                 sid, last.seq, output_data={"text": f"done {KEY}"}, session_status=Status.SUCCESS
             )

@@ -29,7 +29,6 @@ from xclaw.gateway.identity import Authenticator
 from xclaw.gateway.settings import TeamSettings
 from xclaw.people.teams import UserRole, new_token, token_hash
 from xclaw.runtime.runtime import Runtime
-from xclaw.store.base import teams_of
 from xclaw.store.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.slow
@@ -307,8 +306,8 @@ def test_tokens_are_compared_in_constant_time(tmp_path: Path, monkeypatch: Any) 
     store = SQLiteStore(tmp_path / "x.db")
     try:
         token = new_token()
-        teams_of(store).add_user("alice", UserRole.MEMBER, token_hash(token))
-        auth = Authenticator("server-token-" + "s" * 20, store, TeamSettings())
+        store.teams.add_user("alice", UserRole.MEMBER, token_hash(token))
+        auth = Authenticator("server-token-" + "s" * 20, store.teams, TeamSettings())
 
         async def sign_in(given: str) -> Any:
             return await auth.identify(given, "127.0.0.1", {})

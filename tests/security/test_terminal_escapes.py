@@ -111,7 +111,7 @@ def test_cli_steps_and_export_print_no_control_sequences(tmp_path: Path) -> None
 
     db = tmp_path / "x.db"
     store = open_store(str(db))
-    s = store.create_session(title="t\x1b]0;owned\x07")
+    s = store.record.create_session(title="t\x1b]0;owned\x07")
     store.close()
     _register()
     runner = CliRunner()
@@ -131,7 +131,7 @@ def test_every_store_command_prints_c1_and_bidi_inertly(tmp_path: Path) -> None:
 
     db = tmp_path / "x.db"
     store = open_store(str(db))
-    s = store.create_session(title="".join(HOSTILE))
+    s = store.record.create_session(title="".join(HOSTILE))
     store.close()
     _register()
     runner = CliRunner()
@@ -165,14 +165,14 @@ def test_diff_of_two_sessions_prints_hostile_answers_inertly(tmp_path: Path) -> 
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
         for sid, answer in (("left", "plain"), ("right", "".join(HOSTILE))):
-            store.create_session(session_id=sid)
-            u = store.write(
+            store.record.create_session(session_id=sid)
+            u = store.record.write(
                 AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"))
             )
-            lm = store.write(
+            lm = store.record.write(
                 BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
             )
-            store.write(
+            store.record.write(
                 finish(sid, lm.seq, output_data={"text": answer}, session_status=Status.SUCCESS)
             )
     group = click.Group("xclaw")

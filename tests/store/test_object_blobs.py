@@ -37,7 +37,7 @@ def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
 
 def open_objects(backend: Backend, weed: Seaweed, url: str, grace_s: float = 3600.0) -> Store:
     store = backend.open()
-    store.use_blob_store(url, grace_s=grace_s)
+    store.snapshots.use_blob_store(url, grace_s=grace_s)
     return store
 
 
@@ -72,23 +72,23 @@ def test_contents_go_to_the_bucket_and_the_database_keeps_marks_only(
 ) -> None:
     store, url = objects
     h, data = blob(b"hello object store")
-    assert store.missing_blobs([h]) == {h}
-    assert store.put_blobs({h: data}) == len(data)
-    assert store.missing_blobs([h]) == set()
-    assert store.put_blobs({h: data}) == 0  # written once: the conditional PUT says 412
-    assert store.get_blobs([h]) == {h: data}
+    assert store.snapshots.missing_blobs([h]) == {h}
+    assert store.snapshots.put_blobs({h: data}) == len(data)
+    assert store.snapshots.missing_blobs([h]) == set()
+    assert store.snapshots.put_blobs({h: data}) == 0  # written once: the conditional PUT says 412
+    assert store.snapshots.get_blobs([h]) == {h: data}
     assert contents(weed, url, backend) == {h}
     assert backend.query("SELECT hash, pos, size FROM object_blobs") == [(h, 0, len(data))]
-    sid = store.create_session().session_id
-    seq = store.write(BeginStep(session_id=sid, step=tool())).seq
-    store.save_snapshot(sid, seq, {"a.txt": entry(h, data)})
-    assert store.get_snapshot(sid, seq) == {"a.txt": entry(h, data)}
+    sid = store.record.create_session().session_id
+    seq = store.record.write(BeginStep(session_id=sid, step=tool())).seq
+    store.snapshots.save_snapshot(sid, seq, {"a.txt": entry(h, data)})
+    assert store.snapshots.get_snapshot(sid, seq) == {"a.txt": entry(h, data)}
     no_contents_in_db(backend)
     with pytest.raises(ValueError, match="does not match"):
-        store.put_blobs({h: b"other"})
+        store.snapshots.put_blobs({h: b"other"})
     other, _ = blob("never stored")
     with pytest.raises(MissingBlobs) as e:
-        store.get_blobs([h, other])
+        store.snapshots.get_blobs([h, other])
     assert e.value.hashes == {other}
 
 
@@ -101,12 +101,16 @@ def test_the_workspace_snapshotter_uploads_only_what_changed(
     for i in range(50):
         (ws / f"f{i}.txt").write_bytes(f"file {i} ".encode() * 200)
     snap = Snapshotter(SnapshotConfig(ignore=()))
-    sid = store.create_session().session_id
-    first = snap.snapshot(store, sid, store.write(BeginStep(session_id=sid, step=tool())).seq, ws)
+    sid = store.record.create_session().session_id
+    first = snap.snapshot(
+        store.snapshots, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
+    )
     assert first.new_bytes == sum(p.stat().st_size for p in ws.iterdir())
     (ws / "f7.txt").write_bytes(b"x" * 1024)
     time.sleep(0.03)
-    second = snap.snapshot(store, sid, store.write(BeginStep(session_id=sid, step=tool())).seq, ws)
+    second = snap.snapshot(
+        store.snapshots, sid, store.record.write(BeginStep(session_id=sid, step=tool())).seq, ws
+    )
     assert second.new_bytes == 1024  # one changed file: its bytes, nothing else
     assert len(contents(weed, url, backend)) == 51
     assert len(weed.objects(url)) == 2  # two uploads, one pack each
@@ -117,24 +121,26 @@ def test_a_sweep_deletes_unreferenced_objects_only_after_the_grace_period(
     objects: tuple[Store, str], backend: Backend, weed: Seaweed
 ) -> None:
     store, url = objects
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     (hk, dk), (hg, dg), (hs, ds) = blob("kept"), blob("gone after rollback"), blob("shared")
-    store.put_blobs({hk: dk})
-    store.put_blobs({hg: dg})  # a pack of its own: deleted whole once unreferenced
-    store.put_blobs({content_hash(b"x" + ds): b"x" + ds, hs: ds})  # a pack of two
-    s1 = store.write(BeginStep(session_id=sid, step=tool())).seq
-    store.save_snapshot(sid, s1, {"a": entry(hk, dk), "s": entry(hs, ds)})
-    s2 = store.write(BeginStep(session_id=sid, step=tool())).seq
-    store.save_snapshot(sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg), "s": entry(hs, ds)})
-    store.rollback(sid, s2)
+    store.snapshots.put_blobs({hk: dk})
+    store.snapshots.put_blobs({hg: dg})  # a pack of its own: deleted whole once unreferenced
+    store.snapshots.put_blobs({content_hash(b"x" + ds): b"x" + ds, hs: ds})  # a pack of two
+    s1 = store.record.write(BeginStep(session_id=sid, step=tool())).seq
+    store.snapshots.save_snapshot(sid, s1, {"a": entry(hk, dk), "s": entry(hs, ds)})
+    s2 = store.record.write(BeginStep(session_id=sid, step=tool())).seq
+    store.snapshots.save_snapshot(
+        sid, s2, {"a": entry(hk, dk), "b": entry(hg, dg), "s": entry(hs, ds)}
+    )
+    store.record.rollback(sid, s2)
     assert len(weed.objects(url)) == 3
-    assert store.gc_blobs() == 0  # unreferenced, but marked more recently than the grace
+    assert store.snapshots.gc_blobs() == 0  # unreferenced, but marked more recently than the grace
     time.sleep(GRACE + 0.2)
-    assert store.gc_blobs() == 2  # the rolled-back content, the never-referenced one
+    assert store.snapshots.gc_blobs() == 2  # the rolled-back content, the never-referenced one
     assert contents(weed, url, backend) == {hk, hs}
     assert len(weed.objects(url)) == 2  # the pack of two stays: one content is referenced
     assert sorted(backend.query("SELECT hash FROM object_blobs")) == sorted([(hk,), (hs,)])
-    assert store.get_blobs([hk, hs]) == {hk: dk, hs: ds}
+    assert store.snapshots.get_blobs([hk, hs]) == {hk: dk, hs: ds}
 
 
 def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
@@ -156,25 +162,27 @@ def test_a_sweep_between_upload_and_snapshot_never_leaves_a_dangling_reference(
         def stall_then_sweep(name: str) -> None:
             if name == "snapshot.stored" and not swept:
                 time.sleep(GRACE + 0.2)  # past the grace: the mark has expired
-                swept.append(sweeper.gc_blobs())
+                swept.append(sweeper.snapshots.gc_blobs())
 
         snap = Snapshotter(SnapshotConfig(ignore=(), crash_point=stall_then_sweep))
-        sid = store.create_session().session_id
-        seq = store.write(BeginStep(session_id=sid, step=tool())).seq
-        snap.snapshot(store, sid, seq, ws)
+        sid = store.record.create_session().session_id
+        seq = store.record.write(BeginStep(session_id=sid, step=tool())).seq
+        snap.snapshot(store.snapshots, sid, seq, ws)
         assert swept == [1]  # the sweep did delete the object meanwhile
         assert contents(weed, url, backend) == {h}  # ... and the snapshotter uploaded it again
-        assert store.get_blobs([h]) == {h: b"the content under race"}
+        assert store.snapshots.get_blobs([h]) == {h: b"the content under race"}
         time.sleep(GRACE + 0.2)
-        assert sweeper.gc_blobs() == 0  # referenced now: kept whatever its mark's age
+        assert sweeper.snapshots.gc_blobs() == 0  # referenced now: kept whatever its mark's age
         assert contents(weed, url, backend) == {h}
 
         # With a fresh mark the sweep leaves the object alone and the save goes through.
         (hf, df) = blob("fresh")
-        store.put_blobs({hf: df})
-        assert sweeper.gc_blobs() == 0
-        store.save_snapshot(
-            sid, store.write(BeginStep(session_id=sid, step=tool())).seq, {"f": entry(hf, df)}
+        store.snapshots.put_blobs({hf: df})
+        assert sweeper.snapshots.gc_blobs() == 0
+        store.snapshots.save_snapshot(
+            sid,
+            store.record.write(BeginStep(session_id=sid, step=tool())).seq,
+            {"f": entry(hf, df)},
         )
         assert hf in contents(weed, url, backend)
     finally:
@@ -189,26 +197,26 @@ def test_a_worker_that_lost_its_lease_uploads_nothing_anyone_references(
     zombie = open_objects(backend, weed, url, grace_s=GRACE)
     heir = open_objects(backend, weed, url, grace_s=GRACE)
     try:
-        sid = zombie.create_session().session_id
-        old = zombie.acquire_lease(sid, "zombie", 0.2)
+        sid = zombie.record.create_session().session_id
+        old = zombie.leases.acquire_lease(sid, "zombie", 0.2)
         assert old is not None
         time.sleep(0.3)
-        new = heir.acquire_lease(sid, "heir", 30)
+        new = heir.leases.acquire_lease(sid, "heir", 30)
         assert new is not None and new.token != old.token
-        seq = heir.write(BeginStep(session_id=sid, step=tool()), new).seq
+        seq = heir.record.write(BeginStep(session_id=sid, step=tool()), new).seq
         h, data = blob("written by the zombie after it lost its lease")
-        zombie.put_blobs({h: data})  # the upload itself cannot be stopped...
+        zombie.snapshots.put_blobs({h: data})  # the upload itself cannot be stopped...
         with pytest.raises(LeaseLost):
-            zombie.save_snapshot(sid, seq, {"z.txt": entry(h, data)}, lease=old)
-        assert heir.list_snapshots(sid) == []  # ... but nothing references it
+            zombie.snapshots.save_snapshot(sid, seq, {"z.txt": entry(h, data)}, lease=old)
+        assert heir.snapshots.list_snapshots(sid) == []  # ... but nothing references it
         (pack,) = backend.query("SELECT pack FROM object_blobs WHERE hash=?", (h,))[0]
         time.sleep(GRACE + 0.2)
-        assert heir.gc_blobs() == 1
+        assert heir.snapshots.gc_blobs() == 1
         assert pack not in weed.objects(url)
         hh, dh = blob("the heir's")
-        heir.put_blobs({hh: dh})
-        heir.save_snapshot(sid, seq, {"h.txt": entry(hh, dh)}, lease=new)
-        assert heir.get_snapshot(sid, seq) == {"h.txt": entry(hh, dh)}
+        heir.snapshots.put_blobs({hh: dh})
+        heir.snapshots.save_snapshot(sid, seq, {"h.txt": entry(hh, dh)}, lease=new)
+        assert heir.snapshots.get_snapshot(sid, seq) == {"h.txt": entry(hh, dh)}
     finally:
         zombie.close()
         heir.close()
@@ -228,22 +236,22 @@ def test_an_upload_killed_before_its_rows_is_never_trusted_and_swept_later(
     try:
         h, data = blob("uploaded, never marked")
         [(name, pack, _)] = make_packs({h: data})
-        blobs = store.blobs
+        blobs = store.snapshots.blobs
         assert isinstance(blobs, ObjectBlobs)
         blobs.bucket.put_many({name: pack})  # ... and the worker dies here
-        assert store.missing_blobs([h]) == {h}
-        sid = store.create_session().session_id
-        seq = store.write(BeginStep(session_id=sid, step=tool())).seq
+        assert store.snapshots.missing_blobs([h]) == {h}
+        sid = store.record.create_session().session_id
+        seq = store.record.write(BeginStep(session_id=sid, step=tool())).seq
         with pytest.raises(MissingBlobs):
-            store.save_snapshot(sid, seq, {"a": entry(h, data)})
-        assert store.gc_blobs() == 0
+            store.snapshots.save_snapshot(sid, seq, {"a": entry(h, data)})
+        assert store.snapshots.gc_blobs() == 0
         assert name in weed.objects(url)  # younger than the grace: maybe an upload in flight
         time.sleep(GRACE + 1.2)  # and the second of the store's clock
-        store.gc_blobs()
+        store.snapshots.gc_blobs()
         assert name not in weed.objects(url)
-        assert store.put_blobs({h: data}) == len(data)  # uploaded again, in full
-        store.save_snapshot(sid, seq, {"a": entry(h, data)})
-        assert store.get_blobs([h]) == {h: data}
+        assert store.snapshots.put_blobs({h: data}) == len(data)  # uploaded again, in full
+        store.snapshots.save_snapshot(sid, seq, {"a": entry(h, data)})
+        assert store.snapshots.get_blobs([h]) == {h: data}
     finally:
         store.close()
 
@@ -259,23 +267,23 @@ def test_a_store_that_is_down_is_a_clear_error_and_works_once_back(
             from xclaw.store.blobs.s3 import Bucket, Location
 
             # Short timeouts: the test waits seconds, not the production defaults.
-            store._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
-                store._dialect,  # type: ignore[attr-defined]
-                store.blobs._access,  # type: ignore[attr-defined]
+            store.snapshots._blob_store = ObjectBlobs(  # type: ignore[attr-defined]
+                store.db._dialect,  # type: ignore[attr-defined]
+                store.snapshots.blobs._access,  # type: ignore[attr-defined]
                 Bucket(Location.parse(url), connect_timeout_s=1, read_timeout_s=1),
             )
             h, data = blob("before the outage")
-            store.put_blobs({h: data})
+            store.snapshots.put_blobs({h: data})
             weed.stop()
             h2, d2 = blob("during the outage")
             with pytest.raises(BlobStoreUnavailable, match="could not store"):
-                store.put_blobs({h2: d2})
+                store.snapshots.put_blobs({h2: d2})
             with pytest.raises(BlobStoreUnavailable, match="could not read"):
-                store.get_blobs([h])
-            assert store.missing_blobs([h2]) == {h2}  # nothing half-stored was trusted
+                store.snapshots.get_blobs([h])
+            assert store.snapshots.missing_blobs([h2]) == {h2}  # nothing half-stored was trusted
             weed.start()
-            assert store.put_blobs({h2: d2}) == len(d2)
-            assert store.get_blobs([h, h2]) == {h: data, h2: d2}
+            assert store.snapshots.put_blobs({h2: d2}) == len(d2)
+            assert store.snapshots.get_blobs([h, h2]) == {h: data, h2: d2}
         finally:
             store.close()
 
@@ -289,16 +297,16 @@ def test_a_pack_gone_from_the_bucket_is_lost_and_said_so_not_missing_from_the_da
     store, url = objects
     h, data = blob(b"soon gone from the bucket")
     kept, kept_data = blob(b"stays")
-    store.put_blobs({h: data})
+    store.snapshots.put_blobs({h: data})
     ((pack,),) = backend.query("SELECT pack FROM object_blobs WHERE hash = ?", (h,))
     weed.client().delete_object(Bucket=BUCKET, Key=Location.parse(url).key(pack))
-    store.put_blobs({kept: kept_data})
+    store.snapshots.put_blobs({kept: kept_data})
     with pytest.raises(BlobStoreLost) as e:
-        store.get_blobs([h, kept])
+        store.snapshots.get_blobs([h, kept])
     assert e.value.code == "blob_store_lost" and e.value.hashes == {h}
     assert isinstance(e.value, MissingBlobs)  # what tolerates a missing image still does
     assert str(Location.parse(url)) in e.value.message and "restore the objects" in e.value.message
-    assert store.get_blobs([kept]) == {kept: kept_data}
+    assert store.snapshots.get_blobs([kept]) == {kept: kept_data}
 
 
 def test_a_tool_steps_images_are_uploaded_within_its_transaction(
@@ -308,9 +316,9 @@ def test_a_tool_steps_images_are_uploaded_within_its_transaction(
     rows in the step's own transaction."""
     store, url = objects
     h, data = blob(b"\x89PNG not really an image, but bytes")
-    write = store._write  # type: ignore[attr-defined]
-    assert write(store._put_blobs_tx({h: data}), Kind.RESULT) == len(data)  # type: ignore[attr-defined]
-    assert store.missing_blobs([h]) == set()
-    assert store.get_blobs([h]) == {h: data}
+    write = store.db._write  # type: ignore[attr-defined]
+    assert write(store.snapshots._put_blobs_tx({h: data}), Kind.RESULT) == len(data)  # type: ignore[attr-defined]
+    assert store.snapshots.missing_blobs([h]) == set()
+    assert store.snapshots.get_blobs([h]) == {h: data}
     assert h in contents(weed, url, backend)
     no_contents_in_db(backend)

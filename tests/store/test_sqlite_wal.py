@@ -33,7 +33,7 @@ def crashed_copy(tmp: Path, names: list[str], *, page_size: int | None = None) -
     src = tmp / "live" / "x.db"
     src.parent.mkdir()
     with SQLiteStore(src) as store:
-        store.create_session(session_id="base")
+        store.record.create_session(session_id="base")
     conn = sqlite3.connect(src, isolation_level=None)
     conn.execute("PRAGMA wal_autocheckpoint=0")
     for name in names:
@@ -69,7 +69,7 @@ def _codes(path: Path) -> list[str]:
 def _sessions(path: Path) -> list[str]:
     store = open_store(path, access=Access.READ)
     try:
-        return sorted(s.session_id for s in store.list_sessions())
+        return sorted(s.session_id for s in store.record.list_sessions())
     finally:
         store.close()
 
@@ -143,8 +143,8 @@ def test_a_corrupt_index_page_is_reported(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     with SQLiteStore(db) as store:
         for i in range(50):
-            sid = store.create_session(session_id=f"s{i}").session_id
-            store.write(AddStep(session_id=sid, step=user()))
+            sid = store.record.create_session(session_id=f"s{i}").session_id
+            store.record.write(AddStep(session_id=sid, step=user()))
     conn = sqlite3.connect(db)
     (root,) = conn.execute(
         "SELECT rootpage FROM sqlite_master WHERE name='idx_traces_session_time'"

@@ -164,7 +164,7 @@ def test_create_makes_a_new_private_database_or_adopts_an_empty_file(tmp_path: P
 
 def _xclaw_db(path: Path) -> str:
     with SQLiteStore(path) as store:
-        sid = store.create_session(title="kept").session_id
+        sid = store.record.create_session(title="kept").session_id
     os.chmod(path, 0o644)
     return sid
 
@@ -175,12 +175,12 @@ def test_read_writes_nothing_to_an_xclaw_database(tmp_path: Path) -> None:
     before = listing(tmp_path)
     store = open_store(path, access=Access.READ)
     try:
-        assert store.get_session(sid).title == "kept"
+        assert store.record.get_session(sid).title == "kept"
         with pytest.raises(StoreError, match="opened read-only"):
-            store.create_session(title="no")
+            store.record.create_session(title="no")
         # Below the store: SQLite itself refuses a write on its read-only connections.
         with pytest.raises(StoreError, match="readonly database"):
-            store._read(lambda conn: conn.execute("CREATE TABLE sneaky (x)"))  # type: ignore[attr-defined]
+            store.db._read(lambda conn: conn.execute("CREATE TABLE sneaky (x)"))  # type: ignore[attr-defined]
     finally:
         store.close()
     after = listing(tmp_path)
@@ -226,7 +226,7 @@ def test_an_older_database_is_not_read_until_upgraded_by_a_writing_open(tmp_path
     open_store(path, access=Access.WRITE).close()  # upgrades in place
     store = open_store(path, access=Access.READ)
     try:
-        assert store.list_sessions() == []
+        assert store.record.list_sessions() == []
     finally:
         store.close()
 
@@ -335,12 +335,12 @@ def test_postgres_read_refuses_older_and_newer_and_writes_nothing(tmp_path: Path
         backend.open(access=Access.WRITE).close()  # upgrades in place
         store = backend.open(access=Access.READ)
         try:
-            assert store.list_sessions() == []
+            assert store.record.list_sessions() == []
             with pytest.raises(StoreError, match="read-only"):
-                store.create_session(title="no")
+                store.record.create_session(title="no")
             # Below the store: the server itself refuses a write on these connections.
             with pytest.raises(StoreError, match="read-only transaction"):
-                store._read(lambda conn: conn.execute("CREATE TABLE sneaky (x int)"))  # type: ignore[attr-defined]
+                store.db._read(lambda conn: conn.execute("CREATE TABLE sneaky (x int)"))  # type: ignore[attr-defined]
         finally:
             store.close()
         backend.query("INSERT INTO schema_version VALUES (?, 'from the future', 0)", (99,))

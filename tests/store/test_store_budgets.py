@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from xclaw.errors import LeaseLost
-from xclaw.store.base import Store, budgets_of
+from xclaw.store.base import Store
 from xclaw.store.steps.model import BUDGET_KEY, Completion, NewStep, Status, StepStatus, StepType
 from xclaw.store.steps.writes import (
     BeginStep,
@@ -31,13 +31,13 @@ def _call(store: Store, sid: str, tokens: int) -> BeginStep:
         step=NewStep(step_type=StepType.LLM_CALL, name="script:x", input_data={}),
         hold=_hold(tokens),
     )
-    store.write(begin)
+    store.record.write(begin)
     return begin
 
 
 def test_a_hold_is_written_with_its_step_and_settled_with_its_finish_once(store: Store) -> None:
-    sid = store.create_session(title="t").session_id
-    b = budgets_of(store)
+    sid = store.record.create_session(title="t").session_id
+    b = store.budgets
     first = _call(store, sid, 500)
     _call(store, sid, 300)
     step = first.slot.resolved()
@@ -58,50 +58,54 @@ def test_a_hold_is_written_with_its_step_and_settled_with_its_finish_once(store:
         "tm:2026-11": (0, 0.0),
     }
     done = Completion(status=StepStatus.COMPLETED, output_data={"text": "ok"})
-    store.write(FinishStep(session_id=sid, step=first, done=done, spent=Spent(tokens=120, usd=0.5)))
+    store.record.write(
+        FinishStep(session_id=sid, step=first, done=done, spent=Spent(tokens=120, usd=0.5))
+    )
     assert b.budget_holds(sid)[0] == (step.seq, 500, 120, True)
     assert b.budget_totals([f"s:{sid}"]) == {f"s:{sid}": (420, pytest.approx(0.5003))}
     # A settlement applied twice counts once: the step is finished already (refused, the
     # whole write rolled back) and a hold settles only while unsettled.
     with pytest.raises(Exception, match=r"running"):
-        store.write(FinishStep(session_id=sid, step=first, done=done, spent=Spent(tokens=1, usd=0)))
+        store.record.write(
+            FinishStep(session_id=sid, step=first, done=done, spent=Spent(tokens=1, usd=0))
+        )
     assert b.budget_holds(sid)[0] == (step.seq, 500, 120, True)
     # A call interrupted (its process killed) keeps its reservation counted.
-    store.mark_interrupted(sid)
+    store.record.mark_interrupted(sid)
     assert b.budget_holds(sid)[1] == (step.seq + 1, 300, 0, False)
     assert b.budget_totals([f"s:{sid}"])[f"s:{sid}"][0] == 420
     # Spend outlives a rollback of the steps that made it.
-    store.rollback(sid, step.seq)
+    store.record.rollback(sid, step.seq)
     assert b.budget_totals([f"s:{sid}"])[f"s:{sid}"][0] == 420
 
 
 def test_a_hold_whose_step_is_refused_is_not_written(store: Store) -> None:
     """Fenced out (another worker drives the session): neither the step nor its hold."""
-    sid = store.create_session(title="t").session_id
-    lease = store.acquire_lease(sid, "w1", 30)
+    sid = store.record.create_session(title="t").session_id
+    lease = store.leases.acquire_lease(sid, "w1", 30)
     assert lease is not None
-    store.release_lease(lease)
-    assert store.acquire_lease(sid, "w2", 30) is not None
+    store.leases.release_lease(lease)
+    assert store.leases.acquire_lease(sid, "w2", 30) is not None
     begin = BeginStep(
         session_id=sid,
         step=NewStep(step_type=StepType.LLM_CALL, name="script:x", input_data={}),
         hold=_hold(100),
     )
     with pytest.raises(LeaseLost):
-        store.write(begin, lease=lease)
-    assert budgets_of(store).budget_holds(sid) == []
-    assert store.steps(sid) == []
+        store.record.write(begin, lease=lease)
+    assert store.budgets.budget_holds(sid) == []
+    assert store.record.steps(sid) == []
 
 
 def test_caps_and_grants_are_set_per_target(store: Store) -> None:
-    b = budgets_of(store)
+    b = store.budgets
     assert b.budget_rows() == {}
-    row = store.write(SetBudget(target="session:abc", caps={"session_tokens": 1000}))
+    row = store.record.write(SetBudget(target="session:abc", caps={"session_tokens": 1000}))
     assert row.caps == {"session_tokens": 1000} and row.granted_tokens == 0
-    store.write(SetBudget(target="session:abc", grant_tokens=500, grant_usd=0.25))
-    store.write(SetBudget(target="session:abc", grant_tokens=100))
-    store.write(SetBudget(target="total", caps={"total_daily_usd": 20.0}))
-    store.write(SetBudget(target="total", caps={"total_daily_usd": None}))  # no cap
+    store.record.write(SetBudget(target="session:abc", grant_tokens=500, grant_usd=0.25))
+    store.record.write(SetBudget(target="session:abc", grant_tokens=100))
+    store.record.write(SetBudget(target="total", caps={"total_daily_usd": 20.0}))
+    store.record.write(SetBudget(target="total", caps={"total_daily_usd": None}))  # no cap
     rows = b.budget_rows()
     assert rows["session:abc"].caps == {"session_tokens": 1000}
     assert (rows["session:abc"].granted_tokens, rows["session:abc"].granted_usd) == (600, 0.25)
@@ -110,26 +114,26 @@ def test_caps_and_grants_are_set_per_target(store: Store) -> None:
 
 
 def test_a_session_stops_for_a_budget_and_goes_on(store: Store) -> None:
-    sid = store.create_session(title="t").session_id
-    store.transition(sid, Status.RUNNING)
+    sid = store.record.create_session(title="t").session_id
+    store.record.transition(sid, Status.RUNNING)
     detail = {"cap": "session_tokens", "unit": "tokens", "limit": 10, "spent": 8, "left": 2}
-    assert store.write(BudgetStop(session_id=sid, detail=detail)) is True
-    s = store.get_session(sid)
+    assert store.record.write(BudgetStop(session_id=sid, detail=detail)) is True
+    s = store.record.get_session(sid)
     assert s.awaiting_input and s.metadata[BUDGET_KEY] == detail
     assert s.state_key == "budget" and "spent 8 tokens of 10 tokens" in s.state_text
-    assert store.write(BudgetStop(session_id=sid, detail=None)) is True
-    s = store.get_session(sid)
+    assert store.record.write(BudgetStop(session_id=sid, detail=None)) is True
+    s = store.record.get_session(sid)
     assert not s.awaiting_input and BUDGET_KEY not in s.metadata
     assert s.state_key == "interrupted"  # resumable: the next reconnect or sweep goes on
-    assert store.write(BudgetStop(session_id=sid, detail=None)) is False  # nothing waited
+    assert store.record.write(BudgetStop(session_id=sid, detail=None)) is False  # nothing waited
 
 
 def test_a_shared_cap_is_checked_on_its_counter_in_the_holds_transaction(store: Store) -> None:
     """A person's cap: the hold counted on the scope's counter (rebuilt from the holds when
     missing) and checked there, in the transaction that writes it; one with no room is
     refused whole — no step, no hold, the counter as it was."""
-    sid = store.create_session(title="t").session_id
-    b = budgets_of(store)
+    sid = store.record.create_session(title="t").session_id
+    b = store.budgets
     day = "ud:alice:2026-12-06"
     cap = Shared("user_daily_tokens", day, "tokens", 1000)
 
@@ -150,7 +154,7 @@ def test_a_shared_cap_is_checked_on_its_counter_in_the_holds_transaction(store: 
                 shared=(cap,),
             ),
         )
-        return begin, store.write(begin)
+        return begin, store.record.write(begin)
 
     _call(store, sid, 300)  # before the cap was set: no counter moved
     assert counted() is None
@@ -160,17 +164,17 @@ def test_a_shared_cap_is_checked_on_its_counter_in_the_holds_transaction(store: 
     _, refused = call(400)
     assert refused == Refused("user_daily_tokens", "tokens", 1000, 700, 400)
     assert [h[1] for h in b.budget_holds(sid)] == [300, 400]  # nothing of it written
-    assert len(store.steps(sid)) == 2
+    assert len(store.record.steps(sid)) == 2
     assert counted() == 700
     done = Completion(status=StepStatus.COMPLETED, output_data={"text": "ok"})
     spent = Spent(tokens=100, usd=0.0, held_tokens=400, shared=(day,))
-    store.write(FinishStep(session_id=sid, step=first, done=done, spent=spent))
+    store.record.write(FinishStep(session_id=sid, step=first, done=done, spent=spent))
     assert counted() == 400  # from its reservation to its cost
     _, third = call(600)
     assert not isinstance(third, Refused)
     assert counted() == 1000 == b.budget_totals([day])[day][0]
     # The person's caps change: the counters are rebuilt from the holds when next needed.
-    store.write(SetBudget(target="user:alice", caps={"user_daily_tokens": 5000}))
+    store.record.write(SetBudget(target="user:alice", caps={"user_daily_tokens": 5000}))
     assert counted() is None
     cap = Shared("user_daily_tokens", day, "tokens", 5000)
     _, fourth = call(50)

@@ -49,10 +49,10 @@ def test_the_declaration_is_the_schema(store: Store, backend: Backend) -> None:
 
 
 def _record(store: Store) -> tuple[str, list[Step]]:
-    sid = store.create_session(title="t", metadata={"k": [1, "é"]}).session_id
-    u = store.write(AddStep(session_id=sid, step=user("go")))
-    call = store.write(BeginStep(session_id=sid, step=llm(u.step_id)))
-    store.write(
+    sid = store.record.create_session(title="t", metadata={"k": [1, "é"]}).session_id
+    u = store.record.write(AddStep(session_id=sid, step=user("go")))
+    call = store.record.write(BeginStep(session_id=sid, step=llm(u.step_id)))
+    store.record.write(
         finish(
             sid,
             call.seq,
@@ -61,30 +61,30 @@ def _record(store: Store) -> tuple[str, list[Step]]:
             token_usage_completion=None,
         )
     )
-    t = store.write(BeginStep(session_id=sid, step=tool("ls", call.step_id, call_id="c1")))
-    store.write(finish(sid, t.seq, error_message="boom", output_data="partial"))
-    store.write(
+    t = store.record.write(BeginStep(session_id=sid, step=tool("ls", call.step_id, call_id="c1")))
+    store.record.write(finish(sid, t.seq, error_message="boom", output_data="partial"))
+    store.record.write(
         BeginStep(session_id=sid, step=tool("pwd", call.step_id, call_id="c2"))
     )  # left running
-    return sid, store.steps(sid)
+    return sid, store.record.steps(sid)
 
 
 def test_every_declared_column_survives_export_and_import(store_factory) -> None:
     source, target = store_factory(), store_factory()
     sid, steps = _record(source)
-    session = source.get_session(sid)
+    session = source.record.get_session(sid)
     lines = list(export_lines(source, [session]))
-    source.delete_session(sid)  # the same database on PostgreSQL's shared schema
-    (imported,) = target.import_sessions(parse_export(lines))
+    source.record.delete_session(sid)  # the same database on PostgreSQL's shared schema
+    (imported,) = target.record.import_sessions(parse_export(lines))
     assert imported.session == session
-    assert target.steps(sid) == steps
-    assert target.get_session(sid) == session
+    assert target.record.steps(sid) == steps
+    assert target.record.get_session(sid) == session
 
 
 def test_a_fork_copies_every_declared_column(store: Store) -> None:
     sid, steps = _record(store)
-    fork = store.fork(sid, steps[-1].seq)
-    copied = store.steps(fork.session_id)
+    fork = store.record.fork(sid, steps[-1].seq)
+    copied = store.record.steps(fork.session_id)
     assert len(copied) == len(steps)
     for old, new in zip(steps, copied, strict=True):
         for c in STEPS.columns:
@@ -94,7 +94,7 @@ def test_a_fork_copies_every_declared_column(store: Store) -> None:
                 continue  # a running step is copied interrupted
             assert getattr(new, c.field) == getattr(old, c.field), c.field
     assert copied[-1].interrupted
-    forked = store.get_session(fork.session_id)
+    forked = store.record.get_session(fork.session_id)
     assert forked.metadata == {"k": [1, "é"]} and forked.status is Status.INIT
     assert forked.forked_from_seq == steps[-1].seq and forked.parent_session_id == sid
 
@@ -107,5 +107,5 @@ def test_a_row_read_back_is_the_value_written_and_stays_frozen(store: Store) -> 
     assert again == steps and [hash(s.step_id) for s in again] == [hash(s.step_id) for s in steps]
     with pytest.raises(FrozenInstanceError):
         steps[0].seq = 99  # type: ignore[misc]
-    session = store.get_session(sid)
+    session = store.record.get_session(sid)
     assert session == Session(**{f.name: getattr(session, f.name) for f in fields(Session)})

@@ -40,56 +40,58 @@ def _run_threads(target, n: int) -> list[BaseException]:
 
 def test_many_threads_many_sessions(store: Store, backend: Backend) -> None:
     sids = [
-        [store.create_session().session_id for _ in range(SESSIONS_PER_THREAD)]
+        [store.record.create_session().session_id for _ in range(SESSIONS_PER_THREAD)]
         for _ in range(THREADS)
     ]
-    commits_before = store.commits  # type: ignore[attr-defined]
+    commits_before = store.record.commits  # type: ignore[attr-defined]
 
     def work(i: int) -> None:
         for k in range(STEPS):
             for sid in sids[i]:
-                st = store.write(BeginStep(session_id=sid, step=tool(f"{i}-{k}")))
-                store.write(finish(sid, st.seq, output_data={"k": k}))
-                assert store.get_step(sid, st.seq).status is StepStatus.COMPLETED  # read-your-write
+                st = store.record.write(BeginStep(session_id=sid, step=tool(f"{i}-{k}")))
+                store.record.write(finish(sid, st.seq, output_data={"k": k}))
+                assert (
+                    store.record.get_step(sid, st.seq).status is StepStatus.COMPLETED
+                )  # read-your-write
 
     assert _run_threads(work, THREADS) == []
     for i, row in enumerate(sids):
         for sid in row:
-            steps = store.steps(sid)
+            steps = store.record.steps(sid)
             assert [s.seq for s in steps] == list(range(1, STEPS + 1))
             assert [s.input_data["command"] for s in steps] == [f"{i}-{k}" for k in range(STEPS)]
             assert all(s.status is StepStatus.COMPLETED for s in steps)
     writes = THREADS * SESSIONS_PER_THREAD * STEPS * 2
     if backend.name == "sqlite":  # PostgreSQL groups WAL flushes itself, out of sight
-        assert store.commits - commits_before < writes  # type: ignore[attr-defined]
+        assert store.record.commits - commits_before < writes  # type: ignore[attr-defined]
 
 
 def test_a_failing_operation_in_a_shared_commit_fails_alone(store: Store) -> None:
-    good = [store.create_session().session_id for _ in range(8)]
-    bad = store.create_session().session_id  # Init: an approval here is illegal
+    good = [store.record.create_session().session_id for _ in range(8)]
+    bad = store.record.create_session().session_id  # Init: an approval here is illegal
     outcomes: dict[str, list[object]] = {"ok": [], "illegal": []}
 
     def work(i: int) -> None:
         for _ in range(20):
             if i == 0:
                 try:
-                    store.write(BeginStep(session_id=bad, step=approval()))
+                    store.record.write(BeginStep(session_id=bad, step=approval()))
                 except IllegalTransition:
                     outcomes["illegal"].append(1)
             else:
-                store.write(AddStep(session_id=good[i - 1], step=user()))
+                store.record.write(AddStep(session_id=good[i - 1], step=user()))
                 outcomes["ok"].append(1)
 
     assert _run_threads(work, 9) == []
     assert len(outcomes["illegal"]) == 20 and len(outcomes["ok"]) == 160
-    assert store.steps(bad) == [] and store.get_session(bad).status is Status.INIT
-    assert all(len(store.steps(sid)) == 20 for sid in good)
+    assert store.record.steps(bad) == [] and store.record.get_session(bad).status is Status.INIT
+    assert all(len(store.record.steps(sid)) == 20 for sid in good)
 
 
 def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     for _ in range(3):
-        store.write(AddStep(session_id=sid, step=user()))
+        store.record.write(AddStep(session_id=sid, step=user()))
     holding = threading.Event()
     release = threading.Event()
     mark = "?" if backend.name == "sqlite" else "%s"
@@ -102,22 +104,22 @@ def test_readers_are_not_blocked_by_a_long_write(store: Store, backend: Backend)
     if backend.name == "sqlite":
 
         def write():
-            return store._writer.submit(slow, Sync.RELAXED)  # type: ignore[attr-defined]
+            return store.db._writer.submit(slow, Sync.RELAXED)  # type: ignore[attr-defined]
     else:
 
         def write():
-            return store._pool.run(slow, Sync.RELAXED)  # type: ignore[attr-defined]
+            return store.db._pool.run(slow, Sync.RELAXED)  # type: ignore[attr-defined]
 
     t = threading.Thread(target=write)
     t.start()
     assert holding.wait(10)
     started = time.monotonic()
-    assert len(store.steps(sid)) == 3  # the last commit, not the open transaction
-    assert store.get_session(sid).title == ""
+    assert len(store.record.steps(sid)) == 3  # the last commit, not the open transaction
+    assert store.record.get_session(sid).title == ""
     assert time.monotonic() - started < 5  # not blocked by the open write (10 s)
     release.set()
     t.join(10)
-    assert store.get_session(sid).title == "slow"
+    assert store.record.get_session(sid).title == "slow"
 
 
 CHILD = textwrap.dedent(
@@ -127,11 +129,11 @@ CHILD = textwrap.dedent(
     from xclaw.store.steps.model import Completion, NewStep, StepStatus, StepType
     from xclaw.store.steps.writes import BeginStep, FinishStep
     store = open_store(sys.argv[1])
-    sid = store.create_session(session_id="child").session_id
+    sid = store.record.create_session(session_id="child").session_id
     done = Completion(status=StepStatus.COMPLETED, output_data="x" * 500)
     for k in range(int(sys.argv[2])):
-        st = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"k": k})))
-        store.write(FinishStep(session_id=sid, step=st.seq, done=done))
+        st = store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"k": k})))
+        store.record.write(FinishStep(session_id=sid, step=st.seq, done=done))
     store.close()
     print("done", flush=True)
     """
@@ -140,7 +142,7 @@ CHILD = textwrap.dedent(
 
 def test_another_process_writing_the_same_database(store_factory, backend: Backend) -> None:
     store = store_factory()
-    sids = [store.create_session().session_id for _ in range(4)]
+    sids = [store.record.create_session().session_id for _ in range(4)]
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, backend.url, "150"],
         stdout=subprocess.PIPE,
@@ -150,31 +152,31 @@ def test_another_process_writing_the_same_database(store_factory, backend: Backe
 
     def work(i: int) -> None:
         for _ in range(40):
-            u = store.write(AddStep(session_id=sids[i], step=user()))
-            st = store.write(BeginStep(session_id=sids[i], step=llm(parent=u.step_id)))
-            store.write(finish(sids[i], st.seq, output_data={}))
+            u = store.record.write(AddStep(session_id=sids[i], step=user()))
+            st = store.record.write(BeginStep(session_id=sids[i], step=llm(parent=u.step_id)))
+            store.record.write(finish(sids[i], st.seq, output_data={}))
 
     assert _run_threads(work, 4) == []
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
     assert "locked" not in err and out.strip() == "done"
-    assert len(store.steps("child")) == 150
-    assert all(len(store.steps(sid)) == 80 for sid in sids)
+    assert len(store.record.steps("child")) == 150
+    assert all(len(store.record.steps(sid)) == 80 for sid in sids)
 
 
 def test_cli_rollback_while_a_server_writes(store_factory, backend: Backend) -> None:
     """The documented use: `xclaw rollback` from a shell while `xclaw serve` runs."""
     store = store_factory()
-    target = store.create_session(session_id="target").session_id
+    target = store.record.create_session(session_id="target").session_id
     for _ in range(30):
-        store.write(AddStep(session_id=target, step=user()))
-    busy = [store.create_session().session_id for _ in range(3)]
+        store.record.write(AddStep(session_id=target, step=user()))
+    busy = [store.record.create_session().session_id for _ in range(3)]
     stop = threading.Event()
 
     def work(i: int) -> None:
         while not stop.is_set():
-            st = store.write(BeginStep(session_id=busy[i], step=tool()))
-            store.write(finish(busy[i], st.seq, output_data="ok"))
+            st = store.record.write(BeginStep(session_id=busy[i], step=tool()))
+            store.record.write(finish(busy[i], st.seq, output_data="ok"))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
     for t in threads:
@@ -204,5 +206,5 @@ def test_cli_rollback_while_a_server_writes(store_factory, backend: Backend) -> 
         stop.set()
         for t in threads:
             t.join(30)
-    assert [s.seq for s in store.steps(target)] == list(range(1, 10))
-    assert store.get_session(target).awaiting_input
+    assert [s.seq for s in store.record.steps(target)] == list(range(1, 10))
+    assert store.record.get_session(target).awaiting_input

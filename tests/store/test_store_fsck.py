@@ -17,24 +17,26 @@ from .conftest import Backend
 
 
 def _turn(store: Store, sid: str, calls: list[tuple[str, str]], *, final: bool = True) -> None:
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "do it")))
-    llm = store.write(
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "do it"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
     )
     tool_calls = [{"id": cid, "name": name, "input": {}} for cid, name in calls]
-    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": tool_calls}))
+    store.record.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": tool_calls}))
     for cid, name in calls:
-        t = store.write(
+        t = store.record.write(
             BeginStep(
                 session_id=sid, step=NewStep(StepType.TOOL_CALL, name, {}, llm.step_id, call_id=cid)
             )
         )
-        store.write(finish(sid, t.seq, output_data="ok"))
+        store.record.write(finish(sid, t.seq, output_data="ok"))
     if final:
-        last = store.write(
+        last = store.record.write(
             BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
         )
-        store.write(
+        store.record.write(
             finish(
                 sid,
                 last.seq,
@@ -45,11 +47,13 @@ def _turn(store: Store, sid: str, calls: list[tuple[str, str]], *, final: bool =
 
 
 def _healthy(store: Store) -> str:
-    sid = store.create_session(title="t").session_id
+    sid = store.record.create_session(title="t").session_id
     _turn(store, sid, [("c1", "write_file"), ("c2", "shell")])
     data = b"hello"
-    store.put_blobs({content_hash(data): data})
-    store.save_snapshot(sid, 4, {"a.txt": {"hash": content_hash(data), "size": 5, "mode": 0o644}})
+    store.snapshots.put_blobs({content_hash(data): data})
+    store.snapshots.save_snapshot(
+        sid, 4, {"a.txt": {"hash": content_hash(data), "size": 5, "mode": 0o644}}
+    )
     return sid
 
 
@@ -66,15 +70,19 @@ def test_a_healthy_record_passes(store: Store) -> None:
 
 def test_a_run_that_stopped_after_the_model_call_is_not_a_finding(store: Store) -> None:
     """Cancel/crash between the answer and the tool: no later model call, nothing missing."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     _turn(store, sid, [("c1", "shell")], final=False)
-    store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "again")))
-    sid2 = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid2, step=NewStep(StepType.USER_INPUT, "user", "x")))
-    llm = store.write(
+    store.record.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "again")))
+    sid2 = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid2, step=NewStep(StepType.USER_INPUT, "user", "x"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid2, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(finish(sid2, llm.seq, output_data={"tool_calls": [{"id": "k", "name": "shell"}]}))
+    store.record.write(
+        finish(sid2, llm.seq, output_data={"tool_calls": [{"id": "k", "name": "shell"}]})
+    )
     assert fsck.check(store).ok
 
 
@@ -90,14 +98,14 @@ def test_a_requested_tool_call_without_its_tool_step_fails(store: Store, backend
 
 def test_a_duplicated_and_an_unrequested_tool_step_fail(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
-    t = store.write(
+    t = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "shell", {}, f"{sid}:s0002", call_id="c2"),
         )
     )
-    store.write(finish(sid, t.seq, output_data="again"))
-    store.write(
+    store.record.write(finish(sid, t.seq, output_data="again"))
+    store.record.write(
         AddStep(
             session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {}, None, call_id="nobody")
         )
@@ -108,41 +116,45 @@ def test_a_duplicated_and_an_unrequested_tool_step_fail(store: Store, backend: B
 def test_an_interrupted_attempt_then_a_retry_is_one_tool_step(
     store: Store, backend: Backend
 ) -> None:
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "x"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(
+    store.record.write(
         finish(sid, llm.seq, output_data={"tool_calls": [{"id": "r", "name": "read_file"}]})
     )
-    store.write(
+    store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"),
         )
     )
-    store.mark_interrupted(sid)
-    again = store.write(
+    store.record.mark_interrupted(sid)
+    again = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "read_file", {}, llm.step_id, call_id="r"),
         )
     )
-    store.write(finish(sid, again.seq, output_data="text"))
-    last = store.write(
+    store.record.write(finish(sid, again.seq, output_data="text"))
+    last = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
+    store.record.write(
+        finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    )
     assert fsck.check(store).findings == []
 
 
 def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
-    other = store.create_session().session_id
-    store.write(AddStep(session_id=other, step=NewStep(StepType.USER_INPUT, "user", "x")))
-    paused = store.create_session().session_id
-    store.write(AddStep(session_id=paused, step=NewStep(StepType.USER_INPUT, "user", "x")))
+    other = store.record.create_session().session_id
+    store.record.write(AddStep(session_id=other, step=NewStep(StepType.USER_INPUT, "user", "x")))
+    paused = store.record.create_session().session_id
+    store.record.write(AddStep(session_id=paused, step=NewStep(StepType.USER_INPUT, "user", "x")))
     q = backend.query
     # A running step in a finished session, next_seq below a step, a parent in another
     # session, a Paused session with no approval pending, a lease expiry with no owner,
@@ -153,7 +165,7 @@ def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backen
     q("UPDATE sessions SET current_status='Paused' WHERE session_id=?", (paused,))
     q("UPDATE sessions SET lease_expires_at=1 WHERE session_id=?", (paused,))
     stray = b"nobody's"
-    store.put_blobs({content_hash(stray): stray})
+    store.snapshots.put_blobs({content_hash(stray): stray})
     report = fsck.check(store)
     found = _codes(report)
     assert {
@@ -171,10 +183,10 @@ def test_broken_invariants_are_found_and_safe_ones_repaired(store: Store, backen
     assert report.backup is not None
     after = fsck.check(store)
     assert after.ok and after.findings == [], [f.to_json() for f in after.findings]
-    step = store.get_step(sid, 3)
+    step = store.record.get_step(sid, 3)
     assert step.interrupted  # kept, marked interrupted: never deleted
-    assert store.get_session(paused).status is Status.RUNNING
-    assert store.get_step(other, 1).parent_step_id is None
+    assert store.record.get_session(paused).status is Status.RUNNING
+    assert store.record.get_step(other, 1).parent_step_id is None
     assert q("SELECT next_seq FROM sessions WHERE session_id=?", (sid,)) == [(6,)]
     # The backup holds the database as it was before the repair.
     if backend.name == "sqlite":
@@ -211,7 +223,7 @@ def test_a_parent_link_to_no_step_is_found_and_detached(store: Store, backend: B
     assert (found.code, found.session_id, found.step) == ("parent_missing", sid, "s0003")
     assert "s0042 names no step of the session" in found.message and found.repair is not None
     fsck.repair(store, report, stamp="t2")
-    assert fsck.check(store).ok and store.get_step(sid, 3).parent_step_id is None
+    assert fsck.check(store).ok and store.record.get_step(sid, 3).parent_step_id is None
     if backend.name == "postgres":
         schema = str(report.backup).split()[1]
         backend.query(f'DROP SCHEMA "{schema}" CASCADE')
@@ -236,7 +248,7 @@ def test_corrupt_or_missing_blobs_are_found_not_repaired(store: Store, backend: 
 
 def test_a_session_a_live_worker_drives_is_not_repaired(store: Store, backend: Backend) -> None:
     sid = _healthy(store)
-    lease = store.acquire_lease(sid, "w1", 60)
+    lease = store.leases.acquire_lease(sid, "w1", 60)
     assert lease is not None
     backend.query(
         "UPDATE traces SET status='running', end_time=NULL WHERE session_id=? AND seq=3", (sid,)
@@ -254,12 +266,14 @@ def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
 ) -> None:
     """A sub-agent's task is recorded as its own user message inside the turn: the main
     agent's turn goes on past it, so its missing tool step is still found."""
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             llm.seq,
@@ -271,37 +285,39 @@ def test_a_sub_agents_task_does_not_hide_a_missing_main_tool_step(
             },
         )
     )
-    w = store.write(
+    w = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "write_file", {}, llm.step_id, call_id="w"),
         )
     )
-    store.write(finish(sid, w.seq, output_data="ok"))
-    spawn = store.write(
+    store.record.write(finish(sid, w.seq, output_data="ok"))
+    spawn = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "spawn_agent", {}, llm.step_id, call_id="s"),
         )
     )
     agent = spawn.display_id
-    store.write(
+    store.record.write(
         AddStep(
             session_id=sid,
             step=NewStep(StepType.USER_INPUT, "user", "task", spawn.step_id, agent=agent),
         )
     )
-    sub = store.write(
+    sub = store.record.write(
         BeginStep(
             session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, spawn.step_id, agent=agent)
         )
     )
-    store.write(finish(sid, sub.seq, output_data={"text": "sub done"}))
-    store.write(finish(sid, spawn.seq, output_data="sub done"))
-    last = store.write(
+    store.record.write(finish(sid, sub.seq, output_data={"text": "sub done"}))
+    store.record.write(finish(sid, spawn.seq, output_data="sub done"))
+    last = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
+    store.record.write(
+        finish(sid, last.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    )
     assert fsck.check(store).findings == []
     backend.query("DELETE FROM traces WHERE session_id=? AND seq=?", (sid, w.seq))
     assert [f.code for f in fsck.check(store).findings] == ["tool_step_missing"]
@@ -320,11 +336,11 @@ def test_a_database_being_written_is_never_reported_broken(store_factory: Any) -
     def write() -> None:
         try:
             for i in range(25):
-                sid = writer_store.create_session().session_id
+                sid = writer_store.record.create_session().session_id
                 _turn(writer_store, sid, [(f"a{i}", "write_file"), (f"b{i}", "shell")])
                 data = f"content {i}".encode()
-                writer_store.put_blobs({content_hash(data): data})
-                writer_store.save_snapshot(
+                writer_store.snapshots.put_blobs({content_hash(data): data})
+                writer_store.snapshots.save_snapshot(
                     sid, 4, {"f": {"hash": content_hash(data), "size": len(data), "mode": 0o644}}
                 )
         except BaseException as e:  # noqa: BLE001 - reported by the test
@@ -347,27 +363,29 @@ def test_a_database_being_written_is_never_reported_broken(store_factory: Any) -
 
 def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> None:
     """view_file keeps its images as blobs named by the tool step: no unreferenced finding."""
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
     )
     calls = [{"id": "c1", "name": "view_file", "input": {"path": "p.png"}}]
-    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
+    store.record.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": calls}))
     image = b"\x89PNG image bytes"
-    store.put_blobs({content_hash(image): image})
-    t = store.write(
+    store.snapshots.put_blobs({content_hash(image): image})
+    t = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "view_file", {}, llm.step_id, call_id="c1"),
         )
     )
     refs = [{"hash": content_hash(image), "media_type": "image/png", "size": len(image)}]
-    store.write(finish(sid, t.seq, output_data={"content": "[image p.png]", "images": refs}))
-    last = store.write(
+    store.record.write(finish(sid, t.seq, output_data={"content": "[image p.png]", "images": refs}))
+    last = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "script:x", {}, user.step_id))
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             last.seq,
@@ -380,11 +398,13 @@ def test_an_image_a_tool_step_returned_is_a_referenced_blob(store: Store) -> Non
 
 
 def test_an_image_that_is_gone_is_found(store: Store, backend: Backend) -> None:
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look")))
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "look"))
+    )
     image = b"\x89PNG other bytes"
-    store.put_blobs({content_hash(image): image})
-    t = store.write(
+    store.snapshots.put_blobs({content_hash(image): image})
+    t = store.record.write(
         AddStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, "view_file", {}, user.step_id),

@@ -288,30 +288,29 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
     store: Store = store_factory()
     assert _versions(backend)[-1][0] == LATEST_VERSION
     if start:
-        s = store.get_session("old")
+        s = store.record.get_session("old")
         assert (s.title, s.metadata) == ("from v1", {"temperature": 0.5})
-        steps = store.steps("old")
+        steps = store.record.steps("old")
         assert [(x.display_id, x.status) for x in steps] == [
             ("s0001", StepStatus.COMPLETED),
             ("s0002", StepStatus.RUNNING),
         ]
         assert steps[1].parent_display_id == "s0001"
         if start >= 2:  # workspace snapshots written by a version-2 database
-            assert [s.seq for s in store.list_snapshots("old")] == [2]
-            assert store.get_snapshot("old", 2) == {
+            assert [s.seq for s in store.snapshots.list_snapshots("old")] == [2]
+            assert store.snapshots.get_snapshot("old", 2) == {
                 "a.txt": {"hash": _HELLO, "size": 5, "mode": 0o644}
             }
-            assert store.get_blobs([_HELLO]) == {_HELLO: b"hello"}
-        lease = store.acquire_lease("old", "new:2:def", 5)
+            assert store.snapshots.get_blobs([_HELLO]) == {_HELLO: b"hello"}
+        lease = store.leases.acquire_lease("old", "new:2:def", 5)
         assert lease is not None  # never leased (v1, v2) or the old lease long expired (v3)
         assert lease.token == (5 if start >= 3 else 1)  # tokens only ever grow
         assert (
-            store.driven(lease).write(AddStep(session_id="old", step=user())).display_id == "s0003"
+            store.leases.driven(lease).write(AddStep(session_id="old", step=user())).display_id
+            == "s0003"
         )
         if start >= 7:  # a schedule, a webhook and their fires written by a version-7 one
-            from xclaw.store.base import schedules_of
-
-            st = schedules_of(store)
+            st = store.schedules
             got = st.get_schedule("sch1")
             assert (got.session_id, got.next_fire, got.fired, got.created_by) == (
                 "old",
@@ -322,8 +321,8 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
             assert [f.fire_id for f in st.pending_fires(10**6)] == ["hook.ci.d1"]
             hook = st.get_hook("ci")
             assert hook is not None and hook.secret == "whsec_x"
-    sid = store.create_session().session_id
-    store.write(BeginStep(session_id=sid, step=tool()))
+    sid = store.record.create_session().session_id
+    store.record.write(BeginStep(session_id=sid, step=tool()))
 
 
 def test_failed_migration_leaves_the_previous_version(
@@ -356,6 +355,41 @@ def test_failed_migration_leaves_the_previous_version(
     assert _versions(backend)[-1][0] == LATEST_VERSION
 
 
+def test_a_new_database_whose_migration_fails_is_left_without_xclaw_tables(
+    backend: Backend, monkeypatch
+) -> None:
+    """Every pending migration is one transaction: a crash or power loss while a new database
+    is made leaves none of xclaw's tables (the next open makes it whole), never a schema at a
+    version between that a reading command would refuse as an older xclaw's."""
+    from xclaw.store import migrations
+
+    broken = migrations.Migration(
+        LATEST_VERSION + 1,
+        "broken",
+        "test",
+        ("SELECT nonsense()",),
+        ("SELECT nonsense()",),
+    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
+    monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
+    if backend.name == "postgres":
+        from xclaw.store.postgres import conn as postgres_conn
+
+        monkeypatch.setattr(postgres_conn, "MIGRATIONS", (*MIGRATIONS, broken))
+        monkeypatch.setattr(postgres_conn, "LATEST_VERSION", LATEST_VERSION + 1)
+    with pytest.raises(StoreError, match=r"cannot upgrade .* to schema version"):
+        backend.migrate(LATEST_VERSION + 1)
+    if backend.name == "sqlite":
+        tables = backend.query("SELECT name FROM sqlite_master WHERE type='table'")
+    else:
+        tables = backend.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    assert tables == []
+    backend.migrate(LATEST_VERSION)  # made whole by the next open
+    assert _versions(backend)[-1][0] == LATEST_VERSION
+
+
 def test_newer_database_is_refused_clearly(store_factory, backend: Backend) -> None:
     store_factory().close()
     backend.query(
@@ -384,10 +418,10 @@ def test_a_tutorial_style_database_is_not_silently_adopted(store_factory, backen
 
 
 def test_the_tutorials_own_queries_read_our_data(store: Store, backend: Backend) -> None:
-    sid = store.create_session(title="seed").session_id
-    u = store.write(AddStep(session_id=sid, step=user("hi")))
-    t = store.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
-    store.write(
+    sid = store.record.create_session(title="seed").session_id
+    u = store.record.write(AddStep(session_id=sid, step=user("hi")))
+    t = store.record.write(BeginStep(session_id=sid, step=llm(parent=u.step_id)))
+    store.record.write(
         finish(
             sid, t.seq, output_data={"text": "yo"}, token_usage_prompt=10, token_usage_completion=2
         )

@@ -109,8 +109,8 @@ def test_many_first_opens_at_once_all_succeed(tmp_path: Path) -> None:
         try:
             assert errors == [], f"round {round_no}"
             assert len(opened) == 12
-            sid = opened[0].create_session(title="t").session_id
-            assert all(s.get_session(sid).title == "t" for s in opened)
+            sid = opened[0].record.create_session(title="t").session_id
+            assert all(s.record.get_session(sid).title == "t" for s in opened)
         finally:
             for s in opened:
                 s.close()

@@ -29,14 +29,14 @@ def test_durable_commits_wait_for_the_wal_and_others_do_not(pg_store: PostgresSt
     """docs/postgres.md: write-ahead rows commit with synchronous_commit on, completions off."""
 
     def level(durable: bool) -> str:
-        return pg_store._pool.run(
+        return pg_store.db._pool.run(
             lambda c: c.execute("SHOW synchronous_commit").fetchone()[0],
             Sync.DURABLE if durable else Sync.RELAXED,
         )
 
     assert level(True) == "on" and level(False) == "off"
     seen: list[tuple[bool, str]] = []
-    real = pg_store._pool.run
+    real = pg_store.db._pool.run
 
     def spy(fn, sync: Sync):
         def probe(conn):
@@ -47,17 +47,17 @@ def test_durable_commits_wait_for_the_wal_and_others_do_not(pg_store: PostgresSt
 
         return real(probe, sync)
 
-    pg_store._pool.run = spy  # type: ignore[method-assign]
-    sid = pg_store.create_session().session_id
-    step = pg_store.write(BeginStep(session_id=sid, step=tool()))  # write-ahead
-    pg_store.write(finish(sid, step.seq, output_data="ok"))
-    pg_store.write(BeginStep(session_id=sid, step=llm()))
+    pg_store.db._pool.run = spy  # type: ignore[method-assign]
+    sid = pg_store.record.create_session().session_id
+    step = pg_store.record.write(BeginStep(session_id=sid, step=tool()))  # write-ahead
+    pg_store.record.write(finish(sid, step.seq, output_data="ok"))
+    pg_store.record.write(BeginStep(session_id=sid, step=llm()))
     assert [s for s in seen if s[0] or s[1] == "off"] == seen  # the level matches the policy
     assert [d for d, _ in seen] == [True, True, False, False]
 
 
 def test_tables_live_in_the_schema_of_the_url(pg_store: PostgresStore) -> None:
-    rows = pg_store._pool.read(
+    rows = pg_store.db._pool.read(
         lambda c: c.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
             (pg_store.schema,),

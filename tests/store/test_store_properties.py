@@ -90,7 +90,7 @@ def _legal(current: Status, target: Status) -> bool:
 
 
 def check(store: Store, m: ModelSession) -> None:
-    got = store.steps(m.sid)
+    got = store.record.steps(m.sid)
     assert [(s.seq, s.step_type, s.name, s.status, s.error_message) for s in got] == [
         (s.seq, s.kind, s.name, s.status, s.error) for s in m.steps
     ]
@@ -103,7 +103,7 @@ def check(store: Store, m: ModelSession) -> None:
             assert s.parent_step_id.startswith(m.sid + ":")
             parent_seq = int(s.parent_step_id.rpartition(":s")[2])
             assert parent_seq in seqs and parent_seq < s.seq
-    assert store.get_session(m.sid).status is m.status
+    assert store.record.get_session(m.sid).status is m.status
     assert len(m.issued) == len(set(m.issued))  # ids never repeat within a session
 
 
@@ -111,7 +111,7 @@ def check(store: Store, m: ModelSession) -> None:
 @given(ops=st.lists(op, min_size=1, max_size=30))
 def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> None:
     store, backend = shared
-    sessions = [ModelSession(store.create_session().session_id)]
+    sessions = [ModelSession(store.record.create_session().session_id)]
     m = sessions[0]
     for name, a, b in ops:
         if name in ("begin", "add"):
@@ -125,14 +125,14 @@ def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> No
             new = NewStep(kind, step_name, {"b": b}, None if parent is None else f"s{parent:04d}")
             if moves and not _legal(m.status, target):
                 with pytest.raises(IllegalTransition):
-                    store.write(BeginStep(session_id=m.sid, step=new)) if running else store.write(
-                        AddStep(session_id=m.sid, step=new)
-                    )
+                    store.record.write(
+                        BeginStep(session_id=m.sid, step=new)
+                    ) if running else store.record.write(AddStep(session_id=m.sid, step=new))
             else:
                 step = (
-                    store.write(BeginStep(session_id=m.sid, step=new))
+                    store.record.write(BeginStep(session_id=m.sid, step=new))
                     if running
-                    else store.write(AddStep(session_id=m.sid, step=new))
+                    else store.record.write(AddStep(session_id=m.sid, step=new))
                 )
                 assert step.seq == m.next_seq
                 m.steps.append(
@@ -161,24 +161,24 @@ def test_random_histories(shared: tuple[Store, Backend], ops: list[tuple]) -> No
             done = finish(m.sid, s.seq, error_message=error, session_status=final)
             if target is not None and not _legal(m.status, target):
                 with pytest.raises(IllegalTransition):
-                    store.write(done)
+                    store.record.write(done)
                 continue
-            store.write(done)
+            store.record.write(done)
             s.status = StepStatus.COMPLETED if name == "complete" else StepStatus.FAILED
             s.error = None if name == "complete" else "boom"
             if target is not None:
                 m.status = target
         elif name == "rollback" and m.steps:
             target = m.steps[a % len(m.steps)].seq
-            result = store.rollback(m.sid, f"s{target:04d}")
+            result = store.record.rollback(m.sid, f"s{target:04d}")
             assert result.deleted == sum(1 for s in m.steps if s.seq >= target)
             m.steps = [s for s in m.steps if s.seq < target]
             m.status = Status.RUNNING
         elif name == "fork" and m.steps:
             target = m.steps[a % len(m.steps)].seq
-            source_before = store.steps(m.sid)
-            new = store.fork(m.sid, target)
-            assert store.steps(m.sid) == source_before  # the source is untouched
+            source_before = store.record.steps(m.sid)
+            new = store.record.fork(m.sid, target)
+            assert store.record.steps(m.sid) == source_before  # the source is untouched
             copied = [
                 ModelStep(
                     s.seq,

@@ -1,5 +1,5 @@
 """Schedules, webhooks and fires in the store (store/schedules/sql.py), on both backends:
-written only as write values (`store.write`), a tick claimed by one of two claims, a delivery
+written only as write values (`store.record.write`), a tick claimed by one of two claims, a delivery
 id recorded once, a fire taken by one worker at a time, pause/resume/remove, and a fork made
 under a given id."""
 
@@ -12,7 +12,7 @@ from tests.store.conftest import Backend, StoreFactory
 from xclaw.errors import SessionNotFound, StoreError, UnknownSchedule
 from xclaw.schedules.making import new_hook, new_schedule
 from xclaw.schedules.spec import Kind
-from xclaw.store.base import Store, schedules_of
+from xclaw.store.base import Store
 from xclaw.store.schedules.sql import NewFire
 from xclaw.store.steps.writes import (
     SYNC,
@@ -44,7 +44,7 @@ def every(store: Store, sid: str, period: str = "30m", **kw: object) -> str:
         created_by=None,
         now_ms=0,
     )
-    made = schedules_of(store).write(AddSchedule(schedule=s))
+    made = store.schedules.write(AddSchedule(schedule=s))
     return str(made.schedule_id)
 
 
@@ -61,9 +61,9 @@ def fire(sched: str, tick: int, sid: str) -> NewFire:
 
 
 def test_a_schedule_is_recorded_and_due_at_its_tick(store: Store) -> None:
-    sid = store.create_session(title="s").session_id
+    sid = store.record.create_session(title="s").session_id
     sch = every(store, sid)
-    st = schedules_of(store)
+    st = store.schedules
     got = st.get_schedule(sch)
     assert (got.session_id, got.kind, got.spec, got.next_fire) == (
         sid,
@@ -83,17 +83,17 @@ def test_a_schedule_is_recorded_and_due_at_its_tick(store: Store) -> None:
 
 def test_of_two_claims_of_one_tick_one_wins(store_factory: StoreFactory) -> None:
     a, b = store_factory(), store_factory()  # two workers' stores on one database
-    sid = a.create_session(title="s").session_id
+    sid = a.record.create_session(title="s").session_id
     sch = every(a, sid)
     claim = dict(schedule_id=sch, expected=1_800_000, next_fire=3_600_000, skipped=0)
-    won = schedules_of(a).write(
+    won = a.schedules.write(
         ClaimTicks(**claim, fires=(fire(sch, 1_800_000, sid),), worker_id="A", claimed_until=9)
     )
-    lost = schedules_of(b).write(
+    lost = b.schedules.write(
         ClaimTicks(**claim, fires=(fire(sch, 1_800_000, sid),), worker_id="B", claimed_until=9)
     )
     assert (won, lost) == (True, False)
-    st = schedules_of(b)
+    st = b.schedules
     got = st.get_schedule(sch)
     assert (got.next_fire, got.last_fire, got.fired) == (3_600_000, 1_800_000, 1)
     [f] = st.fires_of(sch)
@@ -101,9 +101,9 @@ def test_of_two_claims_of_one_tick_one_wins(store_factory: StoreFactory) -> None
 
 
 def test_a_pending_fire_is_taken_by_one_worker_once_its_claim_runs_out(store: Store) -> None:
-    sid = store.create_session(title="s").session_id
+    sid = store.record.create_session(title="s").session_id
     sch = every(store, sid)
-    st = schedules_of(store)
+    st = store.schedules
     f = fire(sch, 1_800_000, sid)
     st.write(
         ClaimTicks(
@@ -130,9 +130,9 @@ def test_a_pending_fire_is_taken_by_one_worker_once_its_claim_runs_out(store: St
 
 
 def test_pause_resume_remove(store: Store) -> None:
-    sid = store.create_session(title="s").session_id
+    sid = store.record.create_session(title="s").session_id
     sch = every(store, sid)
-    st = schedules_of(store)
+    st = store.schedules
     st.write(ChangeSchedule(schedule_id=sch, paused=True))
     assert st.get_schedule(sch).paused and st.due_schedules(10**12) == []
     # A paused schedule's tick cannot be claimed by a worker that read it before the pause.
@@ -150,19 +150,19 @@ def test_pause_resume_remove(store: Store) -> None:
 
 
 def test_a_session_deleted_takes_its_schedules_and_hooks(store: Store) -> None:
-    sid = store.create_session(title="s").session_id
+    sid = store.record.create_session(title="s").session_id
     every(store, sid)
-    st = schedules_of(store)
+    st = store.schedules
     st.write(
         AddHook(hook=new_hook(name="ci", session_id=sid, template="t", created_by=None, now_ms=0))
     )
-    store.delete_session(sid)
+    store.record.delete_session(sid)
     assert st.schedules() == [] and st.hooks() == []
 
 
 def test_a_delivery_id_is_recorded_once(store: Store) -> None:
-    sid = store.create_session(title="s").session_id
-    st = schedules_of(store)
+    sid = store.record.create_session(title="s").session_id
+    st = store.schedules
     hook = new_hook(name="ci", session_id=sid, template="build {status}", created_by=None, now_ms=0)
     st.write(AddHook(hook=hook))
     with pytest.raises(StoreError, match="already"):
@@ -185,10 +185,10 @@ def test_every_schedule_write_has_its_row_of_sync(store: Store) -> None:
 
 
 def test_a_fork_under_a_given_id(store: Store, backend: Backend) -> None:
-    sid = store.create_session(title="template").session_id
-    store.write(AddStep(session_id=sid, step=user("hello")))
-    made = store.fork(sid, 1, new_session_id="fixed0123")
+    sid = store.record.create_session(title="template").session_id
+    store.record.write(AddStep(session_id=sid, step=user("hello")))
+    made = store.record.fork(sid, 1, new_session_id="fixed0123")
     assert made.session_id == "fixed0123" and made.parent_session_id == sid
     with pytest.raises(Exception):  # noqa: B017 - the id is taken: the backend's own error
-        store.fork(sid, 1, new_session_id="fixed0123")
-    assert [s.seq for s in store.steps("fixed0123")] == [1]
+        store.record.fork(sid, 1, new_session_id="fixed0123")
+    assert [s.seq for s in store.record.steps("fixed0123")] == [1]

@@ -60,7 +60,7 @@ def _put_all(store: Store, writes: list[Write]) -> list[tuple[bool, Any]]:
     """Every write on one stream, none awaited before the last is put."""
 
     async def put() -> list[tuple[bool, Any]]:
-        stream = store.write_stream()
+        stream = store.record.write_stream()
         return await _outcomes([stream.put(w) for w in writes])
 
     return _on_loop(put)
@@ -71,7 +71,7 @@ def _done(output: Any = None) -> Completion:
 
 
 def test_writes_commit_in_order_and_later_ones_name_earlier_ones(store: Store) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     begun = BeginStep(session_id=sid, step=llm())
     out = _put_all(
         store,
@@ -84,22 +84,22 @@ def test_writes_commit_in_order_and_later_ones_name_earlier_ones(store: Store) -
     )
     assert [ok for ok, _ in out] == [True] * 4
     assert [s.seq for _, s in out] == [1, 2, 2, 3]
-    steps = store.steps(sid)
+    steps = store.record.steps(sid)
     assert [(s.display_id, s.status) for s in steps] == [
         ("s0001", StepStatus.COMPLETED),
         ("s0002", StepStatus.COMPLETED),
         ("s0003", StepStatus.RUNNING),
     ]
     assert steps[2].parent_step_id == steps[1].step_id
-    assert store.get_session(sid).status is Status.RUNNING
+    assert store.record.get_session(sid).status is Status.RUNNING
 
 
 def test_a_failing_write_breaks_the_stream_and_writes_nothing(store: Store) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     after = AddStep(session_id=sid, step=user("never"))
 
     async def put() -> tuple[list[tuple[bool, Any]], asyncio.Future[Any]]:
-        stream = store.write_stream()
+        stream = store.record.write_stream()
         futures = [
             stream.put(AddStep(session_id=sid, step=user("kept"))),
             stream.put(FinishStep(session_id=sid, step=99, done=_done("x"))),
@@ -115,12 +115,12 @@ def test_a_failing_write_breaks_the_stream_and_writes_nothing(store: Store) -> N
     assert out[0][0] and not out[1][0] and not out[2][0]
     assert isinstance(out[1][1], StepNotFound) and out[2][1] is out[1][1]
     assert late.exception() is out[1][1] and after.slot.step is None
-    assert [s.input_data for s in store.steps(sid)] == ["kept"]
+    assert [s.input_data for s in store.record.steps(sid)] == ["kept"]
 
 
 def test_a_write_failing_halfway_is_undone_alone(store: Store) -> None:
     """A tool's result stores its images first: the completion failing takes them back."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     image = b"\x89PNG not really"
     first = AddStep(session_id=sid, step=user("first"))
     half = FinishStep(
@@ -130,9 +130,9 @@ def test_a_write_failing_halfway_is_undone_alone(store: Store) -> None:
     assert out[0][0] and not out[1][0] and isinstance(out[1][1], StepNotFound)
     # The whole write is undone, and what came before it is written once (PostgreSQL runs the
     # writes before a failure again in a new transaction: same rows, same step numbers).
-    assert [(s.display_id, s.input_data) for s in store.steps(sid)] == [("s0001", "first")]
+    assert [(s.display_id, s.input_data) for s in store.record.steps(sid)] == [("s0001", "first")]
     assert out[0][1].display_id == "s0001" and first.slot.resolved().display_id == "s0001"
-    assert store.missing_blobs([_hash(image)]) == {_hash(image)}
+    assert store.snapshots.missing_blobs([_hash(image)]) == {_hash(image)}
 
 
 def _hash(data: bytes) -> str:
@@ -140,12 +140,12 @@ def _hash(data: bytes) -> str:
 
 
 def test_streams_of_other_runs_go_on_after_one_breaks(store: Store) -> None:
-    a, b = store.create_session().session_id, store.create_session().session_id
+    a, b = store.record.create_session().session_id, store.record.create_session().session_id
 
     async def put() -> list[tuple[bool, Any]]:
-        broken = store.write_stream()
+        broken = store.record.write_stream()
         failed = await _outcomes([broken.put(FinishStep(session_id=a, step=9, done=_done("")))])
-        fine = store.write_stream()
+        fine = store.record.write_stream()
         return failed + await _outcomes([fine.put(AddStep(session_id=b, step=user()))])
 
     (failed, _), (ok, step) = _on_loop(put)
@@ -189,7 +189,7 @@ def _synced_commits(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list
     """For every COMMIT the writer's connection runs, whether the writer synced the WAL after
     it (a durable commit) before running anything else."""
     synced: list[bool] = []
-    writer = store._writer
+    writer = store.db._writer
     real = writer._conn
     real_sync = writer._sync_wal
 
@@ -217,13 +217,13 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
     """Group commit across runs: units of two streams queued behind a busy writer go in its
     next transaction, one synced commit because one of them is a write-ahead row."""
     store = sqlite_store
-    a, b = store.create_session().session_id, store.create_session().session_id
+    a, b = store.record.create_session().session_id, store.record.create_session().session_id
     holder, release = _hold_the_writer(store)
     synced = _synced_commits(store, monkeypatch)
-    before = store.commits
+    before = store.record.commits
 
     async def put() -> list[tuple[bool, Any]]:
-        sa, sb = store.write_stream(), store.write_stream()
+        sa, sb = store.record.write_stream(), store.record.write_stream()
         futures = [
             sa.put(BeginStep(session_id=a, step=llm())),
             sb.put(AddStep(session_id=b, step=user())),
@@ -235,9 +235,9 @@ def test_queued_units_share_one_commit_synced_if_one_is_durable(
         return await _outcomes(futures)
 
     assert all(ok for ok, _ in _on_loop(put))
-    assert store.commits - before == 2  # the held one, then all three together
+    assert store.record.commits - before == 2  # the held one, then all three together
     assert synced[-1]
-    assert [s.display_id for s in store.steps(a)] == ["s0001", "s0002"]
+    assert [s.display_id for s in store.record.steps(a)] == ["s0001", "s0002"]
 
 
 def test_the_table_decides_each_commit_s_sync_level(
@@ -246,11 +246,11 @@ def test_the_table_decides_each_commit_s_sync_level(
     """A write-ahead row's commit is synced, an LLM call's begin's and a message's not: the kind of
     the write decides (writes.SYNC), not whoever puts it."""
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     synced = _synced_commits(store, monkeypatch)
 
     async def put() -> None:
-        stream = store.write_stream()
+        stream = store.record.write_stream()
         assert await stream.put(BeginStep(session_id=sid, step=llm()))
         assert synced == [False]
         assert await stream.put(BeginStep(session_id=sid, step=tool()))
@@ -267,33 +267,33 @@ def test_no_write_runs_on_an_event_loop_thread(sqlite_store: SQLiteStore) -> Non
     another thread that finds the writer idle runs its own transaction.)"""
     store = sqlite_store
     threads: set[threading.Thread] = set()
-    store._writer._conn.set_trace_callback(lambda _sql: threads.add(threading.current_thread()))
-    sid = store.create_session().session_id
+    store.db._writer._conn.set_trace_callback(lambda _sql: threads.add(threading.current_thread()))
+    sid = store.record.create_session().session_id
 
     async def on_the_loop() -> None:
-        store.write(
+        store.record.write(
             AddStep(session_id=sid, step=user())
         )  # blocking the loop is wrong, but still not written on it
-        stream = store.write_stream()
+        stream = store.record.write_stream()
         await stream.put(BeginStep(session_id=sid, step=tool()))
-        store.transition(sid, Status.SUCCESS)
+        store.record.transition(sid, Status.SUCCESS)
 
     threads.clear()
     asyncio.run(on_the_loop())
     assert threads == {store.writer_thread}
     # Off any loop, with the writer idle: the caller's own thread, one transaction.
     threads.clear()
-    store.write(AddStep(session_id=sid, step=user()))
+    store.record.write(AddStep(session_id=sid, step=user()))
     assert threads == {threading.current_thread()}
 
 
 def test_a_caller_finding_the_writer_busy_queues_behind_it(sqlite_store: SQLiteStore) -> None:
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     holder, release = _hold_the_writer(store)
     done: list[Step] = []
     t = threading.Thread(
-        target=lambda: done.append(store.write(AddStep(session_id=sid, step=user())))
+        target=lambda: done.append(store.record.write(AddStep(session_id=sid, step=user())))
     )
     t.start()
     _wait_queued(store, 1)
@@ -306,13 +306,13 @@ def test_a_caller_finding_the_writer_busy_queues_behind_it(sqlite_store: SQLiteS
 
 def test_a_unit_waits_behind_another_process_holding_the_lock(sqlite_store: SQLiteStore) -> None:
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     other = sqlite3.connect(store.url, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
 
     async def put() -> Step:
         try:
-            f = store.write_stream().put(AddStep(session_id=sid, step=user()))
+            f = store.record.write_stream().put(AddStep(session_id=sid, step=user()))
             await asyncio.sleep(0.1)
             assert not f.done()  # waiting (busy timeout), not failing
         finally:
@@ -338,14 +338,16 @@ _NEW = {"llm": llm, "tool": tool, "approval": approval, "user": user}
 def _call(store: Store, sid: str, op: tuple[str, Any]) -> Callable[[], Step]:
     kind, arg = op
     if kind == "begin":
-        return lambda: store.write(BeginStep(session_id=sid, step=_NEW[arg]()))
+        return lambda: store.record.write(BeginStep(session_id=sid, step=_NEW[arg]()))
     if kind == "add":
-        return lambda: store.write(AddStep(session_id=sid, step=_NEW[arg]()))
+        return lambda: store.record.write(AddStep(session_id=sid, step=_NEW[arg]()))
     if kind == "complete":
-        return lambda: store.write(finish(sid, arg, output_data="ok"))
+        return lambda: store.record.write(finish(sid, arg, output_data="ok"))
     if kind == "fail":
-        return lambda: store.write(finish(sid, arg, error_message="boom"))
-    return lambda: store.write(finish(sid, arg, output_data="done", session_status=Status.SUCCESS))
+        return lambda: store.record.write(finish(sid, arg, error_message="boom"))
+    return lambda: store.record.write(
+        finish(sid, arg, output_data="done", session_status=Status.SUCCESS)
+    )
 
 
 def _write(sid: str, op: tuple[str, Any]) -> Write:
@@ -363,13 +365,13 @@ def _write(sid: str, op: tuple[str, Any]) -> Write:
 
 
 def _state(store: Store, sid: str) -> tuple[Any, ...]:
-    steps = store.steps(sid)
+    steps = store.record.steps(sid)
     by_id = {s.step_id: s.seq for s in steps}
     rows = [
         (s.seq, s.step_type, s.name, s.status, s.error_message, by_id.get(s.parent_step_id or ""))
         for s in steps
     ]
-    return store.get_session(sid).status, rows
+    return store.record.get_session(sid).status, rows
 
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
@@ -392,7 +394,7 @@ def test_a_stream_writes_what_one_call_after_another_writes(
 ) -> None:
     store = units_store
     # The model: each write its own call, stopping at the first failure.
-    one_by_one = store.create_session().session_id
+    one_by_one = store.record.create_session().session_id
     expected_outcomes: list[bool] = []
     for op in ops:
         try:
@@ -403,7 +405,7 @@ def test_a_stream_writes_what_one_call_after_another_writes(
             break
     # The same writes put on a stream, the way the recorder puts them: nobody waiting for
     # the first ones, the last one awaited.
-    together = store.create_session().session_id
+    together = store.record.create_session().session_id
     out = _put_all(store, [_write(together, op) for op in ops])
     n = len(expected_outcomes)
     assert [ok for ok, _ in out[:n]] == expected_outcomes

@@ -39,7 +39,7 @@ def _hold_the_writer(store: SQLiteStore) -> tuple[threading.Thread, threading.Ev
         holding.set()
         release.wait(10)
 
-    t = threading.Thread(target=store._writer.submit, args=(slow, Sync.RELAXED))
+    t = threading.Thread(target=store.db._writer.submit, args=(slow, Sync.RELAXED))
     t.start()
     assert holding.wait(10)
     return t, release
@@ -62,8 +62,8 @@ def _in_threads(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread],
 
 def _wait_queued(store: SQLiteStore, n: int) -> None:
     for _ in range(1000):
-        with store._writer._cond:
-            if len(store._writer._queue) >= n:
+        with store.db._writer._cond:
+            if len(store.db._writer._queue) >= n:
                 return
         threading.Event().wait(0.005)
     raise AssertionError("operations were not queued")
@@ -71,31 +71,31 @@ def _wait_queued(store: SQLiteStore, n: int) -> None:
 
 def test_queued_operations_share_one_commit_and_fail_alone(sqlite_store: SQLiteStore) -> None:
     store = sqlite_store
-    sids = [store.create_session().session_id for _ in range(5)]
-    init = store.create_session().session_id
+    sids = [store.record.create_session().session_id for _ in range(5)]
+    init = store.record.create_session().session_id
     holder, release = _hold_the_writer(store)
     calls: list[Callable[[], Any]] = [
-        lambda s=s: store.write(AddStep(session_id=s, step=user())) for s in sids
+        lambda s=s: store.record.write(AddStep(session_id=s, step=user())) for s in sids
     ]
     calls.append(
-        lambda: store.write(BeginStep(session_id=init, step=approval()))
+        lambda: store.record.write(BeginStep(session_id=init, step=approval()))
     )  # illegal from Init
     threads, results = _in_threads(calls)
     _wait_queued(store, len(calls))
-    before = store.commits
+    before = store.record.commits
     release.set()
     for t in [holder, *threads]:
         t.join(10)
-    assert store.commits - before == 2  # the held one, then all queued ones together
+    assert store.record.commits - before == 2  # the held one, then all queued ones together
     assert all(results[i].seq == 1 for i in range(5))
     assert type(results[5]).__name__ == "IllegalTransition"
-    assert all(len(store.steps(s)) == 1 for s in sids)
-    assert store.steps(init) == [] and store.get_session(init).status is Status.INIT
+    assert all(len(store.record.steps(s)) == 1 for s in sids)
+    assert store.record.steps(init) == [] and store.record.get_session(init).status is Status.INIT
 
 
 def _statements(store: SQLiteStore) -> list[str]:
     seen: list[str] = []
-    store._writer._conn.set_trace_callback(seen.append)
+    store.db._writer._conn.set_trace_callback(seen.append)
     return seen
 
 
@@ -103,18 +103,18 @@ def test_busy_time_counts_every_transaction_while_it_runs(sqlite_store: SQLiteSt
     """writer_busy_s (GET /api/health's writerBusyMs): the time the writer spent running
     transactions, so a benchmark can tell a saturated writer from an idle one."""
     store = sqlite_store
-    before = store.writer_busy_s
+    before = store.record.writer_busy_s
     outer = time.monotonic()
     holder, release = _hold_the_writer(store)
     inner = time.monotonic()  # the transaction is open by now
     while time.monotonic() - inner < 0.05:  # it stays open this long at least
         time.sleep(0.005)
-    assert store.writer_busy_s == before  # counted when it ends, not while it runs
+    assert store.record.writer_busy_s == before  # counted when it ends, not while it runs
     release.set()
     holder.join(10)
-    assert 0.05 <= store.writer_busy_s - before <= time.monotonic() - outer
-    store.create_session()
-    assert store.writer_busy_s > before + 0.05  # every later transaction adds to it
+    assert 0.05 <= store.record.writer_busy_s - before <= time.monotonic() - outer
+    store.record.create_session()
+    assert store.record.writer_busy_s > before + 0.05  # every later transaction adds to it
 
 
 def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
@@ -125,7 +125,7 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
     handler, which sleeps 1, 2, 5, 10 ... ms) and tries again itself, 0.1 ms apart at first,
     never more than 5 ms (jittered); the write goes through once the lock is free."""
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     other = sqlite3.connect(store.url, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
     pauses: list[float] = []
@@ -143,7 +143,7 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
     )
     started = time.monotonic()
     try:
-        step = store.write(AddStep(session_id=sid, step=user()))
+        step = store.record.write(AddStep(session_id=sid, step=user()))
     finally:
         other.close()
     assert step.seq == 1 and len(pauses) == 12  # one immediate try per pause, none waited in SQLite
@@ -158,10 +158,10 @@ def test_the_writer_waits_for_another_process_s_lock_itself_in_short_pauses(
 def test_a_batch_without_failures_uses_no_savepoints(sqlite_store: SQLiteStore) -> None:
     """The first attempt runs every unit straight in the transaction."""
     store = sqlite_store
-    sids = [store.create_session().session_id for _ in range(3)]
+    sids = [store.record.create_session().session_id for _ in range(3)]
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
-        [lambda s=s: store.write(AddStep(session_id=s, step=user())) for s in sids]
+        [lambda s=s: store.record.write(AddStep(session_id=s, step=user())) for s in sids]
     )
     _wait_queued(store, 3)
     seen = _statements(store)
@@ -176,7 +176,10 @@ def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> No
     """A unit that fails after writing: the batch runs again with a savepoint per unit, so
     its statements are undone and the other units of the batch commit."""
     store = sqlite_store
-    sid, other = store.create_session(title="t").session_id, store.create_session().session_id
+    sid, other = (
+        store.record.create_session(title="t").session_id,
+        store.record.create_session().session_id,
+    )
 
     def unit(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE sessions SET title='half' WHERE session_id=?", (sid,))
@@ -185,8 +188,8 @@ def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> No
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
-            lambda: store._writer.submit(unit, Sync.RELAXED),
-            lambda: store.write(AddStep(session_id=other, step=user())),
+            lambda: store.db._writer.submit(unit, Sync.RELAXED),
+            lambda: store.record.write(AddStep(session_id=other, step=user())),
         ]
     )
     _wait_queued(store, 2)
@@ -195,7 +198,7 @@ def test_a_unit_failing_halfway_is_undone_alone(sqlite_store: SQLiteStore) -> No
     for t in [holder, *threads]:
         t.join(10)
     assert isinstance(results[0], ValueError) and results[1].seq == 1
-    assert store.get_session(sid).title == "t"  # nothing of the failed unit is left
+    assert store.record.get_session(sid).title == "t"  # nothing of the failed unit is left
     assert any(q.startswith("SAVEPOINT") for q in seen)  # the second, careful attempt
 
 
@@ -203,14 +206,14 @@ def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) 
     """A unit is a transaction body: it writes through its connection. One that calls the
     store again (a transaction inside a transaction) fails alone, in words."""
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
         [
-            lambda: store._writer.submit(
-                lambda _c: store.write(AddStep(session_id=sid, step=user())), Sync.RELAXED
+            lambda: store.db._writer.submit(
+                lambda _c: store.record.write(AddStep(session_id=sid, step=user())), Sync.RELAXED
             ),
-            lambda: store.write(AddStep(session_id=sid, step=user("kept"))),
+            lambda: store.record.write(AddStep(session_id=sid, step=user("kept"))),
         ]
     )
     _wait_queued(store, 2)
@@ -218,12 +221,12 @@ def test_a_store_call_from_inside_a_write_is_refused(sqlite_store: SQLiteStore) 
     for t in [holder, *threads]:
         t.join(10)
     assert isinstance(results[0], RuntimeError) and "inside a write" in str(results[0])
-    assert [s.input_data for s in store.steps(sid)] == ["kept"]
+    assert [s.input_data for s in store.record.steps(sid)] == ["kept"]
 
 
 def _trace_syncs(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, trace: list[Any]) -> None:
     """Every sync of the WAL the writer makes goes in `trace` as "sync", once it is done."""
-    writer = store._writer
+    writer = store.db._writer
     real = writer._sync_wal
 
     def spy() -> None:
@@ -240,7 +243,7 @@ def test_a_batch_with_one_durable_operation_is_synced_before_any_outcome(
     holding one durable unit is made durable by a sync of the WAL file, done before any of
     its units' callers hears of it; a relaxed one is not synced."""
     store = sqlite_store
-    writer = store._writer
+    writer = store.db._writer
     trace: list[Any] = []
     _trace_syncs(store, monkeypatch, trace)
 
@@ -280,23 +283,23 @@ def test_a_failed_sync_fails_every_unit_of_its_batch_in_words(
     """The disk refusing the sync (EIO): the commit is made, but nobody is told it is durable —
     every unit of the batch gets a StoreError saying so; the writer goes on."""
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
 
     def broken(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(sqlite_writer, "_datasync", broken)
     with pytest.raises(StoreError, match="the disk did not confirm it"):
-        store.write(BeginStep(session_id=sid, step=tool()))
+        store.record.write(BeginStep(session_id=sid, step=tool()))
     monkeypatch.undo()
-    assert store.write(BeginStep(session_id=sid, step=tool())).seq == 2
+    assert store.record.write(BeginStep(session_id=sid, step=tool())).seq == 2
 
 
 def test_durability_policy_per_operation(store: Store, backend: Backend, monkeypatch) -> None:
     """docs/storage.md, docs/postgres.md: what is on disk before the call returns."""
     seen: list[bool] = []
     # SQLite: the writer's synchronous level; PostgreSQL: the transaction's synchronous_commit
-    owner = store._writer if backend.name == "sqlite" else store._pool  # type: ignore[attr-defined]
+    owner = store.db._writer if backend.name == "sqlite" else store.db._pool  # type: ignore[attr-defined]
     name = "submit" if backend.name == "sqlite" else "run"
     real = getattr(owner, name)
 
@@ -312,52 +315,54 @@ def test_durability_policy_per_operation(store: Store, backend: Backend, monkeyp
         (flag,) = seen
         return flag
 
-    assert durable(lambda: store.create_session(session_id="d"))
-    assert not durable(lambda: store.write(AddStep(session_id="d", step=user())))
-    assert not durable(lambda: store.write(BeginStep(session_id="d", step=llm())))
-    assert not durable(lambda: store.write(finish("d", 2, output_data={})))
-    assert durable(lambda: store.write(BeginStep(session_id="d", step=tool())))  # write-ahead
-    assert not durable(lambda: store.write(finish("d", 3, output_data="ok")))
-    assert durable(lambda: store.write(BeginStep(session_id="d", step=approval())))  # Paused
-    assert not durable(lambda: store.write(finish("d", 4, output_data={"approved": True})))
-    assert not durable(lambda: store.write(BeginStep(session_id="d", step=llm())))
+    assert durable(lambda: store.record.create_session(session_id="d"))
+    assert not durable(lambda: store.record.write(AddStep(session_id="d", step=user())))
+    assert not durable(lambda: store.record.write(BeginStep(session_id="d", step=llm())))
+    assert not durable(lambda: store.record.write(finish("d", 2, output_data={})))
     assert durable(
-        lambda: store.write(finish("d", 5, output_data={}, session_status=Status.SUCCESS))
+        lambda: store.record.write(BeginStep(session_id="d", step=tool()))
+    )  # write-ahead
+    assert not durable(lambda: store.record.write(finish("d", 3, output_data="ok")))
+    assert durable(lambda: store.record.write(BeginStep(session_id="d", step=approval())))  # Paused
+    assert not durable(lambda: store.record.write(finish("d", 4, output_data={"approved": True})))
+    assert not durable(lambda: store.record.write(BeginStep(session_id="d", step=llm())))
+    assert durable(
+        lambda: store.record.write(finish("d", 5, output_data={}, session_status=Status.SUCCESS))
     )
-    assert durable(lambda: store.transition("d", Status.RUNNING)) is False
-    assert durable(lambda: store.transition("d", Status.FAILED))
-    assert durable(lambda: store.mark_interrupted("d"))
-    assert durable(lambda: store.acquire_lease("d", "w", 30))  # a takeover
-    lease = store.lease_info("d")
+    assert durable(lambda: store.record.transition("d", Status.RUNNING)) is False
+    assert durable(lambda: store.record.transition("d", Status.FAILED))
+    assert durable(lambda: store.record.mark_interrupted("d"))
+    assert durable(lambda: store.leases.acquire_lease("d", "w", 30))  # a takeover
+    lease = store.leases.lease_info("d")
     lease = Lease("d", "w", lease.token, lease.expires_at or 0)
-    assert not durable(lambda: store.renew_lease(lease, 30))
-    assert not durable(lambda: store.release_lease(lease))
-    assert not durable(lambda: store.heartbeat("w"))
-    assert durable(lambda: store.fork("d", 2))
-    assert durable(lambda: store.rollback("d", 2))
-    assert not durable(lambda: store.update_session("d", title="x"))
-    assert durable(lambda: store.delete_session("d"))
+    assert not durable(lambda: store.leases.renew_lease(lease, 30))
+    assert not durable(lambda: store.leases.release_lease(lease))
+    assert not durable(lambda: store.leases.heartbeat("w"))
+    assert durable(lambda: store.record.fork("d", 2))
+    assert durable(lambda: store.record.rollback("d", 2))
+    assert not durable(lambda: store.record.update_session("d", title="x"))
+    assert durable(lambda: store.record.delete_session("d"))
 
 
 def test_close_refuses_more_and_keeps_what_was_written(store_factory) -> None:
     store = store_factory()
-    sid = store.create_session().session_id
-    store.write(AddStep(session_id=sid, step=user()))
+    sid = store.record.create_session().session_id
+    store.record.write(AddStep(session_id=sid, step=user()))
     store.close()
     with pytest.raises(StoreError, match="closed"):
-        store.write(AddStep(session_id=sid, step=user()))
+        store.record.write(AddStep(session_id=sid, step=user()))
     with pytest.raises(StoreError, match="closed"):
-        store.steps(sid)
+        store.record.steps(sid)
     store.close()  # idempotent
-    assert len(store_factory().steps(sid)) == 1
+    assert len(store_factory().record.steps(sid)) == 1
 
 
 def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
     store = SQLiteStore(sqlite_path)
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     holder, release = _hold_the_writer(store)
     threads, results = _in_threads(
-        [lambda: store.write(AddStep(session_id=sid, step=user())) for _ in range(5)]
+        [lambda: store.record.write(AddStep(session_id=sid, step=user())) for _ in range(5)]
     )
     _wait_queued(store, 5)
     closer = threading.Thread(target=store.close)
@@ -367,24 +372,24 @@ def test_close_drains_the_queue_and_refuses_more(sqlite_path) -> None:
         t.join(10)
     assert sorted(r.seq for r in results.values()) == [1, 2, 3, 4, 5]
     with pytest.raises(StoreError, match="closed"):
-        store.write(AddStep(session_id=sid, step=user()))
+        store.record.write(AddStep(session_id=sid, step=user()))
     with pytest.raises(StoreError, match="closed"):
-        store.steps(sid)
+        store.record.steps(sid)
     store.close()  # idempotent
     with SQLiteStore(sqlite_path) as again:
-        assert len(again.steps(sid)) == 5
+        assert len(again.record.steps(sid)) == 5
 
 
 def test_every_caller_is_served_under_contention(sqlite_store: SQLiteStore) -> None:
     """Callers writing in a tight loop all get through: the writer serves the queue in order."""
     store = sqlite_store
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     stop = threading.Event()
     counts = [0, 0, 0, 0]
 
     def loop(i: int) -> None:
         while not stop.is_set():
-            store.write(AddStep(session_id=sid, step=user()))
+            store.record.write(AddStep(session_id=sid, step=user()))
             counts[i] += 1
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(4)]
@@ -395,7 +400,7 @@ def test_every_caller_is_served_under_contention(sqlite_store: SQLiteStore) -> N
     for t in threads:
         t.join(10)
     assert all(c > 0 for c in counts), counts
-    assert len(store.steps(sid)) == sum(counts)
+    assert len(store.record.steps(sid)) == sum(counts)
 
 
 _POWER_LOSS_CHILD = """
@@ -405,11 +410,11 @@ from xclaw.store.steps.model import NewStep, StepType
 from xclaw.store.steps.writes import AddStep, BeginStep
 
 store = SQLiteStore(sys.argv[1])
-sid = store.create_session(session_id="powerloss").session_id  # durable
+sid = store.record.create_session(session_id="powerloss").session_id  # durable
 def message(text):  # relaxed: in the page cache, synced by the next durable commit
-    store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", text)))
+    store.record.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", text)))
 message("carried")
-store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {})))  # durable
+store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {})))  # durable
 message("unsynced")
 os.kill(os.getpid(), signal.SIGKILL)  # the power goes the moment the last call returned
 """
@@ -448,7 +453,7 @@ def test_a_durable_write_is_on_disk_when_its_call_returns(tmp_path: Path) -> Non
         else:
             os.replace(synced, f)
     with SQLiteStore(db) as store:
-        steps = store.steps("powerloss")
+        steps = store.record.steps("powerloss")
     assert [(s.step_type.value, s.input_data) for s in steps] == [
         ("user_input", "carried"),
         ("tool_call", {}),

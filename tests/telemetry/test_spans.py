@@ -32,13 +32,13 @@ def store(tmp_path: Path):
 def _session(store: SQLiteStore) -> str:
     """A turn: model asks for a file write and a sub-agent; the sub-agent calls the model
     and a tool; the main agent answers. An approval alert on the way."""
-    sid = store.create_session().session_id
-    user = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
         AddStep(
             session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "build it, key sk-SECRET123")
         )
     )
-    llm = store.write(
+    llm = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -49,7 +49,7 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             llm.seq,
@@ -75,7 +75,7 @@ def _session(store: SQLiteStore) -> str:
             token_usage_completion=30,
         )
     )
-    store.write(
+    store.record.write(
         AddStep(
             session_id=sid,
             step=NewStep(
@@ -87,7 +87,7 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    w = store.write(
+    w = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -95,8 +95,8 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    store.write(finish(sid, w.seq, output_data="wrote sk-SECRET123"))
-    spawn = store.write(
+    store.record.write(finish(sid, w.seq, output_data="wrote sk-SECRET123"))
+    spawn = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -104,7 +104,7 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    sub_llm = store.write(
+    sub_llm = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -112,7 +112,7 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             sub_llm.seq,
@@ -122,7 +122,7 @@ def _session(store: SQLiteStore) -> str:
             },
         )
     )
-    r = store.write(
+    r = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -135,14 +135,14 @@ def _session(store: SQLiteStore) -> str:
             ),
         )
     )
-    store.write(finish(sid, r.seq, error_message="interrupted"))
-    store.write(finish(sid, spawn.seq, output_data="sub done"))
-    last = store.write(
+    store.record.write(finish(sid, r.seq, error_message="interrupted"))
+    store.record.write(finish(sid, spawn.seq, output_data="sub done"))
+    last = store.record.write(
         BeginStep(
             session_id=sid, step=NewStep(StepType.LLM_CALL, "anthropic:claude-x", {}, user.step_id)
         )
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             last.seq,
@@ -155,7 +155,7 @@ def _session(store: SQLiteStore) -> str:
 
 def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -> None:
     sid = _session(store)
-    [turn] = split_turns(store.steps(sid))
+    [turn] = split_turns(store.record.steps(sid))
     spans = turn_spans(sid, turn)
     by_name = {s.name: s for s in spans}
     root = by_name["invoke_agent xclaw"]
@@ -206,7 +206,7 @@ def test_a_turn_maps_to_genai_spans_with_sub_agents_nested(store: SQLiteStore) -
 
 def test_content_only_on_opt_in_and_redacted(store: SQLiteStore) -> None:
     sid = _session(store)
-    [turn] = split_turns(store.steps(sid))
+    [turn] = split_turns(store.record.steps(sid))
     spans = turn_spans(
         sid, turn, capture_content=True, redact=lambda t: t.replace("sk-SECRET123", "[REDACTED]")
     )
@@ -224,15 +224,17 @@ def test_a_turn_without_an_answer_is_an_error_and_only_touched_turns_go_out(
     store: SQLiteStore,
 ) -> None:
     sid = _session(store)
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "more")))
-    llm = store.write(
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "more"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
     store.close()  # killed mid-call; the next run starts a moment later and settles it
     started = llm.start_time + 10
     later = SQLiteStore(store.path, clock=lambda: started + 5)
-    later.mark_interrupted(sid)
-    steps = later.steps(sid)
+    later.record.mark_interrupted(sid)
+    steps = later.record.steps(sid)
     later.close()
     assert len(split_turns(steps)) == 2
     [touched] = turns_of_run(steps, started)
@@ -309,20 +311,20 @@ def test_export_is_switched_by_the_standard_variables_or_xclaw_yaml() -> None:
 def test_only_the_end_of_a_long_session_is_read(tmp_path: Path) -> None:
     ticks = iter(range(1_000_000, 2_000_000, 10))  # one step per 10 ms
     store = SQLiteStore(tmp_path / "long.db", clock=lambda: next(ticks))
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     for i in range(40):
-        u = store.write(
+        u = store.record.write(
             AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", f"turn {i}"))
         )
-        llm = store.write(
+        llm = store.record.write(
             BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
         )
-        store.write(finish(sid, llm.seq, output_data={"text": "ok"}))
-    last_user = store.latest_steps(sid, 2)[0]
-    got = recent_steps(store, sid, last_user.start_time, first=4)
+        store.record.write(finish(sid, llm.seq, output_data={"text": "ok"}))
+    last_user = store.record.latest_steps(sid, 2)[0]
+    got = recent_steps(store.record, sid, last_user.start_time, first=4)
     assert got[0].seq <= last_user.seq and len(got) <= 8
     assert turns_of_run(got, last_user.start_time)[-1][0].seq == last_user.seq
-    assert len(recent_steps(store, sid, 0, first=4)) == 80  # everything touched: all of it
+    assert len(recent_steps(store.record, sid, 0, first=4)) == 80  # everything touched: all of it
     store.close()
 
 
@@ -332,26 +334,28 @@ def test_every_text_of_a_span_is_redacted_names_and_errors_too(store: SQLiteStor
     alert's call id — the span names, attributes, events and status are redacted all the
     same, with or without captured content."""
     key = "sk-SECRET123"
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"))
+    )
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": []}))
-    store.write(
+    store.record.write(finish(sid, llm.seq, output_data={"text": "", "tool_calls": []}))
+    store.record.write(
         AddStep(
             session_id=sid,
             step=NewStep(StepType.SYSTEM_ALERT, "approval", {}, user.step_id, call_id=f"c_{key}"),
         )
     )
-    t = store.write(
+    t = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.TOOL_CALL, f"tool_{key}", {}, llm.step_id, call_id=f"c_{key}"),
         )
     )
-    store.write(finish(sid, t.seq, error_message=f"unknown tool 'tool_{key}'"))
-    [turn] = split_turns(store.steps(sid))
+    store.record.write(finish(sid, t.seq, error_message=f"unknown tool 'tool_{key}'"))
+    [turn] = split_turns(store.record.steps(sid))
     for capture in (False, True):
         spans = turn_spans(
             sid, turn, capture_content=capture, redact=lambda s: s.replace(key, "[REDACTED]")
@@ -376,15 +380,17 @@ def test_a_record_without_a_response_id_gives_none_rather_than_the_request_id(
 ) -> None:
     """Steps recorded before response ids were kept hold only `request_id`: that is no
     response id, so gen_ai.response.id is left out."""
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi"))
+    )
+    llm = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.LLM_CALL, "openai:m", {"model": "openai:m"}, user.step_id),
         )
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             llm.seq,
@@ -392,7 +398,7 @@ def test_a_record_without_a_response_id_gives_none_rather_than_the_request_id(
             session_status=Status.SUCCESS,
         )
     )
-    [turn] = split_turns(store.steps(sid))
+    [turn] = split_turns(store.record.steps(sid))
     [chat] = [s for s in turn_spans(sid, turn) if s.name == "chat m"]
     assert "gen_ai.response.id" not in chat.attributes
     assert chat.attributes["xclaw.provider.request_id"] == "req_old"
@@ -419,7 +425,7 @@ async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
             sid = session.session_id
             await runtime.send(sid, "hi")
             await runtime.wait_idle(sid)
-            steps = runtime.store.steps(sid)
+            steps = runtime.store.record.steps(sid)
         finally:
             await runtime.shutdown()
             runtime.store.close()
@@ -436,9 +442,11 @@ async def test_response_and_request_ids_from_real_sdks_land_in_their_attributes(
 def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
     """A server that reported no usage: no gen_ai.usage.* counts (they are facts in the
     GenAI conventions); xclaw's estimate goes in its own, marked attributes."""
-    sid = store.create_session().session_id
-    user = store.write(AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi")))
-    llm = store.write(
+    sid = store.record.create_session().session_id
+    user = store.record.write(
+        AddStep(session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "hi"))
+    )
+    llm = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(
@@ -446,7 +454,7 @@ def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
             ),
         )
     )
-    store.write(
+    store.record.write(
         finish(
             sid,
             llm.seq,
@@ -470,7 +478,7 @@ def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
             session_status=Status.SUCCESS,
         )
     )
-    [turn] = split_turns(store.steps(sid))
+    [turn] = split_turns(store.record.steps(sid))
     (chat,) = [s for s in turn_spans(sid, turn) if s.name == "chat gemma"]
     attrs = chat.attributes
     assert "gen_ai.usage.input_tokens" not in attrs and "gen_ai.usage.output_tokens" not in attrs
@@ -485,14 +493,14 @@ def test_unknown_token_counts_are_not_sent_as_zero(store: SQLiteStore) -> None:
 def test_spans_name_the_user_who_sent_the_message_and_who_approved(store: SQLiteStore) -> None:
     """A team server (docs/teams.md): the turn's spans carry `enduser.id`, the sender; the
     approval event the user who answered it. The server's own token names nobody."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     by_alice = {"by": {"kind": "person", "via": "websocket", "user": "alice"}}
-    user = store.write(
+    user = store.record.write(
         AddStep(
             session_id=sid, step=NewStep(StepType.USER_INPUT, "user", "go"), output_data=by_alice
         )
     )
-    ask = store.write(
+    ask = store.record.write(
         BeginStep(
             session_id=sid,
             step=NewStep(StepType.SYSTEM_ALERT, "approval", {"tool": "shell"}, user.step_id),
@@ -503,22 +511,28 @@ def test_spans_name_the_user_who_sent_the_message_and_who_approved(store: SQLite
         "why": "approved by bob (web page)",
         "by": {"kind": "person", "client": "web", "via": "websocket", "user": "bob"},
     }
-    store.write(finish(sid, ask.seq, output_data=answer))
-    llm = store.write(
+    store.record.write(finish(sid, ask.seq, output_data=answer))
+    llm = store.record.write(
         BeginStep(session_id=sid, step=NewStep(StepType.LLM_CALL, "m", {}, user.step_id))
     )
-    store.write(finish(sid, llm.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
-    (turn,) = split_turns(store.steps(sid))
+    store.record.write(
+        finish(sid, llm.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    )
+    (turn,) = split_turns(store.record.steps(sid))
     spans = turn_spans(sid, turn)
     assert {s.attributes.get("enduser.id") for s in spans} == {"alice"}
     (approval,) = [e for s in spans for e in s.events if e.name == "xclaw.approval"]
     assert approval.attributes["enduser.id"] == "bob"
     # Without users: no enduser.id at all.
-    plain = store.create_session().session_id
-    u = store.write(AddStep(session_id=plain, step=NewStep(StepType.USER_INPUT, "user", "go")))
-    m = store.write(
+    plain = store.record.create_session().session_id
+    u = store.record.write(
+        AddStep(session_id=plain, step=NewStep(StepType.USER_INPUT, "user", "go"))
+    )
+    m = store.record.write(
         BeginStep(session_id=plain, step=NewStep(StepType.LLM_CALL, "m", {}, u.step_id))
     )
-    store.write(finish(plain, m.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS))
-    (turn,) = split_turns(store.steps(plain))
+    store.record.write(
+        finish(plain, m.seq, output_data={"text": "ok"}, session_status=Status.SUCCESS)
+    )
+    (turn,) = split_turns(store.record.steps(plain))
     assert all("enduser.id" not in s.attributes for s in turn_spans(plain, turn))

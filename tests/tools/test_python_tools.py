@@ -170,7 +170,7 @@ async def test_python_tools_from_xclaw_yaml_are_recorded_like_any_tool(
     )
     sid = await h.ask("weather, then tell ops")
     assert h.of("approval_request") == []  # forecast is read-only; notify allowed by policy
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     calls = [s for s in steps if s.step_type is StepType.TOOL_CALL]
     assert [(c.name, c.status) for c in calls] == [
         ("forecast", StepStatus.COMPLETED),

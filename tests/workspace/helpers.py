@@ -53,22 +53,22 @@ class Driver:
     def __init__(self, store: Store, workspaces: Workspaces, session_id: str | None = None):
         self.store = store
         self.workspaces = workspaces
-        self.sid = session_id or store.create_session(title="driven").session_id
+        self.sid = session_id or store.record.create_session(title="driven").session_id
         self.ws = workspaces.path(self.sid)
         self.ws.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.ws, 0o700)
 
     def step(self, change: Callable[[Path], Any]) -> int:
-        step = self.store.write(BeginStep(session_id=self.sid, step=tool()))
+        step = self.store.record.write(BeginStep(session_id=self.sid, step=tool()))
         self.workspaces.snapshot(self.sid, step)
         change(self.ws)
-        self.store.write(finish(self.sid, step.seq, output_data="ok"))
+        self.store.record.write(finish(self.sid, step.seq, output_data="ok"))
         return step.seq
 
     def think(self) -> int:
         """A step that changes nothing (no snapshot), like an LLM call."""
-        step = self.store.write(BeginStep(session_id=self.sid, step=llm()))
-        self.store.write(finish(self.sid, step.seq, output_data={"text": ""}))
+        step = self.store.record.write(BeginStep(session_id=self.sid, step=llm()))
+        self.store.record.write(finish(self.sid, step.seq, output_data={"text": ""}))
         return step.seq
 
 

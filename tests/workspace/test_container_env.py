@@ -140,7 +140,7 @@ async def test_the_layer_is_stored_incrementally(make: Any, cleanup: None) -> No
         sandbox={"isolation": "container", "image": test_image()},
     )
     sid = await h.ask("go")
-    snaps = h.store.list_snapshots(sid)
+    snaps = h.store.snapshots.list_snapshots(sid)
     added = [s.new_bytes for s in snaps]
     # before s1 (nothing), after the install, before/after the workspace-only step
     assert max(added) >= 1_000_000 and max(added) < 1_100_000, added
@@ -164,7 +164,7 @@ async def test_a_background_process_started_in_one_turn_answers_in_the_next(
     )
     sid = await h.ask("start a server")
     await h.turn(sid, "ask it")
-    [_, ask] = [s for s in h.store.steps(sid) if s.name == "shell"]
+    [_, ask] = [s for s in h.store.record.steps(sid) if s.name == "shell"]
     assert ask.output_data == "pong", ask.output_data
 
 
@@ -264,10 +264,10 @@ async def test_processes_of_steps_another_worker_rolled_back_stop_at_the_next_ru
     await h.turn(sid, "start a server")
     containers = h.runtime.workspaces.containers
     assert len(servers(containers, sid)) == 1
-    second = [s for s in h.store.steps(sid) if s.name == "user"][1]
-    await asyncio.to_thread(h.store.rollback, sid, second.seq)  # the turn that started it
+    second = [s for s in h.store.record.steps(sid) if s.name == "user"][1]
+    await asyncio.to_thread(h.store.record.rollback, sid, second.seq)  # the turn that started it
     await h.turn(sid, "start it again")  # the same command: is the old server still there?
-    again = [s for s in h.store.steps(sid) if s.name == "shell"][-1]
+    again = [s for s in h.store.record.steps(sid) if s.name == "shell"][-1]
     assert "pong" not in str(again.output_data), again.output_data
     assert len(servers(containers, sid)) == 1  # the new one only
 
@@ -285,8 +285,8 @@ async def test_a_workspace_entry_of_the_reserved_name_is_kept_and_never_taken_fo
         sandbox={"isolation": "container", "image": test_image()},
     )
     sid = await h.ask("go")
-    latest = h.store.list_snapshots(sid)[-1].seq
-    manifest = h.store.get_snapshot(sid, latest)
+    latest = h.store.snapshots.list_snapshots(sid)[-1].seq
+    manifest = h.store.snapshots.get_snapshot(sid, latest)
     assert manifest is not None
     assert ".xclaw-container/usr/x" not in manifest  # not the layer's, not versioned
     assert manifest[".xclaw-container/opt/y"]["size"] == 6

@@ -80,7 +80,7 @@ elif op == "command":
 elif op == "capture":
     ws.recover(sid)
     containers.ready(sid, Path(root) / sid)
-    step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
+    step = store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
     ws.snapshot(sid, step)
 elif op == "takeover":
     ws.recover(sid, lease)
@@ -104,7 +104,7 @@ class World:
             self.store, self.root, SnapshotConfig(), containers=self.containers
         )
         self.shell = ShellTool(isolation=Isolation("container", "t", container=self.containers))
-        self.sid = self.store.create_session(title="kills").session_id
+        self.sid = self.store.record.create_session(title="kills").session_id
         (self.root / self.sid).mkdir(parents=True, mode=0o700)
 
     def lease(self, epoch: int) -> Lease:
@@ -113,7 +113,7 @@ class World:
     async def step(self, command: str, epoch: int = 1) -> int:
         """A shell step as the recorder takes it: snapshot before, run, completed, after."""
         self.containers.note_epoch(self.sid, epoch, f"worker-{epoch}")
-        step = self.store.write(
+        step = self.store.record.write(
             BeginStep(
                 session_id=self.sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": command})
             )
@@ -122,7 +122,7 @@ class World:
         ctx = ToolContext(self.root / self.sid, self.sid)
         result = await self.shell.run({"command": command}, ctx)
         assert not result.is_error, result.content
-        self.store.write(finish(self.sid, step.seq, output_data=result.content))
+        self.store.record.write(finish(self.sid, step.seq, output_data=result.content))
         await asyncio.to_thread(self.workspaces.snapshot_after, self.sid, step, None)
         return step.seq
 
@@ -238,10 +238,10 @@ def test_killed_during_a_command(world: World) -> None:
 
 def test_killed_while_capturing_the_layer(world: World) -> None:
     world.sh("echo v2 > /usr/local/bin/tool")  # what the step before the capture changed
-    before = world.store.list_snapshots(world.sid)
+    before = world.store.snapshots.list_snapshots(world.sid)
     world.kill_at(world.run("capture", 2, "snapshot.stored"), "snapshot.stored")
-    assert world.store.list_snapshots(world.sid) == before  # nothing half-saved
-    [*_, cut] = world.store.steps(world.sid)
+    assert world.store.snapshots.list_snapshots(world.sid) == before  # nothing half-saved
+    [*_, cut] = world.store.record.steps(world.sid)
     assert cut.status is StepStatus.RUNNING  # the step is there, to be marked interrupted
     world.go_on(3)
     # The layer the record holds won: the container's unrecorded change was rewound.

@@ -64,7 +64,7 @@ async def test_an_idle_sessions_container_is_stopped_and_starts_again_with_its_f
     assert [(r.session_id, r.action) for r in reaped] == [(sid, "stopped")]
     assert states(root) == {sid: "exited"}
     await h.turn(sid, "read it")  # started again for the run, its layer as it was
-    read = [s for s in h.store.steps(sid) if s.name == "shell"][-1]
+    read = [s for s in h.store.record.steps(sid) if s.name == "shell"][-1]
     assert read.output_data == "kept"
     assert states(root) == {sid: "running"}
 
@@ -88,7 +88,7 @@ async def test_deleting_a_session_removes_its_container_and_gc_removes_orphans(
 
     other = await h.ask("install", sid=None)
     assert states(root) == {other: "running"}
-    h.store.delete_session(other)  # behind the workspaces' back: its container is an orphan
+    h.store.record.delete_session(other)  # behind the workspaces' back: its container is an orphan
     await h.close()
     config = tmp_path / "xclaw.yaml"
     config.write_text(

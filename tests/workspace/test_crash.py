@@ -48,7 +48,7 @@ if op == "rollback":
 elif op == "fork":
     print(ws.fork(sid, int(ref)).session_id, flush=True)
 elif op == "snapshot":
-    step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
+    step = store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
     ws.snapshot(sid, step)
 store.close()
 print("finished", flush=True)
@@ -133,13 +133,15 @@ def test_killed_mid_restore_is_completed_on_reopen(tmp_path: Path, world, point:
     proc = spawn(tmp_path, [str(db), str(root), "rollback", sid, str(target)], pause=point)
     kill_when_paused(tmp_path, proc, point)
     with SQLiteStore(db) as store:
-        assert [s.seq for s in store.steps(sid)][-1] == target - 1  # the record is rolled back
-        assert len(store.pending_restores(sid)) == 1  # ... and the files are journaled
+        assert [s.seq for s in store.record.steps(sid)][
+            -1
+        ] == target - 1  # the record is rolled back
+        assert len(store.snapshots.pending_restores(sid)) == 1  # ... and the files are journaled
         workspaces = Workspaces(store, root, SnapshotConfig(ignore=(".git/",)))
         (report,) = workspaces.recover(sid)
         assert report.kind == "rollback"
         assert tree(root / sid) == new
-        assert store.pending_restores() == []
+        assert store.snapshots.pending_restores() == []
     assert {p.name for p in root.iterdir()} == {".restore.lock", sid}  # no leftovers
 
 
@@ -184,7 +186,7 @@ def test_killed_mid_restore_the_next_run_sees_the_new_files(tmp_path: Path, worl
         try:
             await rt.send(sid, "look")
             await rt.wait_idle(sid)
-            return store.steps(sid)[-2].output_data
+            return store.record.steps(sid)[-2].output_data
         finally:
             await rt.shutdown()
             store.close()
@@ -201,9 +203,9 @@ def test_killed_mid_fork_restore(tmp_path: Path, world) -> None:
     )
     kill_when_paused(tmp_path, proc, "restore.materialising")
     with SQLiteStore(db) as store:
-        (pending,) = store.pending_restores()
+        (pending,) = store.snapshots.pending_restores()
         fork_id = pending.session_id
-        assert fork_id != sid and store.get_session(fork_id).parent_session_id == sid
+        assert fork_id != sid and store.record.get_session(fork_id).parent_session_id == sid
         Workspaces(store, root).recover()
         assert tree(root / fork_id) == new  # just after s(target-1) = just before target
         assert tree(root / sid) == old  # the source untouched
@@ -216,9 +218,11 @@ def test_killed_mid_snapshot_leaves_files_and_record_consistent(tmp_path: Path, 
     proc = spawn(tmp_path, [str(db), str(root), "snapshot", sid, "0"], "snapshot.stored")
     kill_when_paused(tmp_path, proc, "snapshot.stored")
     with SQLiteStore(db) as store:
-        last = store.steps(sid)[-1]
-        assert store.get_snapshot(sid, last.seq) is None  # the contents were stored, not it
-        assert store.gc_blobs() == 1  # the orphan content is collected
+        last = store.record.steps(sid)[-1]
+        assert (
+            store.snapshots.get_snapshot(sid, last.seq) is None
+        )  # the contents were stored, not it
+        assert store.snapshots.gc_blobs() == 1  # the orphan content is collected
         assert tree(root / sid) == old  # a snapshot never writes the workspace
         workspaces = Workspaces(store, root, SnapshotConfig(ignore=(".git/",)))
         workspaces.rollback(sid, target)  # and time travel still works
@@ -247,8 +251,8 @@ def test_killed_at_any_moment_old_or_new_never_a_mix(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         with SQLiteStore(db) as store:
-            rolled_back = target not in [s.seq for s in store.steps(sid)]
-            pending = bool(store.pending_restores(sid))
+            rolled_back = target not in [s.seq for s in store.record.steps(sid)]
+            pending = bool(store.snapshots.pending_restores(sid))
             Workspaces(store, root).recover()
             assert tree(root / sid) == (new if rolled_back else old), (delay, pending)
         outcomes.append((rolled_back, pending))

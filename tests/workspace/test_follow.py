@@ -42,14 +42,14 @@ def pg() -> Iterator[PostgresBackend]:
 class Worker:
     def __init__(self, pg: PostgresBackend, url: str, root: Path) -> None:
         self.store: Store = pg.open()
-        self.store.use_blob_store(url)
+        self.store.snapshots.use_blob_store(url)
         self.ws = Workspaces(self.store, root, SnapshotConfig(ignore=("cache/",)))  # type: ignore[arg-type]
 
     def run_tool(self, sid: str, change: dict[str, bytes | None]) -> int:
         """One side-effecting step as the runtime makes it: its row, the snapshot before,
         the change, the snapshot after. Returns the step's seq."""
         self.ws.recover(sid)
-        step = self.store.write(BeginStep(session_id=sid, step=tool()))
+        step = self.store.record.write(BeginStep(session_id=sid, step=tool()))
         self.ws.snapshot(sid, step)
         d = self.ws.path(sid)
         d.mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,7 @@ class Worker:
             else:
                 (d / name).parent.mkdir(parents=True, exist_ok=True)
                 (d / name).write_bytes(data)
-        self.store.write(finish(sid, step.seq, output_data="ok"))
+        self.store.record.write(finish(sid, step.seq, output_data="ok"))
         self.ws.snapshot_after(sid, step)
         return step.seq
 
@@ -85,7 +85,7 @@ def test_the_files_one_worker_wrote_are_there_on_the_other(
     two: tuple[Worker, Worker], pg: PostgresBackend
 ) -> None:
     a, b = two
-    sid = a.store.create_session().session_id
+    sid = a.store.record.create_session().session_id
     a.run_tool(sid, {"notes.txt": b"written on a", "src/main.py": b"print(1)\n"})
     a.run_tool(sid, {"notes.txt": b"written on a, twice"})
     assert not b.ws.path(sid).exists()
@@ -102,7 +102,7 @@ def test_the_files_one_worker_wrote_are_there_on_the_other(
 
 def test_rollback_and_fork_work_from_either_worker(two: tuple[Worker, Worker]) -> None:
     a, b = two
-    sid = a.store.create_session().session_id
+    sid = a.store.record.create_session().session_id
     a.run_tool(sid, {"v.txt": b"one"})
     second = a.run_tool(sid, {"v.txt": b"two", "extra.txt": b"extra"})
     a.run_tool(sid, {"v.txt": b"three"})
@@ -128,7 +128,7 @@ def test_unversioned_paths_stay_where_they_are_and_local_writes_are_not_thrown_a
     two: tuple[Worker, Worker],
 ) -> None:
     a, _ = two
-    sid = a.store.create_session().session_id
+    sid = a.store.record.create_session().session_id
     a.run_tool(sid, {"x.txt": b"x", "cache/big.bin": b"c" * 100})
     # The worker that last synced the directory keeps it as it is (its own writes count).
     (a.ws.path(sid) / "local.txt").write_bytes(b"not uploaded yet")
@@ -141,7 +141,7 @@ def test_a_fresh_worker_replaces_a_stale_directory_but_keeps_ignored_paths(
     two: tuple[Worker, Worker],
 ) -> None:
     a, b = two
-    sid = a.store.create_session().session_id
+    sid = a.store.record.create_session().session_id
     a.run_tool(sid, {"x.txt": b"new"})
     stale = b.ws.path(sid)
     (stale / "cache").mkdir(parents=True)
@@ -159,18 +159,18 @@ def test_a_worker_coming_back_fetches_only_what_changed(
     two: tuple[Worker, Worker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = two
-    sid = a.store.create_session().session_id
+    sid = a.store.record.create_session().session_id
     a.run_tool(sid, {f"f{i}.txt": f"file {i}".encode() * 100 for i in range(20)})
     b.ws.recover(sid)  # B serves it once: its cache holds every file
     a.run_tool(sid, {"f3.txt": b"changed on a", "new.txt": b"new on a"})
     asked: list[str] = []
-    real = b.store.get_blobs
+    real = b.store.snapshots.get_blobs
 
     def spy(hashes: Any) -> dict[str, bytes]:
         asked.extend(hashes)
         return real(hashes)
 
-    monkeypatch.setattr(b.store, "get_blobs", spy)
+    monkeypatch.setattr(b.store.snapshots, "get_blobs", spy)
     b.ws.recover(sid)  # B's cache is stale: rebuilt, from its own files where they are right
     assert sorted(asked) == sorted(
         hashlib.sha256(x).hexdigest() for x in (b"changed on a", b"new on a")

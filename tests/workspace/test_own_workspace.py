@@ -148,7 +148,9 @@ async def test_an_in_place_rollback_cut_short_is_completed_by_the_next_recover(
 ) -> None:
     store = open_store(str(tmp_path / "x.db"), access=Access.CREATE)
     try:
-        sid = store.create_session(title="t", metadata={OWN_WORKSPACE_KEY: str(project)}).session_id
+        sid = store.record.create_session(
+            title="t", metadata={OWN_WORKSPACE_KEY: str(project)}
+        ).session_id
 
         class Crash(Exception):
             pass
@@ -160,18 +162,18 @@ async def test_an_in_place_rollback_cut_short_is_completed_by_the_next_recover(
         broken = Workspaces(store, tmp_path / "root", SnapshotConfig(crash_point=crash))
         steps = []
         for i in range(3):
-            step = store.write(BeginStep(session_id=sid, step=tool()))
+            step = store.record.write(BeginStep(session_id=sid, step=tool()))
             broken.snapshot(sid, step)
             (project / f"f{i}.txt").write_text(f"{i}\n")
             (project / "keep.txt").write_text(f"changed {i}\n")
-            store.write(finish(sid, step.seq, output_data="ok"))
+            store.record.write(finish(sid, step.seq, output_data="ok"))
             steps.append(step)
             settle()
         with pytest.raises(Crash):
             broken.rollback(sid, steps[1].seq)
-        assert store.pending_restores(sid)  # journaled, not finished
+        assert store.snapshots.pending_restores(sid)  # journaled, not finished
         Workspaces(store, tmp_path / "root").recover(sid)
-        assert not store.pending_restores(sid)
+        assert not store.snapshots.pending_restores(sid)
         assert {k: v for k, v in tree(project).items() if not k.startswith(".git")} == {
             "f0.txt": "0\n",
             "keep.txt": "changed 0\n",
@@ -183,7 +185,7 @@ async def test_an_in_place_rollback_cut_short_is_completed_by_the_next_recover(
 async def test_a_missing_directory_is_said_not_recreated(tmp_path: Path, project: Path) -> None:
     store = open_store(str(tmp_path / "x.db"), access=Access.CREATE)
     try:
-        sid = store.create_session(
+        sid = store.record.create_session(
             title="t", metadata={OWN_WORKSPACE_KEY: str(tmp_path / "gone")}
         ).session_id
         with pytest.raises(WorkspaceError, match="does not exist any more"):

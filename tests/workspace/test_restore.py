@@ -52,7 +52,7 @@ def test_rollback_restores_the_files_before_the_target_step(store, workspaces) -
     assert result.restore is not None and result.deleted == 3
     assert tree(d.ws) == {"a.txt": "A", "sub": "dir", "sub/b.txt": ("B", "0o600"), "empty": "dir"}
     assert oct(os.stat(d.ws).st_mode & 0o777) == "0o700"
-    assert store.pending_restores() == [] and leftovers(workspaces.root) == []
+    assert store.snapshots.pending_restores() == [] and leftovers(workspaces.root) == []
 
     workspaces.rollback(d.sid, s_b)  # before b
     assert tree(d.ws) == before_b
@@ -84,18 +84,18 @@ def test_fork_gets_the_files_just_after_the_fork_point(store, workspaces) -> Non
     f = Driver(store, workspaces, fork.session_id)
     s_c = f.step(write("c.txt", "C"))
     assert s_c == s_a + 1  # the fork's steps continue after the fork point
-    assert [s.seq for s in store.list_snapshots(fork.session_id)] == [s_a, s_c]
+    assert [s.seq for s in store.snapshots.list_snapshots(fork.session_id)] == [s_a, s_c]
     assert tree(f.ws) == {"a.txt": "A", "c.txt": "C"}
     workspaces.rollback(fork.session_id, s_c)
     assert tree(f.ws) == {"a.txt": "A"}
 
 
 def test_a_fork_of_a_session_without_files_creates_nothing(store, workspaces) -> None:
-    sid = store.create_session().session_id
-    step = store.write(BeginStep(session_id=sid, step=llm()))
+    sid = store.record.create_session().session_id
+    step = store.record.write(BeginStep(session_id=sid, step=llm()))
     fork = workspaces.fork(sid, step.seq)
     assert not workspaces.root.exists() or not workspaces.path(fork.session_id).exists()
-    assert store.pending_restores() == []
+    assert store.snapshots.pending_restores() == []
 
 
 def test_unversioned_paths_stay_on_rollback_and_are_copied_on_fork(store, tmp_path) -> None:
@@ -152,19 +152,19 @@ def test_a_pending_restore_is_completed_by_recover(store, workspaces) -> None:
     d = Driver(store, workspaces)
     s = d.step(write("a.txt", "A"))
     d.step(write("b.txt", "B"))
-    store.rollback(d.sid, s + 1, workspace=WorkspaceRestore())  # journaled, files not yet
+    store.record.rollback(d.sid, s + 1, workspace=WorkspaceRestore())  # journaled, files not yet
     assert tree(d.ws) == {"a.txt": "A", "b.txt": "B"}
-    assert len(store.pending_restores(d.sid)) == 1
+    assert len(store.snapshots.pending_restores(d.sid)) == 1
     (report,) = workspaces.recover()
     assert report.files == 1 and tree(d.ws) == {"a.txt": "A"}
-    assert workspaces.recover() == [] and store.pending_restores() == []
+    assert workspaces.recover() == [] and store.snapshots.pending_restores() == []
 
 
 def test_snapshots_off_means_memory_only_time_travel(store, tmp_path) -> None:
     workspaces = Workspaces(store, tmp_path / "w", SnapshotConfig(enabled=False))
     d = Driver(store, workspaces)
     s = d.step(write("a.txt", "A"))
-    assert store.list_snapshots(d.sid) == []
+    assert store.snapshots.list_snapshots(d.sid) == []
     assert workspaces.rollback(d.sid, s).restore is None
     assert tree(d.ws) == {"a.txt": "A"}
 
@@ -175,12 +175,14 @@ def test_restore_never_writes_through_a_symlink(store, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     h = content_hash(b"evil")
-    store.put_blobs({h: b"evil"})
+    store.snapshots.put_blobs({h: b"evil"})
     target = tmp_path / "target"
     target.mkdir()
     manifest = {"d": {"link": str(outside)}, "d/evil.txt": {"hash": h, "size": 4, "mode": 0o644}}
     with pytest.raises(FileExistsError):
-        materialise(store, target, manifest)  # the file went into a real d/; the link clashes
+        materialise(
+            store.snapshots, target, manifest
+        )  # the file went into a real d/; the link clashes
     assert list(outside.iterdir()) == []
     assert (target / "d").is_dir() and not (target / "d").is_symlink()
     # a link planted where a directory is expected is refused
@@ -188,10 +190,10 @@ def test_restore_never_writes_through_a_symlink(store, tmp_path: Path) -> None:
     other.mkdir()
     os.symlink(outside, other / "d")
     with pytest.raises(WorkspaceError, match="never written through"):
-        materialise(store, other, {"d/evil.txt": manifest["d/evil.txt"]})
+        materialise(store.snapshots, other, {"d/evil.txt": manifest["d/evil.txt"]})
     assert list(outside.iterdir()) == []
     with pytest.raises(ValueError, match="bad path"):
-        materialise(store, other, {"../escape.txt": manifest["d/evil.txt"]})
+        materialise(store.snapshots, other, {"../escape.txt": manifest["d/evil.txt"]})
     assert not (tmp_path / "escape.txt").exists()
 
 
@@ -215,7 +217,7 @@ def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, work
     d = Driver(store, workspaces)
     s = d.step(write("a.txt", "A"))
     d.step(write("b.txt", "B"))
-    store.rollback(d.sid, s + 1, workspace=WorkspaceRestore())
+    store.record.rollback(d.sid, s + 1, workspace=WorkspaceRestore())
     damage = sqlite3.connect(store.path)  # another program deletes the stored contents
     with damage:
         damage.execute("DELETE FROM blobs")
@@ -224,7 +226,7 @@ def test_a_restore_that_cannot_complete_says_why_and_stays_journaled(store, work
         workspaces.recover(d.sid)
     assert "retried before the session runs again" in e.value.message
     assert tree(d.ws) == {"a.txt": "A", "b.txt": "B"}  # untouched: the old state
-    assert len(store.pending_restores(d.sid)) == 1
+    assert len(store.snapshots.pending_restores(d.sid)) == 1
 
 
 def test_the_new_files_reach_the_disk_before_the_journal_row_goes(
@@ -238,7 +240,7 @@ def test_the_new_files_reach_the_disk_before_the_journal_row_goes(
     s_a = d.step(write("a.txt", "A"))
     d.step(write("a.txt", "A2"))
     order: list[str] = []
-    real_flush, real_finish = restore.flush_to_disk, store.finish_restore
+    real_flush, real_finish = restore.flush_to_disk, store.snapshots.finish_restore
 
     def flush(path: Path) -> None:
         order.append(f"flush {Path(path).name}")
@@ -249,7 +251,7 @@ def test_the_new_files_reach_the_disk_before_the_journal_row_goes(
         return real_finish(sid, rid)
 
     monkeypatch.setattr(restore, "flush_to_disk", flush)
-    monkeypatch.setattr(store, "finish_restore", finish)
+    monkeypatch.setattr(store.snapshots, "finish_restore", finish)
     workspaces.rollback(d.sid, s_a + 1)
     assert tree(d.ws) == {"a.txt": "A"}
     assert order == [f"flush {workspaces.root.name}", "finish_restore"]

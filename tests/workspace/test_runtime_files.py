@@ -86,7 +86,7 @@ async def test_rollback_then_continue_snapshots_the_new_branch(make) -> None:
     await h.runtime.rollback(sid, h.step_of(sid, "write_file", 1))
     await h.ask("do c instead", sid)
     assert tree(h.root / sid) == {"a.txt": "A", "c.txt": "C"}
-    snaps = [s.seq for s in h.store.list_snapshots(sid)]
+    snaps = [s.seq for s in h.store.snapshots.list_snapshots(sid)]
     assert len(snaps) == 2  # before a (kept) and before c (new); b's went with its step
     await h.runtime.rollback(sid, h.step_of(sid, "write_file", 1))
     assert tree(h.root / sid) == {"a.txt": "A"}
@@ -108,11 +108,11 @@ async def test_sub_agent_steps_are_snapshotted_not_the_spawn(make) -> None:
         },
     )
     sid = await h.ask("delegate")
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     spawn = next(s for s in steps if s.name == "spawn_agent")
     write = next(s for s in steps if s.name == "write_file")
     assert write.agent != "main"
-    assert [s.seq for s in h.store.list_snapshots(sid)] == [write.seq]
+    assert [s.seq for s in h.store.snapshots.list_snapshots(sid)] == [write.seq]
     await h.runtime.rollback(sid, spawn.display_id)
     assert tree(h.root / sid) == {}
 
@@ -127,7 +127,7 @@ async def test_read_only_tools_take_no_snapshot(make) -> None:
         ]
     )
     sid = await h.ask("go")
-    assert len(h.store.list_snapshots(sid)) == 1
+    assert len(h.store.snapshots.list_snapshots(sid)) == 1
 
 
 # --- through a real server: the gateway gets it from the runtime ------------------------------
@@ -148,7 +148,7 @@ async def test_gateway_rollback_and_http_fork_move_the_files(tmp_path: Path) -> 
         ws = server.workspace(sid)
         assert tree(ws) == {"a.txt": "A", "b.txt": "B"}
         with open_store(server.home / "xclaw.db") as store:
-            writes = [s for s in store.steps(sid) if s.name == "write_file"]
+            writes = [s for s in store.record.steps(sid) if s.name == "write_file"]
         headers = {"Authorization": f"Bearer {server.token}"}
         async with httpx.AsyncClient(base_url=server.http, headers=headers) as http:
             r = await http.post(f"/api/sessions/{sid}/fork", json={"stepId": writes[0].display_id})
@@ -187,7 +187,7 @@ async def test_rolling_back_a_parallel_sub_agent_step_keeps_its_sibling_whole(ma
     sid = await h.ask("write in parallel")
     ws = h.root / sid
     assert sorted(tree(ws).values()) == ["1\n2\n", "1\n2\n"]
-    writers = [s for s in h.store.steps(sid) if s.name == "shell"]
+    writers = [s for s in h.store.record.steps(sid) if s.name == "shell"]
     assert len(writers) == 2 and len({s.agent for s in writers}) == 2
     first, later = sorted(writers, key=lambda s: s.seq)
     assert first.end_time is not None and later.start_time >= first.end_time  # took turns
@@ -209,6 +209,8 @@ async def test_parallel_side_effects_can_be_allowed_to_overlap(make) -> None:
         sandbox={"parallel_side_effects": True},
     )
     sid = await h.ask("write in parallel")
-    first, later = sorted((s for s in h.store.steps(sid) if s.name == "shell"), key=lambda s: s.seq)
+    first, later = sorted(
+        (s for s in h.store.record.steps(sid) if s.name == "shell"), key=lambda s: s.seq
+    )
     assert first.end_time is not None and later.start_time < first.end_time  # overlapped
     assert h.of("reply")[-1]["content"] == "both wrote"

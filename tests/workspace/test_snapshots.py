@@ -46,13 +46,13 @@ def settle() -> None:
 
 
 def snap(s: Snapshotter, store: SQLiteStore, sid: str, ws: Path):
-    seq = store.write(BeginStep(session_id=sid, step=tool())).seq
-    info = s.snapshot(store, sid, seq, ws)
-    return info, store.get_snapshot(sid, seq)
+    seq = store.record.write(BeginStep(session_id=sid, step=tool())).seq
+    info = s.snapshot(store.snapshots, sid, seq, ws)
+    return info, store.snapshots.get_snapshot(sid, seq)
 
 
 def test_files_dirs_links_and_modes_are_captured(store, ws: Path) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     (ws / "src").mkdir(mode=0o750)
     (ws / "src" / "main.py").write_text("print('hi')\n")
     (ws / "run.sh").write_text("#!/bin/sh\n")
@@ -72,9 +72,9 @@ def test_files_dirs_links_and_modes_are_captured(store, ws: Path) -> None:
         "src/main.py": {"hash": h, "size": 12, "mode": 0o644 & ~_umask()},
     }
     assert (info.files, info.bytes, info.skipped) == (4, 22, 0)
-    assert store.get_blobs([h]) == {h: b"print('hi')\n"}
+    assert store.snapshots.get_blobs([h]) == {h: b"print('hi')\n"}
     # nothing outside was read: /etc/passwd's content is not in the store
-    assert store.missing_blobs([content_hash(Path("/etc/passwd").read_bytes())])
+    assert store.snapshots.missing_blobs([content_hash(Path("/etc/passwd").read_bytes())])
 
 
 def _umask() -> int:
@@ -84,7 +84,7 @@ def _umask() -> int:
 
 
 def test_ignore_patterns(store, ws: Path) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     for rel in (
         ".git/HEAD",
         "node_modules/x/index.js",
@@ -117,7 +117,7 @@ def test_ignore_rules_match_like_gitignore() -> None:
 
 
 def test_limits_skip_files_with_a_reason_and_never_fail(store, ws: Path) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     (ws / "big.bin").write_bytes(b"x" * (2 * MB))
     for i in range(5):
         (ws / f"f{i}.txt").write_bytes(bytes([65 + i]) * 300_000)
@@ -138,7 +138,7 @@ def test_limits_skip_files_with_a_reason_and_never_fail(store, ws: Path) -> None
 
 
 def test_unchanged_files_are_not_read_again(store, ws: Path) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     for i in range(50):
         (ws / f"f{i:02d}.txt").write_text(f"content {i}\n" * 100)
         old(ws / f"f{i:02d}.txt")
@@ -159,7 +159,7 @@ def test_unchanged_files_are_not_read_again(store, ws: Path) -> None:
 
 def test_a_rewrite_keeping_size_and_mtime_is_still_seen(store, ws: Path) -> None:
     """The ctime is in the key: restoring the mtime (touch -r, rsync -t) does not hide it."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     f = ws / "f.txt"
     f.write_text("aaaa")
     old(f)
@@ -182,7 +182,7 @@ def test_files_written_just_now_are_read_again_next_time(store, ws: Path, monkey
     """Racy files: written within the clock granularity of the walk, they are not cached.
     The window is widened while the file is fresh and narrowed once it is not, so a loaded
     machine's delays cannot move the file out of (or into) it."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     (ws / "fresh.txt").write_text("x")
     s = Snapshotter()
     monkeypatch.setattr(snapmod, "_RACY_NS", 60_000_000_000)
@@ -197,7 +197,7 @@ def test_files_written_just_now_are_read_again_next_time(store, ws: Path, monkey
 
 
 def test_contents_are_deduplicated_across_steps_and_sessions(store, ws: Path) -> None:
-    a, b = store.create_session().session_id, store.create_session().session_id
+    a, b = store.record.create_session().session_id, store.record.create_session().session_id
     (ws / "same.txt").write_bytes(os.urandom(100_000))
     (ws / "copy.txt").write_bytes((ws / "same.txt").read_bytes())
     info, _ = snap(Snapshotter(), store, a, ws)
@@ -208,23 +208,23 @@ def test_contents_are_deduplicated_across_steps_and_sessions(store, ws: Path) ->
 
 def test_a_blob_swept_meanwhile_is_stored_again(store, ws: Path, monkeypatch) -> None:
     """A sweep between storing contents and saving the snapshot (MissingBlobs) is retried."""
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     (ws / "a.txt").write_text("A")
     s = Snapshotter()
-    real_save = store.save_snapshot
+    real_save = store.snapshots.save_snapshot
     calls = []
 
     def save_after_a_sweep(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            assert store.gc_blobs() == 1  # the content just stored is not referenced yet
+            assert store.snapshots.gc_blobs() == 1  # the content just stored is not referenced yet
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(store, "save_snapshot", save_after_a_sweep)
+    monkeypatch.setattr(store.snapshots, "save_snapshot", save_after_a_sweep)
     _, manifest = snap(s, store, sid, ws)
     assert len(calls) == 2
     h = manifest["a.txt"]["hash"]
-    assert store.get_blobs([h]) == {h: b"A"}
+    assert store.snapshots.get_blobs([h]) == {h: b"A"}
 
 
 def test_the_walk_does_not_follow_a_directory_swapped_for_a_symlink(store, ws, tmp_path) -> None:
@@ -272,7 +272,7 @@ def test_settings_configure_snapshots(tmp_path: Path) -> None:
 
 
 def test_capture_cost_is_small_when_nothing_changed(store, ws: Path) -> None:
-    sid = store.create_session().session_id
+    sid = store.record.create_session().session_id
     for i in range(300):
         (ws / f"d{i % 10}").mkdir(exist_ok=True)
         (ws / f"d{i % 10}" / f"f{i}.txt").write_bytes(os.urandom(2000))

@@ -37,12 +37,12 @@ CHILD = textwrap.dedent(
     db, url, ws, sid = sys.argv[1:5]
     store = open_store(db, blob_store=url, blob_grace_s=3600)
     if sys.argv[5:] == ["pause-before-save"]:  # the contents are up, the snapshot not yet
-        save = store.save_snapshot
+        save = store.snapshots.save_snapshot
         def paused(*args, **kwargs):
             print("uploaded", flush=True)
             time.sleep(60)
             return save(*args, **kwargs)
-        store.save_snapshot = paused
+        store.snapshots.save_snapshot = paused
     print("ready", flush=True)
     snap = Snapshotter(SnapshotConfig(ignore=()))
     ws = Path(ws)
@@ -51,8 +51,8 @@ CHILD = textwrap.dedent(
         n += 1
         for i in range(20):  # 20 new contents of 40 KB per round
             (ws / f"f{(n * 20 + i) % 300}.bin").write_bytes(os.urandom(40_000))
-        step = store.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
-        snap.snapshot(store, sid, step.seq, ws)
+        step = store.record.write(BeginStep(session_id=sid, step=NewStep(StepType.TOOL_CALL, "shell", {"command": "x"})))
+        snap.snapshot(store.snapshots, sid, step.seq, ws)
         print("saved", step.seq, flush=True)
     """
 )
@@ -60,8 +60,8 @@ CHILD = textwrap.dedent(
 
 def referenced(store: Store, sid: str) -> set[str]:
     hashes: set[str] = set()
-    for info in store.list_snapshots(sid):
-        manifest = store.get_snapshot(sid, info.seq) or {}
+    for info in store.snapshots.list_snapshots(sid):
+        manifest = store.snapshots.get_snapshot(sid, info.seq) or {}
         hashes.update(e["hash"] for e in manifest.values() if "hash" in e)
     return hashes
 
@@ -71,9 +71,9 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
     with running_seaweed(tmp_path) as weed, aws_env(weed):
         url = weed.url()
         store = pg.open()
-        store.use_blob_store(url, grace_s=0.001)
+        store.snapshots.use_blob_store(url, grace_s=0.001)
         try:
-            sid = store.create_session().session_id
+            sid = store.record.create_session().session_id
             ws = tmp_path / "ws"
             ws.mkdir()
             child = tmp_path / "child.py"
@@ -106,7 +106,7 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
                 refs = referenced(store, sid)
                 rows = pg.query("SELECT hash, pack FROM object_blobs")
                 assert refs <= held(weed, url, rows)
-                assert set(store.get_blobs(refs)) == refs
+                assert set(store.snapshots.get_blobs(refs)) == refs
                 needed = {pack for h, pack in rows if h in refs}
                 orphans = max(orphans, len(weed.objects(url) - needed))
             # And one kill placed exactly between the uploads and the snapshot's commit, where
@@ -132,12 +132,12 @@ def test_kills_during_uploads_leave_no_dangling_reference(tmp_path: Path) -> Non
             # The sweep takes what no snapshot names (uploads cut short, rounds never
             # committed) and nothing else.
             time.sleep(1.2)  # an object's time is the store's, in whole seconds
-            store.gc_blobs()
+            store.snapshots.gc_blobs()
             refs = referenced(store, sid)
             rows = pg.query("SELECT hash, pack FROM object_blobs")
             assert {h for h, _ in rows} == refs  # every expired, unreferenced mark went
             assert weed.objects(url) == {pack for _, pack in rows}  # and every pack unnamed
-            assert set(store.get_blobs(refs)) == refs
+            assert set(store.snapshots.get_blobs(refs)) == refs
         finally:
             store.close()
             pg.drop()

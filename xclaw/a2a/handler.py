@@ -187,11 +187,11 @@ class XclawRequestHandler(RequestHandler):
         sid, sep, ref = task_id.partition(":")
         if not sep or not sid or not ref:
             raise TaskNotFoundError
-        session = await asyncio.to_thread(self.gw.store.find_session, sid)
+        session = await asyncio.to_thread(self.gw.store.record.find_session, sid)
         if session is None:
             raise TaskNotFoundError
         await self._require(who, sid, need)
-        steps = await asyncio.to_thread(self.gw.store.steps, sid, agent=MAIN_AGENT)
+        steps = await asyncio.to_thread(self.gw.store.record.steps, sid, agent=MAIN_AGENT)
         turn = next((t for t in turns_of(steps) if t.task_id == task_id), None)
         if turn is None:
             raise TaskNotFoundError
@@ -239,7 +239,9 @@ class XclawRequestHandler(RequestHandler):
         config = SnapshotConfig.from_settings(rt.settings.sandbox)
         workspace = rt.toolbox.workspace(turn.message.session_id)
         try:
-            found = await asyncio.to_thread(changed_files, self.gw.store, turn, workspace, config)
+            found = await asyncio.to_thread(
+                changed_files, self.gw.store.snapshots, turn, workspace, config
+            )
         except (OSError, XclawError) as e:
             log.warning("event=a2a_files_unread task=%s error=%r", turn.task_id, str(e))
             return []
@@ -334,7 +336,7 @@ class XclawRequestHandler(RequestHandler):
         follow.start()
         try:
             if session is not None:
-                sent = await asyncio.to_thread(store.message_step, sid, key)
+                sent = await asyncio.to_thread(store.record.message_step, sid, key)
                 if sent is not None:  # the same message again: the task it made
                     return Started(sid, sent.step_id, follow)
                 if rt.is_busy(sid):
@@ -408,7 +410,7 @@ class XclawRequestHandler(RequestHandler):
         while (step_id := await follow.sent_message(wait_s=QUEUED_CHECK_S)) is None:
             if any(e.id == key for e in await rt.queued(sid)):
                 continue  # it waits its turn
-            if await asyncio.to_thread(self.gw.store.message_step, sid, key) is None:
+            if await asyncio.to_thread(self.gw.store.record.message_step, sid, key) is None:
                 raise InvalidRequestError(message="the queued message was cancelled before it ran")
         started = Started(sid, step_id, follow)
         started.first = Task(id=step_id, context_id=sid)
@@ -645,7 +647,7 @@ class XclawRequestHandler(RequestHandler):
         except ValueError:
             raise InvalidParamsError(message="pageToken is not one this server gave") from None
         if params.context_id:
-            found = await asyncio.to_thread(self.gw.store.find_session, params.context_id)
+            found = await asyncio.to_thread(self.gw.store.record.find_session, params.context_id)
             if found is None or await self.gw.access.role(who, params.context_id) is None:
                 sessions: list[Session] = []
             else:
@@ -657,7 +659,7 @@ class XclawRequestHandler(RequestHandler):
         more = False
         for session in sessions:
             steps = await asyncio.to_thread(
-                self.gw.store.steps, session.session_id, agent=MAIN_AGENT
+                self.gw.store.record.steps, session.session_id, agent=MAIN_AGENT
             )
             for turn in reversed(turns_of(steps)):
                 if (

@@ -215,7 +215,7 @@ class Served:
         rt, store, run, sid = self.rt, self.gw.store, self.run, self.sid
         steps: list[Step] = []
         if session is not None and (run.message_id is not None or run.tool_answers):
-            steps = await asyncio.to_thread(store.steps, sid)
+            steps = await asyncio.to_thread(store.record.steps, sid)
         main = [s for s in steps if s.agent == MAIN_AGENT]
         if run.message_id is not None and not await self._recorded(session):
             await self._need(Need.ACT)
@@ -252,7 +252,7 @@ class Served:
             return True
         if session is None:
             return False
-        found = await asyncio.to_thread(self.gw.store.message_step, self.sid, _key(mid))
+        found = await asyncio.to_thread(self.gw.store.record.message_step, self.sid, _key(mid))
         return found is not None
 
     async def _send(self, session: Session | None) -> None:
@@ -322,7 +322,7 @@ class Served:
     async def _cancelled(self) -> bool:
         """The waiting message left the queue without a step that records it."""
         assert self.awaiting is not None
-        found = await asyncio.to_thread(self.gw.store.message_step, self.sid, self.awaiting)
+        found = await asyncio.to_thread(self.gw.store.record.message_step, self.sid, self.awaiting)
         return found is None
 
     async def _declare(self, session: Session) -> None:
@@ -333,7 +333,7 @@ class Served:
             s.to_json() for s in self.run.tools
         ]:
             meta = metadata_with(session.metadata, self.run.tools)
-            await asyncio.to_thread(self.gw.store.update_session, self.sid, metadata=meta)
+            await asyncio.to_thread(self.gw.store.record.update_session, self.sid, metadata=meta)
         self.rt.toolbox.client.declare(self.sid, self.run.tools)
 
     async def _answer(self, answer: Answer) -> None:
@@ -341,7 +341,7 @@ class Served:
         twice); one not asked since a restart is asked again first (the run resumes)."""
         sid = self.sid
         try:
-            step = await asyncio.to_thread(self.gw.store.get_step, sid, answer.step_id)
+            step = await asyncio.to_thread(self.gw.store.record.get_step, sid, answer.step_id)
         except XclawError:
             raise BadStep(answer.step_id, sid) from None
         if step.step_type is not StepType.SYSTEM_ALERT or step.name != APPROVAL_STEP_NAME:
@@ -468,8 +468,8 @@ class Served:
 
     async def _state_from_record(self) -> Event:
         store, sid = self.gw.store, self.sid
-        session = await asyncio.to_thread(store.get_session, sid)
-        steps = await asyncio.to_thread(store.steps, sid)
+        session = await asyncio.to_thread(store.record.get_session, sid)
+        steps = await asyncio.to_thread(store.record.steps, sid)
         value = state_from_record(session, steps, self.rt.prices, busy=self.rt.is_busy(sid))
         return {"type": "STATE_SNAPSHOT", "snapshot": self.rt.redact(value)}
 
@@ -534,7 +534,7 @@ class Served:
                 t.ended = Ended("success")
             return None
         if not self.rt.is_busy(self.sid) and not self.follow.queue:
-            session = await asyncio.to_thread(self.gw.store.get_session, self.sid)
+            session = await asyncio.to_thread(self.gw.store.record.get_session, self.sid)
             if session.status in (Status.RUNNING, Status.PAUSED) and not session.awaiting_input:
                 t.ended = Ended(
                     "error",

@@ -30,7 +30,6 @@ from xclaw.api.options import build_settings
 from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
 from xclaw.people.answered_by import AnsweredBy
 from xclaw.people.teams import SERVER_TOKEN
-from xclaw.store.base import schedules_of
 from xclaw.store.steps.model import OWN_WORKSPACE_KEY
 from xclaw.wire.build import queued_frame
 from xclaw.wire.busy import BusyPolicy, check_policy
@@ -240,7 +239,7 @@ class LocalSession(Session):
     # --- the record ---------------------------------------------------------------------------
     async def info(self) -> SessionInfo:
         rt = self._rt
-        found = await rt.db(rt.store.find_session, self.id)
+        found = await rt.db(rt.store.record.find_session, self.id)
         if found is None:
             if not self._unwritten:
                 raise UnknownSession(self.id)
@@ -254,16 +253,16 @@ class LocalSession(Session):
         if not await self._exists():
             return []  # a new session nothing was said to yet
         if n is None:
-            rows = await rt.db(rt.store.steps, self.id)
+            rows = await rt.db(rt.store.record.steps, self.id)
         else:
-            rows = await rt.db(rt.store.latest_steps, self.id, n)
+            rows = await rt.db(rt.store.record.latest_steps, self.id, n)
         return [Step.model_validate(rt.redact(step_json(st, rt.prices))) for st in rows]
 
     async def trace(self) -> list[TreeNode]:
         rt = self._rt
         if not await self._exists():
             return []
-        roots = await rt.db(rt.store.step_tree, self.id)
+        roots = await rt.db(rt.store.record.step_tree, self.id)
         return [TreeNode.model_validate(rt.redact(tree_json(r, rt.prices))) for r in roots]
 
     async def history(self) -> list[HistoryMessage]:
@@ -276,13 +275,13 @@ class LocalSession(Session):
         from xclaw.views.record import session_cost
 
         rt = self._rt
-        rows = await rt.db(rt.store.steps, self.id) if await self._exists() else []
+        rows = await rt.db(rt.store.record.steps, self.id) if await self._exists() else []
         return CostSummary.model_validate(session_cost(rows, rt.prices).to_json())
 
     async def _exists(self) -> bool:
         """False for a new session not written yet (no steps); UnknownSession when gone."""
         rt = self._rt
-        if await rt.db(rt.store.find_session, self.id) is not None:
+        if await rt.db(rt.store.record.find_session, self.id) is not None:
             return True
         if self._unwritten:
             return False
@@ -292,7 +291,9 @@ class LocalSession(Session):
         clean = _title(title)
         rt = self._rt
         if self._unwritten:  # naming it is the first thing said to it: written now
-            await rt.db(rt.store.create_session, session_id=self.id, title=rt.title_of(clean))
+            await rt.db(
+                rt.store.record.create_session, session_id=self.id, title=rt.title_of(clean)
+            )
             self._written()
         session = await rt.rename(self.id, clean)
         self._title = session.title
@@ -400,7 +401,7 @@ class LocalAgent(Agent):
             # Written now, with its directory: every process resolves its workspace from it.
             own = rt.own_directory(workspace)
             made = await rt.db(
-                rt.store.create_session,
+                rt.store.record.create_session,
                 session_id=fresh.session_id,
                 title=rt.title_of(_title(title or "")),
                 metadata={OWN_WORKSPACE_KEY: str(own)},
@@ -412,7 +413,7 @@ class LocalAgent(Agent):
             self._unwritten.add(fresh.session_id)
             return LocalSession(self, fresh.session_id, "", unwritten=True, runs=runs)
         clean = rt.title_of(_title(title))
-        made = await rt.db(rt.store.create_session, session_id=fresh.session_id, title=clean)
+        made = await rt.db(rt.store.record.create_session, session_id=fresh.session_id, title=clean)
         if runs != DEFAULT_NAME:  # recorded now, as its title: its first message runs it
             made = await rt.choose_agent(made.session_id, runs)
         return LocalSession(self, made.session_id, made.title, unwritten=False, runs=runs)
@@ -420,13 +421,13 @@ class LocalAgent(Agent):
     async def session(self, ref: str) -> LocalSession:
         rt = self._live()
         try:
-            found = await rt.db(rt.store.resolve_session, ref)
+            found = await rt.db(rt.store.record.resolve_session, ref)
         except UnknownSession:
             if ref not in self._unwritten:
                 raise
-            if await rt.db(rt.store.find_session, ref) is None:  # written meanwhile?
+            if await rt.db(rt.store.record.find_session, ref) is None:  # written meanwhile?
                 return LocalSession(self, ref, "", unwritten=True)
-            found = await rt.db(rt.store.get_session, ref)
+            found = await rt.db(rt.store.record.get_session, ref)
         return LocalSession(self, found.session_id, rt.title_of(found.title), unwritten=False)
 
     async def sessions(
@@ -434,7 +435,7 @@ class LocalAgent(Agent):
     ) -> list[SessionInfo]:
         rt = self._live()
         narrowed = bool(search or state)
-        rows = await rt.db(rt.store.list_sessions, limit=None if narrowed else limit)
+        rows = await rt.db(rt.store.record.list_sessions, limit=None if narrowed else limit)
         word = (search or "").lower()
         out = []
         for s in rows:
@@ -470,15 +471,14 @@ class LocalAgent(Agent):
         """Fire the database's schedules in this process while it is open (`open(schedules=
         True)`): one more worker, with the gateway's own checks (xclaw/schedules/firing.py)."""
         from xclaw.schedules.firing import Scheduler
-        from xclaw.store.base import ScheduleStore, TeamStore
 
         rt = self.runtime
-        if not isinstance(rt.store, ScheduleStore) or not rt.settings.schedules.enabled:
+        if not rt.settings.schedules.enabled:
             return
         s = rt.settings.schedules
         self._scheduler = Scheduler(
             rt.store,
-            rt.store if isinstance(rt.store, TeamStore) else None,
+            rt.store.teams,
             rt,
             rt.worker_id,
             grace_ms=int(s.grace_s * 1000),
@@ -527,12 +527,12 @@ class LocalAgent(Agent):
 
     async def schedules(self) -> list[ScheduleInfo]:
         rt = self._live()
-        rows = await rt.db(schedules_of(rt.store).schedules)
+        rows = await rt.db(rt.store.schedules.schedules)
         return [self._schedule_info(r) for r in rows]
 
     async def schedule(self, schedule_id: str) -> ScheduleInfo:
         rt = self._live()
-        return self._schedule_info(await rt.db(schedules_of(rt.store).get_schedule, schedule_id))
+        return self._schedule_info(await rt.db(rt.store.schedules.get_schedule, schedule_id))
 
     async def pause_schedule(self, schedule_id: str) -> ScheduleInfo:
         from xclaw.schedules.making import change_schedule
@@ -555,7 +555,7 @@ class LocalAgent(Agent):
 
     async def _fires(self, source: str, name: str) -> list[FireInfo]:
         rt = self._live()
-        rows = await rt.db(schedules_of(rt.store).fires_of, name)
+        rows = await rt.db(rt.store.schedules.fires_of, name)
         return [FireInfo.model_validate(rt.redact(f.to_json())) for f in rows if f.source == source]
 
     async def schedule_fires(self, schedule_id: str) -> list[FireInfo]:
@@ -581,14 +581,14 @@ class LocalAgent(Agent):
 
     async def hooks(self) -> list[HookInfo]:
         rt = self._live()
-        rows = await rt.db(schedules_of(rt.store).hooks)
+        rows = await rt.db(rt.store.schedules.hooks)
         return [HookInfo.model_validate(rt.redact(h.to_json())) for h in rows]
 
     async def hook_fires(self, name: str) -> list[FireInfo]:
         from xclaw.errors import UnknownSchedule
 
         rt = self._live()
-        if await rt.db(schedules_of(rt.store).get_hook, name) is None:
+        if await rt.db(rt.store.schedules.get_hook, name) is None:
             raise UnknownSchedule(f"no webhook {name!r}")
         return await self._fires("hook", name)
 

@@ -30,7 +30,7 @@ def _target(store: Store, ref: str) -> str:
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
     if target.startswith("session:"):  # a unique prefix of an id, as everywhere
-        return f"session:{store.resolve_session(target.removeprefix('session:')).session_id}"
+        return f"session:{store.record.resolve_session(target.removeprefix('session:')).session_id}"
     return target
 
 
@@ -55,12 +55,12 @@ def _go_on(store: Store, target: str) -> None:
     """A session that waits for a budget goes on (not awaiting input): a running server's
     sweep resumes it, or the next client that opens it."""
     if not target.startswith("session:"):
-        sessions = [s for s in store.list_sessions() if s.state_key == "budget"]
+        sessions = [s for s in store.record.list_sessions() if s.state_key == "budget"]
     else:
-        sessions = [store.get_session(target.removeprefix("session:"))]
+        sessions = [store.record.get_session(target.removeprefix("session:"))]
     for s in sessions:
         if s.status is Status.RUNNING and s.state_key == "budget":
-            store.write(BudgetStop(session_id=s.session_id, detail=None))
+            store.record.write(BudgetStop(session_id=s.session_id, detail=None))
             click.echo(f"session {s.session_id} goes on where it stopped", err=True)
 
 
@@ -124,7 +124,7 @@ def budget_set(store: Store, target: str, **given: str | None) -> None:
         check_caps(resolved, caps)
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
-    store.write(SetBudget(target=resolved, caps=caps))
+    store.record.write(SetBudget(target=resolved, caps=caps))
     _go_on(store, resolved)
     _show(store, resolved, False)
 
@@ -140,7 +140,7 @@ def budget_grant(store: Store, session_id: str, tokens: int | None, usd: float |
     if tokens is None and usd is None:
         fail("give --tokens N or --usd X", EXIT_USAGE)
     target = f"session:{session_id}"
-    store.write(SetBudget(target=target, grant_tokens=tokens or 0, grant_usd=usd or 0.0))
+    store.record.write(SetBudget(target=target, grant_tokens=tokens or 0, grant_usd=usd or 0.0))
     _go_on(store, target)
     _show(store, target, False)
 

@@ -32,7 +32,7 @@ def container_cmd(store: Store, session_id: str, as_json: bool, workspace: str |
     from xclaw.sandbox.container.listing import session_processes
     from xclaw.sandbox.container.shared import containers_for
 
-    session = store.get_session(session_id)
+    session = store.record.get_session(session_id)
     settings = load_settings()
     if settings.sandbox.isolation != "container":
         _fail("sandbox.isolation is not container here: sessions run no container", EXIT_USAGE)

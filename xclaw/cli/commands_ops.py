@@ -142,10 +142,10 @@ def replay_cmd(
     from xclaw.config.settings import load_settings
     from xclaw.ops.replay import replay
 
-    store.get_session(session_id)  # SessionNotFound: exit 2
+    store.record.get_session(session_id)  # SessionNotFound: exit 2
     start = None
     if from_step is not None:
-        step = store.get_step(session_id, from_step)  # StepNotFound: exit 2
+        step = store.record.get_step(session_id, from_step)  # StepNotFound: exit 2
         if step.agent != "main":
             raise click.UsageError(
                 f"--from {step.display_id} is a step of sub-agent {step.agent}: start at a step "

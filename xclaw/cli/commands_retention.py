@@ -95,7 +95,7 @@ def gc_cmd(
     except click.BadParameter as e:
         _fail(f"--older-than: {e.message}", EXIT_USAGE)
     cutoff = int((time.time() - age_s) * 1000)
-    doomed = [s for s in store.list_sessions() if s.updated_at < cutoff]
+    doomed = [s for s in store.record.list_sessions() if s.updated_at < cutoff]
     old = [s.session_id for s in doomed]
     busy: list[str] = []
     if not dry_run and old and not yes:
@@ -104,14 +104,14 @@ def gc_cmd(
         owner = f"gc:{new_worker_id()}"
         # Holding the lease keeps any worker from starting a session while it goes; one that
         # another process drives right now is kept.
-        busy = [sid for sid in old if store.acquire_lease(sid, owner, 300.0) is None]
+        busy = [sid for sid in old if store.leases.acquire_lease(sid, owner, 300.0) is None]
         old = [sid for sid in old if sid not in busy]
-    snaps, blobs, size = store.retention_preview(old)
+    snaps, blobs, size = store.record.retention_preview(old)
     workspaces = workspaces_for(store, workspace)
     if not dry_run:
         for sid in old:
             workspaces.delete(sid)
-        store.gc_blobs()  # contents left unreferenced before (e.g. by an interrupted sweep)
+        store.snapshots.gc_blobs()  # contents left unreferenced before (e.g. by an interrupted sweep)
     # Session containers nobody runs, whatever their age (docs/containers.md, "Reaping").
     reaped = workspaces.reap_containers(dry_run=dry_run)
     report = {
@@ -166,7 +166,7 @@ def _when(ms: int) -> str:
 def _confirm(store: Store, doomed: list[Session], older_than: str) -> None:
     """What gc is about to delete, then the question (as `xclaw rollback` asks); nobody
     to ask — stdin is not a terminal — is a refusal, never a yes."""
-    snaps, blobs, size = store.retention_preview([s.session_id for s in doomed])
+    snaps, blobs, size = store.record.retention_preview([s.session_id for s in doomed])
     oldest = min(doomed, key=lambda s: s.updated_at)
     newest = max(doomed, key=lambda s: s.updated_at)
     what = (
@@ -214,7 +214,7 @@ def import_cmd(store: Store, file: tuple[str, list[Exported]], as_json: bool) ->
     for ex in exported:
         ex.session = r.session(ex.session)
         ex.steps = [r.step(st) for st in ex.steps]
-    done = import_sessions(store, exported)
+    done = import_sessions(store.record, exported)
     if as_json:
         click.echo(
             json.dumps(

@@ -130,14 +130,14 @@ async def _run(
     runtime.explicit_approval = approval is not None
     try:
         if cont and not session:
-            recent = store.list_sessions(limit=1)
+            recent = store.record.list_sessions(limit=1)
             if not recent:
                 raise click.UsageError("--continue: there is no session yet in " + store.url)
             session = recent[0].session_id
         found = None
         if session:
             try:
-                found = store.resolve_session(session)  # a unique prefix is enough
+                found = store.record.resolve_session(session)  # a unique prefix is enough
             except SessionNotFound as e:
                 if not text or isinstance(e, AmbiguousSession):
                     raise
@@ -147,7 +147,7 @@ async def _run(
         interactive = sys.stdin.isatty()
         printer = TerminalFrames(runtime, sid, interactive=interactive)
         runtime.subscribe(sid, printer)
-        state = session_state(sess, busy=not created and running_now(store)(sid))
+        state = session_state(sess, busy=not created and running_now(store.leases)(sid))
         if agent is not None:
             runtime.agent_named(agent)  # an unknown one refused before anything is written
         if text:
@@ -165,12 +165,14 @@ async def _run(
         elif printer.failed:  # it could not be resumed, and the error said why
             return 2
         else:
-            now = store.get_session(sid)
-            click.echo(_nothing_to_resume(sid, session_state(now, busy=running_now(store)(sid))))
+            now = store.record.get_session(sid)
+            click.echo(
+                _nothing_to_resume(sid, session_state(now, busy=running_now(store.leases)(sid)))
+            )
             return 0
         await runtime.wait_idle(sid)
         # The first line named the session as it was; this one, as the run left it.
-        ended = session_state(store.get_session(sid), busy=running_now(store)(sid))
+        ended = session_state(store.record.get_session(sid), busy=running_now(store.leases)(sid))
         click.secho(f"session {sid} ended: {ended.text}", fg="bright_black", err=True)
         if printer.denied_unasked:
             click.secho(
@@ -181,7 +183,7 @@ async def _run(
                 err=True,
             )
             return 3
-        if printer.failed and store.get_session(sid).status.value == "Failed":
+        if printer.failed and store.record.get_session(sid).status.value == "Failed":
             click.secho(
                 f"session {sid} is Failed; to continue it from where it stopped (a failed "
                 f"LLM call is made again): xclaw run --session {sid}",

@@ -17,7 +17,7 @@ from xclaw.people.teams import SERVER_TOKEN, Identity
 from xclaw.schedules.making import add_hook, add_schedule, change_schedule, remove_hook
 from xclaw.schedules.spec import Kind, When
 from xclaw.store import Access
-from xclaw.store.base import Store, schedules_of
+from xclaw.store.base import Store
 from xclaw.store.schedules.sql import Schedule
 
 _AS_HELP = (
@@ -35,9 +35,8 @@ def _when(ms: int | None) -> str:
 def _who(store: Store, user: str | None) -> Identity:
     if user is None:
         return SERVER_TOKEN
-    from xclaw.store.base import teams_of
 
-    found = teams_of(store).get_user(user)
+    found = store.teams.get_user(user)
     if found is None:
         raise click.UsageError(f"no user named {user!r} (xclaw users list)")
     return Identity(user, found.role)
@@ -117,7 +116,7 @@ def schedule_add(
 @click.option("--json", "as_json", is_flag=True, help="A JSON array.")
 @with_store(Access.READ)
 def schedule_list(store: Store, as_json: bool) -> None:
-    rows = schedules_of(store).schedules()
+    rows = store.schedules.schedules()
     if as_json:
         click.echo(json.dumps([s.to_json() for s in rows]))
         return
@@ -172,7 +171,7 @@ def schedule_remove(store: Store, schedule_id: str, as_user: str | None) -> None
 @with_store(Access.READ)
 def schedule_fires(store: Store, source: str, as_json: bool) -> None:
     """SOURCE: a schedule id or a webhook name. Newest first: state, note, the step."""
-    fires = schedules_of(store).fires_of(source)
+    fires = store.schedules.fires_of(source)
     if as_json:
         click.echo(json.dumps([f.to_json() for f in fires]))
         return
@@ -222,7 +221,7 @@ def hook_add(store: Store, name: str, session: str, template: str, as_user: str 
 @click.option("--json", "as_json", is_flag=True, help="A JSON array.")
 @with_store(Access.READ)
 def hook_list(store: Store, as_json: bool) -> None:
-    hooks = schedules_of(store).hooks()
+    hooks = store.schedules.hooks()
     if as_json:
         click.echo(json.dumps([h.to_json() for h in hooks]))
         return

@@ -23,7 +23,7 @@ from xclaw.config.settings import load_settings
 from xclaw.errors import SessionBusy, StepNotFound, XclawError
 from xclaw.llm.prices import PriceTable
 from xclaw.store import Access, open_store
-from xclaw.store.base import LeaseStore, RecordReader, Store, teams_of
+from xclaw.store.base import LeaseStore, RecordReader, Store, TeamStore
 from xclaw.store.common import build_tree
 from xclaw.store.leases import Lease, LeaseInfo, new_worker_id
 from xclaw.store.steps.model import Status, Step, display_id, session_state
@@ -32,7 +32,7 @@ from xclaw.views.outside_effects import outside_note, outside_steps, owned_note
 from xclaw.wire.protocol import llm_usage, session_json, step_json, tree_json
 
 if TYPE_CHECKING:
-    from xclaw.store.transfer.format import ExportSource
+    pass
 from xclaw.terminal.text import SafeConsole, json_for_terminal, json_text_for_terminal
 from xclaw.views.record import format_sessions, format_steps, format_tree, session_cost
 
@@ -114,7 +114,7 @@ def _store_command(fn: F, access: AccessRule, before: Callable[[dict[str, Any]],
         try:
             if isinstance(kwargs.get("session_id"), str):
                 # Every command taking a session id takes a unique prefix of one (as git).
-                kwargs["session_id"] = store.resolve_session(kwargs["session_id"]).session_id
+                kwargs["session_id"] = store.record.resolve_session(kwargs["session_id"]).session_id
             return fn(store, *args, **kwargs)
         except StepNotFound as e:
             # Offline, the listing that shows step ids is `xclaw steps`, not /steps.
@@ -162,7 +162,7 @@ def _busy(info: LeaseInfo, what: str) -> SessionBusy:
 
 def refuse_while_driven(store: Store, session_id: str, what: str) -> None:
     """SessionBusy, naming the worker, while another process drives the session."""
-    info = store.lease_info(session_id)
+    info = store.leases.lease_info(session_id)
     if info.live:
         raise _busy(info, what)
 
@@ -177,24 +177,30 @@ def holding_lease(store: Store, session_id: str, what: str) -> Iterator[Lease]:
     worker = f"cli:{new_worker_id()}"
     # Registered like a server's worker, so a command killed half-way (SIGKILL, power) leaves
     # a lease the next run takes at once, not one that blocks the session until it expires.
-    store.register_worker(worker, {"command": what})
+    store.leases.register_worker(worker, {"command": what})
     try:
-        lease = store.acquire_lease(session_id, worker, ttl)
+        lease = store.leases.acquire_lease(session_id, worker, ttl)
         if lease is None:
-            raise _busy(store.lease_info(session_id), what)
+            raise _busy(store.leases.lease_info(session_id), what)
         try:
             yield lease
         finally:
-            store.release_lease(lease)
+            store.leases.release_lease(lease)
     finally:
-        store.unregister_worker(worker)
+        store.leases.unregister_worker(worker)
 
 
 STATES = ("running", "paused", "waiting", "budget", "interrupted", "new", "success", "failed")
 
 
-class _Listing(RecordReader, LeaseStore, Protocol):
+class _Listing(Protocol):
     """`xclaw sessions`: the sessions, and which of them a live lease drives."""
+
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
 
 @click.command("sessions", short_help="List sessions, most recently updated first.")
@@ -224,8 +230,10 @@ def sessions_cmd(
     table = _prices()
     r = output_redactor()
     # Redacted before the search: a WORD must not find what the listing would not show.
-    found = [r.session(s) for s in store.list_sessions(limit=None if (search or state) else limit)]
-    busy = running_now(store)
+    found = [
+        r.session(s) for s in store.record.list_sessions(limit=None if (search or state) else limit)
+    ]
+    busy = running_now(store.leases)
     if search:
         word = search.lower()
         found = [s for s in found if word in s.title.lower() or word in s.session_id.lower()]
@@ -233,7 +241,7 @@ def sessions_cmd(
         found = [s for s in found if session_state(s, busy=busy(s.session_id)).key == state.lower()]
     if limit is not None:
         found = found[:limit]
-    costs = {s.session_id: session_cost(store.steps(s.session_id), table) for s in found}
+    costs = {s.session_id: session_cost(store.record.steps(s.session_id), table) for s in found}
     if as_json:
         click.echo(
             _dump(
@@ -269,16 +277,18 @@ def running_now(store: LeaseStore) -> Callable[[str], bool]:
 )
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of steps.")
 @with_store(Access.READ)
-def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> None:
+def steps_cmd(store: Store, session_id: str, n: int, as_json: bool) -> None:
     """The latest steps of a session, with the ids /rollback and /fork take."""
     table = _prices()
     r = output_redactor()
-    session = r.session(store.get_session(session_id))
-    steps = [r.step(s) for s in store.latest_steps(session_id, n)]
+    session = r.session(store.record.get_session(session_id))
+    steps = [r.step(s) for s in store.record.latest_steps(session_id, n)]
     if as_json:
         click.echo(_dump([step_json(s, table) for s in steps]))
     else:
-        acts = [(a.kind, a.user, a.created_at, a.detail) for a in actions_of(store, session_id)]
+        acts = [
+            (a.kind, a.user, a.created_at, a.detail) for a in actions_of(store.teams, session_id)
+        ]
         _out().print(format_steps(steps, session, table, offline=True, actions=r(acts)))
 
 
@@ -286,11 +296,11 @@ def steps_cmd(store: RecordReader, session_id: str, n: int, as_json: bool) -> No
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="The tree as nested JSON.")
 @with_store(Access.READ)
-def trace_cmd(store: RecordReader, session_id: str, as_json: bool) -> None:
+def trace_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The step tree of a session: which decision caused which step, with times and tokens."""
     table = _prices()
-    store.get_session(session_id)
-    tree = build_tree([output_redactor().step(s) for s in store.steps(session_id)])
+    store.record.get_session(session_id)
+    tree = build_tree([output_redactor().step(s) for s in store.record.steps(session_id)])
     if as_json:
         click.echo(_dump([tree_json(n, table) for n in tree]))
     else:
@@ -344,20 +354,18 @@ def rollback_cmd(
         if abandon:
             with holding_lease(store, session_id, "abandon its rollback") as lease:
                 plan = undoing.run(undoing.rollbacks.abandon(session_id, lease, _CLI_BY))
-            teams_of(store).record_action(
-                session_id, "rollback", None, {"abandoned": plan.display_id}
-            )
+            store.teams.record_action(session_id, "rollback", None, {"abandoned": plan.display_id})
             _out().print(
                 f"[rollback] the rollback {plan.display_id} is abandoned: nothing more is "
                 "undone, memory and files stay as they are"
             )
             return
         assert step is not None
-        target = store.get_step(session_id, step)
+        target = store.record.get_step(session_id, step)
         preview = undoing.run(undoing.rollbacks.preview(session_id, target.seq))
         shown = output_redactor().text(preview.text()) if not preview.plain else ""
         if not yes:
-            later = len(store.steps(session_id, after_seq=target.seq - 1))
+            later = len(store.record.steps(session_id, after_seq=target.seq - 1))
             if shown:
                 click.secho(shown, fg="yellow", err=True)
             click.confirm(
@@ -394,7 +402,7 @@ def rollback_cmd(
     if outcome.compensated:
         detail["compensated"] = [c.display_id for c in outcome.compensated]
     # Who did it: the admin, whoever may open the database (docs/teams.md).
-    teams_of(store).record_action(session_id, "rollback", None, detail)
+    store.teams.record_action(session_id, "rollback", None, detail)
     out = _out()
     out.print(
         f"[rollback] session reset to before step {display_id(result.target_seq)} — "
@@ -454,7 +462,9 @@ class _Undoing:
             async def keep() -> None:
                 while True:
                     await asyncio.sleep(self.ttl / 3)
-                    lease[0] = await asyncio.to_thread(self.store.renew_lease, lease[0], self.ttl)
+                    lease[0] = await asyncio.to_thread(
+                        self.store.leases.renew_lease, lease[0], self.ttl
+                    )
 
             keeper = asyncio.ensure_future(keep())
             try:
@@ -489,13 +499,13 @@ def fork_cmd(
     """Copy SESSION up to and including STEP into a new session; the original is kept.
     The new session's workspace holds the files as they were just after STEP."""
     r = output_redactor()
-    target = store.get_step(session_id, step)
-    steps = store.steps(session_id)
+    target = store.record.get_step(session_id, step)
+    steps = store.record.steps(session_id)
     outside = r.text(outside_note(outside_steps(steps, target.seq + 1)))
     owned = r.text(owned_note(steps, target.seq, session_id))
     title = None if title is None else r.text(title)  # it goes into the record
     forked = workspaces_for(store, workspace).fork(session_id, step, title)
-    teams_of(store).record_action(
+    store.teams.record_action(
         forked.session_id,
         "fork",
         None,
@@ -517,10 +527,9 @@ def fork_cmd(
         out.print(f"[fork] {owned}")
 
 
-def who_did(store: object, session_id: str) -> dict[str, Any]:
+def who_did(teams: TeamStore, session_id: str) -> dict[str, Any]:
     """The export's `owner` (absent: the admin's) and `actions` (absent: none) of a session,
     as the HTTP API's export gives them (docs/teams.md)."""
-    teams = teams_of(store)
     out: dict[str, Any] = {}
     if not teams.users():
         return out  # alone, everything is the admin's doing: the export stays as it was
@@ -533,10 +542,9 @@ def who_did(store: object, session_id: str) -> dict[str, Any]:
     return out
 
 
-def actions_of(store: object, session_id: str) -> list[SessionAction]:
+def actions_of(teams: TeamStore, session_id: str) -> list[SessionAction]:
     """What people did to the session that no step records (docs/teams.md); listed once
     the database has users (alone, everything is the admin's doing)."""
-    teams = teams_of(store)
     return teams.session_actions(session_id) if teams.users() else []
 
 
@@ -555,9 +563,7 @@ def _one_or_all(args: dict[str, Any]) -> None:
     help='One JSON document {"session": …, "steps": […]} (with --all: an array of them).',
 )
 @with_store(Access.READ, before=_one_or_all)
-def export_cmd(
-    store: ExportSource, session_id: str | None, everything: bool, as_json: bool
-) -> None:
+def export_cmd(store: Store, session_id: str | None, everything: bool, as_json: bool) -> None:
     """JSON Lines: the session on the first line, then one line per step in order (with
     --all, every session so); --json: one JSON document instead. The session carries the
     totals: tokens by kind and the estimated cost. `xclaw import` reads the JSON Lines back,
@@ -566,21 +572,22 @@ def export_cmd(
 
     table = _prices()
     r = output_redactor()
-    sessions = store.list_sessions() if everything else [store.get_session(session_id)]  # type: ignore[arg-type]
+    record = store.record
+    sessions = record.list_sessions() if everything else [record.get_session(session_id)]  # type: ignore[arg-type]
     if as_json:
         docs = []
         for session in sessions:
-            steps = store.steps(session.session_id)
+            steps = store.record.steps(session.session_id)
             head = {
                 **session_json(session),
                 **session_cost(steps, table).to_json(),
-                **who_did(store, session.session_id),
+                **who_did(store.teams, session.session_id),
             }
             docs.append(r({"session": head, "steps": [step_json(s, table) for s in steps]}))
         click.echo(_dump(docs if everything else docs[0]))
         return
     for session in sessions:
-        extra = who_did(store, session.session_id)
+        extra = who_did(store.teams, session.session_id)
 
         def totals(steps: list[Step], extra: dict[str, Any] = extra) -> dict[str, Any]:
             return {**session_cost(steps, table).to_json(), **extra}

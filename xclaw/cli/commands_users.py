@@ -23,7 +23,7 @@ from xclaw.people.teams import (
     token_hash,
 )
 from xclaw.store import Access
-from xclaw.store.base import Store, teams_of
+from xclaw.store.base import Store
 
 
 def _when(ms: int | None) -> str:
@@ -67,7 +67,7 @@ def users_add(store: Store, name: str, role: str) -> None:
     """Add the user NAME; prints their new token on stdout, once."""
     check_user_name(name)
     token = new_token()
-    teams_of(store).add_user(name, UserRole(role), token_hash(token))
+    store.teams.add_user(name, UserRole(role), token_hash(token))
     _print_token(name, token)
 
 
@@ -75,7 +75,7 @@ def users_add(store: Store, name: str, role: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array.")
 @with_store(Access.READ)
 def users_list(store: Store, as_json: bool) -> None:
-    users = teams_of(store).users()
+    users = store.teams.users()
     if as_json:
         rows = [
             {
@@ -105,7 +105,7 @@ def users_list(store: Store, as_json: bool) -> None:
 def users_remove(store: Store, name: str) -> None:
     """Remove NAME: their token is refused from now on by every server on this database, and
     their open connections are closed within a second. Their sessions stay, the admin's."""
-    teams_of(store).remove_user(name)
+    store.teams.remove_user(name)
     click.echo(f"user {name} removed; their sessions are the admin's now")
 
 
@@ -115,7 +115,7 @@ def users_remove(store: Store, name: str) -> None:
 def users_token(store: Store, name: str) -> None:
     """A new token for NAME, printed once; their old token stops working at once."""
     token = new_token()
-    teams_of(store).set_user_token(name, token_hash(token))
+    store.teams.set_user_token(name, token_hash(token))
     _print_token(name, token)
 
 
@@ -134,7 +134,7 @@ def users_token(store: Store, name: str) -> None:
 def share_cmd(store: Store, session_id: str, user: str, role: str | None, remove: bool) -> None:
     """Give USER a role in SESSION (a unique prefix of its id will do), or take it away with
     --remove. Logged in the session's record as done by the admin."""
-    teams = teams_of(store)
+    teams = store.teams
     if remove == (role is not None):
         raise TeamError("give either --role viewer|approver|collaborator or --remove")
     if remove:

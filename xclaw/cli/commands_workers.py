@@ -147,7 +147,7 @@ def workers_cmd(store: Store, as_json: bool, show_all: bool) -> None:
     at once when the worker is known dead.
     """
     statuses = None if show_all else (Status.RUNNING, Status.PAUSED)
-    workers, leases = store.workers(), store.leases(statuses=statuses)
+    workers, leases = store.leases.workers(), store.leases.leases(statuses=statuses)
     if as_json:
         click.echo(json.dumps(workers_json(workers, leases), ensure_ascii=False))
     else:

@@ -19,7 +19,7 @@ from xclaw.cli.redaction import output_redactor
 from xclaw.errors import WorkspaceError
 from xclaw.recorder.redact import Redactor
 from xclaw.store import Access
-from xclaw.store.base import SnapshotStore, Store
+from xclaw.store.base import Store
 from xclaw.store.snapshots.model import Entry, SnapshotInfo
 from xclaw.terminal.text import SafeConsole, json_for_terminal, printable
 from xclaw.workspace.diff import State, change_json, compare, describe, unified
@@ -67,11 +67,11 @@ def workspace_root(given: str | None) -> Path:
 @click.argument("session_id", metavar="SESSION")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of snapshots.")
 @with_store(Access.READ)
-def snapshots_cmd(store: SnapshotStore, session_id: str, as_json: bool) -> None:
+def snapshots_cmd(store: Store, session_id: str, as_json: bool) -> None:
     """The workspace snapshots of SESSION: one before each step that could change files
     (shell, write_file, edit_file). NEW is what the snapshot added to the database; files
     unchanged since an earlier snapshot, of any session, cost nothing."""
-    found = store.list_snapshots(session_id)
+    found = store.snapshots.list_snapshots(session_id)
     if as_json:
         click.echo(json.dumps([_snapshot_json(s) for s in found]))
         return
@@ -92,15 +92,15 @@ def _state(store: Store, session_id: str, ref: str, root: Path) -> State:
     """The workspace just before step `ref` (the first snapshot at or after it), or now."""
     if ref.lower() in _NOW:
         return _current(store, session_id, root, "now")
-    step = store.get_step(session_id, ref)  # StepNotFound for an unknown step
-    found = store.snapshot_from(session_id, step.seq)
+    step = store.record.get_step(session_id, ref)  # StepNotFound for an unknown step
+    found = store.snapshots.snapshot_from(session_id, step.seq)
     label = f"before {step.display_id}"
     if found is None:
         # No side effect since that step: the files are as they are now.
         return _current(store, session_id, root, label)
 
     def read(path: str, entry: Entry) -> bytes:
-        return store.get_blobs([entry["hash"]])[entry["hash"]]
+        return store.snapshots.get_blobs([entry["hash"]])[entry["hash"]]
 
     return State(label, found[1], read)
 
@@ -110,7 +110,7 @@ def _current(store: Store, session_id: str, root: Path, label: str) -> State:
     from xclaw.workspace.timetravel import Workspaces
 
     workspaces = Workspaces(store, root)
-    if store.pending_restores(session_id):
+    if store.snapshots.pending_restores(session_id):
         # Completing it would write (files and the record); `diff` only reads.
         raise WorkspaceError(
             f"the workspace of session {session_id} is being restored (a rollback or fork was "
@@ -174,10 +174,10 @@ def diff_cmd(
 
     Credentials (docs/security.md) show as [REDACTED], in file names and contents alike; the
     snapshots themselves keep the files as they were."""
-    store.get_session(session_id)
+    store.record.get_session(session_id)
     root = workspace_root(workspace)
     if step_b is None:
-        other = store.resolve_session(step_a).session_id  # a unique prefix will do
+        other = store.record.resolve_session(step_a).session_id  # a unique prefix will do
         if not as_json:
             _branches(store, session_id, other)
         old = _state(store, session_id, "now", root)
@@ -226,15 +226,15 @@ def _branches(store: Store, left: str, right: str) -> None:
     """The two sessions' steps after their common history, aligned by content."""
     from xclaw.views.branch_diff import align, answer_diff, final_answer, format_rows
 
-    a, b = store.get_session(left), store.get_session(right)
+    a, b = store.record.get_session(left), store.record.get_session(right)
     fork = 0
     if b.parent_session_id == left and b.forked_from_seq:
         fork = b.forked_from_seq
     elif a.parent_session_id == right and a.forked_from_seq:
         fork = a.forked_from_seq
     r = output_redactor()
-    xs = [r.step(s) for s in store.steps(left) if s.seq > fork]
-    ys = [r.step(s) for s in store.steps(right) if s.seq > fork]
+    xs = [r.step(s) for s in store.record.steps(left) if s.seq > fork]
+    ys = [r.step(s) for s in store.record.steps(right) if s.seq > fork]
     out = out_console()
     where = f"after the fork at s{fork:04d}" if fork else "(no common history)"
     out.print(f"branches {left} (left) and {right} (right), {where}")

@@ -281,7 +281,7 @@ class Walkthrough:
         await client.close()
         store = open_store(str(self.db))
         try:
-            tree = format_tree(store.step_tree(sid), PriceTable.with_overrides(None))
+            tree = format_tree(store.record.step_tree(sid), PriceTable.with_overrides(None))
             self.console.print(Text(tree, style="white"))
         finally:
             store.close()
@@ -439,7 +439,7 @@ class Walkthrough:
         )
         store = open_store(str(self.db))
         try:
-            tree = format_tree(store.step_tree(sid), PriceTable.with_overrides(None))
+            tree = format_tree(store.record.step_tree(sid), PriceTable.with_overrides(None))
         finally:
             store.close()
         shown = [line for line in tree.splitlines() if "rollback" in line or "compensation" in line]
@@ -451,7 +451,7 @@ class Walkthrough:
         self.say(f"Done in {elapsed:.0f} s. Everything above is in {self.db}")
         store = open_store(str(self.db))
         try:
-            self.console.print(Text(format_sessions(store.list_sessions()), style="white"))
+            self.console.print(Text(format_sessions(store.record.list_sessions()), style="white"))
         finally:
             store.close()
         exe = _xclaw_command()
@@ -466,14 +466,14 @@ class Walkthrough:
     def _steps(self, sid: str) -> list[Step]:
         store = open_store(str(self.db))
         try:
-            return store.steps(sid)
+            return store.record.steps(sid)
         finally:
             store.close()
 
     def _session(self, sid: str) -> Any:
         store = open_store(str(self.db))
         try:
-            return store.get_session(sid)
+            return store.record.get_session(sid)
         finally:
             store.close()
 

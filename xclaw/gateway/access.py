@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from xclaw.errors import AmbiguousSession, Forbidden, SessionNotFound
 from xclaw.people.teams import NEED_WORDS, Identity, Need, ShareRole, allows
-from xclaw.store.base import Store, TeamStore
+from xclaw.store.base import RecordReader, TeamStore
 from xclaw.store.steps.model import Session
 
 CACHE_S = 1.0
@@ -35,7 +35,7 @@ _MAX_CACHED = 50_000
 class SessionAccess:
     def __init__(
         self,
-        store: Store,
+        store: RecordReader,
         teams: TeamStore | None,
         *,
         clock: Callable[[], float] = time.monotonic,

@@ -36,7 +36,7 @@ async def may_run(gw: Gateway, session_id: str, command: Command, who: Actor) ->
     """SessionNotFound for a session nobody has (or that the person has no part in),
     Forbidden for a part too small for the command. Before the command runs."""
     await gw.access.require(who.identity, session_id, COMMAND_NEEDS[command.name])
-    if await asyncio.to_thread(gw.store.find_session, session_id) is None:
+    if await asyncio.to_thread(gw.store.record.find_session, session_id) is None:
         raise SessionNotFound(session_id)
 
 

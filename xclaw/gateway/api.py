@@ -218,9 +218,9 @@ async def health(request: Request, gw: Gateway) -> Response:
         "backend": "postgresql" if gw.store.url.startswith("postgres") else "sqlite",
         # Write transactions this process has committed: with the steps it recorded,
         # how well writes share commits (bench/gateway_bench.py prints steps per commit).
-        "commits": gw.store.commits,
+        "commits": gw.store.record.commits,
         # SQLite's one writer: time spent in transactions (null on PostgreSQL's pool).
-        "writerBusyMs": _ms(gw.store.writer_busy_s),
+        "writerBusyMs": _ms(gw.store.record.writer_busy_s),
     }
     if not who.admin:
         deployment = dict.fromkeys(deployment)
@@ -291,7 +291,7 @@ async def create_session(request: Request, gw: Gateway) -> Response:
         )
     else:
         created = await asyncio.to_thread(
-            gw.store.create_session, session_id=fresh.session_id, title=title
+            gw.store.record.create_session, session_id=fresh.session_id, title=title
         )
     if created is None:  # 128 random bits taken: never seen, but no other's session is given
         raise StoreError(f"a session with id {fresh.session_id!r} already exists")
@@ -321,7 +321,7 @@ async def list_tools(request: Request, gw: Gateway) -> Response:
 
 async def get_session(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
-    s = await asyncio.to_thread(gw.store.get_session, sid)
+    s = await asyncio.to_thread(gw.store.record.get_session, sid)
     return _json(gw, session_json(s, busy=gw.runtime.is_busy(sid)))
 
 
@@ -335,7 +335,7 @@ async def patch_session(request: Request, gw: Gateway) -> Response:
 
 async def delete_session(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     if gw.runtime.is_busy(sid):
         return error_response(
             "busy", "cannot delete a session while a run is in flight; cancel it first"
@@ -361,24 +361,24 @@ async def list_steps(request: Request, gw: Gateway) -> Response:
     """`?n=N` latest steps (default 10); `?n=0` every step."""
     sid = request.path_params["sid"]
     n = _int_param(request, "n", 10, lo=0, hi=1_000_000)
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     if n == 0:
-        steps = await asyncio.to_thread(gw.store.steps, sid)
+        steps = await asyncio.to_thread(gw.store.record.steps, sid)
     else:
-        steps = await asyncio.to_thread(gw.store.latest_steps, sid, n)
+        steps = await asyncio.to_thread(gw.store.record.latest_steps, sid, n)
     return _json(gw, {"sessionId": sid, "steps": [step_json(s, gw.runtime.prices) for s in steps]})
 
 
 async def step_tree(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
-    await asyncio.to_thread(gw.store.get_session, sid)
-    roots = await asyncio.to_thread(gw.store.step_tree, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
+    roots = await asyncio.to_thread(gw.store.record.step_tree, sid)
     return _json(gw, {"sessionId": sid, "tree": [tree_json(r, gw.runtime.prices) for r in roots]})
 
 
 async def history(request: Request, gw: Gateway) -> Response:
     sid = request.path_params["sid"]
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     frame = await asyncio.to_thread(gw.runtime.history_frame, sid)
     return _json(
         gw, {"sessionId": sid, "content": frame["content"], "messages": frame.get("messages", [])}
@@ -426,7 +426,7 @@ async def abandon_rollback(request: Request, gw: Gateway) -> Response:
     result = await gw.commands.abandon(sid, actor(request))
     for frame in result.broadcast:
         gw.hub.broadcast(sid, frame)
-    session = await asyncio.to_thread(gw.store.get_session, sid)
+    session = await asyncio.to_thread(gw.store.record.get_session, sid)
     return _json(gw, session_json(session))
 
 
@@ -458,7 +458,7 @@ async def approve(request: Request, gw: Gateway) -> Response:
     client = body.get("client", "api")
     if not isinstance(client, str) or not CLIENT_RE.match(client):
         raise BadRequest("field 'client' must be a lowercase word (letters, digits, '-', '_')")
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     by = Actor(identity(request), "http", client).by()
     try:
         gw.runtime.answer_approval(sid, ref, approve_, by, message=message, edited=edited)
@@ -470,7 +470,7 @@ async def approve(request: Request, gw: Gateway) -> Response:
 async def list_queue(request: Request, gw: Gateway) -> Response:
     """The messages waiting for the session's run, in the order they run."""
     sid = request.path_params["sid"]
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     entries = await gw.runtime.queued(sid)
     return _json(gw, {"sessionId": sid, "queued": [e.to_json() for e in entries]})
 
@@ -478,7 +478,7 @@ async def list_queue(request: Request, gw: Gateway) -> Response:
 async def unqueue(request: Request, gw: Gateway) -> Response:
     """A waiting message cancelled; every client of the session gets the new `queue`."""
     sid, mid = request.path_params["sid"], request.path_params["mid"]
-    await asyncio.to_thread(gw.store.get_session, sid)
+    await asyncio.to_thread(gw.store.record.get_session, sid)
     gone = await gw.runtime.unqueue(sid, mid)
     return _json(gw, {"sessionId": sid, "id": mid, "cancelled": gone is not None})
 
@@ -497,7 +497,7 @@ async def export(request: Request, gw: Gateway) -> Response:
     """JSON Lines: the session, then every step in sequence order, then the images its steps
     name: the lines `xclaw export` writes (`export_lines`), which `xclaw import` reads."""
     sid = request.path_params["sid"]
-    session = await asyncio.to_thread(gw.store.get_session, sid)
+    session = await asyncio.to_thread(gw.store.record.get_session, sid)
     who_did = await _who_did(gw, sid)
     table = gw.runtime.prices
 

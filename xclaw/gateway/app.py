@@ -29,7 +29,7 @@ from xclaw.gateway.mcp_endpoint import PATH as MCP_PATH
 from xclaw.gateway.mcp_endpoint import McpEndpoint
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.gateway.ws import websocket_endpoint
-from xclaw.store.base import Store, TeamStore
+from xclaw.store.base import Store
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 
@@ -92,7 +92,7 @@ def create_app(
         runtime=runtime,
         token=token or load_or_create_token(settings.home, settings.token),
         # Users and who sees which session (docs/teams.md): both backends keep them.
-        teams=store if isinstance(store, TeamStore) else None,
+        teams=store.teams,
     )
 
     mcp = McpEndpoint(gateway)  # /mcp: the MCP server (docs/mcp-server.md)

@@ -20,7 +20,7 @@ from xclaw.errors import BadCommand, XclawError
 from xclaw.gateway.access import SessionAccess
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.people.teams import SERVER_TOKEN, SHARE_ROLES, Actor, Need, ShareRole, TeamError
-from xclaw.store.base import Store, TeamStore
+from xclaw.store.base import RecordReader, TeamStore
 from xclaw.store.steps.model import Session, display_id
 from xclaw.views import record as views
 from xclaw.views.outside_effects import outside_note, outside_steps, owned_note
@@ -170,7 +170,7 @@ class CommandRunner:
     def __init__(
         self,
         runtime: GatewayRuntime,
-        store: Store,
+        store: RecordReader,
         access: SessionAccess | None = None,
         teams: TeamStore | None = None,
     ) -> None:

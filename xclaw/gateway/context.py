@@ -18,7 +18,7 @@ from xclaw.gateway.identity import Authenticator, SignedIn, Throttle
 from xclaw.gateway.runtime_seam import GatewayRuntime
 from xclaw.people.teams import hashes_match
 from xclaw.schedules.firing import Scheduler
-from xclaw.store.base import ScheduleStore, Store, TeamStore
+from xclaw.store.base import Store, TeamStore
 from xclaw.wire.shapes import Frame
 
 log = logging.getLogger("xclaw.gateway")
@@ -100,19 +100,18 @@ class Gateway:
     hook_throttle: Throttle = field(default_factory=Throttle)
 
     def __post_init__(self) -> None:
-        if isinstance(self.store, ScheduleStore):
-            s = self.settings.schedules
-            self.scheduler = Scheduler(
-                self.store,  # a whole Store: its reads too
-                self.teams,
-                self.runtime,
-                self.runtime.worker_id,
-                grace_ms=int(s.grace_s * 1000),
-                poll_s=s.poll_s,
-            )
+        s = self.settings.schedules
+        self.scheduler = Scheduler(
+            self.store,  # its schedules, and the record's reads
+            self.teams,
+            self.runtime,
+            self.runtime.worker_id,
+            grace_ms=int(s.grace_s * 1000),
+            poll_s=s.poll_s,
+        )
         self.auth = Authenticator(self.token, self.teams, self.settings.teams)
-        self.access = SessionAccess(self.store, self.teams)
-        self.commands = CommandRunner(self.runtime, self.store, self.access, self.teams)
+        self.access = SessionAccess(self.store.record, self.teams)
+        self.commands = CommandRunner(self.runtime, self.store.record, self.access, self.teams)
 
     async def watch(self) -> None:
         """Close the sockets of users removed (or given a new token), and detach those whose

@@ -38,7 +38,6 @@ from xclaw.schedules.signing import (
     verify,
 )
 from xclaw.schedules.spec import hook_fire_id
-from xclaw.store.base import schedules_of
 from xclaw.store.schedules.sql import NewFire
 from xclaw.store.steps.writes import RecordDelivery
 
@@ -71,7 +70,7 @@ async def receive_hook(request: Request) -> Response:
         refused = _refuse("too_many_attempts", "too many refused webhook requests from here", 429)
         refused.headers["Retry-After"] = str(int(WINDOW_S))
         return refused  # logged once, when the client was braked
-    store = schedules_of(gw.store)
+    store = gw.store.schedules
     hook = await asyncio.to_thread(store.get_hook, name)
     why = verify(
         hook.secret if hook is not None else _DUMMY_SECRET,

@@ -132,13 +132,13 @@ class GatewaySessions:
         if not SESSION_ID_RE.match(session_id):
             raise SessionNotFound(session_id[:200])
         await self.gw.access.require(self._who(), session_id, need)
-        await asyncio.to_thread(self.gw.store.get_session, session_id)  # the admin's too
+        await asyncio.to_thread(self.gw.store.record.get_session, session_id)  # the admin's too
         return session_id
 
     # --- answers ------------------------------------------------------------------------------
     async def _answer(self, session_id: str, watch: RunWatch | None = None) -> dict[str, Any]:
         rt = self.gw.runtime
-        session = await asyncio.to_thread(self.gw.store.get_session, session_id)
+        session = await asyncio.to_thread(self.gw.store.record.get_session, session_id)
         busy = rt.is_busy(session_id)
         shown = session_json(session, busy=busy)
         out: dict[str, Any] = {
@@ -161,7 +161,9 @@ class GatewaySessions:
         if not busy:
             # The run's end from the record: a host that reconnects (to a gateway restarted
             # meanwhile too) is told what one that waited heard.
-            steps = await asyncio.to_thread(self.gw.store.latest_steps, session_id, LAST_STEPS)
+            steps = await asyncio.to_thread(
+                self.gw.store.record.latest_steps, session_id, LAST_STEPS
+            )
             out["reply"] = final_answer(steps) if shown["state"] == "success" else None
             error = watch.error if watch is not None else None
             if error is None and shown["state"] == "failed":
@@ -232,9 +234,9 @@ class GatewaySessions:
         sid = await self._require(session_id, Need.READ)
         store = self.gw.store
         if n is None:
-            steps = await asyncio.to_thread(store.steps, sid)
+            steps = await asyncio.to_thread(store.record.steps, sid)
         else:  # bounded by the tool
-            steps = await asyncio.to_thread(store.latest_steps, sid, n)
+            steps = await asyncio.to_thread(store.record.latest_steps, sid, n)
         prices = self.gw.runtime.prices
         out: list[dict[str, Any]] = self.gw.runtime.redact([step_json(s, prices) for s in steps])
         return out

@@ -22,14 +22,14 @@ from xclaw.gateway.context import Gateway
 from xclaw.people.teams import Identity, Need
 from xclaw.schedules.making import may_change, new_hook, new_schedule
 from xclaw.schedules.spec import Kind
-from xclaw.store.base import ScheduleStore, schedules_of
+from xclaw.store.base import ScheduleStore
 from xclaw.store.schedules.sql import Hook, Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 from xclaw.wire.http_bodies import NewHookBody, NewScheduleBody
 
 
 def _store(gw: Gateway) -> ScheduleStore:
-    return schedules_of(gw.store)
+    return gw.store.schedules
 
 
 def _who(request: Request) -> Identity:
@@ -79,7 +79,9 @@ async def add_schedule(request: Request, gw: Gateway) -> Response:
     target = await gw.access.resolve(who, body.session_id or body.fork_of or "")
     sid = target.session_id
     await gw.access.require(who, sid, Need.ACT if body.session_id else Need.READ)
-    if body.fork_of is not None and not await asyncio.to_thread(gw.store.latest_steps, sid, 1):
+    if body.fork_of is not None and not await asyncio.to_thread(
+        gw.store.record.latest_steps, sid, 1
+    ):
         raise BadRequest(f"the template session {sid} has no step to fork from")
     kind, text = given[0]
     s = new_schedule(

@@ -188,7 +188,7 @@ async def _serve_on(settings: Settings, log_level: str, sockets: list[socket.soc
         await cluster.start()
         # Workers that run sessions with another model or approval mode: said at start.
         warnings = disagreeing(
-            [(w.worker_id, w.alive, w.info) for w in await asyncio.to_thread(store.workers)],
+            [(w.worker_id, w.alive, w.info) for w in await asyncio.to_thread(store.leases.workers)],
             runtime.worker_id,
             runtime.run_config,
         )

@@ -356,7 +356,7 @@ class Connection:
             # Messages waiting for the run (docs/protocol.md, "Input while a run is busy").
             if (queue := await rt.queue_on_attach(sid)) is not None:
                 self.push(queue)
-            current = await asyncio.to_thread(self.gw.store.get_session, sid)
+            current = await asyncio.to_thread(self.gw.store.record.get_session, sid)
         busy = rt.is_busy(sid) and not hidden
         self.push(for_session(rt.status_frame(current, busy=busy), sid))
         log.info(
@@ -452,13 +452,15 @@ class Connection:
                     teams.create_session_as, sid, who.user, title=title, member=not who.admin
                 )
             else:  # a store without users: everything is the admin's
-                await asyncio.to_thread(self.gw.store.create_session, session_id=sid, title=title)
+                await asyncio.to_thread(
+                    self.gw.store.record.create_session, session_id=sid, title=title
+                )
         except SessionNotFound:
             if sid == self.session_id:
                 self.lose_session(tell=False)
             raise
         except StoreError:
-            if await asyncio.to_thread(self.gw.store.find_session, sid) is None:
+            if await asyncio.to_thread(self.gw.store.record.find_session, sid) is None:
                 raise
         if sid == self.session_id and self._pending:
             self._written()

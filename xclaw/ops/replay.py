@@ -238,8 +238,8 @@ async def replay(
     from xclaw.runtime.agent_choice import recorded_agent
     from xclaw.runtime.runtime import Runtime
 
-    source = store.get_session(source_id)
-    steps = store.steps(source_id)
+    source = store.record.get_session(source_id)
+    steps = store.record.steps(source_id)
     first = start if start is not None and start > 1 else None
     model = RecordedModel(recorded_answers(steps), live=live, source=source_id)
     # Approvals are asked (mode ask) and answered as the record answered them.
@@ -268,7 +268,7 @@ async def replay(
                 runtime.workspaces.fork, source_id, first - 1, f"{title} from {display_id(first)}"
             )
         sid = new.session_id
-        store.update_session(sid, title=None if first else title, metadata=meta)
+        store.record.update_session(sid, title=None if first else title, metadata=meta)
         failed: list[str] = []
 
         def on_frame(frame: Frame) -> None:
@@ -278,8 +278,8 @@ async def replay(
                 failed.append(str(frame.get("message") or frame.get("content") or frame))
 
         async def _answer(frame: Frame) -> None:
-            step = await asyncio.to_thread(store.get_step, sid, str(frame["stepId"]))
-            path = agent_paths(await asyncio.to_thread(store.steps, sid)).get(
+            step = await asyncio.to_thread(store.record.get_step, sid, str(frame["stepId"]))
+            path = agent_paths(await asyncio.to_thread(store.record.steps, sid)).get(
                 step.agent, step.agent
             )
             approve = decisions.get((path, step.call_id), True)
@@ -291,7 +291,7 @@ async def replay(
         if first is not None and not _starts_turn(steps, first):
             # Mid-turn: the fork is continued as a resume would (unanswered calls run, or
             # the model is asked for its next answer).
-            store.transition(sid, Status.RUNNING)
+            store.record.transition(sid, Status.RUNNING)
             if await runtime.resume_if_needed(sid):
                 await runtime.wait_idle(sid)
             failure = failed[0] if failed else None
@@ -322,7 +322,7 @@ async def replay(
         live_calls=model.live_calls,
     )
     after = first or 0
-    mine = store.steps(sid) if sid else []
+    mine = store.record.steps(sid) if sid else []
     result.outside = [
         {"stepId": m.display_id, "tool": d.get("tool"), "effect": d.get("effect", "irreversible")}
         for m in outside_steps(mine, after)
@@ -330,7 +330,7 @@ async def replay(
     ]
     result.divergences = compare(
         [s for s in steps if s.seq >= after],
-        [s for s in (store.steps(sid) if sid else []) if s.seq >= after],
+        [s for s in (store.record.steps(sid) if sid else []) if s.seq >= after],
         masks=_masks(runtime, source_id, sid),
         with_model=live is not None,
     )

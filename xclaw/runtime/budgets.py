@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from xclaw.budgets.ledger import Gate, Ledger, Limit, Reached, periods, scope_of
 from xclaw.budgets.settings import CAPS
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
-from xclaw.store.base import budgets_of, teams_of
+from xclaw.store.base import BudgetStore, TeamStore
 from xclaw.store.budgets.sql import BudgetRow
 
 REFRESH_S = 2.0
@@ -68,6 +68,16 @@ def limits_for(
     return tuple(out)
 
 
+class BudgetRoles(Protocol):
+    """The roles a budget reads: the caps and totals, and who owns a session."""
+
+    @property
+    def budgets(self) -> BudgetStore: ...
+
+    @property
+    def teams(self) -> TeamStore: ...
+
+
 class Budgets:
     """The caps and running totals of this worker's runs."""
 
@@ -95,7 +105,7 @@ class Budgets:
         """The admin changed a cap here: read them again at the next turn."""
         self._read_at = None
 
-    async def gate_for(self, reader: StoreCaller[Any], session_id: str) -> Gate | None:
+    async def gate_for(self, reader: StoreCaller[BudgetRoles], session_id: str) -> Gate | None:
         """The gate of a run of `session_id`; None when no cap applies (then nothing is
         read, but the admin's caps every REFRESH_S). One trip to a thread: the session's
         own total (exact: one driver), and the shared scopes' (a person's, the
@@ -118,15 +128,15 @@ class Budgets:
         return Gate(self.ledger, limits, owner=owner, day=day, month=month, prices=self.prices)
 
     def _read(
-        self, store: Any, session_id: str, day: str, month: str, refresh: bool, now: float
+        self, store: BudgetRoles, session_id: str, day: str, month: str, refresh: bool, now: float
     ) -> tuple[dict[str, BudgetRow], str | None, tuple[Limit, ...], dict[str, tuple[int, float]]]:
         """On a thread: the admin's caps (when due), the session's owner (when a person's
         cap may apply), the caps on the session and the totals of their scopes to read."""
-        rows = budgets_of(store).budget_rows() if refresh else self._rows
+        rows = store.budgets.budget_rows() if refresh else self._rows
         per_user = any(k in self.configured for k in USER_KEYS) or any(
             t.startswith("user:") for t in rows
         )
-        owner = teams_of(store).session_owner(session_id) if per_user else None
+        owner = store.teams.session_owner(session_id) if per_user else None
         limits = limits_for(self.configured, rows, session_id, owner, day, month)
         if not limits:
             return rows, owner, limits, {}
@@ -136,7 +146,7 @@ class Budgets:
             for lim in limits
             if lim.scope == mine or now - self._loaded.get(lim.scope, -REFRESH_S) >= REFRESH_S
         ]
-        return rows, owner, limits, budgets_of(store).budget_totals(tuple(dict.fromkeys(stale)))
+        return rows, owner, limits, store.budgets.budget_totals(tuple(dict.fromkeys(stale)))
 
 
 def parse_target(ref: str) -> str:
@@ -162,18 +172,18 @@ def check_caps(target: str, caps: Mapping[str, float | None]) -> None:
 
 
 def report(
-    store: Any, configured: Mapping[str, float], target: str, now_s: float
+    store: BudgetRoles, configured: Mapping[str, float], target: str, now_s: float
 ) -> dict[str, Any]:
     """What `xclaw budget show`, the HTTP API and a client show of a target: each cap that
     applies, with what its scope spent and what is left (a session: its own, its owner's and
     the deployment's), and what an admin set and granted."""
     day, month = periods(now_s)
-    rows = budgets_of(store).budget_rows()
+    rows = store.budgets.budget_rows()
     owner: str | None = None
     session_id = ""
     if target.startswith("session:"):
         session_id = target.removeprefix("session:")
-        owner = teams_of(store).session_owner(session_id)
+        owner = store.teams.session_owner(session_id)
     elif target.startswith("user:"):
         owner = target.removeprefix("user:")
     limits = limits_for(configured, rows, session_id, owner, day, month)
@@ -181,7 +191,7 @@ def report(
         limits = tuple(lim for lim in limits if CAPS[lim.cap][0] == "user")
     elif target == "total":
         limits = tuple(lim for lim in limits if CAPS[lim.cap][0] == "total")
-    sums = budgets_of(store).budget_totals(tuple(dict.fromkeys(lim.scope for lim in limits)))
+    sums = store.budgets.budget_totals(tuple(dict.fromkeys(lim.scope for lim in limits)))
     caps = []
     for lim in limits:
         tokens, usd = sums.get(lim.scope, (0, 0.0))
@@ -189,7 +199,7 @@ def report(
         caps.append(Reached(lim.cap, lim.unit, lim.amount, spent, 0).to_json())
     out: dict[str, Any] = {"target": target, "caps": caps, "day": day, "month": month}
     if target.startswith("session:"):
-        held = budgets_of(store).budget_totals((f"s:{session_id}",))[f"s:{session_id}"]
+        held = store.budgets.budget_totals((f"s:{session_id}",))[f"s:{session_id}"]
         out["spent"] = {"tokens": held[0], "usd": round(held[1], 6)}
     row = rows.get(target)
     if row is not None:

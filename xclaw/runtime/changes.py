@@ -37,9 +37,15 @@ POLL_S = 0.5
 WINDOW_MS = 30_000
 
 
-class ChangeReader(RecordReader, LeaseStore, Protocol):
-    """The sessions, and the change log (a role of the lease store: what workers tell each
-    other)."""
+class ChangeReader(Protocol):
+    """The roles the watch takes: the sessions, and the change log (a part of the lease
+    store: what workers tell each other)."""
+
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +79,7 @@ class ChangeWatcher:
 
     async def _read(self) -> list[SessionChange]:
         db = self.parts.db
-        return await db(db.store.changes_since, now_ms() - WINDOW_MS)
+        return await db(db.store.leases.changes_since, now_ms() - WINDOW_MS)
 
     async def poll(self) -> list[SessionChange]:
         """Tell the clients here of each change not seen yet; returns those changes."""
@@ -101,7 +107,7 @@ class ChangeWatcher:
             deleted = change.detail.get("deleted")
             deleted = deleted if isinstance(deleted, int) else 0
             try:
-                session = await p.db(p.db.store.get_session, sid)
+                session = await p.db(p.db.store.record.get_session, sid)
                 history = await p.db(p.history, sid)
             except SessionNotFound:
                 return  # deleted since: its own entry says so

@@ -51,9 +51,15 @@ class _Remote:
     approvals: dict[str, Frame] = field(default_factory=dict)  # stepId -> frame
 
 
-class ClusterStore(LeaseStore, RecordReader, Protocol):
-    """What the cluster needs of the store: workers and leases, and the steps of a session
-    it takes over."""
+class ClusterStore(Protocol):
+    """The roles the cluster takes of the store: workers and leases, and the steps of a
+    session it takes over."""
+
+    @property
+    def leases(self) -> LeaseStore: ...
+
+    @property
+    def record(self) -> RecordReader: ...
 
 
 class Answering(Protocol):
@@ -284,7 +290,7 @@ class Cluster:
         sweep; the other workers note that messages wait."""
         if self.bus is None or not self.others:
             return
-        info = await self.parts.db(self.store.lease_info, session_id)
+        info = await self.parts.db(self.store.leases.lease_info, session_id)
         owner = info.owner if info.owner and info.owner != self.worker_id else None
         message: dict[str, Any] = {"w": self.worker_id, "k": "queued", "s": session_id}
         if owner is not None:
@@ -318,7 +324,7 @@ class Cluster:
 
     async def _recorded_approvals(self, sid: str) -> list[ApprovalRequestJson]:
         db = self.parts.db
-        steps = await db(self.store.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
+        steps = await db(self.store.record.steps, sid, agent=None, statuses=[StepStatus.RUNNING])
         requests = (recorded_request(s) for s in steps)
         return [
             for_session(approval_frame(r, self.parts.redact), sid)
@@ -338,7 +344,7 @@ class Cluster:
                 try:
                     if await self.parts.resume(sid):
                         return  # taken over: this worker drives it now
-                    info = await self.parts.db(self.store.lease_info, sid)
+                    info = await self.parts.db(self.store.leases.lease_info, sid)
                 except Exception as e:  # noqa: BLE001 - the database is away: try later
                     log.warning("event=watch_failed session=%s error=%r", sid, str(e)[:200])
                     delay = 1.0
@@ -365,20 +371,20 @@ class Cluster:
         rest): say so, or their input stays locked on a run that no longer exists."""
         if self.parts.busy(sid) or not self.parts.broadcast.watched(sid):
             return
-        session = await self.parts.db(self.store.get_session, sid)
+        session = await self.parts.db(self.store.record.get_session, sid)
         if not self.parts.busy(sid):
             self.parts.broadcast.deliver(sid, for_session(state_frame(session, busy=False), sid))
 
     # --- presence and the sweep -----------------------------------------------------------------
     async def _refresh_others(self) -> None:
-        workers = await self.parts.db(self.store.workers)
+        workers = await self.parts.db(self.store.leases.workers)
         self.others = any(w.worker_id != self.worker_id and w.alive is not False for w in workers)
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             try:
-                await self.parts.db(self.store.heartbeat, self.worker_id)
+                await self.parts.db(self.store.leases.heartbeat, self.worker_id)
                 await self._refresh_others()
             except Exception as e:  # noqa: BLE001 - the database is away: try later
                 log.warning(
@@ -399,7 +405,7 @@ class Cluster:
         resumed: list[str] = []
         # Asked of the store in SQL: the sessions at rest (thousands, waiting for their next
         # instruction) are never loaded, so a sweep costs the same on a server a year old.
-        due = await self.parts.db(self.store.sweep_targets, round(self.grace_s * 1000))
+        due = await self.parts.db(self.store.leases.sweep_targets, round(self.grace_s * 1000))
         for info in due.sessions:
             if not self.parts.broadcast.watched(info.session_id) and await self.parts.resume(
                 info.session_id
@@ -415,7 +421,7 @@ class Cluster:
             await self.parts.drain_queues()
         # A dead worker's row goes once none of its leases can still be taken early.
         for owner in due.dead_workers:
-            await self.parts.db(self.store.forget_worker, owner)
+            await self.parts.db(self.store.leases.forget_worker, owner)
         self.swept.extend(resumed)
         spaces = self.parts.workspaces
         if spaces.containers is not None:  # the session containers nobody runs

@@ -24,7 +24,7 @@ from xclaw.recorder.redact import Redactor
 from xclaw.runtime.agent_choice import ALERT as AGENT_ALERT
 from xclaw.runtime.agent_setup import AgentSetups
 from xclaw.runtime.approvals import WireApprover, approval_frame
-from xclaw.runtime.budgets import Budgets
+from xclaw.runtime.budgets import BudgetRoles, Budgets
 from xclaw.runtime.frames import event_frame
 from xclaw.runtime.opening import Opened
 from xclaw.runtime.outcomes import end_with
@@ -52,6 +52,7 @@ class DriveParts:
     """What a turn's drive works with, wired once by the runtime's assembly."""
 
     reader: StoreCaller[RecordReader]  # reads, which need no lease
+    budget_reader: StoreCaller[BudgetRoles]  # the caps and totals a run's gate reads
     # A run's writes: with its lease, every one carries the fencing token (one driver).
     writer: Callable[[Lease | None], StoreCaller[StepWriter]]
     broadcast: Broadcast
@@ -108,7 +109,7 @@ class TurnDrive:
             record, context = await self._read(opened)
             plan = plan_turn(self.turn, record)
             settled, hist = await self._settle(plan, record)
-            gate = await self.parts.budgets.gate_for(self.reader, self.sid)
+            gate = await self.parts.budgets.gate_for(self.parts.budget_reader, self.sid)
             recorder = self._recorder(hist, gate)
             await self._say(plan, recorder, settled)
             agent = self._agent(recorder, context)

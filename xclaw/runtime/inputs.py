@@ -26,7 +26,7 @@ from xclaw.recorder.redact import Redactor
 from xclaw.runtime.runs import Runs
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.runtime.turn_start import TurnStarts, resumable
-from xclaw.store.base import Store
+from xclaw.store.base import Record
 from xclaw.store.queue.sql import QueuedInput
 from xclaw.store.steps.model import Session, Step
 from xclaw.store.steps.rows import new_session_id
@@ -41,8 +41,8 @@ log = logging.getLogger("xclaw.runtime")
 class InputParts:
     """What the waiting messages work with, wired once by the runtime's assembly."""
 
-    store: Store
-    db: StoreCaller[Store]
+    record: Record  # the queue is in the record
+    db: StoreCaller[Record]
     runs: Runs
     starts: TurnStarts
     broadcast: Broadcast
@@ -87,9 +87,9 @@ class Inbox:
         for entry in await self.inputs.waiting(sid):
             if entry.mode != "steer":
                 continue
-            if await p.db(p.store.message_step, sid, entry.id) is not None:
+            if await p.db(p.record.message_step, sid, entry.id) is not None:
                 # Recorded where it was delivered, then a kill: only its entry was left.
-                await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
+                await p.db(p.record.write, Unqueue(session_id=sid, id=entry.id))
                 continue
             out.append(entry)
         return out
@@ -113,7 +113,7 @@ class Inputs:
     async def waiting(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""
         p = self.parts
-        return await p.db(p.store.queued, session_id)
+        return await p.db(p.record.queued, session_id)
 
     async def keep(
         self,
@@ -131,7 +131,7 @@ class Inputs:
         ran already."""
         p = self.parts
         entry, added = await p.db(
-            p.store.write,
+            p.record.write,
             QueueInput(
                 session_id=session_id,
                 id=message_id or new_entry_id(),
@@ -153,7 +153,7 @@ class Inputs:
     async def drop(self, session_id: str, entry_id: str) -> QueuedInput | None:
         """A waiting message cancelled (None: it was not waiting), every client told."""
         p = self.parts
-        gone = await p.db(p.store.write, Unqueue(session_id=session_id, id=entry_id))
+        gone = await p.db(p.record.write, Unqueue(session_id=session_id, id=entry_id))
         if gone is not None:
             await self.tell(session_id)
         return gone  # type: ignore[no-any-return]
@@ -199,7 +199,7 @@ class Inputs:
                     return
                 p.runs.queued.add(session_id)
                 try:
-                    session = await p.db(p.store.get_session, session_id)
+                    session = await p.db(p.record.get_session, session_id)
                 except SessionNotFound:
                     return
                 if resumable(session):
@@ -228,11 +228,11 @@ class Inputs:
         except XclawError as e:  # it cannot run here (its agent, the model): said, dropped
             log.warning("event=queued_refused session=%s id=%s code=%s", sid, entry.id, e.code)
             p.broadcast.emit(sid, error_frame(f"a queued message cannot run: {e.message}", e.code))
-            await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
+            await p.db(p.record.write, Unqueue(session_id=sid, id=entry.id))
             await self.tell(sid)
             return True
         if again:  # it was recorded (and run) before: only its entry was left
-            await p.db(p.store.write, Unqueue(session_id=sid, id=entry.id))
+            await p.db(p.record.write, Unqueue(session_id=sid, id=entry.id))
             await self.tell(sid)
             return True
         await self.tell(sid)

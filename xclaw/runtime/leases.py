@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from xclaw import __version__
 from xclaw.errors import LeaseLost, SessionBusy
 from xclaw.recorder.caller import StoreCaller
-from xclaw.store.base import LeaseStore
+from xclaw.store.base import LeaseStore, StepWriter
 from xclaw.store.leases import Lease, LeaseInfo
 from xclaw.store.steps.stream import WriteStream
 from xclaw.store.steps.writes import ReleaseLease, RenewLease
@@ -33,14 +33,18 @@ def busy_message(info: LeaseInfo) -> str:
     )
 
 
-class LeaseWriter(LeaseStore, Protocol):
-    """What the keeper needs of the store: the lease role, and a write stream for renewals
-    and releases (batched with the runs' writes), where it is (for the log)."""
+class LeaseWriter(Protocol):
+    """The roles the keeper takes: the leases, and the record's write stream for renewals
+    and releases (batched with the runs' writes); where it is (for the log)."""
 
     @property
     def url(self) -> str: ...
 
-    def write_stream(self, lease: Lease | None = None) -> WriteStream: ...
+    @property
+    def leases(self) -> LeaseStore: ...
+
+    @property
+    def record(self) -> StepWriter: ...
 
 
 class LeaseKeeper:
@@ -59,23 +63,25 @@ class LeaseKeeper:
     async def register(self) -> None:
         """Announce this worker (idempotent): its presence lets others tell it is alive."""
         if not self._registered:
-            await self.db(self.store.register_worker, self.worker_id, self.info)
+            await self.db(self.store.leases.register_worker, self.worker_id, self.info)
             self._registered = True
             log.info("event=worker_registered worker=%s db=%s", self.worker_id, self.store.url)
 
     async def unregister(self) -> None:
         if self._registered:
             self._registered = False
-            await self.db(self.store.unregister_worker, self.worker_id)
+            await self.db(self.store.leases.unregister_worker, self.worker_id)
 
     async def try_acquire(self, session_id: str) -> tuple[Lease | None, LeaseInfo | None]:
         """(lease, None), or (None, the live lease of the worker that drives it)."""
         await self.register()
-        lease = await self.db(self.store.acquire_lease, session_id, self.worker_id, self.ttl_s)
+        lease = await self.db(
+            self.store.leases.acquire_lease, session_id, self.worker_id, self.ttl_s
+        )
         if lease is not None:
             self.acquired(lease)
             return lease, None
-        return None, await self.db(self.store.lease_info, session_id)
+        return None, await self.db(self.store.leases.lease_info, session_id)
 
     def acquired(self, lease: Lease) -> None:
         """Say so in the log (every lease taken, however it was taken)."""
@@ -106,7 +112,7 @@ class LeaseKeeper:
                 try:
                     # Straight to the writer, batched with the runs' writes (a stream of its
                     # own each time: a failed renewal must not break the next one's).
-                    renewed = await self.store.write_stream().put(
+                    renewed = await self.store.record.write_stream().put(
                         RenewLease(lease=lease, ttl_s=self.ttl_s)
                     )
                     put(renewed)
@@ -130,7 +136,7 @@ class LeaseKeeper:
             if writes is not None:
                 await writes.put(ReleaseLease(lease=lease))
             else:
-                await self.db(self.store.release_lease, lease)
+                await self.db(self.store.leases.release_lease, lease)
         except Exception as e:  # noqa: BLE001 - the lease then simply expires
             log.warning(
                 "event=lease_release_failed session=%s worker=%s error=%r",

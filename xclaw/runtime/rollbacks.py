@@ -39,11 +39,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from xclaw.errors import BadCommand, CompensationFailed, IrreversibleEffects, RollbackPending
 from xclaw.recorder.redact import Redactor
-from xclaw.store.base import PlanDone, RollbackResult, Store
+from xclaw.store.base import LeaseStore, PlanDone, Record, RollbackResult
 from xclaw.store.leases import Lease
 from xclaw.store.steps.model import (
     COMPENSATION,
@@ -310,6 +310,16 @@ def _seq(display: str) -> int:
     return int(digits) if digits.isascii() and digits.isdigit() else 0
 
 
+class RollbackRoles(Protocol):
+    """The roles a rollback takes: the record it rewinds, the leases that fence its writes."""
+
+    @property
+    def record(self) -> Record: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
+
+
 class Rollbacks:
     """Rollback with compensations, for the runtime (`Runtime.rollback`) and the command
     line: the store, the tools the compensations run with, the workspaces the rewind
@@ -317,7 +327,7 @@ class Rollbacks:
 
     def __init__(
         self,
-        store: Store,
+        store: RollbackRoles,
         tools: ToolsNow,
         workspaces: Workspaces,
         redact: Redactor,
@@ -356,13 +366,13 @@ class Rollbacks:
         return preview, tools
 
     def _read(self, session_id: str, ref: str | int) -> tuple[Session, Step, list[Step]]:
-        session = self.store.get_session(session_id)
-        target = self.store.get_step(session_id, ref)
-        return session, target, self.store.steps(session_id)
+        session = self.store.record.get_session(session_id)
+        target = self.store.record.get_step(session_id, ref)
+        return session, target, self.store.record.steps(session_id)
 
     def pending(self, session_id: str) -> Step | None:
         """Blocking: the plan of a rollback the session has not finished."""
-        return pending_plan(self.store.steps(session_id, statuses=[StepStatus.RUNNING]))
+        return pending_plan(self.store.record.steps(session_id, statuses=[StepStatus.RUNNING]))
 
     # --- doing --------------------------------------------------------------------------------
     async def rollback(
@@ -385,7 +395,7 @@ class Rollbacks:
             if preview.pending_target != preview.target:
                 raise RollbackPending(_pending_words(preview))
             tools = await self.tools()
-            plan = await asyncio.to_thread(self.store.get_step, session_id, preview.pending)
+            plan = await asyncio.to_thread(self.store.record.get_step, session_id, preview.pending)
             return await self._carry_on(
                 session_id, plan, tools, lease, retry=retry, accept=accept_irreversible
             )
@@ -414,7 +424,7 @@ class Rollbacks:
         plan = await asyncio.to_thread(self.pending, session_id)
         if plan is None:
             raise BadCommand(f"session {session_id} has no pending rollback to abandon")
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         who = self.redact(dict(by))
         abandoned = Completion(
             status=StepStatus.FAILED,
@@ -454,7 +464,7 @@ class Rollbacks:
                 }
             ),
         )
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         step = await asyncio.to_thread(db.write, BeginStep(session_id=session_id, step=plan))
         self._tell(session_id, step)
         return step
@@ -469,10 +479,10 @@ class Rollbacks:
         retry: bool,
         accept: bool,
     ) -> Outcome:
-        db = self.store.driven(lease) if lease is not None else self.store
+        db = self.store.leases.driven(lease) if lease is not None else self.store.record
         data = plan.input_data if isinstance(plan.input_data, dict) else {}
         entries = [e for e in data.get("compensations") or () if isinstance(e, dict)]
-        steps = await asyncio.to_thread(self.store.steps, session_id)
+        steps = await asyncio.to_thread(self.store.record.steps, session_id)
         attempts: dict[str, list[Step]] = {}
         for c in _compensations_of(steps):
             cdata = c.input_data if isinstance(c.input_data, dict) else {}

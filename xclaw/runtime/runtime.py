@@ -65,7 +65,7 @@ from xclaw.runtime.subscribers import Broadcast, FrameSink
 from xclaw.runtime.turn_start import StartParts, TurnStarts, resumable
 from xclaw.runtime.wiring import Toolbox, default_toolbox
 from xclaw.sandbox.container.listing import SessionProcesses, session_processes
-from xclaw.store.base import StepWriter, Store, budgets_of
+from xclaw.store.base import StepWriter, Store
 from xclaw.store.leases import Lease, new_worker_id
 from xclaw.store.queue.sql import QueuedInput
 from xclaw.store.steps.model import MAIN_AGENT, Session, Status, Step, display_id
@@ -116,7 +116,7 @@ class Runtime:
         # The caps on model spend and this worker's running totals (docs/budgets.md).
         self.budgets = Budgets(settings.budgets.caps(), self.prices)
         if self.budgets.caps_shared():  # their counters may be older than these caps
-            budgets_of(store).drop_budget_counters()
+            store.budgets.drop_budget_counters()
         self.toolbox = toolbox or default_toolbox(settings)
         # Snapshots and restores of the session workspaces (files follow memory).
         self.workspaces = Workspaces.from_settings(
@@ -129,16 +129,20 @@ class Runtime:
         # sessions, and more would only contend for the GIL (bench/HISTORY.md).
         self._threads = BlockingCalls(max_threads=16, name="xclaw-store")
         self.db = StoreCaller(store, self._threads)
+        # The record's calls, for the parts that take that role alone.
+        self.record = StoreCaller(store.record, self._threads)
         # An agent's messages from its steps, as this worker runs them.
-        self.rebuild = Rebuilder(store, self.toolbox)
+        self.rebuild = Rebuilder(store.snapshots, self.toolbox)
         # Every session's frames: to its clients here, and (when serving among other
         # workers) to theirs: the cluster puts itself in `peers` as it starts.
         self.broadcast = Broadcast(self.redact)
         # One driver per session across processes and hosts (one driver): a lease per run.
         self.worker_id = worker_id or new_worker_id()
-        self.leases = LeaseKeeper(store, self.db, self.worker_id, settings.lease_ttl_s)
+        self.leases = LeaseKeeper(
+            store, StoreCaller(store.leases, self._threads), self.worker_id, settings.lease_ttl_s
+        )
         # OpenTelemetry export of each run's turn (None unless OTEL_*/xclaw.yaml ask for it).
-        self.telemetry = start_exporter(store, settings.otel, redact=self.redact.text)
+        self.telemetry = start_exporter(store.record, settings.otel, redact=self.redact.text)
         # What this worker runs sessions with, registered for the others and `xclaw workers`;
         # a session records its own when it starts (xclaw/runtime/agreement.py).
         if model_specs is None:
@@ -167,7 +171,8 @@ class Runtime:
         )
         drive = drive_with(
             DriveParts(
-                reader=self.db,
+                reader=self.record,
+                budget_reader=self.db,
                 writer=self.caller,
                 broadcast=self.broadcast,
                 toolbox=self.toolbox,
@@ -192,7 +197,7 @@ class Runtime:
                 leases=self.leases,
                 broadcast=self.broadcast,
                 writer=self.caller,
-                write_stream=self.store.write_stream,
+                write_stream=self.store.record.write_stream,
                 telemetry=self.telemetry,
                 worker_id=self.worker_id,
             )
@@ -210,7 +215,7 @@ class Runtime:
             StartParts(
                 runs=self.runs,
                 reader=self.db,
-                writer=self.store,
+                writer=self.store.record,
                 leases=self.leases,
                 configs=self.configs,
                 broadcast=self.broadcast,
@@ -226,8 +231,8 @@ class Runtime:
         # the record, and the hand-over from each run to the next waiting message.
         self.inputs = Inputs(
             InputParts(
-                store=self.store,
-                db=self.db,
+                record=self.store.record,
+                db=self.record,
                 runs=self.runs,
                 starts=self._starts,
                 broadcast=self.broadcast,
@@ -308,7 +313,7 @@ class Runtime:
 
     def caller(self, lease: Lease | None) -> StoreCaller[StepWriter]:
         """The writes of a run: with its lease, every one carries the fencing token."""
-        return StoreCaller(self.store.driven(lease), self._threads) if lease else self.db
+        return StoreCaller(self.store.leases.driven(lease), self._threads) if lease else self.record
 
     # --- attaching ----------------------------------------------------------------------------
     def subscribe(self, session_id: str, sink: FrameSink) -> Callable[[], None]:
@@ -334,10 +339,10 @@ class Runtime:
 
     async def open(self, session_id: str | None) -> tuple[Session, bool]:
         if session_id:
-            found = await self.db(self.store.find_session, session_id)
+            found = await self.db(self.store.record.find_session, session_id)
             if found is not None:
                 return found, False
-        created = await self.db(self.store.create_session, session_id=session_id or None)
+        created = await self.db(self.store.record.create_session, session_id=session_id or None)
         return created, True
 
     async def peek(self, session_id: str | None) -> tuple[Session, bool]:
@@ -345,7 +350,7 @@ class Runtime:
         under the given id or a fresh one. A session exists from its first message: `send`
         with create=True writes it then, so opening a page or a client leaves nothing behind."""
         if session_id:
-            found = await self.db(self.store.find_session, session_id)
+            found = await self.db(self.store.record.find_session, session_id)
             if found is not None:
                 return found, False
             check_session_id(session_id)  # ValueError: a malformed id is refused now
@@ -357,7 +362,7 @@ class Runtime:
         return unsaved, True
 
     def history_frame(self, session_id: str) -> HistoryJson:
-        steps = self.store.steps(session_id, agent=MAIN_AGENT)
+        steps = self.store.record.steps(session_id, agent=MAIN_AGENT)
         hist = self.rebuild(steps, new_input=True)
         busy = self.is_busy(session_id)
         return session_history(session_id, steps, hist, busy=busy, redact=self.redact)
@@ -440,7 +445,9 @@ class Runtime:
         except ValueError as e:
             raise BadRequest(str(e)) from e
         if target.startswith("session:"):
-            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            session = await self.db(
+                self.store.record.resolve_session, target.removeprefix("session:")
+            )
             target = f"session:{session.session_id}"
         configured = self.budgets.configured
         return await self.db(budget_report, self.store, configured, target, time.time())
@@ -467,21 +474,23 @@ class Runtime:
             raise BadRequest("a grant is 0 or more")
         sessions: list[Session]
         if target.startswith("session:"):
-            session = await self.db(self.store.resolve_session, target.removeprefix("session:"))
+            session = await self.db(
+                self.store.record.resolve_session, target.removeprefix("session:")
+            )
             target, sessions = f"session:{session.session_id}", [session]
         else:
-            sessions = await self.db(self.store.list_sessions)
+            sessions = await self.db(self.store.record.list_sessions)
         write = SetBudget(
             target=target, caps=dict(caps or {}), grant_tokens=grant_tokens, grant_usd=grant_usd
         )
-        await self.db(self.store.write, write)
+        await self.db(self.store.record.write, write)
         self.budgets.forget_rows()
         for s in sessions:
             if s.state_key != "budget" or s.session_id in self.runs:
                 continue
             # Goes on: not awaiting input (another worker's sweep may take it too).
             go_on = BudgetStop(session_id=s.session_id, detail=None)
-            if await self.db(self.store.write, go_on):
+            if await self.db(self.store.record.write, go_on):
                 await self.resume_if_needed(s.session_id)
         return await self.budget(target)
 
@@ -519,7 +528,7 @@ class Runtime:
 
     async def _busy_policy(self, session_id: str, busy: BusyPolicy | None) -> BusyPolicy | None:
         """The policy a message to the session follows (None: no such session)."""
-        session = await self.db(self.store.find_session, session_id)
+        session = await self.db(self.store.record.find_session, session_id)
         if session is None:
             return None
         return policy_for(busy, session.metadata, self.settings.input.busy)
@@ -541,7 +550,7 @@ class Runtime:
                 session_id, text, policy, message_id=message_id, actor=actor, agent=agent
             )
         except MessageRecorded as e:  # its id ran already: a resend
-            step = await self.db(self.store.get_step, session_id, e.seq)
+            step = await self.db(self.store.record.get_step, session_id, e.seq)
             return Submitted(step=step, duplicate=True)
         return Submitted(queued=entry, duplicate=not added)
 
@@ -563,11 +572,11 @@ class Runtime:
         """Each idle session with messages waiting starts the first (the sweep asks: a kill
         between a run's end and the next start, a message queued on another worker). One
         left with interrupted work is the sweep's to resume; its run's end hands over."""
-        for sid in await self.db(self.store.queued_sessions):
+        for sid in await self.db(self.store.record.queued_sessions):
             self.runs.queued.add(sid)
             if self.is_busy(sid):
                 continue
-            session = await self.db(self.store.find_session, sid)
+            session = await self.db(self.store.record.find_session, sid)
             if session is not None and not resumable(session):
                 await self.inputs.kick(sid)
 
@@ -585,13 +594,13 @@ class Runtime:
 
     async def set_busy_policy(self, session_id: str, policy: BusyPolicy | None) -> Session:
         """The session's own busy policy (None: the deployment's), kept in its metadata."""
-        session = await self.db(self.store.get_session, session_id)
+        session = await self.db(self.store.record.get_session, session_id)
         meta = dict(session.metadata or {})
         if policy is None:
             meta.pop(BUSY_KEY, None)
         else:
             meta[BUSY_KEY] = check_policy(policy)
-        return await self.db(self.store.update_session, session_id, metadata=meta)
+        return await self.db(self.store.record.update_session, session_id, metadata=meta)
 
     async def compact(self, session_id: str) -> None:
         """`/compact`: summarise the session's conversation now (one model call, recorded as
@@ -611,9 +620,9 @@ class Runtime:
         """Record that a new session runs the declared agent `name` (`/new --agent`, a titled
         session of the Python API or the HTTP API): its first message runs it."""
         found = self.agent_named(name)
-        session = await self.db(self.store.get_session, session_id)
+        session = await self.db(self.store.record.get_session, session_id)
         meta = with_agent(session.metadata, AgentRecord.of(found))
-        return await self.db(self.store.update_session, session_id, metadata=meta)
+        return await self.db(self.store.record.update_session, session_id, metadata=meta)
 
     def own_directory(self, given: str | Path) -> Path:
         """A directory a new session may work in instead of its default workspace (an
@@ -634,7 +643,7 @@ class Runtime:
     async def rename(self, session_id: str, title: str) -> Session:
         """Set the title and tell every attached client (a `renamed` frame)."""
         title = self.title_of(title)
-        session = await self.db(self.store.update_session, session_id, title=title)
+        session = await self.db(self.store.record.update_session, session_id, title=title)
         self.emit(session_id, renamed_frame(session.title))
         return session
 
@@ -681,7 +690,7 @@ class Runtime:
 
     # --- time travel and views --------------------------------------------------------------
     def steps(self, session_id: str, n: int = 10) -> list[Step]:
-        return self.store.latest_steps(session_id, n)
+        return self.store.record.latest_steps(session_id, n)
 
     async def _tools_now(self) -> Mapping[str, Tool]:
         """The tools compensations run with: an MCP server's join once it has started."""
@@ -692,7 +701,7 @@ class Runtime:
         """What the session's commands left running in its container on this host, each
         with the step that started it; an empty list with the reason for a session without
         one (docs/containers.md). SessionNotFound for an unknown id."""
-        await self.db(self.store.get_session, session_id)
+        await self.db(self.store.record.get_session, session_id)
         return await self.db(
             session_processes,
             self.workspaces.containers,
@@ -778,7 +787,7 @@ class Runtime:
         finally:
             self.runs.unclaim(session_id, run)
             try:
-                session = await self.db(self.store.get_session, session_id)
+                session = await self.db(self.store.record.get_session, session_id)
                 self.emit(session_id, self.status_frame(session, busy=False))
             except SessionNotFound:
                 pass

@@ -21,7 +21,7 @@ from xclaw.runtime.run import Run
 from xclaw.runtime.sandbox_pin import recorded_policy, refusal, with_policy
 from xclaw.runtime.subscribers import Broadcast
 from xclaw.sandbox.container.policy import SandboxPolicy
-from xclaw.store.base import LeaseStore, RecordStore, StepWriter
+from xclaw.store.base import LeaseStore, Record
 from xclaw.store.leases import Lease
 from xclaw.store.steps.model import NewStep, Session, StepType
 from xclaw.store.steps.writes import AddStep
@@ -30,9 +30,15 @@ from xclaw.wire.build import notice_frame, step_frame
 log = logging.getLogger("xclaw.runtime")
 
 
-class ConfigStore(RecordStore, StepWriter, LeaseStore, Protocol):
-    """What the configurations read and write: sessions' metadata, an alert under a lease
-    taken, the live workers."""
+class ConfigStore(Protocol):
+    """The roles the configurations take: sessions' metadata read and written, an alert
+    under a lease taken, the live workers."""
+
+    @property
+    def record(self) -> Record: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +87,7 @@ class SessionConfigs:
     def _live_configs(self) -> list[tuple[str, RunConfig]]:
         """The other live workers on this database and what they run with."""
         out = []
-        for w in self.parts.db.store.workers():
+        for w in self.parts.db.store.leases.workers():
             config = RunConfig.from_json(w.info)
             if w.alive and w.worker_id != self.parts.worker_id and config is not None:
                 out.append((w.worker_id, config))
@@ -106,9 +112,9 @@ class SessionConfigs:
         if use.approval != p.settings.approval.mode:
             run.policy = self._policy(use.approval)
         if lease is not None and agreement.record is not None:
-            session = await p.db(p.db.store.get_session, sid)
+            session = await p.db(p.db.store.record.get_session, sid)
             await p.db(
-                p.db.store.update_session,
+                p.db.store.record.update_session,
                 sid,
                 metadata=with_config(session.metadata, agreement.record),
             )
@@ -148,7 +154,9 @@ class SessionConfigs:
         try:
             if details is not None:
                 step = NewStep(step_type=StepType.SYSTEM_ALERT, name=ALERT, input_data=details)
-                added = await p.db(p.db.store.write, AddStep(session_id=sid, step=step), lease)
+                added = await p.db(
+                    p.db.store.record.write, AddStep(session_id=sid, step=step), lease
+                )
                 p.broadcast.emit(sid, step_frame(added, p.prices))
         finally:
             await p.leases.release(lease)
@@ -181,10 +189,12 @@ class SessionConfigs:
         p = self.parts
         if self.sandbox.kind != "container":
             return
-        session = await p.db(p.db.store.get_session, sid)
+        session = await p.db(p.db.store.record.get_session, sid)
         if recorded_policy(session.metadata) is None:
             await p.db(
-                p.db.store.update_session, sid, metadata=with_policy(session.metadata, self.sandbox)
+                p.db.store.record.update_session,
+                sid,
+                metadata=with_policy(session.metadata, self.sandbox),
             )
 
     async def decline_sandbox(self, sid: str, lease: Lease, why: str) -> None:
@@ -197,7 +207,7 @@ class SessionConfigs:
                 input_data={"decision": "refused", "sandbox": why, "worker": self.parts.worker_id},
             )
             db = self.parts.db
-            added = await db(db.store.write, AddStep(session_id=sid, step=step), lease)
+            added = await db(db.store.record.write, AddStep(session_id=sid, step=step), lease)
             self.parts.broadcast.emit(sid, step_frame(added, self.parts.prices))
         finally:
             await self.parts.leases.release(lease)

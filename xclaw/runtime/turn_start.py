@@ -39,8 +39,14 @@ from xclaw.views.record import title_from_message
 from xclaw.wire.build import error_frame, for_session, notice_frame, renamed_frame
 
 
-class StartReader(RecordReader, LeaseStore, Protocol):
-    """What deciding a start reads: the record, and who holds a session's lease."""
+class StartReader(Protocol):
+    """The roles deciding a start reads: the record, and who holds a session's lease."""
+
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +112,7 @@ class TurnStarts:
         before (MessageRecorded, below), and its entry leaves the queue in that write."""
         p, runs = self.parts, self.parts.runs
         if message_id is not None and queued is None:
-            earlier = await p.reader(p.reader.store.message_step, session_id, message_id)
+            earlier = await p.reader(p.reader.store.record.message_step, session_id, message_id)
             if earlier is not None:
                 return earlier, True
         handing_over = session_id in runs.handing_over and queued is None
@@ -118,7 +124,7 @@ class TurnStarts:
             raise SessionBusy("this server is shutting down; send it again in a moment")
         found = session
         if found is None:
-            found = await p.reader(p.reader.store.find_session, session_id)
+            found = await p.reader(p.reader.store.record.find_session, session_id)
         if found is None and not create:
             raise SessionNotFound(session_id)
         if found is not None:
@@ -161,7 +167,7 @@ class TurnStarts:
             )
         except MessageRecorded as e:  # recorded between the look above and this write
             runs.unclaim(session_id, run)
-            return await p.reader(p.reader.store.get_step, session_id, e.seq), True
+            return await p.reader(p.reader.store.record.get_step, session_id, e.seq), True
         except BaseException:
             runs.unclaim(session_id, run)
             raise
@@ -169,7 +175,9 @@ class TurnStarts:
             p.broadcast.emit(session_id, renamed_frame(title))
         if lease is None:
             runs.unclaim(session_id, run)
-            raise SessionBusy(busy_message(await p.reader(p.reader.store.lease_info, session_id)))
+            raise SessionBusy(
+                busy_message(await p.reader(p.reader.store.leases.lease_info, session_id))
+            )
         p.leases.acquired(lease)
         runs.launch(session_id, run, lease, Turn.MESSAGE, opened)
         assert opened is not None  # a lease taken: the message was recorded with it
@@ -213,7 +221,9 @@ class TurnStarts:
         return chosen
 
     async def _has_user_input(self, session_id: str) -> bool:
-        steps = await self.parts.reader(self.parts.reader.store.steps, session_id, agent=MAIN_AGENT)
+        steps = await self.parts.reader(
+            self.parts.reader.store.record.steps, session_id, agent=MAIN_AGENT
+        )
         return any(st.step_type is StepType.USER_INPUT for st in steps)
 
     async def resume(self, session_id: str, *, failed: bool) -> bool:
@@ -236,7 +246,7 @@ class TurnStarts:
         def wanted(session: Session) -> bool:
             return resumable(session) or (failed and session.status is Status.FAILED)
 
-        session = await p.reader(p.reader.store.get_session, session_id)
+        session = await p.reader(p.reader.store.record.get_session, session_id)
         if not wanted(session):
             return False
         if resumable(session) and await p.reader(p.rollbacks.pending, session_id) is not None:
@@ -272,7 +282,7 @@ class TurnStarts:
         try:
             lease, holder = await p.leases.try_acquire(session_id)
             if lease is not None:
-                now = await p.reader(p.reader.store.get_session, session_id)
+                now = await p.reader(p.reader.store.record.get_session, session_id)
                 if not wanted(now):
                     await p.leases.release(lease)  # its driver finished it meanwhile
                     lease = holder = None
@@ -320,7 +330,7 @@ class TurnStarts:
             raise SessionBusy("a run is in flight for this session; compact after its reply")
         if runs.stopping:
             raise SessionBusy("this server is shutting down; try again in a moment")
-        session = await p.reader(p.reader.store.get_session, session_id)
+        session = await p.reader(p.reader.store.record.get_session, session_id)
         if resumable(session):
             raise SessionBusy(
                 "this session has interrupted work: resume it (or send a message) first"

@@ -34,9 +34,9 @@ from xclaw.schedules.spec import (
     fire_id,
     fork_session_id,
 )
-from xclaw.store.base import ScheduleStore, TeamStore
+from xclaw.store.base import RecordReader, ScheduleStore, TeamStore
 from xclaw.store.schedules.sql import Fire, NewFire, Schedule
-from xclaw.store.steps.model import Session, Step
+from xclaw.store.steps.model import Session
 from xclaw.store.steps.writes import ClaimTicks, SettleFire, TakeFire
 
 log = logging.getLogger("xclaw.schedules")
@@ -72,11 +72,14 @@ class Target(Protocol):
     ) -> Session: ...
 
 
-class Reads(ScheduleStore, Protocol):
-    """The store as firing reads it: schedules, and sessions' steps and users."""
+class Reads(Protocol):
+    """The roles firing takes of the store: schedules (and their writes), sessions' steps."""
 
-    def find_session(self, session_id: str) -> Session | None: ...
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
+    @property
+    def schedules(self) -> ScheduleStore: ...
+
+    @property
+    def record(self) -> RecordReader: ...
 
 
 @dataclass
@@ -139,7 +142,7 @@ class Scheduler:
         while True:
             try:
                 await self.check()
-                nxt = await self._db(self.store.next_due)
+                nxt = await self._db(self.store.schedules.next_due)
             except Exception:  # a database away for a moment: the next check tries again
                 log.exception("event=schedule_check_failed worker=%s", self.worker_id)
                 nxt = None
@@ -159,13 +162,13 @@ class Scheduler:
             done = Checked()
             now = self.clock()
             claimed: list[Fire] = []
-            for schedule in await self._db(self.store.due_schedules, now):
+            for schedule in await self._db(self.store.schedules.due_schedules, now):
                 claimed += await self._claim(schedule, now)
             done.claimed = len(claimed)
             busy: set[str] = set()
-            for pending in await self._db(self.store.pending_fires, self.clock()):
+            for pending in await self._db(self.store.schedules.pending_fires, self.clock()):
                 took = await self._db(
-                    self.store.write,
+                    self.store.schedules.write,
                     TakeFire(
                         fire_id=pending.fire_id,
                         worker_id=self.worker_id,
@@ -199,7 +202,7 @@ class Scheduler:
         )
         until = now + CLAIM_MS
         claimed = await self._db(
-            self.store.write,
+            self.store.schedules.write,
             ClaimTicks(
                 schedule_id=s.schedule_id,
                 expected=s.next_fire,
@@ -277,7 +280,7 @@ class Scheduler:
         retry_at: int = 0,
     ) -> None:
         await self._db(
-            self.store.write,
+            self.store.schedules.write,
             SettleFire(
                 fire_id=fire.fire_id,
                 state=state,
@@ -302,10 +305,10 @@ class Scheduler:
     async def _fork(self, fire: Fire, who: Identity) -> None:
         """The fire's own fork of the template, made once (a retry finds it)."""
         assert fire.fork_of is not None
-        if await self._db(self.store.find_session, fire.session_id) is not None:
+        if await self._db(self.store.record.find_session, fire.session_id) is not None:
             return
         await self._require(who, fire.fork_of, Need.READ)
-        latest = await self._db(self.store.latest_steps, fire.fork_of, 1)
+        latest = await self._db(self.store.record.latest_steps, fire.fork_of, 1)
         if not latest:
             raise XclawError(f"the template session {fire.fork_of} has no step to fork from")
         try:
@@ -313,7 +316,7 @@ class Scheduler:
                 fire.fork_of, f"s{latest[-1].seq:04d}", None, new_session_id=fire.session_id
             )
         except Exception:
-            if await self._db(self.store.find_session, fire.session_id) is None:
+            if await self._db(self.store.record.find_session, fire.session_id) is None:
                 raise
             return  # made by another worker a moment ago
         if who.user is not None and self.teams is not None:
@@ -329,7 +332,7 @@ class Scheduler:
 
     async def _require(self, who: Identity, session_id: str, need: Need) -> None:
         if who.admin:
-            if await self._db(self.store.find_session, session_id) is None:
+            if await self._db(self.store.record.find_session, session_id) is None:
                 raise SessionNotFound(session_id)
             return
         assert who.user is not None and self.teams is not None

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import Protocol
 
 from xclaw.errors import SessionNotFound, XclawError
 from xclaw.people.teams import Identity, Need, allows
 from xclaw.schedules.spec import CatchUp, Kind, ScheduleError, When
-from xclaw.store.base import Store, TeamStore, schedules_of
+from xclaw.store.base import RecordReader, ScheduleStore, TeamStore
 from xclaw.store.schedules.sql import Hook, Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
 
@@ -84,6 +85,20 @@ def new_hook(
     return Hook(name, session_id, template, "whsec_" + secrets.token_hex(24), created_by, now_ms)
 
 
+class ScheduleRoles(Protocol):
+    """The roles making a schedule or a webhook takes: the schedules, the record (the session
+    it fires into), the teams (who may)."""
+
+    @property
+    def schedules(self) -> ScheduleStore: ...
+
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def teams(self) -> TeamStore: ...
+
+
 def may(teams: TeamStore | None, who: Identity, session_id: str, need: Need) -> None:
     """SessionNotFound when `who` has no part in the session, XclawError when too small."""
     if who.admin:
@@ -111,12 +126,12 @@ def kind_of(cron: str | None, every: str | None, at: str | None) -> tuple[Kind, 
     return given[0]
 
 
-def _teams(store: Store) -> TeamStore | None:
-    return store if isinstance(store, TeamStore) else None
+def _teams(store: ScheduleRoles) -> TeamStore | None:
+    return store.teams
 
 
 def add_schedule(
-    store: Store,
+    store: ScheduleRoles,
     who: Identity,
     *,
     kind: Kind,
@@ -133,9 +148,9 @@ def add_schedule(
     fork it), a template's step to fork from there."""
     if (session is None) == (fork_of is None):
         raise ScheduleError("a schedule sends to one session (--session) or forks one (--fork-of)")
-    target = store.resolve_session(session or fork_of or "").session_id
+    target = store.record.resolve_session(session or fork_of or "").session_id
     may(_teams(store), who, target, Need.ACT if session is not None else Need.READ)
-    if fork_of is not None and not store.latest_steps(target, 1):
+    if fork_of is not None and not store.record.latest_steps(target, 1):
         raise ScheduleError(f"the template session {target} has no step to fork from")
     made = new_schedule(
         kind=kind,
@@ -148,16 +163,16 @@ def add_schedule(
         created_by=who.user,
         now_ms=now_ms,
     )
-    written: Schedule = schedules_of(store).write(AddSchedule(schedule=made))
+    written: Schedule = store.schedules.write(AddSchedule(schedule=made))
     return written
 
 
 def change_schedule(
-    store: Store, who: Identity, schedule_id: str, *, paused: bool | None = None
+    store: ScheduleRoles, who: Identity, schedule_id: str, *, paused: bool | None = None
 ) -> Schedule | None:
     """Pause (`paused=True`), resume (`False`) or remove (None) a schedule: its creator's or an
     admin's to do. The schedule as it is now; None once removed. UnknownSchedule."""
-    st = schedules_of(store)
+    st = store.schedules
     found = st.get_schedule(schedule_id)
     if not may_change(who, found.created_by):
         raise XclawError(f"only {found.created_by or 'an admin'} or an admin may change it")
@@ -169,24 +184,24 @@ def change_schedule(
 
 
 def add_hook(
-    store: Store, who: Identity, *, name: str, session: str, template: str, now_ms: int
+    store: ScheduleRoles, who: Identity, *, name: str, session: str, template: str, now_ms: int
 ) -> Hook:
     """A webhook made and written, its secret fresh (shown once by whoever asked): the
     session resolved, `who` a collaborator (or owner) of it."""
-    target = store.resolve_session(session).session_id
+    target = store.record.resolve_session(session).session_id
     may(_teams(store), who, target, Need.ACT)
     hook = new_hook(
         name=name, session_id=target, template=template, created_by=who.user, now_ms=now_ms
     )
-    made: Hook = schedules_of(store).write(AddHook(hook=hook))
+    made: Hook = store.schedules.write(AddHook(hook=hook))
     return made
 
 
-def remove_hook(store: Store, who: Identity, name: str) -> None:
+def remove_hook(store: ScheduleRoles, who: Identity, name: str) -> None:
     """A webhook removed (its URL answers 401 from then on): its creator's or an admin's."""
     from xclaw.errors import UnknownSchedule
 
-    st = schedules_of(store)
+    st = store.schedules
     found = st.get_hook(name)
     if found is None or not may_change(who, found.created_by):
         raise UnknownSchedule(f"no webhook {name!r} of yours")

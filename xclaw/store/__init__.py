@@ -27,7 +27,7 @@ def open_store(
     database (store/blobs/objects.py)."""
     store = _open(url_or_path, access)
     try:
-        store.use_blob_store(blob_store, grace_s=blob_grace_s)
+        store.snapshots.use_blob_store(blob_store, grace_s=blob_grace_s)
     except BaseException:
         store.close()
         raise

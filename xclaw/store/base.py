@@ -1,14 +1,23 @@
-"""[store] The Store protocol: the seam between the layers above and a database backend, made of the
-roles its callers take (each asks for the narrowest it needs: tests/test_layering.py checks):
+"""[store] The Store protocol: the seam between the layers above and a database backend. What
+`open_store` returns (`Store`) is the roles, each an object of its own over the backend's one
+connection layer (store/roles.py, store/role.py), and their closing — no role's methods of its
+own. A caller takes the role it uses and hands on only that (tests/test_layering.py checks):
 
-- RecordReader: sessions and steps read (read-only commands, views, history rebuilds);
-- StepWriter: a run's writes to a session's record (the recorder's write stream, a run's
-  outcome, rollback) — the only methods that carry a fencing token (`lease=`);
-- RecordStore: sessions as wholes (create, rename, delete, fork, import, retention);
-- SnapshotStore: blobs, snapshots, the restore journal (the workspaces);
-- LeaseStore: workers and leases (the cluster), `driven(lease)`: the StepWriter of one lease
-  holder (leases.DrivenStore), every write fenced.
+- `store.record` (Record): sessions and their steps —
+  - RecordReader: read (read-only commands, views, history rebuilds);
+  - StepWriter: a run's writes to a session's record (the recorder's write stream, a run's
+    outcome, rollback) — the only methods that carry a fencing token (`lease=`);
+  - RecordStore: sessions as wholes (create, rename, delete, fork, import, retention);
+- `store.snapshots` (SnapshotStore): blobs, snapshots, the restore journal (the workspaces);
+- `store.leases` (LeaseStore): workers and leases (the cluster), `driven(lease)`: the
+  StepWriter of one lease holder (leases.DrivenStore), every write fenced;
+- `store.teams` (TeamStore), `store.budgets` (BudgetStore), `store.schedules` (ScheduleStore).
 
+A part that uses several roles names them in a protocol of role attributes (e.g.
+runtime/cluster.py ClusterStore: `record` and `leases`), which the Store satisfies.
+
+The one write path, `write(value)` (WritePath), is the connection layer's, reached the same
+from every role that writes (the record, the budgets, the schedules).
 Each method is exactly one transaction, so no caller can get a transaction boundary wrong;
 `write_stream` hands a run's writes to the backend's writer in order, each still its own
 all-or-nothing unit, and says when each is committed.
@@ -21,7 +30,7 @@ methods take an optional `lease=`: its fencing token is checked in the same tran
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, runtime_checkable
 
 from xclaw.store.blobs.store import BlobStore
 from xclaw.store.leases import Lease, LeaseInfo, SweepTargets, WorkerInfo
@@ -38,6 +47,7 @@ from xclaw.store.steps.writes import Writes
 if TYPE_CHECKING:
     from xclaw.people.teams import ShareRole, UserRole
     from xclaw.store.budgets.sql import BudgetRow
+    from xclaw.store.fsck_rows import FsckAccess
     from xclaw.store.queue.sql import QueuedInput
     from xclaw.store.schedules.sql import Fire, Hook, Schedule
     from xclaw.store.teams.sql import SessionAction, Share, User
@@ -108,12 +118,9 @@ class RecordReader(Protocol):
         ...
 
 
-@runtime_checkable
-class StepWriter(Protocol):
-    """A run's writes to one session's record: its write stream (store/steps/writes.py), `write`
-    (the same values applied one at a time: a step begun, added, finished), its status,
-    marking, rollback. These are the methods that carry a fencing token;
-    `LeaseStore.driven(lease)` is this role of one lease holder (leases.DrivenStore)."""
+class WritePath(Protocol):
+    """The store's one way to write, reached from every role that writes (the record, the
+    budgets, the schedules): the same method of the same connection layer, never a copy."""
 
     def write(self, w: Writes[R], lease: Lease | None = None) -> R:
         """Apply one write value of store/steps/writes.py as its own transaction, fenced by
@@ -121,6 +128,14 @@ class StepWriter(Protocol):
         when this returns); what the value's type says it returns. The store's one way to
         write: its other write methods build a value and apply it here."""
         ...
+
+
+@runtime_checkable
+class StepWriter(WritePath, Protocol):
+    """A run's writes to one session's record: its write stream (store/steps/writes.py), `write`
+    (the same values applied one at a time: a step begun, added, finished), its status,
+    marking, rollback. These are the methods that carry a fencing token;
+    `LeaseStore.driven(lease)` is this role of one lease holder (leases.DrivenStore)."""
 
     def transition(
         self,
@@ -247,7 +262,11 @@ class RecordStore(RecordReader, Protocol):
         """(snapshots, blobs, blob bytes) that deleting these sessions would free."""
         ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class Record(RecordStore, StepWriter, Protocol):
+    """`store.record`: sessions and their steps, read and written (the session manager and
+    the step store of the original tutorial, one role since a step write moves its session)."""
 
 
 @runtime_checkable
@@ -371,8 +390,7 @@ class LeaseStore(Protocol):
 @runtime_checkable
 class TeamStore(Protocol):
     """Users, who may see each session, and who did what (xclaw/store/teams/sql.py,
-    docs/teams.md). Only hashes of tokens are stored. Both backends implement it beside
-    Store; `teams_of(store)` gives it typed. Not part of `Store`: a run's writes (a
+    docs/teams.md), `store.teams`. Only hashes of tokens are stored. A run's writes (a
     DrivenStore) never touch it."""
 
     def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
@@ -451,7 +469,7 @@ class TeamStore(Protocol):
 
 
 @runtime_checkable
-class BudgetStore(Protocol):
+class BudgetStore(WritePath, Protocol):
     """Budgets in the record (store/budgets/sql.py, docs/budgets.md): the caps an admin set
     (written with `write(SetBudget(...))`) and what the holds of each scope count."""
 
@@ -467,17 +485,10 @@ class BudgetStore(Protocol):
 
 
 @runtime_checkable
-class Store(RecordStore, StepWriter, SnapshotStore, LeaseStore, Protocol):
-    """The whole seam, for what wires the layers together (the runtime, the gateway, the
-    commands that open a database). Every other caller asks for the role it needs."""
-
-
-@runtime_checkable
-class ScheduleStore(Protocol):
+class ScheduleStore(WritePath, Protocol):
     """Schedules, webhooks and their fires (store/schedules/sql.py, docs/schedules.md): the
     reads; the writes are values (`write(AddSchedule(...))`, store/steps/writes.py)."""
 
-    def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
     def get_schedule(self, schedule_id: str) -> Schedule: ...
     def schedules(self, *, created_by: str | None = None) -> list[Schedule]: ...
     def due_schedules(self, now_ms: int, limit: int = 500) -> list[Schedule]: ...
@@ -489,22 +500,44 @@ class ScheduleStore(Protocol):
     def hooks(self) -> list[Hook]: ...
 
 
-def schedules_of(store: object) -> ScheduleStore:
-    """The schedule side of a store (both backends have one)."""
-    if not isinstance(store, ScheduleStore):
-        raise TypeError(f"{type(store).__name__} keeps no schedules (not a ScheduleStore)")
-    return store
+@runtime_checkable
+class Store(Protocol):
+    """What `open_store` returns: the roles, each its own object over the backend's one
+    connection layer, and their closing. Only what wires the layers together holds it (the
+    runtime, the gateway, the commands that open a database); each of them hands every
+    other part only the roles it uses (tests/test_layering.py)."""
 
+    @property
+    def url(self) -> str:
+        """Where the data lives, for banners and messages (a path or a redacted URL)."""
+        ...
 
-def teams_of(store: object) -> TeamStore:
-    """The team side of a store (both backends have one)."""
-    if not isinstance(store, TeamStore):
-        raise TypeError(f"{type(store).__name__} keeps no users (not a TeamStore)")
-    return store
+    @property
+    def record(self) -> Record: ...
 
+    @property
+    def snapshots(self) -> SnapshotStore: ...
 
-def budgets_of(store: object) -> BudgetStore:
-    """The budget side of a store (both backends have one)."""
-    if not isinstance(store, BudgetStore):
-        raise TypeError(f"{type(store).__name__} keeps no budgets (not a BudgetStore)")
-    return store
+    @property
+    def leases(self) -> LeaseStore: ...
+
+    @property
+    def teams(self) -> TeamStore: ...
+
+    @property
+    def budgets(self) -> BudgetStore: ...
+
+    @property
+    def schedules(self) -> ScheduleStore: ...
+
+    def fsck_access(self) -> FsckAccess:
+        """The rows xclaw fsck checks (store/fsck_rows.py), read on this connection layer."""
+        ...
+
+    def close(self) -> None:
+        """Finish every queued write, then close the connections (every role with them)."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...

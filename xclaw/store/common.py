@@ -1,19 +1,18 @@
-"""[store] StoreBase: what both store backends share, written once.
+"""[store] StoreBase: the half of the record role (store/steps/record.py) both backends share.
 
 The public step and time-travel methods live here: argument normalisation, the step methods as
 the write values of store/steps/writes.py applied one at a time (their durability is that module's
 table), the opening of a turn, the status decisions around steps and approvals, and the step
-tree. A backend subclasses
-StoreBase and supplies only its SQL and connection handling, through a few private primitives
-(`_insert_step_tx`, `_finish_step_tx`, `_rollback`, `_fork`, plus `find_session` and `steps`).
-The contract stays the `Store` Protocol in xclaw.store.base; this class holds no state.
+tree. A backend's record (SqliteRecord, PgRecord) supplies only its SQL, through a few private
+primitives (`_insert_step_tx`, `_finish_step_tx`); the connections are the connection layer's
+(store/role.py). The contract stays the `Record` protocol in xclaw.store.base.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import AmbiguousSession, MessageRecorded, SessionNotFound
 from xclaw.people.teams import Need, ShareRole, allows
@@ -21,6 +20,7 @@ from xclaw.store.base import PlanDone, RollbackResult
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.queue.sql import dequeue_tx
+from xclaw.store.role import Role
 from xclaw.store.snapshots.model import (
     WorkspaceRestore,
 )
@@ -43,17 +43,19 @@ from xclaw.store.steps.rows import STEP_COLS, STEPS, row_to_step
 from xclaw.store.steps.timetravel import fork_tx, rollback_tx
 from xclaw.store.steps.writes import (
     Fork,
-    Kind,
     MarkInterrupted,
     OpenTurn,
     Rollback,
     Transition,
-    Writes,
-    kind_of,
     normalise_step,
-    prepare,
 )
 from xclaw.store.teams.sql import CLAIM_SQL, ROLE_SQL
+
+if TYPE_CHECKING:
+    from xclaw.store.role import Db
+    from xclaw.store.snapshots.sql import SnapshotMethods
+    from xclaw.store.steps.stream import WriteStream
+    from xclaw.store.steps.writes import LeaseBodies
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -204,16 +206,29 @@ def build_tree(flat: list[Step]) -> list[StepTreeNode]:
     return roots
 
 
-class StoreBase:
-    """The backend-independent half of a Store. Subclasses set `_clock` and implement the
-    private primitives below with their own SQL, one transaction each."""
+class StoreBase(Role):
+    """The backend-independent half of the record role (store/steps/record.py). A backend's
+    record implements the private primitives below with its own SQL, one transaction each;
+    `leases` gives the lease body a turn's opening takes, `snapshots` the blob body of an
+    import."""
 
-    _clock: Callable[[], int]
-    _dialect: ClassVar[Dialect]
+    def __init__(self, db: Db, *, leases: LeaseBodies, snapshots: SnapshotMethods) -> None:
+        super().__init__(db)
+        self._leases = leases
+        self._snapshots = snapshots
 
-    if TYPE_CHECKING:  # each backend's own SQL and transactions, and its mixins' bodies
+    @property
+    def commits(self) -> int:
+        return self._db.commits
 
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
+    @property
+    def writer_busy_s(self) -> float | None:
+        return self._db.writer_busy_s
+
+    def write_stream(self, lease: Lease | None = None) -> WriteStream:
+        return self._db.write_stream(lease)
+
+    if TYPE_CHECKING:  # the bodies of the record's other parts (steps/sql.py)
 
         def _create_session_tx(
             self, sid: str, title: str, metadata: Mapping[str, Any] | None
@@ -235,10 +250,6 @@ class StoreBase:
             approval_output: Mapping[str, Any] | None,
             lease: Lease | None,
         ) -> Callable[[Any], list[Step]]: ...
-
-        def _acquire_lease_tx(
-            self, session_id: str, owner: str, ttl_s: float
-        ) -> Callable[[Any], Lease | None]: ...
 
         def list_sessions(self, *, limit: int | None = None) -> list[Session]: ...
 
@@ -297,7 +308,7 @@ class StoreBase:
             if w.metadata is None
             else self._update_session_tx(sid, None, w.metadata, merge=True)
         )
-        acquire = self._acquire_lease_tx(sid, w.worker_id, w.ttl_s)
+        acquire = self._leases._acquire_lease_tx(sid, w.worker_id, w.ttl_s)
 
         d, now = self._dialect, self._now()
         # The message step's output: who sent it (a team member), the client's id for it.
@@ -342,13 +353,6 @@ class StoreBase:
 
         return tx
 
-    def write(self, w: Writes[R], lease: Lease | None = None) -> R:
-        """Apply one write value (store/steps/writes.py) as its own transaction, fenced by `lease`
-        when given, committed as its kind's row of writes.SYNC says; its values encoded
-        here, before the transaction. The one way the store is written."""
-        body: Callable[[Any], R] = prepare(self, w, lease)  # type: ignore[arg-type]
-        return self._write(body, kind_of(w))
-
     def _rollback_tx(self, w: Rollback, lease: Lease | None) -> Callable[[Any], RollbackResult]:
         """writes.Rollback's transaction, the body shared (store/steps/timetravel.py)."""
         d, sid, ref = self._dialect, w.session_id, w.ref
@@ -378,19 +382,7 @@ class StoreBase:
     ) -> list[Step]:
         raise NotImplementedError
 
-    def close(self) -> None:
-        raise NotImplementedError
-
     # --- shared -----------------------------------------------------------------------------
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _now(self) -> int:
-        return int(self._clock())
-
     def get_session(self, session_id: str) -> Session:
         found = self.find_session(session_id)
         if found is None:

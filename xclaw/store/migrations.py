@@ -847,26 +847,24 @@ def migrate_sqlite(
 ) -> list[int]:
     """Bring the database up to `target` (default: the latest); return the versions applied.
 
-    `conn` must be in autocommit mode (isolation_level=None). Each migration runs in its own
-    BEGIN IMMEDIATE transaction together with its record, so concurrent openers serialise
-    and each migration is applied exactly once.
+    `conn` must be in autocommit mode (isolation_level=None). Every pending migration runs in
+    one BEGIN IMMEDIATE transaction together with its record: concurrent openers serialise,
+    each migration is applied exactly once, and a crash or power loss half-way leaves the
+    database as it was (a new one: no xclaw tables at all), never at a version between.
     """
     from xclaw.store.access import too_new
 
     target = LATEST_VERSION if target is None else target
     applied: list[int] = []
-    while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Checked under the write lock before anything is created: another program's
-            # database is refused whole, never given xclaw's tables.
-            current = sqlite_history(conn, where)
-            conn.execute(_VERSION_TABLE)
-            if current > LATEST_VERSION:
-                raise too_new(where, current)
-            if current >= target:
-                conn.execute("COMMIT")
-                return applied
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Checked under the write lock before anything is created: another program's
+        # database is refused whole, never given xclaw's tables.
+        current = sqlite_history(conn, where)
+        conn.execute(_VERSION_TABLE)
+        if current > LATEST_VERSION:
+            raise too_new(where, current)
+        while current < target:
             m = MIGRATIONS[current]  # versions are 1..n without gaps (tested)
             try:
                 for statement in m.sqlite:
@@ -880,9 +878,11 @@ def migrate_sqlite(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
                 (m.version, m.name, int(time.time() * 1000)),
             )
-            conn.execute("COMMIT")
             applied.append(m.version)
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            current = m.version
+        conn.execute("COMMIT")
+        return applied
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

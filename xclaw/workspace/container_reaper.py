@@ -16,14 +16,17 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from xclaw.sandbox.container.lifecycle import Containers
-    from xclaw.store.leases import LeaseInfo
-    from xclaw.store.steps.model import Session
+    from xclaw.store.base import LeaseStore, RecordReader
 
 
 class ReapStore(Protocol):
-    def find_session(self, session_id: str) -> Session | None: ...
+    """The roles the reaper reads: the sessions, and who drives them."""
 
-    def lease_info(self, session_id: str) -> LeaseInfo: ...
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ def reap(
             if not dry_run:
                 containers.discard(name)
             continue
-        session = store.find_session(sid)
+        session = store.record.find_session(sid)
         if session is None:
             out.append(Reaped(sid, "removed", "its session does not exist in this database"))
             if not dry_run:
@@ -53,7 +56,7 @@ def reap(
             continue
         if state != "running":
             continue
-        lease = store.lease_info(sid)
+        lease = store.leases.lease_info(sid)
         if lease.live:
             continue
         since = lease.expires_at if lease.expires_at is not None else session.updated_at

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from xclaw.errors import StepNotFound, StoreError, WorkspaceError
 from xclaw.sandbox.paths import workspace_dir
-from xclaw.store.base import PlanDone, RollbackResult, SnapshotStore
-from xclaw.store.leases import Lease, LeaseInfo
+from xclaw.store.base import LeaseStore, PlanDone, Record, RollbackResult, SnapshotStore
+from xclaw.store.leases import Lease
 from xclaw.store.snapshots.model import Manifest, PendingRestore, SnapshotInfo, WorkspaceRestore
 from xclaw.store.steps.model import Session, Step
 from xclaw.workspace.container_reaper import Reaped, reap
@@ -43,39 +43,20 @@ if TYPE_CHECKING:
 NO_SNAPSHOT_TOOLS = frozenset({"spawn_agent"})
 
 
-class TimeTravelStore(SnapshotStore, Protocol):
-    """What the workspaces need of the store: its snapshots (SnapshotStore), and the three
-    record changes whose files they put back or take away in the same transaction."""
+class TimeTravelStore(Protocol):
+    """The roles the workspaces take: the snapshots, and the record, whose rollbacks, forks
+    and deletions put back or take away files in the same transaction."""
 
-    def rollback(
-        self,
-        session_id: str,
-        ref: str | int,
-        *,
-        workspace: WorkspaceRestore | None = None,
-        lease: Lease | None = None,
-        plan: PlanDone | None = None,
-    ) -> RollbackResult: ...
+    @property
+    def snapshots(self) -> SnapshotStore: ...
 
-    def fork(
-        self,
-        session_id: str,
-        ref: str | int,
-        *,
-        title: str | None = None,
-        workspace: WorkspaceRestore | None = None,
-        new_session_id: str | None = None,
-    ) -> Session: ...
+    @property
+    def record(self) -> Record: ...
 
-    def delete_session(self, session_id: str) -> None: ...
-
-    def latest_steps(self, session_id: str, n: int = 10) -> list[Step]: ...
-
-    def find_session(self, session_id: str) -> Session | None: ...
-
-    def get_step(self, session_id: str, ref: str | int) -> Step: ...
-
-    def lease_info(self, session_id: str) -> LeaseInfo: ...
+    @property
+    def leases(self) -> LeaseStore:
+        """Who drives each session: the containers nobody runs are reaped."""
+        ...
 
 
 class Workspaces:
@@ -147,7 +128,7 @@ class Workspaces:
     def follows(self) -> bool:
         """Whether the workspace follows the session between workers: with an object store
         (blob_store) the root is a local cache of the session's committed state."""
-        return self.enabled and not self.store.blobs.in_database
+        return self.enabled and not self.store.snapshots.blobs.in_database
 
     @property
     def records_after(self) -> bool:
@@ -167,7 +148,7 @@ class Workspaces:
         default workspace (and for a session not written yet)."""
         if session_id in self._own:
             return self._own[session_id]
-        session = self.store.find_session(session_id)
+        session = self.store.record.find_session(session_id)
         if session is None:
             return None
         own = self._own[session_id] = recorded_dir(session.metadata)
@@ -200,7 +181,7 @@ class Workspaces:
             if lease is not None:
                 self.containers.note_epoch(session_id, lease.token, lease.owner)
         info = self.snapshotter.snapshot(
-            self.store,
+            self.store.snapshots,
             session_id,
             step.seq,
             self.path(session_id),
@@ -225,7 +206,7 @@ class Workspaces:
         ws = self.path(session_id)
         try:
             info = self.snapshotter.snapshot(
-                self.store,
+                self.store.snapshots,
                 session_id,
                 step.seq + 1,
                 ws,
@@ -263,10 +244,10 @@ class Workspaces:
         return extra
 
     def _latest_env(self, session_id: str) -> Manifest:
-        infos = self.store.list_snapshots(session_id)
+        infos = self.store.snapshots.list_snapshots(session_id)
         if not infos:
             return {}
-        return env_part(self.store.get_snapshot(session_id, infos[-1].seq))
+        return env_part(self.store.snapshots.get_snapshot(session_id, infos[-1].seq))
 
     def _layer_for(self, session_id: str) -> Callable[[ContainerInfo], None] | None:
         """What a container made anew for the session starts with: the layer of its latest
@@ -276,7 +257,7 @@ class Workspaces:
             return None
 
         def write(info: ContainerInfo) -> None:
-            self.env.write(info.upper, target, self.store.get_blobs)
+            self.env.write(info.upper, target, self.store.snapshots.get_blobs)
 
         return write
 
@@ -299,7 +280,7 @@ class Workspaces:
         gone = set()
         for seq in {p.seq for p in containers.processes(session_id) if p.seq is not None}:
             try:
-                self.store.get_step(session_id, seq)
+                self.store.record.get_step(session_id, seq)
             except StepNotFound:
                 gone.add(seq)
         if gone:
@@ -319,13 +300,13 @@ class Workspaces:
         from xclaw.sandbox.paths import workspace_dir
 
         ws = workspace_dir(self.root, session_id)
-        infos = self.store.list_snapshots(session_id)
+        infos = self.store.snapshots.list_snapshots(session_id)
         if not infos:
             return False
         latest = infos[-1].seq
         if self._env_synced.get(session_id) == latest:
             return False
-        target = env_part(self.store.get_snapshot(session_id, latest))
+        target = env_part(self.store.snapshots.get_snapshot(session_id, latest))
         here, _ = self.env.capture(None, info.upper)
         if _layer_view(here) == _layer_view(target):
             self._env_synced[session_id] = latest
@@ -333,7 +314,9 @@ class Workspaces:
 
         def write(now: ContainerInfo) -> None:
             self.config.crash_point("env.stopped")
-            self.env.write(now.upper, target, self.store.get_blobs, self.config.crash_point)
+            self.env.write(
+                now.upper, target, self.store.snapshots.get_blobs, self.config.crash_point
+            )
 
         containers.rewind(session_id, ws, write)
         self._env_synced[session_id] = latest
@@ -349,9 +332,9 @@ class Workspaces:
         ws = self.path(session_id)
         if _versioned(self.snapshotter.capture(ws)) == _versioned(manifest):
             return
-        last = self.store.latest_steps(session_id, 1)
+        last = self.store.record.latest_steps(session_id, 1)
         seq = max([latest, *(s.seq for s in last)]) + 1
-        info = self.snapshotter.snapshot(self.store, session_id, seq, ws, lease=lease)
+        info = self.snapshotter.snapshot(self.store.snapshots, session_id, seq, ws, lease=lease)
         self._synced[session_id] = info.seq
 
     def sync(self, session_id: str, lease: Lease | None = None) -> RestoreReport | None:
@@ -361,12 +344,12 @@ class Workspaces:
         anything uses the workspace (`recover`)."""
         if self.own_dir(session_id) is not None:
             return None  # an editor's project is on this machine; it follows no session
-        infos = self.store.list_snapshots(session_id)
+        infos = self.store.snapshots.list_snapshots(session_id)
         if not infos:
             return None
         latest = infos[-1].seq
         ws = self.path(session_id)
-        manifest = self.store.get_snapshot(session_id, latest)
+        manifest = self.store.snapshots.get_snapshot(session_id, latest)
         if manifest is None:  # rolled back meanwhile: the next run syncs again
             return None
         if self._synced.get(session_id) == latest and ws.is_dir():
@@ -392,12 +375,12 @@ class Workspaces:
             # worker coming back to a session downloads what changed since, not everything.
             local = {e["hash"]: ws / p for p, e in here.items() if "hash" in e}
             report = complete_restore(
-                self.store,
+                self.store.snapshots,
                 self.root,
                 pending,
                 self.config.crash_point,
                 written,
-                partial(_local_first, self.store, local),
+                partial(_local_first, self.store.snapshots, local),
             )
         self.snapshotter.forget(ws)
         self.snapshotter.prime(ws, manifest, written)
@@ -417,16 +400,16 @@ class Workspaces:
         if session_id is not None and self.containers is not None:
             self._fence(session_id, lease)
         if session_id is None:
-            ids = sorted({p.session_id for p in self.store.pending_restores()})
+            ids = sorted({p.session_id for p in self.store.snapshots.pending_restores()})
         else:
-            ids = [session_id] if self.store.pending_restores(session_id) else []
+            ids = [session_id] if self.store.snapshots.pending_restores(session_id) else []
         reports = []
         for sid in ids:
             if self._nothing_to_copy(sid):
                 continue
             with restore_lock(self.root):
                 # Read again under the lock: another process may have completed it meanwhile.
-                pendings = self.store.pending_restores(sid)
+                pendings = self.store.snapshots.pending_restores(sid)
                 for pending in pendings:
                     reports.append(self._complete(pending))
             if self.own_dir(sid) is None:  # (rewound in place: unchanged files kept their stat)
@@ -451,10 +434,12 @@ class Workspaces:
         own = self.own_dir(pending.session_id)
         if own is not None:
             current = self.snapshotter.capture(own) if own.is_dir() else {}
-            return restore_in_place(self.store, own, pending, current, self.config.crash_point)
+            return restore_in_place(
+                self.store.snapshots, own, pending, current, self.config.crash_point
+            )
         source = pending.source_session_id
         return complete_restore(
-            self.store,
+            self.store.snapshots,
             self.root,
             pending,
             self.config.crash_point,
@@ -464,7 +449,7 @@ class Workspaces:
     def _nothing_to_copy(self, session_id: str) -> bool:
         """A fork of a session that never had files: finish its journal without creating
         anything (its workspace appears on its first run, as any new session's)."""
-        pending = self.store.pending_restores(session_id)
+        pending = self.store.snapshots.pending_restores(session_id)
         if not all(
             p.manifest is None
             and not (p.source_session_id and self.path(p.source_session_id).exists())
@@ -474,7 +459,7 @@ class Workspaces:
         if self.path(session_id).exists():
             return False
         for p in pending:
-            self.store.finish_restore(p.session_id, p.restore_id)
+            self.store.snapshots.finish_restore(p.session_id, p.restore_id)
         return True
 
     def _request(self) -> WorkspaceRestore | None:
@@ -494,7 +479,7 @@ class Workspaces:
         self.recover(session_id)
         self._rewound.pop(session_id, None)
         self._gone_stopped.pop(session_id, None)
-        result = self.store.rollback(session_id, ref, workspace=self._request(), plan=plan)
+        result = self.store.record.rollback(session_id, ref, workspace=self._request(), plan=plan)
         if result.restore is not None:
             self._env_synced.pop(session_id, None)
             self.recover(session_id)
@@ -536,7 +521,7 @@ class Workspaces:
     ) -> Session:
         """Fork with the files: the new session's workspace is the source's just after `ref`."""
         self.recover(session_id)  # the source's files must be what its record says
-        new = self.store.fork(
+        new = self.store.record.fork(
             session_id, ref, title=title, workspace=self._request(), new_session_id=new_session_id
         )
         self.recover(new.session_id)
@@ -552,7 +537,7 @@ class Workspaces:
         """The session and its steps go (snapshots and unreferenced blobs with them, in the
         store's transaction), then its files: nothing of a deleted session stays on disk."""
         own = self.own_dir(session_id)
-        self.store.delete_session(session_id)
+        self.store.record.delete_session(session_id)
         if self.containers is not None:
             self.containers.remove(session_id)
         self._own.pop(session_id, None)

@@ -76,8 +76,8 @@ async def _kill_mid_call_and_resume(server: SlowServe) -> tuple[list[dict], list
         await client.close()
     store = open_store(str(server.home / "xclaw.db"))
     try:
-        calls = [s for s in store.steps(sid) if s.step_type is StepType.TOOL_CALL]
-        resume = [s for s in store.steps(sid) if s.name == "resume"]
+        calls = [s for s in store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
+        resume = [s for s in store.record.steps(sid) if s.name == "resume"]
     finally:
         store.close()
     return asked, calls, resume

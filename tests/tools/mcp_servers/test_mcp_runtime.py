@@ -39,7 +39,7 @@ def call(name: str, **args: Any) -> dict[str, Any]:
 
 
 def tool_steps(h: Any, sid: str) -> list[Any]:
-    return [s for s in h.store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+    return [s for s in h.store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
 
 
 async def answer_approvals(h: Any, sid: str, approve: bool = True) -> list[dict[str, Any]]:
@@ -78,7 +78,7 @@ async def test_time_server_answer_is_recorded_as_a_completed_tool_step(make, tru
     assert answer["timezone"] == "UTC" and answer["datetime"].endswith("+00:00")
     # Read-only and closed-world: nothing is marked as an effect outside the workspace — if
     # the server is trusted; an untrusted server's read-only hint does not count.
-    marked = [s for s in h.store.steps(sid) if s.name == "outside_effects"]
+    marked = [s for s in h.store.record.steps(sid) if s.name == "outside_effects"]
     assert bool(marked) is not trusted
     assert h.of("reply")[-1]["content"] == "Done."
 
@@ -237,7 +237,7 @@ async def test_everything_server_results_map_images_structured_content_and_error
     assert "[image image/png" in image.output_data["content"]
     [ref] = image.output_data["images"]
     assert ref["media_type"] == "image/png"
-    png = h.store.get_blobs([ref["hash"]])[ref["hash"]]
+    png = h.store.snapshots.get_blobs([ref["hash"]])[ref["hash"]]
     assert png.startswith(b"\x89PNG") and len(png) == ref["size"]
     assert json.loads(structured.output_data)["conditions"]
     assert "42" in good_sum.output_data and good_sum.status is StepStatus.COMPLETED
@@ -318,7 +318,7 @@ async def test_effects_outside_the_workspace_are_marked_in_the_record(make) -> N
         mcp_servers=servers({"ev": {"command": everything(), "trusted": True}}),
     )
     sid = await h.ask("go")
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     marks = [
         s for s in steps if s.step_type is StepType.SYSTEM_ALERT and s.name == "outside_effects"
     ]

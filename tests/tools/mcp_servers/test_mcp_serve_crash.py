@@ -87,7 +87,7 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
         # Write-ahead: the call's row was committed before the call went to the server.
         store = open_store(str(server.home / "xclaw.db"))
         try:
-            [row] = [s for s in store.steps(sid) if s.step_type is StepType.TOOL_CALL]
+            [row] = [s for s in store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
             assert row.name == LONG["name"] and row.status is StepStatus.RUNNING
         finally:
             store.close()
@@ -106,8 +106,8 @@ async def test_sigkill_of_serve_during_a_long_mcp_call_then_resume(tmp_path: Pat
 
         store = open_store(str(server.home / "xclaw.db"))
         try:
-            calls = [s for s in store.steps(sid) if s.step_type is StepType.TOOL_CALL]
-            resume = [s for s in store.steps(sid) if s.name == "resume"]
+            calls = [s for s in store.record.steps(sid) if s.step_type is StepType.TOOL_CALL]
+            resume = [s for s in store.record.steps(sid) if s.name == "resume"]
         finally:
             store.close()
         assert [s.status for s in calls] == [StepStatus.FAILED, StepStatus.COMPLETED]

@@ -101,7 +101,7 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
     assert "mcp__ev__echo" in listing and "MCP server 'ev'" in listing
     assert "effects outside the workspace" in listing
 
-    steps = h.store.steps(sid)
+    steps = h.store.record.steps(sid)
     first_call = next(s for s in steps if s.name == "mcp__ev__toggle-simulated-logging")
     marks = [s for s in steps if s.name == "outside_effects"]
     assert len(marks) == 2
@@ -117,7 +117,7 @@ async def test_tools_command_and_rollback_fork_notes_in_the_gateway(make) -> Non
     shown = await run(f"/rollback {first_user.display_id}")
     assert "NOT undone — they stay done (2)" in shown
     assert f"{first_call.display_id} mcp__ev__toggle-simulated-logging: not undone" in shown
-    assert h.store.steps(sid) == steps  # a preview does nothing
+    assert h.store.record.steps(sid) == steps  # a preview does nothing
     rolled = await run(f"/rollback {first_user.display_id} --accept-irreversible")
     assert "2 outside effect(s) NOT undone (they stay done)" in rolled
 

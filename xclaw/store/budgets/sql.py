@@ -2,7 +2,7 @@
 hold, written with its `running` step and settled with its finish (writes.BeginStep.hold,
 FinishStep.spent), and the caps and grants an admin set (writes.SetBudget).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore. A hold is
+Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A hold is
 keyed by its step (session, seq): written once, settled once, never counted twice. Its spend
 counts what it cost once settled, its reservation until then — a call cut short by a kill
 stays counted at its maximum. Rows outlive rollbacks and deletions: the money was spent.
@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import SessionNotFound
 from xclaw.store.leases import Lease
+from xclaw.store.role import Role
 from xclaw.store.steps.model import BUDGET_KEY, Status
 from xclaw.store.steps.rows import load_json
 from xclaw.store.steps.writes import BudgetStop, Hold, Kind, Refused, SetBudget, Spent
 
 if TYPE_CHECKING:
-    from xclaw.store.dialect import Dialect
+    pass
 
 T = TypeVar("T")
 
@@ -122,15 +123,8 @@ def counters_of(target: str) -> tuple[str, ...]:
     return ("td:", "tm:") if target == "total" else ()
 
 
-class BudgetMethods:
+class BudgetMethods(Role):
     """Budgets' transaction bodies and reads, for both backends."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
     def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:

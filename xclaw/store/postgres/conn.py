@@ -353,37 +353,32 @@ def migrate_postgres(
 ) -> list[int]:
     """Bring the schema up to `target` (default: the latest); return the versions applied.
 
-    Each migration runs in its own transaction together with its `schema_version` row under
-    a transaction-scoped advisory lock, so workers starting at once apply each migration
-    exactly once and a failure leaves the previous version (PostgreSQL DDL is transactional).
+    Every pending migration runs in one transaction, each with its `schema_version` row,
+    under a transaction-scoped advisory lock: workers starting at once apply each migration
+    exactly once, and a failure or a crash half-way leaves the version the schema had (a new
+    one: no xclaw tables), never one between (PostgreSQL DDL is transactional).
     """
     from xclaw.store.access import too_new
 
     target = LATEST_VERSION if target is None else target
     applied: list[int] = []
-    while True:
-        with conn.transaction():
-            if schema is not None:
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_MIGRATE, schema)
-                )
-                conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                )
-            if conn.execute("SELECT current_schema()").fetchone() == (None,):
-                raise StoreError(
-                    f"{where}: no schema to create xclaw's tables in (check search_path, or "
-                    "add ?schema=NAME to the URL)"
-                )
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (LOCK_MIGRATE,)
+    with conn.transaction():
+        if schema is not None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_MIGRATE, schema))
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        if conn.execute("SELECT current_schema()").fetchone() == (None,):
+            raise StoreError(
+                f"{where}: no schema to create xclaw's tables in (check search_path, or "
+                "add ?schema=NAME to the URL)"
             )
-            current = postgres_history(conn, where) or 0
-            conn.execute(_VERSION_TABLE)
-            if current > LATEST_VERSION:
-                raise too_new(where, current)
-            if current >= target:
-                return applied
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (LOCK_MIGRATE,)
+        )
+        current = postgres_history(conn, where) or 0
+        conn.execute(_VERSION_TABLE)
+        if current > LATEST_VERSION:
+            raise too_new(where, current)
+        while current < target:
             m = MIGRATIONS[current]  # versions are 1..n without gaps (tested)
             if not m.postgres:
                 raise StoreError(f"migration {m.version} ({m.name}) has no PostgreSQL text")
@@ -400,4 +395,6 @@ def migrate_postgres(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES (%s, %s, %s)",
                 (m.version, m.name, int(time.time() * 1000)),
             )
-        applied.append(m.version)
+            applied.append(m.version)
+            current = m.version
+    return applied

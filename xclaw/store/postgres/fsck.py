@@ -13,7 +13,7 @@ from psycopg import sql
 from xclaw.errors import StoreError
 from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.postgres.rows import NOW_MS, POSTGRES
-from xclaw.store.postgres.store import PostgresStore
+from xclaw.store.postgres.store import PgDb
 from xclaw.store.steps.writes import Kind
 
 # The tables a backup copies: the whole record (bus_payloads are transient frames, and
@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 
 class PgFsck:
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PgDb) -> None:
         self.store = store
 
     def read(self, fn: Callable[[FsckReader], T]) -> T:

@@ -27,15 +27,17 @@ from xclaw.store.leases import (
     WorkerInfo,
     lease_lost,
 )
-from xclaw.store.postgres.conn import LOCK_WORKER, PgTarget, connect, wrap
+from xclaw.store.postgres.conn import LOCK_WORKER, connect, wrap
 from xclaw.store.postgres.rows import NOW_MS
+from xclaw.store.role import Role
+from xclaw.store.steps.changes import ChangeMethods
 from xclaw.store.steps.model import Status
 from xclaw.store.steps.rows import load_json
-from xclaw.store.steps.writes import AcquireLease, Kind, ReleaseLease, RenewLease, Writes, sync_for
+from xclaw.store.steps.writes import AcquireLease, Kind, ReleaseLease, RenewLease, sync_for
 
 if TYPE_CHECKING:
     from xclaw.store.base import StepWriter
-    from xclaw.store.postgres.conn import Pool
+    from xclaw.store.postgres.store import PgDb
 
 R = TypeVar("R")
 
@@ -66,21 +68,23 @@ def _info(row: tuple[Any, ...]) -> LeaseInfo:
     return LeaseInfo(row[0], _STATUS[row[1]], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
 
 
-class PgLeases:
-    """Mixed into PostgresStore: leases, presence and the fenced view."""
+class PgLeases(ChangeMethods, Role):
+    """The lease role of a PostgreSQL store: leases, worker presence (an advisory lock on a
+    connection of its own each) and the fenced view; the change log (ChangeMethods)."""
 
-    target: PgTarget
-    url: str
-    _pool: Pool
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
-
-    def _init_leases(self) -> None:
+    def __init__(self, db: PgDb) -> None:
+        super().__init__(db)
+        self.target = db.target
+        self._pool = db._pool
         self._presence: dict[str, psycopg.Connection] = {}
         self._presence_mutex = threading.Lock()
+        self._driving: StepWriter | None = None
 
-    def _close_leases(self) -> None:
+    def drive_with(self, record: StepWriter) -> None:
+        """The record whose writes `driven(lease)` fences (set once, by the store)."""
+        self._driving = record
+
+    def close_presence(self) -> None:
         with self._presence_mutex:
             conns, self._presence = list(self._presence.values()), {}
         for conn in conns:
@@ -264,9 +268,9 @@ class PgLeases:
         due, dead = self._pool.read(q)
         return SweepTargets([_info(r) for r in due], [owner for (owner,) in dead])
 
-    def driven(self: StepWriter, lease: Lease) -> StepWriter:
-        # `self: StepWriter`: this mixin is only ever part of a whole store.
-        return DrivenStore(self, lease)
+    def driven(self, lease: Lease) -> StepWriter:
+        assert self._driving is not None, "the store sets the record it drives"
+        return DrivenStore(self._driving, lease)
 
 
 # The sweep's two reads (SweepTargets), by the database's clock: what it may resume, and the

@@ -1,5 +1,5 @@
 """[store/postgres] PostgresStore: the Store protocol on PostgreSQL, for several workers on one
-database.
+database — its roles (store/roles.py) over PgDb, the connection layer of the pool.
 
 Every public method is one transaction on a pooled connection (a run's WriteStream: its queued
 units in one). Writes lock the session row (`SELECT ... FOR UPDATE`) before they allocate a
@@ -21,7 +21,6 @@ from xclaw.errors import StoreError
 from xclaw.store.access import Access, check_found
 from xclaw.store.budgets.sql import BudgetMethods
 from xclaw.store.common import (
-    StoreBase,
     encoded_json,
     event_of_answer,
     event_of_new_step,
@@ -39,10 +38,9 @@ from xclaw.store.postgres.rows import (
     pg_text,
     write_status,
 )
-from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.roles import DbBase, StoreRoles
 from xclaw.store.schedules.sql import ScheduleMethods
 from xclaw.store.snapshots.sql import SnapshotMethods
-from xclaw.store.steps.changes import ChangeMethods
 from xclaw.store.steps.columns import Table
 from xclaw.store.steps.model import (
     Completion,
@@ -52,6 +50,7 @@ from xclaw.store.steps.model import (
     StepStatus,
     StepType,
 )
+from xclaw.store.steps.record import RecordRole
 from xclaw.store.steps.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -60,11 +59,10 @@ from xclaw.store.steps.rows import (
     now_ms,
     row_to_finished_step,
 )
-from xclaw.store.steps.sql import SessionMethods, approval_pending, not_running
+from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import SerialBatches, WriteStream
-from xclaw.store.steps.writes import Kind, sync_for
+from xclaw.store.steps.writes import Kind, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
-from xclaw.store.transfer.sql import TransferMethods
 
 if TYPE_CHECKING:
     from xclaw.store.fsck_rows import FsckAccess
@@ -83,19 +81,9 @@ _STEP_NAMES = [c.name for c in STEPS.columns]
 _FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
 
 
-class PostgresStore(
-    PgLeases,
-    SessionMethods,
-    SnapshotMethods,
-    TransferMethods,
-    ChangeMethods,
-    TeamMethods,
-    BudgetMethods,
-    ScheduleMethods,
-    QueueMethods,
-    StoreBase,
-):
-    """Sessions and steps in PostgreSQL, shared by every worker that opens the same URL."""
+class PgDb(DbBase):
+    """The connection layer of one PostgreSQL database: its pool, and the threads that
+    commit the runs' write streams."""
 
     _dialect = POSTGRES
 
@@ -111,7 +99,7 @@ class PostgresStore(
         self.access = access
         # Milliseconds since the epoch for step times; tests pass a fixed clock. Leases use
         # the database server's clock instead (postgres.rows.NOW_MS).
-        self._clock = clock or now_ms
+        super().__init__(clock or now_ms)
         conn = connect(self.target)
         try:
             if access is not Access.CREATE:
@@ -133,17 +121,15 @@ class PostgresStore(
             self.target.pool_max, thread_name_prefix="xclaw-pg-stream"
         )
         self._closed = False
-        self._init_leases()
 
-    def __repr__(self) -> str:
-        return f"PostgresStore({self.url!r})"
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._close_leases()
-        self._close_blobs()
         self._streams.shutdown(wait=True)
         self._pool.close()
 
@@ -155,21 +141,6 @@ class PostgresStore(
     def writer_busy_s(self) -> float | None:
         return None  # a pool of connections: no one writer to saturate
 
-    def fsck_access(self) -> FsckAccess:
-        from xclaw.store.postgres.fsck import PgFsck
-
-        return PgFsck(self)
-
-    def open_bus(
-        self,
-        on_message: Callable[[dict[str, Any]], None],
-        wants: Callable[[str], bool] | None = None,
-    ) -> PgBus:
-        """Messages between the workers on this database (LISTEN/NOTIFY); see postgres.bus."""
-        from xclaw.store.postgres.bus import PgBus
-
-        return PgBus(self.target, self.schema, on_message, wants)
-
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
         """Ordered writes for one run: its queued writes as one transaction of the pool at a
         time, on a worker thread (stream.SerialBatches); other runs commit in parallel."""
@@ -178,7 +149,7 @@ class PostgresStore(
         pool = self._pool
         return WriteStream(
             SerialBatches(pool.run_units, self._streams),
-            self,
+            self.bodies,
             lease,
         )
 
@@ -196,10 +167,11 @@ class PostgresStore(
             raise StoreError(f"the store for {self.url} is closed")
         return self._pool.read(fn, snapshot=snapshot)
 
-    # --- sessions and step reads: xclaw.store.steps.sql (SessionMethods); rollback and
-    # fork: StoreBase._rollback / _fork over xclaw.store.steps.timetravel ------------------------
 
-    # --- the write path of a step -----------------------------------------------------------
+class PgRecord(RecordRole):
+    """The record on PostgreSQL: the shared record (store/steps/record.py) and PostgreSQL's
+    bodies of a step's write."""
+
     def _insert_step_tx(
         self,
         session_id: str,
@@ -276,3 +248,58 @@ class PostgresStore(
             return step
 
         return tx
+
+
+class PostgresStore(StoreRoles[PgDb]):
+    """The shared store: its roles, each over one PostgreSQL database's pool (PgDb)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        db = PgDb(url, clock=clock, access=access)
+        snapshots = SnapshotMethods(db)
+        leases = PgLeases(db)
+        record = PgRecord(db, leases=leases, snapshots=snapshots)
+        leases.drive_with(record)
+        budgets, schedules = BudgetMethods(db), ScheduleMethods(db)
+        db.bodies = TxBodies(record, leases, budgets, snapshots, schedules)
+        super().__init__(
+            db,
+            url=db.url,
+            record=record,
+            snapshots=snapshots,
+            leases=leases,
+            teams=TeamMethods(db, record),
+            budgets=budgets,
+            schedules=schedules,
+        )
+        self._leases_role, self._snapshots_role = leases, snapshots
+        self.target = db.target
+        self.schema = db.schema
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.postgres.fsck import PgFsck
+
+        return PgFsck(self.db)
+
+    def open_bus(
+        self,
+        on_message: Callable[[dict[str, Any]], None],
+        wants: Callable[[str], bool] | None = None,
+    ) -> PgBus:
+        """Messages between the workers on this database (LISTEN/NOTIFY); see postgres.bus."""
+        from xclaw.store.postgres.bus import PgBus
+
+        return PgBus(self.db.target, self.db.schema, on_message, wants)
+
+    def close(self) -> None:
+        """Release the workers' presence, close the object store and the pool."""
+        if self.db.closed:
+            return
+        self._leases_role.close_presence()
+        self._snapshots_role.close_blobs()
+        self.db.close()

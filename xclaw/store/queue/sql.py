@@ -1,8 +1,8 @@
 """[store/queue] Messages waiting for a session's run to end (migration 7, `queued_inputs`;
 docs/protocol.md, "Input while a run is busy").
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-team tables. An entry is written by `writes.QueueInput`, removed by `writes.Unqueue` (a
+Both backends, one SQL text (dialect.py), part of the record role (`store.record`,
+store/steps/record.py). An entry is written by `writes.QueueInput`, removed by `writes.Unqueue` (a
 cancel, a steer delivered) or by the `writes.OpenTurn` that starts its turn, in that turn's
 transaction: a message leaves the queue exactly when it is recorded as the turn's
 `user_input` step, so a kill at any moment leaves it in one place or the other, never both
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import MessageRecorded, SessionNotFound
+from xclaw.store.role import Role
 from xclaw.store.steps.rows import dump_json, load_json
 
 if TYPE_CHECKING:
@@ -90,14 +91,8 @@ def dequeue_tx(d: Dialect, conn: Any, session_id: str, entry_id: str) -> bool:
     return bool(conn.execute(d.sql(_DELETE), (session_id, entry_id)).rowcount)
 
 
-class QueueMethods:
+class QueueMethods(Role):
     """The queue of messages sent while a run is busy, for both backends."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     def queued(self, session_id: str) -> list[QueuedInput]:
         """The session's waiting messages, in the order they run."""

@@ -1,8 +1,8 @@
 """[store/schedules] Schedules, webhooks and their fires (migration 7, `schedules`;
 docs/schedules.md).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-teams' tables. Writes come as values of store/steps/writes.py (`AddSchedule`, `ClaimTicks`, …,
+Both backends, one SQL text (dialect.py): `store.schedules`, a role over the backend's
+connection layer (store/role.py) like the teams'. Writes come as values of store/steps/writes.py (`AddSchedule`, `ClaimTicks`, …,
 each a row of SYNC) whose transaction bodies are here (`_schedule_tx`); reads are methods.
 
 Why a tick fires once: a worker claims it by moving the schedule's `next_fire` on only if it
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.errors import UnknownSchedule as ScheduleNotFound
+from xclaw.store.role import Role
 
 if TYPE_CHECKING:
     from xclaw.store.dialect import Dialect
@@ -246,15 +247,9 @@ def _hook(r: Any) -> Hook:
     return Hook(str(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], int(r[5]))
 
 
-class ScheduleMethods:
+class ScheduleMethods(Role):
     """The ScheduleStore protocol (xclaw/store/base.py) for both backends: the reads, and the
     transaction bodies of the schedule writes (store/steps/writes.py)."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     # --- reads ------------------------------------------------------------------------------
     def get_schedule(self, schedule_id: str) -> Schedule:

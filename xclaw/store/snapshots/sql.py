@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from xclaw.errors import MissingBlobs, StoreError
 from xclaw.store.blobs.store import BlobStore, DatabaseBlobs, sweep_blobs_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
+from xclaw.store.role import Role
 from xclaw.store.snapshots.memo import PREVIOUS_SQL, Saved, SavedStates
 from xclaw.store.snapshots.model import (
     Manifest,
@@ -267,17 +268,9 @@ class _Access:
         return self._store._now()
 
 
-class SnapshotMethods:
-    """The snapshot half of the Store protocol, for both backends (mixed into SQLiteStore
-    and PostgresStore, which provide `_dialect`, `_write`, `_read` and `_now`)."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-
-    _now: Callable[[], int]
+class SnapshotMethods(Role):
+    """`store.snapshots` (base.SnapshotStore), for both backends: a role over the connection
+    layer's `_dialect`, `_write`, `_read` and `_now` (store/role.py)."""
 
     # --- blobs: through the blob store (store/blobs/store.py) ------------------------------
     _blob_store: BlobStore | None = None
@@ -303,7 +296,7 @@ class SnapshotMethods:
             grace_s=DEFAULT_GRACE_S if grace_s is None else grace_s,
         )
 
-    def _close_blobs(self) -> None:
+    def close_blobs(self) -> None:
         if self._blob_store is not None:
             self._blob_store.close()
 

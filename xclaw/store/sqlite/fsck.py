@@ -13,7 +13,7 @@ from xclaw.errors import StoreError
 from xclaw.store.dialect import SQLITE
 from xclaw.store.fsck_rows import FsckReader, Repair, repair_tx
 from xclaw.store.sqlite.leases import lease_now
-from xclaw.store.sqlite.store import SQLiteStore
+from xclaw.store.sqlite.store import SqliteDb
 from xclaw.store.sqlite.wal import wal_problem
 from xclaw.store.steps.writes import Kind
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 
 class SqliteFsck:
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SqliteDb) -> None:
         self.store = store
 
     def read(self, fn: Callable[[FsckReader], T]) -> T:

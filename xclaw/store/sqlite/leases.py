@@ -32,12 +32,15 @@ from xclaw.store.leases import (
     check_lease_for,
     lease_lost,
 )
+from xclaw.store.role import Role
+from xclaw.store.steps.changes import ChangeMethods
 from xclaw.store.steps.model import Status
 from xclaw.store.steps.rows import STATUS_BY_VALUE, load_json
-from xclaw.store.steps.writes import AcquireLease, Kind, ReleaseLease, RenewLease, Writes
+from xclaw.store.steps.writes import AcquireLease, Kind, ReleaseLease, RenewLease
 
 if TYPE_CHECKING:
     from xclaw.store.base import StepWriter
+    from xclaw.store.sqlite.store import SqliteDb
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -110,22 +113,22 @@ def take_seq_unmoved(
     return None if row is None else int(row[0])
 
 
-class SqliteLeases:
-    """Mixed into SQLiteStore: leases, presence and the fenced view."""
+class SqliteLeases(ChangeMethods, Role):
+    """The lease role of an SQLite store: leases, worker presence (a file lock each, beside
+    the database) and the fenced view; the change log (ChangeMethods)."""
 
-    path: Path
-    url: str
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[sqlite3.Connection], T], kind: Kind) -> T: ...
-        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
-        def _read(self, fn: Callable[[sqlite3.Connection], T], *, snapshot: bool = False) -> T: ...
-
-    def _init_leases(self) -> None:
+    def __init__(self, db: SqliteDb) -> None:
+        super().__init__(db)
+        self.path = db.path
         self._presence: dict[str, int] = {}  # worker id -> fd holding its flock
         self._presence_mutex = threading.Lock()
+        self._driving: StepWriter | None = None
 
-    def _close_leases(self) -> None:
+    def drive_with(self, record: StepWriter) -> None:
+        """The record whose writes `driven(lease)` fences (set once, by the store)."""
+        self._driving = record
+
+    def close_presence(self) -> None:
         with self._presence_mutex:
             fds, self._presence = list(self._presence.values()), {}
         for fd in fds:
@@ -323,9 +326,9 @@ class SqliteLeases:
         dead = [owner for (owner,) in idle if self._alive(owner, True) is False]
         return SweepTargets([self._info(r) for r in due], dead)
 
-    def driven(self: StepWriter, lease: Lease) -> StepWriter:
-        # `self: StepWriter`: this mixin is only ever part of a whole store.
-        return DrivenStore(self, lease)
+    def driven(self, lease: Lease) -> StepWriter:
+        assert self._driving is not None, "the store sets the record it drives"
+        return DrivenStore(self._driving, lease)
 
 
 _LEASE_SELECT = (

@@ -1,4 +1,5 @@
-"""[store/sqlite] SQLiteStore: the embedded, default implementation of the Store protocol.
+"""[store/sqlite] SQLiteStore: the embedded, default implementation of the Store protocol — its
+roles (store/roles.py) over SqliteDb, the connection layer of one SQLite file.
 
 Every write runs on the database's one writer thread (xclaw.store.sqlite.writer), which
 groups whatever is queued into one commit; a run's ordered writes go there as a WriteStream. Every read runs on a per-thread read-only
@@ -19,7 +20,6 @@ from xclaw.security.private_files import private_sqlite
 from xclaw.store.access import Access, check_found
 from xclaw.store.budgets.sql import BudgetMethods
 from xclaw.store.common import (
-    StoreBase,
     encoded_json,
     event_of_answer,
     event_of_new_step,
@@ -29,7 +29,7 @@ from xclaw.store.common import (
 from xclaw.store.dialect import SQLITE
 from xclaw.store.leases import Lease, check_lease_for
 from xclaw.store.migrations import migrate_sqlite, sqlite_history
-from xclaw.store.queue.sql import QueueMethods
+from xclaw.store.roles import DbBase, StoreRoles
 from xclaw.store.schedules.sql import ScheduleMethods
 from xclaw.store.snapshots.sql import SnapshotMethods
 from xclaw.store.sqlite.leases import (
@@ -40,7 +40,6 @@ from xclaw.store.sqlite.leases import (
 )
 from xclaw.store.sqlite.probe import probe_sqlite
 from xclaw.store.sqlite.writer import Writer, connect, disk_full, retry_while_busy
-from xclaw.store.steps.changes import ChangeMethods
 from xclaw.store.steps.columns import Table
 from xclaw.store.steps.model import (
     Completion,
@@ -54,6 +53,7 @@ from xclaw.store.steps.model import (
     is_approval,
     parse_step_ref,
 )
+from xclaw.store.steps.record import RecordRole
 from xclaw.store.steps.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
@@ -65,11 +65,10 @@ from xclaw.store.steps.rows import (
     session_state,
     write_status,
 )
-from xclaw.store.steps.sql import SessionMethods, approval_pending, not_running
+from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import WriteStream
-from xclaw.store.steps.writes import Kind, sync_for
+from xclaw.store.steps.writes import Kind, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
-from xclaw.store.transfer.sql import TransferMethods
 
 if TYPE_CHECKING:
     from xclaw.store.fsck_rows import FsckAccess
@@ -77,21 +76,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class SQLiteStore(
-    SessionMethods,
-    SnapshotMethods,
-    SqliteLeases,
-    TransferMethods,
-    ChangeMethods,
-    TeamMethods,
-    BudgetMethods,
-    ScheduleMethods,
-    QueueMethods,
-    StoreBase,
-):
-    """Sessions and steps in one SQLite file (WAL), written through one group-commit writer.
-    Workspace snapshots (blobs, snapshots, restore journal): xclaw.store.snapshots.sql;
-    leases and worker presence: xclaw.store.sqlite.leases."""
+class SqliteDb(DbBase):
+    """The connection layer of one SQLite file (WAL): the one group-commit writer thread
+    every write runs on, and a read-only connection per reading thread."""
 
     _dialect = SQLITE
 
@@ -107,8 +94,7 @@ class SQLiteStore(
         self.path = Path(path).expanduser()
         self.url = str(self.path)
         self.access = access
-        # Milliseconds since the epoch; tests pass a fixed clock to put steps in one ms.
-        self._clock = clock or now_ms
+        super().__init__(clock or now_ms)
         # What is there decides what may be done, before anything is written (access.py).
         check_found(self.url, probe_sqlite(self.path, self.url), access)
         self._writer: Writer | None = None
@@ -118,7 +104,6 @@ class SQLiteStore(
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
-        self._init_leases()
 
     def _open_writer(self) -> Writer:
         """The write connection: the file created (or made) 0600 first — it is xclaw's, new
@@ -160,16 +145,15 @@ class SQLiteStore(
         """Opened by a reading command: nothing is ever written (access.py)."""
         return self._writer is None
 
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.url!r})"
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Finish every queued write, then close the write and read connections."""
         if self._closed:
             return
         self._closed = True
-        self._close_leases()
-        self._close_blobs()
         if self._writer is not None:
             self._writer.close()
         with self._readers_lock:
@@ -188,16 +172,11 @@ class SQLiteStore(
         one writer is to saturation (GET /api/health, bench/gateway_bench.py)."""
         return 0.0 if self._writer is None else self._writer.busy_s
 
-    def fsck_access(self) -> FsckAccess:
-        from xclaw.store.sqlite.fsck import SqliteFsck
-
-        return SqliteFsck(self)
-
     def write_stream(self, lease: Lease | None = None) -> WriteStream:
         """Ordered writes for one run, committed by the writer thread (sqlite.writer)."""
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        return WriteStream(self._writable().send, self, lease)
+        return WriteStream(self._writable().send, self.bodies, lease)
 
     @property
     def writer_thread(self) -> threading.Thread:
@@ -246,10 +225,11 @@ class SQLiteStore(
         except sqlite3.Error as e:
             raise StoreError(f"database error on {self.url}: {e}") from e
 
-    # --- sessions and step reads: xclaw.store.steps.sql (SessionMethods); rollback and
-    # fork: StoreBase._rollback / _fork over xclaw.store.steps.timetravel ------------------------
 
-    # --- the write path of a step -----------------------------------------------------------
+class SqliteRecord(RecordRole):
+    """The record on SQLite: the shared record (store/steps/record.py) and SQLite's bodies
+    of a step's write, the path nearly every write takes."""
+
     def _insert_step_tx(
         self,
         session_id: str,
@@ -379,3 +359,59 @@ _FINISH_STEP_FENCED = SQLITE.sql(
     f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
     f"RETURNING {STEP_COLS_NO_OUTPUT}"
 )
+
+
+class SQLiteStore(StoreRoles[SqliteDb]):
+    """The embedded store: its roles, each over one SQLite file's writer thread and readers
+    (SqliteDb)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], int] | None = None,
+        access: Access = Access.CREATE,
+    ) -> None:
+        db = SqliteDb(path, clock=clock, access=access)
+        snapshots = SnapshotMethods(db)
+        leases = SqliteLeases(db)
+        record = SqliteRecord(db, leases=leases, snapshots=snapshots)
+        leases.drive_with(record)
+        budgets, schedules = BudgetMethods(db), ScheduleMethods(db)
+        db.bodies = TxBodies(record, leases, budgets, snapshots, schedules)
+        super().__init__(
+            db,
+            url=db.url,
+            record=record,
+            snapshots=snapshots,
+            leases=leases,
+            teams=TeamMethods(db, record),
+            budgets=budgets,
+            schedules=schedules,
+        )
+        self.path = db.path
+        self._leases_role, self._snapshots_role = leases, snapshots
+
+    @property
+    def read_only(self) -> bool:
+        """Opened by a reading command: nothing is ever written (access.py)."""
+        return self.db.read_only
+
+    @property
+    def writer_thread(self) -> threading.Thread:
+        """The one thread that writes this database (tests check that nothing else does)."""
+        return self.db.writer_thread
+
+    def fsck_access(self) -> FsckAccess:
+        from xclaw.store.sqlite.fsck import SqliteFsck
+
+        return SqliteFsck(self.db)
+
+    def close(self) -> None:
+        """Release the workers' presence, close the object store, finish every queued
+        write, then close the write and read connections."""
+        if self.db.closed:
+            return
+        self._leases_role.close_presence()
+        self._snapshots_role.close_blobs()
+        self.db.close()

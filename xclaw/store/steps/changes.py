@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from xclaw.store.role import Role
 from xclaw.store.steps.rows import load_json
 
 if TYPE_CHECKING:
@@ -56,13 +56,8 @@ def record_change_tx(
     conn.execute(d.sql(_INSERT), (session_id, kind, d.json(detail, "detail"), d.text(ORIGIN), now))
 
 
-class ChangeMethods:
-    """Mixed into both stores: reading the log."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
+class ChangeMethods(Role):
+    """Reading the log: part of the lease role (`store.leases`) of both backends."""
 
     def changes_since(self, since_ms: int) -> list[SessionChange]:
         """The changes recorded at or after `since_ms`, oldest first."""

@@ -1,7 +1,7 @@
 """[store/steps] Sessions and step reads of the Store protocol (create, find, list, update, delete,
 transition; get_step, latest_steps, steps, mark_interrupted), one SQL text for both backends
-(dialect.py). Mixed into SQLiteStore and PostgresStore, which provide
-`_dialect`, `_write` (SQLite: the writer thread; PostgreSQL: a pooled transaction) and `_read`
+(dialect.py). Part of the record role (store/steps/record.py); its connection layer
+(store/role.py) provides `_dialect`, `_write` (SQLite: the writer thread; PostgreSQL: a pooled transaction) and `_read`
 (SQLite: the thread's read-only connection; PostgreSQL: the pool). What is committed together
 and which commits are synced is decided here, per method, as before the move: a new or
 deleted session and a move to a status in DURABLE_STATUSES are synced; a title or metadata
@@ -13,13 +13,14 @@ the write path, shaped per backend (PostgreSQL inserts the step in the status st
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from xclaw.errors import SessionNotFound, StepNotRunning, StoreError
 from xclaw.store.blobs.store import sweep_blobs_tx
 from xclaw.store.common import cancel_event, message_step_tx
 from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
+from xclaw.store.role import Role
 from xclaw.store.steps.changes import record_change_tx
 from xclaw.store.steps.model import (
     INTERRUPTED,
@@ -42,10 +43,8 @@ from xclaw.store.steps.rows import (
 from xclaw.store.steps.writes import (
     CreateSession,
     DeleteSession,
-    Kind,
     Transition,
     UpdateSession,
-    Writes,
 )
 
 T = TypeVar("T")
@@ -102,16 +101,8 @@ def approval_pending(d: Dialect, conn: Any, session_id: str) -> bool:
     return conn.execute(d.sql(_RUNNING_APPROVAL), (session_id,)).fetchone() is not None
 
 
-class SessionMethods:
+class SessionMethods(Role):
     """The session methods of the Store protocol, for both backends."""
-
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def write(self, w: Writes[R], lease: Lease | None = None) -> R: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
 
     def create_session(
         self,

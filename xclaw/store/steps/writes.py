@@ -698,9 +698,8 @@ def step_id_of(parent: str | BeginStep | AddStep | FinishStep | None) -> str | N
     return parent.slot.resolved().step_id
 
 
-class TxBodies(Protocol):
-    """The backend's transaction bodies `apply` runs (SQLiteStore, PostgresStore): each
-    returns a function of the open transaction's connection."""
+class RecordBodies(Protocol):
+    """The record's bodies: steps, sessions, the queue, rollback and fork."""
 
     def _insert_step_tx(
         self,
@@ -722,33 +721,11 @@ class TxBodies(Protocol):
         lease: Lease | None,
     ) -> Callable[[Any], Step]: ...
 
-    def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
-
     def _open_turn_tx(self, w: OpenTurn) -> Callable[[Any], Any]: ...
-
-    def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[Any], Lease]: ...
-
-    def _release_lease_tx(self, lease: Lease) -> Callable[[Any], bool]: ...
-
-    def _acquire_lease_tx(
-        self, session_id: str, owner: str, ttl_s: float
-    ) -> Callable[[Any], Lease | None]: ...
-
-    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]: ...
-
-    def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]: ...
-
-    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]: ...
-
-    def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
-
-    def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], Any]: ...
 
     def _queue_input_tx(self, w: QueueInput) -> Callable[[Any], Any]: ...
 
     def _unqueue_tx(self, w: Unqueue) -> Callable[[Any], Any]: ...
-
-    def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
 
     def _transition_tx(self, w: Transition, lease: Lease | None) -> Callable[[Any], Session]: ...
 
@@ -782,13 +759,64 @@ class TxBodies(Protocol):
     def _delete_session_tx(self, session_id: str) -> Callable[[Any], None]: ...
 
 
-def apply(store: TxBodies, conn: Any, w: Writes[Any], lease: Lease | None) -> Any:
+class LeaseBodies(Protocol):
+    """The lease role's bodies."""
+
+    def _renew_lease_tx(self, lease: Lease, ttl_s: float) -> Callable[[Any], Lease]: ...
+
+    def _release_lease_tx(self, lease: Lease) -> Callable[[Any], bool]: ...
+
+    def _acquire_lease_tx(
+        self, session_id: str, owner: str, ttl_s: float
+    ) -> Callable[[Any], Lease | None]: ...
+
+
+class BudgetBodies(Protocol):
+    """The budget role's bodies: a step's hold and settlement, the caps."""
+
+    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]: ...
+
+    def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]: ...
+
+    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]: ...
+
+    def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
+
+    def _budget_stop_tx(self, w: BudgetStop, lease: Lease | None) -> Callable[[Any], Any]: ...
+
+
+class BlobBodies(Protocol):
+    """The snapshot role's body of the images a step brings."""
+
+    def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
+
+
+class ScheduleBodies(Protocol):
+    """The schedule role's body."""
+
+    def _schedule_tx(self, w: ScheduleWrite) -> Callable[[Any], Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TxBodies:
+    """The transaction bodies `apply` runs, each from the role whose rows it writes (the
+    store assembles them over its connection layer): each returns a function of the open
+    transaction's connection."""
+
+    record: RecordBodies
+    leases: LeaseBodies
+    budgets: BudgetBodies
+    blobs: BlobBodies
+    schedules: ScheduleBodies
+
+
+def apply(b: TxBodies, conn: Any, w: Writes[Any], lease: Lease | None) -> Any:
     """Apply one write in the open transaction of `conn` (the writer's), the lease of the
     stream it came on fencing a step's write; a step write's step goes in its slot."""
-    return prepare(store, w, lease)(conn)
+    return prepare(b, w, lease)(conn)
 
 
-def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any], Any]:
+def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any], Any]:
     """The transaction body of one write, its values encoded now: `apply` makes it in the
     transaction (a parent or a step that is a queued write resolves only then); the store's
     own step methods make it before, on the caller's thread."""
@@ -797,16 +825,16 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         if parent is not None:
             new = replace(new, parent_step_id=parent)
         if isinstance(w, BeginStep):
-            tx = store._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
+            tx = b.record._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
             if w.hold is not None:
-                check = store._shared_check_tx(w.hold) if w.hold.shared else None
-                hold = store._hold_tx(w.session_id, w.hold)
+                check = b.budgets._shared_check_tx(w.hold) if w.hold.shared else None
+                hold = b.budgets._hold_tx(w.session_id, w.hold)
                 return partial(_with_hold, w.slot, check, tx, hold)
         else:
             status = StepStatus(w.status)
             if status is StepStatus.RUNNING:
                 raise ValueError("AddStep records a finished step; BeginStep a running one")
-            tx = store._insert_step_tx(
+            tx = b.record._insert_step_tx(
                 w.session_id, new, status, w.output_data, w.error_message, lease
             )
         return partial(_into_slot, w.slot, tx)
@@ -821,12 +849,14 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
         )
         seq = parse_step_ref(ref, w.session_id)
         wanted = None if w.session_status is None else Status(w.session_status)
-        finish = store._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
+        finish = b.record._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
         if w.spent is not None:
-            finish = partial(_with_budget, None, finish, store._settle_tx(w.session_id, w.spent))
+            finish = partial(
+                _with_budget, None, finish, b.budgets._settle_tx(w.session_id, w.spent)
+            )
         if not w.blobs:
             return partial(_into_slot, w.slot, finish)
-        blobs = store._put_blobs_tx(w.blobs)
+        blobs = b.blobs._put_blobs_tx(w.blobs)
 
         def with_images(conn: Any) -> Step:  # the images first, in the same transaction
             blobs(conn)
@@ -834,37 +864,39 @@ def prepare(store: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[A
 
         return with_images
     if isinstance(w, OpenTurn):
-        return store._open_turn_tx(w)
+        return b.record._open_turn_tx(w)
     if isinstance(w, RenewLease):
-        return store._renew_lease_tx(w.lease, w.ttl_s)
+        return b.leases._renew_lease_tx(w.lease, w.ttl_s)
     if isinstance(w, SetBudget):
-        return store._set_budget_tx(w)
+        return b.budgets._set_budget_tx(w)
     if isinstance(w, BudgetStop):
-        return store._budget_stop_tx(w, lease)
+        return b.budgets._budget_stop_tx(w, lease)
     if isinstance(w, QueueInput):
-        return store._queue_input_tx(w)
+        return b.record._queue_input_tx(w)
     if isinstance(w, Unqueue):
-        return store._unqueue_tx(w)
+        return b.record._unqueue_tx(w)
     if isinstance(w, ReleaseLease):
-        return store._release_lease_tx(w.lease)
+        return b.leases._release_lease_tx(w.lease)
     if isinstance(w, AcquireLease):
-        return store._acquire_lease_tx(w.session_id, w.owner, w.ttl_s)
+        return b.leases._acquire_lease_tx(w.session_id, w.owner, w.ttl_s)
     if isinstance(w, Transition):
-        return store._transition_tx(w, lease)
+        return b.record._transition_tx(w, lease)
     if isinstance(w, MarkInterrupted):
-        return store._mark_interrupted_tx(w.session_id, w.keep_approvals, w.approval_output, lease)
+        return b.record._mark_interrupted_tx(
+            w.session_id, w.keep_approvals, w.approval_output, lease
+        )
     if isinstance(w, Rollback):
-        return store._rollback_tx(w, lease)
+        return b.record._rollback_tx(w, lease)
     if isinstance(w, Fork):
-        return store._fork_tx(w)
+        return b.record._fork_tx(w)
     if isinstance(w, CreateSession):
-        return store._created_session_tx(w)
+        return b.record._created_session_tx(w)
     if isinstance(w, UpdateSession):
-        return store._update_session_tx(w.session_id, w.title, w.metadata)
+        return b.record._update_session_tx(w.session_id, w.title, w.metadata)
     if isinstance(w, DeleteSession):
-        return store._delete_session_tx(w.session_id)
+        return b.record._delete_session_tx(w.session_id)
     if isinstance(w, ScheduleWrite):
-        return store._schedule_tx(w)
+        return b.schedules._schedule_tx(w)
     raise TypeError(f"not a write value: {type(w).__name__}")
 
 

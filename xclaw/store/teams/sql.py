@@ -1,8 +1,8 @@
 """[store/teams] Users, who may see each session, and who did what (migration 5, `teams`;
 docs/teams.md).
 
-Both backends, one SQL text (dialect.py), mixed into SQLiteStore and PostgresStore like the
-change log. Each method is one transaction. Tokens are never seen here, only their SHA-256
+Both backends, one SQL text (dialect.py): `store.teams`, a role over the backend's connection
+layer (store/role.py). Each method is one transaction. Tokens are never seen here, only their SHA-256
 (xclaw/people/teams.py). A session without an `owner` row is the admin's (every session written
 before users existed); a user's rows go when the user goes (ON DELETE CASCADE), so a name
 given again later inherits nothing.
@@ -10,18 +10,18 @@ given again later inherits nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import Forbidden, SessionNotFound
 from xclaw.people.teams import Need, ShareRole, TeamError, UserRole, allows, check_user_name
+from xclaw.store.role import Db, Role
 from xclaw.store.steps.model import Session
 from xclaw.store.steps.rows import SESSION_COLS, check_session_id, load_json, row_to_session
 from xclaw.store.steps.writes import Kind
 
 if TYPE_CHECKING:
-    from xclaw.store.dialect import Dialect
+    from xclaw.store.steps.sql import SessionMethods
 
 T = TypeVar("T")
 
@@ -116,18 +116,12 @@ def _user(row: Any) -> User:
     return User(str(row[0]), UserRole(row[1]), int(row[2]), row[3], row[4])
 
 
-class TeamMethods:
+class TeamMethods(Role):
     """The TeamStore protocol (xclaw/store/base.py), for both backends."""
 
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
-        def _create_session_tx(
-            self, sid: str, title: str, metadata: Any
-        ) -> Callable[[Any], Session | None]: ...
+    def __init__(self, db: Db, sessions: SessionMethods) -> None:
+        super().__init__(db)
+        self._sessions = sessions  # the record's body of a new session (create_session_as)
 
     # --- users ------------------------------------------------------------------------------
     def add_user(self, name: str, role: UserRole, token_hash: str | None) -> User:
@@ -228,7 +222,7 @@ class TeamMethods:
         that session (theirs, written by another socket of theirs; shared; or not `member`),
         else SessionNotFound with nothing written, as for an id nobody has."""
         d = self._dialect
-        create = self._create_session_tx(check_session_id(session_id), title, None)
+        create = self._sessions._create_session_tx(check_session_id(session_id), title, None)
 
         def tx(conn: Any) -> Session | None:
             session = create(conn)

@@ -22,7 +22,7 @@ from dataclasses import MISSING, dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from xclaw.errors import EXIT_USAGE, MissingBlobs, XclawError
-from xclaw.store.base import RecordReader, RecordStore
+from xclaw.store.base import RecordReader, RecordStore, SnapshotStore
 from xclaw.store.snapshots.model import content_hash
 from xclaw.store.steps.columns import Column, Kind, Table
 from xclaw.store.steps.model import (
@@ -41,10 +41,14 @@ class BadExport(XclawError):
     exit_code = EXIT_USAGE
 
 
-class ExportSource(RecordReader, Protocol):
-    """What an export reads: the record, and the images its steps name."""
+class ExportSource(Protocol):
+    """The roles an export reads: the record, and the images its steps name (snapshots)."""
 
-    def get_blobs(self, hashes: Iterable[str]) -> dict[str, bytes]: ...
+    @property
+    def record(self) -> RecordReader: ...
+
+    @property
+    def snapshots(self) -> SnapshotStore: ...
 
 
 def export_lines(
@@ -64,7 +68,7 @@ def export_lines(
     files)."""
     clean = redact or (lambda data: data)
     for session in sessions:
-        steps = store.steps(session.session_id)
+        steps = store.record.steps(session.session_id)
         extra = totals(steps) if totals is not None else {}
         yield _dump(clean({"kind": "session", **SESSIONS.exported(session), **extra}))
         for st in steps:
@@ -74,10 +78,10 @@ def export_lines(
         hashes = sorted({h for st in steps for h in _image_hashes(st.output_data)})
         if hashes:
             try:
-                blobs = store.get_blobs(hashes)
+                blobs = store.snapshots.get_blobs(hashes)
             except MissingBlobs as e:  # exported without: fsck names them on either side
                 blobs = (
-                    store.get_blobs(set(hashes) - set(e.hashes))
+                    store.snapshots.get_blobs(set(hashes) - set(e.hashes))
                     if set(hashes) - set(e.hashes)
                     else {}
                 )

@@ -1,20 +1,24 @@
 """[store/transfer] Moving sessions into a store, and what retention would free (`xclaw import`,
-`xclaw gc`), one text for both backends (dialect.py). Mixed into SQLiteStore and PostgresStore,
-which provide `_dialect`, `_write` and `_read`; the export format itself is
+`xclaw gc`), one text for both backends (dialect.py). Part of the record role
+(store/steps/record.py), over the connection layer's `_dialect`, `_write` and `_read`; the export format itself is
 store/transfer/format.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import StoreError
 from xclaw.store.dialect import Dialect
+from xclaw.store.role import Role
 from xclaw.store.steps.model import Session, Step
 from xclaw.store.steps.rows import SESSIONS, STEPS
 from xclaw.store.steps.writes import Kind
 from xclaw.store.transfer.format import Exported, Imported, placed
+
+if TYPE_CHECKING:
+    from xclaw.store.snapshots.sql import SnapshotMethods
 
 T = TypeVar("T")
 
@@ -45,16 +49,10 @@ def _insert(
     return session
 
 
-class TransferMethods:
+class TransferMethods(Role):
     """`import_sessions` and `retention_preview` of the Store protocol, for both backends."""
 
-    _dialect: ClassVar[Dialect]
-    if TYPE_CHECKING:  # provided by the store this is mixed into
-
-        def _write(self, fn: Callable[[Any], T], kind: Kind) -> T: ...
-        def _read(self, fn: Callable[[Any], T], *, snapshot: bool = False) -> T: ...
-        def _now(self) -> int: ...
-        def _put_blobs_tx(self, blobs: Mapping[str, bytes]) -> Callable[[Any], int]: ...
+    _snapshots: SnapshotMethods  # the blobs an import brings go in with its steps
 
     def import_sessions(self, exported: Sequence[Exported]) -> list[Imported]:
         """Insert the sessions of an export with their steps and blobs exactly as given (ids,
@@ -64,7 +62,9 @@ class TransferMethods:
         d = self._dialect
         # Through the blob store (the database's table or the object store), in this
         # transaction.
-        put_blobs = self._put_blobs_tx({h: b for ex in exported for h, b in ex.blobs.items()})
+        put_blobs = self._snapshots._put_blobs_tx(
+            {h: b for ex in exported for h, b in ex.blobs.items()}
+        )
         # Converted before the transaction (no JSON encoding on the writer thread).
         prepared = [(ex, _step_rows(d, ex.steps)) for ex in exported]
         prepared.sort(key=lambda p: p[0].session.created_at)  # parents before their forks
