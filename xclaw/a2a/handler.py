@@ -487,6 +487,11 @@ class XclawRequestHandler(RequestHandler):
         the files a turn with side effects changed)."""
         sid, tid, follow = started.session_id, started.task_id, started.follow
         task = started.first or await self._now(started, who)
+        if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and follow.answered:
+            # What this request answered may not be in the record yet: the task works on,
+            # and a question asked after it ends the stream as it comes.
+            task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_WORKING))
+            task.status.timestamp.GetCurrentTime()
         yield task
         if task.status.state in STREAM_ENDS:
             return
