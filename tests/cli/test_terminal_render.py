@@ -350,6 +350,35 @@ def test_the_queue_is_a_line_per_waiting_message_numbered_for_unqueue() -> None:
     ]
 
 
+@pytest.mark.parametrize("whole_lines", [False, True])
+def test_a_queue_line_between_the_streamed_answer_and_its_reply_does_not_repeat_it(
+    whole_lines: bool,
+) -> None:
+    """The queue's frame can come after an answer's deltas and before its reply (the run's
+    end hands over to the next message): its line ends the stream, and the reply, the same
+    text, is not printed a second time."""
+    buf = io.StringIO()
+    r = Renderer(Console(file=buf, highlight=False, soft_wrap=True, no_color=True, width=60))
+    r.whole_lines = whole_lines
+    waiting = {"type": "queue", "sessionId": "s", "queued": [{"id": "m", "content": "next"}]}
+    for f in (
+        waiting,
+        {"type": "delta", "content": "First done."},
+        {**waiting, "queued": []},
+        {"type": "reply", "content": "First done."},
+        {"type": "delta", "content": "Next done."},
+        {"type": "reply", "content": "Next done."},
+        {"type": "reply", "content": "A reply never streamed."},
+    ):
+        r.frame(f)
+    r.end_stream()
+    assert [row for row in buf.getvalue().splitlines() if row.startswith("xclaw")] == [
+        "xclaw: First done.",
+        "xclaw: Next done.",
+        "xclaw: A reply never streamed.",
+    ]
+
+
 # --- messages a schedule or a webhook sent (docs/schedules.md, "In the clients") -------------
 
 

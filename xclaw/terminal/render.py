@@ -115,6 +115,9 @@ class Renderer:
         self.whole_lines = False
         self._held = ""  # the streamed answer's unfinished line (whole_lines)
         self._held_shown = False  # its "xclaw: " line is out (whole_lines)
+        # An answer streamed since the last reply: the reply that ends it is not printed
+        # again, even when a line of another frame (a queue's) ended the stream before it.
+        self._unreplied = False
 
     @property
     def streaming(self) -> bool:
@@ -254,6 +257,8 @@ class Renderer:
         text = printable(str(f.get("content", "")))
         if not text:
             return
+        if not self._stream_open:
+            self._unreplied = True
         if self.whole_lines:
             if not self._stream_open:
                 self._stream_open, self._streamed = True, ""
@@ -274,12 +279,15 @@ class Renderer:
 
     def _on_reply(self, f: Mapping[str, Any]) -> None:
         content = printable(str(f.get("content", "")))
+        streamed = self._unreplied and self._streamed.strip() == content.strip()
+        self._unreplied = False
         if self.markdown and looks_like_markdown(content):
-            streamed = self._stream_open and self._streamed.strip() == content.strip()
-            if streamed and self.whole_lines and not self._held_shown:
+            if streamed and self.whole_lines and self._stream_open and not self._held_shown:
                 self._stream_open = False  # nothing of it shown yet: shown rendered instead
                 streamed = False
-            if streamed and (self.whole_lines or not self._erase_stream()):
+            if streamed and (
+                self.whole_lines or not self._stream_open or not self._erase_stream()
+            ):
                 self.end_stream()  # too long to redraw in place: the streamed text stays
                 return
             self.end_stream()
@@ -287,7 +295,7 @@ class Renderer:
             # No OSC 8 hyperlinks: a link's target is shown beside its text, not hidden in it.
             self.console.print(_markdown(content))
             return
-        if self._stream_open and self._streamed.strip() == content.strip():
+        if streamed:
             self.end_stream()  # the answer was already shown as it streamed
             return
         self.end_stream()
