@@ -285,9 +285,7 @@ class Renderer:
             if streamed and self.whole_lines and self._stream_open and not self._held_shown:
                 self._stream_open = False  # nothing of it shown yet: shown rendered instead
                 streamed = False
-            if streamed and (
-                self.whole_lines or not self._stream_open or not self._erase_stream()
-            ):
+            if streamed and (self.whole_lines or not self._stream_open or not self._erase_stream()):
                 self.end_stream()  # too long to redraw in place: the streamed text stays
                 return
             self.end_stream()
