@@ -354,19 +354,7 @@ class XclawRequestHandler(RequestHandler):
             step_id = await follow.sent_message(wait_s=SENT_WAIT_S)
             if step_id is None:  # (its step frame comes as the run starts)
                 raise InvalidRequestError(message="the message was not recorded in time")
-            started = Started(sid, step_id, follow)
-            started.first = Task(id=step_id, context_id=sid)
-            started.first.status.state = TaskState.TASK_STATE_WORKING
-            started.first.history.append(
-                text_message(
-                    text,
-                    context_id=sid,
-                    task_id=step_id,
-                    message_id=message.message_id,
-                    role=Role.ROLE_USER,
-                )
-            )
-            return started
+            return _working(sid, step_id, follow, text, message)
         except BaseException:
             follow.close()
             raise
@@ -412,19 +400,7 @@ class XclawRequestHandler(RequestHandler):
                 continue  # it waits its turn
             if await asyncio.to_thread(self.gw.store.record.message_step, sid, key) is None:
                 raise InvalidRequestError(message="the queued message was cancelled before it ran")
-        started = Started(sid, step_id, follow)
-        started.first = Task(id=step_id, context_id=sid)
-        started.first.status.state = TaskState.TASK_STATE_WORKING
-        started.first.history.append(
-            text_message(
-                text,
-                context_id=sid,
-                task_id=step_id,
-                message_id=message.message_id,
-                role=Role.ROLE_USER,
-            )
-        )
-        return started
+        return _working(sid, step_id, follow, text, message)
 
     # --- commands ---------------------------------------------------------------------------
     async def _command(
@@ -785,3 +761,21 @@ def _rollback_asked(message: Message) -> Command | None:
                 f"retry or abandon (booleans) only; not {key!r} as given"
             )
     return Command("rollback", tuple(args), " ".join(args))
+
+
+def _working(sid: str, step_id: str, follow: Following, text: str, message: Message) -> Started:
+    """A task a message just opened: working, its history that message (sent as the stream's
+    first event before the record is read)."""
+    started = Started(sid, step_id, follow)
+    started.first = Task(id=step_id, context_id=sid)
+    started.first.status.state = TaskState.TASK_STATE_WORKING
+    started.first.history.append(
+        text_message(
+            text,
+            context_id=sid,
+            task_id=step_id,
+            message_id=message.message_id,
+            role=Role.ROLE_USER,
+        )
+    )
+    return started
