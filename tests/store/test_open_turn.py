@@ -128,7 +128,7 @@ def test_opens_in_two_round_trips_with_the_shared_bodys_effects(
         assert [(s.seq, s.status, s.error_message) for s in interrupted] == [
             (3, StepStatus.FAILED, "interrupted")
         ]
-        assert step.seq == 4 and step.output_data == {"messageId": "m-1"}
+        assert step.seq == 4 and step.output_data == {"messageId": "m-1", "queued": True}
     assert _state(store, piped_sid) == _state(store, shared_sid)
     status, waiting, title, metadata, _, queue = _state(store, piped_sid)
     assert (status, waiting, title, queue) == (Status.RUNNING, False, "renamed", ["m-2"])

@@ -157,7 +157,7 @@ def event_of_answer(
 
 
 # The user_input steps that may hold a message id (the LIKE only narrows; the id is compared
-# once decoded): such a step's output is {"messageId": ID, "by"?: …} (docs/protocol.md).
+# once decoded): such a step's output is {"messageId": ID, "by"?: …, "queued"?: true} (docs/protocol.md).
 _MESSAGE_STEPS = (
     f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND step_type='user_input'"
     " AND CAST(output_data AS TEXT) LIKE ? ORDER BY seq DESC"
@@ -317,9 +317,7 @@ class StoreBase(Role):
 
         d, now = self._dialect, self._now()
         # The message step's output: who sent it (a team member), the client's id for it.
-        output = (
-            w.sent_by if w.message_id is None else {**(w.sent_by or {}), "messageId": w.message_id}
-        )
+        output = w.output()
 
         def tx(conn: Any) -> tuple[Lease | None, list[Step], Step | None]:
             # Created by another socket a moment ago: retitled instead.

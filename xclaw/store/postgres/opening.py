@@ -64,7 +64,7 @@ def open_turn_tx(
     assert not w.create and not w.member
     d, sid = POSTGRES, w.session_id
     message = normalise_step(w.message)
-    output = w.sent_by if w.message_id is None else {**(w.sent_by or {}), "messageId": w.message_id}
+    output = w.output()
     insert = insert_locked(sid, message, StepStatus.COMPLETED, output, None)
     interrupt_sql, interrupt_params = interrupting(d, w.keep_approvals, w.approval_output)
     meta = None if w.metadata is None else pg_json(dict(w.metadata), "metadata")
