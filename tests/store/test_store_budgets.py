@@ -183,6 +183,39 @@ def test_a_shared_cap_is_checked_on_its_counter_in_the_holds_transaction(store: 
     assert counted() == 1050 == b.budget_totals([day])[day][0]
 
 
+def test_holds_ride_in_their_steps_rows_and_outlive_them(store: Store) -> None:
+    """A hold is its step's row (no row of its own); a rollback or a deletion keeps it
+    counted as it stood (the trigger keeps it), and a fork copies the steps, never their
+    holds: spend counted once."""
+    sid = store.record.create_session(title="t").session_id
+    b = store.budgets
+    settled, in_flight = _call(store, sid, 500), _call(store, sid, 300)
+    done = Completion(status=StepStatus.COMPLETED, output_data={"text": "ok"})
+    store.record.write(
+        FinishStep(session_id=sid, step=settled, done=done, spent=Spent(tokens=120, usd=0.5))
+    )
+    first, second = settled.slot.resolved().seq, in_flight.slot.resolved().seq
+    fork = store.record.fork(sid, second).session_id
+    assert b.budget_holds(fork) == []
+    assert b.budget_totals([f"s:{fork}"])[f"s:{fork}"] == (0, 0.0)
+    store.record.mark_interrupted(sid)
+    store.record.rollback(sid, first)
+    assert store.record.steps(sid) == []
+    assert b.budget_holds(sid) == [(first, 500, 120, True), (second, 300, 0, False)]
+    day = "ud:alice:2026-12-06"
+    counted = {f"s:{sid}": (420, pytest.approx(0.5003)), day: (420, pytest.approx(0.5003))}
+    assert b.budget_totals([f"s:{sid}", day]) == counted
+    # A session deleted (its steps with it, by the cascade): its spend stays counted.
+    third = _call(store, sid, 200)
+    store.record.delete_session(sid)
+    assert b.budget_holds(sid) == [
+        (first, 500, 120, True),
+        (second, 300, 0, False),
+        (third.slot.resolved().seq, 200, 0, False),
+    ]
+    assert b.budget_totals([f"s:{sid}", day])[day][0] == 620
+
+
 def test_the_counters_of_ended_periods_go_when_a_new_periods_counter_is_made(
     store: Store, backend: Backend
 ) -> None:

@@ -1,11 +1,14 @@
-"""[store/budgets] Budgets in the record (migration `budgets`; docs/budgets.md): each LLM call's
-hold, written with its `running` step and settled with its finish (writes.BeginStep.hold,
-FinishStep.spent), and the caps and grants an admin set (writes.SetBudget).
+"""[store/budgets] Budgets in the record (migrations `budgets`, `budget_holds_in_steps`;
+docs/budgets.md): each LLM call's hold, in its step's own row — written with its `running`
+step and settled with its finish (writes.BeginStep.hold, FinishStep.spent) — and the caps and
+grants an admin set (writes.SetBudget).
 
-Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A hold is
-keyed by its step (session, seq): written once, settled once, never counted twice. Its spend
+Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A
+hold is its step's (session, seq): written once, settled once, never counted twice. Its spend
 counts what it cost once settled, its reservation until then — a call cut short by a kill
-stays counted at its maximum. Rows outlive rollbacks and deletions: the money was spent.
+stays counted at its maximum. Holds outlive rollbacks and deletions (the money was spent): a
+trigger keeps a deleted step's hold in `budget_holds_kept`, and the view `budget_holds` reads
+both.
 """
 
 from __future__ import annotations
@@ -28,19 +31,25 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# A hold rides in its step's own row (migration `budget_holds_in_steps`): set in the
+# transaction that inserts the `running` step (its row's page is already being written: no row
+# or index of its own but the small partial one of the rows that hold), settled in the one that
+# finishes it, once (`spent_tokens` NULL until then).
 _HOLD = (
-    "INSERT INTO budget_holds (session_id, seq, owner, day, month, held_tokens, held_usd,"
-    " spent_tokens, spent_usd, settled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?)"
+    "UPDATE traces SET held_tokens=?, held_usd=?, hold_owner=?, hold_day=?"
+    " WHERE session_id=? AND seq=?"
 )
 _SETTLE = (
-    "UPDATE budget_holds SET spent_tokens=?, spent_usd=?, settled=1"
-    " WHERE session_id=? AND seq=? AND settled=0"
+    "UPDATE traces SET spent_tokens=?, spent_usd=?"
+    " WHERE session_id=? AND seq=? AND held_tokens IS NOT NULL AND spent_tokens IS NULL"
 )
 # What a hold counts: its cost once settled, its reservation until then.
 _COUNTED = (
     "coalesce(sum(CASE WHEN settled=1 THEN spent_tokens ELSE held_tokens END), 0),"
     " coalesce(sum(CASE WHEN settled=1 THEN spent_usd ELSE held_usd END), 0)"
 )
+# `budget_holds` is the view of the holds in the steps' rows and the kept ones (migration
+# `budget_holds_in_steps`); a condition on it reaches both.
 # Scope -> the holds it sums: `s:<session>`, `ud:<user>:<day>`, `um:<user>:<month>`,
 # `td:<day>`, `tm:<month>` (xclaw/budgets/ledger.py names them).
 # A month is read as a range of days (the day indexes serve it).
@@ -136,13 +145,10 @@ class BudgetMethods(Role):
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
     def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:
-        sql, now = self._dialect.sql(_HOLD), self._now()
+        sql = self._dialect.sql(_HOLD)
 
         def tx(conn: Any, seq: int) -> None:
-            conn.execute(
-                sql,
-                (session_id, seq, hold.owner, hold.day, hold.month, hold.tokens, hold.usd, now),
-            )
+            conn.execute(sql, (hold.tokens, hold.usd, hold.owner, hold.day, session_id, seq))
 
         return tx
 
@@ -189,9 +195,11 @@ class BudgetMethods(Role):
         shared = spent.shared
         count = d.sql(_COUNT.format(_marks(len(shared)))) if shared else ""
         delta = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd)
+        tokens, usd = spent.tokens, spent.usd
 
         def tx(conn: Any, seq: int) -> None:
-            settled = conn.execute(sql, (spent.tokens, spent.usd, session_id, seq)).rowcount
+            # Its step's row was just finished in this transaction: it is there.
+            settled = conn.execute(sql, (tokens, usd, session_id, seq)).rowcount
             if shared and settled == 1:  # the counters: from the reservation to the cost
                 conn.execute(count, (*delta, *shared))
 
