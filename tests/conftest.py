@@ -10,8 +10,9 @@ import pytest
 
 from tests import caches
 
-# `make`: an in-process runtime on a real SQLite store with the scripted model.
-pytest_plugins = ["tests.runtime.harness"]
+# `make`: an in-process runtime on a real SQLite store with the scripted model; the switches
+# that find leaks and where the time goes (tests/diagnostics.py).
+pytest_plugins = ["tests.runtime.harness", "tests.diagnostics"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
