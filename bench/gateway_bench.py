@@ -146,6 +146,8 @@ BUDGETS = (
     "budgets:\n  session_tokens: 1000000000\n  total_daily_tokens: 1000000000000\n"
     "  total_monthly_usd: 1000000\n"
 )
+# --budgets --budget-caps session: the session's cap alone (no shared scope, no counters).
+BUDGETS_SESSION = "budgets:\n  session_tokens: 1000000000\n"
 
 
 def spawn_serve(
@@ -779,7 +781,11 @@ async def main_async(args: argparse.Namespace) -> None:
                     python,
                     core=args.server_core,
                     members=max(args.sessions) if args.members and label == "this" else 0,
-                    config_extra=BUDGETS if args.budgets and label == "this" else "",
+                    config_extra=(
+                        (BUDGETS_SESSION if args.budget_caps == "session" else BUDGETS)
+                        if args.budgets and label == "this"
+                        else ""
+                    ),
                 )
                 gw.stagger_ms = 0.0 if args.together else args.llm_ms
                 gateways.append((label, gw))
@@ -914,6 +920,13 @@ def main() -> None:
         action="store_true",
         help="this checkout twice, alternated: without budgets (base) and with caps no "
         "session reaches (this): the ratio row is what the budget check costs per step",
+    )
+    parser.add_argument(
+        "--budget-caps",
+        choices=["session+total", "session"],
+        default="session+total",
+        help="with --budgets: caps on the session and the deployment's day and month "
+        "(default; their counters are kept), or on the session alone",
     )
     parser.add_argument(
         "--server-core",

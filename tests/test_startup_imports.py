@@ -22,9 +22,29 @@ def loaded_by(code: str, packages: tuple[str, ...]) -> list[str]:
         f"{code}\nimport sys\nprint(*(m for m in sys.modules if m.split('.')[0] in {packages!r}))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", probe],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return out.stdout.split()
+
+
+# `xclaw mcp` run to its end (stdin closed at once: the host went away) on a new database
+# with the scripted model.
+MCP_SERVER = """import json, os, tempfile
+from xclaw.cli.main import _register, cli
+_register()
+d = tempfile.mkdtemp()
+with open(os.path.join(d, "s.json"), "w") as f:
+    json.dump({"turns": [{"text": "hi"}]}, f)
+args = ["mcp", "--db", os.path.join(d, "x.db"), "--model", "script:" + os.path.join(d, "s.json")]
+try:
+    cli.main(args, standalone_mode=False)
+except SystemExit:
+    pass"""
 
 
 @pytest.mark.parametrize(
@@ -39,6 +59,9 @@ def loaded_by(code: str, packages: tuple[str, ...]) -> list[str]:
         # The OpenAI SDK (over 1 s): likewise (tests/llm/test_openai.py).
         ("import xclaw.llm.openai", ("openai",)),
         (CLI, ("mcp", "mcp_types", "markdown_it", "pygments")),
+        # The ACP SDK (~1 s): `xclaw mcp` set its logging up from xclaw/acp/serve.py, which
+        # loaded it (xclaw/acp/stderr_log.py).
+        (MCP_SERVER, ("acp",)),
     ],
 )
 def test_a_start_does_not_load_what_it_may_not_use(code: str, packages: tuple[str, ...]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,32 @@ async def test_until_takes_plain_coroutine_and_blocking_checks() -> None:
     assert await until(lambda: "read", in_thread=True) == "read"
     with pytest.raises(AssertionError, match="never"):
         await until(lambda: None, "never", timeout=0.05)
+
+
+def test_a_long_wait_asks_less_and_less_often() -> None:
+    """Asked every 20 ms at first, then less often (up to every 0.1 s): eleven checks cover
+    ~0.9 s, where a fixed 20 ms pause made them ~0.2 s of a long wait's fifty checks a
+    second."""
+    asked: list[float] = []
+
+    def check() -> bool:
+        asked.append(time.monotonic())
+        return len(asked) == 12
+
+    assert wait_until(check)
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
+    assert gaps[0] < 0.5 and sum(gaps) > 0.6, gaps
+
+
+async def test_a_long_wait_in_the_event_loop_asks_less_and_less_often() -> None:
+    asked: list[float] = []
+
+    def check() -> bool:
+        asked.append(time.monotonic())
+        return len(asked) == 12
+
+    assert await until(check)
+    assert asked[-1] - asked[0] > 0.6, asked
 
 
 def test_no_test_module_keeps_a_wait_helper_of_its_own() -> None:

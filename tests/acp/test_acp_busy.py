@@ -110,3 +110,35 @@ async def test_a_steering_prompt_reaches_the_running_model_and_answers_when_the_
     assert (inputs[1].output or {}).get("steer") is True  # delivered inside the first run
     kinds = [s.type for s in steps]
     assert kinds.index("tool_call") < steps.index(inputs[1]) < len(steps) - 1
+
+
+async def test_commands_beside_a_run_are_answered_and_a_rollback_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """Under the default policy (a prompt beside the run is refused): /steps, /ps and /fork
+    read or copy the record and are answered at once; /rollback, which would rewind what
+    the run is writing, is refused `busy` saying how to go on; the run is untouched."""
+    project, env = _project(tmp_path, None)
+    editor = Editor()
+    async with spawned(editor, project, "--approval", "yolo", env=env) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("go")]))
+        await editor.until(lambda: "tool_call" in editor.kinds(sid))
+        steps = await conn.prompt(session_id=sid, prompt=[text_block("/steps")])
+        assert steps.stop_reason == "end_turn"
+        await editor.until(lambda: "s0001" in editor.text() and "user_input" in editor.text())
+        forked = await conn.prompt(session_id=sid, prompt=[text_block("/fork s0001 aside")])
+        assert forked.stop_reason == "end_turn"
+        await editor.until(lambda: "Forked after s0001" in editor.text())
+        ps = await conn.prompt(session_id=sid, prompt=[text_block("/ps")])
+        assert ps.stop_reason == "end_turn"
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=sid, prompt=[text_block("/rollback s0001")])
+        assert (refused.value.data or {}).get("code") == "busy"
+        assert "session/cancel" in str(refused.value)
+        assert not first.done()  # the run went on meanwhile
+        assert (await asyncio.wait_for(first, 90)).stop_reason == "end_turn"
+    assert await _inputs(tmp_path / "x.db", sid) == ["go"]
+    async with xclaw.open(db=tmp_path / "x.db", model="script:/dev/null") as agent:
+        titles = [s.title for s in await agent.sessions()]
+    assert "aside" in titles

@@ -98,3 +98,28 @@ async def test_under_a_cap_the_model_is_called_only_once_its_hold_is_committed(m
     assert h.store.record.get_session(sid).status is Status.SUCCESS
     # The nth call finds n holds committed, its own among them, and its step running.
     assert seen == [(1, 1), (2, 1), (3, 1), (4, 1)]
+
+
+async def test_under_a_cap_a_calls_hold_shares_the_commit_of_the_tool_result_before_it(
+    make,
+) -> None:
+    """The hold is committed before its call, but not in a commit of its own: the tool's
+    result, written just before, is not awaited under a cap, so the two commit together. The
+    same run commits as often with a cap as without one (before: one more commit a call)."""
+    turns = [{"tool_calls": [sh(f"echo {i}")]} for i in range(8)] + [{"text": "done"}]
+    commits = {}
+    for label, budgets in (("free", None), ("capped", {"session_tokens": 10**9})):
+        h = make(turns, max_tokens=100, **({} if budgets is None else {"budgets": budgets}))
+        before = h.store.record.commits
+        sid = await h.ask("count")
+        assert h.store.record.get_session(sid).status is Status.SUCCESS
+        commits[label] = h.store.record.commits - before
+        if budgets is not None:
+            assert len(h.store.budgets.budget_holds(sid)) == 9
+            # Clients heard of every tool's result, in order, each after its commit.
+            done = [f for f in h.of("tool") if f.get("state") == "completed"]
+            assert [f["output"].strip() for f in done] == [str(i) for i in range(8)]
+        await h.close()
+    # Nine calls: one more commit per call before (the hold's own); now at most the first
+    # call's (its user message is not awaited either) and one a loaded machine may split.
+    assert commits["capped"] - commits["free"] <= 2, commits

@@ -1,9 +1,9 @@
 """A2A while a task of the context is working (docs/a2a.md; docs/protocol.md, "Input while a run
 is busy"), with the official client (`a2a-sdk`'s ClientFactory) against a real gateway and the
-scripted model: under `input.busy: queue` a second message is kept in the session's queue —
-its stream stays open while the task before works and yields its own task, the turn it opens,
-once that task completes, then runs to `completed` with its own answer; under the default it
-is refused as before."""
+scripted model: under `input.busy: queue` a second message is kept in the session's queue and
+is a task at once — `submitted` (its stream's first event, GetTask, ListTasks), `working` once
+the task before completes, then `completed` with its own answer, under the one id it was given;
+canceled while it waits, it never runs; under the default it is refused as before."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
 
 from tests.gateway.harness import Server, write_script
 from tests.protocols.test_a2a_server import (
@@ -84,7 +84,7 @@ async def _queued(server: Server, sid: str) -> list[str]:
     return []
 
 
-async def test_a_message_while_a_task_works_is_queued_and_its_task_runs_after(
+async def test_a_message_while_a_task_works_is_a_submitted_task_that_works_after(
     busy_server: Any,
 ) -> None:
     server = busy_server("queue")
@@ -94,27 +94,73 @@ async def test_a_message_while_a_task_works_is_queued_and_its_task_runs_after(
             collect(client.send_message(message("go", "m-1", context="ctx-queue")))
         )
         await _tool_running(server, "ctx-queue")
-        second = asyncio.create_task(
-            collect(client.send_message(message("then this", "m-2", context="ctx-queue")))
-        )
+        stream = client.send_message(message("then this", "m-2", context="ctx-queue"))
+        opened = await anext(stream)  # at once, while the task before works
+        assert opened.HasField("task"), opened
+        tid = opened.task.id
+        assert tid == "ctx-queue:a2a:m-2"
+        assert opened.task.status.state == TaskState.TASK_STATE_SUBMITTED
+        assert opened.task.history[0].parts[0].text == "then this"
+        assert opened.task.history[0].message_id == "m-2"
         assert await _queued(server, "ctx-queue") == ["then this"]
-        assert not second.done()  # its task is the turn it opens: not yet
-        one, two = await first, await second
+        # Seen by anyone who asks, as submitted, under the same id.
+        got = await client.get_task(GetTaskRequest(id=tid))
+        assert got.status.state == TaskState.TASK_STATE_SUBMITTED
+        listed = await client.list_tasks(ListTasksRequest(context_id="ctx-queue"))
+        assert [(t.id, t.status.state) for t in listed.tasks] == [
+            (tid, TaskState.TASK_STATE_SUBMITTED),
+            ("ctx-queue:s0001", TaskState.TASK_STATE_WORKING),
+        ]
+        assert not first.done()
+        rest = [e async for e in stream]
+        states = [e.status_update.status.state for e in rest if e.HasField("status_update")]
+        assert states[0] == TaskState.TASK_STATE_WORKING, rest
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED, rest
+        assert {e.status_update.task_id for e in rest if e.HasField("status_update")} == {tid}
+        one = await first
         assert last_state(one) == TaskState.TASK_STATE_COMPLETED
-        assert last_state(two) == TaskState.TASK_STATE_COMPLETED
         assert task_id(one) == "ctx-queue:s0001"
-        second_id = task_id(two)
-        assert second_id != task_id(one)
         answers = [
             a.parts[0].text
-            for e in two
+            for e in rest
             if e.HasField("artifact_update")
             for a in [e.artifact_update.artifact]
             if a.name == "answer"
         ]
-        assert answers == ["Second done."], two
+        assert answers == ["Second done."], rest
+        # It keeps its id once it ran: asked for, and listed.
+        done = await client.get_task(GetTaskRequest(id=tid))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        assert done.status.message.parts[0].text == "Second done."
+        listed = await client.list_tasks(ListTasksRequest(context_id="ctx-queue"))
+        assert [t.id for t in listed.tasks] == [tid, "ctx-queue:s0001"]
         inputs = [s["input"] for s in steps(server, "ctx-queue") if s["type"] == "user_input"]
         assert inputs == ["go", "then this"]
+    finally:
+        await http.aclose()
+
+
+async def test_a_submitted_task_canceled_never_runs(busy_server: Any) -> None:
+    server = busy_server("queue")
+    client, http = await open_client(server)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-qc")))
+        )
+        await _tool_running(server, "ctx-qc")
+        stream = client.send_message(message("never mind", "m-2", context="ctx-qc"))
+        opened = await anext(stream)
+        tid = opened.task.id
+        assert opened.task.status.state == TaskState.TASK_STATE_SUBMITTED
+        canceled = await client.cancel_task(CancelTaskRequest(id=tid))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        rest = [e async for e in stream]
+        assert last_state(rest) == TaskState.TASK_STATE_CANCELED, rest
+        assert last_state(await first) == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(Exception, match=r"[Nn]ot found"):
+            await client.get_task(GetTaskRequest(id=tid))  # it never was a turn
+        inputs = [s["input"] for s in steps(server, "ctx-qc") if s["type"] == "user_input"]
+        assert inputs == ["go"]
     finally:
         await http.aclose()
 

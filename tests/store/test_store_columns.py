@@ -19,10 +19,14 @@ from xclaw.store.steps.writes import AddStep, BeginStep
 from xclaw.store.transfer.format import export_lines, parse_export
 
 # Columns the store writes itself, not part of the row values (leases, the step counter, the
-# worker that wrote a step).
+# worker that wrote a step, an LLM call's budget hold: neither copied by a fork nor exported,
+# since spend is counted once, where it was spent).
 _STORE_ONLY = {
     "sessions": {"next_seq", "lease_owner", "lease_token", "lease_expires_at"},
-    "traces": {"worker"},
+    "traces": {
+        "worker",
+        *("held_tokens", "held_usd", "spent_tokens", "spent_usd", "hold_owner", "hold_day"),
+    },
 }
 
 

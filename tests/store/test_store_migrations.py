@@ -163,6 +163,20 @@ SAMPLE_ROWS[11] = [
 ]
 
 
+# A version-12 database: holds in their steps' rows (s0001 held 100 tokens and cost 40), the
+# ones written before (s0002's) kept in budget_holds_kept; budget_holds is their view.
+SAMPLE_ROWS[12] = [
+    *(
+        r.replace("INSERT INTO budget_holds ", "INSERT INTO budget_holds_kept ")
+        if isinstance(r, str)
+        else r
+        for r in SAMPLE_ROWS[11]
+    ),
+    "UPDATE traces SET held_tokens=100, held_usd=0.001, spent_tokens=40, spent_usd=0.0004, "
+    "hold_owner='alice', hold_day='2026-12-06' WHERE session_id='old' AND seq=1",
+]
+
+
 def _sql(sample: Sample, backend: Backend) -> str:
     return sample if isinstance(sample, str) else sample[backend.name]
 
@@ -321,6 +335,16 @@ def test_every_older_version_upgrades_in_place(store_factory, backend: Backend, 
             assert [f.fire_id for f in st.pending_fires(10**6)] == ["hook.ci.d1"]
             hook = st.get_hook("ci")
             assert hook is not None and hook.secret == "whsec_x"
+        if start >= 8:  # the holds written before carried over, counted as they were
+            held = (
+                [(2, 500, 120, True)] if start < 12 else [(1, 100, 40, True), (2, 500, 120, True)]
+            )
+            assert store.budgets.budget_holds("old") == held
+            tokens = 120 if start < 12 else 160
+            assert store.budgets.budget_totals(["s:old", "ud:alice:2026-12-06"]) == {
+                "s:old": (tokens, pytest.approx(0.002 if start < 12 else 0.0024)),
+                "ud:alice:2026-12-06": (tokens, pytest.approx(0.002 if start < 12 else 0.0024)),
+            }
     sid = store.record.create_session().session_id
     store.record.write(BeginStep(session_id=sid, step=tool()))
 

@@ -59,7 +59,7 @@ def test_the_turn_that_runs_it_takes_it_off_the_queue(store: Store) -> None:
         dequeue=True,
     )
     lease, _, step = _put(store, opening)
-    assert step.output_data == {"messageId": "m-1"}
+    assert step.output_data == {"messageId": "m-1", "queued": True}
     assert [q.id for q in store.record.queued(sid)] == ["m-2"]
     store.leases.release_lease(lease)
     # Recorded: queued again, it is refused (it ran), and nothing is added.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -72,6 +73,8 @@ from xclaw.a2a.tasks import (
     task_of,
     text_message,
     turns_of,
+    waiting_task,
+    waiting_task_id,
 )
 from xclaw.errors import Forbidden, SessionNotFound, XclawError
 from xclaw.gateway.adapter_commands import may_run, run_command
@@ -104,6 +107,8 @@ YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
 NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected", "refuse"})
 # The frames a task's stream may end at (the rest only go on).
 ENDING_FRAMES = frozenset({"reply", "approval_request", "error", "status", "idle"})
+# A step's reference in a task id (`SESSION:s0005`); anything else there is a message's id.
+STEP_REF = re.compile(r"s\d+")
 
 
 def _read(frame: dict[str, Any]) -> bool:
@@ -124,6 +129,11 @@ class Started:
     first: Task | None = None
     # A tool that may change files ran in it (only then are the changed files looked for).
     side_effects: bool = False
+    # The queue entry (its id) of a message kept while a task of the context works: the
+    # task is `submitted` until its turn opens (then `working`).
+    waiting: str | None = None
+    # How the task ended when the record cannot say (a waiting message cancelled).
+    final: Task | None = None
 
 
 def _who(context: ServerCallContext) -> Identity:
@@ -192,10 +202,26 @@ class XclawRequestHandler(RequestHandler):
             raise TaskNotFoundError
         await self._require(who, sid, need)
         steps = await asyncio.to_thread(self.gw.store.record.steps, sid, agent=MAIN_AGENT)
-        turn = next((t for t in turns_of(steps) if t.task_id == task_id), None)
+        turn = next((t for t in turns_of(steps) if t.answers_to(task_id)), None)
         if turn is None:
             raise TaskNotFoundError
         return session, steps, turn
+
+    async def _waiting(self, task_id: str, who: Identity) -> Task | None:
+        """The task of a message still waiting in its context's queue (`submitted`), or None.
+        Asked before the record's turns, so a message that starts between the two reads is
+        found in one or the other."""
+        sid, sep, ref = task_id.partition(":")
+        if not sep or not sid or not ref or STEP_REF.fullmatch(ref):
+            return None  # a step's id: a turn's task
+        session = await asyncio.to_thread(self.gw.store.record.find_session, sid)
+        if session is None:
+            return None
+        await self._require(who, sid, Need.READ)
+        for entry in await self.rt.queued(sid):
+            if waiting_task_id(sid, entry.id) == task_id:
+                return waiting_task(entry, client_message_id=_client_id(entry.id))
+        return None
 
     async def _task(
         self,
@@ -393,14 +419,50 @@ class XclawRequestHandler(RequestHandler):
             )
         except XclawError as e:
             raise InvalidRequestError(message=rt.redact.text(e.message)) from None
-        if sent.queued is None and sent.step is not None:
+        kept = sent.queued
+        if kept is None and sent.step is not None:
             follow.awaiting = None  # it ran at once (the task before ended meanwhile)
-        while (step_id := await follow.sent_message(wait_s=QUEUED_CHECK_S)) is None:
-            if any(e.id == key for e in await rt.queued(sid)):
+            step_id = await follow.sent_message(wait_s=SENT_WAIT_S)
+            if step_id is None:
+                raise InvalidRequestError(message="the message was not recorded in time")
+            return _working(sid, step_id, follow, text, message)
+        if kept is None:
+            raise InvalidRequestError(message="the message was neither run nor kept")
+        # A task from now on, `submitted` while it waits; its stream says when it works.
+        started = Started(sid, waiting_task_id(sid, kept.id), follow, waiting=kept.id)
+        started.first = waiting_task(kept, client_message_id=message.message_id)
+        return started
+
+    async def _until_it_runs(self, started: Started) -> TaskStatusUpdateEvent:
+        """A waiting message's task, followed until its turn opens (`working`) or it is
+        cancelled while it waits (`canceled`, and the task's last word: `started.final`)."""
+        sid, tid, key = started.session_id, started.task_id, started.waiting
+        assert key is not None
+        status = TaskStatus()
+        while await started.follow.sent_message(wait_s=QUEUED_CHECK_S) is None:
+            if any(e.id == key for e in await self.rt.queued(sid)):
                 continue  # it waits its turn
             if await asyncio.to_thread(self.gw.store.record.message_step, sid, key) is None:
-                raise InvalidRequestError(message="the queued message was cancelled before it ran")
-        return _working(sid, step_id, follow, text, message)
+                status.state = TaskState.TASK_STATE_CANCELED
+                status.message.CopyFrom(
+                    text_message(
+                        "the queued message was cancelled before it ran",
+                        context_id=sid,
+                        task_id=tid,
+                        message_id=f"xclaw:{tid}:canceled",
+                    )
+                )
+                status.timestamp.GetCurrentTime()
+                assert started.first is not None
+                started.final = Task()
+                started.final.CopyFrom(started.first)
+                started.final.status.CopyFrom(status)
+                return TaskStatusUpdateEvent(task_id=tid, context_id=sid, status=status)
+            break  # recorded, its frame missed: it works
+        started.waiting = None
+        status.state = TaskState.TASK_STATE_WORKING
+        status.timestamp.GetCurrentTime()
+        return TaskStatusUpdateEvent(task_id=tid, context_id=sid, status=status)
 
     # --- commands ---------------------------------------------------------------------------
     async def _command(
@@ -454,6 +516,10 @@ class XclawRequestHandler(RequestHandler):
 
     # --- following a task -------------------------------------------------------------------
     async def _now(self, started: Started, who: Identity) -> Task:
+        if started.final is not None:
+            return started.final
+        if (waiting := await self._waiting(started.task_id, who)) is not None:
+            return waiting
         session, steps, turn = await self._turn(started.task_id, who)
         return await self._task(session, steps, turn, answered=started.follow.answered)
 
@@ -471,6 +537,11 @@ class XclawRequestHandler(RequestHandler):
         yield task
         if task.status.state in STREAM_ENDS:
             return
+        if started.waiting is not None:  # submitted: it works once its turn opens
+            update = await self._until_it_runs(started)
+            yield update
+            if update.status.state in STREAM_ENDS:
+                return
         tools = self.rt.toolbox.tools_for(sid)
         said = time.monotonic()  # when the stream last said something
         while True:
@@ -599,6 +670,19 @@ class XclawRequestHandler(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         who = _who(context)
+        waiting = await self._waiting(params.id, who)
+        if waiting is not None:  # submitted: followed until its turn opens, then on
+            follow = Following(self.rt, wanted=_read, session_id=waiting.context_id)
+            follow.awaiting = params.id.partition(":")[2]
+            follow.start()
+            try:
+                started = Started(waiting.context_id, waiting.id, follow, first=waiting)
+                started.waiting = follow.awaiting
+                async for event in self._stream(started, who):
+                    yield event
+            finally:
+                follow.close()
+            return
         session, _steps, turn = await self._turn(params.id, who)
         follow = Following(self.rt, wanted=_read, session_id=session.session_id)
         follow.start()
@@ -611,6 +695,9 @@ class XclawRequestHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         who = _who(context)
+        waiting = await self._waiting(params.id, who)
+        if waiting is not None:
+            return apply_history_length(waiting, params)
         session, steps, turn = await self._turn(params.id, who)
         await self._going_on(session, turn)
         task = await self._task(session, steps, turn)
@@ -638,10 +725,25 @@ class XclawRequestHandler(RequestHandler):
         tasks: list[Task] = []
         seen = 0
         more = False
+        waiting_in = set(await asyncio.to_thread(self.gw.store.record.queued_sessions))
         for session in sessions:
-            steps = await asyncio.to_thread(
-                self.gw.store.record.steps, session.session_id, agent=MAIN_AGENT
-            )
+            sid = session.session_id
+            # The newest first: the messages waiting in its queue (submitted), then its turns.
+            waiting = [] if sid not in waiting_in else await self.rt.queued(sid)
+            for entry in reversed(waiting):
+                if params.status and params.status != TaskState.TASK_STATE_SUBMITTED:
+                    break
+                seen += 1
+                if seen <= skip:
+                    continue
+                if len(tasks) == size:
+                    more = True
+                    break
+                task = waiting_task(entry, client_message_id=_client_id(entry.id))
+                tasks.append(apply_history_length(task, params))
+            if more:
+                break
+            steps = await asyncio.to_thread(self.gw.store.record.steps, sid, agent=MAIN_AGENT)
             for turn in reversed(turns_of(steps)):
                 if (
                     params.status
@@ -670,6 +772,15 @@ class XclawRequestHandler(RequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         who = _who(context)
+        waiting = await self._waiting(params.id, who)
+        if waiting is not None:  # taken off the queue: it never runs
+            sid = waiting.context_id
+            await self._require(who, sid, Need.ACT)
+            if await self.rt.unqueue(sid, params.id.partition(":")[2]) is not None:
+                waiting.status.state = TaskState.TASK_STATE_CANCELED
+                waiting.status.timestamp.GetCurrentTime()
+                return waiting
+            # (it started meanwhile: canceled as a working task, below)
         session, _steps, turn = await self._turn(params.id, who, Need.ACT)
         sid = session.session_id
         state = state_of(turn, session, busy=self.rt.is_busy(sid))
@@ -715,6 +826,11 @@ class XclawRequestHandler(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise UnsupportedOperationError(message="this agent has no extended card")
+
+
+def _client_id(entry_id: str) -> str | None:
+    """The A2A client's own id of a waiting message (None: another client's)."""
+    return entry_id[len(KEY_PREFIX) :] if entry_id.startswith(KEY_PREFIX) else None
 
 
 def _agent_named(message: Message) -> str | None:

@@ -2,7 +2,8 @@
 
 The `contextId` is the session; a task is a turn — a user message and what followed it, up to
 the next one — and its id is that message's step id (`SESSION:s0005`), so it is found again
-after any restart. Its state:
+after any restart; a message kept in the session's queue is a task before its turn opens, its
+id `SESSION:MESSAGE-ID`, which it keeps once its turn has a step. Its state:
 
 | the turn | task state |
 |---|---|
@@ -13,6 +14,7 @@ after any restart. Its state:
 | the latest, session Running, waiting for input (the run was stopped) | canceled |
 | the latest, Success / Failed | completed / failed |
 | an earlier one | completed with its answer; else failed (its model call failed) or canceled |
+| a message waiting in the session's queue (no turn yet) | submitted |
 
 Pure: the caller reads the record (steps, session) and the files a turn changed
 (xclaw/a2a/files.py) and hands them here.
@@ -36,6 +38,7 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from xclaw.store.queue.sql import QueuedInput
 from xclaw.store.steps.model import APPROVAL_STEP_NAME, Session, Status, Step, StepStatus, StepType
 
 ANSWER_ARTIFACT = "answer"
@@ -59,7 +62,16 @@ class Turn:
 
     @property
     def task_id(self) -> str:
+        """The message's step id; for a message that waited in the session's queue, the id
+        its task had while it waited (`waiting_task_id`), which it keeps."""
+        out = self.message.output_data
+        if isinstance(out, dict) and out.get("queued") and isinstance(out.get("messageId"), str):
+            return waiting_task_id(self.message.session_id, out["messageId"])
         return self.message.step_id
+
+    def answers_to(self, task_id: str) -> bool:
+        """`task_id` names this task: its id, or its message's step id."""
+        return task_id in (self.task_id, self.message.step_id)
 
     def answer(self) -> str | None:
         """The turn's final answer: its last model call that asked for no tool."""
@@ -93,6 +105,31 @@ class Turn:
     def first_seq_after(self) -> int | None:
         """The first step of the next turn (None: this is the latest)."""
         return None if self.latest else max(s.seq for s in (self.message, *self.steps)) + 1
+
+
+def waiting_task_id(session_id: str, entry_id: str) -> str:
+    """The task of a message waiting in the session's queue: `SESSION:ID`, ID the message id
+    its turn will record (xclaw/store/queue/sql.py) — known before the turn has a step, and
+    kept once it has one (the step records `"queued": true`)."""
+    return f"{session_id}:{entry_id}"
+
+
+def waiting_task(entry: QueuedInput, *, client_message_id: str | None) -> Task:
+    """The task of a message waiting in the session's queue: `submitted`, its history the
+    message."""
+    sid = entry.session_id
+    tid = waiting_task_id(sid, entry.id)
+    user = text_message(
+        entry.content,
+        context_id=sid,
+        task_id=tid,
+        message_id=client_message_id or f"xclaw:{tid}",
+        role=Role.ROLE_USER,
+    )
+    status = TaskStatus(
+        state=TaskState.TASK_STATE_SUBMITTED, timestamp=_timestamp(entry.created_at)
+    )
+    return Task(id=tid, context_id=sid, status=status, history=[user])
 
 
 def turns_of(steps: Sequence[Step]) -> list[Turn]:

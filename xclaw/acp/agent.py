@@ -45,7 +45,7 @@ from acp.schema import (
 )
 
 from xclaw import __version__
-from xclaw.acp.commands import COMMANDS, is_command, run_command
+from xclaw.acp.commands import BESIDE_A_RUN, COMMANDS, is_command, run_command
 from xclaw.acp.mcp_servers import client_servers
 from xclaw.acp.permissions import ask
 from xclaw.acp.prompt import prompt_text
@@ -63,6 +63,7 @@ from xclaw.wire.frames import (
     ThinkingFrame,
     ToolFrame,
 )
+from xclaw.wire.protocol import parse_command
 
 log = logging.getLogger("xclaw.acp")
 
@@ -406,12 +407,7 @@ class XclawAcpAgent:
         if st.prompting or (st.background is not None and not st.background.done()):
             if not is_command(text):
                 return await self._beside(st, text)
-            raise RequestError(
-                -32602,
-                "Invalid params: a run of this session is in flight; "
-                "cancel it (session/cancel) or wait for it",
-                {"code": "busy"},
-            )
+            return await self._command_beside(st, text)
         if is_command(text):
             answer = await run_command(st.session, text)
             await self._send(session_id, update_agent_message_text(answer))
@@ -425,6 +421,27 @@ class XclawAcpAgent:
         finally:
             st.prompting = False
         return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
+
+    async def _command_beside(self, st: Followed, text: str) -> PromptResponse:
+        """A command (a prompt `/word …`) while a run of the session is in flight. One that
+        reads the record or copies it (/steps, /ps, /fork: BESIDE_A_RUN) is answered at
+        once, as `xclaw chat` answers it. A rollback is refused `busy` with what to do: it
+        rewinds the very record the run is writing, and it is no message the session's
+        queue could keep for later — so the session's busy policy, which says what a
+        message does, does not apply to it."""
+        command = parse_command(text)
+        assert command is not None
+        if command.name in BESIDE_A_RUN:
+            answer = await run_command(st.session, text)
+            await self._send(st.session.id, update_agent_message_text(answer))
+            return PromptResponse(stop_reason="end_turn")
+        raise RequestError(
+            -32602,
+            f"Invalid params: /{command.name} rewinds this session, and a run of it is in "
+            f"flight: stop the run (session/cancel) and send /{command.name} again once it "
+            "has stopped (a command is not kept in the session's queue as a prompt is)",
+            {"code": "busy", "command": command.name},
+        )
 
     async def _beside(self, st: Followed, text: str) -> PromptResponse:
         """A prompt while a run of the session is in flight follows the session's busy

@@ -60,6 +60,10 @@ COMMANDS = [
 ]
 NAMES = frozenset(c.name for c in COMMANDS)
 assert NAMES == PROTOCOL_COMMANDS  # the editor offers what every protocol answers
+# Answered while a run of the session is in flight, as `xclaw chat` answers them: they read
+# the record (or copy what it holds: a fork) and neither start nor change a run (one driver).
+# The other, /rollback, rewinds the record that run is writing (docs/editors.md).
+BESIDE_A_RUN = frozenset({"steps", "ps", "fork"})
 
 
 def is_command(text: str) -> bool:

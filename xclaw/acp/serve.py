@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from xclaw.acp.agent import XclawAcpAgent
+from xclaw.acp.stderr_log import quiet_logging
 from xclaw.acp.wire import GuardedStdio, stdio_pair
 from xclaw.api.base import Agent
 
@@ -22,30 +22,6 @@ if TYPE_CHECKING:
     from acp.interfaces import Agent as AcpAgent
 
 log = logging.getLogger("xclaw.acp")
-
-
-class OneLine(logging.Formatter):
-    """A log record on one line of stderr, without a traceback (the editor shows stderr)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = f"{self.name}: {record.levelname.lower()}: {record.getMessage()}"
-        if record.exc_info and record.exc_info[1] is not None:
-            text += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
-        record.exc_info = None
-        record.exc_text = None
-        return " ".join(text.split())
-
-
-def quiet_logging(name: str = "xclaw acp") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLine(name))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
 
 
 async def serve(

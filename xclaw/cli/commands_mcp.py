@@ -30,7 +30,7 @@ def register(cli: click.Group) -> None:
         """
         import asyncio
 
-        from xclaw.acp.serve import quiet_logging
+        from xclaw.acp.stderr_log import quiet_logging
         from xclaw.config.settings import load_settings
 
         load_settings(database=db, approval=approval)  # a bad configuration: said now, exit 2

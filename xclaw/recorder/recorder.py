@@ -577,7 +577,21 @@ class Recorder:
             self._side_effects.discard(call.id)
             if self.after_side_effect is not None:
                 await self.after_side_effect(running)
+        if self.budget is not None:
+            # Under a cap the next model call's hold must commit before the call: this
+            # result is not awaited, so the hold — put next, with no wait between — shares
+            # its (synced) commit instead of taking one of its own. Clients still hear of the
+            # result only once it is durable, and before anything the run writes after it
+            # (events follow the commit order); a failure breaks the stream, and the hold's
+            # awaited write reports it.
+            self._put(finished, partial(self._tool_done, running, call, state, content))
+            return
         step = await self._write(finished)
+        self._tool_done(running, call, state, content, step)
+
+    def _tool_done(
+        self, running: Step, call: ToolCall, state: ToolState, content: str, step: Step
+    ) -> None:
         self._tool_event(running, call, state, content)
         self._step_event(step)
 

@@ -191,17 +191,22 @@ class Inputs:
         self._starting.add(session_id)
         try:
             while not p.runs.stopping:
-                if p.busy(session_id) and session_id not in p.runs.handing_over:
+                handing_over = session_id in p.runs.handing_over
+                if p.busy(session_id) and not handing_over:
                     return
-                entries = await self.waiting(session_id)
+                try:
+                    entries, session = await self._read(session_id, handing_over)
+                except SessionNotFound:
+                    return
                 if not entries:
                     p.runs.queued.discard(session_id)
                     return
                 p.runs.queued.add(session_id)
-                try:
-                    session = await p.db(p.record.get_session, session_id)
-                except SessionNotFound:
-                    return
+                if session is None:
+                    try:
+                        session = await p.db(p.record.get_session, session_id)
+                    except SessionNotFound:
+                        return
                 if resumable(session):
                     await p.resume(session_id)
                     return
@@ -209,6 +214,21 @@ class Inputs:
                     return
         finally:
             self._starting.discard(session_id)
+
+    async def _read(
+        self, session_id: str, handing_over: bool
+    ) -> tuple[list[QueuedInput], Session | None]:
+        """The waiting messages and, when a run hands over to them (it knew some wait), the
+        session too, both asked at once: the hand-over waits for one round trip, not two
+        (bench/README.md, "Queued messages"). Otherwise the session is read only if a
+        message waits (None here)."""
+        p = self.parts
+        if not handing_over:
+            return await self.waiting(session_id), None
+        entries, session = await asyncio.gather(
+            self.waiting(session_id), p.db(p.record.get_session, session_id)
+        )
+        return entries, session
 
     async def _start(self, entry: QueuedInput, session: Session) -> bool:
         """True: go on with the next (this one ran before, or cannot run: dropped)."""

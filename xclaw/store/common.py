@@ -157,13 +157,13 @@ def event_of_answer(
 
 
 # The user_input steps that may hold a message id (the LIKE only narrows; the id is compared
-# once decoded): such a step's output is {"messageId": ID, "by"?: …} (docs/protocol.md).
+# once decoded): such a step's output is {"messageId": ID, "by"?: …, "queued"?: true} (docs/protocol.md).
 _MESSAGE_STEPS = (
     f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND step_type='user_input'"
     " AND CAST(output_data AS TEXT) LIKE ? ORDER BY seq DESC"
 )
 # The session's latest message: what a write that opens a turn checks (a few rows back).
-_LATEST_MESSAGE = (
+LATEST_MESSAGE = (
     f"SELECT {STEP_COLS} FROM traces WHERE session_id=? AND step_type='user_input'"
     " ORDER BY seq DESC LIMIT 1"
 )
@@ -177,9 +177,14 @@ def message_step_tx(
     what the write opening a turn checks, after the runtime looked at them all (a resend
     recorded in between is the last message: its run holds the lease until it ends)."""
     if latest:
-        rows = conn.execute(d.sql(_LATEST_MESSAGE), (session_id,))
+        rows = conn.execute(d.sql(LATEST_MESSAGE), (session_id,))
     else:
         rows = conn.execute(d.sql(_MESSAGE_STEPS), (session_id, f"%{message_id}%"))
+    return message_among(rows, message_id)
+
+
+def message_among(rows: Iterable[Any], message_id: str) -> Step | None:
+    """The step among these `traces` rows recorded with the client's `message_id`."""
     for row in rows:
         step = row_to_step(row)
         out = step.output_data
@@ -312,9 +317,7 @@ class StoreBase(Role):
 
         d, now = self._dialect, self._now()
         # The message step's output: who sent it (a team member), the client's id for it.
-        output = (
-            w.sent_by if w.message_id is None else {**(w.sent_by or {}), "messageId": w.message_id}
-        )
+        output = w.output()
 
         def tx(conn: Any) -> tuple[Lease | None, list[Step], Step | None]:
             # Created by another socket a moment ago: retitled instead.

@@ -655,7 +655,8 @@ M010_POSTGRES = (
 # (`ud:<user>:<day>`, `um:<user>:<month>`, `td:<day>`, `tm:<month>`), kept while such a cap is
 # set and updated in the transaction of each hold and settlement, so a shared cap is checked
 # exactly across workers (a row lock on PostgreSQL, the one writer on SQLite). A counter is
-# rebuilt from the holds when missing, and dropped when its target's caps change.
+# rebuilt from the holds when missing, dropped when its target's caps change, and deleted once
+# its period has ended (when a new period's counter is made: store/budgets/sql.py).
 M011_SQLITE = (
     """
     CREATE TABLE budget_counters (
@@ -672,6 +673,84 @@ M011_POSTGRES = (
         tokens bigint NOT NULL,
         usd    double precision NOT NULL
     )
+    """,
+)
+
+# Migration 12, `budget_holds_in_steps`: an LLM call's hold rides in its own step's row (the
+# `traces` columns `held_*`, `spent_*`, `hold_owner`, `hold_day`), written with the `running`
+# step and settled with its finish: no row of its own, only two small partial indexes (of
+# the rows that hold: by day and owner, by session), where a row of `budget_holds` and its
+# two indexes cost more than the step itself (bench/README.md, "Budgets"). Spend outlives a
+# rollback or a deletion: a trigger keeps the hold of a step row deleted — by a rollback, or
+# with its session — in `budget_holds_kept`, the former table renamed, which carries every
+# hold written before this migration over as it was. `budget_holds` becomes the view of
+# both: what every sum and every reader of the holds reads, as before.
+_HOLD_COLUMNS = (
+    ("held_tokens", "INTEGER", "bigint"),  # the reservation: prompt estimate + max output
+    ("held_usd", "REAL", "double precision"),
+    ("spent_tokens", "INTEGER", "bigint"),  # what it cost; NULL: not settled
+    ("spent_usd", "REAL", "double precision"),
+    ("hold_owner", "TEXT", "text"),  # whose spend it counts (NULL: the admin's)
+    ("hold_day", "TEXT", "text"),  # 2026-12-07 (UTC); its month is the first 7 characters
+)
+# The rows that hold, by day (and owner: a person's and the deployment's sums, a counter's
+# rebuild) and by session (its total, read at each turn's start): only those rows are indexed.
+_HOLDS_BY_DAY = (
+    "CREATE INDEX idx_traces_holds ON traces(hold_day, hold_owner) WHERE held_tokens IS NOT NULL"
+)
+_HOLDS_BY_SESSION = (
+    "CREATE INDEX idx_traces_holds_session ON traces(session_id, seq) WHERE held_tokens IS NOT NULL"
+)
+_HOLDS_VIEW = """
+    CREATE VIEW budget_holds AS
+    SELECT session_id, seq, hold_owner AS owner, hold_day AS day,
+           substr(hold_day, 1, 7) AS month, held_tokens, held_usd,
+           coalesce(spent_tokens, 0) AS spent_tokens, coalesce(spent_usd, 0) AS spent_usd,
+           CASE WHEN spent_tokens IS NULL THEN 0 ELSE 1 END AS settled,
+           start_time AS created_at
+      FROM traces WHERE held_tokens IS NOT NULL
+    UNION ALL
+    SELECT session_id, seq, owner, day, month, held_tokens, held_usd, spent_tokens,
+           spent_usd, settled, created_at
+      FROM budget_holds_kept
+"""
+_KEEP_HOLD = (
+    "INSERT INTO budget_holds_kept (session_id, seq, owner, day, month, held_tokens,"
+    " held_usd, spent_tokens, spent_usd, settled, created_at) VALUES (old.session_id, old.seq,"
+    " old.hold_owner, old.hold_day, substr(old.hold_day, 1, 7), old.held_tokens, old.held_usd,"
+    " coalesce(old.spent_tokens, 0), coalesce(old.spent_usd, 0),"
+    " CASE WHEN old.spent_tokens IS NULL THEN 0 ELSE 1 END, old.start_time)"
+)
+M012_SQLITE = (
+    *(f"ALTER TABLE traces ADD COLUMN {name} {lite}" for name, lite, _ in _HOLD_COLUMNS),
+    _HOLDS_BY_DAY,
+    _HOLDS_BY_SESSION,
+    "ALTER TABLE budget_holds RENAME TO budget_holds_kept",
+    _HOLDS_VIEW,
+    # Foreign-key cascades (a session deleted) fire it too.
+    f"""
+    CREATE TRIGGER traces_keep_hold BEFORE DELETE ON traces
+    WHEN old.held_tokens IS NOT NULL
+    BEGIN {_KEEP_HOLD}; END
+    """,
+)
+M012_POSTGRES = (
+    *(f"ALTER TABLE traces ADD COLUMN {name} {pg}" for name, _, pg in _HOLD_COLUMNS),
+    _HOLDS_BY_DAY,
+    _HOLDS_BY_SESSION,
+    "ALTER TABLE budget_holds RENAME TO budget_holds_kept",
+    _HOLDS_VIEW,
+    # The schema's search path is the function's own: a delete from any session finds the
+    # table of this schema. Cascaded deletes (a session deleted) fire it too.
+    f"""
+    CREATE FUNCTION traces_keep_hold() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN {_KEEP_HOLD}; RETURN old; END
+    $$
+    """,
+    """
+    CREATE TRIGGER traces_keep_hold BEFORE DELETE ON traces
+    FOR EACH ROW WHEN (old.held_tokens IS NOT NULL) EXECUTE FUNCTION traces_keep_hold()
     """,
 )
 
@@ -772,6 +851,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "exactly across workers",
         M011_SQLITE,
         M011_POSTGRES,
+    ),
+    Migration(
+        12,
+        "budget_holds_in_steps",
+        "an LLM call's hold in its own step's row, written and settled by the step's "
+        "transactions with no row or index of its own; the holds of deleted steps, and "
+        "those written before, kept in budget_holds_kept; budget_holds the view of both",
+        M012_SQLITE,
+        M012_POSTGRES,
     ),
 )
 

@@ -1,11 +1,14 @@
-"""[store/budgets] Budgets in the record (migration `budgets`; docs/budgets.md): each LLM call's
-hold, written with its `running` step and settled with its finish (writes.BeginStep.hold,
-FinishStep.spent), and the caps and grants an admin set (writes.SetBudget).
+"""[store/budgets] Budgets in the record (migrations `budgets`, `budget_holds_in_steps`;
+docs/budgets.md): each LLM call's hold, in its step's own row — written with its `running`
+step and settled with its finish (writes.BeginStep.hold, FinishStep.spent) — and the caps and
+grants an admin set (writes.SetBudget).
 
-Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A hold is
-keyed by its step (session, seq): written once, settled once, never counted twice. Its spend
+Both backends, one SQL text (dialect.py): `store.budgets`, a role over the connection layer. A
+hold is its step's (session, seq): written once, settled once, never counted twice. Its spend
 counts what it cost once settled, its reservation until then — a call cut short by a kill
-stays counted at its maximum. Rows outlive rollbacks and deletions: the money was spent.
+stays counted at its maximum. Holds outlive rollbacks and deletions (the money was spent): a
+trigger keeps a deleted step's hold in `budget_holds_kept`, and the view `budget_holds` reads
+both.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import SessionNotFound
+from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.role import Role
 from xclaw.store.steps.model import BUDGET_KEY, Status
@@ -27,19 +31,25 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# A hold rides in its step's own row (migration `budget_holds_in_steps`): set in the
+# transaction that inserts the `running` step (its row's page is already being written: no row
+# or index of its own but the small partial one of the rows that hold), settled in the one that
+# finishes it, once (`spent_tokens` NULL until then).
 _HOLD = (
-    "INSERT INTO budget_holds (session_id, seq, owner, day, month, held_tokens, held_usd,"
-    " spent_tokens, spent_usd, settled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?)"
+    "UPDATE traces SET held_tokens=?, held_usd=?, hold_owner=?, hold_day=?"
+    " WHERE session_id=? AND seq=?"
 )
 _SETTLE = (
-    "UPDATE budget_holds SET spent_tokens=?, spent_usd=?, settled=1"
-    " WHERE session_id=? AND seq=? AND settled=0"
+    "UPDATE traces SET spent_tokens=?, spent_usd=?"
+    " WHERE session_id=? AND seq=? AND held_tokens IS NOT NULL AND spent_tokens IS NULL"
 )
 # What a hold counts: its cost once settled, its reservation until then.
 _COUNTED = (
     "coalesce(sum(CASE WHEN settled=1 THEN spent_tokens ELSE held_tokens END), 0),"
     " coalesce(sum(CASE WHEN settled=1 THEN spent_usd ELSE held_usd END), 0)"
 )
+# `budget_holds` is the view of the holds in the steps' rows and the kept ones (migration
+# `budget_holds_in_steps`); a condition on it reaches both.
 # Scope -> the holds it sums: `s:<session>`, `ud:<user>:<day>`, `um:<user>:<month>`,
 # `td:<day>`, `tm:<month>` (xclaw/budgets/ledger.py names them).
 # A month is read as a range of days (the day indexes serve it).
@@ -56,6 +66,13 @@ _COUNT = "UPDATE budget_counters SET tokens=tokens+?, usd=usd+? WHERE scope IN (
 _REBUILD = (
     "INSERT INTO budget_counters (scope, tokens, usd) SELECT ?, {} FROM budget_holds WHERE {}"
     " ON CONFLICT (scope) DO NOTHING"
+)
+# The counters of periods that have ended (before the day, before the month given): a
+# counter names its period last, a day in ten characters, a month in seven.
+_PRUNE = (
+    "DELETE FROM budget_counters WHERE"
+    " (substr(scope, 1, 3) IN ('ud:', 'td:') AND substr(scope, length(scope) - 9) < ?)"
+    " OR (substr(scope, 1, 3) IN ('um:', 'tm:') AND substr(scope, length(scope) - 6) < ?)"
 )
 _GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
 _UPSERT_CAPS = (
@@ -128,13 +145,10 @@ class BudgetMethods(Role):
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
     def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:
-        sql, now = self._dialect.sql(_HOLD), self._now()
+        sql = self._dialect.sql(_HOLD)
 
         def tx(conn: Any, seq: int) -> None:
-            conn.execute(
-                sql,
-                (session_id, seq, hold.owner, hold.day, hold.month, hold.tokens, hold.usd, now),
-            )
+            conn.execute(sql, (hold.tokens, hold.usd, hold.owner, hold.day, session_id, seq))
 
         return tx
 
@@ -157,6 +171,8 @@ class BudgetMethods(Role):
             }
             missing = [s for s in scopes if s not in totals]
             if missing:  # a new period, or a cap just set: the holds so far (this one not yet)
+                # ... and the counters of the periods that ended go (prune_counters_tx).
+                prune_counters_tx(d, conn, hold.day, hold.month)
                 for scope in missing:
                     where, values = scope_where(scope)
                     conn.execute(d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
@@ -179,9 +195,11 @@ class BudgetMethods(Role):
         shared = spent.shared
         count = d.sql(_COUNT.format(_marks(len(shared)))) if shared else ""
         delta = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd)
+        tokens, usd = spent.tokens, spent.usd
 
         def tx(conn: Any, seq: int) -> None:
-            settled = conn.execute(sql, (spent.tokens, spent.usd, session_id, seq)).rowcount
+            # Its step's row was just finished in this transaction: it is there.
+            settled = conn.execute(sql, (tokens, usd, session_id, seq)).rowcount
             if shared and settled == 1:  # the counters: from the reservation to the cost
                 conn.execute(count, (*delta, *shared))
 
@@ -293,6 +311,17 @@ class BudgetMethods(Role):
         )
         rows = self._read(lambda c: c.execute(sql, wanted).fetchall())
         return {str(r[0]): (int(r[1]), float(r[2])) for r in rows}
+
+
+def prune_counters_tx(d: Dialect, conn: Any, day: str, month: str) -> int:
+    """The shared scopes' counters of periods before `day` (a person's or the deployment's
+    day) and `month` deleted, in the open transaction; how many. Asked when a counter is made
+    for a new period, so the table holds the periods in use, not one row per person per day
+    for ever. A counter is a running sum of its scope's holds (which are all kept) for the
+    hold check alone — `xclaw budget show` sums the holds — so one deleted that is still
+    wanted (a worker whose clock is behind, still in yesterday) is rebuilt from the holds,
+    exactly, by the next hold that needs it."""
+    return int(conn.execute(d.sql(_PRUNE), (day, month)).rowcount)
 
 
 @lru_cache(maxsize=8)

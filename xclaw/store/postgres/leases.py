@@ -59,13 +59,28 @@ _ALIVE = (
 
 _LEASE_SELECT = f"""{_PRESENT}
 SELECT s.session_id, s.current_status, s.lease_owner, s.lease_token, s.lease_expires_at,
-       {NOW_MS}, {_ALIVE}, s.awaiting_input
+       {NOW_MS}, {_ALIVE}, s.awaiting_input, s.next_seq
 FROM sessions s LEFT JOIN workers w ON w.worker_id = s.lease_owner
 """
+# The session's lease and row, locked until commit: what taking its lease decides from (the
+# write that opens a turn also reads its status and next step number here).
+LEASE_FOR_UPDATE = _LEASE_SELECT + "WHERE s.session_id = %s FOR UPDATE OF s"
+# The lease taken (token + 1): owner, ttl in ms, session id.
+TAKE_LEASE = (
+    "UPDATE sessions SET lease_owner = %s, lease_token = lease_token + 1, "
+    f"lease_expires_at = {NOW_MS} + %s WHERE session_id = %s "
+    "RETURNING lease_token, lease_expires_at"
+)
 
 
 def _info(row: tuple[Any, ...]) -> LeaseInfo:
     return LeaseInfo(row[0], _STATUS[row[1]], row[2], row[3], row[4], row[5], row[6], bool(row[7]))
+
+
+def free_for(row: tuple[Any, ...], owner: str) -> bool:
+    """A row of LEASE_FOR_UPDATE: `owner` may take the lease (no other live owner holds it)."""
+    info = _info(row)
+    return not (info.live and info.owner != owner)
 
 
 class PgLeases(ChangeMethods, Role):
@@ -177,20 +192,12 @@ class PgLeases(ChangeMethods, Role):
         ttl_ms = max(1, int(ttl_s * 1000))
 
         def tx(conn: psycopg.Connection) -> Lease | None:
-            row = conn.execute(
-                _LEASE_SELECT + "WHERE s.session_id = %s FOR UPDATE OF s", (session_id,)
-            ).fetchone()
+            row = conn.execute(LEASE_FOR_UPDATE, (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFound(session_id)
-            info = _info(row)
-            if info.live and info.owner != owner:
+            if not free_for(row, owner):
                 return None
-            token, expires = conn.execute(
-                "UPDATE sessions SET lease_owner = %s, lease_token = lease_token + 1, "
-                f"lease_expires_at = {NOW_MS} + %s WHERE session_id = %s "
-                "RETURNING lease_token, lease_expires_at",
-                (owner, ttl_ms, session_id),
-            ).fetchone()  # type: ignore[misc]
+            token, expires = conn.execute(TAKE_LEASE, (owner, ttl_ms, session_id)).fetchone()  # type: ignore[misc]
             return Lease(session_id, owner, token, expires)
 
         return tx

@@ -31,6 +31,7 @@ from xclaw.store.dialect import to_postgres
 from xclaw.store.leases import Lease
 from xclaw.store.postgres.conn import Pool, connect, migrate_postgres, parse_url, postgres_history
 from xclaw.store.postgres.leases import PgLeases
+from xclaw.store.postgres.opening import open_turn_tx
 from xclaw.store.postgres.rows import (
     POSTGRES,
     lock_session,
@@ -61,7 +62,7 @@ from xclaw.store.steps.rows import (
 )
 from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import SerialBatches, WriteStream
-from xclaw.store.steps.writes import Kind, TxBodies, sync_for
+from xclaw.store.steps.writes import Kind, OpenTurn, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
 
 if TYPE_CHECKING:
@@ -181,23 +182,46 @@ class PgRecord(RecordRole):
         error_message: str | None,
         lease: Lease | None,
     ) -> Callable[[Any], Step]:
+        insert = self._insert_locked_tx(session_id, step, status, output_data, error_message)
+        worker = None if lease is None else lease.owner
+
+        def tx(conn: psycopg.Connection) -> Step:
+            current, seq, _ = lock_session(conn, session_id, lease)
+            return insert(
+                conn,
+                current,
+                seq,
+                worker,
+                lambda: approval_pending(self._dialect, conn, session_id),
+            )
+
+        return tx
+
+    def _insert_locked_tx(
+        self,
+        session_id: str,
+        step: NewStep,
+        status: StepStatus,
+        output_data: Any,
+        error_message: str | None,
+    ) -> Callable[[psycopg.Connection, Status, int, str | None, Callable[[], bool]], Step]:
+        """The step inserted (one statement, with the session's move) once the session row
+        is locked and its status `current` and next number `seq` read; `worker` writes it."""
         moves = moves_session(step, status)
         error_message = pg_text(error_message)
         # The JSON columns encoded here; the row (number, parent, times) made in the
         # transaction, its columns as model.Step declares them (store/steps/columns.py).
         encoded = encoded_json(step, output_data, pg_json)
-        worker = None if lease is None else lease.owner
 
-        def tx(conn: psycopg.Connection) -> Step:
-            current, seq, _ = lock_session(conn, session_id, lease)
+        def tx(
+            conn: psycopg.Connection,
+            current: Status,
+            seq: int,
+            worker: str | None,
+            pending: Callable[[], bool],
+        ) -> Step:
             parent = self._parent_id(conn, session_id, step.parent_step_id)
-            event = (
-                event_of_new_step(
-                    current, step, lambda: approval_pending(self._dialect, conn, session_id)
-                )
-                if moves
-                else None
-            )
+            event = event_of_new_step(current, step, pending) if moves else None
             now = self._now()
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
             step_row = dict(zip(_STEP_NAMES, STEPS.params(row, encoded, pg_text), strict=True))
@@ -216,6 +240,14 @@ class PgRecord(RecordRole):
             return row
 
         return tx
+
+    def _open_turn_tx(
+        self, w: OpenTurn
+    ) -> Callable[[Any], tuple[Lease | None, list[Step], Step | None]]:
+        """A turn opened in two round trips where it can be (postgres/opening.py)."""
+        if w.create or w.member:
+            return super()._open_turn_tx(w)
+        return open_turn_tx(self, w, self._insert_locked_tx)
 
     def _finish_step_tx(
         self,

@@ -96,6 +96,19 @@ def not_running(d: Dialect, conn: Any, session_id: str, seq: int, ref: object) -
     )
 
 
+def interrupting(
+    d: Dialect, keep_approvals: bool, approval_output: Mapping[str, Any] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement that marks a session's dangling `running` steps interrupted (returning
+    them), and its first parameters; the end time and the session id follow."""
+    answering = approval_output is not None and not keep_approvals
+    head = _INTERRUPT_ANSWERING if answering else _INTERRUPT
+    sql = d.sql(head + (_NOT_APPROVAL if keep_approvals else "") + f" RETURNING {STEP_COLS}")
+    if answering:
+        return sql, (d.json(approval_output, "output_data"), INTERRUPTED)
+    return sql, (INTERRUPTED,)
+
+
 def approval_pending(d: Dialect, conn: Any, session_id: str) -> bool:
     """Another approval of this session is still waiting for its answer."""
     return conn.execute(d.sql(_RUNNING_APPROVAL), (session_id,)).fetchone() is not None
@@ -327,12 +340,7 @@ class SessionMethods(Role):
         lease: Lease | None,
     ) -> Callable[[Any], list[Step]]:
         d = self._dialect
-        answering = approval_output is not None and not keep_approvals
-        head = _INTERRUPT_ANSWERING if answering else _INTERRUPT
-        sql = d.sql(head + (_NOT_APPROVAL if keep_approvals else "") + f" RETURNING {STEP_COLS}")
-        params: tuple[Any, ...] = (INTERRUPTED,)
-        if answering:
-            params = (d.json(approval_output, "output_data"), INTERRUPTED)
+        sql, params = interrupting(d, keep_approvals, approval_output)
 
         def tx(conn: Any) -> list[Step]:
             # SessionNotFound, the fence, and on PostgreSQL the row lock against other writers.

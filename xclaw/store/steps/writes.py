@@ -365,6 +365,17 @@ class OpenTurn(Writes[tuple[Lease | None, list[Step], Step | None]]):
     # removed from the queue in this transaction, so it is either waiting or recorded.
     dequeue: bool = False
 
+    def output(self) -> Mapping[str, Any] | None:
+        """The message step's output: who sent it, the client's id for it, and `queued`
+        when it waited in the session's queue (its A2A task kept the id it was given
+        while it waited: docs/a2a.md)."""
+        if self.message_id is None:
+            return self.sent_by
+        out: dict[str, Any] = {**(self.sent_by or {}), "messageId": self.message_id}
+        if self.dequeue:
+            out["queued"] = True
+        return out
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenewLease(Writes[Lease]):
