@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pytest
 
 from tests import caches
 
-# `make`: an in-process runtime on a real SQLite store with the scripted model.
-pytest_plugins = ["tests.runtime.harness"]
+# `make`: an in-process runtime on a real SQLite store with the scripted model; the switches
+# that find leaks and where the time goes (tests/diagnostics.py).
+pytest_plugins = ["tests.runtime.harness", "tests.diagnostics"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,6 +49,25 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def no_client_left_open() -> Iterator[None]:
+    """A test that ends with a gateway client still open on its finished event loop fails
+    here, naming itself. Left alone, that client's socket would be finalised by the garbage
+    collector during some later test on the same worker — failing it instead, with a
+    ResourceWarning that says nothing of where the socket came from."""
+    yield
+    harness = sys.modules.get("tests.gateway.harness")
+    if harness is None:  # no test on this worker has opened a client
+        return
+    left = harness.left_open()
+    if left:
+        pytest.fail(
+            f"{len(left)} gateway client(s) left open: close them (`await client.close()`) "
+            "or take the `close_clients` fixture (tests/gateway/conftest.py)",
+            pytrace=False,
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

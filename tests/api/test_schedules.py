@@ -113,9 +113,32 @@ async def _the_same_program(agent: xclaw.Agent) -> tuple[xclaw.Session, xclaw.Ho
     return session, hook
 
 
+async def _a_new_session_takes_them(agent: xclaw.Agent) -> xclaw.Session:
+    """A session just made, nothing said to it (so not written yet), takes a schedule and a
+    webhook as any other: written then, empty; its first fire is its first message (and
+    titles it). Forking one is refused with what to do (it has no step to fork from)."""
+    fresh = await agent.new_session()
+    with pytest.raises(xclaw.BadRequest, match=r"no step to fork from.*first message"):
+        await fresh.add_schedule("x", every="1h", fork=True)
+    ping = await fresh.add_schedule("Ping", at="2020-01-01T00:00:00Z")
+    assert ping.session_id == fresh.id
+    [fire] = await _delivered(agent, ping.id)
+    await fresh.wait(timeout=60)
+    inputs = [(s.id, s.input) for s in await fresh.steps() if s.type == "user_input"]
+    assert inputs == [(fire.step, "Ping")]
+    assert (await fresh.info()).title == "Ping"  # titled by its first message, as any
+    other = await agent.new_session()
+    hook = await other.add_hook("fresh", "Build {status}")
+    assert hook.session_id == other.id and (await other.info()).state == "new"
+    assert other.id in {s.session_id for s in await agent.sessions()}
+    await agent.remove_hook("fresh")
+    return fresh
+
+
 async def test_in_process(open_agent: Any) -> None:
     agent = await open_agent(TURNS, schedules=True)
     await _the_same_program(agent)
+    await _a_new_session_takes_them(agent)
     await agent.remove_hook("ci")
     assert await agent.hooks() == []
     with pytest.raises(xclaw.UnknownSchedule):
@@ -157,6 +180,19 @@ async def test_through_a_gateway(gateway: Any) -> None:
         async with httpx.AsyncClient(timeout=30) as http:
             gone = await http.post(f"{server.http}{hook.url}", content=body, headers=headers)
         assert gone.status_code == 401
+        fresh = await _a_new_session_takes_them(agent)
+    # The session a client opened, written under the id it chose (POST /api/sessions with
+    # sessionId): made once (201), then answered as it is (200).
+    auth = {"Authorization": f"Bearer {server.token}"}
+    async with httpx.AsyncClient(timeout=30, headers=auth) as http:
+        made = await http.post(f"{server.http}/api/sessions", json={"sessionId": "opened-1"})
+        assert made.status_code == 201 and made.json()["sessionId"] == "opened-1"
+        again = await http.post(f"{server.http}/api/sessions", json={"sessionId": "opened-1"})
+        assert again.status_code == 200 and again.json()["sessionId"] == "opened-1"
+        ours = await http.post(f"{server.http}/api/sessions", json={"sessionId": fresh.id})
+        assert ours.status_code == 200 and ours.json()["title"] == "Ping"
+        bad = await http.post(f"{server.http}/api/sessions", json={"sessionId": "a:b"})
+        assert bad.status_code == 400
 
 
 async def test_a_member_sees_and_changes_only_their_own(gateway: Any) -> None:

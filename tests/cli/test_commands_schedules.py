@@ -63,9 +63,10 @@ def test_wrong_calls_write_nothing(tmp_path: Path) -> None:
         (("--cron", "* * *", "--session", sid), "five fields"),
         (("--cron", "* * * * *", "--every", "1m", "--session", sid), "one of --cron"),
         (("--every", "1m"), "one of --session"),
-        (("--every", "1m", "--session", "nope"), "no session"),
+        (("--every", "1m", "--session", "nope"), "is written when it is first sent a message"),
         (("--every", "0s", "--session", sid), "at least one second"),
-        (("--every", "1m", "--fork-of", empty), "no step to fork"),
+        (("--every", "1m", "--fork-of", empty), "no step to fork from"),
+        (("--every", "1m", "--fork-of", empty), "send it its first message, or have"),
         (("--every", "1m", "--session", sid, "--tz", "Nowhere/City"), "time zone"),
     ]:
         out = run(db, "schedule", "add", *args, "-m", "hi")

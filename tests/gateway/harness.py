@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.protocol import State
 
 from tests.ports import free_port
 
@@ -141,6 +142,30 @@ class Server:
 
 # Every client opened by a test, closed by the `close_clients` fixture even when it fails.
 OPEN_CLIENTS: list[Client] = []
+
+
+def left_open() -> list[Client]:
+    """The clients a finished test left open on an event loop that is gone, taken off the list
+    with their sockets closed. Nothing can close such a connection properly any more (its loop
+    is closed), and left alone its socket is finalised by the garbage collector in whichever
+    later test it runs in, failing that one with a ResourceWarning (tests/conftest.py fails
+    the test that left them instead)."""
+    gone: list[Client] = []
+    for client in list(OPEN_CLIENTS):
+        if client.loop is None or not client.loop.is_closed():
+            continue
+        OPEN_CLIENTS.remove(client)
+        if client.conn.state is State.CLOSED:
+            continue
+        gone.append(client)
+        # Closed by hand: the transport's own close needs its loop. Its finaliser warns about
+        # a socket it still holds, and it holds none after this.
+        transport = client.conn.transport
+        raw = getattr(transport, "_sock", None)
+        if raw is not None:
+            raw.close()
+            transport._sock = None  # type: ignore[attr-defined]
+    return gone
 
 
 async def close_open_clients() -> None:

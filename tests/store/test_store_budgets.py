@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.store.conftest import Backend
 from xclaw.errors import LeaseLost
 from xclaw.store.base import Store
 from xclaw.store.steps.model import BUDGET_KEY, Completion, NewStep, Status, StepStatus, StepType
@@ -213,3 +214,48 @@ def test_holds_ride_in_their_steps_rows_and_outlive_them(store: Store) -> None:
         (third.slot.resolved().seq, 200, 0, False),
     ]
     assert b.budget_totals([f"s:{sid}", day])[day][0] == 620
+
+
+def test_the_counters_of_ended_periods_go_when_a_new_periods_counter_is_made(
+    store: Store, backend: Backend
+) -> None:
+    """The first hold of a new day (its counters made) deletes the counters of the days and
+    months that ended, a person's and the deployment's; the current ones stay, and a
+    person's name holding ':' is read by its period. A counter deleted that a hold still
+    wants (a worker whose clock is behind) is rebuilt from the holds, exactly."""
+    sid = store.record.create_session(title="t").session_id
+    b = store.budgets
+
+    def call(day: str, *shared: Shared) -> object:
+        begin = BeginStep(
+            session_id=sid,
+            step=NewStep(step_type=StepType.LLM_CALL, name="script:x", input_data={}),
+            hold=Hold(tokens=10, usd=0.0, owner="a:b", day=day, month=day[:7], shared=shared),
+        )
+        return store.record.write(begin)
+
+    def caps(day: str) -> tuple[Shared, ...]:
+        return (
+            Shared("user_daily_tokens", f"ud:a:b:{day}", "tokens", 10**6),
+            Shared("user_monthly_tokens", f"um:a:b:{day[:7]}", "tokens", 10**6),
+            Shared("total_daily_tokens", f"td:{day}", "tokens", 10**6),
+            Shared("total_monthly_tokens", f"tm:{day[:7]}", "tokens", 10**6),
+        )
+
+    for day in ("2026-11-29", "2026-11-30", "2026-12-01"):
+        call(day, *caps(day))
+        call(day, *caps(day))  # the same period again: its counters were there
+    kept = sorted(r[0] for r in backend.query("SELECT scope FROM budget_counters"))
+    assert kept == [
+        "td:2026-12-01",
+        "tm:2026-12",
+        "ud:a:b:2026-12-01",
+        "um:a:b:2026-12",
+    ]
+    # A worker still in yesterday: its counter is made again from the holds (20 so far).
+    call("2026-11-30", *caps("2026-11-30")[:1])
+    assert b.budget_counters(["ud:a:b:2026-11-30"]) == {"ud:a:b:2026-11-30": (30, 0.0)}
+    assert b.budget_totals(["td:2026-12-01", "tm:2026-11"]) == {
+        "td:2026-12-01": (20, 0.0),
+        "tm:2026-11": (50, 0.0),  # the holds are all kept: what `budget show` sums
+    }

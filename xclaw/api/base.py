@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 from xclaw.agents.definition import DEFAULT_AGENT, AgentDefinition, ModelSettings, define
 from xclaw.agents.hooks import Hooks
 from xclaw.errors import XclawError
+from xclaw.schedules.spec import ScheduleError, no_step_to_fork
 from xclaw.wire.busy import BusyPolicy
 from xclaw.wire.frames import (
     AckFrame,
@@ -542,7 +543,14 @@ class Session(ABC):
         what the ticks missed while no worker ran do — none fires (`skip`), one for all
         (`once`), each (`all`). Every worker on the database fires it, each tick once; its
         creator's rights apply at each fire. BadRequest for a wrong expression, period, time,
-        zone or policy; UnknownSession for a session not written yet."""
+        zone or policy, and for `fork` of a session with no step yet (a fork copies it up to
+        its last step). A new session nothing was said to yet is written now, as naming it
+        writes it (empty, titled by its first message): the schedule's first fire is that."""
+        if fork:
+            if self._not_written():
+                raise ScheduleError(no_step_to_fork(self.id))
+        else:
+            await self._write_new()
         return await self.agent._add_schedule(
             self.id,
             message,
@@ -554,6 +562,16 @@ class Session(ABC):
             fork=fork,
         )
 
+    def _not_written(self) -> bool:
+        """A new session this object made, nothing said to it yet (so nothing written)."""
+        return False
+
+    async def _write_new(self) -> None:
+        """A new session nothing was said to yet written now, empty (its first message
+        titles it) and running the agent it was made for: what a schedule or webhook sends
+        to must exist. Nothing for a session already written."""
+        return None
+
     async def schedules(self) -> list[ScheduleInfo]:
         """The schedules that send to this session or fork it (of those `agent.schedules()`
         lists: your own, or every one for an admin)."""
@@ -563,7 +581,9 @@ class Session(ABC):
         """A webhook: a signed `POST /hooks/NAME` on the gateway sends `template` to this
         session, `{body}` replaced by the request's body and `{a.b}` by a field of its JSON.
         The answer holds its `secret` — the sender signs with it — this once (no later answer
-        has it). `name`: 1-64 of a-z 0-9 _ -. BadRequest for a bad name or template."""
+        has it). `name`: 1-64 of a-z 0-9 _ -. BadRequest for a bad name or template. A new
+        session nothing was said to yet is written now (empty), as for `add_schedule`."""
+        await self._write_new()
         return await self.agent._add_hook(self.id, name, template)
 
     async def hooks(self) -> list[HookInfo]:

@@ -27,7 +27,7 @@ from xclaw.api.base import (
     within,
 )
 from xclaw.api.options import build_settings
-from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, UnknownSession
+from xclaw.errors import AgentClosed, ConfigError, DatabaseRefused, StoreError, UnknownSession
 from xclaw.people.answered_by import AnsweredBy
 from xclaw.people.teams import SERVER_TOKEN
 from xclaw.store.steps.model import OWN_WORKSPACE_KEY
@@ -161,6 +161,24 @@ class LocalSession(Session):
     def _written(self) -> None:
         self._unwritten = False
         self._agent._unwritten.discard(self.id)
+
+    def _not_written(self) -> bool:
+        return self._unwritten
+
+    async def _write_new(self) -> None:
+        if not self._unwritten:
+            return
+        rt = self._rt
+        if await rt.db(rt.store.record.find_session, self.id) is None:
+            try:
+                await rt.db(rt.store.record.create_session, session_id=self.id)
+            except StoreError:  # written meanwhile (its first message, elsewhere)
+                if await rt.db(rt.store.record.find_session, self.id) is None:
+                    raise
+            else:
+                if self._runs is not None and self._runs != DEFAULT_NAME:
+                    await rt.choose_agent(self.id, self._runs)  # its fires run it
+        self._written()
 
     # --- a run --------------------------------------------------------------------------------
     def send(

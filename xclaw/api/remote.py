@@ -816,6 +816,20 @@ class RemoteSession(Session):
         self._new = False
         self._agent._unwritten.discard(self.id)
 
+    def _not_written(self) -> bool:
+        return self._new
+
+    async def _write_new(self) -> None:
+        if not self._new:
+            return
+        # Written by the gateway under this id, as the caller's (an id written meanwhile by
+        # this person is simply theirs: POST /api/sessions with sessionId).
+        body: dict[str, Any] = {"sessionId": self.id}
+        if self._runs is not None:
+            body["agent"] = self._runs
+        await self._agent._http("POST", "/sessions", json=body)
+        self._written()
+
     async def _reattach(self) -> None:
         """Attach (again) now: what resumes an interrupted session on the gateway."""
         socket = self._socket()

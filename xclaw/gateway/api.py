@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from xclaw import __version__
 from xclaw.errors import (
+    BadCommand,
     BadRequest,
     BadStep,
     Forbidden,
@@ -46,7 +47,7 @@ from xclaw.gateway.openapi import openapi_spec
 from xclaw.people.answered_by import CLIENT_RE
 from xclaw.people.teams import Actor, Identity, Need
 from xclaw.store.steps.model import Step
-from xclaw.store.steps.rows import valid_unicode
+from xclaw.store.steps.rows import check_session_id, valid_unicode
 from xclaw.store.transfer.format import export_lines
 from xclaw.views.record import session_cost
 from xclaw.wire.frames import STATES
@@ -276,25 +277,43 @@ async def list_sessions(request: Request, gw: Gateway) -> Response:
 async def create_session(request: Request, gw: Gateway) -> Response:
     """A session written now, titled as `/new TITLE` titles it (redacted, at most 200
     characters), so a client can name it before its first message; it belongs to whoever
-    asked (docs/teams.md)."""
+    asked (docs/teams.md). `sessionId`: the id a client chose for a session it opened and
+    said nothing to yet (as a `message` frame may bring one) — written under it (a schedule
+    or webhook is to send to it); one already written that the caller may act on is
+    answered as it is (200), another's as an id nobody has."""
     body = await _body(request)
     title = _str_field(body, "title", required=False) or ""
     title = gw.runtime.title_of(session_title(title))
     agent = _str_field(body, "agent", required=False)
     if agent is not None:
         gw.runtime.agent_named(agent)  # before anything is written: unknown_agent
-    fresh, _ = await gw.runtime.peek(None)
+    chosen = _str_field(body, "sessionId", required=False)
+    if chosen is not None:
+        try:
+            check_session_id(chosen)
+        except ValueError as e:
+            raise BadCommand(str(e)) from None
+    fresh, _ = await gw.runtime.peek(chosen)
+    sid = fresh.session_id
     who = identity(request)
     if gw.teams is not None:  # written and made theirs in one transaction
         created = await asyncio.to_thread(
-            gw.teams.create_session_as, fresh.session_id, who.user, title=title, member=False
+            gw.teams.create_session_as, sid, who.user, title=title, member=not who.admin
         )
     else:
-        created = await asyncio.to_thread(
-            gw.store.record.create_session, session_id=fresh.session_id, title=title
-        )
-    if created is None:  # 128 random bits taken: never seen, but no other's session is given
-        raise StoreError(f"a session with id {fresh.session_id!r} already exists")
+        try:
+            created = await asyncio.to_thread(
+                gw.store.record.create_session, session_id=sid, title=title
+            )
+        except StoreError:
+            created = None
+    if created is None:
+        if chosen is None:  # 128 random bits taken: never seen, but no other's is given
+            raise StoreError(f"a session with id {sid!r} already exists")
+        # Written already (its first message, another socket): theirs to act on, or refused.
+        await gw.access.require(who, sid, Need.ACT)
+        found = await asyncio.to_thread(gw.store.record.get_session, sid)
+        return _json(gw, session_json(found, busy=gw.runtime.is_busy(sid)))
     if agent is not None:
         created = await gw.runtime.choose_agent(created.session_id, agent)
     return _json(gw, session_json(created, busy=False), status_code=201)

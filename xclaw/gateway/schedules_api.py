@@ -21,7 +21,7 @@ from xclaw.errors import BadRequest, UnknownSchedule
 from xclaw.gateway.context import Gateway
 from xclaw.people.teams import Identity, Need
 from xclaw.schedules.making import may_change, new_hook, new_schedule
-from xclaw.schedules.spec import Kind
+from xclaw.schedules.spec import Kind, no_step_to_fork
 from xclaw.store.base import ScheduleStore
 from xclaw.store.schedules.sql import Hook, Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
@@ -82,7 +82,7 @@ async def add_schedule(request: Request, gw: Gateway) -> Response:
     if body.fork_of is not None and not await asyncio.to_thread(
         gw.store.record.latest_steps, sid, 1
     ):
-        raise BadRequest(f"the template session {sid} has no step to fork from")
+        raise BadRequest(no_step_to_fork(sid))
     kind, text = given[0]
     s = new_schedule(
         kind=kind,

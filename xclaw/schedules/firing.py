@@ -33,6 +33,7 @@ from xclaw.schedules.spec import (
     chosen_ticks,
     fire_id,
     fork_session_id,
+    no_step_to_fork,
 )
 from xclaw.store.base import RecordReader, ScheduleStore, TeamStore
 from xclaw.store.schedules.sql import Fire, NewFire, Schedule
@@ -310,7 +311,7 @@ class Scheduler:
         await self._require(who, fire.fork_of, Need.READ)
         latest = await self._db(self.store.record.latest_steps, fire.fork_of, 1)
         if not latest:
-            raise XclawError(f"the template session {fire.fork_of} has no step to fork from")
+            raise XclawError(no_step_to_fork(fire.fork_of))
         try:
             await self.target.fork(
                 fire.fork_of, f"s{latest[-1].seq:04d}", None, new_session_id=fire.session_id

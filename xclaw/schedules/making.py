@@ -12,7 +12,7 @@ from typing import Protocol
 
 from xclaw.errors import SessionNotFound, XclawError
 from xclaw.people.teams import Identity, Need, allows
-from xclaw.schedules.spec import CatchUp, Kind, ScheduleError, When
+from xclaw.schedules.spec import CatchUp, Kind, ScheduleError, When, no_step_to_fork
 from xclaw.store.base import RecordReader, ScheduleStore, TeamStore
 from xclaw.store.schedules.sql import Hook, Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
@@ -126,6 +126,23 @@ def kind_of(cron: str | None, every: str | None, at: str | None) -> tuple[Kind, 
     return given[0]
 
 
+def _resolve(store: ScheduleRoles, ref: str) -> str:
+    """The session `ref` names (an id or a unique prefix). One not found says why a session
+    just opened may not be there yet: a session is written by its first message or its
+    name, and the Python API's `add_schedule` / `add_hook` write a new one themselves."""
+    try:
+        return store.record.resolve_session(ref).session_id
+    except SessionNotFound as e:
+        said = SessionNotFound(e.session_id)
+        said.message = (
+            f"{e.message}: a session is written when it is first sent a message or named "
+            "(/title, /new TITLE), so one just opened is not there yet — name it, or add the "
+            "schedule from the client that opened it (session.add_schedule writes it)"
+        )
+        said.args = (said.message,)
+        raise said from None
+
+
 def _teams(store: ScheduleRoles) -> TeamStore | None:
     return store.teams
 
@@ -148,10 +165,10 @@ def add_schedule(
     fork it), a template's step to fork from there."""
     if (session is None) == (fork_of is None):
         raise ScheduleError("a schedule sends to one session (--session) or forks one (--fork-of)")
-    target = store.record.resolve_session(session or fork_of or "").session_id
+    target = _resolve(store, session or fork_of or "")
     may(_teams(store), who, target, Need.ACT if session is not None else Need.READ)
     if fork_of is not None and not store.record.latest_steps(target, 1):
-        raise ScheduleError(f"the template session {target} has no step to fork from")
+        raise ScheduleError(no_step_to_fork(target))
     made = new_schedule(
         kind=kind,
         when=when,
@@ -188,7 +205,7 @@ def add_hook(
 ) -> Hook:
     """A webhook made and written, its secret fresh (shown once by whoever asked): the
     session resolved, `who` a collaborator (or owner) of it."""
-    target = store.record.resolve_session(session).session_id
+    target = _resolve(store, session)
     may(_teams(store), who, target, Need.ACT)
     hook = new_hook(
         name=name, session_id=target, template=template, created_by=who.user, now_ms=now_ms

@@ -28,6 +28,17 @@ _UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _EVERY = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 
 
+def no_step_to_fork(session_id: str) -> str:
+    """Why a session with no step cannot be a schedule's template, and what to do instead:
+    the words of every place that refuses one (the Python API, the HTTP API, the command
+    line, a fire)."""
+    return (
+        f"the template session {session_id} has no step to fork from (a fork copies a "
+        "session up to its last step): send it its first message, or have the schedule "
+        "send to it (--session, or fork=False) instead of forking it"
+    )
+
+
 class ScheduleError(BadRequest):
     """A schedule or webhook that cannot be: a bad expression, period, time, policy or name
     (a wrong call: exit 2 on the command line, 400 on the HTTP API)."""

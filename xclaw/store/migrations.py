@@ -655,7 +655,8 @@ M010_POSTGRES = (
 # (`ud:<user>:<day>`, `um:<user>:<month>`, `td:<day>`, `tm:<month>`), kept while such a cap is
 # set and updated in the transaction of each hold and settlement, so a shared cap is checked
 # exactly across workers (a row lock on PostgreSQL, the one writer on SQLite). A counter is
-# rebuilt from the holds when missing, and dropped when its target's caps change.
+# rebuilt from the holds when missing, dropped when its target's caps change, and deleted once
+# its period has ended (when a new period's counter is made: store/budgets/sql.py).
 M011_SQLITE = (
     """
     CREATE TABLE budget_counters (

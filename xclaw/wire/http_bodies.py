@@ -280,6 +280,14 @@ class NewSessionBody(Wire):
     agent: str | None = Field(
         default=None, description="the declared agent it runs (docs/agents.md)"
     )
+    session_id: str | None = Field(
+        default=None,
+        alias="sessionId",
+        description=(
+            "the id a client chose for a session it opened and said nothing to yet: written "
+            "under it (one already written that the caller may act on is answered as it is)"
+        ),
+    )
 
 
 class RenameBody(Wire):

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from xclaw.errors import SessionNotFound
+from xclaw.store.dialect import Dialect
 from xclaw.store.leases import Lease
 from xclaw.store.role import Role
 from xclaw.store.steps.model import BUDGET_KEY, Status
@@ -56,6 +57,13 @@ _COUNT = "UPDATE budget_counters SET tokens=tokens+?, usd=usd+? WHERE scope IN (
 _REBUILD = (
     "INSERT INTO budget_counters (scope, tokens, usd) SELECT ?, {} FROM budget_holds WHERE {}"
     " ON CONFLICT (scope) DO NOTHING"
+)
+# The counters of periods that have ended (before the day, before the month given): a
+# counter names its period last, a day in ten characters, a month in seven.
+_PRUNE = (
+    "DELETE FROM budget_counters WHERE"
+    " (substr(scope, 1, 3) IN ('ud:', 'td:') AND substr(scope, length(scope) - 9) < ?)"
+    " OR (substr(scope, 1, 3) IN ('um:', 'tm:') AND substr(scope, length(scope) - 6) < ?)"
 )
 _GET_CAPS = "SELECT target, caps, granted_tokens, granted_usd, updated_at FROM budget_caps"
 _UPSERT_CAPS = (
@@ -146,6 +154,8 @@ class BudgetMethods(Role):
             }
             missing = [s for s in scopes if s not in totals]
             if missing:  # a new period, or a cap just set: the holds so far (this one not yet)
+                # ... and the counters of the periods that ended go (prune_counters_tx).
+                prune_counters_tx(d, conn, hold.day, hold.month)
                 for scope in missing:
                     where, values = scope_where(scope)
                     conn.execute(d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
@@ -280,6 +290,17 @@ class BudgetMethods(Role):
         )
         rows = self._read(lambda c: c.execute(sql, wanted).fetchall())
         return {str(r[0]): (int(r[1]), float(r[2])) for r in rows}
+
+
+def prune_counters_tx(d: Dialect, conn: Any, day: str, month: str) -> int:
+    """The shared scopes' counters of periods before `day` (a person's or the deployment's
+    day) and `month` deleted, in the open transaction; how many. Asked when a counter is made
+    for a new period, so the table holds the periods in use, not one row per person per day
+    for ever. A counter is a running sum of its scope's holds (which are all kept) for the
+    hold check alone — `xclaw budget show` sums the holds — so one deleted that is still
+    wanted (a worker whose clock is behind, still in yesterday) is rebuilt from the holds,
+    exactly, by the next hold that needs it."""
+    return int(conn.execute(d.sql(_PRUNE), (day, month)).rowcount)
 
 
 @lru_cache(maxsize=8)
