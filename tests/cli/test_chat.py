@@ -121,6 +121,19 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         s.kill()
 
 
+@pytest.fixture(scope="module")
+def task_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server with TASK for the tests that neither kill it nor read every session of its
+    database: each works in a session of its own (a new one: its own working directory has
+    no .cli_session), so they share it rather than each paying for a start."""
+    root = tmp_path_factory.mktemp("task-server")
+    server = Server(root=root, script=write_script(root / "script.json", TASK), approval="ask")
+    try:
+        yield server.start()
+    finally:
+        server.kill()
+
+
 def chat_env(server: Server) -> dict[str, str]:
     # The token comes from $XCLAW_HOME/token, as on the server's own machine.
     return clean_env(
@@ -319,8 +332,8 @@ def run_piped(
     )
 
 
-def test_piped_stdin_sends_one_line_per_turn(make_server, tmp_path: Path) -> None:
-    server = make_server(TASK)
+def test_piped_stdin_sends_one_line_per_turn(task_server: Server, tmp_path: Path) -> None:
+    server = task_server
     r = run_piped(server, tmp_path, ["write a", "y", "/switch bad!id", "/steps 2", "next"])
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
@@ -409,9 +422,9 @@ def _piped_chat(
     ],
 )
 def test_unauthorized_client_says_so_once_and_exits_2(
-    make_server, tmp_path: Path, how: str, args: tuple[str, ...], env: dict[str, str]
+    task_server: Server, tmp_path: Path, how: str, args: tuple[str, ...], env: dict[str, str]
 ) -> None:
-    server = make_server(TASK)
+    server = task_server
     args = tuple(a.replace("URL", server.http + "/") for a in args)
     if "--url" not in args:
         args = ("--url", server.http, *args)
@@ -422,10 +435,12 @@ def test_unauthorized_client_says_so_once_and_exits_2(
     assert "--token" in out and "XCLAW_TOKEN" in out  # where a token comes from
 
 
-def test_the_token_precedence_is_the_one_chat_help_states(make_server, tmp_path: Path) -> None:
+def test_the_token_precedence_is_the_one_chat_help_states(
+    task_server: Server, tmp_path: Path
+) -> None:
     """--token, then the ?token= of --url, then XCLAW_TOKEN, then $XCLAW_HOME/token: each
     source wins over the ones after it, and --help lists them in that order."""
-    server = make_server(TASK)
+    server = task_server
     right, wrong = server.token, "wrong-token"
     home_file = {"XCLAW_HOME": str(server.home)}  # holds the right token file
     cases = [
@@ -457,9 +472,9 @@ def test_the_token_precedence_is_the_one_chat_help_states(make_server, tmp_path:
 
 
 def test_help_lists_quit_and_a_bare_switch_gets_a_usage_line_like_the_others(
-    make_server, tmp_path: Path
+    task_server: Server, tmp_path: Path
 ) -> None:
-    server = make_server(TASK)
+    server = task_server
     r = subprocess.run(
         [*xclaw_cmd(), "chat", "--url", server.http, "--new"],
         input="/help\n/switch\n/title\n/fork\n",

@@ -36,6 +36,7 @@ from xclaw.store.sqlite.leases import (
     SqliteLeases,
     check_fence,
     fenced_session_state,
+    take_known_seq,
     take_seq_unmoved,
 )
 from xclaw.store.sqlite.probe import probe_sqlite
@@ -48,7 +49,6 @@ from xclaw.store.steps.model import (
     Step,
     StepStatus,
     StepType,
-    display_id,
     full_step_id,
     is_approval,
     parse_step_ref,
@@ -230,6 +230,13 @@ class SqliteRecord(RecordRole):
     """The record on SQLite: the shared record (store/steps/record.py) and SQLite's bodies
     of a step's write, the path nearly every write takes."""
 
+    def __init__(self, db: SqliteDb, *, leases: SqliteLeases, snapshots: SnapshotMethods) -> None:
+        super().__init__(db, leases=leases, snapshots=snapshots)
+        # session id -> the step number this store expects to take next for it (the one
+        # after the last it took): a guess, checked by the UPDATE that takes it
+        # (take_known_seq), never trusted. Only the writer's transactions touch it.
+        self._next_seqs: dict[str, int] = {}
+
     def _insert_step_tx(
         self,
         session_id: str,
@@ -241,7 +248,8 @@ class SqliteRecord(RecordRole):
     ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
-        # INSERT itself (no row inserted: the parent is missing), one statement fewer per step.
+        # INSERT itself (the parent's foreign key; its id names the session), no statement
+        # of its own.
         parent_seq = (
             None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
         )
@@ -249,12 +257,7 @@ class SqliteRecord(RecordRole):
         # The JSON columns encoded here; the row (number, times) made in the transaction, its
         # columns as model.Step declares them (store/steps/columns.py).
         encoded = encoded_json(step, output_data, dump_json)
-        after = (
-            None if lease is None else lease.owner,  # who wrote it, under its lease
-            parent_seq is None,
-            session_id,
-            parent_seq,
-        )
+        worker = None if lease is None else lease.owner  # who wrote it, under its lease
 
         # Nearly every step leaves the status as it is: a running LLM or tool call of a
         # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
@@ -263,11 +266,19 @@ class SqliteRecord(RecordRole):
             step.step_type is not StepType.USER_INPUT and not is_approval(step.step_type, step.name)
         )
 
+        next_seqs = self._next_seqs
+
         def tx(conn: sqlite3.Connection) -> Step:
             now = self._now()
-            taken = (
-                take_seq_unmoved(conn, session_id, lease, now, running=moves) if unmoved else None
-            )
+            taken = None
+            if unmoved:
+                expected = next_seqs.get(session_id)
+                if expected is not None and take_known_seq(
+                    conn, session_id, lease, now, expected, running=moves
+                ):
+                    taken = expected
+                else:  # not known, or not what the session says: read from the UPDATE
+                    taken = take_seq_unmoved(conn, session_id, lease, now, running=moves)
             if taken is not None:
                 seq = taken
             else:
@@ -291,14 +302,23 @@ class SqliteRecord(RecordRole):
                     next_seq=seq + 1,
                     instruction=step.step_type is StepType.USER_INPUT,
                 )
+            if len(next_seqs) >= _NEXT_SEQS_KEPT:
+                next_seqs.clear()
+            # Set before the row is written: if this transaction is rolled back, the guess
+            # is one too high, and the next step's UPDATE says so.
+            next_seqs[session_id] = seq + 1
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
             params = STEPS.params(row, encoded, SQLITE.text)
-            params.extend(after)
-            inserted = conn.execute(_INSERT_STEP, params)
-            if inserted.rowcount != 1:
-                assert parent_seq is not None and step.parent_step_id is not None
+            params.append(worker)
+            try:
+                conn.execute(_INSERT_STEP, params)
+            except sqlite3.IntegrityError:
+                # The parent's foreign key refused the row: no such step in this session
+                # (its id is the session's and its number: model.full_step_id).
+                if parent_seq is None or step.parent_step_id is None:
+                    raise
                 self._dialect.require_step(conn, session_id, parent_seq, step.parent_step_id)
-                raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
+                raise
             return row
 
         return tx
@@ -327,12 +347,16 @@ class SqliteRecord(RecordRole):
         )
         output_data = done.output_data
 
+        key = (session_id, seq)
+
         def tx(conn: sqlite3.Connection) -> Step:
-            rows = conn.execute(sql, params).fetchall()
-            if not rows:
+            if conn.execute(sql, params).rowcount != 1:
                 check_fence(conn, session_id, lease)
                 raise not_running(self._dialect, conn, session_id, seq, ref)
-            step = row_to_finished_step(rows[0], output_data)
+            # The row read back by a SELECT of its own: an UPDATE ... RETURNING gathers its
+            # rows in a temporary table first, which costs SQLite more than the second
+            # statement does.
+            step = row_to_finished_step(conn.execute(_FINISHED_STEP, key).fetchone(), output_data)
             event = event_of_answer(
                 wanted,
                 step,
@@ -347,18 +371,22 @@ class SqliteRecord(RecordRole):
         return tx
 
 
-# The step's row, every column as model.Step declares it, and the writing worker; inserted
-# only if its parent exists (or it has none).
-_INSERT_STEP = SQLITE.sql(
-    f"INSERT INTO traces ({STEPS.names('worker')}) SELECT {STEPS.placeholders('?')} "
-    "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
-)
+# The step's row, every column as model.Step declares it, and the writing worker. VALUES,
+# not a SELECT guarded by a look at the parent's row: an INSERT whose SELECT reads the table
+# it inserts into is run through a temporary table, about a tenth of a step's CPU; the
+# parent's foreign key checks the same (SQLite's connections keep foreign keys on).
+_INSERT_STEP = SQLITE.sql(STEPS.insert("worker"))
+# How many sessions' next step numbers a store keeps (SqliteRecord._next_seqs): a server's
+# sessions at once, with room; past it the guesses start again from nothing.
+_NEXT_SEQS_KEPT = 4096
 
-_FINISH_STEP = SQLITE.sql(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+_FINISH_STEP = SQLITE.sql(FINISH_STEP)
 _FINISH_STEP_FENCED = SQLITE.sql(
-    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
-    f"RETURNING {STEP_COLS_NO_OUTPUT}"
+    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ?"
 )
+# A finished step's row, read back in the completion's transaction (output_data read as NULL:
+# the caller gave it).
+_FINISHED_STEP = f"SELECT {STEP_COLS_NO_OUTPUT} FROM traces WHERE session_id=? AND seq=?"
 
 
 class SQLiteStore(StoreRoles[SqliteDb]):
