@@ -57,6 +57,8 @@ from xclaw.store.steps.record import RecordRole
 from xclaw.store.steps.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
+    FINISH_STEP_SPENT,
+    HOLD_COLUMNS,
     STEP_COLS_NO_OUTPUT,
     STEPS,
     dump_json,
@@ -67,7 +69,7 @@ from xclaw.store.steps.rows import (
 )
 from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import WriteStream
-from xclaw.store.steps.writes import Kind, TxBodies, sync_for
+from xclaw.store.steps.writes import Hold, Kind, Spent, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
 
 if TYPE_CHECKING:
@@ -245,6 +247,7 @@ class SqliteRecord(RecordRole):
         output_data: Any,
         error_message: str | None,
         lease: Lease | None,
+        hold: Hold | None = None,
     ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
@@ -258,6 +261,12 @@ class SqliteRecord(RecordRole):
         # columns as model.Step declares them (store/steps/columns.py).
         encoded = encoded_json(step, output_data, dump_json)
         worker = None if lease is None else lease.owner  # who wrote it, under its lease
+        # An LLM call's budget hold, in its own row (no statement of its own).
+        insert, held = (
+            (_INSERT_STEP, ())
+            if hold is None
+            else (_INSERT_HELD_STEP, (hold.tokens, hold.usd, hold.owner, hold.day))
+        )
 
         # Nearly every step leaves the status as it is: a running LLM or tool call of a
         # Running session (model.next_status(Running, RUN_STARTED) is Running), or a finished
@@ -310,8 +319,9 @@ class SqliteRecord(RecordRole):
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
             params = STEPS.params(row, encoded, SQLITE.text)
             params.append(worker)
+            params.extend(held)
             try:
-                conn.execute(_INSERT_STEP, params)
+                conn.execute(insert, params)
             except sqlite3.IntegrityError:
                 # The parent's foreign key refused the row: no such step in this session
                 # (its id is the session's and its number: model.full_step_id).
@@ -331,19 +341,21 @@ class SqliteRecord(RecordRole):
         done: Completion,
         wanted: Status | None,
         lease: Lease | None,
+        spent: Spent | None = None,
     ) -> Callable[[Any], Step]:
         check_lease_for(lease, session_id)
         values = [
             *Table.values(done, FINISH_COLUMNS, dump_json, SQLITE.text),
             self._now(),
+            # An LLM call's budget hold settled in the same statement.
+            *(() if spent is None else (spent.tokens, spent.usd)),
             session_id,
             seq,
         ]
         # The fence rides on the UPDATE (one statement per completion); no row: find out why.
+        plain, fenced = _FINISHES[spent is not None]
         sql, params = (
-            (_FINISH_STEP, values)
-            if lease is None
-            else (_FINISH_STEP_FENCED, [*values, session_id, lease.token])
+            (plain, values) if lease is None else (fenced, [*values, session_id, lease.token])
         )
         output_data = done.output_data
 
@@ -380,10 +392,23 @@ _INSERT_STEP = SQLITE.sql(STEPS.insert("worker"))
 # sessions at once, with room; past it the guesses start again from nothing.
 _NEXT_SEQS_KEPT = 4096
 
+# ... with an LLM call's budget hold in its row.
+_INSERT_HELD_STEP = SQLITE.sql(STEPS.insert("worker", *HOLD_COLUMNS))
+
 _FINISH_STEP = SQLITE.sql(FINISH_STEP)
 _FINISH_STEP_FENCED = SQLITE.sql(
     f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ?"
 )
+# (plain, fenced), without and with a budget hold's settlement.
+_FINISHES = {
+    False: (_FINISH_STEP, _FINISH_STEP_FENCED),
+    True: (
+        SQLITE.sql(FINISH_STEP_SPENT),
+        SQLITE.sql(
+            f"{FINISH_STEP_SPENT} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ?"
+        ),
+    ),
+}
 # A finished step's row, read back in the completion's transaction (output_data read as NULL:
 # the caller gave it).
 _FINISHED_STEP = f"SELECT {STEP_COLS_NO_OUTPUT} FROM traces WHERE session_id=? AND seq=?"
