@@ -111,7 +111,7 @@ def test_opens_in_two_round_trips_with_the_shared_bodys_effects(
 ) -> None:
     shared_sid = _left_mid_run(store, "t")
     piped_sid = _left_mid_run(store, "t")
-    more = {"metadata": {"over": "new", "added": [1]}, "title": "renamed"}
+    more = {"metadata": {"over": "new", "added": [1]}, "title": "re\x00named"}
     record: Any = store.record
 
     shared, shared_trips = _traced(
@@ -131,7 +131,7 @@ def test_opens_in_two_round_trips_with_the_shared_bodys_effects(
         assert step.seq == 4 and step.output_data == {"messageId": "m-1", "queued": True}
     assert _state(store, piped_sid) == _state(store, shared_sid)
     status, waiting, title, metadata, _, queue = _state(store, piped_sid)
-    assert (status, waiting, title, queue) == (Status.RUNNING, False, "renamed", ["m-2"])
+    assert (status, waiting, title, queue) == (Status.RUNNING, False, "re\ufffdnamed", ["m-2"])
     assert metadata == {"kept": 1, "over": "new", "added": [1]}
     info = store.leases.lease_info(piped_sid)
     assert info.owner == "w1" and info.token == 1 and info.live

@@ -31,18 +31,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# A hold rides in its step's own row (migration `budget_holds_in_steps`): set in the
-# transaction that inserts the `running` step (its row's page is already being written: no row
-# or index of its own but the small partial one of the rows that hold), settled in the one that
-# finishes it, once (`spent_tokens` NULL until then).
-_HOLD = (
-    "UPDATE traces SET held_tokens=?, held_usd=?, hold_owner=?, hold_day=?"
-    " WHERE session_id=? AND seq=?"
-)
-_SETTLE = (
-    "UPDATE traces SET spent_tokens=?, spent_usd=?"
-    " WHERE session_id=? AND seq=? AND held_tokens IS NOT NULL AND spent_tokens IS NULL"
-)
+# A hold rides in its step's own row (migration `budget_holds_in_steps`): written by the INSERT
+# of the `running` step, settled by the UPDATE that finishes it (the record's bodies:
+# rows.HOLD_COLUMNS, rows.FINISH_STEP_SPENT), once — `spent_tokens` is NULL until then.
 # What a hold counts: its cost once settled, its reservation until then.
 _COUNTED = (
     "coalesce(sum(CASE WHEN settled=1 THEN spent_tokens ELSE held_tokens END), 0),"
@@ -144,14 +135,6 @@ class BudgetMethods(Role):
     """Budgets' transaction bodies and reads, for both backends."""
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
-    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]:
-        sql = self._dialect.sql(_HOLD)
-
-        def tx(conn: Any, seq: int) -> None:
-            conn.execute(sql, (hold.tokens, hold.usd, hold.owner, hold.day, session_id, seq))
-
-        return tx
-
     def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]:
         """Count the hold on its shared scopes' counters and check their caps, before its
         step is written: the counters' rows are locked until the commit (PostgreSQL; SQLite
@@ -189,19 +172,15 @@ class BudgetMethods(Role):
 
         return tx
 
-    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]:
+    def _settle_tx(self, spent: Spent) -> Callable[[Any], None]:
+        """The shared scopes' counters moved from a hold's reservation to its cost, in the
+        transaction whose completion settled it."""
         d = self._dialect
-        sql = d.sql(_SETTLE)
-        shared = spent.shared
-        count = d.sql(_COUNT.format(_marks(len(shared)))) if shared else ""
-        delta = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd)
-        tokens, usd = spent.tokens, spent.usd
+        count = d.sql(_COUNT.format(_marks(len(spent.shared))))
+        params = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd, *spent.shared)
 
-        def tx(conn: Any, seq: int) -> None:
-            # Its step's row was just finished in this transaction: it is there.
-            settled = conn.execute(sql, (tokens, usd, session_id, seq)).rowcount
-            if shared and settled == 1:  # the counters: from the reservation to the cost
-                conn.execute(count, (*delta, *shared))
+        def tx(conn: Any) -> None:
+            conn.execute(count, params)
 
         return tx
 

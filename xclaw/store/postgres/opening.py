@@ -28,7 +28,7 @@ from xclaw.errors import MessageRecorded, SessionNotFound
 from xclaw.store.common import LATEST_MESSAGE, message_among
 from xclaw.store.leases import Lease
 from xclaw.store.postgres.leases import LEASE_FOR_UPDATE, TAKE_LEASE, free_for
-from xclaw.store.postgres.rows import POSTGRES, pg_json
+from xclaw.store.postgres.rows import POSTGRES, pg_json, pg_text
 from xclaw.store.queue.sql import dequeue_tx
 from xclaw.store.steps.model import Status, Step, StepStatus
 from xclaw.store.steps.rows import row_to_step
@@ -88,7 +88,7 @@ def open_turn_tx(
             # Round trip 2: everything the turn's opening writes, in the shared body's order.
             taken = conn.execute(TAKE_LEASE, (w.worker_id, ttl_ms, sid))
             if w.title is not None or meta is not None:
-                conn.execute(_UPDATE, (w.title, meta, meta, record._now(), sid))
+                conn.execute(_UPDATE, (pg_text(w.title), meta, meta, record._now(), sid))
             marked = conn.execute(interrupt_sql, (*interrupt_params, record._now(), sid))
             # Only a Paused session asks whether an approval still waits (a round trip more).
             added = insert(conn, current, seq, w.worker_id, lambda: approval_pending(d, conn, sid))

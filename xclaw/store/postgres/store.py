@@ -55,6 +55,8 @@ from xclaw.store.steps.record import RecordRole
 from xclaw.store.steps.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
+    FINISH_STEP_SPENT,
+    HOLD_COLUMNS,
     STEP_COLS_NO_OUTPUT,
     STEPS,
     now_ms,
@@ -62,7 +64,7 @@ from xclaw.store.steps.rows import (
 )
 from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import SerialBatches, WriteStream
-from xclaw.store.steps.writes import Kind, OpenTurn, TxBodies, sync_for
+from xclaw.store.steps.writes import Hold, Kind, OpenTurn, Spent, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
 
 if TYPE_CHECKING:
@@ -78,8 +80,15 @@ _INSERT_STEP_CTE = (
     f"WITH step AS (INSERT INTO traces ({STEPS.names('worker')}) "
     f"VALUES ({STEPS.named_placeholders('worker')}))"
 )
+# ... with an LLM call's budget hold in its row.
+_INSERT_HELD_STEP_CTE = (
+    f"WITH step AS (INSERT INTO traces ({STEPS.names('worker', *HOLD_COLUMNS)}) "
+    f"VALUES ({STEPS.named_placeholders('worker', *HOLD_COLUMNS)}))"
+)
 _STEP_NAMES = [c.name for c in STEPS.columns]
 _FINISH_STEP = to_postgres(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+# ... settling an LLM call's budget hold in the same statement.
+_FINISH_STEP_SPENT = to_postgres(f"{FINISH_STEP_SPENT} RETURNING {STEP_COLS_NO_OUTPUT}")
 
 
 class PgDb(DbBase):
@@ -181,8 +190,9 @@ class PgRecord(RecordRole):
         output_data: Any,
         error_message: str | None,
         lease: Lease | None,
+        hold: Hold | None = None,
     ) -> Callable[[Any], Step]:
-        insert = self._insert_locked_tx(session_id, step, status, output_data, error_message)
+        insert = self._insert_locked_tx(session_id, step, status, output_data, error_message, hold)
         worker = None if lease is None else lease.owner
 
         def tx(conn: psycopg.Connection) -> Step:
@@ -204,9 +214,11 @@ class PgRecord(RecordRole):
         status: StepStatus,
         output_data: Any,
         error_message: str | None,
+        hold: Hold | None = None,
     ) -> Callable[[psycopg.Connection, Status, int, str | None, Callable[[], bool]], Step]:
         """The step inserted (one statement, with the session's move) once the session row
-        is locked and its status `current` and next number `seq` read; `worker` writes it."""
+        is locked and its status `current` and next number `seq` read; `worker` writes it,
+        and an LLM call's budget `hold` is in its row."""
         moves = moves_session(step, status)
         error_message = pg_text(error_message)
         # The JSON columns encoded here; the row (number, parent, times) made in the
@@ -226,6 +238,9 @@ class PgRecord(RecordRole):
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
             step_row = dict(zip(_STEP_NAMES, STEPS.params(row, encoded, pg_text), strict=True))
             step_row["worker"] = worker
+            if hold is not None:  # an LLM call's budget hold, in its own row
+                held = (hold.tokens, hold.usd, hold.owner, hold.day)
+                step_row |= zip(HOLD_COLUMNS, held, strict=True)
             # A user_input step is the new instruction a cancel or rollback was waiting for.
             write_status(
                 conn,
@@ -235,7 +250,7 @@ class PgRecord(RecordRole):
                 now,
                 next_seq=seq + 1,
                 instruction=step.step_type is StepType.USER_INPUT,
-                with_step=(_INSERT_STEP_CTE, step_row),
+                with_step=(_INSERT_STEP_CTE if hold is None else _INSERT_HELD_STEP_CTE, step_row),
             )
             return row
 
@@ -257,15 +272,20 @@ class PgRecord(RecordRole):
         done: Completion,
         wanted: Status | None,
         lease: Lease | None,
+        spent: Spent | None = None,
     ) -> Callable[[Any], Step]:
         values = Table.values(done, FINISH_COLUMNS, pg_json, pg_text)
         output_data = done.output_data
+        # An LLM call's budget hold settled in the same statement.
+        sql, settle = (
+            (_FINISH_STEP, ()) if spent is None else (_FINISH_STEP_SPENT, (spent.tokens, spent.usd))
+        )
 
         def tx(conn: psycopg.Connection) -> Step:
             # The session row first: two approvals answered at once must not both see the
             # other one still pending (and the fence is checked here).
             current, _, _ = lock_session(conn, session_id, lease)
-            row = conn.execute(_FINISH_STEP, (*values, self._now(), session_id, seq)).fetchone()
+            row = conn.execute(sql, (*values, self._now(), *settle, session_id, seq)).fetchone()
             if row is None:
                 raise not_running(self._dialect, conn, session_id, seq, ref)
             step = row_to_finished_step(row, output_data)

@@ -36,6 +36,7 @@ from xclaw.store.sqlite.leases import (
     SqliteLeases,
     check_fence,
     fenced_session_state,
+    take_known_seq,
     take_seq_unmoved,
 )
 from xclaw.store.sqlite.probe import probe_sqlite
@@ -48,7 +49,6 @@ from xclaw.store.steps.model import (
     Step,
     StepStatus,
     StepType,
-    display_id,
     full_step_id,
     is_approval,
     parse_step_ref,
@@ -57,6 +57,8 @@ from xclaw.store.steps.record import RecordRole
 from xclaw.store.steps.rows import (
     FINISH_COLUMNS,
     FINISH_STEP,
+    FINISH_STEP_SPENT,
+    HOLD_COLUMNS,
     STEP_COLS_NO_OUTPUT,
     STEPS,
     dump_json,
@@ -67,7 +69,7 @@ from xclaw.store.steps.rows import (
 )
 from xclaw.store.steps.sql import approval_pending, not_running
 from xclaw.store.steps.stream import WriteStream
-from xclaw.store.steps.writes import Kind, TxBodies, sync_for
+from xclaw.store.steps.writes import Hold, Kind, Spent, TxBodies, sync_for
 from xclaw.store.teams.sql import TeamMethods
 
 if TYPE_CHECKING:
@@ -230,6 +232,13 @@ class SqliteRecord(RecordRole):
     """The record on SQLite: the shared record (store/steps/record.py) and SQLite's bodies
     of a step's write, the path nearly every write takes."""
 
+    def __init__(self, db: SqliteDb, *, leases: SqliteLeases, snapshots: SnapshotMethods) -> None:
+        super().__init__(db, leases=leases, snapshots=snapshots)
+        # session id -> the step number this store expects to take next for it (the one
+        # after the last it took): a guess, checked by the UPDATE that takes it
+        # (take_known_seq), never trusted. Only the writer's transactions touch it.
+        self._next_seqs: dict[str, int] = {}
+
     def _insert_step_tx(
         self,
         session_id: str,
@@ -238,10 +247,12 @@ class SqliteRecord(RecordRole):
         output_data: Any,
         error_message: str | None,
         lease: Lease | None,
+        hold: Hold | None = None,
     ) -> Callable[[Any], Step]:
         moves = moves_session(step, status)
         # A parent link must name an existing step of the same session: checked by the
-        # INSERT itself (no row inserted: the parent is missing), one statement fewer per step.
+        # INSERT itself (the parent's foreign key; its id names the session), no statement
+        # of its own.
         parent_seq = (
             None if step.parent_step_id is None else parse_step_ref(step.parent_step_id, session_id)
         )
@@ -249,11 +260,12 @@ class SqliteRecord(RecordRole):
         # The JSON columns encoded here; the row (number, times) made in the transaction, its
         # columns as model.Step declares them (store/steps/columns.py).
         encoded = encoded_json(step, output_data, dump_json)
-        after = (
-            None if lease is None else lease.owner,  # who wrote it, under its lease
-            parent_seq is None,
-            session_id,
-            parent_seq,
+        worker = None if lease is None else lease.owner  # who wrote it, under its lease
+        # An LLM call's budget hold, in its own row (no statement of its own).
+        insert, held = (
+            (_INSERT_STEP, ())
+            if hold is None
+            else (_INSERT_HELD_STEP, (hold.tokens, hold.usd, hold.owner, hold.day))
         )
 
         # Nearly every step leaves the status as it is: a running LLM or tool call of a
@@ -263,11 +275,19 @@ class SqliteRecord(RecordRole):
             step.step_type is not StepType.USER_INPUT and not is_approval(step.step_type, step.name)
         )
 
+        next_seqs = self._next_seqs
+
         def tx(conn: sqlite3.Connection) -> Step:
             now = self._now()
-            taken = (
-                take_seq_unmoved(conn, session_id, lease, now, running=moves) if unmoved else None
-            )
+            taken = None
+            if unmoved:
+                expected = next_seqs.get(session_id)
+                if expected is not None and take_known_seq(
+                    conn, session_id, lease, now, expected, running=moves
+                ):
+                    taken = expected
+                else:  # not known, or not what the session says: read from the UPDATE
+                    taken = take_seq_unmoved(conn, session_id, lease, now, running=moves)
             if taken is not None:
                 seq = taken
             else:
@@ -291,14 +311,24 @@ class SqliteRecord(RecordRole):
                     next_seq=seq + 1,
                     instruction=step.step_type is StepType.USER_INPUT,
                 )
+            if len(next_seqs) >= _NEXT_SEQS_KEPT:
+                next_seqs.clear()
+            # Set before the row is written: if this transaction is rolled back, the guess
+            # is one too high, and the next step's UPDATE says so.
+            next_seqs[session_id] = seq + 1
             row = new_step(session_id, seq, parent, step, status, output_data, error_message, now)
             params = STEPS.params(row, encoded, SQLITE.text)
-            params.extend(after)
-            inserted = conn.execute(_INSERT_STEP, params)
-            if inserted.rowcount != 1:
-                assert parent_seq is not None and step.parent_step_id is not None
+            params.append(worker)
+            params.extend(held)
+            try:
+                conn.execute(insert, params)
+            except sqlite3.IntegrityError:
+                # The parent's foreign key refused the row: no such step in this session
+                # (its id is the session's and its number: model.full_step_id).
+                if parent_seq is None or step.parent_step_id is None:
+                    raise
                 self._dialect.require_step(conn, session_id, parent_seq, step.parent_step_id)
-                raise StoreError(f"step {display_id(seq)} of {session_id} was not written")
+                raise
             return row
 
         return tx
@@ -311,28 +341,34 @@ class SqliteRecord(RecordRole):
         done: Completion,
         wanted: Status | None,
         lease: Lease | None,
+        spent: Spent | None = None,
     ) -> Callable[[Any], Step]:
         check_lease_for(lease, session_id)
         values = [
             *Table.values(done, FINISH_COLUMNS, dump_json, SQLITE.text),
             self._now(),
+            # An LLM call's budget hold settled in the same statement.
+            *(() if spent is None else (spent.tokens, spent.usd)),
             session_id,
             seq,
         ]
         # The fence rides on the UPDATE (one statement per completion); no row: find out why.
+        plain, fenced = _FINISHES[spent is not None]
         sql, params = (
-            (_FINISH_STEP, values)
-            if lease is None
-            else (_FINISH_STEP_FENCED, [*values, session_id, lease.token])
+            (plain, values) if lease is None else (fenced, [*values, session_id, lease.token])
         )
         output_data = done.output_data
 
+        key = (session_id, seq)
+
         def tx(conn: sqlite3.Connection) -> Step:
-            rows = conn.execute(sql, params).fetchall()
-            if not rows:
+            if conn.execute(sql, params).rowcount != 1:
                 check_fence(conn, session_id, lease)
                 raise not_running(self._dialect, conn, session_id, seq, ref)
-            step = row_to_finished_step(rows[0], output_data)
+            # The row read back by a SELECT of its own: an UPDATE ... RETURNING gathers its
+            # rows in a temporary table first, which costs SQLite more than the second
+            # statement does.
+            step = row_to_finished_step(conn.execute(_FINISHED_STEP, key).fetchone(), output_data)
             event = event_of_answer(
                 wanted,
                 step,
@@ -347,18 +383,35 @@ class SqliteRecord(RecordRole):
         return tx
 
 
-# The step's row, every column as model.Step declares it, and the writing worker; inserted
-# only if its parent exists (or it has none).
-_INSERT_STEP = SQLITE.sql(
-    f"INSERT INTO traces ({STEPS.names('worker')}) SELECT {STEPS.placeholders('?')} "
-    "WHERE ? OR EXISTS (SELECT 1 FROM traces WHERE session_id=? AND seq=?)"
-)
+# The step's row, every column as model.Step declares it, and the writing worker. VALUES,
+# not a SELECT guarded by a look at the parent's row: an INSERT whose SELECT reads the table
+# it inserts into is run through a temporary table (~46,000 CPU instructions, ~6 % of a step); the
+# parent's foreign key checks the same (SQLite's connections keep foreign keys on).
+_INSERT_STEP = SQLITE.sql(STEPS.insert("worker"))
+# How many sessions' next step numbers a store keeps (SqliteRecord._next_seqs): a server's
+# sessions at once, with room; past it the guesses start again from nothing.
+_NEXT_SEQS_KEPT = 4096
 
-_FINISH_STEP = SQLITE.sql(f"{FINISH_STEP} RETURNING {STEP_COLS_NO_OUTPUT}")
+# ... with an LLM call's budget hold in its row.
+_INSERT_HELD_STEP = SQLITE.sql(STEPS.insert("worker", *HOLD_COLUMNS))
+
+_FINISH_STEP = SQLITE.sql(FINISH_STEP)
 _FINISH_STEP_FENCED = SQLITE.sql(
-    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ? "
-    f"RETURNING {STEP_COLS_NO_OUTPUT}"
+    f"{FINISH_STEP} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ?"
 )
+# (plain, fenced), without and with a budget hold's settlement.
+_FINISHES = {
+    False: (_FINISH_STEP, _FINISH_STEP_FENCED),
+    True: (
+        SQLITE.sql(FINISH_STEP_SPENT),
+        SQLITE.sql(
+            f"{FINISH_STEP_SPENT} AND (SELECT lease_token FROM sessions WHERE session_id=?) IS ?"
+        ),
+    ),
+}
+# A finished step's row, read back in the completion's transaction (output_data read as NULL:
+# the caller gave it).
+_FINISHED_STEP = f"SELECT {STEP_COLS_NO_OUTPUT} FROM traces WHERE session_id=? AND seq=?"
 
 
 class SQLiteStore(StoreRoles[SqliteDb]):

@@ -63,6 +63,16 @@ MAX_BATCH = 256
 COALESCE_S = 0.002
 
 
+# None bound as a statement's parameter is NULL either way; an adapter registered for it only
+# makes the binding cheap. Without one, Python's sqlite3 module looks for an adapter for each
+# None it binds (None is not among the types it binds as they are), then for `__adapt__` and
+# `__conform__` attributes, each a failed lookup that formats an AttributeError: ~1,000 CPU
+# instructions per None, and a step binds a dozen (a running step's output, error, end time,
+# parent, ...). `{}.get` is a C function that answers None for None.
+_NONE_IS_NULL: dict[object, None] = {}
+sqlite3.register_adapter(type(None), _NONE_IS_NULL.get)
+
+
 def read_only_uri(path: Path) -> str:
     """A `file:` URI SQLite opens read-only, never creating the file."""
     return f"file:{quote(str(Path(path).absolute()))}?mode=ro"
@@ -183,7 +193,10 @@ class Writer:
         self._wal_fd: int | None = None
         self._conn = conn
         self._where = where
-        self._cond = threading.Condition()
+        # A plain lock under the condition: the inline path takes it as a C context manager
+        # (a Condition's own __enter__/__exit__ are Python calls, two a write).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._queue: deque[_Op] = deque()
         self._eager = 0  # queued units someone waits for
         self._running = False  # a transaction is open (on the writer thread or inline)
@@ -196,6 +209,7 @@ class Writer:
         self.busy_s = 0.0
         self._thread = threading.Thread(target=self._run, name=f"xclaw-writer {where}", daemon=True)
         self._thread.start()
+        self._thread_id = self._thread.ident
 
     @property
     def thread(self) -> threading.Thread:
@@ -244,24 +258,23 @@ class Writer:
         event loop's thread — runs its transaction itself: nothing is waiting to go before
         it, and it saves the two thread wake-ups of a round trip through the writer thread
         (~0.1 ms each on a small VM, as much as the SQL of a step)."""
-        if threading.current_thread() is self._thread:
+        if threading.get_ident() == self._thread_id:
             # A unit is a transaction body: it writes through its connection, never the store.
             raise RuntimeError("a store write from inside a write transaction")
-        if not _on_event_loop():
-            with self._cond:
+        # Off any event loop; the non-raising form of the look: a write off any loop is the
+        # common case, and a raised and caught RuntimeError costs more than the look itself.
+        if asyncio._get_running_loop() is None:
+            with self._lock:
                 free = not (self._queue or self._running or self._closed)
                 self._running = self._running or free
             if free:
                 try:
-                    ((ok, value),) = self._run_batch([_Op(fn, sync is Sync.DURABLE, False, None)])
+                    return self._alone(fn, sync is Sync.DURABLE)
                 finally:
-                    with self._cond:
+                    with self._lock:
                         self._running = False
                         if self._queue or self._closed:
                             self._cond.notify()
-                if not ok:
-                    raise value
-                return value  # type: ignore[no-any-return]
         return self.put(fn, sync).result()
 
     def close(self) -> None:
@@ -312,6 +325,32 @@ class Writer:
         finally:
             self.busy_s += time.perf_counter() - started
 
+    def _alone(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> T:
+        """One unit as its own transaction, run by the caller that found the writer idle
+        (`submit`): what `_run_batch` does with a batch of one, without the batch. The
+        transaction is the unit's savepoint, so a failing unit runs once (a batch runs it
+        again in a savepoint) and is rolled back; its caller gets the error `_wrap` gives."""
+        started = time.perf_counter()
+        conn = self._conn
+        try:
+            self._begin(conn)
+            try:
+                value = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self.commits += 1
+            if durable:  # before the caller hears of it: nobody hears of it unsynced
+                self._sync_wal()
+            return value
+        except Exception as e:  # noqa: BLE001 - the caller's error, in words
+            err = _wrap(e, self._where)
+        finally:
+            self.busy_s += time.perf_counter() - started
+        raise err
+
     def _commit_batch(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
         # Whether to sync comes from the queued units (writes.SYNC for a stream's): a batch
         # holding one durable unit is synced.
@@ -333,17 +372,7 @@ class Writer:
 
     def _transaction(self, batch: list[_Op], durable: bool, safe: bool) -> list[tuple[bool, Any]]:
         conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:  # another process's transaction: wait for it
-            if not is_busy(e):
-                raise
-            retry_while_busy(
-                lambda: conn.execute("BEGIN IMMEDIATE"),
-                self._where,
-                first_pause=WRITE_LOCK_FIRST_PAUSE_S,
-                max_pause=WRITE_LOCK_MAX_PAUSE_S,
-            )
+        self._begin(conn)
         try:
             outcomes = self._units(batch) if safe else self._units_at_once(batch)
             if not safe or any(ok for ok, _ in outcomes):  # at once: every unit succeeded
@@ -359,6 +388,20 @@ class Writer:
         if durable:  # before any outcome is delivered: nobody hears of it unsynced
             self._sync_wal()
         return outcomes
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, tried straight; the busy loop only once it meets a lock."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:  # another process's transaction: wait for it
+            if not is_busy(e):
+                raise
+            retry_while_busy(
+                lambda: conn.execute("BEGIN IMMEDIATE"),
+                self._where,
+                first_pause=WRITE_LOCK_FIRST_PAUSE_S,
+                max_pause=WRITE_LOCK_MAX_PAUSE_S,
+            )
 
     def _units_at_once(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
         """Every unit straight in the transaction; the first failure undoes the attempt."""
@@ -440,12 +483,6 @@ class Writer:
 # What SQLite's unix VFS syncs with where it exists (Linux); fsync elsewhere (macOS, where
 # SQLite too calls plain fsync unless `PRAGMA fullfsync` is on).
 _datasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
-
-
-def _on_event_loop() -> bool:
-    # The non-raising form: a write off any loop is the common case, and a raised and
-    # caught RuntimeError costs more than the look itself.
-    return asyncio._get_running_loop() is not None
 
 
 def _resolve(batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:

@@ -266,7 +266,9 @@ def _encoder(
         elif c.kind is Kind.FLAG:
             parts.append(f"int({get})")
         elif c.kind is Kind.ENUM:
-            parts.append(f"{get}.value")
+            # The member's own attribute: `.value` is a property of Enum, run in Python
+            # (~0.8 us on a small VM, several a step).
+            parts.append(f"{get}._value_")
         else:
             parts.append(get)
     names: dict[str, Any] = {}

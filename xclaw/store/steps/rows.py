@@ -144,6 +144,14 @@ FINISH_COLUMNS, _FINISH_SET = STEPS.assignments(Completion)
 FINISH_STEP = (
     f"UPDATE traces SET {_FINISH_SET}, end_time=? WHERE session_id=? AND seq=? AND status='running'"
 )
+# An LLM call's budget hold rides in its step's row (migration 12, store/budgets/sql.py): its
+# columns, given after the writing worker in the step's INSERT; its settlement, what it cost,
+# set by the completion's UPDATE (the row is running: its hold is not settled yet).
+HOLD_COLUMNS = ("held_tokens", "held_usd", "hold_owner", "hold_day")
+FINISH_STEP_SPENT = (
+    f"UPDATE traces SET {_FINISH_SET}, end_time=?, spent_tokens=?, spent_usd=?"
+    " WHERE session_id=? AND seq=? AND status='running'"
+)
 
 
 # --- lookups used inside transactions ---------------------------------------------------------

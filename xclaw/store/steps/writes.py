@@ -720,6 +720,7 @@ class RecordBodies(Protocol):
         output_data: Any,
         error_message: str | None,
         lease: Lease | None,
+        hold: Hold | None = None,
     ) -> Callable[[Any], Step]: ...
 
     def _finish_step_tx(
@@ -730,6 +731,7 @@ class RecordBodies(Protocol):
         done: Completion,
         wanted: Status | None,
         lease: Lease | None,
+        spent: Spent | None = None,
     ) -> Callable[[Any], Step]: ...
 
     def _open_turn_tx(self, w: OpenTurn) -> Callable[[Any], Any]: ...
@@ -783,13 +785,12 @@ class LeaseBodies(Protocol):
 
 
 class BudgetBodies(Protocol):
-    """The budget role's bodies: a step's hold and settlement, the caps."""
-
-    def _hold_tx(self, session_id: str, hold: Hold) -> Callable[[Any, int], None]: ...
+    """The budget role's bodies: a hold's check and settlement on the shared caps'
+    counters (the hold itself is in its step's row: the record's bodies write it), the caps."""
 
     def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]: ...
 
-    def _settle_tx(self, session_id: str, spent: Spent) -> Callable[[Any, int], None]: ...
+    def _settle_tx(self, spent: Spent) -> Callable[[Any], None]: ...
 
     def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
 
@@ -836,11 +837,12 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
         if parent is not None:
             new = replace(new, parent_step_id=parent)
         if isinstance(w, BeginStep):
-            tx = b.record._insert_step_tx(w.session_id, new, StepStatus.RUNNING, None, None, lease)
-            if w.hold is not None:
-                check = b.budgets._shared_check_tx(w.hold) if w.hold.shared else None
-                hold = b.budgets._hold_tx(w.session_id, w.hold)
-                return partial(_with_hold, w.slot, check, tx, hold)
+            tx = b.record._insert_step_tx(
+                w.session_id, new, StepStatus.RUNNING, None, None, lease, w.hold
+            )
+            if w.hold is not None and w.hold.shared:
+                check = b.budgets._shared_check_tx(w.hold)
+                return partial(_with_hold, w.slot, check, tx)
         else:
             status = StepStatus(w.status)
             if status is StepStatus.RUNNING:
@@ -860,11 +862,9 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
         )
         seq = parse_step_ref(ref, w.session_id)
         wanted = None if w.session_status is None else Status(w.session_status)
-        finish = b.record._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease)
-        if w.spent is not None:
-            finish = partial(
-                _with_budget, None, finish, b.budgets._settle_tx(w.session_id, w.spent)
-            )
+        finish = b.record._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease, w.spent)
+        if w.spent is not None and w.spent.shared:  # the counters, from reservation to cost
+            finish = partial(_then, finish, b.budgets._settle_tx(w.spent))
         if not w.blobs:
             return partial(_into_slot, w.slot, finish)
         blobs = b.blobs._put_blobs_tx(w.blobs)
@@ -913,32 +913,24 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
 
 def _with_hold(
     slot: Slot,
-    check: Callable[[Any], Refused | None] | None,
+    check: Callable[[Any], Refused | None],
     step_tx: Callable[[Any], Step],
-    hold_tx: Callable[[Any, int], None],
     conn: Any,
 ) -> Step | Refused:
-    """An LLM call's `running` step and its hold in one transaction, the shared caps checked
-    first (their counters row-locked): refused, nothing of the call is written."""
-    if check is not None:
-        refused = check(conn)
-        if refused is not None:
-            return refused
-    return _with_budget(slot, step_tx, hold_tx, conn)
+    """An LLM call's `running` step, its hold in its row, the shared caps checked first in
+    the same transaction (their counters row-locked): refused, nothing of the call is
+    written."""
+    refused = check(conn)
+    if refused is not None:
+        return refused
+    return _into_slot(slot, step_tx, conn)
 
 
-def _with_budget(
-    slot: Slot | None,
-    step_tx: Callable[[Any], Step],
-    budget_tx: Callable[[Any, int], None],
-    conn: Any,
-) -> Step:
-    """A step's write and its hold (or settlement) in the same transaction: the hold keyed
-    by the step's (session, seq), so it is written, and settled, once."""
+def _then(step_tx: Callable[[Any], Step], after: Callable[[Any], None], conn: Any) -> Step:
+    """A step's write, then `after` in the same transaction (only if the write applied: a
+    refused one raises)."""
     step = step_tx(conn)
-    budget_tx(conn, step.seq)
-    if slot is not None:
-        slot.step = step
+    after(conn)
     return step
 
 
