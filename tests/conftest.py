@@ -23,6 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
         os.environ["PYTHONPYCACHEPREFIX"] = caches.bytecode()
         del os.environ["PYTHONDONTWRITEBYTECODE"]
+    # The process that starts the workers compiles once what each would compile (caches.py).
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        caches.warm_bytecode(config, Path(__file__).resolve().parents[1], pytest_plugins)
 
 
 @pytest.fixture(scope="session", autouse=True)
