@@ -141,12 +141,20 @@ class Budgets:
         if not limits:
             return rows, owner, limits, {}
         mine = f"s:{session_id}"
-        stale = [
-            lim.scope
-            for lim in limits
-            if lim.scope == mine or now - self._loaded.get(lim.scope, -REFRESH_S) >= REFRESH_S
-        ]
-        return rows, owner, limits, store.budgets.budget_totals(tuple(dict.fromkeys(stale)))
+        stale = list(
+            dict.fromkeys(
+                lim.scope
+                for lim in limits
+                if lim.scope == mine or now - self._loaded.get(lim.scope, -REFRESH_S) >= REFRESH_S
+            )
+        )
+        # A shared scope's total is its counter where one is kept (what its holds count, row
+        # by row: one key read, where the sum reads every hold of the day or month); the
+        # session's, and a scope without a counter yet, are summed.
+        shared = [s for s in stale if s != mine]
+        counted = store.budgets.budget_counters(shared) if shared else {}
+        summed = [s for s in stale if s not in counted]
+        return rows, owner, limits, store.budgets.budget_totals(summed) | counted
 
 
 def parse_target(ref: str) -> str:
