@@ -66,3 +66,37 @@ except SystemExit:
 )
 def test_a_start_does_not_load_what_it_may_not_use(code: str, packages: tuple[str, ...]) -> None:
     assert loaded_by(code, packages) == []
+
+
+def test_a_command_loads_no_other_commands_module() -> None:
+    """`xclaw serve` (and every command) imports its own module of xclaw/cli, not all of them."""
+    code = (
+        "import sys\nfrom xclaw.cli.main import main\n"
+        "sys.argv = ['xclaw', 'serve', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    loaded = [m for m in loaded_by(code, ("xclaw",)) if m.startswith("xclaw.cli.commands_")]
+    assert loaded == ["xclaw.cli.commands_serve"], loaded
+
+
+def test_the_table_of_commands_is_what_the_modules_register() -> None:
+    """main.COMMANDS names each command's module: exactly the commands `_register` adds, each
+    found through the table alone."""
+    import importlib
+
+    import click
+
+    from xclaw.cli.main import COMMANDS
+
+    for name, module in COMMANDS.items():
+        group = click.Group()
+        importlib.import_module(f"xclaw.cli.{module}").register(group)
+        assert name in group.commands, (name, module)
+    out = subprocess.run(
+        [sys.executable, "-c", CLI + "\nprint(*sorted(xclaw.cli.main.cli.commands))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    assert out == sorted(COMMANDS)
