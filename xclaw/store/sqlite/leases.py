@@ -133,11 +133,21 @@ def take_known_seq(
     was rolled back, or the session is not Running, fenced out or missing) and nothing was
     written: the caller takes the number as take_seq_unmoved does, which tells those apart."""
     check_lease_for(lease, session_id)
-    sql = _NEXT_SEQ + (_WHILE_RUNNING if running else "") + _KNOWN_SEQ
-    params: tuple[Any, ...] = (now, session_id, seq)
-    if lease is not None:
-        sql, params = sql + _FENCED, (*params, lease.token)
-    return conn.execute(sql, params).rowcount == 1
+    if lease is None:
+        return conn.execute(_TAKE_KNOWN[running, False], (now, session_id, seq)).rowcount == 1
+    params = (now, session_id, seq, lease.token)
+    return conn.execute(_TAKE_KNOWN[running, True], params).rowcount == 1
+
+
+# take_known_seq's statement by (only while Running, fenced), made once.
+_TAKE_KNOWN = {
+    (running, fenced): _NEXT_SEQ
+    + (_WHILE_RUNNING if running else "")
+    + _KNOWN_SEQ
+    + (_FENCED if fenced else "")
+    for running in (False, True)
+    for fenced in (False, True)
+}
 
 
 class SqliteLeases(ChangeMethods, Role):
