@@ -88,11 +88,17 @@ def warm_bytecode(config: Any, root: Path, plugins: list[str]) -> None:
         state = config.stash[assertstate_key]
         # What pytest rewrites: test modules, conftest files and the plugins conftest names.
         rewritten = {root / (name.replace(".", "/") + ".py") for name in plugins}
+        # The test modules of the run only (a file or two on `-n 2` need not rewrite the rest).
+        chosen = [Path(arg.split("::")[0]).resolve() for arg in config.args]
         for path in sorted((root / "tests").rglob("*.py")):
             if not (path.name.startswith("test_") or path.name == "conftest.py"):
                 compileall.compile_file(path, quiet=2)
                 if path not in rewritten:
                     continue
+            elif path.name.startswith("test_") and not any(
+                path == c or c in path.parents for c in chosen
+            ):
+                continue
             cache = get_cache_dir(path)
             pyc = cache / (path.name[:-3] + PYC_TAIL)
             if _read_pyc(path, pyc) is None:
