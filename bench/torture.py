@@ -307,6 +307,12 @@ FSCK = False
 def check_integrity(w: World, fig: Figures, where: str) -> None:
     if not w.db.exists():
         return  # killed before the database was created
+    if w.query("SELECT count(*) FROM sqlite_master") == [(0,)]:
+        # Killed while creating it: SQLite makes the file when it connects, and every
+        # migration then commits in one transaction, so a file without tables is a database
+        # not made yet (the next start makes it), not a broken one. Nothing can have been
+        # told committed in it: the lost-steps figure counts that.
+        return
     rows = w.query("PRAGMA integrity_check")
     fk = w.query("PRAGMA foreign_key_check")
     if rows != [("ok",)] or fk:
