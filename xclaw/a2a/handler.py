@@ -118,6 +118,27 @@ def _read(frame: dict[str, Any]) -> bool:
     return kind in ENDING_FRAMES or (kind == "tool" and frame.get("state") == "running")
 
 
+class _Page:
+    """One ListTasks page over the matching tasks, newest first: the first `skip` passed
+    over, at most `size` kept; `more` once a match is found past the page."""
+
+    def __init__(self, skip: int, size: int) -> None:
+        self.skip, self.size = skip, size
+        self.seen = 0  # matching tasks met so far
+        self.more = False
+        self.tasks: list[Task] = []
+
+    def takes(self) -> bool:
+        """Whether the next matching task goes on this page."""
+        self.seen += 1
+        if self.seen <= self.skip:
+            return False
+        if len(self.tasks) == self.size:
+            self.more = True
+            return False
+        return True
+
+
 @dataclass
 class Started:
     """A task a message started or answered, its frames followed since before it acted."""
@@ -722,9 +743,7 @@ class XclawRequestHandler(RequestHandler):
                 sessions = [found]
         else:
             sessions = await self.gw.access.sessions(who, limit=None)
-        tasks: list[Task] = []
-        seen = 0
-        more = False
+        page = _Page(skip, size)
         waiting_in = set(await asyncio.to_thread(self.gw.store.record.queued_sessions))
         for session in sessions:
             sid = session.session_id
@@ -733,15 +752,13 @@ class XclawRequestHandler(RequestHandler):
             for entry in reversed(waiting):
                 if params.status and params.status != TaskState.TASK_STATE_SUBMITTED:
                     break
-                seen += 1
-                if seen <= skip:
+                if not page.takes():
+                    if page.more:
+                        break
                     continue
-                if len(tasks) == size:
-                    more = True
-                    break
                 task = waiting_task(entry, client_message_id=_client_id(entry.id))
-                tasks.append(apply_history_length(task, params))
-            if more:
+                page.tasks.append(apply_history_length(task, params))
+            if page.more:
                 break
             steps = await asyncio.to_thread(self.gw.store.record.steps, sid, agent=MAIN_AGENT)
             for turn in reversed(turns_of(steps)):
@@ -751,21 +768,19 @@ class XclawRequestHandler(RequestHandler):
                     != params.status
                 ):
                     continue
-                seen += 1
-                if seen <= skip:
+                if not page.takes():
+                    if page.more:
+                        break
                     continue
-                if len(tasks) == size:
-                    more = True
-                    break
                 task = await self._task(session, steps, turn, files=False)
-                tasks.append(apply_history_length(task, params))
-            if more:
+                page.tasks.append(apply_history_length(task, params))
+            if page.more:
                 break
         return ListTasksResponse(
-            tasks=tasks,
-            next_page_token=str(skip + len(tasks)) if more else "",
+            tasks=page.tasks,
+            next_page_token=str(skip + len(page.tasks)) if page.more else "",
             page_size=size,
-            total_size=seen if not more else 0,
+            total_size=page.seen if not page.more else 0,
         )
 
     async def on_cancel_task(
