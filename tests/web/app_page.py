@@ -99,6 +99,9 @@ class App:
         box.press("Enter")
 
     def send_and_wait(self, text: str, answer: str, timeout: float = 15_000) -> None:
+        # Enter in a locked composer (a run or a /compact still in flight) sends nothing and
+        # keeps the text in the box, as a user sees it: wait for the composer first.
+        self.wait_idle()
         before = self.page.locator("#messages .msg.assistant.final").count()
         self.send(text)
         expect(self.page.locator("#messages .msg.assistant.final")).to_have_count(
