@@ -7,6 +7,7 @@ SDK."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -100,3 +101,104 @@ def test_the_table_of_commands_is_what_the_modules_register() -> None:
         check=True,
     ).stdout.split()
     assert out == sorted(COMMANDS)
+
+
+def _help(columns: int, *, all_registered: bool) -> str:
+    """`xclaw --help` at a terminal width, as a start prints it, or with every command's module
+    imported first."""
+    code = (
+        "import sys\nimport xclaw.cli.main as m\n"
+        + ("m._register()\n" if all_registered else "")
+        + "sys.argv = ['xclaw', '--help']\ntry:\n    m.main()\nexcept SystemExit:\n    pass"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "COLUMNS": str(columns)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
+# `xclaw --help` (and every start, before it knows its command): click, xclaw's errors and the
+# scrubbing of its own command line; no command's module, hence no configuration, store,
+# pydantic, YAML or rich (0.48 -> 0.07 CPU-s a start, bench/README.md "Process starts").
+HELP = (
+    "import contextlib, io, sys\nfrom xclaw.cli.main import main\nsys.argv = ['xclaw', '--help']\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    main()"
+)
+HELP_LOADS = [
+    "xclaw",
+    "xclaw.cli",
+    "xclaw.cli.exit_status",
+    "xclaw.cli.main",
+    "xclaw.cli.startup",
+    "xclaw.errors",
+    "xclaw.security",
+    "xclaw.security.credentials",
+]
+
+
+def test_help_loads_no_command_and_nothing_heavy() -> None:
+    heavy = ("pydantic", "yaml", "rich", "ctypes", "asyncio", "sqlite3", "secrets")
+    assert sorted(loaded_by(HELP, ("xclaw", *heavy))) == HELP_LOADS
+
+
+@pytest.mark.parametrize("columns", [40, 80, 200])
+def test_help_lists_the_commands_as_their_own_definitions_do(columns: int) -> None:
+    """The listing comes from main.SUMMARIES without importing the commands: it is exactly what
+    click prints from the commands themselves, at any width."""
+    lazy = _help(columns, all_registered=False)
+    assert "sessions" in lazy and "serve" in lazy
+    assert lazy == _help(columns, all_registered=True)
+
+
+# What `xclaw serve` imports before it listens: the gateway and the runtime over SQLite; none of
+# the SDKs, backends or terminal libraries only other commands or configurations use.
+SERVE = (
+    "import click\nfrom xclaw.cli.main import cli\n"
+    "cli.get_command(click.Context(cli), 'serve')\n"
+    "from xclaw.gateway.server import serve"
+)
+
+
+def test_serve_loads_no_sdk_backend_or_terminal_library() -> None:
+    heavy = (
+        "psycopg",
+        "psycopg_pool",
+        "boto3",
+        "botocore",
+        "opentelemetry",
+        "prompt_toolkit",
+        "rich",
+        "markdown_it",
+        "pygments",
+        "mcp",
+        "acp",
+        "anthropic",
+        "openai",
+    )
+    assert loaded_by(SERVE, heavy) == []
+    xclaw_modules = loaded_by(SERVE, ("xclaw",))
+    assert not [m for m in xclaw_modules if m.startswith("xclaw.store.postgres")]
+    assert [m for m in xclaw_modules if m.startswith("xclaw.cli.commands_")] == [
+        "xclaw.cli.commands_serve"
+    ]
+
+
+def test_a_command_process_pauses_the_collector_only_while_it_imports() -> None:
+    """`xclaw` commands import with the cycle collector paused, then freeze what they imported;
+    a program running the commands in its own process keeps its collector untouched."""
+    code = (
+        "import gc, click\nfrom xclaw.cli import startup\nfrom xclaw.cli.main import cli\n"
+        "cli.get_command(click.Context(cli), 'sessions')\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+        "startup.begin()\n"
+        "cli.get_command(click.Context(cli), 'serve')\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 0)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["True 0", "True True"]

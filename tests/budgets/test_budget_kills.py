@@ -6,7 +6,11 @@ session killed each time (and restarted) and whichever worker's sweep comes firs
 over. Whatever the kills, every call made has exactly one
 hold (nothing counted twice), each finished call's hold is settled at what it cost and each
 killed one stays at its reservation, the counted spend stays within the cap (so what was
-billed stays within cap + the largest reservation), and no tool ran twice."""
+billed stays within cap + the largest reservation), and no tool ran twice. A deployment's cap
+far above the session's makes every run claim a slice of its room (docs/budgets.md,
+"Allowances"), so each kill strands a run's allowance: the session's next run gives it back,
+a restarted worker's rebuilt counter counts it meanwhile, and at the end the counter is
+exactly what the holds count."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from tests.store.conftest import PostgresBackend, postgres_url
 from tests.waiting import until
 
 CAP = 1300
+TOTAL = 10**7
 # Each call sleeps in the model (a window with its hold unsettled), then its tool sleeps (a
 # window with the call settled and the next not reserved): long enough for a poll of the
 # record on a loaded machine to land in it (at 0.8 s, under load, polls missed the windows
@@ -33,7 +38,7 @@ TURNS = [{"sleep": 1.5, "tool_calls": [sh(f"sleep 1.5; echo {i}")]} for i in ran
 TURNS.append({"text": "done"})
 CONFIG = (
     "max_tokens: 100\n"
-    f"budgets:\n  session_tokens: {CAP}\n"
+    f"budgets:\n  session_tokens: {CAP}\n  total_daily_tokens: {TOTAL}\n"
     "lease_ttl_s: 2\nsweep_grace_s: 0\nsweep_every_s: 0.3\n"
 )
 # Where each kill lands, in order: a model call in flight, then a tool running, twice.
@@ -212,6 +217,16 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
     if session[0] == "Running":  # stopped at the cap: the call not made would have passed it
         budget = _j(session[2])["budget"]
         assert budget["spent"] == counted and counted + budget["needed"] > CAP
+
+    # Every run's allowance given back — the killed runs' by the session's next run, the
+    # last one's as it stopped — and the deployment's counter counts the holds exactly.
+    def allowances() -> list[tuple[Any, ...]]:
+        return query("SELECT scope FROM budget_counters WHERE substr(scope, 1, 2) = 'a:'", ())
+
+    await until(lambda: not allowances(), lambda: str(allowances()), 30.0, in_thread=True)
+    (day,) = {str(r[0]) for r in query("SELECT day FROM budget_holds", ())}
+    counter = query("SELECT tokens FROM budget_counters WHERE scope=?", (f"td:{day}",))
+    assert counter == [(counted,)]
     # No tool ran twice: a tool killed mid-run is not run again (no blind repeat).
     outputs = query(
         "SELECT input_data, status FROM traces WHERE session_id=? AND step_type='tool_call' "

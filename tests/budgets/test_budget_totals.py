@@ -9,6 +9,7 @@ from pathlib import Path
 from xclaw.llm.prices import PriceTable
 from xclaw.recorder.caller import StoreCaller
 from xclaw.runtime.budgets import REFRESH_S, Budgets
+from xclaw.store.budgets.sql import SLICE
 from xclaw.store.sqlite.store import SQLiteStore
 from xclaw.store.steps.model import NewStep, StepType
 from xclaw.store.steps.writes import BeginStep, Hold, Kind, Shared
@@ -34,7 +35,8 @@ async def test_shared_totals_are_read_from_their_counters(tmp_path: Path) -> Non
         )
         step = NewStep(step_type=StepType.LLM_CALL, name="script:x", input_data={})
         store.record.write(BeginStep(session_id=sid, step=step, hold=hold))
-        assert store.budgets.budget_counters([day]) == {day: (500, 0.0)}
+        # The run's first hold claimed a slice for its allowance (docs/budgets.md).
+        assert store.budgets.budget_counters([day]) == {day: (500 * SLICE, 0.0)}
         # The counter says something the holds do not (as no write ever makes it): what the
         # next turn loads is the counter's, read by its key; the session's is the holds' sum.
         store.budgets._write(  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xclaw.budgets.settings import CAPS
@@ -22,7 +22,8 @@ from xclaw.budgets.words import words
 from xclaw.llm.base import LLMRequest, LLMResponse
 from xclaw.llm.messages import Usage
 from xclaw.llm.prices import PriceTable
-from xclaw.store.steps.writes import Hold, Refused, Shared, Spent
+from xclaw.store.budgets.sql import SLICE
+from xclaw.store.steps.writes import Claim, Hold, Refused, Shared, Spent
 
 
 def periods(now_s: float) -> tuple[str, str]:
@@ -142,6 +143,13 @@ class Gate:
             if not lim.scope.startswith("s:")
         )
         self.shared_scopes = tuple(dict.fromkeys(s.scope for s in self.shared))
+        # The run's allowance on its shared scopes (docs/budgets.md, "Allowances"): room
+        # claimed on their counters and not yet drawn (tokens, dollars); `near`: the last
+        # claim found a cap near (refunds are then given back at once); `claimed`: there is
+        # an allowance to give back at the run's end.
+        self.room = [0.0, 0.0]
+        self.near = False
+        self.claimed = False
 
     def reserve_call(self, request: LLMRequest, model: str) -> Hold | Reached:
         """A model call's hold: its maximum cost, the prompt's estimate and `max_tokens`
@@ -170,6 +178,22 @@ class Gate:
             if spent + need > lim.amount:
                 return Reached(lim.cap, lim.unit, lim.amount, spent, need)
         ledger.add(self.scopes, tokens, usd)
+        if not self.shared:
+            return Hold(tokens=tokens, usd=usd, owner=self.owner, day=self.day, month=self.month)
+        room = self.room
+        if room[0] >= tokens and room[1] >= usd:  # drawn on the run's allowance: no statement
+            room[0] -= tokens
+            room[1] -= usd
+            return Hold(
+                tokens=tokens,
+                usd=usd,
+                owner=self.owner,
+                day=self.day,
+                month=self.month,
+                drawn=True,
+            )
+        short = (max(0, int(tokens - room[0] + 0.5)), max(0.0, usd - room[1]))
+        claim = Claim((tokens * SLICE, usd * SLICE), short)
         return Hold(
             tokens=tokens,
             usd=usd,
@@ -177,7 +201,26 @@ class Gate:
             day=self.day,
             month=self.month,
             shared=self.shared,
+            claim=claim,
         )
+
+    def written(self, hold: Hold) -> None:
+        """The hold's transaction committed: the room its claim was granted joins the run's
+        allowance, and the hold draws on it."""
+        claim = hold.claim
+        if claim is None or claim.granted is None:
+            return
+        granted = claim.granted
+        self.room[0] += granted[0] - hold.tokens
+        self.room[1] += granted[1] - hold.usd
+        self.near = granted != claim.slice
+        self.claimed = True
+
+    def returned(self) -> None:
+        """The run's allowance is being given back (writes.ReturnAllowance): later holds claim
+        anew."""
+        self.room = [0.0, 0.0]
+        self.claimed = False
 
     def refused(self, hold: Hold, no: Refused) -> Reached:
         """The hold's transaction found no room under a shared cap: not counted, and that
@@ -192,6 +235,8 @@ class Gate:
     def settle(self, hold: Hold, tokens: int, usd: float) -> Spent:
         """The call cost `tokens` (`usd`): its hold's reservation replaced by it."""
         self.ledger.add(self.scopes, tokens - hold.tokens, usd - hold.usd)
+        if hold.drawn or (hold.claim is not None and hold.claim.granted is not None):
+            return self._settle_drawn(hold, tokens, usd)
         return Spent(
             tokens=tokens,
             usd=usd,
@@ -199,6 +244,27 @@ class Gate:
             held_usd=hold.usd,
             shared=self.shared_scopes if hold.shared else (),
         )
+
+    def _settle_drawn(self, hold: Hold, tokens: int, usd: float) -> Spent:
+        """A hold of the run's allowance settled: what it did not cost stays in the room (no
+        statement) — or, near a cap, is given back to the counters at once; a cost past the
+        reservation is taken from the room, or claimed where the room is short."""
+        room = self.room
+        back = (hold.tokens - tokens, hold.usd - usd)
+        spent = Spent(tokens=tokens, usd=usd, held_tokens=hold.tokens, held_usd=hold.usd)
+        if self.near and back[0] >= 0 and back[1] >= 0:
+            if back == (0, 0.0):
+                return spent
+            moved = (-back[0], -back[1])
+            return replace(spent, shared=self.shared_scopes, moved=moved)
+        room[0] += back[0]
+        room[1] += back[1]
+        if room[0] >= 0 and room[1] >= 0:
+            return spent
+        more = (max(0, int(-room[0] + 0.5)), max(0.0, -room[1]))
+        room[0] += more[0]
+        room[1] += more[1]
+        return replace(spent, shared=self.shared_scopes, moved=more)
 
     def status(self) -> list[dict[str, Any]]:
         """Every cap that applies: spent and left (the `budget` of a status frame)."""

@@ -61,8 +61,11 @@ def register(cli: click.Group) -> None:
         the sessions are the gateway's (they work in its workspaces), and a run keeps going
         while the editor is closed. Setup per editor: docs/editors.md.
         """
-        from xclaw.acp.serve import run
-        from xclaw.config.settings import load_settings
+        from xclaw.cli.startup import importing
+
+        with importing():
+            from xclaw.acp.serve import run
+            from xclaw.config.settings import load_settings
 
         # A bad configuration is said now, on stderr, before the editor is answered.
         load_settings(database=db, approval=approval)

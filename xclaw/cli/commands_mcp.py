@@ -40,9 +40,14 @@ def register(cli: click.Group) -> None:
 
 async def _serve(db: str | None, model: str | None, approval: str | None) -> None:
     import xclaw
-    from xclaw.mcp_server.over_api import ApiSessions
-    from xclaw.mcp_server.stdio import serve_stdio
-    from xclaw.mcp_server.tools import build_server
+    from xclaw.cli.startup import importing
 
-    async with xclaw.open(db=db, model=model, approval=approval) as agent:
+    with importing():
+        from xclaw.mcp_server.over_api import ApiSessions
+        from xclaw.mcp_server.stdio import serve_stdio
+        from xclaw.mcp_server.tools import build_server
+
+        open_agent = xclaw.open  # imports the in-process API (xclaw/__init__.py)
+
+    async with open_agent(db=db, model=model, approval=approval) as agent:
         await serve_stdio(build_server(ApiSessions(agent)))

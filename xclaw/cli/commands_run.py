@@ -107,9 +107,12 @@ async def _run(
     workspace: str | None,
     agent: str | None = None,
 ) -> int:
-    from xclaw.cli.redaction import redact_logs
-    from xclaw.runtime.runtime import Runtime
-    from xclaw.store import Access, open_store
+    from xclaw.cli.startup import importing
+
+    with importing():
+        from xclaw.cli.redaction import redact_logs
+        from xclaw.runtime.runtime import Runtime
+        from xclaw.store import Access, open_store
 
     try:
         settings = load_settings(

@@ -51,7 +51,10 @@ def register(cli: click.Group) -> None:
         The port is bound first: one taken (or a --host this machine lacks) is one error line
         and exit status 2, before the database is opened or the worker registered.
         """
-        from xclaw.gateway.server import serve
+        from xclaw.cli.startup import importing
+
+        with importing():
+            from xclaw.gateway.server import serve
 
         try:
             settings = load_settings(

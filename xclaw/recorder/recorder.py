@@ -67,6 +67,7 @@ from xclaw.store.steps.writes import (
     FinishStep,
     Hold,
     Refused,
+    ReturnAllowance,
     Spent,
     Unqueue,
 )
@@ -215,6 +216,16 @@ class Recorder:
         (synced, for the kinds of write someone is told of next: writes.SYNC)."""
         return await self._put(write, on_done)
 
+    def give_back(self) -> asyncio.Future[Any] | None:
+        """The run's allowance on its shared scopes given back (docs/budgets.md,
+        "Allowances"), after every write put so far; None when it has none."""
+        if self.budget is None or not self.budget.claimed:
+            return None
+        self.budget.returned()
+        future: asyncio.Future[Any] = self.writes.put(ReturnAllowance(session_id=self.session_id))
+        future.add_done_callback(_retrieve)
+        return future
+
     async def settle(self) -> None:
         """Wait until every write put so far is committed (errors are their waiters')."""
         last = self.writes.last()
@@ -317,6 +328,8 @@ class Recorder:
             reached = self.budget.refused(hold, written)
             raise BudgetReached(f"budget reached: {reached.words()}", reached.to_json())
         assert isinstance(written, Step)
+        assert self.budget is not None
+        self.budget.written(hold)
         self._step_event(written)
 
     def _spent(self, response: LLMResponse | None) -> Spent | None:
@@ -400,6 +413,8 @@ class Recorder:
             spent=self._spent(response),
         )
         committed = self._put(done, self._step_event)
+        if final:  # the run's allowance given back in the answer's commit
+            self.give_back()
         for call in response.tool_calls:
             self._call_parents[call.id] = done  # resolves to the llm_call's id
 

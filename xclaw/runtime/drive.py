@@ -105,6 +105,7 @@ class TurnDrive:
 
     async def drive(self, opened: Opened | None) -> None:
         """`opened`: what the write that opened a message's turn did (Runtime.send)."""
+        recorder: Recorder | None = None
         try:
             record, context = await self._read(opened)
             plan = plan_turn(self.turn, record)
@@ -120,6 +121,11 @@ class TurnDrive:
         except BaseException as e:
             if not await end_with(e, self):
                 raise
+        finally:
+            # Room the run claimed on shared caps and did not use, given back however it
+            # ended (a lost or failed return: the session's next run gives it back).
+            if recorder is not None:
+                recorder.give_back()
 
     # --- what the outcome table asks of a run (xclaw/runtime/outcomes.py) --------------------
     @property

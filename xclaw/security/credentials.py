@@ -19,12 +19,12 @@ processes get an environment without them. A credential is:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 from collections.abc import Iterable, Mapping
-from secrets import token_urlsafe
-from urllib.parse import parse_qs, unquote, urlsplit
+
+# ctypes, secrets and urllib.parse are imported by the functions that use them: every `xclaw`
+# process imports this module first (xclaw/cli/main.py), most need none of them.
 
 # Whole words of a name (split on "_"): GITHUB_PAT, SENTRY_DSN (its key is the URL's user part),
 # DB_PASS, GPG_PASSPHRASE, SLACK_WEBHOOK_URL (the URL is the secret), SESSION_COOKIE.
@@ -68,6 +68,8 @@ _URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s]*:([^/@\s]+)@")
 def issue_token(prefix: str) -> str:
     """A new token of the form xclaw issues (256 random bits after `prefix`)."""
     assert prefix in ISSUED_TOKEN_PREFIXES, prefix
+    from secrets import token_urlsafe
+
     return prefix + token_urlsafe(_TOKEN_BYTES)
 
 
@@ -89,9 +91,15 @@ def is_secret_name(name: str) -> bool:
 
 def url_passwords(text: str) -> list[str]:
     """Passwords inside URLs in `text`: `scheme://user:PW@host` and `?password=PW`."""
-    found = [unquote(m) for m in _URL_CREDENTIALS.findall(text)]
-    found += [m for m in _URL_CREDENTIALS.findall(text)]  # as written, percent-encoded too
-    if "://" in text and "password=" in text:
+    written = _URL_CREDENTIALS.findall(text)
+    in_query = "://" in text and "password=" in text
+    if not written and not in_query:
+        return []
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    found = [unquote(m) for m in written]
+    found += written  # as written, percent-encoded too
+    if in_query:
         try:
             query = parse_qs(urlsplit(text.strip()).query)
         except ValueError:
@@ -157,6 +165,8 @@ def make_undumpable() -> bool:
     sandbox, say) can no longer read this process's /proc/PID/environ, mem or fds; no core
     dumps. Root (CAP_SYS_PTRACE) still can. False where prctl is unavailable."""
     try:
+        import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(4, 0, 0, 0, 0) == 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
@@ -175,6 +185,8 @@ def command_line_secrets(argv: Iterable[str]) -> list[str]:
         elif a.startswith("--token="):
             out.append(a.split("=", 1)[1])
         if "://" in a and "token=" in a:
+            from urllib.parse import parse_qs, urlsplit
+
             with contextlib.suppress(ValueError):
                 out += parse_qs(urlsplit(a.strip()).query).get("token", [])
     return [s for s in out if s]

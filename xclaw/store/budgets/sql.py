@@ -24,7 +24,15 @@ from xclaw.store.leases import Lease
 from xclaw.store.role import Role
 from xclaw.store.steps.model import BUDGET_KEY, Status
 from xclaw.store.steps.rows import load_json
-from xclaw.store.steps.writes import BudgetStop, Hold, Kind, Refused, SetBudget, Spent
+from xclaw.store.steps.writes import (
+    BudgetStop,
+    Hold,
+    Kind,
+    Refused,
+    ReturnAllowance,
+    SetBudget,
+    Spent,
+)
 
 if TYPE_CHECKING:
     pass
@@ -55,9 +63,32 @@ _SCOPE_WHERE = {
 # while a cap on the scope is set; rebuilt from the holds when missing.
 _COUNT = "UPDATE budget_counters SET tokens=tokens+?, usd=usd+? WHERE scope IN ({})"
 _REBUILD = (
-    "INSERT INTO budget_counters (scope, tokens, usd) SELECT ?, {} FROM budget_holds WHERE {}"
-    " ON CONFLICT (scope) DO NOTHING"
+    "INSERT INTO budget_counters (scope, tokens, usd) SELECT ?,"
+    " coalesce(sum(CASE WHEN settled=1 THEN spent_tokens ELSE held_tokens END), 0) + ?,"
+    " coalesce(sum(CASE WHEN settled=1 THEN spent_usd ELSE held_usd END), 0) + ?"
+    " FROM budget_holds WHERE {} ON CONFLICT (scope) DO NOTHING"
 )
+# A run's allowance (docs/budgets.md, "Allowances"): room of a shared scope claimed ahead by
+# one session's run, kept as counter rows of their own, `a:<session>:<after>:<scope>`
+# (a session id holds no ':'), each what a claim added to the scope's counter; the
+# session's holds with a seq past `after` draw on them. What they did not use is the
+# allowance's sum less those holds' count: given back at the run's end (ReturnAllowance),
+# counted in a counter rebuilt meanwhile.
+_ALLOWANCE = "a:"
+_GRANT = (
+    "INSERT INTO budget_counters (scope, tokens, usd) VALUES {} ON CONFLICT (scope) DO UPDATE"
+    " SET tokens=budget_counters.tokens+excluded.tokens, usd=budget_counters.usd+excluded.usd"
+)
+_ALLOWANCES = "SELECT scope, tokens, usd FROM budget_counters WHERE substr(scope, 1, ?) = ?"
+_DROP_ALLOWANCES = "DELETE FROM budget_counters WHERE substr(scope, 1, ?) = ?"
+_HOLDS_SINCE = (
+    f"SELECT owner, day, {_COUNTED} FROM budget_holds WHERE session_id=? AND seq>?"
+    " GROUP BY owner, day"
+)
+# Reservations a slice is worth, and how many slices' room a cap must still have past it
+# for one to be claimed; nearer, a run claims what its room lacks, call by call.
+SLICE = 4
+FAR = 16
 # The counters of periods that have ended (before the day, before the month given): a
 # counter names its period last, a day in ten characters, a month in seven.
 _PRUNE = (
@@ -146,36 +177,105 @@ class BudgetMethods(Role):
         marks = _marks(len(scopes))
         undo = d.sql(_COUNT.format(marks))
         count = d.sql(_COUNT.format(marks) + " RETURNING scope, tokens, usd")
+        claim = hold.claim
+        # What the counters are moved by: the run's slice (a claim), else the reservation.
+        tokens, usd = (hold.tokens, hold.usd) if claim is None else claim.slice
 
         def tx(conn: Any) -> Refused | None:
             totals = {
                 str(r[0]): (float(r[1]), float(r[2]))
-                for r in conn.execute(count, (hold.tokens, hold.usd, *scopes)).fetchall()
+                for r in conn.execute(count, (tokens, usd, *scopes)).fetchall()
             }
             missing = [s for s in scopes if s not in totals]
             if missing:  # a new period, or a cap just set: the holds so far (this one not yet)
                 # ... and the counters of the periods that ended go (prune_counters_tx).
                 prune_counters_tx(d, conn, hold.day, hold.month)
                 for scope in missing:
-                    where, values = scope_where(scope)
-                    conn.execute(d.sql(_REBUILD.format(_COUNTED, where)), [scope, *values])
+                    rebuild_counter_tx(d, conn, scope)
                 again = d.sql(_COUNT.format(_marks(len(missing))) + " RETURNING scope, tokens, usd")
-                for r in conn.execute(again, (hold.tokens, hold.usd, *missing)).fetchall():
+                for r in conn.execute(again, (tokens, usd, *missing)).fetchall():
                     totals[str(r[0])] = (float(r[1]), float(r[2]))
+            moved = (tokens, usd)
+            if claim is not None:
+                far = all(
+                    _at(totals[s.scope], s.unit) + FAR * _at(claim.slice, s.unit) <= s.limit
+                    for s in hold.shared
+                )
+                if far:
+                    claim.granted = claim.slice
+                    return None
+                # Near a cap: only what the run's room lacks for this hold.
+                moved = claim.short
+                conn.execute(undo, (moved[0] - tokens, moved[1] - usd, *scopes))
+                totals = {
+                    k: (t - tokens + moved[0], u - usd + moved[1]) for k, (t, u) in totals.items()
+                }
             for s in hold.shared:
-                need = hold.tokens if s.unit == "tokens" else hold.usd
-                total = totals[s.scope][0 if s.unit == "tokens" else 1]
+                need = _at((hold.tokens, hold.usd), s.unit)
+                total = _at(totals[s.scope], s.unit)
                 if total > s.limit + (1e-9 if s.unit == "usd" else 0):
-                    conn.execute(undo, (-hold.tokens, -hold.usd, *scopes))
-                    return Refused(s.cap, s.unit, s.limit, total - need, need)
+                    conn.execute(undo, (-moved[0], -moved[1], *scopes))
+                    # What the scope counted before, this run's room included.
+                    before = total - _at(moved, s.unit)
+                    return Refused(s.cap, s.unit, s.limit, before, need)
+            if claim is not None:
+                claim.granted = moved
             return None
 
         return tx
 
-    def _settle_tx(self, spent: Spent) -> Callable[[Any], None]:
-        """The shared scopes' counters moved from a hold's reservation to its cost, in the
-        transaction whose completion settled it."""
+    def _grant_tx(self, hold: Hold, session_id: str) -> Callable[[Any, int], None]:
+        """The room a hold's claim was granted, the run's allowance from its step on (written
+        after the step, in its transaction; nothing when the claim was refused)."""
         d = self._dialect
+        scopes = tuple(dict.fromkeys(s.scope for s in hold.shared))
+        claim = hold.claim
+        assert claim is not None
+
+        def tx(conn: Any, seq: int) -> None:
+            if claim.granted is not None:
+                # (the counters moved by the check, before the step)
+                grant_tx(d, conn, session_id, seq - 1, scopes, claim.granted, count=False)
+
+        return tx
+
+    def _return_allowance_tx(self, w: ReturnAllowance, lease: Lease | None) -> Callable[[Any], int]:
+        """A run's allowance given back: each scope's counter less what the session's holds
+        since its claims did not use, and the allowance's rows gone; how many rows. Fenced
+        by the run's lease: a worker that lost the session gives back nothing (its
+        successor's run does, from the rows)."""
+        d = self._dialect
+
+        def tx(conn: Any) -> int:
+            d.lock_session(conn, w.session_id, lease)
+            unused, rows = allowances_tx(d, conn, w.session_id)
+            if not rows:
+                return 0
+            # One statement per amount: the scopes a run claimed on together, alike.
+            alike: dict[tuple[int, float], list[str]] = {}
+            for scope, (t, u) in unused.items():
+                if t or u:
+                    alike.setdefault((t, u), []).append(scope)
+            for (t, u), scopes in alike.items():
+                conn.execute(d.sql(_COUNT.format(_marks(len(scopes)))), (-t, -u, *scopes))
+            prefix = f"{_ALLOWANCE}{w.session_id}:"
+            conn.execute(d.sql(_DROP_ALLOWANCES), (len(prefix), prefix))
+            return rows
+
+        return tx
+
+    def _settle_tx(self, spent: Spent, session_id: str, seq: int) -> Callable[[Any], None]:
+        """The shared scopes' counters moved from a hold's reservation to its cost, in the
+        transaction whose completion settled it; for a hold of its run's allowance, the
+        counters and the allowance both by `moved`."""
+        d = self._dialect
+        if spent.moved is not None:
+            moved = spent.moved
+
+            def grant(conn: Any) -> None:
+                grant_tx(d, conn, session_id, seq - 1, spent.shared, moved)
+
+            return grant
         count = d.sql(_COUNT.format(_marks(len(spent.shared))))
         params = (spent.tokens - spent.held_tokens, spent.usd - spent.held_usd, *spent.shared)
 
@@ -241,8 +341,9 @@ class BudgetMethods(Role):
     def drop_budget_counters(self) -> None:
         """Every shared scope's counter dropped, to be rebuilt from the holds when next
         needed: a worker starting with xclaw.yaml's caps on shared scopes, which may have
-        been off (and their counters not kept) before it."""
-        sql = self._dialect.sql("DELETE FROM budget_counters")
+        been off (and their counters not kept) before it. The runs' allowances stay: a
+        counter rebuilt counts what they did not use yet."""
+        sql = self._dialect.sql("DELETE FROM budget_counters WHERE substr(scope, 1, 2) <> 'a:'")
         self._write(lambda c: c.execute(sql), Kind.BUDGET_SET)
 
     # --- reads -----------------------------------------------------------------------------
@@ -300,7 +401,98 @@ def prune_counters_tx(d: Dialect, conn: Any, day: str, month: str) -> int:
     hold check alone — `xclaw budget show` sums the holds — so one deleted that is still
     wanted (a worker whose clock is behind, still in yesterday) is rebuilt from the holds,
     exactly, by the next hold that needs it."""
-    return int(conn.execute(d.sql(_PRUNE), (day, month)).rowcount)
+    gone = int(conn.execute(d.sql(_PRUNE), (day, month)).rowcount)
+    # ... and the allowances on them (of runs killed before giving them back).
+    for (key,) in conn.execute(
+        d.sql("SELECT scope FROM budget_counters WHERE substr(scope, 1, 2) = 'a:'")
+    ).fetchall():
+        scope = str(key).split(":", 3)[3]
+        period = scope.rpartition(":")[2]
+        if period < (day if scope.startswith(("ud:", "td:")) else month):
+            drop = d.sql("DELETE FROM budget_counters WHERE scope=?")
+            gone += int(conn.execute(drop, (key,)).rowcount)
+    return gone
+
+
+def rebuild_counter_tx(d: Dialect, conn: Any, scope: str) -> None:
+    """A missing counter made from its scope's holds, the room the runs' allowances on it
+    did not use yet added (the open transaction)."""
+    where, values = scope_where(scope)
+    unused = allowances_tx(d, conn, None, scope)[0].get(scope, (0, 0.0))
+    conn.execute(d.sql(_REBUILD.format(where)), [scope, unused[0], unused[1], *values])
+
+
+def grant_tx(
+    d: Dialect,
+    conn: Any,
+    session_id: str,
+    after: int,
+    scopes: Iterable[str],
+    moved: tuple[int, float],
+    *,
+    count: bool = True,
+) -> None:
+    """The session's allowance on the scopes from seq `after` on, and (`count`) their
+    counters, moved by `moved` (the open transaction)."""
+    scopes = tuple(scopes)
+    if count:
+        conn.execute(d.sql(_COUNT.format(_marks(len(scopes)))), (*moved, *scopes))
+    values = ", ".join("(?, ?, ?)" for _ in scopes)
+    params: list[Any] = []
+    for scope in scopes:
+        params += [f"{_ALLOWANCE}{session_id}:{after}:{scope}", *moved]
+    conn.execute(d.sql(_GRANT.format(values)), params)
+
+
+def allowances_tx(
+    d: Dialect, conn: Any, session_id: str | None, scope: str | None = None
+) -> tuple[dict[str, tuple[int, float]], int]:
+    """What the allowances of a session (or, None, of every session) on each scope did not
+    use — their sum less the count of the session's holds on the scope since the first of
+    them — read from the rows (the open transaction), only `scope`'s if given; and how many
+    rows there were."""
+    prefix = _ALLOWANCE if session_id is None else f"{_ALLOWANCE}{session_id}:"
+    got: dict[tuple[str, str], list[float]] = {}  # (session, scope) -> [tokens, usd, after]
+    rows = conn.execute(d.sql(_ALLOWANCES), (len(prefix), prefix)).fetchall()
+    for key, tokens, usd in rows:
+        _, sid, after, on = str(key).split(":", 3)
+        if scope is not None and on != scope:
+            continue
+        mine = got.setdefault((sid, on), [0.0, 0.0, float(after)])
+        mine[0] += float(tokens)
+        mine[1] += float(usd)
+        mine[2] = min(mine[2], float(after))
+    unused: dict[str, tuple[int, float]] = {}
+    since: dict[tuple[str, int], list[Any]] = {}
+    for (sid, on), (claimed_t, claimed_u, first) in got.items():
+        key = (sid, int(first))
+        if key not in since:
+            since[key] = conn.execute(d.sql(_HOLDS_SINCE), key).fetchall()
+        used_t = used_u = 0.0
+        for owner, day, t, u in since[key]:
+            if _counts_on(on, owner, str(day)):
+                used_t += float(t)
+                used_u += float(u)
+        was = unused.get(on, (0, 0.0))
+        unused[on] = (int(was[0] + claimed_t - used_t), was[1] + claimed_u - used_u)
+    return unused, len(rows)
+
+
+def _counts_on(scope: str, owner: Any, day: str) -> bool:
+    """Whether a hold of `owner` on `day` counts on a shared scope."""
+    kind, _, rest = scope.partition(":")
+    if kind == "td":
+        return day == rest
+    if kind == "tm":
+        return day[:7] == rest
+    user, _, period = rest.rpartition(":")
+    if owner is None or str(owner) != user:
+        return False
+    return day == period if kind == "ud" else day[:7] == period
+
+
+def _at(pair: tuple[float, float], unit: str) -> float:
+    return pair[0] if unit == "tokens" else pair[1]
 
 
 @lru_cache(maxsize=8)

@@ -131,6 +131,7 @@ class Kind(enum.Enum):
     BUDGET_HELD = "budget_held"
     BUDGET_SET = "budget_set"
     BUDGET_STOPPED = "budget_stopped"
+    BUDGET_RETURNED = "budget_returned"
     QUEUED = "queued"
     UNQUEUED = "unqueued"
     SCHEDULE_CHANGED = "schedule_changed"
@@ -182,6 +183,9 @@ SYNC: dict[Kind, tuple[Sync, str]] = {
     Kind.BUDGET_HELD: (Sync.RELAXED, "the model is called: its reservation is counted"),
     Kind.BUDGET_SET: (Sync.DURABLE, "an admin is told the cap or the grant holds"),
     Kind.BUDGET_STOPPED: (Sync.DURABLE, "a client hears the session waits for a budget"),
+    # A run's unused allowance given back (docs/budgets.md, "Allowances"): a lost one leaves
+    # it counted, never less, until the session's next run gives it back.
+    Kind.BUDGET_RETURNED: (Sync.RELAXED, "others may use the room a run claimed"),
     Kind.QUEUED: (Sync.DURABLE, "the sender is told its message waits its turn"),
     Kind.UNQUEUED: (Sync.DURABLE, "clients are told a waiting message will not run"),
     # Schedules and webhooks (store/schedules/sql.py, docs/schedules.md).
@@ -260,6 +264,24 @@ class Refused:
     needed: float
 
 
+class Claim:
+    """Room on a hold's shared scopes' counters claimed ahead for its run (docs/budgets.md,
+    "Allowances"), asked with the hold: a `slice` (tokens, dollars) while every cap on them
+    stays far, else what the run's room lacks for this hold (`short`). The hold's transaction
+    sets `granted` (on the writer's thread): what it added to the counters and to the run's
+    allowance — the slice, what was short, or nothing (refused)."""
+
+    __slots__ = ("granted", "short", "slice")
+
+    def __init__(self, slice: tuple[int, float], short: tuple[int, float]) -> None:
+        self.slice = slice
+        self.short = short
+        self.granted: tuple[int, float] | None = None
+
+    def __repr__(self) -> str:
+        return f"Claim(slice={self.slice}, short={self.short}, granted={self.granted})"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hold:
     """An LLM call's budget reservation (docs/budgets.md): the request's maximum cost, whose
@@ -273,6 +295,11 @@ class Hold:
     day: str  # 2026-12-06
     month: str  # 2026-12
     shared: tuple[Shared, ...] = ()
+    # With `shared`: room claimed for the run's allowance instead of the reservation alone
+    # counted (the run's holds then draw on it; Gate in xclaw/budgets/ledger.py).
+    claim: Claim | None = field(default=None, compare=False)
+    # Drawn on its run's allowance (room already counted): no counter moves in its transaction.
+    drawn: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +312,9 @@ class Spent:
     held_tokens: int = 0
     held_usd: float = 0.0
     shared: tuple[str, ...] = ()  # the scopes whose counters counted the hold
+    # A hold of the run's allowance: its counters and its allowance both moved by this
+    # (tokens, dollars) instead — a refund given back near a cap, a cost past the room.
+    moved: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -520,6 +550,16 @@ class BudgetStop(Writes[Any]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReturnAllowance(Writes[Any]):
+    """A run's allowance on the shared scopes (docs/budgets.md, "Allowances") given back: what
+    the session's holds since each claim did not use is taken off the counters, from the
+    rows (so a run killed before its return is made good by the next one's), fenced by the
+    run's lease."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddSchedule(Writes[Any]):
     """A new schedule, as made (its target session must exist)."""
 
@@ -631,6 +671,7 @@ Write = (
     | DeleteSession
     | SetBudget
     | BudgetStop
+    | ReturnAllowance
     | QueueInput
     | Unqueue
     | ScheduleWrite
@@ -675,6 +716,7 @@ _KIND_OF_TYPE: dict[type[Writes[Any]], Kind] = {
     DeleteSession: Kind.SESSION_DELETED,
     SetBudget: Kind.BUDGET_SET,
     BudgetStop: Kind.BUDGET_STOPPED,
+    ReturnAllowance: Kind.BUDGET_RETURNED,
     QueueInput: Kind.QUEUED,
     Unqueue: Kind.UNQUEUED,
     **_SCHEDULE_KINDS,
@@ -790,7 +832,13 @@ class BudgetBodies(Protocol):
 
     def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]: ...
 
-    def _settle_tx(self, spent: Spent) -> Callable[[Any], None]: ...
+    def _settle_tx(self, spent: Spent, session_id: str, seq: int) -> Callable[[Any], None]: ...
+
+    def _grant_tx(self, hold: Hold, session_id: str) -> Callable[[Any, int], None]: ...
+
+    def _return_allowance_tx(
+        self, w: ReturnAllowance, lease: Lease | None
+    ) -> Callable[[Any], Any]: ...
 
     def _set_budget_tx(self, w: SetBudget) -> Callable[[Any], Any]: ...
 
@@ -842,7 +890,10 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
             )
             if w.hold is not None and w.hold.shared:
                 check = b.budgets._shared_check_tx(w.hold)
-                return partial(_with_hold, w.slot, check, tx)
+                grant = None
+                if w.hold.claim is not None:
+                    grant = b.budgets._grant_tx(w.hold, w.session_id)
+                return partial(_with_hold, w.slot, check, tx, grant)
         else:
             status = StepStatus(w.status)
             if status is StepStatus.RUNNING:
@@ -864,7 +915,7 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
         wanted = None if w.session_status is None else Status(w.session_status)
         finish = b.record._finish_step_tx(w.session_id, seq, ref, w.done, wanted, lease, w.spent)
         if w.spent is not None and w.spent.shared:  # the counters, from reservation to cost
-            finish = partial(_then, finish, b.budgets._settle_tx(w.spent))
+            finish = partial(_then, finish, b.budgets._settle_tx(w.spent, w.session_id, seq))
         if not w.blobs:
             return partial(_into_slot, w.slot, finish)
         blobs = b.blobs._put_blobs_tx(w.blobs)
@@ -882,6 +933,8 @@ def prepare(b: TxBodies, w: Writes[Any], lease: Lease | None) -> Callable[[Any],
         return b.budgets._set_budget_tx(w)
     if isinstance(w, BudgetStop):
         return b.budgets._budget_stop_tx(w, lease)
+    if isinstance(w, ReturnAllowance):
+        return b.budgets._return_allowance_tx(w, lease)
     if isinstance(w, QueueInput):
         return b.record._queue_input_tx(w)
     if isinstance(w, Unqueue):
@@ -915,15 +968,19 @@ def _with_hold(
     slot: Slot,
     check: Callable[[Any], Refused | None],
     step_tx: Callable[[Any], Step],
+    grant: Callable[[Any, int], None] | None,
     conn: Any,
 ) -> Step | Refused:
     """An LLM call's `running` step, its hold in its row, the shared caps checked first in
     the same transaction (their counters row-locked): refused, nothing of the call is
-    written."""
+    written. Room claimed for the run (`grant`) is its allowance from this step on."""
     refused = check(conn)
     if refused is not None:
         return refused
-    return _into_slot(slot, step_tx, conn)
+    step = _into_slot(slot, step_tx, conn)
+    if grant is not None:
+        grant(conn, step.seq)
+    return step
 
 
 def _then(step_tx: Callable[[Any], Step], after: Callable[[Any], None], conn: Any) -> Step:
