@@ -377,7 +377,8 @@ async def main() -> None:
     if url is None:
         python = llama_python()
         log = Path(tempfile.mkdtemp(prefix="xclaw-llama-")) / "server.log"
-        server = LlamaServer(python, model_file(python), log).launch().wait_ready()
+        # The server's own thread defaults, as a user starting it by hand gets them.
+        server = LlamaServer(python, model_file(python), log, threads=None).launch().wait_ready()
         url = server.url
         print(f"llama-cpp-python server on {url} (log {log})")
     try:

@@ -78,6 +78,12 @@ class LlamaServer:
     log_path: Path
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    # One thread for generation and for prompt evaluation (the server's defaults: half the
+    # CPUs, and all of them). The suite's workers keep both CPUs busy, and a second thread
+    # spins at ggml's barriers waiting for a first that is descheduled: an ~800-token prompt
+    # cost 10.8-13.6 CPU-s with the defaults and 6.5-9.3 with one thread (alternated, load
+    # ~15). None: the server's defaults (bench/local_model_bench.py measures with those).
+    threads: int | None = 1
 
     @property
     def url(self) -> str:
@@ -98,6 +104,11 @@ class LlamaServer:
             "chatml-function-calling",
             "--n_ctx",
             str(N_CTX),
+            *(
+                ()
+                if self.threads is None
+                else ("--n_threads", str(self.threads), "--n_threads_batch", str(self.threads))
+            ),
         ]
 
     def launch(self) -> LlamaServer:
