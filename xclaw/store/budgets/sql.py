@@ -251,9 +251,13 @@ class BudgetMethods(Role):
             unused, rows = allowances_tx(d, conn, w.session_id)
             if not rows:
                 return 0
+            # One statement per amount: the scopes a run claimed on together, alike.
+            alike: dict[tuple[int, float], list[str]] = {}
             for scope, (t, u) in unused.items():
                 if t or u:
-                    conn.execute(d.sql(_COUNT.format("?")), (-t, -u, scope))
+                    alike.setdefault((t, u), []).append(scope)
+            for (t, u), scopes in alike.items():
+                conn.execute(d.sql(_COUNT.format(_marks(len(scopes)))), (-t, -u, *scopes))
             prefix = f"{_ALLOWANCE}{w.session_id}:"
             conn.execute(d.sql(_DROP_ALLOWANCES), (len(prefix), prefix))
             return rows
