@@ -285,6 +285,10 @@ async def test_kill_9_mid_generation_resumes_then_rollback_and_fork(
             home, "SELECT seq FROM traces WHERE step_type='llm_call' AND status='running'"
         )
 
+        # 160 tokens were for a generation long enough to be killed in; the call made again
+        # after the restart only has to answer (it generated all 160, ~5 CPU-s of the
+        # server's, at ~35 ms a token).
+        write_config(home, llama.url, max_tokens=48)
         server.start()
         client = await Client.attach(server, sid, lambda f: None)
         history = await client.until(lambda f: f["type"] == "history")
