@@ -24,7 +24,6 @@ import os
 import random
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import torture as T  # noqa: E402 - bench/torture.py: the task, the checks, the figures
 
-from tests.seaweed import Seaweed, running_seaweed  # noqa: E402
+from tests.seaweed import Seaweed, aws_env, running_seaweed  # noqa: E402
 
 PHASES = ("dep-random", "dep-tool", "dep-shown", "dep-upload", "dep-takeover")
 
@@ -86,12 +85,30 @@ def check_record(w: DeploymentWorld, fig: T.Figures, where: str) -> None:
     if blobs and blobs[0][0]:
         fig.integrity_failures += 1
         fig.fail("contents in the database", f"{where} {w.dir.name}: {blobs[0][0]} blob rows")
-    p = subprocess.run(
-        [*T.XCLAW, "fsck", "--db", w.url], capture_output=True, check=False, text=True, env=w.env
-    )
-    if p.returncode != 0:
+    problem = fsck_problem(w)
+    if problem is not None:
         fig.integrity_failures += 1
-        fig.fail("fsck", f"{where} {w.dir.name}: {(p.stdout + p.stderr)[-300:]}")
+        fig.fail("fsck", f"{where} {w.dir.name}: {problem[-300:]}")
+
+
+def fsck_problem(w: DeploymentWorld) -> str | None:
+    """What `xclaw fsck --db URL` finds wrong, or None: its own check (xclaw/ops/fsck.py) on
+    the store opened as the command opens it (READ, the object store of XCLAW_BLOB_STORE;
+    the AWS_* variables are this process's, `campaign`), in this process. A process a check
+    cost a start of xclaw with psycopg and boto3 for each of the campaign's checks."""
+    from xclaw.errors import XclawError
+    from xclaw.ops import fsck
+    from xclaw.store import Access, open_store
+
+    try:
+        store = open_store(w.url, access=Access.READ, blob_store=w.env["XCLAW_BLOB_STORE"])
+    except (XclawError, OSError) as e:  # what the command answers with exit 2
+        return f"not opened: {e}"
+    try:
+        report = fsck.check(store)
+    finally:
+        store.close()
+    return None if report.ok else json.dumps(report.to_json())
 
 
 def check_files(w: DeploymentWorld, fig: T.Figures, pids: dict[int, str]) -> int:
@@ -227,7 +244,7 @@ def campaign(kills: int, seed: int, root: Path, pg: str) -> T.Figures:
     rng = random.Random(seed)
     fig = T.Figures()
     n = made = 0
-    with running_seaweed(root) as weed:
+    with running_seaweed(root) as weed, aws_env(weed):  # (aws_env: for fsck_problem)
         while made < kills:
             n += 1
             made += asyncio.run(

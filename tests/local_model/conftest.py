@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.local_model.llama import LlamaServer, Unavailable, llama_python, model_file
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,24 @@ def llama_setup() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def llama(
+def llama_server(
     llama_setup: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
+    """The module's server, not started yet: the first test that needs it starts it (the
+    test of a run started before its model server starts it itself, when it comes first),
+    and it is stopped after the module's last test."""
     python, model = llama_setup
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    server = LlamaServer(python, model, log).launch()
+    server = LlamaServer(python, model, log, port=free_port())
     try:
-        yield server.wait_ready()
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def llama(llama_server: LlamaServer) -> LlamaServer:
+    """The module's server, started and answering."""
+    if llama_server.proc is None:
+        llama_server.launch()
+    return llama_server.wait_ready()

@@ -114,6 +114,46 @@ async def turn(client: Client, text: str, within_s: float = 300) -> Frame:
     return await client.until(is_end, within_s=within_s, since=mark)
 
 
+# --- a run started before its model server (first: it starts the module's server) ----------
+
+
+def test_xclaw_run_waits_for_a_model_server_that_is_still_loading(
+    llama_setup: tuple[str, str], llama_server: LlamaServer, tmp_path: Path
+) -> None:
+    """`xclaw run` first, the model server second (nothing listens on its port until the
+    model is loaded): the run says it is waiting, then completes. The late server is the
+    module's own, not started yet when this test comes first in the file (as it does): the
+    tests after it use it; run after them, it is a server of its own."""
+    python, model = llama_setup
+    home = tmp_path / "home"
+    own = llama_server.proc is not None
+    late = (
+        LlamaServer(python, model, tmp_path / "late.log", port=free_port()) if own else llama_server
+    )
+    env = xclaw_env(home, write_config(home, late.url))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "xclaw", "run", "What is 2 and 2?"],
+        env=env,
+        cwd=home,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(3)
+        assert run.poll() is None, run.communicate()[0]  # still waiting, not failed
+        late.launch()
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if own:
+            late.stop()
+    assert run.returncode == 0, out
+    assert f"the model server at {late.url} is not answering yet" in out
+    assert db_rows(home, "SELECT current_status FROM sessions") == [("Success",)]
+
+
 # --- a plain answer, streamed ----------------------------------------------------------------
 
 
@@ -245,6 +285,10 @@ async def test_kill_9_mid_generation_resumes_then_rollback_and_fork(
             home, "SELECT seq FROM traces WHERE step_type='llm_call' AND status='running'"
         )
 
+        # 160 tokens were for a generation long enough to be killed in; the call made again
+        # after the restart only has to answer (it generated all 160, ~5 CPU-s of the
+        # server's, at ~35 ms a token).
+        write_config(home, llama.url, max_tokens=48)
         server.start()
         client = await Client.attach(server, sid, lambda f: None)
         history = await client.until(lambda f: f["type"] == "history")
@@ -382,37 +426,6 @@ def test_xclaw_run_calls_a_tool_and_answers(llama: LlamaServer, tmp_path: Path) 
     assert "[shell]" in r.stdout
     kinds = db_rows(home, "SELECT step_type, status FROM traces ORDER BY seq")
     assert [k for k, _ in kinds] == ["user_input", "llm_call", "tool_call", "llm_call"]
-    assert db_rows(home, "SELECT current_status FROM sessions") == [("Success",)]
-
-
-def test_xclaw_run_waits_for_a_model_server_that_is_still_loading(
-    llama_setup: tuple[str, str], tmp_path: Path
-) -> None:
-    """`xclaw run` first, the model server second (nothing listens on its port until the
-    model is loaded): the run says it is waiting, then completes."""
-    python, model = llama_setup
-    home = tmp_path / "home"
-    late = LlamaServer(python, model, tmp_path / "late.log", port=free_port())
-    env = xclaw_env(home, write_config(home, late.url))
-    run = subprocess.Popen(
-        [sys.executable, "-m", "xclaw", "run", "What is 2 and 2?"],
-        env=env,
-        cwd=home,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        time.sleep(3)
-        assert run.poll() is None, run.communicate()[0]  # still waiting, not failed
-        late.launch()
-        out, _ = run.communicate(timeout=600)
-    finally:
-        if run.poll() is None:
-            run.kill()
-        late.stop()
-    assert run.returncode == 0, out
-    assert f"the model server at {late.url} is not answering yet" in out
     assert db_rows(home, "SELECT current_status FROM sessions") == [("Success",)]
 
 

@@ -14,7 +14,15 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
+from a2a.client import ClientConfig, ClientFactory
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageConfiguration,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 
 from tests.gateway.harness import Server, write_script
 from tests.protocols.test_a2a_server import (
@@ -136,6 +144,45 @@ async def test_a_message_while_a_task_works_is_a_submitted_task_that_works_after
         assert [t.id for t in listed.tasks] == [tid, "ctx-queue:s0001"]
         inputs = [s["input"] for s in steps(server, "ctx-queue") if s["type"] == "user_input"]
         assert inputs == ["go", "then this"]
+    finally:
+        await http.aclose()
+
+
+async def test_a_message_that_returns_at_once_while_busy_is_followed_by_subscribing(
+    busy_server: Any,
+) -> None:
+    """`returnImmediately` on a message that must wait its turn: the blocking SendMessage
+    answers at once with the submitted task (not once the task before it is done), and
+    SubscribeToTask on that id follows it from its wait through its run to its answer."""
+    server = busy_server("queue")
+    client, http = await open_client(server)
+    blocking = await ClientFactory(
+        ClientConfig(httpx_client=http, streaming=False)
+    ).create_from_url(server.http)
+    try:
+        first = asyncio.create_task(
+            collect(client.send_message(message("go", "m-1", context="ctx-ri")))
+        )
+        await _tool_running(server, "ctx-ri")
+        request = message("then this", "m-2", context="ctx-ri")
+        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        answered = await collect(blocking.send_message(request))
+        assert not first.done()  # answered while the task before it still works
+        assert len(answered) == 1 and answered[0].HasField("task"), answered
+        tid = answered[0].task.id
+        assert tid == "ctx-ri:a2a:m-2"
+        assert answered[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+        followed = await collect(client.subscribe(SubscribeToTaskRequest(id=tid)))
+        states = [e.status_update.status.state for e in followed if e.HasField("status_update")]
+        assert TaskState.TASK_STATE_WORKING in states, followed
+        assert last_state(followed) == TaskState.TASK_STATE_COMPLETED, followed
+        answers = [
+            e.artifact_update.artifact.parts[0].text
+            for e in followed
+            if e.HasField("artifact_update") and e.artifact_update.artifact.name == "answer"
+        ]
+        assert answers == ["Second done."], followed
+        assert last_state(await first) == TaskState.TASK_STATE_COMPLETED
     finally:
         await http.aclose()
 

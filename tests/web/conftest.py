@@ -72,6 +72,7 @@ SERVER_GONE = (
     "net::ERR_CONNECTION_CLOSED",
     "net::ERR_EMPTY_RESPONSE",
     "net::ERR_INCOMPLETE_CHUNKED_ENCODING",
+    "net::ERR_CONTENT_LENGTH_MISMATCH",  # a response the kill cut off mid-body
 )
 
 

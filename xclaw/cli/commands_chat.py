@@ -55,8 +55,11 @@ def register(cli: click.Group) -> None:
         With stdin not a terminal, lines are read from it and sent one at a time, each
         after the previous reply: `printf 'hello\\n/steps\\n' | xclaw chat`.
         """
-        from xclaw.cli.chat import SESSION_FILE, ChatOptions, read_session_file, ws_url
-        from xclaw.terminal.render import Renderer, make_console
+        from xclaw.cli.startup import importing
+
+        with importing():
+            from xclaw.cli.chat import SESSION_FILE, ChatOptions, read_session_file, ws_url
+            from xclaw.terminal.render import Renderer, make_console
 
         if new and session:
             raise click.UsageError("--new and --session exclude each other")

@@ -43,14 +43,12 @@ from xclaw.gateway.auth import origin_allowed, token_from_request
 from xclaw.gateway.commands import session_title
 from xclaw.gateway.context import Gateway
 from xclaw.gateway.identity import Refusal, SignedIn
-from xclaw.gateway.openapi import openapi_spec
 from xclaw.people.answered_by import CLIENT_RE
 from xclaw.people.teams import Actor, Identity, Need
 from xclaw.store.steps.model import Step
 from xclaw.store.steps.rows import check_session_id, valid_unicode
 from xclaw.store.transfer.format import export_lines
 from xclaw.views.record import session_cost
-from xclaw.wire.frames import STATES
 from xclaw.wire.protocol import llm_usage, session_json, step_json, tree_json
 
 STATUS_OF_CODE = {
@@ -242,6 +240,15 @@ async def health(request: Request, gw: Gateway) -> Response:
     )
 
 
+def _states() -> tuple[str, ...]:
+    # The frames' declarations (pydantic models, xclaw/wire/frames.py) are imported by the first
+    # request that needs them, not by every server's start (docs/testing.md, "Keeping a start
+    # cheap"); likewise the OpenAPI document's and the request bodies' (schedules_api.py).
+    from xclaw.wire.frames import STATES
+
+    return STATES
+
+
 async def list_sessions(request: Request, gw: Gateway) -> Response:
     """`?limit=N`; `?q=WORD` (title or id contains it, as `xclaw sessions WORD`), `?state=S`
     (docs/protocol.md, Session state) and `?prefix=P` (the id starts with it) narrow it."""
@@ -249,8 +256,8 @@ async def list_sessions(request: Request, gw: Gateway) -> Response:
     word = (request.query_params.get("q") or "").lower()
     state = request.query_params.get("state")
     prefix = request.query_params.get("prefix")
-    if state is not None and state not in STATES:
-        raise BadRequest(f"query parameter 'state' must be one of {', '.join(STATES)}")
+    if state is not None and state not in _states():
+        raise BadRequest(f"query parameter 'state' must be one of {', '.join(_states())}")
     narrowed = bool(word or state or prefix)
     # Only what the person may see (docs/teams.md): another's session is never found.
     sessions = await gw.access.sessions(identity(request), limit=None if narrowed else limit)
@@ -606,6 +613,8 @@ async def grant_budget(request: Request, gw: Gateway) -> Response:
 
 
 async def openapi(request: Request, gw: Gateway) -> Response:
+    from xclaw.gateway.openapi import openapi_spec
+
     return JSONResponse(openapi_spec(__version__))  # no data of anyone's
 
 

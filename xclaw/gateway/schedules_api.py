@@ -25,7 +25,6 @@ from xclaw.schedules.spec import Kind, no_step_to_fork
 from xclaw.store.base import ScheduleStore
 from xclaw.store.schedules.sql import Hook, Schedule
 from xclaw.store.steps.writes import AddHook, AddSchedule, ChangeSchedule, RemoveHook
-from xclaw.wire.http_bodies import NewHookBody, NewScheduleBody
 
 
 def _store(gw: Gateway) -> ScheduleStore:
@@ -68,6 +67,8 @@ async def list_schedules(request: Request, gw: Gateway) -> Response:
 
 
 async def add_schedule(request: Request, gw: Gateway) -> Response:
+    from xclaw.wire.http_bodies import NewScheduleBody
+
     body: NewScheduleBody = await _read(request, NewScheduleBody)
     kinds = ((Kind.CRON, body.cron), (Kind.EVERY, body.every), (Kind.AT, body.at))
     given = [(k, v) for k, v in kinds if v]
@@ -150,6 +151,8 @@ async def list_hooks(request: Request, gw: Gateway) -> Response:
 
 
 async def add_hook(request: Request, gw: Gateway) -> Response:
+    from xclaw.wire.http_bodies import NewHookBody
+
     body: NewHookBody = await _read(request, NewHookBody)
     who = _who(request)
     target = await gw.access.resolve(who, body.session_id)

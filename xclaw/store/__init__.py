@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from xclaw.errors import StoreError
 from xclaw.store.access import Access
-from xclaw.store.base import RollbackResult, Store
+
+if TYPE_CHECKING:
+    from xclaw.store.base import RollbackResult, Store
 
 __all__ = ["Access", "RollbackResult", "Store", "open_store"]
+
+
+def __getattr__(name: str) -> Any:
+    # The protocol (xclaw/store/base.py) imports the store's whole model; a process that only
+    # reads its configuration (which imports xclaw.store.settings, hence this package), such
+    # as `xclaw chat`, needs none of it.
+    if name in ("RollbackResult", "Store"):
+        from xclaw.store import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_store(
