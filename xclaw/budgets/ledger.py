@@ -5,8 +5,10 @@ deployment's day or month — of what the record's holds count (their cost once 
 reservation until then). The record rebuilds them: each turn that runs under a cap reads
 its scopes' sums once (`Budgets.gate_for`, xclaw/runtime/budgets.py); between reads every
 hold and settlement this worker writes is added here as it is put. The session's caps are
-checked by arithmetic on these totals — no query; the caps on scopes sessions share, in the
-hold's own transaction against their counters (store/budgets/sql.py), exact across workers.
+checked by arithmetic on these totals — no query; the caps on scopes sessions share, on
+their counters, exact across workers: a run claims a slice of their room in a hold's own
+transaction (store/budgets/sql.py) and draws its other calls on it here, by arithmetic (the
+run's allowance, `Gate.room`), giving back what it did not use at its end.
 A turn under no cap has no gate at all.
 """
 

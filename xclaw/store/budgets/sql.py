@@ -167,11 +167,12 @@ class BudgetMethods(Role):
 
     # --- transaction bodies (writes.prepare) -----------------------------------------------
     def _shared_check_tx(self, hold: Hold) -> Callable[[Any], Refused | None]:
-        """Count the hold on its shared scopes' counters and check their caps, before its
-        step is written: the counters' rows are locked until the commit (PostgreSQL; SQLite
-        has one writer), so workers' holds on one scope are checked one after another and a
-        cap is passed by at most the last reservation it let through. Over a cap, the counts
-        are taken back and nothing is written (`Refused`)."""
+        """Count the hold — or, with a claim, its run's slice, or near a cap what the run's
+        allowance lacks for it (`claim.granted` says which) — on its shared scopes' counters
+        and check their caps, before its step is written: the counters' rows are locked until
+        the commit (PostgreSQL; SQLite has one writer), so workers' claims on one scope are
+        checked one after another and a cap is passed by at most the last reservation it let
+        through. Over a cap, the counts are taken back and nothing is written (`Refused`)."""
         d = self._dialect
         scopes = list(dict.fromkeys(s.scope for s in hold.shared))
         marks = _marks(len(scopes))
