@@ -205,9 +205,10 @@ def test_a_return_by_a_worker_that_lost_the_session_gives_back_nothing(
     sid = store.record.create_session(title="t").session_id
     run = Run(store, sid, _limits(sid, 10**9))
     run.call(1000, 100)
-    old = store.leases.acquire_lease(sid, "w1", ttl_s=0.0)
+    old = store.leases.acquire_lease(sid, "w1", 30)
     assert old is not None
-    new = store.leases.acquire_lease(sid, "w2", ttl_s=60.0)
+    store.leases.release_lease(old)  # (as if it had lapsed) another worker takes it
+    new = store.leases.acquire_lease(sid, "w2", 30)
     assert new is not None
     with pytest.raises(LeaseLost):
         store.record.write(ReturnAllowance(session_id=sid), lease=old)
