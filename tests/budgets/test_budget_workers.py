@@ -2,7 +2,10 @@
 workers on one PostgreSQL database run six sessions of one person at once against her
 `user_daily_tokens` cap. Each hold is checked on the person's counter in its own
 transaction (the counter's row locked), so what her holds count never passes the cap —
-however the two workers' calls interleave — and every call made has exactly one hold."""
+however the two workers' calls interleave — and every call made has exactly one hold. Under
+a cap far above what they spend, the runs on both workers claim slices of its room at once
+and draw on them (docs/budgets.md, "Allowances"); when all are done, every allowance is
+given back and the counter is what the holds count."""
 
 from __future__ import annotations
 
@@ -32,8 +35,16 @@ CONFIG = f"max_tokens: 100\nbudgets:\n  user_daily_tokens: {CAP}\n"
 SESSIONS_PER_WORKER = 3
 
 
+# Far enough above what the six sessions spend (~10 k) for the first claims to be slices
+# (16 slices' room past them, a slice ~4 reservations of ~280 tokens), near for the rest.
+FAR_CAP = 30000
+
+
 @pytest.fixture
-def workers(tmp_path: Path) -> Iterator[tuple[list[PgServer], PostgresBackend]]:
+def workers(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[list[PgServer], PostgresBackend]]:
+    config = getattr(request, "param", CONFIG)
     pg = PostgresBackend(postgres_url())
     script = write_script(tmp_path / "script.json", TURNS)
     servers = []
@@ -45,7 +56,7 @@ def workers(tmp_path: Path) -> Iterator[tuple[list[PgServer], PostgresBackend]]:
             db=pg.url,
             shared_workspace=tmp_path / "workspaces",
         )
-        server.config_extra = CONFIG
+        server.config_extra = config
         servers.append(server)
     yield servers, pg
     for server in servers:
@@ -53,10 +64,11 @@ def workers(tmp_path: Path) -> Iterator[tuple[list[PgServer], PostgresBackend]]:
     pg.drop()
 
 
-async def test_a_persons_daily_cap_holds_across_two_workers(
-    workers: tuple[list[PgServer], PostgresBackend],
-) -> None:
-    servers, pg = workers
+async def _run_all(
+    servers: list[PgServer], pg: PostgresBackend, seen: list[str] | None = None
+) -> list[str]:
+    """Alice's six sessions, three on each worker, all sent at once, until each answered or
+    stopped at the cap; `seen`: the allowances' rows seen meanwhile."""
     for server in servers:
         server.root.mkdir(parents=True, exist_ok=True)
         server.start()
@@ -96,8 +108,32 @@ async def test_a_persons_daily_cap_holds_across_two_workers(
             s == "Success" or (s == "Running" and bool(w)) for s, w in rows
         )
 
-    await until(ended, "every session's answer or its stop at the cap", 120.0, in_thread=True)
+    def ended_watching() -> bool:
+        if seen is not None:
+            rows = pg.query(
+                "SELECT scope FROM budget_counters WHERE substr(scope, 1, 2) = 'a:'", ()
+            )
+            seen.extend(str(r[0]) for r in rows)
+        return ended()
 
+    def said() -> str:
+        rows = pg.query(
+            "SELECT session_id, current_status, awaiting_input FROM sessions WHERE"
+            " session_id = ANY(?)",
+            (sids,),
+        )
+        logs = "".join(s.logs()[-3000:] for s in servers)
+        return f"every session's answer or its stop at the cap: {rows}\n{logs}"
+
+    await until(ended_watching, said, 120.0, in_thread=True)
+    return sids
+
+
+async def test_a_persons_daily_cap_holds_across_two_workers(
+    workers: tuple[list[PgServer], PostgresBackend],
+) -> None:
+    servers, pg = workers
+    sids = await _run_all(servers, pg)
     holds = pg.query(
         "SELECT h.session_id, h.seq, h.owner, h.held_tokens, h.spent_tokens, h.settled"
         " FROM budget_holds h ORDER BY h.session_id, h.seq",
@@ -134,3 +170,37 @@ async def test_a_persons_daily_cap_holds_across_two_workers(
         "SELECT tokens FROM budget_counters WHERE scope = ?", (f"ud:alice:{day}",)
     )
     assert tokens == counted  # the counter is what the holds count
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [f"max_tokens: 100\nmax_iterations: 50\nbudgets:\n  user_daily_tokens: {FAR_CAP}\n"],
+    indirect=True,
+)
+async def test_runs_on_two_workers_draw_on_allowances_and_give_them_back(
+    workers: tuple[list[PgServer], PostgresBackend],
+) -> None:
+    servers, pg = workers
+    seen: list[str] = []
+    sids = await _run_all(servers, pg, seen)
+    # The runs claimed slices on both workers at once (their allowances' rows were there).
+    assert seen, "no run claimed an allowance"
+    states = pg.query("SELECT current_status FROM sessions WHERE session_id = ANY(?)", (sids,))
+    assert [s for (s,) in states] == ["Success"] * len(sids)
+    holds = pg.query("SELECT held_tokens, spent_tokens, settled FROM budget_holds", ())
+    assert len(holds) == 11 * len(sids)
+    counted = sum(spent if settled else held for held, spent, settled in holds)
+    assert counted <= FAR_CAP
+    # Every allowance given back (the answer's commit): the counter is what the holds count.
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+
+    def given_back() -> bool:
+        return not pg.query(
+            "SELECT scope FROM budget_counters WHERE substr(scope, 1, 2) = 'a:'", ()
+        )
+
+    await until(given_back, "every allowance given back", 30.0, in_thread=True)
+    [(tokens,)] = pg.query(
+        "SELECT tokens FROM budget_counters WHERE scope = ?", (f"ud:alice:{day}",)
+    )
+    assert tokens == counted
