@@ -11,7 +11,9 @@ idempotent: declared so on `record_payment`, not on `record_payment_strict`), an
 `UNDO_FAIL=REF` makes the compensation of that payment fail (only while the file
 `UNDO_FAIL_WHILE` names exists, when that is set: a process outliving the failure retries).
 Every payment made and every row a compensation deleted is appended to the file `PAY_LOG`
-names, so a test counts how often each really happened."""
+names, so a test counts how often each really happened; a deleted row is also noted in the
+table `<table>_undone` in the delete's own transaction (`Ledger.undone`), for a test that
+kills at any moment."""
 
 from __future__ import annotations
 
@@ -65,12 +67,27 @@ def _refuses(ref):
     return os.environ.get("UNDO_FAIL") == ref and (not locked or os.path.exists(locked))
 
 
+def _undo(conn, ref, row_id):
+    gone = conn.execute(_sql(f"DELETE FROM {TABLE} WHERE id = ?"), (row_id,)).rowcount
+    if gone:
+        conn.execute(_sql(f"INSERT INTO {TABLE}_undone (ref) VALUES (?)"), (ref,))
+    return gone
+
+
 def undo_payment(input, output):
     if _refuses(input["ref"]):
         raise RuntimeError("the ledger refuses: payment is locked by an audit")
     conn = _connect()
     try:
-        gone = conn.execute(_sql(f"DELETE FROM {TABLE} WHERE id = ?"), (output["id"],)).rowcount
+        # The delete and its note in {TABLE}_undone commit together: a kill at any moment
+        # leaves both or neither (the log line below can be lost to a kill after the commit).
+        if URL.startswith("postgresql://"):
+            with conn.transaction():
+                gone = _undo(conn, input["ref"], output["id"])
+        else:
+            conn.execute("BEGIN IMMEDIATE")
+            gone = _undo(conn, input["ref"], output["id"])
+            conn.execute("COMMIT")
     finally:
         conn.close()
     if gone:
@@ -139,6 +156,7 @@ class Ledger:
             f"CREATE TABLE {self.table} (id {'serial' if pg_url else 'INTEGER'} PRIMARY KEY, "
             "ref TEXT, amount INTEGER)"
         )
+        self._run(f"CREATE TABLE {self.table}_undone (ref TEXT)")
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.pg_url:
@@ -155,6 +173,11 @@ class Ledger:
 
     def refs(self) -> list[str]:
         return [r[0] for r in self._run(f"SELECT ref FROM {self.table} ORDER BY id")]
+
+    def undone(self) -> list[str]:
+        """The payments a compensation deleted, one entry per deleted row, committed with
+        the delete (unlike `calls`' log line, written just after it)."""
+        return sorted(r[0] for r in self._run(f"SELECT ref FROM {self.table}_undone"))
 
     def calls(self) -> list[str]:
         """What the tool really did, in order: `pay REF`, `undo REF`."""
@@ -176,6 +199,7 @@ class Ledger:
     def close(self) -> None:
         if self.pg_url:
             self._run(f"DROP TABLE IF EXISTS {self.table}")
+            self._run(f"DROP TABLE IF EXISTS {self.table}_undone")
 
 
 def pay(ref: str, amount: int = 10, tool: str = "record_payment") -> dict[str, Any]:
