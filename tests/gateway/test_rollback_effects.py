@@ -159,7 +159,13 @@ async def test_a_gateway_killed_mid_compensation_finishes_the_rollback_on_reconn
     await c.send(
         {"type": "message", "sessionId": sid, "content": "/rollback s0001 --accept-irreversible"}
     )
-    wait_until(lambda: srv.ledger.refs() == ["M"], "the compensation deleted A's row", 60)
+    # Its log line is written after the delete's commit and before the pause: waiting for the
+    # row alone once killed it in between (the line never written, "undo A" counted 0 times).
+    wait_until(
+        lambda: srv.ledger.refs() == ["M"] and "undo A" in srv.ledger.calls(),
+        "the compensation deleted A's row and is pausing",
+        60,
+    )
     await c.close()
     srv.kill()  # SIGKILL, in the middle of the compensation (it pauses after its delete)
     srv.extra_env = {}  # type: ignore[attr-defined]
@@ -173,7 +179,8 @@ async def test_a_gateway_killed_mid_compensation_finishes_the_rollback_on_reconn
     )
     await c.until_type("history")
     assert srv.ledger.refs() == ["M"]
-    assert srv.ledger.calls().count("undo A") == 1  # removed once
+    assert srv.ledger.undone() == ["A"]  # removed once (noted in the delete's transaction)
+    assert srv.ledger.calls().count("undo A") == 1
     await c.close()
 
 
