@@ -33,12 +33,12 @@ _connect = sqlite3.connect
 
 def _connect_no_checkpoint(*args: Any, **kwargs: Any) -> sqlite3.Connection:
     """The store's connections, with the automatic checkpoint off: the WAL keeps every frame."""
-    conn = _connect(*args, **kwargs)
+    conn: sqlite3.Connection = _connect(*args, **kwargs)
     conn.execute("PRAGMA wal_autocheckpoint=0")
     return conn
 
 
-sqlite3.connect = _connect_no_checkpoint  # before xclaw opens its store
+sqlite3.connect = _connect_no_checkpoint  # type: ignore[assignment]  # before xclaw opens its store
 
 import xclaw  # noqa: E402
 from bench.budgets_cpu import CAPS  # noqa: E402
