@@ -51,29 +51,45 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def main(mode: str, tasks: int, sessions: int) -> None:
-    home = Path(tempfile.mkdtemp(prefix="xclaw-budgets-cpu-"))
+def prepare(prefix: str) -> Path:
+    """A home with the 20-step script and an empty workspace."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
     (home / "script.json").write_text(json.dumps(script("list_dir")))
     (home / "ws").mkdir()
+    return home
+
+
+def open_agent(home: Path, mode: str) -> Any:
+    """`xclaw.open` on `home` (prepare) with the caps of `mode` (none for `base`)."""
     config: dict[str, Any] = {"approval": {"mode": "yolo"}, "max_iterations": 50}
     if mode in CAPS:
         config["budgets"] = CAPS[mode]
-    async with xclaw.open(
+    return xclaw.open(
         db=home / "xclaw.db",
         model=f"script:{home / 'script.json'}",
         config=config,
         cwd=home,
         workspace=home / "ws",
         home=home,
-    ) as agent:
+    )
 
-        async def task() -> None:
-            session = await agent.new_session()
-            async for _ in session.send("go"):
-                pass
+
+async def one_task(agent: Any) -> None:
+    """The 20-step task in a new session."""
+    session = await agent.new_session()
+    async for _ in session.send("go"):
+        pass
+
+
+async def main(mode: str, tasks: int, sessions: int) -> None:
+    home = prepare("xclaw-budgets-cpu-")
+    async with open_agent(home, mode) as agent:
+
+        def task() -> Any:
+            return one_task(agent)
 
         await asyncio.gather(*(task() for _ in range(sessions)))  # warm-up
-        store = agent.runtime.store  # type: ignore[attr-defined] # the writer's commits
+        store = agent.runtime.store  # the writer's commits
         commits, cpu, wall = store.record.commits, cpu_s(), time.perf_counter()
         for _ in range(tasks):
             await asyncio.gather(*(task() for _ in range(sessions)))

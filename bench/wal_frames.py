@@ -16,12 +16,10 @@ bench/README.md, "Budgets", has the figures.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import sqlite3
 import struct
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,47 +38,28 @@ def _connect_no_checkpoint(*args: Any, **kwargs: Any) -> sqlite3.Connection:
 
 sqlite3.connect = _connect_no_checkpoint  # type: ignore[assignment]  # before xclaw opens its store
 
-import xclaw  # noqa: E402
-from bench.budgets_cpu import CAPS  # noqa: E402
-from bench.gateway_bench import STEPS_PER_TASK, script  # noqa: E402
+from bench.budgets_cpu import CAPS, one_task, open_agent, prepare  # noqa: E402
+from bench.gateway_bench import STEPS_PER_TASK  # noqa: E402
 
 WAL_HEADER, FRAME_HEADER = 32, 24
 
 
 async def run(home: Path, mode: str, tasks: int) -> tuple[int, bytes]:
     """(WAL size after the warm-up task, the WAL after `tasks` more)."""
-    config: dict[str, Any] = {"approval": {"mode": "yolo"}, "max_iterations": 50}
-    if mode in CAPS:
-        config["budgets"] = CAPS[mode]
     wal = home / "xclaw.db-wal"
-    async with xclaw.open(
-        db=home / "xclaw.db",
-        model=f"script:{home / 'script.json'}",
-        config=config,
-        cwd=home,
-        workspace=home / "ws",
-        home=home,
-    ) as agent:
-
-        async def task() -> None:
-            session = await agent.new_session()
-            async for _ in session.send("go"):
-                pass
-
-        await task()  # warm-up: the first session's rows, the caps read
+    async with open_agent(home, mode) as agent:
+        await one_task(agent)  # warm-up: the first session's rows, the caps read
         await asyncio.sleep(0.2)  # the last commit of the warm-up is written
         mark = wal.stat().st_size
         for _ in range(tasks):
-            await task()
+            await one_task(agent)
         await asyncio.sleep(0.2)
         shutil.copy(wal, home / "measured.wal")
     return mark, (home / "measured.wal").read_bytes()
 
 
 def main(mode: str, tasks: int) -> None:
-    home = Path(tempfile.mkdtemp(prefix="xclaw-wal-frames-"))
-    (home / "script.json").write_text(json.dumps(script("list_dir")))
-    (home / "ws").mkdir()
+    home = prepare("xclaw-wal-frames-")
     mark, data = asyncio.run(run(home, mode, tasks))
     page_size = struct.unpack(">I", data[8:12])[0]
     frame = FRAME_HEADER + page_size
