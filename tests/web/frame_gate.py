@@ -50,9 +50,14 @@ class FrameGate:
         """Let every held frame through, in order; later frames pass at once again."""
         # Still holding while flushing: a frame arriving during a send queues behind the rest.
         while self.held:
-            ws, message = self.held.pop(0)
-            ws.send(message)
+            self.release_one()
         self.holding = False
+
+    def release_one(self) -> dict[str, Any]:
+        """Let the oldest held frame through, still holding the rest; returns it."""
+        ws, message = self.held.pop(0)
+        ws.send(message)
+        return dict(json.loads(message))
 
     def wait_for(self, what: str, ok: Callable[[], bool], timeout: float = 30.0) -> None:
         """Wait (in the page's event loop, so the gate's handlers run) until ok() holds."""

@@ -210,3 +210,48 @@ def test_a_refused_switch_sends_nothing_and_the_page_goes_back(serve, new_page):
     expect(bob.messages).to_contain_text("hi there")  # his own conversation, back
     assert said_in(server, "hello again") == []
     assert [m for m in gate.sent if m.get("content") == "hello again"] == []
+
+
+def test_a_message_typed_before_the_gateway_answers_the_page_is_sent_once_it_does(serve, new_page):
+    """The page attaches to its session as it opens: what is typed before the gateway has
+    answered everything the attach sent waits (shown, marked waiting) and then goes — it is
+    not put back in the box, nor is the composer left locked. Typed before the `session`
+    frame and typed between it and the `pong` that ends the attach; on a new session (no
+    `status` frame follows its `session` frame) and on one already written."""
+    server = serve([{"text": "Done."}, {"text": "Done again."}, {"text": "Done thrice."}])
+    page = new_page()
+    gate = FrameGate(page)
+    app = App(page, server)
+
+    def attach_then_type(text: str, *, after_session_frame: bool) -> None:
+        gate.hold()  # from the socket's first frame: the gateway's answers wait here
+        if page.url.startswith(server.http):
+            page.reload()
+        else:
+            page.goto(f"{server.http}/?token={server.token}")
+        expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+        gate.wait_for(
+            "the attach's ping", lambda: any(f["type"] == "ping" for f in gate.sent[gate.since :])
+        )
+        gate.wait_for(
+            "the gateway's answer", lambda: any(f["type"] == "pong" for f in gate.held_frames())
+        )
+        if after_session_frame:
+            while gate.held_frames()[0]["type"] != "pong":
+                gate.release_one()
+        app.send(text)
+        expect(page.locator("#messages .msg.user.waiting")).to_have_text(text)
+        gate.release()
+
+    attach_then_type("typed at once", after_session_frame=False)
+    expect(page.locator("#messages .msg.assistant.final")).to_have_text("Done.")
+    expect(page.locator("#input")).to_have_value("")
+    app.wait_idle()
+    sid = app.session_id()
+    assert said_in(server, "typed at once") == [sid]
+
+    attach_then_type("typed after the session frame", after_session_frame=True)
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Done again.")
+    expect(page.locator("#input")).to_have_value("")
+    app.wait_idle()
+    assert said_in(server, "typed after the session frame") == [sid]

@@ -40,6 +40,9 @@ const state = {
   // gateway's answer names. See "which session" below.
   attaching: null,
   outbox: [], // [{text, el}]: typed while attaching; sent once attached, to that session
+  // setBusy's epoch right after a held message locked the composer: busy at that epoch is
+  // the page's own doing (the message waiting), not a run the gateway reported.
+  heldBusyEpoch: null,
   agents: [], // the agents a session may run here (GET /api/agents; docs/agents.md)
   newAgent: null, // the declared agent the current new session runs (its first message says it)
 };
@@ -534,14 +537,21 @@ function holdMessage(text, cmd) {
   const el = cmd ? commandLine(text) : transcript.user(text);
   el.classList.add("waiting");
   state.outbox.push({ text, el });
-  if (!cmd) setBusy(true);
+  if (cmd) return;
+  setBusy(true);
+  state.heldBusyEpoch = state.busyEpoch;
+}
+
+/** Busy because of a run the gateway reported, not only because a held message waits. */
+function runInFlight() {
+  return state.busy && state.busyEpoch !== state.heldBusyEpoch;
 }
 
 function sendOutbox() {
   while (state.outbox.length && !state.attaching) {
     const { text, el } = state.outbox[0];
     // A run in flight here (resumed on attach) would refuse it as `busy`: back to the box.
-    if (!command(text) && state.busy) break;
+    if (!command(text) && runInFlight()) break;
     state.outbox.shift();
     el.classList.remove("waiting");
     deliver(text, el);
@@ -554,6 +564,7 @@ function withdrawOutbox() {
   const back = state.outbox;
   if (!back.length) return;
   state.outbox = [];
+  if (state.busy && !runInFlight()) setBusy(false); // the lock was the held message's own
   for (const m of back) m.el.remove();
   composer.putBack(back.map((m) => m.text).join("\n"));
 }
