@@ -11,7 +11,7 @@ from xclaw.gateway.auth import (
     token_from_request,
     token_matches,
 )
-from xclaw.wire.protocol import read_token, token_path
+from xclaw.wire.token import read_token, token_path
 
 
 def test_generated_token_is_stored_0600_and_reused(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def _remote(url: str, token: str | None) -> Any:
 
         import xclaw
         from xclaw.config.settings import load_settings
-        from xclaw.wire.protocol import read_token
+        from xclaw.wire.token import read_token
 
         settings = load_settings()
         in_url = parse_qs(urlsplit(url if "://" in url else "http://" + url).query).get("token")

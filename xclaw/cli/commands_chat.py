@@ -11,7 +11,7 @@ import click
 
 from xclaw.config.settings import Settings, load_settings
 from xclaw.errors import XclawError
-from xclaw.wire.protocol import read_token
+from xclaw.wire.token import read_token
 
 if TYPE_CHECKING:
     from xclaw.cli.chat import ChatOptions

@@ -12,7 +12,7 @@ import sys
 from xclaw.errors import ConfigError
 from xclaw.recorder.redact import Redactor
 from xclaw.security.credentials import command_line_secrets, known_secrets
-from xclaw.wire.protocol import read_token
+from xclaw.wire.token import read_token
 
 
 def output_redactor() -> Redactor:

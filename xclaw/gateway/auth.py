@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from xclaw.security.credentials import SERVER_TOKEN_PREFIX, issue_token
 from xclaw.security.private_files import private_dir, private_file
-from xclaw.wire.protocol import read_token, token_path
+from xclaw.wire.token import read_token, token_path
 
 
 def load_or_create_token(home: Path, configured: str | None = None) -> str:

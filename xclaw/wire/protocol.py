@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -35,6 +34,11 @@ from xclaw.store.steps.rows import valid_unicode
 from xclaw.views.record import step_cost, step_usage
 from xclaw.wire.busy import BusyPolicy
 from xclaw.wire.shapes import StepJson
+
+# The access token's file, once defined here: still importable from here.
+from xclaw.wire.token import TOKEN_FILE as TOKEN_FILE
+from xclaw.wire.token import read_token as read_token
+from xclaw.wire.token import token_path as token_path
 
 MAX_FRAME_BYTES = 1_000_000
 PROTOCOL_VERSION = 1
@@ -234,24 +238,6 @@ def parse_command(text: str) -> Command | None:
         return None
     rest = (m.group(2) or "").strip()
     return Command(name=m.group(1).lower(), args=tuple(rest.split()), rest=rest)
-
-
-# The access token: the gateway writes it to $XCLAW_HOME/token (xclaw.gateway.auth) and a local
-# client (`xclaw chat`) reads it from there when none is given.
-TOKEN_FILE = "token"
-
-
-def token_path(home: Path) -> Path:
-    return home / TOKEN_FILE
-
-
-def read_token(home: Path) -> str | None:
-    """The stored token, or None when there is none (or it is unreadable/empty)."""
-    try:
-        text = token_path(home).read_text().strip()
-    except OSError:
-        return None
-    return text or None
 
 
 # --- the published schema ------------------------------------------------------------------
