@@ -202,7 +202,7 @@ def main() -> None:
     (out / "cmdlines.tsv").write_text(
         "".join(f"{pid}\t{cmd}\n" for pid, cmd in sorted(lines.by_pid.items()))
     )
-    cpu: collections.Counter[str] = collections.Counter()
+    cpu: dict[str, float] = collections.defaultdict(float)
     count: collections.Counter[str] = collections.Counter()
     for rec in records:
         k = kind_of(rec, lines.by_pid.get(rec.pid))
@@ -215,7 +215,7 @@ def main() -> None:
         f"{100 * total / (wall * (os.cpu_count() or 1)):.0f} % of the machine)"
     )
     print(f"{'CPU-s':>8} {'share':>6} {'procs':>6}  kind")
-    for k, v in cpu.most_common():
+    for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]):
         if v >= 0.005 * total:
             print(f"{v:8.1f} {100 * v / total:5.1f}% {count[k]:6d}  {k}")
     rest = sum(v for v in cpu.values() if v < 0.005 * total)
