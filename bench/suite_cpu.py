@@ -171,7 +171,7 @@ def suite_command() -> tuple[list[str], dict[str, str]]:
         env.setdefault(f"XCLAW_TEST_REQUIRE_{need}", "1")
     env.setdefault("XCLAW_TEST_PHOENIX", str(cache / "venv-phoenix/bin/phoenix"))
     env.setdefault("XCLAW_TEST_LLAMA", str(cache / "venv-llama/bin/python"))
-    return [str(ROOT / ".venv/bin/python"), "-m", "pytest", "-q"], env
+    return [str(ROOT / ".venv/bin/python"), "-m", "pytest"], env
 
 
 def main() -> None:
