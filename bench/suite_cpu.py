@@ -51,6 +51,8 @@ class Exited:
     ppid: int
     comm: str
     cpu_s: float
+    started: float  # epoch seconds (whole: acct's resolution)
+    lived_s: float
 
 
 def comp_t(v: int) -> int:
@@ -67,7 +69,16 @@ def read_records(path: Path) -> list[Exited]:
             raise SystemExit(f"{path}: not version 3 accounting records (version {f[1]})")
         utime, stime = comp_t(f[10]), comp_t(f[11])
         comm = f[18].split(b"\0", 1)[0].decode(errors="replace")
-        out.append(Exited(pid=f[6], ppid=f[7], comm=comm, cpu_s=(utime + stime) / AHZ))
+        out.append(
+            Exited(
+                pid=f[6],
+                ppid=f[7],
+                comm=comm,
+                cpu_s=(utime + stime) / AHZ,
+                started=float(f[8]),
+                lived_s=f[9] / AHZ,
+            )
+        )
     return out
 
 
@@ -83,15 +94,20 @@ def set_accounting(path: Path | None) -> None:
 
 
 class CommandLines(threading.Thread):
-    """Each pid's latest command line, read every 50 ms (again after an exec)."""
+    """Each pid's command lines as seen every 50 ms, with when each was first seen: a new
+    pid, an exec, or the pid taken again by a later process (pids wrap at pid_max, 32,768
+    here, and a suite starts ~20,000 processes)."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.by_pid: dict[int, str] = {}
+        self.seen: dict[int, list[tuple[float, str]]] = collections.defaultdict(list)
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        live: dict[int, str] = {}
         while not self.stopped.wait(0.05):
+            now = time.time()
+            current: dict[int, str] = {}
             for name in os.listdir("/proc"):
                 if not name.isdigit():
                     continue
@@ -100,8 +116,19 @@ class CommandLines(threading.Thread):
                         cmd = f.read(400).replace(b"\0", b" ").decode(errors="replace").strip()
                 except OSError:
                     continue
-                if cmd:
-                    self.by_pid[int(name)] = cmd
+                if not cmd:
+                    continue
+                pid = int(name)
+                current[pid] = cmd
+                if live.get(pid) != cmd:
+                    self.seen[pid].append((now, cmd))
+            live = current
+
+    def named(self, rec: Exited) -> str | None:
+        """The last command line its pid showed while `rec`'s process lived."""
+        start, end = rec.started - 1.0, rec.started + rec.lived_s + 1.0
+        during = [cmd for at, cmd in self.seen.get(rec.pid, ()) if start <= at <= end]
+        return during[-1] if during else None
 
 
 # A kind of process by its command line (first match), else by its command name.
@@ -115,7 +142,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     (r"^/usr/bin/bwrap|xclaw\.sandbox\.", "sandbox (bwrap, landlock, socket filter)"),
     (r"/chromium", "chromium"),
     (r"playwright/driver", "playwright's driver (node)"),
-    (r"\bpip\b", "pip (the README's install, tested)"),
+    (r"-m pip\b|bin/pip\b", "pip (the README's install, tested)"),
     (r"phoenix", "phoenix"),
     (r"\bweed\b", "seaweedfs"),
     (r"^postgres|postgres:", "postgresql"),
@@ -200,12 +227,16 @@ def main() -> None:
         lines.join()
     records = read_records(pacct)
     (out / "cmdlines.tsv").write_text(
-        "".join(f"{pid}\t{cmd}\n" for pid, cmd in sorted(lines.by_pid.items()))
+        "".join(
+            f"{pid}\t{at:.2f}\t{cmd}\n"
+            for pid, seen in sorted(lines.seen.items())
+            for at, cmd in seen
+        )
     )
     cpu: dict[str, float] = collections.defaultdict(float)
     count: collections.Counter[str] = collections.Counter()
     for rec in records:
-        k = kind_of(rec, lines.by_pid.get(rec.pid))
+        k = kind_of(rec, lines.named(rec))
         cpu[k] += rec.cpu_s
         count[k] += 1
     total = sum(cpu.values())
