@@ -215,10 +215,12 @@ def test_a_refused_switch_sends_nothing_and_the_page_goes_back(serve, new_page):
 def test_a_message_typed_before_the_gateway_answers_the_page_is_sent_once_it_does(serve, new_page):
     """The page attaches to its session as it opens: what is typed before the gateway has
     answered everything the attach sent waits (shown, marked waiting) and then goes — it is
-    not put back in the box, nor is the composer left locked. Typed before the `session`
-    frame and typed between it and the `pong` that ends the attach; on a new session (no
-    `status` frame follows its `session` frame) and on one already written."""
-    server = serve([{"text": "Done."}, {"text": "Done again."}, {"text": "Done thrice."}])
+    not put back in the box, nor is the composer left locked. Typed before the attach's
+    `session` frame, on a new session; and, on the written session after a reload, typed
+    after its `session`, `history` and `status` frames (busy: false) and before the `pong`
+    that ends the attach — where the page once took the lock of its own waiting message for
+    a run in flight."""
+    server = serve([{"text": "Done."}, {"text": "Done again."}])
     page = new_page()
     gate = FrameGate(page)
     app = App(page, server)
