@@ -1,7 +1,7 @@
 """[wire] The access token's file: the gateway writes it to $XCLAW_HOME/token
 (xclaw.gateway.auth) and a local client (`xclaw chat`, `xclaw acp`) reads it from there when
-none is given. Apart from the frames' models, so an offline command that only redacts the
-token from its output does not load them."""
+none is given. A file on disk, no part of the frames' contract: apart from their models
+(wire/protocol.py re-exports these names, where they were first defined)."""
 
 from __future__ import annotations
 
