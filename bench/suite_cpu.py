@@ -3,7 +3,7 @@
 The suite is CPU-bound on two CPUs (docs/testing.md), and the per-test profile
 (`XCLAW_TEST_PROFILE`) sees only the processes a test reaps: not Chromium, PostgreSQL's
 backends, podman, a server killed rather than waited for. This counts them all. The kernel's
-process accounting (acct(2), the `accton` of Debian's acct package) writes a record as each
+process accounting (acct(2), called here through ctypes: no package needed) writes a record as each
 process exits — its own user and system CPU, pid and command name — and a sampler reads each
 new pid's command line from /proc every 50 ms, so a record can be named by what ran
 (`xclaw serve`, a pytest worker, a crash test's child, Chromium's renderer) rather than
@@ -13,8 +13,9 @@ name).
 
     sudo .venv/bin/python bench/suite_cpu.py [--out DIR] [-- COMMAND ...]
 
-Without a command, the README's test command with CI's environment is what `.ci/run` sets
-up (run it from a checkout `.ci/run` prepared). Needs root (CAP_SYS_PACCT) and a kernel built
+Without a command it runs the README's test command with the environment `.ci/run` sets (run
+it from a checkout `.ci/run` prepared: its venv, and the caches of the llama and Phoenix
+tiers). Needs root (CAP_SYS_PACCT) and a kernel built
 with BSD process accounting (/proc/sys/kernel/acct exists). Printed: CPU-s, share and count
 per kind, largest first, and the command's wall time; `--out` keeps the raw accounting file
 and the command lines.
