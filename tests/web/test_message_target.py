@@ -257,3 +257,45 @@ def test_a_message_typed_before_the_gateway_answers_the_page_is_sent_once_it_doe
     expect(page.locator("#input")).to_have_value("")
     app.wait_idle()
     assert said_in(server, "typed after the session frame") == [sid]
+
+
+def test_queue_pressed_while_the_page_attaches_waits_behind_the_message_typed_before(
+    serve, new_page
+):
+    """A message typed while the page attaches waits, and the composer offers Queue
+    (Alt+Enter) meanwhile: a message queued then goes after the waiting one — queued behind
+    its run — not ahead of it, where it would start first and the waiting one be refused as
+    busy."""
+    server = serve([{"text": "First done."}, {"text": "Second done."}])
+    page = new_page()
+    gate = FrameGate(page)
+    app = App(page, server)
+    gate.hold()
+    page.goto(f"{server.http}/?token={server.token}")
+    expect(page.locator("#conn")).to_have_attribute("data-state", "open")
+    gate.wait_for(
+        "the gateway's answer", lambda: any(f["type"] == "pong" for f in gate.held_frames())
+    )
+    app.send("first")
+    expect(page.locator("#messages .msg.user.waiting")).to_have_text("first")
+    box = page.locator("#input")
+    box.fill("second")
+    box.press("Alt+Enter")
+    expect(box).to_have_value("")
+    # Nothing went ahead of the attach's answer.
+    assert [f for f in gate.sent if f.get("type") == "message"] == []
+    gate.release()
+
+    expect(page.locator("#messages .msg.assistant.final")).to_have_count(2)
+    expect(page.locator("#messages .msg.assistant.final").first).to_have_text("First done.")
+    expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Second done.")
+    sent = [f for f in gate.sent if f.get("type") == "message"]
+    assert [(f["content"], f.get("busy")) for f in sent] == [("first", None), ("second", "queue")]
+    sid = app.session_id()
+    headers = {"Authorization": f"Bearer {server.token}"}
+    steps = httpx.get(f"{server.http}/api/sessions/{sid}/steps?n=0", headers=headers).json()[
+        "steps"
+    ]
+    said = [st["input"] for st in steps if st["type"] == "user_input"]
+    assert said == ["first", "second"]
+    assert not [f for f in gate.received if f.get("type") == "error"]

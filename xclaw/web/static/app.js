@@ -532,12 +532,15 @@ async function loadAgents() {
   $("agent-choice").hidden = agents.length < 2;
 }
 
-/** Typed while attaching: shown now (marked waiting), sent once attached. */
-function holdMessage(text, cmd) {
+/** Typed while attaching: shown now (marked waiting), sent once attached. `queue`: Queue
+ * (Alt+Enter) was pressed, offered since the waiting message locked the composer — it goes
+ * with `busy: "queue"`, after the message before it, never ahead of it. */
+function holdMessage(text, cmd, { queue = false } = {}) {
   const el = cmd ? commandLine(text) : transcript.user(text);
   el.classList.add("waiting");
-  state.outbox.push({ text, el });
-  if (cmd) return;
+  if (queue) el.classList.add("queued");
+  state.outbox.push({ text, el, queue });
+  if (cmd || queue) return;
   setBusy(true);
   state.heldBusyEpoch = state.busyEpoch;
 }
@@ -548,14 +551,23 @@ function runInFlight() {
 }
 
 function sendOutbox() {
+  let started = false; // a message sent here started a run
   while (state.outbox.length && !state.attaching) {
-    const { text, el } = state.outbox[0];
+    const { text, el, queue } = state.outbox[0];
+    if (queue) {
+      // The session's queue lists it once the gateway has it (a `queue` frame).
+      state.outbox.shift();
+      el.remove();
+      socket.send({ type: "message", sessionId: state.sessionId, content: text, busy: "queue" });
+      continue;
+    }
+    if (started) break; // one run at a time: anything else after it goes back to the box
     // A run in flight here (resumed on attach) would refuse it as `busy`: back to the box.
     if (!command(text) && runInFlight()) break;
     state.outbox.shift();
     el.classList.remove("waiting");
     deliver(text, el);
-    if (!command(text)) break; // one run at a time: anything after it goes back to the box
+    if (!command(text)) started = true;
   }
   if (!state.attaching) withdrawOutbox(); // else it waits for the attach a command began
 }
@@ -700,6 +712,11 @@ function queueMessage(text) {
     return false;
   }
   if (command(text)) return sendMessage(text); // a command runs now, as ever
+  // Attaching (a message typed meanwhile waits): this one waits behind it, not ahead.
+  if (state.attaching) {
+    holdMessage(text, null, { queue: true });
+    return true;
+  }
   return socket.send({ type: "message", sessionId: state.sessionId, content: text, busy: "queue" });
 }
 
