@@ -10,7 +10,8 @@ billed stays within cap + the largest reservation), and no tool ran twice. A dep
 far above the session's makes every run claim a slice of its room (docs/budgets.md,
 "Allowances"), so each kill strands a run's allowance: the session's next run gives it back,
 a restarted worker's rebuilt counter counts it meanwhile, and at the end the counter is
-exactly what the holds count."""
+exactly what the holds count (or absent: a worker restarted after the last hold dropped it,
+to be rebuilt by the next)."""
 
 from __future__ import annotations
 
@@ -226,7 +227,13 @@ async def test_spend_is_counted_once_under_kills_at_reservations_and_settlements
     await until(lambda: not allowances(), lambda: str(allowances()), 30.0, in_thread=True)
     (day,) = {str(r[0]) for r in query("SELECT day FROM budget_holds", ())}
     counter = query("SELECT tokens FROM budget_counters WHERE scope=?", (f"td:{day}",))
-    assert counter == [(counted,)]
+    # A worker drops the shared scopes' counters as it starts (they may be older than its
+    # caps: xclaw/runtime/runtime.py), and the next hold that needs one rebuilds it from the
+    # holds. The last restart can come after the last hold — the resumed run stopped at the
+    # session's cap before reserving anything (seen under load with four kills), or on two
+    # workers the other one finished the session first — and then no counter is left, which
+    # is no count at all, not a wrong one. Kept, it is exact.
+    assert counter in ([(counted,)], []), counter
     # No tool ran twice: a tool killed mid-run is not run again (no blind repeat).
     outputs = query(
         "SELECT input_data, status FROM traces WHERE session_id=? AND step_type='tool_call' "
