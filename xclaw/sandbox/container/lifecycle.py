@@ -84,6 +84,9 @@ class Containers:
         # workspace's mount); and the OOM kills counted when each was last looked at.
         self._running: set[str] = set()
         self._info: dict[str, ContainerInfo] = {}
+        # One creation or start of a session's container at a time in this process (two
+        # commands of a run, a rewind, a fence may each find it missing at once).
+        self._making: dict[str, threading.Lock] = {}
         self._ooms: dict[str, int] = {}
         # The crash tests' hook (xclaw/workspace/crash_points.py): a no-op in production.
         self.crash_point: Callable[[str], None] = _no_crash_point
@@ -190,18 +193,21 @@ class Containers:
         if epoch is not None:
             self.note_epoch(session_id, epoch, owner)
         owner = self._owners.get(session_id) if owner is None else owner
-        info = self.inspect(session_id)
-        how = "adopted"
-        if info is None:
-            info = self._create(session_id, self.epoch(session_id), layer)
-            how = "created"
-        if not info.running:
-            self._start(session_id, workspace)
-            self.crash_point("container.started")
+        with self._lock:
+            making = self._making.setdefault(session_id, threading.Lock())
+        with making:
             info = self.inspect(session_id)
-            if info is None or not info.running:
-                raise WorkspaceError(f"the container of session {session_id} did not start")
-            how = "started" if how == "adopted" else how
+            how = "adopted"
+            if info is None:
+                info = self._create(session_id, self.epoch(session_id), layer)
+                how = "created"
+            if not info.running:
+                self._start(session_id, workspace)
+                self.crash_point("container.started")
+                info = self.inspect(session_id)
+                if info is None or not info.running:
+                    raise WorkspaceError(f"the container of session {session_id} did not start")
+                how = "started" if how == "adopted" else how
         mounts.follow(self.root, session_id, workspace)
         older = [
             p.pid
@@ -340,7 +346,19 @@ class Containers:
         if layer is not None:
             layer(info)  # made, not started: its overlay is not mounted
             self.crash_point("container.layer-written")
-        self._podman("rename", making, final)
+        renamed = self._podman("rename", making, final, check=False)
+        if renamed.returncode != 0:
+            # Another creator on this root (another worker) named its own first: the session
+            # has its container, ours goes. (Or it removed ours as a crash's leftover: then
+            # no container has the name, and this fails as before.)
+            theirs = self.inspect(session_id)
+            self.discard(making)
+            if theirs is None:
+                raise WorkspaceError(
+                    f"could not name the container of session {session_id}: "
+                    f"{last_line(renamed.stderr)}"
+                )
+            return theirs
         done_info = self.inspect(session_id)
         if done_info is None:
             raise WorkspaceError(f"the container of session {session_id} vanished once renamed")
