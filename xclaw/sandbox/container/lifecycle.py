@@ -348,9 +348,9 @@ class Containers:
             self.crash_point("container.layer-written")
         renamed = self._podman("rename", making, final, check=False)
         if renamed.returncode != 0:
-            # Another creator on this root (another worker) named its own first: the session
-            # has its container, ours goes. (Or it removed ours as a crash's leftover: then
-            # no container has the name, and this fails as before.)
+            # Another creator on this root (another worker) named its own first, or removed
+            # ours as a crash's leftover: the session has its container, ours goes. (Removed
+            # and not yet replaced: no container has the name, and this fails as before.)
             theirs = self.inspect(session_id)
             self.discard(making)
             if theirs is None:
