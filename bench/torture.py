@@ -585,8 +585,10 @@ def headless_run(
         # visible — the latest completed step may not be yet (unless it was told: after its
         # sync). The steps run one after another, each result committed and synced before the
         # next step begins: every earlier completed step is on disk.
-        kept = completed_before - {max(completed_before)} if power and completed_before else None
-        check_kept(w, fig, completed_before if kept is None else kept, told, phase)
+        kept = set(completed_before)
+        if power and kept:
+            kept.discard(max(kept))
+        check_kept(w, fig, kept, told, phase)
         check_effects(w, fig, phase)
         check_integrity(w, fig, phase)
         first = first and not w.query("SELECT 1 FROM traces WHERE session_id=?", (w.sid,))

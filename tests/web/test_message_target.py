@@ -25,19 +25,22 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CLIENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{21}")
 
 
+def inputs_of(server: Server, session_id: str) -> list[str]:
+    """The user messages a session's record holds, in order."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    steps: list[dict[str, Any]] = httpx.get(
+        f"{server.http}/api/sessions/{session_id}/steps?n=0", headers=headers
+    ).json()["steps"]
+    return [st["input"] for st in steps if st["type"] == "user_input"]
+
+
 def said_in(server: Server, text: str) -> list[str]:
     """The sessions whose record holds a user message `text` (each as often as it is there)."""
     headers = {"Authorization": f"Bearer {server.token}"}
     listed = httpx.get(f"{server.http}/api/sessions", headers=headers).json()["sessions"]
-    found: list[str] = []
-    for s in listed:
-        steps: list[dict[str, Any]] = httpx.get(
-            f"{server.http}/api/sessions/{s['sessionId']}/steps?n=0", headers=headers
-        ).json()["steps"]
-        found += [
-            s["sessionId"] for st in steps if st["type"] == "user_input" and st["input"] == text
-        ]
-    return found
+    return [
+        s["sessionId"] for s in listed for said in inputs_of(server, s["sessionId"]) if said == text
+    ]
 
 
 def lands(gate: FrameGate, server: Server, text: str) -> list[str]:
@@ -291,11 +294,5 @@ def test_queue_pressed_while_the_page_attaches_waits_behind_the_message_typed_be
     expect(page.locator("#messages .msg.assistant.final").last).to_have_text("Second done.")
     sent = [f for f in gate.sent if f.get("type") == "message"]
     assert [(f["content"], f.get("busy")) for f in sent] == [("first", None), ("second", "queue")]
-    sid = app.session_id()
-    headers = {"Authorization": f"Bearer {server.token}"}
-    steps = httpx.get(f"{server.http}/api/sessions/{sid}/steps?n=0", headers=headers).json()[
-        "steps"
-    ]
-    said = [st["input"] for st in steps if st["type"] == "user_input"]
-    assert said == ["first", "second"]
+    assert inputs_of(server, app.session_id()) == ["first", "second"]
     assert not [f for f in gate.received if f.get("type") == "error"]
